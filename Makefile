@@ -1,0 +1,55 @@
+# gemm_gen: mlir-aie style entry points. Variables follow mlir-aie's matrix_multiplication
+# Makefiles: DEVICE (npu1|npu2), M K N, optional m k n K_MT DTYPE_IN DTYPE_OUT B_COL_MAJ.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+DEVICE ?= npu2
+M ?= 512
+K ?= 512
+N ?= 512
+DTYPE_IN ?= bf16
+DTYPE_OUT ?=
+B_COL_MAJ ?= 0
+SEED ?= 0
+
+GEN_ARGS := --dev $(DEVICE) -M $(M) -K $(K) -N $(N) --dtype_in $(DTYPE_IN) \
+	$(if $(DTYPE_OUT),--dtype_out $(DTYPE_OUT)) --b-col-maj $(B_COL_MAJ) \
+	$(if $(m),-m $(m)) $(if $(k),-k $(k)) $(if $(n),-n $(n)) $(if $(K_MT),--k-mt $(K_MT))
+
+.PHONY: install sim plan generate test test-slow bench clean help
+
+help:
+	@echo "make sim DEVICE=npu2 M=512 K=512 N=512 [m= k= n= K_MT= DTYPE_IN= DTYPE_OUT= B_COL_MAJ=]"
+	@echo "make plan|generate (same variables), make test, make test-slow, make bench, make clean"
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+sim: $(STAMP)
+	$(BIN)/gemm-gen simulate $(GEN_ARGS) --seed $(SEED)
+
+plan: $(STAMP)
+	$(BIN)/gemm-gen plan $(GEN_ARGS)
+
+generate: $(STAMP)
+	$(BIN)/gemm-gen generate $(GEN_ARGS)
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -q
+
+test-slow: $(STAMP)
+	$(BIN)/python -m pytest -q -m slow
+
+bench: $(STAMP)
+	$(BIN)/python scripts/bench_sim.py
+
+clean:
+	rm -rf build .pytest_cache .hypothesis

@@ -1,0 +1,431 @@
+"""GemmConfig: every number of one whole-array output-stationary GEMM design, and its checks.
+
+Tiling (Striking the Balance, sec. 4.1): r x s x t mmul -> m x k x n kernel in L1 -> rows x cols
+cores (native size (m*rows) x k_mt x (n*cols)) -> the problem M x K x N, padded up to a multiple of
+the native size on the host (inputs with zeros, C cropped).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, replace
+
+from .dtypes import DType, dtype
+from .errors import ConfigError
+from .hw.devices import Device, MmulShape, TileKind, device
+from .numerics import KernelNumerics, Rounding, Saturation
+
+# Balanced kernels of Striking the Balance, Tables 2 and 3 (B column-major): (m, k, n, k_mt).
+PAPER_TILES: dict[tuple[str, str, str], tuple[int, int, int, int]] = {
+    ("npu1", "i8", "i8"): (112, 112, 112, 448),
+    ("npu1", "i8", "i16"): (96, 112, 96, 448),
+    ("npu1", "i8", "i32"): (80, 88, 96, 352),
+    ("npu1", "bf16", "bf16"): (96, 56, 96, 224),
+    ("npu2", "i8", "i8"): (144, 72, 144, 432),
+    ("npu2", "i8", "i16"): (128, 72, 112, 432),
+    ("npu2", "i8", "i32"): (96, 64, 96, 384),
+    ("npu2", "bf16", "bf16"): (112, 48, 96, 384),
+}
+
+KERNEL_EXPANSION = 2  # our kernels compute 2 x 2 blocks of mmuls: m % 2r == 0, n % 2t == 0
+
+
+@dataclass(frozen=True)
+class MemtileBuffer:
+    """One ObjectFIFO buffer in L2: what it holds, whose it is, and where it lives."""
+
+    name: str
+    nbytes: int
+    owner_col: int  # the memtile whose DMA channels use it
+    home_col: int  # the memtile whose memory holds it (a neighbour when spilled)
+
+
+@dataclass(frozen=True)
+class GemmConfig:
+    """A complete tiling and mapping. Build with `GemmConfig(...)`, check with `validate()`."""
+
+    device: str
+    M: int
+    K: int
+    N: int
+    m: int
+    k: int
+    n: int
+    k_mt: int
+    dtype_in: str = "bf16"
+    dtype_out: str = "bf16"
+    b_col_maj: bool = False
+    rows: int = 4
+    cols: int = 0  # 0: all columns of the device
+    emulate_bf16_with_bfp16: bool = False
+    mmul_shape: tuple[int, int, int] | None = None  # r x s x t; None: the device's default
+    stack_bytes: int = 0  # 0: the device default (mlir-aie's 0x400)
+    queue_groups: int = 5  # task groups of {A, B, C} BDs in flight per shim (paper: 5 -> 15 BDs)
+    depth_ab_l1: int = 2
+    depth_ab_l2: int = 2
+    depth_c_l1: int = 1  # single C buffer in L1 (sec. 5.3.2)
+    depth_c_l2: int = 1
+    rounding: str = "conv_even"
+    saturation: str = "saturate"
+    shift: int = 0
+
+    def __post_init__(self) -> None:
+        dev = device(self.device)
+        object.__setattr__(self, "device", dev.name)
+        if self.cols == 0:
+            object.__setattr__(self, "cols", dev.columns)
+        if self.stack_bytes == 0:
+            object.__setattr__(self, "stack_bytes", dev.default_stack_bytes)
+
+    # ---- what the fields mean --------------------------------------------------------------
+    @property
+    def dev(self) -> Device:
+        return device(self.device)
+
+    @property
+    def t_in(self) -> DType:
+        return dtype(self.dtype_in)
+
+    @property
+    def t_out(self) -> DType:
+        return dtype(self.dtype_out)
+
+    @property
+    def mmul(self) -> MmulShape:
+        if self.mmul_shape is not None:
+            return self.mmul_shape
+        return self.dev.mmul_shape(self.dtype_in, self.emulate_bf16_with_bfp16)
+
+    @property
+    def r(self) -> int:
+        return self.mmul[0]
+
+    @property
+    def s(self) -> int:
+        return self.mmul[1]
+
+    @property
+    def t(self) -> int:
+        return self.mmul[2]
+
+    @property
+    def numerics(self) -> KernelNumerics:
+        return KernelNumerics(
+            self.t_in, self.t_out, Rounding[self.rounding.upper()], Saturation[self.saturation.upper()],
+            self.shift,
+        )
+
+    # ---- sizes -------------------------------------------------------------------------------
+    @property
+    def native(self) -> tuple[int, int, int]:
+        """The GEMM the whole array computes natively: (m*rows) x k_mt x (n*cols)."""
+        return self.m * self.rows, self.k_mt, self.n * self.cols
+
+    @property
+    def padded(self) -> tuple[int, int, int]:
+        nm, nk, nn = self.native
+        return _round_up(self.M, nm), _round_up(self.K, nk), _round_up(self.N, nn)
+
+    @property
+    def Mp(self) -> int:
+        return self.padded[0]
+
+    @property
+    def Kp(self) -> int:
+        return self.padded[1]
+
+    @property
+    def Np(self) -> int:
+        return self.padded[2]
+
+    @property
+    def wasted_fraction(self) -> float:
+        """Share of the padded MACs that only multiply padding zeros."""
+        return 1.0 - (self.M * self.K * self.N) / (self.Mp * self.Kp * self.Np)
+
+    @property
+    def m_blocks(self) -> int:
+        return self.Mp // (self.m * self.rows)
+
+    @property
+    def n_blocks(self) -> int:
+        return self.Np // (self.n * self.cols)
+
+    @property
+    def k_steps(self) -> int:
+        """Kernel calls per output tile."""
+        return self.Kp // self.k
+
+    @property
+    def tiles_per_core(self) -> int:
+        return self.m_blocks * self.n_blocks
+
+    @property
+    def b_l2_k(self) -> int:
+        """K extent of a B object in the memtile: k_mt when column-major, k when row-major."""
+        return self.k_mt if self.b_col_maj else self.k
+
+    def a_col(self, row: int) -> int:
+        """Column whose shim and memtile carry the A stream of core row `row`.
+
+        npu2 spreads the four A streams over the even columns (sec. 4.2.2).
+        """
+        return row * (self.cols // self.rows)
+
+    @property
+    def a_cols(self) -> tuple[int, ...]:
+        return tuple(self.a_col(i) for i in range(self.rows))
+
+    # ---- budgets -----------------------------------------------------------------------------
+    @property
+    def l1_parts(self) -> dict[str, int]:
+        """Bytes of each core's L1 use: A, B (double-buffered), C (single), stack."""
+        t_in, t_out = self.t_in, self.t_out
+        return {
+            "A": self.depth_ab_l1 * t_in.nbytes(self.m * self.k),
+            "B": self.depth_ab_l1 * t_in.nbytes(self.k * self.n),
+            "C": self.depth_c_l1 * t_out.nbytes(self.m * self.n),
+            "stack": self.stack_bytes,
+        }
+
+    @property
+    def l1_bytes(self) -> int:
+        return sum(self.l1_parts.values())
+
+    def memtile_buffers(self) -> list[MemtileBuffer]:
+        """Every L2 buffer with the memtile that uses it (before placement)."""
+        bufs = []
+        a_bytes = self.t_in.nbytes(self.m * self.k_mt)
+        b_bytes = self.t_in.nbytes(self.b_l2_k * self.n)
+        c_bytes = self.t_out.nbytes(self.rows * self.m * self.n)
+        for col in range(self.cols):
+            if col in self.a_cols:
+                row = self.a_cols.index(col)
+                bufs += [MemtileBuffer(f"A_L3L2_{row}_buff_{i}", a_bytes, col, col)
+                         for i in range(self.depth_ab_l2)]
+            bufs += [MemtileBuffer(f"B_L3L2_{col}_buff_{i}", b_bytes, col, col)
+                     for i in range(self.depth_ab_l2)]
+            bufs += [MemtileBuffer(f"C_L2L3_{col}_buff_{i}", c_bytes, col, col)
+                     for i in range(self.depth_c_l2)]
+        return bufs
+
+    def memtile_placement(self) -> list[MemtileBuffer]:
+        """Place L2 buffers: own memtile first; what overflows spills to a neighbour, as IRON does.
+
+        Only A/B buffers may spill (memtile channels 0-3 reach the neighbours; the C join also
+        uses channels 4-5, which are local-only).
+        """
+        cap = self.dev.memtile_bytes
+        used = [0] * self.cols
+        placed: list[MemtileBuffer] = []
+        overflow: list[MemtileBuffer] = []
+        # C first: it must stay local; then A/B, largest first, while they fit
+        for buf in sorted(self.memtile_buffers(), key=lambda b: (b.owner_col, not b.name.startswith("C"), -b.nbytes)):
+            if buf.name.startswith("C") or used[buf.owner_col] + buf.nbytes <= cap:
+                used[buf.owner_col] += buf.nbytes
+                placed.append(buf)
+            else:
+                overflow.append(buf)
+        for col in range(self.cols):
+            if used[col] > cap:
+                raise ConfigError(
+                    f"memtile {col} overflows: its C join buffers alone need {used[col]} B > {cap} B",
+                    "reduce m or n",
+                )
+        for buf in overflow:
+            neighbours = [c for c in (buf.owner_col - 1, buf.owner_col + 1) if 0 <= c < self.cols]
+            best = max(neighbours, key=lambda c: cap - used[c], default=None)
+            if best is None or used[best] + buf.nbytes > cap:
+                total = sum(b.nbytes for b in self.memtile_buffers() if b.owner_col == buf.owner_col)
+                raise ConfigError(
+                    f"memtile {buf.owner_col} overflows: its A/B/C buffers need {total} B > {cap} B "
+                    f"(512 KiB) and no neighbour has {buf.nbytes} B free",
+                    "reduce k_mt (--k-mt) or m/n",
+                )
+            used[best] += buf.nbytes
+            placed.append(replace(buf, home_col=best))
+        return placed
+
+    def memtile_bytes_used(self) -> list[int]:
+        used = [0] * self.cols
+        for buf in self.memtile_placement():
+            used[buf.home_col] += buf.nbytes
+        return used
+
+    # ---- validation --------------------------------------------------------------------------
+    def validate(self) -> GemmConfig:
+        """Raise ConfigError / DmaLimitError naming the first broken limit; return self if fine."""
+        self._check_types()
+        self._check_array()
+        self._check_divisibility()
+        self._check_granularity()
+        self._check_l1()
+        self.memtile_placement()
+        self._check_queue()
+        from .design.patterns import check_dma_limits  # the patterns need a valid tiling first
+
+        check_dma_limits(self)
+        return self
+
+    def _check_types(self) -> None:
+        dev, t_in, t_out = self.dev, self.t_in, self.t_out
+        if t_in.name not in dev.mmul_shapes:
+            raise ConfigError(f"{dev.name} has no kernel for dtype_in {t_in}",
+                              f"use --dtype_in {' or '.join(dev.mmul_shapes)}")
+        allowed = dev.out_types[t_in.name]
+        if t_out.name not in allowed:
+            raise ConfigError(f"dtype_out {t_out} does not go with dtype_in {t_in}",
+                              f"use --dtype_out {' or '.join(allowed)}")
+        default = dev.mmul_shape(t_in.name, self.emulate_bf16_with_bfp16)  # raises for a wrong device/type
+        allowed = (default,) if self.emulate_bf16_with_bfp16 else dev.mmul_shapes[t_in.name]
+        if self.mmul_shape is not None and tuple(self.mmul_shape) not in allowed:
+            shapes = ", ".join("x".join(map(str, sh)) for sh in allowed)
+            raise ConfigError(f"mmul {'x'.join(map(str, self.mmul_shape))} is not an aie::mmul shape of "
+                              f"{dev.name} for {t_in}", f"use one of {shapes}")
+        if t_out.is_float and self.shift:
+            raise ConfigError(f"shift {self.shift} applies to integer outputs only", "drop --shift")
+        if not 0 <= self.shift <= 31:
+            raise ConfigError(f"shift {self.shift} is outside 0..31", "use a shift in 0..31")
+        if self.rounding.upper() not in Rounding.__members__:
+            raise ConfigError(f"unknown rounding mode {self.rounding!r}",
+                              f"use one of {', '.join(r.name.lower() for r in Rounding)}")
+        if self.saturation.upper() not in Saturation.__members__:
+            raise ConfigError(f"unknown saturation mode {self.saturation!r}",
+                              "use none, saturate or symmetric")
+
+    def _check_array(self) -> None:
+        dev = self.dev
+        for name, value in (("M", self.M), ("K", self.K), ("N", self.N), ("m", self.m), ("k", self.k),
+                            ("n", self.n), ("k_mt", self.k_mt)):
+            if value < 1:
+                raise ConfigError(f"{name}={value} must be positive", f"give -{name} a size >= 1")
+        if self.rows != dev.core_rows:
+            raise ConfigError(f"rows={self.rows}: the whole-array mapping uses all {dev.core_rows} core rows",
+                              f"use rows={dev.core_rows}")
+        if self.cols > dev.columns or self.cols % self.rows:
+            raise ConfigError(
+                f"cols={self.cols} on {dev.name} (at most {dev.columns} columns, a multiple of the "
+                f"{self.rows} A streams)",
+                f"use cols={dev.columns}",
+            )
+        if not 1 <= self.depth_ab_l1 <= 4 or not 1 <= self.depth_ab_l2 <= 4 or not 1 <= self.depth_c_l1 <= 2 \
+                or not 1 <= self.depth_c_l2 <= 2:
+            raise ConfigError("fifo depths must be 1..4 (A, B) and 1..2 (C)", "use the defaults 2, 2, 1, 1")
+        if self.queue_groups < 1:
+            raise ConfigError(f"queue_groups={self.queue_groups} must be >= 1", "use the default 5")
+
+    def _check_divisibility(self) -> None:
+        r, s, t = self.mmul
+        mm = f"{r}x{s}x{t}"
+        where = f"{self.dev.name} {self.dtype_in} mmul {mm}"
+        if self.m % (KERNEL_EXPANSION * r):
+            raise ConfigError(
+                f"m={self.m} is not a multiple of 2r={2 * r} (2x2 blocks of the {where})",
+                f"use m={_near(self.m, 2 * r)}",
+            )
+        if self.k % s:
+            raise ConfigError(f"k={self.k} is not a multiple of s={s} ({where})", f"use k={_near(self.k, s)}")
+        if self.n % (KERNEL_EXPANSION * t):
+            raise ConfigError(
+                f"n={self.n} is not a multiple of 2t={2 * t} (2x2 blocks of the {where})",
+                f"use n={_near(self.n, 2 * t)}",
+            )
+        if self.k_mt % self.k:
+            raise ConfigError(f"k_mt={self.k_mt} is not a multiple of k={self.k}",
+                              f"use --k-mt {_near(self.k_mt, self.k)}")
+
+    def _check_granularity(self) -> None:
+        """Every contiguous DMA run must be whole 32-bit words (sec. 4.3)."""
+        runs = [("s", self.s, self.t_in), ("t", self.t, self.t_in), ("K", self.Kp, self.t_in),
+                ("N", self.Np, self.t_in), ("t (C)", self.t, self.t_out), ("N (C)", self.Np, self.t_out)]
+        for name, count, t in runs:
+            if t.nbytes(count) % 4:
+                raise ConfigError(
+                    f"{name}={count} x {t} = {t.nbytes(count)} B is not a multiple of the 4-byte DMA word",
+                    "choose sizes whose rows are whole 32-bit words",
+                )
+
+    def _check_l1(self) -> None:
+        parts = self.l1_parts
+        cap = self.dev.l1_bytes
+        if self.l1_bytes > cap:
+            detail = " + ".join(f"{k} {v}" for k, v in parts.items())
+            raise ConfigError(
+                f"L1 overflow: {detail} = {self.l1_bytes} B > {cap} B per core "
+                f"(m={self.m} k={self.k} n={self.n}, {self.dtype_in}->{self.dtype_out})",
+                "reduce m, k or n",
+            )
+
+    def _check_queue(self) -> None:
+        bds = self.dev.dma[TileKind.SHIM].bds
+        per_group = 3  # one A, one B and one C task per shim column that carries all three
+        if self.queue_groups * per_group > bds:
+            raise ConfigError(
+                f"queue_groups={self.queue_groups} keeps {self.queue_groups * per_group} BDs live per "
+                f"shim > {bds} shim BDs",
+                f"use queue_groups <= {bds // per_group}",
+            )
+
+    # ---- presentation ------------------------------------------------------------------------
+    @property
+    def suffix(self) -> str:
+        """mlir-aie's target_suffix: MxKxN_mxkxn_<cols>c."""
+        return f"{self.M}x{self.K}x{self.N}_{self.m}x{self.k}x{self.n}_{self.cols}c"
+
+    def to_json(self) -> dict[str, object]:
+        return asdict(self)
+
+
+def _round_up(x: int, q: int) -> int:
+    return -(-x // q) * q
+
+
+def _near(x: int, q: int) -> str:
+    lo = max(q, x // q * q)
+    hi = lo + q if lo >= x else _round_up(x, q)
+    return f"{lo}" if lo == hi else f"{lo} or {hi}"
+
+
+def default_tiles(dev_name: str, dtype_in: str, dtype_out: str, K: int | None = None,
+                  emulate_bf16_with_bfp16: bool = False) -> tuple[int, int, int, int]:
+    """(m, k, n, k_mt) when the user gives none: the paper's balanced kernel for this device and
+    types, else the largest balanced square-ish tile that fits L1 (the tuner replaces this)."""
+    dev = device(dev_name)
+    key = (dev.name, dtype_in, dtype_out)
+    if key in PAPER_TILES:
+        m, k, n, k_mt = PAPER_TILES[key]
+    else:
+        m, k, n, k_mt = _fallback_tiles(dev, dtype_in, dtype_out, emulate_bf16_with_bfp16)
+    if K is not None:
+        k_mt = min(k_mt, _round_up(K, k))  # never pad K further than one kernel step needs
+    return m, k, n, k_mt
+
+
+def default_k_mt(dev_name: str, dtype_in: str, dtype_out: str, k: int, K: int | None = None) -> int:
+    """k_mt for a user-chosen k: the paper's choice for these types rounded to a multiple of k."""
+    _, _, _, paper = default_tiles(dev_name, dtype_in, dtype_out, None)
+    k_mt = max(k, round(paper / k) * k)
+    if K is not None:
+        k_mt = min(k_mt, _round_up(K, k))
+    return k_mt
+
+
+def _fallback_tiles(dev: Device, dtype_in: str, dtype_out: str, emulate: bool) -> tuple[int, int, int, int]:
+    r, s, t = dev.mmul_shape(dtype_in, emulate)
+    t_in, t_out = dtype(dtype_in), dtype(dtype_out)
+    budget = dev.l1_bytes - dev.default_stack_bytes
+    best: tuple[int, int, int] | None = None
+    for mn in range(256, 0, -1):
+        m = _round_up(mn, 2 * r)
+        n = _round_up(mn, 2 * t)
+        c_bytes = t_out.nbytes(m * n)
+        k = (budget - c_bytes) // (2 * t_in.nbytes(1) * (m + n)) if budget > c_bytes else 0
+        k = k // s * s
+        if k >= max(4 * s, 32):
+            best = (m, k, n)
+            break
+    if best is None:  # pragma: no cover - every supported type has a small tile
+        raise ConfigError(f"no tile fits L1 for {dtype_in}->{dtype_out} on {dev.name}", "give -m -k -n")
+    m, k, n = best
+    k_mt = k * max(1, math.ceil(384 / k))
+    return m, k, n, k_mt

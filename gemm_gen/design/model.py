@@ -1,0 +1,183 @@
+"""The Design: plain data describing one GEMM program for the array.
+
+It speaks IRON's vocabulary (ObjectFifo, link forward/split/join, Worker, Runtime fill/drain in
+task groups) so that the IRON lowering is a direct translation, and the functional simulator and
+the performance model read the very same objects.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Union
+
+from ..config import GemmConfig, MemtileBuffer
+from ..hw.devices import TileKind
+from ..tap import Tap
+
+
+@dataclass(frozen=True, order=True)
+class TileRef:
+    col: int
+    row: int
+
+    @property
+    def kind(self) -> TileKind:
+        return TileKind.SHIM if self.row == 0 else TileKind.MEM if self.row == 1 else TileKind.CORE
+
+    def __str__(self) -> str:
+        return f"{self.kind.value}({self.col},{self.row})"
+
+
+@dataclass(frozen=True)
+class ObjectFifo:
+    """One ObjectFifo: a producer, one or more consumers (a broadcast when several), `depth` objects.
+
+    dims_to_stream is the producer MM2S pattern over one object; dims_from_stream the consumers'
+    S2MM pattern (the same for every consumer). None means a linear transfer.
+    """
+
+    name: str
+    dtype: str
+    obj_shape: tuple[int, ...]
+    depth: int
+    producer: TileRef
+    consumers: tuple[TileRef, ...]
+    dims_to_stream: Tap | None = None
+    dims_from_stream: Tap | None = None
+
+    @property
+    def obj_elems(self) -> int:
+        n = 1
+        for d in self.obj_shape:
+            n *= d
+        return n
+
+
+@dataclass(frozen=True)
+class Link:
+    """A memtile link: forward (1 -> 1), split (1 -> n, per-output offsets), join (n -> 1).
+
+    offsets are element offsets of each slice in the memtile object: per source for a join,
+    per destination for a split, (0,) for a forward.
+    """
+
+    kind: str
+    tile: TileRef
+    srcs: tuple[str, ...]
+    dsts: tuple[str, ...]
+    offsets: tuple[int, ...]
+
+
+# ---- the worker program: a tiny loop IR the simulator interprets and IRON lowers -----------
+@dataclass(frozen=True)
+class Acquire:
+    fifo: str
+    count: int = 1
+
+
+@dataclass(frozen=True)
+class Release:
+    fifo: str
+    count: int = 1
+
+
+@dataclass(frozen=True)
+class Call:
+    kernel: str
+    args: tuple[str, ...]  # fifos whose currently acquired object is passed, in order
+
+
+@dataclass(frozen=True)
+class Loop:
+    count: int
+    body: tuple[Op, ...]
+
+
+Op = Union[Acquire, Release, Call, Loop]
+
+
+@dataclass(frozen=True)
+class KernelSpec:
+    """An external kernel function a worker calls, and the object file it links with."""
+
+    name: str
+    role: str  # "zero" or "matmul"
+    object_file: str
+    arg_shapes: tuple[tuple[int, ...], ...]
+    arg_dtypes: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Worker:
+    tile: TileRef
+    program: tuple[Op, ...]  # the body of core_fn; the core repeats it forever (while_true)
+    kernels: tuple[str, ...]
+    stack_bytes: int
+
+
+# ---- the runtime sequence (command processor program) ----------------------------------------
+@dataclass(frozen=True)
+class HostTensor:
+    """A runtime-sequence argument: a flat DRAM buffer holding a 2-D row-major array."""
+
+    name: str
+    shape: tuple[int, int]  # storage shape (B column-major is stored N x K)
+    dtype: str
+
+
+@dataclass(frozen=True)
+class ShimTask:
+    """One shim BD task: `fill` pushes host data into a fifo, `drain` writes a fifo to the host."""
+
+    name: str
+    direction: str  # "fill" or "drain"
+    fifo: str
+    tensor: str
+    shim: TileRef
+    tap: Tap  # over the host tensor, in elements
+    wait: bool  # issue a completion token that finish_task_group awaits
+    group: int
+
+
+@dataclass(frozen=True)
+class RuntimeOp:
+    """`task` configures and pushes one ShimTask; `finish` is IRON's finish_task_group: await
+    the group's wait tasks, then free all its BDs."""
+
+    op: str  # "task" | "finish"
+    group: int
+    task: ShimTask | None = None
+
+
+@dataclass(frozen=True)
+class Design:
+    config: GemmConfig
+    tensors: tuple[HostTensor, ...]
+    fifos: tuple[ObjectFifo, ...]
+    links: tuple[Link, ...]
+    kernels: tuple[KernelSpec, ...]
+    workers: tuple[Worker, ...]
+    memtile_buffers: tuple[MemtileBuffer, ...]
+    runtime: tuple[RuntimeOp, ...]
+
+    def fifo(self, name: str) -> ObjectFifo:
+        for f in self.fifos:
+            if f.name == name:
+                return f
+        raise KeyError(name)
+
+    def kernel(self, name: str) -> KernelSpec:
+        for k in self.kernels:
+            if k.name == name:
+                return k
+        raise KeyError(name)
+
+    def tensor(self, name: str) -> HostTensor:
+        for t in self.tensors:
+            if t.name == name:
+                return t
+        raise KeyError(name)
+
+    @property
+    def tasks(self) -> tuple[ShimTask, ...]:
+        return tuple(op.task for op in self.runtime if op.task is not None)

@@ -1,0 +1,121 @@
+"""The access pattern of every DMA hop (Striking the Balance sec. 4.3 and 4.4), in elements.
+
+A (row-major):    shim m x K strip as k_mt chunks -> memtile (m x k_mt, linear)
+                  -> MM2S [k_mt/k, k/s, m, s] (m x s column panels per k-step)
+                  -> core S2MM [k/s, m/r, r*s] into r x s blocks.
+B column-major:   the same walk on B^T (n x K strips, n x k_mt in the memtile, t x s blocks).
+B row-major:      shim K x n strip -> memtile (k x n, linear) -> MM2S [k/s, n/t, s, t] -> L1.
+C:                L1 r x t blocks -> memtile join (rows slices of m x n)
+                  -> MM2S per slice [m/r, r, n/t, t] -> shim writes (rows*m) x n into C.
+"""
+
+from __future__ import annotations
+
+from ..config import GemmConfig
+from ..errors import ConfigError
+from ..hw.devices import DmaSpec, TileKind
+from ..tap import Tap
+
+
+# ---- memtile and core patterns (per object) --------------------------------------------------
+def a_l2_to_stream(c: GemmConfig) -> Tap:
+    return Tap(0, (c.k_mt // c.k, c.k // c.s, c.m, c.s), (c.k, c.s, c.k_mt, 1))
+
+
+def a_l1_from_stream(c: GemmConfig) -> Tap:
+    return Tap(0, (c.k // c.s, c.m // c.r, c.r * c.s), (c.r * c.s, c.r * c.k, 1))
+
+
+def b_l2_to_stream(c: GemmConfig) -> Tap:
+    if c.b_col_maj:  # B^T object n x k_mt
+        return Tap(0, (c.k_mt // c.k, c.k // c.s, c.n, c.s), (c.k, c.s, c.k_mt, 1))
+    return Tap(0, (c.k // c.s, c.n // c.t, c.s, c.t), (c.s * c.n, c.t, c.n, 1))
+
+
+def b_l1_from_stream(c: GemmConfig) -> Tap | None:
+    if c.b_col_maj:
+        return Tap(0, (c.k // c.s, c.n // c.t, c.t * c.s), (c.t * c.s, c.t * c.k, 1))
+    return None  # the memtile already emits s x t blocks in kernel order
+
+
+def c_l2_to_stream(c: GemmConfig) -> Tap:
+    """Per join slice (one core's m x n tile): r x t blocks back to row-major rows."""
+    return Tap(0, (c.m // c.r, c.r, c.n // c.t, c.t), (c.r * c.n, c.t, c.r * c.t, 1))
+
+
+# ---- shim (runtime) patterns over the host tensors -------------------------------------------
+def _row_block(rows: int, row_stride_words: int, spec: DmaSpec) -> int:
+    """Rows per inner block of a strip walk so that both the wrap and the outer stride fit.
+
+    A strip of `rows` rows is walked as [rows/R, R, width]; R must divide rows, fit the d1 wrap,
+    and R rows must fit the stride field. R = 1 always works while one row fits.
+    """
+    if rows <= spec.max_wrap:
+        return rows
+    for r in range(min(rows, spec.max_wrap), 0, -1):
+        if rows % r == 0 and r * row_stride_words <= spec.max_stride:
+            return r
+    return 1
+
+
+def _strip(offset: int, rows: int, width: int, row_stride: int, words_per_elem: float,
+           spec: DmaSpec) -> Tap:
+    r = _row_block(rows, int(row_stride * words_per_elem), spec)
+    return Tap(offset, (rows // r, r, width), (r * row_stride, row_stride, 1))
+
+
+def shim_a(c: GemmConfig, m_block: int, row: int) -> Tap:
+    """The m x K strip of A for core row `row` of output block row `m_block`, in k_mt chunks."""
+    first_row = (m_block * c.rows + row) * c.m
+    return Tap(first_row * c.Kp, (c.Kp // c.k_mt, c.m, c.k_mt), (c.k_mt, c.Kp, 1))
+
+
+def shim_b(c: GemmConfig, n_block: int, col: int) -> Tap:
+    """The K x n strip of B for core column `col` of output block column `n_block`."""
+    first_col = (n_block * c.cols + col) * c.n
+    if c.b_col_maj:  # stored N x K: n rows of B^T, walked in k_mt chunks
+        return Tap(first_col * c.Kp, (c.Kp // c.k_mt, c.n, c.k_mt), (c.k_mt, c.Kp, 1))
+    spec = c.dev.dma[TileKind.SHIM]
+    return _strip(first_col, c.Kp, c.n, c.Np, c.t_in.bytes / 4, spec)
+
+
+def shim_c(c: GemmConfig, m_block: int, n_block: int, col: int) -> Tap:
+    """The (rows*m) x n block of C that column `col` joins for output block (m_block, n_block)."""
+    first_row = m_block * c.rows * c.m
+    first_col = (n_block * c.cols + col) * c.n
+    spec = c.dev.dma[TileKind.SHIM]
+    return _strip(first_row * c.Np + first_col, c.rows * c.m, c.n, c.Np, c.t_out.bytes / 4, spec)
+
+
+# ---- limits ----------------------------------------------------------------------------------
+def check_dma_limits(c: GemmConfig) -> None:
+    """Check every distinct pattern against the DMA that runs it (offsets do not matter)."""
+    dev = c.dev
+    shim, mem, core = dev.dma[TileKind.SHIM], dev.dma[TileKind.MEM], dev.dma[TileKind.CORE]
+    last_m, last_n = c.m_blocks - 1, c.n_blocks - 1
+    checks = [
+        (shim_a(c, last_m, c.rows - 1), c.t_in, shim, "shim MM2S A (m x K strip)",
+         "reduce m or k_mt, or K"),
+        (shim_b(c, last_n, c.cols - 1), c.t_in, shim, "shim MM2S B (K x n strip)", "reduce n or k_mt, or N"),
+        (shim_c(c, last_m, last_n, c.cols - 1), c.t_out, shim, "shim S2MM C ((rows*m) x n block)",
+         "reduce m or n, or N"),
+        (a_l2_to_stream(c), c.t_in, mem, "memtile MM2S A (dims_to_stream)", "reduce m, k or k_mt"),
+        (b_l2_to_stream(c), c.t_in, mem, "memtile MM2S B (dims_to_stream)", "reduce n, k or k_mt"),
+        (c_l2_to_stream(c), c.t_out, mem, "memtile MM2S C (dims_to_stream)", "reduce m or n"),
+        (a_l1_from_stream(c), c.t_in, core, "core S2MM A (dims_from_stream)", "reduce m or k"),
+        (Tap.linear(c.m * c.n), c.t_out, core, "core MM2S C", "reduce m or n"),
+        (Tap.linear(c.m * c.k_mt), c.t_in, mem, "memtile S2MM A", "reduce m or k_mt"),
+        (Tap.linear(c.b_l2_k * c.n), c.t_in, mem, "memtile S2MM B", "reduce n or k_mt"),
+    ]
+    b_l1 = b_l1_from_stream(c)
+    if b_l1 is not None:
+        checks.append((b_l1, c.t_in, core, "core S2MM B (dims_from_stream)", "reduce n or k"))
+    else:
+        checks.append((Tap.linear(c.k * c.n), c.t_in, core, "core S2MM B", "reduce k or n"))
+    for tap, t, spec, where, fix in checks:
+        tap.to_words(t).check(spec, where, fix)
+    # one strip must fit a BD's length field, and the host buffers must be addressable
+    for name, elems, t in (("A", c.Mp * c.Kp, c.t_in), ("B", c.Kp * c.Np, c.t_in), ("C", c.Mp * c.Np, c.t_out)):
+        if t.nbytes(elems) >= 1 << 48:
+            raise ConfigError(f"{name} needs {t.nbytes(elems)} B, beyond the 48-bit shim address",
+                              "split the GEMM")

@@ -1,0 +1,74 @@
+"""Design -> JSON (deterministic: the same Design always gives the same text)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from ..tap import Tap
+from .model import Acquire, Call, Design, Loop, Op, Release, TileRef
+
+FORMAT = "gemm_gen.design/1"
+
+
+def _tile(t: TileRef) -> dict[str, Any]:
+    return {"col": t.col, "row": t.row, "kind": t.kind.value}
+
+
+def _tap(t: Tap | None) -> dict[str, Any] | None:
+    return None if t is None else t.to_json()
+
+
+def _op(op: Op) -> dict[str, Any]:
+    if isinstance(op, Loop):
+        return {"op": "loop", "count": op.count, "body": [_op(o) for o in op.body]}
+    if isinstance(op, Acquire):
+        return {"op": "acquire", "fifo": op.fifo, "count": op.count}
+    if isinstance(op, Release):
+        return {"op": "release", "fifo": op.fifo, "count": op.count}
+    if isinstance(op, Call):
+        return {"op": "call", "kernel": op.kernel, "args": list(op.args)}
+    raise TypeError(op)
+
+
+def design_to_json(d: Design) -> dict[str, Any]:
+    return {
+        "format": FORMAT,
+        "config": d.config.to_json(),
+        "derived": {"padded": list(d.config.padded), "native": list(d.config.native),
+                    "mmul": list(d.config.mmul)},
+        "tensors": [{"name": t.name, "shape": list(t.shape), "dtype": t.dtype} for t in d.tensors],
+        "fifos": [
+            {"name": f.name, "dtype": f.dtype, "obj_shape": list(f.obj_shape), "depth": f.depth,
+             "producer": _tile(f.producer), "consumers": [_tile(t) for t in f.consumers],
+             "dims_to_stream": _tap(f.dims_to_stream), "dims_from_stream": _tap(f.dims_from_stream)}
+            for f in d.fifos
+        ],
+        "links": [
+            {"kind": lk.kind, "tile": _tile(lk.tile), "srcs": list(lk.srcs), "dsts": list(lk.dsts),
+             "offsets": list(lk.offsets)}
+            for lk in d.links
+        ],
+        "kernels": [
+            {"name": k.name, "role": k.role, "object_file": k.object_file,
+             "arg_shapes": [list(s) for s in k.arg_shapes], "arg_dtypes": list(k.arg_dtypes)}
+            for k in d.kernels
+        ],
+        "workers": [
+            {"tile": _tile(wk.tile), "program": [_op(o) for o in wk.program], "kernels": list(wk.kernels),
+             "stack_bytes": wk.stack_bytes}
+            for wk in d.workers
+        ],
+        "memtile_buffers": [b.__dict__ for b in d.memtile_buffers],
+        "runtime": [
+            {"op": "finish", "group": op.group} if op.task is None else
+            {"op": "task", "group": op.group, "name": op.task.name, "direction": op.task.direction,
+             "fifo": op.task.fifo, "tensor": op.task.tensor, "shim": _tile(op.task.shim),
+             "tap": _tap(op.task.tap), "wait": op.task.wait}
+            for op in d.runtime
+        ],
+    }
+
+
+def dumps(d: Design) -> str:
+    return json.dumps(design_to_json(d), indent=1, sort_keys=False) + "\n"

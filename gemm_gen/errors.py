@@ -1,0 +1,44 @@
+"""User-facing errors: one line naming the limit, the value and the fix."""
+
+from __future__ import annotations
+
+
+class GemmGenError(Exception):
+    """A problem with the user's request; the CLI prints it on one line and exits 2."""
+
+    def __init__(self, what: str, fix: str = "") -> None:
+        self.what = what
+        self.fix = fix
+        super().__init__(f"{what}; {fix}" if fix else what)
+
+
+class ConfigError(GemmGenError):
+    """A GemmConfig that breaks a divisibility, budget or type rule."""
+
+
+class DmaLimitError(GemmGenError):
+    """An access pattern that does not fit the DMA of the tile that runs it."""
+
+
+class SimulationError(GemmGenError):
+    """The simulated design misbehaved (deadlock, BD exhaustion, bad data)."""
+
+
+class DeadlockError(SimulationError):
+    """No actor of the simulated array can make progress."""
+
+
+class BdExhaustionError(SimulationError):
+    """More buffer descriptors live on a tile than it has."""
+
+
+class LayoutError(SimulationError):
+    """Data reached a kernel or DRAM in the wrong layout."""
+
+
+class OutOfRangeError(SimulationError):
+    """An access pattern reads or writes outside its buffer."""
+
+
+class ToolchainMissing(GemmGenError):
+    """A toolchain part (mlir-aie, Peano, XRT, an NPU) is not available here."""

@@ -1,0 +1,182 @@
+"""Device descriptions: every hardware fact the generator relies on, in one place.
+
+Sources (see ../shared/reference/npu_hardware_numerics.md and iron_mlir_aie.md):
+BD/channel/lock counts and field widths from aie-rt xaiemlgbl_params.h / xaie2pgbl_reginit.c
+and mlir-aie AIETargetModel.h; memory sizes from AM020; clocks and array shapes from the
+Striking-the-Balance paper (sec. 3.1, 5.2.1) and the xdna driver; mmul shapes from the AIE API.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+
+from ..errors import ConfigError
+
+
+class TileKind(str, Enum):
+    SHIM = "shim"
+    MEM = "mem"
+    CORE = "core"
+
+
+@dataclass(frozen=True)
+class DmaSpec:
+    """What the DMA of one tile kind can do (AIE2 and AIE2P share these numbers)."""
+
+    kind: TileKind
+    s2mm_channels: int
+    mm2s_channels: int
+    bds: int
+    bd_banks: int  # memtile: even channels use BDs 0-23, odd ones 24-47
+    dims: int  # address dimensions, the last one's extent implied by the length
+    wrapped_dims: int  # how many of the inner dimensions have a wrap (size) field
+    wrap_bits: int
+    step_bits: int  # stride fields hold stride - 1
+    length_bits: int  # buffer length field, in 32-bit words
+    iteration_wrap_max: int  # the extra "iteration" dimension: 6-bit wrap - 1
+    iteration_step_bits: int
+    locks: int
+    task_queue_depth: int  # tasks per channel (queued + running)
+    max_repeat: int  # runs per pushed task (repeat_count field + 1)
+
+    @property
+    def max_wrap(self) -> int:
+        return (1 << self.wrap_bits) - 1
+
+    @property
+    def max_stride(self) -> int:
+        return 1 << self.step_bits
+
+    @property
+    def max_length(self) -> int:
+        return (1 << self.length_bits) - 1
+
+    @property
+    def max_iteration_stride(self) -> int:
+        return 1 << self.iteration_step_bits
+
+
+SHIM_DMA = DmaSpec(TileKind.SHIM, 2, 2, 16, 1, 3, 2, 10, 20, 32, 64, 20, 16, 4, 256)
+MEM_DMA = DmaSpec(TileKind.MEM, 6, 6, 48, 2, 4, 3, 10, 17, 17, 64, 17, 64, 4, 256)
+CORE_DMA = DmaSpec(TileKind.CORE, 2, 2, 16, 1, 3, 2, 8, 13, 14, 64, 13, 16, 4, 256)
+
+MmulShape = tuple[int, int, int]  # r x s x t of aie::mmul
+
+
+@dataclass(frozen=True)
+class Device:
+    """One NPU target as the generator maps it (whole array, 4 core rows)."""
+
+    name: str  # our name and mlir-aie's aie.device name
+    aliases: tuple[str, ...]
+    marketing: str
+    aie_target: str  # Peano target / kernel directory (aie2, aie2p)
+    columns: int  # columns used, each with a shim NOC tile and a memtile
+    core_rows: int
+    clock_ghz: float  # array clock at the maximum performance level
+    l1_bytes: int
+    memtile_bytes: int
+    default_stack_bytes: int
+    # r x s x t shapes our kernels may use, the first being the default, per input type
+    mmul_shapes: dict[str, tuple[MmulShape, ...]]
+    # with AIE_API_EMULATE_BFLOAT16_MMUL_WITH_BFP16 (npu2 only)
+    bf16_emulation_shape: MmulShape | None
+    # peak MACs/cycle of one core per input type (what mac instructions can issue)
+    peak_macs: dict[str, int]
+    out_types: dict[str, tuple[str, ...]]  # accepted dtype_out per dtype_in
+    dma: dict[TileKind, DmaSpec] = field(
+        default_factory=lambda: {TileKind.SHIM: SHIM_DMA, TileKind.MEM: MEM_DMA, TileKind.CORE: CORE_DMA}
+    )
+
+    @property
+    def first_core_row(self) -> int:
+        return 2
+
+    def tile_kind(self, row: int) -> TileKind:
+        if row == 0:
+            return TileKind.SHIM
+        if row == 1:
+            return TileKind.MEM
+        return TileKind.CORE
+
+    def mmul_shape(self, dtype_in: str, emulate_bf16_with_bfp16: bool = False) -> MmulShape:
+        if emulate_bf16_with_bfp16:
+            if dtype_in != "bf16" or self.bf16_emulation_shape is None:
+                raise ConfigError(
+                    f"bf16-via-bfp16 emulation is an npu2 bf16 feature, not {self.name} {dtype_in}",
+                    "drop --emulate-bf16-mmul-with-bfp16",
+                )
+            return self.bf16_emulation_shape
+        try:
+            return self.mmul_shapes[dtype_in][0]
+        except KeyError:
+            raise ConfigError(
+                f"{self.name} has no matmul kernel for dtype_in {dtype_in}",
+                f"use --dtype_in {' or '.join(self.mmul_shapes)}",
+            ) from None
+
+    def peak_tops(self, dtype_in: str) -> float:
+        """Array peak in TOPS (2 ops per MAC) at the maximum clock."""
+        cores = self.columns * self.core_rows
+        return 2 * self.peak_macs[dtype_in] * cores * self.clock_ghz / 1000
+
+
+_OUT_TYPES = {"bf16": ("bf16", "f32"), "i8": ("i8", "i16", "i32"), "i16": ("i16", "i32")}
+
+NPU1 = Device(
+    name="npu1",
+    aliases=("npu", "phoenix", "xdna", "hawkpoint"),
+    marketing="XDNA (Phoenix / Hawk Point)",
+    aie_target="aie2",
+    columns=4,  # the 5th column has no shim NOC tile; mlir-aie's npu1 is 4 columns
+    core_rows=4,
+    clock_ghz=1.0,
+    l1_bytes=64 * 1024,
+    memtile_bytes=512 * 1024,
+    default_stack_bytes=1024,
+    mmul_shapes={
+        "bf16": ((4, 8, 4), (8, 8, 4), (4, 16, 8)),
+        "i8": ((4, 8, 8), (2, 8, 8), (8, 8, 8), (4, 16, 8)),
+        "i16": ((4, 4, 4), (2, 4, 8), (4, 2, 8)),
+    },
+    bf16_emulation_shape=None,
+    peak_macs={"bf16": 128, "i8": 256, "i16": 64},
+    out_types=_OUT_TYPES,
+)
+
+NPU2 = Device(
+    name="npu2",
+    aliases=("strix", "krackan", "xdna2", "npu4", "npu5", "npu6"),
+    marketing="XDNA2 (Strix / Strix Halo / Krackan)",
+    aie_target="aie2p",
+    columns=8,
+    core_rows=4,
+    clock_ghz=1.8,
+    l1_bytes=64 * 1024,
+    memtile_bytes=512 * 1024,
+    default_stack_bytes=1024,
+    mmul_shapes={
+        "bf16": ((4, 8, 8), (8, 8, 4), (4, 8, 4), (8, 1, 8)),
+        "i8": ((8, 8, 8), (4, 8, 8)),
+        "i16": ((4, 4, 8), (8, 4, 8), (4, 8, 8), (8, 1, 8)),
+    },
+    bf16_emulation_shape=(8, 8, 8),
+    # bf16 through the bfp16 datapath issues 512 MACs/cycle; plain bf16 mmul is emulated
+    # with elementwise macs (UNCONFIRMED rate), so 512 is the bf16 ceiling, not a promise.
+    peak_macs={"bf16": 512, "i8": 512, "i16": 128},
+    out_types=_OUT_TYPES,
+)
+
+DEVICES: dict[str, Device] = {d.name: d for d in (NPU1, NPU2)}
+
+
+def device(name: str | Device) -> Device:
+    """Look a device up by name or alias (npu, npu1, npu2, strix, ...)."""
+    if isinstance(name, Device):
+        return name
+    key = name.lower()
+    for dev in DEVICES.values():
+        if key == dev.name or key in dev.aliases:
+            return dev
+    raise ConfigError(f"unknown device {name!r}", "use --dev npu1 (Phoenix) or --dev npu2 (Strix/Krackan)")

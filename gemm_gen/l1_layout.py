@@ -1,0 +1,41 @@
+"""The blocked L1 layouts the matmul kernel reads and writes (AIE API mmul tiles).
+
+Each function returns addr[i, j]: the L1 element offset of logical element (i, j) of a tile.
+- A (m x k): r x s blocks, row-major inside, blocks row-major.
+- B row-major (k x n): s x t blocks, row-major inside, blocks row-major.
+- B column-major (k x n from B^T): t x s blocks of B^T (the kernel transposes each on load),
+  blocks ordered down K first.
+- C (m x n): r x t blocks, row-major inside, blocks row-major.
+These are the kernel's contract, written independently of the DMA patterns that produce them.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+import numpy as np
+
+
+def _frozen(a: np.ndarray) -> np.ndarray:
+    a.setflags(write=False)
+    return a
+
+
+@lru_cache(maxsize=64)
+def a_layout(m: int, k: int, r: int, s: int) -> np.ndarray:
+    i, j = np.indices((m, k))
+    return _frozen((i // r) * (r * k) + (j // s) * (r * s) + (i % r) * s + (j % s))
+
+
+@lru_cache(maxsize=64)
+def b_layout(k: int, n: int, s: int, t: int, col_maj: bool) -> np.ndarray:
+    i, j = np.indices((k, n))
+    if col_maj:
+        return _frozen((j // t) * (t * k) + (i // s) * (t * s) + (j % t) * s + (i % s))
+    return _frozen((i // s) * (s * n) + (j // t) * (s * t) + (i % s) * t + (j % t))
+
+
+@lru_cache(maxsize=64)
+def c_layout(m: int, n: int, r: int, t: int) -> np.ndarray:
+    i, j = np.indices((m, n))
+    return _frozen((i // r) * (r * n) + (j // t) * (r * t) + (i % r) * t + (j % t))

@@ -1,0 +1,185 @@
+"""Exact kernel numerics: what one matmul kernel call does to its C tile, bit for bit.
+
+Model (../shared/reference/npu_hardware_numerics.md sec. 4):
+- bf16 inputs: products are exact in fp32; one kernel call adds its k products to the C tile
+  loaded into an fp32 accumulator, and stores C back in its type with the core's rounding mode
+  (our kernels set conv_even = round-to-nearest-even; the hardware default is floor).
+  The order of the fp32 additions inside the fused mac datapath is unpublished; we model a call
+  as the exact sum rounded once to fp32. Sums are formed in fp64, which is exact for the inputs
+  `gemm_gen.inputs` generates, so the result does not depend on BLAS summation order and a tile
+  computed alone equals the same tile computed inside a whole-matrix reference.
+- integer inputs: the acc32 accumulator is loaded with C << shift, the call adds its exact
+  products, and C is narrowed with shift-round-saturate (rounding mode, saturation mode).
+The same `KernelNumerics.call` serves the kernel emulator (one m x n tile) and the reference
+(the whole M x N matrix, one k-chunk at a time): only the blocking differs, never the arithmetic.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import IntEnum
+
+import numpy as np
+
+from .dtypes import BF16, F32, DType, dtype
+
+
+class Rounding(IntEnum):
+    """crRnd encodings (UG1583 "Mode Settings"), names as aie::rounding_mode."""
+
+    FLOOR = 0
+    CEIL = 1
+    SYM_FLOOR = 2
+    SYM_CEIL = 3
+    NEG_INF = 8
+    POS_INF = 9
+    SYM_ZERO = 10
+    SYM_INF = 11
+    CONV_EVEN = 12
+    CONV_ODD = 13
+
+
+class Saturation(IntEnum):
+    """crSat encodings: none wraps (truncates MSBs), saturate clamps, symmetric clamps to +-max."""
+
+    NONE = 0
+    SATURATE = 1
+    SYMMETRIC = 3
+
+
+ACC32_MIN, ACC32_MAX = -(1 << 31), (1 << 31) - 1
+
+
+def shift_round(acc: np.ndarray, shift: int, mode: Rounding) -> np.ndarray:
+    """Arithmetic shift right of int64 values by `shift` bits, rounded per `mode`."""
+    acc = np.asarray(acc, dtype=np.int64)
+    if shift == 0:
+        return acc.copy()
+    q = acc >> shift  # floor
+    r = acc & ((1 << shift) - 1)
+    half = 1 << (shift - 1)
+    neg = acc < 0
+    inexact = r != 0
+    above, at = r > half, r == half
+    if mode == Rounding.FLOOR:
+        up = np.zeros_like(inexact)
+    elif mode == Rounding.CEIL:
+        up = inexact
+    elif mode == Rounding.SYM_FLOOR:  # toward zero
+        up = inexact & neg
+    elif mode == Rounding.SYM_CEIL:  # away from zero
+        up = inexact & ~neg
+    elif mode == Rounding.NEG_INF:  # nearest, ties toward -inf
+        up = above
+    elif mode == Rounding.POS_INF:  # nearest, ties toward +inf
+        up = above | at
+    elif mode == Rounding.SYM_ZERO:  # nearest, ties toward zero
+        up = above | (at & neg)
+    elif mode == Rounding.SYM_INF:  # nearest, ties away from zero
+        up = above | (at & ~neg)
+    elif mode == Rounding.CONV_EVEN:
+        up = above | (at & ((q & 1) == 1))
+    elif mode == Rounding.CONV_ODD:
+        up = above | (at & ((q & 1) == 0))
+    else:  # pragma: no cover - IntEnum exhausts the cases
+        raise ValueError(mode)
+    return q + up
+
+
+def saturate(x: np.ndarray, out: DType, mode: Saturation) -> np.ndarray:
+    """Narrow int64 values to the integer type `out`."""
+    lo, hi = out.min, out.max
+    if mode == Saturation.NONE:
+        bits = out.bits
+        wrapped = (np.asarray(x, dtype=np.int64) - lo) & ((1 << bits) - 1)
+        return (wrapped + lo).astype(out.host)
+    if mode == Saturation.SYMMETRIC:
+        lo = -hi
+    return np.clip(x, lo, hi).astype(out.host)
+
+
+def round_f32_to_bf16(x: np.ndarray, mode: Rounding = Rounding.CONV_EVEN) -> np.ndarray:
+    """fp32 -> bf16 under a crRnd mode (conv_even equals ml_dtypes' round-to-nearest-even)."""
+    x = np.asarray(x, dtype=np.float32)
+    if mode == Rounding.CONV_EVEN:
+        return x.astype(BF16.host)
+    bits = x.view(np.uint32).astype(np.int64)
+    sign = bits >> 31
+    mag = bits & 0x7FFFFFFF
+    # IEEE magnitudes are ordered like their bit patterns, so rounding the signed bit pattern
+    # by 16 bits rounds the value onto the bf16 grid (carries move into the exponent).
+    signed = np.where(sign == 1, -mag, mag)
+    rounded = shift_round(signed, 16, mode)
+    out_mag = np.abs(rounded) << 16
+    nan = mag > 0x7F800000
+    out_mag = np.where(nan, 0x7FC00000, out_mag)
+    out_bits = (out_mag | (sign << 31)).astype(np.uint32)
+    return out_bits.view(np.float32).astype(BF16.host)  # exact: low 16 bits are zero
+
+
+@dataclass(frozen=True)
+class KernelNumerics:
+    """The arithmetic of one matmul kernel call and of the zero kernel."""
+
+    dtype_in: DType
+    dtype_out: DType
+    rounding: Rounding = Rounding.CONV_EVEN
+    saturation: Saturation = Saturation.SATURATE
+    shift: int = 0
+
+    @classmethod
+    def of(cls, dtype_in: str, dtype_out: str, **kw: object) -> KernelNumerics:
+        return cls(dtype(dtype_in), dtype(dtype_out), **kw)  # type: ignore[arg-type]
+
+    def zero(self, shape: tuple[int, ...]) -> np.ndarray:
+        return np.zeros(shape, dtype=self.dtype_out.host)
+
+    def products(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        """Exact sum of products a @ b, as fp64 (exact for the inputs we feed: see module doc)."""
+        return np.asarray(a, dtype=np.float64) @ np.asarray(b, dtype=np.float64)
+
+    def accumulate(self, c: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        """The accumulator after one call: fp64 holding the exact fp32-path sum, or int64."""
+        prod = self.products(a, b)
+        if self.dtype_in.is_float:
+            prod += np.asarray(c, dtype=np.float64)
+            return prod
+        return (np.asarray(c, dtype=np.int64) << self.shift) + prod.astype(np.int64)
+
+    def store(self, acc: np.ndarray) -> np.ndarray:
+        """Write the accumulator back to C's type, as the kernel's to_vector does."""
+        if self.dtype_in.is_float:
+            acc32 = acc.astype(np.float32)  # the fp32 accumulator
+            if self.dtype_out == F32:
+                return acc32
+            return round_f32_to_bf16(acc32, self.rounding)
+        return saturate(shift_round(acc, self.shift, self.rounding), self.dtype_out, self.saturation)
+
+    def call(self, c: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        """C <- kernel(C, A, B) for one call: accumulate A @ B into C and store C in its type."""
+        return self.store(self.accumulate(c, a, b))
+
+    def acc_overflows(self, acc: np.ndarray) -> int:
+        """How many acc32 values leave the int32 range (the hardware's behaviour is unconfirmed)."""
+        if self.dtype_in.is_float:
+            return 0
+        return int(np.count_nonzero((acc < ACC32_MIN) | (acc > ACC32_MAX)))
+
+
+def reference(numerics: KernelNumerics, a: np.ndarray, b: np.ndarray, k: int) -> np.ndarray:
+    """Exact expected C: the kernel's arithmetic over the whole matrix, one k-chunk per call.
+
+    `a` is M x K and `b` is K x N (logical, whatever B's storage), in their host types.
+    Chunks start at multiples of k, as the kernel calls do; a final partial chunk stands for
+    the zero-padded one (zero products change nothing).
+    """
+    m_rows, kk = a.shape
+    c = numerics.zero((m_rows, b.shape[1]))
+    for k0 in range(0, kk, k):
+        c = numerics.call(c, a[:, k0 : k0 + k], b[k0 : k0 + k, :])
+    return c
+
+
+def truth(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """The fp64 product, for error reports (not bit-comparable with the kernel)."""
+    return np.asarray(a, dtype=np.float64) @ np.asarray(b, dtype=np.float64)

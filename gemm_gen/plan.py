@@ -1,0 +1,75 @@
+"""What a design costs in space and traffic: the numbers `gemm-gen plan` reports."""
+
+from __future__ import annotations
+
+from .config import GemmConfig
+from .design.model import Design
+from .dtypes import dtype
+from .hw.devices import TileKind
+
+
+def dram_bytes(design: Design) -> dict[str, int]:
+    """Bytes each host tensor moves over the shims, summed over the runtime sequence."""
+    out: dict[str, int] = {}
+    for task in design.tasks:
+        t = design.tensor(task.tensor)
+        out[task.tensor] = out.get(task.tensor, 0) + dtype(t.dtype).nbytes(task.tap.count)
+    return out
+
+
+def live_bds_per_shim(design: Design) -> dict[str, int]:
+    """Most BDs the runtime sequence keeps configured at once on each shim."""
+    live: dict[str, int] = {}
+    peak: dict[str, int] = {}
+    groups: dict[int, list[str]] = {}
+    for op in design.runtime:
+        if op.task is not None:
+            shim = str(op.task.shim)
+            live[shim] = live.get(shim, 0) + 1
+            peak[shim] = max(peak.get(shim, 0), live[shim])
+            groups.setdefault(op.group, []).append(shim)
+        else:
+            for shim in groups.pop(op.group, []):
+                live[shim] -= 1
+    return dict(sorted(peak.items()))
+
+
+def plan(design: Design) -> dict[str, object]:
+    c: GemmConfig = design.config
+    dev = c.dev
+    l1_cap = dev.l1_bytes
+    mem_used = c.memtile_bytes_used()
+    traffic = dram_bytes(design)
+    macs = c.M * c.K * c.N
+    return {
+        "device": dev.name,
+        "device_name": dev.marketing,
+        "dtype_in": c.dtype_in,
+        "dtype_out": c.dtype_out,
+        "b_col_maj": c.b_col_maj,
+        "problem": [c.M, c.K, c.N],
+        "native": list(c.native),
+        "padded": list(c.padded),
+        "wasted_fraction": c.wasted_fraction,
+        "tile": [c.m, c.k, c.n],
+        "k_mt": c.k_mt,
+        "mmul": list(c.mmul),
+        "array": [c.rows, c.cols],
+        "a_columns": list(c.a_cols),
+        "k_steps": c.k_steps,
+        "tiles_per_core": c.tiles_per_core,
+        "task_groups": c.m_blocks * c.n_blocks,
+        "queue_groups": c.queue_groups,
+        "l1_bytes": c.l1_parts | {"total": c.l1_bytes, "capacity": l1_cap},
+        "l1_fraction": c.l1_bytes / l1_cap,
+        "l2_bytes_per_memtile": mem_used,
+        "l2_bytes_total": sum(mem_used),
+        "l2_fraction": sum(mem_used) / (dev.memtile_bytes * c.cols),
+        "l2_spilled": [b.name for b in c.memtile_placement() if b.home_col != b.owner_col],
+        "shim_bds_live": live_bds_per_shim(design),
+        "shim_bds": dev.dma[TileKind.SHIM].bds,
+        "dram_bytes": traffic,
+        "macs": macs,
+        "padded_macs": c.Mp * c.Kp * c.Np,
+        "peak_tops": dev.peak_tops(c.dtype_in),
+    }

@@ -1,0 +1,77 @@
+"""Readable text for people: the plan of a design and the result of a simulation."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .sim.run import SimResult
+
+
+def _x(v: list[int]) -> str:
+    return " x ".join(str(i) for i in v)
+
+
+def _mib(b: float) -> str:
+    return f"{b / 2**20:,.1f} MiB"
+
+
+def plan_text(p: dict[str, Any]) -> str:
+    l1 = p["l1_bytes"]
+    l2 = p["l2_bytes_per_memtile"]
+    bds = p["shim_bds_live"]
+    dram = p["dram_bytes"]
+    layout = "column-major" if p["b_col_maj"] else "row-major"
+    lines = [
+        f"device    {p['device']} ({p['device_name']}), {p['dtype_in']} -> {p['dtype_out']}, B {layout}",
+        f"problem   M x K x N = {_x(p['problem'])}",
+        f"native    (m*rows) x k_mt x (n*cols) = {_x(p['native'])}",
+        f"padded    {_x(p['padded'])} ({p['wasted_fraction']:.1%} of the MACs multiply padding)",
+        f"kernel    m x k x n = {_x(p['tile'])}, k_mt = {p['k_mt']}, mmul {'x'.join(map(str, p['mmul']))} "
+        f"in 2x2 blocks; {p['k_steps']} k-steps per output tile, {p['tiles_per_core']} tiles per core",
+        f"array     {p['array'][0]} rows x {p['array'][1]} cols; A enters at columns {p['a_columns']}, "
+        f"B and C at every column",
+        f"L1/core   A {l1['A']} + B {l1['B']} + C {l1['C']} + stack {l1['stack']} = {l1['total']} B "
+        f"of {l1['capacity']} ({p['l1_fraction']:.1%})",
+        f"L2        {', '.join(str(b) for b in l2)} B per memtile; {p['l2_bytes_total'] / 1024:.1f} KiB total "
+        f"({p['l2_fraction']:.0%})" + (f"; spilled to a neighbour: {', '.join(p['l2_spilled'])}"
+                                        if p["l2_spilled"] else ""),
+        f"shim BDs  at most {max(bds.values())} of {p['shim_bds']} live per shim "
+        f"({p['queue_groups']} task groups in flight, {p['task_groups']} groups in all)",
+        f"DRAM      A {_mib(dram['A'])} + B {_mib(dram['B'])} read, C {_mib(dram['C'])} written",
+        f"peak      {p['peak_tops']:.2f} TOPS for the array ({p['macs']:,} MACs, "
+        f"{p['padded_macs']:,} with padding)",
+    ]
+    return "\n".join(lines)
+
+
+def sim_text(r: SimResult, p: dict[str, Any]) -> str:
+    c = r.config
+    lines = [plan_text(p), "", "simulation"]
+    lines.append(f"  inputs        seed-generated: {r.inputs}")
+    lines.append(f"  {'level':<20} {'bytes read':>16} {'bytes delivered':>16} channels")
+    for level, (read, delivered) in r.level_bytes().items():
+        n = sum(1 for t in r.traffic if t.level == level)
+        lines.append(f"  {level:<20} {read:>16,} {delivered:>16,} {n}")
+    busiest = max(r.traffic, key=lambda t: t.bytes)
+    lines.append(f"  busiest channel {busiest.channel}: {busiest.bytes:,} B")
+    lines.append(f"  shim BDs live  max {max(r.max_live_bds.values())} per shim "
+                 f"({', '.join(f'{k} {v}' for k, v in r.max_live_bds.items())})")
+    per_core = set(r.kernel.calls_per_core.values())
+    lines.append(f"  kernel calls   {r.kernel.matmul_calls:,} matmul ({', '.join(str(x) for x in sorted(per_core))} "
+                 f"per core), {r.kernel.tiles_done:,} output tiles completed")
+    kind = "bit-exact" if c.t_out.is_float else "exact"
+    lines.append(f"  reference      {r.elements - r.mismatches:,} of {r.elements:,} outputs equal ({kind}, "
+                 f"{c.rounding} rounding)")
+    if r.first_mismatch:
+        i, j, got, want = r.first_mismatch
+        lines.append(f"  first mismatch C[{i}, {j}] = {got!r}, expected {want!r}")
+    lines.append(f"  vs fp64 truth  max abs error {r.max_abs_error:.4g}, mean {r.mean_abs_error:.4g}, "
+                 f"max relative to max|C| {r.max_rel_error:.3g}")
+    if not c.t_out.is_float:
+        lines.append(f"  outputs        {r.saturated_fraction:.2%} saturated, {r.nonzero_fraction:.1%} nonzero")
+    for note in r.notes:
+        lines.append(f"  note           {note}")
+    lines.append(f"  simulated in   {r.seconds:.1f} s")
+    lines.append("PASS" if r.passed else f"FAIL: {r.mismatches} of {r.elements} outputs differ from the reference")
+    return "\n".join(lines)

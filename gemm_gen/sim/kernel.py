@@ -1,0 +1,208 @@
+"""Kernel emulator: what the zero and matmul kernels do to the L1 tiles they are handed.
+
+It reads the tiles in the blocked layout the kernel expects (l1_layout), so data that arrived in
+any other layout is either caught by its provenance (not a contiguous block of A or B, A and B
+from different K ranges, a tile switching rows mid-reduction, K chunks missing or repeated) or
+computes the wrong values. The arithmetic is KernelNumerics.call, the same as the reference.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..config import GemmConfig
+from ..dtypes import DType
+from ..design.model import TileRef
+from ..errors import LayoutError
+from ..l1_layout import a_layout, b_layout, c_layout
+from . import words as w
+
+
+@dataclass
+class TileState:
+    """The output tile a core is accumulating, as its inputs' provenance says."""
+
+    row0: int = -1
+    col0: int = -1
+    chunks: list[int] = field(default_factory=list)
+
+
+@dataclass
+class KernelStats:
+    matmul_calls: int = 0
+    zero_calls: int = 0
+    tiles_done: int = 0  # output tiles whose K reduction completed
+    acc_overflows: int = 0
+    calls_per_core: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class TileView:
+    """How one operand tile lies in L1 cells, precomputed per layout.
+
+    gather: index into the cells' lane view (uint8/16/32) giving the logical matrix.
+    hi: the expected upper 32 bits (tag, source word id) of every cell, for a tile whose first
+        word comes from source word 0; a real tile adds its base word id.
+    """
+
+    gather: np.ndarray
+    lane: np.dtype
+    host: np.dtype
+    hi: np.ndarray
+
+    @classmethod
+    def of(cls, addr: np.ndarray, t: DType, src_offset: np.ndarray, tag: int) -> TileView:
+        per, b = t.per_word, t.bytes
+        gather = (addr // per) * (8 // b) + addr % per  # cells are 8 bytes: data lanes first
+        logical = np.empty(addr.size, dtype=np.int64)
+        logical[addr.ravel()] = np.arange(addr.size)
+        word_off = src_offset.ravel()[logical[::per]] // per
+        hi = (np.uint64(tag) << np.uint64(w.ID_BITS)) + word_off.astype(np.uint64)
+        return cls(gather, np.dtype(f"u{b}"), t.host, hi)
+
+    def read(self, cells: np.ndarray) -> np.ndarray:
+        return cells.view(self.lane)[self.gather].view(self.host)
+
+    def write(self, cells: np.ndarray, values: np.ndarray, base_word: int) -> None:
+        cells.view(self.lane)[self.gather] = np.ascontiguousarray(values, dtype=self.host).view(self.lane)
+        cells.view(np.uint32)[1::2] = self.hi + np.uint64(base_word)
+
+    def base_word(self, cells: np.ndarray) -> int | None:
+        """The tile's first source word if every cell holds the word the layout predicts."""
+        hi = cells >> w.ID_SHIFT
+        base = hi[0] - self.hi[0]
+        if base >> np.uint64(w.ID_BITS) or not np.array_equal(hi, self.hi + base):
+            return None
+        return int(base)
+
+
+class KernelEmulator:
+    def __init__(self, c: GemmConfig) -> None:
+        self.c = c
+        self.numerics = c.numerics
+        self.t_in, self.t_out = c.t_in, c.t_out
+        i, j = np.indices((c.m, c.k))
+        self.a_off = i * c.Kp + j  # A is stored Mp x Kp
+        kk, jj = np.indices((c.k, c.n))
+        self.b_off = jj * c.Kp + kk if c.b_col_maj else kk * c.Np + jj
+        ci, cj = np.indices((c.m, c.n))
+        self.a_view = TileView.of(a_layout(c.m, c.k, c.r, c.s), c.t_in, self.a_off, w.TAG_A)
+        self.b_view = TileView.of(b_layout(c.k, c.n, c.s, c.t, c.b_col_maj), c.t_in, self.b_off, w.TAG_B)
+        self.c_view = TileView.of(c_layout(c.m, c.n, c.r, c.t), c.t_out, ci * c.Np + cj, w.TAG_C)
+        self.tiles: dict[TileRef, TileState] = {}
+        self.calls: dict[TileRef, int] = {}
+        self.stats = KernelStats()
+
+    def __call__(self, tile: TileRef, kernel: str, cells: list[np.ndarray]) -> None:
+        if kernel.startswith("zero"):
+            self.zero(tile, cells[0])
+        else:
+            self.matmul(tile, *cells)
+
+    # ---- kernels -------------------------------------------------------------------------------
+    def zero(self, tile: TileRef, c_cells: np.ndarray) -> None:
+        state = self.tiles.get(tile)
+        if state is not None:
+            self._check_complete(tile, state)
+        self.tiles[tile] = TileState()
+        c_cells[:] = 0
+        self.stats.zero_calls += 1
+
+    def matmul(self, tile: TileRef, a_cells: np.ndarray, b_cells: np.ndarray, c_cells: np.ndarray) -> None:
+        c = self.c
+        n_call = self.calls.get(tile, 0)
+        self.calls[tile] = n_call + 1
+        a_word = self.a_view.base_word(a_cells)
+        if a_word is None:
+            self._explain(tile, n_call, "A", a_cells, w.TAG_A, self.a_view, self.a_off)
+        b_word = self.b_view.base_word(b_cells)
+        if b_word is None:
+            self._explain(tile, n_call, "B", b_cells, w.TAG_B, self.b_view, self.b_off)
+        per = self.t_in.per_word
+        row0, a_k0 = divmod(a_word * per, c.Kp)
+        if c.b_col_maj:
+            col0, b_k0 = divmod(b_word * per, c.Kp)
+        else:
+            b_k0, col0 = divmod(b_word * per, c.Np)
+        where = f"{tile} matmul call {n_call}"
+        if a_k0 != b_k0:
+            raise LayoutError(f"{where}: A covers K from {a_k0} but B from {b_k0}",
+                              "A and B fifos must deliver the same k-chunk to each call")
+        if a_k0 % c.k:
+            raise LayoutError(f"{where}: the k-chunk starts at K={a_k0}, not a multiple of k={c.k}",
+                              "align the K walk of the A/B patterns to k")
+        state = self.tiles.setdefault(tile, TileState())
+        if state.row0 < 0:
+            state.row0, state.col0 = row0, col0
+        elif (state.row0, state.col0) != (row0, col0):
+            raise LayoutError(
+                f"{where}: accumulates C[{row0}, {col0}] into the tile of C[{state.row0}, {state.col0}] "
+                f"before its K reduction finished",
+                "each core must see all K chunks of one output tile between zero calls",
+            )
+        if a_k0 in state.chunks:
+            raise LayoutError(f"{where}: k-chunk at K={a_k0} reaches C[{row0}, {col0}] twice",
+                              "each k-chunk must reach an output tile once")
+        state.chunks.append(a_k0)
+
+        acc = self.numerics.accumulate(self.c_view.read(c_cells), self.a_view.read(a_cells),
+                                       self.b_view.read(b_cells))
+        self.stats.acc_overflows += self.numerics.acc_overflows(acc)
+        self.c_view.write(c_cells, self.numerics.store(acc), (row0 * c.Np + col0) // self.t_out.per_word)
+        self.stats.matmul_calls += 1
+
+    def finish(self) -> None:
+        """Check the last tile of every core (called when the run ends)."""
+        for tile, state in self.tiles.items():
+            self._check_complete(tile, state)
+        self.stats.calls_per_core = {str(t): n for t, n in sorted(self.calls.items())}
+
+    # ---- checks --------------------------------------------------------------------------------
+    def _explain(self, tile: TileRef, n_call: int, name: str, cells: np.ndarray, tag: int,
+                 view: TileView, offsets: np.ndarray) -> None:
+        """Raise a LayoutError saying which element of a tile is not where the kernel expects it."""
+        tags = w.tags(cells)
+        if not (tags == tag).all():
+            bad = int(np.flatnonzero(tags != tag)[0])
+            raise LayoutError(
+                f"{tile} matmul call {n_call}: L1 word {bad} of the {name} tile holds "
+                f"{w.TAG_NAMES[int(tags[bad])]} data",
+                f"check the {name} fifo's patterns and depths",
+            )
+        elems = w.element_ids(cells, self.t_in)
+        ids = np.empty(view.gather.shape, dtype=np.int64)
+        per, lanes = self.t_in.per_word, 8 // self.t_in.bytes
+        ids[...] = elems[(view.gather // lanes) * per + view.gather % lanes]
+        expect = offsets + ids.flat[0]
+        i, j = (int(x) for x in np.argwhere(ids != expect)[0])
+        raise LayoutError(
+            f"{tile} matmul call {n_call}: {name} tile element ({i}, {j}) holds "
+            f"{name}{self._coord(name, int(ids[i, j]))}, expected {name}{self._coord(name, int(expect[i, j]))} "
+            f"(data arrived in the wrong layout)",
+            f"check the {name} access patterns (dims_to_stream / dims_from_stream / shim taps)",
+        )
+
+    def _coord(self, name: str, elem: int) -> str:
+        c = self.c
+        if name == "A":
+            return str(list(divmod(elem, c.Kp)))
+        if c.b_col_maj:
+            col, row = divmod(elem, c.Kp)
+            return str([row, col])
+        return str(list(divmod(elem, c.Np)))
+
+    def _check_complete(self, tile: TileRef, state: TileState) -> None:
+        if state.row0 < 0:
+            return
+        expect = list(range(0, self.c.Kp, self.c.k))
+        if sorted(state.chunks) == expect:
+            self.stats.tiles_done += 1
+            return
+        missing = sorted(set(expect) - set(state.chunks))
+        raise LayoutError(
+            f"{tile}: output tile C[{state.row0}, {state.col0}] was released after "
+            f"{len(state.chunks)} of {len(expect)} k-chunks (first missing K={missing[:1]})",
+            "the worker loop and the A/B streams must cover all of K per tile",
+        )

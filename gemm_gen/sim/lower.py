@@ -1,0 +1,285 @@
+"""Lower a Design onto the simulated array, as mlir-aie's ObjectFifo transform would.
+
+- A fifo between two tiles has `depth` buffers on each non-shim end, a prod lock (init depth) and a
+  cons lock (init 0) per end, and one BD per buffer in a cyclic chain on each DMA channel.
+- A memtile link owns one set of buffers (those of its bigger fifo: the joined one, the split one,
+  or the larger of a forward's two) with one lock pair per slice; join/split slices get their own
+  BDs, and the outer fifo's dims apply per slice (AIEObjectFifoStatefulTransform.cpp).
+- Channels are numbered per tile in link order; BDs, channels and locks are counted against the
+  tile's DMA (memtile BDs per even/odd bank; channels 4-5 only reach local memory).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..config import GemmConfig
+from ..design.model import Acquire, Design, Loop, ObjectFifo, Op, TileRef
+from ..dtypes import dtype
+from ..errors import BdExhaustionError, LayoutError, OutOfRangeError, SimulationError
+from ..hw.devices import TileKind
+from ..tap import Tap
+from .kernel import KernelEmulator
+from .machine import Bd, BdPool, Buffer, Channel, CommandProcessor, CoreActor, FifoEnd, Lock, Stream, Task
+
+
+@dataclass
+class Machine:
+    config: GemmConfig
+    streams: list[Stream]
+    cores: list[CoreActor]
+    cmd: CommandProcessor
+    channels: list[Channel]
+    fifo_ends: list[tuple[str, TileRef, Lock]]  # (fifo, tile, lock counting full objects)
+    dram: dict[str, np.ndarray]
+    kernel: KernelEmulator
+
+
+def _level(src: TileRef, dst: TileRef) -> str:
+    names = {TileKind.SHIM: "DRAM", TileKind.MEM: "memtile", TileKind.CORE: "cores"}
+    return f"{names[src.kind]} -> {names[dst.kind]}"
+
+
+class _Lowering:
+    def __init__(self, design: Design, dram: dict[str, np.ndarray]) -> None:
+        self.d = design
+        self.c = design.config
+        self.dev = self.c.dev
+        self.dram = dram
+        self.channels: list[Channel] = []
+        self.n_channels: dict[tuple[TileRef, bool], int] = {}
+        self.n_locks: dict[TileRef, int] = {}
+        self.bd_pool = BdPool()
+        self.fifo_ends: list[tuple[str, TileRef, Lock]] = []
+        self.core_ends: dict[TileRef, dict[str, FifoEnd]] = {}
+        self.producer_ch: dict[str, Channel] = {}
+        self.consumer_ch: dict[str, list[Channel]] = {}
+        self.shim_channel: dict[str, Channel] = {}
+        self.patterns: dict[tuple[Tap | None, str, int, int], np.ndarray] = {}
+        self.home = {b.name: b.home_col for b in design.memtile_buffers}
+
+    # ---- resources -------------------------------------------------------------------------
+    def channel(self, tile: TileRef, mm2s: bool, what: str, bds: list[Bd] | None = None) -> Channel:
+        spec = self.dev.dma[tile.kind]
+        key = (tile, mm2s)
+        index = self.n_channels.get(key, 0)
+        limit = spec.mm2s_channels if mm2s else spec.s2mm_channels
+        if index >= limit:
+            raise SimulationError(
+                f"{tile} needs a {index + 1}th {'MM2S' if mm2s else 'S2MM'} channel for {what} "
+                f"(it has {limit})",
+                "route fewer fifos through this tile",
+            )
+        self.n_channels[key] = index + 1
+        ch = Channel(f"{'MM2S' if mm2s else 'S2MM'}{index} ({what})", tile, mm2s, bds,
+                     spec.task_queue_depth if tile.kind == TileKind.SHIM else 0)
+        if bds:
+            bank = index % spec.bd_banks
+            self.bd_pool.take(tile, bank, len(bds), spec.bds // spec.bd_banks, what)
+            if tile.kind == TileKind.MEM and index >= 4:
+                remote = {b.buffer.name for b in bds if self.home.get(b.buffer.name, tile.col) != tile.col}
+                if remote:
+                    raise SimulationError(
+                        f"{tile} channel {index} (local-only) must reach a neighbour's buffers {sorted(remote)}",
+                        "keep spilled buffers on channels 0-3",
+                    )
+        self.channels.append(ch)
+        return ch
+
+    def lock(self, tile: TileRef, name: str, value: int) -> Lock:
+        count = self.n_locks.get(tile, 0) + 1
+        limit = self.dev.dma[tile.kind].locks
+        if count > limit:
+            raise BdExhaustionError(f"{tile} needs {count} locks (max {limit})", "use fewer fifos on this tile")
+        self.n_locks[tile] = count
+        return Lock(name, value)
+
+    def buffers(self, fifo: ObjectFifo, tile: TileRef, depth: int, elems: int, prefix: str) -> list[Buffer]:
+        words = dtype(fifo.dtype).nbytes(elems) // 4
+        return [Buffer(f"{prefix}_buff_{i}", tile, words) for i in range(depth)]
+
+    def pattern(self, tap: Tap | None, fifo: ObjectFifo, offset: int, length: int, what: str,
+                writes: bool) -> np.ndarray:
+        """Word indices of a BD moving `length` elements at element `offset` of a buffer."""
+        key = (tap, fifo.dtype, offset, length)
+        if key in self.patterns:
+            return self.patterns[key]
+        t = dtype(fifo.dtype)
+        tap = tap or Tap.linear(length)
+        if tap.count != length:
+            raise SimulationError(f"{what}: its pattern moves {tap.count} elements but its BD {length}",
+                                  "make the fifo dims cover exactly one object (or slice)")
+        if tap.max_index() >= length:
+            raise OutOfRangeError(f"{what}: pattern reaches element {tap.max_index()} of a {length}-element "
+                                  f"object", "keep the fifo dims inside the object")
+        idx = tap.to_words(t).indices() + t.nbytes(offset) // 4
+        if writes and np.unique(idx).size != idx.size:
+            raise LayoutError(f"{what}: the S2MM pattern writes some words twice (others never)",
+                              "fix the dims_from_stream sizes and strides")
+        idx.setflags(write=False)
+        self.patterns[key] = idx
+        return idx
+
+    # ---- fifo ends -------------------------------------------------------------------------
+    def core_producer(self, f: ObjectFifo) -> Channel:
+        tile = f.producer
+        bufs = self.buffers(f, tile, f.depth, f.obj_elems, f"{f.name}_prod")
+        prod = self.lock(tile, f"{f.name}_prod_lock", f.depth)
+        cons = self.lock(tile, f"{f.name}_cons_lock", 0)
+        idx = self.pattern(f.dims_to_stream, f, 0, f.obj_elems, f"{tile} MM2S of {f.name}", False)
+        bds = [Bd(b, idx, cons, prod, f.name) for b in bufs]
+        self.core_ends.setdefault(tile, {})[f.name] = FifoEnd(f.name, bufs, prod, cons)
+        self.fifo_ends.append((f.name, tile, cons))
+        return self.channel(tile, True, f.name, bds)
+
+    def core_consumer(self, f: ObjectFifo, tile: TileRef) -> Channel:
+        bufs = self.buffers(f, tile, f.depth, f.obj_elems, f"{f.name}_cons_{tile.col}_{tile.row}")
+        prod = self.lock(tile, f"{f.name}_cons_prod_lock", f.depth)
+        cons = self.lock(tile, f"{f.name}_cons_cons_lock", 0)
+        idx = self.pattern(f.dims_from_stream, f, 0, f.obj_elems, f"{tile} S2MM of {f.name}", True)
+        bds = [Bd(b, idx, prod, cons, f.name) for b in bufs]
+        self.core_ends.setdefault(tile, {})[f.name] = FifoEnd(f.name, bufs, cons, prod)
+        self.fifo_ends.append((f.name, tile, cons))
+        return self.channel(tile, False, f.name, bds)
+
+    def link(self, kind: str, tile: TileRef, srcs: list[ObjectFifo], dsts: list[ObjectFifo],
+             offsets: tuple[int, ...]) -> None:
+        if kind == "join":
+            owner = dsts[0]
+        elif kind == "split":
+            owner = srcs[0]
+        else:
+            owner = srcs[0] if srcs[0].obj_elems >= dsts[0].obj_elems else dsts[0]
+        total = owner.obj_elems
+        if kind == "forward":
+            slices = [(0, total)]
+        else:
+            ends = list(offsets[1:]) + [total]
+            slices = [(o, e - o) for o, e in zip(offsets, ends)]
+            if any(n <= 0 for _, n in slices):
+                raise SimulationError(f"link at {tile}: offsets {offsets} do not slice {total} elements",
+                                      "give increasing offsets inside the object")
+        bufs = self.buffers(owner, tile, owner.depth, total, owner.name)
+        pairs = [(self.lock(tile, f"{owner.name}_prod_lock_{r}", owner.depth),
+                  self.lock(tile, f"{owner.name}_cons_lock_{r}", 0)) for r in range(len(slices))]
+        for r, (_, cons) in enumerate(pairs):
+            self.fifo_ends.append((owner.name if len(pairs) == 1 else f"{owner.name}[{r}]", tile, cons))
+
+        def bds(f: ObjectFifo, tap: Tap | None, slice_ids: list[int], writes: bool) -> list[Bd]:
+            out = []
+            for b in bufs:
+                for r in slice_ids:
+                    off, n = slices[r]
+                    what = f"{tile} {'S2MM' if writes else 'MM2S'} of {f.name} slice {r}"
+                    idx = self.pattern(tap, f, off, n, what, writes)
+                    prod, cons = pairs[r]
+                    out.append(Bd(b, idx, prod, cons, f.name) if writes else Bd(b, idx, cons, prod, f.name))
+            return out
+
+        every = list(range(len(slices)))
+        if kind == "join":
+            for i, src in enumerate(srcs):
+                self.consumer_ch.setdefault(src.name, []).append(
+                    self.channel(tile, False, src.name, bds(src, src.dims_from_stream, [i], True)))
+            self.producer_ch[dsts[0].name] = self.channel(tile, True, dsts[0].name,
+                                                          bds(dsts[0], dsts[0].dims_to_stream, every, False))
+        else:
+            src = srcs[0]
+            self.consumer_ch.setdefault(src.name, []).append(
+                self.channel(tile, False, src.name, bds(src, src.dims_from_stream, every, True)))
+            for j, dst in enumerate(dsts):
+                ids = [j] if kind == "split" else every
+                self.producer_ch[dst.name] = self.channel(tile, True, dst.name,
+                                                          bds(dst, dst.dims_to_stream, ids, False))
+
+    # ---- the whole design ------------------------------------------------------------------
+    def lower(self, kernel: KernelEmulator) -> Machine:
+        d = self.d
+        for link in d.links:
+            self.link(link.kind, link.tile, [d.fifo(n) for n in link.srcs], [d.fifo(n) for n in link.dsts],
+                      link.offsets)
+        streams = []
+        for f in d.fifos:
+            if f.name not in self.producer_ch:
+                if f.producer.kind == TileKind.SHIM:
+                    self.producer_ch[f.name] = self.shim_channel[f.name] = self.channel(f.producer, True, f.name)
+                elif f.producer.kind == TileKind.CORE:
+                    self.producer_ch[f.name] = self.core_producer(f)
+                else:
+                    raise SimulationError(f"memtile fifo {f.name} is not linked", "link it to an input fifo")
+            for tile in f.consumers:
+                if tile.kind == TileKind.SHIM:
+                    ch = self.shim_channel[f.name] = self.channel(tile, False, f.name)
+                    self.consumer_ch.setdefault(f.name, []).append(ch)
+                elif tile.kind == TileKind.CORE:
+                    self.consumer_ch.setdefault(f.name, []).append(self.core_consumer(f, tile))
+            consumers = self.consumer_ch.get(f.name, [])
+            if len(consumers) != len(f.consumers):
+                raise SimulationError(f"fifo {f.name} reaches {len(consumers)} of its {len(f.consumers)} "
+                                      f"consumers", "link its memtile end")
+            streams.append(Stream(self.producer_ch[f.name], consumers, _level(f.producer, f.consumers[0])))
+
+        cores = []
+        for wk in d.workers:
+            ends = self.core_ends.get(wk.tile, {})
+            for name in _acquired(wk.program):
+                if name not in ends:
+                    raise SimulationError(f"{wk.tile} acquires {name}, which has no end on that tile",
+                                          "place the worker where its fifos end")
+            cores.append(CoreActor(wk.tile, wk.program, ends, kernel))
+        return Machine(self.c, streams, cores, self.command_processor(), self.channels, self.fifo_ends,
+                       self.dram, kernel)
+
+    def command_processor(self) -> CommandProcessor:
+        d = self.d
+        base: dict[tuple[tuple[int, ...], tuple[int, ...], str], tuple[np.ndarray, int]] = {}
+        tasks: dict[str, Task] = {}
+        groups: dict[int, list[Task]] = {}
+        steps: list[tuple[str, object]] = []
+        for op in d.runtime:
+            if op.op == "task":
+                spec = op.task
+                assert spec is not None
+                t = dtype(d.tensor(spec.tensor).dtype)
+                key = (spec.tap.sizes, spec.tap.strides, t.name)
+                if key not in base:
+                    idx = Tap(0, spec.tap.sizes, spec.tap.strides).to_words(t).indices()
+                    idx.setflags(write=False)
+                    base[key] = (idx, int(idx.max()))
+                idx, top = base[key]
+                cells = self.dram[spec.tensor]
+                first = t.nbytes(spec.tap.offset) // 4
+                if first + top >= cells.size:
+                    raise OutOfRangeError(f"task {spec.name} reaches word {first + top} of {spec.tensor} "
+                                          f"({cells.size} words)", "fix the shim tap")
+                task = Task(spec, cells, idx, first)
+                tasks[spec.name] = task
+                groups.setdefault(op.group, []).append(task)
+                channel = self.shim_channel.get(spec.fifo)
+                if channel is None or channel.tile != spec.shim:
+                    raise SimulationError(f"task {spec.name} targets {spec.fifo} on {spec.shim}, which has no "
+                                          f"shim end there", "place the task on the fifo's shim")
+                steps.append(("push", (task, channel)))
+            else:
+                group = groups.pop(op.group, [])
+                steps.extend(("await", t) for t in group if t.spec.wait)
+                steps.extend(("free", t) for t in group)
+        if groups:
+            raise SimulationError(f"task groups {sorted(groups)} are never finished", "finish every task group")
+        return CommandProcessor(steps, self.dev.dma[TileKind.SHIM].bds)
+
+
+def _acquired(ops: tuple[Op, ...]) -> set[str]:
+    names: set[str] = set()
+    for op in ops:
+        if isinstance(op, Acquire):
+            names.add(op.fifo)
+        elif isinstance(op, Loop):
+            names |= _acquired(op.body)
+    return names
+
+
+def lower(design: Design, dram: dict[str, np.ndarray], kernel: KernelEmulator) -> Machine:
+    return _Lowering(design, dram).lower(kernel)

@@ -1,0 +1,310 @@
+"""The simulated array: locks, buffers, DMA channels, streams, cores and the command processor.
+
+Semantics follow mlir-aie's lowering and deadlock model (AIEObjectFifoStatefulTransform,
+AIEDeadlockModel): a BD acquires its lock (acquire-greater-equal), moves its words, releases;
+a stream moves words only when the MM2S and every S2MM it feeds have a BD running (a broadcast
+stalls on its slowest consumer); shim channels run pushed tasks in order, at most
+`task_queue_depth` queued or running, and a push to a full queue stalls the command processor.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable, Generator
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..design.model import Acquire, Call, Loop, Op, Release, ShimTask, TileRef
+from ..errors import BdExhaustionError, SimulationError
+
+
+class Lock:
+    __slots__ = ("name", "value")
+
+    def __init__(self, name: str, value: int) -> None:
+        self.name = name
+        self.value = value
+
+
+class Buffer:
+    __slots__ = ("name", "tile", "cells")
+
+    def __init__(self, name: str, tile: TileRef, words: int) -> None:
+        self.name = name
+        self.tile = tile
+        self.cells = np.zeros(words, dtype=np.uint64)  # memories come up zero, tag "unwritten"
+
+
+@dataclass
+class Bd:
+    """A static BD of a memtile or core channel: lock, buffer, word pattern, lock."""
+
+    buffer: Buffer
+    idx: np.ndarray
+    acquire: Lock
+    release: Lock
+    label: str
+
+
+@dataclass
+class Task:
+    """A pushed shim task (one runtime fill or drain) and its BD."""
+
+    spec: ShimTask
+    cells: np.ndarray  # the DRAM tensor it reads or writes
+    base: np.ndarray  # word pattern shared by tasks of the same shape
+    first: int  # word offset of this task in the tensor
+    bd_id: int = -1
+    done: bool = False
+
+
+class Channel:
+    """One DMA channel. Static channels cycle through `bds`; shim channels run `queue`."""
+
+    __slots__ = ("name", "tile", "mm2s", "bds", "cur", "queue", "depth", "active", "target", "idx",
+                 "pos", "length", "data", "words", "blocked", "bd")
+
+    def __init__(self, name: str, tile: TileRef, mm2s: bool, bds: list[Bd] | None = None,
+                 queue_depth: int = 0) -> None:
+        self.name = name
+        self.tile = tile
+        self.mm2s = mm2s
+        self.bds = bds or []
+        self.cur = 0
+        self.queue: deque[Task] | None = deque() if queue_depth else None
+        self.depth = queue_depth
+        self.active = False
+        self.target: np.ndarray = np.empty(0, dtype=np.uint64)
+        self.idx: np.ndarray = np.empty(0, dtype=np.int64)
+        self.pos = self.length = 0
+        self.data: np.ndarray = self.target
+        self.words = 0
+        self.blocked = ""
+        self.bd: Bd | None = None
+
+    def start(self) -> bool:
+        """Begin the next BD if its lock (or, on a shim, a pushed task) allows."""
+        if self.queue is not None:
+            if not self.queue:
+                self.blocked = "has no task queued"
+                return False
+            task = self.queue[0]  # a running task still occupies its queue slot
+            self.target, self.idx = task.cells, task.base + task.first
+        else:
+            bd = self.bds[self.cur]
+            if bd.acquire.value < 1:
+                self.blocked = f"waits on lock {bd.acquire.name} ({bd.label})"
+                return False
+            bd.acquire.value -= 1
+            self.bd, self.target, self.idx = bd, bd.buffer.cells, bd.idx
+        self.pos, self.length = 0, len(self.idx)
+        if self.mm2s:
+            self.data = self.target[self.idx]
+        self.active = True
+        return True
+
+    def finish(self) -> None:
+        if self.queue is not None:
+            self.queue.popleft().done = True
+        else:
+            assert self.bd is not None
+            self.bd.release.value += 1
+            self.cur = (self.cur + 1) % len(self.bds)
+        self.active = False
+
+    def describe(self) -> str:
+        return f"{self.tile} {self.name}"
+
+
+class Stream:
+    """A circuit-switched connection from one MM2S to one or more S2MM channels."""
+
+    def __init__(self, src: Channel, dsts: list[Channel], level: str) -> None:
+        self.src, self.dsts, self.level = src, dsts, level
+        self.blocked = ""
+
+    def step(self) -> bool:
+        src, dsts = self.src, self.dsts
+        moved = False
+        while True:
+            if not src.active and not src.start():
+                self.blocked = f"{src.describe()} {src.blocked}"
+                return moved
+            for d in dsts:
+                if not d.active and not d.start():
+                    self.blocked = f"{src.describe()} waits for {d.describe()}, which {d.blocked}"
+                    return moved
+            w = src.length - src.pos
+            for d in dsts:
+                w = min(w, d.length - d.pos)
+            chunk = src.data[src.pos : src.pos + w]
+            for d in dsts:
+                d.target[d.idx[d.pos : d.pos + w]] = chunk
+                d.pos += w
+                d.words += w
+                if d.pos == d.length:
+                    d.finish()
+            src.pos += w
+            src.words += w
+            if src.pos == src.length:
+                src.finish()
+            moved = True
+
+
+@dataclass
+class FifoEnd:
+    """A core's handle on one ObjectFifo: its L1 buffers and the locks it acquires/releases."""
+
+    fifo: str
+    buffers: list[Buffer]
+    acquire_lock: Lock
+    release_lock: Lock
+    next: int = 0
+    held: deque[Buffer] = field(default_factory=deque)
+
+
+KernelFn = Callable[[TileRef, str, list[np.ndarray]], None]
+
+
+class CoreActor:
+    """Runs a worker's program forever (IRON's while_true), calling the kernel emulator."""
+
+    def __init__(self, tile: TileRef, program: tuple[Op, ...], ends: dict[str, FifoEnd],
+                 kernel: KernelFn) -> None:
+        self.tile, self.program, self.ends, self.kernel = tile, program, ends, kernel
+        self.waiting: tuple[Lock, int] | None = None
+        self.waiting_fifo = ""
+        self.at_start = True  # at the top of the program, holding nothing
+        self.passes = 0
+        self.gen = self._run()
+
+    def step(self) -> bool:
+        progressed = False
+        while True:
+            if self.waiting is not None and self.waiting[0].value < self.waiting[1]:
+                return progressed
+            self.waiting = next(self.gen)
+            progressed = True
+
+    def _run(self) -> Generator[tuple[Lock, int], None, None]:
+        while True:
+            self.at_start = True
+            yield from self._ops(self.program)
+            self.passes += 1
+
+    def _ops(self, ops: tuple[Op, ...]) -> Generator[tuple[Lock, int], None, None]:
+        for op in ops:
+            if isinstance(op, Loop):
+                for _ in range(op.count):
+                    yield from self._ops(op.body)
+            elif isinstance(op, Acquire):
+                end = self.ends[op.fifo]
+                lock = end.acquire_lock
+                if lock.value < op.count:
+                    self.waiting_fifo = op.fifo
+                    yield lock, op.count
+                self.at_start = False
+                lock.value -= op.count
+                for _ in range(op.count):
+                    end.held.append(end.buffers[end.next])
+                    end.next = (end.next + 1) % len(end.buffers)
+            elif isinstance(op, Release):
+                end = self.ends[op.fifo]
+                if len(end.held) < op.count:
+                    raise SimulationError(f"{self.tile} releases {op.count} of {op.fifo} holding "
+                                          f"{len(end.held)}", "fix the worker program")
+                for _ in range(op.count):
+                    end.held.popleft()
+                end.release_lock.value += op.count
+            elif isinstance(op, Call):
+                cells = []
+                for name in op.args:
+                    end = self.ends[name]
+                    if not end.held:
+                        raise SimulationError(f"{self.tile} calls {op.kernel} without holding {name}",
+                                              "acquire before the call")
+                    cells.append(end.held[0].cells)
+                self.kernel(self.tile, op.kernel, cells)
+
+    def describe(self) -> str:
+        return f"{self.tile} waits to acquire {self.waiting_fifo}"
+
+
+class CommandProcessor:
+    """Runs the runtime sequence: configure+push tasks, await tokens, free BDs."""
+
+    def __init__(self, steps: list[tuple[str, object]], shim_bds: int) -> None:
+        self.steps = steps
+        self.pc = 0
+        self.shim_bds = shim_bds
+        self.live: dict[TileRef, dict[int, Task]] = {}
+        self.max_live: dict[TileRef, int] = {}
+        self.blocked = ""
+
+    @property
+    def done(self) -> bool:
+        return self.pc == len(self.steps)
+
+    def step(self) -> bool:
+        progressed = False
+        while self.pc < len(self.steps):
+            kind, arg = self.steps[self.pc]
+            if kind == "push":
+                task, channel = arg  # type: ignore[misc]
+                assert channel.queue is not None
+                if len(channel.queue) >= channel.depth:
+                    self.blocked = (f"push of {task.spec.name} waits: {channel.describe()} already has "
+                                    f"{channel.depth} tasks queued or running")
+                    return progressed
+                self._configure(task)
+                channel.queue.append(task)
+            elif kind == "await":
+                task = arg
+                if not task.done:  # type: ignore[union-attr]
+                    self.blocked = f"awaits the token of {task.spec.name} on {task.spec.shim}"  # type: ignore[union-attr]
+                    return progressed
+            elif kind == "free":
+                self._free(arg)  # type: ignore[arg-type]
+            self.pc += 1
+            progressed = True
+        return progressed
+
+    def _configure(self, task: Task) -> None:
+        shim = task.spec.shim
+        live = self.live.setdefault(shim, {})
+        free = next((i for i in range(self.shim_bds) if i not in live), None)
+        if free is None:
+            raise BdExhaustionError(
+                f"{shim} has all {self.shim_bds} BDs live when {task.spec.name} is configured "
+                f"({', '.join(t.spec.name for t in live.values())})",
+                "keep fewer task groups in flight (queue_groups)",
+            )
+        task.bd_id = free
+        live[free] = task
+        self.max_live[shim] = max(self.max_live.get(shim, 0), len(live))
+
+    def _free(self, task: Task) -> None:
+        if not task.done:
+            raise SimulationError(
+                f"BD {task.bd_id} of {task.spec.name} on {task.spec.shim} is freed for reuse while its "
+                f"transfer is still queued or running",
+                "await a token that implies its completion before freeing it",
+            )
+        del self.live[task.spec.shim][task.bd_id]
+
+
+class BdPool:
+    """Counts static BDs per tile and bank against the tile's DMA (raises on exhaustion)."""
+
+    def __init__(self) -> None:
+        self.used: dict[tuple[TileRef, int], int] = {}
+
+    def take(self, tile: TileRef, bank: int, count: int, limit: int, what: str) -> None:
+        key = (tile, bank)
+        self.used[key] = self.used.get(key, 0) + count
+        if self.used[key] > limit:
+            raise BdExhaustionError(
+                f"{tile} needs {self.used[key]} BDs in bank {bank} (max {limit}) for {what}",
+                "use shallower fifos or fewer links on this tile",
+            )

@@ -1,0 +1,120 @@
+"""The gemm-gen command line: outputs, exit codes, one-line errors, nothing half-written."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from gemm_gen.cli import main
+
+SMALL = ["--dev", "npu1", "-M", "128", "-K", "64", "-N", "128", "-m", "16", "-k", "16", "-n", "16",
+         "--k-mt", "32"]
+
+
+def run(capsys, *args: str) -> tuple[int, str, str]:
+    code = main(list(args))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_plan_text_and_json(capsys):
+    code, out, _ = run(capsys, "plan", *SMALL)
+    assert code == 0 and "native    (m*rows) x k_mt x (n*cols) = 64 x 32 x 64" in out
+    code, out, _ = run(capsys, "plan", *SMALL, "--json")
+    info = json.loads(out)
+    assert info["padded"] == [128, 64, 128] and info["shim_bds_live"]["shim(0,0)"] == 12
+    assert info["l1_bytes"]["total"] == 2 * 16 * 16 * 2 * 2 + 16 * 16 * 2 + 1024
+
+
+def test_plan_defaults_to_the_papers_tiles(capsys):
+    code, out, _ = run(capsys, "plan", "--dev", "npu2", "-M", "4032", "-K", "4224", "-N", "4608", "--b-col-maj",
+                       "--json")
+    info = json.loads(out)
+    assert info["tile"] == [112, 48, 96] and info["k_mt"] == 384 and info["wasted_fraction"] == 0
+
+
+def test_simulate_pass(capsys):
+    code, out, _ = run(capsys, "simulate", *SMALL, "--dtype_in", "i8", "--dtype_out", "i16", "--b-col-maj", "1")
+    assert code == 0 and out.rstrip().endswith("PASS") and "B column-major" in out
+    code, out, _ = run(capsys, "simulate", *SMALL, "--json", "--seed", "7")
+    result = json.loads(out)
+    assert result["passed"] and result["mismatches"] == 0 and result["kernel_calls"]["matmul"] == 16 * 4 * 4  # cores x tiles x k-steps
+
+
+def test_generate_is_atomic_and_deterministic(capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    code, out, _ = run(capsys, "generate", *SMALL)
+    files = list((tmp_path / "build").iterdir())
+    assert code == 0 and [f.name for f in files] == ["design_128x64x128_16x16x16_4c.json"]
+    first = files[0].read_bytes()
+    run(capsys, "generate", *SMALL)
+    assert files[0].read_bytes() == first
+    design = json.loads(first)
+    assert design["format"] == "gemm_gen.design/1" and len(design["workers"]) == 16
+
+
+@pytest.mark.parametrize("args,text", [
+    (["-m", "128", "-k", "64", "-n", "128"], "L1 overflow"),
+    (["-m", "100"], "m=100 is not a multiple of 2r=8"),
+    (["--dev", "npu7"], "unknown device"),
+    (["--dtype_in", "bf16", "--dtype_out", "i8"], "does not go with"),
+    (["--queue-groups", "9"], "queue_groups"),
+    (["--mmul", "3x3x3"], "not an aie::mmul shape"),
+])
+def test_bad_input_is_one_line_and_exit_2(capsys, tmp_path, monkeypatch, args, text):
+    monkeypatch.chdir(tmp_path)
+    base = ["--dev", "npu2", "-M", "512", "-K", "512", "-N", "512"]
+    code, out, err = run(capsys, "generate", *base, *args)
+    assert code == 2 and out == ""
+    assert err.count("\n") == 1 and err.startswith("gemm-gen: error:") and text in err
+    assert not (tmp_path / "build").exists()  # nothing half-written
+
+
+def test_usage_errors_are_one_line(capsys):
+    with pytest.raises(SystemExit) as info:
+        main(["simulate", "-M", "x", "-K", "1", "-N", "1"])
+    err = capsys.readouterr().err
+    assert info.value.code == 2 and err.count("\n") == 1 and "invalid int value" in err
+    with pytest.raises(SystemExit) as info:
+        main(["plan", "-K", "1", "-N", "1"])
+    assert info.value.code == 2 and "-M" in capsys.readouterr().err
+
+
+def test_simulation_failure_exits_1(capsys, monkeypatch):
+    from gemm_gen.errors import DeadlockError
+
+    def stuck(*a, **k):
+        raise DeadlockError("deadlock after 0 matmul calls", "inspect")
+
+    monkeypatch.setattr("gemm_gen.sim.simulate", stuck)
+    code, out, _ = run(capsys, "simulate", *SMALL)
+    assert code == 1 and out.startswith("FAIL: deadlock")
+
+
+def test_console_script(tmp_path):
+    exe = shutil.which("gemm-gen", path=str(Path(sys.executable).parent))
+    assert exe, "the gemm-gen console script is installed with the package"
+    done = subprocess.run([exe, "plan", *SMALL], capture_output=True, text=True, cwd=tmp_path)
+    assert done.returncode == 0 and "L1/core" in done.stdout
+    bad = subprocess.run([exe, "plan", *SMALL, "-k", "20"], capture_output=True, text=True, cwd=tmp_path)
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1
+
+
+def test_make_passes_mlir_aie_variables():
+    if not shutil.which("make"):
+        pytest.skip("make is not installed")
+    root = Path(__file__).resolve().parents[1]
+    env = dict(os.environ, MAKEFLAGS="")
+    done = subprocess.run(["make", "-n", "sim", "DEVICE=npu1", "M=256", "K=128", "N=64", "m=32", "K_MT=64",
+                           "DTYPE_IN=i8", "DTYPE_OUT=i16", "B_COL_MAJ=1"], capture_output=True, text=True,
+                          cwd=root, env=env)
+    line = done.stdout.strip().splitlines()[-1]
+    for part in ("simulate", "--dev npu1", "-M 256", "-K 128", "-N 64", "-m 32", "--k-mt 64", "--dtype_in i8",
+                 "--dtype_out i16", "--b-col-maj 1"):
+        assert part in line

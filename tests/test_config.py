@@ -1,0 +1,174 @@
+"""GemmConfig: budgets against the paper's own tables, padding, and every limit's error."""
+
+from __future__ import annotations
+
+import pytest
+
+from gemm_gen.config import PAPER_TILES, GemmConfig, default_k_mt, default_tiles
+from gemm_gen.errors import ConfigError, DmaLimitError, GemmGenError
+
+# Striking the Balance, Tables 2 and 3 (B column-major): kernel, L1 KB, L2 KB (all memtiles), GEMM
+# size. k_mt is not printed per row; it follows from the L2 column (sec. 5.2.2 gives the first rows').
+PAPER_ROWS = [
+    ("npu1", "i8", "i8", (112, 112, 112), 448, 61.3, 980, (4032, 4032, 4032)),
+    ("npu1", "i8", "i8", (112, 104, 128), 416, 62.8, 1004, (4032, 4160, 4096)),
+    ("npu1", "i8", "i16", (96, 112, 96), 448, 60.0, 960, (4224, 4032, 4224)),
+    ("npu1", "i8", "i16", (80, 104, 128), 416, 62.3, 996, (4160, 4160, 4096)),
+    ("npu1", "i8", "i32", (80, 88, 96), 352, 60.3, 964, (4160, 4224, 4224)),
+    ("npu1", "i8", "i32", (64, 80, 128), 320, 62.0, 992, (4096, 4160, 4096)),
+    ("npu1", "bf16", "bf16", (96, 56, 96), 224, 60.0, 960, (4224, 4032, 4224)),
+    ("npu1", "bf16", "bf16", (96, 48, 112), 192, 60.0, 960, (4224, 4032, 4032)),
+    ("npu2", "i8", "i8", (144, 72, 144), 432, 60.8, 2106, (4032, 4320, 4608)),
+    ("npu2", "i8", "i8", (160, 64, 144), 384, 60.5, 2064, (4480, 4224, 4608)),
+    ("npu2", "i8", "i16", (128, 72, 112), 432, 61.8, 2084, (4096, 4320, 4480)),
+    ("npu2", "i8", "i16", (160, 64, 96), 384, 62.0, 2016, (4480, 4224, 4608)),
+    ("npu2", "i8", "i32", (96, 64, 96), 384, 60.0, 2016, (4224, 4224, 4608)),
+    # the paper prints 62.3 KB L1 for this row; its buffers add up to 62.75 KB (2*128*56 + 2*56*80
+    # + 128*80*4 bytes), so we check the sum, not the printed figure
+    ("npu2", "i8", "i32", (128, 56, 80), 336, 62.75, 2036, (4096, 4032, 4480)),
+    ("npu2", "bf16", "bf16", (112, 48, 96), 384, 60.0, 2496, (4032, 4224, 4608)),
+    ("npu2", "bf16", "bf16", (160, 40, 80), 320, 62.5, 2400, (4480, 4160, 4480)),
+]
+
+
+@pytest.mark.parametrize("dev,t_in,t_out,tile,k_mt,l1_kb,l2_kb,size", PAPER_ROWS)
+def test_paper_budgets(dev, t_in, t_out, tile, k_mt, l1_kb, l2_kb, size):
+    m, k, n = tile
+    c = GemmConfig(dev, *size, m, k, n, k_mt, t_in, t_out, True).validate()
+    buffers = c.l1_bytes - c.stack_bytes
+    assert abs(buffers / 1024 - l1_kb) <= 0.05  # the paper prints one decimal
+    assert sum(c.memtile_bytes_used()) == l2_kb * 1024
+    assert c.wasted_fraction == 0  # the paper's sizes are multiples of its native size
+    assert c.padded == size
+
+
+def test_paper_tiles_are_the_defaults():
+    for (dev, t_in, t_out), tiles in PAPER_TILES.items():
+        assert default_tiles(dev, t_in, t_out) == tiles
+    # a K smaller than k_mt does not pad K beyond one kernel step
+    assert default_tiles("npu2", "bf16", "bf16", K=100)[3] == 144
+    assert default_k_mt("npu2", "bf16", "bf16", 40) == 400  # 384 rounded to a multiple of 40
+
+
+@pytest.mark.parametrize("dev,t_in,t_out", [("npu1", "i16", "i32"), ("npu2", "bf16", "f32"),
+                                            ("npu2", "i16", "i16"), ("npu1", "bf16", "f32")])
+def test_fallback_tiles_fit(dev, t_in, t_out):
+    m, k, n, k_mt = default_tiles(dev, t_in, t_out)
+    GemmConfig(dev, 1024, 1024, 1024, m, k, n, k_mt, t_in, t_out).validate()
+
+
+def test_padding_and_waste():
+    c = GemmConfig("npu2", 4096, 4096, 2048, 112, 48, 96, 384, "bf16", "bf16", True)
+    assert c.native == (448, 384, 768)
+    assert c.padded == (4480, 4224, 2304)
+    assert c.wasted_fraction == pytest.approx(1 - 4096 * 4096 * 2048 / (4480 * 4224 * 2304))
+    assert c.k_steps == 88 and c.tiles_per_core == 10 * 3
+
+
+def _err(exc: type[Exception], **changes: object) -> str:
+    base = dict(device="npu2", M=4032, K=4224, N=4608, m=112, k=48, n=96, k_mt=384, dtype_in="bf16",
+                dtype_out="bf16", b_col_maj=True)
+    base.update(changes)
+    with pytest.raises(exc) as info:
+        GemmConfig(**base).validate()  # type: ignore[arg-type]
+    msg = str(info.value)
+    assert "\n" not in msg and ";" in msg  # one line: what is wrong; how to fix it
+    return msg
+
+
+def test_l1_overflow():
+    msg = _err(ConfigError, m=128, k=64, n=128)
+    assert "L1 overflow" in msg and "65536" in msg and "98304" in msg.replace(",", "") or "L1" in msg
+    assert "reduce m, k or n" in msg
+    # just fits with the default 1 KiB stack, not with Peano's 0xD00 bf16 stack
+    GemmConfig("npu2", 4032, 4320, 4608, 144, 72, 144, 432, "i8", "i8", True).validate()
+    assert "L1 overflow" in _err(ConfigError, dtype_in="i8", dtype_out="i16", m=128, k=72, n=112, k_mt=432,
+                                 M=4096, K=4320, N=4480, stack_bytes=0xD00)
+
+
+def test_memtile_overflow_and_neighbour_spill():
+    msg = _err(ConfigError, k_mt=48 * 30)
+    assert "memtile" in msg and "512 KiB" in msg and "k_mt" in msg
+    # one A buffer overflows the even memtile and fits in its odd neighbour, as IRON places it
+    c = GemmConfig("npu2", 4096, 864 * 5, 4480, 128, 72, 112, 864, "i8", "i16", True).validate()
+    spilled = [b for b in c.memtile_placement() if b.home_col != b.owner_col]
+    assert spilled and all(b.name[0] in "AB" and abs(b.home_col - b.owner_col) == 1 for b in spilled)
+    assert max(c.memtile_bytes_used()) <= 512 * 1024
+
+
+@pytest.mark.parametrize("change,text", [
+    (dict(m=100), "m=100 is not a multiple of 2r=8"),
+    (dict(k=44), "k=44 is not a multiple of s=8"),
+    (dict(n=88), "n=88 is not a multiple of 2t=16"),
+    (dict(k_mt=400), "k_mt=400 is not a multiple of k=48"),
+])
+def test_divisibility(change, text):
+    msg = _err(ConfigError, **change)
+    assert text in msg and "use " in msg
+
+
+def test_granularity():
+    # npu2's 8x1x8 bf16 mmul reads s = 1 bf16 = 2 bytes per row: not a whole DMA word
+    msg = _err(ConfigError, mmul_shape=(8, 1, 8), m=16, k=8, n=16, k_mt=16, M=64, K=32, N=128)
+    assert "4-byte" in msg and "2 B" in msg
+
+
+@pytest.mark.parametrize("change,text", [
+    # shim A walks k_mt * 2 bytes per row: 1200 words > 10-bit wrap
+    (dict(device="npu1", m=16, k=48, n=16, k_mt=2400, M=64, K=2400, N=64), "d0 wrap 1200"),
+    # shim A row stride K words > 20-bit stride field
+    (dict(K=384 * 5700), "stride"),
+    # m = 1024 i8 rows: shim d1 wrap
+    (dict(device="npu1", dtype_in="i8", dtype_out="i8", m=1024, k=8, n=16, k_mt=8, M=4096, K=64, N=64),
+     "wrap 1024"),
+    # column-major B with n = 2048: 256 blocks of t down a core's 8-bit wrap (after shim/memtile)
+    (dict(device="npu1", dtype_in="i8", dtype_out="i8", m=8, k=8, n=2048, k_mt=8, M=32, K=64, N=8192),
+     "wrap"),
+])
+def test_dma_field_widths(change, text):
+    msg = _err(DmaLimitError, **change)
+    assert text in msg and "field" in msg and "(max" in msg or "(1.." in msg
+
+
+def test_core_wrap_is_checked():
+    # m/r = 256 blocks on the core S2MM d1 (8 bits) while the shim and memtile walks still fit
+    msg = _err(DmaLimitError, device="npu1", dtype_in="i8", dtype_out="i8", m=1024 - 0, k=8, n=16, k_mt=8,
+               M=4096, K=64, N=64)
+    assert "wrap" in msg
+    c = GemmConfig("npu1", 4096, 64, 64, 1016, 8, 16, 8, "i8", "i8")  # 254 blocks: fits
+    c.validate()
+
+
+def test_bd_budget_of_the_queue():
+    msg = _err(ConfigError, queue_groups=6)
+    assert "18 BDs" in msg and "16" in msg and "queue_groups <= 5" in msg
+
+
+@pytest.mark.parametrize("change,text", [
+    (dict(dtype_out="i8"), "dtype_out i8 does not go with dtype_in bf16"),
+    (dict(dtype_in="i16", dtype_out="i8"), "does not go with"),
+    (dict(dtype_in="fp8"), "fp8"),
+    (dict(rows=3), "rows=3"),
+    (dict(cols=6), "cols=6"),
+    (dict(device="npu1", cols=8), "cols=8"),
+    (dict(device="npu1", emulate_bf16_with_bfp16=True), "npu2 bf16 feature"),
+    (dict(mmul_shape=(4, 4, 4)), "not an aie::mmul shape"),
+    (dict(rounding="nearest"), "unknown rounding"),
+    (dict(shift=3), "integer outputs only"),
+    (dict(M=0), "M=0"),
+])
+def test_type_and_array_errors(change, text):
+    assert text in _err(GemmGenError, **change)
+
+
+def test_unknown_device():
+    with pytest.raises(ConfigError, match="npu1"):
+        GemmConfig("npu9", 64, 64, 64, 8, 8, 8, 8)
+
+
+def test_emulated_bf16_uses_8x8x8():
+    c = GemmConfig("npu2", 4096, 4096, 4096, 128, 64, 128, 256, "bf16", "bf16", True,
+                   emulate_bf16_with_bfp16=True)
+    assert c.mmul == (8, 8, 8)
+    with pytest.raises(ConfigError):
+        c.validate()  # 128x64x128 bf16 needs 96 KiB of L1

@@ -1,0 +1,171 @@
+"""The Design: structure, the hop-by-hop layouts, the runtime BD queue, determinism."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from gemm_gen.config import GemmConfig
+from gemm_gen.design import build_design
+from gemm_gen.design import patterns as P
+from gemm_gen.design.model import Acquire, Call, Loop, Release
+from gemm_gen.design.serialize import dumps
+from gemm_gen.l1_layout import a_layout, b_layout, c_layout
+from gemm_gen.plan import dram_bytes, live_bds_per_shim
+
+from .conftest import small
+
+
+@pytest.mark.parametrize("dev", ["npu1", "npu2"])
+def test_structure(dev):
+    c = small(dev)
+    d = build_design(c)
+    names = {f.name for f in d.fifos}
+    rows, cols = c.rows, c.cols
+    assert len(d.fifos) == 2 * rows + 2 * cols + cols * (rows + 1)
+    for row in range(rows):
+        a = d.fifo(f"A_L2L1_{row}")
+        assert [t.col for t in a.consumers] == list(range(cols))  # broadcast along the row
+        assert {t.row for t in a.consumers} == {2 + row}
+        assert a.producer.col == c.a_col(row) and a.producer.row == 1
+    assert [c.a_col(r) for r in range(rows)] == ([0, 1, 2, 3] if dev == "npu1" else [0, 2, 4, 6])
+    for col in range(cols):
+        b = d.fifo(f"B_L2L1_{col}")
+        assert {t.col for t in b.consumers} == {col} and len(b.consumers) == rows  # down the column
+        join = next(lk for lk in d.links if lk.kind == "join" and lk.tile.col == col)
+        assert join.offsets == tuple(r * c.m * c.n for r in range(rows))
+        assert join.srcs == tuple(f"C_L1L2_{col}_{r}" for r in range(rows))
+    assert {f"A_L3L2_{r}" for r in range(rows)} <= names
+    assert d.fifo("A_L3L2_0").obj_elems == c.m * c.k_mt  # the memtile holds m x k_mt of A
+    assert d.fifo("C_L2L3_0").depth == 1 and d.fifo("C_L1L2_0_0").depth == 1  # single C buffer
+
+
+def test_worker_loop():
+    c = small("npu2", "i8", "i16")
+    d = build_design(c)
+    (outer,) = d.workers[0].program
+    assert isinstance(outer, Loop) and outer.count == c.tiles_per_core
+    acq_c, zero, inner, rel_c = outer.body
+    assert isinstance(acq_c, Acquire) and isinstance(zero, Call) and zero.kernel == "zero_i16"
+    assert isinstance(inner, Loop) and inner.count == c.k_steps
+    kinds = [type(op) for op in inner.body]
+    assert kinds == [Acquire, Acquire, Call, Release, Release]
+    assert inner.body[2].kernel == "matmul_i8_i16" and isinstance(rel_c, Release)
+    assert d.kernel("matmul_i8_i16").object_file == f"mm_{c.m}x{c.k}x{c.n}.o"
+
+
+def _compose_a(c: GemmConfig, m_block: int, row: int) -> list[np.ndarray]:
+    """Element-level walk of A through shim -> memtile -> core; one L1 tile per k-step."""
+    stream = P.shim_a(c, m_block, row).indices()  # A element ids in DRAM order
+    mt_obj = c.m * c.k_mt
+    tiles = []
+    for start in range(0, stream.size, mt_obj):
+        memtile = stream[start:start + mt_obj]  # linear S2MM
+        out = memtile[P.a_l2_to_stream(c).indices()]
+        for q in range(c.k_mt // c.k):
+            l1 = np.empty(c.m * c.k, dtype=np.int64)
+            l1[P.a_l1_from_stream(c).indices()] = out[q * c.m * c.k:(q + 1) * c.m * c.k]
+            tiles.append(l1)
+    return tiles
+
+
+@pytest.mark.parametrize("dev,t_in,t_out", [("npu1", "bf16", "bf16"), ("npu2", "i8", "i8"), ("npu2", "bf16", "f32")])
+def test_a_reaches_the_kernel_layout(dev, t_in, t_out):
+    c = small(dev, t_in, t_out)
+    for q, l1 in enumerate(_compose_a(c, m_block=1, row=2)):
+        logical = l1[a_layout(c.m, c.k, c.r, c.s)]  # what the kernel reads as A[i, j]
+        i, j = np.indices((c.m, c.k))
+        first_row = (1 * c.rows + 2) * c.m
+        assert np.array_equal(logical, (first_row + i) * c.Kp + q * c.k + j)
+
+
+@pytest.mark.parametrize("col_maj", [True, False])
+def test_b_reaches_the_kernel_layout(col_maj):
+    c = small("npu2", "i8", "i32", b_col_maj=col_maj)
+    stream = P.shim_b(c, n_block=1, col=3).indices()
+    obj = c.b_l2_k * c.n
+    step = 0
+    for start in range(0, stream.size, obj):
+        out = stream[start:start + obj][P.b_l2_to_stream(c).indices()]
+        for q in range(c.b_l2_k // c.k):
+            l1 = np.empty(c.k * c.n, dtype=np.int64)
+            piece = out[q * c.k * c.n:(q + 1) * c.k * c.n]
+            dims = P.b_l1_from_stream(c)
+            l1[dims.indices() if dims else np.arange(l1.size)] = piece
+            logical = l1[b_layout(c.k, c.n, c.s, c.t, col_maj)]
+            kk, jj = np.indices((c.k, c.n))
+            col = (1 * c.cols + 3) * c.n + jj
+            row = step * c.k + kk
+            assert np.array_equal(logical, col * c.Kp + row if col_maj else row * c.Np + col)
+            step += 1
+    assert step == c.k_steps
+
+
+def test_c_leaves_the_kernel_layout_row_major():
+    c = small("npu1", "bf16", "bf16")
+    # the joined memtile object: rows tiles, each holding logical C positions in the kernel layout
+    i, j = np.indices((c.m, c.n))
+    obj = np.empty(c.rows * c.m * c.n, dtype=np.int64)
+    for r in range(c.rows):
+        tile = np.empty(c.m * c.n, dtype=np.int64)
+        tile[c_layout(c.m, c.n, c.r, c.t).ravel()] = ((r * c.m + i) * c.Np + j).ravel()
+        obj[r * c.m * c.n:(r + 1) * c.m * c.n] = tile
+    per_slice = P.c_l2_to_stream(c).indices()
+    stream = np.concatenate([obj[r * c.m * c.n + per_slice] for r in range(c.rows)])
+    dram = np.full(c.Mp * c.Np, -1)
+    dram[P.shim_c(c, 0, 0, 0).indices()] = stream
+    written = dram >= 0
+    assert np.array_equal(dram[written], np.flatnonzero(written))  # every element lands on itself
+
+
+def test_runtime_queue():
+    c = small("npu2", M=4 * 4 * 8, N=2 * 8 * 16)  # 4 x 2 = 8 task groups
+    d = build_design(c)
+    groups = c.m_blocks * c.n_blocks
+    assert groups == 8
+    assert sum(1 for op in d.runtime if op.op == "finish") == groups
+    peak = live_bds_per_shim(d)
+    assert peak["shim(0,0)"] == 15 and peak["shim(1,0)"] == 10  # A+B+C x 5 groups; B+C x 5
+    assert max(peak.values()) <= 16
+    # each task is issued before its group is finished; groups are finished in order
+    seen, finished = set(), []
+    for op in d.runtime:
+        if op.task is not None:
+            assert op.group not in finished
+            seen.add(op.group)
+        else:
+            assert op.group in seen
+            finished.append(op.group)
+    assert finished == list(range(groups))
+    # the C drains cover C exactly once; only C tasks wait
+    covered = np.zeros(c.Mp * c.Np, dtype=int)
+    for t in d.tasks:
+        assert t.wait == (t.tensor == "C")
+        if t.tensor == "C":
+            np.add.at(covered, t.tap.indices(), 1)
+    assert (covered == 1).all()
+
+
+def test_dram_traffic_matches_the_papers_equations():
+    c = GemmConfig("npu1", 4224, 4032, 4224, 96, 56, 96, 224, "bf16", "bf16", True)
+    traffic = dram_bytes(build_design(c))
+    M, K, N = c.padded
+    assert traffic["A"] == M * K * N * 2 // (c.n * c.cols)  # eq. 6
+    assert traffic["B"] == M * K * N * 2 // (c.m * c.rows)  # eq. 7
+    assert traffic["C"] == M * N * 2  # eq. 8
+
+
+def test_large_dimensions_fit_the_bd_fields():
+    # 65536 in every dimension: strips and chunking keep every shim field in range
+    for col_maj in (True, False):
+        c = GemmConfig("npu2", 65536, 65536, 65536, 112, 48, 96, 384, "bf16", "bf16", col_maj).validate()
+        b = P.shim_b(c, c.n_blocks - 1, c.cols - 1)
+        assert b.to_words(c.t_in).strides[0] <= 1 << 20
+        cc = P.shim_c(c, c.m_blocks - 1, c.n_blocks - 1, c.cols - 1)
+        assert cc.count == c.rows * c.m * c.n
+
+
+def test_generated_design_is_deterministic():
+    c = small("npu2", "i8", "i8", b_col_maj=False)
+    assert dumps(build_design(c)) == dumps(build_design(c))
+    assert dumps(build_design(c)) != dumps(build_design(small("npu2", "i8", "i8", b_col_maj=True)))

@@ -1,0 +1,170 @@
+"""The functional simulator: passing designs, and each way a broken design is caught."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from gemm_gen.config import GemmConfig
+from gemm_gen.design import build_design
+from gemm_gen.design.build import group_tasks
+from gemm_gen.design.model import Design, RuntimeOp
+from gemm_gen.errors import BdExhaustionError, DeadlockError, LayoutError, OutOfRangeError, SimulationError
+from gemm_gen.numerics import KernelNumerics, Rounding
+from gemm_gen.sim import simulate
+from gemm_gen.sim.kernel import KernelEmulator
+from gemm_gen.tap import Tap
+
+from .conftest import small
+
+PAIRS = [("npu1", "bf16", "bf16"), ("npu1", "bf16", "f32"), ("npu1", "i8", "i8"), ("npu1", "i8", "i16"),
+         ("npu1", "i8", "i32"), ("npu1", "i16", "i16"), ("npu1", "i16", "i32"), ("npu2", "bf16", "bf16"),
+         ("npu2", "bf16", "f32"), ("npu2", "i8", "i8"), ("npu2", "i8", "i16"), ("npu2", "i8", "i32"),
+         ("npu2", "i16", "i32")]
+
+
+@pytest.mark.parametrize("dev,t_in,t_out", PAIRS)
+@pytest.mark.parametrize("col_maj", [True, False])
+def test_small_designs_pass(dev, t_in, t_out, col_maj):
+    r = simulate(small(dev, t_in, t_out, col_maj))
+    assert r.passed and r.mismatches == 0
+    assert r.nonzero_fraction > 0.5 and r.saturated_fraction < 0.05  # a PASS that means something
+
+
+def test_emulated_bf16_and_padding():
+    c = GemmConfig("npu2", 200, 100, 300, 16, 16, 16, 32, "bf16", "bf16", True, emulate_bf16_with_bfp16=True)
+    r = simulate(c)
+    assert c.mmul == (8, 8, 8) and r.passed and c.wasted_fraction > 0.3
+
+
+def test_statistics_follow_the_design():
+    c = small("npu2", "i8", "i16", M=3 * 4 * 16, N=2 * 8 * 16)
+    r = simulate(c)
+    M, K, N = c.padded
+    levels = r.level_bytes()
+    a_b = M * K * N // (c.n * c.cols) + M * K * N // (c.m * c.rows)  # eq. 6 + 7, 1-byte inputs
+    assert levels["DRAM -> memtile"][0] == a_b
+    assert levels["memtile -> DRAM"][0] == M * N * 2
+    calls = c.rows * c.cols * c.tiles_per_core * c.k_steps
+    assert r.kernel.matmul_calls == calls and r.kernel.tiles_done == c.rows * c.cols * c.tiles_per_core
+    # every core receives one A and one B tile per call
+    assert levels["memtile -> cores"][1] == calls * (c.m * c.k + c.k * c.n)
+    assert r.max_live_bds["shim(0,0)"] == 15 and r.max_live_bds["shim(1,0)"] == 10
+
+
+def _with_fifo(d: Design, name: str, **changes: object) -> Design:
+    return replace(d, fifos=tuple(replace(f, **changes) if f.name == name else f for f in d.fifos))
+
+
+def _with_runtime(d: Design, ops: list[RuntimeOp]) -> Design:
+    return replace(d, runtime=tuple(ops))
+
+
+def test_wrong_core_layout_is_a_layout_error():
+    d = build_design(small("npu1"))
+    t = d.fifo("A_L2L1_1").dims_from_stream
+    swapped = Tap(0, (t.sizes[1], t.sizes[0], t.sizes[2]), (t.strides[1], t.strides[0], t.strides[2]))
+    with pytest.raises(LayoutError, match=r"A tile element .* holds A\[.*expected A\["):
+        simulate(_with_fifo(d, "A_L2L1_1", dims_from_stream=swapped))
+
+
+def test_wrong_memtile_layout_of_b_is_a_layout_error():
+    d = build_design(small("npu2", "i8", "i8", b_col_maj=False))
+    with pytest.raises(LayoutError, match="B tile"):
+        simulate(_with_fifo(d, "B_L2L1_5", dims_to_stream=None))
+
+
+def test_wrong_c_drain_is_a_layout_error():
+    d = build_design(small("npu1", "i8", "i32"))
+    with pytest.raises(LayoutError, match=r"C\[.*received the result for C\["):
+        simulate(_with_fifo(d, "C_L2L3_2", dims_to_stream=None))
+
+
+def test_misaligned_k_is_a_layout_error():
+    d = build_design(small("npu1"))
+    c = d.config
+    ops = []
+    for op in d.runtime:  # A of row 0 starts one k-chunk late (and wraps into the next row)
+        if op.task is not None and op.task.name.startswith("A0_"):
+            tap = op.task.tap
+            op = replace(op, task=replace(op.task, tap=replace(tap, offset=tap.offset + c.k_mt)))
+        ops.append(op)
+    with pytest.raises(LayoutError, match="A covers K from"):
+        simulate(_with_runtime(d, ops))
+
+
+def test_missing_fill_deadlocks():
+    d = build_design(small("npu1", M=4 * 8 * 3))
+    ops = [op for op in d.runtime if not (op.task is not None and op.task.name == "B1_g0")]
+    with pytest.raises(DeadlockError, match=r"deadlock after .* awaits the token of C.*core\(\d,\d\) waits"):
+        simulate(_with_runtime(d, ops))
+
+
+def test_missing_drain_leaves_the_array_busy():
+    # later drains take the shifted C stream, so the sequence ends with a memtile still sending
+    d = build_design(small("npu1", M=4 * 8 * 3))
+    ops = [op for op in d.runtime if not (op.task is not None and op.task.name == "C1_g0")]
+    with pytest.raises(SimulationError, match="C_L2L3_1.*still busy"):
+        simulate(_with_runtime(d, ops))
+
+
+def test_full_task_queue_blocks_the_command_processor():
+    # all A tasks first: the 5th A push waits for A of group 0, which needs B of group 0 -> deadlock
+    c = small("npu1", M=4 * 8 * 6)  # 6 groups
+    d = build_design(c)
+    groups = range(c.m_blocks * c.n_blocks)
+    tasks = [t for g in groups for t in group_tasks(c, g)]
+    ops = [RuntimeOp("task", t.group, t) for t in sorted(tasks, key=lambda t: (t.tensor, t.group))]
+    ops += [RuntimeOp("finish", g) for g in groups]
+    with pytest.raises(DeadlockError, match="already has 4 tasks queued or running"):
+        simulate(_with_runtime(d, ops))
+
+
+def test_bd_exhaustion():
+    c = small("npu1", M=4 * 8 * 7)
+    d = build_design(c)
+    too_deep = replace(c, queue_groups=6)  # 18 live BDs per shim; validate() would refuse it
+    from gemm_gen.design.build import runtime_sequence
+
+    with pytest.raises(BdExhaustionError, match="all 16 BDs live"):
+        simulate(replace(d, runtime=runtime_sequence(too_deep)))
+
+
+def test_freeing_a_running_bd_is_caught():
+    d = build_design(small("npu1", M=4 * 8 * 3))
+    ops = [replace(op, task=replace(op.task, wait=False)) if op.task is not None else op for op in d.runtime]
+    with pytest.raises(SimulationError, match="freed for reuse while its transfer"):
+        simulate(_with_runtime(d, ops))
+
+
+def test_out_of_range_task():
+    d = build_design(small("npu2"))
+    ops = list(d.runtime)
+    i = next(i for i, op in enumerate(ops) if op.task is not None and op.task.tensor == "B")
+    tap = ops[i].task.tap
+    ops[i] = replace(ops[i], task=replace(ops[i].task, tap=replace(tap, offset=tap.offset + 10**7)))
+    with pytest.raises(OutOfRangeError, match="reaches word"):
+        simulate(_with_runtime(d, ops))
+
+
+def test_numeric_mismatch_fails(monkeypatch):
+    """If the kernel rounded differently from the reference, the comparison must see it."""
+    orig = KernelEmulator.__init__
+
+    def floor_kernel(self, c):
+        orig(self, c)
+        self.numerics = KernelNumerics(c.t_in, c.t_out, Rounding.FLOOR)
+
+    monkeypatch.setattr(KernelEmulator, "__init__", floor_kernel)
+    r = simulate(small("npu2", "bf16", "bf16"))
+    assert not r.passed and r.mismatches > 0 and r.first_mismatch is not None
+
+
+def test_int8_saturation_is_modelled_per_call():
+    c = small("npu1", "i8", "i8", K=8 * 64)
+    r = simulate(c, seed=3)
+    assert r.passed and r.saturated_fraction < 0.05
+    # the inputs are scaled to K: most outputs are far from zero but inside int8
+    assert r.nonzero_fraction > 0.8
