@@ -123,7 +123,7 @@ def cmd_simulate(a: argparse.Namespace) -> int:
     if a.json:
         print(json.dumps(result.to_json(), indent=1))
     else:
-        print(sim_text(result, plan(design)))
+        print(sim_text(result, plan(design), a.verbose))
     return 0 if result.passed else EXIT_FAIL
 
 
@@ -141,6 +141,7 @@ def parser() -> argparse.ArgumentParser:
     sp = sub.add_parser("simulate", help="run the design in the functional simulator and check it")
     _problem_args(sp)
     sp.add_argument("--seed", type=int, default=0, help="seed of the test inputs")
+    sp.add_argument("-v", "--verbose", action="store_true", help="list the bytes of every DMA channel")
     sp.set_defaults(func=cmd_simulate)
     return p
 

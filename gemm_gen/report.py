@@ -45,16 +45,20 @@ def plan_text(p: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def sim_text(r: SimResult, p: dict[str, Any]) -> str:
+def sim_text(r: SimResult, p: dict[str, Any], verbose: bool = False) -> str:
     c = r.config
     lines = [plan_text(p), "", "simulation"]
     lines.append(f"  inputs        seed-generated: {r.inputs}")
-    lines.append(f"  {'level':<20} {'bytes read':>16} {'bytes delivered':>16} channels")
+    lines.append(f"  {'level':<20} {'bytes read':>16} {'bytes delivered':>16}  per channel (min..max)")
     for level, (read, delivered) in r.level_bytes().items():
-        n = sum(1 for t in r.traffic if t.level == level)
-        lines.append(f"  {level:<20} {read:>16,} {delivered:>16,} {n}")
-    busiest = max(r.traffic, key=lambda t: t.bytes)
-    lines.append(f"  busiest channel {busiest.channel}: {busiest.bytes:,} B")
+        per = [t.bytes for t in r.traffic if t.level == level]
+        lines.append(f"  {level:<20} {read:>16,} {delivered:>16,}  {len(per)} x {min(per):,}..{max(per):,}")
+    if verbose:
+        for t in r.traffic:
+            lines.append(f"    {t.channel:<44} {t.level:<18} {t.bytes:>14,} read {t.delivered:>14,} delivered")
+    else:
+        busiest = max(r.traffic, key=lambda t: t.bytes)
+        lines.append(f"  busiest channel {busiest.channel}: {busiest.bytes:,} B (-v lists every channel)")
     lines.append(f"  shim BDs live  max {max(r.max_live_bds.values())} per shim "
                  f"({', '.join(f'{k} {v}' for k, v in r.max_live_bds.items())})")
     per_core = set(r.kernel.calls_per_core.values())

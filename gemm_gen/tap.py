@@ -122,8 +122,8 @@ class WordTap:
                 f"{spec.dims}{' + 1 iteration' if spec.kind == TileKind.SHIM else ''}",
                 fix,
             )
-        # a linear walk (every dimension but the innermost of size 1) programs no wraps
-        linear = all(size == 1 for size, _ in dims[1:])
+        # a linear walk (unit stride, every other dimension of size 1) programs no wraps
+        linear = dims[0][1] == 1 and all(size == 1 for size, _ in dims[1:])
         for d, (size, stride) in enumerate(dims):
             if d < spec.wrapped_dims and not linear and size > spec.max_wrap:
                 raise DmaLimitError(
