@@ -19,7 +19,7 @@ GEN_ARGS := --dev $(DEVICE) -M $(M) -K $(K) -N $(N) --dtype_in $(DTYPE_IN) \
 	$(if $(DTYPE_OUT),--dtype_out $(DTYPE_OUT)) --b-col-maj $(B_COL_MAJ) \
 	$(if $(m),-m $(m)) $(if $(k),-k $(k)) $(if $(n),-n $(n)) $(if $(K_MT),--k-mt $(K_MT))
 
-.PHONY: install sim plan generate test test-slow bench clean help
+.PHONY: install sim plan generate test test-slow bench lint clean help
 
 help:
 	@echo "make sim DEVICE=npu2 M=512 K=512 N=512 [m= k= n= K_MT= DTYPE_IN= DTYPE_OUT= B_COL_MAJ=]"
@@ -50,6 +50,11 @@ test-slow: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python scripts/bench_sim.py
+
+lint: $(STAMP)
+	$(BIN)/pip install --quiet -e '.[dev,lint]'
+	$(BIN)/ruff check gemm_gen tests scripts
+	$(BIN)/mypy gemm_gen
 
 clean:
 	rm -rf build .pytest_cache .hypothesis

@@ -277,9 +277,9 @@ class GemmConfig:
             raise ConfigError(f"dtype_out {t_out} does not go with dtype_in {t_in}",
                               f"use --dtype_out {' or '.join(allowed)}")
         default = dev.mmul_shape(t_in.name, self.emulate_bf16_with_bfp16)  # raises for a wrong device/type
-        allowed = (default,) if self.emulate_bf16_with_bfp16 else dev.mmul_shapes[t_in.name]
-        if self.mmul_shape is not None and tuple(self.mmul_shape) not in allowed:
-            shapes = ", ".join("x".join(map(str, sh)) for sh in allowed)
+        shapes_ok = (default,) if self.emulate_bf16_with_bfp16 else dev.mmul_shapes[t_in.name]
+        if self.mmul_shape is not None and tuple(self.mmul_shape) not in shapes_ok:
+            shapes = ", ".join("x".join(map(str, sh)) for sh in shapes_ok)
             raise ConfigError(f"mmul {'x'.join(map(str, self.mmul_shape))} is not an aie::mmul shape of "
                               f"{dev.name} for {t_in}", f"use one of {shapes}")
         if t_out.is_float and self.shift:

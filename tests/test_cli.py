@@ -44,7 +44,8 @@ def test_simulate_pass(capsys):
     assert code == 0 and out.rstrip().endswith("PASS") and "B column-major" in out
     code, out, _ = run(capsys, "simulate", *SMALL, "--json", "--seed", "7")
     result = json.loads(out)
-    assert result["passed"] and result["mismatches"] == 0 and result["kernel_calls"]["matmul"] == 16 * 4 * 4  # cores x tiles x k-steps
+    assert result["passed"] and result["mismatches"] == 0
+    assert result["kernel_calls"]["matmul"] == 16 * 4 * 4  # cores x tiles x k-steps
 
 
 def test_generate_is_atomic_and_deterministic(capsys, tmp_path, monkeypatch):
@@ -66,10 +67,15 @@ def test_generate_is_atomic_and_deterministic(capsys, tmp_path, monkeypatch):
     (["--dtype_in", "bf16", "--dtype_out", "i8"], "does not go with"),
     (["--queue-groups", "9"], "queue_groups"),
     (["--mmul", "3x3x3"], "not an aie::mmul shape"),
+    (["--k-mt", str(48 * 30), "--b-col-maj"], "memtile"),
+    (["--mmul", "8x1x8", "-m", "16", "-k", "8", "-n", "16", "--k-mt", "16"], "4-byte DMA word"),
+    (["--dev", "npu1", "--dtype_in", "i8", "--dtype_out", "i8", "-m", "1024", "-k", "8", "-n", "16",
+      "--k-mt", "8"], "wrap 1024 words exceeds the 10-bit field"),
+    (["-K", str(384 * 5700)], "stride"),
 ])
 def test_bad_input_is_one_line_and_exit_2(capsys, tmp_path, monkeypatch, args, text):
     monkeypatch.chdir(tmp_path)
-    base = ["--dev", "npu2", "-M", "512", "-K", "512", "-N", "512"]
+    base = ["--dev", "npu2", "-M", "512", "-N", "512"] + ([] if "-K" in args else ["-K", "512"])
     code, out, err = run(capsys, "generate", *base, *args)
     assert code == 2 and out == ""
     assert err.count("\n") == 1 and err.startswith("gemm-gen: error:") and text in err

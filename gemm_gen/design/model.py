@@ -8,7 +8,6 @@ the performance model read the very same objects.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Union
 
 from ..config import GemmConfig, MemtileBuffer
 from ..hw.devices import TileKind
@@ -93,7 +92,7 @@ class Loop:
     body: tuple[Op, ...]
 
 
-Op = Union[Acquire, Release, Call, Loop]
+Op = Acquire | Release | Call | Loop
 
 
 @dataclass(frozen=True)

@@ -9,12 +9,13 @@ computes the wrong values. The arithmetic is KernelNumerics.call, the same as th
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import NoReturn
 
 import numpy as np
 
 from ..config import GemmConfig
-from ..dtypes import DType
 from ..design.model import TileRef
+from ..dtypes import DType
 from ..errors import LayoutError
 from ..l1_layout import a_layout, b_layout, c_layout
 from . import words as w
@@ -161,7 +162,7 @@ class KernelEmulator:
 
     # ---- checks --------------------------------------------------------------------------------
     def _explain(self, tile: TileRef, n_call: int, name: str, cells: np.ndarray, tag: int,
-                 view: TileView, offsets: np.ndarray) -> None:
+                 view: TileView, offsets: np.ndarray) -> NoReturn:
         """Raise a LayoutError saying which element of a tile is not where the kernel expects it."""
         tags = w.tags(cells)
         if not (tags == tag).all():

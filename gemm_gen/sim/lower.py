@@ -22,7 +22,7 @@ from ..errors import BdExhaustionError, LayoutError, OutOfRangeError, Simulation
 from ..hw.devices import TileKind
 from ..tap import Tap
 from .kernel import KernelEmulator
-from .machine import Bd, BdPool, Buffer, Channel, CommandProcessor, CoreActor, FifoEnd, Lock, Stream, Task
+from .machine import Bd, BdPool, Buffer, Channel, CommandProcessor, CoreActor, FifoEnd, Lock, Step, Stream, Task
 
 
 @dataclass
@@ -237,7 +237,7 @@ class _Lowering:
         base: dict[tuple[tuple[int, ...], tuple[int, ...], str], tuple[np.ndarray, int]] = {}
         tasks: dict[str, Task] = {}
         groups: dict[int, list[Task]] = {}
-        steps: list[tuple[str, object]] = []
+        steps: list[Step] = []
         for op in d.runtime:
             if op.op == "task":
                 spec = op.task
@@ -261,11 +261,11 @@ class _Lowering:
                 if channel is None or channel.tile != spec.shim:
                     raise SimulationError(f"task {spec.name} targets {spec.fifo} on {spec.shim}, which has no "
                                           f"shim end there", "place the task on the fifo's shim")
-                steps.append(("push", (task, channel)))
+                steps.append(Step("push", task, channel))
             else:
                 group = groups.pop(op.group, [])
-                steps.extend(("await", t) for t in group if t.spec.wait)
-                steps.extend(("free", t) for t in group)
+                steps.extend(Step("await", t) for t in group if t.spec.wait)
+                steps.extend(Step("free", t) for t in group)
         if groups:
             raise SimulationError(f"task groups {sorted(groups)} are never finished", "finish every task group")
         return CommandProcessor(steps, self.dev.dma[TileKind.SHIM].bds)

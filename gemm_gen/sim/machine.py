@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import numpy as np
 
@@ -28,7 +29,7 @@ class Lock:
 
 
 class Buffer:
-    __slots__ = ("name", "tile", "cells")
+    __slots__ = ("cells", "name", "tile")
 
     def __init__(self, name: str, tile: TileRef, words: int) -> None:
         self.name = name
@@ -62,8 +63,24 @@ class Task:
 class Channel:
     """One DMA channel. Static channels cycle through `bds`; shim channels run `queue`."""
 
-    __slots__ = ("name", "tile", "mm2s", "bds", "cur", "queue", "depth", "active", "target", "idx",
-                 "pos", "length", "data", "words", "blocked", "bd")
+    __slots__ = (
+        "active",
+        "bd",
+        "bds",
+        "blocked",
+        "cur",
+        "data",
+        "depth",
+        "idx",
+        "length",
+        "mm2s",
+        "name",
+        "pos",
+        "queue",
+        "target",
+        "tile",
+        "words",
+    )
 
     def __init__(self, name: str, tile: TileRef, mm2s: bool, bds: list[Bd] | None = None,
                  queue_depth: int = 0) -> None:
@@ -167,6 +184,12 @@ class FifoEnd:
 KernelFn = Callable[[TileRef, str, list[np.ndarray]], None]
 
 
+class Actor(Protocol):
+    def step(self) -> bool:
+        """Make as much progress as possible; say whether anything moved."""
+        ...
+
+
 class CoreActor:
     """Runs a worker's program forever (IRON's while_true), calling the kernel emulator."""
 
@@ -231,10 +254,19 @@ class CoreActor:
         return f"{self.tile} waits to acquire {self.waiting_fifo}"
 
 
+@dataclass
+class Step:
+    """One command-processor action: push a task to a channel, await its token, or free its BD."""
+
+    kind: str  # "push" | "await" | "free"
+    task: Task
+    channel: Channel | None = None
+
+
 class CommandProcessor:
     """Runs the runtime sequence: configure+push tasks, await tokens, free BDs."""
 
-    def __init__(self, steps: list[tuple[str, object]], shim_bds: int) -> None:
+    def __init__(self, steps: list[Step], shim_bds: int) -> None:
         self.steps = steps
         self.pc = 0
         self.shim_bds = shim_bds
@@ -249,23 +281,23 @@ class CommandProcessor:
     def step(self) -> bool:
         progressed = False
         while self.pc < len(self.steps):
-            kind, arg = self.steps[self.pc]
-            if kind == "push":
-                task, channel = arg  # type: ignore[misc]
-                assert channel.queue is not None
+            step = self.steps[self.pc]
+            task = step.task
+            if step.kind == "push":
+                channel = step.channel
+                assert channel is not None and channel.queue is not None
                 if len(channel.queue) >= channel.depth:
                     self.blocked = (f"push of {task.spec.name} waits: {channel.describe()} already has "
                                     f"{channel.depth} tasks queued or running")
                     return progressed
                 self._configure(task)
                 channel.queue.append(task)
-            elif kind == "await":
-                task = arg
-                if not task.done:  # type: ignore[union-attr]
-                    self.blocked = f"awaits the token of {task.spec.name} on {task.spec.shim}"  # type: ignore[union-attr]
+            elif step.kind == "await":
+                if not task.done:
+                    self.blocked = f"awaits the token of {task.spec.name} on {task.spec.shim}"
                     return progressed
-            elif kind == "free":
-                self._free(arg)  # type: ignore[arg-type]
+            else:
+                self._free(task)
             self.pc += 1
             progressed = True
         return progressed

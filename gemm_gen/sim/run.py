@@ -16,6 +16,7 @@ from ..numerics import reference, truth
 from . import words as w
 from .kernel import KernelEmulator, KernelStats
 from .lower import Machine, lower
+from .machine import Actor
 
 
 @dataclass
@@ -100,7 +101,7 @@ def host_tensors(design: Design, a: np.ndarray, b: np.ndarray) -> dict[str, np.n
 
 def run_machine(m: Machine, progress: bool = False) -> None:
     """Step every actor until nothing moves; then the sequence must be done and the array idle."""
-    actors = [m.cmd, *m.streams, *m.cores]
+    actors: list[Actor] = [m.cmd, *m.streams, *m.cores]
     c = m.config
     total = c.tiles_per_core * c.k_steps * len(m.cores)
     with tqdm(total=total, unit="call", desc="simulating", disable=not progress, leave=False) as bar:
