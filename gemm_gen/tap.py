@@ -14,7 +14,7 @@ import numpy as np
 
 from .dtypes import WORD_BYTES, DType
 from .errors import DmaLimitError
-from .hw.devices import DmaSpec, TileKind
+from .hw.devices import MLIR_AIE_BD_MAX_SIZE, MLIR_AIE_BD_MAX_STRIDE, DmaSpec, TileKind
 
 
 def _indices(offset: int, sizes: tuple[int, ...], strides: tuple[int, ...]) -> np.ndarray:
@@ -86,6 +86,22 @@ class Tap:
 
     def to_json(self) -> dict[str, object]:
         return {"offset": self.offset, "sizes": list(self.sizes), "strides": list(self.strides)}
+
+    def check_static_bd(self, buffer_elems: int, where: str, fix: str) -> None:
+        """mlir-aie's verifier of memtile/core BDs (dims in elements), stricter than the fields."""
+        for d, (size, stride) in enumerate(zip(self.sizes[::-1], self.strides[::-1])):
+            if size > MLIR_AIE_BD_MAX_SIZE:
+                raise DmaLimitError(
+                    f"{where}: d{d} size {size} elements exceeds mlir-aie's BD verifier limit "
+                    f"(max {MLIR_AIE_BD_MAX_SIZE})",
+                    fix,
+                )
+            if stride > min(MLIR_AIE_BD_MAX_STRIDE, buffer_elems):
+                raise DmaLimitError(
+                    f"{where}: d{d} stride {stride} elements exceeds mlir-aie's BD verifier limit "
+                    f"(max {min(MLIR_AIE_BD_MAX_STRIDE, buffer_elems)})",
+                    fix,
+                )
 
 
 @dataclass(frozen=True)

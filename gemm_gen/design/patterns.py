@@ -114,6 +114,17 @@ def check_dma_limits(c: GemmConfig) -> None:
         checks.append((Tap.linear(c.k * c.n), c.t_in, core, "core S2MM B", "reduce k or n"))
     for tap, t, spec, where, fix in checks:
         tap.to_words(t).check(spec, where, fix)
+    # memtile and core BDs also pass mlir-aie's static BD verifier (sizes in elements)
+    statics = [
+        (a_l2_to_stream(c), c.m * c.k_mt, "memtile MM2S A (dims_to_stream)", "reduce m, k or k_mt"),
+        (b_l2_to_stream(c), c.b_l2_k * c.n, "memtile MM2S B (dims_to_stream)", "reduce n, k or k_mt"),
+        (c_l2_to_stream(c), c.m * c.n, "memtile MM2S C (dims_to_stream, per join slice)", "reduce m or n"),
+        (a_l1_from_stream(c), c.m * c.k, "core S2MM A (dims_from_stream)", "reduce m or k"),
+    ]
+    if b_l1 is not None:
+        statics.append((b_l1, c.k * c.n, "core S2MM B (dims_from_stream)", "reduce n or k"))
+    for tap, elems, where, fix in statics:
+        tap.check_static_bd(elems, where, fix)
     # one strip must fit a BD's length field, and the host buffers must be addressable
     for name, elems, t in (("A", c.Mp * c.Kp, c.t_in), ("B", c.Kp * c.Np, c.t_in), ("C", c.Mp * c.Np, c.t_out)):
         if t.nbytes(elems) >= 1 << 48:

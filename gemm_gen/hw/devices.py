@@ -61,6 +61,12 @@ SHIM_DMA = DmaSpec(TileKind.SHIM, 2, 2, 16, 1, 3, 2, 10, 20, 32, 64, 20, 16, 4, 
 MEM_DMA = DmaSpec(TileKind.MEM, 6, 6, 48, 2, 4, 3, 10, 17, 17, 64, 17, 64, 4, 256)
 CORE_DMA = DmaSpec(TileKind.CORE, 2, 2, 16, 1, 3, 2, 8, 13, 14, 64, 13, 16, 4, 256)
 
+# mlir-aie's DMABDOp::verify (AIEDialect.cpp @1e400306) checks the dims of every static (memtile
+# and core) BD in elements, more strictly than the hardware: a size of 513 or more is refused
+# (its message says 1023), as is a stride of 2^19 or more or beyond the buffer.
+MLIR_AIE_BD_MAX_SIZE = 512
+MLIR_AIE_BD_MAX_STRIDE = (1 << 19) - 1
+
 MmulShape = tuple[int, int, int]  # r x s x t of aie::mmul
 
 
