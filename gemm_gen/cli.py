@@ -58,7 +58,8 @@ def _problem_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--emulate-bf16-mmul-with-bfp16", dest="emulate", nargs="?", const=True, default=False,
                    type=_b_col_maj, help="npu2 bf16 via the bfp16 datapath (8x8x8 mmul)")
     p.add_argument("--mmul", type=_shape, help="aie::mmul shape RxSxT (default: the device's for dtype_in)")
-    p.add_argument("--queue-groups", type=int, default=5, help="task groups in flight per shim (5 -> 15 BDs)")
+    p.add_argument("--queue-groups", type=int, default=GemmConfig.queue_groups,
+                   help="task groups in flight per shim (at most the 4-deep shim task queue)")
     p.add_argument("--stack", type=int, default=0, help="core stack bytes (default 1024)")
     p.add_argument("--shift", type=int, default=0, help="SRS shift of integer outputs")
     p.add_argument("--rounding", default="conv_even", help="rounding mode the kernel sets")
@@ -70,11 +71,13 @@ def config_from_args(a: argparse.Namespace) -> GemmConfig:
     dtype_out = a.dtype_out or ("bf16" if a.dtype_in == "bf16" else "i32")
     if a.m is None and a.k is None and a.n is None:
         m, k, n, k_mt = default_tiles(dev, a.dtype_in, dtype_out, a.K, a.emulate)
-        k_mt = a.k_mt or k_mt
+        k_mt = k_mt if a.k_mt is None else a.k_mt
     else:
         dm, dk, dn, _ = default_tiles(dev, a.dtype_in, dtype_out, None, a.emulate)
-        m, k, n = a.m or dm, a.k or dk, a.n or dn
-        k_mt = a.k_mt or default_k_mt(dev, a.dtype_in, dtype_out, k, a.K)
+        m = dm if a.m is None else a.m
+        k = dk if a.k is None else a.k
+        n = dn if a.n is None else a.n
+        k_mt = default_k_mt(dev, a.dtype_in, dtype_out, k, a.K) if a.k_mt is None else a.k_mt
     return GemmConfig(dev, a.M, a.K, a.N, m, k, n, k_mt, a.dtype_in, dtype_out, bool(a.b_col_maj),
                       emulate_bf16_with_bfp16=bool(a.emulate), mmul_shape=a.mmul, queue_groups=a.queue_groups,
                       stack_bytes=a.stack, shift=a.shift, rounding=a.rounding)

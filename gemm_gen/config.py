@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, replace
+from functools import cached_property
 
 from .dtypes import DType, dtype
 from .errors import ConfigError
@@ -28,6 +29,9 @@ PAPER_TILES: dict[tuple[str, str, str], tuple[int, int, int, int]] = {
 }
 
 KERNEL_EXPANSION = 2  # our kernels compute 2 x 2 blocks of mmuls: m % 2r == 0, n % 2t == 0
+# Every fine-grained shim BD is unrolled into the instruction stream (~64 bytes each); 1M tasks
+# covers 65536^3 with small tiles and keeps insts.bin in the tens of MiB.
+MAX_RUNTIME_TASKS = 1_000_000
 
 
 @dataclass(frozen=True)
@@ -60,7 +64,10 @@ class GemmConfig:
     emulate_bf16_with_bfp16: bool = False
     mmul_shape: tuple[int, int, int] | None = None  # r x s x t; None: the device's default
     stack_bytes: int = 0  # 0: the device default (mlir-aie's 0x400)
-    queue_groups: int = 5  # task groups of {A, B, C} BDs in flight per shim (paper: 5 -> 15 BDs)
+    # task groups of {A, B, C} BDs in flight per shim. The paper used 5 (15 BDs), but a shim
+    # channel's task queue is 4 deep and the hardware drops a push onto a full one (mlir-aie PR
+    # #3734): with only C awaited, at most 4 groups can be outstanding safely.
+    queue_groups: int = 4
     depth_ab_l1: int = 2
     depth_ab_l2: int = 2
     depth_c_l1: int = 1  # single C buffer in L1 (sec. 5.3.2)
@@ -75,7 +82,9 @@ class GemmConfig:
         if self.cols == 0:
             object.__setattr__(self, "cols", dev.columns)
         if self.stack_bytes == 0:
-            object.__setattr__(self, "stack_bytes", dev.default_stack_bytes)
+            emulated = self.emulate_bf16_with_bfp16 and dev.bf16_emulation_stack_bytes
+            object.__setattr__(self, "stack_bytes", dev.bf16_emulation_stack_bytes if emulated
+                               else dev.default_stack_bytes)
 
     # ---- what the fields mean --------------------------------------------------------------
     @property
@@ -116,12 +125,12 @@ class GemmConfig:
         )
 
     # ---- sizes -------------------------------------------------------------------------------
-    @property
+    @cached_property
     def native(self) -> tuple[int, int, int]:
         """The GEMM the whole array computes natively: (m*rows) x k_mt x (n*cols)."""
         return self.m * self.rows, self.k_mt, self.n * self.cols
 
-    @property
+    @cached_property
     def padded(self) -> tuple[int, int, int]:
         nm, nk, nn = self.native
         return _round_up(self.M, nm), _round_up(self.K, nk), _round_up(self.N, nn)
@@ -172,20 +181,21 @@ class GemmConfig:
         """
         return row * (self.cols // self.rows)
 
-    @property
+    @cached_property
     def a_cols(self) -> tuple[int, ...]:
         return tuple(self.a_col(i) for i in range(self.rows))
 
     # ---- budgets -----------------------------------------------------------------------------
     @property
     def l1_parts(self) -> dict[str, int]:
-        """Bytes of each core's L1 use: A, B (double-buffered), C (single), stack."""
+        """Bytes of each core's L1 use: A, B (double-buffered), C (single), stack, kernel data."""
         t_in, t_out = self.t_in, self.t_out
         return {
             "A": self.depth_ab_l1 * t_in.nbytes(self.m * self.k),
             "B": self.depth_ab_l1 * t_in.nbytes(self.k * self.n),
             "C": self.depth_c_l1 * t_out.nbytes(self.m * self.n),
             "stack": self.stack_bytes,
+            "kernel data": self.dev.kernel_data_bytes,
         }
 
     @property
@@ -193,57 +203,49 @@ class GemmConfig:
         return sum(self.l1_parts.values())
 
     def memtile_buffers(self) -> list[MemtileBuffer]:
-        """Every L2 buffer with the memtile that uses it (before placement)."""
-        bufs = []
+        """Every L2 buffer in the order mlir-aie creates them (before placement).
+
+        IRON emits fifos sorted by name and the ObjectFifo transform gives a link's memtile
+        buffers to its bigger fifo, so they come as A_L3L2_*, B_L3L2_*, then C_L2L3_*.
+        """
         a_bytes = self.t_in.nbytes(self.m * self.k_mt)
         b_bytes = self.t_in.nbytes(self.b_l2_k * self.n)
         c_bytes = self.t_out.nbytes(self.rows * self.m * self.n)
-        for col in range(self.cols):
-            if col in self.a_cols:
-                row = self.a_cols.index(col)
-                bufs += [MemtileBuffer(f"A_L3L2_{row}_buff_{i}", a_bytes, col, col)
-                         for i in range(self.depth_ab_l2)]
-            bufs += [MemtileBuffer(f"B_L3L2_{col}_buff_{i}", b_bytes, col, col)
-                     for i in range(self.depth_ab_l2)]
-            bufs += [MemtileBuffer(f"C_L2L3_{col}_buff_{i}", c_bytes, col, col)
-                     for i in range(self.depth_c_l2)]
-        return bufs
+        owners = [(f"A_L3L2_{row}", self.a_col(row), a_bytes, self.depth_ab_l2) for row in range(self.rows)]
+        owners += [(f"B_L3L2_{col}", col, b_bytes, self.depth_ab_l2) for col in range(self.cols)]
+        owners += [(f"C_L2L3_{col}", col, c_bytes, self.depth_c_l2) for col in range(self.cols)]
+        return [MemtileBuffer(f"{name}_buff_{i}", nbytes, col, col)
+                for name, col, nbytes, depth in sorted(owners) for i in range(depth)]
 
     def memtile_placement(self) -> list[MemtileBuffer]:
-        """Place L2 buffers: own memtile first; what overflows spills to a neighbour, as IRON does.
+        """Place L2 buffers as mlir-aie does: in creation order, each on its own memtile if it fits,
+        else on the left neighbour, else on the right (counting the buffers placed so far).
 
-        Only A/B buffers may spill (memtile channels 0-3 reach the neighbours; the C join also
-        uses channels 4-5, which are local-only).
+        A C buffer must stay home: the C join uses memtile channels 4-5, which reach local memory
+        only, so aiecc refuses a design whose C buffer spills.
         """
         cap = self.dev.memtile_bytes
         used = [0] * self.cols
         placed: list[MemtileBuffer] = []
-        overflow: list[MemtileBuffer] = []
-        # C first: it must stay local; then A/B, largest first, while they fit
-        for buf in sorted(self.memtile_buffers(), key=lambda b: (b.owner_col, not b.name.startswith("C"), -b.nbytes)):
-            if buf.name.startswith("C") or used[buf.owner_col] + buf.nbytes <= cap:
-                used[buf.owner_col] += buf.nbytes
-                placed.append(buf)
-            else:
-                overflow.append(buf)
-        for col in range(self.cols):
-            if used[col] > cap:
+        for buf in self.memtile_buffers():
+            col = buf.owner_col
+            home = next((c for c in (col, col - 1, col + 1) if 0 <= c < self.cols and used[c] + buf.nbytes <= cap),
+                        None)
+            if home is None:
+                need = sum(b.nbytes for b in self.memtile_buffers() if b.owner_col == col)
                 raise ConfigError(
-                    f"memtile {col} overflows: its C join buffers alone need {used[col]} B > {cap} B",
-                    "reduce m or n",
-                )
-        for buf in overflow:
-            neighbours = [c for c in (buf.owner_col - 1, buf.owner_col + 1) if 0 <= c < self.cols]
-            best = max(neighbours, key=lambda c: cap - used[c], default=None)
-            if best is None or used[best] + buf.nbytes > cap:
-                total = sum(b.nbytes for b in self.memtile_buffers() if b.owner_col == buf.owner_col)
-                raise ConfigError(
-                    f"memtile {buf.owner_col} overflows: its A/B/C buffers need {total} B > {cap} B "
-                    f"(512 KiB) and no neighbour has {buf.nbytes} B free",
+                    f"memtile {col} overflows: its A/B/C buffers need {need} B > {cap} B (512 KiB) and "
+                    f"neither neighbour has {buf.nbytes} B free for {buf.name}",
                     "reduce k_mt (--k-mt) or m/n",
                 )
-            used[best] += buf.nbytes
-            placed.append(replace(buf, home_col=best))
+            if home != col and buf.name.startswith("C"):
+                raise ConfigError(
+                    f"memtile {col} overflows: mlir-aie would place {buf.name} ({buf.nbytes} B) in memtile "
+                    f"{home}, but the C join's channels 4-5 reach only local memory",
+                    "reduce k_mt (--k-mt) or m/n so that A, B and C fit one memtile",
+                )
+            used[home] += buf.nbytes
+            placed.append(replace(buf, home_col=home))
         return placed
 
     def memtile_bytes_used(self) -> list[int]:
@@ -308,11 +310,22 @@ class GemmConfig:
                 f"{self.rows} A streams)",
                 f"use cols={dev.columns}",
             )
-        if not 1 <= self.depth_ab_l1 <= 4 or not 1 <= self.depth_ab_l2 <= 4 or not 1 <= self.depth_c_l1 <= 2 \
-                or not 1 <= self.depth_c_l2 <= 2:
-            raise ConfigError("fifo depths must be 1..4 (A, B) and 1..2 (C)", "use the defaults 2, 2, 1, 1")
+        depths = (self.depth_ab_l1, self.depth_ab_l2, self.depth_c_l1, self.depth_c_l2)
+        if not all(1 <= d <= 2 for d in depths):
+            # IRON gives each fifo end at most max-acquire + 1 = 2 buffers for our loops
+            raise ConfigError(f"fifo depths {depths} must be 1 or 2", "use the defaults 2, 2, 1, 1")
+        if self.stack_bytes < 0 or self.stack_bytes % 16:
+            raise ConfigError(f"stack {self.stack_bytes} B must be a positive multiple of 16",
+                              "give --stack like 1024 or 3328 (0xD00)")
+        tasks = self.m_blocks * self.n_blocks * (self.rows + 2 * self.cols)
+        if tasks > MAX_RUNTIME_TASKS:
+            raise ConfigError(
+                f"the runtime sequence would push {tasks:,} BD tasks (over {MAX_RUNTIME_TASKS:,}; its "
+                f"instruction stream would be about {tasks * 64 // 2**20} MiB)",
+                "use larger m and n, or split the GEMM into several calls",
+            )
         if self.queue_groups < 1:
-            raise ConfigError(f"queue_groups={self.queue_groups} must be >= 1", "use the default 5")
+            raise ConfigError(f"queue_groups={self.queue_groups} must be >= 1", "use the default 4")
 
     def _check_divisibility(self) -> None:
         r, s, t = self.mmul
@@ -357,13 +370,19 @@ class GemmConfig:
             )
 
     def _check_queue(self) -> None:
-        bds = self.dev.dma[TileKind.SHIM].bds
+        shim = self.dev.dma[TileKind.SHIM]
         per_group = 3  # one A, one B and one C task per shim column that carries all three
-        if self.queue_groups * per_group > bds:
+        if self.queue_groups > shim.task_queue_depth:
+            raise ConfigError(
+                f"queue_groups={self.queue_groups} puts {self.queue_groups} unretired tasks on a shim channel "
+                f"whose task queue holds {shim.task_queue_depth} (the hardware drops a push onto a full queue)",
+                f"use queue_groups <= {shim.task_queue_depth}",
+            )
+        if self.queue_groups * per_group > shim.bds:  # pragma: no cover - implied by the queue depth today
             raise ConfigError(
                 f"queue_groups={self.queue_groups} keeps {self.queue_groups * per_group} BDs live per "
-                f"shim > {bds} shim BDs",
-                f"use queue_groups <= {bds // per_group}",
+                f"shim > {shim.bds} shim BDs",
+                f"use queue_groups <= {shim.bds // per_group}",
             )
 
     # ---- presentation ------------------------------------------------------------------------
@@ -373,7 +392,7 @@ class GemmConfig:
         return f"{self.M}x{self.K}x{self.N}_{self.m}x{self.k}x{self.n}_{self.cols}c"
 
     def to_json(self) -> dict[str, object]:
-        return asdict(self)
+        return asdict(self)  # fields only: cached derived values live outside them
 
 
 def _round_up(x: int, q: int) -> int:
@@ -413,7 +432,7 @@ def default_k_mt(dev_name: str, dtype_in: str, dtype_out: str, k: int, K: int | 
 def _fallback_tiles(dev: Device, dtype_in: str, dtype_out: str, emulate: bool) -> tuple[int, int, int, int]:
     r, s, t = dev.mmul_shape(dtype_in, emulate)
     t_in, t_out = dtype(dtype_in), dtype(dtype_out)
-    budget = dev.l1_bytes - dev.default_stack_bytes
+    budget = dev.l1_bytes - dev.default_stack_bytes - dev.kernel_data_bytes
     best: tuple[int, int, int] | None = None
     for mn in range(256, 0, -1):
         m = _round_up(mn, 2 * r)

@@ -32,6 +32,10 @@ class BdExhaustionError(SimulationError):
     """More buffer descriptors live on a tile than it has."""
 
 
+class QueueOverflowError(SimulationError):
+    """A push that could find its shim channel's task queue full (the hardware drops it)."""
+
+
 class LayoutError(SimulationError):
     """Data reached a kernel or DRAM in the wrong layout."""
 

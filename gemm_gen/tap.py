@@ -35,7 +35,7 @@ class Tap:
     def __post_init__(self) -> None:
         if len(self.sizes) != len(self.strides) or not self.sizes:
             raise ValueError(f"sizes {self.sizes} and strides {self.strides} must pair up")
-        if any(s < 1 for s in self.sizes) or any(s < 0 for s in self.strides) or self.offset < 0:
+        if min(self.sizes) < 1 or min(self.strides) < 0 or self.offset < 0:
             raise ValueError(f"bad pattern {self}")
 
     @classmethod

@@ -29,7 +29,7 @@ def test_plan_text_and_json(capsys):
     code, out, _ = run(capsys, "plan", *SMALL, "--json")
     info = json.loads(out)
     assert info["padded"] == [128, 64, 128] and info["shim_bds_live"]["shim(0,0)"] == 12
-    assert info["l1_bytes"]["total"] == 2 * 16 * 16 * 2 * 2 + 16 * 16 * 2 + 1024
+    assert info["l1_bytes"]["total"] == 2 * 16 * 16 * 2 * 2 + 16 * 16 * 2 + 1024 + 256  # + stack, kernel data
 
 
 def test_plan_defaults_to_the_papers_tiles(capsys):
@@ -72,6 +72,9 @@ def test_generate_is_atomic_and_deterministic(capsys, tmp_path, monkeypatch):
     (["--dev", "npu1", "--dtype_in", "i8", "--dtype_out", "i8", "-m", "1024", "-k", "8", "-n", "16",
       "--k-mt", "8"], "wrap 1024 words exceeds the 10-bit field"),
     (["-K", str(384 * 5700)], "stride"),
+    (["-m", "0"], "m=0 must be positive"),
+    (["--k-mt", "0"], "k_mt=0 must be positive"),
+    (["--stack", "-16"], "stack -16 B"),
 ])
 def test_bad_input_is_one_line_and_exit_2(capsys, tmp_path, monkeypatch, args, text):
     monkeypatch.chdir(tmp_path)

@@ -51,7 +51,13 @@ def test_worker_loop():
     kinds = [type(op) for op in inner.body]
     assert kinds == [Acquire, Acquire, Call, Release, Release]
     assert inner.body[2].kernel == "matmul_i8_i16" and isinstance(rel_c, Release)
-    assert d.kernel("matmul_i8_i16").object_file == f"mm_{c.m}x{c.k}x{c.n}.o"
+    obj = d.kernel("matmul_i8_i16").object_file
+    assert obj == f"mm_{c.m}x{c.k}x{c.n}_i8_i16_bcol_8x8x8.o" and d.kernel("zero_i16").object_file == obj
+    # every build parameter that changes the code changes the object's name
+    names = {build_design(small("npu2", "i8", "i16", **kw)).kernels[0].object_file
+             for kw in ({}, {"b_col_maj": False}, {"shift": 2}, {"saturation": "symmetric"},
+                        {"rounding": "floor"})}
+    assert len(names) == 5
 
 
 def _compose_a(c: GemmConfig, m_block: int, row: int) -> list[np.ndarray]:
@@ -125,7 +131,7 @@ def test_runtime_queue():
     assert groups == 8
     assert sum(1 for op in d.runtime if op.op == "finish") == groups
     peak = live_bds_per_shim(d)
-    assert peak["shim(0,0)"] == 15 and peak["shim(1,0)"] == 10  # A+B+C x 5 groups; B+C x 5
+    assert peak["shim(0,0)"] == 12 and peak["shim(1,0)"] == 8  # A+B+C x 4 groups; B+C x 4
     assert max(peak.values()) <= 16
     # each task is issued before its group is finished; groups are finished in order
     seen, finished = set(), []

@@ -36,7 +36,7 @@ def small_configs(draw: st.DrawFn) -> GemmConfig:
     K = draw(st.integers(1, 2 * k_mt))
     N = draw(st.integers(1, 2 * cols * n))
     return GemmConfig(dev_name, M, K, N, m, k, n, k_mt, t_in, t_out, draw(st.booleans()),
-                      emulate_bf16_with_bfp16=emulate, queue_groups=draw(st.integers(1, 5)))
+                      emulate_bf16_with_bfp16=emulate, queue_groups=draw(st.integers(1, 4)))
 
 
 def _design(c: GemmConfig) -> Design:

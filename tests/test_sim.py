@@ -8,12 +8,22 @@ import pytest
 
 from gemm_gen.config import GemmConfig
 from gemm_gen.design import build_design
-from gemm_gen.design.build import group_tasks
+from gemm_gen.design.build import group_tasks, runtime_sequence
 from gemm_gen.design.model import Design, RuntimeOp
-from gemm_gen.errors import BdExhaustionError, DeadlockError, LayoutError, OutOfRangeError, SimulationError
+from gemm_gen.errors import (
+    BdExhaustionError,
+    DeadlockError,
+    LayoutError,
+    OutOfRangeError,
+    QueueOverflowError,
+    SimulationError,
+)
+from gemm_gen.inputs import make_inputs
 from gemm_gen.numerics import KernelNumerics, Rounding
 from gemm_gen.sim import simulate
 from gemm_gen.sim.kernel import KernelEmulator
+from gemm_gen.sim.lower import lower
+from gemm_gen.sim.run import host_tensors, run_machine
 from gemm_gen.tap import Tap
 
 from .conftest import small
@@ -36,6 +46,8 @@ def test_emulated_bf16_and_padding():
     c = GemmConfig("npu2", 200, 100, 300, 16, 16, 16, 32, "bf16", "bf16", True, emulate_bf16_with_bfp16=True)
     r = simulate(c)
     assert c.mmul == (8, 8, 8) and r.passed and c.wasted_fraction > 0.3
+    assert c.stack_bytes == 0xD00  # mlir-aie's stack for Peano's bfp16-emulated kernels
+    assert not r.numerics_modelled and "not modelled" in r.notes[0]  # says it checks data movement only
 
 
 def test_statistics_follow_the_design():
@@ -50,7 +62,7 @@ def test_statistics_follow_the_design():
     assert r.kernel.matmul_calls == calls and r.kernel.tiles_done == c.rows * c.cols * c.tiles_per_core
     # every core receives one A and one B tile per call
     assert levels["memtile -> cores"][1] == calls * (c.m * c.k + c.k * c.n)
-    assert r.max_live_bds["shim(0,0)"] == 15 and r.max_live_bds["shim(1,0)"] == 10
+    assert r.max_live_bds["shim(0,0)"] == 12 and r.max_live_bds["shim(1,0)"] == 8
 
 
 def _with_fifo(d: Design, name: str, **changes: object) -> Design:
@@ -109,26 +121,35 @@ def test_missing_drain_leaves_the_array_busy():
         simulate(_with_runtime(d, ops))
 
 
-def test_full_task_queue_blocks_the_command_processor():
-    # all A tasks first: the 5th A push waits for A of group 0, which needs B of group 0 -> deadlock
+def test_pushing_past_the_task_queue_is_refused():
+    # all A tasks first: the 5th A push could find the 4-deep queue full (the hardware drops it)
     c = small("npu1", M=4 * 8 * 6)  # 6 groups
     d = build_design(c)
     groups = range(c.m_blocks * c.n_blocks)
     tasks = [t for g in groups for t in group_tasks(c, g)]
     ops = [RuntimeOp("task", t.group, t) for t in sorted(tasks, key=lambda t: (t.tensor, t.group))]
     ops += [RuntimeOp("finish", g) for g in groups]
-    with pytest.raises(DeadlockError, match="already has 4 tasks queued or running"):
+    with pytest.raises(QueueOverflowError, match="A0_g4 .* 5th task not yet retired .* holds 4"):
         simulate(_with_runtime(d, ops))
 
 
-def test_bd_exhaustion():
+@pytest.mark.parametrize("groups", [5, 6])
+def test_the_papers_five_groups_overflow_the_queue(groups):
     c = small("npu1", M=4 * 8 * 7)
     d = build_design(c)
-    too_deep = replace(c, queue_groups=6)  # 18 live BDs per shim; validate() would refuse it
-    from gemm_gen.design.build import runtime_sequence
+    deep = replace(c, queue_groups=groups)  # validate() refuses it: 5 unretired tasks per channel
+    with pytest.raises(QueueOverflowError, match="5th task"):
+        simulate(replace(d, runtime=runtime_sequence(deep)))
 
-    with pytest.raises(BdExhaustionError, match="all 16 BDs live"):
-        simulate(replace(d, runtime=runtime_sequence(too_deep)))
+
+def test_bd_exhaustion_is_detected():
+    # three channels of four tasks fit 16 BDs; a shim with fewer BDs runs out while configuring
+    c = small("npu1")
+    d = build_design(c)
+    machine = lower(d, host_tensors(d, *make_inputs(c.M, c.K, c.N, c.t_in, c.t_out)), KernelEmulator(c))
+    machine.cmd.shim_bds = 8
+    with pytest.raises(BdExhaustionError, match="all 8 BDs live"):
+        run_machine(machine)
 
 
 def test_freeing_a_running_bd_is_caught():

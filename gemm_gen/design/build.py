@@ -17,6 +17,7 @@ from .model import (
     Call,
     Design,
     HostTensor,
+    KernelBuild,
     KernelSpec,
     Link,
     Loop,
@@ -91,7 +92,8 @@ def build_design(config: GemmConfig) -> Design:
         links.append(Link("join", mem, tuple(c_l1l2(col, row) for row in range(c.rows)), (c_l2l3(col),),
                           tuple(row * c.m * c.n for row in range(c.rows))))
 
-    obj = f"mm_{c.m}x{c.k}x{c.n}.o"
+    obj = KernelBuild(c.dev.aie_target, c.dtype_in, c.dtype_out, c.m, c.k, c.n, c.mmul, c.b_col_maj,
+                      c.emulate_bf16_with_bfp16, c.rounding, c.saturation, c.shift)
     zero = KernelSpec(f"zero_{c.dtype_out}", "zero", obj, ((c.m, c.n),), (c.dtype_out,))
     matmul = KernelSpec(
         f"matmul_{c.dtype_in}_{c.dtype_out}", "matmul", obj,
@@ -115,11 +117,12 @@ def build_design(config: GemmConfig) -> Design:
 def group_tasks(c: GemmConfig, group: int) -> list[ShimTask]:
     """The BD tasks of one output block, ordered per shim column: A (if any), B, C."""
     m_block, n_block = divmod(group, c.n_blocks)
+    a_rows = {col: row for row, col in enumerate(c.a_cols)}
     tasks = []
     for col in range(c.cols):
         shim = TileRef(col, 0)
-        if col in c.a_cols:
-            row = c.a_cols.index(col)
+        if col in a_rows:
+            row = a_rows[col]
             tasks.append(ShimTask(f"A{row}_g{group}", "fill", a_l3l2(row), "A", shim,
                                   patterns.shim_a(c, m_block, row), False, group))
         tasks.append(ShimTask(f"B{col}_g{group}", "fill", b_l3l2(col), "B", shim,

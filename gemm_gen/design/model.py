@@ -96,14 +96,51 @@ Op = Acquire | Release | Call | Loop
 
 
 @dataclass(frozen=True)
+class KernelBuild:
+    """What one kernel object file is rendered and compiled for: every field changes its code."""
+
+    aie_target: str
+    dtype_in: str
+    dtype_out: str
+    m: int
+    k: int
+    n: int
+    mmul: tuple[int, int, int]
+    b_col_maj: bool
+    emulate_bf16_with_bfp16: bool
+    rounding: str
+    saturation: str
+    shift: int
+
+    @property
+    def object_file(self) -> str:
+        """mlir-aie's mm_<m>x<k>x<n>.o, extended so that different builds never share a name."""
+        parts = [f"mm_{self.m}x{self.k}x{self.n}", f"{self.dtype_in}_{self.dtype_out}",
+                 "bcol" if self.b_col_maj else "brow", "x".join(map(str, self.mmul))]
+        if self.emulate_bf16_with_bfp16:
+            parts.append("bfp16emu")
+        if self.rounding != "conv_even":
+            parts.append(self.rounding)
+        if self.saturation != "saturate":
+            parts.append(f"sat_{self.saturation}")
+        if self.shift:
+            parts.append(f"shift{self.shift}")
+        return "_".join(parts) + ".o"
+
+
+@dataclass(frozen=True)
 class KernelSpec:
     """An external kernel function a worker calls, and the object file it links with."""
 
     name: str
     role: str  # "zero" or "matmul"
-    object_file: str
+    build: KernelBuild
     arg_shapes: tuple[tuple[int, ...], ...]
     arg_dtypes: tuple[str, ...]
+
+    @property
+    def object_file(self) -> str:
+        return self.build.object_file
 
 
 @dataclass(frozen=True)

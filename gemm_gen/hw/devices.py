@@ -84,10 +84,15 @@ class Device:
     l1_bytes: int
     memtile_bytes: int
     default_stack_bytes: int
+    # headroom the linker needs in L1 for a kernel's .data/.rodata/.bss (AIETargetLdScript puts
+    # them after the stack and buffers); our kernels have none we know of, so this is a margin
+    kernel_data_bytes: int
     # r x s x t shapes our kernels may use, the first being the default, per input type
     mmul_shapes: dict[str, tuple[MmulShape, ...]]
-    # with AIE_API_EMULATE_BFLOAT16_MMUL_WITH_BFP16 (npu2 only)
+    # with AIE_API_EMULATE_BFLOAT16_MMUL_WITH_BFP16 (npu2 only), and the stack mlir-aie gives those
+    # kernels (whole_array.py: Peano needs 0xD00; an overflow silently corrupts results)
     bf16_emulation_shape: MmulShape | None
+    bf16_emulation_stack_bytes: int
     # peak MACs/cycle of one core per input type (what mac instructions can issue)
     peak_macs: dict[str, int]
     out_types: dict[str, tuple[str, ...]]  # accepted dtype_out per dtype_in
@@ -141,12 +146,14 @@ NPU1 = Device(
     l1_bytes=64 * 1024,
     memtile_bytes=512 * 1024,
     default_stack_bytes=1024,
+    kernel_data_bytes=256,
     mmul_shapes={
         "bf16": ((4, 8, 4), (8, 8, 4), (4, 16, 8)),
         "i8": ((4, 8, 8), (2, 8, 8), (8, 8, 8), (4, 16, 8)),
         "i16": ((4, 4, 4), (2, 4, 8), (4, 2, 8)),
     },
     bf16_emulation_shape=None,
+    bf16_emulation_stack_bytes=0,
     peak_macs={"bf16": 128, "i8": 256, "i16": 64},
     out_types=_OUT_TYPES,
 )
@@ -162,12 +169,14 @@ NPU2 = Device(
     l1_bytes=64 * 1024,
     memtile_bytes=512 * 1024,
     default_stack_bytes=1024,
+    kernel_data_bytes=256,
     mmul_shapes={
         "bf16": ((4, 8, 8), (8, 8, 4), (4, 8, 4), (8, 1, 8)),
         "i8": ((8, 8, 8), (4, 8, 8)),
         "i16": ((4, 4, 8), (8, 4, 8), (4, 8, 8), (8, 1, 8)),
     },
     bf16_emulation_shape=(8, 8, 8),
+    bf16_emulation_stack_bytes=0xD00,
     # bf16 through the bfp16 datapath issues 512 MACs/cycle; plain bf16 mmul is emulated
     # with elementwise macs (UNCONFIRMED rate), so 512 is the bf16 ceiling, not a promise.
     peak_macs={"bf16": 512, "i8": 512, "i16": 128},

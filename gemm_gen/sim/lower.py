@@ -114,6 +114,9 @@ class _Lowering:
         if tap.max_index() >= length:
             raise OutOfRangeError(f"{what}: pattern reaches element {tap.max_index()} of a {length}-element "
                                   f"object", "keep the fifo dims inside the object")
+        if t.nbytes(offset) % 4:
+            raise OutOfRangeError(f"{what}: slice offset {offset} x {t} is not word aligned",
+                                  "align link offsets to 4 bytes")
         idx = tap.to_words(t).indices() + t.nbytes(offset) // 4
         if writes and np.unique(idx).size != idx.size:
             raise LayoutError(f"{what}: the S2MM pattern writes some words twice (others never)",
@@ -250,6 +253,9 @@ class _Lowering:
                     base[key] = (idx, int(idx.max()))
                 idx, top = base[key]
                 cells = self.dram[spec.tensor]
+                if t.nbytes(spec.tap.offset) % 4:
+                    raise OutOfRangeError(f"task {spec.name} starts at element {spec.tap.offset}, not on a "
+                                          f"32-bit word", "align the shim tap's offset to 4 bytes")
                 first = t.nbytes(spec.tap.offset) // 4
                 if first + top >= cells.size:
                     raise OutOfRangeError(f"task {spec.name} reaches word {first + top} of {spec.tensor} "

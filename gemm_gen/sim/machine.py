@@ -17,7 +17,7 @@ from typing import Protocol
 import numpy as np
 
 from ..design.model import Acquire, Call, Loop, Op, Release, ShimTask, TileRef
-from ..errors import BdExhaustionError, SimulationError
+from ..errors import BdExhaustionError, QueueOverflowError, SimulationError
 
 
 class Lock:
@@ -57,6 +57,7 @@ class Task:
     base: np.ndarray  # word pattern shared by tasks of the same shape
     first: int  # word offset of this task in the tensor
     bd_id: int = -1
+    channel: Channel | None = None
     done: bool = False
 
 
@@ -271,6 +272,7 @@ class CommandProcessor:
         self.pc = 0
         self.shim_bds = shim_bds
         self.live: dict[TileRef, dict[int, Task]] = {}
+        self.unretired: dict[int, int] = {}  # per channel: tasks pushed and not yet freed
         self.max_live: dict[TileRef, int] = {}
         self.blocked = ""
 
@@ -286,10 +288,18 @@ class CommandProcessor:
             if step.kind == "push":
                 channel = step.channel
                 assert channel is not None and channel.queue is not None
-                if len(channel.queue) >= channel.depth:
-                    self.blocked = (f"push of {task.spec.name} waits: {channel.describe()} already has "
-                                    f"{channel.depth} tasks queued or running")
-                    return progressed
+                # The hardware drops a push onto a full queue, and whether it is full depends on
+                # timing we do not model: refuse any push the sequence has not made room for.
+                pending = self.unretired.get(id(channel), 0)
+                if pending >= channel.depth:
+                    raise QueueOverflowError(
+                        f"push of {task.spec.name} to {channel.describe()} would be its {pending + 1}th task "
+                        f"not yet retired by an await; its queue holds {channel.depth} and the hardware "
+                        f"drops a push onto a full queue",
+                        "finish a task group (await its tokens) before pushing more to this channel",
+                    )
+                self.unretired[id(channel)] = pending + 1
+                task.channel = channel
                 self._configure(task)
                 channel.queue.append(task)
             elif step.kind == "await":
@@ -317,6 +327,8 @@ class CommandProcessor:
         self.max_live[shim] = max(self.max_live.get(shim, 0), len(live))
 
     def _free(self, task: Task) -> None:
+        if task.channel is not None:
+            self.unretired[id(task.channel)] -= 1
         if not task.done:
             raise SimulationError(
                 f"BD {task.bd_id} of {task.spec.name} on {task.spec.shim} is freed for reuse while its "
