@@ -120,9 +120,10 @@ def test_make_passes_mlir_aie_variables():
         pytest.skip("make is not installed")
     root = Path(__file__).resolve().parents[1]
     env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MAKELEVEL", "MFLAGS")}
-    done = subprocess.run(["make", "--no-print-directory", "-n", "sim", "DEVICE=npu1", "M=256", "K=128", "N=64", "m=32", "K_MT=64",
-                           "DTYPE_IN=i8", "DTYPE_OUT=i16", "B_COL_MAJ=1"], capture_output=True, text=True,
-                          cwd=root, env=env)
+    variables = ["DEVICE=npu1", "M=256", "K=128", "N=64", "m=32", "K_MT=64", "DTYPE_IN=i8", "DTYPE_OUT=i16",
+                 "B_COL_MAJ=1"]
+    done = subprocess.run(["make", "--no-print-directory", "-n", "sim", *variables], capture_output=True,
+                          text=True, cwd=root, env=env)
     line = next(ln for ln in done.stdout.splitlines() if "gemm-gen simulate" in ln)
     for part in ("simulate", "--dev npu1", "-M 256", "-K 128", "-N 64", "-m 32", "--k-mt 64", "--dtype_in i8",
                  "--dtype_out i16", "--b-col-maj 1"):

@@ -11,6 +11,7 @@ column); `queue_groups` groups are kept in flight, and the sequence waits only o
 from __future__ import annotations
 
 from ..config import GemmConfig
+from ..tap import Tap
 from . import patterns
 from .model import (
     Acquire,
@@ -58,29 +59,34 @@ def core(c: GemmConfig, col: int, row: int) -> TileRef:
     return TileRef(col, c.dev.first_core_row + row)
 
 
+def _input_path(
+    c: GemmConfig, l3l2: str, l2l1: str, col: int, l2_elems: int, l1_shape: tuple[int, int],
+    consumers: tuple[TileRef, ...], to_stream: Tap, from_stream: Tap | None,
+) -> tuple[ObjectFifo, ObjectFifo, Link]:
+    """shim(col) -> memtile(col) -> broadcast to `consumers`: the shape A and B share."""
+    mem = TileRef(col, 1)
+    into_l2 = ObjectFifo(l3l2, c.dtype_in, (l2_elems,), c.depth_ab_l2, TileRef(col, 0), (mem,))
+    into_l1 = ObjectFifo(l2l1, c.dtype_in, l1_shape, c.depth_ab_l1, mem, consumers,
+                         dims_to_stream=to_stream, dims_from_stream=from_stream)
+    return into_l2, into_l1, Link("forward", mem, (l3l2,), (l2l1,), (0,))
+
+
 def build_design(config: GemmConfig) -> Design:
     c = config.validate()
     fifos: list[ObjectFifo] = []
     links: list[Link] = []
-    for row in range(c.rows):
-        col = c.a_col(row)
-        mem = TileRef(col, 1)
-        fifos.append(ObjectFifo(a_l3l2(row), c.dtype_in, (c.m * c.k_mt,), c.depth_ab_l2, TileRef(col, 0), (mem,)))
-        fifos.append(ObjectFifo(
-            a_l2l1(row), c.dtype_in, (c.m, c.k), c.depth_ab_l1, mem,
-            tuple(core(c, cc, row) for cc in range(c.cols)),
-            dims_to_stream=patterns.a_l2_to_stream(c), dims_from_stream=patterns.a_l1_from_stream(c),
-        ))
-        links.append(Link("forward", mem, (a_l3l2(row),), (a_l2l1(row),), (0,)))
-    for col in range(c.cols):
-        mem = TileRef(col, 1)
-        fifos.append(ObjectFifo(b_l3l2(col), c.dtype_in, (c.b_l2_k * c.n,), c.depth_ab_l2, TileRef(col, 0), (mem,)))
-        fifos.append(ObjectFifo(
-            b_l2l1(col), c.dtype_in, (c.k, c.n), c.depth_ab_l1, mem,
-            tuple(core(c, col, row) for row in range(c.rows)),
-            dims_to_stream=patterns.b_l2_to_stream(c), dims_from_stream=patterns.b_l1_from_stream(c),
-        ))
-        links.append(Link("forward", mem, (b_l3l2(col),), (b_l2l1(col),), (0,)))
+    for row in range(c.rows):  # A: broadcast along core row `row`
+        *pair, link = _input_path(c, a_l3l2(row), a_l2l1(row), c.a_col(row), c.m * c.k_mt, (c.m, c.k),
+                                  tuple(core(c, col, row) for col in range(c.cols)),
+                                  patterns.a_l2_to_stream(c), patterns.a_l1_from_stream(c))
+        fifos += pair
+        links.append(link)
+    for col in range(c.cols):  # B: broadcast down core column `col`
+        *pair, link = _input_path(c, b_l3l2(col), b_l2l1(col), col, c.b_l2_k * c.n, (c.k, c.n),
+                                  tuple(core(c, col, row) for row in range(c.rows)),
+                                  patterns.b_l2_to_stream(c), patterns.b_l1_from_stream(c))
+        fifos += pair
+        links.append(link)
     for col in range(c.cols):
         mem = TileRef(col, 1)
         for row in range(c.rows):

@@ -126,26 +126,24 @@ class _Lowering:
         return idx
 
     # ---- fifo ends -------------------------------------------------------------------------
-    def core_producer(self, f: ObjectFifo) -> Channel:
-        tile = f.producer
-        bufs = self.buffers(f, tile, f.depth, f.obj_elems, f"{f.name}_prod")
-        prod = self.lock(tile, f"{f.name}_prod_lock", f.depth)
-        cons = self.lock(tile, f"{f.name}_cons_lock", 0)
-        idx = self.pattern(f.dims_to_stream, f, 0, f.obj_elems, f"{tile} MM2S of {f.name}", False)
-        bds = [Bd(b, idx, cons, prod, f.name) for b in bufs]
-        self.core_ends.setdefault(tile, {})[f.name] = FifoEnd(f.name, bufs, prod, cons)
-        self.fifo_ends.append((f.name, tile, cons))
-        return self.channel(tile, True, f.name, bds)
+    def core_end(self, f: ObjectFifo, tile: TileRef, producer: bool) -> Channel:
+        """A core's end of a fifo: its L1 buffers, a lock pair, and the DMA channel serving them.
 
-    def core_consumer(self, f: ObjectFifo, tile: TileRef) -> Channel:
-        bufs = self.buffers(f, tile, f.depth, f.obj_elems, f"{f.name}_cons_{tile.col}_{tile.row}")
-        prod = self.lock(tile, f"{f.name}_cons_prod_lock", f.depth)
-        cons = self.lock(tile, f"{f.name}_cons_cons_lock", 0)
-        idx = self.pattern(f.dims_from_stream, f, 0, f.obj_elems, f"{tile} S2MM of {f.name}", True)
-        bds = [Bd(b, idx, prod, cons, f.name) for b in bufs]
-        self.core_ends.setdefault(tile, {})[f.name] = FifoEnd(f.name, bufs, cons, prod)
-        self.fifo_ends.append((f.name, tile, cons))
-        return self.channel(tile, False, f.name, bds)
+        The DMA empties full objects (MM2S, producer end) or fills free ones (S2MM, consumer end);
+        the core acquires the other kind.
+        """
+        side = "prod" if producer else f"cons_{tile.col}_{tile.row}"
+        bufs = self.buffers(f, tile, f.depth, f.obj_elems, f"{f.name}_{side}")
+        free = self.lock(tile, f"{f.name}_{side}_prod_lock", f.depth)
+        full = self.lock(tile, f"{f.name}_{side}_cons_lock", 0)
+        tap = f.dims_to_stream if producer else f.dims_from_stream
+        what = f"{tile} {'MM2S' if producer else 'S2MM'} of {f.name}"
+        idx = self.pattern(tap, f, 0, f.obj_elems, what, writes=not producer)
+        dma_takes, dma_gives = (full, free) if producer else (free, full)
+        bds = [Bd(b, idx, dma_takes, dma_gives, f.name) for b in bufs]
+        self.core_ends.setdefault(tile, {})[f.name] = FifoEnd(f.name, bufs, dma_gives, dma_takes)
+        self.fifo_ends.append((f.name, tile, full))
+        return self.channel(tile, producer, f.name, bds)
 
     def link(self, kind: str, tile: TileRef, srcs: list[ObjectFifo], dsts: list[ObjectFifo],
              offsets: tuple[int, ...]) -> None:
@@ -209,7 +207,7 @@ class _Lowering:
                 if f.producer.kind == TileKind.SHIM:
                     self.producer_ch[f.name] = self.shim_channel[f.name] = self.channel(f.producer, True, f.name)
                 elif f.producer.kind == TileKind.CORE:
-                    self.producer_ch[f.name] = self.core_producer(f)
+                    self.producer_ch[f.name] = self.core_end(f, f.producer, producer=True)
                 else:
                     raise SimulationError(f"memtile fifo {f.name} is not linked", "link it to an input fifo")
             for tile in f.consumers:
@@ -217,7 +215,7 @@ class _Lowering:
                     ch = self.shim_channel[f.name] = self.channel(tile, False, f.name)
                     self.consumer_ch.setdefault(f.name, []).append(ch)
                 elif tile.kind == TileKind.CORE:
-                    self.consumer_ch.setdefault(f.name, []).append(self.core_consumer(f, tile))
+                    self.consumer_ch.setdefault(f.name, []).append(self.core_end(f, tile, producer=False))
             consumers = self.consumer_ch.get(f.name, [])
             if len(consumers) != len(f.consumers):
                 raise SimulationError(f"fifo {f.name} reaches {len(consumers)} of its {len(f.consumers)} "
