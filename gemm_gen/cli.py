@@ -3,84 +3,21 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
-import os
 import sys
-import tempfile
 from pathlib import Path
-from typing import NoReturn
 
-from .config import GemmConfig, default_k_mt, default_tiles
+from .atomic import write_atomic
+from .cliargs import EXIT_FAIL, EXIT_USAGE, Parser, config_from_args, problem_args
 from .design import build_design
 from .design.serialize import dumps
 from .errors import GemmGenError, SimulationError
 from .plan import plan
 from .report import plan_text, sim_text
 
-EXIT_FAIL, EXIT_USAGE = 1, 2
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:  # one line, not usage + message
-        self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
-
-
-def _b_col_maj(value: str) -> bool:
-    if value.lower() in ("1", "true", "yes"):
-        return True
-    if value.lower() in ("0", "false", "no"):
-        return False
-    raise argparse.ArgumentTypeError(f"expected 0 or 1, got {value!r}")
-
-
-def _shape(value: str) -> tuple[int, int, int]:
-    parts = value.lower().split("x")
-    if len(parts) != 3 or not all(p.isdigit() for p in parts):
-        raise argparse.ArgumentTypeError(f"expected RxSxT such as 4x8x8, got {value!r}")
-    return int(parts[0]), int(parts[1]), int(parts[2])
-
-
-def _problem_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--dev", default="npu2", help="npu1 (Phoenix, 4x4) or npu2 (Strix/Krackan, 4x8)")
-    p.add_argument("-M", type=int, required=True, help="rows of A and C")
-    p.add_argument("-K", type=int, required=True, help="reduction dimension")
-    p.add_argument("-N", type=int, required=True, help="columns of B and C")
-    p.add_argument("-m", type=int, help="core tile rows (default: the paper's balanced kernel)")
-    p.add_argument("-k", type=int, help="core tile reduction")
-    p.add_argument("-n", type=int, help="core tile columns")
-    p.add_argument("--k-mt", "--k_mt", dest="k_mt", type=int, help="K extent of an A (and column-major B) "
-                   "memtile object; a multiple of k")
-    p.add_argument("--dtype_in", "--dtype-in", default="bf16", help="bf16, i8 or i16")
-    p.add_argument("--dtype_out", "--dtype-out", default=None, help="bf16/f32 for bf16; i8/i16/i32 for ints "
-                   "(default: bf16 or i32)")
-    p.add_argument("--b-col-maj", "--b_col_maj", dest="b_col_maj", nargs="?", const=True, default=False,
-                   type=_b_col_maj, help="B stored column-major (N x K); takes an optional 0/1")
-    p.add_argument("--emulate-bf16-mmul-with-bfp16", dest="emulate", nargs="?", const=True, default=False,
-                   type=_b_col_maj, help="npu2 bf16 via the bfp16 datapath (8x8x8 mmul)")
-    p.add_argument("--mmul", type=_shape, help="aie::mmul shape RxSxT (default: the device's for dtype_in)")
-    p.add_argument("--queue-groups", type=int, default=GemmConfig.queue_groups,
-                   help="task groups in flight per shim (at most the 4-deep shim task queue)")
-    p.add_argument("--stack", type=int, default=0, help="core stack bytes (default 1024)")
-    p.add_argument("--shift", type=int, default=0, help="SRS shift of integer outputs")
-    p.add_argument("--rounding", default="conv_even", help="rounding mode the kernel sets")
-    p.add_argument("--json", action="store_true", help="print one JSON object")
-
-
-def config_from_args(a: argparse.Namespace) -> GemmConfig:
-    dev = a.dev
-    dtype_out = a.dtype_out or ("bf16" if a.dtype_in == "bf16" else "i32")
-    if a.m is None and a.k is None and a.n is None:
-        m, k, n, k_mt = default_tiles(dev, a.dtype_in, dtype_out, a.K, a.emulate)
-        k_mt = k_mt if a.k_mt is None else a.k_mt
-    else:
-        dm, dk, dn, _ = default_tiles(dev, a.dtype_in, dtype_out, None, a.emulate)
-        m = dm if a.m is None else a.m
-        k = dk if a.k is None else a.k
-        n = dn if a.n is None else a.n
-        k_mt = default_k_mt(dev, a.dtype_in, dtype_out, k, a.K) if a.k_mt is None else a.k_mt
-    return GemmConfig(dev, a.M, a.K, a.N, m, k, n, k_mt, a.dtype_in, dtype_out, bool(a.b_col_maj),
-                      emulate_bf16_with_bfp16=bool(a.emulate), mmul_shape=a.mmul, queue_groups=a.queue_groups,
-                      stack_bytes=a.stack, shift=a.shift, rounding=a.rounding)
+# Command families that live with their code: each module has register(subparsers).
+COMMAND_MODULES: tuple[str, ...] = ()
 
 
 def cmd_plan(a: argparse.Namespace) -> int:
@@ -94,15 +31,7 @@ def cmd_generate(a: argparse.Namespace) -> int:
     design = build_design(config_from_args(a))  # validate before touching the output directory
     text = dumps(design)
     out = Path(a.output) if a.output else Path(a.build_dir) / f"design_{design.config.suffix}.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=".", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as fh:
-            fh.write(text)
-        os.replace(tmp, out)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_atomic(out, text)
     if a.json:
         print(json.dumps({"design": str(out), "bytes": len(text)}))
     else:
@@ -131,21 +60,23 @@ def cmd_simulate(a: argparse.Namespace) -> int:
 
 
 def parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="gemm-gen", description="Generate and check whole-array GEMM designs for Ryzen AI NPUs.")
-    sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    p = Parser(prog="gemm-gen", description="Generate and check whole-array GEMM designs for Ryzen AI NPUs.")
+    sub = p.add_subparsers(dest="command", required=True, parser_class=Parser)
     sp = sub.add_parser("plan", help="tiling, padding, L1/L2 budgets, BDs and DRAM traffic of a design")
-    _problem_args(sp)
+    problem_args(sp)
     sp.set_defaults(func=cmd_plan)
     sp = sub.add_parser("generate", help="write the Design as JSON into build/")
-    _problem_args(sp)
+    problem_args(sp)
     sp.add_argument("--build-dir", default="build")
     sp.add_argument("-o", "--output", help="output file (default build/design_<suffix>.json)")
     sp.set_defaults(func=cmd_generate)
     sp = sub.add_parser("simulate", help="run the design in the functional simulator and check it")
-    _problem_args(sp)
+    problem_args(sp)
     sp.add_argument("--seed", type=int, default=0, help="seed of the test inputs")
     sp.add_argument("-v", "--verbose", action="store_true", help="list the bytes of every DMA channel")
     sp.set_defaults(func=cmd_simulate)
+    for name in COMMAND_MODULES:
+        importlib.import_module(name).register(sub)
     return p
 
 

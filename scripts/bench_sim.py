@@ -13,7 +13,8 @@ import time
 
 import numpy as np
 
-from gemm_gen.cli import config_from_args, parser
+from gemm_gen.cli import parser
+from gemm_gen.cliargs import config_from_args
 from gemm_gen.sim import simulate
 
 LIMIT_S = 60.0
