@@ -1,0 +1,58 @@
+// gemm_gen_kernel.h: loop hints and trace markers shared by the kernels gemm_gen renders.
+//
+// The two AIE compilers want their loop hints in different places:
+//  - chess (xchesscc, defines __chess__) takes keywords between the loop header and its body:
+//        for (...) chess_prepare_for_pipelining chess_loop_range(4, ) { ... }
+//  - Peano (llvm-aie clang, defines __AIECC__) takes `#pragma clang loop` before the loop; its
+//    pipeliner needs no "prepare" hint, only the trip count (mlir-aie aie_kernel_utils.h maps
+//    AIE_PREPARE_FOR_PIPELINING to nothing and AIE_LOOP_MIN_ITERATION_COUNT to this pragma).
+// So every hinted loop carries a *_BEFORE macro in front of `for` and an *_AFTER macro behind
+// the loop header; each compiler sees its own and the other expands to nothing. A plain host
+// compiler (the tests' g++) sees nothing at all. Counts must be integer literals (the kernels are
+// rendered with their trip counts written out), because Peano stringifies them into a pragma.
+
+#ifndef GEMM_GEN_KERNEL_H
+#define GEMM_GEN_KERNEL_H
+
+#define GG_STRINGIFY(x) #x
+
+#if defined(__chess__)
+
+// Software-pipeline this loop; it runs at least `n` times.
+#define GG_PIPELINE_BEFORE(n)
+#define GG_PIPELINE_AFTER(n) chess_prepare_for_pipelining chess_loop_range(n, )
+// This loop runs at least `n` times (no pipelining request).
+#define GG_LOOP_RANGE_BEFORE(n)
+#define GG_LOOP_RANGE_AFTER(n) chess_loop_range(n, )
+// Unroll this loop completely.
+#define GG_FLATTEN_BEFORE
+#define GG_FLATTEN_AFTER chess_flatten_loop
+// Trace markers around a kernel call (mlir-aie's traces time kernels by event0/event1).
+#define GG_TRACE_BEGIN() event0()
+#define GG_TRACE_END() event1()
+
+#elif defined(__AIECC__)
+
+#define GG_PIPELINE_BEFORE(n) _Pragma(GG_STRINGIFY(clang loop min_iteration_count(n)))
+#define GG_PIPELINE_AFTER(n)
+#define GG_LOOP_RANGE_BEFORE(n) _Pragma(GG_STRINGIFY(clang loop min_iteration_count(n)))
+#define GG_LOOP_RANGE_AFTER(n)
+#define GG_FLATTEN_BEFORE _Pragma("clang loop unroll(full)")
+#define GG_FLATTEN_AFTER
+#define GG_TRACE_BEGIN() event0()
+#define GG_TRACE_END() event1()
+
+#else  // a host compiler: no hints, no trace events
+
+#define GG_PIPELINE_BEFORE(n)
+#define GG_PIPELINE_AFTER(n)
+#define GG_LOOP_RANGE_BEFORE(n)
+#define GG_LOOP_RANGE_AFTER(n)
+#define GG_FLATTEN_BEFORE
+#define GG_FLATTEN_AFTER
+#define GG_TRACE_BEGIN()
+#define GG_TRACE_END()
+
+#endif
+
+#endif  // GEMM_GEN_KERNEL_H

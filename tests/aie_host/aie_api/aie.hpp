@@ -1,0 +1,225 @@
+// Host stand-in for the part of the AIE API that gemm_gen's kernels use, so that a rendered kernel
+// compiles unchanged with `g++ -std=c++20 -I tests/aie_host -I kernels` and can be checked on
+// random tiles against gemm_gen/numerics.py. Tests only: it models the numerics gemm_gen
+// assumes (numerics.py), not the hardware's unpublished internals.
+//
+// - bfloat16: 16-bit storage; float -> bf16 rounds to nearest even (as ml_dtypes does), or under a
+//   crRnd mode in to_vector.
+// - aie::mmul: accfloat accumulates in double, so one kernel call is "the exact sum rounded once to
+//   fp32"; integer accumulators (acc32) are int64, the SRS narrowing is shift-round-saturate.
+// - rounding / saturation live in emulated mode registers at their reset values (floor, none).
+// - AIE_API_EMULATE_BFLOAT16_MMUL_WITH_BFP16 is ignored: the bfp16 quantization is not modelled.
+
+#pragma once
+
+#if defined(__chess__) || defined(__AIECC__)
+#error "tests/aie_host is a host stand-in for the AIE API; AIE compilers must use the real one"
+#endif
+
+#include <array>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <type_traits>
+
+using int8 = std::int8_t;
+using int16 = std::int16_t;
+using int32 = std::int32_t;
+
+// accumulator tags
+struct acc32 {};
+struct acc64 {};
+struct accfloat {};
+struct accauto {};
+
+namespace aie {
+
+// crRnd / crSat encodings (UG1583), names as aie::rounding_mode / aie::saturation_mode
+enum class rounding_mode : unsigned {
+  floor = 0, ceil = 1, symmetric_floor = 2, symmetric_ceil = 3,
+  negative_inf = 8, positive_inf = 9, symmetric_zero = 10, symmetric_inf = 11,
+  conv_even = 12, conv_odd = 13,
+};
+enum class saturation_mode : unsigned { none = 0, saturate = 1, symmetric = 3 };
+
+namespace host {
+
+// The core's mode registers, at reset.
+inline rounding_mode rounding = rounding_mode::floor;
+inline saturation_mode saturation = saturation_mode::none;
+
+// Arithmetic shift right by `shift` bits, rounded per `mode` (numerics.shift_round).
+inline std::int64_t shift_round(std::int64_t acc, int shift, rounding_mode mode) {
+  if (shift == 0) return acc;
+  const std::int64_t q = acc >> shift;  // floor
+  const std::int64_t r = acc & ((std::int64_t{1} << shift) - 1);
+  const std::int64_t half = std::int64_t{1} << (shift - 1);
+  const bool neg = acc < 0, inexact = r != 0, above = r > half, at = r == half, odd = (q & 1) != 0;
+  bool up = false;
+  switch (mode) {
+    case rounding_mode::floor: up = false; break;
+    case rounding_mode::ceil: up = inexact; break;
+    case rounding_mode::symmetric_floor: up = inexact && neg; break;   // toward zero
+    case rounding_mode::symmetric_ceil: up = inexact && !neg; break;   // away from zero
+    case rounding_mode::negative_inf: up = above; break;               // nearest, ties down
+    case rounding_mode::positive_inf: up = above || at; break;         // nearest, ties up
+    case rounding_mode::symmetric_zero: up = above || (at && neg); break;
+    case rounding_mode::symmetric_inf: up = above || (at && !neg); break;
+    case rounding_mode::conv_even: up = above || (at && odd); break;
+    case rounding_mode::conv_odd: up = above || (at && !odd); break;
+  }
+  return q + (up ? 1 : 0);
+}
+
+// Narrow to the integer type T (numerics.saturate).
+template <typename T>
+inline T saturate(std::int64_t x, saturation_mode mode) {
+  const std::int64_t hi = std::numeric_limits<T>::max();
+  const std::int64_t lo = mode == saturation_mode::symmetric ? -hi : std::numeric_limits<T>::min();
+  if (mode == saturation_mode::none) return static_cast<T>(x);  // wraps (modular since C++20)
+  return static_cast<T>(x < lo ? lo : x > hi ? hi : x);
+}
+
+// fp32 -> bf16 bits under a rounding mode (numerics.round_f32_to_bf16): round the signed bit
+// pattern by 16 bits; IEEE magnitudes are ordered like their bit patterns.
+inline std::uint16_t f32_to_bf16_bits(float f, rounding_mode mode) {
+  std::uint32_t u;
+  std::memcpy(&u, &f, sizeof u);
+  const std::uint32_t sign = u >> 31, mag = u & 0x7FFFFFFFu;
+  if (mag > 0x7F800000u) return static_cast<std::uint16_t>((sign << 15) | 0x7FC0u);  // quiet NaN
+  const std::int64_t pattern = sign ? -std::int64_t{mag} : std::int64_t{mag};
+  const std::int64_t rounded = shift_round(pattern, 16, mode);
+  const std::uint32_t out_mag = static_cast<std::uint32_t>(rounded < 0 ? -rounded : rounded);
+  return static_cast<std::uint16_t>((sign << 15) | out_mag);
+}
+
+}  // namespace host
+
+inline void set_rounding(rounding_mode m) { host::rounding = m; }
+inline rounding_mode get_rounding() { return host::rounding; }
+inline void set_saturation(saturation_mode m) { host::saturation = m; }
+inline saturation_mode get_saturation() { return host::saturation; }
+
+}  // namespace aie
+
+struct bfloat16 {
+  std::uint16_t bits = 0;
+
+  bfloat16() = default;
+  explicit bfloat16(float f) : bits(aie::host::f32_to_bf16_bits(f, aie::rounding_mode::conv_even)) {}
+  static bfloat16 from_bits(std::uint16_t b) {
+    bfloat16 x;
+    x.bits = b;
+    return x;
+  }
+  explicit operator float() const {
+    const std::uint32_t u = std::uint32_t{bits} << 16;
+    float f;
+    std::memcpy(&f, &u, sizeof f);
+    return f;
+  }
+};
+static_assert(sizeof(bfloat16) == 2, "bfloat16 is stored in 16 bits");
+
+namespace aie {
+
+template <typename T, unsigned Elems>
+struct vector {
+  std::array<T, Elems> data{};
+
+  static constexpr unsigned size() { return Elems; }
+  T &operator[](unsigned i) { return data[i]; }
+  const T &operator[](unsigned i) const { return data[i]; }
+};
+
+template <unsigned Elems, typename T>
+vector<T, Elems> load_v(const T *ptr) {
+  vector<T, Elems> v;
+  std::memcpy(v.data.data(), ptr, sizeof(T) * Elems);
+  return v;
+}
+
+template <typename T, unsigned Elems>
+T *store_v(T *ptr, const vector<T, Elems> &v) {
+  std::memcpy(ptr, v.data.data(), sizeof(T) * Elems);
+  return ptr;
+}
+
+template <typename T, unsigned Elems>
+vector<T, Elems> zeros() {
+  return vector<T, Elems>{};
+}
+
+// v read as a row-major Row x Col matrix; returns its transpose (Col x Row, row-major).
+template <typename T, unsigned Elems>
+vector<T, Elems> transpose(const vector<T, Elems> &v, unsigned Row, unsigned Col) {
+  vector<T, Elems> out;
+  for (unsigned r = 0; r < Row; ++r)
+    for (unsigned c = 0; c < Col; ++c) out[c * Row + r] = v[r * Col + c];
+  return out;
+}
+
+template <typename T>
+constexpr bool is_float_elem_v = std::is_same_v<T, bfloat16> || std::is_same_v<T, float>;
+
+// C (M x N) = A (M x K) * B (K x N) on row-major blocks; the result stays in the accumulator.
+template <unsigned M_Elems, unsigned K_Elems, unsigned N_Elems, typename TypeA, typename TypeB = TypeA,
+          typename AccumTag = accauto>
+struct mmul {
+  static constexpr unsigned M = M_Elems, K = K_Elems, N = N_Elems;
+  static constexpr unsigned size_A = M * K, size_B = K * N, size_C = M * N;
+  static constexpr bool is_float =
+      std::is_same_v<AccumTag, accfloat> || (std::is_same_v<AccumTag, accauto> && is_float_elem_v<TypeA>);
+  using acc_elem = std::conditional_t<is_float, double, std::int64_t>;
+
+  std::array<acc_elem, size_C> acc{};
+
+  mmul() = default;
+
+  // Load the accumulator from a vector; integers are shifted up by `shift` bits.
+  template <typename T>
+  mmul(const vector<T, size_C> &v, int shift = 0) {
+    for (unsigned i = 0; i < size_C; ++i) {
+      if constexpr (is_float)
+        acc[i] = static_cast<double>(static_cast<float>(v[i]));
+      else
+        acc[i] = static_cast<std::int64_t>(v[i]) << shift;
+    }
+  }
+
+  void mac(const vector<TypeA, size_A> &a, const vector<TypeB, size_B> &b) {
+    for (unsigned i = 0; i < M; ++i)
+      for (unsigned j = 0; j < N; ++j)
+        for (unsigned p = 0; p < K; ++p) acc[i * N + j] += product(a[i * K + p], b[p * N + j]);
+  }
+
+  // Store the accumulator: fp32 (rounded to nearest even), then bf16 under the rounding mode;
+  // integers shift-round-saturate under the rounding and saturation modes.
+  template <typename T>
+  vector<T, size_C> to_vector(int shift = 0) const {
+    vector<T, size_C> out;
+    for (unsigned i = 0; i < size_C; ++i) {
+      if constexpr (std::is_same_v<T, float>) {
+        static_assert(is_float, "float output from an integer accumulator");
+        out[i] = static_cast<float>(acc[i]);
+      } else if constexpr (std::is_same_v<T, bfloat16>) {
+        static_assert(is_float, "bfloat16 output from an integer accumulator");
+        out[i] = bfloat16::from_bits(host::f32_to_bf16_bits(static_cast<float>(acc[i]), host::rounding));
+      } else {
+        static_assert(!is_float && std::is_integral_v<T>, "integer output from an integer accumulator");
+        out[i] = host::saturate<T>(host::shift_round(acc[i], shift, host::rounding), host::saturation);
+      }
+    }
+    return out;
+  }
+
+ private:
+  static acc_elem product(const TypeA &a, const TypeB &b) {
+    if constexpr (is_float)  // exact: bf16 x bf16 has at most 16 significant bits
+      return static_cast<double>(static_cast<float>(a)) * static_cast<double>(static_cast<float>(b));
+    else
+      return static_cast<std::int64_t>(a) * static_cast<std::int64_t>(b);
+  }
+};
+
+}  // namespace aie
