@@ -12,12 +12,12 @@ from .atomic import write_atomic
 from .cliargs import EXIT_FAIL, EXIT_USAGE, Parser, config_from_args, problem_args
 from .design import build_design
 from .design.serialize import dumps
-from .errors import GemmGenError, SimulationError
+from .errors import BuildError, GemmGenError, SimulationError
 from .plan import plan
 from .report import plan_text, sim_text
 
 # Command families that live with their code: each module has register(subparsers).
-COMMAND_MODULES: tuple[str, ...] = ()
+COMMAND_MODULES: tuple[str, ...] = ("gemm_gen.backends.commands",)
 
 
 def cmd_plan(a: argparse.Namespace) -> int:
@@ -84,7 +84,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try:
         return int(args.func(args))
-    except SimulationError as e:
+    except (SimulationError, BuildError) as e:
         print(f"FAIL: {e}", file=sys.stderr)
         return EXIT_FAIL
     except GemmGenError as e:

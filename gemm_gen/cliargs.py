@@ -54,6 +54,7 @@ def problem_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--stack", type=int, default=0, help="core stack bytes (default 1024)")
     p.add_argument("--shift", type=int, default=0, help="SRS shift of integer outputs")
     p.add_argument("--rounding", default="conv_even", help="rounding mode the kernel sets")
+    p.add_argument("--saturation", default="saturate", help="saturation the kernel sets for narrowed integers")
     p.add_argument("--json", action="store_true", help="print one JSON object")
 
 
@@ -71,4 +72,22 @@ def config_from_args(a: argparse.Namespace) -> GemmConfig:
         k_mt = default_k_mt(dev, a.dtype_in, dtype_out, k, a.K) if a.k_mt is None else a.k_mt
     return GemmConfig(dev, a.M, a.K, a.N, m, k, n, k_mt, a.dtype_in, dtype_out, bool(a.b_col_maj),
                       emulate_bf16_with_bfp16=bool(a.emulate), mmul_shape=a.mmul, queue_groups=a.queue_groups,
-                      stack_bytes=a.stack, shift=a.shift, rounding=a.rounding)
+                      stack_bytes=a.stack, shift=a.shift, rounding=a.rounding, saturation=a.saturation)
+
+
+def config_args(c: GemmConfig) -> list[str]:
+    """gemm-gen flags that rebuild `c` (the inverse of config_from_args), defaults left out."""
+    args = ["--dev", c.device, "-M", str(c.M), "-K", str(c.K), "-N", str(c.N), "-m", str(c.m), "-k", str(c.k),
+            "-n", str(c.n), "--k-mt", str(c.k_mt), "--dtype_in", c.dtype_in, "--dtype_out", c.dtype_out,
+            "--b-col-maj", str(int(c.b_col_maj))]
+    base = GemmConfig(c.device, c.M, c.K, c.N, c.m, c.k, c.n, c.k_mt, c.dtype_in, c.dtype_out,
+                      emulate_bf16_with_bfp16=c.emulate_bf16_with_bfp16)
+    if c.emulate_bf16_with_bfp16:
+        args += ["--emulate-bf16-mmul-with-bfp16", "1"]
+    if c.mmul_shape is not None:
+        args += ["--mmul", "x".join(map(str, c.mmul_shape))]
+    for flag, name in (("--queue-groups", "queue_groups"), ("--stack", "stack_bytes"), ("--shift", "shift"),
+                       ("--rounding", "rounding"), ("--saturation", "saturation")):
+        if getattr(c, name) != getattr(base, name):
+            args += [flag, str(getattr(c, name))]
+    return args

@@ -7,6 +7,8 @@ the native size on the host (inputs with zeros, C cropped).
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 from dataclasses import asdict, dataclass, replace
 from functools import cached_property
@@ -388,8 +390,21 @@ class GemmConfig:
     # ---- presentation ------------------------------------------------------------------------
     @property
     def suffix(self) -> str:
-        """mlir-aie's target_suffix: MxKxN_mxkxn_<cols>c."""
-        return f"{self.M}x{self.K}x{self.N}_{self.m}x{self.k}x{self.n}_{self.cols}c"
+        """mlir-aie's target_suffix MxKxN_mxkxn_<cols>c, extended so that builds never share names:
+        types, B layout and k_mt by name, any other non-default knob by a short digest."""
+        parts = [f"{self.M}x{self.K}x{self.N}_{self.m}x{self.k}x{self.n}_{self.cols}c",
+                 f"{self.dtype_in}_{self.dtype_out}"]
+        if self.b_col_maj:
+            parts.append("bcol")
+        if self.k_mt != self.k:
+            parts.append(f"kmt{self.k_mt}")
+        named = {"device", "M", "K", "N", "m", "k", "n", "k_mt", "dtype_in", "dtype_out", "b_col_maj", "cols"}
+        default = GemmConfig(self.device, self.M, self.K, self.N, self.m, self.k, self.n, self.k_mt)
+        extras = {k: v for k, v in self.to_json().items() if k not in named and v != getattr(default, k)}
+        if extras:
+            digest = hashlib.sha1(json.dumps(extras, sort_keys=True).encode()).hexdigest()[:8]
+            parts.append(digest)
+        return "_".join(parts)
 
     def to_json(self) -> dict[str, object]:
         return asdict(self)  # fields only: cached derived values live outside them

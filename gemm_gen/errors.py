@@ -44,5 +44,9 @@ class OutOfRangeError(SimulationError):
     """An access pattern reads or writes outside its buffer."""
 
 
+class BuildError(GemmGenError):
+    """A build tool ran and failed (not bad input: exit 1)."""
+
+
 class ToolchainMissing(GemmGenError):
     """A toolchain part (mlir-aie, Peano, XRT, an NPU) is not available here."""

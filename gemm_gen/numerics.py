@@ -25,7 +25,8 @@ from .dtypes import BF16, F32, DType, dtype
 
 
 class Rounding(IntEnum):
-    """crRnd encodings (UG1583 "Mode Settings"), names as aie::rounding_mode."""
+    """crRnd encodings (UG1583 "Mode Settings"); aie::rounding_mode spells some out (sym_inf is
+    symmetric_inf), the kernel renderer maps the names."""
 
     FLOOR = 0
     CEIL = 1

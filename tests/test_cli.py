@@ -52,7 +52,7 @@ def test_generate_is_atomic_and_deterministic(capsys, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     code, out, _ = run(capsys, "generate", *SMALL)
     files = list((tmp_path / "build").iterdir())
-    assert code == 0 and [f.name for f in files] == ["design_128x64x128_16x16x16_4c.json"]
+    assert code == 0 and [f.name for f in files] == ["design_128x64x128_16x16x16_4c_bf16_bf16_kmt32.json"]
     first = files[0].read_bytes()
     run(capsys, "generate", *SMALL)
     assert files[0].read_bytes() == first

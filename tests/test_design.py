@@ -52,7 +52,7 @@ def test_worker_loop():
     assert kinds == [Acquire, Acquire, Call, Release, Release]
     assert inner.body[2].kernel == "matmul_i8_i16" and isinstance(rel_c, Release)
     obj = d.kernel("matmul_i8_i16").object_file
-    assert obj == f"mm_{c.m}x{c.k}x{c.n}_i8_i16_bcol_8x8x8.o" and d.kernel("zero_i16").object_file == obj
+    assert obj == f"mm_{c.m}x{c.k}x{c.n}_aie2p_i8_i16_bcol_8x8x8.o" and d.kernel("zero_i16").object_file == obj
     # every build parameter that changes the code changes the object's name
     names = {build_design(small("npu2", "i8", "i16", **kw)).kernels[0].object_file
              for kw in ({}, {"b_col_maj": False}, {"shift": 2}, {"saturation": "symmetric"},

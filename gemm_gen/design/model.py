@@ -115,7 +115,7 @@ class KernelBuild:
     @property
     def object_file(self) -> str:
         """mlir-aie's mm_<m>x<k>x<n>.o, extended so that different builds never share a name."""
-        parts = [f"mm_{self.m}x{self.k}x{self.n}", f"{self.dtype_in}_{self.dtype_out}",
+        parts = [f"mm_{self.m}x{self.k}x{self.n}", self.aie_target, f"{self.dtype_in}_{self.dtype_out}",
                  "bcol" if self.b_col_maj else "brow", "x".join(map(str, self.mmul))]
         if self.emulate_bf16_with_bfp16:
             parts.append("bfp16emu")

@@ -11,6 +11,7 @@ from tqdm import tqdm
 from ..config import GemmConfig
 from ..design import Design, build_design
 from ..errors import DeadlockError, LayoutError, SimulationError
+from ..hostdata import crop_output, pad_inputs
 from ..inputs import make_inputs
 from ..numerics import reference, truth
 from . import words as w
@@ -84,14 +85,7 @@ class SimResult:
 def host_tensors(design: Design, a: np.ndarray, b: np.ndarray) -> dict[str, np.ndarray]:
     """DRAM contents: A and B zero-padded to the native multiple (B transposed when column-major)."""
     c = design.config
-    a_pad = np.zeros((c.Mp, c.Kp), dtype=c.t_in.host)
-    a_pad[: c.M, : c.K] = a
-    if c.b_col_maj:
-        b_pad = np.zeros((c.Np, c.Kp), dtype=c.t_in.host)
-        b_pad[: c.N, : c.K] = b.T
-    else:
-        b_pad = np.zeros((c.Kp, c.Np), dtype=c.t_in.host)
-        b_pad[: c.K, : c.N] = b
+    a_pad, b_pad = pad_inputs(c, a, b)
     c_words = c.t_out.nbytes(c.Mp * c.Np) // 4
     for name, words in (("A", a_pad.nbytes // 4), ("B", b_pad.nbytes // 4), ("C", c_words)):
         if words > w.MAX_WORDS:
@@ -172,7 +166,7 @@ def simulate(config: GemmConfig | Design, seed: int = 0, progress: bool = False)
     machine = lower(design, dram, kernel)
     run_machine(machine, progress)
     check_c_provenance(c, dram["C"])
-    got = w.values(dram["C"], c.t_out).reshape(c.Mp, c.Np)[: c.M, : c.N]
+    got = crop_output(c, w.values(dram["C"], c.t_out))
 
     expect = reference(c.numerics, a, b, c.k)
     exact = truth(a, b)

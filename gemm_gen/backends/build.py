@@ -1,0 +1,150 @@
+"""Build a design into build/final_<suffix>.xclbin and build/insts_<suffix>.bin.
+
+Steps, as mlir-aie's matrix_multiplication Makefiles run them: render the kernel source, compile it
+with Peano (clang++ --target=aie2|aie2p-none-unknown-elf) or xchesscc_wrapper (CHESS=1), lower the
+Design to MLIR through IRON, and run aiecc.py to produce the xclbin and the NPU instructions.
+Everything happens in a scratch directory under build/ and is moved into build/ only when every
+step succeeded, so a failure never leaves partial artifacts.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..atomic import write_atomic
+from ..design.model import Design, KernelBuild
+from ..errors import BuildError
+from . import toolchain
+from .toolchain import Toolchain
+
+# mlir-aie's programming_examples/makefile-common: WARNING_FLAGS and PEANOWRAP2(P)_FLAGS
+PEANO_WARNINGS = ["-Wno-parentheses", "-Wno-attributes", "-Wno-macro-redefined", "-Wno-empty-body",
+                  "-Wno-missing-template-arg-list-after-template-kw"]
+ALLOC_SCHEME = "basic-sequential"  # mlir-aie's matrix_multiplication default (buffer_aloc_flag)
+
+
+@dataclass(frozen=True)
+class Artifacts:
+    """The files a build produces, by mlir-aie's names."""
+
+    build_dir: Path
+    suffix: str
+    kernel_source: str
+    kernel_object: str
+
+    @property
+    def mlir(self) -> Path:
+        return self.build_dir / f"aie_{self.suffix}.mlir"
+
+    @property
+    def xclbin(self) -> Path:
+        return self.build_dir / f"final_{self.suffix}.xclbin"
+
+    @property
+    def insts(self) -> Path:
+        return self.build_dir / f"insts_{self.suffix}.bin"
+
+    @property
+    def kernel_obj_path(self) -> Path:
+        return self.build_dir / self.kernel_object
+
+    def complete(self) -> bool:
+        return self.xclbin.exists() and self.insts.exists()
+
+
+@dataclass(frozen=True)
+class Step:
+    """One build step: a command line run in `cwd`, or gemm_gen's own work (`render`, `mlir`),
+    which is shown as the equivalent gemm-gen command."""
+
+    action: str  # "render" | "compile" | "mlir" | "aiecc"
+    what: str
+    argv: tuple[str, ...]
+    cwd: str
+
+    def shell(self) -> str:
+        return f"cd {_sh(self.cwd)} && {' '.join(_sh(a) for a in self.argv)}"
+
+
+def _sh(word: str) -> str:
+    """Shell-quote a word, but leave $VARIABLE placeholders (dry runs) free to expand."""
+    return word if re.fullmatch(r"[\w@%+=:,./$-]+", word) else shlex.quote(word)
+
+
+def kernel_flags(tc: Toolchain, build: KernelBuild, include_dirs: list[str], defines: list[str]) -> list[str]:
+    """Compiler flags of the kernel object (mlir-aie's PEANOWRAP2(P)_FLAGS / CHESSCCWRAP2(P)_FLAGS)."""
+    includes = [f"-I{d}" for d in include_dirs]
+    if tc.chess:
+        return [build.aie_target, f"-I{tc.aietools_dir}/include", *includes, *defines]
+    return ["-O2", "-std=c++20", f"--target={build.aie_target}-none-unknown-elf", *PEANO_WARNINGS, "-DNDEBUG",
+            f"-I{tc.mlir_aie_dir}/include", *includes, *defines]
+
+
+def artifacts(design: Design, build_dir: Path) -> Artifacts:
+    """What building `design` into `build_dir` produces."""
+    from ..kernels import source_file
+
+    kernel = design.kernels[0].build
+    return Artifacts(build_dir, design.config.suffix, source_file(kernel), kernel.object_file)
+
+
+def plan_build(design: Design, tc: Toolchain, build_dir: Path, gen_args: list[str]) -> tuple[Artifacts, list[Step]]:
+    """The artifacts and the ordered steps of a build (nothing is run or written)."""
+    from ..kernels import kernel_defines, kernel_include_dir
+
+    kernel = design.kernels[0].build
+    art = artifacts(design, build_dir)
+    b = str(build_dir)
+    compile_argv = (tc.kernel_cc, *kernel_flags(tc, kernel, [str(kernel_include_dir())], list(kernel_defines(kernel))),
+                    "-c", art.kernel_source, "-o", art.kernel_object)
+    aiecc_argv = [tc.aiecc, f"--alloc-scheme={ALLOC_SCHEME}", "--aie-generate-xclbin", "--no-compile-host",
+                  f"--xclbin-name={art.xclbin.name}"]
+    if not tc.chess:
+        aiecc_argv += ["--no-xchesscc", "--no-xbridge", "--peano", tc.peano_dir]
+    aiecc_argv += ["--aie-generate-npu-insts", f"--npu-insts-name={art.insts.name}", art.mlir.name]
+    steps = [
+        Step("render", "render the kernel source", ("gemm-gen", "kernel", *gen_args, "-o", art.kernel_source), b),
+        Step("compile", "compile the kernel", compile_argv, b),
+        Step("mlir", "lower the design to MLIR (IRON)", ("gemm-gen", "mlir", *gen_args, "-o", art.mlir.name), b),
+        Step("aiecc", "aiecc.py: xclbin and NPU instructions", tuple(aiecc_argv), b),
+    ]
+    return art, steps
+
+
+def run_build(design: Design, build_dir: Path, chess: bool, gen_args: list[str], verbose: bool = False) -> Artifacts:
+    """Find the tools (or fail before writing anything), then run every step in a scratch directory."""
+    from ..kernels import render_kernel
+    from .iron import iron_api, to_mlir
+
+    tc = toolchain.find_toolchain(chess, strict=True)
+    api = iron_api()  # mlir-aie missing: fail before anything is written
+    build_dir.mkdir(parents=True, exist_ok=True)
+    scratch = Path(tempfile.mkdtemp(prefix=".build-", dir=build_dir))
+    try:
+        art, steps = plan_build(design, tc, scratch, gen_args)
+        kernel = design.kernels[0].build
+        for step in steps:
+            if verbose:
+                print(f"# {step.what}\n{step.shell()}", flush=True)
+            if step.action == "render":
+                write_atomic(scratch / art.kernel_source, render_kernel(kernel))
+            elif step.action == "mlir":
+                write_atomic(art.mlir, to_mlir(design, api))
+            else:
+                done = subprocess.run(step.argv, cwd=scratch, capture_output=True, text=True)
+                if done.returncode:
+                    tail = (done.stderr or done.stdout).strip().splitlines()[-1:] or ["(no output)"]
+                    raise BuildError(f"{step.what} failed (exit {done.returncode}): {tail[0]}",
+                                     f"rerun with -v to see the command: {shlex.join(step.argv)}")
+        final = Artifacts(build_dir, art.suffix, art.kernel_source, art.kernel_object)
+        for name in (art.kernel_source, art.kernel_object, art.mlir.name, art.xclbin.name, art.insts.name):
+            (scratch / name).replace(build_dir / name)
+        return final
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)

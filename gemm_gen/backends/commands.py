@@ -1,0 +1,110 @@
+"""gemm-gen kernel | mlir | build | run: the hardware path's commands."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from ..atomic import write_atomic
+from ..cliargs import EXIT_FAIL, config_args, config_from_args, problem_args
+from ..design import build_design
+from . import toolchain
+
+
+def cmd_kernel(a: argparse.Namespace) -> int:
+    from ..kernels import render_kernel
+
+    design = build_design(config_from_args(a))
+    text = render_kernel(design.kernels[0].build)
+    if a.output:
+        write_atomic(Path(a.output), text)
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+def cmd_mlir(a: argparse.Namespace) -> int:
+    from .iron import to_mlir
+
+    design = build_design(config_from_args(a))
+    text = to_mlir(design)
+    if a.output:
+        write_atomic(Path(a.output), text)
+    else:
+        sys.stdout.write(text if text.endswith("\n") else text + "\n")
+    return 0
+
+
+def cmd_build(a: argparse.Namespace) -> int:
+    from .build import plan_build, run_build
+
+    design = build_design(config_from_args(a))
+    gen_args = config_args(design.config)
+    build_dir = Path(a.build_dir)
+    if a.dry_run:
+        tc = toolchain.find_toolchain(a.chess, strict=False)
+        art, steps = plan_build(design, tc, build_dir, gen_args)
+        if a.json:
+            print(json.dumps({"steps": [{"what": s.what, "cwd": s.cwd, "argv": list(s.argv)} for s in steps],
+                              "xclbin": str(art.xclbin), "insts": str(art.insts)}, indent=1))
+        else:
+            for step in steps:
+                print(f"# {step.what}\n{step.shell()}")
+        return 0
+    art = run_build(design, build_dir, a.chess, gen_args, verbose=a.verbose)
+    if a.json:
+        print(json.dumps({"xclbin": str(art.xclbin), "insts": str(art.insts), "mlir": str(art.mlir)}))
+    else:
+        print(f"built {art.xclbin} and {art.insts}")
+    return 0
+
+
+def cmd_run(a: argparse.Namespace) -> int:
+    from .build import artifacts, run_build
+    from .runner import run_design
+
+    design = build_design(config_from_args(a))
+    xrt = toolchain.pyxrt()  # no XRT: one sentence and exit 2, before building anything
+    art = artifacts(design, Path(a.build_dir))
+    if not art.complete():
+        art = run_build(design, Path(a.build_dir), a.chess, config_args(design.config), verbose=a.verbose)
+    result = run_design(design.config, art, a.iters, a.warmup, a.seed, xrt)
+    if a.json:
+        print(json.dumps(result.to_json(), indent=1))
+    else:
+        print("\n".join(result.lines()))
+    return 0 if result.passed else EXIT_FAIL
+
+
+def _build_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--build-dir", default="build")
+    p.add_argument("--chess", action="store_true", help="compile the kernel with xchesscc_wrapper (CHESS=1)")
+    p.add_argument("-v", "--verbose", action="store_true", help="print each command as it runs")
+
+
+def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    sp = sub.add_parser("kernel", help="render the design's AIE-API kernel source (C++)")
+    problem_args(sp)
+    sp.add_argument("-o", "--output", help="write to this file instead of stdout")
+    sp.set_defaults(func=cmd_kernel)
+
+    sp = sub.add_parser("mlir", help="lower the design to MLIR through IRON (needs mlir-aie)")
+    problem_args(sp)
+    sp.add_argument("-o", "--output", help="write to this file instead of stdout")
+    sp.set_defaults(func=cmd_mlir)
+
+    sp = sub.add_parser("build", help="compile the kernel and run aiecc.py: build/final_*.xclbin, insts_*.bin")
+    problem_args(sp)
+    _build_args(sp)
+    sp.add_argument("--dry-run", action="store_true", help="print every command instead of running it")
+    sp.set_defaults(func=cmd_build)
+
+    sp = sub.add_parser("run", help="build if needed, run on the NPU through XRT, check and time it")
+    problem_args(sp)
+    _build_args(sp)
+    sp.add_argument("--warmup", type=int, default=1, help="untimed runs first")
+    sp.add_argument("--iters", type=int, default=10, help="timed runs")
+    sp.add_argument("--seed", type=int, default=0, help="seed of the inputs")
+    sp.set_defaults(func=cmd_run)

@@ -1,0 +1,171 @@
+"""Run a built design on the NPU through XRT (pyxrt), check it, and time it.
+
+Buffers and the kernel call follow mlir-aie's matrix_multiplication host (test.cpp) and its Python
+host runtime: instructions in a cacheable BO of group 1, A/B/C in host-only BOs of groups 3/4/5,
+`kernel(3, instr_bo, instruction_count, A, B, C)` (the count in 32-bit words, mlir-aie PR #1609).
+The output lines are mlir-aie's, so existing sweep scripts keep working.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+
+from ..config import GemmConfig
+from ..errors import ToolchainMissing
+from ..hostdata import crop_output, pad_inputs
+from ..inputs import make_inputs
+from ..numerics import reference, truth
+from . import toolchain
+from .build import Artifacts
+
+OPCODE = 3  # the NPU's "run the instruction sequence" opcode
+GROUP_INSTR, GROUP_A, GROUP_B, GROUP_C = 1, 3, 4, 5
+# mlir-aie's nearly_equal for float outputs (common.h): abs 0.5, rel 0.05
+ABS_TOL, REL_TOL = 0.5, 0.05
+
+
+@dataclass
+class RunResult:
+    config: GemmConfig
+    times_us: list[float]
+    checked: int
+    errors: int
+    exact: int  # outputs equal to the exact reference, bit for bit
+    max_abs_error: float  # against the fp64 truth
+    max_rel_error: float
+    first_error: tuple[int, int, float, float] | None = None
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def passed(self) -> bool:
+        return self.errors == 0
+
+    def gflops(self, us: float) -> float:
+        c = self.config
+        return 2 * c.M * c.K * c.N / (1000 * us)
+
+    def lines(self) -> list[str]:
+        """mlir-aie's host output (test.cpp), then PASS! or the error count and Failed."""
+        t = self.times_us
+        avg, lo, hi = sum(t) / len(t), min(t), max(t)
+        out = [f"Avg NPU matmul time: {avg:.1f}us.", f"Avg NPU gflops: {self.gflops(avg):.1f}", "",
+               f"Min NPU matmul time: {lo:.1f}us.", f"Max NPU gflops: {self.gflops(lo):.1f}", "",
+               f"Max NPU matmul time: {hi:.1f}us.", f"Min NPU gflops: {self.gflops(hi):.1f}", ""]
+        if self.passed:
+            out.append("PASS!")
+        else:
+            out += [f"Error count: {self.errors} (out of {self.checked})", "Failed."]
+        return out
+
+    def to_json(self) -> dict[str, Any]:
+        t = self.times_us
+        avg = sum(t) / len(t)
+        return {"config": self.config.to_json(), "passed": self.passed, "times_us": t, "avg_us": avg,
+                "min_us": min(t), "max_us": max(t), "avg_gflops": self.gflops(avg), "checked": self.checked,
+                "errors": self.errors, "exact": self.exact, "max_abs_error": self.max_abs_error,
+                "max_rel_error": self.max_rel_error, "first_error": self.first_error, "notes": self.notes}
+
+
+class NpuSession:
+    """A loaded xclbin with its buffers, ready to run the instruction sequence again and again."""
+
+    def __init__(self, xrt: ModuleType, art: Artifacts, a: np.ndarray, b: np.ndarray, c_bytes: int) -> None:
+        try:
+            self.device = xrt.device(0)
+        except Exception as e:  # no /dev/accel: XRT raises RuntimeError
+            raise ToolchainMissing(f"no NPU device is available to XRT ({e})", toolchain.XRT_INSTALL) from None
+        self.xrt = xrt
+        xclbin = xrt.xclbin(str(art.xclbin))
+        names = [k.get_name() for k in xclbin.get_kernels()]
+        name = next((n for n in names if n.startswith("MLIR_AIE")), names[0] if names else None)
+        if name is None:
+            raise ToolchainMissing(f"{art.xclbin} holds no kernel", "rebuild it with `gemm-gen build`")
+        self.device.register_xclbin(xclbin)
+        self.context = xrt.hw_context(self.device, xclbin.get_uuid())
+        self.kernel = xrt.kernel(self.context, name)
+        self.insts = np.fromfile(art.insts, dtype=np.uint32)
+        self.bo_instr = self._bo(self.insts, xrt.bo.cacheable, GROUP_INSTR)
+        self.bo_a = self._bo(a, xrt.bo.host_only, GROUP_A)
+        self.bo_b = self._bo(b, xrt.bo.host_only, GROUP_B)
+        self.bo_c = self._bo(np.zeros(c_bytes, dtype=np.uint8), xrt.bo.host_only, GROUP_C)
+
+    def _bo(self, data: np.ndarray, flags: Any, group: int) -> Any:
+        raw = np.ascontiguousarray(data).reshape(-1).view(np.uint8)
+        bo = self.xrt.bo(self.device, raw.nbytes, flags, self.kernel.group_id(group))
+        np.frombuffer(bo.map(), dtype=np.uint8)[:] = raw
+        bo.sync(self.xrt.xclBOSyncDirection.XCL_BO_SYNC_BO_TO_DEVICE)
+        return bo
+
+    def run(self) -> float:
+        """One launch; microseconds from the call to its completion (as test.cpp times it)."""
+        start = time.perf_counter()
+        handle = self.kernel(OPCODE, self.bo_instr, self.insts.size, self.bo_a, self.bo_b, self.bo_c)
+        state = handle.wait()
+        elapsed = (time.perf_counter() - start) * 1e6
+        if state != self.xrt.ert_cmd_state.ERT_CMD_STATE_COMPLETED:
+            raise RuntimeError(f"the NPU kernel ended in state {state}")
+        return elapsed
+
+    def output(self) -> np.ndarray:
+        self.bo_c.sync(self.xrt.xclBOSyncDirection.XCL_BO_SYNC_BO_FROM_DEVICE)
+        return np.frombuffer(self.bo_c.map(), dtype=np.uint8).copy()
+
+
+def check(c: GemmConfig, got: np.ndarray, a: np.ndarray, b: np.ndarray) -> tuple[int, int, int, float, float,
+                                                                                  tuple[int, int, float, float] | None]:
+    """(checked, errors, exact, max abs error, max rel error, first error) against the references.
+
+    Integers must equal the exact reference. Floats must be within mlir-aie's tolerance of it (the
+    NPU's fp32 accumulation order is unpublished, so the last bits may differ); how many are bit-exact
+    is reported too.
+    """
+    expect = reference(c.numerics, a, b, c.k).astype(np.float64)
+    g = got.astype(np.float64)
+    if c.t_out.is_float:
+        bad = np.abs(g - expect) > np.maximum(ABS_TOL, REL_TOL * np.abs(expect))
+    else:
+        bad = g != expect
+    errors = int(np.count_nonzero(bad))
+    first = None
+    if errors:
+        i, j = (int(x) for x in np.argwhere(bad)[0])
+        first = (i, j, float(g[i, j]), float(expect[i, j]))
+    err = np.abs(g - truth(a, b))
+    scale = float(np.abs(expect).max()) or 1.0
+    return int(g.size), errors, int(np.count_nonzero(g == expect)), float(err.max()), float(err.max()) / scale, first
+
+
+def run_design(c: GemmConfig, art: Artifacts, iters: int = 10, warmup: int = 1, seed: int = 0,
+               xrt: ModuleType | None = None) -> RunResult:
+    """Load, run `warmup` + `iters` times, check the last result, and report the timings."""
+    xrt = xrt or toolchain.pyxrt()
+    a, b = make_inputs(c.M, c.K, c.N, c.t_in, c.t_out, seed)
+    a_pad, b_pad = pad_inputs(c, a, b)
+    session = NpuSession(xrt, art, a_pad, b_pad, c.t_out.nbytes(c.Mp * c.Np))
+    for _ in range(warmup):
+        session.run()
+    times = [session.run() for _ in range(max(iters, 1))]
+    got = crop_output(c, session.output().view(c.t_out.host))
+    checked, errors, exact, max_abs, max_rel, first = check(c, got, a, b)
+    return RunResult(c, times, checked, errors, exact, max_abs, max_rel, first)
+
+
+def measure(c: GemmConfig, iters: int = 10, warmup: int = 1, build_dir: str = "build") -> float:
+    """Build (if needed) and run a config; mean seconds per run. The tuner's --measure uses this."""
+    from pathlib import Path
+
+    from ..design import build_design
+    from .build import artifacts, run_build
+
+    design = build_design(c)
+    xrt = toolchain.pyxrt()  # before building: no XRT, no point
+    art = artifacts(design, Path(build_dir))
+    if not art.complete():
+        art = run_build(design, Path(build_dir), chess=False, gen_args=[])
+    result = run_design(c, art, iters, warmup, xrt=xrt)
+    return sum(result.times_us) / len(result.times_us) / 1e6

@@ -1,0 +1,128 @@
+"""The IRON lowering, checked against a recording stand-in that keeps IRON's signatures."""
+
+from __future__ import annotations
+
+import importlib.util
+
+import pytest
+
+from gemm_gen.backends.iron import SHIM_TAP_DIMS, dims, lower, to_mlir
+from gemm_gen.design import build_design
+from gemm_gen.errors import ToolchainMissing
+
+from . import iron_recorder
+from .conftest import small
+
+
+def lowered(c):
+    api, rec = iron_recorder.api()
+    design = build_design(c)
+    text = str(lower(design, api).resolve_program())
+    return design, rec, text
+
+
+@pytest.mark.parametrize("dev,t_in,t_out,col_maj", [("npu1", "bf16", "bf16", True), ("npu2", "i8", "i16", False),
+                                                    ("npu2", "bf16", "f32", True)])
+def test_fifos_links_and_kernels(dev, t_in, t_out, col_maj):
+    c = small(dev, t_in, t_out, col_maj)
+    d, rec, _ = lowered(c)
+    by_name = {f.name: f for f in rec.fifos}
+    assert sorted(by_name) == sorted(f.name for f in d.fifos)  # one IRON fifo per Design fifo
+    for f in d.fifos:
+        of = by_name[f.name]
+        shape, dt = iron_recorder.shape_dtype(of.obj_type)
+        assert shape == f.obj_shape and of.depth == f.depth
+        assert dt == {"bf16": "bfloat16", "i8": "int8", "i16": "int16", "i32": "int32", "f32": "float32"}[f.dtype]
+        assert (of.dims_to_stream or None) == dims(f.dims_to_stream)
+        assert (of.dims_from_stream_per_cons or None) == dims(f.dims_from_stream)
+    # A and B forward on their memtile; C joins there with one offset per core row
+    for lk in d.links:
+        got = next(x for x in rec.links if x["dsts"] == list(lk.dsts) or x["srcs"] == list(lk.srcs))
+        assert got["kind"] == lk.kind and got["offsets"] == list(lk.offsets)
+        assert got["placement"] == iron_recorder.Tile(lk.tile.col, lk.tile.row)
+    k = {x.name: x for x in rec.kernels}
+    matmul = k[f"matmul_{t_in}_{t_out}"]
+    assert matmul.object_file_name == d.kernels[1].object_file
+    assert [iron_recorder.shape_dtype(t)[0] for t in matmul.arg_types] == [(c.m, c.k), (c.k, c.n), (c.m, c.n)]
+
+
+def test_workers_trace_the_loop_ir():
+    c = small("npu2", "i8", "i8", M=4 * 16 * 3)  # 3 output tiles per core, 4 k-steps
+    d, rec, _ = lowered(c)
+    assert len(rec.workers) == c.rows * c.cols
+    w = next(w for w in rec.workers if w.placement == iron_recorder.Tile(3, 4))
+    assert w.stack_size == c.stack_bytes
+    a, b, cc = "A_L2L1_2", "B_L2L1_3", "C_L1L2_3_2"
+    assert [op[0] if op[0] != "call" else op[1] for op in w.trace] == [
+        "loop", "acquire", "zero_i8", "loop", "acquire", "acquire", "matmul_i8_i8", "release", "release",
+        "end", "release", "end"]
+    names = [op[1] for op in w.trace if op[0] in ("acquire", "release")]
+    assert names == [cc, a, b, a, b, cc]
+    loops = [op[1] for op in w.trace if op[0] == "loop"]
+    assert loops == [c.tiles_per_core, c.k_steps]
+    call = next(op for op in w.trace if op[0] == "call" and op[1].startswith("matmul"))
+    assert call[2] == (f"<{a}>", f"<{b}>", f"<{cc}>")  # the acquired objects, in kernel order
+
+
+def test_one_trip_loops_are_not_range_loops():
+    # mlir-aie issue #1547: a single output tile per core is emitted without a loop
+    c = small("npu1", M=4 * 8, N=4 * 8)
+    assert c.tiles_per_core == 1
+    _, rec, _ = lowered(c)
+    assert [op[1] for op in rec.workers[0].trace if op[0] == "loop"] == [c.k_steps]
+
+
+def test_runtime_tasks_and_task_groups():
+    c = small("npu2", "bf16", "bf16", M=4 * 8 * 3, N=8 * 16 * 2)  # 6 task groups, 4 in flight
+    d, rec, _ = lowered(c)
+    tasks = d.tasks
+    ops = [op for op in _runtime(rec) if op[0] in ("fill", "drain")]
+    assert len(ops) == len(tasks)
+    open_groups, most_open = set(), 0
+    for op in _runtime(rec):
+        if op[0] in ("fill", "drain"):
+            open_groups.add(op[4])
+            most_open = max(most_open, len(open_groups))
+        elif op[0] == "finish":
+            open_groups.discard(op[1])
+    assert most_open == c.queue_groups and not open_groups
+    for op, t in zip(ops, tasks):
+        kind, fifo, buf, tap, group, wait, placement = op
+        assert (kind, fifo, group, wait) == (t.direction, t.fifo, t.group, t.wait)
+        assert buf == f"<arg{['A', 'B', 'C'].index(t.tensor)}>"
+        assert placement == iron_recorder.Tile(t.shim.col, 0)
+        # always 4 dims with a unit outer size: shim_dma_single_bd_task reads sizes[0] > 1 as a repeat
+        assert len(tap.sizes) == SHIM_TAP_DIMS and tap.sizes[0] == 1
+        assert tap.sizes[1:] == list(t.tap.sizes) and tap.strides[1:] == list(t.tap.strides)
+        assert tap.offset == t.tap.offset
+
+
+def _runtime(rec):
+    # the Runtime object is reachable from the Program the lowering returned; keep the last one
+    return _LAST_RT["rt"].ops
+
+
+_LAST_RT: dict = {}
+
+
+@pytest.fixture(autouse=True)
+def _capture_runtime(monkeypatch):
+    orig = iron_recorder.Runtime.__init__
+
+    def init(self, *a, **k):
+        orig(self, *a, **k)
+        _LAST_RT["rt"] = self
+
+    monkeypatch.setattr(iron_recorder.Runtime, "__init__", init)
+
+
+def test_lowering_is_deterministic():
+    c = small("npu2", "i8", "i32", b_col_maj=True)
+    assert lowered(c)[2] == lowered(c)[2]
+    assert lowered(c)[2] != lowered(small("npu2", "i8", "i32", b_col_maj=False))[2]
+
+
+@pytest.mark.skipif(importlib.util.find_spec("aie") is not None, reason="mlir-aie is installed here")
+def test_without_mlir_aie_one_sentence():
+    with pytest.raises(ToolchainMissing, match=r"mlir-aie's IRON API cannot be imported .*pip install mlir_aie"):
+        to_mlir(build_design(small("npu1")))

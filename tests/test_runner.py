@@ -1,0 +1,91 @@
+"""The XRT runner against a recording pyxrt stand-in (tests/fake_pyxrt.py), and its CLI."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+
+from gemm_gen.backends import runner, toolchain
+from gemm_gen.backends.build import artifacts
+from gemm_gen.cli import main
+from gemm_gen.design import build_design
+from gemm_gen.errors import ToolchainMissing
+
+from .conftest import small
+from .fake_pyxrt import FakeXrt
+
+SMALL = ["--dev", "npu1", "-M", "128", "-K", "64", "-N", "128", "-m", "16", "-k", "16", "-n", "16",
+         "--k-mt", "32", "--dtype_in", "i8", "--dtype_out", "i16"]
+
+
+def prebuilt(c, tmp_path, words=37):
+    """Stand-in build artifacts: an xclbin file and an instruction stream of `words` words."""
+    art = artifacts(build_design(c), tmp_path / "build")
+    art.build_dir.mkdir(parents=True, exist_ok=True)
+    art.xclbin.write_bytes(b"xclbin")
+    np.arange(words, dtype=np.uint32).tofile(art.insts)
+    return art
+
+
+@pytest.mark.parametrize("t_in,t_out,col_maj", [("i8", "i16", True), ("bf16", "bf16", False)])
+def test_run_checks_and_reports(tmp_path, t_in, t_out, col_maj):
+    c = small("npu2", t_in, t_out, col_maj)
+    xrt = FakeXrt(c)
+    result = runner.run_design(c, prebuilt(c, tmp_path), iters=3, warmup=2, xrt=xrt)
+    assert result.passed and result.errors == 0 and result.checked == c.M * c.N
+    assert result.exact == c.M * c.N  # the stand-in computes the exact reference
+    lines = result.lines()
+    assert re.fullmatch(r"Avg NPU matmul time: [0-9.]+us\.", lines[0])
+    assert re.fullmatch(r"Avg NPU gflops: [0-9.]+", lines[1]) and lines[-1] == "PASS!"
+    # buffers: instructions cacheable in group 1, A/B/C host-only in groups 3/4/5
+    bos = [e[2:] for e in xrt.log if e[0] == "bo"]
+    assert bos == [("cacheable", 1), ("host_only", 3), ("host_only", 4), ("host_only", 5)]
+    runs = [e for e in xrt.log if e[0] == "run"]
+    assert len(runs) == 5 and runs[0] == ("run", 3, 37, 1, 3, 4, 5)  # opcode 3, 37 instruction words
+    assert xrt.log[-1] == ("sync", 5, "from_device")  # C is read back after the runs
+
+
+def test_wrong_results_fail(tmp_path, capsys, monkeypatch):
+    c = small("npu1", "i8", "i16")
+    result = runner.run_design(c, prebuilt(c, tmp_path), iters=1, warmup=0, xrt=FakeXrt(c, broken=True))
+    assert not result.passed and result.first_error is not None
+    assert result.lines()[-2:] == [f"Error count: {result.errors} (out of {c.M * c.N})", "Failed."]
+
+
+def test_cli_run_with_a_device(tmp_path, capsys, monkeypatch):
+    from gemm_gen.cli import parser
+    from gemm_gen.cliargs import config_from_args
+
+    monkeypatch.chdir(tmp_path)
+    c = config_from_args(parser().parse_args(["run", *SMALL]))
+    prebuilt(c, tmp_path)
+    monkeypatch.setattr(toolchain, "pyxrt", lambda: FakeXrt(c))
+    assert main(["run", *SMALL, "--iters", "2"]) == 0
+    assert capsys.readouterr().out.rstrip().endswith("PASS!")
+    monkeypatch.setattr(toolchain, "pyxrt", lambda: FakeXrt(c, broken=True))
+    assert main(["run", *SMALL, "--json"]) == 1
+    assert '"passed": false' in capsys.readouterr().out
+
+
+def test_cli_run_without_xrt_is_one_sentence(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+
+    def missing():
+        raise ToolchainMissing("XRT's Python bindings cannot be imported (`import pyxrt`: No module named 'pyxrt')",
+                               toolchain.XRT_INSTALL)
+
+    monkeypatch.setattr(toolchain, "pyxrt", missing)
+    assert main(["run", *SMALL]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "pyxrt" in err and "make sim" in err
+    assert not (tmp_path / "build").exists()
+
+
+def test_measure_for_the_tuner(tmp_path, monkeypatch):
+    c = small("npu2", "i8", "i8")
+    prebuilt(c, tmp_path)
+    monkeypatch.setattr(toolchain, "pyxrt", lambda: FakeXrt(c))
+    seconds = runner.measure(c, iters=2, warmup=0, build_dir=str(tmp_path / "build"))
+    assert 0 < seconds < 10
