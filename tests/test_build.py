@@ -30,7 +30,7 @@ def no_tools(monkeypatch):
     def missing(*_a, **_k):
         raise ToolchainMissing("tool is not installed", "install it")
 
-    for name in ("peano_dir", "mlir_aie_dir", "aiecc", "xchesscc", "aietools_dir", "pyxrt"):
+    for name in ("peano_dir", "mlir_aie_dir", "aiecc", "xclbinutil", "xchesscc", "aietools_dir", "pyxrt"):
         monkeypatch.setattr(toolchain, name, missing)
 
 
@@ -51,8 +51,8 @@ def test_dry_run_peano(capsys, no_tools, dev, target):
                  "-Wno-missing-template-arg-list-after-template-kw", "-DNDEBUG", "-I$MLIR_AIE_DIR/include"):
         assert f" {flag} " in cc
     assert cc.endswith(".cc -o " + cc.split(" -o ")[-1]) and cc.split(" -o ")[-1].endswith(".o")
-    aiecc = steps["aiecc.py: xclbin and NPU instructions"].split()
-    assert aiecc[3:] == ["aiecc.py", "--alloc-scheme=basic-sequential", "--aie-generate-xclbin", "--no-compile-host",
+    aiecc = steps["aiecc: xclbin and NPU instructions"].split()
+    assert aiecc[3:] == ["aiecc", "--alloc-scheme=basic-sequential", "--aie-generate-xclbin", "--no-compile-host",
                          f"--xclbin-name=final_{_suffix(dev)}.xclbin", "--no-xchesscc", "--no-xbridge", "--peano",
                          "$PEANO_INSTALL_DIR", "--aie-generate-npu-insts", f"--npu-insts-name=insts_{_suffix(dev)}.bin",
                          f"aie_{_suffix(dev)}.mlir"]
@@ -67,8 +67,9 @@ def _suffix(dev):
 def test_dry_run_chess(capsys, no_tools):
     steps = dry_run(capsys, "--chess")
     assert steps["compile the kernel"].startswith("cd build && xchesscc_wrapper aie2p -I$AIETOOLS_DIR/include ")
-    aiecc = steps["aiecc.py: xclbin and NPU instructions"]
+    aiecc = steps["aiecc: xclbin and NPU instructions"]
     assert "--no-xchesscc" not in aiecc and "--peano" not in aiecc and "--aie-generate-npu-insts" in aiecc
+    assert " --unified " in aiecc  # one xchesscc run for every core, as mlir-aie's makefile-common
 
 
 def test_missing_toolchain_stops_before_writing(tmp_path, capsys, monkeypatch, no_tools):
@@ -85,14 +86,16 @@ def _fake_tools(tmp_path: Path, monkeypatch, aiecc_exit: int = 0) -> None:
     (peano / "bin").mkdir(parents=True)
     clang = peano / "bin" / "clang++"
     clang.write_text(f"#!{sys.executable}\nimport sys\nopen(sys.argv[sys.argv.index('-o') + 1], 'w').write('obj')\n")
-    aiecc = tmp_path / "bin" / "aiecc.py"
+    aiecc = tmp_path / "bin" / "aiecc"
     aiecc.parent.mkdir()
     aiecc.write_text(
         f"#!{sys.executable}\nimport sys\n"
         "args = dict(a.split('=', 1) for a in sys.argv[1:] if '=' in a)\n"
         f"if {aiecc_exit}: print('error: lowering failed', file=sys.stderr); sys.exit({aiecc_exit})\n"
         "open(args['--xclbin-name'], 'w').write('xclbin'); open(args['--npu-insts-name'], 'wb').write(b'\\0' * 8)\n")
-    for f in (clang, aiecc):
+    xclbinutil = tmp_path / "bin" / "xclbinutil"
+    xclbinutil.write_text("#!/bin/sh\n")
+    for f in (clang, aiecc, xclbinutil):
         f.chmod(0o755)
     monkeypatch.setenv("PEANO_INSTALL_DIR", str(peano))
     monkeypatch.setenv("MLIR_AIE_DIR", str(tmp_path / "mlir_aie"))
@@ -118,6 +121,6 @@ def test_build_with_stand_in_tools(tmp_path, monkeypatch):
 def test_failed_step_leaves_nothing(tmp_path, monkeypatch):
     _fake_tools(tmp_path, monkeypatch, aiecc_exit=1)
     out = tmp_path / "build"
-    with pytest.raises(BuildError, match=r"aiecc.py: xclbin and NPU instructions failed \(exit 1\): error: lowering"):
+    with pytest.raises(BuildError, match=r"aiecc: xclbin and NPU instructions failed \(exit 1\): error: lowering"):
         run_build(build_design(small("npu1")), out, chess=False, gen_args=[])
     assert list(out.iterdir()) == []  # no artifacts, no scratch directory

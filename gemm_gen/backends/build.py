@@ -2,7 +2,7 @@
 
 Steps, as mlir-aie's matrix_multiplication Makefiles run them: render the kernel source, compile it
 with Peano (clang++ --target=aie2|aie2p-none-unknown-elf) or xchesscc_wrapper (CHESS=1), lower the
-Design to MLIR through IRON, and run aiecc.py to produce the xclbin and the NPU instructions.
+Design to MLIR through IRON, and run aiecc to produce the xclbin and the NPU instructions.
 Everything happens in a scratch directory under build/ and is moved into build/ only when every
 step succeeded, so a failure never leaves partial artifacts.
 """
@@ -105,14 +105,16 @@ def plan_build(design: Design, tc: Toolchain, build_dir: Path, gen_args: list[st
                     "-c", art.kernel_source, "-o", art.kernel_object)
     aiecc_argv = [tc.aiecc, f"--alloc-scheme={ALLOC_SCHEME}", "--aie-generate-xclbin", "--no-compile-host",
                   f"--xclbin-name={art.xclbin.name}"]
-    if not tc.chess:
+    if tc.chess:
+        aiecc_argv += ["--unified"]  # one xchesscc run for all cores (mlir-aie's aiecc_chess_flags)
+    else:
         aiecc_argv += ["--no-xchesscc", "--no-xbridge", "--peano", tc.peano_dir]
     aiecc_argv += ["--aie-generate-npu-insts", f"--npu-insts-name={art.insts.name}", art.mlir.name]
     steps = [
         Step("render", "render the kernel source", ("gemm-gen", "kernel", *gen_args, "-o", art.kernel_source), b),
         Step("compile", "compile the kernel", compile_argv, b),
         Step("mlir", "lower the design to MLIR (IRON)", ("gemm-gen", "mlir", *gen_args, "-o", art.mlir.name), b),
-        Step("aiecc", "aiecc.py: xclbin and NPU instructions", tuple(aiecc_argv), b),
+        Step("aiecc", "aiecc: xclbin and NPU instructions", tuple(aiecc_argv), b),
     ]
     return art, steps
 

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from ..design.model import Acquire, Call, Design, Link, Loop, ObjectFifo, Op, Release, TileRef
+from ..errors import BuildError
 from ..tap import Tap
 from .toolchain import MLIR_AIE_INSTALL, import_module
 
@@ -210,8 +211,20 @@ def lower(design: Design, api: IronApi | None = None) -> Any:
 
 
 def to_mlir(design: Design, api: IronApi | None = None) -> str:
-    """The design as MLIR text, via Program.resolve_program() (every component is placed)."""
+    """The design as MLIR text, via Program.resolve_program() (every component is placed).
+
+    resolve_program only logs a failed verification; verify here so that aiecc never gets bad MLIR.
+    """
     module = lower(design, api).resolve_program()
+    operation = getattr(module, "operation", None)
+    if operation is not None:
+        try:
+            ok = operation.verify()
+        except Exception as e:  # noqa: BLE001 - MLIRError carries the diagnostics
+            raise BuildError(f"the lowered MLIR does not verify: {str(e).splitlines()[0]}",
+                             "report the design (gemm-gen generate) as a bug") from None
+        if ok is False:
+            raise BuildError("the lowered MLIR does not verify", "report the design (gemm-gen generate) as a bug")
     return str(module)
 
 

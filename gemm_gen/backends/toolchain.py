@@ -7,7 +7,7 @@ its tool when asked, and raises ToolchainMissing naming the tool and how to inst
 from __future__ import annotations
 
 import importlib
-import importlib.util
+import importlib.metadata
 import os
 import shutil
 from dataclasses import dataclass
@@ -41,42 +41,61 @@ def mlir_aie_dir() -> Path:
 
 
 def aiecc() -> str:
-    found = shutil.which("aiecc.py") or shutil.which("aiecc")
+    found = shutil.which("aiecc") or shutil.which("aiecc.py")  # mlir-aie's Makefiles call `aiecc`
     if not found:
-        raise ToolchainMissing("aiecc.py (mlir-aie's compiler driver) is not on PATH", MLIR_AIE_INSTALL)
+        raise ToolchainMissing("aiecc (mlir-aie's compiler driver) is not on PATH", MLIR_AIE_INSTALL)
+    return found
+
+
+def xclbinutil() -> str:
+    found = shutil.which("xclbinutil")  # aiecc --aie-generate-xclbin calls it
+    if not found:
+        raise ToolchainMissing("xclbinutil (XRT's xclbin packager, which aiecc needs) is not on PATH",
+                               "source /opt/xilinx/xrt/setup.sh")
     return found
 
 
 def peano_dir() -> Path:
-    env = os.environ.get("PEANO_INSTALL_DIR")
-    if env and (Path(env) / "bin" / "clang++").exists():
-        return Path(env)
-    try:  # the llvm-aie wheel installs Peano as a package
-        spec = importlib.util.find_spec("llvm_aie")
-    except (ImportError, ValueError):
-        spec = None
-    if spec and spec.submodule_search_locations:
-        root = Path(list(spec.submodule_search_locations)[0])
+    """Peano's install root: PEANO_INSTALL_DIR, else mlir-aie's record of it, else the llvm-aie wheel."""
+    candidates: list[Path] = []
+    if os.environ.get("PEANO_INSTALL_DIR"):
+        candidates.append(Path(os.environ["PEANO_INSTALL_DIR"]))
+    try:
+        candidates.append(Path(importlib.import_module("aie.utils.config").peano_install_dir()))
+    except Exception:  # noqa: BLE001 - mlir-aie absent or without a recorded Peano
+        pass
+    try:  # the wheel installs into site-packages/llvm-aie (mlir-aie's utils/env_setup.sh)
+        candidates.append(Path(str(importlib.metadata.distribution("llvm-aie").locate_file("llvm-aie"))))
+    except importlib.metadata.PackageNotFoundError:
+        pass
+    for root in candidates:
         if (root / "bin" / "clang++").exists():
             return root
-    where = f" ({env}/bin/clang++ does not exist)" if env else ""
+    where = f" (no bin/clang++ under {', '.join(map(str, candidates))})" if candidates else ""
     raise ToolchainMissing(f"Peano, the AIE clang++, is not installed{where}", PEANO_INSTALL)
 
 
+CHESS_INSTALL = "install Vitis AIE Essentials with its license (xchesscc on PATH), or build with Peano (CHESS=0)"
+
+
 def xchesscc() -> str:
-    found = shutil.which("xchesscc_wrapper")
-    if not found:
-        raise ToolchainMissing("xchesscc_wrapper (the chess compiler) is not on PATH",
-                               "install Vitis AIE Essentials with its license, or build with Peano (CHESS=0)")
-    return found
+    """mlir-aie's xchesscc_wrapper; it calls the real xchesscc, which must be on PATH too."""
+    wrapper = shutil.which("xchesscc_wrapper")
+    if not wrapper:
+        raise ToolchainMissing("xchesscc_wrapper (mlir-aie's chess wrapper) is not on PATH", MLIR_AIE_INSTALL)
+    if not shutil.which("xchesscc"):
+        raise ToolchainMissing("xchesscc (the chess compiler) is not on PATH", CHESS_INSTALL)
+    return wrapper
 
 
 def aietools_dir() -> Path:
-    env = os.environ.get("AIETOOLS_DIR")
-    if env:
-        return Path(env)
-    chess = Path(xchesscc()).resolve()
-    return chess.parent.parent  # <aietools>/bin/xchesscc_wrapper
+    """AIETOOLS_DIR, else the aietools root above xchesscc (as mlir-aie's makefile-common finds it)."""
+    if os.environ.get("AIETOOLS_DIR"):
+        return Path(os.environ["AIETOOLS_DIR"])
+    chess = shutil.which("xchesscc")
+    if not chess:
+        raise ToolchainMissing("xchesscc (the chess compiler) is not on PATH", CHESS_INSTALL)
+    return Path(chess).resolve().parent.parent
 
 
 def pyxrt() -> ModuleType:
@@ -112,9 +131,12 @@ def find_toolchain(chess: bool, strict: bool) -> Toolchain:
 
     if chess:
         peano = "$PEANO_INSTALL_DIR"
-        aietools = look(aietools_dir, "$AIETOOLS_DIR")
         look(xchesscc, "xchesscc_wrapper")
+        aietools = look(aietools_dir, "$AIETOOLS_DIR")
     else:
         peano = look(peano_dir, "$PEANO_INSTALL_DIR")
         aietools = "$AIETOOLS_DIR"
-    return Toolchain(look(mlir_aie_dir, "$MLIR_AIE_DIR"), peano, aietools, look(aiecc, "aiecc.py"), chess)
+    mlir_aie = look(mlir_aie_dir, "$MLIR_AIE_DIR")
+    driver = look(aiecc, "aiecc")
+    look(xclbinutil, "xclbinutil")
+    return Toolchain(mlir_aie, peano, aietools, driver, chess)

@@ -173,7 +173,7 @@ NPU2 = Device(
     mmul_shapes={
         "bf16": ((4, 8, 8), (8, 8, 4), (4, 8, 4), (8, 1, 8)),
         "i8": ((8, 8, 8), (4, 8, 8)),
-        "i16": ((4, 4, 8), (8, 4, 8), (4, 8, 8), (8, 1, 8)),
+        "i16": ((4, 4, 8), (4, 8, 8), (8, 1, 8)),  # aie_api detail/aie2p/mmul_16_16.hpp
     },
     bf16_emulation_shape=(8, 8, 8),
     bf16_emulation_stack_bytes=0xD00,

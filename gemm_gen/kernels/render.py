@@ -137,7 +137,9 @@ def kernel_params(build: KernelBuild) -> KernelParams:
         device=dev.name, source_file=source_file(build), defines=kernel_defines(build),
         zero_name=zero_name, matmul_name=matmul_name,
         ctype_in=C_TYPES[build.dtype_in], ctype_out=C_TYPES[build.dtype_out],
-        acc_tag="accfloat" if t_in.is_float else "acc32", aie_arch=AIE_ARCH[build.aie_target],
+        # integers: the accumulator the shape natively has (acc32, or acc64 for aie2p's 16-bit
+        # 4x4x8), as mlir-aie's mm.cc does; our numerics accumulate exactly in int64 either way
+        acc_tag="accfloat" if t_in.is_float else "accauto", aie_arch=AIE_ARCH[build.aie_target],
         rounding_mode=ROUNDING_MODES[rounding], saturation_mode=SATURATION_MODES[saturation],
         sets_saturation=not t_out.is_float and t_out.bits < 32,
         row_pairs=build.m // (2 * r), col_pairs=build.n // (2 * t), k_blocks=build.k // s,
