@@ -17,7 +17,7 @@ from .plan import plan
 from .report import plan_text, sim_text
 
 # Command families that live with their code: each module has register(subparsers).
-COMMAND_MODULES: tuple[str, ...] = ("gemm_gen.backends.commands",)
+COMMAND_MODULES: tuple[str, ...] = ("gemm_gen.backends.commands", "gemm_gen.model.commands")
 
 
 def cmd_plan(a: argparse.Namespace) -> int:

@@ -61,18 +61,23 @@ def problem_args(p: argparse.ArgumentParser) -> None:
 def config_from_args(a: argparse.Namespace) -> GemmConfig:
     dev = a.dev
     dtype_out = a.dtype_out or ("bf16" if a.dtype_in == "bf16" else "i32")
-    if a.m is None and a.k is None and a.n is None:
-        m, k, n, k_mt = default_tiles(dev, a.dtype_in, dtype_out, a.K, a.emulate)
-        k_mt = k_mt if a.k_mt is None else a.k_mt
+    tuned = a.m is None and a.k is None and a.n is None  # no tile sizes: the tuner's best design
+    if tuned:
+        m = k = n = k_mt = 0  # placeholders, chosen below
     else:
         dm, dk, dn, _ = default_tiles(dev, a.dtype_in, dtype_out, None, a.emulate)
         m = dm if a.m is None else a.m
         k = dk if a.k is None else a.k
         n = dn if a.n is None else a.n
         k_mt = default_k_mt(dev, a.dtype_in, dtype_out, k, a.K) if a.k_mt is None else a.k_mt
-    return GemmConfig(dev, a.M, a.K, a.N, m, k, n, k_mt, a.dtype_in, dtype_out, bool(a.b_col_maj),
-                      emulate_bf16_with_bfp16=bool(a.emulate), mmul_shape=a.mmul, queue_groups=a.queue_groups,
-                      stack_bytes=a.stack, shift=a.shift, rounding=a.rounding, saturation=a.saturation)
+    config = GemmConfig(dev, a.M, a.K, a.N, m, k, n, k_mt, a.dtype_in, dtype_out, bool(a.b_col_maj),
+                        emulate_bf16_with_bfp16=bool(a.emulate), mmul_shape=a.mmul, queue_groups=a.queue_groups,
+                        stack_bytes=a.stack, shift=a.shift, rounding=a.rounding, saturation=a.saturation)
+    if tuned:
+        from .model.tune import tuned_config
+
+        config = tuned_config(config, a.k_mt)
+    return config
 
 
 def config_args(c: GemmConfig) -> list[str]:

@@ -1,0 +1,200 @@
+"""gemm-gen predict | tune | roofline: the performance model's commands (all outputs are predictions)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from ..cliargs import EXIT_USAGE, config_from_args, problem_args
+from ..config import GemmConfig
+from ..errors import ConfigError, ToolchainMissing
+from .perf import Problem
+from .predict import predict
+from .tune import Candidate, TuneResult, tune
+
+ACC_DEFAULT = {"bf16": ("f32", "fp32", "accfloat"), "i8": ("i32", "acc32"), "i16": ("i32", "acc32", "i64", "acc64")}
+
+
+def _not_supported_yet(a: argparse.Namespace) -> None:
+    """--rho, --dtype_b and --acc belong to the BFP16/ATB issue; only their trivial values work."""
+    if a.rho is not None and a.rho != 1:
+        raise ConfigError(f"--rho {a.rho}: asymmetric tile buffering is not supported yet (BFP16/ATB issue)",
+                          "leave --rho out or use --rho 1")
+    if a.dtype_b is not None and a.dtype_b != a.dtype_in:
+        raise ConfigError(f"--dtype_b {a.dtype_b}: a B type other than dtype_in is not supported yet "
+                          "(BFP16/ATB issue)", f"leave --dtype_b out or use --dtype_b {a.dtype_in}")
+    if a.acc is not None and a.acc not in ACC_DEFAULT.get(a.dtype_in, ()):
+        raise ConfigError(f"--acc {a.acc}: not supported yet: only the kernels' own accumulation (BFP16/ATB issue)",
+                          f"leave --acc out or use --acc {ACC_DEFAULT.get(a.dtype_in, ('i32',))[0]}")
+
+
+def _model_args(p: argparse.ArgumentParser) -> None:
+    problem_args(p)
+    p.add_argument("--rho", type=int, help="asymmetry T_MC / T_MA (not supported yet: only 1)")
+    p.add_argument("--dtype_b", "--dtype-b", dest="dtype_b", help="B type (not supported yet: only dtype_in)")
+    p.add_argument("--acc", help="accumulation type (not supported yet: only the kernel's own)")
+
+
+def _base(a: argparse.Namespace) -> GemmConfig:
+    """The requested problem and options with the tiling left open (0)."""
+    dtype_out = a.dtype_out or ("bf16" if a.dtype_in == "bf16" else "i32")
+    return GemmConfig(a.dev, a.M, a.K, a.N, 0, 0, 0, 0, a.dtype_in, dtype_out, bool(a.b_col_maj),
+                      emulate_bf16_with_bfp16=bool(a.emulate), mmul_shape=a.mmul, queue_groups=a.queue_groups,
+                      stack_bytes=a.stack, shift=a.shift, rounding=a.rounding, saturation=a.saturation)
+
+
+# ---- predict ------------------------------------------------------------------------------------
+def cmd_predict(a: argparse.Namespace) -> int:
+    _not_supported_yet(a)
+    info = predict(config_from_args(a))
+    print(json.dumps(info, indent=1) if a.json else predict_text(info))
+    return 0
+
+
+def predict_text(d: dict[str, Any]) -> str:
+    layout = "column-major" if d["b_col_maj"] else "row-major"
+    emu = " via bfp16" if d["emulate_bf16_with_bfp16"] else ""
+    t = d["times_us"]
+    M, K, N = d["problem"]
+    m, k, n = d["tile"]
+    lines = [
+        f"PREDICTED (analytical model, not a measurement): {d['device']} {M}x{K}x{N} "
+        f"{d['dtype_in']}{emu}->{d['dtype_out']}, B {layout}",
+        f"  design       kernel {m}x{k}x{n}, k_mt {d['k_mt']}, mmul {'x'.join(map(str, d['mmul']))}; "
+        f"padded to {'x'.join(map(str, d['padded']))}",
+        f"  throughput   {d['tops']:.2f} TOPS in {d['time_us']:,.0f} us ({d['bound']} bound)",
+        f"  bounds       compute {d['compute_bound_tops']:.2f} TOPS, memory {d['memory_bound_tops']:.2f} TOPS, "
+        f"device peak {d['peak_tops']:.2f} TOPS",
+        f"  core         {d['core_macs_per_cycle']:.1f} MACs/cycle per kernel call ({d['core_efficiency']:.1%} of "
+        f"peak); {d['core_macs_per_cycle_in_array']:.1f} in the array with switching, zeroing and C drains",
+        "  DRAM         " + ", ".join(
+            f"{name} {v['bytes'] / 2**20:,.1f} MiB in {v['run_bytes']:.0f} B runs at {v['effective_gbps']:.1f} GB/s"
+            for name, v in d["dram"].items()),
+        f"  time (us)    core {t['core']:,.0f}, memory {t['memory']:,.0f}, fill {t['fill']:,.0f}, "
+        f"drain {t['drain']:,.0f}, BD bubbles {t['bd_bubbles']:,.0f}, dispatch {t['dispatch']:,.0f}",
+        f"  memory use   L1 {d['l1_bytes']:,} B ({d['l1_fraction']:.0%}), "
+        f"L2 {d['l2_bytes']:,} B ({d['l2_fraction']:.0%})",
+    ]
+    return "\n".join(lines)
+
+
+# ---- tune ---------------------------------------------------------------------------------------
+def cmd_tune(a: argparse.Namespace) -> int:
+    _not_supported_yet(a)
+    base = _base(a)
+    top = max(a.top, a.measure or 0)
+    fixed = {"m": a.m, "k": a.k, "n": a.n, "k_mt": a.k_mt}
+    result = tune(Problem.of(base), top, fixed)
+    result.top = [replace(c, config=replace(base, m=c.config.m, k=c.config.k, n=c.config.n, k_mt=c.config.k_mt))
+                  for c in result.top]
+    if a.measure:
+        try:
+            measure_candidates(result.top[: a.measure], a.iters, a.warmup, progress=True)
+        except ToolchainMissing as e:
+            print(f"gemm-gen tune: cannot measure: {e}", file=sys.stderr)
+            return EXIT_USAGE
+        measured = [c for c in result.top if c.measured_s is not None]
+        rest = [c for c in result.top if c.measured_s is None]
+        result.top = sorted(measured, key=lambda c: c.measured_s or 0.0) + rest
+    if a.json:
+        print(json.dumps(tune_json(result, a.top if not a.measure else len(result.top)), indent=1))
+    else:
+        print(tune_text(result, a.top if not a.measure else len(result.top)))
+    return 0
+
+
+def measure_candidates(cands: list[Candidate], iters: int, warmup: int, progress: bool = True) -> None:
+    """Build and run each candidate on the NPU (gemm_gen.backends.measure), with a progress bar."""
+    from tqdm import tqdm
+
+    try:
+        from .. import backends
+    except ImportError as e:
+        raise ToolchainMissing(f"the build/run back end gemm_gen.backends is not available ({e})",
+                               "install the hardware path (issue 3)") from None
+    bar = tqdm(cands, desc="measuring on the NPU", unit="design", file=sys.stderr, disable=not progress)
+    for c in bar:
+        bar.set_postfix_str(f"{c.config.m}x{c.config.k}x{c.config.n} k_mt {c.config.k_mt}")
+        c.measured_s = float(backends.measure(c.config, iters, warmup))
+
+
+def tune_json(r: TuneResult, count: int) -> dict[str, Any]:
+    pr = r.problem
+    return {
+        "predicted": True,
+        "device": pr.device, "problem": [pr.M, pr.K, pr.N], "dtype_in": pr.dtype_in, "dtype_out": pr.dtype_out,
+        "b_col_maj": pr.b_col_maj, "emulate_bf16_with_bfp16": pr.emulate_bf16_with_bfp16,
+        "tilings": r.tilings, "candidates_ranked": r.evaluated, "rejected_by_validate": r.rejected_by_validate,
+        "search_seconds": r.seconds,
+        "ranked_by": "measurement" if any(c.measured_s is not None for c in r.top) else "model",
+        "top": [c.to_json() for c in r.top[:count]],
+    }
+
+
+def tune_text(r: TuneResult, count: int) -> str:
+    pr = r.problem
+    layout = "column-major" if pr.b_col_maj else "row-major"
+    emu = " via bfp16" if pr.emulate_bf16_with_bfp16 else ""
+    measured = any(c.measured_s is not None for c in r.top)
+    lines = [f"tune {pr.device} {pr.M}x{pr.K}x{pr.N} {pr.dtype_in}{emu}->{pr.dtype_out}, B {layout}: "
+             f"{r.tilings:,} tilings, {r.evaluated:,} candidates ranked in {r.seconds * 1e3:.0f} ms "
+             f"(throughputs are PREDICTED by the model{'; re-ranked by measurement' if measured else ''})"]
+    head = f"{'rank':>4}  {'m x k x n':<14} {'k_mt':>5}  {'pred TOPS':>9}  {'bound':<7}  {'compute':>7}  " \
+           f"{'memory':>7}  {'MAC/cyc':>7}  {'L1':>4}  {'L2':>4}  {'pad':>5}"
+    if measured:
+        head += f"  {'meas TOPS':>9}"
+    lines.append(head)
+    for i, c in enumerate(r.top[:count], 1):
+        cf = c.config
+        line = (f"{i:>4}  {f'{cf.m}x{cf.k}x{cf.n}':<14} {cf.k_mt:>5}  {c.tops:>9.2f}  {c.bound:<7}  "
+                f"{c.compute_bound_tops:>7.2f}  {c.memory_bound_tops:>7.2f}  {c.core_macs_per_cycle:>7.1f}  "
+                f"{c.l1_fraction:>4.0%}  {c.l2_fraction:>4.0%}  {c.wasted_fraction:>5.1%}")
+        if measured:
+            mt = c.measured_tops
+            line += f"  {mt:>9.2f}" if mt is not None else f"  {'-':>9}"
+        lines.append(line)
+    return "\n".join(lines)
+
+
+# ---- roofline -----------------------------------------------------------------------------------
+def cmd_roofline(a: argparse.Namespace) -> int:
+    from .plots import heatmap_png, roofline_png
+
+    config = config_from_args(a)
+    out = Path(a.out_dir)
+    name = (f"{config.device}_{config.dtype_in}{'bfp16emu' if config.emulate_bf16_with_bfp16 else ''}_"
+            f"{config.dtype_out}_{'bcol' if config.b_col_maj else 'brow'}")
+    roof = roofline_png(config, out / f"roofline_{name}_{config.m}x{config.k}x{config.n}.png", a.max_size, a.points)
+    heat = heatmap_png(config, out / f"heatmap_{name}_{config.M}x{config.K}x{config.N}.png")
+    if a.json:
+        print(json.dumps({"predicted": True, "roofline": roof, "heatmap": heat}, indent=1))
+    else:
+        print(f"wrote {roof['path']} ({roof['points']} predicted points, best {roof['best_tops']:.2f} TOPS)")
+        print(f"wrote {heat['path']} ({heat['tilings']} tilings, best {heat['best_tops']:.2f} TOPS predicted)")
+    return 0
+
+
+def register(sub: Any) -> None:
+    sp = sub.add_parser("predict", help="predicted time and throughput of a design (analytical model)")
+    _model_args(sp)
+    sp.set_defaults(func=cmd_predict)
+
+    sp = sub.add_parser("tune", help="rank every valid tiling of a problem by predicted throughput")
+    _model_args(sp)
+    sp.add_argument("--top", type=int, default=5, help="designs to list (default 5)")
+    sp.add_argument("--measure", type=int, default=0, metavar="N",
+                    help="build and run the top N on the NPU and re-rank them by measurement")
+    sp.add_argument("--iters", type=int, default=10, help="timed runs per measured design")
+    sp.add_argument("--warmup", type=int, default=1, help="untimed runs before timing")
+    sp.set_defaults(func=cmd_tune)
+
+    sp = sub.add_parser("roofline", help="PNG plots: predicted roofline sweep and tiling heat map")
+    problem_args(sp)
+    sp.add_argument("--out-dir", default="build", help="where the PNG files go (default build/)")
+    sp.add_argument("--max-size", type=int, default=8192, help="largest M, K, N of the sweep")
+    sp.add_argument("--points", type=int, default=500, help="problem sizes sampled for the sweep")
+    sp.set_defaults(func=cmd_roofline)

@@ -1,0 +1,96 @@
+"""The model's parameters, read from calibration.json (values with their sources).
+
+ISA facts are per kernel target (aie2 = npu1, aie2p = npu2); DRAM parameters per device. Device facts
+that the rest of the generator shares (array shape, clock, peak MACs, L1/L2 sizes, BD counts) are
+read from gemm_gen.hw.devices and never repeated here.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, replace
+from functools import lru_cache
+from importlib import resources
+from typing import Any
+
+CALIBRATION_FILE = "calibration.json"
+
+
+@dataclass(frozen=True)
+class Isa:
+    """What the accumulation-chain kernel model needs to know about one core generation."""
+
+    vld_bytes: int
+    vst_bytes: int
+    load_units: int
+    store_units: int
+    vld_latency: int
+    vst_latency: int
+    vmac_to_store: int
+    acc_distance: int  # cycles between dependent vmacs on one accumulator (atb P)
+    acc_file_bits: int
+
+
+@dataclass(frozen=True)
+class Dram:
+    peak_gbps: float  # streaming bandwidth the NPU reaches with long contiguous runs
+    run_overhead_bytes: float  # bytes of transfer time lost per contiguous DRAM run
+    coalescing: float  # 0..1: how far side-by-side strips of lockstep columns merge into one run
+
+
+@dataclass(frozen=True)
+class Params:
+    isa: dict[str, Isa]
+    bank_stall: float  # cycles per C vector load/store that pipelining cannot hide
+    aie2p_bf16_native_macs: int
+    bf16_via_bfp16_cycles: float
+    switch_cycles: float
+    stream_bytes_per_cycle: int
+    dram: dict[str, Dram]
+    dispatch_us: float
+    bd_task_us: float
+
+    def with_(self, **kw: Any) -> Params:
+        return replace(self, **kw)
+
+    def with_dram(self, dev: str, **kw: float) -> Params:
+        dram = dict(self.dram)
+        dram[dev] = replace(dram[dev], **kw)
+        return replace(self, dram=dram)
+
+
+def raw() -> dict[str, Any]:
+    """calibration.json as stored (values with their sources)."""
+    text = resources.files(__package__).joinpath(CALIBRATION_FILE).read_text()
+    data: dict[str, Any] = json.loads(text)
+    return data
+
+
+def _v(entry: dict[str, Any], default: float = 0.0) -> Any:
+    value = entry["value"]
+    return default if value is None else value
+
+
+def from_raw(data: dict[str, Any]) -> Params:
+    isa = {target: Isa(**{k: int(_v(v)) for k, v in fields.items()}) for target, fields in data["isa"].items()}
+    kern, core, rt = data["kernel"], data["core"], data["runtime"]
+    dram = {dev: Dram(float(_v(d["peak_gbps"], 1.0)), float(_v(d["run_overhead_bytes"])),
+                      float(_v(d["lockstep_coalescing"])))
+            for dev, d in data["dram"].items()}
+    return Params(
+        isa=isa,
+        bank_stall=float(_v(kern["bank_stall_cycles_per_c_access"])),
+        aie2p_bf16_native_macs=int(_v(kern["aie2p_bf16_native_macs"])),
+        bf16_via_bfp16_cycles=float(_v(kern["aie2p_bf16_via_bfp16_cycles_per_mmul"], 1.0)),
+        switch_cycles=float(_v(core["switch_cycles"])),
+        stream_bytes_per_cycle=int(_v(core["stream_bytes_per_cycle"])),
+        dram=dram,
+        dispatch_us=float(_v(rt["dispatch_us"])),
+        bd_task_us=float(_v(rt["bd_task_us"])),
+    )
+
+
+@lru_cache(maxsize=1)
+def load() -> Params:
+    """The calibrated parameters the model uses by default."""
+    return from_raw(raw())

@@ -1,0 +1,224 @@
+"""Predicted end-to-end time of a whole-array GEMM design (vectorised over candidate tilings).
+
+    T = dispatch + fill + max(T_core, T_mem) + drain + groups * bubble
+
+T_core (all cores run in lockstep; eq. 9 of Striking with the efficiency spelled out):
+    tiles per core x [k_steps x max(kernel + switch, L1 DMA of A or B) + zero kernel + switch
+                      + C drain to the memtile (single C buffer, sec. 5.3.2)]
+T_mem (eq. 10 with a run-length dependent bandwidth):
+    max( sum over A, B, C of (bytes + runs x run_overhead) / peak_bw ,  busiest shim channel / stream rate )
+fill / drain: the first A and B memtile objects and the last C block cross DRAM unoverlapped.
+bubble: a task group's BD (re)configuration by the command processor, hidden behind the other
+    queued groups; with one group in flight it also waits for the group's C drain and refill (sec. 5.3.3).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..config import GemmConfig
+from ..dtypes import dtype
+from ..hw.devices import Device, device
+from . import kernel as kmod
+from .params import Params, load
+from .traffic import TensorTraffic, analytic_traffic
+
+GIGA = 1e9
+
+
+@dataclass(frozen=True)
+class Problem:
+    """Everything of a GemmConfig except the tiling (m, k, n, k_mt)."""
+
+    device: str
+    M: int
+    K: int
+    N: int
+    dtype_in: str = "bf16"
+    dtype_out: str = "bf16"
+    b_col_maj: bool = False
+    emulate_bf16_with_bfp16: bool = False
+    mmul_shape: tuple[int, int, int] | None = None
+    queue_groups: int = 4
+    depth_ab_l1: int = 2
+    depth_ab_l2: int = 2
+    depth_c_l1: int = 1
+    depth_c_l2: int = 1
+    rows: int = 4
+    cols: int = 0
+    stack_bytes: int = 0
+
+    @classmethod
+    def of(cls, c: GemmConfig) -> Problem:
+        return cls(c.device, c.M, c.K, c.N, c.dtype_in, c.dtype_out, c.b_col_maj, c.emulate_bf16_with_bfp16,
+                   c.mmul_shape, c.queue_groups, c.depth_ab_l1, c.depth_ab_l2, c.depth_c_l1, c.depth_c_l2,
+                   c.rows, c.cols, c.stack_bytes)
+
+    def config(self, m: int, k: int, n: int, k_mt: int, **kw: object) -> GemmConfig:
+        return GemmConfig(self.device, self.M, self.K, self.N, int(m), int(k), int(n), int(k_mt), self.dtype_in,
+                          self.dtype_out, self.b_col_maj, rows=self.rows, cols=self.cols,
+                          emulate_bf16_with_bfp16=self.emulate_bf16_with_bfp16, mmul_shape=self.mmul_shape,
+                          stack_bytes=self.stack_bytes, queue_groups=self.queue_groups,
+                          depth_ab_l1=self.depth_ab_l1, depth_ab_l2=self.depth_ab_l2, depth_c_l1=self.depth_c_l1,
+                          depth_c_l2=self.depth_c_l2, **kw)  # type: ignore[arg-type]
+
+    @property
+    def dev(self) -> Device:
+        return device(self.device)
+
+    @property
+    def ncols(self) -> int:
+        return self.cols or self.dev.columns
+
+    @property
+    def mmul(self) -> tuple[int, int, int]:
+        if self.mmul_shape is not None:
+            return tuple(self.mmul_shape)  # type: ignore[return-value]
+        return self.dev.mmul_shape(self.dtype_in, self.emulate_bf16_with_bfp16)
+
+    @property
+    def kernel_shape(self) -> kmod.KernelShape:
+        return kmod.kernel_shape(self.dev, self.dtype_in, self.dtype_out, self.mmul, self.emulate_bf16_with_bfp16)
+
+    @property
+    def macs(self) -> int:
+        return self.M * self.K * self.N
+
+
+@dataclass
+class Estimate:
+    """Arrays (one entry per candidate) of the predicted quantities; times in seconds."""
+
+    time: np.ndarray
+    t_core: np.ndarray
+    t_mem: np.ndarray
+    t_dram: np.ndarray
+    t_port: np.ndarray
+    t_fill: np.ndarray
+    t_drain: np.ndarray
+    t_bubbles: np.ndarray
+    t_dispatch: float
+    kernel_cycles: np.ndarray
+    kernel_macs_per_cycle: np.ndarray
+    core_macs_per_cycle: np.ndarray  # incl. switching, zero kernel, C drain, L1 DMA waits
+    tops: np.ndarray
+    compute_bound_tops: np.ndarray
+    memory_bound_tops: np.ndarray
+    padded: tuple[np.ndarray, np.ndarray, np.ndarray]
+    traffic: dict[str, TensorTraffic]
+    effective_gbps: dict[str, np.ndarray]
+    groups: np.ndarray
+    extra: dict[str, object] = field(default_factory=dict)
+
+    @property
+    def memory_bound(self) -> np.ndarray:
+        return np.asarray(self.t_mem > self.t_core)
+
+
+def _round_up(x: np.ndarray | np.integer, q: np.ndarray) -> np.ndarray:
+    return np.asarray(-(-x // q) * q)
+
+
+def estimate(pr: Problem, m: np.ndarray | int, k: np.ndarray | int, n: np.ndarray | int,
+             k_mt: np.ndarray | int, params: Params | None = None,
+             traffic: dict[str, TensorTraffic] | None = None,
+             tasks_per_group: int | None = None) -> Estimate:
+    """Predict every candidate (m, k, n, k_mt) of one problem; arrays broadcast against each other.
+
+    `traffic` (bytes and runs per tensor from a Design's runtime sequence) replaces the closed-form
+    count when given; `tasks_per_group` likewise (shim tasks per output block).
+    """
+    p = params or load()
+    dev = pr.dev
+    rows, cols = pr.rows, pr.ncols
+    f_hz = dev.clock_ghz * GIGA
+    b_in, b_out = dtype(pr.dtype_in).bytes, dtype(pr.dtype_out).bytes
+    ks = pr.kernel_shape
+    isa = p.isa[ks.target]
+    sbw = p.stream_bytes_per_cycle
+    m, k, n, k_mt = (np.asarray(x, dtype=np.int64) for x in (m, k, n, k_mt))
+
+    Mp = _round_up(np.int64(pr.M), m * rows)
+    Kp = _round_up(np.int64(pr.K), k_mt)
+    Np = _round_up(np.int64(pr.N), n * cols)
+    m_blocks, n_blocks = Mp // (m * rows), Np // (n * cols)
+    groups = m_blocks * n_blocks
+    k_steps = Kp // k
+
+    # ---- compute side (cycles of one core) ------------------------------------------------
+    kcyc = kmod.kernel_cycles(p, ks, m, k, n)
+    l1_dma = np.maximum(m * k, k * n) * b_in / sbw
+    step = np.maximum(kcyc + p.switch_cycles, l1_dma)
+    zero = m * n * b_out / isa.vst_bytes + p.switch_cycles
+    c_to_l2 = m * n * b_out / sbw
+    c_stall = c_to_l2 if pr.depth_c_l1 == 1 else np.zeros_like(c_to_l2)
+    tile = k_steps * step + zero + c_stall
+    t_core = groups * tile / f_hz
+
+    # ---- memory side ---------------------------------------------------------------------
+    if traffic is None:
+        traffic = analytic_traffic(rows, cols, b_in, b_out, pr.b_col_maj, m, k_mt, n, Mp, Kp, Np)
+    dram = p.dram[dev.name]
+    bw = dram.peak_gbps * GIGA
+    lost = dram.run_overhead_bytes
+    chi = dram.coalescing
+    t_tensor = {name: (tr.bytes + tr.effective_runs(chi) * lost) / bw for name, tr in traffic.items()}
+    t_dram = np.asarray(sum(t_tensor.values()), dtype=np.float64)
+    per_channel = np.maximum(np.maximum(traffic["A"].bytes / rows, traffic["B"].bytes / cols),
+                             traffic["C"].bytes / cols)
+    t_port = per_channel / (sbw * f_hz)
+    t_mem = np.maximum(t_dram, t_port)
+
+    # ---- pipeline fill and drain, BD queue, dispatch ---------------------------------------
+    k_first = np.minimum(k_mt, Kp)
+    a_obj = rows * m * k_first * b_in
+    a_obj_runs = np.where(Kp > k_mt, rows * m, rows)
+    b_l2_k = k_first if pr.b_col_maj else k
+    b_obj = cols * n * b_l2_k * b_in
+    side = 1.0 - chi + chi / cols  # lockstep side-by-side strips of all columns
+    b_obj_runs = np.where(Kp > k_mt, cols * n, cols) if pr.b_col_maj else cols * k * side
+    t_refill = (a_obj + b_obj + (a_obj_runs + b_obj_runs) * lost) / bw
+    c_block = cols * rows * m * n * b_out
+    t_c_dram = (c_block + cols * rows * m * side * lost) / bw
+    t_c_stream = rows * m * n * b_out / (sbw * f_hz)
+    t_drain_block = np.maximum(t_c_dram, t_c_stream) + c_to_l2 / f_hz
+    tasks = tasks_per_group if tasks_per_group is not None else rows + 2 * cols
+    t_cp = tasks * p.bd_task_us * 1e-6
+    body = np.maximum(t_core, t_mem)
+    t_group = body / groups
+    if pr.queue_groups <= 1:
+        bubble = t_cp + t_drain_block + t_refill
+    else:
+        bubble = np.maximum(0.0, t_cp - (pr.queue_groups - 1) * t_group)
+    t_bubbles = groups * bubble
+    t_dispatch = p.dispatch_us * 1e-6
+    time = t_dispatch + t_refill + body + t_drain_block + t_bubbles
+
+    ops = 2.0 * pr.macs
+    padded_macs = (Mp * Kp * Np).astype(np.float64)
+    cores = rows * cols
+    core_cycles = t_core * f_hz
+    return Estimate(
+        time=np.asarray(time, dtype=np.float64),
+        t_core=np.asarray(t_core, dtype=np.float64),
+        t_mem=np.asarray(t_mem, dtype=np.float64),
+        t_dram=t_dram,
+        t_port=np.asarray(t_port, dtype=np.float64),
+        t_fill=np.asarray(t_refill, dtype=np.float64),
+        t_drain=np.asarray(t_drain_block, dtype=np.float64),
+        t_bubbles=np.asarray(t_bubbles, dtype=np.float64),
+        t_dispatch=t_dispatch,
+        kernel_cycles=kcyc,
+        kernel_macs_per_cycle=np.asarray(m * k * n / kcyc, dtype=np.float64),
+        core_macs_per_cycle=np.asarray(padded_macs / cores / core_cycles, dtype=np.float64),
+        tops=np.asarray(ops / time / 1e12, dtype=np.float64),
+        compute_bound_tops=np.asarray(ops / t_core / 1e12, dtype=np.float64),
+        memory_bound_tops=np.asarray(ops / t_mem / 1e12, dtype=np.float64),
+        padded=(Mp, Kp, Np),
+        traffic=traffic,
+        effective_gbps={name: np.asarray(traffic[name].bytes / t / GIGA, dtype=np.float64)
+                        for name, t in t_tensor.items()},
+        groups=groups,
+    )

@@ -1,0 +1,134 @@
+"""PNG plots of predictions: a roofline sweep (like Striking fig. 7-8) and a tile heat map."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..atomic import write_atomic
+from ..config import GemmConfig
+from .params import Params, load
+from .perf import Problem, estimate
+from .tune import evaluate_all
+
+
+def _pyplot() -> Any:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _save(fig: Any, path: Path) -> None:
+    import io
+
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=120)
+    write_atomic(path, buf.getvalue())
+
+
+def sweep(c: GemmConfig, max_size: int = 8192, points: int = 500, seed: int = 0,
+          params: Params | None = None) -> dict[str, np.ndarray]:
+    """Predicted throughput of `c`'s kernel over problem sizes that are multiples of its native
+    size, up to max_size in each dimension (a seeded sample of at most `points`)."""
+    p = params or load()
+    nm, nk, nn = c.native
+    axes = [np.arange(1, max_size // d + 1) * d for d in (nm, nk, nn)]
+    grid = np.array(np.meshgrid(*axes, indexing="ij")).reshape(3, -1).T
+    if len(grid) > points:
+        grid = grid[np.random.default_rng(seed).choice(len(grid), points, replace=False)]
+    out: dict[str, list[float]] = {"M": [], "K": [], "N": [], "tops": [], "ai": [], "compute_bound": [],
+                                   "memory_bound": [], "gbps": []}
+    base = Problem.of(c)
+    for M, K, N in grid:
+        pr = Problem(**{**base.__dict__, "M": int(M), "K": int(K), "N": int(N)})
+        e = estimate(pr, c.m, c.k, c.n, c.k_mt, p)
+        nbytes = sum(float(t.bytes) for t in e.traffic.values())
+        ops = 2.0 * pr.macs
+        out["M"].append(M)
+        out["K"].append(K)
+        out["N"].append(N)
+        out["tops"].append(float(e.tops))
+        out["ai"].append(ops / nbytes)
+        out["compute_bound"].append(float(e.compute_bound_tops))
+        out["memory_bound"].append(float(e.memory_bound_tops))
+        out["gbps"].append(nbytes / float(e.t_mem) / 1e9)
+    return {k: np.asarray(v, dtype=np.float64) for k, v in out.items()}
+
+
+def roofline_png(c: GemmConfig, path: Path, max_size: int = 8192, points: int = 500,
+                 params: Params | None = None) -> dict[str, Any]:
+    plt = _pyplot()
+    data = sweep(c, max_size, points, params=params)
+    dev = c.dev
+    peak = dev.peak_tops(c.dtype_in)
+    fig, ax = plt.subplots(figsize=(8, 5.5))
+    sc = ax.scatter(data["ai"], data["tops"], c=np.log2(data["M"] * data["K"] * data["N"]), s=12, cmap="viridis",
+                    label="predicted end-to-end throughput (one point per M x K x N)")
+    ai = np.linspace(0, data["ai"].max() * 1.05, 200)
+    bw = float(np.median(data["gbps"]))
+    ax.plot(ai, ai * bw / 1000, "--", color="tab:red", label=f"memory roof: AI x {bw:.1f} GB/s (predicted effective)")
+    roof = float(np.median(data["compute_bound"]))
+    ax.axhline(roof, color="tab:green", ls="--", label=f"compute roof of the kernel: {roof:.2f} TOPS (predicted)")
+    ax.axhline(peak, color="gray", ls=":", label=f"device peak {peak:.1f} TOPS")
+    ax.set_ylim(0, max(peak, data["tops"].max()) * 1.08)
+    ax.set_xlim(0, ai[-1])
+    ax.set_xlabel("arithmetic intensity (operations per byte of DRAM traffic)")
+    ax.set_ylabel("throughput (TOPS, predicted)")
+    layout = "column-major" if c.b_col_maj else "row-major"
+    emu = " via bfp16" if c.emulate_bf16_with_bfp16 else ""
+    ax.set_title(f"Predicted roofline: {dev.name} {c.dtype_in}{emu}->{c.dtype_out}, B {layout}, "
+                 f"kernel {c.m}x{c.k}x{c.n}, k_mt {c.k_mt}\n(model predictions, not measurements)", fontsize=10)
+    cb = fig.colorbar(sc, ax=ax)
+    cb.set_label("log2(M x K x N)")
+    ax.legend(loc="lower right", fontsize=8)
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    _save(fig, path)
+    plt.close(fig)
+    return {"path": str(path), "points": int(data["tops"].size), "best_tops": float(data["tops"].max()),
+            "compute_roof_tops": roof, "memory_gbps": bw}
+
+
+def heatmap_png(c: GemmConfig, path: Path, params: Params | None = None) -> dict[str, Any]:
+    """Predicted throughput over (m*n, k) for c's problem: best over n for each m*n, best k_mt."""
+    plt = _pyplot()
+    pr = Problem.of(c)
+    allc = evaluate_all(pr, params)
+    mn, k, tops = allc["m"] * allc["n"], allc["k"], allc["tops"]
+    xs, xi = np.unique(mn, return_inverse=True)
+    ys, yi = np.unique(k, return_inverse=True)
+    grid = np.full((ys.size, xs.size), np.nan)
+    np.fmax.at(grid, (yi, xi), tops)
+    fig, ax = plt.subplots(figsize=(9, 5.5))
+    mesh = ax.pcolormesh(_edges(xs), _edges(ys), np.ma.masked_invalid(grid), cmap="magma", shading="flat")
+    cb = fig.colorbar(mesh, ax=ax)
+    cb.set_label("throughput (TOPS, predicted; best over m/n split and k_mt)")
+    best = int(np.nanargmax(tops))
+    ax.plot(mn[best], k[best], "c*", ms=14, label=f"best: {allc['m'][best]}x{k[best]}x{allc['n'][best]}, "
+            f"k_mt {allc['k_mt'][best]}: {tops[best]:.2f} TOPS")
+    ax.plot(c.m * c.n, c.k, "wo", ms=8, mfc="none", label=f"this design: {c.m}x{c.k}x{c.n}")
+    ax.set_xlabel("output tile per core m x n (elements)")
+    ax.set_ylabel("k (reduction per kernel call, elements)")
+    layout = "column-major" if c.b_col_maj else "row-major"
+    ax.set_title(f"Predicted throughput of every valid tiling: {c.dev.name} {c.M}x{c.K}x{c.N} "
+                 f"{c.dtype_in}->{c.dtype_out}, B {layout}\n(model predictions, not measurements; white: no valid "
+                 "tiling)", fontsize=10)
+    ax.legend(loc="upper right", fontsize=8)
+    fig.tight_layout()
+    _save(fig, path)
+    plt.close(fig)
+    return {"path": str(path), "tilings": int(tops.size), "best_tops": float(tops[best])}
+
+
+def _edges(v: np.ndarray) -> np.ndarray:
+    """Cell edges around sorted, possibly uneven, centres."""
+    v = v.astype(np.float64)
+    if v.size == 1:
+        return np.array([v[0] - 0.5, v[0] + 0.5])
+    mid = (v[1:] + v[:-1]) / 2
+    return np.concatenate([[v[0] - (mid[0] - v[0])], mid, [v[-1] + (v[-1] - mid[-1])]])

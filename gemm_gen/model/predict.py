@@ -1,0 +1,86 @@
+"""predict(): the model applied to one GemmConfig, with its traffic read from the built Design."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..config import GemmConfig
+from ..design import build_design
+from ..design.model import Design
+from .kernel import cluster_terms
+from .params import Params, load
+from .perf import Estimate, Problem, estimate
+from .traffic import design_traffic
+
+
+def tasks_per_group(design: Design) -> int:
+    """Shim tasks the command processor configures per output block (the first group's)."""
+    return sum(1 for t in design.tasks if t.group == 0)
+
+
+def estimate_design(design: Design, params: Params | None = None) -> Estimate:
+    c = design.config
+    return estimate(Problem.of(c), c.m, c.k, c.n, c.k_mt, params, traffic=design_traffic(design),
+                    tasks_per_group=tasks_per_group(design))
+
+
+def predict(config: GemmConfig, params: Params | None = None) -> dict[str, Any]:
+    """Everything `gemm-gen predict --json` prints for one design (all values predicted)."""
+    design = build_design(config)
+    p = params or load()
+    e = estimate_design(design, p)
+    return prediction_json(config, e, p)
+
+
+def _f(x: Any) -> float:
+    return float(x)
+
+
+def prediction_json(c: GemmConfig, e: Estimate, p: Params) -> dict[str, Any]:
+    dev = c.dev
+    peak = dev.peak_macs[c.dtype_in]
+    terms = cluster_terms(p, Problem.of(c).kernel_shape)
+    mem = c.memtile_bytes_used()
+    dram_total = sum(_f(t.bytes) for t in e.traffic.values())
+    t_mem = _f(e.t_mem)
+    return {
+        "predicted": True,
+        "model": "gemm_gen.model (analytical; see docs/model.md)",
+        "device": dev.name,
+        "problem": [c.M, c.K, c.N],
+        "tile": [c.m, c.k, c.n],
+        "k_mt": c.k_mt,
+        "mmul": list(c.mmul),
+        "dtype_in": c.dtype_in,
+        "dtype_out": c.dtype_out,
+        "b_col_maj": c.b_col_maj,
+        "emulate_bf16_with_bfp16": c.emulate_bf16_with_bfp16,
+        "padded": [int(x) for x in e.padded],
+        "tops": _f(e.tops),
+        "time_s": _f(e.time),
+        "time_us": _f(e.time) * 1e6,
+        "bound": "memory" if t_mem > _f(e.t_core) else "compute",
+        "compute_bound_tops": _f(e.compute_bound_tops),
+        "memory_bound_tops": _f(e.memory_bound_tops),
+        "peak_tops": dev.peak_tops(c.dtype_in),
+        "core_macs_per_cycle": _f(e.kernel_macs_per_cycle),
+        "core_efficiency": _f(e.kernel_macs_per_cycle) / peak,
+        "core_macs_per_cycle_in_array": _f(e.core_macs_per_cycle),
+        "kernel_cycles_per_call": _f(e.kernel_cycles),
+        "kernel_model": {"ii": terms["ii"], "overhead_per_cluster": terms["overhead"],
+                         "serial_overhead_per_cluster": terms["serial_overhead"],
+                         "accumulator_sets": terms["acc_sets"]},
+        "times_us": {"core": _f(e.t_core) * 1e6, "memory": t_mem * 1e6, "dram": _f(e.t_dram) * 1e6,
+                     "shim_streams": _f(e.t_port) * 1e6, "fill": _f(e.t_fill) * 1e6,
+                     "drain": _f(e.t_drain) * 1e6, "bd_bubbles": _f(e.t_bubbles) * 1e6,
+                     "dispatch": e.t_dispatch * 1e6},
+        "dram": {name: {"bytes": int(_f(t.bytes)), "runs": int(_f(t.runs)), "run_bytes": _f(t.run_bytes),
+                        "effective_gbps": _f(e.effective_gbps[name])} for name, t in e.traffic.items()},
+        "dram_bytes_total": int(dram_total),
+        "effective_dram_gbps": dram_total / _f(e.t_dram) / 1e9,
+        "task_groups": int(_f(e.groups)),
+        "l1_bytes": c.l1_bytes,
+        "l1_fraction": c.l1_bytes / dev.l1_bytes,
+        "l2_bytes": sum(mem),
+        "l2_fraction": sum(mem) / (dev.memtile_bytes * c.cols),
+    }

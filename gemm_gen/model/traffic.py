@@ -1,0 +1,110 @@
+"""DRAM traffic of a design: bytes and contiguous runs per host tensor.
+
+`design_traffic` reads them from the Design's runtime sequence (every shim task's access pattern);
+`analytic_traffic` is the same count in closed form, vectorised over candidate tilings for the
+tuner (tests check that the two agree).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..design.model import Design
+from ..dtypes import dtype
+from ..tap import Tap
+
+TENSORS = ("A", "B", "C")
+
+
+@dataclass
+class TensorTraffic:
+    bytes: np.ndarray  # bytes moved over the shims
+    runs: np.ndarray  # contiguous DRAM runs of each task (each costs a fixed overhead)
+    # the runs when the tasks of one group that walk side by side (same pattern, each starting
+    # where the previous one's run ends, e.g. the B row-major and C strips of all columns) are
+    # counted as one longer run: they run in lockstep, so their requests reach the same DRAM pages
+    merged_runs: np.ndarray
+
+    @property
+    def run_bytes(self) -> np.ndarray:
+        return np.asarray(self.bytes / np.maximum(self.runs, 1), dtype=np.float64)
+
+    def effective_runs(self, coalescing: float) -> np.ndarray:
+        return np.asarray(self.runs * (1.0 - coalescing) + self.merged_runs * coalescing, dtype=np.float64)
+
+
+def contiguous_run(tap: Tap) -> int:
+    """Elements the pattern reads back to back before it jumps (innermost dims merged)."""
+    dims = [(size, stride) for size, stride in zip(tap.sizes, tap.strides) if size > 1][::-1]
+    if not dims:
+        return 1
+    size, stride = dims[0]
+    if stride != 1:
+        return 1
+    run = size
+    for size, stride in dims[1:]:
+        if stride != run:
+            break
+        run *= size
+    return run
+
+
+def _side_by_side(taps: list[Tap]) -> int:
+    """How many of a group's taps on one tensor continue each other's runs (1 if they do not)."""
+    first = taps[0]
+    run = contiguous_run(first)
+    if len(taps) < 2 or any((t.sizes, t.strides) != (first.sizes, first.strides) for t in taps):
+        return 1
+    offsets = sorted(t.offset for t in taps)
+    if all(b - a == run for a, b in zip(offsets, offsets[1:])):
+        return len(taps)
+    return 1
+
+
+def design_traffic(design: Design) -> dict[str, TensorTraffic]:
+    """Bytes and runs per tensor, summed over the runtime sequence's shim tasks."""
+    acc: dict[str, list[float]] = {name: [0.0, 0.0, 0.0] for name in TENSORS}
+    by_group: dict[tuple[int, str], list[Tap]] = {}
+    for task in design.tasks:
+        nbytes = dtype(design.tensor(task.tensor).dtype).bytes
+        count = task.tap.count
+        acc[task.tensor][0] += count * nbytes
+        acc[task.tensor][1] += count // contiguous_run(task.tap)
+        by_group.setdefault((task.group, task.tensor), []).append(task.tap)
+    for (_, tensor), taps in by_group.items():
+        side = _side_by_side(taps)
+        acc[tensor][2] += sum(t.count // contiguous_run(t) for t in taps) / side
+    return {name: TensorTraffic(np.asarray(b), np.asarray(r), np.asarray(mr)) for name, (b, r, mr) in acc.items()}
+
+
+def analytic_traffic(rows: int, cols: int, b_in: int, b_out: int, b_col_maj: bool,
+                     m: np.ndarray, k_mt: np.ndarray, n: np.ndarray,
+                     Mp: np.ndarray, Kp: np.ndarray, Np: np.ndarray) -> dict[str, TensorTraffic]:
+    """The runtime sequence's traffic in closed form (Striking eq. 6-8 with padding).
+
+    A: every m x Kp strip is read once per output block column (N/(n cols) times), in k_mt runs
+    (one long run when Kp == k_mt: consecutive rows then touch). B column-major likewise on B^T;
+    B row-major in runs of n. C is written once, in runs of n.
+    """
+    f = np.float64
+    m_blocks, n_blocks = Mp // (m * rows), Np // (n * cols)
+    whole = Kp <= k_mt  # one k_mt chunk: a strip is one run, and the strips of a group touch
+    a_bytes = (Mp * Kp * n_blocks * b_in).astype(f)
+    a_runs = a_bytes / (np.where(whole, m * Kp, k_mt) * b_in)
+    a_side = np.where(whole, rows, 1)
+    b_bytes = (Np * Kp * m_blocks * b_in).astype(f)
+    if b_col_maj:
+        b_runs = b_bytes / (np.where(whole, n * Kp, k_mt) * b_in)
+        b_side = np.where(whole, cols, 1)
+    else:
+        b_runs = b_bytes / (n * b_in)
+        b_side = np.full(np.shape(b_runs), cols)
+    c_bytes = (Mp * Np * b_out).astype(f)
+    c_runs = c_bytes / (n * b_out)
+    return {
+        "A": TensorTraffic(a_bytes, np.asarray(a_runs, dtype=f), np.asarray(a_runs / a_side, dtype=f)),
+        "B": TensorTraffic(b_bytes, np.asarray(b_runs, dtype=f), np.asarray(b_runs / b_side, dtype=f)),
+        "C": TensorTraffic(c_bytes, np.asarray(c_runs, dtype=f), np.asarray(c_runs / cols, dtype=f)),
+    }

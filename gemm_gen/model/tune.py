@@ -1,0 +1,369 @@
+"""The tuner: every valid (m, k, n, k_mt) of a problem, ranked by the model.
+
+Search space: m a multiple of 2r, n of 2t, k of s (up to what L1 and the BD fields allow, and no
+larger than one core's share of the problem), k_mt a multiple of k. All (m, k, n) are enumerated
+with NumPy; for k_mt the model depends only on the number of K chunks q = ceil(K / k_mt) and on
+k_mt itself, and for a fixed q the smallest k_mt is never worse (less padding and traffic for
+the same number of runs), so each q contributes one k_mt. q rises from the fewest chunks the
+memtiles allow until a lower bound of the time exceeds the N-th best found: the ranking of the top
+N is exact. Candidates are checked analytically (L1, memtile placement with neighbour spill, BD
+sizes); GemmConfig.validate() then runs on the finalists only.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..config import MAX_RUNTIME_TASKS, GemmConfig
+from ..dtypes import dtype
+from ..errors import ConfigError, GemmGenError
+from ..hw.devices import MLIR_AIE_BD_MAX_SIZE, TileKind
+from .params import Params, load
+from .perf import Estimate, Problem, estimate
+
+MAX_ROUNDS = 1024
+
+
+@dataclass
+class Candidate:
+    config: GemmConfig
+    tops: float
+    time_s: float
+    compute_bound_tops: float
+    memory_bound_tops: float
+    bound: str
+    core_macs_per_cycle: float
+    l1_bytes: int
+    l1_fraction: float
+    l2_bytes: int
+    l2_fraction: float
+    wasted_fraction: float
+    measured_s: float | None = None
+
+    @property
+    def measured_tops(self) -> float | None:
+        if self.measured_s is None:
+            return None
+        c = self.config
+        return 2.0 * c.M * c.K * c.N / self.measured_s / 1e12
+
+    def to_json(self) -> dict[str, Any]:
+        c = self.config
+        out: dict[str, Any] = {
+            "m": c.m, "k": c.k, "n": c.n, "k_mt": c.k_mt, "predicted_tops": self.tops,
+            "predicted_time_us": self.time_s * 1e6, "compute_bound_tops": self.compute_bound_tops,
+            "memory_bound_tops": self.memory_bound_tops, "bound": self.bound,
+            "core_macs_per_cycle": self.core_macs_per_cycle, "l1_bytes": self.l1_bytes,
+            "l1_fraction": self.l1_fraction, "l2_bytes": self.l2_bytes, "l2_fraction": self.l2_fraction,
+            "wasted_fraction": self.wasted_fraction,
+        }
+        if self.measured_s is not None:
+            out["measured_time_us"] = self.measured_s * 1e6
+            out["measured_tops"] = self.measured_tops
+        return out
+
+
+@dataclass
+class TuneResult:
+    problem: Problem
+    top: list[Candidate]
+    evaluated: int  # (m, k, n, k_mt) candidates the model ranked
+    tilings: int  # valid (m, k, n)
+    seconds: float
+    rejected_by_validate: int = 0
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def best(self) -> Candidate:
+        return self.top[0]
+
+
+def _round_up(x: Any, q: Any) -> Any:
+    return -(-x // q) * q
+
+
+def _tilings(pr: Problem, fixed: dict[str, int | None]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Every (m, k, n) that fits L1 and the BD fields that do not depend on k_mt."""
+    dev = pr.dev
+    r, s, t = pr.mmul
+    rows, cols = pr.rows, pr.ncols
+    b_in, b_out = dtype(pr.dtype_in).bytes, dtype(pr.dtype_out).bytes
+    core = dev.dma[TileKind.CORE]
+    shim = dev.dma[TileKind.SHIM]
+    word = 4
+    m_hi = min(_round_up(-(-pr.M // rows), 2 * r), MLIR_AIE_BD_MAX_SIZE, core.max_wrap * r)
+    n_hi = _round_up(-(-pr.N // cols), 2 * t)
+    n_hi = min(n_hi, shim.max_wrap * word // b_out)  # shim C d0 wrap
+    if pr.b_col_maj:
+        n_hi = min(n_hi, MLIR_AIE_BD_MAX_SIZE, core.max_wrap * t)
+    else:
+        n_hi = min(n_hi, shim.max_wrap * word // b_in)
+    k_hi = min(_round_up(pr.K, s), MLIR_AIE_BD_MAX_SIZE * s)
+    ms = np.arange(2 * r, m_hi + 1, 2 * r, dtype=np.int64)
+    ns = np.arange(2 * t, n_hi + 1, 2 * t, dtype=np.int64)
+    if fixed.get("m") is not None:
+        ms = np.array([fixed["m"]], dtype=np.int64)
+    if fixed.get("n") is not None:
+        ns = np.array([fixed["n"]], dtype=np.int64)
+    mm, nn = (a.ravel() for a in np.meshgrid(ms, ns, indexing="ij"))
+    stack = pr.stack_bytes or dev.default_stack_bytes
+    room = dev.l1_bytes - stack - dev.kernel_data_bytes - pr.depth_c_l1 * b_out * mm * nn
+    k_max = np.where(room > 0, room // (pr.depth_ab_l1 * b_in * (mm + nn)), 0) // s * s
+    k_max = np.minimum(k_max, k_hi)
+    if fixed.get("k") is not None:
+        kf = int(fixed["k"])  # type: ignore[arg-type]
+        keep = k_max >= kf
+        mm, nn = mm[keep], nn[keep]
+        return mm, np.full(mm.shape, kf, dtype=np.int64), nn
+    counts = k_max // s
+    keep = counts > 0
+    mm, nn, counts = mm[keep], nn[keep], counts[keep]
+    m3 = np.repeat(mm, counts)
+    n3 = np.repeat(nn, counts)
+    starts = np.repeat(np.cumsum(counts) - counts, counts)
+    k3 = (np.arange(m3.size, dtype=np.int64) - starts + 1) * s
+    return m3, k3, n3
+
+
+def _memtiles_fit(pr: Problem, m: np.ndarray, k: np.ndarray, n: np.ndarray, k_mt: np.ndarray) -> np.ndarray:
+    """GemmConfig.memtile_placement, vectorised: mlir-aie's order and neighbour spill; C stays home."""
+    dev = pr.dev
+    rows, cols = pr.rows, pr.ncols
+    b_in, b_out = dtype(pr.dtype_in).bytes, dtype(pr.dtype_out).bytes
+    cap = dev.memtile_bytes
+    a_bytes = m * k_mt * b_in
+    b_bytes = (k_mt if pr.b_col_maj else k) * n * b_in
+    c_bytes = rows * m * n * b_out
+    owners: list[tuple[str, int, np.ndarray, int]] = []
+    owners += [(f"A_L3L2_{row}", row * (cols // rows), a_bytes, pr.depth_ab_l2) for row in range(rows)]
+    owners += [(f"B_L3L2_{col}", col, b_bytes, pr.depth_ab_l2) for col in range(cols)]
+    owners += [(f"C_L2L3_{col}", col, c_bytes, pr.depth_c_l2) for col in range(cols)]
+    used = np.zeros((m.size, cols), dtype=np.int64)
+    ok = np.ones(m.size, dtype=bool)
+    for name, col, nbytes, depth in sorted(owners, key=lambda o: o[0]):
+        nb = np.broadcast_to(nbytes, m.shape)
+        for _ in range(depth):
+            home = np.full(m.size, -1, dtype=np.int64)
+            for c in (col, col - 1, col + 1):
+                if 0 <= c < cols:
+                    can = (home < 0) & (used[:, c] + nb <= cap)
+                    home[can] = c
+            bad = home < 0
+            if name.startswith("C"):
+                bad |= home != col
+            ok &= ~bad
+            placed = home >= 0
+            used[placed, home[placed]] += nb[placed]
+    return ok
+
+
+@dataclass
+class _Bound:
+    """Per (m, k, n): a time no k_mt with q K chunks can beat (K padded to one k-step only)."""
+
+    floor: np.ndarray  # dispatch + compute time
+    fixed_s: np.ndarray  # DRAM time of the bytes and of the runs that do not depend on q
+    per_chunk_s: np.ndarray  # DRAM time of the run overheads per K chunk (A, and B column-major)
+
+    def at(self, idx: np.ndarray, q: np.ndarray) -> np.ndarray:
+        chunks = np.where(q > 1, q, 0) * self.per_chunk_s[idx]
+        return np.asarray(np.maximum(self.floor[idx], self.fixed_s[idx] + chunks), dtype=np.float64)
+
+
+def _bound(pr: Problem, e: Estimate, p: Params) -> _Bound:
+    dram = p.dram[pr.dev.name]
+    bw = dram.peak_gbps * 1e9
+    tr = e.traffic
+    b_in = dtype(pr.dtype_in).bytes
+    Kp = e.padded[1]
+    per_chunk = tr["A"].bytes / (Kp * b_in)  # one run per row of A per chunk
+    fixed_runs = tr["C"].effective_runs(dram.coalescing)
+    if pr.b_col_maj:
+        per_chunk = per_chunk + tr["B"].bytes / (Kp * b_in)
+    else:
+        fixed_runs = fixed_runs + tr["B"].effective_runs(dram.coalescing)
+    nbytes = tr["A"].bytes + tr["B"].bytes + tr["C"].bytes
+    lost = dram.run_overhead_bytes
+    return _Bound(np.asarray(p.dispatch_us * 1e-6 + e.t_core), np.asarray((nbytes + fixed_runs * lost) / bw),
+                  np.asarray(per_chunk * lost / bw))
+
+
+def _smallest_j(K: int, k: np.ndarray, q: np.ndarray) -> np.ndarray:
+    """The smallest k_mt / k that still covers K in q chunks."""
+    return np.asarray(-(-K // (q * k)), dtype=np.int64)
+
+
+def _rank_all(pr: Problem, fixed: dict[str, int | None], top: int, p: Params, per_tiling: bool = False
+              ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, int, int]:
+    """Model times of the candidates; with per_tiling, at least the best k_mt of every (m, k, n)."""
+    m, k, n = _tilings(pr, fixed)
+    tilings = m.size
+    if tilings == 0:
+        empty = np.zeros(0, dtype=np.int64)
+        return empty, empty, empty, empty, np.zeros(0), 0, 0
+    b_in = dtype(pr.dtype_in).bytes
+    rows, cols = pr.rows, pr.ncols
+    shim = pr.dev.dma[TileKind.SHIM]
+    K1 = _round_up(pr.K, k)
+    j_hi = np.minimum(K1 // k, np.minimum(shim.max_wrap * 4 // (k * b_in), MLIR_AIE_BD_MAX_SIZE))
+    # all memtiles together must hold every L2 buffer: an upper bound on k_mt (placement decides)
+    b_out = dtype(pr.dtype_out).bytes
+    room = cols * pr.dev.memtile_bytes - cols * pr.depth_c_l2 * rows * m * n * b_out
+    if pr.b_col_maj:
+        kmt_cap = room // (pr.depth_ab_l2 * b_in * (rows * m + cols * n))
+    else:
+        kmt_cap = (room - cols * pr.depth_ab_l2 * k * n * b_in) // (pr.depth_ab_l2 * b_in * rows * m)
+    j_hi = np.minimum(j_hi, np.maximum(kmt_cap // k, 1))
+    fixed_kmt = fixed.get("k_mt")
+    if fixed_kmt is not None:
+        keep = (fixed_kmt % k == 0) & (fixed_kmt // k <= MLIR_AIE_BD_MAX_SIZE)
+        m, k, n, K1 = m[keep], k[keep], n[keep], K1[keep]
+        j_hi = np.full(m.shape, 0)
+    # tiles of a core must stay few enough for the runtime sequence
+    Mp = _round_up(pr.M, m * rows)
+    Np = _round_up(pr.N, n * cols)
+    tasks_ok = (Mp // (m * rows)) * (Np // (n * cols)) * (rows + 2 * cols) <= MAX_RUNTIME_TASKS
+    m, k, n, K1, j_hi = m[tasks_ok], k[tasks_ok], n[tasks_ok], K1[tasks_ok], j_hi[tasks_ok]
+    bound = _bound(pr, estimate(pr, m, k, n, K1, p), p)  # K padded to one k-step: below every k_mt
+    out_idx: list[np.ndarray] = []
+    out_kmt: list[np.ndarray] = []
+    out_time: list[np.ndarray] = []
+    if fixed_kmt is not None:
+        kmt = np.full(m.shape, int(fixed_kmt), dtype=np.int64)
+        fit = _memtiles_fit(pr, m, k, n, kmt)
+        idx = np.nonzero(fit)[0]
+        e = estimate(pr, m[idx], k[idx], n[idx], kmt[idx], p)
+        out_idx.append(idx)
+        out_kmt.append(kmt[idx])
+        out_time.append(e.time)
+    else:
+        # j = k_mt / k: start from the fewest K chunks the BD fields allow, then step to the smallest
+        # j of each next chunk count (the one k_mt per padding class that is not dominated)
+        j = _smallest_j(pr.K, k, -(-pr.K // (np.maximum(j_hi, 1) * k)))
+        active = np.arange(m.size)
+        threshold = np.inf
+        found = 0
+        own_best = np.full(m.size, np.inf)
+        for _ in range(MAX_ROUNDS):
+            if active.size == 0:
+                break
+            kk = k[active]
+            kmt = j[active] * kk
+            fit = _memtiles_fit(pr, m[active], kk, n[active], kmt)
+            idx = active[fit]
+            if idx.size:
+                e = estimate(pr, m[idx], k[idx], n[idx], kmt[fit], p)
+                out_idx.append(idx)
+                out_kmt.append(kmt[fit])
+                out_time.append(e.time)
+                found += idx.size
+                own_best[idx] = np.minimum(own_best[idx], e.time)
+                if found >= top:
+                    threshold = float(np.partition(np.concatenate(out_time), top - 1)[top - 1])
+            nxt = active[j[active] > 1]
+            q_next = -(-pr.K // ((j[nxt] - 1) * k[nxt]))
+            j[nxt] = _smallest_j(pr.K, k[nxt], q_next)
+            if nxt.size:
+                limit = own_best[nxt] if per_tiling else threshold
+                keep = bound.at(nxt, q_next) < limit
+                nxt, q_next = nxt[keep], q_next[keep]
+            active = nxt
+    if not out_idx:
+        empty = np.zeros(0, dtype=np.int64)
+        return empty, empty, empty, empty, np.zeros(0), tilings, 0
+    idx = np.concatenate(out_idx)
+    kmt_all = np.concatenate(out_kmt)
+    t_all = np.concatenate(out_time)
+    return m[idx], k[idx], n[idx], kmt_all, t_all, tilings, int(idx.size)
+
+
+def tune(pr: Problem, top: int = 5, fixed: dict[str, int | None] | None = None,
+         params: Params | None = None) -> TuneResult:
+    """Rank every valid design of `pr` by predicted time; validate the best until `top` pass."""
+    start = time.perf_counter()
+    p = params or load()
+    fixed = fixed or {}
+    _check_problem(pr, fixed)
+    m, k, n, kmt, t, tilings, evaluated = _rank_all(pr, fixed, max(1, top), p)
+    order = np.lexsort((m * n, -kmt, t))  # fastest first; ties: longer k_mt, smaller C tile
+    found: list[Candidate] = []
+    rejected = 0
+    first_error: GemmGenError | None = None
+    for i in order:
+        if len(found) >= top:
+            break
+        config = pr.config(m[i], k[i], n[i], kmt[i])
+        try:
+            config.validate()
+        except GemmGenError as e:
+            first_error = first_error or e
+            rejected += 1
+            if rejected > 2000:
+                break
+            continue
+        found.append(_candidate(config, p))
+    if not found:
+        what = f"no valid design for {pr.device} {pr.M}x{pr.K}x{pr.N} {pr.dtype_in}->{pr.dtype_out}"
+        if any(v is not None for v in fixed.values()):
+            what += " with " + ", ".join(f"{k}={v}" for k, v in fixed.items() if v is not None)
+        if first_error is not None:
+            raise ConfigError(f"{what}; the best-ranked one fails: {first_error.what}", first_error.fix)
+        raise ConfigError(what, "relax the fixed tile sizes or check the problem size")
+    return TuneResult(pr, found, evaluated, tilings, time.perf_counter() - start, rejected)
+
+
+def _check_problem(pr: Problem, fixed: dict[str, int | None] | None = None) -> None:
+    """The checks that do not depend on the tiling, with GemmConfig's own messages."""
+    sizes = [("M", pr.M), ("K", pr.K), ("N", pr.N)]
+    sizes += [(name, v) for name, v in (fixed or {}).items() if v is not None]
+    for name, value in sizes:
+        if value < 1:
+            flag = f"--{name.replace('_', '-')}" if len(name) > 1 else f"-{name}"
+            raise ConfigError(f"{name}={value} must be positive", f"give {flag} a size >= 1")
+    r, s, t = pr.mmul  # raises for a device without a kernel for dtype_in
+    # the largest tiles a core's share allows: if even these need too many runtime tasks, say so
+    m = min(_round_up(-(-pr.M // pr.rows), 2 * r), _round_up(MLIR_AIE_BD_MAX_SIZE, 2 * r))
+    n = min(_round_up(-(-pr.N // pr.ncols), 2 * t), _round_up(MLIR_AIE_BD_MAX_SIZE, 2 * t))
+    probe = pr.config(m, s, n, s)
+    probe._check_types()
+    probe._check_array()
+    probe._check_queue()
+
+
+def _candidate(c: GemmConfig, p: Params) -> Candidate:
+    pr = Problem.of(c)
+    e = estimate(pr, c.m, c.k, c.n, c.k_mt, p)
+    mem = sum(c.memtile_bytes_used())
+    t_core, t_mem = float(e.t_core), float(e.t_mem)
+    return Candidate(c, float(e.tops), float(e.time), float(e.compute_bound_tops), float(e.memory_bound_tops),
+                     "memory" if t_mem > t_core else "compute", float(e.kernel_macs_per_cycle), c.l1_bytes,
+                     c.l1_bytes / c.dev.l1_bytes, mem, mem / (c.dev.memtile_bytes * c.cols), c.wasted_fraction)
+
+
+def evaluate_all(pr: Problem, params: Params | None = None) -> dict[str, np.ndarray]:
+    """Every valid (m, k, n) with its best k_mt and predicted time (for the heat map)."""
+    p = params or load()
+    _check_problem(pr)
+    m, k, n, kmt, t, _, _ = _rank_all(pr, {}, 1, p, per_tiling=True)
+    order = np.lexsort((kmt, n, k, m, t))  # per (m, k, n) keep the fastest
+    m, k, n, kmt, t = m[order], k[order], n[order], kmt[order], t[order]
+    keys = m * 10**12 + k * 10**6 + n
+    _, first = np.unique(keys, return_index=True)
+    return {"m": m[first], "k": k[first], "n": n[first], "k_mt": kmt[first], "time": t[first],
+            "tops": 2.0 * pr.macs / t[first] / 1e12}
+
+
+def best_config(pr: Problem, fixed: dict[str, int | None] | None = None) -> GemmConfig:
+    return tune(pr, 1, fixed).best.config
+
+
+def tuned_config(base: GemmConfig, k_mt: int | None = None) -> GemmConfig:
+    """`base` with the tuner's best m, k, n (and k_mt unless given); every other field kept."""
+    from dataclasses import replace
+
+    best = tune(Problem.of(base), 1, {"k_mt": k_mt}).best.config
+    return replace(base, m=best.m, k=best.k, n=best.n, k_mt=best.k_mt)

@@ -1,0 +1,41 @@
+"""The calibration stays true: calibration.json equals its derivation, docs/model.md equals the script."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from gemm_gen.model import calibrate
+from gemm_gen.model.params import raw
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.mark.slow
+def test_calibration_json_equals_its_derivation():
+    assert calibrate.derive() == raw()
+
+
+@pytest.mark.slow
+def test_docs_model_md_is_up_to_date():
+    result = subprocess.run([sys.executable, str(ROOT / "scripts" / "model_table.py"), "--check"],
+                            capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+
+
+@pytest.mark.slow
+def test_every_compared_table_row_is_close():
+    rows = calibrate.rows()
+    for r in rows:
+        if r.group.startswith("Striking Table") and r.error is not None:
+            assert abs(r.error) < 0.10, r
+
+
+def test_bench_tune_script_runs_under_the_limit():
+    result = subprocess.run([sys.executable, str(ROOT / "scripts" / "bench_tune.py")], capture_output=True,
+                            text=True, timeout=120)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "slowest search" in result.stdout

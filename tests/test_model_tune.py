@@ -1,0 +1,160 @@
+"""The tuner: exhaustive and exact under the model, fast, at least the paper's choice; --measure."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+import types
+
+import numpy as np
+import pytest
+
+from gemm_gen.cli import main, parser
+from gemm_gen.cliargs import config_from_args
+from gemm_gen.errors import GemmGenError, ToolchainMissing
+from gemm_gen.model import calibrate, paper
+from gemm_gen.model.params import load
+from gemm_gen.model.perf import Problem, estimate
+from gemm_gen.model.tune import _memtiles_fit, _tilings, evaluate_all, tune
+
+
+def run(capsys, *args: str) -> tuple[int, str, str]:
+    code = main(list(args))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def problem(row: paper.ArrayRow, col: bool = True) -> Problem:
+    return Problem(row.device, row.M, row.K, row.N, row.dtype_in, row.dtype_out, col, row.emulate,
+                   stack_bytes=row.stack_bytes)
+
+
+@pytest.mark.parametrize("row", paper.STRIKING_T2 + paper.STRIKING_T3, ids=calibrate._aname)
+def test_tuned_design_is_at_least_the_papers_choice_within_a_second(row):
+    start = time.perf_counter()
+    result = tune(problem(row), 5)
+    assert time.perf_counter() - start < 1.0
+    assert result.best.tops >= calibrate.array_tops(load(), row) * (1 - 1e-9)
+    assert [c.tops for c in result.top] == sorted((c.tops for c in result.top), reverse=True)
+    for c in result.top:
+        c.config.validate()
+        assert c.l1_bytes <= c.config.dev.l1_bytes
+
+
+def _brute_force(pr: Problem) -> np.ndarray:
+    """Every (m, k, n) and every multiple of k for k_mt that fits: sorted predicted times."""
+    m, k, n = _tilings(pr, {})
+    times = []
+    K1 = -(-pr.K // k) * k
+    for j in range(1, int((K1 // k).max()) + 1):
+        keep = j * k <= K1
+        mm, kk, nn = m[keep], k[keep], n[keep]
+        kmt = j * kk
+        fit = _memtiles_fit(pr, mm, kk, nn, kmt)
+        if fit.any():
+            times.append(estimate(pr, mm[fit], kk[fit], nn[fit], kmt[fit]).time)
+    return np.sort(np.concatenate(times))
+
+
+@pytest.mark.parametrize("pr", [Problem("npu1", 520, 600, 700, "i8", "i16", True),
+                                Problem("npu2", 640, 1000, 1536, "bf16", "bf16", False),
+                                Problem("npu2", 300, 2000, 500, "i8", "i8", True)], ids=str)
+def test_pruned_search_finds_the_exhaustive_optimum(pr):
+    every = _brute_force(pr)
+    result = tune(pr, 5)
+    got = sorted(c.time_s for c in result.top)
+    assert got[0] == pytest.approx(every[0], rel=1e-12)
+    assert np.allclose(got, every[: len(got)], rtol=1e-12)
+
+
+def test_heat_map_data_has_the_best_k_mt_of_every_tiling():
+    pr = Problem("npu1", 520, 600, 700, "i8", "i16", True)
+    allc = evaluate_all(pr)
+    m, k, n = _tilings(pr, {})
+    assert len(allc["m"]) <= m.size and allc["tops"].max() == pytest.approx(tune(pr, 1).best.tops)
+
+
+def test_fixed_sizes_constrain_the_search(capsys):
+    code, out, _ = run(capsys, "tune", "--dev", "npu2", "-M", "2048", "-K", "2048", "-N", "2048", "--dtype_in", "i8",
+                       "--dtype_out", "i16", "-k", "64", "--top", "3", "--json")
+    info = json.loads(out)
+    assert code == 0 and len(info["top"]) == 3 and all(c["k"] == 64 for c in info["top"])
+    assert info["predicted"] is True and info["ranked_by"] == "model"
+    assert {"l1_fraction", "l2_fraction", "compute_bound_tops", "memory_bound_tops", "bound"} <= set(info["top"][0])
+
+
+def test_tune_text_lists_bounds_and_memory_use(capsys):
+    code, out, _ = run(capsys, "tune", "--dev", "npu1", "-M", "1024", "-K", "1024", "-N", "1024", "--top", "4")
+    lines = out.splitlines()
+    assert code == 0 and "PREDICTED" in lines[0] and "L1" in lines[1] and "L2" in lines[1] and len(lines) == 6
+
+
+def test_tune_bad_input_exits_2(capsys):
+    code, out, err = run(capsys, "tune", "--dev", "npu1", "-M", "64", "-K", "64", "-N", "64", "--dtype_in", "bf16",
+                         "--dtype_out", "i8")
+    assert code == 2 and out == "" and "dtype_out" in err
+
+
+def test_config_without_tiles_is_the_tuned_design():
+    a = parser().parse_args(["plan", "--dev", "npu2", "-M", "4096", "-K", "4096", "-N", "2048"])
+    start = time.perf_counter()
+    c = config_from_args(a)
+    assert time.perf_counter() - start < 1.0
+    best = tune(Problem("npu2", 4096, 4096, 2048), 1).best.config
+    assert (c.m, c.k, c.n, c.k_mt) == (best.m, best.k, best.n, best.k_mt)
+    a = parser().parse_args(["plan", "--dev", "npu2", "-M", "4096", "-K", "4096", "-N", "2048", "--k-mt", "96"])
+    assert config_from_args(a).k_mt == 96
+    a = parser().parse_args(["plan", "--dev", "npu2", "-M", "4096", "-K", "4096", "-N", "2048", "-m", "64"])
+    assert config_from_args(a).m == 64  # explicit tiles: the old defaults for the rest
+
+
+# ---- --measure ---------------------------------------------------------------------------------------
+@pytest.fixture
+def fake_backends(monkeypatch):
+    """A stand-in for gemm_gen.backends: 'measures' the reverse of the model's order."""
+    calls = []
+
+    def measure(config, iters, warmup):
+        calls.append((config.m, config.k, config.n, config.k_mt, iters, warmup))
+        return 1e-3 * (10 - len(calls))  # later candidates run faster
+
+    mod = types.ModuleType("gemm_gen.backends")
+    mod.measure = measure  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "gemm_gen.backends", mod)
+    import gemm_gen
+
+    monkeypatch.setattr(gemm_gen, "backends", mod, raising=False)
+    return calls
+
+
+def test_measure_reranks_by_measurement_with_a_progress_bar(capsys, fake_backends):
+    args = ["tune", "--dev", "npu1", "-M", "1024", "-K", "1024", "-N", "1024", "--measure", "3", "--iters", "7",
+            "--warmup", "2"]
+    code, out, err = run(capsys, *args, "--json")
+    info = json.loads(out)
+    assert code == 0 and len(fake_backends) == 3 and all(c[4:] == (7, 2) for c in fake_backends)
+    assert info["ranked_by"] == "measurement"
+    measured = [c for c in info["top"] if "measured_time_us" in c]
+    assert len(measured) == 3
+    assert [c["measured_time_us"] for c in measured] == sorted(c["measured_time_us"] for c in measured)
+    order = [(c[0], c[1], c[2], c[3]) for c in fake_backends]
+    assert (measured[0]["m"], measured[0]["k"], measured[0]["n"], measured[0]["k_mt"]) == order[-1]
+    assert "measuring on the NPU" in err and "3/3" in err
+
+
+def test_measure_without_toolchain_exits_2_with_one_sentence(capsys, monkeypatch, fake_backends):
+    def missing(config, iters, warmup):
+        raise ToolchainMissing("XRT (pyxrt) is not installed", "install XRT and the NPU driver")
+
+    import gemm_gen
+
+    monkeypatch.setattr(gemm_gen.backends, "measure", missing)
+    code, out, err = run(capsys, "tune", "--dev", "npu1", "-M", "1024", "-K", "1024", "-N", "1024", "--measure", "2")
+    last = [line for line in err.splitlines() if "cannot measure" in line]
+    assert code == 2 and out == "" and len(last) == 1 and "XRT" in last[0]
+
+
+def test_no_valid_design_is_a_clear_error():
+    with pytest.raises(GemmGenError, match="no valid design"):
+        tune(Problem("npu1", 1024, 1024, 1024, "i8", "i8", True), 1, {"m": 8, "k": 8, "n": 4096})
