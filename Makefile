@@ -19,15 +19,16 @@ WARMUP ?= 1
 ITERS ?= 10
 
 GEN_ARGS := --dev $(DEVICE) -M $(M) -K $(K) -N $(N) --dtype_in $(DTYPE_IN) \
-	$(if $(DTYPE_OUT),--dtype_out $(DTYPE_OUT)) --b-col-maj $(B_COL_MAJ) \
+	$(if $(DTYPE_OUT),--dtype_out $(DTYPE_OUT)) --b-col-maj $(B_COL_MAJ) $(if $(filter 1,$(CHESS)),--chess) \
 	$(if $(m),-m $(m)) $(if $(k),-k $(k)) $(if $(n),-n $(n)) $(if $(K_MT),--k-mt $(K_MT))
 
-.PHONY: install sim plan generate kernel mlir all build run dry-run test test-slow bench lint clean help
+.PHONY: install sim plan generate kernel mlir all build run dry-run predict tune roofline test test-slow bench lint clean help
 
 help:
 	@echo "make sim DEVICE=npu2 M=512 K=512 N=512 [m= k= n= K_MT= DTYPE_IN= DTYPE_OUT= B_COL_MAJ=]"
 	@echo "make plan|generate|kernel|mlir (same variables); make all / run on an NPU machine [CHESS=1]"
-	@echo "make dry-run (the build commands), make test, make test-slow, make bench, make lint, make clean"
+	@echo "make predict|tune|roofline (the model; TOP= for tune), make dry-run (the build commands)"
+	@echo "make test, make test-slow, make bench, make lint, make clean"
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -52,18 +53,26 @@ kernel: $(STAMP)
 mlir: $(STAMP)
 	$(BIN)/gemm-gen mlir $(GEN_ARGS)
 
-BUILD_ARGS := $(if $(filter 1,$(CHESS)),--chess)
-
 # build/final_<suffix>.xclbin and build/insts_<suffix>.bin (needs mlir-aie and Peano or chess)
 all build: $(STAMP)
-	$(BIN)/gemm-gen build $(GEN_ARGS) $(BUILD_ARGS)
+	$(BIN)/gemm-gen build $(GEN_ARGS)
 
 dry-run: $(STAMP)
-	$(BIN)/gemm-gen build $(GEN_ARGS) $(BUILD_ARGS) --dry-run
+	$(BIN)/gemm-gen build $(GEN_ARGS) --dry-run
 
 # build if needed, then run on the NPU through XRT with mlir-aie's output lines
 run: $(STAMP)
-	$(BIN)/gemm-gen run $(GEN_ARGS) $(BUILD_ARGS) --warmup $(WARMUP) --iters $(ITERS) --seed $(SEED)
+	$(BIN)/gemm-gen run $(GEN_ARGS) --warmup $(WARMUP) --iters $(ITERS) --seed $(SEED)
+
+predict: $(STAMP)
+	$(BIN)/gemm-gen predict $(GEN_ARGS)
+
+TOP ?= 5
+tune: $(STAMP)
+	$(BIN)/gemm-gen tune $(GEN_ARGS) --top $(TOP)
+
+roofline: $(STAMP)
+	$(BIN)/gemm-gen roofline --dev $(DEVICE) --dtype_in $(DTYPE_IN) $(if $(DTYPE_OUT),--dtype_out $(DTYPE_OUT))
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q
@@ -73,6 +82,7 @@ test-slow: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python scripts/bench_sim.py
+	$(BIN)/python scripts/bench_tune.py
 
 lint: $(STAMP)
 	$(BIN)/pip install --quiet -e '.[dev,lint]'

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import NoReturn
 
-from .config import GemmConfig, default_k_mt, default_tiles
+from .config import GemmConfig, default_k_mt, default_tiles, emulation_default
 
 EXIT_FAIL, EXIT_USAGE = 1, 2
 
@@ -46,8 +46,10 @@ def problem_args(p: argparse.ArgumentParser) -> None:
                    "(default: bf16 or i32)")
     p.add_argument("--b-col-maj", "--b_col_maj", dest="b_col_maj", nargs="?", const=True, default=False,
                    type=_b_col_maj, help="B stored column-major (N x K); takes an optional 0/1")
-    p.add_argument("--emulate-bf16-mmul-with-bfp16", dest="emulate", nargs="?", const=True, default=False,
-                   type=_b_col_maj, help="npu2 bf16 via the bfp16 datapath (8x8x8 mmul)")
+    p.add_argument("--emulate-bf16-mmul-with-bfp16", dest="emulate", nargs="?", const=True, default=None,
+                   type=_b_col_maj, help="bf16 via the bfp16 datapath (8x8x8 mmul); npu2's default, 0 turns it off")
+    p.add_argument("--chess", action="store_true",
+                   help="compile the kernel with xchesscc (CHESS=1) instead of Peano; sets its stack")
     p.add_argument("--mmul", type=_shape, help="aie::mmul shape RxSxT (default: the device's for dtype_in)")
     p.add_argument("--queue-groups", type=int, default=GemmConfig.queue_groups,
                    help="task groups in flight per shim (at most the 4-deep shim task queue)")
@@ -56,6 +58,15 @@ def problem_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--rounding", default="conv_even", help="rounding mode the kernel sets")
     p.add_argument("--saturation", default="saturate", help="saturation the kernel sets for narrowed integers")
     p.add_argument("--json", action="store_true", help="print one JSON object")
+
+
+def base_config(a: argparse.Namespace, m: int = 0, k: int = 0, n: int = 0, k_mt: int = 0) -> GemmConfig:
+    """The problem and every option the flags give, with the tiling as passed (0: still open)."""
+    dtype_out = a.dtype_out or ("bf16" if a.dtype_in == "bf16" else "i32")
+    return GemmConfig(a.dev, a.M, a.K, a.N, m, k, n, k_mt, a.dtype_in, dtype_out, bool(a.b_col_maj),
+                      emulate_bf16_with_bfp16=a.emulate, compiler="chess" if a.chess else "peano",
+                      mmul_shape=a.mmul, queue_groups=a.queue_groups, stack_bytes=a.stack, shift=a.shift,
+                      rounding=a.rounding, saturation=a.saturation)
 
 
 def config_from_args(a: argparse.Namespace) -> GemmConfig:
@@ -70,9 +81,7 @@ def config_from_args(a: argparse.Namespace) -> GemmConfig:
         k = dk if a.k is None else a.k
         n = dn if a.n is None else a.n
         k_mt = default_k_mt(dev, a.dtype_in, dtype_out, k, a.K) if a.k_mt is None else a.k_mt
-    config = GemmConfig(dev, a.M, a.K, a.N, m, k, n, k_mt, a.dtype_in, dtype_out, bool(a.b_col_maj),
-                        emulate_bf16_with_bfp16=bool(a.emulate), mmul_shape=a.mmul, queue_groups=a.queue_groups,
-                        stack_bytes=a.stack, shift=a.shift, rounding=a.rounding, saturation=a.saturation)
+    config = base_config(a, m, k, n, k_mt)
     if tuned:
         from .model.tune import tuned_config
 
@@ -86,9 +95,11 @@ def config_args(c: GemmConfig) -> list[str]:
             "-n", str(c.n), "--k-mt", str(c.k_mt), "--dtype_in", c.dtype_in, "--dtype_out", c.dtype_out,
             "--b-col-maj", str(int(c.b_col_maj))]
     base = GemmConfig(c.device, c.M, c.K, c.N, c.m, c.k, c.n, c.k_mt, c.dtype_in, c.dtype_out,
-                      emulate_bf16_with_bfp16=c.emulate_bf16_with_bfp16)
-    if c.emulate_bf16_with_bfp16:
-        args += ["--emulate-bf16-mmul-with-bfp16", "1"]
+                      emulate_bf16_with_bfp16=c.emulate_bf16_with_bfp16, compiler=c.compiler)
+    if c.emulate_bf16_with_bfp16 != emulation_default(c.device, c.dtype_in):
+        args += ["--emulate-bf16-mmul-with-bfp16", str(int(bool(c.emulate_bf16_with_bfp16)))]
+    if c.compiler == "chess":
+        args += ["--chess"]
     if c.mmul_shape is not None:
         args += ["--mmul", "x".join(map(str, c.mmul_shape))]
     for flag, name in (("--queue-groups", "queue_groups"), ("--stack", "stack_bytes"), ("--shift", "shift"),

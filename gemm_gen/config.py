@@ -63,7 +63,8 @@ class GemmConfig:
     b_col_maj: bool = False
     rows: int = 4
     cols: int = 0  # 0: all columns of the device
-    emulate_bf16_with_bfp16: bool = False
+    emulate_bf16_with_bfp16: bool | None = None  # None: the device's default for bf16 (npu2: bfp16)
+    compiler: str = "peano"  # or "chess": it sets the stack the kernel needs
     mmul_shape: tuple[int, int, int] | None = None  # r x s x t; None: the device's default
     stack_bytes: int = 0  # 0: the device default (mlir-aie's 0x400)
     # task groups of {A, B, C} BDs in flight per shim. The paper used 5 (15 BDs), but a shim
@@ -83,10 +84,12 @@ class GemmConfig:
         object.__setattr__(self, "device", dev.name)
         if self.cols == 0:
             object.__setattr__(self, "cols", dev.columns)
+        if self.emulate_bf16_with_bfp16 is None:
+            object.__setattr__(self, "emulate_bf16_with_bfp16",
+                               emulation_default(dev.name, str(self.dtype_in)))
         if self.stack_bytes == 0:
-            emulated = self.emulate_bf16_with_bfp16 and dev.bf16_emulation_stack_bytes
-            object.__setattr__(self, "stack_bytes", dev.bf16_emulation_stack_bytes if emulated
-                               else dev.default_stack_bytes)
+            object.__setattr__(self, "stack_bytes",
+                               default_stack(dev.name, bool(self.emulate_bf16_with_bfp16), self.compiler))
 
     # ---- what the fields mean --------------------------------------------------------------
     @property
@@ -105,7 +108,7 @@ class GemmConfig:
     def mmul(self) -> MmulShape:
         if self.mmul_shape is not None:
             return self.mmul_shape
-        return self.dev.mmul_shape(self.dtype_in, self.emulate_bf16_with_bfp16)
+        return self.dev.mmul_shape(self.dtype_in, bool(self.emulate_bf16_with_bfp16))
 
     @property
     def r(self) -> int:
@@ -257,14 +260,19 @@ class GemmConfig:
         return used
 
     # ---- validation --------------------------------------------------------------------------
-    def validate(self) -> GemmConfig:
-        """Raise ConfigError / DmaLimitError naming the first broken limit; return self if fine."""
+    def validate(self, budgets: bool = True) -> GemmConfig:
+        """Raise ConfigError / DmaLimitError naming the first broken limit; return self if fine.
+
+        budgets=False skips the L1 and memtile capacity checks only (to predict a design that
+        would not fit as given, e.g. a paper's chess-compiled tile under Peano's larger stack).
+        """
         self._check_types()
         self._check_array()
         self._check_divisibility()
         self._check_granularity()
-        self._check_l1()
-        self.memtile_placement()
+        if budgets:
+            self._check_l1()
+            self.memtile_placement()
         self._check_queue()
         from .design.patterns import check_dma_limits  # the patterns need a valid tiling first
 
@@ -280,7 +288,7 @@ class GemmConfig:
         if t_out.name not in allowed:
             raise ConfigError(f"dtype_out {t_out} does not go with dtype_in {t_in}",
                               f"use --dtype_out {' or '.join(allowed)}")
-        default = dev.mmul_shape(t_in.name, self.emulate_bf16_with_bfp16)  # raises for a wrong device/type
+        default = dev.mmul_shape(t_in.name, bool(self.emulate_bf16_with_bfp16))  # raises for a wrong device/type
         shapes_ok = (default,) if self.emulate_bf16_with_bfp16 else dev.mmul_shapes[t_in.name]
         if self.mmul_shape is not None and tuple(self.mmul_shape) not in shapes_ok:
             shapes = ", ".join("x".join(map(str, sh)) for sh in shapes_ok)
@@ -290,6 +298,8 @@ class GemmConfig:
             raise ConfigError(f"shift {self.shift} applies to integer outputs only", "drop --shift")
         if not 0 <= self.shift <= 31:
             raise ConfigError(f"shift {self.shift} is outside 0..31", "use a shift in 0..31")
+        if self.compiler not in ("peano", "chess"):
+            raise ConfigError(f"unknown kernel compiler {self.compiler!r}", "use peano (default) or chess (--chess)")
         if self.rounding.upper() not in Rounding.__members__:
             raise ConfigError(f"unknown rounding mode {self.rounding!r}",
                               f"use one of {', '.join(r.name.lower() for r in Rounding)}")
@@ -420,12 +430,27 @@ def _near(x: int, q: int) -> str:
     return f"{lo}" if lo == hi else f"{lo} or {hi}"
 
 
+def default_stack(dev_name: str, emulate_bf16_with_bfp16: bool, compiler: str) -> int:
+    """Core stack bytes: Peano's bf16-via-bfp16 kernels need mlir-aie's 0xD00, others the default."""
+    dev = device(dev_name)
+    if emulate_bf16_with_bfp16 and compiler == "peano" and dev.bf16_emulation_stack_bytes:
+        return dev.bf16_emulation_stack_bytes
+    return dev.default_stack_bytes
+
+
+def emulation_default(dev_name: str, dtype_in: str) -> bool:
+    """Whether bf16 on this device runs on the bfp16 datapath unless told otherwise."""
+    return dtype_in == "bf16" and device(dev_name).bf16_emulation_default
+
+
 def default_tiles(dev_name: str, dtype_in: str, dtype_out: str, K: int | None = None,
-                  emulate_bf16_with_bfp16: bool = False) -> tuple[int, int, int, int]:
+                  emulate_bf16_with_bfp16: bool | None = None) -> tuple[int, int, int, int]:
     """(m, k, n, k_mt) when the user gives none: the paper's balanced kernel for this device and
     types, else the largest balanced square-ish tile that fits L1 (the tuner replaces this)."""
     dev = device(dev_name)
     key = (dev.name, dtype_in, dtype_out)
+    if emulate_bf16_with_bfp16 is None:
+        emulate_bf16_with_bfp16 = emulation_default(dev.name, dtype_in)
     if key in PAPER_TILES:
         m, k, n, k_mt = PAPER_TILES[key]
     else:

@@ -10,9 +10,13 @@ from gemm_gen.config import GemmConfig
 def small(dev: str = "npu1", dtype_in: str = "bf16", dtype_out: str = "bf16", b_col_maj: bool = True,
           M: int | None = None, K: int | None = None, N: int | None = None, **kw: object) -> GemmConfig:
     """A small valid config: the smallest tiles the kernel allows, two blocks each way."""
+    from gemm_gen.config import emulation_default
     from gemm_gen.hw.devices import device
 
-    r, s, t = device(dev).mmul_shape(dtype_in, bool(kw.get("emulate_bf16_with_bfp16", False)))
+    emulate = kw.get("emulate_bf16_with_bfp16")
+    if emulate is None:
+        emulate = emulation_default(dev, dtype_in)
+    r, s, t = device(dev).mmul_shape(dtype_in, bool(emulate))
     m, k, n = 2 * r, 2 * s, 2 * t
     k_mt = kw.pop("k_mt", 2 * k)
     cols = device(dev).columns

@@ -107,14 +107,14 @@ def test_build_with_stand_in_tools(tmp_path, monkeypatch):
     _fake_tools(tmp_path, monkeypatch)
     design = build_design(small("npu2", "i8", "i16"))
     out = tmp_path / "build"
-    art = run_build(design, out, chess=False, gen_args=[])
+    art = run_build(design, out, gen_args=[])
     assert sorted(p.name for p in out.iterdir()) == sorted(
         [art.kernel_source, art.kernel_object, art.mlir.name, art.xclbin.name, art.insts.name])
     assert art.complete() and art.xclbin.read_text() == "xclbin"
     assert (out / art.kernel_source).read_text() == render_kernel(design.kernels[0].build)
     assert art.mlir.read_text().startswith("device npu2\nfifo A_L2L1_0")
     first = art.mlir.read_bytes()
-    run_build(design, out, chess=False, gen_args=[])
+    run_build(design, out, gen_args=[])
     assert art.mlir.read_bytes() == first  # the same design lowers to the same bytes
 
 
@@ -122,5 +122,5 @@ def test_failed_step_leaves_nothing(tmp_path, monkeypatch):
     _fake_tools(tmp_path, monkeypatch, aiecc_exit=1)
     out = tmp_path / "build"
     with pytest.raises(BuildError, match=r"aiecc: xclbin and NPU instructions failed \(exit 1\): error: lowering"):
-        run_build(build_design(small("npu1")), out, chess=False, gen_args=[])
+        run_build(build_design(small("npu1")), out, gen_args=[])
     assert list(out.iterdir()) == []  # no artifacts, no scratch directory

@@ -62,13 +62,14 @@ def test_generate_is_atomic_and_deterministic(capsys, tmp_path, monkeypatch):
 
 @pytest.mark.parametrize("args,text", [
     (["-m", "128", "-k", "64", "-n", "128"], "L1 overflow"),
-    (["-m", "100"], "m=100 is not a multiple of 2r=8"),
+    (["-m", "100"], "m=100 is not a multiple of 2r=16"),
     (["--dev", "npu7"], "unknown device"),
     (["--dtype_in", "bf16", "--dtype_out", "i8"], "does not go with"),
     (["--queue-groups", "9"], "queue_groups"),
     (["--mmul", "3x3x3"], "not an aie::mmul shape"),
-    (["--k-mt", str(48 * 30), "--b-col-maj"], "memtile"),
-    (["--mmul", "8x1x8", "-m", "16", "-k", "8", "-n", "16", "--k-mt", "16"], "4-byte DMA word"),
+    (["-m", "112", "-k", "48", "-n", "96", "--k-mt", str(48 * 30), "--b-col-maj"], "memtile"),
+    (["--mmul", "8x1x8", "-m", "16", "-k", "8", "-n", "16", "--k-mt", "16", "--emulate-bf16-mmul-with-bfp16", "0"],
+     "4-byte DMA word"),
     (["--dev", "npu1", "--dtype_in", "i8", "--dtype_out", "i8", "-m", "1024", "-k", "8", "-n", "16",
       "--k-mt", "8"], "wrap 1024 words exceeds the 10-bit field"),
     (["-K", str(384 * 5700)], "stride"),

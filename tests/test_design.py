@@ -125,7 +125,7 @@ def test_c_leaves_the_kernel_layout_row_major():
 
 
 def test_runtime_queue():
-    c = small("npu2", M=4 * 4 * 8, N=2 * 8 * 16)  # 4 x 2 = 8 task groups
+    c = small("npu2", M=4 * 4 * 16, N=2 * 8 * 16)  # 4 x 2 = 8 task groups (m = 16, n = 16)
     d = build_design(c)
     groups = c.m_blocks * c.n_blocks
     assert groups == 8

@@ -40,7 +40,7 @@ def test_build_and_run_on_the_npu(tmp_path, dev, args):
     _require_npu()
     config = GemmConfig(dev, **args)
     design = build_design(config)
-    art = run_build(design, tmp_path / "build", chess=False, gen_args=[])
+    art = run_build(design, tmp_path / "build", gen_args=[])
     result = run_design(config, art, iters=5, warmup=1)
     print("\n".join(result.lines()))
     assert result.passed

@@ -222,5 +222,23 @@ def test_trivial_rho_dtype_b_and_acc_are_accepted(capsys):
 
 
 def test_bad_input_exits_2(capsys):
+    # predict looks past memory budgets, not past the hardware: a 256^3 tile's core BD is too long
     code, _, err = run(capsys, "predict", *SMALL, "-m", "256", "-k", "256", "-n", "256", "--k-mt", "256")
-    assert code == 2 and "L1 overflow" in err
+    assert code == 2 and "exceeds the 14-bit field of a core BD" in err
+
+
+def test_predict_past_a_budget_but_not_past_a_rule(capsys):
+    """A paper tile built by chess (1 KiB stack) overflows L1 under Peano's bfp16 stack: still
+    predicted, marked not buildable; a tile that breaks a divisibility rule is refused."""
+    from gemm_gen.cli import main
+
+    args = ["predict", "--dev", "npu2", "-M", "4096", "-K", "4096", "-N", "4096", "-k", "152", "-n", "48",
+            "--dtype_in", "bf16", "--dtype_out", "bf16", "--json"]
+    assert main([*args, "-m", "48"]) == 0
+    info = json.loads(capsys.readouterr().out)
+    assert info["buildable"] is False and "L1 overflow" in info["not_buildable_because"]
+    assert abs(info["core_macs_per_cycle"] / 158.1 - 1) < 0.10  # Striking Table 1, XDNA2 bf16 (via bfp16)
+    assert main([*args, "-m", "48", "--chess"]) == 0  # with chess's stack it fits, as in the paper
+    assert json.loads(capsys.readouterr().out)["buildable"] is True
+    assert main([*args, "-m", "44"]) == 2
+    assert "not a multiple of 2r=16" in capsys.readouterr().err

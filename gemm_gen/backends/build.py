@@ -119,12 +119,14 @@ def plan_build(design: Design, tc: Toolchain, build_dir: Path, gen_args: list[st
     return art, steps
 
 
-def run_build(design: Design, build_dir: Path, chess: bool, gen_args: list[str], verbose: bool = False) -> Artifacts:
-    """Find the tools (or fail before writing anything), then run every step in a scratch directory."""
+def run_build(design: Design, build_dir: Path, gen_args: list[str], verbose: bool = False) -> Artifacts:
+    """Find the tools (or fail before writing anything), then run every step in a scratch directory.
+
+    The kernel compiler is the design's (GemmConfig.compiler: peano, or chess)."""
     from ..kernels import render_kernel
     from .iron import iron_api, to_mlir
 
-    tc = toolchain.find_toolchain(chess, strict=True)
+    tc = toolchain.find_toolchain(design.config.compiler == "chess", strict=True)
     api = iron_api()  # mlir-aie missing: fail before anything is written
     build_dir.mkdir(parents=True, exist_ok=True)
     scratch = Path(tempfile.mkdtemp(prefix=".build-", dir=build_dir))

@@ -44,7 +44,7 @@ def cmd_build(a: argparse.Namespace) -> int:
     gen_args = config_args(design.config)
     build_dir = Path(a.build_dir)
     if a.dry_run:
-        tc = toolchain.find_toolchain(a.chess, strict=False)
+        tc = toolchain.find_toolchain(design.config.compiler == "chess", strict=False)
         art, steps = plan_build(design, tc, build_dir, gen_args)
         if a.json:
             print(json.dumps({"steps": [{"what": s.what, "cwd": s.cwd, "argv": list(s.argv)} for s in steps],
@@ -53,7 +53,7 @@ def cmd_build(a: argparse.Namespace) -> int:
             for step in steps:
                 print(f"# {step.what}\n{step.shell()}")
         return 0
-    art = run_build(design, build_dir, a.chess, gen_args, verbose=a.verbose)
+    art = run_build(design, build_dir, gen_args, verbose=a.verbose)
     if a.json:
         print(json.dumps({"xclbin": str(art.xclbin), "insts": str(art.insts), "mlir": str(art.mlir)}))
     else:
@@ -69,7 +69,7 @@ def cmd_run(a: argparse.Namespace) -> int:
     xrt = toolchain.pyxrt()  # no XRT: one sentence and exit 2, before building anything
     art = artifacts(design, Path(a.build_dir))
     if not art.complete():
-        art = run_build(design, Path(a.build_dir), a.chess, config_args(design.config), verbose=a.verbose)
+        art = run_build(design, Path(a.build_dir), config_args(design.config), verbose=a.verbose)
     result = run_design(design.config, art, a.iters, a.warmup, a.seed, xrt)
     if a.json:
         print(json.dumps(result.to_json(), indent=1))
@@ -80,7 +80,6 @@ def cmd_run(a: argparse.Namespace) -> int:
 
 def _build_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--build-dir", default="build")
-    p.add_argument("--chess", action="store_true", help="compile the kernel with xchesscc_wrapper (CHESS=1)")
     p.add_argument("-v", "--verbose", action="store_true", help="print each command as it runs")
 
 

@@ -166,6 +166,6 @@ def measure(c: GemmConfig, iters: int = 10, warmup: int = 1, build_dir: str = "b
     xrt = toolchain.pyxrt()  # before building: no XRT, no point
     art = artifacts(design, Path(build_dir))
     if not art.complete():
-        art = run_build(design, Path(build_dir), chess=False, gen_args=[])
+        art = run_build(design, Path(build_dir), gen_args=[])
     result = run_design(c, art, iters, warmup, xrt=xrt)
     return sum(result.times_us) / len(result.times_us) / 1e6

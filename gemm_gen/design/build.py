@@ -71,8 +71,10 @@ def _input_path(
     return into_l2, into_l1, Link("forward", mem, (l3l2,), (l2l1,), (0,))
 
 
-def build_design(config: GemmConfig) -> Design:
-    c = config.validate()
+def build_design(config: GemmConfig, budgets: bool = True) -> Design:
+    """The Design of a config. budgets=False builds one that breaks an L1/memtile budget (for the
+    model to predict it); such a design is not buildable and its memtile buffers stay unplaced."""
+    c = config.validate(budgets)
     fifos: list[ObjectFifo] = []
     links: list[Link] = []
     for row in range(c.rows):  # A: broadcast along core row `row`
@@ -99,7 +101,7 @@ def build_design(config: GemmConfig) -> Design:
                           tuple(row * c.m * c.n for row in range(c.rows))))
 
     obj = KernelBuild(c.dev.aie_target, c.dtype_in, c.dtype_out, c.m, c.k, c.n, c.mmul, c.b_col_maj,
-                      c.emulate_bf16_with_bfp16, c.rounding, c.saturation, c.shift)
+                      bool(c.emulate_bf16_with_bfp16), c.rounding, c.saturation, c.shift, c.compiler)
     zero = KernelSpec(f"zero_{c.dtype_out}", "zero", obj, ((c.m, c.n),), (c.dtype_out,))
     matmul = KernelSpec(
         f"matmul_{c.dtype_in}_{c.dtype_out}", "matmul", obj,
@@ -116,8 +118,9 @@ def build_design(config: GemmConfig) -> Design:
     b_shape = (c.Np, c.Kp) if c.b_col_maj else (c.Kp, c.Np)
     tensors = (HostTensor("A", (c.Mp, c.Kp), c.dtype_in), HostTensor("B", b_shape, c.dtype_in),
                HostTensor("C", (c.Mp, c.Np), c.dtype_out))
+    placement = c.memtile_placement() if budgets else c.memtile_buffers()
     return Design(c, tensors, tuple(fifos), tuple(links), (zero, matmul), tuple(workers),
-                  tuple(c.memtile_placement()), runtime_sequence(c))
+                  tuple(placement), runtime_sequence(c))
 
 
 def group_tasks(c: GemmConfig, group: int) -> list[ShimTask]:

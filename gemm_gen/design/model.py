@@ -111,6 +111,7 @@ class KernelBuild:
     rounding: str
     saturation: str
     shift: int
+    compiler: str = "peano"
 
     @property
     def object_file(self) -> str:
@@ -119,6 +120,8 @@ class KernelBuild:
                  "bcol" if self.b_col_maj else "brow", "x".join(map(str, self.mmul))]
         if self.emulate_bf16_with_bfp16:
             parts.append("bfp16emu")
+        if self.compiler != "peano":
+            parts.append(self.compiler)
         if self.rounding != "conv_even":
             parts.append(self.rounding)
         if self.saturation != "saturate":

@@ -93,6 +93,9 @@ class Device:
     # kernels (whole_array.py: Peano needs 0xD00; an overflow silently corrupts results)
     bf16_emulation_shape: MmulShape | None
     bf16_emulation_stack_bytes: int
+    # bf16 GEMMs use the bfp16 datapath unless told otherwise: both papers' XDNA2 bf16 results do
+    # (Striking sec. 5.1, ATB), and plain bf16 mmul is emulated with elementwise macs on aie2p
+    bf16_emulation_default: bool
     # peak MACs/cycle of one core per input type (what mac instructions can issue)
     peak_macs: dict[str, int]
     out_types: dict[str, tuple[str, ...]]  # accepted dtype_out per dtype_in
@@ -154,6 +157,7 @@ NPU1 = Device(
     },
     bf16_emulation_shape=None,
     bf16_emulation_stack_bytes=0,
+    bf16_emulation_default=False,
     peak_macs={"bf16": 128, "i8": 256, "i16": 64},
     out_types=_OUT_TYPES,
 )
@@ -177,6 +181,7 @@ NPU2 = Device(
     },
     bf16_emulation_shape=(8, 8, 8),
     bf16_emulation_stack_bytes=0xD00,
+    bf16_emulation_default=True,
     # bf16 through the bfp16 datapath issues 512 MACs/cycle; plain bf16 mmul is emulated
     # with elementwise macs (UNCONFIRMED rate), so 512 is the bf16 ceiling, not a promise.
     peak_macs={"bf16": 512, "i8": 512, "i16": 128},

@@ -9,7 +9,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from ..cliargs import EXIT_USAGE, config_from_args, problem_args
+from ..cliargs import EXIT_USAGE, base_config, config_from_args, problem_args
 from ..config import GemmConfig
 from ..errors import ConfigError, ToolchainMissing
 from .perf import Problem
@@ -41,10 +41,7 @@ def _model_args(p: argparse.ArgumentParser) -> None:
 
 def _base(a: argparse.Namespace) -> GemmConfig:
     """The requested problem and options with the tiling left open (0)."""
-    dtype_out = a.dtype_out or ("bf16" if a.dtype_in == "bf16" else "i32")
-    return GemmConfig(a.dev, a.M, a.K, a.N, 0, 0, 0, 0, a.dtype_in, dtype_out, bool(a.b_col_maj),
-                      emulate_bf16_with_bfp16=bool(a.emulate), mmul_shape=a.mmul, queue_groups=a.queue_groups,
-                      stack_bytes=a.stack, shift=a.shift, rounding=a.rounding, saturation=a.saturation)
+    return base_config(a)
 
 
 # ---- predict ------------------------------------------------------------------------------------
@@ -79,6 +76,8 @@ def predict_text(d: dict[str, Any]) -> str:
         f"  memory use   L1 {d['l1_bytes']:,} B ({d['l1_fraction']:.0%}), "
         f"L2 {d['l2_bytes']:,} B ({d['l2_fraction']:.0%})",
     ]
+    if not d.get("buildable", True):
+        lines.append(f"  NOT BUILDABLE as given ({d['not_buildable_because']}); predicted as if it fitted")
     return "\n".join(lines)
 
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..config import GemmConfig
+from ..config import GemmConfig, emulation_default
 from ..dtypes import dtype
 from ..hw.devices import Device, device
 from . import kernel as kmod
@@ -39,7 +39,7 @@ class Problem:
     dtype_in: str = "bf16"
     dtype_out: str = "bf16"
     b_col_maj: bool = False
-    emulate_bf16_with_bfp16: bool = False
+    emulate_bf16_with_bfp16: bool | None = None  # None: the device's default, as in GemmConfig
     mmul_shape: tuple[int, int, int] | None = None
     queue_groups: int = 4
     depth_ab_l1: int = 2
@@ -49,12 +49,17 @@ class Problem:
     rows: int = 4
     cols: int = 0
     stack_bytes: int = 0
+    compiler: str = "peano"
+
+    def __post_init__(self) -> None:
+        if self.emulate_bf16_with_bfp16 is None:
+            object.__setattr__(self, "emulate_bf16_with_bfp16", emulation_default(self.device, self.dtype_in))
 
     @classmethod
     def of(cls, c: GemmConfig) -> Problem:
-        return cls(c.device, c.M, c.K, c.N, c.dtype_in, c.dtype_out, c.b_col_maj, c.emulate_bf16_with_bfp16,
+        return cls(c.device, c.M, c.K, c.N, c.dtype_in, c.dtype_out, c.b_col_maj, bool(c.emulate_bf16_with_bfp16),
                    c.mmul_shape, c.queue_groups, c.depth_ab_l1, c.depth_ab_l2, c.depth_c_l1, c.depth_c_l2,
-                   c.rows, c.cols, c.stack_bytes)
+                   c.rows, c.cols, c.stack_bytes, c.compiler)
 
     def config(self, m: int, k: int, n: int, k_mt: int, **kw: object) -> GemmConfig:
         return GemmConfig(self.device, self.M, self.K, self.N, int(m), int(k), int(n), int(k_mt), self.dtype_in,
@@ -62,7 +67,7 @@ class Problem:
                           emulate_bf16_with_bfp16=self.emulate_bf16_with_bfp16, mmul_shape=self.mmul_shape,
                           stack_bytes=self.stack_bytes, queue_groups=self.queue_groups,
                           depth_ab_l1=self.depth_ab_l1, depth_ab_l2=self.depth_ab_l2, depth_c_l1=self.depth_c_l1,
-                          depth_c_l2=self.depth_c_l2, **kw)  # type: ignore[arg-type]
+                          depth_c_l2=self.depth_c_l2, compiler=self.compiler, **kw)  # type: ignore[arg-type]
 
     @property
     def dev(self) -> Device:
@@ -76,11 +81,11 @@ class Problem:
     def mmul(self) -> tuple[int, int, int]:
         if self.mmul_shape is not None:
             return tuple(self.mmul_shape)  # type: ignore[return-value]
-        return self.dev.mmul_shape(self.dtype_in, self.emulate_bf16_with_bfp16)
+        return self.dev.mmul_shape(self.dtype_in, bool(self.emulate_bf16_with_bfp16))
 
     @property
     def kernel_shape(self) -> kmod.KernelShape:
-        return kmod.kernel_shape(self.dev, self.dtype_in, self.dtype_out, self.mmul, self.emulate_bf16_with_bfp16)
+        return kmod.kernel_shape(self.dev, self.dtype_in, self.dtype_out, self.mmul, bool(self.emulate_bf16_with_bfp16))
 
     @property
     def macs(self) -> int:

@@ -7,6 +7,7 @@ from typing import Any
 from ..config import GemmConfig
 from ..design import build_design
 from ..design.model import Design
+from ..errors import ConfigError
 from .kernel import cluster_terms
 from .params import Params, load
 from .perf import Estimate, Problem, estimate
@@ -25,22 +26,32 @@ def estimate_design(design: Design, params: Params | None = None) -> Estimate:
 
 
 def predict(config: GemmConfig, params: Params | None = None) -> dict[str, Any]:
-    """Everything `gemm-gen predict --json` prints for one design (all values predicted)."""
-    design = build_design(config)
+    """Everything `gemm-gen predict --json` prints for one design (all values predicted).
+
+    A design that breaks only an L1 or memtile budget (say a paper's chess-built tile under Peano's
+    larger stack) is still predicted, marked not buildable with the reason; other errors raise.
+    """
+    try:
+        design, reason = build_design(config), None
+    except ConfigError as e:
+        design, reason = build_design(config, budgets=False), str(e)  # raises unless a budget broke
     p = params or load()
-    e = estimate_design(design, p)
-    return prediction_json(config, e, p)
+    info = prediction_json(config, estimate_design(design, p), p, design)
+    info["buildable"] = reason is None
+    info["not_buildable_because"] = reason
+    return info
 
 
 def _f(x: Any) -> float:
     return float(x)
 
 
-def prediction_json(c: GemmConfig, e: Estimate, p: Params) -> dict[str, Any]:
+def prediction_json(c: GemmConfig, e: Estimate, p: Params, design: Design | None = None) -> dict[str, Any]:
     dev = c.dev
     peak = dev.peak_macs[c.dtype_in]
     terms = cluster_terms(p, Problem.of(c).kernel_shape)
-    mem = c.memtile_bytes_used()
+    buffers = design.memtile_buffers if design is not None else c.memtile_placement()
+    mem = [sum(b.nbytes for b in buffers if b.home_col == col) for col in range(c.cols)]
     dram_total = sum(_f(t.bytes) for t in e.traffic.values())
     t_mem = _f(e.t_mem)
     return {

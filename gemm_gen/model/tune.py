@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from ..config import MAX_RUNTIME_TASKS, GemmConfig
+from ..config import MAX_RUNTIME_TASKS, GemmConfig, default_stack
 from ..dtypes import dtype
 from ..errors import ConfigError, GemmGenError
 from ..hw.devices import MLIR_AIE_BD_MAX_SIZE, TileKind
@@ -110,7 +110,7 @@ def _tilings(pr: Problem, fixed: dict[str, int | None]) -> tuple[np.ndarray, np.
     if fixed.get("n") is not None:
         ns = np.array([fixed["n"]], dtype=np.int64)
     mm, nn = (a.ravel() for a in np.meshgrid(ms, ns, indexing="ij"))
-    stack = pr.stack_bytes or dev.default_stack_bytes
+    stack = pr.stack_bytes or default_stack(dev.name, bool(pr.emulate_bf16_with_bfp16), pr.compiler)
     room = dev.l1_bytes - stack - dev.kernel_data_bytes - pr.depth_c_l1 * b_out * mm * nn
     k_max = np.where(room > 0, room // (pr.depth_ab_l1 * b_in * (mm + nn)), 0) // s * s
     k_max = np.minimum(k_max, k_hi)
