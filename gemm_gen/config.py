@@ -126,7 +126,7 @@ class GemmConfig:
     def numerics(self) -> KernelNumerics:
         return KernelNumerics(
             self.t_in, self.t_out, Rounding[self.rounding.upper()], Saturation[self.saturation.upper()],
-            self.shift,
+            self.shift, bfp16_inputs=bool(self.emulate_bf16_with_bfp16) and self.t_in.is_float,
         )
 
     # ---- sizes -------------------------------------------------------------------------------

@@ -59,9 +59,21 @@ def shift_round(acc: np.ndarray, shift: int, mode: Rounding) -> np.ndarray:
     q = acc >> shift  # floor
     r = acc & ((1 << shift) - 1)
     half = 1 << (shift - 1)
-    neg = acc < 0
-    inexact = r != 0
-    above, at = r > half, r == half
+    return q + _round_up(mode, acc < 0, r != 0, r > half, r == half, q)
+
+
+def round_real(t: np.ndarray, mode: Rounding) -> np.ndarray:
+    """Real values (float64) rounded to integers per `mode`, the rules of shift_round."""
+    t = np.asarray(t, dtype=np.float64)
+    q = np.floor(t)
+    r = t - q  # exact: q and t share their binade's grid
+    return (q + _round_up(mode, t < 0, r != 0, r > 0.5, r == 0.5, q.astype(np.int64))).astype(np.int64)
+
+
+def _round_up(mode: Rounding, neg: np.ndarray, inexact: np.ndarray, above: np.ndarray, at: np.ndarray,
+              q: np.ndarray) -> np.ndarray:
+    """Whether to add one to the floor: the crRnd decision from the sign, the remainder (nonzero,
+    above half, exactly half) and the floor's parity."""
     if mode == Rounding.FLOOR:
         up = np.zeros_like(inexact)
     elif mode == Rounding.CEIL:
@@ -84,7 +96,7 @@ def shift_round(acc: np.ndarray, shift: int, mode: Rounding) -> np.ndarray:
         up = above | (at & ((q & 1) == 0))
     else:  # pragma: no cover - IntEnum exhausts the cases
         raise ValueError(mode)
-    return q + up
+    return up
 
 
 def saturate(x: np.ndarray, out: DType, mode: Saturation) -> np.ndarray:
@@ -127,6 +139,11 @@ class KernelNumerics:
     rounding: Rounding = Rounding.CONV_EVEN
     saturation: Saturation = Saturation.SATURATE
     shift: int = 0
+    # bf16 on the bfp16 datapath (AIE_API_EMULATE_BFLOAT16_MMUL_WITH_BFP16): the AIE API turns each
+    # 8x8 A block into 8 row blocks and each 8x8 B block into 8 column blocks of bfp16ebs8, with the
+    # core's rounding mode (mlir-aie PR #3442). K tiles start at multiples of 8, so the blocks are
+    # 8 consecutive K values of a row of A / a column of B wherever the tile boundaries fall.
+    bfp16_inputs: bool = False
 
     @classmethod
     def of(cls, dtype_in: str, dtype_out: str, **kw: object) -> KernelNumerics:
@@ -135,13 +152,39 @@ class KernelNumerics:
     def zero(self, shape: tuple[int, ...]) -> np.ndarray:
         return np.zeros(shape, dtype=self.dtype_out.host)
 
+    def operand_a(self, a: np.ndarray) -> np.ndarray:
+        """A as the datapath multiplies it (fp64): bfp16-quantized rows on the bfp16 datapath."""
+        return self.to_bfp16(a, axis=1).astype(np.float64) if self.bfp16_inputs else np.asarray(a, np.float64)
+
+    def operand_b(self, b: np.ndarray) -> np.ndarray:
+        """B as the datapath multiplies it (fp64): bfp16-quantized columns on the bfp16 datapath."""
+        return self.to_bfp16(b, axis=0).astype(np.float64) if self.bfp16_inputs else np.asarray(b, np.float64)
+
     def products(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         """Exact sum of products a @ b, as fp64 (exact for the inputs we feed: see module doc)."""
-        return np.asarray(a, dtype=np.float64) @ np.asarray(b, dtype=np.float64)
+        return self.operand_a(a) @ self.operand_b(b)
+
+    def to_bfp16(self, x: np.ndarray, axis: int) -> np.ndarray:
+        """Quantize to bfp16ebs8 in blocks of 8 along `axis` (K), zero-padding a ragged last block."""
+        from .bfp16 import BLOCK, quantize
+
+        x = np.asarray(x, dtype=np.float32)
+        n = x.shape[axis]
+        pad = -n % BLOCK
+        if pad:
+            widths = [(0, 0)] * x.ndim
+            widths[axis] = (0, pad)
+            x = np.pad(x, widths)
+        q = quantize(x, axis=axis, rounding=self.rounding)
+        return np.take(q, np.arange(n), axis=axis) if pad else q
 
     def accumulate(self, c: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         """The accumulator after one call: fp64 holding the exact fp32-path sum, or int64."""
-        prod = self.products(a, b)
+        return self.accumulate_operands(c, self.operand_a(a), self.operand_b(b))
+
+    def accumulate_operands(self, c: np.ndarray, a_op: np.ndarray, b_op: np.ndarray) -> np.ndarray:
+        """accumulate() on operands already prepared by operand_a / operand_b."""
+        prod = a_op @ b_op
         if self.dtype_in.is_float:
             prod += np.asarray(c, dtype=np.float64)
             return prod

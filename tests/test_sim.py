@@ -47,7 +47,27 @@ def test_emulated_bf16_and_padding():
     r = simulate(c)
     assert c.mmul == (8, 8, 8) and r.passed and c.wasted_fraction > 0.3
     assert c.stack_bytes == 0xD00  # mlir-aie's stack for Peano's bfp16-emulated kernels
-    assert not r.numerics_modelled and "not modelled" in r.notes[0]  # says it checks data movement only
+    assert r.numerics_modelled and "quantized to bfp16ebs8" in r.notes[0]
+
+
+def test_bfp16_datapath_changes_the_numbers():
+    """bf16 via bfp16 quantizes A and B along K: a design checked against plain bf16 numerics fails."""
+    c = small("npu2", "bf16", "bf16")
+    assert c.emulate_bf16_with_bfp16 and c.numerics.bfp16_inputs  # npu2's default
+    assert simulate(c).passed
+    plain = replace(c.numerics, bfp16_inputs=False)
+    orig = KernelEmulator.__init__
+
+    def plain_kernel(self, cfg):
+        orig(self, cfg)
+        self.numerics = plain
+
+    import pytest as _pytest
+
+    with _pytest.MonkeyPatch.context() as mp:
+        mp.setattr(KernelEmulator, "__init__", plain_kernel)
+        r = simulate(c)
+    assert not r.passed and r.mismatches > 0
 
 
 def test_statistics_follow_the_design():

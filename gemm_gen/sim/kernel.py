@@ -8,6 +8,8 @@ computes the wrong values. The arithmetic is KernelNumerics.call, the same as th
 
 from __future__ import annotations
 
+from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import NoReturn
 
@@ -19,6 +21,8 @@ from ..dtypes import DType
 from ..errors import LayoutError
 from ..l1_layout import a_layout, b_layout, c_layout
 from . import words as w
+
+OPERAND_CACHE = 256  # prepared tiles kept: more than the A and B tiles in flight across the array
 
 
 @dataclass
@@ -95,6 +99,10 @@ class KernelEmulator:
         self.tiles: dict[TileRef, TileState] = {}
         self.calls: dict[TileRef, int] = {}
         self.stats = KernelStats()
+        # A tile reaches every core of its row and a B tile every core of its column: prepare each
+        # operand once. Sound because a tile passed its provenance check, so its source words say
+        # exactly which block of the (read-only) input it holds.
+        self.operands: OrderedDict[tuple[str, int], np.ndarray] = OrderedDict()
 
     def __call__(self, tile: TileRef, kernel: str, cells: list[np.ndarray]) -> None:
         if kernel.startswith("zero"):
@@ -148,11 +156,23 @@ class KernelEmulator:
                               "each k-chunk must reach an output tile once")
         state.chunks.append(a_k0)
 
-        acc = self.numerics.accumulate(self.c_view.read(c_cells), self.a_view.read(a_cells),
-                                       self.b_view.read(b_cells))
+        a_op = self._operand("A", a_word, lambda: self.numerics.operand_a(self.a_view.read(a_cells)))
+        b_op = self._operand("B", b_word, lambda: self.numerics.operand_b(self.b_view.read(b_cells)))
+        acc = self.numerics.accumulate_operands(self.c_view.read(c_cells), a_op, b_op)
         self.stats.acc_overflows += self.numerics.acc_overflows(acc)
         self.c_view.write(c_cells, self.numerics.store(acc), (row0 * c.Np + col0) // self.t_out.per_word)
         self.stats.matmul_calls += 1
+
+    def _operand(self, name: str, word: int, make: Callable[[], np.ndarray]) -> np.ndarray:
+        key = (name, word)
+        op = self.operands.get(key)
+        if op is None:
+            op = self.operands[key] = make()
+            if len(self.operands) > OPERAND_CACHE:
+                self.operands.popitem(last=False)
+        else:
+            self.operands.move_to_end(key)
+        return op
 
     def finish(self) -> None:
         """Check the last tile of every core (called when the run ends)."""

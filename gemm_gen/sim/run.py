@@ -187,11 +187,10 @@ def simulate(config: GemmConfig | Design, seed: int = 0, progress: bool = False)
     for s in machine.streams:
         traffic.append(Traffic(s.level, s.src.describe(), 4 * s.src.words, 4 * sum(d.words for d in s.dsts)))
     notes = []
-    modelled = not c.emulate_bf16_with_bfp16
-    if not modelled:
-        notes.append("bf16 via bfp16: the kernel's bfp16 block quantization is not modelled yet, so outputs "
-                     "are checked against plain-bf16 numerics: this run verifies data movement, not the values "
-                     "the NPU will produce")
+    modelled = True
+    if c.numerics.bfp16_inputs:
+        notes.append(f"bf16 via bfp16: A and B are quantized to bfp16ebs8 blocks of 8 along K with the core's "
+                     f"{c.rounding} rounding (mlir-aie PR #3442); the exact on-chip conversion is unpublished")
     if saturated > 0.1:
         notes.append(f"{saturated:.0%} of outputs saturate: the check says little about them")
     if kernel.stats.acc_overflows:

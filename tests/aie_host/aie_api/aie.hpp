@@ -8,7 +8,9 @@
 // - aie::mmul: accfloat accumulates in double, so one kernel call is "the exact sum rounded once to
 //   fp32"; integer accumulators (acc32) are int64, the SRS narrowing is shift-round-saturate.
 // - rounding / saturation live in emulated mode registers at their reset values (floor, none).
-// - AIE_API_EMULATE_BFLOAT16_MMUL_WITH_BFP16 is ignored: the bfp16 quantization is not modelled.
+// - AIE_API_EMULATE_BFLOAT16_MMUL_WITH_BFP16: a bf16 mac first turns each row of its A block and each
+//   column of its B block (8 values along K) into a bfp16ebs8 block under the core's rounding mode,
+//   as gemm_gen/bfp16.py models the AIE API's conversion (shared max exponent, int8 mantissas).
 
 #pragma once
 
@@ -16,7 +18,9 @@
 #error "tests/aie_host is a host stand-in for the AIE API; AIE compilers must use the real one"
 #endif
 
+#include <algorithm>
 #include <array>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <limits>
@@ -91,6 +95,31 @@ inline std::uint16_t f32_to_bf16_bits(float f, rounding_mode mode) {
   const std::int64_t rounded = shift_round(pattern, 16, mode);
   const std::uint32_t out_mag = static_cast<std::uint32_t>(rounded < 0 ? -rounded : rounded);
   return static_cast<std::uint16_t>((sign << 15) | out_mag);
+}
+
+// One bfp16ebs8 block of 8 values (stride apart): shared max exponent, mantissas q = sig * 2^(e - E)
+// / 2^17 rounded per `mode` and clamped to int8, decoded q * 2^(E - 133) (gemm_gen/bfp16.encode).
+inline void bfp16_block(const float *in, unsigned stride, double *out, unsigned out_stride, rounding_mode mode) {
+  std::int64_t sig[8];
+  int exps[8];
+  int E = 0;
+  for (unsigned i = 0; i < 8; ++i) {
+    std::uint32_t bits;
+    std::memcpy(&bits, &in[i * stride], 4);
+    const int e = static_cast<int>((bits >> 23) & 0xFF);
+    const std::int64_t frac = bits & 0x7FFFFF;
+    const bool finite = e != 0xFF;
+    std::int64_t v = finite ? (e ? (frac | 0x800000) : frac) : 0;
+    sig[i] = (bits >> 31) ? -v : v;
+    exps[i] = e;
+    if (finite && e > E) E = e;
+  }
+  for (unsigned i = 0; i < 8; ++i) {
+    const int shift = std::min(17 + (E - exps[i]), 62);
+    std::int64_t q = shift_round(sig[i], shift, mode);
+    q = std::min<std::int64_t>(127, std::max<std::int64_t>(-128, q));
+    out[i * out_stride] = std::ldexp(static_cast<double>(q), E - 133);
+  }
 }
 
 }  // namespace host
@@ -188,6 +217,25 @@ struct mmul {
   }
 
   void mac(const vector<TypeA, size_A> &a, const vector<TypeB, size_B> &b) {
+#ifdef AIE_API_EMULATE_BFLOAT16_MMUL_WITH_BFP16
+    if constexpr (std::is_same_v<TypeA, bfloat16> && K % 8 == 0) {
+      std::array<float, size_A> fa;
+      std::array<float, size_B> fb;
+      for (unsigned i = 0; i < size_A; ++i) fa[i] = static_cast<float>(a[i]);
+      for (unsigned i = 0; i < size_B; ++i) fb[i] = static_cast<float>(b[i]);
+      std::array<double, size_A> qa;
+      std::array<double, size_B> qb;
+      for (unsigned i = 0; i < M; ++i)  // rows of A: 8 values along K
+        for (unsigned p = 0; p < K; p += 8) host::bfp16_block(&fa[i * K + p], 1, &qa[i * K + p], 1, host::rounding);
+      for (unsigned j = 0; j < N; ++j)  // columns of B: 8 values along K
+        for (unsigned p = 0; p < K; p += 8)
+          host::bfp16_block(&fb[p * N + j], N, &qb[p * N + j], N, host::rounding);
+      for (unsigned i = 0; i < M; ++i)
+        for (unsigned j = 0; j < N; ++j)
+          for (unsigned p = 0; p < K; ++p) acc[i * N + j] += qa[i * K + p] * qb[p * N + j];
+      return;
+    }
+#endif
     for (unsigned i = 0; i < M; ++i)
       for (unsigned j = 0; j < N; ++j)
         for (unsigned p = 0; p < K; ++p) acc[i * N + j] += product(a[i * K + p], b[p * N + j]);

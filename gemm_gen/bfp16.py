@@ -1,0 +1,75 @@
+"""bfp16ebs8: blocks of 8 values sharing one 8-bit exponent, with int8 two's-complement mantissas.
+
+Format (AIE API block-vector table; mlir-aie block_datatypes/helper.h and python/utils/bfp.py):
+9 bytes per block, the shared exponent byte first, then the 8 mantissas. A value decodes as
+    x = q * 2^(E - 127) / 64,   q in [-128, 127].
+The shared exponent E is the largest biased fp32 exponent in the block (Inf/NaN left out). The host
+helper (floatToBfp16) truncates toward -inf; the AIE's own bf16 -> bfp16 conversion follows the
+core's rounding mode (mlir-aie PR #3442), so `quantize` takes the mode: FLOOR is the helper.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .numerics import Rounding, round_real
+
+BLOCK = 8
+BLOCK_BYTES = 9
+MANTISSA_FRAC_BITS = 6  # q / 64: one sign bit, then 1.6 fixed point for the block's largest value
+
+
+def shared_exponents(x: np.ndarray) -> np.ndarray:
+    """The biased fp32 exponent of the largest-exponent finite value of each block of 8 (last axis)."""
+    bits = np.asarray(x, dtype=np.float32).view(np.uint32)
+    exp = ((bits >> 23) & 0xFF).astype(np.int64)
+    exp = np.where(exp == 0xFF, 0, exp)  # Inf/NaN do not set the exponent
+    return exp.reshape(*exp.shape[:-1], -1, BLOCK).max(axis=-1)
+
+
+def encode(x: np.ndarray, rounding: Rounding = Rounding.FLOOR) -> tuple[np.ndarray, np.ndarray]:
+    """(exponents uint8 [..., blocks], mantissas int8 [..., values]) of fp32 values, 8 per block.
+
+    With FLOOR this is mlir-aie's host helper bit for bit (truncation of the two's-complement
+    mantissa, then an arithmetic shift by the exponent difference, also toward -inf).
+    """
+    x = np.asarray(x, dtype=np.float32)
+    if x.shape[-1] % BLOCK:
+        raise ValueError(f"the last axis ({x.shape[-1]}) must hold whole blocks of {BLOCK}")
+    E = shared_exponents(x)
+    exp = (x.view(np.uint32) >> 23) & 0xFF
+    finite = exp != 0xFF
+    # q = x * 64 / 2^(E - 127), rounded by `rounding`: scaling by a power of two is exact in fp64.
+    # Like the helper, a denormal keeps its raw exponent field 0, which halves it (bit-exact with
+    # helper.h, not with IEEE); an Inf/NaN lane encodes as 0.
+    E_each = np.repeat(E, BLOCK, axis=-1)
+    scale = np.exp2((133 - E_each) - (exp == 0))
+    t = np.where(finite, x.astype(np.float64), 0.0) * scale
+    q = np.clip(round_real(t, rounding), -128, 127)  # rounding up past 127 saturates (unconfirmed)
+    return E.astype(np.uint8), q.astype(np.int8)
+
+
+def decode(exps: np.ndarray, mants: np.ndarray) -> np.ndarray:
+    """fp32 values of encoded blocks: q * 2^(E - 127) / 64."""
+    scale = np.exp2(np.asarray(exps, dtype=np.float64) - 127 - MANTISSA_FRAC_BITS)
+    vals = np.asarray(mants, dtype=np.float64).reshape(*np.shape(exps), BLOCK) * scale[..., None]
+    return vals.reshape(np.shape(mants)).astype(np.float32)
+
+
+def quantize(x: np.ndarray, axis: int = -1, rounding: Rounding = Rounding.FLOOR) -> np.ndarray:
+    """Values on the bfp16ebs8 grid, blocks of 8 consecutive elements along `axis`, as fp32."""
+    moved = np.moveaxis(np.asarray(x, dtype=np.float32), axis, -1)
+    exps, mants = encode(moved, rounding)
+    return np.moveaxis(decode(exps, mants), -1, axis)
+
+
+def pack(exps: np.ndarray, mants: np.ndarray) -> bytes:
+    """The 9-byte block layout: exponent, then the 8 mantissas."""
+    blocks = np.concatenate([np.asarray(exps, dtype=np.uint8).reshape(-1, 1),
+                             np.asarray(mants, dtype=np.int8).view(np.uint8).reshape(-1, BLOCK)], axis=1)
+    return blocks.tobytes()
+
+
+def unpack(data: bytes) -> tuple[np.ndarray, np.ndarray]:
+    blocks = np.frombuffer(data, dtype=np.uint8).reshape(-1, BLOCK_BYTES)
+    return blocks[:, 0].copy(), blocks[:, 1:].copy().view(np.int8).reshape(-1)
