@@ -52,7 +52,7 @@ def test_dry_run_peano(capsys, no_tools, dev, target):
         assert f" {flag} " in cc
     assert cc.endswith(".cc -o " + cc.split(" -o ")[-1]) and cc.split(" -o ")[-1].endswith(".o")
     aiecc = steps["aiecc: xclbin and NPU instructions"].split()
-    assert aiecc[3:] == ["aiecc", "--alloc-scheme=basic-sequential", "--aie-generate-xclbin", "--no-compile-host",
+    assert aiecc[3:] == ["aiecc.py", "--alloc-scheme=basic-sequential", "--aie-generate-xclbin", "--no-compile-host",
                          f"--xclbin-name=final_{_suffix(dev)}.xclbin", "--no-xchesscc", "--no-xbridge", "--peano",
                          "$PEANO_INSTALL_DIR", "--aie-generate-npu-insts", f"--npu-insts-name=insts_{_suffix(dev)}.bin",
                          f"aie_{_suffix(dev)}.mlir"]

@@ -137,6 +137,6 @@ def find_toolchain(chess: bool, strict: bool) -> Toolchain:
         peano = look(peano_dir, "$PEANO_INSTALL_DIR")
         aietools = "$AIETOOLS_DIR"
     mlir_aie = look(mlir_aie_dir, "$MLIR_AIE_DIR")
-    driver = look(aiecc, "aiecc")
+    driver = look(aiecc, "aiecc.py")  # the documented name; current installs also have `aiecc`
     look(xclbinutil, "xclbinutil")
     return Toolchain(mlir_aie, peano, aietools, driver, chess)
