@@ -41,6 +41,8 @@ def problem_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("-n", type=int, help="core tile columns")
     p.add_argument("--k-mt", "--k_mt", dest="k_mt", type=int, help="K extent of an A (and column-major B) "
                    "memtile object; a multiple of k")
+    p.add_argument("--rho", type=int, help="asymmetric tile buffering: A tiles of m / rho rows stream past "
+                   "each B tile, C keeps m rows (default 1 with given tiles; the tuner's choice without)")
     p.add_argument("--dtype_in", "--dtype-in", default="bf16", help="bf16, i8 or i16")
     p.add_argument("--dtype_out", "--dtype-out", default=None, help="bf16/f32 for bf16; i8/i16/i32 for ints "
                    "(default: bf16 or i32)")
@@ -64,7 +66,7 @@ def base_config(a: argparse.Namespace, m: int = 0, k: int = 0, n: int = 0, k_mt:
     """The problem and every option the flags give, with the tiling as passed (0: still open)."""
     dtype_out = a.dtype_out or ("bf16" if a.dtype_in == "bf16" else "i32")
     return GemmConfig(a.dev, a.M, a.K, a.N, m, k, n, k_mt, a.dtype_in, dtype_out, bool(a.b_col_maj),
-                      emulate_bf16_with_bfp16=a.emulate, compiler="chess" if a.chess else "peano",
+                      rho=a.rho or 1, emulate_bf16_with_bfp16=a.emulate, compiler="chess" if a.chess else "peano",
                       mmul_shape=a.mmul, queue_groups=a.queue_groups, stack_bytes=a.stack, shift=a.shift,
                       rounding=a.rounding, saturation=a.saturation)
 
@@ -82,10 +84,12 @@ def config_from_args(a: argparse.Namespace) -> GemmConfig:
         n = dn if a.n is None else a.n
         k_mt = default_k_mt(dev, a.dtype_in, dtype_out, k, a.K) if a.k_mt is None else a.k_mt
     config = base_config(a, m, k, n, k_mt)
-    if tuned:
-        from .model.tune import tuned_config
+    from .model.tune import tuned_config, tuned_k_mt
 
-        config = tuned_config(config, a.k_mt)
+    if tuned:
+        config = tuned_config(config, a.k_mt, a.rho)
+    elif a.k_mt is None:
+        config = tuned_k_mt(config)
     return config
 
 
@@ -102,7 +106,8 @@ def config_args(c: GemmConfig) -> list[str]:
         args += ["--chess"]
     if c.mmul_shape is not None:
         args += ["--mmul", "x".join(map(str, c.mmul_shape))]
-    for flag, name in (("--queue-groups", "queue_groups"), ("--stack", "stack_bytes"), ("--shift", "shift"),
+    for flag, name in (("--rho", "rho"), ("--queue-groups", "queue_groups"), ("--stack", "stack_bytes"),
+                       ("--shift", "shift"),
                        ("--rounding", "rounding"), ("--saturation", "saturation")):
         if getattr(c, name) != getattr(base, name):
             args += [flag, str(getattr(c, name))]

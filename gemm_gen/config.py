@@ -71,6 +71,9 @@ class GemmConfig:
     # channel's task queue is 4 deep and the hardware drops a push onto a full one (mlir-aie PR
     # #3734): with only C awaited, at most 4 groups can be outstanding safely.
     queue_groups: int = 4
+    # asymmetric tile buffering (atb paper): L1 holds m rows of C but only m / rho rows of A; each
+    # k-step keeps one B tile while rho A tiles stream, each updating its own slice of C
+    rho: int = 1
     depth_ab_l1: int = 2
     depth_ab_l2: int = 2
     depth_c_l1: int = 1  # single C buffer in L1 (sec. 5.3.2)
@@ -128,6 +131,11 @@ class GemmConfig:
             self.t_in, self.t_out, Rounding[self.rounding.upper()], Saturation[self.saturation.upper()],
             self.shift, bfp16_inputs=bool(self.emulate_bf16_with_bfp16) and self.t_in.is_float,
         )
+
+    @property
+    def t_ma(self) -> int:
+        """Rows of an A tile in L1 (T_MA = m / rho); C keeps all m rows (T_MC)."""
+        return self.m // self.rho if self.rho > 0 else self.m
 
     # ---- sizes -------------------------------------------------------------------------------
     @cached_property
@@ -196,7 +204,7 @@ class GemmConfig:
         """Bytes of each core's L1 use: A, B (double-buffered), C (single), stack, kernel data."""
         t_in, t_out = self.t_in, self.t_out
         return {
-            "A": self.depth_ab_l1 * t_in.nbytes(self.m * self.k),
+            "A": self.depth_ab_l1 * t_in.nbytes(self.t_ma * self.k),
             "B": self.depth_ab_l1 * t_in.nbytes(self.k * self.n),
             "C": self.depth_c_l1 * t_out.nbytes(self.m * self.n),
             "stack": self.stack_bytes,
@@ -336,6 +344,9 @@ class GemmConfig:
                 f"instruction stream would be about {tasks * 64 // 2**20} MiB)",
                 "use larger m and n, or split the GEMM into several calls",
             )
+        if self.rho < 1 or self.m % self.rho:
+            raise ConfigError(f"rho={self.rho} must be a divisor of m={self.m} (T_MA = m / rho rows of A)",
+                              "use --rho 1, or a rho that divides m")
         if self.queue_groups < 1:
             raise ConfigError(f"queue_groups={self.queue_groups} must be >= 1", "use the default 4")
 
@@ -347,6 +358,11 @@ class GemmConfig:
             raise ConfigError(
                 f"m={self.m} is not a multiple of 2r={2 * r} (2x2 blocks of the {where})",
                 f"use m={_near(self.m, 2 * r)}",
+            )
+        if self.t_ma % (KERNEL_EXPANSION * r):
+            raise ConfigError(
+                f"T_MA = m / rho = {self.t_ma} is not a multiple of 2r={2 * r} (2x2 blocks of the {where})",
+                f"use a rho that leaves m / rho a multiple of {2 * r}",
             )
         if self.k % s:
             raise ConfigError(f"k={self.k} is not a multiple of s={s} ({where})", f"use k={_near(self.k, s)}")
@@ -377,8 +393,9 @@ class GemmConfig:
             detail = " + ".join(f"{k} {v}" for k, v in parts.items())
             raise ConfigError(
                 f"L1 overflow: {detail} = {self.l1_bytes} B > {cap} B per core "
-                f"(m={self.m} k={self.k} n={self.n}, {self.dtype_in}->{self.dtype_out})",
-                "reduce m, k or n",
+                f"(m={self.m} k={self.k} n={self.n}"
+                + (f" rho={self.rho}" if self.rho > 1 else "") + f", {self.dtype_in}->{self.dtype_out})",
+                "reduce m, k or n, or raise --rho (A then holds m / rho rows)",
             )
 
     def _check_queue(self) -> None:

@@ -16,6 +16,17 @@ def _mib(b: float) -> str:
     return f"{b / 2**20:,.1f} MiB"
 
 
+def _atb_lines(p: dict[str, Any]) -> list[str]:
+    """The L1 budget of atb eq. 3 spelled out, for designs with asymmetric tile buffering."""
+    if p["rho"] <= 1:
+        return []
+    m, k, n = p["tile"]
+    da, db, dc = p["l1_depths"]
+    return [f"ATB       rho = {p['rho']}: A tiles of T_MA = {p['t_ma']} rows stream past each B tile, C keeps "
+            f"T_MC = {m} rows; eq. 3: {da} x {p['t_ma']} x {k} (A) + {db} x {k} x {n} (B) + {dc} x {m} x {n} (C) "
+            f"elements"]
+
+
 def plan_text(p: dict[str, Any]) -> str:
     l1 = p["l1_bytes"]
     l2 = p["l2_bytes_per_memtile"]
@@ -27,13 +38,16 @@ def plan_text(p: dict[str, Any]) -> str:
         f"problem   M x K x N = {_x(p['problem'])}",
         f"native    (m*rows) x k_mt x (n*cols) = {_x(p['native'])}",
         f"padded    {_x(p['padded'])} ({p['wasted_fraction']:.1%} of the MACs multiply padding)",
-        f"kernel    m x k x n = {_x(p['tile'])}, k_mt = {p['k_mt']}, mmul {'x'.join(map(str, p['mmul']))} "
+        f"kernel    m x k x n = {_x(p['tile'])}, k_mt = {p['k_mt']}, "
+        + (f"rho = {p['rho']} ({p['rho']} calls of {p['t_ma']} rows per k-step), " if p["rho"] > 1 else "")
+        + f"mmul {'x'.join(map(str, p['mmul']))} "
         f"in 2x2 blocks; {p['k_steps']} k-steps per output tile, {p['tiles_per_core']} tiles per core",
         f"array     {p['array'][0]} rows x {p['array'][1]} cols; A enters at columns {p['a_columns']}, "
         f"B and C at every column",
         f"L1/core   A {l1['A']} + B {l1['B']} + C {l1['C']} + stack {l1['stack']} + kernel data "
         f"{l1['kernel data']} = {l1['total']} B "
         f"of {l1['capacity']} ({p['l1_fraction']:.1%})",
+        *_atb_lines(p),
         f"L2        {', '.join(str(b) for b in l2)} B per memtile; {p['l2_bytes_total'] / 1024:.1f} KiB total "
         f"({p['l2_fraction']:.0%})" + (f"; spilled to a neighbour: {', '.join(p['l2_spilled'])}"
                                         if p["l2_spilled"] else ""),

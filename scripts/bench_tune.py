@@ -22,7 +22,7 @@ LIMIT_S = 1.0
 def main() -> int:
     p = load()
     worst = 0.0
-    print(f"{'problem':<44} {'B':<4} {'search':>8} {'tilings':>8} {'ranked':>8}  {'best design':<22} "
+    print(f"{'problem':<44} {'B':<4} {'search':>8} {'tilings':>8} {'ranked':>8}  {'best design':<28} "
           f"{'pred TOPS':>9} {'paper choice':>12}")
     for row in paper.STRIKING_T2 + paper.STRIKING_T3:
         for col in (True, False):
@@ -37,7 +37,7 @@ def main() -> int:
             emu = " bfp16" if row.emulate else ""
             name = f"{row.device} {row.dtype_in}-{row.dtype_out}{emu} {row.M}x{row.K}x{row.N}"
             print(f"{name:<44} {'col' if col else 'row':<4} {dt * 1e3:>6.0f}ms {r.tilings:>8} {r.evaluated:>8}  "
-                  f"{f'{c.m}x{c.k}x{c.n} k_mt {c.k_mt}':<22} {r.best.tops:>9.2f} {ref:>12.2f}")
+                  f"{f'{c.m}x{c.k}x{c.n} k_mt {c.k_mt} rho {c.rho}':<28} {r.best.tops:>9.2f} {ref:>12.2f}")
     print(f"slowest search {worst * 1e3:.0f} ms (limit {LIMIT_S * 1e3:.0f} ms)")
     return 0 if worst <= LIMIT_S else 1
 

@@ -59,12 +59,15 @@ two B blocks per round, each chain k/s vmacs long; a call is (m/2r)(n/2t) cluste
   cluster): load/store port and bank conflicts with the A/B stream. The one calibrated kernel
   parameter; it lands on 1.0 cycle.
 
-`core_macs_per_cycle` (predict's JSON) is m k n / cycles per call: the single-core throughput of
-Striking Tables 1-3, measured there by tracing the kernel.
+`core_macs_per_cycle` (predict's JSON) is (m / rho) k n / cycles per call: the single-core
+throughput of Striking Tables 1-3, measured there by tracing the kernel.
 
 ### Core and array compute time
 
-    step   = max(cycles/call + delta, max(m k, k n) ty(A) / 4)      switch delta; L1 DMA at 4 B/cycle
+With asymmetric tile buffering (atb eq. 14-15) a k-step makes rho calls, each on an A tile of
+T_MA = m / rho rows (cycles/call is the kernel model at m / rho rows); rho = 1 is the symmetric design.
+
+    step   = max(rho (cycles/call + delta), max(m k, k n) ty(A) / 4)  switch delta; L1 DMA at 4 B/cycle
     tile   = (Kp / k) step + (m n ty(C) / vst bytes + delta) + m n ty(C) / 4
                                       zero kernel            single-buffered C drain (sec. 5.3.2)
     T_core = (Mp / (m rows)) (Np / (n cols)) tile / f                 (all cores in lockstep, eq. 9)

@@ -36,7 +36,10 @@ def str_to_dtype(name: str) -> Any:
 
 
 def shape_dtype(obj_type: Any) -> tuple[tuple[int, ...], str]:
-    """(shape, dtype name) of np.ndarray[shape, np.dtype[T]], as IRON reads obj types."""
+    """(shape, dtype name) of np.ndarray[shape, np.dtype[T]], as IRON reads obj types; a scalar
+    type such as np.int32 (a kernel's by-value argument) is ((), its name)."""
+    if isinstance(obj_type, type) and issubclass(obj_type, np.generic):
+        return (), np.dtype(obj_type).name
     shape, dt = obj_type.__args__
     return tuple(shape), np.dtype(dt.__args__[0]).name
 

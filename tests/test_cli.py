@@ -12,6 +12,8 @@ from pathlib import Path
 import pytest
 
 from gemm_gen.cli import main
+from gemm_gen.model.perf import Problem
+from gemm_gen.model.tune import tune
 
 SMALL = ["--dev", "npu1", "-M", "128", "-K", "64", "-N", "128", "-m", "16", "-k", "16", "-n", "16",
          "--k-mt", "32"]
@@ -32,9 +34,15 @@ def test_plan_text_and_json(capsys):
     assert info["l1_bytes"]["total"] == 2 * 16 * 16 * 2 * 2 + 16 * 16 * 2 + 1024 + 256  # + stack, kernel data
 
 
-def test_plan_defaults_to_the_papers_tiles(capsys):
-    code, out, _ = run(capsys, "plan", "--dev", "npu2", "-M", "4032", "-K", "4224", "-N", "4608", "--b-col-maj",
-                       "--json")
+def test_plan_defaults_to_the_tuners_design(capsys):
+    """Without tiles, plan shows the tuner's best; held to rho 1 it is the paper's own tile (Striking
+    Table 3, npu2 bf16 B column-major)."""
+    args = ("plan", "--dev", "npu2", "-M", "4032", "-K", "4224", "-N", "4608", "--b-col-maj", "--json")
+    code, out, _ = run(capsys, *args)
+    info = json.loads(out)
+    best = tune(Problem("npu2", 4032, 4224, 4608, b_col_maj=True), 1).best.config
+    assert code == 0 and info["tile"] == [best.m, best.k, best.n] and info["rho"] == best.rho
+    code, out, _ = run(capsys, *args, "--rho", "1")
     info = json.loads(out)
     assert info["tile"] == [112, 48, 96] and info["k_mt"] == 384 and info["wasted_fraction"] == 0
 

@@ -191,5 +191,5 @@ def test_mlir_aie_static_bd_verifier():
     # the hardware wraps 1023 words, but mlir-aie refuses memtile/core BD sizes above 512 elements
     msg = _err(DmaLimitError, device="npu1", dtype_in="i8", dtype_out="i8", m=640, k=8, n=16, k_mt=8,
                M=640 * 4, K=64, N=64)
-    assert "d1 size 640 elements exceeds mlir-aie's BD verifier limit (max 512)" in msg
+    assert "size 640 elements exceeds mlir-aie's BD verifier limit (max 512)" in msg
     GemmConfig("npu1", 512 * 4, 64, 64, 512, 8, 16, 8, "i8", "i8").validate()

@@ -61,27 +61,35 @@ def test_worker_loop():
 
 
 def _compose_a(c: GemmConfig, m_block: int, row: int) -> list[np.ndarray]:
-    """Element-level walk of A through shim -> memtile -> core; one L1 tile per k-step."""
+    """Element-level walk of A through shim -> memtile -> core: the L1 tiles in arrival order."""
     stream = P.shim_a(c, m_block, row).indices()  # A element ids in DRAM order
     mt_obj = c.m * c.k_mt
     tiles = []
     for start in range(0, stream.size, mt_obj):
-        memtile = stream[start:start + mt_obj]  # linear S2MM
+        memtile = np.empty(mt_obj, dtype=np.int64)
+        memtile[P.a_l2_from_stream(c).indices()] = stream[start:start + mt_obj]  # memtile S2MM
         out = memtile[P.a_l2_to_stream(c).indices()]
-        for q in range(c.k_mt // c.k):
-            l1 = np.empty(c.m * c.k, dtype=np.int64)
-            l1[P.a_l1_from_stream(c).indices()] = out[q * c.m * c.k:(q + 1) * c.m * c.k]
+        size = c.t_ma * c.k
+        for q in range(out.size // size):
+            l1 = np.empty(size, dtype=np.int64)
+            l1[P.a_l1_from_stream(c).indices()] = out[q * size:(q + 1) * size]
             tiles.append(l1)
     return tiles
 
 
-@pytest.mark.parametrize("dev,t_in,t_out", [("npu1", "bf16", "bf16"), ("npu2", "i8", "i8"), ("npu2", "bf16", "f32")])
-def test_a_reaches_the_kernel_layout(dev, t_in, t_out):
-    c = small(dev, t_in, t_out)
-    for q, l1 in enumerate(_compose_a(c, m_block=1, row=2)):
-        logical = l1[a_layout(c.m, c.k, c.r, c.s)]  # what the kernel reads as A[i, j]
-        i, j = np.indices((c.m, c.k))
-        first_row = (1 * c.rows + 2) * c.m
+@pytest.mark.parametrize("dev,t_in,t_out,rho", [("npu1", "bf16", "bf16", 1), ("npu2", "i8", "i8", 1),
+                                                ("npu2", "bf16", "f32", 1), ("npu1", "i8", "i16", 3),
+                                                ("npu2", "i8", "i32", 2)])
+def test_a_reaches_the_kernel_layout(dev, t_in, t_out, rho):
+    base = small(dev, t_in, t_out)
+    c = small(dev, t_in, t_out, m=base.m * rho, M=2 * 4 * base.m * rho, rho=rho)
+    tiles = _compose_a(c, m_block=1, row=2)
+    assert len(tiles) == c.k_steps * rho  # per k-step, rho A tiles of T_MA rows
+    for n_tile, l1 in enumerate(tiles):
+        q, sl = divmod(n_tile, rho)  # k-step q, C slice sl
+        logical = l1[a_layout(c.t_ma, c.k, c.r, c.s)]  # what the kernel reads as A[i, j]
+        i, j = np.indices((c.t_ma, c.k))
+        first_row = (1 * c.rows + 2) * c.m + sl * c.t_ma
         assert np.array_equal(logical, (first_row + i) * c.Kp + q * c.k + j)
 
 

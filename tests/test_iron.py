@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 
+import numpy as np
 import pytest
 
 from gemm_gen.backends.iron import SHIM_TAP_DIMS, dims, lower, to_mlir
@@ -62,6 +63,23 @@ def test_workers_trace_the_loop_ir():
     assert loops == [c.tiles_per_core, c.k_steps]
     call = next(op for op in w.trace if op[0] == "call" and op[1].startswith("matmul"))
     assert call[2] == (f"<{a}>", f"<{b}>", f"<{cc}>")  # the acquired objects, in kernel order
+
+
+def test_atb_worker_passes_the_c_slice_as_an_int32():
+    """rho > 1: one B acquire per k-step around rho (acquire A, matmul(A, B, C, i), release A); the
+    kernel is declared with IRON's scalar arg type np.int32 after its three buffers."""
+    c = small("npu2", "i8", "i16", m=48, rho=3)
+    d, rec, text = lowered(c)
+    matmul = next(k for k in rec.kernels if k.name.startswith("matmul"))
+    assert matmul.arg_types[-1] is np.int32 and len(matmul.arg_types) == 4
+    assert [iron_recorder.shape_dtype(t)[0] for t in matmul.arg_types[:3]] == [(c.t_ma, c.k), (c.k, c.n), (c.m, c.n)]
+    w = next(w for w in rec.workers if w.placement == iron_recorder.Tile(0, 2))
+    calls = [op for op in w.trace if op[0] == "call" and op[1].startswith("matmul")]
+    assert [op[2][-1] for op in calls] == [0, 1, 2]
+    names = [op[1] for op in w.trace if op[0] in ("acquire", "release")]
+    a, b = "A_L2L1_0", "B_L2L1_0"
+    assert names[1:-1] == [b, *([a, a] * 3), b]
+    assert "((), 'int32')" in text
 
 
 def test_one_trip_loops_are_not_range_loops():

@@ -91,12 +91,12 @@ class Case:
 
 def build(dev: Device, dtype_in: str, dtype_out: str, blocks: tuple[int, int, int], b_col_maj: bool,
           mmul: tuple[int, int, int] | None = None, emulate: bool = False, rounding: str = "conv_even",
-          saturation: str = "saturate", shift: int = 0) -> KernelBuild:
-    """A KernelBuild whose tile is `blocks` (2r, s, 2t) units of the mmul shape."""
+          saturation: str = "saturate", shift: int = 0, rho: int = 1) -> KernelBuild:
+    """A KernelBuild whose A tile is `blocks` (2r, s, 2t) units of the mmul shape; C has rho A tiles."""
     r, s, t = mmul or dev.mmul_shape(dtype_in, emulate)
-    m, k, n = 2 * r * blocks[0], s * blocks[1], 2 * t * blocks[2]
+    m, k, n = 2 * r * blocks[0] * rho, s * blocks[1], 2 * t * blocks[2]
     return KernelBuild(dev.aie_target, dtype_in, dtype_out, m, k, n, (r, s, t), b_col_maj, emulate,
-                       rounding, saturation, shift)
+                       rounding, saturation, shift, rho=rho)
 
 
 def _cases() -> list[Case]:
@@ -121,6 +121,12 @@ def _cases() -> list[Case]:
         Case(build(NPU1, "bf16", "bf16", (1, 2, 2), True, rounding="floor")),
         Case(build(NPU2, "bf16", "bf16", (2, 2, 1), False, rounding="sym_zero")),
     ]
+    cases += [  # asymmetric tile buffering: matmul updates one of rho slices of C
+        Case(build(NPU1, "bf16", "bf16", (1, 2, 1), True, rho=3)),
+        Case(build(NPU2, "i8", "i16", (1, 2, 2), False, rho=2, shift=3)),
+        Case(build(NPU2, "bf16", "bf16", (1, 2, 1), False, emulate=True, rho=4)),
+        Case(build(NPU1, "i16", "i32", (2, 1, 1), True, rho=2)),
+    ]
     return cases
 
 
@@ -130,7 +136,10 @@ EMULATED = [c for c in CASES if c.build.emulate_bf16_with_bfp16]
 # kernels that must fail: a bf16 kernel without its set_rounding call
 _BF16 = build(NPU1, "bf16", "bf16", (1, 2, 2), False)
 NO_ROUNDING = Case(_BF16, patch=("  aie::set_rounding(aie::rounding_mode::conv_even);\n", ""))
-ALL = [*CASES, NO_ROUNDING]
+# an ATB kernel that ignores its slice argument
+_ATB = build(NPU2, "i8", "i32", (1, 2, 1), False, rho=2)
+NO_SLICE = Case(_ATB, patch=("C + slice * gemm_gen_kernel::T_MA", "C + 0 * slice * gemm_gen_kernel::T_MA"))
+ALL = [*CASES, Case(_ATB), NO_ROUNDING, NO_SLICE]
 
 
 # ---- compiling and loading ---------------------------------------------------------------------
@@ -193,7 +202,7 @@ class Kernel:
         self.zero_fn = getattr(self.lib, zero_name)
         self.matmul_fn = getattr(self.lib, matmul_name)
         self.zero_fn.argtypes = [ctypes.c_void_p]
-        self.matmul_fn.argtypes = [ctypes.c_void_p] * 3
+        self.matmul_fn.argtypes = [ctypes.c_void_p] * 3 + ([ctypes.c_int32] if b.rho > 1 else [])
         for fn in (self.lib.gg_host_set_rounding, self.lib.gg_host_set_saturation):
             fn.argtypes = [ctypes.c_uint]
         self.lib.gg_host_get_rounding.restype = ctypes.c_uint
@@ -257,7 +266,8 @@ def inputs(case: Case, seed: int = 0) -> list[tuple[np.ndarray, np.ndarray]]:
 
 def run_tile(kernel: Kernel, steps: list[tuple[np.ndarray, np.ndarray]], b_col_maj: bool | None = None,
              modes: tuple[Rounding, Saturation] = (Rounding.FLOOR, Saturation.NONE)) -> np.ndarray:
-    """zero, then one matmul per k-step, on L1 buffers in the kernel's layouts; returns C (m x n).
+    """zero, then per k-step one matmul per A tile (rho of them, each T_MA rows, sharing the B
+    tile as the ATB worker loop does), on L1 buffers in the kernel's layouts; returns C (m x n).
 
     b_col_maj overrides the layout B is written in (to prove a wrong layout is caught). `modes`
     are the mode registers the kernel finds (reset values by default) and must leave behind.
@@ -270,12 +280,15 @@ def run_tile(kernel: Kernel, steps: list[tuple[np.ndarray, np.ndarray]], b_col_m
     c = Guarded(b.m * b.n, t_out.host)  # starts as sentinel garbage: zero must clear all of it
     kernel.zero_fn(c.ptr)
     for a_tile, b_tile in steps:
-        a_buf, b_buf = Guarded(b.m * b.k, t_in.host), Guarded(b.k * b.n, t_in.host)
-        a_buf.body[a_layout(b.m, b.k, r, s)] = a_tile
+        b_buf = Guarded(b.k * b.n, t_in.host)
         b_buf.body[b_layout(b.k, b.n, s, t, col_maj)] = b_tile
-        kernel.matmul_fn(a_buf.ptr, b_buf.ptr, c.ptr)
-        assert kernel.modes() == modes, "the kernel must restore the mode registers it found"
-        assert a_buf.guards_intact() and b_buf.guards_intact()
+        for i in range(b.rho):
+            a_buf = Guarded(b.t_ma * b.k, t_in.host)
+            a_buf.body[a_layout(b.t_ma, b.k, r, s)] = a_tile[i * b.t_ma:(i + 1) * b.t_ma]
+            kernel.matmul_fn(a_buf.ptr, b_buf.ptr, c.ptr, *((i,) if b.rho > 1 else ()))
+            assert kernel.modes() == modes, "the kernel must restore the mode registers it found"
+            assert a_buf.guards_intact()
+        assert b_buf.guards_intact()
     assert c.guards_intact(), "the kernel wrote outside its C tile"
     return c.body[c_layout(b.m, b.n, r, t)]
 
@@ -391,6 +404,17 @@ def test_check_catches_wrong_layout_and_rounding(libraries) -> None:
 
 
 @needs_gxx
+def test_check_catches_an_atb_kernel_that_ignores_its_slice(libraries) -> None:
+    """Every A tile of an ATB kernel must land in its own slice of C: one that writes slice 0 each
+    time fails (and overwrites nothing outside C)."""
+    steps = inputs(Case(_ATB))
+    want = expected(_ATB, steps)
+    assert_bit_equal(run_tile(load(libraries, Case(_ATB)), steps), want, "control")
+    with pytest.raises(AssertionError, match="elements differ"):
+        assert_bit_equal(run_tile(load(libraries, NO_SLICE), steps), want, "slice ignored")
+
+
+@needs_gxx
 def test_host_bf16_conversion_matches_ml_dtypes_and_numerics(libraries) -> None:
     """tests/aie_host's float -> bf16: bfloat16(float) equals ml_dtypes (round to nearest even),
     and to_vector's conversion under every crRnd mode equals numerics.round_f32_to_bf16."""
@@ -446,6 +470,8 @@ def test_source_file_and_symbols_follow_the_design() -> None:
 
 @pytest.mark.parametrize("change, message", [
     (dict(m=12), "2x2 expansion"),
+    (dict(rho=3), "does not divide"),
+    (dict(rho=2), "2x2 expansion"),  # T_MA = 4 < 2r
     (dict(k=12), "2x2 expansion"),
     (dict(mmul=(8, 8, 8)), "kernel shape"),
     (dict(emulate_bf16_with_bfp16=True), "npu2 bf16 feature"),

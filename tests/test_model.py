@@ -210,7 +210,7 @@ def test_predict_without_tiles_uses_the_tuned_design(capsys):
     assert info["tile"] == [best.m, best.k, best.n] and info["k_mt"] == best.k_mt
 
 
-@pytest.mark.parametrize("extra", [["--rho", "4"], ["--dtype_b", "bfp16"], ["--acc", "bf16"]])
+@pytest.mark.parametrize("extra", [["--dtype_b", "bfp16"], ["--acc", "bf16"]])
 def test_not_supported_yet_exits_2(capsys, extra):
     code, out, err = run(capsys, "predict", *SMALL, *extra)
     assert code == 2 and "not supported yet" in err and len(err.strip().splitlines()) == 1 and out == ""

@@ -16,7 +16,7 @@ from gemm_gen.errors import GemmGenError, ToolchainMissing
 from gemm_gen.model import calibrate, paper
 from gemm_gen.model.params import load
 from gemm_gen.model.perf import Problem, estimate
-from gemm_gen.model.tune import _memtiles_fit, _tilings, evaluate_all, tune
+from gemm_gen.model.tune import RHO_MAX, _memtiles_fit, _tilings, evaluate_all, tune
 
 
 def run(capsys, *args: str) -> tuple[int, str, str]:
@@ -43,17 +43,19 @@ def test_tuned_design_is_at_least_the_papers_choice_within_a_second(row):
 
 
 def _brute_force(pr: Problem) -> np.ndarray:
-    """Every (m, k, n) and every multiple of k for k_mt that fits: sorted predicted times."""
-    m, k, n = _tilings(pr, {})
+    """Every (m, k, n, rho) and every multiple of k for k_mt that fits: sorted predicted times."""
+    m, k, n, rho = _tilings(pr, {})
+    r = pr.mmul[0]  # every asymmetry whose A tile (m / rho rows) fits a core's share is searched
+    assert set(rho.tolist()) == {x for x in range(1, RHO_MAX + 1) if 2 * r * x <= m.max()}
     times = []
     K1 = -(-pr.K // k) * k
     for j in range(1, int((K1 // k).max()) + 1):
         keep = j * k <= K1
-        mm, kk, nn = m[keep], k[keep], n[keep]
+        mm, kk, nn, rr = m[keep], k[keep], n[keep], rho[keep]
         kmt = j * kk
         fit = _memtiles_fit(pr, mm, kk, nn, kmt)
         if fit.any():
-            times.append(estimate(pr, mm[fit], kk[fit], nn[fit], kmt[fit]).time)
+            times.append(estimate(pr, mm[fit], kk[fit], nn[fit], kmt[fit], rho=rr[fit]).time)
     return np.sort(np.concatenate(times))
 
 
@@ -71,7 +73,7 @@ def test_pruned_search_finds_the_exhaustive_optimum(pr):
 def test_heat_map_data_has_the_best_k_mt_of_every_tiling():
     pr = Problem("npu1", 520, 600, 700, "i8", "i16", True)
     allc = evaluate_all(pr)
-    m, k, n = _tilings(pr, {})
+    m, k, n, _ = _tilings(pr, {})
     assert len(allc["m"]) <= m.size and allc["tops"].max() == pytest.approx(tune(pr, 1).best.tops)
 
 
@@ -102,7 +104,7 @@ def test_config_without_tiles_is_the_tuned_design():
     c = config_from_args(a)
     assert time.perf_counter() - start < 1.0
     best = tune(Problem("npu2", 4096, 4096, 2048), 1).best.config
-    assert (c.m, c.k, c.n, c.k_mt) == (best.m, best.k, best.n, best.k_mt)
+    assert (c.m, c.k, c.n, c.k_mt, c.rho) == (best.m, best.k, best.n, best.k_mt, best.rho)
     a = parser().parse_args(["plan", "--dev", "npu2", "-M", "4096", "-K", "4096", "-N", "2048", "--k-mt", "96"])
     assert config_from_args(a).k_mt == 96
     a = parser().parse_args(["plan", "--dev", "npu2", "-M", "4096", "-K", "4096", "-N", "2048", "-m", "64"])

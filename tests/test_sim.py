@@ -85,6 +85,54 @@ def test_statistics_follow_the_design():
     assert r.max_live_bds["shim(0,0)"] == 12 and r.max_live_bds["shim(1,0)"] == 8
 
 
+def _atb(dev: str = "npu2", t_in: str = "i8", t_out: str = "i16", rho: int = 3, b_col_maj: bool = True,
+         **kw: object) -> GemmConfig:
+    r = small(dev, t_in, t_out).r
+    return small(dev, t_in, t_out, b_col_maj, m=2 * r * rho, rho=rho, **kw)
+
+
+@pytest.mark.parametrize("dev,t_in,t_out,rho,col_maj", [
+    ("npu2", "i8", "i16", 3, True), ("npu1", "bf16", "bf16", 2, False), ("npu2", "bf16", "f32", 4, False),
+    ("npu1", "i16", "i32", 2, True)])
+def test_atb_designs_pass_with_rho_calls_per_k_step(dev, t_in, t_out, rho, col_maj):
+    """Asymmetric tile buffering: rho A tiles of m / rho rows per B tile, each into its own C slice."""
+    c = _atb(dev, t_in, t_out, rho, col_maj)
+    r = simulate(c)
+    assert r.passed and r.mismatches == 0 and c.t_ma * rho == c.m
+    calls = c.rows * c.cols * c.tiles_per_core * c.k_steps * rho
+    assert r.kernel.matmul_calls == calls
+    levels = r.level_bytes()  # every core still receives all m rows of A once per k-step
+    b_in = c.t_in.bytes
+    assert levels["memtile -> cores"][1] == c.rows * c.cols * c.tiles_per_core * c.k_steps * (c.m + c.n) * c.k * b_in
+
+
+def test_atb_wrong_c_slice_is_a_layout_error():
+    d = build_design(_atb())
+    w = d.workers[0]
+
+    def same_slice(ops):  # every matmul call told slice 0
+        out = []
+        for op in ops:
+            if hasattr(op, "body"):
+                op = replace(op, body=same_slice(op.body))
+            elif getattr(op, "scalars", ()):
+                op = replace(op, scalars=(0,))
+            out.append(op)
+        return tuple(out)
+
+    broken = replace(d, workers=(replace(w, program=same_slice(w.program)), *d.workers[1:]))
+    with pytest.raises(LayoutError, match="slice 0"):
+        simulate(broken)
+
+
+def test_atb_a_without_its_memtile_reorder_is_a_layout_error():
+    """The memtile must store A as rho stacked T_MA x k_mt tiles: without that reorder the cores
+    receive rows of the wrong A tile."""
+    d = build_design(_atb())
+    with pytest.raises(LayoutError, match="A tile"):
+        simulate(_with_fifo(d, "A_L3L2_0", dims_from_stream=None))
+
+
 def _with_fifo(d: Design, name: str, **changes: object) -> Design:
     return replace(d, fifos=tuple(replace(f, **changes) if f.name == name else f for f in d.fifos))
 

@@ -140,7 +140,8 @@ class _Lowering:
         assert not missing, f"fifos without an IRON object: {missing}"
 
         kernels = {k.name: api.Kernel(k.name, k.object_file,
-                                      [self.ty(s, t) for s, t in zip(k.arg_shapes, k.arg_dtypes)])
+                                      [*(self.ty(s, t) for s, t in zip(k.arg_shapes, k.arg_dtypes)),
+                                       *(np.int32 for _ in k.scalar_args)])
                    for k in d.kernels}
         workers = [self.worker(i, kernels) for i in range(len(d.workers))]
 
@@ -198,7 +199,7 @@ def _core_fn(program: tuple[Op, ...], fifo_names: list[str], kernel_names: list[
                 elif isinstance(op, Release):
                     handles[op.fifo].release(op.count)
                 elif isinstance(op, Call):
-                    kernels[op.kernel](*[held[f] for f in op.args])
+                    kernels[op.kernel](*[held[f] for f in op.args], *op.scalars)
 
         run(program)
 

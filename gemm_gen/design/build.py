@@ -61,11 +61,12 @@ def core(c: GemmConfig, col: int, row: int) -> TileRef:
 
 def _input_path(
     c: GemmConfig, l3l2: str, l2l1: str, col: int, l2_elems: int, l1_shape: tuple[int, int],
-    consumers: tuple[TileRef, ...], to_stream: Tap, from_stream: Tap | None,
+    consumers: tuple[TileRef, ...], to_stream: Tap, from_stream: Tap | None, l2_from_stream: Tap | None = None,
 ) -> tuple[ObjectFifo, ObjectFifo, Link]:
     """shim(col) -> memtile(col) -> broadcast to `consumers`: the shape A and B share."""
     mem = TileRef(col, 1)
-    into_l2 = ObjectFifo(l3l2, c.dtype_in, (l2_elems,), c.depth_ab_l2, TileRef(col, 0), (mem,))
+    into_l2 = ObjectFifo(l3l2, c.dtype_in, (l2_elems,), c.depth_ab_l2, TileRef(col, 0), (mem,),
+                         dims_from_stream=l2_from_stream)
     into_l1 = ObjectFifo(l2l1, c.dtype_in, l1_shape, c.depth_ab_l1, mem, consumers,
                          dims_to_stream=to_stream, dims_from_stream=from_stream)
     return into_l2, into_l1, Link("forward", mem, (l3l2,), (l2l1,), (0,))
@@ -77,10 +78,11 @@ def build_design(config: GemmConfig, budgets: bool = True) -> Design:
     c = config.validate(budgets)
     fifos: list[ObjectFifo] = []
     links: list[Link] = []
-    for row in range(c.rows):  # A: broadcast along core row `row`
-        *pair, link = _input_path(c, a_l3l2(row), a_l2l1(row), c.a_col(row), c.m * c.k_mt, (c.m, c.k),
+    for row in range(c.rows):  # A: broadcast along core row `row`, in rho tiles of T_MA rows per k-step
+        *pair, link = _input_path(c, a_l3l2(row), a_l2l1(row), c.a_col(row), c.m * c.k_mt, (c.t_ma, c.k),
                                   tuple(core(c, col, row) for col in range(c.cols)),
-                                  patterns.a_l2_to_stream(c), patterns.a_l1_from_stream(c))
+                                  patterns.a_l2_to_stream(c), patterns.a_l1_from_stream(c),
+                                  patterns.a_l2_from_stream(c))
         fifos += pair
         links.append(link)
     for col in range(c.cols):  # B: broadcast down core column `col`
@@ -101,17 +103,24 @@ def build_design(config: GemmConfig, budgets: bool = True) -> Design:
                           tuple(row * c.m * c.n for row in range(c.rows))))
 
     obj = KernelBuild(c.dev.aie_target, c.dtype_in, c.dtype_out, c.m, c.k, c.n, c.mmul, c.b_col_maj,
-                      bool(c.emulate_bf16_with_bfp16), c.rounding, c.saturation, c.shift, c.compiler)
+                      bool(c.emulate_bf16_with_bfp16), c.rounding, c.saturation, c.shift, c.compiler, c.rho)
     zero = KernelSpec(f"zero_{c.dtype_out}", "zero", obj, ((c.m, c.n),), (c.dtype_out,))
     matmul = KernelSpec(
         f"matmul_{c.dtype_in}_{c.dtype_out}", "matmul", obj,
-        ((c.m, c.k), (c.k, c.n), (c.m, c.n)), (c.dtype_in, c.dtype_in, c.dtype_out),
+        ((c.t_ma, c.k), (c.k, c.n), (c.m, c.n)), (c.dtype_in, c.dtype_in, c.dtype_out),
+        ("i32",) if c.rho > 1 else (),
     )
     workers = []
     for row in range(c.rows):
         for col in range(c.cols):
             a, b, cc = a_l2l1(row), b_l2l1(col), c_l1l2(col, row)
-            k_loop = Loop(c.k_steps, (Acquire(a), Acquire(b), Call(matmul.name, (a, b, cc)), Release(a), Release(b)))
+            if c.rho == 1:
+                step: tuple = (Acquire(a), Acquire(b), Call(matmul.name, (a, b, cc)), Release(a), Release(b))
+            else:  # ATB: B stays for the k-step while rho A tiles update their own C slices
+                slices = tuple(op for i in range(c.rho)
+                               for op in (Acquire(a), Call(matmul.name, (a, b, cc), (i,)), Release(a)))
+                step = (Acquire(b), *slices, Release(b))
+            k_loop = Loop(c.k_steps, step)
             program = (Loop(c.tiles_per_core, (Acquire(cc), Call(zero.name, (cc,)), k_loop, Release(cc))),)
             workers.append(Worker(core(c, col, row), program, (zero.name, matmul.name), c.stack_bytes))
 

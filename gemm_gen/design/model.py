@@ -84,6 +84,7 @@ class Release:
 class Call:
     kernel: str
     args: tuple[str, ...]  # fifos whose currently acquired object is passed, in order
+    scalars: tuple[int, ...] = ()  # int32 constants after the buffers (e.g. the ATB C slice)
 
 
 @dataclass(frozen=True)
@@ -112,6 +113,11 @@ class KernelBuild:
     saturation: str
     shift: int
     compiler: str = "peano"
+    rho: int = 1  # matmul computes (m / rho) rows into C slice `slice` (an int32 argument when rho > 1)
+
+    @property
+    def t_ma(self) -> int:
+        return self.m // self.rho
 
     @property
     def object_file(self) -> str:
@@ -128,6 +134,8 @@ class KernelBuild:
             parts.append(f"sat_{self.saturation}")
         if self.shift:
             parts.append(f"shift{self.shift}")
+        if self.rho > 1:
+            parts.append(f"rho{self.rho}")
         return "_".join(parts) + ".o"
 
 
@@ -140,6 +148,7 @@ class KernelSpec:
     build: KernelBuild
     arg_shapes: tuple[tuple[int, ...], ...]
     arg_dtypes: tuple[str, ...]
+    scalar_args: tuple[str, ...] = ()  # int32 arguments after the buffers
 
     @property
     def object_file(self) -> str:

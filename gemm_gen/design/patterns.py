@@ -18,12 +18,21 @@ from ..tap import Tap
 
 
 # ---- memtile and core patterns (per object) --------------------------------------------------
+def a_l2_from_stream(c: GemmConfig) -> Tap:
+    """Memtile S2MM of A: the m x k_mt chunk (row-major on the stream) stored as (k-step, slice)
+    tiles of T_MA x k, each contiguous, so that the MM2S walk fits in 4 dimensions for any rho."""
+    t = c.t_ma
+    return Tap(0, (c.rho, t, c.k_mt // c.k, c.k), (t * c.k, c.k, c.m * c.k, 1))
+
+
 def a_l2_to_stream(c: GemmConfig) -> Tap:
-    return Tap(0, (c.k_mt // c.k, c.k // c.s, c.m, c.s), (c.k, c.s, c.k_mt, 1))
+    """Memtile MM2S of A: per (k-step, slice) tile, T_MA x s column panels."""
+    t = c.t_ma
+    return Tap(0, (c.k_mt // c.k * c.rho, c.k // c.s, t, c.s), (t * c.k, c.s, c.k, 1))
 
 
 def a_l1_from_stream(c: GemmConfig) -> Tap:
-    return Tap(0, (c.k // c.s, c.m // c.r, c.r * c.s), (c.r * c.s, c.r * c.k, 1))
+    return Tap(0, (c.k // c.s, c.t_ma // c.r, c.r * c.s), (c.r * c.s, c.r * c.k, 1))
 
 
 def b_l2_to_stream(c: GemmConfig) -> Tap:
@@ -99,12 +108,12 @@ def check_dma_limits(c: GemmConfig) -> None:
         (shim_b(c, last_n, c.cols - 1), c.t_in, shim, "shim MM2S B (K x n strip)", "reduce n or k_mt, or N"),
         (shim_c(c, last_m, last_n, c.cols - 1), c.t_out, shim, "shim S2MM C ((rows*m) x n block)",
          "reduce m or n, or N"),
+        (a_l2_from_stream(c), c.t_in, mem, "memtile S2MM A (dims_from_stream)", "reduce m, k or k_mt"),
         (a_l2_to_stream(c), c.t_in, mem, "memtile MM2S A (dims_to_stream)", "reduce m, k or k_mt"),
         (b_l2_to_stream(c), c.t_in, mem, "memtile MM2S B (dims_to_stream)", "reduce n, k or k_mt"),
         (c_l2_to_stream(c), c.t_out, mem, "memtile MM2S C (dims_to_stream)", "reduce m or n"),
         (a_l1_from_stream(c), c.t_in, core, "core S2MM A (dims_from_stream)", "reduce m or k"),
         (Tap.linear(c.m * c.n), c.t_out, core, "core MM2S C", "reduce m or n"),
-        (Tap.linear(c.m * c.k_mt), c.t_in, mem, "memtile S2MM A", "reduce m or k_mt"),
         (Tap.linear(c.b_l2_k * c.n), c.t_in, mem, "memtile S2MM B", "reduce n or k_mt"),
     ]
     b_l1 = b_l1_from_stream(c)
@@ -116,10 +125,11 @@ def check_dma_limits(c: GemmConfig) -> None:
         tap.to_words(t).check(spec, where, fix)
     # memtile and core BDs also pass mlir-aie's static BD verifier (sizes in elements)
     statics = [
+        (a_l2_from_stream(c), c.m * c.k_mt, "memtile S2MM A (dims_from_stream)", "reduce m, k or k_mt"),
         (a_l2_to_stream(c), c.m * c.k_mt, "memtile MM2S A (dims_to_stream)", "reduce m, k or k_mt"),
         (b_l2_to_stream(c), c.b_l2_k * c.n, "memtile MM2S B (dims_to_stream)", "reduce n, k or k_mt"),
         (c_l2_to_stream(c), c.m * c.n, "memtile MM2S C (dims_to_stream, per join slice)", "reduce m or n"),
-        (a_l1_from_stream(c), c.m * c.k, "core S2MM A (dims_from_stream)", "reduce m or k"),
+        (a_l1_from_stream(c), c.t_ma * c.k, "core S2MM A (dims_from_stream)", "reduce m or k"),
     ]
     if b_l1 is not None:
         statics.append((b_l1, c.k * c.n, "core S2MM B (dims_from_stream)", "reduce n or k"))

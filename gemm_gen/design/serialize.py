@@ -27,7 +27,7 @@ def _op(op: Op) -> dict[str, Any]:
     if isinstance(op, Release):
         return {"op": "release", "fifo": op.fifo, "count": op.count}
     if isinstance(op, Call):
-        return {"op": "call", "kernel": op.kernel, "args": list(op.args)}
+        return {"op": "call", "kernel": op.kernel, "args": list(op.args), "scalars": list(op.scalars)}
     raise TypeError(op)
 
 
@@ -52,7 +52,8 @@ def design_to_json(d: Design) -> dict[str, Any]:
         "kernels": [
             {"name": k.name, "role": k.role, "object_file": k.object_file,
              "build": {**k.build.__dict__, "mmul": list(k.build.mmul)},
-             "arg_shapes": [list(s) for s in k.arg_shapes], "arg_dtypes": list(k.arg_dtypes)}
+             "arg_shapes": [list(s) for s in k.arg_shapes], "arg_dtypes": list(k.arg_dtypes),
+             "scalar_args": list(k.scalar_args)}
             for k in d.kernels
         ],
         "workers": [

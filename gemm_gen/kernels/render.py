@@ -55,7 +55,7 @@ class KernelParams:
     rounding_mode: str
     saturation_mode: str
     sets_saturation: bool  # integer outputs narrower than 32 bits
-    row_pairs: int  # trip counts of the three matmul loops and of the zero loop
+    row_pairs: int  # trip counts of the three matmul loops (over one A tile) and of the zero loop
     col_pairs: int
     k_blocks: int
     store_bits: int
@@ -116,9 +116,13 @@ def kernel_params(build: KernelBuild) -> KernelParams:
     if mmul not in shapes:
         raise ConfigError(f"mmul {r}x{s}x{t} is not a {dev.name} {build.dtype_in} kernel shape",
                           "use one of " + ", ".join("x".join(map(str, sh)) for sh in shapes if sh))
-    if build.m % (2 * r) or build.k % s or build.n % (2 * t) or min(build.m, build.k, build.n) <= 0:
-        raise ConfigError(f"kernel tile {build.m}x{build.k}x{build.n} does not fit the 2x2 expansion of "
-                          f"mmul {r}x{s}x{t}", f"use m % {2 * r} == 0, k % {s} == 0, n % {2 * t} == 0")
+    if build.rho < 1 or build.m % build.rho:
+        raise ConfigError(f"rho {build.rho} does not divide the kernel tile's m = {build.m}",
+                          "use a rho >= 1 that divides m")
+    if build.t_ma % (2 * r) or build.k % s or build.n % (2 * t) or min(build.m, build.k, build.n) <= 0:
+        raise ConfigError(f"kernel tile {build.t_ma}x{build.k}x{build.n} (m / rho x k x n) does not fit the 2x2 "
+                          f"expansion of mmul {r}x{s}x{t}",
+                          f"use (m / rho) % {2 * r} == 0, k % {s} == 0, n % {2 * t} == 0")
     try:
         rounding = Rounding[build.rounding.upper()]
         saturation = Saturation[build.saturation.upper()]
@@ -142,7 +146,7 @@ def kernel_params(build: KernelBuild) -> KernelParams:
         acc_tag="accfloat" if t_in.is_float else "accauto", aie_arch=AIE_ARCH[build.aie_target],
         rounding_mode=ROUNDING_MODES[rounding], saturation_mode=SATURATION_MODES[saturation],
         sets_saturation=not t_out.is_float and t_out.bits < 32,
-        row_pairs=build.m // (2 * r), col_pairs=build.n // (2 * t), k_blocks=build.k // s,
+        row_pairs=build.t_ma // (2 * r), col_pairs=build.n // (2 * t), k_blocks=build.k // s,
         store_bits=store_bits, zero_lanes=lanes, zero_iters=build.m * build.n // lanes,
     )
 

@@ -59,7 +59,7 @@ def array_estimate(p: Params, row: paper.ArrayRow, **kw: Any):  # noqa: ANN201 -
     """The model on the row's design (traffic read from the built Design's runtime sequence)."""
     c = array_config(row, **kw)
     traffic, tasks = _design_data(c)
-    return estimate(Problem.of(c), c.m, c.k, c.n, c.k_mt, p, traffic=traffic, tasks_per_group=tasks)
+    return estimate(Problem.of(c), c.m, c.k, c.n, c.k_mt, p, traffic=traffic, tasks_per_group=tasks, rho=c.rho)
 
 
 def array_tops(p: Params, row: paper.ArrayRow, **kw: Any) -> float:

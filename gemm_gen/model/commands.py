@@ -20,10 +20,7 @@ ACC_DEFAULT = {"bf16": ("f32", "fp32", "accfloat"), "i8": ("i32", "acc32"), "i16
 
 
 def _not_supported_yet(a: argparse.Namespace) -> None:
-    """--rho, --dtype_b and --acc belong to the BFP16/ATB issue; only their trivial values work."""
-    if a.rho is not None and a.rho != 1:
-        raise ConfigError(f"--rho {a.rho}: asymmetric tile buffering is not supported yet (BFP16/ATB issue)",
-                          "leave --rho out or use --rho 1")
+    """--dtype_b and --acc belong to the BFP16 work; only their trivial values work."""
     if a.dtype_b is not None and a.dtype_b != a.dtype_in:
         raise ConfigError(f"--dtype_b {a.dtype_b}: a B type other than dtype_in is not supported yet "
                           "(BFP16/ATB issue)", f"leave --dtype_b out or use --dtype_b {a.dtype_in}")
@@ -34,7 +31,6 @@ def _not_supported_yet(a: argparse.Namespace) -> None:
 
 def _model_args(p: argparse.ArgumentParser) -> None:
     problem_args(p)
-    p.add_argument("--rho", type=int, help="asymmetry T_MC / T_MA (not supported yet: only 1)")
     p.add_argument("--dtype_b", "--dtype-b", dest="dtype_b", help="B type (not supported yet: only dtype_in)")
     p.add_argument("--acc", help="accumulation type (not supported yet: only the kernel's own)")
 
@@ -61,7 +57,9 @@ def predict_text(d: dict[str, Any]) -> str:
     lines = [
         f"PREDICTED (analytical model, not a measurement): {d['device']} {M}x{K}x{N} "
         f"{d['dtype_in']}{emu}->{d['dtype_out']}, B {layout}",
-        f"  design       kernel {m}x{k}x{n}, k_mt {d['k_mt']}, mmul {'x'.join(map(str, d['mmul']))}; "
+        f"  design       kernel {m}x{k}x{n}, k_mt {d['k_mt']}"
+        + (f", rho {d['rho']} (A tiles of {d['t_ma']} rows)" if d["rho"] > 1 else "")
+        + f", mmul {'x'.join(map(str, d['mmul']))}; "
         f"padded to {'x'.join(map(str, d['padded']))}",
         f"  throughput   {d['tops']:.2f} TOPS in {d['time_us']:,.0f} us ({d['bound']} bound)",
         f"  bounds       compute {d['compute_bound_tops']:.2f} TOPS, memory {d['memory_bound_tops']:.2f} TOPS, "
@@ -86,9 +84,10 @@ def cmd_tune(a: argparse.Namespace) -> int:
     _not_supported_yet(a)
     base = _base(a)
     top = max(a.top, a.measure or 0)
-    fixed = {"m": a.m, "k": a.k, "n": a.n, "k_mt": a.k_mt}
+    fixed = {"m": a.m, "k": a.k, "n": a.n, "k_mt": a.k_mt, "rho": a.rho}
     result = tune(Problem.of(base), top, fixed)
-    result.top = [replace(c, config=replace(base, m=c.config.m, k=c.config.k, n=c.config.n, k_mt=c.config.k_mt))
+    result.top = [replace(c, config=replace(base, m=c.config.m, k=c.config.k, n=c.config.n, k_mt=c.config.k_mt,
+                                            rho=c.config.rho))
                   for c in result.top]
     if a.measure:
         try:
@@ -142,14 +141,14 @@ def tune_text(r: TuneResult, count: int) -> str:
     lines = [f"tune {pr.device} {pr.M}x{pr.K}x{pr.N} {pr.dtype_in}{emu}->{pr.dtype_out}, B {layout}: "
              f"{r.tilings:,} tilings, {r.evaluated:,} candidates ranked in {r.seconds * 1e3:.0f} ms "
              f"(throughputs are PREDICTED by the model{'; re-ranked by measurement' if measured else ''})"]
-    head = f"{'rank':>4}  {'m x k x n':<14} {'k_mt':>5}  {'pred TOPS':>9}  {'bound':<7}  {'compute':>7}  " \
+    head = f"{'rank':>4}  {'m x k x n':<14} {'k_mt':>5}  {'rho':>3}  {'pred TOPS':>9}  {'bound':<7}  {'compute':>7}  " \
            f"{'memory':>7}  {'MAC/cyc':>7}  {'L1':>4}  {'L2':>4}  {'pad':>5}"
     if measured:
         head += f"  {'meas TOPS':>9}"
     lines.append(head)
     for i, c in enumerate(r.top[:count], 1):
         cf = c.config
-        line = (f"{i:>4}  {f'{cf.m}x{cf.k}x{cf.n}':<14} {cf.k_mt:>5}  {c.tops:>9.2f}  {c.bound:<7}  "
+        line = (f"{i:>4}  {f'{cf.m}x{cf.k}x{cf.n}':<14} {cf.k_mt:>5}  {cf.rho:>3}  {c.tops:>9.2f}  {c.bound:<7}  "
                 f"{c.compute_bound_tops:>7.2f}  {c.memory_bound_tops:>7.2f}  {c.core_macs_per_cycle:>7.1f}  "
                 f"{c.l1_fraction:>4.0%}  {c.l2_fraction:>4.0%}  {c.wasted_fraction:>5.1%}")
         if measured:

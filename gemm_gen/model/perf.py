@@ -3,8 +3,9 @@
     T = dispatch + fill + max(T_core, T_mem) + drain + groups * bubble
 
 T_core (all cores run in lockstep; eq. 9 of Striking with the efficiency spelled out):
-    tiles per core x [k_steps x max(kernel + switch, L1 DMA of A or B) + zero kernel + switch
-                      + C drain to the memtile (single C buffer, sec. 5.3.2)]
+    tiles per core x [k_steps x max(rho x (kernel on m/rho rows + switch), L1 DMA of A or B)
+                      + zero kernel + switch + C drain to the memtile (single C buffer, sec. 5.3.2)]
+    (with asymmetric tile buffering each k-step makes rho kernel calls, one per A tile: atb eq. 13-15)
 T_mem (eq. 10 with a run-length dependent bandwidth):
     max( sum over A, B, C of (bytes + runs x run_overhead) / peak_bw ,  busiest shim channel / stream rate )
 fill / drain: the first A and B memtile objects and the last C block cross DRAM unoverlapped.
@@ -129,8 +130,8 @@ def _round_up(x: np.ndarray | np.integer, q: np.ndarray) -> np.ndarray:
 def estimate(pr: Problem, m: np.ndarray | int, k: np.ndarray | int, n: np.ndarray | int,
              k_mt: np.ndarray | int, params: Params | None = None,
              traffic: dict[str, TensorTraffic] | None = None,
-             tasks_per_group: int | None = None) -> Estimate:
-    """Predict every candidate (m, k, n, k_mt) of one problem; arrays broadcast against each other.
+             tasks_per_group: int | None = None, rho: np.ndarray | int = 1) -> Estimate:
+    """Predict every candidate (m, k, n, k_mt, rho) of one problem; arrays broadcast against each other.
 
     `traffic` (bytes and runs per tensor from a Design's runtime sequence) replaces the closed-form
     count when given; `tasks_per_group` likewise (shim tasks per output block).
@@ -143,7 +144,7 @@ def estimate(pr: Problem, m: np.ndarray | int, k: np.ndarray | int, n: np.ndarra
     ks = pr.kernel_shape
     isa = p.isa[ks.target]
     sbw = p.stream_bytes_per_cycle
-    m, k, n, k_mt = (np.asarray(x, dtype=np.int64) for x in (m, k, n, k_mt))
+    m, k, n, k_mt, rho = (np.asarray(x, dtype=np.int64) for x in (m, k, n, k_mt, rho))
 
     Mp = _round_up(np.int64(pr.M), m * rows)
     Kp = _round_up(np.int64(pr.K), k_mt)
@@ -153,9 +154,9 @@ def estimate(pr: Problem, m: np.ndarray | int, k: np.ndarray | int, n: np.ndarra
     k_steps = Kp // k
 
     # ---- compute side (cycles of one core) ------------------------------------------------
-    kcyc = kmod.kernel_cycles(p, ks, m, k, n)
-    l1_dma = np.maximum(m * k, k * n) * b_in / sbw
-    step = np.maximum(kcyc + p.switch_cycles, l1_dma)
+    kcyc = kmod.kernel_cycles(p, ks, m // rho, k, n)  # one call: an A tile of T_MA = m / rho rows
+    l1_dma = np.maximum(m * k, k * n) * b_in / sbw  # A and B arrive on separate core channels
+    step = np.maximum(rho * (kcyc + p.switch_cycles), l1_dma)
     zero = m * n * b_out / isa.vst_bytes + p.switch_cycles
     c_to_l2 = m * n * b_out / sbw
     c_stall = c_to_l2 if pr.depth_c_l1 == 1 else np.zeros_like(c_to_l2)
@@ -216,7 +217,7 @@ def estimate(pr: Problem, m: np.ndarray | int, k: np.ndarray | int, n: np.ndarra
         t_bubbles=np.asarray(t_bubbles, dtype=np.float64),
         t_dispatch=t_dispatch,
         kernel_cycles=kcyc,
-        kernel_macs_per_cycle=np.asarray(m * k * n / kcyc, dtype=np.float64),
+        kernel_macs_per_cycle=np.asarray((m // rho) * k * n / kcyc, dtype=np.float64),
         core_macs_per_cycle=np.asarray(padded_macs / cores / core_cycles, dtype=np.float64),
         tops=np.asarray(ops / time / 1e12, dtype=np.float64),
         compute_bound_tops=np.asarray(ops / t_core / 1e12, dtype=np.float64),

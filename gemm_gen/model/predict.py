@@ -22,7 +22,7 @@ def tasks_per_group(design: Design) -> int:
 def estimate_design(design: Design, params: Params | None = None) -> Estimate:
     c = design.config
     return estimate(Problem.of(c), c.m, c.k, c.n, c.k_mt, params, traffic=design_traffic(design),
-                    tasks_per_group=tasks_per_group(design))
+                    tasks_per_group=tasks_per_group(design), rho=c.rho)
 
 
 def predict(config: GemmConfig, params: Params | None = None) -> dict[str, Any]:
@@ -61,6 +61,8 @@ def prediction_json(c: GemmConfig, e: Estimate, p: Params, design: Design | None
         "problem": [c.M, c.K, c.N],
         "tile": [c.m, c.k, c.n],
         "k_mt": c.k_mt,
+        "rho": c.rho,
+        "t_ma": c.t_ma,
         "mmul": list(c.mmul),
         "dtype_in": c.dtype_in,
         "dtype_out": c.dtype_out,

@@ -1,7 +1,8 @@
 """The tuner: every valid (m, k, n, k_mt) of a problem, ranked by the model.
 
-Search space: m a multiple of 2r, n of 2t, k of s (up to what L1 and the BD fields allow, and no
-larger than one core's share of the problem), k_mt a multiple of k. All (m, k, n) are enumerated
+Search space: rho (asymmetric tile buffering) from 1 to RHO_MAX, m a multiple of 2r rho (so that
+T_MA = m / rho keeps the kernel's 2x2 blocks), n of 2t, k of s (up to what L1 and the BD fields
+allow, and no larger than one core's share of the problem), k_mt a multiple of k. All (m, k, n) are enumerated
 with NumPy; for k_mt the model depends only on the number of K chunks q = ceil(K / k_mt) and on
 k_mt itself, and for a fixed q the smallest k_mt is never worse (less padding and traffic for
 the same number of runs), so each q contributes one k_mt. q rises from the fewest chunks the
@@ -26,6 +27,7 @@ from .params import Params, load
 from .perf import Estimate, Problem, estimate
 
 MAX_ROUNDS = 1024
+RHO_MAX = 8  # the largest asymmetry atb measures (Table 1); beyond it the switches dominate
 
 
 @dataclass
@@ -54,7 +56,7 @@ class Candidate:
     def to_json(self) -> dict[str, Any]:
         c = self.config
         out: dict[str, Any] = {
-            "m": c.m, "k": c.k, "n": c.n, "k_mt": c.k_mt, "predicted_tops": self.tops,
+            "m": c.m, "k": c.k, "n": c.n, "k_mt": c.k_mt, "rho": c.rho, "predicted_tops": self.tops,
             "predicted_time_us": self.time_s * 1e6, "compute_bound_tops": self.compute_bound_tops,
             "memory_bound_tops": self.memory_bound_tops, "bound": self.bound,
             "core_macs_per_cycle": self.core_macs_per_cycle, "l1_bytes": self.l1_bytes,
@@ -86,8 +88,9 @@ def _round_up(x: Any, q: Any) -> Any:
     return -(-x // q) * q
 
 
-def _tilings(pr: Problem, fixed: dict[str, int | None]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Every (m, k, n) that fits L1 and the BD fields that do not depend on k_mt."""
+def _tilings(pr: Problem, fixed: dict[str, int | None]
+             ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Every (m, k, n, rho) that fits L1 and the BD fields that do not depend on k_mt."""
     dev = pr.dev
     r, s, t = pr.mmul
     rows, cols = pr.rows, pr.ncols
@@ -103,30 +106,39 @@ def _tilings(pr: Problem, fixed: dict[str, int | None]) -> tuple[np.ndarray, np.
     else:
         n_hi = min(n_hi, shim.max_wrap * word // b_in)
     k_hi = min(_round_up(pr.K, s), MLIR_AIE_BD_MAX_SIZE * s)
-    ms = np.arange(2 * r, m_hi + 1, 2 * r, dtype=np.int64)
+    rho_fixed = fixed.get("rho")
+    rhos = [rho_fixed] if rho_fixed is not None else range(1, RHO_MAX + 1)
     ns = np.arange(2 * t, n_hi + 1, 2 * t, dtype=np.int64)
-    if fixed.get("m") is not None:
-        ms = np.array([fixed["m"]], dtype=np.int64)
     if fixed.get("n") is not None:
         ns = np.array([fixed["n"]], dtype=np.int64)
-    mm, nn = (a.ravel() for a in np.meshgrid(ms, ns, indexing="ij"))
+    grids = []
+    for rho in rhos:
+        ms = np.arange(2 * r * rho, m_hi + 1, 2 * r * rho, dtype=np.int64)
+        if fixed.get("m") is not None:
+            ms = np.array([fixed["m"]], dtype=np.int64)
+            ms = ms[(ms % rho == 0) & ((ms // rho) % (2 * r) == 0)]
+        mm, nn = (a.ravel() for a in np.meshgrid(ms, ns, indexing="ij"))
+        grids.append((mm, nn, np.full(mm.shape, rho, dtype=np.int64)))
+    mm, nn, rr = (np.concatenate(g) for g in zip(*grids))
     stack = pr.stack_bytes or default_stack(dev.name, bool(pr.emulate_bf16_with_bfp16), pr.compiler)
     room = dev.l1_bytes - stack - dev.kernel_data_bytes - pr.depth_c_l1 * b_out * mm * nn
-    k_max = np.where(room > 0, room // (pr.depth_ab_l1 * b_in * (mm + nn)), 0) // s * s
+    # atb eq. 3: A double-buffered at T_MA = m / rho rows, B double-buffered, C single at m rows
+    k_max = np.where(room > 0, room // (pr.depth_ab_l1 * b_in * (mm // rr + nn)), 0) // s * s
     k_max = np.minimum(k_max, k_hi)
     if fixed.get("k") is not None:
         kf = int(fixed["k"])  # type: ignore[arg-type]
         keep = k_max >= kf
-        mm, nn = mm[keep], nn[keep]
-        return mm, np.full(mm.shape, kf, dtype=np.int64), nn
+        mm, nn, rr = mm[keep], nn[keep], rr[keep]
+        return mm, np.full(mm.shape, kf, dtype=np.int64), nn, rr
     counts = k_max // s
     keep = counts > 0
-    mm, nn, counts = mm[keep], nn[keep], counts[keep]
+    mm, nn, rr, counts = mm[keep], nn[keep], rr[keep], counts[keep]
     m3 = np.repeat(mm, counts)
     n3 = np.repeat(nn, counts)
+    r3 = np.repeat(rr, counts)
     starts = np.repeat(np.cumsum(counts) - counts, counts)
     k3 = (np.arange(m3.size, dtype=np.int64) - starts + 1) * s
-    return m3, k3, n3
+    return m3, k3, n3, r3
 
 
 def _memtiles_fit(pr: Problem, m: np.ndarray, k: np.ndarray, n: np.ndarray, k_mt: np.ndarray) -> np.ndarray:
@@ -197,14 +209,18 @@ def _smallest_j(K: int, k: np.ndarray, q: np.ndarray) -> np.ndarray:
     return np.asarray(-(-K // (q * k)), dtype=np.int64)
 
 
+Ranked = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, int, int]
+
+
 def _rank_all(pr: Problem, fixed: dict[str, int | None], top: int, p: Params, per_tiling: bool = False
-              ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, int, int]:
-    """Model times of the candidates; with per_tiling, at least the best k_mt of every (m, k, n)."""
-    m, k, n = _tilings(pr, fixed)
+              ) -> Ranked:
+    """Model times of the candidates (m, k, n, k_mt, rho, time, tilings, evaluated); with per_tiling,
+    at least the best k_mt of every (m, k, n, rho)."""
+    m, k, n, rho = _tilings(pr, fixed)
     tilings = m.size
     if tilings == 0:
         empty = np.zeros(0, dtype=np.int64)
-        return empty, empty, empty, empty, np.zeros(0), 0, 0
+        return empty, empty, empty, empty, empty, np.zeros(0), 0, 0
     b_in = dtype(pr.dtype_in).bytes
     rows, cols = pr.rows, pr.ncols
     shim = pr.dev.dma[TileKind.SHIM]
@@ -221,14 +237,14 @@ def _rank_all(pr: Problem, fixed: dict[str, int | None], top: int, p: Params, pe
     fixed_kmt = fixed.get("k_mt")
     if fixed_kmt is not None:
         keep = (fixed_kmt % k == 0) & (fixed_kmt // k <= MLIR_AIE_BD_MAX_SIZE)
-        m, k, n, K1 = m[keep], k[keep], n[keep], K1[keep]
+        m, k, n, rho, K1 = m[keep], k[keep], n[keep], rho[keep], K1[keep]
         j_hi = np.full(m.shape, 0)
     # tiles of a core must stay few enough for the runtime sequence
     Mp = _round_up(pr.M, m * rows)
     Np = _round_up(pr.N, n * cols)
     tasks_ok = (Mp // (m * rows)) * (Np // (n * cols)) * (rows + 2 * cols) <= MAX_RUNTIME_TASKS
-    m, k, n, K1, j_hi = m[tasks_ok], k[tasks_ok], n[tasks_ok], K1[tasks_ok], j_hi[tasks_ok]
-    bound = _bound(pr, estimate(pr, m, k, n, K1, p), p)  # K padded to one k-step: below every k_mt
+    m, k, n, rho, K1, j_hi = m[tasks_ok], k[tasks_ok], n[tasks_ok], rho[tasks_ok], K1[tasks_ok], j_hi[tasks_ok]
+    bound = _bound(pr, estimate(pr, m, k, n, K1, p, rho=rho), p)  # K padded to one k-step: below every k_mt
     out_idx: list[np.ndarray] = []
     out_kmt: list[np.ndarray] = []
     out_time: list[np.ndarray] = []
@@ -236,7 +252,7 @@ def _rank_all(pr: Problem, fixed: dict[str, int | None], top: int, p: Params, pe
         kmt = np.full(m.shape, int(fixed_kmt), dtype=np.int64)
         fit = _memtiles_fit(pr, m, k, n, kmt)
         idx = np.nonzero(fit)[0]
-        e = estimate(pr, m[idx], k[idx], n[idx], kmt[idx], p)
+        e = estimate(pr, m[idx], k[idx], n[idx], kmt[idx], p, rho=rho[idx])
         out_idx.append(idx)
         out_kmt.append(kmt[idx])
         out_time.append(e.time)
@@ -256,7 +272,7 @@ def _rank_all(pr: Problem, fixed: dict[str, int | None], top: int, p: Params, pe
             fit = _memtiles_fit(pr, m[active], kk, n[active], kmt)
             idx = active[fit]
             if idx.size:
-                e = estimate(pr, m[idx], k[idx], n[idx], kmt[fit], p)
+                e = estimate(pr, m[idx], k[idx], n[idx], kmt[fit], p, rho=rho[idx])
                 out_idx.append(idx)
                 out_kmt.append(kmt[fit])
                 out_time.append(e.time)
@@ -274,11 +290,11 @@ def _rank_all(pr: Problem, fixed: dict[str, int | None], top: int, p: Params, pe
             active = nxt
     if not out_idx:
         empty = np.zeros(0, dtype=np.int64)
-        return empty, empty, empty, empty, np.zeros(0), tilings, 0
+        return empty, empty, empty, empty, empty, np.zeros(0), tilings, 0
     idx = np.concatenate(out_idx)
     kmt_all = np.concatenate(out_kmt)
     t_all = np.concatenate(out_time)
-    return m[idx], k[idx], n[idx], kmt_all, t_all, tilings, int(idx.size)
+    return m[idx], k[idx], n[idx], kmt_all, rho[idx], t_all, tilings, int(idx.size)
 
 
 def tune(pr: Problem, top: int = 5, fixed: dict[str, int | None] | None = None,
@@ -288,15 +304,15 @@ def tune(pr: Problem, top: int = 5, fixed: dict[str, int | None] | None = None,
     p = params or load()
     fixed = fixed or {}
     _check_problem(pr, fixed)
-    m, k, n, kmt, t, tilings, evaluated = _rank_all(pr, fixed, max(1, top), p)
-    order = np.lexsort((m * n, -kmt, t))  # fastest first; ties: longer k_mt, smaller C tile
+    m, k, n, kmt, rho, t, tilings, evaluated = _rank_all(pr, fixed, max(1, top), p)
+    order = np.lexsort((rho, m * n, -kmt, t))  # fastest first; ties: longer k_mt, smaller C tile, lower rho
     found: list[Candidate] = []
     rejected = 0
     first_error: GemmGenError | None = None
     for i in order:
         if len(found) >= top:
             break
-        config = pr.config(m[i], k[i], n[i], kmt[i])
+        config = pr.config(m[i], k[i], n[i], kmt[i], rho=int(rho[i]))
         try:
             config.validate()
         except GemmGenError as e:
@@ -336,7 +352,7 @@ def _check_problem(pr: Problem, fixed: dict[str, int | None] | None = None) -> N
 
 def _candidate(c: GemmConfig, p: Params) -> Candidate:
     pr = Problem.of(c)
-    e = estimate(pr, c.m, c.k, c.n, c.k_mt, p)
+    e = estimate(pr, c.m, c.k, c.n, c.k_mt, p, rho=c.rho)
     mem = sum(c.memtile_bytes_used())
     t_core, t_mem = float(e.t_core), float(e.t_mem)
     return Candidate(c, float(e.tops), float(e.time), float(e.compute_bound_tops), float(e.memory_bound_tops),
@@ -345,15 +361,15 @@ def _candidate(c: GemmConfig, p: Params) -> Candidate:
 
 
 def evaluate_all(pr: Problem, params: Params | None = None) -> dict[str, np.ndarray]:
-    """Every valid (m, k, n) with its best k_mt and predicted time (for the heat map)."""
+    """Every valid (m, k, n) with its best k_mt and rho and predicted time (for the heat map)."""
     p = params or load()
     _check_problem(pr)
-    m, k, n, kmt, t, _, _ = _rank_all(pr, {}, 1, p, per_tiling=True)
-    order = np.lexsort((kmt, n, k, m, t))  # per (m, k, n) keep the fastest
-    m, k, n, kmt, t = m[order], k[order], n[order], kmt[order], t[order]
+    m, k, n, kmt, rho, t, _, _ = _rank_all(pr, {}, 1, p, per_tiling=True)
+    order = np.lexsort((rho, kmt, n, k, m, t))  # per (m, k, n) keep the fastest
+    m, k, n, kmt, rho, t = m[order], k[order], n[order], kmt[order], rho[order], t[order]
     keys = m * 10**12 + k * 10**6 + n
     _, first = np.unique(keys, return_index=True)
-    return {"m": m[first], "k": k[first], "n": n[first], "k_mt": kmt[first], "time": t[first],
+    return {"m": m[first], "k": k[first], "n": n[first], "k_mt": kmt[first], "rho": rho[first], "time": t[first],
             "tops": 2.0 * pr.macs / t[first] / 1e12}
 
 
@@ -361,9 +377,22 @@ def best_config(pr: Problem, fixed: dict[str, int | None] | None = None) -> Gemm
     return tune(pr, 1, fixed).best.config
 
 
-def tuned_config(base: GemmConfig, k_mt: int | None = None) -> GemmConfig:
-    """`base` with the tuner's best m, k, n (and k_mt unless given); every other field kept."""
+def tuned_config(base: GemmConfig, k_mt: int | None = None, rho: int | None = None) -> GemmConfig:
+    """`base` with the tuner's best m, k, n, rho (and k_mt, rho unless given); every other field kept."""
     from dataclasses import replace
 
-    best = tune(Problem.of(base), 1, {"k_mt": k_mt}).best.config
-    return replace(base, m=best.m, k=best.k, n=best.n, k_mt=best.k_mt)
+    best = tune(Problem.of(base), 1, {"k_mt": k_mt, "rho": rho}).best.config
+    return replace(base, m=best.m, k=best.k, n=best.n, k_mt=best.k_mt, rho=best.rho)
+
+
+def tuned_k_mt(config: GemmConfig) -> GemmConfig:
+    """`config` with the tuner's best k_mt for its own m, k, n and rho. Unchanged when the tuner finds
+    none (the tiles break a rule): validate() then names the rule."""
+    from dataclasses import replace
+
+    fixed: dict[str, int | None] = {"m": config.m, "k": config.k, "n": config.n, "rho": config.rho}
+    try:
+        best = tune(Problem.of(config), 1, fixed).best.config
+    except GemmGenError:
+        return config
+    return replace(config, k_mt=best.k_mt)

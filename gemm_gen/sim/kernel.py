@@ -31,7 +31,7 @@ class TileState:
 
     row0: int = -1
     col0: int = -1
-    chunks: list[int] = field(default_factory=list)
+    chunks: set[tuple[int, int]] = field(default_factory=set)  # (C slice, K start) seen
 
 
 @dataclass
@@ -88,14 +88,16 @@ class KernelEmulator:
         self.c = c
         self.numerics = c.numerics
         self.t_in, self.t_out = c.t_in, c.t_out
-        i, j = np.indices((c.m, c.k))
-        self.a_off = i * c.Kp + j  # A is stored Mp x Kp
+        i, j = np.indices((c.t_ma, c.k))
+        self.a_off = i * c.Kp + j  # A is stored Mp x Kp; a tile has T_MA = m / rho rows
         kk, jj = np.indices((c.k, c.n))
         self.b_off = jj * c.Kp + kk if c.b_col_maj else kk * c.Np + jj
-        ci, cj = np.indices((c.m, c.n))
-        self.a_view = TileView.of(a_layout(c.m, c.k, c.r, c.s), c.t_in, self.a_off, w.TAG_A)
+        ci, cj = np.indices((c.t_ma, c.n))
+        self.a_view = TileView.of(a_layout(c.t_ma, c.k, c.r, c.s), c.t_in, self.a_off, w.TAG_A)
         self.b_view = TileView.of(b_layout(c.k, c.n, c.s, c.t, c.b_col_maj), c.t_in, self.b_off, w.TAG_B)
-        self.c_view = TileView.of(c_layout(c.m, c.n, c.r, c.t), c.t_out, ci * c.Np + cj, w.TAG_C)
+        # a call updates one C slice of T_MA rows: contiguous in the blocked layout
+        self.c_view = TileView.of(c_layout(c.t_ma, c.n, c.r, c.t), c.t_out, ci * c.Np + cj, w.TAG_C)
+        self.slice_words = c.t_out.nbytes(c.t_ma * c.n) // 4
         self.tiles: dict[TileRef, TileState] = {}
         self.calls: dict[TileRef, int] = {}
         self.stats = KernelStats()
@@ -104,11 +106,12 @@ class KernelEmulator:
         # exactly which block of the (read-only) input it holds.
         self.operands: OrderedDict[tuple[str, int], np.ndarray] = OrderedDict()
 
-    def __call__(self, tile: TileRef, kernel: str, cells: list[np.ndarray]) -> None:
+    def __call__(self, tile: TileRef, kernel: str, cells: list[np.ndarray], scalars: tuple[int, ...] = ()) -> None:
         if kernel.startswith("zero"):
             self.zero(tile, cells[0])
         else:
-            self.matmul(tile, *cells)
+            a_cells, b_cells, c_cells = cells
+            self.matmul(tile, a_cells, b_cells, c_cells, c_slice=scalars[0] if scalars else 0)
 
     # ---- kernels -------------------------------------------------------------------------------
     def zero(self, tile: TileRef, c_cells: np.ndarray) -> None:
@@ -119,8 +122,11 @@ class KernelEmulator:
         c_cells[:] = 0
         self.stats.zero_calls += 1
 
-    def matmul(self, tile: TileRef, a_cells: np.ndarray, b_cells: np.ndarray, c_cells: np.ndarray) -> None:
+    def matmul(self, tile: TileRef, a_cells: np.ndarray, b_cells: np.ndarray, c_cells: np.ndarray,
+               c_slice: int = 0) -> None:
         c = self.c
+        if not 0 <= c_slice < c.rho:
+            raise LayoutError(f"{tile} matmul: C slice {c_slice} outside 0..{c.rho - 1}", "pass 0 <= slice < rho")
         n_call = self.calls.get(tile, 0)
         self.calls[tile] = n_call + 1
         a_word = self.a_view.base_word(a_cells)
@@ -143,24 +149,26 @@ class KernelEmulator:
             raise LayoutError(f"{where}: the k-chunk starts at K={a_k0}, not a multiple of k={c.k}",
                               "align the K walk of the A/B patterns to k")
         state = self.tiles.setdefault(tile, TileState())
+        tile_row0 = row0 - c_slice * c.t_ma  # the A rows say which slice of which C tile this is
         if state.row0 < 0:
-            state.row0, state.col0 = row0, col0
-        elif (state.row0, state.col0) != (row0, col0):
+            state.row0, state.col0 = tile_row0, col0
+        elif (state.row0, state.col0) != (tile_row0, col0):
             raise LayoutError(
-                f"{where}: accumulates C[{row0}, {col0}] into the tile of C[{state.row0}, {state.col0}] "
-                f"before its K reduction finished",
+                f"{where}: accumulates C[{row0}, {col0}] (slice {c_slice}) into the tile of "
+                f"C[{state.row0}, {state.col0}] before its K reduction finished",
                 "each core must see all K chunks of one output tile between zero calls",
             )
-        if a_k0 in state.chunks:
+        if (c_slice, a_k0) in state.chunks:
             raise LayoutError(f"{where}: k-chunk at K={a_k0} reaches C[{row0}, {col0}] twice",
                               "each k-chunk must reach an output tile once")
-        state.chunks.append(a_k0)
+        state.chunks.add((c_slice, a_k0))
 
         a_op = self._operand("A", a_word, lambda: self.numerics.operand_a(self.a_view.read(a_cells)))
         b_op = self._operand("B", b_word, lambda: self.numerics.operand_b(self.b_view.read(b_cells)))
-        acc = self.numerics.accumulate_operands(self.c_view.read(c_cells), a_op, b_op)
+        c_part = c_cells[c_slice * self.slice_words:(c_slice + 1) * self.slice_words]  # a view
+        acc = self.numerics.accumulate_operands(self.c_view.read(c_part), a_op, b_op)
         self.stats.acc_overflows += self.numerics.acc_overflows(acc)
-        self.c_view.write(c_cells, self.numerics.store(acc), (row0 * c.Np + col0) // self.t_out.per_word)
+        self.c_view.write(c_part, self.numerics.store(acc), (row0 * c.Np + col0) // self.t_out.per_word)
         self.stats.matmul_calls += 1
 
     def _operand(self, name: str, word: int, make: Callable[[], np.ndarray]) -> np.ndarray:
@@ -217,13 +225,14 @@ class KernelEmulator:
     def _check_complete(self, tile: TileRef, state: TileState) -> None:
         if state.row0 < 0:
             return
-        expect = list(range(0, self.c.Kp, self.c.k))
-        if sorted(state.chunks) == expect:
+        expect = {(s, k0) for s in range(self.c.rho) for k0 in range(0, self.c.Kp, self.c.k)}
+        if state.chunks == expect:
             self.stats.tiles_done += 1
             return
-        missing = sorted(set(expect) - set(state.chunks))
+        missing = sorted(expect - state.chunks)
         raise LayoutError(
             f"{tile}: output tile C[{state.row0}, {state.col0}] was released after "
-            f"{len(state.chunks)} of {len(expect)} k-chunks (first missing K={missing[:1]})",
-            "the worker loop and the A/B streams must cover all of K per tile",
+            f"{len(state.chunks)} of {len(expect)} (slice, k-chunk) updates (first missing: slice, K = "
+            f"{missing[:1]})",
+            "the worker loop and the A/B streams must cover all of K for every C slice",
         )

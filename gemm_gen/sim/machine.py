@@ -182,7 +182,7 @@ class FifoEnd:
     held: deque[Buffer] = field(default_factory=deque)
 
 
-KernelFn = Callable[[TileRef, str, list[np.ndarray]], None]
+KernelFn = Callable[[TileRef, str, list[np.ndarray], tuple[int, ...]], None]
 
 
 class Actor(Protocol):
@@ -249,7 +249,7 @@ class CoreActor:
                         raise SimulationError(f"{self.tile} calls {op.kernel} without holding {name}",
                                               "acquire before the call")
                     cells.append(end.held[0].cells)
-                self.kernel(self.tile, op.kernel, cells)
+                self.kernel(self.tile, op.kernel, cells, op.scalars)
 
     def describe(self) -> str:
         return f"{self.tile} waits to acquire {self.waiting_fifo}"
