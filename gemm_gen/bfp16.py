@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from .dtypes import BFP16
 from .numerics import Rounding, round_real
 
-BLOCK = 8
-BLOCK_BYTES = 9
+BLOCK = BFP16.block_elems  # values per block
+BLOCK_BYTES = BFP16.block_bytes  # the shared exponent byte, then one int8 mantissa per value
 MANTISSA_FRAC_BITS = 6  # q / 64: one sign bit, then 1.6 fixed point for the block's largest value
 
 

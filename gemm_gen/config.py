@@ -13,10 +13,12 @@ import math
 from dataclasses import asdict, dataclass, replace
 from functools import cached_property
 
+from . import precision as prec
 from .dtypes import DType, dtype
 from .errors import ConfigError
 from .hw.devices import Device, MmulShape, TileKind, device
 from .numerics import KernelNumerics, Rounding, Saturation
+from .precision import Precision
 
 # Balanced kernels of Striking the Balance, Tables 2 and 3 (B column-major): (m, k, n, k_mt).
 PAPER_TILES: dict[tuple[str, str, str], tuple[int, int, int, int]] = {
@@ -28,6 +30,13 @@ PAPER_TILES: dict[tuple[str, str, str], tuple[int, int, int, int]] = {
     ("npu2", "i8", "i16"): (128, 72, 112, 432),
     ("npu2", "i8", "i32"): (96, 64, 96, 384),
     ("npu2", "bf16", "bf16"): (112, 48, 96, 384),
+}
+
+# The ATB paper's tiles for its precision configs (Table 2, mlir-aie's example): (m, k, n, k_mt, rho).
+ATB_TILES: dict[str, tuple[int, int, int, int, int]] = {
+    "config1": (128, 64, 128, 512, 4),
+    "config2": (192, 128, 96, 512, 6),
+    "config3": (128, 64, 128, 512, 4),
 }
 
 KERNEL_EXPANSION = 2  # our kernels compute 2 x 2 blocks of mmuls: m % 2r == 0, n % 2t == 0
@@ -64,7 +73,7 @@ class GemmConfig:
     rows: int = 4
     cols: int = 0  # 0: all columns of the device
     emulate_bf16_with_bfp16: bool | None = None  # None: the device's default for bf16 (npu2: bfp16)
-    compiler: str = "peano"  # or "chess": it sets the stack the kernel needs
+    compiler: str | None = None  # "peano" or "chess" (sets the stack); None: chess for bfp16, else peano
     mmul_shape: tuple[int, int, int] | None = None  # r x s x t; None: the device's default
     stack_bytes: int = 0  # 0: the device default (mlir-aie's 0x400)
     # task groups of {A, B, C} BDs in flight per shim. The paper used 5 (15 BDs), but a shim
@@ -81,18 +90,29 @@ class GemmConfig:
     rounding: str = "conv_even"
     saturation: str = "saturate"
     shift: int = 0
+    # mixed precision (gemm_gen/precision.py): B's type (None: dtype_in) and C's type in L1 while
+    # it accumulates (None: dtype_out), e.g. bf16 for a bfp16 C (the ATB paper's config3)
+    dtype_b: str | None = None
+    acc: str | None = None
 
     def __post_init__(self) -> None:
         dev = device(self.device)
         object.__setattr__(self, "device", dev.name)
         if self.cols == 0:
             object.__setattr__(self, "cols", dev.columns)
+        if self.dtype_b is None:
+            object.__setattr__(self, "dtype_b", self.dtype_in)
+        if self.acc is None:
+            object.__setattr__(self, "acc", self.dtype_out)
+        block = self.precision.block
+        if self.compiler is None:
+            object.__setattr__(self, "compiler", "chess" if block else "peano")
         if self.emulate_bf16_with_bfp16 is None:
             object.__setattr__(self, "emulate_bf16_with_bfp16",
-                               emulation_default(dev.name, str(self.dtype_in)))
+                               False if block else emulation_default(dev.name, str(self.dtype_in)))
         if self.stack_bytes == 0:
-            object.__setattr__(self, "stack_bytes",
-                               default_stack(dev.name, bool(self.emulate_bf16_with_bfp16), self.compiler))
+            object.__setattr__(self, "stack_bytes", default_stack(dev.name, bool(self.emulate_bf16_with_bfp16),
+                                                                  str(self.compiler), block))
 
     # ---- what the fields mean --------------------------------------------------------------
     @property
@@ -108,9 +128,28 @@ class GemmConfig:
         return dtype(self.dtype_out)
 
     @property
+    def t_b(self) -> DType:
+        return dtype(str(self.dtype_b))
+
+    @property
+    def t_acc(self) -> DType:
+        """C's type in L1 while it accumulates."""
+        return dtype(str(self.acc))
+
+    @property
+    def precision(self) -> Precision:
+        return prec.resolve(self.dtype_in, self.dtype_b, self.dtype_out, self.acc)
+
+    @property
     def mmul(self) -> MmulShape:
         if self.mmul_shape is not None:
             return self.mmul_shape
+        if self.precision.block:
+            shape = self.dev.bfp16_mmul_shape
+            if shape is None:
+                prec.check(self.precision, self.dev)  # raises: the device has no bfp16 datapath
+            assert shape is not None
+            return shape
         return self.dev.mmul_shape(self.dtype_in, bool(self.emulate_bf16_with_bfp16))
 
     @property
@@ -130,7 +169,15 @@ class GemmConfig:
         return KernelNumerics(
             self.t_in, self.t_out, Rounding[self.rounding.upper()], Saturation[self.saturation.upper()],
             self.shift, bfp16_inputs=bool(self.emulate_bf16_with_bfp16) and self.t_in.is_float,
+            dtype_b=self.t_b, acc=self.t_acc,
         )
+
+    @property
+    def c_split_rows(self) -> int:
+        """With C converted after its last call (acc != dtype_out): how many of the m accumulator
+        rows live in the C object itself (whole A slices, as many as its bytes hold); the other
+        m - c_split_rows live in a worker-local buffer (mlir-aie config3's layout)."""
+        return prec.c_split_rows(self.precision, self.m, self.n, self.rho)
 
     @property
     def t_ma(self) -> int:
@@ -203,13 +250,19 @@ class GemmConfig:
     def l1_parts(self) -> dict[str, int]:
         """Bytes of each core's L1 use: A, B (double-buffered), C (single), stack, kernel data."""
         t_in, t_out = self.t_in, self.t_out
-        return {
+        parts = {
             "A": self.depth_ab_l1 * t_in.nbytes(self.t_ma * self.k),
-            "B": self.depth_ab_l1 * t_in.nbytes(self.k * self.n),
+            "B": self.depth_ab_l1 * self.t_b.nbytes(self.k * self.n),
             "C": self.depth_c_l1 * t_out.nbytes(self.m * self.n),
-            "stack": self.stack_bytes,
-            "kernel data": self.dev.kernel_data_bytes,
         }
+        p = self.precision
+        if p.converts_a:  # the kernel's bfp16 copy of the A tile (atb: 60.3 KB for config1 128x64x128)
+            parts["A bfp16"] = dtype(prec.BFP16).nbytes(self.t_ma * self.k)
+        if p.converts_c:  # accumulator rows that do not fit in the C object
+            parts["C acc"] = self.t_acc.nbytes((self.m - self.c_split_rows) * self.n)
+        parts["stack"] = self.stack_bytes
+        parts["kernel data"] = self.dev.kernel_data_bytes
+        return parts
 
     @property
     def l1_bytes(self) -> int:
@@ -222,7 +275,7 @@ class GemmConfig:
         buffers to its bigger fifo, so they come as A_L3L2_*, B_L3L2_*, then C_L2L3_*.
         """
         a_bytes = self.t_in.nbytes(self.m * self.k_mt)
-        b_bytes = self.t_in.nbytes(self.b_l2_k * self.n)
+        b_bytes = self.t_b.nbytes(self.b_l2_k * self.n)
         c_bytes = self.t_out.nbytes(self.rows * self.m * self.n)
         owners = [(f"A_L3L2_{row}", self.a_col(row), a_bytes, self.depth_ab_l2) for row in range(self.rows)]
         owners += [(f"B_L3L2_{col}", col, b_bytes, self.depth_ab_l2) for col in range(self.cols)]
@@ -288,6 +341,41 @@ class GemmConfig:
         return self
 
     def _check_types(self) -> None:
+        dev, t_out = self.dev, self.t_out
+        if self.compiler not in ("peano", "chess"):
+            raise ConfigError(f"unknown kernel compiler {self.compiler!r}", "use peano (default) or chess (--chess)")
+        p = self.precision
+        prec.check(p, dev)
+        if p.block:
+            self._check_block_types()
+        else:
+            self._check_scalar_types()
+        if t_out.is_float and self.shift:
+            raise ConfigError(f"shift {self.shift} applies to integer outputs only", "drop --shift")
+        if not 0 <= self.shift <= 31:
+            raise ConfigError(f"shift {self.shift} is outside 0..31", "use a shift in 0..31")
+        if self.rounding.upper() not in Rounding.__members__:
+            raise ConfigError(f"unknown rounding mode {self.rounding!r}",
+                              f"use one of {', '.join(r.name.lower() for r in Rounding)}")
+        if self.saturation.upper() not in Saturation.__members__:
+            raise ConfigError(f"unknown saturation mode {self.saturation!r}",
+                              "use none, saturate or symmetric")
+
+    def _check_block_types(self) -> None:
+        shape = self.dev.bfp16_mmul_shape
+        assert shape is not None  # prec.check refused devices without a bfp16 datapath
+        if self.emulate_bf16_with_bfp16:
+            raise ConfigError("--emulate-bf16-mmul-with-bfp16 is for bf16 x bf16 GEMMs; this one already runs "
+                              "on the bfp16 datapath", "drop --emulate-bf16-mmul-with-bfp16")
+        if self.mmul_shape is not None and tuple(self.mmul_shape) != shape:
+            raise ConfigError(f"mmul {'x'.join(map(str, self.mmul_shape))}: the bfp16 datapath multiplies "
+                              f"{'x'.join(map(str, shape))} blocks", "drop --mmul")
+        if self.compiler != "chess":
+            raise ConfigError(f"bfp16 kernels build with xchesscc only, not {self.compiler} (mlir-aie's "
+                              "block_datatypes examples: 'currently only supported when using the chess "
+                              "compiler')", "use --chess (CHESS=1), or leave the compiler to its default")
+
+    def _check_scalar_types(self) -> None:
         dev, t_in, t_out = self.dev, self.t_in, self.t_out
         if t_in.name not in dev.mmul_shapes:
             raise ConfigError(f"{dev.name} has no kernel for dtype_in {t_in}",
@@ -302,18 +390,6 @@ class GemmConfig:
             shapes = ", ".join("x".join(map(str, sh)) for sh in shapes_ok)
             raise ConfigError(f"mmul {'x'.join(map(str, self.mmul_shape))} is not an aie::mmul shape of "
                               f"{dev.name} for {t_in}", f"use one of {shapes}")
-        if t_out.is_float and self.shift:
-            raise ConfigError(f"shift {self.shift} applies to integer outputs only", "drop --shift")
-        if not 0 <= self.shift <= 31:
-            raise ConfigError(f"shift {self.shift} is outside 0..31", "use a shift in 0..31")
-        if self.compiler not in ("peano", "chess"):
-            raise ConfigError(f"unknown kernel compiler {self.compiler!r}", "use peano (default) or chess (--chess)")
-        if self.rounding.upper() not in Rounding.__members__:
-            raise ConfigError(f"unknown rounding mode {self.rounding!r}",
-                              f"use one of {', '.join(r.name.lower() for r in Rounding)}")
-        if self.saturation.upper() not in Saturation.__members__:
-            raise ConfigError(f"unknown saturation mode {self.saturation!r}",
-                              "use none, saturate or symmetric")
 
     def _check_array(self) -> None:
         dev = self.dev
@@ -376,11 +452,12 @@ class GemmConfig:
                               f"use --k-mt {_near(self.k_mt, self.k)}")
 
     def _check_granularity(self) -> None:
-        """Every contiguous DMA run must be whole 32-bit words (sec. 4.3)."""
-        runs = [("s", self.s, self.t_in), ("t", self.t, self.t_in), ("K", self.Kp, self.t_in),
-                ("N", self.Np, self.t_in), ("t (C)", self.t, self.t_out), ("N (C)", self.Np, self.t_out)]
+        """Every contiguous DMA run must be whole 32-bit words (sec. 4.3); bfp16 moves in 72-byte
+        tiles, always whole words."""
+        runs = [("s", self.s, self.t_in), ("t", self.t, self.t_b), ("K", self.Kp, self.t_in),
+                ("N", self.Np, self.t_b), ("t (C)", self.t, self.t_out), ("N (C)", self.Np, self.t_out)]
         for name, count, t in runs:
-            if t.nbytes(count) % 4:
+            if not t.is_block and t.nbytes(count) % 4:
                 raise ConfigError(
                     f"{name}={count} x {t} = {t.nbytes(count)} B is not a multiple of the 4-byte DMA word",
                     "choose sizes whose rows are whole 32-bit words",
@@ -419,14 +496,17 @@ class GemmConfig:
     def suffix(self) -> str:
         """mlir-aie's target_suffix MxKxN_mxkxn_<cols>c, extended so that builds never share names:
         types, B layout and k_mt by name, any other non-default knob by a short digest."""
-        parts = [f"{self.M}x{self.K}x{self.N}_{self.m}x{self.k}x{self.n}_{self.cols}c",
-                 f"{self.dtype_in}_{self.dtype_out}"]
+        types = [self.dtype_in] + ([str(self.dtype_b)] if self.dtype_b != self.dtype_in else []) + [self.dtype_out]
+        types += [f"acc{self.acc}"] if self.acc != self.dtype_out else []
+        parts = [f"{self.M}x{self.K}x{self.N}_{self.m}x{self.k}x{self.n}_{self.cols}c", "_".join(types)]
         if self.b_col_maj:
             parts.append("bcol")
         if self.k_mt != self.k:
             parts.append(f"kmt{self.k_mt}")
-        named = {"device", "M", "K", "N", "m", "k", "n", "k_mt", "dtype_in", "dtype_out", "b_col_maj", "cols"}
-        default = GemmConfig(self.device, self.M, self.K, self.N, self.m, self.k, self.n, self.k_mt)
+        named = {"device", "M", "K", "N", "m", "k", "n", "k_mt", "dtype_in", "dtype_out", "b_col_maj", "cols",
+                 "dtype_b", "acc"}
+        default = GemmConfig(self.device, self.M, self.K, self.N, self.m, self.k, self.n, self.k_mt,
+                             self.dtype_in, self.dtype_out, dtype_b=self.dtype_b, acc=self.acc)
         extras = {k: v for k, v in self.to_json().items() if k not in named and v != getattr(default, k)}
         if extras:
             digest = hashlib.sha1(json.dumps(extras, sort_keys=True).encode()).hexdigest()[:8]
@@ -447,9 +527,13 @@ def _near(x: int, q: int) -> str:
     return f"{lo}" if lo == hi else f"{lo} or {hi}"
 
 
-def default_stack(dev_name: str, emulate_bf16_with_bfp16: bool, compiler: str) -> int:
-    """Core stack bytes: Peano's bf16-via-bfp16 kernels need mlir-aie's 0xD00, others the default."""
+def default_stack(dev_name: str, emulate_bf16_with_bfp16: bool, compiler: str, block: bool = False) -> int:
+    """Core stack bytes: Peano's bf16-via-bfp16 kernels need mlir-aie's 0xD00, chess-built bfp16
+    kernels mlir-aie's config2 0xD00 (our kernels keep A's bfp16 copy and C's extra accumulator rows
+    in their own L1 buffers, not on the stack), others the default."""
     dev = device(dev_name)
+    if block and dev.bfp16_stack_bytes:
+        return dev.bfp16_stack_bytes
     if emulate_bf16_with_bfp16 and compiler == "peano" and dev.bf16_emulation_stack_bytes:
         return dev.bf16_emulation_stack_bytes
     return dev.default_stack_bytes
@@ -461,14 +545,20 @@ def emulation_default(dev_name: str, dtype_in: str) -> bool:
 
 
 def default_tiles(dev_name: str, dtype_in: str, dtype_out: str, K: int | None = None,
-                  emulate_bf16_with_bfp16: bool | None = None) -> tuple[int, int, int, int]:
+                  emulate_bf16_with_bfp16: bool | None = None, dtype_b: str | None = None,
+                  acc: str | None = None) -> tuple[int, int, int, int]:
     """(m, k, n, k_mt) when the user gives none: the paper's balanced kernel for this device and
-    types, else the largest balanced square-ish tile that fits L1 (the tuner replaces this)."""
+    types (the ATB paper's for its precision configs), else the largest balanced square-ish tile
+    that fits L1 (the tuner replaces this)."""
     dev = device(dev_name)
     key = (dev.name, dtype_in, dtype_out)
+    p = prec.resolve(dtype_in, dtype_b, dtype_out, acc)
     if emulate_bf16_with_bfp16 is None:
-        emulate_bf16_with_bfp16 = emulation_default(dev.name, dtype_in)
-    if key in PAPER_TILES:
+        emulate_bf16_with_bfp16 = not p.block and emulation_default(dev.name, dtype_in)
+    if p.block:
+        prec.check(p, dev)
+        m, k, n, k_mt, _ = ATB_TILES.get(p.name, ATB_TILES["config2"])
+    elif key in PAPER_TILES:
         m, k, n, k_mt = PAPER_TILES[key]
     else:
         m, k, n, k_mt = _fallback_tiles(dev, dtype_in, dtype_out, emulate_bf16_with_bfp16)
@@ -477,9 +567,10 @@ def default_tiles(dev_name: str, dtype_in: str, dtype_out: str, K: int | None = 
     return m, k, n, k_mt
 
 
-def default_k_mt(dev_name: str, dtype_in: str, dtype_out: str, k: int, K: int | None = None) -> int:
+def default_k_mt(dev_name: str, dtype_in: str, dtype_out: str, k: int, K: int | None = None,
+                 dtype_b: str | None = None, acc: str | None = None) -> int:
     """k_mt for a user-chosen k: the paper's choice for these types rounded to a multiple of k."""
-    _, _, _, paper = default_tiles(dev_name, dtype_in, dtype_out, None)
+    _, _, _, paper = default_tiles(dev_name, dtype_in, dtype_out, None, dtype_b=dtype_b, acc=acc)
     k_mt = max(k, round(paper / k) * k)
     if K is not None:
         k_mt = min(k_mt, _round_up(K, k))

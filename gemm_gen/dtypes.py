@@ -14,10 +14,13 @@ WORD_BYTES = 4  # DMAs address 32-bit words on every AIE2/AIE2P tile
 
 @dataclass(frozen=True)
 class DType:
-    """A matrix element type as mlir-aie names it (bf16, i8, ...).
+    """A matrix element type as mlir-aie names it (bf16, i8, bfp16, ...).
 
-    Sizes are kept per block so that block formats (bfp16ebs8: 8 values in 9 bytes)
-    fit the same description; scalar types are blocks of one element.
+    Sizes are kept per block so that block formats (bfp16ebs8: 8 values in 9 bytes) fit the same
+    description; scalar types are blocks of one element. A DMA moves whole *units*: one element of
+    a scalar type, one tile_rows x tile_cols tile of a block type (bfp16: an 8 x 8 tile of eight
+    9-byte row blocks, 72 bytes = 18 words, since a 9-byte block cannot be addressed in 32-bit
+    words). A Design's shapes and access patterns count units.
     """
 
     name: str
@@ -25,6 +28,34 @@ class DType:
     block_bytes: int
     is_float: bool
     host: np.dtype  # type of a host array holding decoded values
+    tile_rows: int = 1  # unit = tile_rows x tile_cols values (1 x 1 for scalar types)
+    tile_cols: int = 1
+
+    @property
+    def is_block(self) -> bool:
+        return self.block_elems > 1
+
+    @property
+    def unit_elems(self) -> int:
+        return self.tile_rows * self.tile_cols
+
+    @property
+    def unit_bytes(self) -> int:
+        """Bytes of one DMA unit (an element, or a tile of blocks)."""
+        return self.nbytes(self.unit_elems)
+
+    def unit_nbytes(self, units: int) -> int:
+        return units * self.unit_bytes
+
+    @property
+    def blocks_per_unit(self) -> int:
+        """Elements of mlir-aie's element type per DMA unit (bfp16: 8 v8bfp16ebs8 blocks; else 1)."""
+        return self.unit_elems // self.block_elems
+
+    @property
+    def elem_bytes(self) -> float:
+        """Average bytes per value (bfp16: 1.125), for budgets and the model."""
+        return self.block_bytes / self.block_elems
 
     @property
     def bytes(self) -> int:
@@ -65,8 +96,10 @@ F32 = DType("f32", 1, 4, True, np.dtype(np.float32))
 I8 = DType("i8", 1, 1, False, np.dtype(np.int8))
 I16 = DType("i16", 1, 2, False, np.dtype(np.int16))
 I32 = DType("i32", 1, 4, False, np.dtype(np.int32))
+# bfp16ebs8 (gemm_gen/bfp16.py): blocks of 8 values along a row of its tile; decoded to fp32
+BFP16 = DType("bfp16", 8, 9, True, np.dtype(np.float32), tile_rows=8, tile_cols=8)
 
-DTYPES: dict[str, DType] = {t.name: t for t in (BF16, F32, I8, I16, I32)}
+DTYPES: dict[str, DType] = {t.name: t for t in (BF16, F32, I8, I16, I32, BFP16)}
 
 
 def dtype(name: str | DType) -> DType:

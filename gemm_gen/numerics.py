@@ -10,6 +10,11 @@ Model (../shared/reference/npu_hardware_numerics.md sec. 4):
   computed alone equals the same tile computed inside a whole-matrix reference.
 - integer inputs: the acc32 accumulator is loaded with C << shift, the call adds its exact
   products, and C is narrowed with shift-round-saturate (rounding mode, saturation mode).
+- bfp16ebs8 (gemm_gen/precision.py): bfp16 operands arrive quantized on the host (the helper's
+  truncation); a bf16 A multiplied by bfp16 B is converted in the core, blocks of 8 along K with
+  the core's rounding mode (mlir-aie PR #3442; the exact on-chip conversion is unpublished). C is
+  stored in its L1 type `acc` after every call (bfp16: blocks of 8 along N, core rounding), and
+  converted to its DRAM type once after the last call when the two differ (`finish`).
 The same `KernelNumerics.call` serves the kernel emulator (one m x n tile) and the reference
 (the whole M x N matrix, one k-chunk at a time): only the blocking differs, never the arithmetic.
 """
@@ -21,7 +26,7 @@ from enum import IntEnum
 
 import numpy as np
 
-from .dtypes import BF16, F32, DType, dtype
+from .dtypes import BF16, BFP16, F32, DType, dtype
 
 
 class Rounding(IntEnum):
@@ -144,21 +149,39 @@ class KernelNumerics:
     # core's rounding mode (mlir-aie PR #3442). K tiles start at multiples of 8, so the blocks are
     # 8 consecutive K values of a row of A / a column of B wherever the tile boundaries fall.
     bfp16_inputs: bool = False
+    dtype_b: DType | None = None  # None: dtype_in
+    acc: DType | None = None  # C's type in L1 between calls; None: dtype_out
 
     @classmethod
     def of(cls, dtype_in: str, dtype_out: str, **kw: object) -> KernelNumerics:
+        for key in ("dtype_b", "acc"):
+            if isinstance(kw.get(key), str):
+                kw[key] = dtype(str(kw[key]))
         return cls(dtype(dtype_in), dtype(dtype_out), **kw)  # type: ignore[arg-type]
 
+    @property
+    def t_b(self) -> DType:
+        return self.dtype_b or self.dtype_in
+
+    @property
+    def t_acc(self) -> DType:
+        return self.acc or self.dtype_out
+
     def zero(self, shape: tuple[int, ...]) -> np.ndarray:
-        return np.zeros(shape, dtype=self.dtype_out.host)
+        return np.zeros(shape, dtype=self.t_acc.host)
 
     def operand_a(self, a: np.ndarray) -> np.ndarray:
-        """A as the datapath multiplies it (fp64): bfp16-quantized rows on the bfp16 datapath."""
-        return self.to_bfp16(a, axis=1).astype(np.float64) if self.bfp16_inputs else np.asarray(a, np.float64)
+        """A as the datapath multiplies it (fp64): bfp16 A as it arrived; bf16 A quantized to bfp16
+        rows in the core when B is bfp16 or on the bf16-via-bfp16 datapath."""
+        if self.dtype_in != BFP16 and (self.bfp16_inputs or self.t_b == BFP16):
+            return self.to_bfp16(a, axis=1).astype(np.float64)
+        return np.asarray(a, np.float64)
 
     def operand_b(self, b: np.ndarray) -> np.ndarray:
         """B as the datapath multiplies it (fp64): bfp16-quantized columns on the bfp16 datapath."""
-        return self.to_bfp16(b, axis=0).astype(np.float64) if self.bfp16_inputs else np.asarray(b, np.float64)
+        if self.bfp16_inputs and self.t_b != BFP16:
+            return self.to_bfp16(b, axis=0).astype(np.float64)
+        return np.asarray(b, np.float64)
 
     def products(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         """Exact sum of products a @ b, as fp64 (exact for the inputs we feed: see module doc)."""
@@ -191,16 +214,37 @@ class KernelNumerics:
         return (np.asarray(c, dtype=np.int64) << self.shift) + prod.astype(np.int64)
 
     def store(self, acc: np.ndarray) -> np.ndarray:
-        """Write the accumulator back to C's type, as the kernel's to_vector does."""
+        """Write the accumulator back to C's L1 type, as the kernel's to_vector does."""
         if self.dtype_in.is_float:
             acc32 = acc.astype(np.float32)  # the fp32 accumulator
-            if self.dtype_out == F32:
+            if self.t_acc == F32:
                 return acc32
+            if self.t_acc == BFP16:
+                return _bfp16_values(*self.encode_acc(acc))
             return round_f32_to_bf16(acc32, self.rounding)
         return saturate(shift_round(acc, self.shift, self.rounding), self.dtype_out, self.saturation)
 
+    def encode_acc(self, acc: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """A bfp16 C's blocks (exponents, mantissas) after a call: the fp32 accumulator quantized
+        in blocks of 8 along N (the last axis) with the core's rounding mode."""
+        from .bfp16 import encode
+
+        return encode(np.asarray(acc).astype(np.float32), self.rounding)
+
+    def finish(self, c: np.ndarray) -> np.ndarray:
+        """C in its DRAM type after the tile's last call: the L1 values, or their conversion."""
+        if self.t_acc == self.dtype_out:
+            return c
+        return _bfp16_values(*self.encode_out(c))
+
+    def encode_out(self, c: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The final conversion of a bf16/f32 C accumulator to bfp16 (blocks of 8 along N)."""
+        from .bfp16 import encode
+
+        return encode(np.asarray(c).astype(np.float32), self.rounding)
+
     def call(self, c: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-        """C <- kernel(C, A, B) for one call: accumulate A @ B into C and store C in its type."""
+        """C <- kernel(C, A, B) for one call: accumulate A @ B into C and store C in its L1 type."""
         return self.store(self.accumulate(c, a, b))
 
     def acc_overflows(self, acc: np.ndarray) -> int:
@@ -221,7 +265,13 @@ def reference(numerics: KernelNumerics, a: np.ndarray, b: np.ndarray, k: int) ->
     c = numerics.zero((m_rows, b.shape[1]))
     for k0 in range(0, kk, k):
         c = numerics.call(c, a[:, k0 : k0 + k], b[k0 : k0 + k, :])
-    return c
+    return numerics.finish(c)
+
+
+def _bfp16_values(exps: np.ndarray, mants: np.ndarray) -> np.ndarray:
+    from .bfp16 import decode
+
+    return decode(exps, mants)
 
 
 def truth(a: np.ndarray, b: np.ndarray) -> np.ndarray:

@@ -53,13 +53,27 @@ class Tap:
     def max_index(self) -> int:
         return self.offset + sum((s - 1) * st for s, st in zip(self.sizes, self.strides))
 
+    def scaled(self, parts: int) -> Tap:
+        """The same walk over `parts` consecutive sub-elements per element (a 72-byte bfp16 tile is
+        8 blocks of 9 bytes, or 18 words): unit-stride runs get longer, other walks gain an
+        innermost dimension."""
+        if parts == 1:
+            return self
+        if self.strides[-1] == 1 or self.sizes[-1] == 1:
+            return Tap(self.offset * parts, self.sizes[:-1] + (self.sizes[-1] * parts,),
+                       tuple(st * parts for st in self.strides[:-1]) + (1,))
+        return Tap(self.offset * parts, self.sizes + (parts,), tuple(st * parts for st in self.strides) + (1,))
+
     def to_words(self, elem: DType) -> WordTap:
-        """The same walk in 32-bit words; sub-word elements must move in whole words."""
-        b = elem.bytes
-        if b == WORD_BYTES:
-            return WordTap(self.offset, self.sizes, self.strides)
+        """The same walk in 32-bit words (the pattern counts DMA units of `elem`): sub-word
+        elements must move in whole words; a unit of several words (a bfp16 tile) moves whole."""
+        b = elem.unit_bytes
+        if b % WORD_BYTES == 0:
+            t = self.scaled(b // WORD_BYTES)
+            return WordTap(t.offset, t.sizes, t.strides)
         if b > WORD_BYTES:
-            raise DmaLimitError(f"{elem} elements are wider than a DMA word", "use 32-bit or narrower types")
+            raise DmaLimitError(f"{elem} units of {b} bytes are not whole 32-bit words",
+                                "use a type whose DMA unit is a multiple of 4 bytes")
         per = WORD_BYTES // b
         inner_size, inner_stride = self.sizes[-1], self.strides[-1]
         if inner_stride != 1 and inner_size > 1:

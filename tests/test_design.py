@@ -8,6 +8,7 @@ import pytest
 from gemm_gen.config import GemmConfig
 from gemm_gen.design import build_design
 from gemm_gen.design import patterns as P
+from gemm_gen.design.grid import grid
 from gemm_gen.design.model import Acquire, Call, Loop, Release
 from gemm_gen.design.serialize import dumps
 from gemm_gen.l1_layout import a_layout, b_layout, c_layout
@@ -62,17 +63,17 @@ def test_worker_loop():
 
 def _compose_a(c: GemmConfig, m_block: int, row: int) -> list[np.ndarray]:
     """Element-level walk of A through shim -> memtile -> core: the L1 tiles in arrival order."""
-    stream = P.shim_a(c, m_block, row).indices()  # A element ids in DRAM order
+    stream = P.shim_a(grid(c, "A"), m_block, row).indices()  # A element ids in DRAM order
     mt_obj = c.m * c.k_mt
     tiles = []
     for start in range(0, stream.size, mt_obj):
         memtile = np.empty(mt_obj, dtype=np.int64)
-        memtile[P.a_l2_from_stream(c).indices()] = stream[start:start + mt_obj]  # memtile S2MM
-        out = memtile[P.a_l2_to_stream(c).indices()]
+        memtile[P.a_l2_from_stream(grid(c, "A")).indices()] = stream[start:start + mt_obj]  # memtile S2MM
+        out = memtile[P.a_l2_to_stream(grid(c, "A")).indices()]
         size = c.t_ma * c.k
         for q in range(out.size // size):
             l1 = np.empty(size, dtype=np.int64)
-            l1[P.a_l1_from_stream(c).indices()] = out[q * size:(q + 1) * size]
+            l1[P.a_l1_from_stream(grid(c, "A")).indices()] = out[q * size:(q + 1) * size]
             tiles.append(l1)
     return tiles
 
@@ -96,15 +97,15 @@ def test_a_reaches_the_kernel_layout(dev, t_in, t_out, rho):
 @pytest.mark.parametrize("col_maj", [True, False])
 def test_b_reaches_the_kernel_layout(col_maj):
     c = small("npu2", "i8", "i32", b_col_maj=col_maj)
-    stream = P.shim_b(c, n_block=1, col=3).indices()
+    stream = P.shim_b(grid(c, "B"), n_block=1, col=3).indices()
     obj = c.b_l2_k * c.n
     step = 0
     for start in range(0, stream.size, obj):
-        out = stream[start:start + obj][P.b_l2_to_stream(c).indices()]
+        out = stream[start:start + obj][P.b_l2_to_stream(grid(c, "B")).indices()]
         for q in range(c.b_l2_k // c.k):
             l1 = np.empty(c.k * c.n, dtype=np.int64)
             piece = out[q * c.k * c.n:(q + 1) * c.k * c.n]
-            dims = P.b_l1_from_stream(c)
+            dims = P.b_l1_from_stream(grid(c, "B"))
             l1[dims.indices() if dims else np.arange(l1.size)] = piece
             logical = l1[b_layout(c.k, c.n, c.s, c.t, col_maj)]
             kk, jj = np.indices((c.k, c.n))
@@ -124,10 +125,10 @@ def test_c_leaves_the_kernel_layout_row_major():
         tile = np.empty(c.m * c.n, dtype=np.int64)
         tile[c_layout(c.m, c.n, c.r, c.t).ravel()] = ((r * c.m + i) * c.Np + j).ravel()
         obj[r * c.m * c.n:(r + 1) * c.m * c.n] = tile
-    per_slice = P.c_l2_to_stream(c).indices()
+    per_slice = P.c_l2_to_stream(grid(c, "C")).indices()
     stream = np.concatenate([obj[r * c.m * c.n + per_slice] for r in range(c.rows)])
     dram = np.full(c.Mp * c.Np, -1)
-    dram[P.shim_c(c, 0, 0, 0).indices()] = stream
+    dram[P.shim_c(grid(c, "C"), 0, 0, 0).indices()] = stream
     written = dram >= 0
     assert np.array_equal(dram[written], np.flatnonzero(written))  # every element lands on itself
 
@@ -173,9 +174,9 @@ def test_large_dimensions_fit_the_bd_fields():
     # 65536 in every dimension: strips and chunking keep every shim field in range
     for col_maj in (True, False):
         c = GemmConfig("npu2", 65536, 65536, 65536, 112, 48, 96, 384, "bf16", "bf16", col_maj).validate()
-        b = P.shim_b(c, c.n_blocks - 1, c.cols - 1)
+        b = P.shim_b(grid(c, "B"), c.n_blocks - 1, c.cols - 1)
         assert b.to_words(c.t_in).strides[0] <= 1 << 20
-        cc = P.shim_c(c, c.m_blocks - 1, c.n_blocks - 1, c.cols - 1)
+        cc = P.shim_c(grid(c, "C"), c.m_blocks - 1, c.n_blocks - 1, c.cols - 1)
         assert cc.count == c.rows * c.m * c.n
 
 

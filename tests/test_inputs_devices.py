@@ -8,11 +8,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gemm_gen.dtypes import BF16, DTYPES, F32, I8, I16, I32, WORD_BYTES, DType, dtype
+from gemm_gen.dtypes import BF16, DTYPES, F32, I8, I16, I32, WORD_BYTES, dtype
 from gemm_gen.errors import ConfigError, GemmGenError
 from gemm_gen.hw.devices import CORE_DMA, DEVICES, MEM_DMA, NPU1, NPU2, SHIM_DMA, TileKind, device
 from gemm_gen.inputs import make_inputs
 from gemm_gen.numerics import KernelNumerics, reference
+from gemm_gen.tap import Tap
 
 SETTINGS = settings(max_examples=50, deadline=None)
 INT32_MAX = 2**31 - 1
@@ -180,12 +181,25 @@ def test_int_ranges(t, lo, hi):
 
 
 def test_block_type_sizes():
-    bfp = DType("bfp16ebs8", 8, 9, True, np.dtype(np.uint8))
-    assert bfp.nbytes(16) == 18
+    bfp = dtype("bfp16")
+    assert bfp.nbytes(16) == 18 and bfp.elem_bytes == 1.125 and bfp.is_block
     with pytest.raises(ValueError):
         bfp.nbytes(12)
     with pytest.raises(ValueError):
         bfp.bytes  # noqa: B018 - a block type has no per-element size
+    # a DMA moves 8 x 8 tiles: 72 bytes, 18 words; scalar types move one element
+    assert (bfp.unit_elems, bfp.unit_bytes, bfp.unit_nbytes(3)) == (64, 72, 216)
+    assert (I16.unit_elems, I16.unit_bytes, I16.is_block) == (1, 2, False)
+
+
+def test_wide_units_move_whole_in_words():
+    bfp = dtype("bfp16")
+    contiguous = Tap(2, (3, 4), (10, 1)).to_words(bfp)  # 3 runs of 4 tiles: 72-word runs
+    assert (contiguous.offset, contiguous.sizes, contiguous.strides) == (36, (3, 72), (180, 1))
+    strided = Tap(0, (4, 2), (1, 4)).to_words(bfp)  # a transposing walk keeps each tile whole
+    assert (strided.sizes, strided.strides) == ((4, 2, 18), (18, 72, 1))
+    ids = strided.indices().reshape(8, 18)
+    assert all((row == row[0] + np.arange(18)).all() for row in ids)
 
 
 @pytest.mark.parametrize("bad", ["int8", "fp32", "bfloat16", "", "BF16"])
@@ -194,10 +208,10 @@ def test_dtype_lookup_error_names_valid_types(bad):
         dtype(bad)
     msg = str(ei.value)
     assert repr(bad) in msg
-    for name in ("bf16", "f32", "i8", "i16", "i32"):
+    for name in ("bf16", "bfp16", "f32", "i8", "i16", "i32"):
         assert name in msg
     assert isinstance(ei.value, GemmGenError)
-    assert "bf16, f32, i16, i32, i8" in ei.value.fix
+    assert "bf16, bfp16, f32, i16, i32, i8" in ei.value.fix
 
 
 # ---------------------------------------------------------------------------------------------

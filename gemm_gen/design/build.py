@@ -10,9 +10,12 @@ column); `queue_groups` groups are kept in flight, and the sequence waits only o
 
 from __future__ import annotations
 
+from .. import precision as prec
 from ..config import GemmConfig
+from ..dtypes import dtype
 from ..tap import Tap
 from . import patterns
+from .grid import grid
 from .model import (
     Acquire,
     Call,
@@ -21,6 +24,7 @@ from .model import (
     KernelBuild,
     KernelSpec,
     Link,
+    LocalBuffer,
     Loop,
     ObjectFifo,
     Release,
@@ -60,81 +64,132 @@ def core(c: GemmConfig, col: int, row: int) -> TileRef:
 
 
 def _input_path(
-    c: GemmConfig, l3l2: str, l2l1: str, col: int, l2_elems: int, l1_shape: tuple[int, int],
+    c: GemmConfig, l3l2: str, l2l1: str, col: int, dtype: str, l2_elems: int, l1_shape: tuple[int, int],
     consumers: tuple[TileRef, ...], to_stream: Tap, from_stream: Tap | None, l2_from_stream: Tap | None = None,
 ) -> tuple[ObjectFifo, ObjectFifo, Link]:
     """shim(col) -> memtile(col) -> broadcast to `consumers`: the shape A and B share."""
     mem = TileRef(col, 1)
-    into_l2 = ObjectFifo(l3l2, c.dtype_in, (l2_elems,), c.depth_ab_l2, TileRef(col, 0), (mem,),
+    into_l2 = ObjectFifo(l3l2, dtype, (l2_elems,), c.depth_ab_l2, TileRef(col, 0), (mem,),
                          dims_from_stream=l2_from_stream)
-    into_l1 = ObjectFifo(l2l1, c.dtype_in, l1_shape, c.depth_ab_l1, mem, consumers,
+    into_l1 = ObjectFifo(l2l1, dtype, l1_shape, c.depth_ab_l1, mem, consumers,
                          dims_to_stream=to_stream, dims_from_stream=from_stream)
     return into_l2, into_l1, Link("forward", mem, (l3l2,), (l2l1,), (0,))
 
 
+def kernel_build(c: GemmConfig) -> KernelBuild:
+    """The one kernel object file every core of the design links."""
+    return KernelBuild(c.dev.aie_target, c.dtype_in, c.dtype_out, c.m, c.k, c.n, c.mmul, c.b_col_maj,
+                       bool(c.emulate_bf16_with_bfp16), c.rounding, c.saturation, c.shift, str(c.compiler), c.rho,
+                       None if c.dtype_b == c.dtype_in else c.dtype_b, None if c.acc == c.dtype_out else c.acc)
+
+
+def kernel_specs(c: GemmConfig) -> dict[str, KernelSpec]:
+    """zero, matmul (and convert when C accumulates in another type), with their argument types.
+
+    Buffers in order: A, B, C (the fifo object), then the worker's own A bfp16 scratch and C
+    accumulator rows when the precision needs them; int32 C slice last when rho > 1.
+    """
+    obj = kernel_build(c)
+    names = obj.symbols
+    a, b, cg = (grid(c, op) for op in ("A", "B", "C"))
+    p = c.precision
+    c_obj = ((cg.m, cg.n), c.dtype_out)
+    extra_c = [((c.m - c.c_split_rows, c.n), str(c.acc))] if p.converts_c else []  # acc rows beyond the object
+    scratch = []
+    if p.converts_a:  # the A tile converted to bfp16 tiles by the kernel
+        q = dtype(prec.BFP16).tile_rows
+        scratch = [((c.t_ma // q, c.k // q), prec.BFP16)]
+    matmul_args = [((a.t_ma, a.k), c.dtype_in), ((b.k, b.n), str(c.dtype_b)), c_obj, *scratch, *extra_c]
+    specs = {
+        "zero": KernelSpec(names["zero"], "zero", obj, tuple(s for s, _ in [c_obj, *extra_c]),
+                           tuple(t for _, t in [c_obj, *extra_c])),
+        "matmul": KernelSpec(names["matmul"], "matmul", obj, tuple(s for s, _ in matmul_args),
+                             tuple(t for _, t in matmul_args), ("i32",) if c.rho > 1 else ()),
+    }
+    if p.converts_c:
+        specs["convert"] = KernelSpec(names["convert"], "convert", obj, (c_obj[0], extra_c[0][0]),
+                                      (c_obj[1], extra_c[0][1]))
+    return specs
+
+
+def worker(c: GemmConfig, specs: dict[str, KernelSpec], col: int, row: int) -> Worker:
+    """Output-stationary loop: acquire C, zero it, K/k steps of A x B, (convert,) release C.
+
+    With rho > 1 each k-step keeps its B tile while rho A tiles stream past it, each updating its
+    own C slice (asymmetric tile buffering)."""
+    a, b, cc = a_l2l1(row), b_l2l1(col), c_l1l2(col, row)
+    p = c.precision
+    buffers = []
+    scratch: tuple[str, ...] = ()
+    acc: tuple[str, ...] = ()
+    matmul = specs["matmul"]
+    if p.converts_a:
+        scratch = (f"A_bfp16_{col}_{row}",)
+        buffers.append(LocalBuffer(scratch[0], matmul.arg_shapes[3], prec.BFP16))
+    if p.converts_c:
+        acc = (f"C_acc_{col}_{row}",)
+        buffers.append(LocalBuffer(acc[0], matmul.arg_shapes[-1], str(c.acc)))
+    args = (a, b, cc, *scratch, *acc)
+    if c.rho == 1:
+        step: tuple = (Acquire(a), Acquire(b), Call(matmul.name, args), Release(a), Release(b))
+    else:  # ATB: B stays for the k-step while rho A tiles update their own C slices
+        slices = tuple(op for i in range(c.rho) for op in (Acquire(a), Call(matmul.name, args, (i,)), Release(a)))
+        step = (Acquire(b), *slices, Release(b))
+    body: list = [Acquire(cc), Call(specs["zero"].name, (cc, *acc)), Loop(c.k_steps, step)]
+    if p.converts_c:
+        body.append(Call(specs["convert"].name, (cc, *acc)))
+    body.append(Release(cc))
+    program = (Loop(c.tiles_per_core, tuple(body)),)
+    return Worker(core(c, col, row), program, tuple(k.name for k in specs.values()), c.stack_bytes, tuple(buffers))
+
+
 def build_design(config: GemmConfig, budgets: bool = True) -> Design:
-    """The Design of a config. budgets=False builds one that breaks an L1/memtile budget (for the
-    model to predict it); such a design is not buildable and its memtile buffers stay unplaced."""
+    """The complete Design of a valid config (raises ConfigError / DmaLimitError otherwise).
+
+    budgets=False skips the L1 and memtile capacity checks (see GemmConfig.validate)."""
     c = config.validate(budgets)
+    ga, gb, gc = (grid(c, op) for op in ("A", "B", "C"))
     fifos: list[ObjectFifo] = []
     links: list[Link] = []
     for row in range(c.rows):  # A: broadcast along core row `row`, in rho tiles of T_MA rows per k-step
-        *pair, link = _input_path(c, a_l3l2(row), a_l2l1(row), c.a_col(row), c.m * c.k_mt, (c.t_ma, c.k),
-                                  tuple(core(c, col, row) for col in range(c.cols)),
-                                  patterns.a_l2_to_stream(c), patterns.a_l1_from_stream(c),
-                                  patterns.a_l2_from_stream(c))
+        *pair, link = _input_path(c, a_l3l2(row), a_l2l1(row), c.a_col(row), c.dtype_in, ga.m * ga.k_mt,
+                                  (ga.t_ma, ga.k), tuple(core(c, col, row) for col in range(c.cols)),
+                                  patterns.a_l2_to_stream(ga), patterns.a_l1_from_stream(ga),
+                                  patterns.a_l2_from_stream(ga))
         fifos += pair
         links.append(link)
     for col in range(c.cols):  # B: broadcast down core column `col`
-        *pair, link = _input_path(c, b_l3l2(col), b_l2l1(col), col, c.b_l2_k * c.n, (c.k, c.n),
+        *pair, link = _input_path(c, b_l3l2(col), b_l2l1(col), col, str(c.dtype_b), gb.b_l2_k * gb.n, (gb.k, gb.n),
                                   tuple(core(c, col, row) for row in range(c.rows)),
-                                  patterns.b_l2_to_stream(c), patterns.b_l1_from_stream(c))
+                                  patterns.b_l2_to_stream(gb), patterns.b_l1_from_stream(gb))
         fifos += pair
         links.append(link)
-    for col in range(c.cols):
+    for col in range(c.cols):  # C: join the rows tiles of column `col` in its memtile
         mem = TileRef(col, 1)
         for row in range(c.rows):
-            fifos.append(ObjectFifo(c_l1l2(col, row), c.dtype_out, (c.m, c.n), c.depth_c_l1, core(c, col, row), (mem,)))
+            fifos.append(ObjectFifo(c_l1l2(col, row), c.dtype_out, (gc.m, gc.n), c.depth_c_l1, core(c, col, row),
+                                    (mem,)))
         fifos.append(ObjectFifo(
-            c_l2l3(col), c.dtype_out, (c.rows * c.m * c.n,), c.depth_c_l2, mem, (TileRef(col, 0),),
-            dims_to_stream=patterns.c_l2_to_stream(c),
+            c_l2l3(col), c.dtype_out, (c.rows * gc.m * gc.n,), c.depth_c_l2, mem, (TileRef(col, 0),),
+            dims_to_stream=patterns.c_l2_to_stream(gc),
         ))
         links.append(Link("join", mem, tuple(c_l1l2(col, row) for row in range(c.rows)), (c_l2l3(col),),
-                          tuple(row * c.m * c.n for row in range(c.rows))))
+                          tuple(row * gc.m * gc.n for row in range(c.rows))))
 
-    obj = KernelBuild(c.dev.aie_target, c.dtype_in, c.dtype_out, c.m, c.k, c.n, c.mmul, c.b_col_maj,
-                      bool(c.emulate_bf16_with_bfp16), c.rounding, c.saturation, c.shift, c.compiler, c.rho)
-    zero = KernelSpec(f"zero_{c.dtype_out}", "zero", obj, ((c.m, c.n),), (c.dtype_out,))
-    matmul = KernelSpec(
-        f"matmul_{c.dtype_in}_{c.dtype_out}", "matmul", obj,
-        ((c.t_ma, c.k), (c.k, c.n), (c.m, c.n)), (c.dtype_in, c.dtype_in, c.dtype_out),
-        ("i32",) if c.rho > 1 else (),
-    )
-    workers = []
-    for row in range(c.rows):
-        for col in range(c.cols):
-            a, b, cc = a_l2l1(row), b_l2l1(col), c_l1l2(col, row)
-            if c.rho == 1:
-                step: tuple = (Acquire(a), Acquire(b), Call(matmul.name, (a, b, cc)), Release(a), Release(b))
-            else:  # ATB: B stays for the k-step while rho A tiles update their own C slices
-                slices = tuple(op for i in range(c.rho)
-                               for op in (Acquire(a), Call(matmul.name, (a, b, cc), (i,)), Release(a)))
-                step = (Acquire(b), *slices, Release(b))
-            k_loop = Loop(c.k_steps, step)
-            program = (Loop(c.tiles_per_core, (Acquire(cc), Call(zero.name, (cc,)), k_loop, Release(cc))),)
-            workers.append(Worker(core(c, col, row), program, (zero.name, matmul.name), c.stack_bytes))
-
-    b_shape = (c.Np, c.Kp) if c.b_col_maj else (c.Kp, c.Np)
-    tensors = (HostTensor("A", (c.Mp, c.Kp), c.dtype_in), HostTensor("B", b_shape, c.dtype_in),
-               HostTensor("C", (c.Mp, c.Np), c.dtype_out))
+    specs = kernel_specs(c)
+    workers = [worker(c, specs, col, row) for row in range(c.rows) for col in range(c.cols)]
+    b_shape = (gb.Np, gb.Kp) if c.b_col_maj else (gb.Kp, gb.Np)
+    tensors = (HostTensor("A", (ga.Mp, ga.Kp), c.dtype_in), HostTensor("B", b_shape, str(c.dtype_b)),
+               HostTensor("C", (gc.Mp, gc.Np), c.dtype_out))
     placement = c.memtile_placement() if budgets else c.memtile_buffers()
-    return Design(c, tensors, tuple(fifos), tuple(links), (zero, matmul), tuple(workers),
+    return Design(c, tensors, tuple(fifos), tuple(links), tuple(specs.values()), tuple(workers),
                   tuple(placement), runtime_sequence(c))
 
 
 def group_tasks(c: GemmConfig, group: int) -> list[ShimTask]:
     """The BD tasks of one output block, ordered per shim column: A (if any), B, C."""
     m_block, n_block = divmod(group, c.n_blocks)
+    ga, gb, gc = (grid(c, op) for op in ("A", "B", "C"))
     a_rows = {col: row for row, col in enumerate(c.a_cols)}
     tasks = []
     for col in range(c.cols):
@@ -142,11 +197,11 @@ def group_tasks(c: GemmConfig, group: int) -> list[ShimTask]:
         if col in a_rows:
             row = a_rows[col]
             tasks.append(ShimTask(f"A{row}_g{group}", "fill", a_l3l2(row), "A", shim,
-                                  patterns.shim_a(c, m_block, row), False, group))
+                                  patterns.shim_a(ga, m_block, row), False, group))
         tasks.append(ShimTask(f"B{col}_g{group}", "fill", b_l3l2(col), "B", shim,
-                              patterns.shim_b(c, n_block, col), False, group))
+                              patterns.shim_b(gb, n_block, col), False, group))
         tasks.append(ShimTask(f"C{col}_g{group}", "drain", c_l2l3(col), "C", shim,
-                              patterns.shim_c(c, m_block, n_block, col), True, group))
+                              patterns.shim_c(gc, m_block, n_block, col), True, group))
     return tasks
 
 

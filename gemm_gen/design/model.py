@@ -9,8 +9,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .. import precision as prec
 from ..config import GemmConfig, MemtileBuffer
 from ..hw.devices import TileKind
+from ..precision import Precision
 from ..tap import Tap
 
 
@@ -83,7 +85,7 @@ class Release:
 @dataclass(frozen=True)
 class Call:
     kernel: str
-    args: tuple[str, ...]  # fifos whose currently acquired object is passed, in order
+    args: tuple[str, ...]  # fifos (their currently acquired object) or local buffers, in order
     scalars: tuple[int, ...] = ()  # int32 constants after the buffers (e.g. the ATB C slice)
 
 
@@ -114,15 +116,42 @@ class KernelBuild:
     shift: int
     compiler: str = "peano"
     rho: int = 1  # matmul computes (m / rho) rows into C slice `slice` (an int32 argument when rho > 1)
+    dtype_b: str | None = None  # None: dtype_in
+    acc: str | None = None  # C's type in L1 between calls; None: dtype_out
 
     @property
     def t_ma(self) -> int:
         return self.m // self.rho
 
     @property
+    def precision(self) -> Precision:
+        return prec.resolve(self.dtype_in, self.dtype_b, self.dtype_out, self.acc)
+
+    @property
+    def c_split_rows(self) -> int:
+        """Accumulator rows kept in the C object (the rest in the worker's C acc buffer)."""
+        return prec.c_split_rows(self.precision, self.m, self.n, self.rho)
+
+    @property
+    def types(self) -> str:
+        """in[_b]_out[_acc<acc>]: the operand types, B and acc named only when they differ."""
+        p = self.precision
+        return "_".join([p.a] + ([p.b] if p.b != p.a else []) + [p.out] + ([f"acc{p.acc}"] if p.converts_c else []))
+
+    @property
+    def symbols(self) -> dict[str, str]:
+        """The extern "C" names of the kernels a worker calls, by role (one place for them)."""
+        p = self.precision
+        names = {"zero": f"zero_{p.acc}" if not p.converts_c else f"zero_{p.acc}_{p.out}",
+                 "matmul": "_".join(["matmul", p.a] + ([p.b] if p.b != p.a else []) + [p.acc])}
+        if p.converts_c:
+            names["convert"] = f"convert_{p.acc}_{p.out}"
+        return names
+
+    @property
     def object_file(self) -> str:
         """mlir-aie's mm_<m>x<k>x<n>.o, extended so that different builds never share a name."""
-        parts = [f"mm_{self.m}x{self.k}x{self.n}", self.aie_target, f"{self.dtype_in}_{self.dtype_out}",
+        parts = [f"mm_{self.m}x{self.k}x{self.n}", self.aie_target, self.types,
                  "bcol" if self.b_col_maj else "brow", "x".join(map(str, self.mmul))]
         if self.emulate_bf16_with_bfp16:
             parts.append("bfp16emu")
@@ -144,7 +173,7 @@ class KernelSpec:
     """An external kernel function a worker calls, and the object file it links with."""
 
     name: str
-    role: str  # "zero" or "matmul"
+    role: str  # "zero", "matmul" or "convert" (C's final conversion, when acc != dtype_out)
     build: KernelBuild
     arg_shapes: tuple[tuple[int, ...], ...]
     arg_dtypes: tuple[str, ...]
@@ -156,11 +185,21 @@ class KernelSpec:
 
 
 @dataclass(frozen=True)
+class LocalBuffer:
+    """A worker's own L1 buffer (IRON Buffer), passed to kernels by name like a fifo object."""
+
+    name: str
+    shape: tuple[int, ...]  # in DMA units of dtype, like fifo objects
+    dtype: str
+
+
+@dataclass(frozen=True)
 class Worker:
     tile: TileRef
     program: tuple[Op, ...]  # the body of core_fn; the core repeats it forever (while_true)
     kernels: tuple[str, ...]
     stack_bytes: int
+    buffers: tuple[LocalBuffer, ...] = ()
 
 
 # ---- the runtime sequence (command processor program) ----------------------------------------

@@ -7,6 +7,8 @@ B column-major:   the same walk on B^T (n x K strips, n x k_mt in the memtile, t
 B row-major:      shim K x n strip -> memtile (k x n, linear) -> MM2S [k/s, n/t, s, t] -> L1.
 C:                L1 r x t blocks -> memtile join (rows slices of m x n)
                   -> MM2S per slice [m/r, r, n/t, t] -> shim writes (rows*m) x n into C.
+Each pattern is written over one operand's Grid (design/grid.py): in elements for scalar types,
+in 8 x 8 tiles for bfp16 (whose blocked layouts then reduce to row-major walks of tiles).
 """
 
 from __future__ import annotations
@@ -15,39 +17,40 @@ from ..config import GemmConfig
 from ..errors import ConfigError
 from ..hw.devices import DmaSpec, TileKind
 from ..tap import Tap
+from .grid import Grid, grid
 
 
 # ---- memtile and core patterns (per object) --------------------------------------------------
-def a_l2_from_stream(c: GemmConfig) -> Tap:
+def a_l2_from_stream(c: Grid) -> Tap:
     """Memtile S2MM of A: the m x k_mt chunk (row-major on the stream) stored as (k-step, slice)
     tiles of T_MA x k, each contiguous, so that the MM2S walk fits in 4 dimensions for any rho."""
     t = c.t_ma
     return Tap(0, (c.rho, t, c.k_mt // c.k, c.k), (t * c.k, c.k, c.m * c.k, 1))
 
 
-def a_l2_to_stream(c: GemmConfig) -> Tap:
+def a_l2_to_stream(c: Grid) -> Tap:
     """Memtile MM2S of A: per (k-step, slice) tile, T_MA x s column panels."""
     t = c.t_ma
     return Tap(0, (c.k_mt // c.k * c.rho, c.k // c.s, t, c.s), (t * c.k, c.s, c.k, 1))
 
 
-def a_l1_from_stream(c: GemmConfig) -> Tap:
+def a_l1_from_stream(c: Grid) -> Tap:
     return Tap(0, (c.k // c.s, c.t_ma // c.r, c.r * c.s), (c.r * c.s, c.r * c.k, 1))
 
 
-def b_l2_to_stream(c: GemmConfig) -> Tap:
+def b_l2_to_stream(c: Grid) -> Tap:
     if c.b_col_maj:  # B^T object n x k_mt
         return Tap(0, (c.k_mt // c.k, c.k // c.s, c.n, c.s), (c.k, c.s, c.k_mt, 1))
     return Tap(0, (c.k // c.s, c.n // c.t, c.s, c.t), (c.s * c.n, c.t, c.n, 1))
 
 
-def b_l1_from_stream(c: GemmConfig) -> Tap | None:
+def b_l1_from_stream(c: Grid) -> Tap | None:
     if c.b_col_maj:
         return Tap(0, (c.k // c.s, c.n // c.t, c.t * c.s), (c.t * c.s, c.t * c.k, 1))
     return None  # the memtile already emits s x t blocks in kernel order
 
 
-def c_l2_to_stream(c: GemmConfig) -> Tap:
+def c_l2_to_stream(c: Grid) -> Tap:
     """Per join slice (one core's m x n tile): r x t blocks back to row-major rows."""
     return Tap(0, (c.m // c.r, c.r, c.n // c.t, c.t), (c.r * c.n, c.t, c.r * c.t, 1))
 
@@ -73,70 +76,72 @@ def _strip(offset: int, rows: int, width: int, row_stride: int, words_per_elem: 
     return Tap(offset, (rows // r, r, width), (r * row_stride, row_stride, 1))
 
 
-def shim_a(c: GemmConfig, m_block: int, row: int) -> Tap:
+def shim_a(c: Grid, m_block: int, row: int) -> Tap:
     """The m x K strip of A for core row `row` of output block row `m_block`, in k_mt chunks."""
     first_row = (m_block * c.rows + row) * c.m
     return Tap(first_row * c.Kp, (c.Kp // c.k_mt, c.m, c.k_mt), (c.k_mt, c.Kp, 1))
 
 
-def shim_b(c: GemmConfig, n_block: int, col: int) -> Tap:
+def shim_b(c: Grid, n_block: int, col: int) -> Tap:
     """The K x n strip of B for core column `col` of output block column `n_block`."""
     first_col = (n_block * c.cols + col) * c.n
     if c.b_col_maj:  # stored N x K: n rows of B^T, walked in k_mt chunks
         return Tap(first_col * c.Kp, (c.Kp // c.k_mt, c.n, c.k_mt), (c.k_mt, c.Kp, 1))
     spec = c.dev.dma[TileKind.SHIM]
-    return _strip(first_col, c.Kp, c.n, c.Np, c.t_in.bytes / 4, spec)
+    return _strip(first_col, c.Kp, c.n, c.Np, c.unit.unit_bytes / 4, spec)
 
 
-def shim_c(c: GemmConfig, m_block: int, n_block: int, col: int) -> Tap:
+def shim_c(c: Grid, m_block: int, n_block: int, col: int) -> Tap:
     """The (rows*m) x n block of C that column `col` joins for output block (m_block, n_block)."""
     first_row = m_block * c.rows * c.m
     first_col = (n_block * c.cols + col) * c.n
     spec = c.dev.dma[TileKind.SHIM]
-    return _strip(first_row * c.Np + first_col, c.rows * c.m, c.n, c.Np, c.t_out.bytes / 4, spec)
+    return _strip(first_row * c.Np + first_col, c.rows * c.m, c.n, c.Np, c.unit.unit_bytes / 4, spec)
 
 
 # ---- limits ----------------------------------------------------------------------------------
-def check_dma_limits(c: GemmConfig) -> None:
+def check_dma_limits(config: GemmConfig) -> None:
     """Check every distinct pattern against the DMA that runs it (offsets do not matter)."""
-    dev = c.dev
+    a, b, c = (grid(config, op) for op in ("A", "B", "C"))
+    dev = config.dev
     shim, mem, core = dev.dma[TileKind.SHIM], dev.dma[TileKind.MEM], dev.dma[TileKind.CORE]
-    last_m, last_n = c.m_blocks - 1, c.n_blocks - 1
+    last_m, last_n = config.m_blocks - 1, config.n_blocks - 1
     checks = [
-        (shim_a(c, last_m, c.rows - 1), c.t_in, shim, "shim MM2S A (m x K strip)",
-         "reduce m or k_mt, or K"),
-        (shim_b(c, last_n, c.cols - 1), c.t_in, shim, "shim MM2S B (K x n strip)", "reduce n or k_mt, or N"),
-        (shim_c(c, last_m, last_n, c.cols - 1), c.t_out, shim, "shim S2MM C ((rows*m) x n block)",
+        (shim_a(a, last_m, a.rows - 1), a, shim, "shim MM2S A (m x K strip)", "reduce m or k_mt, or K"),
+        (shim_b(b, last_n, b.cols - 1), b, shim, "shim MM2S B (K x n strip)", "reduce n or k_mt, or N"),
+        (shim_c(c, last_m, last_n, c.cols - 1), c, shim, "shim S2MM C ((rows*m) x n block)",
          "reduce m or n, or N"),
-        (a_l2_from_stream(c), c.t_in, mem, "memtile S2MM A (dims_from_stream)", "reduce m, k or k_mt"),
-        (a_l2_to_stream(c), c.t_in, mem, "memtile MM2S A (dims_to_stream)", "reduce m, k or k_mt"),
-        (b_l2_to_stream(c), c.t_in, mem, "memtile MM2S B (dims_to_stream)", "reduce n, k or k_mt"),
-        (c_l2_to_stream(c), c.t_out, mem, "memtile MM2S C (dims_to_stream)", "reduce m or n"),
-        (a_l1_from_stream(c), c.t_in, core, "core S2MM A (dims_from_stream)", "reduce m or k"),
-        (Tap.linear(c.m * c.n), c.t_out, core, "core MM2S C", "reduce m or n"),
-        (Tap.linear(c.b_l2_k * c.n), c.t_in, mem, "memtile S2MM B", "reduce n or k_mt"),
+        (a_l2_from_stream(a), a, mem, "memtile S2MM A (dims_from_stream)", "reduce m, k or k_mt"),
+        (a_l2_to_stream(a), a, mem, "memtile MM2S A (dims_to_stream)", "reduce m, k or k_mt"),
+        (b_l2_to_stream(b), b, mem, "memtile MM2S B (dims_to_stream)", "reduce n, k or k_mt"),
+        (c_l2_to_stream(c), c, mem, "memtile MM2S C (dims_to_stream)", "reduce m or n"),
+        (a_l1_from_stream(a), a, core, "core S2MM A (dims_from_stream)", "reduce m or k"),
+        (Tap.linear(c.m * c.n), c, core, "core MM2S C", "reduce m or n"),
+        (Tap.linear(b.b_l2_k * b.n), b, mem, "memtile S2MM B", "reduce n or k_mt"),
     ]
-    b_l1 = b_l1_from_stream(c)
+    b_l1 = b_l1_from_stream(b)
     if b_l1 is not None:
-        checks.append((b_l1, c.t_in, core, "core S2MM B (dims_from_stream)", "reduce n or k"))
+        checks.append((b_l1, b, core, "core S2MM B (dims_from_stream)", "reduce n or k"))
     else:
-        checks.append((Tap.linear(c.k * c.n), c.t_in, core, "core S2MM B", "reduce k or n"))
-    for tap, t, spec, where, fix in checks:
-        tap.to_words(t).check(spec, where, fix)
-    # memtile and core BDs also pass mlir-aie's static BD verifier (sizes in elements)
+        checks.append((Tap.linear(b.k * b.n), b, core, "core S2MM B", "reduce k or n"))
+    for tap, g, spec, where, fix in checks:
+        tap.to_words(g.unit).check(spec, where, fix)
+    # memtile and core BDs also pass mlir-aie's static BD verifier (sizes in elements of the
+    # memref's element type: bfp16 tiles count as their 8 v8bfp16ebs8 blocks)
     statics = [
-        (a_l2_from_stream(c), c.m * c.k_mt, "memtile S2MM A (dims_from_stream)", "reduce m, k or k_mt"),
-        (a_l2_to_stream(c), c.m * c.k_mt, "memtile MM2S A (dims_to_stream)", "reduce m, k or k_mt"),
-        (b_l2_to_stream(c), c.b_l2_k * c.n, "memtile MM2S B (dims_to_stream)", "reduce n, k or k_mt"),
-        (c_l2_to_stream(c), c.m * c.n, "memtile MM2S C (dims_to_stream, per join slice)", "reduce m or n"),
-        (a_l1_from_stream(c), c.t_ma * c.k, "core S2MM A (dims_from_stream)", "reduce m or k"),
+        (a_l2_from_stream(a), a, a.m * a.k_mt, "memtile S2MM A (dims_from_stream)", "reduce m, k or k_mt"),
+        (a_l2_to_stream(a), a, a.m * a.k_mt, "memtile MM2S A (dims_to_stream)", "reduce m, k or k_mt"),
+        (b_l2_to_stream(b), b, b.b_l2_k * b.n, "memtile MM2S B (dims_to_stream)", "reduce n, k or k_mt"),
+        (c_l2_to_stream(c), c, c.m * c.n, "memtile MM2S C (dims_to_stream, per join slice)", "reduce m or n"),
+        (a_l1_from_stream(a), a, a.t_ma * a.k, "core S2MM A (dims_from_stream)", "reduce m or k"),
     ]
     if b_l1 is not None:
-        statics.append((b_l1, c.k * c.n, "core S2MM B (dims_from_stream)", "reduce n or k"))
-    for tap, elems, where, fix in statics:
-        tap.check_static_bd(elems, where, fix)
-    # one strip must fit a BD's length field, and the host buffers must be addressable
-    for name, elems, t in (("A", c.Mp * c.Kp, c.t_in), ("B", c.Kp * c.Np, c.t_in), ("C", c.Mp * c.Np, c.t_out)):
-        if t.nbytes(elems) >= 1 << 48:
-            raise ConfigError(f"{name} needs {t.nbytes(elems)} B, beyond the 48-bit shim address",
-                              "split the GEMM")
+        statics.append((b_l1, b, b.k * b.n, "core S2MM B (dims_from_stream)", "reduce n or k"))
+    for tap, g, units, where, fix in statics:
+        parts = g.unit.blocks_per_unit
+        tap.scaled(parts).check_static_bd(units * parts, where, fix)
+    # the host buffers must be addressable
+    for name, g, units in (("A", a, a.Mp * a.Kp), ("B", b, b.Kp * b.Np), ("C", c, c.Mp * c.Np)):
+        nbytes = g.unit.unit_nbytes(units)
+        if nbytes >= 1 << 48:
+            raise ConfigError(f"{name} needs {nbytes} B, beyond the 48-bit shim address", "split the GEMM")

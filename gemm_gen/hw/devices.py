@@ -96,6 +96,10 @@ class Device:
     # bf16 GEMMs use the bfp16 datapath unless told otherwise: both papers' XDNA2 bf16 results do
     # (Striking sec. 5.1, ATB), and plain bf16 mmul is emulated with elementwise macs on aie2p
     bf16_emulation_default: bool
+    # bfp16ebs8 operands (aie2p isSupportedBlockFormat): the mac_8x8_8x8T shape, or None without a
+    # bfp16 datapath; and the stack mlir-aie's chess-built bfp16 GEMM kernels get (config2: 0xD00)
+    bfp16_mmul_shape: MmulShape | None
+    bfp16_stack_bytes: int
     # peak MACs/cycle of one core per input type (what mac instructions can issue)
     peak_macs: dict[str, int]
     out_types: dict[str, tuple[str, ...]]  # accepted dtype_out per dtype_in
@@ -158,6 +162,8 @@ NPU1 = Device(
     bf16_emulation_shape=None,
     bf16_emulation_stack_bytes=0,
     bf16_emulation_default=False,
+    bfp16_mmul_shape=None,
+    bfp16_stack_bytes=0,
     peak_macs={"bf16": 128, "i8": 256, "i16": 64},
     out_types=_OUT_TYPES,
 )
@@ -182,9 +188,12 @@ NPU2 = Device(
     bf16_emulation_shape=(8, 8, 8),
     bf16_emulation_stack_bytes=0xD00,
     bf16_emulation_default=True,
+    bfp16_mmul_shape=(8, 8, 8),
+    bfp16_stack_bytes=0xD00,
     # bf16 through the bfp16 datapath issues 512 MACs/cycle; plain bf16 mmul is emulated
     # with elementwise macs (UNCONFIRMED rate), so 512 is the bf16 ceiling, not a promise.
-    peak_macs={"bf16": 512, "i8": 512, "i16": 128},
+    # bfp16: 512 MACs/cycle (atb sec. 2.4: 1024 flops/cycle per core).
+    peak_macs={"bf16": 512, "i8": 512, "i16": 128, "bfp16": 512},
     out_types=_OUT_TYPES,
 )
 

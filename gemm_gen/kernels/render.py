@@ -83,7 +83,8 @@ def source_file(build: KernelBuild) -> str:
 
 def kernel_symbols(build: KernelBuild) -> tuple[str, str]:
     """The extern "C" names the Design's workers call: (zero_<out>, matmul_<in>_<out>)."""
-    return f"zero_{build.dtype_out}", f"matmul_{build.dtype_in}_{build.dtype_out}"
+    names = build.symbols
+    return names["zero"], names["matmul"]
 
 
 def kernel_defines(build: KernelBuild) -> tuple[str, ...]:

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..config import GemmConfig, emulation_default
+from ..config import GemmConfig
 from ..dtypes import dtype
 from ..hw.devices import Device, device
 from . import kernel as kmod
@@ -50,17 +50,21 @@ class Problem:
     rows: int = 4
     cols: int = 0
     stack_bytes: int = 0
-    compiler: str = "peano"
+    compiler: str | None = None  # None: GemmConfig's default (chess for bfp16, else peano)
+    dtype_b: str | None = None
+    acc: str | None = None
 
     def __post_init__(self) -> None:
-        if self.emulate_bf16_with_bfp16 is None:
-            object.__setattr__(self, "emulate_bf16_with_bfp16", emulation_default(self.device, self.dtype_in))
+        # the option defaults are GemmConfig's: resolve them through one probe config
+        probe = self.config(0, 0, 0, 0)
+        for name in ("emulate_bf16_with_bfp16", "compiler", "dtype_b", "acc"):
+            object.__setattr__(self, name, getattr(probe, name))
 
     @classmethod
     def of(cls, c: GemmConfig) -> Problem:
         return cls(c.device, c.M, c.K, c.N, c.dtype_in, c.dtype_out, c.b_col_maj, bool(c.emulate_bf16_with_bfp16),
                    c.mmul_shape, c.queue_groups, c.depth_ab_l1, c.depth_ab_l2, c.depth_c_l1, c.depth_c_l2,
-                   c.rows, c.cols, c.stack_bytes, c.compiler)
+                   c.rows, c.cols, c.stack_bytes, c.compiler, c.dtype_b, c.acc)
 
     def config(self, m: int, k: int, n: int, k_mt: int, **kw: object) -> GemmConfig:
         return GemmConfig(self.device, self.M, self.K, self.N, int(m), int(k), int(n), int(k_mt), self.dtype_in,
@@ -68,11 +72,17 @@ class Problem:
                           emulate_bf16_with_bfp16=self.emulate_bf16_with_bfp16, mmul_shape=self.mmul_shape,
                           stack_bytes=self.stack_bytes, queue_groups=self.queue_groups,
                           depth_ab_l1=self.depth_ab_l1, depth_ab_l2=self.depth_ab_l2, depth_c_l1=self.depth_c_l1,
-                          depth_c_l2=self.depth_c_l2, compiler=self.compiler, **kw)  # type: ignore[arg-type]
+                          depth_c_l2=self.depth_c_l2, compiler=self.compiler, dtype_b=self.dtype_b, acc=self.acc,
+                          **kw)  # type: ignore[arg-type]
 
     @property
     def dev(self) -> Device:
         return device(self.device)
+
+    @property
+    def stack(self) -> int:
+        """The core stack the design gets (stack_bytes, or GemmConfig's default for these options)."""
+        return self.config(0, 0, 0, 0).stack_bytes
 
     @property
     def ncols(self) -> int:

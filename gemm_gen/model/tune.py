@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from ..config import MAX_RUNTIME_TASKS, GemmConfig, default_stack
+from ..config import MAX_RUNTIME_TASKS, GemmConfig
 from ..dtypes import dtype
 from ..errors import ConfigError, GemmGenError
 from ..hw.devices import MLIR_AIE_BD_MAX_SIZE, TileKind
@@ -120,7 +120,7 @@ def _tilings(pr: Problem, fixed: dict[str, int | None]
         mm, nn = (a.ravel() for a in np.meshgrid(ms, ns, indexing="ij"))
         grids.append((mm, nn, np.full(mm.shape, rho, dtype=np.int64)))
     mm, nn, rr = (np.concatenate(g) for g in zip(*grids))
-    stack = pr.stack_bytes or default_stack(dev.name, bool(pr.emulate_bf16_with_bfp16), pr.compiler)
+    stack = pr.stack
     room = dev.l1_bytes - stack - dev.kernel_data_bytes - pr.depth_c_l1 * b_out * mm * nn
     # atb eq. 3: A double-buffered at T_MA = m / rho rows, B double-buffered, C single at m rows
     k_max = np.where(room > 0, room // (pr.depth_ab_l1 * b_in * (mm // rr + nn)), 0) // s * s

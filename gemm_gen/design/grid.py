@@ -1,0 +1,60 @@
+"""One operand's sizes in its DMA units: the numbers its access patterns are written in.
+
+Scalar operands move element by element, and their L1 tiles are blocked r x s / s x t / r x t as
+the mmul reads them. A bfp16 operand moves in 8 x 8 tiles (gemm_gen/dtypes.py): every size is in
+tiles, and since one tile already is the kernel's mmul block, its L1 layout is plain row-major in
+tiles; the "block" of the patterns is then a whole row of the tile (r = 1, s = k, t = n).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..config import GemmConfig
+from ..dtypes import DType
+from ..hw.devices import Device
+
+
+@dataclass(frozen=True)
+class Grid:
+    unit: DType  # the operand's type; sizes count its DMA units
+    m: int
+    k: int
+    n: int
+    k_mt: int
+    t_ma: int
+    rho: int
+    r: int  # the L1 block of the patterns (units)
+    s: int
+    t: int
+    Mp: int
+    Kp: int
+    Np: int
+    rows: int
+    cols: int
+    b_col_maj: bool
+    dev: Device
+
+    @property
+    def b_l2_k(self) -> int:
+        """K extent of a B object in the memtile: k_mt when column-major, k when row-major."""
+        return self.k_mt if self.b_col_maj else self.k
+
+
+OPERANDS = ("A", "B", "C")
+
+
+def grid(c: GemmConfig, operand: str) -> Grid:
+    """The sizes of operand A, B or C of `c` in that operand's DMA units."""
+    unit = {"A": c.t_in, "B": c.t_b, "C": c.t_out}[operand]
+    q = unit.tile_rows
+    assert unit.tile_cols == q, "tile units are square"
+    if q == 1:
+        r, s, t = c.r, c.s, c.t
+    else:
+        k_u, n_u = c.k // q, c.n // q
+        r = 1
+        s = 1 if operand == "B" and not c.b_col_maj else k_u
+        t = 1 if operand == "B" and c.b_col_maj else n_u
+    return Grid(unit, c.m // q, c.k // q, c.n // q, c.k_mt // q, c.t_ma // q, c.rho, r, s, t,
+                c.Mp // q, c.Kp // q, c.Np // q, c.rows, c.cols, c.b_col_maj, c.dev)

@@ -1,0 +1,111 @@
+"""Operand types of a GEMM: A and B as they reach the cores, C in DRAM, and C's storage in L1.
+
+Scalar GEMMs use one input type for A and B and keep C in its output type between kernel calls.
+Block-float (bfp16ebs8) GEMMs on npu2 mix them, as the ATB paper's three precision configs do:
+
+    config1   A bf16 (converted to bfp16 in the core), B bfp16, C bf16
+    config2   A, B, C bfp16 (C requantized to bfp16 after every kernel call)
+    config3   A, B, C bfp16 with C accumulated in bf16 and converted once, after its last call
+
+Any other combination of --dtype_in, --dtype_b, --dtype_out and --acc that the bfp16 datapath can
+run is accepted too (see `check`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .dtypes import dtype
+from .errors import ConfigError
+from .hw.devices import Device
+
+BFP16 = "bfp16"
+# what the bfp16 datapath multiplies: A bf16 (converted in the core) or bfp16, B always bfp16
+BFP16_A_TYPES = ("bf16", BFP16)
+BFP16_OUT_TYPES = ("bf16", "f32", BFP16)
+# C's L1 type when it differs from its DRAM type: accumulate wider, convert after the last call
+BFP16_ACC_TYPES = ("bf16", "f32")
+
+
+@dataclass(frozen=True)
+class Precision:
+    a: str
+    b: str
+    out: str
+    acc: str
+
+    @property
+    def block(self) -> bool:
+        """Whether the bfp16 datapath runs this GEMM (any operand in bfp16)."""
+        return BFP16 in (self.a, self.b, self.out, self.acc)
+
+    @property
+    def converts_a(self) -> bool:
+        """A arrives as bf16 and the kernel converts each A tile to bfp16 (into an L1 scratch)."""
+        return self.b == BFP16 and self.a != BFP16
+
+    @property
+    def converts_c(self) -> bool:
+        """C accumulates in `acc` and is converted to `out` after the tile's last kernel call."""
+        return self.acc != self.out
+
+    @property
+    def name(self) -> str:
+        for preset, p in PRESETS.items():
+            if p == self:
+                return preset
+        return f"{self.a}x{self.b}->{self.out}" + (f" (acc {self.acc})" if self.converts_c else "")
+
+
+PRESETS: dict[str, Precision] = {
+    "config1": Precision("bf16", BFP16, "bf16", "bf16"),
+    "config2": Precision(BFP16, BFP16, BFP16, BFP16),
+    "config3": Precision(BFP16, BFP16, BFP16, "bf16"),
+}
+
+
+def resolve(dtype_in: str, dtype_b: str | None, dtype_out: str, acc: str | None) -> Precision:
+    """The precision the flags ask for: B defaults to A's type, acc to C's."""
+    return Precision(dtype_in, dtype_b or dtype_in, dtype_out, acc or dtype_out)
+
+
+def check(p: Precision, dev: Device) -> None:
+    """Raise ConfigError unless `dev` has a kernel for this combination of types."""
+    for name in (p.a, p.b, p.out, p.acc):
+        dtype(name)  # unknown names fail here, with the list of types
+    if not p.block:
+        if p.b != p.a:
+            raise ConfigError(f"--dtype_b {p.b} with --dtype_in {p.a}: scalar kernels multiply one input type",
+                              "drop --dtype_b (or use --dtype_b bfp16 with bf16 A on npu2)")
+        if p.acc != p.out:
+            raise ConfigError(f"--acc {p.acc} with --dtype_out {p.out}: scalar kernels keep C in its output "
+                              f"type between calls", "drop --acc")
+        return
+    if dev.bfp16_mmul_shape is None:
+        raise ConfigError(f"{dev.name} has no bfp16 datapath (block datatypes are an XDNA2 feature)",
+                          "use --dev npu2, or bf16/i8/i16 types")
+    if p.b != BFP16:
+        raise ConfigError(f"--dtype_b {p.b}: the bfp16 datapath multiplies bf16 or bfp16 A by bfp16 B",
+                          "use --dtype_b bfp16")
+    if p.a not in BFP16_A_TYPES:
+        raise ConfigError(f"--dtype_in {p.a} with bfp16 B: A must be bf16 or bfp16",
+                          "use --dtype_in bf16 or bfp16")
+    if p.out not in BFP16_OUT_TYPES:
+        raise ConfigError(f"--dtype_out {p.out}: a bfp16 GEMM writes bf16, f32 or bfp16",
+                          f"use --dtype_out {' or '.join(BFP16_OUT_TYPES)}")
+    if p.converts_c and not (p.out == BFP16 and p.acc in BFP16_ACC_TYPES):
+        raise ConfigError(f"--acc {p.acc} with --dtype_out {p.out}: C can accumulate in bf16 or f32 only "
+                          f"when it is written as bfp16", "drop --acc, or use --dtype_out bfp16 --acc bf16")
+
+
+def c_split_rows(p: Precision, m: int, n: int, rho: int) -> int:
+    """Accumulator rows of an m x n C tile that live in the C object itself when C is converted
+    after its last call: whole A slices (m / rho rows), as many as the object's bytes hold (atb
+    config3: half of a 128 x 128 bf16 accumulator in its 18 KiB bfp16 object). The rest go to a
+    worker-local buffer. Without a conversion all m rows are the object's."""
+    if not p.converts_c:
+        return m
+    t_ma = m // rho
+    room = dtype(p.out).nbytes(m * n)
+    per_slice = dtype(p.acc).nbytes(t_ma * n)
+    return min(rho, room // per_slice) * t_ma
