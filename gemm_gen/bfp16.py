@@ -74,3 +74,40 @@ def pack(exps: np.ndarray, mants: np.ndarray) -> bytes:
 def unpack(data: bytes) -> tuple[np.ndarray, np.ndarray]:
     blocks = np.frombuffer(data, dtype=np.uint8).reshape(-1, BLOCK_BYTES)
     return blocks[:, 0].copy(), blocks[:, 1:].copy().view(np.int8).reshape(-1)
+
+
+# ---- 8 x 8 tiles: how bfp16 matrices are stored for the DMAs ------------------------------------
+TILE = BFP16.tile_rows  # a tile is TILE rows of one block each: 8 x 9 = 72 bytes
+TILE_BYTES = BFP16.unit_bytes
+
+
+def to_tiles(exps: np.ndarray, mants: np.ndarray) -> np.ndarray:
+    """An R x C matrix encoded in row blocks (exps R x C/8, mants R x C) as uint8 tiles
+    (R/8, C/8, 72): tile (i, j) holds rows 8i..8i+7 of block column j, each row's 9-byte block
+    (exponent, 8 mantissas) in turn. Row-major over tiles, like the DMAs walk them."""
+    rows, cols = np.shape(mants)
+    if rows % TILE or cols % TILE:
+        raise ValueError(f"a {rows} x {cols} matrix is not whole {TILE} x {TILE} tiles")
+    blocks = np.concatenate([np.asarray(exps, dtype=np.uint8)[..., None],
+                             np.asarray(mants, dtype=np.int8).view(np.uint8).reshape(rows, cols // BLOCK, BLOCK)],
+                            axis=-1)  # rows x blocks x 9
+    tiles = blocks.reshape(rows // TILE, TILE, cols // BLOCK, BLOCK_BYTES).transpose(0, 2, 1, 3)
+    return np.ascontiguousarray(tiles).reshape(rows // TILE, cols // BLOCK, TILE_BYTES)
+
+
+def from_tiles(tiles: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(exps, mants) of the matrix stored in uint8 tiles (R/8, C/8, 72): the inverse of to_tiles."""
+    tr, tc = tiles.shape[:2]
+    grouped = np.asarray(tiles, dtype=np.uint8).reshape(tr, tc, TILE, BLOCK_BYTES).transpose(0, 2, 1, 3)
+    blocks = grouped.reshape(tr * TILE, tc, BLOCK_BYTES)
+    return blocks[..., 0].copy(), blocks[..., 1:].copy().view(np.int8).reshape(tr * TILE, tc * BLOCK)
+
+
+def tiles_of(values: np.ndarray, rounding: Rounding = Rounding.FLOOR) -> np.ndarray:
+    """Encode an R x C matrix in blocks along its rows and store it as tiles (the host's job)."""
+    return to_tiles(*encode(np.asarray(values, dtype=np.float32), rounding))
+
+
+def tile_values(tiles: np.ndarray) -> np.ndarray:
+    """The fp32 values of a matrix stored as tiles."""
+    return decode(*from_tiles(tiles))

@@ -5,7 +5,9 @@ from __future__ import annotations
 import argparse
 from typing import NoReturn
 
+from . import precision as prec
 from .config import GemmConfig, default_k_mt, default_tiles, emulation_default
+from .errors import ConfigError
 
 EXIT_FAIL, EXIT_USAGE = 1, 2
 
@@ -43,9 +45,17 @@ def problem_args(p: argparse.ArgumentParser) -> None:
                    "memtile object; a multiple of k")
     p.add_argument("--rho", type=int, help="asymmetric tile buffering: A tiles of m / rho rows stream past "
                    "each B tile, C keeps m rows (default 1 with given tiles; the tuner's choice without)")
-    p.add_argument("--dtype_in", "--dtype-in", default="bf16", help="bf16, i8 or i16")
-    p.add_argument("--dtype_out", "--dtype-out", default=None, help="bf16/f32 for bf16; i8/i16/i32 for ints "
-                   "(default: bf16 or i32)")
+    p.add_argument("--dtype_in", "--dtype-in", default=None, help="A's type: bf16, i8, i16, or bfp16 (npu2; "
+                   "default bf16)")
+    p.add_argument("--dtype_b", "--dtype-b", dest="dtype_b", default=None,
+                   help="B's type when it differs from A's: bfp16 (npu2, with bf16 or bfp16 A)")
+    p.add_argument("--dtype_out", "--dtype-out", default=None, help="C's type: bf16/f32 for bf16; i8/i16/i32 for "
+                   "ints; bf16/f32/bfp16 for bfp16 GEMMs (default: bf16, i32, or bfp16 for bfp16 A)")
+    p.add_argument("--acc", default=None, help="C's type in L1 while it accumulates, when it differs from "
+                   "--dtype_out: bf16 or f32 for a bfp16 C (converted once, after the last k-step)")
+    p.add_argument("--preset", choices=sorted(prec.PRESETS), default=None,
+                   help="the ATB paper's precision configs: config1 = bf16 A x bfp16 B -> bf16, config2 = "
+                   "bfp16 x bfp16 -> bfp16, config3 = config2 with C accumulated in bf16")
     p.add_argument("--b-col-maj", "--b_col_maj", dest="b_col_maj", nargs="?", const=True, default=False,
                    type=_b_col_maj, help="B stored column-major (N x K); takes an optional 0/1")
     p.add_argument("--emulate-bf16-mmul-with-bfp16", dest="emulate", nargs="?", const=True, default=None,
@@ -62,27 +72,42 @@ def problem_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print one JSON object")
 
 
+def types(a: argparse.Namespace) -> prec.Precision:
+    """The operand types the flags ask for: a preset, or --dtype_in/--dtype_b/--dtype_out/--acc."""
+    given = {"--dtype_in": a.dtype_in, "--dtype_b": a.dtype_b, "--dtype_out": a.dtype_out, "--acc": a.acc}
+    if a.preset is not None:
+        p = prec.PRESETS[a.preset]
+        for (flag, value), fixed in zip(given.items(), (p.a, p.b, p.out, p.acc)):
+            if value is not None and value != fixed:
+                raise ConfigError(f"--preset {a.preset} sets {flag} {fixed}, not {value}",
+                                  f"drop {flag} or the preset")
+        return p
+    dtype_in = a.dtype_in or "bf16"
+    dtype_out = a.dtype_out or {"bf16": "bf16", prec.BFP16: prec.BFP16}.get(dtype_in, "i32")
+    return prec.resolve(dtype_in, a.dtype_b, dtype_out, a.acc)
+
+
 def base_config(a: argparse.Namespace, m: int = 0, k: int = 0, n: int = 0, k_mt: int = 0) -> GemmConfig:
     """The problem and every option the flags give, with the tiling as passed (0: still open)."""
-    dtype_out = a.dtype_out or ("bf16" if a.dtype_in == "bf16" else "i32")
-    return GemmConfig(a.dev, a.M, a.K, a.N, m, k, n, k_mt, a.dtype_in, dtype_out, bool(a.b_col_maj),
-                      rho=a.rho or 1, emulate_bf16_with_bfp16=a.emulate, compiler="chess" if a.chess else "peano",
+    p = types(a)
+    return GemmConfig(a.dev, a.M, a.K, a.N, m, k, n, k_mt, p.a, p.out, bool(a.b_col_maj),
+                      rho=a.rho or 1, emulate_bf16_with_bfp16=a.emulate, compiler="chess" if a.chess else None,
                       mmul_shape=a.mmul, queue_groups=a.queue_groups, stack_bytes=a.stack, shift=a.shift,
-                      rounding=a.rounding, saturation=a.saturation)
+                      rounding=a.rounding, saturation=a.saturation, dtype_b=p.b, acc=p.acc)
 
 
 def config_from_args(a: argparse.Namespace) -> GemmConfig:
     dev = a.dev
-    dtype_out = a.dtype_out or ("bf16" if a.dtype_in == "bf16" else "i32")
+    p = types(a)
     tuned = a.m is None and a.k is None and a.n is None  # no tile sizes: the tuner's best design
     if tuned:
         m = k = n = k_mt = 0  # placeholders, chosen below
     else:
-        dm, dk, dn, _ = default_tiles(dev, a.dtype_in, dtype_out, None, a.emulate)
+        dm, dk, dn, _ = default_tiles(dev, p.a, p.out, None, a.emulate, p.b, p.acc)
         m = dm if a.m is None else a.m
         k = dk if a.k is None else a.k
         n = dn if a.n is None else a.n
-        k_mt = default_k_mt(dev, a.dtype_in, dtype_out, k, a.K) if a.k_mt is None else a.k_mt
+        k_mt = default_k_mt(dev, p.a, p.out, k, a.K, p.b, p.acc) if a.k_mt is None else a.k_mt
     config = base_config(a, m, k, n, k_mt)
     from .model.tune import tuned_config, tuned_k_mt
 
@@ -98,11 +123,17 @@ def config_args(c: GemmConfig) -> list[str]:
     args = ["--dev", c.device, "-M", str(c.M), "-K", str(c.K), "-N", str(c.N), "-m", str(c.m), "-k", str(c.k),
             "-n", str(c.n), "--k-mt", str(c.k_mt), "--dtype_in", c.dtype_in, "--dtype_out", c.dtype_out,
             "--b-col-maj", str(int(c.b_col_maj))]
+    if c.dtype_b != c.dtype_in:
+        args += ["--dtype_b", str(c.dtype_b)]
+    if c.acc != c.dtype_out:
+        args += ["--acc", str(c.acc)]
     base = GemmConfig(c.device, c.M, c.K, c.N, c.m, c.k, c.n, c.k_mt, c.dtype_in, c.dtype_out,
-                      emulate_bf16_with_bfp16=c.emulate_bf16_with_bfp16, compiler=c.compiler)
-    if c.emulate_bf16_with_bfp16 != emulation_default(c.device, c.dtype_in):
+                      emulate_bf16_with_bfp16=c.emulate_bf16_with_bfp16, compiler=c.compiler, dtype_b=c.dtype_b,
+                      acc=c.acc)
+    block = c.precision.block
+    if c.emulate_bf16_with_bfp16 != (not block and emulation_default(c.device, c.dtype_in)):
         args += ["--emulate-bf16-mmul-with-bfp16", str(int(bool(c.emulate_bf16_with_bfp16)))]
-    if c.compiler == "chess":
+    if c.compiler == "chess" and not block:
         args += ["--chess"]
     if c.mmul_shape is not None:
         args += ["--mmul", "x".join(map(str, c.mmul_shape))]

@@ -468,10 +468,11 @@ class GemmConfig:
         cap = self.dev.l1_bytes
         if self.l1_bytes > cap:
             detail = " + ".join(f"{k} {v}" for k, v in parts.items())
+            buffers = sum(v for name, v in parts.items() if name not in ("stack", "kernel data"))
             raise ConfigError(
                 f"L1 overflow: {detail} = {self.l1_bytes} B > {cap} B per core "
-                f"(m={self.m} k={self.k} n={self.n}"
-                + (f" rho={self.rho}" if self.rho > 1 else "") + f", {self.dtype_in}->{self.dtype_out})",
+                f"(m={self.m} k={self.k} n={self.n}" + (f" rho={self.rho}" if self.rho > 1 else "")
+                + f", {self.precision.name}; the buffers alone take {buffers / 1024:.1f} KiB)",
                 "reduce m, k or n, or raise --rho (A then holds m / rho rows)",
             )
 

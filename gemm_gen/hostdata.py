@@ -1,26 +1,68 @@
-"""Host buffers of a design: inputs zero-padded to the native size in their DRAM layout, C cropped."""
+"""Host buffers of a design: inputs zero-padded to the native size in their DRAM layout, C cropped.
+
+Scalar operands are plain row-major arrays (B^T when B is column-major). A bfp16 operand is
+quantized on the host (the helper's truncation, blocks of 8 along K for A and B, along N for C)
+and stored as 8 x 8 tiles of 72 bytes (gemm_gen/bfp16.py), row-major over tiles:
+- A: tile (i, j) = rows 8i.. of K columns 8j.., each row one block;
+- B: tile (l, j) = columns 8l.. of B (rows of B^T), each column one block of 8 K values, as the
+  kernel's mac_8x8_8x8T reads it; tiles ordered (l, j) when B is column-major, (j, l) when not;
+- C: tile (i, l) = rows 8i.. of N columns 8l.., each row one block.
+"""
 
 from __future__ import annotations
 
 import numpy as np
 
+from .bfp16 import TILE, tile_values, tiles_of
 from .config import GemmConfig
+from .numerics import Rounding
+
+HOST_ROUNDING = Rounding.FLOOR  # mlir-aie's floatToBfp16 truncates whatever rounding it is asked for
+
+
+def _padded(x: np.ndarray, shape: tuple[int, int], host: np.dtype) -> np.ndarray:
+    out = np.zeros(shape, dtype=host)
+    out[: x.shape[0], : x.shape[1]] = x
+    return out
 
 
 def pad_inputs(c: GemmConfig, a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """A (M x K) and B (K x N, logical) as the DRAM buffers the design reads: A Mp x Kp row-major;
-    B Kp x Np row-major, or Np x Kp (B^T) when B is column-major."""
-    a_pad = np.zeros((c.Mp, c.Kp), dtype=c.t_in.host)
-    a_pad[: c.M, : c.K] = a
-    if c.b_col_maj:
-        b_pad = np.zeros((c.Np, c.Kp), dtype=c.t_in.host)
-        b_pad[: c.N, : c.K] = b.T
+    B Kp x Np row-major, or Np x Kp (B^T) when B is column-major; bfp16 operands as tiles."""
+    t_a, t_b = c.t_in, c.t_b
+    a_pad = _padded(a, (c.Mp, c.Kp), t_a.host)
+    bt_pad = _padded(np.asarray(b).T, (c.Np, c.Kp), t_b.host)
+    a_dram = tiles_of(a_pad, HOST_ROUNDING) if t_a.is_block else a_pad
+    if t_b.is_block:
+        tiles = tiles_of(bt_pad, HOST_ROUNDING)  # (Np/8, Kp/8) tiles of B^T rows = B columns
+        b_dram = tiles if c.b_col_maj else np.ascontiguousarray(tiles.transpose(1, 0, 2))
     else:
-        b_pad = np.zeros((c.Kp, c.Np), dtype=c.t_in.host)
-        b_pad[: c.K, : c.N] = b
-    return a_pad, b_pad
+        b_dram = bt_pad if c.b_col_maj else np.ascontiguousarray(bt_pad.T)
+    return a_dram, b_dram
 
 
-def crop_output(c: GemmConfig, c_flat: np.ndarray) -> np.ndarray:
-    """The M x N result from the padded Mp x Np C buffer."""
-    return np.asarray(c_flat).reshape(c.Mp, c.Np)[: c.M, : c.N]
+def host_values(c: GemmConfig, a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """A and B as the cores receive them: bfp16 operands quantized exactly as pad_inputs stores
+    them (the reference multiplies these), scalar operands unchanged."""
+    a_seen, b_seen = a, b
+    if c.t_in.is_block:
+        a_seen = tile_values(tiles_of(_padded(a, (c.Mp, c.Kp), c.t_in.host), HOST_ROUNDING))[: a.shape[0], : a.shape[1]]
+    if c.t_b.is_block:
+        bt = tile_values(tiles_of(_padded(np.asarray(b).T, (c.Np, c.Kp), c.t_b.host), HOST_ROUNDING))
+        b_seen = np.ascontiguousarray(bt[: b.shape[1], : b.shape[0]].T)
+    return a_seen, b_seen
+
+
+def output_values(c: GemmConfig, raw: np.ndarray) -> np.ndarray:
+    """The M x N result from the padded C buffer's bytes (bfp16 tiles decoded)."""
+    data = np.ascontiguousarray(raw).view(np.uint8)
+    if c.t_out.is_block:
+        values = tile_values(data.reshape(c.Mp // TILE, c.Np // TILE, c.t_out.unit_bytes))
+    else:
+        values = data.view(c.t_out.host).reshape(c.Mp, c.Np)
+    return values[: c.M, : c.N]
+
+
+def output_bytes(c: GemmConfig) -> int:
+    """Size of the padded C buffer."""
+    return c.t_out.nbytes(c.Mp * c.Np)

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .dtypes import BF16, DType, dtype
+from .dtypes import BF16, BFP16, DType, dtype
 
 BF16_MIN_EXP, BF16_MAX_EXP = -4, 0
 ZERO_FRACTION = 0.03
@@ -67,13 +67,17 @@ def bf16_values(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
 
 
 def make_inputs(M: int, K: int, N: int, dtype_in: str | DType, dtype_out: str | DType,
-                seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
-    """Logical A (M x K) and B (K x N) in the host type of dtype_in."""
+                seed: int = 0, dtype_b: str | DType | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Logical A (M x K) and B (K x N) in the host types of dtype_in and dtype_b (default dtype_in).
+
+    bfp16 operands get the bf16 values as fp32; the host quantizes them (gemm_gen.hostdata)."""
     t_in, t_out = dtype(dtype_in), dtype(dtype_out)
+    t_b = dtype(dtype_b) if dtype_b is not None else t_in
     rng = np.random.default_rng(seed)
     if t_in.is_float:
-        if t_in != BF16:
-            raise ValueError(f"no float input generator for {t_in}")
-        return bf16_values(rng, (M, K)), bf16_values(rng, (K, N))
+        for t in (t_in, t_b):
+            if t not in (BF16, BFP16):
+                raise ValueError(f"no float input generator for {t}")
+        return bf16_values(rng, (M, K)).astype(t_in.host), bf16_values(rng, (K, N)).astype(t_b.host)
     dist = int_distribution(t_in, t_out, K)
     return dist.sample(rng, (M, K), t_in.host), dist.sample(rng, (K, N), t_in.host)

@@ -17,14 +17,22 @@ def _mib(b: float) -> str:
 
 
 def _atb_lines(p: dict[str, Any]) -> list[str]:
-    """The L1 budget of atb eq. 3 spelled out, for designs with asymmetric tile buffering."""
-    if p["rho"] <= 1:
+    """The L1 byte budget of atb eq. 3 spelled out, for ATB and bfp16 designs."""
+    if p["rho"] <= 1 and "bfp16" not in (p["dtype_in"], p["dtype_b"], p["dtype_out"]):
         return []
     m, k, n = p["tile"]
     da, db, dc = p["l1_depths"]
-    return [f"ATB       rho = {p['rho']}: A tiles of T_MA = {p['t_ma']} rows stream past each B tile, C keeps "
-            f"T_MC = {m} rows; eq. 3: {da} x {p['t_ma']} x {k} (A) + {db} x {k} x {n} (B) + {dc} x {m} x {n} (C) "
-            f"elements"]
+    ba, bb, bc = (p["elem_bytes"][x] for x in ("A", "B", "C"))
+    l1 = p["l1_bytes"]
+    eq3 = l1["A"] + l1["B"] + l1["C"]
+    rest = [f"{name} {v}" for name, v in l1.items() if name not in ("A", "B", "C", "total", "capacity")]
+    lines = []
+    if p["rho"] > 1:
+        lines.append(f"ATB       rho = {p['rho']}: A tiles of T_MA = {p['t_ma']} rows stream past each B tile, "
+                     f"C keeps T_MC = {m} rows")
+    lines.append(f"eq. 3     {da} x {p['t_ma']} x {k} x {ba:g} B (A) + {db} x {k} x {n} x {bb:g} B (B) + {dc} x {m} x "
+                 f"{n} x {bc:g} B (C) = {eq3} B; + {', '.join(rest)} = {l1['total']} B of {l1['capacity']}")
+    return lines
 
 
 def plan_text(p: dict[str, Any]) -> str:
@@ -33,8 +41,14 @@ def plan_text(p: dict[str, Any]) -> str:
     bds = p["shim_bds_live"]
     dram = p["dram_bytes"]
     layout = "column-major" if p["b_col_maj"] else "row-major"
+    types = f"{p['dtype_in']} -> {p['dtype_out']}"
+    if p["dtype_b"] != p["dtype_in"] or p["acc"] != p["dtype_out"]:
+        types = f"A {p['dtype_in']} x B {p['dtype_b']} -> C {p['dtype_out']}" + (
+            f" (accumulated in {p['acc']})" if p["acc"] != p["dtype_out"] else "")
+    if p["precision"].startswith("config"):
+        types += f", the ATB paper's {p['precision']}"
     lines = [
-        f"device    {p['device']} ({p['device_name']}), {p['dtype_in']} -> {p['dtype_out']}, B {layout}",
+        f"device    {p['device']} ({p['device_name']}), {types}, B {layout}",
         f"problem   M x K x N = {_x(p['problem'])}",
         f"native    (m*rows) x k_mt x (n*cols) = {_x(p['native'])}",
         f"padded    {_x(p['padded'])} ({p['wasted_fraction']:.1%} of the MACs multiply padding)",
@@ -44,9 +58,8 @@ def plan_text(p: dict[str, Any]) -> str:
         f"in 2x2 blocks; {p['k_steps']} k-steps per output tile, {p['tiles_per_core']} tiles per core",
         f"array     {p['array'][0]} rows x {p['array'][1]} cols; A enters at columns {p['a_columns']}, "
         f"B and C at every column",
-        f"L1/core   A {l1['A']} + B {l1['B']} + C {l1['C']} + stack {l1['stack']} + kernel data "
-        f"{l1['kernel data']} = {l1['total']} B "
-        f"of {l1['capacity']} ({p['l1_fraction']:.1%})",
+        "L1/core   " + " + ".join(f"{name} {v}" for name, v in l1.items() if name not in ("total", "capacity"))
+        + f" = {l1['total']} B of {l1['capacity']} ({p['l1_fraction']:.1%})",
         *_atb_lines(p),
         f"L2        {', '.join(str(b) for b in l2)} B per memtile; {p['l2_bytes_total'] / 1024:.1f} KiB total "
         f"({p['l2_fraction']:.0%})" + (f"; spilled to a neighbour: {', '.join(p['l2_spilled'])}"
@@ -77,8 +90,9 @@ def sim_text(r: SimResult, p: dict[str, Any], verbose: bool = False) -> str:
     lines.append(f"  shim BDs live  max {max(r.max_live_bds.values())} per shim "
                  f"({', '.join(f'{k} {v}' for k, v in r.max_live_bds.items())})")
     per_core = set(r.kernel.calls_per_core.values())
+    converts = f", {r.kernel.convert_calls:,} C conversions" if r.kernel.convert_calls else ""
     lines.append(f"  kernel calls   {r.kernel.matmul_calls:,} matmul ({', '.join(str(x) for x in sorted(per_core))} "
-                 f"per core), {r.kernel.tiles_done:,} output tiles completed")
+                 f"per core){converts}, {r.kernel.tiles_done:,} output tiles completed")
     kind = "bit-exact" if c.t_out.is_float else "exact"
     lines.append(f"  reference      {r.elements - r.mismatches:,} of {r.elements:,} outputs equal ({kind}, "
                  f"{c.rounding} rounding)")

@@ -53,6 +53,15 @@ class Tap:
     def max_index(self) -> int:
         return self.offset + sum((s - 1) * st for s, st in zip(self.sizes, self.strides))
 
+    def is_linear(self) -> bool:
+        """Whether the walk is just elements 0, 1, 2, ... (the DMA then needs no dims at all)."""
+        expect = 1
+        for size, stride in zip(self.sizes[::-1], self.strides[::-1]):
+            if size > 1 and stride != expect:
+                return False
+            expect *= size
+        return self.offset == 0
+
     def scaled(self, parts: int) -> Tap:
         """The same walk over `parts` consecutive sub-elements per element (a 72-byte bfp16 tile is
         8 blocks of 9 bytes, or 18 words): unit-stride runs get longer, other walks gain an

@@ -144,7 +144,7 @@ def test_dma_field_widths(change, text):
 def test_core_wrap_is_dominated_by_the_compiler_limit():
     # a core S2MM wrap of m/r >= 256 needs m >= 1024, which mlir-aie's 512-element BD limit refuses
     # first; the core's own 8-bit wrap is exercised on WordTap in test_tap.py
-    msg = _err(DmaLimitError, device="npu1", dtype_in="i8", dtype_out="i8", m=1016, k=8, n=16, k_mt=8,
+    msg = _err(DmaLimitError, device="npu1", dtype_in="i8", dtype_out="i8", m=1016, k=16, n=16, k_mt=16,
                M=4064, K=64, N=64)
     assert "mlir-aie's BD verifier" in msg
 
@@ -189,7 +189,8 @@ def test_emulated_bf16_uses_8x8x8():
 
 def test_mlir_aie_static_bd_verifier():
     # the hardware wraps 1023 words, but mlir-aie refuses memtile/core BD sizes above 512 elements
-    msg = _err(DmaLimitError, device="npu1", dtype_in="i8", dtype_out="i8", m=640, k=8, n=16, k_mt=8,
+    msg = _err(DmaLimitError, device="npu1", dtype_in="i8", dtype_out="i8", m=640, k=16, n=16, k_mt=16,
                M=640 * 4, K=64, N=64)
     assert "size 640 elements exceeds mlir-aie's BD verifier limit (max 512)" in msg
-    GemmConfig("npu1", 512 * 4, 64, 64, 512, 8, 16, 8, "i8", "i8").validate()
+    GemmConfig("npu1", 512 * 4, 64, 64, 512, 16, 16, 16, "i8", "i8").validate()
+    GemmConfig("npu1", 640 * 4, 64, 64, 640, 8, 16, 8, "i8", "i8").validate()  # k = s: A moves linearly, no dims

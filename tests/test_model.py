@@ -164,25 +164,29 @@ def test_dispatch_dominates_tiny_problems():
 # ---- traffic from the Design equals the closed form ------------------------------------------------
 
 @settings(max_examples=25, deadline=None)
-@given(dev=st.sampled_from(["npu1", "npu2"]), types=st.sampled_from([("bf16", "bf16"), ("i8", "i8"), ("i8", "i32"),
-                                                                       ("bf16", "f32")]),
+@given(dev=st.sampled_from(["npu1", "npu2"]),
+       types=st.sampled_from([("bf16", "bf16", None, None), ("i8", "i8", None, None), ("i8", "i32", None, None),
+                              ("bf16", "f32", None, None), ("bf16", "bf16", "bfp16", None),
+                              ("bfp16", "bfp16", None, None), ("bfp16", "bfp16", None, "bf16")]),
        col=st.booleans(), mm=st.integers(1, 3), kk=st.integers(1, 3), nn=st.integers(1, 3), jm=st.integers(1, 3),
        bm=st.integers(1, 3), bk=st.integers(1, 4), bn=st.integers(1, 3), shrink=st.integers(0, 3))
 def test_design_traffic_matches_closed_form(dev, types, col, mm, kk, nn, jm, bm, bk, bn, shrink):
     d = device(dev)
-    t_in, t_out = types
-    r, s, t = d.mmul_shape(t_in)
+    t_in, t_out, t_b, acc = types
+    if "bfp16" in types and dev == "npu1":
+        return  # no bfp16 datapath
+    r, s, t = GemmConfig(dev, 1, 1, 1, 1, 1, 1, 1, t_in, t_out, dtype_b=t_b, acc=acc).mmul
     m, k, n = 2 * r * mm, s * kk * 2, 2 * t * nn
     k_mt = k * jm
     M, K, N = bm * 4 * m - shrink, bk * k_mt - shrink * s, bn * d.columns * n
-    c = GemmConfig(dev, M, max(K, s), N, m, k, n, k_mt, t_in, t_out, col)
+    c = GemmConfig(dev, M, max(K, s), N, m, k, n, k_mt, t_in, t_out, col, dtype_b=t_b, acc=acc)
     try:
         design = build_design(c)
     except GemmGenError:
         return
     got = design_traffic(design)
     Mp, Kp, Np = (np.array(x) for x in c.padded)
-    want = analytic_traffic(c.rows, c.cols, c.t_in.bytes, c.t_out.bytes, col, np.array(m), np.array(k_mt),
+    want = analytic_traffic(c.rows, c.cols, (c.t_in, c.t_b, c.t_out), col, np.array(m), np.array(k_mt),
                             np.array(n), Mp, Kp, Np)
     for name in ("A", "B", "C"):
         assert float(got[name].bytes) == pytest.approx(float(want[name].bytes))
@@ -210,14 +214,18 @@ def test_predict_without_tiles_uses_the_tuned_design(capsys):
     assert info["tile"] == [best.m, best.k, best.n] and info["k_mt"] == best.k_mt
 
 
-@pytest.mark.parametrize("extra", [["--dtype_b", "bfp16"], ["--acc", "bf16"]])
-def test_not_supported_yet_exits_2(capsys, extra):
+@pytest.mark.parametrize("extra, message", [
+    (["--dtype_b", "bfp16"], "npu1 has no bfp16 datapath"),  # SMALL is npu1
+    (["--acc", "i32"], "scalar kernels keep C in its output type"),
+    (["--dtype_b", "i16"], "scalar kernels multiply one input type"),
+])
+def test_unsupported_precisions_exit_2(capsys, extra, message):
     code, out, err = run(capsys, "predict", *SMALL, *extra)
-    assert code == 2 and "not supported yet" in err and len(err.strip().splitlines()) == 1 and out == ""
+    assert code == 2 and message in err and len(err.strip().splitlines()) == 1 and out == ""
 
 
 def test_trivial_rho_dtype_b_and_acc_are_accepted(capsys):
-    info = predict_json(capsys, *SMALL, "--rho", "1", "--dtype_b", "i8", "--acc", "i32")
+    info = predict_json(capsys, *SMALL, "--rho", "1", "--dtype_b", "i8", "--acc", "i16")
     assert info["tops"] > 0
 
 

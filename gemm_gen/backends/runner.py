@@ -17,7 +17,7 @@ import numpy as np
 
 from ..config import GemmConfig
 from ..errors import ToolchainMissing
-from ..hostdata import crop_output, pad_inputs
+from ..hostdata import host_values, output_bytes, output_values, pad_inputs
 from ..inputs import make_inputs
 from ..numerics import reference, truth
 from . import toolchain
@@ -124,7 +124,7 @@ def check(c: GemmConfig, got: np.ndarray, a: np.ndarray, b: np.ndarray) -> tuple
     NPU's fp32 accumulation order is unpublished, so the last bits may differ); how many are bit-exact
     is reported too.
     """
-    expect = reference(c.numerics, a, b, c.k).astype(np.float64)
+    expect = reference(c.numerics, *host_values(c, a, b), c.k).astype(np.float64)
     g = got.astype(np.float64)
     if c.t_out.is_float:
         bad = np.abs(g - expect) > np.maximum(ABS_TOL, REL_TOL * np.abs(expect))
@@ -144,13 +144,13 @@ def run_design(c: GemmConfig, art: Artifacts, iters: int = 10, warmup: int = 1, 
                xrt: ModuleType | None = None) -> RunResult:
     """Load, run `warmup` + `iters` times, check the last result, and report the timings."""
     xrt = xrt or toolchain.pyxrt()
-    a, b = make_inputs(c.M, c.K, c.N, c.t_in, c.t_out, seed)
+    a, b = make_inputs(c.M, c.K, c.N, c.t_in, c.t_out, seed, c.t_b)
     a_pad, b_pad = pad_inputs(c, a, b)
-    session = NpuSession(xrt, art, a_pad, b_pad, c.t_out.nbytes(c.Mp * c.Np))
+    session = NpuSession(xrt, art, a_pad, b_pad, output_bytes(c))
     for _ in range(warmup):
         session.run()
     times = [session.run() for _ in range(max(iters, 1))]
-    got = crop_output(c, session.output().view(c.t_out.host))
+    got = output_values(c, session.output())
     checked, errors, exact, max_abs, max_rel, first = check(c, got, a, b)
     return RunResult(c, times, checked, errors, exact, max_abs, max_rel, first)
 

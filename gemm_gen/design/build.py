@@ -70,9 +70,9 @@ def _input_path(
     """shim(col) -> memtile(col) -> broadcast to `consumers`: the shape A and B share."""
     mem = TileRef(col, 1)
     into_l2 = ObjectFifo(l3l2, dtype, (l2_elems,), c.depth_ab_l2, TileRef(col, 0), (mem,),
-                         dims_from_stream=l2_from_stream)
+                         dims_from_stream=patterns.dims(l2_from_stream))
     into_l1 = ObjectFifo(l2l1, dtype, l1_shape, c.depth_ab_l1, mem, consumers,
-                         dims_to_stream=to_stream, dims_from_stream=from_stream)
+                         dims_to_stream=patterns.dims(to_stream), dims_from_stream=patterns.dims(from_stream))
     return into_l2, into_l1, Link("forward", mem, (l3l2,), (l2l1,), (0,))
 
 
@@ -171,7 +171,7 @@ def build_design(config: GemmConfig, budgets: bool = True) -> Design:
                                     (mem,)))
         fifos.append(ObjectFifo(
             c_l2l3(col), c.dtype_out, (c.rows * gc.m * gc.n,), c.depth_c_l2, mem, (TileRef(col, 0),),
-            dims_to_stream=patterns.c_l2_to_stream(gc),
+            dims_to_stream=patterns.dims(patterns.c_l2_to_stream(gc)),
         ))
         links.append(Link("join", mem, tuple(c_l1l2(col, row) for row in range(c.rows)), (c_l2l3(col),),
                           tuple(row * gc.m * gc.n for row in range(c.rows))))

@@ -11,28 +11,14 @@ from typing import Any
 
 from ..cliargs import EXIT_USAGE, base_config, config_from_args, problem_args
 from ..config import GemmConfig
-from ..errors import ConfigError, ToolchainMissing
+from ..errors import ToolchainMissing
 from .perf import Problem
 from .predict import predict
 from .tune import Candidate, TuneResult, tune
 
-ACC_DEFAULT = {"bf16": ("f32", "fp32", "accfloat"), "i8": ("i32", "acc32"), "i16": ("i32", "acc32", "i64", "acc64")}
-
-
-def _not_supported_yet(a: argparse.Namespace) -> None:
-    """--dtype_b and --acc belong to the BFP16 work; only their trivial values work."""
-    if a.dtype_b is not None and a.dtype_b != a.dtype_in:
-        raise ConfigError(f"--dtype_b {a.dtype_b}: a B type other than dtype_in is not supported yet "
-                          "(BFP16/ATB issue)", f"leave --dtype_b out or use --dtype_b {a.dtype_in}")
-    if a.acc is not None and a.acc not in ACC_DEFAULT.get(a.dtype_in, ()):
-        raise ConfigError(f"--acc {a.acc}: not supported yet: only the kernels' own accumulation (BFP16/ATB issue)",
-                          f"leave --acc out or use --acc {ACC_DEFAULT.get(a.dtype_in, ('i32',))[0]}")
-
 
 def _model_args(p: argparse.ArgumentParser) -> None:
     problem_args(p)
-    p.add_argument("--dtype_b", "--dtype-b", dest="dtype_b", help="B type (not supported yet: only dtype_in)")
-    p.add_argument("--acc", help="accumulation type (not supported yet: only the kernel's own)")
 
 
 def _base(a: argparse.Namespace) -> GemmConfig:
@@ -42,7 +28,6 @@ def _base(a: argparse.Namespace) -> GemmConfig:
 
 # ---- predict ------------------------------------------------------------------------------------
 def cmd_predict(a: argparse.Namespace) -> int:
-    _not_supported_yet(a)
     info = predict(config_from_args(a))
     print(json.dumps(info, indent=1) if a.json else predict_text(info))
     return 0
@@ -81,7 +66,6 @@ def predict_text(d: dict[str, Any]) -> str:
 
 # ---- tune ---------------------------------------------------------------------------------------
 def cmd_tune(a: argparse.Namespace) -> int:
-    _not_supported_yet(a)
     base = _base(a)
     top = max(a.top, a.measure or 0)
     fixed = {"m": a.m, "k": a.k, "n": a.n, "k_mt": a.k_mt, "rho": a.rho}

@@ -10,6 +10,10 @@ Our kernels compute an m x k x n call as (m/2r) x (n/2t) *chain clusters*: 2 x 2
     T_epilog      = l_vmac->vst + l_vst - 1 + max((C - 1) II + st_acc, C st_acc)        (eq. 9, one store unit)
     O             = beta * n_C + (O_serial - beta * n_C) * h(D)                          (eq. 10 vs 11)
 
+bfp16 kernels (the bfp16 datapath with bfp16 B: gemm_gen/precision.py) issue one 8x8x8 vmac per
+cycle (II = 1); their per-cluster overhead epsilon is calibrated on atb Table 1 (eq. 13), which
+measures exactly these kernels, instead of being derived from the load schedule.
+
 D is how many clusters' accumulators fit the accumulator file at once. With D = 1 (every aie2p
 kernel: five 2048-bit registers, four per cluster) nothing overlaps (eq. 10, h = 1); with D = 2
 either the next prolog or the previous epilog overlaps the steady state (h = 1/2); with D >= 3 both
@@ -43,11 +47,20 @@ class KernelShape:
     t: int
     emulate_bf16_with_bfp16: bool
     peak_macs: int  # the device's peak MACs/cycle for dtype_in (efficiency denominator)
+    dtype_b: str = ""  # "": dtype_in
+    acc: str = ""  # C's type in L1; "": dtype_out
+
+    @property
+    def block(self) -> bool:
+        """A bfp16 kernel: bfp16 B on the bfp16 datapath."""
+        return self.dtype_b == "bfp16"
 
 
 def mmul_cycles(p: Params, ks: KernelShape) -> float:
     """Vector-unit issue cycles per r x s x t mmul step."""
     macs = ks.r * ks.s * ks.t
+    if ks.block:
+        return max(1.0, macs / ks.peak_macs)
     if ks.target == "aie2p" and ks.dtype_in == "bf16":
         if ks.emulate_bf16_with_bfp16:
             return p.bf16_via_bfp16_cycles * max(1.0, macs / ks.peak_macs)
@@ -63,6 +76,10 @@ def acc_lane_bits(ks: KernelShape) -> int:
 def cluster_terms(p: Params, ks: KernelShape) -> dict[str, float]:
     """II, O and their parts for one chain cluster (independent of m, k, n)."""
     isa = p.isa[ks.target]
+    if ks.block:
+        ii = mmul_cycles(p, ks)
+        return {"ii": ii, "overhead": p.bfp16_overhead, "serial_overhead": p.bfp16_overhead, "prolog": 0.0,
+                "epilog": 0.0, "acc_sets": 1, "c_accesses": 0, "round_loads": 0}
     b_in = dtype(ks.dtype_in).bytes  # bf16 via bfp16 still loads bf16 and converts in the core
     b_out = dtype(ks.dtype_out).bytes
     ld_a = -(-ks.r * ks.s * b_in // isa.vld_bytes)
@@ -93,5 +110,6 @@ def kernel_cycles(p: Params, ks: KernelShape, m: np.ndarray, k: np.ndarray, n: n
 
 
 def kernel_shape(dev: Device, dtype_in: str, dtype_out: str, mmul: tuple[int, int, int],
-                 emulate: bool) -> KernelShape:
-    return KernelShape(dev.aie_target, dtype_in, dtype_out, *mmul, emulate, dev.peak_macs[dtype_in])
+                 emulate: bool, dtype_b: str | None = None, acc: str | None = None) -> KernelShape:
+    return KernelShape(dev.aie_target, dtype_in, dtype_out, *mmul, emulate, dev.peak_macs[dtype_in],
+                       dtype_b or dtype_in, acc or dtype_out)

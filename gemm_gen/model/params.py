@@ -44,6 +44,7 @@ class Params:
     bank_stall: float  # cycles per C vector load/store that pipelining cannot hide
     aie2p_bf16_native_macs: int
     bf16_via_bfp16_cycles: float
+    bfp16_overhead: float  # cycles per chain cluster of a bfp16 kernel beyond its vmacs (atb eq. 13)
     switch_cycles: float
     stream_bytes_per_cycle: int
     dram: dict[str, Dram]
@@ -82,6 +83,7 @@ def from_raw(data: dict[str, Any]) -> Params:
         bank_stall=float(_v(kern["bank_stall_cycles_per_c_access"])),
         aie2p_bf16_native_macs=int(_v(kern["aie2p_bf16_native_macs"])),
         bf16_via_bfp16_cycles=float(_v(kern["aie2p_bf16_via_bfp16_cycles_per_mmul"], 1.0)),
+        bfp16_overhead=float(_v(kern["bfp16_cluster_overhead_cycles"])),
         switch_cycles=float(_v(core["switch_cycles"])),
         stream_bytes_per_cycle=int(_v(core["stream_bytes_per_cycle"])),
         dram=dram,

@@ -90,13 +90,18 @@ class Problem:
 
     @property
     def mmul(self) -> tuple[int, int, int]:
-        if self.mmul_shape is not None:
-            return tuple(self.mmul_shape)  # type: ignore[return-value]
-        return self.dev.mmul_shape(self.dtype_in, bool(self.emulate_bf16_with_bfp16))
+        return tuple(self.config(0, 0, 0, 0).mmul)  # type: ignore[return-value]
 
     @property
     def kernel_shape(self) -> kmod.KernelShape:
-        return kmod.kernel_shape(self.dev, self.dtype_in, self.dtype_out, self.mmul, bool(self.emulate_bf16_with_bfp16))
+        return kmod.kernel_shape(self.dev, self.dtype_in, self.dtype_out, self.mmul, bool(self.emulate_bf16_with_bfp16),
+                                 self.dtype_b, self.acc)
+
+    @property
+    def elem_bytes(self) -> tuple[float, float, float, float]:
+        """Bytes per value of A, B, C (in DRAM and its L1 object) and C's L1 accumulator."""
+        return tuple(dtype(str(t)).elem_bytes for t in (self.dtype_in, self.dtype_b, self.dtype_out,
+                                                         self.acc))  # type: ignore[return-value]
 
     @property
     def macs(self) -> int:
@@ -150,7 +155,7 @@ def estimate(pr: Problem, m: np.ndarray | int, k: np.ndarray | int, n: np.ndarra
     dev = pr.dev
     rows, cols = pr.rows, pr.ncols
     f_hz = dev.clock_ghz * GIGA
-    b_in, b_out = dtype(pr.dtype_in).bytes, dtype(pr.dtype_out).bytes
+    b_a, b_b, b_out, b_acc = pr.elem_bytes
     ks = pr.kernel_shape
     isa = p.isa[ks.target]
     sbw = p.stream_bytes_per_cycle
@@ -165,9 +170,11 @@ def estimate(pr: Problem, m: np.ndarray | int, k: np.ndarray | int, n: np.ndarra
 
     # ---- compute side (cycles of one core) ------------------------------------------------
     kcyc = kmod.kernel_cycles(p, ks, m // rho, k, n)  # one call: an A tile of T_MA = m / rho rows
-    l1_dma = np.maximum(m * k, k * n) * b_in / sbw  # A and B arrive on separate core channels
+    l1_dma = np.maximum(m * k * b_a, k * n * b_b) / sbw  # A and B arrive on separate core channels
     step = np.maximum(rho * (kcyc + p.switch_cycles), l1_dma)
-    zero = m * n * b_out / isa.vst_bytes + p.switch_cycles
+    zero = m * n * b_acc / isa.vst_bytes + p.switch_cycles
+    if pr.acc != pr.dtype_out:  # C's final conversion: read the accumulator, write C, one more call
+        zero = zero + m * n * (b_acc / isa.vld_bytes + b_out / isa.vst_bytes) + p.switch_cycles
     c_to_l2 = m * n * b_out / sbw
     c_stall = c_to_l2 if pr.depth_c_l1 == 1 else np.zeros_like(c_to_l2)
     tile = k_steps * step + zero + c_stall
@@ -175,7 +182,8 @@ def estimate(pr: Problem, m: np.ndarray | int, k: np.ndarray | int, n: np.ndarra
 
     # ---- memory side ---------------------------------------------------------------------
     if traffic is None:
-        traffic = analytic_traffic(rows, cols, b_in, b_out, pr.b_col_maj, m, k_mt, n, Mp, Kp, Np)
+        types = (dtype(pr.dtype_in), dtype(str(pr.dtype_b)), dtype(pr.dtype_out))
+        traffic = analytic_traffic(rows, cols, types, pr.b_col_maj, m, k_mt, n, Mp, Kp, Np)
     dram = p.dram[dev.name]
     bw = dram.peak_gbps * GIGA
     lost = dram.run_overhead_bytes
@@ -189,10 +197,10 @@ def estimate(pr: Problem, m: np.ndarray | int, k: np.ndarray | int, n: np.ndarra
 
     # ---- pipeline fill and drain, BD queue, dispatch ---------------------------------------
     k_first = np.minimum(k_mt, Kp)
-    a_obj = rows * m * k_first * b_in
+    a_obj = rows * m * k_first * b_a
     a_obj_runs = np.where(Kp > k_mt, rows * m, rows)
     b_l2_k = k_first if pr.b_col_maj else k
-    b_obj = cols * n * b_l2_k * b_in
+    b_obj = cols * n * b_l2_k * b_b
     side = 1.0 - chi + chi / cols  # lockstep side-by-side strips of all columns
     b_obj_runs = np.where(Kp > k_mt, cols * n, cols) if pr.b_col_maj else cols * k * side
     t_refill = (a_obj + b_obj + (a_obj_runs + b_obj_runs) * lost) / bw

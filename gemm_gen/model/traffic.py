@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..design.model import Design
-from ..dtypes import dtype
+from ..dtypes import DType, dtype
 from ..tap import Tap
 
 TENSORS = ("A", "B", "C")
@@ -68,9 +68,9 @@ def design_traffic(design: Design) -> dict[str, TensorTraffic]:
     acc: dict[str, list[float]] = {name: [0.0, 0.0, 0.0] for name in TENSORS}
     by_group: dict[tuple[int, str], list[Tap]] = {}
     for task in design.tasks:
-        nbytes = dtype(design.tensor(task.tensor).dtype).bytes
+        unit_bytes = dtype(design.tensor(task.tensor).dtype).unit_bytes  # taps count DMA units
         count = task.tap.count
-        acc[task.tensor][0] += count * nbytes
+        acc[task.tensor][0] += count * unit_bytes
         acc[task.tensor][1] += count // contiguous_run(task.tap)
         by_group.setdefault((task.group, task.tensor), []).append(task.tap)
     for (_, tensor), taps in by_group.items():
@@ -79,30 +79,32 @@ def design_traffic(design: Design) -> dict[str, TensorTraffic]:
     return {name: TensorTraffic(np.asarray(b), np.asarray(r), np.asarray(mr)) for name, (b, r, mr) in acc.items()}
 
 
-def analytic_traffic(rows: int, cols: int, b_in: int, b_out: int, b_col_maj: bool,
+def analytic_traffic(rows: int, cols: int, types: tuple[DType, DType, DType], b_col_maj: bool,
                      m: np.ndarray, k_mt: np.ndarray, n: np.ndarray,
                      Mp: np.ndarray, Kp: np.ndarray, Np: np.ndarray) -> dict[str, TensorTraffic]:
     """The runtime sequence's traffic in closed form (Striking eq. 6-8 with padding).
 
     A: every m x Kp strip is read once per output block column (N/(n cols) times), in k_mt runs
     (one long run when Kp == k_mt: consecutive rows then touch). B column-major likewise on B^T;
-    B row-major in runs of n. C is written once, in runs of n.
+    B row-major in runs of n. C is written once, in runs of n. `types` are A's, B's and C's: a
+    bfp16 operand (1.125 B per value) moves in 8 x 8 tiles, so each of its runs spans 8 rows.
     """
     f = np.float64
+    (b_a, q_a), (b_b, q_b), (b_out, q_c) = ((t.elem_bytes, t.tile_rows) for t in types)
     m_blocks, n_blocks = Mp // (m * rows), Np // (n * cols)
     whole = Kp <= k_mt  # one k_mt chunk: a strip is one run, and the strips of a group touch
-    a_bytes = (Mp * Kp * n_blocks * b_in).astype(f)
-    a_runs = a_bytes / (np.where(whole, m * Kp, k_mt) * b_in)
+    a_bytes = (Mp * Kp * n_blocks * b_a).astype(f)
+    a_runs = a_bytes / (np.where(whole, m * Kp, k_mt * q_a) * b_a)
     a_side = np.where(whole, rows, 1)
-    b_bytes = (Np * Kp * m_blocks * b_in).astype(f)
+    b_bytes = (Np * Kp * m_blocks * b_b).astype(f)
     if b_col_maj:
-        b_runs = b_bytes / (np.where(whole, n * Kp, k_mt) * b_in)
+        b_runs = b_bytes / (np.where(whole, n * Kp, k_mt * q_b) * b_b)
         b_side = np.where(whole, cols, 1)
     else:
-        b_runs = b_bytes / (n * b_in)
+        b_runs = b_bytes / (n * q_b * b_b)
         b_side = np.full(np.shape(b_runs), cols)
     c_bytes = (Mp * Np * b_out).astype(f)
-    c_runs = c_bytes / (n * b_out)
+    c_runs = c_bytes / (n * q_c * b_out)
     return {
         "A": TensorTraffic(a_bytes, np.asarray(a_runs, dtype=f), np.asarray(a_runs / a_side, dtype=f)),
         "B": TensorTraffic(b_bytes, np.asarray(b_runs, dtype=f), np.asarray(b_runs / b_side, dtype=f)),

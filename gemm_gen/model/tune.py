@@ -88,23 +88,51 @@ def _round_up(x: Any, q: Any) -> Any:
     return -(-x // q) * q
 
 
+def _run_bytes(name: str | None) -> float:
+    """DRAM bytes per column of one contiguous run of an operand's strip walk: its element size, or
+    for bfp16 a tile's column of 8 rows (tiles are stored whole, 72 bytes for 8 columns)."""
+    t = dtype(str(name))
+    return t.unit_bytes / t.tile_cols
+
+
+def _l1_fixed(pr: Problem, m: np.ndarray, n: np.ndarray, rho: np.ndarray) -> np.ndarray:
+    """L1 bytes that do not grow with k: stack, kernel data, the C object and, when C accumulates
+    in another type, the accumulator rows beyond the object (GemmConfig.l1_parts, vectorised)."""
+    _, _, b_out, b_acc = pr.elem_bytes
+    fixed = pr.stack + pr.dev.kernel_data_bytes + pr.depth_c_l1 * b_out * m * n
+    if pr.acc != pr.dtype_out:
+        t_ma = m // rho
+        in_obj = np.minimum(rho, np.floor(b_out * m * n / (b_acc * t_ma * n))) * t_ma
+        fixed = fixed + (m - in_obj) * n * b_acc
+    return np.asarray(fixed, dtype=np.float64)
+
+
+def _l1_per_k(pr: Problem, m: np.ndarray, n: np.ndarray, rho: np.ndarray) -> np.ndarray:
+    """L1 bytes per unit of k (atb eq. 3): A at T_MA = m / rho rows and B, each depth_ab_l1
+    buffers, plus the kernel's bfp16 copy of a bf16 A tile."""
+    b_a, b_b, _, _ = pr.elem_bytes
+    per_k = pr.depth_ab_l1 * (b_a * (m // rho) + b_b * n)
+    if pr.dtype_b == "bfp16" and pr.dtype_in != "bfp16":
+        per_k = per_k + dtype("bfp16").elem_bytes * (m // rho)
+    return np.asarray(per_k, dtype=np.float64)
+
+
 def _tilings(pr: Problem, fixed: dict[str, int | None]
              ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Every (m, k, n, rho) that fits L1 and the BD fields that do not depend on k_mt."""
     dev = pr.dev
     r, s, t = pr.mmul
     rows, cols = pr.rows, pr.ncols
-    b_in, b_out = dtype(pr.dtype_in).bytes, dtype(pr.dtype_out).bytes
     core = dev.dma[TileKind.CORE]
     shim = dev.dma[TileKind.SHIM]
     word = 4
     m_hi = min(_round_up(-(-pr.M // rows), 2 * r), MLIR_AIE_BD_MAX_SIZE, core.max_wrap * r)
     n_hi = _round_up(-(-pr.N // cols), 2 * t)
-    n_hi = min(n_hi, shim.max_wrap * word // b_out)  # shim C d0 wrap
+    n_hi = min(n_hi, int(shim.max_wrap * word // _run_bytes(pr.dtype_out)))  # shim C d0 wrap
     if pr.b_col_maj:
         n_hi = min(n_hi, MLIR_AIE_BD_MAX_SIZE, core.max_wrap * t)
     else:
-        n_hi = min(n_hi, shim.max_wrap * word // b_in)
+        n_hi = min(n_hi, int(shim.max_wrap * word // _run_bytes(pr.dtype_b)))
     k_hi = min(_round_up(pr.K, s), MLIR_AIE_BD_MAX_SIZE * s)
     rho_fixed = fixed.get("rho")
     rhos = [rho_fixed] if rho_fixed is not None else range(1, RHO_MAX + 1)
@@ -120,10 +148,9 @@ def _tilings(pr: Problem, fixed: dict[str, int | None]
         mm, nn = (a.ravel() for a in np.meshgrid(ms, ns, indexing="ij"))
         grids.append((mm, nn, np.full(mm.shape, rho, dtype=np.int64)))
     mm, nn, rr = (np.concatenate(g) for g in zip(*grids))
-    stack = pr.stack
-    room = dev.l1_bytes - stack - dev.kernel_data_bytes - pr.depth_c_l1 * b_out * mm * nn
+    room = dev.l1_bytes - _l1_fixed(pr, mm, nn, rr)
     # atb eq. 3: A double-buffered at T_MA = m / rho rows, B double-buffered, C single at m rows
-    k_max = np.where(room > 0, room // (pr.depth_ab_l1 * b_in * (mm // rr + nn)), 0) // s * s
+    k_max = np.where(room > 0, np.floor(room / _l1_per_k(pr, mm, nn, rr)), 0).astype(np.int64) // s * s
     k_max = np.minimum(k_max, k_hi)
     if fixed.get("k") is not None:
         kf = int(fixed["k"])  # type: ignore[arg-type]
@@ -145,11 +172,11 @@ def _memtiles_fit(pr: Problem, m: np.ndarray, k: np.ndarray, n: np.ndarray, k_mt
     """GemmConfig.memtile_placement, vectorised: mlir-aie's order and neighbour spill; C stays home."""
     dev = pr.dev
     rows, cols = pr.rows, pr.ncols
-    b_in, b_out = dtype(pr.dtype_in).bytes, dtype(pr.dtype_out).bytes
+    b_a, b_b, b_out, _ = pr.elem_bytes
     cap = dev.memtile_bytes
-    a_bytes = m * k_mt * b_in
-    b_bytes = (k_mt if pr.b_col_maj else k) * n * b_in
-    c_bytes = rows * m * n * b_out
+    a_bytes = np.rint(m * k_mt * b_a).astype(np.int64)  # whole bfp16 tiles: exact
+    b_bytes = np.rint((k_mt if pr.b_col_maj else k) * n * b_b).astype(np.int64)
+    c_bytes = np.rint(rows * m * n * b_out).astype(np.int64)
     owners: list[tuple[str, int, np.ndarray, int]] = []
     owners += [(f"A_L3L2_{row}", row * (cols // rows), a_bytes, pr.depth_ab_l2) for row in range(rows)]
     owners += [(f"B_L3L2_{col}", col, b_bytes, pr.depth_ab_l2) for col in range(cols)]
@@ -190,12 +217,11 @@ def _bound(pr: Problem, e: Estimate, p: Params) -> _Bound:
     dram = p.dram[pr.dev.name]
     bw = dram.peak_gbps * 1e9
     tr = e.traffic
-    b_in = dtype(pr.dtype_in).bytes
     Kp = e.padded[1]
-    per_chunk = tr["A"].bytes / (Kp * b_in)  # one run per row of A per chunk
+    per_chunk = tr["A"].bytes / (Kp * _run_bytes(pr.dtype_in))  # one run per row (of tiles) of A per chunk
     fixed_runs = tr["C"].effective_runs(dram.coalescing)
     if pr.b_col_maj:
-        per_chunk = per_chunk + tr["B"].bytes / (Kp * b_in)
+        per_chunk = per_chunk + tr["B"].bytes / (Kp * _run_bytes(pr.dtype_b))
     else:
         fixed_runs = fixed_runs + tr["B"].effective_runs(dram.coalescing)
     nbytes = tr["A"].bytes + tr["B"].bytes + tr["C"].bytes
@@ -221,19 +247,19 @@ def _rank_all(pr: Problem, fixed: dict[str, int | None], top: int, p: Params, pe
     if tilings == 0:
         empty = np.zeros(0, dtype=np.int64)
         return empty, empty, empty, empty, empty, np.zeros(0), 0, 0
-    b_in = dtype(pr.dtype_in).bytes
     rows, cols = pr.rows, pr.ncols
     shim = pr.dev.dma[TileKind.SHIM]
     K1 = _round_up(pr.K, k)
-    j_hi = np.minimum(K1 // k, np.minimum(shim.max_wrap * 4 // (k * b_in), MLIR_AIE_BD_MAX_SIZE))
+    j_hi = np.minimum(K1 // k, np.minimum((shim.max_wrap * 4 // (k * _run_bytes(pr.dtype_in))).astype(np.int64),
+                                          MLIR_AIE_BD_MAX_SIZE))
     # all memtiles together must hold every L2 buffer: an upper bound on k_mt (placement decides)
-    b_out = dtype(pr.dtype_out).bytes
+    b_a, b_b, b_out, _ = pr.elem_bytes
     room = cols * pr.dev.memtile_bytes - cols * pr.depth_c_l2 * rows * m * n * b_out
     if pr.b_col_maj:
-        kmt_cap = room // (pr.depth_ab_l2 * b_in * (rows * m + cols * n))
+        kmt_cap = room // (pr.depth_ab_l2 * (b_a * rows * m + b_b * cols * n))
     else:
-        kmt_cap = (room - cols * pr.depth_ab_l2 * k * n * b_in) // (pr.depth_ab_l2 * b_in * rows * m)
-    j_hi = np.minimum(j_hi, np.maximum(kmt_cap // k, 1))
+        kmt_cap = (room - cols * pr.depth_ab_l2 * k * n * b_b) // (pr.depth_ab_l2 * b_a * rows * m)
+    j_hi = np.minimum(j_hi, np.maximum(kmt_cap // k, 1).astype(np.int64))
     fixed_kmt = fixed.get("k_mt")
     if fixed_kmt is not None:
         keep = (fixed_kmt % k == 0) & (fixed_kmt // k <= MLIR_AIE_BD_MAX_SIZE)

@@ -15,7 +15,10 @@ from typing import NoReturn
 
 import numpy as np
 
+from .. import bfp16
 from ..config import GemmConfig
+from ..design.build import kernel_build
+from ..design.grid import grid
 from ..design.model import TileRef
 from ..dtypes import DType
 from ..errors import LayoutError
@@ -38,6 +41,7 @@ class TileState:
 class KernelStats:
     matmul_calls: int = 0
     zero_calls: int = 0
+    convert_calls: int = 0
     tiles_done: int = 0  # output tiles whose K reduction completed
     acc_overflows: int = 0
     calls_per_core: dict[str, int] = field(default_factory=dict)
@@ -83,21 +87,102 @@ class TileView:
         return int(base)
 
 
+@dataclass(frozen=True)
+class UnitView:
+    """How a tile of multi-word units (bfp16 8 x 8 tiles) lies in L1 cells.
+
+    gather[u, w]: the cell of word w of the u-th logical unit (row-major over the unit grid).
+    hi: the expected upper 32 bits of those cells for a tile whose first word is source word 0.
+    lines_are_rows: A and C tiles hold one block per row; B tiles one block per column (of K x n).
+    """
+
+    gather: np.ndarray
+    hi: np.ndarray
+    grid_shape: tuple[int, int]
+    lines_are_rows: bool
+    src_units: np.ndarray  # source unit offset of each logical unit (for error reports)
+
+    @classmethod
+    def of(cls, addr: np.ndarray, t: DType, src_units: np.ndarray, tag: int, lines_are_rows: bool) -> UnitView:
+        words = t.unit_bytes // 4
+        gather = addr.reshape(-1, 1) * words + np.arange(words)
+        src_words = src_units.reshape(-1, 1) * words + np.arange(words)
+        hi = (np.uint64(tag) << np.uint64(w.ID_BITS)) + src_words.astype(np.uint64)
+        return cls(gather, hi, (int(addr.shape[0]), int(addr.shape[1])), lines_are_rows, src_units)
+
+    def _units(self, cells: np.ndarray) -> np.ndarray:
+        data = (cells[self.gather] & w.VALUE_MASK).astype(np.uint32)
+        return data.view(np.uint8).reshape(*self.grid_shape, -1)
+
+    def read(self, cells: np.ndarray) -> np.ndarray:
+        """The logical values (rows x cols of the unit grid, times the tile size)."""
+        vals = bfp16.tile_values(self._units(cells))  # tile rows = lines
+        if self.lines_are_rows:
+            return vals
+        tr, tc = self.grid_shape
+        q = bfp16.TILE
+        return np.ascontiguousarray(vals.reshape(tr, q, tc, q).transpose(0, 3, 2, 1)).reshape(tr * q, tc * q)
+
+    def write_encoded(self, cells: np.ndarray, exps: np.ndarray, mants: np.ndarray, base_word: int) -> None:
+        """Store a matrix encoded in row blocks (lines are rows) with its provenance."""
+        assert self.lines_are_rows
+        tiles = bfp16.to_tiles(exps, mants).reshape(self.gather.shape[0], -1)
+        words = tiles.view(np.uint32).astype(np.uint64)
+        cells[self.gather] = ((self.hi + np.uint64(base_word)) << w.ID_SHIFT) | words
+
+    def base_word(self, cells: np.ndarray) -> int | None:
+        hi = cells[self.gather] >> w.ID_SHIFT
+        base = hi.flat[0] - self.hi.flat[0]
+        if base >> np.uint64(w.ID_BITS) or not np.array_equal(hi, self.hi + base):
+            return None
+        return int(base)
+
+    def source_units(self, cells: np.ndarray) -> np.ndarray:
+        """The source unit each logical unit holds, from its first word."""
+        words = self.gather.shape[1]
+        return (w.word_ids(cells[self.gather[:, 0]]) // words).reshape(self.grid_shape)
+
+
+View = TileView | UnitView
+
+
+def view_of(addr: np.ndarray, t: DType, src: np.ndarray, tag: int, lines_are_rows: bool = True) -> View:
+    """The view of a tile of operand type t: element lanes for scalar types, whole units for tiles."""
+    if t.unit_bytes > 4:
+        return UnitView.of(addr, t, src, tag, lines_are_rows)
+    return TileView.of(addr, t, src, tag)
+
+
 class KernelEmulator:
     def __init__(self, c: GemmConfig) -> None:
         self.c = c
         self.numerics = c.numerics
-        self.t_in, self.t_out = c.t_in, c.t_out
-        i, j = np.indices((c.t_ma, c.k))
-        self.a_off = i * c.Kp + j  # A is stored Mp x Kp; a tile has T_MA = m / rho rows
-        kk, jj = np.indices((c.k, c.n))
-        self.b_off = jj * c.Kp + kk if c.b_col_maj else kk * c.Np + jj
-        ci, cj = np.indices((c.t_ma, c.n))
-        self.a_view = TileView.of(a_layout(c.t_ma, c.k, c.r, c.s), c.t_in, self.a_off, w.TAG_A)
-        self.b_view = TileView.of(b_layout(c.k, c.n, c.s, c.t, c.b_col_maj), c.t_in, self.b_off, w.TAG_B)
-        # a call updates one C slice of T_MA rows: contiguous in the blocked layout
-        self.c_view = TileView.of(c_layout(c.t_ma, c.n, c.r, c.t), c.t_out, ci * c.Np + cj, w.TAG_C)
-        self.slice_words = c.t_out.nbytes(c.t_ma * c.n) // 4
+        self.p = c.precision
+        self.roles = {name: role for role, name in kernel_build(c).symbols.items()}
+        ga, gb, gc = (grid(c, op) for op in ("A", "B", "C"))
+        self.grids = {"A": ga, "B": gb, "C": gc}
+        i, j = np.indices((ga.t_ma, ga.k))
+        self.a_off = i * ga.Kp + j  # A is stored Mp x Kp; a tile has T_MA = m / rho rows
+        kk, jj = np.indices((gb.k, gb.n))
+        self.b_off = jj * gb.Kp + kk if c.b_col_maj else kk * gb.Np + jj
+        self.a_view = view_of(a_layout(ga.t_ma, ga.k, ga.r, ga.s), ga.unit, self.a_off, w.TAG_A)
+        self.b_view = view_of(b_layout(gb.k, gb.n, gb.s, gb.t, c.b_col_maj), gb.unit, self.b_off, w.TAG_B,
+                              lines_are_rows=False)
+        # C in L1 while it accumulates: each call updates one slice of T_MA rows, contiguous in the
+        # blocked layout. In C's own type; or, when acc != dtype_out, in acc's blocked layout (no
+        # provenance until the final conversion), the first c_split_rows rows inside the C object
+        # and the rest in the worker's C acc buffer.
+        t_acc = c.t_acc
+        self.slice_words = t_acc.nbytes(c.t_ma * c.n) // 4
+        self.split_slices = c.c_split_rows // c.t_ma
+        if self.p.converts_c:
+            self.c_view = self._acc_view(c.t_ma)
+            oi, oj = np.indices((gc.m, gc.n))  # the conversion writes the whole object in C's tiles
+            self.out_view = view_of(c_layout(gc.m, gc.n, gc.r, gc.t), gc.unit, oi * gc.Np + oj, w.TAG_C)
+            self.acc_parts = (self._acc_view(c.c_split_rows), self._acc_view(c.m - c.c_split_rows))
+        else:
+            ci, cj = np.indices((gc.t_ma, gc.n))
+            self.c_view = view_of(c_layout(gc.t_ma, gc.n, gc.r, gc.t), gc.unit, ci * gc.Np + cj, w.TAG_C)
         self.tiles: dict[TileRef, TileState] = {}
         self.calls: dict[TileRef, int] = {}
         self.stats = KernelStats()
@@ -107,23 +192,54 @@ class KernelEmulator:
         self.operands: OrderedDict[tuple[str, int], np.ndarray] = OrderedDict()
 
     def __call__(self, tile: TileRef, kernel: str, cells: list[np.ndarray], scalars: tuple[int, ...] = ()) -> None:
-        if kernel.startswith("zero"):
-            self.zero(tile, cells[0])
+        role = self.roles.get(kernel)
+        if role == "zero":
+            self.zero(tile, cells)
+        elif role == "matmul":
+            a_cells, b_cells, c_cells = cells[:3]
+            acc_cells = cells[-1] if self.p.converts_c else None
+            self.matmul(tile, a_cells, b_cells, c_cells, c_slice=scalars[0] if scalars else 0, acc_cells=acc_cells)
+        elif role == "convert":
+            self.convert(tile, cells[0], cells[1])
         else:
-            a_cells, b_cells, c_cells = cells
-            self.matmul(tile, a_cells, b_cells, c_cells, c_slice=scalars[0] if scalars else 0)
+            raise LayoutError(f"{tile} calls {kernel}, which is none of the design's kernels {sorted(self.roles)}",
+                              "call the kernels the design declares")
+
+    def _acc_view(self, rows: int) -> View:
+        c = self.c
+        return view_of(c_layout(rows, c.n, c.r, c.t), c.t_acc, np.zeros((rows, c.n), dtype=np.int64), w.TAG_NONE)
+
+    def _c_word(self, row0: int, col0: int) -> int:
+        """C's source word holding element (row0, col0) (the first word of its tile for bfp16)."""
+        t = self.c.t_out
+        if t.is_block:
+            q = t.tile_rows
+            return ((row0 // q) * (self.c.Np // q) + col0 // q) * (t.unit_bytes // 4)
+        return (row0 * self.c.Np + col0) // t.per_word
 
     # ---- kernels -------------------------------------------------------------------------------
-    def zero(self, tile: TileRef, c_cells: np.ndarray) -> None:
+    def zero(self, tile: TileRef, cells: list[np.ndarray]) -> None:
         state = self.tiles.get(tile)
         if state is not None:
             self._check_complete(tile, state)
         self.tiles[tile] = TileState()
-        c_cells[:] = 0
+        for part in cells:  # bfp16 zero is all-zero bytes too (exponent 0, mantissas 0)
+            part[:] = 0
         self.stats.zero_calls += 1
 
+    def _unit_pos(self, name: str, word: int) -> int:
+        """Source element offset of a tile's first word (units scaled to elements)."""
+        g = self.grids[name]
+        q = g.unit.tile_rows
+        if q == 1:
+            return word * g.unit.per_word
+        unit = word // (g.unit.unit_bytes // 4)
+        width = g.Kp if name == "A" or (name == "B" and self.c.b_col_maj) else g.Np
+        r, cc = divmod(unit, width)
+        return (r * q) * (width * q) + cc * q
+
     def matmul(self, tile: TileRef, a_cells: np.ndarray, b_cells: np.ndarray, c_cells: np.ndarray,
-               c_slice: int = 0) -> None:
+               c_slice: int = 0, acc_cells: np.ndarray | None = None) -> None:
         c = self.c
         if not 0 <= c_slice < c.rho:
             raise LayoutError(f"{tile} matmul: C slice {c_slice} outside 0..{c.rho - 1}", "pass 0 <= slice < rho")
@@ -135,12 +251,11 @@ class KernelEmulator:
         b_word = self.b_view.base_word(b_cells)
         if b_word is None:
             self._explain(tile, n_call, "B", b_cells, w.TAG_B, self.b_view, self.b_off)
-        per = self.t_in.per_word
-        row0, a_k0 = divmod(a_word * per, c.Kp)
+        row0, a_k0 = divmod(self._unit_pos("A", a_word), c.Kp)
         if c.b_col_maj:
-            col0, b_k0 = divmod(b_word * per, c.Kp)
+            col0, b_k0 = divmod(self._unit_pos("B", b_word), c.Kp)
         else:
-            b_k0, col0 = divmod(b_word * per, c.Np)
+            b_k0, col0 = divmod(self._unit_pos("B", b_word), c.Np)
         where = f"{tile} matmul call {n_call}"
         if a_k0 != b_k0:
             raise LayoutError(f"{where}: A covers K from {a_k0} but B from {b_k0}",
@@ -165,11 +280,36 @@ class KernelEmulator:
 
         a_op = self._operand("A", a_word, lambda: self.numerics.operand_a(self.a_view.read(a_cells)))
         b_op = self._operand("B", b_word, lambda: self.numerics.operand_b(self.b_view.read(b_cells)))
-        c_part = c_cells[c_slice * self.slice_words:(c_slice + 1) * self.slice_words]  # a view
+        if c_slice < self.split_slices:  # views into the C object, or into the worker's C acc buffer
+            c_part = c_cells[c_slice * self.slice_words:(c_slice + 1) * self.slice_words]
+        else:
+            assert acc_cells is not None
+            first = (c_slice - self.split_slices) * self.slice_words
+            c_part = acc_cells[first:first + self.slice_words]
         acc = self.numerics.accumulate_operands(self.c_view.read(c_part), a_op, b_op)
         self.stats.acc_overflows += self.numerics.acc_overflows(acc)
-        self.c_view.write(c_part, self.numerics.store(acc), (row0 * c.Np + col0) // self.t_out.per_word)
+        if isinstance(self.c_view, UnitView):  # bfp16 C: requantized after every call
+            self.c_view.write_encoded(c_part, *self.numerics.encode_acc(acc), self._c_word(row0, col0))
+        elif self.p.converts_c:
+            self.c_view.write(c_part, self.numerics.store(acc), 0)
+        else:
+            self.c_view.write(c_part, self.numerics.store(acc), self._c_word(row0, col0))
         self.stats.matmul_calls += 1
+
+    def convert(self, tile: TileRef, c_cells: np.ndarray, acc_cells: np.ndarray) -> None:
+        """C's final conversion from its accumulator (object rows, then the C acc buffer's) to its
+        DRAM type, written over the whole C object with C's provenance."""
+        state = self.tiles.get(tile)
+        if state is None or state.row0 < 0:
+            raise LayoutError(f"{tile} converts C before any matmul call", "convert after the K loop")
+        in_obj, in_buf = self.acc_parts
+        obj_words = self.c.t_acc.nbytes(self.c.c_split_rows * self.c.n) // 4
+        parts = [v.read(cells) for v, cells, rows in ((in_obj, c_cells[:obj_words], self.c.c_split_rows),
+                                                       (in_buf, acc_cells, self.c.m - self.c.c_split_rows)) if rows]
+        assert isinstance(self.out_view, UnitView)
+        self.out_view.write_encoded(c_cells, *self.numerics.encode_out(np.concatenate(parts)),
+                                    self._c_word(state.row0, state.col0))
+        self.stats.convert_calls += 1
 
     def _operand(self, name: str, word: int, make: Callable[[], np.ndarray]) -> np.ndarray:
         key = (name, word)
@@ -190,7 +330,7 @@ class KernelEmulator:
 
     # ---- checks --------------------------------------------------------------------------------
     def _explain(self, tile: TileRef, n_call: int, name: str, cells: np.ndarray, tag: int,
-                 view: TileView, offsets: np.ndarray) -> NoReturn:
+                 view: View, offsets: np.ndarray) -> NoReturn:
         """Raise a LayoutError saying which element of a tile is not where the kernel expects it."""
         tags = w.tags(cells)
         if not (tags == tag).all():
@@ -200,10 +340,14 @@ class KernelEmulator:
                 f"{w.TAG_NAMES[int(tags[bad])]} data",
                 f"check the {name} fifo's patterns and depths",
             )
-        elems = w.element_ids(cells, self.t_in)
-        ids = np.empty(view.gather.shape, dtype=np.int64)
-        per, lanes = self.t_in.per_word, 8 // self.t_in.bytes
-        ids[...] = elems[(view.gather // lanes) * per + view.gather % lanes]
+        t = self.grids[name].unit
+        if isinstance(view, UnitView):
+            ids = view.source_units(cells)
+        else:
+            elems = w.element_ids(cells, t)
+            ids = np.empty(view.gather.shape, dtype=np.int64)
+            per, lanes = t.per_word, 8 // t.bytes
+            ids[...] = elems[(view.gather // lanes) * per + view.gather % lanes]
         expect = offsets + ids.flat[0]
         i, j = (int(x) for x in np.argwhere(ids != expect)[0])
         raise LayoutError(
@@ -213,14 +357,16 @@ class KernelEmulator:
             f"check the {name} access patterns (dims_to_stream / dims_from_stream / shim taps)",
         )
 
-    def _coord(self, name: str, elem: int) -> str:
-        c = self.c
+    def _coord(self, name: str, unit: int) -> str:
+        """[row, col] of the element (of a bfp16 tile's first element) a source unit index names."""
+        g = self.grids[name]
+        q = g.unit.tile_rows
         if name == "A":
-            return str(list(divmod(elem, c.Kp)))
-        if c.b_col_maj:
-            col, row = divmod(elem, c.Kp)
-            return str([row, col])
-        return str(list(divmod(elem, c.Np)))
+            return str([x * q for x in divmod(unit, g.Kp)])
+        if self.c.b_col_maj:
+            col, row = divmod(unit, g.Kp)
+            return str([row * q, col * q])
+        return str([x * q for x in divmod(unit, g.Np)])
 
     def _check_complete(self, tile: TileRef, state: TileState) -> None:
         if state.row0 < 0:

@@ -97,7 +97,7 @@ class _Lowering:
         return Lock(name, value)
 
     def buffers(self, fifo: ObjectFifo, tile: TileRef, depth: int, elems: int, prefix: str) -> list[Buffer]:
-        words = dtype(fifo.dtype).nbytes(elems) // 4
+        words = dtype(fifo.dtype).unit_nbytes(elems) // 4
         return [Buffer(f"{prefix}_buff_{i}", tile, words) for i in range(depth)]
 
     def pattern(self, tap: Tap | None, fifo: ObjectFifo, offset: int, length: int, what: str,
@@ -114,10 +114,10 @@ class _Lowering:
         if tap.max_index() >= length:
             raise OutOfRangeError(f"{what}: pattern reaches element {tap.max_index()} of a {length}-element "
                                   f"object", "keep the fifo dims inside the object")
-        if t.nbytes(offset) % 4:
+        if t.unit_nbytes(offset) % 4:
             raise OutOfRangeError(f"{what}: slice offset {offset} x {t} is not word aligned",
                                   "align link offsets to 4 bytes")
-        idx = tap.to_words(t).indices() + t.nbytes(offset) // 4
+        idx = tap.to_words(t).indices() + t.unit_nbytes(offset) // 4
         if writes and np.unique(idx).size != idx.size:
             raise LayoutError(f"{what}: the S2MM pattern writes some words twice (others never)",
                               "fix the dims_from_stream sizes and strides")
@@ -229,7 +229,9 @@ class _Lowering:
                 if name not in ends:
                     raise SimulationError(f"{wk.tile} acquires {name}, which has no end on that tile",
                                           "place the worker where its fifos end")
-            cores.append(CoreActor(wk.tile, wk.program, ends, kernel))
+            own = {b.name: Buffer(b.name, wk.tile, dtype(b.dtype).unit_nbytes(_elems(b.shape)) // 4)
+                   for b in wk.buffers}
+            cores.append(CoreActor(wk.tile, wk.program, ends, kernel, own))
         return Machine(self.c, streams, cores, self.command_processor(), self.channels, self.fifo_ends,
                        self.dram, kernel)
 
@@ -251,10 +253,10 @@ class _Lowering:
                     base[key] = (idx, int(idx.max()))
                 idx, top = base[key]
                 cells = self.dram[spec.tensor]
-                if t.nbytes(spec.tap.offset) % 4:
+                if t.unit_nbytes(spec.tap.offset) % 4:
                     raise OutOfRangeError(f"task {spec.name} starts at element {spec.tap.offset}, not on a "
                                           f"32-bit word", "align the shim tap's offset to 4 bytes")
-                first = t.nbytes(spec.tap.offset) // 4
+                first = t.unit_nbytes(spec.tap.offset) // 4
                 if first + top >= cells.size:
                     raise OutOfRangeError(f"task {spec.name} reaches word {first + top} of {spec.tensor} "
                                           f"({cells.size} words)", "fix the shim tap")
@@ -273,6 +275,13 @@ class _Lowering:
         if groups:
             raise SimulationError(f"task groups {sorted(groups)} are never finished", "finish every task group")
         return CommandProcessor(steps, self.dev.dma[TileKind.SHIM].bds)
+
+
+def _elems(shape: tuple[int, ...]) -> int:
+    n = 1
+    for d in shape:
+        n *= d
+    return n
 
 
 def _acquired(ops: tuple[Op, ...]) -> set[str]:

@@ -195,8 +195,9 @@ class CoreActor:
     """Runs a worker's program forever (IRON's while_true), calling the kernel emulator."""
 
     def __init__(self, tile: TileRef, program: tuple[Op, ...], ends: dict[str, FifoEnd],
-                 kernel: KernelFn) -> None:
+                 kernel: KernelFn, buffers: dict[str, Buffer] | None = None) -> None:
         self.tile, self.program, self.ends, self.kernel = tile, program, ends, kernel
+        self.buffers = buffers or {}  # the worker's own L1 buffers
         self.waiting: tuple[Lock, int] | None = None
         self.waiting_fifo = ""
         self.at_start = True  # at the top of the program, holding nothing
@@ -244,6 +245,9 @@ class CoreActor:
             elif isinstance(op, Call):
                 cells = []
                 for name in op.args:
+                    if name in self.buffers:
+                        cells.append(self.buffers[name].cells)
+                        continue
                     end = self.ends[name]
                     if not end.held:
                         raise SimulationError(f"{self.tile} calls {op.kernel} without holding {name}",

@@ -11,7 +11,7 @@ from tqdm import tqdm
 from ..config import GemmConfig
 from ..design import Design, build_design
 from ..errors import DeadlockError, LayoutError, SimulationError
-from ..hostdata import crop_output, pad_inputs
+from ..hostdata import host_values, output_bytes, output_values, pad_inputs
 from ..inputs import make_inputs
 from ..numerics import reference, truth
 from . import words as w
@@ -73,6 +73,7 @@ class SimResult:
             "channels": [t.__dict__ for t in self.traffic],
             "max_live_bds_per_shim": self.max_live_bds,
             "kernel_calls": {"matmul": self.kernel.matmul_calls, "zero": self.kernel.zero_calls,
+                             "convert": self.kernel.convert_calls,
                              "tiles_done": self.kernel.tiles_done,
                              "per_core": self.kernel.calls_per_core},
             "acc32_overflows": self.kernel.acc_overflows,
@@ -86,7 +87,7 @@ def host_tensors(design: Design, a: np.ndarray, b: np.ndarray) -> dict[str, np.n
     """DRAM contents: A and B zero-padded to the native multiple (B transposed when column-major)."""
     c = design.config
     a_pad, b_pad = pad_inputs(c, a, b)
-    c_words = c.t_out.nbytes(c.Mp * c.Np) // 4
+    c_words = output_bytes(c) // 4
     for name, words in (("A", a_pad.nbytes // 4), ("B", b_pad.nbytes // 4), ("C", c_words)):
         if words > w.MAX_WORDS:
             raise SimulationError(f"{name} has {words} words, more than the simulator's {w.MAX_WORDS}",
@@ -142,17 +143,27 @@ def check_c_provenance(c: GemmConfig, cells: np.ndarray) -> None:
     tags = w.tags(cells)
     if not (tags == w.TAG_C).all():
         bad = int(np.flatnonzero(tags != w.TAG_C)[0])
-        row, col = divmod(bad * c.t_out.per_word, c.Np)
+        row, col = _c_position(c, bad)
         raise LayoutError(f"C[{row}, {col}] in DRAM was never written by a kernel "
                           f"(holds {w.TAG_NAMES[int(tags[bad])]} data)", "check the C drain patterns")
     ids = w.word_ids(cells)
     expect = np.arange(cells.size)
     if not np.array_equal(ids, expect):
         bad = int(np.flatnonzero(ids != expect)[0])
-        per = c.t_out.per_word
-        got, want = divmod(int(ids[bad]) * per, c.Np), divmod(bad * per, c.Np)
+        got, want = _c_position(c, int(ids[bad])), _c_position(c, bad)
         raise LayoutError(f"C{list(want)} in DRAM received the result for C{list(got)} "
                           f"(data arrived in the wrong layout)", "check the C join / drain patterns")
+
+
+def _c_position(c: GemmConfig, word: int) -> tuple[int, int]:
+    """The C element a word of the C buffer holds (a bfp16 tile's first element)."""
+    t = c.t_out
+    if t.is_block:
+        tile = word // (t.unit_bytes // 4)
+        tr, tc = divmod(tile, c.Np // t.tile_cols)
+        return tr * t.tile_rows, tc * t.tile_cols
+    row, col = divmod(word * t.per_word, c.Np)
+    return row, col
 
 
 def simulate(config: GemmConfig | Design, seed: int = 0, progress: bool = False) -> SimResult:
@@ -160,15 +171,15 @@ def simulate(config: GemmConfig | Design, seed: int = 0, progress: bool = False)
     start = time.perf_counter()
     design = config if isinstance(config, Design) else build_design(config)
     c = design.config
-    a, b = make_inputs(c.M, c.K, c.N, c.t_in, c.t_out, seed)
+    a, b = make_inputs(c.M, c.K, c.N, c.t_in, c.t_out, seed, c.t_b)
     dram = host_tensors(design, a, b)
     kernel = KernelEmulator(c)
     machine = lower(design, dram, kernel)
     run_machine(machine, progress)
     check_c_provenance(c, dram["C"])
-    got = crop_output(c, w.values(dram["C"], c.t_out))
+    got = output_values(c, (dram["C"] & w.VALUE_MASK).astype(np.uint32))
 
-    expect = reference(c.numerics, a, b, c.k)
+    expect = reference(c.numerics, *host_values(c, a, b), c.k)
     exact = truth(a, b)
     g64 = got.astype(np.float64)
     diff = g64 != expect.astype(np.float64)
@@ -188,6 +199,21 @@ def simulate(config: GemmConfig | Design, seed: int = 0, progress: bool = False)
         traffic.append(Traffic(s.level, s.src.describe(), 4 * s.src.words, 4 * sum(d.words for d in s.dsts)))
     notes = []
     modelled = True
+    p = c.precision
+    if p.block:
+        points = []
+        if c.t_in.is_block or c.t_b.is_block:
+            host = [x for x, t in (("A", c.t_in), ("B", c.t_b)) if t.is_block]
+            points.append(f"{' and '.join(host)} quantized to bfp16ebs8 on the host (blocks of 8 along K, "
+                          f"truncation as mlir-aie's helper)")
+        if p.converts_a:
+            points.append(f"A converted to bfp16 in the core (blocks of 8 along K, {c.rounding} rounding)")
+        if c.t_acc.is_block:
+            points.append(f"C requantized to bfp16 after every call (blocks of 8 along N, {c.rounding} rounding)")
+        elif p.converts_c:
+            points.append(f"C accumulated in {c.acc}, converted to bfp16 after its last call ({c.rounding})")
+        notes.append("bfp16 quantization points: " + "; ".join(points) + " (the core's bfp16 rounding is "
+                     "modelled on mlir-aie PR #3442; the exact on-chip conversion is unpublished)")
     if c.numerics.bfp16_inputs:
         notes.append(f"bf16 via bfp16: A and B are quantized to bfp16ebs8 blocks of 8 along K with the core's "
                      f"{c.rounding} rounding (mlir-aie PR #3442); the exact on-chip conversion is unpublished")
@@ -195,7 +221,8 @@ def simulate(config: GemmConfig | Design, seed: int = 0, progress: bool = False)
         notes.append(f"{saturated:.0%} of outputs saturate: the check says little about them")
     if kernel.stats.acc_overflows:
         notes.append(f"{kernel.stats.acc_overflows} acc32 values overflowed (hardware behaviour unconfirmed)")
-    dist = "bf16 +-(1+f/128)*2^[-4,0], 3% zeros" if c.t_in.is_float else _int_desc(a, b)
+    dist = ("bf16 +-(1+f/128)*2^[-4,0], 3% zeros" + (" (as fp32 before bfp16 quantization)" if p.block else "")
+            if c.t_in.is_float else _int_desc(a, b))
     return SimResult(
         config=c,
         passed=mismatches == 0,
