@@ -175,9 +175,9 @@ class GemmConfig:
     @property
     def c_split_rows(self) -> int:
         """With C converted after its last call (acc != dtype_out): how many of the m accumulator
-        rows live in the C object itself (whole A slices, as many as its bytes hold); the other
-        m - c_split_rows live in a worker-local buffer (mlir-aie config3's layout)."""
-        return prec.c_split_rows(self.precision, self.m, self.n, self.rho)
+        rows live in the C object itself (whole row pairs of the kernel, as many as its bytes
+        hold); the other m - c_split_rows live in a worker-local buffer (mlir-aie config3's layout)."""
+        return prec.c_split_rows(self.precision, self.m, self.n, KERNEL_EXPANSION * self.r)
 
     @property
     def t_ma(self) -> int:

@@ -254,18 +254,27 @@ class KernelNumerics:
         return int(np.count_nonzero((acc < ACC32_MIN) | (acc > ACC32_MAX)))
 
 
-def reference(numerics: KernelNumerics, a: np.ndarray, b: np.ndarray, k: int) -> np.ndarray:
+def reference(numerics: KernelNumerics, a: np.ndarray, b: np.ndarray, k: int, k_padded: int = 0) -> np.ndarray:
     """Exact expected C: the kernel's arithmetic over the whole matrix, one k-chunk per call.
 
     `a` is M x K and `b` is K x N (logical, whatever B's storage), in their host types.
     Chunks start at multiples of k, as the kernel calls do; a final partial chunk stands for
-    the zero-padded one (zero products change nothing).
+    the zero-padded one (zero products change nothing). `k_padded` is the design's padded K: calls
+    on padding add nothing but still store C, which is not idempotent for a bfp16 C (a block whose
+    largest value rounded to mantissa -128 re-encodes one exponent higher), so they are made too.
     """
+    if k_padded > a.shape[1]:  # the design's extra calls on zero padding: they still requantize a bfp16 C
+        a = np.pad(a, ((0, 0), (0, k_padded - a.shape[1])))
+        b = np.pad(b, ((0, k_padded - b.shape[0]), (0, 0)))
     m_rows, kk = a.shape
+    n_cols = b.shape[1]
+    if BFP16 in (numerics.t_acc, numerics.dtype_out) and n_cols % BFP16.block_elems:
+        # a bfp16 C has blocks of 8 along N: the padding columns (zero) share the last block
+        b = np.pad(b, ((0, 0), (0, -n_cols % BFP16.block_elems)))
     c = numerics.zero((m_rows, b.shape[1]))
     for k0 in range(0, kk, k):
         c = numerics.call(c, a[:, k0 : k0 + k], b[k0 : k0 + k, :])
-    return numerics.finish(c)
+    return numerics.finish(c)[:, :n_cols]
 
 
 def _bfp16_values(exps: np.ndarray, mants: np.ndarray) -> np.ndarray:

@@ -98,14 +98,14 @@ def check(p: Precision, dev: Device) -> None:
                           f"when it is written as bfp16", "drop --acc, or use --dtype_out bfp16 --acc bf16")
 
 
-def c_split_rows(p: Precision, m: int, n: int, rho: int) -> int:
+def c_split_rows(p: Precision, m: int, n: int, quantum: int) -> int:
     """Accumulator rows of an m x n C tile that live in the C object itself when C is converted
-    after its last call: whole A slices (m / rho rows), as many as the object's bytes hold (atb
-    config3: half of a 128 x 128 bf16 accumulator in its 18 KiB bfp16 object). The rest go to a
-    worker-local buffer. Without a conversion all m rows are the object's."""
+    after its last call: as many whole row pairs of the kernel (`quantum` = 2r rows) as the
+    object's bytes hold (atb config3: 64 of a 128 x 128 bf16 accumulator in its 18 KiB bfp16
+    object, 48 of 96 x 128). The rest go to a worker-local buffer. Without a conversion all m rows
+    are the object's."""
     if not p.converts_c:
         return m
-    t_ma = m // rho
     room = dtype(p.out).nbytes(m * n)
-    per_slice = dtype(p.acc).nbytes(t_ma * n)
-    return min(rho, room // per_slice) * t_ma
+    per_row = dtype(p.acc).nbytes(n)
+    return min(m, room // per_row // quantum * quantum)

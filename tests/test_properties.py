@@ -14,19 +14,26 @@ from gemm_gen.design.model import Design
 from gemm_gen.dtypes import dtype
 from gemm_gen.errors import ConfigError, DmaLimitError, SimulationError
 from gemm_gen.hw.devices import DEVICES
+from gemm_gen.precision import PRESETS
 from gemm_gen.sim import simulate
 from gemm_gen.tap import Tap
 
-PAIRS = [(dev, t_in, t_out) for dev, d in DEVICES.items() for t_in, outs in d.out_types.items() for t_out in outs]
+# (device, A, C, B, C's L1 type): every scalar pair, and every bfp16 precision the datapath runs
+PAIRS = [(dev, t_in, t_out, None, None) for dev, d in DEVICES.items() for t_in, outs in d.out_types.items()
+         for t_out in outs]
+PAIRS += [("npu2", p.a, p.out, p.b, p.acc) for p in PRESETS.values()]
+PAIRS += [("npu2", "bfp16", "bf16", "bfp16", None), ("npu2", "bfp16", "f32", "bfp16", None),
+          ("npu2", "bf16", "bfp16", "bfp16", None), ("npu2", "bfp16", "bfp16", "bfp16", "f32")]
 SETTINGS = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 @st.composite
 def small_configs(draw: st.DrawFn) -> GemmConfig:
-    dev_name, t_in, t_out = draw(st.sampled_from(PAIRS))
+    dev_name, t_in, t_out, t_b, acc = draw(st.sampled_from(PAIRS))
     dev = DEVICES[dev_name]
-    emulate = dev_name == "npu2" and t_in == "bf16" and draw(st.booleans())
-    r, s, t = dev.mmul_shape(t_in, emulate)
+    emulate = dev_name == "npu2" and t_in == "bf16" and t_b is None and draw(st.booleans())
+    r, s, t = GemmConfig(dev_name, 1, 1, 1, 1, 1, 1, 1, t_in, t_out, dtype_b=t_b, acc=acc,
+                         emulate_bf16_with_bfp16=emulate).mmul
     rho = draw(st.sampled_from([1, 1, 2, 3]))  # asymmetric tile buffering in a third of the designs
     m = 2 * r * draw(st.integers(1, 3 if rho == 1 else 2)) * rho
     k = s * draw(st.integers(1, 3))
@@ -37,7 +44,8 @@ def small_configs(draw: st.DrawFn) -> GemmConfig:
     K = draw(st.integers(1, 2 * k_mt))
     N = draw(st.integers(1, 2 * cols * n))
     return GemmConfig(dev_name, M, K, N, m, k, n, k_mt, t_in, t_out, draw(st.booleans()),
-                      emulate_bf16_with_bfp16=emulate, queue_groups=draw(st.integers(1, 4)), rho=rho)
+                      emulate_bf16_with_bfp16=emulate, queue_groups=draw(st.integers(1, 4)), rho=rho,
+                      dtype_b=t_b, acc=acc)
 
 
 def _design(c: GemmConfig) -> Design:
@@ -65,6 +73,7 @@ def perturbations(draw: st.DrawFn, c: GemmConfig) -> tuple[str, Design]:
     """Change one access pattern of a design so that it walks different words."""
     d = _design(c)
     fifos = [f for f in d.fifos if f.dims_to_stream is not None or f.dims_from_stream is not None]
+    assume(fifos)  # bfp16 tiles often move with no dims at all
     f = draw(st.sampled_from(fifos))
     field = draw(st.sampled_from([x for x in ("dims_to_stream", "dims_from_stream") if getattr(f, x)]))
     tap: Tap = getattr(f, field)

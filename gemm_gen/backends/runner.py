@@ -124,7 +124,7 @@ def check(c: GemmConfig, got: np.ndarray, a: np.ndarray, b: np.ndarray) -> tuple
     NPU's fp32 accumulation order is unpublished, so the last bits may differ); how many are bit-exact
     is reported too.
     """
-    expect = reference(c.numerics, *host_values(c, a, b), c.k).astype(np.float64)
+    expect = reference(c.numerics, *host_values(c, a, b), c.k, c.Kp).astype(np.float64)
     g = got.astype(np.float64)
     if c.t_out.is_float:
         bad = np.abs(g - expect) > np.maximum(ABS_TOL, REL_TOL * np.abs(expect))

@@ -130,7 +130,7 @@ class KernelBuild:
     @property
     def c_split_rows(self) -> int:
         """Accumulator rows kept in the C object (the rest in the worker's C acc buffer)."""
-        return prec.c_split_rows(self.precision, self.m, self.n, self.rho)
+        return prec.c_split_rows(self.precision, self.m, self.n, 2 * self.mmul[0])
 
     @property
     def types(self) -> str:

@@ -172,14 +172,11 @@ class KernelEmulator:
         # blocked layout. In C's own type; or, when acc != dtype_out, in acc's blocked layout (no
         # provenance until the final conversion), the first c_split_rows rows inside the C object
         # and the rest in the worker's C acc buffer.
-        t_acc = c.t_acc
-        self.slice_words = t_acc.nbytes(c.t_ma * c.n) // 4
-        self.split_slices = c.c_split_rows // c.t_ma
+        self.slice_words = c.t_acc.nbytes(c.t_ma * c.n) // 4
+        self.acc_views: dict[int, TileView] = {}
         if self.p.converts_c:
-            self.c_view = self._acc_view(c.t_ma)
             oi, oj = np.indices((gc.m, gc.n))  # the conversion writes the whole object in C's tiles
             self.out_view = view_of(c_layout(gc.m, gc.n, gc.r, gc.t), gc.unit, oi * gc.Np + oj, w.TAG_C)
-            self.acc_parts = (self._acc_view(c.c_split_rows), self._acc_view(c.m - c.c_split_rows))
         else:
             ci, cj = np.indices((gc.t_ma, gc.n))
             self.c_view = view_of(c_layout(gc.t_ma, gc.n, gc.r, gc.t), gc.unit, ci * gc.Np + cj, w.TAG_C)
@@ -205,9 +202,29 @@ class KernelEmulator:
             raise LayoutError(f"{tile} calls {kernel}, which is none of the design's kernels {sorted(self.roles)}",
                               "call the kernels the design declares")
 
-    def _acc_view(self, rows: int) -> View:
-        c = self.c
-        return view_of(c_layout(rows, c.n, c.r, c.t), c.t_acc, np.zeros((rows, c.n), dtype=np.int64), w.TAG_NONE)
+    def _acc_view(self, rows: int) -> TileView:
+        """rows x n of the accumulator in its blocked layout (no provenance: not C's words yet)."""
+        view = self.acc_views.get(rows)
+        if view is None:
+            c = self.c
+            view = self.acc_views[rows] = TileView.of(c_layout(rows, c.n, c.r, c.t), c.t_acc,
+                                                      np.zeros((rows, c.n), dtype=np.int64), w.TAG_NONE)
+        return view
+
+    def _acc_parts(self, first: int, last: int, c_cells: np.ndarray,
+                   acc_cells: np.ndarray | None) -> list[tuple[np.ndarray, int]]:
+        """Accumulator rows [first, last) as (cells, rows) pieces: those below c_split_rows in the C
+        object, the others in the worker's C acc buffer (both start at a whole row pair)."""
+        c, h = self.c, self.c.c_split_rows
+        words = c.t_acc.nbytes(c.n) // 4  # per row
+        parts = []
+        if first < h:
+            parts.append((c_cells[first * words:min(last, h) * words], min(last, h) - first))
+        if last > h:
+            assert acc_cells is not None
+            lo = max(first, h) - h
+            parts.append((acc_cells[lo * words:(last - h) * words], last - max(first, h)))
+        return parts
 
     def _c_word(self, row0: int, col0: int) -> int:
         """C's source word holding element (row0, col0) (the first word of its tile for bfp16)."""
@@ -280,20 +297,23 @@ class KernelEmulator:
 
         a_op = self._operand("A", a_word, lambda: self.numerics.operand_a(self.a_view.read(a_cells)))
         b_op = self._operand("B", b_word, lambda: self.numerics.operand_b(self.b_view.read(b_cells)))
-        if c_slice < self.split_slices:  # views into the C object, or into the worker's C acc buffer
-            c_part = c_cells[c_slice * self.slice_words:(c_slice + 1) * self.slice_words]
+        if self.p.converts_c:  # the slice's rows, in the C object and/or the C acc buffer
+            parts = self._acc_parts(c_slice * c.t_ma, (c_slice + 1) * c.t_ma, c_cells, acc_cells)
+            old = np.concatenate([self._acc_view(rows).read(cells) for cells, rows in parts])
+            acc = self.numerics.accumulate_operands(old, a_op, b_op)
+            new = self.numerics.store(acc)
+            row = 0
+            for cells, rows in parts:
+                self._acc_view(rows).write(cells, new[row:row + rows], 0)
+                row += rows
         else:
-            assert acc_cells is not None
-            first = (c_slice - self.split_slices) * self.slice_words
-            c_part = acc_cells[first:first + self.slice_words]
-        acc = self.numerics.accumulate_operands(self.c_view.read(c_part), a_op, b_op)
+            c_part = c_cells[c_slice * self.slice_words:(c_slice + 1) * self.slice_words]  # a view
+            acc = self.numerics.accumulate_operands(self.c_view.read(c_part), a_op, b_op)
+            if isinstance(self.c_view, UnitView):  # bfp16 C: requantized after every call
+                self.c_view.write_encoded(c_part, *self.numerics.encode_acc(acc), self._c_word(row0, col0))
+            else:
+                self.c_view.write(c_part, self.numerics.store(acc), self._c_word(row0, col0))
         self.stats.acc_overflows += self.numerics.acc_overflows(acc)
-        if isinstance(self.c_view, UnitView):  # bfp16 C: requantized after every call
-            self.c_view.write_encoded(c_part, *self.numerics.encode_acc(acc), self._c_word(row0, col0))
-        elif self.p.converts_c:
-            self.c_view.write(c_part, self.numerics.store(acc), 0)
-        else:
-            self.c_view.write(c_part, self.numerics.store(acc), self._c_word(row0, col0))
         self.stats.matmul_calls += 1
 
     def convert(self, tile: TileRef, c_cells: np.ndarray, acc_cells: np.ndarray) -> None:
@@ -302,13 +322,10 @@ class KernelEmulator:
         state = self.tiles.get(tile)
         if state is None or state.row0 < 0:
             raise LayoutError(f"{tile} converts C before any matmul call", "convert after the K loop")
-        in_obj, in_buf = self.acc_parts
-        obj_words = self.c.t_acc.nbytes(self.c.c_split_rows * self.c.n) // 4
-        parts = [v.read(cells) for v, cells, rows in ((in_obj, c_cells[:obj_words], self.c.c_split_rows),
-                                                       (in_buf, acc_cells, self.c.m - self.c.c_split_rows)) if rows]
+        parts = self._acc_parts(0, self.c.m, c_cells, acc_cells)
+        values = np.concatenate([self._acc_view(rows).read(cells) for cells, rows in parts])
         assert isinstance(self.out_view, UnitView)
-        self.out_view.write_encoded(c_cells, *self.numerics.encode_out(np.concatenate(parts)),
-                                    self._c_word(state.row0, state.col0))
+        self.out_view.write_encoded(c_cells, *self.numerics.encode_out(values), self._c_word(state.row0, state.col0))
         self.stats.convert_calls += 1
 
     def _operand(self, name: str, word: int, make: Callable[[], np.ndarray]) -> np.ndarray:

@@ -179,7 +179,7 @@ def simulate(config: GemmConfig | Design, seed: int = 0, progress: bool = False)
     check_c_provenance(c, dram["C"])
     got = output_values(c, (dram["C"] & w.VALUE_MASK).astype(np.uint32))
 
-    expect = reference(c.numerics, *host_values(c, a, b), c.k)
+    expect = reference(c.numerics, *host_values(c, a, b), c.k, c.Kp)
     exact = truth(a, b)
     g64 = got.astype(np.float64)
     diff = g64 != expect.astype(np.float64)

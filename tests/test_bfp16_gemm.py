@@ -1,0 +1,233 @@
+"""bfp16 GEMMs (the ATB paper's precision configs): tile storage, the config rules, the eq. 3 L1
+budget, simulation of every precision, and the ways a broken bfp16 design is caught."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from gemm_gen import bfp16
+from gemm_gen.config import GemmConfig
+from gemm_gen.design import build_design
+from gemm_gen.design.build import kernel_build
+from gemm_gen.design.model import Design
+from gemm_gen.dtypes import dtype
+from gemm_gen.errors import ConfigError, LayoutError
+from gemm_gen.hostdata import host_values, output_values, pad_inputs
+from gemm_gen.inputs import make_inputs
+from gemm_gen.numerics import Rounding
+from gemm_gen.precision import PRESETS
+from gemm_gen.sim import simulate
+from gemm_gen.sim.kernel import KernelEmulator
+
+FREE = {"bfp16->bf16": dict(dtype_in="bfp16", dtype_out="bf16"),
+        "bfp16->f32": dict(dtype_in="bfp16", dtype_out="f32"),
+        "bf16xbfp16->bfp16": dict(dtype_in="bf16", dtype_b="bfp16", dtype_out="bfp16"),
+        "bfp16 acc f32": dict(dtype_in="bfp16", dtype_out="bfp16", acc="f32")}
+PRECISIONS = {name: dict(dtype_in=p.a, dtype_b=p.b, dtype_out=p.out, acc=p.acc) for name, p in PRESETS.items()}
+PRECISIONS.update(FREE)
+
+
+def small(rho: int = 1, col: bool = True, m: int = 32, n: int = 32, **types: object) -> GemmConfig:
+    """Two output blocks each way, two k_mt chunks, ragged M and N (padding)."""
+    return GemmConfig("npu2", 2 * 4 * m - 5, 64, 2 * 8 * n - 3, m, 16, n, 32, b_col_maj=col, rho=rho,
+                      **types)  # type: ignore[arg-type]
+
+
+# ---- storage ---------------------------------------------------------------------------------
+def test_tiles_round_trip_and_hold_rows_of_blocks():
+    rng = np.random.default_rng(1)
+    x = (rng.standard_normal((16, 24)) * 2.0 ** rng.integers(-6, 6, (16, 24))).astype(np.float32)
+    tiles = bfp16.tiles_of(x)
+    assert tiles.shape == (2, 3, 72) and tiles.dtype == np.uint8
+    exps, mants = bfp16.encode(x)
+    # tile (1, 2), row 3 is the block of A[8 + 3, 16:24]: its exponent byte, then 8 mantissas
+    block = tiles[1, 2, 3 * 9:4 * 9]
+    assert block[0] == exps[11, 2] and np.array_equal(block[1:].view(np.int8), mants[11, 16:24])
+    assert np.array_equal(bfp16.tile_values(tiles), bfp16.quantize(x))
+    e2, m2 = bfp16.from_tiles(tiles)
+    assert np.array_equal(e2, exps) and np.array_equal(m2, mants)
+    with pytest.raises(ValueError, match="whole 8 x 8 tiles"):
+        bfp16.to_tiles(exps[:12], mants[:12])
+
+
+@pytest.mark.parametrize("col", [True, False])
+def test_host_buffers_hold_b_columns_as_blocks(col):
+    c = small(col=col, **PRECISIONS["config2"])
+    a, b = make_inputs(c.M, c.K, c.N, c.t_in, c.t_out, 3, c.t_b)
+    a_dram, b_dram = pad_inputs(c, a, b)
+    assert a_dram.shape == (c.Mp // 8, c.Kp // 8, 72)
+    assert b_dram.shape == ((c.Np // 8, c.Kp // 8, 72) if col else (c.Kp // 8, c.Np // 8, 72))
+    tile = b_dram[1, 0] if col else b_dram[0, 1]  # N columns 8..15, K rows 0..7
+    values = bfp16.tile_values(tile.reshape(1, 1, 72))  # rows of the tile = columns of B
+    a_seen, b_seen = host_values(c, a, b)
+    assert np.array_equal(values, b_seen[0:8, 8:16].T)
+    assert np.array_equal(b_seen, bfp16.quantize(b, axis=0, rounding=Rounding.FLOOR)[:, :]) or c.K % 8
+    assert np.array_equal(a_seen, bfp16.quantize(a, axis=1, rounding=Rounding.FLOOR)) or c.K % 8
+
+
+def test_output_values_decode_c_tiles():
+    c = small(**PRECISIONS["config2"])
+    x = np.arange(c.Mp * c.Np, dtype=np.float32).reshape(c.Mp, c.Np) / 64
+    raw = bfp16.tiles_of(x, Rounding.CONV_EVEN).reshape(-1)
+    assert np.array_equal(output_values(c, raw), bfp16.quantize(x, rounding=Rounding.CONV_EVEN)[: c.M, : c.N])
+
+
+# ---- config rules ----------------------------------------------------------------------------
+def test_the_symmetric_config1_tile_needs_about_91_kib():
+    c = GemmConfig("npu2", 4096, 4096, 2048, 128, 64, 128, 512, **PRECISIONS["config1"])
+    with pytest.raises(ConfigError, match="L1 overflow") as e:
+        c.validate()
+    assert "the buffers alone take 91.0 KiB" in str(e.value) and "raise --rho" in e.value.fix
+    atb = replace(c, rho=4).validate()  # atb Table 2: 60.3 KB with rho = 4
+    parts = atb.l1_parts
+    assert parts["A"] + parts["B"] + parts["C"] + parts["A bfp16"] == round(60.25 * 1024)
+
+
+@pytest.mark.parametrize("preset, tile, rho, kib", [("config2", (192, 128, 96), 6, 56.25),
+                                                    ("config3", (128, 64, 128), 4, 56.5),
+                                                    ("config3", (96, 64, 128), 1, 57.0)])
+def test_eq3_buffers_match_atb_table_2(preset, tile, rho, kib):
+    m, k, n = tile
+    c = GemmConfig("npu2", 4 * m, 4 * k, 8 * n, m, k, n, 2 * k, rho=rho, **PRECISIONS[preset]).validate()
+    buffers = sum(v for name, v in c.l1_parts.items() if name not in ("stack", "kernel data"))
+    assert buffers == kib * 1024
+
+
+def test_config3_keeps_half_the_accumulator_in_the_c_object():
+    c = GemmConfig("npu2", 512, 256, 1024, 128, 64, 128, 128, rho=4, **PRECISIONS["config3"])
+    assert c.c_split_rows == 64 and c.l1_parts["C acc"] == 64 * 128 * 2  # mlir-aie: 16 KiB static half
+    # the split is by row pairs of the kernel, not by A slices: rho 1 keeps it, and atb's 96 x 128
+    # config3 tile keeps 48 rows (57 KB in its Table 2)
+    assert replace(c, rho=1).c_split_rows == 64 and replace(c, m=96, rho=1).c_split_rows == 48
+    assert replace(c, rho=8).c_split_rows == 64  # slices 4-7 (16 rows each) in the C acc buffer
+
+
+@pytest.mark.parametrize("change, message", [
+    (dict(device="npu1"), "npu1 has no bfp16 datapath"),
+    (dict(dtype_b="bf16"), "multiplies bf16 or bfp16 A by bfp16 B"),
+    (dict(dtype_in="i8"), "A must be bf16 or bfp16"),
+    (dict(dtype_out="i32"), "writes bf16, f32 or bfp16"),
+    (dict(acc="i32", dtype_out="bfp16"), "accumulate in bf16 or f32"),
+    (dict(acc="bf16", dtype_out="f32"), "accumulate in bf16 or f32 only when it is written as bfp16"),
+    (dict(compiler="peano"), "build with xchesscc only"),
+    (dict(emulate_bf16_with_bfp16=True), "already runs on the bfp16 datapath"),
+    (dict(mmul_shape=(4, 8, 8)), "multiplies 8x8x8 blocks"),
+    (dict(m=24), "multiple of 2r=16"),
+])
+def test_bad_precisions_are_one_line_errors(change, message):
+    base = dict(device="npu2", M=512, K=256, N=512, m=32, k=32, n=32, k_mt=64, dtype_in="bfp16",
+                dtype_b="bfp16", dtype_out="bfp16")
+    base.update(change)
+    with pytest.raises(ConfigError) as e:
+        GemmConfig(**base).validate()  # type: ignore[arg-type]
+    assert message in str(e.value) and "\n" not in str(e.value) and e.value.fix
+
+
+def test_bfp16_defaults_chess_its_stack_and_no_emulation():
+    c = small(**PRECISIONS["config1"])
+    assert (c.compiler, c.stack_bytes, c.emulate_bf16_with_bfp16, c.mmul) == ("chess", 0xD00, False, (8, 8, 8))
+    assert dtype("bfp16").unit_bytes == 72
+
+
+# ---- the design ------------------------------------------------------------------------------
+def test_design_moves_tiles_and_declares_its_buffers():
+    c = GemmConfig("npu2", 1024, 512, 2048, 128, 64, 128, 128, rho=4, **PRECISIONS["config3"])
+    d = build_design(c)
+    assert d.tensor("A").shape == (c.Mp // 8, c.Kp // 8) and d.tensor("A").dtype == "bfp16"
+    assert d.fifo("A_L2L1_0").obj_shape == (c.t_ma // 8, c.k // 8)
+    # bfp16 tiles arrive in kernel order: no dims on any hop except A's memtile reorder for rho > 1
+    assert d.fifo("A_L2L1_0").dims_to_stream is None and d.fifo("A_L2L1_0").dims_from_stream is None
+    assert d.fifo("A_L3L2_0").dims_from_stream is not None
+    assert d.fifo("C_L2L3_0").dims_to_stream is None and d.fifo("B_L2L1_0").dims_to_stream is None
+    w = d.workers[0]
+    assert [(b.name, b.shape, b.dtype) for b in w.buffers] == [("C_acc_0_0", (64, 128), "bf16")]
+    names = kernel_build(c).symbols
+    assert names == {"zero": "zero_bf16_bfp16", "matmul": "matmul_bfp16_bf16", "convert": "convert_bf16_bfp16"}
+    assert [k.role for k in d.kernels] == ["zero", "matmul", "convert"]
+    body = w.program[0].body
+    assert body[-2].kernel == names["convert"] and body[-2].args == ("C_L1L2_0_0", "C_acc_0_0")
+
+
+def test_config1_worker_passes_its_a_scratch():
+    c = GemmConfig("npu2", 1024, 512, 2048, 128, 64, 128, 128, rho=4, **PRECISIONS["config1"])
+    d = build_design(c)
+    matmul = d.kernel(kernel_build(c).symbols["matmul"])
+    assert matmul.arg_dtypes == ("bf16", "bfp16", "bf16", "bfp16") and matmul.scalar_args == ("i32",)
+    assert matmul.arg_shapes[3] == (c.t_ma // 8, c.k // 8)
+    assert d.workers[0].buffers[0].name == "A_bfp16_0_0"
+
+
+# ---- simulation ------------------------------------------------------------------------------
+@pytest.mark.parametrize("name", sorted(PRECISIONS))
+@pytest.mark.parametrize("rho, col", [(1, True), (2, False), (4, True)])
+def test_every_precision_simulates_bit_exact(name, rho, col):
+    c = small(rho=rho, col=col, m=64 if rho == 4 else 32, **PRECISIONS[name])
+    r = simulate(c, seed=rho)
+    assert r.passed and r.mismatches == 0, r.first_mismatch
+    assert r.nonzero_fraction > 0.5 and "bfp16 quantization points" in r.notes[0]
+    assert r.kernel.matmul_calls == c.rows * c.cols * c.tiles_per_core * c.k_steps * rho
+    assert r.kernel.convert_calls == (c.rows * c.cols * c.tiles_per_core if c.precision.converts_c else 0)
+
+
+def test_bfp16_dram_traffic_is_nine_eighths_of_bytes_per_value():
+    c = small(**PRECISIONS["config2"])
+    r = simulate(c)
+    M, K, N = c.padded
+    a_b = (M * K * N // (c.n * c.cols) + M * K * N // (c.m * c.rows)) * 9 // 8
+    assert r.level_bytes()["DRAM -> memtile"][0] == a_b
+    assert r.level_bytes()["memtile -> DRAM"][0] == M * N * 9 // 8
+
+
+def _with_fifo(d: Design, name: str, **changes: object) -> Design:
+    return replace(d, fifos=tuple(replace(f, **changes) if f.name == name else f for f in d.fifos))
+
+
+def test_a_tile_in_the_wrong_order_is_a_layout_error():
+    d = build_design(small(rho=2, **PRECISIONS["config2"]))
+    with pytest.raises(LayoutError, match="A tile element"):
+        simulate(_with_fifo(d, "A_L3L2_1", dims_from_stream=None))  # A's memtile reorder dropped
+
+
+def test_host_quantization_must_match_the_kernels_operands(monkeypatch):
+    """The reference multiplies the host's truncated A and B: rounding them to nearest instead makes
+    the same simulated design fail."""
+    c = small(**PRECISIONS["config2"])
+    import gemm_gen.sim.run as run
+
+    real = run.host_values
+
+    def nearest(cfg, a, b):
+        return bfp16.quantize(a, 1, Rounding.CONV_EVEN), bfp16.quantize(b, 0, Rounding.CONV_EVEN)
+
+    monkeypatch.setattr(run, "host_values", nearest)
+    assert not simulate(c).passed
+    monkeypatch.setattr(run, "host_values", real)
+    assert simulate(c).passed
+
+
+def test_skipping_the_per_call_requantization_fails():
+    """Config 2 requantizes C after every call: a kernel that keeps fp32 between calls differs."""
+    c = small(**PRECISIONS["config2"])
+    orig = KernelEmulator.__init__
+
+    def lazy(self, cfg):
+        orig(self, cfg)
+        self.numerics = replace(self.numerics, rounding=Rounding.FLOOR)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(KernelEmulator, "__init__", lazy)
+        r = simulate(c)
+    assert not r.passed and r.mismatches > 0
+
+
+def test_a_missing_conversion_drains_unconverted_words():
+    d = build_design(small(rho=2, **PRECISIONS["config3"]))
+    w = d.workers[3]
+    body = tuple(op for op in w.program[0].body if getattr(op, "kernel", "").startswith("convert") is False)
+    broken = replace(d, workers=tuple(replace(x, program=(replace(x.program[0], body=body),)) if x is w else x
+                                      for x in d.workers))
+    with pytest.raises(LayoutError, match="never written by a kernel|wrong layout"):
+        simulate(broken)
