@@ -31,6 +31,23 @@ class NPU2:
     name = "npu2"
 
 
+class v8bfp16ebs8(np.generic):  # noqa: N801 - IRON's marker type for 9-byte bfp16 blocks
+    """Stand-in for aie.helpers.util.v8bfp16ebs8 (a marker np.generic subclass there too)."""
+
+
+class Buffer:
+    """IRON's Buffer(type, initial_value, name): a Worker passed it in fn_args places it."""
+
+    def __init__(self, type=None, initial_value=None, name=None, tile=None):  # noqa: A002 - IRON's names
+        if type is None and initial_value is None:
+            raise ValueError("Must provide either type, initial value, or both.")
+        self.type, self.name, self.tile = type, name, tile
+        REC.buffers.append(self)
+
+    def __repr__(self) -> str:
+        return f"<buf {self.name}>"
+
+
 def str_to_dtype(name: str) -> Any:
     return {"bf16": ml_dtypes.bfloat16, "i8": np.int8, "i16": np.int16, "i32": np.int32, "f32": np.float32}[name]
 
@@ -40,6 +57,9 @@ def shape_dtype(obj_type: Any) -> tuple[tuple[int, ...], str]:
     type such as np.int32 (a kernel's by-value argument) is ((), its name)."""
     if isinstance(obj_type, type) and issubclass(obj_type, np.generic):
         return (), np.dtype(obj_type).name
+    shape, dt = obj_type.__args__
+    if dt.__args__[0] is v8bfp16ebs8:
+        return tuple(shape), "v8bfp16ebs8"
     shape, dt = obj_type.__args__
     return tuple(shape), np.dtype(dt.__args__[0]).name
 
@@ -63,6 +83,7 @@ class Recorder:
         self.links: list[dict[str, Any]] = []
         self.kernels: list[Kernel] = []
         self.workers: list[Worker] = []
+        self.buffers: list[Buffer] = []
         self.ops: list[tuple] = []
 
 
@@ -183,6 +204,10 @@ class Worker:
         for a in fn_args:
             if isinstance(a, ObjectFifoHandle):
                 a._set_endpoint(placement)
+            elif isinstance(a, Buffer):
+                if a.tile is not None and a.tile != placement:
+                    raise ValueError(f"buffer {a.name} is pinned to another tile")
+                a.tile = placement  # IRON pins a worker's own buffers to its tile
         self.trace: list[tuple] = []
         REC.workers.append(self)
 
@@ -280,6 +305,7 @@ class Dump:
                          f"from={f.dims_from_stream_per_cons}")
         lines += [f"link {lk}" for lk in REC.links]
         lines += [f"kernel {k.name} {k.object_file_name} {[shape_dtype(t) for t in k.arg_types]}" for k in REC.kernels]
+        lines += [f"buffer {b.name} {shape_dtype(b.type)} at {b.tile}" for b in REC.buffers]
         for w in REC.workers:
             lines.append(f"worker {w.placement} stack={w.stack_size} trace={w.trace}")
         lines += [f"rt {op[:3]} {op[3].offset if len(op) > 3 and op[3] is not None else ''} "
@@ -294,4 +320,4 @@ def api():
     global REC
     REC = Recorder()
     return IronApi(ObjectFifo, Worker, Kernel, Runtime, Program, Tile, {"npu1": NPU1, "npu2": NPU2}, range_,
-                   TensorAccessPattern, str_to_dtype), REC
+                   TensorAccessPattern, str_to_dtype, Buffer, {"bfp16": v8bfp16ebs8}), REC

@@ -82,6 +82,36 @@ def test_atb_worker_passes_the_c_slice_as_an_int32():
     assert "((), 'int32')" in text
 
 
+def test_bfp16_design_types_blocks_and_passes_its_buffers():
+    """config3 (bfp16 A, B, C accumulated in bf16): bfp16 objects are flat arrays of v8bfp16ebs8
+    blocks (8 per Design tile), patterns and join offsets are scaled to blocks, and each worker
+    passes its C acc Buffer (placed on its tile) to zero, matmul and convert."""
+    from gemm_gen.config import GemmConfig
+
+    c = GemmConfig("npu2", 1024, 512, 2048, 128, 64, 128, 128, rho=4, dtype_in="bfp16", dtype_out="bfp16",
+                   acc="bf16")
+    d, rec, text = lowered(c)
+    by_name = {f.name: f for f in rec.fifos}
+    a_l1 = by_name["A_L2L1_0"]
+    assert iron_recorder.shape_dtype(a_l1.obj_type) == ((c.t_ma * c.k // 8,), "v8bfp16ebs8")
+    a_l2 = by_name["A_L3L2_0"]  # A's memtile reorder for rho > 1, in blocks
+    assert a_l2.dims_from_stream_per_cons == dims(d.fifo("A_L3L2_0").dims_from_stream, "bfp16")
+    assert a_l2.dims_from_stream_per_cons[-1] == ((c.k // 8) * 8, 1)  # one k-row of tiles = k blocks
+    join = next(x for x in rec.links if x["kind"] == "join")
+    assert join["offsets"] == [row * c.m * c.n // 8 for row in range(c.rows)]  # blocks of C
+    assert [(b.name, iron_recorder.shape_dtype(b.type)) for b in rec.buffers[:1]] == [
+        ("C_acc_0_0", ((64, 128), "bfloat16"))]
+    w = next(w for w in rec.workers if w.placement == iron_recorder.Tile(0, 2))
+    calls = [op for op in w.trace if op[0] == "call"]
+    assert [op[1] for op in calls][:2] == ["zero_bf16_bfp16", "matmul_bfp16_bf16"]
+    assert calls[-1][1] == "convert_bf16_bfp16" and repr(calls[-1][2][1]) == "<buf C_acc_0_0>"
+    assert calls[1][2][3] is calls[-1][2][1] and calls[1][2][-1] == 0  # matmul(A, B, C, acc, slice 0)
+    assert "buffer C_acc_7_3 ((64, 128), 'bfloat16') at Tile(col=7, row=5)" in text
+    # shim taps and host buffers in blocks: A is Mp x Kp values = Mp Kp / 8 blocks
+    fill = next(op for op in _runtime(rec) if op[0] == "fill" and op[1] == "A_L3L2_0")
+    assert fill[3].tensor_dims == (c.Mp * c.Kp // 8,) and fill[3].sizes[-1] % 8 == 0
+
+
 def test_one_trip_loops_are_not_range_loops():
     # mlir-aie issue #1547: a single output tile per core is emitted without a loop
     c = small("npu1", M=4 * 8, N=4 * 8)

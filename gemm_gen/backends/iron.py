@@ -15,7 +15,8 @@ from typing import Any
 
 import numpy as np
 
-from ..design.model import Acquire, Call, Design, Link, Loop, ObjectFifo, Op, Release, TileRef
+from ..design.model import Acquire, Call, Design, Link, LocalBuffer, Loop, ObjectFifo, Op, Release, TileRef
+from ..dtypes import dtype
 from ..errors import BuildError
 from ..tap import Tap
 from .toolchain import MLIR_AIE_INSTALL, import_module
@@ -37,6 +38,8 @@ class IronApi:
     range_: Callable[[int], Any]
     TensorAccessPattern: Any
     str_to_dtype: Callable[[str], Any]
+    Buffer: Any  # a worker's own L1 buffer
+    block_types: dict[str, Any]  # our block type name -> IRON's element type (bfp16: v8bfp16ebs8)
 
 
 def iron_api() -> IronApi:
@@ -45,14 +48,19 @@ def iron_api() -> IronApi:
     device = import_module("aie.iron.device", "mlir-aie's IRON API", MLIR_AIE_INSTALL)
     controlflow = import_module("aie.iron.controlflow", "mlir-aie's IRON API", MLIR_AIE_INSTALL)
     taplib = import_module("aie.helpers.taplib", "mlir-aie's taplib", MLIR_AIE_INSTALL)
+    util = import_module("aie.helpers.util", "mlir-aie's type helpers", MLIR_AIE_INSTALL)
     return IronApi(iron.ObjectFifo, iron.Worker, iron.Kernel, iron.Runtime, iron.Program, device.Tile,
                    {"npu1": device.NPU1, "npu2": device.NPU2}, controlflow.range_, taplib.TensorAccessPattern,
-                   iron.str_to_dtype)
+                   iron.str_to_dtype, iron.Buffer, {"bfp16": util.v8bfp16ebs8})
 
 
-def dims(tap: Tap | None) -> list[tuple[int, int]] | None:
-    """A Design pattern as IRON's dims_to_stream / dims_from_stream: (size, stride), outermost first."""
-    return None if tap is None else list(zip(tap.sizes, tap.strides))
+def dims(tap: Tap | None, elem: str = "i32") -> list[tuple[int, int]] | None:
+    """A Design pattern as IRON's dims_to_stream / dims_from_stream: (size, stride), outermost first,
+    in IRON's elements (a bfp16 tile of the Design is 8 v8bfp16ebs8 blocks)."""
+    if tap is None:
+        return None
+    t = tap.scaled(dtype(elem).blocks_per_unit)
+    return list(zip(t.sizes, t.strides))
 
 
 class _Lowering:
@@ -65,14 +73,22 @@ class _Lowering:
     def tile(self, t: TileRef) -> Any:
         return self.api.Tile(t.col, t.row)
 
-    def ty(self, shape: tuple[int, ...], dtype: str) -> Any:
-        """IRON's buffer type: np.ndarray[shape, np.dtype[T]]."""
-        return np.ndarray[shape, np.dtype[self.api.str_to_dtype(dtype)]]  # type: ignore[valid-type,misc]
+    def ty(self, shape: tuple[int, ...], name: str) -> Any:
+        """IRON's buffer type: np.ndarray[shape, np.dtype[T]]. A bfp16 buffer of the Design (a
+        shape in 8 x 8 tiles) is a flat array of v8bfp16ebs8 blocks, 8 per tile, as mlir-aie's
+        block-datatype designs type theirs (the DMAs address it linearly either way)."""
+        t = dtype(name)
+        if t.is_block:
+            n = 1
+            for d in shape:
+                n *= d
+            return np.ndarray[(n * t.blocks_per_unit,), np.dtype[self.api.block_types[t.name]]]  # type: ignore[name-defined,misc]
+        return np.ndarray[shape, np.dtype[self.api.str_to_dtype(name)]]  # type: ignore[valid-type,misc]
 
     def construct(self, f: ObjectFifo) -> Any:
         of = self.api.ObjectFifo(self.ty(f.obj_shape, f.dtype), depth=f.depth, name=f.name,
-                                 dims_to_stream=dims(f.dims_to_stream),
-                                 dims_from_stream_per_cons=dims(f.dims_from_stream))
+                                 dims_to_stream=dims(f.dims_to_stream, f.dtype),
+                                 dims_from_stream_per_cons=dims(f.dims_from_stream, f.dtype))
         self.fifos[f.name] = of
         return of
 
@@ -83,10 +99,10 @@ class _Lowering:
         if lk.kind == "join":
             (out,) = dsts
             made = self.prod(out.name).join(
-                list(lk.offsets), placement=place, depths=[f.depth for f in srcs],
+                self.offsets(lk, out), placement=place, depths=[f.depth for f in srcs],
                 obj_types=[self.ty(f.obj_shape, f.dtype) for f in srcs], names=[f.name for f in srcs],
-                dims_to_stream=[dims(f.dims_to_stream) or [] for f in srcs],
-                dims_from_stream=[dims(f.dims_from_stream) or [] for f in srcs])
+                dims_to_stream=[dims(f.dims_to_stream, f.dtype) or [] for f in srcs],
+                dims_from_stream=[dims(f.dims_from_stream, f.dtype) or [] for f in srcs])
             self.fifos.update({f.name: m for f, m in zip(srcs, made)})
             return
         (src,) = srcs
@@ -95,14 +111,20 @@ class _Lowering:
             (dst,) = dsts
             self.fifos[dst.name] = cons.forward(
                 placement=place, obj_type=self.ty(dst.obj_shape, dst.dtype), depth=dst.depth, name=dst.name,
-                dims_to_stream=dims(dst.dims_to_stream), dims_from_stream=dims(dst.dims_from_stream))
+                dims_to_stream=dims(dst.dims_to_stream, dst.dtype),
+                dims_from_stream=dims(dst.dims_from_stream, dst.dtype))
             return
         made = cons.split(
-            list(lk.offsets), placement=place, depths=[f.depth for f in dsts],
+            self.offsets(lk, src), placement=place, depths=[f.depth for f in dsts],
             obj_types=[self.ty(f.obj_shape, f.dtype) for f in dsts], names=[f.name for f in dsts],
-            dims_to_stream=[dims(f.dims_to_stream) or [] for f in dsts],
-            dims_from_stream=[dims(f.dims_from_stream) or [] for f in dsts])
+            dims_to_stream=[dims(f.dims_to_stream, f.dtype) or [] for f in dsts],
+            dims_from_stream=[dims(f.dims_from_stream, f.dtype) or [] for f in dsts])
         self.fifos.update({f.name: m for f, m in zip(dsts, made)})
+
+    @staticmethod
+    def offsets(lk: Link, big: ObjectFifo) -> list[int]:
+        """A join's or split's slice offsets in IRON's elements."""
+        return [o * dtype(big.dtype).blocks_per_unit for o in lk.offsets]
 
     def prod(self, name: str) -> Any:
         if name not in self.prod_handles:
@@ -120,10 +142,17 @@ class _Lowering:
         names = sorted(_fifo_names(wk.program))
         handles = [self.prod(n) if self.d.fifo(n).producer == wk.tile else self.cons(n, wk.tile) for n in names]
         ks = [kernels[k] for k in wk.kernels]
-        core_fn = _core_fn(wk.program, names, list(wk.kernels), self.api.range_)
-        return self.api.Worker(core_fn, [*handles, *ks], placement=self.tile(wk.tile), stack_size=wk.stack_bytes)
+        bufs = [self.buffer(b) for b in wk.buffers]
+        core_fn = _core_fn(wk.program, names, [b.name for b in wk.buffers], list(wk.kernels), self.api.range_)
+        return self.api.Worker(core_fn, [*handles, *bufs, *ks], placement=self.tile(wk.tile),
+                               stack_size=wk.stack_bytes)
 
-    def tap(self, t: Tap, numel: int) -> Any:
+    def buffer(self, b: LocalBuffer) -> Any:
+        """A worker's own L1 buffer: an IRON Buffer, placed on the worker's tile by the Worker."""
+        return self.api.Buffer(self.ty(b.shape, b.dtype), name=b.name)
+
+    def tap(self, t: Tap, numel: int, elem: str) -> Any:
+        t = t.scaled(dtype(elem).blocks_per_unit)
         pad = SHIM_TAP_DIMS - len(t.sizes)
         return self.api.TensorAccessPattern((numel,), t.offset, [1] * pad + list(t.sizes),
                                             [0] * pad + list(t.strides))
@@ -145,7 +174,8 @@ class _Lowering:
                    for k in d.kernels}
         workers = [self.worker(i, kernels) for i in range(len(d.workers))]
 
-        numel = {t.name: t.shape[0] * t.shape[1] for t in d.tensors}
+        numel = {t.name: t.shape[0] * t.shape[1] for t in d.tensors}  # in the Design's units
+        elems = {t.name: numel[t.name] * dtype(t.dtype).blocks_per_unit for t in d.tensors}  # in IRON's
         rt = api.Runtime()
         with rt.sequence(*[self.ty((numel[t.name],), t.dtype) for t in d.tensors]) as bufs:
             buf = {t.name: b for t, b in zip(d.tensors, bufs)}
@@ -159,7 +189,7 @@ class _Lowering:
                 tg = groups.get(op.group)
                 if tg is None:
                     tg = groups[op.group] = rt.task_group()
-                tap = self.tap(t.tap, numel[t.tensor])
+                tap = self.tap(t.tap, elems[t.tensor], d.tensor(t.tensor).dtype)
                 if t.direction == "fill":
                     rt.fill(self.prod(t.fifo), buf[t.tensor], tap=tap, task_group=tg, wait=t.wait,
                             placement=self.tile(t.shim))
@@ -179,14 +209,16 @@ def _fifo_names(ops: tuple[Op, ...]) -> set[str]:
     return names
 
 
-def _core_fn(program: tuple[Op, ...], fifo_names: list[str], kernel_names: list[str],
+def _core_fn(program: tuple[Op, ...], fifo_names: list[str], buffer_names: list[str], kernel_names: list[str],
              range_: Callable[[int], Any]) -> Callable[..., None]:
-    """The Worker body: the Design's loop IR, traced by IRON into the core's MLIR."""
+    """The Worker body: the Design's loop IR, traced by IRON into the core's MLIR. Its arguments
+    are the fifo handles, then the worker's own buffers, then the kernels."""
 
     def core_fn(*args: Any) -> None:
         handles = dict(zip(fifo_names, args[: len(fifo_names)]))
-        kernels = dict(zip(kernel_names, args[len(fifo_names):]))
-        held: dict[str, Any] = {}
+        rest = args[len(fifo_names):]
+        held: dict[str, Any] = dict(zip(buffer_names, rest[: len(buffer_names)]))  # buffers: always held
+        kernels = dict(zip(kernel_names, rest[len(buffer_names):]))
 
         def run(ops: tuple[Op, ...]) -> None:
             for op in ops:
