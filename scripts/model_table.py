@@ -56,8 +56,11 @@ two B blocks per round, each chain k/s vmacs long; a call is (m/2r)(n/2t) cluste
   bit). D = 1 (all aie2p kernels): nothing overlaps, h = 1 (eq. 10). D = 2: the next prolog *or*
   the last epilog overlaps the steady state, h = 1/2. D >= 3: both do, h = 0 (eq. 11).
 * beta n_C: what software pipelining cannot hide, beta cycles per C vector load or store (n_C per
-  cluster): load/store port and bank conflicts with the A/B stream. The one calibrated kernel
-  parameter; it lands on 1.0 cycle.
+  cluster): load/store port and bank conflicts with the A/B stream. Calibrated; it lands on 1.0 cycle.
+* bfp16 kernels (bfp16 B on npu2, any of the ATB paper's precision configs): II = 1 (one 8x8x8
+  vmac per cycle, 512 MACs) and O = epsilon, calibrated on atb Table 1's microkernel efficiencies
+  (eq. 13: 1 / Eff_micro = 1 + epsilon / V). It covers config 1's in-core conversion of A too and
+  is used for every bfp16 precision (configs 2 and 3 do not convert A: slightly pessimistic there).
 
 `core_macs_per_cycle` (predict's JSON) is (m / rho) k n / cycles per call: the single-core
 throughput of Striking Tables 1-3, measured there by tracing the kernel.
@@ -67,9 +70,13 @@ throughput of Striking Tables 1-3, measured there by tracing the kernel.
 With asymmetric tile buffering (atb eq. 14-15) a k-step makes rho calls, each on an A tile of
 T_MA = m / rho rows (cycles/call is the kernel model at m / rho rows); rho = 1 is the symmetric design.
 
-    step   = max(rho (cycles/call + delta), max(m k, k n) ty(A) / 4)  switch delta; L1 DMA at 4 B/cycle
-    tile   = (Kp / k) step + (m n ty(C) / vst bytes + delta) + m n ty(C) / 4
-                                      zero kernel            single-buffered C drain (sec. 5.3.2)
+    step   = max(rho (cycles/call + delta), max(m k ty(A), k n ty(B)) / 4)   switch delta; L1 DMA 4 B/cycle
+    tile   = (Kp / k) step + (m n ty(acc) / vst bytes + delta) + m n ty(C) / 4
+                                      zero kernel              single-buffered C drain (sec. 5.3.2)
+             [+ m n (ty(acc) / vld bytes + ty(C) / vst bytes) + delta: C's final conversion when acc != C]
+
+ty() is bytes per value: 1.125 for bfp16 (9-byte blocks of 8), whose DMAs move 8 x 8 tiles of
+72 bytes, so a bfp16 operand's DRAM runs span 8 rows of the scalar walk's run.
     T_core = (Mp / (m rows)) (Np / (n cols)) tile / f                 (all cores in lockstep, eq. 9)
 
 ### Memory time (eq. 6-8, 10)

@@ -40,7 +40,10 @@ def array_config(row: paper.ArrayRow, **kw: Any):  # noqa: ANN201 - GemmConfig
     from ..config import GemmConfig
 
     fields: dict[str, Any] = {"emulate_bf16_with_bfp16": row.emulate, "depth_c_l1": row.depth_c_l1,
-                              "queue_groups": row.queue_groups, "stack_bytes": row.stack_bytes}
+                              "queue_groups": row.queue_groups, "stack_bytes": row.stack_bytes,
+                              "dtype_b": row.dtype_b, "acc": row.acc, "rho": row.rho}
+    if row.dtype_b == "bfp16" or row.dtype_in == "bfp16":
+        fields["emulate_bf16_with_bfp16"] = None
     fields.update(kw)
     return GemmConfig(row.device, row.M, fields.pop("K", row.K), row.N, row.m, row.k, row.n,
                       fields.pop("k_mt", row.k_mt), row.dtype_in, row.dtype_out, fields.pop("b_col_maj", row.b_col_maj),
@@ -105,6 +108,28 @@ def fit_switch_cycles() -> int:
             num += x * (1 / core - 1 / micro - y0)
             den += x * x
     return round(num / den)
+
+
+def atb_micro(p: Params, tk: int) -> float:
+    """Our bfp16 kernel's efficiency per call at T_K = tk (atb's Eff_micro): 128 x tk x 128, one call."""
+    from ..hw.devices import device
+
+    dev = device("npu2")
+    ks = kernel_shape(dev, "bf16", "bf16", (8, 8, 8), False, "bfp16")
+    t = paper.ATB_TILE
+    cyc = float(kernel_cycles(p, ks, np.array(t), np.array(tk), np.array(t)))
+    return t * tk * t / cyc / dev.peak_macs["bfp16"]
+
+
+def fit_bfp16_overhead() -> float:
+    """epsilon of atb eq. 13 for our 2x2 chain clusters: 1 / Eff_micro = 1 + epsilon / V with
+    V = 4 T_K / 8 single-cycle vmacs per cluster; least squares on 1 / Eff_micro over Table 1."""
+    num = den = 0.0
+    for tk, _, micro, _ in paper.ATB_T1:
+        v = 4 * tk / 8
+        num += (1 / micro - 1) / v
+        den += 1 / v**2
+    return round(num / den, 1)
 
 
 def fit_bank_stall(p: Params) -> float:
@@ -200,6 +225,9 @@ def derive(data: dict[str, Any] | None = None) -> dict[str, Any]:
     beta = fit_bank_stall(p)
     data["kernel"]["bank_stall_cycles_per_c_access"]["value"] = beta
     p = p.with_(bank_stall=beta)
+    eps = fit_bfp16_overhead()
+    data["kernel"]["bfp16_cluster_overhead_cycles"]["value"] = eps
+    p = p.with_(bfp16_overhead=eps)
     emu = fit_bf16_via_bfp16(p)
     data["kernel"]["aie2p_bf16_via_bfp16_cycles_per_mmul"]["value"] = emu
     p = p.with_(bf16_via_bfp16_cycles=emu)
@@ -377,8 +405,32 @@ def _sweep_best(p: Params, ar: paper.ArrayRow) -> float:
 
 def _atb_rows(p: Params) -> list[Row]:
     """atb eq. 15 with our switch cost delta: the rise of the core loss with rho (what delta is
-    fitted to), then the absolute core efficiency from the measured microkernel efficiency."""
+    fitted to), then the absolute core efficiency from the measured microkernel efficiency; our
+    bfp16 kernel's Eff_micro (eq. 13, what epsilon is fitted to); the whole-array predictions of
+    atb Table 2 and mlir-aie's published block-datatype GEMMs."""
     out: list[Row] = []
+    for tk in sorted({r[0] for r in paper.ATB_T1}):
+        micro = max(r[2] for r in paper.ATB_T1 if r[0] == tk)
+        out.append(Row("atb Table 1 (eq. 13)", f"Eff_micro at T_K = {tk} (128 x {tk} x 128 bf16 x bfp16)", micro,
+                       atb_micro(p, tk), "efficiency", "calibration",
+                       f"fixes epsilon = {p.bfp16_overhead:g} cycles per cluster"))
+    for ar in paper.ATB_T2:
+        e = array_estimate(p, ar)
+        bound = "memory" if bool(e.memory_bound) else "compute"
+        use = "check" if ar.tops is not None else "prediction"
+        out.append(Row(ar.source, _aname(ar) + f", rho {ar.rho}", ar.tops, float(e.tops), "TOPS", use,
+                       f"{bound} bound" + (f"; {ar.note}" if ar.note else "") +
+                       ("" if ar.tops is not None else "; value withheld")))
+    for ar in paper.MLIR_AIE_ATB:
+        e = array_estimate(p, ar)
+        bound = "memory" if bool(e.memory_bound) else "compute"
+        out.append(Row(ar.source, _aname(ar) + f", rho {ar.rho}", ar.tops, float(e.tops), "TOPS", "check",
+                       f"{bound} bound; {ar.note}; B in row-major tiles (mlir-aie pre-tiles B per L1 tile)"))
+    for ar in (paper.MLIR_AIE_BF16_EMU, paper.MLIR_AIE_BFP16):
+        e = array_estimate(p, ar)
+        bound = "memory" if bool(e.memory_bound) else "compute"
+        out.append(Row(ar.source, _aname(ar) + (" bf16 via bfp16" if ar.emulate else ""), ar.tops, float(e.tops),
+                       "TOPS", "check", f"{bound} bound; {ar.note}"))
     d = p.switch_cycles
     for tk, g in _atb_groups().items():
         rho0, _, core0 = g[0]

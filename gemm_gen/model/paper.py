@@ -8,7 +8,7 @@ choice, stated in `note`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 
 @dataclass(frozen=True)
@@ -48,6 +48,9 @@ class ArrayRow:
     queue_groups: int = 4
     stack_bytes: int = 1024  # the paper builds with xchesscc and reserves 1 KB of L1 for the stack (eq. 5)
     note: str = ""
+    dtype_b: str | None = None  # mixed precision (bfp16 designs of atb)
+    acc: str | None = None
+    rho: int = 1
 
 
 # k_mt of Tables 2 and 3 (Striking sec. 5.2.2)
@@ -157,3 +160,46 @@ ATB_T1 = [(8, 1, 0.2, 0.156), (8, 2, 0.2, 0.149), (8, 4, 0.2, 0.134), (8, 8, 0.2
           (64, 4, 0.63, 0.511), (64, 8, 0.63, 0.482)]
 ATB_PEAK_FLOPS_PER_CYCLE = 1024  # 512 bfp16 MACs/cycle (atb sec. 2.4)
 ATB_TILE = 128  # T_MC = T_N = 128 (atb sec. 6.2)
+
+
+# ---- atb Table 2: whole-array bfp16 GEMMs (values withheld, see below) -------------------------
+# Precision configs (gemm_gen/precision.py): config1 bf16 x bfp16 -> bf16, config2 bfp16 throughout,
+# config3 bfp16 with C accumulated in bf16. k_mt: mlir-aie's example streams config1's bf16 A in
+# 512-column memtile chunks and configs 2-3 in k-column ones (one k-step per object). B: mlir-aie
+# pre-tiles it per L1 tile on the host; our closest layout is B in row-major tile strips (a
+# column-major bfp16 B strip of 512 K values would be 1152 words, past the shim's 10-bit wrap).
+def _atb(preset: str, m: int, k: int, n: int, rho: int, M: int, K: int, N: int, tops: float | None = None,
+         note: str = "") -> ArrayRow:
+    dtype_in, dtype_b, dtype_out, acc = {"config1": ("bf16", "bfp16", "bf16", None),
+                                         "config2": ("bfp16", None, "bfp16", None),
+                                         "config3": ("bfp16", None, "bfp16", "bf16")}[preset]
+    k_mt = max(k, 512 // k * k) if preset == "config1" else k
+    return ArrayRow(f"atb Table 2 {preset}", "npu2", dtype_in, dtype_out, m, k, n, k_mt, M, K, N, tops,
+                    b_col_maj=False, stack_bytes=0xD00, note=note, dtype_b=dtype_b, acc=acc, rho=rho)
+
+
+ATB_T2 = [
+    _atb("config1", 64, 64, 128, 1, 2048, 4096, 2048),
+    _atb("config1", 64, 224, 64, 4, 2048, 4480, 2048),
+    # the abstract's record, 24.6 TFLOPS, is the best config-1 design: this one by the paper's analysis
+    _atb("config1", 128, 64, 128, 4, 4096, 4096, 2048, 24.6, "abstract: 24.6 TFLOPS; design assumed"),
+    _atb("config2", 128, 64, 128, 1, 4096, 4096, 2048),
+    _atb("config2", 256, 64, 128, 8, 4096, 4096, 2048),
+    _atb("config2", 192, 128, 96, 6, 3072, 4096, 1536),
+    _atb("config3", 96, 64, 128, 1, 3072, 4096, 2048),
+    _atb("config3", 128, 64, 128, 4, 4096, 4096, 2048),
+]
+# mlir-aie's ATB example (gemm_asymmetric_tile_buffering/README.md, chess, xrt-smi turbo, min of 20
+# runs) measured the three configs on Strix Point (Ryzen AI 9 HX 370): published hardware results.
+MLIR_AIE_ATB = [
+    replace(ATB_T2[2], source="mlir-aie ATB README config1", tops=24.3, note="Strix, turbo"),
+    replace(ATB_T2[5], source="mlir-aie ATB README config2", tops=31.3, note="Strix, turbo"),
+    replace(ATB_T2[7], source="mlir-aie ATB README config3", tops=28.5, note="Strix, turbo"),
+]
+# mlir-aie's published block-datatype GEMMs (block_datatypes README, 8 columns, chess): bf16 through
+# bfp16 emulation 8192 x 4224 x 4096 with 64 x 88 x 64 at 4.8 TFLOPS (atb's baseline), and bfp16 in
+# and out 7680 x 4096 x 8192 with 96 x 128 x 64 at 10.2 TFLOPS.
+MLIR_AIE_BF16_EMU = ArrayRow("mlir-aie block_datatypes README", "npu2", "bf16", "bf16", 64, 88, 64, 88, 8192, 4224,
+                             4096, 4.8, emulate=True, stack_bytes=0xD00, note="k_mt = k assumed")
+MLIR_AIE_BFP16 = ArrayRow("mlir-aie block_datatypes README", "npu2", "bfp16", "bfp16", 96, 128, 64, 128, 7680, 4096,
+                          8192, 10.2, b_col_maj=False, stack_bytes=0xD00, note="k_mt = k (no memtile chunking) assumed")
