@@ -33,15 +33,22 @@ def cmd_predict(a: argparse.Namespace) -> int:
     return 0
 
 
+def _types(dtype_in: str, dtype_b: str, dtype_out: str, acc: str, emulate: bool) -> str:
+    """bf16->bf16, bf16 via bfp16->bf16, or A bf16 x B bfp16 -> C bf16 (acc ...) for mixed ones."""
+    if dtype_b == dtype_in and acc == dtype_out:
+        return f"{dtype_in}{' via bfp16' if emulate else ''}->{dtype_out}"
+    return f"A {dtype_in} x B {dtype_b} -> C {dtype_out}" + (f" (acc {acc})" if acc != dtype_out else "")
+
+
 def predict_text(d: dict[str, Any]) -> str:
     layout = "column-major" if d["b_col_maj"] else "row-major"
-    emu = " via bfp16" if d["emulate_bf16_with_bfp16"] else ""
+    types = _types(d["dtype_in"], d["dtype_b"], d["dtype_out"], d["acc"], d["emulate_bf16_with_bfp16"])
     t = d["times_us"]
     M, K, N = d["problem"]
     m, k, n = d["tile"]
     lines = [
         f"PREDICTED (analytical model, not a measurement): {d['device']} {M}x{K}x{N} "
-        f"{d['dtype_in']}{emu}->{d['dtype_out']}, B {layout}",
+        f"{types}, B {layout}",
         f"  design       kernel {m}x{k}x{n}, k_mt {d['k_mt']}"
         + (f", rho {d['rho']} (A tiles of {d['t_ma']} rows)" if d["rho"] > 1 else "")
         + f", mmul {'x'.join(map(str, d['mmul']))}; "
@@ -108,7 +115,8 @@ def tune_json(r: TuneResult, count: int) -> dict[str, Any]:
     pr = r.problem
     return {
         "predicted": True,
-        "device": pr.device, "problem": [pr.M, pr.K, pr.N], "dtype_in": pr.dtype_in, "dtype_out": pr.dtype_out,
+        "device": pr.device, "problem": [pr.M, pr.K, pr.N], "dtype_in": pr.dtype_in, "dtype_b": pr.dtype_b,
+        "dtype_out": pr.dtype_out, "acc": pr.acc,
         "b_col_maj": pr.b_col_maj, "emulate_bf16_with_bfp16": pr.emulate_bf16_with_bfp16,
         "tilings": r.tilings, "candidates_ranked": r.evaluated, "rejected_by_validate": r.rejected_by_validate,
         "search_seconds": r.seconds,
@@ -120,9 +128,9 @@ def tune_json(r: TuneResult, count: int) -> dict[str, Any]:
 def tune_text(r: TuneResult, count: int) -> str:
     pr = r.problem
     layout = "column-major" if pr.b_col_maj else "row-major"
-    emu = " via bfp16" if pr.emulate_bf16_with_bfp16 else ""
+    types = _types(pr.dtype_in, str(pr.dtype_b), pr.dtype_out, str(pr.acc), bool(pr.emulate_bf16_with_bfp16))
     measured = any(c.measured_s is not None for c in r.top)
-    lines = [f"tune {pr.device} {pr.M}x{pr.K}x{pr.N} {pr.dtype_in}{emu}->{pr.dtype_out}, B {layout}: "
+    lines = [f"tune {pr.device} {pr.M}x{pr.K}x{pr.N} {types}, B {layout}: "
              f"{r.tilings:,} tilings, {r.evaluated:,} candidates ranked in {r.seconds * 1e3:.0f} ms "
              f"(throughputs are PREDICTED by the model{'; re-ranked by measurement' if measured else ''})"]
     head = f"{'rank':>4}  {'m x k x n':<14} {'k_mt':>5}  {'rho':>3}  {'pred TOPS':>9}  {'bound':<7}  {'compute':>7}  " \
