@@ -8,6 +8,11 @@ KernelNumerics.call applied twice, bit for bit. This checks the kernel's address
 structure, transposes, shifts and mode handling; it cannot check the AIE compilers or the
 hardware's own arithmetic (that needs Peano or chess and an NPU).
 
+bfp16 precisions (templates/mm_bfp16.cc.j2) run the same way on 8 x 8 tiles of 72 bytes: the host
+quantizes bfp16 inputs as gemm_gen/hostdata.py does, each k-step makes rho matmul calls, and a C
+converted after its last call gets its convert call; C (bfp16 tiles decoded, and their bytes) must
+equal KernelNumerics bit for bit.
+
 Compiled libraries are cached by a hash of source, flags and headers under
 .pytest_cache/gemm_gen_kernels/, so only changed kernels are rebuilt.
 """
@@ -28,13 +33,17 @@ import ml_dtypes
 import numpy as np
 import pytest
 
+from gemm_gen import bfp16
+from gemm_gen.config import GemmConfig
 from gemm_gen.design import build_design
+from gemm_gen.design.build import kernel_build, kernel_specs
 from gemm_gen.design.model import KernelBuild
 from gemm_gen.dtypes import dtype
 from gemm_gen.errors import ConfigError
 from gemm_gen.hw.devices import NPU1, NPU2, Device
 from gemm_gen.inputs import make_inputs
 from gemm_gen.kernels import (
+    BlockKernelParams,
     kernel_defines,
     kernel_include_dir,
     kernel_params,
@@ -46,6 +55,8 @@ from gemm_gen.kernels import (
 from gemm_gen.kernels import render as render_module
 from gemm_gen.l1_layout import a_layout, b_layout, c_layout
 from gemm_gen.numerics import KernelNumerics, Rounding, Saturation
+from gemm_gen.precision import BFP16, PRESETS, Precision
+from gemm_gen.precision import check as check_precision
 
 from .conftest import small
 
@@ -68,24 +79,25 @@ PAIRS = (("bf16", "bf16"), ("bf16", "f32"), ("i8", "i8"), ("i8", "i16"), ("i8", 
 @dataclass(frozen=True)
 class Case:
     """One kernel to compile and run. hot: integer inputs over their full range (drawn as for an
-    i32 output), so that shifted outputs round and saturate. patch: (old, new) edits of the
-    rendered source, for kernels that must fail."""
+    i32 output), so that shifted outputs round and saturate. patches: (old, new) edits of the
+    rendered source, for kernels that must fail (named by mutant)."""
 
     build: KernelBuild
     hot: bool = False
-    patch: tuple[str, str] | None = None
+    patches: tuple[tuple[str, str], ...] = ()
+    mutant: str = ""
 
     @property
     def id(self) -> str:
-        tag = "-mutant" if self.patch else ""
+        tag = f"-mutant-{self.mutant}" if self.patches else ""
         return f"{self.build.aie_target}-{source_file(self.build)[:-3]}{tag}"
 
     @property
     def source(self) -> str:
         text = render_kernel(self.build)
-        if self.patch:
-            assert self.patch[0] in text
-            text = text.replace(*self.patch)
+        for old, new in self.patches:
+            assert text.count(old) == 1, f"{self.id}: the patch does not apply: {old!r}"
+            text = text.replace(old, new)
         return text
 
 
@@ -135,11 +147,74 @@ MAIN = [c for c in CASES if not c.build.emulate_bf16_with_bfp16]
 EMULATED = [c for c in CASES if c.build.emulate_bf16_with_bfp16]
 # kernels that must fail: a bf16 kernel without its set_rounding call
 _BF16 = build(NPU1, "bf16", "bf16", (1, 2, 2), False)
-NO_ROUNDING = Case(_BF16, patch=("  aie::set_rounding(aie::rounding_mode::conv_even);\n", ""))
+NO_ROUNDING = Case(_BF16, patches=(("  aie::set_rounding(aie::rounding_mode::conv_even);\n", ""),),
+                   mutant="no-rounding")
 # an ATB kernel that ignores its slice argument
 _ATB = build(NPU2, "i8", "i32", (1, 2, 1), False, rho=2)
-NO_SLICE = Case(_ATB, patch=("C + slice * gemm_gen_kernel::T_MA", "C + 0 * slice * gemm_gen_kernel::T_MA"))
-ALL = [*CASES, Case(_ATB), NO_ROUNDING, NO_SLICE]
+NO_SLICE = Case(_ATB, patches=(("C + slice * gemm_gen_kernel::T_MA", "C + 0 * slice * gemm_gen_kernel::T_MA"),),
+                mutant="no-slice")
+
+
+# ---- bfp16 precisions (npu2, mac_8x8_8x8T on 8 x 8 tiles, chess) --------------------------------
+def block_build(a: str, out: str, acc: str | None = None, blocks: tuple[int, int, int] = (1, 2, 1),
+                b_col_maj: bool = False, rho: int = 1, rounding: str = "conv_even") -> KernelBuild:
+    """A bfp16 KernelBuild (A bf16 or bfp16, B bfp16) whose A tile is `blocks` (16, 8, 16) units:
+    T_MA = 16 blocks[0], k = 8 blocks[1], n = 16 blocks[2]; C has rho A tiles."""
+    m, k, n = 16 * blocks[0] * rho, 8 * blocks[1], 16 * blocks[2]
+    return KernelBuild(NPU2.aie_target, a, out, m, k, n, (8, 8, 8), b_col_maj, False, rounding, "saturate", 0,
+                       "chess", rho, None if a == BFP16 else BFP16, None if acc in (None, out) else acc)
+
+
+def _block_cases() -> list[Case]:
+    c1, c2, c3 = PRESETS["config1"], PRESETS["config2"], PRESETS["config3"]
+    builds = [
+        # config1: bf16 A converted in the core, bf16 C
+        block_build(c1.a, c1.out, blocks=(1, 2, 2)),
+        block_build(c1.a, c1.out, blocks=(1, 3, 1), b_col_maj=True, rho=4),
+        block_build(c1.a, c1.out, blocks=(2, 4, 1), b_col_maj=True, rounding="floor"),
+        # config2: bfp16 C requantized every call
+        block_build(c2.a, c2.out, blocks=(2, 2, 1), b_col_maj=True),
+        block_build(c2.a, c2.out, blocks=(1, 1, 2), rho=3),
+        block_build(c2.a, c2.out, blocks=(1, 5, 1), b_col_maj=True, rho=2, rounding="pos_inf"),
+        # config3: bf16 accumulator split between the C object and C_acc, converted after the last call
+        block_build(c3.a, c3.out, c3.acc, blocks=(1, 2, 1), rho=4),  # slices 0, 1 in the object, 2, 3 in C_acc
+        block_build(c3.a, c3.out, c3.acc, blocks=(2, 4, 1), b_col_maj=True),  # one slice across the split
+        block_build(c3.a, c3.out, c3.acc, blocks=(1, 3, 2), b_col_maj=True, rho=3, rounding="sym_inf"),
+        # the free combinations precision.check accepts
+        block_build(BFP16, "bf16", blocks=(1, 2, 1), b_col_maj=True),
+        block_build(BFP16, "f32", blocks=(1, 2, 2), rho=2),
+        block_build("bf16", "f32", blocks=(2, 3, 1), b_col_maj=True, rho=2),
+        block_build("bf16", BFP16, blocks=(1, 2, 1)),
+        block_build("bf16", BFP16, blocks=(1, 4, 1), b_col_maj=True, rho=2),
+        block_build("bf16", BFP16, "bf16", blocks=(1, 2, 1), b_col_maj=True, rho=4),
+        block_build("bf16", BFP16, "f32", blocks=(2, 2, 1), rho=2),
+        block_build(BFP16, BFP16, "f32", blocks=(2, 2, 1), b_col_maj=True),  # all rows in C_acc
+        block_build(BFP16, BFP16, "f32", blocks=(1, 3, 1), rho=4),
+    ]
+    return [Case(b) for b in builds]
+
+
+BLOCK_CASES = _block_cases()
+_CONFIG1 = BLOCK_CASES[0].build
+_CONFIG3 = BLOCK_CASES[6].build
+# a config1 kernel that multiplies whatever the A scratch holds instead of converting A
+NO_A_CONVERSION = Case(_CONFIG1, patches=(
+    ("  gemm_gen_kernel::convert_a(A, A_bfp16);  // the whole A tile, once per call\n", "  (void)A;\n"),),
+    mutant="no-a-conversion")
+# a config3 kernel that keeps every accumulator row in the C object, past its end
+NO_SPLIT = Case(_CONFIG3, patches=(
+    ("    return row < SPLIT_ROWS ? obj + row * TILE_N : buf + (row - SPLIT_ROWS) * TILE_N;\n",
+     "    return obj + row * TILE_N;\n"),), mutant="no-split")
+# a config3 conversion that writes the last tile first: in place, it overwrites unread blocks
+REVERSED_CONVERT = Case(_CONFIG3, patches=(
+    ("  TileOut out(c);\n", ""),
+    ("  for (unsigned t = 0; t < TILE_M * TILE_N / LANES; ++t)",
+     "  for (unsigned t = TILE_M * TILE_N / LANES; t-- > 0;)"),
+    ("    out.push(block.template to_vector<bfp16ebs8>());\n",
+     "    TileOut out(c);\n    out.seek(static_cast<int>(t));\n    out.push(block.template to_vector<bfp16ebs8>());\n"),
+), mutant="reversed-convert")
+BLOCK_MUTANTS = [NO_A_CONVERSION, NO_SPLIT, REVERSED_CONVERT]
+ALL = [*CASES, Case(_ATB), NO_ROUNDING, NO_SLICE, *BLOCK_CASES, *BLOCK_MUTANTS]
 
 
 # ---- compiling and loading ---------------------------------------------------------------------
@@ -193,16 +268,23 @@ def libraries() -> dict[str, Path | BaseException]:
 
 
 class Kernel:
-    """A loaded kernel library: the two kernels and the host's emulated mode registers."""
+    """A loaded kernel library: its kernels (zero, matmul, convert when C is converted) and the
+    host's emulated mode registers."""
 
     def __init__(self, path: Path, b: KernelBuild) -> None:
         self.lib = ctypes.CDLL(str(path))
         self.build = b
+        p = b.precision
         zero_name, matmul_name = kernel_symbols(b)
         self.zero_fn = getattr(self.lib, zero_name)
         self.matmul_fn = getattr(self.lib, matmul_name)
-        self.zero_fn.argtypes = [ctypes.c_void_p]
-        self.matmul_fn.argtypes = [ctypes.c_void_p] * 3 + ([ctypes.c_int32] if b.rho > 1 else [])
+        self.zero_fn.argtypes = [ctypes.c_void_p] * (1 + p.converts_c)
+        self.matmul_fn.argtypes = ([ctypes.c_void_p] * (3 + p.converts_a + p.converts_c)
+                                   + ([ctypes.c_int32] if b.rho > 1 else []))
+        self.convert_fn = None
+        if p.converts_c:
+            self.convert_fn = getattr(self.lib, b.symbols["convert"])
+            self.convert_fn.argtypes = [ctypes.c_void_p] * 2
         for fn in (self.lib.gg_host_set_rounding, self.lib.gg_host_set_saturation):
             fn.argtypes = [ctypes.c_uint]
         self.lib.gg_host_get_rounding.restype = ctypes.c_uint
@@ -225,30 +307,36 @@ def load(libraries: dict[str, Path | BaseException], case: Case) -> Kernel:
 
 # ---- running one output tile -------------------------------------------------------------------
 def _sentinel(host: np.dtype) -> int:
-    """Guard value bits: a quiet NaN for floats (it poisons any sum that reads it), else a pattern."""
+    """Guard value bits: a quiet NaN for floats (it poisons any sum that reads it), else a pattern.
+    Bytes (bfp16 storage, also read as bf16 / f32 accumulator rows) are 0x80: as bf16 or f32 a tiny
+    negative normal that any sum of products written over it changes (a NaN or a huge value would
+    survive a misplaced read-modify-write unchanged); as a bfp16 tile, blocks of -4."""
+    if host == np.uint8:
+        return 0x80
     return {2: 0x7FC0, 4: 0x7FC00000}[host.itemsize] if host.kind in "fV" else 0x5A5A5A5A
 
 
 class Guarded:
-    """An L1 buffer of `size` elements with GUARD sentinel elements on either side."""
+    """An L1 buffer of `size` elements with `guard` (default GUARD) sentinel elements on either side."""
 
-    def __init__(self, size: int, host: np.dtype) -> None:
+    def __init__(self, size: int, host: np.dtype, guard: int = GUARD) -> None:
         self.host = np.dtype(host)
         self.uint = np.dtype(f"u{self.host.itemsize}")
-        self.bits = np.full(size + 2 * GUARD, _sentinel(self.host) & np.iinfo(self.uint).max, dtype=self.uint)
+        self.guard = guard
+        self.bits = np.full(size + 2 * guard, _sentinel(self.host) & np.iinfo(self.uint).max, dtype=self.uint)
         self.size = size
 
     @property
     def body(self) -> np.ndarray:
-        return self.bits[GUARD:GUARD + self.size].view(self.host)
+        return self.bits[self.guard:self.guard + self.size].view(self.host)
 
     @property
     def ptr(self) -> int:
-        return self.bits.ctypes.data + GUARD * self.host.itemsize
+        return self.bits.ctypes.data + self.guard * self.host.itemsize
 
     def guards_intact(self) -> bool:
         ref = _sentinel(self.host) & np.iinfo(self.uint).max
-        return bool(np.all(self.bits[:GUARD] == ref) and np.all(self.bits[GUARD + self.size:] == ref))
+        return bool(np.all(self.bits[:self.guard] == ref) and np.all(self.bits[self.guard + self.size:] == ref))
 
 
 def numerics(b: KernelBuild, rounding: Rounding | None = None) -> KernelNumerics:
@@ -313,6 +401,124 @@ def assert_bit_equal(got: np.ndarray, want: np.ndarray, what: str) -> None:
         i, j = diff[0]
         raise AssertionError(f"{what}: {len(diff)} of {got.size} elements differ, first C[{i},{j}] = "
                              f"{got[i, j]!r}, numerics.py says {want[i, j]!r}")
+
+
+# ---- running one bfp16 output tile -------------------------------------------------------------
+HOST_ROUNDING = Rounding.FLOOR  # the host quantizes bfp16 inputs as gemm_gen/hostdata.py does
+U8 = np.dtype(np.uint8)
+
+
+def block_numerics(b: KernelBuild, rounding: Rounding | None = None) -> KernelNumerics:
+    p = b.precision
+    mode = Rounding[b.rounding.upper()] if rounding is None else rounding
+    return KernelNumerics.of(p.a, p.out, rounding=mode, saturation=Saturation[b.saturation.upper()], shift=0,
+                             dtype_b=p.b, acc=p.acc)
+
+
+def block_inputs(b: KernelBuild, seed: int = 0) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Two k-steps of A (m x k) and B (k x n), logical, before any host quantization."""
+    p = b.precision
+    a, bb = make_inputs(b.m, 2 * b.k, b.n, p.a, p.out, seed=seed, dtype_b=p.b)
+    return [(a[:, i * b.k:(i + 1) * b.k], bb[i * b.k:(i + 1) * b.k]) for i in range(2)]
+
+
+def a_tiles(a: np.ndarray) -> np.ndarray:
+    """A rows as the host stores bfp16 A (blocks of 8 along K, tiles row-major)."""
+    return bfp16.tiles_of(a, HOST_ROUNDING)
+
+
+def bt_tiles(b_mat: np.ndarray) -> np.ndarray:
+    """B as the host stores bfp16 B: tiles of B^T (blocks = 8 K values of a column), (n/8, k/8)."""
+    return bfp16.tiles_of(np.ascontiguousarray(b_mat.T), HOST_ROUNDING)
+
+
+def seen(b: KernelBuild, a: np.ndarray, b_mat: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """A and B as the kernel receives them: bfp16 operands quantized by the host (hostdata)."""
+    p = b.precision
+    a_seen = bfp16.tile_values(a_tiles(a)) if p.a == BFP16 else a
+    return a_seen, bfp16.tile_values(bt_tiles(b_mat)).T
+
+
+def run_block_tile(kernel: Kernel, steps: list[tuple[np.ndarray, np.ndarray]],
+                   modes: tuple[Rounding, Saturation] = (Rounding.FLOOR, Saturation.NONE),
+                   ) -> tuple[np.ndarray, tuple[np.ndarray, np.ndarray] | None]:
+    """zero, per k-step rho matmul calls sharing one B tile, then convert when C is converted, on
+    L1 buffers in the kernel's layouts. Returns C's values (m x n) and, for bfp16 C, its blocks
+    (exponents, mantissas). A config1 A scratch starts out holding A as the host would quantize it
+    (floor), so that only the kernel's own conversion gives the expected result."""
+    b = kernel.build
+    p = b.precision
+    t_a, t_out, t_acc = dtype(p.a), dtype(p.out), dtype(p.acc)
+    q = bfp16.TILE
+    kernel.set_modes(*modes)
+    # the C object and C_acc, guarded widely enough that a kernel misplacing accumulator rows
+    # (whole m x n f32 of them) only ever writes into sentinels
+    wide = 4 * b.m * b.n
+    c = Guarded(t_out.nbytes(b.m * b.n), U8, wide) if t_out.is_block else Guarded(b.m * b.n, t_out.host, wide)
+    acc = Guarded((b.m - b.c_split_rows) * b.n, t_acc.host, wide) if p.converts_c else None
+    bufs = (c.ptr, *((acc.ptr,) if acc is not None else ()))
+    kernel.zero_fn(*bufs)
+    assert kernel.modes() == modes
+    for a_step, b_step in steps:
+        tiles = bt_tiles(b_step)  # (n/8, k/8): column-major order; row-major B is (k/8, n/8)
+        b_buf = Guarded(tiles.size, U8)
+        b_buf.body[:] = (tiles if b.b_col_maj else tiles.transpose(1, 0, 2)).ravel()
+        for i in range(b.rho):
+            a_slice = a_step[i * b.t_ma:(i + 1) * b.t_ma]
+            extra: list[int] = []
+            if t_a.is_block:
+                a_buf = Guarded(t_a.nbytes(b.t_ma * b.k), U8)
+                a_buf.body[:] = a_tiles(a_slice).ravel()
+            else:
+                a_buf = Guarded(b.t_ma * b.k, t_a.host)
+                a_buf.body[a_layout(b.t_ma, b.k, q, q)] = a_slice
+            if p.converts_a:
+                scratch = Guarded(dtype(BFP16).nbytes(b.t_ma * b.k), U8)
+                scratch.body[:] = a_tiles(a_slice).ravel()
+                extra.append(scratch.ptr)
+            if acc is not None:
+                extra.append(acc.ptr)
+            kernel.matmul_fn(a_buf.ptr, b_buf.ptr, c.ptr, *extra, *((i,) if b.rho > 1 else ()))
+            assert kernel.modes() == modes, "the kernel must restore the mode registers it found"
+            assert a_buf.guards_intact()
+            if p.converts_a:
+                assert scratch.guards_intact(), "the A conversion wrote outside its scratch"
+        assert b_buf.guards_intact()
+    if kernel.convert_fn is not None:
+        kernel.convert_fn(*bufs)
+        assert kernel.modes() == modes
+    assert c.guards_intact(), "the kernel wrote outside its C object"
+    assert acc is None or acc.guards_intact(), "the kernel wrote outside its C_acc buffer"
+    if t_out.is_block:
+        exps, mants = bfp16.from_tiles(c.body.reshape(b.m // q, b.n // q, bfp16.TILE_BYTES))
+        return bfp16.decode(exps, mants), (exps, mants)
+    return c.body[c_layout(b.m, b.n, q, q)], None
+
+
+def block_expected(b: KernelBuild, steps: list[tuple[np.ndarray, np.ndarray]], rounding: Rounding | None = None,
+                   ) -> tuple[np.ndarray, tuple[np.ndarray, np.ndarray] | None]:
+    """KernelNumerics on the host-quantized inputs: C's values and, for bfp16 C, its blocks."""
+    nm = block_numerics(b, rounding)
+    c = nm.zero((b.m, b.n))
+    blocks = None
+    for a_step, b_step in steps:
+        acc = nm.accumulate(c, *seen(b, a_step, b_step))
+        c = nm.store(acc)
+        if nm.t_acc.is_block:  # bfp16 C: the blocks of the last requantization
+            blocks = nm.encode_acc(acc)
+    if b.precision.converts_c:
+        blocks = nm.encode_out(c)
+        c = nm.finish(c)
+    return c, blocks
+
+
+def assert_block_equal(got: tuple[np.ndarray, tuple[np.ndarray, np.ndarray] | None],
+                       want: tuple[np.ndarray, tuple[np.ndarray, np.ndarray] | None], what: str) -> None:
+    assert_bit_equal(got[0], want[0], what)
+    assert (got[1] is None) == (want[1] is None)
+    if got[1] is not None and want[1] is not None:
+        assert np.array_equal(got[1][0], want[1][0]), f"{what}: block exponents differ"
+        assert np.array_equal(got[1][1], want[1][1]), f"{what}: block mantissas differ"
 
 
 # ---- the checks --------------------------------------------------------------------------------
@@ -439,20 +645,175 @@ def test_host_bf16_conversion_matches_ml_dtypes_and_numerics(libraries) -> None:
         assert np.array_equal(out, want), mode
 
 
+@needs_gxx
+@pytest.mark.parametrize("case", BLOCK_CASES, ids=lambda c: c.id)
+def test_bfp16_kernel_matches_numerics(libraries, case: Case) -> None:
+    """zero + two k-steps of rho matmul calls (+ convert) on one tile equal KernelNumerics bit for
+    bit: C's values, and for a bfp16 C its exponent and mantissa bytes; whatever modes the kernel
+    finds, it sets its rounding and restores them."""
+    kernel = load(libraries, case)
+    steps = block_inputs(case.build)
+    want = block_expected(case.build, steps)
+    for modes in ((Rounding.FLOOR, Saturation.NONE), (Rounding.CEIL, Saturation.SYMMETRIC)):
+        assert_block_equal(run_block_tile(kernel, steps, modes), want, case.id)
+
+
+def test_bfp16_cases_cover_every_precision() -> None:
+    """Every bfp16 precision precision.check accepts has a case, with rho 1 and rho > 1 and both B
+    layouts among the cases, and config3 has a case whose slices sit in both places."""
+    accepted = []
+    for a in ("bf16", BFP16):
+        for out in ("bf16", "f32", BFP16):
+            for acc in ("bf16", "f32", BFP16):
+                p = Precision(a, BFP16, out, acc)
+                try:
+                    check_precision(p, NPU2)
+                except ConfigError:
+                    continue
+                accepted.append(p)
+    builds = [c.build for c in BLOCK_CASES]
+    assert len(accepted) == 10 and {b.precision for b in builds} == set(accepted)
+    for preset in ("config1", "config2", "config3"):
+        mine = [b for b in builds if b.precision == PRESETS[preset]]
+        assert {b.rho > 1 for b in mine} == {False, True} and {b.b_col_maj for b in mine} == {False, True}
+    # config3 slices both in the C object and in C_acc (the first one across the split, if the
+    # split falls inside a slice), and an f32 accumulator wholly in C_acc
+    assert any(b.precision == PRESETS["config3"] and b.rho > 1 and 0 < b.c_split_rows < b.m for b in builds)
+    assert any(b.precision.converts_c and b.c_split_rows == 0 for b in builds)
+    assert {b.k // 8 % 2 for b in builds} == {0, 1} and any(b.k == 8 for b in builds)  # both K tails, one step
+    assert {b.rounding for b in builds} > {"conv_even"}
+
+
+@needs_gxx
+def test_bfp16_rounding_modes_are_exercised() -> None:
+    """The kernels' own quantizations matter: with floor instead of the build's mode, config1's A
+    conversion, config2's requantization and config3's final conversion all give another C."""
+    for b in (_CONFIG1, BLOCK_CASES[3].build, _CONFIG3):
+        steps = block_inputs(b)
+        want = block_expected(b, steps)
+        other = block_expected(b, steps, Rounding.FLOOR)
+        assert not np.array_equal(bits(want[0]), bits(other[0])), b
+
+
+@needs_gxx
+def test_check_catches_broken_bfp16_kernels(libraries) -> None:
+    """The comparison fails for a config1 kernel that skips its A conversion (it multiplies the
+    host's floor quantization left in the scratch), a config3 kernel that ignores the split (it
+    writes accumulator rows past the C object), and a config3 conversion that runs backwards (in
+    place, it overwrites blocks it has not read yet); the unpatched kernels pass."""
+    for control, mutants in ((Case(_CONFIG1), {NO_A_CONVERSION: "elements differ"}),
+                             (Case(_CONFIG3), {NO_SPLIT: "wrote outside its C object",
+                                               REVERSED_CONVERT: "elements differ"})):
+        steps = block_inputs(control.build)
+        want = block_expected(control.build, steps)
+        assert_block_equal(run_block_tile(load(libraries, control), steps), want, "control")
+        for mutant, message in mutants.items():
+            with pytest.raises(AssertionError, match=message):
+                assert_block_equal(run_block_tile(load(libraries, mutant), steps), want, mutant.id)
+    # the config1 mutant computes exactly bfp16 A (floor, from the host) x bfp16 B: only the
+    # conversion is missing
+    steps = block_inputs(_CONFIG1)
+    host_a = block_expected(replace(_CONFIG1, dtype_in=BFP16, dtype_b=None), steps)
+    assert_block_equal(run_block_tile(load(libraries, NO_A_CONVERSION), steps), host_a, "A as the host quantizes it")
+
+
+@needs_gxx
+def test_host_bfp16_tiles_match_bfp16_py(libraries) -> None:
+    """tests/aie_host's accum<accfloat, 64>::to_vector<bfp16ebs8>() (as the kernels quantize) equals
+    gemm_gen/bfp16.py encode() under every crRnd mode, byte for byte, including ties, mantissas that
+    round past 127, denormals, zeros and Inf/NaN lanes; and a tile loads back as bfp16.decode."""
+    lib = load(libraries, Case(_CONFIG1)).lib
+    lib.gg_host_bfp16_tiles.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_uint]
+    lib.gg_host_bfp16_values.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t]
+    rng = np.random.default_rng(11)
+    n = 64 * 400
+    x = (rng.standard_normal(n) * 2.0 ** rng.integers(-12, 12, n)).astype(np.float32)
+    x[:4096] = (rng.integers(-512, 512, 4096) / 8.0).astype(np.float32)  # ties and exact values
+    x[4096:4160] = 127.75  # one block of values that round up past the largest mantissa
+    x[4160:4224:3] = -128.5
+    pats = x.view(np.uint32)
+    pats[4224:4480] &= 0x807FFFFF  # zeros and denormals
+    pats[4480:4544:5] = (pats[4480:4544:5] & 0x807FFFFF) | 0x7F800000  # Inf / NaN lanes
+    x[4544:4608] *= np.float32(2.0 ** -120)  # tiny normals next to denormals
+    x[4608:4672] = 0.0  # an all-zero block
+    out = np.empty(n // 64 * 72, dtype=np.uint8)
+    for mode in Rounding:
+        lib.gg_host_bfp16_tiles(x.ctypes.data, out.ctypes.data, n, int(mode))
+        with np.errstate(invalid="ignore", over="ignore"):
+            exps, mants = bfp16.encode(x.reshape(-1, 8), mode)
+        blocks = out.reshape(-1, 9)
+        assert np.array_equal(blocks[:, 0], exps.ravel()), mode
+        assert np.array_equal(blocks[:, 1:].view(np.int8).ravel(), mants.ravel()), mode
+    values = np.empty(n, dtype=np.float32)
+    lib.gg_host_bfp16_values(out.ctypes.data, values.ctypes.data, n)
+    assert np.array_equal(values.view(np.uint32), bfp16.decode(exps, mants).ravel().view(np.uint32))
+
+
 # ---- rendering ---------------------------------------------------------------------------------
 def test_render_is_deterministic_and_says_what_it_is_for() -> None:
-    first = [render_kernel(c.build) for c in CASES]
+    cases = [*CASES, *BLOCK_CASES]
+    first = [render_kernel(c.build) for c in cases]
     render_module._environment.cache_clear()  # a fresh Jinja environment, equal (not identical) builds
-    assert [render_kernel(replace(c.build)) for c in CASES] == first
-    for case, text in zip(CASES, first):
+    assert [render_kernel(replace(c.build)) for c in cases] == first
+    for case, text in zip(cases, first):
         b = case.build
         head = text[:1200]
         assert f"Rendered for {kernel_params(b).device} ({b.aie_target})" in head
         assert f"{b.m} x {b.k} x {b.n}" in head and " x ".join(map(str, b.mmul)) in head
         assert f"rounding {b.rounding}" in head and f"shift {b.shift}" in head
-        zero_name, matmul_name = kernel_symbols(b)
-        assert f"void {zero_name}(" in text and f"void {matmul_name}(" in text
+        for role, name in b.symbols.items():
+            assert f"void {name}(" in text, role
+        if b.precision.block:
+            p = b.precision
+            assert f"A {p.a} x B {p.b} -> C {p.out}, C accumulated in {p.acc}" in head
+            assert f"rho {b.rho}" in head and f"compiler {b.compiler}" in head and "mm_bfp16.cc.j2" in head
         assert text.endswith("\n") and "\t" not in text
+
+
+def _signature(text: str, name: str) -> list[str]:
+    """The parameter list of extern "C" function `name` in a rendered source."""
+    head = text[text.index(f"void {name}(") + len(f"void {name}("):]
+    return [param.strip() for param in head[:head.index(")")].split(",")]
+
+
+@pytest.mark.parametrize("types", [
+    dict(dtype_in="bf16", dtype_b="bfp16", dtype_out="bf16"),  # config1
+    dict(dtype_in="bfp16", dtype_out="bfp16"),  # config2
+    dict(dtype_in="bfp16", dtype_out="bfp16", acc="bf16"),  # config3
+    dict(dtype_in="bf16", dtype_b="bfp16", dtype_out="bfp16", acc="f32"),
+    dict(dtype_in="bfp16", dtype_out="f32"),
+], ids=lambda t: "-".join(f"{v}" for v in t.values()))
+@pytest.mark.parametrize("rho", [1, 4])
+def test_bfp16_kernels_take_the_arguments_the_design_passes(types: dict, rho: int) -> None:
+    """Every kernel of a bfp16 design exists in the rendered source with kernel_specs' argument
+    list: buffers of the right element types in order, then the int32 slice when rho > 1."""
+    cfg = GemmConfig("npu2", 1024, 512, 1024, 64, 64, 64, 128, rho=rho, **types)  # type: ignore[arg-type]
+    cfg.validate()
+    b = kernel_build(cfg)
+    src = kernel_source(b)
+    assert src.defines == () and src.filename == b.object_file[:-2] + ".cc"
+    assert src.convert_name == b.symbols.get("convert")
+    specs = kernel_specs(cfg)
+    assert set(specs) == set(b.symbols)
+    for spec in specs.values():
+        params = _signature(src.text, spec.name)
+        want = [f"{render_module.C_TYPES[t]} *" for t in spec.arg_dtypes] + ["int32_t "] * len(spec.scalar_args)
+        assert len(params) == len(want), (spec.name, params)
+        for param, prefix in zip(params, want):
+            assert param.startswith(prefix), (spec.name, param, prefix)
+
+
+def test_bfp16_design_renders_its_kernel() -> None:
+    """build_design's kernels for a bfp16 config render through kernel_source (one object file)."""
+    design = build_design(GemmConfig("npu2", 512, 256, 1024, 32, 64, 32, 128, "bfp16", "bfp16", acc="bf16",
+                                     rho=2))
+    b = design.kernels[0].build
+    assert {spec.build for spec in design.kernels} == {b}
+    src = kernel_source(b)
+    assert (src.zero_name, src.matmul_name, src.convert_name) == (b.symbols["zero"], b.symbols["matmul"],
+                                                                  b.symbols["convert"])
+    for spec in design.kernels:
+        assert f"void {spec.name}(" in src.text
 
 
 def test_source_file_and_symbols_follow_the_design() -> None:
@@ -482,6 +843,26 @@ def test_source_file_and_symbols_follow_the_design() -> None:
 ])
 def test_render_refuses_builds_no_kernel_can_be_for(change: dict, message: str) -> None:
     base = build(NPU1, "bf16", "bf16", (1, 2, 1), False)  # m = 8, k = 16, n = 8
+    with pytest.raises(ConfigError, match=message):
+        render_kernel(replace(base, **change))
+
+
+@pytest.mark.parametrize("change, message", [
+    (dict(aie_target="aie2"), "no bfp16 datapath"),
+    (dict(compiler="peano"), "xchesscc only"),
+    (dict(mmul=(4, 8, 8)), "bfp16 shape"),
+    (dict(emulate_bf16_with_bfp16=True), "emulation"),
+    (dict(shift=3), "shift"),
+    (dict(rho=2), "2x2 clusters"),  # T_MA = 8
+    (dict(k=12), "2x2 clusters"),
+    (dict(n=24), "2x2 clusters"),
+    (dict(rho=3), "does not divide"),
+    (dict(dtype_out="i8"), "bf16, f32 or bfp16"),
+    (dict(dtype_in="i8"), "bf16 or bfp16"),
+    (dict(rounding="nearest"), "rounding"),
+])
+def test_render_refuses_bfp16_builds_no_kernel_can_be_for(change: dict, message: str) -> None:
+    base = block_build(BFP16, BFP16, "bf16", blocks=(1, 2, 1))  # m = 16, k = 16, n = 16
     with pytest.raises(ConfigError, match=message):
         render_kernel(replace(base, **change))
 
@@ -536,3 +917,24 @@ def test_source_refuses_the_wrong_target_or_missing_emulation_flag(tmp_path: Pat
     extra = _preprocess(native, tmp_path, "-DAIE_API_EMULATE_BFLOAT16_MMUL_WITH_BFP16")
     assert extra.returncode != 0
 
+
+
+@needs_gxx
+def test_bfp16_loop_hints_and_compiler_guard(tmp_path: Path) -> None:
+    """The bfp16 kernels carry chess's pipelining hints with their rendered trip counts, and refuse
+    Peano (mlir-aie builds block-float kernels with chess only) and aie2."""
+    b = block_build("bf16", BFP16, "bf16", blocks=(2, 5, 1), rho=2)  # config1 A, config3 C
+    p = kernel_params(b)
+    assert isinstance(p, BlockKernelParams) and p.k_pairs == 2 and p.row_pairs == 2 and p.split_rows
+    source = render_kernel(b)
+    chess = _preprocess(source, tmp_path, "-D__chess__", "-D__AIE_ARCH__=21")
+    assert chess.returncode == 0, chess.stderr
+    assert ("for (unsigned i = 0; i < K_PAIRS; ++i) chess_prepare_for_pipelining chess_loop_range(2, )"
+            in chess.stdout)
+    for count in (p.a_tiles, p.c_tiles, p.zero_obj_iters, p.zero_buf_iters):
+        assert f"chess_prepare_for_pipelining chess_loop_range({count}, )" in chess.stdout
+    assert f"chess_loop_range({p.row_pairs}, )" in chess.stdout and "event0()" in chess.stdout
+    peano = _preprocess(source, tmp_path, "-D__AIECC__", "-D__AIE_ARCH__=21")
+    assert peano.returncode != 0 and "xchesscc" in peano.stderr
+    aie2 = _preprocess(source, tmp_path, "-D__chess__", "-D__AIE_ARCH__=20")
+    assert aie2.returncode != 0 and "rendered for aie2p" in aie2.stderr

@@ -1,7 +1,9 @@
-"""Kernel sources: render templates/mm.cc.j2 for a KernelBuild (compiled with kernels/ on -I)."""
+"""Kernel sources: render templates/mm.cc.j2 (scalar types) or templates/mm_bfp16.cc.j2 (bfp16
+precisions) for a KernelBuild (compiled with kernels/ on -I)."""
 
 from .paths import kernel_include_dir, templates_dir
 from .render import (
+    BlockKernelParams,
     KernelParams,
     KernelSource,
     kernel_defines,
@@ -13,6 +15,7 @@ from .render import (
 )
 
 __all__ = [
+    "BlockKernelParams",
     "KernelParams",
     "KernelSource",
     "kernel_defines",

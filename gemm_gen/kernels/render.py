@@ -1,7 +1,12 @@
-"""Render the matmul/zero kernel source of one KernelBuild from templates/mm.cc.j2.
+"""Render the kernel source of one KernelBuild from templates/.
 
-One rendered file per KernelBuild holds the two extern "C" functions the Design calls,
-zero_<dtype_out> and matmul_<dtype_in>_<dtype_out>, with every number of the build written out.
+One rendered file per KernelBuild holds the extern "C" functions the Design calls (their names are
+KernelBuild.symbols), with every number of the build written out:
+- scalar types (bf16, i8, i16; templates/mm.cc.j2): zero(C) and matmul(A, B, C[, slice]) on
+  aie::mmul blocks;
+- bfp16ebs8 precisions (npu2; templates/mm_bfp16.cc.j2): zero(C[, C_acc]),
+  matmul(A, B, C[, A_bfp16][, C_acc][, slice]) on 8 x 8 bfp16 tiles with mac_8x8_8x8T, and
+  convert(C, C_acc) when C accumulates in another type than it is written in.
 Rendering is a pure function of the build: equal builds give byte-identical sources.
 """
 
@@ -9,21 +14,24 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import ClassVar
 
 import jinja2
 
+from .. import precision as prec
 from ..design.model import KernelBuild
-from ..dtypes import dtype
+from ..dtypes import BFP16, dtype
 from ..errors import ConfigError
 from ..hw.devices import DEVICES, Device
 from ..numerics import Rounding, Saturation
 from .paths import templates_dir
 
 TEMPLATE = "mm.cc.j2"
+BFP16_TEMPLATE = "mm_bfp16.cc.j2"
 EMULATE_BFP16_DEFINE = "AIE_API_EMULATE_BFLOAT16_MMUL_WITH_BFP16"
 
 # element types as the AIE API spells them
-C_TYPES = {"bf16": "bfloat16", "f32": "float", "i8": "int8", "i16": "int16", "i32": "int32"}
+C_TYPES = {"bf16": "bfloat16", "f32": "float", "i8": "int8", "i16": "int16", "i32": "int32", "bfp16": "bfp16ebs8"}
 # __AIE_ARCH__ as the AIE compilers define it (aie_api detail/config.hpp)
 AIE_ARCH = {"aie2": 20, "aie2p": 21}
 # widest vector store (bits): 256 on AIE2 (mlir-aie aie2/zero.cc), 512 on AIE2P (aie2p/zero.cc)
@@ -41,8 +49,9 @@ SATURATION_MODES = {Saturation.NONE: "none", Saturation.SATURATE: "saturate", Sa
 
 @dataclass(frozen=True)
 class KernelParams:
-    """Everything the template needs beyond the KernelBuild itself, derived and checked."""
+    """Everything the scalar template needs beyond the KernelBuild itself, derived and checked."""
 
+    template: ClassVar[str] = TEMPLATE
     device: str
     source_file: str
     defines: tuple[str, ...]
@@ -64,6 +73,48 @@ class KernelParams:
 
 
 @dataclass(frozen=True)
+class BlockKernelParams:
+    """Everything the bfp16 template needs beyond the KernelBuild itself, derived and checked."""
+
+    template: ClassVar[str] = BFP16_TEMPLATE
+    device: str
+    source_file: str
+    defines: tuple[str, ...]
+    precision: str  # the preset's name (config1..3) or the type combination
+    zero_name: str
+    matmul_name: str
+    convert_name: str | None  # C's final conversion, when it accumulates in another type
+    matmul_params: tuple[str, ...]  # the C parameter list, in kernel_specs' argument order
+    ctype_in: str  # A as it arrives
+    ctype_out: str  # the C object
+    ctype_acc: str  # C while it accumulates
+    aie_arch: int
+    rounding_mode: str
+    converts_a: bool  # bf16 A converted to bfp16 tiles by the kernel (into the A_bfp16 scratch)
+    converts_c: bool  # C accumulates in ctype_acc and `convert` writes it as bfp16 tiles
+    acc_tiles: bool  # C accumulates as bfp16 tiles (requantized every call)
+    split_rows: int  # accumulator rows in the C object (all m unless converts_c)
+    c_object_bytes: int
+    row_pairs: int  # trip counts of the matmul loops over one A tile
+    col_pairs: int
+    k_tiles: int
+    k_pairs: int  # ping-pong iterations of the K loop after its first step
+    a_tiles: int  # tiles of one A tile (the conversion loop)
+    c_tiles: int  # tiles of the C object (the final conversion)
+    acc_tile_bytes: int  # bytes of one 8 x 8 accumulator block when C accumulates in a scalar type
+    store_bits: int
+    zero_lanes: int  # one store of the zero kernel (scalar accumulators)
+    zero_iters: int  # zero loop trip counts: bfp16 tiles, or stores into the object and into C_acc
+    zero_obj_iters: int
+    zero_buf_iters: int
+
+    @property
+    def matmul_args(self) -> tuple[str, ...]:
+        """The matmul's parameter names (A, B, C, A_bfp16, C_acc, slice)."""
+        return tuple(param.split()[-1].lstrip("*") for param in self.matmul_params)
+
+
+@dataclass(frozen=True)
 class KernelSource:
     """A rendered kernel: what to write where, and how to compile it (with -I kernel_include_dir())."""
 
@@ -73,6 +124,7 @@ class KernelSource:
     defines: tuple[str, ...]
     zero_name: str
     matmul_name: str
+    convert_name: str | None = None  # bfp16 precisions whose C accumulates in another type
 
 
 def source_file(build: KernelBuild) -> str:
@@ -88,7 +140,10 @@ def kernel_symbols(build: KernelBuild) -> tuple[str, str]:
 
 
 def kernel_defines(build: KernelBuild) -> tuple[str, ...]:
-    """Preprocessor flags the rendered source must be compiled with (it refuses to build without)."""
+    """Preprocessor flags the rendered source must be compiled with (it refuses to build without).
+    bfp16 precisions call the block-float datapath directly and need none."""
+    if build.precision.block:
+        return ()
     return (f"-D{EMULATE_BFP16_DEFINE}",) if build.emulate_bf16_with_bfp16 else ()
 
 
@@ -100,9 +155,20 @@ def _device(build: KernelBuild) -> Device:
     raise ConfigError(f"no device has aie_target {build.aie_target!r}", f"use one of {targets}")
 
 
-def kernel_params(build: KernelBuild) -> KernelParams:
-    """Check that the build is one our kernel can be for, and derive the template's numbers."""
+def _modes(build: KernelBuild) -> tuple[Rounding, Saturation]:
+    try:
+        return Rounding[build.rounding.upper()], Saturation[build.saturation.upper()]
+    except KeyError as e:
+        raise ConfigError(f"unknown rounding or saturation mode {e}",
+                          "use a mode of gemm_gen.numerics.Rounding / Saturation") from None
+
+
+def kernel_params(build: KernelBuild) -> KernelParams | BlockKernelParams:
+    """Check that the build is one our kernels can be for, and derive the template's numbers."""
     dev = _device(build)
+    prec.check(build.precision, dev)  # types the device has no kernel for
+    if build.precision.block:
+        return block_kernel_params(build, dev)
     t_in, t_out = dtype(build.dtype_in), dtype(build.dtype_out)
     if build.dtype_out not in dev.out_types.get(build.dtype_in, ()):
         raise ConfigError(f"{dev.name} has no {build.dtype_in} -> {build.dtype_out} kernel",
@@ -124,12 +190,7 @@ def kernel_params(build: KernelBuild) -> KernelParams:
         raise ConfigError(f"kernel tile {build.t_ma}x{build.k}x{build.n} (m / rho x k x n) does not fit the 2x2 "
                           f"expansion of mmul {r}x{s}x{t}",
                           f"use (m / rho) % {2 * r} == 0, k % {s} == 0, n % {2 * t} == 0")
-    try:
-        rounding = Rounding[build.rounding.upper()]
-        saturation = Saturation[build.saturation.upper()]
-    except KeyError as e:
-        raise ConfigError(f"unknown rounding or saturation mode {e}",
-                          "use a mode of gemm_gen.numerics.Rounding / Saturation") from None
+    rounding, saturation = _modes(build)
     if not 0 <= build.shift <= 31 or (t_out.is_float and build.shift):
         raise ConfigError(f"shift {build.shift} is not valid for a {build.dtype_out} output",
                           "use 0..31 for integer outputs, 0 for float outputs")
@@ -152,6 +213,65 @@ def kernel_params(build: KernelBuild) -> KernelParams:
     )
 
 
+def block_kernel_params(build: KernelBuild, dev: Device) -> BlockKernelParams:
+    """The bfp16 template's numbers (npu2, mac_8x8_8x8T on 8 x 8 tiles, chess only)."""
+    p = build.precision
+    shape = dev.bfp16_mmul_shape
+    assert shape is not None  # prec.check refused devices without a bfp16 datapath
+    q = BFP16.tile_rows
+    if tuple(build.mmul) != shape:
+        raise ConfigError(f"mmul {'x'.join(map(str, build.mmul))} is not the {dev.name} bfp16 shape",
+                          f"use mmul {'x'.join(map(str, shape))} (mac_8x8_8x8T)")
+    if build.emulate_bf16_with_bfp16:
+        raise ConfigError("bf16-via-bfp16 emulation does not apply to bfp16 operands",
+                          "drop --emulate-bf16-mmul-with-bfp16")
+    if build.compiler != "chess":
+        raise ConfigError(f"bfp16 kernels build with xchesscc only, not {build.compiler}",
+                          "use --chess (CHESS=1)")
+    if build.rho < 1 or build.m % build.rho:
+        raise ConfigError(f"rho {build.rho} does not divide the kernel tile's m = {build.m}",
+                          "use a rho >= 1 that divides m")
+    if build.t_ma % (2 * q) or build.k % q or build.n % (2 * q) or min(build.m, build.k, build.n) <= 0:
+        raise ConfigError(f"kernel tile {build.t_ma}x{build.k}x{build.n} (m / rho x k x n) does not fit the 2x2 "
+                          f"clusters of 8x8 bfp16 tiles", f"use (m / rho) % {2 * q} == 0, k % {q} == 0, "
+                          f"n % {2 * q} == 0")
+    rounding, _ = _modes(build)
+    if build.shift:
+        raise ConfigError(f"shift {build.shift} is not valid for a bfp16 GEMM", "use shift 0")
+    t_out, t_acc = dtype(p.out), dtype(p.acc)
+    split = build.c_split_rows
+    c_object_bytes = t_out.nbytes(build.m * build.n)
+    if split % (2 * q) or not 0 <= split <= build.m or (
+            p.converts_c and t_acc.nbytes(split * build.n) > c_object_bytes):
+        raise ConfigError(f"C split at row {split} of {build.m}: not whole row pairs inside the C object",
+                          f"split C's accumulator at a multiple of {2 * q} rows that fits the object")
+    store_bits = STORE_BITS[build.aie_target]
+    lanes = 0 if t_acc.is_block else store_bits // t_acc.bits
+    params = [f"{C_TYPES[p.a]} *A", f"{C_TYPES[p.b]} *B", f"{C_TYPES[p.out]} *C"]
+    if p.converts_a:
+        params.append(f"{C_TYPES[BFP16.name]} *A_bfp16")
+    if p.converts_c:
+        params.append(f"{C_TYPES[p.acc]} *C_acc")
+    if build.rho > 1:
+        params.append("int32_t slice")
+    names = build.symbols
+    k_tiles = build.k // q
+    c_tiles = build.m * build.n // (q * q)
+    return BlockKernelParams(
+        device=dev.name, source_file=source_file(build), defines=kernel_defines(build), precision=p.name,
+        zero_name=names["zero"], matmul_name=names["matmul"], convert_name=names.get("convert"),
+        matmul_params=tuple(params), ctype_in=C_TYPES[p.a], ctype_out=C_TYPES[p.out], ctype_acc=C_TYPES[p.acc],
+        aie_arch=AIE_ARCH[build.aie_target], rounding_mode=ROUNDING_MODES[rounding],
+        converts_a=p.converts_a, converts_c=p.converts_c, acc_tiles=t_acc.is_block, split_rows=split,
+        c_object_bytes=c_object_bytes, row_pairs=build.t_ma // (2 * q), col_pairs=build.n // (2 * q),
+        k_tiles=k_tiles, k_pairs=(k_tiles - 1) // 2, a_tiles=build.t_ma * build.k // (q * q), c_tiles=c_tiles,
+        acc_tile_bytes=0 if t_acc.is_block else t_acc.nbytes(q * q), store_bits=store_bits, zero_lanes=lanes,
+        zero_iters=c_tiles if t_acc.is_block else 0,
+        zero_obj_iters=split * build.n // lanes if lanes else 0,
+        zero_buf_iters=(build.m - split) * build.n // lanes if lanes else 0,
+    )
+
+
 @lru_cache(maxsize=1)
 def _environment() -> jinja2.Environment:
     return jinja2.Environment(
@@ -165,11 +285,12 @@ def _environment() -> jinja2.Environment:
 
 
 def render_kernel(build: KernelBuild) -> str:
-    """The C++ source of the build's zero and matmul kernels."""
-    return _environment().get_template(TEMPLATE).render(b=build, p=kernel_params(build))
+    """The C++ source of the build's kernels (zero, matmul, and convert when C is converted)."""
+    params = kernel_params(build)
+    return _environment().get_template(params.template).render(b=build, p=params)
 
 
 def kernel_source(build: KernelBuild) -> KernelSource:
     zero_name, matmul_name = kernel_symbols(build)
     return KernelSource(build, source_file(build), render_kernel(build), kernel_defines(build),
-                        zero_name, matmul_name)
+                        zero_name, matmul_name, build.symbols.get("convert"))

@@ -23,4 +23,28 @@ void gg_host_f32_to_bf16(const float *in, std::uint16_t *out, std::size_t n, uns
   }
 }
 
+// bfp16ebs8 tiles of fp32 values the way a kernel makes them: 64 values (8 blocks of 8) at a time
+// loaded into aie::accum<accfloat, 64> and stored with to_vector<bfp16ebs8>() under rounding `mode`;
+// out gets 72 bytes per 64 values (the block vector's memory image). n is a multiple of 64.
+void gg_host_bfp16_tiles(const float *in, std::uint8_t *out, std::size_t n, unsigned mode) {
+  const aie::rounding_mode saved = aie::get_rounding();
+  aie::set_rounding(static_cast<aie::rounding_mode>(mode));
+  bfp16ebs8 *dst = reinterpret_cast<bfp16ebs8 *>(out);
+  aie::block_vector_output_buffer_stream<bfp16ebs8, 64> stream(dst);
+  for (std::size_t i = 0; i < n; i += 64) {
+    const aie::accum<accfloat, 64> acc(aie::load_v<64>(in + i));
+    stream.push(acc.template to_vector<bfp16ebs8>());
+  }
+  aie::set_rounding(saved);
+}
+
+// The values of bfp16 tiles, read back through aie::accum<accfloat, 64> (as a kernel loads C).
+void gg_host_bfp16_values(const std::uint8_t *in, float *out, std::size_t n) {
+  aie::block_vector_input_buffer_stream<bfp16ebs8, 64> stream(reinterpret_cast<const bfp16ebs8 *>(in));
+  for (std::size_t i = 0; i < n; i += 64) {
+    const aie::accum<accfloat, 64> acc(stream.pop());
+    aie::store_v(out + i, acc.template to_vector<float>());
+  }
+}
+
 }  // extern "C"

@@ -11,6 +11,13 @@
 // - AIE_API_EMULATE_BFLOAT16_MMUL_WITH_BFP16: a bf16 mac first turns each row of its A block and each
 //   column of its B block (8 values along K) into a bfp16ebs8 block under the core's rounding mode,
 //   as gemm_gen/bfp16.py models the AIE API's conversion (shared max exponent, int8 mantissas).
+// - bfp16ebs8 (the block-float kernels): aie::block_vector<bfp16ebs8, 64> is one 8 x 8 tile whose
+//   memory image is 8 blocks of 9 bytes (exponent byte, 8 int8 mantissas); the block-vector buffer
+//   streams move whole 72-byte tiles; aie::accum<accfloat, 64> is loaded from bf16 / float vectors
+//   or from a tile (exact), and to_vector<bfp16ebs8>() quantizes blocks of 8 consecutive lanes
+//   under the emulated rounding mode exactly as gemm_gen/bfp16.py encode() does;
+//   ::mac_8x8_8x8T(A, B^T, acc) adds the exact products of two tiles, and, like mmul, the accum
+//   keeps the exact sum in double, so a kernel call rounds it once to fp32 when C is stored.
 
 #pragma once
 
@@ -20,6 +27,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cstddef>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -97,13 +105,18 @@ inline std::uint16_t f32_to_bf16_bits(float f, rounding_mode mode) {
   return static_cast<std::uint16_t>((sign << 15) | out_mag);
 }
 
-// One bfp16ebs8 block of 8 values (stride apart): shared max exponent, mantissas q = sig * 2^(e - E)
-// / 2^17 rounded per `mode` and clamped to int8, decoded q * 2^(E - 133) (gemm_gen/bfp16.encode).
-inline void bfp16_block(const float *in, unsigned stride, double *out, unsigned out_stride, rounding_mode mode) {
-  std::int64_t sig[8];
-  int exps[8];
+// Bytes of one bfp16ebs8 block: the shared exponent, then 8 int8 mantissas.
+constexpr unsigned BFP16_BLOCK = 8, BFP16_BLOCK_BYTES = 9;
+
+// Encode 8 fp32 values (stride apart) as one bfp16ebs8 block (gemm_gen/bfp16.encode): E = the
+// largest biased exponent of the finite values (0 if none), mantissa q = x * 2^(133 - E) rounded
+// per `mode` and clamped to [-128, 127]. In integers: q = sig * 2^(e - E) / 2^17, sig the signed
+// significand; a denormal (e = 0) keeps its raw exponent field, and an Inf/NaN lane encodes as 0.
+inline void bfp16_encode(const float *in, unsigned stride, std::uint8_t *out, rounding_mode mode) {
+  std::int64_t sig[BFP16_BLOCK];
+  int exps[BFP16_BLOCK];
   int E = 0;
-  for (unsigned i = 0; i < 8; ++i) {
+  for (unsigned i = 0; i < BFP16_BLOCK; ++i) {
     std::uint32_t bits;
     std::memcpy(&bits, &in[i * stride], 4);
     const int e = static_cast<int>((bits >> 23) & 0xFF);
@@ -114,12 +127,25 @@ inline void bfp16_block(const float *in, unsigned stride, double *out, unsigned 
     exps[i] = e;
     if (finite && e > E) E = e;
   }
-  for (unsigned i = 0; i < 8; ++i) {
-    const int shift = std::min(17 + (E - exps[i]), 62);
+  out[0] = static_cast<std::uint8_t>(E);
+  for (unsigned i = 0; i < BFP16_BLOCK; ++i) {
+    const int shift = std::min(17 + (E - exps[i]), 62);  // past 25 bits every |q| < 1/2 rounds alike
     std::int64_t q = shift_round(sig[i], shift, mode);
     q = std::min<std::int64_t>(127, std::max<std::int64_t>(-128, q));
-    out[i * out_stride] = std::ldexp(static_cast<double>(q), E - 133);
+    out[1 + i] = static_cast<std::uint8_t>(static_cast<std::int8_t>(q));
   }
+}
+
+// Value i of an encoded block: q * 2^(E - 133) (exact in double).
+inline double bfp16_value(const std::uint8_t *block, unsigned i) {
+  return std::ldexp(static_cast<double>(static_cast<std::int8_t>(block[1 + i])), static_cast<int>(block[0]) - 133);
+}
+
+// One bfp16ebs8 block of 8 values (stride apart), encoded and decoded again.
+inline void bfp16_block(const float *in, unsigned stride, double *out, unsigned out_stride, rounding_mode mode) {
+  std::uint8_t block[BFP16_BLOCK_BYTES];
+  bfp16_encode(in, stride, block, mode);
+  for (unsigned i = 0; i < BFP16_BLOCK; ++i) out[i * out_stride] = bfp16_value(block, i);
 }
 
 }  // namespace host
@@ -150,6 +176,12 @@ struct bfloat16 {
 };
 static_assert(sizeof(bfloat16) == 2, "bfloat16 is stored in 16 bits");
 
+// The element type of bfp16ebs8 block vectors. Left incomplete on purpose: a bfp16 buffer is only
+// walked through block-vector streams in whole 64-value tiles (seek / pop / push), never by pointer
+// arithmetic on bfp16ebs8 *, whose element size differs between the AIE compilers (llvm-aie#1232:
+// sizeof(bfp16ebs8) does not track the 9 bytes per block). A kernel that tries fails to compile here.
+struct bfp16ebs8;
+
 namespace aie {
 
 template <typename T, unsigned Elems>
@@ -174,9 +206,15 @@ T *store_v(T *ptr, const vector<T, Elems> &v) {
   return ptr;
 }
 
+template <typename Tag, unsigned Elems>
+struct accum;
+
 template <typename T, unsigned Elems>
-vector<T, Elems> zeros() {
-  return vector<T, Elems>{};
+auto zeros() {
+  if constexpr (std::is_same_v<T, accfloat>)
+    return accum<accfloat, Elems>{};
+  else
+    return vector<T, Elems>{};
 }
 
 // v read as a row-major Row x Col matrix; returns its transpose (Col x Row, row-major).
@@ -270,4 +308,134 @@ struct mmul {
   }
 };
 
+// ---- bfp16ebs8 block vectors (aie2p) --------------------------------------------------------
+template <typename T, unsigned Elems>
+struct block_vector;
+
+// One 8 x 8 tile of bfp16ebs8: 8 blocks of 8 consecutive lanes, each block 9 bytes in memory.
+template <>
+struct block_vector<bfp16ebs8, 64> {
+  static constexpr unsigned size() { return 64; }
+  static constexpr unsigned memory_bytes() { return 8 * host::BFP16_BLOCK_BYTES; }
+
+  std::array<std::uint8_t, 8 * host::BFP16_BLOCK_BYTES> bytes{};  // the memory image
+
+  double host_value(unsigned lane) const {  // test-only accessor
+    return host::bfp16_value(&bytes[(lane / host::BFP16_BLOCK) * host::BFP16_BLOCK_BYTES], lane % host::BFP16_BLOCK);
+  }
+};
+
+// Reads whole block vectors from memory in order; seek(n) skips n of them (from the current position).
+template <typename T, unsigned Elems>
+class block_vector_input_buffer_stream;
+
+template <>
+class block_vector_input_buffer_stream<bfp16ebs8, 64> {
+ public:
+  using value_type = block_vector<bfp16ebs8, 64>;
+
+  explicit block_vector_input_buffer_stream(const bfp16ebs8 *ptr) : ptr_(reinterpret_cast<const std::uint8_t *>(ptr)) {}
+
+  void seek(int n) { ptr_ += static_cast<std::ptrdiff_t>(n) * value_type::memory_bytes(); }
+  value_type pop() {
+    value_type v;
+    std::memcpy(v.bytes.data(), ptr_, value_type::memory_bytes());
+    ptr_ += value_type::memory_bytes();
+    return v;
+  }
+  value_type pop_seek(int n) {  // pop, then seek(n)
+    value_type v = pop();
+    seek(n);
+    return v;
+  }
+  block_vector_input_buffer_stream &operator>>(value_type &v) {
+    v = pop();
+    return *this;
+  }
+
+ private:
+  const std::uint8_t *ptr_;
+};
+
+// Writes whole block vectors to memory in order (each push stores its 72 bytes at once).
+template <typename T, unsigned Elems>
+class block_vector_output_buffer_stream;
+
+template <>
+class block_vector_output_buffer_stream<bfp16ebs8, 64> {
+ public:
+  using value_type = block_vector<bfp16ebs8, 64>;
+
+  explicit block_vector_output_buffer_stream(bfp16ebs8 *ptr) : ptr_(reinterpret_cast<std::uint8_t *>(ptr)) {}
+
+  void seek(int n) { ptr_ += static_cast<std::ptrdiff_t>(n) * value_type::memory_bytes(); }
+  void push(const value_type &v) {
+    std::memcpy(ptr_, v.bytes.data(), value_type::memory_bytes());
+    ptr_ += value_type::memory_bytes();
+  }
+  block_vector_output_buffer_stream &operator<<(const value_type &v) {
+    push(v);
+    return *this;
+  }
+
+ private:
+  std::uint8_t *ptr_;
+};
+
+// The fp32 accumulator of the bfp16 datapath. Lanes hold doubles: loads are exact (bf16, fp32 and
+// bfp16 values all are), products of two bfp16 values are exact, and sums stay exact for the tests'
+// inputs, so a kernel call is "the exact sum rounded once to fp32" (gemm_gen/numerics.py).
+template <>
+struct accum<accfloat, 64> {
+  static constexpr unsigned size() { return 64; }
+
+  std::array<double, 64> acc{};
+
+  accum() = default;
+  template <typename T>
+  accum(const vector<T, 64> &v) {  // implicit, like the AIE API's vector -> accum conversion
+    static_assert(std::is_same_v<T, bfloat16> || std::is_same_v<T, float>, "accfloat loads bf16 or float");
+    for (unsigned i = 0; i < 64; ++i) acc[i] = static_cast<double>(static_cast<float>(v[i]));
+  }
+  accum(const block_vector<bfp16ebs8, 64> &v) {  // implicit
+    for (unsigned i = 0; i < 64; ++i) acc[i] = v.host_value(i);
+  }
+
+  // fp32 (rounded to nearest even), then: float as is; bfloat16 under the rounding mode; bfp16ebs8
+  // in blocks of 8 consecutive lanes under the rounding mode (bfp16.encode).
+  template <typename T>
+  auto to_vector() const {
+    std::array<float, 64> f;
+    for (unsigned i = 0; i < 64; ++i) f[i] = static_cast<float>(acc[i]);
+    if constexpr (std::is_same_v<T, bfp16ebs8>) {
+      block_vector<bfp16ebs8, 64> out;
+      for (unsigned b = 0; b < 8; ++b)
+        host::bfp16_encode(&f[b * host::BFP16_BLOCK], 1, &out.bytes[b * host::BFP16_BLOCK_BYTES], host::rounding);
+      return out;
+    } else if constexpr (std::is_same_v<T, bfloat16>) {
+      vector<bfloat16, 64> out;
+      for (unsigned i = 0; i < 64; ++i) out[i] = bfloat16::from_bits(host::f32_to_bf16_bits(f[i], host::rounding));
+      return out;
+    } else {
+      static_assert(std::is_same_v<T, float>, "accfloat stores bfp16ebs8, bfloat16 or float");
+      vector<float, 64> out;
+      for (unsigned i = 0; i < 64; ++i) out[i] = f[i];
+      return out;
+    }
+  }
+};
+
 }  // namespace aie
+
+// The aie2p intrinsic (a global function on v64bfp16ebs8 / v64accfloat, which aie::block_vector and
+// aie::accum convert to and from): acc + A B^T for an 8 x 8 tile A (rows = blocks along K) and an
+// 8 x 8 tile Bt of B^T (rows = columns of B, blocks along K): acc[i][j] += sum_p A[i][p] Bt[j][p].
+inline aie::accum<accfloat, 64> mac_8x8_8x8T(const aie::block_vector<bfp16ebs8, 64> &a,
+                                            const aie::block_vector<bfp16ebs8, 64> &bt,
+                                            const aie::accum<accfloat, 64> &acc) {
+  aie::accum<accfloat, 64> out = acc;
+  for (unsigned i = 0; i < 8; ++i)
+    for (unsigned j = 0; j < 8; ++j)
+      for (unsigned p = 0; p < 8; ++p) out.acc[i * 8 + j] += a.host_value(i * 8 + p) * bt.host_value(j * 8 + p);
+  return out;
+}
