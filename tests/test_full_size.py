@@ -16,6 +16,10 @@ FULL = [
     "--dev npu2 -M 256 -K 65536 -N 512 --dtype_in i8 --dtype_out i8 --b-col-maj",
     "--dev npu2 -M 4096 -K 4320 -N 4480 -m 128 -k 72 -n 112 --k-mt 432 --dtype_in i8 --dtype_out i16",
     "--dev npu1 -M 4224 -K 4032 -N 4032 -m 96 -k 48 -n 112 --k-mt 192 --dtype_in bf16 --dtype_out bf16",
+    # issue 5: the ATB paper's precision configs 1-3 at its shapes
+    "--dev npu2 -M 4096 -K 4096 -N 2048 -m 128 -k 64 -n 128 --rho 4 --dtype_in bf16 --dtype_b bfp16 --dtype_out bf16",
+    "--dev npu2 -M 3072 -K 4096 -N 1536 -m 192 -k 128 -n 96 --rho 6 --dtype_in bfp16 --dtype_out bfp16",
+    "--dev npu2 -M 4096 -K 4096 -N 2048 -m 128 -k 64 -n 128 --rho 4 --dtype_in bfp16 --dtype_out bfp16 --acc bf16",
 ]
 
 
