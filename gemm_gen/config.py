@@ -427,6 +427,12 @@ class GemmConfig:
             raise ConfigError(f"queue_groups={self.queue_groups} must be >= 1", "use the default 4")
 
     def _check_divisibility(self) -> None:
+        if self.precision.block:  # DMAs move bfp16 in whole 8 x 8 tiles of 9-byte blocks
+            q = dtype(prec.BFP16).tile_rows
+            for name, value in (("m", self.m), ("k", self.k), ("n", self.n), ("k_mt", self.k_mt)):
+                if value % q:
+                    raise ConfigError(f"{name}={value} would cut a bfp16ebs8 block (8 values, 9 bytes): bfp16 moves "
+                                      f"in {q} x {q} tiles", f"use {name}={_near(value, q)}")
         r, s, t = self.mmul
         mm = f"{r}x{s}x{t}"
         where = f"{self.dev.name} {self.dtype_in} mmul {mm}"

@@ -116,6 +116,8 @@ def test_config3_keeps_half_the_accumulator_in_the_c_object():
     (dict(emulate_bf16_with_bfp16=True), "already runs on the bfp16 datapath"),
     (dict(mmul_shape=(4, 8, 8)), "multiplies 8x8x8 blocks"),
     (dict(m=24), "multiple of 2r=16"),
+    (dict(k=12, k_mt=24), "k=12 would cut a bfp16ebs8 block"),
+    (dict(k_mt=36, k=36), "would cut a bfp16ebs8 block"),
 ])
 def test_bad_precisions_are_one_line_errors(change, message):
     base = dict(device="npu2", M=512, K=256, N=512, m=32, k=32, n=32, k_mt=64, dtype_in="bfp16",
