@@ -233,3 +233,16 @@ def test_a_missing_conversion_drains_unconverted_words():
                                       for x in d.workers))
     with pytest.raises(LayoutError, match="never written by a kernel|wrong layout"):
         simulate(broken)
+
+
+def test_design_json_lists_the_worker_buffers():
+    import json
+
+    from gemm_gen.design.serialize import dumps
+
+    c = GemmConfig("npu2", 1024, 512, 2048, 128, 64, 128, 128, rho=4, **PRECISIONS["config3"])
+    d = json.loads(dumps(build_design(c)))
+    assert d["format"] == "gemm_gen.design/2"
+    assert d["workers"][0]["buffers"] == [{"name": "C_acc_0_0", "shape": [64, 128], "dtype": "bf16"}]
+    matmul = next(k for k in d["kernels"] if k["role"] == "matmul")
+    assert matmul["scalar_args"] == ["i32"] and matmul["build"]["acc"] == "bf16"

@@ -8,7 +8,7 @@ from typing import Any
 from ..tap import Tap
 from .model import Acquire, Call, Design, Loop, Op, Release, TileRef
 
-FORMAT = "gemm_gen.design/1"
+FORMAT = "gemm_gen.design/2"  # 2: call scalars, kernel scalar args, worker buffers
 
 
 def _tile(t: TileRef) -> dict[str, Any]:
@@ -58,7 +58,8 @@ def design_to_json(d: Design) -> dict[str, Any]:
         ],
         "workers": [
             {"tile": _tile(wk.tile), "program": [_op(o) for o in wk.program], "kernels": list(wk.kernels),
-             "stack_bytes": wk.stack_bytes}
+             "stack_bytes": wk.stack_bytes,
+             "buffers": [{"name": b.name, "shape": list(b.shape), "dtype": b.dtype} for b in wk.buffers]}
             for wk in d.workers
         ],
         "memtile_buffers": [b.__dict__ for b in d.memtile_buffers],
