@@ -33,10 +33,12 @@ PAPER_TILES: dict[tuple[str, str, str], tuple[int, int, int, int]] = {
 }
 
 # The ATB paper's tiles for its precision configs (Table 2, mlir-aie's example): (m, k, n, k_mt, rho).
+# k_mt: mlir-aie's 512 for config1's bf16 A; a bfp16 A strip of k_mt values is k_mt / 8 tiles of 18
+# words, so its shim run must stay within 1023 words (k_mt <= 448).
 ATB_TILES: dict[str, tuple[int, int, int, int, int]] = {
     "config1": (128, 64, 128, 512, 4),
-    "config2": (192, 128, 96, 512, 6),
-    "config3": (128, 64, 128, 512, 4),
+    "config2": (192, 128, 96, 384, 6),
+    "config3": (128, 64, 128, 448, 4),
 }
 
 KERNEL_EXPANSION = 2  # our kernels compute 2 x 2 blocks of mmuls: m % 2r == 0, n % 2t == 0
@@ -112,7 +114,7 @@ class GemmConfig:
                                False if block else emulation_default(dev.name, str(self.dtype_in)))
         if self.stack_bytes == 0:
             object.__setattr__(self, "stack_bytes", default_stack(dev.name, bool(self.emulate_bf16_with_bfp16),
-                                                                  str(self.compiler), block))
+                                                                  str(self.compiler), self.precision))
 
     # ---- what the fields mean --------------------------------------------------------------
     @property
@@ -534,13 +536,15 @@ def _near(x: int, q: int) -> str:
     return f"{lo}" if lo == hi else f"{lo} or {hi}"
 
 
-def default_stack(dev_name: str, emulate_bf16_with_bfp16: bool, compiler: str, block: bool = False) -> int:
-    """Core stack bytes: Peano's bf16-via-bfp16 kernels need mlir-aie's 0xD00, chess-built bfp16
-    kernels mlir-aie's config2 0xD00 (our kernels keep A's bfp16 copy and C's extra accumulator rows
-    in their own L1 buffers, not on the stack), others the default."""
+def default_stack(dev_name: str, emulate_bf16_with_bfp16: bool, compiler: str, precision: Precision | None = None
+                  ) -> int:
+    """Core stack bytes: Peano's bf16-via-bfp16 kernels need mlir-aie's 0xD00; chess-built bfp16
+    kernels what mlir-aie's ATB configs get for the same work (our kernels keep A's bfp16 copy and
+    C's extra accumulator rows in their own L1 buffers, not on the stack); others the default."""
     dev = device(dev_name)
-    if block and dev.bfp16_stack_bytes:
-        return dev.bfp16_stack_bytes
+    if precision is not None and precision.block and dev.bfp16_stack_bytes:
+        key = "convert_c" if precision.converts_c else "convert_a" if precision.converts_a else ""
+        return dev.bfp16_stack_bytes[key]
     if emulate_bf16_with_bfp16 and compiler == "peano" and dev.bf16_emulation_stack_bytes:
         return dev.bf16_emulation_stack_bytes
     return dev.default_stack_bytes

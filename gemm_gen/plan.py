@@ -13,7 +13,7 @@ def dram_bytes(design: Design) -> dict[str, int]:
     out: dict[str, int] = {}
     for task in design.tasks:
         t = design.tensor(task.tensor)
-        out[task.tensor] = out.get(task.tensor, 0) + dtype(t.dtype).nbytes(task.tap.count)
+        out[task.tensor] = out.get(task.tensor, 0) + dtype(t.dtype).unit_nbytes(task.tap.count)  # taps count units
     return out
 
 

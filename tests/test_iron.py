@@ -112,6 +112,26 @@ def test_bfp16_design_types_blocks_and_passes_its_buffers():
     assert fill[3].tensor_dims == (c.Mp * c.Kp // 8,) and fill[3].sizes[-1] % 8 == 0
 
 
+def test_an_old_iron_without_buffer_or_block_types_says_so():
+    """Wheels before IRON's Buffer / v8bfp16ebs8 still lower scalar designs; bfp16 ones stop with one
+    sentence instead of an AttributeError."""
+    from dataclasses import replace
+
+    from gemm_gen.config import GemmConfig
+
+    api, _ = iron_recorder.api()
+    old = replace(api, Buffer=None, block_types={})
+    lower(build_design(small("npu2", "i8", "i16")), old)
+    c = GemmConfig("npu2", 512, 256, 1024, 64, 32, 64, 64, rho=2, dtype_in="bfp16", dtype_out="bfp16", acc="bf16")
+    with pytest.raises(ToolchainMissing, match="no bfp16 element type"):
+        lower(build_design(c), old)
+    with pytest.raises(ToolchainMissing, match="has no Buffer"):
+        lower(build_design(c), replace(api, Buffer=None))
+    c1 = GemmConfig("npu2", 512, 256, 1024, 64, 32, 64, 64, rho=2, dtype_in="bf16", dtype_b="bf16", dtype_out="bf16",
+                    emulate_bf16_with_bfp16=False, queue_groups=4)
+    lower(build_design(c1), old)
+
+
 def test_one_trip_loops_are_not_range_loops():
     # mlir-aie issue #1547: a single output tile per core is emitted without a loop
     c = small("npu1", M=4 * 8, N=4 * 8)

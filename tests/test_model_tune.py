@@ -9,14 +9,17 @@ import types
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from gemm_gen.cli import main, parser
+from gemm_gen.config import GemmConfig
 from gemm_gen.cliargs import config_from_args
 from gemm_gen.errors import GemmGenError, ToolchainMissing
 from gemm_gen.model import calibrate, paper
 from gemm_gen.model.params import load
 from gemm_gen.model.perf import Problem, estimate
-from gemm_gen.model.tune import RHO_MAX, _memtiles_fit, _tilings, evaluate_all, tune
+from gemm_gen.model.tune import RHO_MAX, _l1_fixed, _l1_per_k, _memtiles_fit, _tilings, evaluate_all, tune
 
 
 def run(capsys, *args: str) -> tuple[int, str, str]:
@@ -174,3 +177,20 @@ def test_tune_answers_the_atb_problems_at_least_as_well_as_their_designs(row):
     for c in result.top:
         c.config.validate()
     assert max(c.config.rho for c in result.top) > 1  # asymmetric designs win these memory-bound problems
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.sampled_from([("npu2", "bfp16", "bfp16", None, "bf16"), ("npu2", "bfp16", "bfp16", None, "f32"),
+                        ("npu2", "bf16", "bf16", "bfp16", None), ("npu2", "bfp16", "bfp16", None, None),
+                        ("npu1", "i8", "i16", None, None), ("npu2", "bf16", "f32", None, None)]),
+       st.integers(1, 16), st.integers(1, 16), st.integers(1, 16), st.sampled_from([1, 2, 3, 4, 6, 8]))
+def test_tuner_l1_equals_the_configs(types, mb, kb, nb, rho):
+    """The tuner's vectorised L1 (eq. 3 plus scratch, accumulator rows, stack) is GemmConfig.l1_parts."""
+    dev, t_in, t_out, t_b, acc = types
+    probe = GemmConfig(dev, 1, 1, 1, 1, 1, 1, 1, t_in, t_out, dtype_b=t_b, acc=acc)
+    r, s, t = probe.mmul
+    m, k, n = 2 * r * mb * rho, s * kb, 2 * t * nb
+    c = GemmConfig(dev, 4 * m, k, 8 * n, m, k, n, k, t_in, t_out, dtype_b=t_b, acc=acc, rho=rho)
+    pr = Problem.of(c)
+    arr = (np.array([m]), np.array([n]), np.array([rho]))
+    assert float(_l1_fixed(pr, *arr)[0] + k * _l1_per_k(pr, *arr)[0]) == c.l1_bytes

@@ -17,7 +17,7 @@ import numpy as np
 
 from ..design.model import Acquire, Call, Design, Link, LocalBuffer, Loop, ObjectFifo, Op, Release, TileRef
 from ..dtypes import dtype
-from ..errors import BuildError
+from ..errors import BuildError, ToolchainMissing
 from ..tap import Tap
 from .toolchain import MLIR_AIE_INSTALL, import_module
 
@@ -49,9 +49,14 @@ def iron_api() -> IronApi:
     controlflow = import_module("aie.iron.controlflow", "mlir-aie's IRON API", MLIR_AIE_INSTALL)
     taplib = import_module("aie.helpers.taplib", "mlir-aie's taplib", MLIR_AIE_INSTALL)
     util = import_module("aie.helpers.util", "mlir-aie's type helpers", MLIR_AIE_INSTALL)
+    # newer IRON names a worker's buffer Buffer, older wheels LocalBuffer (same type/initial_value/
+    # name arguments); block types arrived with the block-datatype examples. Designs that need
+    # neither lower on any wheel; the others fail with one sentence when they are used.
+    buffer = getattr(iron, "Buffer", None) or getattr(iron, "LocalBuffer", None)
+    blocks = {"bfp16": util.v8bfp16ebs8} if hasattr(util, "v8bfp16ebs8") else {}
     return IronApi(iron.ObjectFifo, iron.Worker, iron.Kernel, iron.Runtime, iron.Program, device.Tile,
                    {"npu1": device.NPU1, "npu2": device.NPU2}, controlflow.range_, taplib.TensorAccessPattern,
-                   iron.str_to_dtype, iron.Buffer, {"bfp16": util.v8bfp16ebs8})
+                   iron.str_to_dtype, buffer, blocks)
 
 
 def dims(tap: Tap | None, elem: str = "i32") -> list[tuple[int, int]] | None:
@@ -79,6 +84,9 @@ class _Lowering:
         block-datatype designs type theirs (the DMAs address it linearly either way)."""
         t = dtype(name)
         if t.is_block:
+            if t.name not in self.api.block_types:
+                raise ToolchainMissing(f"this mlir-aie has no {t.name} element type (aie.helpers.util.v8bfp16ebs8)",
+                                       MLIR_AIE_INSTALL)
             n = 1
             for d in shape:
                 n *= d
@@ -149,6 +157,9 @@ class _Lowering:
 
     def buffer(self, b: LocalBuffer) -> Any:
         """A worker's own L1 buffer: an IRON Buffer, placed on the worker's tile by the Worker."""
+        if self.api.Buffer is None:
+            raise ToolchainMissing("this mlir-aie's IRON has no Buffer (or LocalBuffer) for a worker's own memory",
+                                   MLIR_AIE_INSTALL)
         return self.api.Buffer(self.ty(b.shape, b.dtype), name=b.name)
 
     def tap(self, t: Tap, numel: int, elem: str) -> Any:

@@ -97,9 +97,11 @@ class Device:
     # (Striking sec. 5.1, ATB), and plain bf16 mmul is emulated with elementwise macs on aie2p
     bf16_emulation_default: bool
     # bfp16ebs8 operands (aie2p isSupportedBlockFormat): the mac_8x8_8x8T shape, or None without a
-    # bfp16 datapath; and the stack mlir-aie's chess-built bfp16 GEMM kernels get (config2: 0xD00)
+    # bfp16 datapath; and the stacks mlir-aie's chess-built ATB kernels get, by what the kernel does
+    # beyond bfp16 macs: "" (config2: 0xD00), "convert_a" (config1: 0x1700 holding a 2304-byte A copy
+    # that ours keeps in its own buffer: 0xE00), "convert_c" (config3: 0xF00)
     bfp16_mmul_shape: MmulShape | None
-    bfp16_stack_bytes: int
+    bfp16_stack_bytes: dict[str, int]
     # peak MACs/cycle of one core per input type (what mac instructions can issue)
     peak_macs: dict[str, int]
     out_types: dict[str, tuple[str, ...]]  # accepted dtype_out per dtype_in
@@ -163,7 +165,7 @@ NPU1 = Device(
     bf16_emulation_stack_bytes=0,
     bf16_emulation_default=False,
     bfp16_mmul_shape=None,
-    bfp16_stack_bytes=0,
+    bfp16_stack_bytes={},
     peak_macs={"bf16": 128, "i8": 256, "i16": 64},
     out_types=_OUT_TYPES,
 )
@@ -189,7 +191,7 @@ NPU2 = Device(
     bf16_emulation_stack_bytes=0xD00,
     bf16_emulation_default=True,
     bfp16_mmul_shape=(8, 8, 8),
-    bfp16_stack_bytes=0xD00,
+    bfp16_stack_bytes={"": 0xD00, "convert_a": 0xE00, "convert_c": 0xF00},
     # bf16 through the bfp16 datapath issues 512 MACs/cycle; plain bf16 mmul is emulated
     # with elementwise macs (UNCONFIRMED rate), so 512 is the bf16 ceiling, not a promise.
     # bfp16: 512 MACs/cycle (atb sec. 2.4: 1024 flops/cycle per core).

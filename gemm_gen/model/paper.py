@@ -175,7 +175,7 @@ def _atb(preset: str, m: int, k: int, n: int, rho: int, M: int, K: int, N: int, 
                                          "config3": ("bfp16", None, "bfp16", "bf16")}[preset]
     k_mt = max(k, 512 // k * k) if preset == "config1" else k
     return ArrayRow(f"atb Table 2 {preset}", "npu2", dtype_in, dtype_out, m, k, n, k_mt, M, K, N, tops,
-                    b_col_maj=False, stack_bytes=0xD00, note=note, dtype_b=dtype_b, acc=acc, rho=rho)
+                    b_col_maj=False, stack_bytes=0, note=note, dtype_b=dtype_b, acc=acc, rho=rho)  # 0: our default
 
 
 ATB_T2 = [

@@ -100,9 +100,9 @@ def _l1_fixed(pr: Problem, m: np.ndarray, n: np.ndarray, rho: np.ndarray) -> np.
     in another type, the accumulator rows beyond the object (GemmConfig.l1_parts, vectorised)."""
     _, _, b_out, b_acc = pr.elem_bytes
     fixed = pr.stack + pr.dev.kernel_data_bytes + pr.depth_c_l1 * b_out * m * n
-    if pr.acc != pr.dtype_out:
-        t_ma = m // rho
-        in_obj = np.minimum(rho, np.floor(b_out * m * n / (b_acc * t_ma * n))) * t_ma
+    if pr.acc != pr.dtype_out:  # precision.c_split_rows: whole row pairs of the kernel in the object
+        pair = 2 * pr.mmul[0]
+        in_obj = np.minimum(m, np.floor(b_out * m / b_acc) // pair * pair)
         fixed = fixed + (m - in_obj) * n * b_acc
     return np.asarray(fixed, dtype=np.float64)
 
