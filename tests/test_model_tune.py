@@ -13,8 +13,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gemm_gen.cli import main, parser
-from gemm_gen.config import GemmConfig
 from gemm_gen.cliargs import config_from_args
+from gemm_gen.config import GemmConfig
 from gemm_gen.errors import GemmGenError, ToolchainMissing
 from gemm_gen.model import calibrate, paper
 from gemm_gen.model.params import load
