@@ -41,16 +41,17 @@ def pad_inputs(c: GemmConfig, a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray,
     return a_dram, b_dram
 
 
-def host_values(c: GemmConfig, a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """A and B as the cores receive them: bfp16 operands quantized exactly as pad_inputs stores
-    them (the reference multiplies these), scalar operands unchanged."""
-    a_seen, b_seen = a, b
-    if c.t_in.is_block:
-        a_seen = tile_values(tiles_of(_padded(a, (c.Mp, c.Kp), c.t_in.host), HOST_ROUNDING))[: a.shape[0], : a.shape[1]]
+def host_values(c: GemmConfig, a_dram: np.ndarray, b_dram: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """A (M x K) and B (K x N, logical) as the cores receive them, read back from the DRAM buffers
+    pad_inputs made: bfp16 operands decoded from their tiles (so the reference multiplies exactly
+    the quantized values the DMAs carry), scalar operands as they are."""
+    M, K, N = c.M, c.K, c.N
+    a = tile_values(a_dram) if c.t_in.is_block else a_dram
     if c.t_b.is_block:
-        bt = tile_values(tiles_of(_padded(np.asarray(b).T, (c.Np, c.Kp), c.t_b.host), HOST_ROUNDING))
-        b_seen = np.ascontiguousarray(bt[: b.shape[1], : b.shape[0]].T)
-    return a_seen, b_seen
+        bt = tile_values(b_dram if c.b_col_maj else np.ascontiguousarray(b_dram.transpose(1, 0, 2)))
+    else:
+        bt = b_dram if c.b_col_maj else b_dram.T
+    return a[:M, :K], np.ascontiguousarray(bt[:N, :K].T)
 
 
 def output_values(c: GemmConfig, raw: np.ndarray) -> np.ndarray:

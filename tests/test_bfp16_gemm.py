@@ -62,7 +62,7 @@ def test_host_buffers_hold_b_columns_as_blocks(col):
     assert b_dram.shape == ((c.Np // 8, c.Kp // 8, 72) if col else (c.Kp // 8, c.Np // 8, 72))
     tile = b_dram[1, 0] if col else b_dram[0, 1]  # N columns 8..15, K rows 0..7
     values = bfp16.tile_values(tile.reshape(1, 1, 72))  # rows of the tile = columns of B
-    a_seen, b_seen = host_values(c, a, b)
+    a_seen, b_seen = host_values(c, a_dram, b_dram)
     assert np.array_equal(values, b_seen[0:8, 8:16].T)
     assert np.array_equal(b_seen, bfp16.quantize(b, axis=0, rounding=Rounding.FLOOR)[:, :]) or c.K % 8
     assert np.array_equal(a_seen, bfp16.quantize(a, axis=1, rounding=Rounding.FLOOR)) or c.K % 8
@@ -203,7 +203,8 @@ def test_host_quantization_must_match_the_kernels_operands(monkeypatch):
 
     real = run.host_values
 
-    def nearest(cfg, a, b):
+    def nearest(cfg, a_dram, b_dram):  # the same seed-0 inputs, rounded to nearest instead
+        a, b = make_inputs(cfg.M, cfg.K, cfg.N, cfg.t_in, cfg.t_out, 0, cfg.t_b)
         return bfp16.quantize(a, 1, Rounding.CONV_EVEN), bfp16.quantize(b, 0, Rounding.CONV_EVEN)
 
     monkeypatch.setattr(run, "host_values", nearest)

@@ -116,15 +116,17 @@ class NpuSession:
         return np.frombuffer(self.bo_c.map(), dtype=np.uint8).copy()
 
 
-def check(c: GemmConfig, got: np.ndarray, a: np.ndarray, b: np.ndarray) -> tuple[int, int, int, float, float,
-                                                                                  tuple[int, int, float, float] | None]:
+def check(c: GemmConfig, got: np.ndarray, a: np.ndarray, b: np.ndarray,
+          dram: tuple[np.ndarray, np.ndarray] | None = None
+          ) -> tuple[int, int, int, float, float, tuple[int, int, float, float] | None]:
     """(checked, errors, exact, max abs error, max rel error, first error) against the references.
 
     Integers must equal the exact reference. Floats must be within mlir-aie's tolerance of it (the
     NPU's fp32 accumulation order is unpublished, so the last bits may differ); how many are bit-exact
     is reported too.
     """
-    expect = reference(c.numerics, *host_values(c, a, b), c.k, c.Kp).astype(np.float64)
+    a_dram, b_dram = dram if dram is not None else pad_inputs(c, a, b)  # the buffers the NPU read
+    expect = reference(c.numerics, *host_values(c, a_dram, b_dram), c.k, c.Kp).astype(np.float64)
     g = got.astype(np.float64)
     if c.t_out.is_float:
         bad = np.abs(g - expect) > np.maximum(ABS_TOL, REL_TOL * np.abs(expect))
@@ -151,7 +153,7 @@ def run_design(c: GemmConfig, art: Artifacts, iters: int = 10, warmup: int = 1, 
         session.run()
     times = [session.run() for _ in range(max(iters, 1))]
     got = output_values(c, session.output())
-    checked, errors, exact, max_abs, max_rel, first = check(c, got, a, b)
+    checked, errors, exact, max_abs, max_rel, first = check(c, got, a, b, (a_pad, b_pad))
     return RunResult(c, times, checked, errors, exact, max_abs, max_rel, first)
 
 

@@ -85,8 +85,11 @@ class SimResult:
 
 def host_tensors(design: Design, a: np.ndarray, b: np.ndarray) -> dict[str, np.ndarray]:
     """DRAM contents: A and B zero-padded to the native multiple (B transposed when column-major)."""
-    c = design.config
-    a_pad, b_pad = pad_inputs(c, a, b)
+    return dram_cells(design.config, *pad_inputs(design.config, a, b))
+
+
+def dram_cells(c: GemmConfig, a_pad: np.ndarray, b_pad: np.ndarray) -> dict[str, np.ndarray]:
+    """The simulator's DRAM: the host buffers of A and B as provenance-carrying cells, C empty."""
     c_words = output_bytes(c) // 4
     for name, words in (("A", a_pad.nbytes // 4), ("B", b_pad.nbytes // 4), ("C", c_words)):
         if words > w.MAX_WORDS:
@@ -172,14 +175,15 @@ def simulate(config: GemmConfig | Design, seed: int = 0, progress: bool = False)
     design = config if isinstance(config, Design) else build_design(config)
     c = design.config
     a, b = make_inputs(c.M, c.K, c.N, c.t_in, c.t_out, seed, c.t_b)
-    dram = host_tensors(design, a, b)
+    a_dram, b_dram = pad_inputs(c, a, b)
+    dram = dram_cells(c, a_dram, b_dram)
     kernel = KernelEmulator(c)
     machine = lower(design, dram, kernel)
     run_machine(machine, progress)
     check_c_provenance(c, dram["C"])
     got = output_values(c, (dram["C"] & w.VALUE_MASK).astype(np.uint32))
 
-    expect = reference(c.numerics, *host_values(c, a, b), c.k, c.Kp)
+    expect = reference(c.numerics, *host_values(c, a_dram, b_dram), c.k, c.Kp)
     exact = truth(a, b)
     g64 = got.astype(np.float64)
     diff = g64 != expect.astype(np.float64)
