@@ -42,8 +42,6 @@ def array_config(row: paper.ArrayRow, **kw: Any):  # noqa: ANN201 - GemmConfig
     fields: dict[str, Any] = {"emulate_bf16_with_bfp16": row.emulate, "depth_c_l1": row.depth_c_l1,
                               "queue_groups": row.queue_groups, "stack_bytes": row.stack_bytes,
                               "dtype_b": row.dtype_b, "acc": row.acc, "rho": row.rho}
-    if row.dtype_b == "bfp16" or row.dtype_in == "bfp16":
-        fields["emulate_bf16_with_bfp16"] = None
     fields.update(kw)
     return GemmConfig(row.device, row.M, fields.pop("K", row.K), row.N, row.m, row.k, row.n,
                       fields.pop("k_mt", row.k_mt), row.dtype_in, row.dtype_out, fields.pop("b_col_maj", row.b_col_maj),

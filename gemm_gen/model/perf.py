@@ -19,9 +19,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .. import precision as prec
 from ..config import GemmConfig
 from ..dtypes import dtype
 from ..hw.devices import Device, device
+from ..precision import Precision
 from . import kernel as kmod
 from .params import Params, load
 from .traffic import TensorTraffic, analytic_traffic
@@ -96,6 +98,10 @@ class Problem:
     def kernel_shape(self) -> kmod.KernelShape:
         return kmod.kernel_shape(self.dev, self.dtype_in, self.dtype_out, self.mmul, bool(self.emulate_bf16_with_bfp16),
                                  self.dtype_b, self.acc)
+
+    @property
+    def precision(self) -> Precision:
+        return prec.resolve(self.dtype_in, self.dtype_b, self.dtype_out, self.acc)
 
     @property
     def elem_bytes(self) -> tuple[float, float, float, float]:
@@ -173,7 +179,7 @@ def estimate(pr: Problem, m: np.ndarray | int, k: np.ndarray | int, n: np.ndarra
     l1_dma = np.maximum(m * k * b_a, k * n * b_b) / sbw  # A and B arrive on separate core channels
     step = np.maximum(rho * (kcyc + p.switch_cycles), l1_dma)
     zero = m * n * b_acc / isa.vst_bytes + p.switch_cycles
-    if pr.acc != pr.dtype_out:  # C's final conversion: read the accumulator, write C, one more call
+    if pr.precision.converts_c:  # C's final conversion: read the accumulator, write C, one more call
         zero = zero + m * n * (b_acc / isa.vld_bytes + b_out / isa.vst_bytes) + p.switch_cycles
     c_to_l2 = m * n * b_out / sbw
     c_stall = c_to_l2 if pr.depth_c_l1 == 1 else np.zeros_like(c_to_l2)

@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from .. import precision as prec
 from ..config import MAX_RUNTIME_TASKS, GemmConfig
 from ..dtypes import dtype
 from ..errors import ConfigError, GemmGenError
@@ -100,7 +101,7 @@ def _l1_fixed(pr: Problem, m: np.ndarray, n: np.ndarray, rho: np.ndarray) -> np.
     in another type, the accumulator rows beyond the object (GemmConfig.l1_parts, vectorised)."""
     _, _, b_out, b_acc = pr.elem_bytes
     fixed = pr.stack + pr.dev.kernel_data_bytes + pr.depth_c_l1 * b_out * m * n
-    if pr.acc != pr.dtype_out:  # precision.c_split_rows: whole row pairs of the kernel in the object
+    if pr.precision.converts_c:  # precision.c_split_rows: whole row pairs of the kernel in the object
         pair = 2 * pr.mmul[0]
         in_obj = np.minimum(m, np.floor(b_out * m / b_acc) // pair * pair)
         fixed = fixed + (m - in_obj) * n * b_acc
@@ -112,8 +113,8 @@ def _l1_per_k(pr: Problem, m: np.ndarray, n: np.ndarray, rho: np.ndarray) -> np.
     buffers, plus the kernel's bfp16 copy of a bf16 A tile."""
     b_a, b_b, _, _ = pr.elem_bytes
     per_k = pr.depth_ab_l1 * (b_a * (m // rho) + b_b * n)
-    if pr.dtype_b == "bfp16" and pr.dtype_in != "bfp16":
-        per_k = per_k + dtype("bfp16").elem_bytes * (m // rho)
+    if pr.precision.converts_a:
+        per_k = per_k + dtype(prec.BFP16).elem_bytes * (m // rho)
     return np.asarray(per_k, dtype=np.float64)
 
 
