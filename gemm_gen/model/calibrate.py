@@ -302,6 +302,15 @@ def _aname(r: paper.ArrayRow) -> str:
     return f"{r.device} {r.dtype_in}-{r.dtype_out} {r.m}x{r.k}x{r.n} k_mt {r.k_mt}, {r.M}x{r.K}x{r.N}"
 
 
+def _array_row(p: Params, group: str, ar: paper.ArrayRow, what: str, use: str, note: str = "") -> Row:
+    """A whole-array row: the model on the row's design, its bound named first in the note. The
+    paper's value is given only for checks (a prediction's is withheld)."""
+    e = array_estimate(p, ar)
+    bound = "memory" if bool(e.memory_bound) else "compute"
+    return Row(group, what, ar.tops if use != "prediction" else None, float(e.tops), "TOPS", use,
+               f"{bound} bound{note}")
+
+
 def rows(p: Params | None = None) -> list[Row]:
     from .params import load
 
@@ -315,16 +324,11 @@ def rows(p: Params | None = None) -> list[Row]:
         out.append(Row("Striking Table 2 (XDNA): kernel", _kname(kr), kr.macs_per_cycle, kernel_macs(p, kr),
                        "MACs/cycle", "calibration"))
     for ar in paper.STRIKING_T2:
-        e = array_estimate(p, ar)
-        bound = "memory" if bool(e.memory_bound) else "compute"
-        out.append(Row("Striking Table 2 (XDNA): end to end", _aname(ar), ar.tops, float(e.tops), "TOPS", "check",
-                       f"{bound} bound"))
+        out.append(_array_row(p, "Striking Table 2 (XDNA): end to end", ar, _aname(ar), "check"))
     for kr, ar in zip(paper.STRIKING_T3_KERNELS, paper.STRIKING_T3):
-        e = array_estimate(p, ar)
-        bound = "memory" if bool(e.memory_bound) else "compute"
-        out.append(Row("Striking Table 3 (XDNA2): end to end", _aname(ar) + (" bf16 via bfp16" if ar.emulate else ""),
-                       None, float(e.tops), "TOPS", "prediction",
-                       f"{bound} bound; kernel {kernel_macs(p, kr):.1f} MACs/cycle; value withheld"))
+        out.append(_array_row(p, "Striking Table 3 (XDNA2): end to end", ar,
+                              _aname(ar) + (" bf16 via bfp16" if ar.emulate else ""), "prediction",
+                              f"; kernel {kernel_macs(p, kr):.1f} MACs/cycle; value withheld"))
     out.extend(_text_rows(p))
     out.extend(_atb_rows(p))
     return out
@@ -413,22 +417,15 @@ def _atb_rows(p: Params) -> list[Row]:
                        atb_micro(p, tk), "efficiency", "calibration",
                        f"fixes epsilon = {p.bfp16_overhead:g} cycles per cluster"))
     for ar in paper.ATB_T2:
-        e = array_estimate(p, ar)
-        bound = "memory" if bool(e.memory_bound) else "compute"
         use = "check" if ar.tops is not None else "prediction"
-        out.append(Row(ar.source, _aname(ar) + f", rho {ar.rho}", ar.tops, float(e.tops), "TOPS", use,
-                       f"{bound} bound" + (f"; {ar.note}" if ar.note else "") +
-                       ("" if ar.tops is not None else "; value withheld")))
+        note = (f"; {ar.note}" if ar.note else "") + ("" if ar.tops is not None else "; value withheld")
+        out.append(_array_row(p, ar.source, ar, _aname(ar) + f", rho {ar.rho}", use, note))
     for ar in paper.MLIR_AIE_ATB:
-        e = array_estimate(p, ar)
-        bound = "memory" if bool(e.memory_bound) else "compute"
-        out.append(Row(ar.source, _aname(ar) + f", rho {ar.rho}", ar.tops, float(e.tops), "TOPS", "check",
-                       f"{bound} bound; {ar.note}; B in row-major tiles (mlir-aie pre-tiles B per L1 tile)"))
+        out.append(_array_row(p, ar.source, ar, _aname(ar) + f", rho {ar.rho}", "check",
+                              f"; {ar.note}; B in row-major tiles (mlir-aie pre-tiles B per L1 tile)"))
     for ar in (paper.MLIR_AIE_BF16_EMU, paper.MLIR_AIE_BFP16):
-        e = array_estimate(p, ar)
-        bound = "memory" if bool(e.memory_bound) else "compute"
-        out.append(Row(ar.source, _aname(ar) + (" bf16 via bfp16" if ar.emulate else ""), ar.tops, float(e.tops),
-                       "TOPS", "check", f"{bound} bound; {ar.note}"))
+        out.append(_array_row(p, ar.source, ar, _aname(ar) + (" bf16 via bfp16" if ar.emulate else ""), "check",
+                              f"; {ar.note}"))
     d = p.switch_cycles
     for tk, g in _atb_groups().items():
         rho0, _, core0 = g[0]
