@@ -34,6 +34,25 @@ def live_bds_per_shim(design: Design) -> dict[str, int]:
     return dict(sorted(peak.items()))
 
 
+def design_keys(c: GemmConfig) -> dict[str, object]:
+    """What design it is, as plan and predict both report it: device, problem, tiling, types."""
+    return {
+        "device": c.dev.name,
+        "problem": [c.M, c.K, c.N],
+        "tile": [c.m, c.k, c.n],
+        "k_mt": c.k_mt,
+        "rho": c.rho,
+        "t_ma": c.t_ma,
+        "mmul": list(c.mmul),
+        "dtype_in": c.dtype_in,
+        "dtype_b": c.dtype_b,
+        "dtype_out": c.dtype_out,
+        "acc": c.acc,
+        "precision": c.precision.name,
+        "b_col_maj": c.b_col_maj,
+    }
+
+
 def plan(design: Design) -> dict[str, object]:
     c: GemmConfig = design.config
     dev = c.dev
@@ -42,26 +61,14 @@ def plan(design: Design) -> dict[str, object]:
     traffic = dram_bytes(design)
     macs = c.M * c.K * c.N
     return {
-        "device": dev.name,
+        **design_keys(c),
         "device_name": dev.marketing,
-        "dtype_in": c.dtype_in,
-        "dtype_b": c.dtype_b,
-        "dtype_out": c.dtype_out,
-        "acc": c.acc,
-        "precision": c.precision.name,
-        "b_col_maj": c.b_col_maj,
-        "problem": [c.M, c.K, c.N],
         "native": list(c.native),
         "padded": list(c.padded),
         "wasted_fraction": c.wasted_fraction,
-        "tile": [c.m, c.k, c.n],
-        "k_mt": c.k_mt,
-        "rho": c.rho,
-        "t_ma": c.t_ma,
         "l1_depths": [c.depth_ab_l1, c.depth_ab_l1, c.depth_c_l1],
         "elem_bytes": {"A": c.t_in.elem_bytes, "B": c.t_b.elem_bytes, "C": c.t_out.elem_bytes,
                        "C acc": c.t_acc.elem_bytes},
-        "mmul": list(c.mmul),
         "array": [c.rows, c.cols],
         "a_columns": list(c.a_cols),
         "k_steps": c.k_steps,

@@ -8,6 +8,7 @@ from ..config import GemmConfig
 from ..design import build_design
 from ..design.model import Design
 from ..errors import ConfigError
+from ..plan import design_keys
 from .kernel import cluster_terms
 from .params import Params, load
 from .perf import Estimate, Problem, estimate
@@ -57,19 +58,7 @@ def prediction_json(c: GemmConfig, e: Estimate, p: Params, design: Design | None
     return {
         "predicted": True,
         "model": "gemm_gen.model (analytical; see docs/model.md)",
-        "device": dev.name,
-        "problem": [c.M, c.K, c.N],
-        "tile": [c.m, c.k, c.n],
-        "k_mt": c.k_mt,
-        "rho": c.rho,
-        "t_ma": c.t_ma,
-        "mmul": list(c.mmul),
-        "dtype_in": c.dtype_in,
-        "dtype_b": c.dtype_b,
-        "dtype_out": c.dtype_out,
-        "acc": c.acc,
-        "precision": c.precision.name,
-        "b_col_maj": c.b_col_maj,
+        **design_keys(c),
         "emulate_bf16_with_bfp16": c.emulate_bf16_with_bfp16,
         "padded": [int(x) for x in e.padded],
         "tops": _f(e.tops),
