@@ -1,5 +1,6 @@
 # gemm_gen: mlir-aie style entry points. Variables follow mlir-aie's matrix_multiplication
-# Makefiles: DEVICE (npu1|npu2), M K N, optional m k n K_MT RHO DTYPE_IN DTYPE_B DTYPE_OUT ACC PRESET B_COL_MAJ.
+# Makefiles: DEVICE (npu1|npu2), M K N, optional m k n K_MT RHO N_AIE_COLS DTYPE_IN DTYPE_B DTYPE_OUT ACC PRESET
+# B_COL_MAJ.
 SHELL := /bin/bash
 PYTHON ?= python3
 VENV := .venv
@@ -20,7 +21,7 @@ ITERS ?= 10
 
 GEN_ARGS := --dev $(DEVICE) -M $(M) -K $(K) -N $(N) $(if $(DTYPE_IN),--dtype_in $(DTYPE_IN)) \
 	$(if $(DTYPE_OUT),--dtype_out $(DTYPE_OUT)) --b-col-maj $(B_COL_MAJ) $(if $(filter 1,$(CHESS)),--chess) \
-	$(if $(m),-m $(m)) $(if $(k),-k $(k)) $(if $(n),-n $(n)) $(if $(K_MT),--k-mt $(K_MT)) $(if $(RHO),--rho $(RHO)) \
+	$(if $(N_AIE_COLS),--n-aie-cols $(N_AIE_COLS)) $(if $(m),-m $(m)) $(if $(k),-k $(k)) $(if $(n),-n $(n)) $(if $(K_MT),--k-mt $(K_MT)) $(if $(RHO),--rho $(RHO)) \
 	$(if $(DTYPE_B),--dtype_b $(DTYPE_B)) $(if $(ACC),--acc $(ACC)) $(if $(PRESET),--preset $(PRESET))
 
 .PHONY: install sim plan generate kernel mlir all build run dry-run predict tune roofline test test-slow bench lint clean help

@@ -41,6 +41,8 @@ def problem_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("-m", type=int, help="core tile rows (default: the paper's balanced kernel)")
     p.add_argument("-k", type=int, help="core tile reduction")
     p.add_argument("-n", type=int, help="core tile columns")
+    p.add_argument("--n-aie-cols", "--n_aie_cols", dest="n_aie_cols", type=int, default=0,
+                   help="array columns the design uses (npu1: 1, 2, 4; npu2: 1, 2, 4, 8; default: all)")
     p.add_argument("--k-mt", "--k_mt", dest="k_mt", type=int, help="K extent of an A (and column-major B) "
                    "memtile object; a multiple of k")
     p.add_argument("--rho", type=int, help="asymmetric tile buffering: A tiles of m / rho rows stream past "
@@ -90,7 +92,7 @@ def types(a: argparse.Namespace) -> prec.Precision:
 def base_config(a: argparse.Namespace, m: int = 0, k: int = 0, n: int = 0, k_mt: int = 0) -> GemmConfig:
     """The problem and every option the flags give, with the tiling as passed (0: still open)."""
     p = types(a)
-    return GemmConfig(a.dev, a.M, a.K, a.N, m, k, n, k_mt, p.a, p.out, bool(a.b_col_maj),
+    return GemmConfig(a.dev, a.M, a.K, a.N, m, k, n, k_mt, p.a, p.out, bool(a.b_col_maj), cols=a.n_aie_cols,
                       rho=a.rho or 1, emulate_bf16_with_bfp16=a.emulate, compiler="chess" if a.chess else None,
                       mmul_shape=a.mmul, queue_groups=a.queue_groups, stack_bytes=a.stack, shift=a.shift,
                       rounding=a.rounding, saturation=a.saturation, dtype_b=p.b, acc=p.acc)
@@ -123,6 +125,8 @@ def config_args(c: GemmConfig) -> list[str]:
     args = ["--dev", c.device, "-M", str(c.M), "-K", str(c.K), "-N", str(c.N), "-m", str(c.m), "-k", str(c.k),
             "-n", str(c.n), "--k-mt", str(c.k_mt), "--dtype_in", c.dtype_in, "--dtype_out", c.dtype_out,
             "--b-col-maj", str(int(c.b_col_maj))]
+    if c.cols != c.dev.columns:
+        args += ["--n-aie-cols", str(c.cols)]
     if c.dtype_b != c.dtype_in:
         args += ["--dtype_b", str(c.dtype_b)]
     if c.acc != c.dtype_out:

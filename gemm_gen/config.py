@@ -12,6 +12,7 @@ import json
 import math
 from dataclasses import asdict, dataclass, replace
 from functools import cached_property
+from typing import Any
 
 from . import precision as prec
 from .dtypes import DType, dtype
@@ -236,12 +237,25 @@ class GemmConfig:
         """K extent of a B object in the memtile: k_mt when column-major, k when row-major."""
         return self.k_mt if self.b_col_maj else self.k
 
-    def a_col(self, row: int) -> int:
-        """Column whose shim and memtile carry the A stream of core row `row`.
+    @property
+    def a_shims(self) -> int:
+        """Shim/memtile columns that carry A (mlir-aie's n_shim_mem_A): one per core row, or every
+        column when there are fewer columns than rows."""
+        return min(self.cols, self.rows)
 
-        npu2 spreads the four A streams over the even columns (sec. 4.2.2).
-        """
-        return row * (self.cols // self.rows)
+    @property
+    def a_rows_per_shim(self) -> int:
+        """Core rows whose A tiles one A memtile splits off (mlir-aie's n_A_tiles_per_shim)."""
+        return self.rows // self.a_shims
+
+    def a_shim_col(self, i: int) -> int:
+        """Column of A shim `i`; npu2's 8 columns spread the four A streams over the even columns
+        (sec. 4.2.2)."""
+        return i * (self.cols // self.a_shims)
+
+    def a_col(self, row: int) -> int:
+        """Column whose shim and memtile carry the A tiles of core row `row`."""
+        return self.a_shim_col(row // self.a_rows_per_shim)
 
     @cached_property
     def a_cols(self) -> tuple[int, ...]:
@@ -276,14 +290,11 @@ class GemmConfig:
         IRON emits fifos sorted by name and the ObjectFifo transform gives a link's memtile
         buffers to its bigger fifo, so they come as A_L3L2_*, B_L3L2_*, then C_L2L3_*.
         """
-        a_bytes = self.t_in.nbytes(self.m * self.k_mt)
-        b_bytes = self.t_b.nbytes(self.b_l2_k * self.n)
-        c_bytes = self.t_out.nbytes(self.rows * self.m * self.n)
-        owners = [(f"A_L3L2_{row}", self.a_col(row), a_bytes, self.depth_ab_l2) for row in range(self.rows)]
-        owners += [(f"B_L3L2_{col}", col, b_bytes, self.depth_ab_l2) for col in range(self.cols)]
-        owners += [(f"C_L2L3_{col}", col, c_bytes, self.depth_c_l2) for col in range(self.cols)]
-        return [MemtileBuffer(f"{name}_buff_{i}", nbytes, col, col)
-                for name, col, nbytes, depth in sorted(owners) for i in range(depth)]
+        owners = l2_owners(self.rows, self.cols, self.t_in.nbytes(self.m * self.k_mt),
+                           self.t_b.nbytes(self.b_l2_k * self.n), self.t_out.nbytes(self.rows * self.m * self.n),
+                           self.depth_ab_l2, self.depth_c_l2)
+        return [MemtileBuffer(f"{name}_buff_{i}", nbytes, col, col) for name, col, nbytes, depth in owners
+                for i in range(depth)]
 
     def memtile_placement(self) -> list[MemtileBuffer]:
         """Place L2 buffers as mlir-aie does: in creation order, each on its own memtile if it fits,
@@ -402,12 +413,10 @@ class GemmConfig:
         if self.rows != dev.core_rows:
             raise ConfigError(f"rows={self.rows}: the whole-array mapping uses all {dev.core_rows} core rows",
                               f"use rows={dev.core_rows}")
-        if self.cols > dev.columns or self.cols % self.rows:
-            raise ConfigError(
-                f"cols={self.cols} on {dev.name} (at most {dev.columns} columns, a multiple of the "
-                f"{self.rows} A streams)",
-                f"use cols={dev.columns}",
-            )
+        if self.cols not in dev.column_devices:
+            counts = ", ".join(map(str, dev.column_devices))
+            raise ConfigError(f"n_aie_cols={self.cols} on {dev.name}: designs use {counts} columns",
+                              f"use --n-aie-cols {counts.replace(', ', ' or ')}")
         depths = (self.depth_ab_l1, self.depth_ab_l2, self.depth_c_l1, self.depth_c_l2)
         if not all(1 <= d <= 2 for d in depths):
             # IRON gives each fifo end at most max-acquire + 1 = 2 buffers for our loops
@@ -524,6 +533,19 @@ class GemmConfig:
 
     def to_json(self) -> dict[str, object]:
         return asdict(self)  # fields only: cached derived values live outside them
+
+
+def l2_owners(rows: int, cols: int, a_bytes: Any, b_bytes: Any, c_bytes: Any, depth_ab: int, depth_c: int
+              ) -> list[tuple[str, int, Any, int]]:
+    """The memtile fifos that own L2 buffers, in mlir-aie's creation order: (name, owning column,
+    bytes per buffer, depth). `a_bytes` is one core row's A object (m x k_mt); an A memtile that
+    serves several rows (fewer columns than rows) holds all of theirs. Sizes may be NumPy arrays
+    (the tuner's vectorised placement)."""
+    a_shims = min(cols, rows)
+    owners = [(f"A_L3L2_{i}", i * (cols // a_shims), a_bytes * (rows // a_shims), depth_ab) for i in range(a_shims)]
+    owners += [(f"B_L3L2_{col}", col, b_bytes, depth_ab) for col in range(cols)]
+    owners += [(f"C_L2L3_{col}", col, c_bytes, depth_c) for col in range(cols)]
+    return sorted(owners, key=lambda o: o[0])
 
 
 def _round_up(x: int, q: int) -> int:

@@ -11,6 +11,7 @@ from gemm_gen.design import patterns as P
 from gemm_gen.design.grid import grid
 from gemm_gen.design.model import Acquire, Call, Loop, Release
 from gemm_gen.design.serialize import dumps
+from gemm_gen.errors import ConfigError
 from gemm_gen.l1_layout import a_layout, b_layout, c_layout
 from gemm_gen.plan import dram_bytes, live_bds_per_shim
 
@@ -39,6 +40,37 @@ def test_structure(dev):
     assert {f"A_L3L2_{r}" for r in range(rows)} <= names
     assert d.fifo("A_L3L2_0").obj_elems == c.m * c.k_mt  # the memtile holds m x k_mt of A
     assert d.fifo("C_L2L3_0").depth == 1 and d.fifo("C_L1L2_0_0").depth == 1  # single C buffer
+
+
+@pytest.mark.parametrize("dev,cols,a_cols", [("npu1", 1, [0, 0, 0, 0]), ("npu1", 2, [0, 0, 1, 1]),
+                                              ("npu2", 2, [0, 0, 1, 1]), ("npu2", 4, [0, 1, 2, 3])])
+def test_fewer_columns_split_a_in_its_memtile(dev, cols, a_cols):
+    """mlir-aie's --n-aie-cols: with fewer columns than core rows one A memtile holds the tiles of
+    rows / cols core rows and splits them (n_A_tiles_per_shim); one A task per A shim."""
+    c = small(dev, N=2 * cols * 8 * 2, cols=cols)
+    d = build_design(c)
+    assert c.cols == cols and [c.a_col(r) for r in range(c.rows)] == a_cols
+    per = 4 // min(cols, 4)
+    shims = sorted(set(a_cols))
+    for i, col in enumerate(shims):
+        l2 = d.fifo(f"A_L3L2_{i}")
+        assert l2.producer.col == col and l2.obj_elems == per * c.m * c.k_mt
+        link = next(lk for lk in d.links if lk.srcs == (l2.name,))
+        assert link.kind == ("split" if per > 1 else "forward")
+        assert link.dsts == tuple(f"A_L2L1_{i * per + j}" for j in range(per))
+        assert link.offsets == tuple(j * c.m * c.k_mt for j in range(per))
+    for row in range(c.rows):
+        assert [t.col for t in d.fifo(f"A_L2L1_{row}").consumers] == list(range(cols))
+    first = [t for t in d.tasks if t.group == 0]
+    assert sorted(t.name for t in first if t.tensor == "A") == [f"A{i}_g0" for i in range(len(shims))]
+    assert sum(t.tensor == "B" for t in first) == cols == sum(t.tensor == "C" for t in first)
+
+
+def test_column_counts_outside_mlir_aies_choices_are_refused():
+    with pytest.raises(ConfigError, match=r"n_aie_cols=3 on npu1: designs use 1, 2, 4 columns"):
+        build_design(small("npu1", cols=3))
+    with pytest.raises(ConfigError, match=r"n_aie_cols=16 on npu2"):
+        build_design(small("npu2", cols=16))
 
 
 def test_worker_loop():

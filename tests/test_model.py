@@ -169,17 +169,20 @@ def test_dispatch_dominates_tiny_problems():
                               ("bf16", "f32", None, None), ("bf16", "bf16", "bfp16", None),
                               ("bfp16", "bfp16", None, None), ("bfp16", "bfp16", None, "bf16")]),
        col=st.booleans(), mm=st.integers(1, 3), kk=st.integers(1, 3), nn=st.integers(1, 3), jm=st.integers(1, 3),
-       bm=st.integers(1, 3), bk=st.integers(1, 4), bn=st.integers(1, 3), shrink=st.integers(0, 3))
-def test_design_traffic_matches_closed_form(dev, types, col, mm, kk, nn, jm, bm, bk, bn, shrink):
+       bm=st.integers(1, 3), bk=st.integers(1, 4), bn=st.integers(1, 3), shrink=st.integers(0, 3),
+       cols_pick=st.integers(0, 3))
+def test_design_traffic_matches_closed_form(dev, types, col, mm, kk, nn, jm, bm, bk, bn, shrink, cols_pick):
     d = device(dev)
+    counts = sorted(d.column_devices)
+    cols = counts[cols_pick % len(counts)]
     t_in, t_out, t_b, acc = types
     if "bfp16" in types and dev == "npu1":
         return  # no bfp16 datapath
     r, s, t = GemmConfig(dev, 1, 1, 1, 1, 1, 1, 1, t_in, t_out, dtype_b=t_b, acc=acc).mmul
     m, k, n = 2 * r * mm, s * kk * 2, 2 * t * nn
     k_mt = k * jm
-    M, K, N = bm * 4 * m - shrink, bk * k_mt - shrink * s, bn * d.columns * n
-    c = GemmConfig(dev, M, max(K, s), N, m, k, n, k_mt, t_in, t_out, col, dtype_b=t_b, acc=acc)
+    M, K, N = bm * 4 * m - shrink, bk * k_mt - shrink * s, bn * cols * n
+    c = GemmConfig(dev, M, max(K, s), N, m, k, n, k_mt, t_in, t_out, col, cols=cols, dtype_b=t_b, acc=acc)
     try:
         design = build_design(c)
     except GemmGenError:

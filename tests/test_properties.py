@@ -39,12 +39,12 @@ def small_configs(draw: st.DrawFn) -> GemmConfig:
     k = s * draw(st.integers(1, 3))
     n = 2 * t * draw(st.integers(1, 2))
     k_mt = k * draw(st.integers(1, 3))
-    cols = dev.columns
+    cols = draw(st.sampled_from(sorted(dev.column_devices)))  # mlir-aie's --n-aie-cols choices
     M = draw(st.integers(1, 2 * 4 * m))  # up to two block rows, ragged sizes get padded
     K = draw(st.integers(1, 2 * k_mt))
     N = draw(st.integers(1, 2 * cols * n))
     return GemmConfig(dev_name, M, K, N, m, k, n, k_mt, t_in, t_out, draw(st.booleans()),
-                      emulate_bf16_with_bfp16=emulate, queue_groups=draw(st.integers(1, 4)), rho=rho,
+                      cols=cols, emulate_bf16_with_bfp16=emulate, queue_groups=draw(st.integers(1, 4)), rho=rho,
                       dtype_b=t_b, acc=acc)
 
 

@@ -1,7 +1,8 @@
 """build_design(config) -> Design: the whole-array output-stationary GEMM of Striking the Balance.
 
 Mapping (sec. 4.2): core (col, row) computes C tile (block_row*rows + row, block_col*cols + col).
-A streams (one per core row) enter through shim/memtile a_col(row) and are broadcast along the row;
+A streams enter through shim/memtile a_col(row) (one per core row, or one per column split into
+several rows' tiles when there are fewer columns than rows) and are broadcast along the row;
 B streams enter through every column and are broadcast down it; the rows C tiles of a column are
 joined in its memtile and drained through its shim.
 Runtime (sec. 4.4): one task group per output block (one A BD per row, one B and one C BD per
@@ -35,8 +36,8 @@ from .model import (
 )
 
 
-def a_l3l2(row: int) -> str:
-    return f"A_L3L2_{row}"
+def a_l3l2(shim: int) -> str:
+    return f"A_L3L2_{shim}"
 
 
 def a_l2l1(row: int) -> str:
@@ -64,16 +65,22 @@ def core(c: GemmConfig, col: int, row: int) -> TileRef:
 
 
 def _input_path(
-    c: GemmConfig, l3l2: str, l2l1: str, col: int, dtype: str, l2_elems: int, l1_shape: tuple[int, int],
-    consumers: tuple[TileRef, ...], to_stream: Tap, from_stream: Tap | None, l2_from_stream: Tap | None = None,
-) -> tuple[ObjectFifo, ObjectFifo, Link]:
-    """shim(col) -> memtile(col) -> broadcast to `consumers`: the shape A and B share."""
+    c: GemmConfig, l3l2: str, l2l1: tuple[str, ...], col: int, dtype: str, l2_elems: int, l1_shape: tuple[int, int],
+    consumers: tuple[tuple[TileRef, ...], ...], to_stream: Tap, from_stream: Tap | None,
+    l2_from_stream: Tap | None = None,
+) -> tuple[list[ObjectFifo], Link]:
+    """shim(col) -> memtile(col) -> broadcast to each group of `consumers`: the shape A and B share.
+
+    One L1 fifo is a forward of the memtile object; several (A on fewer columns than core rows)
+    split it into equal slices of `l2_elems` each, one per L1 fifo, with the same patterns."""
     mem = TileRef(col, 1)
-    into_l2 = ObjectFifo(l3l2, dtype, (l2_elems,), c.depth_ab_l2, TileRef(col, 0), (mem,),
+    into_l2 = ObjectFifo(l3l2, dtype, (l2_elems * len(l2l1),), c.depth_ab_l2, TileRef(col, 0), (mem,),
                          dims_from_stream=patterns.dims(l2_from_stream))
-    into_l1 = ObjectFifo(l2l1, dtype, l1_shape, c.depth_ab_l1, mem, consumers,
-                         dims_to_stream=patterns.dims(to_stream), dims_from_stream=patterns.dims(from_stream))
-    return into_l2, into_l1, Link("forward", mem, (l3l2,), (l2l1,), (0,))
+    into_l1 = [ObjectFifo(name, dtype, l1_shape, c.depth_ab_l1, mem, cons, dims_to_stream=patterns.dims(to_stream),
+                          dims_from_stream=patterns.dims(from_stream)) for name, cons in zip(l2l1, consumers)]
+    if len(l2l1) == 1:
+        return [into_l2, *into_l1], Link("forward", mem, (l3l2,), l2l1, (0,))
+    return [into_l2, *into_l1], Link("split", mem, (l3l2,), l2l1, tuple(j * l2_elems for j in range(len(l2l1))))
 
 
 def kernel_build(c: GemmConfig) -> KernelBuild:
@@ -151,18 +158,20 @@ def build_design(config: GemmConfig, budgets: bool = True) -> Design:
     ga, gb, gc = (grid(c, op) for op in ("A", "B", "C"))
     fifos: list[ObjectFifo] = []
     links: list[Link] = []
-    for row in range(c.rows):  # A: broadcast along core row `row`, in rho tiles of T_MA rows per k-step
-        *pair, link = _input_path(c, a_l3l2(row), a_l2l1(row), c.a_col(row), c.dtype_in, ga.m * ga.k_mt,
-                                  (ga.t_ma, ga.k), tuple(core(c, col, row) for col in range(c.cols)),
-                                  patterns.a_l2_to_stream(ga), patterns.a_l1_from_stream(ga),
-                                  patterns.a_l2_from_stream(ga))
-        fifos += pair
+    for shim in range(c.a_shims):  # A: each of its rows broadcast along core row `row`, in rho tiles of T_MA rows
+        rows = range(shim * c.a_rows_per_shim, (shim + 1) * c.a_rows_per_shim)
+        made, link = _input_path(c, a_l3l2(shim), tuple(a_l2l1(row) for row in rows), c.a_shim_col(shim),
+                                 c.dtype_in, ga.m * ga.k_mt, (ga.t_ma, ga.k),
+                                 tuple(tuple(core(c, col, row) for col in range(c.cols)) for row in rows),
+                                 patterns.a_l2_to_stream(ga), patterns.a_l1_from_stream(ga),
+                                 patterns.a_l2_from_stream(ga))
+        fifos += made
         links.append(link)
     for col in range(c.cols):  # B: broadcast down core column `col`
-        *pair, link = _input_path(c, b_l3l2(col), b_l2l1(col), col, str(c.dtype_b), gb.b_l2_k * gb.n, (gb.k, gb.n),
-                                  tuple(core(c, col, row) for row in range(c.rows)),
-                                  patterns.b_l2_to_stream(gb), patterns.b_l1_from_stream(gb))
-        fifos += pair
+        made, link = _input_path(c, b_l3l2(col), (b_l2l1(col),), col, str(c.dtype_b), gb.b_l2_k * gb.n, (gb.k, gb.n),
+                                 (tuple(core(c, col, row) for row in range(c.rows)),),
+                                 patterns.b_l2_to_stream(gb), patterns.b_l1_from_stream(gb))
+        fifos += made
         links.append(link)
     for col in range(c.cols):  # C: join the rows tiles of column `col` in its memtile
         mem = TileRef(col, 1)
@@ -190,14 +199,14 @@ def group_tasks(c: GemmConfig, group: int) -> list[ShimTask]:
     """The BD tasks of one output block, ordered per shim column: A (if any), B, C."""
     m_block, n_block = divmod(group, c.n_blocks)
     ga, gb, gc = (grid(c, op) for op in ("A", "B", "C"))
-    a_rows = {col: row for row, col in enumerate(c.a_cols)}
+    a_shims = {c.a_shim_col(i): i for i in range(c.a_shims)}
     tasks = []
     for col in range(c.cols):
         shim = TileRef(col, 0)
-        if col in a_rows:
-            row = a_rows[col]
-            tasks.append(ShimTask(f"A{row}_g{group}", "fill", a_l3l2(row), "A", shim,
-                                  patterns.shim_a(ga, m_block, row), False, group))
+        if col in a_shims:
+            i = a_shims[col]
+            tasks.append(ShimTask(f"A{i}_g{group}", "fill", a_l3l2(i), "A", shim,
+                                  patterns.shim_a(ga, m_block, i), False, group))
         tasks.append(ShimTask(f"B{col}_g{group}", "fill", b_l3l2(col), "B", shim,
                               patterns.shim_b(gb, n_block, col), False, group))
         tasks.append(ShimTask(f"C{col}_g{group}", "drain", c_l2l3(col), "C", shim,

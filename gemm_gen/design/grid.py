@@ -36,6 +36,11 @@ class Grid:
     dev: Device
 
     @property
+    def a_rows(self) -> int:
+        """Core rows served by one A shim and memtile (mlir-aie's n_A_tiles_per_shim)."""
+        return self.rows // min(self.cols, self.rows)
+
+    @property
     def b_l2_k(self) -> int:
         """K extent of a B object in the memtile: k_mt when column-major, k when row-major."""
         return self.k_mt if self.b_col_maj else self.k

@@ -1,6 +1,7 @@
 """The access pattern of every DMA hop (Striking the Balance sec. 4.3 and 4.4), in elements.
 
-A (row-major):    shim m x K strip as k_mt chunks -> memtile (m x k_mt, linear)
+A (row-major):    shim m x K strip as k_mt chunks (one per core row its memtile serves)
+                  -> memtile (m x k_mt per row; split per row when it serves several)
                   -> MM2S [k_mt/k, k/s, m, s] (m x s column panels per k-step)
                   -> core S2MM [k/s, m/r, r*s] into r x s blocks.
 B column-major:   the same walk on B^T (n x K strips, n x k_mt in the memtile, t x s blocks).
@@ -82,10 +83,11 @@ def _strip(offset: int, rows: int, width: int, row_stride: int, words_per_elem: 
     return Tap(offset, (rows // r, r, width), (r * row_stride, row_stride, 1))
 
 
-def shim_a(c: Grid, m_block: int, row: int) -> Tap:
-    """The m x K strip of A for core row `row` of output block row `m_block`, in k_mt chunks."""
-    first_row = (m_block * c.rows + row) * c.m
-    return Tap(first_row * c.Kp, (c.Kp // c.k_mt, c.m, c.k_mt), (c.k_mt, c.Kp, 1))
+def shim_a(c: Grid, m_block: int, shim: int) -> Tap:
+    """The (a_rows*m) x K strip of A that A shim `shim` carries for output block row `m_block`
+    (one m-row strip per core row it serves), in k_mt chunks."""
+    first_row = (m_block * c.rows + shim * c.a_rows) * c.m
+    return Tap(first_row * c.Kp, (c.Kp // c.k_mt, c.a_rows * c.m, c.k_mt), (c.k_mt, c.Kp, 1))
 
 
 def shim_b(c: Grid, n_block: int, col: int) -> Tap:
@@ -113,7 +115,8 @@ def check_dma_limits(config: GemmConfig) -> None:
     shim, mem, core = dev.dma[TileKind.SHIM], dev.dma[TileKind.MEM], dev.dma[TileKind.CORE]
     last_m, last_n = config.m_blocks - 1, config.n_blocks - 1
     checks = [
-        (shim_a(a, last_m, a.rows - 1), a, shim, "shim MM2S A (m x K strip)", "reduce m or k_mt, or K"),
+        (shim_a(a, last_m, a.rows // a.a_rows - 1), a, shim, "shim MM2S A (m x K strip per core row)",
+         "reduce m or k_mt, or K"),
         (shim_b(b, last_n, b.cols - 1), b, shim, "shim MM2S B (K x n strip)", "reduce n or k_mt, or N"),
         (shim_c(c, last_m, last_n, c.cols - 1), c, shim, "shim S2MM C ((rows*m) x n block)",
          "reduce m or n, or N"),

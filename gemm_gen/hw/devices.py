@@ -79,6 +79,9 @@ class Device:
     marketing: str
     aie_target: str  # Peano target / kernel directory (aie2, aie2p)
     columns: int  # columns used, each with a shim NOC tile and a memtile
+    # column counts a design may use (mlir-aie whole_array's --n-aie-cols choices), each with the
+    # aie.device it is built for: npu1 has 1- and 2-column partitions, npu2 builds on the whole array
+    column_devices: dict[int, str]
     core_rows: int
     clock_ghz: float  # array clock at the maximum performance level
     l1_bytes: int
@@ -112,6 +115,12 @@ class Device:
     @property
     def first_core_row(self) -> int:
         return 2
+
+    def target(self, cols: int) -> tuple[str, int]:
+        """(mlir-aie device name, its columns) that a design on `cols` columns is built for; the
+        target's columns are the memtiles its buffers may spill into."""
+        name = self.column_devices[cols]
+        return name, int(name.split("_")[1].removesuffix("col")) if "_" in name else self.columns
 
     def tile_kind(self, row: int) -> TileKind:
         if row == 0:
@@ -150,6 +159,7 @@ NPU1 = Device(
     marketing="XDNA (Phoenix / Hawk Point)",
     aie_target="aie2",
     columns=4,  # the 5th column has no shim NOC tile; mlir-aie's npu1 is 4 columns
+    column_devices={1: "npu1_1col", 2: "npu1_2col", 4: "npu1"},
     core_rows=4,
     clock_ghz=1.0,
     l1_bytes=64 * 1024,
@@ -176,6 +186,7 @@ NPU2 = Device(
     marketing="XDNA2 (Strix / Strix Halo / Krackan)",
     aie_target="aie2p",
     columns=8,
+    column_devices={1: "npu2", 2: "npu2", 4: "npu2", 8: "npu2"},
     core_rows=4,
     clock_ghz=1.8,
     l1_bytes=64 * 1024,

@@ -196,7 +196,8 @@ def estimate(pr: Problem, m: np.ndarray | int, k: np.ndarray | int, n: np.ndarra
     chi = dram.coalescing
     t_tensor = {name: (tr.bytes + tr.effective_runs(chi) * lost) / bw for name, tr in traffic.items()}
     t_dram = np.asarray(sum(t_tensor.values()), dtype=np.float64)
-    per_channel = np.maximum(np.maximum(traffic["A"].bytes / rows, traffic["B"].bytes / cols),
+    a_shims = min(rows, cols)  # fewer columns than rows: one A shim serves several core rows
+    per_channel = np.maximum(np.maximum(traffic["A"].bytes / a_shims, traffic["B"].bytes / cols),
                              traffic["C"].bytes / cols)
     t_port = per_channel / (sbw * f_hz)
     t_mem = np.maximum(t_dram, t_port)
@@ -214,7 +215,7 @@ def estimate(pr: Problem, m: np.ndarray | int, k: np.ndarray | int, n: np.ndarra
     t_c_dram = (c_block + cols * rows * m * side * lost) / bw
     t_c_stream = rows * m * n * b_out / (sbw * f_hz)
     t_drain_block = np.maximum(t_c_dram, t_c_stream) + c_to_l2 / f_hz
-    tasks = tasks_per_group if tasks_per_group is not None else rows + 2 * cols
+    tasks = tasks_per_group if tasks_per_group is not None else a_shims + 2 * cols
     t_cp = tasks * p.bd_task_us * 1e-6
     body = np.maximum(t_core, t_mem)
     t_group = body / groups

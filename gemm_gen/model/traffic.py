@@ -94,17 +94,18 @@ def analytic_traffic(rows: int, cols: int, types: tuple[DType, DType, DType], b_
     m_blocks, n_blocks = Mp // (m * rows), Np // (n * cols)
     whole = Kp <= k_mt  # one k_mt chunk: a strip is one run, and the strips of a group touch
     a_bytes = (Mp * Kp * n_blocks * b_a).astype(f)
-    a_runs = a_bytes / (np.where(whole, m * Kp, k_mt * q_a) * b_a)
-    a_side = np.where(whole, rows, 1)
+    a_shims = min(rows, cols)  # each A task covers the strips of rows / a_shims core rows
+    a_runs = a_bytes / (np.where(whole, rows // a_shims * m * Kp, k_mt * q_a) * b_a)
+    a_side = np.where(whole, a_shims, 1)
     b_bytes = (Np * Kp * m_blocks * b_b).astype(f)
     if b_col_maj:
         b_runs = b_bytes / (np.where(whole, n * Kp, k_mt * q_b) * b_b)
         b_side = np.where(whole, cols, 1)
-    else:
-        b_runs = b_bytes / (n * q_b * b_b)
+    else:  # rows of n, or one run per strip when a single column's n spans all of N
+        b_runs = b_bytes / (np.where(Np == n, Kp * n, n * q_b) * b_b)
         b_side = np.full(np.shape(b_runs), cols)
     c_bytes = (Mp * Np * b_out).astype(f)
-    c_runs = c_bytes / (n * q_c * b_out)
+    c_runs = c_bytes / (np.where(Np == n, rows * m * n, n * q_c) * b_out)
     return {
         "A": TensorTraffic(a_bytes, np.asarray(a_runs, dtype=f), np.asarray(a_runs / a_side, dtype=f)),
         "B": TensorTraffic(b_bytes, np.asarray(b_runs, dtype=f), np.asarray(b_runs / b_side, dtype=f)),

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from .. import precision as prec
-from ..config import MAX_RUNTIME_TASKS, GemmConfig
+from ..config import MAX_RUNTIME_TASKS, GemmConfig, l2_owners
 from ..dtypes import dtype
 from ..errors import ConfigError, GemmGenError
 from ..hw.devices import MLIR_AIE_BD_MAX_SIZE, TileKind
@@ -178,13 +178,9 @@ def _memtiles_fit(pr: Problem, m: np.ndarray, k: np.ndarray, n: np.ndarray, k_mt
     a_bytes = np.rint(m * k_mt * b_a).astype(np.int64)  # whole bfp16 tiles: exact
     b_bytes = np.rint((k_mt if pr.b_col_maj else k) * n * b_b).astype(np.int64)
     c_bytes = np.rint(rows * m * n * b_out).astype(np.int64)
-    owners: list[tuple[str, int, np.ndarray, int]] = []
-    owners += [(f"A_L3L2_{row}", row * (cols // rows), a_bytes, pr.depth_ab_l2) for row in range(rows)]
-    owners += [(f"B_L3L2_{col}", col, b_bytes, pr.depth_ab_l2) for col in range(cols)]
-    owners += [(f"C_L2L3_{col}", col, c_bytes, pr.depth_c_l2) for col in range(cols)]
     used = np.zeros((m.size, cols), dtype=np.int64)
     ok = np.ones(m.size, dtype=bool)
-    for name, col, nbytes, depth in sorted(owners, key=lambda o: o[0]):
+    for name, col, nbytes, depth in l2_owners(rows, cols, a_bytes, b_bytes, c_bytes, pr.depth_ab_l2, pr.depth_c_l2):
         nb = np.broadcast_to(nbytes, m.shape)
         for _ in range(depth):
             home = np.full(m.size, -1, dtype=np.int64)
