@@ -74,7 +74,7 @@ tune: $(STAMP)
 	$(BIN)/gemm-gen tune $(GEN_ARGS) --top $(TOP)
 
 roofline: $(STAMP)
-	$(BIN)/gemm-gen roofline --dev $(DEVICE) --dtype_in $(DTYPE_IN) $(if $(DTYPE_OUT),--dtype_out $(DTYPE_OUT))
+	$(BIN)/gemm-gen roofline $(GEN_ARGS)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q

@@ -10,15 +10,16 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass
 from functools import cached_property
-from typing import Any
 
+from . import placement
 from . import precision as prec
 from .dtypes import DType, dtype
 from .errors import ConfigError
 from .hw.devices import Device, MmulShape, TileKind, device
 from .numerics import KernelNumerics, Rounding, Saturation
+from .placement import MemtileBuffer
 from .precision import Precision
 
 # Balanced kernels of Striking the Balance, Tables 2 and 3 (B column-major): (m, k, n, k_mt).
@@ -46,16 +47,6 @@ KERNEL_EXPANSION = 2  # our kernels compute 2 x 2 blocks of mmuls: m % 2r == 0, 
 # Every fine-grained shim BD is unrolled into the instruction stream (~64 bytes each); 1M tasks
 # covers 65536^3 with small tiles and keeps insts.bin in the tens of MiB.
 MAX_RUNTIME_TASKS = 1_000_000
-
-
-@dataclass(frozen=True)
-class MemtileBuffer:
-    """One ObjectFIFO buffer in L2: what it holds, whose it is, and where it lives."""
-
-    name: str
-    nbytes: int
-    owner_col: int  # the memtile whose DMA channels use it
-    home_col: int  # the memtile whose memory holds it (a neighbour when spilled)
 
 
 @dataclass(frozen=True)
@@ -249,9 +240,8 @@ class GemmConfig:
         return self.rows // self.a_shims
 
     def a_shim_col(self, i: int) -> int:
-        """Column of A shim `i`; npu2's 8 columns spread the four A streams over the even columns
-        (sec. 4.2.2)."""
-        return i * (self.cols // self.a_shims)
+        """Column of A shim `i` (npu2's 8 columns carry A on the even ones, sec. 4.2.2)."""
+        return placement.a_shim_col(i, self.rows, self.cols)
 
     def a_col(self, row: int) -> int:
         """Column whose shim and memtile carry the A tiles of core row `row`."""
@@ -284,51 +274,26 @@ class GemmConfig:
     def l1_bytes(self) -> int:
         return sum(self.l1_parts.values())
 
-    def memtile_buffers(self) -> list[MemtileBuffer]:
-        """Every L2 buffer in the order mlir-aie creates them (before placement).
+    def l2_pools(self) -> list[placement.Pool]:
+        """The memtile links that own L2 buffers, in mlir-aie's IR order."""
+        return placement.pools(self.rows, self.cols, self.t_in.nbytes(self.m * self.k_mt),
+                               self.t_b.nbytes(self.b_l2_k * self.n), self.t_out.nbytes(self.rows * self.m * self.n),
+                               self.depth_ab_l2, self.depth_c_l2)
 
-        IRON emits fifos sorted by name and the ObjectFifo transform gives a link's memtile
-        buffers to its bigger fifo, so they come as A_L3L2_*, B_L3L2_*, then C_L2L3_*.
-        """
-        owners = l2_owners(self.rows, self.cols, self.t_in.nbytes(self.m * self.k_mt),
-                           self.t_b.nbytes(self.b_l2_k * self.n), self.t_out.nbytes(self.rows * self.m * self.n),
-                           self.depth_ab_l2, self.depth_c_l2)
-        return [MemtileBuffer(f"{name}_buff_{i}", nbytes, col, col) for name, col, nbytes, depth in owners
-                for i in range(depth)]
+    def memtile_buffers(self) -> list[MemtileBuffer]:
+        """Every L2 buffer, each at its own memtile (before placement)."""
+        return [MemtileBuffer(f"{p.name}_buff_{i}", p.nbytes, p.col, p.col) for p in self.l2_pools()
+                for i in range(p.depth)]
 
     def memtile_placement(self) -> list[MemtileBuffer]:
-        """Place L2 buffers as mlir-aie does: in creation order, each on its own memtile if it fits,
-        else on the left neighbour, else on the right (counting the buffers placed so far).
-
-        A C buffer must stay home: the C join uses memtile channels 4-5, which reach local memory
-        only, so aiecc refuses a design whose C buffer spills.
-        """
-        cap = self.dev.memtile_bytes
-        used = [0] * self.cols
-        placed: list[MemtileBuffer] = []
-        for buf in self.memtile_buffers():
-            col = buf.owner_col
-            home = next((c for c in (col, col - 1, col + 1) if 0 <= c < self.cols and used[c] + buf.nbytes <= cap),
-                        None)
-            if home is None:
-                need = sum(b.nbytes for b in self.memtile_buffers() if b.owner_col == col)
-                raise ConfigError(
-                    f"memtile {col} overflows: its A/B/C buffers need {need} B > {cap} B (512 KiB) and "
-                    f"neither neighbour has {buf.nbytes} B free for {buf.name}",
-                    "reduce k_mt (--k-mt) or m/n",
-                )
-            if home != col and buf.name.startswith("C"):
-                raise ConfigError(
-                    f"memtile {col} overflows: mlir-aie would place {buf.name} ({buf.nbytes} B) in memtile "
-                    f"{home}, but the C join's channels 4-5 reach only local memory",
-                    "reduce k_mt (--k-mt) or m/n so that A, B and C fit one memtile",
-                )
-            used[home] += buf.nbytes
-            placed.append(replace(buf, home_col=home))
-        return placed
+        """The L2 buffers where mlir-aie places them (gemm_gen/placement.py): home, else the less
+        used neighbour memtile of the target device; ConfigError when one finds no room or when
+        spilled buffers need more than the 4 channels that reach a neighbour."""
+        return placement.place_one(self.l2_pools(), self.dev.target(self.cols)[1], self.dev.memtile_bytes)
 
     def memtile_bytes_used(self) -> list[int]:
-        used = [0] * self.cols
+        """Bytes on each memtile of the target device."""
+        used = [0] * self.dev.target(self.cols)[1]
         for buf in self.memtile_placement():
             used[buf.home_col] += buf.nbytes
         return used
@@ -533,19 +498,6 @@ class GemmConfig:
 
     def to_json(self) -> dict[str, object]:
         return asdict(self)  # fields only: cached derived values live outside them
-
-
-def l2_owners(rows: int, cols: int, a_bytes: Any, b_bytes: Any, c_bytes: Any, depth_ab: int, depth_c: int
-              ) -> list[tuple[str, int, Any, int]]:
-    """The memtile fifos that own L2 buffers, in mlir-aie's creation order: (name, owning column,
-    bytes per buffer, depth). `a_bytes` is one core row's A object (m x k_mt); an A memtile that
-    serves several rows (fewer columns than rows) holds all of theirs. Sizes may be NumPy arrays
-    (the tuner's vectorised placement)."""
-    a_shims = min(cols, rows)
-    owners = [(f"A_L3L2_{i}", i * (cols // a_shims), a_bytes * (rows // a_shims), depth_ab) for i in range(a_shims)]
-    owners += [(f"B_L3L2_{col}", col, b_bytes, depth_ab) for col in range(cols)]
-    owners += [(f"C_L2L3_{col}", col, c_bytes, depth_c) for col in range(cols)]
-    return sorted(owners, key=lambda o: o[0])
 
 
 def _round_up(x: int, q: int) -> int:

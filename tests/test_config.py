@@ -5,7 +5,10 @@ from __future__ import annotations
 import pytest
 
 from gemm_gen.config import PAPER_TILES, GemmConfig, default_k_mt, default_tiles
+from gemm_gen.design import build_design
 from gemm_gen.errors import ConfigError, DmaLimitError, GemmGenError
+from gemm_gen.sim import simulate
+from gemm_gen.sim.lower import memtile_channels
 
 # Striking the Balance, Tables 2 and 3 (B column-major): kernel, L1 KB, L2 KB (all memtiles), GEMM
 # size. k_mt is not printed per row; it follows from the L2 column (sec. 5.2.2 gives the first rows').
@@ -91,19 +94,34 @@ def test_l1_overflow():
 def test_memtile_overflow_and_neighbour_spill():
     msg = _err(ConfigError, k_mt=48 * 30)
     assert "memtile" in msg and "k_mt" in msg
-    # mlir-aie places buffers in fifo-name order (A, B, C), own memtile first, then left, then
-    # right: here B's second buffer moves to the odd neighbour, and C still fits at home
+    # mlir-aie 1.4.x places the largest buffers first (PR #3116; A and B tie at 132 KiB and keep
+    # IR order), each at home if it fits, else on the less used neighbour: B's second buffer leaves
+    # the even memtiles that A also fills, and C (81 KiB) still fits at home
     c = GemmConfig("npu2", 4032, 936 * 5, 4608, 144, 72, 144, 936, "i8", "i8", True).validate()
     spilled = {b.name: (b.owner_col, b.home_col) for b in c.memtile_placement() if b.home_col != b.owner_col}
     assert spilled == {f"B_L3L2_{col}_buff_1": (col, col + 1) for col in (0, 2, 4, 6)}
     assert max(c.memtile_bytes_used()) <= 512 * 1024
 
 
-def test_a_spilled_c_join_buffer_is_refused():
-    # A and B fill the even memtile first, so C_L2L3 would land on a neighbour: its join channels
-    # 4-5 cannot reach there, and aiecc would refuse the design
-    msg = _err(ConfigError, k_mt=576, K=576 * 8)
-    assert "C_L2L3_0_buff_0" in msg and "channels 4-5" in msg
+def test_a_spilled_c_join_takes_channels_0_to_3_and_simulates():
+    """Since mlir-aie PR #2432 a join whose buffer sits in a neighbour memtile gets the channels
+    that reach it (0-3) before anything else; the design builds and computes the right C."""
+    c = GemmConfig("npu2", 448, 1152, 768, 112, 48, 96, 576, "bf16", "bf16", True).validate()
+    spilled = {b.name: b.home_col for b in c.memtile_placement() if b.home_col != b.owner_col}
+    assert spilled == {f"C_L2L3_{col}_buff_0": col + 1 for col in (0, 2, 4, 6)}
+    d = build_design(c)
+    channels = {(name, mm2s): i for (tile, mm2s, name), i in memtile_channels(d).items() if tile.col == 0}
+    assert [channels[(f"C_L1L2_0_{row}", False)] for row in range(4)] == [0, 1, 2, 3]
+    assert channels[("C_L2L3_0", True)] == 0 and channels[("A_L3L2_0", False)] == 4
+    assert simulate(d).passed
+
+
+def test_spilled_links_needing_more_than_four_channels_are_refused():
+    """Only memtile channels 0-3 reach a neighbour's memory (mlir-aie PR #551): a memtile whose
+    spilled B and C links need 5 S2MM channels is refused (aiecc: DMA channels exceeded)."""
+    with pytest.raises(ConfigError, match=r"memtile 0: 5 S2MM channels would have to reach spilled buffers of "
+                                          r"B_L3L2_0, C_L2L3_0 .* only channels 0-3 can"):
+        GemmConfig("npu2", 512, 2048, 128, 64, 64, 64, 1024, "i8", "i32", True, cols=1).validate()
 
 
 @pytest.mark.parametrize("change,text", [

@@ -10,8 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .. import precision as prec
-from ..config import GemmConfig, MemtileBuffer
+from ..config import GemmConfig
 from ..hw.devices import TileKind
+from ..placement import MemtileBuffer
 from ..precision import Precision
 from ..tap import Tap
 

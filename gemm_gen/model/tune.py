@@ -19,8 +19,9 @@ from typing import Any
 
 import numpy as np
 
+from .. import placement
 from .. import precision as prec
-from ..config import MAX_RUNTIME_TASKS, GemmConfig, l2_owners
+from ..config import MAX_RUNTIME_TASKS, GemmConfig
 from ..dtypes import dtype
 from ..errors import ConfigError, GemmGenError
 from ..hw.devices import MLIR_AIE_BD_MAX_SIZE, TileKind
@@ -170,31 +171,15 @@ def _tilings(pr: Problem, fixed: dict[str, int | None]
 
 
 def _memtiles_fit(pr: Problem, m: np.ndarray, k: np.ndarray, n: np.ndarray, k_mt: np.ndarray) -> np.ndarray:
-    """GemmConfig.memtile_placement, vectorised: mlir-aie's order and neighbour spill; C stays home."""
+    """GemmConfig.memtile_placement over every candidate at once (gemm_gen/placement.py)."""
     dev = pr.dev
     rows, cols = pr.rows, pr.ncols
     b_a, b_b, b_out, _ = pr.elem_bytes
-    cap = dev.memtile_bytes
     a_bytes = np.rint(m * k_mt * b_a).astype(np.int64)  # whole bfp16 tiles: exact
     b_bytes = np.rint((k_mt if pr.b_col_maj else k) * n * b_b).astype(np.int64)
     c_bytes = np.rint(rows * m * n * b_out).astype(np.int64)
-    used = np.zeros((m.size, cols), dtype=np.int64)
-    ok = np.ones(m.size, dtype=bool)
-    for name, col, nbytes, depth in l2_owners(rows, cols, a_bytes, b_bytes, c_bytes, pr.depth_ab_l2, pr.depth_c_l2):
-        nb = np.broadcast_to(nbytes, m.shape)
-        for _ in range(depth):
-            home = np.full(m.size, -1, dtype=np.int64)
-            for c in (col, col - 1, col + 1):
-                if 0 <= c < cols:
-                    can = (home < 0) & (used[:, c] + nb <= cap)
-                    home[can] = c
-            bad = home < 0
-            if name.startswith("C"):
-                bad |= home != col
-            ok &= ~bad
-            placed = home >= 0
-            used[placed, home[placed]] += nb[placed]
-    return ok
+    pool_list = placement.pools(rows, cols, a_bytes, b_bytes, c_bytes, pr.depth_ab_l2, pr.depth_c_l2)
+    return placement.place(pool_list, dev.target(cols)[1], dev.memtile_bytes, m.size).ok()
 
 
 @dataclass

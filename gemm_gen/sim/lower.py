@@ -5,8 +5,11 @@
 - A memtile link owns one set of buffers (those of its bigger fifo: the joined one, the split one,
   or the larger of a forward's two) with one lock pair per slice; join/split slices get their own
   BDs, and the outer fifo's dims apply per slice (AIEObjectFifoStatefulTransform.cpp).
-- Channels are numbered per tile in link order; BDs, channels and locks are counted against the
-  tile's DMA (memtile BDs per even/odd bank; channels 4-5 only reach local memory).
+- Channels are numbered per tile in IR order (fifos by name: a fifo's producer end, then its
+  consumer ends), except that on a memtile the endpoints of a link with a buffer in a neighbour
+  memtile take the lowest channels first (gemm_gen/placement.py); BDs, channels and locks are
+  counted against the tile's DMA (memtile BDs per even/odd bank; channels 4-5 only reach local
+  memory).
 """
 
 from __future__ import annotations
@@ -59,12 +62,16 @@ class _Lowering:
         self.shim_channel: dict[str, Channel] = {}
         self.patterns: dict[tuple[Tap | None, str, int, int], np.ndarray] = {}
         self.home = {b.name: b.home_col for b in design.memtile_buffers}
+        self.channel_index = memtile_channels(design)
 
     # ---- resources -------------------------------------------------------------------------
     def channel(self, tile: TileRef, mm2s: bool, what: str, bds: list[Bd] | None = None) -> Channel:
         spec = self.dev.dma[tile.kind]
         key = (tile, mm2s)
-        index = self.n_channels.get(key, 0)
+        index = self.channel_index.get((tile, mm2s, what))
+        if index is None:  # not a memtile endpoint: the next channel in IR order
+            index = self.n_channels.get(key, 0)
+            self.n_channels[key] = index + 1
         limit = spec.mm2s_channels if mm2s else spec.s2mm_channels
         if index >= limit:
             raise SimulationError(
@@ -72,7 +79,6 @@ class _Lowering:
                 f"(it has {limit})",
                 "route fewer fifos through this tile",
             )
-        self.n_channels[key] = index + 1
         ch = Channel(f"{'MM2S' if mm2s else 'S2MM'}{index} ({what})", tile, mm2s, bds,
                      spec.task_queue_depth if tile.kind == TileKind.SHIM else 0)
         if bds:
@@ -275,6 +281,30 @@ class _Lowering:
         if groups:
             raise SimulationError(f"task groups {sorted(groups)} are never finished", "finish every task group")
         return CommandProcessor(steps, self.dev.dma[TileKind.SHIM].bds)
+
+
+def memtile_channels(design: Design) -> dict[tuple[TileRef, bool, str], int]:
+    """(memtile, is MM2S, fifo) -> channel, as mlir-aie assigns them: endpoints in IR order (fifos
+    by name; a fifo's producer end before its consumer ends), those of links with a buffer away
+    from the memtile first; each takes the lowest free channel. Cross-tile endpoints beyond channel
+    3 are left for the channel check to refuse."""
+    cross = set()
+    for lk in design.links:
+        owner = lk.dsts[0] if lk.kind == "join" else lk.srcs[0]
+        if any(b.home_col != b.owner_col for b in design.memtile_buffers if b.name.startswith(f"{owner}_buff_")):
+            cross |= set(lk.srcs) | set(lk.dsts)
+    ends = []
+    for f in sorted(design.fifos, key=lambda f: f.name):
+        if f.producer.kind == TileKind.MEM:
+            ends.append((f.producer, True, f.name))
+        ends += [(t, False, f.name) for t in f.consumers if t.kind == TileKind.MEM]
+    ends.sort(key=lambda e: e[2] not in cross)  # stable: cross-tile endpoints first, IR order otherwise
+    taken: dict[tuple[TileRef, bool], int] = {}
+    index = {}
+    for tile, mm2s, name in ends:
+        index[(tile, mm2s, name)] = taken.get((tile, mm2s), 0)
+        taken[(tile, mm2s)] = index[(tile, mm2s, name)] + 1
+    return index
 
 
 def _elems(shape: tuple[int, ...]) -> int:

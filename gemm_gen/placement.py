@@ -1,0 +1,165 @@
+"""Memtile buffer placement and DMA channel rule of the pinned mlir-aie (ObjectFifo lowering, 1.4.x).
+
+What mlir-aie does with the L2 buffers of a design (AIEObjectFifoAllocate.cpp after PR #3553,
+the size sort of PR #3116, neighbour spill of PR #2432, the local-only channels of PR #551):
+
+- Each memtile link owns one pool of `depth` buffers on its memtile (a join: its output fifo's;
+  a forward or split: its input fifo's consumer end). Pools are taken in IR order (IRON emits
+  fifos sorted by name), stably sorted by buffer size, largest first.
+- Every buffer is placed on its own: at home if the memtile still has room (an exact fit is
+  fine), else on the less used of the left and right neighbour memtiles of the target device
+  (the left one on a tie) that has room; with no room anywhere the build fails.
+- A pool with a buffer away from home is "cross-tile": all its endpoints on the memtile (every
+  S2MM and MM2S channel of the link) take channels first, and only channels 0-3 can reach a
+  neighbour's memory; the other endpoints then take the lowest free channels in IR order.
+
+Both the GemmConfig check (one design, with messages) and the tuner (many candidates at once,
+NumPy) run the same `place` below.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from .errors import ConfigError
+
+# memtile DMA channels that can reach a neighbour memtile's memory (getMaxChannelNumForAdjacentMemTile)
+CROSS_TILE_CHANNELS = 4
+
+
+@dataclass(frozen=True)
+class Pool:
+    """The buffers one memtile link owns, and the DMA endpoints that link has on that memtile."""
+
+    name: str  # the owning fifo
+    col: int  # its memtile
+    nbytes: Any  # bytes per buffer: an int, or an array over the tuner's candidates
+    depth: int
+    s2mm: int  # endpoints (channels) of the link on its memtile, per direction
+    mm2s: int
+
+
+@dataclass(frozen=True)
+class MemtileBuffer:
+    """One ObjectFIFO buffer in L2: what it holds, whose it is, and where it lives."""
+
+    name: str
+    nbytes: int
+    owner_col: int  # the memtile whose DMA channels use it
+    home_col: int  # the memtile whose memory holds it (a neighbour when spilled)
+
+
+def pools(rows: int, cols: int, a_bytes: Any, b_bytes: Any, c_bytes: Any, depth_ab: int, depth_c: int) -> list[Pool]:
+    """The L2 pools of a whole-array design, in IR (name) order. `a_bytes` is one core row's A
+    object (m x k_mt); an A memtile that serves several rows (fewer columns than rows, mlir-aie's
+    n_A_tiles_per_shim) holds all of theirs and splits them to one channel per row."""
+    a_shims = min(cols, rows)
+    a_rows = rows // a_shims
+    out = [Pool(f"A_L3L2_{i}", a_shim_col(i, rows, cols), a_bytes * a_rows, depth_ab, 1, a_rows)
+           for i in range(a_shims)]
+    out += [Pool(f"B_L3L2_{col}", col, b_bytes, depth_ab, 1, 1) for col in range(cols)]
+    out += [Pool(f"C_L2L3_{col}", col, c_bytes, depth_c, rows, 1) for col in range(cols)]
+    return sorted(out, key=lambda p: p.name)
+
+
+def a_shim_col(i: int, rows: int, cols: int) -> int:
+    """Column of A shim `i`: every column when there are fewer columns than rows; npu2's 8
+    columns spread the four A streams over the even columns (Striking sec. 4.2.2)."""
+    return i * (cols // min(cols, rows))
+
+
+@dataclass
+class Placement:
+    """Where every buffer of every candidate went: home[c, p, i] is the memtile of buffer i of
+    pool p for candidate c (-1: nowhere had room), and the bytes left on each memtile."""
+
+    pools: list[Pool]
+    home: np.ndarray  # (candidates, pools, max depth); unused depth slots hold the owner column
+    used: np.ndarray  # (candidates, target columns)
+
+    def placed(self) -> np.ndarray:
+        """Candidates whose every buffer found room."""
+        return np.all(self.home >= 0, axis=(1, 2))
+
+    def cross(self) -> np.ndarray:
+        """(candidates, pools): whether a pool has a buffer away from its memtile."""
+        owner = np.array([p.col for p in self.pools])[None, :, None]
+        return np.any((self.home != owner) & (self.home >= 0), axis=2)
+
+    def channels_ok(self) -> np.ndarray:
+        """Candidates whose cross-tile endpoints fit channels 0-3 of every memtile."""
+        cross = self.cross()
+        ok = np.ones(cross.shape[0], dtype=bool)
+        for col in sorted({p.col for p in self.pools}):
+            mine = np.array([p.col == col for p in self.pools])
+            for attr in ("s2mm", "mm2s"):
+                need = (cross[:, mine] * np.array([getattr(p, attr) for p in self.pools])[mine]).sum(axis=1)
+                ok &= need <= CROSS_TILE_CHANNELS
+        return ok
+
+    def ok(self) -> np.ndarray:
+        return self.placed() & self.channels_ok()
+
+
+def place(pool_list: list[Pool], target_cols: int, capacity: int, candidates: int = 1) -> Placement:
+    """mlir-aie's placement of every candidate's pools (sizes broadcast over `candidates`)."""
+    n, p_count = candidates, len(pool_list)
+    size = np.stack([np.broadcast_to(np.asarray(p.nbytes, dtype=np.int64), (n,)) for p in pool_list], axis=1)
+    owner = np.array([p.col for p in pool_list])
+    depth = np.array([p.depth for p in pool_list])
+    order = np.argsort(-size, axis=1, kind="stable")  # largest first, IR order among equals
+    used = np.zeros((n, target_cols), dtype=np.int64)
+    home = np.broadcast_to(owner[None, :, None], (n, p_count, int(depth.max()))).copy()
+    rows = np.arange(n)
+    inf = np.iinfo(np.int64).max
+    for slot in range(p_count):
+        p = order[:, slot]
+        nb, col = size[rows, p], owner[p]
+        for i in range(int(depth.max())):
+            active = i < depth[p]
+            left, right = col - 1, col + 1
+            used_l = np.where(left >= 0, used[rows, np.clip(left, 0, target_cols - 1)], inf)
+            used_r = np.where(right < target_cols, used[rows, np.clip(right, 0, target_cols - 1)], inf)
+            first = np.where(used_l <= used_r, left, right)  # the less used neighbour, the left on a tie
+            second = np.where(used_l <= used_r, right, left)
+            choice = np.full(n, -1, dtype=np.int64)
+            for cand in (second, first, col):  # the last assignment that fits wins: home, then first, then second
+                valid = (cand >= 0) & (cand < target_cols)
+                fits = valid & (used[rows, np.clip(cand, 0, target_cols - 1)] + nb <= capacity)
+                choice = np.where(fits, cand, choice)
+            go = active & (choice >= 0)
+            used[rows[go], choice[go]] += nb[go]
+            home[rows[active], p[active], i] = choice[active]
+    return Placement(pool_list, home, used)
+
+
+def place_one(pool_list: list[Pool], target_cols: int, capacity: int) -> list[MemtileBuffer]:
+    """One design's buffers where mlir-aie puts them (IR order), or ConfigError naming the memtile,
+    its need and the fix."""
+    result = place(pool_list, target_cols, capacity)
+    home = result.home[0]
+    for p, pool in enumerate(pool_list):
+        for i in range(pool.depth):
+            if home[p, i] < 0:
+                need = sum(q.nbytes * q.depth for q in pool_list if q.col == pool.col)
+                raise ConfigError(
+                    f"memtile {pool.col} overflows: its A/B/C buffers need {need} B > {capacity} B (512 KiB) and "
+                    f"no neighbour memtile has {pool.nbytes} B free for {pool.name}_buff_{i}",
+                    "reduce k_mt (--k-mt) or m/n",
+                )
+    cross = result.cross()[0]
+    for col in sorted({q.col for q in pool_list}):
+        for attr, what in (("s2mm", "S2MM"), ("mm2s", "MM2S")):
+            spilled = [q for q, x in zip(pool_list, cross) if x and q.col == col]
+            need = sum(getattr(q, attr) for q in spilled)
+            if need > CROSS_TILE_CHANNELS:
+                raise ConfigError(
+                    f"memtile {col}: {need} {what} channels would have to reach spilled buffers of "
+                    f"{', '.join(q.name for q in spilled)} in a neighbour memtile, but only channels 0-3 can",
+                    "reduce k_mt (--k-mt) or m/n so that fewer buffers leave their memtile",
+                )
+    return [MemtileBuffer(f"{pool.name}_buff_{i}", int(pool.nbytes), pool.col, int(home[p, i]))
+            for p, pool in enumerate(pool_list) for i in range(pool.depth)]
