@@ -64,7 +64,7 @@ dry-run: $(STAMP)
 
 # build if needed, then run on the NPU through XRT with mlir-aie's output lines
 run: $(STAMP)
-	$(BIN)/gemm-gen run $(GEN_ARGS) --warmup $(WARMUP) --iters $(ITERS) --seed $(SEED)
+	export XRT_HACK_UNSECURE_LOADING_XCLBIN=1 && $(BIN)/gemm-gen run $(GEN_ARGS) --warmup $(WARMUP) --iters $(ITERS) --seed $(SEED)
 
 predict: $(STAMP)
 	$(BIN)/gemm-gen predict $(GEN_ARGS)

@@ -74,7 +74,7 @@ def cmd_run(a: argparse.Namespace) -> int:
     if a.json:
         print(json.dumps(result.to_json(), indent=1))
     else:
-        print("\n".join(result.lines()))
+        print("\n".join(result.lines()))  # mlir-aie ends with a blank line too
     return 0 if result.passed else EXIT_FAIL
 
 
