@@ -1,15 +1,22 @@
-"""A recording stand-in for the parts of mlir-aie's IRON API the lowering calls. TESTS ONLY.
+"""A strict recording stand-in for the part of mlir-aie 1.4.3's IRON the lowering calls. TESTS ONLY.
 
-It is not IRON: it keeps IRON's signatures (python/iron @1e400306: ObjectFifo, ObjectFifoHandle
-join/split/forward, Worker, Kernel, Runtime fill/drain/task_group/finish_task_group, Program,
-taplib TensorAccessPattern), repeats the argument checks IRON makes, and records what it is told,
-so tests can compare the lowered program with the Design. resolve_program() "traces" each worker's
-core_fn once, as IRON does (range_ loops are traced once and recorded as loops).
+It is not IRON and produces no MLIR. It mirrors the pinned release signature by signature
+(gemm_gen/backends/iron_1_4_3.json; test_iron_standin.py compares them with inspect) and refuses
+what that release refuses (tests/data/iron_1_4_3_refusals.json, messages as IRON words them):
+ObjectFifo options are keyword-only; handles join/split/forward only from the right end, with
+argument lists as long as the offsets; fill/drain only on the right end, inside the runtime
+sequence, from a sequence argument, in an open TaskGroup; Workers take `tile=`, refuse bare
+ObjectFifos and pin untiled Buffers; Kernel calls need a resolved kernel and the declared number of
+arguments, with Buffers unwrapped. What mlir-aie refuses later, when the resolved module is
+verified, is checked at resolve_program too: each func.call operand's type against the kernel's
+declaration, every shim transfer inside its runtime buffer (DMABDOp verifier), every Buffer placed.
+
+It records what it is told, so tests can compare the lowered program with the Design.
 """
 
 from __future__ import annotations
 
-from contextlib import contextmanager
+import itertools
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -17,39 +24,66 @@ import ml_dtypes
 import numpy as np
 
 
-@dataclass(frozen=True)
+class IronRuntimeError(Exception):
+    """IRON's runtime-sequence error."""
+
+
+# ---- device -----------------------------------------------------------------------------------
 class Tile:
-    col: int
-    row: int
+    def __init__(self, col=None, row=None, *, tile_type=None, allocation_scheme=None):
+        self.col, self.row, self.tile_type, self.allocation_scheme = col, row, tile_type, allocation_scheme
+
+    @property
+    def placed(self) -> bool:
+        return self.col is not None and self.row is not None
+
+    def at(self) -> tuple[int, int] | None:
+        return (self.col, self.row) if self.placed else None
+
+    def __repr__(self) -> str:
+        return f"Tile({self.col if self.col is not None else '?'}, {self.row if self.row is not None else '?'})"
 
 
-class NPU1:
-    name = "npu1"
+AnyComputeTile = Tile(tile_type="CoreTile")
+AnyMemTile = Tile(tile_type="MemTile")
+AnyShimTile = Tile(tile_type="ShimNOCTile")
 
 
-class NPU2:
-    name = "npu2"
+class _Device:
+    name = ""
+    cols = 0
+    rows = 6
+
+
+class NPU1(_Device):
+    name, cols = "npu1", 4
+
+
+class NPU1Col1(_Device):
+    name, cols = "npu1_1col", 1
+
+
+class NPU1Col2(_Device):
+    name, cols = "npu1_2col", 2
+
+
+class NPU2(_Device):
+    name, cols = "npu2", 8
 
 
 class v8bfp16ebs8(np.generic):  # noqa: N801 - IRON's marker type for 9-byte bfp16 blocks
-    """Stand-in for aie.helpers.util.v8bfp16ebs8 (a marker np.generic subclass there too)."""
+    """Stand-in for aie.dialects.aiex.v8bfp16ebs8 (a marker np.generic subclass there too)."""
 
 
-class Buffer:
-    """IRON's Buffer(type, initial_value, name): a Worker passed it in fn_args places it."""
-
-    def __init__(self, type=None, initial_value=None, name=None, tile=None):  # noqa: A002 - IRON's names
-        if type is None and initial_value is None:
-            raise ValueError("Must provide either type, initial value, or both.")
-        self.type, self.name, self.tile = type, name, tile
-        REC.buffers.append(self)
-
-    def __repr__(self) -> str:
-        return f"<buf {self.name}>"
+_DTYPES = {"bf16": ml_dtypes.bfloat16, "i8": np.int8, "i16": np.int16, "i32": np.int32, "f32": np.float32,
+           "u8": np.uint8, "u16": np.uint16, "u32": np.uint32}
 
 
-def str_to_dtype(name: str) -> Any:
-    return {"bf16": ml_dtypes.bfloat16, "i8": np.int8, "i16": np.int16, "i32": np.int32, "f32": np.float32}[name]
+def str_to_dtype(dtype_str):
+    try:
+        return _DTYPES[dtype_str]
+    except KeyError:
+        raise ValueError(f"Unrecognized dtype: {dtype_str}") from None
 
 
 def shape_dtype(obj_type: Any) -> tuple[tuple[int, ...], str]:
@@ -60,237 +94,560 @@ def shape_dtype(obj_type: Any) -> tuple[tuple[int, ...], str]:
     shape, dt = obj_type.__args__
     if dt.__args__[0] is v8bfp16ebs8:
         return tuple(shape), "v8bfp16ebs8"
-    shape, dt = obj_type.__args__
     return tuple(shape), np.dtype(dt.__args__[0]).name
 
 
+def _count(shape: tuple[int, ...]) -> int:
+    return int(np.prod(shape)) if shape else 1
+
+
+# ---- taplib -----------------------------------------------------------------------------------
 class TensorAccessPattern:
-    def __init__(self, tensor_dims, offset, sizes, strides):  # taplib's checks (utils.py)
-        if len(sizes) != len(strides) or not sizes:
-            raise ValueError("len(sizes) != len(strides)")
-        if any(s < 1 for s in sizes) or any(s < 0 for s in strides):
-            raise ValueError("sizes must be >= 1 and strides >= 0")
-        if not 0 <= offset < int(np.prod(tensor_dims)):
-            raise ValueError(f"offset {offset} outside the tensor")
-        self.tensor_dims, self.offset, self.sizes, self.strides = tuple(tensor_dims), offset, list(sizes), list(strides)
+    """taplib's checks (utils.py at 1.4.3); like taplib, no check that the accesses stay inside."""
+
+    def __init__(self, tensor_dims, offset, sizes, strides):
+        dims = list(tensor_dims)
+        if len(dims) == 0:
+            raise ValueError(f"Number of tensor dimensions must be >= 1 (dimensions={tensor_dims})")
+        if any(d <= 0 for d in dims):
+            raise ValueError(f"Each tensor dimension must be >= 1 (dimensions={tensor_dims})")
+        if len(dims) == 1:
+            dims = [1, dims[0]]
+        if offset < 0:
+            raise ValueError(f"Offset must be >= 0 (offset={offset})")
+        if offset >= int(np.prod(dims)):
+            raise ValueError(f"Offset too large: {offset}. Max value allowed for tensor: {np.prod(dims)}")
+        if sizes is None:
+            raise ValueError("Sizes is None, but expected Sequence[int]")
+        if strides is None:
+            raise ValueError("Strides is None, but expected Sequence[int]")
+        if len(sizes) == 0:
+            raise ValueError("len(sizes) must be >0")
+        if len(strides) == 0:
+            raise ValueError("len(strides) must be >0")
+        if len(sizes) != len(strides):
+            raise ValueError(f"len(sizes) ({len(sizes)}) != len(strides) ({len(strides)})")
+        if any(s < 1 for s in sizes):
+            raise ValueError(f"All sizes must be >= 1, but got {sizes}")
+        if any(s < 0 for s in strides):
+            raise ValueError(f"All strides must be >= 0, but got {strides}")
+        strides = list(strides)
+        for i in range(len(sizes) - 1):  # taplib's cleaning: leading unit dims get stride 0
+            if sizes[i] == 1:
+                strides[i] = 0
+            else:
+                break
+        self.tensor_dims, self.offset, self.sizes, self.strides = tuple(dims), offset, list(sizes), strides
+
+    def max_index(self) -> int:
+        return self.offset + sum((s - 1) * st for s, st in zip(self.sizes, self.strides))
+
+    def count(self) -> int:
+        return int(np.prod(self.sizes))
 
 
+# ---- recording ----------------------------------------------------------------------------------
+@dataclass
 class Recorder:
     """Everything the stand-in was told, in order."""
 
-    def __init__(self) -> None:
-        self.fifos: list[ObjectFifo] = []
-        self.links: list[dict[str, Any]] = []
-        self.kernels: list[Kernel] = []
-        self.workers: list[Worker] = []
-        self.buffers: list[Buffer] = []
-        self.ops: list[tuple] = []
+    fifos: list[ObjectFifo] = field(default_factory=list)
+    links: list[dict[str, Any]] = field(default_factory=list)
+    kernels: list[Kernel] = field(default_factory=list)
+    workers: list[Worker] = field(default_factory=list)
+    buffers: list[Buffer] = field(default_factory=list)
+    transfers: list[dict[str, Any]] = field(default_factory=list)
+    finishes: list[int] = field(default_factory=list)
+    rt_events: list[tuple[str, Any]] = field(default_factory=list)  # ("task", group) / ("finish", group) in order
+    ops: list[tuple] = field(default_factory=list)  # the worker currently traced
+    tracing: Worker | None = None
+    sequence: _ActiveSequence | None = None
 
 
 REC = Recorder()
 
 
+# ---- buffers ----------------------------------------------------------------------------------
+class Buffer:
+    _index = itertools.count()
+
+    def __init__(self, type=None, initial_value=None, name=None, tile=None, use_write_rtp=False,  # noqa: A002
+                 address=None, mem_bank=None):
+        if type is None and initial_value is None:
+            raise ValueError("Must provide either type, initial value, or both.")
+        if address is not None:
+            if not isinstance(address, int) or isinstance(address, bool):
+                raise ValueError(f"Buffer address must be an int, but got {address.__class__.__name__}")
+            if address < 0:
+                raise ValueError(f"Buffer address must be >= 0, but got {address}")
+        if mem_bank is not None:
+            if not isinstance(mem_bank, int) or isinstance(mem_bank, bool):
+                raise ValueError(f"Buffer mem_bank must be an int, but got {mem_bank.__class__.__name__}")
+            if mem_bank < 0:
+                raise ValueError(f"Buffer mem_bank must be >= 0, but got {mem_bank}")
+        if type is None:
+            type = np.ndarray[initial_value.shape, np.dtype[initial_value.dtype.type]]  # noqa: A001
+        self.type = type
+        self._name = name if name is not None else f"buf_{next(Buffer._index)}"
+        self._tile, self._explicit_tile, self._owner_worker = tile, tile is not None, None
+        self.op: Any = None
+        REC.buffers.append(self)
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @property
+    def tile(self) -> Tile | None:
+        return self._tile
+
+    def resolve(self) -> None:
+        if self._tile is None or not self._tile.placed:
+            raise ValueError(f"Cannot resolve buffer until it has been placed ({self._name})")
+        self.op = ("buffer", self._name)
+
+    def __repr__(self) -> str:
+        return f"<buf {self._name}>"
+
+
+# ---- object fifos -------------------------------------------------------------------------------
 class ObjectFifo:
-    def __init__(self, obj_type, depth=2, name=None, dims_to_stream=None, dims_from_stream_per_cons=None,
-                 plio=False, pad_dimensions=None):
-        if isinstance(depth, int) and depth < 1:
-            raise ValueError("depth must be > 0")
-        self.obj_type, self.depth, self.name = obj_type, depth, name
+    _index = itertools.count()
+
+    def __init__(self, obj_type, *, depth=2, name=None, dims_to_stream=None, dims_from_stream_per_cons=None,
+                 plio=False, pad_dimensions=None, pad_value=0, disable_synchronization=False, repeat_count=None,
+                 delegate_tile=None, via_DMA=False, init_values=None, consumer_obj_type=None, aie_stream=None,  # noqa: N803
+                 packet=False, packet_id=None):
+        if depth is not None and depth < 1:
+            raise ValueError(f"Default ObjectFifo depth must be > 0, but got {depth}")
+        self.obj_type, self._depth = obj_type, depth
+        self.name = name if name is not None else f"of{next(ObjectFifo._index)}"
         self.dims_to_stream, self.dims_from_stream_per_cons = dims_to_stream, dims_from_stream_per_cons
         self._prod: ObjectFifoHandle | None = None
         self._cons: list[ObjectFifoHandle] = []
         REC.fifos.append(self)
 
-    def prod(self, depth=None):
-        if self._prod is None:
-            self._prod = ObjectFifoHandle(self, True, depth if depth is not None else self.depth)
+    @property
+    def depth(self):
+        return self._depth
+
+    def prod(self, depth=None, channel=None, tile=None):
+        if self._prod is not None:
+            if depth is None and self._depth is None:
+                raise ValueError("If depth is None, then depth must be specified.")
+            if depth is not None and depth < 1:
+                raise ValueError(f"Depth must be > 1, but got {depth}")
+            if channel is not None and self._prod.channel != channel:
+                raise ValueError(f"Producer handle for {self.name} already pinned to channel {self._prod.channel}, "
+                                 f"cannot re-pin to {channel}.")
+            if tile is not None and not _same_pin(self._prod.shim_tile, tile):
+                raise ValueError(f"Producer handle for {self.name} already pinned to shim tile "
+                                 f"{self._prod.shim_tile}, cannot re-pin to {tile}.")
+            return self._prod
+        self._prod = ObjectFifoHandle(self, True, depth, channel=channel, tile=tile)
         return self._prod
 
-    def cons(self, depth=None, dims_from_stream=None):
-        h = ObjectFifoHandle(self, False, depth if depth is not None else self.depth,
-                             dims_from_stream if dims_from_stream is not None else self.dims_from_stream_per_cons)
-        self._cons.append(h)
-        return h
+    def cons(self, depth=None, dims_from_stream=None, channel=None, tile=None):
+        if depth is None and self._depth is None:
+            raise ValueError("If depth is None, then depth must be specified.")
+        if dims_from_stream is None:
+            dims_from_stream = self.dims_from_stream_per_cons
+        self._cons.append(ObjectFifoHandle(self, False, depth, dims_from_stream, channel=channel, tile=tile))
+        return self._cons[-1]
+
+
+def _same_pin(a: Tile | None, b: Tile | None) -> bool:
+    return a is b or (a is not None and b is not None and a.at() == b.at())
+
+
+@dataclass(frozen=True)
+class Element:
+    """What acquire() returns inside a worker: one object of the fifo (a memref of its type)."""
+
+    fifo: str
+    obj_type: Any
+
+    def __repr__(self) -> str:
+        return f"<{self.fifo}>"
 
 
 class ObjectFifoHandle:
-    def __init__(self, of, is_prod, depth, dims_from_stream=None):
+    def __init__(self, of, is_prod, depth=None, dims_from_stream=None, channel=None, tile=None):
+        if depth is None:
+            if not of.depth:
+                raise ValueError("Must specify either ObjectFifoHandle depth or ObjectFifo default depth; both "
+                                 "are None.")
+            depth = of.depth
+        if depth < 1:
+            raise ValueError(f"Depth must be > 0 but is {depth}")
         if is_prod and dims_from_stream:
             raise ValueError("Can only specify dims_from_stream for cons handles")
-        self.of, self.is_prod, self.depth, self.dims_from_stream = of, is_prod, depth, dims_from_stream
+        self.of, self.is_prod, self._depth, self.dims_from_stream = of, is_prod, depth, dims_from_stream
+        self.channel, self.shim_tile = channel, tile
         self.endpoint: Any = None
 
     @property
     def name(self):
         return self.of.name
 
-    def _set_endpoint(self, endpoint):
-        if self.endpoint is not None and self.endpoint != endpoint:
-            raise ValueError(f"Endpoint already set for {self.name}")
-        self.endpoint = endpoint
+    @property
+    def handle_type(self) -> str:
+        return "prod" if self.is_prod else "cons"
+
+    @property
+    def depth(self):
+        return self._depth
 
     def acquire(self, num_elem):
-        if self.depth < num_elem:
-            raise ValueError("acquire more than depth")
+        if self._depth < num_elem:
+            raise ValueError(f"Number of elements to acquire {num_elem} must be smaller than depth {self._depth}")
+        if REC.tracing is None or self.endpoint is not REC.tracing:
+            raise ValueError(f"acquire() on {self.name} outside the core function of the worker that holds it")
         REC.ops.append(("acquire", self.name, num_elem))
-        return f"<{self.name}>"
+        return Element(self.name, self.of.obj_type)
 
     def release(self, num_elem):
-        if self.depth < num_elem:
-            raise ValueError("release more than depth")
+        if self._depth < num_elem:
+            raise ValueError(f"Number of elements to release {num_elem} must be smaller than depth {self._depth}")
+        if REC.tracing is None or self.endpoint is not REC.tracing:
+            raise ValueError(f"release() on {self.name} outside the core function of the worker that holds it")
         REC.ops.append(("release", self.name, num_elem))
 
-    def join(self, offsets, placement=None, depths=None, obj_types=None, names=None, dims_to_stream=None,
-             dims_from_stream=None, plio=False):
+    def fill(self, source, tap=None, wait=False, packet=None, offset_parameter=None, group=None, sizes=None,
+             strides=None, offset=None, transfer_len=None, managed=True):
         if not self.is_prod:
-            raise ValueError("Cannot join() a cons ObjectFifoHandle")
+            raise ValueError("fill() is only valid on a producer ObjectFifoHandle")
+        return _transfer("fill", self, source, tap, wait, group, (sizes, strides, offset, transfer_len))
+
+    def drain(self, dest, tap=None, wait=False, packet=None, offset_parameter=None, group=None, sizes=None,
+              strides=None, offset=None, transfer_len=None, managed=True):
+        if self.is_prod:
+            raise ValueError("drain() is only valid on a consumer ObjectFifoHandle")
+        return _transfer("drain", self, dest, tap, wait, group, (sizes, strides, offset, transfer_len))
+
+    def join(self, offsets, tile=AnyMemTile, depths=None, obj_types=None, names=None, dims_to_stream=None,
+             dims_from_stream=None, plio=False, repeat_counts=None):
+        if not self.is_prod:
+            raise ValueError(f"Cannot join() a {self.handle_type} ObjectFifoHandle")
         n = len(offsets)
-        for arg in (depths, obj_types, names, dims_to_stream, dims_from_stream):
-            if arg is not None and len(arg) != n:
-                raise ValueError("argument count does not match number of offsets")
-        subs = [ObjectFifo(obj_types[i], depth=depths[i], name=names[i], dims_to_stream=dims_to_stream[i] or None)
+        depths = _per(depths, [self.depth] * n, n, "Number of depths does not match number of offsets")
+        obj_types = _per(obj_types, [self.of.obj_type] * n, n, "Number of obj_types does not match number of offsets")
+        names = _per(names, [f"{self.name}_join{i}" for i in range(n)], n,
+                     "Number of names does not match number of offsets")
+        dims_to_stream = _per(dims_to_stream, [[]] * n, n, "Number of dims to stream does not match number of offsets")
+        dims_from_stream = _per(dims_from_stream, [[]] * n, n,
+                                "Number of dims_from_stream does not match number of offsets")
+        subs = [ObjectFifo(obj_types[i], name=names[i], depth=depths[i], dims_to_stream=dims_to_stream[i] or None)
                 for i in range(n)]
-        for i, s in enumerate(subs):
-            s.cons(depth=depths[i], dims_from_stream=(dims_from_stream or [[]] * n)[i] or None)._set_endpoint(placement)
-        self._set_endpoint(placement)
-        REC.links.append({"kind": "join", "placement": placement, "srcs": names, "dsts": [self.name],
-                          "offsets": list(offsets)})
+        ins = [s.cons(depth=depths[i], dims_from_stream=dims_from_stream[i] or None) for i, s in enumerate(subs)]
+        _Link(ins, [self], tile, list(offsets), [])
         return subs
 
-    def split(self, offsets, placement=None, depths=None, obj_types=None, names=None, dims_to_stream=None,
-              dims_from_stream=None, plio=False):
+    def split(self, offsets, tile=AnyMemTile, depths=None, obj_types=None, names=None, dims_to_stream=None,
+              dims_from_stream=None, plio=False, repeat_counts=None, pad_dimensions=None, pad_value=None):
         if self.is_prod:
-            raise ValueError("Cannot split() a prod ObjectFifoHandle")
+            raise ValueError(f"Cannot split() a {self.handle_type} ObjectFifoHandle")
         n = len(offsets)
-        depths = depths or [self.depth] * n
-        obj_types = obj_types or [self.of.obj_type] * n
-        names = names or [f"{self.name}_split{i}" for i in range(n)]
-        dims_to_stream = dims_to_stream or [[]] * n
-        dims_from_stream = dims_from_stream or [[]] * n
-        subs = [ObjectFifo(obj_types[i], depth=depths[i], name=names[i], dims_to_stream=dims_to_stream[i] or None,
+        depths = _per(depths, [self.depth] * n, n, "Number of depths does not match number of offsets")
+        obj_types = _per(obj_types, [self.of.obj_type] * n, n, "Number of obj_types does not match number of offsets")
+        names = _per(names, [f"{self.name}_split{i}" for i in range(n)], n,
+                     "Number of names does not match number of offsets")
+        dims_to_stream = _per(dims_to_stream, [[]] * n, n,
+                              "Number of dims_to_stream arrays does not match number of offsets")
+        dims_from_stream = _per(dims_from_stream, [[]] * n, n,
+                                "Number of dims_from_stream arrays does not match number of offsets")
+        subs = [ObjectFifo(obj_types[i], name=names[i], depth=depths[i], dims_to_stream=dims_to_stream[i] or None,
                            dims_from_stream_per_cons=dims_from_stream[i] or None) for i in range(n)]
-        for s in subs:
-            s.prod()._set_endpoint(placement)
-        self._set_endpoint(placement)
-        REC.links.append({"kind": "split" if n > 1 else "forward", "placement": placement, "srcs": [self.name],
-                          "dsts": names, "offsets": list(offsets)})
+        _Link([self], [s.prod() for s in subs], tile, [], list(offsets))
         return subs
 
-    def forward(self, placement=None, obj_type=None, depth=None, name=None, dims_to_stream=None,
-                dims_from_stream=None, plio=False):
+    def forward(self, tile=AnyMemTile, obj_type=None, depth=None, name=None, dims_to_stream=None,
+                dims_from_stream=None, plio=False, repeat_count=None, pad_dimensions=None, pad_value=0):
         if self.is_prod:
-            raise ValueError("Cannot forward a prod ObjectFifoHandle")
-        return self.split([0], placement=placement, obj_types=[obj_type] if obj_type else None,
-                          depths=[depth] if depth else None, names=[name] if name else [f"{self.name}_fwd"],
-                          dims_to_stream=[dims_to_stream] if dims_to_stream else None,
-                          dims_from_stream=[dims_from_stream] if dims_from_stream else None)[0]
+            raise ValueError(f"Cannot forward a {self.handle_type} ObjectFifoHandle")
+        return self.split([0], tile=tile, obj_types=[obj_type] if obj_type is not None else None,
+                          depths=[depth] if depth is not None else None,
+                          names=[name] if name is not None else [self.name + "_fwd"],
+                          dims_to_stream=[dims_to_stream] if dims_to_stream is not None else None,
+                          dims_from_stream=[dims_from_stream] if dims_from_stream is not None else None)[0]
 
 
+def _per(given, default, n, message):
+    if given is None:
+        return default
+    if len(given) != n:
+        raise ValueError(message)
+    return list(given)
+
+
+class _Link:
+    """ObjectFifoLink: the memtile end of its fifos."""
+
+    def __init__(self, srcs, dsts, tile=AnyMemTile, src_offsets=None, dst_offsets=None):
+        if not srcs:
+            raise ValueError("An ObjectFifoLink must have at least one source")
+        if not dsts:
+            raise ValueError("An ObjectFifoLink must have at least one destination")
+        if len(srcs) > 1 and len(dsts) > 1:
+            raise ValueError("An ObjectFifoLink may only have > 1 of either sources or destinations, but not both")
+        if src_offsets and len(src_offsets) != len(srcs):
+            raise ValueError("The number of source offsets does not match the number of sources")
+        if dst_offsets and len(dst_offsets) != len(dsts):
+            raise ValueError("The number of destination offsets does not match the number of destinations")
+        self.tile = tile if tile is not None else AnyMemTile
+        for h in (*srcs, *dsts):
+            h.endpoint = self
+        kind = "join" if len(srcs) > 1 else "split" if len(dsts) > 1 else "forward"
+        REC.links.append({"kind": kind, "tile": self.tile, "srcs": [h.name for h in srcs],
+                          "dsts": [h.name for h in dsts], "offsets": list(src_offsets or dst_offsets or [0])})
+
+
+# ---- kernels and workers --------------------------------------------------------------------------
 class Kernel:
-    def __init__(self, name, object_file_name, arg_types=[]):  # noqa: B006 - IRON's signature
-        self.name, self.object_file_name, self.arg_types = name, object_file_name, list(arg_types)
+    def __init__(self, name, object_file_name, arg_types=None, *, link_with_mode=None, stack_size_override=None):
+        if not name:
+            raise ValueError("Kernel name cannot be empty.")
+        self.name, self.object_file_name, self.arg_types = name, object_file_name, list(arg_types or [])
+        self._op: Any = None
         REC.kernels.append(self)
 
-    def __call__(self, *args):
+    def resolve(self) -> None:
+        self._op = ("func", self.name)
+
+    def __call__(self, *args, **kwargs):
+        if not self._op:
+            raise ValueError("Kernel must be resolved before it can be called.")
+        if len(args) != len(self.arg_types):
+            raise ValueError(f"Kernel '{self.name}' expects {len(self.arg_types)} argument(s), but {len(args)} were "
+                             f"provided.")
+        operands = [a.op if isinstance(a, Buffer) else a for a in args]
+        for i, (want, arg, got) in enumerate(zip(self.arg_types, args, operands)):
+            _check_operand(self.name, i, want, arg, got)
         REC.ops.append(("call", self.name, args))
 
 
+def _check_operand(kernel: str, i: int, want: Any, arg: Any, operand: Any) -> None:
+    """func.call's verifier: every operand of the declared type. A memref operand may differ in shape
+    when IRON collapses it to the declared 1-D parameter (same element count and type)."""
+    w_shape, w_dt = shape_dtype(want)
+    if w_shape == ():  # a by-value scalar
+        if isinstance(operand, (bool, np.bool_)) or not isinstance(operand, (int, np.integer)):
+            raise ValueError(f"'func.call' op operand type mismatch: expected {w_dt} for operand {i} of "
+                             f"@{kernel}, but provided {operand!r}")
+        return
+    if isinstance(arg, Buffer):
+        g_type = arg.type
+    elif isinstance(operand, Element):
+        g_type = operand.obj_type
+    else:
+        raise ValueError(f"'func.call' op operand type mismatch: expected a memref for operand {i} of @{kernel}, "
+                         f"but provided {operand!r}")
+    g_shape, g_dt = shape_dtype(g_type)
+    if g_dt != w_dt or _count(g_shape) != _count(w_shape) or (len(w_shape) > 1 and g_shape != w_shape):
+        raise ValueError(f"'func.call' op operand type mismatch: expected memref<{w_shape}x{w_dt}> for operand {i} "
+                         f"of @{kernel}, but provided memref<{g_shape}x{g_dt}>")
+
+
 class Worker:
-    def __init__(self, core_fn, fn_args=[], placement=None, while_true=True, stack_size=None,  # noqa: B006
-                 allocation_scheme=None, trace=None, trace_events=None):
-        if any(isinstance(a, ObjectFifo) for a in fn_args):
-            raise ValueError("pass ObjectFifoHandles, not ObjectFifos, to a Worker")
-        self.core_fn, self.fn_args, self.placement, self.stack_size = core_fn, list(fn_args), placement, stack_size
-        for a in fn_args:
-            if isinstance(a, ObjectFifoHandle):
-                a._set_endpoint(placement)
-            elif isinstance(a, Buffer):
-                if a.tile is not None and a.tile != placement:
-                    raise ValueError(f"buffer {a.name} is pinned to another tile")
-                a.tile = placement  # IRON pins a worker's own buffers to its tile
+    def __init__(self, core_fn, fn_args=None, tile=AnyComputeTile, while_true=True, stack_size=None, data_size=None,
+                 allocation_scheme=None, trace=None, trace_events=None, dynamic_objfifo_lowering=None):
+        if tile is None:
+            tile = AnyComputeTile
+        if tile.tile_type is not None and tile.tile_type != "CoreTile":
+            raise ValueError(f"Worker requires a compute tile, but got tile_type={tile.tile_type}")
+        if stack_size is not None:
+            if not isinstance(stack_size, int) or isinstance(stack_size, bool):
+                raise ValueError(f"Worker stack_size must be an int, but got {type(stack_size).__name__}")
+            if stack_size < 1:
+                raise ValueError(f"Worker stack_size must be >= 1, but got {stack_size}")
+        if data_size is not None:
+            if not isinstance(data_size, int) or isinstance(data_size, bool):
+                raise ValueError(f"Worker data_size must be an int, but got {type(data_size).__name__}")
+            if data_size < 0:
+                raise ValueError(f"Worker data_size must be >= 0, but got {data_size}")
+        self.tile = tile if tile is not AnyComputeTile else Tile(tile_type="CoreTile")
+        self.core_fn, self.fn_args = core_fn, list(fn_args or [])
+        self.stack_size, self.while_true = stack_size, while_true
+        self.fifos: list[ObjectFifoHandle] = []
+        self.buffers: list[Buffer] = []
+        for arg in _flatten(self.fn_args):
+            if isinstance(arg, ObjectFifoHandle):
+                arg.endpoint = self
+                self.fifos.append(arg)
+            elif isinstance(arg, Buffer):
+                if arg._owner_worker is not None and arg._owner_worker is not self:
+                    if not arg._explicit_tile:
+                        raise ValueError(f"Buffer '{arg._name}' has no explicit tile and is shared across Workers; "
+                                         f"pin it to a tile (Buffer(tile=...)) so placement is unambiguous.")
+                else:
+                    arg._owner_worker = self
+                    self.buffers.append(arg)
+                    if arg._tile is None:
+                        arg._tile = self.tile
+            elif isinstance(arg, ObjectFifo):
+                raise ValueError("Cannot give an ObjectFifo directly to a worker; must give an ObjectFifoHandle "
+                                 "obtained through ObjectFifo.prod() or ObjectFifo.cons()")
         self.trace: list[tuple] = []
         REC.workers.append(self)
 
 
-def range_(n):
+def _flatten(args):
+    for a in args:
+        if isinstance(a, (list, tuple)):
+            yield from _flatten(a)
+        else:
+            yield a
+
+
+def range_(*args, iter_args=None, insert_yield=True, **kwargs):
     """IRON traces the body of a range_ loop once (scf.for)."""
-    REC.ops.append(("loop", n))
+    if not args or len(args) > 3 or not all(isinstance(a, (int, np.integer)) for a in args):
+        raise ValueError(f"range_ takes (stop) or (start, stop[, step]) integers, got {args}")
+    REC.ops.append(("loop", args[-1] if len(args) == 1 else args[1]))
     yield 0
     REC.ops.append(("end",))
 
 
-@dataclass
-class TaskGroup:
+# ---- the runtime sequence -------------------------------------------------------------------------
+@dataclass(frozen=True, eq=False)
+class RuntimeData:
+    """A runtime-sequence buffer argument."""
+
     index: int
-    tasks: list[tuple] = field(default_factory=list)
+    type: Any
+
+    @property
+    def numel(self) -> int:
+        return _count(shape_dtype(self.type)[0])
+
+    def __repr__(self) -> str:
+        return f"<arg{self.index}>"
+
+
+class TaskGroup:
+    def __init__(self, id=None):  # noqa: A002 - IRON's name
+        seq = REC.sequence
+        if id is None and seq is None:
+            raise RuntimeError("TaskGroup() must be constructed within the function passed to Runtime(seq_fn, "
+                               "fn_args).")
+        self.group_id = id if id is not None else next(seq.group_index)
+        self.tasks: list[dict[str, Any]] = []
+        self.finished = False
+        if seq is not None:
+            seq.open.append(self)
+
+    def finish(self):
+        seq = REC.sequence
+        if seq is None or self not in seq.open:
+            raise IronRuntimeError(f"Task group {self.group_id} is not open in the running sequence")
+        seq.open.remove(self)
+        self.finished = True
+        REC.finishes.append(self.group_id)
+        REC.rt_events.append(("finish", self.group_id))
+
+    def __repr__(self) -> str:
+        return f"TaskGroup({self.group_id})"
+
+
+@dataclass
+class _ActiveSequence:
+    args: list[RuntimeData]
+    group_index: Any = field(default_factory=itertools.count)
+    open: list[TaskGroup] = field(default_factory=list)
+    used_default: bool = False
+    used_explicit: bool = False
+
+
+def _transfer(kind: str, handle: ObjectFifoHandle, buf: Any, tap: Any, wait: bool, group: Any, raw: tuple) -> Any:
+    seq = REC.sequence
+    if seq is None:
+        raise RuntimeError(f"{kind}() must be called within the function passed to Runtime(seq_fn, fn_args)")
+    if tap is not None and any(x is not None for x in raw):
+        raise ValueError("DMATask: tap and sizes/strides/offset/transfer_len are mutually exclusive access-pattern "
+                         "specifications; pass only one.")
+    if not any(buf is a for a in seq.args):
+        raise ValueError(f"{kind}() of {handle.name} needs a runtime-sequence buffer argument, got {buf!r}")
+    if tap is not None and not isinstance(tap, TensorAccessPattern):
+        raise ValueError(f"{kind}() of {handle.name}: tap must be a TensorAccessPattern, got {type(tap).__name__}")
+    if group is None:
+        seq.used_default = True
+    else:
+        if not isinstance(group, TaskGroup) or group not in seq.open:
+            raise IronRuntimeError(f"{kind}() of {handle.name} in {group!r}, which is not an open task group")
+        seq.used_explicit = True
+    handle.endpoint = handle.endpoint or "runtime"
+    record = {"kind": kind, "fifo": handle.name, "buffer": buf, "tap": tap, "wait": wait,
+              "group": group.group_id if group is not None else None, "shim": handle.shim_tile}
+    REC.transfers.append(record)
+    REC.rt_events.append(("task", record["group"]))
+    if group is not None:
+        group.tasks.append(record)
+    return record
 
 
 class Runtime:
-    def __init__(self, strict_task_groups=True):
-        self.strict = strict_task_groups
-        self.open: list[TaskGroup] = []
-        self.ops: list[tuple] = []
-        self.types: list[Any] = []
-        self._next = 0
-        self.in_sequence = False
+    def __init__(self, seq_fn, fn_args=None, *, strict_task_groups=True):
+        self.seq_fn, self.fn_args, self.strict = seq_fn, list(fn_args or []), strict_task_groups
+        self.fifos = [a for a in _flatten(self.fn_args) if isinstance(a, ObjectFifoHandle)]
 
-    @contextmanager
-    def sequence(self, *input_types):
-        self.types = list(input_types)
-        self.in_sequence = True
-        yield tuple(f"<arg{i}>" for i in range(len(input_types)))
-        self.in_sequence = False
-        if self.open:
-            raise ValueError(f"Failed to close task groups: {self.open}")
-
-    def task_group(self):
-        tg = TaskGroup(self._next)
-        self._next += 1
-        self.open.append(tg)
-        return tg
-
-    def finish_task_group(self, task_group):
-        self.open.remove(task_group)
-        self.ops.append(("finish", task_group.index))
-
-    def _task(self, kind, handle, buf, tap, task_group, wait, placement):
-        if not self.in_sequence:
-            raise ValueError("fill/drain outside sequence()")
-        if task_group is None and self.strict:
-            raise ValueError("this test expects every task in an explicit task group")
-        if task_group not in self.open:
-            raise ValueError("task group is not open")
-        handle._set_endpoint(("runtime", placement))
-        self.ops.append((kind, handle.name, buf, tap, task_group.index, wait, placement))
-
-    def fill(self, in_fifo, source, tap=None, task_group=None, wait=False, placement=None):
-        if not in_fifo.is_prod:
-            raise ValueError("fill takes a producer handle")
-        self._task("fill", in_fifo, source, tap, task_group, wait, placement)
-
-    def drain(self, out_fifo, dest, tap=None, task_group=None, wait=False, placement=None):
-        if out_fifo.is_prod:
-            raise ValueError("drain takes a consumer handle")
-        self._task("drain", out_fifo, dest, tap, task_group, wait, placement)
-
-    def start(self, *args):
-        for w in args:
-            if not isinstance(w, Worker):
-                raise ValueError("Runtime can only start Worker objects")
-            self.ops.append(("start", w.placement))
+    def resolve(self):
+        args: list[Any] = []
+        data: list[RuntimeData] = []
+        for a in self.fn_args:
+            if isinstance(a, type) or getattr(a, "__origin__", None) is np.ndarray:
+                data.append(RuntimeData(len(data), a))
+                args.append(data[-1])
+            else:
+                args.append(a)
+        REC.sequence = seq = _ActiveSequence(data)
+        try:
+            self.seq_fn(*args)
+            if seq.open:
+                raise IronRuntimeError(f"Failed to close task groups: {seq.open}")
+            if self.strict and seq.used_default and seq.used_explicit:
+                raise IronRuntimeError("Mixing explicit task groups and the default task group is prohibited. "
+                                       "Please assign all tasks to a task group.")
+        finally:
+            REC.sequence = None
+        self.data = data
 
 
 class Program:
-    def __init__(self, device, rt):
-        self.device, self.rt = device, rt
+    def __init__(self, device, rt, workers=None):
+        if device is None:
+            raise ValueError("Program requires a device, but none was selected. Pass an explicit Device, or ensure "
+                             "an NPU runtime is available for iron.get_current_device().")
+        self.device, self.rt, self.workers = device, rt, list(workers or [])
 
-    def resolve_program(self, placer=None):
-        """Trace each worker's core_fn once and return a deterministic text dump."""
-        for w in REC.workers:
-            mark = len(REC.ops)
-            w.core_fn(*w.fn_args)
+    def resolve_program(self, device_name="main"):
+        """What the stand-in can check of IRON's resolution and of the verifier that follows it."""
+        for w in self.workers:  # IRON emits the kernels and resolves the Buffers a worker was given
+            for arg in _flatten(w.fn_args):
+                if isinstance(arg, (Buffer, Kernel)):
+                    arg.resolve()
+            REC.tracing, mark = w, len(REC.ops)
+            try:
+                w.core_fn(*w.fn_args)
+            finally:
+                REC.tracing = None
             w.trace = REC.ops[mark:]
             del REC.ops[mark:]
+        for b in REC.buffers:  # a Buffer no worker holds is never placed
+            b.resolve()
+        self.rt.resolve()
+        for t in REC.transfers:  # DMABDOp::verify of each shim transfer
+            if t["tap"] is not None and t["tap"].max_index() >= t["buffer"].numel:
+                raise ValueError(f"'aie.dma_bd' op Specified stride(s) and size(s) result in out of bounds access in "
+                                 f"buffer, for index {t['tap'].max_index()} in memref of length {t['buffer'].numel}.")
+        for f in REC.fifos:  # ObjectFifo.tiles() while IRON resolves the fifos
+            if f._prod is None:
+                raise ValueError("Cannot return prod.tile.op because prod was not created.")
+            if f._prod.endpoint is None:
+                raise ValueError(f"Prod endpoint not set for {f.name}")
+            if not f._cons:
+                raise ValueError("Cannot return cons tiles because cons were not created.")
+            if any(h.endpoint is None for h in f._cons):
+                raise ValueError(f"Cons endpoint not set for {f.name}")
         return Dump(self)
 
 
@@ -303,13 +660,15 @@ class Dump:
         for f in sorted(REC.fifos, key=lambda f: f.name):
             lines.append(f"fifo {f.name} {shape_dtype(f.obj_type)} depth={f.depth} to={f.dims_to_stream} "
                          f"from={f.dims_from_stream_per_cons}")
-        lines += [f"link {lk}" for lk in REC.links]
+        lines += [f"link {lk['kind']} {lk['tile']} {lk['srcs']} -> {lk['dsts']} {lk['offsets']}" for lk in REC.links]
         lines += [f"kernel {k.name} {k.object_file_name} {[shape_dtype(t) for t in k.arg_types]}" for k in REC.kernels]
         lines += [f"buffer {b.name} {shape_dtype(b.type)} at {b.tile}" for b in REC.buffers]
-        for w in REC.workers:
-            lines.append(f"worker {w.placement} stack={w.stack_size} trace={w.trace}")
-        lines += [f"rt {op[:3]} {op[3].offset if len(op) > 3 and op[3] is not None else ''} "
-                  f"{op[3].sizes if len(op) > 3 else ''} {op[4:] if len(op) > 4 else ''}" for op in self.program.rt.ops]
+        for w in self.program.workers:
+            lines.append(f"worker {w.tile} stack={w.stack_size} trace={w.trace}")
+        for t in REC.transfers:
+            tap = t["tap"]
+            lines.append(f"rt {t['kind']} {t['fifo']} {t['buffer']} {tap.offset} {tap.sizes} {tap.strides} "
+                         f"group={t['group']} wait={t['wait']} shim={t['shim']}")
         return "\n".join(lines) + "\n"
 
 
@@ -319,5 +678,6 @@ def api():
 
     global REC
     REC = Recorder()
-    return IronApi(ObjectFifo, Worker, Kernel, Runtime, Program, Tile, {"npu1": NPU1, "npu2": NPU2}, range_,
-                   TensorAccessPattern, str_to_dtype, Buffer, {"bfp16": v8bfp16ebs8}), REC
+    return IronApi(ObjectFifo, ObjectFifoHandle, Worker, Kernel, Buffer, Runtime, TaskGroup, Program, Tile,
+                   {"npu1": NPU1, "npu1_1col": NPU1Col1, "npu1_2col": NPU1Col2, "npu2": NPU2}, range_,
+                   TensorAccessPattern, str_to_dtype, {"bfp16": v8bfp16ebs8}), REC

@@ -52,10 +52,10 @@ def test_dry_run_peano(capsys, no_tools, dev, target):
         assert f" {flag} " in cc
     assert cc.endswith(".cc -o " + cc.split(" -o ")[-1]) and cc.split(" -o ")[-1].endswith(".o")
     aiecc = steps["aiecc: xclbin and NPU instructions"].split()
-    assert aiecc[3:] == ["aiecc.py", "--alloc-scheme=basic-sequential", "--aie-generate-xclbin", "--no-compile-host",
-                         f"--xclbin-name=final_{_suffix(dev)}.xclbin", "--no-xchesscc", "--no-xbridge", "--peano",
-                         "$PEANO_INSTALL_DIR", "--aie-generate-npu-insts", f"--npu-insts-name=insts_{_suffix(dev)}.bin",
-                         f"aie_{_suffix(dev)}.mlir"]
+    # mlir-aie 1.4.3's aiecc: outputs by --get-*, the core compiler named
+    assert aiecc[3:] == ["aiecc", "--alloc-scheme=basic-sequential", "--peano=$PEANO_INSTALL_DIR", "--get-xclbin",
+                         f"--xclbin-name=final_{_suffix(dev)}.xclbin", "--get-npu-insts",
+                         f"--npu-insts-name=insts_{_suffix(dev)}.bin", f"aie_{_suffix(dev)}.mlir"]
     assert steps["lower the design to MLIR (IRON)"].startswith("cd build && gemm-gen mlir --dev " + dev)
 
 
@@ -64,12 +64,23 @@ def _suffix(dev):
     return f"512x512x512_32x32x32_{cols}c_bf16_bf16_kmt64"
 
 
-def test_dry_run_chess(capsys, no_tools):
-    steps = dry_run(capsys, "--chess")
-    assert steps["compile the kernel"].startswith("cd build && xchesscc_wrapper aie2p -I$AIETOOLS_DIR/include ")
-    aiecc = steps["aiecc: xclbin and NPU instructions"]
-    assert "--no-xchesscc" not in aiecc and "--peano" not in aiecc and "--aie-generate-npu-insts" in aiecc
-    assert " --unified " in aiecc  # one xchesscc run for every core, as mlir-aie's makefile-common
+@pytest.mark.parametrize("dev,target", [("npu1", "aie2"), ("npu2", "aie2p")])
+def test_dry_run_chess(capsys, no_tools, dev, target):
+    """Defect 4: since mlir-aie made Peano the default core compiler (PR #3501), chess must be named."""
+    steps = dry_run(capsys, "--chess", "--dev", dev)
+    assert steps["compile the kernel"].startswith(f"cd build && xchesscc_wrapper {target} -I$AIETOOLS_DIR/include ")
+    aiecc = steps["aiecc: xclbin and NPU instructions"].split()
+    assert "--xchesscc" in aiecc and "--xbridge" in aiecc and not any(a.startswith("--peano") for a in aiecc)
+    assert "--dynamic-objFifos" not in aiecc
+
+
+def test_dry_run_of_a_bfp16_design_uses_dynamic_objfifos(capsys, no_tools):
+    """Defect 5: mlir-aie's block_datatypes builds always pass --dynamic-objFifos."""
+    assert main(["build", "--dry-run", "--dev", "npu2", "-M", "512", "-K", "512", "-N", "1024",
+                 "--preset", "config1", "-m", "64", "-k", "64", "-n", "64", "--k-mt", "128"]) == 0
+    out = capsys.readouterr().out
+    aiecc = next(line for line in out.splitlines() if " aiecc " in line).split()
+    assert "--dynamic-objFifos" in aiecc and "--xchesscc" in aiecc
 
 
 def test_missing_toolchain_stops_before_writing(tmp_path, capsys, monkeypatch, no_tools):
@@ -81,25 +92,28 @@ def test_missing_toolchain_stops_before_writing(tmp_path, capsys, monkeypatch, n
 
 
 def _fake_tools(tmp_path: Path, monkeypatch, aiecc_exit: int = 0) -> None:
-    """Stand-in clang++ and aiecc.py that write the files they are asked for; IRON's recorder."""
+    """Stand-in Peano clang++, xchesscc and mlir-aie 1.4.3's aiecc (tests/fake_aiecc.py) that write
+    the files they are asked for; IRON's stand-in. Kernel objects say which compiler made them."""
     peano = tmp_path / "peano"
     (peano / "bin").mkdir(parents=True)
-    clang = peano / "bin" / "clang++"
-    clang.write_text(f"#!{sys.executable}\nimport sys\nopen(sys.argv[sys.argv.index('-o') + 1], 'w').write('obj')\n")
-    aiecc = tmp_path / "bin" / "aiecc"
-    aiecc.parent.mkdir()
-    aiecc.write_text(
-        f"#!{sys.executable}\nimport sys\n"
-        "args = dict(a.split('=', 1) for a in sys.argv[1:] if '=' in a)\n"
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    writer = f"#!{sys.executable}\nimport sys\nopen(sys.argv[sys.argv.index('-o') + 1], 'w').write('{{}}')\n"
+    (peano / "bin" / "clang++").write_text(writer.format("peano object"))
+    (bindir / "xchesscc_wrapper").write_text(writer.format("chess object"))
+    (bindir / "xchesscc").write_text("#!/bin/sh\n")
+    fake = Path(__file__).with_name("fake_aiecc.py")
+    (bindir / "aiecc").write_text(
+        f"#!{sys.executable}\nimport runpy, sys\n"
         f"if {aiecc_exit}: print('error: lowering failed', file=sys.stderr); sys.exit({aiecc_exit})\n"
-        "open(args['--xclbin-name'], 'w').write('xclbin'); open(args['--npu-insts-name'], 'wb').write(b'\\0' * 8)\n")
-    xclbinutil = tmp_path / "bin" / "xclbinutil"
-    xclbinutil.write_text("#!/bin/sh\n")
-    for f in (clang, aiecc, xclbinutil):
+        f"sys.argv[0] = 'aiecc'; runpy.run_path({str(fake)!r}, run_name='__main__')\n")
+    (bindir / "xclbinutil").write_text("#!/bin/sh\n")
+    for f in [peano / "bin" / "clang++", *bindir.iterdir()]:
         f.chmod(0o755)
     monkeypatch.setenv("PEANO_INSTALL_DIR", str(peano))
     monkeypatch.setenv("MLIR_AIE_DIR", str(tmp_path / "mlir_aie"))
-    monkeypatch.setenv("PATH", f"{aiecc.parent}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("AIETOOLS_DIR", str(tmp_path / "aietools"))
+    monkeypatch.setenv("PATH", f"{bindir}{os.pathsep}{os.environ['PATH']}")
     monkeypatch.setattr(iron, "iron_api", lambda: iron_recorder.api()[0])
 
 
@@ -113,6 +127,7 @@ def test_build_with_stand_in_tools(tmp_path, monkeypatch):
     assert art.complete() and art.xclbin.read_text() == "xclbin"
     assert (out / art.kernel_source).read_text() == render_kernel(design.kernels[0].build)
     assert art.mlir.read_text().startswith("device npu2\nfifo A_L2L1_0")
+    assert (out / art.kernel_object).read_text() == "peano object"
     first = art.mlir.read_bytes()
     run_build(design, out, gen_args=[])
     assert art.mlir.read_bytes() == first  # the same design lowers to the same bytes
@@ -124,3 +139,34 @@ def test_failed_step_leaves_nothing(tmp_path, monkeypatch):
     with pytest.raises(BuildError, match=r"aiecc: xclbin and NPU instructions failed \(exit 1\): error: lowering"):
         run_build(build_design(small("npu1")), out, gen_args=[])
     assert list(out.iterdir()) == []  # no artifacts, no scratch directory
+
+
+def test_chess_build_with_stand_in_tools(tmp_path, monkeypatch):
+    _fake_tools(tmp_path, monkeypatch)
+    design = build_design(small("npu2", "i8", "i16", compiler="chess"))
+    art = run_build(design, tmp_path / "build", gen_args=[])
+    assert art.complete() and (art.build_dir / art.kernel_object).read_text() == "chess object"
+
+
+def test_defect_4_chess_without_xchesscc_fails_to_link(tmp_path, monkeypatch):
+    """Reintroduce the old chess flags (--unified only): aiecc compiles the cores with Peano, which
+    cannot link the xchesscc-built kernel."""
+    from gemm_gen.backends import build
+
+    _fake_tools(tmp_path, monkeypatch)
+    real = build.aiecc_flags
+    monkeypatch.setattr(build, "aiecc_flags", lambda d, tc, art: [
+        a for a in real(d, tc, art) if a not in ("--xchesscc", "--xbridge")] + ["--unified", f"--peano={tmp_path}"])
+    with pytest.raises(BuildError, match=r"an xchesscc object in a Peano link"):
+        run_build(build_design(small("npu2", "i8", "i16", compiler="chess")), tmp_path / "build", gen_args=[])
+
+
+@pytest.mark.parametrize("old_flag", ["--aie-generate-xclbin", "--no-xchesscc", "--no-compile-host"])
+def test_flags_of_older_aiecc_are_refused(tmp_path, monkeypatch, old_flag):
+    from gemm_gen.backends import build
+
+    _fake_tools(tmp_path, monkeypatch)
+    real = build.aiecc_flags
+    monkeypatch.setattr(build, "aiecc_flags", lambda d, tc, art: [*real(d, tc, art), old_flag])
+    with pytest.raises(BuildError, match=rf"Unknown command line argument '{old_flag}'"):
+        run_build(build_design(small("npu1")), tmp_path / "build", gen_args=[])

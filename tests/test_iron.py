@@ -1,25 +1,32 @@
-"""The IRON lowering, checked against a recording stand-in that keeps IRON's signatures."""
+"""The IRON lowering, checked against a strict stand-in of mlir-aie 1.4.3's IRON (tests/iron_recorder.py)."""
 
 from __future__ import annotations
 
 import importlib.util
+from dataclasses import replace
 
 import numpy as np
 import pytest
 
+from gemm_gen.backends import iron as iron_mod
 from gemm_gen.backends.iron import SHIM_TAP_DIMS, dims, lower, to_mlir
+from gemm_gen.config import GemmConfig
 from gemm_gen.design import build_design
-from gemm_gen.errors import ToolchainMissing
+from gemm_gen.errors import BuildError, ToolchainMissing
 
 from . import iron_recorder
 from .conftest import small
 
 
-def lowered(c):
-    api, rec = iron_recorder.api()
-    design = build_design(c)
-    text = str(lower(design, api).resolve_program())
+def lowered(c_or_design, api=None):
+    fresh, rec = iron_recorder.api()
+    design = c_or_design if hasattr(c_or_design, "fifos") else build_design(c_or_design)
+    text = str(lower(design, api or fresh).resolve_program())
     return design, rec, text
+
+
+def at(tile):
+    return (tile.col, tile.row)
 
 
 @pytest.mark.parametrize("dev,t_in,t_out,col_maj", [("npu1", "bf16", "bf16", True), ("npu2", "i8", "i16", False),
@@ -39,19 +46,39 @@ def test_fifos_links_and_kernels(dev, t_in, t_out, col_maj):
     # A and B forward on their memtile; C joins there with one offset per core row
     for lk in d.links:
         got = next(x for x in rec.links if x["dsts"] == list(lk.dsts) or x["srcs"] == list(lk.srcs))
-        assert got["kind"] == lk.kind and got["offsets"] == list(lk.offsets)
-        assert got["placement"] == iron_recorder.Tile(lk.tile.col, lk.tile.row)
+        assert got["kind"] == lk.kind and got["offsets"] == list(lk.offsets) and at(got["tile"]) == at(lk.tile)
     k = {x.name: x for x in rec.kernels}
     matmul = k[f"matmul_{t_in}_{t_out}"]
     assert matmul.object_file_name == d.kernels[1].object_file
     assert [iron_recorder.shape_dtype(t)[0] for t in matmul.arg_types] == [(c.m, c.k), (c.k, c.n), (c.m, c.n)]
 
 
+@pytest.mark.parametrize("cfg", [small("npu2", "i8", "i16"), small("npu1", "i8", "i32", cols=2, N=2 * 2 * 16),
+                                 small("npu2", "bf16", "bf16", cols=1, N=2 * 16),
+                                 GemmConfig("npu2", 512, 256, 1024, 64, 32, 64, 64, rho=2, dtype_in="bfp16",
+                                            dtype_out="bfp16", acc="bf16")],
+                         ids=["npu2", "npu1-2c", "npu2-1c", "bfp16"])
+def test_everything_is_placed_where_the_design_says(cfg):
+    """mlir-aie 1.4.x would place logical tiles itself; the lowering leaves it nothing to choose, so
+    the array runs exactly the design the simulator checked."""
+    d, rec, _ = lowered(cfg)
+    assert sorted(at(w.tile) for w in rec.workers) == sorted(at(w.tile) for w in d.workers)
+    for w, dw in zip(rec.workers, d.workers):
+        assert at(w.tile) == at(dw.tile) and w.stack_size == dw.stack_bytes
+        assert [b.name for b in w.buffers] == [b.name for b in dw.buffers]
+    assert all(b.tile is not None and b.tile.placed for b in rec.buffers)
+    for lk in rec.links:
+        assert lk["tile"].placed and lk["tile"].row == 1
+    for t, task in zip(rec.transfers, d.tasks):
+        assert at(t["shim"]) == at(task.shim)
+    assert type(iron_recorder.REC) is iron_recorder.Recorder
+
+
 def test_workers_trace_the_loop_ir():
     c = small("npu2", "i8", "i8", M=4 * 16 * 3)  # 3 output tiles per core, 4 k-steps
     d, rec, _ = lowered(c)
     assert len(rec.workers) == c.rows * c.cols
-    w = next(w for w in rec.workers if w.placement == iron_recorder.Tile(3, 4))
+    w = next(w for w in rec.workers if at(w.tile) == (3, 4))
     assert w.stack_size == c.stack_bytes
     a, b, cc = "A_L2L1_2", "B_L2L1_3", "C_L1L2_3_2"
     assert [op[0] if op[0] != "call" else op[1] for op in w.trace] == [
@@ -62,7 +89,7 @@ def test_workers_trace_the_loop_ir():
     loops = [op[1] for op in w.trace if op[0] == "loop"]
     assert loops == [c.tiles_per_core, c.k_steps]
     call = next(op for op in w.trace if op[0] == "call" and op[1].startswith("matmul"))
-    assert call[2] == (f"<{a}>", f"<{b}>", f"<{cc}>")  # the acquired objects, in kernel order
+    assert [repr(x) for x in call[2]] == [f"<{a}>", f"<{b}>", f"<{cc}>"]  # the acquired objects, in kernel order
 
 
 def test_atb_worker_passes_the_c_slice_as_an_int32():
@@ -73,7 +100,7 @@ def test_atb_worker_passes_the_c_slice_as_an_int32():
     matmul = next(k for k in rec.kernels if k.name.startswith("matmul"))
     assert matmul.arg_types[-1] is np.int32 and len(matmul.arg_types) == 4
     assert [iron_recorder.shape_dtype(t)[0] for t in matmul.arg_types[:3]] == [(c.t_ma, c.k), (c.k, c.n), (c.m, c.n)]
-    w = next(w for w in rec.workers if w.placement == iron_recorder.Tile(0, 2))
+    w = next(w for w in rec.workers if at(w.tile) == (0, 2))
     calls = [op for op in w.trace if op[0] == "call" and op[1].startswith("matmul")]
     assert [op[2][-1] for op in calls] == [0, 1, 2]
     names = [op[1] for op in w.trace if op[0] in ("acquire", "release")]
@@ -86,8 +113,6 @@ def test_bfp16_design_types_blocks_and_passes_its_buffers():
     """config3 (bfp16 A, B, C accumulated in bf16): bfp16 objects are flat arrays of v8bfp16ebs8
     blocks (8 per Design tile), patterns and join offsets are scaled to blocks, and each worker
     passes its C acc Buffer (placed on its tile) to zero, matmul and convert."""
-    from gemm_gen.config import GemmConfig
-
     c = GemmConfig("npu2", 1024, 512, 2048, 128, 64, 128, 128, rho=4, dtype_in="bfp16", dtype_out="bfp16",
                    acc="bf16")
     d, rec, text = lowered(c)
@@ -101,35 +126,15 @@ def test_bfp16_design_types_blocks_and_passes_its_buffers():
     assert join["offsets"] == [row * c.m * c.n // 8 for row in range(c.rows)]  # blocks of C
     assert [(b.name, iron_recorder.shape_dtype(b.type)) for b in rec.buffers[:1]] == [
         ("C_acc_0_0", ((64, 128), "bfloat16"))]
-    w = next(w for w in rec.workers if w.placement == iron_recorder.Tile(0, 2))
+    w = next(w for w in rec.workers if at(w.tile) == (0, 2))
     calls = [op for op in w.trace if op[0] == "call"]
     assert [op[1] for op in calls][:2] == ["zero_bf16_bfp16", "matmul_bfp16_bf16"]
     assert calls[-1][1] == "convert_bf16_bfp16" and repr(calls[-1][2][1]) == "<buf C_acc_0_0>"
     assert calls[1][2][3] is calls[-1][2][1] and calls[1][2][-1] == 0  # matmul(A, B, C, acc, slice 0)
-    assert "buffer C_acc_7_3 ((64, 128), 'bfloat16') at Tile(col=7, row=5)" in text
+    assert "buffer C_acc_7_3 ((64, 128), 'bfloat16') at Tile(7, 5)" in text
     # shim taps and host buffers in blocks: A is Mp x Kp values = Mp Kp / 8 blocks
-    fill = next(op for op in _runtime(rec) if op[0] == "fill" and op[1] == "A_L3L2_0")
-    assert fill[3].tensor_dims == (c.Mp * c.Kp // 8,) and fill[3].sizes[-1] % 8 == 0
-
-
-def test_an_old_iron_without_buffer_or_block_types_says_so():
-    """Wheels before IRON's Buffer / v8bfp16ebs8 still lower scalar designs; bfp16 ones stop with one
-    sentence instead of an AttributeError."""
-    from dataclasses import replace
-
-    from gemm_gen.config import GemmConfig
-
-    api, _ = iron_recorder.api()
-    old = replace(api, Buffer=None, block_types={})
-    lower(build_design(small("npu2", "i8", "i16")), old)
-    c = GemmConfig("npu2", 512, 256, 1024, 64, 32, 64, 64, rho=2, dtype_in="bfp16", dtype_out="bfp16", acc="bf16")
-    with pytest.raises(ToolchainMissing, match="no bfp16 element type"):
-        lower(build_design(c), old)
-    with pytest.raises(ToolchainMissing, match="has no Buffer"):
-        lower(build_design(c), replace(api, Buffer=None))
-    c1 = GemmConfig("npu2", 512, 256, 1024, 64, 32, 64, 64, rho=2, dtype_in="bf16", dtype_b="bf16", dtype_out="bf16",
-                    emulate_bf16_with_bfp16=False, queue_groups=4)
-    lower(build_design(c1), old)
+    fill = next(t for t in rec.transfers if t["kind"] == "fill" and t["fifo"] == "A_L3L2_0")
+    assert fill["tap"].tensor_dims == (1, c.Mp * c.Kp // 8) and fill["tap"].sizes[-1] % 8 == 0
 
 
 def test_one_trip_loops_are_not_range_loops():
@@ -144,44 +149,27 @@ def test_runtime_tasks_and_task_groups():
     c = small("npu2", "bf16", "bf16", M=4 * 8 * 3, N=8 * 16 * 2)  # 6 task groups, 4 in flight
     d, rec, _ = lowered(c)
     tasks = d.tasks
-    ops = [op for op in _runtime(rec) if op[0] in ("fill", "drain")]
-    assert len(ops) == len(tasks)
+    assert len(rec.transfers) == len(tasks)
+    # the sequence issues and finishes groups exactly as the Design orders them, 4 in flight
+    assert rec.rt_events == [("finish", op.group) if op.task is None else ("task", op.group) for op in d.runtime]
     open_groups, most_open = set(), 0
-    for op in _runtime(rec):
-        if op[0] in ("fill", "drain"):
-            open_groups.add(op[4])
+    for kind, group in rec.rt_events:
+        if kind == "task":
+            open_groups.add(group)
             most_open = max(most_open, len(open_groups))
-        elif op[0] == "finish":
-            open_groups.discard(op[1])
+        else:
+            open_groups.discard(group)
     assert most_open == c.queue_groups and not open_groups
-    for op, t in zip(ops, tasks):
-        kind, fifo, buf, tap, group, wait, placement = op
-        assert (kind, fifo, group, wait) == (t.direction, t.fifo, t.group, t.wait)
-        assert buf == f"<arg{['A', 'B', 'C'].index(t.tensor)}>"
-        assert placement == iron_recorder.Tile(t.shim.col, 0)
-        # always 4 dims with a unit outer size: shim_dma_single_bd_task reads sizes[0] > 1 as a repeat
+    for t, task in zip(rec.transfers, tasks):
+        assert (t["kind"], t["fifo"], t["group"], t["wait"]) == (task.direction, task.fifo, task.group, task.wait)
+        assert repr(t["buffer"]) == f"<arg{['A', 'B', 'C'].index(task.tensor)}>"
+        tap = t["tap"]
+        # always 4 dims with a unit outer size: a leading size > 1 would be read as a repeat
         assert len(tap.sizes) == SHIM_TAP_DIMS and tap.sizes[0] == 1
-        assert tap.sizes[1:] == list(t.tap.sizes) and tap.strides[1:] == list(t.tap.strides)
-        assert tap.offset == t.tap.offset
-
-
-def _runtime(rec):
-    # the Runtime object is reachable from the Program the lowering returned; keep the last one
-    return _LAST_RT["rt"].ops
-
-
-_LAST_RT: dict = {}
-
-
-@pytest.fixture(autouse=True)
-def _capture_runtime(monkeypatch):
-    orig = iron_recorder.Runtime.__init__
-
-    def init(self, *a, **k):
-        orig(self, *a, **k)
-        _LAST_RT["rt"] = self
-
-    monkeypatch.setattr(iron_recorder.Runtime, "__init__", init)
+        assert tap.sizes[1:] == list(task.tap.sizes)
+        assert [st for n, st in zip(tap.sizes[1:], tap.strides[1:]) if n > 1] == [
+            st for n, st in zip(task.tap.sizes, task.tap.strides) if n > 1]  # taplib zeroes unit dims' strides
+        assert tap.offset == task.tap.offset
 
 
 def test_lowering_is_deterministic():
@@ -190,7 +178,47 @@ def test_lowering_is_deterministic():
     assert lowered(c)[2] != lowered(small("npu2", "i8", "i32", b_col_maj=False))[2]
 
 
+def test_device_per_column_count():
+    """mlir-aie's whole_array: npu1 on 1 or 2 columns is its own device, npu2 builds on NPU2."""
+    for dev, cols, name in [("npu1", 1, "npu1_1col"), ("npu1", 2, "npu1_2col"), ("npu1", 4, "npu1"),
+                            ("npu2", 2, "npu2"), ("npu2", 8, "npu2")]:
+        c = small(dev, "i8", "i32", cols=cols, N=2 * cols * 16)
+        assert lowered(c)[2].startswith(f"device {name}\n")
+
+
 @pytest.mark.skipif(importlib.util.find_spec("aie") is not None, reason="mlir-aie is installed here")
 def test_without_mlir_aie_one_sentence():
-    with pytest.raises(ToolchainMissing, match=r"mlir-aie's IRON API cannot be imported .*pip install mlir_aie"):
+    with pytest.raises(ToolchainMissing, match=r"IRON API cannot be imported .*pip install mlir_aie==1\.4\.3"):
         to_mlir(build_design(small("npu1")))
+
+
+# ---- the release check ---------------------------------------------------------------------------
+def test_a_different_iron_is_refused_in_one_sentence():
+    """An IRON of another period (Worker(placement=...), positional ObjectFifo depth) is named as
+    such before anything is lowered."""
+    api, _ = iron_recorder.api()
+    api.check()  # the stand-in is the pinned release's shape
+
+    class OldWorker:
+        def __init__(self, core_fn, fn_args=[], placement=None, while_true=True, stack_size=None):  # noqa: B006
+            pass
+
+    with pytest.raises(ToolchainMissing, match=r"not mlir-aie 1\.4\.3's.*Worker\.__init__.*mlir_aie==1\.4\.3"):
+        replace(api, Worker=OldWorker).check()
+
+    class PositionalFifo(iron_recorder.ObjectFifo):
+        def __init__(self, obj_type, depth=2, name=None, dims_to_stream=None, dims_from_stream_per_cons=None):
+            pass
+
+    with pytest.raises(ToolchainMissing, match=r"ObjectFifo\.__init__"):
+        replace(api, ObjectFifo=PositionalFifo).check()
+
+
+def test_to_mlir_turns_irons_refusals_into_one_line(monkeypatch):
+    api, _ = iron_recorder.api()
+    design = build_design(small("npu2", "i8", "i16"))
+    broken = replace(design, runtime=design.runtime[:-1])  # the last task group is never finished
+    with pytest.raises(BuildError, match=r"mlir-aie refused the lowered program: Failed to close task groups"):
+        to_mlir(broken, api)
+    monkeypatch.setattr(iron_mod, "iron_api", lambda: iron_recorder.api()[0])
+    assert to_mlir(design, iron_recorder.api()[0]).startswith("device npu2\n")

@@ -86,6 +86,20 @@ def kernel_flags(tc: Toolchain, build: KernelBuild, include_dirs: list[str], def
             f"-I{tc.mlir_aie_dir}/include", *includes, *defines]
 
 
+def aiecc_flags(design: Design, tc: Toolchain, art: Artifacts) -> list[str]:
+    """mlir-aie 1.4.3's aiecc (the C++ driver; outputs asked for with --get-*, Peano the default core
+    compiler): the xclbin and the NPU instructions, mlir-aie's matrix_multiplication allocation
+    scheme, the core compiler named explicitly (--peano=DIR, or --xchesscc --xbridge as mlir-aie's
+    compile utility passes for chess since PR #3501 made Peano the default), and --dynamic-objFifos
+    for block-datatype designs as mlir-aie's block_datatypes builds always pass it."""
+    argv = [tc.aiecc, f"--alloc-scheme={ALLOC_SCHEME}"]
+    if design.config.precision.block:
+        argv.append("--dynamic-objFifos")
+    argv += ["--xchesscc", "--xbridge"] if tc.chess else [f"--peano={tc.peano_dir}"]
+    return argv + ["--get-xclbin", f"--xclbin-name={art.xclbin.name}", "--get-npu-insts",
+                   f"--npu-insts-name={art.insts.name}"]
+
+
 def artifacts(design: Design, build_dir: Path) -> Artifacts:
     """What building `design` into `build_dir` produces."""
     from ..kernels import source_file
@@ -103,13 +117,7 @@ def plan_build(design: Design, tc: Toolchain, build_dir: Path, gen_args: list[st
     b = str(build_dir)
     compile_argv = (tc.kernel_cc, *kernel_flags(tc, kernel, [str(kernel_include_dir())], list(kernel_defines(kernel))),
                     "-c", art.kernel_source, "-o", art.kernel_object)
-    aiecc_argv = [tc.aiecc, f"--alloc-scheme={ALLOC_SCHEME}", "--aie-generate-xclbin", "--no-compile-host",
-                  f"--xclbin-name={art.xclbin.name}"]
-    if tc.chess:
-        aiecc_argv += ["--unified"]  # one xchesscc run for all cores (mlir-aie's aiecc_chess_flags)
-    else:
-        aiecc_argv += ["--no-xchesscc", "--no-xbridge", "--peano", tc.peano_dir]
-    aiecc_argv += ["--aie-generate-npu-insts", f"--npu-insts-name={art.insts.name}", art.mlir.name]
+    aiecc_argv = aiecc_flags(design, tc, art) + [art.mlir.name]
     steps = [
         Step("render", "render the kernel source", ("gemm-gen", "kernel", *gen_args, "-o", art.kernel_source), b),
         Step("compile", "compile the kernel", compile_argv, b),

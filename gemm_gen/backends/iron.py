@@ -1,9 +1,16 @@
-"""Lower a Design to an IRON program, and to MLIR through mlir-aie (imported only when used).
+"""Lower a Design to an IRON program of mlir-aie 1.4.3, and to MLIR (mlir-aie imported only when used).
 
-The translation is one to one: every Design ObjectFifo becomes an IRON ObjectFifo (the shim-fed
-and joined ones constructed, the others made by forward/split/join on their memtile), every Worker
-runs the Design's loop IR, and the runtime sequence issues the same fill/drain tasks in the same
-task groups (python/iron in mlir-aie: dataflow/objectfifo.py, worker.py, runtime/runtime.py).
+The translation is one to one, in the API of the pinned release (pins.py; python/iron at v1.4.3):
+
+- every Design ObjectFifo becomes an IRON ObjectFifo: the shim-fed and the joined ones constructed
+  (keyword-only options), the others made by forward / split / join on their memtile (`tile=`);
+- a shim end is pinned by its handle: `.prod(tile=shim)` for a fill, `.cons(tile=shim)` for a drain;
+- every Worker is placed with `tile=` and runs the Design's loop IR; a worker's own L1 buffers are
+  IRON Buffers placed on the worker's tile and handed to it and to its kernels;
+- the runtime is `Runtime(seq_fn, [A, B, C types, *shim handles])` whose body fills and drains with
+  the handles in the Design's task groups (`TaskGroup()`, `group=`, `finish()`);
+- `Program(device, rt, workers=...)` resolves with every tile given, so mlir-aie's placement pass
+  has nothing left to choose.
 """
 
 from __future__ import annotations
@@ -19,9 +26,10 @@ from ..design.model import Acquire, Call, Design, Link, LocalBuffer, Loop, Objec
 from ..dtypes import dtype
 from ..errors import BuildError, ToolchainMissing
 from ..tap import Tap
-from .toolchain import MLIR_AIE_INSTALL, import_module
+from . import pins
+from .toolchain import import_module
 
-SHIM_TAP_DIMS = 4  # shim_dma_single_bd_task reads sizes[0] > 1 as a repeat count: always give 4 dims
+SHIM_TAP_DIMS = 4  # shim BD tasks read a leading size > 1 as a repeat count: always give 4 dims
 
 
 @dataclass(frozen=True)
@@ -29,34 +37,83 @@ class IronApi:
     """The IRON names the lowering uses: mlir-aie's real ones, or a test's recording stand-in."""
 
     ObjectFifo: Any
+    ObjectFifoHandle: Any
     Worker: Any
     Kernel: Any
+    Buffer: Any
     Runtime: Any
+    TaskGroup: Any
     Program: Any
     Tile: Any
-    devices: dict[str, Any]  # our device name -> IRON device class (NPU1 is the 4-column array)
-    range_: Callable[[int], Any]
+    devices: dict[str, Any]  # mlir-aie device name (npu1, npu1_1col, npu1_2col, npu2) -> IRON device class
+    range_: Callable[..., Any]
     TensorAccessPattern: Any
     str_to_dtype: Callable[[str], Any]
-    Buffer: Any  # a worker's own L1 buffer
     block_types: dict[str, Any]  # our block type name -> IRON's element type (bfp16: v8bfp16ebs8)
+
+    def callables(self) -> dict[str, Callable[..., Any]]:
+        """Each IRON callable the lowering uses, under its name in the pinned table."""
+        return {
+            "aie.iron.ObjectFifo.__init__": self.ObjectFifo.__init__,
+            "aie.iron.ObjectFifo.prod": self.ObjectFifo.prod,
+            "aie.iron.ObjectFifo.cons": self.ObjectFifo.cons,
+            **{f"aie.iron.ObjectFifoHandle.{m}": getattr(self.ObjectFifoHandle, m)
+               for m in ("acquire", "release", "fill", "drain", "join", "split", "forward")},
+            "aie.iron.Worker.__init__": self.Worker.__init__,
+            "aie.iron.Kernel.__init__": self.Kernel.__init__,
+            "aie.iron.Buffer.__init__": self.Buffer.__init__,
+            "aie.iron.Runtime.__init__": self.Runtime.__init__,
+            "aie.iron.TaskGroup.__init__": self.TaskGroup.__init__,
+            "aie.iron.TaskGroup.finish": self.TaskGroup.finish,
+            "aie.iron.Program.__init__": self.Program.__init__,
+            "aie.iron.Program.resolve_program": self.Program.resolve_program,
+            "aie.iron.device.Tile.__init__": self.Tile.__init__,
+            "aie.iron.controlflow.range_": self.range_,
+            "aie.helpers.taplib.TensorAccessPattern.__init__": self.TensorAccessPattern.__init__,
+            "aie.iron.dtype.str_to_dtype": self.str_to_dtype,
+        }
+
+    def check(self) -> None:
+        """ToolchainMissing in one sentence unless every callable is the pinned release's."""
+        for name, fn in self.callables().items():
+            problem = pins.signature_problem(name, fn)
+            if problem:
+                raise ToolchainMissing(f"the installed IRON is not mlir-aie {pins.MLIR_AIE_RELEASE}'s, which gemm_gen "
+                                       f"is written against: {problem}", pins.MLIR_AIE.install)
+
+
+def _first(*candidates: tuple[str, str]) -> Any:
+    """The first importable `module.attr` of the candidates (IRON moved some names between modules)."""
+    for module, attr in candidates:
+        try:
+            found = getattr(import_module(module, "mlir-aie's IRON API", pins.MLIR_AIE.install), attr, None)
+        except ToolchainMissing:
+            continue
+        if found is not None:
+            return found
+    names = " or ".join(f"{m}.{a}" for m, a in candidates)
+    raise ToolchainMissing(f"this mlir-aie has no {names} (gemm_gen needs release {pins.MLIR_AIE_RELEASE})",
+                           pins.MLIR_AIE.install)
 
 
 def iron_api() -> IronApi:
-    """mlir-aie's IRON, or ToolchainMissing in one sentence."""
-    iron = import_module("aie.iron", "mlir-aie's IRON API", MLIR_AIE_INSTALL)
-    device = import_module("aie.iron.device", "mlir-aie's IRON API", MLIR_AIE_INSTALL)
-    controlflow = import_module("aie.iron.controlflow", "mlir-aie's IRON API", MLIR_AIE_INSTALL)
-    taplib = import_module("aie.helpers.taplib", "mlir-aie's taplib", MLIR_AIE_INSTALL)
-    util = import_module("aie.helpers.util", "mlir-aie's type helpers", MLIR_AIE_INSTALL)
-    # newer IRON names a worker's buffer Buffer, older wheels LocalBuffer (same type/initial_value/
-    # name arguments); block types arrived with the block-datatype examples. Designs that need
-    # neither lower on any wheel; the others fail with one sentence when they are used.
-    buffer = getattr(iron, "Buffer", None) or getattr(iron, "LocalBuffer", None)
-    blocks = {"bfp16": util.v8bfp16ebs8} if hasattr(util, "v8bfp16ebs8") else {}
-    return IronApi(iron.ObjectFifo, iron.Worker, iron.Kernel, iron.Runtime, iron.Program, device.Tile,
-                   {"npu1": device.NPU1, "npu2": device.NPU2}, controlflow.range_, taplib.TensorAccessPattern,
-                   iron.str_to_dtype, buffer, blocks)
+    """mlir-aie's IRON, checked against the pinned release; ToolchainMissing in one sentence otherwise."""
+    iron = import_module("aie.iron", "mlir-aie's IRON API", pins.MLIR_AIE.install)
+    device = import_module("aie.iron.device", "mlir-aie's IRON API", pins.MLIR_AIE.install)
+    devices = {"npu1": "NPU1", "npu1_1col": "NPU1Col1", "npu1_2col": "NPU1Col2", "npu2": "NPU2"}
+    api = IronApi(
+        iron.ObjectFifo,
+        _first(("aie.iron.dataflow", "ObjectFifoHandle"), ("aie.iron.dataflow.objectfifo", "ObjectFifoHandle")),
+        iron.Worker, iron.Kernel, _first(("aie.iron", "Buffer")), iron.Runtime,
+        _first(("aie.iron", "TaskGroup"), ("aie.iron.runtime", "TaskGroup"),
+               ("aie.iron.runtime.taskgroup", "TaskGroup")),
+        iron.Program, device.Tile, {ours: _first(("aie.iron.device", cls)) for ours, cls in devices.items()},
+        _first(("aie.iron.controlflow", "range_")), _first(("aie.helpers.taplib", "TensorAccessPattern")),
+        _first(("aie.iron.dtype", "str_to_dtype"), ("aie.iron", "str_to_dtype")),
+        {"bfp16": _first(("aie.dialects.aiex", "v8bfp16ebs8"), ("aie.helpers.util", "v8bfp16ebs8"))},
+    )
+    api.check()
+    return api
 
 
 def dims(tap: Tap | None, elem: str = "i32") -> list[tuple[int, int]] | None:
@@ -73,7 +130,6 @@ class _Lowering:
         self.d, self.api = design, api
         self.fifos: dict[str, Any] = {}
         self.prod_handles: dict[str, Any] = {}
-        self.cons_handles: dict[tuple[str, TileRef], Any] = {}
 
     def tile(self, t: TileRef) -> Any:
         return self.api.Tile(t.col, t.row)
@@ -84,9 +140,6 @@ class _Lowering:
         block-datatype designs type theirs (the DMAs address it linearly either way)."""
         t = dtype(name)
         if t.is_block:
-            if t.name not in self.api.block_types:
-                raise ToolchainMissing(f"this mlir-aie has no {t.name} element type (aie.helpers.util.v8bfp16ebs8)",
-                                       MLIR_AIE_INSTALL)
             n = 1
             for d in shape:
                 n *= d
@@ -107,23 +160,23 @@ class _Lowering:
         if lk.kind == "join":
             (out,) = dsts
             made = self.prod(out.name).join(
-                self.offsets(lk, out), placement=place, depths=[f.depth for f in srcs],
+                self.offsets(lk, out), tile=place, depths=[f.depth for f in srcs],
                 obj_types=[self.ty(f.obj_shape, f.dtype) for f in srcs], names=[f.name for f in srcs],
                 dims_to_stream=[dims(f.dims_to_stream, f.dtype) or [] for f in srcs],
                 dims_from_stream=[dims(f.dims_from_stream, f.dtype) or [] for f in srcs])
             self.fifos.update({f.name: m for f, m in zip(srcs, made)})
             return
         (src,) = srcs
-        cons = self.cons(src.name, lk.tile)
+        cons = self.fifos[src.name].cons()  # the memtile's end of the shim-fed fifo
         if lk.kind == "forward":
             (dst,) = dsts
             self.fifos[dst.name] = cons.forward(
-                placement=place, obj_type=self.ty(dst.obj_shape, dst.dtype), depth=dst.depth, name=dst.name,
+                tile=place, obj_type=self.ty(dst.obj_shape, dst.dtype), depth=dst.depth, name=dst.name,
                 dims_to_stream=dims(dst.dims_to_stream, dst.dtype),
                 dims_from_stream=dims(dst.dims_from_stream, dst.dtype))
             return
         made = cons.split(
-            self.offsets(lk, src), placement=place, depths=[f.depth for f in dsts],
+            self.offsets(lk, src), tile=place, depths=[f.depth for f in dsts],
             obj_types=[self.ty(f.obj_shape, f.dtype) for f in dsts], names=[f.name for f in dsts],
             dims_to_stream=[dims(f.dims_to_stream, f.dtype) or [] for f in dsts],
             dims_from_stream=[dims(f.dims_from_stream, f.dtype) or [] for f in dsts])
@@ -135,32 +188,23 @@ class _Lowering:
         return [o * dtype(big.dtype).blocks_per_unit for o in lk.offsets]
 
     def prod(self, name: str) -> Any:
+        """The fifo's one producer handle (IRON returns the same handle on every prod() call)."""
         if name not in self.prod_handles:
             self.prod_handles[name] = self.fifos[name].prod()
         return self.prod_handles[name]
 
-    def cons(self, name: str, at: TileRef) -> Any:
-        key = (name, at)
-        if key not in self.cons_handles:
-            self.cons_handles[key] = self.fifos[name].cons()
-        return self.cons_handles[key]
-
     def worker(self, index: int, kernels: dict[str, Any]) -> Any:
         wk = self.d.workers[index]
         names = sorted(_fifo_names(wk.program))
-        handles = [self.prod(n) if self.d.fifo(n).producer == wk.tile else self.cons(n, wk.tile) for n in names]
+        handles = [self.prod(n) if self.d.fifo(n).producer == wk.tile else self.fifos[n].cons() for n in names]
         ks = [kernels[k] for k in wk.kernels]
-        bufs = [self.buffer(b) for b in wk.buffers]
+        bufs = [self.buffer(b, wk.tile) for b in wk.buffers]
         core_fn = _core_fn(wk.program, names, [b.name for b in wk.buffers], list(wk.kernels), self.api.range_)
-        return self.api.Worker(core_fn, [*handles, *bufs, *ks], placement=self.tile(wk.tile),
-                               stack_size=wk.stack_bytes)
+        return self.api.Worker(core_fn, [*handles, *bufs, *ks], tile=self.tile(wk.tile), stack_size=wk.stack_bytes)
 
-    def buffer(self, b: LocalBuffer) -> Any:
-        """A worker's own L1 buffer: an IRON Buffer, placed on the worker's tile by the Worker."""
-        if self.api.Buffer is None:
-            raise ToolchainMissing("this mlir-aie's IRON has no Buffer (or LocalBuffer) for a worker's own memory",
-                                   MLIR_AIE_INSTALL)
-        return self.api.Buffer(self.ty(b.shape, b.dtype), name=b.name)
+    def buffer(self, b: LocalBuffer, at: TileRef) -> Any:
+        """A worker's own L1 buffer: an IRON Buffer placed on the worker's tile."""
+        return self.api.Buffer(type=self.ty(b.shape, b.dtype), name=b.name, tile=self.tile(at))
 
     def tap(self, t: Tap, numel: int, elem: str) -> Any:
         t = t.scaled(dtype(elem).blocks_per_unit)
@@ -168,12 +212,25 @@ class _Lowering:
         return self.api.TensorAccessPattern((numel,), t.offset, [1] * pad + list(t.sizes),
                                             [0] * pad + list(t.strides))
 
+    def shim_handles(self) -> dict[str, Any]:
+        """The shim end of every fifo the runtime fills or drains, pinned to its shim tile."""
+        ends: dict[str, Any] = {}
+        for t in self.d.tasks:
+            if t.fifo not in ends:
+                of = self.fifos[t.fifo]
+                if t.direction == "fill":
+                    ends[t.fifo] = self.prod_handles[t.fifo] = of.prod(tile=self.tile(t.shim))
+                else:
+                    ends[t.fifo] = of.cons(tile=self.tile(t.shim))
+        return dict(sorted(ends.items()))
+
     def program(self) -> Any:
         d, api = self.d, self.api
         linked = {n for lk in d.links for n in (lk.srcs if lk.kind != "join" else lk.dsts)}
         for f in d.fifos:
             if f.name in linked or not any(f.name in (*lk.srcs, *lk.dsts) for lk in d.links):
                 self.construct(f)
+        ends = self.shim_handles()
         for lk in d.links:
             self.link(lk)
         missing = [f.name for f in d.fifos if f.name not in self.fifos]
@@ -187,27 +244,26 @@ class _Lowering:
 
         numel = {t.name: t.shape[0] * t.shape[1] for t in d.tensors}  # in the Design's units
         elems = {t.name: numel[t.name] * dtype(t.dtype).blocks_per_unit for t in d.tensors}  # in IRON's
-        rt = api.Runtime()
-        with rt.sequence(*[self.ty((numel[t.name],), t.dtype) for t in d.tensors]) as bufs:
-            buf = {t.name: b for t, b in zip(d.tensors, bufs)}
-            rt.start(*workers)
+        fifo_names = list(ends)
+
+        def sequence(*args: Any) -> None:
+            buf = {t.name: b for t, b in zip(d.tensors, args)}
+            handle = dict(zip(fifo_names, args[len(d.tensors):]))
             groups: dict[int, Any] = {}
             for op in d.runtime:
                 if op.task is None:
-                    rt.finish_task_group(groups.pop(op.group))
+                    groups.pop(op.group).finish()
                     continue
                 t = op.task
-                tg = groups.get(op.group)
-                if tg is None:
-                    tg = groups[op.group] = rt.task_group()
+                if op.group not in groups:
+                    groups[op.group] = api.TaskGroup()
                 tap = self.tap(t.tap, elems[t.tensor], d.tensor(t.tensor).dtype)
-                if t.direction == "fill":
-                    rt.fill(self.prod(t.fifo), buf[t.tensor], tap=tap, task_group=tg, wait=t.wait,
-                            placement=self.tile(t.shim))
-                else:
-                    rt.drain(self.cons(t.fifo, t.shim), buf[t.tensor], tap=tap, task_group=tg, wait=t.wait,
-                             placement=self.tile(t.shim))
-        return api.Program(api.devices[d.config.device](), rt)
+                transfer = handle[t.fifo].fill if t.direction == "fill" else handle[t.fifo].drain
+                transfer(buf[t.tensor], tap=tap, wait=t.wait, group=groups[op.group])
+
+        rt = api.Runtime(sequence, [*(self.ty((numel[t.name],), t.dtype) for t in d.tensors), *ends.values()])
+        name, _ = d.config.dev.target(d.config.cols)
+        return api.Program(api.devices[name](), rt, workers=workers)
 
 
 def _fifo_names(ops: tuple[Op, ...]) -> set[str]:
@@ -221,7 +277,7 @@ def _fifo_names(ops: tuple[Op, ...]) -> set[str]:
 
 
 def _core_fn(program: tuple[Op, ...], fifo_names: list[str], buffer_names: list[str], kernel_names: list[str],
-             range_: Callable[[int], Any]) -> Callable[..., None]:
+             range_: Callable[..., Any]) -> Callable[..., None]:
     """The Worker body: the Design's loop IR, traced by IRON into the core's MLIR. Its arguments
     are the fifo handles, then the worker's own buffers, then the kernels."""
 
@@ -257,9 +313,15 @@ def lower(design: Design, api: IronApi | None = None) -> Any:
 def to_mlir(design: Design, api: IronApi | None = None) -> str:
     """The design as MLIR text, via Program.resolve_program() (every component is placed).
 
-    resolve_program only logs a failed verification; verify here so that aiecc never gets bad MLIR.
+    Verify here too, so that aiecc never gets bad MLIR whatever resolve_program does on failure.
     """
-    module = lower(design, api).resolve_program()
+    try:
+        module = lower(design, api).resolve_program()
+    except ToolchainMissing:
+        raise
+    except Exception as e:  # noqa: BLE001 - IRON's refusals (ValueError, IronRuntimeError...): our defect, not the input's
+        raise BuildError(f"mlir-aie refused the lowered program: {str(e).splitlines()[0]}",
+                         "report the design (gemm-gen generate) as a bug") from None
     operation = getattr(module, "operation", None)
     if operation is not None:
         try:

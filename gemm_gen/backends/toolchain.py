@@ -15,13 +15,11 @@ from pathlib import Path
 from types import ModuleType
 
 from ..errors import ToolchainMissing
+from . import pins
 
-MLIR_AIE_INSTALL = ("install mlir-aie's Python wheel (Python 3.10/3.12/3.13): pip install mlir_aie -f "
-                    "https://github.com/Xilinx/mlir-aie/releases/expanded_assets/latest-wheels-3")
-PEANO_INSTALL = ("install Peano (pip install llvm-aie -f "
-                 "https://github.com/Xilinx/llvm-aie/releases/expanded_assets/nightly) and set PEANO_INSTALL_DIR")
-XRT_INSTALL = ("install the amdxdna driver and XRT with its Python bindings (mlir-aie's utils/build_drivers.sh, "
-               "then source /opt/xilinx/xrt/setup.sh) on a Ryzen AI machine, or check the design with `make sim`")
+MLIR_AIE_INSTALL = pins.MLIR_AIE.install
+PEANO_INSTALL = f"{pins.PEANO.install}, and set PEANO_INSTALL_DIR (or let mlir-aie find the wheel)"
+XRT_INSTALL = pins.XRT.install
 
 
 def import_module(name: str, what: str, how: str) -> ModuleType:
@@ -41,14 +39,14 @@ def mlir_aie_dir() -> Path:
 
 
 def aiecc() -> str:
-    found = shutil.which("aiecc") or shutil.which("aiecc.py")  # mlir-aie's Makefiles call `aiecc`
+    found = shutil.which("aiecc")  # mlir-aie 1.4.x's C++ compiler driver (the wheel puts it on PATH)
     if not found:
         raise ToolchainMissing("aiecc (mlir-aie's compiler driver) is not on PATH", MLIR_AIE_INSTALL)
     return found
 
 
 def xclbinutil() -> str:
-    found = shutil.which("xclbinutil")  # aiecc --aie-generate-xclbin calls it
+    found = shutil.which("xclbinutil")  # aiecc --get-xclbin calls it; the mlir-aie wheel does not ship it
     if not found:
         raise ToolchainMissing("xclbinutil (XRT's xclbin packager, which aiecc needs) is not on PATH",
                                "source /opt/xilinx/xrt/setup.sh")
@@ -137,6 +135,6 @@ def find_toolchain(chess: bool, strict: bool) -> Toolchain:
         peano = look(peano_dir, "$PEANO_INSTALL_DIR")
         aietools = "$AIETOOLS_DIR"
     mlir_aie = look(mlir_aie_dir, "$MLIR_AIE_DIR")
-    driver = look(aiecc, "aiecc.py")  # the documented name; current installs also have `aiecc`
+    driver = look(aiecc, "aiecc")
     look(xclbinutil, "xclbinutil")
     return Toolchain(mlir_aie, peano, aietools, driver, chess)
