@@ -24,7 +24,7 @@ GEN_ARGS := --dev $(DEVICE) -M $(M) -K $(K) -N $(N) $(if $(DTYPE_IN),--dtype_in 
 	$(if $(N_AIE_COLS),--n-aie-cols $(N_AIE_COLS)) $(if $(m),-m $(m)) $(if $(k),-k $(k)) $(if $(n),-n $(n)) $(if $(K_MT),--k-mt $(K_MT)) $(if $(RHO),--rho $(RHO)) \
 	$(if $(DTYPE_B),--dtype_b $(DTYPE_B)) $(if $(ACC),--acc $(ACC)) $(if $(PRESET),--preset $(PRESET))
 
-.PHONY: install sim plan generate kernel mlir all build run dry-run predict tune roofline test test-slow bench lint clean help
+.PHONY: install doctor sim plan generate kernel mlir all build run dry-run predict tune roofline test test-slow bench lint clean help
 
 help:
 	@echo "make sim DEVICE=npu2 M=512 K=512 N=512 [m= k= n= K_MT= RHO= DTYPE_IN= DTYPE_B= DTYPE_OUT= ACC= PRESET= B_COL_MAJ=]"
@@ -39,6 +39,10 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 install: $(STAMP)
+
+# the pinned NPU toolchain against what is installed (exit 0 only when everything is there)
+doctor: $(STAMP)
+	$(BIN)/gemm-gen doctor
 
 sim: $(STAMP)
 	$(BIN)/gemm-gen simulate $(GEN_ARGS) --seed $(SEED)

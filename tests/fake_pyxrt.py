@@ -1,29 +1,58 @@
-"""A recording stand-in for pyxrt, TESTS ONLY: it is not XRT and runs nothing on an NPU.
+"""A strict recording stand-in for pyxrt, TESTS ONLY: it is not XRT and runs nothing on an NPU.
 
-It keeps the calls mlir-aie's host code makes (device, xclbin, hw_context, kernel, bo with
-flags/group ids, map, sync, kernel(opcode, instr_bo, count, *bos).wait(), ert_cmd_state) and
-"executes" by computing C from the A/B buffers with the exact reference, so the runner's buffer
-handling, syncs and checks can be tested. `broken=True` returns zeros instead.
+It mirrors the pyxrt calls mlir-aie's host code and gemm_gen make (Xilinx/XRT
+src/python/pybind11/src/pyxrt.cpp): device(index), xclbin(path) with get_kernels()/get_uuid(),
+device.register_xclbin, hw_context(device, uuid) (only for a registered xclbin), kernel(context,
+name) with group_id, bo(device, size, flags, group) with flags from bo.flags and groups from the
+kernel, map / sync(direction) with xclBOSyncDirection members, kernel(...) returning a started run
+whose wait() / wait(timeout_ms) gives an ert_cmd_state, device.get_info(xrt_info_device.X) as a
+string. Anything else pybind11 would refuse (wrong argument kinds, unknown enum members, an
+argument index beyond the kernel's) raises TypeError or RuntimeError as pyxrt does.
+
+"Executing" computes C from the A/B buffers with the exact reference, so the runner's buffer
+handling, syncs and checks can be tested; `broken=True` returns zeros instead. `times_us` makes
+the runner's clock read those durations, so a sweep has known timings.
 """
 
 from __future__ import annotations
 
+import enum
 from typing import Any
 
 import numpy as np
 
+from gemm_gen.bfp16 import TILE, tiles_of
 from gemm_gen.config import GemmConfig
-from gemm_gen.numerics import reference
+from gemm_gen.hostdata import host_values, output_bytes
+from gemm_gen.numerics import Rounding, reference
 
 
-class xclBOSyncDirection:  # noqa: N801 - pyxrt's names
-    XCL_BO_SYNC_BO_TO_DEVICE = "to_device"
-    XCL_BO_SYNC_BO_FROM_DEVICE = "from_device"
+class xclBOSyncDirection(enum.Enum):  # noqa: N801 - pyxrt's names
+    XCL_BO_SYNC_BO_TO_DEVICE = 0
+    XCL_BO_SYNC_BO_FROM_DEVICE = 1
+    XCL_BO_SYNC_BO_GMIO_TO_AIE = 2
+    XCL_BO_SYNC_BO_AIE_TO_GMIO = 3
 
 
-class ert_cmd_state:  # noqa: N801
-    ERT_CMD_STATE_COMPLETED = "completed"
-    ERT_CMD_STATE_ERROR = "error"
+class ert_cmd_state(enum.Enum):  # noqa: N801
+    ERT_CMD_STATE_NEW = 1
+    ERT_CMD_STATE_QUEUED = 2
+    ERT_CMD_STATE_COMPLETED = 4
+    ERT_CMD_STATE_ERROR = 5
+    ERT_CMD_STATE_ABORT = 6
+    ERT_CMD_STATE_TIMEOUT = 8
+
+
+class xrt_info_device(enum.Enum):  # noqa: N801
+    bdf, interface_uuid, kdma, max_clock_frequency_mhz, m2m, name, nodma, offline = range(8)
+    electrical, thermal, mechanical, memory, platform, pcie_info, host, dynamic_regions, vmr = range(8, 17)
+
+
+class _BoFlags(enum.Enum):
+    normal, cacheable, device_only, host_only, p2p, svm = range(6)
+
+
+KERNEL_ARGS = 8  # mlir-aie's MLIR_AIE kernel: opcode, instr bo, instr count, 5 buffer objects
 
 
 class FakeXrt:
@@ -31,71 +60,143 @@ class FakeXrt:
 
     xclBOSyncDirection = xclBOSyncDirection
     ert_cmd_state = ert_cmd_state
+    xrt_info_device = xrt_info_device
 
-    def __init__(self, config: GemmConfig, broken: bool = False) -> None:
-        self.config, self.broken = config, broken
+    def __init__(self, config: GemmConfig | None = None, broken: bool = False, device_name: str = "RyzenAI-npu4",
+                 times_us: list[float] | None = None) -> None:
+        self.config, self.broken, self.device_name = config, broken, device_name
+        self.times_us = list(times_us or [])
         self.log: list[tuple] = []
+        self.registered: set[str] = set()
         fake = self
 
         class bo:  # noqa: N801
-            cacheable = "cacheable"
-            host_only = "host_only"
+            flags = _BoFlags
+            normal, cacheable, device_only = _BoFlags.normal, _BoFlags.cacheable, _BoFlags.device_only
+            host_only, p2p, svm = _BoFlags.host_only, _BoFlags.p2p, _BoFlags.svm
 
-            def __init__(self, device: Any, nbytes: int, flags: str, group: int) -> None:
+            def __init__(self, device: Any, nbytes: int, flags: _BoFlags, group: int) -> None:
+                if device is not fake._device or not isinstance(nbytes, int) or not isinstance(flags, _BoFlags) \
+                        or not isinstance(group, int):
+                    raise TypeError("__init__(): incompatible constructor arguments (device, size: int, "
+                                    "flags: pyxrt.bo.flags, memory_group: int)")
+                if nbytes <= 0:
+                    raise RuntimeError("bo: size must be positive")
                 self.mem = bytearray(nbytes)
                 self.flags, self.group = flags, group
-                self.synced: str | None = None
-                fake.log.append(("bo", nbytes, flags, group))
+                self.synced: xclBOSyncDirection | None = None
+                fake.log.append(("bo", nbytes, flags.name, group))
 
             def map(self) -> memoryview:
                 return memoryview(self.mem)
 
-            def sync(self, direction: str) -> None:
+            def size(self) -> int:
+                return len(self.mem)
+
+            def sync(self, direction: xclBOSyncDirection, size: int | None = None, offset: int = 0) -> None:
+                if not isinstance(direction, xclBOSyncDirection):
+                    raise TypeError("sync(): incompatible function arguments (pyxrt.xclBOSyncDirection)")
                 self.synced = direction
-                fake.log.append(("sync", self.group, direction))
+                fake.log.append(("sync", self.group, direction.name.removeprefix("XCL_BO_SYNC_BO_").lower()))
 
         self.bo = bo
+        self._device: Any = None
 
-    def device(self, index: int) -> Any:
+    # ---- device, xclbin, context, kernel ----------------------------------------------------------
+    def device(self, index: int = 0) -> Any:
+        if not isinstance(index, (int, str)):
+            raise TypeError("device(): incompatible constructor arguments")
+        fake = self
+
+        class Device:
+            def register_xclbin(self, xclbin: Any) -> None:
+                fake.registered.add(xclbin.get_uuid())
+                fake.log.append(("register_xclbin",))
+
+            def get_info(self, key: xrt_info_device) -> str:
+                if not isinstance(key, xrt_info_device):
+                    raise TypeError("get_info(): incompatible function arguments (pyxrt.xrt_info_device)")
+                return fake.device_name if key is xrt_info_device.name else f"<{key.name}>"
+
+        self._device = Device()
         self.log.append(("device", index))
-        return self
-
-    def register_xclbin(self, xclbin: Any) -> None:
-        self.log.append(("register_xclbin",))
+        return self._device
 
     def xclbin(self, path: str) -> Any:
+        if not isinstance(path, str):
+            raise TypeError("xclbin(): incompatible constructor arguments (filename: str)")
+
         class Xclbin:
             def get_kernels(self) -> list[Any]:
-                return [type("K", (), {"get_name": lambda self: "MLIR_AIE"})()]
+                return [type("K", (), {"get_name": lambda self: "MLIR_AIE", "get_num_args": lambda self: KERNEL_ARGS})()]
 
             def get_uuid(self) -> str:
-                return "uuid"
+                return "uuid-" + path
 
         self.log.append(("xclbin", path))
         return Xclbin()
 
-    def hw_context(self, device: Any, uuid: str) -> str:
-        return "context"
+    def hw_context(self, device: Any, uuid: str) -> Any:
+        if device is not self._device or uuid not in self.registered:
+            raise RuntimeError("hw_context: the xclbin is not registered with this device")
+        return ("context", uuid)
 
-    def kernel(self, context: str, name: str) -> Any:
+    def kernel(self, context: Any, name: str) -> Any:
+        if not (isinstance(context, tuple) and context[0] == "context") or name != "MLIR_AIE":
+            raise RuntimeError(f"kernel: no kernel {name!r} in this context")
         fake = self
+
+        class Run:
+            def __init__(self, state: ert_cmd_state) -> None:
+                self._state = state
+
+            def wait(self, timeout_ms: int = 0) -> ert_cmd_state:
+                if not isinstance(timeout_ms, int):
+                    raise TypeError("wait(): incompatible function arguments (timeout: int)")
+                return self._state
+
+            def state(self) -> ert_cmd_state:
+                return self._state
 
         class Kernel:
             def group_id(self, i: int) -> int:
+                if not 0 <= i < KERNEL_ARGS:
+                    raise RuntimeError(f"group_id: kernel argument {i} out of range")
                 return i
 
-            def __call__(self, opcode: int, instr: Any, count: int, a: Any, b: Any, c: Any) -> Any:
+            def __call__(self, *args: Any) -> Run:
+                if len(args) > KERNEL_ARGS:
+                    raise RuntimeError(f"kernel: {len(args)} arguments for a kernel of {KERNEL_ARGS}")
+                for i, a in enumerate(args):
+                    if not isinstance(a, (int, fake.bo)) or isinstance(a, bool):
+                        raise TypeError(f"kernel argument {i}: expected pyxrt.bo or int, got {type(a).__name__}")
+                opcode, instr, count, a, b, c = args[:6]
                 fake.log.append(("run", opcode, count, instr.group, a.group, b.group, c.group))
-                assert all(x.synced == xclBOSyncDirection.XCL_BO_SYNC_BO_TO_DEVICE for x in (instr, a, b))
+                if not all(x.synced is xclBOSyncDirection.XCL_BO_SYNC_BO_TO_DEVICE for x in (instr, a, b)):
+                    raise RuntimeError("an input buffer object was not synced to the device before the run")
                 fake.execute(a.mem, b.mem, c.mem)
-                return type("Run", (), {"wait": lambda self: ert_cmd_state.ERT_CMD_STATE_COMPLETED})()
+                return Run(ert_cmd_state.ERT_CMD_STATE_COMPLETED)
 
         return Kernel()
 
     def execute(self, a_mem: bytearray, b_mem: bytearray, c_mem: bytearray) -> None:
         c = self.config
-        a = np.frombuffer(bytes(a_mem), dtype=c.t_in.host).reshape(c.Mp, c.Kp)
-        b = np.frombuffer(bytes(b_mem), dtype=c.t_in.host)
-        b = b.reshape(c.Np, c.Kp).T if c.b_col_maj else b.reshape(c.Kp, c.Np)
-        out = np.zeros((c.Mp, c.Np), dtype=c.t_out.host) if self.broken else reference(c.numerics, a, b, c.k)
-        c_mem[:] = np.ascontiguousarray(out).view(np.uint8).tobytes()
+        assert c is not None
+        if self.broken:
+            c_mem[:] = bytes(len(c_mem))
+            return
+        a, b = host_values(c, _dram(c.t_in, a_mem, (c.Mp, c.Kp)),
+                           _dram(c.t_b, b_mem, (c.Np, c.Kp) if c.b_col_maj else (c.Kp, c.Np)))
+        full = np.zeros((c.Mp, c.Np), dtype=np.float64)
+        full[: c.M, : c.N] = reference(c.numerics, a, b, c.k, c.Kp)
+        data = tiles_of(full, Rounding.CONV_EVEN) if c.t_out.is_block else full.astype(c.t_out.host)
+        assert data.nbytes == output_bytes(c) == len(c_mem)
+        c_mem[:] = np.ascontiguousarray(data).tobytes()
+
+
+def _dram(t: Any, mem: bytearray, shape: tuple[int, int]) -> np.ndarray:
+    """A DRAM buffer's bytes in the shape pad_inputs gave it (bfp16: rows x cols of 72-byte tiles)."""
+    raw = np.frombuffer(bytes(mem), dtype=np.uint8)
+    if t.is_block:
+        return raw.reshape(shape[0] // TILE, shape[1] // TILE, t.unit_bytes)
+    return raw.view(t.host).reshape(shape)

@@ -100,3 +100,35 @@ def test_measure_for_the_tuner(tmp_path, monkeypatch):
     monkeypatch.setattr(toolchain, "pyxrt", lambda: FakeXrt(c))
     seconds = runner.measure(c, iters=2, warmup=0, build_dir=str(tmp_path / "build"))
     assert 0 < seconds < 10
+
+
+def test_bfp16_designs_run_and_check(tmp_path):
+    from gemm_gen.config import GemmConfig
+
+    c = GemmConfig("npu2", 512, 256, 1024, 64, 32, 64, 64, rho=2, dtype_in="bfp16", dtype_out="bfp16", acc="bf16")
+    result = runner.run_design(c, prebuilt(c, tmp_path), iters=1, warmup=0, xrt=FakeXrt(c))
+    assert result.passed and result.checked == c.M * c.N
+
+
+# ---- the pyxrt stand-in refuses what pyxrt refuses ---------------------------------------------------
+def _session():
+    xrt = FakeXrt(small("npu1", "i8", "i16"))
+    dev = xrt.device(0)
+    xb = xrt.xclbin("final.xclbin")
+    dev.register_xclbin(xb)
+    return xrt, dev, xrt.kernel(xrt.hw_context(dev, xb.get_uuid()), "MLIR_AIE")
+
+
+@pytest.mark.parametrize("breaks,exc,text", [
+    (lambda x, d, k: x.bo(d, 64, "host_only", k.group_id(3)), TypeError, "incompatible constructor arguments"),
+    (lambda x, d, k: x.bo(d, 64, x.bo.host_only, 3).sync("to_device"), TypeError, "xclBOSyncDirection"),
+    (lambda x, d, k: d.get_info("name"), TypeError, "xrt_info_device"),
+    (lambda x, d, k: x.hw_context(d, "uuid-other.xclbin"), RuntimeError, "not registered"),
+    (lambda x, d, k: k(3, x.bo(d, 64, x.bo.cacheable, 1), 1.5), TypeError, "expected pyxrt.bo or int"),
+    (lambda x, d, k: k(*range(9)), RuntimeError, "9 arguments for a kernel of 8"),
+    (lambda x, d, k: k.group_id(8), RuntimeError, "out of range"),
+], ids=["bo-flags", "sync-direction", "info-key", "unregistered-xclbin", "arg-kind", "arg-count", "group-id"])
+def test_the_pyxrt_standin_refuses(breaks, exc, text):
+    xrt, dev, kernel = _session()
+    with pytest.raises(exc, match=text):
+        breaks(xrt, dev, kernel)

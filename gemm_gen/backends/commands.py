@@ -78,12 +78,24 @@ def cmd_run(a: argparse.Namespace) -> int:
     return 0 if result.passed else EXIT_FAIL
 
 
+def cmd_doctor(a: argparse.Namespace) -> int:
+    from . import doctor
+
+    found = doctor.checks()
+    print(json.dumps(doctor.to_json(found), indent=1) if a.json else doctor.report(found))
+    return 0 if all(c.ok for c in found if c.required) else EXIT_FAIL
+
+
 def _build_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--build-dir", default="build")
     p.add_argument("-v", "--verbose", action="store_true", help="print each command as it runs")
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    sp = sub.add_parser("doctor", help="the pinned NPU toolchain against what is installed (exit 0 when ready)")
+    sp.add_argument("--json", action="store_true", help="print one JSON object")
+    sp.set_defaults(func=cmd_doctor)
+
     sp = sub.add_parser("kernel", help="render the design's AIE-API kernel source (C++)")
     problem_args(sp)
     sp.add_argument("-o", "--output", help="write to this file instead of stdout")
