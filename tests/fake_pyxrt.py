@@ -128,7 +128,8 @@ class FakeXrt:
 
         class Xclbin:
             def get_kernels(self) -> list[Any]:
-                return [type("K", (), {"get_name": lambda self: "MLIR_AIE", "get_num_args": lambda self: KERNEL_ARGS})()]
+                methods = {"get_name": lambda self: "MLIR_AIE", "get_num_args": lambda self: KERNEL_ARGS}
+                return [type("K", (), methods)()]
 
             def get_uuid(self) -> str:
                 return "uuid-" + path
