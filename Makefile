@@ -24,7 +24,7 @@ GEN_ARGS := --dev $(DEVICE) -M $(M) -K $(K) -N $(N) $(if $(DTYPE_IN),--dtype_in 
 	$(if $(N_AIE_COLS),--n-aie-cols $(N_AIE_COLS)) $(if $(m),-m $(m)) $(if $(k),-k $(k)) $(if $(n),-n $(n)) $(if $(K_MT),--k-mt $(K_MT)) $(if $(RHO),--rho $(RHO)) \
 	$(if $(DTYPE_B),--dtype_b $(DTYPE_B)) $(if $(ACC),--acc $(ACC)) $(if $(PRESET),--preset $(PRESET))
 
-.PHONY: install doctor sim plan generate kernel mlir all build run dry-run predict tune roofline test test-slow bench lint clean help
+.PHONY: install doctor validate sim plan generate kernel mlir all build run dry-run predict tune roofline test test-slow bench lint clean help
 
 help:
 	@echo "make sim DEVICE=npu2 M=512 K=512 N=512 [m= k= n= K_MT= RHO= DTYPE_IN= DTYPE_B= DTYPE_OUT= ACC= PRESET= B_COL_MAJ=]"
@@ -69,6 +69,11 @@ dry-run: $(STAMP)
 # build if needed, then run on the NPU through XRT with mlir-aie's output lines
 run: $(STAMP)
 	export XRT_HACK_UNSECURE_LOADING_XCLBIN=1 && $(BIN)/gemm-gen run $(GEN_ARGS) --warmup $(WARMUP) --iters $(ITERS) --seed $(SEED)
+
+# on an NPU laptop: doctor, then build, run and check a fixed sweep; build/validate_$(DEVICE).json + .png
+validate: $(STAMP)
+	export XRT_HACK_UNSECURE_LOADING_XCLBIN=1 && $(BIN)/gemm-gen validate --dev $(DEVICE) --iters $(ITERS) \
+		--warmup $(WARMUP)
 
 predict: $(STAMP)
 	$(BIN)/gemm-gen predict $(GEN_ARGS)

@@ -10,8 +10,8 @@ string. Anything else pybind11 would refuse (wrong argument kinds, unknown enum 
 argument index beyond the kernel's) raises TypeError or RuntimeError as pyxrt does.
 
 "Executing" computes C from the A/B buffers with the exact reference, so the runner's buffer
-handling, syncs and checks can be tested; `broken=True` returns zeros instead. `times_us` makes
-the runner's clock read those durations, so a sweep has known timings.
+handling, syncs and checks can be tested; `broken=True` returns zeros instead; `configs` names the
+design of each xclbin path, for sweeps of many designs.
 """
 
 from __future__ import annotations
@@ -63,9 +63,9 @@ class FakeXrt:
     xrt_info_device = xrt_info_device
 
     def __init__(self, config: GemmConfig | None = None, broken: bool = False, device_name: str = "RyzenAI-npu4",
-                 times_us: list[float] | None = None) -> None:
+                 configs: dict[str, GemmConfig] | None = None) -> None:
         self.config, self.broken, self.device_name = config, broken, device_name
-        self.times_us = list(times_us or [])
+        self.configs = configs or {}  # xclbin path -> the design it was built for (sweeps)
         self.log: list[tuple] = []
         self.registered: set[str] = set()
         fake = self
@@ -135,6 +135,7 @@ class FakeXrt:
                 return "uuid-" + path
 
         self.log.append(("xclbin", path))
+        self.config = self.configs.get(path, self.config)
         return Xclbin()
 
     def hw_context(self, device: Any, uuid: str) -> Any:

@@ -36,7 +36,7 @@ def bare(monkeypatch):
         raise ToolchainMissing("not installed", "install it")
 
     monkeypatch.setattr(doctor, "_dist_version", lambda name: None)
-    monkeypatch.setattr(doctor.shutil, "which", lambda name: None)
+    monkeypatch.setattr(doctor, "_which", lambda name: None)
     monkeypatch.setattr(toolchain, "pyxrt", missing)
     monkeypatch.setattr(toolchain, "peano_dir", missing)
 
@@ -46,7 +46,7 @@ def laptop(monkeypatch, tmp_path):
     """Everything pinned is installed (stand-ins)."""
     versions = {"mlir_aie": pins.MLIR_AIE_RELEASE, "llvm-aie": pins.PEANO_VERSION}
     monkeypatch.setattr(doctor, "_dist_version", versions.get)
-    monkeypatch.setattr(doctor.shutil, "which", lambda name: f"/usr/bin/{name}")
+    monkeypatch.setattr(doctor, "_which", lambda name: f"/usr/bin/{name}")
     monkeypatch.setattr(doctor, "xrt_smi", lambda: doctor.parse_xrt_smi(XRT_SMI))
     monkeypatch.setattr(toolchain, "pyxrt", lambda: FakeXrt())
     monkeypatch.setattr(toolchain, "peano_dir", lambda: tmp_path)

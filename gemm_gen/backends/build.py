@@ -149,7 +149,11 @@ def run_build(design: Design, build_dir: Path, gen_args: list[str], verbose: boo
             elif step.action == "mlir":
                 write_atomic(art.mlir, to_mlir(design, api))
             else:
-                done = subprocess.run(step.argv, cwd=scratch, capture_output=True, text=True)
+                try:
+                    done = subprocess.run(step.argv, cwd=scratch, capture_output=True, text=True)
+                except OSError as e:
+                    raise BuildError(f"{step.what} could not start {step.argv[0]} ({e.strerror})",
+                                     "check the toolchain with `gemm-gen doctor`") from None
                 if done.returncode:
                     tail = (done.stderr or done.stdout).strip().splitlines()[-1:] or ["(no output)"]
                     raise BuildError(f"{step.what} failed (exit {done.returncode}): {tail[0]}",

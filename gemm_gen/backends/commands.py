@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from ..atomic import write_atomic
-from ..cliargs import EXIT_FAIL, config_args, config_from_args, problem_args
+from ..cliargs import EXIT_FAIL, EXIT_USAGE, config_args, config_from_args, problem_args
 from ..design import build_design
 from . import toolchain
 
@@ -86,6 +86,33 @@ def cmd_doctor(a: argparse.Namespace) -> int:
     return 0 if all(c.ok for c in found if c.required) else EXIT_FAIL
 
 
+def cmd_validate(a: argparse.Namespace) -> int:
+    from ..hw.devices import device
+    from . import doctor, validate
+
+    found = doctor.checks()
+    if not all(c.ok for c in found if c.required):
+        print(doctor.report(found))
+        print("gemm-gen validate: error: the NPU toolchain is not ready (above); install what it names, then rerun",
+              file=sys.stderr)
+        return EXIT_USAGE
+    dev = device(a.dev).name
+    family = next((doctor.npu_family(c.installed) for c in found if c.tool == "NPU" and c.installed), None)
+    if family is not None and family != dev:
+        print(f"gemm-gen validate: error: this machine's NPU is an {family}, not an {dev}; use DEVICE={family}",
+              file=sys.stderr)
+        return EXIT_USAGE
+    record = validate.run_sweep(dev, Path(a.build_dir), a.iters, a.warmup, progress=not a.json, only=a.only)
+    path, png = validate.write_record(record, Path(a.build_dir))
+    if a.json:
+        print(json.dumps({"record": str(path), "plot": str(png), "designs": record["designs"]}, indent=1))
+    else:
+        print(validate.summary(record))
+        print(f"wrote {path} and {png}")
+    bad = [d for d in record["designs"] if d["status"] in ("FAIL", "ERROR")]
+    return EXIT_FAIL if bad else 0
+
+
 def _build_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--build-dir", default="build")
     p.add_argument("-v", "--verbose", action="store_true", help="print each command as it runs")
@@ -95,6 +122,17 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     sp = sub.add_parser("doctor", help="the pinned NPU toolchain against what is installed (exit 0 when ready)")
     sp.add_argument("--json", action="store_true", help="print one JSON object")
     sp.set_defaults(func=cmd_doctor)
+
+    sp = sub.add_parser("validate", help="on an NPU machine: doctor, then build, run and check a fixed sweep; "
+                        "build/validate_<dev>.json (measured vs predicted) and a PNG")
+    sp.add_argument("--dev", default="npu2", help="npu1 or npu2 (this machine's NPU)")
+    sp.add_argument("--build-dir", default="build")
+    sp.add_argument("--iters", type=int, default=10, help="timed runs per design")
+    sp.add_argument("--warmup", type=int, default=1, help="untimed runs first")
+    sp.add_argument("--only", choices=("all", "fit", "check"), default="all",
+                    help="the small designs (fit), the papers' headline designs (check), or all")
+    sp.add_argument("--json", action="store_true", help="print one JSON object")
+    sp.set_defaults(func=cmd_validate)
 
     sp = sub.add_parser("kernel", help="render the design's AIE-API kernel source (C++)")
     problem_args(sp)

@@ -47,9 +47,13 @@ def _dist_version(name: str) -> str | None:
         return None
 
 
+def _which(name: str) -> str | None:
+    return shutil.which(name)
+
+
 def xrt_smi() -> dict[str, str]:
     """XRT version, amdxdna driver, firmware and NPU names from `xrt-smi examine` ({} without it)."""
-    exe = shutil.which("xrt-smi")
+    exe = _which("xrt-smi")
     if not exe:
         return {}
     try:
@@ -111,7 +115,7 @@ def checks() -> list[Check]:
             ok, detail = False, str(e).split(";")[0]
     out.append(Check(pins.MLIR_AIE.tool, f"{pins.MLIR_AIE_RELEASE} ({pins.MLIR_AIE_COMMIT[:8]})", mlir, ok, True,
                      detail, pins.MLIR_AIE.install))
-    aiecc = shutil.which("aiecc")
+    aiecc = _which("aiecc")
     out.append(Check("aiecc (mlir-aie's driver)", f"from mlir-aie {pins.MLIR_AIE_RELEASE}", aiecc, aiecc is not None,
                      True, "on PATH" if aiecc else "not on PATH", pins.MLIR_AIE.install))
     peano = _dist_version("llvm-aie")
@@ -133,14 +137,14 @@ def checks() -> list[Check]:
                      f"amdxdna {smi.get('amdxdna', '?')}, firmware {smi.get('firmware', '?')}; pyxrt "
                      f"{'imports' if has_pyxrt else 'does not import'}" if xrt else "xrt-smi is not on PATH",
                      pins.XRT.install))
-    clbin = shutil.which("xclbinutil")
+    clbin = _which("xclbinutil")
     out.append(Check("xclbinutil (XRT, used by aiecc)", "from XRT", clbin, clbin is not None, True,
                      "on PATH" if clbin else "not on PATH", "source /opt/xilinx/xrt/setup.sh"))
     name = device_name() if has_pyxrt else None
     family = npu_family(name) if name else None
     out.append(Check("NPU", "npu1 (Phoenix/Hawk Point) or npu2 (Strix/Krackan)", name, family is not None, True,
                      f"a {family} device" if family else "no NPU visible to XRT", pins.XRT.install))
-    chess = shutil.which("xchesscc")
+    chess = _which("xchesscc")
     out.append(Check(pins.CHESS.tool, pins.CHESS.version, chess, chess is not None, False,
                      "on PATH" if chess else "not on PATH", pins.CHESS.install))
     return out

@@ -49,7 +49,7 @@ def array_config(row: paper.ArrayRow, **kw: Any):  # noqa: ANN201 - GemmConfig
 
 
 @lru_cache(maxsize=512)
-def _design_data(config: Any) -> tuple[dict[str, Any], int]:
+def design_data(config: Any) -> tuple[dict[str, Any], int]:
     from ..design import build_design
 
     design = build_design(config)
@@ -59,7 +59,7 @@ def _design_data(config: Any) -> tuple[dict[str, Any], int]:
 def array_estimate(p: Params, row: paper.ArrayRow, **kw: Any):  # noqa: ANN201 - Estimate
     """The model on the row's design (traffic read from the built Design's runtime sequence)."""
     c = array_config(row, **kw)
-    traffic, tasks = _design_data(c)
+    traffic, tasks = design_data(c)
     return estimate(Problem.of(c), c.m, c.k, c.n, c.k_mt, p, traffic=traffic, tasks_per_group=tasks, rho=c.rho)
 
 

@@ -168,6 +168,27 @@ def cmd_roofline(a: argparse.Namespace) -> int:
     return 0
 
 
+# ---- calibrate ----------------------------------------------------------------------------------
+def cmd_calibrate(a: argparse.Namespace) -> int:
+    from ..atomic import write_atomic
+    from . import measured
+
+    rows = measured.read_records([Path(f) for f in a.measurements])
+    result = measured.refit(rows)
+    if a.json:
+        print(json.dumps({"fitted": result.fitted, "refused": result.refused,
+                          "errors": {role: {r.name: e for r, e in result.errors(result.after, role)}
+                                     for role in ("fit", "check")}}, indent=1))
+    else:
+        print(measured.report(result))
+    if a.output:
+        write_atomic(Path(a.output), json.dumps(measured.calibration_data(result), indent=2) + "\n")
+        if not a.json:
+            print(f"wrote {a.output}: set GEMM_GEN_CALIBRATION={a.output} for predict, tune and the tuner's "
+                  f"choices to use it")
+    return 0
+
+
 def register(sub: Any) -> None:
     sp = sub.add_parser("predict", help="predicted time and throughput of a design (analytical model)")
     _model_args(sp)
@@ -181,6 +202,14 @@ def register(sub: Any) -> None:
     sp.add_argument("--iters", type=int, default=10, help="timed runs per measured design")
     sp.add_argument("--warmup", type=int, default=1, help="untimed runs before timing")
     sp.set_defaults(func=cmd_tune)
+
+    sp = sub.add_parser("calibrate", help="refit the model's DRAM and dispatch constants on `make validate` "
+                        "records; report the error on the rows not fitted")
+    sp.add_argument("--measurements", nargs="+", required=True, metavar="FILE",
+                    help="build/validate_<device>.json files from NPU machines")
+    sp.add_argument("-o", "--output", help="write the refitted calibration JSON here")
+    sp.add_argument("--json", action="store_true", help="print one JSON object")
+    sp.set_defaults(func=cmd_calibrate)
 
     sp = sub.add_parser("roofline", help="PNG plots: predicted roofline sweep and tiling heat map")
     problem_args(sp)

@@ -8,12 +8,15 @@ read from gemm_gen.hw.devices and never repeated here.
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass, replace
 from functools import lru_cache
 from importlib import resources
+from pathlib import Path
 from typing import Any
 
 CALIBRATION_FILE = "calibration.json"
+CALIBRATION_ENV = "GEMM_GEN_CALIBRATION"
 
 
 @dataclass(frozen=True)
@@ -61,8 +64,11 @@ class Params:
 
 
 def raw() -> dict[str, Any]:
-    """calibration.json as stored (values with their sources)."""
-    text = resources.files(__package__).joinpath(CALIBRATION_FILE).read_text()
+    """calibration.json as stored (values with their sources); the file GEMM_GEN_CALIBRATION names
+    instead, when set (a `gemm-gen calibrate --output` refit)."""
+    override = os.environ.get(CALIBRATION_ENV)
+    stored = resources.files(__package__).joinpath(CALIBRATION_FILE)
+    text = Path(override).read_text() if override else stored.read_text()
     data: dict[str, Any] = json.loads(text)
     return data
 

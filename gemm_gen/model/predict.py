@@ -52,7 +52,7 @@ def prediction_json(c: GemmConfig, e: Estimate, p: Params, design: Design | None
     peak = dev.peak_macs[c.dtype_in]
     terms = cluster_terms(p, Problem.of(c).kernel_shape)
     buffers = design.memtile_buffers if design is not None else c.memtile_placement()
-    mem = [sum(b.nbytes for b in buffers if b.home_col == col) for col in range(c.cols)]
+    mem = [sum(b.nbytes for b in buffers if b.home_col == col) for col in range(dev.target(c.cols)[1])]
     dram_total = sum(_f(t.bytes) for t in e.traffic.values())
     t_mem = _f(e.t_mem)
     return {

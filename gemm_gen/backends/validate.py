@@ -1,0 +1,175 @@
+"""make validate: build and run a fixed sweep on this machine's NPU, record it next to the model.
+
+The sweep is data: first one small design per data type and B layout (role "fit": the rows
+`gemm-gen calibrate --measurements` may fit the device constants on), then the papers' headline
+designs (role "check": only ever compared). Every design is built and run as `gemm-gen run` does;
+a design that fails to build or run is recorded with its error and the sweep goes on. The record
+(build/validate_<device>.json) holds per design the config, PASS or the error count, the measured
+min/avg/max microseconds and TOPS, the model's prediction, and once the toolchain, driver and
+device as this machine reports them; a PNG plots measured against predicted.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from ..atomic import write_atomic
+from ..config import GemmConfig
+from ..errors import GemmGenError
+from ..hw.devices import device
+
+SMALL = (512, 512, 512)
+# tiles of the small designs: (m, k, n, k_mt) per input type, valid for every output type and layout
+SMALL_TILES = {"npu1": {"bf16": (64, 64, 64, 256), "i8": (64, 64, 64, 256), "i16": (64, 64, 64, 256)},
+               "npu2": {"bf16": (64, 64, 64, 256), "i8": (64, 64, 64, 256), "i16": (64, 64, 64, 256)}}
+
+
+@dataclass(frozen=True)
+class SweepItem:
+    name: str
+    role: str  # "fit" or "check"
+    source: str
+    config: GemmConfig | None  # None: skipped
+    skipped: str = ""
+
+
+def sweep(dev_name: str, chess: bool) -> list[SweepItem]:
+    """The fixed sweep of one device; designs that need chess are skipped without it."""
+    from ..model import paper
+    from ..model.calibrate import array_config
+
+    dev = device(dev_name)
+    items: list[SweepItem] = []
+    M, K, N = SMALL
+    for t_in, outs in dev.out_types.items():
+        m, k, n, k_mt = SMALL_TILES[dev.name][t_in]
+        for t_out in outs:
+            for col in (False, True):
+                c = GemmConfig(dev.name, M, K, N, m, k, n, k_mt, t_in, t_out, col)
+                items.append(SweepItem(f"{t_in}->{t_out} B {'col' if col else 'row'}-major {M}x{K}x{N}", "fit",
+                                       "gemm_gen small design", c))
+    headline = list(paper.STRIKING_T2 if dev.name == "npu1" else paper.STRIKING_T3)
+    if dev.name == "npu2":
+        headline += [*paper.MLIR_AIE_ATB, paper.MLIR_AIE_BF16_EMU, paper.MLIR_AIE_BFP16]
+    for row in headline:
+        name = f"{row.source}: {row.dtype_in}->{row.dtype_out} {row.M}x{row.K}x{row.N} ({row.m}x{row.k}x{row.n})"
+        c = array_config(row)
+        if c.compiler == "chess" and not chess:
+            items.append(SweepItem(name, "check", row.source, None, "needs xchesscc (bfp16 kernels), not installed"))
+            continue
+        if c.compiler == "peano":  # the paper's chess stack; Peano builds get its own default
+            c = replace(c, compiler="chess") if chess else replace(c, stack_bytes=0)
+        try:
+            c.validate()
+        except GemmGenError as e:
+            items.append(SweepItem(name, "check", row.source, None, f"not buildable here: {e}"))
+            continue
+        items.append(SweepItem(name, "check", row.source, c))
+    return items
+
+
+def _stats(times_us: list[float], macs: float) -> dict[str, float]:
+    avg = sum(times_us) / len(times_us)
+    return {"min_us": min(times_us), "avg_us": avg, "max_us": max(times_us),
+            "max_tops": 2 * macs / min(times_us) / 1e6, "avg_tops": 2 * macs / avg / 1e6,
+            "min_tops": 2 * macs / max(times_us) / 1e6}
+
+
+def run_item(item: SweepItem, build_dir: Path, iters: int, warmup: int, xrt: Any) -> dict[str, Any]:
+    """Build (if needed), run and check one design; the error, if any, as a result."""
+    from ..cliargs import config_args
+    from ..design import build_design
+    from ..model.predict import predict
+    from .build import artifacts, run_build
+    from .runner import run_design
+
+    record: dict[str, Any] = {"name": item.name, "role": item.role, "source": item.source}
+    if item.config is None:
+        return {**record, "status": "SKIPPED", "reason": item.skipped}
+    c = item.config
+    pred = predict(c)
+    record.update(config=c.to_json(), predicted={"tops": pred["tops"], "time_us": pred["time_us"],
+                                                 "bound": pred["bound"]})
+    try:
+        design = build_design(c)
+        art = artifacts(design, build_dir)
+        if not art.complete():
+            art = run_build(design, build_dir, config_args(c))
+        result = run_design(c, art, iters, warmup, xrt=xrt)
+    except GemmGenError as e:
+        return {**record, "status": "ERROR", "reason": str(e)}
+    except Exception as e:  # noqa: BLE001 - a failed run (XRT) must not end the sweep
+        return {**record, "status": "ERROR", "reason": f"{type(e).__name__}: {e}"}
+    record.update(status="PASS" if result.passed else "FAIL", errors=result.errors, checked=result.checked,
+                  exact=result.exact, times_us=result.times_us, measured=_stats(result.times_us, c.M * c.K * c.N))
+    return record
+
+
+def run_sweep(dev_name: str, build_dir: Path, iters: int = 10, warmup: int = 1, progress: bool = True,
+              xrt: Any = None, only: str = "all") -> dict[str, Any]:
+    """Run the sweep and return its record (the caller writes it)."""
+    from tqdm import tqdm
+
+    from . import doctor, toolchain
+
+    xrt = xrt or toolchain.pyxrt()
+    env = doctor.environment()
+    items = [i for i in sweep(dev_name, doctor._which("xchesscc") is not None) if only in ("all", i.role)]
+    records = []
+    bar = tqdm(items, desc=f"validate {dev_name}", unit="design", file=sys.stderr, disable=not progress)
+    for item in bar:
+        bar.set_postfix_str(item.name[:40])
+        records.append(run_item(item, build_dir, iters, warmup, xrt))
+    return {"format": 1, "device": device(dev_name).name, "environment": env, "iters": iters, "warmup": warmup,
+            "designs": records}
+
+
+def write_record(record: dict[str, Any], build_dir: Path) -> tuple[Path, Path]:
+    """build/validate_<device>.json and its measured-vs-predicted PNG."""
+    path = build_dir / f"validate_{record['device']}.json"
+    write_atomic(path, json.dumps(record, indent=1) + "\n")
+    return path, plot_record(record, build_dir / f"validate_{record['device']}.png")
+
+
+def plot_record(record: dict[str, Any], out: Path) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 5))
+    top = 0.0
+    for role, marker in (("fit", "o"), ("check", "s")):
+        rows = [d for d in record["designs"] if d["role"] == role and d.get("measured")]
+        x = [d["predicted"]["tops"] for d in rows]
+        y = [d["measured"]["avg_tops"] for d in rows]
+        top = max([top, *x, *y])
+        ax.scatter(x, y, marker=marker, label=f"{role} rows ({len(rows)})")
+    ax.plot([0, top * 1.05 or 1], [0, top * 1.05 or 1], color="grey", linewidth=0.8, label="measured = predicted")
+    ax.set_xlabel("predicted TOPS (model)")
+    ax.set_ylabel("measured TOPS (avg)")
+    ax.set_title(f"gemm-gen validate {record['device']}: {record['environment'].get('device') or 'NPU'}")
+    ax.legend()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out, dpi=100, metadata={"Software": None})
+    plt.close(fig)
+    return out
+
+
+def summary(record: dict[str, Any]) -> str:
+    """One line per design: status, measured and predicted TOPS (labelled), and their gap."""
+    lines = [f"validate {record['device']} on {record['environment'].get('device') or 'an NPU'}: "
+             f"measured (avg of {record['iters']} runs) against the model's PREDICTION"]
+    for d in record["designs"]:
+        if d["status"] == "SKIPPED" or "measured" not in d:
+            lines.append(f"  {d['status']:<7} {d['role']:<5} {d['name']}: {d.get('reason', '')}")
+            continue
+        meas, pred = d["measured"]["avg_tops"], d["predicted"]["tops"]
+        err = f"errors {d['errors']}, " if d["status"] == "FAIL" else ""
+        lines.append(f"  {d['status']:<7} {d['role']:<5} {d['name']}: {err}measured {meas:.3f} TOPS, predicted "
+                     f"{pred:.3f} ({(pred - meas) / meas:+.1%})")
+    return "\n".join(lines)

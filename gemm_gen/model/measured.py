@@ -1,0 +1,168 @@
+"""gemm-gen calibrate --measurements: refit the device constants on `make validate` records.
+
+The constants a laptop's measurements pin down better than the papers do are the DRAM ones of each
+device (streaming bandwidth, bytes lost per contiguous run) and the dispatch time of one run. They
+are fitted by least squares on log(predicted / measured) over the records' "fit" rows only (the
+small designs); the "check" rows (the papers' headline designs) are only compared, before and
+after, so the report says how the refit does out of sample. A constant is not written when it
+lands on a bound of its search, or when its device has fewer fit rows than free parameters; the
+report says which, in one line each.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..config import GemmConfig
+from ..errors import ConfigError
+from .calibrate import design_data
+from .params import Params, from_raw, load, raw
+from .perf import Problem, estimate
+
+BOUNDS = {"peak_gbps": (1.0, 400.0), "run_overhead_bytes": (0.0, 16384.0), "dispatch_us": (0.0, 5000.0)}
+
+
+@dataclass(frozen=True)
+class Measured:
+    name: str
+    role: str  # "fit" or "check"
+    device: str
+    config: GemmConfig
+    seconds: float  # measured average
+    record: str  # the file it came from
+
+
+def read_records(paths: list[Path]) -> list[Measured]:
+    """Every measured design of `make validate` files (skipped and failed designs left out)."""
+    rows = []
+    for path in paths:
+        try:
+            data = json.loads(path.read_text())
+            designs = data["designs"]
+        except (OSError, ValueError, KeyError) as e:
+            raise ConfigError(f"{path} is not a `make validate` record ({e})",
+                              "pass build/validate_<device>.json files") from None
+        for d in designs:
+            if d.get("status") != "PASS":
+                continue
+            cfg = dict(d["config"])
+            cfg["mmul_shape"] = tuple(cfg["mmul_shape"]) if cfg.get("mmul_shape") else None
+            c = GemmConfig(**cfg)
+            rows.append(Measured(d["name"], d["role"], c.device, c, d["measured"]["avg_us"] * 1e-6, str(path)))
+    return rows
+
+
+def predicted_s(p: Params, c: GemmConfig) -> float:
+    traffic, tasks = design_data(c)
+    return float(estimate(Problem.of(c), c.m, c.k, c.n, c.k_mt, p, traffic=traffic, tasks_per_group=tasks,
+                          rho=c.rho).time)
+
+
+@dataclass
+class Refit:
+    before: Params
+    after: Params
+    fitted: dict[str, float]  # "npu2.peak_gbps" -> value
+    refused: dict[str, str] = field(default_factory=dict)  # constant -> why it is not written
+    rows: list[Measured] = field(default_factory=list)
+
+    def errors(self, p: Params, role: str) -> list[tuple[Measured, float]]:
+        """(row, predicted / measured - 1) of the rows of one role."""
+        return [(r, predicted_s(p, r.config) / r.seconds - 1.0) for r in self.rows if r.role == role]
+
+
+def _apply(p: Params, names: list[str], x: np.ndarray) -> Params:
+    for name, value in zip(names, x):
+        if name == "dispatch_us":
+            p = p.with_(dispatch_us=float(value))
+        else:
+            dev, what = name.split(".")
+            p = p.with_dram(dev, **{what: float(value)})
+    return p
+
+
+def refit(rows: list[Measured], base: Params | None = None) -> Refit:
+    """Least squares of log(predicted / measured) over the fit rows (scipy's bounded trust region)."""
+    from scipy.optimize import least_squares
+
+    p0 = base or load()
+    fit_rows = [r for r in rows if r.role == "fit"]
+    devices = sorted({r.device for r in fit_rows})
+    names = [f"{dev}.{what}" for dev in devices for what in ("peak_gbps", "run_overhead_bytes")]
+    names += ["dispatch_us"] if fit_rows else []
+    result = Refit(p0, p0, {}, {}, rows)
+    if not names:
+        return result
+    for dev in devices:  # fewer points than free parameters: nothing to fit
+        have = sum(r.device == dev for r in fit_rows)
+        if have < 3:
+            for what in ("peak_gbps", "run_overhead_bytes"):
+                result.refused[f"{dev}.{what}"] = f"fitted from {have} fit rows of {dev}, fewer than the 3 free " \
+                                                  f"parameters it shares with dispatch_us"
+    if len(fit_rows) < len(names):
+        result.refused["dispatch_us"] = f"fitted from {len(fit_rows)} fit rows, fewer than the {len(names)} free " \
+                                        f"parameters"
+    lo = np.array([BOUNDS[n.split(".")[-1]][0] for n in names])
+    hi = np.array([BOUNDS[n.split(".")[-1]][1] for n in names])
+    x0 = np.array([p0.dispatch_us if n == "dispatch_us" else getattr(p0.dram[n.split(".")[0]], n.split(".")[1])
+                   for n in names], dtype=np.float64)
+    x0 = np.clip(x0, lo + 1e-9 * (hi - lo), hi - 1e-9 * (hi - lo))
+
+    def residuals(x: np.ndarray) -> np.ndarray:
+        p = _apply(p0, names, x)
+        return np.array([np.log(predicted_s(p, r.config) / r.seconds) for r in fit_rows])
+
+    sol = least_squares(residuals, x0, bounds=(lo, hi), x_scale=np.maximum(np.abs(x0), 1.0), method="trf")
+    for name, value, a, b in zip(names, sol.x, lo, hi):
+        result.fitted[name] = float(value)
+        if min(value - a, b - value) <= 1e-4 * (b - a):  # the bounded solver approaches a bound, never sits on it
+            result.refused.setdefault(name, f"landed on the bound of its search [{a:g}, {b:g}]")
+    written = [n for n in names if n not in result.refused]
+    result.after = _apply(p0, written, np.array([result.fitted[n] for n in written]))
+    return result
+
+
+def calibration_data(r: Refit) -> dict[str, Any]:
+    """calibration.json with the written constants replaced, each with its source."""
+    data = copy.deepcopy(raw())
+    files = sorted({row.record for row in r.rows})
+    for name, value in r.fitted.items():
+        if name in r.refused:
+            continue
+        n_fit = sum(row.role == "fit" for row in r.rows)
+        source = f"fitted by gemm-gen calibrate on {n_fit} measured fit rows of {', '.join(files)}"
+        if name == "dispatch_us":
+            entry = data["runtime"]["dispatch_us"]
+        else:
+            dev, what = name.split(".")
+            entry = data["dram"][dev][what]
+        entry.update(value=round(value, 3), kind="calibrated", source=source)
+    from_raw(data)  # still a valid calibration
+    return data
+
+
+def report(r: Refit) -> str:
+    lines = ["gemm-gen calibrate: device constants refitted on measured runs (the model's figures stay predictions)"]
+    for name, value in r.fitted.items():
+        before = r.before.dispatch_us if name == "dispatch_us" else getattr(
+            r.before.dram[name.split(".")[0]], name.split(".")[1])
+        state = f"NOT WRITTEN: {r.refused[name]}" if name in r.refused else "written"
+        lines.append(f"  {name:<28} {before:>10.3f} -> {value:>10.3f}  ({state})")
+    for role, what in (("fit", "rows the constants were fitted on"), ("check", "rows only checked (out of sample)")):
+        before, after = r.errors(r.before, role), r.errors(r.after, role)
+        if not before:
+            lines.append(f"  {role} rows: none")
+            continue
+        mean = [float(np.mean([abs(e) for _, e in errs])) for errs in (before, after)]
+        worst = [float(max(abs(e) for _, e in errs)) for errs in (before, after)]
+        lines.append(f"  {role} rows ({what}, {len(before)}): mean |error| {mean[0]:.1%} -> {mean[1]:.1%}, "
+                     f"max {worst[0]:.1%} -> {worst[1]:.1%}")
+        for (row, e0), (_, e1) in zip(before, after):
+            lines.append(f"    {row.name}: {e0:+.1%} -> {e1:+.1%}")
+    return "\n".join(lines)
