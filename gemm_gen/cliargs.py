@@ -60,6 +60,9 @@ def problem_args(p: argparse.ArgumentParser) -> None:
                    "bfp16 x bfp16 -> bfp16, config3 = config2 with C accumulated in bf16")
     p.add_argument("--b-col-maj", "--b_col_maj", dest="b_col_maj", nargs="?", const=True, default=False,
                    type=_b_col_maj, help="B stored column-major (N x K); takes an optional 0/1")
+    p.add_argument("--b-pack", "--b_pack", dest="b_pack", choices=("tiles", "strips"), default=None,
+                   help="DRAM layout of a bfp16 B: tiles (a matrix of 8x8 tiles) or strips (mlir-aie's ATB packing: "
+                   "each core column's K x n strip contiguous); default: the model's choice")
     p.add_argument("--emulate-bf16-mmul-with-bfp16", dest="emulate", nargs="?", const=True, default=None,
                    type=_b_col_maj, help="bf16 via the bfp16 datapath (8x8x8 mmul); npu2's default, 0 turns it off")
     p.add_argument("--chess", action="store_true",
@@ -95,7 +98,8 @@ def base_config(a: argparse.Namespace, m: int = 0, k: int = 0, n: int = 0, k_mt:
     return GemmConfig(a.dev, a.M, a.K, a.N, m, k, n, k_mt, p.a, p.out, bool(a.b_col_maj), cols=a.n_aie_cols,
                       rho=a.rho or 1, emulate_bf16_with_bfp16=a.emulate, compiler="chess" if a.chess else None,
                       mmul_shape=a.mmul, queue_groups=a.queue_groups, stack_bytes=a.stack, shift=a.shift,
-                      rounding=a.rounding, saturation=a.saturation, dtype_b=p.b, acc=p.acc)
+                      rounding=a.rounding, saturation=a.saturation, dtype_b=p.b, acc=p.acc,
+                      b_pack=a.b_pack or "tiles")
 
 
 def config_from_args(a: argparse.Namespace) -> GemmConfig:
@@ -111,12 +115,14 @@ def config_from_args(a: argparse.Namespace) -> GemmConfig:
         n = dn if a.n is None else a.n
         k_mt = default_k_mt(dev, p.a, p.out, k, a.K, p.b, p.acc) if a.k_mt is None else a.k_mt
     config = base_config(a, m, k, n, k_mt)
-    from .model.tune import tuned_config, tuned_k_mt
+    from .model.tune import tuned_b_pack, tuned_config, tuned_k_mt
 
     if tuned:
         config = tuned_config(config, a.k_mt, a.rho)
     elif a.k_mt is None:
         config = tuned_k_mt(config)
+    if a.b_pack is None:
+        config = tuned_b_pack(config, tuned, a.k_mt, a.rho)
     return config
 
 
@@ -141,6 +147,8 @@ def config_args(c: GemmConfig) -> list[str]:
         args += ["--chess"]
     if c.mmul_shape is not None:
         args += ["--mmul", "x".join(map(str, c.mmul_shape))]
+    if c.t_b.is_block:
+        args += ["--b-pack", c.b_pack]
     for flag, name in (("--rho", "rho"), ("--queue-groups", "queue_groups"), ("--stack", "stack_bytes"),
                        ("--shift", "shift"),
                        ("--rounding", "rounding"), ("--saturation", "saturation")):

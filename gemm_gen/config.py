@@ -43,6 +43,7 @@ ATB_TILES: dict[str, tuple[int, int, int, int, int]] = {
     "config3": (128, 64, 128, 448, 4),
 }
 
+B_PACKS = ("tiles", "strips")  # DRAM layouts of a bfp16 B (GemmConfig.b_pack)
 KERNEL_EXPANSION = 2  # our kernels compute 2 x 2 blocks of mmuls: m % 2r == 0, n % 2t == 0
 # Every fine-grained shim BD is unrolled into the instruction stream (~64 bytes each); 1M tasks
 # covers 65536^3 with small tiles and keeps insts.bin in the tens of MiB.
@@ -88,6 +89,10 @@ class GemmConfig:
     # it accumulates (None: dtype_out), e.g. bf16 for a bfp16 C (the ATB paper's config3)
     dtype_b: str | None = None
     acc: str | None = None
+    # how a bfp16 B sits in DRAM: "tiles", a matrix of 8 x 8 tiles (row-major over tiles, B^T's when
+    # column-major); or "strips", mlir-aie's ATB packing: each core column's K x n strip one
+    # contiguous run of its k x n L1 tiles, each in 1 x 2 super-blocks of 8 x 8 tiles
+    b_pack: str = "tiles"
 
     def __post_init__(self) -> None:
         dev = device(self.device)
@@ -225,8 +230,9 @@ class GemmConfig:
 
     @property
     def b_l2_k(self) -> int:
-        """K extent of a B object in the memtile: k_mt when column-major, k when row-major."""
-        return self.k_mt if self.b_col_maj else self.k
+        """K extent of a B object in the memtile: k_mt when column-major tiles, else k (row-major, or
+        one L1 tile of a strip)."""
+        return self.k_mt if self.b_col_maj and self.b_pack == "tiles" else self.k
 
     @property
     def a_shims(self) -> int:
@@ -330,6 +336,11 @@ class GemmConfig:
             self._check_scalar_types()
         if t_out.is_float and self.shift:
             raise ConfigError(f"shift {self.shift} applies to integer outputs only", "drop --shift")
+        if self.b_pack not in B_PACKS:
+            raise ConfigError(f"unknown B packing {self.b_pack!r}", f"use --b-pack {' or '.join(B_PACKS)}")
+        if self.b_pack != "tiles" and not self.t_b.is_block:
+            raise ConfigError(f"--b-pack {self.b_pack} is mlir-aie's packing of a bfp16 B, not of {self.t_b}",
+                              "drop --b-pack, or use --dtype_b bfp16")
         if not 0 <= self.shift <= 31:
             raise ConfigError(f"shift {self.shift} is outside 0..31", "use a shift in 0..31")
         if self.rounding.upper() not in Rounding.__members__:
@@ -484,9 +495,11 @@ class GemmConfig:
         parts = [f"{self.M}x{self.K}x{self.N}_{self.m}x{self.k}x{self.n}_{self.cols}c", "_".join(types)]
         if self.b_col_maj:
             parts.append("bcol")
+        if self.b_pack != "tiles":
+            parts.append(f"b{self.b_pack}")
         if self.k_mt != self.k:
             parts.append(f"kmt{self.k_mt}")
-        named = {"device", "M", "K", "N", "m", "k", "n", "k_mt", "dtype_in", "dtype_out", "b_col_maj", "cols",
+        named = {"device", "M", "K", "N", "m", "k", "n", "k_mt", "dtype_in", "dtype_out", "b_col_maj", "cols", "b_pack",
                  "dtype_b", "acc"}
         default = GemmConfig(self.device, self.M, self.K, self.N, self.m, self.k, self.n, self.k_mt,
                              self.dtype_in, self.dtype_out, dtype_b=self.dtype_b, acc=self.acc)

@@ -50,6 +50,8 @@ def design_keys(c: GemmConfig) -> dict[str, object]:
         "acc": c.acc,
         "precision": c.precision.name,
         "b_col_maj": c.b_col_maj,
+        "b_pack": c.b_pack,
+        "n_aie_cols": c.cols,
     }
 
 

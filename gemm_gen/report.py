@@ -41,6 +41,8 @@ def plan_text(p: dict[str, Any]) -> str:
     bds = p["shim_bds_live"]
     dram = p["dram_bytes"]
     layout = "column-major" if p["b_col_maj"] else "row-major"
+    if p["b_pack"] == "strips":
+        layout += " in the kernel, packed in DRAM as mlir-aie's ATB strips (one run per core column)"
     types = f"{p['dtype_in']} -> {p['dtype_out']}"
     if p["dtype_b"] != p["dtype_in"] or p["acc"] != p["dtype_out"]:
         types = f"A {p['dtype_in']} x B {p['dtype_b']} -> C {p['dtype_out']}" + (

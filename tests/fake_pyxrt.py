@@ -21,9 +21,9 @@ from typing import Any
 
 import numpy as np
 
-from gemm_gen.bfp16 import TILE, tiles_of
+from gemm_gen.bfp16 import tiles_of
 from gemm_gen.config import GemmConfig
-from gemm_gen.hostdata import host_values, output_bytes
+from gemm_gen.hostdata import dram_arrays, host_values, output_bytes
 from gemm_gen.numerics import Rounding, reference
 
 
@@ -187,18 +187,10 @@ class FakeXrt:
         if self.broken:
             c_mem[:] = bytes(len(c_mem))
             return
-        a, b = host_values(c, _dram(c.t_in, a_mem, (c.Mp, c.Kp)),
-                           _dram(c.t_b, b_mem, (c.Np, c.Kp) if c.b_col_maj else (c.Kp, c.Np)))
+        a, b = host_values(c, *dram_arrays(c, np.frombuffer(bytes(a_mem), np.uint8),
+                                           np.frombuffer(bytes(b_mem), np.uint8)))
         full = np.zeros((c.Mp, c.Np), dtype=np.float64)
         full[: c.M, : c.N] = reference(c.numerics, a, b, c.k, c.Kp)
         data = tiles_of(full, Rounding.CONV_EVEN) if c.t_out.is_block else full.astype(c.t_out.host)
         assert data.nbytes == output_bytes(c) == len(c_mem)
         c_mem[:] = np.ascontiguousarray(data).tobytes()
-
-
-def _dram(t: Any, mem: bytearray, shape: tuple[int, int]) -> np.ndarray:
-    """A DRAM buffer's bytes in the shape pad_inputs gave it (bfp16: rows x cols of 72-byte tiles)."""
-    raw = np.frombuffer(bytes(mem), dtype=np.uint8)
-    if t.is_block:
-        return raw.reshape(shape[0] // TILE, shape[1] // TILE, t.unit_bytes)
-    return raw.view(t.host).reshape(shape)

@@ -270,3 +270,66 @@ def test_cli_plan_and_simulate_ragged_bfp16(preset, capsys):
     assert info["dram_bytes"]["C"] == M * N * t["C"]
     assert info["dram_bytes"]["A"] == M * K * t["A"] * c.n_blocks
     assert info["dram_bytes"]["B"] == K * N * t["B"] * c.m_blocks
+
+
+# ---- mlir-aie's B packing (b_pack="strips") ---------------------------------------------------------
+def test_strips_are_mlir_aies_atb_packing():
+    """Each core column's K x n strip is contiguous; inside it the k x n L1 tiles follow each other,
+    each walked as mlir-aie's ATB host does: 1 x 2 super-blocks of 8 x 8 tiles (super-block column
+    outer, tile row, then the two tiles side by side), each tile 8 blocks of 8 K values, one per column."""
+    c = GemmConfig("npu2", 512, 128, 512, 64, 32, 32, 64, dtype_in="bf16", dtype_b="bfp16", dtype_out="bf16",
+                   b_pack="strips")
+    a, b = make_inputs(c.M, c.K, c.N, c.t_in, c.t_out, 3, c.t_b)
+    _, b_dram = pad_inputs(c, a, b)
+    assert b_dram.shape == (c.Np // c.n, c.Kp // 8 * c.n // 8, 72)
+    bq = bfp16.quantize(b.astype(np.float32), axis=0)  # blocks of 8 along K
+    expect = []
+    for strip in range(c.Np // c.n):
+        for r in range(c.Kp // c.k):
+            for sbc in range(c.n // 16):
+                for sbr in range(c.k // 8):
+                    for half in range(2):
+                        k0, n0 = r * c.k + sbr * 8, strip * c.n + sbc * 16 + half * 8
+                        expect.append(bq[k0:k0 + 8, n0:n0 + 8].T)  # 8 columns, each one block along K
+    got = bfp16.tile_values(b_dram.reshape(1, -1, 72))  # the tiles side by side: 8 rows (blocks) x 8T
+    assert np.array_equal(got.reshape(8, -1, 8).transpose(1, 0, 2), np.array(expect))
+    back = host_values(c, *pad_inputs(c, a, b))[1]
+    assert np.array_equal(back, bq)
+
+
+@pytest.mark.parametrize("col", [False, True])
+@pytest.mark.parametrize("name", ["config1", "config2", "config3"])
+def test_strips_simulate_bit_exact_with_one_run_per_strip(name, col):
+    c = replace(small(2, col, **PRECISIONS[name]), b_pack="strips")
+    d = build_design(c)
+    b_tasks = [t for t in d.tasks if t.tensor == "B"]
+    assert all(t.tap.is_linear() or t.tap.sizes == (t.tap.count,) for t in b_tasks)
+    assert {t.tap.count for t in b_tasks} == {c.Kp // 8 * c.n // 8}
+    assert simulate(d).passed
+
+
+def test_strips_are_for_a_bfp16_b_only():
+    with pytest.raises(ConfigError, match=r"--b-pack strips is mlir-aie's packing of a bfp16 B, not of bf16"):
+        GemmConfig("npu2", 512, 128, 512, 64, 32, 32, 64, b_pack="strips").validate()
+    with pytest.raises(ConfigError, match=r"unknown B packing 'rows'"):
+        small(**PRECISIONS["config1"], b_pack="rows").validate()
+
+
+def test_the_tuner_chooses_the_packing_when_left_open(capsys):
+    """Strips read each column's B as one run: where B's DRAM runs matter the model prefers them, and
+    the plan says which packing it chose; --b-pack fixes it."""
+    from gemm_gen.cli import main
+
+    args = ["plan", "--dev", "npu2", "-M", "4096", "-K", "4096", "-N", "2048", "--preset", "config1", "-m", "128",
+            "-k", "64", "-n", "128", "--rho", "4", "--k-mt", "512", "--json"]
+    import json
+
+    assert main(args) == 0
+    chosen = json.loads(capsys.readouterr().out)["b_pack"]
+    assert main([*args, "--b-pack", "tiles"]) == 0
+    assert json.loads(capsys.readouterr().out)["b_pack"] == "tiles"
+    from gemm_gen.model.predict import predict
+
+    base = GemmConfig("npu2", 4096, 4096, 2048, 128, 64, 128, 512, "bf16", "bf16", dtype_b="bfp16", rho=4)
+    times = {p: predict(replace(base, b_pack=p))["time_us"] for p in ("tiles", "strips")}
+    assert chosen == min(times, key=times.get)

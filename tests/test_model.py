@@ -170,8 +170,8 @@ def test_dispatch_dominates_tiny_problems():
                               ("bfp16", "bfp16", None, None), ("bfp16", "bfp16", None, "bf16")]),
        col=st.booleans(), mm=st.integers(1, 3), kk=st.integers(1, 3), nn=st.integers(1, 3), jm=st.integers(1, 3),
        bm=st.integers(1, 3), bk=st.integers(1, 4), bn=st.integers(1, 3), shrink=st.integers(0, 3),
-       cols_pick=st.integers(0, 3))
-def test_design_traffic_matches_closed_form(dev, types, col, mm, kk, nn, jm, bm, bk, bn, shrink, cols_pick):
+       cols_pick=st.integers(0, 3), strips=st.booleans())
+def test_design_traffic_matches_closed_form(dev, types, col, mm, kk, nn, jm, bm, bk, bn, shrink, cols_pick, strips):
     d = device(dev)
     counts = sorted(d.column_devices)
     cols = counts[cols_pick % len(counts)]
@@ -182,7 +182,9 @@ def test_design_traffic_matches_closed_form(dev, types, col, mm, kk, nn, jm, bm,
     m, k, n = 2 * r * mm, s * kk * 2, 2 * t * nn
     k_mt = k * jm
     M, K, N = bm * 4 * m - shrink, bk * k_mt - shrink * s, bn * cols * n
-    c = GemmConfig(dev, M, max(K, s), N, m, k, n, k_mt, t_in, t_out, col, cols=cols, dtype_b=t_b, acc=acc)
+    pack = "strips" if strips and "bfp16" in ((t_b or t_in),) else "tiles"
+    c = GemmConfig(dev, M, max(K, s), N, m, k, n, k_mt, t_in, t_out, col, cols=cols, dtype_b=t_b, acc=acc,
+                   b_pack=pack)
     try:
         design = build_design(c)
     except GemmGenError:
@@ -190,7 +192,7 @@ def test_design_traffic_matches_closed_form(dev, types, col, mm, kk, nn, jm, bm,
     got = design_traffic(design)
     Mp, Kp, Np = (np.array(x) for x in c.padded)
     want = analytic_traffic(c.rows, c.cols, (c.t_in, c.t_b, c.t_out), col, np.array(m), np.array(k_mt),
-                            np.array(n), Mp, Kp, Np)
+                            np.array(n), Mp, Kp, Np, c.b_pack)
     for name in ("A", "B", "C"):
         assert float(got[name].bytes) == pytest.approx(float(want[name].bytes))
         assert float(got[name].runs) == pytest.approx(float(want[name].runs))

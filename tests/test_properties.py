@@ -43,9 +43,11 @@ def small_configs(draw: st.DrawFn) -> GemmConfig:
     M = draw(st.integers(1, 2 * 4 * m))  # up to two block rows, ragged sizes get padded
     K = draw(st.integers(1, 2 * k_mt))
     N = draw(st.integers(1, 2 * cols * n))
+    b_is_block = (t_b or t_in) == "bfp16"
+    pack = draw(st.sampled_from(["tiles", "strips"])) if b_is_block else "tiles"  # mlir-aie's packing too
     return GemmConfig(dev_name, M, K, N, m, k, n, k_mt, t_in, t_out, draw(st.booleans()),
                       cols=cols, emulate_bf16_with_bfp16=emulate, queue_groups=draw(st.integers(1, 4)), rho=rho,
-                      dtype_b=t_b, acc=acc)
+                      dtype_b=t_b, acc=acc, b_pack=pack)
 
 
 def _design(c: GemmConfig) -> Design:

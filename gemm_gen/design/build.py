@@ -187,7 +187,10 @@ def build_design(config: GemmConfig, budgets: bool = True) -> Design:
 
     specs = kernel_specs(c)
     workers = [worker(c, specs, col, row) for row in range(c.rows) for col in range(c.cols)]
-    b_shape = (gb.Np, gb.Kp) if c.b_col_maj else (gb.Kp, gb.Np)
+    if c.b_pack == "strips":  # one row per core-column strip
+        b_shape = (gb.Np // gb.n, gb.Kp * gb.n)
+    else:
+        b_shape = (gb.Np, gb.Kp) if c.b_col_maj else (gb.Kp, gb.Np)
     tensors = (HostTensor("A", (ga.Mp, ga.Kp), c.dtype_in), HostTensor("B", b_shape, str(c.dtype_b)),
                HostTensor("C", (gc.Mp, gc.Np), c.dtype_out))
     placement = c.memtile_placement() if budgets else c.memtile_buffers()

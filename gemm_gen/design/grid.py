@@ -34,6 +34,7 @@ class Grid:
     cols: int
     b_col_maj: bool
     dev: Device
+    b_pack: str = "tiles"  # GemmConfig.b_pack
 
     @property
     def a_rows(self) -> int:
@@ -42,8 +43,8 @@ class Grid:
 
     @property
     def b_l2_k(self) -> int:
-        """K extent of a B object in the memtile: k_mt when column-major, k when row-major."""
-        return self.k_mt if self.b_col_maj else self.k
+        """K extent of a B object in the memtile: k_mt for column-major tiles, else k."""
+        return self.k_mt if self.b_col_maj and self.b_pack == "tiles" else self.k
 
 
 OPERANDS = ("A", "B", "C")
@@ -62,4 +63,4 @@ def grid(c: GemmConfig, operand: str) -> Grid:
         s = 1 if operand == "B" and not c.b_col_maj else k_u
         t = 1 if operand == "B" and c.b_col_maj else n_u
     return Grid(unit, c.m // q, c.k // q, c.n // q, c.k_mt // q, c.t_ma // q, c.rho, r, s, t,
-                c.Mp // q, c.Kp // q, c.Np // q, c.rows, c.cols, c.b_col_maj, c.dev)
+                c.Mp // q, c.Kp // q, c.Np // q, c.rows, c.cols, c.b_col_maj, c.dev, c.b_pack)

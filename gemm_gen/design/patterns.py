@@ -6,6 +6,8 @@ A (row-major):    shim m x K strip as k_mt chunks (one per core row its memtile 
                   -> core S2MM [k/s, m/r, r*s] into r x s blocks.
 B column-major:   the same walk on B^T (n x K strips, n x k_mt in the memtile, t x s blocks).
 B row-major:      shim K x n strip -> memtile (k x n, linear) -> MM2S [k/s, n/t, s, t] -> L1.
+B bfp16 strips:   mlir-aie's packing: shim reads a column's K x n strip as one run -> memtile (one k x n
+                  L1 tile of 1 x 2 super-blocks) -> MM2S puts its 8 x 8 tiles in the kernel's order.
 C:                L1 r x t blocks -> memtile join (rows slices of m x n)
                   -> MM2S per slice [m/r, r, n/t, t] -> shim writes (rows*m) x n into C.
 Each pattern is written over one operand's Grid (design/grid.py): in elements for scalar types,
@@ -46,13 +48,17 @@ def a_l1_from_stream(c: Grid) -> Tap:
 
 
 def b_l2_to_stream(c: Grid) -> Tap:
+    if c.b_pack == "strips":  # one k x n L1 tile of a strip, in 1 x 2 super-blocks of 8 x 8 tiles
+        if c.b_col_maj:  # to the kernel's (N tile, K tile) order
+            return Tap(0, (c.n // 2, 2, c.k), (2 * c.k, 1, 2))
+        return Tap(0, (c.k, c.n // 2, 2), (2, 2 * c.k, 1))  # to (K tile, N tile)
     if c.b_col_maj:  # B^T object n x k_mt
         return Tap(0, (c.k_mt // c.k, c.k // c.s, c.n, c.s), (c.k, c.s, c.k_mt, 1))
     return Tap(0, (c.k // c.s, c.n // c.t, c.s, c.t), (c.s * c.n, c.t, c.n, 1))
 
 
 def b_l1_from_stream(c: Grid) -> Tap | None:
-    if c.b_col_maj:
+    if c.b_col_maj and c.b_pack == "tiles":
         return Tap(0, (c.k // c.s, c.n // c.t, c.t * c.s), (c.t * c.s, c.t * c.k, 1))
     return None  # the memtile already emits s x t blocks in kernel order
 
@@ -93,6 +99,8 @@ def shim_a(c: Grid, m_block: int, shim: int) -> Tap:
 def shim_b(c: Grid, n_block: int, col: int) -> Tap:
     """The K x n strip of B for core column `col` of output block column `n_block`."""
     first_col = (n_block * c.cols + col) * c.n
+    if c.b_pack == "strips":  # mlir-aie's packing: the strip is one contiguous run
+        return Tap.linear(c.Kp * c.n, first_col * c.Kp)
     if c.b_col_maj:  # stored N x K: n rows of B^T, walked in k_mt chunks
         return Tap(first_col * c.Kp, (c.Kp // c.k_mt, c.n, c.k_mt), (c.k_mt, c.Kp, 1))
     spec = c.dev.dma[TileKind.SHIM]

@@ -41,7 +41,7 @@ def _types(dtype_in: str, dtype_b: str, dtype_out: str, acc: str, emulate: bool)
 
 
 def predict_text(d: dict[str, Any]) -> str:
-    layout = "column-major" if d["b_col_maj"] else "row-major"
+    layout = ("column-major" if d["b_col_maj"] else "row-major") + (", DRAM strips" if d["b_pack"] == "strips" else "")
     types = _types(d["dtype_in"], d["dtype_b"], d["dtype_out"], d["acc"], d["emulate_bf16_with_bfp16"])
     t = d["times_us"]
     M, K, N = d["problem"]

@@ -16,6 +16,7 @@ bubble: a task group's BD (re)configuration by the command processor, hidden beh
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -55,6 +56,7 @@ class Problem:
     compiler: str | None = None  # None: GemmConfig's default (chess for bfp16, else peano)
     dtype_b: str | None = None
     acc: str | None = None
+    b_pack: str = "tiles"
 
     def __post_init__(self) -> None:
         # the option defaults are GemmConfig's: resolve them through one probe config
@@ -66,7 +68,7 @@ class Problem:
     def of(cls, c: GemmConfig) -> Problem:
         return cls(c.device, c.M, c.K, c.N, c.dtype_in, c.dtype_out, c.b_col_maj, bool(c.emulate_bf16_with_bfp16),
                    c.mmul_shape, c.queue_groups, c.depth_ab_l1, c.depth_ab_l2, c.depth_c_l1, c.depth_c_l2,
-                   c.rows, c.cols, c.stack_bytes, c.compiler, c.dtype_b, c.acc)
+                   c.rows, c.cols, c.stack_bytes, c.compiler, c.dtype_b, c.acc, c.b_pack)
 
     def config(self, m: int, k: int, n: int, k_mt: int, **kw: object) -> GemmConfig:
         return GemmConfig(self.device, self.M, self.K, self.N, int(m), int(k), int(n), int(k_mt), self.dtype_in,
@@ -75,11 +77,16 @@ class Problem:
                           stack_bytes=self.stack_bytes, queue_groups=self.queue_groups,
                           depth_ab_l1=self.depth_ab_l1, depth_ab_l2=self.depth_ab_l2, depth_c_l1=self.depth_c_l1,
                           depth_c_l2=self.depth_c_l2, compiler=self.compiler, dtype_b=self.dtype_b, acc=self.acc,
-                          **kw)  # type: ignore[arg-type]
+                          b_pack=self.b_pack, **kw)  # type: ignore[arg-type]
 
     @property
     def dev(self) -> Device:
         return device(self.device)
+
+    @property
+    def b_chunked(self) -> bool:
+        """B reaches the memtile in k_mt chunks of column-major tiles (else one k x n object at a time)."""
+        return self.b_col_maj and self.b_pack == "tiles"
 
     @property
     def stack(self) -> int:
@@ -189,7 +196,7 @@ def estimate(pr: Problem, m: np.ndarray | int, k: np.ndarray | int, n: np.ndarra
     # ---- memory side ---------------------------------------------------------------------
     if traffic is None:
         types = (dtype(pr.dtype_in), dtype(str(pr.dtype_b)), dtype(pr.dtype_out))
-        traffic = analytic_traffic(rows, cols, types, pr.b_col_maj, m, k_mt, n, Mp, Kp, Np)
+        traffic = analytic_traffic(rows, cols, types, pr.b_col_maj, m, k_mt, n, Mp, Kp, Np, pr.b_pack)
     dram = p.dram[dev.name]
     bw = dram.peak_gbps * GIGA
     lost = dram.run_overhead_bytes
@@ -206,10 +213,14 @@ def estimate(pr: Problem, m: np.ndarray | int, k: np.ndarray | int, n: np.ndarra
     k_first = np.minimum(k_mt, Kp)
     a_obj = rows * m * k_first * b_a
     a_obj_runs = np.where(Kp > k_mt, rows * m, rows)
-    b_l2_k = k_first if pr.b_col_maj else k
+    b_l2_k = k_first if pr.b_chunked else k
     b_obj = cols * n * b_l2_k * b_b
     side = 1.0 - chi + chi / cols  # lockstep side-by-side strips of all columns
-    b_obj_runs = np.where(Kp > k_mt, cols * n, cols) if pr.b_col_maj else cols * k * side
+    b_obj_runs: Any
+    if pr.b_pack == "strips":  # each column's strip is one run
+        b_obj_runs = cols * side
+    else:
+        b_obj_runs = np.where(Kp > k_mt, cols * n, cols) if pr.b_col_maj else cols * k * side
     t_refill = (a_obj + b_obj + (a_obj_runs + b_obj_runs) * lost) / bw
     c_block = cols * rows * m * n * b_out
     t_c_dram = (c_block + cols * rows * m * side * lost) / bw

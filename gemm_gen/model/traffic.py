@@ -81,13 +81,15 @@ def design_traffic(design: Design) -> dict[str, TensorTraffic]:
 
 def analytic_traffic(rows: int, cols: int, types: tuple[DType, DType, DType], b_col_maj: bool,
                      m: np.ndarray, k_mt: np.ndarray, n: np.ndarray,
-                     Mp: np.ndarray, Kp: np.ndarray, Np: np.ndarray) -> dict[str, TensorTraffic]:
+                     Mp: np.ndarray, Kp: np.ndarray, Np: np.ndarray, b_pack: str = "tiles"
+                     ) -> dict[str, TensorTraffic]:
     """The runtime sequence's traffic in closed form (Striking eq. 6-8 with padding).
 
     A: every m x Kp strip is read once per output block column (N/(n cols) times), in k_mt runs
     (one long run when Kp == k_mt: consecutive rows then touch). B column-major likewise on B^T;
-    B row-major in runs of n. C is written once, in runs of n. `types` are A's, B's and C's: a
-    bfp16 operand (1.125 B per value) moves in 8 x 8 tiles, so each of its runs spans 8 rows.
+    B row-major in runs of n; a bfp16 B in mlir-aie's strips one run per strip. C is written once,
+    in runs of n. `types` are A's, B's and C's: a bfp16 operand (1.125 B per value) moves in 8 x 8
+    tiles, so each of its runs spans 8 rows.
     """
     f = np.float64
     (b_a, q_a), (b_b, q_b), (b_out, q_c) = ((t.elem_bytes, t.tile_rows) for t in types)
@@ -98,7 +100,10 @@ def analytic_traffic(rows: int, cols: int, types: tuple[DType, DType, DType], b_
     a_runs = a_bytes / (np.where(whole, rows // a_shims * m * Kp, k_mt * q_a) * b_a)
     a_side = np.where(whole, a_shims, 1)
     b_bytes = (Np * Kp * m_blocks * b_b).astype(f)
-    if b_col_maj:
+    if b_pack == "strips":  # mlir-aie's packing: a column's K x n strip is one run, the columns side by side
+        b_runs = b_bytes / (Kp * n * b_b)
+        b_side = np.full(np.shape(b_runs), cols)
+    elif b_col_maj:
         b_runs = b_bytes / (np.where(whole, n * Kp, k_mt * q_b) * b_b)
         b_side = np.where(whole, cols, 1)
     else:  # rows of n, or one run per strip when a single column's n spans all of N

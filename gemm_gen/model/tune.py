@@ -21,7 +21,7 @@ import numpy as np
 
 from .. import placement
 from .. import precision as prec
-from ..config import MAX_RUNTIME_TASKS, GemmConfig
+from ..config import B_PACKS, MAX_RUNTIME_TASKS, GemmConfig
 from ..dtypes import dtype
 from ..errors import ConfigError, GemmGenError
 from ..hw.devices import MLIR_AIE_BD_MAX_SIZE, TileKind
@@ -131,7 +131,9 @@ def _tilings(pr: Problem, fixed: dict[str, int | None]
     m_hi = min(_round_up(-(-pr.M // rows), 2 * r), MLIR_AIE_BD_MAX_SIZE, core.max_wrap * r)
     n_hi = _round_up(-(-pr.N // cols), 2 * t)
     n_hi = min(n_hi, int(shim.max_wrap * word // _run_bytes(pr.dtype_out)))  # shim C d0 wrap
-    if pr.b_col_maj:
+    if pr.b_pack == "strips":  # the shim reads each strip linearly; no core dims
+        n_hi = min(n_hi, MLIR_AIE_BD_MAX_SIZE)
+    elif pr.b_col_maj:
         n_hi = min(n_hi, MLIR_AIE_BD_MAX_SIZE, core.max_wrap * t)
     else:
         n_hi = min(n_hi, int(shim.max_wrap * word // _run_bytes(pr.dtype_b)))
@@ -176,7 +178,7 @@ def _memtiles_fit(pr: Problem, m: np.ndarray, k: np.ndarray, n: np.ndarray, k_mt
     rows, cols = pr.rows, pr.ncols
     b_a, b_b, b_out, _ = pr.elem_bytes
     a_bytes = np.rint(m * k_mt * b_a).astype(np.int64)  # whole bfp16 tiles: exact
-    b_bytes = np.rint((k_mt if pr.b_col_maj else k) * n * b_b).astype(np.int64)
+    b_bytes = np.rint((k_mt if pr.b_chunked else k) * n * b_b).astype(np.int64)
     c_bytes = np.rint(rows * m * n * b_out).astype(np.int64)
     pool_list = placement.pools(rows, cols, a_bytes, b_bytes, c_bytes, pr.depth_ab_l2, pr.depth_c_l2)
     return placement.place(pool_list, dev.target(cols)[1], dev.memtile_bytes, m.size).ok()
@@ -202,7 +204,7 @@ def _bound(pr: Problem, e: Estimate, p: Params) -> _Bound:
     Kp = e.padded[1]
     per_chunk = tr["A"].bytes / (Kp * _run_bytes(pr.dtype_in))  # one run per row (of tiles) of A per chunk
     fixed_runs = tr["C"].effective_runs(dram.coalescing)
-    if pr.b_col_maj:
+    if pr.b_chunked:
         per_chunk = per_chunk + tr["B"].bytes / (Kp * _run_bytes(pr.dtype_b))
     else:
         fixed_runs = fixed_runs + tr["B"].effective_runs(dram.coalescing)
@@ -237,7 +239,7 @@ def _rank_all(pr: Problem, fixed: dict[str, int | None], top: int, p: Params, pe
     # all memtiles together must hold every L2 buffer: an upper bound on k_mt (placement decides)
     b_a, b_b, b_out, _ = pr.elem_bytes
     room = cols * pr.dev.memtile_bytes - cols * pr.depth_c_l2 * rows * m * n * b_out
-    if pr.b_col_maj:
+    if pr.b_chunked:
         kmt_cap = room // (pr.depth_ab_l2 * (b_a * rows * m + b_b * cols * n))
     else:
         kmt_cap = (room - cols * pr.depth_ab_l2 * k * n * b_b) // (pr.depth_ab_l2 * b_a * rows * m)
@@ -391,6 +393,28 @@ def tuned_config(base: GemmConfig, k_mt: int | None = None, rho: int | None = No
 
     best = tune(Problem.of(base), 1, {"k_mt": k_mt, "rho": rho}).best.config
     return replace(base, m=best.m, k=best.k, n=best.n, k_mt=best.k_mt, rho=best.rho)
+
+
+def tuned_b_pack(config: GemmConfig, tiles_tuned: bool, k_mt: int | None = None, rho: int | None = None
+                 ) -> GemmConfig:
+    """For a bfp16 B whose packing the user left open: the better of the two packings (tiles, or
+    mlir-aie's strips), each with its own tuned tiles when the tiles were tuned, else with the given
+    ones (and each packing's best k_mt)."""
+    from dataclasses import replace
+
+    if not config.t_b.is_block:
+        return config
+    best: tuple[float, GemmConfig] | None = None
+    for pack in B_PACKS:
+        base = replace(config, b_pack=pack)
+        try:
+            cand = tuned_config(base, k_mt, rho) if tiles_tuned else (base if k_mt else tuned_k_mt(base))
+            time = float(estimate(Problem.of(cand), cand.m, cand.k, cand.n, cand.k_mt, rho=cand.rho).time)
+        except GemmGenError:
+            continue
+        if best is None or time < best[0]:
+            best = (time, cand)
+    return best[1] if best is not None else config
 
 
 def tuned_k_mt(config: GemmConfig) -> GemmConfig:

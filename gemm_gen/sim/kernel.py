@@ -22,6 +22,7 @@ from ..design.grid import grid
 from ..design.model import TileRef
 from ..dtypes import DType
 from ..errors import LayoutError
+from ..hostdata import b_unit, b_unit_coords
 from ..l1_layout import a_layout, b_layout, c_layout
 from . import words as w
 
@@ -164,7 +165,7 @@ class KernelEmulator:
         i, j = np.indices((ga.t_ma, ga.k))
         self.a_off = i * ga.Kp + j  # A is stored Mp x Kp; a tile has T_MA = m / rho rows
         kk, jj = np.indices((gb.k, gb.n))
-        self.b_off = jj * gb.Kp + kk if c.b_col_maj else kk * gb.Np + jj
+        self.b_off = b_unit(c, kk, jj)  # offsets inside one L1 tile: b_unit(c, 0, 0) == 0
         self.a_view = view_of(a_layout(ga.t_ma, ga.k, ga.r, ga.s), ga.unit, self.a_off, w.TAG_A)
         self.b_view = view_of(b_layout(gb.k, gb.n, gb.s, gb.t, c.b_col_maj), gb.unit, self.b_off, w.TAG_B,
                               lines_are_rows=False)
@@ -244,6 +245,14 @@ class KernelEmulator:
             part[:] = 0
         self.stats.zero_calls += 1
 
+    def _b_origin(self, word: int) -> tuple[int, int]:
+        """(K, N) element of B that a tile's first word holds."""
+        g = self.grids["B"]
+        q = g.unit.tile_rows
+        unit = word * g.unit.per_word if q == 1 else word // (g.unit.unit_bytes // 4)
+        kk, nn = b_unit_coords(self.c, unit)
+        return kk * q, nn * q
+
     def _unit_pos(self, name: str, word: int) -> int:
         """Source element offset of a tile's first word (units scaled to elements)."""
         g = self.grids[name]
@@ -269,10 +278,7 @@ class KernelEmulator:
         if b_word is None:
             self._explain(tile, n_call, "B", b_cells, w.TAG_B, self.b_view, self.b_off)
         row0, a_k0 = divmod(self._unit_pos("A", a_word), c.Kp)
-        if c.b_col_maj:
-            col0, b_k0 = divmod(self._unit_pos("B", b_word), c.Kp)
-        else:
-            b_k0, col0 = divmod(self._unit_pos("B", b_word), c.Np)
+        b_k0, col0 = self._b_origin(b_word)
         where = f"{tile} matmul call {n_call}"
         if a_k0 != b_k0:
             raise LayoutError(f"{where}: A covers K from {a_k0} but B from {b_k0}",
@@ -380,10 +386,7 @@ class KernelEmulator:
         q = g.unit.tile_rows
         if name == "A":
             return str([x * q for x in divmod(unit, g.Kp)])
-        if self.c.b_col_maj:
-            col, row = divmod(unit, g.Kp)
-            return str([row * q, col * q])
-        return str([x * q for x in divmod(unit, g.Np)])
+        return str([x * q for x in b_unit_coords(self.c, unit)])
 
     def _check_complete(self, tile: TileRef, state: TileState) -> None:
         if state.row0 < 0:
