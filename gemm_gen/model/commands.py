@@ -10,11 +10,11 @@ from pathlib import Path
 from typing import Any
 
 from ..cliargs import EXIT_USAGE, base_config, config_from_args, problem_args
-from ..config import GemmConfig
+from ..config import B_PACKS, GemmConfig
 from ..errors import ToolchainMissing
 from .perf import Problem
 from .predict import predict
-from .tune import Candidate, TuneResult, tune
+from .tune import Candidate, TuneResult, tune_b_packs
 
 
 def _model_args(p: argparse.ArgumentParser) -> None:
@@ -76,9 +76,10 @@ def cmd_tune(a: argparse.Namespace) -> int:
     base = _base(a)
     top = max(a.top, a.measure or 0)
     fixed = {"m": a.m, "k": a.k, "n": a.n, "k_mt": a.k_mt, "rho": a.rho}
-    result = tune(Problem.of(base), top, fixed)
+    packs = (a.b_pack,) if a.b_pack else B_PACKS if base.t_b.is_block else ("tiles",)  # the model picks B's packing
+    result = tune_b_packs(Problem.of(base), top, fixed, packs)
     result.top = [replace(c, config=replace(base, m=c.config.m, k=c.config.k, n=c.config.n, k_mt=c.config.k_mt,
-                                            rho=c.config.rho))
+                                            rho=c.config.rho, b_pack=c.config.b_pack))
                   for c in result.top]
     if a.measure:
         try:
@@ -133,14 +134,17 @@ def tune_text(r: TuneResult, count: int) -> str:
     lines = [f"tune {pr.device} {pr.M}x{pr.K}x{pr.N} {types}, B {layout}: "
              f"{r.tilings:,} tilings, {r.evaluated:,} candidates ranked in {r.seconds * 1e3:.0f} ms "
              f"(throughputs are PREDICTED by the model{'; re-ranked by measurement' if measured else ''})"]
-    head = f"{'rank':>4}  {'m x k x n':<14} {'k_mt':>5}  {'rho':>3}  {'pred TOPS':>9}  {'bound':<7}  {'compute':>7}  " \
+    packs = pr.dtype_b == "bfp16"
+    head = f"{'rank':>4}  {'m x k x n':<14} {'k_mt':>5}  {'rho':>3}  " + (f"{'B pack':<6}  " if packs else "") + \
+        f"{'pred TOPS':>9}  {'bound':<7}  {'compute':>7}  " \
            f"{'memory':>7}  {'MAC/cyc':>7}  {'L1':>4}  {'L2':>4}  {'pad':>5}"
     if measured:
         head += f"  {'meas TOPS':>9}"
     lines.append(head)
     for i, c in enumerate(r.top[:count], 1):
         cf = c.config
-        line = (f"{i:>4}  {f'{cf.m}x{cf.k}x{cf.n}':<14} {cf.k_mt:>5}  {cf.rho:>3}  {c.tops:>9.2f}  {c.bound:<7}  "
+        line = (f"{i:>4}  {f'{cf.m}x{cf.k}x{cf.n}':<14} {cf.k_mt:>5}  {cf.rho:>3}  "
+                + (f"{cf.b_pack:<6}  " if packs else "") + f"{c.tops:>9.2f}  {c.bound:<7}  "
                 f"{c.compute_bound_tops:>7.2f}  {c.memory_bound_tops:>7.2f}  {c.core_macs_per_cycle:>7.1f}  "
                 f"{c.l1_fraction:>4.0%}  {c.l2_fraction:>4.0%}  {c.wasted_fraction:>5.1%}")
         if measured:

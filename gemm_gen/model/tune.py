@@ -387,6 +387,19 @@ def best_config(pr: Problem, fixed: dict[str, int | None] | None = None) -> Gemm
     return tune(pr, 1, fixed).best.config
 
 
+def tune_b_packs(pr: Problem, top: int = 5, fixed: dict[str, int | None] | None = None,
+                 packs: tuple[str, ...] = ("tiles",)) -> TuneResult:
+    """tune() for each DRAM packing of B in `packs` (both, for a bfp16 B the user left open), merged
+    by predicted time."""
+    from dataclasses import replace
+
+    results = [tune(replace(pr, b_pack=pack), top, fixed) for pack in packs]
+    merged = sorted((c for r in results for c in r.top), key=lambda c: c.time_s)[:top]
+    return TuneResult(pr, merged, sum(r.evaluated for r in results), sum(r.tilings for r in results),
+                      sum(r.seconds for r in results), sum(r.rejected_by_validate for r in results),
+                      [n for r in results for n in r.notes])
+
+
 def tuned_config(base: GemmConfig, k_mt: int | None = None, rho: int | None = None) -> GemmConfig:
     """`base` with the tuner's best m, k, n, rho (and k_mt, rho unless given); every other field kept."""
     from dataclasses import replace
