@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -18,6 +19,7 @@ from .report import plan_text, sim_text
 
 # Command families that live with their code: each module has register(subparsers).
 COMMAND_MODULES: tuple[str, ...] = ("gemm_gen.backends.commands", "gemm_gen.model.commands")
+DEBUG_ENV = "GEMM_GEN_DEBUG"  # set: errors raise with their traceback instead of one line
 
 
 def cmd_plan(a: argparse.Namespace) -> int:
@@ -84,10 +86,12 @@ def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try:
         return int(args.func(args))
-    except (SimulationError, BuildError) as e:
-        print(f"FAIL: {e}", file=sys.stderr)
-        return EXIT_FAIL
     except GemmGenError as e:
+        if os.environ.get(DEBUG_ENV):  # the traceback, for reports of our own defects
+            raise
+        if isinstance(e, (SimulationError, BuildError)):
+            print(f"FAIL: {e}", file=sys.stderr)
+            return EXIT_FAIL
         print(f"gemm-gen: error: {e}", file=sys.stderr)
         return EXIT_USAGE
 

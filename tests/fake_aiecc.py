@@ -4,16 +4,18 @@ It accepts exactly the options of the 1.4.3 driver that a build can pass (mlir-a
 documentation page; CommandLineOptions.h) and refuses the rest as LLVM's option parser does
 ("Unknown command line argument"): the 2025 flags --aie-generate-xclbin, --aie-generate-npu-insts,
 --no-xchesscc, --no-xbridge and --no-compile-host are gone since PR #3364. It needs one input MLIR
-file, a core compiler (Peano by --peano=DIR, or chess by --xchesscc/--xbridge), and it refuses to
-link a kernel object that xchesscc built into cores it compiles with Peano (in the real tool that
-is a link failure; the fake kernel compilers of test_build.py mark their objects). It writes the
-outputs it is asked for with --get-xclbin / --get-npu-insts under the names given.
+file; every kernel object the MLIR links (link_with, or the IRON stand-in's kernel lines) must be in
+its directory; it refuses to link a kernel object that xchesscc built into cores it compiles with
+Peano (the default without --xchesscc/--xbridge; in the real tool that is a link failure; the fake
+kernel compilers of test_build.py mark their objects). It writes the outputs it is asked for with
+--get-xclbin / --get-npu-insts under the names given.
 
 Usage: python fake_aiecc.py [aiecc arguments]   (installed as `aiecc` by the tests)
 """
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 
@@ -51,8 +53,9 @@ def main(argv: list[str]) -> None:
             values[name] = value if eq else next(it, "")
             if not values[name]:
                 fail(f"for the {name} option: requires a value!")
-        elif name in FLAGS and not eq:
-            flags.add(name)
+        elif name in FLAGS and (not eq or value in ("true", "false", "1", "0")):
+            if not eq or value in ("true", "1"):  # LLVM's boolean options take =true/=false too
+                flags.add(name)
         else:
             fail(f"Unknown command line argument '{arg}'.  Try: 'aiecc --help'")
     if "--get" in values:
@@ -62,11 +65,14 @@ def main(argv: list[str]) -> None:
     if not Path(inputs[0]).exists():
         fail(f"could not open input file '{inputs[0]}'")
     scheme = values.get("--alloc-scheme")
-    if scheme is not None and scheme not in ALLOC_SCHEMES:
-        fail(f"for the --alloc-scheme option: Cannot find option named '{scheme}'!")
+    if scheme is not None and scheme not in ALLOC_SCHEMES:  # a string option, refused when buffers are assigned
+        fail(f"error: unknown buffer allocation scheme '{scheme}'")
+    mlir = Path(inputs[0]).read_text()
+    for obj in sorted(set(re.findall(r'link_with\s*=\s*"([^"]+)"', mlir) + re.findall(r"^kernel \S+ (\S+\.o) ", mlir,
+                                                                                      re.MULTILINE))):
+        if not Path(obj).exists():  # the core's link step needs every object its functions name
+            fail(f"ld.lld: error: cannot open {obj}: No such file or directory")
     chess = bool(flags & {"--xchesscc", "--xbridge"})
-    if not chess and "--peano" not in values:
-        fail("Peano (the default core compiler) was not found: pass --peano=DIR")
     if not chess:
         for obj in sorted(Path(".").glob("*.o")):
             if obj.read_text(errors="replace").startswith("chess"):

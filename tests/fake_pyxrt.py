@@ -6,7 +6,8 @@ device.register_xclbin, hw_context(device, uuid) (only for a registered xclbin),
 name) with group_id, bo(device, size, flags, group) with flags from bo.flags and groups from the
 kernel, map / sync(direction) with xclBOSyncDirection members, kernel(...) returning a started run
 whose wait() / wait(timeout_ms) gives an ert_cmd_state, device.get_info(xrt_info_device.X) as a
-string. Anything else pybind11 would refuse (wrong argument kinds, unknown enum members, an
+string; buffer objects have a host and a device side that only sync() copies between. Anything else
+pybind11 would refuse (wrong argument kinds, unknown enum members, an
 argument index beyond the kernel's) raises TypeError or RuntimeError as pyxrt does.
 
 "Executing" computes C from the A/B buffers with the exact reference, so the runner's buffer
@@ -62,8 +63,10 @@ class FakeXrt:
     ert_cmd_state = ert_cmd_state
     xrt_info_device = xrt_info_device
 
-    def __init__(self, config: GemmConfig | None = None, broken: bool = False, device_name: str = "RyzenAI-npu4",
+    def __init__(self, config: GemmConfig | None = None, broken: bool = False, device_name: str | None = None,
                  configs: dict[str, GemmConfig] | None = None) -> None:
+        if device_name is None:  # an NPU of the config's family, as XRT names them
+            device_name = "RyzenAI-npu1" if config is not None and config.device == "npu1" else "RyzenAI-npu4"
         self.config, self.broken, self.device_name = config, broken, device_name
         self.configs = configs or {}  # xclbin path -> the design it was built for (sweeps)
         self.log: list[tuple] = []
@@ -82,9 +85,9 @@ class FakeXrt:
                                     "flags: pyxrt.bo.flags, memory_group: int)")
                 if nbytes <= 0:
                     raise RuntimeError("bo: size must be positive")
-                self.mem = bytearray(nbytes)
+                self.mem = bytearray(nbytes)  # the host's view (map())
+                self.device_mem = bytearray(nbytes)  # what the NPU reads and writes; sync() copies between them
                 self.flags, self.group = flags, group
-                self.synced: xclBOSyncDirection | None = None
                 fake.log.append(("bo", nbytes, flags.name, group))
 
             def map(self) -> memoryview:
@@ -96,7 +99,10 @@ class FakeXrt:
             def sync(self, direction: xclBOSyncDirection, size: int | None = None, offset: int = 0) -> None:
                 if not isinstance(direction, xclBOSyncDirection):
                     raise TypeError("sync(): incompatible function arguments (pyxrt.xclBOSyncDirection)")
-                self.synced = direction
+                if direction is xclBOSyncDirection.XCL_BO_SYNC_BO_TO_DEVICE:
+                    self.device_mem[:] = self.mem
+                elif direction is xclBOSyncDirection.XCL_BO_SYNC_BO_FROM_DEVICE:
+                    self.mem[:] = self.device_mem
                 fake.log.append(("sync", self.group, direction.name.removeprefix("XCL_BO_SYNC_BO_").lower()))
 
         self.bo = bo
@@ -174,9 +180,7 @@ class FakeXrt:
                         raise TypeError(f"kernel argument {i}: expected pyxrt.bo or int, got {type(a).__name__}")
                 opcode, instr, count, a, b, c = args[:6]
                 fake.log.append(("run", opcode, count, instr.group, a.group, b.group, c.group))
-                if not all(x.synced is xclBOSyncDirection.XCL_BO_SYNC_BO_TO_DEVICE for x in (instr, a, b)):
-                    raise RuntimeError("an input buffer object was not synced to the device before the run")
-                fake.execute(a.mem, b.mem, c.mem)
+                fake.execute(a.device_mem, b.device_mem, c.device_mem)  # unsynced host data is not seen
                 return Run(ert_cmd_state.ERT_CMD_STATE_COMPLETED)
 
         return Kernel()

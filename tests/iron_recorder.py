@@ -44,6 +44,15 @@ class Tile:
         return f"Tile({self.col if self.col is not None else '?'}, {self.row if self.row is not None else '?'})"
 
 
+def _typed(tile: Tile, kind: str) -> Tile:
+    """Tile.with_type: the tile as a `kind` tile (a new Tile when its type was open)."""
+    if tile.tile_type is None:
+        return Tile(tile.col, tile.row, tile_type=kind, allocation_scheme=tile.allocation_scheme)
+    if tile.tile_type != kind:
+        raise ValueError(f"Expected a {kind} tile, but got tile_type={tile.tile_type}")
+    return tile
+
+
 AnyComputeTile = Tile(tile_type="CoreTile")
 AnyMemTile = Tile(tile_type="MemTile")
 AnyShimTile = Tile(tile_type="ShimNOCTile")
@@ -394,7 +403,7 @@ class _Link:
             raise ValueError("The number of source offsets does not match the number of sources")
         if dst_offsets and len(dst_offsets) != len(dsts):
             raise ValueError("The number of destination offsets does not match the number of destinations")
-        self.tile = tile if tile is not None else AnyMemTile
+        self.tile = _typed(tile if tile is not None else AnyMemTile, "MemTile")
         for h in (*srcs, *dsts):
             h.endpoint = self
         kind = "join" if len(srcs) > 1 else "split" if len(dsts) > 1 else "forward"
@@ -465,7 +474,7 @@ class Worker:
                 raise ValueError(f"Worker data_size must be an int, but got {type(data_size).__name__}")
             if data_size < 0:
                 raise ValueError(f"Worker data_size must be >= 0, but got {data_size}")
-        self.tile = tile if tile is not AnyComputeTile else Tile(tile_type="CoreTile")
+        self.tile = _typed(tile, "CoreTile") if tile is not AnyComputeTile else Tile(tile_type="CoreTile")
         self.core_fn, self.fn_args = core_fn, list(fn_args or [])
         self.stack_size, self.while_true = stack_size, while_true
         self.fifos: list[ObjectFifoHandle] = []
@@ -575,7 +584,9 @@ def _transfer(kind: str, handle: ObjectFifoHandle, buf: Any, tap: Any, wait: boo
         if not isinstance(group, TaskGroup) or group not in seq.open:
             raise IronRuntimeError(f"{kind}() of {handle.name} in {group!r}, which is not an open task group")
         seq.used_explicit = True
-    handle.endpoint = handle.endpoint or "runtime"
+    if not isinstance(handle.endpoint, RuntimeEndpoint):
+        raise ValueError(f"{kind}() of {handle.name}: the handle was not given to Runtime(seq_fn, fn_args), so the "
+                         f"runtime has no end of this fifo")
     record = {"kind": kind, "fifo": handle.name, "buffer": buf, "tap": tap, "wait": wait,
               "group": group.group_id if group is not None else None, "shim": handle.shim_tile}
     REC.transfers.append(record)
@@ -585,10 +596,19 @@ def _transfer(kind: str, handle: ObjectFifoHandle, buf: Any, tap: Any, wait: boo
     return record
 
 
+@dataclass(frozen=True)
+class RuntimeEndpoint:
+    """The runtime's end of a shim fifo (bound when the handle is given to Runtime)."""
+
+    tile: Tile | None
+
+
 class Runtime:
     def __init__(self, seq_fn, fn_args=None, *, strict_task_groups=True):
         self.seq_fn, self.fn_args, self.strict = seq_fn, list(fn_args or []), strict_task_groups
         self.fifos = [a for a in _flatten(self.fn_args) if isinstance(a, ObjectFifoHandle)]
+        for h in self.fifos:  # _register_fn_args: the shim end of each handle given to the runtime
+            h.endpoint = RuntimeEndpoint(_typed(h.shim_tile, "ShimNOCTile") if h.shim_tile else None)
 
     def resolve(self):
         args: list[Any] = []
@@ -620,7 +640,18 @@ class Program:
         self.device, self.rt, self.workers = device, rt, list(workers or [])
 
     def resolve_program(self, device_name="main"):
-        """What the stand-in can check of IRON's resolution and of the verifier that follows it."""
+        """What the stand-in can check of IRON's resolution and of the verifier that follows it, in
+        IRON's order: tiles, fifos, then each worker's kernels, buffers and body, the runtime last."""
+        self._resolve_tiles()
+        for f in REC.fifos:  # ObjectFifo.tiles() while IRON resolves the fifos
+            if f._prod is None:
+                raise ValueError("Cannot return prod.tile.op because prod was not created.")
+            if f._prod.endpoint is None:
+                raise ValueError(f"Prod endpoint not set for {f.name}")
+            if not f._cons:
+                raise ValueError("Cannot return cons tiles because cons were not created.")
+            if any(h.endpoint is None for h in f._cons):
+                raise ValueError(f"Cons endpoint not set for {f.name}")
         for w in self.workers:  # IRON emits the kernels and resolves the Buffers a worker was given
             for arg in _flatten(w.fn_args):
                 if isinstance(arg, (Buffer, Kernel)):
@@ -639,16 +670,26 @@ class Program:
             if t["tap"] is not None and t["tap"].max_index() >= t["buffer"].numel:
                 raise ValueError(f"'aie.dma_bd' op Specified stride(s) and size(s) result in out of bounds access in "
                                  f"buffer, for index {t['tap'].max_index()} in memref of length {t['buffer'].numel}.")
-        for f in REC.fifos:  # ObjectFifo.tiles() while IRON resolves the fifos
-            if f._prod is None:
-                raise ValueError("Cannot return prod.tile.op because prod was not created.")
-            if f._prod.endpoint is None:
-                raise ValueError(f"Prod endpoint not set for {f.name}")
-            if not f._cons:
-                raise ValueError("Cannot return cons tiles because cons were not created.")
-            if any(h.endpoint is None for h in f._cons):
-                raise ValueError(f"Cons endpoint not set for {f.name}")
         return Dump(self)
+
+    def _resolve_tiles(self) -> None:
+        """Device.resolve_tile: placed tiles inside the device, of the kind their row is; one core each."""
+        kinds = {0: "ShimNOCTile", 1: "MemTile"}
+        placed = [w.tile for w in self.workers] + [b.tile for b in REC.buffers if b.tile is not None]
+        placed += [lk["tile"] for lk in REC.links] + [h.endpoint.tile for f in REC.fifos
+                                                      for h in ([f._prod] if f._prod else []) + f._cons
+                                                      if isinstance(h.endpoint, RuntimeEndpoint) and h.endpoint.tile]
+        for t in placed:
+            if not t.placed:
+                continue
+            if not (0 <= t.col < self.device.cols and 0 <= t.row < self.device.rows):
+                raise ValueError(f"Tile {t} is outside {self.device.name} ({self.device.cols} x {self.device.rows})")
+            kind = kinds.get(t.row, "CoreTile")
+            if t.tile_type is not None and t.tile_type != kind:
+                raise ValueError(f"Expected a {t.tile_type} tile, but got tile_type={kind} at {t}")
+        cores = [w.tile.at() for w in self.workers if w.tile.placed]
+        if len(set(cores)) != len(cores):
+            raise ValueError(f"two Workers on one core tile: {sorted(c for c in cores if cores.count(c) > 1)}")
 
 
 class Dump:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -123,7 +125,7 @@ def test_build_with_stand_in_tools(tmp_path, monkeypatch):
     out = tmp_path / "build"
     art = run_build(design, out, gen_args=[])
     assert sorted(p.name for p in out.iterdir()) == sorted(
-        [art.kernel_source, art.kernel_object, art.mlir.name, art.xclbin.name, art.insts.name])
+        [art.kernel_source, art.kernel_object, art.mlir.name, art.xclbin.name, art.insts.name, art.stamp.name])
     assert art.complete() and art.xclbin.read_text() == "xclbin"
     assert (out / art.kernel_source).read_text() == render_kernel(design.kernels[0].build)
     assert art.mlir.read_text().startswith("device npu2\nfifo A_L2L1_0")
@@ -133,12 +135,34 @@ def test_build_with_stand_in_tools(tmp_path, monkeypatch):
     assert art.mlir.read_bytes() == first  # the same design lowers to the same bytes
 
 
-def test_failed_step_leaves_nothing(tmp_path, monkeypatch):
+def test_a_failed_step_leaves_no_artifact_but_its_diagnosis(tmp_path, monkeypatch):
     _fake_tools(tmp_path, monkeypatch, aiecc_exit=1)
     out = tmp_path / "build"
-    with pytest.raises(BuildError, match=r"aiecc: xclbin and NPU instructions failed \(exit 1\): error: lowering"):
-        run_build(build_design(small("npu1")), out, gen_args=[])
-    assert list(out.iterdir()) == []  # no artifacts, no scratch directory
+    design = build_design(small("npu1"))
+    with pytest.raises(BuildError, match=r"aiecc: xclbin and NPU instructions failed \(exit 1\): error: lowering.*"
+                                         r"whole output and the build's files are in .*failed_"):
+        run_build(design, out, gen_args=[])
+    kept = out / f"failed_{design.config.suffix}"
+    assert [p.name for p in out.iterdir()] == [kept.name]  # no artifact under its final name, no scratch
+    log = (kept / "build.log").read_text()
+    assert "# compile the kernel" in log and "error: lowering failed" in log and "# exit 1" in log
+    assert (kept / f"aie_{design.config.suffix}.mlir").exists()  # what aiecc was given, to look at
+
+
+def test_builds_are_stamped_and_a_stale_one_is_not_current(tmp_path, monkeypatch):
+    """An xclbin is reused only if it was built from the same design, kernel, gemm_gen and toolchain."""
+    from gemm_gen.backends.build import build_stamp, is_current
+
+    _fake_tools(tmp_path, monkeypatch)
+    design = build_design(small("npu2", "i8", "i16"))
+    art = run_build(design, tmp_path / "build", gen_args=[])
+    assert is_current(art, design)
+    assert not is_current(art, build_design(small("npu2", "i8", "i16", shift=2)))  # another kernel
+    stamp = build_stamp(design)
+    art.stamp.write_text(json.dumps({**stamp, "mlir_aie": "1.4.2"}))  # built by another mlir-aie
+    assert not is_current(art, design)
+    art.stamp.unlink()
+    assert not is_current(art, design)
 
 
 def test_chess_build_with_stand_in_tools(tmp_path, monkeypatch):
@@ -170,3 +194,32 @@ def test_flags_of_older_aiecc_are_refused(tmp_path, monkeypatch, old_flag):
     monkeypatch.setattr(build, "aiecc_flags", lambda d, tc, art: [*real(d, tc, art), old_flag])
     with pytest.raises(BuildError, match=rf"Unknown command line argument '{old_flag}'"):
         run_build(build_design(small("npu1")), tmp_path / "build", gen_args=[])
+
+
+# ---- the aiecc stand-in refuses what aiecc 1.4.3 refuses ------------------------------------------
+def _aiecc(tmp_path, *args, mlir='func.func private @k() attributes {link_with = "k.o"}\n', objects=("k.o",)):
+    (tmp_path / "design.mlir").write_text(mlir)
+    for obj in objects:
+        (tmp_path / obj).write_text("peano object")
+    fake = Path(__file__).with_name("fake_aiecc.py")
+    return subprocess.run([sys.executable, str(fake), *args], cwd=tmp_path, capture_output=True, text=True)
+
+
+@pytest.mark.parametrize("args,objects,message", [
+    (["--get-xclbin", "--aie-generate-npu-insts", "design.mlir"], ("k.o",), "Unknown command line argument"),
+    (["--get-xclbin", "--get-bitstream", "design.mlir"], ("k.o",), "Unknown command line argument '--get-bitstream'"),
+    (["--get-xclbin"], ("k.o",), "expects one input MLIR file"),
+    (["--get-xclbin", "--xclbin-name", "design.mlir"], ("k.o",), "expects one input MLIR file"),
+    (["--get-xclbin", "design.mlir"], (), "cannot open k.o"),
+    (["--alloc-scheme=fastest", "design.mlir"], ("k.o",), "unknown buffer allocation scheme"),
+], ids=["removed-flag", "unknown-output", "no-input", "value-eats-input", "missing-object", "alloc-scheme"])
+def test_the_aiecc_standin_refuses(tmp_path, args, objects, message):
+    done = _aiecc(tmp_path, *args, objects=objects)
+    assert done.returncode == 1 and message in done.stderr
+
+
+def test_the_aiecc_standin_takes_what_aiecc_takes(tmp_path):
+    done = _aiecc(tmp_path, "--alloc-scheme=basic-sequential", "--dynamic-objFifos=true", "--peano", "/opt/peano",
+                  "--get-xclbin", "--xclbin-name=f.xclbin", "--get-npu-insts", "--npu-insts-name=i.bin", "design.mlir")
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "f.xclbin").exists() and (tmp_path / "i.bin").read_bytes() == b"\0" * 8

@@ -138,3 +138,13 @@ def test_make_passes_mlir_aie_variables():
     for part in ("simulate", "--dev npu1", "-M 256", "-K 128", "-N 64", "-m 32", "--k-mt 64", "--dtype_in i8",
                  "--dtype_out i16", "--b-col-maj 1"):
         assert part in line
+
+
+def test_gemm_gen_debug_shows_the_traceback(monkeypatch, capsys):
+    from gemm_gen.errors import ConfigError
+
+    args = ["plan", "--dev", "npu1", "-M", "512", "-K", "512", "-N", "512", "-m", "30"]
+    assert main(args) == 2 and capsys.readouterr().err.count("\n") == 1
+    monkeypatch.setenv("GEMM_GEN_DEBUG", "1")
+    with pytest.raises(ConfigError, match="m=30"):
+        main(args)

@@ -37,8 +37,8 @@ def bare(monkeypatch):
 
     monkeypatch.setattr(doctor, "_dist_version", lambda name: None)
     monkeypatch.setattr(doctor, "_which", lambda name: None)
-    monkeypatch.setattr(toolchain, "pyxrt", missing)
-    monkeypatch.setattr(toolchain, "peano_dir", missing)
+    for finder in ("pyxrt", "peano_dir", "aiecc", "xchesscc"):
+        monkeypatch.setattr(toolchain, finder, missing)
 
 
 @pytest.fixture
@@ -50,6 +50,8 @@ def laptop(monkeypatch, tmp_path):
     monkeypatch.setattr(doctor, "xrt_smi", lambda: doctor.parse_xrt_smi(XRT_SMI))
     monkeypatch.setattr(toolchain, "pyxrt", lambda: FakeXrt())
     monkeypatch.setattr(toolchain, "peano_dir", lambda: tmp_path)
+    monkeypatch.setattr(toolchain, "aiecc", lambda: "/opt/venv/lib/python3.12/site-packages/mlir_aie/bin/aiecc")
+    monkeypatch.setattr(toolchain, "xchesscc", lambda: "/opt/aietools/bin/xchesscc_wrapper")
     from gemm_gen.backends import iron
 
     monkeypatch.setattr(iron, "iron_api", lambda: iron_recorder.api()[0])
@@ -111,3 +113,23 @@ def test_xrt_smi_and_device_names():
     assert [doctor.npu_family(n) for n in ("RyzenAI-npu1", "NPU Phoenix", "RyzenAI-npu4", "NPU Strix Halo",
                                            "RyzenAI-npu6", "Krackan", "GPU")] == [
         "npu1", "npu1", "npu2", "npu2", "npu2", "npu2", None]
+
+
+def test_mlir_aies_tools_are_found_where_the_wheel_keeps_them(tmp_path, monkeypatch):
+    """mlir-aie's wheel keeps aiecc in site-packages/mlir_aie/bin, on PATH only after its env_setup.sh:
+    look there (as mlir-aie's aiecc_path() does), AIECC_PATH first."""
+    root = tmp_path / "mlir_aie"
+    (root / "bin").mkdir(parents=True)
+    tool = root / "bin" / "aiecc"
+    tool.write_text("#!/bin/sh\n")
+    tool.chmod(0o755)
+    monkeypatch.setenv("MLIR_AIE_DIR", str(root))
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    monkeypatch.delenv("AIECC_PATH", raising=False)
+    assert toolchain.aiecc() == str(tool)
+    monkeypatch.setenv("AIECC_PATH", "/elsewhere/aiecc")
+    assert toolchain.aiecc() == "/elsewhere/aiecc"
+    monkeypatch.delenv("AIECC_PATH")
+    tool.unlink()
+    with pytest.raises(ToolchainMissing, match="neither in mlir-aie's bin directory nor on PATH"):
+        toolchain.aiecc()

@@ -205,6 +205,86 @@ def _mixed_groups():
     _sequence(body)
 
 
+def _dims_from_stream_on_prod():
+    ir.ObjectFifoHandle(ir.ObjectFifo(TY, name="x"), True, dims_from_stream=[(4, 1)])
+
+
+def _unknown_dtype():
+    ir.str_to_dtype("fp8")
+
+
+def _acquire_outside_a_worker():
+    ir.ObjectFifo(TY, name="x").cons().acquire(1)
+
+
+def _range_of_a_float():
+    next(ir.range_(2.5))
+
+
+def _kernel_operand_of_another_type():
+    k = ir.Kernel("k", "k.o", [np.ndarray[(16,), np.dtype[np.int16]]])
+    k.resolve()
+    k(ir.Element("x", TY))
+
+
+def _fill_into_a_finished_group():
+    def body(a, h):
+        tg = ir.TaskGroup()
+        h.fill(a, group=tg)
+        tg.finish()
+        h.fill(a, group=tg)
+
+    _sequence(body)
+
+
+def _finish_twice():
+    def body(a, h):
+        tg = ir.TaskGroup()
+        h.fill(a, group=tg)
+        tg.finish()
+        tg.finish()
+
+    _sequence(body)
+
+
+def _handle_not_given_to_the_runtime():
+    f = ir.ObjectFifo(TY, name="x")
+    h = f.prod(tile=ir.Tile(0, 0))
+    rt = ir.Runtime(lambda a: h.fill(a, group=ir.TaskGroup()), [TY])  # the handle reaches the body by closure
+    rt.resolve()
+
+
+def _program(*workers, extra=None):
+    """Resolve a program of the given workers on NPU1 (4 x 6)."""
+    if extra:
+        extra()
+    ir.Program(ir.NPU1(), ir.Runtime(lambda: None), workers=list(workers)).resolve_program()
+
+
+def _worker_outside_the_device():
+    _program(ir.Worker(None, [], tile=ir.Tile(4, 2)))  # npu1 has columns 0-3
+
+
+def _two_workers_on_one_tile():
+    _program(ir.Worker(None, [], tile=ir.Tile(0, 2)), ir.Worker(None, [], tile=ir.Tile(0, 2)))
+
+
+def _link_on_a_core_row():
+    def link():
+        ir.ObjectFifo(TY, name="x").cons().forward(tile=ir.Tile(0, 3))
+
+    _program(extra=link)
+
+
+def _fifo_end_nobody_uses():
+    def unused():
+        f = ir.ObjectFifo(TY, name="x")
+        ir.Worker(None, [f.prod()], tile=ir.Tile(0, 2))
+        f.cons()  # a consumer handle that no worker, link or runtime takes
+
+    _program(extra=unused)
+
+
 RULES = [
     (_buffer_type_missing, ValueError, "aie.iron.Buffer.__init__", "Must provide either type"),
     (_fifo_depth_zero, ValueError, "aie.iron.ObjectFifo.__init__", "Default ObjectFifo depth must be > 0"),
@@ -236,6 +316,18 @@ RULES = [
     (_fill_tap_and_sizes, ValueError, "aie.iron.runtime.dmatask.DMATask.__init__", "DMATask: tap and sizes"),
     (_group_left_open, ir.IronRuntimeError, "aie.iron.Runtime", "Failed to close task groups"),
     (_mixed_groups, ir.IronRuntimeError, "aie.iron.Runtime", "Mixing explicit task groups"),
+    (_dims_from_stream_on_prod, ValueError, "aie.iron.ObjectFifoHandle.__init__", "Can only specify dims_from_stream"),
+    (_unknown_dtype, ValueError, "aie.iron.dtype.str_to_dtype", "Unrecognized dtype"),
+    (_acquire_outside_a_worker, ValueError, None, "acquire() on x outside the core function"),
+    (_range_of_a_float, ValueError, None, "range_ takes"),
+    (_kernel_operand_of_another_type, ValueError, None, "'func.call' op operand type mismatch: expected memref"),
+    (_fill_into_a_finished_group, ir.IronRuntimeError, None, "fill() of x in TaskGroup(0), which is not an open"),
+    (_finish_twice, ir.IronRuntimeError, None, "Task group 0 is not open"),
+    (_handle_not_given_to_the_runtime, ValueError, None, "the handle was not given to Runtime"),
+    (_worker_outside_the_device, ValueError, None, "is outside npu1"),
+    (_two_workers_on_one_tile, ValueError, None, "two Workers on one core tile"),
+    (_link_on_a_core_row, ValueError, None, "Expected a MemTile tile, but got tile_type=CoreTile"),
+    (_fifo_end_nobody_uses, ValueError, "aie.iron.ObjectFifo.tiles", "Cons endpoint not set"),
 ]
 
 
@@ -353,3 +445,20 @@ def test_defect_3_buffers_made_while_tracing_are_never_placed(monkeypatch):
     monkeypatch.setattr(iron_mod._Lowering, "worker", late_buffers)
     with pytest.raises(ValueError, match=r"Cannot resolve buffer until it has been placed \(C_acc_0_0_late\)"):
         lower(build_design(ATB), api).resolve_program()
+
+
+def test_shim_handles_must_reach_the_runtime_through_its_arguments(monkeypatch):
+    """1.4.3 binds a shim end when its handle is given to Runtime(seq_fn, fn_args) and resolves the
+    fifos before the body runs: a lowering that lets the body reach the handles by closure fails."""
+    api, _ = ir.api()
+    design = build_design(small("npu2", "i8", "i16"))
+    real = ir.Runtime.__init__
+
+    def without_handles(self, seq_fn, fn_args=None, *, strict_task_groups=True):
+        n_tensors = len(design.tensors)
+        handles = list(fn_args[n_tensors:])
+        real(self, lambda *a: seq_fn(*a, *handles), fn_args[:n_tensors], strict_task_groups=strict_task_groups)
+
+    monkeypatch.setattr(ir.Runtime, "__init__", without_handles)
+    with pytest.raises(ValueError, match=r"(Prod|Cons) endpoint not set for [ABC]_L[23]L[23]_0"):
+        lower(design, api).resolve_program()

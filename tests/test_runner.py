@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 
@@ -9,7 +10,7 @@ import numpy as np
 import pytest
 
 from gemm_gen.backends import runner, toolchain
-from gemm_gen.backends.build import artifacts
+from gemm_gen.backends.build import artifacts, build_stamp
 from gemm_gen.cli import main
 from gemm_gen.design import build_design
 from gemm_gen.errors import ToolchainMissing
@@ -23,10 +24,12 @@ SMALL = ["--dev", "npu1", "-M", "128", "-K", "64", "-N", "128", "-m", "16", "-k"
 
 def prebuilt(c, tmp_path, words=37):
     """Stand-in build artifacts: an xclbin file and an instruction stream of `words` words."""
-    art = artifacts(build_design(c), tmp_path / "build")
+    design = build_design(c)
+    art = artifacts(design, tmp_path / "build")
     art.build_dir.mkdir(parents=True, exist_ok=True)
     art.xclbin.write_bytes(b"xclbin")
     np.arange(words, dtype=np.uint32).tofile(art.insts)
+    art.stamp.write_text(json.dumps(build_stamp(design)))
     return art
 
 
@@ -132,3 +135,62 @@ def test_the_pyxrt_standin_refuses(breaks, exc, text):
     xrt, dev, kernel = _session()
     with pytest.raises(exc, match=text):
         breaks(xrt, dev, kernel)
+
+
+def test_run_on_the_other_npu_family_is_one_line(tmp_path, capsys, monkeypatch):
+    from gemm_gen.cli import parser
+    from gemm_gen.cliargs import config_from_args
+
+    monkeypatch.chdir(tmp_path)
+    c = config_from_args(parser().parse_args(["run", *SMALL]))  # an npu1 design
+    prebuilt(c, tmp_path)
+    monkeypatch.setattr(toolchain, "pyxrt", lambda: FakeXrt(c, device_name="RyzenAI-npu4"))
+    assert main(["run", *SMALL]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "this machine's NPU (RyzenAI-npu4) is an npu2; the design is for an npu1" in err
+
+
+@pytest.mark.parametrize("step", ["hw_context", "wait"])
+def test_xrt_failures_are_one_line(tmp_path, capsys, monkeypatch, step):
+    """XRT raises RuntimeError when it refuses an xclbin or a run fails: one line naming the step."""
+    from gemm_gen.cli import parser
+    from gemm_gen.cliargs import config_from_args
+
+    monkeypatch.chdir(tmp_path)
+    c = config_from_args(parser().parse_args(["run", *SMALL]))
+    prebuilt(c, tmp_path)
+    xrt = FakeXrt(c)
+
+    def refuse(*_a, **_k):
+        raise RuntimeError("DRM_IOCTL_AMDXDNA_CREATE_HWCTX IOCTL failed (err=-22): Invalid argument")
+
+    if step == "hw_context":
+        monkeypatch.setattr(xrt, "hw_context", refuse)
+    else:
+        real = xrt.kernel
+        monkeypatch.setattr(xrt, "kernel", lambda *a: type("K", (), {
+            "group_id": real(*a).group_id,
+            "__call__": lambda self, *args: type("Run", (), {"wait": lambda self: refuse()})()})())
+    monkeypatch.setattr(toolchain, "pyxrt", lambda: xrt)
+    assert main(["run", *SMALL]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "XRT could not" in err and "Invalid argument" in err
+
+
+@pytest.mark.parametrize("skip", ["to_device", "from_device"])
+def test_a_missing_sync_gives_wrong_results(tmp_path, monkeypatch, skip):
+    """The NPU sees only what was synced to it, the host only what was synced back: a runner that
+    skipped either would report errors, not pass."""
+    c = small("npu1", "i8", "i16")
+    xrt = FakeXrt(c)
+    real_bo = xrt.bo
+
+    class Lazy(real_bo):  # noqa: N801 - a bo whose sync in one direction does nothing
+        def sync(self, direction, *rest):
+            if direction.name.lower().endswith(skip):
+                return
+            super().sync(direction, *rest)
+
+    monkeypatch.setattr(xrt, "bo", Lazy)
+    result = runner.run_design(c, prebuilt(c, tmp_path), iters=1, warmup=0, xrt=xrt)
+    assert not result.passed

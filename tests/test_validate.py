@@ -15,6 +15,7 @@ from gemm_gen.backends import doctor, validate
 from gemm_gen.backends.build import artifacts
 from gemm_gen.cli import main
 from gemm_gen.design import build_design
+from gemm_gen.errors import ToolchainMissing
 from gemm_gen.model import measured
 from gemm_gen.model.params import load
 
@@ -30,6 +31,12 @@ def npu_laptop(tmp_path, monkeypatch, laptop):  # noqa: F811
 
     _fake_tools(tmp_path, monkeypatch)
     monkeypatch.setattr(toolchain, "peano_dir", lambda: tmp_path / "peano")
+    monkeypatch.setattr(toolchain, "aiecc", lambda: str(tmp_path / "bin" / "aiecc"))
+
+    def no_chess():
+        raise ToolchainMissing("xchesscc is not on PATH", "install it")
+
+    monkeypatch.setattr(toolchain, "xchesscc", no_chess)
     monkeypatch.chdir(tmp_path)
 
     def fake(dev_name):

@@ -9,6 +9,7 @@ step succeeded, so a failure never leaves partial artifacts.
 
 from __future__ import annotations
 
+import json
 import re
 import shlex
 import shutil
@@ -49,6 +50,11 @@ class Artifacts:
     @property
     def insts(self) -> Path:
         return self.build_dir / f"insts_{self.suffix}.bin"
+
+    @property
+    def stamp(self) -> Path:
+        """What the xclbin was built from (build_stamp)."""
+        return self.build_dir / f"build_{self.suffix}.json"
 
     @property
     def kernel_obj_path(self) -> Path:
@@ -127,10 +133,46 @@ def plan_build(design: Design, tc: Toolchain, build_dir: Path, gen_args: list[st
     return art, steps
 
 
+def build_stamp(design: Design) -> dict[str, object]:
+    """What an xclbin was built from: the design, the kernel source, gemm_gen and the installed
+    toolchain. A build whose stamp differs is stale and is rebuilt."""
+    import hashlib
+    import importlib.metadata
+
+    from .. import __version__
+    from ..design.serialize import dumps
+    from ..kernels import render_kernel
+
+    def version(dist: str) -> str | None:
+        try:
+            return importlib.metadata.version(dist)
+        except importlib.metadata.PackageNotFoundError:
+            return None
+
+    def sha(text: str) -> str:
+        return hashlib.sha256(text.encode()).hexdigest()
+
+    return {"design": sha(dumps(design)), "kernel": sha(render_kernel(design.kernels[0].build)),
+            "gemm_gen": __version__, "mlir_aie": version("mlir_aie"), "llvm_aie": version("llvm-aie"),
+            "compiler": design.config.compiler}
+
+
+def is_current(art: Artifacts, design: Design) -> bool:
+    """The artifacts exist and were built from this design with this gemm_gen and toolchain."""
+    try:
+        stamp = json.loads(art.stamp.read_text())
+    except (OSError, ValueError):
+        return False
+    return art.complete() and stamp == build_stamp(design)
+
+
 def run_build(design: Design, build_dir: Path, gen_args: list[str], verbose: bool = False) -> Artifacts:
     """Find the tools (or fail before writing anything), then run every step in a scratch directory.
 
-    The kernel compiler is the design's (GemmConfig.compiler: peano, or chess)."""
+    The kernel compiler is the design's (GemmConfig.compiler: peano, or chess). On success the
+    artifacts move into build_dir with their stamp; on a failed step the scratch directory is kept as
+    build_dir/failed_<suffix>/ with build.log (every command and its whole output), and no artifact
+    is left under its final name."""
     from ..kernels import render_kernel
     from .iron import iron_api, to_mlir
 
@@ -138,12 +180,14 @@ def run_build(design: Design, build_dir: Path, gen_args: list[str], verbose: boo
     api = iron_api()  # mlir-aie missing: fail before anything is written
     build_dir.mkdir(parents=True, exist_ok=True)
     scratch = Path(tempfile.mkdtemp(prefix=".build-", dir=build_dir))
+    log: list[str] = []
+    art, steps = plan_build(design, tc, scratch, gen_args)
     try:
-        art, steps = plan_build(design, tc, scratch, gen_args)
         kernel = design.kernels[0].build
         for step in steps:
+            log.append(f"# {step.what}\n{step.shell()}")
             if verbose:
-                print(f"# {step.what}\n{step.shell()}", flush=True)
+                print(log[-1], flush=True)
             if step.action == "render":
                 write_atomic(scratch / art.kernel_source, render_kernel(kernel))
             elif step.action == "mlir":
@@ -154,13 +198,28 @@ def run_build(design: Design, build_dir: Path, gen_args: list[str], verbose: boo
                 except OSError as e:
                     raise BuildError(f"{step.what} could not start {step.argv[0]} ({e.strerror})",
                                      "check the toolchain with `gemm-gen doctor`") from None
+                output = (done.stdout + done.stderr).rstrip()
+                log.append(output + f"\n# exit {done.returncode}")
+                if verbose and output:
+                    print(output, flush=True)
                 if done.returncode:
                     tail = (done.stderr or done.stdout).strip().splitlines()[-1:] or ["(no output)"]
+                    kept = _keep_failed(scratch, build_dir, art.suffix, log)
                     raise BuildError(f"{step.what} failed (exit {done.returncode}): {tail[0]}",
-                                     f"rerun with -v to see the command: {shlex.join(step.argv)}")
+                                     f"its whole output and the build's files are in {kept}/ (build.log)")
         final = Artifacts(build_dir, art.suffix, art.kernel_source, art.kernel_object)
         for name in (art.kernel_source, art.kernel_object, art.mlir.name, art.xclbin.name, art.insts.name):
             (scratch / name).replace(build_dir / name)
+        write_atomic(final.stamp, json.dumps(build_stamp(design), indent=1) + "\n")
         return final
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _keep_failed(scratch: Path, build_dir: Path, suffix: str, log: list[str]) -> Path:
+    """The failed build's scratch directory, kept for diagnosis as build_dir/failed_<suffix>."""
+    (scratch / "build.log").write_text("\n".join(log) + "\n")
+    kept = build_dir / f"failed_{suffix}"
+    shutil.rmtree(kept, ignore_errors=True)
+    scratch.rename(kept)
+    return kept

@@ -62,13 +62,13 @@ def cmd_build(a: argparse.Namespace) -> int:
 
 
 def cmd_run(a: argparse.Namespace) -> int:
-    from .build import artifacts, run_build
+    from .build import artifacts, is_current, run_build
     from .runner import run_design
 
     design = build_design(config_from_args(a))
     xrt = toolchain.pyxrt()  # no XRT: one sentence and exit 2, before building anything
     art = artifacts(design, Path(a.build_dir))
-    if not art.complete():
+    if not is_current(art, design):
         art = run_build(design, Path(a.build_dir), config_args(design.config), verbose=a.verbose)
     result = run_design(design.config, art, a.iters, a.warmup, a.seed, xrt)
     if a.json:

@@ -51,6 +51,13 @@ def _which(name: str) -> str | None:
     return shutil.which(name)
 
 
+def _tool(finder: Any) -> str | None:
+    try:
+        return str(finder())
+    except ToolchainMissing:
+        return None
+
+
 def xrt_smi() -> dict[str, str]:
     """XRT version, amdxdna driver, firmware and NPU names from `xrt-smi examine` ({} without it)."""
     exe = _which("xrt-smi")
@@ -115,9 +122,9 @@ def checks() -> list[Check]:
             ok, detail = False, str(e).split(";")[0]
     out.append(Check(pins.MLIR_AIE.tool, f"{pins.MLIR_AIE_RELEASE} ({pins.MLIR_AIE_COMMIT[:8]})", mlir, ok, True,
                      detail, pins.MLIR_AIE.install))
-    aiecc = _which("aiecc")
+    aiecc = _tool(toolchain.aiecc)
     out.append(Check("aiecc (mlir-aie's driver)", f"from mlir-aie {pins.MLIR_AIE_RELEASE}", aiecc, aiecc is not None,
-                     True, "on PATH" if aiecc else "not on PATH", pins.MLIR_AIE.install))
+                     True, "found" if aiecc else "not in mlir-aie's bin directory nor on PATH", pins.MLIR_AIE.install))
     peano = _dist_version("llvm-aie")
     try:
         where, found = f"clang++ in {toolchain.peano_dir()}/bin", True
@@ -144,9 +151,10 @@ def checks() -> list[Check]:
     family = npu_family(name) if name else None
     out.append(Check("NPU", "npu1 (Phoenix/Hawk Point) or npu2 (Strix/Krackan)", name, family is not None, True,
                      f"a {family} device" if family else "no NPU visible to XRT", pins.XRT.install))
-    chess = _which("xchesscc")
+    chess = _tool(toolchain.xchesscc)
     out.append(Check(pins.CHESS.tool, pins.CHESS.version, chess, chess is not None, False,
-                     "on PATH" if chess else "not on PATH", pins.CHESS.install))
+                     "xchesscc_wrapper and xchesscc found" if chess else "xchesscc_wrapper or xchesscc not found",
+                     pins.CHESS.install))
     return out
 
 

@@ -96,6 +96,15 @@ def _first(*candidates: tuple[str, str]) -> Any:
                            pins.MLIR_AIE.install)
 
 
+def _block_types() -> dict[str, Any]:
+    """bfp16's IRON element type where this mlir-aie has it (the 2026 block-datatype examples import
+    it from aie.dialects.aiex); without it only bfp16 designs stop, when they are lowered."""
+    try:
+        return {"bfp16": _first(("aie.dialects.aiex", "v8bfp16ebs8"), ("aie.helpers.util", "v8bfp16ebs8"))}
+    except ToolchainMissing:
+        return {}
+
+
 def iron_api() -> IronApi:
     """mlir-aie's IRON, checked against the pinned release; ToolchainMissing in one sentence otherwise."""
     iron = import_module("aie.iron", "mlir-aie's IRON API", pins.MLIR_AIE.install)
@@ -110,7 +119,7 @@ def iron_api() -> IronApi:
         iron.Program, device.Tile, {ours: _first(("aie.iron.device", cls)) for ours, cls in devices.items()},
         _first(("aie.iron.controlflow", "range_")), _first(("aie.helpers.taplib", "TensorAccessPattern")),
         _first(("aie.iron.dtype", "str_to_dtype"), ("aie.iron", "str_to_dtype")),
-        {"bfp16": _first(("aie.dialects.aiex", "v8bfp16ebs8"), ("aie.helpers.util", "v8bfp16ebs8"))},
+        _block_types(),
     )
     api.check()
     return api
@@ -140,6 +149,9 @@ class _Lowering:
         block-datatype designs type theirs (the DMAs address it linearly either way)."""
         t = dtype(name)
         if t.is_block:
+            if t.name not in self.api.block_types:
+                raise ToolchainMissing(f"this mlir-aie has no {t.name} element type (v8bfp16ebs8 in aie.dialects.aiex "
+                                       f"or aie.helpers.util)", pins.MLIR_AIE.install)
             n = 1
             for d in shape:
                 n *= d
@@ -320,15 +332,15 @@ def to_mlir(design: Design, api: IronApi | None = None) -> str:
     except ToolchainMissing:
         raise
     except Exception as e:  # noqa: BLE001 - IRON's refusals (ValueError, IronRuntimeError...): our defect, not the input's
-        raise BuildError(f"mlir-aie refused the lowered program: {str(e).splitlines()[0]}",
-                         "report the design (gemm-gen generate) as a bug") from None
+        raise BuildError(f"mlir-aie refused the lowered program: {type(e).__name__}: {str(e).splitlines()[0]}",
+                         "report the design (gemm-gen generate) as a bug; GEMM_GEN_DEBUG=1 shows where") from e
     operation = getattr(module, "operation", None)
     if operation is not None:
         try:
             ok = operation.verify()
         except Exception as e:  # noqa: BLE001 - MLIRError carries the diagnostics
             raise BuildError(f"the lowered MLIR does not verify: {str(e).splitlines()[0]}",
-                             "report the design (gemm-gen generate) as a bug") from None
+                             "report the design (gemm-gen generate) as a bug; GEMM_GEN_DEBUG=1 shows where") from e
         if ok is False:
             raise BuildError("the lowered MLIR does not verify", "report the design (gemm-gen generate) as a bug")
     return str(module)

@@ -17,12 +17,13 @@ from typing import Any
 import numpy as np
 
 from ..config import GemmConfig
-from ..errors import ToolchainMissing
+from ..errors import BuildError, ConfigError, ToolchainMissing
 from ..hostdata import host_values, output_bytes, output_values, pad_inputs
 from ..inputs import make_inputs
 from ..numerics import reference, truth
 from . import toolchain
 from .build import Artifacts
+from .doctor import npu_family
 
 OPCODE = 3  # the NPU's "run the instruction sequence" opcode
 UNSECURE_XCLBIN = "XRT_HACK_UNSECURE_LOADING_XCLBIN"
@@ -75,9 +76,13 @@ class RunResult:
 
 
 class NpuSession:
-    """A loaded xclbin with its buffers, ready to run the instruction sequence again and again."""
+    """A loaded xclbin with its buffers, ready to run the instruction sequence again and again.
 
-    def __init__(self, xrt: ModuleType, art: Artifacts, a: np.ndarray, b: np.ndarray, c_bytes: int) -> None:
+    XRT reports its failures as RuntimeError (a refused xclbin, no hardware context, a kernel that
+    does not complete): each becomes one line, BuildError (exit 1), naming the step."""
+
+    def __init__(self, xrt: ModuleType, art: Artifacts, a: np.ndarray, b: np.ndarray, c_bytes: int,
+                 family: str | None = None) -> None:
         # mlir-aie's `make run` exports this so that XRT loads an unsigned xclbin
         os.environ.setdefault(UNSECURE_XCLBIN, "1")
         try:
@@ -85,14 +90,19 @@ class NpuSession:
         except Exception as e:  # no /dev/accel: XRT raises RuntimeError
             raise ToolchainMissing(f"no NPU device is available to XRT ({e})", toolchain.XRT_INSTALL) from None
         self.xrt = xrt
-        xclbin = xrt.xclbin(str(art.xclbin))
+        name = _xrt(lambda: str(self.device.get_info(xrt.xrt_info_device.name)), "read the NPU's name")
+        found = npu_family(name)
+        if family is not None and found is not None and found != family:
+            raise ConfigError(f"this machine's NPU ({name}) is an {found}; the design is for an {family}",
+                              f"use --dev {found} (DEVICE={found})")
+        xclbin = _xrt(lambda: xrt.xclbin(str(art.xclbin)), f"load {art.xclbin}")
         names = [k.get_name() for k in xclbin.get_kernels()]
-        name = next((n for n in names if n.startswith("MLIR_AIE")), names[0] if names else None)
-        if name is None:
+        kernel = next((n for n in names if n.startswith("MLIR_AIE")), names[0] if names else None)
+        if kernel is None:
             raise ToolchainMissing(f"{art.xclbin} holds no kernel", "rebuild it with `gemm-gen build`")
-        self.device.register_xclbin(xclbin)
-        self.context = xrt.hw_context(self.device, xclbin.get_uuid())
-        self.kernel = xrt.kernel(self.context, name)
+        _xrt(lambda: self.device.register_xclbin(xclbin), f"register {art.xclbin} with the NPU")
+        self.context = _xrt(lambda: xrt.hw_context(self.device, xclbin.get_uuid()), "create a hardware context")
+        self.kernel = _xrt(lambda: xrt.kernel(self.context, kernel), f"open kernel {kernel}")
         self.insts = np.fromfile(art.insts, dtype=np.uint32)
         self.bo_instr = self._bo(self.insts, xrt.bo.cacheable, GROUP_INSTR)
         self.bo_a = self._bo(a, xrt.bo.host_only, GROUP_A)
@@ -109,16 +119,27 @@ class NpuSession:
     def run(self) -> float:
         """One launch; microseconds from the call to its completion (as test.cpp times it)."""
         start = time.perf_counter()
-        handle = self.kernel(OPCODE, self.bo_instr, self.insts.size, self.bo_a, self.bo_b, self.bo_c)
-        state = handle.wait()
+        handle = _xrt(lambda: self.kernel(OPCODE, self.bo_instr, self.insts.size, self.bo_a, self.bo_b, self.bo_c),
+                      "start the kernel")
+        state = _xrt(lambda: handle.wait(), "wait for the kernel")
         elapsed = (time.perf_counter() - start) * 1e6
         if state != self.xrt.ert_cmd_state.ERT_CMD_STATE_COMPLETED:
-            raise RuntimeError(f"the NPU kernel ended in state {state}")
+            raise BuildError(f"the NPU kernel ended in state {getattr(state, 'name', state)}",
+                             "check `xrt-smi examine` and dmesg; rebuild with `gemm-gen build -v`")
         return elapsed
 
     def output(self) -> np.ndarray:
         self.bo_c.sync(self.xrt.xclBOSyncDirection.XCL_BO_SYNC_BO_FROM_DEVICE)
         return np.frombuffer(self.bo_c.map(), dtype=np.uint8).copy()
+
+
+def _xrt(call: Any, what: str) -> Any:
+    """One XRT call; its RuntimeError as one line naming the step."""
+    try:
+        return call()
+    except RuntimeError as e:
+        raise BuildError(f"XRT could not {what}: {str(e).splitlines()[0] if str(e) else type(e).__name__}",
+                         "check `xrt-smi examine`, the driver and the xclbin (GEMM_GEN_DEBUG=1 shows where)") from e
 
 
 def check(c: GemmConfig, got: np.ndarray, a: np.ndarray, b: np.ndarray,
@@ -153,7 +174,7 @@ def run_design(c: GemmConfig, art: Artifacts, iters: int = 10, warmup: int = 1, 
     xrt = xrt or toolchain.pyxrt()
     a, b = make_inputs(c.M, c.K, c.N, c.t_in, c.t_out, seed, c.t_b)
     a_pad, b_pad = pad_inputs(c, a, b)
-    session = NpuSession(xrt, art, a_pad, b_pad, output_bytes(c))
+    session = NpuSession(xrt, art, a_pad, b_pad, output_bytes(c), c.device)
     for _ in range(warmup):
         session.run()
     times = [session.run() for _ in range(max(iters, 1))]
@@ -167,12 +188,12 @@ def measure(c: GemmConfig, iters: int = 10, warmup: int = 1, build_dir: str = "b
     from pathlib import Path
 
     from ..design import build_design
-    from .build import artifacts, run_build
+    from .build import artifacts, is_current, run_build
 
     design = build_design(c)
     xrt = toolchain.pyxrt()  # before building: no XRT, no point
     art = artifacts(design, Path(build_dir))
-    if not art.complete():
+    if not is_current(art, design):
         art = run_build(design, Path(build_dir), gen_args=[])
     result = run_design(c, art, iters, warmup, xrt=xrt)
     return sum(result.times_us) / len(result.times_us) / 1e6

@@ -10,6 +10,7 @@ import importlib
 import importlib.metadata
 import os
 import shutil
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -35,13 +36,36 @@ def mlir_aie_dir() -> Path:
     if os.environ.get("MLIR_AIE_DIR"):
         return Path(os.environ["MLIR_AIE_DIR"])
     config = import_module("aie.utils.config", "mlir-aie", MLIR_AIE_INSTALL)
-    return Path(config.root_path())
+    try:
+        return Path(config.root_path())
+    except Exception as e:  # noqa: BLE001 - a broken install: one sentence, not a traceback
+        raise ToolchainMissing(f"mlir-aie is installed but cannot say where (aie.utils.config.root_path(): {e})",
+                               MLIR_AIE_INSTALL) from None
+
+
+def mlir_aie_tool(name: str) -> str | None:
+    """A tool the mlir-aie wheel ships, found as mlir-aie finds it: <install root>/bin (the wheel's
+    site-packages/mlir_aie/bin, which its utils/env_setup.sh puts on PATH), next to this Python (a
+    venv's console scripts), then PATH."""
+    roots: list[Path] = []
+    try:
+        roots.append(mlir_aie_dir() / "bin")
+    except ToolchainMissing:
+        pass
+    roots.append(Path(sys.executable).parent)
+    for root in roots:
+        if (root / name).is_file() and os.access(root / name, os.X_OK):
+            return str(root / name)
+    return shutil.which(name)
 
 
 def aiecc() -> str:
-    found = shutil.which("aiecc")  # mlir-aie 1.4.x's C++ compiler driver (the wheel puts it on PATH)
+    """mlir-aie 1.4.x's C++ compiler driver: AIECC_PATH (mlir-aie's own override), else where the
+    wheel keeps it."""
+    found = os.environ.get("AIECC_PATH") or mlir_aie_tool("aiecc")
     if not found:
-        raise ToolchainMissing("aiecc (mlir-aie's compiler driver) is not on PATH", MLIR_AIE_INSTALL)
+        raise ToolchainMissing("aiecc (mlir-aie's compiler driver) is neither in mlir-aie's bin directory nor on "
+                               "PATH", MLIR_AIE_INSTALL)
     return found
 
 
@@ -78,9 +102,10 @@ CHESS_INSTALL = "install Vitis AIE Essentials with its license (xchesscc on PATH
 
 def xchesscc() -> str:
     """mlir-aie's xchesscc_wrapper; it calls the real xchesscc, which must be on PATH too."""
-    wrapper = shutil.which("xchesscc_wrapper")
+    wrapper = mlir_aie_tool("xchesscc_wrapper")
     if not wrapper:
-        raise ToolchainMissing("xchesscc_wrapper (mlir-aie's chess wrapper) is not on PATH", MLIR_AIE_INSTALL)
+        raise ToolchainMissing("xchesscc_wrapper (mlir-aie's chess wrapper) is neither in mlir-aie's bin directory "
+                               "nor on PATH", MLIR_AIE_INSTALL)
     if not shutil.which("xchesscc"):
         raise ToolchainMissing("xchesscc (the chess compiler) is not on PATH", CHESS_INSTALL)
     return wrapper

@@ -84,7 +84,7 @@ def run_item(item: SweepItem, build_dir: Path, iters: int, warmup: int, xrt: Any
     from ..cliargs import config_args
     from ..design import build_design
     from ..model.predict import predict
-    from .build import artifacts, run_build
+    from .build import artifacts, is_current, run_build
     from .runner import run_design
 
     record: dict[str, Any] = {"name": item.name, "role": item.role, "source": item.source}
@@ -97,7 +97,7 @@ def run_item(item: SweepItem, build_dir: Path, iters: int, warmup: int, xrt: Any
     try:
         design = build_design(c)
         art = artifacts(design, build_dir)
-        if not art.complete():
+        if not is_current(art, design):
             art = run_build(design, build_dir, config_args(c))
         result = run_design(c, art, iters, warmup, xrt=xrt)
     except GemmGenError as e:
@@ -118,7 +118,8 @@ def run_sweep(dev_name: str, build_dir: Path, iters: int = 10, warmup: int = 1, 
 
     xrt = xrt or toolchain.pyxrt()
     env = doctor.environment()
-    items = [i for i in sweep(dev_name, doctor._which("xchesscc") is not None) if only in ("all", i.role)]
+    chess = doctor._tool(toolchain.xchesscc) is not None  # the wrapper and the compiler itself
+    items = [i for i in sweep(dev_name, chess) if only in ("all", i.role)]
     records = []
     bar = tqdm(items, desc=f"validate {dev_name}", unit="design", file=sys.stderr, disable=not progress)
     for item in bar:
