@@ -176,6 +176,16 @@ class Recorder:
 REC = Recorder()
 
 
+def _int_at_least(value: Any, label: str, minimum: int) -> None:
+    """IRON's check of an optional integer option (Buffer address/mem_bank, Worker stack/data size)."""
+    if value is None:
+        return
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise ValueError(f"{label} must be an int, but got {value.__class__.__name__}")
+    if value < minimum:
+        raise ValueError(f"{label} must be >= {minimum}, but got {value}")
+
+
 # ---- buffers ----------------------------------------------------------------------------------
 class Buffer:
     _index = itertools.count()
@@ -184,16 +194,8 @@ class Buffer:
                  address=None, mem_bank=None):
         if type is None and initial_value is None:
             raise ValueError("Must provide either type, initial value, or both.")
-        if address is not None:
-            if not isinstance(address, int) or isinstance(address, bool):
-                raise ValueError(f"Buffer address must be an int, but got {address.__class__.__name__}")
-            if address < 0:
-                raise ValueError(f"Buffer address must be >= 0, but got {address}")
-        if mem_bank is not None:
-            if not isinstance(mem_bank, int) or isinstance(mem_bank, bool):
-                raise ValueError(f"Buffer mem_bank must be an int, but got {mem_bank.__class__.__name__}")
-            if mem_bank < 0:
-                raise ValueError(f"Buffer mem_bank must be >= 0, but got {mem_bank}")
+        _int_at_least(address, "Buffer address", 0)
+        _int_at_least(mem_bank, "Buffer mem_bank", 0)
         if type is None:
             type = np.ndarray[initial_value.shape, np.dtype[initial_value.dtype.type]]  # noqa: A001
         self.type = type
@@ -464,16 +466,8 @@ class Worker:
             tile = AnyComputeTile
         if tile.tile_type is not None and tile.tile_type != "CoreTile":
             raise ValueError(f"Worker requires a compute tile, but got tile_type={tile.tile_type}")
-        if stack_size is not None:
-            if not isinstance(stack_size, int) or isinstance(stack_size, bool):
-                raise ValueError(f"Worker stack_size must be an int, but got {type(stack_size).__name__}")
-            if stack_size < 1:
-                raise ValueError(f"Worker stack_size must be >= 1, but got {stack_size}")
-        if data_size is not None:
-            if not isinstance(data_size, int) or isinstance(data_size, bool):
-                raise ValueError(f"Worker data_size must be an int, but got {type(data_size).__name__}")
-            if data_size < 0:
-                raise ValueError(f"Worker data_size must be >= 0, but got {data_size}")
+        _int_at_least(stack_size, "Worker stack_size", 1)
+        _int_at_least(data_size, "Worker data_size", 0)
         self.tile = _typed(tile, "CoreTile") if tile is not AnyComputeTile else Tile(tile_type="CoreTile")
         self.core_fn, self.fn_args = core_fn, list(fn_args or [])
         self.stack_size, self.while_true = stack_size, while_true
