@@ -117,12 +117,12 @@ def config_from_args(a: argparse.Namespace) -> GemmConfig:
     config = base_config(a, m, k, n, k_mt)
     from .model.tune import tuned_b_pack, tuned_config, tuned_k_mt
 
-    if tuned:
+    if a.b_pack is None and config.t_b.is_block:  # the packing of a bfp16 B is the model's choice too
+        config = tuned_b_pack(config, tuned, a.k_mt, a.rho)
+    elif tuned:
         config = tuned_config(config, a.k_mt, a.rho)
     elif a.k_mt is None:
         config = tuned_k_mt(config)
-    if a.b_pack is None:
-        config = tuned_b_pack(config, tuned, a.k_mt, a.rho)
     return config
 
 

@@ -415,8 +415,6 @@ def tuned_b_pack(config: GemmConfig, tiles_tuned: bool, k_mt: int | None = None,
     ones (and each packing's best k_mt)."""
     from dataclasses import replace
 
-    if not config.t_b.is_block:
-        return config
     best: tuple[float, GemmConfig] | None = None
     for pack in B_PACKS:
         base = replace(config, b_pack=pack)

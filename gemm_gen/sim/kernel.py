@@ -253,16 +253,14 @@ class KernelEmulator:
         kk, nn = b_unit_coords(self.c, unit)
         return kk * q, nn * q
 
-    def _unit_pos(self, name: str, word: int) -> int:
-        """Source element offset of a tile's first word (units scaled to elements)."""
-        g = self.grids[name]
+    def _a_pos(self, word: int) -> int:
+        """Element offset in A (Mp x Kp, row-major) of a tile's first word."""
+        g = self.grids["A"]
         q = g.unit.tile_rows
         if q == 1:
             return word * g.unit.per_word
-        unit = word // (g.unit.unit_bytes // 4)
-        width = g.Kp if name == "A" or (name == "B" and self.c.b_col_maj) else g.Np
-        r, cc = divmod(unit, width)
-        return (r * q) * (width * q) + cc * q
+        r, cc = divmod(word // (g.unit.unit_bytes // 4), g.Kp)
+        return (r * q) * (g.Kp * q) + cc * q
 
     def matmul(self, tile: TileRef, a_cells: np.ndarray, b_cells: np.ndarray, c_cells: np.ndarray,
                c_slice: int = 0, acc_cells: np.ndarray | None = None) -> None:
@@ -277,7 +275,7 @@ class KernelEmulator:
         b_word = self.b_view.base_word(b_cells)
         if b_word is None:
             self._explain(tile, n_call, "B", b_cells, w.TAG_B, self.b_view, self.b_off)
-        row0, a_k0 = divmod(self._unit_pos("A", a_word), c.Kp)
+        row0, a_k0 = divmod(self._a_pos(a_word), c.Kp)
         b_k0, col0 = self._b_origin(b_word)
         where = f"{tile} matmul call {n_call}"
         if a_k0 != b_k0:
