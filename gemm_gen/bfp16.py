@@ -50,6 +50,20 @@ def encode(x: np.ndarray, rounding: Rounding = Rounding.FLOOR) -> tuple[np.ndarr
     return E.astype(np.uint8), q.astype(np.int8)
 
 
+def clamped_blocks(x: np.ndarray, axis: int = -1, rounding: Rounding = Rounding.FLOOR) -> int:
+    """Blocks of 8 along `axis` in which a mantissa rounds past 127 (the largest value's 127.5 and up
+    rounding to 128): encode() clamps it to 127, an assumption (what the core's conversion does
+    there is unpublished). Counted so that a run can say whether it met the case."""
+    moved = np.moveaxis(np.asarray(x, dtype=np.float32), axis, -1)
+    if moved.shape[-1] % BLOCK:
+        moved = np.pad(moved, [(0, 0)] * (moved.ndim - 1) + [(0, -moved.shape[-1] % BLOCK)])
+    E = np.repeat(shared_exponents(moved), BLOCK, axis=-1)
+    exp = (moved.view(np.uint32) >> 23) & 0xFF
+    t = np.where(exp != 0xFF, moved.astype(np.float64), 0.0) * np.exp2((133 - E) - (exp == 0))
+    over = round_real(t, rounding) > 127
+    return int(np.count_nonzero(over.reshape(*over.shape[:-1], -1, BLOCK).any(axis=-1)))
+
+
 def decode(exps: np.ndarray, mants: np.ndarray) -> np.ndarray:
     """fp32 values of encoded blocks: q * 2^(E - 127) / 64."""
     scale = np.exp2(np.asarray(exps, dtype=np.float64) - 127 - MANTISSA_FRAC_BITS)

@@ -14,6 +14,7 @@ from .cliargs import EXIT_FAIL, EXIT_USAGE, Parser, config_from_args, problem_ar
 from .design import build_design
 from .design.serialize import dumps
 from .errors import BuildError, GemmGenError, SimulationError
+from .inputs import INPUT_FAMILIES
 from .plan import plan
 from .report import plan_text, sim_text
 
@@ -47,7 +48,7 @@ def cmd_simulate(a: argparse.Namespace) -> int:
     config = config_from_args(a)
     design = build_design(config)
     try:
-        result = simulate(design, seed=a.seed, progress=not a.json and sys.stderr.isatty())
+        result = simulate(design, seed=a.seed, progress=not a.json and sys.stderr.isatty(), inputs=a.inputs)
     except SimulationError as e:
         if a.json:
             print(json.dumps({"passed": False, "error": str(e), "kind": type(e).__name__}))
@@ -75,6 +76,8 @@ def parser() -> argparse.ArgumentParser:
     sp = sub.add_parser("simulate", help="run the design in the functional simulator and check it")
     problem_args(sp)
     sp.add_argument("--seed", type=int, default=0, help="seed of the test inputs")
+    sp.add_argument("--inputs", choices=INPUT_FAMILIES, default="exact",
+                    help="float inputs: exact (fp32-exact sums, the default) or wide (lossy in bfp16)")
     sp.add_argument("-v", "--verbose", action="store_true", help="list the bytes of every DMA channel")
     sp.set_defaults(func=cmd_simulate)
     for name in COMMAND_MODULES:

@@ -1,9 +1,18 @@
 """Seeded test inputs chosen so that a PASS means something.
 
-bf16: normal values +-(1 + f/128) * 2^e with e in [-4, 0], plus a few exact zeros. Every value is
-a multiple of 2^-11 below 2, so every product is a multiple of 2^-22 below 4, and every partial
-sum (and every bf16 rounding of one) stays a multiple of 2^-22 far below 2^31: all sums are exact
-in fp64 whatever the order, which makes the reference independent of BLAS blocking.
+bf16, "exact" (the default): integers i in [-b, b] times 2^-p, plus a few exact zeros, with
+b = min(127, isqrt((2^24 - 1) / K)) and 2^p the power of two at or below b (values about 1). Every
+product is a multiple of 2^-2p, every sum of up to K of them (and every bf16 rounding of one, and C
+carried between kernel calls) a multiple of 2^-2p below 2^(24-2p): all partial sums are exact in
+fp32 whatever the order, so the NPU's unpublished fp32 accumulation order cannot change a bit, and
+a run on hardware can be checked bit-exact like the simulator. They are exact in bfp16ebs8 too (a
+block's mantissas are i 2^(6 - floor(log2 max|i|)), below 128), so bf16 through the bfp16
+datapath loses nothing and never meets the 127.5 rounding tie at the top of a block.
+
+bf16, "wide": normal values +-(1 + f/128) * 2^e with e in [-4, 0], plus a few exact zeros: every
+value a multiple of 2^-11 below 2, every sum exact in fp64 (not fp32) whatever the order. They
+exercise bfp16 quantization (shared exponents that drop bits) and fp32 ordering; tests that must see
+lossy conversions use them.
 
 integers: uniform values in [-b, b], sparsified when needed, scaled to K and the output type so
 that C stays mostly inside its range (outputs that mostly saturate would prove nothing) and the
@@ -53,6 +62,24 @@ def int_distribution(dtype_in: DType, dtype_out: DType, K: int) -> IntDistributi
     return IntDistribution(bound, density)
 
 
+FP32_SIGNIFICAND = 24
+INPUT_FAMILIES = ("exact", "wide")
+
+
+def exact_bound(K: int) -> int:
+    """The largest integer b such that K products of values in [-b, b] sum below 2^24 (fp32-exact)."""
+    return max(1, min(127, math.isqrt(((1 << FP32_SIGNIFICAND) - 1) // max(K, 1))))
+
+
+def bf16_exact_values(rng: np.random.Generator, shape: tuple[int, ...], K: int) -> np.ndarray:
+    """i 2^-p, i uniform in [-b, b] (b = exact_bound(K)), a few more zeros: fp32-exact sums."""
+    b = exact_bound(K)
+    p = b.bit_length() - 1
+    i = rng.integers(-b, b + 1, size=shape, dtype=np.int64)
+    i *= rng.random(shape) >= ZERO_FRACTION
+    return np.ldexp(i.astype(np.float32), -p).astype(BF16.host)
+
+
 def bf16_values(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
     """+-(1 + f/128) * 2^e, e in [BF16_MIN_EXP, BF16_MAX_EXP], built as bf16 bit patterns.
 
@@ -67,10 +94,13 @@ def bf16_values(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
 
 
 def make_inputs(M: int, K: int, N: int, dtype_in: str | DType, dtype_out: str | DType,
-                seed: int = 0, dtype_b: str | DType | None = None) -> tuple[np.ndarray, np.ndarray]:
+                seed: int = 0, dtype_b: str | DType | None = None, family: str = "exact"
+                ) -> tuple[np.ndarray, np.ndarray]:
     """Logical A (M x K) and B (K x N) in the host types of dtype_in and dtype_b (default dtype_in).
 
-    bfp16 operands get the bf16 values as fp32; the host quantizes them (gemm_gen.hostdata)."""
+    Float inputs come from `family` ("exact": fp32-exact sums, the default; "wide": exact in fp64
+    only, lossy in bfp16). bfp16 operands get the bf16 values as fp32; the host quantizes them
+    (gemm_gen.hostdata)."""
     t_in, t_out = dtype(dtype_in), dtype(dtype_out)
     t_b = dtype(dtype_b) if dtype_b is not None else t_in
     rng = np.random.default_rng(seed)
@@ -78,6 +108,12 @@ def make_inputs(M: int, K: int, N: int, dtype_in: str | DType, dtype_out: str | 
         for t in (t_in, t_b):
             if t not in (BF16, BFP16):
                 raise ValueError(f"no float input generator for {t}")
-        return bf16_values(rng, (M, K)).astype(t_in.host), bf16_values(rng, (K, N)).astype(t_b.host)
+        if family not in INPUT_FAMILIES:
+            raise ValueError(f"unknown input family {family!r}: use one of {INPUT_FAMILIES}")
+
+        def values(shape: tuple[int, int]) -> np.ndarray:
+            return bf16_exact_values(rng, shape, K) if family == "exact" else bf16_values(rng, shape)
+
+        return values((M, K)).astype(t_in.host), values((K, N)).astype(t_b.host)
     dist = int_distribution(t_in, t_out, K)
     return dist.sample(rng, (M, K), t_in.host), dist.sample(rng, (K, N), t_in.host)

@@ -151,6 +151,10 @@ class KernelNumerics:
     bfp16_inputs: bool = False
     dtype_b: DType | None = None  # None: dtype_in
     acc: DType | None = None  # C's type in L1 between calls; None: dtype_out
+    # float accumulation rounded to fp32 after every mac, in K order (one order the hardware may
+    # use; its own is unpublished) instead of the exact sum rounded once: equal for the "exact"
+    # input family (gemm_gen.inputs), and it shows what the order can change for other inputs
+    fp32_per_mac: bool = False
 
     @classmethod
     def of(cls, dtype_in: str, dtype_out: str, **kw: object) -> KernelNumerics:
@@ -207,6 +211,11 @@ class KernelNumerics:
 
     def accumulate_operands(self, c: np.ndarray, a_op: np.ndarray, b_op: np.ndarray) -> np.ndarray:
         """accumulate() on operands already prepared by operand_a / operand_b."""
+        if self.dtype_in.is_float and self.fp32_per_mac:
+            acc = np.asarray(c, dtype=np.float32).copy()
+            for p in range(a_op.shape[1]):  # every product is exact in fp32 (at most 16 significant bits)
+                acc += (a_op[:, p : p + 1] * b_op[p : p + 1, :]).astype(np.float32)
+            return acc.astype(np.float64)
         prod = a_op @ b_op
         if self.dtype_in.is_float:
             prod += np.asarray(c, dtype=np.float64)
@@ -263,6 +272,26 @@ def reference(numerics: KernelNumerics, a: np.ndarray, b: np.ndarray, k: int, k_
     on padding add nothing but still store C, which is not idempotent for a bfp16 C (a block whose
     largest value rounded to mantissa -128 re-encodes one exponent higher), so they are made too.
     """
+    c, acc, n_cols = _calls(numerics, a, b, k, k_padded)
+    if numerics.dtype_out == BFP16:
+        return _bfp16_values(*_encoded(numerics, c, acc))[:, :n_cols]
+    return numerics.finish(c)[:, :n_cols]
+
+
+def reference_bfp16(numerics: KernelNumerics, a: np.ndarray, b: np.ndarray, k: int, k_padded: int = 0
+                    ) -> tuple[np.ndarray, np.ndarray]:
+    """A bfp16 C as the kernel writes it: (exponents, mantissas) in blocks of 8 along N, over the
+    columns padded to whole blocks (re-encoding reference()'s values is not the same: a block that
+    holds -2^e moves to a higher exponent and drops bits of its other values)."""
+    if numerics.dtype_out != BFP16:
+        raise ValueError(f"reference_bfp16 is for a bfp16 C, not {numerics.dtype_out}")
+    c, acc, _ = _calls(numerics, a, b, k, k_padded)
+    return _encoded(numerics, c, acc)
+
+
+def _calls(numerics: KernelNumerics, a: np.ndarray, b: np.ndarray, k: int, k_padded: int
+           ) -> tuple[np.ndarray, np.ndarray, int]:
+    """(C after the last call, the last call's accumulator, N) of the kernel calls over a and b."""
     if k_padded > a.shape[1]:  # the design's extra calls on zero padding: they still requantize a bfp16 C
         a = np.pad(a, ((0, 0), (0, k_padded - a.shape[1])))
         b = np.pad(b, ((0, k_padded - b.shape[0]), (0, 0)))
@@ -272,9 +301,16 @@ def reference(numerics: KernelNumerics, a: np.ndarray, b: np.ndarray, k: int, k_
         # a bfp16 C has blocks of 8 along N: the padding columns (zero) share the last block
         b = np.pad(b, ((0, 0), (0, -n_cols % BFP16.block_elems)))
     c = numerics.zero((m_rows, b.shape[1]))
+    acc = c
     for k0 in range(0, kk, k):
-        c = numerics.call(c, a[:, k0 : k0 + k], b[k0 : k0 + k, :])
-    return numerics.finish(c)[:, :n_cols]
+        acc = numerics.accumulate(c, a[:, k0 : k0 + k], b[k0 : k0 + k, :])
+        c = numerics.store(acc)
+    return c, acc, n_cols
+
+
+def _encoded(numerics: KernelNumerics, c: np.ndarray, acc: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """A bfp16 C's codes: the last call's requantization, or the final conversion of its accumulator."""
+    return numerics.encode_acc(acc) if numerics.t_acc == BFP16 else numerics.encode_out(c)
 
 
 def _bfp16_values(exps: np.ndarray, mants: np.ndarray) -> np.ndarray:

@@ -118,3 +118,18 @@ def test_nine_byte_blocks():
     assert np.array_equal(e2, exps) and np.array_equal(m2, mants)
     with pytest.raises(ValueError, match="whole blocks of 8"):
         encode(as_f32([1.0] * 7))
+
+
+def test_blocks_whose_maximum_rounds_past_127_are_counted():
+    """The largest value of a block is 64..127.99 times its block's scale: 127.5 and up rounds to 128
+    under round-to-nearest, which encode() clamps to 127 (unpublished on the core): counted."""
+    from gemm_gen.bfp16 import clamped_blocks, encode
+
+    top = np.array([[127.75 / 64, 0.5, -1.0, 0.25, 0.0, 0.125, 1.0, 0.75]], dtype=np.float32)
+    ok = np.array([[127.25 / 64, 0.5, -1.0, 0.25, 0.0, 0.125, 1.0, 0.75]], dtype=np.float32)
+    assert clamped_blocks(top, rounding=Rounding.CONV_EVEN) == 1 and encode(top, Rounding.CONV_EVEN)[1][0, 0] == 127
+    assert clamped_blocks(top, rounding=Rounding.FLOOR) == 0  # truncation never rounds up
+    assert clamped_blocks(ok, rounding=Rounding.CONV_EVEN) == 0
+    both = np.concatenate([top, ok], axis=1)
+    assert clamped_blocks(both, rounding=Rounding.CONV_EVEN) == 1
+    assert clamped_blocks(both.T, axis=0, rounding=Rounding.CONV_EVEN) == 1

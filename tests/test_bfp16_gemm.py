@@ -197,20 +197,20 @@ def test_a_tile_in_the_wrong_order_is_a_layout_error():
 
 def test_host_quantization_must_match_the_kernels_operands(monkeypatch):
     """The reference multiplies the host's truncated A and B: rounding them to nearest instead makes
-    the same simulated design fail."""
+    the same simulated design fail (on inputs that bfp16 cannot hold exactly)."""
     c = small(**PRECISIONS["config2"])
     import gemm_gen.sim.run as run
 
     real = run.host_values
 
     def nearest(cfg, a_dram, b_dram):  # the same seed-0 inputs, rounded to nearest instead
-        a, b = make_inputs(cfg.M, cfg.K, cfg.N, cfg.t_in, cfg.t_out, 0, cfg.t_b)
+        a, b = make_inputs(cfg.M, cfg.K, cfg.N, cfg.t_in, cfg.t_out, 0, cfg.t_b, family="wide")
         return bfp16.quantize(a, 1, Rounding.CONV_EVEN), bfp16.quantize(b, 0, Rounding.CONV_EVEN)
 
     monkeypatch.setattr(run, "host_values", nearest)
-    assert not simulate(c).passed
+    assert not simulate(c, inputs="wide").passed
     monkeypatch.setattr(run, "host_values", real)
-    assert simulate(c).passed
+    assert simulate(c, inputs="wide").passed
 
 
 def test_skipping_the_per_call_requantization_fails():

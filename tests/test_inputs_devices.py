@@ -46,8 +46,8 @@ def test_make_inputs_default_seed_is_stable():
 # ---------------------------------------------------------------------------------------------
 # make_inputs: bf16 values
 # ---------------------------------------------------------------------------------------------
-def test_bf16_values_are_normal_with_small_exponents_and_some_zeros():
-    a, b = make_inputs(200, 200, 200, "bf16", "bf16", seed=3)
+def test_wide_bf16_values_are_normal_with_small_exponents_and_some_zeros():
+    a, b = make_inputs(200, 200, 200, "bf16", "bf16", seed=3, family="wide")
     v = np.concatenate([a.ravel(), b.ravel()])
     assert v.dtype == ml_dtypes.bfloat16
     raw = bits16(v).astype(np.int64)
@@ -294,3 +294,42 @@ def test_int_distribution_bound_math():
         want = max((x for x in range(1, 128) if K * x * x <= INT32_MAX), default=1)
         dist = int_distribution(I8, I32, K)
         assert (dist.bound, dist.density) == (want, 1.0), K
+
+
+@pytest.mark.parametrize("K", [8, 600, 4096, 65536])
+def test_exact_bf16_inputs_sum_exactly_in_fp32_in_any_order(K):
+    """Every partial sum of the exact family is exact in fp32 whatever the order: forward, backward
+    and pairwise fp32 sums all equal the fp64 sum, for the largest |A B| sum the bound allows."""
+    from gemm_gen.inputs import exact_bound
+
+    a, b = make_inputs(4, K, 3, "bf16", "bf16", seed=5)
+    prods = (a.astype(np.float64)[:, :, None] * b.astype(np.float64)[None, :, :]).transpose(0, 2, 1)
+    exact = prods.sum(axis=-1)
+    f = prods.astype(np.float32)
+    forward = np.zeros(exact.shape, np.float32)
+    for p in range(K):
+        forward += f[..., p]
+    backward = np.zeros(exact.shape, np.float32)
+    for p in reversed(range(K)):
+        backward += f[..., p]
+    assert (forward == exact).all() and (backward == exact).all() and (f.sum(axis=-1) == exact).all()
+    bound = exact_bound(K)
+    assert K * bound**2 < 2**24 and (K * (bound + 1) ** 2 >= 2**24 or bound == 127)
+    v = np.concatenate([a.ravel(), b.ravel()]).astype(np.float64)
+    scale = 2.0 ** (bound.bit_length() - 1)
+    assert np.all(v * scale == np.round(v * scale)) and np.abs(v * scale).max() <= bound
+    assert 0.01 < np.mean(v == 0) < 0.2  # some exact zeros
+
+
+def test_exact_bf16_inputs_are_exact_in_bfp16_and_never_meet_the_tie():
+    """A block's mantissas are i 2^(6 - floor(log2 max|i|)) < 128: quantizing loses nothing, with any
+    rounding, and no block rounds its maximum from 127.5."""
+    from gemm_gen import bfp16
+    from gemm_gen.numerics import Rounding
+
+    a, _ = make_inputs(64, 512, 8, "bf16", "bf16", seed=9)
+    x = a.astype(np.float32)
+    for mode in (Rounding.FLOOR, Rounding.CONV_EVEN):
+        assert (bfp16.quantize(x, 1, mode) == x).all()
+    wide, _ = make_inputs(64, 512, 8, "bf16", "bf16", seed=9, family="wide")
+    assert (bfp16.quantize(wide.astype(np.float32), 1, Rounding.CONV_EVEN) != wide.astype(np.float32)).any()

@@ -345,10 +345,12 @@ def numerics(b: KernelBuild, rounding: Rounding | None = None) -> KernelNumerics
                              shift=b.shift, bfp16_inputs=b.emulate_bf16_with_bfp16)
 
 
-def inputs(case: Case, seed: int = 0) -> list[tuple[np.ndarray, np.ndarray]]:
-    """Two k-steps of A (m x k) and B (k x n), logical, from gemm_gen.inputs."""
+def inputs(case: Case, seed: int = 0, family: str = "wide") -> list[tuple[np.ndarray, np.ndarray]]:
+    """Two k-steps of A (m x k) and B (k x n), logical, from gemm_gen.inputs ("wide" float inputs by
+    default: the kernels' lossy conversions must show)."""
     b = case.build
-    a, bb = make_inputs(b.m, 2 * b.k, b.n, b.dtype_in, "i32" if case.hot else b.dtype_out, seed=seed)
+    a, bb = make_inputs(b.m, 2 * b.k, b.n, b.dtype_in, "i32" if case.hot else b.dtype_out, seed=seed,
+                        family=family)
     return [(a[:, i * b.k:(i + 1) * b.k], bb[i * b.k:(i + 1) * b.k]) for i in range(2)]
 
 
@@ -415,10 +417,11 @@ def block_numerics(b: KernelBuild, rounding: Rounding | None = None) -> KernelNu
                              dtype_b=p.b, acc=p.acc)
 
 
-def block_inputs(b: KernelBuild, seed: int = 0) -> list[tuple[np.ndarray, np.ndarray]]:
-    """Two k-steps of A (m x k) and B (k x n), logical, before any host quantization."""
+def block_inputs(b: KernelBuild, seed: int = 0, family: str = "wide") -> list[tuple[np.ndarray, np.ndarray]]:
+    """Two k-steps of A (m x k) and B (k x n), logical, before any host quantization ("wide" inputs:
+    quantization must lose bits)."""
     p = b.precision
-    a, bb = make_inputs(b.m, 2 * b.k, b.n, p.a, p.out, seed=seed, dtype_b=p.b)
+    a, bb = make_inputs(b.m, 2 * b.k, b.n, p.a, p.out, seed=seed, dtype_b=p.b, family=family)
     return [(a[:, i * b.k:(i + 1) * b.k], bb[i * b.k:(i + 1) * b.k]) for i in range(2)]
 
 

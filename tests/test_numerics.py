@@ -534,3 +534,23 @@ def test_zero_and_of():
     assert KernelNumerics.of("bf16", "f32").zero((1, 1)).dtype == F32.host
     assert KernelNumerics.of("bf16", "bf16").zero((1, 1)).dtype == BF16.host
     assert KernelNumerics.of("i8", "i32").zero((1,)).dtype == I32.host
+
+
+# ---- the order of fp32 accumulation ------------------------------------------------------------------
+@pytest.mark.parametrize("t_out", ["bf16", "f32"])
+def test_fp32_per_mac_changes_nothing_on_exact_inputs_and_something_on_wide_ones(t_out):
+    """The NPU accumulates in fp32 in an unpublished order: on the exact input family every partial
+    sum is exact, so rounding after every mac gives the same C as the exact sum rounded once; on
+    wide inputs it does not (so a hardware run on them can only be checked within a tolerance)."""
+    from dataclasses import replace as _replace
+
+    from gemm_gen.inputs import make_inputs
+    from gemm_gen.numerics import KernelNumerics, reference
+
+    once = KernelNumerics.of("bf16", t_out)
+    per_mac = _replace(once, fp32_per_mac=True)
+    a, b = make_inputs(64, 4096, 64, "bf16", t_out, seed=1)
+    assert np.array_equal(reference(per_mac, a, b, 4096), reference(once, a, b, 4096))
+    a, b = make_inputs(64, 4096, 64, "bf16", t_out, seed=1, family="wide")
+    differ = reference(per_mac, a, b, 4096) != reference(once, a, b, 4096)
+    assert differ.any()  # a bf16 C hides most of it: a few elements of 4096 round the other way

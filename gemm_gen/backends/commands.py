@@ -70,7 +70,7 @@ def cmd_run(a: argparse.Namespace) -> int:
     art = artifacts(design, Path(a.build_dir))
     if not is_current(art, design):
         art = run_build(design, Path(a.build_dir), config_args(design.config), verbose=a.verbose)
-    result = run_design(design.config, art, a.iters, a.warmup, a.seed, xrt)
+    result = run_design(design.config, art, a.iters, a.warmup, a.seed, xrt, a.inputs)
     if a.json:
         print(json.dumps(result.to_json(), indent=1))
     else:
@@ -111,6 +111,14 @@ def cmd_validate(a: argparse.Namespace) -> int:
         print(f"wrote {path} and {png}")
     bad = [d for d in record["designs"] if d["status"] in ("FAIL", "ERROR")]
     return EXIT_FAIL if bad else 0
+
+
+def _inputs_arg(p: argparse.ArgumentParser) -> None:
+    from ..inputs import INPUT_FAMILIES
+
+    p.add_argument("--inputs", choices=INPUT_FAMILIES, default="exact",
+                   help="float inputs: exact (fp32-exact sums, outputs checked bit for bit) or wide (lossy in "
+                   "bfp16, checked within mlir-aie's tolerance on hardware)")
 
 
 def _build_args(p: argparse.ArgumentParser) -> None:
@@ -156,4 +164,5 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     sp.add_argument("--warmup", type=int, default=1, help="untimed runs first")
     sp.add_argument("--iters", type=int, default=10, help="timed runs")
     sp.add_argument("--seed", type=int, default=0, help="seed of the inputs")
+    _inputs_arg(sp)
     sp.set_defaults(func=cmd_run)

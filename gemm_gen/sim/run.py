@@ -12,7 +12,7 @@ from ..config import GemmConfig
 from ..design import Design, build_design
 from ..errors import DeadlockError, LayoutError, SimulationError
 from ..hostdata import host_values, output_bytes, output_values, pad_inputs
-from ..inputs import make_inputs
+from ..inputs import exact_bound, make_inputs
 from ..numerics import reference, truth
 from . import words as w
 from .kernel import KernelEmulator, KernelStats
@@ -169,12 +169,14 @@ def _c_position(c: GemmConfig, word: int) -> tuple[int, int]:
     return row, col
 
 
-def simulate(config: GemmConfig | Design, seed: int = 0, progress: bool = False) -> SimResult:
-    """Build (if needed) and simulate a design on seeded inputs; raises on design errors."""
+def simulate(config: GemmConfig | Design, seed: int = 0, progress: bool = False, inputs: str = "exact") -> SimResult:
+    """Build (if needed) and simulate a design on seeded inputs of the given family (gemm_gen.inputs:
+    "exact" float inputs have fp32-exact sums, "wide" ones exercise lossy conversions); raises on
+    design errors."""
     start = time.perf_counter()
     design = config if isinstance(config, Design) else build_design(config)
     c = design.config
-    a, b = make_inputs(c.M, c.K, c.N, c.t_in, c.t_out, seed, c.t_b)
+    a, b = make_inputs(c.M, c.K, c.N, c.t_in, c.t_out, seed, c.t_b, family=inputs)
     a_dram, b_dram = pad_inputs(c, a, b)
     dram = dram_cells(c, a_dram, b_dram)
     kernel = KernelEmulator(c)
@@ -221,11 +223,20 @@ def simulate(config: GemmConfig | Design, seed: int = 0, progress: bool = False)
     if c.numerics.bfp16_inputs:
         notes.append(f"bf16 via bfp16: A and B are quantized to bfp16ebs8 blocks of 8 along K with the core's "
                      f"{c.rounding} rounding (mlir-aie PR #3442); the exact on-chip conversion is unpublished")
+    clamps = _core_conversion_clamps(c, a, b)
+    if clamps:
+        notes.append(f"{clamps} bfp16 blocks converted in the core round a mantissa past 127 and are clamped to 127 "
+                     f"(assumed; the core's conversion there is unpublished): the exact input family avoids it")
     if saturated > 0.1:
         notes.append(f"{saturated:.0%} of outputs saturate: the check says little about them")
     if kernel.stats.acc_overflows:
         notes.append(f"{kernel.stats.acc_overflows} acc32 values overflowed (hardware behaviour unconfirmed)")
-    dist = ("bf16 +-(1+f/128)*2^[-4,0], 3% zeros" + (" (as fp32 before bfp16 quantization)" if p.block else "")
+    if inputs == "exact":
+        bound = exact_bound(c.K)
+        float_desc = f"bf16 i*2^-{bound.bit_length() - 1}, |i| <= {bound}, 3% zeros (fp32-exact sums)"
+    else:
+        float_desc = "bf16 +-(1+f/128)*2^[-4,0], 3% zeros (wide: exact in fp64 only)"
+    dist = (float_desc + (" (as fp32 before bfp16 quantization)" if p.block else "")
             if c.t_in.is_float else _int_desc(a, b))
     return SimResult(
         config=c,
@@ -247,6 +258,19 @@ def simulate(config: GemmConfig | Design, seed: int = 0, progress: bool = False)
         numerics_modelled=modelled,
         notes=notes,
     )
+
+
+def _core_conversion_clamps(c: GemmConfig, a: np.ndarray, b: np.ndarray) -> int:
+    """Blocks that the core's bfp16 conversions of A and B (under the kernel's rounding) clamp."""
+    from ..bfp16 import clamped_blocks
+
+    rounding = c.numerics.rounding
+    count = 0
+    if c.numerics.bfp16_inputs or c.precision.converts_a:
+        count += clamped_blocks(np.asarray(a, np.float32), 1, rounding)
+    if c.numerics.bfp16_inputs:
+        count += clamped_blocks(np.asarray(b, np.float32), 0, rounding)
+    return count
 
 
 def _int_desc(a: np.ndarray, b: np.ndarray) -> str:
