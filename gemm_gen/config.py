@@ -168,6 +168,7 @@ class GemmConfig:
         return KernelNumerics(
             self.t_in, self.t_out, Rounding[self.rounding.upper()], Saturation[self.saturation.upper()],
             self.shift, bfp16_inputs=bool(self.emulate_bf16_with_bfp16) and self.t_in.is_float,
+            acc_bits=self.acc_bits,
             dtype_b=self.t_b, acc=self.t_acc,
         )
 
@@ -341,14 +342,22 @@ class GemmConfig:
         if self.b_pack != "tiles" and not self.t_b.is_block:
             raise ConfigError(f"--b-pack {self.b_pack} is mlir-aie's packing of a bfp16 B, not of {self.t_b}",
                               "drop --b-pack, or use --dtype_b bfp16")
-        if not 0 <= self.shift <= 31:
-            raise ConfigError(f"shift {self.shift} is outside 0..31", "use a shift in 0..31")
+        if self.shift and not p.block:
+            self._check_shift()
         if self.rounding.upper() not in Rounding.__members__:
             raise ConfigError(f"unknown rounding mode {self.rounding!r}",
                               f"use one of {', '.join(r.name.lower() for r in Rounding)}")
         if self.saturation.upper() not in Saturation.__members__:
             raise ConfigError(f"unknown saturation mode {self.saturation!r}",
                               "use none, saturate or symmetric")
+
+    @property
+    def acc_bits(self) -> int:
+        """Bits of one accumulator lane of the kernel's aie::mmul (floats: fp32)."""
+        return self.dev.acc_bits(self.dtype_in, self.mmul)
+
+    def _check_shift(self) -> None:
+        check_shift(self.dev, self.dtype_in, self.dtype_out, self.mmul, self.shift)
 
     def _check_block_types(self) -> None:
         shape = self.dev.bfp16_mmul_shape
@@ -511,6 +520,28 @@ class GemmConfig:
 
     def to_json(self) -> dict[str, object]:
         return asdict(self)  # fields only: cached derived values live outside them
+
+
+def check_shift(dev: Device, dtype_in: str, dtype_out: str, mmul: MmulShape, shift: int) -> None:
+    """ConfigError unless the kernel can shift C by `shift`: it loads C into the accumulator shifted
+    up and stores it shifted down. A C that stays in a 32-bit accumulator (int32 C in acc32) cannot
+    be shifted at all (the AIE API loads int32 into acc32 only with shift 0 and stores acc32 as
+    int32 with a plain cast), and C shifted up must fit the accumulator's lanes."""
+    if not shift:
+        return
+    acc, out = dev.acc_bits(dtype_in, mmul), dtype(dtype_out).bits
+    shape = "x".join(map(str, mmul))
+    wide = [s for s in dev.acc64_shapes.get(dtype_in, ()) if s in dev.mmul_shapes.get(dtype_in, ())]
+    if acc == out:
+        other = (f"--mmul {' or '.join('x'.join(map(str, s)) for s in wide)} (a 64-bit accumulator)" if wide
+                 else "a narrower --dtype_out")
+        raise ConfigError(f"shift {shift}: an {dtype_out} C stays in the {acc}-bit accumulator of the {dev.name} "
+                          f"{dtype_in} mmul {shape}, which the AIE API loads and stores unshifted",
+                          f"drop --shift, or use {other}")
+    if not 0 < shift <= acc - out:
+        raise ConfigError(f"shift {shift}: an {dtype_out} C shifted up must fit the {acc}-bit accumulator lanes of "
+                          f"the {dev.name} {dtype_in} mmul {shape} (at most {acc - out})",
+                          f"use a shift in 0..{acc - out}")
 
 
 def _round_up(x: int, q: int) -> int:

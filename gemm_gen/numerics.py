@@ -53,7 +53,6 @@ class Saturation(IntEnum):
     SYMMETRIC = 3
 
 
-ACC32_MIN, ACC32_MAX = -(1 << 31), (1 << 31) - 1
 
 
 def shift_round(acc: np.ndarray, shift: int, mode: Rounding) -> np.ndarray:
@@ -155,6 +154,7 @@ class KernelNumerics:
     # use; its own is unpublished) instead of the exact sum rounded once: equal for the "exact"
     # input family (gemm_gen.inputs), and it shows what the order can change for other inputs
     fp32_per_mac: bool = False
+    acc_bits: int = 32  # integer accumulator lanes: acc32, or acc64 for some 16-bit shapes
 
     @classmethod
     def of(cls, dtype_in: str, dtype_out: str, **kw: object) -> KernelNumerics:
@@ -257,10 +257,12 @@ class KernelNumerics:
         return self.store(self.accumulate(c, a, b))
 
     def acc_overflows(self, acc: np.ndarray) -> int:
-        """How many acc32 values leave the int32 range (the hardware's behaviour is unconfirmed)."""
+        """How many accumulator values leave the accumulator's lanes (what acc32 does on overflow is
+        unpublished: wrap or saturate; gemm_gen's inputs keep it from happening)."""
         if self.dtype_in.is_float:
             return 0
-        return int(np.count_nonzero((acc < ACC32_MIN) | (acc > ACC32_MAX)))
+        lo, hi = -(1 << (self.acc_bits - 1)), (1 << (self.acc_bits - 1)) - 1
+        return int(np.count_nonzero((acc < lo) | (acc > hi)))
 
 
 def reference(numerics: KernelNumerics, a: np.ndarray, b: np.ndarray, k: int, k_padded: int = 0) -> np.ndarray:

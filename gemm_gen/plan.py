@@ -52,7 +52,18 @@ def design_keys(c: GemmConfig) -> dict[str, object]:
         "b_col_maj": c.b_col_maj,
         "b_pack": c.b_pack,
         "n_aie_cols": c.cols,
+        "accumulator": accumulator(c),
     }
+
+
+def accumulator(c: GemmConfig) -> str:
+    """The kernel's accumulator as the AIE API names it, and what that means for C."""
+    if c.t_in.is_float:
+        return "accfloat (fp32 lanes)"
+    acc = c.acc_bits
+    if acc == c.t_out.bits:
+        return f"acc{acc} (the {c.dtype_out} C stays in it: loaded and stored unshifted)"
+    return f"acc{acc} ({c.dtype_out} C shift-round-saturated out of it, shift {c.shift})"
 
 
 def plan(design: Design) -> dict[str, object]:

@@ -58,6 +58,7 @@ def plan_text(p: dict[str, Any]) -> str:
         + (f"rho = {p['rho']} ({p['rho']} calls of {p['t_ma']} rows per k-step), " if p["rho"] > 1 else "")
         + f"mmul {'x'.join(map(str, p['mmul']))} "
         f"in 2x2 blocks; {p['k_steps']} k-steps per output tile, {p['tiles_per_core']} tiles per core",
+        f"acc       {p['accumulator']}",
         f"array     {p['array'][0]} rows x {p['array'][1]} cols; A enters at columns {p['a_columns']}, "
         f"B and C at every column",
         "L1/core   " + " + ".join(f"{name} {v}" for name, v in l1.items() if name not in ("total", "capacity"))

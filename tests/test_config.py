@@ -212,3 +212,33 @@ def test_mlir_aie_static_bd_verifier():
     assert "size 640 elements exceeds mlir-aie's BD verifier limit (max 512)" in msg
     GemmConfig("npu1", 512 * 4, 64, 64, 512, 16, 16, 16, "i8", "i8").validate()
     GemmConfig("npu1", 640 * 4, 64, 64, 640, 8, 16, 8, "i8", "i8").validate()  # k = s: A moves linearly, no dims
+
+
+@pytest.mark.parametrize("dev,t_in,t_out,mmul,shift,message", [
+    ("npu1", "i8", "i32", None, 4, "an i32 C stays in the 32-bit accumulator of the npu1 i8 mmul 4x8x8"),
+    ("npu2", "i8", "i32", None, 1, "an i32 C stays in the 32-bit accumulator of the npu2 i8 mmul 8x8x8"),
+    ("npu1", "i16", "i32", (4, 2, 8), 2, "use --mmul 4x4x4 or 2x4x8 .a 64-bit accumulator."),
+    ("npu1", "i8", "i16", None, 17, r"shifted up must fit the 32-bit accumulator lanes .* \(at most 16\)"),
+    ("npu2", "i8", "i8", None, 25, r"at most 24"),
+    ("npu1", "i16", "i32", None, 33, r"64-bit accumulator lanes .* \(at most 32\)"),
+])
+def test_shifts_the_accumulator_cannot_take_are_refused(dev, t_in, t_out, mmul, shift, message):
+    """The AIE API loads int32 into acc32 only with shift 0 and stores acc32 as int32 with a plain
+    cast (aie_api detail/aie2*/accum.hpp): under chess a shift there is a compile error, under Peano
+    it is silently dropped. A shifted C must fit the accumulator's lanes."""
+    from tests.conftest import small
+
+    tiles = dict(m=8, k=4, n=16, N=2 * 4 * 16) if mmul else {}  # the 4x2x8 mmul's 2x2 blocks
+    with pytest.raises(ConfigError, match=message):
+        small(dev, t_in, t_out, mmul_shape=mmul, shift=shift, **tiles).validate()
+    small(dev, t_in, t_out, mmul_shape=mmul, **tiles).validate()  # unshifted: fine
+
+
+def test_the_plan_names_the_accumulator():
+    from gemm_gen.design import build_design
+    from gemm_gen.plan import plan
+    from tests.conftest import small
+
+    assert plan(build_design(small("npu2", "i8", "i32")))["accumulator"].startswith("acc32 (the i32 C stays in it")
+    assert plan(build_design(small("npu2", "i16", "i32")))["accumulator"].startswith("acc64 (i32 C shift-round")
+    assert plan(build_design(small("npu1", "bf16", "bf16")))["accumulator"] == "accfloat (fp32 lanes)"

@@ -128,7 +128,7 @@ def _cases() -> list[Case]:
         Case(build(NPU1, "i8", "i8", (1, 3, 2), False, rounding="conv_even", saturation="saturate", shift=7), True),
         Case(build(NPU1, "i16", "i16", (2, 2, 1), True, rounding="floor", saturation="none", shift=12), True),
         Case(build(NPU2, "i8", "i16", (1, 2, 2), False, rounding="ceil", shift=1), True),
-        Case(build(NPU1, "i8", "i32", (1, 2, 2), True, rounding="conv_odd", shift=4), True),
+        Case(build(NPU1, "i16", "i32", (1, 2, 2), True, rounding="conv_odd", shift=4), True),  # acc64
         Case(build(NPU2, "i16", "i32", (2, 2, 1), False, rounding="pos_inf", shift=5), True),
         Case(build(NPU1, "bf16", "bf16", (1, 2, 2), True, rounding="floor")),
         Case(build(NPU2, "bf16", "bf16", (2, 2, 1), False, rounding="sym_zero")),
@@ -341,8 +341,10 @@ class Guarded:
 
 def numerics(b: KernelBuild, rounding: Rounding | None = None) -> KernelNumerics:
     mode = Rounding[b.rounding.upper()] if rounding is None else rounding
+    dev = NPU1 if b.aie_target == NPU1.aie_target else NPU2
     return KernelNumerics.of(b.dtype_in, b.dtype_out, rounding=mode, saturation=Saturation[b.saturation.upper()],
-                             shift=b.shift, bfp16_inputs=b.emulate_bf16_with_bfp16)
+                             shift=b.shift, bfp16_inputs=b.emulate_bf16_with_bfp16,
+                             acc_bits=dev.acc_bits(b.dtype_in, b.mmul))
 
 
 def inputs(case: Case, seed: int = 0, family: str = "wide") -> list[tuple[np.ndarray, np.ndarray]]:
@@ -843,6 +845,11 @@ def test_source_file_and_symbols_follow_the_design() -> None:
     (dict(shift=2), "shift"),
     (dict(rounding="nearest"), "rounding"),
     (dict(aie_target="aie1"), "aie_target"),
+    # a C that stays in acc32 (int32 C) cannot be shifted; a shifted C must fit the accumulator
+    (dict(dtype_in="i8", dtype_out="i32", mmul=(4, 8, 8), k=16, n=16, shift=4), "stays in the 32-bit accumulator"),
+    (dict(dtype_in="i16", dtype_out="i32", mmul=(4, 2, 8), k=16, n=16, shift=1), "stays in the 32-bit accumulator"),
+    (dict(dtype_in="i8", dtype_out="i16", mmul=(4, 8, 8), k=16, n=16, shift=17), r"at most 16"),
+    (dict(dtype_in="i16", dtype_out="i32", mmul=(4, 4, 4), k=16, n=16, shift=33), r"at most 32"),
 ])
 def test_render_refuses_builds_no_kernel_can_be_for(change: dict, message: str) -> None:
     base = build(NPU1, "bf16", "bf16", (1, 2, 1), False)  # m = 8, k = 16, n = 8

@@ -96,6 +96,9 @@ class Device:
     # kernels (whole_array.py: Peano needs 0xD00; an overflow silently corrupts results)
     bf16_emulation_shape: MmulShape | None
     bf16_emulation_stack_bytes: int
+    # integer shapes whose aie::mmul keeps a 64-bit accumulator whatever the tag (the rest of the
+    # integer shapes use acc32: aie_api 2026.1 detail/<arch>/mmul_16_16.hpp, mmul_8_8.hpp)
+    acc64_shapes: dict[str, tuple[MmulShape, ...]]
     # bf16 GEMMs use the bfp16 datapath unless told otherwise: both papers' XDNA2 bf16 results do
     # (Striking sec. 5.1, ATB), and plain bf16 mmul is emulated with elementwise macs on aie2p
     bf16_emulation_default: bool
@@ -145,6 +148,12 @@ class Device:
                 f"use --dtype_in {' or '.join(self.mmul_shapes)}",
             ) from None
 
+    def acc_bits(self, dtype_in: str, mmul: MmulShape) -> int:
+        """Bits of one accumulator lane of the aie::mmul for these inputs (floats: fp32)."""
+        if dtype_in in ("bf16", "bfp16"):
+            return 32
+        return 64 if tuple(mmul) in self.acc64_shapes.get(dtype_in, ()) else 32
+
     def peak_tops(self, dtype_in: str) -> float:
         """Array peak in TOPS (2 ops per MAC) at the maximum clock."""
         cores = self.columns * self.core_rows
@@ -166,13 +175,15 @@ NPU1 = Device(
     memtile_bytes=512 * 1024,
     default_stack_bytes=1024,
     kernel_data_bytes=256,
+    # dense-B shapes of aie_api 2026.1 (bf16 4x16x8 exists for a sparse B only)
     mmul_shapes={
-        "bf16": ((4, 8, 4), (8, 8, 4), (4, 16, 8)),
+        "bf16": ((4, 8, 4), (8, 8, 4)),
         "i8": ((4, 8, 8), (2, 8, 8), (8, 8, 8), (4, 16, 8)),
         "i16": ((4, 4, 4), (2, 4, 8), (4, 2, 8)),
     },
     bf16_emulation_shape=None,
     bf16_emulation_stack_bytes=0,
+    acc64_shapes={"i16": ((4, 4, 4), (2, 4, 8))},
     bf16_emulation_default=False,
     bfp16_mmul_shape=None,
     bfp16_stack_bytes={},
@@ -196,10 +207,11 @@ NPU2 = Device(
     mmul_shapes={
         "bf16": ((4, 8, 8), (8, 8, 4), (4, 8, 4), (8, 1, 8)),
         "i8": ((8, 8, 8), (4, 8, 8)),
-        "i16": ((4, 4, 8), (4, 8, 8), (8, 1, 8)),  # aie_api detail/aie2p/mmul_16_16.hpp
+        "i16": ((4, 4, 8), (8, 1, 8)),  # aie_api detail/aie2p/mmul_16_16.hpp (4x8x8: sparse B only)
     },
     bf16_emulation_shape=(8, 8, 8),
     bf16_emulation_stack_bytes=0xD00,
+    acc64_shapes={"i16": ((4, 4, 8),)},
     bf16_emulation_default=True,
     bfp16_mmul_shape=(8, 8, 8),
     bfp16_stack_bytes={"": 0xD00, "convert_a": 0xE00, "convert_c": 0xF00},

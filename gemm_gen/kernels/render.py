@@ -19,6 +19,7 @@ from typing import ClassVar
 import jinja2
 
 from .. import precision as prec
+from ..config import check_shift
 from ..design.model import KernelBuild
 from ..dtypes import BFP16, dtype
 from ..errors import ConfigError
@@ -191,9 +192,9 @@ def kernel_params(build: KernelBuild) -> KernelParams | BlockKernelParams:
                           f"expansion of mmul {r}x{s}x{t}",
                           f"use (m / rho) % {2 * r} == 0, k % {s} == 0, n % {2 * t} == 0")
     rounding, saturation = _modes(build)
-    if not 0 <= build.shift <= 31 or (t_out.is_float and build.shift):
-        raise ConfigError(f"shift {build.shift} is not valid for a {build.dtype_out} output",
-                          "use 0..31 for integer outputs, 0 for float outputs")
+    if t_out.is_float and build.shift:
+        raise ConfigError(f"shift {build.shift} is not valid for a {build.dtype_out} output", "use 0 for float outputs")
+    check_shift(dev, build.dtype_in, build.dtype_out, (r, s, t), build.shift)
     store_bits = STORE_BITS[build.aie_target]
     lanes = store_bits // t_out.bits
     while (build.m * build.n) % lanes:
