@@ -22,12 +22,14 @@ from __future__ import annotations
 import ctypes
 import hashlib
 import os
+import re
 import shutil
 import subprocess
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from functools import cache
 from pathlib import Path
+from typing import Any
 
 import ml_dtypes
 import numpy as np
@@ -68,6 +70,7 @@ CXX = shutil.which("g++")
 CXXFLAGS = ("-std=c++20", "-O1", "-Wall", "-Wextra", "-Werror", "-fPIC", "-shared",
             "-fno-gnu-unique")  # every library keeps its own emulated mode registers
 GUARD = 64  # elements of sentinel values around every L1 buffer
+ALIGN = 64  # bytes: every L1 buffer starts vector aligned (mlir-aie aligns buffers; 64 for AIE2P)
 
 needs_gxx = pytest.mark.skipif(CXX is None, reason="g++ not found: the host kernel checks need a C++20 g++")
 
@@ -214,12 +217,37 @@ REVERSED_CONVERT = Case(_CONFIG3, patches=(
      "    TileOut out(c);\n    out.seek(static_cast<int>(t));\n    out.push(block.template to_vector<bfp16ebs8>());\n"),
 ), mutant="reversed-convert")
 BLOCK_MUTANTS = [NO_A_CONVERSION, NO_SPLIT, REVERSED_CONVERT]
-ALL = [*CASES, Case(_ATB), NO_ROUNDING, NO_SLICE, *BLOCK_CASES, *BLOCK_MUTANTS]
+
+# ---- kernels the real AIE API or the hardware would not run as written: the host must refuse them ----
+_I8_I32 = build(NPU1, "i8", "i32", (1, 2, 2), False)  # C stays in acc32
+_I16_ACC32 = build(NPU1, "i16", "i32", (1, 2, 1), False, mmul=(4, 2, 8))  # int16 with a 32-bit accumulator
+_BF16_NPU2 = build(NPU2, "bf16", "bf16", (1, 2, 2), False)
+_CONFIG2 = BLOCK_CASES[3].build
+HOST_MUTANTS = {  # mutant -> what the host says (a compile error, or a refusal recorded during the call)
+    Case(_I8_I32, patches=(("C00.template to_vector<T_out>(SHIFT)", "C00.template to_vector<T_out>(3)"),),
+         mutant="acc32-store-shift"): "acc32 is stored as int32 with a plain cast that ignores the shift",
+    Case(_I8_I32, patches=(("MMUL C00(aie::load_v<MMUL::size_C>(pC0 + j * MMUL::size_C), SHIFT);",
+                            "MMUL C00(aie::load_v<MMUL::size_C>(pC0 + j * MMUL::size_C), 3);"),),
+         mutant="acc32-load-shift"): "an int32 vector loads into acc32 only with shift 0",
+    Case(_BF16_NPU2, patches=(("aie::load_v<MMUL::size_A>(pA0);", "aie::load_v<MMUL::size_A>(pA0 + 1);"),),
+         mutant="unaligned-load"): "load_v of a 64-byte vector at an address 2 bytes past a 64-byte boundary",
+    Case(_CONFIG2, patches=(("  c00 = Acc(in0.pop());  // decoded exactly into fp32\n",
+                             "  c00 = in0.pop();  // decoded exactly into fp32\n"),),
+         mutant="implicit-accum"): "g++ failed",
+    Case(_CONFIG2, patches=(("  c01 = Acc(in0.pop());\n", "  c01 = Acc(in0.pop());\n  in0.seek(0);\n"),),
+         mutant="seek-after-pop"): "seek() after a pop on a block-vector input stream",
+}
+ALL = [*CASES, Case(_ATB), NO_ROUNDING, NO_SLICE, *BLOCK_CASES, *BLOCK_MUTANTS, Case(_I16_ACC32), *HOST_MUTANTS]
 
 
 # ---- compiling and loading ---------------------------------------------------------------------
 def _host_flags(defines: tuple[str, ...]) -> tuple[str, ...]:
     return (*CXXFLAGS, *defines, f"-I{HOST_API}", f"-I{kernel_include_dir()}")
+
+
+def host_defines(b: KernelBuild) -> tuple[str, ...]:
+    """The build's own defines, and the target the host stand-in models (__AIE_ARCH__ 20 or 21)."""
+    return (*kernel_defines(b), f"-D__AIE_ARCH__={render_module.AIE_ARCH[b.aie_target]}")
 
 
 @cache
@@ -259,12 +287,16 @@ def libraries() -> dict[str, Path | BaseException]:
 
     def one(case: Case) -> Path | BaseException:
         try:
-            return compile_library(case.source, kernel_defines(case.build))
+            return compile_library(case.source, host_defines(case.build))
         except BaseException as e:  # reported by the test that needs this kernel
             return e
 
     with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
         return dict(zip((c.id for c in ALL), pool.map(one, ALL)))
+
+
+class HostApiError(AssertionError):
+    """The kernel asked the host AIE API for something the real API or the hardware would not do."""
 
 
 class Kernel:
@@ -289,6 +321,16 @@ class Kernel:
             fn.argtypes = [ctypes.c_uint]
         self.lib.gg_host_get_rounding.restype = ctypes.c_uint
         self.lib.gg_host_get_saturation.restype = ctypes.c_uint
+        self.lib.gg_host_error.restype = ctypes.c_char_p
+        self.lib.gg_host_clear_error()
+
+    def checked(self, fn: Any, *args: Any) -> None:
+        """Call a kernel; what the host API refused during the call fails the test (HostApiError)."""
+        fn(*args)
+        error = self.lib.gg_host_error().decode()
+        if error:
+            self.lib.gg_host_clear_error()
+            raise HostApiError(f"{self.build.object_file}: {error}")
 
     def set_modes(self, rounding: Rounding, saturation: Saturation) -> None:
         self.lib.gg_host_set_rounding(int(rounding))
@@ -323,7 +365,13 @@ class Guarded:
         self.host = np.dtype(host)
         self.uint = np.dtype(f"u{self.host.itemsize}")
         self.guard = guard
-        self.bits = np.full(size + 2 * guard, _sentinel(self.host) & np.iinfo(self.uint).max, dtype=self.uint)
+        # the body 64-byte aligned, as vector loads need (AIE2P 512-bit: 64 bytes)
+        n = size + 2 * guard
+        raw = np.empty(n * self.host.itemsize + ALIGN, dtype=np.uint8)
+        skip = (-(raw.ctypes.data + guard * self.host.itemsize)) % ALIGN
+        self.raw = raw  # keeps the memory alive
+        self.bits = raw[skip:skip + n * self.host.itemsize].view(self.uint)
+        self.bits[:] = _sentinel(self.host) & np.iinfo(self.uint).max
         self.size = size
 
     @property
@@ -370,14 +418,14 @@ def run_tile(kernel: Kernel, steps: list[tuple[np.ndarray, np.ndarray]], b_col_m
     col_maj = b.b_col_maj if b_col_maj is None else b_col_maj
     kernel.set_modes(*modes)
     c = Guarded(b.m * b.n, t_out.host)  # starts as sentinel garbage: zero must clear all of it
-    kernel.zero_fn(c.ptr)
+    kernel.checked(kernel.zero_fn, c.ptr)
     for a_tile, b_tile in steps:
         b_buf = Guarded(b.k * b.n, t_in.host)
         b_buf.body[b_layout(b.k, b.n, s, t, col_maj)] = b_tile
         for i in range(b.rho):
             a_buf = Guarded(b.t_ma * b.k, t_in.host)
             a_buf.body[a_layout(b.t_ma, b.k, r, s)] = a_tile[i * b.t_ma:(i + 1) * b.t_ma]
-            kernel.matmul_fn(a_buf.ptr, b_buf.ptr, c.ptr, *((i,) if b.rho > 1 else ()))
+            kernel.checked(kernel.matmul_fn, a_buf.ptr, b_buf.ptr, c.ptr, *((i,) if b.rho > 1 else ()))
             assert kernel.modes() == modes, "the kernel must restore the mode registers it found"
             assert a_buf.guards_intact()
         assert b_buf.guards_intact()
@@ -462,7 +510,7 @@ def run_block_tile(kernel: Kernel, steps: list[tuple[np.ndarray, np.ndarray]],
     c = Guarded(t_out.nbytes(b.m * b.n), U8, wide) if t_out.is_block else Guarded(b.m * b.n, t_out.host, wide)
     acc = Guarded((b.m - b.c_split_rows) * b.n, t_acc.host, wide) if p.converts_c else None
     bufs = (c.ptr, *((acc.ptr,) if acc is not None else ()))
-    kernel.zero_fn(*bufs)
+    kernel.checked(kernel.zero_fn, *bufs)
     assert kernel.modes() == modes
     for a_step, b_step in steps:
         tiles = bt_tiles(b_step)  # (n/8, k/8): column-major order; row-major B is (k/8, n/8)
@@ -483,14 +531,14 @@ def run_block_tile(kernel: Kernel, steps: list[tuple[np.ndarray, np.ndarray]],
                 extra.append(scratch.ptr)
             if acc is not None:
                 extra.append(acc.ptr)
-            kernel.matmul_fn(a_buf.ptr, b_buf.ptr, c.ptr, *extra, *((i,) if b.rho > 1 else ()))
+            kernel.checked(kernel.matmul_fn, a_buf.ptr, b_buf.ptr, c.ptr, *extra, *((i,) if b.rho > 1 else ()))
             assert kernel.modes() == modes, "the kernel must restore the mode registers it found"
             assert a_buf.guards_intact()
             if p.converts_a:
                 assert scratch.guards_intact(), "the A conversion wrote outside its scratch"
         assert b_buf.guards_intact()
     if kernel.convert_fn is not None:
-        kernel.convert_fn(*bufs)
+        kernel.checked(kernel.convert_fn, *bufs)
         assert kernel.modes() == modes
     assert c.guards_intact(), "the kernel wrote outside its C object"
     assert acc is None or acc.guards_intact(), "the kernel wrote outside its C_acc buffer"
@@ -948,3 +996,88 @@ def test_bfp16_loop_hints_and_compiler_guard(tmp_path: Path) -> None:
     assert peano.returncode != 0 and "xchesscc" in peano.stderr
     aie2 = _preprocess(source, tmp_path, "-D__chess__", "-D__AIE_ARCH__=20")
     assert aie2.returncode != 0 and "rendered for aie2p" in aie2.stderr
+
+
+
+# ---- the host API fails where the real one or the hardware would --------------------------------------
+@needs_gxx
+@pytest.mark.parametrize("mutant", list(HOST_MUTANTS), ids=lambda c: c.mutant)
+def test_the_host_api_refuses_what_the_real_one_would(libraries, mutant) -> None:
+    """A shift on an acc32 store or load, a misaligned vector load, an implicit accumulator
+    conversion, a seek after a pop: each fails (at compile time or during the call), while the
+    unpatched kernel passes."""
+    message = HOST_MUTANTS[mutant]
+    control = Case(mutant.build)
+    is_block = mutant.build.precision.block
+    run = (lambda k: run_block_tile(k, block_inputs(mutant.build))) if is_block else (
+        lambda k: run_tile(k, inputs(control)))
+    run(load(libraries, control))
+    with pytest.raises(AssertionError, match=re.escape(message)):
+        run(load(libraries, mutant))
+
+
+@needs_gxx
+def test_acc32_overflow_is_refused(libraries) -> None:
+    """int16 x int16 into a 32-bit accumulator (npu1 mmul 4x2x8): a few products of 32767 leave it;
+    what acc32 does then is unpublished, so the host refuses instead of guessing."""
+    case = Case(_I16_ACC32)
+    kernel = load(libraries, case)
+    b = case.build
+    full = [(np.full((b.m, b.k), 32767, np.int16), np.full((b.k, b.n), 32767, np.int16))] * 2
+    with pytest.raises(HostApiError, match="a mac leaves the acc32 lanes"):
+        run_tile(kernel, full)
+    small_steps = [(np.ones((b.m, b.k), np.int16), np.ones((b.k, b.n), np.int16))] * 2
+    assert np.array_equal(run_tile(kernel, small_steps), expected(b, small_steps))
+
+
+@needs_gxx
+def test_subnormal_operands_are_refused(libraries) -> None:
+    case = Case(_BF16)
+    kernel = load(libraries, case)
+    steps = inputs(case)
+    a0 = steps[0][0].copy()
+    a0.view(np.uint16)[0, 0] = 0x0001  # the smallest bf16 subnormal
+    with pytest.raises(HostApiError, match="a subnormal A value"):
+        run_tile(kernel, [(a0, steps[0][1]), steps[1]])
+
+
+def _compiles(code: str, arch: int, *defines: str) -> subprocess.CompletedProcess[str]:
+    assert CXX is not None
+    src = f"#include <aie_api/aie.hpp>\nint main() {{\n{code}\nreturn 0;\n}}\n"
+    return subprocess.run([CXX, "-std=c++20", "-fsyntax-only", f"-D__AIE_ARCH__={arch}", *defines, f"-I{HOST_API}",
+                           "-x", "c++", "-"], input=src, capture_output=True, text=True)
+
+
+@needs_gxx
+@pytest.mark.parametrize("code,arch,defines", [
+    ("using M = aie::mmul<4, 16, 8, bfloat16>; M m;", 20, ()),  # AIE2 bf16 4x16x8: a sparse B only
+    ("using M = aie::mmul<4, 8, 8, int16>; M m;", 21, ()),  # AIE2P int16 4x8x8: a sparse B only
+    ("using M = aie::mmul<4, 8, 8, int8, int8, acc64>; M m;", 20, ()),  # int8 has acc32 only
+    ("using M = aie::mmul<4, 2, 8, int16, int16, acc64>; M m;", 20, ()),  # acc32 only
+    ("aie::accum<accfloat, 64> a = aie::vector<float, 64>{};", 21, ()),  # explicit conversion
+    ("static_assert(aie::mmul<4, 8, 4, bfloat16>::via_bfp16);", 21, ("-DAIE_API_EMULATE_BFLOAT16_MMUL_WITH_BFP16",)),
+    ("static_assert(aie::mmul<8, 8, 8, bfloat16>::via_bfp16);", 21, ("-DAIE_API_EMULATE_BFLOAT16_MMUL_WITH_BFP16=0",)),
+    ("static_assert(aie::mmul<4, 8, 8, bfloat16>::via_bfp16);", 20, ("-DAIE_API_EMULATE_BFLOAT16_MMUL_WITH_BFP16",)),
+    ("", 19, ()),  # an arch the host does not model
+], ids=["aie2-bf16-4x16x8", "aie2p-i16-4x8x8", "i8-acc64", "i16-4x2x8-acc64", "implicit-accum",
+        "emulated-4x8x4", "macro-0", "aie2-emulation", "unknown-arch"])
+def test_the_host_api_refuses_at_compile_time(code, arch, defines) -> None:
+    assert _compiles(code, arch, *defines).returncode != 0
+
+
+@needs_gxx
+def test_the_host_api_takes_what_the_real_one_takes() -> None:
+    emu = ("-DAIE_API_EMULATE_BFLOAT16_MMUL_WITH_BFP16",)
+    for code, arch, defines in [
+        ("static_assert(aie::mmul<8, 8, 8, bfloat16>::via_bfp16 && aie::mmul<4, 8, 8, bfloat16>::via_bfp16);", 21,
+         emu),
+        ("static_assert(!aie::mmul<8, 8, 4, bfloat16>::via_bfp16 && !aie::mmul<4, 8, 4, bfloat16>::via_bfp16);", 21,
+         emu),
+        ("static_assert(aie::mmul<4, 4, 4, int16>::acc_bits == 64 && aie::mmul<4, 2, 8, int16>::acc_bits == 32);",
+         20, ()),
+        ("static_assert(aie::mmul<4, 4, 8, int16>::acc_bits == 64 && aie::mmul<8, 1, 8, int16>::acc_bits == 32);",
+         21, ()),
+        ("aie::accum<accfloat, 64> a(aie::vector<float, 64>{}); (void)a;", 21, ()),
+    ]:
+        done = _compiles(code, arch, *defines)
+        assert done.returncode == 0, done.stderr

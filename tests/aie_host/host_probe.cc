@@ -5,8 +5,13 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 
 extern "C" {
+
+// What the kernel asked for that the real API or hardware would not do as expected ("" if nothing).
+const char *gg_host_error() { return aie::host::error.c_str(); }
+void gg_host_clear_error() { aie::host::error.clear(); }
 
 unsigned gg_host_get_rounding() { return static_cast<unsigned>(aie::get_rounding()); }
 void gg_host_set_rounding(unsigned mode) { aie::set_rounding(static_cast<aie::rounding_mode>(mode)); }
@@ -31,8 +36,10 @@ void gg_host_bfp16_tiles(const float *in, std::uint8_t *out, std::size_t n, unsi
   aie::set_rounding(static_cast<aie::rounding_mode>(mode));
   bfp16ebs8 *dst = reinterpret_cast<bfp16ebs8 *>(out);
   aie::block_vector_output_buffer_stream<bfp16ebs8, 64> stream(dst);
+  alignas(64) float block[64];  // the caller's array need not be vector aligned
   for (std::size_t i = 0; i < n; i += 64) {
-    const aie::accum<accfloat, 64> acc(aie::load_v<64>(in + i));
+    std::memcpy(block, in + i, sizeof block);
+    const aie::accum<accfloat, 64> acc(aie::load_v<64>(block));
     stream.push(acc.template to_vector<bfp16ebs8>());
   }
   aie::set_rounding(saved);
@@ -41,9 +48,11 @@ void gg_host_bfp16_tiles(const float *in, std::uint8_t *out, std::size_t n, unsi
 // The values of bfp16 tiles, read back through aie::accum<accfloat, 64> (as a kernel loads C).
 void gg_host_bfp16_values(const std::uint8_t *in, float *out, std::size_t n) {
   aie::block_vector_input_buffer_stream<bfp16ebs8, 64> stream(reinterpret_cast<const bfp16ebs8 *>(in));
+  alignas(64) float block[64];
   for (std::size_t i = 0; i < n; i += 64) {
     const aie::accum<accfloat, 64> acc(stream.pop());
-    aie::store_v(out + i, acc.template to_vector<float>());
+    aie::store_v(block, acc.template to_vector<float>());
+    std::memcpy(out + i, block, sizeof block);
   }
 }
 

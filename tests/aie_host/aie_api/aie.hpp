@@ -1,16 +1,39 @@
 // Host stand-in for the part of the AIE API that gemm_gen's kernels use, so that a rendered kernel
-// compiles unchanged with `g++ -std=c++20 -I tests/aie_host -I kernels` and can be checked on
-// random tiles against gemm_gen/numerics.py. Tests only: it models the numerics gemm_gen
-// assumes (numerics.py), not the hardware's unpublished internals.
+// compiles unchanged with `g++ -std=c++20 -D__AIE_ARCH__=20|21 -I tests/aie_host -I kernels` and can
+// be checked on random tiles against gemm_gen/numerics.py. Tests only: it models the numerics
+// gemm_gen assumes (numerics.py), not the hardware's unpublished internals, and it refuses what
+// the real API (aie_api 2026.1) or the hardware would not do as the kernel expects. A refusal
+// that the compiler can see is a compile error (static_assert); one that depends on values is
+// recorded by host::fail() and read by the tests after every kernel call (gg_host_error). The
+// modelling choices, each with its source (aie_api 2026.1 = jgmelber/aie_api@2b7eedf, the newest
+// public copy; UG1583; mlir-aie):
+// - aie::mmul shapes: only those aie_api defines for a dense B on the target (__AIE_ARCH__ 20 = AIE2,
+//   21 = AIE2P); the accumulator is the one the shape really uses (acc64 for AIE2 int16 4x4x4 and
+//   2x4x8 and AIE2P int16 4x4x8, acc32 for other integer shapes, accfloat for bf16).
+// - acc32 lanes hold 32 bits: a mac or an up-shifted load that leaves them fails (what the hardware
+//   does on acc32 overflow is unpublished). Loading int32 into acc32 needs shift 0 (REQUIRES in
+//   detail/aie2*/accum.hpp: a compile error under chess, silently dropped under Peano) and so does
+//   storing acc32 as int32 (a plain cast that ignores the shift). SRS shifts 0..59, UPS 0..63.
+// - accum constructors from vectors and block vectors are explicit (accum.hpp).
+// - load_v / store_v need the pointer aligned to the vector (16 bytes for 128 bits; 32 on AIE2 for
+//   more; 64 on AIE2P from 512 bits: detail/ld_st.hpp vector_ldst_align); the hardware silently
+//   rounds a misaligned address down, so a misaligned access fails here.
+// - bf16 through bfp16 (AIE_API_EMULATE_BFLOAT16_MMUL_WITH_BFP16, tested with #if as the API does)
+//   applies to AIE2P 4x8x8 and 8x8x8 only; other bf16 shapes stay plain bf16.
+// - block-vector streams read ahead in 512-bit fills and seek() drops that state: a seek after a
+//   pop (or a push) does not move relative to the logical position, so it fails; pop_seek is fine.
+// - subnormal float operands fail (whether the core flushes them is unpublished; bf16 declares none).
 //
 // - bfloat16: 16-bit storage; float -> bf16 rounds to nearest even (as ml_dtypes does), or under a
 //   crRnd mode in to_vector.
 // - aie::mmul: accfloat accumulates in double, so one kernel call is "the exact sum rounded once to
-//   fp32"; integer accumulators (acc32) are int64, the SRS narrowing is shift-round-saturate.
+//   fp32" (exact for gemm_gen's inputs whatever the order); integer lanes are checked against their
+//   width (above), the SRS narrowing is shift-round-saturate.
 // - rounding / saturation live in emulated mode registers at their reset values (floor, none).
-// - AIE_API_EMULATE_BFLOAT16_MMUL_WITH_BFP16: a bf16 mac first turns each row of its A block and each
-//   column of its B block (8 values along K) into a bfp16ebs8 block under the core's rounding mode,
-//   as gemm_gen/bfp16.py models the AIE API's conversion (shared max exponent, int8 mantissas).
+// - AIE_API_EMULATE_BFLOAT16_MMUL_WITH_BFP16 (AIE2P 4x8x8 / 8x8x8): a bf16 mac first turns each row of
+//   its A block and each column of its B block (8 values along K) into a bfp16ebs8 block under the
+//   core's rounding mode, as gemm_gen/bfp16.py models the AIE API's conversion (shared max exponent,
+//   int8 mantissas).
 // - bfp16ebs8 (the block-float kernels): aie::block_vector<bfp16ebs8, 64> is one 8 x 8 tile whose
 //   memory image is 8 blocks of 9 bytes (exponent byte, 8 int8 mantissas); the block-vector buffer
 //   streams move whole 72-byte tiles; aie::accum<accfloat, 64> is loaded from bf16 / float vectors
@@ -24,6 +47,9 @@
 #if defined(__chess__) || defined(__AIECC__)
 #error "tests/aie_host is a host stand-in for the AIE API; AIE compilers must use the real one"
 #endif
+#if !defined(__AIE_ARCH__) || (__AIE_ARCH__ != 20 && __AIE_ARCH__ != 21)
+#error "compile the host stand-in with -D__AIE_ARCH__=20 (AIE2, npu1) or 21 (AIE2P, npu2)"
+#endif
 
 #include <algorithm>
 #include <array>
@@ -31,7 +57,9 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <cstdio>
 #include <limits>
+#include <string>
 #include <type_traits>
 
 using int8 = std::int8_t;
@@ -59,6 +87,34 @@ namespace host {
 // The core's mode registers, at reset.
 inline rounding_mode rounding = rounding_mode::floor;
 inline saturation_mode saturation = saturation_mode::none;
+
+// The first thing the kernel asked for that the real API or hardware would not do as expected;
+// the tests read it after every call (gg_host_error) and clear it.
+inline std::string error;
+inline void fail(const std::string &what) {
+  if (error.empty()) error = what;
+}
+
+constexpr bool aie2p = __AIE_ARCH__ == 21;
+
+// Alignment load_v / store_v need for a vector of `bytes` (aie_api detail/ld_st.hpp).
+constexpr std::size_t vector_alignment(std::size_t bytes) {
+  return bytes <= 16 ? 16 : (aie2p && bytes >= 64) ? 64 : 32;
+}
+
+inline void check_aligned(const void *ptr, std::size_t bytes, const char *what) {
+  const std::size_t align = vector_alignment(bytes);
+  if (reinterpret_cast<std::uintptr_t>(ptr) % align) {
+    char buf[160];
+    std::snprintf(buf, sizeof buf, "%s of a %zu-byte vector at an address %zu bytes past a %zu-byte boundary "
+                  "(the hardware rounds it down)", what, bytes, static_cast<std::size_t>(
+                      reinterpret_cast<std::uintptr_t>(ptr) % align), align);
+    fail(buf);
+  }
+}
+
+// A bf16 or fp32 value that is subnormal (nonzero with a zero exponent field).
+inline bool subnormal(float f) { return f != 0.0f && std::fpclassify(f) == FP_SUBNORMAL; }
 
 // Arithmetic shift right by `shift` bits, rounded per `mode` (numerics.shift_round).
 inline std::int64_t shift_round(std::int64_t acc, int shift, rounding_mode mode) {
@@ -195,6 +251,7 @@ struct vector {
 
 template <unsigned Elems, typename T>
 vector<T, Elems> load_v(const T *ptr) {
+  host::check_aligned(ptr, sizeof(T) * Elems, "load_v");
   vector<T, Elems> v;
   std::memcpy(v.data.data(), ptr, sizeof(T) * Elems);
   return v;
@@ -202,6 +259,7 @@ vector<T, Elems> load_v(const T *ptr) {
 
 template <typename T, unsigned Elems>
 T *store_v(T *ptr, const vector<T, Elems> &v) {
+  host::check_aligned(ptr, sizeof(T) * Elems, "store_v");
   std::memcpy(ptr, v.data.data(), sizeof(T) * Elems);
   return ptr;
 }
@@ -229,34 +287,81 @@ vector<T, Elems> transpose(const vector<T, Elems> &v, unsigned Row, unsigned Col
 template <typename T>
 constexpr bool is_float_elem_v = std::is_same_v<T, bfloat16> || std::is_same_v<T, float>;
 
+// Accumulator bits of aie::mmul<M, K, N, A, A> for a dense B on this target; 0: no such shape
+// (aie_api 2026.1 detail/aie2*/mmul_8_8.hpp, mmul_16_16.hpp, mmul_bf16_bf16.hpp).
+template <unsigned M, unsigned K, unsigned N, typename A>
+constexpr unsigned mmul_acc_bits() {
+  constexpr auto is = [](unsigned m, unsigned k, unsigned n) { return M == m && K == k && N == n; };
+  if constexpr (std::is_same_v<A, int8>) {
+    if constexpr (!host::aie2p) return (is(4, 8, 8) || is(2, 8, 8) || is(8, 8, 8) || is(4, 16, 8)) ? 32 : 0;
+    else return (is(8, 8, 8) || is(4, 8, 8)) ? 32 : 0;
+  } else if constexpr (std::is_same_v<A, int16>) {
+    if constexpr (!host::aie2p) return (is(4, 4, 4) || is(2, 4, 8)) ? 64 : is(4, 2, 8) ? 32 : 0;
+    else return is(4, 4, 8) ? 64 : is(8, 1, 8) ? 32 : 0;  // 4x8x8: a sparse B only
+  } else if constexpr (std::is_same_v<A, bfloat16>) {
+    if constexpr (!host::aie2p)  // 4x16x8, 4x16x4: a sparse B only
+      return (is(4, 8, 4) || is(8, 8, 4) || is(4, 8, 8) || is(8, 8, 8) || is(8, 1, 8)) ? 32 : 0;
+    else return (is(4, 8, 8) || is(8, 8, 4) || is(4, 8, 4) || is(8, 8, 8) || is(8, 1, 8)) ? 32 : 0;
+  } else {
+    return 0;
+  }
+}
+
 // C (M x N) = A (M x K) * B (K x N) on row-major blocks; the result stays in the accumulator.
 template <unsigned M_Elems, unsigned K_Elems, unsigned N_Elems, typename TypeA, typename TypeB = TypeA,
           typename AccumTag = accauto>
 struct mmul {
   static constexpr unsigned M = M_Elems, K = K_Elems, N = N_Elems;
   static constexpr unsigned size_A = M * K, size_B = K * N, size_C = M * N;
-  static constexpr bool is_float =
-      std::is_same_v<AccumTag, accfloat> || (std::is_same_v<AccumTag, accauto> && is_float_elem_v<TypeA>);
+  static constexpr unsigned acc_bits = mmul_acc_bits<M, K, N, TypeA>();
+  static_assert(std::is_same_v<TypeA, TypeB>, "aie::mmul: gemm_gen's kernels multiply equal types");
+  static_assert(acc_bits != 0, "aie::mmul: the AIE API has no such shape for a dense B on this target");
+  static constexpr bool is_float = is_float_elem_v<TypeA>;
+  static_assert(!std::is_same_v<AccumTag, acc64> || acc_bits == 64 || is_float,
+                "aie::mmul: this shape supports acc32 only (int8, AIE2 int16 4x2x8, AIE2P int16 8x1x8)");
+  static_assert(is_float == std::is_same_v<AccumTag, accfloat> || std::is_same_v<AccumTag, accauto>,
+                "aie::mmul: accfloat goes with bf16, integer tags with integers");
+#if AIE_API_EMULATE_BFLOAT16_MMUL_WITH_BFP16
+  // the API's bfp16 emulation: AIE2P bf16 4x8x8 and 8x8x8 only (aie2p/mmul_bf16_bf16.hpp)
+  static constexpr bool via_bfp16 = host::aie2p && std::is_same_v<TypeA, bfloat16> && K == 8 && N == 8 &&
+                                    (M == 4 || M == 8);
+#else
+  static constexpr bool via_bfp16 = false;
+#endif
   using acc_elem = std::conditional_t<is_float, double, std::int64_t>;
 
   std::array<acc_elem, size_C> acc{};
 
   mmul() = default;
 
-  // Load the accumulator from a vector; integers are shifted up by `shift` bits.
+  // Load the accumulator from a vector; integers are shifted up by `shift` bits (UPS).
   template <typename T>
   mmul(const vector<T, size_C> &v, int shift = 0) {
+    if constexpr (!is_float) {
+      if (acc_bits == 32 && std::is_same_v<T, int32> && shift != 0)
+        host::fail("an int32 vector loads into acc32 only with shift 0 (REQUIRES(shift == 0): chess refuses it, "
+                   "Peano drops the shift)");
+      if (shift < 0 || shift > 63) host::fail("an up-shift (UPS) outside 0..63");
+    }
     for (unsigned i = 0; i < size_C; ++i) {
-      if constexpr (is_float)
+      if constexpr (is_float) {
+        if (host::subnormal(static_cast<float>(v[i]))) host::fail("a subnormal C value (flushing is unpublished)");
         acc[i] = static_cast<double>(static_cast<float>(v[i]));
-      else
-        acc[i] = static_cast<std::int64_t>(v[i]) << shift;
+      } else {
+        acc[i] = static_cast<std::int64_t>(v[i]) * (std::int64_t{1} << (shift & 63));
+        check_lane(acc[i], "an up-shifted C value");
+      }
     }
   }
 
   void mac(const vector<TypeA, size_A> &a, const vector<TypeB, size_B> &b) {
-#ifdef AIE_API_EMULATE_BFLOAT16_MMUL_WITH_BFP16
-    if constexpr (std::is_same_v<TypeA, bfloat16> && K % 8 == 0) {
+    if constexpr (is_float) {
+      for (unsigned i = 0; i < size_A; ++i)
+        if (host::subnormal(static_cast<float>(a[i]))) host::fail("a subnormal A value (flushing is unpublished)");
+      for (unsigned i = 0; i < size_B; ++i)
+        if (host::subnormal(static_cast<float>(b[i]))) host::fail("a subnormal B value (flushing is unpublished)");
+    }
+    if constexpr (via_bfp16) {
       std::array<float, size_A> fa;
       std::array<float, size_B> fb;
       for (unsigned i = 0; i < size_A; ++i) fa[i] = static_cast<float>(a[i]);
@@ -264,26 +369,32 @@ struct mmul {
       std::array<double, size_A> qa;
       std::array<double, size_B> qb;
       for (unsigned i = 0; i < M; ++i)  // rows of A: 8 values along K
-        for (unsigned p = 0; p < K; p += 8) host::bfp16_block(&fa[i * K + p], 1, &qa[i * K + p], 1, host::rounding);
+        host::bfp16_block(&fa[i * K], 1, &qa[i * K], 1, host::rounding);
       for (unsigned j = 0; j < N; ++j)  // columns of B: 8 values along K
-        for (unsigned p = 0; p < K; p += 8)
-          host::bfp16_block(&fb[p * N + j], N, &qb[p * N + j], N, host::rounding);
+        host::bfp16_block(&fb[j], N, &qb[j], N, host::rounding);
       for (unsigned i = 0; i < M; ++i)
         for (unsigned j = 0; j < N; ++j)
           for (unsigned p = 0; p < K; ++p) acc[i * N + j] += qa[i * K + p] * qb[p * N + j];
       return;
     }
-#endif
     for (unsigned i = 0; i < M; ++i)
-      for (unsigned j = 0; j < N; ++j)
+      for (unsigned j = 0; j < N; ++j) {
         for (unsigned p = 0; p < K; ++p) acc[i * N + j] += product(a[i * K + p], b[p * N + j]);
+        if constexpr (!is_float) check_lane(acc[i * N + j], "a mac");
+      }
   }
 
   // Store the accumulator: fp32 (rounded to nearest even), then bf16 under the rounding mode;
-  // integers shift-round-saturate under the rounding and saturation modes.
+  // integers shift-round-saturate (SRS) under the rounding and saturation modes, except acc32 stored
+  // as int32: a plain cast, which the API does without any shift.
   template <typename T>
   vector<T, size_C> to_vector(int shift = 0) const {
     vector<T, size_C> out;
+    if constexpr (!is_float) {
+      if (acc_bits == 32 && std::is_same_v<T, int32> && shift != 0)
+        host::fail("acc32 is stored as int32 with a plain cast that ignores the shift");
+      if (shift < 0 || shift > 59) host::fail("a down-shift (SRS) outside 0..59");
+    }
     for (unsigned i = 0; i < size_C; ++i) {
       if constexpr (std::is_same_v<T, float>) {
         static_assert(is_float, "float output from an integer accumulator");
@@ -291,15 +402,25 @@ struct mmul {
       } else if constexpr (std::is_same_v<T, bfloat16>) {
         static_assert(is_float, "bfloat16 output from an integer accumulator");
         out[i] = bfloat16::from_bits(host::f32_to_bf16_bits(static_cast<float>(acc[i]), host::rounding));
+      } else if constexpr (std::is_same_v<T, int32>) {
+        static_assert(!is_float, "integer output from an integer accumulator");
+        out[i] = acc_bits == 32 ? static_cast<int32>(acc[i])
+                                : host::saturate<T>(host::shift_round(acc[i], shift, host::rounding), host::saturation);
       } else {
         static_assert(!is_float && std::is_integral_v<T>, "integer output from an integer accumulator");
-        out[i] = host::saturate<T>(host::shift_round(acc[i], shift, host::rounding), host::saturation);
+        out[i] = host::saturate<T>(host::shift_round(acc[i], shift & 63, host::rounding), host::saturation);
       }
     }
     return out;
   }
 
  private:
+  static void check_lane(std::int64_t x, const char *what) {
+    const std::int64_t hi = (acc_bits >= 64) ? std::numeric_limits<std::int64_t>::max()
+                                             : (std::int64_t{1} << (acc_bits - 1)) - 1;
+    if (x > hi || x < -hi - 1) host::fail(std::string(what) + " leaves the acc32 lanes (overflow is unpublished)");
+  }
+
   static acc_elem product(const TypeA &a, const TypeB &b) {
     if constexpr (is_float)  // exact: bf16 x bf16 has at most 16 significant bits
       return static_cast<double>(static_cast<float>(a)) * static_cast<double>(static_cast<float>(b));
@@ -336,16 +457,22 @@ class block_vector_input_buffer_stream<bfp16ebs8, 64> {
 
   explicit block_vector_input_buffer_stream(const bfp16ebs8 *ptr) : ptr_(reinterpret_cast<const std::uint8_t *>(ptr)) {}
 
-  void seek(int n) { ptr_ += static_cast<std::ptrdiff_t>(n) * value_type::memory_bytes(); }
+  // The stream reads ahead in 512-bit fills and seek() drops them, moving the read-ahead pointer:
+  // only a seek before the first pop is relative to the logical position (array_helpers.hpp).
+  void seek(int n) {
+    if (pops_) host::fail("seek() after a pop on a block-vector input stream (use pop_seek)");
+    move(n);
+  }
   value_type pop() {
     value_type v;
     std::memcpy(v.bytes.data(), ptr_, value_type::memory_bytes());
     ptr_ += value_type::memory_bytes();
+    ++pops_;
     return v;
   }
-  value_type pop_seek(int n) {  // pop, then seek(n)
+  value_type pop_seek(int n) {  // pop, then move n block vectors inside the same fifo operation
     value_type v = pop();
-    seek(n);
+    move(n);
     return v;
   }
   block_vector_input_buffer_stream &operator>>(value_type &v) {
@@ -354,7 +481,10 @@ class block_vector_input_buffer_stream<bfp16ebs8, 64> {
   }
 
  private:
+  void move(int n) { ptr_ += static_cast<std::ptrdiff_t>(n) * value_type::memory_bytes(); }
+
   const std::uint8_t *ptr_;
+  unsigned pops_ = 0;
 };
 
 // Writes whole block vectors to memory in order (each push stores its 72 bytes at once).
@@ -368,10 +498,14 @@ class block_vector_output_buffer_stream<bfp16ebs8, 64> {
 
   explicit block_vector_output_buffer_stream(bfp16ebs8 *ptr) : ptr_(reinterpret_cast<std::uint8_t *>(ptr)) {}
 
-  void seek(int n) { ptr_ += static_cast<std::ptrdiff_t>(n) * value_type::memory_bytes(); }
+  void seek(int n) {  // like the input side: exact only before the first push
+    if (pushes_) host::fail("seek() after a push on a block-vector output stream");
+    ptr_ += static_cast<std::ptrdiff_t>(n) * value_type::memory_bytes();
+  }
   void push(const value_type &v) {
     std::memcpy(ptr_, v.bytes.data(), value_type::memory_bytes());
     ptr_ += value_type::memory_bytes();
+    ++pushes_;
   }
   block_vector_output_buffer_stream &operator<<(const value_type &v) {
     push(v);
@@ -380,6 +514,7 @@ class block_vector_output_buffer_stream<bfp16ebs8, 64> {
 
  private:
   std::uint8_t *ptr_;
+  unsigned pushes_ = 0;
 };
 
 // The fp32 accumulator of the bfp16 datapath. Lanes hold doubles: loads are exact (bf16, fp32 and
@@ -393,11 +528,11 @@ struct accum<accfloat, 64> {
 
   accum() = default;
   template <typename T>
-  accum(const vector<T, 64> &v) {  // implicit, like the AIE API's vector -> accum conversion
+  explicit accum(const vector<T, 64> &v) {  // explicit, as in the AIE API (accum.hpp)
     static_assert(std::is_same_v<T, bfloat16> || std::is_same_v<T, float>, "accfloat loads bf16 or float");
     for (unsigned i = 0; i < 64; ++i) acc[i] = static_cast<double>(static_cast<float>(v[i]));
   }
-  accum(const block_vector<bfp16ebs8, 64> &v) {  // implicit
+  explicit accum(const block_vector<bfp16ebs8, 64> &v) {  // explicit, as in the AIE API
     for (unsigned i = 0; i < 64; ++i) acc[i] = v.host_value(i);
   }
 
