@@ -8,6 +8,7 @@ from typing import NoReturn
 from . import precision as prec
 from .config import GemmConfig, default_k_mt, default_tiles, emulation_default
 from .errors import ConfigError
+from .kernel_variant import LOOPS
 
 EXIT_FAIL, EXIT_USAGE = 1, 2
 
@@ -30,6 +31,13 @@ def _shape(value: str) -> tuple[int, int, int]:
     if len(parts) != 3 or not all(p.isdigit() for p in parts):
         raise argparse.ArgumentTypeError(f"expected RxSxT such as 4x8x8, got {value!r}")
     return int(parts[0]), int(parts[1]), int(parts[2])
+
+
+def _expansion(value: str) -> tuple[int, int]:
+    parts = value.lower().split("x")
+    if len(parts) != 2 or not all(p.isdigit() for p in parts):
+        raise argparse.ArgumentTypeError(f"expected ERxET such as 4x2, got {value!r}")
+    return int(parts[0]), int(parts[1])
 
 
 def problem_args(p: argparse.ArgumentParser) -> None:
@@ -68,6 +76,12 @@ def problem_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--chess", action="store_true",
                    help="compile the kernel with xchesscc (CHESS=1) instead of Peano; sets its stack")
     p.add_argument("--mmul", type=_shape, help="aie::mmul shape RxSxT (default: the device's for dtype_in)")
+    p.add_argument("--expansion", type=_expansion, default=None,
+                   help="accumulators per cluster ERxET (2x2, 4x2, 2x4, 4x4; default: the widest whose registers fit "
+                   "and that splits the tile)")
+    p.add_argument("--kernel-loops", "--kernel_loops", dest="kernel_loops", choices=LOOPS, default=None,
+                   help="which kernel loop is software-pipelined, the inner ones unrolled (default: the most "
+                   "overlapping one whose code fits, when the registers leave room to overlap)")
     p.add_argument("--queue-groups", type=int, default=GemmConfig.queue_groups,
                    help="task groups in flight per shim (at most the 4-deep shim task queue)")
     p.add_argument("--stack", type=int, default=0, help="core stack bytes (default 1024)")
@@ -99,7 +113,7 @@ def base_config(a: argparse.Namespace, m: int = 0, k: int = 0, n: int = 0, k_mt:
                       rho=a.rho or 1, emulate_bf16_with_bfp16=a.emulate, compiler="chess" if a.chess else None,
                       mmul_shape=a.mmul, queue_groups=a.queue_groups, stack_bytes=a.stack, shift=a.shift,
                       rounding=a.rounding, saturation=a.saturation, dtype_b=p.b, acc=p.acc,
-                      b_pack=a.b_pack or "tiles")
+                      b_pack=a.b_pack or "tiles", expansion=a.expansion, kernel_loops=a.kernel_loops)
 
 
 def config_from_args(a: argparse.Namespace) -> GemmConfig:
@@ -149,6 +163,10 @@ def config_args(c: GemmConfig) -> list[str]:
         args += ["--mmul", "x".join(map(str, c.mmul_shape))]
     if c.t_b.is_block:
         args += ["--b-pack", c.b_pack]
+    if c.expansion is not None:
+        args += ["--expansion", "x".join(map(str, c.expansion))]
+    if c.kernel_loops is not None:
+        args += ["--kernel-loops", c.kernel_loops]
     for flag, name in (("--rho", "rho"), ("--queue-groups", "queue_groups"), ("--stack", "stack_bytes"),
                        ("--shift", "shift"),
                        ("--rounding", "rounding"), ("--saturation", "saturation")):

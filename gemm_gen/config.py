@@ -18,6 +18,8 @@ from . import precision as prec
 from .dtypes import DType, dtype
 from .errors import ConfigError
 from .hw.devices import Device, MmulShape, TileKind, device
+from .kernel_variant import KernelVariant
+from .kernel_variant import choose as choose_variant
 from .numerics import KernelNumerics, Rounding, Saturation
 from .placement import MemtileBuffer
 from .precision import Precision
@@ -93,10 +95,18 @@ class GemmConfig:
     # column-major); or "strips", mlir-aie's ATB packing: each core column's K x n strip one
     # contiguous run of its k x n L1 tiles, each in 1 x 2 super-blocks of 8 x 8 tiles
     b_pack: str = "tiles"
+    # the kernel variant (gemm_gen/kernel_variant.py): er x et accumulators per cluster and the
+    # software-pipelined loop; None: the automatic choice for the tile
+    expansion: tuple[int, int] | None = None
+    kernel_loops: str | None = None
 
     def __post_init__(self) -> None:
         dev = device(self.device)
         object.__setattr__(self, "device", dev.name)
+        for name in ("mmul_shape", "expansion"):  # JSON gives lists; configs hash and compare as tuples
+            value = getattr(self, name)
+            if value is not None:
+                object.__setattr__(self, name, tuple(int(x) for x in value))
         if self.cols == 0:
             object.__setattr__(self, "cols", dev.columns)
         if self.dtype_b is None:
@@ -162,6 +172,17 @@ class GemmConfig:
     @property
     def t(self) -> int:
         return self.mmul[2]
+
+    @property
+    def variant(self) -> KernelVariant:
+        """The kernel's accumulator expansion and loop structure (bfp16 kernels: their fixed one)."""
+        if self.precision.block:
+            if self.expansion not in (None, (2, 2)) or self.kernel_loops not in (None, "k-pipelined"):
+                raise ConfigError("bfp16 kernels have one variant (2x2 clusters of 8x8 tiles, K loop pipelined)",
+                                  "drop --expansion and --kernel-loops")
+            return KernelVariant(2, 2, "k-pipelined")
+        return choose_variant(self.dev, self.dtype_in, self.mmul, bool(self.emulate_bf16_with_bfp16), self.t_ma,
+                              self.k, self.n, self.expansion, self.kernel_loops)
 
     @property
     def numerics(self) -> KernelNumerics:
@@ -452,6 +473,7 @@ class GemmConfig:
         if self.k_mt % self.k:
             raise ConfigError(f"k_mt={self.k_mt} is not a multiple of k={self.k}",
                               f"use --k-mt {_near(self.k_mt, self.k)}")
+        self.variant  # noqa: B018 - an explicit expansion must fit the registers and split the tile
 
     def _check_granularity(self) -> None:
         """Every contiguous DMA run must be whole 32-bit words (sec. 4.3); bfp16 moves in 72-byte

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from . import kernel_variant as kv
 from .config import GemmConfig
 from .design.model import Design
 from .dtypes import dtype
@@ -53,7 +54,21 @@ def design_keys(c: GemmConfig) -> dict[str, object]:
         "b_pack": c.b_pack,
         "n_aie_cols": c.cols,
         "accumulator": accumulator(c),
+        "kernel_variant": variant_info(c),
     }
+
+
+def variant_info(c: GemmConfig) -> dict[str, object]:
+    """The kernel variant: accumulators per cluster, the pipelined loop, the code estimate."""
+    v = c.variant
+    block = c.precision.block  # bfp16 kernels: one fixed variant of their own template
+    code = (None if block else
+            int(kv.code_bytes(c.dev, c.dtype_in, c.mmul, bool(c.emulate_bf16_with_bfp16), v.expansion, v.loops,
+                              c.k, c.n)))
+    return {"name": v.name, "expansion": list(v.expansion), "loops": v.loops,
+            "accumulator_sets": None if block else kv.acc_sets(c.dev, c.dtype_in, c.mmul, v.expansion),
+            "code_bytes_estimate": code, "program_bytes": c.dev.isa.program_bytes,
+            "chosen": "given" if (c.expansion, c.kernel_loops) != (None, None) else "automatic"}
 
 
 def accumulator(c: GemmConfig) -> str:

@@ -35,6 +35,16 @@ def _atb_lines(p: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _variant_line(v: dict[str, Any]) -> str:
+    er, et = v["expansion"]
+    sets = v["accumulator_sets"]
+    room = ("bfp16 kernel" if sets is None else "one cluster fills the accumulators" if sets <= 1
+            else f"accumulators for {sets} clusters")
+    code = ("" if v["code_bytes_estimate"] is None else
+            f", code <= {v['code_bytes_estimate'] / 1024:.1f} KiB of {v['program_bytes'] // 1024} KiB (estimate)")
+    return (f"variant   {er}x{et} accumulators per cluster, {v['loops']} ({v['chosen']}; {room}){code}")
+
+
 def plan_text(p: dict[str, Any]) -> str:
     l1 = p["l1_bytes"]
     l2 = p["l2_bytes_per_memtile"]
@@ -56,8 +66,9 @@ def plan_text(p: dict[str, Any]) -> str:
         f"padded    {_x(p['padded'])} ({p['wasted_fraction']:.1%} of the MACs multiply padding)",
         f"kernel    m x k x n = {_x(p['tile'])}, k_mt = {p['k_mt']}, "
         + (f"rho = {p['rho']} ({p['rho']} calls of {p['t_ma']} rows per k-step), " if p["rho"] > 1 else "")
-        + f"mmul {'x'.join(map(str, p['mmul']))} "
-        f"in 2x2 blocks; {p['k_steps']} k-steps per output tile, {p['tiles_per_core']} tiles per core",
+        + f"mmul {'x'.join(map(str, p['mmul']))}; "
+        f"{p['k_steps']} k-steps per output tile, {p['tiles_per_core']} tiles per core",
+        _variant_line(p["kernel_variant"]),
         f"acc       {p['accumulator']}",
         f"array     {p['array'][0]} rows x {p['array'][1]} cols; A enters at columns {p['a_columns']}, "
         f"B and C at every column",

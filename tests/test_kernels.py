@@ -36,6 +36,7 @@ import numpy as np
 import pytest
 
 from gemm_gen import bfp16
+from gemm_gen import kernel_variant as kv
 from gemm_gen.config import GemmConfig
 from gemm_gen.design import build_design
 from gemm_gen.design.build import kernel_build, kernel_specs
@@ -106,12 +107,15 @@ class Case:
 
 def build(dev: Device, dtype_in: str, dtype_out: str, blocks: tuple[int, int, int], b_col_maj: bool,
           mmul: tuple[int, int, int] | None = None, emulate: bool = False, rounding: str = "conv_even",
-          saturation: str = "saturate", shift: int = 0, rho: int = 1) -> KernelBuild:
-    """A KernelBuild whose A tile is `blocks` (2r, s, 2t) units of the mmul shape; C has rho A tiles."""
+          saturation: str = "saturate", shift: int = 0, rho: int = 1, expansion: tuple[int, int] | None = None,
+          loops: str | None = None) -> KernelBuild:
+    """A KernelBuild whose A tile is `blocks` (2r, s, 2t) units of the mmul shape; C has rho A tiles.
+    The variant is the one a design would get (kernel_variant.choose) unless given."""
     r, s, t = mmul or dev.mmul_shape(dtype_in, emulate)
     m, k, n = 2 * r * blocks[0] * rho, s * blocks[1], 2 * t * blocks[2]
+    v = kv.choose(dev, dtype_in, (r, s, t), emulate, m // rho, k, n, expansion, loops)
     return KernelBuild(dev.aie_target, dtype_in, dtype_out, m, k, n, (r, s, t), b_col_maj, emulate,
-                       rounding, saturation, shift, rho=rho)
+                       rounding, saturation, shift, rho=rho, expansion=v.expansion, loops=v.loops)
 
 
 def _cases() -> list[Case]:
@@ -136,6 +140,14 @@ def _cases() -> list[Case]:
         Case(build(NPU1, "bf16", "bf16", (1, 2, 2), True, rounding="floor")),
         Case(build(NPU2, "bf16", "bf16", (2, 2, 1), False, rounding="sym_zero")),
     ]
+    # every expansion the registers allow (the loop structures differ only in hints, which the host
+    # compiler drops: test_loop_hints_for_chess_peano_and_host checks those; each is compiled anyway)
+    for dev in (NPU1, NPU2):
+        for din, shapes in dev.mmul_shapes.items():
+            for i, expansion in enumerate(kv.expansions(dev, din, shapes[0])):
+                outs = dev.out_types[din]
+                cases.append(Case(build(dev, din, outs[i % len(outs)], (2, 2, 2), bool(i % 2), expansion=expansion,
+                                        loops=kv.LOOPS[(i + len(din)) % len(kv.LOOPS)])))
     cases += [  # asymmetric tile buffering: matmul updates one of rho slices of C
         Case(build(NPU1, "bf16", "bf16", (1, 2, 1), True, rho=3)),
         Case(build(NPU2, "i8", "i16", (1, 2, 2), False, rho=2, shift=3)),
@@ -226,8 +238,8 @@ _CONFIG2 = BLOCK_CASES[3].build
 HOST_MUTANTS = {  # mutant -> what the host says (a compile error, or a refusal recorded during the call)
     Case(_I8_I32, patches=(("C00.template to_vector<T_out>(SHIFT)", "C00.template to_vector<T_out>(3)"),),
          mutant="acc32-store-shift"): "acc32 is stored as int32 with a plain cast that ignores the shift",
-    Case(_I8_I32, patches=(("MMUL C00(aie::load_v<MMUL::size_C>(pC0 + j * MMUL::size_C), SHIFT);",
-                            "MMUL C00(aie::load_v<MMUL::size_C>(pC0 + j * MMUL::size_C), 3);"),),
+    Case(_I8_I32, patches=(("MMUL C00(aie::load_v<MMUL::size_C>(pC0 + (j + 0) * MMUL::size_C), SHIFT);",
+                            "MMUL C00(aie::load_v<MMUL::size_C>(pC0 + (j + 0) * MMUL::size_C), 3);"),),
          mutant="acc32-load-shift"): "an int32 vector loads into acc32 only with shift 0",
     Case(_BF16_NPU2, patches=(("aie::load_v<MMUL::size_A>(pA0);", "aie::load_v<MMUL::size_A>(pA0 + 1);"),),
          mutant="unaligned-load"): "load_v of a 64-byte vector at an address 2 bytes past a 64-byte boundary",
@@ -621,6 +633,13 @@ def test_every_supported_variant_is_covered() -> None:
                 assert any(b.dtype_in == din and b.mmul == shape for b in mine)
     assert {(b.dtype_out, b.b_col_maj) for b in builds if b.emulate_bf16_with_bfp16} == {
         ("bf16", True), ("bf16", False), ("f32", True), ("f32", False)}
+    for dev in (NPU1, NPU2):  # every expansion of every default shape; every loop structure
+        mine = [b for b in builds if b.aie_target == dev.aie_target]
+        for din, shapes in dev.mmul_shapes.items():
+            done = {tuple(b.expansion) for b in mine if b.dtype_in == din and b.mmul == shapes[0]}
+            assert set(kv.expansions(dev, din, shapes[0])) <= done
+        assert {b.loops for b in mine} == set(kv.LOOPS)
+    assert {tuple(b.expansion) for b in builds} == set(kv.CANDIDATES)
 
 
 @needs_gxx
@@ -883,10 +902,13 @@ def test_source_file_and_symbols_follow_the_design() -> None:
 
 
 @pytest.mark.parametrize("change, message", [
-    (dict(m=12), "2x2 expansion"),
+    (dict(m=12), "2x2 clusters"),
     (dict(rho=3), "does not divide"),
-    (dict(rho=2), "2x2 expansion"),  # T_MA = 4 < 2r
-    (dict(k=12), "2x2 expansion"),
+    (dict(rho=2), "2x2 clusters"),  # T_MA = 4 < 2r
+    (dict(k=12), "k % 8 == 0"),
+    (dict(expansion=(4, 4)), "does not split into 4x4 clusters"),
+    (dict(expansion=(8, 2)), "not one of ours"),
+    (dict(loops="unrolled"), "unknown kernel loop structure"),
     (dict(mmul=(8, 8, 8)), "kernel shape"),
     (dict(emulate_bf16_with_bfp16=True), "npu2 bf16 feature"),
     (dict(dtype_out="i8"), "kernel"),
@@ -913,6 +935,8 @@ def test_render_refuses_builds_no_kernel_can_be_for(change: dict, message: str) 
     (dict(shift=3), "shift"),
     (dict(rho=2), "2x2 clusters"),  # T_MA = 8
     (dict(k=12), "2x2 clusters"),
+    (dict(expansion=(4, 2)), "one variant"),
+    (dict(loops="k-flat"), "one variant"),
     (dict(n=24), "2x2 clusters"),
     (dict(rho=3), "does not divide"),
     (dict(dtype_out="i8"), "bf16, f32 or bfp16"),
@@ -937,23 +961,38 @@ def _preprocess(source: str, tmp_path: Path, *defines: str) -> subprocess.Comple
                            str(src)], capture_output=True, text=True)
 
 
+LOOP_HEADERS = {"z": "for (unsigned z = 0; z < ROW_BLOCKS; z += ER)",
+                "j": "for (unsigned j = 0; j < COL_BLOCKS; j += ET)",
+                "k": "for (unsigned i = 0; i < K_BLOCKS; ++i)"}
+LOOP_KINDS = {"k-pipelined": ("range", "range", "pipeline"), "k-flat": ("range", "pipeline", "flatten"),
+              "jk-flat": ("pipeline", "flatten", "flatten")}
+
+
 @needs_gxx
-def test_loop_hints_for_chess_peano_and_host(tmp_path: Path) -> None:
-    """chess gets its keywords behind the loop headers, Peano its clang loop pragmas in front,
-    a host compiler neither; the trip counts are the rendered ones."""
-    b = build(NPU2, "i8", "i8", (2, 3, 1), True)  # 2 row pairs, 3 k-blocks, 1 column pair
+@pytest.mark.parametrize("loops", kv.LOOPS)
+def test_loop_hints_for_chess_peano_and_host(tmp_path: Path, loops: str) -> None:
+    """chess gets its keywords behind the loop headers, Peano its clang loop pragmas in front, a
+    host compiler neither; each loop nest pipelines, unrolls or only bounds the loops its structure
+    says, with the rendered trip counts."""
+    b = build(NPU1, "i8", "i8", (4, 3, 2), True, expansion=(4, 2), loops=loops)  # 2 x 3 x 2 loops
     p = kernel_params(b)
+    assert (p.row_clusters, p.k_blocks, p.col_clusters) == (2, 3, 2)
     source = render_kernel(b)
-    chess = _preprocess(source, tmp_path, "-D__chess__", "-D__AIE_ARCH__=21")
-    assert chess.returncode == 0, chess.stderr
-    assert f"for (unsigned i = 0; i < K_BLOCKS; ++i) chess_prepare_for_pipelining chess_loop_range({p.k_blocks}, )" \
-        in chess.stdout
-    assert f"chess_loop_range({p.row_pairs}, )" in chess.stdout and "event0()" in chess.stdout
-    assert "#pragma clang" not in chess.stdout
-    peano = _preprocess(source, tmp_path, "-D__AIECC__", "-D__AIE_ARCH__=21")
-    assert peano.returncode == 0, peano.stderr
-    assert f"#pragma clang loop min_iteration_count({p.k_blocks})" in peano.stdout
-    assert f"#pragma clang loop min_iteration_count({p.row_pairs})" in peano.stdout
+    counts = {"z": p.row_clusters, "j": p.col_clusters, "k": p.k_blocks}
+    chess = _preprocess(source, tmp_path, "-D__chess__", "-D__AIE_ARCH__=20")
+    peano = _preprocess(source, tmp_path, "-D__AIECC__", "-D__AIE_ARCH__=20")
+    assert chess.returncode == 0 and peano.returncode == 0, chess.stderr + peano.stderr
+    peano_lines = [line.strip() for line in peano.stdout.splitlines() if line.strip()]
+    for (loop, header), kind in zip(LOOP_HEADERS.items(), LOOP_KINDS[loops]):
+        count = counts[loop]
+        after = {"range": f" chess_loop_range({count}, )", "flatten": " chess_flatten_loop",
+                 "pipeline": f" chess_prepare_for_pipelining chess_loop_range({count}, )"}[kind]
+        assert header + after + " {" in chess.stdout, (loop, kind)
+        before = ("#pragma clang loop unroll(full)" if kind == "flatten"
+                  else f"#pragma clang loop min_iteration_count({count})")
+        at = next(i for i, line in enumerate(peano_lines) if line.startswith(header))
+        assert peano_lines[at - 1] == before, (loop, kind, peano_lines[at - 1])
+    assert "#pragma clang" not in chess.stdout and "event0()" in chess.stdout
     assert "chess_" not in peano.stdout and "event1()" in peano.stdout
     host = _preprocess(source, tmp_path)
     assert host.returncode == 0 and "chess_" not in host.stdout and "pragma clang" not in host.stdout

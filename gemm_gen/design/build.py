@@ -85,9 +85,11 @@ def _input_path(
 
 def kernel_build(c: GemmConfig) -> KernelBuild:
     """The one kernel object file every core of the design links."""
+    v = c.variant
     return KernelBuild(c.dev.aie_target, c.dtype_in, c.dtype_out, c.m, c.k, c.n, c.mmul, c.b_col_maj,
                        bool(c.emulate_bf16_with_bfp16), c.rounding, c.saturation, c.shift, str(c.compiler), c.rho,
-                       None if c.dtype_b == c.dtype_in else c.dtype_b, None if c.acc == c.dtype_out else c.acc)
+                       None if c.dtype_b == c.dtype_in else c.dtype_b, None if c.acc == c.dtype_out else c.acc,
+                       v.expansion, v.loops)
 
 
 def kernel_specs(c: GemmConfig) -> dict[str, KernelSpec]:

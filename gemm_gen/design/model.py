@@ -119,6 +119,8 @@ class KernelBuild:
     rho: int = 1  # matmul computes (m / rho) rows into C slice `slice` (an int32 argument when rho > 1)
     dtype_b: str | None = None  # None: dtype_in
     acc: str | None = None  # C's type in L1 between calls; None: dtype_out
+    expansion: tuple[int, int] = (2, 2)  # er x et accumulators per cluster (gemm_gen/kernel_variant.py)
+    loops: str = "k-pipelined"  # which loop of the nest is software-pipelined
 
     @property
     def t_ma(self) -> int:
@@ -166,6 +168,10 @@ class KernelBuild:
             parts.append(f"shift{self.shift}")
         if self.rho > 1:
             parts.append(f"rho{self.rho}")
+        if tuple(self.expansion) != (2, 2):
+            parts.append("e" + "x".join(map(str, self.expansion)))
+        if self.loops != "k-pipelined":
+            parts.append(self.loops.replace("-", ""))
         return "_".join(parts) + ".o"
 
 

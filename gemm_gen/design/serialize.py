@@ -51,7 +51,7 @@ def design_to_json(d: Design) -> dict[str, Any]:
         ],
         "kernels": [
             {"name": k.name, "role": k.role, "object_file": k.object_file,
-             "build": {**k.build.__dict__, "mmul": list(k.build.mmul)},
+             "build": {**k.build.__dict__, "mmul": list(k.build.mmul), "expansion": list(k.build.expansion)},
              "arg_shapes": [list(s) for s in k.arg_shapes], "arg_dtypes": list(k.arg_dtypes),
              "scalar_args": list(k.scalar_args)}
             for k in d.kernels

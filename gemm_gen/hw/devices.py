@@ -71,6 +71,41 @@ MmulShape = tuple[int, int, int]  # r x s x t of aie::mmul
 
 
 @dataclass(frozen=True)
+class CoreIsa:
+    """One core generation's vector unit, as the kernels' variant rule and the model see it."""
+
+    vld_bytes: int  # one vector load
+    vst_bytes: int  # one vector store
+    load_units: int
+    store_units: int
+    vld_latency: int  # cycles from a vector load to its register
+    vst_latency: int
+    vmac_to_store: int  # cycles from a vmac to the first store of its accumulator
+    acc_distance: int  # cycles between dependent vmacs on one accumulator (atb P)
+    acc_file_bits: int  # the accumulator register file
+    vector_file_bits: int  # the vector (operand) register file
+    program_bytes: int  # program memory
+    instruction_bytes: int  # the widest VLIW instruction (one cycle of a fully used bundle)
+
+
+# Sources: xdna_isa_microbenchmarks.md (XDNA1 and XDNA2 ISA tables, listing 2, the AIE2P scheduling
+# definitions), atb sec. 4 / 4.3, AM020 "AIE-ML" (2 load + 1 store units of 256 bits; 16 KB program
+# memory of 1024 128-bit instructions), UG1603 "Accumulator Registers" (AIE-ML: 9 x 1024-bit cm) and
+# "Vector Registers" (24 x 256-bit w on AIE-ML and AIE-ML v2), llvm-aie AIE2PRegisterInfo.td (aie2p:
+# 5 x 2048-bit dm accumulators, 24 x 256-bit w vectors), AM027 / UG1603 2025.1 (16 KB program
+# memory on the newer cores too).
+CORE_ISA: dict[str, CoreIsa] = {
+    "aie2": CoreIsa(vld_bytes=32, vst_bytes=32, load_units=2, store_units=1, vld_latency=7, vst_latency=2,
+                    vmac_to_store=6, acc_distance=4, acc_file_bits=9 * 1024, vector_file_bits=24 * 256,
+                    program_bytes=16 * 1024, instruction_bytes=16),
+    # P = 3: a 6-cycle vmac reads its accumulator in its fourth cycle (atb sec. 4.3)
+    "aie2p": CoreIsa(vld_bytes=64, vst_bytes=64, load_units=2, store_units=1, vld_latency=7, vst_latency=2,
+                     vmac_to_store=6, acc_distance=3, acc_file_bits=5 * 2048, vector_file_bits=24 * 256,
+                     program_bytes=16 * 1024, instruction_bytes=16),
+}
+
+
+@dataclass(frozen=True)
 class Device:
     """One NPU target as the generator maps it (whole array, 4 core rows)."""
 
@@ -110,6 +145,10 @@ class Device:
     bfp16_stack_bytes: dict[str, int]
     # peak MACs/cycle of one core per input type (what mac instructions can issue)
     peak_macs: dict[str, int]
+    # MACs per vector instruction of a plain (not bfp16-emulated) bf16 mmul: npu1's native bf16
+    # rate; npu2 has no native bf16 mmul and aie_api issues 32-lane elementwise macs (mac_elem_32,
+    # aie2p/mmul_bf16_bf16.hpp; UNCONFIRMED rate, a third-party single-core hint of ~25 MACs/cycle agrees)
+    bf16_mmul_macs: int
     out_types: dict[str, tuple[str, ...]]  # accepted dtype_out per dtype_in
     dma: dict[TileKind, DmaSpec] = field(
         default_factory=lambda: {TileKind.SHIM: SHIM_DMA, TileKind.MEM: MEM_DMA, TileKind.CORE: CORE_DMA}
@@ -154,6 +193,11 @@ class Device:
             return 32
         return 64 if tuple(mmul) in self.acc64_shapes.get(dtype_in, ()) else 32
 
+    @property
+    def isa(self) -> CoreIsa:
+        """The core's vector unit (CORE_ISA of its aie_target)."""
+        return CORE_ISA[self.aie_target]
+
     def peak_tops(self, dtype_in: str) -> float:
         """Array peak in TOPS (2 ops per MAC) at the maximum clock."""
         cores = self.columns * self.core_rows
@@ -188,6 +232,7 @@ NPU1 = Device(
     bfp16_mmul_shape=None,
     bfp16_stack_bytes={},
     peak_macs={"bf16": 128, "i8": 256, "i16": 64},
+    bf16_mmul_macs=128,
     out_types=_OUT_TYPES,
 )
 
@@ -219,6 +264,7 @@ NPU2 = Device(
     # with elementwise macs (UNCONFIRMED rate), so 512 is the bf16 ceiling, not a promise.
     # bfp16: 512 MACs/cycle (atb sec. 2.4: 1024 flops/cycle per core).
     peak_macs={"bf16": 512, "i8": 512, "i16": 128, "bfp16": 512},
+    bf16_mmul_macs=32,
     out_types=_OUT_TYPES,
 )
 

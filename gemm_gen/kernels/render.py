@@ -18,6 +18,7 @@ from typing import ClassVar
 
 import jinja2
 
+from .. import kernel_variant as kv
 from .. import precision as prec
 from ..config import check_shift
 from ..design.model import KernelBuild
@@ -65,9 +66,14 @@ class KernelParams:
     rounding_mode: str
     saturation_mode: str
     sets_saturation: bool  # integer outputs narrower than 32 bits
-    row_pairs: int  # trip counts of the three matmul loops (over one A tile) and of the zero loop
-    col_pairs: int
+    row_clusters: int  # trip counts of the three matmul loops (over one A tile) and of the zero loop
+    col_clusters: int
     k_blocks: int
+    # (before, after) loop-hint macros of the block-row, cluster and K loops (gemm_gen_kernel.h)
+    hint_z: tuple[str, str]
+    hint_j: tuple[str, str]
+    hint_k: tuple[str, str]
+    loops_doc: str
     store_bits: int
     zero_lanes: int
     zero_iters: int
@@ -187,10 +193,15 @@ def kernel_params(build: KernelBuild) -> KernelParams | BlockKernelParams:
     if build.rho < 1 or build.m % build.rho:
         raise ConfigError(f"rho {build.rho} does not divide the kernel tile's m = {build.m}",
                           "use a rho >= 1 that divides m")
-    if build.t_ma % (2 * r) or build.k % s or build.n % (2 * t) or min(build.m, build.k, build.n) <= 0:
-        raise ConfigError(f"kernel tile {build.t_ma}x{build.k}x{build.n} (m / rho x k x n) does not fit the 2x2 "
-                          f"expansion of mmul {r}x{s}x{t}",
-                          f"use (m / rho) % {2 * r} == 0, k % {s} == 0, n % {2 * t} == 0")
+    if build.k % s or min(build.m, build.k, build.n) <= 0:
+        raise ConfigError(f"kernel tile {build.t_ma}x{build.k}x{build.n} (m / rho x k x n) does not fit mmul "
+                          f"{r}x{s}x{t}", f"use k % {s} == 0")
+    # the variant must be one the config would accept (registers, whole clusters, a known loop nest)
+    variant = kv.choose(dev, build.dtype_in, (r, s, t), build.emulate_bf16_with_bfp16, build.t_ma, build.k, build.n,
+                        (build.expansion[0], build.expansion[1]), build.loops)
+    er, et = variant.expansion
+    row_clusters, col_clusters, k_blocks = build.t_ma // (er * r), build.n // (et * t), build.k // s
+    hint_z, hint_j, hint_k, loops_doc = _loop_hints(variant.loops, row_clusters, col_clusters, k_blocks)
     rounding, saturation = _modes(build)
     if t_out.is_float and build.shift:
         raise ConfigError(f"shift {build.shift} is not valid for a {build.dtype_out} output", "use 0 for float outputs")
@@ -209,9 +220,29 @@ def kernel_params(build: KernelBuild) -> KernelParams | BlockKernelParams:
         acc_tag="accfloat" if t_in.is_float else "accauto", aie_arch=AIE_ARCH[build.aie_target],
         rounding_mode=ROUNDING_MODES[rounding], saturation_mode=SATURATION_MODES[saturation],
         sets_saturation=not t_out.is_float and t_out.bits < 32,
-        row_pairs=build.t_ma // (2 * r), col_pairs=build.n // (2 * t), k_blocks=build.k // s,
+        row_clusters=row_clusters, col_clusters=col_clusters, k_blocks=k_blocks,
+        hint_z=hint_z, hint_j=hint_j, hint_k=hint_k, loops_doc=loops_doc,
         store_bits=store_bits, zero_lanes=lanes, zero_iters=build.m * build.n // lanes,
     )
+
+
+def _hint(kind: str, count: int) -> tuple[str, str]:
+    if kind == "FLATTEN":
+        return ("GG_FLATTEN_BEFORE", "GG_FLATTEN_AFTER")
+    return (f"GG_{kind}_BEFORE({count})", f"GG_{kind}_AFTER({count})")
+
+
+def _loop_hints(loops: str, rows: int, cols: int, ks: int) -> tuple[tuple[str, str], tuple[str, str],
+                                                                    tuple[str, str], str]:
+    """Which loop each compiler software-pipelines (PIPELINE), unrolls (FLATTEN) or only bounds."""
+    kinds = {"k-pipelined": ("LOOP_RANGE", "LOOP_RANGE", "PIPELINE"),
+             "k-flat": ("LOOP_RANGE", "PIPELINE", "FLATTEN"),
+             "jk-flat": ("PIPELINE", "FLATTEN", "FLATTEN")}[loops]
+    docs = {"k-pipelined": "the K loop software-pipelined, clusters one after another",
+            "k-flat": "the K loop unrolled, the cluster loop software-pipelined",
+            "jk-flat": "the cluster and K loops unrolled, the block-row loop software-pipelined"}
+    z, j, k = (_hint(kind, count) for kind, count in zip(kinds, (rows, cols, ks)))
+    return z, j, k, docs[loops]
 
 
 def block_kernel_params(build: KernelBuild, dev: Device) -> BlockKernelParams:
@@ -229,6 +260,9 @@ def block_kernel_params(build: KernelBuild, dev: Device) -> BlockKernelParams:
     if build.compiler != "chess":
         raise ConfigError(f"bfp16 kernels build with xchesscc only, not {build.compiler}",
                           "use --chess (CHESS=1)")
+    if tuple(build.expansion) != (2, 2) or build.loops != "k-pipelined":
+        raise ConfigError("bfp16 kernels have one variant (2x2 clusters of 8x8 tiles, K loop pipelined), not "
+                          f"{'x'.join(map(str, build.expansion))} {build.loops}", "drop --expansion and --kernel-loops")
     if build.rho < 1 or build.m % build.rho:
         raise ConfigError(f"rho {build.rho} does not divide the kernel tile's m = {build.m}",
                           "use a rho >= 1 that divides m")

@@ -31,7 +31,8 @@ def kernel_macs(p: Params, row: paper.KernelRow) -> float:
     from ..hw.devices import device
 
     dev = device(row.device)
-    ks = kernel_shape(dev, row.dtype_in, row.dtype_out, dev.mmul_shape(row.dtype_in, row.emulate), row.emulate)
+    ks = kernel_shape(dev, row.dtype_in, row.dtype_out, dev.mmul_shape(row.dtype_in, row.emulate), row.emulate,
+                      expansion=paper.PAPER_EXPANSION, loops=paper.PAPER_LOOPS)
     cyc = float(kernel_cycles(p, ks, np.array(row.m), np.array(row.k), np.array(row.n)))
     return row.m * row.k * row.n / cyc
 
@@ -42,6 +43,8 @@ def array_config(row: paper.ArrayRow, **kw: Any):  # noqa: ANN201 - GemmConfig
     fields: dict[str, Any] = {"emulate_bf16_with_bfp16": row.emulate, "depth_c_l1": row.depth_c_l1,
                               "queue_groups": row.queue_groups, "stack_bytes": row.stack_bytes,
                               "dtype_b": row.dtype_b, "acc": row.acc, "rho": row.rho}
+    if not paper.block_row(row):  # the papers' scalar kernels, as the model reads them
+        fields.update(expansion=paper.PAPER_EXPANSION, kernel_loops=paper.PAPER_LOOPS)
     fields.update(kw)
     return GemmConfig(row.device, row.M, fields.pop("K", row.K), row.N, row.m, row.k, row.n,
                       fields.pop("k_mt", row.k_mt), row.dtype_in, row.dtype_out, fields.pop("b_col_maj", row.b_col_maj),

@@ -1,24 +1,28 @@
 """Single-core kernel throughput from the VLIW accumulation-chain model (atb sec. 4, eq. 5-11).
 
-Our kernels compute an m x k x n call as (m/2r) x (n/2t) *chain clusters*: 2 x 2 accumulators
-(C = 4 chains) sharing the loads of two A and two B blocks, each chain k/s vmacs long.
+Our kernels compute an m x k x n call as (m/(er r)) x (n/(et t)) *chain clusters* of C = er x et
+accumulators (the kernel variant, gemm_gen/kernel_variant.py) sharing the loads of er A and et B
+blocks per round, each chain k/s vmacs long.
 
-    per cluster   T = V * II + O                      V = 4 k/s vmacs
+    per cluster   T = V * II + O                      V = C k/s vmacs
     II            = max(mmul issue cycles, P / C, loads per round / (U_ld * C))         (eq. 6-7)
     O_serial      = T_prolog + T_epilog - C * II                                     (eq. 5, 9, 10)
     T_prolog      = l_vld + ceil((C loads + one round of A/B loads) / U_ld) - 1          (eq. 5)
     T_epilog      = l_vmac->vst + l_vst - 1 + max((C - 1) II + st_acc, C st_acc)        (eq. 9, one store unit)
-    O             = beta * n_C + (O_serial - beta * n_C) * h(D)                          (eq. 10 vs 11)
+    O             = beta * n_C + (O_serial - beta * n_C) * overlap                       (eq. 10 vs 11)
+
+What overlaps is what the compiler software-pipelines: nothing between clusters when only the K
+loop is (k-pipelined: overlap = 1), consecutive clusters of a block row when the K loop is flattened
+inside the pipelined cluster loop (k-flat: all but the row's first cluster get h(D)), every cluster
+when both are flattened inside the pipelined block-row loop (jk-flat: h(D)). D is how many clusters'
+accumulators fit the accumulator file at once: with D = 1 nothing overlaps (eq. 10, h = 1); with
+D = 2 either the next prolog or the previous epilog overlaps the steady state (h = 1/2); with D >= 3
+both do (eq. 11, h = 0). What overlap cannot hide is beta cycles per C vector load or store (n_C per
+cluster): port and bank conflicts with the A/B load stream, the one calibrated kernel parameter.
 
 bfp16 kernels (the bfp16 datapath with bfp16 B: gemm_gen/precision.py) issue one 8x8x8 vmac per
 cycle (II = 1); their per-cluster overhead epsilon is calibrated on atb Table 1 (eq. 13), which
 measures exactly these kernels, instead of being derived from the load schedule.
-
-D is how many clusters' accumulators fit the accumulator file at once. With D = 1 (every aie2p
-kernel: five 2048-bit registers, four per cluster) nothing overlaps (eq. 10, h = 1); with D = 2
-either the next prolog or the previous epilog overlaps the steady state (h = 1/2); with D >= 3 both
-do (eq. 11, h = 0). What overlap cannot hide is beta cycles per C vector load or store (n_C per
-cluster): port and bank conflicts with the A/B load stream, the one calibrated kernel parameter.
 """
 
 from __future__ import annotations
@@ -27,18 +31,18 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .. import kernel_variant as kv
 from ..dtypes import dtype
-from ..hw.devices import Device
+from ..hw.devices import Device, device
+from ..kernel_variant import KernelVariant
 from .params import Params
-
-CHAINS = 4  # 2 x 2 accumulators per cluster (KERNEL_EXPANSION = 2 in both directions)
-ACC_LANE_BITS = 32  # acc32 / accfloat lanes
 
 
 @dataclass(frozen=True)
 class KernelShape:
     """What fixes the instruction schedule besides m, k, n."""
 
+    device: str
     target: str  # aie2 / aie2p
     dtype_in: str
     dtype_out: str
@@ -49,11 +53,32 @@ class KernelShape:
     peak_macs: int  # the device's peak MACs/cycle for dtype_in (efficiency denominator)
     dtype_b: str = ""  # "": dtype_in
     acc: str = ""  # C's type in L1; "": dtype_out
+    expansion: tuple[int, int] | None = None  # None: kernel_variant's choice per tile
+    loops: str | None = None  # None: kernel_variant's choice per tile
 
     @property
     def block(self) -> bool:
         """A bfp16 kernel: bfp16 B on the bfp16 datapath."""
         return self.dtype_b == "bfp16"
+
+    @property
+    def mmul(self) -> tuple[int, int, int]:
+        return (self.r, self.s, self.t)
+
+    @property
+    def dev(self) -> Device:
+        return device(self.device)
+
+
+# bfp16 kernels (templates/mm_bfp16.cc.j2): 2 x 2 clusters of 8 x 8 tiles, the K loop pipelined
+BFP16_VARIANT = KernelVariant(2, 2, "k-pipelined")
+
+
+def variant(ks: KernelShape, t_ma: int, k: int, n: int) -> KernelVariant:
+    """The variant the kernel of one t_ma x k x n call uses (the config's, or the automatic one)."""
+    if ks.block:
+        return BFP16_VARIANT
+    return kv.choose(ks.dev, ks.dtype_in, ks.mmul, ks.emulate_bf16_with_bfp16, t_ma, k, n, ks.expansion, ks.loops)
 
 
 def mmul_cycles(p: Params, ks: KernelShape) -> float:
@@ -61,55 +86,83 @@ def mmul_cycles(p: Params, ks: KernelShape) -> float:
     macs = ks.r * ks.s * ks.t
     if ks.block:
         return max(1.0, macs / ks.peak_macs)
-    if ks.target == "aie2p" and ks.dtype_in == "bf16":
+    if ks.dtype_in == "bf16":
         if ks.emulate_bf16_with_bfp16:
             return p.bf16_via_bfp16_cycles * max(1.0, macs / ks.peak_macs)
-        return max(1.0, macs / p.aie2p_bf16_native_macs)
+        return max(1.0, macs / ks.dev.bf16_mmul_macs)
     return max(1.0, macs / ks.peak_macs)
 
 
-def acc_lane_bits(ks: KernelShape) -> int:
-    # aie2p 16-bit mmuls accumulate in acc64 (aie_api: 4x4x8 i16 is an acc64 mode)
-    return 64 if ks.target == "aie2p" and ks.dtype_in == "i16" else ACC_LANE_BITS
-
-
-def cluster_terms(p: Params, ks: KernelShape) -> dict[str, float]:
-    """II, O and their parts for one chain cluster (independent of m, k, n)."""
-    isa = p.isa[ks.target]
+def cluster_terms(p: Params, ks: KernelShape, expansion: tuple[int, int] = (2, 2)) -> dict[str, float]:
+    """II, the serial overhead and its parts for one er x et chain cluster (independent of m, k, n
+    and of the loop structure; `overhead` applies that)."""
     if ks.block:
         ii = mmul_cycles(p, ks)
-        return {"ii": ii, "overhead": p.bfp16_overhead, "serial_overhead": p.bfp16_overhead, "prolog": 0.0,
-                "epilog": 0.0, "acc_sets": 1, "c_accesses": 0, "round_loads": 0}
+        return {"ii": ii, "serial_overhead": p.bfp16_overhead, "residual": p.bfp16_overhead, "h": 1.0,
+                "prolog": 0.0, "epilog": 0.0, "acc_sets": 1, "c_accesses": 0, "round_loads": 0, "chains": 4}
+    isa = ks.dev.isa
+    er, et = expansion
+    chains = er * et
     b_in = dtype(ks.dtype_in).bytes  # bf16 via bfp16 still loads bf16 and converts in the core
     b_out = dtype(ks.dtype_out).bytes
     ld_a = -(-ks.r * ks.s * b_in // isa.vld_bytes)
     ld_b = -(-ks.s * ks.t * b_in // isa.vld_bytes)
-    round_loads = 2 * ld_a + 2 * ld_b  # two A and two B blocks feed four vmacs
+    round_loads = er * ld_a + et * ld_b  # er A and et B blocks feed er x et vmacs
     ld_acc = -(-ks.r * ks.t * b_out // isa.vld_bytes)
     st_acc = -(-ks.r * ks.t * b_out // isa.vst_bytes)
-    c_loads, c_stores = CHAINS * ld_acc, CHAINS * st_acc
-    ii = max(mmul_cycles(p, ks), isa.acc_distance / CHAINS, round_loads / (isa.load_units * CHAINS))
+    c_loads, c_stores = chains * ld_acc, chains * st_acc
+    ii = max(mmul_cycles(p, ks), isa.acc_distance / chains, round_loads / (isa.load_units * chains))
     prolog = isa.vld_latency + -(-(c_loads + round_loads) // isa.load_units) - 1
-    stores = max((CHAINS - 1) * ii + st_acc, CHAINS * st_acc / isa.store_units)
+    stores = max((chains - 1) * ii + st_acc, chains * st_acc / isa.store_units)
     epilog = isa.vmac_to_store + isa.vst_latency - 1 + stores
-    serial = max(0.0, prolog + epilog - CHAINS * ii)
-    depth = isa.acc_file_bits // (CHAINS * ks.r * ks.t * acc_lane_bits(ks))
-    hidden = {0: 1.0, 1: 1.0, 2: 0.5}.get(depth, 0.0)
-    residual = min(p.bank_stall * (c_loads + c_stores), serial)
-    overhead = residual + (serial - residual) * hidden
-    return {"ii": ii, "overhead": overhead, "serial_overhead": serial, "prolog": prolog, "epilog": epilog,
-            "acc_sets": depth, "c_accesses": c_loads + c_stores, "round_loads": round_loads}
+    serial = max(0.0, prolog + epilog - chains * ii)
+    depth = kv.acc_sets(ks.dev, ks.dtype_in, ks.mmul, expansion)
+    return {"ii": ii, "serial_overhead": serial, "residual": min(p.bank_stall * (c_loads + c_stores), serial),
+            "h": {0: 1.0, 1: 1.0, 2: 0.5}.get(depth, 0.0), "prolog": prolog, "epilog": epilog,
+            "acc_sets": depth, "c_accesses": c_loads + c_stores, "round_loads": round_loads, "chains": chains}
+
+
+def overhead(terms: dict[str, float], loops: str, col_clusters: np.ndarray | int) -> np.ndarray:
+    """O per cluster under a loop structure (what the pipelined loop lets neighbours hide)."""
+    serial, residual, h = terms["serial_overhead"], terms["residual"], terms["h"]
+    if loops == "k-pipelined":
+        share = np.ones_like(np.asarray(col_clusters), dtype=np.float64)
+    elif loops == "k-flat":  # the block row's first cluster has no predecessor in the pipelined loop
+        cc = np.maximum(np.asarray(col_clusters, dtype=np.float64), 1.0)
+        share = (h * (cc - 1) + 1) / cc
+    else:
+        share = np.full_like(np.asarray(col_clusters), h, dtype=np.float64)
+    return np.asarray(residual + (serial - residual) * share, dtype=np.float64)
 
 
 def kernel_cycles(p: Params, ks: KernelShape, m: np.ndarray, k: np.ndarray, n: np.ndarray) -> np.ndarray:
-    """Cycles of one m x k x n kernel call (what the paper's trace-based Table 1 measures)."""
-    terms = cluster_terms(p, ks)
-    clusters = (m // (2 * ks.r)) * (n // (2 * ks.t))
-    vmacs = CHAINS * (k // ks.s)
-    return np.asarray(clusters * (vmacs * terms["ii"] + terms["overhead"]), dtype=np.float64)
+    """Cycles of one m x k x n kernel call (what the paper's trace-based Table 1 measures); m is the
+    call's A rows (T_MA). Each tile gets the variant kernel_variant gives it."""
+    m, k, n = (np.asarray(x, dtype=np.int64) for x in (m, k, n))
+    if ks.block:
+        terms = cluster_terms(p, ks)
+        clusters = (m // (2 * ks.r)) * (n // (2 * ks.t))
+        return np.asarray(clusters * (4 * (k // ks.s) * terms["ii"] + terms["serial_overhead"]), dtype=np.float64)
+    dev, mmul = ks.dev, ks.mmul
+    order = kv.expansions(dev, ks.dtype_in, mmul) if ks.expansion is None else (tuple(ks.expansion),)
+    pick = kv.auto_expansion(dev, ks.dtype_in, mmul, m, n) if ks.expansion is None else np.zeros((), np.int64)
+    shape = np.broadcast(m, k, n).shape
+    out = np.zeros(shape, dtype=np.float64)
+    for i, (er, et) in enumerate(order):
+        terms = cluster_terms(p, ks, (er, et))
+        cc = n // (et * ks.t)
+        clusters = (m // (er * ks.r)) * cc
+        loops = (kv.auto_loops(dev, ks.dtype_in, mmul, ks.emulate_bf16_with_bfp16, (er, et), k, n)
+                 if ks.loops is None else np.full(shape, kv.LOOPS.index(ks.loops)))
+        o = np.choose(np.broadcast_to(loops, shape), [np.broadcast_to(overhead(terms, lp, cc), shape)
+                                                      for lp in kv.LOOPS])
+        cyc = clusters * (er * et * (k // ks.s) * terms["ii"] + o)
+        out = np.where(pick == i, cyc, out)
+    return out
 
 
 def kernel_shape(dev: Device, dtype_in: str, dtype_out: str, mmul: tuple[int, int, int],
-                 emulate: bool, dtype_b: str | None = None, acc: str | None = None) -> KernelShape:
-    return KernelShape(dev.aie_target, dtype_in, dtype_out, *mmul, emulate, dev.peak_macs[dtype_in],
-                       dtype_b or dtype_in, acc or dtype_out)
+                 emulate: bool, dtype_b: str | None = None, acc: str | None = None,
+                 expansion: tuple[int, int] | None = None, loops: str | None = None) -> KernelShape:
+    return KernelShape(dev.name, dev.aie_target, dtype_in, dtype_out, *mmul, emulate, dev.peak_macs[dtype_in],
+                       dtype_b or dtype_in, acc or dtype_out, expansion, loops)

@@ -10,6 +10,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+# The papers' scalar kernels are their own (Striking sec. 5.1: the AIE API, xchesscc, "software
+# pipelining and loop unrolling/flattening"); their accumulator expansion is unpublished. The model
+# reads them as 2 x 2 clusters (the AIE API documentation's kernel) with the cluster and K loops
+# flattened (jk-flat), and the calibration fits its constants on that reading.
+PAPER_EXPANSION = (2, 2)
+PAPER_LOOPS = "jk-flat"
+
+
+def block_row(row: KernelRow | ArrayRow) -> bool:
+    """A row on the bfp16 datapath (bfp16 B), whose kernel is ours (one variant) rather than a guess."""
+    return "bfp16" in (row.dtype_in, getattr(row, "dtype_b", None))
+
 
 @dataclass(frozen=True)
 class KernelRow:

@@ -1,8 +1,8 @@
 """The model's parameters, read from calibration.json (values with their sources).
 
-ISA facts are per kernel target (aie2 = npu1, aie2p = npu2); DRAM parameters per device. Device facts
-that the rest of the generator shares (array shape, clock, peak MACs, L1/L2 sizes, BD counts) are
-read from gemm_gen.hw.devices and never repeated here.
+DRAM parameters are per device. Device facts that the rest of the generator shares (array shape,
+clock, peak MACs, L1/L2 sizes, BD counts, the cores' ISA facts: CORE_ISA) are read from
+gemm_gen.hw.devices and never repeated here.
 """
 
 from __future__ import annotations
@@ -20,21 +20,6 @@ CALIBRATION_ENV = "GEMM_GEN_CALIBRATION"
 
 
 @dataclass(frozen=True)
-class Isa:
-    """What the accumulation-chain kernel model needs to know about one core generation."""
-
-    vld_bytes: int
-    vst_bytes: int
-    load_units: int
-    store_units: int
-    vld_latency: int
-    vst_latency: int
-    vmac_to_store: int
-    acc_distance: int  # cycles between dependent vmacs on one accumulator (atb P)
-    acc_file_bits: int
-
-
-@dataclass(frozen=True)
 class Dram:
     peak_gbps: float  # streaming bandwidth the NPU reaches with long contiguous runs
     run_overhead_bytes: float  # bytes of transfer time lost per contiguous DRAM run
@@ -43,9 +28,7 @@ class Dram:
 
 @dataclass(frozen=True)
 class Params:
-    isa: dict[str, Isa]
     bank_stall: float  # cycles per C vector load/store that pipelining cannot hide
-    aie2p_bf16_native_macs: int
     bf16_via_bfp16_cycles: float
     bfp16_overhead: float  # cycles per chain cluster of a bfp16 kernel beyond its vmacs (atb eq. 13)
     switch_cycles: float
@@ -79,15 +62,12 @@ def _v(entry: dict[str, Any], default: float = 0.0) -> Any:
 
 
 def from_raw(data: dict[str, Any]) -> Params:
-    isa = {target: Isa(**{k: int(_v(v)) for k, v in fields.items()}) for target, fields in data["isa"].items()}
     kern, core, rt = data["kernel"], data["core"], data["runtime"]
     dram = {dev: Dram(float(_v(d["peak_gbps"], 1.0)), float(_v(d["run_overhead_bytes"])),
                       float(_v(d["lockstep_coalescing"])))
             for dev, d in data["dram"].items()}
     return Params(
-        isa=isa,
         bank_stall=float(_v(kern["bank_stall_cycles_per_c_access"])),
-        aie2p_bf16_native_macs=int(_v(kern["aie2p_bf16_native_macs"])),
         bf16_via_bfp16_cycles=float(_v(kern["aie2p_bf16_via_bfp16_cycles_per_mmul"], 1.0)),
         bfp16_overhead=float(_v(kern["bfp16_cluster_overhead_cycles"])),
         switch_cycles=float(_v(core["switch_cycles"])),

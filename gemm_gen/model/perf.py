@@ -57,6 +57,8 @@ class Problem:
     dtype_b: str | None = None
     acc: str | None = None
     b_pack: str = "tiles"
+    expansion: tuple[int, int] | None = None  # the kernel variant; None: the automatic one per tile
+    kernel_loops: str | None = None
 
     def __post_init__(self) -> None:
         # the option defaults are GemmConfig's: resolve them through one probe config
@@ -68,7 +70,7 @@ class Problem:
     def of(cls, c: GemmConfig) -> Problem:
         return cls(c.device, c.M, c.K, c.N, c.dtype_in, c.dtype_out, c.b_col_maj, bool(c.emulate_bf16_with_bfp16),
                    c.mmul_shape, c.queue_groups, c.depth_ab_l1, c.depth_ab_l2, c.depth_c_l1, c.depth_c_l2,
-                   c.rows, c.cols, c.stack_bytes, c.compiler, c.dtype_b, c.acc, c.b_pack)
+                   c.rows, c.cols, c.stack_bytes, c.compiler, c.dtype_b, c.acc, c.b_pack, c.expansion, c.kernel_loops)
 
     def config(self, m: int, k: int, n: int, k_mt: int, **kw: object) -> GemmConfig:
         return GemmConfig(self.device, self.M, self.K, self.N, int(m), int(k), int(n), int(k_mt), self.dtype_in,
@@ -77,7 +79,8 @@ class Problem:
                           stack_bytes=self.stack_bytes, queue_groups=self.queue_groups,
                           depth_ab_l1=self.depth_ab_l1, depth_ab_l2=self.depth_ab_l2, depth_c_l1=self.depth_c_l1,
                           depth_c_l2=self.depth_c_l2, compiler=self.compiler, dtype_b=self.dtype_b, acc=self.acc,
-                          b_pack=self.b_pack, **kw)  # type: ignore[arg-type]
+                          b_pack=self.b_pack, expansion=self.expansion, kernel_loops=self.kernel_loops,
+                          **kw)  # type: ignore[arg-type]
 
     @property
     def dev(self) -> Device:
@@ -104,7 +107,7 @@ class Problem:
     @property
     def kernel_shape(self) -> kmod.KernelShape:
         return kmod.kernel_shape(self.dev, self.dtype_in, self.dtype_out, self.mmul, bool(self.emulate_bf16_with_bfp16),
-                                 self.dtype_b, self.acc)
+                                 self.dtype_b, self.acc, self.expansion, self.kernel_loops)
 
     @property
     def precision(self) -> Precision:
@@ -170,7 +173,7 @@ def estimate(pr: Problem, m: np.ndarray | int, k: np.ndarray | int, n: np.ndarra
     f_hz = dev.clock_ghz * GIGA
     b_a, b_b, b_out, b_acc = pr.elem_bytes
     ks = pr.kernel_shape
-    isa = p.isa[ks.target]
+    isa = dev.isa
     sbw = p.stream_bytes_per_cycle
     m, k, n, k_mt, rho = (np.asarray(x, dtype=np.int64) for x in (m, k, n, k_mt, rho))
 

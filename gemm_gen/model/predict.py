@@ -9,7 +9,7 @@ from ..design import build_design
 from ..design.model import Design
 from ..errors import ConfigError
 from ..plan import design_keys
-from .kernel import cluster_terms
+from .kernel import cluster_terms, overhead
 from .params import Params, load
 from .perf import Estimate, Problem, estimate
 from .traffic import design_traffic
@@ -50,7 +50,9 @@ def _f(x: Any) -> float:
 def prediction_json(c: GemmConfig, e: Estimate, p: Params, design: Design | None = None) -> dict[str, Any]:
     dev = c.dev
     peak = dev.peak_macs[c.dtype_in]
-    terms = cluster_terms(p, Problem.of(c).kernel_shape)
+    v = c.variant
+    terms = cluster_terms(p, Problem.of(c).kernel_shape, v.expansion)
+    col_clusters = c.n // (v.et * c.t)
     buffers = design.memtile_buffers if design is not None else c.memtile_placement()
     mem = [sum(b.nbytes for b in buffers if b.home_col == col) for col in range(dev.target(c.cols)[1])]
     dram_total = sum(_f(t.bytes) for t in e.traffic.values())
@@ -72,7 +74,10 @@ def prediction_json(c: GemmConfig, e: Estimate, p: Params, design: Design | None
         "core_efficiency": _f(e.kernel_macs_per_cycle) / peak,
         "core_macs_per_cycle_in_array": _f(e.core_macs_per_cycle),
         "kernel_cycles_per_call": _f(e.kernel_cycles),
-        "kernel_model": {"ii": terms["ii"], "overhead_per_cluster": terms["overhead"],
+        "kernel_variant": v.name,
+        "kernel_model": {"variant": v.name, "accumulators_per_cluster": v.chains, "loops": v.loops,
+                         "ii": terms["ii"],
+                         "overhead_per_cluster": _f(overhead(terms, v.loops, col_clusters)),
                          "serial_overhead_per_cluster": terms["serial_overhead"],
                          "accumulator_sets": terms["acc_sets"]},
         "times_us": {"core": _f(e.t_core) * 1e6, "memory": t_mem * 1e6, "dram": _f(e.t_dram) * 1e6,

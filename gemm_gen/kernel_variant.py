@@ -1,0 +1,186 @@
+"""The kernel variant of a scalar-type kernel tile: its accumulator expansion and its loop structure.
+
+A kernel computes its C tile as *clusters* of er x et accumulators (er block rows of A times et
+block columns of B, each an r x s x t aie::mmul): a round loads er A blocks and et B blocks for
+er * et vmacs. Wider clusters need fewer loads per vmac and spread the cluster's fixed cost (loading
+and storing C, filling and draining the pipeline) over more vmacs, as long as their accumulators fit
+the accumulator file and their operands the vector file (register arithmetic, hw.devices.CORE_ISA).
+mlir-aie's aie2 kernels use 4 x 4 for bf16 4x8x4 and 4 x 2 for i8 4x8x8 for that reason.
+
+The loop structure says which loop the compiler software-pipelines, the others being plain or
+flattened (fully unrolled):
+- k-pipelined: the K loop of each cluster; nothing overlaps between clusters (the smallest code);
+- k-flat: K flattened, the cluster loop along N pipelined: consecutive clusters of a block row overlap;
+- jk-flat: K and the cluster loop flattened, the block-row loop pipelined (mlir-aie's OPT_PERF
+  path): every cluster overlaps its neighbours.
+Overlapping clusters needs room for the next cluster's accumulators: when a cluster fills the
+accumulator file (acc_sets() == 1), flattening buys nothing and the automatic choice stays
+k-pipelined. Otherwise it takes the most overlapping structure whose estimated code fits CODE_BUDGET
+of the 16 KB program memory. The estimate is an upper
+bound by construction (every cycle a full 128-bit instruction, the pipelined body held about
+PIPELINE_COPIES times: prologue, kernel, epilogue); an explicit choice is never refused for it, the
+plan prints it.
+
+Functions take NumPy arrays (the tuner's candidates) or ints and apply the same rule to both.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .dtypes import dtype
+from .errors import ConfigError
+from .hw.devices import Device, MmulShape
+
+LOOPS = ("k-pipelined", "k-flat", "jk-flat")  # least to most overlap
+DEFAULT_LOOPS = "k-pipelined"
+CANDIDATES = ((2, 2), (4, 2), (2, 4), (4, 4))  # er x et; narrower ones share too few loads
+CODE_BUDGET = 0.5  # of the program memory, for flattened matmul code (the rest: zero kernel, main, runtime)
+PIPELINE_COPIES = 3
+# vector instructions per 8x8x8 step of aie_api's bf16-via-bfp16 emulation: A and B converted to
+# bfp16, then one mac_8x8_8x8T (aie2p/mmul_bf16_bf16.hpp, C_block_larger_internal)
+EMULATION_INSTRUCTIONS = 3
+
+
+@dataclass(frozen=True)
+class KernelVariant:
+    """er x et accumulators per cluster, and which loop is software-pipelined."""
+
+    er: int
+    et: int
+    loops: str
+
+    @property
+    def expansion(self) -> tuple[int, int]:
+        return (self.er, self.et)
+
+    @property
+    def chains(self) -> int:
+        return self.er * self.et
+
+    @property
+    def name(self) -> str:
+        return f"{self.er}x{self.et} {self.loops}"
+
+
+def _loads(dev: Device, dtype_in: str, mmul: MmulShape, er: int, et: int) -> int:
+    r, s, t = mmul
+    b = dtype(dtype_in).bytes
+    vld = dev.isa.vld_bytes
+    return er * -(-r * s * b // vld) + et * -(-s * t * b // vld)
+
+
+def register_bits(dev: Device, dtype_in: str, mmul: MmulShape, er: int, et: int) -> tuple[int, int]:
+    """(accumulator bits, operand bits) one cluster holds: er * et C blocks, er A and et B blocks."""
+    r, s, t = mmul
+    acc = er * et * r * t * dev.acc_bits(dtype_in, mmul)
+    operands = (er * r * s + et * s * t) * dtype(dtype_in).bits
+    return acc, operands
+
+
+def acc_sets(dev: Device, dtype_in: str, mmul: MmulShape, expansion: tuple[int, int]) -> int:
+    """How many clusters' accumulators fit the accumulator file at once (atb's D)."""
+    return dev.isa.acc_file_bits // register_bits(dev, dtype_in, mmul, *expansion)[0]
+
+
+def expansions(dev: Device, dtype_in: str, mmul: MmulShape) -> tuple[tuple[int, int], ...]:
+    """The expansions whose registers fit, best first: more accumulators, then fewer loads per
+    round, then more A rows. 2 x 2 always comes last or earlier (every kernel shape fits it)."""
+    isa = dev.isa
+    fit = [e for e in CANDIDATES
+           if all(need <= have for need, have in zip(register_bits(dev, dtype_in, mmul, *e),
+                                                      (isa.acc_file_bits, isa.vector_file_bits)))]
+    if (2, 2) not in fit:
+        raise ConfigError(f"the {dev.name} {dtype_in} mmul {'x'.join(map(str, mmul))} does not fit 2 x 2 "
+                          "accumulators in the registers", "use a smaller --mmul")
+    return tuple(sorted(fit, key=lambda e: (-e[0] * e[1], _loads(dev, dtype_in, mmul, *e), -e[0])))
+
+
+def divides(mmul: MmulShape, expansion: tuple[int, int], t_ma: np.ndarray | int,
+            n: np.ndarray | int) -> np.ndarray:
+    """The tile splits into whole clusters: (m / rho) % (er r) == 0 and n % (et t) == 0."""
+    r, _, t = mmul
+    er, et = expansion
+    return (np.asarray(t_ma) % (er * r) == 0) & (np.asarray(n) % (et * t) == 0)
+
+
+def auto_expansion(dev: Device, dtype_in: str, mmul: MmulShape, t_ma: np.ndarray | int,
+                   n: np.ndarray | int) -> np.ndarray:
+    """Per tile, the index into expansions() of the first that splits the tile into whole clusters."""
+    order = expansions(dev, dtype_in, mmul)
+    pick = np.full(np.broadcast(np.asarray(t_ma), np.asarray(n)).shape, len(order) - 1, dtype=np.int64)
+    for i in reversed(range(len(order))):
+        pick = np.where(divides(mmul, order[i], t_ma, n), i, pick)
+    return pick
+
+
+def instructions_per_mmul(dev: Device, dtype_in: str, mmul: MmulShape, emulate: bool) -> int:
+    """Vector instructions one r x s x t step issues (what one cluster round costs in code)."""
+    macs = mmul[0] * mmul[1] * mmul[2]
+    if emulate:
+        return EMULATION_INSTRUCTIONS
+    per = dev.bf16_mmul_macs if dtype_in == "bf16" else dev.peak_macs[dtype_in]
+    return max(1, -(-macs // per))
+
+
+def code_bytes(dev: Device, dtype_in: str, mmul: MmulShape, emulate: bool, expansion: tuple[int, int],
+               loops: str, k: np.ndarray | int, n: np.ndarray | int) -> np.ndarray:
+    """Upper estimate of the matmul loop nest's code: the software-pipelined loop's body (what is
+    flattened inside it) in full 128-bit instructions, PIPELINE_COPIES times."""
+    r, s, t = mmul
+    er, et = expansion
+    steps = np.asarray(k) // s * er * et * instructions_per_mmul(dev, dtype_in, mmul, emulate)
+    if loops == "k-pipelined":
+        body = np.full_like(steps, er * et * instructions_per_mmul(dev, dtype_in, mmul, emulate))
+    elif loops == "k-flat":
+        body = steps
+    elif loops == "jk-flat":
+        body = steps * (np.asarray(n) // (et * t))
+    else:
+        raise ConfigError(f"unknown kernel loop structure {loops!r}", f"use one of {', '.join(LOOPS)}")
+    return np.asarray(body * PIPELINE_COPIES * dev.isa.instruction_bytes, dtype=np.int64)
+
+
+def auto_loops(dev: Device, dtype_in: str, mmul: MmulShape, emulate: bool, expansion: tuple[int, int],
+               k: np.ndarray | int, n: np.ndarray | int) -> np.ndarray:
+    """Per tile, the index into LOOPS of the most overlapping structure whose code fits CODE_BUDGET
+    (k-pipelined when the cluster's accumulators leave no room to overlap the next)."""
+    budget = CODE_BUDGET * dev.isa.program_bytes
+    pick = np.zeros(np.broadcast(np.asarray(k), np.asarray(n)).shape, dtype=np.int64)
+    if acc_sets(dev, dtype_in, mmul, expansion) <= 1:
+        return pick
+    for i, loops in enumerate(LOOPS):
+        fits = code_bytes(dev, dtype_in, mmul, emulate, expansion, loops, k, n) <= budget
+        pick = np.where(fits, i, pick)
+    return pick
+
+
+def choose(dev: Device, dtype_in: str, mmul: MmulShape, emulate: bool, t_ma: int, k: int, n: int,
+           expansion: tuple[int, int] | None = None, loops: str | None = None) -> KernelVariant:
+    """The variant of one kernel tile: the given expansion and loops (checked), or the automatic ones."""
+    order = expansions(dev, dtype_in, mmul)
+    if expansion is None:
+        expansion = order[int(auto_expansion(dev, dtype_in, mmul, t_ma, n))]
+    else:
+        expansion = (int(expansion[0]), int(expansion[1]))
+        ex = "x".join(map(str, expansion))
+        if expansion not in order:
+            acc, ops = register_bits(dev, dtype_in, mmul, *expansion)
+            raise ConfigError(f"expansion {ex} of the {dev.name} {dtype_in} mmul {'x'.join(map(str, mmul))} needs "
+                              f"{acc} accumulator and {ops} operand bits, more than the {dev.isa.acc_file_bits} and "
+                              f"{dev.isa.vector_file_bits} the core has" if expansion in CANDIDATES else
+                              f"expansion {ex} is not one of ours",
+                              "use --expansion " + " or ".join("x".join(map(str, e)) for e in order))
+        if not bool(divides(mmul, expansion, t_ma, n)):
+            r, _, t = mmul
+            raise ConfigError(f"kernel tile {t_ma}x{k}x{n} (m / rho x k x n) does not split into {ex} clusters "
+                              f"of mmul {'x'.join(map(str, mmul))}",
+                              f"use (m / rho) % {expansion[0] * r} == 0 and n % {expansion[1] * t} == 0, "
+                              "or another --expansion")
+    if loops is None:
+        loops = LOOPS[int(auto_loops(dev, dtype_in, mmul, emulate, expansion, k, n))]
+    elif loops not in LOOPS:
+        raise ConfigError(f"unknown kernel loop structure {loops!r}", f"use --kernel-loops {' or '.join(LOOPS)}")
+    return KernelVariant(expansion[0], expansion[1], loops)

@@ -1,0 +1,138 @@
+"""The kernel variant rule (gemm_gen/kernel_variant.py), its config and CLI checks, and the model
+that prices each variant (gemm_gen/model/kernel.py)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gemm_gen import kernel_variant as kv
+from gemm_gen.cli import main
+from gemm_gen.config import PAPER_TILES, GemmConfig
+from gemm_gen.errors import ConfigError
+from gemm_gen.hw.devices import DEVICES, NPU1, NPU2
+from gemm_gen.model import paper
+from gemm_gen.model.kernel import kernel_cycles, kernel_shape
+from gemm_gen.model.params import load
+from gemm_gen.model.predict import predict
+
+
+def test_register_arithmetic_picks_mlir_aies_expansions_on_npu1() -> None:
+    """aie2 bf16 4x8x4: 16 accumulators of 512 bits fit 9 x 1024 (mlir-aie's matmul_vectorized_4x4);
+    i8 4x8x8: 8 of 1024 bits fit, and 4x2 loads fewer B blocks than 2x4 (matmul_vectorized_4x2_mmul)."""
+    assert kv.expansions(NPU1, "bf16", (4, 8, 4))[0] == (4, 4)
+    assert kv.expansions(NPU1, "i8", (4, 8, 8))[0] == (4, 2)
+    assert (4, 4) not in kv.expansions(NPU1, "i8", (4, 8, 8))  # 16 x 1024 bits > 9216
+    # npu2: one 8x8x8 cluster of 2 x 2 already holds 4 of the 5 x 2048-bit accumulators
+    assert kv.expansions(NPU2, "i8", (8, 8, 8)) == ((2, 2),)
+    assert kv.register_bits(NPU1, "bf16", (4, 8, 4), 4, 4) == (16 * 16 * 32, (4 * 32 + 4 * 32) * 16)
+    for dev in DEVICES.values():  # 2 x 2 fits every shape, and comes after every wider choice
+        for din, shapes in dev.mmul_shapes.items():
+            for shape in shapes:
+                order = kv.expansions(dev, din, shape)
+                assert order[-1] == (2, 2) and all(er * et >= 4 for er, et in order)
+                for er, et in order:
+                    acc, ops = kv.register_bits(dev, din, shape, er, et)
+                    assert acc <= dev.isa.acc_file_bits and ops <= dev.isa.vector_file_bits
+
+
+def test_a_tile_that_does_not_split_falls_back_to_a_narrower_expansion() -> None:
+    order = kv.expansions(NPU1, "bf16", (4, 8, 4))
+    picks = kv.auto_expansion(NPU1, "bf16", (4, 8, 4), np.array([16, 8, 16, 24]), np.array([16, 16, 8, 8]))
+    assert [order[i] for i in picks] == [(4, 4), (2, 4), (4, 2), (2, 2)]
+
+
+def test_loops_overlap_only_when_registers_leave_room_and_the_code_fits() -> None:
+    # 4x4 bf16 fills the accumulator file: nothing to overlap, the smallest code
+    assert kv.choose(NPU1, "bf16", (4, 8, 4), False, 96, 56, 96).name == "4x4 k-pipelined"
+    # 2x2 leaves room for 4 clusters: the most overlapping structure whose code fits half of 16 KiB
+    small = kv.choose(NPU1, "bf16", (4, 8, 4), False, 8, 16, 8)
+    assert small.name == "2x2 jk-flat"
+    big = kv.choose(NPU1, "bf16", (4, 8, 4), False, 8, 256, 16, expansion=(2, 2))  # two clusters per row
+    assert big.loops == "k-flat"
+    huge = kv.choose(NPU1, "bf16", (4, 8, 4), False, 8, 1024, 16, expansion=(2, 2))
+    assert huge.loops == "k-pipelined"
+    budget = kv.CODE_BUDGET * NPU1.isa.program_bytes
+    for v, k, n in ((small, 16, 8), (big, 256, 16)):
+        assert kv.code_bytes(NPU1, "bf16", (4, 8, 4), False, v.expansion, v.loops, k, n) <= budget
+    assert kv.code_bytes(NPU1, "bf16", (4, 8, 4), False, (2, 2), "jk-flat", 256, 16) > budget
+    assert kv.code_bytes(NPU1, "bf16", (4, 8, 4), False, (2, 2), "k-flat", 1024, 16) > budget
+    sizes = [int(kv.code_bytes(NPU1, "i8", (4, 8, 8), False, (2, 2), lp, 64, 64)) for lp in kv.LOOPS]
+    assert sizes == sorted(sizes) and sizes[0] < sizes[-1]
+
+
+@pytest.mark.parametrize("change, message", [
+    (dict(expansion=(4, 4)), "does not split into 4x4 clusters"),
+    (dict(expansion=(3, 2)), "not one of ours"),
+    (dict(expansion=(4, 4), dtype_in="i8", dtype_out="i8", m=128, n=128), "16384 accumulator"),
+    (dict(kernel_loops="unrolled"), "unknown kernel loop structure"),
+    (dict(dtype_in="bfp16", dtype_out="bfp16", expansion=(4, 2), m=64, n=64, k=64, k_mt=64), "one variant"),
+])
+def test_config_refuses_a_variant_it_cannot_build(change: dict, message: str) -> None:
+    fields = dict(device="npu1", M=1024, K=1024, N=1024, m=72, k=64, n=64, k_mt=64, dtype_in="bf16", dtype_out="bf16")
+    if change.get("dtype_in") == "bfp16":
+        fields["device"] = "npu2"
+    fields.update(change)
+    with pytest.raises(ConfigError, match=message):
+        GemmConfig(**fields).validate()  # type: ignore[arg-type]
+
+
+def test_cli_names_the_bad_variant_in_one_line(capsys) -> None:
+    code = main(["plan", "--dev", "npu1", "-M", "1024", "-K", "1024", "-N", "1024", "-m", "72", "-k", "64",
+                 "-n", "64", "--expansion", "4x4"])
+    err = capsys.readouterr().err
+    assert code == 2 and len(err.strip().splitlines()) == 1 and "4x4 clusters" in err
+    with pytest.raises(SystemExit) as bad:
+        main(["plan", "--dev", "npu1", "-M", "1024", "-K", "1024", "-N", "1024", "--expansion", "4by4"])
+    assert bad.value.code == 2 and "ERxET" in capsys.readouterr().err
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.sampled_from([(d, din, dout) for d in DEVICES.values() for din, outs in d.out_types.items()
+                        for dout in outs]),
+       st.integers(1, 12), st.integers(1, 40), st.integers(1, 12), st.booleans())
+def test_the_model_prices_the_variant_the_kernel_gets(case, mi: int, ki: int, ni: int, wide: bool) -> None:
+    """The tuner's vectorised choice equals the scalar rule a build gets, for every tile."""
+    dev, din, dout = case
+    shape = dev.mmul_shapes[din][0]
+    r, s, t = shape
+    m, k, n = 2 * r * mi * (2 if wide else 1), s * ki, 2 * t * ni
+    p = load()
+    auto = kernel_shape(dev, din, dout, shape, False)
+    v = kv.choose(dev, din, shape, False, m, k, n)
+    given_ = kernel_shape(dev, din, dout, shape, False, expansion=v.expansion, loops=v.loops)
+    assert float(kernel_cycles(p, auto, m, k, n)) == float(kernel_cycles(p, given_, m, k, n))
+    # and it is never predicted slower than the 2x2 kernel with only its K loop pipelined
+    plain = kernel_shape(dev, din, dout, shape, False, expansion=(2, 2), loops="k-pipelined")
+    assert float(kernel_cycles(p, auto, m, k, n)) <= float(kernel_cycles(p, plain, m, k, n))
+
+
+def test_overlap_follows_the_pipelined_loop() -> None:
+    """With room for several clusters, k-flat hides all but each block row's first cluster and
+    jk-flat all of them; with one cluster filling the file, the loop structure changes nothing."""
+    p = load()
+    cyc = {lp: float(kernel_cycles(p, kernel_shape(NPU1, "bf16", "bf16", (4, 8, 4), False, expansion=(2, 2),
+                                                   loops=lp), 64, 64, 64)) for lp in kv.LOOPS}
+    assert cyc["jk-flat"] < cyc["k-flat"] < cyc["k-pipelined"]
+    full = {lp: float(kernel_cycles(p, kernel_shape(NPU1, "bf16", "bf16", (4, 8, 4), False, expansion=(4, 4),
+                                                    loops=lp), 64, 64, 64)) for lp in kv.LOOPS}
+    assert len(set(full.values())) == 1
+
+
+@pytest.mark.parametrize("types", [("bf16", "bf16"), ("i8", "i8"), ("i8", "i16"), ("i8", "i32")])
+def test_paper_designs_report_their_variant_and_are_no_slower_than_the_papers_kernel(types) -> None:
+    """The npu1 paper designs (Striking Table 2) predicted with our kernel variant against the
+    same design with the paper's kernel as the model reads it (2x2, flattened)."""
+    m, k, n, k_mt = PAPER_TILES[("npu1", *types)]
+    c = GemmConfig("npu1", 4224, 4032, 4224, m, k, n, k_mt, *types, b_col_maj=True)
+    ours = predict(c)
+    theirs = predict(GemmConfig("npu1", 4224, 4032, 4224, m, k, n, k_mt, *types, b_col_maj=True,
+                                expansion=paper.PAPER_EXPANSION, kernel_loops=paper.PAPER_LOOPS))
+    assert ours["kernel_variant"] == c.variant.name and ours["kernel_model"]["variant"] == c.variant.name
+    assert c.variant.expansion != (2, 2)  # a wider cluster than the paper's reading
+    assert ours["core_macs_per_cycle"] >= theirs["core_macs_per_cycle"]
+    assert json.dumps(ours)  # plain JSON
