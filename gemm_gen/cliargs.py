@@ -82,6 +82,9 @@ def problem_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--kernel-loops", "--kernel_loops", dest="kernel_loops", choices=LOOPS, default=None,
                    help="which kernel loop is software-pipelined, the inner ones unrolled (default: the most "
                    "overlapping one whose code fits, when the registers leave room to overlap)")
+    p.add_argument("--convert-once", "--convert_once", dest="convert_once", nargs="?", const=True, default=None,
+                   type=_b_col_maj, help="npu2 bf16 on the bfp16 datapath: convert A and B to bfp16 once per call / "
+                   "k-step instead of at every mmul (the same bits; default: on with --chess, which builds it)")
     p.add_argument("--queue-groups", type=int, default=GemmConfig.queue_groups,
                    help="task groups in flight per shim (at most the 4-deep shim task queue)")
     p.add_argument("--stack", type=int, default=0, help="core stack bytes (default 1024)")
@@ -113,7 +116,8 @@ def base_config(a: argparse.Namespace, m: int = 0, k: int = 0, n: int = 0, k_mt:
                       rho=a.rho or 1, emulate_bf16_with_bfp16=a.emulate, compiler="chess" if a.chess else None,
                       mmul_shape=a.mmul, queue_groups=a.queue_groups, stack_bytes=a.stack, shift=a.shift,
                       rounding=a.rounding, saturation=a.saturation, dtype_b=p.b, acc=p.acc,
-                      b_pack=a.b_pack or "tiles", expansion=a.expansion, kernel_loops=a.kernel_loops)
+                      b_pack=a.b_pack or "tiles", expansion=a.expansion, kernel_loops=a.kernel_loops,
+                      convert_once=a.convert_once)
 
 
 def config_from_args(a: argparse.Namespace) -> GemmConfig:
@@ -167,6 +171,8 @@ def config_args(c: GemmConfig) -> list[str]:
         args += ["--expansion", "x".join(map(str, c.expansion))]
     if c.kernel_loops is not None:
         args += ["--kernel-loops", c.kernel_loops]
+    if c.convert_once != base.convert_once:
+        args += ["--convert-once", str(int(bool(c.convert_once)))]
     for flag, name in (("--rho", "rho"), ("--queue-groups", "queue_groups"), ("--stack", "stack_bytes"),
                        ("--shift", "shift"),
                        ("--rounding", "rounding"), ("--saturation", "saturation")):

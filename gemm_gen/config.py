@@ -99,6 +99,11 @@ class GemmConfig:
     # software-pipelined loop; None: the automatic choice for the tile
     expansion: tuple[int, int] | None = None
     kernel_loops: str | None = None
+    # bf16 on npu2's bfp16 datapath: the kernel converts its A tile (every call) and its B tile (once
+    # per k-step) to bfp16 in L1 scratch and runs bfp16 macs, instead of the AIE API's emulation
+    # converting both operands at every mmul; the same bits (tests/test_kernels.py proves it on the
+    # host). None: on wherever it can be built.
+    convert_once: bool | None = None
 
     def __post_init__(self) -> None:
         dev = device(self.device)
@@ -119,9 +124,12 @@ class GemmConfig:
         if self.emulate_bf16_with_bfp16 is None:
             object.__setattr__(self, "emulate_bf16_with_bfp16",
                                False if block else emulation_default(dev.name, str(self.dtype_in)))
+        if self.convert_once is None:
+            object.__setattr__(self, "convert_once", self.convert_once_problem is None)
         if self.stack_bytes == 0:
             object.__setattr__(self, "stack_bytes", default_stack(dev.name, bool(self.emulate_bf16_with_bfp16),
-                                                                  str(self.compiler), self.precision))
+                                                                  str(self.compiler), self.precision,
+                                                                  bool(self.convert_once)))
 
     # ---- what the fields mean --------------------------------------------------------------
     @property
@@ -174,9 +182,35 @@ class GemmConfig:
         return self.mmul[2]
 
     @property
+    def convert_once_problem(self) -> tuple[str, str] | None:
+        """Why this GEMM cannot use the convert-once bf16 kernel ((what, fix) for a ConfigError), or
+        None when it can: bf16 x bf16 on the bfp16 datapath (8x8x8), built by a bfp16 compiler."""
+        dev = self.dev
+        if self.precision.block or self.dtype_in != "bf16" or dev.bf16_emulation_shape is None:
+            return (f"--convert-once is for bf16 x bf16 GEMMs on npu2's bfp16 datapath, not {dev.name} "
+                    f"{self.precision.name}", "drop --convert-once")
+        if not self.emulate_bf16_with_bfp16:
+            return ("--convert-once runs bf16 on the bfp16 datapath, which --emulate-bf16-mmul-with-bfp16 0 "
+                    "turns off", "drop one of the two")
+        if self.mmul_shape is not None and tuple(self.mmul_shape) != dev.bf16_emulation_shape:
+            return (f"--convert-once multiplies {'x'.join(map(str, dev.bf16_emulation_shape))} bfp16 tiles, not "
+                    f"mmul {'x'.join(map(str, self.mmul_shape))}", "drop --mmul")
+        if self.compiler not in prec.BFP16_COMPILERS:
+            return (f"the convert-once kernel is a bfp16 kernel, which builds with "
+                    f"{' or '.join(prec.BFP16_COMPILERS)} only, not {self.compiler}",
+                    "use --chess, or --convert-once 0")
+        return None
+
+    @property
+    def block_kernel(self) -> bool:
+        """Whether the kernel is a bfp16 one (templates/mm_bfp16.cc.j2): a bfp16 precision, or
+        bf16 converted once per call."""
+        return self.precision.block or bool(self.convert_once)
+
+    @property
     def variant(self) -> KernelVariant:
         """The kernel's accumulator expansion and loop structure (bfp16 kernels: their fixed one)."""
-        if self.precision.block:
+        if self.block_kernel:
             if self.expansion not in (None, (2, 2)) or self.kernel_loops not in (None, "k-pipelined"):
                 raise ConfigError("bfp16 kernels have one variant (2x2 clusters of 8x8 tiles, K loop pipelined)",
                                   "drop --expansion and --kernel-loops")
@@ -290,8 +324,11 @@ class GemmConfig:
             "C": self.depth_c_l1 * t_out.nbytes(self.m * self.n),
         }
         p = self.precision
-        if p.converts_a:  # the kernel's bfp16 copy of the A tile (atb: 60.3 KB for config1 128x64x128)
+        # the kernel's bfp16 copy of the A tile (atb: 60.3 KB for config1 128x64x128)
+        if p.converts_a or self.convert_once:
             parts["A bfp16"] = dtype(prec.BFP16).nbytes(self.t_ma * self.k)
+        if self.convert_once:  # and of the B tile
+            parts["B bfp16"] = dtype(prec.BFP16).nbytes(self.k * self.n)
         if p.converts_c:  # accumulator rows that do not fit in the C object
             parts["C acc"] = self.t_acc.nbytes((self.m - self.c_split_rows) * self.n)
         parts["stack"] = self.stack_bytes
@@ -365,6 +402,8 @@ class GemmConfig:
                               "drop --b-pack, or use --dtype_b bfp16")
         if self.shift and not p.block:
             self._check_shift()
+        if self.convert_once and self.convert_once_problem is not None:
+            raise ConfigError(*self.convert_once_problem)
         if self.rounding.upper() not in Rounding.__members__:
             raise ConfigError(f"unknown rounding mode {self.rounding!r}",
                               f"use one of {', '.join(r.name.lower() for r in Rounding)}")
@@ -389,10 +428,10 @@ class GemmConfig:
         if self.mmul_shape is not None and tuple(self.mmul_shape) != shape:
             raise ConfigError(f"mmul {'x'.join(map(str, self.mmul_shape))}: the bfp16 datapath multiplies "
                               f"{'x'.join(map(str, shape))} blocks", "drop --mmul")
-        if self.compiler != "chess":
-            raise ConfigError(f"bfp16 kernels build with xchesscc only, not {self.compiler} (mlir-aie's "
-                              "block_datatypes examples: 'currently only supported when using the chess "
-                              "compiler')", "use --chess (CHESS=1), or leave the compiler to its default")
+        if self.compiler not in prec.BFP16_COMPILERS:
+            raise ConfigError(f"bfp16 kernels build with {' or '.join(prec.BFP16_COMPILERS)} only, not "
+                              f"{self.compiler} ({prec.BFP16_COMPILERS_WHY})",
+                              "use --chess (CHESS=1), or leave the compiler to its default")
 
     def _check_scalar_types(self) -> None:
         dev, t_in, t_out = self.dev, self.t_in, self.t_out
@@ -576,12 +615,15 @@ def _near(x: int, q: int) -> str:
     return f"{lo}" if lo == hi else f"{lo} or {hi}"
 
 
-def default_stack(dev_name: str, emulate_bf16_with_bfp16: bool, compiler: str, precision: Precision | None = None
-                  ) -> int:
+def default_stack(dev_name: str, emulate_bf16_with_bfp16: bool, compiler: str, precision: Precision | None = None,
+                  convert_once: bool = False) -> int:
     """Core stack bytes: Peano's bf16-via-bfp16 kernels need mlir-aie's 0xD00; chess-built bfp16
     kernels what mlir-aie's ATB configs get for the same work (our kernels keep A's bfp16 copy and
-    C's extra accumulator rows in their own L1 buffers, not on the stack); others the default."""
+    C's extra accumulator rows in their own L1 buffers, not on the stack; the convert-once bf16
+    kernel does config1's work plus B's conversion); others the default."""
     dev = device(dev_name)
+    if convert_once and compiler == "chess" and dev.bfp16_stack_bytes:
+        return dev.bfp16_stack_bytes["convert_a"]
     if precision is not None and precision.block and dev.bfp16_stack_bytes:
         key = "convert_c" if precision.converts_c else "convert_a" if precision.converts_a else ""
         return dev.bfp16_stack_bytes[key]

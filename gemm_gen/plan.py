@@ -55,13 +55,14 @@ def design_keys(c: GemmConfig) -> dict[str, object]:
         "n_aie_cols": c.cols,
         "accumulator": accumulator(c),
         "kernel_variant": variant_info(c),
+        "convert_once": bool(c.convert_once),
     }
 
 
 def variant_info(c: GemmConfig) -> dict[str, object]:
     """The kernel variant: accumulators per cluster, the pipelined loop, the code estimate."""
     v = c.variant
-    block = c.precision.block  # bfp16 kernels: one fixed variant of their own template
+    block = c.block_kernel  # bfp16 kernels: one fixed variant of their own template
     code = (None if block else
             int(kv.code_bytes(c.dev, c.dtype_in, c.mmul, bool(c.emulate_bf16_with_bfp16), v.expansion, v.loops,
                               c.k, c.n)))

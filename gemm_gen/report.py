@@ -35,10 +35,11 @@ def _atb_lines(p: dict[str, Any]) -> list[str]:
     return lines
 
 
-def _variant_line(v: dict[str, Any]) -> str:
+def _variant_line(v: dict[str, Any], convert_once: bool) -> str:
     er, et = v["expansion"]
     sets = v["accumulator_sets"]
-    room = ("bfp16 kernel" if sets is None else "one cluster fills the accumulators" if sets <= 1
+    room = ("bf16 converted to bfp16 once (A per call, B per k-step), then bfp16 macs" if convert_once
+            else "bfp16 kernel" if sets is None else "one cluster fills the accumulators" if sets <= 1
             else f"accumulators for {sets} clusters")
     code = ("" if v["code_bytes_estimate"] is None else
             f", code <= {v['code_bytes_estimate'] / 1024:.1f} KiB of {v['program_bytes'] // 1024} KiB (estimate)")
@@ -68,7 +69,7 @@ def plan_text(p: dict[str, Any]) -> str:
         + (f"rho = {p['rho']} ({p['rho']} calls of {p['t_ma']} rows per k-step), " if p["rho"] > 1 else "")
         + f"mmul {'x'.join(map(str, p['mmul']))}; "
         f"{p['k_steps']} k-steps per output tile, {p['tiles_per_core']} tiles per core",
-        _variant_line(p["kernel_variant"]),
+        _variant_line(p["kernel_variant"], p["convert_once"]),
         f"acc       {p['accumulator']}",
         f"array     {p['array'][0]} rows x {p['array'][1]} cols; A enters at columns {p['a_columns']}, "
         f"B and C at every column",

@@ -112,7 +112,7 @@ def test_config3_keeps_half_the_accumulator_in_the_c_object():
     (dict(dtype_out="i32"), "writes bf16, f32 or bfp16"),
     (dict(acc="i32", dtype_out="bfp16"), "accumulate in bf16 or f32"),
     (dict(acc="bf16", dtype_out="f32"), "accumulate in bf16 or f32 only when it is written as bfp16"),
-    (dict(compiler="peano"), "build with xchesscc only"),
+    (dict(compiler="peano"), "build with chess only"),
     (dict(emulate_bf16_with_bfp16=True), "already runs on the bfp16 datapath"),
     (dict(mmul_shape=(4, 8, 8)), "multiplies 8x8x8 blocks"),
     (dict(m=24), "multiple of 2r=16"),

@@ -136,3 +136,55 @@ def test_paper_designs_report_their_variant_and_are_no_slower_than_the_papers_ke
     assert c.variant.expansion != (2, 2)  # a wider cluster than the paper's reading
     assert ours["core_macs_per_cycle"] >= theirs["core_macs_per_cycle"]
     assert json.dumps(ours)  # plain JSON
+
+
+# ---- bf16 converted once (npu2) ---------------------------------------------------------------------
+def _bf16(**kw: object) -> GemmConfig:
+    fields: dict = dict(device="npu2", M=1024, K=1024, N=1024, m=64, k=64, n=64, k_mt=256)
+    fields.update(kw)
+    return GemmConfig(**fields)  # type: ignore[arg-type]
+
+
+def test_convert_once_is_on_wherever_it_can_be_built() -> None:
+    assert _bf16(compiler="chess").convert_once is True
+    assert _bf16().convert_once is False  # Peano: bfp16 kernels build with chess only
+    assert _bf16(compiler="chess", emulate_bf16_with_bfp16=False).convert_once is False
+    assert GemmConfig("npu1", 1024, 1024, 1024, 64, 64, 64, 256, compiler="chess").convert_once is False
+    assert GemmConfig("npu2", 1024, 1024, 1024, 64, 64, 64, 256, "i8", "i8", compiler="chess").convert_once is False
+    c = _bf16(compiler="chess").validate()
+    assert c.l1_parts["A bfp16"] == c.l1_parts["B bfp16"] == 64 * 64 * 9 // 8
+    assert c.variant.name == "2x2 k-pipelined" and c.block_kernel
+
+
+@pytest.mark.parametrize("change, message", [
+    (dict(), "chess only"),
+    (dict(compiler="chess", emulate_bf16_with_bfp16=False), "turns off"),
+    (dict(compiler="chess", device="npu1"), "npu2's bfp16 datapath"),
+    (dict(compiler="chess", dtype_in="i8", dtype_out="i8"), "npu2's bfp16 datapath"),
+])
+def test_convert_once_refuses_what_it_cannot_build(change: dict, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        _bf16(convert_once=True, **change).validate()
+
+
+def test_cli_convert_once_under_peano_is_one_line(capsys) -> None:
+    code = main(["plan", "--dev", "npu2", "-M", "1024", "-K", "1024", "-N", "1024", "-m", "64", "-k", "64", "-n", "64",
+                 "--convert-once"])
+    err = capsys.readouterr().err
+    assert code == 2 and len(err.strip().splitlines()) == 1 and "chess only" in err
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(1, 12), st.integers(1, 24), st.integers(1, 12), st.sampled_from([1, 2, 4]))
+def test_the_model_says_converting_once_is_faster(mi: int, ki: int, ni: int, rho: int) -> None:
+    """Per k-step (rho calls and, converting once, one B conversion), for every tile: the reason it
+    is the default wherever it builds."""
+    from gemm_gen.model.kernel import b_conversion_cycles
+
+    p = load()
+    t_ma, k, n = 16 * mi, 8 * ki, 16 * ni
+    emulated = kernel_shape(NPU2, "bf16", "bf16", (8, 8, 8), True)
+    once = kernel_shape(NPU2, "bf16", "bf16", (8, 8, 8), True, convert_once=True)
+    step_emulated = rho * float(kernel_cycles(p, emulated, t_ma, k, n))
+    step_once = rho * float(kernel_cycles(p, once, t_ma, k, n)) + float(b_conversion_cycles(once, k, n))
+    assert step_once < step_emulated

@@ -90,10 +90,12 @@ class Case:
     hot: bool = False
     patches: tuple[tuple[str, str], ...] = ()
     mutant: str = ""
+    host_defines: tuple[str, ...] = ()  # host stand-in options (-DGG_HOST_FP32_PER_MAC)
 
     @property
     def id(self) -> str:
         tag = f"-mutant-{self.mutant}" if self.patches else ""
+        tag += "".join(f"-{d.removeprefix('-D').lower()}" for d in self.host_defines)
         return f"{self.build.aie_target}-{source_file(self.build)[:-3]}{tag}"
 
     @property
@@ -230,6 +232,35 @@ REVERSED_CONVERT = Case(_CONFIG3, patches=(
 ), mutant="reversed-convert")
 BLOCK_MUTANTS = [NO_A_CONVERSION, NO_SPLIT, REVERSED_CONVERT]
 
+# ---- bf16 converted once (npu2): the same bits as the AIE API's per-mmul bfp16 emulation ----------
+def once_pair(dout: str, blocks: tuple[int, int, int], b_col_maj: bool, rho: int = 1, rounding: str = "conv_even",
+              per_mac: bool = False) -> tuple[Case, Case]:
+    """(the emulated kernel, the convert-once kernel) of one tile; per_mac: the host rounds fp32 lanes
+    after every mac, so the two agree only if they issue the same macs in the same order."""
+    emulated = build(NPU2, "bf16", dout, blocks, b_col_maj, emulate=True, rounding=rounding, rho=rho)
+    defines = ("-DGG_HOST_FP32_PER_MAC",) if per_mac else ()
+    return (Case(emulated, host_defines=defines),
+            Case(replace(emulated, convert_once=True, compiler="chess"), host_defines=defines))
+
+
+ONCE_PAIRS = [  # per_mac pairs write f32, whose last bits show a different mac order
+    once_pair("bf16", (1, 2, 2), False), once_pair("bf16", (2, 3, 1), True),
+    once_pair("f32", (1, 4, 1), False, per_mac=True), once_pair("f32", (2, 5, 2), True, per_mac=True),
+    once_pair("f32", (1, 4, 1), False, rho=3, per_mac=True), once_pair("f32", (1, 3, 2), True, rho=2),
+    once_pair("f32", (1, 4, 2), True, rounding="floor", per_mac=True), once_pair("bf16", (1, 3, 1), False, rho=2),
+]
+# a convert-once kernel that forgets to transpose a row-major B block, and one that converts B only at
+# the tile's first k-step
+_ONCE_ROW = ONCE_PAIRS[0][1].build
+_ONCE_ATB = ONCE_PAIRS[4][1].build
+ONCE_MUTANTS = [
+    Case(_ONCE_ROW, patches=(("aie::transpose(aie::load_v<LANES>(b + i * LANES), Q, Q);  // B -> B^T",
+                              "aie::load_v<LANES>(b + i * LANES);  // B -> B^T"),), mutant="no-b-transpose"),
+    Case(_ONCE_ATB, patches=(("  if (slice == 0)\n", "  if (slice == 0 && A_bfp16 == nullptr)\n"),),
+         mutant="b-never-converted", host_defines=("-DGG_HOST_FP32_PER_MAC",)),
+]
+
+
 # ---- kernels the real AIE API or the hardware would not run as written: the host must refuse them ----
 _I8_I32 = build(NPU1, "i8", "i32", (1, 2, 2), False)  # C stays in acc32
 _I16_ACC32 = build(NPU1, "i16", "i32", (1, 2, 1), False, mmul=(4, 2, 8))  # int16 with a 32-bit accumulator
@@ -249,7 +280,8 @@ HOST_MUTANTS = {  # mutant -> what the host says (a compile error, or a refusal 
     Case(_CONFIG2, patches=(("  c01 = Acc(in0.pop());\n", "  c01 = Acc(in0.pop());\n  in0.seek(0);\n"),),
          mutant="seek-after-pop"): "seek() after a pop on a block-vector input stream",
 }
-ALL = [*CASES, Case(_ATB), NO_ROUNDING, NO_SLICE, *BLOCK_CASES, *BLOCK_MUTANTS, Case(_I16_ACC32), *HOST_MUTANTS]
+ALL = [*CASES, Case(_ATB), NO_ROUNDING, NO_SLICE, *BLOCK_CASES, *BLOCK_MUTANTS, Case(_I16_ACC32), *HOST_MUTANTS,
+       *(case for pair in ONCE_PAIRS for case in pair), *ONCE_MUTANTS]
 
 
 # ---- compiling and loading ---------------------------------------------------------------------
@@ -299,7 +331,7 @@ def libraries() -> dict[str, Path | BaseException]:
 
     def one(case: Case) -> Path | BaseException:
         try:
-            return compile_library(case.source, host_defines(case.build))
+            return compile_library(case.source, (*host_defines(case.build), *case.host_defines))
         except BaseException as e:  # reported by the test that needs this kernel
             return e
 
@@ -323,7 +355,8 @@ class Kernel:
         self.zero_fn = getattr(self.lib, zero_name)
         self.matmul_fn = getattr(self.lib, matmul_name)
         self.zero_fn.argtypes = [ctypes.c_void_p] * (1 + p.converts_c)
-        self.matmul_fn.argtypes = ([ctypes.c_void_p] * (3 + p.converts_a + p.converts_c)
+        scratch = 2 if b.convert_once else int(p.converts_a)  # A (and B) bfp16 copies
+        self.matmul_fn.argtypes = ([ctypes.c_void_p] * (3 + scratch + p.converts_c)
                                    + ([ctypes.c_int32] if b.rho > 1 else []))
         self.convert_fn = None
         if p.converts_c:
@@ -430,6 +463,10 @@ def run_tile(kernel: Kernel, steps: list[tuple[np.ndarray, np.ndarray]], b_col_m
     col_maj = b.b_col_maj if b_col_maj is None else b_col_maj
     kernel.set_modes(*modes)
     c = Guarded(b.m * b.n, t_out.host)  # starts as sentinel garbage: zero must clear all of it
+    # the convert-once kernel's own L1 buffers: bfp16 copies of the A and B tiles (72-byte tiles)
+    tile_bytes = dtype(BFP16).unit_bytes
+    scratch = ([Guarded(b.t_ma * b.k // 64 * tile_bytes, np.uint8), Guarded(b.k * b.n // 64 * tile_bytes, np.uint8)]
+               if b.convert_once else [])
     kernel.checked(kernel.zero_fn, c.ptr)
     for a_tile, b_tile in steps:
         b_buf = Guarded(b.k * b.n, t_in.host)
@@ -437,11 +474,13 @@ def run_tile(kernel: Kernel, steps: list[tuple[np.ndarray, np.ndarray]], b_col_m
         for i in range(b.rho):
             a_buf = Guarded(b.t_ma * b.k, t_in.host)
             a_buf.body[a_layout(b.t_ma, b.k, r, s)] = a_tile[i * b.t_ma:(i + 1) * b.t_ma]
-            kernel.checked(kernel.matmul_fn, a_buf.ptr, b_buf.ptr, c.ptr, *((i,) if b.rho > 1 else ()))
+            kernel.checked(kernel.matmul_fn, a_buf.ptr, b_buf.ptr, c.ptr, *(g.ptr for g in scratch),
+                           *((i,) if b.rho > 1 else ()))
             assert kernel.modes() == modes, "the kernel must restore the mode registers it found"
             assert a_buf.guards_intact()
         assert b_buf.guards_intact()
     assert c.guards_intact(), "the kernel wrote outside its C tile"
+    assert all(g.guards_intact() for g in scratch), "the kernel wrote outside its bfp16 copies"
     return c.body[c_layout(b.m, b.n, r, t)]
 
 
@@ -822,6 +861,49 @@ def test_host_bfp16_tiles_match_bfp16_py(libraries) -> None:
 
 
 # ---- rendering ---------------------------------------------------------------------------------
+def spread(steps: list[tuple[np.ndarray, np.ndarray]], seed: int) -> list[tuple[np.ndarray, np.ndarray]]:
+    """The steps with every 8-value block along K scaled by its own power of two (2^-12 .. 2^12):
+    partial sums of very different magnitudes, so fp32 rounds them and the mac order shows."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for a, b in steps:
+        sa = np.exp2(rng.integers(-12, 13, (a.shape[0], a.shape[1] // 8))).repeat(8, axis=1)
+        sb = np.exp2(rng.integers(-12, 13, (b.shape[0] // 8, b.shape[1]))).repeat(8, axis=0)
+        out.append(((a.astype(np.float32) * sa).astype(a.dtype), (b.astype(np.float32) * sb).astype(b.dtype)))
+    return out
+
+
+@needs_gxx
+@pytest.mark.parametrize("pair", ONCE_PAIRS, ids=lambda p: p[1].id)
+def test_convert_once_equals_the_emulation_bit_for_bit(libraries, pair: tuple[Case, Case]) -> None:
+    """On random tiles of lossy ("wide") inputs: the convert-once kernel's C equals the emulated
+    kernel's bit for bit (the same bfp16 conversions; with the host rounding after every mac, also
+    the same macs in the same order), and both equal gemm_gen/numerics.py."""
+    emulated, once = pair
+    assert once.build.convert_once and not emulated.build.convert_once
+    rounded_per_mac = 0
+    for seed in range(4):
+        steps = spread(inputs(emulated, seed=seed), seed)
+        want = run_tile(load(libraries, emulated), steps)
+        assert_bit_equal(run_tile(load(libraries, once), steps), want, f"{once.id} seed {seed}")
+        if not once.host_defines:
+            assert_bit_equal(want, expected(emulated.build, steps), emulated.id)
+        else:  # the per-mac rounding really shows (else the order would go unchecked)
+            rounded_per_mac += int(np.any(bits(want) != bits(expected(emulated.build, steps))))
+    assert rounded_per_mac > 0 or not once.host_defines
+
+
+@needs_gxx
+@pytest.mark.parametrize("mutant", ONCE_MUTANTS, ids=lambda c: c.mutant)
+def test_check_catches_a_wrong_convert_once_kernel(libraries, mutant: Case) -> None:
+    emulated = Case(replace(mutant.build, convert_once=False, compiler="peano"), host_defines=mutant.host_defines)
+    pair = next(p for p in ONCE_PAIRS if p[0].id == emulated.id)
+    steps = inputs(pair[0], seed=1)
+    with pytest.raises(AssertionError, match="differ"):
+        assert_bit_equal(run_tile(load(libraries, mutant), steps), run_tile(load(libraries, pair[0]), steps),
+                         mutant.id)
+
+
 def test_render_is_deterministic_and_says_what_it_is_for() -> None:
     cases = [*CASES, *BLOCK_CASES]
     first = [render_kernel(c.build) for c in cases]
@@ -929,7 +1011,7 @@ def test_render_refuses_builds_no_kernel_can_be_for(change: dict, message: str) 
 
 @pytest.mark.parametrize("change, message", [
     (dict(aie_target="aie2"), "no bfp16 datapath"),
-    (dict(compiler="peano"), "xchesscc only"),
+    (dict(compiler="peano"), "chess only"),
     (dict(mmul=(4, 8, 8)), "bfp16 shape"),
     (dict(emulate_bf16_with_bfp16=True), "emulation"),
     (dict(shift=3), "shift"),

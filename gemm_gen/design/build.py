@@ -89,14 +89,15 @@ def kernel_build(c: GemmConfig) -> KernelBuild:
     return KernelBuild(c.dev.aie_target, c.dtype_in, c.dtype_out, c.m, c.k, c.n, c.mmul, c.b_col_maj,
                        bool(c.emulate_bf16_with_bfp16), c.rounding, c.saturation, c.shift, str(c.compiler), c.rho,
                        None if c.dtype_b == c.dtype_in else c.dtype_b, None if c.acc == c.dtype_out else c.acc,
-                       v.expansion, v.loops)
+                       v.expansion, v.loops, bool(c.convert_once))
 
 
 def kernel_specs(c: GemmConfig) -> dict[str, KernelSpec]:
     """zero, matmul (and convert when C accumulates in another type), with their argument types.
 
-    Buffers in order: A, B, C (the fifo object), then the worker's own A bfp16 scratch and C
-    accumulator rows when the precision needs them; int32 C slice last when rho > 1.
+    Buffers in order: A, B, C (the fifo object), then the worker's own A (and, converting bf16
+    once, B) bfp16 scratch and C accumulator rows when the kernel needs them; int32 C slice last
+    when rho > 1.
     """
     obj = kernel_build(c)
     names = obj.symbols
@@ -105,9 +106,11 @@ def kernel_specs(c: GemmConfig) -> dict[str, KernelSpec]:
     c_obj = ((cg.m, cg.n), c.dtype_out)
     extra_c = [((c.m - c.c_split_rows, c.n), str(c.acc))] if p.converts_c else []  # acc rows beyond the object
     scratch = []
-    if p.converts_a:  # the A tile converted to bfp16 tiles by the kernel
-        q = dtype(prec.BFP16).tile_rows
+    q = dtype(prec.BFP16).tile_rows
+    if p.converts_a or c.convert_once:  # the A tile converted to bfp16 tiles by the kernel
         scratch = [((c.t_ma // q, c.k // q), prec.BFP16)]
+    if c.convert_once:  # and the B tile
+        scratch.append(((c.k // q, c.n // q), prec.BFP16))
     matmul_args = [((a.t_ma, a.k), c.dtype_in), ((b.k, b.n), str(c.dtype_b)), c_obj, *scratch, *extra_c]
     specs = {
         "zero": KernelSpec(names["zero"], "zero", obj, tuple(s for s, _ in [c_obj, *extra_c]),
@@ -132,9 +135,12 @@ def worker(c: GemmConfig, specs: dict[str, KernelSpec], col: int, row: int) -> W
     scratch: tuple[str, ...] = ()
     acc: tuple[str, ...] = ()
     matmul = specs["matmul"]
-    if p.converts_a:
+    if p.converts_a or c.convert_once:
         scratch = (f"A_bfp16_{col}_{row}",)
         buffers.append(LocalBuffer(scratch[0], matmul.arg_shapes[3], prec.BFP16))
+    if c.convert_once:
+        scratch = (*scratch, f"B_bfp16_{col}_{row}")
+        buffers.append(LocalBuffer(scratch[1], matmul.arg_shapes[4], prec.BFP16))
     if p.converts_c:
         acc = (f"C_acc_{col}_{row}",)
         buffers.append(LocalBuffer(acc[0], matmul.arg_shapes[-1], str(c.acc)))

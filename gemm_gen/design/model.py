@@ -121,10 +121,16 @@ class KernelBuild:
     acc: str | None = None  # C's type in L1 between calls; None: dtype_out
     expansion: tuple[int, int] = (2, 2)  # er x et accumulators per cluster (gemm_gen/kernel_variant.py)
     loops: str = "k-pipelined"  # which loop of the nest is software-pipelined
+    convert_once: bool = False  # bf16 converted to bfp16 once per call (A) / k-step (B), then bfp16 macs
 
     @property
     def t_ma(self) -> int:
         return self.m // self.rho
+
+    @property
+    def block_kernel(self) -> bool:
+        """Rendered from the bfp16 template: a bfp16 precision, or bf16 converted once."""
+        return self.precision.block or self.convert_once
 
     @property
     def precision(self) -> Precision:
@@ -172,6 +178,8 @@ class KernelBuild:
             parts.append("e" + "x".join(map(str, self.expansion)))
         if self.loops != "k-pipelined":
             parts.append(self.loops.replace("-", ""))
+        if self.convert_once:
+            parts.append("cvtonce")
         return "_".join(parts) + ".o"
 
 

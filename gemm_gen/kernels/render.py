@@ -95,9 +95,11 @@ class BlockKernelParams:
     ctype_in: str  # A as it arrives
     ctype_out: str  # the C object
     ctype_acc: str  # C while it accumulates
+    ctype_b: str  # B as it arrives
     aie_arch: int
     rounding_mode: str
     converts_a: bool  # bf16 A converted to bfp16 tiles by the kernel (into the A_bfp16 scratch)
+    converts_b: bool  # bf16 B converted too, once per k-step (into the B_bfp16 scratch): convert-once bf16
     converts_c: bool  # C accumulates in ctype_acc and `convert` writes it as bfp16 tiles
     acc_tiles: bool  # C accumulates as bfp16 tiles (requantized every call)
     split_rows: int  # accumulator rows in the C object (all m unless converts_c)
@@ -107,6 +109,7 @@ class BlockKernelParams:
     k_tiles: int
     k_pairs: int  # ping-pong iterations of the K loop after its first step
     a_tiles: int  # tiles of one A tile (the conversion loop)
+    b_tiles: int  # tiles of one B tile
     c_tiles: int  # tiles of the C object (the final conversion)
     acc_tile_bytes: int  # bytes of one 8 x 8 accumulator block when C accumulates in a scalar type
     store_bits: int
@@ -117,7 +120,7 @@ class BlockKernelParams:
 
     @property
     def matmul_args(self) -> tuple[str, ...]:
-        """The matmul's parameter names (A, B, C, A_bfp16, C_acc, slice)."""
+        """The matmul's parameter names (A, B, C, A_bfp16, B_bfp16, C_acc, slice)."""
         return tuple(param.split()[-1].lstrip("*") for param in self.matmul_params)
 
 
@@ -148,8 +151,9 @@ def kernel_symbols(build: KernelBuild) -> tuple[str, str]:
 
 def kernel_defines(build: KernelBuild) -> tuple[str, ...]:
     """Preprocessor flags the rendered source must be compiled with (it refuses to build without).
-    bfp16 precisions call the block-float datapath directly and need none."""
-    if build.precision.block:
+    bfp16 kernels (bfp16 precisions, bf16 converted once) call the block-float datapath directly and
+    need none."""
+    if build.block_kernel:
         return ()
     return (f"-D{EMULATE_BFP16_DEFINE}",) if build.emulate_bf16_with_bfp16 else ()
 
@@ -174,7 +178,7 @@ def kernel_params(build: KernelBuild) -> KernelParams | BlockKernelParams:
     """Check that the build is one our kernels can be for, and derive the template's numbers."""
     dev = _device(build)
     prec.check(build.precision, dev)  # types the device has no kernel for
-    if build.precision.block:
+    if build.block_kernel:
         return block_kernel_params(build, dev)
     t_in, t_out = dtype(build.dtype_in), dtype(build.dtype_out)
     if build.dtype_out not in dev.out_types.get(build.dtype_in, ()):
@@ -254,12 +258,17 @@ def block_kernel_params(build: KernelBuild, dev: Device) -> BlockKernelParams:
     if tuple(build.mmul) != shape:
         raise ConfigError(f"mmul {'x'.join(map(str, build.mmul))} is not the {dev.name} bfp16 shape",
                           f"use mmul {'x'.join(map(str, shape))} (mac_8x8_8x8T)")
-    if build.emulate_bf16_with_bfp16:
+    if build.convert_once:
+        if p.block or p.a != "bf16" or not build.emulate_bf16_with_bfp16:
+            raise ConfigError(f"the convert-once kernel runs bf16 x bf16 on the bfp16 datapath, not {p.name}"
+                              + ("" if build.emulate_bf16_with_bfp16 else " without it"),
+                              "use --dtype_in bf16 with --emulate-bf16-mmul-with-bfp16, or --convert-once 0")
+    elif build.emulate_bf16_with_bfp16:
         raise ConfigError("bf16-via-bfp16 emulation does not apply to bfp16 operands",
                           "drop --emulate-bf16-mmul-with-bfp16")
-    if build.compiler != "chess":
-        raise ConfigError(f"bfp16 kernels build with xchesscc only, not {build.compiler}",
-                          "use --chess (CHESS=1)")
+    if build.compiler not in prec.BFP16_COMPILERS:
+        raise ConfigError(f"bfp16 kernels build with {' or '.join(prec.BFP16_COMPILERS)} only, not "
+                          f"{build.compiler}", "use --chess (CHESS=1)")
     if tuple(build.expansion) != (2, 2) or build.loops != "k-pipelined":
         raise ConfigError("bfp16 kernels have one variant (2x2 clusters of 8x8 tiles, K loop pipelined), not "
                           f"{'x'.join(map(str, build.expansion))} {build.loops}", "drop --expansion and --kernel-loops")
@@ -282,9 +291,12 @@ def block_kernel_params(build: KernelBuild, dev: Device) -> BlockKernelParams:
                           f"split C's accumulator at a multiple of {2 * q} rows that fits the object")
     store_bits = STORE_BITS[build.aie_target]
     lanes = 0 if t_acc.is_block else store_bits // t_acc.bits
+    converts_a, converts_b = p.converts_a or build.convert_once, build.convert_once
     params = [f"{C_TYPES[p.a]} *A", f"{C_TYPES[p.b]} *B", f"{C_TYPES[p.out]} *C"]
-    if p.converts_a:
+    if converts_a:
         params.append(f"{C_TYPES[BFP16.name]} *A_bfp16")
+    if converts_b:
+        params.append(f"{C_TYPES[BFP16.name]} *B_bfp16")
     if p.converts_c:
         params.append(f"{C_TYPES[p.acc]} *C_acc")
     if build.rho > 1:
@@ -293,13 +305,16 @@ def block_kernel_params(build: KernelBuild, dev: Device) -> BlockKernelParams:
     k_tiles = build.k // q
     c_tiles = build.m * build.n // (q * q)
     return BlockKernelParams(
-        device=dev.name, source_file=source_file(build), defines=kernel_defines(build), precision=p.name,
+        device=dev.name, source_file=source_file(build), defines=kernel_defines(build),
+        precision=p.name + (", converted to bfp16 once" if build.convert_once else ""),
         zero_name=names["zero"], matmul_name=names["matmul"], convert_name=names.get("convert"),
         matmul_params=tuple(params), ctype_in=C_TYPES[p.a], ctype_out=C_TYPES[p.out], ctype_acc=C_TYPES[p.acc],
         aie_arch=AIE_ARCH[build.aie_target], rounding_mode=ROUNDING_MODES[rounding],
-        converts_a=p.converts_a, converts_c=p.converts_c, acc_tiles=t_acc.is_block, split_rows=split,
+        ctype_b=C_TYPES[p.b], converts_a=converts_a, converts_b=converts_b, converts_c=p.converts_c,
+        acc_tiles=t_acc.is_block, split_rows=split,
         c_object_bytes=c_object_bytes, row_pairs=build.t_ma // (2 * q), col_pairs=build.n // (2 * q),
-        k_tiles=k_tiles, k_pairs=(k_tiles - 1) // 2, a_tiles=build.t_ma * build.k // (q * q), c_tiles=c_tiles,
+        k_tiles=k_tiles, k_pairs=(k_tiles - 1) // 2, a_tiles=build.t_ma * build.k // (q * q),
+        b_tiles=build.k * build.n // (q * q), c_tiles=c_tiles,
         acc_tile_bytes=0 if t_acc.is_block else t_acc.nbytes(q * q), store_bits=store_bits, zero_lanes=lanes,
         zero_iters=c_tiles if t_acc.is_block else 0,
         zero_obj_iters=split * build.n // lanes if lanes else 0,

@@ -44,7 +44,7 @@ def array_config(row: paper.ArrayRow, **kw: Any):  # noqa: ANN201 - GemmConfig
                               "queue_groups": row.queue_groups, "stack_bytes": row.stack_bytes,
                               "dtype_b": row.dtype_b, "acc": row.acc, "rho": row.rho}
     if not paper.block_row(row):  # the papers' scalar kernels, as the model reads them
-        fields.update(expansion=paper.PAPER_EXPANSION, kernel_loops=paper.PAPER_LOOPS)
+        fields.update(expansion=paper.PAPER_EXPANSION, kernel_loops=paper.PAPER_LOOPS, convert_once=False)
     fields.update(kw)
     return GemmConfig(row.device, row.M, fields.pop("K", row.K), row.N, row.m, row.k, row.n,
                       fields.pop("k_mt", row.k_mt), row.dtype_in, row.dtype_out, fields.pop("b_col_maj", row.b_col_maj),

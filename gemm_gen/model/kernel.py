@@ -55,11 +55,12 @@ class KernelShape:
     acc: str = ""  # C's type in L1; "": dtype_out
     expansion: tuple[int, int] | None = None  # None: kernel_variant's choice per tile
     loops: str | None = None  # None: kernel_variant's choice per tile
+    convert_once: bool = False  # bf16 converted to bfp16 tiles once (A per call, B per k-step)
 
     @property
     def block(self) -> bool:
-        """A bfp16 kernel: bfp16 B on the bfp16 datapath."""
-        return self.dtype_b == "bfp16"
+        """A bfp16 kernel: bfp16 B on the bfp16 datapath, or bf16 converted once."""
+        return self.dtype_b == "bfp16" or self.convert_once
 
     @property
     def mmul(self) -> tuple[int, int, int]:
@@ -74,6 +75,24 @@ class KernelShape:
 BFP16_VARIANT = KernelVariant(2, 2, "k-pipelined")
 
 
+def convert_tile_cycles(ks: KernelShape) -> float:
+    """Issue cycles to turn one 8 x 8 bf16 block into a bfp16 tile (ISA arithmetic, unmeasured): its
+    128 bytes over the load units, two vector-unit operations (the multiply by one and the
+    conversion), and the output stream's push and flush on the one store unit."""
+    isa = ks.dev.isa
+    loads = -(-2 * 64 // isa.vld_bytes) / isa.load_units
+    return max(loads, 2.0, 2.0 / isa.store_units)
+
+
+def b_conversion_cycles(ks: KernelShape, k: np.ndarray, n: np.ndarray) -> np.ndarray:
+    """Cycles a convert-once kernel spends per k-step turning its B tile into bfp16 (0 otherwise);
+    its A tile's conversion is part of epsilon, as in config 1."""
+    k, n = np.asarray(k), np.asarray(n)
+    if not ks.convert_once:
+        return np.zeros(np.broadcast(k, n).shape)
+    return np.asarray((k // 8) * (n // 8) * convert_tile_cycles(ks), dtype=np.float64)
+
+
 def variant(ks: KernelShape, t_ma: int, k: int, n: int) -> KernelVariant:
     """The variant the kernel of one t_ma x k x n call uses (the config's, or the automatic one)."""
     if ks.block:
@@ -85,7 +104,7 @@ def mmul_cycles(p: Params, ks: KernelShape) -> float:
     """Vector-unit issue cycles per r x s x t mmul step."""
     macs = ks.r * ks.s * ks.t
     if ks.block:
-        return max(1.0, macs / ks.peak_macs)
+        return max(1.0, macs / ks.dev.peak_macs["bfp16"])
     if ks.dtype_in == "bf16":
         if ks.emulate_bf16_with_bfp16:
             return p.bf16_via_bfp16_cycles * max(1.0, macs / ks.peak_macs)
@@ -163,6 +182,7 @@ def kernel_cycles(p: Params, ks: KernelShape, m: np.ndarray, k: np.ndarray, n: n
 
 def kernel_shape(dev: Device, dtype_in: str, dtype_out: str, mmul: tuple[int, int, int],
                  emulate: bool, dtype_b: str | None = None, acc: str | None = None,
-                 expansion: tuple[int, int] | None = None, loops: str | None = None) -> KernelShape:
+                 expansion: tuple[int, int] | None = None, loops: str | None = None,
+                 convert_once: bool = False) -> KernelShape:
     return KernelShape(dev.name, dev.aie_target, dtype_in, dtype_out, *mmul, emulate, dev.peak_macs[dtype_in],
-                       dtype_b or dtype_in, acc or dtype_out, expansion, loops)
+                       dtype_b or dtype_in, acc or dtype_out, expansion, loops, convert_once)

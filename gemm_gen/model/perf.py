@@ -59,18 +59,20 @@ class Problem:
     b_pack: str = "tiles"
     expansion: tuple[int, int] | None = None  # the kernel variant; None: the automatic one per tile
     kernel_loops: str | None = None
+    convert_once: bool | None = None  # None: GemmConfig's default (on wherever it can be built)
 
     def __post_init__(self) -> None:
         # the option defaults are GemmConfig's: resolve them through one probe config
         probe = self.config(0, 0, 0, 0)
-        for name in ("emulate_bf16_with_bfp16", "compiler", "dtype_b", "acc"):
+        for name in ("emulate_bf16_with_bfp16", "compiler", "dtype_b", "acc", "convert_once"):
             object.__setattr__(self, name, getattr(probe, name))
 
     @classmethod
     def of(cls, c: GemmConfig) -> Problem:
         return cls(c.device, c.M, c.K, c.N, c.dtype_in, c.dtype_out, c.b_col_maj, bool(c.emulate_bf16_with_bfp16),
                    c.mmul_shape, c.queue_groups, c.depth_ab_l1, c.depth_ab_l2, c.depth_c_l1, c.depth_c_l2,
-                   c.rows, c.cols, c.stack_bytes, c.compiler, c.dtype_b, c.acc, c.b_pack, c.expansion, c.kernel_loops)
+                   c.rows, c.cols, c.stack_bytes, c.compiler, c.dtype_b, c.acc, c.b_pack, c.expansion, c.kernel_loops,
+                   c.convert_once)
 
     def config(self, m: int, k: int, n: int, k_mt: int, **kw: object) -> GemmConfig:
         return GemmConfig(self.device, self.M, self.K, self.N, int(m), int(k), int(n), int(k_mt), self.dtype_in,
@@ -80,6 +82,7 @@ class Problem:
                           depth_ab_l1=self.depth_ab_l1, depth_ab_l2=self.depth_ab_l2, depth_c_l1=self.depth_c_l1,
                           depth_c_l2=self.depth_c_l2, compiler=self.compiler, dtype_b=self.dtype_b, acc=self.acc,
                           b_pack=self.b_pack, expansion=self.expansion, kernel_loops=self.kernel_loops,
+                          convert_once=self.convert_once,
                           **kw)  # type: ignore[arg-type]
 
     @property
@@ -107,7 +110,7 @@ class Problem:
     @property
     def kernel_shape(self) -> kmod.KernelShape:
         return kmod.kernel_shape(self.dev, self.dtype_in, self.dtype_out, self.mmul, bool(self.emulate_bf16_with_bfp16),
-                                 self.dtype_b, self.acc, self.expansion, self.kernel_loops)
+                                 self.dtype_b, self.acc, self.expansion, self.kernel_loops, bool(self.convert_once))
 
     @property
     def precision(self) -> Precision:
@@ -187,7 +190,8 @@ def estimate(pr: Problem, m: np.ndarray | int, k: np.ndarray | int, n: np.ndarra
     # ---- compute side (cycles of one core) ------------------------------------------------
     kcyc = kmod.kernel_cycles(p, ks, m // rho, k, n)  # one call: an A tile of T_MA = m / rho rows
     l1_dma = np.maximum(m * k * b_a, k * n * b_b) / sbw  # A and B arrive on separate core channels
-    step = np.maximum(rho * (kcyc + p.switch_cycles), l1_dma)
+    b_convert = kmod.b_conversion_cycles(ks, k, n)  # convert-once bf16: B once per k-step
+    step = np.maximum(rho * (kcyc + p.switch_cycles) + b_convert, l1_dma)
     zero = m * n * b_acc / isa.vst_bytes + p.switch_cycles
     if pr.precision.converts_c:  # C's final conversion: read the accumulator, write C, one more call
         zero = zero + m * n * (b_acc / isa.vld_bytes + b_out / isa.vst_bytes) + p.switch_cycles

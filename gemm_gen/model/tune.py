@@ -111,11 +111,13 @@ def _l1_fixed(pr: Problem, m: np.ndarray, n: np.ndarray, rho: np.ndarray) -> np.
 
 def _l1_per_k(pr: Problem, m: np.ndarray, n: np.ndarray, rho: np.ndarray) -> np.ndarray:
     """L1 bytes per unit of k (atb eq. 3): A at T_MA = m / rho rows and B, each depth_ab_l1
-    buffers, plus the kernel's bfp16 copy of a bf16 A tile."""
+    buffers, plus the kernel's bfp16 copies of a bf16 A tile (and B tile, converting once)."""
     b_a, b_b, _, _ = pr.elem_bytes
     per_k = pr.depth_ab_l1 * (b_a * (m // rho) + b_b * n)
-    if pr.precision.converts_a:
+    if pr.precision.converts_a or pr.convert_once:
         per_k = per_k + dtype(prec.BFP16).elem_bytes * (m // rho)
+    if pr.convert_once:  # and of its B tile
+        per_k = per_k + dtype(prec.BFP16).elem_bytes * n
     return np.asarray(per_k, dtype=np.float64)
 
 

@@ -221,8 +221,11 @@ def simulate(config: GemmConfig | Design, seed: int = 0, progress: bool = False,
         notes.append("bfp16 quantization points: " + "; ".join(points) + " (the core's bfp16 rounding is "
                      "modelled on mlir-aie PR #3442; the exact on-chip conversion is unpublished)")
     if c.numerics.bfp16_inputs:
+        how = ("once per call (A) and per k-step (B) by the convert-once kernel, the same bits as the AIE API's "
+               "per-mmul emulation (tests/test_kernels.py proves it on the host)" if c.convert_once else
+               "at every mmul by the AIE API's emulation")
         notes.append(f"bf16 via bfp16: A and B are quantized to bfp16ebs8 blocks of 8 along K with the core's "
-                     f"{c.rounding} rounding (mlir-aie PR #3442); the exact on-chip conversion is unpublished")
+                     f"{c.rounding} rounding, {how} (mlir-aie PR #3442); the exact on-chip conversion is unpublished")
     clamps = _core_conversion_clamps(c, a, b)
     if clamps:
         notes.append(f"{clamps} bfp16 blocks converted in the core round a mantissa past 127 and are clamped to 127 "

@@ -23,6 +23,9 @@
 // - block-vector streams read ahead in 512-bit fills and seek() drops that state: a seek after a
 //   pop (or a push) does not move relative to the logical position, so it fails; pop_seek is fine.
 // - subnormal float operands fail (whether the core flushes them is unpublished; bf16 declares none).
+// - -DGG_HOST_FP32_PER_MAC rounds fp32 lanes after every mac instruction instead of once per call
+//   (the real per-mac order is unpublished): kernels meant to be bit-equal must then issue the same
+//   macs in the same order.
 //
 // - bfloat16: 16-bit storage; float -> bf16 rounds to nearest even (as ml_dtypes does), or under a
 //   crRnd mode in to_vector.
@@ -197,6 +200,18 @@ inline double bfp16_value(const std::uint8_t *block, unsigned i) {
   return std::ldexp(static_cast<double>(static_cast<std::int8_t>(block[1 + i])), static_cast<int>(block[0]) - 133);
 }
 
+// An fp32 lane after one mac: exact (double) by default, so a call is the exact sum rounded once;
+// with -DGG_HOST_FP32_PER_MAC rounded to fp32 after every mac instruction (the products of one mac
+// added exactly first), so that two kernels agree bit for bit only if they issue the same macs on
+// the same operands in the same order per accumulator.
+inline double per_mac(double x) {
+#if defined(GG_HOST_FP32_PER_MAC)
+  return static_cast<double>(static_cast<float>(x));
+#else
+  return x;
+#endif
+}
+
 // One bfp16ebs8 block of 8 values (stride apart), encoded and decoded again.
 inline void bfp16_block(const float *in, unsigned stride, double *out, unsigned out_stride, rounding_mode mode) {
   std::uint8_t block[BFP16_BLOCK_BYTES];
@@ -273,6 +288,13 @@ auto zeros() {
     return accum<accfloat, Elems>{};
   else
     return vector<T, Elems>{};
+}
+
+template <typename T, unsigned Elems>
+vector<T, Elems> broadcast(T value) {
+  vector<T, Elems> v;
+  v.data.fill(value);
+  return v;
 }
 
 // v read as a row-major Row x Col matrix; returns its transpose (Col x Row, row-major).
@@ -373,14 +395,17 @@ struct mmul {
       for (unsigned j = 0; j < N; ++j)  // columns of B: 8 values along K
         host::bfp16_block(&fb[j], N, &qb[j], N, host::rounding);
       for (unsigned i = 0; i < M; ++i)
-        for (unsigned j = 0; j < N; ++j)
+        for (unsigned j = 0; j < N; ++j) {
           for (unsigned p = 0; p < K; ++p) acc[i * N + j] += qa[i * K + p] * qb[p * N + j];
+          acc[i * N + j] = host::per_mac(acc[i * N + j]);
+        }
       return;
     }
     for (unsigned i = 0; i < M; ++i)
       for (unsigned j = 0; j < N; ++j) {
         for (unsigned p = 0; p < K; ++p) acc[i * N + j] += product(a[i * K + p], b[p * N + j]);
         if constexpr (!is_float) check_lane(acc[i * N + j], "a mac");
+        if constexpr (is_float) acc[i * N + j] = host::per_mac(acc[i * N + j]);
       }
   }
 
@@ -560,6 +585,20 @@ struct accum<accfloat, 64> {
   }
 };
 
+// Elementwise bf16 product into fp32 lanes (what aie_api's bf16-via-bfp16 mmul does to B^T with a
+// vector of ones, mul_elem_64): exact for normal values; subnormal operands fail, as in mmul.
+template <unsigned Elems>
+accum<accfloat, Elems> mul(const vector<bfloat16, Elems> &a, const vector<bfloat16, Elems> &b) {
+  static_assert(Elems == 64, "the host models the 64-lane accfloat of the bfp16 datapath");
+  accum<accfloat, Elems> out;
+  for (unsigned i = 0; i < Elems; ++i) {
+    const float x = static_cast<float>(a[i]), y = static_cast<float>(b[i]);
+    if (host::subnormal(x) || host::subnormal(y)) host::fail("a subnormal bf16 operand of mul (flushing is unpublished)");
+    out.acc[i] = static_cast<double>(x) * static_cast<double>(y);
+  }
+  return out;
+}
+
 }  // namespace aie
 
 // The aie2p intrinsic (a global function on v64bfp16ebs8 / v64accfloat, which aie::block_vector and
@@ -572,5 +611,6 @@ inline aie::accum<accfloat, 64> mac_8x8_8x8T(const aie::block_vector<bfp16ebs8, 
   for (unsigned i = 0; i < 8; ++i)
     for (unsigned j = 0; j < 8; ++j)
       for (unsigned p = 0; p < 8; ++p) out.acc[i * 8 + j] += a.host_value(i * 8 + p) * bt.host_value(j * 8 + p);
+  for (double &x : out.acc) x = aie::host::per_mac(x);
   return out;
 }
