@@ -207,6 +207,10 @@ def _block_cases() -> list[Case]:
         block_build("bf16", BFP16, "f32", blocks=(2, 2, 1), rho=2),
         block_build(BFP16, BFP16, "f32", blocks=(2, 2, 1), b_col_maj=True),  # all rows in C_acc
         block_build(BFP16, BFP16, "f32", blocks=(1, 3, 1), rho=4),
+        # column-major B streams live across a row pair's clusters: K_TILES 1, even and odd, 2-3 clusters
+        block_build(c2.a, c2.out, blocks=(2, 1, 3), b_col_maj=True),
+        block_build(c1.a, c1.out, blocks=(1, 4, 3), b_col_maj=True, rho=2),
+        block_build(BFP16, "f32", blocks=(2, 7, 2), b_col_maj=True),
     ]
     return [Case(b) for b in builds]
 
@@ -230,7 +234,11 @@ REVERSED_CONVERT = Case(_CONFIG3, patches=(
     ("    out.push(block.template to_vector<bfp16ebs8>());\n",
      "    TileOut out(c);\n    out.seek(static_cast<int>(t));\n    out.push(block.template to_vector<bfp16ebs8>());\n"),
 ), mutant="reversed-convert")
-BLOCK_MUTANTS = [NO_A_CONVERSION, NO_SPLIT, REVERSED_CONVERT]
+# a kernel whose hoisted B streams do not skip the other column after a cluster
+NO_B_SKIP = Case(BLOCK_CASES[-2].build, patches=(
+    ("static inline Tile pop_b_last(TileIn &b) { return b.pop_seek(B_STEP_N); }",
+     "static inline Tile pop_b_last(TileIn &b) { return b.pop(); }"),), mutant="no-b-skip")
+BLOCK_MUTANTS = [NO_A_CONVERSION, NO_SPLIT, REVERSED_CONVERT, NO_B_SKIP]
 
 # ---- bf16 converted once (npu2): the same bits as the AIE API's per-mmul bfp16 emulation ----------
 def once_pair(dout: str, blocks: tuple[int, int, int], b_col_maj: bool, rho: int = 1, rounding: str = "conv_even",
@@ -811,10 +819,12 @@ def test_check_catches_broken_bfp16_kernels(libraries) -> None:
     """The comparison fails for a config1 kernel that skips its A conversion (it multiplies the
     host's floor quantization left in the scratch), a config3 kernel that ignores the split (it
     writes accumulator rows past the C object), and a config3 conversion that runs backwards (in
-    place, it overwrites blocks it has not read yet); the unpatched kernels pass."""
+    place, it overwrites blocks it has not read yet), and a kernel whose B streams, kept across a
+    row pair's clusters, do not skip to their next column; the unpatched kernels pass."""
     for control, mutants in ((Case(_CONFIG1), {NO_A_CONVERSION: "elements differ"}),
                              (Case(_CONFIG3), {NO_SPLIT: "wrote outside its C object",
-                                               REVERSED_CONVERT: "elements differ"})):
+                                               REVERSED_CONVERT: "elements differ"}),
+                             (Case(NO_B_SKIP.build), {NO_B_SKIP: "elements differ"})):
         steps = block_inputs(control.build)
         want = block_expected(control.build, steps)
         assert_block_equal(run_block_tile(load(libraries, control), steps), want, "control")
@@ -1108,8 +1118,8 @@ def test_bfp16_loop_hints_and_compiler_guard(tmp_path: Path) -> None:
     source = render_kernel(b)
     chess = _preprocess(source, tmp_path, "-D__chess__", "-D__AIE_ARCH__=21")
     assert chess.returncode == 0, chess.stderr
-    assert ("for (unsigned i = 0; i < K_PAIRS; ++i) chess_prepare_for_pipelining chess_loop_range(2, )"
-            in chess.stdout)
+    # K_TILES = 5: one pipelined pair, then the last pair peeled (its pops end the cluster)
+    assert "for (unsigned i = 0; i < 1; ++i) chess_prepare_for_pipelining chess_loop_range(1, )" in chess.stdout
     for count in (p.a_tiles, p.c_tiles, p.zero_obj_iters, p.zero_buf_iters):
         assert f"chess_prepare_for_pipelining chess_loop_range({count}, )" in chess.stdout
     assert f"chess_loop_range({p.row_pairs}, )" in chess.stdout and "event0()" in chess.stdout
