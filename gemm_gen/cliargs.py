@@ -6,7 +6,7 @@ import argparse
 from typing import NoReturn
 
 from . import precision as prec
-from .config import GemmConfig, default_k_mt, default_tiles, emulation_default
+from .config import L1_SCHEMES, GemmConfig, default_k_mt, default_tiles, emulation_default
 from .errors import ConfigError
 from .kernel_variant import LOOPS
 
@@ -85,6 +85,9 @@ def problem_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--convert-once", "--convert_once", dest="convert_once", nargs="?", const=True, default=None,
                    type=_b_col_maj, help="npu2 bf16 on the bfp16 datapath: convert A and B to bfp16 once per call / "
                    "k-step instead of at every mmul (the same bits; default: on with --chess, which builds it)")
+    p.add_argument("--l1-alloc", "--l1_alloc", dest="l1_alloc", choices=L1_SCHEMES, default=None,
+                   help="mlir-aie's L1 allocator for every core (default: the plan whose DMA and core buffers share "
+                   "the fewest banks, steered with reserved bytes where that helps)")
     p.add_argument("--queue-groups", type=int, default=GemmConfig.queue_groups,
                    help="task groups in flight per shim (at most the 4-deep shim task queue)")
     p.add_argument("--stack", type=int, default=0, help="core stack bytes (default 1024)")
@@ -117,7 +120,7 @@ def base_config(a: argparse.Namespace, m: int = 0, k: int = 0, n: int = 0, k_mt:
                       mmul_shape=a.mmul, queue_groups=a.queue_groups, stack_bytes=a.stack, shift=a.shift,
                       rounding=a.rounding, saturation=a.saturation, dtype_b=p.b, acc=p.acc,
                       b_pack=a.b_pack or "tiles", expansion=a.expansion, kernel_loops=a.kernel_loops,
-                      convert_once=a.convert_once)
+                      convert_once=a.convert_once, l1_alloc=a.l1_alloc)
 
 
 def config_from_args(a: argparse.Namespace) -> GemmConfig:
@@ -173,6 +176,8 @@ def config_args(c: GemmConfig) -> list[str]:
         args += ["--kernel-loops", c.kernel_loops]
     if c.convert_once != base.convert_once:
         args += ["--convert-once", str(int(bool(c.convert_once)))]
+    if c.l1_alloc is not None:
+        args += ["--l1-alloc", c.l1_alloc]
     for flag, name in (("--rho", "rho"), ("--queue-groups", "queue_groups"), ("--stack", "stack_bytes"),
                        ("--shift", "shift"),
                        ("--rounding", "rounding"), ("--saturation", "saturation")):

@@ -46,6 +46,8 @@ ATB_TILES: dict[str, tuple[int, int, int, int, int]] = {
 }
 
 B_PACKS = ("tiles", "strips")  # DRAM layouts of a bfp16 B (GemmConfig.b_pack)
+# mlir-aie's L1 allocators (aie.tile allocation_scheme; IRON Worker(allocation_scheme=...))
+L1_SCHEMES = ("bank-aware", "basic-sequential")
 KERNEL_EXPANSION = 2  # our kernels compute 2 x 2 blocks of mmuls: m % 2r == 0, n % 2t == 0
 # Every fine-grained shim BD is unrolled into the instruction stream (~64 bytes each); 1M tasks
 # covers 65536^3 with small tiles and keeps insts.bin in the tens of MiB.
@@ -104,6 +106,9 @@ class GemmConfig:
     # converting both operands at every mmul; the same bits (tests/test_kernels.py proves it on the
     # host). None: on wherever it can be built.
     convert_once: bool | None = None
+    # L1 placement (gemm_gen/l1_banks.py): the allocator every core asks mlir-aie for; None: the
+    # plan whose DMA and core buffers share the fewest banks (with reservations if that helps)
+    l1_alloc: str | None = None
 
     def __post_init__(self) -> None:
         dev = device(self.device)
@@ -404,6 +409,9 @@ class GemmConfig:
             self._check_shift()
         if self.convert_once and self.convert_once_problem is not None:
             raise ConfigError(*self.convert_once_problem)
+        if self.l1_alloc is not None and self.l1_alloc not in L1_SCHEMES:
+            raise ConfigError(f"unknown L1 allocation scheme {self.l1_alloc!r}",
+                              f"use --l1-alloc {' or '.join(L1_SCHEMES)}, or leave it to the planner")
         if self.rounding.upper() not in Rounding.__members__:
             raise ConfigError(f"unknown rounding mode {self.rounding!r}",
                               f"use one of {', '.join(r.name.lower() for r in Rounding)}")

@@ -46,6 +46,25 @@ def _variant_line(v: dict[str, Any], convert_once: bool) -> str:
     return (f"variant   {er}x{et} accumulators per cluster, {v['loops']} ({v['chosen']}; {room}){code}")
 
 
+def _l1_lines(l1: dict[str, Any] | None) -> list[str]:
+    """The predicted bank map of a core's L1 and what the DMA and the core share."""
+    if l1 is None:
+        return []
+    held = f", {l1['reserved_bytes']} B reserved to steer it" if l1["reserved_bytes"] else ""
+    banks = " | ".join(f"{i}: {' '.join(names) or '-'}" for i, names in enumerate(l1["bank_map"]))
+    lines = [f"L1 banks  {l1['scheme']} ({l1['chosen']}{held}), predicted: {banks}"]
+    if not l1["shared"]:
+        lines.append("          the DMA never writes a bank the core is reading")
+    else:
+        pairs = ", ".join(f"{dma}/{core} in {bank}" for dma, core, bank in l1["shared"][:6])
+        more = f" and {len(l1['shared']) - 6} more" if len(l1["shared"]) > 6 else ""
+        lines.append(f"          DMA/core sharing: {pairs}{more} ({l1['conflict_bytes']} B of DMA buffer)")
+    if l1["order_dependent"]:
+        lines.append("          (depends on the IR order of equal-sized fifos, assumed A, B, C: worst "
+                     f"{l1['worst_conflict_bytes']} B)")
+    return lines
+
+
 def plan_text(p: dict[str, Any]) -> str:
     l1 = p["l1_bytes"]
     l2 = p["l2_bytes_per_memtile"]
@@ -75,6 +94,7 @@ def plan_text(p: dict[str, Any]) -> str:
         f"B and C at every column",
         "L1/core   " + " + ".join(f"{name} {v}" for name, v in l1.items() if name not in ("total", "capacity"))
         + f" = {l1['total']} B of {l1['capacity']} ({p['l1_fraction']:.1%})",
+        *_l1_lines(p.get("l1_plan")),
         *_atb_lines(p),
         f"L2        {', '.join(str(b) for b in l2)} B per memtile; {p['l2_bytes_total'] / 1024:.1f} KiB total "
         f"({p['l2_fraction']:.0%})" + (f"; spilled to a neighbour: {', '.join(p['l2_spilled'])}"

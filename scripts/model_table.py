@@ -72,6 +72,9 @@ which loop is software-pipelined:
   the steady state, h = 1/2. D >= 3: both do, h = 0 (eq. 11).
 * beta n_C: what software pipelining cannot hide, beta cycles per C vector load or store (n_C per
   cluster): load/store port and bank conflicts with the A/B stream. Calibrated; it lands on 1.0 cycle.
+* L1 bank stalls (per k-step, spread over its calls): gamma cycles per DMA access into a bank the
+  core is using at the same time, at the core's access rate into that bank; only banks the design's
+  predicted L1 layout shares count (model/l1_stall.py). Calibrated with beta; it lands on 0.
 * The papers' own scalar kernels (Striking sec. 5.1: pipelined and flattened, expansion unpublished)
   are read as 2 x 2 jk-flat wherever the model is compared with them or calibrated on them.
 * bfp16 kernels (bfp16 B on npu2, any of the ATB paper's precision configs): II = 1 (one 8x8x8
@@ -279,8 +282,13 @@ LIMITS = """## Known limits and disagreements
 * **npu2 bf16 without `--emulate-bf16-mmul-with-bfp16`** runs on emulated 32-lane macs (32
   MACs/cycle, unconfirmed). Striking's XDNA2 bf16 results use the bfp16 datapath: pass the flag to
   compare with them.
-* Not modelled: bank placement by the allocator (folded into beta), memtile zero padding, host
-  buffer synchronisation, clocks below the maximum DPM level.
+* **L1 bank sharing**: every design's L1 placement is predicted (gemm_gen/l1_banks.py reimplements
+  mlir-aie 1.4.3's allocators) and each DMA access that meets a core access in a shared bank costs
+  gamma cycles (model/l1_stall.py). Fitted jointly with beta on the Striking kernels, all of which
+  share banks in the layout basic-sequential gives them, gamma lands on 0: those measurements show no
+  cost the model can attribute to sharing (GAMA measured up to 12% on Versal AIE-ML). `make validate`
+  runs the same tiles with both allocations, so that a measurement can fit it.
+* Not modelled: memtile zero padding, host buffer synchronisation, clocks below the maximum DPM level.
 """
 
 

@@ -199,6 +199,7 @@ class Buffer:
         if type is None:
             type = np.ndarray[initial_value.shape, np.dtype[initial_value.dtype.type]]  # noqa: A001
         self.type = type
+        self.address, self.mem_bank = address, mem_bank
         self._name = name if name is not None else f"buf_{next(Buffer._index)}"
         self._tile, self._explicit_tile, self._owner_worker = tile, tile is not None, None
         self.op: Any = None
@@ -468,6 +469,7 @@ class Worker:
             raise ValueError(f"Worker requires a compute tile, but got tile_type={tile.tile_type}")
         _int_at_least(stack_size, "Worker stack_size", 1)
         _int_at_least(data_size, "Worker data_size", 0)
+        self.allocation_scheme = allocation_scheme
         self.tile = _typed(tile, "CoreTile") if tile is not AnyComputeTile else Tile(tile_type="CoreTile")
         self.core_fn, self.fn_args = core_fn, list(fn_args or [])
         self.stack_size, self.while_true = stack_size, while_true

@@ -74,6 +74,24 @@ def test_everything_is_placed_where_the_design_says(cfg):
     assert type(iron_recorder.REC) is iron_recorder.Recorder
 
 
+def test_workers_ask_for_the_planned_l1_allocation():
+    """Every Worker asks for the plan's allocator; the plan's reservations reach IRON as address-
+    pinned Buffers on the worker's tile (passed, unused, to the worker), scratch pins as mem_bank."""
+    c = GemmConfig("npu2", 512, 512, 1024, 64, 32, 128, 64)  # l1_banks steers this one with reservations
+    d, rec, _ = lowered(c)
+    assert d.l1 is not None and d.l1.reserved and d.l1.conflict_bytes == 0
+    assert {w.allocation_scheme for w in rec.workers} == {d.l1.scheme}
+    w = rec.workers[0]
+    held = [b for b in w.buffers if b.name.startswith("l1_reserve")]
+    assert [(b.address, iron_recorder.shape_dtype(b.type)[0]) for b in held] == [
+        (at, (n,)) for at, n in d.l1.reserved]
+    assert all(b.tile is w.tile or at(b.tile) == at(w.tile) for b in held)
+    given = GemmConfig("npu2", 512, 512, 1024, 64, 32, 128, 64, l1_alloc="basic-sequential")
+    d2, rec2, _ = lowered(given)
+    assert {w.allocation_scheme for w in rec2.workers} == {"basic-sequential"}
+    assert not [b for w in rec2.workers for b in w.buffers if b.name.startswith("l1_reserve")]
+
+
 def test_workers_trace_the_loop_ir():
     c = small("npu2", "i8", "i8", M=4 * 16 * 3)  # 3 output tiles per core, 4 k-steps
     d, rec, _ = lowered(c)

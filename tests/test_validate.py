@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from gemm_gen import l1_banks
 from gemm_gen.backends import doctor, validate
 from gemm_gen.backends.build import artifacts
 from gemm_gen.cli import main
@@ -154,6 +155,26 @@ def test_calibrate_recovers_known_constants_and_reports_the_check_rows(tmp_path,
     data = json.loads(out_file.read_text())
     assert data["dram"]["npu2"]["peak_gbps"]["kind"] == "calibrated"
     assert "fitted by gemm-gen calibrate" in data["runtime"]["dispatch_us"]["source"]
+
+
+def test_calibrate_fits_the_cost_of_a_shared_bank_on_the_allocation_pairs(tmp_path):
+    """The sweep pairs a tile whose planned L1 layout shares no bank with its basic-sequential twin
+    (which does); runs made with a known cost per collision give it back, and pairs that cannot
+    tell it apart are refused."""
+    items = [i for i in validate.sweep("npu2", chess=True) if i.role == "l1"]
+    assert len(items) == 4
+    sharing = [l1_banks.plan(i.config, i.config.l1_alloc).conflict_bytes > 0 for i in items]
+    assert sharing == [False, True, False, True]
+    base = load()
+    truth = base.with_(l1_conflict=1.5)
+    rows = measured.read_records([_record(tmp_path, truth)])
+    r = measured.refit(rows, base)
+    assert r.fitted["l1_conflict"] == pytest.approx(1.5, rel=0.25) and "l1_conflict" not in r.refused
+    assert r.after.l1_conflict == pytest.approx(r.fitted["l1_conflict"])
+    data = measured.calibration_data(r)
+    assert "L1 allocation pair rows" in data["kernel"]["l1_conflict_cycles_per_collision"]["source"]
+    alike = [row for row in rows if row.role != "l1" or row.config.l1_alloc is None]
+    assert "nothing to compare" in measured.refit(alike, base).refused["l1_conflict"]
 
 
 def test_calibrate_refuses_constants_on_a_bound_or_from_too_few_rows(tmp_path):

@@ -212,11 +212,15 @@ class _Lowering:
         ks = [kernels[k] for k in wk.kernels]
         bufs = [self.buffer(b, wk.tile) for b in wk.buffers]
         core_fn = _core_fn(wk.program, names, [b.name for b in wk.buffers], list(wk.kernels), self.api.range_)
-        return self.api.Worker(core_fn, [*handles, *bufs, *ks], tile=self.tile(wk.tile), stack_size=wk.stack_bytes)
+        # the L1 allocator the plan chose (l1_banks.py); the reservations ride along as unused arguments
+        return self.api.Worker(core_fn, [*handles, *bufs, *ks], tile=self.tile(wk.tile), stack_size=wk.stack_bytes,
+                               allocation_scheme=wk.allocation_scheme)
 
     def buffer(self, b: LocalBuffer, at: TileRef) -> Any:
-        """A worker's own L1 buffer: an IRON Buffer placed on the worker's tile."""
-        return self.api.Buffer(type=self.ty(b.shape, b.dtype), name=b.name, tile=self.tile(at))
+        """A worker's own L1 buffer: an IRON Buffer placed on the worker's tile, at the address or in
+        the bank the L1 plan pins it to."""
+        return self.api.Buffer(type=self.ty(b.shape, b.dtype), name=b.name, tile=self.tile(at), address=b.address,
+                               mem_bank=b.mem_bank)
 
     def tap(self, t: Tap, numel: int, elem: str) -> Any:
         t = t.scaled(dtype(elem).blocks_per_unit)

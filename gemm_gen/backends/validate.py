@@ -1,8 +1,10 @@
 """make validate: build and run a fixed sweep on this machine's NPU, record it next to the model.
 
 The sweep is data: first one small design per data type and B layout (role "fit": the rows
-`gemm-gen calibrate --measurements` may fit the device constants on), then the papers' headline
-designs (role "check": only ever compared). Every design is built and run as `gemm-gen run` does;
+`gemm-gen calibrate --measurements` may fit the device constants on), then one tile per input type
+with its planned L1 layout and with basic-sequential's (role "l1": what the cost of a bank shared by
+the DMA and the core is fitted on), then the papers' headline designs (role "check": only ever
+compared). Every design is built and run as `gemm-gen run` does;
 a design that fails to build or run is recorded with its error and the sweep goes on. The record
 (build/validate_<device>.json) holds per design the config, PASS or the error count, the measured
 min/avg/max microseconds and TOPS, the model's prediction, and once the toolchain, driver and
@@ -23,6 +25,12 @@ from ..errors import GemmGenError
 from ..hw.devices import device
 
 SMALL = (512, 512, 512)
+# L1 allocation pairs (role "l1"): one tile per input type whose planned layout shares no bank between
+# the DMA and the core while basic-sequential's does, run both ways on 2 columns (compute-bound: the
+# cores' time shows), so that `gemm-gen calibrate --measurements` can fit the cost of a shared bank
+# (model/l1_stall.py)
+L1_PAIR = ((2048, 2048, 2048), (64, 32, 128, 512), 2)
+L1_PAIR_TYPES = ("bf16", "i8")
 # tiles of the small designs: (m, k, n, k_mt) per input type, valid for every output type and layout
 SMALL_TILES = {"npu1": {"bf16": (64, 64, 64, 256), "i8": (64, 64, 64, 256), "i16": (64, 64, 64, 256)},
                "npu2": {"bf16": (64, 64, 64, 256), "i8": (64, 64, 64, 256), "i16": (64, 64, 64, 256)}}
@@ -31,7 +39,7 @@ SMALL_TILES = {"npu1": {"bf16": (64, 64, 64, 256), "i8": (64, 64, 64, 256), "i16
 @dataclass(frozen=True)
 class SweepItem:
     name: str
-    role: str  # "fit" or "check"
+    role: str  # "fit", "l1" or "check"
     source: str
     config: GemmConfig | None  # None: skipped
     skipped: str = ""
@@ -52,6 +60,13 @@ def sweep(dev_name: str, chess: bool) -> list[SweepItem]:
                 c = GemmConfig(dev.name, M, K, N, m, k, n, k_mt, t_in, t_out, col)
                 items.append(SweepItem(f"{t_in}->{t_out} B {'col' if col else 'row'}-major {M}x{K}x{N}", "fit",
                                        "gemm_gen small design", c))
+    (M2, K2, N2), (m, k, n, k_mt), cols = L1_PAIR
+    for t_in in L1_PAIR_TYPES:
+        planned = GemmConfig(dev.name, M2, K2, N2, m, k, n, k_mt, t_in, t_in, cols=cols)
+        for c in (planned, replace(planned, l1_alloc="basic-sequential")):
+            how = c.l1_alloc or "planned"
+            items.append(SweepItem(f"{t_in}->{t_in} {M2}x{K2}x{N2} ({m}x{k}x{n}, {cols} columns), L1 {how}", "l1",
+                                   "gemm_gen L1 allocation pair", c))
     headline = list(paper.STRIKING_T2 if dev.name == "npu1" else paper.STRIKING_T3)
     if dev.name == "npu2":
         headline += [*paper.MLIR_AIE_ATB, paper.MLIR_AIE_BF16_EMU, paper.MLIR_AIE_BFP16]

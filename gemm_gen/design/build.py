@@ -11,13 +11,18 @@ column); `queue_groups` groups are kept in flight, and the sequence waits only o
 
 from __future__ import annotations
 
+from dataclasses import replace
+
+from .. import l1_banks
 from .. import precision as prec
 from ..config import GemmConfig
 from ..dtypes import dtype
+from ..l1_banks import L1Plan
 from ..tap import Tap
 from . import patterns
 from .grid import grid
 from .model import (
+    RESERVE_PREFIX,
     Acquire,
     Call,
     Design,
@@ -124,11 +129,12 @@ def kernel_specs(c: GemmConfig) -> dict[str, KernelSpec]:
     return specs
 
 
-def worker(c: GemmConfig, specs: dict[str, KernelSpec], col: int, row: int) -> Worker:
+def worker(c: GemmConfig, specs: dict[str, KernelSpec], col: int, row: int, l1: L1Plan | None = None) -> Worker:
     """Output-stationary loop: acquire C, zero it, K/k steps of A x B, (convert,) release C.
 
     With rho > 1 each k-step keeps its B tile while rho A tiles stream past it, each updating its
-    own C slice (asymmetric tile buffering)."""
+    own C slice (asymmetric tile buffering). `l1` is the core's L1 allocation: its scheme, the
+    banks of its own buffers and the reservations that steer the allocator."""
     a, b, cc = a_l2l1(row), b_l2l1(col), c_l1l2(col, row)
     p = c.precision
     buffers = []
@@ -144,6 +150,13 @@ def worker(c: GemmConfig, specs: dict[str, KernelSpec], col: int, row: int) -> W
     if p.converts_c:
         acc = (f"C_acc_{col}_{row}",)
         buffers.append(LocalBuffer(acc[0], matmul.arg_shapes[-1], str(c.acc)))
+    if l1 is not None:
+        pins = dict(l1.pins)
+        buffers = [replace(bf, mem_bank=pins.get(role)) for bf, role in zip(
+            buffers, [n for n, used in (("A bfp16", p.converts_a or c.convert_once), ("B bfp16", c.convert_once),
+                                        ("C acc", p.converts_c)) if used])]
+        buffers += [LocalBuffer(f"{RESERVE_PREFIX}_{i}_{col}_{row}", (nbytes,), "i8", address=at)
+                    for i, (at, nbytes) in enumerate(l1.reserved)]
     args = (a, b, cc, *scratch, *acc)
     if c.rho == 1:
         step: tuple = (Acquire(a), Acquire(b), Call(matmul.name, args), Release(a), Release(b))
@@ -155,7 +168,8 @@ def worker(c: GemmConfig, specs: dict[str, KernelSpec], col: int, row: int) -> W
         body.append(Call(specs["convert"].name, (cc, *acc)))
     body.append(Release(cc))
     program = (Loop(c.tiles_per_core, tuple(body)),)
-    return Worker(core(c, col, row), program, tuple(k.name for k in specs.values()), c.stack_bytes, tuple(buffers))
+    return Worker(core(c, col, row), program, tuple(k.name for k in specs.values()), c.stack_bytes, tuple(buffers),
+                  None if l1 is None else l1.scheme)
 
 
 def build_design(config: GemmConfig, budgets: bool = True) -> Design:
@@ -194,7 +208,8 @@ def build_design(config: GemmConfig, budgets: bool = True) -> Design:
                           tuple(row * gc.m * gc.n for row in range(c.rows))))
 
     specs = kernel_specs(c)
-    workers = [worker(c, specs, col, row) for row in range(c.rows) for col in range(c.cols)]
+    l1 = l1_banks.plan(c, c.l1_alloc) if budgets else None  # every core holds the same buffers
+    workers = [worker(c, specs, col, row, l1) for row in range(c.rows) for col in range(c.cols)]
     if c.b_pack == "strips":  # one row per core-column strip
         b_shape = (gb.Np // gb.n, gb.Kp * gb.n)
     else:
@@ -203,7 +218,7 @@ def build_design(config: GemmConfig, budgets: bool = True) -> Design:
                HostTensor("C", (gc.Mp, gc.Np), c.dtype_out))
     placement = c.memtile_placement() if budgets else c.memtile_buffers()
     return Design(c, tensors, tuple(fifos), tuple(links), tuple(specs.values()), tuple(workers),
-                  tuple(placement), runtime_sequence(c))
+                  tuple(placement), runtime_sequence(c), l1)
 
 
 def group_tasks(c: GemmConfig, group: int) -> list[ShimTask]:

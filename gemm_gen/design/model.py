@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from .. import precision as prec
 from ..config import GemmConfig
 from ..hw.devices import TileKind
+from ..l1_banks import L1Plan
 from ..placement import MemtileBuffer
 from ..precision import Precision
 from ..tap import Tap
@@ -199,6 +200,9 @@ class KernelSpec:
         return self.build.object_file
 
 
+RESERVE_PREFIX = "l1_reserve"
+
+
 @dataclass(frozen=True)
 class LocalBuffer:
     """A worker's own L1 buffer (IRON Buffer), passed to kernels by name like a fifo object."""
@@ -206,6 +210,14 @@ class LocalBuffer:
     name: str
     shape: tuple[int, ...]  # in DMA units of dtype, like fifo objects
     dtype: str
+    address: int | None = None  # pinned L1 address (the allocator's reservations)
+    mem_bank: int | None = None  # pinned L1 bank
+
+    @property
+    def reservation(self) -> bool:
+        """An unused buffer that only holds L1 bytes so that the allocator places the rest as
+        planned (gemm_gen/l1_banks.py)."""
+        return self.name.startswith(RESERVE_PREFIX)
 
 
 @dataclass(frozen=True)
@@ -215,6 +227,7 @@ class Worker:
     kernels: tuple[str, ...]
     stack_bytes: int
     buffers: tuple[LocalBuffer, ...] = ()
+    allocation_scheme: str | None = None  # mlir-aie's L1 allocator for this core (IRON Worker allocation_scheme)
 
 
 # ---- the runtime sequence (command processor program) ----------------------------------------
@@ -261,6 +274,7 @@ class Design:
     workers: tuple[Worker, ...]
     memtile_buffers: tuple[MemtileBuffer, ...]
     runtime: tuple[RuntimeOp, ...]
+    l1: L1Plan | None = None  # every core's L1 allocation and its predicted bank map (l1_banks.py)
 
     def fifo(self, name: str) -> ObjectFifo:
         for f in self.fifos:

@@ -8,7 +8,7 @@ from typing import Any
 from ..tap import Tap
 from .model import Acquire, Call, Design, Loop, Op, Release, TileRef
 
-FORMAT = "gemm_gen.design/2"  # 2: call scalars, kernel scalar args, worker buffers
+FORMAT = "gemm_gen.design/3"  # 2: call scalars, kernel scalar args, worker buffers; 3: the L1 plan
 
 
 def _tile(t: TileRef) -> dict[str, Any]:
@@ -59,10 +59,17 @@ def design_to_json(d: Design) -> dict[str, Any]:
         "workers": [
             {"tile": _tile(wk.tile), "program": [_op(o) for o in wk.program], "kernels": list(wk.kernels),
              "stack_bytes": wk.stack_bytes,
-             "buffers": [{"name": b.name, "shape": list(b.shape), "dtype": b.dtype} for b in wk.buffers]}
+             "buffers": [{"name": b.name, "shape": list(b.shape), "dtype": b.dtype, "address": b.address,
+                          "mem_bank": b.mem_bank} for b in wk.buffers],
+             "allocation_scheme": wk.allocation_scheme}
             for wk in d.workers
         ],
         "memtile_buffers": [b.__dict__ for b in d.memtile_buffers],
+        "l1": None if d.l1 is None else {
+            "scheme": d.l1.scheme, "reserved": [list(r) for r in d.l1.reserved], "pins": [list(x) for x in d.l1.pins],
+            "predicted_addresses": {p.buffer.name: p.address for p in d.l1.placed if p.buffer.role != "reserve"},
+            "bank_map": d.l1.bank_map(), "conflict_bytes": d.l1.conflict_bytes,
+            "worst_conflict_bytes": d.l1.worst_conflict_bytes, "order_dependent": d.l1.order_dependent},
         "runtime": [
             {"op": "finish", "group": op.group} if op.task is None else
             {"op": "task", "group": op.group, "name": op.task.name, "direction": op.task.direction,

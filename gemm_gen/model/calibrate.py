@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from importlib import resources
 from typing import Any
@@ -19,22 +19,40 @@ import numpy as np
 
 from . import paper
 from .kernel import kernel_cycles, kernel_shape
+from .l1_stall import stall_cycles
 from .params import CALIBRATION_FILE, Params, from_raw, raw
-from .perf import Problem, estimate
+from .perf import Problem, estimate, estimate_config
 from .predict import tasks_per_group
 from .traffic import design_traffic
 
 # ---- helpers -----------------------------------------------------------------------------------
 
 
+@lru_cache(maxsize=64)
+def _kernel_row_design(row: paper.KernelRow) -> tuple[Any, Any]:
+    """The row's kernel in a whole-array design as the paper built it (xchesscc's 1 KiB stack,
+    the papers' kernel and L1 allocation), and that design's L1 plan."""
+    from ..config import GemmConfig
+    from ..l1_banks import plan
+
+    c = GemmConfig(row.device, 4 * row.m, 4 * row.k, 8 * row.n, row.m, row.k, row.n, row.k, row.dtype_in,
+                   row.dtype_out, True, emulate_bf16_with_bfp16=row.emulate, compiler="chess", stack_bytes=1024,
+                   expansion=paper.PAPER_EXPANSION, kernel_loops=paper.PAPER_LOOPS, convert_once=False,
+                   l1_alloc=paper.PAPER_L1_ALLOC)
+    return c, plan(c, c.l1_alloc)
+
+
 def kernel_macs(p: Params, row: paper.KernelRow) -> float:
+    """The row's kernel as a trace sees it running in its design: its cycles per call and the L1
+    bank stalls of the paper's allocation."""
     from ..hw.devices import device
 
     dev = device(row.device)
     ks = kernel_shape(dev, row.dtype_in, row.dtype_out, dev.mmul_shape(row.dtype_in, row.emulate), row.emulate,
                       expansion=paper.PAPER_EXPANSION, loops=paper.PAPER_LOOPS)
     cyc = float(kernel_cycles(p, ks, np.array(row.m), np.array(row.k), np.array(row.n)))
-    return row.m * row.k * row.n / cyc
+    c, l1 = _kernel_row_design(row)
+    return row.m * row.k * row.n / (cyc + stall_cycles(c, l1, cyc, p.l1_conflict))
 
 
 def array_config(row: paper.ArrayRow, **kw: Any):  # noqa: ANN201 - GemmConfig
@@ -43,6 +61,7 @@ def array_config(row: paper.ArrayRow, **kw: Any):  # noqa: ANN201 - GemmConfig
     fields: dict[str, Any] = {"emulate_bf16_with_bfp16": row.emulate, "depth_c_l1": row.depth_c_l1,
                               "queue_groups": row.queue_groups, "stack_bytes": row.stack_bytes,
                               "dtype_b": row.dtype_b, "acc": row.acc, "rho": row.rho}
+    fields["l1_alloc"] = paper.PAPER_L1_ALLOC
     if not paper.block_row(row):  # the papers' scalar kernels, as the model reads them
         fields.update(expansion=paper.PAPER_EXPANSION, kernel_loops=paper.PAPER_LOOPS, convert_once=False)
     fields.update(kw)
@@ -52,18 +71,19 @@ def array_config(row: paper.ArrayRow, **kw: Any):  # noqa: ANN201 - GemmConfig
 
 
 @lru_cache(maxsize=512)
-def design_data(config: Any) -> tuple[dict[str, Any], int]:
+def design_data(config: Any) -> tuple[dict[str, Any], int, Any]:
     from ..design import build_design
 
     design = build_design(config)
-    return design_traffic(design), tasks_per_group(design)
+    return design_traffic(design), tasks_per_group(design), design.l1
 
 
 def array_estimate(p: Params, row: paper.ArrayRow, **kw: Any):  # noqa: ANN201 - Estimate
-    """The model on the row's design (traffic read from the built Design's runtime sequence)."""
+    """The model on the row's design (traffic read from the built Design's runtime sequence, L1
+    bank stalls from its plan)."""
     c = array_config(row, **kw)
-    traffic, tasks = design_data(c)
-    return estimate(Problem.of(c), c.m, c.k, c.n, c.k_mt, p, traffic=traffic, tasks_per_group=tasks, rho=c.rho)
+    traffic, tasks, l1 = design_data(c)
+    return estimate_config(c, p, traffic, tasks, l1)
 
 
 def array_tops(p: Params, row: paper.ArrayRow, **kw: Any) -> float:
@@ -133,16 +153,19 @@ def fit_bfp16_overhead() -> float:
     return round(num / den, 1)
 
 
-def fit_bank_stall(p: Params) -> float:
-    """Least squares (log error) over the XDNA kernels of Tables 1 and 2."""
+def fit_bank_stall(p: Params) -> tuple[float, float]:
+    """(beta, gamma): least squares (log error) over the XDNA kernels of Tables 1 and 2, each in
+    the paper's L1 layout (mlir-aie's basic-sequential), the C access stall beta jointly with the
+    cost gamma of a DMA access meeting a core access in a shared bank."""
     rows = [r for r in paper.STRIKING_T1 if r.device == "npu1"] + paper.STRIKING_T2_KERNELS
 
-    def loss(beta: float) -> float:
-        q = p.with_(bank_stall=beta)
+    def loss(beta: float, gamma: float) -> float:
+        q = p.with_(bank_stall=beta, l1_conflict=gamma)
         return sum(math.log(kernel_macs(q, r) / (r.macs_per_cycle or 1)) ** 2 for r in rows)
 
-    grid = np.round(np.arange(0.0, 3.0001, 0.01), 2)
-    return float(min(grid, key=loss))
+    betas = np.round(np.arange(0.0, 3.0001, 0.01), 2)
+    gammas = np.round(np.arange(0.0, 1.0001, 0.05), 2)
+    return min(((float(min(betas, key=lambda b: loss(b, g))), float(g)) for g in gammas), key=lambda bg: loss(*bg))
 
 
 def fit_bf16_via_bfp16(p: Params) -> float:
@@ -223,9 +246,10 @@ def derive(data: dict[str, Any] | None = None) -> dict[str, Any]:
     delta = fit_switch_cycles()
     data["core"]["switch_cycles"]["value"] = delta
     p = p.with_(switch_cycles=delta)
-    beta = fit_bank_stall(p)
+    beta, gamma = fit_bank_stall(p)
     data["kernel"]["bank_stall_cycles_per_c_access"]["value"] = beta
-    p = p.with_(bank_stall=beta)
+    data["kernel"]["l1_conflict_cycles_per_collision"]["value"] = gamma
+    p = p.with_(bank_stall=beta, l1_conflict=gamma)
     eps = fit_bfp16_overhead()
     data["kernel"]["bfp16_cluster_overhead_cycles"]["value"] = eps
     p = p.with_(bfp16_overhead=eps)
@@ -401,10 +425,12 @@ def _sweep_best(p: Params, ar: paper.ArrayRow) -> float:
     sizes = [(i * nm, j * nk, k * nn) for i in range(1, 8192 // nm + 1) for j in range(1, 8192 // nk + 1)
              for k in range(1, 8192 // nn + 1)]
     M, K, N = (np.array(x) for x in zip(*sizes))
+    base = Problem.of(array_config(ar))  # the paper's kernel and allocation
+    stall = array_estimate(p, ar).l1_stall_cycles  # its L1 plan depends on the tile only
     best = 0.0
     for idx in range(len(sizes)):
-        pr = Problem(ar.device, int(M[idx]), int(K[idx]), int(N[idx]), ar.dtype_in, ar.dtype_out, True, ar.emulate)
-        best = max(best, float(estimate(pr, ar.m, ar.k, ar.n, ar.k_mt, p).tops))
+        pr = replace(base, M=int(M[idx]), K=int(K[idx]), N=int(N[idx]))
+        best = max(best, float(estimate(pr, ar.m, ar.k, ar.n, ar.k_mt, p, rho=ar.rho, l1_stall=stall).tops))
     return best
 
 

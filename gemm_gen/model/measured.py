@@ -19,19 +19,22 @@ from typing import Any
 
 import numpy as np
 
+from .. import l1_banks
 from ..config import GemmConfig
 from ..errors import ConfigError
 from .calibrate import design_data
 from .params import Params, from_raw, load, raw
-from .perf import Problem, estimate
+from .perf import estimate_config
 
-BOUNDS = {"peak_gbps": (1.0, 400.0), "run_overhead_bytes": (0.0, 16384.0), "dispatch_us": (0.0, 5000.0)}
+BOUNDS = {"peak_gbps": (1.0, 400.0), "run_overhead_bytes": (0.0, 16384.0), "dispatch_us": (0.0, 5000.0),
+          "l1_conflict": (0.0, 8.0)}
+L1_CONFLICT = "l1_conflict"  # kernel.l1_conflict_cycles_per_collision
 
 
 @dataclass(frozen=True)
 class Measured:
     name: str
-    role: str  # "fit" or "check"
+    role: str  # "fit", "l1" (allocation pairs: the bank-sharing cost) or "check"
     device: str
     config: GemmConfig
     seconds: float  # measured average
@@ -59,9 +62,8 @@ def read_records(paths: list[Path]) -> list[Measured]:
 
 
 def predicted_s(p: Params, c: GemmConfig) -> float:
-    traffic, tasks = design_data(c)
-    return float(estimate(Problem.of(c), c.m, c.k, c.n, c.k_mt, p, traffic=traffic, tasks_per_group=tasks,
-                          rho=c.rho).time)
+    traffic, tasks, l1 = design_data(c)
+    return float(estimate_config(c, p, traffic, tasks, l1).time)
 
 
 @dataclass
@@ -81,6 +83,8 @@ def _apply(p: Params, names: list[str], x: np.ndarray) -> Params:
     for name, value in zip(names, x):
         if name == "dispatch_us":
             p = p.with_(dispatch_us=float(value))
+        elif name == L1_CONFLICT:
+            p = p.with_(l1_conflict=float(value))
         else:
             dev, what = name.split(".")
             p = p.with_dram(dev, **{what: float(value)})
@@ -125,7 +129,36 @@ def refit(rows: list[Measured], base: Params | None = None) -> Refit:
             result.refused.setdefault(name, f"landed on the bound of its search [{a:g}, {b:g}]")
     written = [n for n in names if n not in result.refused]
     result.after = _apply(p0, written, np.array([result.fitted[n] for n in written]))
+    _refit_l1_conflict(result)
     return result
+
+
+def _refit_l1_conflict(result: Refit) -> None:
+    """The cost of a shared L1 bank, on the allocation pairs (role "l1") with the refitted device
+    constants: one parameter, written only from two rows or more that differ in their sharing."""
+    from scipy.optimize import least_squares
+
+    rows = [r for r in result.rows if r.role == "l1"]
+    if not rows:
+        return
+    lo, hi = BOUNDS[L1_CONFLICT]
+
+    def residuals(x: np.ndarray) -> np.ndarray:
+        p = result.after.with_(l1_conflict=float(x[0]))
+        return np.array([np.log(predicted_s(p, r.config) / r.seconds) for r in rows])
+
+    x0 = float(np.clip(result.after.l1_conflict, lo + 1e-6, hi - 1e-6))
+    sol = least_squares(residuals, np.array([x0]), bounds=([lo], [hi]), method="trf")
+    value = float(sol.x[0])
+    result.fitted[L1_CONFLICT] = value
+    shared = {l1_banks.plan(r.config, r.config.l1_alloc).conflict_bytes > 0 for r in rows}
+    if shared != {True, False}:
+        result.refused[L1_CONFLICT] = (f"fitted from {len(rows)} L1 pair rows that "
+                                       f"{'all' if shared == {True} else 'none'} share a bank: nothing to compare")
+    elif min(value - lo, hi - value) <= 1e-4 * (hi - lo) and value > lo + 1e-4 * (hi - lo):
+        result.refused[L1_CONFLICT] = f"landed on the bound of its search [{lo:g}, {hi:g}]"
+    else:
+        result.after = result.after.with_(l1_conflict=value)
 
 
 def calibration_data(r: Refit) -> dict[str, Any]:
@@ -139,6 +172,10 @@ def calibration_data(r: Refit) -> dict[str, Any]:
         source = f"fitted by gemm-gen calibrate on {n_fit} measured fit rows of {', '.join(files)}"
         if name == "dispatch_us":
             entry = data["runtime"]["dispatch_us"]
+        elif name == L1_CONFLICT:
+            entry = data["kernel"]["l1_conflict_cycles_per_collision"]
+            n_fit = sum(row.role == "l1" for row in r.rows)
+            source = f"fitted by gemm-gen calibrate on {n_fit} measured L1 allocation pair rows of {', '.join(files)}"
         else:
             dev, what = name.split(".")
             entry = data["dram"][dev][what]
@@ -150,11 +187,13 @@ def calibration_data(r: Refit) -> dict[str, Any]:
 def report(r: Refit) -> str:
     lines = ["gemm-gen calibrate: device constants refitted on measured runs (the model's figures stay predictions)"]
     for name, value in r.fitted.items():
-        before = r.before.dispatch_us if name == "dispatch_us" else getattr(
-            r.before.dram[name.split(".")[0]], name.split(".")[1])
+        before = (r.before.dispatch_us if name == "dispatch_us" else r.before.l1_conflict if name == L1_CONFLICT
+                  else getattr(r.before.dram[name.split(".")[0]], name.split(".")[1]))
         state = f"NOT WRITTEN: {r.refused[name]}" if name in r.refused else "written"
         lines.append(f"  {name:<28} {before:>10.3f} -> {value:>10.3f}  ({state})")
-    for role, what in (("fit", "rows the constants were fitted on"), ("check", "rows only checked (out of sample)")):
+    for role, what in (("fit", "rows the constants were fitted on"),
+                       ("l1", "L1 allocation pairs, the bank cost's rows"),
+                       ("check", "rows only checked (out of sample)")):
         before, after = r.errors(r.before, role), r.errors(r.after, role)
         if not before:
             lines.append(f"  {role} rows: none")

@@ -16,6 +16,9 @@ from dataclasses import dataclass, replace
 # flattened (jk-flat), and the calibration fits its constants on that reading.
 PAPER_EXPANSION = (2, 2)
 PAPER_LOOPS = "jk-flat"
+# ... and their L1 allocation as mlir-aie's matrix_multiplication examples build (aiecc
+# --alloc-scheme=basic-sequential since mlir-aie PR #1993), whose bank sharing the model charges
+PAPER_L1_ALLOC = "basic-sequential"
 
 
 def block_row(row: KernelRow | ArrayRow) -> bool:

@@ -29,6 +29,7 @@ class Dram:
 @dataclass(frozen=True)
 class Params:
     bank_stall: float  # cycles per C vector load/store that pipelining cannot hide
+    l1_conflict: float  # cycles per DMA bank access that meets a core access (model/l1_stall.py)
     bf16_via_bfp16_cycles: float
     bfp16_overhead: float  # cycles per chain cluster of a bfp16 kernel beyond its vmacs (atb eq. 13)
     switch_cycles: float
@@ -68,6 +69,7 @@ def from_raw(data: dict[str, Any]) -> Params:
             for dev, d in data["dram"].items()}
     return Params(
         bank_stall=float(_v(kern["bank_stall_cycles_per_c_access"])),
+        l1_conflict=float(_v(kern["l1_conflict_cycles_per_collision"])),
         bf16_via_bfp16_cycles=float(_v(kern["aie2p_bf16_via_bfp16_cycles_per_mmul"], 1.0)),
         bfp16_overhead=float(_v(kern["bfp16_cluster_overhead_cycles"])),
         switch_cycles=float(_v(core["switch_cycles"])),

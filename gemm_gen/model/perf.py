@@ -20,12 +20,16 @@ from typing import Any
 
 import numpy as np
 
+from .. import l1_banks
 from .. import precision as prec
 from ..config import GemmConfig
 from ..dtypes import dtype
+from ..errors import GemmGenError
 from ..hw.devices import Device, device
+from ..l1_banks import L1Plan
 from ..precision import Precision
 from . import kernel as kmod
+from .l1_stall import stall_cycles
 from .params import Params, load
 from .traffic import TensorTraffic, analytic_traffic
 
@@ -150,6 +154,7 @@ class Estimate:
     traffic: dict[str, TensorTraffic]
     effective_gbps: dict[str, np.ndarray]
     groups: np.ndarray
+    l1_stall_cycles: np.ndarray | float = 0.0  # per k-step (model/l1_stall.py)
     extra: dict[str, object] = field(default_factory=dict)
 
     @property
@@ -164,11 +169,14 @@ def _round_up(x: np.ndarray | np.integer, q: np.ndarray) -> np.ndarray:
 def estimate(pr: Problem, m: np.ndarray | int, k: np.ndarray | int, n: np.ndarray | int,
              k_mt: np.ndarray | int, params: Params | None = None,
              traffic: dict[str, TensorTraffic] | None = None,
-             tasks_per_group: int | None = None, rho: np.ndarray | int = 1) -> Estimate:
+             tasks_per_group: int | None = None, rho: np.ndarray | int = 1,
+             l1_stall: np.ndarray | float = 0.0) -> Estimate:
     """Predict every candidate (m, k, n, k_mt, rho) of one problem; arrays broadcast against each other.
 
     `traffic` (bytes and runs per tensor from a Design's runtime sequence) replaces the closed-form
-    count when given; `tasks_per_group` likewise (shim tasks per output block).
+    count when given; `tasks_per_group` likewise (shim tasks per output block). `l1_stall`: cycles
+    per k-step the core waits on L1 banks it shares with the DMA (model/l1_stall.py), spread over
+    the k-step's calls: they count as kernel time, as a trace of the running kernel would see them.
     """
     p = params or load()
     dev = pr.dev
@@ -188,7 +196,8 @@ def estimate(pr: Problem, m: np.ndarray | int, k: np.ndarray | int, n: np.ndarra
     k_steps = Kp // k
 
     # ---- compute side (cycles of one core) ------------------------------------------------
-    kcyc = kmod.kernel_cycles(p, ks, m // rho, k, n)  # one call: an A tile of T_MA = m / rho rows
+    # one call: an A tile of T_MA = m / rho rows, with its share of the k-step's L1 bank stalls
+    kcyc = kmod.kernel_cycles(p, ks, m // rho, k, n) + np.asarray(l1_stall, dtype=np.float64) / rho
     l1_dma = np.maximum(m * k * b_a, k * n * b_b) / sbw  # A and B arrive on separate core channels
     b_convert = kmod.b_conversion_cycles(ks, k, n)  # convert-once bf16: B once per k-step
     step = np.maximum(rho * (kcyc + p.switch_cycles) + b_convert, l1_dma)
@@ -270,4 +279,21 @@ def estimate(pr: Problem, m: np.ndarray | int, k: np.ndarray | int, n: np.ndarra
         effective_gbps={name: np.asarray(traffic[name].bytes / t / GIGA, dtype=np.float64)
                         for name, t in t_tensor.items()},
         groups=groups,
+        l1_stall_cycles=l1_stall,
     )
+
+
+def estimate_config(c: GemmConfig, params: Params | None = None, traffic: dict[str, TensorTraffic] | None = None,
+                    tasks_per_group: int | None = None, plan: L1Plan | None = None) -> Estimate:
+    """estimate() of one config with its L1 bank stalls: the plan (the config's allocator, as
+    l1_banks.plan chooses it, unless given) and the stall it costs at the predicted call time."""
+    p = params or load()
+    pr = Problem.of(c)
+    e = estimate(pr, c.m, c.k, c.n, c.k_mt, p, traffic, tasks_per_group, c.rho)
+    if plan is None:
+        try:
+            plan = l1_banks.plan(c, c.l1_alloc)
+        except GemmGenError:  # a design past its L1 budget (predict still prices it): no layout
+            return e
+    stall = stall_cycles(c, plan, float(e.kernel_cycles), p.l1_conflict)
+    return e if stall == 0 else estimate(pr, c.m, c.k, c.n, c.k_mt, p, traffic, tasks_per_group, c.rho, stall)

@@ -11,7 +11,7 @@ from ..errors import ConfigError
 from ..plan import design_keys
 from .kernel import cluster_terms, overhead
 from .params import Params, load
-from .perf import Estimate, Problem, estimate
+from .perf import Estimate, Problem, estimate_config
 from .traffic import design_traffic
 
 
@@ -21,9 +21,8 @@ def tasks_per_group(design: Design) -> int:
 
 
 def estimate_design(design: Design, params: Params | None = None) -> Estimate:
-    c = design.config
-    return estimate(Problem.of(c), c.m, c.k, c.n, c.k_mt, params, traffic=design_traffic(design),
-                    tasks_per_group=tasks_per_group(design), rho=c.rho)
+    """The model on a built Design: its traffic, its task groups and its L1 plan."""
+    return estimate_config(design.config, params, design_traffic(design), tasks_per_group(design), design.l1)
 
 
 def predict(config: GemmConfig, params: Params | None = None) -> dict[str, Any]:

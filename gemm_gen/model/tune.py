@@ -26,9 +26,12 @@ from ..dtypes import dtype
 from ..errors import ConfigError, GemmGenError
 from ..hw.devices import MLIR_AIE_BD_MAX_SIZE, TileKind
 from .params import Params, load
-from .perf import Estimate, Problem, estimate
+from .perf import Estimate, Problem, estimate, estimate_config
 
 MAX_ROUNDS = 1024
+# designs validated and priced with their L1 plan (l1_banks) before the top are kept: the ranking's
+# vectorised model has no bank stalls, which can reorder close designs
+FINALISTS = 12
 RHO_MAX = 8  # the largest asymmetry atb measures (Table 1); beyond it the switches dominate
 
 
@@ -316,13 +319,14 @@ def tune(pr: Problem, top: int = 5, fixed: dict[str, int | None] | None = None,
     p = params or load()
     fixed = fixed or {}
     _check_problem(pr, fixed)
-    m, k, n, kmt, rho, t, tilings, evaluated = _rank_all(pr, fixed, max(1, top), p)
+    finalists = max(top, FINALISTS)
+    m, k, n, kmt, rho, t, tilings, evaluated = _rank_all(pr, fixed, finalists, p)
     order = np.lexsort((rho, m * n, -kmt, t))  # fastest first; ties: longer k_mt, smaller C tile, lower rho
     found: list[Candidate] = []
     rejected = 0
     first_error: GemmGenError | None = None
     for i in order:
-        if len(found) >= top:
+        if len(found) >= finalists:
             break
         config = pr.config(m[i], k[i], n[i], kmt[i], rho=int(rho[i]))
         try:
@@ -334,6 +338,8 @@ def tune(pr: Problem, top: int = 5, fixed: dict[str, int | None] | None = None,
                 break
             continue
         found.append(_candidate(config, p))
+    # the finalists with what the vectorised ranking leaves out: their L1 plan's bank stalls
+    found = sorted(found, key=lambda cand: cand.time_s)[:top]
     if not found:
         what = f"no valid design for {pr.device} {pr.M}x{pr.K}x{pr.N} {pr.dtype_in}->{pr.dtype_out}"
         if any(v is not None for v in fixed.values()):
@@ -363,8 +369,7 @@ def _check_problem(pr: Problem, fixed: dict[str, int | None] | None = None) -> N
 
 
 def _candidate(c: GemmConfig, p: Params) -> Candidate:
-    pr = Problem.of(c)
-    e = estimate(pr, c.m, c.k, c.n, c.k_mt, p, rho=c.rho)
+    e = estimate_config(c, p)  # with the L1 bank stalls of the config's plan
     mem = sum(c.memtile_bytes_used())
     t_core, t_mem = float(e.t_core), float(e.t_mem)
     return Candidate(c, float(e.tops), float(e.time), float(e.compute_bound_tops), float(e.memory_bound_tops),
