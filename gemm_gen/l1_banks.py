@@ -43,6 +43,7 @@ class L1Buffer:
     fifo: bool = True
     mem_bank: int | None = None  # pinned bank (worker Buffers only)
     address: int | None = None  # pinned address (worker Buffers only: the reservations)
+    aligned: bool = True  # aie.buffer's `aligned` (ours always are)
 
 
 @dataclass(frozen=True)
@@ -98,13 +99,39 @@ class L1Plan:
         return sum(f.dma_bytes for f in self.conflicts)
 
 
-def _align(dev: Device, nbytes: int) -> int:
-    """aie.buffer alignment at 1.4.3: the bus width, 32 B on AIE2; 64 B on AIE2P for buffers of 64 B or more."""
-    return 64 if dev.aie_target == "aie2p" and nbytes >= 64 else 32
+@dataclass(frozen=True)
+class CoreMemory:
+    """What AIEAssignBuffers knows of a compute tile's data memory (AIETargetModel at 1.4.3)."""
+
+    nbytes: int
+    banks: int
+    bus_bytes: int  # getCompute... bus width: every aligned buffer, and every address pin, aligns to it
+    vector_bytes: int  # the widest vector access: aligned buffers at least this big align to it
+
+    @classmethod
+    def of(cls, dev: Device) -> CoreMemory:
+        # AIE2 (npu1): bus 256 bits, vectors 256; AIE2P (npu2): bus 256, vectors 512 bits
+        return cls(dev.l1_bytes, 4, 32, 64 if dev.aie_target == "aie2p" else 32)
+
+    @property
+    def bank_bytes(self) -> int:
+        return self.nbytes // self.banks
+
+    def align(self, b: L1Buffer) -> int:
+        """AIEAssignBuffers l.143-151, 579-586: 1 for an unaligned buffer, else the vector width
+        when it is wider than the bus and the buffer holds a whole vector, else the bus width."""
+        if not b.aligned:
+            return 1
+        return self.vector_bytes if self.vector_bytes > self.bus_bytes and b.nbytes >= self.vector_bytes \
+            else self.bus_bytes
 
 
 def _up(x: int, a: int) -> int:
     return -(-x // a) * a
+
+
+def _down(x: int, a: int) -> int:
+    return x // a * a
 
 
 def _gaps(taken: list[tuple[int, int]], size: int) -> list[tuple[int, int]]:
@@ -118,84 +145,100 @@ def _gaps(taken: list[tuple[int, int]], size: int) -> list[tuple[int, int]]:
     return out
 
 
-def basic_sequential(dev: Device, buffers: list[L1Buffer], stack: int) -> list[Placed] | None:
-    """Address-pinned buffers where they are; the rest largest first (stable), packed upward from
-    the stack around them, each aligned (mem_bank ignored)."""
-    out = [Placed(b, b.address) for b in buffers if b.address is not None]
-    taken = sorted((p.address, p.end) for p in out)
-    pos = stack
-    for b in sorted((b for b in buffers if b.address is None), key=lambda b: -b.nbytes):
-        pos = _up(pos, _align(dev, b.nbytes))
-        for lo, hi in taken:  # skip over pinned ranges
-            if pos < hi and lo < pos + b.nbytes:
-                pos = _up(hi, _align(dev, b.nbytes))
-        out.append(Placed(b, pos))
-        pos += b.nbytes
-    return out if max((p.end for p in out), default=0) <= dev.l1_bytes else None
-
-
-def bank_aware(dev: Device, buffers: list[L1Buffer], stack: int, banks: int = 4) -> list[Placed] | None:
-    """PR #3560's allocator: bank-pinned buffers first in their bank, then the rest largest first
-    (stable), each at the candidate that touches the fewest banks, leaves the largest free run
-    (up to what is still to place), lies nearest after the round-robin cursor, fits its gap
-    best, and sits lowest. None when a buffer finds no room."""
-    size, bank_bytes = dev.l1_bytes, dev.l1_bytes // banks
-    taken: list[tuple[int, int]] = [(0, stack)] if stack else []
-    out: list[Placed] = []
+def _pin_addresses(mem: CoreMemory, buffers: list[L1Buffer], taken: list[tuple[int, int]]) -> list[Placed] | None:
+    """Address-pinned buffers, in address order, exactly where they ask (l.923-960): on the bus
+    alignment when aligned, inside the tile, on free bytes."""
+    out = []
     for b in sorted((b for b in buffers if b.address is not None), key=lambda b: b.address or 0):
-        at = b.address or 0  # placed exactly, first: aligned, inside the tile, on free bytes
-        clash = any(at < hi and lo < at + b.nbytes for lo, hi in taken)
-        if at % _align(dev, b.nbytes) or at + b.nbytes > size or clash:
+        at = b.address or 0
+        if (b.aligned and at % mem.bus_bytes) or at + b.nbytes > mem.nbytes or \
+                any(at < hi and lo < at + b.nbytes for lo, hi in taken):
             return None
         taken.append((at, at + b.nbytes))
         out.append(Placed(b, at))
-    buffers = [b for b in buffers if b.address is None]
+    return out
+
+
+def basic_sequential(dev: Device, buffers: list[L1Buffer], stack: int) -> list[Placed] | None:
+    """basicAllocation (l.274-387): address pins where they are; the rest largest first (stable),
+    from the stack upward, each aligned and moved past any pin it would overlap (mem_bank dropped)."""
+    mem = CoreMemory.of(dev)
+    taken: list[tuple[int, int]] = []
+    out = _pin_addresses(mem, buffers, taken)
+    if out is None:
+        return None
+    pins = sorted(taken)
+    pos = stack
+    for b in sorted((b for b in buffers if b.address is None), key=lambda b: -b.nbytes):
+        pos = _up(pos, mem.align(b))
+        for lo, hi in pins:
+            if pos < hi and lo < pos + b.nbytes:
+                pos = _up(hi, mem.align(b))
+        out.append(Placed(b, pos))
+        pos += b.nbytes
+    return out if max((p.end for p in out), default=0) <= mem.nbytes else None
+
+
+def bank_aware(dev: Device, buffers: list[L1Buffer], stack: int) -> list[Placed] | None:
+    """simpleBankAwareAllocation (l.978-1085, PR #3560): address pins first; then the bank-pinned
+    buffers, each in its bank at the low or flush-top end of a gap, whichever leaves the largest
+    free run; then the rest, largest first (stable), each at the candidate (the tightest gap in
+    each bank, in the tile, and from a bank boundary, at its aligned low end) that touches the
+    fewest banks, leaves the largest free run (capped at the bytes still to place), lies nearest
+    after the round-robin cursor, fits its gap best, and sits lowest. None when one finds no room."""
+    mem = CoreMemory.of(dev)
+    bank_bytes = mem.bank_bytes
+    taken: list[tuple[int, int]] = [(0, stack)] if stack else []
+    out = _pin_addresses(mem, buffers, taken)
+    if out is None:
+        return None
 
     def largest_run(extra: tuple[int, int]) -> int:
-        return max((hi - lo for lo, hi in _gaps([*taken, extra], size)), default=0)
+        return max((hi - lo for lo, hi in _gaps([*taken, extra], mem.nbytes)), default=0)
 
-    order = sorted(buffers, key=lambda b: (b.mem_bank is None, -b.nbytes))
-    for group in ([b for b in order if b.mem_bank is not None], [b for b in order if b.mem_bank is None]):
+    def tightest(lo: int, hi: int, n: int, a: int) -> tuple[int, int] | None:
+        """findGap: among the free runs clipped to [lo, hi) where the aligned start fits, the one
+        with the least slack (its clipped length minus n; the first on ties), at its aligned start."""
+        best = None
+        for g0, g1 in _gaps(taken, mem.nbytes):
+            g0, g1 = max(g0, lo), min(g1, hi)
+            at = _up(g0, a)
+            if g0 < g1 and at + n <= g1 and (best is None or g1 - g0 - n < best[0]):
+                best = (g1 - g0 - n, at)
+        return best
+
+    def slack_at(at: int, n: int) -> int:
+        return next(g1 - g0 - n for g0, g1 in _gaps(taken, mem.nbytes) if g0 <= at < g1)
+
+    rest = sorted((b for b in buffers if b.address is None), key=lambda b: (b.mem_bank is None, -b.nbytes))
+    for group in ([b for b in rest if b.mem_bank is not None], [b for b in rest if b.mem_bank is None]):
         cursor = 0
         for i, b in enumerate(group):
-            a, n = _align(dev, b.nbytes), b.nbytes
-            cap = sum(x.nbytes for x in group[i + 1:])
-            cands: list[tuple[tuple, int]] = []
-            if b.mem_bank is not None:  # its own bank only: the low or the high end of a gap
+            a, n = mem.align(b), b.nbytes
+            if b.mem_bank is not None:  # findLeastFragmentingGap over its bank (l.436-470)
                 blo, bhi = b.mem_bank * bank_bytes, (b.mem_bank + 1) * bank_bytes
-                for lo, hi in _gaps(taken, size):
-                    lo, hi = max(lo, blo), min(hi, bhi)
-                    for at in {_up(lo, a), (hi - n) // a * a}:
-                        if lo <= at and at + n <= hi:
-                            cands.append(((-largest_run((at, at + n)), at), at))
-                if not cands:
+                tries = []
+                for g0, g1 in _gaps(taken, mem.nbytes):
+                    g0, g1 = max(g0, blo), min(g1, bhi)
+                    low = _up(g0, a)
+                    if g0 < g1 and low + n <= g1:
+                        tries += [(-largest_run((at, at + n)), at) for at in (low, max(_down(g1 - n, a), low))]
+                if not tries:
                     return None
-                at = min(cands)[1]
+                at = min(tries)[1]
             else:
-                gaps = _gaps(taken, size)
-                for k in range(banks):  # the best fit inside each bank
-                    blo, bhi = k * bank_bytes, (k + 1) * bank_bytes
-                    fits = [(min(hi, bhi) - max(lo, blo) - n, _up(max(lo, blo), a)) for lo, hi in gaps
-                            if _up(max(lo, blo), a) + n <= min(hi, bhi)]
-                    if fits:
-                        cands.append((min(fits), -1))
-                fits = [(hi - lo - n, _up(lo, a)) for lo, hi in gaps if _up(lo, a) + n <= hi]  # anywhere
-                if fits:
-                    cands.append((min(fits), -1))
-                if bank_bytes % a == 0:  # starting on a bank boundary
-                    fits = [(hi - k * bank_bytes - n, k * bank_bytes) for k in range(banks) for lo, hi in gaps
-                            if lo <= k * bank_bytes and k * bank_bytes + n <= hi]
-                    if fits:
-                        cands.append((min(fits), -1))
-                if not cands:
+                cap = sum(x.nbytes for x in group[i + 1:])  # the bytes still to place after this one
+                probes = [tightest(k * bank_bytes, (k + 1) * bank_bytes, n, a) for k in range(mem.banks)]
+                probes.append(tightest(0, mem.nbytes, n, a))
+                if bank_bytes % a == 0:
+                    probes.append(tightest(0, mem.nbytes, n, bank_bytes))
+                ranked = [((at + n - 1) // bank_bytes - at // bank_bytes + 1, -min(largest_run((at, at + n)), cap),
+                           (at // bank_bytes - cursor) % mem.banks, slack_at(at, n), at)
+                          for _, at in (x for x in probes if x is not None)]
+                if not ranked:
                     return None
-                ranked = []
-                for (slack, at), _ in cands:
-                    first, last = at // bank_bytes, (at + n - 1) // bank_bytes
-                    ranked.append(((last - first + 1, -min(largest_run((at, at + n)), cap), (first - cursor) % banks,
-                                    slack, at), at))
-                at = min(ranked)[1]
-                cursor = (at // bank_bytes + 1) % banks
+                at = min(ranked)[-1]
+                cursor = (at // bank_bytes + 1) % mem.banks
             taken.append((at, at + n))
             out.append(Placed(b, at))
     return out
@@ -302,7 +345,7 @@ def _targets(dev: Device, groups: list[list[L1Buffer]], stack: int, bank_bytes: 
                 end, pos = pos, _up(pos, bank_bytes)
                 pos += 64 if pos == end else 0
             for b in g:
-                pos = _up(pos, _align(dev, b.nbytes))
+                pos = _up(pos, CoreMemory.of(dev).align(b))
                 layout.append((b, pos))
                 pos += b.nbytes
         if pos <= dev.l1_bytes:
