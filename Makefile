@@ -1,6 +1,6 @@
 # gemm_gen: mlir-aie style entry points. Variables follow mlir-aie's matrix_multiplication
 # Makefiles: DEVICE (npu1|npu2), M K N, optional m k n K_MT RHO N_AIE_COLS DTYPE_IN DTYPE_B DTYPE_OUT ACC PRESET
-# B_COL_MAJ B_PACK.
+# B_COL_MAJ B_PACK; gemm_gen's kernel and L1 choices EXPANSION KERNEL_LOOPS CONVERT_ONCE L1_ALLOC.
 SHELL := /bin/bash
 PYTHON ?= python3
 VENV := .venv
@@ -22,13 +22,15 @@ ITERS ?= 10
 GEN_ARGS := --dev $(DEVICE) -M $(M) -K $(K) -N $(N) $(if $(DTYPE_IN),--dtype_in $(DTYPE_IN)) \
 	$(if $(DTYPE_OUT),--dtype_out $(DTYPE_OUT)) --b-col-maj $(B_COL_MAJ) $(if $(filter 1,$(CHESS)),--chess) \
 	$(if $(N_AIE_COLS),--n-aie-cols $(N_AIE_COLS)) $(if $(m),-m $(m)) $(if $(k),-k $(k)) $(if $(n),-n $(n)) $(if $(K_MT),--k-mt $(K_MT)) $(if $(RHO),--rho $(RHO)) \
-	$(if $(B_PACK),--b-pack $(B_PACK)) $(if $(DTYPE_B),--dtype_b $(DTYPE_B)) $(if $(ACC),--acc $(ACC)) $(if $(PRESET),--preset $(PRESET))
+	$(if $(B_PACK),--b-pack $(B_PACK)) $(if $(DTYPE_B),--dtype_b $(DTYPE_B)) $(if $(ACC),--acc $(ACC)) $(if $(PRESET),--preset $(PRESET)) \
+	$(if $(EXPANSION),--expansion $(EXPANSION)) $(if $(KERNEL_LOOPS),--kernel-loops $(KERNEL_LOOPS)) \
+	$(if $(CONVERT_ONCE),--convert-once $(CONVERT_ONCE)) $(if $(L1_ALLOC),--l1-alloc $(L1_ALLOC))
 
 .PHONY: install doctor validate sim plan generate kernel mlir all build run dry-run predict tune roofline test test-slow bench lint clean help
 
 help:
 	@echo "make sim DEVICE=npu2 M=512 K=512 N=512 [m= k= n= K_MT= RHO= N_AIE_COLS= DTYPE_IN= DTYPE_B= DTYPE_OUT= ACC="
-	@echo "         PRESET= B_COL_MAJ= B_PACK=]"
+	@echo "         PRESET= B_COL_MAJ= B_PACK= EXPANSION= KERNEL_LOOPS= CONVERT_ONCE= L1_ALLOC=]"
 	@echo "make plan|generate|kernel|mlir (same variables); make doctor, validate, all, run on an NPU machine [CHESS=1]"
 	@echo "make predict|tune|roofline (the model; TOP= for tune), make dry-run (the build commands)"
 	@echo "make test, make test-slow, make bench, make lint, make clean"
