@@ -1105,6 +1105,10 @@ def test_source_refuses_the_wrong_target_or_missing_emulation_flag(tmp_path: Pat
     native = render_kernel(build(NPU2, "bf16", "bf16", (1, 1, 1), False))
     extra = _preprocess(native, tmp_path, "-DAIE_API_EMULATE_BFLOAT16_MMUL_WITH_BFP16")
     assert extra.returncode != 0
+    # the define changes bf16 mmuls only: an integer kernel builds with it (a global define is fine)
+    ints = render_kernel(build(NPU2, "i8", "i8", (1, 1, 1), False))
+    defined = _preprocess(ints, tmp_path, "-D__AIE_ARCH__=21", "-DAIE_API_EMULATE_BFLOAT16_MMUL_WITH_BFP16")
+    assert defined.returncode == 0, defined.stderr
 
 
 

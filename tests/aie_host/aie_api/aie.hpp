@@ -290,13 +290,6 @@ auto zeros() {
     return vector<T, Elems>{};
 }
 
-template <typename T, unsigned Elems>
-vector<T, Elems> broadcast(T value) {
-  vector<T, Elems> v;
-  v.data.fill(value);
-  return v;
-}
-
 // v read as a row-major Row x Col matrix; returns its transpose (Col x Row, row-major).
 template <typename T, unsigned Elems>
 vector<T, Elems> transpose(const vector<T, Elems> &v, unsigned Row, unsigned Col) {
@@ -585,21 +578,35 @@ struct accum<accfloat, 64> {
   }
 };
 
-// Elementwise bf16 product into fp32 lanes (what aie_api's bf16-via-bfp16 mmul does to B^T with a
-// vector of ones, mul_elem_64): exact for normal values; subnormal operands fail, as in mmul.
-template <unsigned Elems>
-accum<accfloat, Elems> mul(const vector<bfloat16, Elems> &a, const vector<bfloat16, Elems> &b) {
-  static_assert(Elems == 64, "the host models the 64-lane accfloat of the bfp16 datapath");
-  accum<accfloat, Elems> out;
-  for (unsigned i = 0; i < Elems; ++i) {
+}  // namespace aie
+
+// aie2p intrinsics the bf16-via-bfp16 emulation uses on B^T (global functions on native vectors, which
+// aie::vector converts to and an accum is built from): ones, their concatenation, and the
+// elementwise bf16 product into fp32 lanes, exact for normal values (subnormal operands fail, as in mmul).
+inline aie::vector<bfloat16, 32> broadcast_one_to_v32bfloat16() {
+  aie::vector<bfloat16, 32> v;
+  v.data.fill(bfloat16(1.0f));
+  return v;
+}
+
+template <typename T>
+aie::vector<T, 64> concat(const aie::vector<T, 32> &lo, const aie::vector<T, 32> &hi) {
+  aie::vector<T, 64> v;
+  std::copy(lo.data.begin(), lo.data.end(), v.data.begin());
+  std::copy(hi.data.begin(), hi.data.end(), v.data.begin() + 32);
+  return v;
+}
+
+inline aie::accum<accfloat, 64> mul_elem_64(const aie::vector<bfloat16, 64> &a, const aie::vector<bfloat16, 64> &b) {
+  aie::accum<accfloat, 64> out;
+  for (unsigned i = 0; i < 64; ++i) {
     const float x = static_cast<float>(a[i]), y = static_cast<float>(b[i]);
-    if (host::subnormal(x) || host::subnormal(y)) host::fail("a subnormal bf16 operand of mul (flushing is unpublished)");
+    if (aie::host::subnormal(x) || aie::host::subnormal(y))
+      aie::host::fail("a subnormal bf16 operand of mul_elem_64 (flushing is unpublished)");
     out.acc[i] = static_cast<double>(x) * static_cast<double>(y);
   }
   return out;
 }
-
-}  // namespace aie
 
 // The aie2p intrinsic (a global function on v64bfp16ebs8 / v64accfloat, which aie::block_vector and
 // aie::accum convert to and from): acc + A B^T for an 8 x 8 tile A (rows = blocks along K) and an
