@@ -65,7 +65,8 @@ class KernelVariant:
         return f"{self.er}x{self.et} {self.loops}"
 
 
-def _loads(dev: Device, dtype_in: str, mmul: MmulShape, er: int, et: int) -> int:
+def round_loads(dev: Device, dtype_in: str, mmul: MmulShape, er: int, et: int) -> int:
+    """Vector loads of one cluster round: er A blocks and et B blocks."""
     r, s, t = mmul
     b = dtype(dtype_in).bytes
     vld = dev.isa.vld_bytes
@@ -95,7 +96,7 @@ def expansions(dev: Device, dtype_in: str, mmul: MmulShape) -> tuple[tuple[int, 
     if (2, 2) not in fit:
         raise ConfigError(f"the {dev.name} {dtype_in} mmul {'x'.join(map(str, mmul))} does not fit 2 x 2 "
                           "accumulators in the registers", "use a smaller --mmul")
-    return tuple(sorted(fit, key=lambda e: (-e[0] * e[1], _loads(dev, dtype_in, mmul, *e), -e[0])))
+    return tuple(sorted(fit, key=lambda e: (-e[0] * e[1], round_loads(dev, dtype_in, mmul, *e), -e[0])))
 
 
 def divides(mmul: MmulShape, expansion: tuple[int, int], t_ma: np.ndarray | int,

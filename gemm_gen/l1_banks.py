@@ -74,7 +74,6 @@ class L1Plan:
     """The allocation a design asks for and what it predicts."""
 
     scheme: str
-    pins: tuple[tuple[str, int], ...]  # worker Buffer name -> mem_bank
     reserved: tuple[tuple[int, int], ...]  # (address, bytes) held by unused worker Buffers to steer the allocator
     placed: tuple[Placed, ...]  # for the assumed IR order (A, B, C: our fifos' creation and name order)
     conflicts: tuple[Conflict, ...]  # in that order
@@ -97,6 +96,11 @@ class L1Plan:
     @property
     def conflict_bytes(self) -> int:
         return sum(f.dma_bytes for f in self.conflicts)
+
+    def summary(self) -> dict[str, object]:
+        """What plan and the design JSON both report of the plan."""
+        return {"scheme": self.scheme, "bank_map": self.bank_map(), "conflict_bytes": self.conflict_bytes,
+                "worst_conflict_bytes": self.worst_conflict_bytes, "order_dependent": self.order_dependent}
 
 
 @dataclass(frozen=True)
@@ -404,7 +408,7 @@ def plan(c: GemmConfig, scheme: str | None = None) -> L1Plan:
         got = _evaluate(dev, s, buffers, pairs, stack, bank_bytes)
         if got is not None:
             placed, found, worst, dep = got
-            p = L1Plan(s, (), (), tuple(placed), tuple(found), worst, dep, bank_bytes, stack)
+            p = L1Plan(s, (), tuple(placed), tuple(found), worst, dep, bank_bytes, stack)
             cands.append(((p.conflict_bytes, worst, 0, SCHEMES.index(s)), p))
     if scheme is None and (not cands or min(k for k, _ in cands)[1] > 0):
         for layout in _targets(dev, _classes(buffers, pairs), stack, bank_bytes):
@@ -414,7 +418,7 @@ def plan(c: GemmConfig, scheme: str | None = None) -> L1Plan:
                 continue  # the allocator does not reproduce the layout, or fills the kernel-data headroom
             placed, found, worst, dep = got
             reserved = tuple((r.address or 0, r.nbytes) for r in held)
-            p = L1Plan("bank-aware", (), reserved, tuple(placed), tuple(found), worst, dep, bank_bytes, stack)
+            p = L1Plan("bank-aware", reserved, tuple(placed), tuple(found), worst, dep, bank_bytes, stack)
             cands.append(((0, worst, sum(n for _, n in reserved), 0), p))
             if not worst:
                 break

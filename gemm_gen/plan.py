@@ -125,9 +125,6 @@ def l1_info(design: Design) -> dict[str, object] | None:
     l1 = design.l1
     if l1 is None:
         return None
-    return {"scheme": l1.scheme, "chosen": "given" if design.config.l1_alloc else "planned",
-            "reserved_bytes": sum(n for _, n in l1.reserved), "pins": [list(x) for x in l1.pins],
-            "bank_map": l1.bank_map(), "bank_bytes": l1.bank_bytes,
-            "shared": sorted({(f.dma, f.core, f.bank) for f in l1.conflicts}),
-            "conflict_bytes": l1.conflict_bytes, "worst_conflict_bytes": l1.worst_conflict_bytes,
-            "order_dependent": l1.order_dependent}
+    return {**l1.summary(), "chosen": "given" if design.config.l1_alloc else "planned",
+            "reserved_bytes": sum(n for _, n in l1.reserved), "bank_bytes": l1.bank_bytes,
+            "shared": sorted({(f.dma, f.core, f.bank) for f in l1.conflicts})}

@@ -76,7 +76,7 @@ def test_everything_is_placed_where_the_design_says(cfg):
 
 def test_workers_ask_for_the_planned_l1_allocation():
     """Every Worker asks for the plan's allocator; the plan's reservations reach IRON as address-
-    pinned Buffers on the worker's tile (passed, unused, to the worker), scratch pins as mem_bank."""
+    pinned Buffers on the worker's tile (passed, unused, to the worker)."""
     c = GemmConfig("npu2", 512, 512, 1024, 64, 32, 128, 64)  # l1_banks steers this one with reservations
     d, rec, _ = lowered(c)
     assert d.l1 is not None and d.l1.reserved and d.l1.conflict_bytes == 0

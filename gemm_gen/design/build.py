@@ -11,8 +11,6 @@ column); `queue_groups` groups are kept in flight, and the sequence waits only o
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from .. import l1_banks
 from .. import precision as prec
 from ..config import GemmConfig
@@ -133,8 +131,8 @@ def worker(c: GemmConfig, specs: dict[str, KernelSpec], col: int, row: int, l1: 
     """Output-stationary loop: acquire C, zero it, K/k steps of A x B, (convert,) release C.
 
     With rho > 1 each k-step keeps its B tile while rho A tiles stream past it, each updating its
-    own C slice (asymmetric tile buffering). `l1` is the core's L1 allocation: its scheme, the
-    banks of its own buffers and the reservations that steer the allocator."""
+    own C slice (asymmetric tile buffering). `l1` is the core's L1 allocation: its scheme and the
+    reservations that steer the allocator."""
     a, b, cc = a_l2l1(row), b_l2l1(col), c_l1l2(col, row)
     p = c.precision
     buffers = []
@@ -151,10 +149,6 @@ def worker(c: GemmConfig, specs: dict[str, KernelSpec], col: int, row: int, l1: 
         acc = (f"C_acc_{col}_{row}",)
         buffers.append(LocalBuffer(acc[0], matmul.arg_shapes[-1], str(c.acc)))
     if l1 is not None:
-        pins = dict(l1.pins)
-        buffers = [replace(bf, mem_bank=pins.get(role)) for bf, role in zip(
-            buffers, [n for n, used in (("A bfp16", p.converts_a or c.convert_once), ("B bfp16", c.convert_once),
-                                        ("C acc", p.converts_c)) if used])]
         buffers += [LocalBuffer(f"{RESERVE_PREFIX}_{i}_{col}_{row}", (nbytes,), "i8", address=at)
                     for i, (at, nbytes) in enumerate(l1.reserved)]
     args = (a, b, cc, *scratch, *acc)

@@ -66,10 +66,8 @@ def design_to_json(d: Design) -> dict[str, Any]:
         ],
         "memtile_buffers": [b.__dict__ for b in d.memtile_buffers],
         "l1": None if d.l1 is None else {
-            "scheme": d.l1.scheme, "reserved": [list(r) for r in d.l1.reserved], "pins": [list(x) for x in d.l1.pins],
-            "predicted_addresses": {p.buffer.name: p.address for p in d.l1.placed if p.buffer.role != "reserve"},
-            "bank_map": d.l1.bank_map(), "conflict_bytes": d.l1.conflict_bytes,
-            "worst_conflict_bytes": d.l1.worst_conflict_bytes, "order_dependent": d.l1.order_dependent},
+            **d.l1.summary(), "reserved": [list(r) for r in d.l1.reserved],
+            "predicted_addresses": {p.buffer.name: p.address for p in d.l1.placed if p.buffer.role != "reserve"}},
         "runtime": [
             {"op": "finish", "group": op.group} if op.task is None else
             {"op": "task", "group": op.group, "name": op.task.name, "direction": op.task.direction,

@@ -290,6 +290,8 @@ def estimate_config(c: GemmConfig, params: Params | None = None, traffic: dict[s
     p = params or load()
     pr = Problem.of(c)
     e = estimate(pr, c.m, c.k, c.n, c.k_mt, p, traffic, tasks_per_group, c.rho)
+    if not p.l1_conflict:  # a shared bank costs nothing: no plan needed
+        return e
     if plan is None:
         try:
             plan = l1_banks.plan(c, c.l1_alloc)
