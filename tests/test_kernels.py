@@ -1176,6 +1176,18 @@ def test_subnormal_operands_are_refused(libraries) -> None:
         run_tile(kernel, [(a0, steps[0][1]), steps[1]])
 
 
+
+@needs_gxx
+def test_subnormal_b_is_refused_by_the_convert_once_multiply(libraries) -> None:
+    """The convert-once kernel's B^T times one (mul_elem_64) refuses a subnormal, as mmul does."""
+    once = ONCE_PAIRS[0][1]
+    steps = inputs(once)
+    b0 = steps[0][1].copy()
+    b0.view(np.uint16)[0, 0] = 0x0001
+    with pytest.raises(HostApiError, match="a subnormal bf16 operand of mul_elem_64"):
+        run_tile(load(libraries, once), [(steps[0][0], b0), steps[1]])
+
+
 def _compiles(code: str, arch: int, *defines: str) -> subprocess.CompletedProcess[str]:
     assert CXX is not None
     src = f"#include <aie_api/aie.hpp>\nint main() {{\n{code}\nreturn 0;\n}}\n"
