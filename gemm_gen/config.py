@@ -15,6 +15,7 @@ from functools import cached_property
 
 from . import placement
 from . import precision as prec
+from .call import CallPlan, Problem, plan_call
 from .dtypes import DType, dtype
 from .errors import ConfigError
 from .hw.devices import Device, MmulShape, TileKind, device
@@ -45,6 +46,8 @@ ATB_TILES: dict[str, tuple[int, int, int, int, int]] = {
     "config3": (128, 64, 128, 448, 4),
 }
 
+RUNTIME_SIZES = ("fixed", "mn", "mnk")  # GemmConfig.runtime_sizes
+RTP_WORDS = 1  # runtime parameters per core with runtime K: its k-steps per output tile
 B_PACKS = ("tiles", "strips")  # DRAM layouts of a bfp16 B (GemmConfig.b_pack)
 # mlir-aie's L1 allocators (aie.tile allocation_scheme; IRON Worker(allocation_scheme=...))
 L1_SCHEMES = ("bank-aware", "basic-sequential")
@@ -109,6 +112,11 @@ class GemmConfig:
     # L1 placement (gemm_gen/l1_banks.py): the allocator every core asks mlir-aie for; None: the
     # plan whose DMA and core buffers share the fewest banks (with reservations if that helps)
     l1_alloc: str | None = None
+    # which sizes one build serves (gemm_gen/call.py): "fixed", the problem M x K x N only; "mn", any
+    # M <= self.M and N <= self.N with the same K walk (the cores loop over output tiles until the
+    # data stops); "mnk", also any K <= self.K (each core reads its k-steps per output tile from a
+    # runtime parameter that every call writes)
+    runtime_sizes: str = "fixed"
 
     def __post_init__(self) -> None:
         dev = device(self.device)
@@ -251,6 +259,34 @@ class GemmConfig:
         return self.m * self.rows, self.k_mt, self.n * self.cols
 
     @cached_property
+    def call(self) -> CallPlan:
+        """How the design computes the problem it was made for (gemm_gen/call.py)."""
+        return plan_call(self, Problem(self.M, self.K, self.N))
+
+    def plan(self, problem: Problem) -> CallPlan:
+        """How this design computes another problem; ConfigError when it cannot serve it."""
+        if problem == Problem(self.M, self.K, self.N):
+            return self.call
+        served = {"fixed": "only its own size", "mn": "any M and N up to its own with the same K walk",
+                  "mnk": "any M, K and N up to its own"}[self.runtime_sizes]
+        fix = "build the design for the largest size (--runtime-sizes lists them all)"
+        if self.runtime_sizes == "fixed":
+            raise ConfigError(f"{problem} is not {self.M}x{self.K}x{self.N}, and this design serves {served}",
+                              "build with --runtime-sizes to serve several sizes with one xclbin")
+        for name, value, limit in (("M", problem.M, self.M), ("K", problem.K, self.K), ("N", problem.N, self.N)):
+            if value > limit:
+                raise ConfigError(f"{name}={value} > {limit} this design serves ({served})", fix)
+        call = plan_call(self, problem)
+        if self.runtime_sizes == "mn" and call.k_walk != self.call.k_walk:
+            raise ConfigError(f"K={problem.K} needs {call.k_walk // self.k} k-steps per output tile, and this "
+                              f"design's cores take exactly {self.k_steps} ({served})",
+                              "build with runtime sizes mnk (k-steps as a runtime parameter)")
+        from .design.patterns import check_dma_limits
+
+        check_dma_limits(self, call)
+        return call
+
+    @cached_property
     def padded(self) -> tuple[int, int, int]:
         nm, nk, nn = self.native
         return _round_up(self.M, nm), _round_up(self.K, nk), _round_up(self.N, nn)
@@ -336,6 +372,8 @@ class GemmConfig:
             parts["B bfp16"] = dtype(prec.BFP16).nbytes(self.k * self.n)
         if p.converts_c:  # accumulator rows that do not fit in the C object
             parts["C acc"] = self.t_acc.nbytes((self.m - self.c_split_rows) * self.n)
+        if self.runtime_sizes == "mnk":  # the k-steps each call writes (one i32)
+            parts["RTP"] = RTP_WORDS * 4
         parts["stack"] = self.stack_bytes
         parts["kernel data"] = self.dev.kernel_data_bytes
         return parts
@@ -412,6 +450,9 @@ class GemmConfig:
         if self.l1_alloc is not None and self.l1_alloc not in L1_SCHEMES:
             raise ConfigError(f"unknown L1 allocation scheme {self.l1_alloc!r}",
                               f"use --l1-alloc {' or '.join(L1_SCHEMES)}, or leave it to the planner")
+        if self.runtime_sizes not in RUNTIME_SIZES:
+            raise ConfigError(f"unknown runtime sizes {self.runtime_sizes!r}",
+                              f"use one of {', '.join(RUNTIME_SIZES)}")
         if self.rounding.upper() not in Rounding.__members__:
             raise ConfigError(f"unknown rounding mode {self.rounding!r}",
                               f"use one of {', '.join(r.name.lower() for r in Rounding)}")

@@ -1,4 +1,9 @@
-"""Host buffers of a design: inputs zero-padded to the native size in their DRAM layout, C cropped.
+"""Host buffers of one call: A and B as the DRAM buffers the design reads, C as the one it writes.
+
+A scalar operand is the user's own row-major matrix (B^T when B is column-major) unless the call's
+plan (gemm_gen/call.py) says the host must pad it; then it is a zero-padded copy of the blocks'
+extent, and C is cropped out of its padded buffer. Reads and writes past a buffer's end land in
+its slack (design/slack.py), which the host adds as zeros.
 
 Scalar operands are plain row-major arrays (B^T when B is column-major). A bfp16 operand is
 quantized on the host (the helper's truncation, blocks of 8 along K for A and B, along N for C)
@@ -18,8 +23,10 @@ from typing import Any
 import numpy as np
 
 from .bfp16 import TILE, TILE_BYTES, tile_values, tiles_of
+from .call import CallPlan
 from .config import GemmConfig
 from .design.grid import grid
+from .dtypes import DType
 from .numerics import Rounding
 
 HOST_ROUNDING = Rounding.FLOOR  # mlir-aie's floatToBfp16 truncates whatever rounding it is asked for
@@ -31,81 +38,101 @@ def _padded(x: np.ndarray, shape: tuple[int, int], host: np.dtype) -> np.ndarray
     return out
 
 
-def pad_inputs(c: GemmConfig, a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """A (M x K) and B (K x N, logical) as the DRAM buffers the design reads: A Mp x Kp row-major;
-    B Kp x Np row-major, or Np x Kp (B^T) when B is column-major; bfp16 operands as tiles."""
+def pad_inputs(c: GemmConfig, a: np.ndarray, b: np.ndarray, call: CallPlan | None = None
+               ) -> tuple[np.ndarray, np.ndarray]:
+    """A (M x K) and B (K x N, logical) as the DRAM buffers one call reads: each the user's matrix
+    as it is (B^T when column-major), or where the call's plan pads it a zero-padded copy; bfp16
+    operands as tiles."""
+    call = call or c.call
     t_a, t_b = c.t_in, c.t_b
-    a_pad = _padded(a, (c.Mp, c.Kp), t_a.host)
-    bt_pad = _padded(np.asarray(b).T, (c.Np, c.Kp), t_b.host)
-    a_dram = tiles_of(a_pad, HOST_ROUNDING) if t_a.is_block else a_pad
+    a_rows, a_cols = call.storage("A")
+    a_dram = _padded(a, (a_rows, a_cols), t_a.host) if "A" in call.padded else np.ascontiguousarray(a, t_a.host)
+    if t_a.is_block:
+        a_dram = tiles_of(a_dram, HOST_ROUNDING)
+    bt_rows, bt_cols = call.storage("B")[::-1] if not c.b_col_maj else call.storage("B")
+    if "B" in call.padded:
+        bt = _padded(np.asarray(b).T, (bt_rows, bt_cols), t_b.host)
+    else:
+        bt = np.asarray(b, t_b.host).T
     if t_b.is_block:
-        tiles = tiles_of(bt_pad, HOST_ROUNDING)  # (Np/8, Kp/8) tiles of B^T rows = B columns
+        tiles = tiles_of(bt, HOST_ROUNDING)  # (Np/8, Kw/8) tiles of B^T rows = B columns
         if c.b_pack == "strips":
-            b_dram = np.ascontiguousarray(_strip_view(c, tiles).transpose(0, 3, 1, 4, 2, 5)).reshape(
-                c.Np // c.n, -1, TILE_BYTES)
+            b_dram = np.ascontiguousarray(_strip_view(c, call, tiles).transpose(0, 3, 1, 4, 2, 5)).reshape(
+                call.Np // c.n, -1, TILE_BYTES)
         else:
             b_dram = tiles if c.b_col_maj else np.ascontiguousarray(tiles.transpose(1, 0, 2))
     else:
-        b_dram = bt_pad if c.b_col_maj else np.ascontiguousarray(bt_pad.T)
+        b_dram = np.ascontiguousarray(bt) if c.b_col_maj else np.ascontiguousarray(bt.T)
     return a_dram, b_dram
 
 
-def _strip_view(c: GemmConfig, tiles: np.ndarray) -> np.ndarray:
-    """B^T's (Np/8, Kp/8) tiles as (strip, super-block column, 1 of 2, L1 tile row, tile row in it):
+def _strip_view(c: GemmConfig, call: CallPlan, tiles: np.ndarray) -> np.ndarray:
+    """B^T's (Np/8, Kw/8) tiles as (strip, super-block column, 1 of 2, L1 tile row, tile row in it):
     mlir-aie's ATB host walks them strip, L1 tile row, super-block column, tile row, 1 of 2."""
     q = TILE
-    return tiles.reshape(c.Np // c.n, c.n // (2 * q), 2, c.Kp // c.k, c.k // q, TILE_BYTES)
+    return tiles.reshape(call.Np // c.n, c.n // (2 * q), 2, call.k_walk // c.k, c.k // q, TILE_BYTES)
 
 
-def b_unit(c: GemmConfig, kk: Any, nn: Any) -> Any:
+def b_unit(c: GemmConfig, kk: Any, nn: Any, call: CallPlan | None = None) -> Any:
     """Index, in B's DRAM buffer, of the unit (element, or bfp16 tile) at K unit kk, N unit nn."""
-    g = grid(c, "B")
+    g = grid(c, "B", call)
     if c.b_pack == "strips":
         strip, lr = np.divmod(nn, g.n)
         r, sbr = np.divmod(kk, g.k)
         sbc, b = np.divmod(lr, 2)
-        return strip * g.Kp * g.n + r * g.k * g.n + sbc * 2 * g.k + sbr * 2 + b
-    return nn * g.Kp + kk if c.b_col_maj else kk * g.Np + nn
+        return strip * g.kw * g.n + r * g.k * g.n + sbc * 2 * g.k + sbr * 2 + b
+    return nn * g.ld + kk if c.b_col_maj else kk * g.ld + nn
 
 
-def b_unit_coords(c: GemmConfig, unit: int) -> tuple[int, int]:
+def b_unit_coords(c: GemmConfig, unit: int, call: CallPlan | None = None) -> tuple[int, int]:
     """(K unit, N unit) of the unit at index `unit` of B's DRAM buffer (b_unit's inverse)."""
-    g = grid(c, "B")
+    g = grid(c, "B", call)
     if c.b_pack == "strips":
-        strip, rest = divmod(unit, g.Kp * g.n)
+        strip, rest = divmod(unit, g.kw * g.n)
         r, rest = divmod(rest, g.k * g.n)
         sbc, rest = divmod(rest, 2 * g.k)
         sbr, b = divmod(rest, 2)
         return r * g.k + sbr, strip * g.n + 2 * sbc + b
     if c.b_col_maj:
-        nn, kk = divmod(unit, g.Kp)
+        nn, kk = divmod(unit, g.ld)
         return kk, nn
-    return divmod(unit, g.Np)
+    return divmod(unit, g.ld)
 
 
-def dram_arrays(c: GemmConfig, a_raw: np.ndarray, b_raw: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The bytes of A's and B's DRAM buffers in the shapes pad_inputs gives them."""
-    def shaped(t: Any, raw: np.ndarray, shape: tuple[int, int]) -> np.ndarray:
-        data = np.ascontiguousarray(raw).view(np.uint8)
-        return data.reshape(*(s // TILE for s in shape), TILE_BYTES) if t.is_block else data.view(t.host).reshape(shape)
+def _shaped(t: DType, raw: np.ndarray, shape: tuple[int, int]) -> np.ndarray:
+    """A buffer's bytes (slack dropped) as the array pad_inputs gives it."""
+    data = np.ascontiguousarray(raw).view(np.uint8)
+    if t.is_block:
+        tiles = shape[0] // TILE * (shape[1] // TILE)
+        return data[: tiles * TILE_BYTES].reshape(shape[0] // TILE, shape[1] // TILE, TILE_BYTES)
+    return data[: t.nbytes(shape[0] * shape[1])].view(t.host).reshape(shape)
 
-    a = shaped(c.t_in, a_raw, (c.Mp, c.Kp))
+
+def dram_arrays(c: GemmConfig, a_raw: np.ndarray, b_raw: np.ndarray, call: CallPlan | None = None
+                ) -> tuple[np.ndarray, np.ndarray]:
+    """The bytes of A's and B's DRAM buffers (slack allowed) in the shapes pad_inputs gives them."""
+    call = call or c.call
+    a = _shaped(c.t_in, a_raw, call.storage("A"))
     if c.t_b.is_block and c.b_pack == "strips":
-        return a, np.ascontiguousarray(b_raw).view(np.uint8).reshape(c.Np // c.n, -1, TILE_BYTES)
-    return a, shaped(c.t_b, b_raw, (c.Np, c.Kp) if c.b_col_maj else (c.Kp, c.Np))
+        rows, cols = call.storage("B")
+        data = np.ascontiguousarray(b_raw).view(np.uint8)[: rows * cols // TILE ** 2 * TILE_BYTES]
+        return a, data.reshape(call.Np // c.n, -1, TILE_BYTES)
+    return a, _shaped(c.t_b, b_raw, call.storage("B"))
 
 
-def host_values(c: GemmConfig, a_dram: np.ndarray, b_dram: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def host_values(c: GemmConfig, a_dram: np.ndarray, b_dram: np.ndarray, call: CallPlan | None = None
+                ) -> tuple[np.ndarray, np.ndarray]:
     """A (M x K) and B (K x N, logical) as the cores receive them, read back from the DRAM buffers
     pad_inputs made: bfp16 operands decoded from their tiles (so the reference multiplies exactly
     the quantized values the DMAs carry), scalar operands as they are."""
-    M, K, N = c.M, c.K, c.N
+    call = call or c.call
+    M, K, N = call.M, call.K, call.N
     a = tile_values(a_dram) if c.t_in.is_block else a_dram
     if c.t_b.is_block and c.b_pack == "strips":
         q = TILE
-        strips = b_dram.reshape(c.Np // c.n, c.Kp // c.k, c.n // (2 * q), c.k // q, 2, TILE_BYTES)
-        bt = tile_values(np.ascontiguousarray(strips.transpose(0, 2, 4, 1, 3, 5)).reshape(c.Np // q, c.Kp // q,
-                                                                                          TILE_BYTES))
+        strips = b_dram.reshape(call.Np // c.n, call.k_walk // c.k, c.n // (2 * q), c.k // q, 2, TILE_BYTES)
+        bt = tile_values(np.ascontiguousarray(strips.transpose(0, 2, 4, 1, 3, 5)).reshape(
+            call.Np // q, call.k_walk // q, TILE_BYTES))
     elif c.t_b.is_block:
         bt = tile_values(b_dram if c.b_col_maj else np.ascontiguousarray(b_dram.transpose(1, 0, 2)))
     else:
@@ -113,16 +140,20 @@ def host_values(c: GemmConfig, a_dram: np.ndarray, b_dram: np.ndarray) -> tuple[
     return a[:M, :K], np.ascontiguousarray(bt[:N, :K].T)
 
 
-def output_values(c: GemmConfig, raw: np.ndarray) -> np.ndarray:
-    """The M x N result from the padded C buffer's bytes (bfp16 tiles decoded)."""
+def output_values(c: GemmConfig, raw: np.ndarray, call: CallPlan | None = None) -> np.ndarray:
+    """The M x N result from the C buffer's bytes (slack and padding dropped, bfp16 tiles decoded)."""
+    call = call or c.call
+    rows, cols = call.storage("C")
     data = np.ascontiguousarray(raw).view(np.uint8)
     if c.t_out.is_block:
-        values = tile_values(data.reshape(c.Mp // TILE, c.Np // TILE, c.t_out.unit_bytes))
+        values = tile_values(data[: rows * cols // TILE ** 2 * c.t_out.unit_bytes].reshape(
+            rows // TILE, cols // TILE, c.t_out.unit_bytes))
     else:
-        values = data.view(c.t_out.host).reshape(c.Mp, c.Np)
-    return values[: c.M, : c.N]
+        values = data[: c.t_out.nbytes(rows * cols)].view(c.t_out.host).reshape(rows, cols)
+    return values[: call.M, : call.N]
 
 
-def output_bytes(c: GemmConfig) -> int:
-    """Size of the padded C buffer."""
-    return c.t_out.nbytes(c.Mp * c.Np)
+def output_bytes(c: GemmConfig, call: CallPlan | None = None) -> int:
+    """Size of C's buffer (its padded copy when the call pads C), before any slack."""
+    rows, cols = (call or c.call).storage("C")
+    return c.t_out.nbytes(rows * cols)

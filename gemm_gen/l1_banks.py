@@ -254,7 +254,7 @@ def allocate(dev: Device, scheme: str, buffers: list[L1Buffer], stack: int) -> l
     return bank_aware(dev, buffers, stack)
 
 
-SCRATCH = ("A bfp16", "B bfp16", "C acc")  # GemmConfig.l1_parts names of a worker's own Buffers
+SCRATCH = ("A bfp16", "B bfp16", "C acc", "RTP")  # GemmConfig.l1_parts names of a worker's own Buffers
 
 
 def core_buffers(c: GemmConfig) -> list[L1Buffer]:

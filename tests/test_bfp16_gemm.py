@@ -203,7 +203,7 @@ def test_host_quantization_must_match_the_kernels_operands(monkeypatch):
 
     real = run.host_values
 
-    def nearest(cfg, a_dram, b_dram):  # the same seed-0 inputs, rounded to nearest instead
+    def nearest(cfg, a_dram, b_dram, call):  # the same seed-0 inputs, rounded to nearest instead
         a, b = make_inputs(cfg.M, cfg.K, cfg.N, cfg.t_in, cfg.t_out, 0, cfg.t_b, family="wide")
         return bfp16.quantize(a, 1, Rounding.CONV_EVEN), bfp16.quantize(b, 0, Rounding.CONV_EVEN)
 
@@ -218,8 +218,8 @@ def test_skipping_the_per_call_requantization_fails():
     c = small(**PRECISIONS["config2"])
     orig = KernelEmulator.__init__
 
-    def lazy(self, cfg):
-        orig(self, cfg)
+    def lazy(self, cfg, call=None):
+        orig(self, cfg, call)
         self.numerics = replace(self.numerics, rounding=Rounding.FLOOR)
 
     with pytest.MonkeyPatch.context() as mp:

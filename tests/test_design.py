@@ -95,7 +95,7 @@ def test_worker_loop():
 
 def _compose_a(c: GemmConfig, m_block: int, row: int) -> list[np.ndarray]:
     """Element-level walk of A through shim -> memtile -> core: the L1 tiles in arrival order."""
-    stream = P.shim_a(grid(c, "A"), m_block, row).indices()  # A element ids in DRAM order
+    stream = P.shim_a(grid(c, "A"), c.call.m_origin(m_block), row).indices()  # A element ids in DRAM order
     mt_obj = c.m * c.k_mt
     tiles = []
     for start in range(0, stream.size, mt_obj):
@@ -129,7 +129,7 @@ def test_a_reaches_the_kernel_layout(dev, t_in, t_out, rho):
 @pytest.mark.parametrize("col_maj", [True, False])
 def test_b_reaches_the_kernel_layout(col_maj):
     c = small("npu2", "i8", "i32", b_col_maj=col_maj)
-    stream = P.shim_b(grid(c, "B"), n_block=1, col=3).indices()
+    stream = P.shim_b(grid(c, "B"), c.call.n_origin(1), col=3).indices()
     obj = c.b_l2_k * c.n
     step = 0
     for start in range(0, stream.size, obj):
@@ -206,9 +206,10 @@ def test_large_dimensions_fit_the_bd_fields():
     # 65536 in every dimension: strips and chunking keep every shim field in range
     for col_maj in (True, False):
         c = GemmConfig("npu2", 65536, 65536, 65536, 112, 48, 96, 384, "bf16", "bf16", col_maj).validate()
-        b = P.shim_b(grid(c, "B"), c.n_blocks - 1, c.cols - 1)
+        last_row, last_col = c.call.m_origin(c.m_blocks - 1), c.call.n_origin(c.n_blocks - 1)
+        b = P.shim_b(grid(c, "B"), last_col, c.cols - 1)
         assert b.to_words(c.t_in).strides[0] <= 1 << 20
-        cc = P.shim_c(grid(c, "C"), c.m_blocks - 1, c.n_blocks - 1, c.cols - 1)
+        cc = P.shim_c(grid(c, "C"), last_row, last_col, c.cols - 1)
         assert cc.count == c.rows * c.m * c.n
 
 

@@ -59,8 +59,8 @@ def test_bfp16_datapath_changes_the_numbers():
     plain = replace(c.numerics, bfp16_inputs=False)
     orig = KernelEmulator.__init__
 
-    def plain_kernel(self, cfg):
-        orig(self, cfg)
+    def plain_kernel(self, cfg, call=None):
+        orig(self, cfg, call)
         self.numerics = plain
 
     import pytest as _pytest
@@ -196,7 +196,7 @@ def test_pushing_past_the_task_queue_is_refused():
     c = small("npu1", M=4 * 8 * 6)  # 6 groups
     d = build_design(c)
     groups = range(c.m_blocks * c.n_blocks)
-    tasks = [t for g in groups for t in group_tasks(c, g)]
+    tasks = [t for g in groups for t in group_tasks(c, c.call, g)]
     ops = [RuntimeOp("task", t.group, t) for t in sorted(tasks, key=lambda t: (t.tensor, t.group))]
     ops += [RuntimeOp("finish", g) for g in groups]
     with pytest.raises(QueueOverflowError, match="A0_g4 .* 5th task not yet retired .* holds 4"):
@@ -243,8 +243,8 @@ def test_numeric_mismatch_fails(monkeypatch):
     """If the kernel rounded differently from the reference, the comparison must see it."""
     orig = KernelEmulator.__init__
 
-    def floor_kernel(self, c):
-        orig(self, c)
+    def floor_kernel(self, c, call=None):
+        orig(self, c, call)
         self.numerics = KernelNumerics(c.t_in, c.t_out, Rounding.FLOOR)
 
     monkeypatch.setattr(KernelEmulator, "__init__", floor_kernel)

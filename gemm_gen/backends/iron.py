@@ -258,7 +258,7 @@ class _Lowering:
                    for k in d.kernels}
         workers = [self.worker(i, kernels) for i in range(len(d.workers))]
 
-        numel = {t.name: t.shape[0] * t.shape[1] for t in d.tensors}  # in the Design's units
+        numel = {t.name: t.units for t in d.tensors}  # in the Design's units, slack included
         elems = {t.name: numel[t.name] * dtype(t.dtype).blocks_per_unit for t in d.tensors}  # in IRON's
         fifo_names = list(ends)
 

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 from .. import l1_banks
 from .. import precision as prec
-from ..config import GemmConfig
+from ..call import CallPlan
+from ..config import RTP_WORDS, GemmConfig
 from ..dtypes import dtype
 from ..l1_banks import L1Plan
 from ..tap import Tap
@@ -32,6 +33,8 @@ from .model import (
     Loop,
     ObjectFifo,
     Release,
+    RtpWrite,
+    RuntimeCount,
     RuntimeOp,
     ShimTask,
     TileRef,
@@ -148,6 +151,8 @@ def worker(c: GemmConfig, specs: dict[str, KernelSpec], col: int, row: int, l1: 
     if p.converts_c:
         acc = (f"C_acc_{col}_{row}",)
         buffers.append(LocalBuffer(acc[0], matmul.arg_shapes[-1], str(c.acc)))
+    if c.runtime_sizes == "mnk":
+        buffers.append(LocalBuffer(rtp_buffer(col, row), (RTP_WORDS,), "i32", rtp=True))
     if l1 is not None:
         buffers += [LocalBuffer(f"{RESERVE_PREFIX}_{i}_{col}_{row}", (nbytes,), "i8", address=at)
                     for i, (at, nbytes) in enumerate(l1.reserved)]
@@ -157,11 +162,19 @@ def worker(c: GemmConfig, specs: dict[str, KernelSpec], col: int, row: int, l1: 
     else:  # ATB: B stays for the k-step while rho A tiles update their own C slices
         slices = tuple(op for i in range(c.rho) for op in (Acquire(a), Call(matmul.name, args, (i,)), Release(a)))
         step = (Acquire(b), *slices, Release(b))
-    body: list = [Acquire(cc), Call(specs["zero"].name, (cc, *acc)), Loop(c.k_steps, step)]
+    body: list = [Acquire(cc), Call(specs["zero"].name, (cc, *acc))]
+    if c.runtime_sizes == "mnk":
+        # The first k-step's acquire returns only once this call's data arrived, and every call
+        # writes its k-steps before any transfer: read after it, the parameter is this call's.
+        body += [*step, Loop(RuntimeCount(rtp_buffer(col, row), 0, minus=1), step)]
+    else:
+        body.append(Loop(c.k_steps, step))
     if p.converts_c:
         body.append(Call(specs["convert"].name, (cc, *acc)))
     body.append(Release(cc))
-    program = (Loop(c.tiles_per_core, tuple(body)),)
+    # A fixed design counts its output tiles (mlir-aie's loop); one that serves many sizes runs
+    # output tiles for as long as data comes (the core repeats its program forever).
+    program = (Loop(c.tiles_per_core, tuple(body)),) if c.runtime_sizes == "fixed" else tuple(body)
     return Worker(core(c, col, row), program, tuple(k.name for k in specs.values()), c.stack_bytes, tuple(buffers),
                   None if l1 is None else l1.scheme)
 
@@ -204,21 +217,43 @@ def build_design(config: GemmConfig, budgets: bool = True) -> Design:
     specs = kernel_specs(c)
     l1 = l1_banks.plan(c, c.l1_alloc) if budgets else None  # every core holds the same buffers
     workers = [worker(c, specs, col, row, l1) for row in range(c.rows) for col in range(c.cols)]
-    if c.b_pack == "strips":  # one row per core-column strip
-        b_shape = (gb.Np // gb.n, gb.Kp * gb.n)
-    else:
-        b_shape = (gb.Np, gb.Kp) if c.b_col_maj else (gb.Kp, gb.Np)
-    tensors = (HostTensor("A", (ga.Mp, ga.Kp), c.dtype_in), HostTensor("B", b_shape, str(c.dtype_b)),
-               HostTensor("C", (gc.Mp, gc.Np), c.dtype_out))
     placement = c.memtile_placement() if budgets else c.memtile_buffers()
-    return Design(c, tensors, tuple(fifos), tuple(links), tuple(specs.values()), tuple(workers),
-                  tuple(placement), runtime_sequence(c), l1)
+    runtime = runtime_sequence(c, c.call)
+    return Design(c, host_tensors(c, c.call, runtime), tuple(fifos), tuple(links), tuple(specs.values()),
+                  tuple(workers), tuple(placement), runtime, l1)
 
 
-def group_tasks(c: GemmConfig, group: int) -> list[ShimTask]:
+def rtp_buffer(col: int, row: int) -> str:
+    """The runtime-parameter buffer of core (col, row) (runtime sizes mnk)."""
+    return f"rtp_{col}_{row}"
+
+
+def host_tensors(c: GemmConfig, call: CallPlan, runtime: tuple[RuntimeOp, ...] | None = None
+                 ) -> tuple[HostTensor, ...]:
+    """The runtime sequence's arguments for one call, in DMA units, each with the slack that the
+    call's transfers (`runtime`, default the call's own sequence) reach past its matrix: junk rows
+    of a problem smaller than one block, the K tail of the last row."""
+    shapes = {}
+    for name, t in (("A", c.t_in), ("B", c.t_b), ("C", c.t_out)):
+        rows, cols = call.storage(name)
+        shapes[name] = (rows // t.tile_rows, cols // t.tile_cols)
+    if c.b_pack == "strips":  # one row per core-column strip
+        gb = grid(c, "B", call)
+        shapes["B"] = (gb.Np // gb.n, gb.kw * gb.n)
+    reach = {name: rows * cols for name, (rows, cols) in shapes.items()}
+    for op in runtime_sequence(c, call) if runtime is None else runtime:
+        if op.task is not None:
+            reach[op.task.tensor] = max(reach[op.task.tensor], op.task.tap.max_index() + 1)
+    types = {"A": c.dtype_in, "B": str(c.dtype_b), "C": c.dtype_out}
+    return tuple(HostTensor(name, shapes[name], types[name], reach[name] - shapes[name][0] * shapes[name][1])
+                 for name in ("A", "B", "C"))
+
+
+def group_tasks(c: GemmConfig, call: CallPlan, group: int) -> list[ShimTask]:
     """The BD tasks of one output block, ordered per shim column: A (if any), B, C."""
-    m_block, n_block = divmod(group, c.n_blocks)
-    ga, gb, gc = (grid(c, op) for op in ("A", "B", "C"))
+    m_block, n_block = divmod(group, call.n_blocks)
+    ga, gb, gc = (grid(c, op, call) for op in ("A", "B", "C"))
+    row0, col0 = call.m_origin(m_block), call.n_origin(n_block)
     a_shims = {c.a_shim_col(i): i for i in range(c.a_shims)}
     tasks = []
     for col in range(c.cols):
@@ -226,21 +261,28 @@ def group_tasks(c: GemmConfig, group: int) -> list[ShimTask]:
         if col in a_shims:
             i = a_shims[col]
             tasks.append(ShimTask(f"A{i}_g{group}", "fill", a_l3l2(i), "A", shim,
-                                  patterns.shim_a(ga, m_block, i), False, group))
+                                  patterns.shim_a(ga, row0 // ga.unit.tile_rows, i), False, group))
         tasks.append(ShimTask(f"B{col}_g{group}", "fill", b_l3l2(col), "B", shim,
-                              patterns.shim_b(gb, n_block, col), False, group))
+                              patterns.shim_b(gb, col0 // gb.unit.tile_rows, col), False, group))
         tasks.append(ShimTask(f"C{col}_g{group}", "drain", c_l2l3(col), "C", shim,
-                              patterns.shim_c(gc, m_block, n_block, col), True, group))
+                              patterns.shim_c(gc, row0 // gc.unit.tile_rows, col0 // gc.unit.tile_rows, col), True,
+                              group))
     return tasks
 
 
-def runtime_sequence(c: GemmConfig) -> tuple[RuntimeOp, ...]:
-    """The overlapped BD queue: prime `queue_groups` groups, then retire one, issue the next."""
-    groups = c.m_blocks * c.n_blocks
+def runtime_sequence(c: GemmConfig, call: CallPlan | None = None) -> tuple[RuntimeOp, ...]:
+    """One call's runtime sequence: the runtime parameters (runtime sizes mnk), then the overlapped
+    BD queue: prime `queue_groups` groups, then retire one, issue the next."""
+    call = call or c.call
+    groups = call.m_blocks * call.n_blocks
     ops: list[RuntimeOp] = []
+    if c.runtime_sizes == "mnk":
+        k_steps = call.k_walk // c.k
+        ops += [RuntimeOp("rtp", -1, rtp=RtpWrite(core(c, col, row), rtp_buffer(col, row), 0, k_steps))
+                for row in range(c.rows) for col in range(c.cols)]
 
     def issue(g: int) -> None:
-        ops.extend(RuntimeOp("task", g, t) for t in group_tasks(c, g))
+        ops.extend(RuntimeOp("task", g, t) for t in group_tasks(c, call, g))
 
     for g in range(min(c.queue_groups, groups)):
         issue(g)
@@ -249,3 +291,9 @@ def runtime_sequence(c: GemmConfig) -> tuple[RuntimeOp, ...]:
         if g + c.queue_groups < groups:
             issue(g + c.queue_groups)
     return tuple(ops)
+
+
+def buffer_units(c: GemmConfig, call: CallPlan | None = None) -> dict[str, int]:
+    """Units each host buffer of a call must hold: the matrix (or its padded copy) and the slack
+    its shim transfers reach past it, which the host fills with zeros."""
+    return {t.name: t.units for t in host_tensors(c, call or c.call)}

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..call import CallPlan
 from ..config import GemmConfig
 from ..dtypes import DType
 from ..hw.devices import Device
@@ -27,9 +28,10 @@ class Grid:
     r: int  # the L1 block of the patterns (units)
     s: int
     t: int
-    Mp: int
-    Kp: int
+    Mp: int  # the call's blocks cover Mp x Np
+    kw: int  # K as the array walks it (whole k_mt chunks)
     Np: int
+    ld: int  # units between rows of this operand's DRAM buffer (B^T's when column-major)
     rows: int
     cols: int
     b_col_maj: bool
@@ -50,8 +52,10 @@ class Grid:
 OPERANDS = ("A", "B", "C")
 
 
-def grid(c: GemmConfig, operand: str) -> Grid:
-    """The sizes of operand A, B or C of `c` in that operand's DMA units."""
+def grid(c: GemmConfig, operand: str, call: CallPlan | None = None) -> Grid:
+    """The sizes of operand A, B or C of `c` in that operand's DMA units, for one call (default:
+    the problem `c` was made for)."""
+    call = call or c.call
     unit = {"A": c.t_in, "B": c.t_b, "C": c.t_out}[operand]
     q = unit.tile_rows
     assert unit.tile_cols == q, "tile units are square"
@@ -63,4 +67,5 @@ def grid(c: GemmConfig, operand: str) -> Grid:
         s = 1 if operand == "B" and not c.b_col_maj else k_u
         t = 1 if operand == "B" and c.b_col_maj else n_u
     return Grid(unit, c.m // q, c.k // q, c.n // q, c.k_mt // q, c.t_ma // q, c.rho, r, s, t,
-                c.Mp // q, c.Kp // q, c.Np // q, c.rows, c.cols, c.b_col_maj, c.dev, c.b_pack)
+                call.Mp // q, call.k_walk // q, call.Np // q, call.ld(operand) // q, c.rows, c.cols, c.b_col_maj,
+                c.dev, c.b_pack)

@@ -92,8 +92,18 @@ class Call:
 
 
 @dataclass(frozen=True)
+class RuntimeCount:
+    """A loop count the core reads from its runtime-parameter buffer as the loop starts: word
+    `index` of `buffer`, less `minus` (a loop that follows a peeled first iteration)."""
+
+    buffer: str
+    index: int = 0
+    minus: int = 0
+
+
+@dataclass(frozen=True)
 class Loop:
-    count: int
+    count: int | RuntimeCount
     body: tuple[Op, ...]
 
 
@@ -212,6 +222,7 @@ class LocalBuffer:
     dtype: str
     address: int | None = None  # pinned L1 address (the allocator's reservations)
     mem_bank: int | None = None  # pinned L1 bank
+    rtp: bool = False  # runtime parameters (IRON Buffer use_write_rtp): i32 words each call writes
 
     @property
     def reservation(self) -> bool:
@@ -238,6 +249,12 @@ class HostTensor:
     name: str
     shape: tuple[int, int]  # storage shape (B column-major is stored N x K)
     dtype: str
+    slack: int = 0  # units past the matrix that the call's transfers reach (zeros the host adds)
+
+    @property
+    def units(self) -> int:
+        """The buffer's size in DMA units: the matrix and its slack."""
+        return self.shape[0] * self.shape[1] + self.slack
 
 
 @dataclass(frozen=True)
@@ -255,13 +272,25 @@ class ShimTask:
 
 
 @dataclass(frozen=True)
+class RtpWrite:
+    """The runtime sequence writes `value` into word `index` of a worker's runtime-parameter
+    buffer (before any transfer of the call, so the core reads it after its first acquire)."""
+
+    tile: TileRef
+    buffer: str
+    index: int
+    value: int
+
+
+@dataclass(frozen=True)
 class RuntimeOp:
     """`task` configures and pushes one ShimTask; `finish` is IRON's finish_task_group: await
-    the group's wait tasks, then free all its BDs."""
+    the group's wait tasks, then free all its BDs; `rtp` writes one runtime parameter."""
 
-    op: str  # "task" | "finish"
+    op: str  # "task" | "finish" | "rtp"
     group: int
     task: ShimTask | None = None
+    rtp: RtpWrite | None = None
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,7 @@ in 8 x 8 tiles for bfp16 (whose blocked layouts then reduce to row-major walks o
 
 from __future__ import annotations
 
+from ..call import CallPlan
 from ..config import GemmConfig
 from ..errors import ConfigError
 from ..hw.devices import DmaSpec, TileKind
@@ -89,44 +90,48 @@ def _strip(offset: int, rows: int, width: int, row_stride: int, words_per_elem: 
     return Tap(offset, (rows // r, r, width), (r * row_stride, row_stride, 1))
 
 
-def shim_a(c: Grid, m_block: int, shim: int) -> Tap:
-    """The (a_rows*m) x K strip of A that A shim `shim` carries for output block row `m_block`
-    (one m-row strip per core row it serves), in k_mt chunks."""
-    first_row = (m_block * c.rows + shim * c.a_rows) * c.m
-    return Tap(first_row * c.Kp, (c.Kp // c.k_mt, c.a_rows * c.m, c.k_mt), (c.k_mt, c.Kp, 1))
+def shim_a(c: Grid, block_row: int, shim: int) -> Tap:
+    """The (a_rows*m) x K strip of A that A shim `shim` carries for the output block whose first
+    row is `block_row` (one m-row strip per core row it serves), in k_mt chunks."""
+    first_row = block_row + shim * c.a_rows * c.m
+    return Tap(first_row * c.ld, (c.kw // c.k_mt, c.a_rows * c.m, c.k_mt), (c.k_mt, c.ld, 1))
 
 
-def shim_b(c: Grid, n_block: int, col: int) -> Tap:
-    """The K x n strip of B for core column `col` of output block column `n_block`."""
-    first_col = (n_block * c.cols + col) * c.n
+def shim_b(c: Grid, block_col: int, col: int) -> Tap:
+    """The K x n strip of B for core column `col` of the output block whose first column is
+    `block_col`."""
+    first_col = block_col + col * c.n
     if c.b_pack == "strips":  # mlir-aie's packing: the strip is one contiguous run
-        return Tap.linear(c.Kp * c.n, first_col * c.Kp)
+        return Tap.linear(c.kw * c.n, first_col * c.kw)
     if c.b_col_maj:  # stored N x K: n rows of B^T, walked in k_mt chunks
-        return Tap(first_col * c.Kp, (c.Kp // c.k_mt, c.n, c.k_mt), (c.k_mt, c.Kp, 1))
+        return Tap(first_col * c.ld, (c.kw // c.k_mt, c.n, c.k_mt), (c.k_mt, c.ld, 1))
     spec = c.dev.dma[TileKind.SHIM]
-    return _strip(first_col, c.Kp, c.n, c.Np, c.unit.unit_bytes / 4, spec)
+    return _strip(first_col, c.kw, c.n, c.ld, c.unit.unit_bytes / 4, spec)
 
 
-def shim_c(c: Grid, m_block: int, n_block: int, col: int) -> Tap:
-    """The (rows*m) x n block of C that column `col` joins for output block (m_block, n_block)."""
-    first_row = m_block * c.rows * c.m
-    first_col = (n_block * c.cols + col) * c.n
+def shim_c(c: Grid, block_row: int, block_col: int, col: int) -> Tap:
+    """The (rows*m) x n block of C that column `col` joins for the output block at (block_row,
+    block_col)."""
+    first_col = block_col + col * c.n
     spec = c.dev.dma[TileKind.SHIM]
-    return _strip(first_row * c.Np + first_col, c.rows * c.m, c.n, c.Np, c.unit.unit_bytes / 4, spec)
+    return _strip(block_row * c.ld + first_col, c.rows * c.m, c.n, c.ld, c.unit.unit_bytes / 4, spec)
 
 
 # ---- limits ----------------------------------------------------------------------------------
-def check_dma_limits(config: GemmConfig) -> None:
-    """Check every distinct pattern against the DMA that runs it (offsets do not matter)."""
-    a, b, c = (grid(config, op) for op in ("A", "B", "C"))
+def check_dma_limits(config: GemmConfig, call: CallPlan | None = None) -> None:
+    """Check every distinct pattern against the DMA that runs it (offsets do not matter), for one
+    call (default: the problem the config was made for)."""
+    call = call or config.call
+    a, b, c = (grid(config, op, call) for op in ("A", "B", "C"))
     dev = config.dev
     shim, mem, core = dev.dma[TileKind.SHIM], dev.dma[TileKind.MEM], dev.dma[TileKind.CORE]
-    last_m, last_n = config.m_blocks - 1, config.n_blocks - 1
+    last_row, last_col = call.m_origin(call.m_blocks - 1), call.n_origin(call.n_blocks - 1)
+    qa, qb, qc = (g.unit.tile_rows for g in (a, b, c))
     checks = [
-        (shim_a(a, last_m, a.rows // a.a_rows - 1), a, shim, "shim MM2S A (m x K strip per core row)",
+        (shim_a(a, last_row // qa, a.rows // a.a_rows - 1), a, shim, "shim MM2S A (m x K strip per core row)",
          "reduce m or k_mt, or K"),
-        (shim_b(b, last_n, b.cols - 1), b, shim, "shim MM2S B (K x n strip)", "reduce n or k_mt, or N"),
-        (shim_c(c, last_m, last_n, c.cols - 1), c, shim, "shim S2MM C ((rows*m) x n block)",
+        (shim_b(b, last_col // qb, b.cols - 1), b, shim, "shim MM2S B (K x n strip)", "reduce n or k_mt, or N"),
+        (shim_c(c, last_row // qc, last_col // qc, c.cols - 1), c, shim, "shim S2MM C ((rows*m) x n block)",
          "reduce m or n, or N"),
         (a_l2_from_stream(a), a, mem, "memtile S2MM A (dims_from_stream)", "reduce m, k or k_mt"),
         (a_l2_to_stream(a), a, mem, "memtile MM2S A (dims_to_stream)", "reduce m, k or k_mt"),
@@ -162,7 +167,8 @@ def check_dma_limits(config: GemmConfig) -> None:
         parts = g.unit.blocks_per_unit
         tap.scaled(parts).check_static_bd(units * parts, where, fix)
     # the host buffers must be addressable
-    for name, g, units in (("A", a, a.Mp * a.Kp), ("B", b, b.Kp * b.Np), ("C", c, c.Mp * c.Np)):
-        nbytes = g.unit.unit_nbytes(units)
+    for name, g in (("A", a), ("B", b), ("C", c)):
+        rows, cols = call.storage(name)
+        nbytes = g.unit.unit_nbytes(rows * cols // g.unit.unit_elems)
         if nbytes >= 1 << 48:
             raise ConfigError(f"{name} needs {nbytes} B, beyond the 48-bit shim address", "split the GEMM")

@@ -15,6 +15,7 @@ bubble: a task group's BD (re)configuration by the command processor, hidden beh
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,6 +23,8 @@ import numpy as np
 
 from .. import l1_banks
 from .. import precision as prec
+from ..call import Problem as CallProblem
+from ..call import plan_call
 from ..config import GemmConfig
 from ..dtypes import dtype
 from ..errors import GemmGenError
@@ -162,6 +165,23 @@ class Estimate:
         return np.asarray(self.t_mem > self.t_core)
 
 
+def dram_lds(pr: Problem, k_mt: np.ndarray, n: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Elements between rows of A's, B's (as stored) and C's DRAM buffers for each candidate: the
+    problem's own sizes where the call plan leaves an operand on the array, the padded extent where
+    the host pads it (gemm_gen/call.py decides; only k_mt and n can change its decision)."""
+    k_mt, n = np.broadcast_arrays(np.asarray(k_mt, dtype=np.int64), np.asarray(n, dtype=np.int64))
+    pairs, inverse = np.unique(np.stack([k_mt.ravel(), n.ravel()]), axis=1, return_inverse=True)
+    lds = np.array([_lds(pr, int(km), int(nn)) for km, nn in pairs.T], dtype=np.int64).reshape(-1, 3)
+    out = lds[inverse.ravel()]
+    return tuple(out[:, i].reshape(k_mt.shape) for i in range(3))  # type: ignore[return-value]
+
+
+@functools.lru_cache(maxsize=4096)
+def _lds(pr: Problem, k_mt: int, n: int) -> tuple[int, int, int]:
+    call = plan_call(pr.config(pr.dev.core_rows, k_mt, n, k_mt), CallProblem(pr.M, pr.K, pr.N))
+    return call.ld("A"), call.ld("B"), call.ld("C")
+
+
 def _round_up(x: np.ndarray | np.integer, q: np.ndarray) -> np.ndarray:
     return np.asarray(-(-x // q) * q)
 
@@ -212,7 +232,8 @@ def estimate(pr: Problem, m: np.ndarray | int, k: np.ndarray | int, n: np.ndarra
     # ---- memory side ---------------------------------------------------------------------
     if traffic is None:
         types = (dtype(pr.dtype_in), dtype(str(pr.dtype_b)), dtype(pr.dtype_out))
-        traffic = analytic_traffic(rows, cols, types, pr.b_col_maj, m, k_mt, n, Mp, Kp, Np, pr.b_pack)
+        traffic = analytic_traffic(rows, cols, types, pr.b_col_maj, m, k_mt, n, Mp, Kp, Np, pr.b_pack,
+                                   dram_lds(pr, k_mt, n))
     dram = p.dram[dev.name]
     bw = dram.peak_gbps * GIGA
     lost = dram.run_overhead_bytes

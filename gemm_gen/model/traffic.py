@@ -81,20 +81,24 @@ def design_traffic(design: Design) -> dict[str, TensorTraffic]:
 
 def analytic_traffic(rows: int, cols: int, types: tuple[DType, DType, DType], b_col_maj: bool,
                      m: np.ndarray, k_mt: np.ndarray, n: np.ndarray,
-                     Mp: np.ndarray, Kp: np.ndarray, Np: np.ndarray, b_pack: str = "tiles"
-                     ) -> dict[str, TensorTraffic]:
+                     Mp: np.ndarray, Kp: np.ndarray, Np: np.ndarray, b_pack: str = "tiles",
+                     lds: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None) -> dict[str, TensorTraffic]:
     """The runtime sequence's traffic in closed form (Striking eq. 6-8 with padding).
 
     A: every m x Kp strip is read once per output block column (N/(n cols) times), in k_mt runs
     (one long run when Kp == k_mt: consecutive rows then touch). B column-major likewise on B^T;
     B row-major in runs of n; a bfp16 B in mlir-aie's strips one run per strip. C is written once,
     in runs of n. `types` are A's, B's and C's: a bfp16 operand (1.125 B per value) moves in 8 x 8
-    tiles, so each of its runs spans 8 rows.
+    tiles, so each of its runs spans 8 rows. `lds` are the elements between rows of A's, B's (as
+    stored) and C's DRAM buffers (gemm_gen/call.py; default: the padded extents): rows touch only
+    where a buffer's rows are exactly as long as a task reads them.
     """
     f = np.float64
     (b_a, q_a), (b_b, q_b), (b_out, q_c) = ((t.elem_bytes, t.tile_rows) for t in types)
     m_blocks, n_blocks = Mp // (m * rows), Np // (n * cols)
-    whole = Kp <= k_mt  # one k_mt chunk: a strip is one run, and the strips of a group touch
+    lda, ldb, ldc = lds if lds is not None else (Kp, Kp if b_col_maj else Np, Np)
+    whole = (Kp <= k_mt) & (lda == Kp)  # one k_mt chunk of whole rows: a strip is one run, the strips touch
+    whole_b = (Kp <= k_mt) & (ldb == Kp)
     a_bytes = (Mp * Kp * n_blocks * b_a).astype(f)
     a_shims = min(rows, cols)  # each A task covers the strips of rows / a_shims core rows
     a_runs = a_bytes / (np.where(whole, rows // a_shims * m * Kp, k_mt * q_a) * b_a)
@@ -104,13 +108,13 @@ def analytic_traffic(rows: int, cols: int, types: tuple[DType, DType, DType], b_
         b_runs = b_bytes / (Kp * n * b_b)
         b_side = np.full(np.shape(b_runs), cols)
     elif b_col_maj:
-        b_runs = b_bytes / (np.where(whole, n * Kp, k_mt * q_b) * b_b)
-        b_side = np.where(whole, cols, 1)
-    else:  # rows of n, or one run per strip when a single column's n spans all of N
-        b_runs = b_bytes / (np.where(Np == n, Kp * n, n * q_b) * b_b)
+        b_runs = b_bytes / (np.where(whole_b, n * Kp, k_mt * q_b) * b_b)
+        b_side = np.where(whole_b, cols, 1)
+    else:  # rows of n, or one run per strip when a single column's n spans all of B's rows
+        b_runs = b_bytes / (np.where(ldb == n, Kp * n, n * q_b) * b_b)
         b_side = np.full(np.shape(b_runs), cols)
     c_bytes = (Mp * Np * b_out).astype(f)
-    c_runs = c_bytes / (np.where(Np == n, rows * m * n, n * q_c) * b_out)
+    c_runs = c_bytes / (np.where(ldc == n, rows * m * n, n * q_c) * b_out)
     return {
         "A": TensorTraffic(a_bytes, np.asarray(a_runs, dtype=f), np.asarray(a_runs / a_side, dtype=f)),
         "B": TensorTraffic(b_bytes, np.asarray(b_runs, dtype=f), np.asarray(b_runs / b_side, dtype=f)),

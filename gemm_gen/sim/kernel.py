@@ -16,6 +16,7 @@ from typing import NoReturn
 import numpy as np
 
 from .. import bfp16
+from ..call import CallPlan
 from ..config import GemmConfig
 from ..design.build import kernel_build
 from ..design.grid import grid
@@ -35,7 +36,7 @@ class TileState:
 
     row0: int = -1
     col0: int = -1
-    chunks: set[tuple[int, int]] = field(default_factory=set)  # (C slice, K start) seen
+    next_k: dict[int, int] = field(default_factory=dict)  # per C slice: the K chunk it needs next
 
 
 @dataclass
@@ -155,17 +156,18 @@ def view_of(addr: np.ndarray, t: DType, src: np.ndarray, tag: int, lines_are_row
 
 
 class KernelEmulator:
-    def __init__(self, c: GemmConfig) -> None:
+    def __init__(self, c: GemmConfig, call: CallPlan | None = None) -> None:
         self.c = c
+        self.call = call = call or c.call
         self.numerics = c.numerics
         self.p = c.precision
         self.roles = {name: role for role, name in kernel_build(c).symbols.items()}
-        ga, gb, gc = (grid(c, op) for op in ("A", "B", "C"))
+        ga, gb, gc = (grid(c, op, call) for op in ("A", "B", "C"))
         self.grids = {"A": ga, "B": gb, "C": gc}
         i, j = np.indices((ga.t_ma, ga.k))
-        self.a_off = i * ga.Kp + j  # A is stored Mp x Kp; a tile has T_MA = m / rho rows
+        self.a_off = i * ga.ld + j  # A's rows are ld apart in DRAM; a tile has T_MA = m / rho rows
         kk, jj = np.indices((gb.k, gb.n))
-        self.b_off = b_unit(c, kk, jj)  # offsets inside one L1 tile: b_unit(c, 0, 0) == 0
+        self.b_off = b_unit(c, kk, jj, call)  # offsets inside one L1 tile: b_unit(c, 0, 0) == 0
         self.a_view = view_of(a_layout(ga.t_ma, ga.k, ga.r, ga.s), ga.unit, self.a_off, w.TAG_A)
         self.b_view = view_of(b_layout(gb.k, gb.n, gb.s, gb.t, c.b_col_maj), gb.unit, self.b_off, w.TAG_B,
                               lines_are_rows=False)
@@ -177,10 +179,10 @@ class KernelEmulator:
         self.acc_views: dict[int, TileView] = {}
         if self.p.converts_c:
             oi, oj = np.indices((gc.m, gc.n))  # the conversion writes the whole object in C's tiles
-            self.out_view = view_of(c_layout(gc.m, gc.n, gc.r, gc.t), gc.unit, oi * gc.Np + oj, w.TAG_C)
+            self.out_view = view_of(c_layout(gc.m, gc.n, gc.r, gc.t), gc.unit, oi * gc.ld + oj, w.TAG_C)
         else:
             ci, cj = np.indices((gc.t_ma, gc.n))
-            self.c_view = view_of(c_layout(gc.t_ma, gc.n, gc.r, gc.t), gc.unit, ci * gc.Np + cj, w.TAG_C)
+            self.c_view = view_of(c_layout(gc.t_ma, gc.n, gc.r, gc.t), gc.unit, ci * gc.ld + cj, w.TAG_C)
         self.tiles: dict[TileRef, TileState] = {}
         self.calls: dict[TileRef, int] = {}
         self.stats = KernelStats()
@@ -229,11 +231,11 @@ class KernelEmulator:
 
     def _c_word(self, row0: int, col0: int) -> int:
         """C's source word holding element (row0, col0) (the first word of its tile for bfp16)."""
-        t = self.c.t_out
+        t, ld = self.c.t_out, self.call.ld("C")
         if t.is_block:
             q = t.tile_rows
-            return ((row0 // q) * (self.c.Np // q) + col0 // q) * (t.unit_bytes // 4)
-        return (row0 * self.c.Np + col0) // t.per_word
+            return ((row0 // q) * (ld // q) + col0 // q) * (t.unit_bytes // 4)
+        return (row0 * ld + col0) // t.per_word
 
     # ---- kernels -------------------------------------------------------------------------------
     def zero(self, tile: TileRef, cells: list[np.ndarray]) -> None:
@@ -245,22 +247,33 @@ class KernelEmulator:
             part[:] = 0
         self.stats.zero_calls += 1
 
-    def _b_origin(self, word: int) -> tuple[int, int]:
-        """(K, N) element of B that a tile's first word holds."""
+    def _unit(self, name: str, word: int) -> int:
+        """Index of the unit (element, or bfp16 tile) of operand `name`'s buffer at `word`."""
+        t = self.grids[name].unit
+        return word * t.per_word if t.tile_rows == 1 else word // (t.unit_bytes // 4)
+
+    def _b_col(self, b_word: int, k0: int) -> int | None:
+        """The first N column of a B tile whose first word is `b_word`, given that it must start
+        K chunk k0 (a junk column's values wrap into B's next row, so the word alone may not say);
+        None when no column of that chunk starts there."""
         g = self.grids["B"]
         q = g.unit.tile_rows
-        unit = word * g.unit.per_word if q == 1 else word // (g.unit.unit_bytes // 4)
-        kk, nn = b_unit_coords(self.c, unit)
-        return kk * q, nn * q
+        unit, kk = self._unit("B", b_word), k0 // q
+        if self.c.b_pack == "strips":
+            got_k, nn = b_unit_coords(self.c, unit, self.call)
+            return nn * q if got_k == kk else None
+        if self.c.b_col_maj:
+            nn, rest = divmod(unit - kk, g.ld)
+        else:
+            nn, rest = unit - kk * g.ld, 0
+        return nn * q if rest == 0 and 0 <= nn < g.Np else None
 
-    def _a_pos(self, word: int) -> int:
-        """Element offset in A (Mp x Kp, row-major) of a tile's first word."""
+    def _a_row(self, a_word: int, k0: int) -> int | None:
+        """The first row of an A tile whose first word is `a_word`, given its K chunk k0."""
         g = self.grids["A"]
         q = g.unit.tile_rows
-        if q == 1:
-            return word * g.unit.per_word
-        r, cc = divmod(word // (g.unit.unit_bytes // 4), g.Kp)
-        return (r * q) * (g.Kp * q) + cc * q
+        row, rest = divmod(self._unit("A", a_word) - k0 // q, g.ld)
+        return row * q if rest == 0 and 0 <= row < g.Mp else None
 
     def matmul(self, tile: TileRef, a_cells: np.ndarray, b_cells: np.ndarray, c_cells: np.ndarray,
                c_slice: int = 0, acc_cells: np.ndarray | None = None) -> None:
@@ -275,16 +288,18 @@ class KernelEmulator:
         b_word = self.b_view.base_word(b_cells)
         if b_word is None:
             self._explain(tile, n_call, "B", b_cells, w.TAG_B, self.b_view, self.b_off)
-        row0, a_k0 = divmod(self._a_pos(a_word), c.Kp)
-        b_k0, col0 = self._b_origin(b_word)
         where = f"{tile} matmul call {n_call}"
-        if a_k0 != b_k0:
-            raise LayoutError(f"{where}: A covers K from {a_k0} but B from {b_k0}",
-                              "A and B fifos must deliver the same k-chunk to each call")
-        if a_k0 % c.k:
-            raise LayoutError(f"{where}: the k-chunk starts at K={a_k0}, not a multiple of k={c.k}",
-                              "align the K walk of the A/B patterns to k")
         state = self.tiles.setdefault(tile, TileState())
+        # each slice of a C tile takes its K chunks in order (the order the reference adds them in)
+        k0 = state.next_k.get(c_slice, 0)
+        if k0 >= self.call.k_walk:
+            raise LayoutError(f"{where}: slice {c_slice} of the tile of C[{state.row0}, {state.col0}] already has all "
+                              f"{self.call.k_walk // c.k} K chunks", "each k-chunk must reach an output tile once")
+        row0, col0 = self._a_row(a_word, k0), self._b_col(b_word, k0)
+        if row0 is None or col0 is None:
+            name, unit = ("A", self._unit("A", a_word)) if row0 is None else ("B", self._unit("B", b_word))
+            raise LayoutError(f"{where}: {name} covers K from {name}{self._coord(name, unit)}, not K chunk {k0} of "
+                              f"slice {c_slice}", "A and B fifos must deliver the K chunks of a tile in order")
         tile_row0 = row0 - c_slice * c.t_ma  # the A rows say which slice of which C tile this is
         if state.row0 < 0:
             state.row0, state.col0 = tile_row0, col0
@@ -294,10 +309,7 @@ class KernelEmulator:
                 f"C[{state.row0}, {state.col0}] before its K reduction finished",
                 "each core must see all K chunks of one output tile between zero calls",
             )
-        if (c_slice, a_k0) in state.chunks:
-            raise LayoutError(f"{where}: k-chunk at K={a_k0} reaches C[{row0}, {col0}] twice",
-                              "each k-chunk must reach an output tile once")
-        state.chunks.add((c_slice, a_k0))
+        state.next_k[c_slice] = k0 + c.k
 
         a_op = self._operand("A", a_word, lambda: self.numerics.operand_a(self.a_view.read(a_cells)))
         b_op = self._operand("B", b_word, lambda: self.numerics.operand_b(self.b_view.read(b_cells)))
@@ -383,20 +395,21 @@ class KernelEmulator:
         g = self.grids[name]
         q = g.unit.tile_rows
         if name == "A":
-            return str([x * q for x in divmod(unit, g.Kp)])
-        return str([x * q for x in b_unit_coords(self.c, unit)])
+            return str([x * q for x in divmod(unit, g.ld)])
+        return str([x * q for x in b_unit_coords(self.c, unit, self.call)])
 
     def _check_complete(self, tile: TileRef, state: TileState) -> None:
         if state.row0 < 0:
             return
-        expect = {(s, k0) for s in range(self.c.rho) for k0 in range(0, self.c.Kp, self.c.k)}
-        if state.chunks == expect:
+        walk, k = self.call.k_walk, self.c.k
+        short = [(s, state.next_k.get(s, 0)) for s in range(self.c.rho) if state.next_k.get(s, 0) != walk]
+        if not short:
             self.stats.tiles_done += 1
             return
-        missing = sorted(expect - state.chunks)
+        done = sum(state.next_k.values()) // k
         raise LayoutError(
             f"{tile}: output tile C[{state.row0}, {state.col0}] was released after "
-            f"{len(state.chunks)} of {len(expect)} (slice, k-chunk) updates (first missing: slice, K = "
-            f"{missing[:1]})",
+            f"{done} of {self.c.rho * walk // k} (slice, k-chunk) updates (first missing: slice, K = "
+            f"{list(short[:1])})",
             "the worker loop and the A/B streams must cover all of K for every C slice",
         )

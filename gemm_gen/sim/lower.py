@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..config import GemmConfig
-from ..design.model import Acquire, Design, Loop, ObjectFifo, Op, TileRef
+from ..design.model import Acquire, Design, Loop, ObjectFifo, Op, RuntimeOp, TileRef
 from ..dtypes import dtype
 from ..errors import BdExhaustionError, LayoutError, OutOfRangeError, SimulationError
 from ..hw.devices import TileKind
@@ -38,6 +38,19 @@ class Machine:
     fifo_ends: list[tuple[str, TileRef, Lock]]  # (fifo, tile, lock counting full objects)
     dram: dict[str, np.ndarray]
     kernel: KernelEmulator
+    design: Design
+    shim_channels: dict[str, Channel]  # fifo -> the shim channel its tasks run on
+    rtps: dict[tuple[TileRef, str], Buffer]  # (tile, buffer) -> a worker's runtime-parameter buffer
+
+    def next_call(self, runtime: tuple[RuntimeOp, ...], dram: dict[str, np.ndarray], kernel: KernelEmulator) -> None:
+        """Start another call on the same array: a new runtime sequence over new DRAM buffers;
+        cores, locks, L1 and memtile buffers carry on as they are (one xclbin, many runs)."""
+        self.dram, self.kernel = dram, kernel
+        for core in self.cores:
+            core.kernel = kernel
+        for ch in self.channels:
+            ch.words = 0
+        self.cmd = command_processor(self.design, runtime, dram, self.shim_channels, self.rtps)
 
 
 def _level(src: TileRef, dst: TileRef) -> str:
@@ -202,7 +215,7 @@ class _Lowering:
                                                           bds(dst, dst.dims_to_stream, ids, False))
 
     # ---- the whole design ------------------------------------------------------------------
-    def lower(self, kernel: KernelEmulator) -> Machine:
+    def lower(self, kernel: KernelEmulator, runtime: tuple[RuntimeOp, ...]) -> Machine:
         d = self.d
         for link in d.links:
             self.link(link.kind, link.tile, [d.fifo(n) for n in link.srcs], [d.fifo(n) for n in link.dsts],
@@ -229,6 +242,7 @@ class _Lowering:
             streams.append(Stream(self.producer_ch[f.name], consumers, _level(f.producer, f.consumers[0])))
 
         cores = []
+        rtps: dict[tuple[TileRef, str], Buffer] = {}
         for wk in d.workers:
             ends = self.core_ends.get(wk.tile, {})
             for name in _acquired(wk.program):
@@ -237,51 +251,66 @@ class _Lowering:
                                           "place the worker where its fifos end")
             own = {b.name: Buffer(b.name, wk.tile, dtype(b.dtype).unit_nbytes(_elems(b.shape)) // 4)
                    for b in wk.buffers}
+            rtps.update({(wk.tile, b.name): own[b.name] for b in wk.buffers if b.rtp})
             cores.append(CoreActor(wk.tile, wk.program, ends, kernel, own))
-        return Machine(self.c, streams, cores, self.command_processor(), self.channels, self.fifo_ends,
-                       self.dram, kernel)
+        cmd = command_processor(d, runtime, self.dram, self.shim_channel, rtps)
+        return Machine(self.c, streams, cores, cmd, self.channels, self.fifo_ends, self.dram, kernel, d,
+                       self.shim_channel, rtps)
 
-    def command_processor(self) -> CommandProcessor:
-        d = self.d
-        base: dict[tuple[tuple[int, ...], tuple[int, ...], str], tuple[np.ndarray, int]] = {}
-        tasks: dict[str, Task] = {}
-        groups: dict[int, list[Task]] = {}
-        steps: list[Step] = []
-        for op in d.runtime:
-            if op.op == "task":
-                spec = op.task
-                assert spec is not None
-                t = dtype(d.tensor(spec.tensor).dtype)
-                key = (spec.tap.sizes, spec.tap.strides, t.name)
-                if key not in base:
-                    idx = Tap(0, spec.tap.sizes, spec.tap.strides).to_words(t).indices()
-                    idx.setflags(write=False)
-                    base[key] = (idx, int(idx.max()))
-                idx, top = base[key]
-                cells = self.dram[spec.tensor]
-                if t.unit_nbytes(spec.tap.offset) % 4:
-                    raise OutOfRangeError(f"task {spec.name} starts at element {spec.tap.offset}, not on a "
-                                          f"32-bit word", "align the shim tap's offset to 4 bytes")
-                first = t.unit_nbytes(spec.tap.offset) // 4
-                if first + top >= cells.size:
-                    raise OutOfRangeError(f"task {spec.name} reaches word {first + top} of {spec.tensor} "
-                                          f"({cells.size} words)", "fix the shim tap")
-                task = Task(spec, cells, idx, first)
-                tasks[spec.name] = task
-                groups.setdefault(op.group, []).append(task)
-                channel = self.shim_channel.get(spec.fifo)
-                if channel is None or channel.tile != spec.shim:
-                    raise SimulationError(f"task {spec.name} targets {spec.fifo} on {spec.shim}, which has no "
-                                          f"shim end there", "place the task on the fifo's shim")
-                steps.append(Step("push", task, channel))
-            else:
-                group = groups.pop(op.group, [])
-                steps.extend(Step("await", t) for t in group if t.spec.wait)
-                steps.extend(Step("free", t) for t in group)
-        if groups:
-            raise SimulationError(f"task groups {sorted(groups)} are never finished", "finish every task group")
-        return CommandProcessor(steps, self.dev.dma[TileKind.SHIM].bds)
 
+def command_processor(d: Design, runtime: tuple[RuntimeOp, ...], dram: dict[str, np.ndarray],
+                      shim_channel: dict[str, Channel], rtps: dict[tuple[TileRef, str], Buffer]) -> CommandProcessor:
+    """The command processor running one call's runtime sequence over that call's DRAM buffers."""
+    base: dict[tuple[tuple[int, ...], tuple[int, ...], str], tuple[np.ndarray, int]] = {}
+    tasks: dict[str, Task] = {}
+    groups: dict[int, list[Task]] = {}
+    steps: list[Step] = []
+    for op in runtime:
+        if op.op == "rtp":
+            write = op.rtp
+            assert write is not None
+            target = rtps.get((write.tile, write.buffer))
+            if target is None:
+                raise SimulationError(f"the runtime sequence writes {write.buffer} on {write.tile}, which is no "
+                                      f"runtime-parameter buffer of a worker there", "declare it with rtp=True")
+            if not 0 <= write.index < target.cells.size:
+                raise OutOfRangeError(f"runtime parameter {write.index} of {write.buffer} (it holds "
+                                      f"{target.cells.size})", "write inside the buffer")
+            steps.append(Step("write", None, cells=target.cells, index=write.index, value=write.value))
+            continue
+        if op.op == "task":
+            spec = op.task
+            assert spec is not None
+            t = dtype(d.tensor(spec.tensor).dtype)
+            key = (spec.tap.sizes, spec.tap.strides, t.name)
+            if key not in base:
+                idx = Tap(0, spec.tap.sizes, spec.tap.strides).to_words(t).indices()
+                idx.setflags(write=False)
+                base[key] = (idx, int(idx.max()))
+            idx, top = base[key]
+            cells = dram[spec.tensor]
+            if t.unit_nbytes(spec.tap.offset) % 4:
+                raise OutOfRangeError(f"task {spec.name} starts at element {spec.tap.offset}, not on a "
+                                      f"32-bit word", "align the shim tap's offset to 4 bytes")
+            first = t.unit_nbytes(spec.tap.offset) // 4
+            if first + top >= cells.size:
+                raise OutOfRangeError(f"task {spec.name} reaches word {first + top} of {spec.tensor} "
+                                      f"({cells.size} words)", "fix the shim tap")
+            task = Task(spec, cells, idx, first)
+            tasks[spec.name] = task
+            groups.setdefault(op.group, []).append(task)
+            channel = shim_channel.get(spec.fifo)
+            if channel is None or channel.tile != spec.shim:
+                raise SimulationError(f"task {spec.name} targets {spec.fifo} on {spec.shim}, which has no "
+                                      f"shim end there", "place the task on the fifo's shim")
+            steps.append(Step("push", task, channel))
+        else:
+            group = groups.pop(op.group, [])
+            steps.extend(Step("await", t) for t in group if t.spec.wait)
+            steps.extend(Step("free", t) for t in group)
+    if groups:
+        raise SimulationError(f"task groups {sorted(groups)} are never finished", "finish every task group")
+    return CommandProcessor(steps, d.config.dev.dma[TileKind.SHIM].bds)
 
 def memtile_channels(design: Design) -> dict[tuple[TileRef, bool, str], int]:
     """(memtile, is MM2S, fifo) -> channel, as mlir-aie assigns them: endpoints in IR order (fifos
@@ -324,5 +353,8 @@ def _acquired(ops: tuple[Op, ...]) -> set[str]:
     return names
 
 
-def lower(design: Design, dram: dict[str, np.ndarray], kernel: KernelEmulator) -> Machine:
-    return _Lowering(design, dram).lower(kernel)
+def lower(design: Design, dram: dict[str, np.ndarray], kernel: KernelEmulator,
+          runtime: tuple[RuntimeOp, ...] | None = None) -> Machine:
+    """The array running `design`, its command processor set up for one call's runtime sequence
+    (default: the design's own)."""
+    return _Lowering(design, dram).lower(kernel, design.runtime if runtime is None else runtime)

@@ -218,10 +218,22 @@ class CoreActor:
             yield from self._ops(self.program)
             self.passes += 1
 
+    def _count(self, loop: Loop) -> int:
+        """A loop's trip count: a constant, or read from a runtime parameter as the loop starts."""
+        count = loop.count
+        if isinstance(count, int):
+            return count
+        cell = self.buffers[count.buffer].cells[count.index]
+        if not cell & RTP_WRITTEN:
+            raise SimulationError(f"{self.tile} reads its loop count from {count.buffer}[{count.index}] before any "
+                                  f"call wrote it", "write the runtime parameter before the call's transfers")
+        value = int(np.uint32(cell & np.uint64(0xFFFFFFFF)).view(np.int32))
+        return value - count.minus
+
     def _ops(self, ops: tuple[Op, ...]) -> Generator[tuple[Lock, int], None, None]:
         for op in ops:
             if isinstance(op, Loop):
-                for _ in range(op.count):
+                for _ in range(self._count(op)):
                     yield from self._ops(op.body)
             elif isinstance(op, Acquire):
                 end = self.ends[op.fifo]
@@ -261,11 +273,18 @@ class CoreActor:
 
 @dataclass
 class Step:
-    """One command-processor action: push a task to a channel, await its token, or free its BD."""
+    """One command-processor action: push a task to a channel, await its token, free its BD, or
+    write a runtime parameter into a core's L1."""
 
-    kind: str  # "push" | "await" | "free"
-    task: Task
+    kind: str  # "push" | "await" | "free" | "write"
+    task: Task | None
     channel: Channel | None = None
+    cells: np.ndarray | None = None  # "write": the runtime-parameter buffer, its word, the value
+    index: int = 0
+    value: int = 0
+
+
+RTP_WRITTEN = np.uint64(1) << np.uint64(32)  # a runtime-parameter word's provenance: written by a call
 
 
 class CommandProcessor:
@@ -288,7 +307,14 @@ class CommandProcessor:
         progressed = False
         while self.pc < len(self.steps):
             step = self.steps[self.pc]
+            if step.kind == "write":
+                assert step.cells is not None
+                step.cells[step.index] = RTP_WRITTEN | np.uint64(step.value & 0xFFFFFFFF)
+                self.pc += 1
+                progressed = True
+                continue
             task = step.task
+            assert task is not None
             if step.kind == "push":
                 channel = step.channel
                 assert channel is not None and channel.queue is not None

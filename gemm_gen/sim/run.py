@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 from tqdm import tqdm
 
+from ..call import CallPlan, Problem
 from ..config import GemmConfig
 from ..design import Design, build_design
+from ..design.build import buffer_units, runtime_sequence
 from ..errors import DeadlockError, LayoutError, SimulationError
-from ..hostdata import host_values, output_bytes, output_values, pad_inputs
+from ..hostdata import host_values, output_values, pad_inputs
 from ..inputs import exact_bound, make_inputs
 from ..numerics import reference, truth
 from . import words as w
@@ -31,6 +34,7 @@ class Traffic:
 @dataclass
 class SimResult:
     config: GemmConfig
+    call: CallPlan
     passed: bool
     seconds: float
     elements: int
@@ -59,6 +63,7 @@ class SimResult:
     def to_json(self) -> dict[str, object]:
         return {
             "config": self.config.to_json(),
+            "call": self.call.summary(),
             "passed": self.passed,
             "seconds": round(self.seconds, 3),
             "elements": self.elements,
@@ -83,27 +88,40 @@ class SimResult:
         }
 
 
-def host_tensors(design: Design, a: np.ndarray, b: np.ndarray) -> dict[str, np.ndarray]:
-    """DRAM contents: A and B zero-padded to the native multiple (B transposed when column-major)."""
-    return dram_cells(design.config, *pad_inputs(design.config, a, b))
+def host_tensors(design: Design, a: np.ndarray, b: np.ndarray, call: CallPlan | None = None) -> dict[str, np.ndarray]:
+    """DRAM contents of one call: A and B as the host lays them out (padded only where the call's
+    plan says), with the slack its transfers reach, and C empty."""
+    c = design.config
+    call = call or c.call
+    return dram_cells(c, *pad_inputs(c, a, b, call), call)
 
 
-def dram_cells(c: GemmConfig, a_pad: np.ndarray, b_pad: np.ndarray) -> dict[str, np.ndarray]:
-    """The simulator's DRAM: the host buffers of A and B as provenance-carrying cells, C empty."""
-    c_words = output_bytes(c) // 4
-    for name, words in (("A", a_pad.nbytes // 4), ("B", b_pad.nbytes // 4), ("C", c_words)):
+def dram_cells(c: GemmConfig, a_dram: np.ndarray, b_dram: np.ndarray, call: CallPlan | None = None
+               ) -> dict[str, np.ndarray]:
+    """The simulator's DRAM: the host buffers of A and B as provenance-carrying cells followed by
+    their zeroed slack (numbered on, as the bytes after the matrix are), C empty."""
+    call = call or c.call
+    units = buffer_units(c, call)
+    out = {}
+    for name, t, data in (("A", c.t_in, a_dram), ("B", c.t_b, b_dram), ("C", c.t_out, None)):
+        words = -(-t.unit_nbytes(units[name]) // 4)
         if words > w.MAX_WORDS:
             raise SimulationError(f"{name} has {words} words, more than the simulator's {w.MAX_WORDS}",
                                   "simulate a smaller problem (the design scales without change)")
-    return {"A": w.pack(a_pad, w.TAG_A), "B": w.pack(b_pad, w.TAG_B),
-            "C": np.zeros(c_words, dtype=np.uint64)}
+        if data is None:
+            out[name] = np.zeros(words, dtype=np.uint64)
+            continue
+        raw = np.ascontiguousarray(data).reshape(-1).view(np.uint8)
+        slack = np.zeros(4 * words - raw.size, dtype=np.uint8)
+        out[name] = w.pack(np.concatenate([raw, slack]), w.TAG_A if name == "A" else w.TAG_B)
+    return out
 
 
 def run_machine(m: Machine, progress: bool = False) -> None:
     """Step every actor until nothing moves; then the sequence must be done and the array idle."""
     actors: list[Actor] = [m.cmd, *m.streams, *m.cores]
-    c = m.config
-    total = c.tiles_per_core * c.k_steps * len(m.cores)
+    c, call = m.config, m.kernel.call
+    total = call.m_blocks * call.n_blocks * call.k_walk // c.k * c.rho * len(m.cores)
     with tqdm(total=total, unit="call", desc="simulating", disable=not progress, leave=False) as bar:
         seen = 0
         while True:
@@ -142,50 +160,104 @@ def deadlock_report(m: Machine) -> str:
     return "; ".join(parts)
 
 
-def check_c_provenance(c: GemmConfig, cells: np.ndarray) -> None:
-    tags = w.tags(cells)
+def check_c_provenance(c: GemmConfig, cells: np.ndarray, call: CallPlan | None = None) -> None:
+    """Every word of C's matrix holds a kernel result, and every word a kernel result reached
+    (junk rows and columns in padding or slack included) holds the one for its own position."""
+    call = call or c.call
+    words = _c_words(c, call)
+    tags = w.tags(cells[words])
     if not (tags == w.TAG_C).all():
-        bad = int(np.flatnonzero(tags != w.TAG_C)[0])
-        row, col = _c_position(c, bad)
+        bad = int(words[np.flatnonzero(tags != w.TAG_C)[0]])
+        row, col = _c_position(c, call, bad)
         raise LayoutError(f"C[{row}, {col}] in DRAM was never written by a kernel "
-                          f"(holds {w.TAG_NAMES[int(tags[bad])]} data)", "check the C drain patterns")
-    ids = w.word_ids(cells)
-    expect = np.arange(cells.size)
-    if not np.array_equal(ids, expect):
-        bad = int(np.flatnonzero(ids != expect)[0])
-        got, want = _c_position(c, int(ids[bad])), _c_position(c, bad)
+                          f"(holds {w.TAG_NAMES[int(w.tags(cells[bad:bad + 1])[0])]} data)",
+                          "check the C drain patterns")
+    written = np.flatnonzero(w.tags(cells) == w.TAG_C)
+    ids = w.word_ids(cells[written])
+    if not np.array_equal(ids, written):
+        bad = int(written[np.flatnonzero(ids != written)[0]])
+        got, want = _c_position(c, call, int(ids[bad])), _c_position(c, call, bad)
         raise LayoutError(f"C{list(want)} in DRAM received the result for C{list(got)} "
                           f"(data arrived in the wrong layout)", "check the C join / drain patterns")
 
 
-def _c_position(c: GemmConfig, word: int) -> tuple[int, int]:
+def _c_words(c: GemmConfig, call: CallPlan) -> np.ndarray:
+    """The words of C's buffer that hold the M x N result (not padding, not slack), ascending."""
+    t, ld = c.t_out, call.ld("C")
+    if t.is_block:  # whole tiles, each unit_bytes / 4 words
+        q, per_tile = t.tile_rows, t.unit_bytes // 4
+        tiles = (np.arange(-(-call.M // q))[:, None] * (ld // q) + np.arange(-(-call.N // q))[None, :]).ravel()
+        return (tiles[:, None] * per_tile + np.arange(per_tile)).ravel()
+    per = t.per_word
+    return np.unique((np.arange(call.M)[:, None] * ld + np.arange(call.N)[None, :]) // per)
+
+
+def _c_position(c: GemmConfig, call: CallPlan, word: int) -> tuple[int, int]:
     """The C element a word of the C buffer holds (a bfp16 tile's first element)."""
-    t = c.t_out
+    t, ld = c.t_out, call.ld("C")
     if t.is_block:
         tile = word // (t.unit_bytes // 4)
-        tr, tc = divmod(tile, c.Np // t.tile_cols)
+        tr, tc = divmod(tile, ld // t.tile_cols)
         return tr * t.tile_rows, tc * t.tile_cols
-    row, col = divmod(word * t.per_word, c.Np)
+    row, col = divmod(word * t.per_word, ld)
     return row, col
+
+
+class ArraySession:
+    """One Design on the simulated array, run call after call: the first call lowers it, later ones
+    only bring a new runtime sequence and new DRAM buffers (one xclbin, many runs)."""
+
+    def __init__(self, design: Design) -> None:
+        self.design = design
+        self.machine: Machine | None = None
+        self.calls = 0
+
+    def run(self, call: CallPlan, a_dram: np.ndarray, b_dram: np.ndarray, progress: bool = False
+            ) -> tuple[np.ndarray, KernelEmulator, Machine]:
+        """Run one call on DRAM buffers laid out as pad_inputs does; the C buffer's cells (its
+        provenance checked), the call's kernel emulator and the machine."""
+        c = self.design.config
+        dram = dram_cells(c, a_dram, b_dram, call)
+        kernel = KernelEmulator(c, call)
+        runtime = self.design.runtime if call == c.call else runtime_sequence(c, call)
+        if self.machine is None:
+            self.machine = lower(self.design, dram, kernel, runtime)
+        else:
+            self.machine.next_call(runtime, dram, kernel)
+        run_machine(self.machine, progress)
+        check_c_provenance(c, dram["C"], call)
+        self.calls += 1
+        return dram["C"], kernel, self.machine
 
 
 def simulate(config: GemmConfig | Design, seed: int = 0, progress: bool = False, inputs: str = "exact") -> SimResult:
     """Build (if needed) and simulate a design on seeded inputs of the given family (gemm_gen.inputs:
     "exact" float inputs have fp32-exact sums, "wide" ones exercise lossy conversions); raises on
     design errors."""
-    start = time.perf_counter()
     design = config if isinstance(config, Design) else build_design(config)
     c = design.config
-    a, b = make_inputs(c.M, c.K, c.N, c.t_in, c.t_out, seed, c.t_b, family=inputs)
-    a_dram, b_dram = pad_inputs(c, a, b)
-    dram = dram_cells(c, a_dram, b_dram)
-    kernel = KernelEmulator(c)
-    machine = lower(design, dram, kernel)
-    run_machine(machine, progress)
-    check_c_provenance(c, dram["C"])
-    got = output_values(c, (dram["C"] & w.VALUE_MASK).astype(np.uint32))
+    return simulate_calls(design, [Problem(c.M, c.K, c.N)], seed, progress, inputs)[0]
 
-    expect = reference(c.numerics, *host_values(c, a_dram, b_dram), c.k, c.Kp)
+
+def simulate_calls(design: Design, problems: Sequence[Problem], seed: int = 0, progress: bool = False,
+                   inputs: str = "exact") -> list[SimResult]:
+    """Simulate one Design at each size in turn on the same simulated array (call i on inputs of
+    seed + i); raises for a size the design cannot serve or on any design error."""
+    c = design.config
+    calls = [c.plan(p) for p in problems]  # refuse every size the design cannot serve before running any
+    session = ArraySession(design)
+    return [_checked_call(session, call, seed + i, progress, inputs) for i, call in enumerate(calls)]
+
+
+def _checked_call(session: ArraySession, call: CallPlan, seed: int, progress: bool, inputs: str) -> SimResult:
+    start = time.perf_counter()
+    c = session.design.config
+    a, b = make_inputs(call.M, call.K, call.N, c.t_in, c.t_out, seed, c.t_b, family=inputs)
+    a_dram, b_dram = pad_inputs(c, a, b, call)
+    c_cells, kernel, machine = session.run(call, a_dram, b_dram, progress)
+    got = output_values(c, (c_cells & w.VALUE_MASK).astype(np.uint32), call)
+
+    expect = reference(c.numerics, *host_values(c, a_dram, b_dram, call), c.k, call.k_walk)
     exact = truth(a, b)
     g64 = got.astype(np.float64)
     diff = g64 != expect.astype(np.float64)
@@ -243,6 +315,7 @@ def simulate(config: GemmConfig | Design, seed: int = 0, progress: bool = False,
             if c.t_in.is_float else _int_desc(a, b))
     return SimResult(
         config=c,
+        call=call,
         passed=mismatches == 0,
         seconds=time.perf_counter() - start,
         elements=int(got.size),

@@ -1,0 +1,247 @@
+"""One call of a design: the problem it computes, and how the design's fixed tiling covers it.
+
+A design fixes the tiling (m x k x n per core, k_mt per memtile object, rows x cols cores), so one
+call covers M x N in blocks of (rows*m) x (cols*n) and K in k_mt chunks. A size that is not a
+multiple of them is handled on the array wherever the DMAs can, with no host copy:
+
+- M and N: the last block is moved back to end at M (N), overlapping its neighbour; the overlapped
+  rows (columns) are computed twice, bit for bit the same, and written twice. A problem smaller
+  than one block reads A's rows past M from the zeroed slack at the end of A's DRAM buffer and
+  writes C's junk rows into C's slack.
+- K: the array walks K up to a multiple of k_mt. Only the tail's products must vanish: with B
+  row-major, B's rows past K are its buffer's zeroed slack while A's tail reads the next row's
+  values (finite, times zero); otherwise the host pads one operand with zeros.
+
+The host pads (copies) an operand only where the DMAs cannot: rows that are not whole 32-bit words
+(the shim's unit), C narrower than one block (its junk columns would land on the next row), a K
+tail that ends inside a bfp16 block of 8, or a K tail with column-major B (both tails would read
+real values). bfp16 operands are encoded on the host anyway; their padding rides along.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from .dtypes import WORD_BYTES
+from .errors import ConfigError
+
+if TYPE_CHECKING:
+    from .config import GemmConfig
+
+OPERANDS = ("A", "B", "C")
+BLOCK_K = 8  # bfp16ebs8 shares one exponent across 8 values along K (dtypes.BFP16.tile_cols)
+
+
+@dataclass(frozen=True, order=True)
+class Problem:
+    """The sizes of one GEMM call: C (M x N) = A (M x K) B (K x N)."""
+
+    M: int
+    K: int
+    N: int
+
+    def __post_init__(self) -> None:
+        for name in ("M", "K", "N"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value < 1:
+                raise ConfigError(f"{name}={value} must be a positive integer", f"give {name} >= 1")
+
+    def __str__(self) -> str:
+        return f"{self.M}x{self.K}x{self.N}"
+
+    @property
+    def macs(self) -> int:
+        return self.M * self.K * self.N
+
+    @classmethod
+    def parse(cls, text: str) -> Problem:
+        m = re.fullmatch(r"\s*(\d+)\s*[xX]\s*(\d+)\s*[xX]\s*(\d+)\s*", text)
+        if m is None:
+            raise ConfigError(f"size {text!r} is not MxKxN", "write sizes like 1000x777x333")
+        return cls(*(int(g) for g in m.groups()))
+
+
+def parse_sizes(text: str) -> tuple[Problem, ...]:
+    """'1000x777x333,1x4096x4096' -> the problems, in order (duplicates kept: each is a call)."""
+    parts = [p for p in text.split(",") if p.strip()]
+    if not parts:
+        raise ConfigError("no sizes given", "write sizes like 1000x777x333,1x4096x4096")
+    return tuple(Problem.parse(p) for p in parts)
+
+
+@dataclass(frozen=True)
+class HostCopy:
+    """An operand the host copies into a padded buffer (or C crops out of one), and why."""
+
+    operand: str
+    why: str
+
+
+@dataclass(frozen=True)
+class CallPlan:
+    """How one call of a design covers its problem (in elements; see the module docstring)."""
+
+    problem: Problem
+    block_m: int  # rows*m: C rows one task group computes
+    block_n: int  # cols*n
+    k_mt: int
+    b_col_maj: bool
+    padded: tuple[str, ...]  # operands in a host-padded buffer (copied, or encoded as bfp16 tiles)
+    copies: tuple[HostCopy, ...]  # the padded scalar operands, with the reason
+    k_tail: str  # how K's tail past K (up to k_walk) multiplies to zero
+    a_finite: bool  # the K tail multiplies A's next-row values by zero: float A must be finite
+    shift_m: bool = False  # the last block row moves back to end at M (else junk rows go to slack)
+    shift_n: bool = False
+
+    @property
+    def M(self) -> int:
+        return self.problem.M
+
+    @property
+    def K(self) -> int:
+        return self.problem.K
+
+    @property
+    def N(self) -> int:
+        return self.problem.N
+
+    @property
+    def m_blocks(self) -> int:
+        return -(-self.M // self.block_m)
+
+    @property
+    def n_blocks(self) -> int:
+        return -(-self.N // self.block_n)
+
+    @property
+    def k_walk(self) -> int:
+        """K as the array walks it: whole k_mt chunks."""
+        return -(-self.K // self.k_mt) * self.k_mt
+
+    @property
+    def Mp(self) -> int:
+        return self.m_blocks * self.block_m
+
+    @property
+    def Np(self) -> int:
+        return self.n_blocks * self.block_n
+
+    def m_origin(self, m_block: int) -> int:
+        """First C row of block row `m_block` (the last one moved back to end at M when shifted)."""
+        first = m_block * self.block_m
+        return min(first, self.M - self.block_m) if self.shift_m else first
+
+    def n_origin(self, n_block: int) -> int:
+        first = n_block * self.block_n
+        return min(first, self.N - self.block_n) if self.shift_n else first
+
+    def storage(self, operand: str) -> tuple[int, int]:
+        """(rows, columns) of an operand's DRAM buffer before any slack: the user's matrix, or its
+        host-padded copy (B column-major is stored as B^T)."""
+        padded = operand in self.padded
+        if operand == "A":
+            return (self.Mp, self.k_walk) if padded else (self.M, self.K)
+        if operand == "B":
+            k = self.k_walk if padded else self.K
+            n = self.Np if padded else self.N
+            return (n, k) if self.b_col_maj else (k, n)
+        return (self.Mp, self.Np) if padded else (self.M, self.N)
+
+    def ld(self, operand: str) -> int:
+        """Elements between consecutive rows of the operand's DRAM buffer."""
+        return self.storage(operand)[1]
+
+    @property
+    def host_copies(self) -> int:
+        return len(self.copies)
+
+    @property
+    def wasted_fraction(self) -> float:
+        """Share of the computed MACs that only produce junk or multiply the K tail."""
+        return 1.0 - self.problem.macs / (self.Mp * self.k_walk * self.Np)
+
+    def summary(self) -> dict[str, object]:
+        """What `plan --json` reports about the call."""
+        return {"problem": [self.M, self.K, self.N], "blocks": [self.m_blocks, self.n_blocks],
+                "k_walk": self.k_walk, "host_copies": self.host_copies,
+                "copies": {c.operand: c.why for c in self.copies},
+                "encoded_on_host": [o for o in self.padded if o not in {c.operand for c in self.copies}],
+                "m_tail": _tail("M", self.M, self.block_m, self.shift_m, "A"),
+                "n_tail": _tail("N", self.N, self.block_n, self.shift_n, "B"),
+                "k_tail": self.k_tail}
+
+
+def _tail(name: str, size: int, block: int, shifted: bool, src: str) -> str:
+    junk, what = block - size % block, "rows" if name == "M" else "columns"
+    if junk == block:
+        return f"none ({name}={size} is a multiple of {block})"
+    if shifted:
+        return (f"the last block is moved back to end at {name}={size}; its {junk} {what} of overlap are computed "
+                f"and written twice (the same bits)")
+    return (f"the last block computes {junk} junk {what} past {name}={size} (read from {src}'s zeroed slack or "
+            f"padding) and writes them to C's slack or padding")
+
+
+def plan_call(c: GemmConfig, problem: Problem) -> CallPlan:
+    """How design `c` computes `problem`: blocks, the K walk, and what the host must pad."""
+    block_m, block_n = c.m * c.rows, c.n * c.cols
+    k_walk = -(-problem.K // c.k_mt) * c.k_mt
+    M, K, N = problem.M, problem.K, problem.N
+    types = {"A": c.t_in, "B": c.t_b, "C": c.t_out}
+    why: dict[str, str] = {}
+    encoded = [op for op in OPERANDS if types[op].is_block]
+    # a moved block starts at any element: only operands addressed in elements (not bfp16 tiles) can
+    shift_m = M > block_m and M % block_m != 0 and "A" not in encoded and "C" not in encoded
+    # ... and its first column must be a whole word into B's (row-major) and C's rows
+    shift_n = (N > block_n and N % block_n != 0 and "B" not in encoded and "C" not in encoded
+               and all(types[op].nbytes(N) % WORD_BYTES == 0 for op in ("C",) + (() if c.b_col_maj else ("B",))))
+    ld = {"A": K, "B": K if c.b_col_maj else N, "C": N}
+    for op in OPERANDS:
+        t = types[op]
+        if op not in encoded and t.nbytes(ld[op]) % WORD_BYTES:
+            why[op] = (f"its rows of {ld[op]} x {t} = {t.nbytes(ld[op])} B are not whole 32-bit words (the DMAs' "
+                       f"unit)")
+    if N % block_n and not shift_n and "C" not in why and "C" not in encoded:
+        why["C"] = (f"N={N} leaves {block_n - N % block_n} junk columns in its last block of {block_n}, which would "
+                    f"land on C's next row")
+    a_finite = False
+    if k_walk == K:
+        k_tail = f"none (K={K} is a multiple of k_mt={c.k_mt})"
+    else:
+        zeros = _k_tail_zeros(c, problem, why, encoded)
+        a_finite = zeros == "B slack" and c.t_in.is_float and "A" not in why and "A" not in encoded
+        tail = f"K={K} is walked to {k_walk}: "
+        k_tail = tail + {
+            "B slack": "B's rows past K are the zeroed slack of its buffer (A's tail reads the next row's values, "
+                       "finite, times zero)",
+            "padded": "the host-padded operand carries zeros past K",
+        }[zeros]
+    padded = tuple(op for op in OPERANDS if op in why or op in encoded)
+    copies = tuple(HostCopy(op, why[op]) for op in OPERANDS if op in why)
+    return CallPlan(problem, block_m, block_n, c.k_mt, c.b_col_maj, padded, copies, k_tail, a_finite, shift_m,
+                    shift_n)
+
+
+def _k_tail_zeros(c: GemmConfig, p: Problem, why: dict[str, str], encoded: list[str]) -> str:
+    """Make sure K's tail multiplies to zero (adds the pads it needs to `why`); say where the
+    zeros come from."""
+    blocked_a = c.numerics.bfp16_inputs or c.precision.converts_a  # A's values share exponents along K
+    blocked_b = c.numerics.bfp16_inputs
+    if p.K % BLOCK_K:
+        reason = (f"K={p.K} ends inside a bfp16 block of {BLOCK_K} values, whose shared exponent would see the "
+                  f"tail")
+        if blocked_a and "A" not in encoded:
+            why.setdefault("A", reason)
+        if blocked_b and "B" not in encoded:
+            why.setdefault("B", reason)
+    if "A" in why or "A" in encoded or "B" in why or "B" in encoded:
+        return "padded"
+    if not c.b_col_maj:
+        return "B slack"
+    # B^T's tail reads the next column of B and A's the next row of A: one of them must be zeros.
+    smaller = "A" if p.M <= p.N else "B"
+    why[smaller] = (f"K={p.K} is not a multiple of k_mt={c.k_mt} and column-major B's tail reads real values, so "
+                    f"the smaller operand carries zeros")
+    return "padded"
