@@ -1,6 +1,7 @@
 # gemm_gen: mlir-aie style entry points. Variables follow mlir-aie's matrix_multiplication
 # Makefiles: DEVICE (npu1|npu2), M K N, optional m k n K_MT RHO N_AIE_COLS DTYPE_IN DTYPE_B DTYPE_OUT ACC PRESET
-# B_COL_MAJ B_PACK; gemm_gen's kernel and L1 choices EXPANSION KERNEL_LOOPS CONVERT_ONCE L1_ALLOC.
+# B_COL_MAJ B_PACK; gemm_gen's kernel and L1 choices EXPANSION KERNEL_LOOPS CONVERT_ONCE L1_ALLOC; SIZES for
+# one design serving several sizes.
 SHELL := /bin/bash
 PYTHON ?= python3
 VENV := .venv
@@ -8,9 +9,11 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
 DEVICE ?= npu2
-M ?= 512
-K ?= 512
-N ?= 512
+# SIZES=1000x777x333,1x4096x4096: one design for all of them (M K N then default to their largest)
+SIZES ?=
+M ?= $(if $(SIZES),,512)
+K ?= $(if $(SIZES),,512)
+N ?= $(if $(SIZES),,512)
 DTYPE_IN ?=
 DTYPE_OUT ?=
 B_COL_MAJ ?= 0
@@ -19,7 +22,8 @@ CHESS ?= 0
 WARMUP ?= 1
 ITERS ?= 10
 
-GEN_ARGS := --dev $(DEVICE) -M $(M) -K $(K) -N $(N) $(if $(DTYPE_IN),--dtype_in $(DTYPE_IN)) \
+GEN_ARGS := --dev $(DEVICE) $(if $(M),-M $(M)) $(if $(K),-K $(K)) $(if $(N),-N $(N)) \
+	$(if $(SIZES),--runtime-sizes $(SIZES)) $(if $(DTYPE_IN),--dtype_in $(DTYPE_IN)) \
 	$(if $(DTYPE_OUT),--dtype_out $(DTYPE_OUT)) --b-col-maj $(B_COL_MAJ) $(if $(filter 1,$(CHESS)),--chess) \
 	$(if $(N_AIE_COLS),--n-aie-cols $(N_AIE_COLS)) $(if $(m),-m $(m)) $(if $(k),-k $(k)) $(if $(n),-n $(n)) $(if $(K_MT),--k-mt $(K_MT)) $(if $(RHO),--rho $(RHO)) \
 	$(if $(B_PACK),--b-pack $(B_PACK)) $(if $(DTYPE_B),--dtype_b $(DTYPE_B)) $(if $(ACC),--acc $(ACC)) $(if $(PRESET),--preset $(PRESET)) \
@@ -29,7 +33,7 @@ GEN_ARGS := --dev $(DEVICE) -M $(M) -K $(K) -N $(N) $(if $(DTYPE_IN),--dtype_in 
 .PHONY: install doctor validate sim plan generate kernel mlir all build run dry-run predict tune roofline test test-slow bench lint clean help
 
 help:
-	@echo "make sim DEVICE=npu2 M=512 K=512 N=512 [m= k= n= K_MT= RHO= N_AIE_COLS= DTYPE_IN= DTYPE_B= DTYPE_OUT= ACC="
+	@echo "make sim DEVICE=npu2 M=512 K=512 N=512 [SIZES=MxKxN,... m= k= n= K_MT= RHO= N_AIE_COLS= DTYPE_IN= DTYPE_B= DTYPE_OUT= ACC="
 	@echo "         PRESET= B_COL_MAJ= B_PACK= EXPANSION= KERNEL_LOOPS= CONVERT_ONCE= L1_ALLOC=]"
 	@echo "make plan|generate|kernel|mlir (same variables); make doctor, validate, all, run on an NPU machine [CHESS=1]"
 	@echo "make predict|tune|roofline (the model; TOP= for tune), make dry-run (the build commands)"

@@ -6,7 +6,8 @@ import argparse
 from typing import NoReturn
 
 from . import precision as prec
-from .config import L1_SCHEMES, GemmConfig, default_k_mt, default_tiles, emulation_default
+from .call import Problem, parse_sizes
+from .config import L1_SCHEMES, GemmConfig, emulation_default
 from .errors import ConfigError
 from .kernel_variant import LOOPS
 
@@ -33,6 +34,13 @@ def _shape(value: str) -> tuple[int, int, int]:
     return int(parts[0]), int(parts[1]), int(parts[2])
 
 
+def _sizes(value: str) -> tuple[Problem, ...]:
+    try:
+        return parse_sizes(value)
+    except ConfigError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
 def _expansion(value: str) -> tuple[int, int]:
     parts = value.lower().split("x")
     if len(parts) != 2 or not all(p.isdigit() for p in parts):
@@ -43,9 +51,13 @@ def _expansion(value: str) -> tuple[int, int]:
 def problem_args(p: argparse.ArgumentParser) -> None:
     """The problem, tiling and type flags every design command takes."""
     p.add_argument("--dev", default="npu2", help="npu1 (Phoenix, 4x4) or npu2 (Strix/Krackan, 4x8)")
-    p.add_argument("-M", type=int, required=True, help="rows of A and C")
-    p.add_argument("-K", type=int, required=True, help="reduction dimension")
-    p.add_argument("-N", type=int, required=True, help="columns of B and C")
+    p.add_argument("-M", type=int, help="rows of A and C (with --runtime-sizes: the most it serves)")
+    p.add_argument("-K", type=int, help="reduction dimension")
+    p.add_argument("-N", type=int, help="columns of B and C")
+    p.add_argument("--runtime-sizes", "--runtime_sizes", dest="runtime_sizes", type=_sizes, default=None,
+                   help="build one design for several sizes, e.g. 1000x777x333,1x4096x4096 (SIZES=): it serves any "
+                   "M, K, N up to the largest (-M -K -N raise that), the cores reading their k-steps per tile from a "
+                   "runtime parameter when the sizes' K differ")
     p.add_argument("-m", type=int, help="core tile rows (default: the paper's balanced kernel)")
     p.add_argument("-k", type=int, help="core tile reduction")
     p.add_argument("-n", type=int, help="core tile columns")
@@ -112,39 +124,42 @@ def types(a: argparse.Namespace) -> prec.Precision:
     return prec.resolve(dtype_in, a.dtype_b, dtype_out, a.acc)
 
 
+def sizes(a: argparse.Namespace) -> tuple[tuple[int, int, int], str]:
+    """The problem the design is built for (with --runtime-sizes: the largest of each dimension,
+    or -M -K -N where given) and which sizes it serves (GemmConfig.runtime_sizes)."""
+    given = (a.M, a.K, a.N)
+    listed = getattr(a, "runtime_sizes", None)
+    if not listed:
+        missing = [f"-{name}" for name, v in zip("MKN", given) if v is None]
+        if missing:
+            raise ConfigError(f"no problem size: {' '.join(missing)} missing", "give -M -K -N, or --runtime-sizes")
+        return (a.M, a.K, a.N), "fixed"
+    most = tuple(max(getattr(p, name) for p in listed) for name in "MKN")
+    for name, value, top in zip("MKN", given, most):
+        if value is not None and value < top:
+            raise ConfigError(f"-{name} {value} is less than the {top} that --runtime-sizes asks for",
+                              f"drop -{name} or give at least {top}")
+    problem = tuple(v if v is not None else top for v, top in zip(given, most))
+    return (problem[0], problem[1], problem[2]), "mnk" if len({p.K for p in listed}) > 1 else "mn"
+
+
 def base_config(a: argparse.Namespace, m: int = 0, k: int = 0, n: int = 0, k_mt: int = 0) -> GemmConfig:
     """The problem and every option the flags give, with the tiling as passed (0: still open)."""
     p = types(a)
-    return GemmConfig(a.dev, a.M, a.K, a.N, m, k, n, k_mt, p.a, p.out, bool(a.b_col_maj), cols=a.n_aie_cols,
+    (M, K, N), served = sizes(a)
+    return GemmConfig(a.dev, M, K, N, m, k, n, k_mt, p.a, p.out, bool(a.b_col_maj), cols=a.n_aie_cols,
                       rho=a.rho or 1, emulate_bf16_with_bfp16=a.emulate, compiler="chess" if a.chess else None,
                       mmul_shape=a.mmul, queue_groups=a.queue_groups, stack_bytes=a.stack, shift=a.shift,
                       rounding=a.rounding, saturation=a.saturation, dtype_b=p.b, acc=p.acc,
                       b_pack=a.b_pack or "tiles", expansion=a.expansion, kernel_loops=a.kernel_loops,
-                      convert_once=a.convert_once, l1_alloc=a.l1_alloc)
+                      convert_once=a.convert_once, l1_alloc=a.l1_alloc, runtime_sizes=served)
 
 
 def config_from_args(a: argparse.Namespace) -> GemmConfig:
-    dev = a.dev
-    p = types(a)
-    tuned = a.m is None and a.k is None and a.n is None  # no tile sizes: the tuner's best design
-    if tuned:
-        m = k = n = k_mt = 0  # placeholders, chosen below
-    else:
-        dm, dk, dn, _ = default_tiles(dev, p.a, p.out, None, a.emulate, p.b, p.acc)
-        m = dm if a.m is None else a.m
-        k = dk if a.k is None else a.k
-        n = dn if a.n is None else a.n
-        k_mt = default_k_mt(dev, p.a, p.out, k, a.K, p.b, p.acc) if a.k_mt is None else a.k_mt
-    config = base_config(a, m, k, n, k_mt)
-    from .model.tune import tuned_b_pack, tuned_config, tuned_k_mt
+    """The design the flags ask for: the problem and options from the flags, the rest from the tuner."""
+    from .model.tune import choose
 
-    if a.b_pack is None and config.t_b.is_block:  # the packing of a bfp16 B is the model's choice too
-        config = tuned_b_pack(config, tuned, a.k_mt, a.rho)
-    elif tuned:
-        config = tuned_config(config, a.k_mt, a.rho)
-    elif a.k_mt is None:
-        config = tuned_k_mt(config)
-    return config
+    return choose(base_config(a), a.m, a.k, a.n, a.k_mt, a.rho, b_pack_open=a.b_pack is None)
 
 
 def config_args(c: GemmConfig) -> list[str]:
@@ -178,6 +193,8 @@ def config_args(c: GemmConfig) -> list[str]:
         args += ["--convert-once", str(int(bool(c.convert_once)))]
     if c.l1_alloc is not None:
         args += ["--l1-alloc", c.l1_alloc]
+    if c.runtime_sizes != "fixed":  # serves sizes up to its own: list its own as the one runtime size
+        args += ["--runtime-sizes", f"{c.M}x{c.K}x{c.N}" + (f",{c.M}x1x{c.N}" if c.runtime_sizes == "mnk" else "")]
     for flag, name in (("--rho", "rho"), ("--queue-groups", "queue_groups"), ("--stack", "stack_bytes"),
                        ("--shift", "shift"),
                        ("--rounding", "rounding"), ("--saturation", "saturation")):

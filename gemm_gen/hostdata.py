@@ -27,6 +27,7 @@ from .call import CallPlan
 from .config import GemmConfig
 from .design.grid import grid
 from .dtypes import DType
+from .dtypes import dtype as dtype_of
 from .numerics import Rounding
 
 HOST_ROUNDING = Rounding.FLOOR  # mlir-aie's floatToBfp16 truncates whatever rounding it is asked for
@@ -157,3 +158,20 @@ def output_bytes(c: GemmConfig, call: CallPlan | None = None) -> int:
     """Size of C's buffer (its padded copy when the call pads C), before any slack."""
     rows, cols = (call or c.call).storage("C")
     return c.t_out.nbytes(rows * cols)
+
+
+def with_slack(c: GemmConfig, call: CallPlan, a_dram: np.ndarray, b_dram: np.ndarray
+               ) -> tuple[tuple[np.ndarray, np.ndarray], int]:
+    """A's and B's buffer bytes followed by the zeroed slack the call's transfers reach, and the
+    bytes of C's buffer (its slack included): what the host allocates for the NPU."""
+    from .design.build import host_tensors
+
+    tensors = {t.name: t for t in host_tensors(c, call)}
+
+    def padded(x: np.ndarray, name: str) -> np.ndarray:
+        t = tensors[name]
+        raw = np.ascontiguousarray(x).reshape(-1).view(np.uint8)
+        return np.concatenate([raw, np.zeros(dtype_of(t.dtype).unit_nbytes(t.slack), np.uint8)])
+
+    return (padded(a_dram, "A"), padded(b_dram, "B")), dtype_of(tensors["C"].dtype).unit_nbytes(tensors["C"].units)
+

@@ -95,6 +95,9 @@ def plan(design: Design) -> dict[str, object]:
         "native": list(c.native),
         "padded": list(c.padded),
         "wasted_fraction": c.wasted_fraction,
+        "host_copies": c.call.host_copies,  # matrices the host copies or pads before or after the run
+        "call": c.call.summary(),
+        "runtime_sizes": c.runtime_sizes,
         "l1_depths": [c.depth_ab_l1, c.depth_ab_l1, c.depth_c_l1],
         "elem_bytes": {"A": c.t_in.elem_bytes, "B": c.t_b.elem_bytes, "C": c.t_out.elem_bytes,
                        "C acc": c.t_acc.elem_bytes},

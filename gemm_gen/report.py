@@ -83,7 +83,8 @@ def plan_text(p: dict[str, Any]) -> str:
         f"device    {p['device']} ({p['device_name']}), {types}, B {layout}",
         f"problem   M x K x N = {_x(p['problem'])}",
         f"native    (m*rows) x k_mt x (n*cols) = {_x(p['native'])}",
-        f"padded    {_x(p['padded'])} ({p['wasted_fraction']:.1%} of the MACs multiply padding)",
+        f"covered   {_x(p['padded'])} ({p['wasted_fraction']:.1%} of the MACs are junk or K tail); host copies: "
+        + (", ".join(f"{k} ({v})" for k, v in p["call"]["copies"].items()) or "none"),
         f"kernel    m x k x n = {_x(p['tile'])}, k_mt = {p['k_mt']}, "
         + (f"rho = {p['rho']} ({p['rho']} calls of {p['t_ma']} rows per k-step), " if p["rho"] > 1 else "")
         + f"mmul {'x'.join(map(str, p['mmul']))}; "
@@ -146,3 +147,25 @@ def sim_text(r: SimResult, p: dict[str, Any], verbose: bool = False) -> str:
     else:
         lines.append("PASS" if r.numerics_modelled else "PASS (data movement only: numerics not modelled)")
     return "\n".join(lines)
+
+
+def calls_text(results: list[SimResult], p: dict[str, Any]) -> str:
+    """Several sizes simulated on one design: the plan, then a line per call."""
+    c = results[0].config
+    served = {"mn": "any M and N up to its own with the same K walk",
+              "mnk": "any M, K and N up to its own (k-steps from a runtime parameter)"}.get(c.runtime_sizes, "its size")
+    lines = [plan_text(p), "", f"one design, {len(results)} calls (it serves {served}; built once, never rebuilt)"]
+    for i, r in enumerate(results):
+        call = r.call
+        copies = ", ".join(f"{x.operand} ({x.why})" for x in call.copies) or "none"
+        kind = "bit-exact" if c.t_out.is_float else "exact"
+        verdict = "PASS" if r.passed else f"FAIL ({r.mismatches} of {r.elements} outputs differ)"
+        lines.append(f"  call {i}  {call.problem}: {verdict}, {r.elements - r.mismatches:,} of {r.elements:,} outputs "
+                     f"equal ({kind}); {call.m_blocks * call.n_blocks} task groups, {call.k_walk // c.k} k-steps per "
+                     f"tile, {r.seconds:.1f} s")
+        lines.append(f"          host copies: {copies}; K tail: {call.k_tail}")
+    ok = all(r.passed for r in results)
+    lines.append(f"{'PASS' if ok else 'FAIL'}: one design served all {len(results)} sizes" if ok else
+                 f"FAIL: {sum(not r.passed for r in results)} of {len(results)} sizes differ from the reference")
+    return "\n".join(lines)
+

@@ -100,9 +100,9 @@ def test_usage_errors_are_one_line(capsys):
         main(["simulate", "-M", "x", "-K", "1", "-N", "1"])
     err = capsys.readouterr().err
     assert info.value.code == 2 and err.count("\n") == 1 and "invalid int value" in err
-    with pytest.raises(SystemExit) as info:
-        main(["plan", "-K", "1", "-N", "1"])
-    assert info.value.code == 2 and "-M" in capsys.readouterr().err
+    assert main(["plan", "-K", "1", "-N", "1"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "-M missing" in err and "--runtime-sizes" in err
 
 
 def test_simulation_failure_exits_1(capsys, monkeypatch):
@@ -111,7 +111,7 @@ def test_simulation_failure_exits_1(capsys, monkeypatch):
     def stuck(*a, **k):
         raise DeadlockError("deadlock after 0 matmul calls", "inspect")
 
-    monkeypatch.setattr("gemm_gen.sim.simulate", stuck)
+    monkeypatch.setattr("gemm_gen.sim.run.simulate_calls", stuck)
     code, out, _ = run(capsys, "simulate", *SMALL)
     assert code == 1 and out.startswith("FAIL: deadlock")
 

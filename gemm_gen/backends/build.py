@@ -15,10 +15,11 @@ import shlex
 import shutil
 import subprocess
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ..atomic import write_atomic
+from ..call import CallPlan
 from ..design.model import Design, KernelBuild
 from ..errors import BuildError
 from . import toolchain
@@ -223,3 +224,42 @@ def _keep_failed(scratch: Path, build_dir: Path, suffix: str, log: list[str]) ->
     shutil.rmtree(kept, ignore_errors=True)
     scratch.rename(kept)
     return kept
+
+
+def insts_step(design: Design, tc: Toolchain, mlir: str, insts: str, cwd: str) -> Step:
+    """aiecc asked for the NPU instructions only: one call's runtime sequence for an xclbin that
+    is already built (the cores, objectfifos and kernels are the design's own)."""
+    argv = aiecc_flags(design, tc, artifacts(design, Path(cwd)))
+    keep = [a for a in argv if not a.startswith(("--get-xclbin", "--xclbin-name=", "--npu-insts-name="))]
+    return Step("aiecc", f"aiecc: the NPU instructions of {Path(insts).stem}", (*keep, f"--npu-insts-name={insts}",
+                                                                            mlir), cwd)
+
+
+def run_insts_build(design: Design, call: CallPlan, entry: Path, insts: Path, verbose: bool = False) -> Path:
+    """Lower the design with one call's runtime sequence to MLIR and let aiecc write only its
+    instruction stream into `insts` (beside the xclbin, whose kernel object it links)."""
+    from ..design.build import host_tensors, runtime_sequence
+    from .iron import iron_api, to_mlir
+
+    tc = toolchain.find_toolchain(design.config.compiler == "chess", strict=True)
+    api = iron_api()
+    c = design.config
+    runtime = runtime_sequence(c, call)
+    sized = replace(design, runtime=runtime, tensors=host_tensors(c, call, runtime))
+    mlir = entry / f"aie_{call.problem}.mlir"
+    write_atomic(mlir, to_mlir(sized, api))
+    step = insts_step(design, tc, mlir.name, insts.name, str(entry))
+    if verbose:
+        print(f"# {step.what}\n{step.shell()}", flush=True)
+    try:
+        done = subprocess.run(step.argv, cwd=entry, capture_output=True, text=True)
+    except OSError as e:
+        raise BuildError(f"{step.what} could not start {step.argv[0]} ({e.strerror})",
+                         "check the toolchain with `gemm-gen doctor`") from None
+    if done.returncode or not insts.exists():
+        insts.unlink(missing_ok=True)
+        tail = (done.stderr or done.stdout).strip().splitlines()[-1:] or ["(no output)"]
+        raise BuildError(f"{step.what} failed (exit {done.returncode}): {tail[0]}",
+                         f"run it by hand in {entry}: {step.shell()}")
+    return insts
+

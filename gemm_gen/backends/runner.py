@@ -11,14 +11,15 @@ from __future__ import annotations
 import os
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
 from ..config import GemmConfig
 from ..errors import BuildError, ConfigError, ToolchainMissing
-from ..hostdata import host_values, output_bytes, output_values, pad_inputs
+from ..hostdata import host_values, output_values, pad_inputs, with_slack
 from ..inputs import make_inputs
 from ..numerics import reference, truth
 from . import toolchain
@@ -75,13 +76,23 @@ class RunResult:
                 "max_rel_error": self.max_rel_error, "first_error": self.first_error, "notes": self.notes}
 
 
+class XclbinFiles(Protocol):
+    """An xclbin and the instruction stream to run with it (Artifacts, or one call's files)."""
+
+    @property
+    def xclbin(self) -> Path: ...
+
+    @property
+    def insts(self) -> Path: ...
+
+
 class NpuSession:
     """A loaded xclbin with its buffers, ready to run the instruction sequence again and again.
 
     XRT reports its failures as RuntimeError (a refused xclbin, no hardware context, a kernel that
     does not complete): each becomes one line, BuildError (exit 1), naming the step."""
 
-    def __init__(self, xrt: ModuleType, art: Artifacts, a: np.ndarray, b: np.ndarray, c_bytes: int,
+    def __init__(self, xrt: ModuleType, art: XclbinFiles, a: np.ndarray, b: np.ndarray, c_bytes: int,
                  family: str | None = None) -> None:
         # mlir-aie's `make run` exports this so that XRT loads an unsigned xclbin
         os.environ.setdefault(UNSECURE_XCLBIN, "1")
@@ -153,7 +164,7 @@ def check(c: GemmConfig, got: np.ndarray, a: np.ndarray, b: np.ndarray,
     reported either way.
     """
     a_dram, b_dram = dram if dram is not None else pad_inputs(c, a, b)  # the buffers the NPU read
-    expect = reference(c.numerics, *host_values(c, a_dram, b_dram), c.k, c.Kp).astype(np.float64)
+    expect = reference(c.numerics, *host_values(c, a_dram, b_dram), c.k, c.call.k_walk).astype(np.float64)
     g = got.astype(np.float64)
     if c.t_out.is_float and inputs != "exact":
         bad = np.abs(g - expect) > np.maximum(ABS_TOL, REL_TOL * np.abs(expect))
@@ -175,7 +186,8 @@ def run_design(c: GemmConfig, art: Artifacts, iters: int = 10, warmup: int = 1, 
     xrt = xrt or toolchain.pyxrt()
     a, b = make_inputs(c.M, c.K, c.N, c.t_in, c.t_out, seed, c.t_b, family=inputs)
     a_pad, b_pad = pad_inputs(c, a, b)
-    session = NpuSession(xrt, art, a_pad, b_pad, output_bytes(c), c.device)
+    (a_buf, b_buf), c_bytes = with_slack(c, c.call, a_pad, b_pad)  # the reads past a matrix stay in its buffer
+    session = NpuSession(xrt, art, a_buf, b_buf, c_bytes, c.device)
     for _ in range(warmup):
         session.run()
     times = [session.run() for _ in range(max(iters, 1))]

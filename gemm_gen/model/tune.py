@@ -14,7 +14,7 @@ sizes); GemmConfig.validate() then runs on the finalists only.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -398,7 +398,6 @@ def tune_b_packs(pr: Problem, top: int = 5, fixed: dict[str, int | None] | None 
                  packs: tuple[str, ...] = ("tiles",)) -> TuneResult:
     """tune() for each DRAM packing of B in `packs` (both, for a bfp16 B the user left open), merged
     by predicted time."""
-    from dataclasses import replace
 
     results = [tune(replace(pr, b_pack=pack), top, fixed) for pack in packs]
     merged = sorted((c for r in results for c in r.top), key=lambda c: c.time_s)[:top]
@@ -409,7 +408,6 @@ def tune_b_packs(pr: Problem, top: int = 5, fixed: dict[str, int | None] | None 
 
 def tuned_config(base: GemmConfig, k_mt: int | None = None, rho: int | None = None) -> GemmConfig:
     """`base` with the tuner's best m, k, n, rho (and k_mt, rho unless given); every other field kept."""
-    from dataclasses import replace
 
     best = tune(Problem.of(base), 1, {"k_mt": k_mt, "rho": rho}).best.config
     return replace(base, m=best.m, k=best.k, n=best.n, k_mt=best.k_mt, rho=best.rho)
@@ -420,7 +418,6 @@ def tuned_b_pack(config: GemmConfig, tiles_tuned: bool, k_mt: int | None = None,
     """For a bfp16 B whose packing the user left open: the better of the two packings (tiles, or
     mlir-aie's strips), each with its own tuned tiles when the tiles were tuned, else with the given
     ones (and each packing's best k_mt)."""
-    from dataclasses import replace
 
     best: tuple[float, GemmConfig] | None = None
     for pack in B_PACKS:
@@ -438,7 +435,6 @@ def tuned_b_pack(config: GemmConfig, tiles_tuned: bool, k_mt: int | None = None,
 def tuned_k_mt(config: GemmConfig) -> GemmConfig:
     """`config` with the tuner's best k_mt for its own m, k, n and rho. Unchanged when the tuner finds
     none (the tiles break a rule): validate() then names the rule."""
-    from dataclasses import replace
 
     fixed: dict[str, int | None] = {"m": config.m, "k": config.k, "n": config.n, "rho": config.rho}
     try:
@@ -446,3 +442,31 @@ def tuned_k_mt(config: GemmConfig) -> GemmConfig:
     except GemmGenError:
         return config
     return replace(config, k_mt=best.k_mt)
+
+
+def choose(base: GemmConfig, m: int | None = None, k: int | None = None, n: int | None = None,
+           k_mt: int | None = None, rho: int | None = None, b_pack_open: bool = False) -> GemmConfig:
+    """The one way from a problem and the options a user fixed to a design: `base` carries the
+    problem and every option; the tile sizes not given come from the model (all of them when none
+    is given, else the paper's defaults with the model's k_mt), and so does a bfp16 B's packing
+    when `b_pack_open`."""
+    from ..config import default_k_mt, default_tiles
+
+    tuned = m is None and k is None and n is None
+    if tuned:
+        config = replace(base, m=0, k=0, n=0, k_mt=0)
+    else:
+        dm, dk, dn, _ = default_tiles(base.device, base.dtype_in, base.dtype_out, None,
+                                      base.emulate_bf16_with_bfp16, base.dtype_b, base.acc)
+        kk = dk if k is None else k
+        config = replace(base, m=dm if m is None else m, k=kk, n=dn if n is None else n,
+                         k_mt=default_k_mt(base.device, base.dtype_in, base.dtype_out, kk, base.K, base.dtype_b,
+                                           base.acc) if k_mt is None else k_mt)
+    if b_pack_open and config.t_b.is_block:  # the packing of a bfp16 B is the model's choice too
+        return tuned_b_pack(config, tuned, k_mt, rho)
+    if tuned:
+        return tuned_config(config, k_mt, rho)
+    if k_mt is None:
+        return tuned_k_mt(config)
+    return config
+
