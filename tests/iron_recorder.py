@@ -199,6 +199,7 @@ class Buffer:
         if type is None:
             type = np.ndarray[initial_value.shape, np.dtype[initial_value.dtype.type]]  # noqa: A001
         self.type = type
+        self.use_write_rtp = bool(use_write_rtp)
         self.address, self.mem_bank = address, mem_bank
         self._name = name if name is not None else f"buf_{next(Buffer._index)}"
         self._tile, self._explicit_tile, self._owner_worker = tile, tile is not None, None
@@ -218,8 +219,38 @@ class Buffer:
             raise ValueError(f"Cannot resolve buffer until it has been placed ({self._name})")
         self.op = ("buffer", self._name)
 
+    def __getitem__(self, idx):
+        """In a core: memref.load of one element (an i32 SSA value, usable as a range_ bound)."""
+        if REC.tracing is None or self._owner_worker is not REC.tracing:
+            raise ValueError(f"{self._name}[{idx}] is read outside the worker that holds the buffer")
+        if not isinstance(idx, (int, np.integer)) or not 0 <= idx < _count(shape_dtype(self.type)[0]):
+            raise IndexError(f"{self._name}[{idx}]: index outside the buffer")
+        return LoadedValue(self, int(idx))
+
+    def __setitem__(self, idx, value):
+        """In the runtime sequence: aiex.npu.rtp_write, only for a buffer made with use_write_rtp=True
+        (otherwise a memref.store that the sequence cannot hold), int index and int value."""
+        if REC.sequence is None:
+            raise ValueError(f"{self._name}[{idx}] = ... outside the runtime sequence")
+        if not self.use_write_rtp:
+            raise ValueError(f"{self._name} is written from the runtime sequence but was not made with "
+                             f"use_write_rtp=True")
+        if not isinstance(idx, (int, np.integer)) or not 0 <= idx < _count(shape_dtype(self.type)[0]):
+            raise IndexError(f"{self._name}[{idx}]: index outside the buffer")
+        if not isinstance(value, (int, np.integer)) or isinstance(value, bool):
+            raise TypeError(f"rtp_write of {self._name}[{idx}] takes an int, got {type(value).__name__}")
+        REC.rt_events.append(("rtp", (self._name, int(idx), int(value))))
+
     def __repr__(self) -> str:
         return f"<buf {self._name}>"
+
+
+@dataclass(frozen=True)
+class LoadedValue:
+    """A value a core loaded from one of its buffers (memref.load; range_ index_casts it)."""
+
+    buffer: Buffer
+    index: int
 
 
 # ---- object fifos -------------------------------------------------------------------------------
@@ -506,9 +537,10 @@ def _flatten(args):
 
 def range_(*args, iter_args=None, insert_yield=True, **kwargs):
     """IRON traces the body of a range_ loop once (scf.for)."""
-    if not args or len(args) > 3 or not all(isinstance(a, (int, np.integer)) for a in args):
-        raise ValueError(f"range_ takes (stop) or (start, stop[, step]) integers, got {args}")
-    REC.ops.append(("loop", args[-1] if len(args) == 1 else args[1]))
+    if not args or len(args) > 3 or not all(isinstance(a, (int, np.integer, LoadedValue)) for a in args):
+        raise ValueError(f"range_ takes (stop) or (start, stop[, step]) integers or loaded values, got {args}")
+    stop = args[-1] if len(args) == 1 else args[1]
+    REC.ops.append(("loop", ("rtp", stop.buffer.name, stop.index) if isinstance(stop, LoadedValue) else stop))
     yield 0
     REC.ops.append(("end",))
 

@@ -253,3 +253,41 @@ def test_without_v8bfp16ebs8_only_bfp16_designs_stop():
     c = GemmConfig("npu2", 512, 256, 1024, 64, 32, 64, 64, rho=2, dtype_in="bfp16", dtype_out="bfp16", acc="bf16")
     with pytest.raises(ToolchainMissing, match=r"no bfp16 element type \(v8bfp16ebs8"):
         lower(build_design(c), no_blocks)
+
+
+def test_runtime_k_lowers_to_rtp_buffers_written_before_any_transfer():
+    """mnk designs: each worker gets a use_write_rtp Buffer, bounds its K loop by the value it loads
+    (after the peeled first k-step), and the sequence writes every core's parameter first."""
+    c = replace(small("npu2", "i8", "i8"), runtime_sizes="mnk")
+    d, rec, _ = lowered(c)
+    w = next(w for w in rec.workers if at(w.tile) == (3, 4))
+    kinds = [op[0] if op[0] != "call" else op[1] for op in w.trace]
+    assert kinds == ["acquire", "zero_i8", "acquire", "acquire", "matmul_i8_i8", "release", "release", "loop",
+                     "acquire", "acquire", "matmul_i8_i8", "release", "release", "end", "release"]
+    assert next(op for op in w.trace if op[0] == "loop")[1] == ("rtp", "rtp_3_2", 0)
+    assert sum(b.use_write_rtp for b in rec.buffers) == c.rows * c.cols
+    events = [kind for kind, _ in rec.rt_events]
+    writes = [v for kind, v in rec.rt_events if kind == "rtp"]
+    assert events[: len(writes)] == ["rtp"] * c.rows * c.cols and {v[2] for v in writes} == {c.k_steps - 1}
+
+
+def test_the_stand_in_refuses_rtp_misuse():
+    """IRON 1.4.3 writes a Buffer from the sequence only as an rtp_write (use_write_rtp=True), with
+    an int index inside it and an int value; a core reads only its own buffers."""
+    fresh, _ = iron_recorder.api()
+    buf = fresh.Buffer(type=np.ndarray[(1,), np.dtype[np.int32]], name="p", use_write_rtp=False)
+    with pytest.raises(ValueError, match="outside the runtime sequence"):
+        buf[0] = 1
+    with pytest.raises(ValueError, match="outside the worker"):
+        buf[0]  # noqa: B018
+    c = replace(small("npu2", "i8", "i8"), runtime_sizes="mnk")
+    d = build_design(c)
+    plain = replace(d, workers=tuple(replace(w, buffers=tuple(replace(b, rtp=False) for b in w.buffers))
+                                     for w in d.workers))
+    with pytest.raises((ValueError, KeyError)):
+        lowered(plain)
+    op = next(o for o in d.runtime if o.op == "rtp")
+    for bad in (replace(op.rtp, index=1), replace(op.rtp, value=1.5)):
+        broken = replace(d, runtime=tuple(replace(o, rtp=bad) if o is op else o for o in d.runtime))
+        with pytest.raises((IndexError, TypeError)):
+            lowered(broken)

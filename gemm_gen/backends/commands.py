@@ -121,6 +121,26 @@ def _inputs_arg(p: argparse.ArgumentParser) -> None:
                    "bfp16, checked within mlir-aie's tolerance on hardware)")
 
 
+def cmd_cache(a: argparse.Namespace) -> int:
+    from . import cache
+
+    if a.action == "clear":
+        count = cache.clear()
+        root = cache.cache_root()
+        print(json.dumps({"cleared": count}) if a.json else f"removed {count} cached build(s) from {root}")
+        return 0
+    found = cache.entries()
+    if a.json:
+        print(json.dumps([{"key": e.key, "path": str(e.path), "bytes": e.nbytes, "design": e.description,
+                           "sizes": list(e.sizes)} for e in found], indent=1))
+        return 0
+    print(f"{cache.cache_root()}: {len(found)} cached build(s)")
+    for e in found:
+        sizes = f"; instruction streams for {', '.join(e.sizes)}" if e.sizes else ""
+        print(f"  {e.key}  {e.nbytes / 2**20:7.1f} MiB  {e.description}{sizes}")
+    return 0
+
+
 def _build_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--build-dir", default="build")
     p.add_argument("-v", "--verbose", action="store_true", help="print each command as it runs")
@@ -141,6 +161,12 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                     help="the small designs (fit), the papers' headline designs (check), or all")
     sp.add_argument("--json", action="store_true", help="print one JSON object")
     sp.set_defaults(func=cmd_validate)
+
+    sp = sub.add_parser("cache", help="the build cache (one xclbin per design, an instruction stream per size): "
+                        "list or clear it ($GEMM_GEN_CACHE, else ~/.cache/gemm_gen)")
+    sp.add_argument("action", choices=("list", "clear"))
+    sp.add_argument("--json", action="store_true", help="print JSON")
+    sp.set_defaults(func=cmd_cache)
 
     sp = sub.add_parser("kernel", help="render the design's AIE-API kernel source (C++)")
     problem_args(sp)

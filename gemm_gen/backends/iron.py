@@ -139,6 +139,7 @@ class _Lowering:
         self.d, self.api = design, api
         self.fifos: dict[str, Any] = {}
         self.prod_handles: dict[str, Any] = {}
+        self.rtps: dict[tuple[TileRef, str], Any] = {}  # (tile, name) -> a runtime-parameter Buffer
 
     def tile(self, t: TileRef) -> Any:
         return self.api.Tile(t.col, t.row)
@@ -219,8 +220,11 @@ class _Lowering:
     def buffer(self, b: LocalBuffer, at: TileRef) -> Any:
         """A worker's own L1 buffer: an IRON Buffer placed on the worker's tile, at the address or in
         the bank the L1 plan pins it to."""
-        return self.api.Buffer(type=self.ty(b.shape, b.dtype), name=b.name, tile=self.tile(at), address=b.address,
-                               mem_bank=b.mem_bank)
+        buf = self.api.Buffer(type=self.ty(b.shape, b.dtype), name=b.name, tile=self.tile(at), address=b.address,
+                              mem_bank=b.mem_bank, use_write_rtp=b.rtp)
+        if b.rtp:  # written by the runtime sequence (aiex.npu.rtp_write)
+            self.rtps[(at, b.name)] = buf
+        return buf
 
     def tap(self, t: Tap, numel: int, elem: str) -> Any:
         t = t.scaled(dtype(elem).blocks_per_unit)
@@ -267,6 +271,9 @@ class _Lowering:
             handle = dict(zip(fifo_names, args[len(d.tensors):]))
             groups: dict[int, Any] = {}
             for op in d.runtime:
+                if op.rtp is not None:  # before any transfer of the call (Design.runtime's order)
+                    self.rtps[(op.rtp.tile, op.rtp.buffer)][op.rtp.index] = op.rtp.value
+                    continue
                 if op.task is None:
                     groups.pop(op.group).finish()
                     continue
@@ -305,7 +312,11 @@ def _core_fn(program: tuple[Op, ...], fifo_names: list[str], buffer_names: list[
 
         def run(ops: tuple[Op, ...]) -> None:
             for op in ops:
-                if isinstance(op, Loop):
+                if isinstance(op, Loop) and not isinstance(op.count, int):
+                    # a count the core loads from its runtime-parameter buffer (range_ index_casts it)
+                    for _ in range_(held[op.count.buffer][op.count.index]):
+                        run(op.body)
+                elif isinstance(op, Loop):
                     # a one-trip loop is emitted inline (mlir-aie issue #1547 workaround)
                     for _ in (range(1) if op.count == 1 else range_(op.count)):
                         run(op.body)

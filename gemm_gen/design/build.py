@@ -166,7 +166,7 @@ def worker(c: GemmConfig, specs: dict[str, KernelSpec], col: int, row: int, l1: 
     if c.runtime_sizes == "mnk":
         # The first k-step's acquire returns only once this call's data arrived, and every call
         # writes its k-steps before any transfer: read after it, the parameter is this call's.
-        body += [*step, Loop(RuntimeCount(rtp_buffer(col, row), 0, minus=1), step)]
+        body += [*step, Loop(RuntimeCount(rtp_buffer(col, row), 0), step)]
     else:
         body.append(Loop(c.k_steps, step))
     if p.converts_c:
@@ -276,9 +276,9 @@ def runtime_sequence(c: GemmConfig, call: CallPlan | None = None) -> tuple[Runti
     call = call or c.call
     groups = call.m_blocks * call.n_blocks
     ops: list[RuntimeOp] = []
-    if c.runtime_sizes == "mnk":
-        k_steps = call.k_walk // c.k
-        ops += [RuntimeOp("rtp", -1, rtp=RtpWrite(core(c, col, row), rtp_buffer(col, row), 0, k_steps))
+    if c.runtime_sizes == "mnk":  # the k-steps after the first (which the cores peel)
+        later = call.k_walk // c.k - 1
+        ops += [RuntimeOp("rtp", -1, rtp=RtpWrite(core(c, col, row), rtp_buffer(col, row), 0, later))
                 for row in range(c.rows) for col in range(c.cols)]
 
     def issue(g: int) -> None:

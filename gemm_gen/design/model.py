@@ -93,12 +93,11 @@ class Call:
 
 @dataclass(frozen=True)
 class RuntimeCount:
-    """A loop count the core reads from its runtime-parameter buffer as the loop starts: word
-    `index` of `buffer`, less `minus` (a loop that follows a peeled first iteration)."""
+    """A loop count the core reads from word `index` of its runtime-parameter buffer as the loop
+    starts (the runtime sequence writes the count itself: IRON bounds range_ by the loaded value)."""
 
     buffer: str
     index: int = 0
-    minus: int = 0
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,9 @@ from typing import Any
 from ..tap import Tap
 from .model import Acquire, Call, Design, Loop, Op, Release, TileRef
 
-FORMAT = "gemm_gen.design/3"  # 2: call scalars, kernel scalar args, worker buffers; 3: the L1 plan
+# 2: call scalars, kernel scalar args, worker buffers; 3: the L1 plan; 4: runtime parameters (loop counts
+# read from a buffer, rtp buffers, rtp writes), runtime_sizes, tensor slack
+FORMAT = "gemm_gen.design/4"
 
 
 def _tile(t: TileRef) -> dict[str, Any]:
@@ -21,7 +23,8 @@ def _tap(t: Tap | None) -> dict[str, Any] | None:
 
 def _op(op: Op) -> dict[str, Any]:
     if isinstance(op, Loop):
-        return {"op": "loop", "count": op.count, "body": [_op(o) for o in op.body]}
+        count = op.count if isinstance(op.count, int) else {"rtp": op.count.buffer, "index": op.count.index}
+        return {"op": "loop", "count": count, "body": [_op(o) for o in op.body]}
     if isinstance(op, Acquire):
         return {"op": "acquire", "fifo": op.fifo, "count": op.count}
     if isinstance(op, Release):
@@ -37,7 +40,7 @@ def design_to_json(d: Design) -> dict[str, Any]:
         "config": d.config.to_json(),
         "derived": {"padded": list(d.config.padded), "native": list(d.config.native),
                     "mmul": list(d.config.mmul)},
-        "tensors": [{"name": t.name, "shape": list(t.shape), "dtype": t.dtype} for t in d.tensors],
+        "tensors": [{"name": t.name, "shape": list(t.shape), "dtype": t.dtype, "slack": t.slack} for t in d.tensors],
         "fifos": [
             {"name": f.name, "dtype": f.dtype, "obj_shape": list(f.obj_shape), "depth": f.depth,
              "producer": _tile(f.producer), "consumers": [_tile(t) for t in f.consumers],
@@ -60,7 +63,7 @@ def design_to_json(d: Design) -> dict[str, Any]:
             {"tile": _tile(wk.tile), "program": [_op(o) for o in wk.program], "kernels": list(wk.kernels),
              "stack_bytes": wk.stack_bytes,
              "buffers": [{"name": b.name, "shape": list(b.shape), "dtype": b.dtype, "address": b.address,
-                          "mem_bank": b.mem_bank} for b in wk.buffers],
+                          "mem_bank": b.mem_bank, "rtp": b.rtp} for b in wk.buffers],
              "allocation_scheme": wk.allocation_scheme}
             for wk in d.workers
         ],
@@ -69,6 +72,8 @@ def design_to_json(d: Design) -> dict[str, Any]:
             **d.l1.summary(), "reserved": [list(r) for r in d.l1.reserved],
             "predicted_addresses": {p.buffer.name: p.address for p in d.l1.placed if p.buffer.role != "reserve"}},
         "runtime": [
+            {"op": "rtp", "tile": _tile(op.rtp.tile), "buffer": op.rtp.buffer, "index": op.rtp.index,
+             "value": op.rtp.value} if op.rtp is not None else
             {"op": "finish", "group": op.group} if op.task is None else
             {"op": "task", "group": op.group, "name": op.task.name, "direction": op.task.direction,
              "fifo": op.task.fifo, "tensor": op.task.tensor, "shim": _tile(op.task.shim),

@@ -227,8 +227,7 @@ class CoreActor:
         if not cell & RTP_WRITTEN:
             raise SimulationError(f"{self.tile} reads its loop count from {count.buffer}[{count.index}] before any "
                                   f"call wrote it", "write the runtime parameter before the call's transfers")
-        value = int(np.uint32(cell & np.uint64(0xFFFFFFFF)).view(np.int32))
-        return value - count.minus
+        return int(np.uint32(cell & np.uint64(0xFFFFFFFF)).view(np.int32))
 
     def _ops(self, ops: tuple[Op, ...]) -> Generator[tuple[Lock, int], None, None]:
         for op in ops:

@@ -1,0 +1,219 @@
+"""Calls of a design: sizes that are not multiples of its blocks, several sizes on one design
+(runtime parameters), the operator API and the build cache (gemm_gen/call.py, operator.py)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+from gemm_gen.call import Problem, parse_sizes, plan_call
+from gemm_gen.cli import main
+from gemm_gen.config import GemmConfig
+from gemm_gen.design import build_design
+from gemm_gen.design.model import Loop, RuntimeCount
+from gemm_gen.errors import ConfigError, GemmGenError, LayoutError, SimulationError
+from gemm_gen.operator import Gemm
+from gemm_gen.sim.run import simulate, simulate_calls
+
+from .conftest import small
+
+# (device, dtype_in, dtype_out, B column-major): every scalar type pair of both devices
+TYPES = [("npu1", "i8", "i32", False), ("npu1", "i8", "i16", True), ("npu1", "bf16", "bf16", False),
+         ("npu1", "i16", "i32", True), ("npu2", "i8", "i32", True), ("npu2", "i8", "i8", False),
+         ("npu2", "bf16", "bf16", False), ("npu2", "bf16", "f32", True)]
+
+
+def _design(dev: str, t_in: str, t_out: str, col: bool, **kw: object) -> GemmConfig:
+    base = small(dev, t_in, t_out, col)
+    return replace(base, **kw)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("dev,t_in,t_out,col", TYPES)
+def test_ragged_sizes_are_bit_exact_on_one_design(dev, t_in, t_out, col):
+    """One design per type, called at sizes with every kind of tail: M and N tails moved back,
+    problems smaller than a block (junk into slack), K tails (B slack or host padding), rows that
+    are not whole words (host copies); all bit-exact, all on the same simulated array."""
+    c = _design(dev, t_in, t_out, col, runtime_sizes="mnk")
+    c = replace(c, M=3 * c.M, K=3 * c.K, N=3 * c.N)
+    design = build_design(c)
+    bm, bn = c.m * c.rows, c.n * c.cols
+    sizes = [Problem(bm + 4, 2 * c.k_mt + 8, bn + 4), Problem(1, c.k_mt * 3 - 8, bn * 2 + 12),
+             Problem(2 * bm - 3, 8, 2 * bn), Problem(bm * 2, c.k_mt + 4, 4), Problem(7, 3, 5)]
+    results = simulate_calls(design, sizes)
+    for r in results:
+        assert r.passed and r.mismatches == 0 and r.elements == r.call.M * r.call.N, r.call.problem
+    first, tiny = results[0].call, results[-1].call
+    assert first.shift_m and first.shift_n
+    # 7 x 3 x 5: no row is a whole number of words for 1- and 2-byte types
+    assert {x.operand for x in tiny.copies} >= {"A"}
+
+
+@pytest.mark.parametrize("dev,t_in,t_out,col", TYPES[::3])
+def test_aligned_ragged_sizes_need_no_host_copy(dev, t_in, t_out, col):
+    c = _design(dev, t_in, t_out, col)
+    bm, bn = c.m * c.rows, c.n * c.cols
+    p = Problem(2 * bm - 4, 2 * c.k_mt, 2 * bn - 4)  # whole-word rows; M and N tails moved back
+    call = plan_call(c, p)
+    assert call.host_copies == 0 and call.shift_m and call.shift_n
+    assert simulate_calls(build_design(replace(c, M=p.M, K=p.K, N=p.N)), [p])[0].passed
+
+
+def test_k_tail_reads_b_slack_zeros_or_pads():
+    row = plan_call(small("npu1", "i8", "i32", False), Problem(64, 100, 64))
+    assert row.host_copies == 0 and "slack" in row.k_tail
+    col = plan_call(small("npu1", "i8", "i32", True), Problem(64, 100, 128))
+    assert [x.operand for x in col.copies] == ["A"] and "column-major" in col.copies[0].why
+    # bf16 on npu2's bfp16 datapath: a K tail inside a block of 8 would reach the shared exponent
+    emu = plan_call(small("npu2", "bf16", "bf16", False), Problem(64, 100, 128))
+    assert [x.operand for x in emu.copies] == ["A", "B"] and "block of 8" in emu.copies[0].why
+
+
+def test_rows_that_are_not_words_are_copied_with_the_reason():
+    call = plan_call(small("npu2", "bf16", "bf16", False), Problem(1000, 777, 333))
+    assert call.host_copies == 3
+    assert "1554 B are not whole 32-bit words" in call.copies[0].why
+
+
+def test_sizes_parse_and_refuse_in_one_line():
+    assert parse_sizes("1000x777x333, 1X4096x4096") == (Problem(1000, 777, 333), Problem(1, 4096, 4096))
+    for bad in ("", "1000x777", "0x1x1", "axbxc"):
+        with pytest.raises(ConfigError):
+            parse_sizes(bad)
+
+
+def test_a_design_refuses_sizes_it_does_not_serve():
+    fixed = small("npu1", "i8", "i32")
+    with pytest.raises(ConfigError, match="--runtime-sizes"):
+        fixed.plan(Problem(fixed.M // 2, fixed.K, fixed.N))
+    mn = replace(fixed, runtime_sizes="mn")
+    assert mn.plan(Problem(5, fixed.K, 7)).M == 5
+    with pytest.raises(ConfigError, match="runtime sizes mnk"):
+        mn.plan(Problem(5, fixed.K - fixed.k_mt, 7))
+    with pytest.raises(ConfigError, match=f"N={fixed.N + 1} > {fixed.N}"):
+        replace(fixed, runtime_sizes="mnk").plan(Problem(1, 1, fixed.N + 1))
+
+
+def test_runtime_k_comes_from_a_parameter_written_per_call():
+    c = replace(small("npu2", "i8", "i32"), runtime_sizes="mnk")
+    d = build_design(c)
+    loops = [op for op in d.workers[0].program if isinstance(op, Loop)]
+    assert len(loops) == 1 and isinstance(loops[0].count, RuntimeCount)
+    assert any(b.rtp for b in d.workers[0].buffers) and "RTP" in c.l1_parts
+    writes = [op for op in d.runtime if op.op == "rtp"]
+    assert len(writes) == c.rows * c.cols and {op.rtp.value for op in writes} == {c.k_steps - 1}
+    assert d.runtime.index(writes[-1]) < min(i for i, op in enumerate(d.runtime) if op.op == "task")
+    results = simulate_calls(d, [Problem(c.M, c.K // 2, c.N), Problem(c.M, c.K, c.N), Problem(9, c.k_mt, 9)])
+    assert all(r.passed for r in results)
+
+
+def test_reading_the_parameter_before_the_first_acquire_reads_the_last_call():
+    """The cores read k-steps after the first k-step's acquires; read before them (at the top of
+    the tile), the next call's first tile uses the previous call's K and the simulator sees it."""
+    c = replace(small("npu2", "i8", "i32"), runtime_sizes="mnk")
+    d = build_design(c)
+
+    def early(w):
+        body = list(w.program)
+        i = next(i for i, op in enumerate(body) if isinstance(op, Loop))
+        step_len = len(body[i].body)
+        first = body[i - step_len:i]
+        return replace(w, program=tuple(body[:i - step_len] + [body[i], *first] + body[i + 1:]))
+
+    broken = replace(d, workers=tuple(early(w) for w in d.workers))
+    assert simulate_calls(broken, [Problem(c.M, c.K, c.N)])[0].passed  # one call: nothing stale yet
+    with pytest.raises(LayoutError):
+        simulate_calls(broken, [Problem(c.M, c.K, c.N), Problem(c.M, c.K // 2, c.N)])
+
+
+def test_a_parameter_never_written_is_refused():
+    c = replace(small("npu2", "i8", "i32"), runtime_sizes="mnk")
+    d = build_design(c)
+    silent = replace(d, runtime=tuple(op for op in d.runtime if op.op != "rtp"))
+    with pytest.raises(SimulationError, match="before any call wrote it"):
+        simulate(silent)
+
+
+def test_operator_simulates_the_users_arrays():
+    rng = np.random.default_rng(1)
+    a = rng.integers(-128, 128, (300, 200)).astype(np.int8)
+    b = rng.integers(-128, 128, (200, 100)).astype(np.int8)
+    g = Gemm(device="npu1", dtype_in="i8", dtype_out="i32")
+    got = g.simulate(a, b)
+    assert got.dtype == np.int32 and np.array_equal(got, a.astype(np.int32) @ b.astype(np.int32))
+
+
+def test_operator_serves_many_shapes_with_one_design():
+    g = Gemm(device="npu2", dtype_in="bf16", dtype_out="f32", max_size=(256, 512, 256))
+    rng = np.random.default_rng(2)
+    for M, K, N in ((256, 512, 256), (37, 200, 130), (1, 512, 256)):
+        a = (rng.integers(-8, 9, (M, K)) / 8).astype(ml_dtypes.bfloat16)
+        b = (rng.integers(-8, 9, (K, N)) / 8).astype(ml_dtypes.bfloat16)
+        want = a.astype(np.float64) @ b.astype(np.float64)
+        assert np.array_equal(g.simulate(a, b).astype(np.float64), want), (M, K, N)
+    assert len(g._designs) == 1
+    with pytest.raises(ConfigError, match="K=513 > 512"):
+        g.simulate(np.zeros((1, 513), ml_dtypes.bfloat16), np.zeros((513, 1), ml_dtypes.bfloat16))
+
+
+def test_operator_refuses_inexact_conversions_and_bad_shapes():
+    g = Gemm(device="npu2", dtype_in="bf16")
+    with pytest.raises(ConfigError, match=r"not bf16 values .*astype"):
+        g.simulate(np.full((4, 4), 0.1, np.float32), np.ones((4, 4), np.float32))
+    assert g.simulate(np.ones((4, 4), np.float32), np.ones((4, 4), np.int64)).shape == (4, 4)  # exact: converted
+    with pytest.raises(ConfigError, match="K differs"):
+        g.simulate(np.ones((4, 3)), np.ones((4, 4)))
+    with pytest.raises(ConfigError, match="not int8 values|not i8 values"):
+        Gemm(device="npu1", dtype_in="i8").simulate(np.full((2, 2), 300), np.ones((2, 2)))
+    with pytest.raises(ConfigError, match="Gemm:"):
+        Gemm(device="npu1", no_such_option=1)
+
+
+def test_operator_on_npu_needs_the_toolchain():
+    pytest.importorskip  # noqa: B018 - documents that the NPU path is exercised on NPU machines only
+    try:
+        import pyxrt  # noqa: F401
+    except ImportError:
+        with pytest.raises(GemmGenError):
+            Gemm(device="npu1", dtype_in="i8", dtype_out="i32")(np.ones((8, 8), np.int8), np.ones((8, 8), np.int8))
+    else:  # pragma: no cover - NPU machines
+        pytest.skip("pyxrt is installed: the NPU path is checked by test_hardware.py")
+
+
+def test_cache_key_ignores_the_size_of_a_design_that_serves_many(tmp_path, monkeypatch, capsys):
+    from gemm_gen.backends import cache
+
+    monkeypatch.setenv(cache.CACHE_ENV, str(tmp_path))
+    c = replace(small("npu2", "i8", "i32"), runtime_sizes="mnk")
+    d = build_design(c)
+    assert cache.key(d) == cache.key(build_design(replace(c, M=2 * c.M, N=2 * c.N, K=2 * c.K)))
+    assert cache.key(d) != cache.key(build_design(replace(c, runtime_sizes="fixed")))
+    assert cache.key(build_design(small("npu2", "i8", "i32"))) != cache.key(
+        build_design(small("npu2", "i8", "i32", M=2 * c.M)))  # a fixed design's loop counts differ
+    entry = cache.entry_dir(d)
+    entry.mkdir(parents=True)
+    cache.write_meta(d, entry)
+    (entry / "insts_9x64x9.bin").write_bytes(b"\0" * 8)
+    assert main(["cache", "list"]) == 0
+    out = capsys.readouterr().out
+    assert "1 cached build(s)" in out and "serves M<=" in out and "9x64x9" in out
+    assert main(["cache", "clear"]) == 0 and not entry.exists()
+
+
+def test_cli_simulates_several_sizes_on_one_design(capsys):
+    code = main(["simulate", "--dev", "npu1", "--dtype_in", "i8", "--dtype_out", "i32", "-m", "16", "-k", "32",
+                 "-n", "16", "--runtime-sizes", "100x200x50,64x64x64,1x260x33"])
+    out = capsys.readouterr().out
+    assert code == 0 and out.count(": PASS") == 3 and "one design served all 3 sizes" in out
+    assert main(["simulate", "--dev", "npu1", "-M", "50", "--runtime-sizes", "100x20x20"]) == 2
+    assert "-M 50 is less than the 100" in capsys.readouterr().err
+
+
+def test_plan_reports_host_copies_and_the_k_tail(capsys):
+    assert main(["plan", "--dev", "npu2", "-M", "1000", "-K", "776", "-N", "2000", "--json"]) == 0
+    import json
+
+    info = json.loads(capsys.readouterr().out)
+    assert info["host_copies"] == 0 and info["call"]["k_tail"].startswith("K=776 is walked to")
