@@ -47,14 +47,12 @@ class Gemm:
 
     # ---- designs ------------------------------------------------------------------------------
     def design(self, M: int, K: int, N: int) -> Design:
-        """The design that serves an M x K x N call (built once, then reused)."""
-        problem = Problem(M, K, N)
-        key = self._max or problem
+        """The design that serves an M x K x N call (built once, then reused); whether it can serve
+        that size is checked when the call is planned (one line naming the limit)."""
+        key = self._max or Problem(M, K, N)
         if key not in self._designs:
             self._designs[key] = self._build(key, self._max is not None)
-        design = self._designs[key]
-        design.config.plan(problem)  # a size beyond max_size: one line naming the limit
-        return design
+        return self._designs[key]
 
     def _build(self, size: Problem, runtime: bool) -> Design:
         from .model.tune import choose
@@ -114,14 +112,12 @@ class Gemm:
 def _converted(name: str, x: np.ndarray, t: DType) -> np.ndarray:
     """x in t's host type when the conversion is exact; ConfigError (one line) otherwise. bfp16
     operands are quantized on the host anyway: any real values are accepted."""
+    if not (np.issubdtype(x.dtype, np.number) or x.dtype == dtype("bf16").host):
+        raise ConfigError(f"{name} has dtype {x.dtype}, not numbers", f"pass {name} as {t} ({t.host})")
     if t.is_block:
-        if not np.issubdtype(x.dtype, np.number) and x.dtype != dtype("bf16").host:
-            raise ConfigError(f"{name} has dtype {x.dtype}, not numbers", f"pass a numeric {name}")
         return np.asarray(x, np.float32)
     if x.dtype == t.host:
         return x
-    if not (np.issubdtype(x.dtype, np.number) or x.dtype == dtype("bf16").host):
-        raise ConfigError(f"{name} has dtype {x.dtype}, not numbers", f"pass {name} as {t} ({t.host})")
     with np.errstate(invalid="ignore", over="ignore"):
         y = x.astype(t.host)
         same = y.astype(np.float64) == x.astype(np.float64)

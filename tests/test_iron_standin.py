@@ -254,6 +254,32 @@ def _handle_not_given_to_the_runtime():
     rt.resolve()
 
 
+RTP_TY = np.ndarray[(2,), np.dtype[np.int32]]
+
+
+def _rtp_write_to_a_plain_buffer():
+    buf = ir.Buffer(RTP_TY, name="p")
+    _sequence(lambda a, h: buf.__setitem__(0, 1))
+
+
+def _rtp_write_outside_the_sequence():
+    ir.Buffer(RTP_TY, name="p", use_write_rtp=True)[0] = 1
+
+
+def _rtp_write_past_the_buffer():
+    buf = ir.Buffer(RTP_TY, name="p", use_write_rtp=True)
+    _sequence(lambda a, h: buf.__setitem__(2, 1))
+
+
+def _rtp_write_of_a_float():
+    buf = ir.Buffer(RTP_TY, name="p", use_write_rtp=True)
+    _sequence(lambda a, h: buf.__setitem__(0, 1.5))
+
+
+def _rtp_read_outside_its_worker():
+    ir.Buffer(RTP_TY, name="p", use_write_rtp=True)[0]  # noqa: B018 - the read is the point
+
+
 def _program(*workers, extra=None):
     """Resolve a program of the given workers on NPU1 (4 x 6)."""
     if extra:
@@ -328,6 +354,11 @@ RULES = [
     (_two_workers_on_one_tile, ValueError, None, "two Workers on one core tile"),
     (_link_on_a_core_row, ValueError, None, "Expected a MemTile tile, but got tile_type=CoreTile"),
     (_fifo_end_nobody_uses, ValueError, "aie.iron.ObjectFifo.tiles", "Cons endpoint not set"),
+    (_rtp_write_to_a_plain_buffer, ValueError, None, "was not made with use_write_rtp=True"),
+    (_rtp_write_outside_the_sequence, ValueError, None, "outside the runtime sequence"),
+    (_rtp_write_past_the_buffer, IndexError, None, "index outside the buffer"),
+    (_rtp_write_of_a_float, TypeError, None, "takes an int"),
+    (_rtp_read_outside_its_worker, ValueError, None, "outside the worker"),
 ]
 
 

@@ -291,9 +291,3 @@ def runtime_sequence(c: GemmConfig, call: CallPlan | None = None) -> tuple[Runti
         if g + c.queue_groups < groups:
             issue(g + c.queue_groups)
     return tuple(ops)
-
-
-def buffer_units(c: GemmConfig, call: CallPlan | None = None) -> dict[str, int]:
-    """Units each host buffer of a call must hold: the matrix (or its padded copy) and the slack
-    its shim transfers reach past it, which the host fills with zeros."""
-    return {t.name: t.units for t in host_tensors(c, call or c.call)}

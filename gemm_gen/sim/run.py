@@ -12,7 +12,9 @@ from tqdm import tqdm
 from ..call import CallPlan, Problem
 from ..config import GemmConfig
 from ..design import Design, build_design
-from ..design.build import buffer_units, runtime_sequence
+from ..design.build import host_tensors as call_tensors
+from ..design.build import runtime_sequence
+from ..design.model import HostTensor
 from ..errors import DeadlockError, LayoutError, SimulationError
 from ..hostdata import host_values, output_values, pad_inputs
 from ..inputs import exact_bound, make_inputs
@@ -96,12 +98,13 @@ def host_tensors(design: Design, a: np.ndarray, b: np.ndarray, call: CallPlan | 
     return dram_cells(c, *pad_inputs(c, a, b, call), call)
 
 
-def dram_cells(c: GemmConfig, a_dram: np.ndarray, b_dram: np.ndarray, call: CallPlan | None = None
-               ) -> dict[str, np.ndarray]:
+def dram_cells(c: GemmConfig, a_dram: np.ndarray, b_dram: np.ndarray, call: CallPlan | None = None,
+               tensors: tuple[HostTensor, ...] | None = None) -> dict[str, np.ndarray]:
     """The simulator's DRAM: the host buffers of A and B as provenance-carrying cells followed by
-    their zeroed slack (numbered on, as the bytes after the matrix are), C empty."""
+    their zeroed slack (numbered on, as the bytes after the matrix are), C empty. `tensors` are the
+    call's host tensors when the caller has them (default: made from the call's own sequence)."""
     call = call or c.call
-    units = buffer_units(c, call)
+    units = {t.name: t.units for t in tensors or call_tensors(c, call)}
     out = {}
     for name, t, data in (("A", c.t_in, a_dram), ("B", c.t_b, b_dram), ("C", c.t_out, None)):
         words = -(-t.unit_nbytes(units[name]) // 4)
@@ -217,9 +220,13 @@ class ArraySession:
         """Run one call on DRAM buffers laid out as pad_inputs does; the C buffer's cells (its
         provenance checked), the call's kernel emulator and the machine."""
         c = self.design.config
-        dram = dram_cells(c, a_dram, b_dram, call)
+        if call == c.call:
+            runtime, tensors = self.design.runtime, self.design.tensors
+        else:  # the call's own sequence, made once: its transfers say how much slack each buffer needs
+            runtime = runtime_sequence(c, call)
+            tensors = call_tensors(c, call, runtime)
+        dram = dram_cells(c, a_dram, b_dram, call, tensors)
         kernel = KernelEmulator(c, call)
-        runtime = self.design.runtime if call == c.call else runtime_sequence(c, call)
         if self.machine is None:
             self.machine = lower(self.design, dram, kernel, runtime)
         else:
