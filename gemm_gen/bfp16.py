@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from .dtypes import BFP16
-from .numerics import Rounding, round_real
+from .rounding import Rounding, round_real
 
 BLOCK = BFP16.block_elems  # values per block
 BLOCK_BYTES = BFP16.block_bytes  # the shared exponent byte, then one int8 mantissa per value

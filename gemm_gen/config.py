@@ -21,9 +21,10 @@ from .errors import ConfigError
 from .hw.devices import Device, MmulShape, TileKind, device
 from .kernel_variant import KernelVariant
 from .kernel_variant import choose as choose_variant
-from .numerics import KernelNumerics, Rounding, Saturation
+from .numerics import KernelNumerics
 from .placement import MemtileBuffer
 from .precision import Precision
+from .rounding import Rounding, Saturation
 
 # Balanced kernels of Striking the Balance, Tables 2 and 3 (B column-major): (m, k, n, k_mt).
 PAPER_TILES: dict[tuple[str, str, str], tuple[int, int, int, int]] = {
@@ -263,29 +264,6 @@ class GemmConfig:
         """How the design computes the problem it was made for (gemm_gen/call.py)."""
         return plan_call(self, Problem(self.M, self.K, self.N))
 
-    def plan(self, problem: Problem) -> CallPlan:
-        """How this design computes another problem; ConfigError when it cannot serve it."""
-        if problem == Problem(self.M, self.K, self.N):
-            return self.call
-        served = {"fixed": "only its own size", "mn": "any M and N up to its own with the same K walk",
-                  "mnk": "any M, K and N up to its own"}[self.runtime_sizes]
-        fix = "build the design for the largest size (--runtime-sizes lists them all)"
-        if self.runtime_sizes == "fixed":
-            raise ConfigError(f"{problem} is not {self.M}x{self.K}x{self.N}, and this design serves {served}",
-                              "build with --runtime-sizes to serve several sizes with one xclbin")
-        for name, value, limit in (("M", problem.M, self.M), ("K", problem.K, self.K), ("N", problem.N, self.N)):
-            if value > limit:
-                raise ConfigError(f"{name}={value} > {limit} this design serves ({served})", fix)
-        call = plan_call(self, problem)
-        if self.runtime_sizes == "mn" and call.k_walk != self.call.k_walk:
-            raise ConfigError(f"K={problem.K} needs {call.k_walk // self.k} k-steps per output tile, and this "
-                              f"design's cores take exactly {self.k_steps} ({served})",
-                              "build with runtime sizes mnk (k-steps as a runtime parameter)")
-        from .design.patterns import check_dma_limits
-
-        check_dma_limits(self, call)
-        return call
-
     @cached_property
     def padded(self) -> tuple[int, int, int]:
         nm, nk, nn = self.native
@@ -408,7 +386,8 @@ class GemmConfig:
 
     # ---- validation --------------------------------------------------------------------------
     def validate(self, budgets: bool = True) -> GemmConfig:
-        """Raise ConfigError / DmaLimitError naming the first broken limit; return self if fine.
+        """Raise ConfigError naming the first broken rule of the config itself; return self if fine.
+        (gemm_gen/design/serve.py's check() adds the DMA patterns' limits.)
 
         budgets=False skips the L1 and memtile capacity checks only (to predict a design that
         would not fit as given, e.g. a paper's chess-compiled tile under Peano's larger stack).
@@ -421,9 +400,6 @@ class GemmConfig:
             self._check_l1()
             self.memtile_placement()
         self._check_queue()
-        from .design.patterns import check_dma_limits  # the patterns need a valid tiling first
-
-        check_dma_limits(self)
         return self
 
     def _check_types(self) -> None:

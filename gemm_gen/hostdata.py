@@ -28,7 +28,7 @@ from .config import GemmConfig
 from .design.grid import grid
 from .dtypes import DType
 from .dtypes import dtype as dtype_of
-from .numerics import Rounding
+from .rounding import Rounding
 
 HOST_ROUNDING = Rounding.FLOOR  # mlir-aie's floatToBfp16 truncates whatever rounding it is asked for
 

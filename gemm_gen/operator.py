@@ -21,6 +21,7 @@ import numpy as np
 from .call import CallPlan, HostCopy, Problem
 from .config import GemmConfig
 from .design import Design, build_design
+from .design.serve import serve
 from .dtypes import DType, dtype
 from .errors import ConfigError
 from .hostdata import output_values, pad_inputs
@@ -90,7 +91,7 @@ class Gemm:
     # ---- checks -------------------------------------------------------------------------------
     def _call(self, design: Design, a: np.ndarray, b: np.ndarray) -> CallPlan:
         c = design.config
-        call = c.plan(Problem(a.shape[0], a.shape[1], b.shape[1]))
+        call = serve(c, Problem(a.shape[0], a.shape[1], b.shape[1]))
         if call.a_finite and not np.isfinite(a.astype(np.float32)).all():
             # A's K tail would multiply the next row's Inf or NaN by zero: pad A instead
             why = "A holds Inf or NaN, which the K tail would multiply by zero into the previous row"

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gemm_gen.bfp16 import BLOCK_BYTES, decode, encode, pack, quantize, unpack
-from gemm_gen.numerics import Rounding
+from gemm_gen.rounding import Rounding
 
 
 def f32_bits(x: float) -> int:

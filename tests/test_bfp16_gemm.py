@@ -17,8 +17,8 @@ from gemm_gen.dtypes import dtype
 from gemm_gen.errors import ConfigError, LayoutError
 from gemm_gen.hostdata import host_values, output_values, pad_inputs
 from gemm_gen.inputs import make_inputs
-from gemm_gen.numerics import Rounding
 from gemm_gen.precision import PRESETS
+from gemm_gen.rounding import Rounding
 from gemm_gen.sim import simulate
 from gemm_gen.sim.kernel import KernelEmulator
 

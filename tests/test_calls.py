@@ -14,6 +14,7 @@ from gemm_gen.cli import main
 from gemm_gen.config import GemmConfig
 from gemm_gen.design import build_design
 from gemm_gen.design.model import Loop, RuntimeCount
+from gemm_gen.design.serve import serve
 from gemm_gen.errors import ConfigError, GemmGenError, LayoutError, SimulationError
 from gemm_gen.operator import Gemm
 from gemm_gen.sim.run import simulate, simulate_calls
@@ -87,13 +88,13 @@ def test_sizes_parse_and_refuse_in_one_line():
 def test_a_design_refuses_sizes_it_does_not_serve():
     fixed = small("npu1", "i8", "i32")
     with pytest.raises(ConfigError, match="--runtime-sizes"):
-        fixed.plan(Problem(fixed.M // 2, fixed.K, fixed.N))
+        serve(fixed, Problem(fixed.M // 2, fixed.K, fixed.N))
     mn = replace(fixed, runtime_sizes="mn")
-    assert mn.plan(Problem(5, fixed.K, 7)).M == 5
+    assert serve(mn, Problem(5, fixed.K, 7)).M == 5
     with pytest.raises(ConfigError, match="runtime sizes mnk"):
-        mn.plan(Problem(5, fixed.K - fixed.k_mt, 7))
+        serve(mn, Problem(5, fixed.K - fixed.k_mt, 7))
     with pytest.raises(ConfigError, match=f"N={fixed.N + 1} > {fixed.N}"):
-        replace(fixed, runtime_sizes="mnk").plan(Problem(1, 1, fixed.N + 1))
+        serve(replace(fixed, runtime_sizes="mnk"), Problem(1, 1, fixed.N + 1))
 
 
 def test_runtime_k_comes_from_a_parameter_written_per_call():

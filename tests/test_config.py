@@ -6,6 +6,7 @@ import pytest
 
 from gemm_gen.config import PAPER_TILES, GemmConfig, default_k_mt, default_tiles
 from gemm_gen.design import build_design
+from gemm_gen.design.serve import check
 from gemm_gen.errors import ConfigError, DmaLimitError, GemmGenError
 from gemm_gen.sim import simulate
 from gemm_gen.sim.lower import memtile_channels
@@ -76,7 +77,7 @@ def _err(exc: type[Exception], **changes: object) -> str:
                 dtype_out="bf16", b_col_maj=True)
     base.update(changes)
     with pytest.raises(exc) as info:
-        GemmConfig(**base).validate()  # type: ignore[arg-type]
+        check(GemmConfig(**base))  # type: ignore[arg-type]
     msg = str(info.value)
     assert "\n" not in msg and ";" in msg  # one line: what is wrong; how to fix it
     return msg

@@ -325,7 +325,7 @@ def test_exact_bf16_inputs_are_exact_in_bfp16_and_never_meet_the_tie():
     """A block's mantissas are i 2^(6 - floor(log2 max|i|)) < 128: quantizing loses nothing, with any
     rounding, and no block rounds its maximum from 127.5."""
     from gemm_gen import bfp16
-    from gemm_gen.numerics import Rounding
+    from gemm_gen.rounding import Rounding
 
     a, _ = make_inputs(64, 512, 8, "bf16", "bf16", seed=9)
     x = a.astype(np.float32)

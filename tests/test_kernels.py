@@ -57,9 +57,10 @@ from gemm_gen.kernels import (
 )
 from gemm_gen.kernels import render as render_module
 from gemm_gen.l1_layout import a_layout, b_layout, c_layout
-from gemm_gen.numerics import KernelNumerics, Rounding, Saturation
+from gemm_gen.numerics import KernelNumerics
 from gemm_gen.precision import BFP16, PRESETS, Precision
 from gemm_gen.precision import check as check_precision
+from gemm_gen.rounding import Rounding, Saturation
 
 from .conftest import small
 
@@ -743,7 +744,7 @@ def test_check_catches_an_atb_kernel_that_ignores_its_slice(libraries) -> None:
 def test_host_bf16_conversion_matches_ml_dtypes_and_numerics(libraries) -> None:
     """tests/aie_host's float -> bf16: bfloat16(float) equals ml_dtypes (round to nearest even),
     and to_vector's conversion under every crRnd mode equals numerics.round_f32_to_bf16."""
-    from gemm_gen.numerics import round_f32_to_bf16
+    from gemm_gen.rounding import round_f32_to_bf16
 
     lib = load(libraries, Case(_BF16)).lib
     lib.gg_host_f32_to_bf16.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_uint]

@@ -18,15 +18,8 @@ from hypothesis import strategies as st
 
 from gemm_gen.dtypes import BF16, F32, I8, I16, I32
 from gemm_gen.inputs import make_inputs
-from gemm_gen.numerics import (
-    KernelNumerics,
-    Rounding,
-    Saturation,
-    reference,
-    round_f32_to_bf16,
-    saturate,
-    shift_round,
-)
+from gemm_gen.numerics import KernelNumerics, reference
+from gemm_gen.rounding import Rounding, Saturation, round_f32_to_bf16, saturate, shift_round
 
 SETTINGS = settings(max_examples=50, deadline=None)
 R = Rounding

@@ -19,7 +19,8 @@ from gemm_gen.errors import (
     SimulationError,
 )
 from gemm_gen.inputs import make_inputs
-from gemm_gen.numerics import KernelNumerics, Rounding
+from gemm_gen.numerics import KernelNumerics
+from gemm_gen.rounding import Rounding
 from gemm_gen.sim import simulate
 from gemm_gen.sim.kernel import KernelEmulator
 from gemm_gen.sim.lower import lower

@@ -21,6 +21,7 @@ from typing import Any
 
 from ..atomic import write_atomic
 from ..config import GemmConfig
+from ..design.serve import check
 from ..errors import GemmGenError
 from ..hw.devices import device
 
@@ -79,7 +80,7 @@ def sweep(dev_name: str, chess: bool) -> list[SweepItem]:
         if c.compiler == "peano":  # the paper's chess stack; Peano builds get its own default
             c = replace(c, compiler="chess") if chess else replace(c, stack_bytes=0)
         try:
-            c.validate()
+            check(c)
         except GemmGenError as e:
             items.append(SweepItem(name, "check", row.source, None, f"not buildable here: {e}"))
             continue

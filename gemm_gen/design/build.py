@@ -40,6 +40,7 @@ from .model import (
     TileRef,
     Worker,
 )
+from .serve import check
 
 
 def a_l3l2(shim: int) -> str:
@@ -183,7 +184,7 @@ def build_design(config: GemmConfig, budgets: bool = True) -> Design:
     """The complete Design of a valid config (raises ConfigError / DmaLimitError otherwise).
 
     budgets=False skips the L1 and memtile capacity checks (see GemmConfig.validate)."""
-    c = config.validate(budgets)
+    c = check(config, budgets)
     ga, gb, gc = (grid(c, op) for op in ("A", "B", "C"))
     fifos: list[ObjectFifo] = []
     links: list[Link] = []

@@ -9,11 +9,14 @@ tiles; the "block" of the patterns is then a whole row of the tile (r = 1, s = k
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from ..call import CallPlan
-from ..config import GemmConfig
 from ..dtypes import DType
 from ..hw.devices import Device
+
+if TYPE_CHECKING:
+    from ..config import GemmConfig  # annotations only: the config does not import the design
 
 
 @dataclass(frozen=True)

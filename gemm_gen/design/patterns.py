@@ -16,12 +16,16 @@ in 8 x 8 tiles for bfp16 (whose blocked layouts then reduce to row-major walks o
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from ..call import CallPlan
-from ..config import GemmConfig
 from ..errors import ConfigError
 from ..hw.devices import DmaSpec, TileKind
 from ..tap import Tap
 from .grid import Grid, grid
+
+if TYPE_CHECKING:
+    from ..config import GemmConfig  # annotations only: the config does not import the design
 
 
 # ---- memtile and core patterns (per object) --------------------------------------------------

@@ -25,7 +25,7 @@ from ..design.model import KernelBuild
 from ..dtypes import BFP16, dtype
 from ..errors import ConfigError
 from ..hw.devices import DEVICES, Device
-from ..numerics import Rounding, Saturation
+from ..rounding import Rounding, Saturation
 from .paths import templates_dir
 
 TEMPLATE = "mm.cc.j2"

@@ -8,7 +8,7 @@ k_mt itself, and for a fixed q the smallest k_mt is never worse (less padding an
 the same number of runs), so each q contributes one k_mt. q rises from the fewest chunks the
 memtiles allow until a lower bound of the time exceeds the N-th best found: the ranking of the top
 N is exact. Candidates are checked analytically (L1, memtile placement with neighbour spill, BD
-sizes); GemmConfig.validate() then runs on the finalists only.
+sizes); design.serve.check() then runs on the finalists only.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ import numpy as np
 from .. import placement
 from .. import precision as prec
 from ..config import B_PACKS, MAX_RUNTIME_TASKS, GemmConfig
+from ..design.serve import check
 from ..dtypes import dtype
 from ..errors import ConfigError, GemmGenError
 from ..hw.devices import MLIR_AIE_BD_MAX_SIZE, TileKind
@@ -330,7 +331,7 @@ def tune(pr: Problem, top: int = 5, fixed: dict[str, int | None] | None = None,
             break
         config = pr.config(m[i], k[i], n[i], kmt[i], rho=int(rho[i]))
         try:
-            config.validate()
+            check(config)
         except GemmGenError as e:
             first_error = first_error or e
             rejected += 1

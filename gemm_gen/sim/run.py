@@ -15,6 +15,7 @@ from ..design import Design, build_design
 from ..design.build import host_tensors as call_tensors
 from ..design.build import runtime_sequence
 from ..design.model import HostTensor
+from ..design.serve import serve
 from ..errors import DeadlockError, LayoutError, SimulationError
 from ..hostdata import host_values, output_values, pad_inputs
 from ..inputs import exact_bound, make_inputs
@@ -251,7 +252,7 @@ def simulate_calls(design: Design, problems: Sequence[Problem], seed: int = 0, p
     """Simulate one Design at each size in turn on the same simulated array (call i on inputs of
     seed + i); raises for a size the design cannot serve or on any design error."""
     c = design.config
-    calls = [c.plan(p) for p in problems]  # refuse every size the design cannot serve before running any
+    calls = [serve(c, p) for p in problems]  # refuse every size the design cannot serve before running any
     session = ArraySession(design)
     return [_checked_call(session, call, seed + i, progress, inputs) for i, call in enumerate(calls)]
 
