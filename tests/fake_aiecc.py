@@ -8,7 +8,9 @@ file; every kernel object the MLIR links (link_with, or the IRON stand-in's kern
 its directory; it refuses to link a kernel object that xchesscc built into cores it compiles with
 Peano (the default without --xchesscc/--xbridge; in the real tool that is a link failure; the fake
 kernel compilers of test_build.py mark their objects). It writes the outputs it is asked for with
---get-xclbin / --get-npu-insts under the names given.
+--get-xclbin / --get-npu-insts under the names given. Its "instruction stream" is not TXN: it is
+the runtime sequence of its input as text (fake_insts), so that each call size gets its own stream
+and the pyxrt stand-in can tell which size a stream runs.
 
 Usage: python fake_aiecc.py [aiecc arguments]   (installed as `aiecc` by the tests)
 """
@@ -27,6 +29,13 @@ VALUED = {"--alloc-scheme", "--xclbin-name", "--npu-insts-name", "--peano", "--a
 FLAGS = {"--xchesscc", "--xbridge", "--unified", "--no-unified", "--dynamic-objFifos", "-v", "--verbose",
          "--progress", "--emit-dot"}
 ALLOC_SCHEMES = {"basic-sequential", "bank-aware"}
+
+
+def fake_insts(mlir: str) -> bytes:
+    """The stand-in instruction stream of an MLIR input: its runtime sequence lines (the IRON
+    stand-in writes one `rt ...` line per transfer), whole 32-bit words."""
+    text = "\n".join(line for line in mlir.splitlines() if line.startswith(("device ", "rt "))).encode()
+    return text + b"\0" * (-len(text) % 4 or 4)
 
 
 def fail(message: str) -> None:
@@ -81,7 +90,7 @@ def main(argv: list[str]) -> None:
     if "xclbin" in gets:
         Path(values.get("--xclbin-name", "aie.xclbin")).write_text("xclbin")
     if "npu-insts" in gets:
-        Path(values.get("--npu-insts-name", "insts_main_sequence.bin")).write_bytes(b"\0" * 8)
+        Path(values.get("--npu-insts-name", "insts_main_sequence.bin")).write_bytes(fake_insts(mlir))
 
 
 if __name__ == "__main__":

@@ -12,7 +12,9 @@ argument index beyond the kernel's) raises TypeError or RuntimeError as pyxrt do
 
 "Executing" computes C from the A/B buffers with the exact reference, so the runner's buffer
 handling, syncs and checks can be tested; `broken=True` returns zeros instead; `configs` names the
-design of each xclbin path, for sweeps of many designs.
+design of each xclbin path, for sweeps of many designs; `calls` names the call size of each
+instruction stream (by its bytes) for one design that serves many sizes: a run with a stream it
+does not know fails as a wrong stream would on the NPU.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from gemm_gen.bfp16 import to_tiles
+from gemm_gen.call import CallPlan
 from gemm_gen.config import GemmConfig
 from gemm_gen.hostdata import dram_arrays, host_values, output_bytes
 from gemm_gen.numerics import reference, reference_bfp16
@@ -64,11 +67,12 @@ class FakeXrt:
     xrt_info_device = xrt_info_device
 
     def __init__(self, config: GemmConfig | None = None, broken: bool = False, device_name: str | None = None,
-                 configs: dict[str, GemmConfig] | None = None) -> None:
+                 configs: dict[str, GemmConfig] | None = None, calls: dict[bytes, CallPlan] | None = None) -> None:
         if device_name is None:  # an NPU of the config's family, as XRT names them
             device_name = "RyzenAI-npu1" if config is not None and config.device == "npu1" else "RyzenAI-npu4"
         self.config, self.broken, self.device_name = config, broken, device_name
         self.configs = configs or {}  # xclbin path -> the design it was built for (sweeps)
+        self.calls = calls or {}  # instruction stream bytes -> the call size it runs
         self.log: list[tuple] = []
         self.registered: set[str] = set()
         fake = self
@@ -180,29 +184,36 @@ class FakeXrt:
                         raise TypeError(f"kernel argument {i}: expected pyxrt.bo or int, got {type(a).__name__}")
                 opcode, instr, count, a, b, c = args[:6]
                 fake.log.append(("run", opcode, count, instr.group, a.group, b.group, c.group))
-                fake.execute(a.device_mem, b.device_mem, c.device_mem)  # unsynced host data is not seen
+                call = None
+                if fake.calls:
+                    call = fake.calls.get(bytes(instr.device_mem[: 4 * count]))
+                    if call is None:
+                        return Run(ert_cmd_state.ERT_CMD_STATE_ERROR)  # a stream for no size of this xclbin
+                    fake.log.append(("size", str(call.problem)))
+                fake.execute(a.device_mem, b.device_mem, c.device_mem, call)  # unsynced host data is not seen
                 return Run(ert_cmd_state.ERT_CMD_STATE_COMPLETED)
 
         return Kernel()
 
-    def execute(self, a_mem: bytearray, b_mem: bytearray, c_mem: bytearray) -> None:
+    def execute(self, a_mem: bytearray, b_mem: bytearray, c_mem: bytearray, call: CallPlan | None = None) -> None:
         c = self.config
         assert c is not None
+        call = call or c.call
         if self.broken:
             c_mem[:] = bytes(len(c_mem))
             return
         a, b = host_values(c, *dram_arrays(c, np.frombuffer(bytes(a_mem), np.uint8),
-                                           np.frombuffer(bytes(b_mem), np.uint8)))
-        rows, cols = c.call.storage("C")  # C's matrix (or its padded copy); the buffer may hold slack past it
+                                           np.frombuffer(bytes(b_mem), np.uint8), call), call)
+        rows, cols = call.storage("C")  # C's matrix (or its padded copy); the buffer may hold slack past it
         if c.t_out.is_block:  # the kernel's own codes (re-encoding decoded values can move a block)
-            exps, mants = reference_bfp16(c.numerics, a, b, c.k, c.call.k_walk)
+            exps, mants = reference_bfp16(c.numerics, a, b, c.k, call.k_walk)
             full_e = np.zeros((rows, cols // 8), np.uint8)
             full_m = np.zeros((rows, cols), np.int8)
-            full_e[: c.M, : exps.shape[1]], full_m[: c.M, : mants.shape[1]] = exps, mants
+            full_e[: call.M, : exps.shape[1]], full_m[: call.M, : mants.shape[1]] = exps, mants
             data = to_tiles(full_e, full_m)
         else:
             full = np.zeros((rows, cols), dtype=np.float64)
-            full[: c.M, : c.N] = reference(c.numerics, a, b, c.k, c.call.k_walk)
+            full[: call.M, : call.N] = reference(c.numerics, a, b, c.k, call.k_walk)
             data = full.astype(c.t_out.host)
-        assert data.nbytes == output_bytes(c) <= len(c_mem)
+        assert data.nbytes == output_bytes(c, call) <= len(c_mem)
         c_mem[: data.nbytes] = np.ascontiguousarray(data).tobytes()

@@ -222,4 +222,5 @@ def test_the_aiecc_standin_takes_what_aiecc_takes(tmp_path):
     done = _aiecc(tmp_path, "--alloc-scheme=basic-sequential", "--dynamic-objFifos=true", "--peano", "/opt/peano",
                   "--get-xclbin", "--xclbin-name=f.xclbin", "--get-npu-insts", "--npu-insts-name=i.bin", "design.mlir")
     assert done.returncode == 0, done.stderr
-    assert (tmp_path / "f.xclbin").exists() and (tmp_path / "i.bin").read_bytes() == b"\0" * 8
+    insts = (tmp_path / "i.bin").read_bytes()
+    assert (tmp_path / "f.xclbin").exists() and insts and len(insts) % 4 == 0  # whole instruction words

@@ -217,3 +217,90 @@ def test_plan_reports_host_copies_and_the_k_tail(capsys):
 
     info = json.loads(capsys.readouterr().out)
     assert info["host_copies"] == 0 and info["call"]["k_tail"].startswith("K=776 is walked to")
+
+
+RUN_SIZES = ["--dev", "npu1", "--dtype_in", "i8", "--dtype_out", "i32", "--runtime-sizes", "150x200x100,64x96x33"]
+
+
+def _expected_insts(config: GemmConfig, sizes: str) -> dict[bytes, object]:
+    """What the aiecc stand-in writes for each size's instruction stream (its runtime sequence as
+    the IRON stand-in lowers it), keyed for the pyxrt stand-in."""
+    from gemm_gen.backends.iron import to_mlir
+    from gemm_gen.design.build import host_tensors, runtime_sequence
+
+    from . import iron_recorder
+    from .fake_aiecc import fake_insts
+
+    design = build_design(config)
+    out: dict[bytes, object] = {}
+    for p in parse_sizes(sizes):
+        call = serve(config, p)
+        runtime = runtime_sequence(config, call)
+        sized = replace(design, runtime=runtime, tensors=host_tensors(config, call, runtime))
+        out[fake_insts(to_mlir(sized, iron_recorder.api()[0]))] = call
+    return out
+
+
+def test_run_of_many_sizes_loads_one_xclbin_builds_once_and_writes_one_stream_per_size(tmp_path, monkeypatch,
+                                                                                      capsys):
+    """`gemm-gen run --runtime-sizes` with stand-in tools: one build into the cache (a second run
+    finds it), one xclbin loaded once per run, each size run with its own instruction stream (the
+    pyxrt stand-in computes the size that stream names), every size checked."""
+    from gemm_gen.backends import cache, toolchain
+    from gemm_gen.cli import parser
+    from gemm_gen.cliargs import config_from_args
+
+    from .fake_pyxrt import FakeXrt
+    from .test_build import _fake_tools
+
+    _fake_tools(tmp_path, monkeypatch)
+    monkeypatch.setenv(cache.CACHE_ENV, str(tmp_path / "cache"))
+    monkeypatch.chdir(tmp_path)
+    c = config_from_args(parser().parse_args(["run", *RUN_SIZES]))
+    streams = _expected_insts(c, RUN_SIZES[-1])
+    assert len(streams) == 2  # the two sizes' streams differ
+    fakes: list[FakeXrt] = []
+    monkeypatch.setattr(toolchain, "pyxrt", lambda: fakes.append(FakeXrt(c, calls=streams)) or fakes[-1])
+    aiecc_runs = []
+    real_run = __import__("subprocess").run
+
+    def counting_run(argv, *args, **kw):
+        if argv and str(argv[0]).endswith("aiecc"):
+            aiecc_runs.append([a for a in argv if a.startswith("--get-")])
+        return real_run(argv, *args, **kw)
+
+    monkeypatch.setattr("subprocess.run", counting_run)
+    assert main(["run", *RUN_SIZES, "--iters", "1", "--warmup", "0"]) == 0
+    out = capsys.readouterr().out
+    assert "built into the build cache" in out and out.count("PASS!") == 2
+    assert "PASS: one xclbin served all 2 sizes" in out
+    log = fakes[0].log
+    assert [e for e in log if e[0] == "xclbin"] == [("xclbin", str(next((tmp_path / "cache").glob("*/*.xclbin"))))]
+    assert [e[1] for e in log if e[0] == "size"] == ["150x200x100", "64x96x33"]
+    # one full build (xclbin and the largest size's stream) and one instructions-only run for the other size
+    assert aiecc_runs == [["--get-xclbin", "--get-npu-insts"], ["--get-npu-insts"]]
+    entry = next((tmp_path / "cache").iterdir())
+    assert {p.name for p in entry.glob("insts*.bin")} == {"insts_64x96x33.bin", f"insts_{c.suffix}.bin"}
+    # a second run finds the xclbin and both streams: nothing is built
+    aiecc_runs.clear()
+    assert main(["run", *RUN_SIZES, "--iters", "1", "--warmup", "0", "--json"]) == 0
+    result = __import__("json").loads(capsys.readouterr().out)
+    assert result["cache_hit"] and result["passed"] and aiecc_runs == []
+    assert [call["size"] for call in result["calls"]] == ["150x200x100", "64x96x33"]
+
+
+def test_run_with_a_stream_for_another_size_fails(tmp_path, monkeypatch):
+    """The pyxrt stand-in refuses a stream that no size of the xclbin has (a wrong stream on the
+    NPU runs garbage or hangs): the runner must hand each size its own."""
+    from gemm_gen.backends import runner
+
+    from .fake_pyxrt import FakeXrt
+
+    c = replace(small("npu1", "i8", "i32"), runtime_sizes="mn")
+    insts = tmp_path / "insts.bin"
+    insts.write_bytes(b"\0" * 8)
+    (tmp_path / "a.xclbin").write_text("xclbin")
+    files = type("F", (), {"xclbin": tmp_path / "a.xclbin", "insts": insts})()
+    xrt = FakeXrt(c, calls={b"other": c.call})
+    with pytest.raises(GemmGenError, match="ended in state ERT_CMD_STATE_ERROR"):
+        runner.run_calls(c, [(c.call, files)], iters=1, warmup=0, xrt=xrt)

@@ -6,10 +6,11 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from types import ModuleType
 
 from ..atomic import write_atomic
 from ..cliargs import EXIT_FAIL, EXIT_USAGE, config_args, config_from_args, problem_args
-from ..design import build_design
+from ..design import Design, build_design
 from . import toolchain
 
 
@@ -67,6 +68,8 @@ def cmd_run(a: argparse.Namespace) -> int:
 
     design = build_design(config_from_args(a))
     xrt = toolchain.pyxrt()  # no XRT: one sentence and exit 2, before building anything
+    if a.runtime_sizes:
+        return _run_sizes(a, design, xrt)
     art = artifacts(design, Path(a.build_dir))
     if not is_current(art, design):
         art = run_build(design, Path(a.build_dir), config_args(design.config), verbose=a.verbose)
@@ -76,6 +79,35 @@ def cmd_run(a: argparse.Namespace) -> int:
     else:
         print("\n".join(result.lines()))  # mlir-aie ends with a blank line too
     return 0 if result.passed else EXIT_FAIL
+
+
+def _run_sizes(a: argparse.Namespace, design: Design, xrt: ModuleType) -> int:
+    """Each --runtime-sizes size on the NPU with one xclbin: built (or found) once in the build
+    cache, one instruction stream per size beside it, the xclbin loaded once."""
+    from ..design.serve import serve
+    from . import cache
+    from .npu_call import call_files, is_built
+    from .runner import run_calls
+
+    calls = [serve(design.config, p) for p in a.runtime_sizes]  # refuse a size before building anything
+    cached = is_built(design)
+    files = [call_files(design, call, a.verbose) for call in calls]
+    results = run_calls(design.config, list(zip(calls, files)), a.iters, a.warmup,
+                        a.seed, xrt, a.inputs)
+    passed = all(r.passed for r in results)
+    entry = cache.entry_dir(design)
+    if a.json:
+        print(json.dumps({"passed": passed, "xclbin": str(files[0].xclbin), "cache_hit": cached,
+                          "calls": [dict(r.to_json(), insts=str(f.insts)) for r, f in zip(results, files)]}, indent=1))
+        return 0 if passed else EXIT_FAIL
+    print(f"xclbin {files[0].xclbin} ({'found in the build cache' if cached else 'built into the build cache'} "
+          f"{entry.name}), loaded once")
+    for r, f in zip(results, files):
+        print(f"\nsize {r.problem or design.config.call.problem}: instructions {f.insts.name}")
+        print("\n".join(r.lines()).rstrip("\n"))
+    ok = f"PASS: one xclbin served all {len(results)} sizes"
+    print(f"\n{ok}" if passed else f"\nFAIL: {sum(not r.passed for r in results)} of {len(results)} sizes failed")
+    return 0 if passed else EXIT_FAIL
 
 
 def cmd_doctor(a: argparse.Namespace) -> int:

@@ -23,6 +23,13 @@ class CallFiles:
     insts: Path
 
 
+def is_built(design: Design) -> bool:
+    """Whether the design's xclbin is in the build cache, current."""
+    from .build import artifacts, is_current
+
+    return is_current(artifacts(design, cache.entry_dir(design)), design)
+
+
 def call_files(design: Design, call: CallPlan, verbose: bool = False) -> CallFiles:
     """Build the design into its cache entry unless it is there and current, and the call's
     instruction stream unless it is there (the xclbin is never rebuilt for another size)."""

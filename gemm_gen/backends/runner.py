@@ -17,6 +17,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from ..call import CallPlan, Problem
 from ..config import GemmConfig
 from ..errors import BuildError, ConfigError, ToolchainMissing
 from ..hostdata import host_values, output_values, pad_inputs, with_slack
@@ -44,6 +45,7 @@ class RunResult:
     max_rel_error: float
     first_error: tuple[int, int, float, float] | None = None
     notes: list[str] = field(default_factory=list)
+    problem: Problem | None = None  # the call's size (None: the config's own)
 
     @property
     def passed(self) -> bool:
@@ -51,7 +53,8 @@ class RunResult:
 
     def gflops(self, us: float) -> float:
         c = self.config
-        return 2 * c.M * c.K * c.N / (1000 * us)
+        macs = self.problem.macs if self.problem is not None else c.M * c.K * c.N
+        return 2 * macs / (1000 * us)
 
     def lines(self) -> list[str]:
         """mlir-aie's host output (matrix_multiplication/test.cpp), line for line: a blank line before
@@ -70,7 +73,8 @@ class RunResult:
     def to_json(self) -> dict[str, Any]:
         t = self.times_us
         avg = sum(t) / len(t)
-        return {"config": self.config.to_json(), "passed": self.passed, "times_us": t, "avg_us": avg,
+        size = str(self.problem) if self.problem is not None else f"{self.config.M}x{self.config.K}x{self.config.N}"
+        return {"config": self.config.to_json(), "size": size, "passed": self.passed, "times_us": t, "avg_us": avg,
                 "min_us": min(t), "max_us": max(t), "avg_gflops": self.gflops(avg), "checked": self.checked,
                 "errors": self.errors, "exact": self.exact, "max_abs_error": self.max_abs_error,
                 "max_rel_error": self.max_rel_error, "first_error": self.first_error, "notes": self.notes}
@@ -86,14 +90,14 @@ class XclbinFiles(Protocol):
     def insts(self) -> Path: ...
 
 
-class NpuSession:
-    """A loaded xclbin with its buffers, ready to run the instruction sequence again and again.
+class NpuKernel:
+    """The NPU with one xclbin registered and its kernel opened: loaded once, then run with any
+    number of instruction streams and buffers (one per call size).
 
     XRT reports its failures as RuntimeError (a refused xclbin, no hardware context, a kernel that
     does not complete): each becomes one line, BuildError (exit 1), naming the step."""
 
-    def __init__(self, xrt: ModuleType, art: XclbinFiles, a: np.ndarray, b: np.ndarray, c_bytes: int,
-                 family: str | None = None) -> None:
+    def __init__(self, xrt: ModuleType, xclbin_path: Path, family: str | None = None) -> None:
         # mlir-aie's `make run` exports this so that XRT loads an unsigned xclbin
         os.environ.setdefault(UNSECURE_XCLBIN, "1")
         try:
@@ -106,14 +110,24 @@ class NpuSession:
         if family is not None and found is not None and found != family:
             raise ConfigError(f"this machine's NPU ({name}) is an {found}; the design is for an {family}",
                               f"use --dev {found} (DEVICE={found})")
-        xclbin = _xrt(lambda: xrt.xclbin(str(art.xclbin)), f"load {art.xclbin}")
+        xclbin = _xrt(lambda: xrt.xclbin(str(xclbin_path)), f"load {xclbin_path}")
         names = [k.get_name() for k in xclbin.get_kernels()]
         kernel = next((n for n in names if n.startswith("MLIR_AIE")), names[0] if names else None)
         if kernel is None:
-            raise ToolchainMissing(f"{art.xclbin} holds no kernel", "rebuild it with `gemm-gen build`")
-        _xrt(lambda: self.device.register_xclbin(xclbin), f"register {art.xclbin} with the NPU")
+            raise ToolchainMissing(f"{xclbin_path} holds no kernel", "rebuild it with `gemm-gen build`")
+        _xrt(lambda: self.device.register_xclbin(xclbin), f"register {xclbin_path} with the NPU")
         self.context = _xrt(lambda: xrt.hw_context(self.device, xclbin.get_uuid()), "create a hardware context")
         self.kernel = _xrt(lambda: xrt.kernel(self.context, kernel), f"open kernel {kernel}")
+
+
+class NpuSession:
+    """One call size on a loaded kernel: its instruction stream and its A, B, C buffers, ready to
+    run again and again."""
+
+    def __init__(self, xrt: ModuleType, art: XclbinFiles, a: np.ndarray, b: np.ndarray, c_bytes: int,
+                 family: str | None = None, loaded: NpuKernel | None = None) -> None:
+        loaded = loaded or NpuKernel(xrt, art.xclbin, family)
+        self.xrt, self.device, self.kernel = xrt, loaded.device, loaded.kernel
         self.insts = np.fromfile(art.insts, dtype=np.uint32)
         self.bo_instr = self._bo(self.insts, xrt.bo.cacheable, GROUP_INSTR)
         self.bo_a = self._bo(a, xrt.bo.host_only, GROUP_A)
@@ -154,7 +168,7 @@ def _xrt(call: Any, what: str) -> Any:
 
 
 def check(c: GemmConfig, got: np.ndarray, a: np.ndarray, b: np.ndarray,
-          dram: tuple[np.ndarray, np.ndarray] | None = None, inputs: str = "exact"
+          dram: tuple[np.ndarray, np.ndarray] | None = None, inputs: str = "exact", call: CallPlan | None = None
           ) -> tuple[int, int, int, float, float, tuple[int, int, float, float] | None]:
     """(checked, errors, exact, max abs error, max rel error, first error) against the references.
 
@@ -163,8 +177,9 @@ def check(c: GemmConfig, got: np.ndarray, a: np.ndarray, b: np.ndarray,
     Floats from "wide" inputs must be within mlir-aie's tolerance of it; how many are bit-exact is
     reported either way.
     """
-    a_dram, b_dram = dram if dram is not None else pad_inputs(c, a, b)  # the buffers the NPU read
-    expect = reference(c.numerics, *host_values(c, a_dram, b_dram), c.k, c.call.k_walk).astype(np.float64)
+    call = call or c.call
+    a_dram, b_dram = dram if dram is not None else pad_inputs(c, a, b, call)  # the buffers the NPU read
+    expect = reference(c.numerics, *host_values(c, a_dram, b_dram, call), c.k, call.k_walk).astype(np.float64)
     g = got.astype(np.float64)
     if c.t_out.is_float and inputs != "exact":
         bad = np.abs(g - expect) > np.maximum(ABS_TOL, REL_TOL * np.abs(expect))
@@ -184,16 +199,36 @@ def run_design(c: GemmConfig, art: Artifacts, iters: int = 10, warmup: int = 1, 
                xrt: ModuleType | None = None, inputs: str = "exact") -> RunResult:
     """Load, run `warmup` + `iters` times, check the last result, and report the timings."""
     xrt = xrt or toolchain.pyxrt()
-    a, b = make_inputs(c.M, c.K, c.N, c.t_in, c.t_out, seed, c.t_b, family=inputs)
-    a_pad, b_pad = pad_inputs(c, a, b)
-    (a_buf, b_buf), c_bytes = with_slack(c, c.call, a_pad, b_pad)  # the reads past a matrix stay in its buffer
-    session = NpuSession(xrt, art, a_buf, b_buf, c_bytes, c.device)
+    return _run_call(c, c.call, art, xrt, None, iters, warmup, seed, inputs)
+
+
+def run_calls(c: GemmConfig, calls: list[tuple[CallPlan, XclbinFiles]], iters: int = 10, warmup: int = 1,
+              seed: int = 0, xrt: ModuleType | None = None, inputs: str = "exact") -> list[RunResult]:
+    """Several call sizes of one design: its xclbin loaded once, each size run with its own
+    instruction stream and buffers, checked and timed like run_design."""
+    xrt = xrt or toolchain.pyxrt()
+    loaded = NpuKernel(xrt, calls[0][1].xclbin, c.device)
+    for _, files in calls:
+        if files.xclbin != calls[0][1].xclbin:
+            raise ConfigError(f"{files.xclbin} is another xclbin than {calls[0][1].xclbin}",
+                              "run one design's sizes together")
+    return [_run_call(c, call, files, xrt, loaded, iters, warmup, seed, inputs) for call, files in calls]
+
+
+def _run_call(c: GemmConfig, call: CallPlan, files: XclbinFiles, xrt: ModuleType,
+              loaded: NpuKernel | None, iters: int, warmup: int, seed: int, inputs: str) -> RunResult:
+    p = call.problem
+    a, b = make_inputs(p.M, p.K, p.N, c.t_in, c.t_out, seed, c.t_b, family=inputs)
+    a_pad, b_pad = pad_inputs(c, a, b, call)
+    (a_buf, b_buf), c_bytes = with_slack(c, call, a_pad, b_pad)  # the reads past a matrix stay in its buffer
+    session = NpuSession(xrt, files, a_buf, b_buf, c_bytes, c.device, loaded)
     for _ in range(warmup):
         session.run()
     times = [session.run() for _ in range(max(iters, 1))]
-    got = output_values(c, session.output())
-    checked, errors, exact, max_abs, max_rel, first = check(c, got, a, b, (a_pad, b_pad), inputs)
-    return RunResult(c, times, checked, errors, exact, max_abs, max_rel, first)
+    got = output_values(c, session.output(), call)
+    checked, errors, exact, max_abs, max_rel, first = check(c, got, a, b, (a_pad, b_pad), inputs, call)
+    return RunResult(c, times, checked, errors, exact, max_abs, max_rel, first,
+                     problem=None if call == c.call else p)
 
 
 def measure(c: GemmConfig, iters: int = 10, warmup: int = 1, build_dir: str = "build") -> float:
