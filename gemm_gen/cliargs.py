@@ -58,6 +58,9 @@ def problem_args(p: argparse.ArgumentParser) -> None:
                    help="build one design for several sizes, e.g. 1000x777x333,1x4096x4096 (SIZES=): it serves any "
                    "M, K, N up to the largest (-M -K -N raise that), the cores reading their k-steps per tile from a "
                    "runtime parameter when the sizes' K differ")
+    p.add_argument("--runtime-mode", "--runtime_mode", dest="runtime_mode", choices=("mn", "mnk"), default=None,
+                   help="which sizes one build serves: mn, any M and N up to -M -N with -K's K walk; mnk, also any K "
+                   "up to -K (k-steps from a runtime parameter); default: fixed, or what --runtime-sizes needs")
     p.add_argument("-m", type=int, help="core tile rows (default: the paper's balanced kernel)")
     p.add_argument("-k", type=int, help="core tile reduction")
     p.add_argument("-n", type=int, help="core tile columns")
@@ -129,18 +132,23 @@ def sizes(a: argparse.Namespace) -> tuple[tuple[int, int, int], str]:
     or -M -K -N where given) and which sizes it serves (GemmConfig.runtime_sizes)."""
     given = (a.M, a.K, a.N)
     listed = getattr(a, "runtime_sizes", None)
+    mode = getattr(a, "runtime_mode", None)
     if not listed:
         missing = [f"-{name}" for name, v in zip("MKN", given) if v is None]
         if missing:
             raise ConfigError(f"no problem size: {' '.join(missing)} missing", "give -M -K -N, or --runtime-sizes")
-        return (a.M, a.K, a.N), "fixed"
+        return (a.M, a.K, a.N), mode or "fixed"
     most = tuple(max(getattr(p, name) for p in listed) for name in "MKN")
     for name, value, top in zip("MKN", given, most):
         if value is not None and value < top:
             raise ConfigError(f"-{name} {value} is less than the {top} that --runtime-sizes asks for",
                               f"drop -{name} or give at least {top}")
     problem = tuple(v if v is not None else top for v, top in zip(given, most))
-    return (problem[0], problem[1], problem[2]), "mnk" if len({p.K for p in listed}) > 1 else "mn"
+    needed = "mnk" if len({p.K for p in listed}) > 1 or problem[1] != most[1] else "mn"
+    if mode == "mn" and needed == "mnk":
+        raise ConfigError("--runtime-mode mn serves one K, and the sizes (or -K) ask for several",
+                          "use --runtime-mode mnk, or drop it")
+    return (problem[0], problem[1], problem[2]), mode or needed
 
 
 def base_config(a: argparse.Namespace, m: int = 0, k: int = 0, n: int = 0, k_mt: int = 0) -> GemmConfig:
@@ -159,7 +167,8 @@ def config_from_args(a: argparse.Namespace) -> GemmConfig:
     """The design the flags ask for: the problem and options from the flags, the rest from the tuner."""
     from .model.tune import choose
 
-    return choose(base_config(a), a.m, a.k, a.n, a.k_mt, a.rho, b_pack_open=a.b_pack is None)
+    return choose(base_config(a), a.m, a.k, a.n, a.k_mt, a.rho, b_pack_open=a.b_pack is None,
+                  sizes=getattr(a, "runtime_sizes", None), weights=getattr(a, "weights", None))
 
 
 def config_args(c: GemmConfig) -> list[str]:
@@ -193,8 +202,8 @@ def config_args(c: GemmConfig) -> list[str]:
         args += ["--convert-once", str(int(bool(c.convert_once)))]
     if c.l1_alloc is not None:
         args += ["--l1-alloc", c.l1_alloc]
-    if c.runtime_sizes != "fixed":  # serves sizes up to its own: list its own as the one runtime size
-        args += ["--runtime-sizes", f"{c.M}x{c.K}x{c.N}" + (f",{c.M}x1x{c.N}" if c.runtime_sizes == "mnk" else "")]
+    if c.runtime_sizes != "fixed":
+        args += ["--runtime-mode", c.runtime_sizes]
     for flag, name in (("--rho", "rho"), ("--queue-groups", "queue_groups"), ("--stack", "stack_bytes"),
                        ("--shift", "shift"),
                        ("--rounding", "rounding"), ("--saturation", "saturation")):

@@ -15,6 +15,14 @@ from ..errors import ToolchainMissing
 from .perf import Problem
 from .predict import predict
 from .tune import Candidate, TuneResult, tune_b_packs
+from .tune_many import ManyResult
+
+
+def _weights(text: str) -> tuple[float, ...]:
+    try:
+        return tuple(float(w) for w in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a list of numbers (write 30,1,1)") from None
 
 
 def _model_args(p: argparse.ArgumentParser) -> None:
@@ -76,6 +84,12 @@ def cmd_tune(a: argparse.Namespace) -> int:
     base = _base(a)
     top = max(a.top, a.measure or 0)
     fixed = {"m": a.m, "k": a.k, "n": a.n, "k_mt": a.k_mt, "rho": a.rho}
+    if a.runtime_sizes:
+        from .tune_many import tune_many
+
+        many = tune_many(base, tuple(a.runtime_sizes), a.weights, fixed)
+        print(json.dumps(many.to_json(), indent=1) if a.json else tune_many_text(many))
+        return 0
     packs = (a.b_pack,) if a.b_pack else B_PACKS if base.t_b.is_block else ("tiles",)  # the model picks B's packing
     result = tune_b_packs(Problem.of(base), top, fixed, packs)
     result.top = [replace(c, config=replace(base, m=c.config.m, k=c.config.k, n=c.config.n, k_mt=c.config.k_mt,
@@ -154,6 +168,32 @@ def tune_text(r: TuneResult, count: int) -> str:
     return "\n".join(lines)
 
 
+def tune_many_text(r: ManyResult) -> str:
+    c = r.config
+    types = _types(c.dtype_in, str(c.dtype_b), c.dtype_out, str(c.acc), bool(c.emulate_bf16_with_bfp16))
+    served = {"mn": "any M, N up to its own with the same K walk",
+              "mnk": "any M, K, N up to its own; k-steps from a runtime parameter written every call"}[c.runtime_sizes]
+    lines = [f"tune one design for {len(r.sizes)} sizes, {c.device} {types}, B "
+             f"{'column' if c.b_col_maj else 'row'}-major: {r.candidates} candidates priced at every size in "
+             f"{r.seconds:.1f} s (times are PREDICTED by the model)",
+             f"design  {c.m}x{c.k}x{c.n}, k_mt {c.k_mt}" + (f", rho {c.rho}" if c.rho > 1 else "")
+             + f"; built for {c.M}x{c.K}x{c.N}, serves {served}",
+             f"{'size':<16} {'weight':>6}  {'pred TOPS':>9}  {'pred us':>9}   {'own design':<22} {'pred TOPS':>9}  "
+             f"{'pred us':>9}  {'loss':>6}"]
+    for s in r.sizes:
+        sp = s.special
+        own = f"{sp.m}x{sp.k}x{sp.n} k_mt {sp.k_mt}" + (f" rho {sp.rho}" if sp.rho > 1 else "") if sp else "(none)"
+        shared_tops = 2.0 * s.size.macs / s.shared_s / 1e12
+        line = f"{str(s.size):<16} {s.weight:>6g}  {shared_tops:>9.3f}  {s.shared_s * 1e6:>9,.1f}   {own:<22} "
+        if s.special_s is not None and s.loss is not None:
+            line += f"{2.0 * s.size.macs / s.special_s / 1e12:>9.3f}  {s.special_s * 1e6:>9,.1f}  {s.loss:>6.1%}"
+        lines.append(line)
+    shared, special = r.total("shared"), r.total("special")
+    lines.append(f"weighted total: {shared * 1e6:,.1f} us on the one design, {special * 1e6:,.1f} us on a design per "
+                 f"size ({shared / special - 1:+.1%}; one xclbin instead of {len(r.sizes)})")
+    return "\n".join(lines)
+
+
 # ---- roofline -----------------------------------------------------------------------------------
 def cmd_roofline(a: argparse.Namespace) -> int:
     from .plots import heatmap_png, roofline_png
@@ -201,6 +241,8 @@ def register(sub: Any) -> None:
     sp = sub.add_parser("tune", help="rank every valid tiling of a problem by predicted throughput")
     _model_args(sp)
     sp.add_argument("--top", type=int, default=5, help="designs to list (default 5)")
+    sp.add_argument("--weights", type=_weights, default=None,
+                    help="with --runtime-sizes: how often each size is called (e.g. 30,1,1; default all 1)")
     sp.add_argument("--measure", type=int, default=0, metavar="N",
                     help="build and run the top N on the NPU and re-rank them by measurement")
     sp.add_argument("--iters", type=int, default=10, help="timed runs per measured design")

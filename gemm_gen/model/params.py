@@ -37,6 +37,7 @@ class Params:
     dram: dict[str, Dram]
     dispatch_us: float
     bd_task_us: float
+    rtp_write_us: float  # one runtime-parameter word written into one core's memory by the sequence
 
     def with_(self, **kw: Any) -> Params:
         return replace(self, **kw)
@@ -77,6 +78,7 @@ def from_raw(data: dict[str, Any]) -> Params:
         dram=dram,
         dispatch_us=float(_v(rt["dispatch_us"])),
         bd_task_us=float(_v(rt["bd_task_us"])),
+        rtp_write_us=float(_v(rt["rtp_write_us"])),
     )
 
 

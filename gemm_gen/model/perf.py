@@ -25,7 +25,7 @@ from .. import l1_banks
 from .. import precision as prec
 from ..call import Problem as CallProblem
 from ..call import plan_call
-from ..config import GemmConfig
+from ..config import RTP_WORDS, GemmConfig
 from ..dtypes import dtype
 from ..errors import GemmGenError
 from ..hw.devices import Device, device
@@ -67,6 +67,7 @@ class Problem:
     expansion: tuple[int, int] | None = None  # the kernel variant; None: the automatic one per tile
     kernel_loops: str | None = None
     convert_once: bool | None = None  # None: GemmConfig's default (on wherever it can be built)
+    runtime_sizes: str = "fixed"  # GemmConfig.runtime_sizes: "mnk" cores read their k-steps each call
 
     def __post_init__(self) -> None:
         # the option defaults are GemmConfig's: resolve them through one probe config
@@ -75,11 +76,13 @@ class Problem:
             object.__setattr__(self, name, getattr(probe, name))
 
     @classmethod
-    def of(cls, c: GemmConfig) -> Problem:
-        return cls(c.device, c.M, c.K, c.N, c.dtype_in, c.dtype_out, c.b_col_maj, bool(c.emulate_bf16_with_bfp16),
-                   c.mmul_shape, c.queue_groups, c.depth_ab_l1, c.depth_ab_l2, c.depth_c_l1, c.depth_c_l2,
-                   c.rows, c.cols, c.stack_bytes, c.compiler, c.dtype_b, c.acc, c.b_pack, c.expansion, c.kernel_loops,
-                   c.convert_once)
+    def of(cls, c: GemmConfig, call: CallProblem | None = None) -> Problem:
+        """The config's problem, or one call of it at another size (`call`)."""
+        size = call or CallProblem(c.M, c.K, c.N)
+        return cls(c.device, size.M, size.K, size.N, c.dtype_in, c.dtype_out, c.b_col_maj,
+                   bool(c.emulate_bf16_with_bfp16), c.mmul_shape, c.queue_groups, c.depth_ab_l1, c.depth_ab_l2,
+                   c.depth_c_l1, c.depth_c_l2, c.rows, c.cols, c.stack_bytes, c.compiler, c.dtype_b, c.acc, c.b_pack,
+                   c.expansion, c.kernel_loops, c.convert_once, c.runtime_sizes)
 
     def config(self, m: int, k: int, n: int, k_mt: int, **kw: object) -> GemmConfig:
         return GemmConfig(self.device, self.M, self.K, self.N, int(m), int(k), int(n), int(k_mt), self.dtype_in,
@@ -89,7 +92,7 @@ class Problem:
                           depth_ab_l1=self.depth_ab_l1, depth_ab_l2=self.depth_ab_l2, depth_c_l1=self.depth_c_l1,
                           depth_c_l2=self.depth_c_l2, compiler=self.compiler, dtype_b=self.dtype_b, acc=self.acc,
                           b_pack=self.b_pack, expansion=self.expansion, kernel_loops=self.kernel_loops,
-                          convert_once=self.convert_once,
+                          convert_once=self.convert_once, runtime_sizes=self.runtime_sizes,
                           **kw)  # type: ignore[arg-type]
 
     @property
@@ -272,7 +275,10 @@ def estimate(pr: Problem, m: np.ndarray | int, k: np.ndarray | int, n: np.ndarra
     else:
         bubble = np.maximum(0.0, t_cp - (pr.queue_groups - 1) * t_group)
     t_bubbles = groups * bubble
-    t_dispatch = p.dispatch_us * 1e-6
+    # a design that serves many K reads its k-steps from runtime parameters: the sequence writes
+    # each word into each core's memory before the transfers
+    rtp_words = RTP_WORDS * rows * cols if pr.runtime_sizes == "mnk" else 0
+    t_dispatch = (p.dispatch_us + rtp_words * p.rtp_write_us) * 1e-6
     time = t_dispatch + t_refill + body + t_drain_block + t_bubbles
 
     ops = 2.0 * pr.macs
@@ -305,11 +311,13 @@ def estimate(pr: Problem, m: np.ndarray | int, k: np.ndarray | int, n: np.ndarra
 
 
 def estimate_config(c: GemmConfig, params: Params | None = None, traffic: dict[str, TensorTraffic] | None = None,
-                    tasks_per_group: int | None = None, plan: L1Plan | None = None) -> Estimate:
+                    tasks_per_group: int | None = None, plan: L1Plan | None = None,
+                    call: CallProblem | None = None) -> Estimate:
     """estimate() of one config with its L1 bank stalls: the plan (the config's allocator, as
-    l1_banks.plan chooses it, unless given) and the stall it costs at the predicted call time."""
+    l1_banks.plan chooses it, unless given) and the stall it costs at the predicted call time;
+    `call`: one call of a design that serves many sizes (its blocks cover the call's sizes, whole)."""
     p = params or load()
-    pr = Problem.of(c)
+    pr = Problem.of(c, call)
     e = estimate(pr, c.m, c.k, c.n, c.k_mt, p, traffic, tasks_per_group, c.rho)
     if not p.l1_conflict:  # a shared bank costs nothing: no plan needed
         return e

@@ -14,6 +14,7 @@ sizes); design.serve.check() then runs on the finalists only.
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -21,6 +22,7 @@ import numpy as np
 
 from .. import placement
 from .. import precision as prec
+from ..call import Problem as CallSize
 from ..config import B_PACKS, MAX_RUNTIME_TASKS, GemmConfig
 from ..design.serve import check
 from ..dtypes import dtype
@@ -228,7 +230,7 @@ def _smallest_j(K: int, k: np.ndarray, q: np.ndarray) -> np.ndarray:
 Ranked = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, int, int]
 
 
-def _rank_all(pr: Problem, fixed: dict[str, int | None], top: int, p: Params, per_tiling: bool = False
+def rank_all(pr: Problem, fixed: dict[str, int | None], top: int, p: Params, per_tiling: bool = False
               ) -> Ranked:
     """Model times of the candidates (m, k, n, k_mt, rho, time, tilings, evaluated); with per_tiling,
     at least the best k_mt of every (m, k, n, rho)."""
@@ -321,7 +323,7 @@ def tune(pr: Problem, top: int = 5, fixed: dict[str, int | None] | None = None,
     fixed = fixed or {}
     _check_problem(pr, fixed)
     finalists = max(top, FINALISTS)
-    m, k, n, kmt, rho, t, tilings, evaluated = _rank_all(pr, fixed, finalists, p)
+    m, k, n, kmt, rho, t, tilings, evaluated = rank_all(pr, fixed, finalists, p)
     order = np.lexsort((rho, m * n, -kmt, t))  # fastest first; ties: longer k_mt, smaller C tile, lower rho
     found: list[Candidate] = []
     rejected = 0
@@ -382,7 +384,7 @@ def evaluate_all(pr: Problem, params: Params | None = None) -> dict[str, np.ndar
     """Every valid (m, k, n) with its best k_mt and rho and predicted time (for the heat map)."""
     p = params or load()
     _check_problem(pr)
-    m, k, n, kmt, rho, t, _, _ = _rank_all(pr, {}, 1, p, per_tiling=True)
+    m, k, n, kmt, rho, t, _, _ = rank_all(pr, {}, 1, p, per_tiling=True)
     order = np.lexsort((rho, kmt, n, k, m, t))  # per (m, k, n) keep the fastest
     m, k, n, kmt, rho, t = m[order], k[order], n[order], kmt[order], rho[order], t[order]
     keys = m * 10**12 + k * 10**6 + n
@@ -446,14 +448,21 @@ def tuned_k_mt(config: GemmConfig) -> GemmConfig:
 
 
 def choose(base: GemmConfig, m: int | None = None, k: int | None = None, n: int | None = None,
-           k_mt: int | None = None, rho: int | None = None, b_pack_open: bool = False) -> GemmConfig:
-    """The one way from a problem and the options a user fixed to a design: `base` carries the
-    problem and every option; the tile sizes not given come from the model (all of them when none
-    is given, else the paper's defaults with the model's k_mt), and so does a bfp16 B's packing
-    when `b_pack_open`."""
+           k_mt: int | None = None, rho: int | None = None, b_pack_open: bool = False,
+           sizes: Sequence[CallSize] | None = None, weights: Sequence[float] | None = None) -> GemmConfig:
+    """The one way from a problem (or a list of them) and the options a user fixed to a design:
+    `base` carries the problem (for a list: the maxima) and every option; the tile sizes not given
+    come from the model (all of them when none is given: for several `sizes`, the design with the
+    least weighted time over them, model/tune_many.py; else the paper's defaults with the model's
+    k_mt), and so does a bfp16 B's packing when `b_pack_open`."""
     from ..config import default_k_mt, default_tiles
 
     tuned = m is None and k is None and n is None
+    if tuned and sizes is not None and len(set(sizes)) > 1:
+        from .tune_many import tune_many
+
+        return tune_many(replace(base, m=0, k=0, n=0, k_mt=0), tuple(sizes),
+                         None if weights is None else tuple(weights), {"k_mt": k_mt, "rho": rho}).config
     if tuned:
         config = replace(base, m=0, k=0, n=0, k_mt=0)
     else:

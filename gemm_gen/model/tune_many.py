@@ -1,0 +1,127 @@
+"""One design for many sizes: the tiling whose predicted time, weighted over the sizes, is least,
+and what each size loses against a design specialised for it (every time here is a prediction).
+
+Candidates are the tuner's best designs for the largest size (the xclbin is built for the maxima)
+and each size's own best tiling; all of them are priced at every size with the vectorised model
+(a call's blocks cover its sizes whole, and a design that reads its k-steps from runtime
+parameters pays their writes per call), and the best that passes design.serve for every size wins.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+
+from ..call import Problem as Size
+from ..config import GemmConfig
+from ..design.serve import check, serve
+from ..errors import ConfigError, GemmGenError
+from .params import Params, load
+from .perf import Problem, estimate, estimate_config
+from .tune import rank_all, tune
+
+CANDIDATES = 48  # designs of the largest size that enter the ranking over all sizes
+
+
+@dataclass(frozen=True)
+class SizeLoss:
+    """One size: its predicted time on the shared design and on its own best design."""
+
+    size: Size
+    weight: float
+    shared_s: float
+    special_s: float | None  # None: no design of its own (the tuner found none)
+    special: GemmConfig | None
+
+    @property
+    def loss(self) -> float | None:
+        """How much longer the shared design takes than the specialised one (0.1 = 10%)."""
+        return None if self.special_s is None else self.shared_s / self.special_s - 1.0
+
+    def to_json(self) -> dict[str, Any]:
+        sp = self.special
+        return {"size": str(self.size), "weight": self.weight, "predicted_time_us": self.shared_s * 1e6,
+                "predicted_tops": 2.0 * self.size.macs / self.shared_s / 1e12,
+                "specialised": None if sp is None or self.special_s is None else
+                {"m": sp.m, "k": sp.k, "n": sp.n, "k_mt": sp.k_mt, "rho": sp.rho,
+                 "predicted_time_us": self.special_s * 1e6,
+                 "predicted_tops": 2.0 * self.size.macs / self.special_s / 1e12},
+                "loss": self.loss}
+
+
+@dataclass
+class ManyResult:
+    config: GemmConfig  # the shared design, built for the maxima
+    sizes: list[SizeLoss]
+    candidates: int
+    seconds: float
+
+    def total(self, which: str) -> float:
+        """Weighted predicted seconds over the sizes ("shared" or "special"; sizes without a
+        specialised design count at their shared time)."""
+        return sum(s.weight * (s.shared_s if which == "shared" or s.special_s is None else s.special_s)
+                   for s in self.sizes)
+
+    def to_json(self) -> dict[str, Any]:
+        c = self.config
+        return {"predicted": True, "device": c.device, "built_for": [c.M, c.K, c.N],
+                "runtime_sizes": c.runtime_sizes, "m": c.m, "k": c.k, "n": c.n, "k_mt": c.k_mt, "rho": c.rho,
+                "candidates": self.candidates, "search_seconds": self.seconds,
+                "weighted_time_us": {"shared": self.total("shared") * 1e6, "specialised": self.total("special") * 1e6},
+                "sizes": [s.to_json() for s in self.sizes]}
+
+
+def tune_many(base: GemmConfig, sizes: tuple[Size, ...], weights: tuple[float, ...] | None = None,
+              fixed: dict[str, int | None] | None = None, params: Params | None = None) -> ManyResult:
+    """The design (base's options, built for its M, K, N, which must cover every size) that
+    minimises the weighted predicted time over `sizes`, with each size's loss against its own."""
+    start = time.perf_counter()
+    p = params or load()
+    fixed = fixed or {}
+    weights = weights or (1.0,) * len(sizes)
+    if len(weights) != len(sizes) or any(w < 0 for w in weights) or not sum(weights):
+        raise ConfigError(f"{len(weights)} weights for {len(sizes)} sizes", "give one weight >= 0 per size")
+    top = Problem.of(base)
+    m, k, n, kmt, rho, _, _, _ = rank_all(top, fixed, CANDIDATES, p)
+    cands = {(int(a), int(b), int(c), int(d), int(e)) for a, b, c, d, e in zip(m, k, n, kmt, rho)}
+    specials: list[tuple[float, GemmConfig] | None] = []
+    for size in sizes:  # each size's own best design (a fixed one: no runtime parameters)
+        own = replace(top, M=size.M, K=size.K, N=size.N, runtime_sizes="fixed")
+        try:
+            best = tune(own, 1, fixed, p).best
+        except GemmGenError:
+            specials.append(None)
+            continue
+        specials.append((best.time_s, best.config))
+        cf = best.config
+        cands.add((cf.m, cf.k, cf.n, cf.k_mt, cf.rho))
+    if not cands:
+        raise ConfigError(f"no valid design for the largest size {base.M}x{base.K}x{base.N}",
+                          "relax the fixed tile sizes or split the sizes into several designs")
+    arr = np.array(sorted(cands), dtype=np.int64).T
+    w = np.asarray(weights, dtype=np.float64)
+    times = np.stack([estimate(Problem.of(base, s), arr[0], arr[1], arr[2], arr[3], p, rho=arr[4]).time
+                      for s in sizes])
+    order = np.lexsort((arr[4], arr[0] * arr[2], -arr[3], w @ times))
+    first_error: GemmGenError | None = None
+    for i in order:
+        config = replace(base, m=int(arr[0, i]), k=int(arr[1, i]), n=int(arr[2, i]), k_mt=int(arr[3, i]),
+                         rho=int(arr[4, i]))
+        try:
+            check(config)
+            for s in sizes:
+                serve(config, s)
+        except GemmGenError as e:
+            first_error = first_error or e
+            continue
+        losses = [SizeLoss(s, float(wt), float(estimate_config(config, p, call=s).time),
+                           None if sp is None else sp[0], None if sp is None else sp[1])
+                  for s, wt, sp in zip(sizes, weights, specials)]
+        return ManyResult(config, losses, len(cands), time.perf_counter() - start)
+    what = f"no design serves all {len(sizes)} sizes"
+    if first_error is not None:
+        raise ConfigError(f"{what}; the best-ranked one fails: {first_error.what}", first_error.fix)
+    raise ConfigError(what, "split the sizes into several designs")  # pragma: no cover - cands is never empty

@@ -1,0 +1,117 @@
+"""One design for many sizes in the model: the runtime-parameter writes, whole blocks for small
+calls, and the tuner over a list of sizes (gemm_gen/model/tune_many.py). Every time is predicted."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from gemm_gen.call import Problem as Size
+from gemm_gen.call import parse_sizes
+from gemm_gen.cli import main
+from gemm_gen.config import RTP_WORDS
+from gemm_gen.design.serve import check, serve
+from gemm_gen.errors import GemmGenError
+from gemm_gen.model.params import load
+from gemm_gen.model.perf import Problem, estimate, estimate_config
+from gemm_gen.model.tune_many import tune_many
+
+from .conftest import small
+
+SIZES = parse_sizes("1000x777x333,64x4096x512,2048x1024x2048")
+
+
+def _base(dev: str = "npu2", t_in: str = "i8", t_out: str = "i32"):
+    top = tuple(max(getattr(s, d) for s in SIZES) for d in "MKN")
+    return replace(small(dev, t_in, t_out), M=top[0], K=top[1], N=top[2], m=0, k=0, n=0, k_mt=0, runtime_sizes="mnk")
+
+
+@pytest.mark.parametrize("dev", ["npu1", "npu2"])
+def test_a_design_with_runtime_k_pays_one_rtp_write_per_core_each_call(dev):
+    c = small(dev, "i8", "i32")
+    p = load()
+    fixed = float(estimate_config(c, p).time)
+    mnk = float(estimate_config(replace(c, runtime_sizes="mnk"), p).time)
+    mn = float(estimate_config(replace(c, runtime_sizes="mn"), p).time)
+    cores = c.rows * c.cols
+    assert mnk - fixed == pytest.approx(RTP_WORDS * cores * p.rtp_write_us * 1e-6, rel=1e-9)
+    assert mn == fixed  # cores that loop while data comes read no parameter
+    assert (mnk - fixed) * 1e6 == pytest.approx(2.112 if dev == "npu2" else 1.056)  # 66 ns per core-word
+
+
+def test_a_small_call_pays_for_whole_blocks():
+    """A call smaller than one block computes the block (its junk rows read slack): its core time is
+    the whole block's, and its throughput falls with the share of useful rows."""
+    c = small("npu2", "i8", "i32")
+    rows = c.m * c.rows
+    p = load()
+    one = estimate(Problem.of(c, Size(1, c.K, c.N)), c.m, c.k, c.n, c.k_mt, p, rho=c.rho)
+    full = estimate(Problem.of(c, Size(rows, c.K, c.N)), c.m, c.k, c.n, c.k_mt, p, rho=c.rho)
+    assert float(one.t_core) == float(full.t_core)
+    assert float(one.tops) * rows == pytest.approx(float(full.tops), rel=0.05)
+
+
+def test_tune_many_picks_the_least_weighted_time_among_designs_that_serve_every_size():
+    base = _base()
+    p = load()
+    r = tune_many(base, SIZES)
+    c = r.config
+    assert (c.M, c.K, c.N, c.runtime_sizes) == (base.M, base.K, base.N, "mnk")
+    for s in SIZES:
+        serve(c, s)  # the winner serves every size
+
+    def total(cf):
+        return sum(float(estimate(Problem.of(cf, s), cf.m, cf.k, cf.n, cf.k_mt, p, rho=cf.rho).time) for s in SIZES)
+
+    compared = 0
+    for s in r.sizes:  # each size's own design, built for the maxima instead, never beats the winner overall
+        assert s.special is not None and s.special_s is not None
+        own = replace(s.special, M=c.M, K=c.K, N=c.N, runtime_sizes="mnk")
+        try:
+            check(own)
+            for size in SIZES:
+                serve(own, size)
+        except GemmGenError:
+            continue
+        compared += 1
+        assert total(c) <= total(own) * (1 + 1e-12)
+    assert compared >= 1
+    assert all(s.loss is not None and s.loss > -0.05 for s in r.sizes)  # a specialised design is (nearly) never slower
+
+
+def test_weights_move_the_design_towards_the_frequent_size():
+    base = _base()
+    even = tune_many(base, SIZES)
+    heavy = tune_many(base, SIZES, (1.0, 1000.0, 1.0))
+    assert heavy.sizes[1].shared_s <= even.sizes[1].shared_s
+    assert heavy.total("shared") >= heavy.total("special")
+
+
+def test_cli_tune_for_many_sizes(capsys):
+    args = ["tune", "--dev", "npu1", "--dtype_in", "i8", "--dtype_out", "i32",
+            "--runtime-sizes", "1000x777x333,1x4096x4096"]
+    assert main(args + ["--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["predicted"] and out["runtime_sizes"] == "mnk" and out["built_for"] == [1000, 4096, 4096]
+    assert [s["size"] for s in out["sizes"]] == ["1000x777x333", "1x4096x4096"]
+    assert all(np.isfinite(s["loss"]) for s in out["sizes"])
+    assert main(args) == 0
+    text = capsys.readouterr().out
+    assert "PREDICTED" in text and "weighted total" in text and "loss" in text
+    assert main(args + ["--weights", "1,2,3"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "3 weights for 2 sizes" in err
+
+
+def test_simulated_runtime_sizes_use_the_design_tuned_for_the_list():
+    from gemm_gen.cli import parser
+    from gemm_gen.cliargs import config_from_args
+
+    args = ["simulate", "--dev", "npu2", "--dtype_in", "i8", "--dtype_out", "i32",
+            "--runtime-sizes", "1000x777x333,64x4096x512,2048x1024x2048"]
+    c = config_from_args(parser().parse_args(args))
+    r = tune_many(replace(c, m=0, k=0, n=0, k_mt=0, rho=1), SIZES)
+    assert (c.m, c.k, c.n, c.k_mt, c.rho) == (r.config.m, r.config.k, r.config.n, r.config.k_mt, r.config.rho)
