@@ -49,6 +49,7 @@ ATB_TILES: dict[str, tuple[int, int, int, int, int]] = {
 
 RUNTIME_SIZES = ("fixed", "mn", "mnk")  # GemmConfig.runtime_sizes
 RTP_WORDS = 1  # runtime parameters per core with runtime K: its k-steps per output tile
+RTP_PART = "RTP"  # the l1_parts name of a core's runtime-parameter Buffer
 B_PACKS = ("tiles", "strips")  # DRAM layouts of a bfp16 B (GemmConfig.b_pack)
 # mlir-aie's L1 allocators (aie.tile allocation_scheme; IRON Worker(allocation_scheme=...))
 L1_SCHEMES = ("bank-aware", "basic-sequential")
@@ -351,7 +352,7 @@ class GemmConfig:
         if p.converts_c:  # accumulator rows that do not fit in the C object
             parts["C acc"] = self.t_acc.nbytes((self.m - self.c_split_rows) * self.n)
         if self.runtime_sizes == "mnk":  # the k-steps each call writes (one i32)
-            parts["RTP"] = RTP_WORDS * 4
+            parts[RTP_PART] = RTP_WORDS * 4
         parts["stack"] = self.stack_bytes
         parts["kernel data"] = self.dev.kernel_data_bytes
         return parts

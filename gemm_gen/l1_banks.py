@@ -25,7 +25,7 @@ import itertools
 from dataclasses import dataclass
 
 from .config import L1_SCHEMES as SCHEMES
-from .config import GemmConfig
+from .config import RTP_PART, GemmConfig
 from .errors import ConfigError
 from .hw.devices import Device
 
@@ -254,7 +254,7 @@ def allocate(dev: Device, scheme: str, buffers: list[L1Buffer], stack: int) -> l
     return bank_aware(dev, buffers, stack)
 
 
-SCRATCH = ("A bfp16", "B bfp16", "C acc", "RTP")  # GemmConfig.l1_parts names of a worker's own Buffers
+SCRATCH = ("A bfp16", "B bfp16", "C acc", RTP_PART)  # GemmConfig.l1_parts names of a worker's own Buffers
 
 
 def core_buffers(c: GemmConfig) -> list[L1Buffer]:

@@ -281,6 +281,9 @@ def test_run_of_many_sizes_loads_one_xclbin_builds_once_and_writes_one_stream_pe
     assert aiecc_runs == [["--get-xclbin", "--get-npu-insts"], ["--get-npu-insts"]]
     entry = next((tmp_path / "cache").iterdir())
     assert {p.name for p in entry.glob("insts*.bin")} == {"insts_64x96x33.bin", f"insts_{c.suffix}.bin"}
+    # the stand-in aiecc's stream is not TXN, so the host encoder is not trusted for this xclbin
+    verdict = __import__("json").loads((entry / "txn_check.json").read_text())
+    assert verdict["matches"] is False and verdict["first_difference"] == 0 and "(by aiecc)" in out
     # a second run finds the xclbin and both streams: nothing is built
     aiecc_runs.clear()
     assert main(["run", *RUN_SIZES, "--iters", "1", "--warmup", "0", "--json"]) == 0
@@ -304,3 +307,34 @@ def test_run_with_a_stream_for_another_size_fails(tmp_path, monkeypatch):
     xrt = FakeXrt(c, calls={b"other": c.call})
     with pytest.raises(GemmGenError, match="ended in state ERT_CMD_STATE_ERROR"):
         runner.run_calls(c, [(c.call, files)], iters=1, warmup=0, xrt=xrt)
+
+
+def test_run_encodes_other_sizes_on_the_host_once_it_matches_aiecc(tmp_path, monkeypatch, capsys):
+    """When aiecc's stream for the xclbin's own size is the host encoder's, word for word, every
+    other size's stream comes from the encoder (no aiecc run) and the NPU runs it."""
+    from gemm_gen.backends import cache, toolchain, txn
+    from gemm_gen.backends.npu_call import TXN_CHECK, call_files
+    from gemm_gen.cli import parser
+    from gemm_gen.cliargs import config_from_args
+
+    from .fake_pyxrt import FakeXrt
+    from .test_build import _fake_tools
+
+    _fake_tools(tmp_path, monkeypatch)
+    monkeypatch.setenv(cache.CACHE_ENV, str(tmp_path / "cache"))
+    c = config_from_args(parser().parse_args(["run", *RUN_SIZES]))
+    design = build_design(c)
+    own = call_files(design, c.call)  # the build: xclbin and aiecc's stream of the own size
+    own.insts.write_bytes(txn.encode_call(design, c.call).tobytes())  # as if aiecc wrote what the encoder writes
+    (own.insts.parent / TXN_CHECK).unlink(missing_ok=True)
+    calls = [serve(c, p) for p in parse_sizes(RUN_SIZES[-1])]
+    streams = {txn.encode_call(design, call).tobytes(): call for call in calls}
+    monkeypatch.setattr(toolchain, "pyxrt", lambda: FakeXrt(c, calls=streams))
+    ran = []
+    real_run = __import__("subprocess").run
+    monkeypatch.setattr("subprocess.run", lambda argv, *a, **kw: ran.append(argv) or real_run(argv, *a, **kw))
+    assert main(["run", *RUN_SIZES, "--iters", "1", "--warmup", "0"]) == 0
+    out = capsys.readouterr().out
+    assert ran == [] and "found in the build cache" in out and "(by host encoder)" in out
+    assert "PASS: one xclbin served all 2 sizes" in out
+    assert (own.insts.parent / "insts_64x96x33.bin").read_bytes() == txn.encode_call(design, calls[1]).tobytes()

@@ -103,7 +103,7 @@ def _run_sizes(a: argparse.Namespace, design: Design, xrt: ModuleType) -> int:
     print(f"xclbin {files[0].xclbin} ({'found in the build cache' if cached else 'built into the build cache'} "
           f"{entry.name}), loaded once")
     for r, f in zip(results, files):
-        print(f"\nsize {r.problem or design.config.call.problem}: instructions {f.insts.name}")
+        print(f"\nsize {r.problem or design.config.call.problem}: instructions {f.insts.name} (by {f.how})")
         print("\n".join(r.lines()).rstrip("\n"))
     ok = f"PASS: one xclbin served all {len(results)} sizes"
     print(f"\n{ok}" if passed else f"\nFAIL: {sum(not r.passed for r in results)} of {len(results)} sizes failed")

@@ -150,6 +150,11 @@ class Device:
     # aie2p/mmul_bf16_bf16.hpp; UNCONFIRMED rate, a third-party single-core hint of ~25 MACs/cycle agrees)
     bf16_mmul_macs: int
     out_types: dict[str, tuple[str, ...]]  # accepted dtype_out per dtype_in
+    # the instruction stream's device generation (TXN header; mlir-aie AIETargetNPU.cpp txnDeviceGen)
+    # and the shim DMA's AXI burst sizes, by their 2-bit encoding (AIETargetModel.cpp
+    # getShimBurstEncodingsAndLengths); a BD gets the largest unless told otherwise
+    txn_generation: int = 3
+    shim_burst_bytes: tuple[int, ...] = (64, 128, 256)
     dma: dict[TileKind, DmaSpec] = field(
         default_factory=lambda: {TileKind.SHIM: SHIM_DMA, TileKind.MEM: MEM_DMA, TileKind.CORE: CORE_DMA}
     )
@@ -234,6 +239,8 @@ NPU1 = Device(
     peak_macs={"bf16": 128, "i8": 256, "i16": 64},
     bf16_mmul_macs=128,
     out_types=_OUT_TYPES,
+    txn_generation=3,
+    shim_burst_bytes=(64, 128, 256),
 )
 
 NPU2 = Device(
@@ -266,6 +273,8 @@ NPU2 = Device(
     peak_macs={"bf16": 512, "i8": 512, "i16": 128, "bfp16": 512},
     bf16_mmul_macs=32,
     out_types=_OUT_TYPES,
+    txn_generation=4,
+    shim_burst_bytes=(64, 128, 256, 512),
 )
 
 DEVICES: dict[str, Device] = {d.name: d for d in (NPU1, NPU2)}
