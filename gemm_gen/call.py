@@ -87,6 +87,7 @@ class CallPlan:
     block_m: int  # rows*m: C rows one task group computes
     block_n: int  # cols*n
     k_mt: int
+    k: int  # the kernel's K step: k_walk / k kernel calls per output tile
     b_col_maj: bool
     padded: tuple[str, ...]  # operands in a host-padded buffer (copied, or encoded as bfp16 tiles)
     copies: tuple[HostCopy, ...]  # the padded scalar operands, with the reason
@@ -119,6 +120,21 @@ class CallPlan:
     def k_walk(self) -> int:
         """K as the array walks it: whole k_mt chunks."""
         return -(-self.K // self.k_mt) * self.k_mt
+
+    @property
+    def k_steps(self) -> int:
+        """Kernel calls per output tile."""
+        return self.k_walk // self.k
+
+    @property
+    def tiles_per_core(self) -> int:
+        """Output tiles each core computes in this call (one per task group)."""
+        return self.m_blocks * self.n_blocks
+
+    @property
+    def covered(self) -> tuple[int, int, int]:
+        """Mp x k_walk x Np: what the call's whole blocks compute."""
+        return self.Mp, self.k_walk, self.Np
 
     @property
     def Mp(self) -> int:
@@ -220,7 +236,7 @@ def plan_call(c: GemmConfig, problem: Problem) -> CallPlan:
         }[zeros]
     padded = tuple(op for op in OPERANDS if op in why or op in encoded)
     copies = tuple(HostCopy(op, why[op]) for op in OPERANDS if op in why)
-    return CallPlan(problem, block_m, block_n, c.k_mt, c.b_col_maj, padded, copies, k_tail, a_finite, shift_m,
+    return CallPlan(problem, block_m, block_n, c.k_mt, c.k, c.b_col_maj, padded, copies, k_tail, a_finite, shift_m,
                     shift_n)
 
 

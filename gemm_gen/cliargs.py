@@ -165,7 +165,7 @@ def base_config(a: argparse.Namespace, m: int = 0, k: int = 0, n: int = 0, k_mt:
 
 def config_from_args(a: argparse.Namespace) -> GemmConfig:
     """The design the flags ask for: the problem and options from the flags, the rest from the tuner."""
-    from .model.tune import choose
+    from .model.choose import choose
 
     return choose(base_config(a), a.m, a.k, a.n, a.k_mt, a.rho, b_pack_open=a.b_pack is None,
                   sizes=getattr(a, "runtime_sizes", None), weights=getattr(a, "weights", None))

@@ -265,45 +265,6 @@ class GemmConfig:
         """How the design computes the problem it was made for (gemm_gen/call.py)."""
         return plan_call(self, Problem(self.M, self.K, self.N))
 
-    @cached_property
-    def padded(self) -> tuple[int, int, int]:
-        nm, nk, nn = self.native
-        return _round_up(self.M, nm), _round_up(self.K, nk), _round_up(self.N, nn)
-
-    @property
-    def Mp(self) -> int:
-        return self.padded[0]
-
-    @property
-    def Kp(self) -> int:
-        return self.padded[1]
-
-    @property
-    def Np(self) -> int:
-        return self.padded[2]
-
-    @property
-    def wasted_fraction(self) -> float:
-        """Share of the padded MACs that only multiply padding zeros."""
-        return 1.0 - (self.M * self.K * self.N) / (self.Mp * self.Kp * self.Np)
-
-    @property
-    def m_blocks(self) -> int:
-        return self.Mp // (self.m * self.rows)
-
-    @property
-    def n_blocks(self) -> int:
-        return self.Np // (self.n * self.cols)
-
-    @property
-    def k_steps(self) -> int:
-        """Kernel calls per output tile."""
-        return self.Kp // self.k
-
-    @property
-    def tiles_per_core(self) -> int:
-        return self.m_blocks * self.n_blocks
-
     @property
     def b_l2_k(self) -> int:
         """K extent of a B object in the memtile: k_mt when column-major tiles, else k (row-major, or
@@ -495,7 +456,7 @@ class GemmConfig:
         if self.stack_bytes < 0 or self.stack_bytes % 16:
             raise ConfigError(f"stack {self.stack_bytes} B must be a positive multiple of 16",
                               "give --stack like 1024 or 3328 (0xD00)")
-        tasks = self.m_blocks * self.n_blocks * (self.rows + 2 * self.cols)
+        tasks = self.call.tiles_per_core * (self.rows + 2 * self.cols)  # the largest call it serves
         if tasks > MAX_RUNTIME_TASKS:
             raise ConfigError(
                 f"the runtime sequence would push {tasks:,} BD tasks (over {MAX_RUNTIME_TASKS:,}; its "
@@ -543,8 +504,9 @@ class GemmConfig:
     def _check_granularity(self) -> None:
         """Every contiguous DMA run must be whole 32-bit words (sec. 4.3); bfp16 moves in 72-byte
         tiles, always whole words."""
-        runs = [("s", self.s, self.t_in), ("t", self.t, self.t_b), ("K", self.Kp, self.t_in),
-                ("N", self.Np, self.t_b), ("t (C)", self.t, self.t_out), ("N (C)", self.Np, self.t_out)]
+        runs = [("s", self.s, self.t_in), ("t", self.t, self.t_b), ("k_mt", self.k_mt, self.t_in),
+                ("n x cols", self.n * self.cols, self.t_b), ("t (C)", self.t, self.t_out),
+                ("n x cols (C)", self.n * self.cols, self.t_out)]
         for name, count, t in runs:
             if not t.is_block and t.nbytes(count) % 4:
                 raise ConfigError(

@@ -56,7 +56,7 @@ class Gemm:
         return self._designs[key]
 
     def _build(self, size: Problem, runtime: bool) -> Design:
-        from .model.tune import choose
+        from .model.choose import choose
 
         base = replace(self._base, M=size.M, K=size.K, N=size.N, runtime_sizes="mnk" if runtime else "fixed")
         m, k, n, k_mt = self._tiles or (None, None, None, None)

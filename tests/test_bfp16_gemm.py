@@ -58,8 +58,9 @@ def test_host_buffers_hold_b_columns_as_blocks(col):
     c = small(col=col, **PRECISIONS["config2"])
     a, b = make_inputs(c.M, c.K, c.N, c.t_in, c.t_out, 3, c.t_b)
     a_dram, b_dram = pad_inputs(c, a, b)
-    assert a_dram.shape == (c.Mp // 8, c.Kp // 8, 72)
-    assert b_dram.shape == ((c.Np // 8, c.Kp // 8, 72) if col else (c.Kp // 8, c.Np // 8, 72))
+    Mp, Kp, Np = c.call.covered
+    assert a_dram.shape == (Mp // 8, Kp // 8, 72)
+    assert b_dram.shape == ((Np // 8, Kp // 8, 72) if col else (Kp // 8, Np // 8, 72))
     tile = b_dram[1, 0] if col else b_dram[0, 1]  # N columns 8..15, K rows 0..7
     values = bfp16.tile_values(tile.reshape(1, 1, 72))  # rows of the tile = columns of B
     a_seen, b_seen = host_values(c, a_dram, b_dram)
@@ -70,7 +71,7 @@ def test_host_buffers_hold_b_columns_as_blocks(col):
 
 def test_output_values_decode_c_tiles():
     c = small(**PRECISIONS["config2"])
-    x = np.arange(c.Mp * c.Np, dtype=np.float32).reshape(c.Mp, c.Np) / 64
+    x = np.arange(c.call.Mp * c.call.Np, dtype=np.float32).reshape(c.call.Mp, c.call.Np) / 64
     raw = bfp16.tiles_of(x, Rounding.CONV_EVEN).reshape(-1)
     assert np.array_equal(output_values(c, raw), bfp16.quantize(x, rounding=Rounding.CONV_EVEN)[: c.M, : c.N])
 
@@ -140,7 +141,7 @@ def test_bfp16_defaults_chess_its_stack_and_no_emulation():
 def test_design_moves_tiles_and_declares_its_buffers():
     c = GemmConfig("npu2", 1024, 512, 2048, 128, 64, 128, 128, rho=4, **PRECISIONS["config3"])
     d = build_design(c)
-    assert d.tensor("A").shape == (c.Mp // 8, c.Kp // 8) and d.tensor("A").dtype == "bfp16"
+    assert d.tensor("A").shape == (c.call.Mp // 8, c.call.k_walk // 8) and d.tensor("A").dtype == "bfp16"
     assert d.fifo("A_L2L1_0").obj_shape == (c.t_ma // 8, c.k // 8)
     # bfp16 tiles arrive in kernel order: no dims on any hop except A's memtile reorder for rho > 1
     assert d.fifo("A_L2L1_0").dims_to_stream is None and d.fifo("A_L2L1_0").dims_from_stream is None
@@ -172,14 +173,14 @@ def test_every_precision_simulates_bit_exact(name, rho, col):
     r = simulate(c, seed=rho)
     assert r.passed and r.mismatches == 0, r.first_mismatch
     assert r.nonzero_fraction > 0.5 and "bfp16 quantization points" in r.notes[0]
-    assert r.kernel.matmul_calls == c.rows * c.cols * c.tiles_per_core * c.k_steps * rho
-    assert r.kernel.convert_calls == (c.rows * c.cols * c.tiles_per_core if c.precision.converts_c else 0)
+    assert r.kernel.matmul_calls == c.rows * c.cols * c.call.tiles_per_core * c.call.k_steps * rho
+    assert r.kernel.convert_calls == (c.rows * c.cols * c.call.tiles_per_core if c.precision.converts_c else 0)
 
 
 def test_bfp16_dram_traffic_is_nine_eighths_of_bytes_per_value():
     c = small(**PRECISIONS["config2"])
     r = simulate(c)
-    M, K, N = c.padded
+    M, K, N = c.call.covered
     a_b = (M * K * N // (c.n * c.cols) + M * K * N // (c.m * c.rows)) * 9 // 8
     assert r.level_bytes()["DRAM -> memtile"][0] == a_b
     assert r.level_bytes()["memtile -> DRAM"][0] == M * N * 9 // 8
@@ -268,10 +269,10 @@ def test_cli_plan_and_simulate_ragged_bfp16(preset, capsys):
     c = GemmConfig("npu2", 100, 70, 90, *info["tile"], info["k_mt"], rho=info["rho"], **PRECISIONS[preset])
     t = {name: dtype(getattr(c, attr)).elem_bytes for name, attr in (("A", "dtype_in"), ("B", "dtype_b"),
                                                                      ("C", "dtype_out"))}
-    M, K, N = c.padded
+    M, K, N = c.call.covered
     assert info["dram_bytes"]["C"] == M * N * t["C"]
-    assert info["dram_bytes"]["A"] == M * K * t["A"] * c.n_blocks
-    assert info["dram_bytes"]["B"] == K * N * t["B"] * c.m_blocks
+    assert info["dram_bytes"]["A"] == M * K * t["A"] * c.call.n_blocks
+    assert info["dram_bytes"]["B"] == K * N * t["B"] * c.call.m_blocks
 
 
 # ---- mlir-aie's B packing (b_pack="strips") ---------------------------------------------------------
@@ -283,11 +284,11 @@ def test_strips_are_mlir_aies_atb_packing():
                    b_pack="strips")
     a, b = make_inputs(c.M, c.K, c.N, c.t_in, c.t_out, 3, c.t_b)
     _, b_dram = pad_inputs(c, a, b)
-    assert b_dram.shape == (c.Np // c.n, c.Kp // 8 * c.n // 8, 72)
+    assert b_dram.shape == (c.call.Np // c.n, c.call.k_walk // 8 * c.n // 8, 72)
     bq = bfp16.quantize(b.astype(np.float32), axis=0)  # blocks of 8 along K
     expect = []
-    for strip in range(c.Np // c.n):
-        for r in range(c.Kp // c.k):
+    for strip in range(c.call.Np // c.n):
+        for r in range(c.call.k_walk // c.k):
             for sbc in range(c.n // 16):
                 for sbr in range(c.k // 8):
                     for half in range(2):
@@ -306,7 +307,7 @@ def test_strips_simulate_bit_exact_with_one_run_per_strip(name, col):
     d = build_design(c)
     b_tasks = [t for t in d.tasks if t.tensor == "B"]
     assert all(t.tap.is_linear() or t.tap.sizes == (t.tap.count,) for t in b_tasks)
-    assert {t.tap.count for t in b_tasks} == {c.Kp // 8 * c.n // 8}
+    assert {t.tap.count for t in b_tasks} == {c.call.k_walk // 8 * c.n // 8}
     assert simulate(d).passed
 
 

@@ -104,7 +104,7 @@ def test_runtime_k_comes_from_a_parameter_written_per_call():
     assert len(loops) == 1 and isinstance(loops[0].count, RuntimeCount)
     assert any(b.rtp for b in d.workers[0].buffers) and "RTP" in c.l1_parts
     writes = [op for op in d.runtime if op.op == "rtp"]
-    assert len(writes) == c.rows * c.cols and {op.rtp.value for op in writes} == {c.k_steps - 1}
+    assert len(writes) == c.rows * c.cols and {op.rtp.value for op in writes} == {c.call.k_steps - 1}
     assert d.runtime.index(writes[-1]) < min(i for i, op in enumerate(d.runtime) if op.op == "task")
     results = simulate_calls(d, [Problem(c.M, c.K // 2, c.N), Problem(c.M, c.K, c.N), Problem(9, c.k_mt, 9)])
     assert all(r.passed for r in results)

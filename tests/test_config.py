@@ -45,8 +45,8 @@ def test_paper_budgets(dev, t_in, t_out, tile, k_mt, l1_kb, l2_kb, size):
     buffers = parts["A"] + parts["B"] + parts["C"]
     assert abs(buffers / 1024 - l1_kb) <= 0.05  # the paper prints one decimal
     assert sum(c.memtile_bytes_used()) == l2_kb * 1024
-    assert c.wasted_fraction == 0  # the paper's sizes are multiples of its native size
-    assert c.padded == size
+    assert c.call.wasted_fraction == 0  # the paper's sizes are multiples of its native size
+    assert c.call.covered == size
 
 
 def test_paper_tiles_are_the_defaults():
@@ -67,9 +67,9 @@ def test_fallback_tiles_fit(dev, t_in, t_out):
 def test_padding_and_waste():
     c = GemmConfig("npu2", 4096, 4096, 2048, 112, 48, 96, 384, "bf16", "bf16", True)
     assert c.native == (448, 384, 768)
-    assert c.padded == (4480, 4224, 2304)
-    assert c.wasted_fraction == pytest.approx(1 - 4096 * 4096 * 2048 / (4480 * 4224 * 2304))
-    assert c.k_steps == 88 and c.tiles_per_core == 10 * 3
+    assert c.call.covered == (4480, 4224, 2304)
+    assert c.call.wasted_fraction == pytest.approx(1 - 4096 * 4096 * 2048 / (4480 * 4224 * 2304))
+    assert c.call.k_steps == 88 and c.call.tiles_per_core == 10 * 3
 
 
 def _err(exc: type[Exception], **changes: object) -> str:

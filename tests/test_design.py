@@ -77,10 +77,10 @@ def test_worker_loop():
     c = small("npu2", "i8", "i16")
     d = build_design(c)
     (outer,) = d.workers[0].program
-    assert isinstance(outer, Loop) and outer.count == c.tiles_per_core
+    assert isinstance(outer, Loop) and outer.count == c.call.tiles_per_core
     acq_c, zero, inner, rel_c = outer.body
     assert isinstance(acq_c, Acquire) and isinstance(zero, Call) and zero.kernel == "zero_i16"
-    assert isinstance(inner, Loop) and inner.count == c.k_steps
+    assert isinstance(inner, Loop) and inner.count == c.call.k_steps
     kinds = [type(op) for op in inner.body]
     assert kinds == [Acquire, Acquire, Call, Release, Release]
     assert inner.body[2].kernel == "matmul_i8_i16" and isinstance(rel_c, Release)
@@ -117,13 +117,13 @@ def test_a_reaches_the_kernel_layout(dev, t_in, t_out, rho):
     base = small(dev, t_in, t_out)
     c = small(dev, t_in, t_out, m=base.m * rho, M=2 * 4 * base.m * rho, rho=rho)
     tiles = _compose_a(c, m_block=1, row=2)
-    assert len(tiles) == c.k_steps * rho  # per k-step, rho A tiles of T_MA rows
+    assert len(tiles) == c.call.k_steps * rho  # per k-step, rho A tiles of T_MA rows
     for n_tile, l1 in enumerate(tiles):
         q, sl = divmod(n_tile, rho)  # k-step q, C slice sl
         logical = l1[a_layout(c.t_ma, c.k, c.r, c.s)]  # what the kernel reads as A[i, j]
         i, j = np.indices((c.t_ma, c.k))
         first_row = (1 * c.rows + 2) * c.m + sl * c.t_ma
-        assert np.array_equal(logical, (first_row + i) * c.Kp + q * c.k + j)
+        assert np.array_equal(logical, (first_row + i) * c.call.k_walk + q * c.k + j)
 
 
 @pytest.mark.parametrize("col_maj", [True, False])
@@ -143,9 +143,9 @@ def test_b_reaches_the_kernel_layout(col_maj):
             kk, jj = np.indices((c.k, c.n))
             col = (1 * c.cols + 3) * c.n + jj
             row = step * c.k + kk
-            assert np.array_equal(logical, col * c.Kp + row if col_maj else row * c.Np + col)
+            assert np.array_equal(logical, col * c.call.k_walk + row if col_maj else row * c.call.Np + col)
             step += 1
-    assert step == c.k_steps
+    assert step == c.call.k_steps
 
 
 def test_c_leaves_the_kernel_layout_row_major():
@@ -155,11 +155,11 @@ def test_c_leaves_the_kernel_layout_row_major():
     obj = np.empty(c.rows * c.m * c.n, dtype=np.int64)
     for r in range(c.rows):
         tile = np.empty(c.m * c.n, dtype=np.int64)
-        tile[c_layout(c.m, c.n, c.r, c.t).ravel()] = ((r * c.m + i) * c.Np + j).ravel()
+        tile[c_layout(c.m, c.n, c.r, c.t).ravel()] = ((r * c.m + i) * c.call.Np + j).ravel()
         obj[r * c.m * c.n:(r + 1) * c.m * c.n] = tile
     per_slice = P.c_l2_to_stream(grid(c, "C")).indices()
     stream = np.concatenate([obj[r * c.m * c.n + per_slice] for r in range(c.rows)])
-    dram = np.full(c.Mp * c.Np, -1)
+    dram = np.full(c.call.Mp * c.call.Np, -1)
     dram[P.shim_c(grid(c, "C"), 0, 0, 0).indices()] = stream
     written = dram >= 0
     assert np.array_equal(dram[written], np.flatnonzero(written))  # every element lands on itself
@@ -168,7 +168,7 @@ def test_c_leaves_the_kernel_layout_row_major():
 def test_runtime_queue():
     c = small("npu2", M=4 * 4 * 16, N=2 * 8 * 16)  # 4 x 2 = 8 task groups (m = 16, n = 16)
     d = build_design(c)
-    groups = c.m_blocks * c.n_blocks
+    groups = c.call.m_blocks * c.call.n_blocks
     assert groups == 8
     assert sum(1 for op in d.runtime if op.op == "finish") == groups
     peak = live_bds_per_shim(d)
@@ -185,7 +185,7 @@ def test_runtime_queue():
             finished.append(op.group)
     assert finished == list(range(groups))
     # the C drains cover C exactly once; only C tasks wait
-    covered = np.zeros(c.Mp * c.Np, dtype=int)
+    covered = np.zeros(c.call.Mp * c.call.Np, dtype=int)
     for t in d.tasks:
         assert t.wait == (t.tensor == "C")
         if t.tensor == "C":
@@ -196,7 +196,7 @@ def test_runtime_queue():
 def test_dram_traffic_matches_the_papers_equations():
     c = GemmConfig("npu1", 4224, 4032, 4224, 96, 56, 96, 224, "bf16", "bf16", True)
     traffic = dram_bytes(build_design(c))
-    M, K, N = c.padded
+    M, K, N = c.call.covered
     assert traffic["A"] == M * K * N * 2 // (c.n * c.cols)  # eq. 6
     assert traffic["B"] == M * K * N * 2 // (c.m * c.rows)  # eq. 7
     assert traffic["C"] == M * N * 2  # eq. 8
@@ -206,7 +206,7 @@ def test_large_dimensions_fit_the_bd_fields():
     # 65536 in every dimension: strips and chunking keep every shim field in range
     for col_maj in (True, False):
         c = GemmConfig("npu2", 65536, 65536, 65536, 112, 48, 96, 384, "bf16", "bf16", col_maj).validate()
-        last_row, last_col = c.call.m_origin(c.m_blocks - 1), c.call.n_origin(c.n_blocks - 1)
+        last_row, last_col = c.call.m_origin(c.call.m_blocks - 1), c.call.n_origin(c.call.n_blocks - 1)
         b = P.shim_b(grid(c, "B"), last_col, c.cols - 1)
         assert b.to_words(c.t_in).strides[0] <= 1 << 20
         cc = P.shim_c(grid(c, "C"), last_row, last_col, c.cols - 1)

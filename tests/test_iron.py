@@ -105,7 +105,7 @@ def test_workers_trace_the_loop_ir():
     names = [op[1] for op in w.trace if op[0] in ("acquire", "release")]
     assert names == [cc, a, b, a, b, cc]
     loops = [op[1] for op in w.trace if op[0] == "loop"]
-    assert loops == [c.tiles_per_core, c.k_steps]
+    assert loops == [c.call.tiles_per_core, c.call.k_steps]
     call = next(op for op in w.trace if op[0] == "call" and op[1].startswith("matmul"))
     assert [repr(x) for x in call[2]] == [f"<{a}>", f"<{b}>", f"<{cc}>"]  # the acquired objects, in kernel order
 
@@ -152,15 +152,15 @@ def test_bfp16_design_types_blocks_and_passes_its_buffers():
     assert "buffer C_acc_7_3 ((64, 128), 'bfloat16') at Tile(7, 5)" in text
     # shim taps and host buffers in blocks: A is Mp x Kp values = Mp Kp / 8 blocks
     fill = next(t for t in rec.transfers if t["kind"] == "fill" and t["fifo"] == "A_L3L2_0")
-    assert fill["tap"].tensor_dims == (1, c.Mp * c.Kp // 8) and fill["tap"].sizes[-1] % 8 == 0
+    assert fill["tap"].tensor_dims == (1, c.call.Mp * c.call.k_walk // 8) and fill["tap"].sizes[-1] % 8 == 0
 
 
 def test_one_trip_loops_are_not_range_loops():
     # mlir-aie issue #1547: a single output tile per core is emitted without a loop
     c = small("npu1", M=4 * 8, N=4 * 8)
-    assert c.tiles_per_core == 1
+    assert c.call.tiles_per_core == 1
     _, rec, _ = lowered(c)
-    assert [op[1] for op in rec.workers[0].trace if op[0] == "loop"] == [c.k_steps]
+    assert [op[1] for op in rec.workers[0].trace if op[0] == "loop"] == [c.call.k_steps]
 
 
 def test_runtime_tasks_and_task_groups():
@@ -268,7 +268,7 @@ def test_runtime_k_lowers_to_rtp_buffers_written_before_any_transfer():
     assert sum(b.use_write_rtp for b in rec.buffers) == c.rows * c.cols
     events = [kind for kind, _ in rec.rt_events]
     writes = [v for kind, v in rec.rt_events if kind == "rtp"]
-    assert events[: len(writes)] == ["rtp"] * c.rows * c.cols and {v[2] for v in writes} == {c.k_steps - 1}
+    assert events[: len(writes)] == ["rtp"] * c.rows * c.cols and {v[2] for v in writes} == {c.call.k_steps - 1}
 
 
 def test_a_design_that_breaks_an_rtp_rule_does_not_lower():

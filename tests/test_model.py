@@ -196,7 +196,7 @@ def test_design_traffic_matches_closed_form(dev, types, col, mm, kk, nn, jm, bm,
     except GemmGenError:
         return
     got = design_traffic(design)
-    Mp, Kp, Np = (np.array(x) for x in c.padded)
+    Mp, Kp, Np = (np.array(x) for x in c.call.covered)
     want = analytic_traffic(c.rows, c.cols, (c.t_in, c.t_b, c.t_out), col, np.array(m), np.array(k_mt),
                             np.array(n), Mp, Kp, Np, c.b_pack, tuple(np.array(c.call.ld(x)) for x in "ABC"))
     for name in ("A", "B", "C"):

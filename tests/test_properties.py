@@ -63,7 +63,7 @@ def _design(c: GemmConfig) -> Design:
 def test_random_designs_match_the_reference(c, seed):
     r = simulate(_design(c), seed=seed)
     assert r.passed, (c, r.first_mismatch)
-    assert r.kernel.tiles_done == c.rows * c.cols * c.tiles_per_core
+    assert r.kernel.tiles_done == c.rows * c.cols * c.call.tiles_per_core
 
 
 def _words(tap: Tap | None, t: str, count: int) -> np.ndarray:

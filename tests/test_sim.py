@@ -46,7 +46,7 @@ def test_small_designs_pass(dev, t_in, t_out, col_maj):
 def test_emulated_bf16_and_padding():
     c = GemmConfig("npu2", 200, 100, 300, 16, 16, 16, 32, "bf16", "bf16", True, emulate_bf16_with_bfp16=True)
     r = simulate(c)
-    assert c.mmul == (8, 8, 8) and r.passed and c.wasted_fraction > 0.3
+    assert c.mmul == (8, 8, 8) and r.passed and c.call.wasted_fraction > 0.3
     assert c.stack_bytes == 0xD00  # mlir-aie's stack for Peano's bfp16-emulated kernels
     assert r.numerics_modelled and "quantized to bfp16ebs8" in r.notes[0]
 
@@ -76,13 +76,13 @@ def test_bfp16_datapath_changes_the_numbers():
 def test_statistics_follow_the_design():
     c = small("npu2", "i8", "i16", M=3 * 4 * 16, N=2 * 8 * 16)
     r = simulate(c)
-    M, K, N = c.padded
+    M, K, N = c.call.covered
     levels = r.level_bytes()
     a_b = M * K * N // (c.n * c.cols) + M * K * N // (c.m * c.rows)  # eq. 6 + 7, 1-byte inputs
     assert levels["DRAM -> memtile"][0] == a_b
     assert levels["memtile -> DRAM"][0] == M * N * 2
-    calls = c.rows * c.cols * c.tiles_per_core * c.k_steps
-    assert r.kernel.matmul_calls == calls and r.kernel.tiles_done == c.rows * c.cols * c.tiles_per_core
+    calls = c.rows * c.cols * c.call.tiles_per_core * c.call.k_steps
+    assert r.kernel.matmul_calls == calls and r.kernel.tiles_done == c.rows * c.cols * c.call.tiles_per_core
     # every core receives one A and one B tile per call
     assert levels["memtile -> cores"][1] == calls * (c.m * c.k + c.k * c.n)
     assert r.max_live_bds["shim(0,0)"] == 12 and r.max_live_bds["shim(1,0)"] == 8
@@ -102,11 +102,11 @@ def test_atb_designs_pass_with_rho_calls_per_k_step(dev, t_in, t_out, rho, col_m
     c = _atb(dev, t_in, t_out, rho, col_maj)
     r = simulate(c)
     assert r.passed and r.mismatches == 0 and c.t_ma * rho == c.m
-    calls = c.rows * c.cols * c.tiles_per_core * c.k_steps * rho
+    calls = c.rows * c.cols * c.call.tiles_per_core * c.call.k_steps * rho
     assert r.kernel.matmul_calls == calls
     levels = r.level_bytes()  # every core still receives all m rows of A once per k-step
     b_in = c.t_in.bytes
-    assert levels["memtile -> cores"][1] == c.rows * c.cols * c.tiles_per_core * c.k_steps * (c.m + c.n) * c.k * b_in
+    assert levels["memtile -> cores"][1] == calls // rho * (c.m + c.n) * c.k * b_in
 
 
 def test_atb_wrong_c_slice_is_a_layout_error():
@@ -196,7 +196,7 @@ def test_pushing_past_the_task_queue_is_refused():
     # all A tasks first: the 5th A push could find the 4-deep queue full (the hardware drops it)
     c = small("npu1", M=4 * 8 * 6)  # 6 groups
     d = build_design(c)
-    groups = range(c.m_blocks * c.n_blocks)
+    groups = range(c.call.m_blocks * c.call.n_blocks)
     tasks = [t for g in groups for t in group_tasks(c, c.call, g)]
     ops = [RuntimeOp("task", t.group, t) for t in sorted(tasks, key=lambda t: (t.tensor, t.group))]
     ops += [RuntimeOp("finish", g) for g in groups]

@@ -169,13 +169,13 @@ def worker(c: GemmConfig, specs: dict[str, KernelSpec], col: int, row: int, l1: 
         # writes its k-steps before any transfer: read after it, the parameter is this call's.
         body += [*step, Loop(RuntimeCount(rtp_buffer(col, row), 0), step)]
     else:
-        body.append(Loop(c.k_steps, step))
+        body.append(Loop(c.call.k_steps, step))
     if p.converts_c:
         body.append(Call(specs["convert"].name, (cc, *acc)))
     body.append(Release(cc))
     # A fixed design counts its output tiles (mlir-aie's loop); one that serves many sizes runs
     # output tiles for as long as data comes (the core repeats its program forever).
-    program = (Loop(c.tiles_per_core, tuple(body)),) if c.runtime_sizes == "fixed" else tuple(body)
+    program = (Loop(c.call.tiles_per_core, tuple(body)),) if c.runtime_sizes == "fixed" else tuple(body)
     return Worker(core(c, col, row), program, tuple(k.name for k in specs.values()), c.stack_bytes, tuple(buffers),
                   None if l1 is None else l1.scheme)
 

@@ -38,7 +38,7 @@ def design_to_json(d: Design) -> dict[str, Any]:
     return {
         "format": FORMAT,
         "config": d.config.to_json(),
-        "derived": {"padded": list(d.config.padded), "native": list(d.config.native),
+        "derived": {"padded": list(d.config.call.covered), "native": list(d.config.native),
                     "mmul": list(d.config.mmul)},
         "tensors": [{"name": t.name, "shape": list(t.shape), "dtype": t.dtype, "slack": t.slack} for t in d.tensors],
         "fifos": [

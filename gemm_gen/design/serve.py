@@ -36,7 +36,7 @@ def serve(config: GemmConfig, problem: Problem) -> CallPlan:
     call = plan_call(c, problem)
     if c.runtime_sizes == "mn" and call.k_walk != c.call.k_walk:
         raise ConfigError(f"K={problem.K} needs {call.k_walk // c.k} k-steps per output tile, and this "
-                          f"design's cores take exactly {c.k_steps} ({served})",
+                          f"design's cores take exactly {c.call.k_steps} ({served})",
                           "build with runtime sizes mnk (k-steps as a runtime parameter)")
     check_dma_limits(c, call)
     return call

@@ -53,7 +53,7 @@ def collisions(c: GemmConfig, plan: L1Plan, call_cycles: float) -> float:
 
     # DMA accesses per k-step into one object of each role: A objects turn over rho times per
     # k-step across depth_ab_l1 slots, B once, a second C object once per output tile
-    turnover = {"A": c.rho / c.depth_ab_l1, "B": 1 / c.depth_ab_l1, "C": 1 / (c.depth_c_l1 * c.k_steps)}
+    turnover = {"A": c.rho / c.depth_ab_l1, "B": 1 / c.depth_ab_l1, "C": 1 / (c.depth_c_l1 * c.call.k_steps)}
     shared: dict[tuple[str, int], tuple[int, set[str]]] = {}
     for f in plan.conflicts:
         nbytes, cores = shared.get((f.dma, f.bank), (f.dma_bytes, set()))
