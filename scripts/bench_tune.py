@@ -26,8 +26,8 @@ def main() -> int:
           f"{'pred TOPS':>9} {'paper choice':>12}")
     for row in paper.STRIKING_T2 + paper.STRIKING_T3:
         for col in (True, False):
-            pr = Problem(row.device, row.M, row.K, row.N, row.dtype_in, row.dtype_out, col, row.emulate,
-                         stack_bytes=row.stack_bytes)
+            pr = Problem.new(row.device, row.M, row.K, row.N, row.dtype_in, row.dtype_out, col,
+                             emulate_bf16_with_bfp16=row.emulate, stack_bytes=row.stack_bytes)
             start = time.perf_counter()
             r = tune(pr, 5)
             dt = time.perf_counter() - start

@@ -41,7 +41,7 @@ def test_plan_defaults_to_the_tuners_design(capsys):
     args = ("plan", "--dev", "npu2", "-M", "4032", "-K", "4224", "-N", "4608", "--b-col-maj", "--json")
     code, out, _ = run(capsys, *args)
     info = json.loads(out)
-    best = tune(Problem("npu2", 4032, 4224, 4608, b_col_maj=True), 1).best.config
+    best = tune(Problem.new("npu2", 4032, 4224, 4608, b_col_maj=True), 1).best.config
     assert code == 0 and info["tile"] == [best.m, best.k, best.n] and info["rho"] == best.rho
     code, out, _ = run(capsys, *args, "--rho", "1")
     info = json.loads(out)

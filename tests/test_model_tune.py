@@ -29,8 +29,8 @@ def run(capsys, *args: str) -> tuple[int, str, str]:
 
 
 def problem(row: paper.ArrayRow, col: bool = True) -> Problem:
-    return Problem(row.device, row.M, row.K, row.N, row.dtype_in, row.dtype_out, col, row.emulate,
-                   stack_bytes=row.stack_bytes)
+    return Problem.new(row.device, row.M, row.K, row.N, row.dtype_in, row.dtype_out, col,
+                       emulate_bf16_with_bfp16=row.emulate, stack_bytes=row.stack_bytes)
 
 
 @pytest.mark.parametrize("row", paper.STRIKING_T2 + paper.STRIKING_T3, ids=calibrate._aname)
@@ -48,7 +48,7 @@ def test_tuned_design_is_at_least_the_papers_choice_within_a_second(row):
 def _brute_force(pr: Problem) -> np.ndarray:
     """Every (m, k, n, rho) and every multiple of k for k_mt that fits: sorted predicted times."""
     m, k, n, rho = _tilings(pr, {})
-    r = pr.mmul[0]  # every asymmetry whose A tile (m / rho rows) fits a core's share is searched
+    r = pr.spec.mmul[0]  # every asymmetry whose A tile (m / rho rows) fits a core's share is searched
     assert set(rho.tolist()) == {x for x in range(1, RHO_MAX + 1) if 2 * r * x <= m.max()}
     times = []
     K1 = -(-pr.K // k) * k
@@ -62,9 +62,9 @@ def _brute_force(pr: Problem) -> np.ndarray:
     return np.sort(np.concatenate(times))
 
 
-@pytest.mark.parametrize("pr", [Problem("npu1", 520, 600, 700, "i8", "i16", True),
-                                Problem("npu2", 640, 1000, 1536, "bf16", "bf16", False),
-                                Problem("npu2", 300, 2000, 500, "i8", "i8", True)], ids=str)
+@pytest.mark.parametrize("pr", [Problem.new("npu1", 520, 600, 700, "i8", "i16", True),
+                                Problem.new("npu2", 640, 1000, 1536, "bf16", "bf16", False),
+                                Problem.new("npu2", 300, 2000, 500, "i8", "i8", True)], ids=str)
 def test_pruned_search_finds_the_exhaustive_optimum(pr):
     every = _brute_force(pr)
     result = tune(pr, 5)
@@ -74,7 +74,7 @@ def test_pruned_search_finds_the_exhaustive_optimum(pr):
 
 
 def test_heat_map_data_has_the_best_k_mt_of_every_tiling():
-    pr = Problem("npu1", 520, 600, 700, "i8", "i16", True)
+    pr = Problem.new("npu1", 520, 600, 700, "i8", "i16", True)
     allc = evaluate_all(pr)
     m, k, n, _ = _tilings(pr, {})
     assert len(allc["m"]) <= m.size and allc["tops"].max() == pytest.approx(tune(pr, 1).best.tops)
@@ -106,7 +106,7 @@ def test_config_without_tiles_is_the_tuned_design():
     start = time.perf_counter()
     c = config_from_args(a)
     assert time.perf_counter() - start < 1.0
-    best = tune(Problem("npu2", 4096, 4096, 2048), 1).best.config
+    best = tune(Problem.new("npu2", 4096, 4096, 2048), 1).best.config
     assert (c.m, c.k, c.n, c.k_mt, c.rho) == (best.m, best.k, best.n, best.k_mt, best.rho)
     a = parser().parse_args(["plan", "--dev", "npu2", "-M", "4096", "-K", "4096", "-N", "2048", "--k-mt", "96"])
     assert config_from_args(a).k_mt == 96
@@ -162,14 +162,14 @@ def test_measure_without_toolchain_exits_2_with_one_sentence(capsys, monkeypatch
 
 def test_no_valid_design_is_a_clear_error():
     with pytest.raises(GemmGenError, match="no valid design"):
-        tune(Problem("npu1", 1024, 1024, 1024, "i8", "i8", True), 1, {"m": 8, "k": 8, "n": 4096})
+        tune(Problem.new("npu1", 1024, 1024, 1024, "i8", "i8", True), 1, {"m": 8, "k": 8, "n": 4096})
 
 
 @pytest.mark.parametrize("row", paper.ATB_T2, ids=lambda r: f"{r.source[-7:]}-{r.m}x{r.k}x{r.n}-rho{r.rho}")
 def test_tune_answers_the_atb_problems_at_least_as_well_as_their_designs(row):
     """atb Table 2's bfp16 problems: the tuner searches rho too, and its best predicted design is at
     least the paper's own (each validated: L1 per eq. 3, bfp16 tiles, shim wraps)."""
-    pr = Problem("npu2", row.M, row.K, row.N, row.dtype_in, row.dtype_out, row.b_col_maj, dtype_b=row.dtype_b,
+    pr = Problem.new("npu2", row.M, row.K, row.N, row.dtype_in, row.dtype_out, row.b_col_maj, dtype_b=row.dtype_b,
                  acc=row.acc)
     result = tune(pr, 3)
     assert result.best.tops >= calibrate.array_tops(load(), row) * (1 - 1e-9)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
 from typing import Any
@@ -429,7 +429,7 @@ def _sweep_best(p: Params, ar: paper.ArrayRow) -> float:
     stall = array_estimate(p, ar).l1_stall_cycles  # its L1 plan depends on the tile only
     best = 0.0
     for idx in range(len(sizes)):
-        pr = replace(base, M=int(M[idx]), K=int(K[idx]), N=int(N[idx]))
+        pr = base.with_(M=int(M[idx]), K=int(K[idx]), N=int(N[idx]))
         best = max(best, float(estimate(pr, ar.m, ar.k, ar.n, ar.k_mt, p, rho=ar.rho, l1_stall=stall).tops))
     return best
 

@@ -127,12 +127,12 @@ def measure_candidates(cands: list[Candidate], iters: int, warmup: int, progress
 
 
 def tune_json(r: TuneResult, count: int) -> dict[str, Any]:
-    pr = r.problem
+    pr, c = r.problem, r.problem.spec
     return {
         "predicted": True,
-        "device": pr.device, "problem": [pr.M, pr.K, pr.N], "dtype_in": pr.dtype_in, "dtype_b": pr.dtype_b,
-        "dtype_out": pr.dtype_out, "acc": pr.acc,
-        "b_col_maj": pr.b_col_maj, "emulate_bf16_with_bfp16": pr.emulate_bf16_with_bfp16,
+        "device": c.device, "problem": [pr.M, pr.K, pr.N], "dtype_in": c.dtype_in, "dtype_b": c.dtype_b,
+        "dtype_out": c.dtype_out, "acc": c.acc, "b_col_maj": c.b_col_maj,
+        "emulate_bf16_with_bfp16": c.emulate_bf16_with_bfp16,
         "tilings": r.tilings, "candidates_ranked": r.evaluated, "rejected_by_validate": r.rejected_by_validate,
         "search_seconds": r.seconds,
         "ranked_by": "measurement" if any(c.measured_s is not None for c in r.top) else "model",
@@ -141,14 +141,14 @@ def tune_json(r: TuneResult, count: int) -> dict[str, Any]:
 
 
 def tune_text(r: TuneResult, count: int) -> str:
-    pr = r.problem
-    layout = "column-major" if pr.b_col_maj else "row-major"
-    types = _types(pr.dtype_in, str(pr.dtype_b), pr.dtype_out, str(pr.acc), bool(pr.emulate_bf16_with_bfp16))
+    pr, spec = r.problem, r.problem.spec
+    layout = "column-major" if spec.b_col_maj else "row-major"
+    types = _types(spec.dtype_in, str(spec.dtype_b), spec.dtype_out, str(spec.acc), bool(spec.emulate_bf16_with_bfp16))
     measured = any(c.measured_s is not None for c in r.top)
-    lines = [f"tune {pr.device} {pr.M}x{pr.K}x{pr.N} {types}, B {layout}: "
+    lines = [f"tune {spec.device} {pr.M}x{pr.K}x{pr.N} {types}, B {layout}: "
              f"{r.tilings:,} tilings, {r.evaluated:,} candidates ranked in {r.seconds * 1e3:.0f} ms "
              f"(throughputs are PREDICTED by the model{'; re-ranked by measurement' if measured else ''})"]
-    packs = pr.dtype_b == "bfp16"
+    packs = pr.spec.dtype_b == "bfp16"
     head = f"{'rank':>4}  {'m x k x n':<14} {'k_mt':>5}  {'rho':>3}  " + (f"{'B pack':<6}  " if packs else "") + \
         f"{'pred TOPS':>9}  {'bound':<7}  {'compute':>7}  " \
            f"{'memory':>7}  {'MAC/cyc':>7}  {'L1':>4}  {'L2':>4}  {'pad':>5}"

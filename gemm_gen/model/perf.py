@@ -16,21 +16,18 @@ bubble: a task group's BD (re)configuration by the command processor, hidden beh
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
 
 from .. import l1_banks
-from .. import precision as prec
 from ..call import Problem as CallProblem
 from ..call import plan_call
 from ..config import RTP_WORDS, GemmConfig
 from ..dtypes import dtype
 from ..errors import GemmGenError
-from ..hw.devices import Device, device
 from ..l1_banks import L1Plan
-from ..precision import Precision
 from . import kernel as kmod
 from .l1_stall import stall_cycles
 from .params import Params, load
@@ -41,100 +38,70 @@ GIGA = 1e9
 
 @dataclass(frozen=True)
 class Problem:
-    """Everything of a GemmConfig except the tiling (m, k, n, k_mt)."""
+    """What the model prices: a design's options (`spec`, a GemmConfig whose tiling the model
+    chooses: its m, k, n, k_mt, rho are ignored) at one call size (`size`)."""
 
-    device: str
-    M: int
-    K: int
-    N: int
-    dtype_in: str = "bf16"
-    dtype_out: str = "bf16"
-    b_col_maj: bool = False
-    emulate_bf16_with_bfp16: bool | None = None  # None: the device's default, as in GemmConfig
-    mmul_shape: tuple[int, int, int] | None = None
-    queue_groups: int = 4
-    depth_ab_l1: int = 2
-    depth_ab_l2: int = 2
-    depth_c_l1: int = 1
-    depth_c_l2: int = 1
-    rows: int = 4
-    cols: int = 0
-    stack_bytes: int = 0
-    compiler: str | None = None  # None: GemmConfig's default (chess for bfp16, else peano)
-    dtype_b: str | None = None
-    acc: str | None = None
-    b_pack: str = "tiles"
-    expansion: tuple[int, int] | None = None  # the kernel variant; None: the automatic one per tile
-    kernel_loops: str | None = None
-    convert_once: bool | None = None  # None: GemmConfig's default (on wherever it can be built)
-    runtime_sizes: str = "fixed"  # GemmConfig.runtime_sizes: "mnk" cores read their k-steps each call
-
-    def __post_init__(self) -> None:
-        # the option defaults are GemmConfig's: resolve them through one probe config
-        probe = self.config(0, 0, 0, 0)
-        for name in ("emulate_bf16_with_bfp16", "compiler", "dtype_b", "acc", "convert_once"):
-            object.__setattr__(self, name, getattr(probe, name))
+    spec: GemmConfig
+    size: CallProblem
 
     @classmethod
     def of(cls, c: GemmConfig, call: CallProblem | None = None) -> Problem:
-        """The config's problem, or one call of it at another size (`call`)."""
-        size = call or CallProblem(c.M, c.K, c.N)
-        return cls(c.device, size.M, size.K, size.N, c.dtype_in, c.dtype_out, c.b_col_maj,
-                   bool(c.emulate_bf16_with_bfp16), c.mmul_shape, c.queue_groups, c.depth_ab_l1, c.depth_ab_l2,
-                   c.depth_c_l1, c.depth_c_l2, c.rows, c.cols, c.stack_bytes, c.compiler, c.dtype_b, c.acc, c.b_pack,
-                   c.expansion, c.kernel_loops, c.convert_once, c.runtime_sizes)
+        """The config's own problem, or one call of it at another size (`call`)."""
+        return cls(replace(c, m=0, k=0, n=0, k_mt=0, rho=1), call or CallProblem(c.M, c.K, c.N))
 
-    def config(self, m: int, k: int, n: int, k_mt: int, **kw: object) -> GemmConfig:
-        return GemmConfig(self.device, self.M, self.K, self.N, int(m), int(k), int(n), int(k_mt), self.dtype_in,
-                          self.dtype_out, self.b_col_maj, rows=self.rows, cols=self.cols,
-                          emulate_bf16_with_bfp16=self.emulate_bf16_with_bfp16, mmul_shape=self.mmul_shape,
-                          stack_bytes=self.stack_bytes, queue_groups=self.queue_groups,
-                          depth_ab_l1=self.depth_ab_l1, depth_ab_l2=self.depth_ab_l2, depth_c_l1=self.depth_c_l1,
-                          depth_c_l2=self.depth_c_l2, compiler=self.compiler, dtype_b=self.dtype_b, acc=self.acc,
-                          b_pack=self.b_pack, expansion=self.expansion, kernel_loops=self.kernel_loops,
-                          convert_once=self.convert_once, runtime_sizes=self.runtime_sizes,
-                          **kw)  # type: ignore[arg-type]
+    @classmethod
+    def new(cls, device: str, M: int, K: int, N: int, dtype_in: str = "bf16", dtype_out: str = "bf16",
+            b_col_maj: bool = False, **options: Any) -> Problem:
+        """A problem from its sizes and a GemmConfig's options (their defaults where not given)."""
+        return cls.of(GemmConfig(device, M, K, N, 0, 0, 0, 0, dtype_in, dtype_out, b_col_maj, **options))
+
+    def with_(self, M: int | None = None, K: int | None = None, N: int | None = None, **options: Any) -> Problem:
+        """Another size, or other options."""
+        size = CallProblem(M or self.M, K or self.K, N or self.N)
+        return Problem(replace(self.spec, M=size.M, K=size.K, N=size.N, **options), size)
 
     @property
-    def dev(self) -> Device:
-        return device(self.device)
+    def M(self) -> int:
+        return self.size.M
+
+    @property
+    def K(self) -> int:
+        return self.size.K
+
+    @property
+    def N(self) -> int:
+        return self.size.N
+
+    def config(self, m: int, k: int, n: int, k_mt: int, **kw: object) -> GemmConfig:
+        """The design with this tiling, built for this size."""
+        return replace(self.spec, M=self.M, K=self.K, N=self.N, m=int(m), k=int(k), n=int(n), k_mt=int(k_mt),
+                       **kw)  # type: ignore[arg-type]
 
     @property
     def b_chunked(self) -> bool:
         """B reaches the memtile in k_mt chunks of column-major tiles (else one k x n object at a time)."""
-        return self.b_col_maj and self.b_pack == "tiles"
-
-    @property
-    def stack(self) -> int:
-        """The core stack the design gets (stack_bytes, or GemmConfig's default for these options)."""
-        return self.config(0, 0, 0, 0).stack_bytes
-
-    @property
-    def ncols(self) -> int:
-        return self.cols or self.dev.columns
-
-    @property
-    def mmul(self) -> tuple[int, int, int]:
-        return tuple(self.config(0, 0, 0, 0).mmul)  # type: ignore[return-value]
+        return self.spec.b_col_maj and self.spec.b_pack == "tiles"
 
     @property
     def kernel_shape(self) -> kmod.KernelShape:
-        return kmod.kernel_shape(self.dev, self.dtype_in, self.dtype_out, self.mmul, bool(self.emulate_bf16_with_bfp16),
-                                 self.dtype_b, self.acc, self.expansion, self.kernel_loops, bool(self.convert_once))
-
-    @property
-    def precision(self) -> Precision:
-        return prec.resolve(self.dtype_in, self.dtype_b, self.dtype_out, self.acc)
+        c = self.spec
+        return kmod.kernel_shape(c.dev, c.dtype_in, c.dtype_out, c.mmul, bool(c.emulate_bf16_with_bfp16),
+                                 c.dtype_b, c.acc, c.expansion, c.kernel_loops, bool(c.convert_once))
 
     @property
     def elem_bytes(self) -> tuple[float, float, float, float]:
         """Bytes per value of A, B, C (in DRAM and its L1 object) and C's L1 accumulator."""
-        return tuple(dtype(str(t)).elem_bytes for t in (self.dtype_in, self.dtype_b, self.dtype_out,
-                                                         self.acc))  # type: ignore[return-value]
+        c = self.spec
+        return tuple(dtype(str(t)).elem_bytes for t in (c.dtype_in, c.dtype_b, c.dtype_out,
+                                                         c.acc))  # type: ignore[return-value]
 
     @property
     def macs(self) -> int:
         return self.M * self.K * self.N
+
+    def __str__(self) -> str:  # test ids
+        c = self.spec
+        return f"{c.device}-{self.size}-{c.dtype_in}-{c.dtype_out}-{'col' if c.b_col_maj else 'row'}"
 
 
 @dataclass
@@ -181,7 +148,7 @@ def dram_lds(pr: Problem, k_mt: np.ndarray, n: np.ndarray) -> tuple[np.ndarray, 
 
 @functools.lru_cache(maxsize=4096)
 def _lds(pr: Problem, k_mt: int, n: int) -> tuple[int, int, int]:
-    call = plan_call(pr.config(pr.dev.core_rows, k_mt, n, k_mt), CallProblem(pr.M, pr.K, pr.N))
+    call = plan_call(pr.config(pr.spec.dev.core_rows, k_mt, n, k_mt), CallProblem(pr.M, pr.K, pr.N))
     return call.ld("A"), call.ld("B"), call.ld("C")
 
 
@@ -202,8 +169,8 @@ def estimate(pr: Problem, m: np.ndarray | int, k: np.ndarray | int, n: np.ndarra
     the k-step's calls: they count as kernel time, as a trace of the running kernel would see them.
     """
     p = params or load()
-    dev = pr.dev
-    rows, cols = pr.rows, pr.ncols
+    dev = pr.spec.dev
+    rows, cols = pr.spec.rows, pr.spec.cols
     f_hz = dev.clock_ghz * GIGA
     b_a, b_b, b_out, b_acc = pr.elem_bytes
     ks = pr.kernel_shape
@@ -225,17 +192,17 @@ def estimate(pr: Problem, m: np.ndarray | int, k: np.ndarray | int, n: np.ndarra
     b_convert = kmod.b_conversion_cycles(ks, k, n)  # convert-once bf16: B once per k-step
     step = np.maximum(rho * (kcyc + p.switch_cycles) + b_convert, l1_dma)
     zero = m * n * b_acc / isa.vst_bytes + p.switch_cycles
-    if pr.precision.converts_c:  # C's final conversion: read the accumulator, write C, one more call
+    if pr.spec.precision.converts_c:  # C's final conversion: read the accumulator, write C, one more call
         zero = zero + m * n * (b_acc / isa.vld_bytes + b_out / isa.vst_bytes) + p.switch_cycles
     c_to_l2 = m * n * b_out / sbw
-    c_stall = c_to_l2 if pr.depth_c_l1 == 1 else np.zeros_like(c_to_l2)
+    c_stall = c_to_l2 if pr.spec.depth_c_l1 == 1 else np.zeros_like(c_to_l2)
     tile = k_steps * step + zero + c_stall
     t_core = groups * tile / f_hz
 
     # ---- memory side ---------------------------------------------------------------------
     if traffic is None:
-        types = (dtype(pr.dtype_in), dtype(str(pr.dtype_b)), dtype(pr.dtype_out))
-        traffic = analytic_traffic(rows, cols, types, pr.b_col_maj, m, k_mt, n, Mp, Kp, Np, pr.b_pack,
+        types = (dtype(pr.spec.dtype_in), dtype(str(pr.spec.dtype_b)), dtype(pr.spec.dtype_out))
+        traffic = analytic_traffic(rows, cols, types, pr.spec.b_col_maj, m, k_mt, n, Mp, Kp, Np, pr.spec.b_pack,
                                    dram_lds(pr, k_mt, n))
     dram = p.dram[dev.name]
     bw = dram.peak_gbps * GIGA
@@ -257,10 +224,10 @@ def estimate(pr: Problem, m: np.ndarray | int, k: np.ndarray | int, n: np.ndarra
     b_obj = cols * n * b_l2_k * b_b
     side = 1.0 - chi + chi / cols  # lockstep side-by-side strips of all columns
     b_obj_runs: Any
-    if pr.b_pack == "strips":  # each column's strip is one run
+    if pr.spec.b_pack == "strips":  # each column's strip is one run
         b_obj_runs = cols * side
     else:
-        b_obj_runs = np.where(Kp > k_mt, cols * n, cols) if pr.b_col_maj else cols * k * side
+        b_obj_runs = np.where(Kp > k_mt, cols * n, cols) if pr.spec.b_col_maj else cols * k * side
     t_refill = (a_obj + b_obj + (a_obj_runs + b_obj_runs) * lost) / bw
     c_block = cols * rows * m * n * b_out
     t_c_dram = (c_block + cols * rows * m * side * lost) / bw
@@ -270,14 +237,14 @@ def estimate(pr: Problem, m: np.ndarray | int, k: np.ndarray | int, n: np.ndarra
     t_cp = tasks * p.bd_task_us * 1e-6
     body = np.maximum(t_core, t_mem)
     t_group = body / groups
-    if pr.queue_groups <= 1:
+    if pr.spec.queue_groups <= 1:
         bubble = t_cp + t_drain_block + t_refill
     else:
-        bubble = np.maximum(0.0, t_cp - (pr.queue_groups - 1) * t_group)
+        bubble = np.maximum(0.0, t_cp - (pr.spec.queue_groups - 1) * t_group)
     t_bubbles = groups * bubble
     # a design that serves many K reads its k-steps from runtime parameters: the sequence writes
     # each word into each core's memory before the transfers
-    rtp_words = RTP_WORDS * rows * cols if pr.runtime_sizes == "mnk" else 0
+    rtp_words = RTP_WORDS * rows * cols if pr.spec.runtime_sizes == "mnk" else 0
     t_dispatch = (p.dispatch_us + rtp_words * p.rtp_write_us) * 1e-6
     time = t_dispatch + t_refill + body + t_drain_block + t_bubbles
 

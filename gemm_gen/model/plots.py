@@ -45,7 +45,7 @@ def sweep(c: GemmConfig, max_size: int = 8192, points: int = 500, seed: int = 0,
                                    "memory_bound": [], "gbps": []}
     base = Problem.of(c)
     for M, K, N in grid:
-        pr = Problem(**{**base.__dict__, "M": int(M), "K": int(K), "N": int(N)})
+        pr = base.with_(M=int(M), K=int(K), N=int(N))
         e = estimate(pr, c.m, c.k, c.n, c.k_mt, p, rho=c.rho)
         nbytes = sum(float(t.bytes) for t in e.traffic.values())
         ops = 2.0 * pr.macs

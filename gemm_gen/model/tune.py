@@ -105,9 +105,9 @@ def _l1_fixed(pr: Problem, m: np.ndarray, n: np.ndarray, rho: np.ndarray) -> np.
     """L1 bytes that do not grow with k: stack, kernel data, the C object and, when C accumulates
     in another type, the accumulator rows beyond the object (GemmConfig.l1_parts, vectorised)."""
     _, _, b_out, b_acc = pr.elem_bytes
-    fixed = pr.stack + pr.dev.kernel_data_bytes + pr.depth_c_l1 * b_out * m * n
-    if pr.precision.converts_c:  # precision.c_split_rows: whole row pairs of the kernel in the object
-        pair = 2 * pr.mmul[0]
+    fixed = pr.spec.stack_bytes + pr.spec.dev.kernel_data_bytes + pr.spec.depth_c_l1 * b_out * m * n
+    if pr.spec.precision.converts_c:  # precision.c_split_rows: whole row pairs of the kernel in the object
+        pair = 2 * pr.spec.mmul[0]
         in_obj = np.minimum(m, np.floor(b_out * m / b_acc) // pair * pair)
         fixed = fixed + (m - in_obj) * n * b_acc
     return np.asarray(fixed, dtype=np.float64)
@@ -117,10 +117,10 @@ def _l1_per_k(pr: Problem, m: np.ndarray, n: np.ndarray, rho: np.ndarray) -> np.
     """L1 bytes per unit of k (atb eq. 3): A at T_MA = m / rho rows and B, each depth_ab_l1
     buffers, plus the kernel's bfp16 copies of a bf16 A tile (and B tile, converting once)."""
     b_a, b_b, _, _ = pr.elem_bytes
-    per_k = pr.depth_ab_l1 * (b_a * (m // rho) + b_b * n)
-    if pr.precision.converts_a or pr.convert_once:
+    per_k = pr.spec.depth_ab_l1 * (b_a * (m // rho) + b_b * n)
+    if pr.spec.precision.converts_a or pr.spec.convert_once:
         per_k = per_k + dtype(prec.BFP16).elem_bytes * (m // rho)
-    if pr.convert_once:  # and of its B tile
+    if pr.spec.convert_once:  # and of its B tile
         per_k = per_k + dtype(prec.BFP16).elem_bytes * n
     return np.asarray(per_k, dtype=np.float64)
 
@@ -128,21 +128,21 @@ def _l1_per_k(pr: Problem, m: np.ndarray, n: np.ndarray, rho: np.ndarray) -> np.
 def _tilings(pr: Problem, fixed: dict[str, int | None]
              ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Every (m, k, n, rho) that fits L1 and the BD fields that do not depend on k_mt."""
-    dev = pr.dev
-    r, s, t = pr.mmul
-    rows, cols = pr.rows, pr.ncols
+    dev = pr.spec.dev
+    r, s, t = pr.spec.mmul
+    rows, cols = pr.spec.rows, pr.spec.cols
     core = dev.dma[TileKind.CORE]
     shim = dev.dma[TileKind.SHIM]
     word = 4
     m_hi = min(_round_up(-(-pr.M // rows), 2 * r), MLIR_AIE_BD_MAX_SIZE, core.max_wrap * r)
     n_hi = _round_up(-(-pr.N // cols), 2 * t)
-    n_hi = min(n_hi, int(shim.max_wrap * word // _run_bytes(pr.dtype_out)))  # shim C d0 wrap
-    if pr.b_pack == "strips":  # the shim reads each strip linearly; no core dims
+    n_hi = min(n_hi, int(shim.max_wrap * word // _run_bytes(pr.spec.dtype_out)))  # shim C d0 wrap
+    if pr.spec.b_pack == "strips":  # the shim reads each strip linearly; no core dims
         n_hi = min(n_hi, MLIR_AIE_BD_MAX_SIZE)
-    elif pr.b_col_maj:
+    elif pr.spec.b_col_maj:
         n_hi = min(n_hi, MLIR_AIE_BD_MAX_SIZE, core.max_wrap * t)
     else:
-        n_hi = min(n_hi, int(shim.max_wrap * word // _run_bytes(pr.dtype_b)))
+        n_hi = min(n_hi, int(shim.max_wrap * word // _run_bytes(pr.spec.dtype_b)))
     k_hi = min(_round_up(pr.K, s), MLIR_AIE_BD_MAX_SIZE * s)
     rho_fixed = fixed.get("rho")
     rhos = [rho_fixed] if rho_fixed is not None else range(1, RHO_MAX + 1)
@@ -180,13 +180,13 @@ def _tilings(pr: Problem, fixed: dict[str, int | None]
 
 def _memtiles_fit(pr: Problem, m: np.ndarray, k: np.ndarray, n: np.ndarray, k_mt: np.ndarray) -> np.ndarray:
     """GemmConfig.memtile_placement over every candidate at once (gemm_gen/placement.py)."""
-    dev = pr.dev
-    rows, cols = pr.rows, pr.ncols
+    dev = pr.spec.dev
+    rows, cols = pr.spec.rows, pr.spec.cols
     b_a, b_b, b_out, _ = pr.elem_bytes
     a_bytes = np.rint(m * k_mt * b_a).astype(np.int64)  # whole bfp16 tiles: exact
     b_bytes = np.rint((k_mt if pr.b_chunked else k) * n * b_b).astype(np.int64)
     c_bytes = np.rint(rows * m * n * b_out).astype(np.int64)
-    pool_list = placement.pools(rows, cols, a_bytes, b_bytes, c_bytes, pr.depth_ab_l2, pr.depth_c_l2)
+    pool_list = placement.pools(rows, cols, a_bytes, b_bytes, c_bytes, pr.spec.depth_ab_l2, pr.spec.depth_c_l2)
     return placement.place(pool_list, dev.target(cols)[1], dev.memtile_bytes, m.size).ok()
 
 
@@ -204,14 +204,14 @@ class _Bound:
 
 
 def _bound(pr: Problem, e: Estimate, p: Params) -> _Bound:
-    dram = p.dram[pr.dev.name]
+    dram = p.dram[pr.spec.dev.name]
     bw = dram.peak_gbps * 1e9
     tr = e.traffic
     Kp = e.padded[1]
-    per_chunk = tr["A"].bytes / (Kp * _run_bytes(pr.dtype_in))  # one run per row (of tiles) of A per chunk
+    per_chunk = tr["A"].bytes / (Kp * _run_bytes(pr.spec.dtype_in))  # one run per row (of tiles) of A per chunk
     fixed_runs = tr["C"].effective_runs(dram.coalescing)
     if pr.b_chunked:
-        per_chunk = per_chunk + tr["B"].bytes / (Kp * _run_bytes(pr.dtype_b))
+        per_chunk = per_chunk + tr["B"].bytes / (Kp * _run_bytes(pr.spec.dtype_b))
     else:
         fixed_runs = fixed_runs + tr["B"].effective_runs(dram.coalescing)
     nbytes = tr["A"].bytes + tr["B"].bytes + tr["C"].bytes
@@ -237,18 +237,18 @@ def rank_all(pr: Problem, fixed: dict[str, int | None], top: int, p: Params, per
     if tilings == 0:
         empty = np.zeros(0, dtype=np.int64)
         return empty, empty, empty, empty, empty, np.zeros(0), 0, 0
-    rows, cols = pr.rows, pr.ncols
-    shim = pr.dev.dma[TileKind.SHIM]
+    rows, cols = pr.spec.rows, pr.spec.cols
+    shim = pr.spec.dev.dma[TileKind.SHIM]
     K1 = _round_up(pr.K, k)
-    j_hi = np.minimum(K1 // k, np.minimum((shim.max_wrap * 4 // (k * _run_bytes(pr.dtype_in))).astype(np.int64),
+    j_hi = np.minimum(K1 // k, np.minimum((shim.max_wrap * 4 // (k * _run_bytes(pr.spec.dtype_in))).astype(np.int64),
                                           MLIR_AIE_BD_MAX_SIZE))
     # all memtiles together must hold every L2 buffer: an upper bound on k_mt (placement decides)
     b_a, b_b, b_out, _ = pr.elem_bytes
-    room = cols * pr.dev.memtile_bytes - cols * pr.depth_c_l2 * rows * m * n * b_out
+    room = cols * pr.spec.dev.memtile_bytes - cols * pr.spec.depth_c_l2 * rows * m * n * b_out
     if pr.b_chunked:
-        kmt_cap = room // (pr.depth_ab_l2 * (b_a * rows * m + b_b * cols * n))
+        kmt_cap = room // (pr.spec.depth_ab_l2 * (b_a * rows * m + b_b * cols * n))
     else:
-        kmt_cap = (room - cols * pr.depth_ab_l2 * k * n * b_b) // (pr.depth_ab_l2 * b_a * rows * m)
+        kmt_cap = (room - cols * pr.spec.depth_ab_l2 * k * n * b_b) // (pr.spec.depth_ab_l2 * b_a * rows * m)
     j_hi = np.minimum(j_hi, np.maximum(kmt_cap // k, 1).astype(np.int64))
     fixed_kmt = fixed.get("k_mt")
     if fixed_kmt is not None:
@@ -342,7 +342,7 @@ def tune(pr: Problem, top: int = 5, fixed: dict[str, int | None] | None = None,
     # the finalists with what the vectorised ranking leaves out: their L1 plan's bank stalls
     found = sorted(found, key=lambda cand: cand.time_s)[:top]
     if not found:
-        what = f"no valid design for {pr.device} {pr.M}x{pr.K}x{pr.N} {pr.dtype_in}->{pr.dtype_out}"
+        what = f"no valid design for {pr.spec.device} {pr.M}x{pr.K}x{pr.N} {pr.spec.dtype_in}->{pr.spec.dtype_out}"
         if any(v is not None for v in fixed.values()):
             what += " with " + ", ".join(f"{k}={v}" for k, v in fixed.items() if v is not None)
         if first_error is not None:
@@ -359,10 +359,10 @@ def _check_problem(pr: Problem, fixed: dict[str, int | None] | None = None) -> N
         if value < 1:
             flag = f"--{name.replace('_', '-')}" if len(name) > 1 else f"-{name}"
             raise ConfigError(f"{name}={value} must be positive", f"give {flag} a size >= 1")
-    r, s, t = pr.mmul  # raises for a device without a kernel for dtype_in
+    r, s, t = pr.spec.mmul  # raises for a device without a kernel for dtype_in
     # the largest tiles a core's share allows: if even these need too many runtime tasks, say so
-    m = min(_round_up(-(-pr.M // pr.rows), 2 * r), _round_up(MLIR_AIE_BD_MAX_SIZE, 2 * r))
-    n = min(_round_up(-(-pr.N // pr.ncols), 2 * t), _round_up(MLIR_AIE_BD_MAX_SIZE, 2 * t))
+    m = min(_round_up(-(-pr.M // pr.spec.rows), 2 * r), _round_up(MLIR_AIE_BD_MAX_SIZE, 2 * r))
+    n = min(_round_up(-(-pr.N // pr.spec.cols), 2 * t), _round_up(MLIR_AIE_BD_MAX_SIZE, 2 * t))
     probe = pr.config(m, s, n, s)
     probe._check_types()
     probe._check_array()
@@ -400,7 +400,7 @@ def tune_b_packs(pr: Problem, top: int = 5, fixed: dict[str, int | None] | None 
     """tune() for each DRAM packing of B in `packs` (both, for a bfp16 B the user left open), merged
     by predicted time."""
 
-    results = [tune(replace(pr, b_pack=pack), top, fixed) for pack in packs]
+    results = [tune(pr.with_(b_pack=pack), top, fixed) for pack in packs]
     merged = sorted((c for r in results for c in r.top), key=lambda c: c.time_s)[:top]
     return TuneResult(pr, merged, sum(r.evaluated for r in results), sum(r.tilings for r in results),
                       sum(r.seconds for r in results), sum(r.rejected_by_validate for r in results),

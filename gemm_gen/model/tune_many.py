@@ -89,7 +89,7 @@ def tune_many(base: GemmConfig, sizes: tuple[Size, ...], weights: tuple[float, .
     cands = {(int(a), int(b), int(c), int(d), int(e)) for a, b, c, d, e in zip(m, k, n, kmt, rho)}
     specials: list[tuple[float, GemmConfig] | None] = []
     for size in sizes:  # each size's own best design (a fixed one: no runtime parameters)
-        own = replace(top, M=size.M, K=size.K, N=size.N, runtime_sizes="fixed")
+        own = top.with_(M=size.M, K=size.K, N=size.N, runtime_sizes="fixed")
         try:
             best = tune(own, 1, fixed, p).best
         except GemmGenError:
