@@ -11,7 +11,9 @@ from typing import Any
 
 from ..cliargs import EXIT_USAGE, base_config, config_from_args, problem_args
 from ..config import B_PACKS, GemmConfig
-from ..errors import ToolchainMissing
+from ..errors import ConfigError, ToolchainMissing
+from ..hw.devices import device
+from .params import Params, load
 from .perf import Problem
 from .predict import predict
 from .tune import Candidate, TuneResult, tune_b_packs
@@ -27,6 +29,20 @@ def _weights(text: str) -> tuple[float, ...]:
 
 def _model_args(p: argparse.ArgumentParser) -> None:
     problem_args(p)
+    p.add_argument("--dram-gbps", "--dram_gbps", dest="dram_gbps", type=float, default=None, metavar="X",
+                   help="predict with your memory system's streaming bandwidth, X GB/s (default: the device's "
+                   "calibrated value)")
+
+
+def _params(a: argparse.Namespace) -> Params:
+    """The model's parameters, with the user's DRAM bandwidth when given."""
+    p = load()
+    if a.dram_gbps is None:
+        return p
+    if not 0 < a.dram_gbps <= 1000:
+        raise ConfigError(f"--dram-gbps {a.dram_gbps} is not a bandwidth the model can use",
+                          "give GB/s between 0 and 1000, e.g. --dram-gbps 20")
+    return p.with_dram(device(a.dev).name, peak_gbps=a.dram_gbps)
 
 
 def _base(a: argparse.Namespace) -> GemmConfig:
@@ -36,7 +52,7 @@ def _base(a: argparse.Namespace) -> GemmConfig:
 
 # ---- predict ------------------------------------------------------------------------------------
 def cmd_predict(a: argparse.Namespace) -> int:
-    info = predict(config_from_args(a))
+    info = predict(config_from_args(a), _params(a))
     print(json.dumps(info, indent=1) if a.json else predict_text(info))
     return 0
 
@@ -87,11 +103,11 @@ def cmd_tune(a: argparse.Namespace) -> int:
     if a.runtime_sizes:
         from .tune_many import tune_many
 
-        many = tune_many(base, tuple(a.runtime_sizes), a.weights, fixed)
+        many = tune_many(base, tuple(a.runtime_sizes), a.weights, fixed, _params(a))
         print(json.dumps(many.to_json(), indent=1) if a.json else tune_many_text(many))
         return 0
     packs = (a.b_pack,) if a.b_pack else B_PACKS if base.t_b.is_block else ("tiles",)  # the model picks B's packing
-    result = tune_b_packs(Problem.of(base), top, fixed, packs)
+    result = tune_b_packs(Problem.of(base), top, fixed, packs, _params(a))
     result.top = [replace(c, config=replace(base, m=c.config.m, k=c.config.k, n=c.config.n, k_mt=c.config.k_mt,
                                             rho=c.config.rho, b_pack=c.config.b_pack))
                   for c in result.top]

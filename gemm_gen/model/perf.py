@@ -1,6 +1,6 @@
 """Predicted end-to-end time of a whole-array GEMM design (vectorised over candidate tilings).
 
-    T = dispatch + fill + max(T_core, T_mem) + drain + groups * bubble
+    T = dispatch + max(T_core + fill + drain, T_mem) + BD setup
 
 T_core (all cores run in lockstep; eq. 9 of Striking with the efficiency spelled out):
     tiles per core x [k_steps x max(rho x (kernel on m/rho rows + switch), L1 DMA of A or B)
@@ -8,9 +8,12 @@ T_core (all cores run in lockstep; eq. 9 of Striking with the efficiency spelled
     (with asymmetric tile buffering each k-step makes rho kernel calls, one per A tile: atb eq. 13-15)
 T_mem (eq. 10 with a run-length dependent bandwidth):
     max( sum over A, B, C of (bytes + runs x run_overhead) / peak_bw ,  busiest shim channel / stream rate )
-fill / drain: the first A and B memtile objects and the last C block cross DRAM unoverlapped.
-bubble: a task group's BD (re)configuration by the command processor, hidden behind the other
-    queued groups; with one group in flight it also waits for the group's C drain and refill (sec. 5.3.3).
+fill / drain: the first A and B memtile objects and the last C block cross DRAM unoverlapped
+    (their bytes are part of T_mem, so a memory-bound run hides them).
+BD setup: the command processor configures a task group's BDs while the array runs the previous
+    group (a two-stage pipeline: the first setup, then only what a setup takes beyond a group's
+    run); with one group in flight every group waits for its setup, fill and drain (sec. 5.3.3).
+Every term grows with the work and the costs, so the prediction is monotone in each resource.
 """
 
 from __future__ import annotations
@@ -235,18 +238,22 @@ def estimate(pr: Problem, m: np.ndarray | int, k: np.ndarray | int, n: np.ndarra
     t_drain_block = np.maximum(t_c_dram, t_c_stream) + c_to_l2 / f_hz
     tasks = tasks_per_group if tasks_per_group is not None else a_shims + 2 * cols
     t_cp = tasks * p.bd_task_us * 1e-6
-    body = np.maximum(t_core, t_mem)
-    t_group = body / groups
+    # The array: the first objects arrive and the last C block leaves unoverlapped, unless DRAM is
+    # busy all along anyway (their bytes are in t_mem: counted once). The command processor
+    # configures group g + 1 while the array runs group g (a two-stage pipeline; one queued group
+    # is enough to overlap); with one group in flight every group waits for its own setup, fill
+    # and drain.
     if pr.spec.queue_groups <= 1:
-        bubble = t_cp + t_drain_block + t_refill
+        array = np.maximum(t_core + groups * (t_refill + t_drain_block), t_mem)
+        t_bubbles = groups * t_cp
     else:
-        bubble = np.maximum(0.0, t_cp - (pr.spec.queue_groups - 1) * t_group)
-    t_bubbles = groups * bubble
+        array = np.maximum(t_core + t_refill + t_drain_block, t_mem)
+        t_bubbles = t_cp + (groups - 1) * np.maximum(0.0, t_cp - array / groups)
     # a design that serves many K reads its k-steps from runtime parameters: the sequence writes
     # each word into each core's memory before the transfers
     rtp_words = RTP_WORDS * rows * cols if pr.spec.runtime_sizes == "mnk" else 0
     t_dispatch = (p.dispatch_us + rtp_words * p.rtp_write_us) * 1e-6
-    time = t_dispatch + t_refill + body + t_drain_block + t_bubbles
+    time = t_dispatch + array + t_bubbles
 
     ops = 2.0 * pr.macs
     padded_macs = (Mp * Kp * Np).astype(np.float64)

@@ -396,11 +396,11 @@ def best_config(pr: Problem, fixed: dict[str, int | None] | None = None) -> Gemm
 
 
 def tune_b_packs(pr: Problem, top: int = 5, fixed: dict[str, int | None] | None = None,
-                 packs: tuple[str, ...] = ("tiles",)) -> TuneResult:
+                 packs: tuple[str, ...] = ("tiles",), params: Params | None = None) -> TuneResult:
     """tune() for each DRAM packing of B in `packs` (both, for a bfp16 B the user left open), merged
     by predicted time."""
 
-    results = [tune(pr.with_(b_pack=pack), top, fixed) for pack in packs]
+    results = [tune(pr.with_(b_pack=pack), top, fixed, params) for pack in packs]
     merged = sorted((c for r in results for c in r.top), key=lambda c: c.time_s)[:top]
     return TuneResult(pr, merged, sum(r.evaluated for r in results), sum(r.tilings for r in results),
                       sum(r.seconds for r in results), sum(r.rejected_by_validate for r in results),
