@@ -155,11 +155,13 @@ top N through `gemm_gen.backends.measure` and re-ranks them by measured time.
 
 def _param_rows() -> list[str]:
     data = raw()
-    out = ["| parameter | value | kind | source |", "|---|---|---|---|"]
+    out = ["| parameter | value | kind | spread (range of predictions) | source |", "|---|---|---|---|---|"]
 
     def walk(prefix: str, node: Any) -> None:
         if isinstance(node, dict) and "value" in node:
-            out.append(f"| `{prefix}` | {node['value']} | {node['kind']} | {node['source']} |")
+            spread = node.get("spread")
+            loose = f"{spread[0]} to {spread[1]}: {node['spread_source']}" if spread else "-"
+            out.append(f"| `{prefix}` | {node['value']} | {node['kind']} | {loose} | {node['source']} |")
         elif isinstance(node, dict):
             for key, val in node.items():
                 if not key.startswith("_"):
@@ -327,7 +329,11 @@ def render() -> str:
              "calibrated ones: beta (least squares over the 12 XDNA kernels), the bf16-via-bfp16 issue cost "
              "(Table 1), then the npu1 bandwidth curve (fig. 6a, sec. 5.2.1), the npu2 run overhead (sec. 5.2.1 "
              "micro-benchmarks), the coalescing chi of each device (sec. 5.2.3), alternating until they settle, "
-             "and last the BD task cost (sec. 5.3.3).", "", *_param_rows(), "", TUNER, *_table(), "", LIMITS]
+             "and last the BD task cost (sec. 5.3.3). A `spread` is what the sources (or a leave-one-out refit) "
+             "leave open: `predict` and `tune` report `tops_low` / `tops_high`, the model with every spread "
+             "constant at its slow or fast end (the model is monotone in each, so these bound the box), and "
+             "`tune --rank pessimistic` ranks by the slow end.", "", *_param_rows(), "", TUNER, *_table(), "",
+             LIMITS]
     return "\n".join(parts).rstrip() + "\n"
 
 

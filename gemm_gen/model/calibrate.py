@@ -217,9 +217,10 @@ def col_over_row(p: Params, row: paper.ArrayRow) -> float:
     return array_tops(p, row) / array_tops(p, row, b_col_maj=False) - 1.0
 
 
-def fit_coalescing(p: Params, dev: str) -> float:
-    """Least squares (log of 1 + gain) over the data types of sec. 5.2.3, on a 0.05 grid in [0, 1]."""
-    data = col_over_row_rows(dev)
+def fit_coalescing(p: Params, dev: str, leave_out: int | None = None) -> float:
+    """Least squares (log of 1 + gain) over the data types of sec. 5.2.3, on a 0.05 grid in [0, 1]
+    (without the `leave_out`-th data type when given)."""
+    data = [row for i, row in enumerate(col_over_row_rows(dev)) if i != leave_out]
 
     def loss(chi: float) -> float:
         q = p.with_dram(dev, coalescing=chi)
@@ -271,6 +272,9 @@ def derive(data: dict[str, Any] | None = None) -> dict[str, Any]:
             data["dram"][dev]["peak_gbps"]["value"] = d.peak_gbps
         data["dram"][dev]["run_overhead_bytes"]["value"] = round(d.run_overhead_bytes)
         data["dram"][dev]["lockstep_coalescing"]["value"] = d.coalescing
+        loo = [fit_coalescing(p, dev, i) for i in range(len(col_over_row_rows(dev)))]
+        data["dram"][dev]["lockstep_coalescing"]["spread"] = [min(loo + [d.coalescing]), max(loo + [d.coalescing])]
+        data["dram"][dev]["lockstep_coalescing"]["spread_source"] = "leave-one-out: the fit without each data type"
     data["runtime"]["bd_task_us"]["value"] = fit_bd_task(p)
     return data
 

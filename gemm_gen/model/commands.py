@@ -13,10 +13,10 @@ from ..cliargs import EXIT_USAGE, base_config, config_from_args, problem_args
 from ..config import B_PACKS, GemmConfig
 from ..errors import ConfigError, ToolchainMissing
 from ..hw.devices import device
-from .params import Params, load
+from .params import Params, load, load_ends
 from .perf import Problem
 from .predict import predict
-from .tune import Candidate, TuneResult, tune_b_packs
+from .tune import RANKS, Candidate, TuneResult, tune_b_packs
 from .tune_many import ManyResult
 
 
@@ -36,7 +36,16 @@ def _model_args(p: argparse.ArgumentParser) -> None:
 
 def _params(a: argparse.Namespace) -> Params:
     """The model's parameters, with the user's DRAM bandwidth when given."""
-    p = load()
+    return _with_dram(a, load())
+
+
+def _ends(a: argparse.Namespace) -> tuple[Params, Params]:
+    """The pessimistic and optimistic parameters; a bandwidth the user gives is not uncertain."""
+    slow, fast = load_ends()
+    return _with_dram(a, slow), _with_dram(a, fast)
+
+
+def _with_dram(a: argparse.Namespace, p: Params) -> Params:
     if a.dram_gbps is None:
         return p
     if not 0 < a.dram_gbps <= 1000:
@@ -52,7 +61,7 @@ def _base(a: argparse.Namespace) -> GemmConfig:
 
 # ---- predict ------------------------------------------------------------------------------------
 def cmd_predict(a: argparse.Namespace) -> int:
-    info = predict(config_from_args(a), _params(a))
+    info = predict(config_from_args(a), _params(a), _ends(a))
     print(json.dumps(info, indent=1) if a.json else predict_text(info))
     return 0
 
@@ -77,7 +86,8 @@ def predict_text(d: dict[str, Any]) -> str:
         + (f", rho {d['rho']} (A tiles of {d['t_ma']} rows)" if d["rho"] > 1 else "")
         + f", mmul {'x'.join(map(str, d['mmul']))}; "
         f"padded to {'x'.join(map(str, d['padded']))}",
-        f"  throughput   {d['tops']:.2f} TOPS in {d['time_us']:,.0f} us ({d['bound']} bound)",
+        f"  throughput   {d['tops']:.2f} TOPS in {d['time_us']:,.0f} us ({d['bound']} bound); "
+        f"{d['tops_low']:.2f} to {d['tops_high']:.2f} TOPS over the constants' spreads",
         f"  bounds       compute {d['compute_bound_tops']:.2f} TOPS, memory {d['memory_bound_tops']:.2f} TOPS, "
         f"device peak {d['peak_tops']:.2f} TOPS",
         f"  core         {d['core_macs_per_cycle']:.1f} MACs/cycle per kernel call ({d['core_efficiency']:.1%} of "
@@ -107,7 +117,7 @@ def cmd_tune(a: argparse.Namespace) -> int:
         print(json.dumps(many.to_json(), indent=1) if a.json else tune_many_text(many))
         return 0
     packs = (a.b_pack,) if a.b_pack else B_PACKS if base.t_b.is_block else ("tiles",)  # the model picks B's packing
-    result = tune_b_packs(Problem.of(base), top, fixed, packs, _params(a))
+    result = tune_b_packs(Problem.of(base), top, fixed, packs, _params(a), _ends(a), a.rank)
     result.top = [replace(c, config=replace(base, m=c.config.m, k=c.config.k, n=c.config.n, k_mt=c.config.k_mt,
                                             rho=c.config.rho, b_pack=c.config.b_pack))
                   for c in result.top]
@@ -151,7 +161,7 @@ def tune_json(r: TuneResult, count: int) -> dict[str, Any]:
         "emulate_bf16_with_bfp16": c.emulate_bf16_with_bfp16,
         "tilings": r.tilings, "candidates_ranked": r.evaluated, "rejected_by_validate": r.rejected_by_validate,
         "search_seconds": r.seconds,
-        "ranked_by": "measurement" if any(c.measured_s is not None for c in r.top) else "model",
+        "ranked_by": "measurement" if any(c.measured_s is not None for c in r.top) else r.rank,
         "top": [c.to_json() for c in r.top[:count]],
     }
 
@@ -163,10 +173,12 @@ def tune_text(r: TuneResult, count: int) -> str:
     measured = any(c.measured_s is not None for c in r.top)
     lines = [f"tune {spec.device} {pr.M}x{pr.K}x{pr.N} {types}, B {layout}: "
              f"{r.tilings:,} tilings, {r.evaluated:,} candidates ranked in {r.seconds * 1e3:.0f} ms "
-             f"(throughputs are PREDICTED by the model{'; re-ranked by measurement' if measured else ''})"]
+             f"(throughputs are PREDICTED by the model"
+             f"{'; re-ranked by measurement' if measured else ''}"
+             f"{'; ranked by the pessimistic end of each range' if r.rank == 'pessimistic' and not measured else ''})"]
     packs = pr.spec.dtype_b == "bfp16"
     head = f"{'rank':>4}  {'m x k x n':<14} {'k_mt':>5}  {'rho':>3}  " + (f"{'B pack':<6}  " if packs else "") + \
-        f"{'pred TOPS':>9}  {'bound':<7}  {'compute':>7}  " \
+        f"{'pred TOPS':>9}  {'range':<11}  {'bound':<7}  {'compute':>7}  " \
            f"{'memory':>7}  {'MAC/cyc':>7}  {'L1':>4}  {'L2':>4}  {'pad':>5}"
     if measured:
         head += f"  {'meas TOPS':>9}"
@@ -174,7 +186,8 @@ def tune_text(r: TuneResult, count: int) -> str:
     for i, c in enumerate(r.top[:count], 1):
         cf = c.config
         line = (f"{i:>4}  {f'{cf.m}x{cf.k}x{cf.n}':<14} {cf.k_mt:>5}  {cf.rho:>3}  "
-                + (f"{cf.b_pack:<6}  " if packs else "") + f"{c.tops:>9.2f}  {c.bound:<7}  "
+                + (f"{cf.b_pack:<6}  " if packs else "") + f"{c.tops:>9.2f}  "
+                f"{f'{c.tops_low:.2f}-{c.tops_high:.2f}':<11}  {c.bound:<7}  "
                 f"{c.compute_bound_tops:>7.2f}  {c.memory_bound_tops:>7.2f}  {c.core_macs_per_cycle:>7.1f}  "
                 f"{c.l1_fraction:>4.0%}  {c.l2_fraction:>4.0%}  {c.wasted_fraction:>5.1%}")
         if measured:
@@ -257,6 +270,8 @@ def register(sub: Any) -> None:
     sp = sub.add_parser("tune", help="rank every valid tiling of a problem by predicted throughput")
     _model_args(sp)
     sp.add_argument("--top", type=int, default=5, help="designs to list (default 5)")
+    sp.add_argument("--rank", choices=RANKS, default="model",
+                    help="rank by the prediction (model) or by its pessimistic end over the constants' spreads")
     sp.add_argument("--weights", type=_weights, default=None,
                     help="with --runtime-sizes: how often each size is called (e.g. 30,1,1; default all 1)")
     sp.add_argument("--measure", type=int, default=0, metavar="N",

@@ -86,3 +86,37 @@ def from_raw(data: dict[str, Any]) -> Params:
 def load() -> Params:
     """The calibrated parameters the model uses by default."""
     return from_raw(raw())
+
+
+# constants for which a larger value predicts a slower run (the others: a smaller one)
+SLOWER_WHEN_LARGER = {"run_overhead_bytes", "dispatch_us", "bd_task_us", "rtp_write_us", "switch_cycles",
+                      "bank_stall_cycles_per_c_access", "l1_conflict_cycles_per_collision",
+                      "aie2p_bf16_via_bfp16_cycles_per_mmul", "bfp16_cluster_overhead_cycles"}
+
+
+def ends(data: dict[str, Any] | None = None) -> tuple[Params, Params]:
+    """(pessimistic, optimistic) parameters: every constant with a `spread` (the values its sources
+    or a leave-one-out refit leave open) at the end that predicts the slower (faster) run. The model
+    is monotone in each, so these bound the prediction over the whole box of spreads."""
+    data = data or raw()
+    slow, fast = json.loads(json.dumps(data)), json.loads(json.dumps(data))
+
+    def walk(node: Any, a: Any, b: Any, name: str) -> None:
+        if isinstance(node, dict) and "value" in node:
+            spread = node.get("spread")
+            if spread:
+                lo, hi = float(min(spread)), float(max(spread))
+                a["value"], b["value"] = (hi, lo) if name in SLOWER_WHEN_LARGER else (lo, hi)
+            return
+        if isinstance(node, dict):
+            for key, child in node.items():
+                walk(child, a[key], b[key], key)
+
+    walk(data, slow, fast, "")
+    return from_raw(slow), from_raw(fast)
+
+
+@lru_cache(maxsize=1)
+def load_ends() -> tuple[Params, Params]:
+    """ends() of the default calibration."""
+    return ends(raw())

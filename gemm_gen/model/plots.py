@@ -9,7 +9,7 @@ import numpy as np
 
 from ..atomic import write_atomic
 from ..config import GemmConfig
-from .params import Params, load
+from .params import Params, load, load_ends
 from .perf import Problem, estimate
 from .tune import evaluate_all
 
@@ -36,13 +36,14 @@ def sweep(c: GemmConfig, max_size: int = 8192, points: int = 500, seed: int = 0,
     """Predicted throughput of `c`'s kernel over problem sizes that are multiples of its native
     size, up to max_size in each dimension (a seeded sample of at most `points`)."""
     p = params or load()
+    slow, fast = load_ends()
     nm, nk, nn = c.native
     axes = [np.arange(1, max_size // d + 1) * d for d in (nm, nk, nn)]
     grid = np.array(np.meshgrid(*axes, indexing="ij")).reshape(3, -1).T
     if len(grid) > points:
         grid = grid[np.random.default_rng(seed).choice(len(grid), points, replace=False)]
     out: dict[str, list[float]] = {"M": [], "K": [], "N": [], "tops": [], "ai": [], "compute_bound": [],
-                                   "memory_bound": [], "gbps": []}
+                                   "memory_bound": [], "gbps": [], "tops_low": [], "tops_high": []}
     base = Problem.of(c)
     for M, K, N in grid:
         pr = base.with_(M=int(M), K=int(K), N=int(N))
@@ -57,6 +58,8 @@ def sweep(c: GemmConfig, max_size: int = 8192, points: int = 500, seed: int = 0,
         out["compute_bound"].append(float(e.compute_bound_tops))
         out["memory_bound"].append(float(e.memory_bound_tops))
         out["gbps"].append(nbytes / float(e.t_mem) / 1e9)
+        for end, q in (("tops_low", slow), ("tops_high", fast)):  # the spread of the loose constants
+            out[end].append(float(estimate(pr, c.m, c.k, c.n, c.k_mt, q, rho=c.rho).tops))
     return {k: np.asarray(v, dtype=np.float64) for k, v in out.items()}
 
 
@@ -69,13 +72,15 @@ def roofline_png(c: GemmConfig, path: Path, max_size: int = 8192, points: int = 
     fig, ax = plt.subplots(figsize=(8, 5.5))
     sc = ax.scatter(data["ai"], data["tops"], c=np.log2(data["M"] * data["K"] * data["N"]), s=12, cmap="viridis",
                     label="predicted end-to-end throughput (one point per M x K x N)")
+    ax.vlines(data["ai"], data["tops_low"], data["tops_high"], color="tab:blue", alpha=0.25, lw=1,
+              label="range over the constants' spreads (pessimistic to optimistic)")
     ai = np.linspace(0, data["ai"].max() * 1.05, 200)
     bw = float(np.median(data["gbps"]))
     ax.plot(ai, ai * bw / 1000, "--", color="tab:red", label=f"memory roof: AI x {bw:.1f} GB/s (predicted effective)")
     roof = float(np.median(data["compute_bound"]))
     ax.axhline(roof, color="tab:green", ls="--", label=f"compute roof of the kernel: {roof:.2f} TOPS (predicted)")
     ax.axhline(peak, color="gray", ls=":", label=f"device peak {peak:.1f} TOPS")
-    ax.set_ylim(0, max(peak, data["tops"].max()) * 1.08)
+    ax.set_ylim(0, max(peak, data["tops_high"].max()) * 1.08)
     ax.set_xlim(0, ai[-1])
     ax.set_xlabel("arithmetic intensity (operations per byte of DRAM traffic)")
     ax.set_ylabel("throughput (TOPS, predicted)")

@@ -10,7 +10,7 @@ from ..design.model import Design
 from ..errors import ConfigError
 from ..plan import design_keys
 from .kernel import cluster_terms, overhead
-from .params import Params, load
+from .params import Params, load, load_ends
 from .perf import Estimate, Problem, estimate_config
 from .traffic import design_traffic
 
@@ -25,8 +25,11 @@ def estimate_design(design: Design, params: Params | None = None) -> Estimate:
     return estimate_config(design.config, params, design_traffic(design), tasks_per_group(design), design.l1)
 
 
-def predict(config: GemmConfig, params: Params | None = None) -> dict[str, Any]:
-    """Everything `gemm-gen predict --json` prints for one design (all values predicted).
+def predict(config: GemmConfig, params: Params | None = None,
+            ends: tuple[Params, Params] | None = None) -> dict[str, Any]:
+    """Everything `gemm-gen predict --json` prints for one design (all values predicted), with
+    `tops_low` / `tops_high` from the pessimistic and optimistic ends of the constants' spreads
+    (`ends`, default params.load_ends()).
 
     A design that breaks only an L1 or memtile budget (say a paper's chess-built tile under Peano's
     larger stack) is still predicted, marked not buildable with the reason; other errors raise.
@@ -37,6 +40,9 @@ def predict(config: GemmConfig, params: Params | None = None) -> dict[str, Any]:
         design, reason = build_design(config, budgets=False), str(e)  # raises unless a budget broke
     p = params or load()
     info = prediction_json(config, estimate_design(design, p), p, design)
+    slow, fast = ends or load_ends()
+    info["tops_low"] = _f(estimate_design(design, slow).tops)
+    info["tops_high"] = _f(estimate_design(design, fast).tops)
     info["buildable"] = reason is None
     info["not_buildable_because"] = reason
     return info

@@ -26,7 +26,7 @@ from ..design.serve import check
 from ..dtypes import dtype
 from ..errors import ConfigError, GemmGenError
 from ..hw.devices import MLIR_AIE_BD_MAX_SIZE, TileKind
-from .params import Params, load
+from .params import Params, load, load_ends
 from .perf import Estimate, Problem, estimate, estimate_config
 
 MAX_ROUNDS = 1024
@@ -50,6 +50,8 @@ class Candidate:
     l2_bytes: int
     l2_fraction: float
     wasted_fraction: float
+    tops_low: float = 0.0  # at the pessimistic / optimistic ends of the constants' spreads
+    tops_high: float = 0.0
     measured_s: float | None = None
 
     @property
@@ -67,7 +69,7 @@ class Candidate:
             "memory_bound_tops": self.memory_bound_tops, "bound": self.bound,
             "core_macs_per_cycle": self.core_macs_per_cycle, "l1_bytes": self.l1_bytes,
             "l1_fraction": self.l1_fraction, "l2_bytes": self.l2_bytes, "l2_fraction": self.l2_fraction,
-            "wasted_fraction": self.wasted_fraction,
+            "wasted_fraction": self.wasted_fraction, "tops_low": self.tops_low, "tops_high": self.tops_high,
         }
         if self.measured_s is not None:
             out["measured_time_us"] = self.measured_s * 1e6
@@ -84,6 +86,7 @@ class TuneResult:
     seconds: float
     rejected_by_validate: int = 0
     notes: list[str] = field(default_factory=list)
+    rank: str = "model"  # what ordered the designs (RANKS)
 
     @property
     def best(self) -> Candidate:
@@ -313,15 +316,25 @@ def rank_all(pr: Problem, fixed: dict[str, int | None], top: int, p: Params, per
     return m[idx], k[idx], n[idx], kmt_all, rho[idx], t_all, tilings, int(idx.size)
 
 
+RANKS = ("model", "pessimistic")  # rank by the prediction, or by its pessimistic end
+
+
 def tune(pr: Problem, top: int = 5, fixed: dict[str, int | None] | None = None,
-         params: Params | None = None) -> TuneResult:
-    """Rank every valid design of `pr` by predicted time; validate the best until `top` pass."""
+         params: Params | None = None, ends: tuple[Params, Params] | None = None, rank: str = "model"
+         ) -> TuneResult:
+    """Rank every valid design of `pr` by predicted time (rank "pessimistic": by its time at the
+    slow end of the constants' spreads, which the model's monotonicity makes the worst case);
+    validate the best until `top` pass."""
     start = time.perf_counter()
     p = params or load()
+    slow, fast = ends or load_ends()
+    if rank not in RANKS:
+        raise ConfigError(f"unknown ranking {rank!r}", f"use --rank {' or '.join(RANKS)}")
+    by = slow if rank == "pessimistic" else p
     fixed = fixed or {}
     _check_problem(pr, fixed)
     finalists = max(top, FINALISTS)
-    m, k, n, kmt, rho, t, tilings, evaluated = rank_all(pr, fixed, finalists, p)
+    m, k, n, kmt, rho, t, tilings, evaluated = rank_all(pr, fixed, finalists, by)
     order = np.lexsort((rho, m * n, -kmt, t))  # fastest first; ties: longer k_mt, smaller C tile, lower rho
     found: list[Candidate] = []
     rejected = 0
@@ -338,9 +351,10 @@ def tune(pr: Problem, top: int = 5, fixed: dict[str, int | None] | None = None,
             if rejected > 2000:
                 break
             continue
-        found.append(_candidate(config, p))
+        found.append(_candidate(config, p, slow, fast))
     # the finalists with what the vectorised ranking leaves out: their L1 plan's bank stalls
-    found = sorted(found, key=lambda cand: cand.time_s)[:top]
+    key = (lambda cand: -cand.tops_low) if rank == "pessimistic" else (lambda cand: cand.time_s)
+    found = sorted(found, key=key)[:top]
     if not found:
         what = f"no valid design for {pr.spec.device} {pr.M}x{pr.K}x{pr.N} {pr.spec.dtype_in}->{pr.spec.dtype_out}"
         if any(v is not None for v in fixed.values()):
@@ -348,7 +362,7 @@ def tune(pr: Problem, top: int = 5, fixed: dict[str, int | None] | None = None,
         if first_error is not None:
             raise ConfigError(f"{what}; the best-ranked one fails: {first_error.what}", first_error.fix)
         raise ConfigError(what, "relax the fixed tile sizes or check the problem size")
-    return TuneResult(pr, found, evaluated, tilings, time.perf_counter() - start, rejected)
+    return TuneResult(pr, found, evaluated, tilings, time.perf_counter() - start, rejected, rank=rank)
 
 
 def _check_problem(pr: Problem, fixed: dict[str, int | None] | None = None) -> None:
@@ -369,13 +383,14 @@ def _check_problem(pr: Problem, fixed: dict[str, int | None] | None = None) -> N
     probe._check_queue()
 
 
-def _candidate(c: GemmConfig, p: Params) -> Candidate:
+def _candidate(c: GemmConfig, p: Params, slow: Params, fast: Params) -> Candidate:
     e = estimate_config(c, p)  # with the L1 bank stalls of the config's plan
     mem = sum(c.memtile_bytes_used())
     t_core, t_mem = float(e.t_core), float(e.t_mem)
     return Candidate(c, float(e.tops), float(e.time), float(e.compute_bound_tops), float(e.memory_bound_tops),
                      "memory" if t_mem > t_core else "compute", float(e.kernel_macs_per_cycle), c.l1_bytes,
-                     c.l1_bytes / c.dev.l1_bytes, mem, mem / (c.dev.memtile_bytes * c.cols), c.call.wasted_fraction)
+                     c.l1_bytes / c.dev.l1_bytes, mem, mem / (c.dev.memtile_bytes * c.cols), c.call.wasted_fraction,
+                     float(estimate_config(c, slow).tops), float(estimate_config(c, fast).tops))
 
 
 def evaluate_all(pr: Problem, params: Params | None = None) -> dict[str, np.ndarray]:
@@ -396,15 +411,17 @@ def best_config(pr: Problem, fixed: dict[str, int | None] | None = None) -> Gemm
 
 
 def tune_b_packs(pr: Problem, top: int = 5, fixed: dict[str, int | None] | None = None,
-                 packs: tuple[str, ...] = ("tiles",), params: Params | None = None) -> TuneResult:
+                 packs: tuple[str, ...] = ("tiles",), params: Params | None = None,
+                 ends: tuple[Params, Params] | None = None, rank: str = "model") -> TuneResult:
     """tune() for each DRAM packing of B in `packs` (both, for a bfp16 B the user left open), merged
     by predicted time."""
 
-    results = [tune(pr.with_(b_pack=pack), top, fixed, params) for pack in packs]
-    merged = sorted((c for r in results for c in r.top), key=lambda c: c.time_s)[:top]
+    results = [tune(pr.with_(b_pack=pack), top, fixed, params, ends, rank) for pack in packs]
+    key = (lambda c: -c.tops_low) if rank == "pessimistic" else (lambda c: c.time_s)
+    merged = sorted((c for r in results for c in r.top), key=key)[:top]
     return TuneResult(pr, merged, sum(r.evaluated for r in results), sum(r.tilings for r in results),
                       sum(r.seconds for r in results), sum(r.rejected_by_validate for r in results),
-                      [n for r in results for n in r.notes])
+                      [n for r in results for n in r.notes], rank)
 
 
 def tuned_config(base: GemmConfig, k_mt: int | None = None, rho: int | None = None) -> GemmConfig:
