@@ -153,6 +153,14 @@ top N through `gemm_gen.backends.measure` and re-ranks them by measured time.
 """
 
 
+def _fit_rows() -> list[str]:
+    out = ["| constant | value | rows | free parameters | leave-one-out refits | note |", "|---|---|---|---|---|---|"]
+    for f in calibrate.fit_reports():
+        loo = f"{min(f.loo):g} to {max(f.loo):g} ({len(f.loo)} refits)" if f.loo else "-"
+        out.append(f"| `{f.constant}` | {f.value:g} | {f.rows} | {f.free} | {loo} | {f.note} |")
+    return out
+
+
 def _param_rows() -> list[str]:
     data = raw()
     out = ["| parameter | value | kind | spread (range of predictions) | source |", "|---|---|---|---|---|"]
@@ -332,8 +340,11 @@ def render() -> str:
              "and last the BD task cost (sec. 5.3.3). A `spread` is what the sources (or a leave-one-out refit) "
              "leave open: `predict` and `tune` report `tops_low` / `tops_high`, the model with every spread "
              "constant at its slow or fast end (the model is monotone in each, so these bound the box), and "
-             "`tune --rank pessimistic` ranks by the slow end.", "", *_param_rows(), "", TUNER, *_table(), "",
-             LIMITS]
+             "`tune --rank pessimistic` ranks by the slow end.", "", *_param_rows(), "",
+             "How well the data pins each calibrated constant down: the rows it is fitted from, the "
+             "parameters fitted from them together, and the constant refitted without each row in turn "
+             "(a wide range means the data leave it loose; an exactly determined constant has no "
+             "leave-one-out at all):", "", *_fit_rows(), "", TUNER, *_table(), "", LIMITS]
     return "\n".join(parts).rstrip() + "\n"
 
 

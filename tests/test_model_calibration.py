@@ -39,3 +39,30 @@ def test_bench_tune_script_runs_under_the_limit():
                             text=True, timeout=120)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "slowest search" in result.stdout
+
+
+def test_every_calibrated_constant_says_how_well_the_data_pin_it():
+    """Each calibrated constant of calibration.json has a report: its rows and parameters, and its
+    leave-one-out refits where there are more rows than parameters, or a note saying why not."""
+    from gemm_gen.model.calibrate import fit_reports
+
+    reports = fit_reports()
+    covered = " ".join(r.constant for r in reports)
+
+    def calibrated(node, prefix=""):
+        if isinstance(node, dict) and "value" in node:
+            if node["kind"] == "calibrated":
+                yield prefix
+            return
+        if isinstance(node, dict):
+            for k, v in node.items():
+                yield from calibrated(v, f"{prefix}.{k}" if prefix else k)
+
+    for name in calibrated(raw()):
+        assert name.split(".")[-1] in covered, name
+    for r in reports:
+        assert r.loo or r.note, r.constant
+        if r.loo:
+            assert r.rows > r.free and len(r.loo) == r.rows
+        if r.rows <= r.free:
+            assert "exactly determined" in r.note
