@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 from typing import NoReturn
 
 from . import precision as prec
@@ -41,6 +42,21 @@ def _sizes(value: str) -> tuple[Problem, ...]:
         raise argparse.ArgumentTypeError(str(e)) from None
 
 
+def _weights(text: str) -> tuple[float, ...]:
+    out = []
+    for part in text.split(","):
+        try:
+            w = float(part)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{part!r} is not a number (write weights like 30,1,1)") from None
+        if not math.isfinite(w) or w < 0:
+            raise argparse.ArgumentTypeError(f"{part.strip()}: each weight must be a finite number >= 0 (e.g. 30,1,1)")
+        out.append(w)
+    if not sum(out):
+        raise argparse.ArgumentTypeError(f"{text}: at least one weight must be above 0 (e.g. 30,1,1)")
+    return tuple(out)
+
+
 def _expansion(value: str) -> tuple[int, int]:
     parts = value.lower().split("x")
     if len(parts) != 2 or not all(p.isdigit() for p in parts):
@@ -58,6 +74,9 @@ def problem_args(p: argparse.ArgumentParser) -> None:
                    help="build one design for several sizes, e.g. 1000x777x333,1x4096x4096 (SIZES=): it serves any "
                    "M, K, N up to the largest (-M -K -N raise that), the cores reading their k-steps per tile from a "
                    "runtime parameter when the sizes' K differ")
+    p.add_argument("--weights", type=_weights, default=None,
+                   help="with --runtime-sizes: how often each size is called (e.g. 30,1,1; default all 1); the "
+                   "tuner picks the design with the least weighted time")
     p.add_argument("--runtime-mode", "--runtime_mode", dest="runtime_mode", choices=("mn", "mnk"), default=None,
                    help="which sizes one build serves: mn, any M and N up to -M -N with -K's K walk; mnk, also any K "
                    "up to -K (k-steps from a runtime parameter); default: fixed, or what --runtime-sizes needs")
@@ -133,6 +152,10 @@ def sizes(a: argparse.Namespace) -> tuple[tuple[int, int, int], str]:
     given = (a.M, a.K, a.N)
     listed = getattr(a, "runtime_sizes", None)
     mode = getattr(a, "runtime_mode", None)
+    weights = getattr(a, "weights", None)
+    if weights is not None and (not listed or len(weights) != len(listed)):
+        raise ConfigError(f"--weights gives {len(weights)} weights for {len(listed or ())} --runtime-sizes",
+                          "give one weight per size listed in --runtime-sizes")
     if not listed:
         missing = [f"-{name}" for name, v in zip("MKN", given) if v is None]
         if missing:
@@ -146,8 +169,9 @@ def sizes(a: argparse.Namespace) -> tuple[tuple[int, int, int], str]:
     problem = tuple(v if v is not None else top for v, top in zip(given, most))
     needed = "mnk" if len({p.K for p in listed}) > 1 or problem[1] != most[1] else "mn"
     if mode == "mn" and needed == "mnk":
-        raise ConfigError("--runtime-mode mn serves one K, and the sizes (or -K) ask for several",
-                          "use --runtime-mode mnk, or drop it")
+        ks = sorted({p.K for p in listed} | {problem[1]})
+        raise ConfigError(f"--runtime-mode mn serves one K, and the sizes (with -K) ask for K = "
+                          f"{', '.join(map(str, ks))}", "use --runtime-mode mnk, or drop it")
     return (problem[0], problem[1], problem[2]), mode or needed
 
 

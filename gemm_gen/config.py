@@ -61,7 +61,9 @@ MAX_RUNTIME_TASKS = 1_000_000
 
 @dataclass(frozen=True)
 class GemmConfig:
-    """A complete tiling and mapping. Build with `GemmConfig(...)`, check with `validate()`."""
+    """What one xclbin fixes (device, columns, types, tiles, depths, kernel) and the size it is built
+    for (with runtime sizes: the largest it serves). `validate()` checks the config's own rules;
+    design/serve.py's `check()` adds every DMA pattern."""
 
     device: str
     M: int

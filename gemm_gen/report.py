@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from .design.serve import SERVED
+
 if TYPE_CHECKING:
     from .sim.run import SimResult
 
@@ -152,8 +154,7 @@ def sim_text(r: SimResult, p: dict[str, Any], verbose: bool = False) -> str:
 def calls_text(results: list[SimResult], p: dict[str, Any]) -> str:
     """Several sizes simulated on one design: the plan, then a line per call."""
     c = results[0].config
-    served = {"mn": "any M and N up to its own with the same K walk",
-              "mnk": "any M, K and N up to its own (k-steps from a runtime parameter)"}.get(c.runtime_sizes, "its size")
+    served = SERVED[c.runtime_sizes]
     lines = [plan_text(p), "", f"one design, {len(results)} calls (it serves {served}; built once, never rebuilt)"]
     for i, r in enumerate(results):
         call = r.call

@@ -147,7 +147,7 @@ smallest k_mt has less padding and traffic for the same number of runs, so one k
 q rises from the fewest chunks the memtiles and BD fields allow; a tiling drops out when a lower
 bound of its time (K padded to one k-step, q runs per row) exceeds the N-th best time found, so the
 top N are exact. Memtile placement (mlir-aie's order, neighbour spill, C kept home) is checked
-vectorised; `GemmConfig.validate()` runs on the finalists only. `scripts/bench_tune.py` prints the
+vectorised; `design.serve.check()` (the config's rules and every DMA pattern) runs on the finalists only. `scripts/bench_tune.py` prints the
 search time of the Table 2 and 3 problems (the paper: under 1 s). `--measure N` builds and runs the
 top N through `gemm_gen.backends.measure` and re-ranks them by measured time.
 """

@@ -282,8 +282,9 @@ def test_run_of_many_sizes_loads_one_xclbin_builds_once_and_writes_one_stream_pe
     entry = next((tmp_path / "cache").iterdir())
     assert {p.name for p in entry.glob("insts*.bin")} == {"insts_64x96x33.bin", f"insts_{c.suffix}.bin"}
     # the stand-in aiecc's stream is not TXN, so the host encoder is not trusted for this xclbin
-    verdict = __import__("json").loads((entry / "txn_check.json").read_text())
-    assert verdict["matches"] is False and verdict["first_difference"] == 0 and "(by aiecc)" in out
+    ledger = __import__("json").loads((entry / "streams.json").read_text())
+    assert ledger["encoder"]["matches"] is False and ledger["encoder"]["first_difference"] == 0
+    assert ledger["streams"] == {"insts_64x96x33.bin": "aiecc"} and "(by aiecc)" in out
     # a second run finds the xclbin and both streams: nothing is built
     aiecc_runs.clear()
     assert main(["run", *RUN_SIZES, "--iters", "1", "--warmup", "0", "--json"]) == 0
@@ -310,10 +311,14 @@ def test_run_with_a_stream_for_another_size_fails(tmp_path, monkeypatch):
 
 
 def test_run_encodes_other_sizes_on_the_host_once_it_matches_aiecc(tmp_path, monkeypatch, capsys):
-    """When aiecc's stream for the xclbin's own size is the host encoder's, word for word, every
-    other size's stream comes from the encoder (no aiecc run) and the NPU runs it."""
+    """When aiecc's streams for the xclbin's own size and for the smallest size it serves are the
+    host encoder's, word for word, every other size's stream comes from the encoder (no aiecc run)
+    and the NPU runs it; a rebuild (another aiecc stream of the own size) drops that trust and
+    every stream it made."""
+    import json
+
     from gemm_gen.backends import cache, toolchain, txn
-    from gemm_gen.backends.npu_call import TXN_CHECK, call_files
+    from gemm_gen.backends.npu_call import STREAMS, call_files, probe_call
     from gemm_gen.cli import parser
     from gemm_gen.cliargs import config_from_args
 
@@ -325,8 +330,10 @@ def test_run_encodes_other_sizes_on_the_host_once_it_matches_aiecc(tmp_path, mon
     c = config_from_args(parser().parse_args(["run", *RUN_SIZES]))
     design = build_design(c)
     own = call_files(design, c.call)  # the build: xclbin and aiecc's stream of the own size
+    entry = own.insts.parent
     own.insts.write_bytes(txn.encode_call(design, c.call).tobytes())  # as if aiecc wrote what the encoder writes
-    (own.insts.parent / TXN_CHECK).unlink(missing_ok=True)
+    probe = probe_call(design)
+    (entry / f"insts_{probe.problem}.bin").write_bytes(txn.encode_call(design, probe).tobytes())
     calls = [serve(c, p) for p in parse_sizes(RUN_SIZES[-1])]
     streams = {txn.encode_call(design, call).tobytes(): call for call in calls}
     monkeypatch.setattr(toolchain, "pyxrt", lambda: FakeXrt(c, calls=streams))
@@ -337,4 +344,35 @@ def test_run_encodes_other_sizes_on_the_host_once_it_matches_aiecc(tmp_path, mon
     out = capsys.readouterr().out
     assert ran == [] and "found in the build cache" in out and "(by host encoder)" in out
     assert "PASS: one xclbin served all 2 sizes" in out
-    assert (own.insts.parent / "insts_64x96x33.bin").read_bytes() == txn.encode_call(design, calls[1]).tobytes()
+    other = entry / "insts_64x96x33.bin"
+    assert other.read_bytes() == txn.encode_call(design, calls[1]).tobytes()
+    ledger = json.loads((entry / STREAMS).read_text())
+    assert ledger["encoder"] == {"matches": True} and ledger["streams"] == {other.name: "host encoder"}
+    # a rebuild writes another own-size stream: the ledger, its verdict and its streams go
+    own.insts.write_bytes(b"rebuilt by another aiecc\0\0\0\0")
+    files = call_files(design, calls[1])
+    assert files.how == "aiecc" and other.read_bytes() != txn.encode_call(design, calls[1]).tobytes()
+    ledger = json.loads((entry / STREAMS).read_text())
+    assert ledger["encoder"]["matches"] is False and ledger["streams"] == {other.name: "aiecc"}
+
+
+def test_an_encoder_that_fails_hands_every_stream_to_aiecc(tmp_path, monkeypatch):
+    from gemm_gen.backends import cache, txn
+    from gemm_gen.backends.npu_call import STREAMS, call_files
+
+    from .test_build import _fake_tools
+
+    _fake_tools(tmp_path, monkeypatch)
+    monkeypatch.setenv(cache.CACHE_ENV, str(tmp_path / "cache"))
+    c = replace(small("npu1", "i8", "i32"), runtime_sizes="mn")
+    design = build_design(c)
+    own = call_files(design, c.call)
+
+    def broken(*_a, **_k):
+        raise AssertionError("a TXN word out of 32 bits")
+
+    monkeypatch.setattr(txn, "encode_call", broken)
+    files = call_files(design, serve(c, Problem(3, c.K, 5)))
+    assert files.how == "aiecc" and files.insts.exists()
+    verdict = __import__("json").loads((own.insts.parent / STREAMS).read_text())["encoder"]
+    assert verdict["matches"] is False and "out of 32 bits" in verdict["encoder_failed"]

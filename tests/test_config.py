@@ -6,10 +6,10 @@ import pytest
 
 from gemm_gen.config import PAPER_TILES, GemmConfig, default_k_mt, default_tiles
 from gemm_gen.design import build_design
+from gemm_gen.design.channels import dma_channels
 from gemm_gen.design.serve import check
 from gemm_gen.errors import ConfigError, DmaLimitError, GemmGenError
 from gemm_gen.sim import simulate
-from gemm_gen.sim.lower import memtile_channels
 
 # Striking the Balance, Tables 2 and 3 (B column-major): kernel, L1 KB, L2 KB (all memtiles), GEMM
 # size. k_mt is not printed per row; it follows from the L2 column (sec. 5.2.2 gives the first rows').
@@ -112,7 +112,7 @@ def test_a_spilled_c_join_takes_channels_0_to_3_and_simulates():
     spilled = {b.name: b.home_col for b in c.memtile_placement() if b.home_col != b.owner_col}
     assert spilled == {f"C_L2L3_{col}_buff_0": col + 1 for col in (0, 2, 4, 6)}
     d = build_design(c)
-    channels = {(name, mm2s): i for (tile, mm2s, name), i in memtile_channels(d).items() if tile.col == 0}
+    channels = {(name, mm2s): i for (tile, mm2s, name), i in dma_channels(d).items() if tile.col == 0 and tile.row == 1}
     assert [channels[(f"C_L1L2_0_{row}", False)] for row in range(4)] == [0, 1, 2, 3]
     assert channels[("C_L2L3_0", True)] == 0 and channels[("A_L3L2_0", False)] == 4
     assert simulate(d).passed

@@ -95,11 +95,12 @@ def test_queue_patch_and_rtp_words_equal_the_lowering():
     assert txn.Write32(txn.address(2, 3, 1536), 50).words()[2] == 0x04300600  # rtp_write.mlir: tile (2, 3)
 
 
-def _bd_word_walk(words: tuple[int, ...], repeat: int) -> np.ndarray:
+def _bd_word_walk(words: tuple[int, ...], repeat: int, base_bytes: int) -> np.ndarray:
     """The 32-bit words a shim BD moves, from its fields as AM025 defines them (d0, d1 with wraps,
-    d2 without: it steps until the length is moved; the iteration dimension per repeat)."""
+    d2 without: it steps until the length is moved; the iteration dimension per repeat), from the
+    address the patch writes into its word 1 (the buffer's plus `base_bytes`)."""
     length = words[0]
-    base = words[1] // WORD_BYTES
+    base = base_bytes // WORD_BYTES
     d0_size, d0_step = words[3] >> 20 & 0x3FF, (words[3] & 0xFFFFF) + 1
     d1_size, d1_step = words[4] >> 20 & 0x3FF, (words[4] & 0xFFFFF) + 1
     d2_step = (words[5] & 0xFFFFF) + 1
@@ -129,7 +130,8 @@ def test_a_bd_moves_the_words_of_its_pattern(offset, sizes, strides, elem_bytes)
 
     tap = Tap(offset, sizes, strides)
     bd = txn.shim_bd(offset, sizes, strides, 8 * elem_bytes, 2)
-    assert np.array_equal(_bd_word_walk(bd.words, bd.repeat), _tap_word_walk(tap, elem_bytes))
+    assert bd.words[1] == offset * elem_bytes  # IRON's dma-task path writes the byte offset there too
+    assert np.array_equal(_bd_word_walk(bd.words, bd.repeat, offset * elem_bytes), _tap_word_walk(tap, elem_bytes))
 
 
 @pytest.mark.parametrize("dev,t_in,t_out,col,size", [
@@ -137,43 +139,63 @@ def test_a_bd_moves_the_words_of_its_pattern(offset, sizes, strides, elem_bytes)
     ("npu2", "i8", "i8", True, "1000x776x2000"), ("npu2", "bf16", "f32", False, "130x64x70"),
 ])
 def test_a_calls_stream_moves_exactly_the_words_of_its_transfers(dev, t_in, t_out, col, size):
-    """Decode every BD of the stream back into the words it moves: they are the words of the task's
-    access pattern over its host buffer, in order; BD ids never collide while live; every awaited
-    task is synced; the header counts what follows."""
+    """Decode the stream back into what it does: each task's BD moves the words of its access
+    pattern over its host buffer (from the address its patch writes), in order; it is pushed onto
+    its fifo's shim channel; no BD id is taken twice while live on a column; each awaited task is
+    synced on its channel; the runtime parameters land at the core's RTP buffer; the header
+    counts what follows."""
+    from gemm_gen.config import RTP_PART
+    from gemm_gen.design.build import host_tensors, runtime_sequence
+
     c = replace(small(dev, t_in, t_out, col), runtime_sizes="mnk")
     c = replace(c, M=max(c.M, 1024), K=max(c.K, 1024), N=max(c.N, 2048))
     design = build_design(c)
     call = serve(c, Problem.parse(size))
     words = txn.encode_call(design, call)
-    assert words[2] == len(txn.call_ops(design, call)) and words[3] == 4 * words.size
     ops = txn.call_ops(design, call)
-    rtps = [op for op in ops[: c.rows * c.cols] if isinstance(op, txn.Write32)]
-    assert len(rtps) == c.rows * c.cols  # one k-steps word per core, before any transfer
-    from gemm_gen.design.build import host_tensors, runtime_sequence
-
+    assert words[2] == len(ops) and words[3] == 4 * words.size
     runtime = runtime_sequence(c, call)
     tensors = {t.name: (i, t) for i, t in enumerate(host_tensors(c, call, runtime))}
-    tasks = [op.task for op in runtime if op.task is not None]
-    writes = [op for op in ops if isinstance(op, txn.BlockWrite)]
-    patches = [op for op in ops if isinstance(op, txn.AddressPatch)]
-    assert len(writes) == len(patches) == len(tasks)
-    pushes = [op for op in ops if isinstance(op, txn.Write32)][c.rows * c.cols:]
-    for task, bw, patch, push in zip(tasks, writes, patches, pushes):
+    channel = txn.shim_channels(design)
+    rtp = next(p.address for p in design.l1.placed if p.buffer.name == RTP_PART)
+    it = iter(ops)
+    live: dict[int, set[int]] = {}
+    group_ids: dict[int, list[tuple[int, int]]] = {}
+    checked = synced = 0
+    for op in runtime:
+        if op.rtp is not None:
+            w = next(it)
+            assert w == txn.Write32(txn.address(op.rtp.tile.col, op.rtp.tile.row, rtp), call.k_steps - 1)
+            continue
+        if op.task is None:  # the group finishes: a sync per awaited task, then its ids free up
+            for t, bd_id in group_ids.pop(op.group):
+                if t.wait:
+                    direction, ch = channel[t.fifo]
+                    assert next(it) == txn.Sync(t.shim.col, 0, direction, ch)
+                    synced += 1
+                live[t.shim.col].remove(bd_id)
+            continue
+        task = op.task
+        bw, patch, push = next(it), next(it), next(it)
+        assert isinstance(bw, txn.BlockWrite) and isinstance(patch, txn.AddressPatch) and isinstance(push, txn.Write32)
+        bd_id = ((bw.address & 0xFFFFF) - txn.SHIM_BD_BASE) // txn.BD_BYTES
+        assert bw.address == txn.address(task.shim.col, 0, txn.SHIM_BD_BASE + bd_id * txn.BD_BYTES)
+        assert bd_id not in live.setdefault(task.shim.col, set())  # never two live tasks on one BD
+        live[task.shim.col].add(bd_id)
+        group_ids.setdefault(op.group, []).append((task, bd_id))
         arg, tensor = tensors[task.tensor]
         t = dtype(tensor.dtype)
-        tap = task.tap.scaled(t.blocks_per_unit)
-        assert patch.arg_idx == arg and patch.address == bw.address + WORD_BYTES
-        bd_id = (bw.address & 0xFFFFF) - txn.SHIM_BD_BASE
-        assert bd_id % txn.BD_BYTES == 0 and push.value & 0xF == bd_id // txn.BD_BYTES
-        got = _bd_word_walk(bw.data, push.value >> 16 & 0xFF)
-        expect = _tap_word_walk(tap, t.block_bytes)
-        assert np.array_equal(got, expect), task.name
-    syncs = [op for op in ops if isinstance(op, txn.Sync)]
-    assert len(syncs) == sum(t.wait for t in tasks) > 0
+        assert patch == txn.host_address(task.shim.col, bd_id, arg, patch.arg_plus)
+        direction, ch = channel[task.fifo]
+        repeat = push.value >> 16 & 0xFF
+        assert push == txn.queue_push(task.shim.col, direction, ch, bd_id, repeat, task.wait)
+        got = _bd_word_walk(bw.data, repeat, patch.arg_plus)
+        assert np.array_equal(got, _tap_word_walk(task.tap.scaled(t.blocks_per_unit), t.block_bytes)), task.name
+        checked += 1
+    assert next(it, None) is None and checked == sum(op.task is not None for op in runtime) and synced > 0
 
 
-def test_the_encoder_takes_milliseconds():
-    """Not a timing test: it shows the stream needs no toolchain and what one call costs to make."""
+def test_a_large_calls_stream_needs_no_toolchain():
     c = replace(small("npu2", "i8", "i32"), M=4096, K=4096, N=4096, runtime_sizes="mnk")
     design = build_design(c)
     words = txn.encode_call(design, serve(c, Problem(4096, 4096, 2048)))

@@ -3,16 +3,19 @@ xclbin, the call's instruction stream (made once per size beside it), buffers wi
 and C back.
 
 A size's instruction stream comes from the host encoder (backends/txn.py, milliseconds) once the
-encoder has written, for the xclbin's own size, exactly the stream aiecc wrote; until then, or when
-the two differ, from aiecc's instructions-only run (seconds). The verdict is kept in the entry.
+encoder has written exactly aiecc's streams for two sizes of this build (its own and the smallest
+it serves); otherwise from aiecc's instructions-only run (seconds). The ledger (STREAMS) names the
+build it describes, the verdict, and who wrote each stream; a rebuild drops it with its streams.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import numpy as np
 
@@ -22,7 +25,7 @@ from ..design.model import Design
 from ..hostdata import output_values, pad_inputs, with_slack
 from . import cache, toolchain, txn
 
-TXN_CHECK = "txn_check.json"  # whether the host encoder matches aiecc for this entry's xclbin
+STREAMS = "streams.json"  # per cache entry: the build it describes, the encoder's verdict, who wrote each stream
 
 
 @dataclass(frozen=True)
@@ -45,7 +48,7 @@ def call_files(design: Design, call: CallPlan, verbose: bool = False) -> CallFil
     """Build the design into its cache entry unless it is there and current, and the call's
     instruction stream unless it is there (the xclbin is never rebuilt for another size)."""
     from ..cliargs import config_args
-    from .build import artifacts, is_current, run_build, run_insts_build
+    from .build import artifacts, is_current, run_build
 
     entry = cache.entry_dir(design)
     art = artifacts(design, entry)
@@ -54,34 +57,82 @@ def call_files(design: Design, call: CallPlan, verbose: bool = False) -> CallFil
         cache.write_meta(design, entry)
     if call == design.config.call:
         return CallFiles(art.xclbin, art.insts)
-    insts = entry / f"insts_{call.problem}.bin"
-    trusted = encoder_matches_aiecc(design, art.insts, entry)
-    if not insts.exists():
-        if trusted:
-            write_atomic(insts, txn.encode_call(design, call).tobytes())
-        else:
-            run_insts_build(design, call, entry, insts, verbose)
-    return CallFiles(art.xclbin, insts, "host encoder" if trusted else "aiecc")
+    ledger = _ledger(entry, art.insts)
+    name = f"insts_{call.problem}.bin"
+    insts = entry / name
+    if name not in ledger["streams"] or not insts.exists():
+        trusted = _encoder_trusted(design, art.insts, entry, ledger, verbose)
+        ledger["streams"][name] = _write_stream(design, call, entry, insts, trusted, verbose)
+        write_atomic(entry / STREAMS, json.dumps(ledger, indent=1) + "\n")
+    return CallFiles(art.xclbin, insts, ledger["streams"][name])
 
 
-def encoder_matches_aiecc(design: Design, aiecc_insts: Path, entry: Path) -> bool:
-    """Whether the host encoder writes, for the xclbin's own size, the very stream aiecc wrote
-    (checked once per cache entry; the verdict and the first differing word go in TXN_CHECK)."""
-    path = entry / TXN_CHECK
+def _ledger(entry: Path, own_insts: Path) -> dict[str, Any]:
+    """streams.json of this build; a ledger of an earlier build (another aiecc stream of the own
+    size) is dropped with every stream it lists, so nothing is trusted across rebuilds."""
+    build = hashlib.sha256(own_insts.read_bytes()).hexdigest()
     try:
-        return bool(json.loads(path.read_text())["matches"])
-    except (OSError, ValueError, KeyError):
-        pass
-    ours = txn.encode_call(design, design.config.call)
-    theirs = np.frombuffer(aiecc_insts.read_bytes(), dtype=np.uint8)
-    theirs = theirs[: theirs.size // 4 * 4].view(np.uint32)
-    n = min(ours.size, theirs.size)
-    differ = np.flatnonzero(ours[:n] != theirs[:n])
-    first = int(differ[0]) if differ.size else (None if ours.size == theirs.size else n)
-    verdict = {"matches": first is None, "words": {"host encoder": int(ours.size), "aiecc": int(theirs.size)},
-               "first_difference": first}
-    write_atomic(path, json.dumps(verdict, indent=1) + "\n")
-    return first is None
+        ledger: dict[str, Any] = json.loads((entry / STREAMS).read_text())
+    except (OSError, ValueError):
+        ledger = {}
+    if ledger.get("build") != build:
+        for old in ledger.get("streams", {}):
+            (entry / old).unlink(missing_ok=True)
+        ledger = {"build": build, "encoder": None, "streams": {}}
+    return ledger
+
+
+def _write_stream(design: Design, call: CallPlan, entry: Path, insts: Path, trusted: bool, verbose: bool) -> str:
+    from .build import run_insts_build
+
+    if trusted:
+        write_atomic(insts, txn.encode_call(design, call).tobytes())
+        return "host encoder"
+    run_insts_build(design, call, entry, insts, verbose)
+    return "aiecc"
+
+
+def probe_call(design: Design) -> CallPlan:
+    """The second size the encoder is checked on: the smallest call the design serves (every
+    block ragged, the fewest k-steps a runtime K allows), the branches its own size leaves out."""
+    from ..call import Problem
+    from ..design.serve import serve
+
+    c = design.config
+    return serve(c, Problem(1, 1 if c.runtime_sizes == "mnk" else c.K, 1))
+
+
+def _encoder_trusted(design: Design, own_insts: Path, entry: Path, ledger: dict[str, Any], verbose: bool) -> bool:
+    """Whether the host encoder writes the very streams aiecc wrote, byte for byte, for the
+    xclbin's own size and for probe_call's (aiecc's instructions-only run): checked once per
+    build, the verdict and the first differing word kept in the ledger."""
+    from .build import run_insts_build
+
+    if ledger["encoder"] is not None:
+        return bool(ledger["encoder"]["matches"])
+    verdict: dict[str, Any] = {"matches": True}
+    probe = probe_call(design)
+    cases = [(design.config.call, own_insts), (probe, entry / f"insts_{probe.problem}.bin")]
+    for call, path in cases:
+        try:
+            ours = txn.encode_call(design, call)
+        except Exception as e:  # noqa: BLE001 - any encoder failure: aiecc writes every stream
+            verdict = {"matches": False, "size": str(call.problem), "encoder_failed": f"{type(e).__name__}: {e}"}
+            break
+        if not path.exists():
+            run_insts_build(design, call, entry, path, verbose)
+            ledger["streams"][path.name] = "aiecc"
+        theirs = np.frombuffer(path.read_bytes(), dtype=np.uint8)
+        theirs = theirs[: theirs.size // 4 * 4].view(np.uint32)
+        n = min(ours.size, theirs.size)
+        differ = np.flatnonzero(ours[:n] != theirs[:n])
+        first = int(differ[0]) if differ.size else (None if ours.size == theirs.size else n)
+        if first is not None:
+            verdict = {"matches": False, "size": str(call.problem), "first_difference": first,
+                       "words": {"host encoder": int(ours.size), "aiecc": int(theirs.size)}}
+            break
+    ledger["encoder"] = verdict
+    return bool(verdict["matches"])
 
 
 def run_on_npu(design: Design, call: CallPlan, a: np.ndarray, b: np.ndarray, xrt: ModuleType | None = None

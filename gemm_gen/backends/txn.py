@@ -20,16 +20,16 @@ import numpy as np
 from ..call import CallPlan
 from ..config import RTP_PART
 from ..design.build import host_tensors, runtime_sequence
-from ..design.model import Design, RuntimeOp, ShimTask, TileRef
+from ..design.channels import dma_channels
+from ..design.model import Design, RuntimeOp, ShimTask
 from ..dtypes import WORD_BYTES, dtype
 from ..errors import BuildError
-from ..hw.devices import Device
+from ..hw.devices import Device, TileKind
 
 WORD_BITS = 8 * WORD_BYTES  # the DMAs' address granule (getAddressGenGranularity)
 COL_SHIFT, ROW_SHIFT = 25, 20  # absolute register address: col << 25 | row << 20 | offset
 SHIM_BD_BASE, BD_BYTES = 0x1D000, 0x20  # shim BD n at 0x1D000 + 0x20 n; its address word at +4
 SHIM_DMA_CTRL = 0x1D200  # channel ctrl: + 8 per channel, + 0x10 for MM2S; its task queue at ctrl + 4
-SHIM_BDS = 16
 AXCACHE = 2  # AIETargetModel::getDefaultAxCache ("enable upsizing in NoC")
 DDR_FOLD = 0x80000000  # host args past the first 5 get the DDR aperture from the compiler, not the firmware
 FIRMWARE_ARGS = 5
@@ -190,26 +190,15 @@ def queue_push(col: int, direction: int, channel: int, bd_id: int, repeat: int, 
     """Start BD `bd_id` on a shim channel (its task queue), `repeat` + 1 times, with a completion
     token when something awaits it."""
     queue = SHIM_DMA_CTRL + channel * 8 + (0x10 if direction == MM2S else 0) + WORD_BYTES
+    assert 0 <= bd_id <= 0xF and 0 <= repeat <= 0xFF, "the queue word holds a 4-bit BD id and an 8-bit repeat"
     return Write32(address(col, 0, queue), (bd_id & 0xF) | (repeat & 0xFF) << 16 | int(token) << 31)
 
 
 # ---- one call of a design ----------------------------------------------------------------------
 def shim_channels(design: Design) -> dict[str, tuple[int, int]]:
-    """(direction, channel) of every fifo's shim end: per shim tile and direction, channels in the
-    order the fifos are declared (the objectFIFO lowering's allocation, an assumption checked
-    against aiecc's stream)."""
-    used: dict[tuple[TileRef, int], int] = {}
-    out: dict[str, tuple[int, int]] = {}
-    for f in design.fifos:
-        if f.producer.row == 0:
-            end, direction = f.producer, MM2S
-        elif any(c.row == 0 for c in f.consumers):
-            end, direction = next(c for c in f.consumers if c.row == 0), S2MM
-        else:
-            continue
-        out[f.name] = (direction, used.get((end, direction), 0))
-        used[(end, direction)] = out[f.name][1] + 1
-    return out
+    """(direction, channel) of every fifo's shim end (design/channels.py)."""
+    return {name: (MM2S if mm2s else S2MM, ch) for (tile, mm2s, name), ch in dma_channels(design).items()
+            if tile.kind == TileKind.SHIM}
 
 
 def call_ops(design: Design, call: CallPlan) -> list[Op]:
@@ -236,7 +225,7 @@ def call_ops(design: Design, call: CallPlan) -> list[Op]:
             ops.append(_rtp_write(op, rtp_address))
         elif op.task is not None:
             t = op.task
-            ids = free.setdefault(t.shim.col, list(range(SHIM_BDS)))
+            ids = free.setdefault(t.shim.col, list(range(dev.dma[TileKind.SHIM].bds)))
             bd_id = min(ids)
             ids.remove(bd_id)
             live.setdefault(op.group, []).append((t, bd_id))

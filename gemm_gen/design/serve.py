@@ -9,7 +9,7 @@ from ..errors import ConfigError
 from .patterns import check_dma_limits
 
 SERVED = {"fixed": "only its own size", "mn": "any M and N up to its own with the same K walk",
-          "mnk": "any M, K and N up to its own"}
+          "mnk": "any M, K and N up to its own (k-steps from a runtime parameter each call writes)"}
 
 
 def check(config: GemmConfig, budgets: bool = True) -> GemmConfig:

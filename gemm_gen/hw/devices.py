@@ -153,8 +153,8 @@ class Device:
     # the instruction stream's device generation (TXN header; mlir-aie AIETargetNPU.cpp txnDeviceGen)
     # and the shim DMA's AXI burst sizes, by their 2-bit encoding (AIETargetModel.cpp
     # getShimBurstEncodingsAndLengths); a BD gets the largest unless told otherwise
-    txn_generation: int = 3
-    shim_burst_bytes: tuple[int, ...] = (64, 128, 256)
+    txn_generation: int
+    shim_burst_bytes: tuple[int, ...]
     dma: dict[TileKind, DmaSpec] = field(
         default_factory=lambda: {TileKind.SHIM: SHIM_DMA, TileKind.MEM: MEM_DMA, TileKind.CORE: CORE_DMA}
     )

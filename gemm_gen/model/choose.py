@@ -17,13 +17,15 @@ def choose(base: GemmConfig, m: int | None = None, k: int | None = None, n: int 
            sizes: Sequence[CallSize] | None = None, weights: Sequence[float] | None = None) -> GemmConfig:
     """The one way from a problem (or a list of them) and the options a user fixed to a design:
     `base` carries the problem (for a list: the maxima) and every option; the tile sizes not given
-    come from the model (all of them when none is given: for several `sizes`, the design with the
-    least weighted time over them, model/tune_many.py; else the paper's defaults with the model's
-    k_mt), and so does a bfp16 B's packing when `b_pack_open`."""
+    come from the model: for several `sizes`, the design with the least weighted time over them
+    that keeps the given ones (model/tune_many.py); for one problem all of them when none is
+    given, else the paper's defaults with the model's k_mt. A bfp16 B's packing is the model's
+    choice too when `b_pack_open` (one problem only)."""
     tuned = m is None and k is None and n is None
-    if tuned and sizes is not None and len(set(sizes)) > 1:
+    if sizes is not None and len(set(sizes)) > 1 and None in (m, k, n, k_mt):
+        fixed = {"m": m, "k": k, "n": n, "k_mt": k_mt, "rho": rho}
         return tune_many(replace(base, m=0, k=0, n=0, k_mt=0), tuple(sizes),
-                         None if weights is None else tuple(weights), {"k_mt": k_mt, "rho": rho}).config
+                         None if weights is None else tuple(weights), fixed).config
     if tuned:
         config = replace(base, m=0, k=0, n=0, k_mt=0)
     else:

@@ -11,6 +11,7 @@ from typing import Any
 
 from ..cliargs import EXIT_USAGE, base_config, config_from_args, problem_args
 from ..config import B_PACKS, GemmConfig
+from ..design.serve import SERVED
 from ..errors import ConfigError, ToolchainMissing
 from ..hw.devices import device
 from .params import Params, load, load_ends
@@ -18,13 +19,6 @@ from .perf import Problem
 from .predict import predict
 from .tune import RANKS, Candidate, TuneResult, tune_b_packs
 from .tune_many import ManyResult
-
-
-def _weights(text: str) -> tuple[float, ...]:
-    try:
-        return tuple(float(w) for w in text.split(","))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a list of numbers (write 30,1,1)") from None
 
 
 def _model_args(p: argparse.ArgumentParser) -> None:
@@ -113,6 +107,10 @@ def cmd_tune(a: argparse.Namespace) -> int:
     if a.runtime_sizes:
         from .tune_many import tune_many
 
+        if a.measure:
+            raise ConfigError(f"--measure {a.measure} re-ranks the designs of one size; --runtime-sizes ranks one "
+                              "design for several", "drop --measure, or tune one size at a time")
+
         many = tune_many(base, tuple(a.runtime_sizes), a.weights, fixed, _params(a))
         print(json.dumps(many.to_json(), indent=1) if a.json else tune_many_text(many))
         return 0
@@ -200,8 +198,7 @@ def tune_text(r: TuneResult, count: int) -> str:
 def tune_many_text(r: ManyResult) -> str:
     c = r.config
     types = _types(c.dtype_in, str(c.dtype_b), c.dtype_out, str(c.acc), bool(c.emulate_bf16_with_bfp16))
-    served = {"mn": "any M, N up to its own with the same K walk",
-              "mnk": "any M, K, N up to its own; k-steps from a runtime parameter written every call"}[c.runtime_sizes]
+    served = SERVED[c.runtime_sizes]
     lines = [f"tune one design for {len(r.sizes)} sizes, {c.device} {types}, B "
              f"{'column' if c.b_col_maj else 'row'}-major: {r.candidates} candidates priced at every size in "
              f"{r.seconds:.1f} s (times are PREDICTED by the model)",
@@ -272,8 +269,6 @@ def register(sub: Any) -> None:
     sp.add_argument("--top", type=int, default=5, help="designs to list (default 5)")
     sp.add_argument("--rank", choices=RANKS, default="model",
                     help="rank by the prediction (model) or by its pessimistic end over the constants' spreads")
-    sp.add_argument("--weights", type=_weights, default=None,
-                    help="with --runtime-sizes: how often each size is called (e.g. 30,1,1; default all 1)")
     sp.add_argument("--measure", type=int, default=0, metavar="N",
                     help="build and run the top N on the NPU and re-rank them by measurement")
     sp.add_argument("--iters", type=int, default=10, help="timed runs per measured design")

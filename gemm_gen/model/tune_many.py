@@ -9,6 +9,7 @@ parameters pays their writes per call), and the best that passes design.serve fo
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass, replace
 from typing import Any
@@ -74,6 +75,21 @@ class ManyResult:
                 "sizes": [s.to_json() for s in self.sizes]}
 
 
+def _loss(config: GemmConfig, size: Size, weight: float, special: tuple[float, GemmConfig] | None,
+          p: Params) -> SizeLoss:
+    """One size on the shared design, against the better of the tuner's design for that size and
+    the shared tiling built for that size alone (which the tuner's ranking may have left out)."""
+    shared = float(estimate_config(config, p, call=size).time)
+    alone = replace(config, M=size.M, K=size.K, N=size.N, runtime_sizes="fixed")
+    try:
+        check(alone)
+        own = (float(estimate_config(alone, p).time), alone)
+    except GemmGenError:
+        own = None
+    best = min((x for x in (special, own) if x is not None), key=lambda x: x[0], default=None)
+    return SizeLoss(size, weight, shared, None if best is None else best[0], None if best is None else best[1])
+
+
 def tune_many(base: GemmConfig, sizes: tuple[Size, ...], weights: tuple[float, ...] | None = None,
               fixed: dict[str, int | None] | None = None, params: Params | None = None) -> ManyResult:
     """The design (base's options, built for its M, K, N, which must cover every size) that
@@ -82,8 +98,15 @@ def tune_many(base: GemmConfig, sizes: tuple[Size, ...], weights: tuple[float, .
     p = params or load()
     fixed = fixed or {}
     weights = weights or (1.0,) * len(sizes)
-    if len(weights) != len(sizes) or any(w < 0 for w in weights) or not sum(weights):
-        raise ConfigError(f"{len(weights)} weights for {len(sizes)} sizes", "give one weight >= 0 per size")
+    if len(weights) != len(sizes):
+        raise ConfigError(f"{len(weights)} weights for {len(sizes)} sizes", "give one weight per size")
+    if not all(math.isfinite(w) and w >= 0 for w in weights) or not sum(weights):
+        raise ConfigError(f"weights {', '.join(map(str, weights))}: each must be finite and >= 0, one above 0",
+                          "give weights like 30,1,1")
+    merged: dict[Size, float] = {}  # a size listed twice is one size called twice as often
+    for size, wt in zip(sizes, weights):
+        merged[size] = merged.get(size, 0.0) + float(wt)
+    sizes, weights = tuple(merged), tuple(merged.values())
     top = Problem.of(base)
     m, k, n, kmt, rho, _, _, _ = rank_all(top, fixed, CANDIDATES, p)
     cands = {(int(a), int(b), int(c), int(d), int(e)) for a, b, c, d, e in zip(m, k, n, kmt, rho)}
@@ -117,9 +140,7 @@ def tune_many(base: GemmConfig, sizes: tuple[Size, ...], weights: tuple[float, .
         except GemmGenError as e:
             first_error = first_error or e
             continue
-        losses = [SizeLoss(s, float(wt), float(estimate_config(config, p, call=s).time),
-                           None if sp is None else sp[0], None if sp is None else sp[1])
-                  for s, wt, sp in zip(sizes, weights, specials)]
+        losses = [_loss(config, s, float(wt), sp, p) for s, wt, sp in zip(sizes, weights, specials)]
         return ManyResult(config, losses, len(cands), time.perf_counter() - start)
     what = f"no design serves all {len(sizes)} sizes"
     if first_error is not None:

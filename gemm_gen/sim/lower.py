@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..config import GemmConfig
+from ..design.channels import dma_channels
 from ..design.model import Acquire, Design, Loop, ObjectFifo, Op, RuntimeOp, TileRef
 from ..dtypes import dtype
 from ..errors import BdExhaustionError, LayoutError, OutOfRangeError, SimulationError
@@ -75,14 +76,14 @@ class _Lowering:
         self.shim_channel: dict[str, Channel] = {}
         self.patterns: dict[tuple[Tap | None, str, int, int], np.ndarray] = {}
         self.home = {b.name: b.home_col for b in design.memtile_buffers}
-        self.channel_index = memtile_channels(design)
+        self.channel_index = dma_channels(design)
 
     # ---- resources -------------------------------------------------------------------------
     def channel(self, tile: TileRef, mm2s: bool, what: str, bds: list[Bd] | None = None) -> Channel:
         spec = self.dev.dma[tile.kind]
         key = (tile, mm2s)
         index = self.channel_index.get((tile, mm2s, what))
-        if index is None:  # not a memtile endpoint: the next channel in IR order
+        if index is None:  # a core endpoint: the next channel in IR order
             index = self.n_channels.get(key, 0)
             self.n_channels[key] = index + 1
         limit = spec.mm2s_channels if mm2s else spec.s2mm_channels
@@ -311,30 +312,6 @@ def command_processor(d: Design, runtime: tuple[RuntimeOp, ...], dram: dict[str,
     if groups:
         raise SimulationError(f"task groups {sorted(groups)} are never finished", "finish every task group")
     return CommandProcessor(steps, d.config.dev.dma[TileKind.SHIM].bds)
-
-def memtile_channels(design: Design) -> dict[tuple[TileRef, bool, str], int]:
-    """(memtile, is MM2S, fifo) -> channel, as mlir-aie assigns them: endpoints in IR order (fifos
-    by name; a fifo's producer end before its consumer ends), those of links with a buffer away
-    from the memtile first; each takes the lowest free channel. Cross-tile endpoints beyond channel
-    3 are left for the channel check to refuse."""
-    cross = set()
-    for lk in design.links:
-        owner = lk.dsts[0] if lk.kind == "join" else lk.srcs[0]
-        if any(b.home_col != b.owner_col for b in design.memtile_buffers if b.name.startswith(f"{owner}_buff_")):
-            cross |= set(lk.srcs) | set(lk.dsts)
-    ends = []
-    for f in sorted(design.fifos, key=lambda f: f.name):
-        if f.producer.kind == TileKind.MEM:
-            ends.append((f.producer, True, f.name))
-        ends += [(t, False, f.name) for t in f.consumers if t.kind == TileKind.MEM]
-    ends.sort(key=lambda e: e[2] not in cross)  # stable: cross-tile endpoints first, IR order otherwise
-    taken: dict[tuple[TileRef, bool], int] = {}
-    index = {}
-    for tile, mm2s, name in ends:
-        index[(tile, mm2s, name)] = taken.get((tile, mm2s), 0)
-        taken[(tile, mm2s)] = index[(tile, mm2s, name)] + 1
-    return index
-
 
 def _elems(shape: tuple[int, ...]) -> int:
     n = 1
