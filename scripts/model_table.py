@@ -147,9 +147,11 @@ smallest k_mt has less padding and traffic for the same number of runs, so one k
 q rises from the fewest chunks the memtiles and BD fields allow; a tiling drops out when a lower
 bound of its time (K padded to one k-step, q runs per row) exceeds the N-th best time found, so the
 top N are exact. Memtile placement (mlir-aie's order, neighbour spill, C kept home) is checked
-vectorised; `design.serve.check()` (the config's rules and every DMA pattern) runs on the finalists only. `scripts/bench_tune.py` prints the
-search time of the Table 2 and 3 problems (the paper: under 1 s). `--measure N` builds and runs the
-top N through `gemm_gen.backends.measure` and re-ranks them by measured time.
+vectorised; `design.serve.check()` (the config's rules and every DMA pattern) runs on the
+finalists only. `scripts/bench_tune.py` prints the search time of the Table 2 and 3 problems (the
+paper: under 1 s). `--measure N` builds and runs the top N through `gemm_gen.backends.measure` and
+re-ranks them by measured time. `--rank pessimistic` ranks by each design's slow end instead, and
+`--runtime-sizes` (with `--weights`) finds one design for several sizes (model/tune_many.py).
 """
 
 
@@ -295,11 +297,11 @@ def _table() -> list[str]:
 LIMITS = """## Known limits and disagreements
 
 * **atb Table 1**: delta = 86 cycles per kernel switch reproduces how atb's core efficiency falls
-  with rho (the calibration rows, within 10% but for one), but from atb's microkernel efficiency
-  eq. 15 over-predicts their core efficiency by 7-24%: their bf16-to-bfp16 configuration also loses
-  a rho-independent 150-400 cycles per k-step that Striking's kernels cannot have: Table 2 ends
-  2-4% below its kernels' peak, most of it the single-buffered C drains, which leaves at most about
-  100 cycles per call. The BFP16/ATB issue will need that per-step cost.
+  with rho (the calibration rows); the absolute core efficiency from atb's microkernel efficiency
+  (eq. 15) also needs a rho-independent loss per k-step, which Table 1 puts at 275-424 cycles
+  depending on T_K (`core.bfp16_step_cycles`, their mean, 352). The paper names no such term: it may
+  be the bf16-to-bfp16 conversion of the A tile or the B tile switch. Each check row uses the mean
+  without its own T_K. It is charged to every bfp16 kernel.
 * **int8-int32 kernels** are predicted up to 7% faster than Tables 1/2 report (48x280x48,
   64x80x128): their many accumulator stores stall more than one cycle each. On npu2 the best i8-i32
   point of the sweep is predicted 8% below the paper's, probably the C writes (4 bytes per output).

@@ -14,7 +14,7 @@ from gemm_gen.model.perf import Problem, dram_lds, estimate
 from gemm_gen.model.tune import _tilings
 
 TYPES = [("npu1", "i8", "i16"), ("npu1", "bf16", "bf16"), ("npu2", "i8", "i8"), ("npu2", "bf16", "bf16"),
-         ("npu2", "i16", "i32"), ("npu2", "i8", "i32")]
+         ("npu2", "i16", "i32"), ("npu2", "i8", "i32"), ("npu2", "bfp16", "bfp16")]
 SIZE = st.integers(32, 3000)
 TOL = 1e-12
 
@@ -36,6 +36,7 @@ WORSE = {
     "slower switches": lambda p, d: p.with_(switch_cycles=p.switch_cycles * 2 + 10),
     "slower C accesses": lambda p, d: p.with_(bank_stall=p.bank_stall + 2),
     "slower bf16 mmuls": lambda p, d: p.with_(bf16_via_bfp16_cycles=p.bf16_via_bfp16_cycles * 1.5),
+    "slower bfp16 k-steps": lambda p, d: p.with_(bfp16_step_cycles=p.bfp16_step_cycles * 2 + 10),
     "narrower streams": lambda p, d: p.with_(stream_bytes_per_cycle=max(1, p.stream_bytes_per_cycle // 2)),
 }
 

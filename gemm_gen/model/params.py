@@ -33,6 +33,7 @@ class Params:
     bf16_via_bfp16_cycles: float
     bfp16_overhead: float  # cycles per chain cluster of a bfp16 kernel beyond its vmacs (atb eq. 13)
     switch_cycles: float
+    bfp16_step_cycles: float  # a bfp16 kernel's core loss per k-step, beyond its rho switches (atb Table 1)
     stream_bytes_per_cycle: int
     dram: dict[str, Dram]
     dispatch_us: float
@@ -74,6 +75,7 @@ def from_raw(data: dict[str, Any]) -> Params:
         bf16_via_bfp16_cycles=float(_v(kern["aie2p_bf16_via_bfp16_cycles_per_mmul"], 1.0)),
         bfp16_overhead=float(_v(kern["bfp16_cluster_overhead_cycles"])),
         switch_cycles=float(_v(core["switch_cycles"])),
+        bfp16_step_cycles=float(_v(core["bfp16_step_cycles"])),
         stream_bytes_per_cycle=int(_v(core["stream_bytes_per_cycle"])),
         dram=dram,
         dispatch_us=float(_v(rt["dispatch_us"])),
@@ -90,6 +92,7 @@ def load() -> Params:
 
 # constants for which a larger value predicts a slower run (the others: a smaller one)
 SLOWER_WHEN_LARGER = {"run_overhead_bytes", "dispatch_us", "bd_task_us", "rtp_write_us", "switch_cycles",
+                      "bfp16_step_cycles",
                       "bank_stall_cycles_per_c_access", "l1_conflict_cycles_per_collision",
                       "aie2p_bf16_via_bfp16_cycles_per_mmul", "bfp16_cluster_overhead_cycles"}
 
