@@ -265,6 +265,10 @@ def derive(data: dict[str, Any] | None = None) -> dict[str, Any]:
     p = from_raw(data)
     delta = fit_switch_cycles()
     data["core"]["switch_cycles"]["value"] = delta
+    rises = [(tk, rho) for tk, g in _atb_groups().items() for rho, _, _ in g[1:]]
+    loo_delta = [fit_switch_cycles(r) for r in rises]
+    data["core"]["switch_cycles"]["spread"] = [min(loo_delta + [delta]), max(loo_delta + [delta])]
+    data["core"]["switch_cycles"]["spread_source"] = "leave-one-out: the fit without each rise of Table 1"
     step = fit_bfp16_step_cycles(delta)
     data["core"]["bfp16_step_cycles"]["value"] = step
     loo = [fit_bfp16_step_cycles(delta, tk) for tk in _atb_groups()]
@@ -277,6 +281,9 @@ def derive(data: dict[str, Any] | None = None) -> dict[str, Any]:
     p = p.with_(bank_stall=beta, l1_conflict=gamma)
     eps = fit_bfp16_overhead()
     data["kernel"]["bfp16_cluster_overhead_cycles"]["value"] = eps
+    loo_eps = [fit_bfp16_overhead(i) for i in range(len(paper.ATB_T1))]
+    data["kernel"]["bfp16_cluster_overhead_cycles"]["spread"] = [min(loo_eps + [eps]), max(loo_eps + [eps])]
+    data["kernel"]["bfp16_cluster_overhead_cycles"]["spread_source"] = "leave-one-out: the fit without each row"
     p = p.with_(bfp16_overhead=eps)
     emu = fit_bf16_via_bfp16(p)
     data["kernel"]["aie2p_bf16_via_bfp16_cycles_per_mmul"]["value"] = emu
