@@ -20,6 +20,7 @@ real values). bfp16 operands are encoded on the host anyway; their padding rides
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -69,6 +70,17 @@ def parse_sizes(text: str) -> tuple[Problem, ...]:
     if not parts:
         raise ConfigError("no sizes given", "write sizes like 1000x777x333,1x4096x4096")
     return tuple(Problem.parse(p) for p in parts)
+
+
+def check_weights(weights: tuple[float, ...]) -> tuple[float, ...]:
+    """How often each of several sizes is called: finite, >= 0, one above 0 (else ConfigError)."""
+    for w in weights:
+        if not math.isfinite(w) or w < 0:
+            raise ConfigError(f"weight {w}: each weight must be a finite number >= 0", "give weights like 30,1,1")
+    if not sum(weights):
+        raise ConfigError(f"weights {','.join(f'{w:g}' for w in weights)}: at least one must be above 0",
+                          "give weights like 30,1,1")
+    return weights
 
 
 @dataclass(frozen=True)

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import math
 from typing import NoReturn
 
 from . import precision as prec
-from .call import Problem, parse_sizes
+from .call import Problem, check_weights, parse_sizes
 from .config import L1_SCHEMES, GemmConfig, emulation_default
 from .errors import ConfigError
 from .kernel_variant import LOOPS
@@ -43,18 +42,12 @@ def _sizes(value: str) -> tuple[Problem, ...]:
 
 
 def _weights(text: str) -> tuple[float, ...]:
-    out = []
-    for part in text.split(","):
-        try:
-            w = float(part)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{part!r} is not a number (write weights like 30,1,1)") from None
-        if not math.isfinite(w) or w < 0:
-            raise argparse.ArgumentTypeError(f"{part.strip()}: each weight must be a finite number >= 0 (e.g. 30,1,1)")
-        out.append(w)
-    if not sum(out):
-        raise argparse.ArgumentTypeError(f"{text}: at least one weight must be above 0 (e.g. 30,1,1)")
-    return tuple(out)
+    try:
+        return check_weights(tuple(float(part) for part in text.split(",")))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a list of numbers (write weights like 30,1,1)") from None
+    except ConfigError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
 
 
 def _expansion(value: str) -> tuple[int, int]:

@@ -14,6 +14,7 @@ sizes); design.serve.check() then runs on the finalists only.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -353,8 +354,7 @@ def tune(pr: Problem, top: int = 5, fixed: dict[str, int | None] | None = None,
             continue
         found.append(_candidate(config, p, slow, fast))
     # the finalists with what the vectorised ranking leaves out: their L1 plan's bank stalls
-    key = (lambda cand: -cand.tops_low) if rank == "pessimistic" else (lambda cand: cand.time_s)
-    found = sorted(found, key=key)[:top]
+    found = sorted(found, key=_rank_key(rank))[:top]
     if not found:
         what = f"no valid design for {pr.spec.device} {pr.M}x{pr.K}x{pr.N} {pr.spec.dtype_in}->{pr.spec.dtype_out}"
         if any(v is not None for v in fixed.values()):
@@ -363,6 +363,13 @@ def tune(pr: Problem, top: int = 5, fixed: dict[str, int | None] | None = None,
             raise ConfigError(f"{what}; the best-ranked one fails: {first_error.what}", first_error.fix)
         raise ConfigError(what, "relax the fixed tile sizes or check the problem size")
     return TuneResult(pr, found, evaluated, tilings, time.perf_counter() - start, rejected, rank=rank)
+
+
+def _rank_key(rank: str) -> Callable[[Candidate], float]:
+    """What orders validated candidates: the predicted time, or the pessimistic end's throughput."""
+    if rank == "pessimistic":
+        return lambda cand: -cand.tops_low
+    return lambda cand: cand.time_s
 
 
 def _check_problem(pr: Problem, fixed: dict[str, int | None] | None = None) -> None:
@@ -417,8 +424,7 @@ def tune_b_packs(pr: Problem, top: int = 5, fixed: dict[str, int | None] | None 
     by predicted time."""
 
     results = [tune(pr.with_(b_pack=pack), top, fixed, params, ends, rank) for pack in packs]
-    key = (lambda c: -c.tops_low) if rank == "pessimistic" else (lambda c: c.time_s)
-    merged = sorted((c for r in results for c in r.top), key=key)[:top]
+    merged = sorted((c for r in results for c in r.top), key=_rank_key(rank))[:top]
     return TuneResult(pr, merged, sum(r.evaluated for r in results), sum(r.tilings for r in results),
                       sum(r.seconds for r in results), sum(r.rejected_by_validate for r in results),
                       [n for r in results for n in r.notes], rank)

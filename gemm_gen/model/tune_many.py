@@ -9,7 +9,6 @@ parameters pays their writes per call), and the best that passes design.serve fo
 
 from __future__ import annotations
 
-import math
 import time
 from dataclasses import dataclass, replace
 from typing import Any
@@ -17,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from ..call import Problem as Size
+from ..call import check_weights
 from ..config import GemmConfig
 from ..design.serve import check, serve
 from ..errors import ConfigError, GemmGenError
@@ -100,9 +100,7 @@ def tune_many(base: GemmConfig, sizes: tuple[Size, ...], weights: tuple[float, .
     weights = weights or (1.0,) * len(sizes)
     if len(weights) != len(sizes):
         raise ConfigError(f"{len(weights)} weights for {len(sizes)} sizes", "give one weight per size")
-    if not all(math.isfinite(w) and w >= 0 for w in weights) or not sum(weights):
-        raise ConfigError(f"weights {', '.join(map(str, weights))}: each must be finite and >= 0, one above 0",
-                          "give weights like 30,1,1")
+    check_weights(tuple(weights))
     merged: dict[Size, float] = {}  # a size listed twice is one size called twice as often
     for size, wt in zip(sizes, weights):
         merged[size] = merged.get(size, 0.0) + float(wt)
