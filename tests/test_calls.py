@@ -376,3 +376,26 @@ def test_an_encoder_that_fails_hands_every_stream_to_aiecc(tmp_path, monkeypatch
     assert files.how == "aiecc" and files.insts.exists()
     verdict = __import__("json").loads((own.insts.parent / STREAMS).read_text())["encoder"]
     assert verdict["matches"] is False and "out of 32 bits" in verdict["encoder_failed"]
+
+
+def test_a_call_with_a_padded_a_gets_its_own_stream(tmp_path, monkeypatch):
+    """The operator pads an A holding Inf or NaN: the same size then reads other buffer strides, so
+    its instruction stream must not be the one cached for the size's usual plan."""
+    from gemm_gen.backends import cache
+    from gemm_gen.backends.npu_call import call_files, stream_name
+    from gemm_gen.call import HostCopy
+
+    from .test_build import _fake_tools
+
+    _fake_tools(tmp_path, monkeypatch)
+    monkeypatch.setenv(cache.CACHE_ENV, str(tmp_path / "cache"))
+    c = replace(small("npu1", "bf16", "bf16", False), runtime_sizes="mnk")
+    design = build_design(c)
+    usual = serve(c, Problem(3, c.K - 4, 8))
+    padded = replace(usual, padded=tuple(sorted({*usual.padded, "A"})), copies=(*usual.copies, HostCopy("A", "Inf")),
+                     a_finite=False)
+    assert usual.a_finite and "A" not in usual.padded  # the K tail reads A's next row: the operator's case
+    assert stream_name(design, usual) == f"insts_{usual.problem}.bin"
+    assert stream_name(design, padded) != stream_name(design, usual)
+    first, second = call_files(design, usual), call_files(design, padded)
+    assert first.insts != second.insts and first.insts.read_bytes() != second.insts.read_bytes()

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from ..atomic import write_atomic
-from ..call import CallPlan
+from ..call import CallPlan, plan_call
 from ..design.model import Design
 from ..hostdata import output_values, pad_inputs, with_slack
 from . import cache, toolchain, txn
@@ -58,13 +58,22 @@ def call_files(design: Design, call: CallPlan, verbose: bool = False) -> CallFil
     if call == design.config.call:
         return CallFiles(art.xclbin, art.insts)
     ledger = _ledger(entry, art.insts)
-    name = f"insts_{call.problem}.bin"
+    name = stream_name(design, call)
     insts = entry / name
     if name not in ledger["streams"] or not insts.exists():
         trusted = _encoder_trusted(design, art.insts, entry, ledger, verbose)
         ledger["streams"][name] = _write_stream(design, call, entry, insts, trusted, verbose)
         write_atomic(entry / STREAMS, json.dumps(ledger, indent=1) + "\n")
     return CallFiles(art.xclbin, insts, ledger["streams"][name])
+
+
+def stream_name(design: Design, call: CallPlan) -> str:
+    """The file of a call's instruction stream: by its size, and by the operands it reads from
+    host-padded copies where those differ from the size's usual plan (the operator pads an A that
+    holds Inf or NaN: other buffer strides, another stream)."""
+    usual = plan_call(design.config, call.problem)
+    extra = "" if call.padded == usual.padded else "_padded" + "".join(call.padded)
+    return f"insts_{call.problem}{extra}.bin"
 
 
 def _ledger(entry: Path, own_insts: Path) -> dict[str, Any]:
@@ -112,7 +121,7 @@ def _encoder_trusted(design: Design, own_insts: Path, entry: Path, ledger: dict[
         return bool(ledger["encoder"]["matches"])
     verdict: dict[str, Any] = {"matches": True}
     probe = probe_call(design)
-    cases = [(design.config.call, own_insts), (probe, entry / f"insts_{probe.problem}.bin")]
+    cases = [(design.config.call, own_insts), (probe, entry / stream_name(design, probe))]
     for call, path in cases:
         try:
             ours = txn.encode_call(design, call)
