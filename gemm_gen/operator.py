@@ -44,6 +44,7 @@ class Gemm:
         self._tiles = tiles
         self._max = Problem(*max_size) if max_size is not None else None
         self._designs: dict[Problem, Design] = {}
+        self._loaded: dict[Any, Any] = {}  # xclbin path -> its NpuKernel, loaded by the first NPU call
         self._sessions: dict[int, Any] = {}
 
     # ---- designs ------------------------------------------------------------------------------
@@ -86,7 +87,7 @@ class Gemm:
 
         a, b = self._operands(A, B)
         design = self.design(a.shape[0], a.shape[1], b.shape[1])
-        return run_on_npu(design, self._call(design, a, b), a, b)
+        return run_on_npu(design, self._call(design, a, b), a, b, loaded=self._loaded)
 
     # ---- checks -------------------------------------------------------------------------------
     def _call(self, design: Design, a: np.ndarray, b: np.ndarray) -> CallPlan:

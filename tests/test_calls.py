@@ -399,3 +399,23 @@ def test_a_call_with_a_padded_a_gets_its_own_stream(tmp_path, monkeypatch):
     assert stream_name(design, padded) != stream_name(design, usual)
     first, second = call_files(design, usual), call_files(design, padded)
     assert first.insts != second.insts and first.insts.read_bytes() != second.insts.read_bytes()
+
+
+def test_the_operator_loads_its_xclbin_once(tmp_path, monkeypatch):
+    """g(A, B) twice: one build, one xclbin load, two runs, each C exact (stand-in tools and XRT)."""
+    from gemm_gen.backends import cache, toolchain
+
+    from .fake_pyxrt import FakeXrt
+    from .test_build import _fake_tools
+
+    _fake_tools(tmp_path, monkeypatch)
+    monkeypatch.setenv(cache.CACHE_ENV, str(tmp_path / "cache"))
+    g = Gemm(device="npu1", dtype_in="i8", dtype_out="i32")
+    rng = np.random.default_rng(0)
+    a = rng.integers(-128, 128, (64, 96), dtype=np.int8)
+    b = rng.integers(-128, 128, (96, 64), dtype=np.int8)
+    fake = FakeXrt(g.design(64, 96, 64).config)
+    monkeypatch.setattr(toolchain, "pyxrt", lambda: fake)
+    for _ in range(2):
+        assert np.array_equal(g(a, b), a.astype(np.int32) @ b.astype(np.int32))
+    assert [e[0] for e in fake.log].count("xclbin") == 1 and [e[0] for e in fake.log].count("run") == 2

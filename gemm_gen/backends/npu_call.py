@@ -15,7 +15,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -24,6 +24,9 @@ from ..call import CallPlan, plan_call
 from ..design.model import Design
 from ..hostdata import output_values, pad_inputs, with_slack
 from . import cache, toolchain, txn
+
+if TYPE_CHECKING:
+    from .runner import NpuKernel
 
 STREAMS = "streams.json"  # per cache entry: the build it describes, the encoder's verdict, who wrote each stream
 
@@ -144,16 +147,20 @@ def _encoder_trusted(design: Design, own_insts: Path, entry: Path, ledger: dict[
     return bool(verdict["matches"])
 
 
-def run_on_npu(design: Design, call: CallPlan, a: np.ndarray, b: np.ndarray, xrt: ModuleType | None = None
-               ) -> np.ndarray:
-    """C of one call on the NPU."""
-    from .runner import NpuSession
+def run_on_npu(design: Design, call: CallPlan, a: np.ndarray, b: np.ndarray, xrt: ModuleType | None = None,
+               loaded: dict[Path, NpuKernel] | None = None) -> np.ndarray:
+    """C of one call on the NPU. `loaded` keeps each xclbin registered with its kernel open across
+    calls (the operator's), so that a call loads an xclbin only the first time."""
+    from .runner import NpuKernel, NpuSession
 
     xrt = xrt or toolchain.pyxrt()  # no XRT: one line, before anything is built
     files = call_files(design, call)
     c = design.config
+    loaded = {} if loaded is None else loaded
+    if files.xclbin not in loaded:
+        loaded[files.xclbin] = NpuKernel(xrt, files.xclbin, c.device)
     (a_buf, b_buf), c_bytes = with_slack(c, call, *pad_inputs(c, a, b, call))
-    session = NpuSession(xrt, files, a_buf, b_buf, c_bytes, c.device)
+    session = NpuSession(xrt, files, a_buf, b_buf, c_bytes, c.device, loaded[files.xclbin])
     session.run()
     return output_values(c, session.output(), call).copy()
 
