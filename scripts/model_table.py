@@ -106,15 +106,32 @@ task's access pattern; the tuner uses the same count in closed form, tested equa
 A = Mp Kp ty(A) Np/(n cols) in runs of k_mt; B = Np Kp ty(B) Mp/(m rows) in runs of k_mt
 (column-major) or n (row-major); C = Mp Np ty(C) in runs of n.
 
-    T_dram = sum over A, B, C of (bytes + runs_eff x run_overhead_bytes) / peak_gbps
+    T_dram   = sum over A, B, C of (bytes x w + runs_eff x run_overhead_bytes) / peak_gbps   (the shared path)
     runs_eff = runs (1 - chi) + merged_runs chi
-    T_mem  = max(T_dram, busiest shim channel bytes / (4 B x f))
+    T_stream = busiest shim stream bytes / min(4 B x f, stream_gbps_256 x burst / 256)      (one stream alone)
+    T_mem    = max(T_dram, T_stream)
 
-A DRAM run costs `run_overhead_bytes` of transfer time on top of its bytes, so the effective
-bandwidth of runs of L bytes is peak_gbps L / (L + run_overhead_bytes): it rises with k_mt and
-saturates. `merged_runs` counts the strips that the columns walk side by side in lockstep (B
-row-major, C: each column's strip continues the previous column's row) as one run; chi
-(`lockstep_coalescing`) is how far the DRAM path merges them.
+The DRAM path is three named effects, each with its source (the parameter table below):
+
+* **The shared path** (`peak_gbps`, per machine): what all the NPU's shim streams reach together
+  with long runs. It is a property of the machine, so each device has named profiles (`--machine`):
+  npu1 `phoenix-minipc` (Striking's XDNA box, fitted), npu2 `strix-laptop` (atb's HX 370 laptop,
+  ~65 GB/s: the default) and `krackan-minipc` (Striking's XDNA2 box). The sources differ on which
+  machine they measured, and each row of the comparison below is priced on its source's machine.
+  `w` (`write_cost`) is what a written byte costs there in read bytes: 1, as no source separates
+  reads from writes (the peaks' sources are half-read, half-write copies).
+* **Runs** (`run_overhead_bytes`): a contiguous DRAM run costs that many bytes of transfer time on
+  top of its own (a page opened), so runs of L bytes reach peak_gbps L / (L + run_overhead_bytes):
+  the bandwidth rises with k_mt and saturates. The strips that lockstep columns walk side by side
+  (B row-major, C: each column's strip continues the previous column's row) are requested together;
+  chi (`lockstep_page_sharing`) is the share of their boundaries that fall in a page already open
+  (`merged_runs` counts them as one run).
+* **Concurrent streams** (`stream_gbps_at_256_byte_bursts`): one shim stream (a DMA channel) keeps a
+  fixed number of bursts in flight, so alone it reaches at most that many bytes per DRAM latency:
+  3.16 GB/s with 256-byte bursts (XRT's df-bw test: 16 streams on 4 Strix columns reached 50.6 GB/s,
+  below the peak), twice that with the 512-byte bursts npu2's shim BDs use. With S streams of equal
+  load the path gives min(peak_gbps, S x stream bandwidth) less the run overheads: few streams, or
+  one stream carrying most bytes, cannot fill it. The stream port (4 B per cycle) bounds a stream too.
 
 ### End to end
 
@@ -338,7 +355,7 @@ def render() -> str:
              "Model parameters (`gemm_gen/model/calibration.json`), in the order `calibrate.derive()` fixes the "
              "calibrated ones: beta (least squares over the 12 XDNA kernels), the bf16-via-bfp16 issue cost "
              "(Table 1), then the npu1 bandwidth curve (fig. 6a, sec. 5.2.1), the npu2 run overhead (sec. 5.2.1 "
-             "micro-benchmarks), the coalescing chi of each device (sec. 5.2.3), alternating until they settle, "
+             "micro-benchmarks), the page sharing chi of each device (sec. 5.2.3), alternating until they settle, "
              "and last the BD task cost (sec. 5.3.3). A `spread` is what the sources (or a leave-one-out refit) "
              "leave open: `predict` and `tune` report `tops_low` / `tops_high`, the model with every spread "
              "constant at its slow or fast end (the model is monotone in each, so these bound the box), and "
@@ -356,7 +373,10 @@ def main() -> int:
     ap.add_argument("--calibrate", action="store_true", help="re-derive the calibrated parameters first")
     a = ap.parse_args()
     if a.calibrate:
-        path = calibrate.write(calibrate.derive())
+        derived = calibrate.derive()
+        for line in derived.refused.values():
+            print(f"calibrate: {line}")
+        path = calibrate.write(derived.data)
         load.cache_clear()
         print(f"wrote {path}")
     text = render()

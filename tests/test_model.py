@@ -83,7 +83,7 @@ def test_table3_is_predicted_not_compared(capsys):
 def test_every_parameter_has_a_source_and_a_value():
     def walk(node):
         if isinstance(node, dict) and "value" in node:
-            assert node["value"] is not None and node["source"] and node["kind"] in ("fixed", "calibrated")
+            assert node["value"] is not None and node["source"] and node["kind"] in ("fixed", "calibrated", "assumed")
             return 1
         return sum(walk(v) for k, v in node.items() if not k.startswith("_")) if isinstance(node, dict) else 0
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources
 from typing import Any
@@ -20,7 +20,7 @@ import numpy as np
 from . import paper
 from .kernel import kernel_cycles, kernel_shape
 from .l1_stall import stall_cycles
-from .params import CALIBRATION_FILE, Params, from_raw, raw
+from .params import CALIBRATION_FILE, Params, from_raw, peak_entry, raw
 from .perf import Problem, estimate, estimate_config
 from .predict import tasks_per_group
 from .traffic import design_traffic
@@ -83,11 +83,21 @@ def array_estimate(p: Params, row: paper.ArrayRow, **kw: Any):  # noqa: ANN201 -
     bank stalls from its plan)."""
     c = array_config(row, **kw)
     traffic, tasks, l1 = design_data(c)
-    return estimate_config(c, p, traffic, tasks, l1)
+    return estimate_config(c, p.on_machine(row.device, paper.machine_of(row)), traffic, tasks, l1)
 
 
 def array_tops(p: Params, row: paper.ArrayRow, **kw: Any) -> float:
     return float(array_estimate(p, row, **kw).tops)
+
+
+# the searches' bounds: a fit that lands on one is not written (derive says which, in one line)
+SEARCH = {"kernel.aie2p_bf16_via_bfp16_cycles_per_mmul": (1.0, 8.0),
+          "kernel.bank_stall_cycles_per_c_access": (0.0, 3.0),
+          "kernel.l1_conflict_cycles_per_collision": (0.0, 1.0),
+          "dram.npu1.peak_gbps": (1.0, 400.0), "dram.npu1.run_overhead_bytes": (0.0, 4000.0),
+          "dram.npu2.run_overhead_bytes": (0.0, 16384.0),
+          "dram.npu1.lockstep_page_sharing": (0.0, 1.0), "dram.npu2.lockstep_page_sharing": (0.0, 1.0),
+          "runtime.bd_task_us": (0.0, 100.0)}
 
 
 def _bisect(f: Callable[[float], float], lo: float, hi: float, iters: int = 60) -> float:
@@ -172,25 +182,30 @@ def fit_bfp16_overhead(leave_out: int | None = None) -> float:
     return round(num / den, 1)
 
 
-def fit_bank_stall(p: Params) -> tuple[float, float]:
+BETA_GRID = np.round(np.arange(0.0, 3.0001, 0.01), 2)
+GAMMA_GRID = np.round(np.arange(0.0, 1.0001, 0.05), 2)
+
+
+def fit_bank_stall(p: Params, gamma: float | None = None) -> tuple[float, float]:
     """(beta, gamma): least squares (log error) over the XDNA kernels of Tables 1 and 2, each in
     the paper's L1 layout (mlir-aie's basic-sequential), the C access stall beta jointly with the
-    cost gamma of a DMA access meeting a core access in a shared bank."""
+    cost gamma of a DMA access meeting a core access in a shared bank (beta alone at a given gamma)."""
     rows = [r for r in paper.STRIKING_T1 if r.device == "npu1"] + paper.STRIKING_T2_KERNELS
 
     def loss(beta: float, gamma: float) -> float:
         q = p.with_(bank_stall=beta, l1_conflict=gamma)
         return sum(math.log(kernel_macs(q, r) / (r.macs_per_cycle or 1)) ** 2 for r in rows)
 
-    betas = np.round(np.arange(0.0, 3.0001, 0.01), 2)
-    gammas = np.round(np.arange(0.0, 1.0001, 0.05), 2)
-    return min(((float(min(betas, key=lambda b: loss(b, g))), float(g)) for g in gammas), key=lambda bg: loss(*bg))
+    gammas = GAMMA_GRID if gamma is None else [gamma]
+    return min(((float(min(BETA_GRID, key=lambda b: loss(b, g))), float(g)) for g in gammas),
+               key=lambda bg: loss(*bg))
 
 
 def fit_bf16_via_bfp16(p: Params) -> float:
     row = next(r for r in paper.STRIKING_T1 if r.device == "npu2" and r.dtype_in == "bf16")
     target = row.macs_per_cycle or 1.0
-    return round(_bisect(lambda c: kernel_macs(p.with_(bf16_via_bfp16_cycles=c), row) - target, 1.0, 8.0), 2)
+    lo, hi = SEARCH["kernel.aie2p_bf16_via_bfp16_cycles_per_mmul"]
+    return round(_bisect(lambda c: kernel_macs(p.with_(bf16_via_bfp16_cycles=c), row) - target, lo, hi), 2)
 
 
 def fit_dram_npu1(p: Params) -> tuple[float, float]:
@@ -201,13 +216,13 @@ def fit_dram_npu1(p: Params) -> tuple[float, float]:
     def peak_for(lost: float) -> float:
         def f(bw: float) -> float:
             return array_tops(p.with_dram("npu1", peak_gbps=bw, run_overhead_bytes=lost), a) - (a.tops or 0)
-        return _bisect(f, 1.0, 400.0, 50)
+        return _bisect(f, *SEARCH["dram.npu1.peak_gbps"], 50)
 
     def g(lost: float) -> float:
         q = p.with_dram("npu1", peak_gbps=peak_for(lost), run_overhead_bytes=lost)
         return array_tops(q, b) - (b.tops or 0)
 
-    lost = _bisect(g, 0.0, 4000.0, 40)
+    lost = _bisect(g, *SEARCH["dram.npu1.run_overhead_bytes"], 40)
     return round(peak_for(lost), 1), round(lost)
 
 
@@ -218,9 +233,20 @@ def microbench_run_bytes(p: Params) -> float:
     return bw * d.run_overhead_bytes / (d.peak_gbps - bw)
 
 
+def dfbw_gbps(p: Params) -> float:
+    """XRT's df-bw test as the model sees it (paper.DFBW): its streams, each one linear run (no run
+    overhead to speak of), half of them reading and half writing, on the Strix laptop."""
+    d = p.on_machine("npu2", "strix-laptop").dram["npu2"]
+    shared = 2 * d.peak_gbps / (1 + d.write_cost)  # as many bytes written as read
+    return min(shared, paper.DFBW_STREAMS * d.stream_gbps(paper.DFBW_BURST))
+
+
 def fit_dram_npu2(p: Params) -> float:
+    """The run overhead at which the micro-benchmark's runs give its 50 GB/s at the peak of its
+    machine (Striking's Krackan mini PC)."""
     run = microbench_run_bytes(p)
-    return float(round(run * (p.dram["npu2"].peak_gbps / paper.MICROBENCH_GBPS["npu2"] - 1.0)))
+    peak = p.on_machine("npu2", paper.STRIKING_MACHINES["npu2"]).dram["npu2"].peak_gbps
+    return float(round(run * (peak / paper.MICROBENCH_GBPS["npu2"] - 1.0)))
 
 
 def col_over_row_rows(dev: str) -> list[tuple[paper.ArrayRow, float]]:
@@ -236,13 +262,13 @@ def col_over_row(p: Params, row: paper.ArrayRow) -> float:
     return array_tops(p, row) / array_tops(p, row, b_col_maj=False) - 1.0
 
 
-def fit_coalescing(p: Params, dev: str, leave_out: int | None = None) -> float:
+def fit_page_sharing(p: Params, dev: str, leave_out: int | None = None) -> float:
     """Least squares (log of 1 + gain) over the data types of sec. 5.2.3, on a 0.05 grid in [0, 1]
     (without the `leave_out`-th data type when given)."""
     data = [row for i, row in enumerate(col_over_row_rows(dev)) if i != leave_out]
 
     def loss(chi: float) -> float:
-        q = p.with_dram(dev, coalescing=chi)
+        q = p.with_dram(dev, page_sharing=chi)
         return sum(math.log((1 + col_over_row(q, r)) / (1 + gain)) ** 2 for r, gain in data)
 
     return float(min(np.round(np.arange(0.0, 1.0001, 0.05), 2), key=loss))
@@ -256,58 +282,101 @@ def fit_bd_task(p: Params) -> float:
     def f(us: float) -> float:
         return array_tops(p.with_(bd_task_us=us), row, queue_groups=1) / overlapped - target
 
-    return round(_bisect(f, 0.0, 100.0, 50), 2)
+    return round(_bisect(f, *SEARCH["runtime.bd_task_us"], 50), 2)
 
 
-def derive(data: dict[str, Any] | None = None) -> dict[str, Any]:
-    """calibration.json with every 'calibrated' value recomputed (the fixed ones kept)."""
-    data = json.loads(json.dumps(data or raw()))
-    p = from_raw(data)
-    delta = fit_switch_cycles()
-    data["core"]["switch_cycles"]["value"] = delta
+@dataclass
+class Derivation:
+    """calibration.json re-derived, and the fits it refused to write (their stored values kept)."""
+
+    data: dict[str, Any]
+    refused: dict[str, str] = field(default_factory=dict)  # constant -> one line: why
+
+    def _entry(self, name: str) -> dict[str, Any]:
+        section, *rest = name.split(".")
+        if section == "dram":
+            dev, what = rest
+            return peak_entry(self.data, dev) if what == "peak_gbps" else self.data["dram"][dev][what]
+        return self.data[section][rest[0]]  # type: ignore[no-any-return]
+
+    def stored(self, name: str) -> float:
+        return float(self._entry(name)["value"])
+
+    def put(self, names: str | tuple[str, ...], values: float | tuple[float, ...], rows: int, free: int) -> bool:
+        """Write fitted values (one fit: names together), unless the fit has fewer rows than free
+        parameters or one of them lands on a bound of its search: then none is written."""
+        names = (names,) if isinstance(names, str) else names
+        values = (values,) if isinstance(values, (int, float)) else values
+        why = ""
+        if rows < free:
+            why = f"fitted from {rows} rows, fewer than its {free} free parameters"
+        for name, value in zip(names, values):
+            if name not in SEARCH:  # a closed form: no search, no bound
+                continue
+            lo, hi = SEARCH[name]
+            if not why and min(value - lo, hi - value) <= 1e-3 * (hi - lo):
+                why = (f"its fit {value:g}" + (f" for {name}" if len(names) > 1 else "")
+                       + f" lands on the bound of its search [{lo:g}, {hi:g}]")
+        if why:
+            for name in names:
+                self.refused[name] = f"{name} not written: {why}; the stored {self.stored(name):g} stays"
+            return False
+        for name, value in zip(names, values):
+            self._entry(name)["value"] = value
+        return True
+
+    def spread(self, name: str, values: list[float], source: str) -> None:
+        entry = self._entry(name)
+        entry["spread"] = [min(values + [entry["value"]]), max(values + [entry["value"]])]
+        entry["spread_source"] = source
+
+
+def derive(data: dict[str, Any] | None = None) -> Derivation:
+    """calibration.json with every 'calibrated' value recomputed (the fixed ones kept), in a fixed
+    order: each fit uses the values written before it (a refused one: its stored value)."""
+    d = Derivation(json.loads(json.dumps(data or raw())))
+    p = from_raw(d.data)
     rises = [(tk, rho) for tk, g in _atb_groups().items() for rho, _, _ in g[1:]]
-    loo_delta = [fit_switch_cycles(r) for r in rises]
-    data["core"]["switch_cycles"]["spread"] = [min(loo_delta + [delta]), max(loo_delta + [delta])]
-    data["core"]["switch_cycles"]["spread_source"] = "leave-one-out: the fit without each rise of Table 1"
-    step = fit_bfp16_step_cycles(delta)
-    data["core"]["bfp16_step_cycles"]["value"] = step
-    loo = [fit_bfp16_step_cycles(delta, tk) for tk in _atb_groups()]
-    data["core"]["bfp16_step_cycles"]["spread"] = [min(loo + [step]), max(loo + [step])]
-    data["core"]["bfp16_step_cycles"]["spread_source"] = "leave-one-out: the mean without each T_K"
-    p = p.with_(switch_cycles=delta, bfp16_step_cycles=step)
+    d.put("core.switch_cycles", fit_switch_cycles(), len(rises), 1)
+    delta = d.stored("core.switch_cycles")
+    d.spread("core.switch_cycles", [fit_switch_cycles(r) for r in rises],
+             "leave-one-out: the fit without each rise of Table 1")
+    d.put("core.bfp16_step_cycles", fit_bfp16_step_cycles(delta), len(_atb_groups()), 1)
+    d.spread("core.bfp16_step_cycles", [fit_bfp16_step_cycles(delta, tk) for tk in _atb_groups()],
+             "leave-one-out: the mean without each T_K")
+    p = p.with_(switch_cycles=delta, bfp16_step_cycles=d.stored("core.bfp16_step_cycles"))
+    kernels = len([r for r in paper.STRIKING_T1 if r.device == "npu1"]) + len(paper.STRIKING_T2_KERNELS)
     beta, gamma = fit_bank_stall(p)
-    data["kernel"]["bank_stall_cycles_per_c_access"]["value"] = beta
-    data["kernel"]["l1_conflict_cycles_per_collision"]["value"] = gamma
-    p = p.with_(bank_stall=beta, l1_conflict=gamma)
-    eps = fit_bfp16_overhead()
-    data["kernel"]["bfp16_cluster_overhead_cycles"]["value"] = eps
-    loo_eps = [fit_bfp16_overhead(i) for i in range(len(paper.ATB_T1))]
-    data["kernel"]["bfp16_cluster_overhead_cycles"]["spread"] = [min(loo_eps + [eps]), max(loo_eps + [eps])]
-    data["kernel"]["bfp16_cluster_overhead_cycles"]["spread_source"] = "leave-one-out: the fit without each row"
-    p = p.with_(bfp16_overhead=eps)
-    emu = fit_bf16_via_bfp16(p)
-    data["kernel"]["aie2p_bf16_via_bfp16_cycles_per_mmul"]["value"] = emu
-    p = p.with_(bf16_via_bfp16_cycles=emu)
-    # the bandwidth curve and the coalescing of side-by-side strips touch the same data (C runs):
+    d.put("kernel.bank_stall_cycles_per_c_access", beta, kernels, 2)
+    if not d.put("kernel.l1_conflict_cycles_per_collision", gamma, kernels, 2):
+        # gamma not identified: beta alone, at the stored gamma
+        d.put("kernel.bank_stall_cycles_per_c_access",
+              fit_bank_stall(p, d.stored("kernel.l1_conflict_cycles_per_collision"))[0], kernels, 1)
+    p = p.with_(bank_stall=d.stored("kernel.bank_stall_cycles_per_c_access"),
+                l1_conflict=d.stored("kernel.l1_conflict_cycles_per_collision"))
+    d.put("kernel.bfp16_cluster_overhead_cycles", fit_bfp16_overhead(), len(paper.ATB_T1), 1)
+    d.spread("kernel.bfp16_cluster_overhead_cycles", [fit_bfp16_overhead(i) for i in range(len(paper.ATB_T1))],
+             "leave-one-out: the fit without each row")
+    p = p.with_(bfp16_overhead=d.stored("kernel.bfp16_cluster_overhead_cycles"))
+    d.put("kernel.aie2p_bf16_via_bfp16_cycles_per_mmul", fit_bf16_via_bfp16(p), 1, 1)
+    p = p.with_(bf16_via_bfp16_cycles=d.stored("kernel.aie2p_bf16_via_bfp16_cycles_per_mmul"))
+    # the bandwidth curve and the page sharing of side-by-side strips touch the same data (C runs):
     # alternate until both settle (two rounds suffice on the grid used)
     for _ in range(3):
         bw, lost = fit_dram_npu1(p)
-        p = p.with_dram("npu1", peak_gbps=bw, run_overhead_bytes=lost)
-        lost2 = fit_dram_npu2(p)
-        p = p.with_dram("npu2", run_overhead_bytes=lost2)
+        if d.put(("dram.npu1.peak_gbps", "dram.npu1.run_overhead_bytes"), (bw, lost), 2, 2):
+            p = p.with_dram("npu1", peak_gbps=bw, run_overhead_bytes=lost)
+        if d.put("dram.npu2.run_overhead_bytes", fit_dram_npu2(p), 1, 1):
+            p = p.with_dram("npu2", run_overhead_bytes=d.stored("dram.npu2.run_overhead_bytes"))
         for dev in ("npu1", "npu2"):
-            p = p.with_dram(dev, coalescing=fit_coalescing(p, dev))
+            if d.put(f"dram.{dev}.lockstep_page_sharing", fit_page_sharing(p, dev), len(col_over_row_rows(dev)), 1):
+                p = p.with_dram(dev, page_sharing=d.stored(f"dram.{dev}.lockstep_page_sharing"))
     for dev in ("npu1", "npu2"):
-        d = p.dram[dev]
-        if dev == "npu1":
-            data["dram"][dev]["peak_gbps"]["value"] = d.peak_gbps
-        data["dram"][dev]["run_overhead_bytes"]["value"] = round(d.run_overhead_bytes)
-        data["dram"][dev]["lockstep_coalescing"]["value"] = d.coalescing
-        loo = [fit_coalescing(p, dev, i) for i in range(len(col_over_row_rows(dev)))]
-        data["dram"][dev]["lockstep_coalescing"]["spread"] = [min(loo + [d.coalescing]), max(loo + [d.coalescing])]
-        data["dram"][dev]["lockstep_coalescing"]["spread_source"] = "leave-one-out: the fit without each data type"
-    data["runtime"]["bd_task_us"]["value"] = fit_bd_task(p)
-    return data
+        d.spread(f"dram.{dev}.lockstep_page_sharing",
+                 [fit_page_sharing(p, dev, i) for i in range(len(col_over_row_rows(dev)))],
+                 "leave-one-out: the fit without each data type")
+    d.put("runtime.bd_task_us", fit_bd_task(p), 1, 1)
+    return d
 
 
 @dataclass(frozen=True)
@@ -338,25 +407,27 @@ def fit_reports(data: dict[str, Any] | None = None) -> list[FitReport]:
                      len(paper.ATB_T1), 1, tuple(fit_bfp16_overhead(i) for i in range(len(paper.ATB_T1))))]
     beta, gamma = (kern["bank_stall_cycles_per_c_access"]["value"], kern["l1_conflict_cycles_per_collision"]["value"])
     kernels = len([r for r in paper.STRIKING_T1 if r.device == "npu1"]) + len(paper.STRIKING_T2_KERNELS)
-    out.append(FitReport("kernel.bank_stall_cycles_per_c_access", beta, kernels, 2, (),
-                         "leave-one-out not run: a 2-D grid search per refit"))
+    refused = kern["l1_conflict_cycles_per_collision"]["kind"] != "calibrated"
+    out.append(FitReport("kernel.bank_stall_cycles_per_c_access", beta, kernels, 1 if refused else 2, (),
+                         "leave-one-out not run: a grid search per refit"))
     out.append(FitReport("kernel.l1_conflict_cycles_per_collision", gamma, kernels, 2, (),
-                         "NOT IDENTIFIED: on the bound 0 of its search [0, 1]; the data show no cost of "
-                         "shared banks" if gamma == 0 else ""))
+                         "NOT IDENTIFIED: its fit lands on the bound 0 of its search [0, 1] (the data show no "
+                         "cost of shared banks), so the calibration does not write it; the stored value is "
+                         "assumed" if refused else ""))
     out.append(FitReport("kernel.aie2p_bf16_via_bfp16_cycles_per_mmul",
                          kern["aie2p_bf16_via_bfp16_cycles_per_mmul"]["value"], 1, 1, (),
                          "exactly determined: one row, one parameter"))
     out.append(FitReport("dram.npu1.peak_gbps + run_overhead_bytes",
-                         dram["npu1"]["peak_gbps"]["value"], 2, 2, (),
+                         peak_entry(data, "npu1")["value"], 2, 2, (),
                          "exactly determined: two rows, two parameters (fig. 6a's k_mt is stated, sec. 5.2.1's "
                          "design assumed)"))
     out.append(FitReport("dram.npu2.run_overhead_bytes", dram["npu2"]["run_overhead_bytes"]["value"], 1, 1, (),
-                         "exactly determined: one microbenchmark figure and the fixed peak"))
+                         "exactly determined: one microbenchmark figure and its machine's peak"))
     for dev in ("npu1", "npu2"):
-        chi = dram[dev]["lockstep_coalescing"]
+        chi = dram[dev]["lockstep_page_sharing"]
         n = len(col_over_row_rows(dev))
-        out.append(FitReport(f"dram.{dev}.lockstep_coalescing", chi["value"], n, 1,
-                             tuple(fit_coalescing(p, dev, i) for i in range(n)),
+        out.append(FitReport(f"dram.{dev}.lockstep_page_sharing", chi["value"], n, 1,
+                             tuple(fit_page_sharing(p, dev, i) for i in range(n)),
                              "on the bound of its search [0, 1]" if chi["value"] in (0.0, 1.0) else ""))
     out.append(FitReport("runtime.bd_task_us", rt["bd_task_us"]["value"], 1, 1, (),
                          "exactly determined: one stated loss (27%, sec. 5.3.3)"))
@@ -470,6 +541,9 @@ def _text_rows(p: Params) -> list[Row]:
         out.append(Row("Striking text", f"sec. 5.2.1: {dev} effective DRAM bandwidth, micro-benchmark",
                        paper.MICROBENCH_GBPS[dev], bw, "GB/s", "calibration",
                        f"at the benchmark's run length, {run:.0f} B (inferred)"))
+    out.append(Row("XRT df-bw", "Strix, performance mode: 4 columns x 2 MM2S + 2 S2MM streams, one linear run each, "
+                   "256-byte bursts, copy", paper.DFBW_GBPS, dfbw_gbps(p), "GB/s", "calibration",
+                   "fixes stream_gbps_at_256_byte_bursts (the path's peak is above it)"))
     t1 = next(r for r in paper.STRIKING_T1 if r.device == "npu2" and r.dtype_out == "i16")
     from ..hw.devices import device
 
@@ -491,7 +565,7 @@ def _text_rows(p: Params) -> list[Row]:
         for ar, gain in col_over_row_rows(dev):
             out.append(Row("Striking text", f"sec. 5.2.3: {dev} {ar.dtype_in}-{ar.dtype_out} gain of B column-major "
                            "over row-major", gain, col_over_row(p, ar), "fraction", "calibration",
-                           "fixes lockstep_coalescing; paper: mean over a sweep, model: the balanced design"))
+                           "fixes lockstep_page_sharing; paper: mean over a sweep, model: the balanced design"))
     for key, best in paper.SWEEP_MAX_TOPS.items():
         dev, t_in, t_out = key
         ar = next(r for r in (paper.STRIKING_T2 if dev == "npu1" else paper.STRIKING_T3)

@@ -26,6 +26,9 @@ def _model_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dram-gbps", "--dram_gbps", dest="dram_gbps", type=float, default=None, metavar="X",
                    help="predict with your memory system's streaming bandwidth, X GB/s (default: the device's "
                    "calibrated value)")
+    p.add_argument("--machine", default=None, metavar="NAME",
+                   help="the memory profile of the machine: npu1 phoenix-minipc; npu2 strix-laptop (default) or "
+                   "krackan-minipc (model/calibration.json: each with its sources)")
 
 
 def _params(a: argparse.Namespace) -> Params:
@@ -40,6 +43,7 @@ def _ends(a: argparse.Namespace) -> tuple[Params, Params]:
 
 
 def _with_dram(a: argparse.Namespace, p: Params) -> Params:
+    p = p.on_machine(device(a.dev).name, a.machine)
     if a.dram_gbps is None:
         return p
     if not 0 < a.dram_gbps <= 1000:
@@ -86,7 +90,7 @@ def predict_text(d: dict[str, Any]) -> str:
         f"device peak {d['peak_tops']:.2f} TOPS",
         f"  core         {d['core_macs_per_cycle']:.1f} MACs/cycle per kernel call ({d['core_efficiency']:.1%} of "
         f"peak); {d['core_macs_per_cycle_in_array']:.1f} in the array with switching, zeroing and C drains",
-        "  DRAM         " + ", ".join(
+        f"  DRAM         {d['machine']} profile at {d['dram_peak_gbps']:g} GB/s peak; " + ", ".join(
             f"{name} {v['bytes'] / 2**20:,.1f} MiB in {v['run_bytes']:.0f} B runs at {v['effective_gbps']:.1f} GB/s"
             for name, v in d["dram"].items()),
         f"  time (us)    core {t['core']:,.0f}, memory {t['memory']:,.0f}, fill {t['fill']:,.0f}, "

@@ -73,6 +73,13 @@ class KernelShape:
 
 # bfp16 kernels (templates/mm_bfp16.cc.j2): 2 x 2 clusters of 8 x 8 tiles, the K loop pipelined
 BFP16_VARIANT = KernelVariant(2, 2, "k-pipelined")
+# A bfp16 C in L1 (atb's config 2) enters each call's accumulators through the vector unit: one
+# VMUL.f by the block exponent per 8 x 8 accumulator, in the vmac slot, before the chain starts
+# (the atb author's config-2 kernel as xchesscc scheduled it: 4 VMUL.f beside 32 VMAC.f per 16 x 16
+# block, ChengyueWang/mlir-aie programming_examples/ml/block_datatypes/atb_mm/config2_128_64_128/
+# trace/v130/bitcode_cleaned.lst @169364d9). A bf16 C (configs 1, 3) widens on the load unit
+# instead (VLDA.CONV), inside epsilon.
+BFP16_C_WIDEN_CYCLES = 1.0
 
 
 def convert_tile_cycles(ks: KernelShape) -> float:
@@ -117,7 +124,9 @@ def cluster_terms(p: Params, ks: KernelShape, expansion: tuple[int, int] = (2, 2
     and of the loop structure; `overhead` applies that)."""
     if ks.block:
         ii = mmul_cycles(p, ks)
-        return {"ii": ii, "serial_overhead": p.bfp16_overhead, "residual": p.bfp16_overhead, "h": 1.0,
+        widen = 4 * BFP16_C_WIDEN_CYCLES if ks.acc == "bfp16" else 0.0  # each of the 4 accumulators
+        o = p.bfp16_overhead + widen
+        return {"ii": ii, "serial_overhead": o, "residual": o, "h": 1.0,
                 "prolog": 0.0, "epilog": 0.0, "acc_sets": 1, "c_accesses": 0, "round_loads": 0, "chains": 4}
     isa = ks.dev.isa
     er, et = expansion

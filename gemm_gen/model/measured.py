@@ -23,7 +23,7 @@ from .. import l1_banks
 from ..config import GemmConfig
 from ..errors import ConfigError
 from .calibrate import design_data
-from .params import Params, from_raw, load, raw
+from .params import Params, dram_entry, from_raw, load, raw
 from .perf import estimate_config
 
 BOUNDS = {"peak_gbps": (1.0, 400.0), "run_overhead_bytes": (0.0, 16384.0), "dispatch_us": (0.0, 5000.0),
@@ -178,7 +178,7 @@ def calibration_data(r: Refit) -> dict[str, Any]:
             source = f"fitted by gemm-gen calibrate on {n_fit} measured L1 allocation pair rows of {', '.join(files)}"
         else:
             dev, what = name.split(".")
-            entry = data["dram"][dev][what]
+            entry = dram_entry(data, dev, what)  # a peak: the device's default machine profile's
         entry.update(value=round(value, 3), kind="calibrated", source=source)
     from_raw(data)  # still a valid calibration
     return data

@@ -66,6 +66,20 @@ class ArrayRow:
     dtype_b: str | None = None  # mixed precision (bfp16 designs of atb)
     acc: str | None = None
     rho: int = 1
+    machine: str | None = None  # the memory profile it ran on (None: machine_of's reading of the source)
+
+
+# The machines the sources measured on (model/calibration.json: each device's DRAM profiles)
+STRIKING_MACHINES = {"npu1": "phoenix-minipc", "npu2": "krackan-minipc"}  # Striking sec. 5: two mini PCs
+
+
+def machine_of(row: ArrayRow) -> str:
+    """The memory profile of a row's machine: Striking's two mini PCs, else atb's and mlir-aie's Strix."""
+    if row.machine:
+        return row.machine
+    if row.source.startswith("Striking"):
+        return STRIKING_MACHINES[row.device]
+    return "strix-laptop" if row.device == "npu2" else STRIKING_MACHINES["npu1"]
 
 
 # k_mt of Tables 2 and 3 (Striking sec. 5.2.2)
@@ -147,6 +161,13 @@ SEC521_T1_KERNEL = ArrayRow("Striking 5.2.1", "npu1", "i8", "i16", 64, 216, 64, 
                             note="size and k_mt assumed (text: ~4K)")
 # Sec. 5.2.1: micro-benchmarked effective DRAM bandwidth of GEMM-like transfers.
 MICROBENCH_GBPS = {"npu1": 15.0, "npu2": 50.0}
+# XRT's df-bw validate test (Xilinx/VTD sequences/df_bw.txt, src/df_bw.cpp): 4 columns, each with
+# MM2S 0-1 and S2MM 0-1 busy at once (16 streams), one linear 128 MiB run per stream, 256-byte
+# bursts, (in + out) / time: 47.1 GiB/s on Strix in performance mode (amd/ryzen-ai-documentation
+# docs/xrt_smi.rst), in GB/s.
+DFBW_GBPS = round(47.1 * 2**30 / 1e9, 1)
+DFBW_STREAMS = 16
+DFBW_BURST = 256
 # Sec. 5.2.1: the same kernel's compute peak on the XDNA2 array, 419.8 MACs/cycle x 32 x 1.8 GHz.
 SEC521_XDNA2_PEAK_TOPS = 48.36
 # Sec. 5.3.2: XDNA bf16 with a double-buffered C: 80x40x96 -> 2.76 TOPS (single C: 3.12, Table 2).
@@ -205,11 +226,18 @@ ATB_T2 = [
     _atb("config3", 128, 64, 128, 4, 4096, 4096, 2048),
 ]
 # mlir-aie's ATB example (gemm_asymmetric_tile_buffering/README.md, chess, xrt-smi turbo, min of 20
-# runs) measured the three configs on Strix Point (Ryzen AI 9 HX 370): published hardware results.
+# runs) measured the three configs on Strix Point (Ryzen AI 9 HX 370) and on Krackan (its machine
+# type not named: read as the Krackan profile): published hardware results.
 MLIR_AIE_ATB = [
     replace(ATB_T2[2], source="mlir-aie ATB README config1", tops=24.3, note="Strix, turbo"),
     replace(ATB_T2[5], source="mlir-aie ATB README config2", tops=31.3, note="Strix, turbo"),
     replace(ATB_T2[7], source="mlir-aie ATB README config3", tops=28.5, note="Strix, turbo"),
+    replace(ATB_T2[2], source="mlir-aie ATB README config1", tops=27.33, note="Krackan, turbo",
+            machine="krackan-minipc"),
+    replace(ATB_T2[5], source="mlir-aie ATB README config2", tops=31.58, note="Krackan, turbo",
+            machine="krackan-minipc"),
+    replace(ATB_T2[7], source="mlir-aie ATB README config3", tops=28.60, note="Krackan, turbo",
+            machine="krackan-minipc"),
 ]
 # mlir-aie's published block-datatype GEMMs (block_datatypes README, 8 columns, chess): bf16 through
 # bfp16 emulation 8192 x 4224 x 4096 with 64 x 88 x 64 at 4.8 TFLOPS (atb's baseline), and bfp16 in

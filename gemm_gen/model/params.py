@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
@@ -21,9 +21,18 @@ CALIBRATION_ENV = "GEMM_GEN_CALIBRATION"
 
 @dataclass(frozen=True)
 class Dram:
-    peak_gbps: float  # streaming bandwidth the NPU reaches with long contiguous runs
-    run_overhead_bytes: float  # bytes of transfer time lost per contiguous DRAM run
-    coalescing: float  # 0..1: how far side-by-side strips of lockstep columns merge into one run
+    """The DRAM path of one device on one machine (model/perf.py: the memory side)."""
+
+    peak_gbps: float  # what all the NPU's streams reach together with long contiguous runs (the machine's)
+    run_overhead_bytes: float  # bytes of transfer time lost per contiguous DRAM run (a page opened)
+    page_sharing: float  # 0..1: share of side-by-side strips of lockstep columns read in one open page
+    stream_gbps_256: float  # what one shim stream reaches alone with 256-byte bursts (its requests in flight)
+    write_cost: float  # a written byte's cost on the shared path, in read bytes
+    machine: str = ""  # the machine profile the peak is from
+
+    def stream_gbps(self, burst_bytes: int) -> float:
+        """One stream's ceiling at this burst size: a fixed number of bursts in flight (Little's law)."""
+        return self.stream_gbps_256 * burst_bytes / 256
 
 
 @dataclass(frozen=True)
@@ -35,7 +44,7 @@ class Params:
     switch_cycles: float
     bfp16_step_cycles: float  # a bfp16 kernel's core loss per k-step, beyond its rho switches (atb Table 1)
     stream_bytes_per_cycle: int
-    dram: dict[str, Dram]
+    dram: dict[str, Dram]  # per device: the machine chosen (default or `on_machine`)
     dispatch_us: float
     bd_task_us: float
     rtp_write_us: float  # one runtime-parameter word written into one core's memory by the sequence
@@ -43,10 +52,24 @@ class Params:
     def with_(self, **kw: Any) -> Params:
         return replace(self, **kw)
 
-    def with_dram(self, dev: str, **kw: float) -> Params:
+    peaks: dict[str, dict[str, float]] = field(default_factory=dict)  # device -> machine -> peak_gbps
+
+    def with_dram(self, dev: str, **kw: Any) -> Params:
         dram = dict(self.dram)
         dram[dev] = replace(dram[dev], **kw)
         return replace(self, dram=dram)
+
+    def on_machine(self, dev: str, machine: str | None) -> Params:
+        """The parameters with `dev`'s DRAM peak of a named machine profile (None: unchanged)."""
+        if machine is None or machine == self.dram[dev].machine:
+            return self
+        known = self.peaks.get(dev, {})
+        if machine not in known:
+            from ..errors import ConfigError
+
+            raise ConfigError(f"machine {machine!r} has no {dev} memory profile",
+                              f"use one of {', '.join(sorted(known))}, or give --dram-gbps")
+        return self.with_dram(dev, peak_gbps=known[machine], machine=machine)
 
 
 def raw() -> dict[str, Any]:
@@ -64,11 +87,34 @@ def _v(entry: dict[str, Any], default: float = 0.0) -> Any:
     return default if value is None else value
 
 
+def peak_entry(data: dict[str, Any], dev: str, machine: str | None = None) -> dict[str, Any]:
+    """calibration.json's peak_gbps entry of a device's machine (its default machine when None)."""
+    d = data["dram"][dev]
+    return d["machines"][machine or d["default_machine"]]["peak_gbps"]  # type: ignore[no-any-return]
+
+
+def dram_entry(data: dict[str, Any], dev: str, what: str) -> dict[str, Any]:
+    """A device's DRAM entry by its Dram field name (peak_gbps: its default machine's)."""
+    if what == "peak_gbps":
+        return peak_entry(data, dev)
+    return data["dram"][dev][DRAM_KEYS.get(what, what)]  # type: ignore[no-any-return]
+
+
+DRAM_KEYS = {"page_sharing": "lockstep_page_sharing", "stream_gbps_256": "stream_gbps_at_256_byte_bursts"}
+
+
+def _dram(dev: str, d: dict[str, Any]) -> Dram:
+    machine = d["default_machine"]
+    return Dram(float(_v(d["machines"][machine]["peak_gbps"], 1.0)), float(_v(d["run_overhead_bytes"])),
+                float(_v(d[DRAM_KEYS["page_sharing"]])), float(_v(d[DRAM_KEYS["stream_gbps_256"]], 1.0)),
+                float(_v(d["write_cost"], 1.0)), machine)
+
+
 def from_raw(data: dict[str, Any]) -> Params:
     kern, core, rt = data["kernel"], data["core"], data["runtime"]
-    dram = {dev: Dram(float(_v(d["peak_gbps"], 1.0)), float(_v(d["run_overhead_bytes"])),
-                      float(_v(d["lockstep_coalescing"])))
-            for dev, d in data["dram"].items()}
+    dram = {dev: _dram(dev, d) for dev, d in data["dram"].items()}
+    peaks = {dev: {name: float(_v(m["peak_gbps"], 1.0)) for name, m in d["machines"].items()}
+             for dev, d in data["dram"].items()}
     return Params(
         bank_stall=float(_v(kern["bank_stall_cycles_per_c_access"])),
         l1_conflict=float(_v(kern["l1_conflict_cycles_per_collision"])),
@@ -81,6 +127,7 @@ def from_raw(data: dict[str, Any]) -> Params:
         dispatch_us=float(_v(rt["dispatch_us"])),
         bd_task_us=float(_v(rt["bd_task_us"])),
         rtp_write_us=float(_v(rt["rtp_write_us"])),
+        peaks=peaks,
     )
 
 
@@ -91,7 +138,7 @@ def load() -> Params:
 
 
 # constants for which a larger value predicts a slower run (the others: a smaller one)
-SLOWER_WHEN_LARGER = {"run_overhead_bytes", "dispatch_us", "bd_task_us", "rtp_write_us", "switch_cycles",
+SLOWER_WHEN_LARGER = {"run_overhead_bytes", "write_cost", "dispatch_us", "bd_task_us", "rtp_write_us", "switch_cycles",
                       "bfp16_step_cycles",
                       "bank_stall_cycles_per_c_access", "l1_conflict_cycles_per_collision",
                       "aie2p_bf16_via_bfp16_cycles_per_mmul", "bfp16_cluster_overhead_cycles"}

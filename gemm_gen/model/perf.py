@@ -6,8 +6,12 @@ T_core (all cores run in lockstep; eq. 9 of Striking with the efficiency spelled
     tiles per core x [k_steps x max(rho x (kernel on m/rho rows + switch), L1 DMA of A or B)
                       + zero kernel + switch + C drain to the memtile (single C buffer, sec. 5.3.2)]
     (with asymmetric tile buffering each k-step makes rho kernel calls, one per A tile: atb eq. 13-15)
-T_mem (eq. 10 with a run-length dependent bandwidth):
-    max( sum over A, B, C of (bytes + runs x run_overhead) / peak_bw ,  busiest shim channel / stream rate )
+T_mem (eq. 10 with the DRAM path's structure):
+    max( sum over A, B, C of (bytes x write_cost for C + runs x run_overhead) / peak_bw  (the shared path),
+         busiest shim stream / its port rate,  busiest shim stream / what one stream keeps in flight )
+    runs: contiguous DRAM runs; the boundaries between side-by-side strips of lockstep columns fall
+    in an open page with probability page_sharing. With S streams of equal load the bandwidth is
+    min(peak_bw, S x stream_bw) less the run overheads.
 fill / drain: the first A and B memtile objects and the last C block cross DRAM unoverlapped
     (their bytes are part of T_mem, so a memory-bound run hides them).
 BD setup: the command processor configures a task group's BDs while the array runs the previous
@@ -116,6 +120,7 @@ class Estimate:
     t_mem: np.ndarray
     t_dram: np.ndarray
     t_port: np.ndarray
+    t_stream: np.ndarray
     t_fill: np.ndarray
     t_drain: np.ndarray
     t_bubbles: np.ndarray
@@ -211,14 +216,18 @@ def estimate(pr: Problem, m: np.ndarray | int, k: np.ndarray | int, n: np.ndarra
     dram = p.dram[dev.name]
     bw = dram.peak_gbps * GIGA
     lost = dram.run_overhead_bytes
-    chi = dram.coalescing
-    t_tensor = {name: (tr.bytes + tr.effective_runs(chi) * lost) / bw for name, tr in traffic.items()}
+    chi = dram.page_sharing
+    cost = {"A": 1.0, "B": 1.0, "C": dram.write_cost}  # C is the only tensor written
+    t_tensor = {name: (tr.bytes * cost[name] + tr.effective_runs(chi) * lost) / bw for name, tr in traffic.items()}
     t_dram = np.asarray(sum(t_tensor.values()), dtype=np.float64)
+    # every shim stream is also bounded alone: by its stream port, and by the bursts it keeps in
+    # flight (a design's shim BDs use the largest burst, mlir-aie's burst_length 0)
     a_shims = min(rows, cols)  # fewer columns than rows: one A shim serves several core rows
     per_channel = np.maximum(np.maximum(traffic["A"].bytes / a_shims, traffic["B"].bytes / cols),
                              traffic["C"].bytes / cols)
     t_port = per_channel / (sbw * f_hz)
-    t_mem = np.maximum(t_dram, t_port)
+    t_stream = per_channel / (dram.stream_gbps(max(dev.shim_burst_bytes)) * GIGA)
+    t_mem = np.maximum(np.maximum(t_dram, t_port), t_stream)
 
     # ---- pipeline fill and drain, BD queue, dispatch ---------------------------------------
     k_first = np.minimum(k_mt, Kp)
@@ -234,7 +243,7 @@ def estimate(pr: Problem, m: np.ndarray | int, k: np.ndarray | int, n: np.ndarra
         b_obj_runs = np.where(Kp > k_mt, cols * n, cols) if pr.spec.b_col_maj else cols * k * side
     t_refill = (a_obj + b_obj + (a_obj_runs + b_obj_runs) * lost) / bw
     c_block = cols * rows * m * n * b_out
-    t_c_dram = (c_block + cols * rows * m * side * lost) / bw
+    t_c_dram = (c_block * dram.write_cost + cols * rows * m * side * lost) / bw
     t_c_stream = rows * m * n * b_out / (sbw * f_hz)
     t_drain_block = np.maximum(t_c_dram, t_c_stream) + c_to_l2 / f_hz
     tasks = tasks_per_group if tasks_per_group is not None else a_shims + 2 * cols
@@ -266,6 +275,7 @@ def estimate(pr: Problem, m: np.ndarray | int, k: np.ndarray | int, n: np.ndarra
         t_mem=np.asarray(t_mem, dtype=np.float64),
         t_dram=t_dram,
         t_port=np.asarray(t_port, dtype=np.float64),
+        t_stream=np.asarray(t_stream, dtype=np.float64),
         t_fill=np.asarray(t_refill, dtype=np.float64),
         t_drain=np.asarray(t_drain_block, dtype=np.float64),
         t_bubbles=np.asarray(t_bubbles, dtype=np.float64),

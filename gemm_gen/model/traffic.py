@@ -31,8 +31,9 @@ class TensorTraffic:
     def run_bytes(self) -> np.ndarray:
         return np.asarray(self.bytes / np.maximum(self.runs, 1), dtype=np.float64)
 
-    def effective_runs(self, coalescing: float) -> np.ndarray:
-        return np.asarray(self.runs * (1.0 - coalescing) + self.merged_runs * coalescing, dtype=np.float64)
+    def effective_runs(self, page_sharing: float) -> np.ndarray:
+        """Runs that open a DRAM page: a side-by-side boundary opens none with probability page_sharing."""
+        return np.asarray(self.runs * (1.0 - page_sharing) + self.merged_runs * page_sharing, dtype=np.float64)
 
 
 def contiguous_run(tap: Tap) -> int:

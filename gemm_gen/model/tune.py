@@ -213,12 +213,12 @@ def _bound(pr: Problem, e: Estimate, p: Params) -> _Bound:
     tr = e.traffic
     Kp = e.padded[1]
     per_chunk = tr["A"].bytes / (Kp * _run_bytes(pr.spec.dtype_in))  # one run per row (of tiles) of A per chunk
-    fixed_runs = tr["C"].effective_runs(dram.coalescing)
+    fixed_runs = tr["C"].effective_runs(dram.page_sharing)
     if pr.b_chunked:
         per_chunk = per_chunk + tr["B"].bytes / (Kp * _run_bytes(pr.spec.dtype_b))
     else:
-        fixed_runs = fixed_runs + tr["B"].effective_runs(dram.coalescing)
-    nbytes = tr["A"].bytes + tr["B"].bytes + tr["C"].bytes
+        fixed_runs = fixed_runs + tr["B"].effective_runs(dram.page_sharing)
+    nbytes = tr["A"].bytes + tr["B"].bytes + tr["C"].bytes * dram.write_cost
     lost = dram.run_overhead_bytes
     return _Bound(np.asarray(p.dispatch_us * 1e-6 + e.t_core), np.asarray((nbytes + fixed_runs * lost) / bw),
                   np.asarray(per_chunk * lost / bw))
