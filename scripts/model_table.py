@@ -79,8 +79,20 @@ which loop is software-pipelined:
   are read as 2 x 2 jk-flat wherever the model is compared with them or calibrated on them.
 * bfp16 kernels (bfp16 B on npu2, any of the ATB paper's precision configs): II = 1 (one 8x8x8
   vmac per cycle, 512 MACs) and O = epsilon, calibrated on atb Table 1's microkernel efficiencies
-  (eq. 13: 1 / Eff_micro = 1 + epsilon / V). It covers config 1's in-core conversion of A too and
-  is used for every bfp16 precision (configs 2 and 3 do not convert A: slightly pessimistic there).
+  (eq. 13: 1 / Eff_micro = 1 + epsilon / V). It covers config 1's in-core conversion of A and its
+  bf16 C loads and stores (widened on the load unit) too, and is used for every bfp16 precision
+  (configs 2 and 3 do not convert A: slightly pessimistic there). The atb precision configs' own
+  costs, each from mlir-aie's kernels of the same designs:
+  * config 2 (C kept in bfp16) requantizes C every call: each accumulator enters through one
+    VMUL.f by its block exponent in the vmac slot (4 per 2 x 2 cluster, `BFP16_C_WIDEN_CYCLES`,
+    from the atb author's xchesscc listing of the config-2 kernel) and leaves through a converting
+    store (the store unit, as config 1's bf16 stores);
+  * config 3 (C accumulated in bf16) keeps half its bf16 C in the C buffer and half in a second
+    static buffer (a split in memory, not in the accumulators: mlir-aie config3/mm_bfp_mixed.cc),
+    loads and stores it as config 1 does, and converts it to bfp16 once per output tile: the final
+    conversion (one more call reading m n accumulator values and writing m n bfp16 values);
+  * every bfp16 kernel loses `core.bfp16_step_cycles` per k-step beyond its rho switches (below).
+  The three are compared with mlir-aie's published measurements on Strix and Krackan as checks.
 
 `core_macs_per_cycle` (predict's JSON) is (m / rho) k n / cycles per call: the single-core
 throughput of Striking Tables 1-3, measured there by tracing the kernel.
@@ -326,15 +338,25 @@ LIMITS = """## Known limits and disagreements
   only. npu2 bf16 is off by about 7 points.
 * **npu1 DRAM curve** is fixed by two points with runs of 112 and 432 B; the tuner's npu1 picks use
   k_mt of 1-1.4 K (runs of 1.3 KB), where the curve is an extrapolation.
-* **npu2 DRAM peak** (65 GB/s) is atb's Strix laptop figure; Striking's Krackan mini PC may differ.
+* **npu2 DRAM peak** (65 GB/s) is atb's Strix laptop figure. No source gives the Krackan mini PC's
+  peak, so its profile takes the Strix one (AMD's df-bw test expects the same on both); mlir-aie's
+  Krackan machine ran the memory-bound config 1 12% faster than its Strix laptop, which the model,
+  at one peak for both, misses by 11% (a check row).
+* **Reads and writes** cost the same (`write_cost` 1): no source separates them. A GEMM reads 85-95%
+  of its bytes, while every bandwidth source is a half-read, half-write copy.
+* **One stream's ceiling** (3.16 GB/s at 256-byte bursts) rests on df-bw being stream-bound (its 16
+  streams stay below the peak) and on a fixed number of bursts in flight (512-byte bursts: twice
+  that); neither is measured directly. It binds for config 2 (A's 4 streams), which it brings from
+  +7% to within 1% of mlir-aie's measurement, without being fitted to it.
 * **npu2 bf16 without `--emulate-bf16-mmul-with-bfp16`** runs on emulated 32-lane macs (32
   MACs/cycle, unconfirmed). Striking's XDNA2 bf16 results use the bfp16 datapath: pass the flag to
   compare with them.
 * **L1 bank sharing**: every design's L1 placement is predicted (gemm_gen/l1_banks.py reimplements
   mlir-aie 1.4.3's allocators) and each DMA access that meets a core access in a shared bank costs
   gamma cycles (model/l1_stall.py). Fitted jointly with beta on the Striking kernels, all of which
-  share banks in the layout basic-sequential gives them, gamma lands on 0: those measurements show no
-  cost the model can attribute to sharing (GAMA measured up to 12% on Versal AIE-ML). `make validate`
+  share banks in the layout basic-sequential gives them, gamma lands on the bound 0 of its search:
+  those measurements show no cost the model can attribute to sharing (GAMA measured up to 12% on
+  Versal AIE-ML), so `calibrate.derive()` does not write it and 0 is an assumption. `make validate`
   runs the same tiles with both allocations, so that a measurement can fit it.
 * Not modelled: memtile zero padding, host buffer synchronisation, clocks below the maximum DPM level.
 """

@@ -182,15 +182,21 @@ def fit_bfp16_overhead(leave_out: int | None = None) -> float:
     return round(num / den, 1)
 
 
+def bank_stall_rows() -> list[paper.KernelRow]:
+    """The XDNA kernels beta is fitted on: Striking Table 1's and Table 2's."""
+    return [r for r in paper.STRIKING_T1 if r.device == "npu1"] + paper.STRIKING_T2_KERNELS
+
+
 BETA_GRID = np.round(np.arange(0.0, 3.0001, 0.01), 2)
 GAMMA_GRID = np.round(np.arange(0.0, 1.0001, 0.05), 2)
 
 
-def fit_bank_stall(p: Params, gamma: float | None = None) -> tuple[float, float]:
+def fit_bank_stall(p: Params, gamma: float | None = None, leave_out: int | None = None) -> tuple[float, float]:
     """(beta, gamma): least squares (log error) over the XDNA kernels of Tables 1 and 2, each in
     the paper's L1 layout (mlir-aie's basic-sequential), the C access stall beta jointly with the
-    cost gamma of a DMA access meeting a core access in a shared bank (beta alone at a given gamma)."""
-    rows = [r for r in paper.STRIKING_T1 if r.device == "npu1"] + paper.STRIKING_T2_KERNELS
+    cost gamma of a DMA access meeting a core access in a shared bank (beta alone at a given gamma;
+    without the kernel `leave_out`)."""
+    rows = [r for i, r in enumerate(bank_stall_rows()) if i != leave_out]
 
     def loss(beta: float, gamma: float) -> float:
         q = p.with_(bank_stall=beta, l1_conflict=gamma)
@@ -345,13 +351,15 @@ def derive(data: dict[str, Any] | None = None) -> Derivation:
     d.spread("core.bfp16_step_cycles", [fit_bfp16_step_cycles(delta, tk) for tk in _atb_groups()],
              "leave-one-out: the mean without each T_K")
     p = p.with_(switch_cycles=delta, bfp16_step_cycles=d.stored("core.bfp16_step_cycles"))
-    kernels = len([r for r in paper.STRIKING_T1 if r.device == "npu1"]) + len(paper.STRIKING_T2_KERNELS)
+    kernels = len(bank_stall_rows())
     beta, gamma = fit_bank_stall(p)
     d.put("kernel.bank_stall_cycles_per_c_access", beta, kernels, 2)
     if not d.put("kernel.l1_conflict_cycles_per_collision", gamma, kernels, 2):
         # gamma not identified: beta alone, at the stored gamma
-        d.put("kernel.bank_stall_cycles_per_c_access",
-              fit_bank_stall(p, d.stored("kernel.l1_conflict_cycles_per_collision"))[0], kernels, 1)
+        gamma = d.stored("kernel.l1_conflict_cycles_per_collision")
+        d.put("kernel.bank_stall_cycles_per_c_access", fit_bank_stall(p, gamma)[0], kernels, 1)
+        d.spread("kernel.bank_stall_cycles_per_c_access", [fit_bank_stall(p, gamma, i)[0] for i in range(kernels)],
+                 "leave-one-out: the fit without each kernel (the shared-bank cost at its stored value)")
     p = p.with_(bank_stall=d.stored("kernel.bank_stall_cycles_per_c_access"),
                 l1_conflict=d.stored("kernel.l1_conflict_cycles_per_collision"))
     d.put("kernel.bfp16_cluster_overhead_cycles", fit_bfp16_overhead(), len(paper.ATB_T1), 1)
@@ -406,10 +414,11 @@ def fit_reports(data: dict[str, Any] | None = None) -> list[FitReport]:
            FitReport("kernel.bfp16_cluster_overhead_cycles", kern["bfp16_cluster_overhead_cycles"]["value"],
                      len(paper.ATB_T1), 1, tuple(fit_bfp16_overhead(i) for i in range(len(paper.ATB_T1))))]
     beta, gamma = (kern["bank_stall_cycles_per_c_access"]["value"], kern["l1_conflict_cycles_per_collision"]["value"])
-    kernels = len([r for r in paper.STRIKING_T1 if r.device == "npu1"]) + len(paper.STRIKING_T2_KERNELS)
+    kernels = len(bank_stall_rows())
     refused = kern["l1_conflict_cycles_per_collision"]["kind"] != "calibrated"
-    out.append(FitReport("kernel.bank_stall_cycles_per_c_access", beta, kernels, 1 if refused else 2, (),
-                         "leave-one-out not run: a grid search per refit"))
+    loo_beta = tuple(fit_bank_stall(p, gamma, i)[0] for i in range(kernels)) if refused else ()
+    out.append(FitReport("kernel.bank_stall_cycles_per_c_access", beta, kernels, 1 if refused else 2, loo_beta,
+                         "" if refused else "leave-one-out not run: a 2-D grid search per refit"))
     out.append(FitReport("kernel.l1_conflict_cycles_per_collision", gamma, kernels, 2, (),
                          "NOT IDENTIFIED: its fit lands on the bound 0 of its search [0, 1] (the data show no "
                          "cost of shared banks), so the calibration does not write it; the stored value is "
