@@ -375,13 +375,17 @@ def render() -> str:
              "## Parameters", "", "Device facts read from `gemm_gen/hw/devices.py`:", "", *_device_rows(), "",
              "Core ISA facts (`gemm_gen/hw/devices.py` CORE_ISA, with their sources there):", "", *_isa_rows(), "",
              "Model parameters (`gemm_gen/model/calibration.json`), in the order `calibrate.derive()` fixes the "
-             "calibrated ones: beta (least squares over the 12 XDNA kernels), the bf16-via-bfp16 issue cost "
-             "(Table 1), then the npu1 bandwidth curve (fig. 6a, sec. 5.2.1), the npu2 run overhead (sec. 5.2.1 "
-             "micro-benchmarks), the page sharing chi of each device (sec. 5.2.3), alternating until they settle, "
-             "and last the BD task cost (sec. 5.3.3). A `spread` is what the sources (or a leave-one-out refit) "
-             "leave open: `predict` and `tune` report `tops_low` / `tops_high`, the model with every spread "
-             "constant at its slow or fast end (the model is monotone in each, so these bound the box), and "
-             "`tune --rank pessimistic` ranks by the slow end.", "", *_param_rows(), "",
+             "calibrated ones: the kernel switch delta and the bfp16 k-step loss (atb Table 1), beta with the "
+             "shared-bank cost gamma (least squares over the 12 XDNA kernels; gamma lands on its bound, so beta "
+             "is refitted alone at the assumed gamma), epsilon (atb Table 1), the bf16-via-bfp16 issue cost "
+             "(Striking Table 1), then the npu1 bandwidth curve (fig. 6a, sec. 5.2.1), the npu2 run overhead "
+             "(sec. 5.2.1 micro-benchmarks), the page sharing chi of each device (sec. 5.2.3), alternating until "
+             "they settle, and last the BD task cost (sec. 5.3.3). A fit that lands on a bound of its search, or "
+             "has fewer rows than free parameters, is not written: `python scripts/model_table.py --calibrate` "
+             "says which in one line each and keeps the stored value. A `spread` is what the sources (or a "
+             "leave-one-out refit) leave open: `predict` and `tune` report `tops_low` / `tops_high`, the "
+             "model with every spread constant at its slow or fast end (the model is monotone in each, so "
+             "these bound the box), and `tune --rank pessimistic` ranks by the slow end.", "", *_param_rows(), "",
              "How well the data pins each calibrated constant down: the rows it is fitted from, the "
              "parameters fitted from them together, and the constant refitted without each row in turn "
              "(a wide range means the data leave it loose; an exactly determined constant has no "

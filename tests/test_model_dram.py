@@ -63,17 +63,42 @@ def test_written_bytes_cost_what_write_cost_says():
     base, dear = _one(pr, p), _one(pr, p.with_dram("npu2", write_cost=2.0))
     c = base.traffic["C"]
     assert float(dear.t_dram - base.t_dram) == pytest.approx(float(c.bytes) / 65e9)
+    # the last C block's drain writes too
+    c_block = 4 * 8 * 128 * 128 * 4  # rows x cols x m x n x 4-byte C
+    assert float(dear.t_drain) > float(base.t_drain)
+    assert float(dear.t_drain - base.t_drain) <= c_block / 65e9 * (1 + 1e-9)
+
+
+def test_a_users_peak_survives_the_machine_flag(capsys):
+    assert main(["predict", *NPU2, "--json", "--machine", "krackan-minipc", "--dram-gbps", "20"]) == 0
+    info = json.loads(capsys.readouterr().out)
+    assert info["dram_peak_gbps"] == 20 and info["machine"] == "--dram-gbps"
+    assert main(["predict", *NPU2, "--dram-gbps", "20"]) == 0
+    assert "20 GB/s peak (--dram-gbps)" in capsys.readouterr().out
+    p = load().with_dram("npu2", peak_gbps=20.0)  # a peak set for the current machine stays its own
+    assert p.on_machine("npu2", "krackan-minipc").on_machine("npu2", "strix-laptop").dram["npu2"].peak_gbps == 20
 
 
 def test_the_calibration_refuses_a_fit_on_its_bound(monkeypatch):
     """The npu1 bandwidth pair solved against a point it cannot reach sits on its 4000-byte bound:
     neither constant is written, and one line says which and why."""
-    monkeypatch.setattr(calibrate, "fit_dram_npu1", lambda p: (34.7, 4000.0))
+    monkeypatch.setattr(calibrate, "fit_dram_npu1", lambda p: (50.0, 4000.0))
     d = calibrate.derive()
     line = d.refused["dram.npu1.run_overhead_bytes"]
-    assert "lands on the bound of its search [0, 4000]" in line and "\n" not in line
-    assert "dram.npu1.peak_gbps" in d.refused  # fitted together: not written either
+    assert "lands on (or past) the bound of its range [0, 4000]" in line and "\n" not in line
+    assert "dram.npu1.peak_gbps" in d.refused  # fitted together: not written either, though in range
+    assert d.stored("dram.npu1.peak_gbps") == load().dram["npu1"].peak_gbps
     assert d.data["dram"]["npu1"]["run_overhead_bytes"]["value"] == raw()["dram"]["npu1"]["run_overhead_bytes"]["value"]
+
+
+def test_a_refusal_keeps_the_given_value_and_a_later_write_clears_it():
+    d = calibrate.Derivation(raw())
+    name = "dram.npu2.lockstep_page_sharing"
+    given = d.stored(name)
+    assert d.put(name, 0.6, 3, 1) and d.stored(name) == 0.6  # an early round writes
+    assert not d.put(name, 1.0, 3, 1)  # a later round lands on the bound: the given value, not 0.6
+    assert d.stored(name) == given and f"the stored {given:g} stays" in d.refused[name]
+    assert d.put(name, 0.3, 3, 1) and name not in d.refused
 
 
 def test_the_calibration_refuses_fewer_rows_than_parameters():

@@ -45,7 +45,7 @@ def test_tuned_design_is_at_least_the_papers_choice_within_a_second(row):
         assert c.l1_bytes <= c.config.dev.l1_bytes
 
 
-def _brute_force(pr: Problem) -> np.ndarray:
+def _brute_force(pr: Problem, params=None) -> np.ndarray:
     """Every (m, k, n, rho) and every multiple of k for k_mt that fits: sorted predicted times."""
     m, k, n, rho = _tilings(pr, {})
     r = pr.spec.mmul[0]  # every asymmetry whose A tile (m / rho rows) fits a core's share is searched
@@ -58,7 +58,7 @@ def _brute_force(pr: Problem) -> np.ndarray:
         kmt = j * kk
         fit = _memtiles_fit(pr, mm, kk, nn, kmt)
         if fit.any():
-            times.append(estimate(pr, mm[fit], kk[fit], nn[fit], kmt[fit], rho=rr[fit]).time)
+            times.append(estimate(pr, mm[fit], kk[fit], nn[fit], kmt[fit], params, rho=rr[fit]).time)
     return np.sort(np.concatenate(times))
 
 
@@ -71,6 +71,39 @@ def test_pruned_search_finds_the_exhaustive_optimum(pr):
     got = sorted(c.time_s for c in result.top)
     assert got[0] == pytest.approx(every[0], rel=1e-12)
     assert np.allclose(got, every[: len(got)], rtol=1e-12)
+
+
+@pytest.mark.parametrize("change", [{"write_cost": 0.3, "page_sharing": 1.0}, {"write_cost": 2.0},
+                                    {"stream_gbps_256": 0.5}], ids=str)
+def test_the_pruning_bound_holds_with_any_dram_constants(change):
+    """The tuner prunes with a lower bound of the DRAM time: cheap writes, open pages or a tight
+    stream ceiling must not make it cut the optimum."""
+    pr = Problem.new("npu2", 640, 1000, 1536, "i8", "i32", False)
+    p = load().with_dram("npu2", **change)
+    every = _brute_force(pr, p)
+    got = sorted(c.time_s for c in tune(pr, 5, params=p).top)
+    assert np.allclose(got, every[: len(got)], rtol=1e-12)
+
+
+@pytest.mark.parametrize("change", [{"write_cost": 0.3, "page_sharing": 1.0}, {"write_cost": 2.0}], ids=str)
+def test_the_pruning_bound_is_below_every_k_mts_time(change):
+    """_bound at q K chunks never exceeds the time of any k_mt with q chunks."""
+    from gemm_gen.model.tune import _bound
+
+    pr = Problem.new("npu2", 2048, 1536, 2048, "i8", "i32", False)
+    p = load().with_dram("npu2", **change)
+    m, k, n, rho = _tilings(pr, {})
+    K1 = -(-pr.K // k) * k
+    bound = _bound(pr, estimate(pr, m, k, n, K1, p, rho=rho), p)
+    checked = 0
+    for j in (1, 2, 3, 4, 6, 8):
+        keep = np.nonzero(j * k <= K1)[0]
+        kmt = j * k[keep]
+        q = -(-pr.K // kmt)
+        t = estimate(pr, m[keep], k[keep], n[keep], kmt, p, rho=rho[keep]).time
+        assert np.all(bound.at(keep, q) <= t * (1 + 1e-12)), j
+        checked += keep.size
+    assert checked > 1000
 
 
 def test_heat_map_data_has_the_best_k_mt_of_every_tiling():

@@ -202,3 +202,33 @@ def test_a_refit_calibration_is_what_the_model_then_uses(tmp_path, monkeypatch):
     finally:
         monkeypatch.delenv("GEMM_GEN_CALIBRATION")
         load.cache_clear()
+
+
+def test_a_refit_peak_goes_to_the_named_machine_without_the_old_spread(tmp_path, monkeypatch):
+    """The sources' spread belonged to the old value: a refit (here 41 GB/s, far below the Strix
+    spread's 50.6) that kept it would predict a slow end faster than the prediction itself."""
+    from gemm_gen.model.params import load_ends
+    from gemm_gen.model.predict import predict
+
+    base = load()
+    truth = base.with_dram("npu2", peak_gbps=41.0, run_overhead_bytes=600.0).with_(dispatch_us=120.0)
+    r = measured.refit(measured.read_records([_record(tmp_path, truth)]), base, machine="my-laptop")
+    data = measured.calibration_data(r, "my-laptop")
+    npu2 = data["dram"]["npu2"]
+    assert npu2["default_machine"] == "my-laptop" and "strix-laptop" in npu2["machines"]
+    entry = peak_entry(data, "npu2")
+    assert entry["value"] == pytest.approx(r.fitted["npu2.peak_gbps"], abs=1e-3) and "spread" not in entry
+    out = tmp_path / "cal.json"
+    out.write_text(json.dumps(data))
+    monkeypatch.setenv("GEMM_GEN_CALIBRATION", str(out))
+    load.cache_clear()
+    load_ends.cache_clear()
+    try:
+        c = next(i.config for i in validate.sweep("npu2", chess=True) if i.config is not None)
+        info = predict(c)
+        assert info["machine"] == "my-laptop"
+        assert info["tops_low"] <= info["tops"] * (1 + 1e-9) <= info["tops_high"] * (1 + 1e-9)
+    finally:
+        monkeypatch.delenv("GEMM_GEN_CALIBRATION")
+        load.cache_clear()
+        load_ends.cache_clear()

@@ -291,19 +291,28 @@ def fit_bd_task(p: Params) -> float:
     return round(_bisect(f, *SEARCH["runtime.bd_task_us"], 50), 2)
 
 
+def _entry_of(data: dict[str, Any], name: str) -> dict[str, Any]:
+    """A constant's entry in calibration.json data by its dotted name (a peak: the default machine's)."""
+    section, *rest = name.split(".")
+    if section == "dram":
+        dev, what = rest
+        return peak_entry(data, dev) if what == "peak_gbps" else data["dram"][dev][what]  # type: ignore[no-any-return]
+    return data[section][rest[0]]  # type: ignore[no-any-return]
+
+
 @dataclass
 class Derivation:
     """calibration.json re-derived, and the fits it refused to write (their stored values kept)."""
 
     data: dict[str, Any]
     refused: dict[str, str] = field(default_factory=dict)  # constant -> one line: why
+    original: dict[str, Any] = field(default_factory=dict)  # the data as given (what a refusal keeps)
+
+    def __post_init__(self) -> None:
+        self.original = json.loads(json.dumps(self.data))
 
     def _entry(self, name: str) -> dict[str, Any]:
-        section, *rest = name.split(".")
-        if section == "dram":
-            dev, what = rest
-            return peak_entry(self.data, dev) if what == "peak_gbps" else self.data["dram"][dev][what]
-        return self.data[section][rest[0]]  # type: ignore[no-any-return]
+        return _entry_of(self.data, name)
 
     def stored(self, name: str) -> float:
         return float(self._entry(name)["value"])
@@ -322,13 +331,17 @@ class Derivation:
             lo, hi = SEARCH[name]
             if not why and min(value - lo, hi - value) <= 1e-3 * (hi - lo):
                 why = (f"its fit {value:g}" + (f" for {name}" if len(names) > 1 else "")
-                       + f" lands on the bound of its search [{lo:g}, {hi:g}]")
-        if why:
+                       + f" lands on (or past) the bound of its range [{lo:g}, {hi:g}]")
+        if why:  # the value the data came with stays (not one an earlier round wrote)
             for name in names:
+                self._entry(name)["value"] = _entry_of(self.original, name)["value"]
                 self.refused[name] = f"{name} not written: {why}; the stored {self.stored(name):g} stays"
             return False
         for name, value in zip(names, values):
-            self._entry(name)["value"] = value
+            entry = self._entry(name)
+            entry["value"] = value
+            entry["kind"] = "calibrated"
+            self.refused.pop(name, None)  # an earlier round's refusal no longer holds
         return True
 
     def spread(self, name: str, values: list[float], source: str) -> None:
@@ -352,10 +365,9 @@ def derive(data: dict[str, Any] | None = None) -> Derivation:
              "leave-one-out: the mean without each T_K")
     p = p.with_(switch_cycles=delta, bfp16_step_cycles=d.stored("core.bfp16_step_cycles"))
     kernels = len(bank_stall_rows())
-    beta, gamma = fit_bank_stall(p)
-    d.put("kernel.bank_stall_cycles_per_c_access", beta, kernels, 2)
-    if not d.put("kernel.l1_conflict_cycles_per_collision", gamma, kernels, 2):
-        # gamma not identified: beta alone, at the stored gamma
+    beta_gamma = ("kernel.bank_stall_cycles_per_c_access", "kernel.l1_conflict_cycles_per_collision")
+    if not d.put(beta_gamma, fit_bank_stall(p), kernels, 2):
+        # not identified together: beta alone, at the stored gamma
         gamma = d.stored("kernel.l1_conflict_cycles_per_collision")
         d.put("kernel.bank_stall_cycles_per_c_access", fit_bank_stall(p, gamma)[0], kernels, 1)
         d.spread("kernel.bank_stall_cycles_per_c_access", [fit_bank_stall(p, gamma, i)[0] for i in range(kernels)],
@@ -371,14 +383,15 @@ def derive(data: dict[str, Any] | None = None) -> Derivation:
     # the bandwidth curve and the page sharing of side-by-side strips touch the same data (C runs):
     # alternate until both settle (two rounds suffice on the grid used)
     for _ in range(3):
-        bw, lost = fit_dram_npu1(p)
-        if d.put(("dram.npu1.peak_gbps", "dram.npu1.run_overhead_bytes"), (bw, lost), 2, 2):
-            p = p.with_dram("npu1", peak_gbps=bw, run_overhead_bytes=lost)
-        if d.put("dram.npu2.run_overhead_bytes", fit_dram_npu2(p), 1, 1):
-            p = p.with_dram("npu2", run_overhead_bytes=d.stored("dram.npu2.run_overhead_bytes"))
+        # each fit is followed by what it left stored (written, or the given value when refused)
+        d.put(("dram.npu1.peak_gbps", "dram.npu1.run_overhead_bytes"), fit_dram_npu1(p), 2, 2)
+        p = p.with_dram("npu1", peak_gbps=d.stored("dram.npu1.peak_gbps"),
+                        run_overhead_bytes=d.stored("dram.npu1.run_overhead_bytes"))
+        d.put("dram.npu2.run_overhead_bytes", fit_dram_npu2(p), 1, 1)
+        p = p.with_dram("npu2", run_overhead_bytes=d.stored("dram.npu2.run_overhead_bytes"))
         for dev in ("npu1", "npu2"):
-            if d.put(f"dram.{dev}.lockstep_page_sharing", fit_page_sharing(p, dev), len(col_over_row_rows(dev)), 1):
-                p = p.with_dram(dev, page_sharing=d.stored(f"dram.{dev}.lockstep_page_sharing"))
+            d.put(f"dram.{dev}.lockstep_page_sharing", fit_page_sharing(p, dev), len(col_over_row_rows(dev)), 1)
+            p = p.with_dram(dev, page_sharing=d.stored(f"dram.{dev}.lockstep_page_sharing"))
     for dev in ("npu1", "npu2"):
         d.spread(f"dram.{dev}.lockstep_page_sharing",
                  [fit_page_sharing(p, dev, i) for i in range(len(col_over_row_rows(dev)))],
@@ -544,7 +557,7 @@ def _text_rows(p: Params) -> list[Row]:
     out.append(Row("Striking text", "sec. 5.2.1: npu1 i8-i16 64x216x64 at ~4K (memory bound)", s.tops,
                    array_tops(p, s), "TOPS", "calibration", s.note))
     for dev in ("npu1", "npu2"):
-        d = p.dram[dev]
+        d = p.on_machine(dev, paper.STRIKING_MACHINES[dev]).dram[dev]  # Striking's own machines
         run = microbench_run_bytes(p)
         bw = d.peak_gbps * run / (run + d.run_overhead_bytes)
         out.append(Row("Striking text", f"sec. 5.2.1: {dev} effective DRAM bandwidth, micro-benchmark",

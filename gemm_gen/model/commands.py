@@ -24,8 +24,8 @@ from .tune_many import ManyResult
 def _model_args(p: argparse.ArgumentParser) -> None:
     problem_args(p)
     p.add_argument("--dram-gbps", "--dram_gbps", dest="dram_gbps", type=float, default=None, metavar="X",
-                   help="predict with your memory system's streaming bandwidth, X GB/s (default: the device's "
-                   "calibrated value)")
+                   help="predict with your memory system's streaming bandwidth, X GB/s (default: the peak of the "
+                   "machine profile, --machine)")
     p.add_argument("--machine", default=None, metavar="NAME",
                    help="the memory profile of the machine: npu1 phoenix-minipc; npu2 strix-laptop (default) or "
                    "krackan-minipc (model/calibration.json: each with its sources)")
@@ -49,7 +49,10 @@ def _with_dram(a: argparse.Namespace, p: Params) -> Params:
     if not 0 < a.dram_gbps <= 1000:
         raise ConfigError(f"--dram-gbps {a.dram_gbps} is not a bandwidth the model can use",
                           "give GB/s between 0 and 1000, e.g. --dram-gbps 20")
-    return p.with_dram(device(a.dev).name, peak_gbps=a.dram_gbps)
+    return p.with_dram(device(a.dev).name, peak_gbps=a.dram_gbps, machine=USER_PEAK)
+
+
+USER_PEAK = "--dram-gbps"  # the machine label of a peak the user gives
 
 
 def _base(a: argparse.Namespace) -> GemmConfig:
@@ -90,7 +93,8 @@ def predict_text(d: dict[str, Any]) -> str:
         f"device peak {d['peak_tops']:.2f} TOPS",
         f"  core         {d['core_macs_per_cycle']:.1f} MACs/cycle per kernel call ({d['core_efficiency']:.1%} of "
         f"peak); {d['core_macs_per_cycle_in_array']:.1f} in the array with switching, zeroing and C drains",
-        f"  DRAM         {d['machine']} profile at {d['dram_peak_gbps']:g} GB/s peak; " + ", ".join(
+        "  DRAM         " + (f"{d['dram_peak_gbps']:g} GB/s peak ({USER_PEAK}); " if d["machine"] == USER_PEAK
+                             else f"{d['machine']} profile at {d['dram_peak_gbps']:g} GB/s peak; ") + ", ".join(
             f"{name} {v['bytes'] / 2**20:,.1f} MiB in {v['run_bytes']:.0f} B runs at {v['effective_gbps']:.1f} GB/s"
             for name, v in d["dram"].items()),
         f"  time (us)    core {t['core']:,.0f}, memory {t['memory']:,.0f}, fill {t['fill']:,.0f}, "
@@ -248,7 +252,7 @@ def cmd_calibrate(a: argparse.Namespace) -> int:
     from . import measured
 
     rows = measured.read_records([Path(f) for f in a.measurements])
-    result = measured.refit(rows)
+    result = measured.refit(rows, machine=a.machine)
     if a.json:
         print(json.dumps({"fitted": result.fitted, "refused": result.refused,
                           "errors": {role: {r.name: e for r, e in result.errors(result.after, role)}
@@ -256,7 +260,7 @@ def cmd_calibrate(a: argparse.Namespace) -> int:
     else:
         print(measured.report(result))
     if a.output:
-        write_atomic(Path(a.output), json.dumps(measured.calibration_data(result), indent=2) + "\n")
+        write_atomic(Path(a.output), json.dumps(measured.calibration_data(result, a.machine), indent=2) + "\n")
         if not a.json:
             print(f"wrote {a.output}: set GEMM_GEN_CALIBRATION={a.output} for predict, tune and the tuner's "
                   f"choices to use it")
@@ -284,6 +288,9 @@ def register(sub: Any) -> None:
     sp.add_argument("--measurements", nargs="+", required=True, metavar="FILE",
                     help="build/validate_<device>.json files from NPU machines")
     sp.add_argument("-o", "--output", help="write the refitted calibration JSON here")
+    sp.add_argument("--machine", default=None, metavar="NAME",
+                    help="the machine the records come from: its profile gets the refitted peak (a new name adds "
+                    "a profile) and becomes the default in the output (default: the device's default profile)")
     sp.add_argument("--json", action="store_true", help="print one JSON object")
     sp.set_defaults(func=cmd_calibrate)
 

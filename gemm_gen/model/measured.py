@@ -91,13 +91,17 @@ def _apply(p: Params, names: list[str], x: np.ndarray) -> Params:
     return p
 
 
-def refit(rows: list[Measured], base: Params | None = None) -> Refit:
-    """Least squares of log(predicted / measured) over the fit rows (scipy's bounded trust region)."""
+def refit(rows: list[Measured], base: Params | None = None, machine: str | None = None) -> Refit:
+    """Least squares of log(predicted / measured) over the fit rows (scipy's bounded trust region),
+    from the `machine` profile's peak where the device has one (else its default's)."""
     from scipy.optimize import least_squares
 
     p0 = base or load()
     fit_rows = [r for r in rows if r.role == "fit"]
     devices = sorted({r.device for r in fit_rows})
+    for dev in devices:
+        if machine in p0.peaks.get(dev, {}):
+            p0 = p0.on_machine(dev, machine)
     names = [f"{dev}.{what}" for dev in devices for what in ("peak_gbps", "run_overhead_bytes")]
     names += ["dispatch_us"] if fit_rows else []
     result = Refit(p0, p0, {}, {}, rows)
@@ -161,8 +165,10 @@ def _refit_l1_conflict(result: Refit) -> None:
         result.after = result.after.with_(l1_conflict=value)
 
 
-def calibration_data(r: Refit) -> dict[str, Any]:
-    """calibration.json with the written constants replaced, each with its source."""
+def calibration_data(r: Refit, machine: str | None = None) -> dict[str, Any]:
+    """calibration.json with the written constants replaced, each with its source and without the
+    spread the sources gave the old value. A refitted peak goes to the `machine` profile (added
+    when new, copied from the default one), which becomes the device's default."""
     data = copy.deepcopy(raw())
     files = sorted({row.record for row in r.rows})
     for name, value in r.fitted.items():
@@ -178,7 +184,15 @@ def calibration_data(r: Refit) -> dict[str, Any]:
             source = f"fitted by gemm-gen calibrate on {n_fit} measured L1 allocation pair rows of {', '.join(files)}"
         else:
             dev, what = name.split(".")
-            entry = dram_entry(data, dev, what)  # a peak: the device's default machine profile's
+            if what == "peak_gbps" and machine:
+                d = data["dram"][dev]
+                profile = d["machines"].setdefault(machine, copy.deepcopy(d["machines"][d["default_machine"]]))
+                d["default_machine"] = machine
+                entry = profile["peak_gbps"]
+            else:
+                entry = dram_entry(data, dev, what)  # a peak: the device's default machine profile's
+        entry.pop("spread", None)
+        entry.pop("spread_source", None)
         entry.update(value=round(value, 3), kind="calibrated", source=source)
     from_raw(data)  # still a valid calibration
     return data

@@ -55,9 +55,13 @@ class Params:
     peaks: dict[str, dict[str, float]] = field(default_factory=dict)  # device -> machine -> peak_gbps
 
     def with_dram(self, dev: str, **kw: Any) -> Params:
+        """Other DRAM constants for `dev`; a new peak becomes its machine's (`machine` relabels it)."""
         dram = dict(self.dram)
         dram[dev] = replace(dram[dev], **kw)
-        return replace(self, dram=dram)
+        peaks = self.peaks
+        if "peak_gbps" in kw:
+            peaks = {**self.peaks, dev: {**self.peaks.get(dev, {}), dram[dev].machine: float(kw["peak_gbps"])}}
+        return replace(self, dram=dram, peaks=peaks)
 
     def on_machine(self, dev: str, machine: str | None) -> Params:
         """The parameters with `dev`'s DRAM peak of a named machine profile (None: unchanged)."""
