@@ -49,10 +49,10 @@ class Params:
     bd_task_us: float
     rtp_write_us: float  # one runtime-parameter word written into one core's memory by the sequence
 
+    peaks: dict[str, dict[str, float]] = field(default_factory=dict)  # device -> machine -> peak_gbps
+
     def with_(self, **kw: Any) -> Params:
         return replace(self, **kw)
-
-    peaks: dict[str, dict[str, float]] = field(default_factory=dict)  # device -> machine -> peak_gbps
 
     def with_dram(self, dev: str, **kw: Any) -> Params:
         """Other DRAM constants for `dev`; a new peak becomes its machine's (`machine` relabels it)."""
@@ -107,7 +107,7 @@ def dram_entry(data: dict[str, Any], dev: str, what: str) -> dict[str, Any]:
 DRAM_KEYS = {"page_sharing": "lockstep_page_sharing", "stream_gbps_256": "stream_gbps_at_256_byte_bursts"}
 
 
-def _dram(dev: str, d: dict[str, Any]) -> Dram:
+def _dram(d: dict[str, Any]) -> Dram:
     machine = d["default_machine"]
     return Dram(float(_v(d["machines"][machine]["peak_gbps"], 1.0)), float(_v(d["run_overhead_bytes"])),
                 float(_v(d[DRAM_KEYS["page_sharing"]])), float(_v(d[DRAM_KEYS["stream_gbps_256"]], 1.0)),
@@ -116,7 +116,7 @@ def _dram(dev: str, d: dict[str, Any]) -> Dram:
 
 def from_raw(data: dict[str, Any]) -> Params:
     kern, core, rt = data["kernel"], data["core"], data["runtime"]
-    dram = {dev: _dram(dev, d) for dev, d in data["dram"].items()}
+    dram = {dev: _dram(d) for dev, d in data["dram"].items()}
     peaks = {dev: {name: float(_v(m["peak_gbps"], 1.0)) for name, m in d["machines"].items()}
              for dev, d in data["dram"].items()}
     return Params(
