@@ -20,7 +20,7 @@ import numpy as np
 from . import paper
 from .kernel import kernel_cycles, kernel_shape
 from .l1_stall import stall_cycles
-from .params import CALIBRATION_FILE, Params, from_raw, peak_entry, raw
+from .params import CALIBRATION_FILE, Params, dram_entry, from_raw, peak_entry, raw
 from .perf import Problem, estimate, estimate_config
 from .predict import tasks_per_group
 from .traffic import design_traffic
@@ -187,8 +187,14 @@ def bank_stall_rows() -> list[paper.KernelRow]:
     return [r for r in paper.STRIKING_T1 if r.device == "npu1"] + paper.STRIKING_T2_KERNELS
 
 
-BETA_GRID = np.round(np.arange(0.0, 3.0001, 0.01), 2)
-GAMMA_GRID = np.round(np.arange(0.0, 1.0001, 0.05), 2)
+def _grid(name: str, step: float) -> np.ndarray:
+    """The grid a constant's search walks: its SEARCH range in steps."""
+    lo, hi = SEARCH[name]
+    return np.round(np.arange(lo, hi + step / 100, step), 2)
+
+
+BETA_GRID = _grid("kernel.bank_stall_cycles_per_c_access", 0.01)
+GAMMA_GRID = _grid("kernel.l1_conflict_cycles_per_collision", 0.05)
 
 
 def fit_bank_stall(p: Params, gamma: float | None = None, leave_out: int | None = None) -> tuple[float, float]:
@@ -277,7 +283,7 @@ def fit_page_sharing(p: Params, dev: str, leave_out: int | None = None) -> float
         q = p.with_dram(dev, page_sharing=chi)
         return sum(math.log((1 + col_over_row(q, r)) / (1 + gain)) ** 2 for r, gain in data)
 
-    return float(min(np.round(np.arange(0.0, 1.0001, 0.05), 2), key=loss))
+    return float(min(_grid(f"dram.{dev}.lockstep_page_sharing", 0.05), key=loss))
 
 
 def fit_bd_task(p: Params) -> float:
@@ -295,8 +301,7 @@ def _entry_of(data: dict[str, Any], name: str) -> dict[str, Any]:
     """A constant's entry in calibration.json data by its dotted name (a peak: the default machine's)."""
     section, *rest = name.split(".")
     if section == "dram":
-        dev, what = rest
-        return peak_entry(data, dev) if what == "peak_gbps" else data["dram"][dev][what]  # type: ignore[no-any-return]
+        return dram_entry(data, *rest)
     return data[section][rest[0]]  # type: ignore[no-any-return]
 
 
@@ -306,7 +311,7 @@ class Derivation:
 
     data: dict[str, Any]
     refused: dict[str, str] = field(default_factory=dict)  # constant -> one line: why
-    original: dict[str, Any] = field(default_factory=dict)  # the data as given (what a refusal keeps)
+    original: dict[str, Any] = field(init=False)  # the data as given (what a refusal keeps)
 
     def __post_init__(self) -> None:
         self.original = json.loads(json.dumps(self.data))
