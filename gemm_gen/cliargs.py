@@ -88,8 +88,11 @@ def problem_args(p: argparse.ArgumentParser) -> None:
                    help="B's type when it differs from A's: bfp16 (npu2, with bf16 or bfp16 A)")
     p.add_argument("--dtype_out", "--dtype-out", default=None, help="C's type: bf16/f32 for bf16; i8/i16/i32 for "
                    "ints; bf16/f32/bfp16 for bfp16 GEMMs (default: bf16, i32, or bfp16 for bfp16 A)")
-    p.add_argument("--acc", default=None, help="C's type in L1 while it accumulates, when it differs from "
-                   "--dtype_out: bf16 or f32 for a bfp16 C (converted once, after the last k-step)")
+    p.add_argument("--acc", default=None, help="C's type in L1 while it accumulates across K. Default: the "
+                   "kernel's accumulator (f32 for float C, i32, or i64 for 16-bit acc64 mmuls), C rounded and "
+                   "saturated once after the last k-step, so C is A @ B rounded once; 'out': C kept in --dtype_out "
+                   "and requantized after every k-step, as mlir-aie's examples and the papers (half the C memory "
+                   "or less, a rounding and saturation per k-step); bf16 or f32 for a bfp16 C")
     p.add_argument("--preset", choices=sorted(prec.PRESETS), default=None,
                    help="the ATB paper's precision configs: config1 = bf16 A x bfp16 B -> bf16, config2 = "
                    "bfp16 x bfp16 -> bfp16, config3 = config2 with C accumulated in bf16")
@@ -175,7 +178,8 @@ def base_config(a: argparse.Namespace, m: int = 0, k: int = 0, n: int = 0, k_mt:
     return GemmConfig(a.dev, M, K, N, m, k, n, k_mt, p.a, p.out, bool(a.b_col_maj), cols=a.n_aie_cols,
                       rho=a.rho or 1, emulate_bf16_with_bfp16=a.emulate, compiler="chess" if a.chess else None,
                       mmul_shape=a.mmul, queue_groups=a.queue_groups, stack_bytes=a.stack, shift=a.shift,
-                      rounding=a.rounding, saturation=a.saturation, dtype_b=p.b, acc=p.acc,
+                      rounding=a.rounding, saturation=a.saturation, dtype_b=p.b,
+                      acc=p.acc if a.preset is not None else a.acc,
                       b_pack=a.b_pack or "tiles", expansion=a.expansion, kernel_loops=a.kernel_loops,
                       convert_once=a.convert_once, l1_alloc=a.l1_alloc, runtime_sizes=served)
 
@@ -197,11 +201,14 @@ def config_args(c: GemmConfig) -> list[str]:
         args += ["--n-aie-cols", str(c.cols)]
     if c.dtype_b != c.dtype_in:
         args += ["--dtype_b", str(c.dtype_b)]
-    if c.acc != c.dtype_out:
-        args += ["--acc", str(c.acc)]
-    base = GemmConfig(c.device, c.M, c.K, c.N, c.m, c.k, c.n, c.k_mt, c.dtype_in, c.dtype_out,
-                      emulate_bf16_with_bfp16=c.emulate_bf16_with_bfp16, compiler=c.compiler, dtype_b=c.dtype_b,
-                      acc=c.acc)
+    def base_for(acc: str | None) -> GemmConfig:
+        return GemmConfig(c.device, c.M, c.K, c.N, c.m, c.k, c.n, c.k_mt, c.dtype_in, c.dtype_out,
+                          emulate_bf16_with_bfp16=c.emulate_bf16_with_bfp16, compiler=c.compiler,
+                          dtype_b=c.dtype_b, acc=acc, mmul_shape=c.mmul_shape)
+
+    if c.acc != base_for(None).acc:  # not the default accumulator
+        args += ["--acc", prec.ACC_OUT if c.acc == c.dtype_out else str(c.acc)]
+    base = base_for(c.acc)
     block = c.precision.block
     if c.emulate_bf16_with_bfp16 != (not block and emulation_default(c.device, c.dtype_in)):
         args += ["--emulate-bf16-mmul-with-bfp16", str(int(bool(c.emulate_bf16_with_bfp16)))]

@@ -57,6 +57,7 @@ KERNEL_EXPANSION = 2  # our kernels compute 2 x 2 blocks of mmuls: m % 2r == 0, 
 # Every fine-grained shim BD is unrolled into the instruction stream (~64 bytes each); 1M tasks
 # covers 65536^3 with small tiles and keeps insts.bin in the tens of MiB.
 MAX_RUNTIME_TASKS = 1_000_000
+SRS_MAX_SHIFT = 59  # the widest down-shift of to_vector (SRS) the AIE API accepts
 
 
 @dataclass(frozen=True)
@@ -133,20 +134,30 @@ class GemmConfig:
             object.__setattr__(self, "cols", dev.columns)
         if self.dtype_b is None:
             object.__setattr__(self, "dtype_b", self.dtype_in)
-        if self.acc is None:
-            object.__setattr__(self, "acc", self.dtype_out)
+        given = self.acc  # None (the default accumulator), "out" (C's own type) or a type
+        object.__setattr__(self, "acc", None if given == prec.ACC_OUT else given)  # what the operand types say
         block = self.precision.block
         if self.compiler is None:
             object.__setattr__(self, "compiler", "chess" if block else "peano")
         if self.emulate_bf16_with_bfp16 is None:
             object.__setattr__(self, "emulate_bf16_with_bfp16",
                                False if block else emulation_default(dev.name, str(self.dtype_in)))
+        object.__setattr__(self, "acc", self.dtype_out if given == prec.ACC_OUT else given or self.default_acc)
         if self.convert_once is None:
             object.__setattr__(self, "convert_once", self.convert_once_problem is None)
         if self.stack_bytes == 0:
             object.__setattr__(self, "stack_bytes", default_stack(dev.name, bool(self.emulate_bf16_with_bfp16),
                                                                   str(self.compiler), self.precision,
                                                                   bool(self.convert_once)))
+
+    @property
+    def default_acc(self) -> str:
+        """C's L1 type when --acc is not given (precision.wide_acc) for this output and mmul; the
+        output type itself when the types are invalid, for validate() to name the problem."""
+        try:
+            return prec.wide_acc(self.dtype_out, self.dev.acc_bits(self.dtype_in, self.mmul))
+        except ConfigError:
+            return self.dtype_out
 
     # ---- what the fields mean --------------------------------------------------------------
     @property
@@ -371,7 +382,11 @@ class GemmConfig:
         if self.compiler not in ("peano", "chess"):
             raise ConfigError(f"unknown kernel compiler {self.compiler!r}", "use peano (default) or chess (--chess)")
         p = self.precision
-        prec.check(p, dev)
+        try:
+            acc_bits = self.acc_bits
+        except ConfigError:  # types without a kernel: named below
+            acc_bits = 32
+        prec.check(p, dev, acc_bits)
         if p.block:
             self._check_block_types()
         else:
@@ -406,7 +421,7 @@ class GemmConfig:
         return self.dev.acc_bits(self.dtype_in, self.mmul)
 
     def _check_shift(self) -> None:
-        check_shift(self.dev, self.dtype_in, self.dtype_out, self.mmul, self.shift)
+        check_shift(self.dev, self.dtype_in, self.dtype_out, self.mmul, self.shift, str(self.acc))
 
     def _check_block_types(self) -> None:
         shape = self.dev.bfp16_mmul_shape
@@ -522,11 +537,13 @@ class GemmConfig:
         if self.l1_bytes > cap:
             detail = " + ".join(f"{k} {v}" for k, v in parts.items())
             buffers = sum(v for name, v in parts.items() if name not in ("stack", "kernel data"))
+            acc_out = (f", or --acc {prec.ACC_OUT} (C kept in {self.dtype_out}, requantized every k-step)"
+                       if self.precision.converts_c else "")
             raise ConfigError(
                 f"L1 overflow: {detail} = {self.l1_bytes} B > {cap} B per core "
                 f"(m={self.m} k={self.k} n={self.n}" + (f" rho={self.rho}" if self.rho > 1 else "")
                 + f", {self.precision.name}; the buffers alone take {buffers / 1024:.1f} KiB)",
-                "reduce m, k or n, or raise --rho (A then holds m / rho rows)",
+                f"reduce m, k or n, or raise --rho (A then holds m / rho rows){acc_out}",
             )
 
     def _check_queue(self) -> None:
@@ -551,7 +568,8 @@ class GemmConfig:
         """mlir-aie's target_suffix MxKxN_mxkxn_<cols>c, extended so that builds never share names:
         types, B layout and k_mt by name, any other non-default knob by a short digest."""
         types = [self.dtype_in] + ([str(self.dtype_b)] if self.dtype_b != self.dtype_in else []) + [self.dtype_out]
-        types += [f"acc{self.acc}"] if self.acc != self.dtype_out else []
+        if self.acc != self.default_acc:  # the default accumulator goes unnamed
+            types += [f"acc{prec.ACC_OUT if self.acc == self.dtype_out else self.acc}"]
         parts = [f"{self.M}x{self.K}x{self.N}_{self.m}x{self.k}x{self.n}_{self.cols}c", "_".join(types)]
         if self.b_col_maj:
             parts.append("bcol")
@@ -573,15 +591,24 @@ class GemmConfig:
         return asdict(self)  # fields only: cached derived values live outside them
 
 
-def check_shift(dev: Device, dtype_in: str, dtype_out: str, mmul: MmulShape, shift: int) -> None:
-    """ConfigError unless the kernel can shift C by `shift`: it loads C into the accumulator shifted
-    up and stores it shifted down. A C that stays in a 32-bit accumulator (int32 C in acc32) cannot
-    be shifted at all (the AIE API loads int32 into acc32 only with shift 0 and stores acc32 as
-    int32 with a plain cast), and C shifted up must fit the accumulator's lanes."""
+def check_shift(dev: Device, dtype_in: str, dtype_out: str, mmul: MmulShape, shift: int,
+                acc_type: str | None = None) -> None:
+    """ConfigError unless the kernel can shift C by `shift`. With C accumulated in its output type
+    (`acc_type` None or dtype_out) each call loads C into the accumulator shifted up and stores it
+    shifted down: a C that stays in a 32-bit accumulator (int32 C in acc32) cannot be shifted at all
+    (the AIE API loads int32 into acc32 only with shift 0 and stores acc32 as int32 with a plain
+    cast), and C shifted up must fit the accumulator's lanes. With a wider accumulator in L1 the
+    sum is shifted down once, by the final conversion's SRS (0..59 bits, within the lanes)."""
     if not shift:
         return
     acc, out = dev.acc_bits(dtype_in, mmul), dtype(dtype_out).bits
     shape = "x".join(map(str, mmul))
+    if acc_type not in (None, dtype_out):
+        top = min(acc - 1, SRS_MAX_SHIFT)
+        if not 0 < shift <= top:
+            raise ConfigError(f"shift {shift}: the final conversion shifts the {acc}-bit accumulator of the "
+                              f"{dev.name} {dtype_in} mmul {shape} down by 1..{top} bits", f"use a shift in 0..{top}")
+        return
     wide = [s for s in dev.acc64_shapes.get(dtype_in, ()) if s in dev.mmul_shapes.get(dtype_in, ())]
     if acc == out:
         other = (f"--mmul {' or '.join('x'.join(map(str, s)) for s in wide)} (a 64-bit accumulator)" if wide
@@ -632,7 +659,8 @@ def default_tiles(dev_name: str, dtype_in: str, dtype_out: str, K: int | None = 
                   acc: str | None = None) -> tuple[int, int, int, int]:
     """(m, k, n, k_mt) when the user gives none: the paper's balanced kernel for this device and
     types (the ATB paper's for its precision configs), else the largest balanced square-ish tile
-    that fits L1 (the tuner replaces this)."""
+    that fits L1 (the tuner replaces this). `acc`: C's L1 type (None: its output type, as in the
+    papers' kernels, whose tiles leave no room for a wider accumulator)."""
     dev = device(dev_name)
     key = (dev.name, dtype_in, dtype_out)
     p = prec.resolve(dtype_in, dtype_b, dtype_out, acc)
@@ -641,10 +669,10 @@ def default_tiles(dev_name: str, dtype_in: str, dtype_out: str, K: int | None = 
     if p.block:
         prec.check(p, dev)
         m, k, n, k_mt, _ = ATB_TILES.get(p.name, ATB_TILES["config2"])
-    elif key in PAPER_TILES:
+    elif key in PAPER_TILES and not p.converts_c:
         m, k, n, k_mt = PAPER_TILES[key]
     else:
-        m, k, n, k_mt = _fallback_tiles(dev, dtype_in, dtype_out, emulate_bf16_with_bfp16)
+        m, k, n, k_mt = _fallback_tiles(dev, dtype_in, dtype_out, emulate_bf16_with_bfp16, p.acc)
     if K is not None:
         k_mt = min(k_mt, _round_up(K, k))  # never pad K further than one kernel step needs
     return m, k, n, k_mt
@@ -660,15 +688,19 @@ def default_k_mt(dev_name: str, dtype_in: str, dtype_out: str, k: int, K: int | 
     return k_mt
 
 
-def _fallback_tiles(dev: Device, dtype_in: str, dtype_out: str, emulate: bool) -> tuple[int, int, int, int]:
+def _fallback_tiles(dev: Device, dtype_in: str, dtype_out: str, emulate: bool,
+                    acc: str | None = None) -> tuple[int, int, int, int]:
     r, s, t = dev.mmul_shape(dtype_in, emulate)
     t_in, t_out = dtype(dtype_in), dtype(dtype_out)
-    budget = dev.l1_bytes - dev.default_stack_bytes - dev.kernel_data_bytes
+    # a C accumulated in another type: the object and (at most) every row again in the accumulator
+    t_acc = dtype(acc) if acc not in (None, dtype_out) else None
+    budget = dev.l1_bytes - dev.bf16_emulation_stack_bytes if emulate else dev.l1_bytes - dev.default_stack_bytes
+    budget -= dev.kernel_data_bytes
     best: tuple[int, int, int] | None = None
     for mn in range(256, 0, -1):
         m = _round_up(mn, 2 * r)
         n = _round_up(mn, 2 * t)
-        c_bytes = t_out.nbytes(m * n)
+        c_bytes = t_out.nbytes(m * n) + (t_acc.nbytes(m * n) if t_acc else 0)
         k = (budget - c_bytes) // (2 * t_in.nbytes(1) * (m + n)) if budget > c_bytes else 0
         k = k // s * s
         if k >= max(4 * s, 32):

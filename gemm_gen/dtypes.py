@@ -96,10 +96,13 @@ F32 = DType("f32", 1, 4, True, np.dtype(np.float32))
 I8 = DType("i8", 1, 1, False, np.dtype(np.int8))
 I16 = DType("i16", 1, 2, False, np.dtype(np.int16))
 I32 = DType("i32", 1, 4, False, np.dtype(np.int32))
+# an accumulator type only (C's L1 type between kernel calls for acc64 shapes): kept in L1 as pairs
+# of int32 lanes (aie::vector_cast<int32> of an accum<acc64>), never an operand or an output
+I64 = DType("i64", 1, 8, False, np.dtype(np.int64))
 # bfp16ebs8 (gemm_gen/bfp16.py): blocks of 8 values along a row of its tile; decoded to fp32
 BFP16 = DType("bfp16", 8, 9, True, np.dtype(np.float32), tile_rows=8, tile_cols=8)
 
-DTYPES: dict[str, DType] = {t.name: t for t in (BF16, F32, I8, I16, I32, BFP16)}
+DTYPES: dict[str, DType] = {t.name: t for t in (BF16, F32, I8, I16, I32, I64, BFP16)}
 
 
 def dtype(name: str | DType) -> DType:
@@ -110,5 +113,5 @@ def dtype(name: str | DType) -> DType:
         return DTYPES[name]
     except KeyError:
         raise ConfigError(
-            f"unknown data type {name!r}", f"use one of {', '.join(sorted(DTYPES))}"
+            f"unknown data type {name!r}", f"use one of {', '.join(sorted(n for n in DTYPES if n != I64.name))}"
         ) from None

@@ -8,8 +8,14 @@ Model (../shared/reference/npu_hardware_numerics.md sec. 4):
   as the exact sum rounded once to fp32. Sums are formed in fp64, which is exact for the inputs
   `gemm_gen.inputs` generates, so the result does not depend on BLAS summation order and a tile
   computed alone equals the same tile computed inside a whole-matrix reference.
-- integer inputs: the acc32 accumulator is loaded with C << shift, the call adds its exact
-  products, and C is narrowed with shift-round-saturate (rounding mode, saturation mode).
+- integer inputs: the accumulator (acc32, or acc64 for some 16-bit shapes) is loaded with C, the
+  call adds its exact products and stores C back; C's L1 type `acc` decides when it is narrowed.
+- C's L1 type `acc` (gemm_gen/precision.py): by default the accumulator's own width (fp32, int32,
+  or int64 for acc64 shapes), so C is carried exactly between calls and shifted, rounded and
+  saturated into its DRAM type once, after the last call (`finish`): the result is the product as
+  the user means it, rounded once. With acc = dtype_out (--acc out, mlir-aie's kernels) each call
+  loads C << shift and narrows C with shift-round-saturate: a rounding, and for integers a
+  saturation, after every k-step.
 - bfp16ebs8 (gemm_gen/precision.py): bfp16 operands arrive quantized on the host (the helper's
   truncation); a bf16 A multiplied by bfp16 B is converted in the core, blocks of 8 along K with
   the core's rounding mode (mlir-aie PR #3442; the exact on-chip conversion is unpublished). C is
@@ -26,7 +32,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .bfp16 import BLOCK, decode, encode, quantize
-from .dtypes import BFP16, F32, DType, dtype
+from .dtypes import BFP16, F32, I64, DType, dtype
 from .rounding import Rounding, Saturation, round_f32_to_bf16, saturate, shift_round
 
 
@@ -66,6 +72,11 @@ class KernelNumerics:
     @property
     def t_acc(self) -> DType:
         return self.acc or self.dtype_out
+
+    @property
+    def converts(self) -> bool:
+        """C accumulates in another type than it is written in, and is converted once (`finish`)."""
+        return self.t_acc != self.dtype_out
 
     def zero(self, shape: tuple[int, ...]) -> np.ndarray:
         return np.zeros(shape, dtype=self.t_acc.host)
@@ -111,11 +122,10 @@ class KernelNumerics:
             for p in range(a_op.shape[1]):  # every product is exact in fp32 (at most 16 significant bits)
                 acc += (a_op[:, p : p + 1] * b_op[p : p + 1, :]).astype(np.float32)
             return acc.astype(np.float64)
-        prod = a_op @ b_op
         if self.dtype_in.is_float:
-            prod += np.asarray(c, dtype=np.float64)
-            return prod
-        return (np.asarray(c, dtype=np.int64) << self.shift) + prod.astype(np.int64)
+            return a_op @ b_op + np.asarray(c, dtype=np.float64)
+        up = 0 if self.converts else self.shift  # a wide C is carried unshifted, shifted down once
+        return (np.asarray(c, dtype=np.int64) << up) + _int_products(a_op, b_op)
 
     def store(self, acc: np.ndarray) -> np.ndarray:
         """Write the accumulator back to C's L1 type, as the kernel's to_vector does."""
@@ -126,6 +136,10 @@ class KernelNumerics:
             if self.t_acc == BFP16:
                 return _bfp16_values(*self.encode_acc(acc))
             return round_f32_to_bf16(acc32, self.rounding)
+        if self.t_acc == I64:  # acc64 lanes stored whole (int32 pairs)
+            return np.asarray(acc, dtype=np.int64)
+        if self.converts:  # acc32 stored as int32, unshifted (a plain cast of its lanes)
+            return saturate(acc, self.t_acc, self.saturation)
         return saturate(shift_round(acc, self.shift, self.rounding), self.dtype_out, self.saturation)
 
     def encode_acc(self, acc: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -135,10 +149,23 @@ class KernelNumerics:
         return encode(np.asarray(acc).astype(np.float32), self.rounding)
 
     def finish(self, c: np.ndarray) -> np.ndarray:
-        """C in its DRAM type after the tile's last call: the L1 values, or their conversion."""
-        if self.t_acc == self.dtype_out:
+        """C in its DRAM type after the tile's last call: the L1 values, or their one conversion
+        (shift-round-saturate of an integer accumulator, fp32 rounded to bf16 or to bfp16 blocks)."""
+        if not self.converts:
             return c
-        return _bfp16_values(*self.encode_out(c))
+        if self.dtype_out == BFP16:
+            return _bfp16_values(*self.encode_out(c))
+        if self.dtype_out.is_float:
+            return round_f32_to_bf16(np.asarray(c, dtype=np.float32), self.rounding)
+        return saturate(shift_round(c, self.shift, self.rounding), self.dtype_out, self.saturation)
+
+    def saturated(self, c: np.ndarray) -> int:
+        """How many of C's values (in its L1 type, after the last call) the final conversion clamps
+        (0 unless C is an integer narrowed once from a wider accumulator)."""
+        if not self.converts or self.dtype_out.is_float:
+            return 0
+        q = shift_round(c, self.shift, self.rounding)
+        return int(np.count_nonzero((q < self.dtype_out.min) | (q > self.dtype_out.max)))
 
     def encode_out(self, c: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The final conversion of a bf16/f32 C accumulator to bfp16 (blocks of 8 along N)."""
@@ -206,6 +233,15 @@ def _calls(numerics: KernelNumerics, a: np.ndarray, b: np.ndarray, k: int, k_pad
 def _encoded(numerics: KernelNumerics, c: np.ndarray, acc: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """A bfp16 C's codes: the last call's requantization, or the final conversion of its accumulator."""
     return numerics.encode_acc(acc) if numerics.t_acc == BFP16 else numerics.encode_out(c)
+
+
+def _int_products(a_op: np.ndarray, b_op: np.ndarray) -> np.ndarray:
+    """The exact integer product a @ b (int64): fp64 when no sum can leave its 53-bit significand,
+    else int64 arithmetic (fp64 BLAS rounds 16-bit products summed over a long K)."""
+    bound = float(np.abs(a_op).max(initial=0)) * float(np.abs(b_op).max(initial=0)) * a_op.shape[1]
+    if bound < 2.0**53:
+        return (a_op @ b_op).astype(np.int64)
+    return np.asarray(a_op, dtype=np.int64) @ np.asarray(b_op, dtype=np.int64)
 
 
 def _bfp16_values(exps: np.ndarray, mants: np.ndarray) -> np.ndarray:

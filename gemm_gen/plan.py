@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from . import kernel_variant as kv
+from . import precision as prec
 from .config import GemmConfig
 from .design.model import Design
 from .dtypes import dtype
@@ -54,6 +55,7 @@ def design_keys(c: GemmConfig) -> dict[str, object]:
         "b_pack": c.b_pack,
         "n_aie_cols": c.cols,
         "accumulator": accumulator(c),
+        "rounding_of_c": c_rounding(c),
         "kernel_variant": variant_info(c),
         "convert_once": bool(c.convert_once),
     }
@@ -80,6 +82,19 @@ def accumulator(c: GemmConfig) -> str:
     if acc == c.t_out.bits:
         return f"acc{acc} (the {c.dtype_out} C stays in it: loaded and stored unshifted)"
     return f"acc{acc} ({c.dtype_out} C shift-round-saturated out of it, shift {c.shift})"
+
+
+def c_rounding(c: GemmConfig) -> str:
+    """When C is rounded (and saturated) into its output type: once, or after every k-step."""
+    steps = c.call.k_steps
+    narrow = "rounded" if c.t_out.is_float else "shift-round-saturated"
+    if c.precision.converts_c:
+        return (f"C accumulated in {c.acc} across all of K ({steps} k-step(s)), {narrow} once into {c.dtype_out} "
+                f"after the last (--acc {prec.ACC_OUT}: per k-step, as mlir-aie and the papers)")
+    if c.acc == c.dtype_out and c.acc != c.default_acc:
+        return (f"C kept in {c.dtype_out} between calls (--acc {prec.ACC_OUT}): {narrow} after each of its {steps} "
+                f"k-step(s), as mlir-aie's examples and the papers; drop --acc to round once")
+    return f"C kept in the {c.acc} accumulator type across all of K: exact between calls, no conversion"
 
 
 def plan(design: Design) -> dict[str, object]:

@@ -1,7 +1,15 @@
 """Operand types of a GEMM: A and B as they reach the cores, C in DRAM, and C's storage in L1.
 
-Scalar GEMMs use one input type for A and B and keep C in its output type between kernel calls.
-Block-float (bfp16ebs8) GEMMs on npu2 mix them, as the ATB paper's three precision configs do:
+C's L1 type between kernel calls (`acc`) is, by default, the kernel's own accumulator: fp32 for
+float outputs, int32 for integer outputs of acc32 mmul shapes and int64 (int32 pairs) of acc64 ones.
+C is then shifted, rounded and saturated into its output type once, after the last k-step, and a
+GEMM returns what the user means by A @ B. `--acc out` keeps C in its output type instead and
+requantizes it after every kernel call, as mlir-aie's matrix multiplication examples and both
+papers' measured kernels do: half the C memory or less, at the cost of a rounding (and for
+integers a saturation) per k-step.
+
+Scalar GEMMs use one input type for A and B. Block-float (bfp16ebs8) GEMMs on npu2 mix them, as
+the ATB paper's three precision configs do:
 
     config1   A bf16 (converted to bfp16 in the core), B bfp16, C bf16
     config2   A, B, C bfp16 (C requantized to bfp16 after every kernel call)
@@ -25,6 +33,8 @@ BFP16_A_TYPES = ("bf16", BFP16)
 BFP16_OUT_TYPES = ("bf16", "f32", BFP16)
 # C's L1 type when it differs from its DRAM type: accumulate wider, convert after the last call
 BFP16_ACC_TYPES = ("bf16", "f32")
+# --acc out: C stays in its output type between calls (requantized per k-step; mlir-aie, the papers)
+ACC_OUT = "out"
 # compilers that build our bfp16 kernels (templates/mm_bfp16.cc.j2), and why not Peano: at mlir-aie
 # 1.4.3 Peano builds mm_bfp.cc-style kernels (mlir-aie #3505), but kernels that keep four block
 # streams and eight tiles live, as ours do, meet open llvm-aie bugs: stream FIFO state spilled to
@@ -73,21 +83,33 @@ PRESETS: dict[str, Precision] = {
 
 
 def resolve(dtype_in: str, dtype_b: str | None, dtype_out: str, acc: str | None) -> Precision:
-    """The precision the flags ask for: B defaults to A's type, acc to C's."""
-    return Precision(dtype_in, dtype_b or dtype_in, dtype_out, acc or dtype_out)
+    """The precision the flags ask for: B defaults to A's type; acc "out" (or None, for the operand
+    types alone) is C's own type. The default wide accumulator needs the mmul: `wide_acc`."""
+    return Precision(dtype_in, dtype_b or dtype_in, dtype_out, dtype_out if acc in (None, ACC_OUT) else str(acc))
 
 
-def check(p: Precision, dev: Device) -> None:
-    """Raise ConfigError unless `dev` has a kernel for this combination of types."""
+def wide_acc(out: str, acc_bits: int) -> str:
+    """C's L1 type by default: the kernel's accumulator, so that C is rounded once: fp32 for float
+    outputs (bf16, f32, bfp16), int32 under an acc32 mmul, int64 under an acc64 one."""
+    if dtype(out).is_float:
+        return "f32"
+    return "i64" if acc_bits == 64 else "i32"
+
+
+def check(p: Precision, dev: Device, acc_bits: int = 32) -> None:
+    """Raise ConfigError unless `dev` has a kernel for this combination of types (`acc_bits`: the
+    mmul's integer accumulator lanes, which fix the wide accumulator of integer outputs)."""
     for name in (p.a, p.b, p.out, p.acc):
         dtype(name)  # unknown names fail here, with the list of types
     if not p.block:
         if p.b != p.a:
             raise ConfigError(f"--dtype_b {p.b} with --dtype_in {p.a}: scalar kernels multiply one input type",
                               "drop --dtype_b (or use --dtype_b bfp16 with bf16 A on npu2)")
-        if p.acc != p.out:
-            raise ConfigError(f"--acc {p.acc} with --dtype_out {p.out}: scalar kernels keep C in its output "
-                              f"type between calls", "drop --acc")
+        wide = wide_acc(p.out, acc_bits)
+        if p.acc not in (p.out, wide):
+            raise ConfigError(f"--acc {p.acc} with --dtype_out {p.out}: C accumulates in the kernel's {wide} "
+                              f"accumulator (the default) or in its output type (--acc {ACC_OUT})",
+                              f"drop --acc, or use --acc {ACC_OUT}")
         return
     if dev.bfp16_mmul_shape is None:
         raise ConfigError(f"{dev.name} has no bfp16 datapath (block datatypes are an XDNA2 feature)",
@@ -101,9 +123,10 @@ def check(p: Precision, dev: Device) -> None:
     if p.out not in BFP16_OUT_TYPES:
         raise ConfigError(f"--dtype_out {p.out}: a bfp16 GEMM writes bf16, f32 or bfp16",
                           f"use --dtype_out {' or '.join(BFP16_OUT_TYPES)}")
-    if p.converts_c and not (p.out == BFP16 and p.acc in BFP16_ACC_TYPES):
-        raise ConfigError(f"--acc {p.acc} with --dtype_out {p.out}: C can accumulate in bf16 or f32 only "
-                          f"when it is written as bfp16", "drop --acc, or use --dtype_out bfp16 --acc bf16")
+    if p.converts_c and not (p.out == BFP16 and p.acc in BFP16_ACC_TYPES or p.out == "bf16" and p.acc == "f32"):
+        raise ConfigError(f"--acc {p.acc} with --dtype_out {p.out}: a bfp16 GEMM accumulates a bf16 C in f32, a "
+                          f"bfp16 C in f32 or bf16, or C in its own type (--acc {ACC_OUT})",
+                          f"drop --acc, or use --acc {ACC_OUT}")
 
 
 def c_split_rows(p: Precision, m: int, n: int, quantum: int) -> int:

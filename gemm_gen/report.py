@@ -92,7 +92,7 @@ def plan_text(p: dict[str, Any]) -> str:
         + f"mmul {'x'.join(map(str, p['mmul']))}; "
         f"{p['k_steps']} k-steps per output tile, {p['tiles_per_core']} tiles per core",
         _variant_line(p["kernel_variant"], p["convert_once"]),
-        f"acc       {p['accumulator']}",
+        f"acc       {p['accumulator']}; {p['rounding_of_c']}",
         f"array     {p['array'][0]} rows x {p['array'][1]} cols; A enters at columns {p['a_columns']}, "
         f"B and C at every column",
         "L1/core   " + " + ".join(f"{name} {v}" for name, v in l1.items() if name not in ("total", "capacity"))

@@ -97,6 +97,8 @@ def config_for(g: dict) -> GemmConfig:
         p["device"], M, K, N, p["m"], p["k"], p["n"], p["k_mt"], p["dtype_in"], p["dtype_out"], p["b_col_maj"],
         cols=cols, emulate_bf16_with_bfp16=p["emulate_bf16_with_bfp16"], stack_bytes=stack, rho=p["rho"],
         dtype_b=p["dtype_b"], b_pack=p.get("b_pack", "tiles"),
+        # mlir-aie's kernels keep C in its output type between calls (its ATB config3 in bf16)
+        acc=p.get("acc") or "out",
         depth_ab_l1=golden_fifo(g, "A_L2L1_0")["depth"], depth_ab_l2=golden_fifo(g, "A_L3L2_0")["depth"],
         depth_c_l1=golden_fifo(g, "C_L1L2_0_0")["depth"], depth_c_l2=golden_fifo(g, "C_L2L3_0")["depth"],
     )

@@ -31,18 +31,24 @@ def test_plan_text_and_json(capsys):
     code, out, _ = run(capsys, "plan", *SMALL, "--json")
     info = json.loads(out)
     assert info["padded"] == [128, 64, 128] and info["shim_bds_live"]["shim(0,0)"] == 12
-    assert info["l1_bytes"]["total"] == 2 * 16 * 16 * 2 * 2 + 16 * 16 * 2 + 1024 + 256  # + stack, kernel data
+    # A, B double-buffered; the bf16 C object and the f32 accumulator rows beyond it; stack, kernel data
+    assert info["l1_bytes"]["total"] == 2 * 16 * 16 * 2 * 2 + 16 * 16 * 2 + 8 * 16 * 4 + 1024 + 256
+    assert info["acc"] == "f32" and "rounded once into bf16" in info["rounding_of_c"]
+    code, out, _ = run(capsys, "plan", *SMALL, "--acc", "out", "--json")
+    info = json.loads(out)
+    assert info["l1_bytes"]["total"] == 2 * 16 * 16 * 2 * 2 + 16 * 16 * 2 + 1024 + 256
+    assert info["acc"] == "bf16" and "--acc out" in info["rounding_of_c"]
 
 
 def test_plan_defaults_to_the_tuners_design(capsys):
-    """Without tiles, plan shows the tuner's best; held to rho 1 it is the paper's own design
-    (Striking Table 3, npu2 bf16 B column-major: 112x48x96, k_mt 384)."""
+    """Without tiles, plan shows the tuner's best; held to rho 1 and to the paper's C in bf16 it is the
+    paper's own design (Striking Table 3, npu2 bf16 B column-major: 112x48x96, k_mt 384)."""
     args = ("plan", "--dev", "npu2", "-M", "4032", "-K", "4224", "-N", "4608", "--b-col-maj", "--json")
     code, out, _ = run(capsys, *args)
     info = json.loads(out)
     best = tune(Problem.new("npu2", 4032, 4224, 4608, b_col_maj=True), 1).best.config
     assert code == 0 and info["tile"] == [best.m, best.k, best.n] and info["rho"] == best.rho
-    code, out, _ = run(capsys, *args, "--rho", "1")
+    code, out, _ = run(capsys, *args, "--rho", "1", "--acc", "out")
     info = json.loads(out)
     assert info["tile"] == [112, 48, 96] and info["k_mt"] == 384 and info["wasted_fraction"] == 0
 
@@ -75,11 +81,11 @@ def test_generate_is_atomic_and_deterministic(capsys, tmp_path, monkeypatch):
     (["--dtype_in", "bf16", "--dtype_out", "i8"], "does not go with"),
     (["--queue-groups", "9"], "queue_groups"),
     (["--mmul", "3x3x3"], "not an aie::mmul shape"),
-    (["-m", "112", "-k", "48", "-n", "96", "--k-mt", str(48 * 30), "--b-col-maj"], "memtile"),
+    (["-m", "112", "-k", "48", "-n", "96", "--k-mt", str(48 * 30), "--b-col-maj", "--acc", "out"], "memtile"),
     (["--mmul", "8x1x8", "-m", "16", "-k", "8", "-n", "16", "--k-mt", "16", "--emulate-bf16-mmul-with-bfp16", "0"],
      "4-byte DMA word"),
     (["--dev", "npu1", "--dtype_in", "i8", "--dtype_out", "i8", "-m", "1024", "-k", "8", "-n", "16",
-      "--k-mt", "8"], "wrap 1024 words exceeds the 10-bit field"),
+      "--k-mt", "8", "--acc", "out"], "wrap 1024 words exceeds the 10-bit field"),
     (["-K", str(384 * 5700)], "stride"),
     (["-m", "0"], "m=0 must be positive"),
     (["--k-mt", "0"], "k_mt=0 must be positive"),

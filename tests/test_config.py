@@ -40,7 +40,9 @@ def test_paper_budgets(dev, t_in, t_out, tile, k_mt, l1_kb, l2_kb, size):
     m, k, n = tile
     # the paper compiled with xchesscc (sec. 5.1): its XDNA2 bf16 kernels run via bfp16 with chess's stack,
     # the AIE API's per-mmul emulation (no convert-once scratch)
-    c = GemmConfig(dev, *size, m, k, n, k_mt, t_in, t_out, True, compiler="chess", convert_once=False).validate()
+    # and kept C in its output type between calls (--acc out), as mlir-aie's kernels do
+    c = GemmConfig(dev, *size, m, k, n, k_mt, t_in, t_out, True, compiler="chess", convert_once=False,
+                   acc="out").validate()
     parts = c.l1_parts
     buffers = parts["A"] + parts["B"] + parts["C"]
     assert abs(buffers / 1024 - l1_kb) <= 0.05  # the paper prints one decimal
@@ -60,8 +62,21 @@ def test_paper_tiles_are_the_defaults():
 @pytest.mark.parametrize("dev,t_in,t_out", [("npu1", "i16", "i32"), ("npu2", "bf16", "f32"),
                                             ("npu2", "i16", "i16"), ("npu1", "bf16", "f32")])
 def test_fallback_tiles_fit(dev, t_in, t_out):
-    m, k, n, k_mt = default_tiles(dev, t_in, t_out)
-    GemmConfig(dev, 1024, 1024, 1024, m, k, n, k_mt, t_in, t_out).validate()
+    for acc in (None, "out"):  # the default accumulator, and C in its own type
+        probe = GemmConfig(dev, 1024, 1024, 1024, 0, 0, 0, 0, t_in, t_out, acc=acc)
+        m, k, n, k_mt = default_tiles(dev, t_in, t_out, acc=probe.acc)
+        GemmConfig(dev, 1024, 1024, 1024, m, k, n, k_mt, t_in, t_out, acc=acc).validate()
+
+
+def test_default_tiles_leave_room_for_the_default_accumulator():
+    """The papers' tiles keep C in its output type; with C accumulated in i32 / f32 they overflow L1,
+    so the defaults for a wide accumulator are tiles that fit it."""
+    for (dev, t_in, t_out), tiles in PAPER_TILES.items():
+        c = GemmConfig(dev, 4096, 4096, 4096, *tiles, t_in, t_out, True)
+        m, k, n, k_mt = default_tiles(dev, t_in, t_out, acc=c.acc)
+        if c.precision.converts_c:
+            assert (m, k, n, k_mt) != tiles
+        GemmConfig(dev, 4096, 4096, 4096, m, k, n, k_mt, t_in, t_out, True).validate()
 
 
 def test_padding_and_waste():
@@ -73,8 +88,9 @@ def test_padding_and_waste():
 
 
 def _err(exc: type[Exception], **changes: object) -> str:
+    # the paper's npu2 bf16 design, C kept in its output type as the paper's kernel does
     base = dict(device="npu2", M=4032, K=4224, N=4608, m=112, k=48, n=96, k_mt=384, dtype_in="bf16",
-                dtype_out="bf16", b_col_maj=True)
+                dtype_out="bf16", b_col_maj=True, acc="out")
     base.update(changes)
     with pytest.raises(exc) as info:
         check(GemmConfig(**base))  # type: ignore[arg-type]
@@ -88,7 +104,10 @@ def test_l1_overflow():
     assert "L1 overflow" in msg and "65536" in msg and "98304" in msg.replace(",", "") or "L1" in msg
     assert "reduce m, k or n" in msg
     # just fits with the default 1 KiB stack, not with Peano's 0xD00 bf16 stack
-    GemmConfig("npu2", 4032, 4320, 4608, 144, 72, 144, 432, "i8", "i8", True).validate()
+    GemmConfig("npu2", 4032, 4320, 4608, 144, 72, 144, 432, "i8", "i8", True, acc="out").validate()
+    # and not with C accumulated in i32: the message names --acc out
+    assert "--acc out" in _err(ConfigError, dtype_in="i8", dtype_out="i8", m=144, k=72, n=144, k_mt=432,
+                                M=4032, K=4320, N=4608, acc=None)
     assert "L1 overflow" in _err(ConfigError, dtype_in="i8", dtype_out="i16", m=128, k=72, n=112, k_mt=432,
                                  M=4096, K=4320, N=4480, stack_bytes=0xD00)
 
@@ -99,7 +118,7 @@ def test_memtile_overflow_and_neighbour_spill():
     # mlir-aie 1.4.x places the largest buffers first (PR #3116; A and B tie at 132 KiB and keep
     # IR order), each at home if it fits, else on the less used neighbour: B's second buffer leaves
     # the even memtiles that A also fills, and C (81 KiB) still fits at home
-    c = GemmConfig("npu2", 4032, 936 * 5, 4608, 144, 72, 144, 936, "i8", "i8", True).validate()
+    c = GemmConfig("npu2", 4032, 936 * 5, 4608, 144, 72, 144, 936, "i8", "i8", True, acc="out").validate()
     spilled = {b.name: (b.owner_col, b.home_col) for b in c.memtile_placement() if b.home_col != b.owner_col}
     assert spilled == {f"B_L3L2_{col}_buff_1": (col, col + 1) for col in (0, 2, 4, 6)}
     assert max(c.memtile_bytes_used()) <= 512 * 1024
@@ -108,7 +127,7 @@ def test_memtile_overflow_and_neighbour_spill():
 def test_a_spilled_c_join_takes_channels_0_to_3_and_simulates():
     """Since mlir-aie PR #2432 a join whose buffer sits in a neighbour memtile gets the channels
     that reach it (0-3) before anything else; the design builds and computes the right C."""
-    c = GemmConfig("npu2", 448, 1152, 768, 112, 48, 96, 576, "bf16", "bf16", True).validate()
+    c = GemmConfig("npu2", 448, 1152, 768, 112, 48, 96, 576, "bf16", "bf16", True, acc="out").validate()
     spilled = {b.name: b.home_col for b in c.memtile_placement() if b.home_col != b.owner_col}
     assert spilled == {f"C_L2L3_{col}_buff_0": col + 1 for col in (0, 2, 4, 6)}
     d = build_design(c)
@@ -225,15 +244,33 @@ def test_mlir_aie_static_bd_verifier():
     ("npu1", "i16", "i32", None, 33, r"64-bit accumulator lanes .* \(at most 32\)"),
 ])
 def test_shifts_the_accumulator_cannot_take_are_refused(dev, t_in, t_out, mmul, shift, message):
-    """The AIE API loads int32 into acc32 only with shift 0 and stores acc32 as int32 with a plain
-    cast (aie_api detail/aie2*/accum.hpp): under chess a shift there is a compile error, under Peano
-    it is silently dropped. A shifted C must fit the accumulator's lanes."""
+    """With C kept in its output type (--acc out) each call shifts it up into the accumulator and
+    down out of it: the AIE API loads int32 into acc32 only with shift 0 and stores acc32 as int32
+    with a plain cast (aie_api detail/aie2*/accum.hpp): under chess a shift there is a compile error,
+    under Peano it is silently dropped. A shifted C must fit the accumulator's lanes."""
     from tests.conftest import small
 
     tiles = dict(m=8, k=4, n=16, N=2 * 4 * 16) if mmul else {}  # the 4x2x8 mmul's 2x2 blocks
     with pytest.raises(ConfigError, match=message):
-        small(dev, t_in, t_out, mmul_shape=mmul, shift=shift, **tiles).validate()
-    small(dev, t_in, t_out, mmul_shape=mmul, **tiles).validate()  # unshifted: fine
+        small(dev, t_in, t_out, mmul_shape=mmul, shift=shift, acc="out", **tiles).validate()
+    small(dev, t_in, t_out, mmul_shape=mmul, acc="out", **tiles).validate()  # unshifted: fine
+
+
+@pytest.mark.parametrize("dev,t_in,t_out,shift,top", [
+    ("npu1", "i8", "i16", 31, 31), ("npu2", "i8", "i8", 32, 31), ("npu1", "i16", "i32", 60, 59),
+    ("npu2", "i16", "i16", 59, 59)])
+def test_a_wide_accumulator_is_shifted_once_within_its_lanes(dev, t_in, t_out, shift, top):
+    """With C accumulated in the kernel's accumulator type it is shifted down once, by the final
+    conversion's SRS (at most 59 bits, and within the lanes); up-shifts no longer limit it."""
+    from tests.conftest import small
+
+    c = small(dev, t_in, t_out, shift=shift)
+    assert c.precision.converts_c
+    if shift > top:
+        with pytest.raises(ConfigError, match=rf"down by 1..{top} bits"):
+            c.validate()
+    else:
+        c.validate()
 
 
 def test_the_plan_names_the_accumulator():

@@ -78,14 +78,22 @@ def test_worker_loop():
     d = build_design(c)
     (outer,) = d.workers[0].program
     assert isinstance(outer, Loop) and outer.count == c.call.tiles_per_core
-    acq_c, zero, inner, rel_c = outer.body
-    assert isinstance(acq_c, Acquire) and isinstance(zero, Call) and zero.kernel == "zero_i16"
+    # C accumulates in i32 (the C object and the worker's C_acc rows) and is converted to i16 once
+    acq_c, zero, inner, convert, rel_c = outer.body
+    assert isinstance(acq_c, Acquire) and isinstance(zero, Call) and zero.kernel == "zero_i32_i16"
+    assert zero.args == ("C_L1L2_0_0", "C_acc_0_0")
     assert isinstance(inner, Loop) and inner.count == c.call.k_steps
     kinds = [type(op) for op in inner.body]
     assert kinds == [Acquire, Acquire, Call, Release, Release]
-    assert inner.body[2].kernel == "matmul_i8_i16" and isinstance(rel_c, Release)
-    obj = d.kernel("matmul_i8_i16").object_file
-    assert obj == f"mm_{c.m}x{c.k}x{c.n}_aie2p_i8_i16_bcol_8x8x8.o" and d.kernel("zero_i16").object_file == obj
+    assert inner.body[2].kernel == "matmul_i8_i32" and isinstance(rel_c, Release)
+    assert isinstance(convert, Call) and convert.kernel == "convert_i32_i16"
+    obj = d.kernel("matmul_i8_i32").object_file
+    assert obj == f"mm_{c.m}x{c.k}x{c.n}_aie2p_i8_i16_acci32_bcol_8x8x8.o" and d.kernel("zero_i32_i16").object_file == obj
+    # with C kept in i16 between calls: no accumulator, no conversion
+    out = build_design(small("npu2", "i8", "i16", acc="out"))
+    acq_c, zero, inner, rel_c = out.workers[0].program[0].body
+    assert zero.kernel == "zero_i16" and inner.body[2].kernel == "matmul_i8_i16"
+    assert out.kernel("matmul_i8_i16").object_file == f"mm_{c.m}x{c.k}x{c.n}_aie2p_i8_i16_bcol_8x8x8.o"
     # every build parameter that changes the code changes the object's name
     names = {build_design(small("npu2", "i8", "i16", **kw)).kernels[0].object_file
              for kw in ({}, {"b_col_maj": False}, {"shift": 2}, {"saturation": "symmetric"},
@@ -194,7 +202,7 @@ def test_runtime_queue():
 
 
 def test_dram_traffic_matches_the_papers_equations():
-    c = GemmConfig("npu1", 4224, 4032, 4224, 96, 56, 96, 224, "bf16", "bf16", True)
+    c = GemmConfig("npu1", 4224, 4032, 4224, 96, 56, 96, 224, "bf16", "bf16", True, acc="out")  # the paper's
     traffic = dram_bytes(build_design(c))
     M, K, N = c.call.covered
     assert traffic["A"] == M * K * N * 2 // (c.n * c.cols)  # eq. 6
@@ -205,7 +213,7 @@ def test_dram_traffic_matches_the_papers_equations():
 def test_large_dimensions_fit_the_bd_fields():
     # 65536 in every dimension: strips and chunking keep every shim field in range
     for col_maj in (True, False):
-        c = GemmConfig("npu2", 65536, 65536, 65536, 112, 48, 96, 384, "bf16", "bf16", col_maj).validate()
+        c = GemmConfig("npu2", 65536, 65536, 65536, 112, 48, 96, 384, "bf16", "bf16", col_maj, acc="out").validate()
         last_row, last_col = c.call.m_origin(c.call.m_blocks - 1), c.call.n_origin(c.call.n_blocks - 1)
         b = P.shim_b(grid(c, "B"), last_col, c.cols - 1)
         assert b.to_words(c.t_in).strides[0] <= 1 << 20

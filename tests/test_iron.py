@@ -12,6 +12,7 @@ from gemm_gen.backends import iron as iron_mod
 from gemm_gen.backends.iron import SHIM_TAP_DIMS, dims, lower, to_mlir
 from gemm_gen.config import GemmConfig
 from gemm_gen.design import build_design
+from gemm_gen.design.build import acc_buffer
 from gemm_gen.errors import BuildError, ToolchainMissing
 
 from . import iron_recorder
@@ -48,9 +49,12 @@ def test_fifos_links_and_kernels(dev, t_in, t_out, col_maj):
         got = next(x for x in rec.links if x["dsts"] == list(lk.dsts) or x["srcs"] == list(lk.srcs))
         assert got["kind"] == lk.kind and got["offsets"] == list(lk.offsets) and at(got["tile"]) == at(lk.tile)
     k = {x.name: x for x in rec.kernels}
-    matmul = k[f"matmul_{t_in}_{t_out}"]
-    assert matmul.object_file_name == d.kernels[1].object_file
-    assert [iron_recorder.shape_dtype(t)[0] for t in matmul.arg_types] == [(c.m, c.k), (c.k, c.n), (c.m, c.n)]
+    spec = next(x for x in d.kernels if x.role == "matmul")
+    matmul = k[spec.name]
+    assert matmul.object_file_name == spec.object_file
+    # A, B, the C object, and the accumulator rows beyond it when C accumulates in a wider type
+    acc = [acc_buffer(c)[0]] if c.precision.converts_c else []
+    assert [iron_recorder.shape_dtype(t)[0] for t in matmul.arg_types] == [(c.m, c.k), (c.k, c.n), (c.m, c.n), *acc]
 
 
 @pytest.mark.parametrize("cfg", [small("npu2", "i8", "i16"), small("npu1", "i8", "i32", cols=2, N=2 * 2 * 16),
@@ -77,7 +81,8 @@ def test_everything_is_placed_where_the_design_says(cfg):
 def test_workers_ask_for_the_planned_l1_allocation():
     """Every Worker asks for the plan's allocator; the plan's reservations reach IRON as address-
     pinned Buffers on the worker's tile (passed, unused, to the worker)."""
-    c = GemmConfig("npu2", 512, 512, 1024, 64, 32, 128, 64)  # l1_banks steers this one with reservations
+    # l1_banks steers this one (C kept in bf16) with reservations
+    c = GemmConfig("npu2", 512, 512, 1024, 64, 32, 128, 64, acc="out")
     d, rec, _ = lowered(c)
     assert d.l1 is not None and d.l1.reserved and d.l1.conflict_bytes == 0
     assert {w.allocation_scheme for w in rec.workers} == {d.l1.scheme}
@@ -86,7 +91,7 @@ def test_workers_ask_for_the_planned_l1_allocation():
     assert [(b.address, iron_recorder.shape_dtype(b.type)[0]) for b in held] == [
         (at, (n,)) for at, n in d.l1.reserved]
     assert all(b.tile is w.tile or at(b.tile) == at(w.tile) for b in held)
-    given = GemmConfig("npu2", 512, 512, 1024, 64, 32, 128, 64, l1_alloc="basic-sequential")
+    given = GemmConfig("npu2", 512, 512, 1024, 64, 32, 128, 64, l1_alloc="basic-sequential", acc="out")
     d2, rec2, _ = lowered(given)
     assert {w.allocation_scheme for w in rec2.workers} == {"basic-sequential"}
     assert not [b for w in rec2.workers for b in w.buffers if b.name.startswith("l1_reserve")]
@@ -99,15 +104,20 @@ def test_workers_trace_the_loop_ir():
     w = next(w for w in rec.workers if at(w.tile) == (3, 4))
     assert w.stack_size == c.stack_bytes
     a, b, cc = "A_L2L1_2", "B_L2L1_3", "C_L1L2_3_2"
+    # C accumulates in i32 (zero_i32_i8, matmul_i8_i32) and is converted to i8 once, before its release
     assert [op[0] if op[0] != "call" else op[1] for op in w.trace] == [
-        "loop", "acquire", "zero_i8", "loop", "acquire", "acquire", "matmul_i8_i8", "release", "release",
-        "end", "release", "end"]
+        "loop", "acquire", "zero_i32_i8", "loop", "acquire", "acquire", "matmul_i8_i32", "release", "release",
+        "end", "convert_i32_i8", "release", "end"]
     names = [op[1] for op in w.trace if op[0] in ("acquire", "release")]
     assert names == [cc, a, b, a, b, cc]
     loops = [op[1] for op in w.trace if op[0] == "loop"]
     assert loops == [c.call.tiles_per_core, c.call.k_steps]
     call = next(op for op in w.trace if op[0] == "call" and op[1].startswith("matmul"))
-    assert [repr(x) for x in call[2]] == [f"<{a}>", f"<{b}>", f"<{cc}>"]  # the acquired objects, in kernel order
+    # the acquired objects and the worker's accumulator Buffer, in kernel order
+    assert [repr(x) for x in call[2]][:3] == [f"<{a}>", f"<{b}>", f"<{cc}>"] and "C_acc_3_2" in repr(call[2][3])
+    out = replace(c, acc="out")  # C kept in i8 between calls: no accumulator, no conversion
+    w = next(w for w in lowered(out)[1].workers if at(w.tile) == (3, 4))
+    assert [op[1] for op in w.trace if op[0] == "call"] == ["zero_i8", "matmul_i8_i8"]
 
 
 def test_atb_worker_passes_the_c_slice_as_an_int32():
@@ -116,8 +126,9 @@ def test_atb_worker_passes_the_c_slice_as_an_int32():
     c = small("npu2", "i8", "i16", m=48, rho=3)
     d, rec, text = lowered(c)
     matmul = next(k for k in rec.kernels if k.name.startswith("matmul"))
-    assert matmul.arg_types[-1] is np.int32 and len(matmul.arg_types) == 4
-    assert [iron_recorder.shape_dtype(t)[0] for t in matmul.arg_types[:3]] == [(c.t_ma, c.k), (c.k, c.n), (c.m, c.n)]
+    assert matmul.arg_types[-1] is np.int32 and len(matmul.arg_types) == 5  # A, B, C, C_acc, slice
+    assert [iron_recorder.shape_dtype(t)[0] for t in matmul.arg_types[:4]] == [
+        (c.t_ma, c.k), (c.k, c.n), (c.m, c.n), acc_buffer(c)[0]]
     w = next(w for w in rec.workers if at(w.tile) == (0, 2))
     calls = [op for op in w.trace if op[0] == "call" and op[1].startswith("matmul")]
     assert [op[2][-1] for op in calls] == [0, 1, 2]
@@ -262,8 +273,9 @@ def test_runtime_k_lowers_to_rtp_buffers_written_before_any_transfer():
     d, rec, _ = lowered(c)
     w = next(w for w in rec.workers if at(w.tile) == (3, 4))
     kinds = [op[0] if op[0] != "call" else op[1] for op in w.trace]
-    assert kinds == ["acquire", "zero_i8", "acquire", "acquire", "matmul_i8_i8", "release", "release", "loop",
-                     "acquire", "acquire", "matmul_i8_i8", "release", "release", "end", "release"]
+    assert kinds == ["acquire", "zero_i32_i8", "acquire", "acquire", "matmul_i8_i32", "release", "release", "loop",
+                     "acquire", "acquire", "matmul_i8_i32", "release", "release", "end", "convert_i32_i8",
+                     "release"]
     assert next(op for op in w.trace if op[0] == "loop")[1] == ("rtp", "rtp_3_2", 0)
     assert sum(b.use_write_rtp for b in rec.buffers) == c.rows * c.cols
     events = [kind for kind, _ in rec.rt_events]

@@ -449,7 +449,8 @@ def test_defect_2_kernel_arguments_of_the_wrong_kind_or_number(monkeypatch):
 
     monkeypatch.setattr(iron_mod, "_core_fn", drop_scalar)
     api, _ = ir.api()
-    with pytest.raises(ValueError, match=r"Kernel 'matmul_i8_i16' expects 4 argument\(s\), but 3 were provided"):
+    # A, B, the C object, the accumulator rows and the slice: five
+    with pytest.raises(ValueError, match=r"Kernel 'matmul_i8_i32' expects 5 argument\(s\), but 4 were provided"):
         lower(build_design(c), api).resolve_program()
 
 

@@ -58,7 +58,7 @@ from gemm_gen.kernels import (
 from gemm_gen.kernels import render as render_module
 from gemm_gen.l1_layout import a_layout, b_layout, c_layout
 from gemm_gen.numerics import KernelNumerics
-from gemm_gen.precision import BFP16, PRESETS, Precision
+from gemm_gen.precision import BFP16, PRESETS, Precision, wide_acc
 from gemm_gen.precision import check as check_precision
 from gemm_gen.rounding import Rounding, Saturation
 
@@ -111,14 +111,17 @@ class Case:
 def build(dev: Device, dtype_in: str, dtype_out: str, blocks: tuple[int, int, int], b_col_maj: bool,
           mmul: tuple[int, int, int] | None = None, emulate: bool = False, rounding: str = "conv_even",
           saturation: str = "saturate", shift: int = 0, rho: int = 1, expansion: tuple[int, int] | None = None,
-          loops: str | None = None) -> KernelBuild:
+          loops: str | None = None, wide: bool = False) -> KernelBuild:
     """A KernelBuild whose A tile is `blocks` (2r, s, 2t) units of the mmul shape; C has rho A tiles.
-    The variant is the one a design would get (kernel_variant.choose) unless given."""
+    The variant is the one a design would get (kernel_variant.choose) unless given. C stays in its
+    output type between calls (--acc out) unless `wide`: then in the kernel's accumulator type."""
     r, s, t = mmul or dev.mmul_shape(dtype_in, emulate)
     m, k, n = 2 * r * blocks[0] * rho, s * blocks[1], 2 * t * blocks[2]
     v = kv.choose(dev, dtype_in, (r, s, t), emulate, m // rho, k, n, expansion, loops)
+    acc = wide_acc(dtype_out, dev.acc_bits(dtype_in, (r, s, t))) if wide else None
     return KernelBuild(dev.aie_target, dtype_in, dtype_out, m, k, n, (r, s, t), b_col_maj, emulate,
-                       rounding, saturation, shift, rho=rho, expansion=v.expansion, loops=v.loops)
+                       rounding, saturation, shift, rho=rho, acc=None if acc == dtype_out else acc,
+                       expansion=v.expansion, loops=v.loops)
 
 
 def _cases() -> list[Case]:
@@ -156,6 +159,28 @@ def _cases() -> list[Case]:
         Case(build(NPU2, "i8", "i16", (1, 2, 2), False, rho=2, shift=3)),
         Case(build(NPU2, "bf16", "bf16", (1, 2, 1), False, emulate=True, rho=4)),
         Case(build(NPU1, "i16", "i32", (2, 1, 1), True, rho=2)),
+    ]
+    return cases + _wide_cases()
+
+
+def _wide_cases() -> list[Case]:
+    """C accumulated in the kernel's accumulator type (the default): every output narrower than it on
+    both devices and B layouts, with shifts, rho slices on both sides of the split and full-range inputs."""
+    cases = []
+    for dev in (NPU1, NPU2):
+        for din, dout in PAIRS:
+            if wide_acc(dout, dev.acc_bits(din, dev.mmul_shape(din))) == dout:
+                continue  # C already in the accumulator's type: nothing to convert
+            cases += [Case(build(dev, din, dout, (2, 2, 1), False, wide=True), din != "bf16"),
+                      Case(build(dev, din, dout, (1, 3, 2), True, wide=True))]
+    cases += [
+        Case(build(NPU2, "bf16", "bf16", (1, 2, 2), True, emulate=True, wide=True)),
+        Case(build(NPU2, "bf16", "bf16", (1, 2, 1), False, emulate=True, rho=4, wide=True)),
+        Case(build(NPU1, "i8", "i8", (1, 2, 1), True, rho=4, shift=9, rounding="sym_inf", wide=True), True),
+        Case(build(NPU2, "i16", "i16", (1, 2, 2), False, rho=2, shift=12, saturation="symmetric", wide=True), True),
+        Case(build(NPU1, "i16", "i32", (1, 2, 1), False, rho=3, shift=7, rounding="floor", wide=True), True),
+        Case(build(NPU1, "i8", "i16", (2, 2, 2), True, expansion=(4, 2), loops="jk-flat", wide=True), True),
+        Case(build(NPU1, "bf16", "bf16", (2, 2, 1), False, rounding="floor", wide=True)),
     ]
     return cases
 
@@ -208,6 +233,10 @@ def _block_cases() -> list[Case]:
         block_build("bf16", BFP16, "f32", blocks=(2, 2, 1), rho=2),
         block_build(BFP16, BFP16, "f32", blocks=(2, 2, 1), b_col_maj=True),  # all rows in C_acc
         block_build(BFP16, BFP16, "f32", blocks=(1, 3, 1), rho=4),
+        # bf16 C accumulated in f32 and rounded once (the default accumulator of a bf16 C)
+        block_build("bf16", "bf16", "f32", blocks=(1, 2, 1), rho=4),  # slices 0, 1 in the object
+        block_build("bf16", "bf16", "f32", blocks=(2, 3, 1), b_col_maj=True, rounding="floor"),
+        block_build(BFP16, "bf16", "f32", blocks=(1, 4, 2), b_col_maj=True, rho=2),
         # column-major B streams live across a row pair's clusters: K_TILES 1, even and odd, 2-3 clusters
         block_build(c2.a, c2.out, blocks=(2, 1, 3), b_col_maj=True),
         block_build(c1.a, c1.out, blocks=(1, 4, 3), b_col_maj=True, rho=2),
@@ -446,7 +475,7 @@ def numerics(b: KernelBuild, rounding: Rounding | None = None) -> KernelNumerics
     dev = NPU1 if b.aie_target == NPU1.aie_target else NPU2
     return KernelNumerics.of(b.dtype_in, b.dtype_out, rounding=mode, saturation=Saturation[b.saturation.upper()],
                              shift=b.shift, bfp16_inputs=b.emulate_bf16_with_bfp16,
-                             acc_bits=dev.acc_bits(b.dtype_in, b.mmul))
+                             acc_bits=dev.acc_bits(b.dtype_in, b.mmul), acc=b.precision.acc)
 
 
 def inputs(case: Case, seed: int = 0, family: str = "wide") -> list[tuple[np.ndarray, np.ndarray]]:
@@ -471,12 +500,21 @@ def run_tile(kernel: Kernel, steps: list[tuple[np.ndarray, np.ndarray]], b_col_m
     t_in, t_out = dtype(b.dtype_in), dtype(b.dtype_out)
     col_maj = b.b_col_maj if b_col_maj is None else b_col_maj
     kernel.set_modes(*modes)
-    c = Guarded(b.m * b.n, t_out.host)  # starts as sentinel garbage: zero must clear all of it
+    # starts as sentinel garbage: zero must clear all of it; guarded widely enough that misplaced
+    # accumulator rows (every m x n of them, 8 bytes each) only ever land in sentinels
+    wide = 8 * b.m * b.n // t_out.host.itemsize
+    c = Guarded(b.m * b.n, t_out.host, wide)
+    # the accumulator rows beyond the C object (int64 ones as int32 pairs), when C is converted
+    t_acc = dtype(b.precision.acc)
+    words = t_acc.bytes // 4 if b.precision.converts_c and not t_acc.is_float else 1
+    acc = (Guarded((b.m - b.c_split_rows) * b.n * words, np.float32 if t_acc.is_float else np.int32, 2 * b.m * b.n)
+           if b.precision.converts_c else None)
+    c_bufs = (c.ptr, *((acc.ptr,) if acc is not None else ()))
     # the convert-once kernel's own L1 buffers: bfp16 copies of the A and B tiles (72-byte tiles)
     tile_bytes = dtype(BFP16).unit_bytes
     scratch = ([Guarded(b.t_ma * b.k // 64 * tile_bytes, np.uint8), Guarded(b.k * b.n // 64 * tile_bytes, np.uint8)]
                if b.convert_once else [])
-    kernel.checked(kernel.zero_fn, c.ptr)
+    kernel.checked(kernel.zero_fn, *c_bufs)
     for a_tile, b_tile in steps:
         b_buf = Guarded(b.k * b.n, t_in.host)
         b_buf.body[b_layout(b.k, b.n, s, t, col_maj)] = b_tile
@@ -484,11 +522,15 @@ def run_tile(kernel: Kernel, steps: list[tuple[np.ndarray, np.ndarray]], b_col_m
             a_buf = Guarded(b.t_ma * b.k, t_in.host)
             a_buf.body[a_layout(b.t_ma, b.k, r, s)] = a_tile[i * b.t_ma:(i + 1) * b.t_ma]
             kernel.checked(kernel.matmul_fn, a_buf.ptr, b_buf.ptr, c.ptr, *(g.ptr for g in scratch),
-                           *((i,) if b.rho > 1 else ()))
+                           *c_bufs[1:], *((i,) if b.rho > 1 else ()))
             assert kernel.modes() == modes, "the kernel must restore the mode registers it found"
             assert a_buf.guards_intact()
         assert b_buf.guards_intact()
+    if kernel.convert_fn is not None:
+        kernel.checked(kernel.convert_fn, *c_bufs)
+        assert kernel.modes() == modes, "the conversion must restore the mode registers it found"
     assert c.guards_intact(), "the kernel wrote outside its C tile"
+    assert acc is None or acc.guards_intact(), "the kernel wrote outside its C_acc buffer"
     assert all(g.guards_intact() for g in scratch), "the kernel wrote outside its bfp16 copies"
     return c.body[c_layout(b.m, b.n, r, t)]
 
@@ -500,7 +542,7 @@ def expected(b: KernelBuild, steps: list[tuple[np.ndarray, np.ndarray]],
     for a_tile, b_tile in steps:
         assert nm.acc_overflows(nm.accumulate(c, a_tile, b_tile)) == 0, "inputs must not overflow acc32"
         c = nm.call(c, a_tile, b_tile)
-    return c
+    return nm.finish(c)
 
 
 def bits(x: np.ndarray) -> np.ndarray:
@@ -620,7 +662,7 @@ def block_expected(b: KernelBuild, steps: list[tuple[np.ndarray, np.ndarray]], r
         if nm.t_acc.is_block:  # bfp16 C: the blocks of the last requantization
             blocks = nm.encode_acc(acc)
     if b.precision.converts_c:
-        blocks = nm.encode_out(c)
+        blocks = nm.encode_out(c) if nm.dtype_out.is_block else None
         c = nm.finish(c)
     return c, blocks
 
@@ -699,13 +741,14 @@ def test_integer_modes_are_exercised(libraries) -> None:
         steps = inputs(case)
         want = expected(b, steps)
         others = [replace(numerics(b), rounding=r) for r in (Rounding.FLOOR, Rounding.CEIL)
-                  if r.name.lower() != b.rounding]
-        if dtype(b.dtype_out).bits < 32:
+                  if r.name.lower() != b.rounding and b.shift]  # without a shift nothing rounds
+        if dtype(b.dtype_out).bits < 32:  # (an int32 C saturates only on full-range int16: test_acc64_...)
             others += [replace(numerics(b), saturation=s) for s in Saturation if s.name.lower() != b.saturation]
         for nm in others:
             c = nm.zero((b.m, b.n))
             for a_tile, b_tile in steps:
                 c = nm.call(c, a_tile, b_tile)
+            c = nm.finish(c)
             assert not np.array_equal(c, want), f"{case.id}: {nm.rounding!r}, {nm.saturation!r} give the same C"
 
 
@@ -792,7 +835,7 @@ def test_bfp16_cases_cover_every_precision() -> None:
                     continue
                 accepted.append(p)
     builds = [c.build for c in BLOCK_CASES]
-    assert len(accepted) == 10 and {b.precision for b in builds} == set(accepted)
+    assert len(accepted) == 12 and {b.precision for b in builds} == set(accepted)
     for preset in ("config1", "config2", "config3"):
         mine = [b for b in builds if b.precision == PRESETS[preset]]
         assert {b.rho > 1 for b in mine} == {False, True} and {b.b_col_maj for b in mine} == {False, True}
@@ -1164,6 +1207,34 @@ def test_acc32_overflow_is_refused(libraries) -> None:
         run_tile(kernel, full)
     small_steps = [(np.ones((b.m, b.k), np.int16), np.ones((b.k, b.n), np.int16))] * 2
     assert np.array_equal(run_tile(kernel, small_steps), expected(b, small_steps))
+
+
+@needs_gxx
+@pytest.mark.parametrize("case", [c for c in CASES if c.build.dtype_in == "i16" and c.build.precision.converts_c
+                                  and c.build.dtype_out == "i32"], ids=lambda c: c.id)
+def test_acc64_int32_c_on_full_range_int16_is_the_saturated_product(libraries, case: Case) -> None:
+    """int16 x int16 -> int32 with C accumulated in int64 (acc64 lanes kept whole between calls as int32
+    pairs): on full-range inputs, where most sums leave int32 and partial sums cross it both ways,
+    C equals clip(A @ B) exactly (with the design's shift), what per-call int32 C cannot do."""
+    b = case.build
+    rng = np.random.default_rng(3)
+    steps = [(rng.integers(-32768, 32768, (b.m, b.k)).astype(np.int16),
+              rng.integers(-32768, 32768, (b.k, b.n)).astype(np.int16)) for _ in range(4)]
+    a = np.concatenate([s[0] for s in steps], axis=1).astype(np.int64)
+    bb = np.concatenate([s[1] for s in steps], axis=0).astype(np.int64)
+    nm = numerics(b)
+    exact = nm.finish(a @ bb)  # one shift-round-saturate of the exact sum
+    assert np.count_nonzero(np.abs(a @ bb) > np.iinfo(np.int32).max) > b.m * b.n // 8
+    got = run_tile(load(libraries, case), steps, modes=(Rounding.FLOOR, Saturation.NONE))
+    assert_bit_equal(got, exact, case.id)
+    if not b.shift:
+        assert np.array_equal(got, np.clip(a @ bb, -2**31, 2**31 - 1))
+    out = replace(b, acc=None)  # the same kernel with C in int32 between calls loses it
+    per_call = numerics(out)
+    c = per_call.zero((b.m, b.n))
+    for a_tile, b_tile in steps:
+        c = per_call.call(c, a_tile, b_tile)
+    assert not np.array_equal(c, exact)
 
 
 @needs_gxx

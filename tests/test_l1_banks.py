@@ -70,13 +70,17 @@ def test_bank_aware_pins_and_reservations() -> None:
 
 # ---- sharing -------------------------------------------------------------------------------------
 def test_concurrent_pairs_follow_the_fifo_turnover() -> None:
-    c = small("npu1", "bf16", "bf16")
+    c = small("npu1", "bf16", "bf16", acc="out")
     bufs = lb.core_buffers(c)
     assert [b.name for b in bufs] == ["A0", "A1", "B0", "B1", "C0"]
     pairs = set(lb.concurrent(c, bufs))
     # rho = 1: A and B turn over together, so the same-slot objects are never DMA vs core
     assert ("A1", "A0") in pairs and ("B1", "A0") in pairs and ("A0", "C0") in pairs
     assert ("A0", "B0") not in pairs and ("B1", "A1") not in pairs and not any(x == "C0" for x, _ in pairs)
+    # a C accumulated in f32 keeps its other rows in a worker Buffer only the core touches
+    wide = small("npu1", "bf16", "bf16")
+    assert [b.name for b in lb.core_buffers(wide)] == ["A0", "A1", "B0", "B1", "C0", "C acc"]
+    assert not any(x == "C acc" for x, _ in lb.concurrent(wide, lb.core_buffers(wide)))
     atb = GemmConfig("npu1", 1024, 1024, 1024, 64, 32, 64, 64, rho=2)
     assert ("A0", "B0") in set(lb.concurrent(atb, lb.core_buffers(atb)))  # any A meets any B
 
@@ -131,7 +135,7 @@ def _fits(c: GemmConfig, scheme: str) -> bool:
 def test_reservations_give_ping_and_pong_their_own_banks() -> None:
     """npu2 bf16 64 x 32 x 128: neither allocator separates them alone; reserved bytes steer
     bank-aware to C in banks 0-1, A0 and B0 in 2, A1 and B1 in 3, in every order of equal fifos."""
-    c = GemmConfig("npu2", 512, 512, 1024, 64, 32, 128, 64)
+    c = GemmConfig("npu2", 512, 512, 1024, 64, 32, 128, 64, acc="out")
     assert all(lb.plan(c, s).conflict_bytes > 0 for s in lb.SCHEMES)
     plan = lb.plan(c)
     assert plan.reserved and plan.conflict_bytes == plan.worst_conflict_bytes == 0
@@ -140,19 +144,19 @@ def test_reservations_give_ping_and_pong_their_own_banks() -> None:
 
 
 def test_a_given_scheme_is_kept_and_refused_when_it_does_not_fit() -> None:
-    c = GemmConfig("npu1", 4224, 4032, 4224, 96, 56, 96, 224, b_col_maj=True)  # 96% of L1
+    c = GemmConfig("npu1", 4224, 4032, 4224, 96, 56, 96, 224, b_col_maj=True, acc="out")  # 96% of L1
     assert lb.plan(c).scheme == "basic-sequential"  # bank-aware runs out of room
     with pytest.raises(ConfigError, match="do not fit bank-aware"):
         lb.plan(c, "bank-aware")
-    d = build_design(GemmConfig("npu2", 512, 512, 1024, 64, 32, 128, 64, l1_alloc="basic-sequential"))
+    d = build_design(GemmConfig("npu2", 512, 512, 1024, 64, 32, 128, 64, l1_alloc="basic-sequential", acc="out"))
     assert d.l1 is not None and d.l1.scheme == "basic-sequential" and not d.l1.reserved
     assert {w.allocation_scheme for w in d.workers} == {"basic-sequential"}
     with pytest.raises(ConfigError, match="unknown L1 allocation scheme"):
-        GemmConfig("npu2", 512, 512, 1024, 64, 32, 128, 64, l1_alloc="first-fit").validate()
+        GemmConfig("npu2", 512, 512, 1024, 64, 32, 128, 64, l1_alloc="first-fit", acc="out").validate()
 
 
 def test_the_design_carries_the_plan_to_every_worker() -> None:
-    d = build_design(GemmConfig("npu2", 512, 512, 1024, 64, 32, 128, 64))
+    d = build_design(GemmConfig("npu2", 512, 512, 1024, 64, 32, 128, 64, acc="out"))
     assert d.l1 is not None and d.l1.reserved
     for w in d.workers:
         held = [b for b in w.buffers if b.reservation]
@@ -165,8 +169,8 @@ def test_the_model_charges_only_shared_banks() -> None:
     """With a nonzero cost per collision, a layout the DMA and the core never share costs nothing
     and one they share costs; the calibrated cost itself is what the published kernels support."""
     p = load().with_(l1_conflict=1.0)
-    steered = GemmConfig("npu2", 4096, 4096, 4096, 64, 32, 128, 256)
-    sequential = GemmConfig("npu2", 4096, 4096, 4096, 64, 32, 128, 256, l1_alloc="basic-sequential")
+    steered = GemmConfig("npu2", 4096, 4096, 4096, 64, 32, 128, 256, acc="out")
+    sequential = GemmConfig("npu2", 4096, 4096, 4096, 64, 32, 128, 256, l1_alloc="basic-sequential", acc="out")
     assert float(estimate_config(steered, p).l1_stall_cycles) == 0.0
     assert float(estimate_config(sequential, p).l1_stall_cycles) > 0.0
     plan = lb.plan(sequential, "basic-sequential")

@@ -39,7 +39,7 @@ def kernel_args(r: paper.KernelRow) -> list[str]:
     cols = device(r.device).columns
     args = ["--dev", r.device, "-M", str(4 * r.m), "-K", str(4 * r.k), "-N", str(cols * r.n), "-m", str(r.m),
             "-k", str(r.k), "-n", str(r.n), "--k-mt", str(r.k), "--dtype_in", r.dtype_in, "--dtype_out",
-            r.dtype_out, "--b-col-maj"]
+            r.dtype_out, "--b-col-maj", "--acc", "out"]  # the paper's kernels keep C in its own type
     if not paper.block_row(r):  # the paper's kernel as the model reads it
         args += ["--expansion", "x".join(map(str, paper.PAPER_EXPANSION)), "--kernel-loops", paper.PAPER_LOOPS]
     if r.emulate:
@@ -50,7 +50,7 @@ def kernel_args(r: paper.KernelRow) -> list[str]:
 def array_args(r: paper.ArrayRow) -> list[str]:
     args = ["--dev", r.device, "-M", str(r.M), "-K", str(r.K), "-N", str(r.N), "-m", str(r.m), "-k", str(r.k),
             "-n", str(r.n), "--k-mt", str(r.k_mt), "--dtype_in", r.dtype_in, "--dtype_out", r.dtype_out,
-            "--b-col-maj", "1" if r.b_col_maj else "0", "--stack", str(r.stack_bytes)]
+            "--b-col-maj", "1" if r.b_col_maj else "0", "--stack", str(r.stack_bytes), "--acc", r.acc or "out"]
     if not paper.block_row(r):
         args += ["--expansion", "x".join(map(str, paper.PAPER_EXPANSION)), "--kernel-loops", paper.PAPER_LOOPS]
     if r.emulate:
@@ -227,7 +227,8 @@ def test_predict_without_tiles_uses_the_tuned_design(capsys):
 
 @pytest.mark.parametrize("extra, message", [
     (["--dtype_b", "bfp16"], "npu1 has no bfp16 datapath"),  # SMALL is npu1
-    (["--acc", "i32"], "scalar kernels keep C in its output type"),
+    (["--acc", "f32"], "C accumulates in the kernel's i32 accumulator (the default) or in its output type"),
+    (["--acc", "i64"], "--acc i64 with --dtype_out i16"),  # npu1 i8 has acc32 lanes only
     (["--dtype_b", "i16"], "scalar kernels multiply one input type"),
 ])
 def test_unsupported_precisions_exit_2(capsys, extra, message):
@@ -252,7 +253,7 @@ def test_predict_past_a_budget_but_not_past_a_rule(capsys):
     from gemm_gen.cli import main
 
     args = ["predict", "--dev", "npu2", "-M", "4096", "-K", "4096", "-N", "4096", "-k", "152", "-n", "48",
-            "--dtype_in", "bf16", "--dtype_out", "bf16", "--json"]
+            "--dtype_in", "bf16", "--dtype_out", "bf16", "--acc", "out", "--json"]  # the paper's C in bf16
     assert main([*args, "-m", "48"]) == 0
     info = json.loads(capsys.readouterr().out)
     assert info["buildable"] is False and "L1 overflow" in info["not_buildable_because"]

@@ -33,8 +33,9 @@ SMALL = (512, 512, 512)
 L1_PAIR = ((2048, 2048, 2048), (64, 32, 128, 512), 2)
 L1_PAIR_TYPES = ("bf16", "i8")
 # tiles of the small designs: (m, k, n, k_mt) per input type, valid for every output type and layout
-SMALL_TILES = {"npu1": {"bf16": (64, 64, 64, 256), "i8": (64, 64, 64, 256), "i16": (64, 64, 64, 256)},
-               "npu2": {"bf16": (64, 64, 64, 256), "i8": (64, 64, 64, 256), "i16": (64, 64, 64, 256)}}
+# with C in the default accumulator (i16's int64 accumulator rows take half of L1 at 64 x 64)
+SMALL_TILES = {"npu1": {"bf16": (64, 64, 64, 256), "i8": (64, 64, 64, 256), "i16": (64, 32, 64, 256)},
+               "npu2": {"bf16": (64, 64, 64, 256), "i8": (64, 64, 64, 256), "i16": (64, 32, 64, 256)}}
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from .. import l1_banks
 from .. import precision as prec
 from ..call import CallPlan
 from ..config import RTP_WORDS, GemmConfig
-from ..dtypes import dtype
+from ..dtypes import I32, I64, dtype
 from ..l1_banks import L1Plan
 from ..tap import Tap
 from . import patterns
@@ -99,6 +99,15 @@ def kernel_build(c: GemmConfig) -> KernelBuild:
                        v.expansion, v.loops, bool(c.convert_once))
 
 
+def acc_buffer(c: GemmConfig) -> tuple[tuple[int, int], str]:
+    """(shape, dtype) of the worker's C accumulator rows beyond the C object: an int64 accumulator
+    as int32 pairs (IRON 1.4.3's str_to_dtype has no i64; the kernel stores acc64 lanes as pairs)."""
+    rows = c.m - c.c_split_rows
+    if c.t_acc == I64:
+        return (rows, 2 * c.n), I32.name
+    return (rows, c.n), str(c.acc)
+
+
 def kernel_specs(c: GemmConfig) -> dict[str, KernelSpec]:
     """zero, matmul (and convert when C accumulates in another type), with their argument types.
 
@@ -111,7 +120,7 @@ def kernel_specs(c: GemmConfig) -> dict[str, KernelSpec]:
     a, b, cg = (grid(c, op) for op in ("A", "B", "C"))
     p = c.precision
     c_obj = ((cg.m, cg.n), c.dtype_out)
-    extra_c = [((c.m - c.c_split_rows, c.n), str(c.acc))] if p.converts_c else []  # acc rows beyond the object
+    extra_c = [acc_buffer(c)] if p.converts_c else []  # acc rows beyond the object
     scratch = []
     q = dtype(prec.BFP16).tile_rows
     if p.converts_a or c.convert_once:  # the A tile converted to bfp16 tiles by the kernel
@@ -151,7 +160,7 @@ def worker(c: GemmConfig, specs: dict[str, KernelSpec], col: int, row: int, l1: 
         buffers.append(LocalBuffer(scratch[1], matmul.arg_shapes[4], prec.BFP16))
     if p.converts_c:
         acc = (f"C_acc_{col}_{row}",)
-        buffers.append(LocalBuffer(acc[0], matmul.arg_shapes[-1], str(c.acc)))
+        buffers.append(LocalBuffer(acc[0], *acc_buffer(c)))
     if c.runtime_sizes == "mnk":
         buffers.append(LocalBuffer(rtp_buffer(col, row), (RTP_WORDS,), "i32", rtp=True))
     if l1 is not None:

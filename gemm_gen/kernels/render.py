@@ -65,7 +65,7 @@ class KernelParams:
     aie_arch: int
     rounding_mode: str
     saturation_mode: str
-    sets_saturation: bool  # integer outputs narrower than 32 bits
+    sets_saturation: bool  # integer outputs narrower than the accumulator lanes
     row_clusters: int  # trip counts of the three matmul loops (over one A tile) and of the zero loop
     col_clusters: int
     k_blocks: int
@@ -77,6 +77,19 @@ class KernelParams:
     store_bits: int
     zero_lanes: int
     zero_iters: int
+    # C accumulated in a wider type than it is written in, converted once (precision.converts_c)
+    converts_c: bool = False
+    convert_name: str | None = None
+    acc: str = ""  # C's L1 type while it accumulates (i32, i64, f32)
+    acc_doc: str = ""
+    ctype_acc: str = ""  # its storage element (an i64 accumulator is stored as int32 pairs)
+    acc_words: int = 1
+    split_rows: int = 0  # accumulator rows in the C object; the rest in C_acc
+    acc_zero_lanes: int = 0
+    zero_buf_iters: int = 0
+    c_blocks: int = 0  # r x t blocks of C (the conversion loop)
+    out_block_bytes: int = 0
+    acc_block_bytes: int = 0
 
 
 @dataclass(frozen=True)
@@ -102,6 +115,8 @@ class BlockKernelParams:
     converts_b: bool  # bf16 B converted too, once per k-step (into the B_bfp16 scratch): convert-once bf16
     converts_c: bool  # C accumulates in ctype_acc and `convert` writes it as bfp16 tiles
     acc_tiles: bool  # C accumulates as bfp16 tiles (requantized every call)
+    out_tiles: bool  # C is written as bfp16 tiles (else bf16 / f32 in 8 x 8 blocks)
+    out_tile_bytes: int  # bytes of one converted 8 x 8 block of C
     split_rows: int  # accumulator rows in the C object (all m unless converts_c)
     c_object_bytes: int
     row_pairs: int  # trip counts of the matmul loops over one A tile
@@ -178,7 +193,7 @@ def _modes(build: KernelBuild) -> tuple[Rounding, Saturation]:
 def kernel_params(build: KernelBuild) -> KernelParams | BlockKernelParams:
     """Check that the build is one our kernels can be for, and derive the template's numbers."""
     dev = _device(build)
-    prec.check(build.precision, dev)  # types the device has no kernel for
+    prec.check(build.precision, dev, dev.acc_bits(build.dtype_in, tuple(build.mmul)))  # types it has no kernel for
     if build.block_kernel:
         return block_kernel_params(build, dev)
     t_in, t_out = dtype(build.dtype_in), dtype(build.dtype_out)
@@ -210,12 +225,13 @@ def kernel_params(build: KernelBuild) -> KernelParams | BlockKernelParams:
     rounding, saturation = _modes(build)
     if t_out.is_float and build.shift:
         raise ConfigError(f"shift {build.shift} is not valid for a {build.dtype_out} output", "use 0 for float outputs")
-    check_shift(dev, build.dtype_in, build.dtype_out, (r, s, t), build.shift)
+    check_shift(dev, build.dtype_in, build.dtype_out, (r, s, t), build.shift, build.acc)
     store_bits = STORE_BITS[build.aie_target]
     lanes = store_bits // t_out.bits
     while (build.m * build.n) % lanes:
         lanes //= 2
     zero_name, matmul_name = kernel_symbols(build)
+    acc = _scalar_acc(build, dev, store_bits) if build.precision.converts_c else {}
     return KernelParams(
         device=dev.name, source_file=source_file(build), defines=kernel_defines(build),
         zero_name=zero_name, matmul_name=matmul_name,
@@ -224,11 +240,34 @@ def kernel_params(build: KernelBuild) -> KernelParams | BlockKernelParams:
         # 4x4x8), as mlir-aie's mm.cc does; our numerics accumulate exactly in int64 either way
         acc_tag="accfloat" if t_in.is_float else "accauto", aie_arch=AIE_ARCH[build.aie_target],
         rounding_mode=ROUNDING_MODES[rounding], saturation_mode=SATURATION_MODES[saturation],
-        sets_saturation=not t_out.is_float and t_out.bits < 32,
+        # every integer narrowing out of wider accumulator lanes saturates (an int32 C out of acc64 too)
+        sets_saturation=not t_out.is_float and t_out.bits < dev.acc_bits(build.dtype_in, mmul),
         row_clusters=row_clusters, col_clusters=col_clusters, k_blocks=k_blocks,
         hint_z=hint_z, hint_j=hint_j, hint_k=hint_k, loops_doc=loops_doc,
-        store_bits=store_bits, zero_lanes=lanes, zero_iters=build.m * build.n // lanes,
+        store_bits=store_bits, zero_lanes=lanes, zero_iters=build.m * build.n // lanes, **acc,
     )
+
+
+def _scalar_acc(build: KernelBuild, dev: Device, store_bits: int) -> dict[str, object]:
+    """The scalar template's numbers for a C accumulated in a wider type (i32, i64 or f32) and
+    converted once: where its rows live, how they are stored and cleared, the conversion's loop."""
+    p = build.precision
+    t_out, t_acc = dtype(p.out), dtype(p.acc)
+    r, _, t = build.mmul
+    words = t_acc.bytes // 4  # int64 lanes are stored as int32 pairs
+    split = build.c_split_rows
+    if split % (2 * r) or not 0 <= split <= build.m or t_acc.nbytes(split * build.n) > t_out.nbytes(build.m * build.n):
+        raise ConfigError(f"C split at row {split} of {build.m}: not whole row pairs inside the C object",
+                          f"split C's accumulator at a multiple of {2 * r} rows that fits the object")
+    acc_lanes = store_bits // 32
+    buf_elems = (build.m - split) * build.n * words
+    doc = {"f32": "fp32, the accumulator's own lanes", "i32": "int32, the acc32 lanes",
+           "i64": "int64, the acc64 lanes, kept as int32 pairs"}[p.acc]
+    return dict(converts_c=True, convert_name=build.symbols["convert"], acc=p.acc, acc_doc=doc,
+                ctype_acc="float" if t_acc.is_float else "int32", acc_words=words, split_rows=split,
+                acc_zero_lanes=acc_lanes, zero_buf_iters=buf_elems // acc_lanes,
+                c_blocks=build.m * build.n // (r * t), out_block_bytes=t_out.nbytes(r * t),
+                acc_block_bytes=t_acc.nbytes(r * t))
 
 
 def _hint(kind: str, count: int) -> tuple[str, str]:
@@ -312,7 +351,7 @@ def block_kernel_params(build: KernelBuild, dev: Device) -> BlockKernelParams:
         matmul_params=tuple(params), ctype_in=C_TYPES[p.a], ctype_out=C_TYPES[p.out], ctype_acc=C_TYPES[p.acc],
         aie_arch=AIE_ARCH[build.aie_target], rounding_mode=ROUNDING_MODES[rounding],
         ctype_b=C_TYPES[p.b], converts_a=converts_a, converts_b=converts_b, converts_c=p.converts_c,
-        acc_tiles=t_acc.is_block, split_rows=split,
+        acc_tiles=t_acc.is_block, out_tiles=t_out.is_block, out_tile_bytes=t_out.nbytes(q * q), split_rows=split,
         c_object_bytes=c_object_bytes, row_pairs=build.t_ma // (2 * q), col_pairs=build.n // (2 * q),
         k_tiles=k_tiles, k_pairs=(k_tiles - 1) // 2, hoist_b=build.b_col_maj, a_tiles=build.t_ma * build.k // (q * q),
         b_tiles=build.k * build.n // (q * q), c_tiles=c_tiles,

@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from ..precision import ACC_OUT
 from . import paper
 from .kernel import kernel_cycles, kernel_shape
 from .l1_stall import stall_cycles
@@ -38,7 +39,7 @@ def _kernel_row_design(row: paper.KernelRow) -> tuple[Any, Any]:
     c = GemmConfig(row.device, 4 * row.m, 4 * row.k, 8 * row.n, row.m, row.k, row.n, row.k, row.dtype_in,
                    row.dtype_out, True, emulate_bf16_with_bfp16=row.emulate, compiler="chess", stack_bytes=1024,
                    expansion=paper.PAPER_EXPANSION, kernel_loops=paper.PAPER_LOOPS, convert_once=False,
-                   l1_alloc=paper.PAPER_L1_ALLOC)
+                   l1_alloc=paper.PAPER_L1_ALLOC, acc=ACC_OUT)
     return c, plan(c, c.l1_alloc)
 
 
@@ -60,7 +61,8 @@ def array_config(row: paper.ArrayRow, **kw: Any):  # noqa: ANN201 - GemmConfig
 
     fields: dict[str, Any] = {"emulate_bf16_with_bfp16": row.emulate, "depth_c_l1": row.depth_c_l1,
                               "queue_groups": row.queue_groups, "stack_bytes": row.stack_bytes,
-                              "dtype_b": row.dtype_b, "acc": row.acc, "rho": row.rho}
+                              # the papers keep C in its output type between calls (mlir-aie's kernels)
+                              "dtype_b": row.dtype_b, "acc": row.acc or ACC_OUT, "rho": row.rho}
     fields["l1_alloc"] = paper.PAPER_L1_ALLOC
     if not paper.block_row(row):  # the papers' scalar kernels, as the model reads them
         fields.update(expansion=paper.PAPER_EXPANSION, kernel_loops=paper.PAPER_LOOPS, convert_once=False)

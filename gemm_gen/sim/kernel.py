@@ -21,7 +21,7 @@ from ..config import GemmConfig
 from ..design.build import kernel_build
 from ..design.grid import grid
 from ..design.model import TileRef
-from ..dtypes import DType
+from ..dtypes import I32, I64, DType
 from ..errors import LayoutError
 from ..hostdata import b_unit, b_unit_coords
 from ..l1_layout import a_layout, b_layout, c_layout
@@ -46,6 +46,7 @@ class KernelStats:
     convert_calls: int = 0
     tiles_done: int = 0  # output tiles whose K reduction completed
     acc_overflows: int = 0
+    saturated: int = 0  # C values the final conversion clamped to the output type's range
     calls_per_core: dict[str, int] = field(default_factory=dict)
 
 
@@ -145,6 +146,20 @@ class UnitView:
         return (w.word_ids(cells[self.gather[:, 0]]) // words).reshape(self.grid_shape)
 
 
+@dataclass(frozen=True)
+class PairView:
+    """An int64 accumulator kept as int32 pairs (low word first, as aie::vector_cast<int32> of an
+    acc64 accumulator is stored): a TileView of the pairs' int32 words."""
+
+    words: TileView
+
+    def read(self, cells: np.ndarray) -> np.ndarray:
+        return np.ascontiguousarray(self.words.read(cells)).view(np.int64)
+
+    def write(self, cells: np.ndarray, values: np.ndarray, base_word: int) -> None:
+        self.words.write(cells, np.ascontiguousarray(values, dtype=np.int64).view(np.int32), base_word)
+
+
 View = TileView | UnitView
 
 
@@ -205,13 +220,18 @@ class KernelEmulator:
             raise LayoutError(f"{tile} calls {kernel}, which is none of the design's kernels {sorted(self.roles)}",
                               "call the kernels the design declares")
 
-    def _acc_view(self, rows: int) -> TileView:
+    def _acc_view(self, rows: int) -> TileView | PairView:
         """rows x n of the accumulator in its blocked layout (no provenance: not C's words yet)."""
         view = self.acc_views.get(rows)
         if view is None:
             c = self.c
-            view = self.acc_views[rows] = TileView.of(c_layout(rows, c.n, c.r, c.t), c.t_acc,
-                                                      np.zeros((rows, c.n), dtype=np.int64), w.TAG_NONE)
+            layout = c_layout(rows, c.n, c.r, c.t)
+            if c.t_acc == I64:  # int32 pairs: element e is words 2e, 2e + 1
+                pairs = np.stack([2 * layout, 2 * layout + 1], axis=-1).reshape(rows, 2 * c.n)
+                view = PairView(TileView.of(pairs, I32, np.zeros(pairs.shape, dtype=np.int64), w.TAG_NONE))
+            else:
+                view = TileView.of(layout, c.t_acc, np.zeros((rows, c.n), dtype=np.int64), w.TAG_NONE)
+            self.acc_views[rows] = view
         return view
 
     def _acc_parts(self, first: int, last: int, c_cells: np.ndarray,
@@ -340,8 +360,12 @@ class KernelEmulator:
             raise LayoutError(f"{tile} converts C before any matmul call", "convert after the K loop")
         parts = self._acc_parts(0, self.c.m, c_cells, acc_cells)
         values = np.concatenate([self._acc_view(rows).read(cells) for cells, rows in parts])
-        assert isinstance(self.out_view, UnitView)
-        self.out_view.write_encoded(c_cells, *self.numerics.encode_out(values), self._c_word(state.row0, state.col0))
+        word = self._c_word(state.row0, state.col0)
+        if isinstance(self.out_view, UnitView):  # bfp16 tiles
+            self.out_view.write_encoded(c_cells, *self.numerics.encode_out(values), word)
+        else:
+            self.out_view.write(c_cells, self.numerics.finish(values), word)
+        self.stats.saturated += self.numerics.saturated(values)
         self.stats.convert_calls += 1
 
     def _operand(self, name: str, word: int, make: Callable[[], np.ndarray]) -> np.ndarray:

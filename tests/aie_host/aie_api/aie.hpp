@@ -23,6 +23,11 @@
 // - block-vector streams read ahead in 512-bit fills and seek() drops that state: a seek after a
 //   pop (or a push) does not move relative to the logical position, so it fails; pop_seek is fine.
 // - subnormal float operands fail (whether the core flushes them is unpublished; bf16 declares none).
+// - an acc64 accumulator goes to memory and back only through aie::vector_cast (aie.hpp: reinterpret
+//   an accumulator as a vector and back, Gen2 = AIE2 / AIE2P): accum<acc64, N> <-> vector<int32, 2N>,
+//   each lane's low word first (the hardware's lane order is unpublished; only the kernel reads it
+//   back, so a round trip is all that must hold); mmul is built from its accum_type and gives it back
+//   with to_accum() (detail/mmul.hpp C_block). Only int32 <-> acc64 casts are modelled: others fail.
 // - -DGG_HOST_FP32_PER_MAC rounds fp32 lanes after every mac instruction instead of once per call
 //   (the real per-mac order is unpublished): kernels meant to be bit-equal must then issue the same
 //   macs in the same order.
@@ -282,6 +287,32 @@ T *store_v(T *ptr, const vector<T, Elems> &v) {
 template <typename Tag, unsigned Elems>
 struct accum;
 
+// acc64 lanes (what an int16 mmul with a 64-bit accumulator holds): exact int64 values.
+template <unsigned Elems>
+struct accum<acc64, Elems> {
+  static constexpr unsigned size() { return Elems; }
+  std::array<std::int64_t, Elems> acc{};
+};
+
+// Reinterpret an accumulator as a vector (aie::vector_cast<int32>(acc)): lane i -> words 2i, 2i + 1.
+template <typename DstT, unsigned Elems>
+vector<DstT, 2 * Elems> vector_cast(const accum<acc64, Elems> &a) {
+  static_assert(std::is_same_v<DstT, int32>, "the host models vector_cast of acc64 lanes to int32 pairs only");
+  vector<int32, 2 * Elems> v;
+  std::memcpy(v.data.data(), a.acc.data(), sizeof a.acc);  // little endian: the low word first
+  return v;
+}
+
+// Reinterpret a vector as an accumulator (aie::vector_cast<acc64>(v)): words 2i, 2i + 1 -> lane i.
+template <typename DstTag, typename T, unsigned Elems>
+accum<DstTag, Elems / 2> vector_cast(const vector<T, Elems> &v) {
+  static_assert(std::is_same_v<DstTag, acc64> && std::is_same_v<T, int32> && Elems % 2 == 0,
+                "the host models vector_cast of int32 pairs to acc64 lanes only");
+  accum<acc64, Elems / 2> a;
+  std::memcpy(a.acc.data(), v.data.data(), sizeof a.acc);
+  return a;
+}
+
 template <typename T, unsigned Elems>
 auto zeros() {
   if constexpr (std::is_same_v<T, accfloat>)
@@ -348,6 +379,19 @@ struct mmul {
   std::array<acc_elem, size_C> acc{};
 
   mmul() = default;
+
+  // The accumulator itself (acc64 shapes: the lanes a vector_cast round trip keeps whole).
+  explicit mmul(const accum<acc64, size_C> &a) {
+    static_assert(acc_bits == 64 && !is_float, "aie::mmul: an accum<acc64> builds a 64-bit accumulator mmul only");
+    for (unsigned i = 0; i < size_C; ++i) acc[i] = a.acc[i];
+  }
+
+  accum<acc64, size_C> to_accum() const {
+    static_assert(acc_bits == 64 && !is_float, "the host models to_accum() of acc64 mmuls only");
+    accum<acc64, size_C> a;
+    for (unsigned i = 0; i < size_C; ++i) a.acc[i] = acc[i];
+    return a;
+  }
 
   // Load the accumulator from a vector; integers are shifted up by `shift` bits (UPS).
   template <typename T>
