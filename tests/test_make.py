@@ -216,3 +216,21 @@ def test_a_failed_install_shows_its_error(fresh_clone, case):
     error = "No matching distribution found for numpy" if case == "pip fails" else "/nonexistent/python3"
     assert error in done.stderr and "make: installing into .venv/ failed: the log is above" in done.stderr, done.stderr
 
+
+def test_the_build_guard_sees_what_a_test_leaves_in_build(tmp_path):
+    """tests/conftest.py fails the run when build/ changes: the snapshot it compares sees a new
+    build/, a file deep inside it, and a file whose bytes changed."""
+    from .conftest import build_changes, build_snapshot
+
+    build = tmp_path / "build"
+    empty = build_snapshot(build)
+    build.mkdir()
+    made = build_snapshot(build)
+    assert build_changes(empty, made) == ["added ."]
+    (build / "failed_x").mkdir()
+    (build / "failed_x" / "build.log").write_text("one")
+    deep = build_snapshot(build)
+    assert build_changes(made, deep) == ["added failed_x", "added failed_x/build.log"]
+    assert build_changes(made, build_snapshot(build, deep=False)) == ["added failed_x"]
+    (build / "failed_x" / "build.log").write_text("three")
+    assert build_changes(deep, build_snapshot(build)) == ["changed failed_x/build.log"]
