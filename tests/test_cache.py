@@ -163,3 +163,18 @@ def test_a_cache_folder_that_cannot_be_used_is_one_line(tmp_path, monkeypatch, c
         assert root.read_text() == "a user's file"
         with pytest.raises(CacheError, match="is not a folder"):
             cache.make_entry(build_design(small("npu1", "i8", "i32")))
+
+
+def test_a_clear_that_stops_half_way_is_one_line_and_keeps_the_entry_marked(user_cache, monkeypatch, capsys):
+    root, entries, users, outside = user_cache
+    before = _snapshot(*users, outside)
+
+    def refuse(path, *a, **k):
+        raise PermissionError(13, "Permission denied", str(path))
+
+    monkeypatch.setattr(cache.shutil, "rmtree", refuse)  # the entries' kernels/ folder cannot go
+    assert main(["cache", "clear"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "cannot remove the build cache entry" in err and "Permission denied" in err
+    assert cache.is_entry(entries[0]) and (entries[0] / "kernels" / "mm.o").exists()  # still ours, clear again
+    assert _snapshot(*users, outside) == before
