@@ -1,12 +1,25 @@
 # gemm_gen: mlir-aie style entry points. Variables follow mlir-aie's matrix_multiplication
 # Makefiles: DEVICE (npu1|npu2), M K N, optional m k n K_MT RHO N_AIE_COLS DTYPE_IN DTYPE_B DTYPE_OUT ACC PRESET
 # B_COL_MAJ B_PACK; gemm_gen's kernel and L1 choices EXPANSION KERNEL_LOOPS CONVERT_ONCE L1_ALLOC; SIZES for
-# one design serving several sizes.
+# one design serving several sizes; BUILD_DIR for the files generate, all, run, validate and roofline write.
 SHELL := /bin/bash
+
+# This Makefile's variables come from its command line or from here, never from the environment:
+# short names like k, M, SIZES or SEED are often exported for other reasons and would silently change
+# the design `make sim` checks. A command-line value wins as usual (and reaches sub-makes through
+# MAKEFLAGS); an environment value is dropped (under `make -e` too) before the defaults below.
+# PYTHON is the exception: it only picks the interpreter of .venv/ (printed when installing), and
+# `PYTHON=python3.12 make install` is a reasonable way to choose it.
+OWN_VARS := DEVICE SIZES M K N m k n K_MT RHO N_AIE_COLS DTYPE_IN DTYPE_B DTYPE_OUT ACC PRESET B_COL_MAJ B_PACK \
+	CHESS SEED TOP EXPANSION KERNEL_LOOPS CONVERT_ONCE L1_ALLOC WARMUP ITERS BUILD_DIR VENV BIN STAMP INSTALL_LOG \
+	GEN_ARGS BUILD_ARGS SHOWN
+$(foreach v,$(OWN_VARS),$(if $(filter environment%,$(origin $(v))),$(eval override undefine $(v))))
+
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+INSTALL_LOG := $(VENV)/install.log
 
 DEVICE ?= npu2
 # SIZES=1000x777x333,1x4096x4096: one design for all of them (M K N then default to their largest)
@@ -21,6 +34,14 @@ SEED ?= 0
 CHESS ?= 0
 WARMUP ?= 1
 ITERS ?= 10
+TOP ?= 5
+BUILD_DIR ?= build
+
+# 0 or 1, nothing else (an empty B_COL_MAJ= or CHESS=yes would otherwise be a silent default or a
+# traceback); $(error) is one line and exit 2, before anything runs
+is_01 = $(and $(filter 0 1,$(1)),$(filter 1,$(words $(1))))
+$(foreach v,B_COL_MAJ CHESS,$(if $(call is_01,$($(v))),,$(error $(v)=$($(v)) is $(if $($(v)),not 0 or 1,empty); \
+	give $(v)=0 or $(v)=1, or leave it out)))
 
 GEN_ARGS := --dev $(DEVICE) $(if $(M),-M $(M)) $(if $(K),-K $(K)) $(if $(N),-N $(N)) \
 	$(if $(SIZES),--runtime-sizes $(SIZES)) $(if $(DTYPE_IN),--dtype_in $(DTYPE_IN)) \
@@ -29,21 +50,28 @@ GEN_ARGS := --dev $(DEVICE) $(if $(M),-M $(M)) $(if $(K),-K $(K)) $(if $(N),-N $
 	$(if $(B_PACK),--b-pack $(B_PACK)) $(if $(DTYPE_B),--dtype_b $(DTYPE_B)) $(if $(ACC),--acc $(ACC)) $(if $(PRESET),--preset $(PRESET)) \
 	$(if $(EXPANSION),--expansion $(EXPANSION)) $(if $(KERNEL_LOOPS),--kernel-loops $(KERNEL_LOOPS)) \
 	$(if $(CONVERT_ONCE),--convert-once $(CONVERT_ONCE)) $(if $(L1_ALLOC),--l1-alloc $(L1_ALLOC))
+BUILD_ARGS := --build-dir $(BUILD_DIR)
+# what `make sim` and `make run` check: the device, the sizes, and every other variable given here
+SHOWN := DEVICE=$(DEVICE) $(foreach v,M K N SIZES,$(if $($(v)),$(v)=$($(v)))) \
+	$(foreach v,$(filter-out DEVICE M K N SIZES,$(OWN_VARS)),$(if $(filter command line,$(origin $(v))),$(v)=$($(v))))
 
 .PHONY: install doctor validate sim plan generate kernel mlir all build run dry-run predict tune roofline test test-slow bench lint clean help
 
 help:
 	@echo "make sim DEVICE=npu2 M=512 K=512 N=512 [SIZES=MxKxN,... m= k= n= K_MT= RHO= N_AIE_COLS= DTYPE_IN= DTYPE_B= DTYPE_OUT= ACC="
-	@echo "         PRESET= B_COL_MAJ= B_PACK= EXPANSION= KERNEL_LOOPS= CONVERT_ONCE= L1_ALLOC=]"
+	@echo "         PRESET= B_COL_MAJ= B_PACK= EXPANSION= KERNEL_LOOPS= CONVERT_ONCE= L1_ALLOC=]; BUILD_DIR= (default build)"
 	@echo "make plan|generate|kernel|mlir (same variables); make doctor, validate, all, run on an NPU machine [CHESS=1]"
 	@echo "make predict|tune|roofline (the model; TOP= for tune), make dry-run (the build commands)"
 	@echo "make test, make test-slow, make bench, make lint, make clean"
 
+# a quiet first install: pip's and setuptools' output goes to the log, shown whole if a step fails
 $(STAMP): pyproject.toml
-	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev]'
-	touch $(STAMP)
+	@echo "installing gemm_gen and its dependencies into $(VENV)/ with $(PYTHON) (log: $(INSTALL_LOG))"
+	@mkdir -p $(VENV) && { $(PYTHON) -m venv $(VENV) && $(BIN)/pip install --upgrade pip \
+		&& $(BIN)/pip install -e '.[dev]'; } > $(INSTALL_LOG) 2>&1 \
+		|| { cat $(INSTALL_LOG) >&2; echo "make: installing into $(VENV)/ failed: the log is above and in $(INSTALL_LOG)" >&2; exit 1; }
+	@touch $(STAMP)
+	@echo "installed; to run gemm-gen directly: source $(VENV)/bin/activate (or export PATH=\"$$PWD/$(BIN):\$$PATH\")"
 
 install: $(STAMP)
 
@@ -52,13 +80,14 @@ doctor: $(STAMP)
 	$(BIN)/gemm-gen doctor
 
 sim: $(STAMP)
+	@echo "make sim: checking $(strip $(SHOWN))"
 	$(BIN)/gemm-gen simulate $(GEN_ARGS) --seed $(SEED)
 
 plan: $(STAMP)
 	$(BIN)/gemm-gen plan $(GEN_ARGS)
 
 generate: $(STAMP)
-	$(BIN)/gemm-gen generate $(GEN_ARGS)
+	$(BIN)/gemm-gen generate $(GEN_ARGS) $(BUILD_ARGS)
 
 kernel: $(STAMP)
 	$(BIN)/gemm-gen kernel $(GEN_ARGS)
@@ -68,31 +97,33 @@ mlir: $(STAMP)
 
 # build/final_<suffix>.xclbin and build/insts_<suffix>.bin (needs mlir-aie and Peano or chess)
 all build: $(STAMP)
-	$(BIN)/gemm-gen build $(GEN_ARGS)
+	$(BIN)/gemm-gen build $(GEN_ARGS) $(BUILD_ARGS)
 
 dry-run: $(STAMP)
-	$(BIN)/gemm-gen build $(GEN_ARGS) --dry-run
+	$(BIN)/gemm-gen build $(GEN_ARGS) $(BUILD_ARGS) --dry-run
 
 # build if needed, then run on the NPU through XRT with mlir-aie's output lines
 run: $(STAMP)
-	export XRT_HACK_UNSECURE_LOADING_XCLBIN=1 && $(BIN)/gemm-gen run $(GEN_ARGS) --warmup $(WARMUP) --iters $(ITERS) --seed $(SEED)
+	@echo "make run: checking $(strip $(SHOWN))"
+	export XRT_HACK_UNSECURE_LOADING_XCLBIN=1 && $(BIN)/gemm-gen run $(GEN_ARGS) $(BUILD_ARGS) --warmup $(WARMUP) --iters $(ITERS) --seed $(SEED)
 
 # on an NPU laptop: doctor, then build, run and check a fixed sweep; build/validate_$(DEVICE).json + .png
 validate: $(STAMP)
 	export XRT_HACK_UNSECURE_LOADING_XCLBIN=1 && $(BIN)/gemm-gen validate --dev $(DEVICE) --iters $(ITERS) \
-		--warmup $(WARMUP)
+		--warmup $(WARMUP) $(BUILD_ARGS)
 
 predict: $(STAMP)
 	$(BIN)/gemm-gen predict $(GEN_ARGS)
 
-TOP ?= 5
 tune: $(STAMP)
 	$(BIN)/gemm-gen tune $(GEN_ARGS) --top $(TOP)
 
 roofline: $(STAMP)
-	$(BIN)/gemm-gen roofline $(GEN_ARGS)
+	$(BIN)/gemm-gen roofline $(GEN_ARGS) --out-dir $(BUILD_DIR)
 
+# the tests write only into temporary folders, never into build/ (tests/conftest.py checks it)
 test: $(STAMP)
+	@echo "make test: the suite takes about 7 minutes on 2 cores (pytest prints its own time at the end)"
 	$(BIN)/python -m pytest -q
 
 test-slow: $(STAMP)
@@ -107,5 +138,6 @@ lint: $(STAMP)
 	$(BIN)/ruff check gemm_gen tests scripts
 	$(BIN)/mypy gemm_gen
 
+# build/ only, whatever BUILD_DIR says: clean never deletes a folder named on the command line
 clean:
 	rm -rf build .pytest_cache .hypothesis

@@ -12,6 +12,11 @@ class GemmGenError(Exception):
         super().__init__(f"{what}; {fix}" if fix else what)
 
 
+class CacheError(GemmGenError):
+    """The build cache's directory cannot be used (missing, not a folder, unreadable), or a path in it
+    that gemm_gen would write is not an entry gemm_gen created."""
+
+
 class ConfigError(GemmGenError):
     """A GemmConfig that breaks a divisibility, budget or type rule."""
 

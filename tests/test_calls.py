@@ -192,8 +192,7 @@ def test_cache_key_ignores_the_size_of_a_design_that_serves_many(tmp_path, monke
     assert cache.key(d) != cache.key(build_design(replace(c, runtime_sizes="fixed")))
     assert cache.key(build_design(small("npu2", "i8", "i32"))) != cache.key(
         build_design(small("npu2", "i8", "i32", M=2 * c.M)))  # a fixed design's loop counts differ
-    entry = cache.entry_dir(d)
-    entry.mkdir(parents=True)
+    entry = cache.make_entry(d)
     cache.write_meta(d, entry)
     (entry / "insts_9x64x9.bin").write_bytes(b"\0" * 8)
     assert main(["cache", "list"]) == 0
@@ -280,6 +279,7 @@ def test_run_of_many_sizes_loads_one_xclbin_builds_once_and_writes_one_stream_pe
     # one full build (xclbin and the largest size's stream) and one instructions-only run for the other size
     assert aiecc_runs == [["--get-xclbin", "--get-npu-insts"], ["--get-npu-insts"]]
     entry = next((tmp_path / "cache").iterdir())
+    assert cache.is_entry(entry)  # the build went into an entry gemm_gen marked as its own
     assert {p.name for p in entry.glob("insts*.bin")} == {"insts_64x96x33.bin", f"insts_{c.suffix}.bin"}
     # the stand-in aiecc's stream is not TXN, so the host encoder is not trusted for this xclbin
     ledger = __import__("json").loads((entry / "streams.json").read_text())

@@ -157,20 +157,31 @@ def cmd_cache(a: argparse.Namespace) -> int:
     from . import cache
 
     if a.action == "clear":
-        count = cache.clear()
-        root = cache.cache_root()
-        print(json.dumps({"cleared": count}) if a.json else f"removed {count} cached build(s) from {root}")
+        done = cache.clear()
+        if a.json:
+            print(json.dumps({"root": str(done.root), "cleared": len(done.entries), "not_ours": list(done.not_ours)}))
+        else:
+            print(f"removed {len(done.entries)} cached build(s) from {done.root}")
+            _print_not_ours(done.not_ours)
         return 0
-    found = cache.entries()
+    found = cache.contents()
     if a.json:
-        print(json.dumps([{"key": e.key, "path": str(e.path), "bytes": e.nbytes, "design": e.description,
-                           "sizes": list(e.sizes)} for e in found], indent=1))
+        print(json.dumps({"root": str(found.root), "entries": [
+            {"key": e.key, "path": str(e.path), "bytes": e.nbytes, "design": e.description, "sizes": list(e.sizes)}
+            for e in found.entries], "not_ours": list(found.not_ours)}, indent=1))
         return 0
-    print(f"{cache.cache_root()}: {len(found)} cached build(s)")
-    for e in found:
+    print(f"{found.root}: {len(found.entries)} cached build(s)")
+    for e in found.entries:
         sizes = f"; instruction streams for {', '.join(e.sizes)}" if e.sizes else ""
         print(f"  {e.key}  {e.nbytes / 2**20:7.1f} MiB  {e.description}{sizes}")
+    _print_not_ours(found.not_ours)
     return 0
+
+
+def _print_not_ours(names: tuple[str, ...]) -> None:
+    """One line for what gemm_gen did not create there (and never lists as a build nor clears)."""
+    if names:
+        print(f"not ours (left alone, no gemm_gen entry marker): {', '.join(names)}")
 
 
 def _build_args(p: argparse.ArgumentParser) -> None:
@@ -195,7 +206,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     sp.set_defaults(func=cmd_validate)
 
     sp = sub.add_parser("cache", help="the build cache (one xclbin per design, an instruction stream per size): "
-                        "list or clear it ($GEMM_GEN_CACHE, else ~/.cache/gemm_gen)")
+                        "list or clear it ($GEMM_GEN_CACHE, else ~/.cache/gemm_gen); clear removes only the "
+                        "entries gemm_gen created (each carries a .gemm_gen_entry marker), nothing else there")
     sp.add_argument("action", choices=("list", "clear"))
     sp.add_argument("--json", action="store_true", help="print JSON")
     sp.set_defaults(func=cmd_cache)

@@ -53,7 +53,7 @@ def call_files(design: Design, call: CallPlan, verbose: bool = False) -> CallFil
     from ..cliargs import config_args
     from .build import artifacts, is_current, run_build
 
-    entry = cache.entry_dir(design)
+    entry = cache.make_entry(design)
     art = artifacts(design, entry)
     if not is_current(art, design):
         art = run_build(design, entry, gen_args=config_args(design.config), verbose=verbose)
