@@ -9,6 +9,10 @@ that shape). With `max_size=(M, K, N)` one design serves every shape up to it (t
 k-steps from a runtime parameter): one xclbin, an instruction stream per shape. Sizes that are
 not multiples of the design's blocks run on the array without host copies wherever the DMAs allow
 (gemm_gen/call.py). The numerics options are the CLI's (rounding, saturation, shift, ...).
+
+Nothing passes silently: `Gemm(...)` checks its arguments and builds its first design when it is
+made (gemm_gen/operator_args.py), and every call checks A and B (gemm_gen/operands.py); each
+refusal is one ConfigError line in the operator's own terms.
 """
 
 from __future__ import annotations
@@ -19,33 +23,86 @@ from typing import Any
 import numpy as np
 
 from .call import CallPlan, HostCopy, Problem
-from .config import GemmConfig
+from .config import GemmConfig, default_tiles
 from .design import Design, build_design
 from .design.serve import serve
-from .dtypes import DType, dtype
-from .errors import ConfigError
+from .errors import ConfigError, DmaLimitError, GemmGenError
 from .hostdata import output_values, pad_inputs
+from .operands import as_matrix, bfp16_quantizer, host_operand
+from .operator_args import (check_flag, check_options, check_types, checked_device, checked_max_size, checked_tiles,
+                            design_refusal, refuse)
+
+DESIGN_ERRORS = (ConfigError, DmaLimitError)  # what building or serving a design refuses (not a run's failure)
 
 
 class Gemm:
-    """C = A @ B for one device and set of types; see the module docstring."""
+    """C = A @ B for one device and set of types (see the module docstring).
+
+    Built with: `device` 'npu1' or 'npu2' (or an alias such as 'strix'); `dtype_in` 'bf16', 'i8',
+    'i16' or (npu2) 'bfp16', with `dtype_out` one the device writes for it (bf16: bf16, f32; i8:
+    i8, i16, i32; i16: i16, i32; bfp16: bf16, f32, bfp16) and, on npu2, `dtype_b='bfp16'` and `acc`
+    for the mixed bfp16 precisions; `tiles=(m, k, n, k_mt)`, four integers >= 1, or None for the
+    tuner; `max_size=(M, K, N)`, three integers >= 1, or None for a design per shape; and
+    GemmConfig's other fields as options (rounding, saturation, shift, emulate_bf16_with_bfp16, ...),
+    each of its field's type. Anything else is refused when the Gemm is made, in one ConfigError
+    line naming the argument as given and what to pass instead; so are tiles and options that no
+    design can take (the first design, for max_size, for the smallest size the tiles need, or for
+    1 x 1 x 1, is built then).
+    """
 
     def __init__(self, device: str = "npu2", dtype_in: str = "bf16", dtype_out: str | None = None, *,
                  dtype_b: str | None = None, acc: str | None = None, b_col_maj: bool = False,
                  max_size: tuple[int, int, int] | None = None, tiles: tuple[int, int, int, int] | None = None,
                  **options: Any) -> None:
-        out = dtype_out or {"bf16": "bf16", "bfp16": "bfp16"}.get(dtype_in, "i32")
-        try:  # the options are GemmConfig's; a wrong name is one line, not a TypeError
-            probe = GemmConfig(device, 1, 1, 1, 1, 1, 1, 1, dtype_in, out, b_col_maj, dtype_b=dtype_b, acc=acc,
-                               **options)
-        except TypeError as e:
-            raise ConfigError(f"Gemm: {e}", "pass GemmConfig's options (rounding, saturation, shift, ...)") from None
-        self._base = probe
-        self._tiles = tiles
-        self._max = Problem(*max_size) if max_size is not None else None
+        given = {"dtype_out": dtype_out, "dtype_b": dtype_b, "acc": acc, "max_size": max_size, "tiles": tiles}
+        # how the user made this Gemm, for messages: device and dtype_in always, the rest when given
+        self._args = {"device": device, "dtype_in": dtype_in, **{k: v for k, v in given.items() if v is not None},
+                      **({"b_col_maj": b_col_maj} if b_col_maj is not False else {}), **options}
+        dev = checked_device(device)
+        out = check_types(dev, dtype_in, dtype_out, dtype_b, acc)
+        check_flag("b_col_maj", b_col_maj)
+        example = None if tiles is None else _paper_tiles(dev.name, dtype_in, out, dtype_b, acc,
+                                                          options.get("emulate_bf16_with_bfp16"))
+        self._tiles = checked_tiles(tiles, example)
+        self._max = checked_max_size(max_size)
+        check_options(options)
+        try:
+            self._base = GemmConfig(dev.name, 1, 1, 1, 1, 1, 1, 1, dtype_in, out, bool(b_col_maj), dtype_b=dtype_b,
+                                    acc=acc, **options)
+        except DESIGN_ERRORS as e:
+            raise design_refusal(self._args, e) from None
+        # the tuner leaves alone what the user fixed: rho, and a bfp16 B's packing
+        self._rho: int | None = options.get("rho")
+        self._b_pack_open = self._base.t_b.is_block and "b_pack" not in options
         self._designs: dict[Problem, Design] = {}
         self._loaded: dict[Any, Any] = {}  # xclbin path -> its NpuKernel, loaded by the first NPU call
         self._sessions: dict[int, Any] = {}
+        self._first_design()
+
+    def _first_design(self) -> None:
+        """Build a design now, so that types, tiles and options that no design can take are refused
+        when the Gemm is made: the design for max_size, else for the smallest size the tiles need
+        (one block of the array), else for 1 x 1 x 1 and, if that has none (the tuner fits tiles
+        to the size, and an option such as rho=3 needs larger ones), for one block of the paper's
+        tiles."""
+        if self._max is not None:
+            self.design(*_astuple(self._max))
+        elif self._tiles is not None:
+            self.design(*_astuple(self._block(self._tiles)))
+        else:
+            try:
+                self.design(1, 1, 1)
+            except ConfigError as small:
+                c = self._base
+                paper = _paper_tiles(c.device, c.dtype_in, c.dtype_out, c.dtype_b, c.acc, c.emulate_bf16_with_bfp16)
+                if paper is None:
+                    raise small from None
+                self.design(*_astuple(self._block(paper)))
+
+    def _block(self, tiles: tuple[int, int, int, int]) -> Problem:
+        """One block of the array for these tiles: (m x rows) x k_mt x (n x cols)."""
+        m, _, n, k_mt = tiles
+        return Problem(m * self._base.rows, k_mt, n * self._base.cols)
 
     # ---- designs ------------------------------------------------------------------------------
     def design(self, M: int, K: int, N: int) -> Design:
@@ -53,7 +110,10 @@ class Gemm:
         that size is checked when the call is planned (one line naming the limit)."""
         key = self._max or Problem(M, K, N)
         if key not in self._designs:
-            self._designs[key] = self._build(key, self._max is not None)
+            try:
+                self._designs[key] = self._build(key, self._max is not None)
+            except DESIGN_ERRORS as e:
+                raise design_refusal(self._args, e) from None
         return self._designs[key]
 
     def _build(self, size: Problem, runtime: bool) -> Design:
@@ -61,72 +121,118 @@ class Gemm:
 
         base = replace(self._base, M=size.M, K=size.K, N=size.N, runtime_sizes="mnk" if runtime else "fixed")
         m, k, n, k_mt = self._tiles or (None, None, None, None)
-        return build_design(choose(base, m, k, n, k_mt, b_pack_open=self._base.t_b.is_block))
+        return build_design(choose(base, m, k, n, k_mt, self._rho, b_pack_open=self._b_pack_open))
 
     # ---- calls --------------------------------------------------------------------------------
     def plan(self, A: Any, B: Any) -> CallPlan:
-        """How the call C = A @ B runs: its design's blocks, the K walk, what the host copies."""
+        """How the call C = A @ B runs: its design's blocks, the K walk, what the host copies.
+        A and B are checked as simulate() checks them; an empty product has no plan (refused)."""
         a, b = self._operands(A, B)
+        if _empty(a, b):
+            M, K, N = a.shape[0], a.shape[1], b.shape[1]
+            raise refuse(self._args, f"A @ B is {M} x {K} times {K} x {N}, an empty product: no call runs",
+                         "simulate() and calling the Gemm return its C without running anything")
         return self._call(self.design(a.shape[0], a.shape[1], b.shape[1]), a, b)
 
     def simulate(self, A: Any, B: Any) -> np.ndarray:
-        """C from the functional simulator (every transfer and kernel call checked on the way)."""
+        """C from the functional simulator (every transfer and kernel call checked on the way).
+
+        A (M x K) and B (K x N) are 2-D arrays of real numbers (NumPy integers and floats, ml_dtypes
+        bfloat16 and kin), converted to the input types only where nothing changes:
+        - i8 / i16 take integers in their range, and floats that are whole numbers in it; values
+          outside are refused, not wrapped (clip them yourself: np.clip(A, -128, 127).astype(np.int8));
+        - bf16 takes values that are bf16 values (float64 0.1 is not; A.astype(ml_dtypes.bfloat16)
+          accepts the rounding), NaN and Inf included on the plain bf16 path, where they reach C
+          as IEEE arithmetic says (a NaN in row i of A makes row i of C NaN);
+        - bfp16 takes any finite value within float32's range (quantized on the host);
+        - NaN and Inf are refused wherever an operand is quantized to bfp16 (bfp16 operands, a bf16 A
+          times a bfp16 B, npu2's default bf16 on the bfp16 datapath): the hardware's handling of
+          them is unpublished (emulate_bf16_with_bfp16=False keeps them on npu2);
+        - complex, boolean, object, text and date arrays, masked arrays with masked values, K that
+          differs between A and B, and sizes over max_size are refused.
+        Each refusal is one ConfigError line saying how many values, the first one, and the fix.
+        An empty product (M, K or N = 0) returns M x N zeros, as NumPy does, without a simulation.
+        """
         from .sim.run import ArraySession
         from .sim.words import VALUE_MASK
 
         a, b = self._operands(A, B)
+        if _empty(a, b):
+            return self._zeros(a, b)
         design = self.design(a.shape[0], a.shape[1], b.shape[1])
         call = self._call(design, a, b)
         session = self._sessions.setdefault(id(design), ArraySession(design))
-        c_cells, _, _ = session.run(call, *pad_inputs(design.config, a, b, call))
+        with np.errstate(invalid="ignore"):  # NaN and Inf accepted on plain bf16 make NaN in C, as intended
+            c_cells, _, _ = session.run(call, *pad_inputs(design.config, a, b, call))
         return output_values(design.config, (c_cells & VALUE_MASK).astype(np.uint32), call).copy()
 
     def __call__(self, A: Any, B: Any) -> np.ndarray:
-        """C from the NPU through XRT (needs mlir-aie, Peano or chess, XRT and an NPU)."""
+        """C from the NPU through XRT (needs mlir-aie, Peano or chess, XRT and an NPU); A and B are
+        checked as simulate() checks them."""
         from .backends.npu_call import run_on_npu
 
         a, b = self._operands(A, B)
+        if _empty(a, b):
+            return self._zeros(a, b)
         design = self.design(a.shape[0], a.shape[1], b.shape[1])
         return run_on_npu(design, self._call(design, a, b), a, b, loaded=self._loaded)
 
     # ---- checks -------------------------------------------------------------------------------
     def _call(self, design: Design, a: np.ndarray, b: np.ndarray) -> CallPlan:
         c = design.config
-        call = serve(c, Problem(a.shape[0], a.shape[1], b.shape[1]))
-        if call.a_finite and not np.isfinite(a.astype(np.float32)).all():
-            # A's K tail would multiply the next row's Inf or NaN by zero: pad A instead
+        problem = Problem(a.shape[0], a.shape[1], b.shape[1])
+        self._check_max(problem)
+        try:
+            call = serve(c, problem)
+        except DESIGN_ERRORS as e:
+            raise design_refusal(self._args, e) from None
+        # A's K tail reads the next row's values, times zeros (B's slack, or B's padded copy: call.a_finite
+        # covers only the slack): an Inf or NaN there would reach the previous row of C, so pad A instead
+        tail_reads_next_row = call.k_walk > call.K and c.t_in.is_float and "A" not in call.padded
+        if tail_reads_next_row and not np.isfinite(a.astype(np.float32)).all():
             why = "A holds Inf or NaN, which the K tail would multiply by zero into the previous row"
             call = replace(call, padded=tuple(sorted({*call.padded, "A"})), copies=(*call.copies, HostCopy("A", why)),
                            a_finite=False)
         return call
 
+    def _check_max(self, problem: Problem) -> None:
+        if self._max is None:
+            return
+        for name, value, limit in zip("MKN", _astuple(problem), _astuple(self._max)):
+            if value > limit:
+                raise refuse(self._args, f"{name}={value} > {limit}, the largest {name} its design serves",
+                             f"use a Gemm whose max_size covers {problem}")
+
     def _operands(self, A: Any, B: Any) -> tuple[np.ndarray, np.ndarray]:
-        a, b = np.asarray(A), np.asarray(B)
+        a, b = as_matrix("A", A), as_matrix("B", B)
         if a.ndim != 2 or b.ndim != 2:
             raise ConfigError(f"A and B must be matrices, not arrays of {a.ndim} and {b.ndim} dimensions",
                               "pass 2-D arrays")
         if a.shape[1] != b.shape[0]:
             raise ConfigError(f"A is {a.shape[0]} x {a.shape[1]} but B is {b.shape[0]} x {b.shape[1]}: K differs",
                               "pass A (M x K) and B (K x N)")
-        return _converted("A", a, self._base.t_in), _converted("B", b, self._base.t_b)
+        c = self._base
+        return (host_operand("A", a, c.t_in, bfp16_quantizer(c, "A")),
+                host_operand("B", b, c.t_b, bfp16_quantizer(c, "B")))
+
+    def _zeros(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        """C of an empty product: M x N zeros in C's host type (a sum over K = 0 is 0, as in NumPy)."""
+        return np.zeros((a.shape[0], b.shape[1]), self._base.t_out.host)
 
 
-def _converted(name: str, x: np.ndarray, t: DType) -> np.ndarray:
-    """x in t's host type when the conversion is exact; ConfigError (one line) otherwise. bfp16
-    operands are quantized on the host anyway: any real values are accepted."""
-    if not (np.issubdtype(x.dtype, np.number) or x.dtype == dtype("bf16").host):
-        raise ConfigError(f"{name} has dtype {x.dtype}, not numbers", f"pass {name} as {t} ({t.host})")
-    if t.is_block:
-        return np.asarray(x, np.float32)
-    if x.dtype == t.host:
-        return x
-    with np.errstate(invalid="ignore", over="ignore"):
-        y = x.astype(t.host)
-        same = y.astype(np.float64) == x.astype(np.float64)
-    same |= np.isnan(x.astype(np.float64)) & np.isnan(y.astype(np.float64))
-    if not same.all():
-        i, j = (int(v) for v in np.argwhere(~same)[0])
-        raise ConfigError(f"{name} is {x.dtype}, and {int(np.count_nonzero(~same))} of its values are not {t} values "
-                          f"(first {name}[{i}, {j}] = {x[i, j]!r})",
-                          f"convert it yourself ({name}.astype({t.host.name})) to accept the rounding")
-    return y
+def _empty(a: np.ndarray, b: np.ndarray) -> bool:
+    """Whether M, K or N is 0."""
+    return a.size == 0 or b.size == 0
+
+
+def _astuple(p: Problem) -> tuple[int, int, int]:
+    return p.M, p.K, p.N
+
+
+def _paper_tiles(dev: str, dtype_in: str, dtype_out: str, dtype_b: str | None, acc: str | None,
+                 emulate: Any) -> tuple[int, int, int, int] | None:
+    """The paper's tiles for these types (config.default_tiles), or None when it has none for them."""
+    try:
+        return default_tiles(dev, dtype_in, dtype_out, None, emulate, dtype_b, acc)
+    except (GemmGenError, TypeError):
+        return None

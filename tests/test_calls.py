@@ -166,9 +166,9 @@ def test_operator_refuses_inexact_conversions_and_bad_shapes():
     assert g.simulate(np.ones((4, 4), np.float32), np.ones((4, 4), np.int64)).shape == (4, 4)  # exact: converted
     with pytest.raises(ConfigError, match="K differs"):
         g.simulate(np.ones((4, 3)), np.ones((4, 4)))
-    with pytest.raises(ConfigError, match="not int8 values|not i8 values"):
+    with pytest.raises(ConfigError, match=r"outside i8's range \[-128, 127\]"):
         Gemm(device="npu1", dtype_in="i8").simulate(np.full((2, 2), 300), np.ones((2, 2)))
-    with pytest.raises(ConfigError, match="Gemm:"):
+    with pytest.raises(ConfigError, match=r"Gemm\(no_such_option=1\): unknown option"):
         Gemm(device="npu1", no_such_option=1)
 
 

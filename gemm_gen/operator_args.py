@@ -1,0 +1,251 @@
+"""The Gemm operator's arguments, checked when it is built, with refusals in the operator's own terms.
+
+`Gemm(device=..., dtype_in=..., tiles=..., max_size=..., **options)` is checked argument by argument
+here (one line each, saying what `Gemm(...)` was given and what to pass instead). What only a
+design can tell (a tile that breaks L1, an option that does not go with the types) comes from
+building one; `in_operator_terms` rewrites the CLI flags in those messages as the operator's
+keywords (--dtype_out bf16 -> dtype_out='bf16').
+"""
+
+from __future__ import annotations
+
+import re
+import typing
+from dataclasses import fields
+from types import NoneType, UnionType
+from typing import Any
+
+import numpy as np
+
+from . import precision as prec
+from .call import Problem
+from .config import GemmConfig
+from .dtypes import DTYPES
+from .errors import ConfigError, GemmGenError
+from .hw.devices import DEVICES, Device, device
+from .kernel_variant import LOOPS
+
+# GemmConfig fields the operator sets itself, and the argument that sets each
+SET_BY_OPERATOR = {**dict.fromkeys(("M", "K", "N"), "the arrays' shapes (and max_size=(M, K, N))"),
+                   **dict.fromkeys(("m", "k", "n", "k_mt"), "tiles=(m, k, n, k_mt)"),
+                   "runtime_sizes": "max_size=(M, K, N)"}
+# options whose values GemmConfig takes on trust (the others' values its validate() checks)
+CHOICES = {"kernel_loops": LOOPS}
+# the Gemm keywords that set GemmConfig fields directly
+KEYWORDS = ("device", "dtype_in", "dtype_out", "dtype_b", "acc", "b_col_maj")
+
+
+def signature(args: dict[str, Any]) -> str:
+    """How the user called Gemm, with the arguments given: Gemm(device='npu3', tiles=(64, 64))."""
+    return "Gemm(" + ", ".join(f"{k}={v!r}" for k, v in args.items()) + ")"
+
+
+def refuse(args: dict[str, Any], what: str, fix: str) -> ConfigError:
+    return ConfigError(f"{signature(args)}: {what}", fix)
+
+
+# ---- device and types -----------------------------------------------------------------------------
+def checked_device(value: Any) -> Device:
+    """The device named `value` (a name or an alias such as 'strix')."""
+    names = " or ".join(f"'{d.name}' for {d.marketing}" for d in DEVICES.values())
+    if not isinstance(value, str):
+        raise refuse({"device": value}, "device is a name", f"use device={names}")
+    try:
+        return device(value)
+    except ConfigError:
+        raise refuse({"device": value}, "unknown device", f"use device={names}") from None
+
+
+def _quoted(names: typing.Iterable[str]) -> str:
+    items = [f"'{n}'" for n in names]
+    return ", ".join(items[:-1]) + f" or {items[-1]}" if len(items) > 1 else items[0]
+
+
+def _type_name(keyword: str, value: Any, allowed: typing.Iterable[str] = DTYPES) -> str:
+    """The type name `value` stands for; a NumPy / ml_dtypes type is refused with its name."""
+    if isinstance(value, str) and value in DTYPES:
+        return value
+    try:  # np.int8, ml_dtypes.bfloat16, np.dtype('int16'), ...
+        named = next((t.name for t in DTYPES.values() if not t.is_block and np.dtype(value) == t.host), None)
+    except TypeError:
+        named = None
+    if named is not None:
+        raise refuse({keyword: value}, "types are named as mlir-aie names them", f"use {keyword}='{named}'")
+    raise refuse({keyword: value}, "unknown type", f"use {keyword}={_quoted(allowed)}")
+
+
+def default_out(dtype_in: str) -> str:
+    """C's type when dtype_out is not given: bf16 for bf16, bfp16 for bfp16, i32 for integers."""
+    return {"bf16": "bf16", prec.BFP16: prec.BFP16}.get(dtype_in, "i32")
+
+
+def check_types(dev: Device, dtype_in: Any, dtype_out: Any, dtype_b: Any, acc: Any) -> str:
+    """Refuse types the device cannot multiply (dtype_in, dtype_b) or write (dtype_out); return
+    dtype_out (given, or its default). What these four can be together beyond that is
+    precision.check's, which building the operator's first design runs."""
+    given = {"device": dev.name, "dtype_in": dtype_in}
+    block_types = (prec.BFP16,) if dev.bfp16_mmul_shape is not None else ()
+    inputs = (*dev.mmul_shapes, *block_types)
+    t_in = _type_name("dtype_in", dtype_in, inputs)
+    if t_in not in inputs:
+        raise refuse(given, f"{dev.name} multiplies {_quoted(inputs)}, not '{t_in}'",
+                     f"use dtype_in={_quoted(inputs)}" + ("" if block_types else " (or device='npu2' for bfp16)"))
+    names = {"dtype_out": dtype_out, "dtype_b": dtype_b, "acc": acc}
+    t = {k: None if v is None else _type_name(k, v) for k, v in names.items()}
+    if prec.BFP16 in t.values() and not block_types:
+        bfp16 = {k: v for k, v in names.items() if v == prec.BFP16}
+        raise refuse({**given, **bfp16}, f"{dev.name} has no bfp16 datapath (block types are an XDNA2 feature)",
+                     "use device='npu2', or bf16, i8 and i16 types")
+    out = t["dtype_out"] or default_out(t_in)
+    block = t_in in prec.BFP16_A_TYPES and prec.BFP16 in (t_in, *t.values())
+    outs = prec.BFP16_OUT_TYPES if block else dev.out_types.get(t_in, ())
+    if out not in outs:
+        article = "an" if t_in[0] == "i" else "a"
+        raise refuse({**given, "dtype_out": dtype_out}, f"{article} {t_in} GEMM writes {_quoted(outs)}"
+                     + (" (on the bfp16 datapath)" if block else ""), f"use dtype_out={_quoted(outs)}")
+    return out
+
+
+# ---- tiles, sizes and options ---------------------------------------------------------------------
+def _int(value: Any) -> bool:
+    return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
+
+
+def _positive_ints(value: Any, count: int) -> tuple[int, ...] | None:
+    """value as `count` Python ints >= 1, or None when it is not that."""
+    if not isinstance(value, (tuple, list)) or len(value) != count or not all(_int(v) and v >= 1 for v in value):
+        return None
+    return tuple(int(v) for v in value)
+
+
+def checked_tiles(tiles: Any, example: tuple[int, int, int, int] | None) -> tuple[int, int, int, int] | None:
+    """tiles as (m, k, n, k_mt), four ints >= 1 (None: the tuner picks them per design)."""
+    if tiles is None:
+        return None
+    got = _positive_ints(tiles, 4)
+    if got is None:
+        eg = f", e.g. tiles={example}" if example else ""
+        raise refuse({"tiles": tiles}, "tiles is (m, k, n, k_mt): the core tile's rows, reduction and columns, "
+                     "and the K extent of A's memtile buffer, four integers >= 1",
+                     f"pass four sizes{eg}, or leave tiles out and the tuner picks them")
+    return got  # type: ignore[return-value]
+
+
+def checked_max_size(max_size: Any) -> Problem | None:
+    """max_size as the largest M x K x N one design serves (None: a design per shape)."""
+    if max_size is None:
+        return None
+    got = _positive_ints(max_size, 3)
+    if got is None:
+        raise refuse({"max_size": max_size}, "max_size is (M, K, N), the largest sizes one design serves, "
+                     "three integers >= 1", "pass e.g. max_size=(1024, 4096, 1024), or leave it out for a design "
+                     "per shape")
+    return Problem(*got)
+
+
+def check_flag(name: str, value: Any) -> None:
+    if not isinstance(value, (bool, np.bool_)):
+        raise refuse({name: value}, f"{name} is True or False", f"pass {name}={bool(value)!r} if you mean that")
+
+
+def _alternatives(hint: Any) -> tuple[Any, ...]:
+    """The types a hint allows: (str, NoneType) for `str | None`, (int,) for `int`."""
+    return typing.get_args(hint) if isinstance(hint, UnionType) or typing.get_origin(hint) is typing.Union else (hint,)
+
+
+def _describe(hint: Any) -> str:
+    """A type hint in words: 'a string', 'True or False or None', '3 integers >= 1 or None'."""
+    args = _alternatives(hint)
+    words = {str: "a string", int: "an integer", bool: "True or False", NoneType: "None"}
+    parts = [f"{len(typing.get_args(a))} integers >= 1" if typing.get_origin(a) is tuple else words.get(a, str(a))
+             for a in args]
+    return " or ".join(parts)
+
+
+def _fits(value: Any, hint: Any) -> bool:
+    """Whether value has the type a GemmConfig field's hint names (bool is not an int here)."""
+    for a in _alternatives(hint):
+        if a is NoneType and value is None:
+            return True
+        if a is bool and isinstance(value, (bool, np.bool_)):
+            return True
+        if a is int and _int(value):
+            return True
+        if a is str and isinstance(value, str):
+            return True
+        if typing.get_origin(a) is tuple and _positive_ints(value, len(typing.get_args(a))) is not None:
+            return True
+        if a not in (NoneType, bool, int, str) and typing.get_origin(a) is not tuple:
+            return True  # a type this check does not know: GemmConfig's own checks judge it
+    return False
+
+
+def check_options(options: dict[str, Any]) -> None:
+    """options are GemmConfig fields the operator does not set itself, each of its field's type."""
+    hints = typing.get_type_hints(GemmConfig)
+    own = {f.name for f in fields(GemmConfig)} - set(SET_BY_OPERATOR) - set(KEYWORDS)
+    for name, value in options.items():
+        if name in SET_BY_OPERATOR:
+            raise refuse({name: value}, f"{name} is not an option", f"set it through {SET_BY_OPERATOR[name]}")
+        if name not in own:
+            raise refuse({name: value}, "unknown option", f"use GemmConfig's options: {', '.join(sorted(own))}")
+        if not _fits(value, hints[name]):
+            raise refuse({name: value}, f"{name} is {_describe(hints[name])}", f"pass {name} as that")
+        if name in CHOICES and value is not None and value not in CHOICES[name]:
+            raise refuse({name: value}, f"unknown {name}", f"use {name}={_quoted(CHOICES[name])}")
+
+
+# ---- refusals from designs ------------------------------------------------------------------------
+# CLI flag -> the operator's keyword (a value after the flag becomes keyword=value)
+_FLAGS = {"dev": "device", "dtype_in": "dtype_in", "dtype-in": "dtype_in", "dtype_b": "dtype_b",
+          "dtype-b": "dtype_b", "dtype_out": "dtype_out", "dtype-out": "dtype_out", "acc": "acc",
+          "convert-once": "convert_once", "emulate-bf16-mmul-with-bfp16": "emulate_bf16_with_bfp16",
+          "mmul": "mmul_shape", "expansion": "expansion", "kernel-loops": "kernel_loops", "b-pack": "b_pack",
+          "shift": "shift", "rho": "rho", "n-aie-cols": "cols", "stack": "stack_bytes", "l1-alloc": "l1_alloc",
+          "queue-groups": "queue_groups", "rounding": "rounding", "saturation": "saturation",
+          "runtime-sizes": "max_size", "k-mt": "k_mt"}
+_BOOL_FLAGS = ("convert-once", "emulate-bf16-mmul-with-bfp16")
+_STRING_FLAGS = ("dev", "dtype_in", "dtype-in", "dtype_b", "dtype-b", "dtype_out", "dtype-out", "acc", "kernel-loops",
+                 "b-pack", "l1-alloc", "rounding", "saturation")
+_WORDS = "a|that|is|multiplies|runs|and|lists|to|ranks|like|choices|or|with|turns"
+_VALUE = rf"(?!(?:{_WORDS})\b)[A-Za-z0-9][\w-]*"
+_FLAG = re.compile(rf"--([a-z][\w-]*)(?: ({_VALUE}(?: or {_VALUE})*))?")
+_SHORT = re.compile(r"(?<![\w-])-([mknMKN])\b")
+
+
+def _keyword_value(flag: str, keyword: str, value: str) -> str:
+    if flag in _BOOL_FLAGS:
+        return f"{keyword}={value not in ('0', 'false', 'no')}"
+    if flag == "k-mt":
+        return f"tiles=(m, k, n, {value})"
+    if re.fullmatch(r"\d+(?:x\d+)+", value):  # a shape: --mmul 4x8x4, --expansion 2x2
+        return f"{keyword}=({', '.join(value.split('x'))})"
+    return f"{keyword}='{value}'" if flag in _STRING_FLAGS else f"{keyword}={value}"
+
+
+def _flag(match: re.Match[str]) -> str:
+    flag, values = match.group(1), match.group(2)
+    keyword = _FLAGS.get(flag)
+    if keyword is None:
+        return match.group(0)
+    if values is None:
+        return "tiles' k_mt" if flag == "k-mt" else keyword
+    first, *rest = values.split(" or ")
+    shown = [_keyword_value(flag, keyword, first)]
+    shown += [f"'{v}'" if flag in _STRING_FLAGS else v for v in rest]
+    return " or ".join(shown)
+
+
+def in_operator_terms(text: str) -> str:
+    """A design's message with the CLI's flags as the operator's keywords ("use --dtype_out i32" ->
+    "use dtype_out='i32'", "--chess" -> "compiler='chess'", "-m" -> "tiles' m")."""
+    text = text.replace("--chess (CHESS=1)", "--chess").replace("--chess", "compiler='chess'")
+    text = _FLAG.sub(_flag, text)
+    return _SHORT.sub(lambda m: f"tiles' {m.group(1)}" if m.group(1).islower() else f"max_size's {m.group(1)}",
+                      text)
+
+
+def design_refusal(args: dict[str, Any], e: GemmGenError) -> ConfigError:
+    """A design's refusal (ConfigError, DmaLimitError) as the operator's: one ConfigError line that
+    names the Gemm's arguments and speaks of keywords, not flags."""
+    return refuse(args, in_operator_terms(e.what), in_operator_terms(e.fix))
