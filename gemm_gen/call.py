@@ -239,7 +239,9 @@ def plan_call(c: GemmConfig, problem: Problem) -> CallPlan:
         k_tail = f"none (K={K} is a multiple of k_mt={c.k_mt})"
     else:
         zeros = _k_tail_zeros(c, problem, why, encoded)
-        a_finite = zeros == "B slack" and c.t_in.is_float and "A" not in why and "A" not in encoded
+        # unless A itself is padded, its tail reads the next row's values, times zeros (B's slack or B's
+        # padded copy): a float A must then be finite, or its Inf / NaN reach the previous row of C
+        a_finite = c.t_in.is_float and "A" not in why and "A" not in encoded
         tail = f"K={K} is walked to {k_walk}: "
         k_tail = tail + {
             "B slack": "B's rows past K are the zeroed slack of its buffer (A's tail reads the next row's values, "

@@ -186,10 +186,9 @@ class Gemm:
             call = serve(c, problem)
         except DESIGN_ERRORS as e:
             raise design_refusal(self._args, e) from None
-        # A's K tail reads the next row's values, times zeros (B's slack, or B's padded copy: call.a_finite
-        # covers only the slack): an Inf or NaN there would reach the previous row of C, so pad A instead
-        tail_reads_next_row = call.k_walk > call.K and c.t_in.is_float and "A" not in call.padded
-        if tail_reads_next_row and not np.isfinite(a.astype(np.float32)).all():
+        # A's K tail reads the next row's values, times zeros: an Inf or NaN there would reach the
+        # previous row of C, so pad A instead
+        if call.a_finite and not np.isfinite(a.astype(np.float32)).all():
             why = "A holds Inf or NaN, which the K tail would multiply by zero into the previous row"
             call = replace(call, padded=tuple(sorted({*call.padded, "A"})), copies=(*call.copies, HostCopy("A", why)),
                            a_finite=False)

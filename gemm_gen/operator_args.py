@@ -20,7 +20,7 @@ import numpy as np
 from . import precision as prec
 from .call import Problem
 from .config import GemmConfig
-from .dtypes import DTYPES
+from .dtypes import DTYPES, I64
 from .errors import ConfigError, GemmGenError
 from .hw.devices import DEVICES, Device, device
 from .kernel_variant import LOOPS
@@ -61,10 +61,16 @@ def _quoted(names: typing.Iterable[str]) -> str:
     return ", ".join(items[:-1]) + f" or {items[-1]}" if len(items) > 1 else items[0]
 
 
-def _type_name(keyword: str, value: Any, allowed: typing.Iterable[str] = DTYPES) -> str:
+# the types an operand or an output can have (i64 is an accumulator only)
+OPERAND_TYPES = tuple(name for name in DTYPES if name != I64.name)
+# what acc can be: C's own type, or a type C can accumulate in (precision.check says which goes with which)
+ACC_NAMES = (prec.ACC_OUT, "f32", "i32", I64.name, "bf16", prec.BFP16)
+
+
+def _type_name(keyword: str, value: Any, allowed: typing.Iterable[str] = OPERAND_TYPES) -> str:
     """The type name `value` stands for; a NumPy / ml_dtypes type is refused with its name."""
-    if isinstance(value, str) and value in DTYPES:
-        return value
+    if isinstance(value, str) and (value in OPERAND_TYPES or value in allowed):
+        return value  # a known name: whether it goes with the rest is checked with the rest
     try:  # np.int8, ml_dtypes.bfloat16, np.dtype('int16'), ...
         named = next((t.name for t in DTYPES.values() if not t.is_block and np.dtype(value) == t.host), None)
     except TypeError:
@@ -91,7 +97,8 @@ def check_types(dev: Device, dtype_in: Any, dtype_out: Any, dtype_b: Any, acc: A
         raise refuse(given, f"{dev.name} multiplies {_quoted(inputs)}, not '{t_in}'",
                      f"use dtype_in={_quoted(inputs)}" + ("" if block_types else " (or device='npu2' for bfp16)"))
     names = {"dtype_out": dtype_out, "dtype_b": dtype_b, "acc": acc}
-    t = {k: None if v is None else _type_name(k, v) for k, v in names.items()}
+    t = {k: None if v is None else _type_name(k, v, ACC_NAMES if k == "acc" else OPERAND_TYPES)
+         for k, v in names.items()}
     if prec.BFP16 in t.values() and not block_types:
         bfp16 = {k: v for k, v in names.items() if v == prec.BFP16}
         raise refuse({**given, **bfp16}, f"{dev.name} has no bfp16 datapath (block types are an XDNA2 feature)",

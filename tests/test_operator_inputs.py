@@ -283,7 +283,7 @@ CONSTRUCTOR = [
     (dict(device="npu1", dtype_in="i16", dtype_out="i8"), r"an i16 GEMM writes 'i16' or 'i32'"),
     (dict(device="npu1", dtype_out="bfp16"), r"npu1 has no bfp16 datapath.*use device='npu2'"),
     (dict(dtype_in="bf16", dtype_b="i8"), r"dtype_b='i8' with dtype_in='bf16': .*drop dtype_b"),
-    (dict(dtype_in="bf16", acc="f32"), r"acc='f32' with dtype_out='bf16'.*; drop acc$"),
+    (dict(dtype_in="bf16", acc="i32"), r"acc='i32' with dtype_out='bf16'.*; drop acc, or use acc='out'$"),
     (dict(tiles=(64, 64)), r"^Gemm\(tiles=\(64, 64\)\): tiles is \(m, k, n, k_mt\).*e\.g\. tiles=\(112, 48, 96, 384\)"),
     (dict(tiles=(0, 8, 16, 64)), r"four integers >= 1"),
     (dict(tiles=(16.0, 8, 16, 64)), r"four integers >= 1"),
