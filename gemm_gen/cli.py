@@ -7,11 +7,10 @@ import importlib
 import json
 import os
 import sys
-from pathlib import Path
 
-from .atomic import write_atomic
+from .atomic import check_output_dir, check_output_file, write_atomic
 from .call import Problem
-from .cliargs import EXIT_FAIL, EXIT_USAGE, Parser, config_from_args, problem_args
+from .cliargs import EXIT_FAIL, EXIT_USAGE, SEED, Parser, config_from_args, problem_args
 from .design import build_design
 from .design.serialize import dumps
 from .errors import BuildError, GemmGenError, SimulationError
@@ -21,7 +20,9 @@ from .report import calls_text, plan_text, sim_text
 
 # Command families that live with their code: each module has register(subparsers).
 COMMAND_MODULES: tuple[str, ...] = ("gemm_gen.backends.commands", "gemm_gen.model.commands")
-DEBUG_ENV = "GEMM_GEN_DEBUG"  # set: errors raise with their traceback instead of one line
+DEBUG_ENV = "GEMM_GEN_DEBUG"  # set (not 0): errors raise with their traceback instead of one line
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, what shells report for Ctrl-C
+EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what a C tool killed by the closed pipe would report
 
 
 def cmd_plan(a: argparse.Namespace) -> int:
@@ -32,9 +33,11 @@ def cmd_plan(a: argparse.Namespace) -> int:
 
 
 def cmd_generate(a: argparse.Namespace) -> int:
+    # where the output goes is checked before any work: the file -o names, else a file in --build-dir
+    place = check_output_file(a.output, "-o") if a.output is not None else check_output_dir(a.build_dir, "--build-dir")
     design = build_design(config_from_args(a))  # validate before touching the output directory
     text = dumps(design)
-    out = Path(a.output) if a.output else Path(a.build_dir) / f"design_{design.config.suffix}.json"
+    out = place if a.output is not None else place / f"design_{design.config.suffix}.json"
     write_atomic(out, text)
     if a.json:
         print(json.dumps({"design": str(out), "bytes": len(text)}))
@@ -44,11 +47,15 @@ def cmd_generate(a: argparse.Namespace) -> int:
 
 
 def cmd_simulate(a: argparse.Namespace) -> int:
+    from .sim.memory import GB, SAY_ABOVE, check_memory
     from .sim.run import simulate_calls
 
     config = config_from_args(a)
     design = build_design(config)
     problems = list(a.runtime_sizes or [Problem(config.M, config.K, config.N)])
+    need = check_memory(config, problems)  # more than this machine has: one line, before any array is made
+    if need > SAY_ABOVE:
+        print(f"simulating needs about {need / GB:.1f} GB of memory", file=sys.stderr, flush=True)
     try:  # simulate_calls refuses any size the design cannot serve (exit 2) before it runs one
         results = simulate_calls(design, problems, seed=a.seed, progress=not a.json and sys.stderr.isatty(),
                                  inputs=a.inputs)
@@ -82,7 +89,7 @@ def parser() -> argparse.ArgumentParser:
     sp.set_defaults(func=cmd_generate)
     sp = sub.add_parser("simulate", help="run the design in the functional simulator and check it")
     problem_args(sp)
-    sp.add_argument("--seed", type=int, default=0, help="seed of the test inputs")
+    sp.add_argument("--seed", type=SEED, default=0, help="seed of the test inputs")
     sp.add_argument("--inputs", choices=INPUT_FAMILIES, default="exact",
                     help="float inputs: exact (fp32-exact sums, the default) or wide (lossy in bfp16)")
     sp.add_argument("-v", "--verbose", action="store_true", help="list the bytes of every DMA channel")
@@ -92,18 +99,46 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+def debugging() -> bool:
+    """GEMM_GEN_DEBUG asks for tracebacks; unset, empty, 0, false, no and off mean it does not."""
+    return os.environ.get(DEBUG_ENV, "").strip().lower() not in ("", "0", "false", "no", "off")
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = parser().parse_args(argv)
     try:
+        args = parser().parse_args(argv)
         return int(args.func(args))
+    except KeyboardInterrupt:  # outputs are written whole or not at all (atomic.py): nothing to undo here
+        if debugging():
+            raise
+        print("gemm-gen: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:  # `gemm-gen kernel | head`: the reader left; say nothing more
+        _silence_stdout()
+        return EXIT_BROKEN_PIPE
     except GemmGenError as e:
-        if os.environ.get(DEBUG_ENV):  # the traceback, for reports of our own defects
+        if debugging():  # the traceback, for reports of our own defects
             raise
         if isinstance(e, (SimulationError, BuildError)):
             print(f"FAIL: {e}", file=sys.stderr)
             return EXIT_FAIL
         print(f"gemm-gen: error: {e}", file=sys.stderr)
         return EXIT_USAGE
+    except OSError as e:  # a file the user named that the command could not read or write
+        if debugging():
+            raise
+        where = f"{e.filename}: " if e.filename else ""
+        print(f"gemm-gen: error: {where}{e.strerror or e}; check the path and its permissions", file=sys.stderr)
+        return EXIT_USAGE
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null so Python's exit-time flush cannot fail on the closed pipe again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
 
 
 if __name__ == "__main__":  # pragma: no cover

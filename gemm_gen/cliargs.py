@@ -3,20 +3,65 @@
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 from typing import NoReturn
 
 from . import precision as prec
 from .call import Problem, check_weights, parse_sizes
 from .config import L1_SCHEMES, GemmConfig, emulation_default
 from .errors import ConfigError
-from .kernel_variant import LOOPS
+from .hw.devices import TileKind, device
+from .kernel_variant import CANDIDATES, LOOPS
+from .rounding import Rounding, Saturation
 
 EXIT_FAIL, EXIT_USAGE = 1, 2
+# The largest M, K, N (and any count a flag takes): mlir-aie's host program reads sizes as C ints and
+# the cores' k-step runtime parameter is an int32, so nothing larger can reach an NPU.
+MAX_SIZE = 2**31 - 1
+MAX_SEED = 2**63 - 1  # seeds round-trip through int64 (NumPy, --json readers)
+MAX_MMUL = 64  # no aie::mmul dimension comes near this (the largest is 16); past it a shape is a typo
 
 
 class Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:  # one line, not usage + message
+        if message.endswith("expected one argument"):  # argparse takes "-1,1" or "-5x4x4" for a flag
+            message += " (a value that starts with '-' is written --flag=VALUE)"
         self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+def whole(value: str, example: str = "512") -> int:
+    """An integer written in digits; ArgumentTypeError naming the value otherwise (1e3, 1.5, x)."""
+    try:
+        return int(value, 10)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a whole number (write digits, e.g. {example})") from None
+
+
+def counted(low: int, high: int = MAX_SIZE, what: str = "a size", example: str = "512") -> Callable[[str], int]:
+    """An argparse type: a whole number in low..high (argparse names the flag in front)."""
+    def parse(value: str) -> int:
+        v = whole(value, example)
+        if not low <= v <= high:
+            raise argparse.ArgumentTypeError(f"{v} is out of range: {what} is {low} to {high:,}")
+        return v
+
+    return parse
+
+
+SIZE = counted(1)
+SEED = counted(0, MAX_SEED, "a seed", "7")
+
+
+def _mode(kind: type[Rounding] | type[Saturation]) -> Callable[[str], str]:
+    """An argparse type: the name of one of the kernel's rounding or saturation modes."""
+    names = [m.name.lower() for m in kind]
+
+    def parse(value: str) -> str:
+        if value.lower() not in names:
+            raise argparse.ArgumentTypeError(f"unknown mode {value!r}; use one of {', '.join(names)}")
+        return value.lower()
+
+    return parse
 
 
 def _b_col_maj(value: str) -> bool:
@@ -27,18 +72,34 @@ def _b_col_maj(value: str) -> bool:
     raise argparse.ArgumentTypeError(f"expected 0 or 1, got {value!r}")
 
 
-def _shape(value: str) -> tuple[int, int, int]:
+def _dims(value: str, count: int, form: str, example: str) -> tuple[int, ...]:
+    """RxSxT-like text: `count` whole numbers from 1 to MAX_MMUL, joined by x."""
     parts = value.lower().split("x")
-    if len(parts) != 3 or not all(p.isdigit() for p in parts):
-        raise argparse.ArgumentTypeError(f"expected RxSxT such as 4x8x8, got {value!r}")
-    return int(parts[0]), int(parts[1]), int(parts[2])
+    if len(parts) != count or not all(p.strip().isdigit() for p in parts):
+        raise argparse.ArgumentTypeError(f"expected {form} such as {example}, got {value!r}")
+    dims = tuple(int(p) for p in parts)
+    if not all(1 <= d <= MAX_MMUL for d in dims):
+        raise argparse.ArgumentTypeError(f"{value!r}: each of {form} is 1 to {MAX_MMUL} (e.g. {example})")
+    return dims
+
+
+def _shape(value: str) -> tuple[int, int, int]:
+    r, s, t = _dims(value, 3, "RxSxT", "4x8x8")
+    return r, s, t
 
 
 def _sizes(value: str) -> tuple[Problem, ...]:
+    if any(not part.strip() for part in value.split(",")):  # "1x1x1,," is a typo, not one size
+        raise argparse.ArgumentTypeError(f"{value!r} has an empty size between commas "
+                                         "(write sizes like 1000x777x333,1x4096x4096)")
     try:
-        return parse_sizes(value)
+        sizes = parse_sizes(value)
     except ConfigError as e:
         raise argparse.ArgumentTypeError(str(e)) from None
+    for p in sizes:
+        if max(p.M, p.K, p.N) > MAX_SIZE:
+            raise argparse.ArgumentTypeError(f"size {p}: each of M, K, N is at most {MAX_SIZE:,}")
+    return sizes
 
 
 def _weights(text: str) -> tuple[float, ...]:
@@ -51,18 +112,19 @@ def _weights(text: str) -> tuple[float, ...]:
 
 
 def _expansion(value: str) -> tuple[int, int]:
-    parts = value.lower().split("x")
-    if len(parts) != 2 or not all(p.isdigit() for p in parts):
-        raise argparse.ArgumentTypeError(f"expected ERxET such as 4x2, got {value!r}")
-    return int(parts[0]), int(parts[1])
+    er, et = _dims(value, 2, "ERxET", "4x2")
+    if (er, et) not in CANDIDATES:
+        raise argparse.ArgumentTypeError(f"{value!r} is not an expansion the kernels have; use "
+                                         + ", ".join("x".join(map(str, c)) for c in CANDIDATES))
+    return er, et
 
 
 def problem_args(p: argparse.ArgumentParser) -> None:
     """The problem, tiling and type flags every design command takes."""
     p.add_argument("--dev", default="npu2", help="npu1 (Phoenix, 4x4) or npu2 (Strix/Krackan, 4x8)")
-    p.add_argument("-M", type=int, help="rows of A and C (with --runtime-sizes: the most it serves)")
-    p.add_argument("-K", type=int, help="reduction dimension")
-    p.add_argument("-N", type=int, help="columns of B and C")
+    p.add_argument("-M", type=SIZE, help="rows of A and C (with --runtime-sizes: the most it serves)")
+    p.add_argument("-K", type=SIZE, help="reduction dimension")
+    p.add_argument("-N", type=SIZE, help="columns of B and C")
     p.add_argument("--runtime-sizes", "--runtime_sizes", dest="runtime_sizes", type=_sizes, default=None,
                    help="build one design for several sizes, e.g. 1000x777x333,1x4096x4096 (SIZES=): it serves any "
                    "M, K, N up to the largest (-M -K -N raise that), the cores reading their k-steps per tile from a "
@@ -73,15 +135,16 @@ def problem_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--runtime-mode", "--runtime_mode", dest="runtime_mode", choices=("mn", "mnk"), default=None,
                    help="which sizes one build serves: mn, any M and N up to -M -N with -K's K walk; mnk, also any K "
                    "up to -K (k-steps from a runtime parameter); default: fixed, or what --runtime-sizes needs")
-    p.add_argument("-m", type=int, help="core tile rows (default: the paper's balanced kernel)")
-    p.add_argument("-k", type=int, help="core tile reduction")
-    p.add_argument("-n", type=int, help="core tile columns")
-    p.add_argument("--n-aie-cols", "--n_aie_cols", dest="n_aie_cols", type=int, default=0,
+    p.add_argument("-m", type=SIZE, help="core tile rows (default: the paper's balanced kernel)")
+    p.add_argument("-k", type=SIZE, help="core tile reduction")
+    p.add_argument("-n", type=SIZE, help="core tile columns")
+    p.add_argument("--n-aie-cols", "--n_aie_cols", dest="n_aie_cols", type=counted(0, what="a column count"),
+                   default=0,
                    help="array columns the design uses (npu1: 1, 2, 4; npu2: 1, 2, 4, 8; default: all)")
-    p.add_argument("--k-mt", "--k_mt", dest="k_mt", type=int, help="K extent of an A (and column-major B) "
+    p.add_argument("--k-mt", "--k_mt", dest="k_mt", type=SIZE, help="K extent of an A (and column-major B) "
                    "memtile object; a multiple of k")
-    p.add_argument("--rho", type=int, help="asymmetric tile buffering: A tiles of m / rho rows stream past "
-                   "each B tile, C keeps m rows (default 1 with given tiles; the tuner's choice without)")
+    p.add_argument("--rho", type=counted(1, what="rho"), help="asymmetric tile buffering: A tiles of m / rho rows "
+                   "stream past each B tile, C keeps m rows (default 1 with given tiles; the tuner's choice without)")
     p.add_argument("--dtype_in", "--dtype-in", default=None, help="A's type: bf16, i8, i16, or bfp16 (npu2; "
                    "default bf16)")
     p.add_argument("--dtype_b", "--dtype-b", dest="dtype_b", default=None,
@@ -118,12 +181,14 @@ def problem_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--l1-alloc", "--l1_alloc", dest="l1_alloc", choices=L1_SCHEMES, default=None,
                    help="mlir-aie's L1 allocator for every core (default: the plan whose DMA and core buffers share "
                    "the fewest banks, steered with reserved bytes where that helps)")
-    p.add_argument("--queue-groups", type=int, default=GemmConfig.queue_groups,
+    p.add_argument("--queue-groups", type=counted(1, what="a group count"), default=GemmConfig.queue_groups,
                    help="task groups in flight per shim (at most the 4-deep shim task queue)")
-    p.add_argument("--stack", type=int, default=0, help="core stack bytes (default 1024)")
-    p.add_argument("--shift", type=int, default=0, help="SRS shift of integer outputs")
-    p.add_argument("--rounding", default="conv_even", help="rounding mode the kernel sets")
-    p.add_argument("--saturation", default="saturate", help="saturation the kernel sets for narrowed integers")
+    p.add_argument("--stack", type=counted(0, what="a stack size", example="1024"), default=0,
+                   help="core stack bytes (default 1024)")
+    p.add_argument("--shift", type=counted(0, 63, "a shift"), default=0, help="SRS shift of integer outputs")
+    p.add_argument("--rounding", type=_mode(Rounding), default="conv_even", help="rounding mode the kernel sets")
+    p.add_argument("--saturation", type=_mode(Saturation), default="saturate",
+                   help="saturation the kernel sets for narrowed integers")
     p.add_argument("--json", action="store_true", help="print one JSON object")
 
 
@@ -171,8 +236,26 @@ def sizes(a: argparse.Namespace) -> tuple[tuple[int, int, int], str]:
     return (problem[0], problem[1], problem[2]), mode or needed
 
 
+def check_device_flags(a: argparse.Namespace) -> None:
+    """The flags whose range depends on the device, named by their own flag (GemmConfig names its
+    fields, as the Python operator does)."""
+    dev = device(a.dev)
+    if a.n_aie_cols and a.n_aie_cols not in dev.column_devices:
+        counts = ", ".join(map(str, dev.column_devices))
+        raise ConfigError(f"--n-aie-cols {a.n_aie_cols}: {dev.name} designs use {counts} columns",
+                          f"give --n-aie-cols {counts.replace(', ', ' or ')}, or leave it out for all")
+    if a.stack and (a.stack % 16 or a.stack >= dev.l1_bytes):
+        raise ConfigError(f"--stack {a.stack}: the core stack is a multiple of 16 bytes below the "
+                          f"{dev.l1_bytes:,} B of L1", "give --stack like 1024 or 3328 (0xD00), or leave it out")
+    depth = dev.dma[TileKind.SHIM].task_queue_depth
+    if a.queue_groups > depth:
+        raise ConfigError(f"--queue-groups {a.queue_groups}: a shim channel's task queue holds {depth} tasks "
+                          "(the hardware drops a push onto a full queue)", f"give --queue-groups 1 to {depth}")
+
+
 def base_config(a: argparse.Namespace, m: int = 0, k: int = 0, n: int = 0, k_mt: int = 0) -> GemmConfig:
     """The problem and every option the flags give, with the tiling as passed (0: still open)."""
+    check_device_flags(a)
     p = types(a)
     (M, K, N), served = sizes(a)
     return GemmConfig(a.dev, M, K, N, m, k, n, k_mt, p.a, p.out, bool(a.b_col_maj), cols=a.n_aie_cols,

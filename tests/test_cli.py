@@ -79,7 +79,7 @@ def test_generate_is_atomic_and_deterministic(capsys, tmp_path, monkeypatch):
     (["-m", "100"], "m=100 is not a multiple of 2r=16"),
     (["--dev", "npu7"], "unknown device"),
     (["--dtype_in", "bf16", "--dtype_out", "i8"], "does not go with"),
-    (["--queue-groups", "9"], "queue_groups"),
+    (["--queue-groups", "9"], "--queue-groups 9"),
     (["--mmul", "3x3x3"], "not an aie::mmul shape"),
     (["-m", "112", "-k", "48", "-n", "96", "--k-mt", str(48 * 30), "--b-col-maj", "--acc", "out"], "memtile"),
     (["--mmul", "8x1x8", "-m", "16", "-k", "8", "-n", "16", "--k-mt", "16", "--emulate-bf16-mmul-with-bfp16", "0"],
@@ -87,9 +87,6 @@ def test_generate_is_atomic_and_deterministic(capsys, tmp_path, monkeypatch):
     (["--dev", "npu1", "--dtype_in", "i8", "--dtype_out", "i8", "-m", "1024", "-k", "8", "-n", "16",
       "--k-mt", "8", "--acc", "out"], "wrap 1024 words exceeds the 10-bit field"),
     (["-K", str(384 * 5700)], "stride"),
-    (["-m", "0"], "m=0 must be positive"),
-    (["--k-mt", "0"], "k_mt=0 must be positive"),
-    (["--stack", "-16"], "stack -16 B"),
 ])
 def test_bad_input_is_one_line_and_exit_2(capsys, tmp_path, monkeypatch, args, text):
     monkeypatch.chdir(tmp_path)
@@ -104,7 +101,7 @@ def test_usage_errors_are_one_line(capsys):
     with pytest.raises(SystemExit) as info:
         main(["simulate", "-M", "x", "-K", "1", "-N", "1"])
     err = capsys.readouterr().err
-    assert info.value.code == 2 and err.count("\n") == 1 and "invalid int value" in err
+    assert info.value.code == 2 and err.count("\n") == 1 and "'x' is not a whole number" in err
     assert main(["plan", "-K", "1", "-N", "1"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "-M missing" in err and "--runtime-sizes" in err

@@ -209,6 +209,7 @@ def run_build(design: Design, build_dir: Path, gen_args: list[str], verbose: boo
                     raise BuildError(f"{step.what} failed (exit {done.returncode}): {tail[0]}",
                                      f"its whole output and the build's files are in {kept}/ (build.log)")
         final = Artifacts(build_dir, art.suffix, art.kernel_source, art.kernel_object)
+        final.stamp.unlink(missing_ok=True)  # interrupted among the moves below: no stamp vouches for a mix
         for name in (art.kernel_source, art.kernel_object, art.mlir.name, art.xclbin.name, art.insts.name):
             (scratch / name).replace(build_dir / name)
         write_atomic(final.stamp, json.dumps(build_stamp(design), indent=1) + "\n")

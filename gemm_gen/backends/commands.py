@@ -8,8 +8,8 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
-from ..atomic import write_atomic
-from ..cliargs import EXIT_FAIL, EXIT_USAGE, config_args, config_from_args, problem_args
+from ..atomic import check_output_dir, check_output_file, write_atomic
+from ..cliargs import EXIT_FAIL, EXIT_USAGE, SEED, config_args, config_from_args, counted, problem_args
 from ..design import Design, build_design
 from . import toolchain
 
@@ -17,10 +17,11 @@ from . import toolchain
 def cmd_kernel(a: argparse.Namespace) -> int:
     from ..kernels import render_kernel
 
+    output = None if a.output is None else check_output_file(a.output, "-o")  # before any work
     design = build_design(config_from_args(a))
     text = render_kernel(design.kernels[0].build)
-    if a.output:
-        write_atomic(Path(a.output), text)
+    if output is not None:
+        write_atomic(output, text)
     else:
         sys.stdout.write(text)
     return 0
@@ -29,10 +30,11 @@ def cmd_kernel(a: argparse.Namespace) -> int:
 def cmd_mlir(a: argparse.Namespace) -> int:
     from .iron import to_mlir
 
+    output = None if a.output is None else check_output_file(a.output, "-o")  # before any work
     design = build_design(config_from_args(a))
     text = to_mlir(design)
-    if a.output:
-        write_atomic(Path(a.output), text)
+    if output is not None:
+        write_atomic(output, text)
     else:
         sys.stdout.write(text if text.endswith("\n") else text + "\n")
     return 0
@@ -41,9 +43,9 @@ def cmd_mlir(a: argparse.Namespace) -> int:
 def cmd_build(a: argparse.Namespace) -> int:
     from .build import plan_build, run_build
 
+    build_dir = check_output_dir(a.build_dir, "--build-dir")
     design = build_design(config_from_args(a))
     gen_args = config_args(design.config)
-    build_dir = Path(a.build_dir)
     if a.dry_run:
         tc = toolchain.find_toolchain(design.config.compiler == "chess", strict=False)
         art, steps = plan_build(design, tc, build_dir, gen_args)
@@ -66,6 +68,7 @@ def cmd_run(a: argparse.Namespace) -> int:
     from .build import artifacts, is_current, run_build
     from .runner import run_design
 
+    check_output_dir(a.build_dir, "--build-dir")
     design = build_design(config_from_args(a))
     xrt = toolchain.pyxrt()  # no XRT: one sentence and exit 2, before building anything
     if a.runtime_sizes:
@@ -122,13 +125,14 @@ def cmd_validate(a: argparse.Namespace) -> int:
     from ..hw.devices import device
     from . import doctor, validate
 
+    dev = device(a.dev).name  # an unknown device or an unusable --build-dir: one line before the doctor
+    check_output_dir(a.build_dir, "--build-dir")
     found = doctor.checks()
     if not all(c.ok for c in found if c.required):
         print(doctor.report(found))
         print("gemm-gen validate: error: the NPU toolchain is not ready (above); install what it names, then rerun",
               file=sys.stderr)
         return EXIT_USAGE
-    dev = device(a.dev).name
     family = next((doctor.npu_family(c.installed) for c in found if c.tool == "NPU" and c.installed), None)
     if family is not None and family != dev:
         print(f"gemm-gen validate: error: this machine's NPU is an {family}, not an {dev}; use DEVICE={family}",
@@ -198,8 +202,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                         "build/validate_<dev>.json (measured vs predicted) and a PNG")
     sp.add_argument("--dev", default="npu2", help="npu1 or npu2 (this machine's NPU)")
     sp.add_argument("--build-dir", default="build")
-    sp.add_argument("--iters", type=int, default=10, help="timed runs per design")
-    sp.add_argument("--warmup", type=int, default=1, help="untimed runs first")
+    sp.add_argument("--iters", type=counted(1, what="a run count"), default=10, help="timed runs per design")
+    sp.add_argument("--warmup", type=counted(0, what="a run count"), default=1, help="untimed runs first")
     sp.add_argument("--only", choices=("all", "fit", "check"), default="all",
                     help="the small designs (fit), the papers' headline designs (check), or all")
     sp.add_argument("--json", action="store_true", help="print one JSON object")
@@ -231,8 +235,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     sp = sub.add_parser("run", help="build if needed, run on the NPU through XRT, check and time it")
     problem_args(sp)
     _build_args(sp)
-    sp.add_argument("--warmup", type=int, default=1, help="untimed runs first")
-    sp.add_argument("--iters", type=int, default=10, help="timed runs")
-    sp.add_argument("--seed", type=int, default=0, help="seed of the inputs")
+    sp.add_argument("--warmup", type=counted(0, what="a run count"), default=1, help="untimed runs first")
+    sp.add_argument("--iters", type=counted(1, what="a run count"), default=10, help="timed runs")
+    sp.add_argument("--seed", type=SEED, default=0, help="seed of the inputs")
     _inputs_arg(sp)
     sp.set_defaults(func=cmd_run)

@@ -9,7 +9,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from ..cliargs import EXIT_USAGE, base_config, config_from_args, problem_args
+from ..cliargs import EXIT_USAGE, SIZE, base_config, config_from_args, counted, problem_args
 from ..config import B_PACKS, GemmConfig
 from ..design.serve import SERVED
 from ..errors import ConfigError, ToolchainMissing
@@ -229,15 +229,22 @@ def tune_many_text(r: ManyResult) -> str:
 
 
 # ---- roofline -----------------------------------------------------------------------------------
-def cmd_roofline(a: argparse.Namespace) -> int:
-    from .plots import heatmap_png, roofline_png
+MAX_POINTS = 100_000  # sweep points: each is three model evaluations; a plot shows no more
 
-    config = config_from_args(a)
-    out = Path(a.out_dir)
+
+def cmd_roofline(a: argparse.Namespace) -> int:
+    from ..atomic import check_output_dir, write_all
+    from .plots import heatmap_png, pyplot, roofline_png
+
+    out = check_output_dir(a.out_dir, "--out-dir")
+    pyplot()  # an unusable plotting backend: one line before any work
+    config = config_from_args(a).validate(budgets=False)  # as predict: a budget alone does not stop a prediction
     name = (f"{config.device}_{config.dtype_in}{'bfp16emu' if config.emulate_bf16_with_bfp16 else ''}_"
             f"{config.dtype_out}_{'bcol' if config.b_col_maj else 'brow'}")
-    roof = roofline_png(config, out / f"roofline_{name}_{config.m}x{config.k}x{config.n}.png", a.max_size, a.points)
-    heat = heatmap_png(config, out / f"heatmap_{name}_{config.M}x{config.K}x{config.N}.png")
+    roof, roof_png = roofline_png(config, out / f"roofline_{name}_{config.m}x{config.k}x{config.n}.png", a.max_size,
+                                  a.points)
+    heat, heat_png = heatmap_png(config, out / f"heatmap_{name}_{config.M}x{config.K}x{config.N}.png")
+    write_all({Path(roof["path"]): roof_png, Path(heat["path"]): heat_png})  # both or neither
     if a.json:
         print(json.dumps({"predicted": True, "roofline": roof, "heatmap": heat}, indent=1))
     else:
@@ -248,9 +255,10 @@ def cmd_roofline(a: argparse.Namespace) -> int:
 
 # ---- calibrate ----------------------------------------------------------------------------------
 def cmd_calibrate(a: argparse.Namespace) -> int:
-    from ..atomic import write_atomic
+    from ..atomic import check_output_file, write_atomic
     from . import measured
 
+    output = None if a.output is None else check_output_file(a.output, "-o")  # before the refit
     rows = measured.read_records([Path(f) for f in a.measurements])
     result = measured.refit(rows, machine=a.machine)
     if a.json:
@@ -259,8 +267,8 @@ def cmd_calibrate(a: argparse.Namespace) -> int:
                                      for role in ("fit", "check")}}, indent=1))
     else:
         print(measured.report(result))
-    if a.output:
-        write_atomic(Path(a.output), json.dumps(measured.calibration_data(result, a.machine), indent=2) + "\n")
+    if output is not None:
+        write_atomic(output, json.dumps(measured.calibration_data(result, a.machine), indent=2) + "\n")
         if not a.json:
             print(f"wrote {a.output}: set GEMM_GEN_CALIBRATION={a.output} for predict, tune and the tuner's "
                   f"choices to use it")
@@ -274,13 +282,13 @@ def register(sub: Any) -> None:
 
     sp = sub.add_parser("tune", help="rank every valid tiling of a problem by predicted throughput")
     _model_args(sp)
-    sp.add_argument("--top", type=int, default=5, help="designs to list (default 5)")
+    sp.add_argument("--top", type=counted(1, what="a design count"), default=5, help="designs to list (default 5)")
     sp.add_argument("--rank", choices=RANKS, default="model",
                     help="rank by the prediction (model) or by its pessimistic end over the constants' spreads")
-    sp.add_argument("--measure", type=int, default=0, metavar="N",
+    sp.add_argument("--measure", type=counted(0, what="a design count"), default=0, metavar="N",
                     help="build and run the top N on the NPU and re-rank them by measurement")
-    sp.add_argument("--iters", type=int, default=10, help="timed runs per measured design")
-    sp.add_argument("--warmup", type=int, default=1, help="untimed runs before timing")
+    sp.add_argument("--iters", type=counted(1, what="a run count"), default=10, help="timed runs per measured design")
+    sp.add_argument("--warmup", type=counted(0, what="a run count"), default=1, help="untimed runs before timing")
     sp.set_defaults(func=cmd_tune)
 
     sp = sub.add_parser("calibrate", help="refit the model's DRAM and dispatch constants on `make validate` "
@@ -297,6 +305,7 @@ def register(sub: Any) -> None:
     sp = sub.add_parser("roofline", help="PNG plots: predicted roofline sweep and tiling heat map")
     problem_args(sp)
     sp.add_argument("--out-dir", default="build", help="where the PNG files go (default build/)")
-    sp.add_argument("--max-size", type=int, default=8192, help="largest M, K, N of the sweep")
-    sp.add_argument("--points", type=int, default=500, help="problem sizes sampled for the sweep")
+    sp.add_argument("--max-size", type=SIZE, default=8192, help="largest M, K, N of the sweep")
+    sp.add_argument("--points", type=counted(1, MAX_POINTS, "a point count"), default=500,
+                    help="problem sizes sampled for the sweep")
     sp.set_defaults(func=cmd_roofline)

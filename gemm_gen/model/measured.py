@@ -12,7 +12,6 @@ report says which, in one line each.
 from __future__ import annotations
 
 import copy
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,7 +22,7 @@ from .. import l1_banks
 from ..config import GemmConfig
 from ..errors import ConfigError
 from .calibrate import design_data
-from .params import Params, dram_entry, from_raw, load, raw
+from .params import Params, dram_entry, from_raw, load, raw, read_json
 from .perf import estimate_config
 
 BOUNDS = {"peak_gbps": (1.0, 400.0), "run_overhead_bytes": (0.0, 16384.0), "dispatch_us": (0.0, 5000.0),
@@ -41,24 +40,47 @@ class Measured:
     record: str  # the file it came from
 
 
+RECORD_FIX = "pass build/validate_<device>.json files that `make validate` wrote"
+
+
 def read_records(paths: list[Path]) -> list[Measured]:
-    """Every measured design of `make validate` files (skipped and failed designs left out)."""
+    """Every measured design of `make validate` files (skipped and failed designs left out);
+    ConfigError in one line naming the file and the design for anything else."""
     rows = []
     for path in paths:
-        try:
-            data = json.loads(path.read_text())
-            designs = data["designs"]
-        except (OSError, ValueError, KeyError) as e:
-            raise ConfigError(f"{path} is not a `make validate` record ({e})",
-                              "pass build/validate_<device>.json files") from None
-        for d in designs:
-            if d.get("status") != "PASS":
-                continue
-            cfg = dict(d["config"])
-            cfg["mmul_shape"] = tuple(cfg["mmul_shape"]) if cfg.get("mmul_shape") else None
-            c = GemmConfig(**cfg)
-            rows.append(Measured(d["name"], d["role"], c.device, c, d["measured"]["avg_us"] * 1e-6, str(path)))
+        for i, d in enumerate(_designs(path)):
+            if not isinstance(d, dict):
+                raise ConfigError(f"{path}: designs[{i}] is {type(d).__name__}, not an object", RECORD_FIX)
+            if d.get("status") == "PASS":
+                rows.append(_measured(path, i, d))
     return rows
+
+
+def _designs(path: Path) -> list[Any]:
+    """The "designs" list of one record file."""
+    data = read_json(path, str(path), RECORD_FIX)
+    designs = data.get("designs") if isinstance(data, dict) else None
+    if not isinstance(designs, list):
+        raise ConfigError(f"{path} is not a `make validate` record (no list of designs)", RECORD_FIX)
+    return designs
+
+
+def _measured(path: Path, i: int, d: dict[str, Any]) -> Measured:
+    """One passed design of a record: its config rebuilt and its measured average time."""
+    where = f"{path}: designs[{i}] ({d.get('name', 'unnamed')})"
+    try:
+        cfg = dict(d["config"])
+        cfg["mmul_shape"] = tuple(cfg["mmul_shape"]) if cfg.get("mmul_shape") else None
+        c = GemmConfig(**cfg)
+        seconds = float(d["measured"]["avg_us"]) * 1e-6
+        name, role = str(d["name"]), str(d["role"])
+    except ConfigError as e:
+        raise ConfigError(f"{where}: {e.what}", RECORD_FIX) from None
+    except (KeyError, TypeError, ValueError) as e:  # a key missing, or a value of the wrong kind
+        raise ConfigError(f"{where} is not a measured design ({type(e).__name__}: {e})", RECORD_FIX) from None
+    if not 0 < seconds < float("inf"):
+        raise ConfigError(f"{where}: measured avg_us {seconds * 1e6} is not a time", RECORD_FIX)
+    return Measured(name, role, c.device, c, seconds, str(path))
 
 
 def predicted_s(p: Params, c: GemmConfig) -> float:

@@ -8,12 +8,15 @@ gemm_gen.hw.devices and never repeated here.
 from __future__ import annotations
 
 import json
+import math
 import os
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
 from typing import Any
+
+from ..errors import ConfigError
 
 CALIBRATION_FILE = "calibration.json"
 CALIBRATION_ENV = "GEMM_GEN_CALIBRATION"
@@ -69,8 +72,6 @@ class Params:
             return self
         known = self.peaks.get(dev, {})
         if machine not in known:
-            from ..errors import ConfigError
-
             raise ConfigError(f"machine {machine!r} has no {dev} memory profile",
                               f"use one of {', '.join(sorted(known))}, or give --dram-gbps")
         return self.with_dram(dev, peak_gbps=known[machine], machine=machine)
@@ -78,12 +79,71 @@ class Params:
 
 def raw() -> dict[str, Any]:
     """calibration.json as stored (values with their sources); the file GEMM_GEN_CALIBRATION names
-    instead, when set (a `gemm-gen calibrate --output` refit)."""
+    instead, when set (a `gemm-gen calibrate --output` refit), checked against the stored one's shape."""
     override = os.environ.get(CALIBRATION_ENV)
-    stored = resources.files(__package__).joinpath(CALIBRATION_FILE)
-    text = Path(override).read_text() if override else stored.read_text()
-    data: dict[str, Any] = json.loads(text)
-    return data
+    stored: dict[str, Any] = json.loads(resources.files(__package__).joinpath(CALIBRATION_FILE).read_text())
+    return _override(Path(override), stored) if override else stored
+
+
+def _override(path: Path, stored: dict[str, Any]) -> dict[str, Any]:
+    """The calibration file the user names, or ConfigError in one line saying what is wrong with it."""
+    where, fix = f"{CALIBRATION_ENV}={path}", (f"unset {CALIBRATION_ENV}, or set it to a file that "
+                                                "`gemm-gen calibrate --measurements ... -o FILE` wrote")
+    data = read_json(path, where, fix)
+    problem = _shape_problem(stored, data, "")
+    if problem:
+        raise ConfigError(f"{where} is not a calibration file: {problem}", fix)
+    return data  # type: ignore[no-any-return]
+
+
+def read_json(path: Path, where: str, fix: str) -> Any:
+    """A JSON file a user names (`where` names it in messages), or ConfigError in one line."""
+    try:
+        return json.loads(path.read_text())
+    except OSError as e:
+        raise ConfigError(f"{where}: cannot read it ({e.strerror})", fix) from None
+    except ValueError as e:  # not UTF-8, or not JSON
+        raise ConfigError(f"{where} is not a JSON file ({e})", fix) from None
+
+
+def _is_number(x: Any) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
+def _shape_problem(stored: Any, data: Any, where: str) -> str | None:
+    """What in `data` breaks the shape of the stored calibration (every object and constant the
+    model reads, each constant's value a finite number or null), or None. Machine profiles may be
+    added, so each is checked on its own."""
+    here = where or "the top level"
+    if not isinstance(stored, dict):
+        return None
+    if not isinstance(data, dict):
+        return f"{here} is {type(data).__name__}, not an object"
+    if "value" in stored:
+        value, spread = data.get("value", "missing"), data.get("spread")
+        if value is not None and not _is_number(value):
+            return f"{where}.value is {value!r}, not a number"
+        if spread is not None and not (isinstance(spread, list) and spread and all(map(_is_number, spread))):
+            return f"{where}.spread is {spread!r}, not a list of numbers"
+        return None
+    if "machines" in stored:
+        machines = data.get("machines")
+        if not isinstance(machines, dict) or data.get("default_machine") not in machines:
+            return f"{where}.default_machine names no profile of {where}.machines"
+        profile = next(iter(stored["machines"].values()))
+        for name, mine in machines.items():
+            problem = _shape_problem(profile, mine, f"{where}.machines.{name}")
+            if problem:
+                return problem
+    for key, child in stored.items():
+        if key == "machines" or not isinstance(child, dict):
+            continue  # sources and notes are for people
+        if key not in data:
+            return f"{where}.{key} is missing" if where else f"{key} is missing"
+        problem = _shape_problem(child, data[key], f"{where}.{key}" if where else key)
+        if problem:
+            return problem
+    return None
 
 
 def _v(entry: dict[str, Any], default: float = 0.0) -> Any:

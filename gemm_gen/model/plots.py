@@ -2,33 +2,44 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from ..atomic import write_atomic
 from ..config import GemmConfig
+from ..errors import ConfigError, ToolchainMissing
 from .params import Params, load, load_ends
 from .perf import Problem, estimate
 from .tune import evaluate_all
 
 
-def _pyplot() -> Any:
-    import matplotlib
+def pyplot() -> Any:
+    """matplotlib.pyplot on the Agg backend (PNG files, no display), or one line saying why not."""
+    backend = os.environ.get("MPLBACKEND")
+    try:
+        import matplotlib
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError as e:
+        raise ToolchainMissing(f"matplotlib cannot be imported ({e})",
+                               "install it into this Python: pip install matplotlib") from None
+    except ValueError as e:  # matplotlib refuses an unknown MPLBACKEND when it is imported
+        if backend is None:
+            raise
+        raise ConfigError(f"MPLBACKEND={backend} is not a plotting backend matplotlib has ({str(e).split(';')[0]})",
+                          "unset MPLBACKEND, or set MPLBACKEND=Agg (roofline only writes PNG files)") from None
     return plt
 
 
-def _save(fig: Any, path: Path) -> None:
+def _png(fig: Any) -> bytes:
     import io
 
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=120)
-    write_atomic(path, buf.getvalue())
+    return buf.getvalue()
 
 
 def sweep(c: GemmConfig, max_size: int = 8192, points: int = 500, seed: int = 0,
@@ -38,10 +49,13 @@ def sweep(c: GemmConfig, max_size: int = 8192, points: int = 500, seed: int = 0,
     p = params or load()
     slow, fast = load_ends()
     nm, nk, nn = c.native
+    if max(nm, nk, nn) > max_size:
+        raise ConfigError(f"--max-size {max_size} is smaller than the design's native size {nm}x{nk}x{nn}, the "
+                          "smallest problem of the sweep", f"give --max-size {max(nm, nk, nn)} or more")
     axes = [np.arange(1, max_size // d + 1) * d for d in (nm, nk, nn)]
-    grid = np.array(np.meshgrid(*axes, indexing="ij")).reshape(3, -1).T
-    if len(grid) > points:
-        grid = grid[np.random.default_rng(seed).choice(len(grid), points, replace=False)]
+    count = len(axes[0]) * len(axes[1]) * len(axes[2])  # the grid's points, sampled by index (it can be huge)
+    chosen = np.arange(count) if count <= points else np.random.default_rng(seed).choice(count, points, replace=False)
+    grid = np.stack([ax[i] for ax, i in zip(axes, np.unravel_index(chosen, [len(ax) for ax in axes]))], axis=1)
     out: dict[str, list[float]] = {"M": [], "K": [], "N": [], "tops": [], "ai": [], "compute_bound": [],
                                    "memory_bound": [], "gbps": [], "tops_low": [], "tops_high": []}
     base = Problem.of(c)
@@ -64,8 +78,9 @@ def sweep(c: GemmConfig, max_size: int = 8192, points: int = 500, seed: int = 0,
 
 
 def roofline_png(c: GemmConfig, path: Path, max_size: int = 8192, points: int = 500,
-                 params: Params | None = None) -> dict[str, Any]:
-    plt = _pyplot()
+                 params: Params | None = None) -> tuple[dict[str, Any], bytes]:
+    """The predicted roofline sweep of `c`'s kernel: what `roofline` prints, and the PNG for `path`."""
+    plt = pyplot()
     data = sweep(c, max_size, points, params=params)
     dev = c.dev
     peak = dev.peak_tops(c.dtype_in)
@@ -93,18 +108,22 @@ def roofline_png(c: GemmConfig, path: Path, max_size: int = 8192, points: int = 
     ax.legend(loc="lower right", fontsize=8)
     ax.grid(alpha=0.3)
     fig.tight_layout()
-    _save(fig, path)
+    png = _png(fig)
     plt.close(fig)
     return {"path": str(path), "points": int(data["tops"].size), "best_tops": float(data["tops"].max()),
-            "compute_roof_tops": roof, "memory_gbps": bw}
+            "compute_roof_tops": roof, "memory_gbps": bw}, png
 
 
-def heatmap_png(c: GemmConfig, path: Path, params: Params | None = None) -> dict[str, Any]:
-    """Predicted throughput over (m*n, k) for c's problem: best over n for each m*n, best k_mt."""
-    plt = _pyplot()
+def heatmap_png(c: GemmConfig, path: Path, params: Params | None = None) -> tuple[dict[str, Any], bytes]:
+    """Predicted throughput over (m*n, k) for c's problem: best over n for each m*n, best k_mt
+    (what `roofline` prints, and the PNG for `path`)."""
+    plt = pyplot()
     pr = Problem.of(c)
     allc = evaluate_all(pr, params)
     mn, k, tops = allc["m"] * allc["n"], allc["k"], allc["tops"]
+    if not tops.size:
+        raise ConfigError(f"no valid tiling of {c.M}x{c.K}x{c.N} on {c.dev.name} for the heat map",
+                          "check the options (--stack, --mmul, --n-aie-cols) against `gemm-gen tune`")
     xs, xi = np.unique(mn, return_inverse=True)
     ys, yi = np.unique(k, return_inverse=True)
     grid = np.full((ys.size, xs.size), np.nan)
@@ -125,9 +144,9 @@ def heatmap_png(c: GemmConfig, path: Path, params: Params | None = None) -> dict
                  "tiling)", fontsize=10)
     ax.legend(loc="upper right", fontsize=8)
     fig.tight_layout()
-    _save(fig, path)
+    png = _png(fig)
     plt.close(fig)
-    return {"path": str(path), "tilings": int(tops.size), "best_tops": float(tops[best])}
+    return {"path": str(path), "tilings": int(tops.size), "best_tops": float(tops[best])}, png
 
 
 def _edges(v: np.ndarray) -> np.ndarray:
