@@ -55,3 +55,8 @@ class BuildError(GemmGenError):
 
 class ToolchainMissing(GemmGenError):
     """A toolchain part (mlir-aie, Peano, XRT, an NPU) is not available here."""
+
+
+class NumericsWarning(UserWarning):
+    """A result that differs from the exact product beyond one rounding (saturated or overflowed
+    outputs): the value is what the hardware computes, and the warning says what it lost."""

@@ -125,7 +125,7 @@ class KernelNumerics:
         if self.dtype_in.is_float:
             return a_op @ b_op + np.asarray(c, dtype=np.float64)
         up = 0 if self.converts else self.shift  # a wide C is carried unshifted, shifted down once
-        return (np.asarray(c, dtype=np.int64) << up) + _int_products(a_op, b_op)
+        return (np.asarray(c, dtype=np.int64) << up) + int_product(a_op, b_op)
 
     def store(self, acc: np.ndarray) -> np.ndarray:
         """Write the accumulator back to C's L1 type, as the kernel's to_vector does."""
@@ -235,7 +235,7 @@ def _encoded(numerics: KernelNumerics, c: np.ndarray, acc: np.ndarray) -> tuple[
     return numerics.encode_acc(acc) if numerics.t_acc == BFP16 else numerics.encode_out(c)
 
 
-def _int_products(a_op: np.ndarray, b_op: np.ndarray) -> np.ndarray:
+def int_product(a_op: np.ndarray, b_op: np.ndarray) -> np.ndarray:
     """The exact integer product a @ b (int64): fp64 when no sum can leave its 53-bit significand,
     else int64 arithmetic (fp64 BLAS rounds 16-bit products summed over a long K)."""
     bound = float(np.abs(a_op).max(initial=0)) * float(np.abs(b_op).max(initial=0)) * a_op.shape[1]

@@ -137,10 +137,11 @@ def sim_text(r: SimResult, p: dict[str, Any], verbose: bool = False) -> str:
     if r.first_mismatch:
         i, j, got, want = r.first_mismatch
         lines.append(f"  first mismatch C[{i}, {j}] = {got!r}, expected {want!r}")
-    lines.append(f"  vs fp64 truth  max abs error {r.max_abs_error:.4g}, mean {r.mean_abs_error:.4g}, "
-                 f"max relative to max|C| {r.max_rel_error:.3g}")
+    lines.append(f"  vs exact A @ B {r.accuracy.text()}")
+    if r.accuracy_given is not None:
+        lines.append(f"  before bfp16   {r.accuracy_given.text()} (A @ B of the values before the host quantized them)")
     if not c.t_out.is_float:
-        lines.append(f"  outputs        {r.saturated_fraction:.2%} saturated, {r.nonzero_fraction:.1%} nonzero")
+        lines.append(f"  outputs        {r.nonzero_fraction:.1%} nonzero")
     for note in r.notes:
         lines.append(f"  note           {note}")
     lines.append(f"  simulated in   {r.seconds:.1f} s")

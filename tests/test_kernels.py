@@ -270,6 +270,26 @@ NO_B_SKIP = Case(BLOCK_CASES[-2].build, patches=(
      "static inline Tile pop_b_last(TileIn &b) { return b.pop(); }"),), mutant="no-b-skip")
 BLOCK_MUTANTS = [NO_A_CONVERSION, NO_SPLIT, REVERSED_CONVERT, NO_B_SKIP]
 
+# scalar kernels with C in a wide accumulator: one that ignores the split (accumulator rows past the
+# C object), one that converts backwards (in place it overwrites blocks not read yet), one that
+# narrows C every call as --acc out does but still converts (the sums saturate or round early)
+_WIDE = build(NPU1, "i8", "i8", (1, 2, 1), True, rho=4, shift=9, rounding="sym_inf", wide=True)
+_WIDE_I16 = build(NPU2, "i16", "i32", (2, 2, 1), False, wide=True)
+WIDE_MUTANTS = {
+    Case(_WIDE, patches=(("    return row < SPLIT_ROWS ? obj + row * TILE_N * ACC_WORDS : buf + (row - SPLIT_ROWS) * "
+                          "TILE_N * ACC_WORDS;\n", "    return obj + row * TILE_N * ACC_WORDS;\n"),),
+         mutant="wide-no-split", hot=True): "wrote outside its C tile",
+    Case(_WIDE, patches=(("for (unsigned b = 0; b < TILE_M / MMUL::M * COL_BLOCKS; ++b)",
+                          "for (unsigned b = TILE_M / MMUL::M * COL_BLOCKS; b-- > 0;)"),),
+         mutant="wide-reversed-convert", hot=True): "elements differ",
+    Case(_WIDE_I16, patches=(("  aie::store_v(p, aie::vector_cast<int32>(acc.to_accum()));  // acc64 lanes -> int32 pairs",
+                              "  aie::store_v(p, acc.template to_vector<int32>());  // saturated to int32"),
+                             ("  return MMUL(aie::vector_cast<acc64>(aie::load_v<ACC_WORDS * MMUL::size_C>(p)));"
+                              "  // int32 pairs -> acc64 lanes",
+                              "  return MMUL(aie::load_v<MMUL::size_C>(p));"),),
+         mutant="wide-int32-between-calls"): "elements differ",
+}
+
 # ---- bf16 converted once (npu2): the same bits as the AIE API's per-mmul bfp16 emulation ----------
 def once_pair(dout: str, blocks: tuple[int, int, int], b_col_maj: bool, rho: int = 1, rounding: str = "conv_even",
               per_mac: bool = False) -> tuple[Case, Case]:
@@ -318,7 +338,8 @@ HOST_MUTANTS = {  # mutant -> what the host says (a compile error, or a refusal 
     Case(_CONFIG2, patches=(("  c01 = Acc(in0.pop());\n", "  c01 = Acc(in0.pop());\n  in0.seek(0);\n"),),
          mutant="seek-after-pop"): "seek() after a pop on a block-vector input stream",
 }
-ALL = [*CASES, Case(_ATB), NO_ROUNDING, NO_SLICE, *BLOCK_CASES, *BLOCK_MUTANTS, Case(_I16_ACC32), *HOST_MUTANTS,
+ALL = [*CASES, Case(_ATB), NO_ROUNDING, NO_SLICE, *BLOCK_CASES, *BLOCK_MUTANTS, *WIDE_MUTANTS, Case(_I16_ACC32),
+       *HOST_MUTANTS,
        *(case for pair in ONCE_PAIRS for case in pair), *ONCE_MUTANTS]
 
 
@@ -859,6 +880,30 @@ def test_bfp16_rounding_modes_are_exercised() -> None:
 
 
 @needs_gxx
+@pytest.mark.parametrize("mutant", list(WIDE_MUTANTS), ids=lambda c: c.mutant)
+def test_check_catches_broken_wide_accumulator_kernels(libraries, mutant) -> None:
+    """A scalar kernel whose accumulator rows ignore the split, whose conversion runs backwards, or
+    that keeps an int32 C between calls of an int64 accumulator (full-range int16, where partial sums
+    leave int32) fails; the unpatched kernel passes."""
+    control = Case(mutant.build, hot=mutant.hot)
+    if mutant.build.dtype_in == "i16":
+        rng = np.random.default_rng(5)
+        b = mutant.build
+        steps = [(rng.integers(-32768, 32768, (b.m, b.k)).astype(np.int16),
+                  rng.integers(-32768, 32768, (b.k, b.n)).astype(np.int16)) for _ in range(4)]
+        nm = numerics(b)
+        a_all = np.concatenate([x for x, _ in steps], axis=1).astype(np.int64)
+        b_all = np.concatenate([y for _, y in steps], axis=0).astype(np.int64)
+        want = nm.finish(a_all @ b_all)
+    else:
+        steps = inputs(control)
+        want = expected(control.build, steps)
+    assert_bit_equal(run_tile(load(libraries, control), steps), want, "control")
+    with pytest.raises(AssertionError, match=WIDE_MUTANTS[mutant]):
+        assert_bit_equal(run_tile(load(libraries, mutant), steps), want, mutant.id)
+
+
+@needs_gxx
 def test_check_catches_broken_bfp16_kernels(libraries) -> None:
     """The comparison fails for a config1 kernel that skips its A conversion (it multiplies the
     host's floor quantization left in the scratch), a config3 kernel that ignores the split (it
@@ -1278,8 +1323,10 @@ def _compiles(code: str, arch: int, *defines: str) -> subprocess.CompletedProces
     ("static_assert(aie::mmul<8, 8, 8, bfloat16>::via_bfp16);", 21, ("-DAIE_API_EMULATE_BFLOAT16_MMUL_WITH_BFP16=0",)),
     ("static_assert(aie::mmul<4, 8, 8, bfloat16>::via_bfp16);", 20, ("-DAIE_API_EMULATE_BFLOAT16_MMUL_WITH_BFP16",)),
     ("", 19, ()),  # an arch the host does not model
+    # int32 pairs loaded as a vector are twice C's size: no mmul takes them without vector_cast
+    ("aie::mmul<4, 4, 4, int16> m(aie::vector<int32, 32>{});", 20, ()),
 ], ids=["aie2-bf16-4x16x8", "aie2p-i16-4x8x8", "i8-acc64", "i16-4x2x8-acc64", "implicit-accum",
-        "emulated-4x8x4", "macro-0", "aie2-emulation", "unknown-arch"])
+        "emulated-4x8x4", "macro-0", "aie2-emulation", "unknown-arch", "pairs-as-c"])
 def test_the_host_api_refuses_at_compile_time(code, arch, defines) -> None:
     assert _compiles(code, arch, *defines).returncode != 0
 
@@ -1297,6 +1344,11 @@ def test_the_host_api_takes_what_the_real_one_takes() -> None:
         ("static_assert(aie::mmul<4, 4, 8, int16>::acc_bits == 64 && aie::mmul<8, 1, 8, int16>::acc_bits == 32);",
          21, ()),
         ("aie::accum<accfloat, 64> a(aie::vector<float, 64>{}); (void)a;", 21, ()),
+        # acc64 lanes to int32 pairs and back, as the kernels keep an int64 C between calls
+        ("using M = aie::mmul<4, 4, 4, int16>; M m(aie::vector_cast<acc64>(aie::vector<int32, 32>{}));"
+         " aie::vector<int32, 32> v = aie::vector_cast<int32>(m.to_accum()); (void)v;", 20, ()),
+        ("using M = aie::mmul<4, 4, 8, int16>; M m(aie::vector_cast<acc64>(aie::vector<int32, 64>{}));"
+         " aie::vector<int32, 64> v = aie::vector_cast<int32>(m.to_accum()); (void)v;", 21, ()),
     ]:
         done = _compiles(code, arch, *defines)
         assert done.returncode == 0, done.stderr

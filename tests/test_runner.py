@@ -76,7 +76,10 @@ def test_cli_run_with_a_device(tmp_path, capsys, monkeypatch):
     monkeypatch.setattr(toolchain, "pyxrt", lambda: FakeXrt(c))
     assert main(["run", *SMALL, "--iters", "2"]) == 0
     out = capsys.readouterr().out
-    assert out.startswith("\nAvg NPU matmul time: ") and out.endswith("\nPASS!\n\n")
+    # what C lost against A @ B, then mlir-aie's lines
+    first, rest = out.split("\n", 1)
+    assert first.startswith("vs exact A @ B: max abs ") and "16,384 of 16,384 equal to A @ B rounded once" in first, first
+    assert rest.startswith("\nAvg NPU matmul time: ") and out.endswith("\nPASS!\n\n")
     assert os.environ[runner.UNSECURE_XCLBIN] == "1"  # as mlir-aie's `make run` exports it
     monkeypatch.setattr(toolchain, "pyxrt", lambda: FakeXrt(c, broken=True))
     assert main(["run", *SMALL, "--json"]) == 1

@@ -80,6 +80,8 @@ def cmd_run(a: argparse.Namespace) -> int:
     if a.json:
         print(json.dumps(result.to_json(), indent=1))
     else:
+        # what C lost against A @ B first (as test.cpp's verbose lines come first), then mlir-aie's lines
+        print(f"vs exact A @ B: {result.accuracy.text()}")
         print("\n".join(result.lines()))  # mlir-aie ends with a blank line too
     return 0 if result.passed else EXIT_FAIL
 
@@ -107,6 +109,7 @@ def _run_sizes(a: argparse.Namespace, design: Design, xrt: ModuleType) -> int:
           f"{entry.name}), loaded once")
     for r, f in zip(results, files):
         print(f"\nsize {r.problem or design.config.call.problem}: instructions {f.insts.name} (by {f.how})")
+        print(f"vs exact A @ B: {r.accuracy.text()}")
         print("\n".join(r.lines()).rstrip("\n"))
     ok = f"PASS: one xclbin served all {len(results)} sizes"
     print(f"\n{ok}" if passed else f"\nFAIL: {sum(not r.passed for r in results)} of {len(results)} sizes failed")

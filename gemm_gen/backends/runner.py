@@ -22,7 +22,9 @@ from ..config import GemmConfig
 from ..errors import BuildError, ConfigError, ToolchainMissing
 from ..hostdata import host_values, output_values, pad_inputs, with_slack
 from ..inputs import make_inputs
-from ..numerics import reference, truth
+from ..accuracy import Accuracy
+from ..accuracy import measure as measure_accuracy  # runner.measure times a design
+from ..numerics import reference
 from . import toolchain
 from .build import Artifacts
 from .doctor import npu_family
@@ -41,8 +43,7 @@ class RunResult:
     checked: int
     errors: int
     exact: int  # outputs equal to the exact reference, bit for bit
-    max_abs_error: float  # against the fp64 truth
-    max_rel_error: float
+    accuracy: Accuracy  # C against the exact product of the inputs the NPU read
     first_error: tuple[int, int, float, float] | None = None
     notes: list[str] = field(default_factory=list)
     problem: Problem | None = None  # the call's size (None: the config's own)
@@ -76,8 +77,8 @@ class RunResult:
         size = str(self.problem) if self.problem is not None else f"{self.config.M}x{self.config.K}x{self.config.N}"
         return {"config": self.config.to_json(), "size": size, "passed": self.passed, "times_us": t, "avg_us": avg,
                 "min_us": min(t), "max_us": max(t), "avg_gflops": self.gflops(avg), "checked": self.checked,
-                "errors": self.errors, "exact": self.exact, "max_abs_error": self.max_abs_error,
-                "max_rel_error": self.max_rel_error, "first_error": self.first_error, "notes": self.notes}
+                "errors": self.errors, "exact": self.exact, "accuracy": self.accuracy.to_json(),
+                "first_error": self.first_error, "notes": self.notes}
 
 
 class XclbinFiles(Protocol):
@@ -169,8 +170,9 @@ def _xrt(call: Any, what: str) -> Any:
 
 def check(c: GemmConfig, got: np.ndarray, a: np.ndarray, b: np.ndarray,
           dram: tuple[np.ndarray, np.ndarray] | None = None, inputs: str = "exact", call: CallPlan | None = None
-          ) -> tuple[int, int, int, float, float, tuple[int, int, float, float] | None]:
-    """(checked, errors, exact, max abs error, max rel error, first error) against the references.
+          ) -> tuple[int, int, int, Accuracy, tuple[int, int, float, float] | None]:
+    """(checked, errors, exact, accuracy, first error): C against the bit-exact reference, and against
+    the exact product of the inputs the NPU read (accuracy.measure).
 
     Integers, and floats computed from the "exact" input family (every partial sum exact in fp32, so
     the NPU's unpublished accumulation order cannot change a bit), must equal the exact reference.
@@ -179,7 +181,8 @@ def check(c: GemmConfig, got: np.ndarray, a: np.ndarray, b: np.ndarray,
     """
     call = call or c.call
     a_dram, b_dram = dram if dram is not None else pad_inputs(c, a, b, call)  # the buffers the NPU read
-    expect = reference(c.numerics, *host_values(c, a_dram, b_dram, call), c.k, call.k_walk).astype(np.float64)
+    received = host_values(c, a_dram, b_dram, call)
+    expect = reference(c.numerics, *received, c.k, call.k_walk).astype(np.float64)
     g = got.astype(np.float64)
     if c.t_out.is_float and inputs != "exact":
         bad = np.abs(g - expect) > np.maximum(ABS_TOL, REL_TOL * np.abs(expect))
@@ -190,9 +193,7 @@ def check(c: GemmConfig, got: np.ndarray, a: np.ndarray, b: np.ndarray,
     if errors:
         i, j = (int(x) for x in np.argwhere(bad)[0])
         first = (i, j, float(g[i, j]), float(expect[i, j]))
-    err = np.abs(g - truth(a, b))
-    scale = float(np.abs(expect).max()) or 1.0
-    return int(g.size), errors, int(np.count_nonzero(g == expect)), float(err.max()), float(err.max()) / scale, first
+    return int(g.size), errors, int(np.count_nonzero(g == expect)), measure_accuracy(got, *received, c.numerics), first
 
 
 def run_design(c: GemmConfig, art: Artifacts, iters: int = 10, warmup: int = 1, seed: int = 0,
@@ -226,9 +227,8 @@ def _run_call(c: GemmConfig, call: CallPlan, files: XclbinFiles, xrt: ModuleType
         session.run()
     times = [session.run() for _ in range(max(iters, 1))]
     got = output_values(c, session.output(), call)
-    checked, errors, exact, max_abs, max_rel, first = check(c, got, a, b, (a_pad, b_pad), inputs, call)
-    return RunResult(c, times, checked, errors, exact, max_abs, max_rel, first,
-                     problem=None if call == c.call else p)
+    checked, errors, exact, accuracy, first = check(c, got, a, b, (a_pad, b_pad), inputs, call)
+    return RunResult(c, times, checked, errors, exact, accuracy, first, problem=None if call == c.call else p)
 
 
 def measure(c: GemmConfig, iters: int = 10, warmup: int = 1, build_dir: str = "build") -> float:

@@ -19,7 +19,8 @@ from ..design.serve import serve
 from ..errors import DeadlockError, LayoutError, SimulationError
 from ..hostdata import host_values, output_values, pad_inputs
 from ..inputs import exact_bound, make_inputs
-from ..numerics import reference, truth
+from ..accuracy import Accuracy, measure
+from ..numerics import reference
 from . import words as w
 from .kernel import KernelEmulator, KernelStats
 from .lower import Machine, lower
@@ -43,10 +44,7 @@ class SimResult:
     elements: int
     mismatches: int
     first_mismatch: tuple[int, int, float, float] | None
-    max_abs_error: float
-    mean_abs_error: float
-    max_rel_error: float  # max |C - truth| / max |truth|
-    saturated_fraction: float
+    accuracy: Accuracy  # C against the exact product of the inputs the array received
     nonzero_fraction: float
     traffic: list[Traffic]
     max_live_bds: dict[str, int]
@@ -55,6 +53,8 @@ class SimResult:
     inputs: str
     numerics_modelled: bool = True  # False: only data movement is checked (see notes)
     notes: list[str] = field(default_factory=list)
+    # bfp16 operands are quantized on the host first: C against the product of the values before that
+    accuracy_given: Accuracy | None = None
 
     def level_bytes(self) -> dict[str, tuple[int, int]]:
         out: dict[str, tuple[int, int]] = {}
@@ -72,10 +72,8 @@ class SimResult:
             "elements": self.elements,
             "mismatches": self.mismatches,
             "first_mismatch": self.first_mismatch,
-            "max_abs_error": self.max_abs_error,
-            "mean_abs_error": self.mean_abs_error,
-            "max_rel_error": self.max_rel_error,
-            "saturated_fraction": self.saturated_fraction,
+            "accuracy": self.accuracy.to_json(),
+            "accuracy_before_host_quantization": None if self.accuracy_given is None else self.accuracy_given.to_json(),
             "nonzero_fraction": self.nonzero_fraction,
             "levels": {k: {"bytes": v[0], "delivered": v[1]} for k, v in self.level_bytes().items()},
             "channels": [t.__dict__ for t in self.traffic],
@@ -265,8 +263,8 @@ def _checked_call(session: ArraySession, call: CallPlan, seed: int, progress: bo
     c_cells, kernel, machine = session.run(call, a_dram, b_dram, progress)
     got = output_values(c, (c_cells & w.VALUE_MASK).astype(np.uint32), call)
 
-    expect = reference(c.numerics, *host_values(c, a_dram, b_dram, call), c.k, call.k_walk)
-    exact = truth(a, b)
+    received = host_values(c, a_dram, b_dram, call)
+    expect = reference(c.numerics, *received, c.k, call.k_walk)
     g64 = got.astype(np.float64)
     diff = g64 != expect.astype(np.float64)
     mismatches = int(np.count_nonzero(diff))
@@ -274,12 +272,9 @@ def _checked_call(session: ArraySession, call: CallPlan, seed: int, progress: bo
     if mismatches:
         i, j = (int(x) for x in np.argwhere(diff)[0])
         first = (i, j, float(g64[i, j]), float(expect[i, j]))
-    err = np.abs(g64 - exact)
-    scale = float(np.abs(exact).max()) or 1.0
-    if c.t_out.is_float:
-        saturated = 0.0
-    else:
-        saturated = float(np.mean((got == c.t_out.min) | (got == c.t_out.max)))
+    acc = measure(got, *received, c.numerics)
+    host_quantized = c.t_in.is_block or c.t_b.is_block
+    saturated = acc.saturated / acc.elements
     traffic = []
     for s in machine.streams:
         traffic.append(Traffic(s.level, s.src.describe(), 4 * s.src.words, 4 * sum(d.words for d in s.dsts)))
@@ -329,10 +324,8 @@ def _checked_call(session: ArraySession, call: CallPlan, seed: int, progress: bo
         elements=int(got.size),
         mismatches=mismatches,
         first_mismatch=first,
-        max_abs_error=float(err.max()),
-        mean_abs_error=float(err.mean()),
-        max_rel_error=float(err.max()) / scale,
-        saturated_fraction=saturated,
+        accuracy=acc,
+        accuracy_given=measure(got, a, b, c.numerics) if host_quantized else None,
         nonzero_fraction=float(np.count_nonzero(got)) / got.size,
         traffic=traffic,
         max_live_bds={str(k): v for k, v in sorted(machine.cmd.max_live.items())},

@@ -1,0 +1,97 @@
+"""C against the exact product of the inputs it was computed from: what every loss cost.
+
+The bit-exact reference (numerics.reference) says whether the array did what the kernels are
+meant to do; this says how far that is from what the user means by A @ B. The exact product is
+int64 for integer inputs and float64 for float ones (each bf16 or bfp16 product is exact there; a
+sum of them rounds at 2^-53, far below any loss reported here). An integer C is measured against
+A @ B / 2^shift, so that the shift's rounding and any saturation show; a float C against A @ B.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+from .numerics import KernelNumerics, int_product
+from .rounding import saturate, shift_round
+
+
+@dataclass(frozen=True)
+class Accuracy:
+    """C against the exact product P (integer outputs: P / 2^shift), over the outputs where P is
+    finite."""
+
+    elements: int
+    exact: int  # outputs equal to P rounded (and saturated) once into C's type (bfp16: rounded to fp32)
+    max_abs: float  # max |C - P|
+    max_rel: float  # max |C - P| / max |P|
+    frobenius_rel: float  # ||C - P|| / ||P|| (Frobenius norms)
+    saturated: int  # integer outputs whose P lies outside C's type: clamped to its range
+    nonfinite: int  # outputs that are NaN or Inf where P is finite (an overflow), or that differ where it is not
+
+    @property
+    def lossless(self) -> bool:
+        return self.exact == self.elements
+
+    def to_json(self) -> dict[str, object]:
+        return asdict(self)
+
+    def text(self) -> str:
+        """One line for people: the three errors, then what was clamped or not finite."""
+        parts = [f"max abs {self.max_abs:.4g}, max rel {self.max_rel:.3g} (of max |A @ B|), "
+                 f"Frobenius {percent(self.frobenius_rel)}; {self.exact:,} of {self.elements:,} equal to A @ B "
+                 f"rounded once"]
+        if self.saturated:
+            parts.append(f"{self.saturated:,} saturated (A @ B outside the output type, clamped)")
+        if self.nonfinite:
+            parts.append(f"{self.nonfinite:,} not finite where A @ B is (or the other way)")
+        return "; ".join(parts)
+
+
+def percent(x: float) -> str:
+    """A relative error as a percentage, tiny ones in scientific notation (never a bare 0.000%)."""
+    return f"{x:.3%}" if x == 0 or x >= 1e-5 else f"{100 * x:.1e}%"
+
+
+def exact_product(a: np.ndarray, b: np.ndarray, integer: bool) -> np.ndarray:
+    """A @ B: int64 for integer inputs (exact), float64 for float ones."""
+    if integer:
+        return int_product(np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64))
+    with np.errstate(invalid="ignore", over="ignore"):  # Inf and NaN inputs give Inf and NaN, as IEEE says
+        return np.asarray(a, dtype=np.float64) @ np.asarray(b, dtype=np.float64)
+
+
+def measure(c: np.ndarray, a: np.ndarray, b: np.ndarray, numerics: KernelNumerics) -> Accuracy:
+    """C (M x N, its values) against the exact product of A (M x K) and B (K x N)."""
+    got = np.asarray(c, dtype=np.float64)
+    out = numerics.dtype_out
+    if out.is_float:
+        p = exact_product(a, b, integer=False)
+        with np.errstate(over="ignore", invalid="ignore"):  # P past C's range rounds to Inf, as C's would
+            rounded = p.astype(out.host).astype(np.float64)  # P in C's type (bfp16: its fp32 values)
+        target, exact, saturated = p, _equal(got, rounded), 0
+    else:
+        p = exact_product(a, b, integer=True)
+        q = shift_round(p, numerics.shift, numerics.rounding)  # the exactly rounded result, unclamped
+        target = p / 2.0**numerics.shift
+        saturated = int(np.count_nonzero((q < out.min) | (q > out.max)))
+        exact = int(np.count_nonzero(got == saturate(q, out, numerics.saturation)))
+    finite = np.isfinite(target)
+    both = finite & np.isfinite(got)
+    nonfinite = int(np.count_nonzero(finite & ~np.isfinite(got)) + np.count_nonzero(~finite & ~_same(got, target)))
+    diff = np.abs(got[both] - target[both])
+    ref = np.abs(target[both])
+    scale = float(ref.max(initial=0.0)) or 1.0
+    norm = float(np.linalg.norm(target[both])) or 1.0
+    return Accuracy(int(got.size), exact, float(diff.max(initial=0.0)), float(diff.max(initial=0.0)) / scale,
+                    float(np.linalg.norm(diff)) / norm, saturated, nonfinite)
+
+
+def _same(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Elementwise equal, NaN equal to NaN."""
+    return (x == y) | (np.isnan(x) & np.isnan(y))
+
+
+def _equal(got: np.ndarray, p: np.ndarray) -> int:
+    return int(np.count_nonzero(_same(got, p)))
