@@ -62,30 +62,44 @@ def exact_product(a: np.ndarray, b: np.ndarray, integer: bool) -> np.ndarray:
         return np.asarray(a, dtype=np.float64) @ np.asarray(b, dtype=np.float64)
 
 
+BLOCK_ELEMENTS = 1 << 18  # C is measured a block of rows at a time: its temporaries stay a few MiB
+
+
 def measure(c: np.ndarray, a: np.ndarray, b: np.ndarray, numerics: KernelNumerics) -> Accuracy:
     """C (M x N, its values) against the exact product of A (M x K) and B (K x N)."""
+    rows = max(1, BLOCK_ELEMENTS // max(1, c.shape[1]))
+    parts = [_block(c[i:i + rows], a[i:i + rows], b, numerics) for i in range(0, c.shape[0], rows)]
+    total = np.sum([p[:4] for p in parts], axis=0) if parts else np.zeros(4)
+    max_abs = max((p[4] for p in parts), default=0.0)
+    scale = max((p[5] for p in parts), default=0.0) or 1.0
+    diff_sq, ref_sq = total[2], total[3] or 1.0
+    return Accuracy(int(c.size), int(total[0]), float(max_abs), float(max_abs) / scale,
+                    float(np.sqrt(diff_sq / ref_sq)), int(total[1]), int(sum(p[6] for p in parts)))
+
+
+def _block(c: np.ndarray, a: np.ndarray, b: np.ndarray, numerics: KernelNumerics) -> tuple[float, ...]:
+    """(exact, saturated, sum of squared errors, sum of squared targets, max abs error, max |target|,
+    not finite) of a block of C's rows."""
     got = np.asarray(c, dtype=np.float64)
     out = numerics.dtype_out
     if out.is_float:
-        p = exact_product(a, b, integer=False)
+        target = exact_product(a, b, integer=False)
         with np.errstate(over="ignore", invalid="ignore"):  # P past C's range rounds to Inf, as C's would
-            rounded = p.astype(out.host).astype(np.float64)  # P in C's type (bfp16: its fp32 values)
-        target, exact, saturated = p, _equal(got, rounded), 0
+            rounded = target.astype(out.host).astype(np.float64)  # P in C's type (bfp16: its fp32 values)
+        exact, saturated = _equal(got, rounded), 0
     else:
         p = exact_product(a, b, integer=True)
         q = shift_round(p, numerics.shift, numerics.rounding)  # the exactly rounded result, unclamped
-        target = p / 2.0**numerics.shift
         saturated = int(np.count_nonzero((q < out.min) | (q > out.max)))
         exact = int(np.count_nonzero(got == saturate(q, out, numerics.saturation)))
+        target = p / 2.0**numerics.shift
     finite = np.isfinite(target)
     both = finite & np.isfinite(got)
     nonfinite = int(np.count_nonzero(finite & ~np.isfinite(got)) + np.count_nonzero(~finite & ~_same(got, target)))
     diff = np.abs(got[both] - target[both])
     ref = np.abs(target[both])
-    scale = float(ref.max(initial=0.0)) or 1.0
-    norm = float(np.linalg.norm(target[both])) or 1.0
-    return Accuracy(int(got.size), exact, float(diff.max(initial=0.0)), float(diff.max(initial=0.0)) / scale,
-                    float(np.linalg.norm(diff)) / norm, saturated, nonfinite)
+    return (exact, saturated, float(np.dot(diff, diff)), float(np.dot(ref, ref)), float(diff.max(initial=0.0)),
+            float(ref.max(initial=0.0)), nonfinite)
 
 
 def _same(x: np.ndarray, y: np.ndarray) -> np.ndarray:
