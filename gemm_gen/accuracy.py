@@ -67,8 +67,9 @@ BLOCK_ELEMENTS = 1 << 18  # C is measured a block of rows at a time: its tempora
 
 def measure(c: np.ndarray, a: np.ndarray, b: np.ndarray, numerics: KernelNumerics) -> Accuracy:
     """C (M x N, its values) against the exact product of A (M x K) and B (K x N)."""
+    a64, b64 = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)  # converted once
     rows = max(1, BLOCK_ELEMENTS // max(1, c.shape[1]))
-    parts = [_block(c[i:i + rows], a[i:i + rows], b, numerics) for i in range(0, c.shape[0], rows)]
+    parts = [_block(c[i:i + rows], a64[i:i + rows], b64, numerics) for i in range(0, c.shape[0], rows)]
     total = np.sum([p[:4] for p in parts], axis=0) if parts else np.zeros(4)
     max_abs = max((p[4] for p in parts), default=0.0)
     scale = max((p[5] for p in parts), default=0.0) or 1.0
@@ -79,7 +80,7 @@ def measure(c: np.ndarray, a: np.ndarray, b: np.ndarray, numerics: KernelNumeric
 
 def _block(c: np.ndarray, a: np.ndarray, b: np.ndarray, numerics: KernelNumerics) -> tuple[float, ...]:
     """(exact, saturated, sum of squared errors, sum of squared targets, max abs error, max |target|,
-    not finite) of a block of C's rows."""
+    not finite) of a block of C's rows (a and b in float64)."""
     got = np.asarray(c, dtype=np.float64)
     out = numerics.dtype_out
     if out.is_float:
@@ -88,7 +89,7 @@ def _block(c: np.ndarray, a: np.ndarray, b: np.ndarray, numerics: KernelNumerics
             rounded = target.astype(out.host).astype(np.float64)  # P in C's type (bfp16: its fp32 values)
         exact, saturated = _equal(got, rounded), 0
     else:
-        p = exact_product(a, b, integer=True)
+        p = int_product(a, b)
         q = shift_round(p, numerics.shift, numerics.rounding)  # the exactly rounded result, unclamped
         saturated = int(np.count_nonzero((q < out.min) | (q > out.max)))
         exact = int(np.count_nonzero(got == saturate(q, out, numerics.saturation)))
@@ -100,6 +101,45 @@ def _block(c: np.ndarray, a: np.ndarray, b: np.ndarray, numerics: KernelNumerics
     ref = np.abs(target[both])
     return (exact, saturated, float(np.dot(diff, diff)), float(np.dot(ref, ref)), float(diff.max(initial=0.0)),
             float(ref.max(initial=0.0)), nonfinite)
+
+
+def bound_losses(c: np.ndarray, a: np.ndarray, b: np.ndarray, numerics: KernelNumerics) -> tuple[int, int]:
+    """(saturated, not finite) of a C computed with the default accumulator, without the whole
+    product: only outputs at the output type's bounds can have saturated, and only outputs that are
+    not finite can have overflowed, so only theirs are computed (a dot product each)."""
+    got = np.asarray(c)
+    out = numerics.dtype_out
+    if out.is_float:
+        rows, cols = np.nonzero(~np.isfinite(got.astype(np.float64)))
+    else:
+        rows, cols = np.nonzero((got == out.min) | (got == out.max) | (got == -out.max))
+    if rows.size == 0:
+        return 0, 0
+    a64, b64 = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    step = max(1, BLOCK_ELEMENTS // max(1, a64.shape[1]))
+    saturated = nonfinite = 0
+    for i in range(0, rows.size, step):
+        r, k = rows[i:i + step], cols[i:i + step]
+        with np.errstate(invalid="ignore", over="ignore"):
+            p = np.einsum("nk,kn->n", a64[r], b64[:, k])  # exact below 2^53 (integers: |a b| K < 2^53)
+        if out.is_float:
+            nonfinite += int(np.count_nonzero(np.isfinite(p)))
+        else:
+            q = shift_round(p.astype(np.int64), numerics.shift, numerics.rounding)
+            saturated += int(np.count_nonzero((q < out.min) | (q > out.max)))
+    return saturated, nonfinite
+
+
+def acc32_overflow_bound(a: np.ndarray, b: np.ndarray, acc_bits: int) -> float | None:
+    """K max|A| max|B| when it reaches past acc32's lanes (an integer sum could overflow them, and
+    what acc32 then does is unpublished), else None."""
+    a, b = np.asarray(a), np.asarray(b)
+    if acc_bits != 32 or a.dtype.kind not in "iu":
+        return None
+    # in int64: np.abs of an int8 -128 is -128
+    bound = float(np.abs(a.astype(np.int64)).max(initial=0)) * float(np.abs(b.astype(np.int64)).max(initial=0))
+    bound *= a.shape[1]
+    return bound if bound >= 2.0**31 else None
 
 
 def _same(x: np.ndarray, y: np.ndarray) -> np.ndarray:

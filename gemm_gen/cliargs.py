@@ -198,6 +198,8 @@ def types(a: argparse.Namespace) -> prec.Precision:
     if a.preset is not None:
         p = prec.PRESETS[a.preset]
         for (flag, value), fixed in zip(given.items(), (p.a, p.b, p.out, p.acc)):
+            if flag == "--acc" and value == prec.ACC_OUT and fixed == p.out:
+                continue  # the preset keeps C in its output type: the same thing said twice
             if value is not None and value != fixed:
                 raise ConfigError(f"--preset {a.preset} sets {flag} {fixed}, not {value}",
                                   f"drop {flag} or the preset")
@@ -284,14 +286,11 @@ def config_args(c: GemmConfig) -> list[str]:
         args += ["--n-aie-cols", str(c.cols)]
     if c.dtype_b != c.dtype_in:
         args += ["--dtype_b", str(c.dtype_b)]
-    def base_for(acc: str | None) -> GemmConfig:
-        return GemmConfig(c.device, c.M, c.K, c.N, c.m, c.k, c.n, c.k_mt, c.dtype_in, c.dtype_out,
-                          emulate_bf16_with_bfp16=c.emulate_bf16_with_bfp16, compiler=c.compiler,
-                          dtype_b=c.dtype_b, acc=acc, mmul_shape=c.mmul_shape)
-
-    if c.acc != base_for(None).acc:  # not the default accumulator
+    if c.acc != c.default_acc:
         args += ["--acc", prec.ACC_OUT if c.acc == c.dtype_out else str(c.acc)]
-    base = base_for(c.acc)
+    base = GemmConfig(c.device, c.M, c.K, c.N, c.m, c.k, c.n, c.k_mt, c.dtype_in, c.dtype_out,
+                      emulate_bf16_with_bfp16=c.emulate_bf16_with_bfp16, compiler=c.compiler, dtype_b=c.dtype_b,
+                      acc=c.acc, mmul_shape=c.mmul_shape)
     block = c.precision.block
     if c.emulate_bf16_with_bfp16 != (not block and emulation_default(c.device, c.dtype_in)):
         args += ["--emulate-bf16-mmul-with-bfp16", str(int(bool(c.emulate_bf16_with_bfp16)))]

@@ -57,7 +57,9 @@ KERNEL_EXPANSION = 2  # our kernels compute 2 x 2 blocks of mmuls: m % 2r == 0, 
 # Every fine-grained shim BD is unrolled into the instruction stream (~64 bytes each); 1M tasks
 # covers 65536^3 with small tiles and keeps insts.bin in the tens of MiB.
 MAX_RUNTIME_TASKS = 1_000_000
-SRS_MAX_SHIFT = 59  # the widest down-shift of to_vector (SRS) the AIE API accepts
+# the widest down-shift (SRS) we let a conversion ask for: the bound tests/aie_host enforces, read from
+# the SRS instructions' shift operand by an earlier session; not found in a public source (unconfirmed)
+SRS_MAX_SHIFT = 59
 
 
 @dataclass(frozen=True)
@@ -134,14 +136,14 @@ class GemmConfig:
             object.__setattr__(self, "cols", dev.columns)
         if self.dtype_b is None:
             object.__setattr__(self, "dtype_b", self.dtype_in)
-        given = self.acc  # None (the default accumulator), "out" (C's own type) or a type
-        object.__setattr__(self, "acc", None if given == prec.ACC_OUT else given)  # what the operand types say
-        block = self.precision.block
+        block = prec.resolve(self.dtype_in, self.dtype_b, self.dtype_out, self.acc).block
         if self.compiler is None:
             object.__setattr__(self, "compiler", "chess" if block else "peano")
         if self.emulate_bf16_with_bfp16 is None:
             object.__setattr__(self, "emulate_bf16_with_bfp16",
                                False if block else emulation_default(dev.name, str(self.dtype_in)))
+        # None: the default accumulator; "out": C's own type (stored resolved: see default_acc)
+        given = self.acc
         object.__setattr__(self, "acc", self.dtype_out if given == prec.ACC_OUT else given or self.default_acc)
         if self.convert_once is None:
             object.__setattr__(self, "convert_once", self.convert_once_problem is None)
@@ -659,13 +661,18 @@ def default_tiles(dev_name: str, dtype_in: str, dtype_out: str, K: int | None = 
                   acc: str | None = None) -> tuple[int, int, int, int]:
     """(m, k, n, k_mt) when the user gives none: the paper's balanced kernel for this device and
     types (the ATB paper's for its precision configs), else the largest balanced square-ish tile
-    that fits L1 (the tuner replaces this). `acc`: C's L1 type (None: its output type, as in the
-    papers' kernels, whose tiles leave no room for a wider accumulator)."""
+    that fits L1 (the tuner replaces this). `acc` as GemmConfig takes it: None for the default
+    accumulator, "out" for C in its output type (the papers' kernels, whose tiles leave no room for
+    a wider accumulator), or a type."""
     dev = device(dev_name)
     key = (dev.name, dtype_in, dtype_out)
-    p = prec.resolve(dtype_in, dtype_b, dtype_out, acc)
+    block = prec.resolve(dtype_in, dtype_b, dtype_out, acc).block
     if emulate_bf16_with_bfp16 is None:
-        emulate_bf16_with_bfp16 = not p.block and emulation_default(dev.name, dtype_in)
+        emulate_bf16_with_bfp16 = not block and emulation_default(dev.name, dtype_in)
+    if acc is None:  # the accumulator a config of these types gets by default
+        acc = GemmConfig(dev.name, 1, 1, 1, 0, 0, 0, 0, dtype_in, dtype_out, dtype_b=dtype_b,
+                         emulate_bf16_with_bfp16=emulate_bf16_with_bfp16).acc
+    p = prec.resolve(dtype_in, dtype_b, dtype_out, acc)
     if p.block:
         prec.check(p, dev)
         m, k, n, k_mt, _ = ATB_TILES.get(p.name, ATB_TILES["config2"])

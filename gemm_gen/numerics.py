@@ -159,14 +159,6 @@ class KernelNumerics:
             return round_f32_to_bf16(np.asarray(c, dtype=np.float32), self.rounding)
         return saturate(shift_round(c, self.shift, self.rounding), self.dtype_out, self.saturation)
 
-    def saturated(self, c: np.ndarray) -> int:
-        """How many of C's values (in its L1 type, after the last call) the final conversion clamps
-        (0 unless C is an integer narrowed once from a wider accumulator)."""
-        if not self.converts or self.dtype_out.is_float:
-            return 0
-        q = shift_round(c, self.shift, self.rounding)
-        return int(np.count_nonzero((q < self.dtype_out.min) | (q > self.dtype_out.max)))
-
     def encode_out(self, c: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The final conversion of a bf16/f32 C accumulator to bfp16 (blocks of 8 along N)."""
 
@@ -247,8 +239,3 @@ def int_product(a_op: np.ndarray, b_op: np.ndarray) -> np.ndarray:
 def _bfp16_values(exps: np.ndarray, mants: np.ndarray) -> np.ndarray:
 
     return decode(exps, mants)
-
-
-def truth(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """The fp64 product, for error reports (not bit-comparable with the kernel)."""
-    return np.asarray(a, dtype=np.float64) @ np.asarray(b, dtype=np.float64)

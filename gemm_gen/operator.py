@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from .accuracy import Accuracy, measure
+from .accuracy import Accuracy, acc32_overflow_bound, bound_losses, measure
 from .call import CallPlan, HostCopy, Problem
 from .config import GemmConfig, default_tiles
 from .design import Design, build_design
@@ -181,9 +181,13 @@ class Gemm:
         c = output_values(design.config, (c_cells & VALUE_MASK).astype(np.uint32), call).copy()
         return self._checked(design, c, a, b, report)
 
-    def __call__(self, A: Any, B: Any, *, report: bool = False) -> np.ndarray | tuple[np.ndarray, Accuracy]:
+    def __call__(self, A: Any, B: Any, *, report: bool = False,
+                 check: bool = True) -> np.ndarray | tuple[np.ndarray, Accuracy]:
         """C from the NPU through XRT (needs mlir-aie, Peano or chess, XRT and an NPU); A and B are
-        checked, and C reported, as simulate() does."""
+        checked as simulate() checks them. C is checked too, without a host GEMM where it can be:
+        with the default accumulator only saturated or overflowed outputs can differ from A @ B
+        rounded once, and only theirs are recomputed; with acc='out' (integers), or report=True,
+        the whole product is (accuracy.measure). check=False skips C's check."""
         from .backends.npu_call import run_on_npu
 
         a, b = self._operands(A, B)
@@ -191,16 +195,39 @@ class Gemm:
             return self._zeros(a, b)
         design = self.design(a.shape[0], a.shape[1], b.shape[1])
         c = run_on_npu(design, self._call(design, a, b), a, b, loaded=self._loaded)
-        return self._checked(design, c, a, b, report)
+        if not check:
+            return c
+        c_ = design.config
+        whole = report or (not c_.t_out.is_float and c_.acc == c_.dtype_out != c_.default_acc)
+        return self._checked(design, c, a, b, report, whole)
 
     @staticmethod
-    def _checked(design: Design, c: np.ndarray, a: np.ndarray, b: np.ndarray,
-                 report: bool) -> np.ndarray | tuple[np.ndarray, Accuracy]:
-        """C, with a NumericsWarning when outputs left the output type, and its Accuracy if asked."""
-        accuracy = measure(c, a, b, design.config.numerics)
-        if accuracy.saturated or accuracy.nonfinite:
-            warnings.warn(f"C differs from A @ B beyond rounding: {accuracy.text()}", NumericsWarning, stacklevel=3)
-        return (c, accuracy) if report else c
+    def _checked(design: Design, c: np.ndarray, a: np.ndarray, b: np.ndarray, report: bool,
+                 whole: bool = True) -> np.ndarray | tuple[np.ndarray, Accuracy]:
+        """C, with a NumericsWarning for every way it can differ from A @ B beyond one rounding:
+        outputs saturated or overflowed, integers that are not A @ B rounded and saturated once
+        (per-k-step numerics), an acc32 accumulator these inputs can overflow; its Accuracy if
+        asked. `whole`: against the whole product, else only the outputs at the type's bounds."""
+        cfg, nm = design.config, design.config.numerics
+        accuracy = measure(c, a, b, nm) if whole else None
+        if accuracy is not None:
+            lost = accuracy.saturated or accuracy.nonfinite or (
+                not nm.dtype_out.is_float and accuracy.exact < accuracy.elements)
+            said = accuracy.text()
+        else:
+            saturated, nonfinite = bound_losses(c, a, b, nm)
+            lost = saturated or nonfinite
+            said = (f"{saturated:,} of {c.size:,} outputs saturated (A @ B outside the output type, clamped)"
+                    if saturated else f"{nonfinite:,} of {c.size:,} outputs not finite where A @ B is")
+        if lost:
+            warnings.warn(f"C differs from A @ B beyond rounding: {said}", NumericsWarning, stacklevel=3)
+        bound = acc32_overflow_bound(a, b, cfg.acc_bits)
+        if bound is not None:
+            warnings.warn(f"K max|A| max|B| = {bound:.3g} reaches past the 32-bit accumulator of the {cfg.device} "
+                          f"{cfg.dtype_in} mmul {'x'.join(map(str, cfg.mmul))}, whose overflow is unpublished: C may "
+                          f"be wrong; use an mmul with a 64-bit accumulator, or split K", NumericsWarning,
+                          stacklevel=3)
+        return (c, accuracy if accuracy is not None else measure(c, a, b, nm)) if report else c
 
     # ---- checks -------------------------------------------------------------------------------
     def _call(self, design: Design, a: np.ndarray, b: np.ndarray) -> CallPlan:

@@ -35,6 +35,8 @@ BFP16_OUT_TYPES = ("bf16", "f32", BFP16)
 BFP16_ACC_TYPES = ("bf16", "f32")
 # --acc out: C stays in its output type between calls (requantized per k-step; mlir-aie, the papers)
 ACC_OUT = "out"
+# the types C can accumulate in besides its own (--acc out)
+ACC_TYPES = ("f32", "i32", "i64", "bf16", BFP16)
 # compilers that build our bfp16 kernels (templates/mm_bfp16.cc.j2), and why not Peano: at mlir-aie
 # 1.4.3 Peano builds mm_bfp.cc-style kernels (mlir-aie #3505), but kernels that keep four block
 # streams and eight tiles live, as ours do, meet open llvm-aie bugs: stream FIFO state spilled to
@@ -99,8 +101,11 @@ def wide_acc(out: str, acc_bits: int) -> str:
 def check(p: Precision, dev: Device, acc_bits: int = 32) -> None:
     """Raise ConfigError unless `dev` has a kernel for this combination of types (`acc_bits`: the
     mmul's integer accumulator lanes, which fix the wide accumulator of integer outputs)."""
-    for name in (p.a, p.b, p.out, p.acc):
+    for name in (p.a, p.b, p.out):
         dtype(name)  # unknown names fail here, with the list of types
+    if p.acc not in ACC_TYPES and p.acc != p.out:
+        raise ConfigError(f"--acc {p.acc} is no accumulator type", f"use --acc {ACC_OUT} (C in its output type), "
+                          f"or one of {', '.join(ACC_TYPES)}; or drop --acc for the default")
     if not p.block:
         if p.b != p.a:
             raise ConfigError(f"--dtype_b {p.b} with --dtype_in {p.a}: scalar kernels multiply one input type",

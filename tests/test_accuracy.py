@@ -8,6 +8,7 @@ and the operator report max abs / max rel / Frobenius error and saturation again
 from __future__ import annotations
 
 import json
+import re
 import warnings
 
 import ml_dtypes
@@ -145,3 +146,60 @@ def test_simulate_reports_the_host_quantization_of_bfp16_operands(capsys):
     r = json.loads(capsys.readouterr().out)
     given = r["accuracy_before_host_quantization"]
     assert given is not None and given["frobenius_rel"] > r["accuracy"]["frobenius_rel"] > 0
+
+
+def test_per_step_integers_that_differ_from_the_product_are_said():
+    """acc='out': a first k-step that saturates (10 x 32 = 320 -> 127) and a second that brings the
+    sum back in range (-7 x 32) leave C = -97 where A @ B = 96: no output is out of range, and the
+    user is still told; the default accumulator gets 96, and says nothing."""
+    M, K, N = 128, 64, 128
+    a = np.zeros((M, K), np.int8)
+    b = np.ones((K, N), np.int8)
+    a[:, :32], a[:, 32:] = 10, -7
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        c, acc = Gemm("npu1", "i8", "i8", acc="out", tiles=(32, 32, 32, 64)).simulate(a, b, report=True)
+    assert (c == -97).all() and acc.saturated == 0 and acc.exact == 0
+    assert len(caught) == 1 and "0 of 16,384 equal to A @ B rounded once" in str(caught[0].message)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # nothing to say
+        c = Gemm("npu1", "i8", "i8", tiles=(32, 32, 32, 64)).simulate(a, b)
+    assert (c == 96).all()
+
+
+def test_an_acc32_accumulator_these_inputs_can_overflow_is_said():
+    """int16 on npu1's acc32 mmul 4x2x8: K max|A| max|B| past 2^31 can overflow the lanes, whose
+    behaviour is unpublished: said, with the way out; small inputs are not."""
+    rng = np.random.default_rng(2)
+    g = Gemm("npu1", "i16", "i32", mmul_shape=(4, 2, 8))
+    a, b = full_range("i16", (16, 64, ), rng), full_range("i16", (64, 32), rng)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        g.simulate(a, b)
+    said = [str(w.message) for w in caught if w.category is NumericsWarning]
+    assert any(re.search(r"reaches past the 32-bit accumulator .* mmul 4x2x8.*64-bit accumulator", m) for m in said)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        g.simulate(np.clip(a, -100, 100), np.clip(b, -100, 100))
+
+
+@settings(max_examples=20, deadline=None)
+@given(st.integers(1, 40), st.integers(1, 90), st.integers(1, 40), st.sampled_from(["i8", "i16", "i32"]),
+       st.integers(0, 3), st.integers(0, 2**16))
+def test_the_bound_check_finds_what_the_whole_product_finds(M, K, N, t_out, shift, seed):
+    """bound_losses (the NPU call's check without a host GEMM) counts the saturated outputs of a
+    correctly rounded C exactly as measure() does, and float overflows too."""
+    from gemm_gen.accuracy import bound_losses
+
+    rng = np.random.default_rng(seed)
+    t_in = "i8" if t_out != "i32" else "i16"
+    a, b = full_range(t_in, (M, K), rng), full_range(t_in, (K, N), rng)
+    nm = KernelNumerics.of(t_in, t_out, shift=shift, acc="i64" if t_out == "i32" else "i32")
+    c = nm.finish(a.astype(np.int64) @ b.astype(np.int64))  # A @ B rounded and saturated once
+    assert bound_losses(c, a, b, nm) == (measure(c, a, b, nm).saturated, 0)
+    f = KernelNumerics.of("bf16", "bf16", acc="f32")
+    x = (rng.standard_normal((M, K)) * 1e36).astype(ml_dtypes.bfloat16)
+    y = (rng.standard_normal((K, N)) * 1e3).astype(ml_dtypes.bfloat16)
+    with np.errstate(over="ignore", invalid="ignore"):
+        got = (x.astype(np.float64) @ y.astype(np.float64)).astype(ml_dtypes.bfloat16)
+    assert bound_losses(got, x, y, f) == (0, measure(got, x, y, f).nonfinite)

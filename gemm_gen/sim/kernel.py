@@ -46,7 +46,6 @@ class KernelStats:
     convert_calls: int = 0
     tiles_done: int = 0  # output tiles whose K reduction completed
     acc_overflows: int = 0
-    saturated: int = 0  # C values the final conversion clamped to the output type's range
     calls_per_core: dict[str, int] = field(default_factory=dict)
 
 
@@ -365,7 +364,6 @@ class KernelEmulator:
             self.out_view.write_encoded(c_cells, *self.numerics.encode_out(values), word)
         else:
             self.out_view.write(c_cells, self.numerics.finish(values), word)
-        self.stats.saturated += self.numerics.saturated(values)
         self.stats.convert_calls += 1
 
     def _operand(self, name: str, word: int, make: Callable[[], np.ndarray]) -> np.ndarray:
