@@ -419,3 +419,40 @@ def test_the_operator_loads_its_xclbin_once(tmp_path, monkeypatch):
     for _ in range(2):
         assert np.array_equal(g(a, b), a.astype(np.int32) @ b.astype(np.int32))
     assert [e[0] for e in fake.log].count("xclbin") == 1 and [e[0] for e in fake.log].count("run") == 2
+
+
+def test_an_npu_call_says_what_c_lost(tmp_path, monkeypatch):
+    """g(A, B) on full-range int8 -> int8 (stand-in tools and XRT): C is clip(A @ B), the saturated
+    outputs are said without a host GEMM (only outputs at i8's bounds recomputed), report=True gives
+    the whole Accuracy, check=False says nothing."""
+    import warnings
+
+    from gemm_gen import operator as operator_module
+    from gemm_gen.backends import cache, toolchain
+    from gemm_gen.errors import NumericsWarning
+
+    from .fake_pyxrt import FakeXrt
+    from .test_build import _fake_tools
+
+    _fake_tools(tmp_path, monkeypatch)
+    monkeypatch.setenv(cache.CACHE_ENV, str(tmp_path / "cache"))
+    g = Gemm(device="npu1", dtype_in="i8", dtype_out="i8")
+    rng = np.random.default_rng(1)
+    a = rng.integers(-128, 128, (64, 96), dtype=np.int8)
+    b = rng.integers(-128, 128, (96, 64), dtype=np.int8)
+    fake = FakeXrt(g.design(64, 96, 64).config)
+    monkeypatch.setattr(toolchain, "pyxrt", lambda: fake)
+    exact = np.clip(a.astype(np.int64) @ b.astype(np.int64), -128, 127)
+    whole = []  # calls of the whole-product measure
+    real = operator_module.measure
+    monkeypatch.setattr(operator_module, "measure", lambda *args: whole.append(1) or real(*args))
+    with pytest.warns(NumericsWarning, match=r"outputs saturated"):
+        c = g(a, b)
+    assert np.array_equal(c, exact) and whole == []
+    with pytest.warns(NumericsWarning):
+        c, acc = g(a, b, report=True)
+    assert whole == [1] and acc.exact == acc.elements
+    assert acc.saturated == int(np.count_nonzero(exact != a.astype(np.int64) @ b))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert np.array_equal(g(a, b, check=False), exact)
