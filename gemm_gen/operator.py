@@ -31,8 +31,16 @@ from .design.serve import serve
 from .errors import ConfigError, DmaLimitError, GemmGenError, NumericsWarning
 from .hostdata import output_values, pad_inputs
 from .operands import as_matrix, bfp16_quantizer, host_operand
-from .operator_args import (check_flag, check_options, check_types, checked_device, checked_max_size, checked_tiles,
-                            design_refusal, refuse)
+from .operator_args import (
+    check_flag,
+    check_options,
+    check_types,
+    checked_device,
+    checked_max_size,
+    checked_tiles,
+    design_refusal,
+    refuse,
+)
 
 DESIGN_ERRORS = (ConfigError, DmaLimitError)  # what building or serving a design refuses (not a run's failure)
 

@@ -282,7 +282,8 @@ WIDE_MUTANTS = {
     Case(_WIDE, patches=(("for (unsigned b = 0; b < TILE_M / MMUL::M * COL_BLOCKS; ++b)",
                           "for (unsigned b = TILE_M / MMUL::M * COL_BLOCKS; b-- > 0;)"),),
          mutant="wide-reversed-convert", hot=True): "elements differ",
-    Case(_WIDE_I16, patches=(("  aie::store_v(p, aie::vector_cast<int32>(acc.to_accum()));  // acc64 lanes -> int32 pairs",
+    Case(_WIDE_I16, patches=(("  aie::store_v(p, aie::vector_cast<int32>(acc.to_accum()));  // acc64 lanes -> "
+                              "int32 pairs",
                               "  aie::store_v(p, acc.template to_vector<int32>());  // saturated to int32"),
                              ("  return MMUL(aie::vector_cast<acc64>(aie::load_v<ACC_WORDS * MMUL::size_C>(p)));"
                               "  // int32 pairs -> acc64 lanes",

@@ -78,7 +78,8 @@ def test_cli_run_with_a_device(tmp_path, capsys, monkeypatch):
     out = capsys.readouterr().out
     # what C lost against A @ B, then mlir-aie's lines
     first, rest = out.split("\n", 1)
-    assert first.startswith("vs exact A @ B: max abs ") and "16,384 of 16,384 equal to A @ B rounded once" in first, first
+    assert first.startswith("vs exact A @ B: max abs "), first
+    assert "16,384 of 16,384 equal to A @ B rounded once" in first, first
     assert rest.startswith("\nAvg NPU matmul time: ") and out.endswith("\nPASS!\n\n")
     assert os.environ[runner.UNSECURE_XCLBIN] == "1"  # as mlir-aie's `make run` exports it
     monkeypatch.setattr(toolchain, "pyxrt", lambda: FakeXrt(c, broken=True))

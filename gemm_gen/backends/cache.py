@@ -206,7 +206,8 @@ def _remove_entry(path: Path) -> None:
         path.rmdir()
     except OSError as e:
         raise CacheError(f"cannot remove the build cache entry {path} ({e.strerror or e})",
-                         "check its permissions and clear again (entries before it are gone, the rest are kept)") from None
+                         "check its permissions and clear again (entries before it are gone, the rest are kept)"
+                         ) from None
 
 
 def clear() -> Contents:

@@ -17,13 +17,13 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from ..accuracy import Accuracy
+from ..accuracy import measure as measure_accuracy  # runner.measure times a design
 from ..call import CallPlan, Problem
 from ..config import GemmConfig
 from ..errors import BuildError, ConfigError, ToolchainMissing
 from ..hostdata import host_values, output_values, pad_inputs, with_slack
 from ..inputs import make_inputs
-from ..accuracy import Accuracy
-from ..accuracy import measure as measure_accuracy  # runner.measure times a design
 from ..numerics import reference
 from . import toolchain
 from .build import Artifacts

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import jinja2
 
@@ -193,7 +193,7 @@ def _modes(build: KernelBuild) -> tuple[Rounding, Saturation]:
 def kernel_params(build: KernelBuild) -> KernelParams | BlockKernelParams:
     """Check that the build is one our kernels can be for, and derive the template's numbers."""
     dev = _device(build)
-    prec.check(build.precision, dev, dev.acc_bits(build.dtype_in, tuple(build.mmul)))  # types it has no kernel for
+    prec.check(build.precision, dev, dev.acc_bits(build.dtype_in, build.mmul))  # types it has no kernel for
     if build.block_kernel:
         return block_kernel_params(build, dev)
     t_in, t_out = dtype(build.dtype_in), dtype(build.dtype_out)
@@ -241,14 +241,14 @@ def kernel_params(build: KernelBuild) -> KernelParams | BlockKernelParams:
         acc_tag="accfloat" if t_in.is_float else "accauto", aie_arch=AIE_ARCH[build.aie_target],
         rounding_mode=ROUNDING_MODES[rounding], saturation_mode=SATURATION_MODES[saturation],
         # every integer narrowing out of wider accumulator lanes saturates (an int32 C out of acc64 too)
-        sets_saturation=not t_out.is_float and t_out.bits < dev.acc_bits(build.dtype_in, mmul),
+        sets_saturation=not t_out.is_float and t_out.bits < dev.acc_bits(build.dtype_in, (r, s, t)),
         row_clusters=row_clusters, col_clusters=col_clusters, k_blocks=k_blocks,
         hint_z=hint_z, hint_j=hint_j, hint_k=hint_k, loops_doc=loops_doc,
         store_bits=store_bits, zero_lanes=lanes, zero_iters=build.m * build.n // lanes, **acc,
     )
 
 
-def _scalar_acc(build: KernelBuild, dev: Device, store_bits: int) -> dict[str, object]:
+def _scalar_acc(build: KernelBuild, dev: Device, store_bits: int) -> dict[str, Any]:
     """The scalar template's numbers for a C accumulated in a wider type (i32, i64 or f32) and
     converted once: where its rows live, how they are stored and cleared, the conversion's loop."""
     p = build.precision

@@ -190,7 +190,7 @@ class KernelEmulator:
         # provenance until the final conversion), the first c_split_rows rows inside the C object
         # and the rest in the worker's C acc buffer.
         self.slice_words = c.t_acc.nbytes(c.t_ma * c.n) // 4
-        self.acc_views: dict[int, TileView] = {}
+        self.acc_views: dict[int, TileView | PairView] = {}
         if self.p.converts_c:
             oi, oj = np.indices((gc.m, gc.n))  # the conversion writes the whole object in C's tiles
             self.out_view = view_of(c_layout(gc.m, gc.n, gc.r, gc.t), gc.unit, oi * gc.ld + oj, w.TAG_C)
@@ -221,17 +221,17 @@ class KernelEmulator:
 
     def _acc_view(self, rows: int) -> TileView | PairView:
         """rows x n of the accumulator in its blocked layout (no provenance: not C's words yet)."""
-        view = self.acc_views.get(rows)
-        if view is None:
+        if rows not in self.acc_views:
             c = self.c
             layout = c_layout(rows, c.n, c.r, c.t)
+            view: TileView | PairView
             if c.t_acc == I64:  # int32 pairs: element e is words 2e, 2e + 1
                 pairs = np.stack([2 * layout, 2 * layout + 1], axis=-1).reshape(rows, 2 * c.n)
                 view = PairView(TileView.of(pairs, I32, np.zeros(pairs.shape, dtype=np.int64), w.TAG_NONE))
             else:
                 view = TileView.of(layout, c.t_acc, np.zeros((rows, c.n), dtype=np.int64), w.TAG_NONE)
             self.acc_views[rows] = view
-        return view
+        return self.acc_views[rows]
 
     def _acc_parts(self, first: int, last: int, c_cells: np.ndarray,
                    acc_cells: np.ndarray | None) -> list[tuple[np.ndarray, int]]:

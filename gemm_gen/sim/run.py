@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from tqdm import tqdm
 
+from ..accuracy import Accuracy, measure
 from ..call import CallPlan, Problem
 from ..config import GemmConfig
 from ..design import Design, build_design
@@ -19,7 +20,6 @@ from ..design.serve import serve
 from ..errors import DeadlockError, LayoutError, SimulationError
 from ..hostdata import host_values, output_values, pad_inputs
 from ..inputs import exact_bound, make_inputs
-from ..accuracy import Accuracy, measure
 from ..numerics import reference
 from . import words as w
 from .kernel import KernelEmulator, KernelStats
