@@ -28,7 +28,7 @@ SETTINGS = settings(max_examples=100, deadline=None, suppress_health_check=[Heal
 
 
 @st.composite
-def small_configs(draw: st.DrawFn) -> GemmConfig:
+def small_configs(draw: st.DrawFn, whole_blocks: bool = False) -> GemmConfig:
     dev_name, t_in, t_out, t_b, acc = draw(st.sampled_from(PAIRS))
     dev = DEVICES[dev_name]
     emulate = dev_name == "npu2" and t_in == "bf16" and t_b is None and draw(st.booleans())
@@ -40,9 +40,10 @@ def small_configs(draw: st.DrawFn) -> GemmConfig:
     n = 2 * t * draw(st.integers(1, 2))
     k_mt = k * draw(st.integers(1, 3))
     cols = draw(st.sampled_from(sorted(dev.column_devices)))  # mlir-aie's --n-aie-cols choices
-    M = draw(st.integers(1, 2 * 4 * m))  # up to two block rows, ragged sizes get padded
-    K = draw(st.integers(1, 2 * k_mt))
-    N = draw(st.integers(1, 2 * cols * n))
+    if whole_blocks:  # one or two blocks each way, no tails
+        M, K, N = (draw(st.integers(1, 2)) * size for size in (4 * m, k_mt, cols * n))
+    else:  # up to two block rows, ragged sizes get padded
+        M, K, N = draw(st.integers(1, 2 * 4 * m)), draw(st.integers(1, 2 * k_mt)), draw(st.integers(1, 2 * cols * n))
     b_is_block = (t_b or t_in) == "bfp16"
     pack = draw(st.sampled_from(["tiles", "strips"])) if b_is_block else "tiles"  # mlir-aie's packing too
     return GemmConfig(dev_name, M, K, N, m, k, n, k_mt, t_in, t_out, draw(st.booleans()),
@@ -112,7 +113,10 @@ def perturbations(draw: st.DrawFn, c: GemmConfig) -> tuple[str, Design]:
 @SETTINGS
 @given(st.data())
 def test_broken_patterns_never_pass(data):
-    c = data.draw(small_configs())
+    # whole blocks only: a ragged size reads rows that alias in the memtile object (B's junk columns
+    # are its next rows' values when N < n cols; A's K tail is its next row), where a changed walk
+    # can deliver the very same data (npu2 i16 1x1x8 on 8x4x32: B's blocked and linear walks match)
+    c = data.draw(small_configs(whole_blocks=True))
     label, broken = data.draw(perturbations(c), label="perturbation")
     try:
         r = simulate(broken)
