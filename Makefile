@@ -1,7 +1,8 @@
 # gemm_gen: mlir-aie style entry points. Variables follow mlir-aie's matrix_multiplication
 # Makefiles: DEVICE (npu1|npu2), M K N, optional m k n K_MT RHO N_AIE_COLS DTYPE_IN DTYPE_B DTYPE_OUT ACC PRESET
 # B_COL_MAJ B_PACK; gemm_gen's kernel and L1 choices EXPANSION KERNEL_LOOPS CONVERT_ONCE L1_ALLOC; SIZES for
-# one design serving several sizes; BUILD_DIR for the files generate, all, run, validate and roofline write.
+# one design serving several sizes; BUILD_DIR for the files generate, all, run, validate and roofline write;
+# TIMEOUT_MS for the time limit of each NPU run of run and validate (default: derived from the prediction).
 SHELL := /bin/bash
 
 # This Makefile's variables come from its command line or from here, never from the environment:
@@ -11,8 +12,8 @@ SHELL := /bin/bash
 # PYTHON is the exception: it only picks the interpreter of .venv/ (printed when installing), and
 # `PYTHON=python3.12 make install` is a reasonable way to choose it.
 OWN_VARS := DEVICE SIZES M K N m k n K_MT RHO N_AIE_COLS DTYPE_IN DTYPE_B DTYPE_OUT ACC PRESET B_COL_MAJ B_PACK \
-	CHESS SEED TOP EXPANSION KERNEL_LOOPS CONVERT_ONCE L1_ALLOC WARMUP ITERS BUILD_DIR VENV BIN STAMP INSTALL_LOG \
-	GEN_ARGS BUILD_ARGS SHOWN
+	CHESS SEED TOP EXPANSION KERNEL_LOOPS CONVERT_ONCE L1_ALLOC WARMUP ITERS TIMEOUT_MS BUILD_DIR VENV BIN STAMP \
+	INSTALL_LOG GEN_ARGS BUILD_ARGS TIMEOUT_ARGS SHOWN
 $(foreach v,$(OWN_VARS),$(if $(filter environment%,$(origin $(v))),$(eval override undefine $(v))))
 
 PYTHON ?= python3
@@ -34,6 +35,8 @@ SEED ?= 0
 CHESS ?= 0
 WARMUP ?= 1
 ITERS ?= 10
+# milliseconds one NPU run may take (gemm-gen run/validate --timeout-ms); empty: max(2 s, 100 x predicted)
+TIMEOUT_MS ?=
 TOP ?= 5
 BUILD_DIR ?= build
 
@@ -51,6 +54,7 @@ GEN_ARGS := --dev $(DEVICE) $(if $(M),-M $(M)) $(if $(K),-K $(K)) $(if $(N),-N $
 	$(if $(EXPANSION),--expansion $(EXPANSION)) $(if $(KERNEL_LOOPS),--kernel-loops $(KERNEL_LOOPS)) \
 	$(if $(CONVERT_ONCE),--convert-once $(CONVERT_ONCE)) $(if $(L1_ALLOC),--l1-alloc $(L1_ALLOC))
 BUILD_ARGS := --build-dir $(BUILD_DIR)
+TIMEOUT_ARGS := $(if $(TIMEOUT_MS),--timeout-ms $(TIMEOUT_MS))
 # what `make sim` and `make run` check: the device, the sizes, and every other variable given here
 SHOWN := DEVICE=$(DEVICE) $(foreach v,M K N SIZES,$(if $($(v)),$(v)=$($(v)))) \
 	$(foreach v,$(filter-out DEVICE M K N SIZES,$(OWN_VARS)),$(if $(filter command line,$(origin $(v))),$(v)=$($(v))))
@@ -60,7 +64,8 @@ SHOWN := DEVICE=$(DEVICE) $(foreach v,M K N SIZES,$(if $($(v)),$(v)=$($(v)))) \
 help:
 	@echo "make sim DEVICE=npu2 M=512 K=512 N=512 [SIZES=MxKxN,... m= k= n= K_MT= RHO= N_AIE_COLS= DTYPE_IN= DTYPE_B= DTYPE_OUT= ACC="
 	@echo "         PRESET= B_COL_MAJ= B_PACK= EXPANSION= KERNEL_LOOPS= CONVERT_ONCE= L1_ALLOC=]; BUILD_DIR= (default build)"
-	@echo "make plan|generate|kernel|mlir (same variables); make doctor, validate, all, run on an NPU machine [CHESS=1]"
+	@echo "make plan|generate|kernel|mlir (same variables); make doctor, validate, all, run on an NPU machine [CHESS=1"
+	@echo "         WARMUP= ITERS= TIMEOUT_MS=]"
 	@echo "make predict|tune|roofline (the model; TOP= for tune), make dry-run (the build commands)"
 	@echo "make test, make test-slow, make bench, make lint, make clean"
 
@@ -105,12 +110,12 @@ dry-run: $(STAMP)
 # build if needed, then run on the NPU through XRT with mlir-aie's output lines
 run: $(STAMP)
 	@echo "make run: checking $(strip $(SHOWN))"
-	export XRT_HACK_UNSECURE_LOADING_XCLBIN=1 && $(BIN)/gemm-gen run $(GEN_ARGS) $(BUILD_ARGS) --warmup $(WARMUP) --iters $(ITERS) --seed $(SEED)
+	export XRT_HACK_UNSECURE_LOADING_XCLBIN=1 && $(BIN)/gemm-gen run $(GEN_ARGS) $(BUILD_ARGS) --warmup $(WARMUP) --iters $(ITERS) --seed $(SEED) $(TIMEOUT_ARGS)
 
 # on an NPU laptop: doctor, then build, run and check a fixed sweep; build/validate_$(DEVICE).json + .png
 validate: $(STAMP)
 	export XRT_HACK_UNSECURE_LOADING_XCLBIN=1 && $(BIN)/gemm-gen validate --dev $(DEVICE) --iters $(ITERS) \
-		--warmup $(WARMUP) $(BUILD_ARGS)
+		--warmup $(WARMUP) $(BUILD_ARGS) $(TIMEOUT_ARGS)
 
 predict: $(STAMP)
 	$(BIN)/gemm-gen predict $(GEN_ARGS)

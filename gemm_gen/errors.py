@@ -53,6 +53,15 @@ class BuildError(GemmGenError):
     """A build tool ran and failed (not bad input: exit 1)."""
 
 
+class RunTimeout(BuildError):
+    """An NPU run that did not complete within its time limit (exit 1, as a failed build: the design
+    or the machine is at fault, not the request); `make validate` records it as TIMEOUT."""
+
+    def __init__(self, what: str, fix: str = "", timeout_ms: int = 0) -> None:
+        super().__init__(what, fix)
+        self.timeout_ms = timeout_ms
+
+
 class ToolchainMissing(GemmGenError):
     """A toolchain part (mlir-aie, Peano, XRT, an NPU) is not available here."""
 

@@ -189,20 +189,27 @@ class Gemm:
         c = output_values(design.config, (c_cells & VALUE_MASK).astype(np.uint32), call).copy()
         return self._checked(design, c, a, b, report)
 
-    def __call__(self, A: Any, B: Any, *, report: bool = False,
-                 check: bool = True) -> np.ndarray | tuple[np.ndarray, Accuracy]:
+    def __call__(self, A: Any, B: Any, *, report: bool = False, check: bool = True,
+                 timeout_ms: int | None = None) -> np.ndarray | tuple[np.ndarray, Accuracy]:
         """C from the NPU through XRT (needs mlir-aie, Peano or chess, XRT and an NPU); A and B are
         checked as simulate() checks them. C is checked too, without a host GEMM where it can be:
         with the default accumulator only saturated or overflowed outputs can differ from A @ B
         rounded once, and only theirs are recomputed; with acc='out' (integers), or report=True,
-        the whole product is (accuracy.measure). check=False skips C's check."""
+        the whole product is (accuracy.measure). check=False skips C's check. The run must complete
+        within `timeout_ms` milliseconds (None: max(2 s, 100 x the model's predicted time), as
+        `gemm-gen run`), else RunTimeout, one line."""
         from .backends.npu_call import run_on_npu
+        from .backends.runner import checked_timeout
 
+        try:
+            checked_timeout(timeout_ms)
+        except ConfigError as e:
+            raise refuse(self._args, e.what, e.fix) from None
         a, b = self._operands(A, B)
         if _empty(a, b):
             return self._zeros(a, b)
         design = self.design(a.shape[0], a.shape[1], b.shape[1])
-        c = run_on_npu(design, self._call(design, a, b), a, b, loaded=self._loaded)
+        c = run_on_npu(design, self._call(design, a, b), a, b, loaded=self._loaded, timeout_ms=timeout_ms)
         if not check:
             return c
         c_ = design.config

@@ -5,8 +5,8 @@ src/python/pybind11/src/pyxrt.cpp): device(index), xclbin(path) with get_kernels
 device.register_xclbin, hw_context(device, uuid) (only for a registered xclbin), kernel(context,
 name) with group_id, bo(device, size, flags, group) with flags from bo.flags and groups from the
 kernel, map / sync(direction) with xclBOSyncDirection members, kernel(...) returning a started run
-whose wait() / wait(timeout_ms) gives an ert_cmd_state, device.get_info(xrt_info_device.X) as a
-string; buffer objects have a host and a device side that only sync() copies between. Anything else
+whose wait() / wait(timeout_ms) gives an ert_cmd_state (run.wait below), device.get_info(xrt_info_device.X)
+as a string; buffer objects have a host and a device side that only sync() copies between. Anything else
 pybind11 would refuse (wrong argument kinds, unknown enum members, an
 argument index beyond the kernel's) raises TypeError or RuntimeError as pyxrt does.
 
@@ -14,12 +14,17 @@ argument index beyond the kernel's) raises TypeError or RuntimeError as pyxrt do
 handling, syncs and checks can be tested; `broken=True` returns zeros instead; `configs` names the
 design of each xclbin path, for sweeps of many designs; `calls` names the call size of each
 instruction stream (by its bytes) for one design that serves many sizes: a run with a stream it
-does not know fails as a wrong stream would on the NPU.
+does not know fails as a wrong stream would on the NPU; `hangs` makes kernels that never complete
+(True: every xclbin's, or a collection of xclbin paths): a timed wait returns ERT_CMD_STATE_TIMEOUT
+at once, as XRT's does when its limit passes, and an untimed one raises UntimedWait (the real one
+would block forever), which no `except Exception` catches, so a test whose code forgets the limit
+fails instead of hanging.
 """
 
 from __future__ import annotations
 
 import enum
+from collections.abc import Collection
 from typing import Any
 
 import numpy as np
@@ -38,13 +43,17 @@ class xclBOSyncDirection(enum.Enum):  # noqa: N801 - pyxrt's names
     XCL_BO_SYNC_BO_AIE_TO_GMIO = 3
 
 
-class ert_cmd_state(enum.Enum):  # noqa: N801
+class ert_cmd_state(enum.Enum):  # noqa: N801 - pyxrt binds these (not ert.h's RUNNING = 3)
     ERT_CMD_STATE_NEW = 1
     ERT_CMD_STATE_QUEUED = 2
     ERT_CMD_STATE_COMPLETED = 4
     ERT_CMD_STATE_ERROR = 5
     ERT_CMD_STATE_ABORT = 6
+    ERT_CMD_STATE_SUBMITTED = 7
     ERT_CMD_STATE_TIMEOUT = 8
+    ERT_CMD_STATE_NORESPONSE = 9
+    ERT_CMD_STATE_SKERROR = 10
+    ERT_CMD_STATE_SKCRASHED = 11
 
 
 class xrt_info_device(enum.Enum):  # noqa: N801
@@ -57,6 +66,25 @@ class _BoFlags(enum.Enum):
 
 
 KERNEL_ARGS = 8  # mlir-aie's MLIR_AIE kernel: opcode, instr bo, instr count, 5 buffer objects
+UINT_MAX = 2**32 - 1  # run.wait's timeout_ms is a C++ unsigned int
+
+
+class UntimedWait(BaseException):  # noqa: N818 - not an Exception: nothing in gemm_gen may catch it
+    """An untimed wait on a kernel that never completes: the real pyxrt would block forever."""
+
+
+def _wait_arguments(args: tuple[Any, ...], kwargs: dict[str, Any]) -> int:
+    """run.wait's overloads at the pinned XRT (Xilinx/XRT src/python/pybind11/src/pyxrt.cpp): wait(),
+    bound to XRT's wait(0) (no limit), and wait(timeout_ms) with an unsigned int. The arguments have no
+    py::arg names, so pybind11 takes no keyword; its integer caster refuses floats, strings, negative
+    numbers and values past unsigned int (bool, an int subclass, it takes). The limit in ms, 0 for none."""
+    ok = not kwargs and (not args or (len(args) == 1 and isinstance(args[0], int) and 0 <= args[0] <= UINT_MAX))
+    if not ok:
+        given = ", ".join([*(type(a).__name__ for a in args), *(f"{k}=" for k in kwargs)])
+        raise TypeError("wait(): incompatible function arguments. The following argument types are supported:\n"
+                        "    1. (self: pyxrt.run) -> pyxrt.ert_cmd_state\n"
+                        f"    2. (self: pyxrt.run, arg0: int) -> pyxrt.ert_cmd_state\n\nInvoked with: {given}")
+    return int(args[0]) if args else 0
 
 
 class FakeXrt:
@@ -67,12 +95,14 @@ class FakeXrt:
     xrt_info_device = xrt_info_device
 
     def __init__(self, config: GemmConfig | None = None, broken: bool = False, device_name: str | None = None,
-                 configs: dict[str, GemmConfig] | None = None, calls: dict[bytes, CallPlan] | None = None) -> None:
+                 configs: dict[str, GemmConfig] | None = None, calls: dict[bytes, CallPlan] | None = None,
+                 hangs: bool | Collection[str] = False) -> None:
         if device_name is None:  # an NPU of the config's family, as XRT names them
             device_name = "RyzenAI-npu1" if config is not None and config.device == "npu1" else "RyzenAI-npu4"
         self.config, self.broken, self.device_name = config, broken, device_name
         self.configs = configs or {}  # xclbin path -> the design it was built for (sweeps)
         self.calls = calls or {}  # instruction stream bytes -> the call size it runs
+        self.hangs = hangs  # True, or the xclbin paths whose kernel never completes
         self.log: list[tuple] = []
         self.registered: set[str] = set()
         fake = self
@@ -158,16 +188,25 @@ class FakeXrt:
             raise RuntimeError(f"kernel: no kernel {name!r} in this context")
         fake = self
 
-        class Run:
-            def __init__(self, state: ert_cmd_state) -> None:
-                self._state = state
+        xclbin_path = context[1].removeprefix("uuid-")
+        hung = fake.hangs is True or (not isinstance(fake.hangs, bool) and xclbin_path in fake.hangs)
 
-            def wait(self, timeout_ms: int = 0) -> ert_cmd_state:
-                if not isinstance(timeout_ms, int):
-                    raise TypeError("wait(): incompatible function arguments (timeout: int)")
+        class Run:  # no abort(): pyxrt binds none
+            def __init__(self, state: ert_cmd_state, never_completes: bool = False) -> None:
+                self._state, self.never_completes = state, never_completes
+
+            def wait(self, *args: Any, **kwargs: Any) -> ert_cmd_state:
+                timeout_ms = _wait_arguments(args, kwargs)
+                fake.log.append(("wait", timeout_ms))
+                if self.never_completes:
+                    if timeout_ms == 0:
+                        raise UntimedWait(f"wait() without a limit on a kernel of {xclbin_path} that never "
+                                          "completes: pyxrt would block forever")
+                    return ert_cmd_state.ERT_CMD_STATE_TIMEOUT
                 return self._state
 
-            def state(self) -> ert_cmd_state:
+            def state(self) -> ert_cmd_state:  # a hung run's SUBMITTED is assumed (XRT may say RUNNING, 3,
+                # which pyxrt's enum does not name); gemm_gen never reads it
                 return self._state
 
         class Kernel:
@@ -184,6 +223,8 @@ class FakeXrt:
                         raise TypeError(f"kernel argument {i}: expected pyxrt.bo or int, got {type(a).__name__}")
                 opcode, instr, count, a, b, c = args[:6]
                 fake.log.append(("run", opcode, count, instr.group, a.group, b.group, c.group))
+                if hung:  # C is never written
+                    return Run(ert_cmd_state.ERT_CMD_STATE_SUBMITTED, never_completes=True)
                 call = None
                 if fake.calls:
                     call = fake.calls.get(bytes(instr.device_mem[: 4 * count]))

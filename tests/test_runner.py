@@ -174,7 +174,7 @@ def test_xrt_failures_are_one_line(tmp_path, capsys, monkeypatch, step):
         real = xrt.kernel
         monkeypatch.setattr(xrt, "kernel", lambda *a: type("K", (), {
             "group_id": real(*a).group_id,
-            "__call__": lambda self, *args: type("Run", (), {"wait": lambda self: refuse()})()})())
+            "__call__": lambda self, *args: type("Run", (), {"wait": lambda self, *limit: refuse()})()})())
     monkeypatch.setattr(toolchain, "pyxrt", lambda: xrt)
     assert main(["run", *SMALL]) == 1
     err = capsys.readouterr().err

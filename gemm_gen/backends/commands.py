@@ -76,7 +76,7 @@ def cmd_run(a: argparse.Namespace) -> int:
     art = artifacts(design, Path(a.build_dir))
     if not is_current(art, design):
         art = run_build(design, Path(a.build_dir), config_args(design.config), verbose=a.verbose)
-    result = run_design(design.config, art, a.iters, a.warmup, a.seed, xrt, a.inputs)
+    result = run_design(design.config, art, a.iters, a.warmup, a.seed, xrt, a.inputs, a.timeout_ms)
     if a.json:
         print(json.dumps(result.to_json(), indent=1))
     else:
@@ -98,7 +98,7 @@ def _run_sizes(a: argparse.Namespace, design: Design, xrt: ModuleType) -> int:
     cached = is_built(design)
     files = [call_files(design, call, a.verbose) for call in calls]
     results = run_calls(design.config, list(zip(calls, files)), a.iters, a.warmup,
-                        a.seed, xrt, a.inputs)
+                        a.seed, xrt, a.inputs, a.timeout_ms)
     passed = all(r.passed for r in results)
     entry = cache.entry_dir(design)
     if a.json:
@@ -141,14 +141,15 @@ def cmd_validate(a: argparse.Namespace) -> int:
         print(f"gemm-gen validate: error: this machine's NPU is an {family}, not an {dev}; use DEVICE={family}",
               file=sys.stderr)
         return EXIT_USAGE
-    record = validate.run_sweep(dev, Path(a.build_dir), a.iters, a.warmup, progress=not a.json, only=a.only)
+    record = validate.run_sweep(dev, Path(a.build_dir), a.iters, a.warmup, progress=not a.json, only=a.only,
+                                timeout_ms=a.timeout_ms)
     path, png = validate.write_record(record, Path(a.build_dir))
     if a.json:
         print(json.dumps({"record": str(path), "plot": str(png), "designs": record["designs"]}, indent=1))
     else:
         print(validate.summary(record))
         print(f"wrote {path} and {png}")
-    bad = [d for d in record["designs"] if d["status"] in ("FAIL", "ERROR")]
+    bad = [d for d in record["designs"] if d["status"] in validate.BAD]
     return EXIT_FAIL if bad else 0
 
 
@@ -191,6 +192,16 @@ def _print_not_ours(names: tuple[str, ...]) -> None:
         print(f"not ours (left alone, no gemm_gen entry marker): {', '.join(names)}")
 
 
+def _timeout_arg(p: argparse.ArgumentParser, each: str) -> None:
+    from .runner import MAX_TIMEOUT_MS, TIMEOUT_FACTOR, TIMEOUT_FLOOR_MS
+
+    p.add_argument("--timeout-ms", type=counted(1, MAX_TIMEOUT_MS, "a time limit in milliseconds", "10000"),
+                   default=None, help=f"time limit of each NPU run{each}: a run that has not completed by then is "
+                   f"reported as hung (one line, exit 1) instead of waiting forever (default: max("
+                   f"{TIMEOUT_FLOOR_MS // 1000} s, {TIMEOUT_FACTOR} x the model's predicted time at its slow end); "
+                   "make: TIMEOUT_MS=")
+
+
 def _build_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--build-dir", default="build")
     p.add_argument("-v", "--verbose", action="store_true", help="print each command as it runs")
@@ -209,6 +220,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     sp.add_argument("--warmup", type=counted(0, what="a run count"), default=1, help="untimed runs first")
     sp.add_argument("--only", choices=("all", "fit", "check"), default="all",
                     help="the small designs (fit), the papers' headline designs (check), or all")
+    _timeout_arg(sp, " of every design (a hung design is recorded as TIMEOUT and the sweep goes on)")
     sp.add_argument("--json", action="store_true", help="print one JSON object")
     sp.set_defaults(func=cmd_validate)
 
@@ -242,4 +254,5 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     sp.add_argument("--iters", type=counted(1, what="a run count"), default=10, help="timed runs")
     sp.add_argument("--seed", type=SEED, default=0, help="seed of the inputs")
     _inputs_arg(sp)
+    _timeout_arg(sp, "")
     sp.set_defaults(func=cmd_run)

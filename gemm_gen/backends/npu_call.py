@@ -148,11 +148,15 @@ def _encoder_trusted(design: Design, own_insts: Path, entry: Path, ledger: dict[
 
 
 def run_on_npu(design: Design, call: CallPlan, a: np.ndarray, b: np.ndarray, xrt: ModuleType | None = None,
-               loaded: dict[Path, NpuKernel] | None = None) -> np.ndarray:
-    """C of one call on the NPU. `loaded` keeps each xclbin registered with its kernel open across
-    calls (the operator's), so that a call loads an xclbin only the first time."""
-    from .runner import NpuKernel, NpuSession
+               loaded: dict[Path, NpuKernel] | None = None, timeout_ms: int | None = None) -> np.ndarray:
+    """C of one call on the NPU, within `timeout_ms` (None: runner.run_limit's default). `loaded`
+    keeps each xclbin registered with its kernel open across calls (the operator's), so that a call
+    loads an xclbin only the first time; one whose run timed out is dropped from it, so that the
+    next call does not queue behind the hung run in the same hardware context."""
+    from ..errors import RunTimeout
+    from .runner import NpuKernel, NpuSession, checked_timeout, run_limit
 
+    checked_timeout(timeout_ms)  # a wrong limit: one line, before anything is built
     xrt = xrt or toolchain.pyxrt()  # no XRT: one line, before anything is built
     files = call_files(design, call)
     c = design.config
@@ -160,7 +164,12 @@ def run_on_npu(design: Design, call: CallPlan, a: np.ndarray, b: np.ndarray, xrt
     if files.xclbin not in loaded:
         loaded[files.xclbin] = NpuKernel(xrt, files.xclbin, c.device)
     (a_buf, b_buf), c_bytes = with_slack(c, call, *pad_inputs(c, a, b, call))
-    session = NpuSession(xrt, files, a_buf, b_buf, c_bytes, c.device, loaded[files.xclbin])
-    session.run()
+    session = NpuSession(xrt, files, a_buf, b_buf, c_bytes, c.device, loaded[files.xclbin],
+                         limit=run_limit(c, files, call, timeout_ms))
+    try:
+        session.run()
+    except RunTimeout:
+        del loaded[files.xclbin]
+        raise
     return output_values(c, session.output(), call).copy()
 

@@ -3,11 +3,13 @@
 Buffers and the kernel call follow mlir-aie's matrix_multiplication host (test.cpp) and its Python
 host runtime: instructions in a cacheable BO of group 1, A/B/C in host-only BOs of groups 3/4/5,
 `kernel(3, instr_bo, instruction_count, A, B, C)` (the count in 32-bit words, mlir-aie PR #1609).
-The output lines are mlir-aie's, so existing sweep scripts keep working.
+The output lines are mlir-aie's, so existing sweep scripts keep working. Every wait for a run has a
+time limit (RunLimit): a hung design ends in one line instead of blocking forever.
 """
 
 from __future__ import annotations
 
+import math
 import os
 import time
 from dataclasses import dataclass, field
@@ -21,7 +23,7 @@ from ..accuracy import Accuracy
 from ..accuracy import measure as measure_accuracy  # runner.measure times a design
 from ..call import CallPlan, Problem
 from ..config import GemmConfig
-from ..errors import BuildError, ConfigError, ToolchainMissing
+from ..errors import BuildError, ConfigError, RunTimeout, ToolchainMissing
 from ..hostdata import host_values, output_values, pad_inputs, with_slack
 from ..inputs import make_inputs
 from ..numerics import reference
@@ -34,6 +36,28 @@ UNSECURE_XCLBIN = "XRT_HACK_UNSECURE_LOADING_XCLBIN"
 GROUP_INSTR, GROUP_A, GROUP_B, GROUP_C = 1, 3, 4, 5
 # mlir-aie's nearly_equal for float outputs (common.h): abs 0.5, rel 0.05
 ABS_TOL, REL_TOL = 0.5, 0.05
+
+# How long one run may take. pyxrt binds run.wait() as XRT's wait(0) and run.wait(timeout_ms) with an
+# unsigned int (Xilinx/XRT src/python/pybind11/src/pyxrt.cpp); xrt_kernel.h: 0 ms blocks until the run
+# completes, a limit that passes returns ERT_CMD_STATE_TIMEOUT and "it is the callers responsibility to
+# abort the run". pyxrt binds no run.abort() (C++ xrt::run::abort() is not exposed in the pyxrt.cpp
+# versions read), so a timed-out run is left to XRT, released with its hardware context: at the end of
+# `gemm-gen run`, when validate drops the design's kernel before the next one, or when the operator's
+# next call loads the xclbin anew (npu_call.run_on_npu); whether the driver then recovers the array is
+# unverified. xrt_kernel.h also warns that other runs completing within the limit can mask a timeout;
+# gemm_gen runs one at a time.
+# The default is generous on purpose: a run that is merely slow must not be cut short, only one that
+# makes no progress. 100 x the model's time at the slow end of its constants' spreads: the model is
+# within a factor of about 2 of every published measurement it is checked against (docs/model.md: mean
+# 6%, worst +109%); an uncalibrated laptop (slower DRAM, a throttled clock, a kernel the compiler
+# scheduled worse than the model assumes) is assumed to stay within another order of magnitude, and
+# 100 x leaves room beyond both. The 2 s floor covers what the model
+# does not price: a first run's setup in the driver and firmware and an NPU waking from a power state
+# (milliseconds to tens of them, assumed, not measured), still short enough that `make validate` moves
+# on quickly from a hung design. Every design of the validate sweeps gets 2 to 6 s.
+TIMEOUT_FLOOR_MS = 2000
+TIMEOUT_FACTOR = 100
+MAX_TIMEOUT_MS = 2**32 - 1  # the binding's unsigned int; 0 would mean no limit, so the least is 1
 
 
 @dataclass
@@ -91,6 +115,55 @@ class XclbinFiles(Protocol):
     def insts(self) -> Path: ...
 
 
+@dataclass(frozen=True)
+class RunLimit:
+    """How long one run of one call may take, and what to say when it takes longer."""
+
+    timeout_ms: int
+    design: str  # the config's suffix (its build's file names)
+    size: str  # the call's M x K x N
+    xclbin: str
+    predicted_us: float  # the model's time for the call, at the slow end of its constants
+    given: bool  # --timeout-ms (or the operator's timeout_ms=) given, else the default
+
+    def error(self) -> RunTimeout:
+        how = "as given" if self.given else (f"the default: max({TIMEOUT_FLOOR_MS // 1000} s, {TIMEOUT_FACTOR} x "
+                                             f"the predicted {self.predicted_us:,.0f} us)")
+        return RunTimeout(f"the NPU run of design {self.design} at size {self.size} did not complete within "
+                          f"{self.timeout_ms:,} ms ({how})",
+                          f"rebuild it (remove {self.xclbin} and run again), check the NPU with `xrt-smi examine` "
+                          "and dmesg, or allow longer with --timeout-ms (make: TIMEOUT_MS=, the operator: timeout_ms=)",
+                          self.timeout_ms)
+
+
+def checked_timeout(value: Any) -> int | None:
+    """None (the default limit) or a whole number of milliseconds XRT's wait takes as a limit:
+    1 to MAX_TIMEOUT_MS (0 is XRT's "no limit"); anything else ConfigError, one line."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not 1 <= value <= MAX_TIMEOUT_MS:
+        raise ConfigError(f"timeout_ms is {value!r}, not a whole number of milliseconds from 1 to {MAX_TIMEOUT_MS:,}",
+                          "give e.g. timeout_ms=10000, or None for the default derived from the predicted time "
+                          "(0 would mean no limit: XRT's wait(0) blocks until the run completes)")
+    return int(value)
+
+
+def run_limit(c: GemmConfig, files: XclbinFiles, call: CallPlan | None = None,
+              timeout_ms: int | None = None) -> RunLimit:
+    """The limit of one run of a call: `timeout_ms` if given (checked_timeout), else
+    max(TIMEOUT_FLOOR_MS, TIMEOUT_FACTOR x the model's slow-end time for the call)."""
+    from ..model.params import load_ends
+    from ..model.perf import estimate_config
+
+    timeout_ms = checked_timeout(timeout_ms)
+    call = call or c.call
+    slow, _ = load_ends()
+    predicted = float(estimate_config(c, slow, call=call.problem).time)
+    default = min(MAX_TIMEOUT_MS, max(TIMEOUT_FLOOR_MS, math.ceil(TIMEOUT_FACTOR * predicted * 1e3)))
+    return RunLimit(default if timeout_ms is None else timeout_ms, c.suffix, str(call.problem), str(files.xclbin),
+                    predicted * 1e6, timeout_ms is not None)
+
+
 class NpuKernel:
     """The NPU with one xclbin registered and its kernel opened: loaded once, then run with any
     number of instruction streams and buffers (one per call size).
@@ -123,12 +196,12 @@ class NpuKernel:
 
 class NpuSession:
     """One call size on a loaded kernel: its instruction stream and its A, B, C buffers, ready to
-    run again and again."""
+    run again and again, each run within `limit`."""
 
     def __init__(self, xrt: ModuleType, art: XclbinFiles, a: np.ndarray, b: np.ndarray, c_bytes: int,
-                 family: str | None = None, loaded: NpuKernel | None = None) -> None:
+                 family: str | None = None, loaded: NpuKernel | None = None, *, limit: RunLimit) -> None:
         loaded = loaded or NpuKernel(xrt, art.xclbin, family)
-        self.xrt, self.device, self.kernel = xrt, loaded.device, loaded.kernel
+        self.xrt, self.device, self.kernel, self.limit = xrt, loaded.device, loaded.kernel, limit
         self.insts = np.fromfile(art.insts, dtype=np.uint32)
         self.bo_instr = self._bo(self.insts, xrt.bo.cacheable, GROUP_INSTR)
         self.bo_a = self._bo(a, xrt.bo.host_only, GROUP_A)
@@ -143,12 +216,15 @@ class NpuSession:
         return bo
 
     def run(self) -> float:
-        """One launch; microseconds from the call to its completion (as test.cpp times it)."""
+        """One launch; microseconds from the call to its completion (as test.cpp times it). A run
+        that does not complete within the limit: RunTimeout, one line."""
         start = time.perf_counter()
         handle = _xrt(lambda: self.kernel(OPCODE, self.bo_instr, self.insts.size, self.bo_a, self.bo_b, self.bo_c),
                       "start the kernel")
-        state = _xrt(lambda: handle.wait(), "wait for the kernel")
+        state = _xrt(lambda: handle.wait(self.limit.timeout_ms), "wait for the kernel")
         elapsed = (time.perf_counter() - start) * 1e6
+        if state == self.xrt.ert_cmd_state.ERT_CMD_STATE_TIMEOUT:
+            raise self.limit.error()
         if state != self.xrt.ert_cmd_state.ERT_CMD_STATE_COMPLETED:
             raise BuildError(f"the NPU kernel ended in state {getattr(state, 'name', state)}",
                              "check `xrt-smi examine` and dmesg; rebuild with `gemm-gen build -v`")
@@ -197,14 +273,16 @@ def check(c: GemmConfig, got: np.ndarray, a: np.ndarray, b: np.ndarray,
 
 
 def run_design(c: GemmConfig, art: Artifacts, iters: int = 10, warmup: int = 1, seed: int = 0,
-               xrt: ModuleType | None = None, inputs: str = "exact") -> RunResult:
-    """Load, run `warmup` + `iters` times, check the last result, and report the timings."""
+               xrt: ModuleType | None = None, inputs: str = "exact", timeout_ms: int | None = None) -> RunResult:
+    """Load, run `warmup` + `iters` times (each within run_limit's time), check the last result, and
+    report the timings."""
     xrt = xrt or toolchain.pyxrt()
-    return _run_call(c, c.call, art, xrt, None, iters, warmup, seed, inputs)
+    return _run_call(c, c.call, art, xrt, None, iters, warmup, seed, inputs, timeout_ms)
 
 
 def run_calls(c: GemmConfig, calls: list[tuple[CallPlan, XclbinFiles]], iters: int = 10, warmup: int = 1,
-              seed: int = 0, xrt: ModuleType | None = None, inputs: str = "exact") -> list[RunResult]:
+              seed: int = 0, xrt: ModuleType | None = None, inputs: str = "exact",
+              timeout_ms: int | None = None) -> list[RunResult]:
     """Several call sizes of one design: its xclbin loaded once, each size run with its own
     instruction stream and buffers, checked and timed like run_design."""
     xrt = xrt or toolchain.pyxrt()
@@ -213,16 +291,17 @@ def run_calls(c: GemmConfig, calls: list[tuple[CallPlan, XclbinFiles]], iters: i
         if files.xclbin != calls[0][1].xclbin:
             raise ConfigError(f"{files.xclbin} is another xclbin than {calls[0][1].xclbin}",
                               "run one design's sizes together")
-    return [_run_call(c, call, files, xrt, loaded, iters, warmup, seed, inputs) for call, files in calls]
+    return [_run_call(c, call, files, xrt, loaded, iters, warmup, seed, inputs, timeout_ms) for call, files in calls]
 
 
-def _run_call(c: GemmConfig, call: CallPlan, files: XclbinFiles, xrt: ModuleType,
-              loaded: NpuKernel | None, iters: int, warmup: int, seed: int, inputs: str) -> RunResult:
+def _run_call(c: GemmConfig, call: CallPlan, files: XclbinFiles, xrt: ModuleType, loaded: NpuKernel | None,
+              iters: int, warmup: int, seed: int, inputs: str, timeout_ms: int | None) -> RunResult:
     p = call.problem
     a, b = make_inputs(p.M, p.K, p.N, c.t_in, c.t_out, seed, c.t_b, family=inputs)
     a_pad, b_pad = pad_inputs(c, a, b, call)
     (a_buf, b_buf), c_bytes = with_slack(c, call, a_pad, b_pad)  # the reads past a matrix stay in its buffer
-    session = NpuSession(xrt, files, a_buf, b_buf, c_bytes, c.device, loaded)
+    session = NpuSession(xrt, files, a_buf, b_buf, c_bytes, c.device, loaded,
+                         limit=run_limit(c, files, call, timeout_ms))
     for _ in range(warmup):
         session.run()
     times = [session.run() for _ in range(max(iters, 1))]

@@ -4,8 +4,9 @@ The sweep is data: first one small design per data type and B layout (role "fit"
 `gemm-gen calibrate --measurements` may fit the device constants on), then one tile per input type
 with its planned L1 layout and with basic-sequential's (role "l1": what the cost of a bank shared by
 the DMA and the core is fitted on), then the papers' headline designs (role "check": only ever
-compared). Every design is built and run as `gemm-gen run` does;
-a design that fails to build or run is recorded with its error and the sweep goes on. The record
+compared). Every design is built and run as `gemm-gen run` does, each run within its time limit
+(runner.run_limit); a design that fails to build or run is recorded with its error (a hung one as
+TIMEOUT) and the sweep goes on. The record
 (build/validate_<device>.json) holds per design the config, PASS or the error count, the measured
 min/avg/max microseconds and TOPS, the model's prediction, and once the toolchain, driver and
 device as this machine reports them; a PNG plots measured against predicted.
@@ -22,7 +23,7 @@ from typing import Any
 from ..atomic import write_atomic
 from ..config import GemmConfig
 from ..design.serve import check
-from ..errors import GemmGenError
+from ..errors import GemmGenError, RunTimeout
 from ..hw.devices import device
 
 SMALL = (512, 512, 512)
@@ -36,6 +37,11 @@ L1_PAIR_TYPES = ("bf16", "i8")
 # with C in the default accumulator (i16's int64 accumulator rows take half of L1 at 64 x 64)
 SMALL_TILES = {"npu1": {"bf16": (64, 64, 64, 256), "i8": (64, 64, 64, 256), "i16": (64, 32, 64, 256)},
                "npu2": {"bf16": (64, 64, 64, 256), "i8": (64, 64, 64, 256), "i16": (64, 32, 64, 256)}}
+
+
+# a record's statuses: PASS, FAIL (wrong outputs), ERROR (build or XRT failed), TIMEOUT (a run that did
+# not complete within its limit), SKIPPED; `gemm-gen calibrate --measurements` reads PASS rows only
+BAD = ("FAIL", "ERROR", "TIMEOUT")
 
 
 @dataclass(frozen=True)
@@ -96,8 +102,10 @@ def _stats(times_us: list[float], macs: float) -> dict[str, float]:
             "min_tops": 2 * macs / max(times_us) / 1e6}
 
 
-def run_item(item: SweepItem, build_dir: Path, iters: int, warmup: int, xrt: Any) -> dict[str, Any]:
-    """Build (if needed), run and check one design; the error, if any, as a result."""
+def run_item(item: SweepItem, build_dir: Path, iters: int, warmup: int, xrt: Any,
+             timeout_ms: int | None = None) -> dict[str, Any]:
+    """Build (if needed), run and check one design; the error, if any, as a result (a run past its
+    time limit as TIMEOUT, with the limit)."""
     from ..cliargs import config_args
     from ..design import build_design
     from ..model.predict import predict
@@ -116,7 +124,9 @@ def run_item(item: SweepItem, build_dir: Path, iters: int, warmup: int, xrt: Any
         art = artifacts(design, build_dir)
         if not is_current(art, design):
             art = run_build(design, build_dir, config_args(c))
-        result = run_design(c, art, iters, warmup, xrt=xrt)
+        result = run_design(c, art, iters, warmup, xrt=xrt, timeout_ms=timeout_ms)
+    except RunTimeout as e:
+        return {**record, "status": "TIMEOUT", "reason": str(e), "timeout_ms": e.timeout_ms}
     except GemmGenError as e:
         return {**record, "status": "ERROR", "reason": str(e)}
     except Exception as e:  # noqa: BLE001 - a failed run (XRT) must not end the sweep
@@ -127,7 +137,7 @@ def run_item(item: SweepItem, build_dir: Path, iters: int, warmup: int, xrt: Any
 
 
 def run_sweep(dev_name: str, build_dir: Path, iters: int = 10, warmup: int = 1, progress: bool = True,
-              xrt: Any = None, only: str = "all") -> dict[str, Any]:
+              xrt: Any = None, only: str = "all", timeout_ms: int | None = None) -> dict[str, Any]:
     """Run the sweep and return its record (the caller writes it)."""
     from tqdm import tqdm
 
@@ -141,7 +151,7 @@ def run_sweep(dev_name: str, build_dir: Path, iters: int = 10, warmup: int = 1, 
     bar = tqdm(items, desc=f"validate {dev_name}", unit="design", file=sys.stderr, disable=not progress)
     for item in bar:
         bar.set_postfix_str(item.name[:40])
-        records.append(run_item(item, build_dir, iters, warmup, xrt))
+        records.append(run_item(item, build_dir, iters, warmup, xrt, timeout_ms))
     return {"format": 1, "device": device(dev_name).name, "environment": env, "iters": iters, "warmup": warmup,
             "designs": records}
 
