@@ -145,10 +145,12 @@ def cmd_validate(a: argparse.Namespace) -> int:
                                 timeout_ms=a.timeout_ms)
     path, png = validate.write_record(record, Path(a.build_dir))
     if a.json:
-        print(json.dumps({"record": str(path), "plot": str(png), "designs": record["designs"]}, indent=1))
+        print(json.dumps({"record": str(path), "plot": str(png), "designs": record["designs"],
+                          "first_run_checks": validate.first_run_lines()}, indent=1))
     else:
         print(validate.summary(record))
         print(f"wrote {path} and {png}")
+        print(validate.first_run_text(dev))
     bad = [d for d in record["designs"] if d["status"] in validate.BAD]
     return EXIT_FAIL if bad else 0
 

@@ -9,7 +9,9 @@ compared). Every design is built and run as `gemm-gen run` does, each run within
 TIMEOUT) and the sweep goes on. The record
 (build/validate_<device>.json) holds per design the config, PASS or the error count, the measured
 min/avg/max microseconds and TOPS, the model's prediction, and once the toolchain, driver and
-device as this machine reports them; a PNG plots measured against predicted.
+device as this machine reports them; a PNG plots measured against predicted. FIRST_RUN_CHECKS
+is what a first run on each device confirms or refutes, in the order things are most likely to
+fail: validate prints it, and docs/hardware_path.md's list is generated from it (a test compares).
 """
 
 from __future__ import annotations
@@ -42,6 +44,69 @@ SMALL_TILES = {"npu1": {"bf16": (64, 64, 64, 256), "i8": (64, 64, 64, 256), "i16
 # a record's statuses: PASS, FAIL (wrong outputs), ERROR (build or XRT failed), TIMEOUT (a run that did
 # not complete within its limit), SKIPPED; `gemm-gen calibrate --measurements` reads PASS rows only
 BAD = ("FAIL", "ERROR", "TIMEOUT")
+
+
+@dataclass(frozen=True)
+class FirstRunCheck:
+    """One thing the first `make validate` on an NPU confirms or refutes."""
+
+    title: str
+    look_at: str
+    confirms: str
+    refutes: str
+
+    def line(self, number: int, markdown: bool = False) -> str:
+        title = f"**{self.title}**" if markdown else self.title
+        return f"{number}. {title} Look at {self.look_at}. Confirms: {self.confirms}. Refutes: {self.refutes}."
+
+
+# Most likely to fail first: what no compiler has seen, then what the build checks, then the run.
+FIRST_RUN_CHECKS: tuple[FirstRunCheck, ...] = (
+    FirstRunCheck("The wide-accumulator kernels compile.",
+                  "the fit rows' builds (no Peano or chess has compiled the kernels that keep C in f32/i32/i64)",
+                  "every fit row builds",
+                  "an ERROR whose `build/failed_<suffix>/build.log` points at the accumulator's load, store or "
+                  "conversion in `templates/mm.cc.j2` (`--acc out` builds without them)"),
+    FirstRunCheck("Stack frames fit the stacks.",
+                  "each core's kernel frame as the build measures it, against the stack it reserves (`gemm-gen plan`)",
+                  "every frame within its stack",
+                  "a frame over it (the build refuses the design), or FAIL rows whose wrong outputs come from the "
+                  "lowest L1 buffer, which an overflowing stack overwrites"),
+    FirstRunCheck("aiecc's L1 layout is the predicted one.",
+                  "a core's `aie.buffer` addresses (aiecc `--get-input-with-addresses`) against the design JSON's "
+                  "`l1.predicted_addresses`, for the l1 rows",
+                  "the same addresses",
+                  "other addresses, or `bank-aware allocation failed` (`gemm-gen plan`'s bank map is then wrong; "
+                  "build with `--l1-alloc basic-sequential`)"),
+    FirstRunCheck("The runs complete and C is exact.",
+                  "TIMEOUT and FAIL rows, the i16 ones apart (npu1 4x4x4 and npu2 4x4x8 mmuls: an int64 C kept as "
+                  "int32 pairs through `aie::vector_cast`)",
+                  "every fit row PASS",
+                  "a TIMEOUT (a hang the simulator does not model); FAIL on the i16 rows only (the acc64 round trip, "
+                  "whose lanes the simulator assumes low word first); FAIL elsewhere (data movement or numerics)"),
+    FirstRunCheck("The host instruction encoder is trusted.",
+                  "the `encoder` verdict in the build cache entry's `streams.json` after `gemm-gen run "
+                  "--runtime-sizes` runs a size other than the xclbin's (validate runs none)",
+                  "`\"matches\": true`",
+                  "`\"matches\": false` and the first differing word (aiecc then writes every size's stream: "
+                  "correct, but seconds per size)"),
+    FirstRunCheck("Timing matches the model.",
+                  "the summary's measured against predicted TOPS, then `gemm-gen calibrate --measurements`",
+                  "fit rows within `gemm-gen predict`'s tops_low to tops_high",
+                  "rows that the refit of the DRAM and dispatch constants does not bring in (the model's core side "
+                  "is then wrong)"),
+)
+
+
+def first_run_lines(markdown: bool = False) -> list[str]:
+    """FIRST_RUN_CHECKS as a numbered list (docs/hardware_path.md's is markdown=True)."""
+    return [check.line(i, markdown) for i, check in enumerate(FIRST_RUN_CHECKS, 1)]
+
+
+def first_run_text(dev_name: str) -> str:
+    """What `make validate` prints after its summary."""
+    return "\n".join([f"what this first run on an {dev_name} confirms or refutes, most likely to fail first:",
+                      *(f"  {line}" for line in first_run_lines())])
 
 
 @dataclass(frozen=True)
