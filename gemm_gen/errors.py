@@ -25,6 +25,12 @@ class DmaLimitError(GemmGenError):
     """An access pattern that does not fit the DMA of the tile that runs it."""
 
 
+class TxnFieldError(GemmGenError):
+    """A value the host encoder would write into an instruction-stream field too narrow for it (a
+    BD wrap, stride, length, iteration, repeat or id, a register address): written anyway it would
+    spill into the neighbouring bits, so it is refused."""
+
+
 class SimulationError(GemmGenError):
     """The simulated design misbehaved (deadlock, BD exhaustion, bad data)."""
 

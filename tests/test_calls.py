@@ -311,14 +311,14 @@ def test_run_with_a_stream_for_another_size_fails(tmp_path, monkeypatch):
 
 
 def test_run_encodes_other_sizes_on_the_host_once_it_matches_aiecc(tmp_path, monkeypatch, capsys):
-    """When aiecc's streams for the xclbin's own size and for the smallest size it serves are the
+    """When aiecc's streams for the xclbin's own size and for the sizes probe_calls picks are the
     host encoder's, word for word, every other size's stream comes from the encoder (no aiecc run)
     and the NPU runs it; a rebuild (another aiecc stream of the own size) drops that trust and
     every stream it made."""
     import json
 
     from gemm_gen.backends import cache, toolchain, txn
-    from gemm_gen.backends.npu_call import STREAMS, call_files, probe_call
+    from gemm_gen.backends.npu_call import STREAMS, call_files, probe_calls, stream_name
     from gemm_gen.cli import parser
     from gemm_gen.cliargs import config_from_args
 
@@ -332,8 +332,9 @@ def test_run_encodes_other_sizes_on_the_host_once_it_matches_aiecc(tmp_path, mon
     own = call_files(design, c.call)  # the build: xclbin and aiecc's stream of the own size
     entry = own.insts.parent
     own.insts.write_bytes(txn.encode_call(design, c.call).tobytes())  # as if aiecc wrote what the encoder writes
-    probe = probe_call(design)
-    (entry / f"insts_{probe.problem}.bin").write_bytes(txn.encode_call(design, probe).tobytes())
+    probes = probe_calls(design)
+    for probe in probes[1:]:  # as if aiecc wrote them: the encoder's streams
+        (entry / stream_name(design, probe)).write_bytes(txn.encode_call(design, probe).tobytes())
     calls = [serve(c, p) for p in parse_sizes(RUN_SIZES[-1])]
     streams = {txn.encode_call(design, call).tobytes(): call for call in calls}
     monkeypatch.setattr(toolchain, "pyxrt", lambda: FakeXrt(c, calls=streams))
@@ -347,7 +348,8 @@ def test_run_encodes_other_sizes_on_the_host_once_it_matches_aiecc(tmp_path, mon
     other = entry / "insts_64x96x33.bin"
     assert other.read_bytes() == txn.encode_call(design, calls[1]).tobytes()
     ledger = json.loads((entry / STREAMS).read_text())
-    assert ledger["encoder"] == {"matches": True} and ledger["streams"] == {other.name: "host encoder"}
+    assert ledger["encoder"]["matches"] is True and ledger["streams"] == {other.name: "host encoder"}
+    assert ledger["encoder"]["checked"] == [str(p.problem) for p in probes]
     # a rebuild writes another own-size stream: the ledger, its verdict and its streams go
     own.insts.write_bytes(b"rebuilt by another aiecc\0\0\0\0")
     files = call_files(design, calls[1])

@@ -3,9 +3,11 @@ xclbin, the call's instruction stream (made once per size beside it), buffers wi
 and C back.
 
 A size's instruction stream comes from the host encoder (backends/txn.py, milliseconds) once the
-encoder has written exactly aiecc's streams for two sizes of this build (its own and the smallest
-it serves); otherwise from aiecc's instructions-only run (seconds). The ledger (STREAMS) names the
-build it describes, the verdict, and who wrote each stream; a rebuild drops it with its streams.
+encoder has written exactly aiecc's streams for the sizes `probe_calls` picks from the design (its own
+size first, then sizes that take every branch of the encoder any served size takes); otherwise from
+aiecc's instructions-only run (seconds). The ledger (STREAMS) names what it describes (the build, by
+aiecc's stream of the own size, and the gemm_gen and encoder versions), the verdict, and who wrote each
+stream; a rebuild or an upgrade drops it with its streams, so the verdict is reached again.
 """
 
 from __future__ import annotations
@@ -20,15 +22,16 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..atomic import write_atomic
-from ..call import CallPlan, plan_call
+from ..call import CallPlan, Problem, plan_call
 from ..design.model import Design
+from ..errors import GemmGenError
 from ..hostdata import output_values, pad_inputs, with_slack
 from . import cache, toolchain, txn
 
 if TYPE_CHECKING:
     from .runner import NpuKernel
 
-STREAMS = "streams.json"  # per cache entry: the build it describes, the encoder's verdict, who wrote each stream
+STREAMS = "streams.json"  # per cache entry: what it describes, the encoder's verdict, who wrote each stream
 
 
 @dataclass(frozen=True)
@@ -79,18 +82,28 @@ def stream_name(design: Design, call: CallPlan) -> str:
     return f"insts_{call.problem}{extra}.bin"
 
 
+def ledger_identity(own_insts: Path) -> dict[str, Any]:
+    """What a ledger's verdict and streams hold for: this build (aiecc's stream of the own size),
+    this gemm_gen (which lowers each size's runtime sequence for aiecc) and this encoder."""
+    from .. import __version__  # gemm_gen/__init__ imports the operator (and this module) before it sets it
+
+    return {"build": hashlib.sha256(own_insts.read_bytes()).hexdigest(), "gemm_gen": __version__,
+            "encoder_version": txn.TXN_ENCODER_VERSION}
+
+
 def _ledger(entry: Path, own_insts: Path) -> dict[str, Any]:
     """streams.json of this build; a ledger of an earlier build (another aiecc stream of the own
-    size) is dropped with every stream it lists, so nothing is trusted across rebuilds."""
-    build = hashlib.sha256(own_insts.read_bytes()).hexdigest()
+    size), of another gemm_gen or of another encoder is dropped with every stream it lists, so
+    nothing is trusted across rebuilds or upgrades."""
+    identity = ledger_identity(own_insts)
     try:
         ledger: dict[str, Any] = json.loads((entry / STREAMS).read_text())
     except (OSError, ValueError):
         ledger = {}
-    if ledger.get("build") != build:
+    if any(ledger.get(k) != v for k, v in identity.items()):
         for old in ledger.get("streams", {}):
             (entry / old).unlink(missing_ok=True)
-        ledger = {"build": build, "encoder": None, "streams": {}}
+        ledger = {**identity, "encoder": None, "streams": {}}
     return ledger
 
 
@@ -104,28 +117,64 @@ def _write_stream(design: Design, call: CallPlan, entry: Path, insts: Path, trus
     return "aiecc"
 
 
-def probe_call(design: Design) -> CallPlan:
-    """The second size the encoder is checked on: the smallest call the design serves (every
-    block ragged, the fewest k-steps a runtime K allows), the branches its own size leaves out."""
-    from ..call import Problem
+def probe_candidates(design: Design) -> tuple[CallPlan, ...]:
+    """Sizes the design serves that reach the encoder's branches (txn.branches): for each of M, K
+    and N its own value, 1, one below, one past a block (M, N) or a k_mt chunk (K), one block of
+    cores (N = n: B's strips contiguous) and one k_mt chunk (K = k_mt: A's rows contiguous); K only
+    where the design takes a runtime K (else the values with its K walk). Calls it cannot serve are
+    left out."""
     from ..design.serve import serve
 
     c = design.config
-    return serve(c, Problem(1, 1 if c.runtime_sizes == "mnk" else c.K, 1))
+    if c.runtime_sizes == "fixed":
+        return ()
+    block_m, block_n = c.m * c.rows, c.n * c.cols
+    ms = {c.M, 1, c.M - 1, block_m, block_m + 1}
+    ns = {c.N, 1, c.N - 1, c.n, block_n, block_n + 1}
+    if c.runtime_sizes == "mnk":
+        ks = {c.K, 1, c.K - 1, c.k_mt, c.k_mt + 1}
+    else:  # the same K walk: the K tail is the only freedom
+        ks = {c.K, c.call.k_walk - c.k_mt + 1}
+    calls: dict[str, CallPlan] = {}
+    for M in sorted(v for v in ms if 1 <= v <= c.M):
+        for K in sorted(v for v in ks if 1 <= v <= c.K):
+            for N in sorted(v for v in ns if 1 <= v <= c.N):
+                try:
+                    call = serve(c, Problem(M, K, N))
+                except GemmGenError:
+                    continue
+                calls.setdefault(stream_name(design, call), call)
+    return tuple(calls.values())
+
+
+def probe_calls(design: Design) -> tuple[CallPlan, ...]:
+    """The sizes the encoder is checked on against aiecc: the xclbin's own size (aiecc wrote its
+    stream with the build), then, greedily, the candidate that takes the most branches not yet
+    taken (ties: the smaller problem), until every branch some candidate takes is taken."""
+    own = design.config.call
+    taken = {s: txn.branches(design, s) for s in probe_candidates(design)}
+    wanted = set().union(txn.branches(design, own), *taken.values())
+    chosen, covered = [own], set(txn.branches(design, own))
+    while covered != wanted:
+        best = max(taken, key=lambda s: (len(taken[s] - covered), -s.problem.macs, str(s.problem)))
+        chosen.append(best)
+        covered |= taken.pop(best)
+    return tuple(chosen)
 
 
 def _encoder_trusted(design: Design, own_insts: Path, entry: Path, ledger: dict[str, Any], verbose: bool) -> bool:
-    """Whether the host encoder writes the very streams aiecc wrote, byte for byte, for the
-    xclbin's own size and for probe_call's (aiecc's instructions-only run): checked once per
-    build, the verdict and the first differing word kept in the ledger."""
+    """Whether the host encoder writes the very streams aiecc wrote, byte for byte, for every size
+    probe_calls picks (aiecc's instructions-only run writes those it has not yet): checked once per
+    ledger, the verdict, the sizes and branches checked, and the first differing word kept in it."""
     from .build import run_insts_build
 
     if ledger["encoder"] is not None:
         return bool(ledger["encoder"]["matches"])
+    probes = probe_calls(design)
+    checked: list[str] = []
     verdict: dict[str, Any] = {"matches": True}
-    probe = probe_call(design)
-    cases = [(design.config.call, own_insts), (probe, entry / stream_name(design, probe))]
-    for call, path in cases:
+    for call in probes:
+        path = own_insts if call == design.config.call else entry / stream_name(design, call)
         try:
             ours = txn.encode_call(design, call)
         except Exception as e:  # noqa: BLE001 - any encoder failure: aiecc writes every stream
@@ -143,6 +192,9 @@ def _encoder_trusted(design: Design, own_insts: Path, entry: Path, ledger: dict[
             verdict = {"matches": False, "size": str(call.problem), "first_difference": first,
                        "words": {"host encoder": int(ours.size), "aiecc": int(theirs.size)}}
             break
+        checked.append(str(call.problem))
+    verdict["checked"] = checked
+    verdict["branches"] = sorted(set().union(*(txn.branches(design, call) for call in probes)))
     ledger["encoder"] = verdict
     return bool(verdict["matches"])
 

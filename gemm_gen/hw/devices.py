@@ -71,6 +71,63 @@ MmulShape = tuple[int, int, int]  # r x s x t of aie::mmul
 
 
 @dataclass(frozen=True)
+class ShimRegisters:
+    """Where a shim NOC tile's DMA registers sit and how their fields are laid out: what the host
+    encoder of the instruction stream (backends/txn.py) writes. The field widths are SHIM_DMA's.
+
+    Sources: aie-rt driver/src/global/xaiemlgbl_params.h (AIE-ML, npu1) and xaie2pgbl_params.h
+    (AIE2P, npu2), whose NOC_MODULE registers agree: DMA_BD<n>_0..7 at 0x1D000 + 0x20 n (BUFFER_LENGTH
+    32 bits; BASE_ADDRESS_LOW in word 1; D0/D1_WRAP 10 bits at 20 and D0/D1/D2_STEPSIZE 20 bits at 0;
+    BURST_LENGTH at 30; AXCACHE at 24; ITERATION_WRAP 6 bits at 20, ITERATION_STEPSIZE 20 bits;
+    VALID_BD at 25), DMA_S2MM_0_CTRL 0x1D200, S2MM_1_CTRL 0x1D208, MM2S_0_CTRL 0x1D210, MM2S_1_CTRL
+    0x1D218, each TASK_QUEUE 4 bytes on (START_BD_ID 4 bits, REPEAT_COUNT 8 bits at 16,
+    ENABLE_TOKEN_ISSUE at 31), CONTROLLER_ID at bits 8..15 of CTRL. mlir-aie's AIETargetModel.cpp
+    computes the same for both devices (AIE2TargetModel::getDmaBdAddress, getDmaBdAddressOffset,
+    getDmaControlAddress; BaseNPU1/BaseNPU2TargetModel override none of them), with the absolute
+    address col << 25 | row << 20 | offset (getColumnShift, getRowShift) and AXCache 2
+    (getDefaultAxCache, "enable upsizing in NoC").
+
+    The controller id: aiecc's resource pipeline runs aie-assign-tile-controller-ids (tools/aiecc/aiecc.cpp
+    runResourceAllocationPipeline), whose fixed per-row map gives every shim tile of a 6-row device
+    id 15 (test/dialect/AIE/assign_controller_ids.mlir: "aie.tile(0, 0) {controller_id =
+    #aie.packet_info<pkt_type = 0, pkt_id = 15>}"; mlir-aie PR #1748 made the ids fixed, PR #3035
+    moved the map into AIETargetModel). AIEDmaToNpu.cpp then writes, before every queue push that
+    issues a completion token, a maskwrite32 of (controller id << 8) under mask 0x1F00 on the
+    channel's CTRL register (a 5-bit packet id inside the 8-bit field).
+    """
+
+    col_shift: int = 25
+    row_shift: int = 20
+    col_bits: int = 7  # 32-bit absolute address: 7 column bits above 5 row bits above a 20-bit offset
+    row_bits: int = 5
+    bd_base: int = 0x1D000
+    bd_bytes: int = 0x20
+    bd_address_offset: int = 4  # the BD word the address patch writes (BASE_ADDRESS_LOW)
+    ctrl_base: int = 0x1D200  # DMA_S2MM_0_CTRL
+    ctrl_channel_stride: int = 0x8
+    ctrl_mm2s_offset: int = 0x10
+    task_queue_offset: int = 0x4
+    controller_id: int = 15
+    controller_id_shift: int = 8
+    controller_id_mask: int = 0x1F00
+    wrap_shift: int = 20  # D0_WRAP, D1_WRAP, ITERATION_WRAP
+    burst_shift: int = 30
+    burst_bits: int = 2
+    axcache_shift: int = 24
+    axcache: int = 2
+    valid_bd_shift: int = 25
+    queue_repeat_shift: int = 16
+    queue_token_shift: int = 31
+
+    def ctrl(self, mm2s: bool, channel: int) -> int:
+        """The tile-local offset of a shim DMA channel's CTRL register (its task queue is 4 on)."""
+        return self.ctrl_base + channel * self.ctrl_channel_stride + (self.ctrl_mm2s_offset if mm2s else 0)
+
+
+SHIM_REGISTERS = ShimRegisters()
+
+
+@dataclass(frozen=True)
 class CoreIsa:
     """One core generation's vector unit, as the kernels' variant rule and the model see it."""
 
@@ -155,6 +212,7 @@ class Device:
     # getShimBurstEncodingsAndLengths); a BD gets the largest unless told otherwise
     txn_generation: int
     shim_burst_bytes: tuple[int, ...]
+    shim_registers: ShimRegisters = SHIM_REGISTERS  # the same on npu1 and npu2 (see ShimRegisters)
     dma: dict[TileKind, DmaSpec] = field(
         default_factory=lambda: {TileKind.SHIM: SHIM_DMA, TileKind.MEM: MEM_DMA, TileKind.CORE: CORE_DMA}
     )
