@@ -26,8 +26,12 @@ GETS = {"input-with-addresses", "scratchpad-parameters", "core-elfs", "npu-insts
 VALUED = {"--alloc-scheme", "--xclbin-name", "--npu-insts-name", "--peano", "--aietools", "--tmpdir", "--output-dir",
           "--placer", "--device-name", "--sequence-name", "--nthreads", "--xclbin-kernel-name",
           "--xclbin-instance-name", "--xclbin-kernel-id", "--full-elf-name", "--pdi-name", "--elf-name", "--get"}
+# --dynamic-objFifos is on by default (cl::init(true) since PR #2549): passing it changes nothing,
+# =false asks for the unrolled lowering
 FLAGS = {"--xchesscc", "--xbridge", "--unified", "--no-unified", "--dynamic-objFifos", "-v", "--verbose",
          "--progress", "--emit-dot"}
+BOOLS = {"": True, "true": True, "TRUE": True, "True": True, "1": True,
+         "false": False, "FALSE": False, "False": False, "0": False}  # llvm::cl::parser<bool>
 ALLOC_SCHEMES = {"basic-sequential", "bank-aware"}
 
 
@@ -62,8 +66,10 @@ def main(argv: list[str]) -> None:
             values[name] = value if eq else next(it, "")
             if not values[name]:
                 fail(f"for the {name} option: requires a value!")
-        elif name in FLAGS and (not eq or value in ("true", "false", "1", "0")):
-            if not eq or value in ("true", "1"):  # LLVM's boolean options take =true/=false too
+        elif name in FLAGS:  # LLVM's cl::opt<bool>: bare, or =true/=false and their spellings
+            if eq and value not in BOOLS:
+                fail(f"for the {name} option: '{value}' is invalid value for boolean argument! Try 0 or 1")
+            if BOOLS.get(value, True):
                 flags.add(name)
         else:
             fail(f"Unknown command line argument '{arg}'.  Try: 'aiecc --help'")

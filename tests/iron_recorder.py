@@ -7,9 +7,14 @@ ObjectFifo options are keyword-only; handles join/split/forward only from the ri
 argument lists as long as the offsets; fill/drain only on the right end, inside the runtime
 sequence, from a sequence argument, in an open TaskGroup; Workers take `tile=`, refuse bare
 ObjectFifos and pin untiled Buffers; Kernel calls need a resolved kernel and the declared number of
-arguments, with Buffers unwrapped. What mlir-aie refuses later, when the resolved module is
-verified, is checked at resolve_program too: each func.call operand's type against the kernel's
-declaration, every shim transfer inside its runtime buffer (DMABDOp verifier), every Buffer placed.
+arguments, with Buffers unwrapped; a handle has one endpoint (a Worker, a link or the runtime).
+What mlir-aie refuses later is checked at resolve_program too: when the resolved module is verified,
+each func.call operand's type against the kernel's declaration, every shim transfer inside its
+runtime buffer (DMABDOp verifier), every Buffer placed, no data layout on a shim end and a link's
+dims inside its slices (ObjectFifoCreateOp/LinkOp verifiers); when aiecc lowers the fifos, the link
+pools' segments tiling their object (AIEObjectFifoSplit, ObjectFifoPoolOp verifier) and every
+memtile and core DMA BD the fifos become (DMABDOp verifier: dims per tile kind, wraps, strides,
+whole 32-bit words for elements narrower or wider than 32 bits, 9-byte bfp16 blocks included).
 
 It records what it is told, so tests can compare the lowered program with the Design.
 """
@@ -108,6 +113,17 @@ def shape_dtype(obj_type: Any) -> tuple[tuple[int, ...], str]:
 
 def _count(shape: tuple[int, ...]) -> int:
     return int(np.prod(shape)) if shape else 1
+
+
+def _elems(obj_type: Any) -> int:
+    return _count(shape_dtype(obj_type)[0])
+
+
+def _elem_bytes(obj_type: Any) -> int:
+    """Bytes of one element of an objectfifo's memref: v8bfp16ebs8 is a 72-bit (9-byte) block, as
+    DMABDOp::verify counts the bfp types (AIEDialect.cpp at 1.4.3, lines 3377-3379)."""
+    elem = obj_type.__args__[1].__args__[0]
+    return 9 if elem is v8bfp16ebs8 else np.dtype(elem).itemsize
 
 
 # ---- taplib -----------------------------------------------------------------------------------
@@ -327,7 +343,19 @@ class ObjectFifoHandle:
             raise ValueError("Can only specify dims_from_stream for cons handles")
         self.of, self.is_prod, self._depth, self.dims_from_stream = of, is_prod, depth, dims_from_stream
         self.channel, self.shim_tile = channel, tile
-        self.endpoint: Any = None
+        self._endpoint: Any = None
+
+    @property
+    def endpoint(self) -> Any:
+        return self._endpoint
+
+    @endpoint.setter
+    def endpoint(self, endpoint: Any) -> None:
+        # IRON's ObjectFifoHandle.endpoint setter: a handle is one end of its fifo, bound once
+        if self._endpoint and self._endpoint != endpoint:
+            raise ValueError(f"Endpoint already set for ObjectFifoHandle {self.name}.{self.handle_type}: "
+                             f"Set to {self._endpoint}, trying to set to {endpoint}")
+        self._endpoint = endpoint
 
     @property
     def name(self):
@@ -438,11 +466,40 @@ class _Link:
         if dst_offsets and len(dst_offsets) != len(dsts):
             raise ValueError("The number of destination offsets does not match the number of destinations")
         self.tile = _typed(tile if tile is not None else AnyMemTile, "MemTile")
+        self.srcs, self.dsts = list(srcs), list(dsts)
         for h in (*srcs, *dsts):
             h.endpoint = self
-        kind = "join" if len(srcs) > 1 else "split" if len(dsts) > 1 else "forward"
-        REC.links.append({"kind": kind, "tile": self.tile, "srcs": [h.name for h in srcs],
-                          "dsts": [h.name for h in dsts], "offsets": list(src_offsets or dst_offsets or [0])})
+        self.kind = "join" if len(srcs) > 1 else "split" if len(dsts) > 1 else "forward"
+        self.offsets = list(src_offsets or dst_offsets or [0])
+        REC.links.append({"kind": self.kind, "tile": self.tile, "srcs": [h.name for h in srcs],
+                          "dsts": [h.name for h in dsts], "offsets": self.offsets, "op": self})
+
+    def __repr__(self) -> str:
+        return f"ObjectFifoLink({[h.name for h in self.srcs]} -> {[h.name for h in self.dsts]})"
+
+    @property
+    def owner(self) -> ObjectFifo:
+        """The fifo whose object the link's pool holds (AIEObjectFifoSplit.cpp createLinkPools at
+        1.4.3, lines 474-487): a join's output, a split's input, a forward's input unless its output
+        is larger (the fifos here have no padding)."""
+        big_in, out = self.srcs[0].of, self.dsts[0].of
+        if self.kind == "join" or (self.kind == "forward" and _elems(out.obj_type) > _elems(big_in.obj_type)):
+            return out
+        return big_in
+
+    def segments(self) -> list[tuple[int, int]]:
+        """(offset, size) of the pool's segments as 1.4.3 derives them (createLinkPools, lines
+        493-514): a join's or split's slice runs to the next offset, the last to the object's end,
+        and a slice of no positive size takes its own fifo's element count."""
+        total = _elems(self.owner.obj_type)
+        if self.kind == "forward":
+            return [(0, total)]
+        side = self.srcs if self.kind == "join" else self.dsts
+        out = []
+        for i, (off, h) in enumerate(zip(self.offsets, side)):
+            size = (self.offsets[i + 1] if i + 1 < len(side) else total) - off
+            out.append((off, size if size > 0 else _elems(h.of.obj_type)))
+        return out
 
 
 # ---- kernels and workers --------------------------------------------------------------------------
@@ -660,6 +717,158 @@ class Runtime:
         self.data = data
 
 
+# ---- what mlir-aie 1.4.3 verifies after IRON: the fifo ops, then aiecc's link pools and DMA BDs ----
+# The messages are the diagnostics' text; the real tool prints them (IRON's verify, or aiecc with
+# exit 1) where the stand-in raises ValueError. Sources, all at 1.4.3 (the gh-pages doxygen render
+# of lib/Dialect/AIE/IR/AIEDialect.cpp, Transforms/AIEObjectFifoSplit.cpp, AIETargetModel.h):
+#   ObjectFifoCreateOp::verify 467-609, ObjectFifoLinkOp::verify 1354-1474, ObjectFifoPoolOp::verify
+#   646-703, ObjectFifoDmaEndpointOp::verify 899-957, DMABDOp::verify 3190-3530.
+# AIE2TargetModel (AIETargetModel.h 769-807; npu2 is an AIE2 target model too): the dims a BD takes,
+# its longest length in 32-bit words, the wrap (size) and step (stride) field bits, by tile kind.
+BD_LIMITS = {"ShimNOCTile": (3, (1 << 32) - 1, 10, 20), "MemTile": (4, (1 << 17) - 1, 10, 17),
+             "CoreTile": (3, (1 << 14) - 1, 8, 13)}
+
+
+def _max_index(dims) -> int:
+    return sum((size - 1) * stride for size, stride in dims)
+
+
+def _bd(op: str, msg: str) -> ValueError:
+    return ValueError(f"'{op}' op {msg}")
+
+
+def verify_bd(kind: str, obj_type: Any, length: int, dims, buffer_elems: int | None = None) -> None:
+    """DMABDOp::verify of a memtile or core BD moving `length` elements of a buffer of `obj_type`'s
+    element type (`buffer_elems` long, one object unless given) along `dims` ((size, stride),
+    outermost first, in elements)."""
+    width, n = _elem_bytes(obj_type), buffer_elems if buffer_elems is not None else _elems(obj_type)
+    if length * width % 4:
+        raise _bd("aie.dma_bd", "transfer length must be multiple of 4 (i.e., represent 4 byte aligned address)")
+    max_dims, max_words, wrap_bits, step_bits = BD_LIMITS[kind]
+    words = length * width // 4
+    if words > max_words:
+        raise _bd("aie.dma_bd", f"buffer descriptor length ({words} 32-bit words) exceeds the maximum of {max_words} "
+                                f"words supported by this tile type")
+    if not dims:
+        return
+    dims = [tuple(d) for d in dims]
+    if len(dims) > max_dims:
+        raise _bd("aie.dma_bd", f"Cannot give more than {max_dims} dimensions for step sizes and wraps on this tile "
+                                f"(got {len(dims)} dimensions).")
+    if n <= _max_index(dims):
+        raise _bd("aie.dma_bd", f"Specified stride(s) and size(s) result in out of bounds access in buffer, for index "
+                                f"{_max_index(dims)} in memref of length {n}.")
+    max_size, max_stride = (1 << wrap_bits) - 1, 1 << step_bits  # wraps unbiased, steps stored as stride - 1
+    for size, stride in dims:
+        if stride == 0:
+            raise _bd("aie.dma_bd", "Invalid step size; must be a positive integer.")
+        if stride > n:
+            raise _bd("aie.dma_bd", f"Step size {stride} exceeds memref size {n}")
+        if size > max_size:  # objectfifo BDs are memtile/core BDs: no contiguous-shim exemption
+            raise _bd("aie.dma_bd", f"Size may not exceed {max_size}.")
+        if stride > max_stride:
+            raise _bd("aie.dma_bd", f"Stride may not exceed {max_stride}.")
+    if width < 4 and dims[-1][1] != 1:  # streams move 32-bit words
+        raise _bd("aie.dma_bd", "For <32b width datatypes, inner-most dim stride must be 1")
+    if width > 4 and dims[-1][1] != 1:
+        raise _bd("aie.dma_bd", "For >32b width datatypes, inner-most dim stride must be 1")
+    stepping = [i for i, (size, _) in enumerate(dims) if size > 1]
+    if width % 4 and stepping:  # sub-word and 9-byte bfp16 elements: every step whole 32-bit words
+        for i in stepping:
+            size, stride = dims[i]
+            if i == stepping[-1] and size * width % 4:
+                raise _bd("aie.dma_bd", f"Innermost dim size ({size}) * {width}-byte element width = {size * width} "
+                                        f"bytes: innermost dim size must be a multiple of 4 bytes for sub-32b element "
+                                        f"types (the hardware size register is 32-bit-word granularity).")
+            if i != stepping[-1] and stride * width % 4:
+                raise _bd("aie.dma_bd", f"Dim {i} stride ({stride}) * {width}-byte element width = {stride * width} "
+                                        f"bytes: non-innermost dim stride must be a multiple of 4 bytes for sub-32b "
+                                        f"element types (the hardware stepsize register is 32-bit-word granularity).")
+
+
+def _handle_dims(h: ObjectFifoHandle):
+    return h.of.dims_to_stream if h.is_prod else h.dims_from_stream
+
+
+def _verify_fifo_ops() -> None:
+    """The verifiers of the aie.objectfifo and aie.objectfifo.link ops IRON emits."""
+    for f in REC.fifos:
+        if isinstance(f._prod.endpoint, RuntimeEndpoint) and f.dims_to_stream:
+            raise ValueError("`dimensionsToStream` data layout transformations are not supported on shim tile "
+                             "producers")
+        if any(isinstance(h.endpoint, RuntimeEndpoint) and h.dims_from_stream for h in f._cons):
+            raise ValueError("`dimensionsFromStreamPerConsumer` data layout transformations are not supported on "
+                             "shim tile consumers")
+    seen: dict[int, _Link] = {}
+    for lk in REC.links:
+        link = lk["op"]
+        for h in (*link.srcs, *link.dsts):
+            if id(h.of) in seen and seen[id(h.of)] is not link:
+                raise _bd("aie.objectfifo", "objectfifo cannot be in more than one ObjectFifoLinkOp")
+            seen[id(h.of)] = link
+        if link.kind == "forward":
+            continue
+        total = _elems(link.owner.obj_type)
+        lengths = [(link.offsets[i + 1] if i + 1 < len(link.offsets) else total) - off
+                   for i, off in enumerate(link.offsets)]
+        # the whole object's walk on the link's tile, against its shortest slice
+        big = link.dsts[0] if link.kind == "join" else link.srcs[0]
+        dims = _handle_dims(big)
+        if dims and min(lengths) <= _max_index(dims):
+            side, part = ("output", "join input") if link.kind == "join" else ("input", "distribute output")
+            raise _bd("aie.objectfifo.link", f"specified {side} stride(s) and size(s) result in out of bounds access "
+                                             f"in {part}, for index {_max_index(dims)} in transfer of length "
+                                             f"{min(lengths)}.")
+
+
+def _verify_pool(link: _Link) -> None:
+    """ObjectFifoPoolOp::verify of a link's pool: its segments tile the object."""
+    previous, covered = -1, 0
+    for offset, size in link.segments():
+        if offset <= previous:
+            raise _bd("aie.objectfifo.pool", "segments must be ordered by increasing offset")
+        if offset != covered:
+            raise _bd("aie.objectfifo.segment", "leaves a gap or overlaps the segment before it; segments must tile "
+                                                "the object")
+        previous, covered = offset, offset + size
+    if covered != _elems(link.owner.obj_type):
+        raise _bd("aie.objectfifo.pool", f"segments cover {covered} of {_elems(link.owner.obj_type)} elements")
+
+
+def fifo_bds() -> list[tuple[str, str, Any, int, int, Any]]:
+    """Every memtile and core BD aiecc 1.4.3 lowers the fifos to, as (where, tile kind, the buffer's
+    type, its elements, the BD's length, dims): a core end moves one object of its fifo; a link's
+    end moves each pool segment it selects (a join's or split's big end all of them, a slice its
+    own), in the pool's buffer, with its fifo's dims (--aie-objectfifo-split/-lower-dmas)."""
+    out = []
+    for f in REC.fifos:
+        for h in ([f._prod] if f._prod else []) + f._cons:
+            where = f"{f.name}.{h.handle_type}"
+            if isinstance(h.endpoint, Worker):
+                out.append((where, "CoreTile", f.obj_type, _elems(f.obj_type), _elems(f.obj_type), _handle_dims(h)))
+            elif isinstance(h.endpoint, _Link):
+                link, pool = h.endpoint, h.endpoint.owner.obj_type
+                segs = link.segments()
+                mine = segs if len(link.srcs if h in link.srcs else link.dsts) == 1 else \
+                    [segs[(link.srcs if h in link.srcs else link.dsts).index(h)]]
+                for i, (_, size) in enumerate(mine):
+                    dims = _handle_dims(h)
+                    if dims and _max_index(dims) >= size:  # ObjectFifoDmaEndpointOp::verify
+                        name = f"s{segs.index(mine[i])}"  # the segment names of the 1.4.3 lowering doc's examples
+                        raise _bd("aie.objectfifo.dma_endpoint", f"dimensions entry {i} exceeds selected segment "
+                                                                 f"'{name}' of size {size}")
+                    out.append((where, "MemTile", pool, _elems(pool), size, dims))
+    return out
+
+
+def _lower_fifos() -> None:
+    """What aiecc's objectfifo passes refuse: pools that do not tile their object, then BDs."""
+    for lk in REC.links:
+        _verify_pool(lk["op"])
+    for _where, kind, ty, n, length, dims in fifo_bds():
+        verify_bd(kind, ty, length, dims, n)
+
+
 class Program:
     def __init__(self, device, rt, workers=None):
         if device is None:
@@ -698,6 +907,8 @@ class Program:
             if t["tap"] is not None and t["tap"].max_index() >= t["buffer"].numel:
                 raise ValueError(f"'aie.dma_bd' op Specified stride(s) and size(s) result in out of bounds access in "
                                  f"buffer, for index {t['tap'].max_index()} in memref of length {t['buffer'].numel}.")
+        _verify_fifo_ops()
+        _lower_fifos()  # aiecc's part: refused there, checked here so every lowered program meets it
         return Dump(self)
 
     def _resolve_tiles(self) -> None:

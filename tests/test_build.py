@@ -76,13 +76,14 @@ def test_dry_run_chess(capsys, no_tools, dev, target):
     assert "--dynamic-objFifos" not in aiecc
 
 
-def test_dry_run_of_a_bfp16_design_uses_dynamic_objfifos(capsys, no_tools):
-    """Defect 5: mlir-aie's block_datatypes builds always pass --dynamic-objFifos."""
+def test_dry_run_of_a_bfp16_design_leaves_dynamic_objfifos_to_aiecc(capsys, no_tools):
+    """aiecc lowers every fifo dynamically by default since mlir-aie PR #2549 (the stateful transform
+    only so since PR #3298): a bfp16 design's aiecc line, like any other's, has no --dynamic-objFifos."""
     assert main(["build", "--dry-run", "--dev", "npu2", "-M", "512", "-K", "512", "-N", "1024",
                  "--preset", "config1", "-m", "64", "-k", "64", "-n", "64", "--k-mt", "128"]) == 0
     out = capsys.readouterr().out
     aiecc = next(line for line in out.splitlines() if " aiecc " in line).split()
-    assert "--dynamic-objFifos" in aiecc and "--xchesscc" in aiecc
+    assert "--xchesscc" in aiecc and not any(a.startswith("--dynamic-objFifos") for a in aiecc)
 
 
 def test_missing_toolchain_stops_before_writing(tmp_path, capsys, monkeypatch, no_tools):
@@ -212,10 +213,21 @@ def _aiecc(tmp_path, *args, mlir='func.func private @k() attributes {link_with =
     (["--get-xclbin", "--xclbin-name", "design.mlir"], ("k.o",), "expects one input MLIR file"),
     (["--get-xclbin", "design.mlir"], (), "cannot open k.o"),
     (["--alloc-scheme=fastest", "design.mlir"], ("k.o",), "unknown buffer allocation scheme"),
-], ids=["removed-flag", "unknown-output", "no-input", "value-eats-input", "missing-object", "alloc-scheme"])
+    (["--dynamic-objfifos", "design.mlir"], ("k.o",), "Unknown command line argument '--dynamic-objfifos'"),
+    (["--dynamic-objFifos=yes", "design.mlir"], ("k.o",),
+     "for the --dynamic-objFifos option: 'yes' is invalid value for boolean argument! Try 0 or 1"),
+], ids=["removed-flag", "unknown-output", "no-input", "value-eats-input", "missing-object", "alloc-scheme",
+        "option-names-are-case-sensitive", "not-a-boolean"])
 def test_the_aiecc_standin_refuses(tmp_path, args, objects, message):
     done = _aiecc(tmp_path, *args, objects=objects)
     assert done.returncode == 1 and message in done.stderr
+
+
+@pytest.mark.parametrize("flag", ["--dynamic-objFifos", "--dynamic-objFifos=false", "--dynamic-objFifos=0",
+                                  "--dynamic-objFifos=True", "--xchesscc=FALSE"])
+def test_the_aiecc_standin_takes_booleans_as_llvm_does(tmp_path, flag):
+    done = _aiecc(tmp_path, flag, "--get-xclbin", "design.mlir")
+    assert done.returncode == 0, done.stderr
 
 
 def test_the_aiecc_standin_takes_what_aiecc_takes(tmp_path):

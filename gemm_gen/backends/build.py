@@ -96,12 +96,12 @@ def kernel_flags(tc: Toolchain, build: KernelBuild, include_dirs: list[str], def
 def aiecc_flags(design: Design, tc: Toolchain, art: Artifacts) -> list[str]:
     """mlir-aie 1.4.3's aiecc (the C++ driver; outputs asked for with --get-*, Peano the default core
     compiler): the xclbin and the NPU instructions, mlir-aie's matrix_multiplication allocation
-    scheme, the core compiler named explicitly (--peano=DIR, or --xchesscc --xbridge as mlir-aie's
-    compile utility passes for chess since PR #3501 made Peano the default), and --dynamic-objFifos
-    for block-datatype designs as mlir-aie's block_datatypes builds always pass it."""
+    scheme, and the core compiler named explicitly (--peano=DIR, or --xchesscc --xbridge as mlir-aie's
+    compile utility passes for chess since PR #3501 made Peano the default). No --dynamic-objFifos,
+    for any design (bfp16 included): dynamic objectfifo lowering is aiecc's default since PR #2549
+    (cl::init(true), the pass agreeing since PR #3240), and since PR #3298 the stateful transform
+    always lowers dynamically (=false only adds an unrolling pass)."""
     argv = [tc.aiecc, f"--alloc-scheme={ALLOC_SCHEME}"]
-    if design.config.precision.block:
-        argv.append("--dynamic-objFifos")
     argv += ["--xchesscc", "--xbridge"] if tc.chess else [f"--peano={tc.peano_dir}"]
     return argv + ["--get-xclbin", f"--xclbin-name={art.xclbin.name}", "--get-npu-insts",
                    f"--npu-insts-name={art.insts.name}"]
