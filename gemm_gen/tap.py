@@ -14,7 +14,7 @@ import numpy as np
 
 from .dtypes import WORD_BYTES, DType
 from .errors import DmaLimitError
-from .hw.devices import MLIR_AIE_BD_MAX_SIZE, MLIR_AIE_BD_MAX_STRIDE, DmaSpec, TileKind
+from .hw.devices import DmaSpec, TileKind
 
 
 def _indices(offset: int, sizes: tuple[int, ...], strides: tuple[int, ...]) -> np.ndarray:
@@ -110,19 +110,21 @@ class Tap:
     def to_json(self) -> dict[str, object]:
         return {"offset": self.offset, "sizes": list(self.sizes), "strides": list(self.strides)}
 
-    def check_static_bd(self, buffer_elems: int, where: str, fix: str) -> None:
-        """mlir-aie's verifier of memtile/core BDs (dims in elements), stricter than the fields."""
+    def check_static_bd(self, spec: DmaSpec, buffer_elems: int, where: str, fix: str) -> None:
+        """mlir-aie 1.4.3's verifier of memtile/core BDs: the tile kind's field widths applied to the
+        dims in elements of the buffer's type (hw/devices.py TILE_EXTENT_SEARCH_MAX says where), which
+        for elements narrower than a word is stricter than the fields (they count words)."""
         for d, (size, stride) in enumerate(zip(self.sizes[::-1], self.strides[::-1])):
-            if size > MLIR_AIE_BD_MAX_SIZE:
+            if size > spec.max_wrap:
                 raise DmaLimitError(
-                    f"{where}: d{d} size {size} elements exceeds mlir-aie's BD verifier limit "
-                    f"(max {MLIR_AIE_BD_MAX_SIZE})",
+                    f"{where}: d{d} size {size} elements exceeds mlir-aie's BD verifier limit for a "
+                    f"{spec.kind.value} BD (max {spec.max_wrap})",
                     fix,
                 )
-            if stride > min(MLIR_AIE_BD_MAX_STRIDE, buffer_elems):
+            if stride > min(spec.max_stride, buffer_elems):
                 raise DmaLimitError(
-                    f"{where}: d{d} stride {stride} elements exceeds mlir-aie's BD verifier limit "
-                    f"(max {min(MLIR_AIE_BD_MAX_STRIDE, buffer_elems)})",
+                    f"{where}: d{d} stride {stride} elements exceeds mlir-aie's BD verifier limit for a "
+                    f"{spec.kind.value} BD (max {min(spec.max_stride, buffer_elems)})",
                     fix,
                 )
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from gemm_gen.config import PAPER_TILES, GemmConfig, default_k_mt, default_tiles
@@ -9,6 +11,7 @@ from gemm_gen.design import build_design
 from gemm_gen.design.channels import dma_channels
 from gemm_gen.design.serve import check
 from gemm_gen.errors import ConfigError, DmaLimitError, GemmGenError
+from gemm_gen.hw.devices import TileKind
 from gemm_gen.sim import simulate
 
 # Striking the Balance, Tables 2 and 3 (B column-major): kernel, L1 KB, L2 KB (all memtiles), GEMM
@@ -181,12 +184,14 @@ def test_dma_field_widths(change, text):
     assert text in msg and "field" in msg and "(max" in msg or "(1.." in msg
 
 
-def test_core_wrap_is_dominated_by_the_compiler_limit():
-    # a core S2MM wrap of m/r >= 256 needs m >= 1024, which mlir-aie's 512-element BD limit refuses
-    # first; the core's own 8-bit wrap is exercised on WordTap in test_tap.py
-    msg = _err(DmaLimitError, device="npu1", dtype_in="i8", dtype_out="i8", m=1016, k=16, n=16, k_mt=16,
-               M=4064, K=64, N=64)
-    assert "mlir-aie's BD verifier" in msg
+def test_core_wrap_is_dominated_by_the_shim_wrap():
+    # a core S2MM wrap of m/r >= 256 needs m >= 1024 A rows, which the shim's 10-bit wrap over an
+    # m x K strip refuses first; m = 1016 (m/r = 254) passes both; the core's own 8-bit wrap is
+    # exercised on WordTap in test_tap.py
+    msg = _err(DmaLimitError, device="npu1", dtype_in="i8", dtype_out="i8", m=1024, k=16, n=16, k_mt=16,
+               M=4096, K=64, N=64)
+    assert "shim MM2S A" in msg and "wrap 1024 words exceeds the 10-bit field" in msg
+    GemmConfig("npu1", 4064, 64, 64, 1016, 16, 16, 16, "i8", "i8", acc="out").validate()
 
 
 def test_bd_budget_of_the_queue():
@@ -227,13 +232,28 @@ def test_emulated_bf16_uses_8x8x8():
         c.validate()  # 128x64x128 bf16 needs 96 KiB of L1
 
 
-def test_mlir_aie_static_bd_verifier():
-    # the hardware wraps 1023 words, but mlir-aie refuses memtile/core BD sizes above 512 elements
-    msg = _err(DmaLimitError, device="npu1", dtype_in="i8", dtype_out="i8", m=640, k=16, n=16, k_mt=16,
-               M=640 * 4, K=64, N=64)
-    assert "size 640 elements exceeds mlir-aie's BD verifier limit (max 512)" in msg
-    GemmConfig("npu1", 512 * 4, 64, 64, 512, 16, 16, 16, "i8", "i8").validate()
-    GemmConfig("npu1", 640 * 4, 64, 64, 640, 8, 16, 8, "i8", "i8").validate()  # k = s: A moves linearly, no dims
+@pytest.mark.parametrize("kind,sizes,strides,message", [
+    (TileKind.MEM, (2, 1024), (1024, 1), "d0 size 1024 elements exceeds mlir-aie's BD verifier limit for a mem BD "
+                                         "(max 1023)"),
+    (TileKind.CORE, (2, 256), (256, 1), "d0 size 256 elements exceeds mlir-aie's BD verifier limit for a core BD "
+                                        "(max 255)"),
+    (TileKind.CORE, (2, 8), ((1 << 13) + 1, 1), "d1 stride 8193 elements exceeds mlir-aie's BD verifier limit for "
+                                                "a core BD (max 8192)"),
+    (TileKind.MEM, (2, 8), ((1 << 17) + 1, 1), "stride 131073 elements exceeds mlir-aie's BD verifier limit for a "
+                                               "mem BD (max 131072)"),
+])
+def test_mlir_aie_static_bd_verifier(kind, sizes, strides, message):
+    """mlir-aie 1.4.3 checks memtile/core BD dims in elements of the buffer's type against the tile
+    kind's own field widths (memtile sizes up to 1023, strides 2^17; core 255, 2^13): one past each
+    is refused, the limit itself is not."""
+    from gemm_gen.hw.devices import NPU1
+    from gemm_gen.tap import Tap
+
+    spec = NPU1.dma[kind]
+    with pytest.raises(DmaLimitError, match=re.escape(message)):
+        Tap(0, sizes, strides).check_static_bd(spec, 1 << 20, "test", "fix")
+    at_limit = tuple(min(x, spec.max_wrap) for x in sizes)
+    Tap(0, at_limit, tuple(min(x, spec.max_stride) for x in strides)).check_static_bd(spec, 1 << 20, "test", "fix")
 
 
 @pytest.mark.parametrize("dev,t_in,t_out,mmul,shift,message", [

@@ -157,19 +157,20 @@ def check_dma_limits(config: GemmConfig, call: CallPlan | None = None) -> None:
     # memtile and core BDs also pass mlir-aie's static BD verifier (sizes in elements of the
     # memref's element type: bfp16 tiles count as their 8 v8bfp16ebs8 blocks)
     statics = [
-        (a_l2_from_stream(a), a, a.m * a.k_mt, "memtile S2MM A (dims_from_stream)", "reduce m, k or k_mt"),
-        (a_l2_to_stream(a), a, a.m * a.k_mt, "memtile MM2S A (dims_to_stream)", "reduce m, k or k_mt"),
-        (b_l2_to_stream(b), b, b.b_l2_k * b.n, "memtile MM2S B (dims_to_stream)", "reduce n, k or k_mt"),
-        (c_l2_to_stream(c), c, c.m * c.n, "memtile MM2S C (dims_to_stream, per join slice)", "reduce m or n"),
-        (a_l1_from_stream(a), a, a.t_ma * a.k, "core S2MM A (dims_from_stream)", "reduce m or k"),
+        (a_l2_from_stream(a), a, mem, a.m * a.k_mt, "memtile S2MM A (dims_from_stream)", "reduce m, k or k_mt"),
+        (a_l2_to_stream(a), a, mem, a.m * a.k_mt, "memtile MM2S A (dims_to_stream)", "reduce m, k or k_mt"),
+        (b_l2_to_stream(b), b, mem, b.b_l2_k * b.n, "memtile MM2S B (dims_to_stream)", "reduce n, k or k_mt"),
+        (c_l2_to_stream(c), c, mem, c.m * c.n, "memtile MM2S C (dims_to_stream, per join slice)",
+         "reduce m or n"),
+        (a_l1_from_stream(a), a, core, a.t_ma * a.k, "core S2MM A (dims_from_stream)", "reduce m or k"),
     ]
     if b_l1 is not None:
-        statics.append((b_l1, b, b.k * b.n, "core S2MM B (dims_from_stream)", "reduce n or k"))
-    for tap, g, units, where, fix in statics:
+        statics.append((b_l1, b, core, b.k * b.n, "core S2MM B (dims_from_stream)", "reduce n or k"))
+    for tap, g, spec, units, where, fix in statics:
         if dims(tap) is None:
             continue  # no dims: nothing for the verifier to check
         parts = g.unit.blocks_per_unit
-        tap.scaled(parts).check_static_bd(units * parts, where, fix)
+        tap.scaled(parts).check_static_bd(spec, units * parts, where, fix)
     # the host buffers must be addressable
     for name, g in (("A", a), ("B", b), ("C", c)):
         rows, cols = call.storage(name)

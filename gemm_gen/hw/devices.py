@@ -61,11 +61,13 @@ SHIM_DMA = DmaSpec(TileKind.SHIM, 2, 2, 16, 1, 3, 2, 10, 20, 32, 64, 20, 16, 4, 
 MEM_DMA = DmaSpec(TileKind.MEM, 6, 6, 48, 2, 4, 3, 10, 17, 17, 64, 17, 64, 4, 256)
 CORE_DMA = DmaSpec(TileKind.CORE, 2, 2, 16, 1, 3, 2, 8, 13, 14, 64, 13, 16, 4, 256)
 
-# mlir-aie's DMABDOp::verify (AIEDialect.cpp @1e400306) checks the dims of every static (memtile
-# and core) BD in elements, more strictly than the hardware: a size of 513 or more is refused
-# (its message says 1023), as is a stride of 2^19 or more or beyond the buffer.
-MLIR_AIE_BD_MAX_SIZE = 512
-MLIR_AIE_BD_MAX_STRIDE = (1 << 19) - 1
+# mlir-aie 1.4.3's DMABDOp::verify checks the dims of every static (memtile and core) BD in elements
+# of the buffer's type against the tile kind's own field widths (AIEDialect.cpp 3326-3354 with
+# AIETargetModel.h 788-803 at the tag, read in its doxygen render): sizes up to 2^wrap_bits - 1
+# (core 255, memtile 1023), strides up to 2^step_bits (core 2^13, memtile 2^17) and within the
+# buffer (tap.Tap.check_static_bd). The tuner searches tile extents up to this bound: larger ones
+# fit no L1 anyway.
+TILE_EXTENT_SEARCH_MAX = 512
 
 MmulShape = tuple[int, int, int]  # r x s x t of aie::mmul
 

@@ -26,7 +26,7 @@ from ..config import B_PACKS, MAX_RUNTIME_TASKS, GemmConfig
 from ..design.serve import check
 from ..dtypes import dtype
 from ..errors import ConfigError, GemmGenError
-from ..hw.devices import MLIR_AIE_BD_MAX_SIZE, TileKind
+from ..hw.devices import TILE_EXTENT_SEARCH_MAX, TileKind
 from .params import Params, load, load_ends
 from .perf import Estimate, Problem, estimate, estimate_config
 
@@ -138,16 +138,16 @@ def _tilings(pr: Problem, fixed: dict[str, int | None]
     core = dev.dma[TileKind.CORE]
     shim = dev.dma[TileKind.SHIM]
     word = 4
-    m_hi = min(_round_up(-(-pr.M // rows), 2 * r), MLIR_AIE_BD_MAX_SIZE, core.max_wrap * r)
+    m_hi = min(_round_up(-(-pr.M // rows), 2 * r), TILE_EXTENT_SEARCH_MAX, core.max_wrap * r)
     n_hi = _round_up(-(-pr.N // cols), 2 * t)
     n_hi = min(n_hi, int(shim.max_wrap * word // _run_bytes(pr.spec.dtype_out)))  # shim C d0 wrap
     if pr.spec.b_pack == "strips":  # the shim reads each strip linearly; no core dims
-        n_hi = min(n_hi, MLIR_AIE_BD_MAX_SIZE)
+        n_hi = min(n_hi, TILE_EXTENT_SEARCH_MAX)
     elif pr.spec.b_col_maj:
-        n_hi = min(n_hi, MLIR_AIE_BD_MAX_SIZE, core.max_wrap * t)
+        n_hi = min(n_hi, TILE_EXTENT_SEARCH_MAX, core.max_wrap * t)
     else:
         n_hi = min(n_hi, int(shim.max_wrap * word // _run_bytes(pr.spec.dtype_b)))
-    k_hi = min(_round_up(pr.K, s), MLIR_AIE_BD_MAX_SIZE * s)
+    k_hi = min(_round_up(pr.K, s), TILE_EXTENT_SEARCH_MAX * s)
     rho_fixed = fixed.get("rho")
     rhos = [rho_fixed] if rho_fixed is not None else range(1, RHO_MAX + 1)
     ns = np.arange(2 * t, n_hi + 1, 2 * t, dtype=np.int64)
@@ -245,7 +245,7 @@ def rank_all(pr: Problem, fixed: dict[str, int | None], top: int, p: Params, per
     shim = pr.spec.dev.dma[TileKind.SHIM]
     K1 = _round_up(pr.K, k)
     j_hi = np.minimum(K1 // k, np.minimum((shim.max_wrap * 4 // (k * _run_bytes(pr.spec.dtype_in))).astype(np.int64),
-                                          MLIR_AIE_BD_MAX_SIZE))
+                                          TILE_EXTENT_SEARCH_MAX))
     # all memtiles together must hold every L2 buffer: an upper bound on k_mt (placement decides)
     b_a, b_b, b_out, _ = pr.elem_bytes
     room = cols * pr.spec.dev.memtile_bytes - cols * pr.spec.depth_c_l2 * rows * m * n * b_out
@@ -256,7 +256,7 @@ def rank_all(pr: Problem, fixed: dict[str, int | None], top: int, p: Params, per
     j_hi = np.minimum(j_hi, np.maximum(kmt_cap // k, 1).astype(np.int64))
     fixed_kmt = fixed.get("k_mt")
     if fixed_kmt is not None:
-        keep = (fixed_kmt % k == 0) & (fixed_kmt // k <= MLIR_AIE_BD_MAX_SIZE)
+        keep = (fixed_kmt % k == 0) & (fixed_kmt // k <= TILE_EXTENT_SEARCH_MAX)
         m, k, n, rho, K1 = m[keep], k[keep], n[keep], rho[keep], K1[keep]
         j_hi = np.full(m.shape, 0)
     # tiles of a core must stay few enough for the runtime sequence
@@ -382,8 +382,8 @@ def _check_problem(pr: Problem, fixed: dict[str, int | None] | None = None) -> N
             raise ConfigError(f"{name}={value} must be positive", f"give {flag} a size >= 1")
     r, s, t = pr.spec.mmul  # raises for a device without a kernel for dtype_in
     # the largest tiles a core's share allows: if even these need too many runtime tasks, say so
-    m = min(_round_up(-(-pr.M // pr.spec.rows), 2 * r), _round_up(MLIR_AIE_BD_MAX_SIZE, 2 * r))
-    n = min(_round_up(-(-pr.N // pr.spec.cols), 2 * t), _round_up(MLIR_AIE_BD_MAX_SIZE, 2 * t))
+    m = min(_round_up(-(-pr.M // pr.spec.rows), 2 * r), _round_up(TILE_EXTENT_SEARCH_MAX, 2 * r))
+    n = min(_round_up(-(-pr.N // pr.spec.cols), 2 * t), _round_up(TILE_EXTENT_SEARCH_MAX, 2 * t))
     probe = pr.config(m, s, n, s)
     probe._check_types()
     probe._check_array()
