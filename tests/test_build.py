@@ -373,3 +373,15 @@ def test_instruction_only_runs_do_not_ask_aiecc_to_measure_stacks(no_tools):
     design = build_design(small("npu2", "i8", "i16"))
     step = insts_step(design, toolchain.find_toolchain(False, strict=False), "a.mlir", "i.bin", "build")
     assert GET_MEASURED not in step.argv and "--get-npu-insts" in step.argv
+
+
+def test_without_stack_size_sections_aiecc_only_gives_a_lower_bound(tmp_path, monkeypatch):
+    """Drop -fstack-size-section (the rule): the kernel's frames count 0, aiecc 1.4.3 can only say
+    'at least' the startup frame, and the record says it is a lower bound, not a measurement."""
+    from gemm_gen.backends import build
+
+    _fake_tools(tmp_path, monkeypatch)
+    monkeypatch.setattr(build, "PEANO_STACK_FLAGS", [])
+    art = run_build(build_design(small("npu2", "i8", "i16")), tmp_path / "build", gen_args=[])
+    report = build.stack_report(art)
+    assert report is not None and report.status == "lower bound" and report.frame_bytes == 64  # crt1 alone

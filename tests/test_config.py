@@ -53,6 +53,30 @@ def test_paper_budgets(dev, t_in, t_out, tile, k_mt, l1_kb, l2_kb, size):
     assert c.call.covered == size
 
 
+@pytest.mark.parametrize("dev", ["npu1", "npu2"])
+@pytest.mark.parametrize("types", [("bf16", "bf16", None, None), ("bf16", "f32", None, None), ("i8", "i8", None, None),
+                                   ("i8", "i32", None, None), ("i16", "i16", None, None),
+                                   ("bf16", "bf16", "bfp16", None), ("bfp16", "bfp16", None, None),
+                                   ("bfp16", "bfp16", None, "bf16")])
+@pytest.mark.parametrize("compiler", [None, "peano", "chess"])
+@pytest.mark.parametrize("emulate", [None, False])
+def test_every_default_stack_is_at_least_mlir_aies(dev, types, compiler, emulate):
+    """Whatever the kernel and its compiler, a core's default stack is at least what every mlir-aie
+    matrix multiplication gives its cores (0xD00): 0x400, aiecc's own default, overflowed Peano 22
+    frames (mlir-air PR #1980). Peano-built bfp16 kernels get mlir-aie's Peano ATB stack (0x1700)."""
+    from gemm_gen.hw.devices import MLIR_AIE_CORE_DEFAULT_STACK, MLIR_AIE_MM_STACK, PEANO_ATB_STACK
+
+    t_in, t_out, t_b, acc = types
+    block = "bfp16" in (t_in, t_b)
+    if block and dev == "npu1":
+        return  # no bfp16 datapath
+    c = GemmConfig(dev, 1, 1, 1, 0, 0, 0, 0, t_in, t_out, dtype_b=t_b, acc=acc, compiler=compiler,
+                   emulate_bf16_with_bfp16=None if block else emulate)
+    assert c.stack_bytes >= MLIR_AIE_MM_STACK > MLIR_AIE_CORE_DEFAULT_STACK
+    assert (c.stack_bytes == PEANO_ATB_STACK) == (block and c.compiler == "peano")
+    assert c.l1_overhead["stack"] == c.stack_bytes
+
+
 def test_paper_tiles_are_the_defaults():
     """...for C kept in its output type, as the papers' kernels keep it."""
     for (dev, t_in, t_out), tiles in PAPER_TILES.items():
