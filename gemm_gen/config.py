@@ -148,8 +148,7 @@ class GemmConfig:
         if self.convert_once is None:
             object.__setattr__(self, "convert_once", self.convert_once_problem is None)
         if self.stack_bytes == 0:
-            object.__setattr__(self, "stack_bytes", default_stack(dev.name, bool(self.emulate_bf16_with_bfp16),
-                                                                  str(self.compiler), self.precision,
+            object.__setattr__(self, "stack_bytes", default_stack(dev.name, str(self.compiler), self.precision,
                                                                   bool(self.convert_once)))
 
     @property
@@ -642,10 +641,9 @@ def _near(x: int, q: int) -> str:
     return f"{lo}" if lo == hi else f"{lo} or {hi}"
 
 
-def default_stack(dev_name: str, emulate_bf16_with_bfp16: bool, compiler: str, precision: Precision | None = None,
-                  convert_once: bool = False) -> int:
+def default_stack(dev_name: str, compiler: str, precision: Precision | None = None, convert_once: bool = False) -> int:
     """Core stack bytes, never less than what mlir-aie's matrix multiplications give their cores
-    (hw.devices.MLIR_AIE_MM_STACK, 0xD00; `emulate_bf16_with_bfp16` needs no more): bfp16 kernels
+    (hw.devices.MLIR_AIE_MM_STACK, 0xD00, which Peano's bf16-via-bfp16 kernels need): bfp16 kernels
     built with Peano what mlir-aie's Peano-built ATB kernels get (0x1700); chess-built bfp16 kernels
     what mlir-aie's ATB configs get for the same work (our kernels keep A's bfp16 copy and C's extra
     accumulator rows in their own L1 buffers, not on the stack; the convert-once bf16 kernel does
