@@ -183,8 +183,9 @@ def problem_args(p: argparse.ArgumentParser) -> None:
                    "the fewest banks, steered with reserved bytes where that helps)")
     p.add_argument("--queue-groups", type=counted(1, what="a group count"), default=GemmConfig.queue_groups,
                    help="task groups in flight per shim (at most the 4-deep shim task queue)")
-    p.add_argument("--stack", type=counted(0, what="a stack size", example="1024"), default=0,
-                   help="core stack bytes (default 1024)")
+    p.add_argument("--stack", type=counted(0, what="a stack size", example="3328"), default=0,
+                   help="core stack bytes (default: mlir-aie's 3328 = 0xD00, more for bfp16 kernels; aiecc "
+                   "checks it against the kernel's measured frames)")
     p.add_argument("--shift", type=counted(0, 63, "a shift"), default=0, help="SRS shift of integer outputs")
     p.add_argument("--rounding", type=_mode(Rounding), default="conv_even", help="rounding mode the kernel sets")
     p.add_argument("--saturation", type=_mode(Saturation), default="saturate",
@@ -248,7 +249,7 @@ def check_device_flags(a: argparse.Namespace) -> None:
                           f"give --n-aie-cols {counts.replace(', ', ' or ')}, or leave it out for all")
     if a.stack and (a.stack % 16 or a.stack >= dev.l1_bytes):
         raise ConfigError(f"--stack {a.stack}: the core stack is a multiple of 16 bytes below the "
-                          f"{dev.l1_bytes:,} B of L1", "give --stack like 1024 or 3328 (0xD00), or leave it out")
+                          f"{dev.l1_bytes:,} B of L1", "give --stack like 3328 (0xD00) or 4096, or leave it out")
     depth = dev.dma[TileKind.SHIM].task_queue_depth
     if a.queue_groups > depth:
         raise ConfigError(f"--queue-groups {a.queue_groups}: a shim channel's task queue holds {depth} tasks "

@@ -84,7 +84,7 @@ class GemmConfig:
     emulate_bf16_with_bfp16: bool | None = None  # None: the device's default for bf16 (npu2: bfp16)
     compiler: str | None = None  # "peano" or "chess" (sets the stack); None: chess for bfp16, else peano
     mmul_shape: tuple[int, int, int] | None = None  # r x s x t; None: the device's default
-    stack_bytes: int = 0  # 0: the device default (mlir-aie's 0x400)
+    stack_bytes: int = 0  # 0: the default for the kernel (default_stack: at least mlir-aie's 0xD00)
     # task groups of {A, B, C} BDs in flight per shim. The paper used 5 (15 BDs), but a shim
     # channel's task queue is 4 deep and the hardware drops a push onto a full one (mlir-aie PR
     # #3734): with only C awaited, at most 4 groups can be outstanding safely.
@@ -148,8 +148,7 @@ class GemmConfig:
         if self.convert_once is None:
             object.__setattr__(self, "convert_once", self.convert_once_problem is None)
         if self.stack_bytes == 0:
-            object.__setattr__(self, "stack_bytes", default_stack(dev.name, bool(self.emulate_bf16_with_bfp16),
-                                                                  str(self.compiler), self.precision,
+            object.__setattr__(self, "stack_bytes", default_stack(dev.name, str(self.compiler), self.precision,
                                                                   bool(self.convert_once)))
 
     @property
@@ -311,8 +310,19 @@ class GemmConfig:
 
     # ---- budgets -----------------------------------------------------------------------------
     @property
+    def l1_overhead(self) -> dict[str, int]:
+        """The L1 bytes of each core that do not depend on the tiling: the runtime parameters it
+        reads (with runtime K), its stack and aiecc's per-core static data (hw.devices.CORE_STATIC,
+        the parts that take bytes). The tuner's budget and l1_parts both use these."""
+        parts = {RTP_PART: RTP_WORDS * 4} if self.runtime_sizes == "mnk" else {}  # the k-steps each call writes
+        parts["stack"] = self.stack_bytes
+        parts.update((p.name, p.nbytes) for p in self.dev.core_static if p.nbytes)
+        return parts
+
+    @property
     def l1_parts(self) -> dict[str, int]:
-        """Bytes of each core's L1 use: A, B (double-buffered), C (single), stack, kernel data."""
+        """Bytes of each core's L1 use: A, B (double-buffered), C (single), the kernel's scratch,
+        then l1_overhead (runtime parameters, stack, aiecc's per-core static data)."""
         t_in, t_out = self.t_in, self.t_out
         parts = {
             "A": self.depth_ab_l1 * t_in.nbytes(self.t_ma * self.k),
@@ -327,11 +337,7 @@ class GemmConfig:
             parts["B bfp16"] = dtype(prec.BFP16).nbytes(self.k * self.n)
         if p.converts_c:  # accumulator rows that do not fit in the C object
             parts["C acc"] = self.t_acc.nbytes((self.m - self.c_split_rows) * self.n)
-        if self.runtime_sizes == "mnk":  # the k-steps each call writes (one i32)
-            parts[RTP_PART] = RTP_WORDS * 4
-        parts["stack"] = self.stack_bytes
-        parts["kernel data"] = self.dev.kernel_data_bytes
-        return parts
+        return parts | self.l1_overhead
 
     @property
     def l1_bytes(self) -> int:
@@ -474,7 +480,7 @@ class GemmConfig:
             raise ConfigError(f"fifo depths {depths} must be 1 or 2", "use the defaults 2, 2, 1, 1")
         if self.stack_bytes < 0 or self.stack_bytes % 16:
             raise ConfigError(f"stack {self.stack_bytes} B must be a positive multiple of 16",
-                              "give --stack like 1024 or 3328 (0xD00)")
+                              "give --stack like 3328 (0xD00, mlir-aie's) or more")
         tasks = self.call.tiles_per_core * (self.rows + 2 * self.cols)  # the largest call it serves
         if tasks > MAX_RUNTIME_TASKS:
             raise ConfigError(
@@ -538,7 +544,8 @@ class GemmConfig:
         cap = self.dev.l1_bytes
         if self.l1_bytes > cap:
             detail = " + ".join(f"{k} {v}" for k, v in parts.items())
-            buffers = sum(v for name, v in parts.items() if name not in ("stack", "kernel data"))
+            fixed = set(self.l1_overhead) - {RTP_PART}
+            buffers = sum(v for name, v in parts.items() if name not in fixed)
             acc_out = (f", or --acc {prec.ACC_OUT} (C kept in {self.dtype_out}, requantized every k-step)"
                        if self.precision.converts_c else "")
             raise ConfigError(
@@ -634,20 +641,22 @@ def _near(x: int, q: int) -> str:
     return f"{lo}" if lo == hi else f"{lo} or {hi}"
 
 
-def default_stack(dev_name: str, emulate_bf16_with_bfp16: bool, compiler: str, precision: Precision | None = None,
-                  convert_once: bool = False) -> int:
-    """Core stack bytes: Peano's bf16-via-bfp16 kernels need mlir-aie's 0xD00; chess-built bfp16
-    kernels what mlir-aie's ATB configs get for the same work (our kernels keep A's bfp16 copy and
-    C's extra accumulator rows in their own L1 buffers, not on the stack; the convert-once bf16
-    kernel does config1's work plus B's conversion); others the default."""
+def default_stack(dev_name: str, compiler: str, precision: Precision | None = None, convert_once: bool = False) -> int:
+    """Core stack bytes, never less than what mlir-aie's matrix multiplications give their cores
+    (hw.devices.MLIR_AIE_MM_STACK, 0xD00, which Peano's bf16-via-bfp16 kernels need): bfp16 kernels
+    built with Peano what mlir-aie's Peano-built ATB kernels get (0x1700); chess-built bfp16 kernels
+    what mlir-aie's ATB configs get for the same work (our kernels keep A's bfp16 copy and C's extra
+    accumulator rows in their own L1 buffers, not on the stack; the convert-once bf16 kernel does
+    config1's work plus B's conversion)."""
     dev = device(dev_name)
+    block = precision is not None and precision.block
+    if block and compiler == "peano" and dev.bfp16_stack_bytes:
+        return dev.bfp16_stack_bytes["peano"]
     if convert_once and compiler == "chess" and dev.bfp16_stack_bytes:
         return dev.bfp16_stack_bytes["convert_a"]
-    if precision is not None and precision.block and dev.bfp16_stack_bytes:
+    if precision is not None and block and dev.bfp16_stack_bytes:
         key = "convert_c" if precision.converts_c else "convert_a" if precision.converts_a else ""
         return dev.bfp16_stack_bytes[key]
-    if emulate_bf16_with_bfp16 and compiler == "peano" and dev.bf16_emulation_stack_bytes:
-        return dev.bf16_emulation_stack_bytes
     return dev.default_stack_bytes
 
 
@@ -701,8 +710,7 @@ def _fallback_tiles(dev: Device, dtype_in: str, dtype_out: str, emulate: bool,
     t_in, t_out = dtype(dtype_in), dtype(dtype_out)
     # a C accumulated in another type: the object and (at most) every row again in the accumulator
     t_acc = dtype(acc) if acc not in (None, dtype_out) else None
-    budget = dev.l1_bytes - dev.bf16_emulation_stack_bytes if emulate else dev.l1_bytes - dev.default_stack_bytes
-    budget -= dev.kernel_data_bytes
+    budget = dev.l1_bytes - dev.default_stack_bytes - dev.core_static_bytes
     best: tuple[int, int, int] | None = None
     for mn in range(256, 0, -1):
         m = _round_up(mn, 2 * r)

@@ -68,6 +68,15 @@ class RunTimeout(BuildError):
         self.timeout_ms = timeout_ms
 
 
+class StackError(BuildError):
+    """A core's measured stack frame is larger than the stack it was given (backends/stack.py)."""
+
+    def __init__(self, what: str, fix: str, frame_bytes: int, stack_bytes: int) -> None:
+        super().__init__(what, fix)
+        self.frame_bytes = frame_bytes
+        self.stack_bytes = stack_bytes
+
+
 class ToolchainMissing(GemmGenError):
     """A toolchain part (mlir-aie, Peano, XRT, an NPU) is not available here."""
 

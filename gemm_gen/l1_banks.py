@@ -359,11 +359,12 @@ def _targets(dev: Device, groups: list[list[L1Buffer]], stack: int, bank_bytes: 
 
 def _reservations(dev: Device, layout: list[tuple[L1Buffer, int]], stack: int) -> list[L1Buffer]:
     """Unused worker Buffers pinned over every byte the layout leaves free (but the last
-    kernel-data headroom), so that the allocator finds only the layout's holes."""
+    dev.core_static_bytes: aiecc's per-core static data, which Peano links into one run the
+    buffers leave), so that the allocator finds only the layout's holes."""
     taken = sorted([(0, stack)] + [(at, at + b.nbytes) for b, at in layout])
     out: list[L1Buffer] = []
     pos = 0
-    top = dev.l1_bytes - dev.kernel_data_bytes
+    top = dev.l1_bytes - dev.core_static_bytes
     for lo, hi in [*taken, (top, top)]:
         start = _up(pos, 64)
         if lo - start >= 64:
@@ -414,8 +415,8 @@ def plan(c: GemmConfig, scheme: str | None = None) -> L1Plan:
         for layout in _targets(dev, _classes(buffers, pairs), stack, bank_bytes):
             held = _reservations(dev, layout, stack)
             got = _evaluate(dev, "bank-aware", buffers + held, pairs, stack, bank_bytes)
-            if got is None or got[1] or max(x.end for x in got[0]) > dev.l1_bytes - dev.kernel_data_bytes:
-                continue  # the allocator does not reproduce the layout, or fills the kernel-data headroom
+            if got is None or got[1] or max(x.end for x in got[0]) > dev.l1_bytes - dev.core_static_bytes:
+                continue  # the allocator does not reproduce the layout, or fills the static data's run
             placed, found, worst, dep = got
             reserved = tuple((r.address or 0, r.nbytes) for r in held)
             p = L1Plan("bank-aware", reserved, tuple(placed), tuple(found), worst, dep, bank_bytes, stack)

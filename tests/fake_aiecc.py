@@ -12,6 +12,14 @@ kernel compilers of test_build.py mark their objects). It writes the outputs it 
 the runtime sequence of its input as text (fake_insts), so that each call size gets its own stream
 and the pyxrt stand-in can tell which size a stream runs.
 
+It models aiecc 1.4.3's stack check (PRs #3613, #3680; the release's core_data_memory page): each
+core of a Peano link needs crt1's `_main_init` frame plus the deepest frame its kernel objects record
+(`.stack_sizes NAME BYTES` lines, which the tests' stand-in clang++ writes only when given
+-fstack-size-section; the core body's own frame counts 0 here). A core whose stack_size is smaller
+fails with aiecc's message; an object without frames gives aiecc's lower-bound warning; a chess link
+is not validated (aiecc's warning). `--get=measured_stack_sizes.mlir` writes each core's
+measured_stack_size (and measured_data_size, 0: the stand-in objects hold no data).
+
 Usage: python fake_aiecc.py [aiecc arguments]   (installed as `aiecc` by the tests)
 """
 
@@ -25,14 +33,22 @@ GETS = {"input-with-addresses", "scratchpad-parameters", "core-elfs", "npu-insts
         "ctrlpkt", "xclbin", "full-elf", "locmap", "host", "aiesim"}
 VALUED = {"--alloc-scheme", "--xclbin-name", "--npu-insts-name", "--peano", "--aietools", "--tmpdir", "--output-dir",
           "--placer", "--device-name", "--sequence-name", "--nthreads", "--xclbin-kernel-name",
-          "--xclbin-instance-name", "--xclbin-kernel-id", "--full-elf-name", "--pdi-name", "--elf-name", "--get"}
+          "--xclbin-instance-name", "--xclbin-kernel-id", "--full-elf-name", "--pdi-name", "--elf-name", "--get",
+          "--default-stack-size"}
 # --dynamic-objFifos is on by default (cl::init(true) since PR #2549): passing it changes nothing,
 # =false asks for the unrolled lowering
 FLAGS = {"--xchesscc", "--xbridge", "--unified", "--no-unified", "--dynamic-objFifos", "-v", "--verbose",
-         "--progress", "--emit-dot"}
+         "--progress", "--emit-dot", "--no-measure-stack-size"}
 BOOLS = {"": True, "true": True, "TRUE": True, "True": True, "1": True,
          "false": False, "FALSE": False, "False": False, "0": False}  # llvm::cl::parser<bool>
 ALLOC_SCHEMES = {"basic-sequential", "bank-aware"}
+MEASURED_MODULE = "measured_stack_sizes.mlir"
+# outputs whose making compiles and links the cores (and so runs the stack check)
+LINKS_CORES = {"xclbin", "core-elfs", "pdi", "full-elf", "cdo", "aiesim", MEASURED_MODULE}
+DEFAULT_STACK = 1024  # AIETargetModel::getDefaultCoreStackSize at 1.4.3 (its docs: "currently 1024 bytes")
+# crt1's `_main_init` frame, live under every core body: 64 B on aie2p (PR #3680); 32 B on aie2, whose
+# crt1.o carries no .stack_sizes (aiecc's fallback table in StackSizeAnalysis.cpp, issue #3699)
+MAIN_INIT_FRAME = {"npu1": 32, "npu2": 64}
 
 
 def fake_insts(mlir: str) -> bytes:
@@ -45,6 +61,64 @@ def fake_insts(mlir: str) -> bytes:
 def fail(message: str) -> None:
     print(f"aiecc: {message}", file=sys.stderr)
     sys.exit(1)
+
+
+def object_frames(obj: Path) -> list[int]:
+    """The frames a (stand-in) kernel object records in its .stack_sizes section."""
+    return [int(line.split()[2]) for line in obj.read_text(errors="replace").splitlines()
+            if line.startswith(".stack_sizes ") and len(line.split()) == 3]
+
+
+def stack_check(mlir: str, source: str, objects: list[str], chess: bool, default: int) -> dict[tuple[int, int], int]:
+    """aiecc 1.4.3's check of each core's stack_size against its linked frames: the measured
+    requirement per core (col, row), exiting like aiecc when a core's stack is too small."""
+    device = next((line.split()[1] for line in mlir.splitlines() if line.startswith("device ")), "npu2")
+    base = MAIN_INIT_FRAME["npu1" if device.startswith("npu1") else "npu2"]
+    frames = {obj: object_frames(Path(obj)) for obj in objects}
+    unmeasured = [obj for obj, f in frames.items() if not f]
+    need = base + max((max(f) for f in frames.values() if f), default=0)
+    measured: dict[tuple[int, int], int] = {}
+    for lineno, line in enumerate(mlir.splitlines(), 1):
+        m = re.match(r"worker Tile\((\d+), (\d+)\) stack=(\w+)", line)
+        if not m:
+            continue
+        where = f"{source}:{lineno}:1"
+        if chess:  # the BCF link keeps no relocations: aiecc warns and checks nothing
+            print(f"{where}: warning: cannot determine this core's stack requirement: the linked core "
+                  f"'core_{m[1]}_{m[2]}.elf' retains no relocations, so its call graph is unavailable; "
+                  "stack_size is not being validated for this core", file=sys.stderr)
+            continue
+        if unmeasured:
+            print(f"{where}: warning: no stack size information for {len(unmeasured)} function(s) this core "
+                  f"reaches, so its requirement is at least {need} bytes and may be higher", file=sys.stderr)
+        else:
+            measured[(int(m[1]), int(m[2]))] = need
+        declared = None if m[3] == "None" else int(m[3])
+        if (declared if declared is not None else default) < need:
+            print(f"{where}: error: " + (f"stack_size = {declared} is insufficient: this core needs {need} bytes"
+                                         if declared is not None else
+                                         f"stack_size is absent, so this core uses the device default of "
+                                         f"{default} bytes, but it needs {need} bytes"), file=sys.stderr)
+            sys.exit(1)
+    return measured
+
+
+def measured_module(mlir: str, measured: dict[tuple[int, int], int]) -> str:
+    """--get=measured_stack_sizes.mlir: the cores with their measured attributes (the form aiecc
+    1.4.3's docs show: `{stack_size = ..., measured_stack_size = ... : i32}` after the core's region)."""
+    device = next((line.split()[1] for line in mlir.splitlines() if line.startswith("device ")), "npu2")
+    lines = ["module {", f"  aie.device({device}) {{"]
+    for m in re.finditer(r"^worker Tile\((\d+), (\d+)\) stack=(\w+)", mlir, re.MULTILINE):
+        col, row = int(m[1]), int(m[2])
+        attrs = ["measured_data_size = 0 : i32"]
+        if (col, row) in measured:
+            attrs.append(f"measured_stack_size = {measured[(col, row)]} : i32")
+        if m[3] != "None":
+            attrs.append(f"stack_size = {m[3]} : i32")
+        lines += [f"    %tile_{col}_{row} = aie.tile({col}, {row})",
+                  f"    %core_{col}_{row} = aie.core(%tile_{col}_{row}) {{", "      aie.end",
+                  f"    }} {{{', '.join(attrs)}}}"]
+    return "\n".join([*lines, "  }", "}"]) + "\n"
 
 
 def main(argv: list[str]) -> None:
@@ -83,8 +157,9 @@ def main(argv: list[str]) -> None:
     if scheme is not None and scheme not in ALLOC_SCHEMES:  # a string option, refused when buffers are assigned
         fail(f"error: unknown buffer allocation scheme '{scheme}'")
     mlir = Path(inputs[0]).read_text()
-    for obj in sorted(set(re.findall(r'link_with\s*=\s*"([^"]+)"', mlir) + re.findall(r"^kernel \S+ (\S+\.o) ", mlir,
-                                                                                      re.MULTILINE))):
+    objects = sorted(set(re.findall(r'link_with\s*=\s*"([^"]+)"', mlir) + re.findall(r"^kernel \S+ (\S+\.o) ", mlir,
+                                                                                     re.MULTILINE)))
+    for obj in objects:
         if not Path(obj).exists():  # the core's link step needs every object its functions name
             fail(f"ld.lld: error: cannot open {obj}: No such file or directory")
     chess = bool(flags & {"--xchesscc", "--xbridge"})
@@ -93,6 +168,12 @@ def main(argv: list[str]) -> None:
             if obj.read_text(errors="replace").startswith("chess"):
                 fail(f"ld.lld: error: {obj}: unknown file type (an xchesscc object in a Peano link; "
                      f"pass --xchesscc --xbridge)")
+    measured: dict[tuple[int, int], int] = {}
+    if "--no-measure-stack-size" not in flags and gets & LINKS_CORES:  # an instructions-only run links no core
+        default = int(values.get("--default-stack-size", "0")) or DEFAULT_STACK  # 0: the target's default
+        measured = stack_check(mlir, inputs[0], objects, chess, default)
+    if MEASURED_MODULE in gets:
+        Path(MEASURED_MODULE).write_text(measured_module(mlir, measured))
     if "xclbin" in gets:
         Path(values.get("--xclbin-name", "aie.xclbin")).write_text("xclbin")
     if "npu-insts" in gets:

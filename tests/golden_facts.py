@@ -17,6 +17,7 @@ from gemm_gen.config import GemmConfig
 from gemm_gen.design.build import build_design
 from gemm_gen.design.model import Design, ObjectFifo
 from gemm_gen.dtypes import dtype
+from gemm_gen.hw.devices import MLIR_AIE_CORE_DEFAULT_STACK
 from gemm_gen.tap import Tap
 
 GOLDEN_DIR = Path(__file__).parent / "golden"
@@ -92,7 +93,8 @@ def config_for(g: dict) -> GemmConfig:
     M, K, N = p["M"], p["K"], p["N"]
     if M is None:  # lit tests: no problem size; the native size of the array
         M, K, N = 4 * p["m"], p["k_mt"], p["n"] * cols
-    stack = g["cores"].get("stack_size") or 0
+    # a core that states no stack_size gets aiecc's default (0x400), not ours (0xD00)
+    stack = g["cores"].get("stack_size") or MLIR_AIE_CORE_DEFAULT_STACK
     return GemmConfig(
         p["device"], M, K, N, p["m"], p["k"], p["n"], p["k_mt"], p["dtype_in"], p["dtype_out"], p["b_col_maj"],
         cols=cols, emulate_bf16_with_bfp16=p["emulate_bf16_with_bfp16"], stack_bytes=stack, rho=p["rho"],

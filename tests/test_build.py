@@ -50,14 +50,16 @@ def test_dry_run_peano(capsys, no_tools, dev, target):
     clang = "cd build && $PEANO_INSTALL_DIR/bin/clang++ -O2 -std=c++20"
     assert cc.startswith(f"{clang} --target={target}-none-unknown-elf")
     for flag in ("-Wno-parentheses", "-Wno-attributes", "-Wno-macro-redefined", "-Wno-empty-body",
-                 "-Wno-missing-template-arg-list-after-template-kw", "-DNDEBUG", "-I$MLIR_AIE_DIR/include"):
+                 "-Wno-missing-template-arg-list-after-template-kw", "-DNDEBUG", "-I$MLIR_AIE_DIR/include",
+                 "-fstack-size-section"):  # the frames aiecc 1.4.3 checks stack_size against
         assert f" {flag} " in cc
     assert cc.endswith(".cc -o " + cc.split(" -o ")[-1]) and cc.split(" -o ")[-1].endswith(".o")
     aiecc = steps["aiecc: xclbin and NPU instructions"].split()
-    # mlir-aie 1.4.3's aiecc: outputs by --get-*, the core compiler named
+    # mlir-aie 1.4.3's aiecc: outputs by --get-*, the core compiler named, the measured stacks asked for
     assert aiecc[3:] == ["aiecc", "--alloc-scheme=basic-sequential", "--peano=$PEANO_INSTALL_DIR", "--get-xclbin",
                          f"--xclbin-name=final_{_suffix(dev)}.xclbin", "--get-npu-insts",
-                         f"--npu-insts-name=insts_{_suffix(dev)}.bin", f"aie_{_suffix(dev)}.mlir"]
+                         f"--npu-insts-name=insts_{_suffix(dev)}.bin", "--get=measured_stack_sizes.mlir",
+                         f"aie_{_suffix(dev)}.mlir"]
     assert steps["lower the design to MLIR (IRON)"].startswith("cd build && gemm-gen mlir --dev " + dev)
 
 
@@ -71,9 +73,10 @@ def test_dry_run_chess(capsys, no_tools, dev, target):
     """Defect 4: since mlir-aie made Peano the default core compiler (PR #3501), chess must be named."""
     steps = dry_run(capsys, "--chess", "--dev", dev)
     assert steps["compile the kernel"].startswith(f"cd build && xchesscc_wrapper {target} -I$AIETOOLS_DIR/include ")
+    assert "-fstack-size-section" not in steps["compile the kernel"]  # a clang flag; aiecc does not check chess
     aiecc = steps["aiecc: xclbin and NPU instructions"].split()
     assert "--xchesscc" in aiecc and "--xbridge" in aiecc and not any(a.startswith("--peano") for a in aiecc)
-    assert "--dynamic-objFifos" not in aiecc
+    assert "--dynamic-objFifos" not in aiecc and "--get=measured_stack_sizes.mlir" not in aiecc
 
 
 def test_dry_run_of_a_bfp16_design_leaves_dynamic_objfifos_to_aiecc(capsys, no_tools):
@@ -94,14 +97,22 @@ def test_missing_toolchain_stops_before_writing(tmp_path, capsys, monkeypatch, n
     assert not (tmp_path / "build").exists()
 
 
+KERNEL_FRAME = 512  # the stack frame the stand-in Peano records for a kernel (FAKE_KERNEL_FRAME overrides it)
+
+
 def _fake_tools(tmp_path: Path, monkeypatch, aiecc_exit: int = 0) -> None:
     """Stand-in Peano clang++, xchesscc and mlir-aie 1.4.3's aiecc (tests/fake_aiecc.py) that write
-    the files they are asked for; IRON's stand-in. Kernel objects say which compiler made them."""
+    the files they are asked for; IRON's stand-in. Kernel objects say which compiler made them; the
+    Peano stand-in records the kernel's frame (`.stack_sizes`) when given -fstack-size-section, as
+    clang does, for the aiecc stand-in's stack check."""
     peano = tmp_path / "peano"
     (peano / "bin").mkdir(parents=True)
     bindir = tmp_path / "bin"
     bindir.mkdir()
-    writer = f"#!{sys.executable}\nimport sys\nopen(sys.argv[sys.argv.index('-o') + 1], 'w').write('{{}}')\n"
+    writer = (f"#!{sys.executable}\nimport os, sys\ntext = '{{}}'\n"
+              "if '-fstack-size-section' in sys.argv:\n"
+              f"    text += '\\n.stack_sizes matmul ' + os.environ.get('FAKE_KERNEL_FRAME', '{KERNEL_FRAME}')\n"
+              "open(sys.argv[sys.argv.index('-o') + 1], 'w').write(text)\n")
     (peano / "bin" / "clang++").write_text(writer.format("peano object"))
     (bindir / "xchesscc_wrapper").write_text(writer.format("chess object"))
     (bindir / "xchesscc").write_text("#!/bin/sh\n")
@@ -126,11 +137,12 @@ def test_build_with_stand_in_tools(tmp_path, monkeypatch):
     out = tmp_path / "build"
     art = run_build(design, out, gen_args=[])
     assert sorted(p.name for p in out.iterdir()) == sorted(
-        [art.kernel_source, art.kernel_object, art.mlir.name, art.xclbin.name, art.insts.name, art.stamp.name])
+        [art.kernel_source, art.kernel_object, art.mlir.name, art.xclbin.name, art.insts.name, art.stamp.name,
+         art.stack_report.name])
     assert art.complete() and art.xclbin.read_text() == "xclbin"
     assert (out / art.kernel_source).read_text() == render_kernel(design.kernels[0].build)
     assert art.mlir.read_text().startswith("device npu2\nfifo A_L2L1_0")
-    assert (out / art.kernel_object).read_text() == "peano object"
+    assert (out / art.kernel_object).read_text() == f"peano object\n.stack_sizes matmul {KERNEL_FRAME}"
     first = art.mlir.read_bytes()
     run_build(design, out, gen_args=[])
     assert art.mlir.read_bytes() == first  # the same design lowers to the same bytes
@@ -236,3 +248,152 @@ def test_the_aiecc_standin_takes_what_aiecc_takes(tmp_path):
     assert done.returncode == 0, done.stderr
     insts = (tmp_path / "i.bin").read_bytes()
     assert (tmp_path / "f.xclbin").exists() and insts and len(insts) % 4 == 0  # whole instruction words
+
+
+# ---- stacks: aiecc 1.4.3's check (and the stand-in's model of it), gemm_gen's record and its own check ----
+def _worker_mlir(stack, device="npu2"):
+    """The IRON stand-in's text for one core on tile (0, 2) that links k.o."""
+    return f"device {device}\nkernel matmul k.o []\nworker Tile(0, 2) stack={stack} trace=[]\n"
+
+
+def test_the_aiecc_standin_checks_stacks_as_aiecc_1_4_3_does(tmp_path):
+    """A core whose linked frames (crt1's _main_init: 64 B on aie2p, plus its kernel's) exceed its
+    stack_size fails with aiecc's message; with room it succeeds and reports the measured stack."""
+    def run(stack, frame, *extra, device="npu2", outputs=("--get-xclbin", "--get=measured_stack_sizes.mlir")):
+        (tmp_path / "design.mlir").write_text(_worker_mlir(stack, device))
+        (tmp_path / "k.o").write_text(f"peano object\n.stack_sizes matmul {frame}")
+        fake = Path(__file__).with_name("fake_aiecc.py")
+        return subprocess.run([sys.executable, str(fake), *extra, *outputs, "design.mlir"], cwd=tmp_path,
+                              capture_output=True, text=True)
+
+    done = run(3328, 3300)
+    assert done.returncode == 1
+    assert "error: stack_size = 3328 is insufficient: this core needs 3364 bytes" in done.stderr
+    assert not (tmp_path / "aie.xclbin").exists()
+    done = run(3328, 3300, device="npu1")  # aie2's _main_init is 32 B (aiecc's fallback table)
+    assert done.returncode == 1 and "this core needs 3332 bytes" in done.stderr
+    done = run("None", 1000)  # no stack_size: aiecc's own default, 1024 B
+    assert done.returncode == 1 and "stack_size is absent, so this core uses the device default of 1024 bytes, " \
+                                    "but it needs 1064 bytes" in done.stderr
+    done = run(3328, 3264)
+    assert done.returncode == 0, done.stderr
+    assert "measured_stack_size = 3328 : i32" in (tmp_path / "measured_stack_sizes.mlir").read_text()
+    done = run(3328, 3300, "--no-measure-stack-size")  # aiecc's escape hatch
+    assert done.returncode == 0 and "measured_stack_size" not in (tmp_path / "measured_stack_sizes.mlir").read_text()
+    done = run(3328, 3300, outputs=("--get-npu-insts",))  # instructions only: no core is compiled or linked
+    assert done.returncode == 0 and not done.stderr
+
+
+def test_the_aiecc_standin_without_frames_gives_a_lower_bound_and_still_refuses(tmp_path):
+    """An object compiled without -fstack-size-section: aiecc 1.4.3 warns that the requirement is a
+    lower bound, writes no measured_stack_size, and still fails a core declaring less."""
+    (tmp_path / "design.mlir").write_text(_worker_mlir(32))
+    (tmp_path / "k.o").write_text("peano object")
+    fake = Path(__file__).with_name("fake_aiecc.py")
+    done = subprocess.run([sys.executable, str(fake), "--get=measured_stack_sizes.mlir", "design.mlir"],
+                          cwd=tmp_path, capture_output=True, text=True)
+    assert done.returncode == 1
+    assert "no stack size information for 1 function(s) this core reaches, so its requirement is at least 64 " \
+           "bytes" in done.stderr and "stack_size = 32 is insufficient: this core needs 64 bytes" in done.stderr
+
+
+def test_a_stack_too_small_for_its_kernel_is_refused_in_one_line(tmp_path, monkeypatch):
+    """aiecc's check fails the build: gemm_gen says which stack the design needs (rounded to 16 B)
+    and keeps aiecc's output."""
+    from gemm_gen.errors import StackError
+
+    _fake_tools(tmp_path, monkeypatch)
+    monkeypatch.setenv("FAKE_KERNEL_FRAME", "4000")
+    design = build_design(small("npu2", "i8", "i16"))
+    with pytest.raises(StackError, match=r"^aiecc refused .*: a core's stack frame is 4064 B, more than the 3328 B "
+                                         r"stack it has .*; rebuild with --stack 4064 \(aiecc's whole output: ") as e:
+        run_build(design, tmp_path / "build", gen_args=[])
+    assert "\n" not in str(e.value) and (e.value.frame_bytes, e.value.stack_bytes) == (4064, 3328)
+    assert "is insufficient" in (tmp_path / "build" / f"failed_{design.config.suffix}" / "build.log").read_text()
+
+
+def test_the_build_records_what_aiecc_measured(tmp_path, monkeypatch):
+    from gemm_gen.backends.build import stack_report
+
+    _fake_tools(tmp_path, monkeypatch)
+    for dev, main_init in (("npu1", 32), ("npu2", 64)):
+        design = build_design(small(dev, "i8", "i16"))
+        art = run_build(design, tmp_path / dev, gen_args=[])
+        report = stack_report(art)
+        assert report is not None and report.status == "measured" and report.stack_bytes == 3328
+        assert report.frame_bytes == main_init + KERNEL_FRAME and len(report.frames) == len(design.workers)
+        assert report.frames["0,2"] == main_init + KERNEL_FRAME and report.data_bytes == 0
+
+
+def test_a_chess_build_records_that_aiecc_does_not_validate_its_stack(tmp_path, monkeypatch):
+    from gemm_gen.backends.build import stack_report
+
+    _fake_tools(tmp_path, monkeypatch)
+    art = run_build(build_design(small("npu2", "i8", "i16", compiler="chess")), tmp_path / "build", gen_args=[])
+    report = stack_report(art)
+    assert report is not None and report.status == "not validated" and report.frame_bytes is None
+
+
+def test_an_aiecc_that_reports_no_stack_is_recorded_as_not_reported(tmp_path, monkeypatch):
+    """An aiecc without the measured module (another release, or one that ignores --get): the
+    record says so and guesses nothing."""
+    from gemm_gen.backends import build, stack
+
+    _fake_tools(tmp_path, monkeypatch)
+    real = build.aiecc_flags
+    monkeypatch.setattr(build, "aiecc_flags",
+                        lambda d, tc, art: [a for a in real(d, tc, art) if a != stack.GET_MEASURED])
+    art = run_build(build_design(small("npu2", "i8", "i16")), tmp_path / "build", gen_args=[])
+    report = build.stack_report(art)
+    assert report is not None and report.status == "not reported" and report.frame_bytes is None
+
+
+def test_gemm_gen_refuses_a_measured_frame_deeper_than_the_stack(tmp_path, monkeypatch):
+    """Break the rule behind aiecc's back (its check off, a measurement still written): gemm_gen's
+    own check refuses the design in one line and moves no artifact into place."""
+    from gemm_gen.backends import build, stack
+    from gemm_gen.errors import StackError
+
+    _fake_tools(tmp_path, monkeypatch)
+    real = build.aiecc_flags
+    monkeypatch.setattr(build, "aiecc_flags", lambda d, tc, art: [*real(d, tc, art), "--no-measure-stack-size"])
+    monkeypatch.setattr(stack, "measured_module", lambda text: ({"1,3": 5000, "0,2": 576}, {}))
+    design = build_design(small("npu2", "i8", "i16"))
+    out = tmp_path / "build"
+    with pytest.raises(StackError, match=r"^aiecc measured .*: core \(1, 3\)'s stack frame is 5000 B, more than the "
+                                         r"3328 B stack .*; rebuild with --stack 5008 \(the build's files: "):
+        run_build(design, out, gen_args=[])
+    assert [p.name for p in out.iterdir()] == [f"failed_{design.config.suffix}"]
+
+
+def test_the_measured_module_is_read_per_core():
+    """measured_stack_size / measured_data_size in the form the 1.4.3 docs print them, per tile."""
+    from gemm_gen.backends.stack import measured_module
+
+    text = ('%tile_0_2 = aie.tile(0, 2)\n%mem_tile_0_1 = aie.tile(0, 1)\n%tile_1_3 = aie.tile(1, 3)\n'
+            '%core_0_2 = aie.core(%tile_0_2) {\n  aie.end\n} {link_with = "mm.o", measured_data_size = 96 : i32, '
+            'measured_stack_size = 4128 : i32, stack_size = 8192 : i32}\n'
+            '%core_1_3 = aie.core(%tile_1_3) {\n  aie.end\n} {stack_size = 8192 : i32}\n')
+    assert measured_module(text) == ({"0,2": 4128}, {"0,2": 96})
+
+
+def test_instruction_only_runs_do_not_ask_aiecc_to_measure_stacks(no_tools):
+    """Measuring needs the cores compiled and linked; an instructions-only aiecc run must not."""
+    from gemm_gen.backends.build import insts_step
+    from gemm_gen.backends.stack import GET_MEASURED
+
+    design = build_design(small("npu2", "i8", "i16"))
+    step = insts_step(design, toolchain.find_toolchain(False, strict=False), "a.mlir", "i.bin", "build")
+    assert GET_MEASURED not in step.argv and "--get-npu-insts" in step.argv
+
+
+def test_without_stack_size_sections_aiecc_only_gives_a_lower_bound(tmp_path, monkeypatch):
+    """Drop -fstack-size-section (the rule): the kernel's frames count 0, aiecc 1.4.3 can only say
+    'at least' the startup frame, and the record says it is a lower bound, not a measurement."""
+    from gemm_gen.backends import build
+
+    _fake_tools(tmp_path, monkeypatch)
+    monkeypatch.setattr(build, "PEANO_STACK_FLAGS", [])
+    art = run_build(build_design(small("npu2", "i8", "i16")), tmp_path / "build", gen_args=[])
+    report = build.stack_report(art)
+    assert report is not None and report.status == "lower bound" and report.frame_bytes == 64  # crt1 alone

@@ -31,13 +31,32 @@ def test_plan_text_and_json(capsys):
     code, out, _ = run(capsys, "plan", *SMALL, "--json")
     info = json.loads(out)
     assert info["padded"] == [128, 64, 128] and info["shim_bds_live"]["shim(0,0)"] == 12
-    # A, B double-buffered; the bf16 C object and the f32 accumulator rows beyond it; stack, kernel data
-    assert info["l1_bytes"]["total"] == 2 * 16 * 16 * 2 * 2 + 16 * 16 * 2 + 8 * 16 * 4 + 1024 + 256
+    # A, B double-buffered; the bf16 C object and the f32 accumulator rows beyond it; stack (mlir-aie's
+    # 0xD00), kernel data
+    assert info["l1_bytes"]["total"] == 2 * 16 * 16 * 2 * 2 + 16 * 16 * 2 + 8 * 16 * 4 + 3328 + 256
     assert info["acc"] == "f32" and "rounded once into bf16" in info["rounding_of_c"]
     code, out, _ = run(capsys, "plan", *SMALL, "--acc", "out", "--json")
     info = json.loads(out)
-    assert info["l1_bytes"]["total"] == 2 * 16 * 16 * 2 * 2 + 16 * 16 * 2 + 1024 + 256
+    assert info["l1_bytes"]["total"] == 2 * 16 * 16 * 2 * 2 + 16 * 16 * 2 + 3328 + 256
     assert info["acc"] == "bf16" and "--acc out" in info["rounding_of_c"]
+
+
+@pytest.mark.parametrize("dev", ["npu1", "npu2"])
+@pytest.mark.parametrize("dtype_in", ["bf16", "i8", "i16"])
+def test_plan_reserves_at_least_mlir_aies_stack_by_default(capsys, dev, dtype_in):
+    """Every default design reserves mlir-aie's matmul stack (0xD00) or more, and the tuner, the
+    lowering's Worker and the L1 total use that same figure."""
+    from gemm_gen.cli import parser
+    from gemm_gen.cliargs import config_from_args
+    from gemm_gen.design import build_design
+
+    args = ["plan", "--dev", dev, "-M", "1024", "-K", "1024", "-N", "1024", "--dtype_in", dtype_in, "--json"]
+    code, out, _ = run(capsys, *args)
+    l1 = json.loads(out)["l1_bytes"]
+    assert code == 0 and l1["stack"] >= 3328 and l1["total"] == sum(v for k, v in l1.items() if k not in
+                                                                      ("total", "capacity")) <= l1["capacity"]
+    c = config_from_args(parser().parse_args(args))
+    assert {w.stack_bytes for w in build_design(c).workers} == {l1["stack"]} and c.l1_bytes == l1["total"]
 
 
 def test_plan_defaults_to_the_tuners_design(capsys):

@@ -12,10 +12,12 @@ from gemm_gen.design.channels import dma_channels
 from gemm_gen.design.serve import check
 from gemm_gen.errors import ConfigError, DmaLimitError, GemmGenError
 from gemm_gen.hw.devices import TileKind
+from gemm_gen.model.paper import ArrayRow
 from gemm_gen.sim import simulate
 
 # Striking the Balance, Tables 2 and 3 (B column-major): kernel, L1 KB, L2 KB (all memtiles), GEMM
 # size. k_mt is not printed per row; it follows from the L2 column (sec. 5.2.2 gives the first rows').
+PAPER_STACK = ArrayRow.stack_bytes  # the papers' xchesscc stack, 1 KiB (Striking eq. 5)
 PAPER_ROWS = [
     ("npu1", "i8", "i8", (112, 112, 112), 448, 61.3, 980, (4032, 4032, 4032)),
     ("npu1", "i8", "i8", (112, 104, 128), 416, 62.8, 1004, (4032, 4160, 4096)),
@@ -41,17 +43,41 @@ PAPER_ROWS = [
 @pytest.mark.parametrize("dev,t_in,t_out,tile,k_mt,l1_kb,l2_kb,size", PAPER_ROWS)
 def test_paper_budgets(dev, t_in, t_out, tile, k_mt, l1_kb, l2_kb, size):
     m, k, n = tile
-    # the paper compiled with xchesscc (sec. 5.1): its XDNA2 bf16 kernels run via bfp16 with chess's stack,
-    # the AIE API's per-mmul emulation (no convert-once scratch)
+    # the paper compiled with xchesscc (sec. 5.1) and reserved 1 KiB of stack (eq. 5; ours is 0xD00): its
+    # XDNA2 bf16 kernels run via bfp16 with the AIE API's per-mmul emulation (no convert-once scratch)
     # and kept C in its output type between calls (--acc out), as mlir-aie's kernels do
     c = GemmConfig(dev, *size, m, k, n, k_mt, t_in, t_out, True, compiler="chess", convert_once=False,
-                   acc="out").validate()
+                   acc="out", stack_bytes=PAPER_STACK).validate()
     parts = c.l1_parts
     buffers = parts["A"] + parts["B"] + parts["C"]
     assert abs(buffers / 1024 - l1_kb) <= 0.05  # the paper prints one decimal
     assert sum(c.memtile_bytes_used()) == l2_kb * 1024
     assert c.call.wasted_fraction == 0  # the paper's sizes are multiples of its native size
     assert c.call.covered == size
+
+
+@pytest.mark.parametrize("dev", ["npu1", "npu2"])
+@pytest.mark.parametrize("types", [("bf16", "bf16", None, None), ("bf16", "f32", None, None), ("i8", "i8", None, None),
+                                   ("i8", "i32", None, None), ("i16", "i16", None, None),
+                                   ("bf16", "bf16", "bfp16", None), ("bfp16", "bfp16", None, None),
+                                   ("bfp16", "bfp16", None, "bf16")])
+@pytest.mark.parametrize("compiler", [None, "peano", "chess"])
+@pytest.mark.parametrize("emulate", [None, False])
+def test_every_default_stack_is_at_least_mlir_aies(dev, types, compiler, emulate):
+    """Whatever the kernel and its compiler, a core's default stack is at least what every mlir-aie
+    matrix multiplication gives its cores (0xD00): 0x400, aiecc's own default, overflowed Peano 22
+    frames (mlir-air PR #1980). Peano-built bfp16 kernels get mlir-aie's Peano ATB stack (0x1700)."""
+    from gemm_gen.hw.devices import MLIR_AIE_CORE_DEFAULT_STACK, MLIR_AIE_MM_STACK, PEANO_ATB_STACK
+
+    t_in, t_out, t_b, acc = types
+    block = "bfp16" in (t_in, t_b)
+    if block and dev == "npu1":
+        return  # no bfp16 datapath
+    c = GemmConfig(dev, 1, 1, 1, 0, 0, 0, 0, t_in, t_out, dtype_b=t_b, acc=acc, compiler=compiler,
+                   emulate_bf16_with_bfp16=None if block else emulate)
+    assert c.stack_bytes >= MLIR_AIE_MM_STACK > MLIR_AIE_CORE_DEFAULT_STACK
+    assert (c.stack_bytes == PEANO_ATB_STACK) == (block and c.compiler == "peano")
+    assert c.l1_overhead["stack"] == c.stack_bytes
 
 
 def test_paper_tiles_are_the_defaults():
@@ -107,8 +133,11 @@ def test_l1_overflow():
     msg = _err(ConfigError, m=128, k=64, n=128)
     assert "L1 overflow" in msg and "65536" in msg and "98304" in msg.replace(",", "") or "L1" in msg
     assert "reduce m, k or n" in msg
-    # just fits with the default 1 KiB stack, not with Peano's 0xD00 bf16 stack
-    GemmConfig("npu2", 4032, 4320, 4608, 144, 72, 144, 432, "i8", "i8", True, acc="out").validate()
+    # the paper's tile just fits with its chess 1 KiB stack, not with mlir-aie's 0xD00 (our default)
+    GemmConfig("npu2", 4032, 4320, 4608, 144, 72, 144, 432, "i8", "i8", True, acc="out",
+               stack_bytes=PAPER_STACK).validate()
+    assert "stack 3328" in _err(ConfigError, dtype_in="i8", dtype_out="i8", m=144, k=72, n=144, k_mt=432,
+                                M=4032, K=4320, N=4608, acc="out")
     # and not with C accumulated in i32: the message names --acc out
     assert "--acc out" in _err(ConfigError, dtype_in="i8", dtype_out="i8", m=144, k=72, n=144, k_mt=432,
                                 M=4032, K=4320, N=4608, acc=None)
@@ -122,7 +151,8 @@ def test_memtile_overflow_and_neighbour_spill():
     # mlir-aie 1.4.x places the largest buffers first (PR #3116; A and B tie at 132 KiB and keep
     # IR order), each at home if it fits, else on the less used neighbour: B's second buffer leaves
     # the even memtiles that A also fills, and C (81 KiB) still fits at home
-    c = GemmConfig("npu2", 4032, 936 * 5, 4608, 144, 72, 144, 936, "i8", "i8", True, acc="out").validate()
+    c = GemmConfig("npu2", 4032, 936 * 5, 4608, 144, 72, 144, 936, "i8", "i8", True, acc="out",
+                   stack_bytes=PAPER_STACK).validate()  # the paper's tile, with its L1 budget
     spilled = {b.name: (b.owner_col, b.home_col) for b in c.memtile_placement() if b.home_col != b.owner_col}
     assert spilled == {f"B_L3L2_{col}_buff_1": (col, col + 1) for col in (0, 2, 4, 6)}
     assert max(c.memtile_bytes_used()) <= 512 * 1024

@@ -117,7 +117,7 @@ def test_every_plan_is_a_valid_l1_image(types, mi: int, ki: int, ni: int, rho: i
     assert all(x[1] <= y[0] for x, y in zip(spans, spans[1:]))
     assert all(p.address % 32 == 0 for p in plan.placed)
     if plan.reserved:
-        assert plan.scheme == "bank-aware" and spans[-1][1] <= c.dev.l1_bytes - c.dev.kernel_data_bytes
+        assert plan.scheme == "bank-aware" and spans[-1][1] <= c.dev.l1_bytes - c.dev.core_static_bytes
     pairs = lb.concurrent(c, lb.core_buffers(c))
     assert plan.conflicts == tuple(lb.conflicts(list(plan.placed), pairs, plan.bank_bytes))
     assert plan.conflict_bytes <= min(lb.plan(c, s_).conflict_bytes for s_ in lb.SCHEMES

@@ -248,8 +248,8 @@ def test_bad_input_exits_2(capsys):
 
 
 def test_predict_past_a_budget_but_not_past_a_rule(capsys):
-    """A paper tile built by chess (1 KiB stack) overflows L1 under Peano's bfp16 stack: still
-    predicted, marked not buildable; a tile that breaks a divisibility rule is refused."""
+    """A paper tile built by chess (1 KiB stack) overflows L1 under our default stack (mlir-aie's
+    0xD00): still predicted, marked not buildable; a tile that breaks a divisibility rule is refused."""
     from gemm_gen.cli import main
 
     args = ["predict", "--dev", "npu2", "-M", "4096", "-K", "4096", "-N", "4096", "-k", "152", "-n", "48",
@@ -258,8 +258,10 @@ def test_predict_past_a_budget_but_not_past_a_rule(capsys):
     info = json.loads(capsys.readouterr().out)
     assert info["buildable"] is False and "L1 overflow" in info["not_buildable_because"]
     assert abs(info["core_macs_per_cycle"] / 158.1 - 1) < 0.10  # Striking Table 1, XDNA2 bf16 (via bfp16)
-    # with chess's stack and the paper's kernel (the AIE API's per-mmul emulation) it fits, as in the paper
-    assert main([*args, "-m", "48", "--chess", "--convert-once", "0"]) == 0
+    # with the paper's chess 1 KiB stack and kernel (the AIE API's per-mmul emulation) it fits, as in the paper
+    assert main([*args, "-m", "48", "--chess", "--convert-once", "0", "--stack", "1024"]) == 0
     assert json.loads(capsys.readouterr().out)["buildable"] is True
+    assert main([*args, "-m", "48", "--chess", "--convert-once", "0"]) == 0  # chess alone no longer means 1 KiB
+    assert json.loads(capsys.readouterr().out)["buildable"] is False
     assert main([*args, "-m", "44"]) == 2
     assert "not a multiple of 2r=16" in capsys.readouterr().err

@@ -218,15 +218,17 @@ def test_tune_answers_the_atb_problems_at_least_as_well_as_their_designs(row):
                         ("npu2", "bf16", "bf16", "bfp16", None), ("npu2", "bfp16", "bfp16", None, None),
                         ("npu1", "i8", "i16", None, None), ("npu2", "bf16", "f32", None, None)]),
        st.integers(1, 16), st.integers(1, 16), st.integers(1, 16), st.sampled_from([1, 2, 3, 4, 6, 8]),
-       st.sampled_from([None, "chess"]))
-def test_tuner_l1_equals_the_configs(types, mb, kb, nb, rho, compiler):
-    """The tuner's vectorised L1 (eq. 3 plus scratch, accumulator rows, stack) is GemmConfig.l1_parts
-    (with chess, npu2 bf16 converts once: A and B bfp16 copies)."""
+       st.sampled_from([None, "chess", "peano"]), st.sampled_from(["fixed", "mnk"]))
+def test_tuner_l1_equals_the_configs(types, mb, kb, nb, rho, compiler, served):
+    """The tuner's vectorised L1 (eq. 3 plus scratch, accumulator rows, and GemmConfig.l1_overhead:
+    the runtime parameter, the stack, aiecc's per-core static data) is GemmConfig.l1_parts (with
+    chess, npu2 bf16 converts once: A and B bfp16 copies; bfp16 built with Peano has a 0x1700 stack)."""
     dev, t_in, t_out, t_b, acc = types
     probe = GemmConfig(dev, 1, 1, 1, 1, 1, 1, 1, t_in, t_out, dtype_b=t_b, acc=acc, compiler=compiler)
     r, s, t = probe.mmul
     m, k, n = 2 * r * mb * rho, s * kb, 2 * t * nb
-    c = GemmConfig(dev, 4 * m, k, 8 * n, m, k, n, k, t_in, t_out, dtype_b=t_b, acc=acc, rho=rho, compiler=compiler)
+    c = GemmConfig(dev, 4 * m, k, 8 * n, m, k, n, k, t_in, t_out, dtype_b=t_b, acc=acc, rho=rho, compiler=compiler,
+                   runtime_sizes=served)
     pr = Problem.of(c)
     arr = (np.array([m]), np.array([n]), np.array([rho]))
     assert float(_l1_fixed(pr, *arr)[0] + k * _l1_per_k(pr, *arr)[0]) == c.l1_bytes

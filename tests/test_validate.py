@@ -69,10 +69,14 @@ def test_validate_runs_the_sweep_end_to_end(npu_laptop, capsys, dev):
         m = d["measured"]
         assert m["min_us"] <= m["avg_us"] <= m["max_us"] and m["max_tops"] >= m["avg_tops"] >= m["min_tops"]
         assert d["predicted"]["tops"] > 0 and len(d["times_us"]) == 2
+        # what aiecc measured of the cores' stacks (the stand-in: crt1's frame plus the kernel's)
+        assert d["stack"]["status"] == "measured" and d["stack"]["frame_bytes"] <= d["stack"]["stack_bytes"]
+        assert d["stack"]["stack_bytes"] == d["config"]["stack_bytes"] >= 0xD00
     env = record["environment"]
     assert env["device"] in ("RyzenAI-npu1", "RyzenAI-npu4") and env["xrt"] == "2.21.75"
     assert env["pinned"]["mlir_aie"] == "1.4.3"
     assert f"wrote build/validate_{dev}.json" in out and "PREDICTION" in out
+    assert f"stack frames: measured on {len(small)} of {len(small)} built designs; the fullest stack is" in out
 
 
 def test_validate_stops_when_the_toolchain_is_not_ready(tmp_path, monkeypatch, capsys):
@@ -99,6 +103,20 @@ def test_a_failing_design_is_recorded_and_the_sweep_goes_on(npu_laptop, monkeypa
     record = json.loads((npu_laptop / "build" / "validate_npu1.json").read_text())
     assert {d["status"] for d in record["designs"]} == {"ERROR"}  # the stand-in has no config: every run fails
     assert len(record["designs"]) == len([i for i in validate.sweep("npu1", False) if i.role == "fit"])
+
+
+def test_a_stack_too_small_is_recorded_and_the_sweep_goes_on(npu_laptop, monkeypatch, capsys):
+    """aiecc refuses every design (the kernels' frames outgrow their stacks): each is recorded with
+    its frame and stack, and the sweep goes on."""
+    NPU_NOW[0] = "npu2"
+    monkeypatch.setenv("FAKE_KERNEL_FRAME", "8000")
+    assert main(["validate", "--dev", "npu2", "--only", "fit", "--iters", "1", "--warmup", "0"]) == 1
+    record = json.loads((npu_laptop / "build" / "validate_npu2.json").read_text())
+    assert len(record["designs"]) == len([i for i in validate.sweep("npu2", False) if i.role == "fit"])
+    for d in record["designs"]:
+        assert d["status"] == "ERROR" and "rebuild with --stack 8064" in d["reason"]
+        assert d["stack"] == {"stack_bytes": d["config"]["stack_bytes"], "status": "overflow", "frame_bytes": 8064}
+    assert "stack frames: none measured by aiecc (overflow)" in capsys.readouterr().out
 
 
 def test_the_full_sweep_is_buildable():

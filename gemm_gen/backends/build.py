@@ -4,7 +4,9 @@ Steps, as mlir-aie's matrix_multiplication Makefiles run them: render the kernel
 with Peano (clang++ --target=aie2|aie2p-none-unknown-elf) or xchesscc_wrapper (CHESS=1), lower the
 Design to MLIR through IRON, and run aiecc to produce the xclbin and the NPU instructions.
 Everything happens in a scratch directory under build/ and is moved into build/ only when every
-step succeeded, so a failure never leaves partial artifacts.
+step succeeded, so a failure never leaves partial artifacts. After aiecc, what it measured of each
+core's stack is read (backends/stack.py), a core whose frame exceeds its stack is refused, and the
+report is kept as build/stack_<suffix>.json.
 """
 
 from __future__ import annotations
@@ -22,13 +24,18 @@ from ..atomic import write_atomic
 from ..call import CallPlan
 from ..design.model import Design, KernelBuild
 from ..errors import BuildError
-from . import toolchain
+from . import stack, toolchain
 from .toolchain import Toolchain
 
 # mlir-aie's programming_examples/makefile-common: WARNING_FLAGS and PEANOWRAP2(P)_FLAGS
 PEANO_WARNINGS = ["-Wno-parentheses", "-Wno-attributes", "-Wno-macro-redefined", "-Wno-empty-body",
                   "-Wno-missing-template-arg-list-after-template-kw"]
 ALLOC_SCHEME = "basic-sequential"  # mlir-aie's matrix_multiplication default (buffer_aloc_flag)
+# Record each function's frame in a .stack_sizes section, which aiecc 1.4.3 reads to check every
+# core's stack_size (PRs #3613, #3680): without it the kernel's frames count as 0 and the core's
+# requirement is only a lower bound (1.4.3 docs, core_data_memory; aiecc's own lit tests compile their
+# aie2/aie2p kernels with this flag). A clang flag; xchesscc has none (aiecc does not check chess).
+PEANO_STACK_FLAGS = ["-fstack-size-section"]
 
 
 @dataclass(frozen=True)
@@ -56,6 +63,11 @@ class Artifacts:
     def stamp(self) -> Path:
         """What the xclbin was built from (build_stamp)."""
         return self.build_dir / f"build_{self.suffix}.json"
+
+    @property
+    def stack_report(self) -> Path:
+        """What aiecc measured of the cores' stacks (backends/stack.py StackReport)."""
+        return self.build_dir / f"stack_{self.suffix}.json"
 
     @property
     def kernel_obj_path(self) -> Path:
@@ -90,7 +102,7 @@ def kernel_flags(tc: Toolchain, build: KernelBuild, include_dirs: list[str], def
     if tc.chess:
         return [build.aie_target, f"-I{tc.aietools_dir}/include", *includes, *defines]
     return ["-O2", "-std=c++20", f"--target={build.aie_target}-none-unknown-elf", *PEANO_WARNINGS, "-DNDEBUG",
-            f"-I{tc.mlir_aie_dir}/include", *includes, *defines]
+            *PEANO_STACK_FLAGS, f"-I{tc.mlir_aie_dir}/include", *includes, *defines]
 
 
 def aiecc_flags(design: Design, tc: Toolchain, art: Artifacts) -> list[str]:
@@ -100,11 +112,12 @@ def aiecc_flags(design: Design, tc: Toolchain, art: Artifacts) -> list[str]:
     compile utility passes for chess since PR #3501 made Peano the default). No --dynamic-objFifos,
     for any design (bfp16 included): dynamic objectfifo lowering is aiecc's default since PR #2549
     (cl::init(true), the pass agreeing since PR #3240), and since PR #3298 the stateful transform
-    always lowers dynamically (=false only adds an unrolling pass)."""
+    always lowers dynamically (=false only adds an unrolling pass). Peano builds also ask for the
+    module with each core's measured stack (backends/stack.py; a chess link is not measured)."""
     argv = [tc.aiecc, f"--alloc-scheme={ALLOC_SCHEME}"]
     argv += ["--xchesscc", "--xbridge"] if tc.chess else [f"--peano={tc.peano_dir}"]
     return argv + ["--get-xclbin", f"--xclbin-name={art.xclbin.name}", "--get-npu-insts",
-                   f"--npu-insts-name={art.insts.name}"]
+                   f"--npu-insts-name={art.insts.name}"] + ([] if tc.chess else [stack.GET_MEASURED])
 
 
 def artifacts(design: Design, build_dir: Path) -> Artifacts:
@@ -158,6 +171,14 @@ def build_stamp(design: Design) -> dict[str, object]:
             "compiler": design.config.compiler}
 
 
+def stack_report(art: Artifacts) -> stack.StackReport | None:
+    """What the build of `art` recorded of its cores' stacks (None: built before gemm_gen kept it)."""
+    try:
+        return stack.StackReport.from_json(json.loads(art.stack_report.read_text()))
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
 def is_current(art: Artifacts, design: Design) -> bool:
     """The artifacts exist and were built from this design with this gemm_gen and toolchain."""
     try:
@@ -206,11 +227,25 @@ def run_build(design: Design, build_dir: Path, gen_args: list[str], verbose: boo
                 if done.returncode:
                     tail = (done.stderr or done.stdout).strip().splitlines()[-1:] or ["(no output)"]
                     kept = _keep_failed(scratch, build_dir, art.suffix, log)
+                    refused = stack.insufficient(output) if step.action == "aiecc" else None
+                    if refused is not None:  # aiecc's own stack check: one line that says what to set
+                        raise stack.overflow(f"aiecc refused {art.suffix}", refused[1], refused[0],
+                                             more=f" (aiecc's whole output: {kept}/build.log)")
                     raise BuildError(f"{step.what} failed (exit {done.returncode}): {tail[0]}",
                                      f"its whole output and the build's files are in {kept}/ (build.log)")
+                if step.action == "aiecc":
+                    report = stack.read_report(scratch, output, design.config.stack_bytes, tc.chess)
+                    log.append(f"# stack: {json.dumps(report.to_json())}")
+                    if report.overflows:
+                        kept = _keep_failed(scratch, build_dir, art.suffix, log)
+                        raise stack.overflow(f"aiecc measured {art.suffix}", report.frame_bytes or 0,
+                                             report.stack_bytes, report.deepest,
+                                             more=f" (the build's files: {kept}/)")
+                    write_atomic(art.stack_report, json.dumps(report.to_json(), indent=1) + "\n")
         final = Artifacts(build_dir, art.suffix, art.kernel_source, art.kernel_object)
         final.stamp.unlink(missing_ok=True)  # interrupted among the moves below: no stamp vouches for a mix
-        for name in (art.kernel_source, art.kernel_object, art.mlir.name, art.xclbin.name, art.insts.name):
+        for name in (art.kernel_source, art.kernel_object, art.mlir.name, art.xclbin.name, art.insts.name,
+                     art.stack_report.name):
             (scratch / name).replace(build_dir / name)
         write_atomic(final.stamp, json.dumps(build_stamp(design), indent=1) + "\n")
         return final
@@ -231,7 +266,8 @@ def insts_step(design: Design, tc: Toolchain, mlir: str, insts: str, cwd: str) -
     """aiecc asked for the NPU instructions only: one call's runtime sequence for an xclbin that
     is already built (the cores, objectfifos and kernels are the design's own)."""
     argv = aiecc_flags(design, tc, artifacts(design, Path(cwd)))
-    keep = [a for a in argv if not a.startswith(("--get-xclbin", "--xclbin-name=", "--npu-insts-name="))]
+    keep = [a for a in argv if not a.startswith(("--get-xclbin", "--xclbin-name=", "--npu-insts-name=",
+                                                 stack.GET_MEASURED))]  # measuring would compile the cores
     return Step("aiecc", f"aiecc: the NPU instructions of {Path(insts).stem}", (*keep, f"--npu-insts-name={insts}",
                                                                             mlir), cwd)
 

@@ -8,10 +8,12 @@ compared). Every design is built and run as `gemm-gen run` does, each run within
 (runner.run_limit); a design that fails to build or run is recorded with its error (a hung one as
 TIMEOUT) and the sweep goes on. The record
 (build/validate_<device>.json) holds per design the config, PASS or the error count, the measured
-min/avg/max microseconds and TOPS, the model's prediction, and once the toolchain, driver and
-device as this machine reports them; a PNG plots measured against predicted. FIRST_RUN_CHECKS
-is what a first run on each device confirms or refutes, in the order things are most likely to
-fail: validate prints it, and docs/hardware_path.md's list is generated from it (a test compares).
+min/avg/max microseconds and TOPS, the model's prediction, what aiecc measured of the cores' stack
+frames against the stack they were given (backends/stack.py; "not reported" when aiecc said
+nothing), and once the toolchain, driver and device as this machine reports them; a PNG plots
+measured against predicted. FIRST_RUN_CHECKS is what a first run on each device confirms or
+refutes, in the order things are most likely to fail: validate prints it, and
+docs/hardware_path.md's list is generated from it (a test compares).
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from typing import Any
 from ..atomic import write_atomic
 from ..config import GemmConfig
 from ..design.serve import check
-from ..errors import GemmGenError, RunTimeout
+from ..errors import GemmGenError, RunTimeout, StackError
 from ..hw.devices import device
 
 SMALL = (512, 512, 512)
@@ -174,7 +176,7 @@ def run_item(item: SweepItem, build_dir: Path, iters: int, warmup: int, xrt: Any
     from ..cliargs import config_args
     from ..design import build_design
     from ..model.predict import predict
-    from .build import artifacts, is_current, run_build
+    from .build import artifacts, is_current, run_build, stack_report
     from .runner import run_design
 
     record: dict[str, Any] = {"name": item.name, "role": item.role, "source": item.source}
@@ -189,9 +191,15 @@ def run_item(item: SweepItem, build_dir: Path, iters: int, warmup: int, xrt: Any
         art = artifacts(design, build_dir)
         if not is_current(art, design):
             art = run_build(design, build_dir, config_args(c))
+        report = stack_report(art)
+        record["stack"] = report.to_json() if report else {"stack_bytes": c.stack_bytes, "status": "not reported",
+                                                            "frame_bytes": None, "note": "no stack report kept"}
         result = run_design(c, art, iters, warmup, xrt=xrt, timeout_ms=timeout_ms)
     except RunTimeout as e:
         return {**record, "status": "TIMEOUT", "reason": str(e), "timeout_ms": e.timeout_ms}
+    except StackError as e:  # aiecc (or gemm_gen) refused a frame deeper than the stack: record both
+        record["stack"] = {"stack_bytes": e.stack_bytes, "status": "overflow", "frame_bytes": e.frame_bytes}
+        return {**record, "status": "ERROR", "reason": str(e)}
     except GemmGenError as e:
         return {**record, "status": "ERROR", "reason": str(e)}
     except Exception as e:  # noqa: BLE001 - a failed run (XRT) must not end the sweep
@@ -265,4 +273,16 @@ def summary(record: dict[str, Any]) -> str:
         err = f"errors {d['errors']}, " if d["status"] == "FAIL" else ""
         lines.append(f"  {d['status']:<7} {d['role']:<5} {d['name']}: {err}measured {meas:.3f} TOPS, predicted "
                      f"{pred:.3f} ({(pred - meas) / meas:+.1%})")
-    return "\n".join(lines)
+    return "\n".join(lines + [stack_summary(record)])
+
+
+def stack_summary(record: dict[str, Any]) -> str:
+    """One line on the stack frames aiecc measured across the sweep, against the stacks given."""
+    stacks = [d["stack"] for d in record["designs"] if d.get("stack")]
+    measured = [s for s in stacks if s["status"] == "measured"]
+    if not measured:
+        said = ", ".join(sorted({s["status"] for s in stacks})) or "no design built"
+        return f"stack frames: none measured by aiecc ({said})"
+    worst = max(measured, key=lambda s: s["frame_bytes"] / s["stack_bytes"])
+    return (f"stack frames: measured on {len(measured)} of {len(stacks)} built designs; the fullest stack is "
+            f"{worst['frame_bytes']} of {worst['stack_bytes']} B")

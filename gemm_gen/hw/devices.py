@@ -13,6 +13,53 @@ from enum import Enum
 
 from ..errors import ConfigError
 
+# ---- core stacks (mlir-aie 1.4.3) ----------------------------------------------------------------
+# The stack sits at L1 offset 0, directly below the buffers with no clearance: a frame larger than
+# stack_size silently overwrites the lowest buffer (mlir-aie 1.4.3 docs, programming_guide/
+# core_data_memory). aiecc 1.4.3 measures each Peano-linked core's stack from its ELF's .stack_sizes
+# (PRs #3613, #3680) and fails the build when stack_size is smaller; see backends/stack.py.
+# What aiecc assumes for a core that states no stack_size (AIETargetModel::getDefaultCoreStackSize,
+# "currently 1024 bytes" in the 1.4.3 docs); gemm_gen always states one.
+MLIR_AIE_CORE_DEFAULT_STACK = 0x400
+# What every mlir-aie matrix-multiplication design gives its cores (whole_array.py: `stack_size=0xD00`,
+# "Peano needs more than the default 0x400"; every golden source in tests/golden/ that states a
+# stack_size states 3328); our default for every design. Peano 22 (the pinned llvm-aie) grew frames
+# that fit 1024 B to 1216 B (mlir-air PR #1980), so 0x400 is not safe for Peano builds.
+MLIR_AIE_MM_STACK = 0xD00
+# mlir-aie's ATB examples built with Peano (PR #3658 sized config1 at 0x1700 for a Peano build of
+# the chess kernel; PR #3717 later shrank the sizes for zero-spill rewrites: which of the two the
+# v1.4.3 tag carries is unconfirmed, 0x1700 is the safe one)
+PEANO_ATB_STACK = 0x1700
+
+
+@dataclass(frozen=True)
+class CoreStatic:
+    """One use of a core's L1 that aiecc makes besides the stack and the design's buffers (its
+    name is its GemmConfig.l1_parts key), with what the pinned release says of it."""
+
+    name: str
+    nbytes: int
+    confirmed: bool  # confirmed at the v1.4.3 tag, or our assumption
+    source: str
+
+
+# Per-core static L1 of aiecc 1.4.3. One place: GemmConfig.l1_parts (and so plan and the model), the
+# tuner's L1 budget and the L1 allocator model (l1_banks, which keeps `kernel data` free at the top)
+# all read it. Zero-byte entries say what is not there.
+CORE_STATIC: tuple[CoreStatic, ...] = (
+    # the core's own .data/.rodata/.bss (crt1, the core body aiecc compiles, our kernel): Peano links
+    # them into ONE contiguous run that the buffers leave, and aiecc 1.4.3 measures the linked total
+    # as `measured_data_size` (1.4.3 docs, core_data_memory) -- backends/stack.py records it. Our
+    # kernels define no globals we know of; 256 B is an assumed margin (e.g. switch tables).
+    CoreStatic("kernel data", 256, False, "assumed margin; aiecc 1.4.3 measures it (measured_data_size)"),
+    # the dynamic ObjectFifo lowering's state (objects held, current object index per fifo port):
+    # PR #1798 kept it in a per-core L1 state buffer, but at 1.4.3 AIEObjectFifoLowerCores.cpp
+    # (release Doxygen, l.35-40 and 409-437) emits it as memref.alloca slots that mem2reg must turn
+    # into loop-carried SSA values (the pass fails otherwise): no L1 buffer. What the register
+    # allocator spills lands in the core's stack frame, which aiecc measures.
+    CoreStatic("objectfifo state", 0, True, "AIEObjectFifoLowerCores.cpp at 1.4.3: bookkeeping promoted to SSA"),
+)
+
 
 class TileKind(str, Enum):
     SHIM = "shim"
@@ -180,16 +227,12 @@ class Device:
     clock_ghz: float  # array clock at the maximum performance level
     l1_bytes: int
     memtile_bytes: int
-    default_stack_bytes: int
-    # headroom the linker needs in L1 for a kernel's .data/.rodata/.bss (AIETargetLdScript puts
-    # them after the stack and buffers); our kernels have none we know of, so this is a margin
-    kernel_data_bytes: int
+    default_stack_bytes: int  # every design's stack unless its kernel needs more (config.default_stack)
     # r x s x t shapes our kernels may use, the first being the default, per input type
     mmul_shapes: dict[str, tuple[MmulShape, ...]]
-    # with AIE_API_EMULATE_BFLOAT16_MMUL_WITH_BFP16 (npu2 only), and the stack mlir-aie gives those
-    # kernels (whole_array.py: Peano needs 0xD00; an overflow silently corrupts results)
+    # with AIE_API_EMULATE_BFLOAT16_MMUL_WITH_BFP16 (npu2 only; whole_array.py gives those kernels
+    # 0xD00, now every design's default)
     bf16_emulation_shape: MmulShape | None
-    bf16_emulation_stack_bytes: int
     # integer shapes whose aie::mmul keeps a 64-bit accumulator whatever the tag (the rest of the
     # integer shapes use acc32: aie_api 2026.1 detail/<arch>/mmul_16_16.hpp, mmul_8_8.hpp)
     acc64_shapes: dict[str, tuple[MmulShape, ...]]
@@ -197,9 +240,10 @@ class Device:
     # (Striking sec. 5.1, ATB), and plain bf16 mmul is emulated with elementwise macs on aie2p
     bf16_emulation_default: bool
     # bfp16ebs8 operands (aie2p isSupportedBlockFormat): the mac_8x8_8x8T shape, or None without a
-    # bfp16 datapath; and the stacks mlir-aie's chess-built ATB kernels get, by what the kernel does
-    # beyond bfp16 macs: "" (config2: 0xD00), "convert_a" (config1: 0x1700 holding a 2304-byte A copy
-    # that ours keeps in its own buffer: 0xE00), "convert_c" (config3: 0xF00)
+    # bfp16 datapath; and the stacks of chess-built bfp16 kernels, by what the kernel does beyond
+    # bfp16 macs, after mlir-aie's ATB configs: "" (config2: 0xD00), "convert_a" (config1, which
+    # mlir-aie sized 0x1700 for a Peano build, PRs #3658/#3717; ours keeps its 2304-byte A copy in
+    # its own buffer: 0xE00), "convert_c" (config3: 0xF00); "peano": any of them built with Peano
     bfp16_mmul_shape: MmulShape | None
     bfp16_stack_bytes: dict[str, int]
     # peak MACs/cycle of one core per input type (what mac instructions can issue)
@@ -218,6 +262,12 @@ class Device:
     dma: dict[TileKind, DmaSpec] = field(
         default_factory=lambda: {TileKind.SHIM: SHIM_DMA, TileKind.MEM: MEM_DMA, TileKind.CORE: CORE_DMA}
     )
+    core_static: tuple[CoreStatic, ...] = CORE_STATIC
+
+    @property
+    def core_static_bytes(self) -> int:
+        """L1 bytes of each core that aiecc uses besides the stack and the design's buffers."""
+        return sum(p.nbytes for p in self.core_static)
 
     @property
     def first_core_row(self) -> int:
@@ -282,8 +332,7 @@ NPU1 = Device(
     clock_ghz=1.0,
     l1_bytes=64 * 1024,
     memtile_bytes=512 * 1024,
-    default_stack_bytes=1024,
-    kernel_data_bytes=256,
+    default_stack_bytes=MLIR_AIE_MM_STACK,
     # dense-B shapes of aie_api 2026.1 (bf16 4x16x8 exists for a sparse B only)
     mmul_shapes={
         "bf16": ((4, 8, 4), (8, 8, 4)),
@@ -291,7 +340,6 @@ NPU1 = Device(
         "i16": ((4, 4, 4), (2, 4, 8), (4, 2, 8)),
     },
     bf16_emulation_shape=None,
-    bf16_emulation_stack_bytes=0,
     acc64_shapes={"i16": ((4, 4, 4), (2, 4, 8))},
     bf16_emulation_default=False,
     bfp16_mmul_shape=None,
@@ -314,19 +362,17 @@ NPU2 = Device(
     clock_ghz=1.8,
     l1_bytes=64 * 1024,
     memtile_bytes=512 * 1024,
-    default_stack_bytes=1024,
-    kernel_data_bytes=256,
+    default_stack_bytes=MLIR_AIE_MM_STACK,
     mmul_shapes={
         "bf16": ((4, 8, 8), (8, 8, 4), (4, 8, 4), (8, 1, 8)),
         "i8": ((8, 8, 8), (4, 8, 8)),
         "i16": ((4, 4, 8), (8, 1, 8)),  # aie_api detail/aie2p/mmul_16_16.hpp (4x8x8: sparse B only)
     },
     bf16_emulation_shape=(8, 8, 8),
-    bf16_emulation_stack_bytes=0xD00,
     acc64_shapes={"i16": ((4, 4, 8),)},
     bf16_emulation_default=True,
     bfp16_mmul_shape=(8, 8, 8),
-    bfp16_stack_bytes={"": 0xD00, "convert_a": 0xE00, "convert_c": 0xF00},
+    bfp16_stack_bytes={"": MLIR_AIE_MM_STACK, "convert_a": 0xE00, "convert_c": 0xF00, "peano": PEANO_ATB_STACK},
     # bf16 through the bfp16 datapath issues 512 MACs/cycle; plain bf16 mmul is emulated
     # with elementwise macs (UNCONFIRMED rate), so 512 is the bf16 ceiling, not a promise.
     # bfp16: 512 MACs/cycle (atb sec. 2.4: 1024 flops/cycle per core).

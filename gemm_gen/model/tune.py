@@ -106,10 +106,11 @@ def _run_bytes(name: str | None) -> float:
 
 
 def _l1_fixed(pr: Problem, m: np.ndarray, n: np.ndarray, rho: np.ndarray) -> np.ndarray:
-    """L1 bytes that do not grow with k: stack, kernel data, the C object and, when C accumulates
-    in another type, the accumulator rows beyond the object (GemmConfig.l1_parts, vectorised)."""
+    """L1 bytes that do not grow with k: GemmConfig.l1_overhead (runtime parameters, stack, aiecc's
+    per-core static data), the C object and, when C accumulates in another type, the accumulator
+    rows beyond the object (GemmConfig.l1_parts, vectorised)."""
     _, _, b_out, b_acc = pr.elem_bytes
-    fixed = pr.spec.stack_bytes + pr.spec.dev.kernel_data_bytes + pr.spec.depth_c_l1 * b_out * m * n
+    fixed = sum(pr.spec.l1_overhead.values()) + pr.spec.depth_c_l1 * b_out * m * n
     if pr.spec.precision.converts_c:  # precision.c_split_rows: whole row pairs of the kernel in the object
         pair = 2 * pr.spec.mmul[0]
         in_obj = np.minimum(m, np.floor(b_out * m / b_acc) // pair * pair)
