@@ -21,47 +21,17 @@ real values). bfp16 operands are encoded on the host anyway; their padding rides
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-from .dtypes import WORD_BYTES
+from .dtypes import WORD_BYTES, DType
 from .errors import ConfigError
-
-if TYPE_CHECKING:
-    from .config import GemmConfig
+from .numerics import KernelNumerics
+from .precision import Precision
+from .spec import Problem
 
 OPERANDS = ("A", "B", "C")
 BLOCK_K = 8  # bfp16ebs8 shares one exponent across 8 values along K (dtypes.BFP16.tile_cols)
-
-
-@dataclass(frozen=True, order=True)
-class Problem:
-    """The sizes of one GEMM call: C (M x N) = A (M x K) B (K x N)."""
-
-    M: int
-    K: int
-    N: int
-
-    def __post_init__(self) -> None:
-        for name in ("M", "K", "N"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or value < 1:
-                raise ConfigError(f"{name}={value} must be a positive integer", f"give {name} >= 1")
-
-    def __str__(self) -> str:
-        return f"{self.M}x{self.K}x{self.N}"
-
-    @property
-    def macs(self) -> int:
-        return self.M * self.K * self.N
-
-    @classmethod
-    def parse(cls, text: str) -> Problem:
-        m = re.fullmatch(r"\s*(\d+)\s*[xX]\s*(\d+)\s*[xX]\s*(\d+)\s*", text)
-        if m is None:
-            raise ConfigError(f"size {text!r} is not MxKxN", "write sizes like 1000x777x333")
-        return cls(*(int(g) for g in m.groups()))
 
 
 def parse_sizes(text: str) -> tuple[Problem, ...]:
@@ -212,7 +182,36 @@ def _tail(name: str, size: int, block: int, shifted: bool, src: str) -> str:
             f"padding) and writes them to C's slack or padding")
 
 
-def plan_call(c: GemmConfig, problem: Problem) -> CallPlan:
+class Design(Protocol):
+    """What a call plan reads of a design (config.GemmConfig is one)."""
+
+    @property
+    def m(self) -> int: ...
+    @property
+    def k(self) -> int: ...
+    @property
+    def n(self) -> int: ...
+    @property
+    def k_mt(self) -> int: ...
+    @property
+    def rows(self) -> int: ...
+    @property
+    def cols(self) -> int: ...
+    @property
+    def b_col_maj(self) -> bool: ...
+    @property
+    def t_in(self) -> DType: ...
+    @property
+    def t_b(self) -> DType: ...
+    @property
+    def t_out(self) -> DType: ...
+    @property
+    def numerics(self) -> KernelNumerics: ...
+    @property
+    def precision(self) -> Precision: ...
+
+
+def plan_call(c: Design, problem: Problem) -> CallPlan:
     """How design `c` computes `problem`: blocks, the K walk, and what the host must pad."""
     block_m, block_n = c.m * c.rows, c.n * c.cols
     k_walk = -(-problem.K // c.k_mt) * c.k_mt
@@ -254,7 +253,7 @@ def plan_call(c: GemmConfig, problem: Problem) -> CallPlan:
                     shift_n)
 
 
-def _k_tail_zeros(c: GemmConfig, p: Problem, why: dict[str, str], encoded: list[str]) -> str:
+def _k_tail_zeros(c: Design, p: Problem, why: dict[str, str], encoded: list[str]) -> str:
     """Make sure K's tail multiplies to zero (adds the pads it needs to `why`); say where the
     zeros come from."""
     blocked_a = c.numerics.bfp16_inputs or c.precision.converts_a  # A's values share exponents along K

@@ -13,6 +13,7 @@ from .errors import ConfigError
 from .hw.devices import TileKind, device
 from .kernel_variant import CANDIDATES, LOOPS
 from .rounding import Rounding, Saturation
+from .spec import Options
 
 EXIT_FAIL, EXIT_USAGE = 1, 2
 # The largest M, K, N (and any count a flag takes): mlir-aie's host program reads sizes as C ints and
@@ -181,7 +182,7 @@ def problem_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--l1-alloc", "--l1_alloc", dest="l1_alloc", choices=L1_SCHEMES, default=None,
                    help="mlir-aie's L1 allocator for every core (default: the plan whose DMA and core buffers share "
                    "the fewest banks, steered with reserved bytes where that helps)")
-    p.add_argument("--queue-groups", type=counted(1, what="a group count"), default=GemmConfig.queue_groups,
+    p.add_argument("--queue-groups", type=counted(1, what="a group count"), default=Options.queue_groups,
                    help="task groups in flight per shim (at most the 4-deep shim task queue)")
     p.add_argument("--stack", type=counted(0, what="a stack size", example="3328"), default=0,
                    help="core stack bytes (default: mlir-aie's 3328 = 0xD00, more for bfp16 kernels; aiecc "

@@ -10,12 +10,16 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
+from typing import Any
 
 from . import placement
 from . import precision as prec
-from .call import CallPlan, Problem, plan_call
+from .call import CallPlan, plan_call
+from .defaults import Resolved, default_acc, emulation_default, resolve
+from .defaults import convert_once_problem as _convert_once_problem
+from .defaults import mmul as mmul_of
 from .dtypes import DType, dtype
 from .errors import ConfigError
 from .hw.devices import Device, MmulShape, TileKind, device
@@ -25,6 +29,7 @@ from .numerics import KernelNumerics
 from .placement import MemtileBuffer
 from .precision import Precision
 from .rounding import Rounding, Saturation
+from .spec import Options, Problem, Tiling, split_fields
 
 # Balanced kernels of Striking the Balance, Tables 2 and 3 (B column-major): (m, k, n, k_mt).
 PAPER_TILES: dict[tuple[str, str, str], tuple[int, int, int, int]] = {
@@ -62,103 +67,229 @@ MAX_RUNTIME_TASKS = 1_000_000
 SRS_MAX_SHIFT = 59
 
 
-@dataclass(frozen=True)
+# GemmConfig's fields as it reads them, in the order of its flat constructor and of to_json()
+FIELDS = ("device", "M", "K", "N", "m", "k", "n", "k_mt", "dtype_in", "dtype_out", "b_col_maj", "rows", "cols",
+          "emulate_bf16_with_bfp16", "compiler", "mmul_shape", "stack_bytes", "queue_groups", "rho", "depth_ab_l1",
+          "depth_ab_l2", "depth_c_l1", "depth_c_l2", "rounding", "saturation", "shift", "dtype_b", "acc", "b_pack",
+          "expansion", "kernel_loops", "convert_once", "l1_alloc", "runtime_sizes")
+
+
+@dataclass(frozen=True, init=False, eq=False)
 class GemmConfig:
     """What one xclbin fixes (device, columns, types, tiles, depths, kernel) and the size it is built
-    for (with runtime sizes: the largest it serves). `validate()` checks the config's own rules;
-    design/serve.py's `check()` adds every DMA pattern."""
+    for (with runtime sizes: the largest it serves): the options as given (spec.Options), the
+    tiling and the size. Every option reads as its value, defaults derived from what was given
+    (defaults.resolve), so `dataclasses.replace(config, dtype_in="i8", dtype_out="i32")` derives B's
+    type, the accumulator and the stack afresh. `validate()` checks the config's own rules;
+    design/serve.py's `check()` adds every DMA pattern.
 
-    device: str
-    M: int
-    K: int
-    N: int
-    m: int
-    k: int
-    n: int
-    k_mt: int
-    dtype_in: str = "bf16"
-    dtype_out: str = "bf16"
-    b_col_maj: bool = False
-    rows: int = 4
-    cols: int = 0  # 0: all columns of the device
-    emulate_bf16_with_bfp16: bool | None = None  # None: the device's default for bf16 (npu2: bfp16)
-    compiler: str | None = None  # "peano" or "chess" (sets the stack); None: chess for bfp16, else peano
-    mmul_shape: tuple[int, int, int] | None = None  # r x s x t; None: the device's default
-    stack_bytes: int = 0  # 0: the default for the kernel (default_stack: at least mlir-aie's 0xD00)
-    # task groups of {A, B, C} BDs in flight per shim. The paper used 5 (15 BDs), but a shim
-    # channel's task queue is 4 deep and the hardware drops a push onto a full one (mlir-aie PR
-    # #3734): with only C awaited, at most 4 groups can be outstanding safely.
-    queue_groups: int = 4
-    # asymmetric tile buffering (atb paper): L1 holds m rows of C but only m / rho rows of A; each
-    # k-step keeps one B tile while rho A tiles stream, each updating its own slice of C
-    rho: int = 1
-    depth_ab_l1: int = 2
-    depth_ab_l2: int = 2
-    depth_c_l1: int = 1  # single C buffer in L1 (sec. 5.3.2)
-    depth_c_l2: int = 1
-    rounding: str = "conv_even"
-    saturation: str = "saturate"
-    shift: int = 0
-    # mixed precision (gemm_gen/precision.py): B's type (None: dtype_in) and C's type in L1 while
-    # it accumulates (None: dtype_out), e.g. bf16 for a bfp16 C (the ATB paper's config3)
-    dtype_b: str | None = None
-    acc: str | None = None
-    # how a bfp16 B sits in DRAM: "tiles", a matrix of 8 x 8 tiles (row-major over tiles, B^T's when
-    # column-major); or "strips", mlir-aie's ATB packing: each core column's K x n strip one
-    # contiguous run of its k x n L1 tiles, each in 1 x 2 super-blocks of 8 x 8 tiles
-    b_pack: str = "tiles"
-    # the kernel variant (gemm_gen/kernel_variant.py): er x et accumulators per cluster and the
-    # software-pipelined loop; None: the automatic choice for the tile
-    expansion: tuple[int, int] | None = None
-    kernel_loops: str | None = None
-    # bf16 on npu2's bfp16 datapath: the kernel converts its A tile (every call) and its B tile (once
-    # per k-step) to bfp16 in L1 scratch and runs bfp16 macs, instead of the AIE API's emulation
-    # converting both operands at every mmul; the same bits (tests/test_kernels.py proves it on the
-    # host). None: on wherever it can be built.
-    convert_once: bool | None = None
-    # L1 placement (gemm_gen/l1_banks.py): the allocator every core asks mlir-aie for; None: the
-    # plan whose DMA and core buffers share the fewest banks (with reservations if that helps)
-    l1_alloc: str | None = None
-    # which sizes one build serves (gemm_gen/call.py): "fixed", the problem M x K x N only; "mn", any
-    # M <= self.M and N <= self.N with the same K walk (the cores loop over output tiles until the
-    # data stops); "mnk", also any K <= self.K (each core reads its k-steps per output tile from a
-    # runtime parameter that every call writes)
-    runtime_sizes: str = "fixed"
+    Built as `GemmConfig(device, M, K, N, m, k, n, k_mt, dtype_in, dtype_out, ...)` with any field of
+    FIELDS by name, or from its parts (`options=`, `tiling=`, `size=`, flat fields overriding them).
+    Two configs are equal when every field reads the same."""
 
-    def __post_init__(self) -> None:
-        dev = device(self.device)
-        object.__setattr__(self, "device", dev.name)
-        for name in ("mmul_shape", "expansion"):  # JSON gives lists; configs hash and compare as tuples
-            value = getattr(self, name)
-            if value is not None:
-                object.__setattr__(self, name, tuple(int(x) for x in value))
-        if self.cols == 0:
-            object.__setattr__(self, "cols", dev.columns)
-        if self.dtype_b is None:
-            object.__setattr__(self, "dtype_b", self.dtype_in)
-        block = prec.resolve(self.dtype_in, self.dtype_b, self.dtype_out, self.acc).block
-        if self.compiler is None:
-            object.__setattr__(self, "compiler", "chess" if block else "peano")
-        if self.emulate_bf16_with_bfp16 is None:
-            object.__setattr__(self, "emulate_bf16_with_bfp16",
-                               False if block else emulation_default(dev.name, str(self.dtype_in)))
-        # None: the default accumulator; "out": C's own type (stored resolved: see default_acc)
-        given = self.acc
-        object.__setattr__(self, "acc", self.dtype_out if given == prec.ACC_OUT else given or self.default_acc)
-        if self.convert_once is None:
-            object.__setattr__(self, "convert_once", self.convert_once_problem is None)
-        if self.stack_bytes == 0:
-            object.__setattr__(self, "stack_bytes", default_stack(dev.name, str(self.compiler), self.precision,
-                                                                  bool(self.convert_once)))
+    options: Options
+    tiling: Tiling
+    size: Problem
+
+    def __init__(self, *args: Any, options: Options | None = None, tiling: Tiling | None = None,
+                 size: Problem | None = None, **flat: Any) -> None:
+        if len(args) > len(FIELDS):
+            raise TypeError(f"GemmConfig takes at most {len(FIELDS)} positional fields, not {len(args)}")
+        for name, value in zip(FIELDS, args):
+            if name in flat:
+                raise TypeError(f"GemmConfig got {name} twice")
+            flat[name] = value
+        given_options, given_tiling, given_size, unknown = split_fields(flat)
+        if unknown:
+            raise TypeError(f"GemmConfig has no field {', '.join(sorted(unknown))}")
+        if options is None:
+            if "device" not in given_options:
+                raise TypeError("GemmConfig needs a device")
+            options = Options(**given_options)
+        elif given_options:
+            options = replace(options, **given_options)
+        if tiling is None:
+            missing = [n for n in ("m", "k", "n", "k_mt") if n not in given_tiling]
+            if missing:
+                raise TypeError(f"GemmConfig needs {', '.join(missing)}")
+            tiling = Tiling(**given_tiling)
+        elif given_tiling:
+            tiling = replace(tiling, **given_tiling)
+        if size is None or given_size:
+            values = {**(size.to_json() if size is not None else {}), **given_size}
+            missing = [n for n in ("M", "K", "N") if n not in values]
+            if missing:
+                raise TypeError(f"GemmConfig needs {', '.join(missing)}")
+            size = Problem(**values)
+        if options.device != device(options.device).name:
+            options = replace(options, device=device(options.device).name)  # one spelling per device
+        object.__setattr__(self, "options", options)
+        object.__setattr__(self, "tiling", tiling)
+        object.__setattr__(self, "size", size)
+        self._resolved  # noqa: B018 - derive the defaults now: a bad option fails here, as given
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, GemmConfig) and self._key == other._key
+
+    def __hash__(self) -> int:
+        return hash(self._key)
+
+    @cached_property
+    def _key(self) -> tuple[object, ...]:
+        return tuple(getattr(self, name) for name in FIELDS)
+
+    def with_(self, **changes: Any) -> GemmConfig:
+        """This config with fields of FIELDS changed by name (dataclasses.replace, typed for the
+        flat fields): every default the changed fields decide is derived afresh."""
+        return replace(self, **changes)
+
+    # ---- the fields, as given or with their defaults ------------------------------------------
+    @property
+    def device(self) -> str:
+        return self.options.device
+
+    @property
+    def M(self) -> int:
+        return self.size.M
+
+    @property
+    def K(self) -> int:
+        return self.size.K
+
+    @property
+    def N(self) -> int:
+        return self.size.N
+
+    @property
+    def m(self) -> int:
+        return self.tiling.m
+
+    @property
+    def k(self) -> int:
+        return self.tiling.k
+
+    @property
+    def n(self) -> int:
+        return self.tiling.n
+
+    @property
+    def k_mt(self) -> int:
+        return self.tiling.k_mt
+
+    @property
+    def rho(self) -> int:
+        return self.tiling.rho
+
+    @property
+    def dtype_in(self) -> str:
+        return self.options.dtype_in
+
+    @property
+    def dtype_out(self) -> str:
+        return self.options.dtype_out
+
+    @property
+    def b_col_maj(self) -> bool:
+        return self.options.b_col_maj
+
+    @property
+    def rows(self) -> int:
+        return self.options.rows
+
+    @property
+    def cols(self) -> int:
+        return self._resolved.cols
+
+    @property
+    def emulate_bf16_with_bfp16(self) -> bool:
+        return self._resolved.emulate_bf16_with_bfp16
+
+    @property
+    def compiler(self) -> str:
+        return self._resolved.compiler
+
+    @property
+    def mmul_shape(self) -> MmulShape | None:
+        return self.options.mmul_shape
+
+    @property
+    def stack_bytes(self) -> int:
+        return self._resolved.stack_bytes
+
+    @property
+    def queue_groups(self) -> int:
+        return self.options.queue_groups
+
+    @property
+    def depth_ab_l1(self) -> int:
+        return self.options.depth_ab_l1
+
+    @property
+    def depth_ab_l2(self) -> int:
+        return self.options.depth_ab_l2
+
+    @property
+    def depth_c_l1(self) -> int:
+        return self.options.depth_c_l1
+
+    @property
+    def depth_c_l2(self) -> int:
+        return self.options.depth_c_l2
+
+    @property
+    def rounding(self) -> str:
+        return self.options.rounding
+
+    @property
+    def saturation(self) -> str:
+        return self.options.saturation
+
+    @property
+    def shift(self) -> int:
+        return self.options.shift
+
+    @property
+    def dtype_b(self) -> str:
+        return self._resolved.dtype_b
+
+    @property
+    def acc(self) -> str:
+        """C's type in L1 while it accumulates (the option's "out" reads as dtype_out)."""
+        return self._resolved.acc
+
+    @property
+    def b_pack(self) -> str:
+        return self.options.b_pack
+
+    @property
+    def expansion(self) -> tuple[int, int] | None:
+        return self.options.expansion
+
+    @property
+    def kernel_loops(self) -> str | None:
+        return self.options.kernel_loops
+
+    @property
+    def convert_once(self) -> bool:
+        return self._resolved.convert_once
+
+    @property
+    def l1_alloc(self) -> str | None:
+        return self.options.l1_alloc
+
+    @property
+    def runtime_sizes(self) -> str:
+        return self.options.runtime_sizes
+
+    @cached_property
+    def _resolved(self) -> Resolved:
+        return resolve(self.options)
 
     @property
     def default_acc(self) -> str:
         """C's L1 type when --acc is not given (precision.wide_acc) for this output and mmul; the
         output type itself when the types are invalid, for validate() to name the problem."""
-        try:
-            return prec.wide_acc(self.dtype_out, self.dev.acc_bits(self.dtype_in, self.mmul))
-        except ConfigError:
-            return self.dtype_out
+        return default_acc(self.dev, self.dtype_in, self.dtype_out, self.mmul)
 
     # ---- what the fields mean --------------------------------------------------------------
     @property
@@ -188,15 +319,7 @@ class GemmConfig:
 
     @property
     def mmul(self) -> MmulShape:
-        if self.mmul_shape is not None:
-            return self.mmul_shape
-        if self.precision.block:
-            shape = self.dev.bfp16_mmul_shape
-            if shape is None:
-                prec.check(self.precision, self.dev)  # raises: the device has no bfp16 datapath
-            assert shape is not None
-            return shape
-        return self.dev.mmul_shape(self.dtype_in, bool(self.emulate_bf16_with_bfp16))
+        return mmul_of(self.dev, self.mmul_shape, self.precision, self.emulate_bf16_with_bfp16)
 
     @property
     def r(self) -> int:
@@ -213,22 +336,9 @@ class GemmConfig:
     @property
     def convert_once_problem(self) -> tuple[str, str] | None:
         """Why this GEMM cannot use the convert-once bf16 kernel ((what, fix) for a ConfigError), or
-        None when it can: bf16 x bf16 on the bfp16 datapath (8x8x8), built by a bfp16 compiler."""
-        dev = self.dev
-        if self.precision.block or self.dtype_in != "bf16" or dev.bf16_emulation_shape is None:
-            return (f"--convert-once is for bf16 x bf16 GEMMs on npu2's bfp16 datapath, not {dev.name} "
-                    f"{self.precision.name}", "drop --convert-once")
-        if not self.emulate_bf16_with_bfp16:
-            return ("--convert-once runs bf16 on the bfp16 datapath, which --emulate-bf16-mmul-with-bfp16 0 "
-                    "turns off", "drop one of the two")
-        if self.mmul_shape is not None and tuple(self.mmul_shape) != dev.bf16_emulation_shape:
-            return (f"--convert-once multiplies {'x'.join(map(str, dev.bf16_emulation_shape))} bfp16 tiles, not "
-                    f"mmul {'x'.join(map(str, self.mmul_shape))}", "drop --mmul")
-        if self.compiler not in prec.BFP16_COMPILERS:
-            return (f"the convert-once kernel is a bfp16 kernel, which builds with "
-                    f"{' or '.join(prec.BFP16_COMPILERS)} only, not {self.compiler}",
-                    "use --chess, or --convert-once 0")
-        return None
+        None when it can (defaults.convert_once_problem)."""
+        return _convert_once_problem(self.dev, self.precision, self.emulate_bf16_with_bfp16, self.mmul_shape,
+                                     self.compiler)
 
     @property
     def block_kernel(self) -> bool:
@@ -597,7 +707,8 @@ class GemmConfig:
         return "_".join(parts)
 
     def to_json(self) -> dict[str, object]:
-        return asdict(self)  # fields only: cached derived values live outside them
+        """Every field as it reads (defaults applied), in FIELDS order: what a build is keyed on."""
+        return {name: getattr(self, name) for name in FIELDS}
 
 
 def check_shift(dev: Device, dtype_in: str, dtype_out: str, mmul: MmulShape, shift: int,
@@ -641,30 +752,6 @@ def _near(x: int, q: int) -> str:
     return f"{lo}" if lo == hi else f"{lo} or {hi}"
 
 
-def default_stack(dev_name: str, compiler: str, precision: Precision | None = None, convert_once: bool = False) -> int:
-    """Core stack bytes, never less than what mlir-aie's matrix multiplications give their cores
-    (hw.devices.MLIR_AIE_MM_STACK, 0xD00, which Peano's bf16-via-bfp16 kernels need): bfp16 kernels
-    built with Peano what mlir-aie's Peano-built ATB kernels get (0x1700); chess-built bfp16 kernels
-    what mlir-aie's ATB configs get for the same work (our kernels keep A's bfp16 copy and C's extra
-    accumulator rows in their own L1 buffers, not on the stack; the convert-once bf16 kernel does
-    config1's work plus B's conversion)."""
-    dev = device(dev_name)
-    block = precision is not None and precision.block
-    if block and compiler == "peano" and dev.bfp16_stack_bytes:
-        return dev.bfp16_stack_bytes["peano"]
-    if convert_once and compiler == "chess" and dev.bfp16_stack_bytes:
-        return dev.bfp16_stack_bytes["convert_a"]
-    if precision is not None and block and dev.bfp16_stack_bytes:
-        key = "convert_c" if precision.converts_c else "convert_a" if precision.converts_a else ""
-        return dev.bfp16_stack_bytes[key]
-    return dev.default_stack_bytes
-
-
-def emulation_default(dev_name: str, dtype_in: str) -> bool:
-    """Whether bf16 on this device runs on the bfp16 datapath unless told otherwise."""
-    return dtype_in == "bf16" and device(dev_name).bf16_emulation_default
-
-
 def default_tiles(dev_name: str, dtype_in: str, dtype_out: str, K: int | None = None,
                   emulate_bf16_with_bfp16: bool | None = None, dtype_b: str | None = None,
                   acc: str | None = None) -> tuple[int, int, int, int]:
@@ -679,8 +766,8 @@ def default_tiles(dev_name: str, dtype_in: str, dtype_out: str, K: int | None = 
     if emulate_bf16_with_bfp16 is None:
         emulate_bf16_with_bfp16 = not block and emulation_default(dev.name, dtype_in)
     if acc is None:  # the accumulator a config of these types gets by default
-        acc = GemmConfig(dev.name, 1, 1, 1, 0, 0, 0, 0, dtype_in, dtype_out, dtype_b=dtype_b,
-                         emulate_bf16_with_bfp16=emulate_bf16_with_bfp16).acc
+        acc = resolve(Options(dev.name, dtype_in, dtype_out, dtype_b=dtype_b,
+                              emulate_bf16_with_bfp16=emulate_bf16_with_bfp16)).acc
     p = prec.resolve(dtype_in, dtype_b, dtype_out, acc)
     if p.block:
         prec.check(p, dev)

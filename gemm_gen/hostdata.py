@@ -3,7 +3,7 @@
 A scalar operand is the user's own row-major matrix (B^T when B is column-major) unless the call's
 plan (gemm_gen/call.py) says the host must pad it; then it is a zero-padded copy of the blocks'
 extent, and C is cropped out of its padded buffer. Reads and writes past a buffer's end land in
-its slack (design/slack.py), which the host adds as zeros.
+its slack (design/model.py's `slack` of a runtime tensor), which the host adds as zeros.
 
 Scalar operands are plain row-major arrays (B^T when B is column-major). A bfp16 operand is
 quantized on the host (the helper's truncation, blocks of 8 along K for A and B, along N for C)

@@ -1,6 +1,7 @@
 """Exact kernel numerics: what one matmul kernel call does to its C tile, bit for bit.
 
-Model (../shared/reference/npu_hardware_numerics.md sec. 4):
+Model (mlir-aie's aie_kernels/aie2/mm.cc and aie2p/mm.cc, the AIE API's aie::mmul and to_vector, the
+AIE-ML mode registers of AM020):
 - bf16 inputs: products are exact in fp32; one kernel call adds its k products to the C tile
   loaded into an fp32 accumulator, and stores C back in its type with the core's rounding mode
   (our kernels set conv_even = round-to-nearest-even; the hardware default is floor).

@@ -129,7 +129,7 @@ class Gemm:
     def _build(self, size: Problem, runtime: bool) -> Design:
         from .model.choose import choose
 
-        base = replace(self._base, M=size.M, K=size.K, N=size.N, runtime_sizes="mnk" if runtime else "fixed")
+        base = self._base.with_(M=size.M, K=size.K, N=size.N, runtime_sizes="mnk" if runtime else "fixed")
         m, k, n, k_mt = self._tiles or (None, None, None, None)
         return build_design(choose(base, m, k, n, k_mt, self._rho, b_pack_open=self._b_pack_open))
 

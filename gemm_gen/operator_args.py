@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import re
 import typing
-from dataclasses import fields
 from types import NoneType, UnionType
 from typing import Any
 
@@ -19,11 +18,12 @@ import numpy as np
 
 from . import precision as prec
 from .call import Problem
-from .config import GemmConfig
+from .config import FIELDS
 from .dtypes import DTYPES, I64
 from .errors import ConfigError, GemmGenError
 from .hw.devices import DEVICES, Device, device
 from .kernel_variant import LOOPS
+from .spec import Options, Tiling
 
 # GemmConfig fields the operator sets itself, and the argument that sets each
 SET_BY_OPERATOR = {**dict.fromkeys(("M", "K", "N"), "the arrays' shapes (and max_size=(M, K, N))"),
@@ -189,8 +189,8 @@ def _fits(value: Any, hint: Any) -> bool:
 
 def check_options(options: dict[str, Any]) -> None:
     """options are GemmConfig fields the operator does not set itself, each of its field's type."""
-    hints = typing.get_type_hints(GemmConfig)
-    own = {f.name for f in fields(GemmConfig)} - set(SET_BY_OPERATOR) - set(KEYWORDS)
+    hints = {**typing.get_type_hints(Options), **typing.get_type_hints(Tiling)}
+    own = set(FIELDS) - set(SET_BY_OPERATOR) - set(KEYWORDS)
     for name, value in options.items():
         if name in SET_BY_OPERATOR:
             raise refuse({name: value}, f"{name} is not an option", f"set it through {SET_BY_OPERATOR[name]}")

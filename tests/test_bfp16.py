@@ -18,7 +18,7 @@ def f32_bits(x: float) -> int:
 
 
 def helper_encode(block: list[float]) -> tuple[int, list[int]]:
-    """floatToBfp16 as ../shared/reference/npu_hardware_numerics.md sec. 4.4 describes it, scalar."""
+    """floatToBfp16 of mlir-aie's block_datatypes/helper.h, scalar."""
     bits = [f32_bits(x) for x in block]
     exps = [(b >> 23) & 0xFF for b in bits]
     E = max((e for e in exps if e != 0xFF), default=0)

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 
 import pytest
 
 from gemm_gen.config import PAPER_TILES, GemmConfig, default_k_mt, default_tiles
+from gemm_gen.defaults import resolve
 from gemm_gen.design import build_design
 from gemm_gen.design.channels import dma_channels
 from gemm_gen.design.serve import check
@@ -14,6 +16,7 @@ from gemm_gen.errors import ConfigError, DmaLimitError, GemmGenError
 from gemm_gen.hw.devices import TileKind
 from gemm_gen.model.paper import ArrayRow
 from gemm_gen.sim import simulate
+from gemm_gen.spec import Options, Problem, Tiling
 
 # Striking the Balance, Tables 2 and 3 (B column-major): kernel, L1 KB, L2 KB (all memtiles), GEMM
 # size. k_mt is not printed per row; it follows from the L2 column (sec. 5.2.2 gives the first rows').
@@ -332,3 +335,49 @@ def test_the_plan_names_the_accumulator():
     assert plan(build_design(small("npu2", "i8", "i32")))["accumulator"].startswith("acc32 (the i32 C stays in it")
     assert plan(build_design(small("npu2", "i16", "i32")))["accumulator"].startswith("acc64 (i32 C shift-round")
     assert plan(build_design(small("npu1", "bf16", "bf16")))["accumulator"] == "accfloat (fp32 lanes)"
+
+
+# ---- options hold what was given; defaults are derived on read -------------------------------------
+@pytest.mark.parametrize("dev", ["npu1", "npu2"])
+def test_replacing_the_types_derives_every_default_afresh(dev):
+    """dataclasses.replace on a bf16 config (B bf16, fp32 accumulator, npu2's bfp16 datapath) to
+    i8 -> i32 gets exactly what an i8 -> i32 config gets, and validates; no default of the bf16
+    types survives."""
+    bf16 = GemmConfig(dev, 512, 512, 512, 64, 64, 64, 128, "bf16", "bf16")
+    i8 = dataclasses.replace(bf16, dtype_in="i8", dtype_out="i32")
+    fresh = GemmConfig(dev, 512, 512, 512, 64, 64, 64, 128, "i8", "i32")
+    assert (i8.dtype_b, i8.acc, i8.emulate_bf16_with_bfp16) == ("i8", "i32", False)
+    assert i8.to_json() == fresh.to_json() and i8 == fresh
+    assert i8.validate() is i8
+    assert bf16.acc == "f32" and bf16.dtype_b == "bf16"
+
+
+def test_replacing_options_keeps_what_was_given_and_nothing_else():
+    given = Options("npu2", "bf16", "bf16", stack_bytes=4096, compiler="chess")
+    i8 = dataclasses.replace(given, dtype_in="i8", dtype_out="i8")
+    assert (i8.dtype_b, i8.acc, i8.emulate_bf16_with_bfp16, i8.convert_once) == (None, None, None, None)
+    got = resolve(i8)
+    assert (got.dtype_b, got.acc, got.stack_bytes, got.compiler, got.cols) == ("i8", "i32", 4096, "chess", 8)
+    # what the user gave sticks through a config's replace too; what they did not is derived
+    c = GemmConfig(options=given, tiling=Tiling(64, 64, 64, 128), size=Problem(512, 512, 512))
+    assert dataclasses.replace(c, dtype_in="i8", dtype_out="i8").stack_bytes == 4096
+    assert dataclasses.replace(c, stack_bytes=0).stack_bytes == GemmConfig("npu2", 1, 1, 1, 1, 1, 1, 1,
+                                                                           compiler="chess").stack_bytes
+
+
+def test_a_config_is_equal_to_one_built_with_its_defaults_spelled_out():
+    c = GemmConfig("npu2", 512, 512, 512, 64, 64, 64, 128, "i8", "i16")
+    spelled = GemmConfig(**c.to_json())
+    assert spelled == c and hash(spelled) == hash(c) and spelled.options != c.options
+    assert c != c.with_(m=128)
+
+
+@pytest.mark.parametrize("args, kwargs, text", [
+    ((), {"M": 1}, "needs a device"),
+    (("npu2", 1, 1, 1, 1, 1, 1), {}, "needs k_mt"),
+    (("npu2", 1, 1, 1, 1, 1, 1, 1), {"tile": 4}, "no field tile"),
+    (("npu2", 1, 1, 1, 1, 1, 1, 1), {"M": 4}, "M twice"),
+])
+def test_the_flat_constructor_refuses_what_a_dataclass_would(args, kwargs, text):
+    with pytest.raises(TypeError, match=text):
+        GemmConfig(*args, **kwargs)

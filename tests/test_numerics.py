@@ -2,7 +2,7 @@
 
 Expectations are hand-computed or come from small independent oracles (exact fractions,
 ml_dtypes round-to-nearest-even plus np.nextafter on the bf16 grid), never from the code
-under test. Background: shared/reference/npu_hardware_numerics.md sec. 4.1-4.3.
+under test. Background: mlir-aie's aie_kernels/aie2/mm.cc and the AIE API's SRS and rounding modes.
 """
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
 """Tap / WordTap: element walks, conversion to 32-bit words, and BD field limits.
 
-Limits come from shared/reference/npu_hardware_numerics.md sec. 1.2-1.3:
+Limits come from aie-rt's xaiemlgbl_params.h *_WIDTH macros (xaie2pgbl_reginit.c for aie2p) and mlir-aie's
+AIEXDialect.cpp getHardwareStridesWraps:
 core 3 dims (d0/d1 wrap 8 b, strides 13 b, length 14 b), memtile 4 dims (d0-d2 wrap 10 b,
 strides 17 b, length 17 b), shim 3 dims + 1 iteration (d0/d1 wrap 10 b, strides 20 b,
 iteration wrap 6 b = max 64, repeat max 256). Stride fields hold stride - 1, so the largest

@@ -138,7 +138,7 @@ def sweep(dev_name: str, chess: bool) -> list[SweepItem]:
     (M2, K2, N2), (m, k, n, k_mt), cols = L1_PAIR
     for t_in in L1_PAIR_TYPES:
         planned = GemmConfig(dev.name, M2, K2, N2, m, k, n, k_mt, t_in, t_in, cols=cols)
-        for c in (planned, replace(planned, l1_alloc="basic-sequential")):
+        for c in (planned, planned.with_(l1_alloc="basic-sequential")):
             how = c.l1_alloc or "planned"
             items.append(SweepItem(f"{t_in}->{t_in} {M2}x{K2}x{N2} ({m}x{k}x{n}, {cols} columns), L1 {how}", "l1",
                                    "gemm_gen L1 allocation pair", c))

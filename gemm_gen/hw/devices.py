@@ -1,6 +1,6 @@
 """Device descriptions: every hardware fact the generator relies on, in one place.
 
-Sources (see ../shared/reference/npu_hardware_numerics.md and iron_mlir_aie.md):
+Sources (public; each fact below names its own where it is not one of these):
 BD/channel/lock counts and field widths from aie-rt xaiemlgbl_params.h / xaie2pgbl_reginit.c
 and mlir-aie AIETargetModel.h; memory sizes from AM020; clocks and array shapes from the
 Striking-the-Balance paper (sec. 3.1, 5.2.1) and the xdna driver; mmul shapes from the AIE API.

@@ -4,7 +4,6 @@ the CLI and the operator both ask `choose`."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
 
 from ..call import Problem as CallSize
 from ..config import GemmConfig, default_k_mt, default_tiles
@@ -24,15 +23,15 @@ def choose(base: GemmConfig, m: int | None = None, k: int | None = None, n: int 
     tuned = m is None and k is None and n is None
     if sizes is not None and len(set(sizes)) > 1 and None in (m, k, n, k_mt):
         fixed = {"m": m, "k": k, "n": n, "k_mt": k_mt, "rho": rho}
-        return tune_many(replace(base, m=0, k=0, n=0, k_mt=0), tuple(sizes),
+        return tune_many(base.with_(m=0, k=0, n=0, k_mt=0), tuple(sizes),
                          None if weights is None else tuple(weights), fixed).config
     if tuned:
-        config = replace(base, m=0, k=0, n=0, k_mt=0)
+        config = base.with_(m=0, k=0, n=0, k_mt=0)
     else:
         dm, dk, dn, _ = default_tiles(base.device, base.dtype_in, base.dtype_out, None,
                                       base.emulate_bf16_with_bfp16, base.dtype_b, base.acc)
         kk = dk if k is None else k
-        config = replace(base, m=dm if m is None else m, k=kk, n=dn if n is None else n,
+        config = base.with_(m=dm if m is None else m, k=kk, n=dn if n is None else n,
                          k_mt=default_k_mt(base.device, base.dtype_in, base.dtype_out, kk, base.K, base.dtype_b,
                                            base.acc) if k_mt is None else k_mt)
     if b_pack_open and config.t_b.is_block:  # the packing of a bfp16 B is the model's choice too

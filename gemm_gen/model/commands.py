@@ -124,7 +124,7 @@ def cmd_tune(a: argparse.Namespace) -> int:
         return 0
     packs = (a.b_pack,) if a.b_pack else B_PACKS if base.t_b.is_block else ("tiles",)  # the model picks B's packing
     result = tune_b_packs(Problem.of(base), top, fixed, packs, _params(a), _ends(a), a.rank)
-    result.top = [replace(c, config=replace(base, m=c.config.m, k=c.config.k, n=c.config.n, k_mt=c.config.k_mt,
+    result.top = [replace(c, config=base.with_(m=c.config.m, k=c.config.k, n=c.config.n, k_mt=c.config.k_mt,
                                             rho=c.config.rho, b_pack=c.config.b_pack))
                   for c in result.top]
     if a.measure:

@@ -1,4 +1,4 @@
-"""Published numbers the model is calibrated on and compared with (../shared/papers/).
+"""Published numbers the model is calibrated on and compared with (the two papers named below).
 
 Striking = "Striking the Balance: GEMM Performance Optimization Across Generations of Ryzen AI NPUs";
 atb = "Can Asymmetric Tile Buffering Be Beneficial?". Values the papers withhold are None: we

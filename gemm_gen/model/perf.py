@@ -23,7 +23,7 @@ Every term grows with the work and the costs, so the prediction is monotone in e
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -54,7 +54,7 @@ class Problem:
     @classmethod
     def of(cls, c: GemmConfig, call: CallProblem | None = None) -> Problem:
         """The config's own problem, or one call of it at another size (`call`)."""
-        return cls(replace(c, m=0, k=0, n=0, k_mt=0, rho=1), call or CallProblem(c.M, c.K, c.N))
+        return cls(c.with_(m=0, k=0, n=0, k_mt=0, rho=1), call or CallProblem(c.M, c.K, c.N))
 
     @classmethod
     def new(cls, device: str, M: int, K: int, N: int, dtype_in: str = "bf16", dtype_out: str = "bf16",
@@ -65,7 +65,7 @@ class Problem:
     def with_(self, M: int | None = None, K: int | None = None, N: int | None = None, **options: Any) -> Problem:
         """Another size, or other options."""
         size = CallProblem(M or self.M, K or self.K, N or self.N)
-        return Problem(replace(self.spec, M=size.M, K=size.K, N=size.N, **options), size)
+        return Problem(self.spec.with_(M=size.M, K=size.K, N=size.N, **options), size)
 
     @property
     def M(self) -> int:
@@ -81,7 +81,7 @@ class Problem:
 
     def config(self, m: int, k: int, n: int, k_mt: int, **kw: object) -> GemmConfig:
         """The design with this tiling, built for this size."""
-        return replace(self.spec, M=self.M, K=self.K, N=self.N, m=int(m), k=int(k), n=int(n), k_mt=int(k_mt),
+        return self.spec.with_(M=self.M, K=self.K, N=self.N, m=int(m), k=int(k), n=int(n), k_mt=int(k_mt),
                        **kw)  # type: ignore[arg-type]
 
     @property

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -435,7 +435,7 @@ def tuned_config(base: GemmConfig, k_mt: int | None = None, rho: int | None = No
     """`base` with the tuner's best m, k, n, rho (and k_mt, rho unless given); every other field kept."""
 
     best = tune(Problem.of(base), 1, {"k_mt": k_mt, "rho": rho}).best.config
-    return replace(base, m=best.m, k=best.k, n=best.n, k_mt=best.k_mt, rho=best.rho)
+    return base.with_(m=best.m, k=best.k, n=best.n, k_mt=best.k_mt, rho=best.rho)
 
 
 def tuned_b_pack(config: GemmConfig, tiles_tuned: bool, k_mt: int | None = None, rho: int | None = None
@@ -446,7 +446,7 @@ def tuned_b_pack(config: GemmConfig, tiles_tuned: bool, k_mt: int | None = None,
 
     best: tuple[float, GemmConfig] | None = None
     for pack in B_PACKS:
-        base = replace(config, b_pack=pack)
+        base = config.with_(b_pack=pack)
         try:
             cand = tuned_config(base, k_mt, rho) if tiles_tuned else (base if k_mt else tuned_k_mt(base))
             time = float(estimate(Problem.of(cand), cand.m, cand.k, cand.n, cand.k_mt, rho=cand.rho).time)
@@ -466,4 +466,4 @@ def tuned_k_mt(config: GemmConfig) -> GemmConfig:
         best = tune(Problem.of(config), 1, fixed).best.config
     except GemmGenError:
         return config
-    return replace(config, k_mt=best.k_mt)
+    return config.with_(k_mt=best.k_mt)

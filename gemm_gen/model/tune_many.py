@@ -10,7 +10,7 @@ parameters pays their writes per call), and the best that passes design.serve fo
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -80,7 +80,7 @@ def _loss(config: GemmConfig, size: Size, weight: float, special: tuple[float, G
     """One size on the shared design, against the better of the tuner's design for that size and
     the shared tiling built for that size alone (which the tuner's ranking may have left out)."""
     shared = float(estimate_config(config, p, call=size).time)
-    alone = replace(config, M=size.M, K=size.K, N=size.N, runtime_sizes="fixed")
+    alone = config.with_(M=size.M, K=size.K, N=size.N, runtime_sizes="fixed")
     try:
         check(alone)
         own = (float(estimate_config(alone, p).time), alone)
@@ -129,7 +129,7 @@ def tune_many(base: GemmConfig, sizes: tuple[Size, ...], weights: tuple[float, .
     order = np.lexsort((arr[4], arr[0] * arr[2], -arr[3], w @ times))
     first_error: GemmGenError | None = None
     for i in order:
-        config = replace(base, m=int(arr[0, i]), k=int(arr[1, i]), n=int(arr[2, i]), k_mt=int(arr[3, i]),
+        config = base.with_(m=int(arr[0, i]), k=int(arr[1, i]), n=int(arr[2, i]), k_mt=int(arr[3, i]),
                          rho=int(arr[4, i]))
         try:
             check(config)

@@ -1,0 +1,120 @@
+"""The defaults of the options a user did not give, derived on read from what was given.
+
+`resolve(options)` is the one place where an option left open (spec.Options' None, or 0 for cols and
+stack_bytes) becomes a value: the column count, B's type, the kernel compiler, bf16 emulation on
+the bfp16 datapath, C's accumulator in L1, the convert-once kernel and the core stack. Nothing
+stores these back into the options, so replacing a given field re-derives every default that
+depends on it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from . import precision as prec
+from .errors import ConfigError
+from .hw.devices import Device, MmulShape, device
+from .precision import Precision
+from .spec import Options
+
+
+@dataclass(frozen=True)
+class Resolved:
+    """Every option whose default depends on others, with that default applied."""
+
+    cols: int
+    dtype_b: str
+    compiler: str
+    emulate_bf16_with_bfp16: bool
+    acc: str
+    convert_once: bool
+    stack_bytes: int
+
+
+def emulation_default(dev_name: str, dtype_in: str) -> bool:
+    """Whether bf16 on this device runs on the bfp16 datapath unless told otherwise."""
+    return dtype_in == "bf16" and device(dev_name).bf16_emulation_default
+
+
+def mmul(dev: Device, mmul_shape: MmulShape | None, p: Precision, emulate: bool) -> MmulShape:
+    """The kernel's r x s x t: the given shape, else the bfp16 datapath's for a bfp16 precision,
+    else the device's default for the input type."""
+    if mmul_shape is not None:
+        return mmul_shape
+    if p.block:
+        shape = dev.bfp16_mmul_shape
+        if shape is None:
+            prec.check(p, dev)  # raises: the device has no bfp16 datapath
+        assert shape is not None
+        return shape
+    return dev.mmul_shape(p.a, emulate)
+
+
+def default_acc(dev: Device, dtype_in: str, dtype_out: str, shape: MmulShape) -> str:
+    """C's L1 type when --acc is not given (precision.wide_acc) for this output and mmul; the
+    output type itself when the types are invalid, for the checks to name the problem."""
+    try:
+        return prec.wide_acc(dtype_out, dev.acc_bits(dtype_in, shape))
+    except ConfigError:
+        return dtype_out
+
+
+def convert_once_problem(dev: Device, p: Precision, emulate: bool, mmul_shape: MmulShape | None,
+                         compiler: str) -> tuple[str, str] | None:
+    """Why this GEMM cannot use the convert-once bf16 kernel ((what, fix) for a ConfigError), or
+    None when it can: bf16 x bf16 on the bfp16 datapath (8x8x8), built by a bfp16 compiler."""
+    if p.block or p.a != "bf16" or dev.bf16_emulation_shape is None:
+        return (f"--convert-once is for bf16 x bf16 GEMMs on npu2's bfp16 datapath, not {dev.name} "
+                f"{p.name}", "drop --convert-once")
+    if not emulate:
+        return ("--convert-once runs bf16 on the bfp16 datapath, which --emulate-bf16-mmul-with-bfp16 0 "
+                "turns off", "drop one of the two")
+    if mmul_shape is not None and tuple(mmul_shape) != dev.bf16_emulation_shape:
+        return (f"--convert-once multiplies {'x'.join(map(str, dev.bf16_emulation_shape))} bfp16 tiles, not "
+                f"mmul {'x'.join(map(str, mmul_shape))}", "drop --mmul")
+    if compiler not in prec.BFP16_COMPILERS:
+        return (f"the convert-once kernel is a bfp16 kernel, which builds with "
+                f"{' or '.join(prec.BFP16_COMPILERS)} only, not {compiler}",
+                "use --chess, or --convert-once 0")
+    return None
+
+
+def default_stack(dev_name: str, compiler: str, precision: Precision | None = None, convert_once: bool = False) -> int:
+    """Core stack bytes, never less than what mlir-aie's matrix multiplications give their cores
+    (hw.devices.MLIR_AIE_MM_STACK, 0xD00, which Peano's bf16-via-bfp16 kernels need): bfp16 kernels
+    built with Peano what mlir-aie's Peano-built ATB kernels get (0x1700); chess-built bfp16 kernels
+    what mlir-aie's ATB configs get for the same work (our kernels keep A's bfp16 copy and C's extra
+    accumulator rows in their own L1 buffers, not on the stack; the convert-once bf16 kernel does
+    config1's work plus B's conversion)."""
+    dev = device(dev_name)
+    block = precision is not None and precision.block
+    if block and compiler == "peano" and dev.bfp16_stack_bytes:
+        return dev.bfp16_stack_bytes["peano"]
+    if convert_once and compiler == "chess" and dev.bfp16_stack_bytes:
+        return dev.bfp16_stack_bytes["convert_a"]
+    if precision is not None and block and dev.bfp16_stack_bytes:
+        key = "convert_c" if precision.converts_c else "convert_a" if precision.converts_a else ""
+        return dev.bfp16_stack_bytes[key]
+    return dev.default_stack_bytes
+
+
+def resolve(o: Options) -> Resolved:
+    """The options' defaults, each derived from what was given (in dependency order: B's type,
+    then the compiler and the datapath, which decide the mmul, which decides the accumulator, which
+    with them decides the convert-once kernel and the stack)."""
+    dev = device(o.device)
+    dtype_b = o.dtype_b or o.dtype_in
+    given_types = prec.resolve(o.dtype_in, dtype_b, o.dtype_out, o.acc)
+    block = given_types.block
+    compiler = o.compiler if o.compiler is not None else "chess" if block else "peano"
+    emulate = (o.emulate_bf16_with_bfp16 if o.emulate_bf16_with_bfp16 is not None
+               else False if block else emulation_default(dev.name, o.dtype_in))
+    if o.acc == prec.ACC_OUT:
+        acc = o.dtype_out
+    else:
+        acc = o.acc or default_acc(dev, o.dtype_in, o.dtype_out, mmul(dev, o.mmul_shape, given_types, emulate))
+    p = prec.resolve(o.dtype_in, dtype_b, o.dtype_out, acc)
+    convert_once = (o.convert_once if o.convert_once is not None
+                    else convert_once_problem(dev, p, emulate, o.mmul_shape, compiler) is None)
+    stack = o.stack_bytes or default_stack(dev.name, compiler, p, convert_once)
+    return Resolved(o.cols or dev.columns, dtype_b, compiler, emulate, acc, convert_once, stack)
