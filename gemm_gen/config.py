@@ -504,7 +504,7 @@ class GemmConfig:
             acc_bits = self.acc_bits
         except ConfigError:  # types without a kernel: named below
             acc_bits = 32
-        prec.check(p, dev, acc_bits)
+        prec.check_precision(p, dev, acc_bits)
         if p.block:
             self._check_block_types()
         else:
@@ -543,7 +543,7 @@ class GemmConfig:
 
     def _check_block_types(self) -> None:
         shape = self.dev.bfp16_mmul_shape
-        assert shape is not None  # prec.check refused devices without a bfp16 datapath
+        assert shape is not None  # prec.check_precision refused devices without a bfp16 datapath
         if self.emulate_bf16_with_bfp16:
             raise ConfigError("--emulate-bf16-mmul-with-bfp16 is for bf16 x bf16 GEMMs; this one already runs "
                               "on the bfp16 datapath", "drop --emulate-bf16-mmul-with-bfp16")
@@ -770,7 +770,7 @@ def default_tiles(dev_name: str, dtype_in: str, dtype_out: str, K: int | None = 
                               emulate_bf16_with_bfp16=emulate_bf16_with_bfp16)).acc
     p = prec.resolve(dtype_in, dtype_b, dtype_out, acc)
     if p.block:
-        prec.check(p, dev)
+        prec.check_precision(p, dev)
         m, k, n, k_mt, _ = ATB_TILES.get(p.name, ATB_TILES["config2"])
     elif key in PAPER_TILES and not p.converts_c:
         m, k, n, k_mt = PAPER_TILES[key]

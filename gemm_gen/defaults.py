@@ -44,7 +44,7 @@ def mmul(dev: Device, mmul_shape: MmulShape | None, p: Precision, emulate: bool)
     if p.block:
         shape = dev.bfp16_mmul_shape
         if shape is None:
-            prec.check(p, dev)  # raises: the device has no bfp16 datapath
+            prec.check_precision(p, dev)  # raises: the device has no bfp16 datapath
         assert shape is not None
         return shape
     return dev.mmul_shape(p.a, emulate)

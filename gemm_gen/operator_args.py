@@ -63,7 +63,7 @@ def _quoted(names: typing.Iterable[str]) -> str:
 
 # the types an operand or an output can have (i64 is an accumulator only)
 OPERAND_TYPES = tuple(name for name in DTYPES if name != I64.name)
-# what acc can be: C's own type, or a type C can accumulate in (precision.check says which goes with which)
+# what acc can be: C's own type, or a type C can accumulate in (precision.check_precision says which goes with which)
 ACC_NAMES = (prec.ACC_OUT, "f32", "i32", I64.name, "bf16", prec.BFP16)
 
 
@@ -88,7 +88,7 @@ def default_out(dtype_in: str) -> str:
 def check_types(dev: Device, dtype_in: Any, dtype_out: Any, dtype_b: Any, acc: Any) -> str:
     """Refuse types the device cannot multiply (dtype_in, dtype_b) or write (dtype_out); return
     dtype_out (given, or its default). What these four can be together beyond that is
-    precision.check's, which building the operator's first design runs."""
+    precision.check_precision's, which building the operator's first design runs."""
     given = {"device": dev.name, "dtype_in": dtype_in}
     block_types = (prec.BFP16,) if dev.bfp16_mmul_shape is not None else ()
     inputs = (*dev.mmul_shapes, *block_types)

@@ -98,7 +98,7 @@ def wide_acc(out: str, acc_bits: int) -> str:
     return "i64" if acc_bits == 64 else "i32"
 
 
-def check(p: Precision, dev: Device, acc_bits: int = 32) -> None:
+def check_precision(p: Precision, dev: Device, acc_bits: int = 32) -> None:
     """Raise ConfigError unless `dev` has a kernel for this combination of types (`acc_bits`: the
     mmul's integer accumulator lanes, which fix the wide accumulator of integer outputs)."""
     for name in (p.a, p.b, p.out):

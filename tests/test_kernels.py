@@ -58,8 +58,7 @@ from gemm_gen.kernels import (
 from gemm_gen.kernels import render as render_module
 from gemm_gen.l1_layout import a_layout, b_layout, c_layout
 from gemm_gen.numerics import KernelNumerics
-from gemm_gen.precision import BFP16, PRESETS, Precision, wide_acc
-from gemm_gen.precision import check as check_precision
+from gemm_gen.precision import BFP16, PRESETS, Precision, check_precision, wide_acc
 from gemm_gen.rounding import Rounding, Saturation
 
 from .conftest import small
@@ -223,7 +222,7 @@ def _block_cases() -> list[Case]:
         block_build(c3.a, c3.out, c3.acc, blocks=(1, 2, 1), rho=4),  # slices 0, 1 in the object, 2, 3 in C_acc
         block_build(c3.a, c3.out, c3.acc, blocks=(2, 4, 1), b_col_maj=True),  # one slice across the split
         block_build(c3.a, c3.out, c3.acc, blocks=(1, 3, 2), b_col_maj=True, rho=3, rounding="sym_inf"),
-        # the free combinations precision.check accepts
+        # the free combinations precision.check_precision accepts
         block_build(BFP16, "bf16", blocks=(1, 2, 1), b_col_maj=True),
         block_build(BFP16, "f32", blocks=(1, 2, 2), rho=2),
         block_build("bf16", "f32", blocks=(2, 3, 1), b_col_maj=True, rho=2),

@@ -24,7 +24,7 @@ from gemm_gen.rounding import Rounding
 from gemm_gen.sim import simulate
 from gemm_gen.sim.kernel import KernelEmulator
 from gemm_gen.sim.lower import lower
-from gemm_gen.sim.run import host_tensors, run_machine
+from gemm_gen.sim.run import dram_contents, run_machine
 from gemm_gen.tap import Tap
 
 from .conftest import small
@@ -217,7 +217,7 @@ def test_bd_exhaustion_is_detected():
     # three channels of four tasks fit 16 BDs; a shim with fewer BDs runs out while configuring
     c = small("npu1")
     d = build_design(c)
-    machine = lower(d, host_tensors(d, *make_inputs(c.M, c.K, c.N, c.t_in, c.t_out)), KernelEmulator(c))
+    machine = lower(d, dram_contents(d, *make_inputs(c.M, c.K, c.N, c.t_in, c.t_out)), KernelEmulator(c))
     machine.cmd.shim_bds = 8
     with pytest.raises(BdExhaustionError, match="all 8 BDs live"):
         run_machine(machine)

@@ -193,7 +193,7 @@ def _modes(build: KernelBuild) -> tuple[Rounding, Saturation]:
 def kernel_params(build: KernelBuild) -> KernelParams | BlockKernelParams:
     """Check that the build is one our kernels can be for, and derive the template's numbers."""
     dev = _device(build)
-    prec.check(build.precision, dev, dev.acc_bits(build.dtype_in, build.mmul))  # types it has no kernel for
+    prec.check_precision(build.precision, dev, dev.acc_bits(build.dtype_in, build.mmul))  # types it has no kernel for
     if build.block_kernel:
         return block_kernel_params(build, dev)
     t_in, t_out = dtype(build.dtype_in), dtype(build.dtype_out)
@@ -293,7 +293,7 @@ def block_kernel_params(build: KernelBuild, dev: Device) -> BlockKernelParams:
     """The bfp16 template's numbers (npu2, mac_8x8_8x8T on 8 x 8 tiles, chess only)."""
     p = build.precision
     shape = dev.bfp16_mmul_shape
-    assert shape is not None  # prec.check refused devices without a bfp16 datapath
+    assert shape is not None  # prec.check_precision refused devices without a bfp16 datapath
     q = BFP16.tile_rows
     if tuple(build.mmul) != shape:
         raise ConfigError(f"mmul {'x'.join(map(str, build.mmul))} is not the {dev.name} bfp16 shape",

@@ -13,8 +13,7 @@ from ..accuracy import Accuracy, measure
 from ..call import CallPlan, Problem
 from ..config import GemmConfig
 from ..design import Design, build_design
-from ..design.build import host_tensors as call_tensors
-from ..design.build import runtime_sequence
+from ..design.build import host_tensors, runtime_sequence
 from ..design.model import HostTensor
 from ..design.serve import serve
 from ..errors import DeadlockError, LayoutError, SimulationError
@@ -89,7 +88,7 @@ class SimResult:
         }
 
 
-def host_tensors(design: Design, a: np.ndarray, b: np.ndarray, call: CallPlan | None = None) -> dict[str, np.ndarray]:
+def dram_contents(design: Design, a: np.ndarray, b: np.ndarray, call: CallPlan | None = None) -> dict[str, np.ndarray]:
     """DRAM contents of one call: A and B as the host lays them out (padded only where the call's
     plan says), with the slack its transfers reach, and C empty."""
     c = design.config
@@ -103,7 +102,7 @@ def dram_cells(c: GemmConfig, a_dram: np.ndarray, b_dram: np.ndarray, call: Call
     their zeroed slack (numbered on, as the bytes after the matrix are), C empty. `tensors` are the
     call's host tensors when the caller has them (default: made from the call's own sequence)."""
     call = call or c.call
-    units = {t.name: t.units for t in tensors or call_tensors(c, call)}
+    units = {t.name: t.units for t in tensors or host_tensors(c, call)}
     out = {}
     for name, t, data in (("A", c.t_in, a_dram), ("B", c.t_b, b_dram), ("C", c.t_out, None)):
         words = -(-t.unit_nbytes(units[name]) // 4)
@@ -223,7 +222,7 @@ class ArraySession:
             runtime, tensors = self.design.runtime, self.design.tensors
         else:  # the call's own sequence, made once: its transfers say how much slack each buffer needs
             runtime = runtime_sequence(c, call)
-            tensors = call_tensors(c, call, runtime)
+            tensors = host_tensors(c, call, runtime)
         dram = dram_cells(c, a_dram, b_dram, call, tensors)
         kernel = KernelEmulator(c, call)
         if self.machine is None:
