@@ -13,18 +13,18 @@ import math
 from dataclasses import asdict, dataclass
 from functools import cached_property
 
-from . import placement
 from . import precision as prec
 from .call import CallPlan, Problem, plan_call
 from .dtypes import DType, dtype
 from .errors import ConfigError
 from .hw.devices import Device, MmulShape, TileKind, device
-from .kernel_variant import KernelVariant
-from .kernel_variant import choose as choose_variant
 from .numerics import KernelNumerics
-from .placement import MemtileBuffer
 from .precision import Precision
 from .rounding import Rounding, Saturation
+from .rules import memtile as placement
+from .rules.kernel_variant import KernelVariant
+from .rules.kernel_variant import choose as choose_variant
+from .rules.memtile import MemtileBuffer
 
 # Balanced kernels of Striking the Balance, Tables 2 and 3 (B column-major): (m, k, n, k_mt).
 PAPER_TILES: dict[tuple[str, str, str], tuple[int, int, int, int]] = {
@@ -107,7 +107,7 @@ class GemmConfig:
     # column-major); or "strips", mlir-aie's ATB packing: each core column's K x n strip one
     # contiguous run of its k x n L1 tiles, each in 1 x 2 super-blocks of 8 x 8 tiles
     b_pack: str = "tiles"
-    # the kernel variant (gemm_gen/kernel_variant.py): er x et accumulators per cluster and the
+    # the kernel variant (gemm_gen/rules/kernel_variant.py): er x et accumulators per cluster and the
     # software-pipelined loop; None: the automatic choice for the tile
     expansion: tuple[int, int] | None = None
     kernel_loops: str | None = None
@@ -355,7 +355,7 @@ class GemmConfig:
                 for i in range(p.depth)]
 
     def memtile_placement(self) -> list[MemtileBuffer]:
-        """The L2 buffers where mlir-aie places them (gemm_gen/placement.py): home, else the less
+        """The L2 buffers where mlir-aie places them (gemm_gen/rules/memtile.py): home, else the less
         used neighbour memtile of the target device; ConfigError when one finds no room or when
         spilled buffers need more than the 4 channels that reach a neighbour."""
         return placement.place_one(self.l2_pools(), self.dev.target(self.cols)[1], self.dev.memtile_bytes)

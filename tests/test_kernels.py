@@ -36,7 +36,6 @@ import numpy as np
 import pytest
 
 from gemm_gen import bfp16
-from gemm_gen import kernel_variant as kv
 from gemm_gen.config import GemmConfig
 from gemm_gen.design import build_design
 from gemm_gen.design.build import kernel_build, kernel_specs
@@ -61,6 +60,7 @@ from gemm_gen.numerics import KernelNumerics
 from gemm_gen.precision import BFP16, PRESETS, Precision, wide_acc
 from gemm_gen.precision import check as check_precision
 from gemm_gen.rounding import Rounding, Saturation
+from gemm_gen.rules import kernel_variant as kv
 
 from .conftest import small
 

@@ -13,8 +13,8 @@ from .. import precision as prec
 from ..config import GemmConfig
 from ..hw.devices import TileKind
 from ..l1_banks import L1Plan
-from ..placement import MemtileBuffer
 from ..precision import Precision
+from ..rules.memtile import MemtileBuffer
 from ..tap import Tap
 
 
@@ -129,7 +129,7 @@ class KernelBuild:
     rho: int = 1  # matmul computes (m / rho) rows into C slice `slice` (an int32 argument when rho > 1)
     dtype_b: str | None = None  # None: dtype_in
     acc: str | None = None  # C's type in L1 between calls; None: dtype_out
-    expansion: tuple[int, int] = (2, 2)  # er x et accumulators per cluster (gemm_gen/kernel_variant.py)
+    expansion: tuple[int, int] = (2, 2)  # er x et accumulators per cluster (gemm_gen/rules/kernel_variant.py)
     loops: str = "k-pipelined"  # which loop of the nest is software-pipelined
     convert_once: bool = False  # bf16 converted to bfp16 once per call (A) / k-step (B), then bfp16 macs
 

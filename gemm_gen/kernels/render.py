@@ -18,7 +18,6 @@ from typing import Any, ClassVar
 
 import jinja2
 
-from .. import kernel_variant as kv
 from .. import precision as prec
 from ..config import check_shift
 from ..design.model import KernelBuild
@@ -26,6 +25,7 @@ from ..dtypes import BFP16, dtype
 from ..errors import ConfigError
 from ..hw.devices import DEVICES, Device
 from ..rounding import Rounding, Saturation
+from ..rules import kernel_variant as kv
 from .paths import templates_dir
 
 TEMPLATE = "mm.cc.j2"

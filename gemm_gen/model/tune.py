@@ -20,13 +20,13 @@ from typing import Any
 
 import numpy as np
 
-from .. import placement
 from .. import precision as prec
 from ..config import B_PACKS, MAX_RUNTIME_TASKS, GemmConfig
 from ..design.serve import check
 from ..dtypes import dtype
 from ..errors import ConfigError, GemmGenError
 from ..hw.devices import TILE_EXTENT_SEARCH_MAX, TileKind
+from ..rules import memtile as placement
 from .params import Params, load, load_ends
 from .perf import Estimate, Problem, estimate, estimate_config
 
@@ -184,7 +184,7 @@ def _tilings(pr: Problem, fixed: dict[str, int | None]
 
 
 def _memtiles_fit(pr: Problem, m: np.ndarray, k: np.ndarray, n: np.ndarray, k_mt: np.ndarray) -> np.ndarray:
-    """GemmConfig.memtile_placement over every candidate at once (gemm_gen/placement.py)."""
+    """GemmConfig.memtile_placement over every candidate at once (gemm_gen/rules/memtile.py)."""
     dev = pr.spec.dev
     rows, cols = pr.spec.rows, pr.spec.cols
     b_a, b_b, b_out, _ = pr.elem_bytes

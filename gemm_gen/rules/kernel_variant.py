@@ -30,9 +30,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .dtypes import dtype
-from .errors import ConfigError
-from .hw.devices import Device, MmulShape
+from ..dtypes import dtype
+from ..errors import ConfigError
+from ..hw.devices import Device, MmulShape
 
 LOOPS = ("k-pipelined", "k-flat", "jk-flat")  # least to most overlap
 DEFAULT_LOOPS = "k-pipelined"

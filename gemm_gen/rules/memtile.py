@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from .errors import ConfigError
+from ..errors import ConfigError
 
 # memtile DMA channels that can reach a neighbour memtile's memory (getMaxChannelNumForAdjacentMemTile)
 CROSS_TILE_CHANNELS = 4
