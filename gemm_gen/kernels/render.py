@@ -331,7 +331,7 @@ def block_kernel_params(build: KernelBuild, dev: Device) -> BlockKernelParams:
                           f"split C's accumulator at a multiple of {2 * q} rows that fits the object")
     store_bits = STORE_BITS[build.aie_target]
     lanes = 0 if t_acc.is_block else store_bits // t_acc.bits
-    converts_a, converts_b = p.converts_a or build.convert_once, build.convert_once
+    converts_a, converts_b = kv.converts_a_tile(p, build.convert_once), build.convert_once
     params = [f"{C_TYPES[p.a]} *A", f"{C_TYPES[p.b]} *B", f"{C_TYPES[p.out]} *C"]
     if converts_a:
         params.append(f"{C_TYPES[BFP16.name]} *A_bfp16")

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .. import precision as prec
 from ..dtypes import dtype
 from ..hw.devices import Device, device
 from ..rules import kernel_variant as kv
@@ -60,7 +61,8 @@ class KernelShape:
     @property
     def block(self) -> bool:
         """A bfp16 kernel: bfp16 B on the bfp16 datapath, or bf16 converted once."""
-        return self.dtype_b == "bfp16" or self.convert_once
+        p = prec.resolve(self.dtype_in, self.dtype_b or None, self.dtype_out, self.acc or None)
+        return kv.block_kernel(p, self.convert_once)
 
     @property
     def mmul(self) -> tuple[int, int, int]:
