@@ -22,7 +22,7 @@ from .numerics import KernelNumerics
 from .precision import Precision
 from .rounding import Rounding, Saturation
 from .rules import kernel_variant as kv
-from .rules import l1, memtile, padding
+from .rules import l1, memtile, padding, tiling
 from .rules.kernel_variant import KERNEL_EXPANSION, KernelVariant
 from .rules.kernel_variant import choose as choose_variant
 from .rules.l1 import RTP_PART
@@ -486,36 +486,33 @@ class GemmConfig:
             raise ConfigError(f"queue_groups={self.queue_groups} must be >= 1", "use the default 4")
 
     def _check_divisibility(self) -> None:
-        if self.precision.block:  # DMAs move bfp16 in whole 8 x 8 tiles of 9-byte blocks
-            q = dtype(prec.BFP16).tile_rows
-            for name, value in (("m", self.m), ("k", self.k), ("n", self.n), ("k_mt", self.k_mt)):
-                if value % q:
-                    raise ConfigError(f"{name}={value} would cut a bfp16ebs8 block (8 values, 9 bytes): bfp16 moves "
-                                      f"in {q} x {q} tiles", f"use {name}={padding.near(value, q)}")
-        r, s, t = self.mmul
-        mm = f"{r}x{s}x{t}"
-        where = f"{self.dev.name} {self.dtype_in} mmul {mm}"
-        if self.m % (KERNEL_EXPANSION * r):
-            raise ConfigError(
-                f"m={self.m} is not a multiple of 2r={2 * r} (2x2 blocks of the {where})",
-                f"use m={padding.near(self.m, 2 * r)}",
-            )
-        if self.t_ma % (KERNEL_EXPANSION * r):
-            raise ConfigError(
-                f"T_MA = m / rho = {self.t_ma} is not a multiple of 2r={2 * r} (2x2 blocks of the {where})",
-                f"use a rho that leaves m / rho a multiple of {2 * r}",
-            )
-        if self.k % s:
-            raise ConfigError(f"k={self.k} is not a multiple of s={s} ({where})", f"use k={padding.near(self.k, s)}")
-        if self.n % (KERNEL_EXPANSION * t):
-            raise ConfigError(
-                f"n={self.n} is not a multiple of 2t={2 * t} (2x2 blocks of the {where})",
-                f"use n={padding.near(self.n, 2 * t)}",
-            )
-        if self.k_mt % self.k:
-            raise ConfigError(f"k_mt={self.k_mt} is not a multiple of k={self.k}",
-                              f"use --k-mt {padding.near(self.k_mt, self.k)}")
+        st = tiling.steps(self.mmul, self.precision.block)  # the rule: rules/tiling.py
+        broken = [name for name, ok in tiling.conditions(st, self.m, self.k, self.n, self.k_mt, self.rho) if not ok]
+        if broken:
+            raise ConfigError(*self._divisibility_error(broken[0], st))
         self.variant  # noqa: B018 - an explicit expansion must fit the registers and split the tile
+
+    def _divisibility_error(self, name: str, st: tiling.Steps) -> tuple[str, str]:
+        """(what, fix) for the broken granularity rule `name` (a tiling.conditions name)."""
+        r, s, t = self.mmul
+        where = f"{self.dev.name} {self.dtype_in} mmul {r}x{s}x{t}"
+        if name.endswith(" bfp16"):  # DMAs move bfp16 in whole 8 x 8 tiles of 9-byte blocks
+            q, size = st.block, name.split()[0]
+            value = getattr(self, size)
+            return (f"{size}={value} would cut a bfp16ebs8 block (8 values, 9 bytes): bfp16 moves in {q} x {q} tiles",
+                    f"use {size}={padding.near(value, q)}")
+        if name == "m":
+            return (f"m={self.m} is not a multiple of 2r={2 * r} (2x2 blocks of the {where})",
+                    f"use m={padding.near(self.m, 2 * r)}")
+        if name == "T_MA":
+            return (f"T_MA = m / rho = {self.t_ma} is not a multiple of 2r={2 * r} (2x2 blocks of the {where})",
+                    f"use a rho that leaves m / rho a multiple of {2 * r}")
+        if name == "k":
+            return f"k={self.k} is not a multiple of s={s} ({where})", f"use k={padding.near(self.k, s)}"
+        if name == "n":
+            return (f"n={self.n} is not a multiple of 2t={2 * t} (2x2 blocks of the {where})",
+                    f"use n={padding.near(self.n, 2 * t)}")
+        return f"k_mt={self.k_mt} is not a multiple of k={self.k}", f"use --k-mt {padding.near(self.k_mt, self.k)}"
 
     def _check_granularity(self) -> None:
         """Every contiguous DMA run must be whole 32-bit words (sec. 4.3); bfp16 moves in 72-byte

@@ -20,7 +20,7 @@ from gemm_gen.model import calibrate, paper
 from gemm_gen.model.params import load
 from gemm_gen.model.perf import Problem, estimate
 from gemm_gen.model.tune import RHO_MAX, _tilings, evaluate_all, tune
-from gemm_gen.rules import l1, memtile
+from gemm_gen.rules import l1, memtile, tiling
 
 
 def run(capsys, *args: str) -> tuple[int, str, str]:
@@ -269,3 +269,29 @@ def test_every_tilings_largest_k_is_the_largest_the_l1_check_accepts(pr):
         pr.config(mm, kk, nn, kk, rho=rr)._check_l1()
         with pytest.raises(GemmGenError, match="L1 overflow"):
             pr.config(mm, kk + s, nn, kk + s, rho=rr)._check_l1()
+
+
+@pytest.mark.parametrize("pr", [Problem.new("npu1", 1000, 700, 900, "i8", "i16", True),
+                                Problem.new("npu2", 1000, 700, 900, "bfp16", "bfp16", False, acc="bf16")], ids=str)
+def test_the_tuners_grid_is_exactly_what_the_divisibility_check_accepts(pr):
+    """The tuner enumerates m, k, n on rules.tiling's steps: every candidate passes GemmConfig's
+    divisibility check, and every m (per rho) and n up to the largest searched one that the check
+    accepts is searched."""
+    m, k, n, rho = _tilings(pr, {})
+    st = tiling.steps(pr.spec.mmul, pr.spec.precision.block)
+    assert tiling.divisible(st, m, k, n, k, rho).all()
+    _, s, _ = pr.spec.mmul
+
+    def accepted(mm: int, nn: int, rr: int) -> bool:
+        try:
+            pr.config(mm, s, nn, s, rho=rr)._check_divisibility()
+        except GemmGenError:
+            return False
+        return True
+
+    n0 = int(n.min())
+    for rr in np.unique(rho).tolist():
+        ms = set(m[rho == rr].tolist())
+        assert ms == {x for x in range(1, max(ms) + 1) if accepted(x, n0, rr)}, rr
+    ns = set(n.tolist())
+    assert ns == {x for x in range(1, max(ns) + 1) if accepted(int(m.min()), x, 1)}

@@ -25,7 +25,7 @@ from ..config import B_PACKS, GemmConfig
 from ..design.serve import check
 from ..errors import ConfigError, GemmGenError
 from ..hw.devices import TILE_EXTENT_SEARCH_MAX, TileKind
-from ..rules import dma, l1, memtile
+from ..rules import dma, l1, memtile, tiling
 from ..rules.padding import ceil_div, round_up, tasks_fit, tiles_per_core
 from .params import Params, load, load_ends
 from .perf import Estimate, Problem, estimate, estimate_config
@@ -112,36 +112,39 @@ def _tilings(pr: Problem, fixed: dict[str, int | None]
         n_hi = min(n_hi, TILE_EXTENT_SEARCH_MAX, dma.static_extent_max(core, t))
     else:
         n_hi = min(n_hi, dma.shim_extent_max(shim, str(pr.spec.dtype_b)))
-    k_hi = min(round_up(pr.K, s), TILE_EXTENT_SEARCH_MAX * s)
+    st = tiling.steps(pr.spec.mmul, pr.spec.precision.block)  # the grids GemmConfig's divisibility check accepts
+    k_step = tiling.k_step(st)
+    k_hi = min(round_up(pr.K, k_step), TILE_EXTENT_SEARCH_MAX * s)
     rho_fixed = fixed.get("rho")
     rhos = [rho_fixed] if rho_fixed is not None else range(1, RHO_MAX + 1)
-    ns = np.arange(2 * t, n_hi + 1, 2 * t, dtype=np.int64)
+    ns = np.arange(tiling.n_step(st), n_hi + 1, tiling.n_step(st), dtype=np.int64)
     if fixed.get("n") is not None:
         ns = np.array([fixed["n"]], dtype=np.int64)
     grids = []
     for rho in rhos:
-        ms = np.arange(2 * r * rho, m_hi + 1, 2 * r * rho, dtype=np.int64)
+        step = tiling.m_step(st, rho)
+        ms = np.arange(step, m_hi + 1, step, dtype=np.int64)
         if fixed.get("m") is not None:
             ms = np.array([fixed["m"]], dtype=np.int64)
-            ms = ms[(ms % rho == 0) & ((ms // rho) % (2 * r) == 0)]
+            ms = ms[ms % step == 0]
         mm, nn = (a.ravel() for a in np.meshgrid(ms, ns, indexing="ij"))
         grids.append((mm, nn, np.full(mm.shape, rho, dtype=np.int64)))
     mm, nn, rr = (np.concatenate(g) for g in zip(*grids))
     # the L1 rule GemmConfig._check_l1 applies (rules/l1.py), solved for the largest k
-    k_max = np.minimum(l1.largest_k(pr.spec.l1_options, dev.l1_bytes, mm, nn, rr, s), k_hi)
+    k_max = np.minimum(l1.largest_k(pr.spec.l1_options, dev.l1_bytes, mm, nn, rr, k_step), k_hi)
     if fixed.get("k") is not None:
         kf = int(fixed["k"])  # type: ignore[arg-type]
         keep = k_max >= kf
         mm, nn, rr = mm[keep], nn[keep], rr[keep]
         return mm, np.full(mm.shape, kf, dtype=np.int64), nn, rr
-    counts = k_max // s
+    counts = k_max // k_step
     keep = counts > 0
     mm, nn, rr, counts = mm[keep], nn[keep], rr[keep], counts[keep]
     m3 = np.repeat(mm, counts)
     n3 = np.repeat(nn, counts)
     r3 = np.repeat(rr, counts)
     starts = np.repeat(np.cumsum(counts) - counts, counts)
-    k3 = (np.arange(m3.size, dtype=np.int64) - starts + 1) * s
+    k3 = (np.arange(m3.size, dtype=np.int64) - starts + 1) * k_step
     return m3, k3, n3, r3
 
 
