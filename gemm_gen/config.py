@@ -286,12 +286,12 @@ class GemmConfig:
     def a_shims(self) -> int:
         """Shim/memtile columns that carry A (mlir-aie's n_shim_mem_A): one per core row, or every
         column when there are fewer columns than rows."""
-        return min(self.cols, self.rows)
+        return memtile.a_shims(self.rows, self.cols)
 
     @property
     def a_rows_per_shim(self) -> int:
         """Core rows whose A tiles one A memtile splits off (mlir-aie's n_A_tiles_per_shim)."""
-        return self.rows // self.a_shims
+        return memtile.a_rows_per_shim(self.rows, self.cols)
 
     def a_shim_col(self, i: int) -> int:
         """Column of A shim `i` (npu2's 8 columns carry A on the even ones, sec. 4.2.2)."""

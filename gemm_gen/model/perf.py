@@ -35,6 +35,7 @@ from ..config import GemmConfig
 from ..dtypes import dtype
 from ..errors import GemmGenError
 from ..l1_banks import L1Plan
+from ..rules import memtile
 from ..rules.l1 import RTP_WORDS
 from ..rules.padding import covered
 from . import kernel as kmod
@@ -89,7 +90,7 @@ class Problem:
     @property
     def b_chunked(self) -> bool:
         """B reaches the memtile in k_mt chunks of column-major tiles (else one k x n object at a time)."""
-        return self.spec.b_col_maj and self.spec.b_pack == "tiles"
+        return memtile.b_chunked(self.spec.b_col_maj, self.spec.b_pack)
 
     @property
     def kernel_shape(self) -> kmod.KernelShape:
@@ -220,7 +221,7 @@ def estimate(pr: Problem, m: np.ndarray | int, k: np.ndarray | int, n: np.ndarra
     t_dram = np.asarray(sum(t_tensor.values()), dtype=np.float64)
     # every shim stream is also bounded alone: by its stream port, and by the bursts it keeps in
     # flight (a design's shim BDs use the largest burst, mlir-aie's burst_length 0)
-    a_shims = min(rows, cols)  # fewer columns than rows: one A shim serves several core rows
+    a_shims = memtile.a_shims(rows, cols)  # fewer columns than rows: one A shim serves several core rows
     per_channel = np.maximum(np.maximum(traffic["A"].bytes / a_shims, traffic["B"].bytes / cols),
                              traffic["C"].bytes / cols)
     t_port = per_channel / (sbw * f_hz)

@@ -58,10 +58,9 @@ def pools(rows: int, cols: int, a_bytes: Any, b_bytes: Any, c_bytes: Any, depth_
     """The L2 pools of a whole-array design, in IR (name) order. `a_bytes` is one core row's A
     object (m x k_mt); an A memtile that serves several rows (fewer columns than rows, mlir-aie's
     n_A_tiles_per_shim) holds all of theirs and splits them to one channel per row."""
-    a_shims = min(cols, rows)
-    a_rows = rows // a_shims
+    a_rows = a_rows_per_shim(rows, cols)
     out = [Pool(f"A_L3L2_{i}", a_shim_col(i, rows, cols), a_bytes * a_rows, depth_ab, 1, a_rows)
-           for i in range(a_shims)]
+           for i in range(a_shims(rows, cols))]
     out += [Pool(f"B_L3L2_{col}", col, b_bytes, depth_ab, 1, 1) for col in range(cols)]
     out += [Pool(f"C_L2L3_{col}", col, c_bytes, depth_c, rows, 1) for col in range(cols)]
     return sorted(out, key=lambda p: p.name)
@@ -100,10 +99,21 @@ def fit(pool_list: list[Pool], target_cols: int, capacity: int, candidates: int)
     return place(pool_list, target_cols, capacity, candidates).ok()
 
 
+def a_shims(rows: int, cols: int) -> int:
+    """Shim/memtile columns that carry A (mlir-aie's n_shim_mem_A): one per core row, or every
+    column when there are fewer columns than rows."""
+    return min(cols, rows)
+
+
+def a_rows_per_shim(rows: int, cols: int) -> int:
+    """Core rows whose A tiles one A memtile splits off (mlir-aie's n_A_tiles_per_shim)."""
+    return rows // a_shims(rows, cols)
+
+
 def a_shim_col(i: int, rows: int, cols: int) -> int:
     """Column of A shim `i`: every column when there are fewer columns than rows; npu2's 8
     columns spread the four A streams over the even columns (Striking sec. 4.2.2)."""
-    return i * (cols // min(cols, rows))
+    return i * (cols // a_shims(rows, cols))
 
 
 @dataclass
