@@ -28,6 +28,7 @@ from .dtypes import WORD_BYTES, DType
 from .errors import ConfigError
 from .numerics import KernelNumerics
 from .precision import Precision
+from .rules import padding
 from .spec import Problem
 
 OPERANDS = ("A", "B", "C")
@@ -92,16 +93,16 @@ class CallPlan:
 
     @property
     def m_blocks(self) -> int:
-        return -(-self.M // self.block_m)
+        return padding.ceil_div(self.M, self.block_m)
 
     @property
     def n_blocks(self) -> int:
-        return -(-self.N // self.block_n)
+        return padding.ceil_div(self.N, self.block_n)
 
     @property
     def k_walk(self) -> int:
         """K as the array walks it: whole k_mt chunks."""
-        return -(-self.K // self.k_mt) * self.k_mt
+        return padding.round_up(self.K, self.k_mt)
 
     @property
     def k_steps(self) -> int:
@@ -111,20 +112,21 @@ class CallPlan:
     @property
     def tiles_per_core(self) -> int:
         """Output tiles each core computes in this call (one per task group)."""
-        return self.m_blocks * self.n_blocks
+        return padding.tiles_per_core(self.M, self.N, self.block_m, self.block_n)
 
     @property
     def covered(self) -> tuple[int, int, int]:
-        """Mp x k_walk x Np: what the call's whole blocks compute."""
-        return self.Mp, self.k_walk, self.Np
+        """Mp x k_walk x Np: what the call's whole blocks compute (rules/padding.py, which the model
+        uses too)."""
+        return padding.covered(self.M, self.K, self.N, self.block_m, self.k_mt, self.block_n)
 
     @property
     def Mp(self) -> int:
-        return self.m_blocks * self.block_m
+        return self.covered[0]
 
     @property
     def Np(self) -> int:
-        return self.n_blocks * self.block_n
+        return self.covered[2]
 
     def m_origin(self, m_block: int) -> int:
         """First C row of block row `m_block` (the last one moved back to end at M when shifted)."""
@@ -214,7 +216,7 @@ class Design(Protocol):
 def plan_call(c: Design, problem: Problem) -> CallPlan:
     """How design `c` computes `problem`: blocks, the K walk, and what the host must pad."""
     block_m, block_n = c.m * c.rows, c.n * c.cols
-    k_walk = -(-problem.K // c.k_mt) * c.k_mt
+    k_walk = padding.round_up(problem.K, c.k_mt)
     M, K, N = problem.M, problem.K, problem.N
     types = {"A": c.t_in, "B": c.t_b, "C": c.t_out}
     why: dict[str, str] = {}

@@ -11,8 +11,8 @@ from .call import Problem, check_weights, parse_sizes
 from .config import L1_SCHEMES, GemmConfig, emulation_default
 from .errors import ConfigError
 from .hw.devices import TileKind, device
-from .kernel_variant import CANDIDATES, LOOPS
 from .rounding import Rounding, Saturation
+from .rules.kernel_variant import CANDIDATES, LOOPS
 from .spec import Options
 
 EXIT_FAIL, EXIT_USAGE = 1, 2

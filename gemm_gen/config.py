@@ -14,7 +14,6 @@ from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import Any
 
-from . import placement
 from . import precision as prec
 from .call import CallPlan, plan_call
 from .defaults import Resolved, default_acc, emulation_default, resolve
@@ -23,12 +22,17 @@ from .defaults import mmul as mmul_of
 from .dtypes import DType, dtype
 from .errors import ConfigError
 from .hw.devices import Device, MmulShape, TileKind, device
-from .kernel_variant import KernelVariant
-from .kernel_variant import choose as choose_variant
 from .numerics import KernelNumerics
-from .placement import MemtileBuffer
 from .precision import Precision
 from .rounding import Rounding, Saturation
+from .rules import kernel_variant as kv
+from .rules import l1, memtile, padding
+from .rules import tiling as tiling_rule
+from .rules.kernel_variant import KERNEL_EXPANSION, KernelVariant
+from .rules.kernel_variant import choose as choose_variant
+from .rules.l1 import RTP_PART
+from .rules.memtile import MemtileBuffer
+from .rules.padding import MAX_RUNTIME_TASKS
 from .spec import Options, Problem, Tiling, split_fields
 
 # Balanced kernels of Striking the Balance, Tables 2 and 3 (B column-major): (m, k, n, k_mt).
@@ -53,15 +57,9 @@ ATB_TILES: dict[str, tuple[int, int, int, int, int]] = {
 }
 
 RUNTIME_SIZES = ("fixed", "mn", "mnk")  # GemmConfig.runtime_sizes
-RTP_WORDS = 1  # runtime parameters per core with runtime K: its k-steps per output tile
-RTP_PART = "RTP"  # the l1_parts name of a core's runtime-parameter Buffer
 B_PACKS = ("tiles", "strips")  # DRAM layouts of a bfp16 B (GemmConfig.b_pack)
 # mlir-aie's L1 allocators (aie.tile allocation_scheme; IRON Worker(allocation_scheme=...))
 L1_SCHEMES = ("bank-aware", "basic-sequential")
-KERNEL_EXPANSION = 2  # our kernels compute 2 x 2 blocks of mmuls: m % 2r == 0, n % 2t == 0
-# Every fine-grained shim BD is unrolled into the instruction stream (~64 bytes each); 1M tasks
-# covers 65536^3 with small tiles and keeps insts.bin in the tens of MiB.
-MAX_RUNTIME_TASKS = 1_000_000
 # the widest down-shift (SRS) we let a conversion ask for: the bound tests/aie_host enforces, read from
 # the SRS instructions' shift operand by an earlier session; not found in a public source (unconfirmed)
 SRS_MAX_SHIFT = 59
@@ -344,7 +342,7 @@ class GemmConfig:
     def block_kernel(self) -> bool:
         """Whether the kernel is a bfp16 one (templates/mm_bfp16.cc.j2): a bfp16 precision, or
         bf16 converted once per call."""
-        return self.precision.block or bool(self.convert_once)
+        return kv.block_kernel(self.precision, bool(self.convert_once))
 
     @property
     def variant(self) -> KernelVariant:
@@ -371,12 +369,12 @@ class GemmConfig:
         """With C converted after its last call (acc != dtype_out): how many of the m accumulator
         rows live in the C object itself (whole row pairs of the kernel, as many as its bytes
         hold); the other m - c_split_rows live in a worker-local buffer (mlir-aie config3's layout)."""
-        return prec.c_split_rows(self.precision, self.m, self.n, KERNEL_EXPANSION * self.r)
+        return l1.c_split_rows(self.precision, self.m, self.n, KERNEL_EXPANSION * self.r)
 
     @property
     def t_ma(self) -> int:
         """Rows of an A tile in L1 (T_MA = m / rho); C keeps all m rows (T_MC)."""
-        return self.m // self.rho if self.rho > 0 else self.m
+        return l1.a_rows(self.m, self.rho)
 
     # ---- sizes -------------------------------------------------------------------------------
     @cached_property
@@ -393,22 +391,22 @@ class GemmConfig:
     def b_l2_k(self) -> int:
         """K extent of a B object in the memtile: k_mt when column-major tiles, else k (row-major, or
         one L1 tile of a strip)."""
-        return self.k_mt if self.b_col_maj and self.b_pack == "tiles" else self.k
+        return self.k_mt if memtile.b_chunked(self.b_col_maj, self.b_pack) else self.k
 
     @property
     def a_shims(self) -> int:
         """Shim/memtile columns that carry A (mlir-aie's n_shim_mem_A): one per core row, or every
         column when there are fewer columns than rows."""
-        return min(self.cols, self.rows)
+        return memtile.a_shims(self.rows, self.cols)
 
     @property
     def a_rows_per_shim(self) -> int:
         """Core rows whose A tiles one A memtile splits off (mlir-aie's n_A_tiles_per_shim)."""
-        return self.rows // self.a_shims
+        return memtile.a_rows_per_shim(self.rows, self.cols)
 
     def a_shim_col(self, i: int) -> int:
         """Column of A shim `i` (npu2's 8 columns carry A on the even ones, sec. 4.2.2)."""
-        return placement.a_shim_col(i, self.rows, self.cols)
+        return memtile.a_shim_col(i, self.rows, self.cols)
 
     def a_col(self, row: int) -> int:
         """Column whose shim and memtile carry the A tiles of core row `row`."""
@@ -423,41 +421,35 @@ class GemmConfig:
     def l1_overhead(self) -> dict[str, int]:
         """The L1 bytes of each core that do not depend on the tiling: the runtime parameters it
         reads (with runtime K), its stack and aiecc's per-core static data (hw.devices.CORE_STATIC,
-        the parts that take bytes). The tuner's budget and l1_parts both use these."""
-        parts = {RTP_PART: RTP_WORDS * 4} if self.runtime_sizes == "mnk" else {}  # the k-steps each call writes
-        parts["stack"] = self.stack_bytes
-        parts.update((p.name, p.nbytes) for p in self.dev.core_static if p.nbytes)
-        return parts
+        the parts that take bytes): rules/l1.py."""
+        return l1.overhead(self.dev, self.stack_bytes, self.runtime_sizes)
+
+    @property
+    def l1_options(self) -> l1.L1Options:
+        """What the L1 rules (rules/l1.py) read of this config besides its tiling; the tuner passes
+        the same to them with its candidates."""
+        return l1.L1Options(self.precision, bool(self.convert_once), KERNEL_EXPANSION * self.r, self.depth_ab_l1,
+                            self.depth_c_l1, tuple(self.l1_overhead.items()))
 
     @property
     def l1_parts(self) -> dict[str, int]:
         """Bytes of each core's L1 use: A, B (double-buffered), C (single), the kernel's scratch,
-        then l1_overhead (runtime parameters, stack, aiecc's per-core static data)."""
-        t_in, t_out = self.t_in, self.t_out
-        parts = {
-            "A": self.depth_ab_l1 * t_in.nbytes(self.t_ma * self.k),
-            "B": self.depth_ab_l1 * self.t_b.nbytes(self.k * self.n),
-            "C": self.depth_c_l1 * t_out.nbytes(self.m * self.n),
-        }
-        p = self.precision
-        # the kernel's bfp16 copy of the A tile (atb: 60.3 KB for config1 128x64x128)
-        if p.converts_a or self.convert_once:
-            parts["A bfp16"] = dtype(prec.BFP16).nbytes(self.t_ma * self.k)
-        if self.convert_once:  # and of the B tile
-            parts["B bfp16"] = dtype(prec.BFP16).nbytes(self.k * self.n)
-        if p.converts_c:  # accumulator rows that do not fit in the C object
-            parts["C acc"] = self.t_acc.nbytes((self.m - self.c_split_rows) * self.n)
-        return parts | self.l1_overhead
+        then l1_overhead (runtime parameters, stack, aiecc's per-core static data): rules/l1.py."""
+        return l1.parts(self.l1_options, self.m, self.k, self.n, self.rho)
 
     @property
     def l1_bytes(self) -> int:
         return sum(self.l1_parts.values())
 
-    def l2_pools(self) -> list[placement.Pool]:
+    @property
+    def l2_options(self) -> memtile.L2Options:
+        """What the memtile rules (rules/memtile.py) read of this config besides its tiling."""
+        return memtile.L2Options(self.rows, self.cols, self.t_in, self.t_b, self.t_out,
+                                 memtile.b_chunked(self.b_col_maj, self.b_pack), self.depth_ab_l2, self.depth_c_l2)
+
+    def l2_pools(self) -> list[memtile.Pool]:
         """The memtile links that own L2 buffers, in mlir-aie's IR order."""
-        return placement.pools(self.rows, self.cols, self.t_in.nbytes(self.m * self.k_mt),
-                               self.t_b.nbytes(self.b_l2_k * self.n), self.t_out.nbytes(self.rows * self.m * self.n),
-                               self.depth_ab_l2, self.depth_c_l2)
+        return memtile.l2_pools(self.l2_options, self.m, self.k, self.n, self.k_mt)
 
     def memtile_buffers(self) -> list[MemtileBuffer]:
         """Every L2 buffer, each at its own memtile (before placement)."""
@@ -465,10 +457,10 @@ class GemmConfig:
                 for i in range(p.depth)]
 
     def memtile_placement(self) -> list[MemtileBuffer]:
-        """The L2 buffers where mlir-aie places them (gemm_gen/placement.py): home, else the less
+        """The L2 buffers where mlir-aie places them (gemm_gen/rules/memtile.py): home, else the less
         used neighbour memtile of the target device; ConfigError when one finds no room or when
         spilled buffers need more than the 4 channels that reach a neighbour."""
-        return placement.place_one(self.l2_pools(), self.dev.target(self.cols)[1], self.dev.memtile_bytes)
+        return memtile.place_one(self.l2_pools(), self.dev.target(self.cols)[1], self.dev.memtile_bytes)
 
     def memtile_bytes_used(self) -> list[int]:
         """Bytes on each memtile of the target device."""
@@ -591,8 +583,8 @@ class GemmConfig:
         if self.stack_bytes < 0 or self.stack_bytes % 16:
             raise ConfigError(f"stack {self.stack_bytes} B must be a positive multiple of 16",
                               "give --stack like 3328 (0xD00, mlir-aie's) or more")
-        tasks = self.call.tiles_per_core * (self.rows + 2 * self.cols)  # the largest call it serves
-        if tasks > MAX_RUNTIME_TASKS:
+        tasks = padding.runtime_tasks(self.call.tiles_per_core, self.rows, self.cols)  # the largest call it serves
+        if not padding.tasks_fit(self.call.tiles_per_core, self.rows, self.cols):
             raise ConfigError(
                 f"the runtime sequence would push {tasks:,} BD tasks (over {MAX_RUNTIME_TASKS:,}; its "
                 f"instruction stream would be about {tasks * 64 // 2**20} MiB)",
@@ -605,36 +597,34 @@ class GemmConfig:
             raise ConfigError(f"queue_groups={self.queue_groups} must be >= 1", "use the default 4")
 
     def _check_divisibility(self) -> None:
-        if self.precision.block:  # DMAs move bfp16 in whole 8 x 8 tiles of 9-byte blocks
-            q = dtype(prec.BFP16).tile_rows
-            for name, value in (("m", self.m), ("k", self.k), ("n", self.n), ("k_mt", self.k_mt)):
-                if value % q:
-                    raise ConfigError(f"{name}={value} would cut a bfp16ebs8 block (8 values, 9 bytes): bfp16 moves "
-                                      f"in {q} x {q} tiles", f"use {name}={_near(value, q)}")
-        r, s, t = self.mmul
-        mm = f"{r}x{s}x{t}"
-        where = f"{self.dev.name} {self.dtype_in} mmul {mm}"
-        if self.m % (KERNEL_EXPANSION * r):
-            raise ConfigError(
-                f"m={self.m} is not a multiple of 2r={2 * r} (2x2 blocks of the {where})",
-                f"use m={_near(self.m, 2 * r)}",
-            )
-        if self.t_ma % (KERNEL_EXPANSION * r):
-            raise ConfigError(
-                f"T_MA = m / rho = {self.t_ma} is not a multiple of 2r={2 * r} (2x2 blocks of the {where})",
-                f"use a rho that leaves m / rho a multiple of {2 * r}",
-            )
-        if self.k % s:
-            raise ConfigError(f"k={self.k} is not a multiple of s={s} ({where})", f"use k={_near(self.k, s)}")
-        if self.n % (KERNEL_EXPANSION * t):
-            raise ConfigError(
-                f"n={self.n} is not a multiple of 2t={2 * t} (2x2 blocks of the {where})",
-                f"use n={_near(self.n, 2 * t)}",
-            )
-        if self.k_mt % self.k:
-            raise ConfigError(f"k_mt={self.k_mt} is not a multiple of k={self.k}",
-                              f"use --k-mt {_near(self.k_mt, self.k)}")
+        st = tiling_rule.steps(self.mmul, self.precision.block)  # the rule: rules/tiling.py
+        conditions = tiling_rule.conditions(st, self.m, self.k, self.n, self.k_mt, self.rho)
+        broken = [name for name, ok in conditions if not ok]
+        if broken:
+            raise ConfigError(*self._divisibility_error(broken[0], st))
         self.variant  # noqa: B018 - an explicit expansion must fit the registers and split the tile
+
+    def _divisibility_error(self, name: str, st: tiling_rule.Steps) -> tuple[str, str]:
+        """(what, fix) for the broken granularity rule `name` (a tiling_rule.conditions name)."""
+        r, s, t = self.mmul
+        where = f"{self.dev.name} {self.dtype_in} mmul {r}x{s}x{t}"
+        if name.endswith(" bfp16"):  # DMAs move bfp16 in whole 8 x 8 tiles of 9-byte blocks
+            q, size = st.block, name.split()[0]
+            value = getattr(self, size)
+            return (f"{size}={value} would cut a bfp16ebs8 block (8 values, 9 bytes): bfp16 moves in {q} x {q} tiles",
+                    f"use {size}={padding.near(value, q)}")
+        if name == "m":
+            return (f"m={self.m} is not a multiple of 2r={2 * r} (2x2 blocks of the {where})",
+                    f"use m={padding.near(self.m, 2 * r)}")
+        if name == "T_MA":
+            return (f"T_MA = m / rho = {self.t_ma} is not a multiple of 2r={2 * r} (2x2 blocks of the {where})",
+                    f"use a rho that leaves m / rho a multiple of {2 * r}")
+        if name == "k":
+            return f"k={self.k} is not a multiple of s={s} ({where})", f"use k={padding.near(self.k, s)}"
+        if name == "n":
+            return (f"n={self.n} is not a multiple of 2t={2 * t} (2x2 blocks of the {where})",
+                    f"use n={padding.near(self.n, 2 * t)}")
+        return f"k_mt={self.k_mt} is not a multiple of k={self.k}", f"use --k-mt {padding.near(self.k_mt, self.k)}"
 
     def _check_granularity(self) -> None:
         """Every contiguous DMA run must be whole 32-bit words (sec. 4.3); bfp16 moves in 72-byte
@@ -652,7 +642,7 @@ class GemmConfig:
     def _check_l1(self) -> None:
         parts = self.l1_parts
         cap = self.dev.l1_bytes
-        if self.l1_bytes > cap:
+        if not l1.fits(self.l1_options, cap, self.m, self.k, self.n, self.rho):
             detail = " + ".join(f"{k} {v}" for k, v in parts.items())
             fixed = set(self.l1_overhead) - {RTP_PART}
             buffers = sum(v for name, v in parts.items() if name not in fixed)
@@ -742,14 +732,6 @@ def check_shift(dev: Device, dtype_in: str, dtype_out: str, mmul: MmulShape, shi
                           f"use a shift in 0..{acc - out}")
 
 
-def _round_up(x: int, q: int) -> int:
-    return -(-x // q) * q
-
-
-def _near(x: int, q: int) -> str:
-    lo = max(q, x // q * q)
-    hi = lo + q if lo >= x else _round_up(x, q)
-    return f"{lo}" if lo == hi else f"{lo} or {hi}"
 
 
 def default_tiles(dev_name: str, dtype_in: str, dtype_out: str, K: int | None = None,
@@ -777,7 +759,7 @@ def default_tiles(dev_name: str, dtype_in: str, dtype_out: str, K: int | None = 
     else:
         m, k, n, k_mt = _fallback_tiles(dev, dtype_in, dtype_out, emulate_bf16_with_bfp16, p.acc)
     if K is not None:
-        k_mt = min(k_mt, _round_up(K, k))  # never pad K further than one kernel step needs
+        k_mt = min(k_mt, padding.round_up(K, k))  # never pad K further than one kernel step needs
     return m, k, n, k_mt
 
 
@@ -787,7 +769,7 @@ def default_k_mt(dev_name: str, dtype_in: str, dtype_out: str, k: int, K: int | 
     _, _, _, paper = default_tiles(dev_name, dtype_in, dtype_out, None, dtype_b=dtype_b, acc=acc)
     k_mt = max(k, round(paper / k) * k)
     if K is not None:
-        k_mt = min(k_mt, _round_up(K, k))
+        k_mt = min(k_mt, padding.round_up(K, k))
     return k_mt
 
 
@@ -800,8 +782,8 @@ def _fallback_tiles(dev: Device, dtype_in: str, dtype_out: str, emulate: bool,
     budget = dev.l1_bytes - dev.default_stack_bytes - dev.core_static_bytes
     best: tuple[int, int, int] | None = None
     for mn in range(256, 0, -1):
-        m = _round_up(mn, 2 * r)
-        n = _round_up(mn, 2 * t)
+        m = padding.round_up(mn, 2 * r)
+        n = padding.round_up(mn, 2 * t)
         c_bytes = t_out.nbytes(m * n) + (t_acc.nbytes(m * n) if t_acc else 0)
         k = (budget - c_bytes) // (2 * t_in.nbytes(1) * (m + n)) if budget > c_bytes else 0
         k = k // s * s

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import overload
 
 import ml_dtypes
 import numpy as np
@@ -68,9 +69,17 @@ class DType:
     def bits(self) -> int:
         return 8 * self.bytes
 
-    def nbytes(self, count: int) -> int:
-        """Bytes taken by `count` elements (a whole number of blocks)."""
-        if count % self.block_elems:
+    @overload
+    def nbytes(self, count: int) -> int: ...
+
+    @overload
+    def nbytes(self, count: np.ndarray) -> np.ndarray: ...
+
+    def nbytes(self, count: int | np.ndarray) -> int | np.ndarray:
+        """Bytes taken by `count` elements (a whole number of blocks); an array of counts (the
+        tuner's candidates, gemm_gen/rules) gives one size per count."""
+        cut = np.any(count % self.block_elems) if isinstance(count, np.ndarray) else count % self.block_elems
+        if cut:
             raise ValueError(f"{count} {self.name} elements cut a {self.block_elems}-element block")
         return count // self.block_elems * self.block_bytes
 

@@ -25,9 +25,10 @@ import itertools
 from dataclasses import dataclass
 
 from .config import L1_SCHEMES as SCHEMES
-from .config import RTP_PART, GemmConfig
+from .config import GemmConfig
 from .errors import ConfigError
 from .hw.devices import Device
+from .rules.l1 import RTP_PART
 
 BANK_WORD_BYTES = 16  # AM020: each bank is 128 bits wide
 

@@ -22,7 +22,7 @@ from .config import FIELDS
 from .dtypes import DTYPES, I64
 from .errors import ConfigError, GemmGenError
 from .hw.devices import DEVICES, Device, device
-from .kernel_variant import LOOPS
+from .rules.kernel_variant import LOOPS
 from .spec import Options, Tiling
 
 # GemmConfig fields the operator sets itself, and the argument that sets each

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from . import kernel_variant as kv
 from . import precision as prec
 from .config import GemmConfig
 from .design.model import Design
 from .dtypes import dtype
 from .hw.devices import TileKind
+from .rules import kernel_variant as kv
 
 
 def dram_bytes(design: Design) -> dict[str, int]:

@@ -132,16 +132,3 @@ def check_precision(p: Precision, dev: Device, acc_bits: int = 32) -> None:
         raise ConfigError(f"--acc {p.acc} with --dtype_out {p.out}: a bfp16 GEMM accumulates a bf16 C in f32, a "
                           f"bfp16 C in f32 or bf16, or C in its own type (--acc {ACC_OUT})",
                           f"drop --acc, or use --acc {ACC_OUT}")
-
-
-def c_split_rows(p: Precision, m: int, n: int, quantum: int) -> int:
-    """Accumulator rows of an m x n C tile that live in the C object itself when C is converted
-    after its last call: as many whole row pairs of the kernel (`quantum` = 2r rows) as the
-    object's bytes hold (atb config3: 64 of a 128 x 128 bf16 accumulator in its 18 KiB bfp16
-    object, 48 of 96 x 128). The rest go to a worker-local buffer. Without a conversion all m rows
-    are the object's."""
-    if not p.converts_c:
-        return m
-    room = dtype(p.out).nbytes(m * n)
-    per_row = dtype(p.acc).nbytes(n)
-    return min(m, room // per_row // quantum * quantum)

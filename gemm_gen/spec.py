@@ -86,7 +86,7 @@ class Options:
     # column-major); or "strips", mlir-aie's ATB packing: each core column's K x n strip one
     # contiguous run of its k x n L1 tiles, each in 1 x 2 super-blocks of 8 x 8 tiles
     b_pack: str = "tiles"
-    # the kernel variant (gemm_gen/kernel_variant.py): er x et accumulators per cluster and the
+    # the kernel variant (gemm_gen/rules/kernel_variant.py): er x et accumulators per cluster and the
     # software-pipelined loop; None: the automatic choice for the tile
     expansion: tuple[int, int] | None = None
     kernel_loops: str | None = None

@@ -15,6 +15,7 @@ import numpy as np
 from .dtypes import WORD_BYTES, DType
 from .errors import DmaLimitError
 from .hw.devices import DmaSpec, TileKind
+from .rules import dma
 
 
 def _indices(offset: int, sizes: tuple[int, ...], strides: tuple[int, ...]) -> np.ndarray:
@@ -114,17 +115,18 @@ class Tap:
         """mlir-aie 1.4.3's verifier of memtile/core BDs: the tile kind's field widths applied to the
         dims in elements of the buffer's type (hw/devices.py TILE_EXTENT_SEARCH_MAX says where), which
         for elements narrower than a word is stricter than the fields (they count words)."""
+        stride_max = dma.static_stride_max(spec, buffer_elems)
         for d, (size, stride) in enumerate(zip(self.sizes[::-1], self.strides[::-1])):
-            if size > spec.max_wrap:
+            if not dma.static_size_ok(spec, size):
                 raise DmaLimitError(
                     f"{where}: d{d} size {size} elements exceeds mlir-aie's BD verifier limit for a "
                     f"{spec.kind.value} BD (max {spec.max_wrap})",
                     fix,
                 )
-            if stride > min(spec.max_stride, buffer_elems):
+            if stride > stride_max:
                 raise DmaLimitError(
                     f"{where}: d{d} stride {stride} elements exceeds mlir-aie's BD verifier limit for a "
-                    f"{spec.kind.value} BD (max {min(spec.max_stride, buffer_elems)})",
+                    f"{spec.kind.value} BD (max {stride_max})",
                     fix,
                 )
 
@@ -166,7 +168,7 @@ class WordTap:
         # a linear walk (unit stride, every other dimension of size 1) programs no wraps
         linear = dims[0][1] == 1 and all(size == 1 for size, _ in dims[1:])
         for d, (size, stride) in enumerate(dims):
-            if d < spec.wrapped_dims and not linear and size > spec.max_wrap:
+            if d < spec.wrapped_dims and not linear and not dma.wrap_ok(spec, size):
                 raise DmaLimitError(
                     f"{where}: d{d} wrap {size} words exceeds the {spec.wrap_bits}-bit field of a "
                     f"{spec.kind.value} BD (max {spec.max_wrap})",

@@ -15,12 +15,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from gemm_gen import kernel_variant as kv
 from gemm_gen.config import PAPER_TILES
 from gemm_gen.hw.devices import CORE_ISA, DEVICES, CoreIsa, TileKind, device
 from gemm_gen.model import calibrate, paper
 from gemm_gen.model.kernel import b_conversion_cycles, kernel_cycles, kernel_shape
 from gemm_gen.model.params import load, raw
+from gemm_gen.rules import kernel_variant as kv
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "model.md"
 
@@ -43,7 +43,7 @@ Symbols: problem M x K x N padded to Mp x Kp x Np (multiples of the native size
 
 Our kernels compute er x et blocks of mmuls: a *chain cluster* of C = er et accumulators sharing er A
 and et B blocks per round, each chain k/s vmacs long; a call is (m/(er r))(n/(et t)) clusters. The
-kernel variant (`gemm_gen/kernel_variant.py`, printed by `plan` and `predict`) fixes er x et and
+kernel variant (`gemm_gen/rules/kernel_variant.py`, printed by `plan` and `predict`) fixes er x et and
 which loop is software-pipelined:
 
     cycles/call  = clusters x (V x II + O),                    V = C k/s vmacs per cluster

@@ -1,4 +1,4 @@
-"""The kernel variant rule (gemm_gen/kernel_variant.py), its config and CLI checks, and the model
+"""The kernel variant rule (gemm_gen/rules/kernel_variant.py), its config and CLI checks, and the model
 that prices each variant (gemm_gen/model/kernel.py)."""
 
 from __future__ import annotations
@@ -10,7 +10,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gemm_gen import kernel_variant as kv
 from gemm_gen.cli import main
 from gemm_gen.config import PAPER_TILES, GemmConfig
 from gemm_gen.errors import ConfigError
@@ -19,6 +18,7 @@ from gemm_gen.model import paper
 from gemm_gen.model.kernel import kernel_cycles, kernel_shape
 from gemm_gen.model.params import load
 from gemm_gen.model.predict import predict
+from gemm_gen.rules import kernel_variant as kv
 
 
 def test_register_arithmetic_picks_mlir_aies_expansions_on_npu1() -> None:

@@ -36,7 +36,6 @@ import numpy as np
 import pytest
 
 from gemm_gen import bfp16
-from gemm_gen import kernel_variant as kv
 from gemm_gen.config import GemmConfig
 from gemm_gen.design import build_design
 from gemm_gen.design.build import kernel_build, kernel_specs
@@ -60,6 +59,7 @@ from gemm_gen.l1_layout import a_layout, b_layout, c_layout
 from gemm_gen.numerics import KernelNumerics
 from gemm_gen.precision import BFP16, PRESETS, Precision, check_precision, wide_acc
 from gemm_gen.rounding import Rounding, Saturation
+from gemm_gen.rules import kernel_variant as kv
 
 from .conftest import small
 

@@ -12,12 +12,12 @@ import pytest
 from gemm_gen.call import Problem as Size
 from gemm_gen.call import parse_sizes
 from gemm_gen.cli import main
-from gemm_gen.config import RTP_WORDS
 from gemm_gen.design.serve import check, serve
 from gemm_gen.errors import GemmGenError
 from gemm_gen.model.params import load
 from gemm_gen.model.perf import Problem, estimate, estimate_config
 from gemm_gen.model.tune_many import tune_many
+from gemm_gen.rules.l1 import RTP_WORDS
 
 from .conftest import small
 

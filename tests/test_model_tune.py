@@ -19,7 +19,8 @@ from gemm_gen.errors import GemmGenError, ToolchainMissing
 from gemm_gen.model import calibrate, paper
 from gemm_gen.model.params import load
 from gemm_gen.model.perf import Problem, estimate
-from gemm_gen.model.tune import RHO_MAX, _l1_fixed, _l1_per_k, _memtiles_fit, _tilings, evaluate_all, tune
+from gemm_gen.model.tune import RHO_MAX, _tilings, evaluate_all, tune
+from gemm_gen.rules import l1, memtile, tiling
 
 
 def run(capsys, *args: str) -> tuple[int, str, str]:
@@ -57,7 +58,8 @@ def _brute_force(pr: Problem, params=None) -> np.ndarray:
         keep = j * k <= K1
         mm, kk, nn, rr = m[keep], k[keep], n[keep], rho[keep]
         kmt = j * kk
-        fit = _memtiles_fit(pr, mm, kk, nn, kmt)
+        fit = memtile.fit(memtile.l2_pools(pr.spec.l2_options, mm, kk, nn, kmt), pr.spec.dev.target(pr.spec.cols)[1],
+                          pr.spec.dev.memtile_bytes, mm.size)
         if fit.any():
             times.append(estimate(pr, mm[fit], kk[fit], nn[fit], kmt[fit], params, rho=rr[fit]).time)
     return np.sort(np.concatenate(times))
@@ -217,12 +219,16 @@ def test_tune_answers_the_atb_problems_at_least_as_well_as_their_designs(row):
 @given(st.sampled_from([("npu2", "bfp16", "bfp16", None, "bf16"), ("npu2", "bfp16", "bfp16", None, "f32"),
                         ("npu2", "bf16", "bf16", "bfp16", None), ("npu2", "bfp16", "bfp16", None, None),
                         ("npu1", "i8", "i16", None, None), ("npu2", "bf16", "f32", None, None)]),
-       st.integers(1, 16), st.integers(1, 16), st.integers(1, 16), st.sampled_from([1, 2, 3, 4, 6, 8]),
+       st.integers(1, 16), st.integers(1, 40), st.integers(1, 16), st.sampled_from([1, 2, 3, 4, 6, 8]),
        st.sampled_from([None, "chess", "peano"]), st.sampled_from(["fixed", "mnk"]))
-def test_tuner_l1_equals_the_configs(types, mb, kb, nb, rho, compiler, served):
-    """The tuner's vectorised L1 (eq. 3 plus scratch, accumulator rows, and GemmConfig.l1_overhead:
-    the runtime parameter, the stack, aiecc's per-core static data) is GemmConfig.l1_parts (with
-    chess, npu2 bf16 converts once: A and B bfp16 copies; bfp16 built with Peano has a 0x1700 stack)."""
+def test_the_tuners_l1_filter_accepts_exactly_what_the_configs_l1_check_accepts(types, mb, kb, nb, rho, compiler,
+                                                                                 served):
+    """The tuner keeps the k of each (m, n, rho) up to rules.l1.largest_k, over arrays of candidates;
+    GemmConfig's L1 check (rules.l1.fits with the config's own numbers) accepts a tiling exactly when
+    its k is within that bound (eq. 3 plus scratch, accumulator rows, and the overhead: the runtime
+    parameter, the stack, aiecc's per-core static data; with chess, npu2 bf16 converts once: A and B
+    bfp16 copies; bfp16 built with Peano has a 0x1700 stack). And the array form of the L1 total is
+    the scalar form: one function serves both."""
     dev, t_in, t_out, t_b, acc = types
     probe = GemmConfig(dev, 1, 1, 1, 1, 1, 1, 1, t_in, t_out, dtype_b=t_b, acc=acc, compiler=compiler)
     r, s, t = probe.mmul
@@ -231,4 +237,61 @@ def test_tuner_l1_equals_the_configs(types, mb, kb, nb, rho, compiler, served):
                    runtime_sizes=served)
     pr = Problem.of(c)
     arr = (np.array([m]), np.array([n]), np.array([rho]))
-    assert float(_l1_fixed(pr, *arr)[0] + k * _l1_per_k(pr, *arr)[0]) == c.l1_bytes
+    k_max = int(l1.largest_k(pr.spec.l1_options, c.dev.l1_bytes, *arr, s)[0])
+    try:
+        c._check_l1()
+        accepted = True
+    except GemmGenError as e:
+        assert "L1 overflow" in e.what
+        accepted = False
+    assert accepted == (k <= k_max)
+    assert int(l1.total(pr.spec.l1_options, arr[0], np.array([k]), arr[1], arr[2])[0]) == c.l1_bytes
+
+
+@pytest.mark.parametrize("pr", [Problem.new("npu1", 2048, 8192, 2048, "i8", "i16", True),
+                                Problem.new("npu2", 2048, 8192, 2048, "bf16", "bf16", False, compiler="chess"),
+                                Problem.new("npu2", 2048, 8192, 2048, "bfp16", "bfp16", True, acc="bf16",
+                                            runtime_sizes="mnk")], ids=str)
+def test_every_tilings_largest_k_is_the_largest_the_l1_check_accepts(pr):
+    """On the tuner's own candidates: for each (m, n, rho) it searches, its largest k passes
+    GemmConfig's L1 check and one mmul step more does not (K is large enough that only L1 bounds k)."""
+    m, k, n, rho = _tilings(pr, {})
+    s = pr.spec.mmul[1]
+    keys = np.stack([m, n, rho], axis=1)
+    groups, inverse = np.unique(keys, axis=0, return_inverse=True)
+    k_top = np.zeros(len(groups), dtype=np.int64)
+    np.maximum.at(k_top, inverse.ravel(), k)
+    rng = np.random.default_rng(19)
+    for i in rng.choice(len(groups), size=min(60, len(groups)), replace=False):
+        mm, nn, rr = (int(x) for x in groups[i])
+        kk = int(k_top[i])
+        assert kk < 512 * s  # the search's own extent bound is not what stopped k
+        pr.config(mm, kk, nn, kk, rho=rr)._check_l1()
+        with pytest.raises(GemmGenError, match="L1 overflow"):
+            pr.config(mm, kk + s, nn, kk + s, rho=rr)._check_l1()
+
+
+@pytest.mark.parametrize("pr", [Problem.new("npu1", 1000, 700, 900, "i8", "i16", True),
+                                Problem.new("npu2", 1000, 700, 900, "bfp16", "bfp16", False, acc="bf16")], ids=str)
+def test_the_tuners_grid_is_exactly_what_the_divisibility_check_accepts(pr):
+    """The tuner enumerates m, k, n on rules.tiling's steps: every candidate passes GemmConfig's
+    divisibility check, and every m (per rho) and n up to the largest searched one that the check
+    accepts is searched."""
+    m, k, n, rho = _tilings(pr, {})
+    st = tiling.steps(pr.spec.mmul, pr.spec.precision.block)
+    assert tiling.divisible(st, m, k, n, k, rho).all()
+    _, s, _ = pr.spec.mmul
+
+    def accepted(mm: int, nn: int, rr: int) -> bool:
+        try:
+            pr.config(mm, s, nn, s, rho=rr)._check_divisibility()
+        except GemmGenError:
+            return False
+        return True
+
+    n0 = int(n.min())
+    for rr in np.unique(rho).tolist():
+        ms = set(m[rho == rr].tolist())
+        assert ms == {x for x in range(1, max(ms) + 1) if accepted(x, n0, rr)}, rr
+    ns = set(n.tolist())
+    assert ns == {x for x in range(1, max(ns) + 1) if accepted(int(m.min()), x, 1)}

@@ -303,8 +303,8 @@ def test_a_calls_stream_moves_exactly_the_words_of_its_transfers(dev, t_in, t_ou
     order; it is pushed onto its fifo's shim channel (aie-rt's queue register); no BD id is taken
     twice while live on a column; each awaited task is synced on its channel; the runtime
     parameters land at the core's RTP buffer."""
-    from gemm_gen.config import RTP_PART
     from gemm_gen.design.build import host_tensors, runtime_sequence
+    from gemm_gen.rules.l1 import RTP_PART
 
     c = replace(small(dev, t_in, t_out, col), runtime_sizes="mnk")
     c = replace(c, M=max(c.M, 1024), K=max(c.K, 1024), N=max(c.N, 2048))

@@ -25,13 +25,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..call import CallPlan
-from ..config import RTP_PART
 from ..design.build import group_tasks, host_tensors, runtime_sequence
 from ..design.channels import dma_channels
 from ..design.model import Design, RuntimeOp, ShimTask
 from ..dtypes import WORD_BYTES, dtype
 from ..errors import BuildError, TxnFieldError
 from ..hw.devices import SHIM_DMA, SHIM_REGISTERS, Device, DmaSpec, ShimRegisters, TileKind
+from ..rules.l1 import RTP_PART
 
 # Bump with any change to the words the encoder writes for a call: a cached trust verdict
 # (npu_call's streams.json) names the version it was reached with, and another version re-checks.

@@ -14,9 +14,11 @@ from __future__ import annotations
 from .. import l1_banks
 from .. import precision as prec
 from ..call import CallPlan
-from ..config import RTP_WORDS, GemmConfig
+from ..config import GemmConfig
 from ..dtypes import I32, I64, dtype
 from ..l1_banks import L1Plan
+from ..rules.kernel_variant import converts_a_tile
+from ..rules.l1 import RTP_WORDS
 from ..tap import Tap
 from . import patterns
 from .grid import grid
@@ -123,7 +125,7 @@ def kernel_specs(c: GemmConfig) -> dict[str, KernelSpec]:
     extra_c = [acc_buffer(c)] if p.converts_c else []  # acc rows beyond the object
     scratch = []
     q = dtype(prec.BFP16).tile_rows
-    if p.converts_a or c.convert_once:  # the A tile converted to bfp16 tiles by the kernel
+    if converts_a_tile(p, bool(c.convert_once)):  # the A tile converted to bfp16 tiles by the kernel
         scratch = [((c.t_ma // q, c.k // q), prec.BFP16)]
     if c.convert_once:  # and the B tile
         scratch.append(((c.k // q, c.n // q), prec.BFP16))
@@ -152,7 +154,7 @@ def worker(c: GemmConfig, specs: dict[str, KernelSpec], col: int, row: int, l1: 
     scratch: tuple[str, ...] = ()
     acc: tuple[str, ...] = ()
     matmul = specs["matmul"]
-    if p.converts_a or c.convert_once:
+    if converts_a_tile(p, bool(c.convert_once)):
         scratch = (f"A_bfp16_{col}_{row}",)
         buffers.append(LocalBuffer(scratch[0], matmul.arg_shapes[3], prec.BFP16))
     if c.convert_once:

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from ..call import CallPlan
 from ..dtypes import DType
 from ..hw.devices import Device
+from ..rules import memtile
 
 if TYPE_CHECKING:
     from ..config import GemmConfig  # annotations only: the config does not import the design
@@ -44,12 +45,12 @@ class Grid:
     @property
     def a_rows(self) -> int:
         """Core rows served by one A shim and memtile (mlir-aie's n_A_tiles_per_shim)."""
-        return self.rows // min(self.cols, self.rows)
+        return memtile.a_rows_per_shim(self.rows, self.cols)
 
     @property
     def b_l2_k(self) -> int:
         """K extent of a B object in the memtile: k_mt for column-major tiles, else k."""
-        return self.k_mt if self.b_col_maj and self.b_pack == "tiles" else self.k
+        return self.k_mt if memtile.b_chunked(self.b_col_maj, self.b_pack) else self.k
 
 
 OPERANDS = ("A", "B", "C")

@@ -13,8 +13,10 @@ from .. import precision as prec
 from ..config import GemmConfig
 from ..hw.devices import TileKind
 from ..l1_banks import L1Plan
-from ..placement import MemtileBuffer
 from ..precision import Precision
+from ..rules import kernel_variant as kv
+from ..rules import l1
+from ..rules.memtile import MemtileBuffer
 from ..tap import Tap
 
 
@@ -129,7 +131,7 @@ class KernelBuild:
     rho: int = 1  # matmul computes (m / rho) rows into C slice `slice` (an int32 argument when rho > 1)
     dtype_b: str | None = None  # None: dtype_in
     acc: str | None = None  # C's type in L1 between calls; None: dtype_out
-    expansion: tuple[int, int] = (2, 2)  # er x et accumulators per cluster (gemm_gen/kernel_variant.py)
+    expansion: tuple[int, int] = (2, 2)  # er x et accumulators per cluster (gemm_gen/rules/kernel_variant.py)
     loops: str = "k-pipelined"  # which loop of the nest is software-pipelined
     convert_once: bool = False  # bf16 converted to bfp16 once per call (A) / k-step (B), then bfp16 macs
 
@@ -140,7 +142,7 @@ class KernelBuild:
     @property
     def block_kernel(self) -> bool:
         """Rendered from the bfp16 template: a bfp16 precision, or bf16 converted once."""
-        return self.precision.block or self.convert_once
+        return kv.block_kernel(self.precision, self.convert_once)
 
     @property
     def precision(self) -> Precision:
@@ -149,7 +151,7 @@ class KernelBuild:
     @property
     def c_split_rows(self) -> int:
         """Accumulator rows kept in the C object (the rest in the worker's C acc buffer)."""
-        return prec.c_split_rows(self.precision, self.m, self.n, 2 * self.mmul[0])
+        return l1.c_split_rows(self.precision, self.m, self.n, kv.KERNEL_EXPANSION * self.mmul[0])
 
     @property
     def types(self) -> str:

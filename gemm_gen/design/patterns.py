@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 from ..call import CallPlan
 from ..errors import ConfigError
 from ..hw.devices import DmaSpec, TileKind
+from ..rules import memtile
 from ..tap import Tap
 from .grid import Grid, grid
 
@@ -63,7 +64,7 @@ def b_l2_to_stream(c: Grid) -> Tap:
 
 
 def b_l1_from_stream(c: Grid) -> Tap | None:
-    if c.b_col_maj and c.b_pack == "tiles":
+    if memtile.b_chunked(c.b_col_maj, c.b_pack):  # column-major tiles: the memtile sends B^T's k x n
         return Tap(0, (c.k // c.s, c.n // c.t, c.t * c.s), (c.t * c.s, c.t * c.k, 1))
     return None  # the memtile already emits s x t blocks in kernel order
 

@@ -18,7 +18,6 @@ from typing import Any, ClassVar
 
 import jinja2
 
-from .. import kernel_variant as kv
 from .. import precision as prec
 from ..config import check_shift
 from ..design.model import KernelBuild
@@ -26,6 +25,7 @@ from ..dtypes import BFP16, dtype
 from ..errors import ConfigError
 from ..hw.devices import DEVICES, Device
 from ..rounding import Rounding, Saturation
+from ..rules import kernel_variant as kv
 from .paths import templates_dir
 
 TEMPLATE = "mm.cc.j2"
@@ -331,7 +331,7 @@ def block_kernel_params(build: KernelBuild, dev: Device) -> BlockKernelParams:
                           f"split C's accumulator at a multiple of {2 * q} rows that fits the object")
     store_bits = STORE_BITS[build.aie_target]
     lanes = 0 if t_acc.is_block else store_bits // t_acc.bits
-    converts_a, converts_b = p.converts_a or build.convert_once, build.convert_once
+    converts_a, converts_b = kv.converts_a_tile(p, build.convert_once), build.convert_once
     params = [f"{C_TYPES[p.a]} *A", f"{C_TYPES[p.b]} *B", f"{C_TYPES[p.out]} *C"]
     if converts_a:
         params.append(f"{C_TYPES[BFP16.name]} *A_bfp16")

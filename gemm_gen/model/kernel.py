@@ -1,7 +1,7 @@
 """Single-core kernel throughput from the VLIW accumulation-chain model (atb sec. 4, eq. 5-11).
 
 Our kernels compute an m x k x n call as (m/(er r)) x (n/(et t)) *chain clusters* of C = er x et
-accumulators (the kernel variant, gemm_gen/kernel_variant.py) sharing the loads of er A and et B
+accumulators (the kernel variant, gemm_gen/rules/kernel_variant.py) sharing the loads of er A and et B
 blocks per round, each chain k/s vmacs long.
 
     per cluster   T = V * II + O                      V = C k/s vmacs
@@ -31,10 +31,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .. import kernel_variant as kv
+from .. import precision as prec
 from ..dtypes import dtype
 from ..hw.devices import Device, device
-from ..kernel_variant import KernelVariant
+from ..rules import kernel_variant as kv
+from ..rules.kernel_variant import KernelVariant
 from .params import Params
 
 
@@ -60,7 +61,8 @@ class KernelShape:
     @property
     def block(self) -> bool:
         """A bfp16 kernel: bfp16 B on the bfp16 datapath, or bf16 converted once."""
-        return self.dtype_b == "bfp16" or self.convert_once
+        p = prec.resolve(self.dtype_in, self.dtype_b or None, self.dtype_out, self.acc or None)
+        return kv.block_kernel(p, self.convert_once)
 
     @property
     def mmul(self) -> tuple[int, int, int]:

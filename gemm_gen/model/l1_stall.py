@@ -16,6 +16,7 @@ from ..config import GemmConfig
 from ..dtypes import dtype
 from ..l1_banks import BANK_WORD_BYTES, L1Plan
 from ..precision import BFP16
+from ..rules.kernel_variant import converts_a_tile
 
 
 def access_bytes_per_call(c: GemmConfig) -> dict[str, float]:
@@ -28,7 +29,7 @@ def access_bytes_per_call(c: GemmConfig) -> dict[str, float]:
         return {"A": a_tile * c.n / (v.et * t), "B": b_tile * c.t_ma / (v.er * r), "C": float(c_slice)}
     q2 = 2 * b16.tile_rows  # bfp16 kernels: 2 x 2 clusters of 8 x 8 tiles
     a_bfp16, b_bfp16 = b16.nbytes(c.t_ma * c.k), b16.nbytes(c.k * c.n)
-    converts_a = c.precision.converts_a or bool(c.convert_once)
+    converts_a = converts_a_tile(c.precision, bool(c.convert_once))
     out: dict[str, float] = {"C": c_slice}
     if converts_a:  # read once and written as bfp16 once, then the bfp16 copy reloaded per cluster column
         out["A"], out["A bfp16"] = a_tile, a_bfp16 * (1 + c.n / q2)

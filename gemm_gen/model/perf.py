@@ -31,10 +31,13 @@ import numpy as np
 from .. import l1_banks
 from ..call import Problem as CallProblem
 from ..call import plan_call
-from ..config import RTP_WORDS, GemmConfig
+from ..config import GemmConfig
 from ..dtypes import dtype
 from ..errors import GemmGenError
 from ..l1_banks import L1Plan
+from ..rules import memtile
+from ..rules.l1 import RTP_WORDS
+from ..rules.padding import covered
 from . import kernel as kmod
 from .l1_stall import stall_cycles
 from .params import Params, load
@@ -87,7 +90,7 @@ class Problem:
     @property
     def b_chunked(self) -> bool:
         """B reaches the memtile in k_mt chunks of column-major tiles (else one k x n object at a time)."""
-        return self.spec.b_col_maj and self.spec.b_pack == "tiles"
+        return memtile.b_chunked(self.spec.b_col_maj, self.spec.b_pack)
 
     @property
     def kernel_shape(self) -> kmod.KernelShape:
@@ -160,10 +163,6 @@ def _lds(pr: Problem, k_mt: int, n: int) -> tuple[int, int, int]:
     return call.ld("A"), call.ld("B"), call.ld("C")
 
 
-def _round_up(x: np.ndarray | np.integer, q: np.ndarray) -> np.ndarray:
-    return np.asarray(-(-x // q) * q)
-
-
 def estimate(pr: Problem, m: np.ndarray | int, k: np.ndarray | int, n: np.ndarray | int,
              k_mt: np.ndarray | int, params: Params | None = None,
              traffic: dict[str, TensorTraffic] | None = None,
@@ -186,9 +185,9 @@ def estimate(pr: Problem, m: np.ndarray | int, k: np.ndarray | int, n: np.ndarra
     sbw = p.stream_bytes_per_cycle
     m, k, n, k_mt, rho = (np.asarray(x, dtype=np.int64) for x in (m, k, n, k_mt, rho))
 
-    Mp = _round_up(np.int64(pr.M), m * rows)
-    Kp = _round_up(np.int64(pr.K), k_mt)
-    Np = _round_up(np.int64(pr.N), n * cols)
+    # what the call plan's whole blocks compute (rules/padding.py, as gemm_gen/call.py's CallPlan)
+    Mp, Kp, Np = (np.asarray(x) for x in covered(np.int64(pr.M), np.int64(pr.K), np.int64(pr.N), m * rows, k_mt,
+                                                 n * cols))
     m_blocks, n_blocks = Mp // (m * rows), Np // (n * cols)
     groups = m_blocks * n_blocks
     k_steps = Kp // k
@@ -222,7 +221,7 @@ def estimate(pr: Problem, m: np.ndarray | int, k: np.ndarray | int, n: np.ndarra
     t_dram = np.asarray(sum(t_tensor.values()), dtype=np.float64)
     # every shim stream is also bounded alone: by its stream port, and by the bursts it keeps in
     # flight (a design's shim BDs use the largest burst, mlir-aie's burst_length 0)
-    a_shims = min(rows, cols)  # fewer columns than rows: one A shim serves several core rows
+    a_shims = memtile.a_shims(rows, cols)  # fewer columns than rows: one A shim serves several core rows
     per_channel = np.maximum(np.maximum(traffic["A"].bytes / a_shims, traffic["B"].bytes / cols),
                              traffic["C"].bytes / cols)
     t_port = per_channel / (sbw * f_hz)

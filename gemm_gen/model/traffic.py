@@ -13,6 +13,7 @@ import numpy as np
 
 from ..design.model import Design
 from ..dtypes import DType, dtype
+from ..rules import memtile
 from ..tap import Tap
 
 TENSORS = ("A", "B", "C")
@@ -101,7 +102,7 @@ def analytic_traffic(rows: int, cols: int, types: tuple[DType, DType, DType], b_
     whole = (Kp <= k_mt) & (lda == Kp)  # one k_mt chunk of whole rows: a strip is one run, the strips touch
     whole_b = (Kp <= k_mt) & (ldb == Kp)
     a_bytes = (Mp * Kp * n_blocks * b_a).astype(f)
-    a_shims = min(rows, cols)  # each A task covers the strips of rows / a_shims core rows
+    a_shims = memtile.a_shims(rows, cols)  # each A task covers the strips of rows / a_shims core rows
     a_runs = a_bytes / (np.where(whole, rows // a_shims * m * Kp, k_mt * q_a) * b_a)
     a_side = np.where(whole, a_shims, 1)
     b_bytes = (Np * Kp * m_blocks * b_b).astype(f)

@@ -7,8 +7,9 @@ with NumPy; for k_mt the model depends only on the number of K chunks q = ceil(K
 k_mt itself, and for a fixed q the smallest k_mt is never worse (less padding and traffic for
 the same number of runs), so each q contributes one k_mt. q rises from the fewest chunks the
 memtiles allow until a lower bound of the time exceeds the N-th best found: the ranking of the top
-N is exact. Candidates are checked analytically (L1, memtile placement with neighbour spill, BD
-sizes); design.serve.check() then runs on the finalists only.
+N is exact. Candidates are filtered by the rules GemmConfig's checks call (gemm_gen/rules: L1,
+memtile placement with neighbour spill, BD sizes, runtime tasks), over all candidates at once;
+design.serve.check() then runs on the finalists only.
 """
 
 from __future__ import annotations
@@ -20,13 +21,12 @@ from typing import Any
 
 import numpy as np
 
-from .. import placement
-from .. import precision as prec
-from ..config import B_PACKS, MAX_RUNTIME_TASKS, GemmConfig
+from ..config import B_PACKS, GemmConfig
 from ..design.serve import check
-from ..dtypes import dtype
 from ..errors import ConfigError, GemmGenError
 from ..hw.devices import TILE_EXTENT_SEARCH_MAX, TileKind
+from ..rules import dma, l1, memtile, tiling
+from ..rules.padding import ceil_div, round_up, tasks_fit, tiles_per_core
 from .params import Params, load, load_ends
 from .perf import Estimate, Problem, estimate, estimate_config
 
@@ -94,42 +94,6 @@ class TuneResult:
         return self.top[0]
 
 
-def _round_up(x: Any, q: Any) -> Any:
-    return -(-x // q) * q
-
-
-def _run_bytes(name: str | None) -> float:
-    """DRAM bytes per column of one contiguous run of an operand's strip walk: its element size, or
-    for bfp16 a tile's column of 8 rows (tiles are stored whole, 72 bytes for 8 columns)."""
-    t = dtype(str(name))
-    return t.unit_bytes / t.tile_cols
-
-
-def _l1_fixed(pr: Problem, m: np.ndarray, n: np.ndarray, rho: np.ndarray) -> np.ndarray:
-    """L1 bytes that do not grow with k: GemmConfig.l1_overhead (runtime parameters, stack, aiecc's
-    per-core static data), the C object and, when C accumulates in another type, the accumulator
-    rows beyond the object (GemmConfig.l1_parts, vectorised)."""
-    _, _, b_out, b_acc = pr.elem_bytes
-    fixed = sum(pr.spec.l1_overhead.values()) + pr.spec.depth_c_l1 * b_out * m * n
-    if pr.spec.precision.converts_c:  # precision.c_split_rows: whole row pairs of the kernel in the object
-        pair = 2 * pr.spec.mmul[0]
-        in_obj = np.minimum(m, np.floor(b_out * m / b_acc) // pair * pair)
-        fixed = fixed + (m - in_obj) * n * b_acc
-    return np.asarray(fixed, dtype=np.float64)
-
-
-def _l1_per_k(pr: Problem, m: np.ndarray, n: np.ndarray, rho: np.ndarray) -> np.ndarray:
-    """L1 bytes per unit of k (atb eq. 3): A at T_MA = m / rho rows and B, each depth_ab_l1
-    buffers, plus the kernel's bfp16 copies of a bf16 A tile (and B tile, converting once)."""
-    b_a, b_b, _, _ = pr.elem_bytes
-    per_k = pr.spec.depth_ab_l1 * (b_a * (m // rho) + b_b * n)
-    if pr.spec.precision.converts_a or pr.spec.convert_once:
-        per_k = per_k + dtype(prec.BFP16).elem_bytes * (m // rho)
-    if pr.spec.convert_once:  # and of its B tile
-        per_k = per_k + dtype(prec.BFP16).elem_bytes * n
-    return np.asarray(per_k, dtype=np.float64)
-
-
 def _tilings(pr: Problem, fixed: dict[str, int | None]
              ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Every (m, k, n, rho) that fits L1 and the BD fields that do not depend on k_mt."""
@@ -138,61 +102,50 @@ def _tilings(pr: Problem, fixed: dict[str, int | None]
     rows, cols = pr.spec.rows, pr.spec.cols
     core = dev.dma[TileKind.CORE]
     shim = dev.dma[TileKind.SHIM]
-    word = 4
-    m_hi = min(_round_up(-(-pr.M // rows), 2 * r), TILE_EXTENT_SEARCH_MAX, core.max_wrap * r)
-    n_hi = _round_up(-(-pr.N // cols), 2 * t)
-    n_hi = min(n_hi, int(shim.max_wrap * word // _run_bytes(pr.spec.dtype_out)))  # shim C d0 wrap
+    # the BD bounds (rules/dma.py): A's core dims count r-row blocks, C's and B's shim wraps words
+    m_hi = min(round_up(ceil_div(pr.M, rows), 2 * r), TILE_EXTENT_SEARCH_MAX, dma.static_extent_max(core, r))
+    n_hi = round_up(ceil_div(pr.N, cols), 2 * t)
+    n_hi = min(n_hi, dma.shim_extent_max(shim, pr.spec.dtype_out))  # shim C d0 wrap
     if pr.spec.b_pack == "strips":  # the shim reads each strip linearly; no core dims
         n_hi = min(n_hi, TILE_EXTENT_SEARCH_MAX)
     elif pr.spec.b_col_maj:
-        n_hi = min(n_hi, TILE_EXTENT_SEARCH_MAX, core.max_wrap * t)
+        n_hi = min(n_hi, TILE_EXTENT_SEARCH_MAX, dma.static_extent_max(core, t))
     else:
-        n_hi = min(n_hi, int(shim.max_wrap * word // _run_bytes(pr.spec.dtype_b)))
-    k_hi = min(_round_up(pr.K, s), TILE_EXTENT_SEARCH_MAX * s)
+        n_hi = min(n_hi, dma.shim_extent_max(shim, str(pr.spec.dtype_b)))
+    st = tiling.steps(pr.spec.mmul, pr.spec.precision.block)  # the grids GemmConfig's divisibility check accepts
+    k_step = tiling.k_step(st)
+    k_hi = min(round_up(pr.K, k_step), TILE_EXTENT_SEARCH_MAX * s)
     rho_fixed = fixed.get("rho")
     rhos = [rho_fixed] if rho_fixed is not None else range(1, RHO_MAX + 1)
-    ns = np.arange(2 * t, n_hi + 1, 2 * t, dtype=np.int64)
+    ns = np.arange(tiling.n_step(st), n_hi + 1, tiling.n_step(st), dtype=np.int64)
     if fixed.get("n") is not None:
         ns = np.array([fixed["n"]], dtype=np.int64)
     grids = []
     for rho in rhos:
-        ms = np.arange(2 * r * rho, m_hi + 1, 2 * r * rho, dtype=np.int64)
+        step = tiling.m_step(st, rho)
+        ms = np.arange(step, m_hi + 1, step, dtype=np.int64)
         if fixed.get("m") is not None:
             ms = np.array([fixed["m"]], dtype=np.int64)
-            ms = ms[(ms % rho == 0) & ((ms // rho) % (2 * r) == 0)]
+            ms = ms[ms % step == 0]
         mm, nn = (a.ravel() for a in np.meshgrid(ms, ns, indexing="ij"))
         grids.append((mm, nn, np.full(mm.shape, rho, dtype=np.int64)))
     mm, nn, rr = (np.concatenate(g) for g in zip(*grids))
-    room = dev.l1_bytes - _l1_fixed(pr, mm, nn, rr)
-    # atb eq. 3: A double-buffered at T_MA = m / rho rows, B double-buffered, C single at m rows
-    k_max = np.where(room > 0, np.floor(room / _l1_per_k(pr, mm, nn, rr)), 0).astype(np.int64) // s * s
-    k_max = np.minimum(k_max, k_hi)
+    # the L1 rule GemmConfig._check_l1 applies (rules/l1.py), solved for the largest k
+    k_max = np.minimum(l1.largest_k(pr.spec.l1_options, dev.l1_bytes, mm, nn, rr, k_step), k_hi)
     if fixed.get("k") is not None:
         kf = int(fixed["k"])  # type: ignore[arg-type]
         keep = k_max >= kf
         mm, nn, rr = mm[keep], nn[keep], rr[keep]
         return mm, np.full(mm.shape, kf, dtype=np.int64), nn, rr
-    counts = k_max // s
+    counts = k_max // k_step
     keep = counts > 0
     mm, nn, rr, counts = mm[keep], nn[keep], rr[keep], counts[keep]
     m3 = np.repeat(mm, counts)
     n3 = np.repeat(nn, counts)
     r3 = np.repeat(rr, counts)
     starts = np.repeat(np.cumsum(counts) - counts, counts)
-    k3 = (np.arange(m3.size, dtype=np.int64) - starts + 1) * s
+    k3 = (np.arange(m3.size, dtype=np.int64) - starts + 1) * k_step
     return m3, k3, n3, r3
-
-
-def _memtiles_fit(pr: Problem, m: np.ndarray, k: np.ndarray, n: np.ndarray, k_mt: np.ndarray) -> np.ndarray:
-    """GemmConfig.memtile_placement over every candidate at once (gemm_gen/placement.py)."""
-    dev = pr.spec.dev
-    rows, cols = pr.spec.rows, pr.spec.cols
-    b_a, b_b, b_out, _ = pr.elem_bytes
-    a_bytes = np.rint(m * k_mt * b_a).astype(np.int64)  # whole bfp16 tiles: exact
-    b_bytes = np.rint((k_mt if pr.b_chunked else k) * n * b_b).astype(np.int64)
-    c_bytes = np.rint(rows * m * n * b_out).astype(np.int64)
-    pool_list = placement.pools(rows, cols, a_bytes, b_bytes, c_bytes, pr.spec.depth_ab_l2, pr.spec.depth_c_l2)
-    return placement.place(pool_list, dev.target(cols)[1], dev.memtile_bytes, m.size).ok()
 
 
 @dataclass
@@ -213,10 +166,10 @@ def _bound(pr: Problem, e: Estimate, p: Params) -> _Bound:
     bw = dram.peak_gbps * 1e9
     tr = e.traffic
     Kp = e.padded[1]
-    per_chunk = tr["A"].bytes / (Kp * _run_bytes(pr.spec.dtype_in))  # one run per row (of tiles) of A per chunk
+    per_chunk = tr["A"].bytes / (Kp * dma.run_bytes(pr.spec.dtype_in))  # one run per row (of tiles) of A per chunk
     fixed_runs = tr["C"].effective_runs(dram.page_sharing)
     if pr.b_chunked:
-        per_chunk = per_chunk + tr["B"].bytes / (Kp * _run_bytes(pr.spec.dtype_b))
+        per_chunk = per_chunk + tr["B"].bytes / (Kp * dma.run_bytes(str(pr.spec.dtype_b)))
     else:
         fixed_runs = fixed_runs + tr["B"].effective_runs(dram.page_sharing)
     nbytes = tr["A"].bytes + tr["B"].bytes + tr["C"].bytes * dram.write_cost
@@ -243,27 +196,22 @@ def rank_all(pr: Problem, fixed: dict[str, int | None], top: int, p: Params, per
         empty = np.zeros(0, dtype=np.int64)
         return empty, empty, empty, empty, empty, np.zeros(0), 0, 0
     rows, cols = pr.spec.rows, pr.spec.cols
-    shim = pr.spec.dev.dma[TileKind.SHIM]
-    K1 = _round_up(pr.K, k)
-    j_hi = np.minimum(K1 // k, np.minimum((shim.max_wrap * 4 // (k * _run_bytes(pr.spec.dtype_in))).astype(np.int64),
-                                          TILE_EXTENT_SEARCH_MAX))
+    dev = pr.spec.dev
+    shim = dev.dma[TileKind.SHIM]
+    K1 = round_up(pr.K, k)
+    # A's shim d0 wrap counts k_mt columns in words (rules/dma.py)
+    j_hi = np.minimum(K1 // k, np.minimum(dma.shim_extent_max(shim, pr.spec.dtype_in) // k, TILE_EXTENT_SEARCH_MAX))
     # all memtiles together must hold every L2 buffer: an upper bound on k_mt (placement decides)
-    b_a, b_b, b_out, _ = pr.elem_bytes
-    room = cols * pr.spec.dev.memtile_bytes - cols * pr.spec.depth_c_l2 * rows * m * n * b_out
-    if pr.b_chunked:
-        kmt_cap = room // (pr.spec.depth_ab_l2 * (b_a * rows * m + b_b * cols * n))
-    else:
-        kmt_cap = (room - cols * pr.spec.depth_ab_l2 * k * n * b_b) // (pr.spec.depth_ab_l2 * b_a * rows * m)
-    j_hi = np.minimum(j_hi, np.maximum(kmt_cap // k, 1).astype(np.int64))
+    l2, target = pr.spec.l2_options, dev.target(cols)[1]
+    j_cap = memtile.largest_k_mt_steps(l2, cols * dev.memtile_bytes, m, k, n)
+    j_hi = np.minimum(j_hi, np.maximum(j_cap, 1))
     fixed_kmt = fixed.get("k_mt")
     if fixed_kmt is not None:
         keep = (fixed_kmt % k == 0) & (fixed_kmt // k <= TILE_EXTENT_SEARCH_MAX)
         m, k, n, rho, K1 = m[keep], k[keep], n[keep], rho[keep], K1[keep]
         j_hi = np.full(m.shape, 0)
     # tiles of a core must stay few enough for the runtime sequence
-    Mp = _round_up(pr.M, m * rows)
-    Np = _round_up(pr.N, n * cols)
-    tasks_ok = (Mp // (m * rows)) * (Np // (n * cols)) * (rows + 2 * cols) <= MAX_RUNTIME_TASKS
+    tasks_ok = tasks_fit(tiles_per_core(pr.M, pr.N, m * rows, n * cols), rows, cols)
     m, k, n, rho, K1, j_hi = m[tasks_ok], k[tasks_ok], n[tasks_ok], rho[tasks_ok], K1[tasks_ok], j_hi[tasks_ok]
     bound = _bound(pr, estimate(pr, m, k, n, K1, p, rho=rho), p)  # K padded to one k-step: below every k_mt
     out_idx: list[np.ndarray] = []
@@ -271,7 +219,7 @@ def rank_all(pr: Problem, fixed: dict[str, int | None], top: int, p: Params, per
     out_time: list[np.ndarray] = []
     if fixed_kmt is not None:
         kmt = np.full(m.shape, int(fixed_kmt), dtype=np.int64)
-        fit = _memtiles_fit(pr, m, k, n, kmt)
+        fit = memtile.fit(memtile.l2_pools(l2, m, k, n, kmt), target, dev.memtile_bytes, m.size)
         idx = np.nonzero(fit)[0]
         e = estimate(pr, m[idx], k[idx], n[idx], kmt[idx], p, rho=rho[idx])
         out_idx.append(idx)
@@ -290,7 +238,8 @@ def rank_all(pr: Problem, fixed: dict[str, int | None], top: int, p: Params, per
                 break
             kk = k[active]
             kmt = j[active] * kk
-            fit = _memtiles_fit(pr, m[active], kk, n[active], kmt)
+            fit = memtile.fit(memtile.l2_pools(l2, m[active], kk, n[active], kmt), target, dev.memtile_bytes,
+                              active.size)
             idx = active[fit]
             if idx.size:
                 e = estimate(pr, m[idx], k[idx], n[idx], kmt[fit], p, rho=rho[idx])
@@ -383,8 +332,8 @@ def _check_problem(pr: Problem, fixed: dict[str, int | None] | None = None) -> N
             raise ConfigError(f"{name}={value} must be positive", f"give {flag} a size >= 1")
     r, s, t = pr.spec.mmul  # raises for a device without a kernel for dtype_in
     # the largest tiles a core's share allows: if even these need too many runtime tasks, say so
-    m = min(_round_up(-(-pr.M // pr.spec.rows), 2 * r), _round_up(TILE_EXTENT_SEARCH_MAX, 2 * r))
-    n = min(_round_up(-(-pr.N // pr.spec.cols), 2 * t), _round_up(TILE_EXTENT_SEARCH_MAX, 2 * t))
+    m = min(round_up(ceil_div(pr.M, pr.spec.rows), 2 * r), round_up(TILE_EXTENT_SEARCH_MAX, 2 * r))
+    n = min(round_up(ceil_div(pr.N, pr.spec.cols), 2 * t), round_up(TILE_EXTENT_SEARCH_MAX, 2 * t))
     probe = pr.config(m, s, n, s)
     probe._check_types()
     probe._check_array()

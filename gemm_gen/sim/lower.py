@@ -7,7 +7,7 @@
   BDs, and the outer fifo's dims apply per slice (AIEObjectFifoStatefulTransform.cpp).
 - Channels are numbered per tile in IR order (fifos by name: a fifo's producer end, then its
   consumer ends), except that on a memtile the endpoints of a link with a buffer in a neighbour
-  memtile take the lowest channels first (gemm_gen/placement.py); BDs, channels and locks are
+  memtile take the lowest channels first (gemm_gen/rules/memtile.py); BDs, channels and locks are
   counted against the tile's DMA (memtile BDs per even/odd bank; channels 4-5 only reach local
   memory).
 """

@@ -13,8 +13,8 @@ the size sort of PR #3116, neighbour spill of PR #2432, the local-only channels 
   S2MM and MM2S channel of the link) take channels first, and only channels 0-3 can reach a
   neighbour's memory; the other endpoints then take the lowest free channels in IR order.
 
-Both the GemmConfig check (one design, with messages) and the tuner (many candidates at once,
-NumPy) run the same `place` below.
+Both the GemmConfig check (one design, with messages: `place_one`) and the tuner (many candidates
+at once, NumPy: `fit`) size the pools with `l2_pools` and run the same `place` below.
 """
 
 from __future__ import annotations
@@ -24,7 +24,9 @@ from typing import Any
 
 import numpy as np
 
-from .errors import ConfigError
+from ..dtypes import DType
+from ..errors import ConfigError
+from . import Ints
 
 # memtile DMA channels that can reach a neighbour memtile's memory (getMaxChannelNumForAdjacentMemTile)
 CROSS_TILE_CHANNELS = 4
@@ -56,19 +58,62 @@ def pools(rows: int, cols: int, a_bytes: Any, b_bytes: Any, c_bytes: Any, depth_
     """The L2 pools of a whole-array design, in IR (name) order. `a_bytes` is one core row's A
     object (m x k_mt); an A memtile that serves several rows (fewer columns than rows, mlir-aie's
     n_A_tiles_per_shim) holds all of theirs and splits them to one channel per row."""
-    a_shims = min(cols, rows)
-    a_rows = rows // a_shims
+    a_rows = a_rows_per_shim(rows, cols)
     out = [Pool(f"A_L3L2_{i}", a_shim_col(i, rows, cols), a_bytes * a_rows, depth_ab, 1, a_rows)
-           for i in range(a_shims)]
+           for i in range(a_shims(rows, cols))]
     out += [Pool(f"B_L3L2_{col}", col, b_bytes, depth_ab, 1, 1) for col in range(cols)]
     out += [Pool(f"C_L2L3_{col}", col, c_bytes, depth_c, rows, 1) for col in range(cols)]
     return sorted(out, key=lambda p: p.name)
 
 
+@dataclass(frozen=True)
+class L2Options:
+    """What the L2 pools depend on besides the tiling (GemmConfig.l2_options)."""
+
+    rows: int
+    cols: int
+    t_a: DType
+    t_b: DType
+    t_c: DType
+    b_chunked: bool  # B reaches the memtile in k_mt chunks (column-major tiles), else k x n objects
+    depth_ab: int
+    depth_c: int
+
+
+def b_chunked(b_col_maj: bool, b_pack: str) -> bool:
+    """Whether B's memtile object spans k_mt (column-major tiles) rather than one L1 tile's k."""
+    return b_col_maj and b_pack == "tiles"
+
+
+def l2_pools(o: L2Options, m: Ints, k: Ints, n: Ints, k_mt: Ints) -> list[Pool]:
+    """The pools of one tiling (or of every candidate: arrays), in IR order: one core row's A
+    object m x k_mt, a column's B object (k_mt or k) x n, a column's C object of rows m x n."""
+    b_k = k_mt if o.b_chunked else k
+    return pools(o.rows, o.cols, o.t_a.nbytes(m * k_mt), o.t_b.nbytes(b_k * n), o.t_c.nbytes(o.rows * m * n),
+                 o.depth_ab, o.depth_c)
+
+
+def fit(pool_list: list[Pool], target_cols: int, capacity: int, candidates: int) -> np.ndarray:
+    """Per candidate, whether mlir-aie places every buffer and its spilled pools' channels fit
+    (what `place_one` checks, with messages, for one design)."""
+    return place(pool_list, target_cols, capacity, candidates).ok()
+
+
+def a_shims(rows: int, cols: int) -> int:
+    """Shim/memtile columns that carry A (mlir-aie's n_shim_mem_A): one per core row, or every
+    column when there are fewer columns than rows."""
+    return min(cols, rows)
+
+
+def a_rows_per_shim(rows: int, cols: int) -> int:
+    """Core rows whose A tiles one A memtile splits off (mlir-aie's n_A_tiles_per_shim)."""
+    return rows // a_shims(rows, cols)
+
+
 def a_shim_col(i: int, rows: int, cols: int) -> int:
     """Column of A shim `i`: every column when there are fewer columns than rows; npu2's 8
     columns spread the four A streams over the even columns (Striking sec. 4.2.2)."""
-    return i * (cols // min(cols, rows))
+    return i * (cols // a_shims(rows, cols))
 
 
 @dataclass
@@ -163,3 +208,16 @@ def place_one(pool_list: list[Pool], target_cols: int, capacity: int) -> list[Me
                 )
     return [MemtileBuffer(f"{pool.name}_buff_{i}", int(pool.nbytes), pool.col, int(home[p, i]))
             for p, pool in enumerate(pool_list) for i in range(pool.depth)]
+
+
+def pool_bytes(pool_list: list[Pool]) -> Ints:
+    """Bytes of every buffer of the pools (all memtiles together)."""
+    return sum(p.nbytes * p.depth for p in pool_list)
+
+
+def largest_k_mt_steps(o: L2Options, capacity: int, m: np.ndarray, k: np.ndarray, n: np.ndarray) -> np.ndarray:
+    """Per (m, k, n): the most k-steps j (k_mt = j k) whose pools fit `capacity` bytes (all memtiles
+    together): a bound for the search, `fit` decides. The pools grow linearly in k_mt."""
+    fixed = np.asarray(pool_bytes(l2_pools(o, m, k, n, 0 * k)), dtype=np.int64)
+    per_step = np.asarray(pool_bytes(l2_pools(o, m, k, n, k)), dtype=np.int64) - fixed
+    return np.asarray((capacity - fixed) // per_step, dtype=np.int64)

@@ -21,7 +21,8 @@ bound by construction (every cycle a full 128-bit instruction, the pipelined bod
 PIPELINE_COPIES times: prologue, kernel, epilogue); an explicit choice is never refused for it, the
 plan prints it.
 
-Functions take NumPy arrays (the tuner's candidates) or ints and apply the same rule to both.
+Functions take NumPy arrays (the tuner's candidates) or ints and apply the same rule to both. The
+one predicate of a bfp16 (block) kernel lives here too.
 """
 
 from __future__ import annotations
@@ -30,10 +31,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .dtypes import dtype
-from .errors import ConfigError
-from .hw.devices import Device, MmulShape
+from ..dtypes import dtype
+from ..errors import ConfigError
+from ..hw.devices import Device, MmulShape
+from ..precision import Precision
 
+KERNEL_EXPANSION = 2  # our kernels compute 2 x 2 blocks of mmuls: m % 2r == 0, n % 2t == 0
 LOOPS = ("k-pipelined", "k-flat", "jk-flat")  # least to most overlap
 DEFAULT_LOOPS = "k-pipelined"
 CANDIDATES = ((2, 2), (4, 2), (2, 4), (4, 4))  # er x et; narrower ones share too few loads
@@ -185,3 +188,15 @@ def choose(dev: Device, dtype_in: str, mmul: MmulShape, emulate: bool, t_ma: int
     elif loops not in LOOPS:
         raise ConfigError(f"unknown kernel loop structure {loops!r}", f"use --kernel-loops {' or '.join(LOOPS)}")
     return KernelVariant(expansion[0], expansion[1], loops)
+
+
+def block_kernel(p: Precision, convert_once: bool) -> bool:
+    """Whether the kernel is a bfp16 one (templates/mm_bfp16.cc.j2, one fixed variant): a bfp16
+    precision, or bf16 converted to bfp16 once per call."""
+    return p.block or bool(convert_once)
+
+
+def converts_a_tile(p: Precision, convert_once: bool) -> bool:
+    """Whether the kernel converts its bf16 A tile to bfp16 in an L1 scratch (the ATB config1 A, or
+    the convert-once bf16 kernel)."""
+    return p.converts_a or bool(convert_once)

@@ -1,0 +1,108 @@
+"""The L1 parts of a core and the capacity check (atb eq. 3, with the kernel's scratch and overhead).
+
+A core holds depth_ab_l1 buffers of its A tile (T_MA = m / rho rows) and of its B tile, depth_c_l1
+C objects of m x n, the kernel's bfp16 copies of a bf16 A tile (and B tile, converting once), the
+accumulator rows a converted C does not fit in its object, and the overhead that does not depend on
+the tiling: the runtime parameters (with runtime K), the stack and aiecc's per-core static data.
+GemmConfig.l1_parts calls `parts` with one design's numbers; the tuner calls `largest_k` with every
+(m, n, rho) at once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..dtypes import DType, dtype
+from ..hw.devices import Device
+from ..precision import BFP16, Precision
+from . import Ints
+from .kernel_variant import converts_a_tile
+
+RTP_WORDS = 1  # runtime parameters per core with runtime K: its k-steps per output tile
+RTP_PART = "RTP"  # the parts name of a core's runtime-parameter Buffer
+
+
+@dataclass(frozen=True)
+class L1Options:
+    """What a core's L1 use depends on besides the tiling (GemmConfig.l1_options)."""
+
+    precision: Precision  # A, B, C and C's accumulator types
+    convert_once: bool
+    pair_rows: int  # the kernel's row pairs (KERNEL_EXPANSION r): a converted C keeps whole ones in its object
+    depth_ab: int
+    depth_c: int
+    overhead: tuple[tuple[str, int], ...]  # `overhead`'s parts, in order
+
+    def t(self, role: str) -> DType:
+        p = self.precision
+        return dtype({"A": p.a, "B": p.b, "C": p.out, "acc": p.acc}[role])
+
+
+def overhead(dev: Device, stack_bytes: int, runtime_sizes: str) -> dict[str, int]:
+    """The L1 bytes of each core that do not depend on the tiling: the runtime parameters it reads
+    (with runtime K), its stack and aiecc's per-core static data (the parts that take bytes)."""
+    parts = {RTP_PART: RTP_WORDS * 4} if runtime_sizes == "mnk" else {}  # the k-steps each call writes
+    parts["stack"] = stack_bytes
+    parts.update((p.name, p.nbytes) for p in dev.core_static if p.nbytes)
+    return parts
+
+
+def a_rows(m: Ints, rho: Ints) -> Ints:
+    """T_MA = m / rho: rows of an A tile in L1 (C keeps all m rows); m itself for a rho below 1,
+    which the config check refuses with its own message."""
+    return m // np.maximum(rho, 1) if isinstance(rho, np.ndarray) else m // max(rho, 1)
+
+
+def c_split_rows(p: Precision, m: Ints, n: Ints, quantum: int) -> Ints:
+    """Accumulator rows of an m x n C tile that live in the C object itself when C is converted
+    after its last call: as many whole row pairs of the kernel (`quantum` = 2r rows) as the
+    object's bytes hold (atb config3: 64 of a 128 x 128 bf16 accumulator in its 18 KiB bfp16
+    object, 48 of 96 x 128). The rest go to a worker-local buffer. Without a conversion all m rows
+    are the object's."""
+    if not p.converts_c:
+        return m
+    room = dtype(p.out).nbytes(m * n)
+    per_row = dtype(p.acc).nbytes(n)
+    rows = room // per_row // quantum * quantum
+    return np.minimum(m, rows) if isinstance(rows, np.ndarray) else min(m, rows)
+
+
+def parts(o: L1Options, m: Ints, k: Ints, n: Ints, rho: Ints) -> dict[str, Ints]:
+    """Bytes of each part of a core's L1: A, B (depth_ab buffers), C (depth_c), the kernel's
+    scratch, then the overhead."""
+    t_ma = a_rows(m, rho)
+    out = {
+        "A": o.depth_ab * o.t("A").nbytes(t_ma * k),
+        "B": o.depth_ab * o.t("B").nbytes(k * n),
+        "C": o.depth_c * o.t("C").nbytes(m * n),
+    }
+    p = o.precision
+    if converts_a_tile(p, o.convert_once):  # the kernel's bfp16 copy of the A tile (atb: 60.3 KB for config1)
+        out["A bfp16"] = dtype(BFP16).nbytes(t_ma * k)
+    if o.convert_once:  # and of the B tile
+        out["B bfp16"] = dtype(BFP16).nbytes(k * n)
+    if p.converts_c:  # accumulator rows that do not fit in the C object
+        out["C acc"] = o.t("acc").nbytes((m - c_split_rows(p, m, n, o.pair_rows)) * n)
+    return out | dict(o.overhead)
+
+
+def total(o: L1Options, m: Ints, k: Ints, n: Ints, rho: Ints) -> Ints:
+    """A core's L1 bytes."""
+    return sum(parts(o, m, k, n, rho).values())
+
+
+def fits(o: L1Options, capacity: int, m: Ints, k: Ints, n: Ints, rho: Ints) -> Ints:
+    """The capacity check: whether a core's L1 holds it all."""
+    return total(o, m, k, n, rho) <= capacity
+
+
+def largest_k(o: L1Options, capacity: int, m: np.ndarray, n: np.ndarray, rho: np.ndarray, step: int
+              ) -> np.ndarray:
+    """Per (m, n, rho): the largest multiple of `step` (the mmul's s) for which `fits` holds, 0 if
+    none. L1 grows linearly in k (atb eq. 3), so two totals give the slope."""
+    fixed = np.asarray(total(o, m, 0 * m, n, rho), dtype=np.int64)
+    per_step = np.asarray(total(o, m, step + 0 * m, n, rho), dtype=np.int64) - fixed
+    room = capacity - fixed
+    return np.where(room > 0, room // per_step, 0) * step

@@ -1,0 +1,55 @@
+"""The padded sizes of a call: what whole blocks of the array and whole k_mt chunks of K cover.
+
+A design computes M x N in blocks of block_m x block_n = (rows m) x (cols n) and walks K in k_mt
+chunks (gemm_gen/call.py says how the tails are handled); these are the sizes it computes, the
+output tiles each core makes and the BD tasks of the runtime sequence. gemm_gen/call.py's CallPlan,
+GemmConfig's task check, the model (perf.estimate) and the tuner all use them.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from . import Ints
+
+# Every fine-grained shim BD is unrolled into the instruction stream (~64 bytes each); 1M tasks
+# covers 65536^3 with small tiles and keeps insts.bin in the tens of MiB.
+MAX_RUNTIME_TASKS = 1_000_000
+
+
+def ceil_div(x: Ints, q: Ints) -> Ints:
+    """How many q-sized pieces cover x."""
+    return -(-x // q)
+
+
+def round_up(x: Ints, q: Ints) -> Ints:
+    """x up to the next multiple of q."""
+    return -(-x // q) * q
+
+
+def near(x: int, q: int) -> str:
+    """The multiples of q next to x, for an error message's fix ("64 or 80", or one value)."""
+    lo = max(q, x // q * q)
+    hi = lo + q if lo >= x else round_up(x, q)
+    return f"{lo}" if lo == hi else f"{lo} or {hi}"
+
+
+def covered(M: Ints, K: Ints, N: Ints, block_m: Ints, k_mt: Ints, block_n: Ints) -> tuple[Ints, Ints, Ints]:
+    """(Mp, K walked, Np): what a call's whole blocks and whole k_mt chunks compute."""
+    return round_up(M, block_m), round_up(K, k_mt), round_up(N, block_n)
+
+
+def tiles_per_core(M: Ints, N: Ints, block_m: Ints, block_n: Ints) -> Ints:
+    """Output tiles each core computes in one call (one per task group)."""
+    return ceil_div(M, block_m) * ceil_div(N, block_n)
+
+
+def runtime_tasks(tiles: Ints, rows: int, cols: int) -> Ints:
+    """Shim BD tasks the runtime sequence pushes for `tiles` task groups: per group one A task per
+    core row and one B and one C task per column (the largest call a design serves)."""
+    return tiles * (rows + 2 * cols)
+
+
+def tasks_fit(tiles: Ints, rows: int, cols: int) -> Ints:
+    """Whether the runtime sequence stays within MAX_RUNTIME_TASKS (an array: per candidate)."""
+    return np.asarray(runtime_tasks(tiles, rows, cols)) <= MAX_RUNTIME_TASKS
