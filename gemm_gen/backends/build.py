@@ -20,6 +20,7 @@ import tempfile
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from .. import version
 from ..atomic import write_atomic
 from ..call import CallPlan
 from ..design.model import Design, KernelBuild
@@ -153,11 +154,10 @@ def build_stamp(design: Design) -> dict[str, object]:
     import hashlib
     import importlib.metadata
 
-    from .. import __version__
     from ..design.serialize import dumps
     from ..kernels import render_kernel
 
-    def version(dist: str) -> str | None:
+    def installed(dist: str) -> str | None:
         try:
             return importlib.metadata.version(dist)
         except importlib.metadata.PackageNotFoundError:
@@ -167,7 +167,7 @@ def build_stamp(design: Design) -> dict[str, object]:
         return hashlib.sha256(text.encode()).hexdigest()
 
     return {"design": sha(dumps(design)), "kernel": sha(render_kernel(design.kernels[0].build)),
-            "gemm_gen": __version__, "mlir_aie": version("mlir_aie"), "llvm_aie": version("llvm-aie"),
+            "gemm_gen": version.__version__, "mlir_aie": installed("mlir_aie"), "llvm_aie": installed("llvm-aie"),
             "compiler": design.config.compiler}
 
 

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from .. import version
 from ..atomic import write_atomic
 from ..call import CallPlan, Problem, plan_call
 from ..design.model import Design
@@ -85,9 +86,7 @@ def stream_name(design: Design, call: CallPlan) -> str:
 def ledger_identity(own_insts: Path) -> dict[str, Any]:
     """What a ledger's verdict and streams hold for: this build (aiecc's stream of the own size),
     this gemm_gen (which lowers each size's runtime sequence for aiecc) and this encoder."""
-    from .. import __version__  # gemm_gen/__init__ imports the operator (and this module) before it sets it
-
-    return {"build": hashlib.sha256(own_insts.read_bytes()).hexdigest(), "gemm_gen": __version__,
+    return {"build": hashlib.sha256(own_insts.read_bytes()).hexdigest(), "gemm_gen": version.__version__,
             "encoder_version": txn.TXN_ENCODER_VERSION}
 
 
