@@ -325,8 +325,8 @@ def test_a_wide_accumulator_is_shifted_once_within_its_lanes(dev, t_in, t_out, s
 
 
 def test_the_plan_names_the_accumulator():
+    from gemm_gen.app.plan_info import plan_info as plan
     from gemm_gen.design import build_design
-    from gemm_gen.plan import plan
     from tests.conftest import small
 
     assert plan(build_design(small("npu2", "i8", "i32")))["accumulator"].startswith("acc32 (the i32 C stays in it")

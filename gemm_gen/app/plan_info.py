@@ -1,12 +1,13 @@
-"""What a design costs in space and traffic: the numbers `gemm-gen plan` reports."""
+"""What a design costs in space and traffic: the numbers `gemm-gen plan` reports (the report of a
+design, not a planner: the call's plan is call.plan_call)."""
 
 from __future__ import annotations
 
-from .config import GemmConfig
-from .design.keys import design_keys
-from .design.model import Design
-from .dtypes import dtype
-from .hw.devices import TileKind
+from ..config import GemmConfig
+from ..design.keys import design_keys
+from ..design.model import Design
+from ..dtypes import dtype
+from ..hw.devices import TileKind
 
 
 def dram_bytes(design: Design) -> dict[str, int]:
@@ -35,7 +36,8 @@ def live_bds_per_shim(design: Design) -> dict[str, int]:
     return dict(sorted(peak.items()))
 
 
-def plan(design: Design) -> dict[str, object]:
+def plan_info(design: Design) -> dict[str, object]:
+    """Everything `gemm-gen plan --json` prints for a design (and what the text renderers read)."""
     c: GemmConfig = design.config
     dev = c.dev
     l1_cap = dev.l1_bytes

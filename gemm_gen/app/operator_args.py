@@ -17,13 +17,13 @@ from typing import Any
 
 import numpy as np
 
-from . import precision as prec
-from .call import Problem
-from .config import GemmConfig
-from .dtypes import DTYPES, I64
-from .errors import ConfigError, GemmGenError
-from .hw.devices import DEVICES, Device, device
-from .kernel_variant import LOOPS
+from .. import precision as prec
+from ..call import Problem
+from ..config import GemmConfig
+from ..dtypes import DTYPES, I64
+from ..errors import ConfigError, GemmGenError
+from ..hw.devices import DEVICES, Device, device
+from ..kernel_variant import LOOPS
 
 # GemmConfig fields the operator sets itself, and the argument that sets each
 SET_BY_OPERATOR = {**dict.fromkeys(("M", "K", "N"), "the arrays' shapes (and max_size=(M, K, N))"),
