@@ -23,9 +23,9 @@ Underneath: GemmConfig holds every number of a design, build_design turns it int
 the simulator, the performance model and the IRON lowering all read.
 """
 
+from .app.operator import Gemm  # imported eagerly: `from gemm_gen import Gemm` is the newcomer's first line
 from .config import GemmConfig
 from .design import Design, build_design
-from .operator import Gemm  # imported eagerly: `from gemm_gen import Gemm` is the newcomer's first line
+from .version import __version__
 
-__version__ = "0.1.0"
 __all__ = ["Design", "Gemm", "GemmConfig", "__version__", "build_design"]

@@ -16,9 +16,6 @@ from typing import Any
 
 from . import precision as prec
 from .call import CallPlan, plan_call
-from .defaults import Resolved, default_acc, emulation_default, resolve
-from .defaults import convert_once_problem as _convert_once_problem
-from .defaults import mmul as mmul_of
 from .dtypes import DType, dtype
 from .errors import ConfigError
 from .hw.devices import Device, MmulShape, TileKind, device
@@ -28,6 +25,9 @@ from .rounding import Rounding, Saturation
 from .rules import kernel_variant as kv
 from .rules import l1, memtile, padding
 from .rules import tiling as tiling_rule
+from .rules.defaults import Resolved, default_acc, emulation_default, resolve
+from .rules.defaults import convert_once_problem as _convert_once_problem
+from .rules.defaults import mmul as mmul_of
 from .rules.kernel_variant import KERNEL_EXPANSION, KernelVariant
 from .rules.kernel_variant import choose as choose_variant
 from .rules.l1 import RTP_PART
@@ -77,7 +77,7 @@ class GemmConfig:
     """What one xclbin fixes (device, columns, types, tiles, depths, kernel) and the size it is built
     for (with runtime sizes: the largest it serves): the options as given (spec.Options), the
     tiling and the size. Every option reads as its value, defaults derived from what was given
-    (defaults.resolve), so `dataclasses.replace(config, dtype_in="i8", dtype_out="i32")` derives B's
+    (rules/defaults.py: resolve), so `dataclasses.replace(config, dtype_in="i8", dtype_out="i32")` derives B's
     type, the accumulator and the stack afresh. `validate()` checks the config's own rules;
     design/serve.py's `check()` adds every DMA pattern.
 
@@ -334,7 +334,7 @@ class GemmConfig:
     @property
     def convert_once_problem(self) -> tuple[str, str] | None:
         """Why this GEMM cannot use the convert-once bf16 kernel ((what, fix) for a ConfigError), or
-        None when it can (defaults.convert_once_problem)."""
+        None when it can (rules/defaults.py)."""
         return _convert_once_problem(self.dev, self.precision, self.emulate_bf16_with_bfp16, self.mmul_shape,
                                      self.compiler)
 

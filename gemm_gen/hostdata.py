@@ -25,6 +25,7 @@ import numpy as np
 from .bfp16 import TILE, TILE_BYTES, tile_values, tiles_of
 from .call import CallPlan
 from .config import GemmConfig
+from .design.build import host_tensors
 from .design.grid import grid
 from .dtypes import DType
 from .dtypes import dtype as dtype_of
@@ -164,8 +165,6 @@ def with_slack(c: GemmConfig, call: CallPlan, a_dram: np.ndarray, b_dram: np.nda
                ) -> tuple[tuple[np.ndarray, np.ndarray], int]:
     """A's and B's buffer bytes followed by the zeroed slack the call's transfers reach, and the
     bytes of C's buffer (its slack included): what the host allocates for the NPU."""
-    from .design.build import host_tensors
-
     tensors = {t.name: t for t in host_tensors(c, call)}
 
     def padded(x: np.ndarray, name: str) -> np.ndarray:

@@ -4,7 +4,7 @@ A design is specified in three parts (the finished `config.GemmConfig` is the th
 - `Problem`: the sizes of one call, M x K x N;
 - `Options`: what one xclbin fixes besides its tiling (device, columns, types and numerics,
   layouts, kernel and compiler choices). A field left at its "not given" value (None, or 0 for
-  `cols` and `stack_bytes`) stays so: its default is derived on read by `defaults.resolve`, never
+  `cols` and `stack_bytes`) stays so: its default is derived on read by `rules.defaults.resolve`, never
   stored, so `dataclasses.replace(options, dtype_in="i8")` cannot carry a default of the old types;
 - `Tiling`: m x k x n per core, k_mt per memtile object, rho (asymmetric tile buffering).
 `Pins` are the parts of the tiling a user fixed, and a `Request` is options, sizes and pins: what the
@@ -55,7 +55,7 @@ class Problem:
 @dataclass(frozen=True)
 class Options:
     """What one xclbin fixes besides its tiling and size, as given (see the module docstring for
-    the "not given" values; `defaults.resolve` derives the rest)."""
+    the "not given" values; `rules.defaults.resolve` derives the rest)."""
 
     device: str
     dtype_in: str = "bf16"
@@ -66,7 +66,7 @@ class Options:
     emulate_bf16_with_bfp16: bool | None = None  # None: the device's default for bf16 (npu2: bfp16)
     compiler: str | None = None  # "peano" or "chess"; None: chess for bfp16, else peano
     mmul_shape: tuple[int, int, int] | None = None  # r x s x t; None: the device's default
-    stack_bytes: int = 0  # 0: the default for the kernel (defaults.stack: at least mlir-aie's 0xD00)
+    stack_bytes: int = 0  # 0: the default for the kernel (rules.defaults.default_stack: at least mlir-aie's 0xD00)
     # task groups of {A, B, C} BDs in flight per shim. The paper used 5 (15 BDs), but a shim
     # channel's task queue is 4 deep and the hardware drops a push onto a full one (mlir-aie PR
     # #3734): with only C awaited, at most 4 groups can be outstanding safely.

@@ -13,8 +13,8 @@ import time
 
 import numpy as np
 
-from gemm_gen.cli import parser
-from gemm_gen.cliargs import config_from_args
+from gemm_gen.app.choice import choose_design
+from gemm_gen.app.cli import parser
 from gemm_gen.sim import simulate
 
 LIMIT_S = 60.0
@@ -30,7 +30,7 @@ def main() -> int:
     a = ap.parse_args()
     args = parser().parse_args(["simulate", "--dev", a.dev, "-M", str(a.M), "-K", str(a.K), "-N", str(a.N),
                                 "--dtype_in", a.dtype_in, "--b-col-maj"])
-    config = config_from_args(args)
+    config = choose_design(args)
     start = time.perf_counter()
     result = simulate(config)
     sim_s = time.perf_counter() - start

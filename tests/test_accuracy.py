@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from gemm_gen import Gemm
 from gemm_gen.accuracy import exact_product, measure
-from gemm_gen.cli import main
+from gemm_gen.app.cli import main
 from gemm_gen.errors import NumericsWarning
 from gemm_gen.inputs import make_inputs
 from gemm_gen.numerics import KernelNumerics

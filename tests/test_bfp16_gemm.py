@@ -259,7 +259,7 @@ def test_cli_plan_and_simulate_ragged_bfp16(preset, capsys):
     """Ragged sizes (tile counts not multiples of 8) and DRAM bytes counted in tiles."""
     import json
 
-    from gemm_gen.cli import main
+    from gemm_gen.app.cli import main
 
     args = ["--dev", "npu2", "-M", "100", "-K", "70", "-N", "90", "--preset", preset]
     assert main(["simulate", *args]) == 0
@@ -321,7 +321,7 @@ def test_strips_are_for_a_bfp16_b_only():
 def test_the_tuner_chooses_the_packing_when_left_open(capsys):
     """Strips read each column's B as one run: where B's DRAM runs matter the model prefers them, and
     the plan says which packing it chose; --b-pack fixes it."""
-    from gemm_gen.cli import main
+    from gemm_gen.app.cli import main
 
     args = ["plan", "--dev", "npu2", "-M", "4096", "-K", "4096", "-N", "2048", "--preset", "config1", "-m", "128",
             "-k", "64", "-n", "128", "--rho", "4", "--k-mt", "512", "--json"]

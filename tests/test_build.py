@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from gemm_gen.app.cli import main
 from gemm_gen.backends import iron, toolchain
 from gemm_gen.backends.build import run_build
-from gemm_gen.cli import main
 from gemm_gen.design import build_design
 from gemm_gen.errors import BuildError, ToolchainMissing
 from gemm_gen.kernels import render_kernel

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from gemm_gen.app.cli import main
 from gemm_gen.backends import cache
-from gemm_gen.cli import main
 from gemm_gen.design import build_design
 from gemm_gen.errors import CacheError
 

@@ -1,5 +1,5 @@
 """Calls of a design: sizes that are not multiples of its blocks, several sizes on one design
-(runtime parameters), the operator API and the build cache (gemm_gen/call.py, operator.py)."""
+(runtime parameters), the operator API and the build cache (gemm_gen/call.py, app/operator.py)."""
 
 from __future__ import annotations
 
@@ -9,14 +9,14 @@ import ml_dtypes
 import numpy as np
 import pytest
 
+from gemm_gen.app.cli import main
+from gemm_gen.app.operator import Gemm
 from gemm_gen.call import Problem, parse_sizes, plan_call
-from gemm_gen.cli import main
 from gemm_gen.config import GemmConfig
 from gemm_gen.design import build_design
 from gemm_gen.design.model import Loop, RuntimeCount
 from gemm_gen.design.serve import serve
 from gemm_gen.errors import ConfigError, GemmGenError, LayoutError, SimulationError
-from gemm_gen.operator import Gemm
 from gemm_gen.sim.run import simulate, simulate_calls
 
 from .conftest import small
@@ -245,9 +245,9 @@ def test_run_of_many_sizes_loads_one_xclbin_builds_once_and_writes_one_stream_pe
     """`gemm-gen run --runtime-sizes` with stand-in tools: one build into the cache (a second run
     finds it), one xclbin loaded once per run, each size run with its own instruction stream (the
     pyxrt stand-in computes the size that stream names), every size checked."""
+    from gemm_gen.app.choice import choose_design as config_from_args
+    from gemm_gen.app.cli import parser
     from gemm_gen.backends import cache, toolchain
-    from gemm_gen.cli import parser
-    from gemm_gen.cliargs import config_from_args
 
     from .fake_pyxrt import FakeXrt
     from .test_build import _fake_tools
@@ -317,10 +317,10 @@ def test_run_encodes_other_sizes_on_the_host_once_it_matches_aiecc(tmp_path, mon
     every stream it made."""
     import json
 
+    from gemm_gen.app.choice import choose_design as config_from_args
+    from gemm_gen.app.cli import parser
     from gemm_gen.backends import cache, toolchain, txn
     from gemm_gen.backends.npu_call import STREAMS, call_files, probe_calls, stream_name
-    from gemm_gen.cli import parser
-    from gemm_gen.cliargs import config_from_args
 
     from .fake_pyxrt import FakeXrt
     from .test_build import _fake_tools
@@ -429,7 +429,7 @@ def test_an_npu_call_says_what_c_lost(tmp_path, monkeypatch):
     the whole Accuracy, check=False says nothing."""
     import warnings
 
-    from gemm_gen import operator as operator_module
+    from gemm_gen.app import operator as operator_module
     from gemm_gen.backends import cache, toolchain
     from gemm_gen.errors import NumericsWarning
 

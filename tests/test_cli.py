@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from gemm_gen.cli import main
+from gemm_gen.app.cli import main
 from gemm_gen.model.perf import Problem
 from gemm_gen.model.tune import tune
 
@@ -46,8 +46,8 @@ def test_plan_text_and_json(capsys):
 def test_plan_reserves_at_least_mlir_aies_stack_by_default(capsys, dev, dtype_in):
     """Every default design reserves mlir-aie's matmul stack (0xD00) or more, and the tuner, the
     lowering's Worker and the L1 total use that same figure."""
-    from gemm_gen.cli import parser
-    from gemm_gen.cliargs import config_from_args
+    from gemm_gen.app.choice import choose_design as config_from_args
+    from gemm_gen.app.cli import parser
     from gemm_gen.design import build_design
 
     args = ["plan", "--dev", dev, "-M", "1024", "-K", "1024", "-N", "1024", "--dtype_in", dtype_in, "--json"]

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from gemm_gen.cli import main
+from gemm_gen.app.cli import main
 
 SMALL = ["--dev", "npu1", "-M", "128", "-K", "64", "-N", "128", "-m", "16", "-k", "16", "-n", "16", "--k-mt", "32"]
 OPEN = ["--dev", "npu1", "-M", "128", "-K", "64", "-N", "128"]  # tiles left to the tuner
@@ -275,7 +275,7 @@ def test_outputs_follow_the_umask(capsys, cwd, tmp_path):
 def test_an_unknown_plotting_backend_is_one_line(tmp_path):
     env = {**os.environ, "MPLBACKEND": "nonexistent"}
     env.pop("GEMM_GEN_DEBUG", None)
-    done = subprocess.run([sys.executable, "-m", "gemm_gen.cli", "roofline", *SMALL, "--points", "5",
+    done = subprocess.run([sys.executable, "-m", "gemm_gen.app.cli", "roofline", *SMALL, "--points", "5",
                            "--out-dir", str(tmp_path / "plots")], capture_output=True, text=True, cwd=ROOT, env=env)
     assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
     assert "MPLBACKEND=nonexistent is not a plotting backend" in done.stderr and "MPLBACKEND=Agg" in done.stderr
@@ -296,8 +296,8 @@ def _interrupt(*a, **k):
 
 @pytest.mark.parametrize("cmd,where", [
     (["simulate", *SMALL], "gemm_gen.sim.run.simulate_calls"),
-    (["plan", *OPEN], "gemm_gen.model.choose.tuned_config"),
-    (["generate", *SMALL], "gemm_gen.cli.dumps"),
+    (["plan", *OPEN], "gemm_gen.search.tuned_config"),
+    (["generate", *SMALL], "gemm_gen.app.cli.dumps"),
     (["roofline", *SMALL, "--points", "5"], "gemm_gen.model.plots.evaluate_all"),
 ])
 def test_ctrl_c_is_one_line_and_exit_130(capsys, cwd, monkeypatch, cmd, where):
@@ -417,7 +417,7 @@ def test_gemm_gen_debug_off_values_keep_one_line(capsys, monkeypatch, value):
 
 def test_gemm_gen_debug_on_shows_an_interrupts_traceback(monkeypatch, tmp_path):
     monkeypatch.setenv("GEMM_GEN_DEBUG", "1")
-    monkeypatch.setattr("gemm_gen.cli.dumps", _interrupt)
+    monkeypatch.setattr("gemm_gen.app.cli.dumps", _interrupt)
     with pytest.raises(KeyboardInterrupt):
         main(["generate", *SMALL, "-o", str(tmp_path / "d.json")])
     assert not (tmp_path / "d.json").exists()

@@ -8,13 +8,13 @@ import re
 import pytest
 
 from gemm_gen.config import PAPER_TILES, GemmConfig, default_k_mt, default_tiles
-from gemm_gen.defaults import resolve
 from gemm_gen.design import build_design
 from gemm_gen.design.channels import dma_channels
 from gemm_gen.design.serve import check
 from gemm_gen.errors import ConfigError, DmaLimitError, GemmGenError
 from gemm_gen.hw.devices import TileKind
 from gemm_gen.model.paper import ArrayRow
+from gemm_gen.rules.defaults import resolve
 from gemm_gen.sim import simulate
 from gemm_gen.spec import Options, Problem, Tiling
 
@@ -328,8 +328,8 @@ def test_a_wide_accumulator_is_shifted_once_within_its_lanes(dev, t_in, t_out, s
 
 
 def test_the_plan_names_the_accumulator():
+    from gemm_gen.app.plan_info import plan_info as plan
     from gemm_gen.design import build_design
-    from gemm_gen.plan import plan
     from tests.conftest import small
 
     assert plan(build_design(small("npu2", "i8", "i32")))["accumulator"].startswith("acc32 (the i32 C stays in it")

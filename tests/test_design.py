@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from gemm_gen.app.plan_info import dram_bytes, live_bds_per_shim
 from gemm_gen.config import GemmConfig
 from gemm_gen.design import build_design
 from gemm_gen.design import patterns as P
@@ -13,7 +14,6 @@ from gemm_gen.design.model import Acquire, Call, Loop, Release
 from gemm_gen.design.serialize import dumps
 from gemm_gen.errors import ConfigError
 from gemm_gen.l1_layout import a_layout, b_layout, c_layout
-from gemm_gen.plan import dram_bytes, live_bds_per_shim
 
 from .conftest import small
 

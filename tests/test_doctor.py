@@ -6,8 +6,8 @@ import json
 
 import pytest
 
+from gemm_gen.app.cli import main
 from gemm_gen.backends import doctor, pins, toolchain
-from gemm_gen.cli import main
 from gemm_gen.errors import ToolchainMissing
 
 from . import iron_recorder

@@ -1,5 +1,5 @@
 """What a laptop owner must look at first (issue 18, item 5): one ordered list, FIRST_RUN_CHECKS in
-backends/validate.py, that `make validate` prints and docs/hardware_path.md's last section holds word
+app/validate.py, that `make validate` prints and docs/hardware_path.md's last section holds word
 for word, so the two cannot drift."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from gemm_gen.backends import validate
+from gemm_gen.app import validate
 
 from .test_doctor import laptop  # noqa: F401 - npu_laptop's fixture
 from .test_validate import npu_laptop  # noqa: F401 - the fixture
@@ -51,7 +51,7 @@ def test_the_acc64_rows_the_list_names_are_the_sweeps_i16_rows():
 def test_validate_json_carries_the_list(npu_laptop, capsys):  # noqa: F811
     import json
 
-    from gemm_gen.cli import main
+    from gemm_gen.app.cli import main
 
     from .test_validate import NPU_NOW
 

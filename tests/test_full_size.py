@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from gemm_gen.cli import main
+from gemm_gen.app.cli import main
 
 # the acceptance commands, plus large K and row-major B
 FULL = [

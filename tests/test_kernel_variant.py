@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gemm_gen.cli import main
+from gemm_gen.app.cli import main
 from gemm_gen.config import PAPER_TILES, GemmConfig
 from gemm_gen.errors import ConfigError
 from gemm_gen.hw.devices import DEVICES, NPU1, NPU2

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gemm_gen.cli import main
+from gemm_gen.app.cli import main
 from gemm_gen.config import GemmConfig
 from gemm_gen.design import build_design
 from gemm_gen.errors import GemmGenError
@@ -250,7 +250,7 @@ def test_bad_input_exits_2(capsys):
 def test_predict_past_a_budget_but_not_past_a_rule(capsys):
     """A paper tile built by chess (1 KiB stack) overflows L1 under our default stack (mlir-aie's
     0xD00): still predicted, marked not buildable; a tile that breaks a divisibility rule is refused."""
-    from gemm_gen.cli import main
+    from gemm_gen.app.cli import main
 
     args = ["predict", "--dev", "npu2", "-M", "4096", "-K", "4096", "-N", "4096", "-k", "152", "-n", "48",
             "--dtype_in", "bf16", "--dtype_out", "bf16", "--acc", "out", "--json"]  # the paper's C in bf16

@@ -9,9 +9,9 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
+from gemm_gen.app.cli import main
 from gemm_gen.call import Problem as Size
 from gemm_gen.call import parse_sizes
-from gemm_gen.cli import main
 from gemm_gen.design.serve import check, serve
 from gemm_gen.errors import GemmGenError
 from gemm_gen.model.params import load
@@ -120,8 +120,8 @@ def test_cli_tune_for_many_sizes(capsys):
 
 
 def test_simulated_runtime_sizes_use_the_design_tuned_for_the_list():
-    from gemm_gen.cli import parser
-    from gemm_gen.cliargs import config_from_args
+    from gemm_gen.app.choice import choose_design as config_from_args
+    from gemm_gen.app.cli import parser
 
     args = ["simulate", "--dev", "npu2", "--dtype_in", "i8", "--dtype_out", "i32",
             "--runtime-sizes", "1000x777x333,64x4096x512,2048x1024x2048"]

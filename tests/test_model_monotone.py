@@ -104,7 +104,7 @@ def test_predict_with_slower_dram_is_never_faster(capsys, t_in, size):
     """The issue's check: `predict --dram-gbps 20` of the tuned npu2 design against the default."""
     import json
 
-    from gemm_gen.cli import main
+    from gemm_gen.app.cli import main
 
     args = ["predict", "--dev", "npu2", "-M", str(size), "-K", str(size), "-N", str(size), "--dtype_in", t_in,
             "--dtype_out", t_in, "--json"]
@@ -119,7 +119,7 @@ def test_predict_with_slower_dram_is_never_faster(capsys, t_in, size):
 def test_tune_256_cubed_picks_no_8_byte_dram_runs(capsys):
     import json
 
-    from gemm_gen.cli import main
+    from gemm_gen.app.cli import main
 
     assert main(["tune", "--dev", "npu2", "-M", "256", "-K", "256", "-N", "256", "--dtype_in", "i8", "--dtype_out",
                  "i8", "--json"]) == 0
@@ -128,7 +128,7 @@ def test_tune_256_cubed_picks_no_8_byte_dram_runs(capsys):
 
 
 def test_dram_gbps_out_of_range_is_one_line(capsys):
-    from gemm_gen.cli import main
+    from gemm_gen.app.cli import main
 
     assert main(["predict", "--dev", "npu2", "-M", "256", "-K", "256", "-N", "256", "--dram-gbps", "0"]) == 2
     err = capsys.readouterr().err

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from gemm_gen.cli import main
+from gemm_gen.app.cli import main
 
 PNG = b"\x89PNG\r\n\x1a\n"
 

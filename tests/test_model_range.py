@@ -8,7 +8,7 @@ import json
 import numpy as np
 import pytest
 
-from gemm_gen.cli import main
+from gemm_gen.app.cli import main
 from gemm_gen.model.params import SLOWER_WHEN_LARGER, ends, load, raw
 from gemm_gen.model.perf import Problem
 from gemm_gen.model.plots import sweep

@@ -3,17 +3,15 @@
 from __future__ import annotations
 
 import json
-import sys
 import time
-import types
 
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gemm_gen.cli import main, parser
-from gemm_gen.cliargs import config_from_args
+from gemm_gen.app.choice import choose_design as config_from_args
+from gemm_gen.app.cli import main, parser
 from gemm_gen.config import GemmConfig
 from gemm_gen.errors import GemmGenError, ToolchainMissing
 from gemm_gen.model import calibrate, paper
@@ -160,12 +158,7 @@ def fake_backends(monkeypatch):
         calls.append((config.m, config.k, config.n, config.k_mt, iters, warmup))
         return 1e-3 * (10 - len(calls))  # later candidates run faster
 
-    mod = types.ModuleType("gemm_gen.backends")
-    mod.measure = measure  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "gemm_gen.backends", mod)
-    import gemm_gen
-
-    monkeypatch.setattr(gemm_gen, "backends", mod, raising=False)
+    monkeypatch.setattr("gemm_gen.app.model_commands.measure", measure)
     return calls
 
 
@@ -188,9 +181,7 @@ def test_measure_without_toolchain_exits_2_with_one_sentence(capsys, monkeypatch
     def missing(config, iters, warmup):
         raise ToolchainMissing("XRT (pyxrt) is not installed", "install XRT and the NPU driver")
 
-    import gemm_gen
-
-    monkeypatch.setattr(gemm_gen.backends, "measure", missing)
+    monkeypatch.setattr("gemm_gen.app.model_commands.measure", missing)
     code, out, err = run(capsys, "tune", "--dev", "npu1", "-M", "1024", "-K", "1024", "-N", "1024", "--measure", "2")
     last = [line for line in err.splitlines() if "cannot measure" in line]
     assert code == 2 and out == "" and len(last) == 1 and "XRT" in last[0]

@@ -12,9 +12,9 @@ import ml_dtypes
 import numpy as np
 import pytest
 
+from gemm_gen.app.operator import Gemm
+from gemm_gen.app.operator_args import in_operator_terms
 from gemm_gen.errors import ConfigError
-from gemm_gen.operator import Gemm
-from gemm_gen.operator_args import in_operator_terms
 
 BF16 = ml_dtypes.bfloat16
 M, K, N = 16, 64, 32  # one small block on every path below

@@ -15,7 +15,7 @@ import gemm_gen
 
 def test_gemm_is_importable_from_the_package():
     from gemm_gen import Gemm
-    from gemm_gen.operator import Gemm as OperatorGemm
+    from gemm_gen.app.operator import Gemm as OperatorGemm
 
     assert Gemm is OperatorGemm and "Gemm" in gemm_gen.__all__
 

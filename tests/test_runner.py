@@ -9,9 +9,9 @@ import re
 import numpy as np
 import pytest
 
+from gemm_gen.app.cli import main
 from gemm_gen.backends import runner, toolchain
 from gemm_gen.backends.build import artifacts, build_stamp
-from gemm_gen.cli import main
 from gemm_gen.design import build_design
 from gemm_gen.errors import ToolchainMissing
 
@@ -66,8 +66,8 @@ def test_wrong_results_fail(tmp_path, capsys, monkeypatch):
 
 
 def test_cli_run_with_a_device(tmp_path, capsys, monkeypatch):
-    from gemm_gen.cli import parser
-    from gemm_gen.cliargs import config_from_args
+    from gemm_gen.app.choice import choose_design as config_from_args
+    from gemm_gen.app.cli import parser
 
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv(runner.UNSECURE_XCLBIN, raising=False)
@@ -142,8 +142,8 @@ def test_the_pyxrt_standin_refuses(breaks, exc, text):
 
 
 def test_run_on_the_other_npu_family_is_one_line(tmp_path, capsys, monkeypatch):
-    from gemm_gen.cli import parser
-    from gemm_gen.cliargs import config_from_args
+    from gemm_gen.app.choice import choose_design as config_from_args
+    from gemm_gen.app.cli import parser
 
     monkeypatch.chdir(tmp_path)
     c = config_from_args(parser().parse_args(["run", *SMALL]))  # an npu1 design
@@ -157,8 +157,8 @@ def test_run_on_the_other_npu_family_is_one_line(tmp_path, capsys, monkeypatch):
 @pytest.mark.parametrize("step", ["hw_context", "wait"])
 def test_xrt_failures_are_one_line(tmp_path, capsys, monkeypatch, step):
     """XRT raises RuntimeError when it refuses an xclbin or a run fails: one line naming the step."""
-    from gemm_gen.cli import parser
-    from gemm_gen.cliargs import config_from_args
+    from gemm_gen.app.choice import choose_design as config_from_args
+    from gemm_gen.app.cli import parser
 
     monkeypatch.chdir(tmp_path)
     c = config_from_args(parser().parse_args(["run", *SMALL]))

@@ -16,10 +16,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from gemm_gen.backends import runner, toolchain, validate
+from gemm_gen.app import validate
+from gemm_gen.app.cli import main
+from gemm_gen.app.limits import run_limit
+from gemm_gen.backends import runner, toolchain
 from gemm_gen.backends.build import artifacts
 from gemm_gen.call import Problem
-from gemm_gen.cli import main
 from gemm_gen.config import GemmConfig
 from gemm_gen.design import build_design
 from gemm_gen.design.serve import serve
@@ -121,14 +123,14 @@ def test_the_default_limit_is_derived_from_the_predicted_time(tmp_path):
     runner.run_design(c, prebuilt(c, tmp_path), iters=2, warmup=1, xrt=xrt)
     assert [e for e in xrt.log if e[0] == "wait"] == [("wait", derived(c))] * 3 == [("wait", 2000)] * 3
     big = next(i.config for i in validate.sweep("npu1", chess=True) if "4224x4032x4224" in i.name)
-    limit = runner.run_limit(big, artifacts(build_design(big), tmp_path))
+    limit = run_limit(big, artifacts(build_design(big), tmp_path))
     assert limit.timeout_ms == derived(big) > runner.TIMEOUT_FLOOR_MS and not limit.given  # 47 ms predicted
     assert limit.predicted_us == pytest.approx(float(estimate_config(big, slow).time) * 1e6)
     # a design serving many sizes: each call's own prediction (a larger call, a longer limit)
     many = GemmConfig("npu2", 8192, 8192, 8192, 64, 64, 64, 256, "i8", "i8", runtime_sizes="mnk")
     files = artifacts(build_design(many), tmp_path)
     sizes = [Problem(8192, 8192, 8192), Problem(4096, 8192, 8192), Problem(64, 64, 64)]
-    limits = [runner.run_limit(many, files, serve(many, p)).timeout_ms for p in sizes]
+    limits = [run_limit(many, files, serve(many, p)).timeout_ms for p in sizes]
     assert limits == [derived(many, serve(many, p)) for p in sizes]
     assert limits[0] > limits[1] > limits[2] == runner.TIMEOUT_FLOOR_MS
 
@@ -143,8 +145,8 @@ def test_a_limit_xrt_would_read_otherwise_is_refused():
 # ---- gemm-gen run ----------------------------------------------------------------------------------------
 @pytest.mark.parametrize("given", [None, "75"])
 def test_cli_run_on_a_hung_kernel_is_one_line_and_exit_1(tmp_path, capsys, monkeypatch, given):
-    from gemm_gen.cli import parser
-    from gemm_gen.cliargs import config_from_args
+    from gemm_gen.app.choice import choose_design as config_from_args
+    from gemm_gen.app.cli import parser
 
     monkeypatch.chdir(tmp_path)
     c = config_from_args(parser().parse_args(["run", *SMALL]))

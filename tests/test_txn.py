@@ -459,7 +459,7 @@ def test_an_upgrade_drops_the_verdict_and_the_streams_it_wrote(tmp_path, monkeyp
     assert ledger["encoder_version"] == txn.TXN_ENCODER_VERSION
     assert ledger["encoder"]["matches"] is False and ledger["encoder"]["first_difference"] == 0
     assert second.how == "aiecc"
-    monkeypatch.setattr("gemm_gen.__version__", "0.0.0-other")  # another gemm_gen: checked again too
+    monkeypatch.setattr("gemm_gen.version.__version__", "0.0.0-other")  # another gemm_gen: checked again too
     call_files(design, serve(c, Problem(7, c.K, 9)))
     assert json.loads((entry / STREAMS).read_text())["gemm_gen"] == "0.0.0-other"
     assert not second.insts.exists()

@@ -12,9 +12,10 @@ import numpy as np
 import pytest
 
 from gemm_gen import l1_banks
-from gemm_gen.backends import doctor, validate
+from gemm_gen.app import validate
+from gemm_gen.app.cli import main
+from gemm_gen.backends import doctor
 from gemm_gen.backends.build import artifacts
-from gemm_gen.cli import main
 from gemm_gen.design import build_design
 from gemm_gen.errors import ToolchainMissing
 from gemm_gen.model import measured

@@ -20,11 +20,15 @@ import tempfile
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from .. import version
 from ..atomic import write_atomic
 from ..call import CallPlan
+from ..design.build import host_tensors, runtime_sequence
 from ..design.model import Design, KernelBuild
+from ..design.serialize import dumps
 from ..errors import BuildError
-from . import stack, toolchain
+from ..kernels import kernel_defines, kernel_include_dir, render_kernel, source_file
+from . import iron, stack, toolchain
 from .toolchain import Toolchain
 
 # mlir-aie's programming_examples/makefile-common: WARNING_FLAGS and PEANOWRAP2(P)_FLAGS
@@ -122,16 +126,12 @@ def aiecc_flags(design: Design, tc: Toolchain, art: Artifacts) -> list[str]:
 
 def artifacts(design: Design, build_dir: Path) -> Artifacts:
     """What building `design` into `build_dir` produces."""
-    from ..kernels import source_file
-
     kernel = design.kernels[0].build
     return Artifacts(build_dir, design.config.suffix, source_file(kernel), kernel.object_file)
 
 
 def plan_build(design: Design, tc: Toolchain, build_dir: Path, gen_args: list[str]) -> tuple[Artifacts, list[Step]]:
     """The artifacts and the ordered steps of a build (nothing is run or written)."""
-    from ..kernels import kernel_defines, kernel_include_dir
-
     kernel = design.kernels[0].build
     art = artifacts(design, build_dir)
     b = str(build_dir)
@@ -153,11 +153,7 @@ def build_stamp(design: Design) -> dict[str, object]:
     import hashlib
     import importlib.metadata
 
-    from .. import __version__
-    from ..design.serialize import dumps
-    from ..kernels import render_kernel
-
-    def version(dist: str) -> str | None:
+    def installed(dist: str) -> str | None:
         try:
             return importlib.metadata.version(dist)
         except importlib.metadata.PackageNotFoundError:
@@ -167,7 +163,7 @@ def build_stamp(design: Design) -> dict[str, object]:
         return hashlib.sha256(text.encode()).hexdigest()
 
     return {"design": sha(dumps(design)), "kernel": sha(render_kernel(design.kernels[0].build)),
-            "gemm_gen": __version__, "mlir_aie": version("mlir_aie"), "llvm_aie": version("llvm-aie"),
+            "gemm_gen": version.__version__, "mlir_aie": installed("mlir_aie"), "llvm_aie": installed("llvm-aie"),
             "compiler": design.config.compiler}
 
 
@@ -195,11 +191,8 @@ def run_build(design: Design, build_dir: Path, gen_args: list[str], verbose: boo
     artifacts move into build_dir with their stamp; on a failed step the scratch directory is kept as
     build_dir/failed_<suffix>/ with build.log (every command and its whole output), and no artifact
     is left under its final name."""
-    from ..kernels import render_kernel
-    from .iron import iron_api, to_mlir
-
     tc = toolchain.find_toolchain(design.config.compiler == "chess", strict=True)
-    api = iron_api()  # mlir-aie missing: fail before anything is written
+    api = iron.iron_api()  # mlir-aie missing: fail before anything is written
     build_dir.mkdir(parents=True, exist_ok=True)
     scratch = Path(tempfile.mkdtemp(prefix=".build-", dir=build_dir))
     log: list[str] = []
@@ -213,7 +206,7 @@ def run_build(design: Design, build_dir: Path, gen_args: list[str], verbose: boo
             if step.action == "render":
                 write_atomic(scratch / art.kernel_source, render_kernel(kernel))
             elif step.action == "mlir":
-                write_atomic(art.mlir, to_mlir(design, api))
+                write_atomic(art.mlir, iron.to_mlir(design, api))
             else:
                 try:
                     done = subprocess.run(step.argv, cwd=scratch, capture_output=True, text=True)
@@ -275,16 +268,13 @@ def insts_step(design: Design, tc: Toolchain, mlir: str, insts: str, cwd: str) -
 def run_insts_build(design: Design, call: CallPlan, entry: Path, insts: Path, verbose: bool = False) -> Path:
     """Lower the design with one call's runtime sequence to MLIR and let aiecc write only its
     instruction stream into `insts` (beside the xclbin, whose kernel object it links)."""
-    from ..design.build import host_tensors, runtime_sequence
-    from .iron import iron_api, to_mlir
-
     tc = toolchain.find_toolchain(design.config.compiler == "chess", strict=True)
-    api = iron_api()
+    api = iron.iron_api()
     c = design.config
     runtime = runtime_sequence(c, call)
     sized = replace(design, runtime=runtime, tensors=host_tensors(c, call, runtime))
     mlir = entry / f"aie_{call.problem}.mlir"
-    write_atomic(mlir, to_mlir(sized, api))
+    write_atomic(mlir, iron.to_mlir(sized, api))
     step = insts_step(design, tc, mlir.name, insts.name, str(entry))
     if verbose:
         print(f"# {step.what}\n{step.shell()}", flush=True)

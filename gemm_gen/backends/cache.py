@@ -21,8 +21,12 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..atomic import write_atomic
 from ..design.model import Design
+from ..design.serialize import design_to_json
 from ..errors import CacheError
+from ..kernels import render_kernel
+from . import pins
 
 CACHE_ENV = "GEMM_GEN_CACHE"  # overrides the cache directory
 META = "design.json"  # what an entry holds, for `gemm-gen cache list`
@@ -42,10 +46,6 @@ def cache_root() -> Path:
 
 def xclbin_identity(design: Design) -> dict[str, object]:
     """What the xclbin depends on: the Design minus its per-call parts, the kernel and the pins."""
-    from ..design.serialize import design_to_json
-    from ..kernels import render_kernel
-    from . import pins
-
     d = design_to_json(design)
     for per_call in ("runtime", "tensors", "derived"):
         d.pop(per_call, None)
@@ -93,8 +93,6 @@ def make_entry(design: Design) -> Path:
     """The design's entry directory, created with its marker if it is new. A directory already there
     under the key's name is taken over only if it is empty (an entry whose marker a crash cut off);
     anything else there was not made by gemm_gen and is refused, not written into."""
-    from ..atomic import write_atomic
-
     path = entry_dir(design)
     if is_entry(path):
         return path
@@ -181,8 +179,6 @@ def contents() -> Contents:
 
 
 def write_meta(design: Design, path: Path) -> None:
-    from ..atomic import write_atomic
-
     c = design.config
     served = {"fixed": f"{c.M}x{c.K}x{c.N}", "mn": f"M<={c.M} N<={c.N}, K walk of {c.K}",
               "mnk": f"M<={c.M} K<={c.K} N<={c.N}"}[c.runtime_sizes]

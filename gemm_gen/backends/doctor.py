@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from ..errors import ToolchainMissing
-from . import pins, toolchain
+from . import iron, pins, toolchain
 
 # XRT device names per family (mlir-aie's hostruntime NPU_MODELS, matched as substrings)
 NPU_MODELS = {"npu1": ("npu1", "Phoenix"), "npu2": ("npu4", "Strix", "npu5", "Strix Halo", "npu6", "Krackan",
@@ -113,10 +113,8 @@ def checks() -> list[Check]:
     detail = ""
     ok = mlir is not None and mlir.split("+")[0] == pins.MLIR_AIE_RELEASE
     if mlir is not None:
-        from .iron import iron_api
-
         try:
-            iron_api()
+            iron.iron_api()
             detail = "IRON signatures match the pinned release"
         except ToolchainMissing as e:
             ok, detail = False, str(e).split(";")[0]

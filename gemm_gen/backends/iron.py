@@ -15,7 +15,6 @@ The translation is one to one, in the API of the pinned release (pins.py; python
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -360,8 +359,3 @@ def to_mlir(design: Design, api: IronApi | None = None) -> str:
             raise BuildError("the lowered MLIR does not verify", "report the design (gemm-gen generate) as a bug")
     return str(module)
 
-
-if __name__ == "__main__":  # pragma: no cover - `python -m gemm_gen.backends.iron` = gemm-gen mlir
-    from ..cli import main
-
-    sys.exit(main(["mlir", *sys.argv[1:]]))

@@ -14,22 +14,24 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
+from .. import version
 from ..atomic import write_atomic
 from ..call import CallPlan, Problem, plan_call
 from ..design.model import Design
-from ..errors import GemmGenError
+from ..design.serve import serve
+from ..errors import GemmGenError, RunTimeout
 from ..hostdata import output_values, pad_inputs, with_slack
 from . import cache, toolchain, txn
-
-if TYPE_CHECKING:
-    from .runner import NpuKernel
+from .build import artifacts, is_current, run_build, run_insts_build
+from .runner import NpuKernel, NpuSession, SlowEnd, checked_timeout, run_limit
 
 STREAMS = "streams.json"  # per cache entry: what it describes, the encoder's verdict, who wrote each stream
 
@@ -45,21 +47,17 @@ class CallFiles:
 
 def is_built(design: Design) -> bool:
     """Whether the design's xclbin is in the build cache, current."""
-    from .build import artifacts, is_current
-
     return is_current(artifacts(design, cache.entry_dir(design)), design)
 
 
-def call_files(design: Design, call: CallPlan, verbose: bool = False) -> CallFiles:
+def call_files(design: Design, call: CallPlan, verbose: bool = False, gen_args: Sequence[str] = ()) -> CallFiles:
     """Build the design into its cache entry unless it is there and current, and the call's
-    instruction stream unless it is there (the xclbin is never rebuilt for another size)."""
-    from ..cliargs import config_args
-    from .build import artifacts, is_current, run_build
-
+    instruction stream unless it is there (the xclbin is never rebuilt for another size).
+    `gen_args`: the gemm-gen flags of the design, for the build's log (the caller's: app/cliargs.py)."""
     entry = cache.make_entry(design)
     art = artifacts(design, entry)
     if not is_current(art, design):
-        art = run_build(design, entry, gen_args=config_args(design.config), verbose=verbose)
+        art = run_build(design, entry, gen_args=list(gen_args), verbose=verbose)
         cache.write_meta(design, entry)
     if call == design.config.call:
         return CallFiles(art.xclbin, art.insts)
@@ -85,9 +83,7 @@ def stream_name(design: Design, call: CallPlan) -> str:
 def ledger_identity(own_insts: Path) -> dict[str, Any]:
     """What a ledger's verdict and streams hold for: this build (aiecc's stream of the own size),
     this gemm_gen (which lowers each size's runtime sequence for aiecc) and this encoder."""
-    from .. import __version__  # gemm_gen/__init__ imports the operator (and this module) before it sets it
-
-    return {"build": hashlib.sha256(own_insts.read_bytes()).hexdigest(), "gemm_gen": __version__,
+    return {"build": hashlib.sha256(own_insts.read_bytes()).hexdigest(), "gemm_gen": version.__version__,
             "encoder_version": txn.TXN_ENCODER_VERSION}
 
 
@@ -108,8 +104,6 @@ def _ledger(entry: Path, own_insts: Path) -> dict[str, Any]:
 
 
 def _write_stream(design: Design, call: CallPlan, entry: Path, insts: Path, trusted: bool, verbose: bool) -> str:
-    from .build import run_insts_build
-
     if trusted:
         write_atomic(insts, txn.encode_call(design, call).tobytes())
         return "host encoder"
@@ -123,8 +117,6 @@ def probe_candidates(design: Design) -> tuple[CallPlan, ...]:
     cores (N = n: B's strips contiguous) and one k_mt chunk (K = k_mt: A's rows contiguous); K only
     where the design takes a runtime K (else the values with its K walk). Calls it cannot serve are
     left out."""
-    from ..design.serve import serve
-
     c = design.config
     if c.runtime_sizes == "fixed":
         return ()
@@ -166,8 +158,6 @@ def _encoder_trusted(design: Design, own_insts: Path, entry: Path, ledger: dict[
     """Whether the host encoder writes the very streams aiecc wrote, byte for byte, for every size
     probe_calls picks (aiecc's instructions-only run writes those it has not yet): checked once per
     ledger, the verdict, the sizes and branches checked, and the first differing word kept in it."""
-    from .build import run_insts_build
-
     if ledger["encoder"] is not None:
         return bool(ledger["encoder"]["matches"])
     probes = probe_calls(design)
@@ -200,24 +190,22 @@ def _encoder_trusted(design: Design, own_insts: Path, entry: Path, ledger: dict[
 
 
 def run_on_npu(design: Design, call: CallPlan, a: np.ndarray, b: np.ndarray, xrt: ModuleType | None = None,
-               loaded: dict[Path, NpuKernel] | None = None, timeout_ms: int | None = None) -> np.ndarray:
-    """C of one call on the NPU, within `timeout_ms` (None: runner.run_limit's default). `loaded`
+               loaded: dict[Path, NpuKernel] | None = None, timeout_ms: int | None = None,
+               slow_end: SlowEnd | None = None, gen_args: Sequence[str] = ()) -> np.ndarray:
+    """C of one call on the NPU, within `timeout_ms` (None: runner.run_limit's default from `slow_end`). `loaded`
     keeps each xclbin registered with its kernel open across calls (the operator's), so that a call
     loads an xclbin only the first time; one whose run timed out is dropped from it, so that the
     next call does not queue behind the hung run in the same hardware context."""
-    from ..errors import RunTimeout
-    from .runner import NpuKernel, NpuSession, checked_timeout, run_limit
-
     checked_timeout(timeout_ms)  # a wrong limit: one line, before anything is built
     xrt = xrt or toolchain.pyxrt()  # no XRT: one line, before anything is built
-    files = call_files(design, call)
+    files = call_files(design, call, gen_args=gen_args)
     c = design.config
     loaded = {} if loaded is None else loaded
     if files.xclbin not in loaded:
         loaded[files.xclbin] = NpuKernel(xrt, files.xclbin, c.device)
     (a_buf, b_buf), c_bytes = with_slack(c, call, *pad_inputs(c, a, b, call))
     session = NpuSession(xrt, files, a_buf, b_buf, c_bytes, c.device, loaded[files.xclbin],
-                         limit=run_limit(c, files, call, timeout_ms))
+                         limit=run_limit(c, files, call, timeout_ms, slow_end))
     try:
         session.run()
     except RunTimeout:

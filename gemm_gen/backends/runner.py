@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
@@ -23,12 +24,13 @@ from ..accuracy import Accuracy
 from ..accuracy import measure as measure_accuracy  # runner.measure times a design
 from ..call import CallPlan, Problem
 from ..config import GemmConfig
+from ..design import build_design
 from ..errors import BuildError, ConfigError, RunTimeout, ToolchainMissing
 from ..hostdata import host_values, output_values, pad_inputs, with_slack
 from ..inputs import make_inputs
 from ..numerics import reference
 from . import toolchain
-from .build import Artifacts
+from .build import Artifacts, artifacts, is_current, run_build
 from .doctor import npu_family
 
 OPCODE = 3  # the NPU's "run the instruction sequence" opcode
@@ -55,9 +57,13 @@ ABS_TOL, REL_TOL = 0.5, 0.05
 # does not price: a first run's setup in the driver and firmware and an NPU waking from a power state
 # (milliseconds to tens of them, assumed, not measured), still short enough that `make validate` moves
 # on quickly from a hung design. Every design of the validate sweeps gets 2 to 6 s.
+# The prediction comes from the caller (SlowEnd): the back ends do not import the model.
 TIMEOUT_FLOOR_MS = 2000
 TIMEOUT_FACTOR = 100
 MAX_TIMEOUT_MS = 2**32 - 1  # the binding's unsigned int; 0 would mean no limit, so the least is 1
+# seconds one call of a design takes at the slow end of the model's constants (the application layer's
+# app/limits.slow_end_s): what the default time limit is derived from
+SlowEnd = Callable[[GemmConfig, Problem], float]
 
 
 @dataclass
@@ -123,12 +129,13 @@ class RunLimit:
     design: str  # the config's suffix (its build's file names)
     size: str  # the call's M x K x N
     xclbin: str
-    predicted_us: float  # the model's time for the call, at the slow end of its constants
+    predicted_us: float  # the model's time for the call, at the slow end of its constants (0: none given)
     given: bool  # --timeout-ms (or the operator's timeout_ms=) given, else the default
 
     def error(self) -> RunTimeout:
         how = "as given" if self.given else (f"the default: max({TIMEOUT_FLOOR_MS // 1000} s, {TIMEOUT_FACTOR} x "
-                                             f"the predicted {self.predicted_us:,.0f} us)")
+                                             f"the predicted {self.predicted_us:,.0f} us)" if self.predicted_us else
+                                             f"the default: {TIMEOUT_FLOOR_MS // 1000} s, no prediction given")
         return RunTimeout(f"the NPU run of design {self.design} at size {self.size} did not complete within "
                           f"{self.timeout_ms:,} ms ({how})",
                           f"rebuild it (remove {self.xclbin} and run again), check the NPU with `xrt-smi examine` "
@@ -149,16 +156,12 @@ def checked_timeout(value: Any) -> int | None:
 
 
 def run_limit(c: GemmConfig, files: XclbinFiles, call: CallPlan | None = None,
-              timeout_ms: int | None = None) -> RunLimit:
+              timeout_ms: int | None = None, slow_end: SlowEnd | None = None) -> RunLimit:
     """The limit of one run of a call: `timeout_ms` if given (checked_timeout), else
-    max(TIMEOUT_FLOOR_MS, TIMEOUT_FACTOR x the model's slow-end time for the call)."""
-    from ..model.params import load_ends
-    from ..model.perf import estimate_config
-
+    max(TIMEOUT_FLOOR_MS, TIMEOUT_FACTOR x slow_end's time for the call); without a slow_end, the floor."""
     timeout_ms = checked_timeout(timeout_ms)
     call = call or c.call
-    slow, _ = load_ends()
-    predicted = float(estimate_config(c, slow, call=call.problem).time)
+    predicted = 0.0 if slow_end is None else float(slow_end(c, call.problem))
     default = min(MAX_TIMEOUT_MS, max(TIMEOUT_FLOOR_MS, math.ceil(TIMEOUT_FACTOR * predicted * 1e3)))
     return RunLimit(default if timeout_ms is None else timeout_ms, c.suffix, str(call.problem), str(files.xclbin),
                     predicted * 1e6, timeout_ms is not None)
@@ -273,16 +276,17 @@ def check(c: GemmConfig, got: np.ndarray, a: np.ndarray, b: np.ndarray,
 
 
 def run_design(c: GemmConfig, art: Artifacts, iters: int = 10, warmup: int = 1, seed: int = 0,
-               xrt: ModuleType | None = None, inputs: str = "exact", timeout_ms: int | None = None) -> RunResult:
+               xrt: ModuleType | None = None, inputs: str = "exact", timeout_ms: int | None = None,
+               slow_end: SlowEnd | None = None) -> RunResult:
     """Load, run `warmup` + `iters` times (each within run_limit's time), check the last result, and
     report the timings."""
     xrt = xrt or toolchain.pyxrt()
-    return _run_call(c, c.call, art, xrt, None, iters, warmup, seed, inputs, timeout_ms)
+    return _run_call(c, c.call, art, xrt, None, iters, warmup, seed, inputs, timeout_ms, slow_end)
 
 
 def run_calls(c: GemmConfig, calls: list[tuple[CallPlan, XclbinFiles]], iters: int = 10, warmup: int = 1,
               seed: int = 0, xrt: ModuleType | None = None, inputs: str = "exact",
-              timeout_ms: int | None = None) -> list[RunResult]:
+              timeout_ms: int | None = None, slow_end: SlowEnd | None = None) -> list[RunResult]:
     """Several call sizes of one design: its xclbin loaded once, each size run with its own
     instruction stream and buffers, checked and timed like run_design."""
     xrt = xrt or toolchain.pyxrt()
@@ -291,17 +295,19 @@ def run_calls(c: GemmConfig, calls: list[tuple[CallPlan, XclbinFiles]], iters: i
         if files.xclbin != calls[0][1].xclbin:
             raise ConfigError(f"{files.xclbin} is another xclbin than {calls[0][1].xclbin}",
                               "run one design's sizes together")
-    return [_run_call(c, call, files, xrt, loaded, iters, warmup, seed, inputs, timeout_ms) for call, files in calls]
+    return [_run_call(c, call, files, xrt, loaded, iters, warmup, seed, inputs, timeout_ms, slow_end)
+            for call, files in calls]
 
 
 def _run_call(c: GemmConfig, call: CallPlan, files: XclbinFiles, xrt: ModuleType, loaded: NpuKernel | None,
-              iters: int, warmup: int, seed: int, inputs: str, timeout_ms: int | None) -> RunResult:
+              iters: int, warmup: int, seed: int, inputs: str, timeout_ms: int | None,
+              slow_end: SlowEnd | None) -> RunResult:
     p = call.problem
     a, b = make_inputs(p.M, p.K, p.N, c.t_in, c.t_out, seed, c.t_b, family=inputs)
     a_pad, b_pad = pad_inputs(c, a, b, call)
     (a_buf, b_buf), c_bytes = with_slack(c, call, a_pad, b_pad)  # the reads past a matrix stay in its buffer
     session = NpuSession(xrt, files, a_buf, b_buf, c_bytes, c.device, loaded,
-                         limit=run_limit(c, files, call, timeout_ms))
+                         limit=run_limit(c, files, call, timeout_ms, slow_end))
     for _ in range(warmup):
         session.run()
     times = [session.run() for _ in range(max(iters, 1))]
@@ -310,17 +316,13 @@ def _run_call(c: GemmConfig, call: CallPlan, files: XclbinFiles, xrt: ModuleType
     return RunResult(c, times, checked, errors, exact, accuracy, first, problem=None if call == c.call else p)
 
 
-def measure(c: GemmConfig, iters: int = 10, warmup: int = 1, build_dir: str = "build") -> float:
+def measure(c: GemmConfig, iters: int = 10, warmup: int = 1, build_dir: str = "build",
+            slow_end: SlowEnd | None = None) -> float:
     """Build (if needed) and run a config; mean seconds per run. The tuner's --measure uses this."""
-    from pathlib import Path
-
-    from ..design import build_design
-    from .build import artifacts, is_current, run_build
-
     design = build_design(c)
     xrt = toolchain.pyxrt()  # before building: no XRT, no point
     art = artifacts(design, Path(build_dir))
     if not is_current(art, design):
         art = run_build(design, Path(build_dir), gen_args=[])
-    result = run_design(c, art, iters, warmup, xrt=xrt)
+    result = run_design(c, art, iters, warmup, xrt=xrt, slow_end=slow_end)
     return sum(result.times_us) / len(result.times_us) / 1e6

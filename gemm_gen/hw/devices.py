@@ -227,7 +227,7 @@ class Device:
     clock_ghz: float  # array clock at the maximum performance level
     l1_bytes: int
     memtile_bytes: int
-    default_stack_bytes: int  # every design's stack unless its kernel needs more (defaults.default_stack)
+    default_stack_bytes: int  # every design's stack unless its kernel needs more (rules.defaults.default_stack)
     # r x s x t shapes our kernels may use, the first being the default, per input type
     mmul_shapes: dict[str, tuple[MmulShape, ...]]
     # with AIE_API_EMULATE_BFLOAT16_MMUL_WITH_BFP16 (npu2 only; whole_array.py gives those kernels

@@ -14,9 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any, ClassVar
-
-import jinja2
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from .. import precision as prec
 from ..config import check_shift
@@ -27,6 +25,9 @@ from ..hw.devices import DEVICES, Device
 from ..rounding import Rounding, Saturation
 from ..rules import kernel_variant as kv
 from .paths import templates_dir
+
+if TYPE_CHECKING:
+    import jinja2
 
 TEMPLATE = "mm.cc.j2"
 BFP16_TEMPLATE = "mm_bfp16.cc.j2"
@@ -364,6 +365,8 @@ def block_kernel_params(build: KernelBuild, dev: Device) -> BlockKernelParams:
 
 @lru_cache(maxsize=1)
 def _environment() -> jinja2.Environment:
+    import jinja2  # lazy: `import gemm_gen` reaches the back ends, and only rendering a kernel needs jinja2
+
     return jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(templates_dir())),
         undefined=jinja2.StrictUndefined,

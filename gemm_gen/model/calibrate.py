@@ -17,11 +17,15 @@ from typing import Any
 
 import numpy as np
 
+from ..config import GemmConfig
+from ..design import build_design
+from ..hw.devices import device
+from ..l1_banks import plan
 from ..precision import ACC_OUT
 from . import paper
 from .kernel import kernel_cycles, kernel_shape
 from .l1_stall import stall_cycles
-from .params import CALIBRATION_FILE, Params, dram_entry, from_raw, peak_entry, raw
+from .params import CALIBRATION_FILE, Params, dram_entry, from_raw, load, peak_entry, raw
 from .perf import Problem, estimate, estimate_config
 from .predict import tasks_per_group
 from .traffic import design_traffic
@@ -33,9 +37,6 @@ from .traffic import design_traffic
 def _kernel_row_design(row: paper.KernelRow) -> tuple[Any, Any]:
     """The row's kernel in a whole-array design as the paper built it (xchesscc's 1 KiB stack,
     the papers' kernel and L1 allocation), and that design's L1 plan."""
-    from ..config import GemmConfig
-    from ..l1_banks import plan
-
     c = GemmConfig(row.device, 4 * row.m, 4 * row.k, 8 * row.n, row.m, row.k, row.n, row.k, row.dtype_in,
                    row.dtype_out, True, emulate_bf16_with_bfp16=row.emulate, compiler="chess", stack_bytes=1024,
                    expansion=paper.PAPER_EXPANSION, kernel_loops=paper.PAPER_LOOPS, convert_once=False,
@@ -46,8 +47,6 @@ def _kernel_row_design(row: paper.KernelRow) -> tuple[Any, Any]:
 def kernel_macs(p: Params, row: paper.KernelRow) -> float:
     """The row's kernel as a trace sees it running in its design: its cycles per call and the L1
     bank stalls of the paper's allocation."""
-    from ..hw.devices import device
-
     dev = device(row.device)
     ks = kernel_shape(dev, row.dtype_in, row.dtype_out, dev.mmul_shape(row.dtype_in, row.emulate), row.emulate,
                       expansion=paper.PAPER_EXPANSION, loops=paper.PAPER_LOOPS)
@@ -57,8 +56,6 @@ def kernel_macs(p: Params, row: paper.KernelRow) -> float:
 
 
 def array_config(row: paper.ArrayRow, **kw: Any):  # noqa: ANN201 - GemmConfig
-    from ..config import GemmConfig
-
     fields: dict[str, Any] = {"emulate_bf16_with_bfp16": row.emulate, "depth_c_l1": row.depth_c_l1,
                               "queue_groups": row.queue_groups, "stack_bytes": row.stack_bytes,
                               # the papers keep C in its output type between calls (mlir-aie's kernels)
@@ -74,8 +71,6 @@ def array_config(row: paper.ArrayRow, **kw: Any):  # noqa: ANN201 - GemmConfig
 
 @lru_cache(maxsize=512)
 def design_data(config: Any) -> tuple[dict[str, Any], int, Any]:
-    from ..design import build_design
-
     design = build_design(config)
     return design_traffic(design), tasks_per_group(design), design.l1
 
@@ -161,8 +156,6 @@ def fit_bfp16_step_cycles(delta: float, leave_out: int | None = None) -> float:
 
 def atb_micro(p: Params, tk: int) -> float:
     """Our bfp16 kernel's efficiency per call at T_K = tk (atb's Eff_micro): 128 x tk x 128, one call."""
-    from ..hw.devices import device
-
     dev = device("npu2")
     ks = kernel_shape(dev, "bf16", "bf16", (8, 8, 8), False, "bfp16")
     t = paper.ATB_TILE
@@ -527,8 +520,6 @@ def _array_row(p: Params, group: str, ar: paper.ArrayRow, what: str, use: str, n
 
 
 def rows(p: Params | None = None) -> list[Row]:
-    from .params import load
-
     p = p or load()
     out: list[Row] = []
     for r in paper.STRIKING_T1:
@@ -574,8 +565,6 @@ def _text_rows(p: Params) -> list[Row]:
                    "256-byte bursts, copy", paper.DFBW_GBPS, dfbw_gbps(p), "GB/s", "calibration",
                    "fixes stream_gbps_at_256_byte_bursts (the path's peak is above it)"))
     t1 = next(r for r in paper.STRIKING_T1 if r.device == "npu2" and r.dtype_out == "i16")
-    from ..hw.devices import device
-
     npu2 = device("npu2")
     peak = kernel_macs(p, t1) * 2 * npu2.columns * npu2.core_rows * npu2.clock_ghz / 1000
     out.append(Row("Striking text", "sec. 5.2.1: XDNA2 array compute peak of the 64x216x64 i8-i16 kernel",

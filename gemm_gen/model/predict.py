@@ -6,9 +6,9 @@ from typing import Any
 
 from ..config import GemmConfig
 from ..design import build_design
+from ..design.keys import design_keys
 from ..design.model import Design
 from ..errors import ConfigError
-from ..plan import design_keys
 from .kernel import cluster_terms, overhead
 from .params import Params, load, load_ends
 from .perf import Estimate, Problem, estimate_config

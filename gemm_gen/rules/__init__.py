@@ -3,7 +3,7 @@
 Each rule is a function over ints or NumPy arrays: GemmConfig's checks call it with one design's
 numbers, the tuner (gemm_gen/model/tune.py) with every candidate at once, so the two cannot drift
 apart. This package sits below the config, the design and the model: it reads only the hardware
-description and the bottom modules (dtypes, errors, precision).
+description and the bottom modules (dtypes, errors, precision, spec).
 """
 
 from __future__ import annotations

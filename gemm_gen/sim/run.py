@@ -10,6 +10,7 @@ import numpy as np
 from tqdm import tqdm
 
 from ..accuracy import Accuracy, measure
+from ..bfp16 import clamped_blocks
 from ..call import CallPlan, Problem
 from ..config import GemmConfig
 from ..design import Design, build_design
@@ -338,8 +339,6 @@ def _checked_call(session: ArraySession, call: CallPlan, seed: int, progress: bo
 
 def _core_conversion_clamps(c: GemmConfig, a: np.ndarray, b: np.ndarray) -> int:
     """Blocks that the core's bfp16 conversions of A and B (under the kernel's rounding) clamp."""
-    from ..bfp16 import clamped_blocks
-
     rounding = c.numerics.rounding
     count = 0
     if c.numerics.bfp16_inputs or c.precision.converts_a:

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from . import precision as prec
-from .errors import ConfigError
-from .hw.devices import Device, MmulShape, device
-from .precision import Precision
-from .spec import Options
+from .. import precision as prec
+from ..errors import ConfigError
+from ..hw.devices import Device, MmulShape, device
+from ..precision import Precision
+from ..spec import Options
 
 
 @dataclass(frozen=True)

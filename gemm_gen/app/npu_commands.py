@@ -1,4 +1,4 @@
-"""gemm-gen kernel | mlir | build | run: the hardware path's commands."""
+"""gemm-gen kernel | mlir | build | run | doctor | validate | cache: the hardware path's commands."""
 
 from __future__ import annotations
 
@@ -9,16 +9,24 @@ from pathlib import Path
 from types import ModuleType
 
 from ..atomic import check_output_dir, check_output_file, write_atomic
-from ..cliargs import EXIT_FAIL, EXIT_USAGE, SEED, config_args, config_from_args, counted, problem_args
+from ..backends import cache, doctor, iron, toolchain
+from ..backends.build import artifacts, is_current, plan_build, run_build
+from ..backends.npu_call import call_files, is_built
+from ..backends.runner import MAX_TIMEOUT_MS, TIMEOUT_FACTOR, TIMEOUT_FLOOR_MS, run_calls, run_design
 from ..design import Design, build_design
-from . import toolchain
+from ..design.serve import serve
+from ..hw.devices import device
+from ..inputs import INPUT_FAMILIES
+from ..kernels import render_kernel
+from . import validate
+from .choice import choose_design, say_chosen
+from .cliargs import EXIT_FAIL, EXIT_USAGE, SEED, config_args, counted, problem_args
+from .limits import slow_end_s
 
 
 def cmd_kernel(a: argparse.Namespace) -> int:
-    from ..kernels import render_kernel
-
     output = None if a.output is None else check_output_file(a.output, "-o")  # before any work
-    design = build_design(config_from_args(a))
+    design = build_design(choose_design(a))
     text = render_kernel(design.kernels[0].build)
     if output is not None:
         write_atomic(output, text)
@@ -28,11 +36,9 @@ def cmd_kernel(a: argparse.Namespace) -> int:
 
 
 def cmd_mlir(a: argparse.Namespace) -> int:
-    from .iron import to_mlir
-
     output = None if a.output is None else check_output_file(a.output, "-o")  # before any work
-    design = build_design(config_from_args(a))
-    text = to_mlir(design)
+    design = build_design(choose_design(a))
+    text = iron.to_mlir(design)
     if output is not None:
         write_atomic(output, text)
     else:
@@ -41,13 +47,16 @@ def cmd_mlir(a: argparse.Namespace) -> int:
 
 
 def cmd_build(a: argparse.Namespace) -> int:
-    from .build import plan_build, run_build
-
     build_dir = check_output_dir(a.build_dir, "--build-dir")
-    design = build_design(config_from_args(a))
+    config = choose_design(a)
+    design = build_design(config)
     gen_args = config_args(design.config)
+    # missing tools are one sentence (as run_build says them), said before the chosen design
+    tc = toolchain.find_toolchain(design.config.compiler == "chess", strict=not a.dry_run)
+    if not a.dry_run:
+        iron.iron_api()
+    say_chosen("build", a, config)
     if a.dry_run:
-        tc = toolchain.find_toolchain(design.config.compiler == "chess", strict=False)
         art, steps = plan_build(design, tc, build_dir, gen_args)
         if a.json:
             print(json.dumps({"steps": [{"what": s.what, "cwd": s.cwd, "argv": list(s.argv)} for s in steps],
@@ -65,18 +74,17 @@ def cmd_build(a: argparse.Namespace) -> int:
 
 
 def cmd_run(a: argparse.Namespace) -> int:
-    from .build import artifacts, is_current, run_build
-    from .runner import run_design
-
     check_output_dir(a.build_dir, "--build-dir")
-    design = build_design(config_from_args(a))
+    config = choose_design(a)
+    design = build_design(config)
     xrt = toolchain.pyxrt()  # no XRT: one sentence and exit 2, before building anything
+    say_chosen("run", a, config)
     if a.runtime_sizes:
         return _run_sizes(a, design, xrt)
     art = artifacts(design, Path(a.build_dir))
     if not is_current(art, design):
         art = run_build(design, Path(a.build_dir), config_args(design.config), verbose=a.verbose)
-    result = run_design(design.config, art, a.iters, a.warmup, a.seed, xrt, a.inputs, a.timeout_ms)
+    result = run_design(design.config, art, a.iters, a.warmup, a.seed, xrt, a.inputs, a.timeout_ms, slow_end_s)
     if a.json:
         print(json.dumps(result.to_json(), indent=1))
     else:
@@ -89,16 +97,11 @@ def cmd_run(a: argparse.Namespace) -> int:
 def _run_sizes(a: argparse.Namespace, design: Design, xrt: ModuleType) -> int:
     """Each --runtime-sizes size on the NPU with one xclbin: built (or found) once in the build
     cache, one instruction stream per size beside it, the xclbin loaded once."""
-    from ..design.serve import serve
-    from . import cache
-    from .npu_call import call_files, is_built
-    from .runner import run_calls
-
     calls = [serve(design.config, p) for p in a.runtime_sizes]  # refuse a size before building anything
     cached = is_built(design)
-    files = [call_files(design, call, a.verbose) for call in calls]
+    files = [call_files(design, call, a.verbose, config_args(design.config)) for call in calls]
     results = run_calls(design.config, list(zip(calls, files)), a.iters, a.warmup,
-                        a.seed, xrt, a.inputs, a.timeout_ms)
+                        a.seed, xrt, a.inputs, a.timeout_ms, slow_end_s)
     passed = all(r.passed for r in results)
     entry = cache.entry_dir(design)
     if a.json:
@@ -117,17 +120,12 @@ def _run_sizes(a: argparse.Namespace, design: Design, xrt: ModuleType) -> int:
 
 
 def cmd_doctor(a: argparse.Namespace) -> int:
-    from . import doctor
-
     found = doctor.checks()
     print(json.dumps(doctor.to_json(found), indent=1) if a.json else doctor.report(found))
     return 0 if all(c.ok for c in found if c.required) else EXIT_FAIL
 
 
 def cmd_validate(a: argparse.Namespace) -> int:
-    from ..hw.devices import device
-    from . import doctor, validate
-
     dev = device(a.dev).name  # an unknown device or an unusable --build-dir: one line before the doctor
     check_output_dir(a.build_dir, "--build-dir")
     found = doctor.checks()
@@ -156,16 +154,12 @@ def cmd_validate(a: argparse.Namespace) -> int:
 
 
 def _inputs_arg(p: argparse.ArgumentParser) -> None:
-    from ..inputs import INPUT_FAMILIES
-
     p.add_argument("--inputs", choices=INPUT_FAMILIES, default="exact",
                    help="float inputs: exact (fp32-exact sums, outputs checked bit for bit) or wide (lossy in "
                    "bfp16, checked within mlir-aie's tolerance on hardware)")
 
 
 def cmd_cache(a: argparse.Namespace) -> int:
-    from . import cache
-
     if a.action == "clear":
         done = cache.clear()
         if a.json:
@@ -195,8 +189,6 @@ def _print_not_ours(names: tuple[str, ...]) -> None:
 
 
 def _timeout_arg(p: argparse.ArgumentParser, each: str) -> None:
-    from .runner import MAX_TIMEOUT_MS, TIMEOUT_FACTOR, TIMEOUT_FLOOR_MS
-
     p.add_argument("--timeout-ms", type=counted(1, MAX_TIMEOUT_MS, "a time limit in milliseconds", "10000"),
                    default=None, help=f"time limit of each NPU run{each}: a run that has not completed by then is "
                    f"reported as hung (one line, exit 1) instead of waiting forever (default: max("

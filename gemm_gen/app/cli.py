@@ -3,31 +3,34 @@
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
 import os
 import sys
 
-from .atomic import check_output_dir, check_output_file, write_atomic
-from .call import Problem
-from .cliargs import EXIT_FAIL, EXIT_USAGE, SEED, Parser, config_from_args, problem_args
-from .design import build_design
-from .design.serialize import dumps
-from .errors import BuildError, GemmGenError, SimulationError
-from .inputs import INPUT_FAMILIES
-from .plan import plan
+from ..atomic import check_output_dir, check_output_file, write_atomic
+from ..call import Problem
+from ..design import build_design
+from ..design.serialize import dumps
+from ..errors import BuildError, GemmGenError, SimulationError
+from ..inputs import INPUT_FAMILIES
+from ..sim import run as sim_run
+from ..sim.memory import GB, SAY_ABOVE, check_memory
+from . import model_commands, npu_commands
+from .choice import choose_design, say_chosen
+from .cliargs import EXIT_FAIL, EXIT_USAGE, SEED, Parser, problem_args
+from .plan_info import plan_info
 from .report import calls_text, plan_text, sim_text
 
-# Command families that live with their code: each module has register(subparsers).
-COMMAND_MODULES: tuple[str, ...] = ("gemm_gen.backends.commands", "gemm_gen.model.commands")
+# Command families in modules of their own: each has register(subparsers).
+COMMAND_MODULES = (npu_commands, model_commands)
 DEBUG_ENV = "GEMM_GEN_DEBUG"  # set (not 0): errors raise with their traceback instead of one line
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, what shells report for Ctrl-C
 EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what a C tool killed by the closed pipe would report
 
 
 def cmd_plan(a: argparse.Namespace) -> int:
-    design = build_design(config_from_args(a))
-    info = plan(design)
+    design = build_design(choose_design(a))
+    info = plan_info(design)
     print(json.dumps(info, indent=1) if a.json else plan_text(info))
     return 0
 
@@ -35,7 +38,9 @@ def cmd_plan(a: argparse.Namespace) -> int:
 def cmd_generate(a: argparse.Namespace) -> int:
     # where the output goes is checked before any work: the file -o names, else a file in --build-dir
     place = check_output_file(a.output, "-o") if a.output is not None else check_output_dir(a.build_dir, "--build-dir")
-    design = build_design(config_from_args(a))  # validate before touching the output directory
+    config = choose_design(a)
+    design = build_design(config)  # validate before touching the output directory
+    say_chosen("generate", a, config)
     text = dumps(design)
     out = place if a.output is not None else place / f"design_{design.config.suffix}.json"
     write_atomic(out, text)
@@ -47,17 +52,14 @@ def cmd_generate(a: argparse.Namespace) -> int:
 
 
 def cmd_simulate(a: argparse.Namespace) -> int:
-    from .sim.memory import GB, SAY_ABOVE, check_memory
-    from .sim.run import simulate_calls
-
-    config = config_from_args(a)
+    config = choose_design(a)
     design = build_design(config)
     problems = list(a.runtime_sizes or [Problem(config.M, config.K, config.N)])
     need = check_memory(config, problems)  # more than this machine has: one line, before any array is made
     if need > SAY_ABOVE:
         print(f"simulating needs about {need / GB:.1f} GB of memory", file=sys.stderr, flush=True)
     try:  # simulate_calls refuses any size the design cannot serve (exit 2) before it runs one
-        results = simulate_calls(design, problems, seed=a.seed, progress=not a.json and sys.stderr.isatty(),
+        results = sim_run.simulate_calls(design, problems, seed=a.seed, progress=not a.json and sys.stderr.isatty(),
                                  inputs=a.inputs)
     except SimulationError as e:
         if a.json:
@@ -70,9 +72,9 @@ def cmd_simulate(a: argparse.Namespace) -> int:
         out = [r.to_json() for r in results]
         print(json.dumps(out[0] if not a.runtime_sizes else {"passed": passed, "calls": out}, indent=1))
     elif not a.runtime_sizes:
-        print(sim_text(results[0], plan(design), a.verbose))
+        print(sim_text(results[0], plan_info(design), a.verbose))
     else:
-        print(calls_text(results, plan(design)))
+        print(calls_text(results, plan_info(design)))
     return 0 if passed else EXIT_FAIL
 
 
@@ -94,8 +96,8 @@ def parser() -> argparse.ArgumentParser:
                     help="float inputs: exact (fp32-exact sums, the default) or wide (lossy in bfp16)")
     sp.add_argument("-v", "--verbose", action="store_true", help="list the bytes of every DMA channel")
     sp.set_defaults(func=cmd_simulate)
-    for name in COMMAND_MODULES:
-        importlib.import_module(name).register(sub)
+    for module in COMMAND_MODULES:
+        module.register(sub)
     return p
 
 

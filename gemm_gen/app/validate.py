@@ -25,10 +25,19 @@ from pathlib import Path
 from typing import Any
 
 from ..atomic import write_atomic
+from ..backends import doctor, toolchain
+from ..backends.build import artifacts, is_current, run_build, stack_report
+from ..backends.runner import run_design
 from ..config import GemmConfig
+from ..design import build_design
 from ..design.serve import check
 from ..errors import GemmGenError, RunTimeout, StackError
 from ..hw.devices import device
+from ..model import paper
+from ..model.calibrate import array_config
+from ..model.predict import predict
+from .cliargs import config_args
+from .limits import slow_end_s
 
 SMALL = (512, 512, 512)
 # L1 allocation pairs (role "l1"): one tile per input type whose planned layout shares no bank between
@@ -122,9 +131,6 @@ class SweepItem:
 
 def sweep(dev_name: str, chess: bool) -> list[SweepItem]:
     """The fixed sweep of one device; designs that need chess are skipped without it."""
-    from ..model import paper
-    from ..model.calibrate import array_config
-
     dev = device(dev_name)
     items: list[SweepItem] = []
     M, K, N = SMALL
@@ -173,12 +179,6 @@ def run_item(item: SweepItem, build_dir: Path, iters: int, warmup: int, xrt: Any
              timeout_ms: int | None = None) -> dict[str, Any]:
     """Build (if needed), run and check one design; the error, if any, as a result (a run past its
     time limit as TIMEOUT, with the limit)."""
-    from ..cliargs import config_args
-    from ..design import build_design
-    from ..model.predict import predict
-    from .build import artifacts, is_current, run_build, stack_report
-    from .runner import run_design
-
     record: dict[str, Any] = {"name": item.name, "role": item.role, "source": item.source}
     if item.config is None:
         return {**record, "status": "SKIPPED", "reason": item.skipped}
@@ -194,7 +194,7 @@ def run_item(item: SweepItem, build_dir: Path, iters: int, warmup: int, xrt: Any
         report = stack_report(art)
         record["stack"] = report.to_json() if report else {"stack_bytes": c.stack_bytes, "status": "not reported",
                                                             "frame_bytes": None, "note": "no stack report kept"}
-        result = run_design(c, art, iters, warmup, xrt=xrt, timeout_ms=timeout_ms)
+        result = run_design(c, art, iters, warmup, xrt=xrt, timeout_ms=timeout_ms, slow_end=slow_end_s)
     except RunTimeout as e:
         return {**record, "status": "TIMEOUT", "reason": str(e), "timeout_ms": e.timeout_ms}
     except StackError as e:  # aiecc (or gemm_gen) refused a frame deeper than the stack: record both
@@ -213,8 +213,6 @@ def run_sweep(dev_name: str, build_dir: Path, iters: int = 10, warmup: int = 1, 
               xrt: Any = None, only: str = "all", timeout_ms: int | None = None) -> dict[str, Any]:
     """Run the sweep and return its record (the caller writes it)."""
     from tqdm import tqdm
-
-    from . import doctor, toolchain
 
     xrt = xrt or toolchain.pyxrt()
     env = doctor.environment()

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .design.serve import SERVED
+from ..design.serve import SERVED
 
 if TYPE_CHECKING:
-    from .sim.run import SimResult
+    from ..sim.run import SimResult
 
 
 def _x(v: list[int]) -> str:

@@ -9,16 +9,21 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from ..cliargs import EXIT_USAGE, SIZE, base_config, config_from_args, counted, problem_args
+from ..atomic import check_output_dir, check_output_file, write_all, write_atomic
 from ..config import B_PACKS, GemmConfig
 from ..design.serve import SERVED
 from ..errors import ConfigError, ToolchainMissing
 from ..hw.devices import device
-from .params import Params, load, load_ends
-from .perf import Problem
-from .predict import predict
-from .tune import RANKS, Candidate, TuneResult, tune_b_packs
-from .tune_many import ManyResult
+from ..model import measured
+from ..model.params import Params, load, load_ends
+from ..model.perf import Problem
+from ..model.plots import heatmap_png, pyplot, roofline_png
+from ..model.predict import predict
+from ..model.tune import RANKS, Candidate, TuneResult, tune_b_packs
+from ..model.tune_many import ManyResult, tune_many
+from .choice import choose_design
+from .cliargs import EXIT_USAGE, SIZE, base_config, counted, problem_args
+from .limits import measure
 
 
 def _model_args(p: argparse.ArgumentParser) -> None:
@@ -62,7 +67,7 @@ def _base(a: argparse.Namespace) -> GemmConfig:
 
 # ---- predict ------------------------------------------------------------------------------------
 def cmd_predict(a: argparse.Namespace) -> int:
-    info = predict(config_from_args(a), _params(a), _ends(a))
+    info = predict(choose_design(a), _params(a), _ends(a))
     print(json.dumps(info, indent=1) if a.json else predict_text(info))
     return 0
 
@@ -113,8 +118,6 @@ def cmd_tune(a: argparse.Namespace) -> int:
     top = max(a.top, a.measure or 0)
     fixed = {"m": a.m, "k": a.k, "n": a.n, "k_mt": a.k_mt, "rho": a.rho}
     if a.runtime_sizes:
-        from .tune_many import tune_many
-
         if a.measure:
             raise ConfigError(f"--measure {a.measure} re-ranks the designs of one size; --runtime-sizes ranks one "
                               "design for several", "drop --measure, or tune one size at a time")
@@ -144,18 +147,13 @@ def cmd_tune(a: argparse.Namespace) -> int:
 
 
 def measure_candidates(cands: list[Candidate], iters: int, warmup: int, progress: bool = True) -> None:
-    """Build and run each candidate on the NPU (gemm_gen.backends.measure), with a progress bar."""
+    """Build and run each candidate on the NPU (app/limits.measure), with a progress bar."""
     from tqdm import tqdm
 
-    try:
-        from .. import backends
-    except ImportError as e:
-        raise ToolchainMissing(f"the build/run back end gemm_gen.backends is not available ({e})",
-                               "install the hardware path (issue 3)") from None
     bar = tqdm(cands, desc="measuring on the NPU", unit="design", file=sys.stderr, disable=not progress)
     for c in bar:
         bar.set_postfix_str(f"{c.config.m}x{c.config.k}x{c.config.n} k_mt {c.config.k_mt}")
-        c.measured_s = float(backends.measure(c.config, iters, warmup))
+        c.measured_s = float(measure(c.config, iters, warmup))
 
 
 def tune_json(r: TuneResult, count: int) -> dict[str, Any]:
@@ -233,12 +231,9 @@ MAX_POINTS = 100_000  # sweep points: each is three model evaluations; a plot sh
 
 
 def cmd_roofline(a: argparse.Namespace) -> int:
-    from ..atomic import check_output_dir, write_all
-    from .plots import heatmap_png, pyplot, roofline_png
-
     out = check_output_dir(a.out_dir, "--out-dir")
     pyplot()  # an unusable plotting backend: one line before any work
-    config = config_from_args(a).validate(budgets=False)  # as predict: a budget alone does not stop a prediction
+    config = choose_design(a).validate(budgets=False)  # as predict: a budget alone does not stop a prediction
     name = (f"{config.device}_{config.dtype_in}{'bfp16emu' if config.emulate_bf16_with_bfp16 else ''}_"
             f"{config.dtype_out}_{'bcol' if config.b_col_maj else 'brow'}")
     roof, roof_png = roofline_png(config, out / f"roofline_{name}_{config.m}x{config.k}x{config.n}.png", a.max_size,
@@ -255,9 +250,6 @@ def cmd_roofline(a: argparse.Namespace) -> int:
 
 # ---- calibrate ----------------------------------------------------------------------------------
 def cmd_calibrate(a: argparse.Namespace) -> int:
-    from ..atomic import check_output_file, write_atomic
-    from . import measured
-
     output = None if a.output is None else check_output_file(a.output, "-o")  # before the refit
     rows = measured.read_records([Path(f) for f in a.measurements])
     result = measured.refit(rows, machine=a.machine)

@@ -1,19 +1,22 @@
-"""Flags and parsing shared by every gemm-gen command (mlir-aie's names), and one-line errors."""
+"""Flags and parsing shared by every gemm-gen command (mlir-aie's names), and one-line errors: the flags
+become the base config and the pins (what the user fixed); choosing the rest is search.choose's step
+(app/choice.py), never the parser's."""
 
 from __future__ import annotations
 
 import argparse
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import NoReturn
 
-from . import precision as prec
-from .call import Problem, check_weights, parse_sizes
-from .config import L1_SCHEMES, GemmConfig, emulation_default
-from .errors import ConfigError
-from .hw.devices import TileKind, device
-from .rounding import Rounding, Saturation
-from .rules.kernel_variant import CANDIDATES, LOOPS
-from .spec import Options
+from .. import precision as prec
+from ..call import Problem, check_weights, parse_sizes
+from ..config import L1_SCHEMES, GemmConfig, emulation_default
+from ..errors import ConfigError
+from ..hw.devices import TileKind, device
+from ..rounding import Rounding, Saturation
+from ..rules.kernel_variant import CANDIDATES, LOOPS
+from ..spec import Options
 
 EXIT_FAIL, EXIT_USAGE = 1, 2
 # The largest M, K, N (and any count a flag takes): mlir-aie's host program reads sizes as C ints and
@@ -271,16 +274,29 @@ def base_config(a: argparse.Namespace, m: int = 0, k: int = 0, n: int = 0, k_mt:
                       convert_once=a.convert_once, l1_alloc=a.l1_alloc, runtime_sizes=served)
 
 
-def config_from_args(a: argparse.Namespace) -> GemmConfig:
-    """The design the flags ask for: the problem and options from the flags, the rest from the tuner."""
-    from .model.choose import choose
+@dataclass(frozen=True)
+class Pins:
+    """What the user fixed of the design beyond the base config (None: open, the search's choice)."""
 
-    return choose(base_config(a), a.m, a.k, a.n, a.k_mt, a.rho, b_pack_open=a.b_pack is None,
-                  sizes=getattr(a, "runtime_sizes", None), weights=getattr(a, "weights", None))
+    m: int | None
+    k: int | None
+    n: int | None
+    k_mt: int | None
+    rho: int | None
+    b_pack_open: bool  # a bfp16 B's DRAM packing left to the search
+    sizes: tuple[Problem, ...] | None  # --runtime-sizes: the sizes one design serves
+    weights: tuple[float, ...] | None  # --weights: how often each of them is called
+
+
+def pins(a: argparse.Namespace) -> Pins:
+    """The tiling, rho, packing, sizes and weights the flags fix (the rest is left to search.choose)."""
+    return Pins(a.m, a.k, a.n, a.k_mt, a.rho, b_pack_open=a.b_pack is None, sizes=getattr(a, "runtime_sizes", None),
+                weights=getattr(a, "weights", None))
 
 
 def config_args(c: GemmConfig) -> list[str]:
-    """gemm-gen flags that rebuild `c` (the inverse of config_from_args), defaults left out."""
+    """gemm-gen flags that rebuild `c` (the inverse of base_config and pins, every tile pinned),
+    defaults left out."""
     args = ["--dev", c.device, "-M", str(c.M), "-K", str(c.K), "-N", str(c.N), "-m", str(c.m), "-k", str(c.k),
             "-n", str(c.n), "--k-mt", str(c.k_mt), "--dtype_in", c.dtype_in, "--dtype_out", c.dtype_out,
             "--b-col-maj", str(int(c.b_col_maj))]

@@ -11,7 +11,7 @@ not multiples of the design's blocks run on the array without host copies wherev
 (gemm_gen/call.py). The numerics options are the CLI's (rounding, saturation, shift, ...).
 
 Nothing passes silently: `Gemm(...)` checks its arguments and builds its first design when it is
-made (gemm_gen/operator_args.py), and every call checks A and B (gemm_gen/operands.py); each
+made (gemm_gen/app/operator_args.py), and every call checks A and B (gemm_gen/operands.py); each
 refusal is one ConfigError line in the operator's own terms.
 """
 
@@ -23,14 +23,21 @@ from typing import Any
 
 import numpy as np
 
-from .accuracy import Accuracy, acc32_overflow_bound, bound_losses, measure
-from .call import CallPlan, HostCopy, Problem
-from .config import GemmConfig, default_tiles
-from .design import Design, build_design
-from .design.serve import serve
-from .errors import ConfigError, DmaLimitError, GemmGenError, NumericsWarning
-from .hostdata import output_values, pad_inputs
-from .operands import as_matrix, bfp16_quantizer, host_operand
+from .. import search
+from ..accuracy import Accuracy, acc32_overflow_bound, bound_losses, measure
+from ..backends.npu_call import run_on_npu
+from ..backends.runner import checked_timeout
+from ..call import CallPlan, HostCopy, Problem
+from ..config import GemmConfig, default_tiles
+from ..design import Design, build_design
+from ..design.serve import serve
+from ..errors import ConfigError, DmaLimitError, GemmGenError, NumericsWarning
+from ..hostdata import output_values, pad_inputs
+from ..operands import as_matrix, bfp16_quantizer, host_operand
+from ..sim.run import ArraySession
+from ..sim.words import VALUE_MASK
+from .cliargs import config_args
+from .limits import slow_end_s
 from .operator_args import (
     check_flag,
     check_options,
@@ -127,11 +134,9 @@ class Gemm:
         return self._designs[key]
 
     def _build(self, size: Problem, runtime: bool) -> Design:
-        from .model.choose import choose
-
         base = self._base.with_(M=size.M, K=size.K, N=size.N, runtime_sizes="mnk" if runtime else "fixed")
         m, k, n, k_mt = self._tiles or (None, None, None, None)
-        return build_design(choose(base, m, k, n, k_mt, self._rho, b_pack_open=self._b_pack_open))
+        return build_design(search.choose(base, m, k, n, k_mt, self._rho, b_pack_open=self._b_pack_open))
 
     # ---- calls --------------------------------------------------------------------------------
     def plan(self, A: Any, B: Any) -> CallPlan:
@@ -175,9 +180,6 @@ class Gemm:
         Each refusal is one ConfigError line saying how many values, the first one, and the fix.
         An empty product (M, K or N = 0) returns M x N zeros, as NumPy does, without a simulation.
         """
-        from .sim.run import ArraySession
-        from .sim.words import VALUE_MASK
-
         a, b = self._operands(A, B)
         if _empty(a, b):
             return self._zeros(a, b)
@@ -198,9 +200,6 @@ class Gemm:
         the whole product is (accuracy.measure). check=False skips C's check. The run must complete
         within `timeout_ms` milliseconds (None: max(2 s, 100 x the model's predicted time), as
         `gemm-gen run`), else RunTimeout, one line."""
-        from .backends.npu_call import run_on_npu
-        from .backends.runner import checked_timeout
-
         try:
             checked_timeout(timeout_ms)
         except ConfigError as e:
@@ -209,7 +208,8 @@ class Gemm:
         if _empty(a, b):
             return self._zeros(a, b)
         design = self.design(a.shape[0], a.shape[1], b.shape[1])
-        c = run_on_npu(design, self._call(design, a, b), a, b, loaded=self._loaded, timeout_ms=timeout_ms)
+        c = run_on_npu(design, self._call(design, a, b), a, b, loaded=self._loaded, timeout_ms=timeout_ms,
+                       slow_end=slow_end_s, gen_args=config_args(design.config))
         if not check:
             return c
         c_ = design.config

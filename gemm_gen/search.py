@@ -1,14 +1,15 @@
-"""The one way from a problem (or a list of problems) and the options a user fixed to a design:
-the CLI and the operator both ask `choose`."""
+"""Choosing a design, one named step: from a problem (or a list of problems) and the options a user
+fixed to a design. The application layer (the CLI's commands, the operator) calls `choose` and says
+what it chose; nothing below it chooses."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..call import Problem as CallSize
-from ..config import GemmConfig, default_k_mt, default_tiles
-from .tune import tuned_b_pack, tuned_config, tuned_k_mt
-from .tune_many import tune_many
+from .call import Problem as CallSize
+from .config import GemmConfig, default_k_mt, default_tiles
+from .model.tune import tuned_b_pack, tuned_config, tuned_k_mt
+from .model.tune_many import tune_many
 
 
 def choose(base: GemmConfig, m: int | None = None, k: int | None = None, n: int | None = None,
