@@ -6,15 +6,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from .call import Problem as CallSize
 from .config import GemmConfig, default_k_mt, default_tiles
 from .model.tune import tuned_b_pack, tuned_config, tuned_k_mt
 from .model.tune_many import tune_many
+from .spec import Problem
 
 
 def choose(base: GemmConfig, m: int | None = None, k: int | None = None, n: int | None = None,
            k_mt: int | None = None, rho: int | None = None, b_pack_open: bool = False,
-           sizes: Sequence[CallSize] | None = None, weights: Sequence[float] | None = None) -> GemmConfig:
+           sizes: Sequence[Problem] | None = None, weights: Sequence[float] | None = None) -> GemmConfig:
     """The one way from a problem (or a list of them) and the options a user fixed to a design:
     `base` carries the problem (for a list: the maxima) and every option; the tile sizes not given
     come from the model: for several `sizes`, the design with the least weighted time over them

@@ -13,7 +13,7 @@ import time
 
 from gemm_gen.model import calibrate, paper
 from gemm_gen.model.params import load
-from gemm_gen.model.perf import Problem
+from gemm_gen.model.perf import Workload
 from gemm_gen.model.tune import tune
 
 LIMIT_S = 1.0
@@ -26,7 +26,7 @@ def main() -> int:
           f"{'pred TOPS':>9} {'paper choice':>12}")
     for row in paper.STRIKING_T2 + paper.STRIKING_T3:
         for col in (True, False):
-            pr = Problem.new(row.device, row.M, row.K, row.N, row.dtype_in, row.dtype_out, col,
+            pr = Workload.new(row.device, row.M, row.K, row.N, row.dtype_in, row.dtype_out, col,
                              emulate_bf16_with_bfp16=row.emulate, stack_bytes=row.stack_bytes)
             start = time.perf_counter()
             r = tune(pr, 5)

@@ -11,13 +11,14 @@ import pytest
 
 from gemm_gen.app.cli import main
 from gemm_gen.app.operator import Gemm
-from gemm_gen.call import Problem, parse_sizes, plan_call
+from gemm_gen.call import parse_sizes, plan_call
 from gemm_gen.config import GemmConfig
 from gemm_gen.design import build_design
 from gemm_gen.design.model import Loop, RuntimeCount
 from gemm_gen.design.serve import serve
 from gemm_gen.errors import ConfigError, GemmGenError, LayoutError, SimulationError
 from gemm_gen.sim.run import simulate, simulate_calls
+from gemm_gen.spec import Problem
 
 from .conftest import small
 

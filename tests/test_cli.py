@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from gemm_gen.app.cli import main
-from gemm_gen.model.perf import Problem
+from gemm_gen.model.perf import Workload
 from gemm_gen.model.tune import tune
 
 SMALL = ["--dev", "npu1", "-M", "128", "-K", "64", "-N", "128", "-m", "16", "-k", "16", "-n", "16",
@@ -65,7 +65,7 @@ def test_plan_defaults_to_the_tuners_design(capsys):
     args = ("plan", "--dev", "npu2", "-M", "4032", "-K", "4224", "-N", "4608", "--b-col-maj", "--json")
     code, out, _ = run(capsys, *args)
     info = json.loads(out)
-    best = tune(Problem.new("npu2", 4032, 4224, 4608, b_col_maj=True), 1).best.config
+    best = tune(Workload.new("npu2", 4032, 4224, 4608, b_col_maj=True), 1).best.config
     assert code == 0 and info["tile"] == [best.m, best.k, best.n] and info["rho"] == best.rho
     code, out, _ = run(capsys, *args, "--rho", "1", "--acc", "out")
     info = json.loads(out)

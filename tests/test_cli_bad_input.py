@@ -363,9 +363,9 @@ MEASURED_PEAKS = [
 def test_the_memory_estimate_bounds_the_measured_peaks():
     """Never below a measured peak (a refusal must not let a run through that then fails), and
     at most 1.3 times it (nor refuse runs that would fit)."""
-    from gemm_gen.call import Problem
     from gemm_gen.config import GemmConfig
     from gemm_gen.sim.memory import estimate_bytes
+    from gemm_gen.spec import Problem
 
     for dev, dtype_in, dtype_out, (M, K, N), peak in MEASURED_PEAKS:
         c = GemmConfig(dev, M, K, N, 64, 64, 64, 128, dtype_in, dtype_out)  # the tiles do not enter the estimate

@@ -16,7 +16,7 @@ from gemm_gen.errors import GemmGenError
 from gemm_gen.hw.devices import device
 from gemm_gen.model import calibrate, paper
 from gemm_gen.model.params import load, raw
-from gemm_gen.model.perf import Problem, estimate
+from gemm_gen.model.perf import Workload, estimate
 from gemm_gen.model.traffic import analytic_traffic, design_traffic
 
 KEYS = ("tops", "core_macs_per_cycle", "compute_bound_tops", "memory_bound_tops", "bound")
@@ -111,7 +111,7 @@ def test_k_mt_raises_memory_bound_then_saturates(dev, t_in, t_out, m, k, n):
     """Fig. 6: longer k_mt -> longer contiguous DRAM runs -> more effective bandwidth, saturating."""
     K = k * 2520  # a multiple of every k_mt below: no padding differences
     kmts = [k * j for j in (1, 2, 3, 4, 5, 6, 7, 8, 9, 10)]
-    pr = Problem.new(dev, 4 * m * 8, K, device(dev).columns * n * 8, t_in, t_out, True)
+    pr = Workload.new(dev, 4 * m * 8, K, device(dev).columns * n * 8, t_in, t_out, True)
     e = estimate(pr, m, k, n, np.array(kmts))
     assert np.all(np.diff(e.memory_bound_tops) > 0)
     gains = e.memory_bound_tops[1:] / e.memory_bound_tops[:-1] - 1
@@ -135,7 +135,7 @@ def test_bound_switches_from_memory_to_compute_as_the_c_tile_grows(dev, t_in, t_
     r, s, t = d.mmul_shape(t_in)
     step = 2 * max(r, t)
     sizes = np.arange(step, 161, step)
-    pr = Problem.new(dev, 4032, 4032, 4608, t_in, t_out, True)
+    pr = Workload.new(dev, 4032, 4032, 4608, t_in, t_out, True)
     k = 4 * s
     e = estimate(pr, sizes, k, sizes, 8 * k)
     bound = np.where(e.memory_bound, "memory", "compute")
@@ -163,7 +163,7 @@ def test_non_overlapped_bd_queue_costs_about_27_percent():
 
 
 def test_dispatch_dominates_tiny_problems():
-    e = estimate(Problem.new("npu2", 256, 256, 256, "i8", "i8", True), 32, 64, 32, 64)
+    e = estimate(Workload.new("npu2", 256, 256, 256, "i8", "i8", True), 32, 64, 32, 64)
     assert float(e.time) > load().dispatch_us * 1e-6 and float(e.tops) < 1.0
 
 
@@ -221,7 +221,7 @@ def test_predict_without_tiles_uses_the_tuned_design(capsys):
     from gemm_gen.model.tune import tune
 
     info = predict_json(capsys, *SMALL)
-    best = tune(Problem.new("npu1", 512, 512, 512, "i8", "i16"), 1).best.config
+    best = tune(Workload.new("npu1", 512, 512, 512, "i8", "i16"), 1).best.config
     assert info["tile"] == [best.m, best.k, best.n] and info["k_mt"] == best.k_mt
 
 

@@ -11,7 +11,7 @@ import pytest
 from gemm_gen.app.cli import main
 from gemm_gen.model import calibrate, paper
 from gemm_gen.model.params import load, raw
-from gemm_gen.model.perf import Problem, estimate
+from gemm_gen.model.perf import Workload, estimate
 
 NPU2 = ["--dev", "npu2", "-M", "2048", "-K", "2048", "-N", "2048", "--dtype_in", "i8", "--dtype_out", "i8",
         "-m", "128", "-k", "64", "-n", "128"]
@@ -40,12 +40,12 @@ def test_each_row_is_priced_on_its_sources_machine():
     assert krackan_twin.note.startswith("Krackan") and paper.machine_of(krackan_twin) == "krackan-minipc"
 
 
-def _one(pr: Problem, p, m=128, k=64, n=128, k_mt=256):
+def _one(pr: Workload, p, m=128, k=64, n=128, k_mt=256):
     return estimate(pr, m, k, n, k_mt, p)
 
 
 def test_one_stream_alone_cannot_fill_the_path():
-    pr = Problem.new("npu2", 2048, 2048, 2048, "i8", "i8", True)
+    pr = Workload.new("npu2", 2048, 2048, 2048, "i8", "i8", True)
     p = load()
     e = _one(pr, p)
     starved = p.with_dram("npu2", stream_gbps_256=0.05)
@@ -58,7 +58,7 @@ def test_one_stream_alone_cannot_fill_the_path():
 
 
 def test_written_bytes_cost_what_write_cost_says():
-    pr = Problem.new("npu2", 2048, 2048, 2048, "i8", "i32", True)
+    pr = Workload.new("npu2", 2048, 2048, 2048, "i8", "i32", True)
     p = load()
     base, dear = _one(pr, p), _one(pr, p.with_dram("npu2", write_cost=2.0))
     c = base.traffic["C"]
@@ -119,7 +119,7 @@ def test_the_shared_bank_cost_is_not_identified_and_not_written():
 def test_page_sharing_is_what_makes_row_major_b_cheaper_on_npu1_than_on_npu2():
     """The named effect behind the old coalescing factor: with every side-by-side boundary in an
     open page (1) the B row-major runs cost as one run per group; with none (0) each strip opens one."""
-    pr = Problem.new("npu2", 2048, 2048, 2048, "i8", "i8", False)
+    pr = Workload.new("npu2", 2048, 2048, 2048, "i8", "i8", False)
     p = load()
     open_pages = _one(pr, p.with_dram("npu2", page_sharing=1.0))
     closed = _one(pr, p.with_dram("npu2", page_sharing=0.0))

@@ -10,14 +10,14 @@ import numpy as np
 import pytest
 
 from gemm_gen.app.cli import main
-from gemm_gen.call import Problem as Size
 from gemm_gen.call import parse_sizes
 from gemm_gen.design.serve import check, serve
 from gemm_gen.errors import GemmGenError
 from gemm_gen.model.params import load
-from gemm_gen.model.perf import Problem, estimate, estimate_config
+from gemm_gen.model.perf import Workload, estimate, estimate_config
 from gemm_gen.model.tune_many import tune_many
 from gemm_gen.rules.l1 import RTP_WORDS
+from gemm_gen.spec import Problem
 
 from .conftest import small
 
@@ -48,8 +48,8 @@ def test_a_small_call_pays_for_whole_blocks():
     c = small("npu2", "i8", "i32")
     rows = c.m * c.rows
     p = load()
-    one = estimate(Problem.of(c, Size(1, c.K, c.N)), c.m, c.k, c.n, c.k_mt, p, rho=c.rho)
-    full = estimate(Problem.of(c, Size(rows, c.K, c.N)), c.m, c.k, c.n, c.k_mt, p, rho=c.rho)
+    one = estimate(Workload.of(c, Problem(1, c.K, c.N)), c.m, c.k, c.n, c.k_mt, p, rho=c.rho)
+    full = estimate(Workload.of(c, Problem(rows, c.K, c.N)), c.m, c.k, c.n, c.k_mt, p, rho=c.rho)
     assert float(one.t_core) == float(full.t_core)
     assert float(one.tops) * rows == pytest.approx(float(full.tops), rel=0.05)
 
@@ -64,7 +64,7 @@ def test_tune_many_picks_the_least_weighted_time_among_designs_that_serve_every_
         serve(c, s)  # the winner serves every size
 
     def total(cf):
-        return sum(float(estimate(Problem.of(cf, s), cf.m, cf.k, cf.n, cf.k_mt, p, rho=cf.rho).time) for s in SIZES)
+        return sum(float(estimate(Workload.of(cf, s), cf.m, cf.k, cf.n, cf.k_mt, p, rho=cf.rho).time) for s in SIZES)
 
     compared = 0
     for s in r.sizes:  # each size's own design, built for the maxima instead, never beats the winner overall

@@ -10,7 +10,7 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from gemm_gen.model.params import Params, load
-from gemm_gen.model.perf import Problem, dram_lds, estimate
+from gemm_gen.model.perf import Workload, dram_lds, estimate
 from gemm_gen.model.tune import _tilings
 
 TYPES = [("npu1", "i8", "i16"), ("npu1", "bf16", "bf16"), ("npu2", "i8", "i8"), ("npu2", "bf16", "bf16"),
@@ -19,7 +19,7 @@ SIZE = st.integers(32, 3000)
 TOL = 1e-12
 
 
-def _times(pr: Problem, p: Params, kmt_factor: int, queue_groups: int | None = None) -> np.ndarray:
+def _times(pr: Workload, p: Params, kmt_factor: int, queue_groups: int | None = None) -> np.ndarray:
     pr = pr if queue_groups is None else pr.with_(queue_groups=queue_groups)
     m, k, n, rho = _tilings(pr, {})
     kmt = np.minimum(k * kmt_factor, -(-pr.K // k) * k)
@@ -49,7 +49,7 @@ WORSE = {
 @settings(max_examples=12, deadline=None)
 def test_a_costlier_resource_never_predicts_a_faster_run(what, types, M, K, N, col, kmt, queue):
     dev, t_in, t_out = types
-    pr = Problem.new(dev, M, K, N, t_in, t_out, col)
+    pr = Workload.new(dev, M, K, N, t_in, t_out, col)
     p = load()
     base = _times(pr, p, kmt, queue)
     worse = _times(pr, WORSE[what](p, dev), kmt, queue)
@@ -70,7 +70,7 @@ def test_more_work_never_predicts_a_faster_run(types, M, K, N, col, dim, more, q
     K that became a multiple of k_mt, make each block of A one contiguous DMA run, which the model
     rightly prices lower: a layout change, not less work.)"""
     dev, t_in, t_out = types
-    small = Problem.new(dev, M, K, N, t_in, t_out, col, queue_groups=queue or 4)
+    small = Workload.new(dev, M, K, N, t_in, t_out, col, queue_groups=queue or 4)
     big = small.with_(**{dim: getattr(small, dim) + more})
     m, k, n, rho = _tilings(small, {})
     kmt = np.minimum(4 * k, -(-small.K // k) * k)
@@ -90,11 +90,11 @@ def test_the_audits_cases_are_monotone():
     bandwidth over every tiling of 256^3 and 512^3 (1555 and 9307 designs got faster before)."""
     p = load()
     for size in (256, 512):
-        pr = Problem.new("npu2", size, size, size, "i8", "i8", True)
+        pr = Workload.new("npu2", size, size, size, "i8", "i8", True)
         for factor in (1, 4):
             slow = _times(pr, p.with_dram("npu2", peak_gbps=p.dram["npu2"].peak_gbps * 0.8), factor)
             assert np.all(slow >= _times(pr, p, factor) * (1 - TOL))
-    pr = Problem.new("npu2", 256, 256, 256, "i8", "i8", True)
+    pr = Workload.new("npu2", 256, 256, 256, "i8", "i8", True)
     assert np.all(_times(pr, p.with_dram("npu2", peak_gbps=20.0), 1) >= _times(pr, p, 1))
 
 

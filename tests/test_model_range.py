@@ -10,7 +10,7 @@ import pytest
 
 from gemm_gen.app.cli import main
 from gemm_gen.model.params import SLOWER_WHEN_LARGER, ends, load, raw
-from gemm_gen.model.perf import Problem
+from gemm_gen.model.perf import Workload
 from gemm_gen.model.plots import sweep
 from gemm_gen.model.tune import tune
 
@@ -75,7 +75,7 @@ def test_a_users_bandwidth_is_not_uncertain(capsys):
 
 
 def test_rank_pessimistic_puts_the_best_worst_case_first():
-    pr = Problem.new("npu2", 4096, 4096, 4096, "i8", "i8")
+    pr = Workload.new("npu2", 4096, 4096, 4096, "i8", "i8")
     model = tune(pr, 5)
     pessimistic = tune(pr, 5, rank="pessimistic")
     lows = [c.tops_low for c in pessimistic.top]

@@ -16,7 +16,7 @@ from gemm_gen.config import GemmConfig
 from gemm_gen.errors import GemmGenError, ToolchainMissing
 from gemm_gen.model import calibrate, paper
 from gemm_gen.model.params import load
-from gemm_gen.model.perf import Problem, estimate
+from gemm_gen.model.perf import Workload, estimate
 from gemm_gen.model.tune import RHO_MAX, _tilings, evaluate_all, tune
 from gemm_gen.rules import l1, memtile, tiling
 
@@ -27,9 +27,9 @@ def run(capsys, *args: str) -> tuple[int, str, str]:
     return code, out, err
 
 
-def problem(row: paper.ArrayRow, col: bool = True) -> Problem:
+def problem(row: paper.ArrayRow, col: bool = True) -> Workload:
     """The row's problem with the paper's options (C kept in its output type, as its kernels do)."""
-    return Problem.new(row.device, row.M, row.K, row.N, row.dtype_in, row.dtype_out, col,
+    return Workload.new(row.device, row.M, row.K, row.N, row.dtype_in, row.dtype_out, col,
                        emulate_bf16_with_bfp16=row.emulate, stack_bytes=row.stack_bytes, acc=row.acc or "out")
 
 
@@ -45,10 +45,10 @@ def test_tuned_design_is_at_least_the_papers_choice_within_a_second(row):
         assert c.l1_bytes <= c.config.dev.l1_bytes
 
 
-def _brute_force(pr: Problem, params=None) -> np.ndarray:
+def _brute_force(pr: Workload, params=None) -> np.ndarray:
     """Every (m, k, n, rho) and every multiple of k for k_mt that fits: sorted predicted times."""
     m, k, n, rho = _tilings(pr, {})
-    r = pr.spec.mmul[0]  # every asymmetry whose A tile (m / rho rows) fits a core's share is searched
+    r = pr.base.mmul[0]  # every asymmetry whose A tile (m / rho rows) fits a core's share is searched
     assert set(rho.tolist()) == {x for x in range(1, RHO_MAX + 1) if 2 * r * x <= m.max()}
     times = []
     K1 = -(-pr.K // k) * k
@@ -56,16 +56,16 @@ def _brute_force(pr: Problem, params=None) -> np.ndarray:
         keep = j * k <= K1
         mm, kk, nn, rr = m[keep], k[keep], n[keep], rho[keep]
         kmt = j * kk
-        fit = memtile.fit(memtile.l2_pools(pr.spec.l2_options, mm, kk, nn, kmt), pr.spec.dev.target(pr.spec.cols)[1],
-                          pr.spec.dev.memtile_bytes, mm.size)
+        fit = memtile.fit(memtile.l2_pools(pr.base.l2_options, mm, kk, nn, kmt), pr.base.dev.target(pr.base.cols)[1],
+                          pr.base.dev.memtile_bytes, mm.size)
         if fit.any():
             times.append(estimate(pr, mm[fit], kk[fit], nn[fit], kmt[fit], params, rho=rr[fit]).time)
     return np.sort(np.concatenate(times))
 
 
-@pytest.mark.parametrize("pr", [Problem.new("npu1", 520, 600, 700, "i8", "i16", True),
-                                Problem.new("npu2", 640, 1000, 1536, "bf16", "bf16", False),
-                                Problem.new("npu2", 300, 2000, 500, "i8", "i8", True)], ids=str)
+@pytest.mark.parametrize("pr", [Workload.new("npu1", 520, 600, 700, "i8", "i16", True),
+                                Workload.new("npu2", 640, 1000, 1536, "bf16", "bf16", False),
+                                Workload.new("npu2", 300, 2000, 500, "i8", "i8", True)], ids=str)
 def test_pruned_search_finds_the_exhaustive_optimum(pr):
     every = _brute_force(pr)
     result = tune(pr, 5)
@@ -79,7 +79,7 @@ def test_pruned_search_finds_the_exhaustive_optimum(pr):
 def test_the_pruning_bound_holds_with_any_dram_constants(change):
     """The tuner prunes with a lower bound of the DRAM time: cheap writes, open pages or a tight
     stream ceiling must not make it cut the optimum."""
-    pr = Problem.new("npu2", 640, 1000, 1536, "i8", "i32", False)
+    pr = Workload.new("npu2", 640, 1000, 1536, "i8", "i32", False)
     p = load().with_dram("npu2", **change)
     every = _brute_force(pr, p)
     got = sorted(c.time_s for c in tune(pr, 5, params=p).top)
@@ -91,7 +91,7 @@ def test_the_pruning_bound_is_below_every_k_mts_time(change):
     """_bound at q K chunks never exceeds the time of any k_mt with q chunks."""
     from gemm_gen.model.tune import _bound
 
-    pr = Problem.new("npu2", 2048, 1536, 2048, "i8", "i32", False)
+    pr = Workload.new("npu2", 2048, 1536, 2048, "i8", "i32", False)
     p = load().with_dram("npu2", **change)
     m, k, n, rho = _tilings(pr, {})
     K1 = -(-pr.K // k) * k
@@ -108,7 +108,7 @@ def test_the_pruning_bound_is_below_every_k_mts_time(change):
 
 
 def test_heat_map_data_has_the_best_k_mt_of_every_tiling():
-    pr = Problem.new("npu1", 520, 600, 700, "i8", "i16", True)
+    pr = Workload.new("npu1", 520, 600, 700, "i8", "i16", True)
     allc = evaluate_all(pr)
     m, k, n, _ = _tilings(pr, {})
     assert len(allc["m"]) <= m.size and allc["tops"].max() == pytest.approx(tune(pr, 1).best.tops)
@@ -140,7 +140,7 @@ def test_config_without_tiles_is_the_tuned_design():
     start = time.perf_counter()
     c = config_from_args(a)
     assert time.perf_counter() - start < 1.0
-    best = tune(Problem.new("npu2", 4096, 4096, 2048), 1).best.config
+    best = tune(Workload.new("npu2", 4096, 4096, 2048), 1).best.config
     assert (c.m, c.k, c.n, c.k_mt, c.rho) == (best.m, best.k, best.n, best.k_mt, best.rho)
     a = parser().parse_args(["plan", "--dev", "npu2", "-M", "4096", "-K", "4096", "-N", "2048", "--k-mt", "96"])
     assert config_from_args(a).k_mt == 96
@@ -189,14 +189,14 @@ def test_measure_without_toolchain_exits_2_with_one_sentence(capsys, monkeypatch
 
 def test_no_valid_design_is_a_clear_error():
     with pytest.raises(GemmGenError, match="no valid design"):
-        tune(Problem.new("npu1", 1024, 1024, 1024, "i8", "i8", True), 1, {"m": 8, "k": 8, "n": 4096})
+        tune(Workload.new("npu1", 1024, 1024, 1024, "i8", "i8", True), 1, {"m": 8, "k": 8, "n": 4096})
 
 
 @pytest.mark.parametrize("row", paper.ATB_T2, ids=lambda r: f"{r.source[-7:]}-{r.m}x{r.k}x{r.n}-rho{r.rho}")
 def test_tune_answers_the_atb_problems_at_least_as_well_as_their_designs(row):
     """atb Table 2's bfp16 problems: the tuner searches rho too, and its best predicted design is at
     least the paper's own (each validated: L1 per eq. 3, bfp16 tiles, shim wraps)."""
-    pr = Problem.new("npu2", row.M, row.K, row.N, row.dtype_in, row.dtype_out, row.b_col_maj, dtype_b=row.dtype_b,
+    pr = Workload.new("npu2", row.M, row.K, row.N, row.dtype_in, row.dtype_out, row.b_col_maj, dtype_b=row.dtype_b,
                      acc=row.acc or "out")  # the paper's C
     result = tune(pr, 3)
     assert result.best.tops >= calibrate.array_tops(load(), row) * (1 - 1e-9)
@@ -226,9 +226,9 @@ def test_the_tuners_l1_filter_accepts_exactly_what_the_configs_l1_check_accepts(
     m, k, n = 2 * r * mb * rho, s * kb, 2 * t * nb
     c = GemmConfig(dev, 4 * m, k, 8 * n, m, k, n, k, t_in, t_out, dtype_b=t_b, acc=acc, rho=rho, compiler=compiler,
                    runtime_sizes=served)
-    pr = Problem.of(c)
+    pr = Workload.of(c)
     arr = (np.array([m]), np.array([n]), np.array([rho]))
-    k_max = int(l1.largest_k(pr.spec.l1_options, c.dev.l1_bytes, *arr, s)[0])
+    k_max = int(l1.largest_k(pr.base.l1_options, c.dev.l1_bytes, *arr, s)[0])
     try:
         c._check_l1()
         accepted = True
@@ -236,18 +236,18 @@ def test_the_tuners_l1_filter_accepts_exactly_what_the_configs_l1_check_accepts(
         assert "L1 overflow" in e.what
         accepted = False
     assert accepted == (k <= k_max)
-    assert int(l1.total(pr.spec.l1_options, arr[0], np.array([k]), arr[1], arr[2])[0]) == c.l1_bytes
+    assert int(l1.total(pr.base.l1_options, arr[0], np.array([k]), arr[1], arr[2])[0]) == c.l1_bytes
 
 
-@pytest.mark.parametrize("pr", [Problem.new("npu1", 2048, 8192, 2048, "i8", "i16", True),
-                                Problem.new("npu2", 2048, 8192, 2048, "bf16", "bf16", False, compiler="chess"),
-                                Problem.new("npu2", 2048, 8192, 2048, "bfp16", "bfp16", True, acc="bf16",
+@pytest.mark.parametrize("pr", [Workload.new("npu1", 2048, 8192, 2048, "i8", "i16", True),
+                                Workload.new("npu2", 2048, 8192, 2048, "bf16", "bf16", False, compiler="chess"),
+                                Workload.new("npu2", 2048, 8192, 2048, "bfp16", "bfp16", True, acc="bf16",
                                             runtime_sizes="mnk")], ids=str)
 def test_every_tilings_largest_k_is_the_largest_the_l1_check_accepts(pr):
     """On the tuner's own candidates: for each (m, n, rho) it searches, its largest k passes
     GemmConfig's L1 check and one mmul step more does not (K is large enough that only L1 bounds k)."""
     m, k, n, rho = _tilings(pr, {})
-    s = pr.spec.mmul[1]
+    s = pr.base.mmul[1]
     keys = np.stack([m, n, rho], axis=1)
     groups, inverse = np.unique(keys, axis=0, return_inverse=True)
     k_top = np.zeros(len(groups), dtype=np.int64)
@@ -262,16 +262,16 @@ def test_every_tilings_largest_k_is_the_largest_the_l1_check_accepts(pr):
             pr.config(mm, kk + s, nn, kk + s, rho=rr)._check_l1()
 
 
-@pytest.mark.parametrize("pr", [Problem.new("npu1", 1000, 700, 900, "i8", "i16", True),
-                                Problem.new("npu2", 1000, 700, 900, "bfp16", "bfp16", False, acc="bf16")], ids=str)
+@pytest.mark.parametrize("pr", [Workload.new("npu1", 1000, 700, 900, "i8", "i16", True),
+                                Workload.new("npu2", 1000, 700, 900, "bfp16", "bfp16", False, acc="bf16")], ids=str)
 def test_the_tuners_grid_is_exactly_what_the_divisibility_check_accepts(pr):
     """The tuner enumerates m, k, n on rules.tiling's steps: every candidate passes GemmConfig's
     divisibility check, and every m (per rho) and n up to the largest searched one that the check
     accepts is searched."""
     m, k, n, rho = _tilings(pr, {})
-    st = tiling.steps(pr.spec.mmul, pr.spec.precision.block)
+    st = tiling.steps(pr.base.mmul, pr.base.precision.block)
     assert tiling.divisible(st, m, k, n, k, rho).all()
-    _, s, _ = pr.spec.mmul
+    _, s, _ = pr.base.mmul
 
     def accepted(mm: int, nn: int, rr: int) -> bool:
         try:

@@ -21,7 +21,6 @@ from gemm_gen.app.cli import main
 from gemm_gen.app.limits import run_limit
 from gemm_gen.backends import runner, toolchain
 from gemm_gen.backends.build import artifacts
-from gemm_gen.call import Problem
 from gemm_gen.config import GemmConfig
 from gemm_gen.design import build_design
 from gemm_gen.design.serve import serve
@@ -29,6 +28,7 @@ from gemm_gen.errors import ConfigError, RunTimeout
 from gemm_gen.model import measured
 from gemm_gen.model.params import load_ends
 from gemm_gen.model.perf import estimate_config
+from gemm_gen.spec import Problem
 
 from .conftest import small
 from .fake_pyxrt import FakeXrt, UntimedWait, ert_cmd_state

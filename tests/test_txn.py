@@ -18,11 +18,11 @@ import numpy as np
 import pytest
 
 from gemm_gen.backends import npu_call, txn
-from gemm_gen.call import Problem
 from gemm_gen.design import build_design
 from gemm_gen.design.serve import serve
 from gemm_gen.dtypes import WORD_BYTES, dtype
 from gemm_gen.errors import GemmGenError, TxnFieldError
+from gemm_gen.spec import Problem
 
 from .conftest import small
 

@@ -8,13 +8,13 @@ import os
 import sys
 
 from ..atomic import check_output_dir, check_output_file, write_atomic
-from ..call import Problem
 from ..design import build_design
 from ..design.serialize import dumps
 from ..errors import BuildError, GemmGenError, SimulationError
 from ..inputs import INPUT_FAMILIES
 from ..sim import run as sim_run
 from ..sim.memory import GB, SAY_ABOVE, check_memory
+from ..spec import Problem
 from . import model_commands, npu_commands
 from .choice import choose_design, say_chosen
 from .cliargs import EXIT_FAIL, EXIT_USAGE, SEED, Parser, problem_args

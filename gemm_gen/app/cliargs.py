@@ -10,13 +10,13 @@ from dataclasses import dataclass
 from typing import NoReturn
 
 from .. import precision as prec
-from ..call import Problem, check_weights, parse_sizes
+from ..call import check_weights, parse_sizes
 from ..config import L1_SCHEMES, GemmConfig, emulation_default
 from ..errors import ConfigError
 from ..hw.devices import TileKind, device
 from ..rounding import Rounding, Saturation
 from ..rules.kernel_variant import CANDIDATES, LOOPS
-from ..spec import Options
+from ..spec import Options, Problem
 
 EXIT_FAIL, EXIT_USAGE = 1, 2
 # The largest M, K, N (and any count a flag takes): mlir-aie's host program reads sizes as C ints and

@@ -16,7 +16,7 @@ from ..errors import ConfigError, ToolchainMissing
 from ..hw.devices import device
 from ..model import measured
 from ..model.params import Params, load, load_ends
-from ..model.perf import Problem
+from ..model.perf import Workload
 from ..model.plots import heatmap_png, pyplot, roofline_png
 from ..model.predict import predict
 from ..model.tune import RANKS, Candidate, TuneResult, tune_b_packs
@@ -126,7 +126,7 @@ def cmd_tune(a: argparse.Namespace) -> int:
         print(json.dumps(many.to_json(), indent=1) if a.json else tune_many_text(many))
         return 0
     packs = (a.b_pack,) if a.b_pack else B_PACKS if base.t_b.is_block else ("tiles",)  # the model picks B's packing
-    result = tune_b_packs(Problem.of(base), top, fixed, packs, _params(a), _ends(a), a.rank)
+    result = tune_b_packs(Workload.of(base), top, fixed, packs, _params(a), _ends(a), a.rank)
     result.top = [replace(c, config=base.with_(m=c.config.m, k=c.config.k, n=c.config.n, k_mt=c.config.k_mt,
                                             rho=c.config.rho, b_pack=c.config.b_pack))
                   for c in result.top]
@@ -157,7 +157,7 @@ def measure_candidates(cands: list[Candidate], iters: int, warmup: int, progress
 
 
 def tune_json(r: TuneResult, count: int) -> dict[str, Any]:
-    pr, c = r.problem, r.problem.spec
+    pr, c = r.problem, r.problem.base
     return {
         "predicted": True,
         "device": c.device, "problem": [pr.M, pr.K, pr.N], "dtype_in": c.dtype_in, "dtype_b": c.dtype_b,
@@ -171,7 +171,7 @@ def tune_json(r: TuneResult, count: int) -> dict[str, Any]:
 
 
 def tune_text(r: TuneResult, count: int) -> str:
-    pr, spec = r.problem, r.problem.spec
+    pr, spec = r.problem, r.problem.base
     layout = "column-major" if spec.b_col_maj else "row-major"
     types = _types(spec.dtype_in, str(spec.dtype_b), spec.dtype_out, str(spec.acc), bool(spec.emulate_bf16_with_bfp16))
     measured = any(c.measured_s is not None for c in r.top)
@@ -180,7 +180,7 @@ def tune_text(r: TuneResult, count: int) -> str:
              f"(throughputs are PREDICTED by the model"
              f"{'; re-ranked by measurement' if measured else ''}"
              f"{'; ranked by the pessimistic end of each range' if r.rank == 'pessimistic' and not measured else ''})"]
-    packs = pr.spec.dtype_b == "bfp16"
+    packs = pr.base.dtype_b == "bfp16"
     head = f"{'rank':>4}  {'m x k x n':<14} {'k_mt':>5}  {'rho':>3}  " + (f"{'B pack':<6}  " if packs else "") + \
         f"{'pred TOPS':>9}  {'range':<11}  {'bound':<7}  {'compute':>7}  " \
            f"{'memory':>7}  {'MAC/cyc':>7}  {'L1':>4}  {'L2':>4}  {'pad':>5}"

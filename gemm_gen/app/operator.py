@@ -27,7 +27,7 @@ from .. import search
 from ..accuracy import Accuracy, acc32_overflow_bound, bound_losses, measure
 from ..backends.npu_call import run_on_npu
 from ..backends.runner import checked_timeout
-from ..call import CallPlan, HostCopy, Problem
+from ..call import CallPlan, HostCopy
 from ..config import GemmConfig, default_tiles
 from ..design import Design, build_design
 from ..design.serve import serve
@@ -36,6 +36,7 @@ from ..hostdata import output_values, pad_inputs
 from ..operands import as_matrix, bfp16_quantizer, host_operand
 from ..sim.run import ArraySession
 from ..sim.words import VALUE_MASK
+from ..spec import Problem
 from .cliargs import config_args
 from .limits import slow_end_s
 from .operator_args import (

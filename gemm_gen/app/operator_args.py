@@ -17,13 +17,12 @@ from typing import Any
 import numpy as np
 
 from .. import precision as prec
-from ..call import Problem
 from ..config import FIELDS
 from ..dtypes import DTYPES, I64
 from ..errors import ConfigError, GemmGenError
 from ..hw.devices import DEVICES, Device, device
 from ..rules.kernel_variant import LOOPS
-from ..spec import Options, Tiling
+from ..spec import Options, Problem, Tiling
 
 # GemmConfig fields the operator sets itself, and the argument that sets each
 SET_BY_OPERATOR = {**dict.fromkeys(("M", "K", "N"), "the arrays' shapes (and max_size=(M, K, N))"),

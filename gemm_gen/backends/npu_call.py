@@ -24,11 +24,12 @@ import numpy as np
 
 from .. import version
 from ..atomic import write_atomic
-from ..call import CallPlan, Problem, plan_call
+from ..call import CallPlan, plan_call
 from ..design.model import Design
 from ..design.serve import serve
 from ..errors import GemmGenError, RunTimeout
 from ..hostdata import output_values, pad_inputs, with_slack
+from ..spec import Problem
 from . import cache, toolchain, txn
 from .build import artifacts, is_current, run_build, run_insts_build
 from .runner import NpuKernel, NpuSession, SlowEnd, checked_timeout, run_limit

@@ -22,13 +22,14 @@ import numpy as np
 
 from ..accuracy import Accuracy
 from ..accuracy import measure as measure_accuracy  # runner.measure times a design
-from ..call import CallPlan, Problem
+from ..call import CallPlan
 from ..config import GemmConfig
 from ..design import build_design
 from ..errors import BuildError, ConfigError, RunTimeout, ToolchainMissing
 from ..hostdata import host_values, output_values, pad_inputs, with_slack
 from ..inputs import make_inputs
 from ..numerics import reference
+from ..spec import Problem
 from . import toolchain
 from .build import Artifacts, artifacts, is_current, run_build
 from .doctor import npu_family

@@ -3,9 +3,10 @@ of each call against the DMA that runs it."""
 
 from __future__ import annotations
 
-from ..call import CallPlan, Problem, plan_call
+from ..call import CallPlan, plan_call
 from ..config import GemmConfig
 from ..errors import ConfigError
+from ..spec import Problem
 from .patterns import check_dma_limits
 
 SERVED = {"fixed": "only its own size", "mn": "any M and N up to its own with the same K walk",

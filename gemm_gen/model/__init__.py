@@ -7,7 +7,7 @@ sources, and the model-versus-paper table.
 from __future__ import annotations
 
 from .params import Params, load
-from .perf import Estimate, Problem, estimate
+from .perf import Estimate, Workload, estimate
 from .predict import predict
 
-__all__ = ["Estimate", "Params", "Problem", "estimate", "load", "predict"]
+__all__ = ["Estimate", "Params", "Workload", "estimate", "load", "predict"]

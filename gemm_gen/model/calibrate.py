@@ -26,7 +26,7 @@ from . import paper
 from .kernel import kernel_cycles, kernel_shape
 from .l1_stall import stall_cycles
 from .params import CALIBRATION_FILE, Params, dram_entry, from_raw, load, peak_entry, raw
-from .perf import Problem, estimate, estimate_config
+from .perf import Workload, estimate, estimate_config
 from .predict import tasks_per_group
 from .traffic import design_traffic
 
@@ -605,7 +605,7 @@ def _sweep_best(p: Params, ar: paper.ArrayRow) -> float:
     sizes = [(i * nm, j * nk, k * nn) for i in range(1, 8192 // nm + 1) for j in range(1, 8192 // nk + 1)
              for k in range(1, 8192 // nn + 1)]
     M, K, N = (np.array(x) for x in zip(*sizes))
-    base = Problem.of(array_config(ar))  # the paper's kernel and allocation
+    base = Workload.of(array_config(ar))  # the paper's kernel and allocation
     stall = array_estimate(p, ar).l1_stall_cycles  # its L1 plan depends on the tile only
     best = 0.0
     for idx in range(len(sizes)):

@@ -29,7 +29,6 @@ from typing import Any
 import numpy as np
 
 from .. import l1_banks
-from ..call import Problem as CallProblem
 from ..call import plan_call
 from ..config import GemmConfig
 from ..dtypes import dtype
@@ -38,6 +37,7 @@ from ..l1_banks import L1Plan
 from ..rules import memtile
 from ..rules.l1 import RTP_WORDS
 from ..rules.padding import covered
+from ..spec import Problem
 from . import kernel as kmod
 from .l1_stall import stall_cycles
 from .params import Params, load
@@ -47,28 +47,28 @@ GIGA = 1e9
 
 
 @dataclass(frozen=True)
-class Problem:
-    """What the model prices: a design's options (`spec`, a GemmConfig whose tiling the model
+class Workload:
+    """What the model prices: a design's options (`base`, a GemmConfig whose tiling the model
     chooses: its m, k, n, k_mt, rho are ignored) at one call size (`size`)."""
 
-    spec: GemmConfig
-    size: CallProblem
+    base: GemmConfig
+    size: Problem
 
     @classmethod
-    def of(cls, c: GemmConfig, call: CallProblem | None = None) -> Problem:
-        """The config's own problem, or one call of it at another size (`call`)."""
-        return cls(c.with_(m=0, k=0, n=0, k_mt=0, rho=1), call or CallProblem(c.M, c.K, c.N))
+    def of(cls, c: GemmConfig, call: Problem | None = None) -> Workload:
+        """The config's own workload, or one call of it at another size (`call`)."""
+        return cls(c.with_(m=0, k=0, n=0, k_mt=0, rho=1), call or Problem(c.M, c.K, c.N))
 
     @classmethod
     def new(cls, device: str, M: int, K: int, N: int, dtype_in: str = "bf16", dtype_out: str = "bf16",
-            b_col_maj: bool = False, **options: Any) -> Problem:
-        """A problem from its sizes and a GemmConfig's options (their defaults where not given)."""
+            b_col_maj: bool = False, **options: Any) -> Workload:
+        """A workload from its sizes and a GemmConfig's options (their defaults where not given)."""
         return cls.of(GemmConfig(device, M, K, N, 0, 0, 0, 0, dtype_in, dtype_out, b_col_maj, **options))
 
-    def with_(self, M: int | None = None, K: int | None = None, N: int | None = None, **options: Any) -> Problem:
+    def with_(self, M: int | None = None, K: int | None = None, N: int | None = None, **options: Any) -> Workload:
         """Another size, or other options."""
-        size = CallProblem(M or self.M, K or self.K, N or self.N)
-        return Problem(self.spec.with_(M=size.M, K=size.K, N=size.N, **options), size)
+        size = Problem(M or self.M, K or self.K, N or self.N)
+        return Workload(self.base.with_(M=size.M, K=size.K, N=size.N, **options), size)
 
     @property
     def M(self) -> int:
@@ -84,24 +84,23 @@ class Problem:
 
     def config(self, m: int, k: int, n: int, k_mt: int, **kw: object) -> GemmConfig:
         """The design with this tiling, built for this size."""
-        return self.spec.with_(M=self.M, K=self.K, N=self.N, m=int(m), k=int(k), n=int(n), k_mt=int(k_mt),
-                       **kw)  # type: ignore[arg-type]
+        return self.base.with_(M=self.M, K=self.K, N=self.N, m=int(m), k=int(k), n=int(n), k_mt=int(k_mt), **kw)
 
     @property
     def b_chunked(self) -> bool:
         """B reaches the memtile in k_mt chunks of column-major tiles (else one k x n object at a time)."""
-        return memtile.b_chunked(self.spec.b_col_maj, self.spec.b_pack)
+        return memtile.b_chunked(self.base.b_col_maj, self.base.b_pack)
 
     @property
     def kernel_shape(self) -> kmod.KernelShape:
-        c = self.spec
+        c = self.base
         return kmod.kernel_shape(c.dev, c.dtype_in, c.dtype_out, c.mmul, bool(c.emulate_bf16_with_bfp16),
                                  c.dtype_b, c.acc, c.expansion, c.kernel_loops, bool(c.convert_once))
 
     @property
     def elem_bytes(self) -> tuple[float, float, float, float]:
         """Bytes per value of A, B, C (in DRAM and its L1 object) and C's L1 accumulator."""
-        c = self.spec
+        c = self.base
         return tuple(dtype(str(t)).elem_bytes for t in (c.dtype_in, c.dtype_b, c.dtype_out,
                                                          c.acc))  # type: ignore[return-value]
 
@@ -110,7 +109,7 @@ class Problem:
         return self.M * self.K * self.N
 
     def __str__(self) -> str:  # test ids
-        c = self.spec
+        c = self.base
         return f"{c.device}-{self.size}-{c.dtype_in}-{c.dtype_out}-{'col' if c.b_col_maj else 'row'}"
 
 
@@ -146,7 +145,7 @@ class Estimate:
         return np.asarray(self.t_mem > self.t_core)
 
 
-def dram_lds(pr: Problem, k_mt: np.ndarray, n: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def dram_lds(pr: Workload, k_mt: np.ndarray, n: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Elements between rows of A's, B's (as stored) and C's DRAM buffers for each candidate: the
     problem's own sizes where the call plan leaves an operand on the array, the padded extent where
     the host pads it (gemm_gen/call.py decides; only k_mt and n can change its decision)."""
@@ -158,12 +157,12 @@ def dram_lds(pr: Problem, k_mt: np.ndarray, n: np.ndarray) -> tuple[np.ndarray, 
 
 
 @functools.lru_cache(maxsize=4096)
-def _lds(pr: Problem, k_mt: int, n: int) -> tuple[int, int, int]:
-    call = plan_call(pr.config(pr.spec.dev.core_rows, k_mt, n, k_mt), CallProblem(pr.M, pr.K, pr.N))
+def _lds(pr: Workload, k_mt: int, n: int) -> tuple[int, int, int]:
+    call = plan_call(pr.config(pr.base.dev.core_rows, k_mt, n, k_mt), Problem(pr.M, pr.K, pr.N))
     return call.ld("A"), call.ld("B"), call.ld("C")
 
 
-def estimate(pr: Problem, m: np.ndarray | int, k: np.ndarray | int, n: np.ndarray | int,
+def estimate(pr: Workload, m: np.ndarray | int, k: np.ndarray | int, n: np.ndarray | int,
              k_mt: np.ndarray | int, params: Params | None = None,
              traffic: dict[str, TensorTraffic] | None = None,
              tasks_per_group: int | None = None, rho: np.ndarray | int = 1,
@@ -176,8 +175,8 @@ def estimate(pr: Problem, m: np.ndarray | int, k: np.ndarray | int, n: np.ndarra
     the k-step's calls: they count as kernel time, as a trace of the running kernel would see them.
     """
     p = params or load()
-    dev = pr.spec.dev
-    rows, cols = pr.spec.rows, pr.spec.cols
+    dev = pr.base.dev
+    rows, cols = pr.base.rows, pr.base.cols
     f_hz = dev.clock_ghz * GIGA
     b_a, b_b, b_out, b_acc = pr.elem_bytes
     ks = pr.kernel_shape
@@ -200,17 +199,17 @@ def estimate(pr: Problem, m: np.ndarray | int, k: np.ndarray | int, n: np.ndarra
     step_loss = p.bfp16_step_cycles if ks.block else 0.0  # atb Table 1: per k-step, whatever rho
     step = np.maximum(rho * (kcyc + p.switch_cycles) + b_convert + step_loss, l1_dma)
     zero = m * n * b_acc / isa.vst_bytes + p.switch_cycles
-    if pr.spec.precision.converts_c:  # C's final conversion: read the accumulator, write C, one more call
+    if pr.base.precision.converts_c:  # C's final conversion: read the accumulator, write C, one more call
         zero = zero + m * n * (b_acc / isa.vld_bytes + b_out / isa.vst_bytes) + p.switch_cycles
     c_to_l2 = m * n * b_out / sbw
-    c_stall = c_to_l2 if pr.spec.depth_c_l1 == 1 else np.zeros_like(c_to_l2)
+    c_stall = c_to_l2 if pr.base.depth_c_l1 == 1 else np.zeros_like(c_to_l2)
     tile = k_steps * step + zero + c_stall
     t_core = groups * tile / f_hz
 
     # ---- memory side ---------------------------------------------------------------------
     if traffic is None:
-        types = (dtype(pr.spec.dtype_in), dtype(str(pr.spec.dtype_b)), dtype(pr.spec.dtype_out))
-        traffic = analytic_traffic(rows, cols, types, pr.spec.b_col_maj, m, k_mt, n, Mp, Kp, Np, pr.spec.b_pack,
+        types = (dtype(pr.base.dtype_in), dtype(str(pr.base.dtype_b)), dtype(pr.base.dtype_out))
+        traffic = analytic_traffic(rows, cols, types, pr.base.b_col_maj, m, k_mt, n, Mp, Kp, Np, pr.base.b_pack,
                                    dram_lds(pr, k_mt, n))
     dram = p.dram[dev.name]
     bw = dram.peak_gbps * GIGA
@@ -236,10 +235,10 @@ def estimate(pr: Problem, m: np.ndarray | int, k: np.ndarray | int, n: np.ndarra
     b_obj = cols * n * b_l2_k * b_b
     side = 1.0 - chi + chi / cols  # lockstep side-by-side strips of all columns
     b_obj_runs: Any
-    if pr.spec.b_pack == "strips":  # each column's strip is one run
+    if pr.base.b_pack == "strips":  # each column's strip is one run
         b_obj_runs = cols * side
     else:
-        b_obj_runs = np.where(Kp > k_mt, cols * n, cols) if pr.spec.b_col_maj else cols * k * side
+        b_obj_runs = np.where(Kp > k_mt, cols * n, cols) if pr.base.b_col_maj else cols * k * side
     t_refill = (a_obj + b_obj + (a_obj_runs + b_obj_runs) * lost) / bw
     c_block = cols * rows * m * n * b_out
     t_c_dram = (c_block * dram.write_cost + cols * rows * m * side * lost) / bw
@@ -252,7 +251,7 @@ def estimate(pr: Problem, m: np.ndarray | int, k: np.ndarray | int, n: np.ndarra
     # configures group g + 1 while the array runs group g (a two-stage pipeline; one queued group
     # is enough to overlap); with one group in flight every group waits for its own setup, fill
     # and drain.
-    if pr.spec.queue_groups <= 1:
+    if pr.base.queue_groups <= 1:
         array = np.maximum(t_core + groups * (t_refill + t_drain_block), t_mem)
         t_bubbles = groups * t_cp
     else:
@@ -260,7 +259,7 @@ def estimate(pr: Problem, m: np.ndarray | int, k: np.ndarray | int, n: np.ndarra
         t_bubbles = t_cp + (groups - 1) * np.maximum(0.0, t_cp - array / groups)
     # a design that serves many K reads its k-steps from runtime parameters: the sequence writes
     # each word into each core's memory before the transfers
-    rtp_words = RTP_WORDS * rows * cols if pr.spec.runtime_sizes == "mnk" else 0
+    rtp_words = RTP_WORDS * rows * cols if pr.base.runtime_sizes == "mnk" else 0
     t_dispatch = (p.dispatch_us + rtp_words * p.rtp_write_us) * 1e-6
     time = t_dispatch + array + t_bubbles
 
@@ -296,12 +295,12 @@ def estimate(pr: Problem, m: np.ndarray | int, k: np.ndarray | int, n: np.ndarra
 
 def estimate_config(c: GemmConfig, params: Params | None = None, traffic: dict[str, TensorTraffic] | None = None,
                     tasks_per_group: int | None = None, plan: L1Plan | None = None,
-                    call: CallProblem | None = None) -> Estimate:
+                    call: Problem | None = None) -> Estimate:
     """estimate() of one config with its L1 bank stalls: the plan (the config's allocator, as
     l1_banks.plan chooses it, unless given) and the stall it costs at the predicted call time;
     `call`: one call of a design that serves many sizes (its blocks cover the call's sizes, whole)."""
     p = params or load()
-    pr = Problem.of(c, call)
+    pr = Workload.of(c, call)
     e = estimate(pr, c.m, c.k, c.n, c.k_mt, p, traffic, tasks_per_group, c.rho)
     if not p.l1_conflict:  # a shared bank costs nothing: no plan needed
         return e

@@ -11,7 +11,7 @@ import numpy as np
 from ..config import GemmConfig
 from ..errors import ConfigError, ToolchainMissing
 from .params import Params, load, load_ends
-from .perf import Problem, estimate
+from .perf import Workload, estimate
 from .tune import evaluate_all
 
 
@@ -58,7 +58,7 @@ def sweep(c: GemmConfig, max_size: int = 8192, points: int = 500, seed: int = 0,
     grid = np.stack([ax[i] for ax, i in zip(axes, np.unravel_index(chosen, [len(ax) for ax in axes]))], axis=1)
     out: dict[str, list[float]] = {"M": [], "K": [], "N": [], "tops": [], "ai": [], "compute_bound": [],
                                    "memory_bound": [], "gbps": [], "tops_low": [], "tops_high": []}
-    base = Problem.of(c)
+    base = Workload.of(c)
     for M, K, N in grid:
         pr = base.with_(M=int(M), K=int(K), N=int(N))
         e = estimate(pr, c.m, c.k, c.n, c.k_mt, p, rho=c.rho)
@@ -118,7 +118,7 @@ def heatmap_png(c: GemmConfig, path: Path, params: Params | None = None) -> tupl
     """Predicted throughput over (m*n, k) for c's problem: best over n for each m*n, best k_mt
     (what `roofline` prints, and the PNG for `path`)."""
     plt = pyplot()
-    pr = Problem.of(c)
+    pr = Workload.of(c)
     allc = evaluate_all(pr, params)
     mn, k, tops = allc["m"] * allc["n"], allc["k"], allc["tops"]
     if not tops.size:

@@ -11,7 +11,7 @@ from ..design.model import Design
 from ..errors import ConfigError
 from .kernel import cluster_terms, overhead
 from .params import Params, load, load_ends
-from .perf import Estimate, Problem, estimate_config
+from .perf import Estimate, Workload, estimate_config
 from .traffic import design_traffic
 
 
@@ -56,7 +56,7 @@ def prediction_json(c: GemmConfig, e: Estimate, p: Params, design: Design | None
     dev = c.dev
     peak = dev.peak_macs[c.dtype_in]
     v = c.variant
-    terms = cluster_terms(p, Problem.of(c).kernel_shape, v.expansion)
+    terms = cluster_terms(p, Workload.of(c).kernel_shape, v.expansion)
     col_clusters = c.n // (v.et * c.t)
     buffers = design.memtile_buffers if design is not None else c.memtile_placement()
     mem = [sum(b.nbytes for b in buffers if b.home_col == col) for col in range(dev.target(c.cols)[1])]

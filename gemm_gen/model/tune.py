@@ -28,7 +28,7 @@ from ..hw.devices import TILE_EXTENT_SEARCH_MAX, TileKind
 from ..rules import dma, l1, memtile, tiling
 from ..rules.padding import ceil_div, round_up, tasks_fit, tiles_per_core
 from .params import Params, load, load_ends
-from .perf import Estimate, Problem, estimate, estimate_config
+from .perf import Estimate, Workload, estimate, estimate_config
 
 MAX_ROUNDS = 1024
 # designs validated and priced with their L1 plan (l1_banks) before the top are kept: the ranking's
@@ -80,7 +80,7 @@ class Candidate:
 
 @dataclass
 class TuneResult:
-    problem: Problem
+    problem: Workload
     top: list[Candidate]
     evaluated: int  # (m, k, n, k_mt) candidates the model ranked
     tilings: int  # valid (m, k, n)
@@ -94,25 +94,25 @@ class TuneResult:
         return self.top[0]
 
 
-def _tilings(pr: Problem, fixed: dict[str, int | None]
+def _tilings(pr: Workload, fixed: dict[str, int | None]
              ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Every (m, k, n, rho) that fits L1 and the BD fields that do not depend on k_mt."""
-    dev = pr.spec.dev
-    r, s, t = pr.spec.mmul
-    rows, cols = pr.spec.rows, pr.spec.cols
+    dev = pr.base.dev
+    r, s, t = pr.base.mmul
+    rows, cols = pr.base.rows, pr.base.cols
     core = dev.dma[TileKind.CORE]
     shim = dev.dma[TileKind.SHIM]
     # the BD bounds (rules/dma.py): A's core dims count r-row blocks, C's and B's shim wraps words
     m_hi = min(round_up(ceil_div(pr.M, rows), 2 * r), TILE_EXTENT_SEARCH_MAX, dma.static_extent_max(core, r))
     n_hi = round_up(ceil_div(pr.N, cols), 2 * t)
-    n_hi = min(n_hi, dma.shim_extent_max(shim, pr.spec.dtype_out))  # shim C d0 wrap
-    if pr.spec.b_pack == "strips":  # the shim reads each strip linearly; no core dims
+    n_hi = min(n_hi, dma.shim_extent_max(shim, pr.base.dtype_out))  # shim C d0 wrap
+    if pr.base.b_pack == "strips":  # the shim reads each strip linearly; no core dims
         n_hi = min(n_hi, TILE_EXTENT_SEARCH_MAX)
-    elif pr.spec.b_col_maj:
+    elif pr.base.b_col_maj:
         n_hi = min(n_hi, TILE_EXTENT_SEARCH_MAX, dma.static_extent_max(core, t))
     else:
-        n_hi = min(n_hi, dma.shim_extent_max(shim, str(pr.spec.dtype_b)))
-    st = tiling.steps(pr.spec.mmul, pr.spec.precision.block)  # the grids GemmConfig's divisibility check accepts
+        n_hi = min(n_hi, dma.shim_extent_max(shim, str(pr.base.dtype_b)))
+    st = tiling.steps(pr.base.mmul, pr.base.precision.block)  # the grids GemmConfig's divisibility check accepts
     k_step = tiling.k_step(st)
     k_hi = min(round_up(pr.K, k_step), TILE_EXTENT_SEARCH_MAX * s)
     rho_fixed = fixed.get("rho")
@@ -131,7 +131,7 @@ def _tilings(pr: Problem, fixed: dict[str, int | None]
         grids.append((mm, nn, np.full(mm.shape, rho, dtype=np.int64)))
     mm, nn, rr = (np.concatenate(g) for g in zip(*grids))
     # the L1 rule GemmConfig._check_l1 applies (rules/l1.py), solved for the largest k
-    k_max = np.minimum(l1.largest_k(pr.spec.l1_options, dev.l1_bytes, mm, nn, rr, k_step), k_hi)
+    k_max = np.minimum(l1.largest_k(pr.base.l1_options, dev.l1_bytes, mm, nn, rr, k_step), k_hi)
     if fixed.get("k") is not None:
         kf = int(fixed["k"])  # type: ignore[arg-type]
         keep = k_max >= kf
@@ -161,15 +161,15 @@ class _Bound:
         return np.asarray(np.maximum(self.floor[idx], self.fixed_s[idx] + chunks), dtype=np.float64)
 
 
-def _bound(pr: Problem, e: Estimate, p: Params) -> _Bound:
-    dram = p.dram[pr.spec.dev.name]
+def _bound(pr: Workload, e: Estimate, p: Params) -> _Bound:
+    dram = p.dram[pr.base.dev.name]
     bw = dram.peak_gbps * 1e9
     tr = e.traffic
     Kp = e.padded[1]
-    per_chunk = tr["A"].bytes / (Kp * dma.run_bytes(pr.spec.dtype_in))  # one run per row (of tiles) of A per chunk
+    per_chunk = tr["A"].bytes / (Kp * dma.run_bytes(pr.base.dtype_in))  # one run per row (of tiles) of A per chunk
     fixed_runs = tr["C"].effective_runs(dram.page_sharing)
     if pr.b_chunked:
-        per_chunk = per_chunk + tr["B"].bytes / (Kp * dma.run_bytes(str(pr.spec.dtype_b)))
+        per_chunk = per_chunk + tr["B"].bytes / (Kp * dma.run_bytes(str(pr.base.dtype_b)))
     else:
         fixed_runs = fixed_runs + tr["B"].effective_runs(dram.page_sharing)
     nbytes = tr["A"].bytes + tr["B"].bytes + tr["C"].bytes * dram.write_cost
@@ -186,7 +186,7 @@ def _smallest_j(K: int, k: np.ndarray, q: np.ndarray) -> np.ndarray:
 Ranked = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, int, int]
 
 
-def rank_all(pr: Problem, fixed: dict[str, int | None], top: int, p: Params, per_tiling: bool = False
+def rank_all(pr: Workload, fixed: dict[str, int | None], top: int, p: Params, per_tiling: bool = False
               ) -> Ranked:
     """Model times of the candidates (m, k, n, k_mt, rho, time, tilings, evaluated); with per_tiling,
     at least the best k_mt of every (m, k, n, rho)."""
@@ -195,14 +195,14 @@ def rank_all(pr: Problem, fixed: dict[str, int | None], top: int, p: Params, per
     if tilings == 0:
         empty = np.zeros(0, dtype=np.int64)
         return empty, empty, empty, empty, empty, np.zeros(0), 0, 0
-    rows, cols = pr.spec.rows, pr.spec.cols
-    dev = pr.spec.dev
+    rows, cols = pr.base.rows, pr.base.cols
+    dev = pr.base.dev
     shim = dev.dma[TileKind.SHIM]
     K1 = round_up(pr.K, k)
     # A's shim d0 wrap counts k_mt columns in words (rules/dma.py)
-    j_hi = np.minimum(K1 // k, np.minimum(dma.shim_extent_max(shim, pr.spec.dtype_in) // k, TILE_EXTENT_SEARCH_MAX))
+    j_hi = np.minimum(K1 // k, np.minimum(dma.shim_extent_max(shim, pr.base.dtype_in) // k, TILE_EXTENT_SEARCH_MAX))
     # all memtiles together must hold every L2 buffer: an upper bound on k_mt (placement decides)
-    l2, target = pr.spec.l2_options, dev.target(cols)[1]
+    l2, target = pr.base.l2_options, dev.target(cols)[1]
     j_cap = memtile.largest_k_mt_steps(l2, cols * dev.memtile_bytes, m, k, n)
     j_hi = np.minimum(j_hi, np.maximum(j_cap, 1))
     fixed_kmt = fixed.get("k_mt")
@@ -270,7 +270,7 @@ def rank_all(pr: Problem, fixed: dict[str, int | None], top: int, p: Params, per
 RANKS = ("model", "pessimistic")  # rank by the prediction, or by its pessimistic end
 
 
-def tune(pr: Problem, top: int = 5, fixed: dict[str, int | None] | None = None,
+def tune(pr: Workload, top: int = 5, fixed: dict[str, int | None] | None = None,
          params: Params | None = None, ends: tuple[Params, Params] | None = None, rank: str = "model"
          ) -> TuneResult:
     """Rank every valid design of `pr` by predicted time (rank "pessimistic": by its time at the
@@ -306,7 +306,7 @@ def tune(pr: Problem, top: int = 5, fixed: dict[str, int | None] | None = None,
     # the finalists with what the vectorised ranking leaves out: their L1 plan's bank stalls
     found = sorted(found, key=_rank_key(rank))[:top]
     if not found:
-        what = f"no valid design for {pr.spec.device} {pr.M}x{pr.K}x{pr.N} {pr.spec.dtype_in}->{pr.spec.dtype_out}"
+        what = f"no valid design for {pr.base.device} {pr.M}x{pr.K}x{pr.N} {pr.base.dtype_in}->{pr.base.dtype_out}"
         if any(v is not None for v in fixed.values()):
             what += " with " + ", ".join(f"{k}={v}" for k, v in fixed.items() if v is not None)
         if first_error is not None:
@@ -322,7 +322,7 @@ def _rank_key(rank: str) -> Callable[[Candidate], float]:
     return lambda cand: cand.time_s
 
 
-def _check_problem(pr: Problem, fixed: dict[str, int | None] | None = None) -> None:
+def _check_problem(pr: Workload, fixed: dict[str, int | None] | None = None) -> None:
     """The checks that do not depend on the tiling, with GemmConfig's own messages."""
     sizes = [("M", pr.M), ("K", pr.K), ("N", pr.N)]
     sizes += [(name, v) for name, v in (fixed or {}).items() if v is not None]
@@ -330,10 +330,10 @@ def _check_problem(pr: Problem, fixed: dict[str, int | None] | None = None) -> N
         if value < 1:
             flag = f"--{name.replace('_', '-')}" if len(name) > 1 else f"-{name}"
             raise ConfigError(f"{name}={value} must be positive", f"give {flag} a size >= 1")
-    r, s, t = pr.spec.mmul  # raises for a device without a kernel for dtype_in
+    r, s, t = pr.base.mmul  # raises for a device without a kernel for dtype_in
     # the largest tiles a core's share allows: if even these need too many runtime tasks, say so
-    m = min(round_up(ceil_div(pr.M, pr.spec.rows), 2 * r), round_up(TILE_EXTENT_SEARCH_MAX, 2 * r))
-    n = min(round_up(ceil_div(pr.N, pr.spec.cols), 2 * t), round_up(TILE_EXTENT_SEARCH_MAX, 2 * t))
+    m = min(round_up(ceil_div(pr.M, pr.base.rows), 2 * r), round_up(TILE_EXTENT_SEARCH_MAX, 2 * r))
+    n = min(round_up(ceil_div(pr.N, pr.base.cols), 2 * t), round_up(TILE_EXTENT_SEARCH_MAX, 2 * t))
     probe = pr.config(m, s, n, s)
     probe._check_types()
     probe._check_array()
@@ -350,7 +350,7 @@ def _candidate(c: GemmConfig, p: Params, slow: Params, fast: Params) -> Candidat
                      float(estimate_config(c, slow).tops), float(estimate_config(c, fast).tops))
 
 
-def evaluate_all(pr: Problem, params: Params | None = None) -> dict[str, np.ndarray]:
+def evaluate_all(pr: Workload, params: Params | None = None) -> dict[str, np.ndarray]:
     """Every valid (m, k, n) with its best k_mt and rho and predicted time (for the heat map)."""
     p = params or load()
     _check_problem(pr)
@@ -363,11 +363,11 @@ def evaluate_all(pr: Problem, params: Params | None = None) -> dict[str, np.ndar
             "tops": 2.0 * pr.macs / t[first] / 1e12}
 
 
-def best_config(pr: Problem, fixed: dict[str, int | None] | None = None) -> GemmConfig:
+def best_config(pr: Workload, fixed: dict[str, int | None] | None = None) -> GemmConfig:
     return tune(pr, 1, fixed).best.config
 
 
-def tune_b_packs(pr: Problem, top: int = 5, fixed: dict[str, int | None] | None = None,
+def tune_b_packs(pr: Workload, top: int = 5, fixed: dict[str, int | None] | None = None,
                  packs: tuple[str, ...] = ("tiles",), params: Params | None = None,
                  ends: tuple[Params, Params] | None = None, rank: str = "model") -> TuneResult:
     """tune() for each DRAM packing of B in `packs` (both, for a bfp16 B the user left open), merged
@@ -383,7 +383,7 @@ def tune_b_packs(pr: Problem, top: int = 5, fixed: dict[str, int | None] | None 
 def tuned_config(base: GemmConfig, k_mt: int | None = None, rho: int | None = None) -> GemmConfig:
     """`base` with the tuner's best m, k, n, rho (and k_mt, rho unless given); every other field kept."""
 
-    best = tune(Problem.of(base), 1, {"k_mt": k_mt, "rho": rho}).best.config
+    best = tune(Workload.of(base), 1, {"k_mt": k_mt, "rho": rho}).best.config
     return base.with_(m=best.m, k=best.k, n=best.n, k_mt=best.k_mt, rho=best.rho)
 
 
@@ -398,7 +398,7 @@ def tuned_b_pack(config: GemmConfig, tiles_tuned: bool, k_mt: int | None = None,
         base = config.with_(b_pack=pack)
         try:
             cand = tuned_config(base, k_mt, rho) if tiles_tuned else (base if k_mt else tuned_k_mt(base))
-            time = float(estimate(Problem.of(cand), cand.m, cand.k, cand.n, cand.k_mt, rho=cand.rho).time)
+            time = float(estimate(Workload.of(cand), cand.m, cand.k, cand.n, cand.k_mt, rho=cand.rho).time)
         except GemmGenError:
             continue
         if best is None or time < best[0]:
@@ -412,7 +412,7 @@ def tuned_k_mt(config: GemmConfig) -> GemmConfig:
 
     fixed: dict[str, int | None] = {"m": config.m, "k": config.k, "n": config.n, "rho": config.rho}
     try:
-        best = tune(Problem.of(config), 1, fixed).best.config
+        best = tune(Workload.of(config), 1, fixed).best.config
     except GemmGenError:
         return config
     return config.with_(k_mt=best.k_mt)

@@ -15,13 +15,13 @@ from typing import Any
 
 import numpy as np
 
-from ..call import Problem as Size
 from ..call import check_weights
 from ..config import GemmConfig
 from ..design.serve import check, serve
 from ..errors import ConfigError, GemmGenError
+from ..spec import Problem
 from .params import Params, load
-from .perf import Problem, estimate, estimate_config
+from .perf import Workload, estimate, estimate_config
 from .tune import rank_all, tune
 
 CANDIDATES = 48  # designs of the largest size that enter the ranking over all sizes
@@ -31,7 +31,7 @@ CANDIDATES = 48  # designs of the largest size that enter the ranking over all s
 class SizeLoss:
     """One size: its predicted time on the shared design and on its own best design."""
 
-    size: Size
+    size: Problem
     weight: float
     shared_s: float
     special_s: float | None  # None: no design of its own (the tuner found none)
@@ -75,7 +75,7 @@ class ManyResult:
                 "sizes": [s.to_json() for s in self.sizes]}
 
 
-def _loss(config: GemmConfig, size: Size, weight: float, special: tuple[float, GemmConfig] | None,
+def _loss(config: GemmConfig, size: Problem, weight: float, special: tuple[float, GemmConfig] | None,
           p: Params) -> SizeLoss:
     """One size on the shared design, against the better of the tuner's design for that size and
     the shared tiling built for that size alone (which the tuner's ranking may have left out)."""
@@ -90,7 +90,7 @@ def _loss(config: GemmConfig, size: Size, weight: float, special: tuple[float, G
     return SizeLoss(size, weight, shared, None if best is None else best[0], None if best is None else best[1])
 
 
-def tune_many(base: GemmConfig, sizes: tuple[Size, ...], weights: tuple[float, ...] | None = None,
+def tune_many(base: GemmConfig, sizes: tuple[Problem, ...], weights: tuple[float, ...] | None = None,
               fixed: dict[str, int | None] | None = None, params: Params | None = None) -> ManyResult:
     """The design (base's options, built for its M, K, N, which must cover every size) that
     minimises the weighted predicted time over `sizes`, with each size's loss against its own."""
@@ -101,11 +101,11 @@ def tune_many(base: GemmConfig, sizes: tuple[Size, ...], weights: tuple[float, .
     if len(weights) != len(sizes):
         raise ConfigError(f"{len(weights)} weights for {len(sizes)} sizes", "give one weight per size")
     check_weights(tuple(weights))
-    merged: dict[Size, float] = {}  # a size listed twice is one size called twice as often
+    merged: dict[Problem, float] = {}  # a size listed twice is one size called twice as often
     for size, wt in zip(sizes, weights):
         merged[size] = merged.get(size, 0.0) + float(wt)
     sizes, weights = tuple(merged), tuple(merged.values())
-    top = Problem.of(base)
+    top = Workload.of(base)
     m, k, n, kmt, rho, _, _, _ = rank_all(top, fixed, CANDIDATES, p)
     cands = {(int(a), int(b), int(c), int(d), int(e)) for a, b, c, d, e in zip(m, k, n, kmt, rho)}
     specials: list[tuple[float, GemmConfig] | None] = []
@@ -124,7 +124,7 @@ def tune_many(base: GemmConfig, sizes: tuple[Size, ...], weights: tuple[float, .
                           "relax the fixed tile sizes or split the sizes into several designs")
     arr = np.array(sorted(cands), dtype=np.int64).T
     w = np.asarray(weights, dtype=np.float64)
-    times = np.stack([estimate(Problem.of(base, s), arr[0], arr[1], arr[2], arr[3], p, rho=arr[4]).time
+    times = np.stack([estimate(Workload.of(base, s), arr[0], arr[1], arr[2], arr[3], p, rho=arr[4]).time
                       for s in sizes])
     order = np.lexsort((arr[4], arr[0] * arr[2], -arr[3], w @ times))
     first_error: GemmGenError | None = None

@@ -24,10 +24,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from ..call import Problem
 from ..config import GemmConfig
 from ..dtypes import DType
 from ..errors import ConfigError
+from ..spec import Problem
 
 BASE_BYTES = 72 * 2**20  # the interpreter, NumPy, the design and the lowered array
 C_ELEMENT_BYTES = 22  # the exact reference and the output values, per element of C

@@ -11,7 +11,7 @@ from tqdm import tqdm
 
 from ..accuracy import Accuracy, measure
 from ..bfp16 import clamped_blocks
-from ..call import CallPlan, Problem
+from ..call import CallPlan
 from ..config import GemmConfig
 from ..design import Design, build_design
 from ..design.build import host_tensors, runtime_sequence
@@ -21,6 +21,7 @@ from ..errors import DeadlockError, LayoutError, SimulationError
 from ..hostdata import host_values, output_values, pad_inputs
 from ..inputs import exact_bound, make_inputs
 from ..numerics import reference
+from ..spec import Problem
 from . import words as w
 from .kernel import KernelEmulator, KernelStats
 from .lower import Machine, lower
