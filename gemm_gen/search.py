@@ -1,45 +1,115 @@
-"""Choosing a design, one named step: from a problem (or a list of problems) and the options a user
-fixed to a design. The application layer (the CLI's commands, the operator) calls `choose` and says
-what it chose; nothing below it chooses."""
+"""Choosing a design, one named step: `choose(request, params, measure)` turns a request (the options,
+the size, what the user pinned) into a design. The space of tilings and the rules decide what is
+valid, the model ranks it, and a measurement the caller passes in (as Triton's autotuner takes
+`do_bench`) may re-rank the model's finalists. Only the application layer calls it, and says what it
+chose; nothing below it chooses."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 
 from .config import GemmConfig, default_k_mt, default_tiles
-from .model.tune import tuned_b_pack, tuned_config, tuned_k_mt
+from .errors import GemmGenError, ToolchainMissing
+from .model.params import Params, load
+from .model.perf import Workload
+from .model.tune import Candidate, tune, tuned_b_pack, tuned_config, tuned_k_mt
 from .model.tune_many import tune_many
-from .spec import Problem
+from .spec import Pins, Request, Tiling
+
+# Seconds one call of a design takes, measured by the caller (app/limits.measure builds and runs it
+# on the NPU); the search never imports a back end.
+Measure = Callable[[GemmConfig], float]
+MEASURED_FINALISTS = 5  # the model's best designs a measurement re-ranks
 
 
-def choose(base: GemmConfig, m: int | None = None, k: int | None = None, n: int | None = None,
-           k_mt: int | None = None, rho: int | None = None, b_pack_open: bool = False,
-           sizes: Sequence[Problem] | None = None, weights: Sequence[float] | None = None) -> GemmConfig:
-    """The one way from a problem (or a list of them) and the options a user fixed to a design:
-    `base` carries the problem (for a list: the maxima) and every option; the tile sizes not given
-    come from the model: for several `sizes`, the design with the least weighted time over them
-    that keeps the given ones (model/tune_many.py); for one problem all of them when none is
-    given, else the paper's defaults with the model's k_mt. A bfp16 B's packing is the model's
-    choice too when `b_pack_open` (one problem only)."""
+@dataclass(frozen=True)
+class Choice:
+    """The design a request gets, what the search filled in (names of the tiling's fields, and
+    "b_pack" when a bfp16 B's packing was open) and, when a measurement re-ranked the model's
+    finalists, each finalist with its measured time (inf: it failed to build or run)."""
+
+    config: GemmConfig
+    filled: tuple[str, ...]
+    measured: tuple[Candidate, ...] = ()
+
+    @property
+    def chose_anything(self) -> bool:
+        return bool(self.filled)
+
+
+def base_config(request: Request) -> GemmConfig:
+    """The request as a config whose tiling is still open (0), with a pinned rho."""
+    return GemmConfig(options=request.options, tiling=Tiling(0, 0, 0, 0, request.pins.rho or 1),
+                      size=request.problem)
+
+
+def choose(request: Request, params: Params | None = None, measure: Measure | None = None) -> Choice:
+    """The one way from a request to a design. The tiling's open sizes come from the model: for
+    several `pins.sizes`, the design with the least weighted time over them that keeps the pinned ones
+    (model/tune_many.py); for one problem all of them when none is pinned, else the paper's defaults
+    with the model's k_mt. A bfp16 B's packing is the model's choice too when `pins.b_pack_open` (one
+    problem only). With `measure`, a tiling left wholly open is the fastest measured of the model's
+    MEASURED_FINALISTS best designs (a finalist that fails to build or run scores inf)."""
+    pins, p = request.pins, params or load()
+    base = base_config(request)
+    config = _chosen(base, pins, p)
+    tuned = None not in (pins.m, pins.k, pins.n) or _several_sizes(pins)
+    filled = tuple(name for name in ("m", "k", "n", "k_mt") if getattr(pins, name) is None)
+    if filled and pins.rho is None and (_several_sizes(pins) or pins.m is pins.k is pins.n is None):
+        filled += ("rho",)
+    if pins.b_pack_open and config.t_b.is_block and not _several_sizes(pins):
+        filled += ("b_pack",)
+    if measure is None or tuned:
+        return Choice(config, filled)
+    cands = list(tune(Workload.of(config), MEASURED_FINALISTS, {"k_mt": pins.k_mt, "rho": pins.rho}, p).top)
+    cands = [replace(c, config=config.with_(m=c.config.m, k=c.config.k, n=c.config.n, k_mt=c.config.k_mt,
+                                             rho=c.config.rho)) for c in cands]
+    measured = measure_candidates(cands, measure)
+    return Choice(min(measured, key=lambda c: c.measured_s or math.inf).config, filled, tuple(measured))
+
+
+def measure_candidates(cands: Sequence[Candidate], measure: Measure) -> list[Candidate]:
+    """Each candidate with its measured time, fastest first; one that fails to build or run scores
+    inf and the batch goes on. A missing toolchain stops it (nothing could be measured)."""
+    out = []
+    for c in cands:
+        try:
+            seconds = float(measure(c.config))
+        except ToolchainMissing:
+            raise
+        except GemmGenError:
+            seconds = math.inf
+        out.append(replace(c, measured_s=seconds))
+    return sorted(out, key=lambda c: c.measured_s if c.measured_s is not None else math.inf)
+
+
+def _several_sizes(pins: Pins) -> bool:
+    return pins.sizes is not None and len(set(pins.sizes)) > 1
+
+
+def _chosen(base: GemmConfig, pins: Pins, p: Params) -> GemmConfig:
+    """The model's design for `base` with what `pins` leaves open filled in."""
+    m, k, n, k_mt, rho = pins.m, pins.k, pins.n, pins.k_mt, pins.rho
     tuned = m is None and k is None and n is None
-    if sizes is not None and len(set(sizes)) > 1 and None in (m, k, n, k_mt):
+    if pins.sizes is not None and _several_sizes(pins) and None in (m, k, n, k_mt):
         fixed = {"m": m, "k": k, "n": n, "k_mt": k_mt, "rho": rho}
-        return tune_many(base.with_(m=0, k=0, n=0, k_mt=0), tuple(sizes),
-                         None if weights is None else tuple(weights), fixed).config
+        return tune_many(base, tuple(pins.sizes), None if pins.weights is None else tuple(pins.weights), fixed,
+                         p).config
     if tuned:
-        config = base.with_(m=0, k=0, n=0, k_mt=0)
+        config = base
     else:
         dm, dk, dn, _ = default_tiles(base.device, base.dtype_in, base.dtype_out, None,
                                       base.emulate_bf16_with_bfp16, base.dtype_b, base.acc)
         kk = dk if k is None else k
         config = base.with_(m=dm if m is None else m, k=kk, n=dn if n is None else n,
-                         k_mt=default_k_mt(base.device, base.dtype_in, base.dtype_out, kk, base.K, base.dtype_b,
-                                           base.acc) if k_mt is None else k_mt)
-    if b_pack_open and config.t_b.is_block:  # the packing of a bfp16 B is the model's choice too
-        return tuned_b_pack(config, tuned, k_mt, rho)
+                            k_mt=default_k_mt(base.device, base.dtype_in, base.dtype_out, kk, base.K, base.dtype_b,
+                                              base.acc) if k_mt is None else k_mt)
+    if pins.b_pack_open and config.t_b.is_block:  # the packing of a bfp16 B is the model's choice too
+        return tuned_b_pack(config, tuned, k_mt, rho, p)
     if tuned:
-        return tuned_config(config, k_mt, rho)
+        return tuned_config(config, k_mt, rho, p)
     if k_mt is None:
-        return tuned_k_mt(config)
+        return tuned_k_mt(config, p)
     return config
-

@@ -9,32 +9,35 @@ import sys
 
 from .. import search
 from ..config import GemmConfig
-from .cliargs import base_config, pins
+from ..search import Choice
+from .cliargs import request
+
+
+def choice(a: argparse.Namespace) -> Choice:
+    """What search.choose makes of the request the flags give."""
+    return search.choose(request(a))
 
 
 def choose_design(a: argparse.Namespace) -> GemmConfig:
-    """The design a command's flags ask for: search.choose on their base config and pins."""
-    p = pins(a)
-    return search.choose(base_config(a), p.m, p.k, p.n, p.k_mt, p.rho, b_pack_open=p.b_pack_open, sizes=p.sizes,
-                         weights=p.weights)
+    """The design a command's flags ask for: search.choose on their request."""
+    return choice(a).config
 
 
-def chosen_text(command: str, a: argparse.Namespace, c: GemmConfig) -> str | None:
+def chosen_text(command: str, chosen: Choice) -> str | None:
     """One line naming what search.choose filled in, with the flags that pin it; None when the
-    flags pinned the whole tiling (and a bfp16 B's packing), so that nothing was chosen."""
-    p = pins(a)
-    packing = p.b_pack_open and c.t_b.is_block
-    if None not in (p.m, p.k, p.n, p.k_mt) and not packing:
+    request pinned the whole tiling (and a bfp16 B's packing), so that nothing was chosen."""
+    if not chosen.chose_anything:
         return None
+    c, packing = chosen.config, "b_pack" in chosen.filled
     flags = f"-m {c.m} -k {c.k} -n {c.n} --k-mt {c.k_mt} --rho {c.rho}" + (f" --b-pack {c.b_pack}" if packing else "")
     packed = f", B packed in {c.b_pack}" if packing else ""
     return (f"gemm-gen {command}: chose tiles {c.m}x{c.k}x{c.n}, k_mt {c.k_mt}, rho {c.rho}{packed} "
             f"for {c.device} {c.M}x{c.K}x{c.N} (to pin them: {flags})")
 
 
-def say_chosen(command: str, a: argparse.Namespace, c: GemmConfig) -> None:
+def say_chosen(command: str, chosen: Choice) -> None:
     """chosen_text on stderr, once the design is built and before the command uses it (a design that
     fails its checks says only why; stdout keeps the command's output and --json)."""
-    text = chosen_text(command, a, c)
+    text = chosen_text(command, chosen)
     if text is not None:
         print(text, file=sys.stderr, flush=True)

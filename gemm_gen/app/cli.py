@@ -16,7 +16,7 @@ from ..sim import run as sim_run
 from ..sim.memory import GB, SAY_ABOVE, check_memory
 from ..spec import Problem
 from . import model_commands, npu_commands
-from .choice import choose_design, say_chosen
+from .choice import choice, choose_design, say_chosen
 from .cliargs import EXIT_FAIL, EXIT_USAGE, SEED, Parser, problem_args
 from .plan_info import plan_info
 from .report import calls_text, plan_text, sim_text
@@ -38,9 +38,10 @@ def cmd_plan(a: argparse.Namespace) -> int:
 def cmd_generate(a: argparse.Namespace) -> int:
     # where the output goes is checked before any work: the file -o names, else a file in --build-dir
     place = check_output_file(a.output, "-o") if a.output is not None else check_output_dir(a.build_dir, "--build-dir")
-    config = choose_design(a)
+    chosen = choice(a)
+    config = chosen.config
     design = build_design(config)  # validate before touching the output directory
-    say_chosen("generate", a, config)
+    say_chosen("generate", chosen)
     text = dumps(design)
     out = place if a.output is not None else place / f"design_{design.config.suffix}.json"
     write_atomic(out, text)

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import NoReturn
 
 from .. import precision as prec
@@ -16,7 +15,7 @@ from ..errors import ConfigError
 from ..hw.devices import TileKind, device
 from ..rounding import Rounding, Saturation
 from ..rules.kernel_variant import CANDIDATES, LOOPS
-from ..spec import Options, Problem
+from ..spec import Options, Pins, Problem, Request
 
 EXIT_FAIL, EXIT_USAGE = 1, 2
 # The largest M, K, N (and any count a flag takes): mlir-aie's host program reads sizes as C ints and
@@ -274,24 +273,16 @@ def base_config(a: argparse.Namespace, m: int = 0, k: int = 0, n: int = 0, k_mt:
                       convert_once=a.convert_once, l1_alloc=a.l1_alloc, runtime_sizes=served)
 
 
-@dataclass(frozen=True)
-class Pins:
-    """What the user fixed of the design beyond the base config (None: open, the search's choice)."""
-
-    m: int | None
-    k: int | None
-    n: int | None
-    k_mt: int | None
-    rho: int | None
-    b_pack_open: bool  # a bfp16 B's DRAM packing left to the search
-    sizes: tuple[Problem, ...] | None  # --runtime-sizes: the sizes one design serves
-    weights: tuple[float, ...] | None  # --weights: how often each of them is called
-
-
 def pins(a: argparse.Namespace) -> Pins:
     """The tiling, rho, packing, sizes and weights the flags fix (the rest is left to search.choose)."""
     return Pins(a.m, a.k, a.n, a.k_mt, a.rho, b_pack_open=a.b_pack is None, sizes=getattr(a, "runtime_sizes", None),
                 weights=getattr(a, "weights", None))
+
+
+def request(a: argparse.Namespace) -> Request:
+    """What the flags ask for: the options and the size they give, and the pins."""
+    base = base_config(a)
+    return Request(base.options, base.size, pins(a))
 
 
 def config_args(c: GemmConfig) -> list[str]:

@@ -19,7 +19,7 @@ from ..hw.devices import device
 from ..inputs import INPUT_FAMILIES
 from ..kernels import render_kernel
 from . import validate
-from .choice import choose_design, say_chosen
+from .choice import choice, choose_design, say_chosen
 from .cliargs import EXIT_FAIL, EXIT_USAGE, SEED, config_args, counted, problem_args
 from .limits import slow_end_s
 
@@ -48,14 +48,15 @@ def cmd_mlir(a: argparse.Namespace) -> int:
 
 def cmd_build(a: argparse.Namespace) -> int:
     build_dir = check_output_dir(a.build_dir, "--build-dir")
-    config = choose_design(a)
+    chosen = choice(a)
+    config = chosen.config
     design = build_design(config)
     gen_args = config_args(design.config)
     # missing tools are one sentence (as run_build says them), said before the chosen design
     tc = toolchain.find_toolchain(design.config.compiler == "chess", strict=not a.dry_run)
     if not a.dry_run:
         iron.iron_api()
-    say_chosen("build", a, config)
+    say_chosen("build", chosen)
     if a.dry_run:
         art, steps = plan_build(design, tc, build_dir, gen_args)
         if a.json:
@@ -75,10 +76,11 @@ def cmd_build(a: argparse.Namespace) -> int:
 
 def cmd_run(a: argparse.Namespace) -> int:
     check_output_dir(a.build_dir, "--build-dir")
-    config = choose_design(a)
+    chosen = choice(a)
+    config = chosen.config
     design = build_design(config)
     xrt = toolchain.pyxrt()  # no XRT: one sentence and exit 2, before building anything
-    say_chosen("run", a, config)
+    say_chosen("run", chosen)
     if a.runtime_sizes:
         return _run_sizes(a, design, xrt)
     art = artifacts(design, Path(a.build_dir))

@@ -36,7 +36,7 @@ from ..hostdata import output_values, pad_inputs
 from ..operands import as_matrix, bfp16_quantizer, host_operand
 from ..sim.run import ArraySession
 from ..sim.words import VALUE_MASK
-from ..spec import Problem
+from ..spec import Pins, Problem, Request
 from .cliargs import config_args
 from .limits import slow_end_s
 from .operator_args import (
@@ -135,9 +135,10 @@ class Gemm:
         return self._designs[key]
 
     def _build(self, size: Problem, runtime: bool) -> Design:
-        base = self._base.with_(M=size.M, K=size.K, N=size.N, runtime_sizes="mnk" if runtime else "fixed")
+        options = replace(self._base.options, runtime_sizes="mnk" if runtime else "fixed")
         m, k, n, k_mt = self._tiles or (None, None, None, None)
-        return build_design(search.choose(base, m, k, n, k_mt, self._rho, b_pack_open=self._b_pack_open))
+        pins = Pins(m, k, n, k_mt, self._rho, b_pack_open=self._b_pack_open)
+        return build_design(search.choose(Request(options, size, pins)).config)
 
     # ---- calls --------------------------------------------------------------------------------
     def plan(self, A: Any, B: Any) -> CallPlan:

@@ -380,15 +380,16 @@ def tune_b_packs(pr: Workload, top: int = 5, fixed: dict[str, int | None] | None
                       [n for r in results for n in r.notes], rank)
 
 
-def tuned_config(base: GemmConfig, k_mt: int | None = None, rho: int | None = None) -> GemmConfig:
+def tuned_config(base: GemmConfig, k_mt: int | None = None, rho: int | None = None,
+                 params: Params | None = None) -> GemmConfig:
     """`base` with the tuner's best m, k, n, rho (and k_mt, rho unless given); every other field kept."""
 
-    best = tune(Workload.of(base), 1, {"k_mt": k_mt, "rho": rho}).best.config
+    best = tune(Workload.of(base), 1, {"k_mt": k_mt, "rho": rho}, params).best.config
     return base.with_(m=best.m, k=best.k, n=best.n, k_mt=best.k_mt, rho=best.rho)
 
 
-def tuned_b_pack(config: GemmConfig, tiles_tuned: bool, k_mt: int | None = None, rho: int | None = None
-                 ) -> GemmConfig:
+def tuned_b_pack(config: GemmConfig, tiles_tuned: bool, k_mt: int | None = None, rho: int | None = None,
+                 params: Params | None = None) -> GemmConfig:
     """For a bfp16 B whose packing the user left open: the better of the two packings (tiles, or
     mlir-aie's strips), each with its own tuned tiles when the tiles were tuned, else with the given
     ones (and each packing's best k_mt)."""
@@ -397,8 +398,11 @@ def tuned_b_pack(config: GemmConfig, tiles_tuned: bool, k_mt: int | None = None,
     for pack in B_PACKS:
         base = config.with_(b_pack=pack)
         try:
-            cand = tuned_config(base, k_mt, rho) if tiles_tuned else (base if k_mt else tuned_k_mt(base))
-            time = float(estimate(Workload.of(cand), cand.m, cand.k, cand.n, cand.k_mt, rho=cand.rho).time)
+            if tiles_tuned:
+                cand = tuned_config(base, k_mt, rho, params)
+            else:
+                cand = base if k_mt else tuned_k_mt(base, params)
+            time = float(estimate(Workload.of(cand), cand.m, cand.k, cand.n, cand.k_mt, params, rho=cand.rho).time)
         except GemmGenError:
             continue
         if best is None or time < best[0]:
@@ -406,13 +410,13 @@ def tuned_b_pack(config: GemmConfig, tiles_tuned: bool, k_mt: int | None = None,
     return best[1] if best is not None else config
 
 
-def tuned_k_mt(config: GemmConfig) -> GemmConfig:
+def tuned_k_mt(config: GemmConfig, params: Params | None = None) -> GemmConfig:
     """`config` with the tuner's best k_mt for its own m, k, n and rho. Unchanged when the tuner finds
     none (the tiles break a rule): validate() then names the rule."""
 
     fixed: dict[str, int | None] = {"m": config.m, "k": config.k, "n": config.n, "rho": config.rho}
     try:
-        best = tune(Workload.of(config), 1, fixed).best.config
+        best = tune(Workload.of(config), 1, fixed, params).best.config
     except GemmGenError:
         return config
     return config.with_(k_mt=best.k_mt)
