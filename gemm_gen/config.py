@@ -18,21 +18,18 @@ from . import precision as prec
 from .call import CallPlan, plan_call
 from .dtypes import DType, dtype
 from .errors import ConfigError
-from .hw.devices import Device, MmulShape, TileKind, device
+from .hw.devices import Device, MmulShape, device
 from .numerics import KernelNumerics
 from .precision import Precision
 from .rounding import Rounding, Saturation
 from .rules import kernel_variant as kv
 from .rules import l1, memtile, padding
-from .rules import tiling as tiling_rule
 from .rules.defaults import Resolved, default_acc, emulation_default, resolve
 from .rules.defaults import convert_once_problem as _convert_once_problem
 from .rules.defaults import mmul as mmul_of
 from .rules.kernel_variant import KERNEL_EXPANSION, KernelVariant
 from .rules.kernel_variant import choose as choose_variant
-from .rules.l1 import RTP_PART
 from .rules.memtile import MemtileBuffer
-from .rules.padding import MAX_RUNTIME_TASKS
 from .spec import Options, Problem, Tiling, split_fields
 
 # Balanced kernels of Striking the Balance, Tables 2 and 3 (B column-major): (m, k, n, k_mt).
@@ -60,9 +57,6 @@ RUNTIME_SIZES = ("fixed", "mn", "mnk")  # GemmConfig.runtime_sizes
 B_PACKS = ("tiles", "strips")  # DRAM layouts of a bfp16 B (GemmConfig.b_pack)
 # mlir-aie's L1 allocators (aie.tile allocation_scheme; IRON Worker(allocation_scheme=...))
 L1_SCHEMES = ("bank-aware", "basic-sequential")
-# the widest down-shift (SRS) we let a conversion ask for: the bound tests/aie_host enforces, read from
-# the SRS instructions' shift operand by an earlier session; not found in a public source (unconfirmed)
-SRS_MAX_SHIFT = 59
 
 
 # GemmConfig's fields as it reads them, in the order of its flat constructor and of to_json()
@@ -78,7 +72,7 @@ class GemmConfig:
     for (with runtime sizes: the largest it serves): the options as given (spec.Options), the
     tiling and the size. Every option reads as its value, defaults derived from what was given
     (rules/defaults.py: resolve), so `dataclasses.replace(config, dtype_in="i8", dtype_out="i32")` derives B's
-    type, the accumulator and the stack afresh. `validate()` checks the config's own rules;
+    type, the accumulator and the stack afresh. `checks.check_config` checks the config's own rules;
     design/serve.py's `check()` adds every DMA pattern.
 
     Built as `GemmConfig(device, M, K, N, m, k, n, k_mt, dtype_in, dtype_out, ...)` with any field of
@@ -286,7 +280,7 @@ class GemmConfig:
     @property
     def default_acc(self) -> str:
         """C's L1 type when --acc is not given (precision.wide_acc) for this output and mmul; the
-        output type itself when the types are invalid, for validate() to name the problem."""
+        output type itself when the types are invalid, for checks.check_types to name the problem."""
         return default_acc(self.dev, self.dtype_in, self.dtype_out, self.mmul)
 
     # ---- what the fields mean --------------------------------------------------------------
@@ -469,207 +463,10 @@ class GemmConfig:
             used[buf.home_col] += buf.nbytes
         return used
 
-    # ---- validation --------------------------------------------------------------------------
-    def validate(self, budgets: bool = True) -> GemmConfig:
-        """Raise ConfigError naming the first broken rule of the config itself; return self if fine.
-        (gemm_gen/design/serve.py's check() adds the DMA patterns' limits.)
-
-        budgets=False skips the L1 and memtile capacity checks only (to predict a design that
-        would not fit as given, e.g. a paper's chess-compiled tile under Peano's larger stack).
-        """
-        self._check_types()
-        self._check_array()
-        self._check_divisibility()
-        self._check_granularity()
-        if budgets:
-            self._check_l1()
-            self.memtile_placement()
-        self._check_queue()
-        return self
-
-    def _check_types(self) -> None:
-        dev, t_out = self.dev, self.t_out
-        if self.compiler not in ("peano", "chess"):
-            raise ConfigError(f"unknown kernel compiler {self.compiler!r}", "use peano (default) or chess (--chess)")
-        p = self.precision
-        try:
-            acc_bits = self.acc_bits
-        except ConfigError:  # types without a kernel: named below
-            acc_bits = 32
-        prec.check_precision(p, dev, acc_bits)
-        if p.block:
-            self._check_block_types()
-        else:
-            self._check_scalar_types()
-        if t_out.is_float and self.shift:
-            raise ConfigError(f"shift {self.shift} applies to integer outputs only", "drop --shift")
-        if self.b_pack not in B_PACKS:
-            raise ConfigError(f"unknown B packing {self.b_pack!r}", f"use --b-pack {' or '.join(B_PACKS)}")
-        if self.b_pack != "tiles" and not self.t_b.is_block:
-            raise ConfigError(f"--b-pack {self.b_pack} is mlir-aie's packing of a bfp16 B, not of {self.t_b}",
-                              "drop --b-pack, or use --dtype_b bfp16")
-        if self.shift and not p.block:
-            self._check_shift()
-        if self.convert_once and self.convert_once_problem is not None:
-            raise ConfigError(*self.convert_once_problem)
-        if self.l1_alloc is not None and self.l1_alloc not in L1_SCHEMES:
-            raise ConfigError(f"unknown L1 allocation scheme {self.l1_alloc!r}",
-                              f"use --l1-alloc {' or '.join(L1_SCHEMES)}, or leave it to the planner")
-        if self.runtime_sizes not in RUNTIME_SIZES:
-            raise ConfigError(f"unknown runtime sizes {self.runtime_sizes!r}",
-                              f"use one of {', '.join(RUNTIME_SIZES)}")
-        if self.rounding.upper() not in Rounding.__members__:
-            raise ConfigError(f"unknown rounding mode {self.rounding!r}",
-                              f"use one of {', '.join(r.name.lower() for r in Rounding)}")
-        if self.saturation.upper() not in Saturation.__members__:
-            raise ConfigError(f"unknown saturation mode {self.saturation!r}",
-                              "use none, saturate or symmetric")
-
     @property
     def acc_bits(self) -> int:
         """Bits of one accumulator lane of the kernel's aie::mmul (floats: fp32)."""
         return self.dev.acc_bits(self.dtype_in, self.mmul)
-
-    def _check_shift(self) -> None:
-        check_shift(self.dev, self.dtype_in, self.dtype_out, self.mmul, self.shift, str(self.acc))
-
-    def _check_block_types(self) -> None:
-        shape = self.dev.bfp16_mmul_shape
-        assert shape is not None  # prec.check_precision refused devices without a bfp16 datapath
-        if self.emulate_bf16_with_bfp16:
-            raise ConfigError("--emulate-bf16-mmul-with-bfp16 is for bf16 x bf16 GEMMs; this one already runs "
-                              "on the bfp16 datapath", "drop --emulate-bf16-mmul-with-bfp16")
-        if self.mmul_shape is not None and tuple(self.mmul_shape) != shape:
-            raise ConfigError(f"mmul {'x'.join(map(str, self.mmul_shape))}: the bfp16 datapath multiplies "
-                              f"{'x'.join(map(str, shape))} blocks", "drop --mmul")
-        if self.compiler not in prec.BFP16_COMPILERS:
-            raise ConfigError(f"bfp16 kernels build with {' or '.join(prec.BFP16_COMPILERS)} only, not "
-                              f"{self.compiler} ({prec.BFP16_COMPILERS_WHY})",
-                              "use --chess (CHESS=1), or leave the compiler to its default")
-
-    def _check_scalar_types(self) -> None:
-        dev, t_in, t_out = self.dev, self.t_in, self.t_out
-        if t_in.name not in dev.mmul_shapes:
-            raise ConfigError(f"{dev.name} has no kernel for dtype_in {t_in}",
-                              f"use --dtype_in {' or '.join(dev.mmul_shapes)}")
-        allowed = dev.out_types[t_in.name]
-        if t_out.name not in allowed:
-            raise ConfigError(f"dtype_out {t_out} does not go with dtype_in {t_in}",
-                              f"use --dtype_out {' or '.join(allowed)}")
-        default = dev.mmul_shape(t_in.name, bool(self.emulate_bf16_with_bfp16))  # raises for a wrong device/type
-        shapes_ok = (default,) if self.emulate_bf16_with_bfp16 else dev.mmul_shapes[t_in.name]
-        if self.mmul_shape is not None and tuple(self.mmul_shape) not in shapes_ok:
-            shapes = ", ".join("x".join(map(str, sh)) for sh in shapes_ok)
-            raise ConfigError(f"mmul {'x'.join(map(str, self.mmul_shape))} is not an aie::mmul shape of "
-                              f"{dev.name} for {t_in}", f"use one of {shapes}")
-
-    def _check_array(self) -> None:
-        dev = self.dev
-        for name, value in (("M", self.M), ("K", self.K), ("N", self.N), ("m", self.m), ("k", self.k),
-                            ("n", self.n), ("k_mt", self.k_mt)):
-            if value < 1:
-                raise ConfigError(f"{name}={value} must be positive", f"give -{name} a size >= 1")
-        if self.rows != dev.core_rows:
-            raise ConfigError(f"rows={self.rows}: the whole-array mapping uses all {dev.core_rows} core rows",
-                              f"use rows={dev.core_rows}")
-        if self.cols not in dev.column_devices:
-            counts = ", ".join(map(str, dev.column_devices))
-            raise ConfigError(f"n_aie_cols={self.cols} on {dev.name}: designs use {counts} columns",
-                              f"use --n-aie-cols {counts.replace(', ', ' or ')}")
-        depths = (self.depth_ab_l1, self.depth_ab_l2, self.depth_c_l1, self.depth_c_l2)
-        if not all(1 <= d <= 2 for d in depths):
-            # IRON gives each fifo end at most max-acquire + 1 = 2 buffers for our loops
-            raise ConfigError(f"fifo depths {depths} must be 1 or 2", "use the defaults 2, 2, 1, 1")
-        if self.stack_bytes < 0 or self.stack_bytes % 16:
-            raise ConfigError(f"stack {self.stack_bytes} B must be a positive multiple of 16",
-                              "give --stack like 3328 (0xD00, mlir-aie's) or more")
-        tasks = padding.runtime_tasks(self.call.tiles_per_core, self.rows, self.cols)  # the largest call it serves
-        if not padding.tasks_fit(self.call.tiles_per_core, self.rows, self.cols):
-            raise ConfigError(
-                f"the runtime sequence would push {tasks:,} BD tasks (over {MAX_RUNTIME_TASKS:,}; its "
-                f"instruction stream would be about {tasks * 64 // 2**20} MiB)",
-                "use larger m and n, or split the GEMM into several calls",
-            )
-        if self.rho < 1 or self.m % self.rho:
-            raise ConfigError(f"rho={self.rho} must be a divisor of m={self.m} (T_MA = m / rho rows of A)",
-                              "use --rho 1, or a rho that divides m")
-        if self.queue_groups < 1:
-            raise ConfigError(f"queue_groups={self.queue_groups} must be >= 1", "use the default 4")
-
-    def _check_divisibility(self) -> None:
-        st = tiling_rule.steps(self.mmul, self.precision.block)  # the rule: rules/tiling.py
-        conditions = tiling_rule.conditions(st, self.m, self.k, self.n, self.k_mt, self.rho)
-        broken = [name for name, ok in conditions if not ok]
-        if broken:
-            raise ConfigError(*self._divisibility_error(broken[0], st))
-        self.variant  # noqa: B018 - an explicit expansion must fit the registers and split the tile
-
-    def _divisibility_error(self, name: str, st: tiling_rule.Steps) -> tuple[str, str]:
-        """(what, fix) for the broken granularity rule `name` (a tiling_rule.conditions name)."""
-        r, s, t = self.mmul
-        where = f"{self.dev.name} {self.dtype_in} mmul {r}x{s}x{t}"
-        if name.endswith(" bfp16"):  # DMAs move bfp16 in whole 8 x 8 tiles of 9-byte blocks
-            q, size = st.block, name.split()[0]
-            value = getattr(self, size)
-            return (f"{size}={value} would cut a bfp16ebs8 block (8 values, 9 bytes): bfp16 moves in {q} x {q} tiles",
-                    f"use {size}={padding.near(value, q)}")
-        if name == "m":
-            return (f"m={self.m} is not a multiple of 2r={2 * r} (2x2 blocks of the {where})",
-                    f"use m={padding.near(self.m, 2 * r)}")
-        if name == "T_MA":
-            return (f"T_MA = m / rho = {self.t_ma} is not a multiple of 2r={2 * r} (2x2 blocks of the {where})",
-                    f"use a rho that leaves m / rho a multiple of {2 * r}")
-        if name == "k":
-            return f"k={self.k} is not a multiple of s={s} ({where})", f"use k={padding.near(self.k, s)}"
-        if name == "n":
-            return (f"n={self.n} is not a multiple of 2t={2 * t} (2x2 blocks of the {where})",
-                    f"use n={padding.near(self.n, 2 * t)}")
-        return f"k_mt={self.k_mt} is not a multiple of k={self.k}", f"use --k-mt {padding.near(self.k_mt, self.k)}"
-
-    def _check_granularity(self) -> None:
-        """Every contiguous DMA run must be whole 32-bit words (sec. 4.3); bfp16 moves in 72-byte
-        tiles, always whole words."""
-        runs = [("s", self.s, self.t_in), ("t", self.t, self.t_b), ("k_mt", self.k_mt, self.t_in),
-                ("n x cols", self.n * self.cols, self.t_b), ("t (C)", self.t, self.t_out),
-                ("n x cols (C)", self.n * self.cols, self.t_out)]
-        for name, count, t in runs:
-            if not t.is_block and t.nbytes(count) % 4:
-                raise ConfigError(
-                    f"{name}={count} x {t} = {t.nbytes(count)} B is not a multiple of the 4-byte DMA word",
-                    "choose sizes whose rows are whole 32-bit words",
-                )
-
-    def _check_l1(self) -> None:
-        parts = self.l1_parts
-        cap = self.dev.l1_bytes
-        if not l1.fits(self.l1_options, cap, self.m, self.k, self.n, self.rho):
-            detail = " + ".join(f"{k} {v}" for k, v in parts.items())
-            fixed = set(self.l1_overhead) - {RTP_PART}
-            buffers = sum(v for name, v in parts.items() if name not in fixed)
-            acc_out = (f", or --acc {prec.ACC_OUT} (C kept in {self.dtype_out}, requantized every k-step)"
-                       if self.precision.converts_c else "")
-            raise ConfigError(
-                f"L1 overflow: {detail} = {self.l1_bytes} B > {cap} B per core "
-                f"(m={self.m} k={self.k} n={self.n}" + (f" rho={self.rho}" if self.rho > 1 else "")
-                + f", {self.precision.name}; the buffers alone take {buffers / 1024:.1f} KiB)",
-                f"reduce m, k or n, or raise --rho (A then holds m / rho rows){acc_out}",
-            )
-
-    def _check_queue(self) -> None:
-        shim = self.dev.dma[TileKind.SHIM]
-        per_group = 3  # one A, one B and one C task per shim column that carries all three
-        if self.queue_groups > shim.task_queue_depth:
-            raise ConfigError(
-                f"queue_groups={self.queue_groups} puts {self.queue_groups} unretired tasks on a shim channel "
-                f"whose task queue holds {shim.task_queue_depth} (the hardware drops a push onto a full queue)",
-                f"use queue_groups <= {shim.task_queue_depth}",
-            )
-        if self.queue_groups * per_group > shim.bds:  # pragma: no cover - implied by the queue depth today
-            raise ConfigError(
-                f"queue_groups={self.queue_groups} keeps {self.queue_groups * per_group} BDs live per "
-                f"shim > {shim.bds} shim BDs",
-                f"use queue_groups <= {shim.bds // per_group}",
-            )
 
     # ---- presentation ------------------------------------------------------------------------
     @property
@@ -699,39 +496,6 @@ class GemmConfig:
     def to_json(self) -> dict[str, object]:
         """Every field as it reads (defaults applied), in FIELDS order: what a build is keyed on."""
         return {name: getattr(self, name) for name in FIELDS}
-
-
-def check_shift(dev: Device, dtype_in: str, dtype_out: str, mmul: MmulShape, shift: int,
-                acc_type: str | None = None) -> None:
-    """ConfigError unless the kernel can shift C by `shift`. With C accumulated in its output type
-    (`acc_type` None or dtype_out) each call loads C into the accumulator shifted up and stores it
-    shifted down: a C that stays in a 32-bit accumulator (int32 C in acc32) cannot be shifted at all
-    (the AIE API loads int32 into acc32 only with shift 0 and stores acc32 as int32 with a plain
-    cast), and C shifted up must fit the accumulator's lanes. With a wider accumulator in L1 the
-    sum is shifted down once, by the final conversion's SRS (0..59 bits, within the lanes)."""
-    if not shift:
-        return
-    acc, out = dev.acc_bits(dtype_in, mmul), dtype(dtype_out).bits
-    shape = "x".join(map(str, mmul))
-    if acc_type not in (None, dtype_out):
-        top = min(acc - 1, SRS_MAX_SHIFT)
-        if not 0 < shift <= top:
-            raise ConfigError(f"shift {shift}: the final conversion shifts the {acc}-bit accumulator of the "
-                              f"{dev.name} {dtype_in} mmul {shape} down by 1..{top} bits", f"use a shift in 0..{top}")
-        return
-    wide = [s for s in dev.acc64_shapes.get(dtype_in, ()) if s in dev.mmul_shapes.get(dtype_in, ())]
-    if acc == out:
-        other = (f"--mmul {' or '.join('x'.join(map(str, s)) for s in wide)} (a 64-bit accumulator)" if wide
-                 else "a narrower --dtype_out")
-        raise ConfigError(f"shift {shift}: an {dtype_out} C stays in the {acc}-bit accumulator of the {dev.name} "
-                          f"{dtype_in} mmul {shape}, which the AIE API loads and stores unshifted",
-                          f"drop --shift, or use {other}")
-    if not 0 < shift <= acc - out:
-        raise ConfigError(f"shift {shift}: an {dtype_out} C shifted up must fit the {acc}-bit accumulator lanes of "
-                          f"the {dev.name} {dtype_in} mmul {shape} (at most {acc - out})",
-                          f"use a shift in 0..{acc - out}")
-
-
 
 
 def default_tiles(dev_name: str, dtype_in: str, dtype_out: str, K: int | None = None,

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from gemm_gen import bfp16
+from gemm_gen.checks import check_config
 from gemm_gen.config import GemmConfig
 from gemm_gen.design import build_design
 from gemm_gen.design.build import kernel_build
@@ -80,9 +81,9 @@ def test_output_values_decode_c_tiles():
 def test_the_symmetric_config1_tile_needs_about_91_kib():
     c = GemmConfig("npu2", 4096, 4096, 2048, 128, 64, 128, 512, **PRECISIONS["config1"])
     with pytest.raises(ConfigError, match="L1 overflow") as e:
-        c.validate()
+        check_config(c)
     assert "the buffers alone take 91.0 KiB" in str(e.value) and "raise --rho" in e.value.fix
-    atb = replace(c, rho=4).validate()  # atb Table 2: 60.3 KB with rho = 4
+    atb = check_config(replace(c, rho=4))  # atb Table 2: 60.3 KB with rho = 4
     parts = atb.l1_parts
     assert parts["A"] + parts["B"] + parts["C"] + parts["A bfp16"] == round(60.25 * 1024)
 
@@ -92,7 +93,7 @@ def test_the_symmetric_config1_tile_needs_about_91_kib():
                                                     ("config3", (96, 64, 128), 1, 57.0)])
 def test_eq3_buffers_match_atb_table_2(preset, tile, rho, kib):
     m, k, n = tile
-    c = GemmConfig("npu2", 4 * m, 4 * k, 8 * n, m, k, n, 2 * k, rho=rho, **PRECISIONS[preset]).validate()
+    c = check_config(GemmConfig("npu2", 4 * m, 4 * k, 8 * n, m, k, n, 2 * k, rho=rho, **PRECISIONS[preset]))
     buffers = sum(v for name, v in c.l1_parts.items() if name not in ("stack", "kernel data"))
     assert buffers == kib * 1024
 
@@ -125,7 +126,7 @@ def test_bad_precisions_are_one_line_errors(change, message):
                 dtype_b="bfp16", dtype_out="bfp16")
     base.update(change)
     with pytest.raises(ConfigError) as e:
-        GemmConfig(**base).validate()  # type: ignore[arg-type]
+        check_config(GemmConfig(**base))  # type: ignore[arg-type]
     assert message in str(e.value) and "\n" not in str(e.value) and e.value.fix
 
 
@@ -313,9 +314,9 @@ def test_strips_simulate_bit_exact_with_one_run_per_strip(name, col):
 
 def test_strips_are_for_a_bfp16_b_only():
     with pytest.raises(ConfigError, match=r"--b-pack strips is mlir-aie's packing of a bfp16 B, not of bf16"):
-        GemmConfig("npu2", 512, 128, 512, 64, 32, 32, 64, b_pack="strips").validate()
+        check_config(GemmConfig("npu2", 512, 128, 512, 64, 32, 32, 64, b_pack="strips"))
     with pytest.raises(ConfigError, match=r"unknown B packing 'rows'"):
-        small(**PRECISIONS["config1"], b_pack="rows").validate()
+        check_config(small(**PRECISIONS["config1"], b_pack="rows"))
 
 
 def test_the_tuner_chooses_the_packing_when_left_open(capsys):

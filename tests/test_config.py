@@ -7,6 +7,7 @@ import re
 
 import pytest
 
+from gemm_gen.checks import check_config
 from gemm_gen.config import PAPER_TILES, GemmConfig, default_k_mt, default_tiles
 from gemm_gen.design import build_design
 from gemm_gen.design.channels import dma_channels
@@ -49,8 +50,8 @@ def test_paper_budgets(dev, t_in, t_out, tile, k_mt, l1_kb, l2_kb, size):
     # the paper compiled with xchesscc (sec. 5.1) and reserved 1 KiB of stack (eq. 5; ours is 0xD00): its
     # XDNA2 bf16 kernels run via bfp16 with the AIE API's per-mmul emulation (no convert-once scratch)
     # and kept C in its output type between calls (--acc out), as mlir-aie's kernels do
-    c = GemmConfig(dev, *size, m, k, n, k_mt, t_in, t_out, True, compiler="chess", convert_once=False,
-                   acc="out", stack_bytes=PAPER_STACK).validate()
+    c = check_config(GemmConfig(dev, *size, m, k, n, k_mt, t_in, t_out, True, compiler="chess", convert_once=False,
+                   acc="out", stack_bytes=PAPER_STACK))
     parts = c.l1_parts
     buffers = parts["A"] + parts["B"] + parts["C"]
     assert abs(buffers / 1024 - l1_kb) <= 0.05  # the paper prints one decimal
@@ -97,7 +98,7 @@ def test_paper_tiles_are_the_defaults():
 def test_fallback_tiles_fit(dev, t_in, t_out):
     for acc in (None, "out"):  # the default accumulator, and C in its own type
         m, k, n, k_mt = default_tiles(dev, t_in, t_out, acc=acc)
-        GemmConfig(dev, 1024, 1024, 1024, m, k, n, k_mt, t_in, t_out, acc=acc).validate()
+        check_config(GemmConfig(dev, 1024, 1024, 1024, m, k, n, k_mt, t_in, t_out, acc=acc))
 
 
 def test_default_tiles_leave_room_for_the_default_accumulator():
@@ -109,7 +110,7 @@ def test_default_tiles_leave_room_for_the_default_accumulator():
         assert default_tiles(dev, t_in, t_out, acc=c.acc) == (m, k, n, k_mt)  # None is the default
         if c.precision.converts_c:
             assert (m, k, n, k_mt) != tiles
-        GemmConfig(dev, 4096, 4096, 4096, m, k, n, k_mt, t_in, t_out, True).validate()
+        check_config(GemmConfig(dev, 4096, 4096, 4096, m, k, n, k_mt, t_in, t_out, True))
 
 
 def test_padding_and_waste():
@@ -137,8 +138,8 @@ def test_l1_overflow():
     assert "L1 overflow" in msg and "65536" in msg and "98304" in msg.replace(",", "") or "L1" in msg
     assert "reduce m, k or n" in msg
     # the paper's tile just fits with its chess 1 KiB stack, not with mlir-aie's 0xD00 (our default)
-    GemmConfig("npu2", 4032, 4320, 4608, 144, 72, 144, 432, "i8", "i8", True, acc="out",
-               stack_bytes=PAPER_STACK).validate()
+    check_config(GemmConfig("npu2", 4032, 4320, 4608, 144, 72, 144, 432, "i8", "i8", True, acc="out",
+               stack_bytes=PAPER_STACK))
     assert "stack 3328" in _err(ConfigError, dtype_in="i8", dtype_out="i8", m=144, k=72, n=144, k_mt=432,
                                 M=4032, K=4320, N=4608, acc="out")
     # and not with C accumulated in i32: the message names --acc out
@@ -154,8 +155,8 @@ def test_memtile_overflow_and_neighbour_spill():
     # mlir-aie 1.4.x places the largest buffers first (PR #3116; A and B tie at 132 KiB and keep
     # IR order), each at home if it fits, else on the less used neighbour: B's second buffer leaves
     # the even memtiles that A also fills, and C (81 KiB) still fits at home
-    c = GemmConfig("npu2", 4032, 936 * 5, 4608, 144, 72, 144, 936, "i8", "i8", True, acc="out",
-                   stack_bytes=PAPER_STACK).validate()  # the paper's tile, with its L1 budget
+    c = check_config(GemmConfig("npu2", 4032, 936 * 5, 4608, 144, 72, 144, 936, "i8", "i8", True, acc="out",
+                   stack_bytes=PAPER_STACK))  # the paper's tile, with its L1 budget
     spilled = {b.name: (b.owner_col, b.home_col) for b in c.memtile_placement() if b.home_col != b.owner_col}
     assert spilled == {f"B_L3L2_{col}_buff_1": (col, col + 1) for col in (0, 2, 4, 6)}
     assert max(c.memtile_bytes_used()) <= 512 * 1024
@@ -164,7 +165,7 @@ def test_memtile_overflow_and_neighbour_spill():
 def test_a_spilled_c_join_takes_channels_0_to_3_and_simulates():
     """Since mlir-aie PR #2432 a join whose buffer sits in a neighbour memtile gets the channels
     that reach it (0-3) before anything else; the design builds and computes the right C."""
-    c = GemmConfig("npu2", 448, 1152, 768, 112, 48, 96, 576, "bf16", "bf16", True, acc="out").validate()
+    c = check_config(GemmConfig("npu2", 448, 1152, 768, 112, 48, 96, 576, "bf16", "bf16", True, acc="out"))
     spilled = {b.name: b.home_col for b in c.memtile_placement() if b.home_col != b.owner_col}
     assert spilled == {f"C_L2L3_{col}_buff_0": col + 1 for col in (0, 2, 4, 6)}
     d = build_design(c)
@@ -179,7 +180,7 @@ def test_spilled_links_needing_more_than_four_channels_are_refused():
     spilled B and C links need 5 S2MM channels is refused (aiecc: DMA channels exceeded)."""
     with pytest.raises(ConfigError, match=r"memtile 0: 5 S2MM channels would have to reach spilled buffers of "
                                           r"B_L3L2_0, C_L2L3_0 .* only channels 0-3 can"):
-        GemmConfig("npu2", 512, 2048, 128, 64, 64, 64, 1024, "i8", "i32", True, cols=1).validate()
+        check_config(GemmConfig("npu2", 512, 2048, 128, 64, 64, 64, 1024, "i8", "i32", True, cols=1))
 
 
 @pytest.mark.parametrize("change,text", [
@@ -224,7 +225,7 @@ def test_core_wrap_is_dominated_by_the_shim_wrap():
     msg = _err(DmaLimitError, device="npu1", dtype_in="i8", dtype_out="i8", m=1024, k=16, n=16, k_mt=16,
                M=4096, K=64, N=64)
     assert "shim MM2S A" in msg and "wrap 1024 words exceeds the 10-bit field" in msg
-    GemmConfig("npu1", 4064, 64, 64, 1016, 16, 16, 16, "i8", "i8", acc="out").validate()
+    check_config(GemmConfig("npu1", 4064, 64, 64, 1016, 16, 16, 16, "i8", "i8", acc="out"))
 
 
 def test_bd_budget_of_the_queue():
@@ -262,7 +263,7 @@ def test_emulated_bf16_uses_8x8x8():
                    emulate_bf16_with_bfp16=True)
     assert c.mmul == (8, 8, 8)
     with pytest.raises(ConfigError):
-        c.validate()  # 128x64x128 bf16 needs 96 KiB of L1
+        check_config(c)  # 128x64x128 bf16 needs 96 KiB of L1
 
 
 @pytest.mark.parametrize("kind,sizes,strides,message", [
@@ -306,8 +307,8 @@ def test_shifts_the_accumulator_cannot_take_are_refused(dev, t_in, t_out, mmul, 
 
     tiles = dict(m=8, k=4, n=16, N=2 * 4 * 16) if mmul else {}  # the 4x2x8 mmul's 2x2 blocks
     with pytest.raises(ConfigError, match=message):
-        small(dev, t_in, t_out, mmul_shape=mmul, shift=shift, acc="out", **tiles).validate()
-    small(dev, t_in, t_out, mmul_shape=mmul, acc="out", **tiles).validate()  # unshifted: fine
+        check_config(small(dev, t_in, t_out, mmul_shape=mmul, shift=shift, acc="out", **tiles))
+    check_config(small(dev, t_in, t_out, mmul_shape=mmul, acc="out", **tiles))  # unshifted: fine
 
 
 @pytest.mark.parametrize("dev,t_in,t_out,shift,top", [
@@ -322,9 +323,9 @@ def test_a_wide_accumulator_is_shifted_once_within_its_lanes(dev, t_in, t_out, s
     assert c.precision.converts_c
     if shift > top:
         with pytest.raises(ConfigError, match=rf"down by 1..{top} bits"):
-            c.validate()
+            check_config(c)
     else:
-        c.validate()
+        check_config(c)
 
 
 def test_the_plan_names_the_accumulator():
@@ -348,7 +349,7 @@ def test_replacing_the_types_derives_every_default_afresh(dev):
     fresh = GemmConfig(dev, 512, 512, 512, 64, 64, 64, 128, "i8", "i32")
     assert (i8.dtype_b, i8.acc, i8.emulate_bf16_with_bfp16) == ("i8", "i32", False)
     assert i8.to_json() == fresh.to_json() and i8 == fresh
-    assert i8.validate() is i8
+    assert check_config(i8) is i8
     assert bf16.acc == "f32" and bf16.dtype_b == "bf16"
 
 

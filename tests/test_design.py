@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from gemm_gen.app.plan_info import dram_bytes, live_bds_per_shim
+from gemm_gen.checks import check_config
 from gemm_gen.config import GemmConfig
 from gemm_gen.design import build_design
 from gemm_gen.design import patterns as P
@@ -214,7 +215,7 @@ def test_dram_traffic_matches_the_papers_equations():
 def test_large_dimensions_fit_the_bd_fields():
     # 65536 in every dimension: strips and chunking keep every shim field in range
     for col_maj in (True, False):
-        c = GemmConfig("npu2", 65536, 65536, 65536, 112, 48, 96, 384, "bf16", "bf16", col_maj, acc="out").validate()
+        c = check_config(GemmConfig("npu2", 65536, 65536, 65536, 112, 48, 96, 384, "bf16", "bf16", col_maj, acc="out"))
         last_row, last_col = c.call.m_origin(c.call.m_blocks - 1), c.call.n_origin(c.call.n_blocks - 1)
         b = P.shim_b(grid(c, "B"), last_col, c.cols - 1)
         assert b.to_words(c.t_in).strides[0] <= 1 << 20

@@ -14,6 +14,7 @@ import pytest
 from gemm_gen.backends import iron as iron_mod
 from gemm_gen.backends import pins
 from gemm_gen.backends.iron import lower
+from gemm_gen.checks import check_config
 from gemm_gen.config import GemmConfig
 from gemm_gen.design import build_design
 
@@ -611,7 +612,7 @@ def test_the_bd_limits_are_the_devices():
 def _tuned(dev, t_in, t_out, col_maj, M=2048, K=2048, N=2048):
     from gemm_gen.config import default_tiles
 
-    return GemmConfig(dev, M, K, N, *default_tiles(dev, t_in, t_out, K), t_in, t_out, col_maj).validate()
+    return check_config(GemmConfig(dev, M, K, N, *default_tiles(dev, t_in, t_out, K), t_in, t_out, col_maj))
 
 
 OURS = {

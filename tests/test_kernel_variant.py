@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gemm_gen.app.cli import main
+from gemm_gen.checks import check_config
 from gemm_gen.config import PAPER_TILES, GemmConfig
 from gemm_gen.errors import ConfigError
 from gemm_gen.hw.devices import DEVICES, NPU1, NPU2
@@ -78,7 +79,7 @@ def test_config_refuses_a_variant_it_cannot_build(change: dict, message: str) ->
         fields["device"] = "npu2"
     fields.update(change)
     with pytest.raises(ConfigError, match=message):
-        GemmConfig(**fields).validate()  # type: ignore[arg-type]
+        check_config(GemmConfig(**fields))  # type: ignore[arg-type]
 
 
 def test_cli_names_the_bad_variant_in_one_line(capsys) -> None:
@@ -151,7 +152,7 @@ def test_convert_once_is_on_wherever_it_can_be_built() -> None:
     assert _bf16(compiler="chess", emulate_bf16_with_bfp16=False).convert_once is False
     assert GemmConfig("npu1", 1024, 1024, 1024, 64, 64, 64, 256, compiler="chess").convert_once is False
     assert GemmConfig("npu2", 1024, 1024, 1024, 64, 64, 64, 256, "i8", "i8", compiler="chess").convert_once is False
-    c = _bf16(compiler="chess").validate()
+    c = check_config(_bf16(compiler="chess"))
     assert c.l1_parts["A bfp16"] == c.l1_parts["B bfp16"] == 64 * 64 * 9 // 8
     assert c.variant.name == "2x2 k-pipelined" and c.block_kernel
 
@@ -164,7 +165,7 @@ def test_convert_once_is_on_wherever_it_can_be_built() -> None:
 ])
 def test_convert_once_refuses_what_it_cannot_build(change: dict, message: str) -> None:
     with pytest.raises(ConfigError, match=message):
-        _bf16(convert_once=True, **change).validate()
+        check_config(_bf16(convert_once=True, **change))
 
 
 def test_cli_convert_once_under_peano_is_one_line(capsys) -> None:

@@ -36,6 +36,7 @@ import numpy as np
 import pytest
 
 from gemm_gen import bfp16
+from gemm_gen.checks import check_config
 from gemm_gen.config import GemmConfig
 from gemm_gen.design import build_design
 from gemm_gen.design.build import kernel_build, kernel_specs
@@ -1041,7 +1042,7 @@ def test_bfp16_kernels_take_the_arguments_the_design_passes(types: dict, rho: in
     """Every kernel of a bfp16 design exists in the rendered source with kernel_specs' argument
     list: buffers of the right element types in order, then the int32 slice when rho > 1."""
     cfg = GemmConfig("npu2", 1024, 512, 1024, 64, 64, 64, 128, rho=rho, **types)  # type: ignore[arg-type]
-    cfg.validate()
+    check_config(cfg)
     b = kernel_build(cfg)
     src = kernel_source(b)
     assert src.defines == () and src.filename == b.object_file[:-2] + ".cc"

@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gemm_gen import l1_banks as lb
+from gemm_gen.checks import check_config
 from gemm_gen.config import GemmConfig
 from gemm_gen.design import build_design
 from gemm_gen.errors import ConfigError
@@ -107,7 +108,7 @@ def test_every_plan_is_a_valid_l1_image(types, mi: int, ki: int, ni: int, rho: i
     r, s, t = probe.mmul
     m, k, n = 2 * r * mi * rho, s * ki, 2 * t * ni
     try:
-        c = GemmConfig(dev, 4 * m, k, 8 * n, m, k, n, k, t_in, t_out, rho=rho).validate()
+        c = check_config(GemmConfig(dev, 4 * m, k, 8 * n, m, k, n, k, t_in, t_out, rho=rho))
     except ConfigError:
         return
     plan = lb.plan(c)
@@ -152,7 +153,7 @@ def test_a_given_scheme_is_kept_and_refused_when_it_does_not_fit() -> None:
     assert d.l1 is not None and d.l1.scheme == "basic-sequential" and not d.l1.reserved
     assert {w.allocation_scheme for w in d.workers} == {"basic-sequential"}
     with pytest.raises(ConfigError, match="unknown L1 allocation scheme"):
-        GemmConfig("npu2", 512, 512, 1024, 64, 32, 128, 64, l1_alloc="first-fit", acc="out").validate()
+        check_config(GemmConfig("npu2", 512, 512, 1024, 64, 32, 128, 64, l1_alloc="first-fit", acc="out"))
 
 
 def test_the_design_carries_the_plan_to_every_worker() -> None:

@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gemm_gen.app.cli import main
+from gemm_gen.checks import check_config
 from gemm_gen.config import GemmConfig
 from gemm_gen.design import build_design
 from gemm_gen.errors import GemmGenError
@@ -148,7 +149,7 @@ def test_single_c_buffer_costs_a_drain_double_buffer_hides_it():
     p = load()
     single = paper.STRIKING_T2[6]  # 96x56x96: only fits L1 with a single C buffer
     with pytest.raises(GemmGenError, match="L1 overflow"):
-        calibrate.array_config(single, depth_c_l1=2).validate()
+        check_config(calibrate.array_config(single, depth_c_l1=2))
     assert calibrate.array_tops(p, single) > calibrate.array_tops(p, paper.SEC532_DOUBLE_C)  # sec. 5.3.2
     small = paper.SEC532_DOUBLE_C  # a kernel that fits both ways: the second C buffer hides the drain
     assert calibrate.array_tops(p, small, depth_c_l1=2) > calibrate.array_tops(p, small, depth_c_l1=1)

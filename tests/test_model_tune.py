@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from gemm_gen.app.choice import choose_design as config_from_args
 from gemm_gen.app.cli import main, parser
+from gemm_gen.checks import check_config, check_divisibility, check_l1
 from gemm_gen.config import GemmConfig
 from gemm_gen.errors import GemmGenError, ToolchainMissing
 from gemm_gen.model import calibrate, paper
@@ -41,7 +42,7 @@ def test_tuned_design_is_at_least_the_papers_choice_within_a_second(row):
     assert result.best.tops >= calibrate.array_tops(load(), row) * (1 - 1e-9)
     assert [c.tops for c in result.top] == sorted((c.tops for c in result.top), reverse=True)
     for c in result.top:
-        c.config.validate()
+        check_config(c.config)
         assert c.l1_bytes <= c.config.dev.l1_bytes
 
 
@@ -202,7 +203,7 @@ def test_tune_answers_the_atb_problems_at_least_as_well_as_their_designs(row):
     assert result.best.tops >= calibrate.array_tops(load(), row) * (1 - 1e-9)
     assert {c.config.precision for c in result.top} == {result.best.config.precision}
     for c in result.top:
-        c.config.validate()
+        check_config(c.config)
     assert max(c.config.rho for c in result.top) > 1  # asymmetric designs win these memory-bound problems
 
 
@@ -230,7 +231,7 @@ def test_the_tuners_l1_filter_accepts_exactly_what_the_configs_l1_check_accepts(
     arr = (np.array([m]), np.array([n]), np.array([rho]))
     k_max = int(l1.largest_k(pr.base.l1_options, c.dev.l1_bytes, *arr, s)[0])
     try:
-        c._check_l1()
+        check_l1(c)
         accepted = True
     except GemmGenError as e:
         assert "L1 overflow" in e.what
@@ -257,9 +258,9 @@ def test_every_tilings_largest_k_is_the_largest_the_l1_check_accepts(pr):
         mm, nn, rr = (int(x) for x in groups[i])
         kk = int(k_top[i])
         assert kk < 512 * s  # the search's own extent bound is not what stopped k
-        pr.config(mm, kk, nn, kk, rho=rr)._check_l1()
+        check_l1(pr.config(mm, kk, nn, kk, rho=rr))
         with pytest.raises(GemmGenError, match="L1 overflow"):
-            pr.config(mm, kk + s, nn, kk + s, rho=rr)._check_l1()
+            check_l1(pr.config(mm, kk + s, nn, kk + s, rho=rr))
 
 
 @pytest.mark.parametrize("pr", [Workload.new("npu1", 1000, 700, 900, "i8", "i16", True),
@@ -275,7 +276,7 @@ def test_the_tuners_grid_is_exactly_what_the_divisibility_check_accepts(pr):
 
     def accepted(mm: int, nn: int, rr: int) -> bool:
         try:
-            pr.config(mm, s, nn, s, rho=rr)._check_divisibility()
+            check_divisibility(pr.config(mm, s, nn, s, rho=rr))
         except GemmGenError:
             return False
         return True

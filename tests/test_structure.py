@@ -23,7 +23,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
      "rounding", "version"),
     ("spec",),  # what a user asks for: Problem, Options, Tiling, Pins, Request (only what was given)
     ("rules", "tap"),  # every legality and size rule once, and the DMA walks the limits apply to
-    ("call", "config", "l1_banks", "operands"),  # a finished config, its call plan, its L1 plan, its operands
+    ("call", "checks", "config", "l1_banks", "operands"),  # a finished config, its checks, call plan, L1 plan, operands
     ("design",),
     ("hostdata", "kernels"),  # what a design's call reads and writes on the host; its kernel sources
     ("sim", "backends", "model"),  # the design's readers: simulated, built and run, priced

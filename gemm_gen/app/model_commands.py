@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from ..atomic import check_output_dir, check_output_file, write_all, write_atomic
+from ..checks import check_config
 from ..config import B_PACKS, GemmConfig
 from ..design.serve import SERVED
 from ..errors import ConfigError, ToolchainMissing
@@ -233,7 +234,7 @@ MAX_POINTS = 100_000  # sweep points: each is three model evaluations; a plot sh
 def cmd_roofline(a: argparse.Namespace) -> int:
     out = check_output_dir(a.out_dir, "--out-dir")
     pyplot()  # an unusable plotting backend: one line before any work
-    config = choose_design(a).validate(budgets=False)  # as predict: a budget alone does not stop a prediction
+    config = check_config(choose_design(a), budgets=False)  # as predict: a budget alone does not stop a prediction
     name = (f"{config.device}_{config.dtype_in}{'bfp16emu' if config.emulate_bf16_with_bfp16 else ''}_"
             f"{config.dtype_out}_{'bcol' if config.b_col_maj else 'brow'}")
     roof, roof_png = roofline_png(config, out / f"roofline_{name}_{config.m}x{config.k}x{config.n}.png", a.max_size,

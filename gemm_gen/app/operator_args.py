@@ -28,7 +28,7 @@ from ..spec import Options, Problem, Tiling
 SET_BY_OPERATOR = {**dict.fromkeys(("M", "K", "N"), "the arrays' shapes (and max_size=(M, K, N))"),
                    **dict.fromkeys(("m", "k", "n", "k_mt"), "tiles=(m, k, n, k_mt)"),
                    "runtime_sizes": "max_size=(M, K, N)"}
-# options whose values GemmConfig takes on trust (the others' values its validate() checks)
+# options whose values GemmConfig takes on trust (the others' values checks.check_config checks)
 CHOICES = {"kernel_loops": LOOPS}
 # the Gemm keywords that set GemmConfig fields directly
 KEYWORDS = ("device", "dtype_in", "dtype_out", "dtype_b", "acc", "b_col_maj")

@@ -194,7 +194,7 @@ def worker(c: GemmConfig, specs: dict[str, KernelSpec], col: int, row: int, l1: 
 def build_design(config: GemmConfig, budgets: bool = True) -> Design:
     """The complete Design of a valid config (raises ConfigError / DmaLimitError otherwise).
 
-    budgets=False skips the L1 and memtile capacity checks (see GemmConfig.validate)."""
+    budgets=False skips the L1 and memtile capacity checks (see checks.check_config)."""
     c = check(config, budgets)
     ga, gb, gc = (grid(c, op) for op in ("A", "B", "C"))
     fifos: list[ObjectFifo] = []

@@ -4,6 +4,7 @@ of each call against the DMA that runs it."""
 from __future__ import annotations
 
 from ..call import CallPlan, plan_call
+from ..checks import check_config
 from ..config import GemmConfig
 from ..errors import ConfigError
 from ..spec import Problem
@@ -15,8 +16,8 @@ SERVED = {"fixed": "only its own size", "mn": "any M and N up to its own with th
 
 def check(config: GemmConfig, budgets: bool = True) -> GemmConfig:
     """Raise ConfigError / DmaLimitError naming the first broken limit; return the config if fine.
-    budgets=False skips the L1 and memtile capacity checks (GemmConfig.validate)."""
-    config.validate(budgets)
+    budgets=False skips the L1 and memtile capacity checks (checks.check_config)."""
+    check_config(config, budgets)
     check_dma_limits(config)  # the patterns need a valid tiling first
     return config
 

@@ -17,7 +17,7 @@ from functools import lru_cache
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from .. import precision as prec
-from ..config import check_shift
+from ..checks import check_shift
 from ..design.model import KernelBuild
 from ..dtypes import BFP16, dtype
 from ..errors import ConfigError

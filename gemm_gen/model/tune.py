@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from ..checks import check_untiled
 from ..config import B_PACKS, GemmConfig
 from ..design.serve import check
 from ..errors import ConfigError, GemmGenError
@@ -130,7 +131,7 @@ def _tilings(pr: Workload, fixed: dict[str, int | None]
         mm, nn = (a.ravel() for a in np.meshgrid(ms, ns, indexing="ij"))
         grids.append((mm, nn, np.full(mm.shape, rho, dtype=np.int64)))
     mm, nn, rr = (np.concatenate(g) for g in zip(*grids))
-    # the L1 rule GemmConfig._check_l1 applies (rules/l1.py), solved for the largest k
+    # the L1 rule checks.check_l1 applies (rules/l1.py), solved for the largest k
     k_max = np.minimum(l1.largest_k(pr.base.l1_options, dev.l1_bytes, mm, nn, rr, k_step), k_hi)
     if fixed.get("k") is not None:
         kf = int(fixed["k"])  # type: ignore[arg-type]
@@ -335,9 +336,7 @@ def _check_problem(pr: Workload, fixed: dict[str, int | None] | None = None) -> 
     m = min(round_up(ceil_div(pr.M, pr.base.rows), 2 * r), round_up(TILE_EXTENT_SEARCH_MAX, 2 * r))
     n = min(round_up(ceil_div(pr.N, pr.base.cols), 2 * t), round_up(TILE_EXTENT_SEARCH_MAX, 2 * t))
     probe = pr.config(m, s, n, s)
-    probe._check_types()
-    probe._check_array()
-    probe._check_queue()
+    check_untiled(probe)
 
 
 def _candidate(c: GemmConfig, p: Params, slow: Params, fast: Params) -> Candidate:
@@ -412,7 +411,7 @@ def tuned_b_pack(config: GemmConfig, tiles_tuned: bool, k_mt: int | None = None,
 
 def tuned_k_mt(config: GemmConfig, params: Params | None = None) -> GemmConfig:
     """`config` with the tuner's best k_mt for its own m, k, n and rho. Unchanged when the tuner finds
-    none (the tiles break a rule): validate() then names the rule."""
+    none (the tiles break a rule): checks.check_config then names the rule."""
 
     fixed: dict[str, int | None] = {"m": config.m, "k": config.k, "n": config.n, "rho": config.rho}
     try:

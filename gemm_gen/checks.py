@@ -1,0 +1,268 @@
+"""The config's own rules, checked in order: `check_config(config)` raises a ConfigError naming the
+first broken one (what broke, and how to fix it). Each check applies rule functions of gemm_gen/rules/
+(written once, over ints or arrays, which the search's filter calls too) to one config and says the
+result in the user's words; design/serve.py's `check()` adds every DMA pattern of the built design.
+"""
+
+from __future__ import annotations
+
+from . import precision as prec
+from .config import B_PACKS, L1_SCHEMES, RUNTIME_SIZES, GemmConfig
+from .dtypes import dtype
+from .errors import ConfigError
+from .hw.devices import Device, MmulShape, TileKind
+from .rounding import Rounding, Saturation
+from .rules import l1, padding
+from .rules import tiling as tiling_rule
+from .rules.l1 import RTP_PART
+from .rules.padding import MAX_RUNTIME_TASKS
+
+# the widest down-shift (SRS) we let a conversion ask for: the bound tests/aie_host enforces, read from
+# the SRS instructions' shift operand by an earlier session; not found in a public source (unconfirmed)
+SRS_MAX_SHIFT = 59
+
+
+def check_config(c: GemmConfig, budgets: bool = True) -> GemmConfig:
+    """Raise ConfigError naming the first broken rule of the config itself; return c if fine.
+    (gemm_gen/design/serve.py's check() adds the DMA patterns' limits.)
+
+    budgets=False skips the L1 and memtile capacity checks only (to predict a design that
+    would not fit as given, e.g. a paper's chess-compiled tile under Peano's larger stack).
+    """
+    check_types(c)
+    check_array(c)
+    check_divisibility(c)
+    check_granularity(c)
+    if budgets:
+        check_l1(c)
+        c.memtile_placement()
+    check_queue(c)
+    return c
+
+
+def check_untiled(c: GemmConfig) -> None:
+    """The checks whose outcome does not depend on the tiling (types, the array, the shim queue): what
+    the search asks of a probe design before it enumerates tilings."""
+    check_types(c)
+    check_array(c)
+    check_queue(c)
+
+
+def check_types(c: GemmConfig) -> None:
+    dev, t_out = c.dev, c.t_out
+    if c.compiler not in ("peano", "chess"):
+        raise ConfigError(f"unknown kernel compiler {c.compiler!r}", "use peano (default) or chess (--chess)")
+    p = c.precision
+    try:
+        acc_bits = c.acc_bits
+    except ConfigError:  # types without a kernel: named below
+        acc_bits = 32
+    prec.check_precision(p, dev, acc_bits)
+    if p.block:
+        check_block_types(c)
+    else:
+        check_scalar_types(c)
+    if t_out.is_float and c.shift:
+        raise ConfigError(f"shift {c.shift} applies to integer outputs only", "drop --shift")
+    if c.b_pack not in B_PACKS:
+        raise ConfigError(f"unknown B packing {c.b_pack!r}", f"use --b-pack {' or '.join(B_PACKS)}")
+    if c.b_pack != "tiles" and not c.t_b.is_block:
+        raise ConfigError(f"--b-pack {c.b_pack} is mlir-aie's packing of a bfp16 B, not of {c.t_b}",
+                          "drop --b-pack, or use --dtype_b bfp16")
+    if c.shift and not p.block:
+        check_shift(c.dev, c.dtype_in, c.dtype_out, c.mmul, c.shift, str(c.acc))
+    if c.convert_once and c.convert_once_problem is not None:
+        raise ConfigError(*c.convert_once_problem)
+    if c.l1_alloc is not None and c.l1_alloc not in L1_SCHEMES:
+        raise ConfigError(f"unknown L1 allocation scheme {c.l1_alloc!r}",
+                          f"use --l1-alloc {' or '.join(L1_SCHEMES)}, or leave it to the planner")
+    if c.runtime_sizes not in RUNTIME_SIZES:
+        raise ConfigError(f"unknown runtime sizes {c.runtime_sizes!r}",
+                          f"use one of {', '.join(RUNTIME_SIZES)}")
+    if c.rounding.upper() not in Rounding.__members__:
+        raise ConfigError(f"unknown rounding mode {c.rounding!r}",
+                          f"use one of {', '.join(r.name.lower() for r in Rounding)}")
+    if c.saturation.upper() not in Saturation.__members__:
+        raise ConfigError(f"unknown saturation mode {c.saturation!r}",
+                          "use none, saturate or symmetric")
+
+
+def check_block_types(c: GemmConfig) -> None:
+    shape = c.dev.bfp16_mmul_shape
+    assert shape is not None  # prec.check_precision refused devices without a bfp16 datapath
+    if c.emulate_bf16_with_bfp16:
+        raise ConfigError("--emulate-bf16-mmul-with-bfp16 is for bf16 x bf16 GEMMs; this one already runs "
+                          "on the bfp16 datapath", "drop --emulate-bf16-mmul-with-bfp16")
+    if c.mmul_shape is not None and tuple(c.mmul_shape) != shape:
+        raise ConfigError(f"mmul {'x'.join(map(str, c.mmul_shape))}: the bfp16 datapath multiplies "
+                          f"{'x'.join(map(str, shape))} blocks", "drop --mmul")
+    if c.compiler not in prec.BFP16_COMPILERS:
+        raise ConfigError(f"bfp16 kernels build with {' or '.join(prec.BFP16_COMPILERS)} only, not "
+                          f"{c.compiler} ({prec.BFP16_COMPILERS_WHY})",
+                          "use --chess (CHESS=1), or leave the compiler to its default")
+
+
+def check_scalar_types(c: GemmConfig) -> None:
+    dev, t_in, t_out = c.dev, c.t_in, c.t_out
+    if t_in.name not in dev.mmul_shapes:
+        raise ConfigError(f"{dev.name} has no kernel for dtype_in {t_in}",
+                          f"use --dtype_in {' or '.join(dev.mmul_shapes)}")
+    allowed = dev.out_types[t_in.name]
+    if t_out.name not in allowed:
+        raise ConfigError(f"dtype_out {t_out} does not go with dtype_in {t_in}",
+                          f"use --dtype_out {' or '.join(allowed)}")
+    default = dev.mmul_shape(t_in.name, bool(c.emulate_bf16_with_bfp16))  # raises for a wrong device/type
+    shapes_ok = (default,) if c.emulate_bf16_with_bfp16 else dev.mmul_shapes[t_in.name]
+    if c.mmul_shape is not None and tuple(c.mmul_shape) not in shapes_ok:
+        shapes = ", ".join("x".join(map(str, sh)) for sh in shapes_ok)
+        raise ConfigError(f"mmul {'x'.join(map(str, c.mmul_shape))} is not an aie::mmul shape of "
+                          f"{dev.name} for {t_in}", f"use one of {shapes}")
+
+
+def check_array(c: GemmConfig) -> None:
+    dev = c.dev
+    for name, value in (("M", c.M), ("K", c.K), ("N", c.N), ("m", c.m), ("k", c.k),
+                        ("n", c.n), ("k_mt", c.k_mt)):
+        if value < 1:
+            raise ConfigError(f"{name}={value} must be positive", f"give -{name} a size >= 1")
+    if c.rows != dev.core_rows:
+        raise ConfigError(f"rows={c.rows}: the whole-array mapping uses all {dev.core_rows} core rows",
+                          f"use rows={dev.core_rows}")
+    if c.cols not in dev.column_devices:
+        counts = ", ".join(map(str, dev.column_devices))
+        raise ConfigError(f"n_aie_cols={c.cols} on {dev.name}: designs use {counts} columns",
+                          f"use --n-aie-cols {counts.replace(', ', ' or ')}")
+    depths = (c.depth_ab_l1, c.depth_ab_l2, c.depth_c_l1, c.depth_c_l2)
+    if not all(1 <= d <= 2 for d in depths):
+        # IRON gives each fifo end at most max-acquire + 1 = 2 buffers for our loops
+        raise ConfigError(f"fifo depths {depths} must be 1 or 2", "use the defaults 2, 2, 1, 1")
+    if c.stack_bytes < 0 or c.stack_bytes % 16:
+        raise ConfigError(f"stack {c.stack_bytes} B must be a positive multiple of 16",
+                          "give --stack like 3328 (0xD00, mlir-aie's) or more")
+    tasks = padding.runtime_tasks(c.call.tiles_per_core, c.rows, c.cols)  # the largest call it serves
+    if not padding.tasks_fit(c.call.tiles_per_core, c.rows, c.cols):
+        raise ConfigError(
+            f"the runtime sequence would push {tasks:,} BD tasks (over {MAX_RUNTIME_TASKS:,}; its "
+            f"instruction stream would be about {tasks * 64 // 2**20} MiB)",
+            "use larger m and n, or split the GEMM into several calls",
+        )
+    if c.rho < 1 or c.m % c.rho:
+        raise ConfigError(f"rho={c.rho} must be a divisor of m={c.m} (T_MA = m / rho rows of A)",
+                          "use --rho 1, or a rho that divides m")
+    if c.queue_groups < 1:
+        raise ConfigError(f"queue_groups={c.queue_groups} must be >= 1", "use the default 4")
+
+
+def check_divisibility(c: GemmConfig) -> None:
+    st = tiling_rule.steps(c.mmul, c.precision.block)  # the rule: rules/tiling.py
+    conditions = tiling_rule.conditions(st, c.m, c.k, c.n, c.k_mt, c.rho)
+    broken = [name for name, ok in conditions if not ok]
+    if broken:
+        raise ConfigError(*_divisibility_error(c, broken[0], st))
+    c.variant  # noqa: B018 - an explicit expansion must fit the registers and split the tile
+
+
+def _divisibility_error(c: GemmConfig, name: str, st: tiling_rule.Steps) -> tuple[str, str]:
+    """(what, fix) for the broken granularity rule `name` (a tiling_rule.conditions name)."""
+    r, s, t = c.mmul
+    where = f"{c.dev.name} {c.dtype_in} mmul {r}x{s}x{t}"
+    if name.endswith(" bfp16"):  # DMAs move bfp16 in whole 8 x 8 tiles of 9-byte blocks
+        q, size = st.block, name.split()[0]
+        value = getattr(c, size)
+        return (f"{size}={value} would cut a bfp16ebs8 block (8 values, 9 bytes): bfp16 moves in {q} x {q} tiles",
+                f"use {size}={padding.near(value, q)}")
+    if name == "m":
+        return (f"m={c.m} is not a multiple of 2r={2 * r} (2x2 blocks of the {where})",
+                f"use m={padding.near(c.m, 2 * r)}")
+    if name == "T_MA":
+        return (f"T_MA = m / rho = {c.t_ma} is not a multiple of 2r={2 * r} (2x2 blocks of the {where})",
+                f"use a rho that leaves m / rho a multiple of {2 * r}")
+    if name == "k":
+        return f"k={c.k} is not a multiple of s={s} ({where})", f"use k={padding.near(c.k, s)}"
+    if name == "n":
+        return (f"n={c.n} is not a multiple of 2t={2 * t} (2x2 blocks of the {where})",
+                f"use n={padding.near(c.n, 2 * t)}")
+    return f"k_mt={c.k_mt} is not a multiple of k={c.k}", f"use --k-mt {padding.near(c.k_mt, c.k)}"
+
+
+def check_granularity(c: GemmConfig) -> None:
+    """Every contiguous DMA run must be whole 32-bit words (sec. 4.3); bfp16 moves in 72-byte
+    tiles, always whole words."""
+    runs = [("s", c.s, c.t_in), ("t", c.t, c.t_b), ("k_mt", c.k_mt, c.t_in),
+            ("n x cols", c.n * c.cols, c.t_b), ("t (C)", c.t, c.t_out),
+            ("n x cols (C)", c.n * c.cols, c.t_out)]
+    for name, count, t in runs:
+        if not t.is_block and t.nbytes(count) % 4:
+            raise ConfigError(
+                f"{name}={count} x {t} = {t.nbytes(count)} B is not a multiple of the 4-byte DMA word",
+                "choose sizes whose rows are whole 32-bit words",
+            )
+
+
+def check_l1(c: GemmConfig) -> None:
+    parts = c.l1_parts
+    cap = c.dev.l1_bytes
+    if not l1.fits(c.l1_options, cap, c.m, c.k, c.n, c.rho):
+        detail = " + ".join(f"{k} {v}" for k, v in parts.items())
+        fixed = set(c.l1_overhead) - {RTP_PART}
+        buffers = sum(v for name, v in parts.items() if name not in fixed)
+        acc_out = (f", or --acc {prec.ACC_OUT} (C kept in {c.dtype_out}, requantized every k-step)"
+                   if c.precision.converts_c else "")
+        raise ConfigError(
+            f"L1 overflow: {detail} = {c.l1_bytes} B > {cap} B per core "
+            f"(m={c.m} k={c.k} n={c.n}" + (f" rho={c.rho}" if c.rho > 1 else "")
+            + f", {c.precision.name}; the buffers alone take {buffers / 1024:.1f} KiB)",
+            f"reduce m, k or n, or raise --rho (A then holds m / rho rows){acc_out}",
+        )
+
+
+def check_queue(c: GemmConfig) -> None:
+    shim = c.dev.dma[TileKind.SHIM]
+    per_group = 3  # one A, one B and one C task per shim column that carries all three
+    if c.queue_groups > shim.task_queue_depth:
+        raise ConfigError(
+            f"queue_groups={c.queue_groups} puts {c.queue_groups} unretired tasks on a shim channel "
+            f"whose task queue holds {shim.task_queue_depth} (the hardware drops a push onto a full queue)",
+            f"use queue_groups <= {shim.task_queue_depth}",
+        )
+    if c.queue_groups * per_group > shim.bds:  # pragma: no cover - implied by the queue depth today
+        raise ConfigError(
+            f"queue_groups={c.queue_groups} keeps {c.queue_groups * per_group} BDs live per "
+            f"shim > {shim.bds} shim BDs",
+            f"use queue_groups <= {shim.bds // per_group}",
+        )
+
+
+def check_shift(dev: Device, dtype_in: str, dtype_out: str, mmul: MmulShape, shift: int,
+                acc_type: str | None = None) -> None:
+    """ConfigError unless the kernel can shift C by `shift`. With C accumulated in its output type
+    (`acc_type` None or dtype_out) each call loads C into the accumulator shifted up and stores it
+    shifted down: a C that stays in a 32-bit accumulator (int32 C in acc32) cannot be shifted at all
+    (the AIE API loads int32 into acc32 only with shift 0 and stores acc32 as int32 with a plain
+    cast), and C shifted up must fit the accumulator's lanes. With a wider accumulator in L1 the
+    sum is shifted down once, by the final conversion's SRS (0..59 bits, within the lanes)."""
+    if not shift:
+        return
+    acc, out = dev.acc_bits(dtype_in, mmul), dtype(dtype_out).bits
+    shape = "x".join(map(str, mmul))
+    if acc_type not in (None, dtype_out):
+        top = min(acc - 1, SRS_MAX_SHIFT)
+        if not 0 < shift <= top:
+            raise ConfigError(f"shift {shift}: the final conversion shifts the {acc}-bit accumulator of the "
+                              f"{dev.name} {dtype_in} mmul {shape} down by 1..{top} bits", f"use a shift in 0..{top}")
+        return
+    wide = [s for s in dev.acc64_shapes.get(dtype_in, ()) if s in dev.mmul_shapes.get(dtype_in, ())]
+    if acc == out:
+        other = (f"--mmul {' or '.join('x'.join(map(str, s)) for s in wide)} (a 64-bit accumulator)" if wide
+                 else "a narrower --dtype_out")
+        raise ConfigError(f"shift {shift}: an {dtype_out} C stays in the {acc}-bit accumulator of the {dev.name} "
+                          f"{dtype_in} mmul {shape}, which the AIE API loads and stores unshifted",
+                          f"drop --shift, or use {other}")
+    if not 0 < shift <= acc - out:
+        raise ConfigError(f"shift {shift}: an {dtype_out} C shifted up must fit the {acc}-bit accumulator lanes of "
+                          f"the {dev.name} {dtype_in} mmul {shape} (at most {acc - out})",
+                          f"use a shift in 0..{acc - out}")
+
+
+
+
