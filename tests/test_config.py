@@ -8,7 +8,7 @@ import re
 import pytest
 
 from gemm_gen.checks import check_config
-from gemm_gen.config import PAPER_TILES, GemmConfig, default_k_mt, default_tiles
+from gemm_gen.config import FIELDS, PAPER_TILES, GemmConfig, default_k_mt, default_tiles
 from gemm_gen.design import build_design
 from gemm_gen.design.channels import dma_channels
 from gemm_gen.design.serve import check
@@ -17,7 +17,7 @@ from gemm_gen.hw.devices import TileKind
 from gemm_gen.model.paper import ArrayRow
 from gemm_gen.rules.defaults import resolve
 from gemm_gen.sim import simulate
-from gemm_gen.spec import Options, Problem, Tiling
+from gemm_gen.spec import OPTION_NAMES, TILING_NAMES, Options, Problem, Tiling
 
 # Striking the Balance, Tables 2 and 3 (B column-major): kernel, L1 KB, L2 KB (all memtiles), GEMM
 # size. k_mt is not printed per row; it follows from the L2 column (sec. 5.2.2 gives the first rows').
@@ -382,3 +382,13 @@ def test_a_config_is_equal_to_one_built_with_its_defaults_spelled_out():
 def test_the_flat_constructor_refuses_what_a_dataclass_would(args, kwargs, text):
     with pytest.raises(TypeError, match=text):
         GemmConfig(*args, **kwargs)
+
+
+def test_every_option_and_tiling_field_is_a_config_field_that_reads_back():
+    """FIELDS (the flat constructor's order, and to_json's) names exactly the size, the tiling and the
+    options; each reads back from a config as given when given."""
+    assert set(FIELDS) == {"M", "K", "N"} | set(OPTION_NAMES) | set(TILING_NAMES)
+    assert len(FIELDS) == len(set(FIELDS))
+    c = GemmConfig("npu2", 512, 256, 128, 64, 32, 64, 128, "i8", "i16", rho=2, queue_groups=3, shift=1)
+    assert [c.to_json()[name] for name in ("M", "K", "N", "m", "k", "n", "k_mt", "rho", "queue_groups", "shift")] == [
+        512, 256, 128, 64, 32, 64, 128, 2, 3, 1]
