@@ -248,7 +248,7 @@ def _xrt(call: Any, what: str) -> Any:
                          "check `xrt-smi examine`, the driver and the xclbin (GEMM_GEN_DEBUG=1 shows where)") from e
 
 
-def check(c: GemmConfig, got: np.ndarray, a: np.ndarray, b: np.ndarray,
+def check_result(c: GemmConfig, got: np.ndarray, a: np.ndarray, b: np.ndarray,
           dram: tuple[np.ndarray, np.ndarray] | None = None, inputs: str = "exact", call: CallPlan | None = None
           ) -> tuple[int, int, int, Accuracy, tuple[int, int, float, float] | None]:
     """(checked, errors, exact, accuracy, first error): C against the bit-exact reference, and against
@@ -313,7 +313,7 @@ def _run_call(c: GemmConfig, call: CallPlan, files: XclbinFiles, xrt: ModuleType
         session.run()
     times = [session.run() for _ in range(max(iters, 1))]
     got = output_values(c, session.output(), call)
-    checked, errors, exact, accuracy, first = check(c, got, a, b, (a_pad, b_pad), inputs, call)
+    checked, errors, exact, accuracy, first = check_result(c, got, a, b, (a_pad, b_pad), inputs, call)
     return RunResult(c, times, checked, errors, exact, accuracy, first, problem=None if call == c.call else p)
 
 
