@@ -249,8 +249,8 @@ def _xrt(call: Any, what: str) -> Any:
 
 
 def check_result(c: GemmConfig, got: np.ndarray, a: np.ndarray, b: np.ndarray,
-          dram: tuple[np.ndarray, np.ndarray] | None = None, inputs: str = "exact", call: CallPlan | None = None
-          ) -> tuple[int, int, int, Accuracy, tuple[int, int, float, float] | None]:
+                 dram: tuple[np.ndarray, np.ndarray] | None = None, inputs: str = "exact",
+                 call: CallPlan | None = None) -> tuple[int, int, int, Accuracy, tuple[int, int, float, float] | None]:
     """(checked, errors, exact, accuracy, first error): C against the bit-exact reference, and against
     the exact product of the inputs the NPU read (accuracy.measure).
 
