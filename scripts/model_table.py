@@ -17,7 +17,7 @@ from typing import Any
 
 from gemm_gen.config import PAPER_TILES
 from gemm_gen.hw.devices import CORE_ISA, DEVICES, CoreIsa, TileKind, device
-from gemm_gen.model import calibrate, paper
+from gemm_gen.model.fit import calibrate, paper
 from gemm_gen.model.kernel import b_conversion_cycles, kernel_cycles, kernel_shape
 from gemm_gen.model.params import load, raw
 from gemm_gen.rules import kernel_variant as kv

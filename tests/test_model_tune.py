@@ -14,7 +14,7 @@ from gemm_gen.app.choice import choose_design as config_from_args
 from gemm_gen.app.cli import main, parser
 from gemm_gen.config import GemmConfig
 from gemm_gen.errors import GemmGenError, ToolchainMissing
-from gemm_gen.model import calibrate, paper
+from gemm_gen.model.fit import calibrate, paper
 from gemm_gen.model.params import load
 from gemm_gen.model.perf import Workload, estimate
 from gemm_gen.model.tune import RHO_MAX, _tilings, evaluate_all, tune
