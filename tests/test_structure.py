@@ -13,8 +13,8 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).parents[1] / "gemm_gen"
 MAX_INSIDE_FUNCTIONS = 10
-# Bottom to top, the pipeline: facts -> spec -> rules -> config -> design -> its readers -> search ->
-# app. A unit imports units of lower layers only. The units of a layer in BAGS (small modules that
+# Bottom to top, the pipeline: facts -> spec -> rules -> config -> space -> design -> its readers ->
+# search -> app. A unit imports units of lower layers only. The units of a layer in BAGS (small modules that
 # build on each other) may also import each other, the circle check keeping them in an order; units
 # that share any other layer never do: the simulator, the back ends and the model each read the
 # design and nothing of one another.
@@ -25,6 +25,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("spec",),  # what a user asks for: Problem, Options, Tiling, Pins, Request (only what was given)
     ("rules", "tap"),  # every legality and size rule once, and the DMA walks the limits apply to
     ("call", "config", "l1_banks", "operands"),  # a finished config, its call plan, its L1 plan, its operands
+    ("space",),  # the candidate tilings of a problem as arrays, filtered by the rules
     ("design",),
     ("hostdata", "kernels"),  # what a design's call reads and writes on the host; its kernel sources
     ("sim", "backends", "model"),  # the design's readers: simulated, built and run, priced
