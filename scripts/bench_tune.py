@@ -11,7 +11,7 @@ from __future__ import annotations
 import sys
 import time
 
-from gemm_gen.model import calibrate, paper
+from gemm_gen.model.fit import calibrate, paper
 from gemm_gen.model.params import load
 from gemm_gen.model.perf import Workload
 from gemm_gen.model.tune import tune

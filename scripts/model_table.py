@@ -17,7 +17,7 @@ from typing import Any
 
 from gemm_gen.config import PAPER_TILES
 from gemm_gen.hw.devices import CORE_ISA, DEVICES, CoreIsa, TileKind, device
-from gemm_gen.model import calibrate, paper
+from gemm_gen.model.fit import calibrate, paper
 from gemm_gen.model.kernel import b_conversion_cycles, kernel_cycles, kernel_shape
 from gemm_gen.model.params import load, raw
 from gemm_gen.rules import kernel_variant as kv
@@ -168,9 +168,10 @@ the group count and the tasks per group from the Design.
 
 TUNER = """## Tuner
 
-`gemm-gen tune` enumerates every (m, k, n) with m a multiple of 2r, n of 2t, k of s, that fits L1
-(A and B double-buffered, C single, stack, kernel data) and the BD fields, no larger than a core's
-share of the problem; for each it evaluates k_mt values (multiples of k). The model depends on k_mt
+`gemm-gen tune` takes from the search space (`gemm_gen/space.py`) every (m, k, n) with m a multiple
+of 2r, n of 2t, k of s, that fits L1 (A and B double-buffered, C single, stack, kernel data) and the
+BD fields, no larger than a core's share of the problem; for each it evaluates k_mt values
+(multiples of k). The model depends on k_mt
 only through the number of K chunks q = ceil(K / k_mt) and k_mt itself, and for a fixed q the
 smallest k_mt has less padding and traffic for the same number of runs, so one k_mt per q is kept.
 q rises from the fewest chunks the memtiles and BD fields allow; a tiling drops out when a lower

@@ -14,7 +14,7 @@ from gemm_gen.design.channels import dma_channels
 from gemm_gen.design.serve import check
 from gemm_gen.errors import ConfigError, DmaLimitError, GemmGenError
 from gemm_gen.hw.devices import TileKind
-from gemm_gen.model.paper import ArrayRow
+from gemm_gen.model.fit.paper import ArrayRow
 from gemm_gen.rules.defaults import resolve
 from gemm_gen.sim import simulate
 from gemm_gen.spec import OPTION_NAMES, TILING_NAMES, Options, Problem, Tiling

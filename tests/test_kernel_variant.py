@@ -15,7 +15,7 @@ from gemm_gen.checks import check_config
 from gemm_gen.config import PAPER_TILES, GemmConfig
 from gemm_gen.errors import ConfigError
 from gemm_gen.hw.devices import DEVICES, NPU1, NPU2
-from gemm_gen.model import paper
+from gemm_gen.model.fit import paper
 from gemm_gen.model.kernel import kernel_cycles, kernel_shape
 from gemm_gen.model.params import load
 from gemm_gen.model.predict import predict

@@ -15,7 +15,7 @@ from gemm_gen.config import GemmConfig
 from gemm_gen.design import build_design
 from gemm_gen.errors import GemmGenError
 from gemm_gen.hw.devices import device
-from gemm_gen.model import calibrate, paper
+from gemm_gen.model.fit import calibrate, paper
 from gemm_gen.model.params import load, raw
 from gemm_gen.model.perf import Workload, estimate
 from gemm_gen.model.traffic import analytic_traffic, design_traffic

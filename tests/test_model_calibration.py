@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from gemm_gen.model import calibrate
+from gemm_gen.model.fit import calibrate
 from gemm_gen.model.params import raw
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -44,7 +44,7 @@ def test_bench_tune_script_runs_under_the_limit():
 def test_every_calibrated_constant_says_how_well_the_data_pin_it():
     """Each calibrated constant of calibration.json has a report: its rows and parameters, and its
     leave-one-out refits where there are more rows than parameters, or a note saying why not."""
-    from gemm_gen.model.calibrate import fit_reports
+    from gemm_gen.model.fit.calibrate import fit_reports
 
     reports = fit_reports()
     covered = " ".join(r.constant for r in reports)

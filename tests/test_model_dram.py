@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from gemm_gen.app.cli import main
-from gemm_gen.model import calibrate, paper
+from gemm_gen.model.fit import calibrate, paper
 from gemm_gen.model.params import load, raw
 from gemm_gen.model.perf import Workload, estimate
 

@@ -15,11 +15,12 @@ from gemm_gen.app.cli import main, parser
 from gemm_gen.checks import check_config, check_divisibility, check_l1
 from gemm_gen.config import GemmConfig
 from gemm_gen.errors import GemmGenError, ToolchainMissing
-from gemm_gen.model import calibrate, paper
+from gemm_gen.model.fit import calibrate, paper
 from gemm_gen.model.params import load
 from gemm_gen.model.perf import Workload, estimate
-from gemm_gen.model.tune import RHO_MAX, _tilings, evaluate_all, tune
+from gemm_gen.model.tune import evaluate_all, tune
 from gemm_gen.rules import l1, memtile, tiling
+from gemm_gen.space import RHO_MAX, tilings
 
 
 def run(capsys, *args: str) -> tuple[int, str, str]:
@@ -48,7 +49,7 @@ def test_tuned_design_is_at_least_the_papers_choice_within_a_second(row):
 
 def _brute_force(pr: Workload, params=None) -> np.ndarray:
     """Every (m, k, n, rho) and every multiple of k for k_mt that fits: sorted predicted times."""
-    m, k, n, rho = _tilings(pr, {})
+    m, k, n, rho = tilings(pr.base, pr.size, {})
     r = pr.base.mmul[0]  # every asymmetry whose A tile (m / rho rows) fits a core's share is searched
     assert set(rho.tolist()) == {x for x in range(1, RHO_MAX + 1) if 2 * r * x <= m.max()}
     times = []
@@ -94,7 +95,7 @@ def test_the_pruning_bound_is_below_every_k_mts_time(change):
 
     pr = Workload.new("npu2", 2048, 1536, 2048, "i8", "i32", False)
     p = load().with_dram("npu2", **change)
-    m, k, n, rho = _tilings(pr, {})
+    m, k, n, rho = tilings(pr.base, pr.size, {})
     K1 = -(-pr.K // k) * k
     bound = _bound(pr, estimate(pr, m, k, n, K1, p, rho=rho), p)
     checked = 0
@@ -111,7 +112,7 @@ def test_the_pruning_bound_is_below_every_k_mts_time(change):
 def test_heat_map_data_has_the_best_k_mt_of_every_tiling():
     pr = Workload.new("npu1", 520, 600, 700, "i8", "i16", True)
     allc = evaluate_all(pr)
-    m, k, n, _ = _tilings(pr, {})
+    m, k, n, _ = tilings(pr.base, pr.size, {})
     assert len(allc["m"]) <= m.size and allc["tops"].max() == pytest.approx(tune(pr, 1).best.tops)
 
 
@@ -247,7 +248,7 @@ def test_the_tuners_l1_filter_accepts_exactly_what_the_configs_l1_check_accepts(
 def test_every_tilings_largest_k_is_the_largest_the_l1_check_accepts(pr):
     """On the tuner's own candidates: for each (m, n, rho) it searches, its largest k passes
     GemmConfig's L1 check and one mmul step more does not (K is large enough that only L1 bounds k)."""
-    m, k, n, rho = _tilings(pr, {})
+    m, k, n, rho = tilings(pr.base, pr.size, {})
     s = pr.base.mmul[1]
     keys = np.stack([m, n, rho], axis=1)
     groups, inverse = np.unique(keys, axis=0, return_inverse=True)
@@ -269,7 +270,7 @@ def test_the_tuners_grid_is_exactly_what_the_divisibility_check_accepts(pr):
     """The tuner enumerates m, k, n on rules.tiling's steps: every candidate passes GemmConfig's
     divisibility check, and every m (per rho) and n up to the largest searched one that the check
     accepts is searched."""
-    m, k, n, rho = _tilings(pr, {})
+    m, k, n, rho = tilings(pr.base, pr.size, {})
     st = tiling.steps(pr.base.mmul, pr.base.precision.block)
     assert tiling.divisible(st, m, k, n, k, rho).all()
     _, s, _ = pr.base.mmul

@@ -1,8 +1,9 @@
 """The package's imports go one way (issue 19, docs/structure.md): every module of gemm_gen is parsed
 with `ast`, imports inside functions included, and each import of the package's own code is mapped to
 its unit (a sub-package such as `backends`, or a root module such as `config`). The units form no
-circle, at most MAX_INSIDE_FUNCTIONS imports hide inside functions, and no unit imports a unit of a
-higher layer (LAYERS). Each check is also run on small synthetic packages that break it."""
+circle, at most MAX_INSIDE_FUNCTIONS imports hide inside functions, no unit imports a unit of a
+higher layer (LAYERS), and a fenced sub-package (FENCED: the model's fitting) is imported only from the
+modules its entry allows. Each check is also run on small synthetic packages that break it."""
 
 from __future__ import annotations
 
@@ -12,8 +13,8 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).parents[1] / "gemm_gen"
 MAX_INSIDE_FUNCTIONS = 10
-# Bottom to top, the pipeline: facts -> spec -> rules -> config -> design -> its readers -> search ->
-# app. A unit imports units of lower layers only. The units of a layer in BAGS (small modules that
+# Bottom to top, the pipeline: facts -> spec -> rules -> config -> space -> design -> its readers ->
+# search -> app. A unit imports units of lower layers only. The units of a layer in BAGS (small modules that
 # build on each other) may also import each other, the circle check keeping them in an order; units
 # that share any other layer never do: the simulator, the back ends and the model each read the
 # design and nothing of one another.
@@ -24,6 +25,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("spec",),  # what a user asks for: Problem, Options, Tiling, Pins, Request (only what was given)
     ("rules", "tap"),  # every legality and size rule once, and the DMA walks the limits apply to
     ("call", "checks", "config", "l1_banks", "operands"),  # a finished config, its checks, call plan, L1 plan, operands
+    ("space",),  # the candidate tilings of a problem as arrays, filtered by the rules
     ("design",),
     ("hostdata", "kernels"),  # what a design's call reads and writes on the host; its kernel sources
     ("sim", "backends", "model"),  # the design's readers: simulated, built and run, priced
@@ -32,6 +34,11 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("__init__",),  # the package's front door: it re-exports the operator
 )
 BAGS = frozenset({0, 2, 3})
+# Sub-packages inside a unit that only some modules may import (dotted below the package: each key is
+# imported only from within itself or the prefixes of its value). The model's fitting and the papers'
+# data serve `gemm-gen calibrate`, `roofline` and `make validate`'s sweep; the pipeline that prices and
+# chooses (model's pricing, search, design, sim, back ends) never reads them.
+FENCED: dict[str, frozenset[str]] = {"model.fit": frozenset({"app"})}
 
 
 @dataclass(frozen=True)
@@ -43,6 +50,8 @@ class Import:
     target: str
     where: str  # path:line
     inside_function: bool
+    module: str  # the importing module and the imported one, dotted below the package
+    imported: str
 
 
 def _module_name(path: Path, root: Path) -> tuple[str, bool]:
@@ -56,6 +65,16 @@ def unit_of(module: str, package: str) -> str:
     """A sub-package or root module: the first name below the package; the package itself is __init__."""
     parts = module.split(".")
     return parts[1] if len(parts) > 1 and parts[0] == package else "__init__"
+
+
+def below(module: str, package: str) -> str:
+    """A module's dotted name below the package ("" for the package itself)."""
+    return module.removeprefix(package).removeprefix(".")
+
+
+def within(module: str, prefix: str) -> bool:
+    """Whether a dotted module name is `prefix` or lies inside it."""
+    return module == prefix or module.startswith(prefix + ".")
 
 
 def _targets(node: ast.Import | ast.ImportFrom, module: str, is_package: bool, root: Path) -> list[str]:
@@ -93,7 +112,8 @@ def imports(root: Path) -> list[Import]:
             for target in dict.fromkeys(_targets(node, module, is_package, root)):
                 source, to = unit_of(module, root.name), unit_of(target, root.name)
                 where = f"{path.relative_to(root.parent)}:{node.lineno}"
-                out.append(Import(source, to, where, node in inside))
+                out.append(Import(source, to, where, node in inside, below(module, root.name),
+                                  below(target, root.name)))
     return out
 
 
@@ -160,6 +180,17 @@ def upward(found: list[Import], layers: tuple[tuple[str, ...], ...], bags: froze
     return bad
 
 
+def fence_breaches(found: list[Import], fenced: dict[str, frozenset[str]]) -> list[str]:
+    """Imports of a fenced sub-package from a module that is neither inside it nor allowed in."""
+    bad = []
+    for i in found:
+        for inner, allowed in sorted(fenced.items()):
+            if within(i.imported, inner) and not any(within(i.module, where) for where in {inner, *allowed}):
+                bad.append(f"{i.where}: {i.module} imports {i.imported} (only {', '.join(sorted(allowed))} "
+                           f"and {inner} itself may)")
+    return bad
+
+
 def inside_functions(found: list[Import]) -> list[str]:
     """Where the package's own imports sit inside functions (one line per statement)."""
     return sorted({i.where for i in found if i.inside_function})
@@ -180,6 +211,16 @@ def test_few_imports_hide_inside_functions():
 def test_no_unit_imports_a_higher_layer():
     bad = upward(imports(PACKAGE), LAYERS, BAGS)
     assert not bad, "imports against the layers (docs/structure.md):\n" + "\n".join(bad)
+
+
+def test_fenced_subpackages_are_imported_only_where_allowed():
+    bad = fence_breaches(imports(PACKAGE), FENCED)
+    assert not bad, "imports of a fenced sub-package (docs/structure.md):\n" + "\n".join(bad)
+
+
+def test_every_fence_names_a_subpackage():
+    for inner in FENCED:
+        assert (PACKAGE / inner.replace(".", "/") / "__init__.py").exists(), inner
 
 
 def test_every_unit_is_in_one_layer():
@@ -232,6 +273,21 @@ def test_an_upward_import_and_an_unplaced_unit_are_reported(tmp_path):
     assert upward(imports(pkg), (("base",), ("mid", "other"), ("top", "side")), frozenset({1})) == bad[:1]
     assert upward(imports(pkg), (("base", "top"),)) == ["pkg/mid.py:1: mid is in no layer (add it to LAYERS)",
                                                         "pkg/side.py:1: side is in no layer (add it to LAYERS)"]
+
+
+def test_an_import_through_a_fence_is_reported(tmp_path):
+    pkg = _package(tmp_path, {
+        "model/__init__.py": "", "model/fit/__init__.py": "", "model/fit/data.py": "",
+        "model/fit/calib.py": "from . import data\nfrom ..price import p\n",  # inside the fence: free
+        "model/price.py": "def p():\n    from .fit.data import rows\n",  # pricing reads the fitting
+        "model/fitness.py": "",  # a name that starts like the fence is not inside it
+        "search.py": "import pkg.model.fit.data\nfrom .model import fitness\n",
+        "app/__init__.py": "", "app/cmd.py": "from ..model.fit import calib\nfrom pkg.model import fit\n"})
+    found = imports(pkg)
+    assert fence_breaches(found, {"model.fit": frozenset({"app"})}) == [
+        "pkg/model/price.py:2: model.price imports model.fit.data (only app and model.fit itself may)",
+        "pkg/search.py:1: search imports model.fit.data (only app and model.fit itself may)"]
+    assert fence_breaches(found, {"model.fit": frozenset({"app", "model.price", "search"})}) == []
 
 
 def test_the_checks_pass_a_clean_package(tmp_path):

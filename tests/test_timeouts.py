@@ -25,7 +25,7 @@ from gemm_gen.config import GemmConfig
 from gemm_gen.design import build_design
 from gemm_gen.design.serve import serve
 from gemm_gen.errors import ConfigError, RunTimeout
-from gemm_gen.model import measured
+from gemm_gen.model.fit import measured
 from gemm_gen.model.params import load_ends
 from gemm_gen.model.perf import estimate_config
 from gemm_gen.spec import Problem

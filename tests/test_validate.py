@@ -18,7 +18,7 @@ from gemm_gen.backends import doctor
 from gemm_gen.backends.build import artifacts
 from gemm_gen.design import build_design
 from gemm_gen.errors import ToolchainMissing
-from gemm_gen.model import measured
+from gemm_gen.model.fit import measured
 from gemm_gen.model.params import load, peak_entry
 
 from .fake_pyxrt import FakeXrt

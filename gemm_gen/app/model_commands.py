@@ -15,10 +15,10 @@ from ..config import B_PACKS, GemmConfig
 from ..design.serve import SERVED
 from ..errors import ConfigError, ToolchainMissing
 from ..hw.devices import device
-from ..model import measured
+from ..model.fit import measured
+from ..model.fit.plots import heatmap_png, pyplot, roofline_png
 from ..model.params import Params, load, load_ends
 from ..model.perf import Workload
-from ..model.plots import heatmap_png, pyplot, roofline_png
 from ..model.predict import predict
 from ..model.tune import RANKS, Candidate, TuneResult, tune_b_packs
 from ..model.tune_many import ManyResult, tune_many

@@ -33,8 +33,8 @@ from ..design import build_design
 from ..design.serve import check
 from ..errors import GemmGenError, RunTimeout, StackError
 from ..hw.devices import device
-from ..model import paper
-from ..model.calibrate import array_config
+from ..model.fit import paper
+from ..model.fit.calibrate import array_config
 from ..model.predict import predict
 from .cliargs import config_args
 from .limits import slow_end_s

@@ -19,6 +19,7 @@ from typing import Any
 from ..errors import ConfigError
 
 CALIBRATION_FILE = "calibration.json"
+CALIBRATION_PACKAGE = __package__  # where it ships: the model's package (model/fit rewrites it here)
 CALIBRATION_ENV = "GEMM_GEN_CALIBRATION"
 
 
@@ -81,7 +82,7 @@ def raw() -> dict[str, Any]:
     """calibration.json as stored (values with their sources); the file GEMM_GEN_CALIBRATION names
     instead, when set (a `gemm-gen calibrate --output` refit), checked against the stored one's shape."""
     override = os.environ.get(CALIBRATION_ENV)
-    stored: dict[str, Any] = json.loads(resources.files(__package__).joinpath(CALIBRATION_FILE).read_text())
+    stored: dict[str, Any] = json.loads(resources.files(CALIBRATION_PACKAGE).joinpath(CALIBRATION_FILE).read_text())
     return _override(Path(override), stored) if override else stored
 
 

@@ -1,15 +1,13 @@
 """The tuner: every valid (m, k, n, k_mt) of a problem, ranked by the model.
 
-Search space: rho (asymmetric tile buffering) from 1 to RHO_MAX, m a multiple of 2r rho (so that
-T_MA = m / rho keeps the kernel's 2x2 blocks), n of 2t, k of s (up to what L1 and the BD fields
-allow, and no larger than one core's share of the problem), k_mt a multiple of k. All (m, k, n) are enumerated
-with NumPy; for k_mt the model depends only on the number of K chunks q = ceil(K / k_mt) and on
-k_mt itself, and for a fixed q the smallest k_mt is never worse (less padding and traffic for
-the same number of runs), so each q contributes one k_mt. q rises from the fewest chunks the
-memtiles allow until a lower bound of the time exceeds the N-th best found: the ranking of the top
-N is exact. Candidates are filtered by the rules GemmConfig's checks call (gemm_gen/rules: L1,
-memtile placement with neighbour spill, BD sizes, runtime tasks), over all candidates at once;
-design.serve.check() then runs on the finalists only.
+The candidates come from the search space (gemm_gen/space.py): every (m, k, n, rho) on the grids
+that L1 and the BD fields allow, filtered by the rules GemmConfig's checks call (gemm_gen/rules:
+runtime tasks, a pinned k_mt; memtile placement with neighbour spill for each k_mt), over all
+candidates at once. The tuner prices them. For k_mt the model depends only on the number of K
+chunks q = ceil(K / k_mt) and on k_mt itself, and for a fixed q the smallest k_mt is never worse
+(less padding and traffic for the same number of runs), so each q contributes one k_mt. q rises
+from the fewest chunks the memtiles allow until a lower bound of the time exceeds the N-th best
+found: the ranking of the top N is exact. design.serve.check() then runs on the finalists only.
 """
 
 from __future__ import annotations
@@ -21,13 +19,14 @@ from typing import Any
 
 import numpy as np
 
+from .. import space
 from ..checks import check_untiled
 from ..config import B_PACKS, GemmConfig
 from ..design.serve import check
 from ..errors import ConfigError, GemmGenError
-from ..hw.devices import TILE_EXTENT_SEARCH_MAX, TileKind
-from ..rules import dma, l1, memtile, tiling
-from ..rules.padding import ceil_div, round_up, tasks_fit, tiles_per_core
+from ..hw.devices import TILE_EXTENT_SEARCH_MAX
+from ..rules import dma
+from ..rules.padding import ceil_div, round_up
 from .params import Params, load, load_ends
 from .perf import Estimate, Workload, estimate, estimate_config
 
@@ -35,7 +34,6 @@ MAX_ROUNDS = 1024
 # designs validated and priced with their L1 plan (l1_banks) before the top are kept: the ranking's
 # vectorised model has no bank stalls, which can reorder close designs
 FINALISTS = 12
-RHO_MAX = 8  # the largest asymmetry atb measures (Table 1); beyond it the switches dominate
 
 
 @dataclass
@@ -95,60 +93,6 @@ class TuneResult:
         return self.top[0]
 
 
-def _tilings(pr: Workload, fixed: dict[str, int | None]
-             ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Every (m, k, n, rho) that fits L1 and the BD fields that do not depend on k_mt."""
-    dev = pr.base.dev
-    r, s, t = pr.base.mmul
-    rows, cols = pr.base.rows, pr.base.cols
-    core = dev.dma[TileKind.CORE]
-    shim = dev.dma[TileKind.SHIM]
-    # the BD bounds (rules/dma.py): A's core dims count r-row blocks, C's and B's shim wraps words
-    m_hi = min(round_up(ceil_div(pr.M, rows), 2 * r), TILE_EXTENT_SEARCH_MAX, dma.static_extent_max(core, r))
-    n_hi = round_up(ceil_div(pr.N, cols), 2 * t)
-    n_hi = min(n_hi, dma.shim_extent_max(shim, pr.base.dtype_out))  # shim C d0 wrap
-    if pr.base.b_pack == "strips":  # the shim reads each strip linearly; no core dims
-        n_hi = min(n_hi, TILE_EXTENT_SEARCH_MAX)
-    elif pr.base.b_col_maj:
-        n_hi = min(n_hi, TILE_EXTENT_SEARCH_MAX, dma.static_extent_max(core, t))
-    else:
-        n_hi = min(n_hi, dma.shim_extent_max(shim, str(pr.base.dtype_b)))
-    st = tiling.steps(pr.base.mmul, pr.base.precision.block)  # the grids GemmConfig's divisibility check accepts
-    k_step = tiling.k_step(st)
-    k_hi = min(round_up(pr.K, k_step), TILE_EXTENT_SEARCH_MAX * s)
-    rho_fixed = fixed.get("rho")
-    rhos = [rho_fixed] if rho_fixed is not None else range(1, RHO_MAX + 1)
-    ns = np.arange(tiling.n_step(st), n_hi + 1, tiling.n_step(st), dtype=np.int64)
-    if fixed.get("n") is not None:
-        ns = np.array([fixed["n"]], dtype=np.int64)
-    grids = []
-    for rho in rhos:
-        step = tiling.m_step(st, rho)
-        ms = np.arange(step, m_hi + 1, step, dtype=np.int64)
-        if fixed.get("m") is not None:
-            ms = np.array([fixed["m"]], dtype=np.int64)
-            ms = ms[ms % step == 0]
-        mm, nn = (a.ravel() for a in np.meshgrid(ms, ns, indexing="ij"))
-        grids.append((mm, nn, np.full(mm.shape, rho, dtype=np.int64)))
-    mm, nn, rr = (np.concatenate(g) for g in zip(*grids))
-    # the L1 rule checks.check_l1 applies (rules/l1.py), solved for the largest k
-    k_max = np.minimum(l1.largest_k(pr.base.l1_options, dev.l1_bytes, mm, nn, rr, k_step), k_hi)
-    if fixed.get("k") is not None:
-        kf = int(fixed["k"])  # type: ignore[arg-type]
-        keep = k_max >= kf
-        mm, nn, rr = mm[keep], nn[keep], rr[keep]
-        return mm, np.full(mm.shape, kf, dtype=np.int64), nn, rr
-    counts = k_max // k_step
-    keep = counts > 0
-    mm, nn, rr, counts = mm[keep], nn[keep], rr[keep], counts[keep]
-    m3 = np.repeat(mm, counts)
-    n3 = np.repeat(nn, counts)
-    r3 = np.repeat(rr, counts)
-    starts = np.repeat(np.cumsum(counts) - counts, counts)
-    k3 = (np.arange(m3.size, dtype=np.int64) - starts + 1) * k_step
-    return m3, k3, n3, r3
-
-
 @dataclass
 class _Bound:
     """Per (m, k, n): a time no k_mt with q K chunks can beat (K padded to one k-step only)."""
@@ -191,44 +135,30 @@ def rank_all(pr: Workload, fixed: dict[str, int | None], top: int, p: Params, pe
               ) -> Ranked:
     """Model times of the candidates (m, k, n, k_mt, rho, time, tilings, evaluated); with per_tiling,
     at least the best k_mt of every (m, k, n, rho)."""
-    m, k, n, rho = _tilings(pr, fixed)
-    tilings = m.size
+    listed = space.tilings(pr.base, pr.size, fixed)
+    tilings = listed.size
     if tilings == 0:
         empty = np.zeros(0, dtype=np.int64)
         return empty, empty, empty, empty, empty, np.zeros(0), 0, 0
-    rows, cols = pr.base.rows, pr.base.cols
-    dev = pr.base.dev
-    shim = dev.dma[TileKind.SHIM]
+    kept = listed.take(space.mask(pr.base, pr.size, listed, fixed))
+    m, k, n, rho = kept
     K1 = round_up(pr.K, k)
-    # A's shim d0 wrap counts k_mt columns in words (rules/dma.py)
-    j_hi = np.minimum(K1 // k, np.minimum(dma.shim_extent_max(shim, pr.base.dtype_in) // k, TILE_EXTENT_SEARCH_MAX))
-    # all memtiles together must hold every L2 buffer: an upper bound on k_mt (placement decides)
-    l2, target = pr.base.l2_options, dev.target(cols)[1]
-    j_cap = memtile.largest_k_mt_steps(l2, cols * dev.memtile_bytes, m, k, n)
-    j_hi = np.minimum(j_hi, np.maximum(j_cap, 1))
-    fixed_kmt = fixed.get("k_mt")
-    if fixed_kmt is not None:
-        keep = (fixed_kmt % k == 0) & (fixed_kmt // k <= TILE_EXTENT_SEARCH_MAX)
-        m, k, n, rho, K1 = m[keep], k[keep], n[keep], rho[keep], K1[keep]
-        j_hi = np.full(m.shape, 0)
-    # tiles of a core must stay few enough for the runtime sequence
-    tasks_ok = tasks_fit(tiles_per_core(pr.M, pr.N, m * rows, n * cols), rows, cols)
-    m, k, n, rho, K1, j_hi = m[tasks_ok], k[tasks_ok], n[tasks_ok], rho[tasks_ok], K1[tasks_ok], j_hi[tasks_ok]
     bound = _bound(pr, estimate(pr, m, k, n, K1, p, rho=rho), p)  # K padded to one k-step: below every k_mt
     out_idx: list[np.ndarray] = []
     out_kmt: list[np.ndarray] = []
     out_time: list[np.ndarray] = []
+    fixed_kmt = fixed.get("k_mt")
     if fixed_kmt is not None:
         kmt = np.full(m.shape, int(fixed_kmt), dtype=np.int64)
-        fit = memtile.fit(memtile.l2_pools(l2, m, k, n, kmt), target, dev.memtile_bytes, m.size)
-        idx = np.nonzero(fit)[0]
+        idx = np.nonzero(space.memtiles_fit(pr.base, m, k, n, kmt))[0]
         e = estimate(pr, m[idx], k[idx], n[idx], kmt[idx], p, rho=rho[idx])
         out_idx.append(idx)
         out_kmt.append(kmt[idx])
         out_time.append(e.time)
     else:
-        # j = k_mt / k: start from the fewest K chunks the BD fields allow, then step to the smallest
-        # j of each next chunk count (the one k_mt per padding class that is not dominated)
+        # j = k_mt / k: start from the fewest K chunks the BD fields and memtiles allow, then step to the
+        # smallest j of each next chunk count (the one k_mt per padding class that is not dominated)
+        j_hi = space.k_mt_steps_max(pr.base, pr.size, kept)
         j = _smallest_j(pr.K, k, -(-pr.K // (np.maximum(j_hi, 1) * k)))
         active = np.arange(m.size)
         threshold = np.inf
@@ -239,8 +169,7 @@ def rank_all(pr: Workload, fixed: dict[str, int | None], top: int, p: Params, pe
                 break
             kk = k[active]
             kmt = j[active] * kk
-            fit = memtile.fit(memtile.l2_pools(l2, m[active], kk, n[active], kmt), target, dev.memtile_bytes,
-                              active.size)
+            fit = space.memtiles_fit(pr.base, m[active], kk, n[active], kmt)
             idx = active[fit]
             if idx.size:
                 e = estimate(pr, m[idx], k[idx], n[idx], kmt[fit], p, rho=rho[idx])

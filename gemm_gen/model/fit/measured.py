@@ -18,12 +18,12 @@ from typing import Any
 
 import numpy as np
 
-from .. import l1_banks
-from ..config import GemmConfig
-from ..errors import ConfigError
+from ... import l1_banks
+from ...config import GemmConfig
+from ...errors import ConfigError
+from ..params import Params, dram_entry, from_raw, load, raw, read_json
+from ..perf import estimate_config
 from .calibrate import design_data
-from .params import Params, dram_entry, from_raw, load, raw, read_json
-from .perf import estimate_config
 
 BOUNDS = {"peak_gbps": (1.0, 400.0), "run_overhead_bytes": (0.0, 16384.0), "dispatch_us": (0.0, 5000.0),
           "l1_conflict": (0.0, 8.0)}

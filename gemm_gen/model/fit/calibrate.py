@@ -1,6 +1,6 @@
 """Derive the calibrated parameters from the published data, and compare the model with the papers.
 
-`derive()` recomputes every 'calibrated' entry of calibration.json from gemm_gen.model.paper in a
+`derive()` recomputes every 'calibrated' entry of calibration.json from gemm_gen.model.fit.paper in a
 fixed order (each step uses the values before it); `rows()` lists every comparison of the model
 with a published number (scripts/model_table.py renders them into docs/model.md).
 """
@@ -17,18 +17,18 @@ from typing import Any
 
 import numpy as np
 
-from ..config import GemmConfig
-from ..design import build_design
-from ..hw.devices import device
-from ..l1_banks import plan
-from ..precision import ACC_OUT
+from ...config import GemmConfig
+from ...design import build_design
+from ...hw.devices import device
+from ...l1_banks import plan
+from ...precision import ACC_OUT
+from ..kernel import kernel_cycles, kernel_shape
+from ..l1_stall import stall_cycles
+from ..params import CALIBRATION_FILE, CALIBRATION_PACKAGE, Params, dram_entry, from_raw, load, peak_entry, raw
+from ..perf import Workload, estimate, estimate_config
+from ..predict import tasks_per_group
+from ..traffic import design_traffic
 from . import paper
-from .kernel import kernel_cycles, kernel_shape
-from .l1_stall import stall_cycles
-from .params import CALIBRATION_FILE, Params, dram_entry, from_raw, load, peak_entry, raw
-from .perf import Workload, estimate, estimate_config
-from .predict import tasks_per_group
-from .traffic import design_traffic
 
 # ---- helpers -----------------------------------------------------------------------------------
 
@@ -457,7 +457,7 @@ def fit_reports(data: dict[str, Any] | None = None) -> list[FitReport]:
 
 
 def write(data: dict[str, Any]) -> str:
-    path = resources.files(__package__).joinpath(CALIBRATION_FILE)
+    path = resources.files(CALIBRATION_PACKAGE).joinpath(CALIBRATION_FILE)
     text = json.dumps(data, indent=2) + "\n"
     with resources.as_file(path) as real:
         real.write_text(text)

@@ -1,0 +1,144 @@
+"""The search space: the candidate tilings of a problem as arrays, filtered by the rules (issue 19).
+
+As CUTLASS's generator lists tile descriptions and its manifest filter drops what a target cannot
+run, `tilings` lists the candidate (m, k, n, rho) of a problem and `mask` drops those that break a
+rule; the model (model/tune.py) only prices what is left. Both call the rule functions GemmConfig's
+checks call (gemm_gen/rules), over all candidates at once; design.serve.check() runs on the
+finalists only.
+
+The grids: rho (asymmetric tile buffering) from 1 to RHO_MAX, m a multiple of 2r rho (so that
+T_MA = m / rho keeps the kernel's 2x2 blocks), n of 2t, k of s (rules/tiling.py's steps), each no
+larger than one core's share of the problem and than the BD fields allow (rules/dma.py). k runs up
+to the largest that L1 holds (rules/l1.py's rule solved for k), not over every k with most masked
+off: that would list millions of candidates. k_mt, a multiple of k, is not listed: the model walks
+it (one k_mt per number of K chunks), starting from `k_mt_steps_max` and keeping the k_mt
+`memtiles_fit` accepts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import NamedTuple
+
+import numpy as np
+
+from .config import GemmConfig
+from .hw.devices import TILE_EXTENT_SEARCH_MAX, TileKind
+from .rules import dma, l1, memtile, tiling
+from .rules.padding import ceil_div, round_up, tasks_fit, tiles_per_core
+from .spec import Problem
+
+RHO_MAX = 8  # the largest asymmetry atb measures (Table 1); beyond it the switches dominate
+
+# What a user fixed of the tiling ("m", "k", "n", "k_mt", "rho"; None: open), as the tuner passes it
+Pinned = Mapping[str, int | None]
+
+
+class Tilings(NamedTuple):
+    """Candidate tilings, one per index of four int64 arrays of one length (`size` of them; len() is
+    4, the fields)."""
+
+    m: np.ndarray
+    k: np.ndarray
+    n: np.ndarray
+    rho: np.ndarray
+
+    @property
+    def size(self) -> int:
+        return int(self.m.size)
+
+    def take(self, keep: np.ndarray) -> Tilings:
+        """The candidates a boolean mask (or an index array) keeps, in their order."""
+        return Tilings(self.m[keep], self.k[keep], self.n[keep], self.rho[keep])
+
+
+def tilings(base: GemmConfig, problem: Problem, pins: Pinned) -> Tilings:
+    """Every (m, k, n, rho) of `base`'s options at `problem`'s sizes on the grids, within L1 and the
+    BD fields that do not depend on k_mt, keeping what `pins` fixes (ordered by rho, m, n, then k)."""
+    dev = base.dev
+    r, s, t = base.mmul
+    rows, cols = base.rows, base.cols
+    core = dev.dma[TileKind.CORE]
+    shim = dev.dma[TileKind.SHIM]
+    # the BD bounds (rules/dma.py): A's core dims count r-row blocks, C's and B's shim wraps words
+    m_hi = min(round_up(ceil_div(problem.M, rows), 2 * r), TILE_EXTENT_SEARCH_MAX, dma.static_extent_max(core, r))
+    n_hi = round_up(ceil_div(problem.N, cols), 2 * t)
+    n_hi = min(n_hi, dma.shim_extent_max(shim, base.dtype_out))  # shim C d0 wrap
+    if base.b_pack == "strips":  # the shim reads each strip linearly; no core dims
+        n_hi = min(n_hi, TILE_EXTENT_SEARCH_MAX)
+    elif base.b_col_maj:
+        n_hi = min(n_hi, TILE_EXTENT_SEARCH_MAX, dma.static_extent_max(core, t))
+    else:
+        n_hi = min(n_hi, dma.shim_extent_max(shim, str(base.dtype_b)))
+    st = tiling.steps(base.mmul, base.precision.block)  # the grids GemmConfig's divisibility check accepts
+    k_step = tiling.k_step(st)
+    k_hi = min(round_up(problem.K, k_step), TILE_EXTENT_SEARCH_MAX * s)
+    rho_fixed = pins.get("rho")
+    rhos = [rho_fixed] if rho_fixed is not None else range(1, RHO_MAX + 1)
+    ns = np.arange(tiling.n_step(st), n_hi + 1, tiling.n_step(st), dtype=np.int64)
+    n_fixed = pins.get("n")
+    if n_fixed is not None:
+        ns = np.array([n_fixed], dtype=np.int64)
+    grids = []
+    for rho in rhos:
+        step = tiling.m_step(st, rho)
+        ms = np.arange(step, m_hi + 1, step, dtype=np.int64)
+        m_fixed = pins.get("m")
+        if m_fixed is not None:
+            ms = np.array([m_fixed], dtype=np.int64)
+            ms = ms[ms % step == 0]
+        mm, nn = (a.ravel() for a in np.meshgrid(ms, ns, indexing="ij"))
+        grids.append((mm, nn, np.full(mm.shape, rho, dtype=np.int64)))
+    mm, nn, rr = (np.concatenate(g) for g in zip(*grids))
+    # the L1 rule checks.check_l1 applies (rules/l1.py), solved for the largest k
+    k_max = np.minimum(l1.largest_k(base.l1_options, dev.l1_bytes, mm, nn, rr, k_step), k_hi)
+    k_fixed = pins.get("k")
+    if k_fixed is not None:
+        keep = k_max >= int(k_fixed)
+        mm, nn, rr = mm[keep], nn[keep], rr[keep]
+        return Tilings(mm, np.full(mm.shape, int(k_fixed), dtype=np.int64), nn, rr)
+    # every k-step from one up to each (m, n, rho)'s largest, as one flat run per (m, n, rho)
+    counts = k_max // k_step
+    keep = counts > 0
+    mm, nn, rr, counts = mm[keep], nn[keep], rr[keep], counts[keep]
+    m3 = np.repeat(mm, counts)
+    n3 = np.repeat(nn, counts)
+    r3 = np.repeat(rr, counts)
+    starts = np.repeat(np.cumsum(counts) - counts, counts)
+    k3 = (np.arange(m3.size, dtype=np.int64) - starts + 1) * k_step
+    return Tilings(m3, k3, n3, r3)
+
+
+def mask(base: GemmConfig, problem: Problem, candidates: Tilings, pins: Pinned) -> np.ndarray:
+    """Which candidates the rules that do not depend on k_mt accept: the runtime sequence's task
+    count (rules/padding.py), and for a pinned k_mt, that it is whole k-steps within the BD extent."""
+    rows, cols = base.rows, base.cols
+    keep = np.asarray(tasks_fit(tiles_per_core(problem.M, problem.N, candidates.m * rows, candidates.n * cols),
+                                rows, cols))
+    k_mt = pins.get("k_mt")
+    if k_mt is not None:
+        keep = keep & (k_mt % candidates.k == 0) & (k_mt // candidates.k <= TILE_EXTENT_SEARCH_MAX)
+    return keep
+
+
+def k_mt_steps_max(base: GemmConfig, problem: Problem, candidates: Tilings) -> np.ndarray:
+    """Per candidate: the most k-steps j an A memtile object (k_mt = j k) may span, from the BD
+    fields and the memtiles' total capacity (where the model's k_mt walk starts; `memtiles_fit`
+    decides)."""
+    dev, cols = base.dev, base.cols
+    k = candidates.k
+    # A's shim d0 wrap counts k_mt columns in words (rules/dma.py); no more than K padded to a k-step
+    j_hi = np.minimum(round_up(problem.K, k) // k,
+                      np.minimum(dma.shim_extent_max(dev.dma[TileKind.SHIM], base.dtype_in) // k,
+                                 TILE_EXTENT_SEARCH_MAX))
+    # all memtiles together must hold every L2 buffer: an upper bound on k_mt (placement decides)
+    j_cap = memtile.largest_k_mt_steps(base.l2_options, cols * dev.memtile_bytes, candidates.m, k, candidates.n)
+    return np.asarray(np.minimum(j_hi, np.maximum(j_cap, 1)), dtype=np.int64)
+
+
+def memtiles_fit(base: GemmConfig, m: np.ndarray, k: np.ndarray, n: np.ndarray, k_mt: np.ndarray) -> np.ndarray:
+    """Per (m, k, n, k_mt): whether mlir-aie's memtile placement (neighbour spill, C kept home) holds
+    its L2 buffers (rules/memtile.py)."""
+    dev = base.dev
+    return np.asarray(memtile.fit(memtile.l2_pools(base.l2_options, m, k, n, k_mt), dev.target(base.cols)[1],
+                                  dev.memtile_bytes, m.size))
