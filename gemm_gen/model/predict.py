@@ -65,7 +65,7 @@ def prediction_json(c: GemmConfig, e: Estimate, p: Params, design: Design | None
     return {
         "predicted": True,
         "model": "gemm_gen.model (analytical; see docs/model.md)",
-        **design_keys(c),
+        **design_keys(c).to_json(),
         "emulate_bf16_with_bfp16": c.emulate_bf16_with_bfp16,
         "padded": [int(x) for x in e.padded],
         "tops": _f(e.tops),
