@@ -335,5 +335,5 @@ def test_the_tuner_chooses_the_packing_when_left_open(capsys):
     from gemm_gen.model.predict import predict
 
     base = GemmConfig("npu2", 4096, 4096, 2048, 128, 64, 128, 512, "bf16", "bf16", dtype_b="bfp16", rho=4)
-    times = {p: predict(replace(base, b_pack=p))["time_us"] for p in ("tiles", "strips")}
+    times = {p: predict(replace(base, b_pack=p)).time_us for p in ("tiles", "strips")}
     assert chosen == min(times, key=times.get)

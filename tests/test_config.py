@@ -333,9 +333,9 @@ def test_the_plan_names_the_accumulator():
     from gemm_gen.design import build_design
     from tests.conftest import small
 
-    assert plan(build_design(small("npu2", "i8", "i32")))["accumulator"].startswith("acc32 (the i32 C stays in it")
-    assert plan(build_design(small("npu2", "i16", "i32")))["accumulator"].startswith("acc64 (i32 C shift-round")
-    assert plan(build_design(small("npu1", "bf16", "bf16")))["accumulator"] == "accfloat (fp32 lanes)"
+    assert plan(build_design(small("npu2", "i8", "i32"))).design.accumulator.startswith("acc32 (the i32 C stays in it")
+    assert plan(build_design(small("npu2", "i16", "i32"))).design.accumulator.startswith("acc64 (i32 C shift-round")
+    assert plan(build_design(small("npu1", "bf16", "bf16"))).design.accumulator == "accfloat (fp32 lanes)"
 
 
 # ---- options hold what was given; defaults are derived on read -------------------------------------

@@ -133,10 +133,10 @@ def test_paper_designs_report_their_variant_and_are_no_slower_than_the_papers_ke
     ours = predict(c)
     theirs = predict(GemmConfig("npu1", 4224, 4032, 4224, m, k, n, k_mt, *types, b_col_maj=True,
                                 expansion=paper.PAPER_EXPANSION, kernel_loops=paper.PAPER_LOOPS))
-    assert ours["kernel_variant"] == c.variant.name and ours["kernel_model"]["variant"] == c.variant.name
+    assert ours.to_json()["kernel_variant"] == c.variant.name and ours.kernel_model.variant == c.variant.name
     assert c.variant.expansion != (2, 2)  # a wider cluster than the paper's reading
-    assert ours["core_macs_per_cycle"] >= theirs["core_macs_per_cycle"]
-    assert json.dumps(ours)  # plain JSON
+    assert ours.core_macs_per_cycle >= theirs.core_macs_per_cycle
+    assert json.dumps(ours.to_json())  # plain JSON
 
 
 # ---- bf16 converted once (npu2) ---------------------------------------------------------------------

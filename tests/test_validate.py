@@ -245,8 +245,8 @@ def test_a_refit_peak_goes_to_the_named_machine_without_the_old_spread(tmp_path,
     try:
         c = next(i.config for i in validate.sweep("npu2", chess=True) if i.config is not None)
         info = predict(c)
-        assert info["machine"] == "my-laptop"
-        assert info["tops_low"] <= info["tops"] * (1 + 1e-9) <= info["tops_high"] * (1 + 1e-9)
+        assert info.machine == "my-laptop"
+        assert info.tops_low <= info.tops * (1 + 1e-9) <= info.tops_high * (1 + 1e-9)
     finally:
         monkeypatch.delenv("GEMM_GEN_CALIBRATION")
         load.cache_clear()

@@ -31,7 +31,7 @@ EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what a C tool killed by the closed pipe
 def cmd_plan(a: argparse.Namespace) -> int:
     design = build_design(choose_design(a))
     info = plan_info(design)
-    print(json.dumps(info, indent=1) if a.json else plan_text(info))
+    print(json.dumps(info.to_json(), indent=1) if a.json else plan_text(info))
     return 0
 
 

@@ -19,7 +19,7 @@ from ..model.fit import measured
 from ..model.fit.plots import heatmap_png, pyplot, roofline_png
 from ..model.params import Params, load, load_ends
 from ..model.perf import Workload
-from ..model.predict import predict
+from ..model.predict import Prediction, predict
 from ..model.tune import RANKS, Candidate, TuneResult, tune_b_packs
 from ..model.tune_many import ManyResult, tune_many
 from .choice import choose_design
@@ -69,7 +69,7 @@ def _base(a: argparse.Namespace) -> GemmConfig:
 # ---- predict ------------------------------------------------------------------------------------
 def cmd_predict(a: argparse.Namespace) -> int:
     info = predict(choose_design(a), _params(a), _ends(a))
-    print(json.dumps(info, indent=1) if a.json else predict_text(info))
+    print(json.dumps(info.to_json(), indent=1) if a.json else predict_text(info))
     return 0
 
 
@@ -80,36 +80,37 @@ def _types(dtype_in: str, dtype_b: str, dtype_out: str, acc: str, emulate: bool)
     return f"A {dtype_in} x B {dtype_b} -> C {dtype_out}" + (f" (acc {acc})" if acc != dtype_out else "")
 
 
-def predict_text(d: dict[str, Any]) -> str:
-    layout = ("column-major" if d["b_col_maj"] else "row-major") + (", DRAM strips" if d["b_pack"] == "strips" else "")
-    types = _types(d["dtype_in"], d["dtype_b"], d["dtype_out"], d["acc"], d["emulate_bf16_with_bfp16"])
-    t = d["times_us"]
-    M, K, N = d["problem"]
-    m, k, n = d["tile"]
+def predict_text(d: Prediction) -> str:
+    dk = d.design  # what design it is
+    layout = ("column-major" if dk.b_col_maj else "row-major") + (", DRAM strips" if dk.b_pack == "strips" else "")
+    types = _types(dk.dtype_in, dk.dtype_b, dk.dtype_out, dk.acc, d.emulate_bf16_with_bfp16)
+    t = d.times_us
+    M, K, N = dk.problem
+    m, k, n = dk.tile
     lines = [
-        f"PREDICTED (analytical model, not a measurement): {d['device']} {M}x{K}x{N} "
+        f"PREDICTED (analytical model, not a measurement): {dk.device} {M}x{K}x{N} "
         f"{types}, B {layout}",
-        f"  design       kernel {m}x{k}x{n}, k_mt {d['k_mt']}"
-        + (f", rho {d['rho']} (A tiles of {d['t_ma']} rows)" if d["rho"] > 1 else "")
-        + f", mmul {'x'.join(map(str, d['mmul']))}; "
-        f"padded to {'x'.join(map(str, d['padded']))}",
-        f"  throughput   {d['tops']:.2f} TOPS in {d['time_us']:,.0f} us ({d['bound']} bound); "
-        f"{d['tops_low']:.2f} to {d['tops_high']:.2f} TOPS over the constants' spreads",
-        f"  bounds       compute {d['compute_bound_tops']:.2f} TOPS, memory {d['memory_bound_tops']:.2f} TOPS, "
-        f"device peak {d['peak_tops']:.2f} TOPS",
-        f"  core         {d['core_macs_per_cycle']:.1f} MACs/cycle per kernel call ({d['core_efficiency']:.1%} of "
-        f"peak); {d['core_macs_per_cycle_in_array']:.1f} in the array with switching, zeroing and C drains",
-        "  DRAM         " + (f"{d['dram_peak_gbps']:g} GB/s peak ({USER_PEAK}); " if d["machine"] == USER_PEAK
-                             else f"{d['machine']} profile at {d['dram_peak_gbps']:g} GB/s peak; ") + ", ".join(
-            f"{name} {v['bytes'] / 2**20:,.1f} MiB in {v['run_bytes']:.0f} B runs at {v['effective_gbps']:.1f} GB/s"
-            for name, v in d["dram"].items()),
-        f"  time (us)    core {t['core']:,.0f}, memory {t['memory']:,.0f}, fill {t['fill']:,.0f}, "
-        f"drain {t['drain']:,.0f}, BD bubbles {t['bd_bubbles']:,.0f}, dispatch {t['dispatch']:,.0f}",
-        f"  memory use   L1 {d['l1_bytes']:,} B ({d['l1_fraction']:.0%}), "
-        f"L2 {d['l2_bytes']:,} B ({d['l2_fraction']:.0%})",
+        f"  design       kernel {m}x{k}x{n}, k_mt {dk.k_mt}"
+        + (f", rho {dk.rho} (A tiles of {dk.t_ma} rows)" if dk.rho > 1 else "")
+        + f", mmul {'x'.join(map(str, dk.mmul))}; "
+        f"padded to {'x'.join(map(str, d.padded))}",
+        f"  throughput   {d.tops:.2f} TOPS in {d.time_us:,.0f} us ({d.bound} bound); "
+        f"{d.tops_low:.2f} to {d.tops_high:.2f} TOPS over the constants' spreads",
+        f"  bounds       compute {d.compute_bound_tops:.2f} TOPS, memory {d.memory_bound_tops:.2f} TOPS, "
+        f"device peak {d.peak_tops:.2f} TOPS",
+        f"  core         {d.core_macs_per_cycle:.1f} MACs/cycle per kernel call ({d.core_efficiency:.1%} of "
+        f"peak); {d.core_macs_per_cycle_in_array:.1f} in the array with switching, zeroing and C drains",
+        "  DRAM         " + (f"{d.dram_peak_gbps:g} GB/s peak ({USER_PEAK}); " if d.machine == USER_PEAK
+                             else f"{d.machine} profile at {d.dram_peak_gbps:g} GB/s peak; ") + ", ".join(
+            f"{name} {v.bytes / 2**20:,.1f} MiB in {v.run_bytes:.0f} B runs at {v.effective_gbps:.1f} GB/s"
+            for name, v in d.dram.items()),
+        f"  time (us)    core {t.core:,.0f}, memory {t.memory:,.0f}, fill {t.fill:,.0f}, "
+        f"drain {t.drain:,.0f}, BD bubbles {t.bd_bubbles:,.0f}, dispatch {t.dispatch:,.0f}",
+        f"  memory use   L1 {d.l1_bytes:,} B ({d.l1_fraction:.0%}), "
+        f"L2 {d.l2_bytes:,} B ({d.l2_fraction:.0%})",
     ]
-    if not d.get("buildable", True):
-        lines.append(f"  NOT BUILDABLE as given ({d['not_buildable_because']}); predicted as if it fitted")
+    if not d.buildable:
+        lines.append(f"  NOT BUILDABLE as given ({d.not_buildable_because}); predicted as if it fitted")
     return "\n".join(lines)
 
 

@@ -3,11 +3,15 @@ design, not a planner: the call's plan is call.plan_call)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
+from ..call import CallPlan
 from ..config import GemmConfig
-from ..design.keys import design_keys
+from ..design.keys import DesignKeys, design_keys
 from ..design.model import Design
 from ..dtypes import dtype
 from ..hw.devices import TileKind
+from ..l1_banks import L1Plan
 
 
 def dram_bytes(design: Design) -> dict[str, int]:
@@ -36,53 +40,158 @@ def live_bds_per_shim(design: Design) -> dict[str, int]:
     return dict(sorted(peak.items()))
 
 
-def plan_info(design: Design) -> dict[str, object]:
-    """Everything `gemm-gen plan --json` prints for a design (and what the text renderers read)."""
+@dataclass(frozen=True)
+class ElemBytes:
+    """Average bytes per value of each operand (bfp16: 1.125) and of C while it accumulates."""
+
+    a: float
+    b: float
+    c: float
+    c_acc: float
+
+    def to_json(self) -> dict[str, float]:
+        return {"A": self.a, "B": self.b, "C": self.c, "C acc": self.c_acc}
+
+
+@dataclass(frozen=True)
+class L1Budget:
+    """A core's L1: the bytes of each part (rules/l1.py: A, B, C, the kernel's scratch, the
+    overheads, by name) against the capacity."""
+
+    parts: dict[str, int]
+    total: int
+    capacity: int
+
+    @property
+    def fraction(self) -> float:
+        return self.total / self.capacity
+
+    def to_json(self) -> dict[str, int]:
+        return self.parts | {"total": self.total, "capacity": self.capacity}
+
+
+@dataclass(frozen=True)
+class L2Budget:
+    """The memtiles: bytes on each, their sum against the array's capacity, and the buffers
+    mlir-aie places on a neighbour's memtile."""
+
+    per_memtile: tuple[int, ...]
+    total: int
+    fraction: float
+    spilled: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class L1Info:
+    """The cores' L1 allocation and its predicted bank map (l1_banks.py)."""
+
+    plan: L1Plan
+    chosen: str  # "given" (--l1-alloc) or "planned"
+    reserved_bytes: int  # held by unused buffers to steer the allocator
+    bank_bytes: int
+    shared: tuple[tuple[str, str, int], ...]  # (DMA buffer, core buffer, bank) sharing a bank, sorted
+
+    def to_json(self) -> dict[str, object]:
+        return {**self.plan.summary(), "chosen": self.chosen, "reserved_bytes": self.reserved_bytes,
+                "bank_bytes": self.bank_bytes, "shared": list(self.shared)}
+
+
+@dataclass(frozen=True)
+class PlanInfo:
+    """Everything `gemm-gen plan` reports of a design (and what the text renderers read)."""
+
+    design: DesignKeys
+    device_name: str
+    native: tuple[int, int, int]
+    padded: tuple[int, int, int]
+    call: CallPlan
+    runtime_sizes: str
+    l1_depths: tuple[int, int, int]  # A, B, C
+    elem_bytes: ElemBytes
+    array: tuple[int, int]  # rows, cols
+    a_columns: tuple[int, ...]  # the column where each row's A enters
+    task_groups: int
+    queue_groups: int
+    l1: L1Budget
+    l2: L2Budget
+    shim_bds_live: dict[str, int]  # per shim, sorted by name
+    shim_bds: int
+    dram_bytes: dict[str, int]  # per host tensor, in the order of the runtime sequence
+    macs: int
+    padded_macs: int
+    peak_tops: float
+    l1_plan: L1Info | None
+
+    def to_json(self) -> dict[str, object]:
+        """What `gemm-gen plan --json` prints."""
+        return {
+            **self.design.to_json(),
+            "device_name": self.device_name,
+            "native": list(self.native),
+            "padded": list(self.padded),
+            "wasted_fraction": self.call.wasted_fraction,
+            "host_copies": self.call.host_copies,  # matrices the host copies or pads before or after the run
+            "call": self.call.summary(),
+            "runtime_sizes": self.runtime_sizes,
+            "l1_depths": list(self.l1_depths),
+            "elem_bytes": self.elem_bytes.to_json(),
+            "array": list(self.array),
+            "a_columns": list(self.a_columns),
+            "k_steps": self.call.k_steps,
+            "tiles_per_core": self.call.tiles_per_core,
+            "task_groups": self.task_groups,
+            "queue_groups": self.queue_groups,
+            "l1_bytes": self.l1.to_json(),
+            "l1_fraction": self.l1.fraction,
+            "l2_bytes_per_memtile": list(self.l2.per_memtile),
+            "l2_bytes_total": self.l2.total,
+            "l2_fraction": self.l2.fraction,
+            "l2_spilled": list(self.l2.spilled),
+            "shim_bds_live": dict(self.shim_bds_live),
+            "shim_bds": self.shim_bds,
+            "dram_bytes": dict(self.dram_bytes),
+            "macs": self.macs,
+            "padded_macs": self.padded_macs,
+            "peak_tops": self.peak_tops,
+            "l1_plan": None if self.l1_plan is None else self.l1_plan.to_json(),
+        }
+
+
+def plan_info(design: Design) -> PlanInfo:
+    """What `gemm-gen plan` reports of a design."""
     c: GemmConfig = design.config
     dev = c.dev
-    l1_cap = dev.l1_bytes
     mem_used = c.memtile_bytes_used()
-    traffic = dram_bytes(design)
-    macs = c.M * c.K * c.N
-    return {
-        **design_keys(c),
-        "device_name": dev.marketing,
-        "native": list(c.native),
-        "padded": list(c.call.covered),
-        "wasted_fraction": c.call.wasted_fraction,
-        "host_copies": c.call.host_copies,  # matrices the host copies or pads before or after the run
-        "call": c.call.summary(),
-        "runtime_sizes": c.runtime_sizes,
-        "l1_depths": [c.depth_ab_l1, c.depth_ab_l1, c.depth_c_l1],
-        "elem_bytes": {"A": c.t_in.elem_bytes, "B": c.t_b.elem_bytes, "C": c.t_out.elem_bytes,
-                       "C acc": c.t_acc.elem_bytes},
-        "array": [c.rows, c.cols],
-        "a_columns": list(c.a_cols),
-        "k_steps": c.call.k_steps,
-        "tiles_per_core": c.call.tiles_per_core,
-        "task_groups": c.call.m_blocks * c.call.n_blocks,
-        "queue_groups": c.queue_groups,
-        "l1_bytes": c.l1_parts | {"total": c.l1_bytes, "capacity": l1_cap},
-        "l1_fraction": c.l1_bytes / l1_cap,
-        "l2_bytes_per_memtile": mem_used,
-        "l2_bytes_total": sum(mem_used),
-        "l2_fraction": sum(mem_used) / (dev.memtile_bytes * c.cols),
-        "l2_spilled": [b.name for b in c.memtile_placement() if b.home_col != b.owner_col],
-        "shim_bds_live": live_bds_per_shim(design),
-        "shim_bds": dev.dma[TileKind.SHIM].bds,
-        "dram_bytes": traffic,
-        "macs": macs,
-        "padded_macs": c.call.Mp * c.call.k_walk * c.call.Np,
-        "peak_tops": dev.peak_tops(c.dtype_in),
-        "l1_plan": l1_info(design),
-    }
+    return PlanInfo(
+        design=design_keys(c),
+        device_name=dev.marketing,
+        native=c.native,
+        padded=c.call.covered,
+        call=c.call,
+        runtime_sizes=c.runtime_sizes,
+        l1_depths=(c.depth_ab_l1, c.depth_ab_l1, c.depth_c_l1),
+        elem_bytes=ElemBytes(c.t_in.elem_bytes, c.t_b.elem_bytes, c.t_out.elem_bytes, c.t_acc.elem_bytes),
+        array=(c.rows, c.cols),
+        a_columns=c.a_cols,
+        task_groups=c.call.m_blocks * c.call.n_blocks,
+        queue_groups=c.queue_groups,
+        l1=L1Budget(c.l1_parts, c.l1_bytes, dev.l1_bytes),
+        l2=L2Budget(tuple(mem_used), sum(mem_used), sum(mem_used) / (dev.memtile_bytes * c.cols),
+                    tuple(b.name for b in c.memtile_placement() if b.home_col != b.owner_col)),
+        shim_bds_live=live_bds_per_shim(design),
+        shim_bds=dev.dma[TileKind.SHIM].bds,
+        dram_bytes=dram_bytes(design),
+        macs=c.M * c.K * c.N,
+        padded_macs=c.call.Mp * c.call.k_walk * c.call.Np,
+        peak_tops=dev.peak_tops(c.dtype_in),
+        l1_plan=l1_info(design),
+    )
 
 
-def l1_info(design: Design) -> dict[str, object] | None:
+def l1_info(design: Design) -> L1Info | None:
     """The cores' L1 allocation and its predicted bank map (l1_banks.py)."""
     l1 = design.l1
     if l1 is None:
         return None
-    return {**l1.summary(), "chosen": "given" if design.config.l1_alloc else "planned",
-            "reserved_bytes": sum(n for _, n in l1.reserved), "bank_bytes": l1.bank_bytes,
-            "shared": sorted({(f.dma, f.core, f.bank) for f in l1.conflicts})}
+    return L1Info(l1, "given" if design.config.l1_alloc else "planned", sum(n for _, n in l1.reserved),
+                  l1.bank_bytes, tuple(sorted({(f.dma, f.core, f.bank) for f in l1.conflicts})))

@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from ..design.keys import VariantInfo
 from ..design.serve import SERVED
+from .plan_info import L1Info, PlanInfo
 
 if TYPE_CHECKING:
     from ..sim.run import SimResult
 
 
-def _x(v: list[int]) -> str:
+def _x(v: tuple[int, ...]) -> str:
     return " x ".join(str(i) for i in v)
 
 
@@ -18,100 +20,102 @@ def _mib(b: float) -> str:
     return f"{b / 2**20:,.1f} MiB"
 
 
-def _atb_lines(p: dict[str, Any]) -> list[str]:
+def _atb_lines(p: PlanInfo) -> list[str]:
     """The L1 byte budget of atb eq. 3 spelled out, for ATB and bfp16 designs."""
-    if p["rho"] <= 1 and "bfp16" not in (p["dtype_in"], p["dtype_b"], p["dtype_out"]):
+    d = p.design
+    if d.rho <= 1 and "bfp16" not in (d.dtype_in, d.dtype_b, d.dtype_out):
         return []
-    m, k, n = p["tile"]
-    da, db, dc = p["l1_depths"]
-    ba, bb, bc = (p["elem_bytes"][x] for x in ("A", "B", "C"))
-    l1 = p["l1_bytes"]
-    eq3 = l1["A"] + l1["B"] + l1["C"]
-    rest = [f"{name} {v}" for name, v in l1.items() if name not in ("A", "B", "C", "total", "capacity")]
+    m, k, n = d.tile
+    da, db, dc = p.l1_depths
+    ba, bb, bc = p.elem_bytes.a, p.elem_bytes.b, p.elem_bytes.c
+    l1 = p.l1
+    eq3 = l1.parts["A"] + l1.parts["B"] + l1.parts["C"]  # the parts are named after the buffers (rules/l1.py)
+    rest = [f"{name} {v}" for name, v in l1.parts.items() if name not in ("A", "B", "C")]
     lines = []
-    if p["rho"] > 1:
-        lines.append(f"ATB       rho = {p['rho']}: A tiles of T_MA = {p['t_ma']} rows stream past each B tile, "
+    if d.rho > 1:
+        lines.append(f"ATB       rho = {d.rho}: A tiles of T_MA = {d.t_ma} rows stream past each B tile, "
                      f"C keeps T_MC = {m} rows")
-    lines.append(f"eq. 3     {da} x {p['t_ma']} x {k} x {ba:g} B (A) + {db} x {k} x {n} x {bb:g} B (B) + {dc} x {m} x "
-                 f"{n} x {bc:g} B (C) = {eq3} B; + {', '.join(rest)} = {l1['total']} B of {l1['capacity']}")
+    lines.append(f"eq. 3     {da} x {d.t_ma} x {k} x {ba:g} B (A) + {db} x {k} x {n} x {bb:g} B (B) + {dc} x {m} x "
+                 f"{n} x {bc:g} B (C) = {eq3} B; + {', '.join(rest)} = {l1.total} B of {l1.capacity}")
     return lines
 
 
-def _variant_line(v: dict[str, Any], convert_once: bool) -> str:
-    er, et = v["expansion"]
-    sets = v["accumulator_sets"]
+def _variant_line(v: VariantInfo, convert_once: bool) -> str:
+    er, et = v.expansion
+    sets = v.accumulator_sets
     room = ("bf16 converted to bfp16 once (A per call, B per k-step), then bfp16 macs" if convert_once
             else "bfp16 kernel" if sets is None else "one cluster fills the accumulators" if sets <= 1
             else f"accumulators for {sets} clusters")
-    code = ("" if v["code_bytes_estimate"] is None else
-            f", code <= {v['code_bytes_estimate'] / 1024:.1f} KiB of {v['program_bytes'] // 1024} KiB (estimate)")
-    return (f"variant   {er}x{et} accumulators per cluster, {v['loops']} ({v['chosen']}; {room}){code}")
+    code = ("" if v.code_bytes_estimate is None else
+            f", code <= {v.code_bytes_estimate / 1024:.1f} KiB of {v.program_bytes // 1024} KiB (estimate)")
+    return (f"variant   {er}x{et} accumulators per cluster, {v.loops} ({v.chosen}; {room}){code}")
 
 
-def _l1_lines(l1: dict[str, Any] | None) -> list[str]:
+def _l1_lines(l1: L1Info | None) -> list[str]:
     """The predicted bank map of a core's L1 and what the DMA and the core share."""
     if l1 is None:
         return []
-    held = f", {l1['reserved_bytes']} B reserved to steer it" if l1["reserved_bytes"] else ""
-    banks = " | ".join(f"{i}: {' '.join(names) or '-'}" for i, names in enumerate(l1["bank_map"]))
-    lines = [f"L1 banks  {l1['scheme']} ({l1['chosen']}{held}), predicted: {banks}"]
-    if not l1["shared"]:
+    held = f", {l1.reserved_bytes} B reserved to steer it" if l1.reserved_bytes else ""
+    banks = " | ".join(f"{i}: {' '.join(names) or '-'}" for i, names in enumerate(l1.plan.bank_map()))
+    lines = [f"L1 banks  {l1.plan.scheme} ({l1.chosen}{held}), predicted: {banks}"]
+    if not l1.shared:
         lines.append("          the DMA never writes a bank the core is reading")
     else:
-        pairs = ", ".join(f"{dma}/{core} in {bank}" for dma, core, bank in l1["shared"][:6])
-        more = f" and {len(l1['shared']) - 6} more" if len(l1["shared"]) > 6 else ""
-        lines.append(f"          DMA/core sharing: {pairs}{more} ({l1['conflict_bytes']} B of DMA buffer)")
-    if l1["order_dependent"]:
+        pairs = ", ".join(f"{dma}/{core} in {bank}" for dma, core, bank in l1.shared[:6])
+        more = f" and {len(l1.shared) - 6} more" if len(l1.shared) > 6 else ""
+        lines.append(f"          DMA/core sharing: {pairs}{more} ({l1.plan.conflict_bytes} B of DMA buffer)")
+    if l1.plan.order_dependent:
         lines.append("          (depends on the IR order of equal-sized fifos, assumed A, B, C: worst "
-                     f"{l1['worst_conflict_bytes']} B)")
+                     f"{l1.plan.worst_conflict_bytes} B)")
     return lines
 
 
-def plan_text(p: dict[str, Any]) -> str:
-    l1 = p["l1_bytes"]
-    l2 = p["l2_bytes_per_memtile"]
-    bds = p["shim_bds_live"]
-    dram = p["dram_bytes"]
-    layout = "column-major" if p["b_col_maj"] else "row-major"
-    if p["b_pack"] == "strips":
+def plan_text(p: PlanInfo) -> str:
+    d = p.design
+    l1 = p.l1
+    l2 = p.l2
+    bds = p.shim_bds_live
+    dram = p.dram_bytes
+    layout = "column-major" if d.b_col_maj else "row-major"
+    if d.b_pack == "strips":
         layout += " in the kernel, packed in DRAM as mlir-aie's ATB strips (one run per core column)"
-    types = f"{p['dtype_in']} -> {p['dtype_out']}"
-    if p["dtype_b"] != p["dtype_in"] or p["acc"] != p["dtype_out"]:
-        types = f"A {p['dtype_in']} x B {p['dtype_b']} -> C {p['dtype_out']}" + (
-            f" (accumulated in {p['acc']})" if p["acc"] != p["dtype_out"] else "")
-    if p["precision"].startswith("config"):
-        types += f", the ATB paper's {p['precision']}"
+    types = f"{d.dtype_in} -> {d.dtype_out}"
+    if d.dtype_b != d.dtype_in or d.acc != d.dtype_out:
+        types = f"A {d.dtype_in} x B {d.dtype_b} -> C {d.dtype_out}" + (
+            f" (accumulated in {d.acc})" if d.acc != d.dtype_out else "")
+    if d.precision.startswith("config"):
+        types += f", the ATB paper's {d.precision}"
     lines = [
-        f"device    {p['device']} ({p['device_name']}), {types}, B {layout}",
-        f"problem   M x K x N = {_x(p['problem'])}",
-        f"native    (m*rows) x k_mt x (n*cols) = {_x(p['native'])}",
-        f"covered   {_x(p['padded'])} ({p['wasted_fraction']:.1%} of the MACs are junk or K tail); host copies: "
-        + (", ".join(f"{k} ({v})" for k, v in p["call"]["copies"].items()) or "none"),
-        f"kernel    m x k x n = {_x(p['tile'])}, k_mt = {p['k_mt']}, "
-        + (f"rho = {p['rho']} ({p['rho']} calls of {p['t_ma']} rows per k-step), " if p["rho"] > 1 else "")
-        + f"mmul {'x'.join(map(str, p['mmul']))}; "
-        f"{p['k_steps']} k-steps per output tile, {p['tiles_per_core']} tiles per core",
-        _variant_line(p["kernel_variant"], p["convert_once"]),
-        f"acc       {p['accumulator']}; {p['rounding_of_c']}",
-        f"array     {p['array'][0]} rows x {p['array'][1]} cols; A enters at columns {p['a_columns']}, "
+        f"device    {d.device} ({p.device_name}), {types}, B {layout}",
+        f"problem   M x K x N = {_x(d.problem)}",
+        f"native    (m*rows) x k_mt x (n*cols) = {_x(p.native)}",
+        f"covered   {_x(p.padded)} ({p.call.wasted_fraction:.1%} of the MACs are junk or K tail); host copies: "
+        + (", ".join(f"{x.operand} ({x.why})" for x in p.call.copies) or "none"),
+        f"kernel    m x k x n = {_x(d.tile)}, k_mt = {d.k_mt}, "
+        + (f"rho = {d.rho} ({d.rho} calls of {d.t_ma} rows per k-step), " if d.rho > 1 else "")
+        + f"mmul {'x'.join(map(str, d.mmul))}; "
+        f"{p.call.k_steps} k-steps per output tile, {p.call.tiles_per_core} tiles per core",
+        _variant_line(d.kernel_variant, d.convert_once),
+        f"acc       {d.accumulator}; {d.rounding_of_c}",
+        f"array     {p.array[0]} rows x {p.array[1]} cols; A enters at columns {list(p.a_columns)}, "
         f"B and C at every column",
-        "L1/core   " + " + ".join(f"{name} {v}" for name, v in l1.items() if name not in ("total", "capacity"))
-        + f" = {l1['total']} B of {l1['capacity']} ({p['l1_fraction']:.1%})",
-        *_l1_lines(p.get("l1_plan")),
+        "L1/core   " + " + ".join(f"{name} {v}" for name, v in l1.parts.items())
+        + f" = {l1.total} B of {l1.capacity} ({l1.fraction:.1%})",
+        *_l1_lines(p.l1_plan),
         *_atb_lines(p),
-        f"L2        {', '.join(str(b) for b in l2)} B per memtile; {p['l2_bytes_total'] / 1024:.1f} KiB total "
-        f"({p['l2_fraction']:.0%})" + (f"; spilled to a neighbour: {', '.join(p['l2_spilled'])}"
-                                        if p["l2_spilled"] else ""),
-        f"shim BDs  at most {max(bds.values())} of {p['shim_bds']} live per shim "
-        f"({p['queue_groups']} task groups in flight, {p['task_groups']} groups in all)",
+        f"L2        {', '.join(str(b) for b in l2.per_memtile)} B per memtile; {l2.total / 1024:.1f} KiB total "
+        f"({l2.fraction:.0%})" + (f"; spilled to a neighbour: {', '.join(l2.spilled)}"
+                                  if l2.spilled else ""),
+        f"shim BDs  at most {max(bds.values())} of {p.shim_bds} live per shim "
+        f"({p.queue_groups} task groups in flight, {p.task_groups} groups in all)",
         f"DRAM      A {_mib(dram['A'])} + B {_mib(dram['B'])} read, C {_mib(dram['C'])} written",
-        f"peak      {p['peak_tops']:.2f} TOPS for the array ({p['macs']:,} MACs, "
-        f"{p['padded_macs']:,} with padding)",
+        f"peak      {p.peak_tops:.2f} TOPS for the array ({p.macs:,} MACs, "
+        f"{p.padded_macs:,} with padding)",
     ]
     return "\n".join(lines)
 
 
-def sim_text(r: SimResult, p: dict[str, Any], verbose: bool = False) -> str:
+def sim_text(r: SimResult, p: PlanInfo, verbose: bool = False) -> str:
     c = r.config
     lines = [plan_text(p), "", "simulation"]
     lines.append(f"  inputs        seed-generated: {r.inputs}")
@@ -152,7 +156,7 @@ def sim_text(r: SimResult, p: dict[str, Any], verbose: bool = False) -> str:
     return "\n".join(lines)
 
 
-def calls_text(results: list[SimResult], p: dict[str, Any]) -> str:
+def calls_text(results: list[SimResult], p: PlanInfo) -> str:
     """Several sizes simulated on one design: the plan, then a line per call."""
     c = results[0].config
     served = SERVED[c.runtime_sizes]

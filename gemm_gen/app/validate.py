@@ -184,8 +184,8 @@ def run_item(item: SweepItem, build_dir: Path, iters: int, warmup: int, xrt: Any
         return {**record, "status": "SKIPPED", "reason": item.skipped}
     c = item.config
     pred = predict(c)
-    record.update(config=c.to_json(), predicted={"tops": pred["tops"], "time_us": pred["time_us"],
-                                                 "bound": pred["bound"]})
+    record.update(config=c.to_json(), predicted={"tops": pred.tops, "time_us": pred.time_us,
+                                                 "bound": pred.bound})
     try:
         design = build_design(c)
         art = artifacts(design, build_dir)

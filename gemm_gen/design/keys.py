@@ -3,47 +3,97 @@ problem, tiling, types, the accumulator, when C is rounded and the kernel varian
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from .. import precision as prec
 from ..config import GemmConfig
 from ..rules import kernel_variant as kv
 
 
-def design_keys(c: GemmConfig) -> dict[str, object]:
-    """What design it is, as plan and predict both report it: device, problem, tiling, types."""
-    return {
-        "device": c.dev.name,
-        "problem": [c.M, c.K, c.N],
-        "tile": [c.m, c.k, c.n],
-        "k_mt": c.k_mt,
-        "rho": c.rho,
-        "t_ma": c.t_ma,
-        "mmul": list(c.mmul),
-        "dtype_in": c.dtype_in,
-        "dtype_b": c.dtype_b,
-        "dtype_out": c.dtype_out,
-        "acc": c.acc,
-        "precision": c.precision.name,
-        "b_col_maj": c.b_col_maj,
-        "b_pack": c.b_pack,
-        "n_aie_cols": c.cols,
-        "accumulator": accumulator(c),
-        "rounding_of_c": c_rounding(c),
-        "kernel_variant": variant_info(c),
-        "convert_once": bool(c.convert_once),
-    }
-
-
-def variant_info(c: GemmConfig) -> dict[str, object]:
+@dataclass(frozen=True)
+class VariantInfo:
     """The kernel variant: accumulators per cluster, the pipelined loop, the code estimate."""
+
+    name: str
+    expansion: tuple[int, int]  # er x et accumulators per cluster
+    loops: str
+    accumulator_sets: int | None  # None: a bfp16 kernel (one fixed variant of its own template)
+    code_bytes_estimate: int | None  # None: as accumulator_sets
+    program_bytes: int  # the program memory the code must fit
+    chosen: str  # "given" (--expansion / --kernel-loops) or "automatic"
+
+    def to_json(self) -> dict[str, object]:
+        return {"name": self.name, "expansion": list(self.expansion), "loops": self.loops,
+                "accumulator_sets": self.accumulator_sets, "code_bytes_estimate": self.code_bytes_estimate,
+                "program_bytes": self.program_bytes, "chosen": self.chosen}
+
+
+@dataclass(frozen=True)
+class DesignKeys:
+    """What design it is, as plan and predict both report it: device, problem, tiling, types."""
+
+    device: str
+    problem: tuple[int, int, int]  # M, K, N
+    tile: tuple[int, int, int]  # m, k, n
+    k_mt: int
+    rho: int
+    t_ma: int
+    mmul: tuple[int, int, int]
+    dtype_in: str
+    dtype_b: str
+    dtype_out: str
+    acc: str
+    precision: str
+    b_col_maj: bool
+    b_pack: str
+    n_aie_cols: int
+    accumulator: str  # accumulator(config)
+    rounding_of_c: str  # c_rounding(config)
+    kernel_variant: VariantInfo
+    convert_once: bool
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "device": self.device,
+            "problem": list(self.problem),
+            "tile": list(self.tile),
+            "k_mt": self.k_mt,
+            "rho": self.rho,
+            "t_ma": self.t_ma,
+            "mmul": list(self.mmul),
+            "dtype_in": self.dtype_in,
+            "dtype_b": self.dtype_b,
+            "dtype_out": self.dtype_out,
+            "acc": self.acc,
+            "precision": self.precision,
+            "b_col_maj": self.b_col_maj,
+            "b_pack": self.b_pack,
+            "n_aie_cols": self.n_aie_cols,
+            "accumulator": self.accumulator,
+            "rounding_of_c": self.rounding_of_c,
+            "kernel_variant": self.kernel_variant.to_json(),
+            "convert_once": self.convert_once,
+        }
+
+
+def design_keys(c: GemmConfig) -> DesignKeys:
+    """What design a config is, as plan and predict both report it."""
+    return DesignKeys(c.dev.name, (c.M, c.K, c.N), (c.m, c.k, c.n), c.k_mt, c.rho, c.t_ma, c.mmul, c.dtype_in,
+                      c.dtype_b, c.dtype_out, c.acc, c.precision.name, c.b_col_maj, c.b_pack, c.cols,
+                      accumulator(c), c_rounding(c), variant_info(c), bool(c.convert_once))
+
+
+def variant_info(c: GemmConfig) -> VariantInfo:
+    """The kernel variant of a config, with its accumulator sets and code estimate."""
     v = c.variant
     block = c.block_kernel  # bfp16 kernels: one fixed variant of their own template
     code = (None if block else
             int(kv.code_bytes(c.dev, c.dtype_in, c.mmul, bool(c.emulate_bf16_with_bfp16), v.expansion, v.loops,
                               c.k, c.n)))
-    return {"name": v.name, "expansion": list(v.expansion), "loops": v.loops,
-            "accumulator_sets": None if block else kv.acc_sets(c.dev, c.dtype_in, c.mmul, v.expansion),
-            "code_bytes_estimate": code, "program_bytes": c.dev.isa.program_bytes,
-            "chosen": "given" if (c.expansion, c.kernel_loops) != (None, None) else "automatic"}
+    return VariantInfo(v.name, v.expansion, v.loops,
+                       None if block else kv.acc_sets(c.dev, c.dtype_in, c.mmul, v.expansion),
+                       code, c.dev.isa.program_bytes,
+                       "given" if (c.expansion, c.kernel_loops) != (None, None) else "automatic")
 
 
 def accumulator(c: GemmConfig) -> str:

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from ..config import GemmConfig
 from ..design import build_design
-from ..design.keys import design_keys
+from ..design.keys import DesignKeys, design_keys
 from ..design.model import Design
 from ..errors import ConfigError
 from .kernel import cluster_terms, overhead
@@ -25,9 +26,146 @@ def estimate_design(design: Design, params: Params | None = None) -> Estimate:
     return estimate_config(design.config, params, design_traffic(design), tasks_per_group(design), design.l1)
 
 
+MODEL = "gemm_gen.model (analytical; see docs/model.md)"  # what predict --json names as its source
+
+
+@dataclass(frozen=True)
+class KernelModel:
+    """How the model reads the kernel variant: its chain cluster's II and serial overhead in cycles."""
+
+    variant: str
+    accumulators_per_cluster: int
+    loops: str
+    ii: float
+    overhead_per_cluster: float
+    serial_overhead_per_cluster: float
+    accumulator_sets: int
+
+    def to_json(self) -> dict[str, object]:
+        return {"variant": self.variant, "accumulators_per_cluster": self.accumulators_per_cluster,
+                "loops": self.loops, "ii": self.ii, "overhead_per_cluster": self.overhead_per_cluster,
+                "serial_overhead_per_cluster": self.serial_overhead_per_cluster,
+                "accumulator_sets": self.accumulator_sets}
+
+
+@dataclass(frozen=True)
+class Times:
+    """The parts of the predicted time, in microseconds (model/perf.py names them t_*)."""
+
+    core: float
+    memory: float
+    dram: float
+    shim_streams: float
+    stream_in_flight: float
+    fill: float
+    drain: float
+    bd_bubbles: float
+    dispatch: float
+
+    def to_json(self) -> dict[str, float]:
+        return {"core": self.core, "memory": self.memory, "dram": self.dram, "shim_streams": self.shim_streams,
+                "stream_in_flight": self.stream_in_flight, "fill": self.fill, "drain": self.drain,
+                "bd_bubbles": self.bd_bubbles, "dispatch": self.dispatch}
+
+
+@dataclass(frozen=True)
+class DramStream:
+    """One host tensor's DRAM traffic: bytes, contiguous runs, and the bandwidth its runs reach."""
+
+    bytes: int
+    runs: int
+    run_bytes: float
+    effective_gbps: float
+
+    def to_json(self) -> dict[str, float]:
+        return {"bytes": self.bytes, "runs": self.runs, "run_bytes": self.run_bytes,
+                "effective_gbps": self.effective_gbps}
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """Everything `gemm-gen predict` reports of one design; every number is predicted."""
+
+    design: DesignKeys
+    emulate_bf16_with_bfp16: bool
+    padded: tuple[int, int, int]
+    tops: float
+    time_s: float
+    bound: str  # "memory" or "compute"
+    compute_bound_tops: float
+    memory_bound_tops: float
+    peak_tops: float
+    core_macs_per_cycle: float  # per kernel call
+    core_efficiency: float  # of the core's peak MACs per cycle
+    core_macs_per_cycle_in_array: float  # with switching, zeroing and C drains
+    kernel_cycles_per_call: float
+    kernel_model: KernelModel
+    machine: str  # the machine profile of the DRAM constants
+    dram_peak_gbps: float
+    times_us: Times
+    dram: dict[str, DramStream]  # per host tensor
+    dram_bytes_total: int
+    effective_dram_gbps: float
+    task_groups: int
+    l1_bytes: int
+    l1_fraction: float
+    l2_bytes: int
+    l2_fraction: float
+    tops_low: float  # at the pessimistic end of the constants' spreads
+    tops_high: float  # at the optimistic end
+    not_buildable_because: str | None  # the budget a design breaks (predicted as if it fitted), else None
+
+    @property
+    def time_us(self) -> float:
+        return self.time_s * 1e6
+
+    @property
+    def buildable(self) -> bool:
+        return self.not_buildable_because is None
+
+    def to_json(self) -> dict[str, object]:
+        """What `gemm-gen predict --json` prints."""
+        return {
+            "predicted": True,
+            "model": MODEL,
+            **self.design.to_json(),
+            "emulate_bf16_with_bfp16": self.emulate_bf16_with_bfp16,
+            "padded": list(self.padded),
+            "tops": self.tops,
+            "time_s": self.time_s,
+            "time_us": self.time_us,
+            "bound": self.bound,
+            "compute_bound_tops": self.compute_bound_tops,
+            "memory_bound_tops": self.memory_bound_tops,
+            "peak_tops": self.peak_tops,
+            "core_macs_per_cycle": self.core_macs_per_cycle,
+            "core_efficiency": self.core_efficiency,
+            "core_macs_per_cycle_in_array": self.core_macs_per_cycle_in_array,
+            "kernel_cycles_per_call": self.kernel_cycles_per_call,
+            # predict names the variant where plan details it (the key keeps its place among the design's)
+            "kernel_variant": self.kernel_model.variant,
+            "kernel_model": self.kernel_model.to_json(),
+            "machine": self.machine,
+            "dram_peak_gbps": self.dram_peak_gbps,
+            "times_us": self.times_us.to_json(),
+            "dram": {name: t.to_json() for name, t in self.dram.items()},
+            "dram_bytes_total": self.dram_bytes_total,
+            "effective_dram_gbps": self.effective_dram_gbps,
+            "task_groups": self.task_groups,
+            "l1_bytes": self.l1_bytes,
+            "l1_fraction": self.l1_fraction,
+            "l2_bytes": self.l2_bytes,
+            "l2_fraction": self.l2_fraction,
+            "tops_low": self.tops_low,
+            "tops_high": self.tops_high,
+            "buildable": self.buildable,
+            "not_buildable_because": self.not_buildable_because,
+        }
+
+
 def predict(config: GemmConfig, params: Params | None = None,
-            ends: tuple[Params, Params] | None = None) -> dict[str, Any]:
-    """Everything `gemm-gen predict --json` prints for one design (all values predicted), with
+            ends: tuple[Params, Params] | None = None) -> Prediction:
+    """Everything `gemm-gen predict` reports of one design (all values predicted), with
     `tops_low` / `tops_high` from the pessimistic and optimistic ends of the constants' spreads
     (`ends`, default params.load_ends()).
 
@@ -39,66 +177,59 @@ def predict(config: GemmConfig, params: Params | None = None,
     except ConfigError as e:
         design, reason = build_design(config, budgets=False), str(e)  # raises unless a budget broke
     p = params or load()
-    info = prediction_json(config, estimate_design(design, p), p, design)
     slow, fast = ends or load_ends()
-    info["tops_low"] = _f(estimate_design(design, slow).tops)
-    info["tops_high"] = _f(estimate_design(design, fast).tops)
-    info["buildable"] = reason is None
-    info["not_buildable_because"] = reason
-    return info
+    return prediction(config, estimate_design(design, p), p, design, _f(estimate_design(design, slow).tops),
+                      _f(estimate_design(design, fast).tops), reason)
 
 
 def _f(x: Any) -> float:
     return float(x)
 
 
-def prediction_json(c: GemmConfig, e: Estimate, p: Params, design: Design | None = None) -> dict[str, Any]:
+def prediction(c: GemmConfig, e: Estimate, p: Params, design: Design, tops_low: float, tops_high: float,
+               not_buildable_because: str | None) -> Prediction:
+    """The record of one design's estimate `e` (under params `p`) and its range."""
     dev = c.dev
     peak = dev.peak_macs[c.dtype_in]
     v = c.variant
     terms = cluster_terms(p, Workload.of(c).kernel_shape, v.expansion)
     col_clusters = c.n // (v.et * c.t)
-    buffers = design.memtile_buffers if design is not None else c.memtile_placement()
-    mem = [sum(b.nbytes for b in buffers if b.home_col == col) for col in range(dev.target(c.cols)[1])]
+    mem = [sum(b.nbytes for b in design.memtile_buffers if b.home_col == col)
+           for col in range(dev.target(c.cols)[1])]
     dram_total = sum(_f(t.bytes) for t in e.traffic.values())
     t_mem = _f(e.t_mem)
-    return {
-        "predicted": True,
-        "model": "gemm_gen.model (analytical; see docs/model.md)",
-        **design_keys(c),
-        "emulate_bf16_with_bfp16": c.emulate_bf16_with_bfp16,
-        "padded": [int(x) for x in e.padded],
-        "tops": _f(e.tops),
-        "time_s": _f(e.time),
-        "time_us": _f(e.time) * 1e6,
-        "bound": "memory" if t_mem > _f(e.t_core) else "compute",
-        "compute_bound_tops": _f(e.compute_bound_tops),
-        "memory_bound_tops": _f(e.memory_bound_tops),
-        "peak_tops": dev.peak_tops(c.dtype_in),
-        "core_macs_per_cycle": _f(e.kernel_macs_per_cycle),
-        "core_efficiency": _f(e.kernel_macs_per_cycle) / peak,
-        "core_macs_per_cycle_in_array": _f(e.core_macs_per_cycle),
-        "kernel_cycles_per_call": _f(e.kernel_cycles),
-        "kernel_variant": v.name,
-        "kernel_model": {"variant": v.name, "accumulators_per_cluster": v.chains, "loops": v.loops,
-                         "ii": terms["ii"],
-                         "overhead_per_cluster": _f(overhead(terms, v.loops, col_clusters)),
-                         "serial_overhead_per_cluster": terms["serial_overhead"],
-                         "accumulator_sets": terms["acc_sets"]},
-        "machine": p.dram[dev.name].machine,
-        "dram_peak_gbps": p.dram[dev.name].peak_gbps,
-        "times_us": {"core": _f(e.t_core) * 1e6, "memory": t_mem * 1e6, "dram": _f(e.t_dram) * 1e6,
-                     "shim_streams": _f(e.t_port) * 1e6, "stream_in_flight": _f(e.t_stream) * 1e6,
-                     "fill": _f(e.t_fill) * 1e6,
-                     "drain": _f(e.t_drain) * 1e6, "bd_bubbles": _f(e.t_bubbles) * 1e6,
-                     "dispatch": e.t_dispatch * 1e6},
-        "dram": {name: {"bytes": int(_f(t.bytes)), "runs": int(_f(t.runs)), "run_bytes": _f(t.run_bytes),
-                        "effective_gbps": _f(e.effective_gbps[name])} for name, t in e.traffic.items()},
-        "dram_bytes_total": int(dram_total),
-        "effective_dram_gbps": dram_total / _f(e.t_dram) / 1e9,
-        "task_groups": int(_f(e.groups)),
-        "l1_bytes": c.l1_bytes,
-        "l1_fraction": c.l1_bytes / dev.l1_bytes,
-        "l2_bytes": sum(mem),
-        "l2_fraction": sum(mem) / (dev.memtile_bytes * c.cols),
-    }
+    return Prediction(
+        design=design_keys(c),
+        emulate_bf16_with_bfp16=c.emulate_bf16_with_bfp16,
+        padded=(int(e.padded[0]), int(e.padded[1]), int(e.padded[2])),
+        tops=_f(e.tops),
+        time_s=_f(e.time),
+        bound="memory" if t_mem > _f(e.t_core) else "compute",
+        compute_bound_tops=_f(e.compute_bound_tops),
+        memory_bound_tops=_f(e.memory_bound_tops),
+        peak_tops=dev.peak_tops(c.dtype_in),
+        core_macs_per_cycle=_f(e.kernel_macs_per_cycle),
+        core_efficiency=_f(e.kernel_macs_per_cycle) / peak,
+        core_macs_per_cycle_in_array=_f(e.core_macs_per_cycle),
+        kernel_cycles_per_call=_f(e.kernel_cycles),
+        kernel_model=KernelModel(v.name, v.chains, v.loops, terms["ii"], _f(overhead(terms, v.loops, col_clusters)),
+                                 terms["serial_overhead"], int(terms["acc_sets"])),
+        machine=p.dram[dev.name].machine,
+        dram_peak_gbps=p.dram[dev.name].peak_gbps,
+        times_us=Times(core=_f(e.t_core) * 1e6, memory=t_mem * 1e6, dram=_f(e.t_dram) * 1e6,
+                       shim_streams=_f(e.t_port) * 1e6, stream_in_flight=_f(e.t_stream) * 1e6,
+                       fill=_f(e.t_fill) * 1e6, drain=_f(e.t_drain) * 1e6, bd_bubbles=_f(e.t_bubbles) * 1e6,
+                       dispatch=e.t_dispatch * 1e6),
+        dram={name: DramStream(int(_f(t.bytes)), int(_f(t.runs)), _f(t.run_bytes), _f(e.effective_gbps[name]))
+              for name, t in e.traffic.items()},
+        dram_bytes_total=int(dram_total),
+        effective_dram_gbps=dram_total / _f(e.t_dram) / 1e9,
+        task_groups=int(_f(e.groups)),
+        l1_bytes=c.l1_bytes,
+        l1_fraction=c.l1_bytes / dev.l1_bytes,
+        l2_bytes=sum(mem),
+        l2_fraction=sum(mem) / (dev.memtile_bytes * c.cols),
+        tops_low=tops_low,
+        tops_high=tops_high,
+        not_buildable_because=not_buildable_because,
+    )
