@@ -14,7 +14,7 @@ from gemm_gen.app.choice import choose_design as config_from_args
 from gemm_gen.app.cli import main, parser
 from gemm_gen.checks import check_config, check_divisibility, check_l1
 from gemm_gen.config import GemmConfig
-from gemm_gen.errors import GemmGenError, ToolchainMissing
+from gemm_gen.errors import BuildError, GemmGenError, ToolchainMissing
 from gemm_gen.model.fit import calibrate, paper
 from gemm_gen.model.params import load
 from gemm_gen.model.perf import Workload, estimate
@@ -187,6 +187,30 @@ def test_measure_without_toolchain_exits_2_with_one_sentence(capsys, monkeypatch
     code, out, err = run(capsys, "tune", "--dev", "npu1", "-M", "1024", "-K", "1024", "-N", "1024", "--measure", "2")
     last = [line for line in err.splitlines() if "cannot measure" in line]
     assert code == 2 and out == "" and len(last) == 1 and "XRT" in last[0]
+
+
+def test_a_design_that_fails_on_the_npu_ranks_last_and_the_rest_are_measured(capsys, monkeypatch, fake_backends):
+    """search.measure_candidates through the CLI: the first finalist fails to build (inf, no TOPS, null
+    in the JSON), the others are measured and ranked above it."""
+    def flaky(config, iters, warmup):
+        fake_backends.append((config.m, config.k, config.n, config.k_mt))
+        if len(fake_backends) == 1:
+            raise BuildError("aiecc: the design does not fit")
+        return 1e-3 * len(fake_backends)
+
+    monkeypatch.setattr("gemm_gen.app.model_commands.measure", flaky)
+    args = ["tune", "--dev", "npu1", "-M", "1024", "-K", "1024", "-N", "1024", "--measure", "3"]
+    code, out, _ = run(capsys, *args, "--json")
+    top = json.loads(out)["top"]
+    assert code == 0 and len(fake_backends) == 3
+    assert [c["measured_tops"] is None for c in top[:3]] == [False, False, True]
+    assert (top[2]["m"], top[2]["k"], top[2]["n"], top[2]["k_mt"]) == fake_backends[0]
+    assert top[2]["measured_time_us"] is None and top[0]["measured_time_us"] < top[1]["measured_time_us"]
+    fake_backends.clear()
+    code, out, _ = run(capsys, *args)
+    rows = [line for line in out.splitlines() if line.lstrip()[:1].isdigit()]
+    assert code == 0 and len(fake_backends) == 3
+    assert rows[2].rstrip().endswith(" -") and not rows[0].rstrip().endswith(" -"), out  # no TOPS for a failure
 
 
 def test_no_valid_design_is_a_clear_error():

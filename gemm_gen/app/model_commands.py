@@ -9,6 +9,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from .. import search
 from ..atomic import check_output_dir, check_output_file, write_all, write_atomic
 from ..checks import check_config
 from ..config import B_PACKS, GemmConfig
@@ -134,13 +135,11 @@ def cmd_tune(a: argparse.Namespace) -> int:
                   for c in result.top]
     if a.measure:
         try:
-            measure_candidates(result.top[: a.measure], a.iters, a.warmup, progress=True)
+            measured = measure_candidates(result.top[: a.measure], a.iters, a.warmup, progress=True)
         except ToolchainMissing as e:
             print(f"gemm-gen tune: cannot measure: {e}", file=sys.stderr)
             return EXIT_USAGE
-        measured = [c for c in result.top if c.measured_s is not None]
-        rest = [c for c in result.top if c.measured_s is None]
-        result.top = sorted(measured, key=lambda c: c.measured_s or 0.0) + rest
+        result.top = measured + result.top[a.measure:]
     if a.json:
         print(json.dumps(tune_json(result, a.top if not a.measure else len(result.top)), indent=1))
     else:
@@ -148,14 +147,24 @@ def cmd_tune(a: argparse.Namespace) -> int:
     return 0
 
 
-def measure_candidates(cands: list[Candidate], iters: int, warmup: int, progress: bool = True) -> None:
-    """Build and run each candidate on the NPU (app/limits.measure), with a progress bar."""
+def measure_candidates(cands: list[Candidate], iters: int, warmup: int, progress: bool = True) -> list[Candidate]:
+    """The candidates measured on the NPU (app/limits.measure passed to search.measure_candidates:
+    fastest first, one that fails to build or run scores inf and the rest go on), with a progress bar."""
     from tqdm import tqdm
 
-    bar = tqdm(cands, desc="measuring on the NPU", unit="design", file=sys.stderr, disable=not progress)
-    for c in bar:
-        bar.set_postfix_str(f"{c.config.m}x{c.config.k}x{c.config.n} k_mt {c.config.k_mt}")
-        c.measured_s = float(measure(c.config, iters, warmup))
+    bar = tqdm(total=len(cands), desc="measuring on the NPU", unit="design", file=sys.stderr, disable=not progress)
+
+    def on_npu(c: GemmConfig) -> float:
+        bar.set_postfix_str(f"{c.m}x{c.k}x{c.n} k_mt {c.k_mt}")
+        try:
+            return measure(c, iters, warmup)
+        finally:
+            bar.update()
+
+    try:
+        return search.measure_candidates(cands, on_npu)
+    finally:
+        bar.close()
 
 
 def tune_json(r: TuneResult, count: int) -> dict[str, Any]:

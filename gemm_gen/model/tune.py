@@ -12,6 +12,7 @@ found: the ranking of the top N is exact. design.serve.check() then runs on the 
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -56,7 +57,8 @@ class Candidate:
 
     @property
     def measured_tops(self) -> float | None:
-        if self.measured_s is None:
+        """None when not measured, or when the measurement failed (measured_s inf)."""
+        if self.measured_s is None or math.isinf(self.measured_s):
             return None
         c = self.config
         return 2.0 * c.M * c.K * c.N / self.measured_s / 1e12
@@ -71,8 +73,9 @@ class Candidate:
             "l1_fraction": self.l1_fraction, "l2_bytes": self.l2_bytes, "l2_fraction": self.l2_fraction,
             "wasted_fraction": self.wasted_fraction, "tops_low": self.tops_low, "tops_high": self.tops_high,
         }
-        if self.measured_s is not None:
-            out["measured_time_us"] = self.measured_s * 1e6
+        if self.measured_s is not None:  # inf: it failed to build or run (JSON has no infinity)
+            failed = math.isinf(self.measured_s)
+            out["measured_time_us"] = None if failed else self.measured_s * 1e6
             out["measured_tops"] = self.measured_tops
         return out
 
