@@ -19,13 +19,23 @@ On the command line (`make install` puts it in .venv/bin: `source .venv/bin/acti
 
 or through make: `make sim DEVICE=npu2 M=512 K=512 N=512`.
 
-Underneath: GemmConfig holds every number of a design, build_design turns it into the Design that
-the simulator, the performance model and the IRON lowering all read.
+Underneath: a Request (the Options a user gives, the Problem size, the Pins of the tiling) goes
+through `choose` (the search: the rules' space of tilings ranked by the model) to a GemmConfig, every
+number of a design; build_design turns it into the Design that the simulator, the performance model
+and the IRON lowering all read::
+
+    from gemm_gen import Options, Problem, Request, build_design, choose
+
+    chosen = choose(Request(Options("npu2", "i8", "i16"), Problem(1024, 1024, 1024)))
+    design = build_design(chosen.config)   # chosen.filled names what the search chose
 """
 
 from .app.operator import Gemm  # imported eagerly: `from gemm_gen import Gemm` is the newcomer's first line
 from .config import GemmConfig
 from .design import Design, build_design
+from .search import Choice, choose
+from .spec import Options, Pins, Problem, Request, Tiling
 from .version import __version__
 
-__all__ = ["Design", "Gemm", "GemmConfig", "__version__", "build_design"]
+__all__ = ["Choice", "Design", "Gemm", "GemmConfig", "Options", "Pins", "Problem", "Request", "Tiling", "__version__",
+           "build_design", "choose"]

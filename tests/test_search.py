@@ -110,3 +110,13 @@ def test_the_params_passed_are_the_ones_that_rank(monkeypatch):
     assert choose(Request(OPTIONS, SIZE, Pins(m=64, k=64, n=64)), params=p).filled == ("k_mt",)
     with pytest.raises(AssertionError, match="loaded the default"):
         choose(Request(OPTIONS, SIZE))
+
+
+def test_the_package_front_door_offers_the_request_and_the_search():
+    """The package docstring's example: a Request through choose to a design that builds."""
+    import gemm_gen
+    from gemm_gen.design import build_design
+
+    chosen = gemm_gen.choose(gemm_gen.Request(gemm_gen.Options("npu2", "i8", "i16"), gemm_gen.Problem(1024, 1024, 1024)))
+    assert chosen.config == choose(Request(OPTIONS, SIZE)).config
+    assert build_design(chosen.config).config == chosen.config and "choose(Request(" in gemm_gen.__doc__
