@@ -117,6 +117,7 @@ def test_the_package_front_door_offers_the_request_and_the_search():
     import gemm_gen
     from gemm_gen.design import build_design
 
-    chosen = gemm_gen.choose(gemm_gen.Request(gemm_gen.Options("npu2", "i8", "i16"), gemm_gen.Problem(1024, 1024, 1024)))
+    request = gemm_gen.Request(gemm_gen.Options("npu2", "i8", "i16"), gemm_gen.Problem(1024, 1024, 1024))
+    chosen = gemm_gen.choose(request)
     assert chosen.config == choose(Request(OPTIONS, SIZE)).config
     assert build_design(chosen.config).config == chosen.config and "choose(Request(" in gemm_gen.__doc__
