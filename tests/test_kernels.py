@@ -325,6 +325,7 @@ _I8_I32 = build(NPU1, "i8", "i32", (1, 2, 2), False)  # C stays in acc32
 _I16_ACC32 = build(NPU1, "i16", "i32", (1, 2, 1), False, mmul=(4, 2, 8))  # int16 with a 32-bit accumulator
 _BF16_NPU2 = build(NPU2, "bf16", "bf16", (1, 2, 2), False)
 _CONFIG2 = BLOCK_CASES[3].build
+_BF16_COL = build(NPU1, "bf16", "bf16", (1, 2, 2), True)  # B^T blocks, transposed by aie::transpose
 HOST_MUTANTS = {  # mutant -> what the host says (a compile error, or a refusal recorded during the call)
     Case(_I8_I32, patches=(("C00.template to_vector<T_out>(SHIFT)", "C00.template to_vector<T_out>(3)"),),
          mutant="acc32-store-shift"): "acc32 is stored as int32 with a plain cast that ignores the shift",
@@ -338,6 +339,9 @@ HOST_MUTANTS = {  # mutant -> what the host says (a compile error, or a refusal 
          mutant="implicit-accum"): "g++ failed",
     Case(_CONFIG2, patches=(("  c01 = Acc(in0.pop());\n", "  c01 = Acc(in0.pop());\n  in0.seek(0);\n"),),
          mutant="seek-after-pop"): "seek() after a pop on a block-vector input stream",
+    Case(_BF16_COL, patches=(("aie::transpose(aie::load_v<MMUL::size_B>(p), MMUL::N, MMUL::K)",
+                              "aie::transpose(aie::load_v<MMUL::size_B>(p), 2 * MMUL::N, MMUL::K)"),),
+         mutant="transpose-shape"): "the AIE API requires Row * Col == Elems",
 }
 # ---- the load / store FIFO limit (issue 20 item 3) ----------------------------------------------------
 # -DGEMM_GEN_HOST_FIFO_LIMIT: the host refuses a kernel whose block-vector streams hold more load FIFOs
@@ -1257,8 +1261,8 @@ def test_bfp16_loop_hints_and_compiler_guard(tmp_path: Path) -> None:
 @pytest.mark.parametrize("mutant", list(HOST_MUTANTS), ids=lambda c: c.mutant)
 def test_the_host_api_refuses_what_the_real_one_would(libraries, mutant) -> None:
     """A shift on an acc32 store or load, a misaligned vector load, an implicit accumulator
-    conversion, a seek after a pop: each fails (at compile time or during the call), while the
-    unpatched kernel passes."""
+    conversion, a seek after a pop, a transpose of B blocks as a shape that is not the vector's: each
+    fails (at compile time or during the call), while the unpatched kernel passes."""
     message = HOST_MUTANTS[mutant]
     control = Case(mutant.build)
     is_block = mutant.build.precision.block
@@ -1383,7 +1387,7 @@ def test_the_host_api_takes_what_the_real_one_takes() -> None:
         assert done.returncode == 0, done.stderr
 
 
-# ---- the FIFO limit (issue 20 item 3) --------------------------------------------------------------
+# ---- the FIFO limit, transpose shapes and vector alignment (issue 20 item 3) ---------------------------
 def _host_run(code: str, arch: int, *defines: str) -> str:
     """Compile and run `code` (the body of main) against the host stand-in; what it refused ("" if nothing)."""
     assert CXX is not None
@@ -1474,3 +1478,30 @@ def test_bfp16_kernels_fit_the_fifo_registers(libraries, variant: str) -> None:
         assert "block-vector input streams hold a load FIFO at once, over the limit of 2" in str(e), str(e)
         raise
 
+
+@needs_gxx
+@pytest.mark.parametrize("code,arch,message", [
+    # 64-bit vectors need the target's natural alignment (vector_ldst_align): 32 on AIE2, 64 on AIE2P
+    ("alignas(64) static int8 x[128] = {}; aie::load_v<8>(x + 16);", 20,
+     "load_v of a 8-byte vector at an address 16 bytes past a 32-byte boundary"),
+    ("alignas(64) static int8 x[128] = {}; aie::store_v(x + 32, aie::vector<int8, 8>{});", 21,
+     "store_v of a 8-byte vector at an address 32 bytes past a 64-byte boundary"),
+    ("alignas(64) static int8 x[128] = {}; aie::load_v<8>(x + 32);", 20, ""),
+    ("alignas(64) static int16 x[128] = {}; aie::load_v<8>(x + 8);", 21, ""),  # 128 bits: 16 bytes
+    ("alignas(64) static int16 x[128] = {}; aie::load_v<16>(x + 16);", 21, ""),  # 256 bits: 32 bytes
+    ("alignas(64) static int16 x[128] = {}; aie::load_v<64>(x + 16);", 20, ""),  # 1024 bits on AIE2: 32 bytes
+    # aie::transpose: Row * Col must be the vector's size (REQUIRES_MSG in aie_api's aie.hpp)
+    ("aie::transpose(aie::vector<int16, 32>{}, 8, 8);", 21,
+     "aie::transpose of a 32-element vector as 8 x 8: the AIE API requires Row * Col == Elems"),
+    ("aie::transpose(aie::vector<int16, 32>{}, 0, 32);", 20, "as 0 x 32"),
+    ("aie::transpose(aie::vector<bfloat16, 64>{}, 8, 8); aie::transpose(aie::vector<int8, 32>{}, 4, 8);", 21, ""),
+], ids=["aie2-v8-at-16", "aie2p-v8-at-32", "aie2-v8-at-32", "aie2p-128-bit-at-16", "aie2p-256-bit-at-32",
+        "aie2-1024-bit-at-32", "transpose-size", "transpose-zero-rows", "transpose-fits"])
+def test_the_host_api_refuses_misaligned_small_vectors_and_bad_transposes(code: str, arch: int, message: str) -> None:
+    """load_v / store_v align as aie_api's vector_ldst_align (a 64-bit vector needs the target's natural
+    32 or 64 bytes, a 128-bit one 16, a 256-bit one 32); aie::transpose needs Row * Col == Elems."""
+    got = _host_run(f"{code}\n", arch)
+    if message:
+        assert message in got
+    else:
+        assert got == ""

@@ -15,9 +15,10 @@
 //   detail/aie2*/accum.hpp: a compile error under chess, silently dropped under Peano) and so does
 //   storing acc32 as int32 (a plain cast that ignores the shift). SRS shifts 0..59, UPS 0..63.
 // - accum constructors from vectors and block vectors are explicit (accum.hpp).
-// - load_v / store_v need the pointer aligned to the vector (16 bytes for 128 bits; 32 on AIE2 for
-//   more; 64 on AIE2P from 512 bits: detail/ld_st.hpp vector_ldst_align); the hardware silently
-//   rounds a misaligned address down, so a misaligned access fails here.
+// - load_v / store_v need the pointer aligned as detail/ld_st.hpp vector_ldst_align says: 16 bytes
+//   for a 128-bit vector, 32 for a 256-bit one, and for every other size 32 on AIE2 and 64 on AIE2P
+//   (so a 64-bit vector needs 32 / 64, not 8); the hardware silently rounds a misaligned address
+//   down, so a misaligned access fails here.
 // - bf16 through bfp16 (AIE_API_EMULATE_BFLOAT16_MMUL_WITH_BFP16, tested with #if as the API does)
 //   applies to AIE2P 4x8x8 and 8x8x8 only; other bf16 shapes stay plain bf16.
 // - block-vector streams read ahead in 512-bit fills and seek() drops that state: a seek after a
@@ -28,6 +29,8 @@
 //   defines block-vector streams from AIE_API_ML_VERSION 210 only). A stream holds its FIFO from
 //   its first pop (the fifo_ld_fill of aie2p/array_helpers.hpp fifo_buffer_stream) or push until it
 //   goes out of scope; a stream beyond the registers is spilled and restored (llvm-aie #1090).
+// - aie::transpose(v, Row, Col) needs Row * Col == the vector's size, both > 0 (REQUIRES in aie.hpp;
+//   vector sizes are powers of two, so Row is one too, as aie2/transpose.hpp's shuffle tables need).
 // - subnormal float operands fail (whether the core flushes them is unpublished; bf16 declares none).
 // - an acc64 accumulator goes to memory and back only through aie::vector_cast (aie.hpp: reinterpret
 //   an accumulator as a vector and back, Gen2 = AIE2 / AIE2P): accum<acc64, N> <-> vector<int32, 2N>,
@@ -111,9 +114,10 @@ inline void fail(const std::string &what) {
 
 constexpr bool aie2p = __AIE_ARCH__ == 21;
 
-// Alignment load_v / store_v need for a vector of `bytes` (aie_api detail/ld_st.hpp).
+// Alignment load_v / store_v need for a vector of `bytes` (aie_api detail/ld_st.hpp vector_ldst_align:
+// only exactly 128 and 256 bits get less than the target's natural alignment, smaller vectors too need it).
 constexpr std::size_t vector_alignment(std::size_t bytes) {
-  return bytes <= 16 ? 16 : (aie2p && bytes >= 64) ? 64 : 32;
+  return bytes == 16 ? 16 : bytes == 32 ? 32 : aie2p ? 64 : 32;
 }
 
 inline void check_aligned(const void *ptr, std::size_t bytes, const char *what) {
@@ -390,6 +394,13 @@ auto zeros() {
 // v read as a row-major Row x Col matrix; returns its transpose (Col x Row, row-major).
 template <typename T, unsigned Elems>
 vector<T, Elems> transpose(const vector<T, Elems> &v, unsigned Row, unsigned Col) {
+  if (Row == 0 || Col == 0 || Row * Col != Elems) {  // REQUIRES_MSG in aie_api's aie::transpose
+    char buf[160];
+    std::snprintf(buf, sizeof buf, "aie::transpose of a %u-element vector as %u x %u: the AIE API requires "
+                  "Row * Col == Elems, Row > 0 and Col > 0", Elems, Row, Col);
+    host::fail(buf);
+    return v;
+  }
   vector<T, Elems> out;
   for (unsigned r = 0; r < Row; ++r)
     for (unsigned c = 0; c < Col; ++c) out[c * Row + r] = v[r * Col + c];
