@@ -13,6 +13,11 @@ extern "C" {
 const char *gg_host_error() { return aie::host::error.c_str(); }
 void gg_host_clear_error() { aie::host::error.clear(); }
 
+// The most block-vector streams that held a load (store = 0) or store (store = 1) FIFO at once since
+// the last reset, whether or not -DGEMM_GEN_HOST_FIFO_LIMIT refuses more than the target has.
+unsigned gg_host_fifo_peak(unsigned store) { return aie::host::peak_fifos[store ? 1 : 0]; }
+void gg_host_reset_fifo_peaks() { aie::host::peak_fifos[0] = aie::host::peak_fifos[1] = 0; }
+
 unsigned gg_host_get_rounding() { return static_cast<unsigned>(aie::get_rounding()); }
 void gg_host_set_rounding(unsigned mode) { aie::set_rounding(static_cast<aie::rounding_mode>(mode)); }
 unsigned gg_host_get_saturation() { return static_cast<unsigned>(aie::get_saturation()); }

@@ -15,13 +15,22 @@
 //   detail/aie2*/accum.hpp: a compile error under chess, silently dropped under Peano) and so does
 //   storing acc32 as int32 (a plain cast that ignores the shift). SRS shifts 0..59, UPS 0..63.
 // - accum constructors from vectors and block vectors are explicit (accum.hpp).
-// - load_v / store_v need the pointer aligned to the vector (16 bytes for 128 bits; 32 on AIE2 for
-//   more; 64 on AIE2P from 512 bits: detail/ld_st.hpp vector_ldst_align); the hardware silently
-//   rounds a misaligned address down, so a misaligned access fails here.
+// - load_v / store_v need the pointer aligned as detail/ld_st.hpp vector_ldst_align says: 16 bytes
+//   for a 128-bit vector, 32 for a 256-bit one, and for every other size 32 on AIE2 and 64 on AIE2P
+//   (so a 64-bit vector needs 32 / 64, not 8); the hardware silently rounds a misaligned address
+//   down, so a misaligned access fails here.
 // - bf16 through bfp16 (AIE_API_EMULATE_BFLOAT16_MMUL_WITH_BFP16, tested with #if as the API does)
 //   applies to AIE2P 4x8x8 and 8x8x8 only; other bf16 shapes stay plain bf16.
 // - block-vector streams read ahead in 512-bit fills and seek() drops that state: a seek after a
 //   pop (or a push) does not move relative to the logical position, so it fails; pop_seek is fine.
+// - with -DGEMM_GEN_HOST_FIFO_LIMIT, at most host::fifo_limits.load block-vector input streams and
+//   .store output streams hold a FIFO at once (AIE2P: 2 load FIFOs lf0, lf1 and 1 store FIFO sf,
+//   llvm-aie aie2p/AIE2PRegisterInfo.td; AIE2 has none, aie2/AIE2GenRegisterInfo.td, and aie_api
+//   defines block-vector streams from AIE_API_ML_VERSION 210 only). A stream holds its FIFO from
+//   its first pop (the fifo_ld_fill of aie2p/array_helpers.hpp fifo_buffer_stream) or push until it
+//   goes out of scope; a stream beyond the registers is spilled and restored (llvm-aie #1090).
+// - aie::transpose(v, Row, Col) needs Row * Col == the vector's size, both > 0 (REQUIRES in aie.hpp;
+//   vector sizes are powers of two, so Row is one too, as aie2/transpose.hpp's shuffle tables need).
 // - subnormal float operands fail (whether the core flushes them is unpublished; bf16 declares none).
 // - an acc64 accumulator goes to memory and back only through aie::vector_cast (aie.hpp: reinterpret
 //   an accumulator as a vector and back, Gen2 = AIE2 / AIE2P): accum<acc64, N> <-> vector<int32, 2N>,
@@ -105,9 +114,10 @@ inline void fail(const std::string &what) {
 
 constexpr bool aie2p = __AIE_ARCH__ == 21;
 
-// Alignment load_v / store_v need for a vector of `bytes` (aie_api detail/ld_st.hpp).
+// Alignment load_v / store_v need for a vector of `bytes` (aie_api detail/ld_st.hpp vector_ldst_align:
+// only exactly 128 and 256 bits get less than the target's natural alignment, smaller vectors too need it).
 constexpr std::size_t vector_alignment(std::size_t bytes) {
-  return bytes <= 16 ? 16 : (aie2p && bytes >= 64) ? 64 : 32;
+  return bytes == 16 ? 16 : bytes == 32 ? 32 : aie2p ? 64 : 32;
 }
 
 inline void check_aligned(const void *ptr, std::size_t bytes, const char *what) {
@@ -120,6 +130,66 @@ inline void check_aligned(const void *ptr, std::size_t bytes, const char *what) 
     fail(buf);
   }
 }
+
+// ---- load / store FIFO registers held by block-vector streams ----
+// How many streams of each direction can hold a FIFO register at once, per target: the one place the
+// limit is read from. AIE2P: lf0, lf1 and sf (llvm-aie aie2p/AIE2PRegisterInfo.td, eLdFifoReg and
+// mStFifo); AIE2 defines no FIFO registers (aie2/AIE2GenRegisterInfo.td) and aie_api no block-vector
+// streams before AIE2P.
+struct FifoLimits {
+  unsigned load, store;
+  const char *registers;  // what the message names
+};
+constexpr FifoLimits fifo_limits =
+    aie2p ? FifoLimits{2, 1, "AIE2P has 2 load FIFOs (lf0, lf1) and 1 store FIFO (sf): llvm-aie aie2p/AIE2PRegisterInfo.td"}
+          : FifoLimits{0, 0, "AIE2 has no load or store FIFO registers: llvm-aie aie2/AIE2GenRegisterInfo.td"};
+
+// Streams holding a FIFO now, and the most at once since the last reset (read by the tests).
+inline unsigned live_fifos[2] = {0, 0}, peak_fifos[2] = {0, 0};  // [0] load, [1] store
+
+// A FIFO register held by one stream, from its first pop / push to its end; a copy of a holding stream
+// is one more stream state to keep in a register.
+template <bool Store>
+class fifo_hold {
+ public:
+  fifo_hold() = default;
+  fifo_hold(const fifo_hold &other) {
+    if (other.held_) take();
+  }
+  fifo_hold &operator=(const fifo_hold &other) {
+    if (other.held_ && !held_) take();
+    else if (!other.held_ && held_) drop();
+    return *this;
+  }
+  ~fifo_hold() {
+    if (held_) drop();
+  }
+  void use() {  // the stream fills (or pushes to) its FIFO
+    if (!held_) take();
+  }
+
+ private:
+  void take() {
+    held_ = true;
+    const unsigned live = ++live_fifos[Store];
+    peak_fifos[Store] = std::max(peak_fifos[Store], live);
+#if defined(GEMM_GEN_HOST_FIFO_LIMIT)
+    const unsigned limit = Store ? fifo_limits.store : fifo_limits.load;
+    if (live > limit) {
+      char buf[400];
+      std::snprintf(buf, sizeof buf, "%u block-vector %s streams hold a %s FIFO at once, over the limit of %u: %s; "
+                    "the compiler spills and restores the rest (llvm-aie #1090)", live, Store ? "output" : "input",
+                    Store ? "store" : "load", limit, fifo_limits.registers);
+      fail(buf);
+    }
+#endif
+  }
+  void drop() {
+    held_ = false;
+    --live_fifos[Store];
+  }
+  bool held_ = false;
+};
 
 // A bf16 or fp32 value that is subnormal (nonzero with a zero exponent field).
 inline bool subnormal(float f) { return f != 0.0f && std::fpclassify(f) == FP_SUBNORMAL; }
@@ -324,6 +394,13 @@ auto zeros() {
 // v read as a row-major Row x Col matrix; returns its transpose (Col x Row, row-major).
 template <typename T, unsigned Elems>
 vector<T, Elems> transpose(const vector<T, Elems> &v, unsigned Row, unsigned Col) {
+  if (Row == 0 || Col == 0 || Row * Col != Elems) {  // REQUIRES_MSG in aie_api's aie::transpose
+    char buf[160];
+    std::snprintf(buf, sizeof buf, "aie::transpose of a %u-element vector as %u x %u: the AIE API requires "
+                  "Row * Col == Elems, Row > 0 and Col > 0", Elems, Row, Col);
+    host::fail(buf);
+    return v;
+  }
   vector<T, Elems> out;
   for (unsigned r = 0; r < Row; ++r)
     for (unsigned c = 0; c < Col; ++c) out[c * Row + r] = v[r * Col + c];
@@ -526,6 +603,7 @@ class block_vector_input_buffer_stream<bfp16ebs8, 64> {
     move(n);
   }
   value_type pop() {
+    fifo_.use();
     value_type v;
     std::memcpy(v.bytes.data(), ptr_, value_type::memory_bytes());
     ptr_ += value_type::memory_bytes();
@@ -547,6 +625,7 @@ class block_vector_input_buffer_stream<bfp16ebs8, 64> {
 
   const std::uint8_t *ptr_;
   unsigned pops_ = 0;
+  host::fifo_hold<false> fifo_;  // a load FIFO from the first pop on
 };
 
 // Writes whole block vectors to memory in order (each push stores its 72 bytes at once).
@@ -565,6 +644,7 @@ class block_vector_output_buffer_stream<bfp16ebs8, 64> {
     ptr_ += static_cast<std::ptrdiff_t>(n) * value_type::memory_bytes();
   }
   void push(const value_type &v) {
+    fifo_.use();
     std::memcpy(ptr_, v.bytes.data(), value_type::memory_bytes());
     ptr_ += value_type::memory_bytes();
     ++pushes_;
@@ -577,6 +657,7 @@ class block_vector_output_buffer_stream<bfp16ebs8, 64> {
  private:
   std::uint8_t *ptr_;
   unsigned pushes_ = 0;
+  host::fifo_hold<true> fifo_;  // the store FIFO from the first push on
 };
 
 // The fp32 accumulator of the bfp16 datapath. Lanes hold doubles: loads are exact (bf16, fp32 and
