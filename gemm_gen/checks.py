@@ -139,8 +139,8 @@ def check_array(c: GemmConfig) -> None:
     if c.stack_bytes < 0 or c.stack_bytes % 16:
         raise ConfigError(f"stack {c.stack_bytes} B must be a positive multiple of 16",
                           "give --stack like 3328 (0xD00, mlir-aie's) or more")
-    tasks = padding.runtime_tasks(c.call.tiles_per_core, c.rows, c.cols)  # the largest call it serves
-    if not padding.tasks_fit(c.call.tiles_per_core, c.rows, c.cols):
+    tasks = padding.runtime_tasks(c.call.tiles_per_core, c.a_shims, c.cols)  # the largest call it serves
+    if not padding.tasks_fit(c.call.tiles_per_core, c.a_shims, c.cols):
         raise ConfigError(
             f"the runtime sequence would push {tasks:,} BD tasks (over {MAX_RUNTIME_TASKS:,}; its "
             f"instruction stream would be about {tasks * 64 // 2**20} MiB)",

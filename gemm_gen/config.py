@@ -1,4 +1,4 @@
-"""GemmConfig: every number of one whole-array output-stationary GEMM design, and its checks.
+"""GemmConfig: every number of one whole-array output-stationary GEMM design (its checks: checks.py).
 
 Tiling (Striking the Balance, sec. 4.1): r x s x t mmul -> m x k x n kernel in L1 -> rows x cols
 cores (native size (m*rows) x k_mt x (n*cols)) -> the problem M x K x N, padded up to a multiple of

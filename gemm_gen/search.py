@@ -39,7 +39,7 @@ class Choice:
         return bool(self.filled)
 
 
-def base_config(request: Request) -> GemmConfig:
+def open_config(request: Request) -> GemmConfig:
     """The request as a config whose tiling is still open (0), with a pinned rho."""
     return GemmConfig(options=request.options, tiling=Tiling(0, 0, 0, 0, request.pins.rho or 1),
                       size=request.problem)
@@ -53,15 +53,15 @@ def choose(request: Request, params: Params | None = None, measure: Measure | No
     problem only). With `measure`, a tiling left wholly open is the fastest measured of the model's
     MEASURED_FINALISTS best designs (a finalist that fails to build or run scores inf)."""
     pins, p = request.pins, params or load()
-    base = base_config(request)
+    base = open_config(request)
     config = _chosen(base, pins, p)
-    tuned = None not in (pins.m, pins.k, pins.n) or _several_sizes(pins)
+    wholly_open = pins.m is pins.k is pins.n is None and not _several_sizes(pins)
     filled = tuple(name for name in ("m", "k", "n", "k_mt") if getattr(pins, name) is None)
-    if filled and pins.rho is None and (_several_sizes(pins) or pins.m is pins.k is pins.n is None):
+    if filled and pins.rho is None and (_several_sizes(pins) or wholly_open):
         filled += ("rho",)
     if pins.b_pack_open and config.t_b.is_block and not _several_sizes(pins):
         filled += ("b_pack",)
-    if measure is None or tuned:
+    if measure is None or not wholly_open:  # only a wholly open tiling has finalists to measure
         return Choice(config, filled)
     cands = list(tune(Workload.of(config), MEASURED_FINALISTS, {"k_mt": pins.k_mt, "rho": pins.rho}, p).top)
     cands = [replace(c, config=config.with_(m=c.config.m, k=c.config.k, n=c.config.n, k_mt=c.config.k_mt,

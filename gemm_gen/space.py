@@ -114,7 +114,7 @@ def mask(base: GemmConfig, problem: Problem, candidates: Tilings, pins: Pinned) 
     count (rules/padding.py), and for a pinned k_mt, that it is whole k-steps within the BD extent."""
     rows, cols = base.rows, base.cols
     keep = np.asarray(tasks_fit(tiles_per_core(problem.M, problem.N, candidates.m * rows, candidates.n * cols),
-                                rows, cols))
+                                base.a_shims, cols))
     k_mt = pins.get("k_mt")
     if k_mt is not None:
         keep = keep & (k_mt % candidates.k == 0) & (k_mt // candidates.k <= TILE_EXTENT_SEARCH_MAX)

@@ -17,6 +17,7 @@ from gemm_gen.design import build_design
 from gemm_gen.design.model import Loop, RuntimeCount
 from gemm_gen.design.serve import serve
 from gemm_gen.errors import ConfigError, GemmGenError, LayoutError, SimulationError
+from gemm_gen.rules import padding
 from gemm_gen.sim.run import simulate, simulate_calls
 from gemm_gen.spec import Problem
 
@@ -459,3 +460,15 @@ def test_an_npu_call_says_what_c_lost(tmp_path, monkeypatch):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert np.array_equal(g(a, b, check=False), exact)
+
+
+@pytest.mark.parametrize("dev,cols", [("npu1", 1), ("npu1", 2), ("npu1", 4), ("npu2", 1), ("npu2", 4), ("npu2", 8)])
+def test_the_task_count_rule_counts_what_the_runtime_sequence_pushes(dev, cols):
+    """rules.padding's tasks per group (what the MAX_RUNTIME_TASKS check and the model count) equals
+    the tasks of one group of the built design's runtime sequence, narrow arrays included (one A task
+    per shim that carries A, not per core row)."""
+    c = GemmConfig(dev, 512, 256, 256, 32, 32, 32, 64, "i8", "i32", cols=cols)
+    design = build_design(c)
+    pushed = sum(1 for t in design.tasks if t.group == 0)
+    assert padding.tasks_per_group(c.a_shims, c.cols) == pushed
+    assert padding.runtime_tasks(c.call.tiles_per_core, c.a_shims, c.cols) == pushed * c.call.tiles_per_core

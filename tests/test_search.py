@@ -13,7 +13,7 @@ from gemm_gen.errors import BuildError, ToolchainMissing
 from gemm_gen.model.params import load
 from gemm_gen.model.perf import Workload
 from gemm_gen.model.tune import tune
-from gemm_gen.search import MEASURED_FINALISTS, base_config, choose
+from gemm_gen.search import MEASURED_FINALISTS, choose, open_config
 from gemm_gen.spec import Options, Pins, Problem, Request
 
 OPTIONS = Options("npu2", "i8", "i16")
@@ -22,7 +22,7 @@ SIZE = Problem(1024, 1024, 1024)
 
 def test_an_open_tiling_is_the_models_best_and_says_what_it_filled():
     chosen = choose(Request(OPTIONS, SIZE))
-    best = tune(Workload.of(base_config(Request(OPTIONS, SIZE))), 1).best.config
+    best = tune(Workload.of(open_config(Request(OPTIONS, SIZE))), 1).best.config
     assert (chosen.config.m, chosen.config.k, chosen.config.n, chosen.config.k_mt, chosen.config.rho) == (
         best.m, best.k, best.n, best.k_mt, best.rho)
     assert chosen.filled == ("m", "k", "n", "k_mt", "rho") and chosen.measured == ()
@@ -48,7 +48,7 @@ def test_the_request_keeps_what_the_user_gave_and_derives_the_rest():
 def test_a_measurement_re_ranks_the_models_finalists():
     """The fake measurement reverses the model's order: the model's worst finalist is measured
     fastest and is chosen; every finalist carries its time, fastest first."""
-    model_order = [c.config for c in tune(Workload.of(base_config(Request(OPTIONS, SIZE))), MEASURED_FINALISTS).top]
+    model_order = [c.config for c in tune(Workload.of(open_config(Request(OPTIONS, SIZE))), MEASURED_FINALISTS).top]
     seen = []
 
     def measure(c):
@@ -88,11 +88,17 @@ def test_a_missing_toolchain_stops_the_measurement():
         choose(Request(OPTIONS, SIZE), measure=measure)
 
 
-def test_pinned_tiles_are_not_measured():
+@pytest.mark.parametrize("pins", [Pins(64, 64, 64, 256), Pins(m=32), Pins(k=64, n=64)])
+def test_pinned_tiles_are_kept_and_not_measured(pins):
+    """Any pinned tile size keeps the choice off the measured path (the model's finalists would drop
+    the pin); the pins hold in the design."""
     def measure(c):
         raise AssertionError("nothing is open to measure")
 
-    assert choose(Request(OPTIONS, SIZE, Pins(64, 64, 64, 256)), measure=measure).measured == ()
+    chosen = choose(Request(OPTIONS, SIZE, pins), measure=measure)
+    assert chosen.measured == ()
+    assert all(getattr(chosen.config, name) == getattr(pins, name)
+               for name in ("m", "k", "n", "k_mt") if getattr(pins, name) is not None)
 
 
 def test_the_params_passed_are_the_ones_that_rank(monkeypatch):

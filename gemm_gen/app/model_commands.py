@@ -135,7 +135,7 @@ def cmd_tune(a: argparse.Namespace) -> int:
                   for c in result.top]
     if a.measure:
         try:
-            measured = measure_candidates(result.top[: a.measure], a.iters, a.warmup, progress=True)
+            measured = measure_on_npu(result.top[: a.measure], a.iters, a.warmup, progress=True)
         except ToolchainMissing as e:
             print(f"gemm-gen tune: cannot measure: {e}", file=sys.stderr)
             return EXIT_USAGE
@@ -147,7 +147,7 @@ def cmd_tune(a: argparse.Namespace) -> int:
     return 0
 
 
-def measure_candidates(cands: list[Candidate], iters: int, warmup: int, progress: bool = True) -> list[Candidate]:
+def measure_on_npu(cands: list[Candidate], iters: int, warmup: int, progress: bool = True) -> list[Candidate]:
     """The candidates measured on the NPU (app/limits.measure passed to search.measure_candidates:
     fastest first, one that fails to build or run scores inf and the rest go on), with a progress bar."""
     from tqdm import tqdm

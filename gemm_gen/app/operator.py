@@ -41,8 +41,8 @@ from .cliargs import config_args
 from .limits import slow_end_s
 from .operator_args import (
     check_flag,
+    check_operator_types,
     check_options,
-    check_types,
     checked_device,
     checked_max_size,
     checked_tiles,
@@ -77,7 +77,7 @@ class Gemm:
         self._args = {"device": device, "dtype_in": dtype_in, **{k: v for k, v in given.items() if v is not None},
                       **({"b_col_maj": b_col_maj} if b_col_maj is not False else {}), **options}
         dev = checked_device(device)
-        out = check_types(dev, dtype_in, dtype_out, dtype_b, acc)
+        out = check_operator_types(dev, dtype_in, dtype_out, dtype_b, acc)
         check_flag("b_col_maj", b_col_maj)
         example = None if tiles is None else _paper_tiles(dev.name, dtype_in, out, dtype_b, acc,
                                                           options.get("emulate_bf16_with_bfp16"))

@@ -84,7 +84,7 @@ def default_out(dtype_in: str) -> str:
     return {"bf16": "bf16", prec.BFP16: prec.BFP16}.get(dtype_in, "i32")
 
 
-def check_types(dev: Device, dtype_in: Any, dtype_out: Any, dtype_b: Any, acc: Any) -> str:
+def check_operator_types(dev: Device, dtype_in: Any, dtype_out: Any, dtype_b: Any, acc: Any) -> str:
     """Refuse types the device cannot multiply (dtype_in, dtype_b) or write (dtype_out); return
     dtype_out (given, or its default). What these four can be together beyond that is
     precision.check_precision's, which building the operator's first design runs."""

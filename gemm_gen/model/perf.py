@@ -34,7 +34,7 @@ from ..config import GemmConfig
 from ..dtypes import dtype
 from ..errors import GemmGenError
 from ..l1_banks import L1Plan
-from ..rules import memtile
+from ..rules import memtile, padding
 from ..rules.l1 import RTP_WORDS
 from ..rules.padding import covered
 from ..spec import Problem
@@ -244,7 +244,7 @@ def estimate(pr: Workload, m: np.ndarray | int, k: np.ndarray | int, n: np.ndarr
     t_c_dram = (c_block * dram.write_cost + cols * rows * m * side * lost) / bw
     t_c_stream = rows * m * n * b_out / (sbw * f_hz)
     t_drain_block = np.maximum(t_c_dram, t_c_stream) + c_to_l2 / f_hz
-    tasks = tasks_per_group if tasks_per_group is not None else a_shims + 2 * cols
+    tasks = tasks_per_group if tasks_per_group is not None else padding.tasks_per_group(a_shims, cols)
     t_cp = tasks * p.bd_task_us * 1e-6
     # The array: the first objects arrive and the last C block leaves unoverlapped, unless DRAM is
     # busy all along anyway (their bytes are in t_mem: counted once). The command processor

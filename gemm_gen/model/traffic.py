@@ -1,8 +1,9 @@
 """DRAM traffic of a design: bytes and contiguous runs per host tensor.
 
 `design_traffic` reads them from the Design's runtime sequence (every shim task's access pattern);
-`analytic_traffic` is the same count in closed form, vectorised over candidate tilings for the
-tuner (tests check that the two agree).
+`analytic_traffic` is the model's closed form of that count, vectorised over candidate tilings for
+the tuner, which cannot build a Design per candidate; tests/test_model.py checks the model against
+the built designs.
 """
 
 from __future__ import annotations

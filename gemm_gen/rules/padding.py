@@ -44,12 +44,18 @@ def tiles_per_core(M: Ints, N: Ints, block_m: Ints, block_n: Ints) -> Ints:
     return ceil_div(M, block_m) * ceil_div(N, block_n)
 
 
-def runtime_tasks(tiles: Ints, rows: int, cols: int) -> Ints:
-    """Shim BD tasks the runtime sequence pushes for `tiles` task groups: per group one A task per
-    core row and one B and one C task per column (the largest call a design serves)."""
-    return tiles * (rows + 2 * cols)
+def tasks_per_group(a_shims: int, cols: int) -> int:
+    """Shim BD tasks of one task group: one A task per shim that carries A (memtile.a_shims) and one
+    B and one C task per column."""
+    return a_shims + 2 * cols
 
 
-def tasks_fit(tiles: Ints, rows: int, cols: int) -> Ints:
+def runtime_tasks(tiles: Ints, a_shims: int, cols: int) -> Ints:
+    """Shim BD tasks the runtime sequence pushes for `tiles` task groups (the largest call a design
+    serves)."""
+    return tiles * tasks_per_group(a_shims, cols)
+
+
+def tasks_fit(tiles: Ints, a_shims: int, cols: int) -> Ints:
     """Whether the runtime sequence stays within MAX_RUNTIME_TASKS (an array: per candidate)."""
-    return np.asarray(runtime_tasks(tiles, rows, cols)) <= MAX_RUNTIME_TASKS
+    return np.asarray(runtime_tasks(tiles, a_shims, cols)) <= MAX_RUNTIME_TASKS
