@@ -178,7 +178,7 @@ class GemmConfig:
 
     @property
     def dtype_out(self) -> str:
-        return self.options.dtype_out
+        return self._resolved.dtype_out
 
     @property
     def b_col_maj(self) -> bool:
@@ -186,7 +186,7 @@ class GemmConfig:
 
     @property
     def rows(self) -> int:
-        return self.options.rows
+        return self._resolved.rows
 
     @property
     def cols(self) -> int:

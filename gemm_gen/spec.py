@@ -4,7 +4,7 @@ A design is specified in three parts (the finished `config.GemmConfig` is the th
 - `Problem`: the sizes of one call, M x K x N;
 - `Options`: what one xclbin fixes besides its tiling (device, columns, types and numerics,
   layouts, kernel and compiler choices). A field left at its "not given" value (None, or 0 for
-  `cols` and `stack_bytes`) stays so: its default is derived on read by `rules.defaults.resolve`, never
+  `rows`, `cols` and `stack_bytes`) stays so: its default is derived on read by `rules.defaults.resolve`, never
   stored, so `dataclasses.replace(options, dtype_in="i8")` cannot carry a default of the old types;
 - `Tiling`: m x k x n per core, k_mt per memtile object, rho (asymmetric tile buffering).
 `Pins` are the parts of the tiling a user fixed, and a `Request` is options, sizes and pins: what the
@@ -59,9 +59,9 @@ class Options:
 
     device: str
     dtype_in: str = "bf16"
-    dtype_out: str = "bf16"
+    dtype_out: str | None = None  # None: bf16 for bf16, bfp16 for bfp16, i32 for integers
     b_col_maj: bool = False
-    rows: int = 4
+    rows: int = 0  # 0: all core rows of the device
     cols: int = 0  # 0: all columns of the device
     emulate_bf16_with_bfp16: bool | None = None  # None: the device's default for bf16 (npu2: bfp16)
     compiler: str | None = None  # "peano" or "chess"; None: chess for bfp16, else peano

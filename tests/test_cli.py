@@ -169,3 +169,17 @@ def test_gemm_gen_debug_shows_the_traceback(monkeypatch, capsys):
     monkeypatch.setenv("GEMM_GEN_DEBUG", "1")
     with pytest.raises(ConfigError, match="m=30"):
         main(args)
+
+
+@pytest.mark.parametrize("command", ["kernel", "predict", "generate"])
+def test_a_command_says_which_tiles_it_chose_and_how_to_pin_them(capsys, tmp_path, command):
+    """With the tiles open, the command's one stderr line names what search.choose filled in and the
+    flags that pin it; those flags give the same output with nothing chosen (and no line)."""
+    extra = ["--build-dir", str(tmp_path)] if command == "generate" else []
+    problem = ["--dev", "npu2", "-M", "512", "-K", "512", "-N", "512", "--dtype_in", "i8", "--dtype_out", "i16"]
+    code, out, err = run(capsys, command, *problem, *extra)
+    lines = err.splitlines()
+    assert code == 0 and len(lines) == 1 and lines[0].startswith(f"gemm-gen {command}: chose tiles "), err
+    pins = lines[0].split("(to pin them: ")[1].rstrip(")").split()
+    code, pinned_out, pinned_err = run(capsys, command, *problem, *pins, *extra)
+    assert code == 0 and pinned_err == "" and pinned_out == out

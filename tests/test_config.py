@@ -392,3 +392,16 @@ def test_every_option_and_tiling_field_is_a_config_field_that_reads_back():
     c = GemmConfig("npu2", 512, 256, 128, 64, 32, 64, 128, "i8", "i16", rho=2, queue_groups=3, shift=1)
     assert [c.to_json()[name] for name in ("M", "K", "N", "m", "k", "n", "k_mt", "rho", "queue_groups", "shift")] == [
         512, 256, 128, 64, 32, 64, 128, 2, 3, 1]
+
+
+def test_an_open_output_type_follows_the_input_type_through_replace():
+    """dtype_out left open is derived from dtype_in on read (bf16 -> bf16, integers -> i32, as the
+    CLI and Gemm default it), so replacing dtype_in cannot leave a bf16 output behind; rows left open
+    are the device's core rows."""
+    bf16 = Options("npu2")
+    i8 = dataclasses.replace(bf16, dtype_in="i8")
+    assert i8.dtype_out is None and resolve(bf16).dtype_out == "bf16" and resolve(i8).dtype_out == "i32"
+    assert resolve(i8).rows == 4 and resolve(dataclasses.replace(i8, dtype_out="i8")).dtype_out == "i8"
+    c = check_config(GemmConfig(options=i8, tiling=Tiling(64, 64, 64, 128), size=Problem(512, 512, 512)))
+    assert (c.dtype_out, c.acc, c.rows) == ("i32", "i32", 4) and c == GemmConfig("npu2", 512, 512, 512, 64, 64, 64, 128,
+                                                                                 "i8", "i32")

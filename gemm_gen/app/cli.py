@@ -53,7 +53,7 @@ def cmd_generate(a: argparse.Namespace) -> int:
 
 
 def cmd_simulate(a: argparse.Namespace) -> int:
-    config = choose_design(a)
+    config = choose_design(a)  # the report names it (the plan, tiles included) with the result
     design = build_design(config)
     problems = list(a.runtime_sizes or [Problem(config.M, config.K, config.N)])
     need = check_memory(config, problems)  # more than this machine has: one line, before any array is made

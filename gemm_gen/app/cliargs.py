@@ -14,6 +14,7 @@ from ..config import L1_SCHEMES, GemmConfig, emulation_default
 from ..errors import ConfigError
 from ..hw.devices import TileKind, device
 from ..rounding import Rounding, Saturation
+from ..rules.defaults import default_out
 from ..rules.kernel_variant import CANDIDATES, LOOPS
 from ..spec import Options, Pins, Problem, Request
 
@@ -209,7 +210,7 @@ def types(a: argparse.Namespace) -> prec.Precision:
                                   f"drop {flag} or the preset")
         return p
     dtype_in = a.dtype_in or "bf16"
-    dtype_out = a.dtype_out or {"bf16": "bf16", prec.BFP16: prec.BFP16}.get(dtype_in, "i32")
+    dtype_out = a.dtype_out or default_out(dtype_in)
     return prec.resolve(dtype_in, a.dtype_b, dtype_out, a.acc)
 
 

@@ -23,7 +23,7 @@ from ..model.perf import Workload
 from ..model.predict import Prediction, predict
 from ..model.tune import RANKS, Candidate, TuneResult, tune_b_packs
 from ..model.tune_many import ManyResult, tune_many
-from .choice import choose_design
+from .choice import choice, say_chosen
 from .cliargs import EXIT_USAGE, SIZE, base_config, counted, problem_args
 from .limits import measure
 
@@ -69,7 +69,9 @@ def _base(a: argparse.Namespace) -> GemmConfig:
 
 # ---- predict ------------------------------------------------------------------------------------
 def cmd_predict(a: argparse.Namespace) -> int:
-    info = predict(choose_design(a), _params(a), _ends(a))
+    chosen = choice(a)
+    info = predict(chosen.config, _params(a), _ends(a))
+    say_chosen("predict", chosen)
     print(json.dumps(info.to_json(), indent=1) if a.json else predict_text(info))
     return 0
 
@@ -244,7 +246,9 @@ MAX_POINTS = 100_000  # sweep points: each is three model evaluations; a plot sh
 def cmd_roofline(a: argparse.Namespace) -> int:
     out = check_output_dir(a.out_dir, "--out-dir")
     pyplot()  # an unusable plotting backend: one line before any work
-    config = check_config(choose_design(a), budgets=False)  # as predict: a budget alone does not stop a prediction
+    chosen = choice(a)
+    config = check_config(chosen.config, budgets=False)  # as predict: a budget alone does not stop a prediction
+    say_chosen("roofline", chosen)
     name = (f"{config.device}_{config.dtype_in}{'bfp16emu' if config.emulate_bf16_with_bfp16 else ''}_"
             f"{config.dtype_out}_{'bcol' if config.b_col_maj else 'brow'}")
     roof, roof_png = roofline_png(config, out / f"roofline_{name}_{config.m}x{config.k}x{config.n}.png", a.max_size,

@@ -19,15 +19,17 @@ from ..hw.devices import device
 from ..inputs import INPUT_FAMILIES
 from ..kernels import render_kernel
 from . import validate
-from .choice import choice, choose_design, say_chosen
+from .choice import choice, say_chosen
 from .cliargs import EXIT_FAIL, EXIT_USAGE, SEED, config_args, counted, problem_args
 from .limits import slow_end_s
 
 
 def cmd_kernel(a: argparse.Namespace) -> int:
     output = None if a.output is None else check_output_file(a.output, "-o")  # before any work
-    design = build_design(choose_design(a))
+    chosen = choice(a)
+    design = build_design(chosen.config)
     text = render_kernel(design.kernels[0].build)
+    say_chosen("kernel", chosen)  # once nothing can refuse it: a refusal stays one line
     if output is not None:
         write_atomic(output, text)
     else:
@@ -37,8 +39,10 @@ def cmd_kernel(a: argparse.Namespace) -> int:
 
 def cmd_mlir(a: argparse.Namespace) -> int:
     output = None if a.output is None else check_output_file(a.output, "-o")  # before any work
-    design = build_design(choose_design(a))
+    chosen = choice(a)
+    design = build_design(chosen.config)
     text = iron.to_mlir(design)
+    say_chosen("mlir", chosen)  # once IRON has lowered it: a missing mlir-aie stays one line
     if output is not None:
         write_atomic(output, text)
     else:

@@ -21,6 +21,7 @@ from ..config import FIELDS
 from ..dtypes import DTYPES, I64
 from ..errors import ConfigError, GemmGenError
 from ..hw.devices import DEVICES, Device, device
+from ..rules.defaults import default_out
 from ..rules.kernel_variant import LOOPS
 from ..spec import Options, Problem, Tiling
 
@@ -77,11 +78,6 @@ def _type_name(keyword: str, value: Any, allowed: typing.Iterable[str] = OPERAND
     if named is not None:
         raise refuse({keyword: value}, "types are named as mlir-aie names them", f"use {keyword}='{named}'")
     raise refuse({keyword: value}, "unknown type", f"use {keyword}={_quoted(allowed)}")
-
-
-def default_out(dtype_in: str) -> str:
-    """C's type when dtype_out is not given: bf16 for bf16, bfp16 for bfp16, i32 for integers."""
-    return {"bf16": "bf16", prec.BFP16: prec.BFP16}.get(dtype_in, "i32")
 
 
 def check_operator_types(dev: Device, dtype_in: Any, dtype_out: Any, dtype_b: Any, acc: Any) -> str:

@@ -22,13 +22,20 @@ from ..spec import Options
 class Resolved:
     """Every option whose default depends on others, with that default applied."""
 
+    rows: int
     cols: int
+    dtype_out: str
     dtype_b: str
     compiler: str
     emulate_bf16_with_bfp16: bool
     acc: str
     convert_once: bool
     stack_bytes: int
+
+
+def default_out(dtype_in: str) -> str:
+    """C's type when dtype_out is not given: bf16 for bf16, bfp16 for bfp16, i32 for integers."""
+    return {"bf16": "bf16", prec.BFP16: prec.BFP16}.get(dtype_in, "i32")
 
 
 def emulation_default(dev_name: str, dtype_in: str) -> bool:
@@ -103,18 +110,20 @@ def resolve(o: Options) -> Resolved:
     then the compiler and the datapath, which decide the mmul, which decides the accumulator, which
     with them decides the convert-once kernel and the stack)."""
     dev = device(o.device)
+    out = o.dtype_out or default_out(o.dtype_in)
     dtype_b = o.dtype_b or o.dtype_in
-    given_types = prec.resolve(o.dtype_in, dtype_b, o.dtype_out, o.acc)
+    given_types = prec.resolve(o.dtype_in, dtype_b, out, o.acc)
     block = given_types.block
     compiler = o.compiler if o.compiler is not None else "chess" if block else "peano"
     emulate = (o.emulate_bf16_with_bfp16 if o.emulate_bf16_with_bfp16 is not None
                else False if block else emulation_default(dev.name, o.dtype_in))
     if o.acc == prec.ACC_OUT:
-        acc = o.dtype_out
+        acc = out
     else:
-        acc = o.acc or default_acc(dev, o.dtype_in, o.dtype_out, mmul(dev, o.mmul_shape, given_types, emulate))
-    p = prec.resolve(o.dtype_in, dtype_b, o.dtype_out, acc)
+        acc = o.acc or default_acc(dev, o.dtype_in, out, mmul(dev, o.mmul_shape, given_types, emulate))
+    p = prec.resolve(o.dtype_in, dtype_b, out, acc)
     convert_once = (o.convert_once if o.convert_once is not None
                     else convert_once_problem(dev, p, emulate, o.mmul_shape, compiler) is None)
     stack = o.stack_bytes or default_stack(dev.name, compiler, p, convert_once)
-    return Resolved(o.cols or dev.columns, dtype_b, compiler, emulate, acc, convert_once, stack)
+    return Resolved(o.rows or dev.core_rows, o.cols or dev.columns, out, dtype_b, compiler, emulate, acc, convert_once,
+                    stack)
