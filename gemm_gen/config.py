@@ -251,7 +251,7 @@ class GemmConfig:
 
     @property
     def b_pack(self) -> str:
-        return self.options.b_pack
+        return self._resolved.b_pack
 
     @property
     def expansion(self) -> tuple[int, int] | None:

@@ -49,21 +49,22 @@ def choose(request: Request, params: Params | None = None, measure: Measure | No
     """The one way from a request to a design. The tiling's open sizes come from the model: for
     several `pins.sizes`, the design with the least weighted time over them that keeps the pinned ones
     (model/tune_many.py); for one problem all of them when none is pinned, else the paper's defaults
-    with the model's k_mt. A bfp16 B's packing is the model's choice too when `pins.b_pack_open` (one
+    with the model's k_mt. A bfp16 B's packing is the model's choice too when the options leave it open (one
     problem only). With `measure`, a tiling left wholly open is the fastest measured of the model's
     MEASURED_FINALISTS best designs (a finalist that fails to build or run scores inf)."""
     pins, p = request.pins, params or load()
     base = open_config(request)
-    config = _chosen(base, pins, p)
+    packing_open = request.options.b_pack is None
+    config = _chosen(base, pins, packing_open, p)
     wholly_open = pins.m is pins.k is pins.n is None and not _several_sizes(pins)
     filled = tuple(name for name in ("m", "k", "n", "k_mt") if getattr(pins, name) is None)
     if filled and pins.rho is None and (_several_sizes(pins) or wholly_open):
         filled += ("rho",)
-    if pins.b_pack_open and config.t_b.is_block and not _several_sizes(pins):
+    if packing_open and config.t_b.is_block and not _several_sizes(pins):
         filled += ("b_pack",)
     if measure is None or not wholly_open:  # only a wholly open tiling has finalists to measure
         return Choice(config, filled)
-    cands = list(tune(Workload.of(config), MEASURED_FINALISTS, {"k_mt": pins.k_mt, "rho": pins.rho}, p).top)
+    cands = list(tune(Workload.of(config), MEASURED_FINALISTS, Pins(k_mt=pins.k_mt, rho=pins.rho), p).top)
     cands = [replace(c, config=config.with_(m=c.config.m, k=c.config.k, n=c.config.n, k_mt=c.config.k_mt,
                                              rho=c.config.rho)) for c in cands]
     measured = measure_candidates(cands, measure)
@@ -89,13 +90,12 @@ def _several_sizes(pins: Pins) -> bool:
     return pins.sizes is not None and len(set(pins.sizes)) > 1
 
 
-def _chosen(base: GemmConfig, pins: Pins, p: Params) -> GemmConfig:
+def _chosen(base: GemmConfig, pins: Pins, packing_open: bool, p: Params) -> GemmConfig:
     """The model's design for `base` with what `pins` leaves open filled in."""
     m, k, n, k_mt, rho = pins.m, pins.k, pins.n, pins.k_mt, pins.rho
     tuned = m is None and k is None and n is None
     if pins.sizes is not None and _several_sizes(pins) and None in (m, k, n, k_mt):
-        fixed = {"m": m, "k": k, "n": n, "k_mt": k_mt, "rho": rho}
-        return tune_many(base, tuple(pins.sizes), None if pins.weights is None else tuple(pins.weights), fixed,
+        return tune_many(base, tuple(pins.sizes), None if pins.weights is None else tuple(pins.weights), pins,
                          p).config
     if tuned:
         config = base
@@ -106,7 +106,7 @@ def _chosen(base: GemmConfig, pins: Pins, p: Params) -> GemmConfig:
         config = base.with_(m=dm if m is None else m, k=kk, n=dn if n is None else n,
                             k_mt=default_k_mt(base.device, base.dtype_in, base.dtype_out, kk, base.K, base.dtype_b,
                                               base.acc) if k_mt is None else k_mt)
-    if pins.b_pack_open and config.t_b.is_block:  # the packing of a bfp16 B is the model's choice too
+    if packing_open and config.t_b.is_block:  # the packing of a bfp16 B is the model's choice too
         return tuned_b_pack(config, tuned, k_mt, rho, p)
     if tuned:
         return tuned_config(config, k_mt, rho, p)

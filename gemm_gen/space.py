@@ -17,7 +17,6 @@ it (one k_mt per number of K chunks), starting from `k_mt_steps_max` and keeping
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import NamedTuple
 
 import numpy as np
@@ -26,12 +25,10 @@ from .config import GemmConfig
 from .hw.devices import TILE_EXTENT_SEARCH_MAX, TileKind
 from .rules import dma, l1, memtile, tiling
 from .rules.padding import ceil_div, round_up, tasks_fit, tiles_per_core
-from .spec import Problem
+from .spec import Pins, Problem
 
 RHO_MAX = 8  # the largest asymmetry atb measures (Table 1); beyond it the switches dominate
 
-# What a user fixed of the tiling ("m", "k", "n", "k_mt", "rho"; None: open), as the tuner passes it
-Pinned = Mapping[str, int | None]
 
 
 class Tilings(NamedTuple):
@@ -52,7 +49,7 @@ class Tilings(NamedTuple):
         return Tilings(self.m[keep], self.k[keep], self.n[keep], self.rho[keep])
 
 
-def tilings(base: GemmConfig, problem: Problem, pins: Pinned) -> Tilings:
+def tilings(base: GemmConfig, problem: Problem, pins: Pins) -> Tilings:
     """Every (m, k, n, rho) of `base`'s options at `problem`'s sizes on the grids, within L1 and the
     BD fields that do not depend on k_mt, keeping what `pins` fixes (ordered by rho, m, n, then k)."""
     dev = base.dev
@@ -73,17 +70,17 @@ def tilings(base: GemmConfig, problem: Problem, pins: Pinned) -> Tilings:
     st = tiling.steps(base.mmul, base.precision.block)  # the grids GemmConfig's divisibility check accepts
     k_step = tiling.k_step(st)
     k_hi = min(round_up(problem.K, k_step), TILE_EXTENT_SEARCH_MAX * s)
-    rho_fixed = pins.get("rho")
+    rho_fixed = pins.rho
     rhos = [rho_fixed] if rho_fixed is not None else range(1, RHO_MAX + 1)
     ns = np.arange(tiling.n_step(st), n_hi + 1, tiling.n_step(st), dtype=np.int64)
-    n_fixed = pins.get("n")
+    n_fixed = pins.n
     if n_fixed is not None:
         ns = np.array([n_fixed], dtype=np.int64)
     grids = []
     for rho in rhos:
         step = tiling.m_step(st, rho)
         ms = np.arange(step, m_hi + 1, step, dtype=np.int64)
-        m_fixed = pins.get("m")
+        m_fixed = pins.m
         if m_fixed is not None:
             ms = np.array([m_fixed], dtype=np.int64)
             ms = ms[ms % step == 0]
@@ -92,7 +89,7 @@ def tilings(base: GemmConfig, problem: Problem, pins: Pinned) -> Tilings:
     mm, nn, rr = (np.concatenate(g) for g in zip(*grids))
     # the L1 rule checks.check_l1 applies (rules/l1.py), solved for the largest k
     k_max = np.minimum(l1.largest_k(base.l1_options, dev.l1_bytes, mm, nn, rr, k_step), k_hi)
-    k_fixed = pins.get("k")
+    k_fixed = pins.k
     if k_fixed is not None:
         keep = k_max >= int(k_fixed)
         mm, nn, rr = mm[keep], nn[keep], rr[keep]
@@ -109,13 +106,13 @@ def tilings(base: GemmConfig, problem: Problem, pins: Pinned) -> Tilings:
     return Tilings(m3, k3, n3, r3)
 
 
-def mask(base: GemmConfig, problem: Problem, candidates: Tilings, pins: Pinned) -> np.ndarray:
+def mask(base: GemmConfig, problem: Problem, candidates: Tilings, pins: Pins) -> np.ndarray:
     """Which candidates the rules that do not depend on k_mt accept: the runtime sequence's task
     count (rules/padding.py), and for a pinned k_mt, that it is whole k-steps within the BD extent."""
     rows, cols = base.rows, base.cols
     keep = np.asarray(tasks_fit(tiles_per_core(problem.M, problem.N, candidates.m * rows, candidates.n * cols),
                                 base.a_shims, cols))
-    k_mt = pins.get("k_mt")
+    k_mt = pins.k_mt
     if k_mt is not None:
         keep = keep & (k_mt % candidates.k == 0) & (k_mt // candidates.k <= TILE_EXTENT_SEARCH_MAX)
     return keep

@@ -84,8 +84,9 @@ class Options:
     acc: str | None = None
     # how a bfp16 B sits in DRAM: "tiles", a matrix of 8 x 8 tiles (row-major over tiles, B^T's when
     # column-major); or "strips", mlir-aie's ATB packing: each core column's K x n strip one
-    # contiguous run of its k x n L1 tiles, each in 1 x 2 super-blocks of 8 x 8 tiles
-    b_pack: str = "tiles"
+    # contiguous run of its k x n L1 tiles, each in 1 x 2 super-blocks of 8 x 8 tiles. None: open,
+    # the search's choice for a bfp16 B, "tiles" for any other
+    b_pack: str | None = None
     # the kernel variant (gemm_gen/rules/kernel_variant.py): er x et accumulators per cluster and the
     # software-pipelined loop; None: the automatic choice for the tile
     expansion: tuple[int, int] | None = None
@@ -125,17 +126,22 @@ class Tiling:
 
 @dataclass(frozen=True)
 class Pins:
-    """The parts of the tiling a user fixed (None: the search chooses), whether a bfp16 B's packing
-    is open too, and for a design serving several sizes those sizes and how often each is called."""
+    """The parts of the tiling a user fixed (None: the search chooses), and for a design serving
+    several sizes those sizes and how often each is called. (Whether a bfp16 B's packing is open is
+    the option's own: `Options.b_pack` None.)"""
 
     m: int | None = None
     k: int | None = None
     n: int | None = None
     k_mt: int | None = None
     rho: int | None = None
-    b_pack_open: bool = False
     sizes: tuple[Problem, ...] | None = None
     weights: tuple[float, ...] | None = None
+
+    def tiling_items(self) -> tuple[tuple[str, int], ...]:
+        """The pinned parts of the tiling as (name, value), in the order m, k, n, k_mt, rho."""
+        return tuple((name, value) for name in ("m", "k", "n", "k_mt", "rho")
+                     if (value := getattr(self, name)) is not None)
 
 
 @dataclass(frozen=True)

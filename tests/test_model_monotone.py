@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from gemm_gen.model.params import Params, load
 from gemm_gen.model.perf import Workload, dram_lds, estimate
 from gemm_gen.space import tilings
+from gemm_gen.spec import Pins
 
 TYPES = [("npu1", "i8", "i16"), ("npu1", "bf16", "bf16"), ("npu2", "i8", "i8"), ("npu2", "bf16", "bf16"),
          ("npu2", "i16", "i32"), ("npu2", "i8", "i32"), ("npu2", "bfp16", "bfp16")]
@@ -21,7 +22,7 @@ TOL = 1e-12
 
 def _times(pr: Workload, p: Params, kmt_factor: int, queue_groups: int | None = None) -> np.ndarray:
     pr = pr if queue_groups is None else pr.with_(queue_groups=queue_groups)
-    m, k, n, rho = tilings(pr.base, pr.size, {})
+    m, k, n, rho = tilings(pr.base, pr.size, Pins())
     kmt = np.minimum(k * kmt_factor, -(-pr.K // k) * k)
     return estimate(pr, m, k, n, kmt, p, rho=rho).time
 
@@ -72,7 +73,7 @@ def test_more_work_never_predicts_a_faster_run(types, M, K, N, col, dim, more, q
     dev, t_in, t_out = types
     small = Workload.new(dev, M, K, N, t_in, t_out, col, queue_groups=queue or 4)
     big = small.with_(**{dim: getattr(small, dim) + more})
-    m, k, n, rho = tilings(small.base, small.size, {})
+    m, k, n, rho = tilings(small.base, small.size, Pins())
     kmt = np.minimum(4 * k, -(-small.K // k) * k)
     own = (small.K % kmt == 0) & (big.K % kmt == 0) if dim == "K" else np.ones(m.shape, dtype=bool)
     for pr in (small, big):

@@ -21,6 +21,7 @@ from gemm_gen.model.perf import Workload, estimate
 from gemm_gen.model.tune import evaluate_all, tune
 from gemm_gen.rules import l1, memtile, tiling
 from gemm_gen.space import RHO_MAX, tilings
+from gemm_gen.spec import Pins
 
 
 def run(capsys, *args: str) -> tuple[int, str, str]:
@@ -49,7 +50,7 @@ def test_tuned_design_is_at_least_the_papers_choice_within_a_second(row):
 
 def _brute_force(pr: Workload, params=None) -> np.ndarray:
     """Every (m, k, n, rho) and every multiple of k for k_mt that fits: sorted predicted times."""
-    m, k, n, rho = tilings(pr.base, pr.size, {})
+    m, k, n, rho = tilings(pr.base, pr.size, Pins())
     r = pr.base.mmul[0]  # every asymmetry whose A tile (m / rho rows) fits a core's share is searched
     assert set(rho.tolist()) == {x for x in range(1, RHO_MAX + 1) if 2 * r * x <= m.max()}
     times = []
@@ -95,7 +96,7 @@ def test_the_pruning_bound_is_below_every_k_mts_time(change):
 
     pr = Workload.new("npu2", 2048, 1536, 2048, "i8", "i32", False)
     p = load().with_dram("npu2", **change)
-    m, k, n, rho = tilings(pr.base, pr.size, {})
+    m, k, n, rho = tilings(pr.base, pr.size, Pins())
     K1 = -(-pr.K // k) * k
     bound = _bound(pr, estimate(pr, m, k, n, K1, p, rho=rho), p)
     checked = 0
@@ -112,7 +113,7 @@ def test_the_pruning_bound_is_below_every_k_mts_time(change):
 def test_heat_map_data_has_the_best_k_mt_of_every_tiling():
     pr = Workload.new("npu1", 520, 600, 700, "i8", "i16", True)
     allc = evaluate_all(pr)
-    m, k, n, _ = tilings(pr.base, pr.size, {})
+    m, k, n, _ = tilings(pr.base, pr.size, Pins())
     assert len(allc["m"]) <= m.size and allc["tops"].max() == pytest.approx(tune(pr, 1).best.tops)
 
 
@@ -215,7 +216,7 @@ def test_a_design_that_fails_on_the_npu_ranks_last_and_the_rest_are_measured(cap
 
 def test_no_valid_design_is_a_clear_error():
     with pytest.raises(GemmGenError, match="no valid design"):
-        tune(Workload.new("npu1", 1024, 1024, 1024, "i8", "i8", True), 1, {"m": 8, "k": 8, "n": 4096})
+        tune(Workload.new("npu1", 1024, 1024, 1024, "i8", "i8", True), 1, Pins(m=8, k=8, n=4096))
 
 
 @pytest.mark.parametrize("row", paper.ATB_T2, ids=lambda r: f"{r.source[-7:]}-{r.m}x{r.k}x{r.n}-rho{r.rho}")
@@ -272,7 +273,7 @@ def test_the_tuners_l1_filter_accepts_exactly_what_the_configs_l1_check_accepts(
 def test_every_tilings_largest_k_is_the_largest_the_l1_check_accepts(pr):
     """On the tuner's own candidates: for each (m, n, rho) it searches, its largest k passes
     GemmConfig's L1 check and one mmul step more does not (K is large enough that only L1 bounds k)."""
-    m, k, n, rho = tilings(pr.base, pr.size, {})
+    m, k, n, rho = tilings(pr.base, pr.size, Pins())
     s = pr.base.mmul[1]
     keys = np.stack([m, n, rho], axis=1)
     groups, inverse = np.unique(keys, axis=0, return_inverse=True)
@@ -294,7 +295,7 @@ def test_the_tuners_grid_is_exactly_what_the_divisibility_check_accepts(pr):
     """The tuner enumerates m, k, n on rules.tiling's steps: every candidate passes GemmConfig's
     divisibility check, and every m (per rho) and n up to the largest searched one that the check
     accepts is searched."""
-    m, k, n, rho = tilings(pr.base, pr.size, {})
+    m, k, n, rho = tilings(pr.base, pr.size, Pins())
     st = tiling.steps(pr.base.mmul, pr.base.precision.block)
     assert tiling.divisible(st, m, k, n, k, rho).all()
     _, s, _ = pr.base.mmul

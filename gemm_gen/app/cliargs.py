@@ -270,13 +270,13 @@ def base_config(a: argparse.Namespace, m: int = 0, k: int = 0, n: int = 0, k_mt:
                       mmul_shape=a.mmul, queue_groups=a.queue_groups, stack_bytes=a.stack, shift=a.shift,
                       rounding=a.rounding, saturation=a.saturation, dtype_b=p.b,
                       acc=p.acc if a.preset is not None else a.acc,
-                      b_pack=a.b_pack or "tiles", expansion=a.expansion, kernel_loops=a.kernel_loops,
+                      b_pack=a.b_pack, expansion=a.expansion, kernel_loops=a.kernel_loops,
                       convert_once=a.convert_once, l1_alloc=a.l1_alloc, runtime_sizes=served)
 
 
 def pins(a: argparse.Namespace) -> Pins:
-    """The tiling, rho, packing, sizes and weights the flags fix (the rest is left to search.choose)."""
-    return Pins(a.m, a.k, a.n, a.k_mt, a.rho, b_pack_open=a.b_pack is None, sizes=getattr(a, "runtime_sizes", None),
+    """The tiling, rho, sizes and weights the flags fix (the rest is left to search.choose)."""
+    return Pins(a.m, a.k, a.n, a.k_mt, a.rho, sizes=getattr(a, "runtime_sizes", None),
                 weights=getattr(a, "weights", None))
 
 

@@ -24,7 +24,7 @@ from ..model.predict import Prediction, predict
 from ..model.tune import RANKS, Candidate, TuneResult, tune_b_packs
 from ..model.tune_many import ManyResult, tune_many
 from .choice import choice, say_chosen
-from .cliargs import EXIT_USAGE, SIZE, base_config, counted, problem_args
+from .cliargs import EXIT_USAGE, SIZE, base_config, counted, pins, problem_args
 from .limits import measure
 
 
@@ -121,17 +121,17 @@ def predict_text(d: Prediction) -> str:
 def cmd_tune(a: argparse.Namespace) -> int:
     base = _base(a)
     top = max(a.top, a.measure or 0)
-    fixed = {"m": a.m, "k": a.k, "n": a.n, "k_mt": a.k_mt, "rho": a.rho}
+    pinned = pins(a)
     if a.runtime_sizes:
         if a.measure:
             raise ConfigError(f"--measure {a.measure} re-ranks the designs of one size; --runtime-sizes ranks one "
                               "design for several", "drop --measure, or tune one size at a time")
 
-        many = tune_many(base, tuple(a.runtime_sizes), a.weights, fixed, _params(a))
+        many = tune_many(base, tuple(a.runtime_sizes), a.weights, pinned, _params(a))
         print(json.dumps(many.to_json(), indent=1) if a.json else tune_many_text(many))
         return 0
     packs = (a.b_pack,) if a.b_pack else B_PACKS if base.t_b.is_block else ("tiles",)  # the model picks B's packing
-    result = tune_b_packs(Workload.of(base), top, fixed, packs, _params(a), _ends(a), a.rank)
+    result = tune_b_packs(Workload.of(base), top, pinned, packs, _params(a), _ends(a), a.rank)
     result.top = [replace(c, config=base.with_(m=c.config.m, k=c.config.k, n=c.config.n, k_mt=c.config.k_mt,
                                             rho=c.config.rho, b_pack=c.config.b_pack))
                   for c in result.top]

@@ -89,9 +89,8 @@ class Gemm:
                                     acc=acc, **options)
         except DESIGN_ERRORS as e:
             raise design_refusal(self._args, e) from None
-        # the tuner leaves alone what the user fixed: rho, and a bfp16 B's packing
+        # the tuner leaves alone what the user fixed: rho (a bfp16 B's packing given stays in the options)
         self._rho: int | None = options.get("rho")
-        self._b_pack_open = self._base.t_b.is_block and "b_pack" not in options
         self._designs: dict[Problem, Design] = {}
         self._loaded: dict[Any, Any] = {}  # xclbin path -> its NpuKernel, loaded by the first NPU call
         self._sessions: dict[int, Any] = {}
@@ -137,7 +136,7 @@ class Gemm:
     def _build(self, size: Problem, runtime: bool) -> Design:
         options = replace(self._base.options, runtime_sizes="mnk" if runtime else "fixed")
         m, k, n, k_mt = self._tiles or (None, None, None, None)
-        pins = Pins(m, k, n, k_mt, self._rho, b_pack_open=self._b_pack_open)
+        pins = Pins(m, k, n, k_mt, self._rho)
         return build_design(search.choose(Request(options, size, pins)).config)
 
     # ---- calls --------------------------------------------------------------------------------

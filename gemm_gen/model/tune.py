@@ -28,6 +28,7 @@ from ..errors import ConfigError, GemmGenError
 from ..hw.devices import TILE_EXTENT_SEARCH_MAX
 from ..rules import dma
 from ..rules.padding import ceil_div, round_up
+from ..spec import Pins
 from .params import Params, load, load_ends
 from .perf import Estimate, Workload, estimate, estimate_config
 
@@ -134,25 +135,24 @@ def _smallest_j(K: int, k: np.ndarray, q: np.ndarray) -> np.ndarray:
 Ranked = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, int, int]
 
 
-def rank_all(pr: Workload, fixed: dict[str, int | None], top: int, p: Params, per_tiling: bool = False
+def rank_all(pr: Workload, pins: Pins, top: int, p: Params, per_tiling: bool = False
               ) -> Ranked:
     """Model times of the candidates (m, k, n, k_mt, rho, time, tilings, evaluated); with per_tiling,
     at least the best k_mt of every (m, k, n, rho)."""
-    listed = space.tilings(pr.base, pr.size, fixed)
+    listed = space.tilings(pr.base, pr.size, pins)
     tilings = listed.size
     if tilings == 0:
         empty = np.zeros(0, dtype=np.int64)
         return empty, empty, empty, empty, empty, np.zeros(0), 0, 0
-    kept = listed.take(space.mask(pr.base, pr.size, listed, fixed))
+    kept = listed.take(space.mask(pr.base, pr.size, listed, pins))
     m, k, n, rho = kept
     K1 = round_up(pr.K, k)
     bound = _bound(pr, estimate(pr, m, k, n, K1, p, rho=rho), p)  # K padded to one k-step: below every k_mt
     out_idx: list[np.ndarray] = []
     out_kmt: list[np.ndarray] = []
     out_time: list[np.ndarray] = []
-    fixed_kmt = fixed.get("k_mt")
-    if fixed_kmt is not None:
-        kmt = np.full(m.shape, int(fixed_kmt), dtype=np.int64)
+    if pins.k_mt is not None:
+        kmt = np.full(m.shape, int(pins.k_mt), dtype=np.int64)
         idx = np.nonzero(space.memtiles_fit(pr.base, m, k, n, kmt))[0]
         e = estimate(pr, m[idx], k[idx], n[idx], kmt[idx], p, rho=rho[idx])
         out_idx.append(idx)
@@ -203,7 +203,7 @@ def rank_all(pr: Workload, fixed: dict[str, int | None], top: int, p: Params, pe
 RANKS = ("model", "pessimistic")  # rank by the prediction, or by its pessimistic end
 
 
-def tune(pr: Workload, top: int = 5, fixed: dict[str, int | None] | None = None,
+def tune(pr: Workload, top: int = 5, pins: Pins | None = None,
          params: Params | None = None, ends: tuple[Params, Params] | None = None, rank: str = "model"
          ) -> TuneResult:
     """Rank every valid design of `pr` by predicted time (rank "pessimistic": by its time at the
@@ -215,10 +215,10 @@ def tune(pr: Workload, top: int = 5, fixed: dict[str, int | None] | None = None,
     if rank not in RANKS:
         raise ConfigError(f"unknown ranking {rank!r}", f"use --rank {' or '.join(RANKS)}")
     by = slow if rank == "pessimistic" else p
-    fixed = fixed or {}
-    _check_problem(pr, fixed)
+    pins = pins or Pins()
+    _check_problem(pr, pins)
     finalists = max(top, FINALISTS)
-    m, k, n, kmt, rho, t, tilings, evaluated = rank_all(pr, fixed, finalists, by)
+    m, k, n, kmt, rho, t, tilings, evaluated = rank_all(pr, pins, finalists, by)
     order = np.lexsort((rho, m * n, -kmt, t))  # fastest first; ties: longer k_mt, smaller C tile, lower rho
     found: list[Candidate] = []
     rejected = 0
@@ -240,8 +240,8 @@ def tune(pr: Workload, top: int = 5, fixed: dict[str, int | None] | None = None,
     found = sorted(found, key=_rank_key(rank))[:top]
     if not found:
         what = f"no valid design for {pr.base.device} {pr.M}x{pr.K}x{pr.N} {pr.base.dtype_in}->{pr.base.dtype_out}"
-        if any(v is not None for v in fixed.values()):
-            what += " with " + ", ".join(f"{k}={v}" for k, v in fixed.items() if v is not None)
+        if pins.tiling_items():
+            what += " with " + ", ".join(f"{k}={v}" for k, v in pins.tiling_items())
         if first_error is not None:
             raise ConfigError(f"{what}; the best-ranked one fails: {first_error.what}", first_error.fix)
         raise ConfigError(what, "relax the fixed tile sizes or check the problem size")
@@ -255,10 +255,10 @@ def _rank_key(rank: str) -> Callable[[Candidate], float]:
     return lambda cand: cand.time_s
 
 
-def _check_problem(pr: Workload, fixed: dict[str, int | None] | None = None) -> None:
+def _check_problem(pr: Workload, pins: Pins | None = None) -> None:
     """The checks that do not depend on the tiling, with GemmConfig's own messages."""
     sizes = [("M", pr.M), ("K", pr.K), ("N", pr.N)]
-    sizes += [(name, v) for name, v in (fixed or {}).items() if v is not None]
+    sizes += list((pins or Pins()).tiling_items())
     for name, value in sizes:
         if value < 1:
             flag = f"--{name.replace('_', '-')}" if len(name) > 1 else f"-{name}"
@@ -285,7 +285,7 @@ def evaluate_all(pr: Workload, params: Params | None = None) -> dict[str, np.nda
     """Every valid (m, k, n) with its best k_mt and rho and predicted time (for the heat map)."""
     p = params or load()
     _check_problem(pr)
-    m, k, n, kmt, rho, t, _, _ = rank_all(pr, {}, 1, p, per_tiling=True)
+    m, k, n, kmt, rho, t, _, _ = rank_all(pr, Pins(), 1, p, per_tiling=True)
     order = np.lexsort((rho, kmt, n, k, m, t))  # per (m, k, n) keep the fastest
     m, k, n, kmt, rho, t = m[order], k[order], n[order], kmt[order], rho[order], t[order]
     keys = m * 10**12 + k * 10**6 + n
@@ -294,17 +294,13 @@ def evaluate_all(pr: Workload, params: Params | None = None) -> dict[str, np.nda
             "tops": 2.0 * pr.macs / t[first] / 1e12}
 
 
-def best_config(pr: Workload, fixed: dict[str, int | None] | None = None) -> GemmConfig:
-    return tune(pr, 1, fixed).best.config
-
-
-def tune_b_packs(pr: Workload, top: int = 5, fixed: dict[str, int | None] | None = None,
+def tune_b_packs(pr: Workload, top: int = 5, pins: Pins | None = None,
                  packs: tuple[str, ...] = ("tiles",), params: Params | None = None,
                  ends: tuple[Params, Params] | None = None, rank: str = "model") -> TuneResult:
     """tune() for each DRAM packing of B in `packs` (both, for a bfp16 B the user left open), merged
     by predicted time."""
 
-    results = [tune(pr.with_(b_pack=pack), top, fixed, params, ends, rank) for pack in packs]
+    results = [tune(pr.with_(b_pack=pack), top, pins, params, ends, rank) for pack in packs]
     merged = sorted((c for r in results for c in r.top), key=_rank_key(rank))[:top]
     return TuneResult(pr, merged, sum(r.evaluated for r in results), sum(r.tilings for r in results),
                       sum(r.seconds for r in results), sum(r.rejected_by_validate for r in results),
@@ -315,7 +311,7 @@ def tuned_config(base: GemmConfig, k_mt: int | None = None, rho: int | None = No
                  params: Params | None = None) -> GemmConfig:
     """`base` with the tuner's best m, k, n, rho (and k_mt, rho unless given); every other field kept."""
 
-    best = tune(Workload.of(base), 1, {"k_mt": k_mt, "rho": rho}, params).best.config
+    best = tune(Workload.of(base), 1, Pins(k_mt=k_mt, rho=rho), params).best.config
     return base.with_(m=best.m, k=best.k, n=best.n, k_mt=best.k_mt, rho=best.rho)
 
 
@@ -345,9 +341,9 @@ def tuned_k_mt(config: GemmConfig, params: Params | None = None) -> GemmConfig:
     """`config` with the tuner's best k_mt for its own m, k, n and rho. Unchanged when the tuner finds
     none (the tiles break a rule): checks.check_config then names the rule."""
 
-    fixed: dict[str, int | None] = {"m": config.m, "k": config.k, "n": config.n, "rho": config.rho}
+    pins = Pins(config.m, config.k, config.n, rho=config.rho)
     try:
-        best = tune(Workload.of(config), 1, fixed, params).best.config
+        best = tune(Workload.of(config), 1, pins, params).best.config
     except GemmGenError:
         return config
     return config.with_(k_mt=best.k_mt)

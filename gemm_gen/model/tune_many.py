@@ -19,7 +19,7 @@ from ..call import check_weights
 from ..config import GemmConfig
 from ..design.serve import check, serve
 from ..errors import ConfigError, GemmGenError
-from ..spec import Problem
+from ..spec import Pins, Problem
 from .params import Params, load
 from .perf import Workload, estimate, estimate_config
 from .tune import rank_all, tune
@@ -91,12 +91,12 @@ def _loss(config: GemmConfig, size: Problem, weight: float, special: tuple[float
 
 
 def tune_many(base: GemmConfig, sizes: tuple[Problem, ...], weights: tuple[float, ...] | None = None,
-              fixed: dict[str, int | None] | None = None, params: Params | None = None) -> ManyResult:
+              pins: Pins | None = None, params: Params | None = None) -> ManyResult:
     """The design (base's options, built for its M, K, N, which must cover every size) that
     minimises the weighted predicted time over `sizes`, with each size's loss against its own."""
     start = time.perf_counter()
     p = params or load()
-    fixed = fixed or {}
+    pins = pins or Pins()
     weights = weights or (1.0,) * len(sizes)
     if len(weights) != len(sizes):
         raise ConfigError(f"{len(weights)} weights for {len(sizes)} sizes", "give one weight per size")
@@ -106,13 +106,13 @@ def tune_many(base: GemmConfig, sizes: tuple[Problem, ...], weights: tuple[float
         merged[size] = merged.get(size, 0.0) + float(wt)
     sizes, weights = tuple(merged), tuple(merged.values())
     top = Workload.of(base)
-    m, k, n, kmt, rho, _, _, _ = rank_all(top, fixed, CANDIDATES, p)
+    m, k, n, kmt, rho, _, _, _ = rank_all(top, pins, CANDIDATES, p)
     cands = {(int(a), int(b), int(c), int(d), int(e)) for a, b, c, d, e in zip(m, k, n, kmt, rho)}
     specials: list[tuple[float, GemmConfig] | None] = []
     for size in sizes:  # each size's own best design (a fixed one: no runtime parameters)
         own = top.with_(M=size.M, K=size.K, N=size.N, runtime_sizes="fixed")
         try:
-            best = tune(own, 1, fixed, p).best
+            best = tune(own, 1, pins, p).best
         except GemmGenError:
             specials.append(None)
             continue

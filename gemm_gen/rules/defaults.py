@@ -26,6 +26,7 @@ class Resolved:
     cols: int
     dtype_out: str
     dtype_b: str
+    b_pack: str
     compiler: str
     emulate_bf16_with_bfp16: bool
     acc: str
@@ -125,5 +126,5 @@ def resolve(o: Options) -> Resolved:
     convert_once = (o.convert_once if o.convert_once is not None
                     else convert_once_problem(dev, p, emulate, o.mmul_shape, compiler) is None)
     stack = o.stack_bytes or default_stack(dev.name, compiler, p, convert_once)
-    return Resolved(o.rows or dev.core_rows, o.cols or dev.columns, out, dtype_b, compiler, emulate, acc, convert_once,
-                    stack)
+    return Resolved(o.rows or dev.core_rows, o.cols or dev.columns, out, dtype_b, o.b_pack or "tiles", compiler,
+                    emulate, acc, convert_once, stack)
