@@ -16,7 +16,7 @@ from ..hw.devices import TileKind, device
 from ..rounding import Rounding, Saturation
 from ..rules.defaults import default_out
 from ..rules.kernel_variant import CANDIDATES, LOOPS
-from ..spec import Options, Pins, Problem, Request
+from ..spec import Options, Pins, Problem, Request, Tiling
 
 EXIT_FAIL, EXIT_USAGE = 1, 2
 # The largest M, K, N (and any count a flag takes): mlir-aie's host program reads sizes as C ints and
@@ -260,18 +260,27 @@ def check_device_flags(a: argparse.Namespace) -> None:
                           "(the hardware drops a push onto a full queue)", f"give --queue-groups 1 to {depth}")
 
 
-def base_config(a: argparse.Namespace, m: int = 0, k: int = 0, n: int = 0, k_mt: int = 0) -> GemmConfig:
-    """The problem and every option the flags give, with the tiling as passed (0: still open)."""
+def options(a: argparse.Namespace) -> Options:
+    """Every option the flags give (an absent flag leaves its option open: derived on read)."""
     check_device_flags(a)
     p = types(a)
-    (M, K, N), served = sizes(a)
-    return GemmConfig(a.dev, M, K, N, m, k, n, k_mt, p.a, p.out, bool(a.b_col_maj), cols=a.n_aie_cols,
-                      rho=a.rho or 1, emulate_bf16_with_bfp16=a.emulate, compiler="chess" if a.chess else None,
-                      mmul_shape=a.mmul, queue_groups=a.queue_groups, stack_bytes=a.stack, shift=a.shift,
-                      rounding=a.rounding, saturation=a.saturation, dtype_b=p.b,
-                      acc=p.acc if a.preset is not None else a.acc,
-                      b_pack=a.b_pack, expansion=a.expansion, kernel_loops=a.kernel_loops,
-                      convert_once=a.convert_once, l1_alloc=a.l1_alloc, runtime_sizes=served)
+    _, served = sizes(a)
+    return Options(a.dev, p.a, p.out, bool(a.b_col_maj), cols=a.n_aie_cols or 0, emulate_bf16_with_bfp16=a.emulate,
+                   compiler="chess" if a.chess else None, mmul_shape=a.mmul, queue_groups=a.queue_groups,
+                   stack_bytes=a.stack or 0, shift=a.shift, rounding=a.rounding, saturation=a.saturation,
+                   dtype_b=p.b, acc=p.acc if a.preset is not None else a.acc, b_pack=a.b_pack,
+                   expansion=a.expansion, kernel_loops=a.kernel_loops, convert_once=a.convert_once,
+                   l1_alloc=a.l1_alloc, runtime_sizes=served)
+
+
+def problem(a: argparse.Namespace) -> Problem:
+    """The size the design is built for (with --runtime-sizes: the largest it serves)."""
+    return Problem(*sizes(a)[0])
+
+
+def base_config(a: argparse.Namespace, m: int = 0, k: int = 0, n: int = 0, k_mt: int = 0) -> GemmConfig:
+    """The problem and every option the flags give, with the tiling as passed (0: still open)."""
+    return GemmConfig(options=options(a), tiling=Tiling(m, k, n, k_mt, a.rho or 1), size=problem(a))
 
 
 def pins(a: argparse.Namespace) -> Pins:
@@ -282,8 +291,7 @@ def pins(a: argparse.Namespace) -> Pins:
 
 def request(a: argparse.Namespace) -> Request:
     """What the flags ask for: the options and the size they give, and the pins."""
-    base = base_config(a)
-    return Request(base.options, base.size, pins(a))
+    return Request(options(a), problem(a), pins(a))
 
 
 def config_args(c: GemmConfig) -> list[str]:
