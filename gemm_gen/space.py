@@ -2,7 +2,7 @@
 
 As CUTLASS's generator lists tile descriptions and its manifest filter drops what a target cannot
 run, `tilings` lists the candidate (m, k, n, rho) of a problem and `mask` drops those that break a
-rule; the model (model/tune.py) only prices what is left. Both call the rule functions GemmConfig's
+rule; the model (search/tune.py) only prices what is left. Both call the rule functions GemmConfig's
 checks call (gemm_gen/rules), over all candidates at once; design.serve.check() runs on the
 finalists only.
 

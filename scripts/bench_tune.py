@@ -14,7 +14,7 @@ import time
 from gemm_gen.model.fit import calibrate, paper
 from gemm_gen.model.params import load
 from gemm_gen.model.perf import Workload
-from gemm_gen.model.tune import tune
+from gemm_gen.search.tune import tune
 
 LIMIT_S = 1.0
 

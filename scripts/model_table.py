@@ -181,7 +181,7 @@ vectorised; `design.serve.check()` (the config's rules and every DMA pattern) ru
 finalists only. `scripts/bench_tune.py` prints the search time of the Table 2 and 3 problems (the
 paper: under 1 s). `--measure N` builds and runs the top N through `gemm_gen.app.limits.measure` and
 re-ranks them by measured time. `--rank pessimistic` ranks by each design's slow end instead, and
-`--runtime-sizes` (with `--weights`) finds one design for several sizes (model/tune_many.py).
+`--runtime-sizes` (with `--weights`) finds one design for several sizes (search/tune_many.py).
 """
 
 

@@ -13,7 +13,7 @@ import pytest
 
 from gemm_gen.app.cli import main
 from gemm_gen.model.perf import Workload
-from gemm_gen.model.tune import tune
+from gemm_gen.search.tune import tune
 
 SMALL = ["--dev", "npu1", "-M", "128", "-K", "64", "-N", "128", "-m", "16", "-k", "16", "-n", "16",
          "--k-mt", "32"]

@@ -296,9 +296,9 @@ def _interrupt(*a, **k):
 
 @pytest.mark.parametrize("cmd,where", [
     (["simulate", *SMALL], "gemm_gen.sim.run.simulate_calls"),
-    (["plan", *OPEN], "gemm_gen.search.tuned_config"),
+    (["plan", *OPEN], "gemm_gen.search.choosing.tuned_config"),
     (["generate", *SMALL], "gemm_gen.app.cli.dumps"),
-    (["roofline", *SMALL, "--points", "5"], "gemm_gen.model.fit.plots.evaluate_all"),
+    (["roofline", *SMALL, "--points", "5"], "gemm_gen.app.plots.evaluate_all"),
 ])
 def test_ctrl_c_is_one_line_and_exit_130(capsys, cwd, monkeypatch, cmd, where):
     monkeypatch.setattr(where, _interrupt)

@@ -219,7 +219,7 @@ def test_predict_json_keys_and_text(capsys):
 
 
 def test_predict_without_tiles_uses_the_tuned_design(capsys):
-    from gemm_gen.model.tune import tune
+    from gemm_gen.search.tune import tune
 
     info = predict_json(capsys, *SMALL)
     best = tune(Workload.new("npu1", 512, 512, 512, "i8", "i16"), 1).best.config

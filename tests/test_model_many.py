@@ -1,5 +1,5 @@
 """One design for many sizes in the model: the runtime-parameter writes, whole blocks for small
-calls, and the tuner over a list of sizes (gemm_gen/model/tune_many.py). Every time is predicted."""
+calls, and the tuner over a list of sizes (gemm_gen/search/tune_many.py). Every time is predicted."""
 
 from __future__ import annotations
 
@@ -15,8 +15,8 @@ from gemm_gen.design.serve import check, serve
 from gemm_gen.errors import GemmGenError
 from gemm_gen.model.params import load
 from gemm_gen.model.perf import Workload, estimate, estimate_config
-from gemm_gen.model.tune_many import tune_many
 from gemm_gen.rules.l1 import RTP_WORDS
+from gemm_gen.search.tune_many import tune_many
 from gemm_gen.spec import Problem
 
 from .conftest import small

@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 
 from gemm_gen.app.cli import main
-from gemm_gen.model.fit.plots import sweep
+from gemm_gen.app.plots import sweep
 from gemm_gen.model.params import SLOWER_WHEN_LARGER, ends, load, raw
 from gemm_gen.model.perf import Workload
-from gemm_gen.model.tune import tune
+from gemm_gen.search.tune import tune
 
 from .conftest import small
 

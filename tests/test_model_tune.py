@@ -18,8 +18,8 @@ from gemm_gen.errors import BuildError, GemmGenError, ToolchainMissing
 from gemm_gen.model.fit import calibrate, paper
 from gemm_gen.model.params import load
 from gemm_gen.model.perf import Workload, estimate
-from gemm_gen.model.tune import evaluate_all, tune
 from gemm_gen.rules import l1, memtile, tiling
+from gemm_gen.search.tune import evaluate_all, tune
 from gemm_gen.space import RHO_MAX, tilings
 from gemm_gen.spec import Pins
 
@@ -92,7 +92,7 @@ def test_the_pruning_bound_holds_with_any_dram_constants(change):
 @pytest.mark.parametrize("change", [{"write_cost": 0.3, "page_sharing": 1.0}, {"write_cost": 2.0}], ids=str)
 def test_the_pruning_bound_is_below_every_k_mts_time(change):
     """_bound at q K chunks never exceeds the time of any k_mt with q chunks."""
-    from gemm_gen.model.tune import _bound
+    from gemm_gen.search.tune import _bound
 
     pr = Workload.new("npu2", 2048, 1536, 2048, "i8", "i32", False)
     p = load().with_dram("npu2", **change)

@@ -7,13 +7,13 @@ import math
 
 import pytest
 
-import gemm_gen.model.tune as tune_module
-import gemm_gen.search as search_module
+import gemm_gen.search.choosing as search_module
+import gemm_gen.search.tune as tune_module
 from gemm_gen.errors import BuildError, ToolchainMissing
 from gemm_gen.model.params import load
 from gemm_gen.model.perf import Workload
-from gemm_gen.model.tune import tune
 from gemm_gen.search import MEASURED_FINALISTS, choose, open_config
+from gemm_gen.search.tune import tune
 from gemm_gen.spec import Options, Pins, Problem, Request
 
 OPTIONS = Options("npu2", "i8", "i16")

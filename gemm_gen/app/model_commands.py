@@ -17,15 +17,15 @@ from ..design.serve import SERVED
 from ..errors import ConfigError, ToolchainMissing
 from ..hw.devices import device
 from ..model.fit import measured
-from ..model.fit.plots import heatmap_png, pyplot, roofline_png
 from ..model.params import Params, load, load_ends
 from ..model.perf import Workload
 from ..model.predict import Prediction, predict
-from ..model.tune import RANKS, Candidate, TuneResult, tune_b_packs
-from ..model.tune_many import ManyResult, tune_many
+from ..search.tune import RANKS, Candidate, TuneResult, tune_b_packs
+from ..search.tune_many import ManyResult, tune_many
 from .choice import choice, say_chosen
 from .cliargs import EXIT_USAGE, SIZE, base_config, counted, pins, problem_args
 from .limits import measure
+from .plots import heatmap_png, pyplot, roofline_png
 
 
 def _model_args(p: argparse.ArgumentParser) -> None:

@@ -19,9 +19,9 @@ from ..call import check_weights
 from ..config import GemmConfig
 from ..design.serve import check, serve
 from ..errors import ConfigError, GemmGenError
+from ..model.params import Params, load
+from ..model.perf import Workload, estimate, estimate_config
 from ..spec import Pins, Problem
-from .params import Params, load
-from .perf import Workload, estimate, estimate_config
 from .tune import rank_all, tune
 
 CANDIDATES = 48  # designs of the largest size that enter the ranking over all sizes

@@ -10,13 +10,13 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
-from .config import GemmConfig, default_k_mt, default_tiles
-from .errors import GemmGenError, ToolchainMissing
-from .model.params import Params, load
-from .model.perf import Workload
-from .model.tune import Candidate, tune, tuned_b_pack, tuned_config, tuned_k_mt
-from .model.tune_many import tune_many
-from .spec import Pins, Request, Tiling
+from ..config import GemmConfig, default_k_mt, default_tiles
+from ..errors import GemmGenError, ToolchainMissing
+from ..model.params import Params, load
+from ..model.perf import Workload
+from ..spec import Pins, Request, Tiling
+from .tune import Candidate, tune, tuned_b_pack, tuned_config, tuned_k_mt
+from .tune_many import tune_many
 
 # Seconds one call of a design takes, measured by the caller (app/limits.measure builds and runs it
 # on the NPU); the search never imports a back end.
@@ -48,7 +48,7 @@ def open_config(request: Request) -> GemmConfig:
 def choose(request: Request, params: Params | None = None, measure: Measure | None = None) -> Choice:
     """The one way from a request to a design. The tiling's open sizes come from the model: for
     several `pins.sizes`, the design with the least weighted time over them that keeps the pinned ones
-    (model/tune_many.py); for one problem all of them when none is pinned, else the paper's defaults
+    (search/tune_many.py); for one problem all of them when none is pinned, else the paper's defaults
     with the model's k_mt. A bfp16 B's packing is the model's choice too when the options leave it open (one
     problem only). With `measure`, a tiling left wholly open is the fastest measured of the model's
     MEASURED_FINALISTS best designs (a finalist that fails to build or run scores inf)."""

@@ -26,11 +26,11 @@ from ..config import B_PACKS, GemmConfig
 from ..design.serve import check
 from ..errors import ConfigError, GemmGenError
 from ..hw.devices import TILE_EXTENT_SEARCH_MAX
+from ..model.params import Params, load, load_ends
+from ..model.perf import Estimate, Workload, estimate, estimate_config
 from ..rules import dma
 from ..rules.padding import ceil_div, round_up
 from ..spec import Pins
-from .params import Params, load, load_ends
-from .perf import Estimate, Workload, estimate, estimate_config
 
 MAX_ROUNDS = 1024
 # designs validated and priced with their L1 plan (l1_banks) before the top are kept: the ranking's

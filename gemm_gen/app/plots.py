@@ -8,11 +8,11 @@ from typing import Any
 
 import numpy as np
 
-from ...config import GemmConfig
-from ...errors import ConfigError, ToolchainMissing
-from ..params import Params, load, load_ends
-from ..perf import Workload, estimate
-from ..tune import evaluate_all
+from ..config import GemmConfig
+from ..errors import ConfigError, ToolchainMissing
+from ..model.params import Params, load, load_ends
+from ..model.perf import Workload, estimate
+from ..search.tune import evaluate_all
 
 
 def pyplot() -> Any:
