@@ -12,7 +12,7 @@ from .dtypes import dtype
 from .errors import ConfigError
 from .hw.devices import Device, MmulShape, TileKind
 from .rounding import Rounding, Saturation
-from .rules import l1, padding
+from .rules import array, l1, padding
 from .rules import tiling as tiling_rule
 from .rules.l1 import RTP_PART
 from .rules.padding import MAX_RUNTIME_TASKS
@@ -128,7 +128,7 @@ def check_array(c: GemmConfig) -> None:
     if c.rows != dev.core_rows:
         raise ConfigError(f"rows={c.rows}: the whole-array mapping uses all {dev.core_rows} core rows",
                           f"use rows={dev.core_rows}")
-    if c.cols not in dev.column_devices:
+    if not array.columns_ok(dev, c.cols):
         counts = ", ".join(map(str, dev.column_devices))
         raise ConfigError(f"n_aie_cols={c.cols} on {dev.name}: designs use {counts} columns",
                           f"use --n-aie-cols {counts.replace(', ', ' or ')}")
@@ -136,9 +136,9 @@ def check_array(c: GemmConfig) -> None:
     if not all(1 <= d <= 2 for d in depths):
         # IRON gives each fifo end at most max-acquire + 1 = 2 buffers for our loops
         raise ConfigError(f"fifo depths {depths} must be 1 or 2", "use the defaults 2, 2, 1, 1")
-    if c.stack_bytes < 0 or c.stack_bytes % 16:
-        raise ConfigError(f"stack {c.stack_bytes} B must be a positive multiple of 16",
-                          "give --stack like 3328 (0xD00, mlir-aie's) or more")
+    if not array.stack_ok(dev, c.stack_bytes):
+        raise ConfigError(f"stack {c.stack_bytes} B must be a positive multiple of {array.STACK_ALIGN} below the "
+                          f"{dev.l1_bytes:,} B of L1", "give --stack like 3328 (0xD00, mlir-aie's) or more")
     tasks = padding.runtime_tasks(c.call.tiles_per_core, c.a_shims, c.cols)  # the largest call it serves
     if not padding.tasks_fit(c.call.tiles_per_core, c.a_shims, c.cols):
         raise ConfigError(
@@ -149,8 +149,6 @@ def check_array(c: GemmConfig) -> None:
     if c.rho < 1 or c.m % c.rho:
         raise ConfigError(f"rho={c.rho} must be a divisor of m={c.m} (T_MA = m / rho rows of A)",
                           "use --rho 1, or a rho that divides m")
-    if c.queue_groups < 1:
-        raise ConfigError(f"queue_groups={c.queue_groups} must be >= 1", "use the default 4")
 
 
 def check_divisibility(c: GemmConfig) -> None:
@@ -219,7 +217,9 @@ def check_l1(c: GemmConfig) -> None:
 def check_queue(c: GemmConfig) -> None:
     shim = c.dev.dma[TileKind.SHIM]
     per_group = 3  # one A, one B and one C task per shim column that carries all three
-    if c.queue_groups > shim.task_queue_depth:
+    if not array.queue_ok(c.dev, c.queue_groups):
+        if c.queue_groups < shim.task_queue_depth:  # below the range: none in flight
+            raise ConfigError(f"queue_groups={c.queue_groups} must be >= 1", "use the default 4")
         raise ConfigError(
             f"queue_groups={c.queue_groups} puts {c.queue_groups} unretired tasks on a shim channel "
             f"whose task queue holds {shim.task_queue_depth} (the hardware drops a push onto a full queue)",

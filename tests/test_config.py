@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from gemm_gen.checks import check_config
+from gemm_gen.checks import check_array, check_config, check_queue
 from gemm_gen.config import FIELDS, PAPER_TILES, GemmConfig, default_k_mt, default_tiles
 from gemm_gen.design import build_design
 from gemm_gen.design.channels import dma_channels
@@ -405,3 +405,32 @@ def test_an_open_output_type_follows_the_input_type_through_replace():
     c = check_config(GemmConfig(options=i8, tiling=Tiling(64, 64, 64, 128), size=Problem(512, 512, 512)))
     assert (c.dtype_out, c.acc, c.rows) == ("i32", "i32", 4) and c == GemmConfig("npu2", 512, 512, 512, 64, 64, 64, 128,
                                                                                  "i8", "i32")
+
+
+@pytest.mark.parametrize("dev", ["npu1", "npu2"])
+def test_the_cli_and_the_checks_refuse_the_same_array_options(dev):
+    """rules/array.py is the one range of --n-aie-cols, --stack and --queue-groups: the CLI's early
+    flag check and the config's check refuse exactly the values the rule refuses."""
+    from gemm_gen.app.cli import parser
+    from gemm_gen.app.cliargs import check_device_flags
+    from gemm_gen.hw.devices import device
+    from gemm_gen.rules import array
+
+    d = device(dev)
+    cases = ([("cols", "--n-aie-cols", v, array.columns_ok(d, v)) for v in range(1, 10)]
+             + [("stack_bytes", "--stack", v, array.stack_ok(d, v)) for v in (16, 1000, 3328, 65520, 65536, 70000)]
+             + [("queue_groups", "--queue-groups", v, array.queue_ok(d, v)) for v in range(1, 7)])
+    for field, flag, value, ok in cases:
+        a = parser().parse_args(["plan", "--dev", dev, "-M", "256", "-K", "256", "-N", "256", flag, str(value)])
+        try:
+            check_device_flags(a)
+            cli_ok = True
+        except ConfigError:
+            cli_ok = False
+        try:
+            check_array(GemmConfig(dev, 256, 256, 256, 16, 16, 16, 16, "i8", "i32", **{field: value}))
+            check_queue(GemmConfig(dev, 256, 256, 256, 16, 16, 16, 16, "i8", "i32", **{field: value}))
+            config_ok = True
+        except ConfigError:
+            config_ok = False
+        assert cli_ok == config_ok == ok, (field, value)

@@ -14,6 +14,7 @@ from ..config import L1_SCHEMES, GemmConfig, emulation_default
 from ..errors import ConfigError
 from ..hw.devices import TileKind, device
 from ..rounding import Rounding, Saturation
+from ..rules import array
 from ..rules.defaults import default_out
 from ..rules.kernel_variant import CANDIDATES, LOOPS
 from ..spec import Options, Pins, Problem, Request, Tiling
@@ -247,15 +248,15 @@ def check_device_flags(a: argparse.Namespace) -> None:
     """The flags whose range depends on the device, named by their own flag (GemmConfig names its
     fields, as the Python operator does)."""
     dev = device(a.dev)
-    if a.n_aie_cols and a.n_aie_cols not in dev.column_devices:
+    if a.n_aie_cols and not array.columns_ok(dev, a.n_aie_cols):
         counts = ", ".join(map(str, dev.column_devices))
         raise ConfigError(f"--n-aie-cols {a.n_aie_cols}: {dev.name} designs use {counts} columns",
                           f"give --n-aie-cols {counts.replace(', ', ' or ')}, or leave it out for all")
-    if a.stack and (a.stack % 16 or a.stack >= dev.l1_bytes):
+    if a.stack and not array.stack_ok(dev, a.stack):
         raise ConfigError(f"--stack {a.stack}: the core stack is a multiple of 16 bytes below the "
                           f"{dev.l1_bytes:,} B of L1", "give --stack like 3328 (0xD00) or 4096, or leave it out")
     depth = dev.dma[TileKind.SHIM].task_queue_depth
-    if a.queue_groups > depth:
+    if not array.queue_ok(dev, a.queue_groups):
         raise ConfigError(f"--queue-groups {a.queue_groups}: a shim channel's task queue holds {depth} tasks "
                           "(the hardware drops a push onto a full queue)", f"give --queue-groups 1 to {depth}")
 
