@@ -6,6 +6,9 @@ Each function returns addr[i, j]: the L1 element offset of logical element (i, j
 - B column-major (k x n from B^T): t x s blocks of B^T (the kernel transposes each on load),
   blocks ordered down K first.
 - C (m x n): r x t blocks, row-major inside, blocks row-major.
+- B in bfp16 (k x n in 8 x 8 tiles of B^T): mlir-aie's ATB order, 1 x 2 super-blocks (b_tile_pairs),
+  whatever B's DRAM packing or major order: the kernel pops a column pair's two tiles per k-step
+  from one stream.
 These are the kernel's contract, written independently of the DMA patterns that produce them.
 """
 
@@ -39,3 +42,13 @@ def b_layout(k: int, n: int, s: int, t: int, col_maj: bool) -> np.ndarray:
 def c_layout(m: int, n: int, r: int, t: int) -> np.ndarray:
     i, j = np.indices((m, n))
     return _frozen((i // r) * (r * n) + (j // t) * (r * t) + (i % r) * t + (j % t))
+
+
+@lru_cache(maxsize=64)
+def b_tile_pairs(k: int, n: int) -> np.ndarray:
+    """L1 tile index of bfp16 B's tile (kb, nb), k x n tiles (n even): 1 x 2 super-blocks, the N tile
+    pair outer, then K, then the pair's two tiles, l1(kb, nb) = (nb // 2) * 2 k + 2 kb + nb % 2
+    (mlir-aie's gemm_atb_layout.h layout_transpose_L1_1x2_8x8block inside one L1 tile)."""
+    assert n % 2 == 0, "B's tile columns come in pairs"
+    kb, nb = np.indices((k, n))
+    return _frozen((nb // 2) * (2 * k) + 2 * kb + nb % 2)

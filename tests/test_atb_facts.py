@@ -1,8 +1,8 @@
 """Our bfp16 designs against the facts of mlir-aie's ATB examples after their Peano rewrite (PR #3650),
 recorded with their sources in tests/data/mlir_aie_atb_peano.json (issue 20, item 1).
 
-Where we already do what mlir-aie does, the test asserts it. Where we differ (the L1 order of A, B and
-C tiles, the memtile -> core reorder of B, A's DRAM packing, four live input streams, chess only), the
+Where we already do what mlir-aie does, the test asserts it. Where we differ (the L1 order of A and C
+tiles, A's DRAM packing, more than two live input streams, chess only), the
 test states mlir-aie's fact and is marked xfail(strict=True): it passes, and so fails the suite as an
 unexpected pass, when the kernel rewrite of docs/bfp16_kernels.md lands; then drop its mark.
 
@@ -25,7 +25,7 @@ from gemm_gen.design import build_design
 from gemm_gen.design.model import Design
 from gemm_gen.hostdata import b_unit, b_unit_coords
 from gemm_gen.kernels.render import render_kernel
-from gemm_gen.l1_layout import a_layout, c_layout
+from gemm_gen.l1_layout import a_layout, b_tile_pairs, c_layout
 from gemm_gen.precision import BFP16_COMPILERS, PRESETS
 from gemm_gen.tap import Tap
 
@@ -241,25 +241,29 @@ def test_config1_c_memtile_dims_and_l1_layouts_are_theirs():
     assert np.array_equal(a_layout(tma, k, 8, 8), (i // 8) * 8 * k + (j // 8) * 64 + (i % 8) * 8 + j % 8)
 
 
-# ---- where we differ (xfail until the kernel rewrite lands) --------------------------------------------
+def test_b_tile_pairs_is_their_formula():
+    """l1_layout.b_tile_pairs (the kernel's L1 order of bfp16 B, read by the simulator) is the recorded order."""
+    l1 = b_tile_pairs(8, 8)
+    assert [int(l1[kb, nb]) for kb, nb in their_b_order(64, 64)] == list(range(64))
+
+
 @pytest.mark.parametrize("name", CONFIGS)
-@pytest.mark.xfail(strict=True, reason="B's L1 tile order: mlir-aie keeps the strip's 1 x 2 super-blocks "
-                   "(l1(kb, nb) = (nb // 2) * 2 k/8 + 2 kb + nb % 2); ours reorders them on the memtile to "
-                   "K-tile-major (l1 = kb * n/8 + nb) for four streams")
 def test_b_l1_tiles_are_1x2_super_blocks(name):
+    """B's L1 tile order is mlir-aie's 1 x 2 super-blocks, l1(kb, nb) = (nb // 2) * 2 k/8 + 2 kb + nb % 2
+    (docs/bfp16_kernels.md step 1: our kernel pops the column pair from one B stream)."""
     t = FACTS["configs"][name]["tile"]
     assert our_b_order(name) == their_b_order(t["k"], t["n"])
 
 
 @pytest.mark.parametrize("name", CONFIGS)
-@pytest.mark.xfail(strict=True, reason="mlir-aie's B memtile -> core forward has no dims (the strip arrives "
-                   "in kernel order); ours programs dims_to_stream (k/8, n/16, 2) x (2, 2 k/8, 1) tiles")
 def test_b_memtile_to_core_is_linear(name):
+    """With strips, B's memtile -> core forward has no dims, as mlir-aie's: the strip arrives in kernel order."""
     d = design(name)
     f = d.fifo("B_L2L1_0")
     assert f.dims_to_stream is None and f.dims_from_stream is None
 
 
+# ---- where we differ (xfail until the kernel rewrite lands) --------------------------------------------
 @pytest.mark.parametrize("name", BFP16_A)
 @pytest.mark.xfail(strict=True, reason="A's L1 tile order: mlir-aie's bfp16 A slice is 2 x 1 super-blocks "
                    "(l1(mb, kb) = (mb // 2) * 2 k/8 + 2 kb + mb % 2), read by one stream; ours is tile-row-major "
@@ -291,8 +295,8 @@ def test_c_l1_tiles_are_2x2_super_blocks(name):
 
 @pytest.mark.parametrize("name", CONFIGS)
 @pytest.mark.xfail(strict=True, reason="mlir-aie's Peano kernels keep two live input block streams in the "
-                   "MAC loop (one A, one B: each pops its pair of tiles); ours keeps four (a0s, a1s, b0s, b1s), "
-                   "more than aie2p's two load FIFOs (llvm-aie #1090)")
+                   "MAC loop (one A, one B: each pops its pair of tiles); ours keeps three (a0s, a1s, bs: B's pair "
+                   "comes from one stream, A's not yet), more than aie2p's two load FIFOs (llvm-aie #1090)")
 def test_kernel_keeps_one_a_and_one_b_stream(name):
     streams = set(re.findall(r"(\w+)\((pA|pB)\)", matmul_source(name)))
     assert FACTS["configs"][name]["kernel"]["inner_loop_streams"]["input_block_streams"] == 2

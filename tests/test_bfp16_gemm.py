@@ -22,6 +22,7 @@ from gemm_gen.precision import PRESETS
 from gemm_gen.rounding import Rounding
 from gemm_gen.sim import simulate
 from gemm_gen.sim.kernel import KernelEmulator
+from gemm_gen.tap import Tap
 
 FREE = {"bfp16->bf16": dict(dtype_in="bfp16", dtype_out="bf16"),
         "bfp16->f32": dict(dtype_in="bfp16", dtype_out="f32"),
@@ -144,10 +145,12 @@ def test_design_moves_tiles_and_declares_its_buffers():
     d = build_design(c)
     assert d.tensor("A").shape == (c.call.Mp // 8, c.call.k_walk // 8) and d.tensor("A").dtype == "bfp16"
     assert d.fifo("A_L2L1_0").obj_shape == (c.t_ma // 8, c.k // 8)
-    # bfp16 tiles arrive in kernel order: no dims on any hop except A's memtile reorder for rho > 1
+    # bfp16 tiles arrive in kernel order: no dims on any hop except A's memtile reorder for rho > 1 and
+    # row-major B's memtile walk into 1 x 2 super-blocks (column pair, K tile, 1 of 2; in tiles)
     assert d.fifo("A_L2L1_0").dims_to_stream is None and d.fifo("A_L2L1_0").dims_from_stream is None
     assert d.fifo("A_L3L2_0").dims_from_stream is not None
-    assert d.fifo("C_L2L3_0").dims_to_stream is None and d.fifo("B_L2L1_0").dims_to_stream is None
+    assert d.fifo("C_L2L3_0").dims_to_stream is None and d.fifo("B_L2L1_0").dims_from_stream is None
+    assert d.fifo("B_L2L1_0").dims_to_stream == Tap(0, (c.n // 16, c.k // 8, 2), (2, c.n // 8, 1))
     w = d.workers[0]
     assert [(b.name, b.shape, b.dtype) for b in w.buffers] == [("C_acc_0_0", (64, 128), "bf16")]
     names = kernel_build(c).symbols

@@ -104,13 +104,6 @@ def test_l1_layouts(name: str):
         mem_g, pos_g = golden_l1_layout(g, fifo)
         mem_d, pos_d = design_l1_layout(d, fifo)
         assert mem_g.shape == mem_d.shape, fifo
-        if d.config.b_pack == "strips" and fifo.startswith("B_"):
-            # mlir-aie's B arrives in its packing, which its ATB kernel reads; ours reorders the strip's
-            # 8 x 8 tiles (8 blocks each) on the memtile into our kernel's order: the same blocks, whole tiles
-            assert sorted(mem_d.ravel().tolist()) == sorted(mem_g.ravel().tolist()), fifo
-            tiles_d = mem_d.reshape(-1, 8)
-            assert (np.diff(tiles_d, axis=1) == 1).all() and (tiles_d[:, 0] % 8 == 0).all(), fifo
-            continue
         np.testing.assert_array_equal(pos_d, pos_g, err_msg=f"{fifo}: L1 element -> L3L2 stream position")
         np.testing.assert_array_equal(mem_d, mem_g, err_msg=f"{fifo}: L1 element -> memtile element")
 

@@ -237,7 +237,7 @@ def _block_cases() -> list[Case]:
         block_build("bf16", "bf16", "f32", blocks=(1, 2, 1), rho=4),  # slices 0, 1 in the object
         block_build("bf16", "bf16", "f32", blocks=(2, 3, 1), b_col_maj=True, rounding="floor"),
         block_build(BFP16, "bf16", "f32", blocks=(1, 4, 2), b_col_maj=True, rho=2),
-        # column-major B streams live across a row pair's clusters: K_TILES 1, even and odd, 2-3 clusters
+        # column-major B: K_TILES 1, even and odd, 2-3 clusters (the B stream's column pairs one after another)
         block_build(c2.a, c2.out, blocks=(2, 1, 3), b_col_maj=True),
         block_build(c1.a, c1.out, blocks=(1, 4, 3), b_col_maj=True, rho=2),
         block_build(BFP16, "f32", blocks=(2, 7, 2), b_col_maj=True),
@@ -264,11 +264,11 @@ REVERSED_CONVERT = Case(_CONFIG3, patches=(
     ("    out.push(block.template to_vector<bfp16ebs8>());\n",
      "    TileOut out(c);\n    out.seek(static_cast<int>(t));\n    out.push(block.template to_vector<bfp16ebs8>());\n"),
 ), mutant="reversed-convert")
-# a kernel whose hoisted B streams do not skip the other column after a cluster
-NO_B_SKIP = Case(BLOCK_CASES[-2].build, patches=(
-    ("static inline Tile pop_b_last(TileIn &b) { return b.pop_seek(B_STEP_N); }",
-     "static inline Tile pop_b_last(TileIn &b) { return b.pop(); }"),), mutant="no-b-skip")
-BLOCK_MUTANTS = [NO_A_CONVERSION, NO_SPLIT, REVERSED_CONVERT, NO_B_SKIP]
+# a kernel whose B stream starts a column pair at K_TILES tiles per pair (as if the pair's two tiles
+# were one column each) instead of the super-block's 2 K_TILES: from the second pair on it reads another's
+B_PAIR_OFFSET = Case(BLOCK_CASES[-2].build, patches=(
+    ("      bs.seek(j / 2 * B_PAIR);", "      bs.seek(j / 2 * K_TILES);"),), mutant="b-pair-offset")
+BLOCK_MUTANTS = [NO_A_CONVERSION, NO_SPLIT, REVERSED_CONVERT, B_PAIR_OFFSET]
 
 # scalar kernels with C in a wide accumulator: one that ignores the split (accumulator rows past the
 # C object), one that converts backwards (in place it overwrites blocks not read yet), one that
@@ -308,13 +308,16 @@ ONCE_PAIRS = [  # per_mac pairs write f32, whose last bits show a different mac 
     once_pair("f32", (1, 4, 1), False, rho=3, per_mac=True), once_pair("f32", (1, 3, 2), True, rho=2),
     once_pair("f32", (1, 4, 2), True, rounding="floor", per_mac=True), once_pair("bf16", (1, 3, 1), False, rho=2),
 ]
-# a convert-once kernel that forgets to transpose a row-major B block, and one that converts B only at
-# the tile's first k-step
+# a convert-once kernel that forgets to transpose a row-major B block, one that writes B_bfp16 in its
+# blocks' order, and one that converts B only at the tile's first k-step
 _ONCE_ROW = ONCE_PAIRS[0][1].build
 _ONCE_ATB = ONCE_PAIRS[4][1].build
 ONCE_MUTANTS = [
-    Case(_ONCE_ROW, patches=(("aie::transpose(aie::load_v<LANES>(b + i * LANES), Q, Q);  // B -> B^T",
-                              "aie::load_v<LANES>(b + i * LANES);  // B -> B^T"),), mutant="no-b-transpose"),
+    Case(_ONCE_ROW, patches=(("aie::transpose(aie::load_v<LANES>(b + (kb * COL_TILES + nb) * LANES), Q, Q);",
+                              "aie::load_v<LANES>(b + (kb * COL_TILES + nb) * LANES);"),), mutant="no-b-transpose"),
+    # a conversion that writes B_bfp16 in the order its blocks lie (not the 1 x 2 super-blocks it is read in)
+    Case(_ONCE_ROW, patches=(("    const unsigned kb = i / 2 % K_TILES, nb = i / B_PAIR * 2 + i % 2;",
+                              "    const unsigned kb = i / COL_TILES, nb = i % COL_TILES;"),), mutant="b-block-order"),
     Case(_ONCE_ATB, patches=(("  if (slice == 0)\n", "  if (slice == 0 && A_bfp16 == nullptr)\n"),),
          mutant="b-never-converted", host_defines=("-DGG_HOST_FP32_PER_MAC",)),
 ]
@@ -351,13 +354,12 @@ HOST_MUTANTS = {  # mutant -> what the host says (a compile error, or a refusal 
 FIFO_LIMIT = "-DGEMM_GEN_HOST_FIFO_LIMIT"
 # each bfp16 variant with the limit on -> the most (input, output) streams that hold a FIFO at once
 BFP16_FIFO_VARIANTS: dict[str, tuple[Case, tuple[int, int]]] = {
-    "config1": (Case(_CONFIG1, host_defines=(FIFO_LIMIT,)), (4, 1)),
-    "config2": (Case(BLOCK_CASES[4].build, host_defines=(FIFO_LIMIT,)), (4, 1)),  # row-major B
-    # column-major B: the B streams live across a row pair's clusters
-    "config2-hoisted-b": (Case(_CONFIG2, host_defines=(FIFO_LIMIT,)), (4, 1)),
-    "config3": (Case(_CONFIG3, host_defines=(FIFO_LIMIT,)), (4, 1)),
-    "convert-once": (Case(ONCE_PAIRS[0][1].build, host_defines=(FIFO_LIMIT,)), (4, 1)),
-    "bfp16-x-bfp16": (Case(BLOCK_CASES[16].build, host_defines=(FIFO_LIMIT,)), (4, 1)),
+    "config1": (Case(_CONFIG1, host_defines=(FIFO_LIMIT,)), (3, 1)),
+    "config2": (Case(BLOCK_CASES[4].build, host_defines=(FIFO_LIMIT,)), (3, 1)),  # row-major B
+    "config2-col-maj-b": (Case(_CONFIG2, host_defines=(FIFO_LIMIT,)), (3, 1)),
+    "config3": (Case(_CONFIG3, host_defines=(FIFO_LIMIT,)), (3, 1)),
+    "convert-once": (Case(ONCE_PAIRS[0][1].build, host_defines=(FIFO_LIMIT,)), (3, 1)),
+    "bfp16-x-bfp16": (Case(BLOCK_CASES[16].build, host_defines=(FIFO_LIMIT,)), (3, 1)),
 }
 
 ALL = [*CASES, Case(_ATB), NO_ROUNDING, NO_SLICE, *BLOCK_CASES, *BLOCK_MUTANTS, *WIDE_MUTANTS, Case(_I16_ACC32),
@@ -669,9 +671,11 @@ def run_block_tile(kernel: Kernel, steps: list[tuple[np.ndarray, np.ndarray]],
     kernel.checked(kernel.zero_fn, *bufs)
     assert kernel.modes() == modes
     for a_step, b_step in steps:
-        tiles = bt_tiles(b_step)  # (n/8, k/8): column-major order; row-major B is (k/8, n/8)
+        tiles = bt_tiles(b_step)  # (n/8, k/8) tiles of B^T
         b_buf = Guarded(tiles.size, U8)
-        b_buf.body[:] = (tiles if b.b_col_maj else tiles.transpose(1, 0, 2)).ravel()
+        # every bfp16 B in L1 is 1 x 2 super-blocks (l1_layout.b_tile_pairs): column pair, K tile, 1 of 2
+        pairs = tiles.reshape(b.n // (2 * q), 2, b.k // q, tiles.shape[-1]).transpose(0, 2, 1, 3)
+        b_buf.body[:] = pairs.ravel()
         for i in range(b.rho):
             a_slice = a_step[i * b.t_ma:(i + 1) * b.t_ma]
             extra: list[int] = []
@@ -941,12 +945,12 @@ def test_check_catches_broken_bfp16_kernels(libraries) -> None:
     """The comparison fails for a config1 kernel that skips its A conversion (it multiplies the
     host's floor quantization left in the scratch), a config3 kernel that ignores the split (it
     writes accumulator rows past the C object), and a config3 conversion that runs backwards (in
-    place, it overwrites blocks it has not read yet), and a kernel whose B streams, kept across a
-    row pair's clusters, do not skip to their next column; the unpatched kernels pass."""
+    place, it overwrites blocks it has not read yet), and a kernel whose B stream starts its column
+    pairs at the wrong tile; the unpatched kernels pass."""
     for control, mutants in ((Case(_CONFIG1), {NO_A_CONVERSION: "elements differ"}),
                              (Case(_CONFIG3), {NO_SPLIT: "wrote outside its C object",
                                                REVERSED_CONVERT: "elements differ"}),
-                             (Case(NO_B_SKIP.build), {NO_B_SKIP: "elements differ"})):
+                             (Case(B_PAIR_OFFSET.build), {B_PAIR_OFFSET: "elements differ"})):
         steps = block_inputs(control.build)
         want = block_expected(control.build, steps)
         assert_block_equal(run_block_tile(load(libraries, control), steps), want, "control")
@@ -1461,11 +1465,11 @@ def test_bfp16_kernels_hold_the_live_streams_documented(libraries, variant: str)
 
 @needs_gxx
 @pytest.mark.xfail(strict=True, raises=HostApiError, reason=(
-    "issue 20 item 1: mm_bfp16.cc.j2 keeps four live input streams (a0s, a1s, b0s, b1s) in its k loop, "
-    "two more than AIE2P's load FIFOs; BFP16_FIFO_VARIANTS has each variant's count"))
+    "issue 20 item 1: mm_bfp16.cc.j2 keeps three live input streams (a0s, a1s, bs) in its k loop, one more "
+    "than AIE2P's load FIFOs, until A's row pair comes from one stream; BFP16_FIFO_VARIANTS has each variant's count"))
 @pytest.mark.parametrize("variant", list(BFP16_FIFO_VARIANTS))
 def test_bfp16_kernels_fit_the_fifo_registers(libraries, variant: str) -> None:
-    """Every bfp16 variant (config1, 2 with and without hoisted B, 3, convert-once, bfp16 x bfp16) runs
+    """Every bfp16 variant (config1, 2 with row- and column-major B, 3, convert-once, bfp16 x bfp16) runs
     with the FIFO limit on. Fails today; passes (strict XPASS, loud) once the template is fixed."""
     case, _ = BFP16_FIFO_VARIANTS[variant]
     kernel = load(libraries, case)

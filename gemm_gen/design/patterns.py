@@ -6,8 +6,12 @@ A (row-major):    shim m x K strip as k_mt chunks (one per core row its memtile 
                   -> core S2MM [k/s, m/r, r*s] into r x s blocks.
 B column-major:   the same walk on B^T (n x K strips, n x k_mt in the memtile, t x s blocks).
 B row-major:      shim K x n strip -> memtile (k x n, linear) -> MM2S [k/s, n/t, s, t] -> L1.
-B bfp16 strips:   mlir-aie's packing: shim reads a column's K x n strip as one run -> memtile (one k x n
-                  L1 tile of 1 x 2 super-blocks) -> MM2S puts its 8 x 8 tiles in the kernel's order.
+B bfp16:          the kernel reads 1 x 2 super-blocks of 8 x 8 tiles (l1_layout.b_tile_pairs, mlir-aie's
+                  order). Strips (mlir-aie's packing): shim reads a column's K x n strip as one run ->
+                  memtile (one k x n L1 tile, already in that order) -> forwarded linearly, as mlir-aie's.
+                  Row-major tiles: memtile (k x n) -> MM2S [n/16, k/8, 2] tiles -> L1 linear.
+                  Column-major tiles: memtile (n x k_mt) -> MM2S [k_mt/k, k/8, n/8] tiles (K tile major)
+                  -> core S2MM [k/8, n/16, 2] tiles into the pairs (the memtile alone would need 5 dims).
 C:                L1 r x t blocks -> memtile join (rows slices of m x n)
                   -> MM2S per slice [m/r, r, n/t, t] -> shim writes (rows*m) x n into C.
 Each pattern is written over one operand's Grid (design/grid.py): in elements for scalar types,
@@ -54,16 +58,21 @@ def a_l1_from_stream(c: Grid) -> Tap:
 
 
 def b_l2_to_stream(c: Grid) -> Tap:
-    if c.b_pack == "strips":  # one k x n L1 tile of a strip, in 1 x 2 super-blocks of 8 x 8 tiles
-        if c.b_col_maj:  # to the kernel's (N tile, K tile) order
-            return Tap(0, (c.n // 2, 2, c.k), (2 * c.k, 1, 2))
-        return Tap(0, (c.k, c.n // 2, 2), (2, 2 * c.k, 1))  # to (K tile, N tile)
+    if c.b_pack == "strips":  # one k x n L1 tile of a strip, already the kernel's 1 x 2 super-blocks
+        return Tap.linear(c.k * c.n)
+    if c.unit.is_block:  # 8 x 8 tiles: k, n, k_mt count tiles
+        if c.b_col_maj:  # B^T object n x k_mt: per k-step K tile major; the core S2MM pairs the columns
+            return Tap(0, (c.k_mt // c.k, c.k, c.n), (c.k, 1, c.k_mt))
+        return Tap(0, (c.n // 2, c.k, 2), (2, c.n, 1))  # k x n object: column pairs, then K, then the pair
     if c.b_col_maj:  # B^T object n x k_mt
         return Tap(0, (c.k_mt // c.k, c.k // c.s, c.n, c.s), (c.k, c.s, c.k_mt, 1))
     return Tap(0, (c.k // c.s, c.n // c.t, c.s, c.t), (c.s * c.n, c.t, c.n, 1))
 
 
 def b_l1_from_stream(c: Grid) -> Tap | None:
+    if c.unit.is_block and memtile.b_chunked(c.b_col_maj, c.b_pack):
+        # bfp16 B^T tiles arrive K tile major: (kb, nb) -> (nb // 2) 2 k + 2 kb + nb % 2 (a pair is 2 tiles in a row)
+        return Tap(0, (c.k, c.n // 2, 2), (2, 2 * c.k, 1))
     if memtile.b_chunked(c.b_col_maj, c.b_pack):  # column-major tiles: the memtile sends B^T's k x n
         return Tap(0, (c.k // c.s, c.n // c.t, c.t * c.s), (c.t * c.s, c.t * c.k, 1))
     return None  # the memtile already emits s x t blocks in kernel order

@@ -124,7 +124,6 @@ class BlockKernelParams:
     col_pairs: int
     k_tiles: int
     k_pairs: int  # ping-pong pairs of the K loop after its first step
-    hoist_b: bool  # B's streams live across a row pair's clusters (column-major B: tiles down K first)
     a_tiles: int  # tiles of one A tile (the conversion loop)
     b_tiles: int  # tiles of one B tile
     c_tiles: int  # tiles of the C object (the final conversion)
@@ -354,7 +353,7 @@ def block_kernel_params(build: KernelBuild, dev: Device) -> BlockKernelParams:
         ctype_b=C_TYPES[p.b], converts_a=converts_a, converts_b=converts_b, converts_c=p.converts_c,
         acc_tiles=t_acc.is_block, out_tiles=t_out.is_block, out_tile_bytes=t_out.nbytes(q * q), split_rows=split,
         c_object_bytes=c_object_bytes, row_pairs=build.t_ma // (2 * q), col_pairs=build.n // (2 * q),
-        k_tiles=k_tiles, k_pairs=(k_tiles - 1) // 2, hoist_b=build.b_col_maj, a_tiles=build.t_ma * build.k // (q * q),
+        k_tiles=k_tiles, k_pairs=(k_tiles - 1) // 2, a_tiles=build.t_ma * build.k // (q * q),
         b_tiles=build.k * build.n // (q * q), c_tiles=c_tiles,
         acc_tile_bytes=0 if t_acc.is_block else t_acc.nbytes(q * q), store_bits=store_bits, zero_lanes=lanes,
         zero_iters=c_tiles if t_acc.is_block else 0,
