@@ -9,6 +9,9 @@ Each function returns addr[i, j]: the L1 element offset of logical element (i, j
 - B in bfp16 (k x n in 8 x 8 tiles of B^T): mlir-aie's ATB order, 1 x 2 super-blocks (b_tile_pairs),
   whatever B's DRAM packing or major order: the kernel pops a column pair's two tiles per k-step
   from one stream.
+- A in bfp16 (one T_MA x k slice in 8 x 8 tiles): mlir-aie's ATB order, 2 x 1 super-blocks
+  (a_tile_pairs): the kernel pops a row pair's two tiles per k-step from one stream. A bf16 A that
+  the kernel converts stays in a_layout's 8 x 8 blocks; the kernel writes its bfp16 copy in this order.
 These are the kernel's contract, written independently of the DMA patterns that produce them.
 """
 
@@ -52,3 +55,14 @@ def b_tile_pairs(k: int, n: int) -> np.ndarray:
     assert n % 2 == 0, "B's tile columns come in pairs"
     kb, nb = np.indices((k, n))
     return _frozen((nb // 2) * (2 * k) + 2 * kb + nb % 2)
+
+
+@lru_cache(maxsize=64)
+def a_tile_pairs(m: int, k: int) -> np.ndarray:
+    """L1 tile index of bfp16 A's tile (mb, kb), m x k tiles (m even): 2 x 1 super-blocks, the row
+    pair outer, then K, then the pair's two tiles, l1(mb, kb) = (mb // 2) * 2 k + 2 kb + mb % 2
+    (mlir-aie's gemm_atb_layout.h layout_A_L1_2x1_8x8block inside one L1 slice); a_layout with
+    2 x 1 blocks of tiles."""
+    assert m % 2 == 0, "A's tile rows come in pairs"
+    mb, kb = np.indices((m, k))
+    return _frozen((mb // 2) * (2 * k) + 2 * kb + mb % 2)

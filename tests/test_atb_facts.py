@@ -25,7 +25,7 @@ from gemm_gen.design import build_design
 from gemm_gen.design.model import Design
 from gemm_gen.hostdata import b_unit, b_unit_coords
 from gemm_gen.kernels.render import render_kernel
-from gemm_gen.l1_layout import a_layout, b_tile_pairs, c_layout
+from gemm_gen.l1_layout import a_layout, a_tile_pairs, b_tile_pairs, c_layout
 from gemm_gen.precision import BFP16_COMPILERS, PRESETS
 from gemm_gen.tap import Tap
 
@@ -263,16 +263,21 @@ def test_b_memtile_to_core_is_linear(name):
     assert f.dims_to_stream is None and f.dims_from_stream is None
 
 
-# ---- where we differ (xfail until the kernel rewrite lands) --------------------------------------------
+def test_a_tile_pairs_is_their_formula():
+    """l1_layout.a_tile_pairs (the kernel's L1 order of bfp16 A, read by the simulator) is the recorded order."""
+    l1 = a_tile_pairs(4, 8)
+    assert [int(l1[mb, kb]) for mb, kb in their_a_order(32, 64)] == list(range(32))
+
+
 @pytest.mark.parametrize("name", BFP16_A)
-@pytest.mark.xfail(strict=True, reason="A's L1 tile order: mlir-aie's bfp16 A slice is 2 x 1 super-blocks "
-                   "(l1(mb, kb) = (mb // 2) * 2 k/8 + 2 kb + mb % 2), read by one stream; ours is tile-row-major "
-                   "(l1 = mb * k/8 + kb), read by two streams")
 def test_a_l1_tiles_are_2x1_super_blocks(name):
+    """bfp16 A's L1 tile order is mlir-aie's 2 x 1 super-blocks, l1(mb, kb) = (mb // 2) * 2 k/8 + 2 kb + mb % 2
+    (docs/bfp16_kernels.md step 2: our kernel pops the row pair from one A stream)."""
     t = FACTS["configs"][name]["tile"]
     assert our_a_order(name) == their_a_order(t["t_ma"], t["k"])
 
 
+# ---- where we differ (xfail until the kernel rewrite lands) --------------------------------------------
 @pytest.mark.parametrize("name", BFP16_A)
 @pytest.mark.xfail(strict=True, reason="A's DRAM packing: mlir-aie stores each core row's m x K band as one "
                    "run (L1 tiles row-major over (M/m, K/k), layout_A_L1_2x1_8x8block); ours is the matrix's "
@@ -294,10 +299,9 @@ def test_c_l1_tiles_are_2x2_super_blocks(name):
 
 
 @pytest.mark.parametrize("name", CONFIGS)
-@pytest.mark.xfail(strict=True, reason="mlir-aie's Peano kernels keep two live input block streams in the "
-                   "MAC loop (one A, one B: each pops its pair of tiles); ours keeps three (a0s, a1s, bs: B's pair "
-                   "comes from one stream, A's not yet), more than aie2p's two load FIFOs (llvm-aie #1090)")
 def test_kernel_keeps_one_a_and_one_b_stream(name):
+    """As mlir-aie's Peano kernels, two live input block streams in the MAC loop (one A, one B: each pops
+    its pair of tiles), aie2p's two load FIFOs (llvm-aie #1090)."""
     streams = set(re.findall(r"(\w+)\((pA|pB)\)", matmul_source(name)))
     assert FACTS["configs"][name]["kernel"]["inner_loop_streams"]["input_block_streams"] == 2
     assert len(streams) == 2

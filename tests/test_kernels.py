@@ -268,7 +268,16 @@ REVERSED_CONVERT = Case(_CONFIG3, patches=(
 # were one column each) instead of the super-block's 2 K_TILES: from the second pair on it reads another's
 B_PAIR_OFFSET = Case(BLOCK_CASES[-2].build, patches=(
     ("      bs.seek(j / 2 * B_PAIR);", "      bs.seek(j / 2 * K_TILES);"),), mutant="b-pair-offset")
-BLOCK_MUTANTS = [NO_A_CONVERSION, NO_SPLIT, REVERSED_CONVERT, B_PAIR_OFFSET]
+# a kernel whose A stream starts a row pair at K_TILES tiles per pair (as if the pair's two tiles were one
+# row each) instead of the super-block's 2 K_TILES: from the second row pair on it reads another's
+A_PAIR_OFFSET = Case(BLOCK_CASES[-1].build, patches=(
+    ("      as_.seek(z / 2 * A_PAIR);", "      as_.seek(z / 2 * K_TILES);"),), mutant="a-pair-offset")
+# a config1 conversion that writes A_bfp16 in the order its bf16 blocks lie (row-major tiles), not the
+# 2 x 1 super-blocks the A stream reads
+A_BLOCK_ORDER = Case(_CONFIG1, patches=(
+    ("    const unsigned mb = i / A_PAIR * 2 + i % 2, kb = i / 2 % K_TILES;",
+     "    const unsigned mb = i / K_TILES, kb = i % K_TILES;"),), mutant="a-block-order")
+BLOCK_MUTANTS = [NO_A_CONVERSION, NO_SPLIT, REVERSED_CONVERT, B_PAIR_OFFSET, A_PAIR_OFFSET, A_BLOCK_ORDER]
 
 # scalar kernels with C in a wide accumulator: one that ignores the split (accumulator rows past the
 # C object), one that converts backwards (in place it overwrites blocks not read yet), one that
@@ -354,12 +363,12 @@ HOST_MUTANTS = {  # mutant -> what the host says (a compile error, or a refusal 
 FIFO_LIMIT = "-DGEMM_GEN_HOST_FIFO_LIMIT"
 # each bfp16 variant with the limit on -> the most (input, output) streams that hold a FIFO at once
 BFP16_FIFO_VARIANTS: dict[str, tuple[Case, tuple[int, int]]] = {
-    "config1": (Case(_CONFIG1, host_defines=(FIFO_LIMIT,)), (3, 1)),
-    "config2": (Case(BLOCK_CASES[4].build, host_defines=(FIFO_LIMIT,)), (3, 1)),  # row-major B
-    "config2-col-maj-b": (Case(_CONFIG2, host_defines=(FIFO_LIMIT,)), (3, 1)),
-    "config3": (Case(_CONFIG3, host_defines=(FIFO_LIMIT,)), (3, 1)),
-    "convert-once": (Case(ONCE_PAIRS[0][1].build, host_defines=(FIFO_LIMIT,)), (3, 1)),
-    "bfp16-x-bfp16": (Case(BLOCK_CASES[16].build, host_defines=(FIFO_LIMIT,)), (3, 1)),
+    "config1": (Case(_CONFIG1, host_defines=(FIFO_LIMIT,)), (2, 1)),
+    "config2": (Case(BLOCK_CASES[4].build, host_defines=(FIFO_LIMIT,)), (2, 1)),  # row-major B
+    "config2-col-maj-b": (Case(_CONFIG2, host_defines=(FIFO_LIMIT,)), (2, 1)),
+    "config3": (Case(_CONFIG3, host_defines=(FIFO_LIMIT,)), (2, 1)),
+    "convert-once": (Case(ONCE_PAIRS[0][1].build, host_defines=(FIFO_LIMIT,)), (2, 1)),
+    "bfp16-x-bfp16": (Case(BLOCK_CASES[16].build, host_defines=(FIFO_LIMIT,)), (2, 1)),
 }
 
 ALL = [*CASES, Case(_ATB), NO_ROUNDING, NO_SLICE, *BLOCK_CASES, *BLOCK_MUTANTS, *WIDE_MUTANTS, Case(_I16_ACC32),
@@ -638,6 +647,13 @@ def a_tiles(a: np.ndarray) -> np.ndarray:
     return bfp16.tiles_of(a, HOST_ROUNDING)
 
 
+def a_pairs(a: np.ndarray) -> np.ndarray:
+    """a_tiles in bfp16 A's L1 order (l1_layout.a_tile_pairs): 2 x 1 super-blocks, row pair, K tile, 1 of 2."""
+    tiles = a_tiles(a)
+    rows, ks, nbytes = tiles.shape
+    return tiles.reshape(rows // 2, 2, ks, nbytes).transpose(0, 2, 1, 3)
+
+
 def bt_tiles(b_mat: np.ndarray) -> np.ndarray:
     """B as the host stores bfp16 B: tiles of B^T (blocks = 8 K values of a column), (n/8, k/8)."""
     return bfp16.tiles_of(np.ascontiguousarray(b_mat.T), HOST_ROUNDING)
@@ -681,13 +697,13 @@ def run_block_tile(kernel: Kernel, steps: list[tuple[np.ndarray, np.ndarray]],
             extra: list[int] = []
             if t_a.is_block:
                 a_buf = Guarded(t_a.nbytes(b.t_ma * b.k), U8)
-                a_buf.body[:] = a_tiles(a_slice).ravel()
+                a_buf.body[:] = a_pairs(a_slice).ravel()
             else:
                 a_buf = Guarded(b.t_ma * b.k, t_a.host)
                 a_buf.body[a_layout(b.t_ma, b.k, q, q)] = a_slice
             if p.converts_a:
                 scratch = Guarded(dtype(BFP16).nbytes(b.t_ma * b.k), U8)
-                scratch.body[:] = a_tiles(a_slice).ravel()
+                scratch.body[:] = a_pairs(a_slice).ravel()
                 extra.append(scratch.ptr)
             if acc is not None:
                 extra.append(acc.ptr)
@@ -945,12 +961,15 @@ def test_check_catches_broken_bfp16_kernels(libraries) -> None:
     """The comparison fails for a config1 kernel that skips its A conversion (it multiplies the
     host's floor quantization left in the scratch), a config3 kernel that ignores the split (it
     writes accumulator rows past the C object), and a config3 conversion that runs backwards (in
-    place, it overwrites blocks it has not read yet), and a kernel whose B stream starts its column
-    pairs at the wrong tile; the unpatched kernels pass."""
-    for control, mutants in ((Case(_CONFIG1), {NO_A_CONVERSION: "elements differ"}),
+    place, it overwrites blocks it has not read yet), a kernel whose B stream starts its column
+    pairs at the wrong tile, one whose A stream starts its row pairs at the wrong tile, and a config1
+    conversion that writes A_bfp16 in its blocks' row-major order instead of the 2 x 1 super-blocks;
+    the unpatched kernels pass."""
+    for control, mutants in ((Case(_CONFIG1), {NO_A_CONVERSION: "elements differ", A_BLOCK_ORDER: "elements differ"}),
                              (Case(_CONFIG3), {NO_SPLIT: "wrote outside its C object",
                                                REVERSED_CONVERT: "elements differ"}),
-                             (Case(B_PAIR_OFFSET.build), {B_PAIR_OFFSET: "elements differ"})):
+                             (Case(B_PAIR_OFFSET.build), {B_PAIR_OFFSET: "elements differ"}),
+                             (Case(A_PAIR_OFFSET.build), {A_PAIR_OFFSET: "elements differ"})):
         steps = block_inputs(control.build)
         want = block_expected(control.build, steps)
         assert_block_equal(run_block_tile(load(libraries, control), steps), want, "control")
@@ -1464,13 +1483,11 @@ def test_bfp16_kernels_hold_the_live_streams_documented(libraries, variant: str)
 
 
 @needs_gxx
-@pytest.mark.xfail(strict=True, raises=HostApiError, reason=(
-    "issue 20 item 1: mm_bfp16.cc.j2 keeps three live input streams (a0s, a1s, bs) in its k loop, one more "
-    "than AIE2P's load FIFOs, until A's row pair comes from one stream; BFP16_FIFO_VARIANTS has each variant's count"))
 @pytest.mark.parametrize("variant", list(BFP16_FIFO_VARIANTS))
 def test_bfp16_kernels_fit_the_fifo_registers(libraries, variant: str) -> None:
     """Every bfp16 variant (config1, 2 with row- and column-major B, 3, convert-once, bfp16 x bfp16) runs
-    with the FIFO limit on. Fails today; passes (strict XPASS, loud) once the template is fixed."""
+    with the FIFO limit on (issue 20 item 1: one A stream and one B stream in the k loop, AIE2P's two
+    load FIFOs; one output stream)."""
     case, _ = BFP16_FIFO_VARIANTS[variant]
     kernel = load(libraries, case)
     try:

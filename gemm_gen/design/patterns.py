@@ -4,6 +4,10 @@ A (row-major):    shim m x K strip as k_mt chunks (one per core row its memtile 
                   -> memtile (m x k_mt per row; split per row when it serves several)
                   -> MM2S [k_mt/k, k/s, m, s] (m x s column panels per k-step)
                   -> core S2MM [k/s, m/r, r*s] into r x s blocks.
+A bfp16:          the kernel reads 2 x 1 super-blocks of 8 x 8 tiles (l1_layout.a_tile_pairs, mlir-aie's
+                  order): memtile (T_MA x k tiles per (k-step, slice), row-major) -> MM2S [k_mt/k rho, k/8,
+                  T_MA/8] tiles (K tile major) -> core S2MM [k/8, T_MA/16, 2] tiles into the pairs (as
+                  column-major B: the memtile alone would need 5 word dims for k_mt > k).
 B column-major:   the same walk on B^T (n x K strips, n x k_mt in the memtile, t x s blocks).
 B row-major:      shim K x n strip -> memtile (k x n, linear) -> MM2S [k/s, n/t, s, t] -> L1.
 B bfp16:          the kernel reads 1 x 2 super-blocks of 8 x 8 tiles (l1_layout.b_tile_pairs, mlir-aie's
@@ -48,12 +52,17 @@ def a_l2_from_stream(c: Grid) -> Tap:
 
 
 def a_l2_to_stream(c: Grid) -> Tap:
-    """Memtile MM2S of A: per (k-step, slice) tile, T_MA x s column panels."""
+    """Memtile MM2S of A: per (k-step, slice) tile, T_MA x s column panels (bfp16: the tiles down
+    each K tile column, which the core S2MM pairs into 2 x 1 super-blocks)."""
     t = c.t_ma
+    if c.unit.is_block:  # in tiles: K tile major (the innermost stride is then not 1: 4 word dims)
+        return Tap(0, (c.k_mt // c.k * c.rho, c.k, t), (t * c.k, 1, c.k))
     return Tap(0, (c.k_mt // c.k * c.rho, c.k // c.s, t, c.s), (t * c.k, c.s, c.k, 1))
 
 
 def a_l1_from_stream(c: Grid) -> Tap:
+    """Core S2MM of A: the column panels into r x s blocks (bfp16: K tile major tiles into 2 x 1
+    super-blocks, (mb, kb) -> (mb // 2) 2 k + 2 kb + mb % 2, a pair 2 tiles in a row: 3 word dims)."""
     return Tap(0, (c.k // c.s, c.t_ma // c.r, c.r * c.s), (c.r * c.s, c.r * c.k, 1))
 
 

@@ -24,7 +24,7 @@ from ..design.model import TileRef
 from ..dtypes import I32, I64, DType
 from ..errors import LayoutError
 from ..hostdata import b_unit, b_unit_coords
-from ..l1_layout import a_layout, b_layout, b_tile_pairs, c_layout
+from ..l1_layout import a_layout, a_tile_pairs, b_layout, b_tile_pairs, c_layout
 from . import words as w
 
 OPERAND_CACHE = 256  # prepared tiles kept: more than the A and B tiles in flight across the array
@@ -182,7 +182,9 @@ class KernelEmulator:
         self.a_off = i * ga.ld + j  # A's rows are ld apart in DRAM; a tile has T_MA = m / rho rows
         kk, jj = np.indices((gb.k, gb.n))
         self.b_off = b_unit(c, kk, jj, call)  # offsets inside one L1 tile: b_unit(c, 0, 0) == 0
-        self.a_view = view_of(a_layout(ga.t_ma, ga.k, ga.r, ga.s), ga.unit, self.a_off, w.TAG_A)
+        # bfp16 A: 2 x 1 super-blocks of tiles (the kernel's one A stream)
+        a_l1 = a_tile_pairs(ga.t_ma, ga.k) if ga.unit.is_block else a_layout(ga.t_ma, ga.k, ga.r, ga.s)
+        self.a_view = view_of(a_l1, ga.unit, self.a_off, w.TAG_A)
         # bfp16 B: 1 x 2 super-blocks of tiles for every packing (the kernel's one B stream)
         b_l1 = b_tile_pairs(gb.k, gb.n) if gb.unit.is_block else b_layout(gb.k, gb.n, gb.s, gb.t, c.b_col_maj)
         self.b_view = view_of(b_l1, gb.unit, self.b_off, w.TAG_B, lines_are_rows=False)
