@@ -99,7 +99,7 @@ def check_block_types(c: GemmConfig) -> None:
     if c.compiler not in prec.BFP16_COMPILERS:
         raise ConfigError(f"bfp16 kernels build with {' or '.join(prec.BFP16_COMPILERS)} only, not "
                           f"{c.compiler} ({prec.BFP16_COMPILERS_WHY})",
-                          "use --chess (CHESS=1), or leave the compiler to its default")
+                          "use Peano or --chess (CHESS=1), or leave the compiler to its default")
 
 
 def check_scalar_types(c: GemmConfig) -> None:

@@ -2,7 +2,7 @@
 recorded with their sources in tests/data/mlir_aie_atb_peano.json (issue 20, item 1).
 
 Where we already do what mlir-aie does, the test asserts it. Where we differ (the L1 order of A and C
-tiles, A's DRAM packing, more than two live input streams, chess only), the
+tiles, A's DRAM packing, C's streams), the
 test states mlir-aie's fact and is marked xfail(strict=True): it passes, and so fails the suite as an
 unexpected pass, when the kernel rewrite of docs/bfp16_kernels.md lands; then drop its mark.
 
@@ -316,7 +316,7 @@ def test_config2_kernel_reads_c_through_one_stream():
     assert len(streams) == 2
 
 
-@pytest.mark.xfail(strict=True, reason="mlir-aie builds its ATB kernels with Peano since PR #3650; ours are "
-                   "chess only (BFP16_COMPILERS)")
 def test_bfp16_kernels_build_with_peano():
-    assert "peano" in BFP16_COMPILERS
+    """mlir-aie builds its ATB kernels with Peano since PR #3650; so do we, by default (chess an option).
+    Not compiled here: the render and the build lines only."""
+    assert BFP16_COMPILERS[0] == "peano" and "chess" in BFP16_COMPILERS

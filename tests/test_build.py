@@ -81,11 +81,20 @@ def test_dry_run_chess(capsys, no_tools, dev, target):
 
 def test_dry_run_of_a_bfp16_design_leaves_dynamic_objfifos_to_aiecc(capsys, no_tools):
     """aiecc lowers every fifo dynamically by default since mlir-aie PR #2549 (the stateful transform
-    only so since PR #3298): a bfp16 design's aiecc line, like any other's, has no --dynamic-objFifos."""
-    assert main(["build", "--dry-run", "--dev", "npu2", "-M", "512", "-K", "512", "-N", "1024",
-                 "--preset", "config1", "-m", "64", "-k", "64", "-n", "64", "--k-mt", "128"]) == 0
+    only so since PR #3298): a bfp16 design's aiecc line, like any other's, has no --dynamic-objFifos.
+    bfp16 designs build with Peano by default (its target and stack flag, aiecc --peano), with
+    xchesscc under --chess."""
+    args = ["build", "--dry-run", "--dev", "npu2", "-M", "512", "-K", "512", "-N", "1024",
+            "--preset", "config1", "-m", "64", "-k", "64", "-n", "64", "--k-mt", "128"]
+    assert main(args) == 0
     out = capsys.readouterr().out
     aiecc = next(line for line in out.splitlines() if " aiecc " in line).split()
+    assert "--xchesscc" not in aiecc and any(a.startswith("--peano=") for a in aiecc)
+    assert not any(a.startswith("--dynamic-objFifos") for a in aiecc)
+    compile_ = next(line for line in out.splitlines() if "--target=aie2p-none-unknown-elf" in line).split()
+    assert "-fstack-size-section" in compile_
+    assert main([*args, "--chess"]) == 0
+    aiecc = next(line for line in capsys.readouterr().out.splitlines() if " aiecc " in line).split()
     assert "--xchesscc" in aiecc and not any(a.startswith("--dynamic-objFifos") for a in aiecc)
 
 

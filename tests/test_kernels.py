@@ -1166,7 +1166,6 @@ def test_render_refuses_builds_no_kernel_can_be_for(change: dict, message: str) 
 
 @pytest.mark.parametrize("change, message", [
     (dict(aie_target="aie2"), "no bfp16 datapath"),
-    (dict(compiler="peano"), "chess only"),
     (dict(mmul=(4, 8, 8)), "bfp16 shape"),
     (dict(emulate_bf16_with_bfp16=True), "emulation"),
     (dict(shift=3), "shift"),
@@ -1259,8 +1258,8 @@ def test_source_refuses_the_wrong_target_or_missing_emulation_flag(tmp_path: Pat
 
 @needs_gxx
 def test_bfp16_loop_hints_and_compiler_guard(tmp_path: Path) -> None:
-    """The bfp16 kernels carry chess's pipelining hints with their rendered trip counts, and refuse
-    Peano (mlir-aie builds block-float kernels with chess only) and aie2."""
+    """The bfp16 kernels carry each compiler's loop hints with their rendered trip counts (chess's
+    keywords, Peano's clang loop pragmas, as the scalar kernels), and refuse aie2."""
     b = block_build("bf16", BFP16, "bf16", blocks=(2, 5, 1), rho=2)  # config1 A, config3 C
     p = kernel_params(b)
     assert isinstance(p, BlockKernelParams) and p.k_pairs == 2 and p.row_pairs == 2 and p.split_rows
@@ -1273,10 +1272,36 @@ def test_bfp16_loop_hints_and_compiler_guard(tmp_path: Path) -> None:
         assert f"chess_prepare_for_pipelining chess_loop_range({count}, )" in chess.stdout
     assert f"chess_loop_range({p.row_pairs}, )" in chess.stdout and "event0()" in chess.stdout
     peano = _preprocess(source, tmp_path, "-D__AIECC__", "-D__AIE_ARCH__=21")
-    assert peano.returncode != 0 and "xchesscc" in peano.stderr
+    assert peano.returncode == 0, peano.stderr
+    assert "chess_" not in peano.stdout and "#error" not in peano.stdout and "event1()" in peano.stdout
+    lines = [line.strip() for line in peano.stdout.splitlines() if line.strip()]
+    at = lines.index("for (unsigned i = 0; i < 1; ++i) {")
+    assert lines[at - 1] == "#pragma clang loop min_iteration_count(1)"
+    for count in (p.a_tiles, p.c_tiles, p.zero_obj_iters, p.zero_buf_iters, p.row_pairs):
+        assert f"#pragma clang loop min_iteration_count({count})" in lines
     aie2 = _preprocess(source, tmp_path, "-D__chess__", "-D__AIE_ARCH__=20")
     assert aie2.returncode != 0 and "rendered for aie2p" in aie2.stderr
 
+
+
+@needs_gxx
+@pytest.mark.parametrize("variant", list(BFP16_FIFO_VARIANTS))
+def test_every_bfp16_variant_preprocesses_for_peano_and_chess(tmp_path: Path, variant: str) -> None:
+    """Peano is the bfp16 kernels' default compiler: every variant preprocesses for it with no chess
+    keyword and no #error, and rendered for chess (--chess) it still carries chess's keywords."""
+    case, _ = BFP16_FIFO_VARIANTS[variant]
+    peano_build = replace(case.build, compiler="peano")
+    source = render_kernel(peano_build)
+    errors = [line for line in source.splitlines() if line.startswith("#error")]
+    assert errors and all("rendered for aie2p" in line for line in errors)  # the target guard only
+    peano = _preprocess(source, tmp_path, "-D__AIECC__", "-D__AIE_ARCH__=21", *kernel_defines(peano_build))
+    assert peano.returncode == 0, peano.stderr
+    assert "chess_" not in peano.stdout and "#pragma clang loop min_iteration_count(" in peano.stdout
+    chess_build = replace(case.build, compiler="chess")
+    chess = _preprocess(render_kernel(chess_build), tmp_path, "-D__chess__", "-D__AIE_ARCH__=21",
+                        *kernel_defines(chess_build))
+    assert chess.returncode == 0, chess.stderr
+    assert "chess_prepare_for_pipelining" in chess.stdout and "#pragma clang" not in chess.stdout
 
 
 # ---- the host API fails where the real one or the hardware would --------------------------------------

@@ -61,8 +61,11 @@ def test_the_readme_names_every_target_and_make_has_them():
     (("roofline",), "wrote {build}/roofline_"),
     (("roofline", "DEVICE=npu1", "DTYPE_IN=i8", "DTYPE_OUT=i16"), "wrote {build}/heatmap_"),
     (("dry-run", "DEVICE=npu1", "M=512", "K=512", "N=512", "CHESS=1"), "--xchesscc --xbridge"),
+    # no --dynamic-objFifos: aiecc's default; bfp16 builds with Peano unless CHESS=1
     (("dry-run", "DEVICE=npu2", "M=512", "K=512", "N=1024", "PRESET=config2"),
-     "--alloc-scheme=basic-sequential --xchesscc --xbridge --get-xclbin"),  # no --dynamic-objFifos: aiecc's default
+     "--alloc-scheme=basic-sequential --peano=$PEANO_INSTALL_DIR --get-xclbin"),
+    (("dry-run", "DEVICE=npu2", "M=512", "K=512", "N=1024", "PRESET=config2", "CHESS=1"),
+     "--alloc-scheme=basic-sequential --xchesscc --xbridge --get-xclbin"),
     (("plan", "DEVICE=npu1", "M=512", "K=512", "N=512", "m=64", "k=64", "n=64", "EXPANSION=2x2", "KERNEL_LOOPS=k-flat",
       "L1_ALLOC=basic-sequential"), "2x2 accumulators per cluster, k-flat (given"),
     (("plan", "DEVICE=npu2", "M=512", "K=512", "N=512", "CHESS=1", "CONVERT_ONCE=0"), "variant   2x2"),

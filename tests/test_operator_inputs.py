@@ -304,7 +304,6 @@ CONSTRUCTOR = [
     (dict(device="npu1", emulate_bf16_with_bfp16=True),
      r"npu2 bf16 feature, not npu1 bf16; drop emulate_bf16_with_bfp16$"),
     (dict(convert_once=True, emulate_bf16_with_bfp16=False), r"which emulate_bf16_with_bfp16=False turns off"),
-    (dict(dtype_in="bfp16", compiler="peano"), r"bfp16 kernels build with chess only.*; use compiler='chess', or"),
     (dict(cols=3), r"use cols=1 or 2 or 4 or 8$"),
     (dict(rho=0), r"rho=0 must be positive; give rho a size >= 1$"),
 ]

@@ -30,6 +30,11 @@ MLIR_AIE_MM_STACK = 0xD00
 # the chess kernel; PR #3717 later shrank the sizes for zero-spill rewrites: which of the two the
 # v1.4.3 tag carries is unconfirmed, 0x1700 is the safe one)
 PEANO_ATB_STACK = 0x1700
+# Of that, config1's converted_A array (32 x 64 bfp16: 2304 B) lives on mlir-aie's stack; our kernels
+# keep their A_bfp16 copy in its own L1 buffer (counted with the buffers), so a Peano-built bfp16
+# kernel gets the rest, 0xE00, or its chess stack where that is larger (config3's 0xF00). 0x1700
+# itself overflows L1 at mlir-aie's own config1 and config2 tiles here (by 2304 B and 512 B).
+ATB_CONFIG1_A_STACK_COPY = 0x900
 
 
 @dataclass(frozen=True)
@@ -243,7 +248,8 @@ class Device:
     # bfp16 datapath; and the stacks of chess-built bfp16 kernels, by what the kernel does beyond
     # bfp16 macs, after mlir-aie's ATB configs: "" (config2: 0xD00), "convert_a" (config1, which
     # mlir-aie sized 0x1700 for a Peano build, PRs #3658/#3717; ours keeps its 2304-byte A copy in
-    # its own buffer: 0xE00), "convert_c" (config3: 0xF00); "peano": any of them built with Peano
+    # its own buffer: 0xE00), "convert_c" (config3: 0xF00); "peano": the least of any of them built
+    # with Peano (mlir-aie's Peano config1 stack less its A copy)
     bfp16_mmul_shape: MmulShape | None
     bfp16_stack_bytes: dict[str, int]
     # peak MACs/cycle of one core per input type (what mac instructions can issue)
@@ -372,7 +378,8 @@ NPU2 = Device(
     acc64_shapes={"i16": ((4, 4, 8),)},
     bf16_emulation_default=True,
     bfp16_mmul_shape=(8, 8, 8),
-    bfp16_stack_bytes={"": MLIR_AIE_MM_STACK, "convert_a": 0xE00, "convert_c": 0xF00, "peano": PEANO_ATB_STACK},
+    bfp16_stack_bytes={"": MLIR_AIE_MM_STACK, "convert_a": 0xE00, "convert_c": 0xF00,
+                       "peano": PEANO_ATB_STACK - ATB_CONFIG1_A_STACK_COPY},
     # bf16 through the bfp16 datapath issues 512 MACs/cycle; plain bf16 mmul is emulated
     # with elementwise macs (UNCONFIRMED rate), so 512 is the bf16 ceiling, not a promise.
     # bfp16: 512 MACs/cycle (atb sec. 2.4: 1024 flops/cycle per core).

@@ -290,7 +290,7 @@ def _loop_hints(loops: str, rows: int, cols: int, ks: int) -> tuple[tuple[str, s
 
 
 def block_kernel_params(build: KernelBuild, dev: Device) -> BlockKernelParams:
-    """The bfp16 template's numbers (npu2, mac_8x8_8x8T on 8 x 8 tiles, chess only)."""
+    """The bfp16 template's numbers (npu2, mac_8x8_8x8T on 8 x 8 tiles, Peano or chess)."""
     p = build.precision
     shape = dev.bfp16_mmul_shape
     assert shape is not None  # prec.check_precision refused devices without a bfp16 datapath
@@ -308,7 +308,7 @@ def block_kernel_params(build: KernelBuild, dev: Device) -> BlockKernelParams:
                           "drop --emulate-bf16-mmul-with-bfp16")
     if build.compiler not in prec.BFP16_COMPILERS:
         raise ConfigError(f"bfp16 kernels build with {' or '.join(prec.BFP16_COMPILERS)} only, not "
-                          f"{build.compiler}", "use --chess (CHESS=1)")
+                          f"{build.compiler}", "use Peano (the default) or --chess (CHESS=1)")
     if tuple(build.expansion) != (2, 2) or build.loops != "k-pipelined":
         raise ConfigError("bfp16 kernels have one variant (2x2 clusters of 8x8 tiles, K loop pipelined), not "
                           f"{'x'.join(map(str, build.expansion))} {build.loops}", "drop --expansion and --kernel-loops")

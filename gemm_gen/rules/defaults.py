@@ -83,27 +83,30 @@ def convert_once_problem(dev: Device, p: Precision, emulate: bool, mmul_shape: M
     if compiler not in prec.BFP16_COMPILERS:
         return (f"the convert-once kernel is a bfp16 kernel, which builds with "
                 f"{' or '.join(prec.BFP16_COMPILERS)} only, not {compiler}",
-                "use --chess, or --convert-once 0")
+                "use --chess, Peano (no --chess), or --convert-once 0")
     return None
 
 
 def default_stack(dev_name: str, compiler: str, precision: Precision | None = None, convert_once: bool = False) -> int:
     """Core stack bytes, never less than what mlir-aie's matrix multiplications give their cores
     (hw.devices.MLIR_AIE_MM_STACK, 0xD00, which Peano's bf16-via-bfp16 kernels need): bfp16 kernels
-    built with Peano what mlir-aie's Peano-built ATB kernels get (0x1700); chess-built bfp16 kernels
+    built with Peano (the convert-once bf16 kernel among them) what mlir-aie's Peano-built config1
+    gets (0x1700) less its A copy, which our kernels keep in their own buffer (0xE00), or their chess
+    stack where that is larger; chess-built bfp16 kernels
     what mlir-aie's ATB configs get for the same work (our kernels keep A's bfp16 copy and C's extra
     accumulator rows in their own L1 buffers, not on the stack; the convert-once bf16 kernel does
     config1's work plus B's conversion)."""
     dev = device(dev_name)
     block = precision is not None and precision.block
-    if block and compiler == "peano" and dev.bfp16_stack_bytes:
-        return dev.bfp16_stack_bytes["peano"]
-    if convert_once and compiler == "chess" and dev.bfp16_stack_bytes:
-        return dev.bfp16_stack_bytes["convert_a"]
-    if precision is not None and block and dev.bfp16_stack_bytes:
-        key = "convert_c" if precision.converts_c else "convert_a" if precision.converts_a else ""
-        return dev.bfp16_stack_bytes[key]
-    return dev.default_stack_bytes
+    if not dev.bfp16_stack_bytes or not (block or convert_once):
+        return dev.default_stack_bytes
+    if convert_once:
+        chess = dev.bfp16_stack_bytes["convert_a"]
+    else:
+        assert precision is not None
+        chess = dev.bfp16_stack_bytes["convert_c" if precision.converts_c else
+                                      "convert_a" if precision.converts_a else ""]
+    return max(chess, dev.bfp16_stack_bytes["peano"]) if compiler == "peano" else chess
 
 
 def resolve(o: Options) -> Resolved:
@@ -115,7 +118,7 @@ def resolve(o: Options) -> Resolved:
     dtype_b = o.dtype_b or o.dtype_in
     given_types = prec.resolve(o.dtype_in, dtype_b, out, o.acc)
     block = given_types.block
-    compiler = o.compiler if o.compiler is not None else "chess" if block else "peano"
+    compiler = o.compiler if o.compiler is not None else "peano"
     emulate = (o.emulate_bf16_with_bfp16 if o.emulate_bf16_with_bfp16 is not None
                else False if block else emulation_default(dev.name, o.dtype_in))
     if o.acc == prec.ACC_OUT:
@@ -123,8 +126,12 @@ def resolve(o: Options) -> Resolved:
     else:
         acc = o.acc or default_acc(dev, o.dtype_in, out, mmul(dev, o.mmul_shape, given_types, emulate))
     p = prec.resolve(o.dtype_in, dtype_b, out, acc)
+    # Peano builds the convert-once kernel when asked (--convert-once 1), but it is the default only
+    # under chess, as before Peano could build it: the default bf16 tiles (the paper's 112 x 48 x 96)
+    # leave no L1 for its A and B bfp16 copies (76,512 B > 64 KiB), and the tiles that would are not
+    # derived yet; until then npu2's default bf16 kernel under Peano stays the emulated one.
     convert_once = (o.convert_once if o.convert_once is not None
-                    else convert_once_problem(dev, p, emulate, o.mmul_shape, compiler) is None)
+                    else compiler == "chess" and convert_once_problem(dev, p, emulate, o.mmul_shape, compiler) is None)
     stack = o.stack_bytes or default_stack(dev.name, compiler, p, convert_once)
     return Resolved(o.rows or dev.core_rows, o.cols or dev.columns, out, dtype_b, o.b_pack or "tiles", compiler,
                     emulate, acc, convert_once, stack)
