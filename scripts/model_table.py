@@ -370,7 +370,7 @@ def render() -> str:
              "calibrated on). `2x2 k-pipelined` is the kernel gemm_gen rendered before kernel variants; `our "
              "variant` is what it renders now for that tile.", "", *_variant_rows(), "",
              "npu2 bf16 on the bfp16 datapath, one call with rho = 1 (its B conversion included): the AIE API's "
-             "emulation converts A and B at every mmul, the convert-once kernel (built with xchesscc) once per "
+             "emulation converts A and B at every mmul, the convert-once kernel (Peano or xchesscc) once per "
              "call and k-step, to the same bits. Predictions but the measured column (Striking Table 1, which "
              "used the emulation).", "", *_convert_once_rows(), "",
              "## Parameters", "", "Device facts read from `gemm_gen/hw/devices.py`:", "", *_device_rows(), "",
