@@ -64,11 +64,10 @@ def choose(request: Request, params: Params | None = None, measure: Measure | No
         filled += ("b_pack",)
     if measure is None or not wholly_open:  # only a wholly open tiling has finalists to measure
         return Choice(config, filled)
-    cands = list(tune(Workload.of(config), MEASURED_FINALISTS, Pins(k_mt=pins.k_mt, rho=pins.rho), p).top)
-    cands = [replace(c, config=config.with_(m=c.config.m, k=c.config.k, n=c.config.n, k_mt=c.config.k_mt,
-                                             rho=c.config.rho)) for c in cands]
-    measured = measure_candidates(cands, measure)
-    return Choice(min(measured, key=lambda c: c.measured_s or math.inf).config, filled, tuple(measured))
+    # the tuner's candidates are config's options with their tiling: what the caller measures
+    finalists = tune(Workload.of(config), MEASURED_FINALISTS, Pins(k_mt=pins.k_mt, rho=pins.rho), p).top
+    measured = measure_candidates(finalists, measure)  # fastest first
+    return Choice(measured[0].config, filled, tuple(measured))
 
 
 def measure_candidates(cands: Sequence[Candidate], measure: Measure) -> list[Candidate]:
@@ -94,8 +93,8 @@ def _chosen(base: GemmConfig, pins: Pins, packing_open: bool, p: Params) -> Gemm
     """The model's design for `base` with what `pins` leaves open filled in."""
     m, k, n, k_mt, rho = pins.m, pins.k, pins.n, pins.k_mt, pins.rho
     tuned = m is None and k is None and n is None
-    if pins.sizes is not None and _several_sizes(pins) and None in (m, k, n, k_mt):
-        return tune_many(base, tuple(pins.sizes), None if pins.weights is None else tuple(pins.weights), pins,
+    if _several_sizes(pins) and None in (m, k, n, k_mt):
+        return tune_many(base, tuple(pins.sizes or ()), None if pins.weights is None else tuple(pins.weights), pins,
                          p).config
     if tuned:
         config = base
