@@ -209,6 +209,17 @@ def test_a_tile_in_the_wrong_order_is_a_layout_error():
         simulate(_with_fifo(d, "A_L3L2_1", dims_from_stream=None))  # A's memtile reorder dropped
 
 
+@pytest.mark.parametrize("name", ["config2", "config3"])
+def test_c_tiles_left_in_the_kernels_order_are_a_layout_error(name):
+    """The kernel keeps C (config3: once converted) in 2 x 2 super-blocks of tiles; a memtile that
+    forwards them as they are, without undoing that order, writes the wrong tiles into DRAM."""
+    d = build_design(small(rho=2, **PRECISIONS[name]))
+    for col in range(d.config.cols):
+        d = _with_fifo(d, f"C_L2L3_{col}", dims_to_stream=None)
+    with pytest.raises(LayoutError, match=r"C\[0, 16\] in DRAM received the result for C\[8, 0\]"):
+        simulate(d)
+
+
 def test_host_quantization_must_match_the_kernels_operands(monkeypatch):
     """The reference multiplies the host's truncated A and B: rounding them to nearest instead makes
     the same simulated design fail (on inputs that bfp16 cannot hold exactly)."""
