@@ -361,6 +361,7 @@ _I8_I32 = build(NPU1, "i8", "i32", (1, 2, 2), False)  # C stays in acc32
 _I16_ACC32 = build(NPU1, "i16", "i32", (1, 2, 1), False, mmul=(4, 2, 8))  # int16 with a 32-bit accumulator
 _BF16_NPU2 = build(NPU2, "bf16", "bf16", (1, 2, 2), False)
 _BF16_COL = build(NPU1, "bf16", "bf16", (1, 2, 2), True)  # B^T blocks, transposed by aie::transpose
+FIFO_LIMIT = "-DGEMM_GEN_HOST_FIFO_LIMIT"  # the host refuses more live block-vector streams than FIFOs (below)
 HOST_MUTANTS = {  # mutant -> what the host says (a compile error, or a refusal recorded during the call)
     Case(_I8_I32, patches=(("C00.template to_vector<T_out>(SHIFT)", "C00.template to_vector<T_out>(3)"),),
          mutant="acc32-store-shift"): "acc32 is stored as int32 with a plain cast that ignores the shift",
@@ -374,6 +375,12 @@ HOST_MUTANTS = {  # mutant -> what the host says (a compile error, or a refusal 
          mutant="implicit-accum"): "g++ failed",
     Case(_CONFIG2, patches=(("      c1 = cin.pop();\n", "      c1 = cin.pop();\n      cin.seek(0);\n"),),
          mutant="seek-after-pop"): "seek() after a pop on a block-vector input stream",
+    # the block's A and B streams still in scope when the next block's C is prefetched: three load FIFOs
+    Case(_CONFIG2, patches=(("    Acc c00(c0), c01(c1), c10(c2), c11(c3);\n    {\n",
+                             "    Acc c00(c0), c01(c1), c10(c2), c11(c3);\n"),
+                            ("    }  // the A and B streams end here\n", "")),
+         mutant="c-prefetch-beside-a-and-b"):
+        "3 block-vector input streams hold a load FIFO at once, over the limit of 2",
     Case(_BF16_COL, patches=(("aie::transpose(aie::load_v<MMUL::size_B>(p), MMUL::N, MMUL::K)",
                               "aie::transpose(aie::load_v<MMUL::size_B>(p), 2 * MMUL::N, MMUL::K)"),),
          mutant="transpose-shape"): "the AIE API requires Row * Col == Elems",
@@ -381,17 +388,16 @@ HOST_MUTANTS = {  # mutant -> what the host says (a compile error, or a refusal 
 # ---- the load / store FIFO limit (issue 20 item 3) ----------------------------------------------------
 # -DGEMM_GEN_HOST_FIFO_LIMIT: the host refuses a kernel whose block-vector streams hold more load FIFOs
 # (input streams popped and still in scope) or store FIFOs (output streams pushed to) at once than the
-# target has (tests/aie_host/aie_api/aie.hpp host::fifo_limits). Scalar kernels (mm.cc.j2) are always
-# held to it (host_defines); the bfp16 template is not yet (BFP16_FIFO_VARIANTS).
-FIFO_LIMIT = "-DGEMM_GEN_HOST_FIFO_LIMIT"
+# target has (tests/aie_host/aie_api/aie.hpp host::fifo_limits). Every kernel case is held to it
+# (host_defines); BFP16_FIFO_VARIANTS also names each bfp16 variant's measured peaks.
 # each bfp16 variant with the limit on -> the most (input, output) streams that hold a FIFO at once
 BFP16_FIFO_VARIANTS: dict[str, tuple[Case, tuple[int, int]]] = {
-    "config1": (Case(_CONFIG1, host_defines=(FIFO_LIMIT,)), (2, 1)),
-    "config2": (Case(BLOCK_CASES[4].build, host_defines=(FIFO_LIMIT,)), (2, 1)),  # row-major B
-    "config2-col-maj-b": (Case(_CONFIG2, host_defines=(FIFO_LIMIT,)), (2, 1)),
-    "config3": (Case(_CONFIG3, host_defines=(FIFO_LIMIT,)), (2, 1)),
-    "convert-once": (Case(ONCE_PAIRS[0][1].build, host_defines=(FIFO_LIMIT,)), (2, 1)),
-    "bfp16-x-bfp16": (Case(BLOCK_CASES[16].build, host_defines=(FIFO_LIMIT,)), (2, 1)),
+    "config1": (Case(_CONFIG1), (2, 1)),
+    "config2": (Case(BLOCK_CASES[4].build), (2, 1)),  # row-major B
+    "config2-col-maj-b": (Case(_CONFIG2), (2, 1)),
+    "config3": (Case(_CONFIG3), (2, 1)),
+    "convert-once": (Case(ONCE_PAIRS[0][1].build), (2, 1)),
+    "bfp16-x-bfp16": (Case(BLOCK_CASES[16].build), (2, 1)),
 }
 
 ALL = [*CASES, Case(_ATB), NO_ROUNDING, NO_SLICE, *BLOCK_CASES, *BLOCK_MUTANTS, *WIDE_MUTANTS, Case(_I16_ACC32),
@@ -406,10 +412,9 @@ def _host_flags(defines: tuple[str, ...]) -> tuple[str, ...]:
 
 
 def host_defines(b: KernelBuild) -> tuple[str, ...]:
-    """The build's own defines, the target the host stand-in models (__AIE_ARCH__ 20 or 21), and for
-    scalar kernels the FIFO limit (the bfp16 template breaks it today: BFP16_FIFO_VARIANTS)."""
-    limit = () if b.block_kernel else (FIFO_LIMIT,)
-    return (*kernel_defines(b), f"-D__AIE_ARCH__={render_module.AIE_ARCH[b.aie_target]}", *limit)
+    """The build's own defines, the target the host stand-in models (__AIE_ARCH__ 20 or 21), and the
+    FIFO limit: every kernel, scalar or bfp16, is held to the target's load and store FIFOs."""
+    return (*kernel_defines(b), f"-D__AIE_ARCH__={render_module.AIE_ARCH[b.aie_target]}", FIFO_LIMIT)
 
 
 @cache
@@ -1352,10 +1357,11 @@ def test_every_bfp16_variant_preprocesses_for_peano_and_chess(tmp_path: Path, va
 @pytest.mark.parametrize("mutant", list(HOST_MUTANTS), ids=lambda c: c.mutant)
 def test_the_host_api_refuses_what_the_real_one_would(libraries, mutant) -> None:
     """A shift on an acc32 store or load, a misaligned vector load, an implicit accumulator
-    conversion, a seek after a pop, a transpose of B blocks as a shape that is not the vector's: each
-    fails (at compile time or during the call), while the unpatched kernel passes."""
+    conversion, a seek after a pop, a transpose of B blocks as a shape that is not the vector's, a bfp16
+    kernel whose C prefetch runs beside its A and B streams (FIFO limit on): each fails (at compile
+    time or during the call), while the unpatched kernel passes (with the same host options)."""
     message = HOST_MUTANTS[mutant]
-    control = Case(mutant.build)
+    control = Case(mutant.build, host_defines=mutant.host_defines)
     is_block = mutant.build.precision.block
     run = (lambda k: run_block_tile(k, block_inputs(mutant.build))) if is_block else (
         lambda k: run_tile(k, inputs(control)))
@@ -1538,9 +1544,8 @@ def test_the_host_api_refuses_more_live_streams_than_fifo_registers(name: str) -
 @needs_gxx
 @pytest.mark.parametrize("variant", list(BFP16_FIFO_VARIANTS))
 def test_bfp16_kernels_hold_the_live_streams_documented(libraries, variant: str) -> None:
-    """The counts the xfail below states, measured on the kernel as rendered (limit off)."""
-    limited, counts = BFP16_FIFO_VARIANTS[variant]
-    case = Case(limited.build)
+    """The most live (input, output) streams of each variant, measured on the kernel as rendered."""
+    case, counts = BFP16_FIFO_VARIANTS[variant]
     kernel = load(libraries, case)
     kernel.fifo_peaks()
     if case.build.precision.block:
@@ -1557,15 +1562,12 @@ def test_bfp16_kernels_fit_the_fifo_registers(libraries, variant: str) -> None:
     with the FIFO limit on (issue 20 item 1: one A stream and one B stream in the k loop, AIE2P's two
     load FIFOs; one output stream)."""
     case, _ = BFP16_FIFO_VARIANTS[variant]
+    assert FIFO_LIMIT in host_defines(case.build)
     kernel = load(libraries, case)
-    try:
-        if case.build.precision.block:
-            run_block_tile(kernel, block_inputs(case.build))
-        else:
-            run_tile(kernel, inputs(case))
-    except HostApiError as e:  # any other refusal is a real failure, not this xfail
-        assert "block-vector input streams hold a load FIFO at once, over the limit of 2" in str(e), str(e)
-        raise
+    if case.build.precision.block:
+        run_block_tile(kernel, block_inputs(case.build))
+    else:
+        run_tile(kernel, inputs(case))
 
 
 @needs_gxx
