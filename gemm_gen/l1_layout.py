@@ -66,3 +66,17 @@ def a_tile_pairs(m: int, k: int) -> np.ndarray:
     assert m % 2 == 0, "A's tile rows come in pairs"
     mb, kb = np.indices((m, k))
     return _frozen((mb // 2) * (2 * k) + 2 * kb + mb % 2)
+
+
+@lru_cache(maxsize=64)
+def c_tile_blocks(m: int, n: int, r: int = 1, t: int = 1) -> np.ndarray:
+    """L1 offset of C's element (i, j), m x n, in r x t blocks (row-major inside) grouped in 2 x 2
+    super-blocks, super-blocks row-major: block (mb, nb) at ((mb // 2) * (n / 2t) + nb // 2) * 4
+    + 2 (mb % 2) + nb % 2. Over tiles (r = t = 1): bfp16 C's tile order (mlir-aie's gemm_atb_layout.h,
+    whose host undoes it with layout_inverse_C_L1_2x2_8x8block); over elements in 8 x 8 blocks: the
+    accumulator of a C converted into those tiles (mlir-aie's config3 bf16 accumulator)."""
+    assert m % (2 * r) == 0 and n % (2 * t) == 0, "C's blocks come in 2 x 2 super-blocks"
+    i, j = np.indices((m, n))
+    mb, nb = i // r, j // t
+    block = ((mb // 2) * (n // (2 * t)) + nb // 2) * 4 + 2 * (mb % 2) + nb % 2
+    return _frozen(block * (r * t) + (i % r) * t + j % t)

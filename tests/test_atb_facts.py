@@ -1,8 +1,7 @@
 """Our bfp16 designs against the facts of mlir-aie's ATB examples after their Peano rewrite (PR #3650),
 recorded with their sources in tests/data/mlir_aie_atb_peano.json (issue 20, item 1).
 
-Where we already do what mlir-aie does, the test asserts it. Where we differ (the L1 order of A and C
-tiles, A's DRAM packing, C's streams), the
+Where we already do what mlir-aie does, the test asserts it. Where we differ (A's DRAM packing), the
 test states mlir-aie's fact and is marked xfail(strict=True): it passes, and so fails the suite as an
 unexpected pass, when the kernel rewrite of docs/bfp16_kernels.md lands; then drop its mark.
 
@@ -25,7 +24,7 @@ from gemm_gen.design import build_design
 from gemm_gen.design.model import Design
 from gemm_gen.hostdata import b_unit, b_unit_coords
 from gemm_gen.kernels.render import render_kernel
-from gemm_gen.l1_layout import a_layout, a_tile_pairs, b_tile_pairs, c_layout
+from gemm_gen.l1_layout import a_layout, a_tile_pairs, b_tile_pairs, c_layout, c_tile_blocks
 from gemm_gen.precision import BFP16_COMPILERS, PRESETS
 from gemm_gen.tap import Tap
 
@@ -277,6 +276,23 @@ def test_a_l1_tiles_are_2x1_super_blocks(name):
     assert our_a_order(name) == their_a_order(t["t_ma"], t["k"])
 
 
+def test_c_tile_blocks_is_their_formula():
+    """l1_layout.c_tile_blocks (the kernel's L1 order of bfp16 C, read by the simulator) is the recorded order,
+    and over 8 x 8 blocks of elements it is the same order of blocks (a converted accumulator's)."""
+    l1 = c_tile_blocks(4, 4)
+    assert [int(l1[mb, nb]) for mb, nb in their_c_order(32, 32)] == list(range(16))
+    i, j = np.indices((32, 48))
+    assert np.array_equal(c_tile_blocks(32, 48, 8, 8), c_tile_blocks(4, 6)[i // 8, j // 8] * 64 + (i % 8) * 8 + j % 8)
+
+
+@pytest.mark.parametrize("name", BFP16_A)
+def test_c_l1_tiles_are_2x2_super_blocks(name):
+    """bfp16 C's L1 tile order is mlir-aie's 2 x 2 super-blocks, row-major (docs/bfp16_kernels.md: the kernel
+    reads and writes a 16 x 16 block of C as 4 consecutive tiles, one stream each way); our memtile undoes it."""
+    t = FACTS["configs"][name]["tile"]
+    assert our_c_order(name) == their_c_order(t["m"], t["n"])
+
+
 # ---- where we differ (xfail until the kernel rewrite lands) --------------------------------------------
 @pytest.mark.parametrize("name", BFP16_A)
 @pytest.mark.xfail(strict=True, reason="A's DRAM packing: mlir-aie stores each core row's m x K band as one "
@@ -290,30 +306,26 @@ def test_a_shim_reads_one_run_per_core_row(name):
     assert {t.count for t in runs} == {band}
 
 
-@pytest.mark.parametrize("name", BFP16_A)
-@pytest.mark.xfail(strict=True, reason="C's L1 tile order: mlir-aie's bfp16 C tile is 2 x 2 super-blocks "
-                   "row-major (one C stream in, one out, linear); ours is tile-row-major (l1 = mb * n/8 + nb)")
-def test_c_l1_tiles_are_2x2_super_blocks(name):
-    t = FACTS["configs"][name]["tile"]
-    assert our_c_order(name) == their_c_order(t["m"], t["n"])
-
-
 @pytest.mark.parametrize("name", CONFIGS)
 def test_kernel_keeps_one_a_and_one_b_stream(name):
     """As mlir-aie's Peano kernels, two live input block streams in the MAC loop (one A, one B: each pops
     its pair of tiles), aie2p's two load FIFOs (llvm-aie #1090)."""
-    streams = set(re.findall(r"(\w+)\((pA|pB)\)", matmul_source(name)))
+    streams = set(re.findall(r"TileIn (\w+)\(tile_at\((pA|pB),", matmul_source(name)))
     assert FACTS["configs"][name]["kernel"]["inner_loop_streams"]["input_block_streams"] == 2
     assert len(streams) == 2
 
 
-@pytest.mark.xfail(strict=True, reason="config2's Peano kernel reads C through one persistent input stream and "
-                   "writes it through one output stream, both linear over the stripe; ours opens two C input "
-                   "streams per block row pair (in0, in1)")
 def test_config2_kernel_reads_c_through_one_stream():
-    streams = set(re.findall(r"(\w+)\(c\.c\)", matmul_source("config2")))
+    """As mlir-aie's config2 Peano kernel, C goes through one input stream and one output stream, both linear
+    over the slice's 2 x 2 super-blocks, constructed at their computed bases (no seek). Theirs reads through
+    one persistent stream; ours builds it per block at the block's base once the A and B streams end, so
+    that no more than two input streams hold a load FIFO at once (tests/test_kernels.py measures that)."""
+    source = matmul_source("config2")
+    c_in = set(re.findall(r"TileIn (\w+)\(c_block\(slice,", source))
+    c_out = set(re.findall(r"TileOut (\w+)\(slice\)", source))
     assert FACTS["configs"]["config2"]["kernel"]["inner_loop_streams"]["c_streams"] == 2  # one in, one out
-    assert len(streams) == 2
+    assert len(c_in) == 1 and len(c_out) == 1
+    assert ".seek(" not in source and ".pop_seek(" not in source
 
 
 def test_bfp16_kernels_build_with_peano():

@@ -150,12 +150,15 @@ def test_design_moves_tiles_and_declares_its_buffers():
     assert d.fifo("A_L2L1_0").obj_shape == (c.t_ma // 8, c.k // 8)
     # bfp16 tiles (dims in tiles): A's memtile stores (k-step, slice) tiles for rho > 1 and sends each
     # K tile major, the core S2MM pairs its rows into 2 x 1 super-blocks (K tile, row pair, 1 of 2);
-    # row-major B's memtile walks into 1 x 2 super-blocks (column pair, K tile, 1 of 2)
+    # row-major B's memtile walks into 1 x 2 super-blocks (column pair, K tile, 1 of 2); C leaves the core
+    # in 2 x 2 super-blocks and its memtile walks them back to row-major tiles (row pair, row, column pair, column)
     t, k = c.t_ma // 8, c.k // 8
     assert d.fifo("A_L2L1_0").dims_to_stream == Tap(0, (c.k_mt // c.k * c.rho, k, t), (t * k, 1, k))
     assert d.fifo("A_L2L1_0").dims_from_stream == Tap(0, (k, t // 2, 2), (2, 2 * k, 1))
     assert d.fifo("A_L3L2_0").dims_from_stream is not None
-    assert d.fifo("C_L2L3_0").dims_to_stream is None and d.fifo("B_L2L1_0").dims_from_stream is None
+    n = c.n // 8
+    assert d.fifo("C_L2L3_0").dims_to_stream == Tap(0, (c.m // 16, 2, n // 2, 2), (2 * n, 2, 4, 1))
+    assert d.fifo("B_L2L1_0").dims_from_stream is None
     assert d.fifo("B_L2L1_0").dims_to_stream == Tap(0, (c.n // 16, c.k // 8, 2), (2, c.n // 8, 1))
     w = d.workers[0]
     assert [(b.name, b.shape, b.dtype) for b in w.buffers] == [("C_acc_0_0", (64, 128), "bf16")]
@@ -204,6 +207,17 @@ def test_a_tile_in_the_wrong_order_is_a_layout_error():
     d = build_design(small(rho=2, **PRECISIONS["config2"]))
     with pytest.raises(LayoutError, match="A tile element"):
         simulate(_with_fifo(d, "A_L3L2_1", dims_from_stream=None))  # A's memtile reorder dropped
+
+
+@pytest.mark.parametrize("name", ["config2", "config3"])
+def test_c_tiles_left_in_the_kernels_order_are_a_layout_error(name):
+    """The kernel keeps C (config3: once converted) in 2 x 2 super-blocks of tiles; a memtile that
+    forwards them as they are, without undoing that order, writes the wrong tiles into DRAM."""
+    d = build_design(small(rho=2, **PRECISIONS[name]))
+    for col in range(d.config.cols):
+        d = _with_fifo(d, f"C_L2L3_{col}", dims_to_stream=None)
+    with pytest.raises(LayoutError, match=r"C\[0, 16\] in DRAM received the result for C\[8, 0\]"):
+        simulate(d)
 
 
 def test_host_quantization_must_match_the_kernels_operands(monkeypatch):

@@ -56,7 +56,7 @@ from gemm_gen.kernels import (
     source_file,
 )
 from gemm_gen.kernels import render as render_module
-from gemm_gen.l1_layout import a_layout, b_layout, c_layout
+from gemm_gen.l1_layout import a_layout, b_layout, c_layout, c_tile_blocks
 from gemm_gen.numerics import KernelNumerics
 from gemm_gen.precision import BFP16, PRESETS, Precision, check_precision, wide_acc
 from gemm_gen.rounding import Rounding, Saturation
@@ -241,12 +241,16 @@ def _block_cases() -> list[Case]:
         block_build(c2.a, c2.out, blocks=(2, 1, 3), b_col_maj=True),
         block_build(c1.a, c1.out, blocks=(1, 4, 3), b_col_maj=True, rho=2),
         block_build(BFP16, "f32", blocks=(2, 7, 2), b_col_maj=True),
+        # K_TILES past render.UNROLL_K_TILES: a pipelined k loop inside the block loop, odd (peeled) and even
+        block_build(c2.a, c2.out, blocks=(1, 17, 2), rho=2),
+        block_build(c3.a, c3.out, c3.acc, blocks=(2, 18, 1), b_col_maj=True),
     ]
     return [Case(b) for b in builds]
 
 
 BLOCK_CASES = _block_cases()
 _CONFIG1 = BLOCK_CASES[0].build
+_CONFIG2 = BLOCK_CASES[3].build
 _CONFIG3 = BLOCK_CASES[6].build
 # a config1 kernel that multiplies whatever the A scratch holds instead of converting A
 NO_A_CONVERSION = Case(_CONFIG1, patches=(
@@ -266,18 +270,38 @@ REVERSED_CONVERT = Case(_CONFIG3, patches=(
 ), mutant="reversed-convert")
 # a kernel whose B stream starts a column pair at K_TILES tiles per pair (as if the pair's two tiles
 # were one column each) instead of the super-block's 2 K_TILES: from the second pair on it reads another's
-B_PAIR_OFFSET = Case(BLOCK_CASES[-2].build, patches=(
-    ("      bs.seek(j / 2 * B_PAIR);", "      bs.seek(j / 2 * K_TILES);"),), mutant="b-pair-offset")
+B_PAIR_OFFSET = Case(BLOCK_CASES[-4].build, patches=(
+    ("TileIn bs(tile_at(pB, bc * B_PAIR));", "TileIn bs(tile_at(pB, bc * K_TILES));"),), mutant="b-pair-offset")
 # a kernel whose A stream starts a row pair at K_TILES tiles per pair (as if the pair's two tiles were one
 # row each) instead of the super-block's 2 K_TILES: from the second row pair on it reads another's
-A_PAIR_OFFSET = Case(BLOCK_CASES[-1].build, patches=(
-    ("      as_.seek(z / 2 * A_PAIR);", "      as_.seek(z / 2 * K_TILES);"),), mutant="a-pair-offset")
+A_PAIR_OFFSET = Case(BLOCK_CASES[-3].build, patches=(
+    ("TileIn as_(tile_at(pA, br * A_PAIR));", "TileIn as_(tile_at(pA, br * K_TILES));"),), mutant="a-pair-offset")
 # a config1 conversion that writes A_bfp16 in the order its bf16 blocks lie (row-major tiles), not the
 # 2 x 1 super-blocks the A stream reads
 A_BLOCK_ORDER = Case(_CONFIG1, patches=(
     ("    const unsigned mb = i / A_PAIR * 2 + i % 2, kb = i / 2 % K_TILES;",
      "    const unsigned mb = i / K_TILES, kb = i % K_TILES;"),), mutant="a-block-order")
-BLOCK_MUTANTS = [NO_A_CONVERSION, NO_SPLIT, REVERSED_CONVERT, B_PAIR_OFFSET, A_PAIR_OFFSET, A_BLOCK_ORDER]
+# a config2 kernel that stores a 16 x 16 block's two top tiles swapped (inside a 2 x 2 super-block)
+C_TILE_SWAP = Case(_CONFIG2, patches=(
+    ("    cout.push(c00.template to_vector<bfp16ebs8>());\n    cout.push(c01.template to_vector<bfp16ebs8>());\n",
+     "    cout.push(c01.template to_vector<bfp16ebs8>());\n    cout.push(c00.template to_vector<bfp16ebs8>());\n"),),
+    mutant="c-tile-swap")
+# a config2 kernel whose prefetch reads a block's bottom tiles into the top accumulators (from the
+# second k-step on, C seeds the wrong accumulators)
+C_PREFETCH_SWAP = Case(BLOCK_CASES[4].build, patches=(
+    ("      c0 = cin.pop();\n      c1 = cin.pop();\n      c2 = cin.pop();\n      c3 = cin.pop();\n",
+     "      c2 = cin.pop();\n      c3 = cin.pop();\n      c0 = cin.pop();\n      c1 = cin.pop();\n"),),
+    mutant="c-prefetch-swap")
+# a config2 kernel that walks its blocks as if C were row-major tiles (block b at tile 2 b, 2 tiles a row)
+C_ROW_MAJOR = Case(BLOCK_CASES[4].build, patches=(
+    ("  return tile_at(slice, 4 * (br * COL_PAIRS + bc));", "  return tile_at(slice, 2 * (br * COL_TILES + bc));"),),
+    mutant="c-row-major")
+# a config3 kernel whose accumulator is row-major blocks while its conversion reads 2 x 2 super-blocks
+C_ACC_ROW_MAJOR = Case(BLOCK_CASES[8].build, patches=(
+    ("constexpr unsigned C_ROW1 = 2 * LANES;", "constexpr unsigned C_ROW1 = COL_TILES * LANES;"),
+    ("constexpr unsigned C_PAIR = 4 * LANES;", "constexpr unsigned C_PAIR = 2 * LANES;")), mutant="c-acc-row-major")
+C_MUTANTS = [C_TILE_SWAP, C_PREFETCH_SWAP, C_ROW_MAJOR, C_ACC_ROW_MAJOR]
+BLOCK_MUTANTS = [NO_A_CONVERSION, NO_SPLIT, REVERSED_CONVERT, B_PAIR_OFFSET, A_PAIR_OFFSET, A_BLOCK_ORDER, *C_MUTANTS]
 
 # scalar kernels with C in a wide accumulator: one that ignores the split (accumulator rows past the
 # C object), one that converts backwards (in place it overwrites blocks not read yet), one that
@@ -336,8 +360,8 @@ ONCE_MUTANTS = [
 _I8_I32 = build(NPU1, "i8", "i32", (1, 2, 2), False)  # C stays in acc32
 _I16_ACC32 = build(NPU1, "i16", "i32", (1, 2, 1), False, mmul=(4, 2, 8))  # int16 with a 32-bit accumulator
 _BF16_NPU2 = build(NPU2, "bf16", "bf16", (1, 2, 2), False)
-_CONFIG2 = BLOCK_CASES[3].build
 _BF16_COL = build(NPU1, "bf16", "bf16", (1, 2, 2), True)  # B^T blocks, transposed by aie::transpose
+FIFO_LIMIT = "-DGEMM_GEN_HOST_FIFO_LIMIT"  # the host refuses more live block-vector streams than FIFOs (below)
 HOST_MUTANTS = {  # mutant -> what the host says (a compile error, or a refusal recorded during the call)
     Case(_I8_I32, patches=(("C00.template to_vector<T_out>(SHIFT)", "C00.template to_vector<T_out>(3)"),),
          mutant="acc32-store-shift"): "acc32 is stored as int32 with a plain cast that ignores the shift",
@@ -346,11 +370,17 @@ HOST_MUTANTS = {  # mutant -> what the host says (a compile error, or a refusal 
          mutant="acc32-load-shift"): "an int32 vector loads into acc32 only with shift 0",
     Case(_BF16_NPU2, patches=(("aie::load_v<MMUL::size_A>(pA0);", "aie::load_v<MMUL::size_A>(pA0 + 1);"),),
          mutant="unaligned-load"): "load_v of a 64-byte vector at an address 2 bytes past a 64-byte boundary",
-    Case(_CONFIG2, patches=(("  c00 = Acc(in0.pop());  // decoded exactly into fp32\n",
-                             "  c00 = in0.pop();  // decoded exactly into fp32\n"),),
+    Case(_CONFIG2, patches=(("    Acc c00(c0), c01(c1), c10(c2), c11(c3);\n",
+                             "    Acc c00 = c0, c01 = c1, c10 = c2, c11 = c3;\n"),),
          mutant="implicit-accum"): "g++ failed",
-    Case(_CONFIG2, patches=(("  c01 = Acc(in0.pop());\n", "  c01 = Acc(in0.pop());\n  in0.seek(0);\n"),),
+    Case(_CONFIG2, patches=(("      c1 = cin.pop();\n", "      c1 = cin.pop();\n      cin.seek(0);\n"),),
          mutant="seek-after-pop"): "seek() after a pop on a block-vector input stream",
+    # the block's A and B streams still in scope when the next block's C is prefetched: three load FIFOs
+    Case(_CONFIG2, patches=(("    Acc c00(c0), c01(c1), c10(c2), c11(c3);\n    {\n",
+                             "    Acc c00(c0), c01(c1), c10(c2), c11(c3);\n"),
+                            ("    }  // the A and B streams end here\n", "")),
+         mutant="c-prefetch-beside-a-and-b"):
+        "3 block-vector input streams hold a load FIFO at once, over the limit of 2",
     Case(_BF16_COL, patches=(("aie::transpose(aie::load_v<MMUL::size_B>(p), MMUL::N, MMUL::K)",
                               "aie::transpose(aie::load_v<MMUL::size_B>(p), 2 * MMUL::N, MMUL::K)"),),
          mutant="transpose-shape"): "the AIE API requires Row * Col == Elems",
@@ -358,17 +388,16 @@ HOST_MUTANTS = {  # mutant -> what the host says (a compile error, or a refusal 
 # ---- the load / store FIFO limit (issue 20 item 3) ----------------------------------------------------
 # -DGEMM_GEN_HOST_FIFO_LIMIT: the host refuses a kernel whose block-vector streams hold more load FIFOs
 # (input streams popped and still in scope) or store FIFOs (output streams pushed to) at once than the
-# target has (tests/aie_host/aie_api/aie.hpp host::fifo_limits). Scalar kernels (mm.cc.j2) are always
-# held to it (host_defines); the bfp16 template is not yet (BFP16_FIFO_VARIANTS).
-FIFO_LIMIT = "-DGEMM_GEN_HOST_FIFO_LIMIT"
+# target has (tests/aie_host/aie_api/aie.hpp host::fifo_limits). Every kernel case is held to it
+# (host_defines); BFP16_FIFO_VARIANTS also names each bfp16 variant's measured peaks.
 # each bfp16 variant with the limit on -> the most (input, output) streams that hold a FIFO at once
 BFP16_FIFO_VARIANTS: dict[str, tuple[Case, tuple[int, int]]] = {
-    "config1": (Case(_CONFIG1, host_defines=(FIFO_LIMIT,)), (2, 1)),
-    "config2": (Case(BLOCK_CASES[4].build, host_defines=(FIFO_LIMIT,)), (2, 1)),  # row-major B
-    "config2-col-maj-b": (Case(_CONFIG2, host_defines=(FIFO_LIMIT,)), (2, 1)),
-    "config3": (Case(_CONFIG3, host_defines=(FIFO_LIMIT,)), (2, 1)),
-    "convert-once": (Case(ONCE_PAIRS[0][1].build, host_defines=(FIFO_LIMIT,)), (2, 1)),
-    "bfp16-x-bfp16": (Case(BLOCK_CASES[16].build, host_defines=(FIFO_LIMIT,)), (2, 1)),
+    "config1": (Case(_CONFIG1), (2, 1)),
+    "config2": (Case(BLOCK_CASES[4].build), (2, 1)),  # row-major B
+    "config2-col-maj-b": (Case(_CONFIG2), (2, 1)),
+    "config3": (Case(_CONFIG3), (2, 1)),
+    "convert-once": (Case(ONCE_PAIRS[0][1].build), (2, 1)),
+    "bfp16-x-bfp16": (Case(BLOCK_CASES[16].build), (2, 1)),
 }
 
 ALL = [*CASES, Case(_ATB), NO_ROUNDING, NO_SLICE, *BLOCK_CASES, *BLOCK_MUTANTS, *WIDE_MUTANTS, Case(_I16_ACC32),
@@ -383,10 +412,9 @@ def _host_flags(defines: tuple[str, ...]) -> tuple[str, ...]:
 
 
 def host_defines(b: KernelBuild) -> tuple[str, ...]:
-    """The build's own defines, the target the host stand-in models (__AIE_ARCH__ 20 or 21), and for
-    scalar kernels the FIFO limit (the bfp16 template breaks it today: BFP16_FIFO_VARIANTS)."""
-    limit = () if b.block_kernel else (FIFO_LIMIT,)
-    return (*kernel_defines(b), f"-D__AIE_ARCH__={render_module.AIE_ARCH[b.aie_target]}", *limit)
+    """The build's own defines, the target the host stand-in models (__AIE_ARCH__ 20 or 21), and the
+    FIFO limit: every kernel, scalar or bfp16, is held to the target's load and store FIFOs."""
+    return (*kernel_defines(b), f"-D__AIE_ARCH__={render_module.AIE_ARCH[b.aie_target]}", FIFO_LIMIT)
 
 
 @cache
@@ -718,8 +746,9 @@ def run_block_tile(kernel: Kernel, steps: list[tuple[np.ndarray, np.ndarray]],
         assert kernel.modes() == modes
     assert c.guards_intact(), "the kernel wrote outside its C object"
     assert acc is None or acc.guards_intact(), "the kernel wrote outside its C_acc buffer"
-    if t_out.is_block:
-        exps, mants = bfp16.from_tiles(c.body.reshape(b.m // q, b.n // q, bfp16.TILE_BYTES))
+    if t_out.is_block:  # bfp16 C in L1: 2 x 2 super-blocks of tiles (l1_layout.c_tile_blocks)
+        tiles = c.body.reshape(-1, bfp16.TILE_BYTES)[c_tile_blocks(b.m // q, b.n // q)]
+        exps, mants = bfp16.from_tiles(tiles)
         return bfp16.decode(exps, mants), (exps, mants)
     return c.body[c_layout(b.m, b.n, q, q)], None
 
@@ -962,14 +991,20 @@ def test_check_catches_broken_bfp16_kernels(libraries) -> None:
     host's floor quantization left in the scratch), a config3 kernel that ignores the split (it
     writes accumulator rows past the C object), and a config3 conversion that runs backwards (in
     place, it overwrites blocks it has not read yet), a kernel whose B stream starts its column
-    pairs at the wrong tile, one whose A stream starts its row pairs at the wrong tile, and a config1
-    conversion that writes A_bfp16 in its blocks' row-major order instead of the 2 x 1 super-blocks;
-    the unpatched kernels pass."""
+    pairs at the wrong tile, one whose A stream starts its row pairs at the wrong tile, a config1
+    conversion that writes A_bfp16 in its blocks' row-major order instead of the 2 x 1 super-blocks,
+    and kernels that break C's 2 x 2 super-blocks (two tiles of a block stored swapped, a block's C
+    prefetched into the wrong accumulators, blocks walked as row-major tiles, a config3 accumulator
+    kept in row-major blocks that its conversion reads as super-blocks); the unpatched kernels pass."""
     for control, mutants in ((Case(_CONFIG1), {NO_A_CONVERSION: "elements differ", A_BLOCK_ORDER: "elements differ"}),
                              (Case(_CONFIG3), {NO_SPLIT: "wrote outside its C object",
                                                REVERSED_CONVERT: "elements differ"}),
                              (Case(B_PAIR_OFFSET.build), {B_PAIR_OFFSET: "elements differ"}),
-                             (Case(A_PAIR_OFFSET.build), {A_PAIR_OFFSET: "elements differ"})):
+                             (Case(A_PAIR_OFFSET.build), {A_PAIR_OFFSET: "elements differ"}),
+                             (Case(_CONFIG2), {C_TILE_SWAP: "elements differ"}),
+                             (Case(C_ROW_MAJOR.build), {C_PREFETCH_SWAP: "elements differ",
+                                                        C_ROW_MAJOR: "elements differ"}),
+                             (Case(C_ACC_ROW_MAJOR.build), {C_ACC_ROW_MAJOR: "elements differ"})):
         steps = block_inputs(control.build)
         want = block_expected(control.build, steps)
         assert_block_equal(run_block_tile(load(libraries, control), steps), want, "control")
@@ -1257,31 +1292,44 @@ def test_source_refuses_the_wrong_target_or_missing_emulation_flag(tmp_path: Pat
 
 
 @needs_gxx
-def test_bfp16_loop_hints_and_compiler_guard(tmp_path: Path) -> None:
+@pytest.mark.parametrize("k_tiles", [5, 19])
+def test_bfp16_loop_hints_and_compiler_guard(tmp_path: Path, k_tiles: int) -> None:
     """The bfp16 kernels carry each compiler's loop hints with their rendered trip counts (chess's
-    keywords, Peano's clang loop pragmas, as the scalar kernels), and refuse aie2."""
-    b = block_build("bf16", BFP16, "bf16", blocks=(2, 5, 1), rho=2)  # config1 A, config3 C
+    keywords, Peano's clang loop pragmas, as the scalar kernels), and refuse aie2. With the k-steps
+    written out (K_TILES <= render.UNROLL_K_TILES) the flat loop over 16 x 16 blocks is pipelined;
+    with more, a pipelined k loop (K_TILES = 19: 8 ping-pong pairs, then the last pair peeled) sits
+    inside it and the block loop carries its trip count only."""
+    b = block_build("bf16", BFP16, "bf16", blocks=(2, k_tiles, 1), rho=2)  # config1 A, config3 C
     p = kernel_params(b)
-    assert isinstance(p, BlockKernelParams) and p.k_pairs == 2 and p.row_pairs == 2 and p.split_rows
+    assert isinstance(p, BlockKernelParams) and p.blocks == 2 and p.split_rows
+    assert p.unroll_k == (k_tiles <= render_module.UNROLL_K_TILES)
     source = render_kernel(b)
     chess = _preprocess(source, tmp_path, "-D__chess__", "-D__AIE_ARCH__=21")
     assert chess.returncode == 0, chess.stderr
-    # K_TILES = 5: one pipelined pair, then the last pair peeled (its pops end the cluster)
-    assert "for (unsigned i = 0; i < 1; ++i) chess_prepare_for_pipelining chess_loop_range(1, )" in chess.stdout
+    block_loop = "for (unsigned blk = 0; blk < BLOCKS; ++blk) "
+    k_loop = "for (unsigned i = 0; i < 8; ++i) chess_prepare_for_pipelining chess_loop_range(8, )"
+    if p.unroll_k:
+        assert block_loop + "chess_prepare_for_pipelining chess_loop_range(2, )" in chess.stdout
+        assert not re.search(r"for \(unsigned i = 0; i < \d+;", chess.stdout)  # no k loop
+        assert chess.stdout.count("mac_8x8_8x8T(") == 4 * k_tiles
+    else:
+        assert block_loop + "chess_loop_range(2, )" in chess.stdout and k_loop in chess.stdout
     for count in (p.a_tiles, p.c_tiles, p.zero_obj_iters, p.zero_buf_iters):
         assert f"chess_prepare_for_pipelining chess_loop_range({count}, )" in chess.stdout
-    assert f"chess_loop_range({p.row_pairs}, )" in chess.stdout and "event0()" in chess.stdout
+    assert "event0()" in chess.stdout
     peano = _preprocess(source, tmp_path, "-D__AIECC__", "-D__AIE_ARCH__=21")
     assert peano.returncode == 0, peano.stderr
     assert "chess_" not in peano.stdout and "#error" not in peano.stdout and "event1()" in peano.stdout
     lines = [line.strip() for line in peano.stdout.splitlines() if line.strip()]
-    at = lines.index("for (unsigned i = 0; i < 1; ++i) {")
-    assert lines[at - 1] == "#pragma clang loop min_iteration_count(1)"
-    for count in (p.a_tiles, p.c_tiles, p.zero_obj_iters, p.zero_buf_iters, p.row_pairs):
+    at = lines.index(block_loop + "{")
+    assert lines[at - 1] == "#pragma clang loop min_iteration_count(2)"
+    if not p.unroll_k:
+        at = lines.index("for (unsigned i = 0; i < 8; ++i) {")
+        assert lines[at - 1] == "#pragma clang loop min_iteration_count(8)"
+    for count in (p.a_tiles, p.c_tiles, p.zero_obj_iters, p.zero_buf_iters):
         assert f"#pragma clang loop min_iteration_count({count})" in lines
     aie2 = _preprocess(source, tmp_path, "-D__chess__", "-D__AIE_ARCH__=20")
     assert aie2.returncode != 0 and "rendered for aie2p" in aie2.stderr
-
 
 
 @needs_gxx
@@ -1309,10 +1357,11 @@ def test_every_bfp16_variant_preprocesses_for_peano_and_chess(tmp_path: Path, va
 @pytest.mark.parametrize("mutant", list(HOST_MUTANTS), ids=lambda c: c.mutant)
 def test_the_host_api_refuses_what_the_real_one_would(libraries, mutant) -> None:
     """A shift on an acc32 store or load, a misaligned vector load, an implicit accumulator
-    conversion, a seek after a pop, a transpose of B blocks as a shape that is not the vector's: each
-    fails (at compile time or during the call), while the unpatched kernel passes."""
+    conversion, a seek after a pop, a transpose of B blocks as a shape that is not the vector's, a bfp16
+    kernel whose C prefetch runs beside its A and B streams (FIFO limit on): each fails (at compile
+    time or during the call), while the unpatched kernel passes (with the same host options)."""
     message = HOST_MUTANTS[mutant]
-    control = Case(mutant.build)
+    control = Case(mutant.build, host_defines=mutant.host_defines)
     is_block = mutant.build.precision.block
     run = (lambda k: run_block_tile(k, block_inputs(mutant.build))) if is_block else (
         lambda k: run_tile(k, inputs(control)))
@@ -1495,9 +1544,8 @@ def test_the_host_api_refuses_more_live_streams_than_fifo_registers(name: str) -
 @needs_gxx
 @pytest.mark.parametrize("variant", list(BFP16_FIFO_VARIANTS))
 def test_bfp16_kernels_hold_the_live_streams_documented(libraries, variant: str) -> None:
-    """The counts the xfail below states, measured on the kernel as rendered (limit off)."""
-    limited, counts = BFP16_FIFO_VARIANTS[variant]
-    case = Case(limited.build)
+    """The most live (input, output) streams of each variant, measured on the kernel as rendered."""
+    case, counts = BFP16_FIFO_VARIANTS[variant]
     kernel = load(libraries, case)
     kernel.fifo_peaks()
     if case.build.precision.block:
@@ -1514,15 +1562,12 @@ def test_bfp16_kernels_fit_the_fifo_registers(libraries, variant: str) -> None:
     with the FIFO limit on (issue 20 item 1: one A stream and one B stream in the k loop, AIE2P's two
     load FIFOs; one output stream)."""
     case, _ = BFP16_FIFO_VARIANTS[variant]
+    assert FIFO_LIMIT in host_defines(case.build)
     kernel = load(libraries, case)
-    try:
-        if case.build.precision.block:
-            run_block_tile(kernel, block_inputs(case.build))
-        else:
-            run_tile(kernel, inputs(case))
-    except HostApiError as e:  # any other refusal is a real failure, not this xfail
-        assert "block-vector input streams hold a load FIFO at once, over the limit of 2" in str(e), str(e)
-        raise
+    if case.build.precision.block:
+        run_block_tile(kernel, block_inputs(case.build))
+    else:
+        run_tile(kernel, inputs(case))
 
 
 @needs_gxx

@@ -5,7 +5,8 @@ the mmul reads them. A bfp16 operand moves in 8 x 8 tiles (gemm_gen/dtypes.py): 
 tiles, and since one tile already is the kernel's mmul block, its L1 layout is plain row-major in
 tiles; the "block" of the patterns is then a whole row of the tile (r = 1, s = k, t = n), except
 for A, whose L1 slice is 2 x 1 super-blocks of tiles (l1_layout.a_tile_pairs, mlir-aie's order, one
-kernel stream): the A patterns' block is then 2 x 1 tiles (r = 2, s = 1).
+kernel stream): the A patterns' block is then 2 x 1 tiles (r = 2, s = 1); and for C, whose L1 object is
+2 x 2 super-blocks of tiles (l1_layout.c_tile_blocks, one kernel stream each way): r = t = 2.
 """
 
 from __future__ import annotations
@@ -69,9 +70,9 @@ def grid(c: GemmConfig, operand: str, call: CallPlan | None = None) -> Grid:
         r, s, t = c.r, c.s, c.t
     else:
         k_u, n_u = c.k // q, c.n // q
-        r = 2 if operand == "A" else 1  # A: 2 x 1 super-blocks of tiles
+        r = 2 if operand in ("A", "C") else 1  # A: 2 x 1 super-blocks of tiles; C: 2 x 2
         s = 1 if operand == "A" or (operand == "B" and not c.b_col_maj) else k_u
-        t = 1 if operand == "B" and c.b_col_maj else n_u
+        t = 2 if operand == "C" else 1 if operand == "B" and c.b_col_maj else n_u
     return Grid(unit, c.m // q, c.k // q, c.n // q, c.k_mt // q, c.t_ma // q, c.rho, r, s, t,
                 call.Mp // q, call.k_walk // q, call.Np // q, call.ld(operand) // q, c.rows, c.cols, c.b_col_maj,
                 c.dev, c.b_pack)

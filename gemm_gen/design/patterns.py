@@ -18,6 +18,11 @@ B bfp16:          the kernel reads 1 x 2 super-blocks of 8 x 8 tiles (l1_layout.
                   -> core S2MM [k/8, n/16, 2] tiles into the pairs (the memtile alone would need 5 dims).
 C:                L1 r x t blocks -> memtile join (rows slices of m x n)
                   -> MM2S per slice [m/r, r, n/t, t] -> shim writes (rows*m) x n into C.
+C bfp16:          the kernel keeps 2 x 2 super-blocks of 8 x 8 tiles (l1_layout.c_tile_blocks, mlir-aie's
+                  order, one stream each way): the core sends its object linearly, the memtile MM2S undoes
+                  the order per slice, [m/16, 2, n/16, 2] tiles (the scalar walk with 2 x 2 blocks of tiles;
+                  a tile's 18 words join the innermost dimension: 4 word dims). mlir-aie instead forwards
+                  the tiles as they are and unshuffles C on the host.
 Each pattern is written over one operand's Grid (design/grid.py): in elements for scalar types,
 in 8 x 8 tiles for bfp16 (whose blocked layouts then reduce to row-major walks of tiles).
 """
@@ -88,7 +93,8 @@ def b_l1_from_stream(c: Grid) -> Tap | None:
 
 
 def c_l2_to_stream(c: Grid) -> Tap:
-    """Per join slice (one core's m x n tile): r x t blocks back to row-major rows."""
+    """Per join slice (one core's m x n tile): r x t blocks back to row-major rows (bfp16: 2 x 2
+    super-blocks of tiles back to row-major tiles)."""
     return Tap(0, (c.m // c.r, c.r, c.n // c.t, c.t), (c.r * c.n, c.t, c.r * c.t, 1))
 
 

@@ -31,6 +31,9 @@ if TYPE_CHECKING:
 
 TEMPLATE = "mm.cc.j2"
 BFP16_TEMPLATE = "mm_bfp16.cc.j2"
+# the most k-steps a bfp16 kernel writes out, so that its loop over 16 x 16 C blocks is the innermost and
+# pipelined across blocks (mlir-aie's config2 kernel writes out 16, k = 128); a longer K keeps a k loop
+UNROLL_K_TILES = 16
 EMULATE_BFP16_DEFINE = "AIE_API_EMULATE_BFLOAT16_MMUL_WITH_BFP16"
 
 # element types as the AIE API spells them
@@ -120,10 +123,11 @@ class BlockKernelParams:
     out_tile_bytes: int  # bytes of one converted 8 x 8 block of C
     split_rows: int  # accumulator rows in the C object (all m unless converts_c)
     c_object_bytes: int
-    row_pairs: int  # trip counts of the matmul loops over one A tile
-    col_pairs: int
+    c_super_blocks: bool  # C's 8 x 8 tiles / accumulator blocks in 2 x 2 super-blocks (a C written as bfp16 tiles)
+    blocks: int  # 16 x 16 blocks of C per call: the flat loop's trip count
     k_tiles: int
-    k_pairs: int  # ping-pong pairs of the K loop after its first step
+    unroll_k: bool  # the k-steps written out (k / 8 <= UNROLL_K_TILES): the block loop is the innermost
+    k_pairs: int  # ping-pong pairs of the K loop after its first step (when it is a loop)
     a_tiles: int  # tiles of one A tile (the conversion loop)
     b_tiles: int  # tiles of one B tile
     c_tiles: int  # tiles of the C object (the final conversion)
@@ -352,8 +356,9 @@ def block_kernel_params(build: KernelBuild, dev: Device) -> BlockKernelParams:
         aie_arch=AIE_ARCH[build.aie_target], rounding_mode=ROUNDING_MODES[rounding],
         ctype_b=C_TYPES[p.b], converts_a=converts_a, converts_b=converts_b, converts_c=p.converts_c,
         acc_tiles=t_acc.is_block, out_tiles=t_out.is_block, out_tile_bytes=t_out.nbytes(q * q), split_rows=split,
-        c_object_bytes=c_object_bytes, row_pairs=build.t_ma // (2 * q), col_pairs=build.n // (2 * q),
-        k_tiles=k_tiles, k_pairs=(k_tiles - 1) // 2, a_tiles=build.t_ma * build.k // (q * q),
+        c_object_bytes=c_object_bytes, c_super_blocks=t_out.is_block,
+        blocks=build.t_ma // (2 * q) * (build.n // (2 * q)), k_tiles=k_tiles, unroll_k=k_tiles <= UNROLL_K_TILES,
+        k_pairs=(k_tiles - 1) // 2, a_tiles=build.t_ma * build.k // (q * q),
         b_tiles=build.k * build.n // (q * q), c_tiles=c_tiles,
         acc_tile_bytes=0 if t_acc.is_block else t_acc.nbytes(q * q), store_bits=store_bits, zero_lanes=lanes,
         zero_iters=c_tiles if t_acc.is_block else 0,

@@ -24,7 +24,7 @@ from ..design.model import TileRef
 from ..dtypes import I32, I64, DType
 from ..errors import LayoutError
 from ..hostdata import b_unit, b_unit_coords
-from ..l1_layout import a_layout, a_tile_pairs, b_layout, b_tile_pairs, c_layout
+from ..l1_layout import a_layout, a_tile_pairs, b_layout, b_tile_pairs, c_layout, c_tile_blocks
 from . import words as w
 
 OPERAND_CACHE = 256  # prepared tiles kept: more than the A and B tiles in flight across the array
@@ -192,14 +192,18 @@ class KernelEmulator:
         # blocked layout. In C's own type; or, when acc != dtype_out, in acc's blocked layout (no
         # provenance until the final conversion), the first c_split_rows rows inside the C object
         # and the rest in the worker's C acc buffer.
+        # bfp16 C: 2 x 2 super-blocks of tiles (one kernel stream each way); a T_MA slice is whole row
+        # pairs, so it is a contiguous run of the same order. An accumulator converted into such tiles
+        # is in the same order of 8 x 8 blocks (the kernel's in-place conversion is one linear pass).
         self.slice_words = c.t_acc.nbytes(c.t_ma * c.n) // 4
         self.acc_views: dict[int, TileView | PairView] = {}
+        self.acc_super_blocks = self.p.converts_c and c.t_out.is_block
         if self.p.converts_c:
             oi, oj = np.indices((gc.m, gc.n))  # the conversion writes the whole object in C's tiles
-            self.out_view = view_of(c_layout(gc.m, gc.n, gc.r, gc.t), gc.unit, oi * gc.ld + oj, w.TAG_C)
+            self.out_view = view_of(self._c_l1(gc.m), gc.unit, oi * gc.ld + oj, w.TAG_C)
         else:
             ci, cj = np.indices((gc.t_ma, gc.n))
-            self.c_view = view_of(c_layout(gc.t_ma, gc.n, gc.r, gc.t), gc.unit, ci * gc.ld + cj, w.TAG_C)
+            self.c_view = view_of(self._c_l1(gc.t_ma), gc.unit, ci * gc.ld + cj, w.TAG_C)
         self.tiles: dict[TileRef, TileState] = {}
         self.calls: dict[TileRef, int] = {}
         self.stats = KernelStats()
@@ -222,11 +226,17 @@ class KernelEmulator:
             raise LayoutError(f"{tile} calls {kernel}, which is none of the design's kernels {sorted(self.roles)}",
                               "call the kernels the design declares")
 
+    def _c_l1(self, rows: int) -> np.ndarray:
+        """The L1 layout of `rows` rows of C in its own type (in tiles for bfp16)."""
+        g = self.grids["C"]
+        return c_tile_blocks(rows, g.n) if g.unit.is_block else c_layout(rows, g.n, g.r, g.t)
+
     def _acc_view(self, rows: int) -> TileView | PairView:
         """rows x n of the accumulator in its blocked layout (no provenance: not C's words yet)."""
         if rows not in self.acc_views:
             c = self.c
-            layout = c_layout(rows, c.n, c.r, c.t)
+            blocks = c_tile_blocks if self.acc_super_blocks else c_layout
+            layout = blocks(rows, c.n, c.r, c.t)
             view: TileView | PairView
             if c.t_acc == I64:  # int32 pairs: element e is words 2e, 2e + 1
                 pairs = np.stack([2 * layout, 2 * layout + 1], axis=-1).reshape(rows, 2 * c.n)
