@@ -442,3 +442,29 @@ def test_refused_combinations_say_the_fix_in_one_line(dev, kwargs, fix) -> None:
     with pytest.raises(ConfigError) as e:
         Gemm(dev, **kwargs)
     assert "\n" not in str(e.value) and fix in str(e.value)
+
+
+@pytest.mark.parametrize("saturation", ["none", "symmetric"])  # saturate: tests/test_calls.py
+def test_an_npu_call_says_what_overflowed_under_every_mode(tmp_path, monkeypatch, saturation) -> None:
+    """g(A, B) on full-scale int8 -> int8 (stand-in tools and XRT, as tests/test_calls.py): the check
+    without a host GEMM warns with the count and what became of them, wrapped ones included."""
+    from gemm_gen.backends import cache, toolchain
+
+    from .fake_pyxrt import FakeXrt
+    from .test_build import _fake_tools
+
+    _fake_tools(tmp_path, monkeypatch)
+    monkeypatch.setenv(cache.CACHE_ENV, str(tmp_path / "cache"))
+    g = Gemm(device="npu1", dtype_in="i8", dtype_out="i8", saturation=saturation, shift=2)
+    rng = np.random.default_rng(2)
+    a, b = full_scale("i8", (64, 96), rng), full_scale("i8", (96, 64), rng)
+    monkeypatch.setattr(toolchain, "pyxrt", lambda: FakeXrt(g.design(64, 96, 64).config))
+    flow = build(NPU1, "i8", "i8", (1, 1, 1), False, saturation=saturation, shift=2, wide=True)
+    p = a.astype(np.int64) @ b.astype(np.int64)
+    q = np.frompyfunc(lambda v: round_exact(Fraction(int(v), 4), flow.rounding), 1, 1)(p.astype(object))
+    outside = int(np.count_nonzero((q > 127) | (q < -128)))
+    word = "overflowed" if saturation == "none" else "saturated"
+    with pytest.warns(NumericsWarning, match=f"{outside:,} of {p.size:,} outputs {word} .*"
+                      + ("wrapped" if saturation == "none" else "clamped")):
+        c = g(a, b)
+    assert np.array_equal(c.astype(np.int64), independent(flow, [(a, b)])) and outside > p.size // 4
