@@ -14,7 +14,12 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from .numerics import KernelNumerics, int_product
-from .rounding import saturate, shift_round
+from .rounding import Saturation, saturate, shift_round
+
+# what an integer output past its type's range became, per saturation mode (accuracy text)
+NARROWED = {Saturation.SATURATE: "saturated (A @ B outside the output type, clamped)",
+            Saturation.SYMMETRIC: "saturated (A @ B outside the output type, clamped to +-max)",
+            Saturation.NONE: "overflowed (A @ B outside the output type, wrapped: saturation none)"}
 
 
 @dataclass(frozen=True)
@@ -27,8 +32,9 @@ class Accuracy:
     max_abs: float  # max |C - P|
     max_rel: float  # max |C - P| / max |P|
     frobenius_rel: float  # ||C - P|| / ||P|| (Frobenius norms)
-    saturated: int  # integer outputs whose P lies outside C's type: clamped to its range
+    saturated: int  # integer outputs whose P lies outside C's type: clamped to its range (wrapped under none)
     nonfinite: int  # outputs that are NaN or Inf where P is finite (an overflow), or that differ where it is not
+    saturation: str = "saturate"  # the kernel's saturation mode: what became of the `saturated` outputs
 
     @property
     def lossless(self) -> bool:
@@ -43,7 +49,7 @@ class Accuracy:
                  f"Frobenius {percent(self.frobenius_rel)}; {self.exact:,} of {self.elements:,} equal to A @ B "
                  f"rounded once"]
         if self.saturated:
-            parts.append(f"{self.saturated:,} saturated (A @ B outside the output type, clamped)")
+            parts.append(f"{self.saturated:,} {NARROWED[Saturation[self.saturation.upper()]]}")
         if self.nonfinite:
             parts.append(f"{self.nonfinite:,} not finite where A @ B is (or the other way)")
         return "; ".join(parts)
@@ -75,7 +81,8 @@ def measure(c: np.ndarray, a: np.ndarray, b: np.ndarray, numerics: KernelNumeric
     scale = max((p[5] for p in parts), default=0.0) or 1.0
     diff_sq, ref_sq = total[2], total[3] or 1.0
     return Accuracy(int(c.size), int(total[0]), float(max_abs), float(max_abs) / scale,
-                    float(np.sqrt(diff_sq / ref_sq)), int(total[1]), int(sum(p[6] for p in parts)))
+                    float(np.sqrt(diff_sq / ref_sq)), int(total[1]), int(sum(p[6] for p in parts)),
+                    numerics.saturation.name.lower())
 
 
 def _block(c: np.ndarray, a: np.ndarray, b: np.ndarray, numerics: KernelNumerics) -> tuple[float, ...]:
@@ -106,11 +113,14 @@ def _block(c: np.ndarray, a: np.ndarray, b: np.ndarray, numerics: KernelNumerics
 def bound_losses(c: np.ndarray, a: np.ndarray, b: np.ndarray, numerics: KernelNumerics) -> tuple[int, int]:
     """(saturated, not finite) of a C computed with the default accumulator, without the whole
     product: only outputs at the output type's bounds can have saturated, and only outputs that are
-    not finite can have overflowed, so only theirs are computed (a dot product each)."""
+    not finite can have overflowed, so only theirs are computed (a dot product each). Under saturation
+    none an overflowed integer wraps to any value, so every output is computed."""
     got = np.asarray(c)
     out = numerics.dtype_out
     if out.is_float:
         rows, cols = np.nonzero(~np.isfinite(got.astype(np.float64)))
+    elif numerics.saturation == Saturation.NONE:
+        rows, cols = np.nonzero(np.ones(got.shape, dtype=bool))
     else:
         rows, cols = np.nonzero((got == out.min) | (got == out.max) | (got == -out.max))
     if rows.size == 0:

@@ -134,7 +134,8 @@ def test_simulate_reports_accuracy_in_text_and_json(capsys, t_out):
     assert "C accumulated in i32 across all of K" in out or t_out == "i32"
     assert main([*args, "--json"]) == 0
     acc = json.loads(capsys.readouterr().out)["accuracy"]
-    assert set(acc) == {"elements", "exact", "max_abs", "max_rel", "frobenius_rel", "saturated", "nonfinite"}
+    assert set(acc) == {"elements", "exact", "max_abs", "max_rel", "frobenius_rel", "saturated", "nonfinite",
+                        "saturation"}
     assert acc["exact"] == acc["elements"] == M * N and acc["saturated"] == clamped
 
 

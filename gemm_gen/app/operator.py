@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from .. import search
-from ..accuracy import Accuracy, acc32_overflow_bound, bound_losses, measure
+from ..accuracy import NARROWED, Accuracy, acc32_overflow_bound, bound_losses, measure
 from ..backends.npu_call import run_on_npu
 from ..backends.runner import checked_timeout
 from ..call import CallPlan, HostCopy
@@ -233,7 +233,7 @@ class Gemm:
         else:
             saturated, nonfinite = bound_losses(c, a, b, nm)
             lost = saturated or nonfinite
-            said = (f"{saturated:,} of {c.size:,} outputs saturated (A @ B outside the output type, clamped)"
+            said = (f"{saturated:,} of {c.size:,} outputs {NARROWED[nm.saturation]}"
                     if saturated else f"{nonfinite:,} of {c.size:,} outputs not finite where A @ B is")
         if lost:
             warnings.warn(f"C differs from A @ B beyond rounding: {said}", NumericsWarning, stacklevel=3)
