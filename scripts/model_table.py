@@ -52,16 +52,26 @@ which loop is software-pipelined:
     T_prolog     = l_vld + ceil((C-accumulator loads + first round of A/B loads) / U_ld) - 1   (eq. 5)
     T_epilog     = l_vmac->vst + l_vst - 1 + max((C - 1) II + st_acc, C st_acc)       (eq. 9)
     O            = beta n_C + (O_serial - beta n_C) x overlap
+                 = max(beta n_C, O_overlap)   c-overlap (+ O_serial - O once per call: the first cluster's C)
+    O_overlap    = T_prolog' + T_epilog' - C II        the next cluster's C reloaded in this one's peeled last round
+    T_prolog'    = l_vld + ceil((late + first round of A/B loads) / U_ld) - 1
+    T_epilog'    = l_vmac->vst + l_vst - 1 + max((C - 1) II + st_acc, C st_acc, ceil((C ld_acc - late) / U_ld))
+    late         = 0 with a spare accumulator (chain q reloads into the one chain q - 1's store freed),
+                   else ld_acc (the last chain's reload follows its own store)
     overlap      = 1                      k-pipelined (only the K loop is pipelined: clusters run back to back)
                  = (h(D) (cc - 1) + 1) / cc   k-flat (K unrolled in the pipelined cluster loop; cc clusters per row)
                  = h(D)                   jk-flat (K and clusters unrolled in the pipelined block-row loop)
 
 * Variant rule (ISA facts only): the expansions whose accumulators fit the accumulator file and whose
   operands fit the vector file, most accumulators first, then fewest loads per round; per tile the
-  first that splits it into whole clusters (2 x 2 always does). The loops: k-pipelined when one cluster
-  fills the accumulator file (D = 1: nothing to overlap), else the most overlapping structure whose
-  code estimate (every cycle a full 128-bit instruction, the pipelined body three times) fits half the
-  16 KiB program memory. `--expansion` and `--kernel-loops` override both.
+  first that splits it into whole clusters (2 x 2 always does). The loops: the most overlapping
+  structure whose registers and code estimate (every cycle a full 128-bit instruction, the pipelined
+  body three times, c-overlap's peeled round once) fit half the 16 KiB program memory, in the order
+  k-pipelined, c-overlap, k-flat, jk-flat; the flattened two only when a second cluster's
+  accumulators fit (D >= 2). c-overlap (the K loop pipelined over all but its last k-step, which the
+  template peels: each chain's last mac, its C store, then the next cluster's C reload) needs one
+  round's operands and one C block in the vector file, and no second cluster. `--expansion` and
+  `--kernel-loops` override both.
 * mmul issue cycles: r s t / (native MACs per cycle), at least 1; bf16 on npu2 without the bfp16
   datapath is emulated with 32-lane elementwise macs (32 MACs/cycle); bf16 through bfp16 costs
   `aie2p_bf16_via_bfp16_cycles_per_mmul` per 8x8x8 step (vmac plus the in-core conversions).
@@ -72,6 +82,9 @@ which loop is software-pipelined:
   the steady state, h = 1/2. D >= 3: both do, h = 0 (eq. 11).
 * beta n_C: what software pipelining cannot hide, beta cycles per C vector load or store (n_C per
   cluster): load/store port and bank conflicts with the A/B stream. Calibrated; it lands on 1.0 cycle.
+  c-overlap keeps it as its floor (its C accesses meet the same A/B stream; nothing measured says
+  otherwise), so it gains only where O_serial exceeds beta n_C (the kernel variants table below
+  shows where: `our variant` against `2x2 k-pipelined`).
 * L1 bank stalls (per k-step, spread over its calls): gamma cycles per DMA access into a bank the
   core is using at the same time, at the core's access rate into that bank; only banks the design's
   predicted L1 layout shares count (model/l1_stall.py). Calibrated with beta; it lands on 0.

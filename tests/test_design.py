@@ -89,13 +89,13 @@ def test_worker_loop():
     assert inner.body[2].kernel == "matmul_i8_i32" and isinstance(rel_c, Release)
     assert isinstance(convert, Call) and convert.kernel == "convert_i32_i16"
     obj = d.kernel("matmul_i8_i32").object_file
-    assert obj == f"mm_{c.m}x{c.k}x{c.n}_aie2p_i8_i16_acci32_bcol_8x8x8.o"
+    assert obj == f"mm_{c.m}x{c.k}x{c.n}_aie2p_i8_i16_acci32_bcol_8x8x8_coverlap.o"  # npu2 i8: c-overlap
     assert d.kernel("zero_i32_i16").object_file == obj
     # with C kept in i16 between calls: no accumulator, no conversion
     out = build_design(small("npu2", "i8", "i16", acc="out"))
     acq_c, zero, inner, rel_c = out.workers[0].program[0].body
     assert zero.kernel == "zero_i16" and inner.body[2].kernel == "matmul_i8_i16"
-    assert out.kernel("matmul_i8_i16").object_file == f"mm_{c.m}x{c.k}x{c.n}_aie2p_i8_i16_bcol_8x8x8.o"
+    assert out.kernel("matmul_i8_i16").object_file == f"mm_{c.m}x{c.k}x{c.n}_aie2p_i8_i16_bcol_8x8x8_coverlap.o"
     # every build parameter that changes the code changes the object's name
     names = {build_design(small("npu2", "i8", "i16", **kw)).kernels[0].object_file
              for kw in ({}, {"b_col_maj": False}, {"shift": 2}, {"saturation": "symmetric"},

@@ -4,6 +4,7 @@ that prices each variant (gemm_gen/model/kernel.py)."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -48,22 +49,44 @@ def test_a_tile_that_does_not_split_falls_back_to_a_narrower_expansion() -> None
 
 
 def test_loops_overlap_only_when_registers_leave_room_and_the_code_fits() -> None:
-    # 4x4 bf16 fills the accumulator file: nothing to overlap, the smallest code
-    assert kv.choose(NPU1, "bf16", (4, 8, 4), False, 96, 56, 96).name == "4x4 k-pipelined"
+    # 4x4 bf16 fills the accumulator file: no flattening, but c-overlap (it needs no second cluster)
+    assert kv.choose(NPU1, "bf16", (4, 8, 4), False, 96, 56, 96).name == "4x4 c-overlap"
+    assert kv.choose(NPU2, "i8", (8, 8, 8), False, 64, 64, 64).name == "2x2 c-overlap"
     # 2x2 leaves room for 4 clusters: the most overlapping structure whose code fits half of 16 KiB
     small = kv.choose(NPU1, "bf16", (4, 8, 4), False, 8, 16, 8)
     assert small.name == "2x2 jk-flat"
     big = kv.choose(NPU1, "bf16", (4, 8, 4), False, 8, 256, 16, expansion=(2, 2))  # two clusters per row
     assert big.loops == "k-flat"
     huge = kv.choose(NPU1, "bf16", (4, 8, 4), False, 8, 1024, 16, expansion=(2, 2))
-    assert huge.loops == "k-pipelined"
+    assert huge.loops == "c-overlap"  # flattening 128 k-steps does not fit; the peeled step does
     budget = kv.CODE_BUDGET * NPU1.isa.program_bytes
     for v, k, n in ((small, 16, 8), (big, 256, 16)):
         assert kv.code_bytes(NPU1, "bf16", (4, 8, 4), False, v.expansion, v.loops, k, n) <= budget
     assert kv.code_bytes(NPU1, "bf16", (4, 8, 4), False, (2, 2), "jk-flat", 256, 16) > budget
     assert kv.code_bytes(NPU1, "bf16", (4, 8, 4), False, (2, 2), "k-flat", 1024, 16) > budget
     sizes = [int(kv.code_bytes(NPU1, "i8", (4, 8, 8), False, (2, 2), lp, 64, 64)) for lp in kv.LOOPS]
-    assert sizes == sorted(sizes) and sizes[0] < sizes[-1]
+    assert sizes == sorted(sizes) and sizes[0] < sizes[1] < sizes[-1]
+
+
+def test_c_overlap_code_and_registers() -> None:
+    """c-overlap's code: the pipelined K loop (three copies) plus, once, the peeled round and each
+    chain's C store, reload and first load, every one in an instruction of its own; k changes nothing.
+    Its registers: one round's operands and one C block fit the vector file for every variant, and
+    with no spare accumulator (npu1 i8 8x8x8 2x2) it is still a valid choice."""
+    dev, shape = NPU2, (8, 8, 8)
+    ld, st = kv.c_block_accesses(dev, "i8", shape, 4)  # 8 x 8 int32 in 64-byte vectors
+    assert (ld, st) == (4, 4)
+    peeled = 4 + kv.round_loads(dev, "i8", shape, 2, 2) + 4 * (2 * ld + st)
+    want = (4 * kv.PIPELINE_COPIES + -(-peeled // kv.PIPELINE_COPIES) * kv.PIPELINE_COPIES) * 16
+    for k in (64, 4096):
+        assert int(kv.code_bytes(dev, "i8", shape, False, (2, 2), "c-overlap", k, 64)) == want
+    for d in DEVICES.values():
+        for din, shapes in d.mmul_shapes.items():
+            for sh in shapes:
+                assert all(kv.overlap_fits(d, din, sh, e) for e in kv.expansions(d, din, sh))
+    assert kv.spare_accumulators(NPU1, "i8", (8, 8, 8), (2, 2)) == 0
+    assert kv.choose(NPU1, "i8", (8, 8, 8), False, 16, 64, 16, expansion=(2, 2)).loops == "c-overlap"
+    assert kv.spare_accumulators(NPU2, "i8", (8, 8, 8), (2, 2)) == 1
 
 
 @pytest.mark.parametrize("change, message", [
@@ -121,7 +144,61 @@ def test_overlap_follows_the_pipelined_loop() -> None:
     assert cyc["jk-flat"] < cyc["k-flat"] < cyc["k-pipelined"]
     full = {lp: float(kernel_cycles(p, kernel_shape(NPU1, "bf16", "bf16", (4, 8, 4), False, expansion=(4, 4),
                                                     loops=lp), 64, 64, 64)) for lp in kv.LOOPS}
-    assert len(set(full.values())) == 1
+    assert full["k-pipelined"] == full["k-flat"] == full["jk-flat"] >= full["c-overlap"]
+
+
+def _expected_overlap(dev, din: str, shape: tuple[int, int, int], c_bytes: int,
+                      p) -> tuple[float, float, float, float]:
+    """(II, serial, overlapped serial, beta n_C) of one 2 x 2 cluster, from the ISA as the docstring of
+    cluster_terms derives them."""
+    isa = dev.isa
+    ld, st = kv.c_block_accesses(dev, din, shape, c_bytes)
+    rl = kv.round_loads(dev, din, shape, 2, 2)
+    ii = max(512 / dev.peak_macs[din], isa.acc_distance / 4, rl / (isa.load_units * 4))  # one 8x8x8 mmul
+    stores = max(3 * ii + st, 4 * st / isa.store_units)
+    epilog = isa.vmac_to_store + isa.vst_latency - 1 + stores
+    serial = isa.vld_latency + -(-(4 * ld + rl) // isa.load_units) - 1 + epilog - 4 * ii
+    late = 0 if kv.spare_accumulators(dev, din, shape, (2, 2)) else ld
+    epilog_ov = isa.vmac_to_store + isa.vst_latency - 1 + max(stores, -(-(4 * ld - late) // isa.load_units))
+    overlapped = isa.vld_latency + -(-(late + rl) // isa.load_units) - 1 + epilog_ov - 4 * ii
+    return ii, serial, overlapped, p.bank_stall * 4 * (ld + st)
+
+
+@pytest.mark.parametrize("dev, dout", [(NPU2, "i32"), (NPU2, "i8"), (NPU1, "i32")])
+def test_c_overlap_hides_the_reloads_down_to_the_calibrated_floor(dev, dout: str) -> None:
+    """The peeled step's reloads leave the next cluster's prolog (all of them with a spare
+    accumulator, all but the last chain's without: npu1 8x8x8); what stays per cluster is the larger
+    of that schedule and beta n_C, and the call's first cluster pays the k-pipelined O once."""
+    p = load()
+    shape = (8, 8, 8)
+    ii, serial, overlapped, floor = _expected_overlap(dev, "i8", shape, 4 if dout == "i32" else 1, p)
+    ks = kernel_shape(dev, "i8", dout, shape, False, expansion=(2, 2), loops="c-overlap")
+    from gemm_gen.model.kernel import cluster_terms
+
+    terms = cluster_terms(p, ks, (2, 2))
+    assert terms["serial_overhead"] == serial and terms["serial_overlapped"] == overlapped < serial
+    o = max(min(floor, serial), overlapped)
+    m, k, n = 32, 64, 48  # 2 x 3 clusters of 8 k-steps
+    plain = replace(ks, loops="k-pipelined")
+    assert float(kernel_cycles(p, ks, m, k, n)) == 6 * (4 * 8 * ii + o) + (serial - o)
+    assert float(kernel_cycles(p, plain, m, k, n)) == 6 * (4 * 8 * ii + serial)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.sampled_from([(d, din, dout) for d in DEVICES.values() for din, outs in d.out_types.items()
+                        for dout in outs]),
+       st.integers(1, 8), st.integers(1, 40), st.integers(1, 8))
+def test_c_overlap_is_never_predicted_slower_than_k_pipelined(case, mi: int, ki: int, ni: int) -> None:
+    dev, din, dout = case
+    shape = dev.mmul_shapes[din][0]
+    r, s, t = shape
+    m, k, n = 2 * r * mi, s * ki, 2 * t * ni
+    p = load()
+    for e in kv.expansions(dev, din, shape):
+        if bool(kv.divides(shape, e, m, n)):
+            ov, kp = (float(kernel_cycles(p, kernel_shape(dev, din, dout, shape, False, expansion=e, loops=lp),
+                                          m, k, n)) for lp in ("c-overlap", "k-pipelined"))
+            assert ov <= kp
 
 
 @pytest.mark.parametrize("types", [("bf16", "bf16"), ("i8", "i8"), ("i8", "i16"), ("i8", "i32")])

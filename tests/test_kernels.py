@@ -154,8 +154,19 @@ def _cases() -> list[Case]:
                 outs = dev.out_types[din]
                 cases.append(Case(build(dev, din, outs[i % len(outs)], (2, 2, 2), bool(i % 2), expansion=expansion,
                                         loops=kv.LOOPS[(i + len(din)) % len(kv.LOOPS)])))
+    # c-overlap (the peeled last k-step stores each chain's C and reloads the next cluster's) for
+    # every type pair on both devices: several clusters per block row and several block rows, so
+    # the reload crosses both a cluster and a row boundary
+    for dev in (NPU1, NPU2):
+        for i, (din, dout) in enumerate(PAIRS):
+            cases.append(Case(build(dev, din, dout, (4, 3, 2), bool(i % 2), loops="c-overlap"), din != "bf16"))
+    cases += [
+        Case(build(NPU2, "bf16", "f32", (2, 2, 2), False, emulate=True, loops="c-overlap")),
+        Case(build(NPU1, "i8", "i32", (2, 1, 2), True, loops="c-overlap")),  # one k-step: nothing pipelined
+    ]
     cases += [  # asymmetric tile buffering: matmul updates one of rho slices of C
         Case(build(NPU1, "bf16", "bf16", (1, 2, 1), True, rho=3)),
+        Case(build(NPU2, "i8", "i32", (2, 2, 2), False, rho=2, loops="c-overlap")),
         Case(build(NPU2, "i8", "i16", (1, 2, 2), False, rho=2, shift=3)),
         Case(build(NPU2, "bf16", "bf16", (1, 2, 1), False, emulate=True, rho=4)),
         Case(build(NPU1, "i16", "i32", (2, 1, 1), True, rho=2)),
@@ -180,6 +191,10 @@ def _wide_cases() -> list[Case]:
         Case(build(NPU2, "i16", "i16", (1, 2, 2), False, rho=2, shift=12, saturation="symmetric", wide=True), True),
         Case(build(NPU1, "i16", "i32", (1, 2, 1), False, rho=3, shift=7, rounding="floor", wide=True), True),
         Case(build(NPU1, "i8", "i16", (2, 2, 2), True, expansion=(4, 2), loops="jk-flat", wide=True), True),
+        # c-overlap on a C accumulated wide: reloads across the split between the object and C_acc
+        Case(build(NPU1, "i8", "i8", (4, 2, 2), False, loops="c-overlap", wide=True), True),
+        Case(build(NPU2, "i16", "i16", (2, 3, 2), True, rho=2, shift=6, loops="c-overlap", wide=True), True),
+        Case(build(NPU2, "bf16", "bf16", (2, 2, 2), True, emulate=True, loops="c-overlap", wide=True)),
         Case(build(NPU1, "bf16", "bf16", (2, 2, 1), False, rounding="floor", wide=True)),
     ]
     return cases
@@ -196,6 +211,19 @@ NO_ROUNDING = Case(_BF16, patches=(("  aie::set_rounding(aie::rounding_mode::con
 _ATB = build(NPU2, "i8", "i32", (1, 2, 1), False, rho=2)
 NO_SLICE = Case(_ATB, patches=(("C + slice * gemm_gen_kernel::T_MA", "C + 0 * slice * gemm_gen_kernel::T_MA"),),
                 mutant="no-slice")
+# c-overlap kernels that must fail: the next cluster's C reloaded before this one's is stored (the
+# store then writes the next cluster's old values), and the reload never moving to the next block row
+_OVERLAP = build(NPU1, "i8", "i32", (4, 2, 2), False, loops="c-overlap")  # 2 x 2 clusters of 4x2
+_STORE_C00 = ("      aie::store_v(pC + ((z + 0) * COL_BLOCKS + j + 0) * MMUL::size_C, "
+              "C00.template to_vector<T_out>(SHIFT));\n")
+_RELOAD_C00 = ("      C00 = MMUL(aie::load_v<MMUL::size_C>(pC + ((zn + 0) * COL_BLOCKS + jn + 0) * MMUL::size_C), "
+               "SHIFT);\n")
+OVERLAP_MUTANTS = {
+    Case(_OVERLAP, patches=((_STORE_C00 + _RELOAD_C00, _RELOAD_C00 + _STORE_C00),),
+         mutant="reload-before-store"): "elements differ",
+    Case(_OVERLAP, patches=(("const unsigned zn = row_end && !last ? z + ER : z,", "const unsigned zn = z,"),),
+         mutant="reload-same-row"): "elements differ",
+}
 
 
 # ---- bfp16 precisions (npu2, mac_8x8_8x8T on 8 x 8 tiles, chess) --------------------------------
@@ -329,7 +357,9 @@ def once_pair(dout: str, blocks: tuple[int, int, int], b_col_maj: bool, rho: int
               per_mac: bool = False) -> tuple[Case, Case]:
     """(the emulated kernel, the convert-once kernel) of one tile; per_mac: the host rounds fp32 lanes
     after every mac, so the two agree only if they issue the same macs in the same order."""
-    emulated = build(NPU2, "bf16", dout, blocks, b_col_maj, emulate=True, rounding=rounding, rho=rho)
+    # the emulated twin keeps the structure the convert-once kernel has (K loop pipelined, no peeling)
+    emulated = build(NPU2, "bf16", dout, blocks, b_col_maj, emulate=True, rounding=rounding, rho=rho,
+                     loops="k-pipelined")
     defines = ("-DGG_HOST_FP32_PER_MAC",) if per_mac else ()
     return (Case(emulated, host_defines=defines),
             Case(replace(emulated, convert_once=True, compiler="chess"), host_defines=defines))
@@ -357,10 +387,11 @@ ONCE_MUTANTS = [
 
 
 # ---- kernels the real AIE API or the hardware would not run as written: the host must refuse them ----
-_I8_I32 = build(NPU1, "i8", "i32", (1, 2, 2), False)  # C stays in acc32
+_I8_I32 = build(NPU1, "i8", "i32", (1, 2, 2), False, loops="k-pipelined")  # C stays in acc32
 _I16_ACC32 = build(NPU1, "i16", "i32", (1, 2, 1), False, mmul=(4, 2, 8))  # int16 with a 32-bit accumulator
-_BF16_NPU2 = build(NPU2, "bf16", "bf16", (1, 2, 2), False)
-_BF16_COL = build(NPU1, "bf16", "bf16", (1, 2, 2), True)  # B^T blocks, transposed by aie::transpose
+_BF16_NPU2 = build(NPU2, "bf16", "bf16", (1, 2, 2), False, loops="k-pipelined")
+# B^T blocks, transposed by aie::transpose
+_BF16_COL = build(NPU1, "bf16", "bf16", (1, 2, 2), True, loops="k-pipelined")
 FIFO_LIMIT = "-DGEMM_GEN_HOST_FIFO_LIMIT"  # the host refuses more live block-vector streams than FIFOs (below)
 HOST_MUTANTS = {  # mutant -> what the host says (a compile error, or a refusal recorded during the call)
     Case(_I8_I32, patches=(("C00.template to_vector<T_out>(SHIFT)", "C00.template to_vector<T_out>(3)"),),
@@ -400,8 +431,8 @@ BFP16_FIFO_VARIANTS: dict[str, tuple[Case, tuple[int, int]]] = {
     "bfp16-x-bfp16": (Case(BLOCK_CASES[16].build), (2, 1)),
 }
 
-ALL = [*CASES, Case(_ATB), NO_ROUNDING, NO_SLICE, *BLOCK_CASES, *BLOCK_MUTANTS, *WIDE_MUTANTS, Case(_I16_ACC32),
-       *HOST_MUTANTS,
+ALL = [*CASES, Case(_ATB), NO_ROUNDING, NO_SLICE, Case(_OVERLAP), *OVERLAP_MUTANTS, *BLOCK_CASES, *BLOCK_MUTANTS,
+       *WIDE_MUTANTS, Case(_I16_ACC32), *HOST_MUTANTS, *(Case(m.build) for m in HOST_MUTANTS),
        *(case for pair in ONCE_PAIRS for case in pair), *ONCE_MUTANTS,
        *(case for case, _ in BFP16_FIFO_VARIANTS.values())]
 
@@ -876,6 +907,20 @@ def test_check_catches_wrong_layout_and_rounding(libraries) -> None:
 
 
 @needs_gxx
+@pytest.mark.parametrize("mutant", list(OVERLAP_MUTANTS), ids=lambda c: c.mutant)
+def test_check_catches_a_broken_cluster_overlap(libraries, mutant: Case) -> None:
+    """c-overlap's order is what keeps it exact: each chain's store before its reload, and the reload
+    from the next cluster (across block rows too). Breaking either changes C."""
+    control = Case(mutant.build)
+    assert kernel_params(mutant.build).row_clusters == 2 and kernel_params(mutant.build).col_clusters == 2
+    steps = inputs(control)
+    want = expected(control.build, steps)
+    assert_bit_equal(run_tile(load(libraries, control), steps), want, "control")
+    with pytest.raises(AssertionError, match=OVERLAP_MUTANTS[mutant]):
+        assert_bit_equal(run_tile(load(libraries, mutant), steps), want, mutant.id)
+
+
+@needs_gxx
 def test_check_catches_an_atb_kernel_that_ignores_its_slice(libraries) -> None:
     """Every A tile of an ATB kernel must land in its own slice of C: one that writes slice 0 each
     time fails (and overwrites nothing outside C)."""
@@ -1235,8 +1280,10 @@ def _preprocess(source: str, tmp_path: Path, *defines: str) -> subprocess.Comple
 LOOP_HEADERS = {"z": "for (unsigned z = 0; z < ROW_BLOCKS; z += ER)",
                 "j": "for (unsigned j = 0; j < COL_BLOCKS; j += ET)",
                 "k": "for (unsigned i = 0; i < K_BLOCKS; ++i)"}
-LOOP_KINDS = {"k-pipelined": ("range", "range", "pipeline"), "k-flat": ("range", "pipeline", "flatten"),
-              "jk-flat": ("pipeline", "flatten", "flatten")}
+LOOP_KINDS = {"k-pipelined": ("range", "range", "pipeline"), "c-overlap": ("range", "range", "pipeline"),
+              "k-flat": ("range", "pipeline", "flatten"), "jk-flat": ("pipeline", "flatten", "flatten")}
+# c-overlap pipelines all k-steps but the peeled last one
+OVERLAP_K_HEADER = "for (unsigned i = 0; i + 1 < K_BLOCKS; ++i)"
 
 
 @needs_gxx
@@ -1249,12 +1296,13 @@ def test_loop_hints_for_chess_peano_and_host(tmp_path: Path, loops: str) -> None
     p = kernel_params(b)
     assert (p.row_clusters, p.k_blocks, p.col_clusters) == (2, 3, 2)
     source = render_kernel(b)
-    counts = {"z": p.row_clusters, "j": p.col_clusters, "k": p.k_blocks}
+    counts = {"z": p.row_clusters, "j": p.col_clusters, "k": p.k_blocks - (loops == "c-overlap")}
+    headers = dict(LOOP_HEADERS, **({"k": OVERLAP_K_HEADER} if loops == "c-overlap" else {}))
     chess = _preprocess(source, tmp_path, "-D__chess__", "-D__AIE_ARCH__=20")
     peano = _preprocess(source, tmp_path, "-D__AIECC__", "-D__AIE_ARCH__=20")
     assert chess.returncode == 0 and peano.returncode == 0, chess.stderr + peano.stderr
     peano_lines = [line.strip() for line in peano.stdout.splitlines() if line.strip()]
-    for (loop, header), kind in zip(LOOP_HEADERS.items(), LOOP_KINDS[loops]):
+    for (loop, header), kind in zip(headers.items(), LOOP_KINDS[loops]):
         count = counts[loop]
         after = {"range": f" chess_loop_range({count}, )", "flatten": " chess_flatten_loop",
                  "pipeline": f" chess_prepare_for_pipelining chess_loop_range({count}, )"}[kind]

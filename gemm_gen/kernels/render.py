@@ -284,9 +284,15 @@ def _loop_hints(loops: str, rows: int, cols: int, ks: int) -> tuple[tuple[str, s
                                                                     tuple[str, str], str]:
     """Which loop each compiler software-pipelines (PIPELINE), unrolls (FLATTEN) or only bounds."""
     kinds = {"k-pipelined": ("LOOP_RANGE", "LOOP_RANGE", "PIPELINE"),
+             "c-overlap": ("LOOP_RANGE", "LOOP_RANGE", "PIPELINE"),
              "k-flat": ("LOOP_RANGE", "PIPELINE", "FLATTEN"),
              "jk-flat": ("PIPELINE", "FLATTEN", "FLATTEN")}[loops]
+    if loops == "c-overlap":  # the pipelined K loop runs all k-steps but the peeled last one
+        ks = max(1, ks - 1)
     docs = {"k-pipelined": "the K loop software-pipelined, clusters one after another",
+            "c-overlap": "the K loop software-pipelined over all but the last k-step, which is peeled: each "
+                         "chain's last mac, its C store and the next cluster's C reload, so stores and reloads "
+                         "overlap the other chains' macs",
             "k-flat": "the K loop unrolled, the cluster loop software-pipelined",
             "jk-flat": "the cluster and K loops unrolled, the block-row loop software-pipelined"}
     z, j, k = (_hint(kind, count) for kind, count in zip(kinds, (rows, cols, ks)))

@@ -11,8 +11,13 @@ blocks per round, each chain k/s vmacs long.
     T_epilog      = l_vmac->vst + l_vst - 1 + max((C - 1) II + st_acc, C st_acc)        (eq. 9, one store unit)
     O             = beta * n_C + (O_serial - beta * n_C) * overlap                       (eq. 10 vs 11)
 
-What overlaps is what the compiler software-pipelines: nothing between clusters when only the K
-loop is (k-pipelined: overlap = 1), consecutive clusters of a block row when the K loop is flattened
+What overlaps is what the compiler software-pipelines, or what the template interleaves itself:
+nothing between clusters when only the K loop is pipelined (k-pipelined: overlap = 1); with
+c-overlap the peeled last round of each cluster stores each chain's C and reloads the next cluster's
+into the same accumulator, so those reloads leave the next prolog (all of them when a spare
+accumulator lets chain q reload into the register chain q - 1's store freed, all but the last
+chain's otherwise), and O = max(beta n_C, O_overlap) with the call's first cluster paying its C
+loads once (call_overhead); consecutive clusters of a block row when the K loop is flattened
 inside the pipelined cluster loop (k-flat: all but the row's first cluster get h(D)), every cluster
 when both are flattened inside the pipelined block-row loop (jk-flat: h(D)). D is how many clusters'
 accumulators fit the accumulator file at once: with D = 1 nothing overlaps (eq. 10, h = 1); with
@@ -143,8 +148,18 @@ def cluster_terms(p: Params, ks: KernelShape, expansion: tuple[int, int] = (2, 2
     stores = max((chains - 1) * ii + st_acc, chains * st_acc / isa.store_units)
     epilog = isa.vmac_to_store + isa.vst_latency - 1 + stores
     serial = max(0.0, prolog + epilog - chains * ii)
+    # c-overlap: the peeled last round issues each chain's reload of the next cluster's C beside the
+    # stores (load units against the store unit). With a spare accumulator, chain q reloads into the
+    # one chain q - 1's store freed, so the reloads end with the stores; without one, the last
+    # chain's reload follows its own store and shares the load units with the next cluster's first
+    # A/B round. The next cluster's prolog keeps only those loads and their latency.
+    late = 0 if kv.spare_accumulators(ks.dev, ks.dtype_in, ks.mmul, expansion) >= 1 else ld_acc
+    prolog_ov = isa.vld_latency + -(-(late + round_loads) // isa.load_units) - 1
+    epilog_ov = isa.vmac_to_store + isa.vst_latency - 1 + max(stores, -(-(c_loads - late) // isa.load_units))
+    serial_ov = max(0.0, prolog_ov + epilog_ov - chains * ii)
     depth = kv.acc_sets(ks.dev, ks.dtype_in, ks.mmul, expansion)
     return {"ii": ii, "serial_overhead": serial, "residual": min(p.bank_stall * (c_loads + c_stores), serial),
+            "serial_overlapped": serial_ov,
             "h": {0: 1.0, 1: 1.0, 2: 0.5}.get(depth, 0.0), "prolog": prolog, "epilog": epilog,
             "acc_sets": depth, "c_accesses": c_loads + c_stores, "round_loads": round_loads, "chains": chains}
 
@@ -152,6 +167,9 @@ def cluster_terms(p: Params, ks: KernelShape, expansion: tuple[int, int] = (2, 2
 def overhead(terms: dict[str, float], loops: str, col_clusters: np.ndarray | int) -> np.ndarray:
     """O per cluster under a loop structure (what the pipelined loop lets neighbours hide)."""
     serial, residual, h = terms["serial_overhead"], terms["residual"], terms["h"]
+    if loops == "c-overlap":  # beta n_C stays: the C accesses still meet the A/B stream
+        shape = np.shape(np.asarray(col_clusters))
+        return np.full(shape, max(residual, terms.get("serial_overlapped", serial)), dtype=np.float64)
     if loops == "k-pipelined":
         share = np.ones_like(np.asarray(col_clusters), dtype=np.float64)
     elif loops == "k-flat":  # the block row's first cluster has no predecessor in the pipelined loop
@@ -160,6 +178,14 @@ def overhead(terms: dict[str, float], loops: str, col_clusters: np.ndarray | int
     else:
         share = np.full_like(np.asarray(col_clusters), h, dtype=np.float64)
     return np.asarray(residual + (serial - residual) * share, dtype=np.float64)
+
+
+def call_overhead(terms: dict[str, float], loops: str) -> float:
+    """Cycles one call adds beyond its clusters' O: c-overlap loads the first cluster's C before its
+    loops, with nothing to overlap (it pays the k-pipelined O once)."""
+    if loops != "c-overlap":
+        return 0.0
+    return float(terms["serial_overhead"] - overhead(terms, loops, 1))
 
 
 def kernel_cycles(p: Params, ks: KernelShape, m: np.ndarray, k: np.ndarray, n: np.ndarray) -> np.ndarray:
@@ -181,9 +207,10 @@ def kernel_cycles(p: Params, ks: KernelShape, m: np.ndarray, k: np.ndarray, n: n
         clusters = (m // (er * ks.r)) * cc
         loops = (kv.auto_loops(dev, ks.dtype_in, mmul, ks.emulate_bf16_with_bfp16, (er, et), k, n)
                  if ks.loops is None else np.full(shape, kv.LOOPS.index(ks.loops)))
-        o = np.choose(np.broadcast_to(loops, shape), [np.broadcast_to(overhead(terms, lp, cc), shape)
-                                                      for lp in kv.LOOPS])
-        cyc = clusters * (er * et * (k // ks.s) * terms["ii"] + o)
+        pick_loops = np.broadcast_to(loops, shape)
+        o = np.choose(pick_loops, [np.broadcast_to(overhead(terms, lp, cc), shape) for lp in kv.LOOPS])
+        once = np.choose(pick_loops, [call_overhead(terms, lp) for lp in kv.LOOPS])
+        cyc = clusters * (er * et * (k // ks.s) * terms["ii"] + o) + once
         out = np.where(pick == i, cyc, out)
     return out
 

@@ -10,13 +10,18 @@ mlir-aie's aie2 kernels use 4 x 4 for bf16 4x8x4 and 4 x 2 for i8 4x8x8 for that
 The loop structure says which loop the compiler software-pipelines, the others being plain or
 flattened (fully unrolled):
 - k-pipelined: the K loop of each cluster; nothing overlaps between clusters (the smallest code);
+- c-overlap: the K loop pipelined as in k-pipelined, its last k-step peeled by the template: each
+  chain's last mac, then its C store, then the next cluster's C reload into the same accumulator,
+  so one cluster's stores and the next one's reloads run on the store and load units while the
+  other chains still mac (explicit in the source, needing no room for a second cluster: one C block
+  in flight through the vector registers, and a spare accumulator if there is one);
 - k-flat: K flattened, the cluster loop along N pipelined: consecutive clusters of a block row overlap;
 - jk-flat: K and the cluster loop flattened, the block-row loop pipelined (mlir-aie's OPT_PERF
   path): every cluster overlaps its neighbours.
-Overlapping clusters needs room for the next cluster's accumulators: when a cluster fills the
-accumulator file (acc_sets() == 1), flattening buys nothing and the automatic choice stays
-k-pipelined. Otherwise it takes the most overlapping structure whose estimated code fits CODE_BUDGET
-of the 16 KB program memory. The estimate is an upper
+Overlapping clusters by flattening needs room for the next cluster's accumulators: when a cluster
+fills the accumulator file (acc_sets() == 1), flattening buys nothing and the automatic choice is
+c-overlap (k-pipelined if even that does not fit). Otherwise it takes the most overlapping structure
+whose estimated code fits CODE_BUDGET of the 16 KB program memory. The estimate is an upper
 bound by construction (every cycle a full 128-bit instruction, the pipelined body held about
 PIPELINE_COPIES times: prologue, kernel, epilogue); an explicit choice is never refused for it, the
 plan prints it.
@@ -37,7 +42,8 @@ from ..hw.devices import Device, MmulShape
 from ..precision import Precision
 
 KERNEL_EXPANSION = 2  # our kernels compute 2 x 2 blocks of mmuls: m % 2r == 0, n % 2t == 0
-LOOPS = ("k-pipelined", "k-flat", "jk-flat")  # least to most overlap
+LOOPS = ("k-pipelined", "c-overlap", "k-flat", "jk-flat")  # least to most overlap
+FLATTENING = ("k-flat", "jk-flat")  # the structures that need a second cluster's accumulators
 DEFAULT_LOOPS = "k-pipelined"
 CANDIDATES = ((2, 2), (4, 2), (2, 4), (4, 4))  # er x et; narrower ones share too few loads
 CODE_BUDGET = 0.5  # of the program memory, for flattened matmul code (the rest: zero kernel, main, runtime)
@@ -89,6 +95,30 @@ def acc_sets(dev: Device, dtype_in: str, mmul: MmulShape, expansion: tuple[int, 
     return dev.isa.acc_file_bits // register_bits(dev, dtype_in, mmul, *expansion)[0]
 
 
+def spare_accumulators(dev: Device, dtype_in: str, mmul: MmulShape, expansion: tuple[int, int]) -> int:
+    """Accumulators of one r x t block the file holds beyond one cluster's er x et: where c-overlap
+    reloads the next cluster's C before a store has freed its chain's register."""
+    r, _, t = mmul
+    return dev.isa.acc_file_bits // (r * t * dev.acc_bits(dtype_in, mmul)) - expansion[0] * expansion[1]
+
+
+def c_block_accesses(dev: Device, dtype_in: str, mmul: MmulShape, c_bytes: int) -> tuple[int, int]:
+    """(vector loads, vector stores) that move one r x t block of C of c_bytes per value."""
+    r, _, t = mmul
+    isa = dev.isa
+    return -(-r * t * c_bytes // isa.vld_bytes), -(-r * t * c_bytes // isa.vst_bytes)
+
+
+def overlap_fits(dev: Device, dtype_in: str, mmul: MmulShape, expansion: tuple[int, int]) -> bool:
+    """c-overlap's registers: one round's operands and one C block in flight (a reload widened
+    into its accumulator, C at most as wide as the accumulator lanes) fit the vector file; the
+    accumulators need nothing beyond the cluster's own (a reload without a spare waits for its
+    chain's store, which the model prices)."""
+    r, _, t = mmul
+    ops = register_bits(dev, dtype_in, mmul, *expansion)[1]
+    return ops + r * t * dev.acc_bits(dtype_in, mmul) <= dev.isa.vector_file_bits
+
+
 def expansions(dev: Device, dtype_in: str, mmul: MmulShape) -> tuple[tuple[int, int], ...]:
     """The expansions whose registers fit, best first: more accumulators, then fewer loads per
     round, then more A rows. 2 x 2 always comes last or earlier (every kernel shape fits it)."""
@@ -136,8 +166,16 @@ def code_bytes(dev: Device, dtype_in: str, mmul: MmulShape, emulate: bool, expan
     r, s, t = mmul
     er, et = expansion
     steps = np.asarray(k) // s * er * et * instructions_per_mmul(dev, dtype_in, mmul, emulate)
+    round_code = er * et * instructions_per_mmul(dev, dtype_in, mmul, emulate)
     if loops == "k-pipelined":
-        body = np.full_like(steps, er * et * instructions_per_mmul(dev, dtype_in, mmul, emulate))
+        body = np.full_like(steps, round_code)
+    elif loops == "c-overlap":
+        # the pipelined K loop, plus, once, the peeled last round (its A/B loads and macs) and each
+        # chain's C store and reload, every one in an instruction of its own (C no wider than the
+        # accumulator lanes), and the first cluster's C loads before the loops
+        ld, st = c_block_accesses(dev, dtype_in, mmul, dev.acc_bits(dtype_in, mmul) // 8)
+        peeled = round_code + round_loads(dev, dtype_in, mmul, er, et) + er * et * (2 * ld + st)
+        body = np.full_like(steps, round_code) + -(-peeled // PIPELINE_COPIES)
     elif loops == "k-flat":
         body = steps
     elif loops == "jk-flat":
@@ -149,13 +187,15 @@ def code_bytes(dev: Device, dtype_in: str, mmul: MmulShape, emulate: bool, expan
 
 def auto_loops(dev: Device, dtype_in: str, mmul: MmulShape, emulate: bool, expansion: tuple[int, int],
                k: np.ndarray | int, n: np.ndarray | int) -> np.ndarray:
-    """Per tile, the index into LOOPS of the most overlapping structure whose code fits CODE_BUDGET
-    (k-pipelined when the cluster's accumulators leave no room to overlap the next)."""
+    """Per tile, the index into LOOPS of the most overlapping structure whose registers and code
+    fit CODE_BUDGET (no flattening when the cluster's accumulators leave no room for the next)."""
     budget = CODE_BUDGET * dev.isa.program_bytes
     pick = np.zeros(np.broadcast(np.asarray(k), np.asarray(n)).shape, dtype=np.int64)
-    if acc_sets(dev, dtype_in, mmul, expansion) <= 1:
-        return pick
+    room = acc_sets(dev, dtype_in, mmul, expansion) > 1
     for i, loops in enumerate(LOOPS):
+        if loops in FLATTENING and not room or loops == "c-overlap" and not overlap_fits(dev, dtype_in, mmul,
+                                                                                          expansion):
+            continue
         fits = code_bytes(dev, dtype_in, mmul, emulate, expansion, loops, k, n) <= budget
         pick = np.where(fits, i, pick)
     return pick
