@@ -183,6 +183,14 @@ class Requant:
         return np.clip(y, self.lo, self.hi).astype(self.out.host)
 
 
+def fold_input_offset(bias: np.ndarray | None, b: np.ndarray, input_offset: int) -> np.ndarray:
+    """The bias that makes A @ B requantize as TFLite's sum_k B[k, c] (A[r, k] + input_offset) does:
+    bias[c] + input_offset sum_k B[k, c] (int64; TFLite's weights are symmetric, so no B offset)."""
+    b64 = np.asarray(b, dtype=np.int64)
+    base = np.zeros(b64.shape[-1], dtype=np.int64) if bias is None else np.asarray(bias, dtype=np.int64)
+    return base + int(input_offset) * b64.sum(axis=0)
+
+
 # ---- bf16 activations ------------------------------------------------------------------------------------
 
 # getTanhBf16's table (mlir-aie aie_runtime_lib/AIE2/lut_based_ops.cpp, tanh_lut_ab): segment i covers
@@ -214,12 +222,14 @@ def _f32(x: np.ndarray | float) -> np.ndarray:
 def _mul(a: np.ndarray | float, b: np.ndarray | float, rounding: Rounding) -> np.ndarray:
     """aie::mul of two bf16 vectors stored as bf16: the product in fp32 (exact for normal bf16 values),
     rounded to bf16."""
-    return round_f32_to_bf16(_f32(a) * _f32(b), rounding)
+    with np.errstate(over="ignore", invalid="ignore"):  # IEEE: overflow to inf, 0 inf = NaN
+        return round_f32_to_bf16(_f32(a) * _f32(b), rounding)
 
 
 def _add(a: np.ndarray | float, b: np.ndarray | float, rounding: Rounding) -> np.ndarray:
     """aie::add of two bf16 vectors: one fp32 rounding (IEEE), then to bf16."""
-    return round_f32_to_bf16(_f32(a) + _f32(b), rounding)
+    with np.errstate(over="ignore", invalid="ignore"):
+        return round_f32_to_bf16(_f32(a) + _f32(b), rounding)
 
 
 def bias_bf16(acc: np.ndarray, bias: np.ndarray | None = None, rounding: Rounding = Rounding.CONV_EVEN
@@ -247,7 +257,8 @@ def tanh_lut(x: np.ndarray, rounding: Rounding = Rounding.CONV_EVEN,
     seg = tanh_segment(x, index_rounding)
     slope = np.asarray(TANH_SLOPES, dtype=np.float32)[seg]
     offset = np.asarray(TANH_OFFSETS, dtype=np.float32)[seg]
-    return round_f32_to_bf16(slope * _f32(x) + offset, rounding)
+    with np.errstate(over="ignore", invalid="ignore"):  # x = +-inf: 0 inf = NaN in the end segments
+        return round_f32_to_bf16(slope * _f32(x) + offset, rounding)
 
 
 def tanh_exact_bf16(x: np.ndarray, rounding: Rounding = Rounding.CONV_EVEN) -> np.ndarray:
