@@ -1,0 +1,374 @@
+"""Fused-epilogue numerics (issue 21, docs/epilogues.md): what the kernel does to C after its last k-step,
+bit for bit, and the float64 functions it approximates.
+
+Integer outputs (TFLite / gemmlowp per-channel requantization, docs/epilogues.md section 1):
+- `srdhm`: gemmlowp's SaturatingRoundingDoublingHighMul (fixedpoint.h lines 312-323): round(a b / 2^31),
+  ties toward +inf, INT32_MIN * INT32_MIN saturated to INT32_MAX.
+- `rdbpot`: gemmlowp's RoundingDivideByPOT (lines 338-352): round(x / 2^e), ties away from zero.
+- `mbqm`: TFLite's MultiplyByQuantizedMultiplier, double rounding (common.cc lines 65-76);
+  `mbqm_single`: its TFLITE_SINGLE_ROUNDING form (lines 20-35), one rounding, ties toward +inf.
+- `mbqm_srs`: the same double rounding as the kernel computes it with three uniform SRS from acc64
+  (x P, SRS 0; * M, SRS 31 under positive_inf; * Q, SRS 30 under symmetric_inf; P = 2^left,
+  Q = 2^(30 - right)); tests/test_epilogue_numerics.py proves it equals `mbqm`.
+- `Requant.apply`: acc + bias (int32), MBQM per column, + zero point, clamp to [act_min, act_max],
+  saturate to i8 / i16 (TFLite's FullyConnectedPerChannel, reference/integer_ops/fully_connected.h).
+
+Float outputs (mlir-aie's aie2 bf16 kernels; bf16 in, bf16 out):
+- `bias_bf16`: x = bf16(fp32(acc + bias)).
+- `tanh_lut`: `getTanhBf16` (aie_runtime_lib/AIE2/lut_based_ops.h): `aie::linear_approx` over 32 segments
+  of width 1/4 on [-4, 4) (`TANH_SLOPES`, `TANH_OFFSETS`, from `tanh_lut_ab` in lut_based_ops.cpp),
+  y = bf16(fp32(slope x + offset)).
+- `silu_bf16`, `gelu_bf16`: aie2 silu.cc / gelu.cc, every product and sum rounded to bf16 where the
+  kernel stores a bf16 vector; `relu_bf16`, `clamp_bf16`.
+- `*_ref`: the float64 functions (tanh, x sigmoid(x), tanh-form GELU, ReLU, clamp).
+
+Arithmetic model (docs/epilogues.md section 1, "Errors"): a bf16 x bf16 product is exact in fp32; an fp32
+add is one IEEE round-to-nearest-even rounding (as numerics.py assumes for accfloat adds); fp32 -> bf16
+rounds under the core's crRnd mode (`rounding`, our kernels set conv_even). fp32 arithmetic here is
+NumPy's IEEE float32, subnormals included; whether the core flushes subnormals is unpublished.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from enum import Enum
+
+import numpy as np
+
+from .dtypes import BF16, I8, I16, I32, DType
+from .rounding import Rounding, Saturation, round_f32_to_bf16, round_real, saturate, shift_round
+
+INT32_MIN = -(1 << 31)
+INT32_MAX = (1 << 31) - 1
+MAX_RIGHT_SHIFT = 30  # the SRS form needs Q = 2^(30 - right) to be an integer: right = 31 is refused
+MAX_SHIFT = 30  # TFLite's shift range for the int32 MBQM is [-31, 30]
+
+# ---- integer requantization ---------------------------------------------------------------------------
+
+
+def srdhm(a: np.ndarray | int, b: np.ndarray | int) -> np.ndarray:
+    """SaturatingRoundingDoublingHighMul of int32 values: round(a b / 2^31), ties toward +inf (the
+    nudge and C++'s truncating division cancel for either sign), INT32_MIN^2 -> INT32_MAX."""
+    prod = np.asarray(a, dtype=np.int64) * np.asarray(b, dtype=np.int64)
+    return np.minimum(shift_round(prod, 31, Rounding.POS_INF), INT32_MAX).astype(np.int32)
+
+
+def rdbpot(x: np.ndarray | int, exponent: np.ndarray | int) -> np.ndarray:
+    """RoundingDivideByPOT of int32 values, 0 <= exponent <= 31: round(x / 2^e), ties away from zero."""
+    x = np.asarray(x, dtype=np.int64)
+    e = np.broadcast_to(np.asarray(exponent, dtype=np.int64), x.shape)
+    if e.size and (e.min() < 0 or e.max() > 31):
+        raise ValueError(f"RoundingDivideByPOT takes exponents 0..31, got {e.min()}..{e.max()}")
+    out = np.empty(x.shape, dtype=np.int64)
+    for v in np.unique(e):  # shift_round takes one shift: one pass per distinct exponent
+        sel = e == v
+        out[sel] = shift_round(x[sel], int(v), Rounding.SYM_INF)
+    return out.astype(np.int32)
+
+
+def _split_shift(shift: np.ndarray | int) -> tuple[np.ndarray, np.ndarray]:
+    s = np.asarray(shift, dtype=np.int64)
+    if s.size and (s.min() < -31 or s.max() > MAX_SHIFT):
+        raise ValueError(f"shifts must lie in [-31, {MAX_SHIFT}], got {s.min()}..{s.max()}")
+    return np.maximum(s, 0), np.maximum(-s, 0)
+
+
+def mbqm(x: np.ndarray | int, multiplier: np.ndarray | int, shift: np.ndarray | int) -> np.ndarray:
+    """TFLite's MultiplyByQuantizedMultiplier (double rounding, its default): RDBPOT(SRDHM(x 2^left, M),
+    right) with left = max(shift, 0), right = max(-shift, 0). x 2^left must fit in int32 (TFLite's
+    int32 product; its overflow is undefined behaviour in C++, so the domain ends there)."""
+    left, right = _split_shift(shift)
+    scaled = np.asarray(x, dtype=np.int64) << left
+    if scaled.size and (scaled.min() < INT32_MIN or scaled.max() > INT32_MAX):
+        raise ValueError("x * 2^left leaves int32 (outside TFLite's MultiplyByQuantizedMultiplier)")
+    return rdbpot(srdhm(scaled, multiplier), right)
+
+
+def mbqm_single(x: np.ndarray | int, multiplier: np.ndarray | int, shift: np.ndarray | int) -> np.ndarray:
+    """TFLITE_SINGLE_ROUNDING's MultiplyByQuantizedMultiplier: round(x M / 2^(31 - shift)), ties toward
+    +inf, one rounding of the exact int64 product (M >= 0, shift in [-31, 30])."""
+    s = np.asarray(shift, dtype=np.int64)
+    _split_shift(s)
+    prod = np.asarray(x, dtype=np.int64) * np.asarray(multiplier, dtype=np.int64)
+    total = np.broadcast_to(31 - s, prod.shape)
+    out = np.empty(prod.shape, dtype=np.int64)
+    for v in np.unique(total):
+        sel = total == v
+        out[sel] = shift_round(prod[sel], int(v), Rounding.POS_INF)
+    return saturate(out, I32, Saturation.SATURATE)
+
+
+def srs_factors(shift: np.ndarray | int) -> tuple[np.ndarray, np.ndarray]:
+    """The per-lane int32 factors of the kernel's SRS form: P = 2^left, Q = 2^(30 - right)."""
+    left, right = _split_shift(shift)
+    if right.size and right.max() > MAX_RIGHT_SHIFT:
+        raise ValueError(f"a right shift of {int(right.max())} needs Q = 2^{30 - int(right.max())}: "
+                         f"the SRS form takes right shifts up to {MAX_RIGHT_SHIFT}")
+    return (np.int64(1) << left).astype(np.int32), (np.int64(1) << (30 - right)).astype(np.int32)
+
+
+def mbqm_srs(x: np.ndarray | int, multiplier: np.ndarray | int, shift: np.ndarray | int) -> np.ndarray:
+    """MBQM as the kernel computes it with uniform SRS of int32 x int32 -> acc64 products:
+    y0 = srs(x P, 0); y1 = srs(y0 M, 31) under positive_inf; y2 = srs(y1 Q, 30) under symmetric_inf;
+    every SRS saturating to int32 (which also gives SRDHM's INT32_MIN^2 -> INT32_MAX)."""
+    p, q = srs_factors(shift)
+    sat = Saturation.SATURATE
+    y0 = saturate(np.asarray(x, dtype=np.int64) * p.astype(np.int64), I32, sat).astype(np.int64)
+    y1 = saturate(shift_round(y0 * np.asarray(multiplier, dtype=np.int64), 31, Rounding.POS_INF), I32, sat)
+    return saturate(shift_round(y1.astype(np.int64) * q.astype(np.int64), 30, Rounding.SYM_INF), I32, sat)
+
+
+class RequantForm(Enum):
+    """Which MultiplyByQuantizedMultiplier: TFLite's default double rounding or TFLITE_SINGLE_ROUNDING."""
+
+    DOUBLE = "double"
+    SINGLE = "single"
+
+
+_MBQM: dict[RequantForm, Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray]] = {
+    RequantForm.DOUBLE: mbqm, RequantForm.SINGLE: mbqm_single}
+
+
+@dataclass(frozen=True)
+class Requant:
+    """Per-output-channel requantization parameters (one multiplier and shift per column of C)."""
+
+    multiplier: tuple[int, ...]
+    shift: tuple[int, ...]
+    zero_point: int = 0
+    act_min: int | None = None  # None: the output type's minimum (ReLU / ReLU6 are only these bounds)
+    act_max: int | None = None
+    out: DType = I8
+    form: RequantForm = RequantForm.DOUBLE
+
+    def __post_init__(self) -> None:
+        if len(self.multiplier) != len(self.shift):
+            raise ValueError(f"{len(self.multiplier)} multipliers but {len(self.shift)} shifts")
+        if self.out not in (I8, I16):
+            raise ValueError(f"requantization writes i8 or i16, not {self.out.name}")
+        m = np.asarray(self.multiplier, dtype=np.int64)
+        if m.size and (m.min() < 0 or m.max() > INT32_MAX):
+            raise ValueError("multipliers are int32 values >= 0 (TFLite's quantized_multiplier)")
+        srs_factors(np.asarray(self.shift, dtype=np.int64))  # refuses shifts outside [-30, 30]
+        if not self.out.min <= self.lo <= self.hi <= self.out.max:
+            raise ValueError(f"[act_min, act_max] = [{self.lo}, {self.hi}] is not inside {self.out.name}")
+
+    @property
+    def lo(self) -> int:
+        return self.out.min if self.act_min is None else self.act_min
+
+    @property
+    def hi(self) -> int:
+        return self.out.max if self.act_max is None else self.act_max
+
+    def apply(self, acc: np.ndarray, bias: np.ndarray | None = None) -> np.ndarray:
+        """acc (rows x columns, int32 values) -> requantized output, TFLite's per-channel order."""
+        acc = np.asarray(acc, dtype=np.int64)
+        if acc.shape[-1] != len(self.multiplier):
+            raise ValueError(f"{acc.shape[-1]} columns but {len(self.multiplier)} multipliers")
+        x = acc if bias is None else acc + np.asarray(bias, dtype=np.int64)
+        if x.size and (x.min() < INT32_MIN or x.max() > INT32_MAX):
+            raise ValueError("acc + bias leaves int32 (TFLite's int32 accumulator)")
+        y = _MBQM[self.form](x, np.asarray(self.multiplier, np.int64), np.asarray(self.shift, np.int64))
+        y = np.clip(y.astype(np.int64) + self.zero_point, self.lo, self.hi)
+        return saturate(y, self.out, Saturation.SATURATE)
+
+    def apply_real(self, acc: np.ndarray, bias: np.ndarray | None = None) -> np.ndarray:
+        """The float64 reference: (acc + bias) M 2^(shift - 31) rounded once to nearest (ties away from
+        zero), + zero point, clamped. MBQM's double rounding differs from it by at most 1."""
+        x = np.asarray(acc, dtype=np.float64) + (0.0 if bias is None else np.asarray(bias, np.float64))
+        scale = np.asarray(self.multiplier, np.float64) * np.exp2(np.asarray(self.shift, np.float64) - 31)
+        y = round_real(x * scale, Rounding.SYM_INF) + self.zero_point
+        return np.clip(y, self.lo, self.hi).astype(self.out.host)
+
+
+def fold_input_offset(bias: np.ndarray | None, b: np.ndarray, input_offset: int) -> np.ndarray:
+    """The bias that makes A @ B requantize as TFLite's sum_k B[k, c] (A[r, k] + input_offset) does:
+    bias[c] + input_offset sum_k B[k, c] (int64; TFLite's weights are symmetric, so no B offset)."""
+    b64 = np.asarray(b, dtype=np.int64)
+    base = np.zeros(b64.shape[-1], dtype=np.int64) if bias is None else np.asarray(bias, dtype=np.int64)
+    return base + int(input_offset) * b64.sum(axis=0)
+
+
+# ---- bf16 activations ------------------------------------------------------------------------------------
+
+# getTanhBf16's table (mlir-aie aie_runtime_lib/AIE2/lut_based_ops.cpp, tanh_lut_ab): segment i covers
+# [-4 + i/4, -4 + (i+1)/4); the stored table holds each pair of segments twice (4 banks).
+TANH_SLOPES: tuple[float, ...] = (
+    0.0, 0.002838134765625, 0.005096435546875, 0.00750732421875, 0.0126953125, 0.021240234375,
+    0.035400390625, 0.056396484375, 0.091796875, 0.1455078125, 0.2294921875, 0.34765625, 0.50390625,
+    0.69140625, 0.8671875, 1.0, 1.0, 0.8671875, 0.69140625, 0.50390625, 0.34765625, 0.2294921875,
+    0.1455078125, 0.091796875, 0.056396484375, 0.035400390625, 0.021240234375, 0.0126953125,
+    0.00750732421875, 0.005096435546875, 0.002838134765625, 0.0)
+TANH_OFFSETS: tuple[float, ...] = (
+    -1.0, -0.98828125, -0.98046875, -0.97265625, -0.95703125, -0.93359375, -0.8984375, -0.8515625,
+    -0.78125, -0.6875, -0.5625, -0.416015625, -0.259765625, -0.11962890625, -0.03076171875, 0.0,
+    0.0, 0.03076171875, 0.11962890625, 0.259765625, 0.416015625, 0.5625, 0.6875, 0.78125, 0.8515625,
+    0.8984375, 0.93359375, 0.95703125, 0.97265625, 0.98046875, 0.98828125, 1.0)
+TANH_SEGMENT_BITS = 2  # getTanhBf16's step_bits = -2: segments of width 2^-2
+TANH_BIAS = 16  # its bias: segment 16 starts at 0
+INDEX_BITS = 6  # linear_approx's index = bfloat16_to_int(x, 6), a byte address: 16 bytes per segment
+
+# the bf16 constants of aie2 gelu.cc (`const bfloat16 sqrt_2_over_pi = 0.79788456f; kBeta = 0.044715f`)
+GELU_SQRT_2_OVER_PI = float(np.float32(0.79788456).astype(BF16.host))  # 0.796875
+GELU_BETA = float(np.float32(0.044715).astype(BF16.host))  # 0.044677734375
+
+
+def _f32(x: np.ndarray | float) -> np.ndarray:
+    return np.asarray(x, dtype=np.float32)
+
+
+def _mul(a: np.ndarray | float, b: np.ndarray | float, rounding: Rounding) -> np.ndarray:
+    """aie::mul of two bf16 vectors stored as bf16: the product in fp32 (exact for normal bf16 values),
+    rounded to bf16."""
+    with np.errstate(over="ignore", invalid="ignore"):  # IEEE: overflow to inf, 0 inf = NaN
+        return round_f32_to_bf16(_f32(a) * _f32(b), rounding)
+
+
+def _add(a: np.ndarray | float, b: np.ndarray | float, rounding: Rounding) -> np.ndarray:
+    """aie::add of two bf16 vectors: one fp32 rounding (IEEE), then to bf16."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        return round_f32_to_bf16(_f32(a) + _f32(b), rounding)
+
+
+def bias_bf16(acc: np.ndarray, bias: np.ndarray | None = None, rounding: Rounding = Rounding.CONV_EVEN
+              ) -> np.ndarray:
+    """The float epilogue's input: bf16(fp32(acc + bias)), bias broadcast over the rows."""
+    acc = _f32(acc)
+    return round_f32_to_bf16(acc if bias is None else acc + _f32(bias), rounding)
+
+
+def tanh_segment(x: np.ndarray, index_rounding: Rounding = Rounding.FLOOR) -> np.ndarray:
+    """The LUT segment of each bf16 x: the byte index round(x 2^6) (bfloat16_to_int; its rounding is
+    unpublished, floor assumed: it only matters within 2^-6 of a boundary) over 16 bytes per segment,
+    + the bias, clamped to [0, 31]."""
+    xs = np.nan_to_num(np.clip(np.asarray(x, dtype=np.float64), -8.0, 8.0))
+    byte = round_real(xs * (1 << INDEX_BITS), index_rounding)
+    step = INDEX_BITS - TANH_SEGMENT_BITS
+    return np.clip((byte >> step) + TANH_BIAS, 0, len(TANH_SLOPES) - 1)
+
+
+def tanh_lut(x: np.ndarray, rounding: Rounding = Rounding.CONV_EVEN,
+             index_rounding: Rounding = Rounding.FLOOR) -> np.ndarray:
+    """getTanhBf16: bf16(fp32(slope x + offset)) of x's segment (the bf16 slope times the bf16 x is
+    exact in fp32; the mac adds the fp32 offset with one rounding; to_vector<bfloat16> rounds)."""
+    x = np.asarray(x, dtype=BF16.host)
+    seg = tanh_segment(x, index_rounding)
+    slope = np.asarray(TANH_SLOPES, dtype=np.float32)[seg]
+    offset = np.asarray(TANH_OFFSETS, dtype=np.float32)[seg]
+    with np.errstate(over="ignore", invalid="ignore"):  # x = +-inf: 0 inf = NaN in the end segments
+        return round_f32_to_bf16(slope * _f32(x) + offset, rounding)
+
+
+def tanh_exact_bf16(x: np.ndarray, rounding: Rounding = Rounding.CONV_EVEN) -> np.ndarray:
+    """tanh rounded once to bf16: the best any native tanh can do (a reference, not a kernel)."""
+    return round_f32_to_bf16(np.tanh(np.asarray(x, dtype=np.float64)).astype(np.float32), rounding)
+
+
+Tanh = Callable[[np.ndarray], np.ndarray]
+
+
+def silu_bf16(x: np.ndarray, tanh: Tanh = tanh_lut, rounding: Rounding = Rounding.CONV_EVEN) -> np.ndarray:
+    """aie2 silu.cc: half = x 0.5; t = tanh(half); sigmoid = (t + 1) 0.5; x sigmoid; each a bf16 vector."""
+    x = np.asarray(x, dtype=BF16.host)
+    t = tanh(_mul(x, 0.5, rounding))
+    sigmoid = _mul(_add(t, 1.0, rounding), 0.5, rounding)
+    return _mul(x, sigmoid, rounding)
+
+
+def gelu_bf16(x: np.ndarray, tanh: Tanh = tanh_lut, rounding: Rounding = Rounding.CONV_EVEN) -> np.ndarray:
+    """aie2 gelu.cc (tanh form): x2 = x x; x3 = x x2; inner = (x + beta x3) s; t = tanh(inner);
+    x (0.5 (t + 1)); every op a bf16 vector, beta and s the bf16 constants."""
+    x = np.asarray(x, dtype=BF16.host)
+    x3 = _mul(x, _mul(x, x, rounding), rounding)
+    inner = _mul(_add(x, _mul(x3, GELU_BETA, rounding), rounding), GELU_SQRT_2_OVER_PI, rounding)
+    half = _mul(0.5, _add(tanh(inner), 1.0, rounding), rounding)
+    return _mul(x, half, rounding)
+
+
+def relu_bf16(x: np.ndarray) -> np.ndarray:
+    """aie::max(x, 0): exact."""
+    x = np.asarray(x, dtype=BF16.host)
+    return np.maximum(x, np.zeros_like(x))
+
+
+def clamp_bf16(x: np.ndarray, lo: float, hi: float) -> np.ndarray:
+    """aie::clamp(x, lo, hi) with bf16 bounds (the bounds rounded to nearest even once)."""
+    x = np.asarray(x, dtype=BF16.host)
+    blo, bhi = (np.asarray(v, dtype=np.float32).astype(BF16.host) for v in (lo, hi))
+    if not blo <= bhi:
+        raise ValueError(f"clamp bounds {lo} > {hi}")
+    return np.minimum(np.maximum(x, blo), bhi)
+
+
+def tanh_ref(x: np.ndarray) -> np.ndarray:
+    return np.tanh(np.asarray(x, dtype=np.float64))
+
+
+def silu_ref(x: np.ndarray) -> np.ndarray:
+    """x sigmoid(x) in float64 (written to avoid exp overflow for large |x|)."""
+    x = np.asarray(x, dtype=np.float64)
+    return x * 0.5 * (1.0 + np.tanh(x / 2))
+
+
+def gelu_ref(x: np.ndarray) -> np.ndarray:
+    """The tanh form of GELU: 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3)))."""
+    x = np.asarray(x, dtype=np.float64)
+    return 0.5 * x * (1.0 + np.tanh(np.sqrt(2.0 / np.pi) * (x + 0.044715 * x**3)))
+
+
+def relu_ref(x: np.ndarray) -> np.ndarray:
+    return np.maximum(np.asarray(x, dtype=np.float64), 0.0)
+
+
+def clamp_ref(x: np.ndarray, lo: float, hi: float) -> np.ndarray:
+    return np.clip(np.asarray(x, dtype=np.float64), lo, hi)
+
+
+class Activation(Enum):
+    """The float epilogue's activations (docs/epilogues.md section 3)."""
+
+    NONE = "none"
+    RELU = "relu"
+    SILU = "silu"
+    GELU = "gelu"
+
+
+_KERNEL: dict[Activation, Callable[..., np.ndarray]] = {
+    Activation.NONE: lambda x, **_: np.asarray(x, dtype=BF16.host),
+    Activation.RELU: lambda x, **_: relu_bf16(x),
+    Activation.SILU: silu_bf16,
+    Activation.GELU: gelu_bf16,
+}
+REFERENCE: dict[Activation, Callable[[np.ndarray], np.ndarray]] = {
+    Activation.NONE: lambda x: np.asarray(x, dtype=np.float64),
+    Activation.RELU: relu_ref,
+    Activation.SILU: silu_ref,
+    Activation.GELU: gelu_ref,
+}
+
+
+def activate_bf16(x: np.ndarray, activation: Activation, tanh: Tanh = tanh_lut,
+                  rounding: Rounding = Rounding.CONV_EVEN) -> np.ndarray:
+    """One activation's bf16 kernel sequence on bf16 x."""
+    if activation in (Activation.SILU, Activation.GELU):
+        return _KERNEL[activation](x, tanh=tanh, rounding=rounding)
+    return _KERNEL[activation](x)
+
+
+def float_epilogue(acc: np.ndarray, bias: np.ndarray | None = None, activation: Activation = Activation.NONE,
+                   clamp: tuple[float, float] | None = None, tanh: Tanh = tanh_lut,
+                   rounding: Rounding = Rounding.CONV_EVEN) -> np.ndarray:
+    """The float epilogue of docs/epilogues.md section 3: x = bf16(fp32(acc + bias)); y = act(x);
+    y = clamp(y) with bf16 bounds; bf16 out."""
+    y = activate_bf16(bias_bf16(acc, bias, rounding), activation, tanh, rounding)
+    return y if clamp is None else clamp_bf16(y, *clamp)
+
+
+def float_epilogue_ref(acc: np.ndarray, bias: np.ndarray | None = None, activation: Activation = Activation.NONE,
+                       clamp: tuple[float, float] | None = None) -> np.ndarray:
+    """float64 act(acc + bias), clamped: what `float_epilogue` approximates."""
+    x = np.asarray(acc, dtype=np.float64) + (0.0 if bias is None else np.asarray(bias, np.float64))
+    y = REFERENCE[activation](x)
+    return y if clamp is None else clamp_ref(y, *clamp)
