@@ -25,9 +25,23 @@ D = 2 either the next prolog or the previous epilog overlaps the steady state (h
 both do (eq. 11, h = 0). What overlap cannot hide is beta cycles per C vector load or store (n_C per
 cluster): port and bank conflicts with the A/B load stream, the one calibrated kernel parameter.
 
-bfp16 kernels (the bfp16 datapath with bfp16 B: gemm_gen/precision.py) issue one 8x8x8 vmac per
-cycle (II = 1); their per-cluster overhead epsilon is calibrated on atb Table 1 (eq. 13), which
-measures exactly these kernels, instead of being derived from the load schedule.
+bfp16 kernels (the bfp16 datapath with bfp16 B, or bf16 converted once: gemm_gen/precision.py) are
+priced from their own loop (gemm_gen/rules/block_loop.py: rules.block_loop.TEMPLATE_LOOP, the loop
+templates/mm_bfp16.cc.j2 renders), per 16 x 16 C block of 4 accumulators and k/8 k-steps of 2 A pops,
+2 B pops and 4 single-cycle 8x8x8 macs:
+
+    block (none)      = k/8 max(4, pops / U_ld) + max(0, T_prolog + T_epilog - 4) + widen     (eq. 5, 9, 10)
+    block (flat)      = max(4 k/8 + widen, (k/8 pops + C loads) / U_ld, C stores / U_st) + o_flat   (eq. 11)
+    block (atb-chess) = 4 k/8 + epsilon + widen                                                  (eq. 13)
+    call              = blocks x block + entries x (stages - 1) x block + A conversion
+
+A pop moves one 72-byte tile through the load units; C moves in its L1 type (bfp16 through a
+stream, bf16 and f32 through plain loads and stores); widen is one VMUL.f per accumulator for a bfp16
+C. o_flat (what the software-pipelined block loop leaves exposed) is fitted on mlir-aie PR #3650's
+published II of its config-1 Peano kernel and checked on its configs 2 and 3; epsilon is fitted on atb
+Table 1, which measures the ATB paper's chess kernel, and prices only that structure. Config 1 and the
+convert-once kernel convert their bf16 A tile per call, the convert-once kernel its B tile per
+k-step (b_conversion_cycles), each tile at convert_tile_cycles.
 """
 
 from __future__ import annotations
@@ -39,7 +53,9 @@ import numpy as np
 from .. import precision as prec
 from ..dtypes import dtype
 from ..hw.devices import Device, device
+from ..rules import block_loop as bl
 from ..rules import kernel_variant as kv
+from ..rules.block_loop import BlockLoop
 from ..rules.kernel_variant import KernelVariant
 from .params import Params
 
@@ -62,12 +78,21 @@ class KernelShape:
     expansion: tuple[int, int] | None = None  # None: kernel_variant's choice per tile
     loops: str | None = None  # None: kernel_variant's choice per tile
     convert_once: bool = False  # bf16 converted to bfp16 tiles once (A per call, B per k-step)
+    block_loop: BlockLoop | None = None  # a block kernel's loop; None: the template's (block_loop.TEMPLATE_LOOP)
+
+    @property
+    def precision(self) -> prec.Precision:
+        return prec.resolve(self.dtype_in, self.dtype_b or None, self.dtype_out, self.acc or None)
 
     @property
     def block(self) -> bool:
         """A bfp16 kernel: bfp16 B on the bfp16 datapath, or bf16 converted once."""
-        p = prec.resolve(self.dtype_in, self.dtype_b or None, self.dtype_out, self.acc or None)
-        return kv.block_kernel(p, self.convert_once)
+        return kv.block_kernel(self.precision, self.convert_once)
+
+    @property
+    def loop(self) -> BlockLoop:
+        """The block kernel's loop (what the model prices it by)."""
+        return self.block_loop or bl.TEMPLATE_LOOP
 
     @property
     def mmul(self) -> tuple[int, int, int]:
@@ -78,14 +103,16 @@ class KernelShape:
         return device(self.device)
 
 
-# bfp16 kernels (templates/mm_bfp16.cc.j2): 2 x 2 clusters of 8 x 8 tiles, the K loop pipelined
+# bfp16 kernels (templates/mm_bfp16.cc.j2): 2 x 2 clusters of 8 x 8 tiles (16 x 16 C blocks)
 BFP16_VARIANT = KernelVariant(2, 2, "k-pipelined")
+BLOCK = 16  # rows and columns of C per block
+TILE = 8  # rows and columns of one bfp16ebs8 tile (64 values, 72 bytes)
 # A bfp16 C in L1 (atb's config 2) enters each call's accumulators through the vector unit: one
 # VMUL.f by the block exponent per 8 x 8 accumulator, in the vmac slot, before the chain starts
 # (the atb author's config-2 kernel as xchesscc scheduled it: 4 VMUL.f beside 32 VMAC.f per 16 x 16
 # block, ChengyueWang/mlir-aie programming_examples/ml/block_datatypes/atb_mm/config2_128_64_128/
 # trace/v130/bitcode_cleaned.lst @169364d9). A bf16 C (configs 1, 3) widens on the load unit
-# instead (VLDA.CONV), inside epsilon.
+# instead (VLDA.CONV).
 BFP16_C_WIDEN_CYCLES = 1.0
 
 
@@ -100,11 +127,78 @@ def convert_tile_cycles(ks: KernelShape) -> float:
 
 def b_conversion_cycles(ks: KernelShape, k: np.ndarray, n: np.ndarray) -> np.ndarray:
     """Cycles a convert-once kernel spends per k-step turning its B tile into bfp16 (0 otherwise);
-    its A tile's conversion is part of epsilon, as in config 1."""
+    its A tile's conversion is part of each call (a_conversion_cycles)."""
     k, n = np.asarray(k), np.asarray(n)
     if not ks.convert_once:
         return np.zeros(np.broadcast(k, n).shape)
-    return np.asarray((k // 8) * (n // 8) * convert_tile_cycles(ks), dtype=np.float64)
+    return np.asarray((k // TILE) * (n // TILE) * convert_tile_cycles(ks), dtype=np.float64)
+
+
+def a_conversion_cycles(ks: KernelShape, t_ma: np.ndarray, k: np.ndarray) -> np.ndarray:
+    """Cycles one call of a block kernel spends turning its bf16 A tile (T_MA x k) into bfp16 tiles
+    (config 1 and convert-once; 0 otherwise, and 0 for the ATB chess kernel, whose epsilon holds it)."""
+    t_ma, k = np.asarray(t_ma), np.asarray(k)
+    if not kv.converts_a_tile(ks.precision, ks.convert_once) or ks.loop.overlap == "atb-chess":
+        return np.zeros(np.broadcast(t_ma, k).shape)
+    return np.asarray((t_ma // TILE) * (k // TILE) * convert_tile_cycles(ks), dtype=np.float64)
+
+
+def _c_tile_ops(ks: KernelShape, unit_bytes: int) -> float:
+    """Load (or store) operations of one 8 x 8 tile of C in its L1 type: a bfp16 tile (72 bytes)
+    through a stream, whose buffer packs consecutive tiles, the other types in whole vectors."""
+    t = dtype(ks.acc or ks.dtype_out)
+    size = TILE * TILE * t.elem_bytes
+    return float(size / unit_bytes) if t.is_block else float(-(-int(size) // unit_bytes))
+
+
+def block_counts(ks: KernelShape) -> dict[str, float]:
+    """What one 16 x 16 C block of the block kernel issues, by slot: per k-step (vector-slot cycles of
+    its macs, load operations of its pops), per block (C loads, C stores, the VMUL.f widening a bfp16
+    C), and the accumulators' store operations each."""
+    isa, lp = ks.dev.isa, ks.loop
+    tile_bytes = dtype(prec.BFP16).unit_bytes
+    st_acc = _c_tile_ops(ks, isa.vst_bytes)
+    widen = lp.c_tiles * BFP16_C_WIDEN_CYCLES if dtype(ks.acc or ks.dtype_out).is_block else 0.0
+    return {"step_vector": lp.macs * mmul_cycles_block(ks),
+            "step_loads": (lp.a_pops + lp.b_pops) * tile_bytes / isa.vld_bytes,
+            "c_loads": lp.c_tiles * _c_tile_ops(ks, isa.vld_bytes), "c_stores": lp.c_tiles * st_acc,
+            "widen": widen, "st_acc": st_acc}
+
+
+def mmul_cycles_block(ks: KernelShape) -> float:
+    """Vector-unit issue cycles of one bfp16 8x8x8 mmul."""
+    return max(1.0, ks.r * ks.s * ks.t / ks.dev.peak_macs["bfp16"])
+
+
+def block_cycles(p: Params, ks: KernelShape, k: np.ndarray) -> np.ndarray:
+    """Cycles of one 16 x 16 C block in the steady state of the kernel's block loop (its II for a
+    software-pipelined loop: what mlir-aie reports per block), for a k-deep call."""
+    isa, lp = ks.dev.isa, ks.loop
+    c = block_counts(ks)
+    steps = np.asarray(k, dtype=np.int64) // TILE
+    if lp.overlap == "atb-chess":
+        return np.asarray(steps * c["step_vector"] + p.bfp16_overhead + c["widen"], dtype=np.float64)
+    if lp.overlap == "flat":  # the busiest slot of one iteration, plus what the pipeliner leaves exposed
+        busiest = np.maximum(np.maximum(steps * c["step_vector"] + c["widen"],
+                                        (steps * c["step_loads"] + c["c_loads"]) / isa.load_units),
+                             c["c_stores"] / isa.store_units)
+        return np.asarray(busiest + p.flat_block_overhead, dtype=np.float64)
+    t = cluster_terms(p, ks)
+    step = max(c["step_vector"], c["step_loads"] / isa.load_units)
+    return np.asarray(steps * step + t["serial_overhead"], dtype=np.float64)
+
+
+def block_call_cycles(p: Params, ks: KernelShape, t_ma: np.ndarray, k: np.ndarray, n: np.ndarray) -> np.ndarray:
+    """Cycles of one T_MA x k x n call of a block kernel: its blocks, the pipeline fill and drain of
+    each entry into the block loop, and the A conversion of config 1 and convert-once."""
+    t_ma, k, n = (np.asarray(x, dtype=np.int64) for x in (t_ma, k, n))
+    lp = ks.loop
+    rows = t_ma // BLOCK
+    blocks = rows * (n // BLOCK)
+    per_block = block_cycles(p, ks, k)
+    entries = rows if lp.entries == "row" else np.ones_like(rows)
+    fill = entries * (lp.stages - 1) * per_block if lp.overlap == "flat" else 0.0
+    return np.asarray(blocks * per_block + fill + a_conversion_cycles(ks, t_ma, k), dtype=np.float64)
 
 
 def variant(ks: KernelShape, t_ma: int, k: int, n: int) -> KernelVariant:
@@ -118,7 +212,7 @@ def mmul_cycles(p: Params, ks: KernelShape) -> float:
     """Vector-unit issue cycles per r x s x t mmul step."""
     macs = ks.r * ks.s * ks.t
     if ks.block:
-        return max(1.0, macs / ks.dev.peak_macs["bfp16"])
+        return mmul_cycles_block(ks)
     if ks.dtype_in == "bf16":
         if ks.emulate_bf16_with_bfp16:
             return p.bf16_via_bfp16_cycles * max(1.0, macs / ks.peak_macs)
@@ -129,12 +223,16 @@ def mmul_cycles(p: Params, ks: KernelShape) -> float:
 def cluster_terms(p: Params, ks: KernelShape, expansion: tuple[int, int] = (2, 2)) -> dict[str, float]:
     """II, the serial overhead and its parts for one er x et chain cluster (independent of m, k, n
     and of the loop structure; `overhead` applies that)."""
-    if ks.block:
-        ii = mmul_cycles(p, ks)
-        widen = 4 * BFP16_C_WIDEN_CYCLES if ks.acc == "bfp16" else 0.0  # each of the 4 accumulators
-        o = p.bfp16_overhead + widen
-        return {"ii": ii, "serial_overhead": o, "residual": o, "h": 1.0,
-                "prolog": 0.0, "epilog": 0.0, "acc_sets": 1, "c_accesses": 0, "round_loads": 0, "chains": 4}
+    if ks.block:  # one 16 x 16 block without overlap (eq. 5, 9, 10); flat and chess loops: block_cycles
+        isa, c = ks.dev.isa, block_counts(ks)
+        ii, chains = mmul_cycles_block(ks), ks.loop.c_tiles
+        prolog = isa.vld_latency + -(-(c["c_loads"] + c["step_loads"]) // isa.load_units) - 1
+        stores = max((chains - 1) * ii + c["st_acc"], c["c_stores"] / isa.store_units)
+        epilog = isa.vmac_to_store + isa.vst_latency - 1 + stores
+        serial = max(0.0, prolog + epilog - chains * ii) + c["widen"]
+        return {"ii": ii, "serial_overhead": serial, "residual": serial, "h": 1.0, "prolog": prolog,
+                "epilog": epilog, "acc_sets": 1, "c_accesses": c["c_loads"] + c["c_stores"],
+                "round_loads": c["step_loads"], "chains": chains}
     isa = ks.dev.isa
     er, et = expansion
     chains = er * et
@@ -193,9 +291,7 @@ def kernel_cycles(p: Params, ks: KernelShape, m: np.ndarray, k: np.ndarray, n: n
     call's A rows (T_MA). Each tile gets the variant kernel_variant gives it."""
     m, k, n = (np.asarray(x, dtype=np.int64) for x in (m, k, n))
     if ks.block:
-        terms = cluster_terms(p, ks)
-        clusters = (m // (2 * ks.r)) * (n // (2 * ks.t))
-        return np.asarray(clusters * (4 * (k // ks.s) * terms["ii"] + terms["serial_overhead"]), dtype=np.float64)
+        return block_call_cycles(p, ks, m, k, n)
     dev, mmul = ks.dev, ks.mmul
     order = kv.expansions(dev, ks.dtype_in, mmul) if ks.expansion is None else (tuple(ks.expansion),)
     pick = kv.auto_expansion(dev, ks.dtype_in, mmul, m, n) if ks.expansion is None else np.zeros((), np.int64)
@@ -218,6 +314,6 @@ def kernel_cycles(p: Params, ks: KernelShape, m: np.ndarray, k: np.ndarray, n: n
 def kernel_shape(dev: Device, dtype_in: str, dtype_out: str, mmul: tuple[int, int, int],
                  emulate: bool, dtype_b: str | None = None, acc: str | None = None,
                  expansion: tuple[int, int] | None = None, loops: str | None = None,
-                 convert_once: bool = False) -> KernelShape:
+                 convert_once: bool = False, block_loop: BlockLoop | None = None) -> KernelShape:
     return KernelShape(dev.name, dev.aie_target, dtype_in, dtype_out, *mmul, emulate, dev.peak_macs[dtype_in],
-                       dtype_b or dtype_in, acc or dtype_out, expansion, loops, convert_once)
+                       dtype_b or dtype_in, acc or dtype_out, expansion, loops, convert_once, block_loop)

@@ -44,7 +44,8 @@ class Params:
     bank_stall: float  # cycles per C vector load/store that pipelining cannot hide
     l1_conflict: float  # cycles per DMA bank access that meets a core access (model/l1_stall.py)
     bf16_via_bfp16_cycles: float
-    bfp16_overhead: float  # cycles per chain cluster of a bfp16 kernel beyond its vmacs (atb eq. 13)
+    bfp16_overhead: float  # cycles per 16 x 16 block of the ATB paper's chess kernel beyond its vmacs (atb eq. 13)
+    flat_block_overhead: float  # cycles a flat software-pipelined bfp16 block loop exposes per block (mlir-aie #3650)
     switch_cycles: float
     bfp16_step_cycles: float  # a bfp16 kernel's core loss per k-step, beyond its rho switches (atb Table 1)
     stream_bytes_per_cycle: int
@@ -185,6 +186,7 @@ def from_raw(data: dict[str, Any]) -> Params:
         l1_conflict=float(_v(kern["l1_conflict_cycles_per_collision"])),
         bf16_via_bfp16_cycles=float(_v(kern["aie2p_bf16_via_bfp16_cycles_per_mmul"], 1.0)),
         bfp16_overhead=float(_v(kern["bfp16_cluster_overhead_cycles"])),
+        flat_block_overhead=float(_v(kern["bfp16_flat_block_overhead_cycles"])),
         switch_cycles=float(_v(core["switch_cycles"])),
         bfp16_step_cycles=float(_v(core["bfp16_step_cycles"])),
         stream_bytes_per_cycle=int(_v(core["stream_bytes_per_cycle"])),
@@ -206,7 +208,8 @@ def load() -> Params:
 SLOWER_WHEN_LARGER = {"run_overhead_bytes", "write_cost", "dispatch_us", "bd_task_us", "rtp_write_us", "switch_cycles",
                       "bfp16_step_cycles",
                       "bank_stall_cycles_per_c_access", "l1_conflict_cycles_per_collision",
-                      "aie2p_bf16_via_bfp16_cycles_per_mmul", "bfp16_cluster_overhead_cycles"}
+                      "aie2p_bf16_via_bfp16_cycles_per_mmul", "bfp16_cluster_overhead_cycles",
+                      "bfp16_flat_block_overhead_cycles"}
 
 
 def ends(data: dict[str, Any] | None = None) -> tuple[Params, Params]:

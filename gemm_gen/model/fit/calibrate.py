@@ -22,7 +22,7 @@ from ...design import build_design
 from ...hw.devices import device
 from ...l1_banks import plan
 from ...precision import ACC_OUT
-from ..kernel import kernel_cycles, kernel_shape
+from ..kernel import block_cycles, kernel_cycles, kernel_shape
 from ..l1_stall import stall_cycles
 from ..params import CALIBRATION_FILE, CALIBRATION_PACKAGE, Params, dram_entry, from_raw, load, peak_entry, raw
 from ..perf import Workload, estimate, estimate_config
@@ -155,9 +155,10 @@ def fit_bfp16_step_cycles(delta: float, leave_out: int | None = None) -> float:
 
 
 def atb_micro(p: Params, tk: int) -> float:
-    """Our bfp16 kernel's efficiency per call at T_K = tk (atb's Eff_micro): 128 x tk x 128, one call."""
+    """The ATB paper's chess kernel's efficiency per call at T_K = tk (atb's Eff_micro) as the model
+    prices that structure: 128 x tk x 128, one call."""
     dev = device("npu2")
-    ks = kernel_shape(dev, "bf16", "bf16", (8, 8, 8), False, "bfp16")
+    ks = kernel_shape(dev, "bf16", "bf16", (8, 8, 8), False, "bfp16", block_loop=paper.ATB_CHESS_LOOP)
     t = paper.ATB_TILE
     cyc = float(kernel_cycles(p, ks, np.array(t), np.array(tk), np.array(t)))
     return t * tk * t / cyc / dev.peak_macs["bfp16"]
@@ -175,6 +176,20 @@ def fit_bfp16_overhead(leave_out: int | None = None) -> float:
         num += (1 / micro - 1) / v
         den += 1 / v**2
     return round(num / den, 1)
+
+
+def peano_block_cycles(p: Params, pk: paper.PeanoKernel) -> float:
+    """The model's cycles per 16 x 16 block of one of mlir-aie PR #3650's Peano kernels (its loop)."""
+    dtype_in, dtype_b, dtype_out, acc = paper.ATB_TYPES[pk.preset]
+    ks = kernel_shape(device("npu2"), dtype_in, dtype_out, (8, 8, 8), False, dtype_b, acc, block_loop=pk.loop)
+    return float(block_cycles(p, ks, np.array(pk.k)))
+
+
+def fit_flat_block_overhead(p: Params, row: int = 0) -> float:
+    """What a flat block loop exposes per block: the `row`-th PR #3650 kernel's II less the busiest
+    issue slot of its block (exactly determined by one kernel; config 1 is the fitted one)."""
+    pk = paper.PEANO_ATB[row]
+    return round(pk.ii - peano_block_cycles(p.with_(flat_block_overhead=0.0), pk), 1)
 
 
 def bank_stall_rows() -> list[paper.KernelRow]:
@@ -378,6 +393,11 @@ def derive(data: dict[str, Any] | None = None) -> Derivation:
     d.spread("kernel.bfp16_cluster_overhead_cycles", [fit_bfp16_overhead(i) for i in range(len(paper.ATB_T1))],
              "leave-one-out: the fit without each row")
     p = p.with_(bfp16_overhead=d.stored("kernel.bfp16_cluster_overhead_cycles"))
+    d.put("kernel.bfp16_flat_block_overhead_cycles", fit_flat_block_overhead(p), 1, 1)
+    d.spread("kernel.bfp16_flat_block_overhead_cycles",
+             [fit_flat_block_overhead(p, i) for i in range(len(paper.PEANO_ATB))],
+             "the same fit on each of mlir-aie PR #3650's three Peano kernels alone (configs 1, 2, 3)")
+    p = p.with_(flat_block_overhead=d.stored("kernel.bfp16_flat_block_overhead_cycles"))
     d.put("kernel.aie2p_bf16_via_bfp16_cycles_per_mmul", fit_bf16_via_bfp16(p), 1, 1)
     p = p.with_(bf16_via_bfp16_cycles=d.stored("kernel.aie2p_bf16_via_bfp16_cycles_per_mmul"))
     # the bandwidth curve and the page sharing of side-by-side strips touch the same data (C runs):
@@ -426,6 +446,9 @@ def fit_reports(data: dict[str, Any] | None = None) -> list[FitReport]:
                            for tk in _atb_groups())),
            FitReport("kernel.bfp16_cluster_overhead_cycles", kern["bfp16_cluster_overhead_cycles"]["value"],
                      len(paper.ATB_T1), 1, tuple(fit_bfp16_overhead(i) for i in range(len(paper.ATB_T1))))]
+    out.append(FitReport("kernel.bfp16_flat_block_overhead_cycles", kern["bfp16_flat_block_overhead_cycles"]["value"],
+                         1, 1, (), "exactly determined: one row (PR #3650's config 1 II); its configs 2 and 3 "
+                         "check it"))
     beta, gamma = (kern["bank_stall_cycles_per_c_access"]["value"], kern["l1_conflict_cycles_per_collision"]["value"])
     kernels = len(bank_stall_rows())
     refused = kern["l1_conflict_cycles_per_collision"]["kind"] != "calibrated"
@@ -537,6 +560,21 @@ def rows(p: Params | None = None) -> list[Row]:
                               f"; kernel {kernel_macs(p, kr):.1f} MACs/cycle; value withheld"))
     out.extend(_text_rows(p))
     out.extend(_atb_rows(p))
+    out.extend(_peano_rows(p))
+    return out
+
+
+def _peano_rows(p: Params) -> list[Row]:
+    """mlir-aie PR #3650's Peano ATB kernels: the II its sources report per 16 x 16 C block against
+    the model of the same loop (config 1 fixes the flat loop's exposed overhead; 2 and 3 check it)."""
+    out: list[Row] = []
+    for i, pk in enumerate(paper.PEANO_ATB):
+        use = "calibration" if i == 0 else "check"
+        note = (f"fixes flat_block_overhead = {p.flat_block_overhead:g}" if i == 0
+                else f"k = {pk.k}" + (", bfp16 C (4 VMUL.f per block)" if pk.preset == "config2" else ""))
+        out.append(Row("mlir-aie PR #3650 Peano kernels (per 16 x 16 block)",
+                       f"{pk.preset} {pk.t_ma}x{pk.k}x{pk.n}: {pk.loop.name}", pk.ii, peano_block_cycles(p, pk),
+                       "cycles", use, note))
     return out
 
 

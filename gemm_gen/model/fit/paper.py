@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from ...rules.block_loop import BlockLoop
+
 # The papers' scalar kernels are their own (Striking sec. 5.1: the AIE API, xchesscc, "software
 # pipelining and loop unrolling/flattening"); their accumulator expansion is unpublished. The model
 # reads them as 2 x 2 clusters (the AIE API documentation's kernel) with the cluster and K loops
@@ -196,6 +198,43 @@ ATB_T1 = [(8, 1, 0.2, 0.156), (8, 2, 0.2, 0.149), (8, 4, 0.2, 0.134), (8, 8, 0.2
           (64, 4, 0.63, 0.511), (64, 8, 0.63, 0.482)]
 ATB_PEAK_FLOPS_PER_CYCLE = 1024  # 512 bfp16 MACs/cycle (atb sec. 2.4)
 ATB_TILE = 128  # T_MC = T_N = 128 (atb sec. 6.2)
+# The kernel Table 1 measures: the ATB paper's hand-scheduled xchesscc config-1 kernel (mlir-aie PR
+# #3076, config1/mm_bfp_mixed.cc @48cb5f3d: four 16 x 16 blocks per loop iteration, K unrolled, the
+# next block's C loads interleaved with the current block's stores inside the group).
+ATB_CHESS_LOOP = BlockLoop("ATB paper's chess kernel (4 blocks per iteration)", "atb-chess",
+                           source="mlir-aie PR #3076 config1/mm_bfp_mixed.cc @48cb5f3d; atb Table 1")
+
+
+# ---- mlir-aie PR #3650: the ATB kernels rewritten for Peano (zero spill, "II-maxxed") -----------
+@dataclass(frozen=True)
+class PeanoKernel:
+    """One of PR #3650's kernels and the II its source reports: cycles per 16 x 16 C block in the
+    steady state of its software-pipelined block loop (two stages). Facts and sources in
+    tests/data/mlir_aie_atb_peano.json (tests/test_model_calibration.py checks these against it)."""
+
+    preset: str
+    t_ma: int  # rows of A per call (m / rho)
+    k: int
+    n: int
+    ii: int
+    loop: BlockLoop
+
+    @property
+    def macs_per_cycle(self) -> float:
+        """The steady state's MACs per cycle: one block's 16 x 16 x k MACs per II."""
+        return 16 * 16 * self.k / self.ii
+
+
+def _peano(preset: str, k: int, n: int, ii: int, entries: str) -> PeanoKernel:
+    loop = BlockLoop(f"mlir-aie #3650 {preset}: " + ("one flat block loop" if entries == "call" else
+                                                     "one block loop per block row") + ", C prefetched",
+                     "flat", entries, stages=2, source=f"{preset}/mm_bfp_mixed.cc (PR #3650)")
+    return PeanoKernel(preset, 32, k, n, ii, loop)
+
+
+PEANO_ATB = [_peano("config1", 64, 128, 42, "row"),  # fitted: flat_block_overhead
+             _peano("config2", 128, 96, 77, "call"),  # checks
+             _peano("config3", 64, 128, 41, "row")]
 
 
 # ---- atb Table 2: whole-array bfp16 GEMMs (values withheld, see below) -------------------------
@@ -204,11 +243,14 @@ ATB_TILE = 128  # T_MC = T_N = 128 (atb sec. 6.2)
 # 512-column memtile chunks and configs 2-3 in k-column ones (one k-step per object). B: mlir-aie
 # pre-tiles it per L1 tile on the host; our closest layout is B in row-major tile strips (a
 # column-major bfp16 B strip of 512 K values would be 1152 words, past the shim's 10-bit wrap).
+ATB_TYPES = {"config1": ("bf16", "bfp16", "bf16", None),  # (A, B when it differs, C, acc when it differs)
+             "config2": ("bfp16", None, "bfp16", None),
+             "config3": ("bfp16", None, "bfp16", "bf16")}
+
+
 def _atb(preset: str, m: int, k: int, n: int, rho: int, M: int, K: int, N: int, tops: float | None = None,
          note: str = "") -> ArrayRow:
-    dtype_in, dtype_b, dtype_out, acc = {"config1": ("bf16", "bfp16", "bf16", None),
-                                         "config2": ("bfp16", None, "bfp16", None),
-                                         "config3": ("bfp16", None, "bfp16", "bf16")}[preset]
+    dtype_in, dtype_b, dtype_out, acc = ATB_TYPES[preset]
     k_mt = max(k, 512 // k * k) if preset == "config1" else k
     return ArrayRow(f"atb Table 2 {preset}", "npu2", dtype_in, dtype_out, m, k, n, k_mt, M, K, N, tops,
                     b_col_maj=False, stack_bytes=0, note=note, dtype_b=dtype_b, acc=acc, rho=rho)  # 0: our default

@@ -1,0 +1,62 @@
+"""The loop of a bfp16 block kernel, as the model prices it (issue 20 item 4).
+
+Every bfp16 kernel (a bfp16 precision, or bf16 converted once: kernel_variant.block_kernel) computes
+its C slice as 16 x 16 blocks of C, each four 8 x 8 accumulators (a 2 x 2 cluster of
+bfp16ebs8 8x8x8 mmuls). Per block: the 4 C tiles are loaded into the accumulators, k/8 k-steps each
+pop 2 A tiles and 2 B tiles and issue 4 macs, and the 4 results are stored. What differs between
+kernels is how blocks follow each other:
+
+- ``none``: block after block, each its own C loads, k-steps and stores; only the K loop is
+  software-pipelined, so every block pays its prolog and epilog (atb eq. 10). The loop over blocks
+  is entered once per block row (nested row-pair / column-pair loops).
+- ``flat``: one software-pipelined loop over blocks; the next block's C tiles are loaded while the
+  current block's results are stored, so a block costs the busiest issue slot of its iteration plus
+  what the pipeliner leaves exposed (atb eq. 11). mlir-aie PR #3650's Peano ATB kernels: one flat
+  loop over all blocks (config 2) or one per block row (configs 1 and 3), two stages.
+- ``atb-chess``: the ATB paper's hand-scheduled xchesscc kernel (mlir-aie PR #3076's
+  ``mm_bfp_mixed.cc``: four blocks per loop iteration, the next block's C loads interleaved with the
+  stores inside the group): priced with the overhead atb Table 1 measured on it, and charged to
+  no other structure.
+
+TEMPLATE_LOOP is the loop templates/mm_bfp16.cc.j2 renders: edit it together with the template.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+OVERLAPS = ("none", "flat", "atb-chess")
+ENTRIES = ("call", "row")
+
+
+@dataclass(frozen=True)
+class BlockLoop:
+    """One block kernel's loop structure (per 16 x 16 C block and per k-step)."""
+
+    name: str
+    overlap: str  # one of OVERLAPS
+    entries: str = "call"  # the block loop is entered once per call, or once per block row (ENTRIES)
+    stages: int = 1  # software-pipeline stages of the block loop (flat): each entry fills and drains stages - 1 blocks
+    a_pops: int = 2  # A tiles popped per k-step (a row pair)
+    b_pops: int = 2  # B tiles popped per k-step (a column pair)
+    macs: int = 4  # 8x8x8 macs per k-step (the 2 x 2 cluster)
+    c_tiles: int = 4  # C tiles loaded and stored per block
+    source: str = ""
+
+    def __post_init__(self) -> None:
+        if self.overlap not in OVERLAPS or self.entries not in ENTRIES or self.stages < 1:
+            raise ValueError(f"block loop {self.name!r}: overlap {self.overlap!r}, entries {self.entries!r}, "
+                             f"stages {self.stages}")
+
+
+# templates/mm_bfp16.cc.j2 today: `for z` (row pairs) / `for j` (column pairs), each cluster with
+# fresh A and B streams, C loaded, the K loop pipelined (ping / pong), C stored; nothing overlaps
+# between clusters.
+CLUSTER_LOOP = BlockLoop("per-cluster, K loop pipelined", "none", "row",
+                         source="templates/mm_bfp16.cc.j2 (matmul: nested z / j loops)")
+# mlir-aie's structure, which issue 20 item 1 moves the template to: one flat, software-pipelined
+# loop over every 16 x 16 block of the call, the next block's C prefetched while the current stores.
+FLAT_LOOP = BlockLoop("flat block loop, C prefetched", "flat", "call", stages=2,
+                      source="mlir-aie PR #3650 config2/mm_bfp_mixed.cc (two stages, as measured there)")
+
+TEMPLATE_LOOP = CLUSTER_LOOP  # the loop templates/mm_bfp16.cc.j2 renders: change with the template
