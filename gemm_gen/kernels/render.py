@@ -24,6 +24,7 @@ from ..errors import ConfigError
 from ..hw.devices import DEVICES, Device
 from ..rounding import Rounding, Saturation
 from ..rules import kernel_variant as kv
+from ..rules.block_loop import UNROLL_K_TILES
 from .paths import templates_dir
 
 if TYPE_CHECKING:
@@ -31,9 +32,6 @@ if TYPE_CHECKING:
 
 TEMPLATE = "mm.cc.j2"
 BFP16_TEMPLATE = "mm_bfp16.cc.j2"
-# the most k-steps a bfp16 kernel writes out, so that its loop over 16 x 16 C blocks is the innermost and
-# pipelined across blocks (mlir-aie's config2 kernel writes out 16, k = 128); a longer K keeps a k loop
-UNROLL_K_TILES = 16
 EMULATE_BFP16_DEFINE = "AIE_API_EMULATE_BFLOAT16_MMUL_WITH_BFP16"
 
 # element types as the AIE API spells them

@@ -26,8 +26,8 @@ both do (eq. 11, h = 0). What overlap cannot hide is beta cycles per C vector lo
 cluster): port and bank conflicts with the A/B load stream, the one calibrated kernel parameter.
 
 bfp16 kernels (the bfp16 datapath with bfp16 B, or bf16 converted once: gemm_gen/precision.py) are
-priced from their own loop (gemm_gen/rules/block_loop.py: rules.block_loop.TEMPLATE_LOOP, the loop
-templates/mm_bfp16.cc.j2 renders), per 16 x 16 C block of 4 accumulators and k/8 k-steps of 2 A pops,
+priced from their own loop (gemm_gen/rules/block_loop.py: rules.block_loop.template_loop(k), the loop
+templates/mm_bfp16.cc.j2 renders at each k), per 16 x 16 C block of 4 accumulators and k/8 k-steps of 2 A pops,
 2 B pops and 4 single-cycle 8x8x8 macs:
 
     block (none)      = k/8 max(4, pops / U_ld) + max(0, T_prolog + T_epilog - 4) + widen     (eq. 5, 9, 10)
@@ -46,7 +46,8 @@ k-step (b_conversion_cycles), each tile at convert_tile_cycles.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -170,9 +171,20 @@ def mmul_cycles_block(ks: KernelShape) -> float:
     return max(1.0, ks.r * ks.s * ks.t / ks.dev.peak_macs["bfp16"])
 
 
+def _per_template_loop(ks: KernelShape, k: np.ndarray, price: Callable[[KernelShape], np.ndarray]) -> np.ndarray:
+    """A price under the loop templates/mm_bfp16.cc.j2 renders at each k (rules.block_loop.template_loop):
+    the flat block loop while the k-steps are written out, the K loop inside it past that."""
+    k = np.asarray(k, dtype=np.int64)
+    flat = price(replace(ks, block_loop=bl.FLAT_LOOP))
+    inner = price(replace(ks, block_loop=bl.K_LOOP_IN_BLOCK_LOOP))
+    return np.asarray(np.where(k // TILE <= bl.UNROLL_K_TILES, flat, inner), dtype=np.float64)
+
+
 def block_cycles(p: Params, ks: KernelShape, k: np.ndarray) -> np.ndarray:
     """Cycles of one 16 x 16 C block in the steady state of the kernel's block loop (its II for a
     software-pipelined loop: what mlir-aie reports per block), for a k-deep call."""
+    if ks.block_loop is None:  # the template's loop, which depends on k
+        return _per_template_loop(ks, k, lambda loop_ks: block_cycles(p, loop_ks, k))
     isa, lp = ks.dev.isa, ks.loop
     c = block_counts(ks)
     steps = np.asarray(k, dtype=np.int64) // TILE
@@ -192,6 +204,8 @@ def block_call_cycles(p: Params, ks: KernelShape, t_ma: np.ndarray, k: np.ndarra
     """Cycles of one T_MA x k x n call of a block kernel: its blocks, the pipeline fill and drain of
     each entry into the block loop, and the A conversion of config 1 and convert-once."""
     t_ma, k, n = (np.asarray(x, dtype=np.int64) for x in (t_ma, k, n))
+    if ks.block_loop is None:  # the template's loop, which depends on k
+        return _per_template_loop(ks, k, lambda loop_ks: block_call_cycles(p, loop_ks, t_ma, k, n))
     lp = ks.loop
     rows = t_ma // BLOCK
     blocks = rows * (n // BLOCK)

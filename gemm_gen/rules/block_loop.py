@@ -18,7 +18,8 @@ kernels is how blocks follow each other:
   stores inside the group): priced with the overhead atb Table 1 measured on it, and charged to
   no other structure.
 
-TEMPLATE_LOOP is the loop templates/mm_bfp16.cc.j2 renders: edit it together with the template.
+template_loop(k) is the loop templates/mm_bfp16.cc.j2 renders for a k-deep call: edit it together
+with the template (UNROLL_K_TILES is the template's switch too).
 """
 
 from __future__ import annotations
@@ -49,14 +50,29 @@ class BlockLoop:
                              f"stages {self.stages}")
 
 
-# templates/mm_bfp16.cc.j2 today: `for z` (row pairs) / `for j` (column pairs), each cluster with
-# fresh A and B streams, C loaded, the K loop pipelined (ping / pong), C stored; nothing overlaps
-# between clusters.
+# the template before issue 20's flat loop (and a structure the model still compares with): `for z`
+# (row pairs) / `for j` (column pairs), each cluster with fresh A and B streams, C loaded, the K loop
+# pipelined (ping / pong), C stored; nothing overlaps between clusters.
 CLUSTER_LOOP = BlockLoop("per-cluster, K loop pipelined", "none", "row",
-                         source="templates/mm_bfp16.cc.j2 (matmul: nested z / j loops)")
-# mlir-aie's structure, which issue 20 item 1 moves the template to: one flat, software-pipelined
-# loop over every 16 x 16 block of the call, the next block's C prefetched while the current stores.
+                         source="templates/mm_bfp16.cc.j2 before the flat block loop (nested z / j loops)")
+# mlir-aie's structure, and the template's when its k-steps are written out: one flat, software-
+# pipelined loop over every 16 x 16 block of the call, the next block's C prefetched while the
+# current block's results are stored.
 FLAT_LOOP = BlockLoop("flat block loop, C prefetched", "flat", "call", stages=2,
-                      source="mlir-aie PR #3650 config2/mm_bfp_mixed.cc (two stages, as measured there)")
+                      source="mlir-aie PR #3650 config2/mm_bfp_mixed.cc (two stages, as measured there); "
+                             "templates/mm_bfp16.cc.j2 for k / 8 <= UNROLL_K_TILES")
+# the template with a longer K: the same flat loop over blocks, but a pipelined K loop inside it, so
+# the pipeliner works on the K loop and each block's C traffic is exposed (as CLUSTER_LOOP's, entered
+# once per call)
+K_LOOP_IN_BLOCK_LOOP = BlockLoop("flat block loop, K loop pipelined inside", "none", "call",
+                                 source="templates/mm_bfp16.cc.j2 for k / 8 > UNROLL_K_TILES")
 
-TEMPLATE_LOOP = CLUSTER_LOOP  # the loop templates/mm_bfp16.cc.j2 renders: change with the template
+# the most k-steps the template writes out, so that its loop over 16 x 16 C blocks is the innermost and
+# pipelined across blocks (mlir-aie's config2 kernel writes out 16, k = 128); a longer K keeps a k loop
+UNROLL_K_TILES = 16
+TEMPLATE_LOOP = FLAT_LOOP  # the template's loop at every k up to 8 UNROLL_K_TILES (mlir-aie's tiles)
+
+
+def template_loop(k: int) -> BlockLoop:
+    """The loop templates/mm_bfp16.cc.j2 renders for a k-deep call."""
+    return FLAT_LOOP if k // 8 <= UNROLL_K_TILES else K_LOOP_IN_BLOCK_LOOP
