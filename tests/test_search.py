@@ -245,3 +245,22 @@ def test_plan_says_which_kernel_and_why(capsys):
         assert f"predicted {kern.predicted_s * 1e6:,.0f} us" in text
     assert main([*args, "--convert-once", "0"]) == 0
     assert "PREDICTED faster" not in capsys.readouterr().out
+
+
+def test_tune_ranks_both_kernels_where_the_option_is_open(capsys):
+    """`gemm-gen tune` ranks the designs of both kernels together when the option is open, so its first
+    design is the one choose takes; with the kernel given, only that kernel's designs."""
+    import json
+
+    from gemm_gen.app.cli import main
+
+    args = ["tune", "--dev", "npu2", "-M", "1024", "-K", "2048", "-N", "1024", "--top", "40", "--json"]
+    assert main(args) == 0
+    top = json.loads(capsys.readouterr().out)["top"]
+    chosen = choose(Request(BF16, BF16_SIZE)).config
+    assert top[0]["convert_once"] is chosen.convert_once and (top[0]["m"], top[0]["k"], top[0]["n"]) == (
+        chosen.m, chosen.k, chosen.n)
+    assert [t["predicted_time_us"] for t in top] == sorted(t["predicted_time_us"] for t in top)
+    assert {t["convert_once"] for t in top} == {False, True}  # both kernels' designs are in the ranking
+    assert main([*args, "--convert-once", "0"]) == 0
+    assert all("convert_once" not in t for t in json.loads(capsys.readouterr().out)["top"])
