@@ -264,3 +264,20 @@ def test_tune_ranks_both_kernels_where_the_option_is_open(capsys):
     assert {t["convert_once"] for t in top} == {False, True}  # both kernels' designs are in the ranking
     assert main([*args, "--convert-once", "0"]) == 0
     assert all("convert_once" not in t for t in json.loads(capsys.readouterr().out)["top"])
+
+
+def test_a_design_for_several_sizes_weighs_the_kernels_by_weighted_time():
+    """With several sizes, each kernel's shared design is priced over all of them (weighted) and the
+    smaller weighted time wins; each reported time is that kernel's design's weighted prediction."""
+    from gemm_gen.model.perf import estimate_config
+
+    sizes = (Problem(512, 1024, 512), Problem(1024, 2048, 1024))
+    pins = Pins(sizes=sizes, weights=(3.0, 1.0))
+    chosen = choose(Request(Options("npu2", "bf16", "bf16", runtime_sizes="mnk"), Problem(1024, 2048, 1024), pins))
+    p = load()
+    for kern in chosen.kernels:
+        assert kern.config is not None
+        weighted = sum(w * float(estimate_config(kern.config, p, call=s).time) for s, w in zip(sizes, (3.0, 1.0)))
+        assert kern.predicted_s == pytest.approx(weighted, rel=1e-12)
+    assert chosen.kernels[0].predicted_s <= chosen.kernels[1].predicted_s
+    assert chosen.config == chosen.kernels[0].config and "convert_once" in chosen.filled
