@@ -127,3 +127,157 @@ def test_the_package_front_door_offers_the_request_and_the_search():
     chosen = gemm_gen.choose(request)
     assert chosen.config == choose(Request(OPTIONS, SIZE)).config
     assert build_design(chosen.config).config == chosen.config and "choose(Request(" in gemm_gen.__doc__
+
+
+# ---- the kernel of npu2 bf16: emulated, or converting A and B to bfp16 once ------------------------
+BF16 = Options("npu2", "bf16", "bf16")
+BF16_SIZE = Problem(1024, 2048, 1024)
+
+
+def _kernel_params(slower: str):
+    """The calibrated params with one kernel made slower: the emulated one (its per-mmul conversion
+    cost) or the convert-once one (the bfp16 kernels' per-cluster and per-k-step losses)."""
+    p = load()
+    if slower == "emulated":
+        return p.with_(bf16_via_bfp16_cycles=4 * p.bf16_via_bfp16_cycles + 4)
+    return p.with_(bfp16_overhead=4 * p.bfp16_overhead + 40, bfp16_step_cycles=4 * p.bfp16_step_cycles + 400)
+
+
+def _tuned_time(options: Options, once: bool, p) -> float:
+    """The tuner's best predicted time for one kernel, tuned on its own (its own L1, its own tiles)."""
+    request = Request(options.__class__(**{**options.__dict__, "convert_once": once}), BF16_SIZE)
+    return tune(Workload.of(open_config(request)), 1, params=p).best.time_s
+
+
+@pytest.mark.parametrize("slower", ["emulated", "convert-once", None])
+def test_an_open_kernel_is_the_one_the_model_predicts_faster(slower):
+    """With the convert-once option open, each kernel is tuned with its own tiles and the faster by
+    the model wins; params that slow one kernel or the other move the choice (not a fixed answer)."""
+    p = load() if slower is None else _kernel_params(slower)
+    chosen = choose(Request(BF16, BF16_SIZE), p)
+    times = {once: _tuned_time(BF16, once, p) for once in (False, True)}
+    faster = min(times, key=lambda once: (times[once], once))
+    assert chosen.config.convert_once is faster and "convert_once" in chosen.filled
+    assert [kern.convert_once for kern in chosen.kernels] == [faster, not faster]
+    for kern in chosen.kernels:  # the reported times are the tuner's own
+        assert kern.config is not None and kern.config.convert_once is kern.convert_once
+        assert kern.predicted_s == pytest.approx(times[kern.convert_once], rel=1e-12)
+    if slower is not None:
+        assert chosen.config.convert_once is (slower == "emulated")
+
+
+def test_both_ways_of_the_kernel_choice_happen():
+    """The two params of the test above really pull the choice both ways."""
+    picks = {choose(Request(BF16, BF16_SIZE), _kernel_params(slower)).config.convert_once
+             for slower in ("emulated", "convert-once")}
+    assert picks == {False, True}
+
+
+@pytest.mark.parametrize("once", [False, True])
+def test_an_explicit_kernel_is_kept(once):
+    """--convert-once 0 / 1 is the user's: kept even where the model prefers the other kernel."""
+    options = Options("npu2", "bf16", "bf16", convert_once=once)
+    for slower in ("emulated", "convert-once"):
+        chosen = choose(Request(options, BF16_SIZE), _kernel_params(slower))
+        assert chosen.config.convert_once is once and chosen.kernels == () and "convert_once" not in chosen.filled
+
+
+def test_each_kernels_design_holds_its_own_l1_budget():
+    """The convert-once candidate's tiles leave L1 room for its A and B bfp16 copies; both candidates
+    pass check_config."""
+    from gemm_gen.checks import check_config
+
+    for kern in choose(Request(BF16, Problem(4096, 4096, 4096))).kernels:
+        c = kern.config
+        assert c is not None and check_config(c) is c and c.l1_bytes <= c.dev.l1_bytes
+        assert ("A bfp16" in c.l1_parts and "B bfp16" in c.l1_parts) is kern.convert_once
+
+
+def test_pinned_tiles_too_large_for_the_copies_keep_the_emulated_kernel():
+    """The paper's 112x48x96 leaves no L1 for the convert-once copies: that kernel has no design, the
+    emulated one is taken, and the reason is kept."""
+    chosen = choose(Request(BF16, Problem(4032, 4224, 4608), Pins(112, 48, 96, 384, 1)), _kernel_params("emulated"))
+    assert chosen.config.convert_once is False and chosen.kernels[0].convert_once is False
+    assert chosen.kernels[1].config is None and "L1" in chosen.kernels[1].why_not
+
+
+@pytest.mark.parametrize("options", [Options("npu1", "bf16", "bf16"), Options("npu2", "i8", "i16"),
+                                     Options("npu2", "bf16", "bf16", emulate_bf16_with_bfp16=False)], ids=str)
+def test_other_types_weigh_no_kernel_and_keep_the_tuners_choice(options):
+    """Where the convert-once kernel cannot run (npu1, integers, bf16 off the bfp16 datapath) nothing
+    is weighed and the tuner's design is the one it was."""
+    chosen = choose(Request(options, SIZE))
+    best = tune(Workload.of(open_config(Request(options, SIZE))), 1).best.config
+    assert chosen.kernels == () and "convert_once" not in chosen.filled and chosen.config == best
+    assert chosen.config.convert_once is False
+
+
+def test_a_measurement_weighs_both_kernels_finalists(monkeypatch):
+    """A measured choice re-ranks the model's best designs of either kernel: the finalists are the
+    fastest predicted of both kernels' own finalists, and the measurement orders them."""
+    p = load()
+    tuned_for = []
+
+    def recording_tune(pr, *args, **kw):
+        tuned_for.append(bool(pr.base.convert_once))
+        return tune(pr, *args, **kw)
+
+    monkeypatch.setattr(search_module, "tune", recording_tune)
+    chosen = choose(Request(BF16, BF16_SIZE), p, lambda config: 1.0 if config.convert_once else 2.0)
+    assert sorted(tuned_for[-2:]) == [False, True]  # each kernel's finalists (after tuning each kernel's design)
+    union = sorted([c for kern in chosen.kernels for c in tune(Workload.of(open_config(Request(
+        Options("npu2", "bf16", "bf16", convert_once=kern.convert_once), BF16_SIZE))), MEASURED_FINALISTS,
+        params=p).top], key=lambda c: c.time_s)[:MEASURED_FINALISTS]  # the faster kernel's first on ties
+    assert [c.config for c in chosen.measured] == sorted((c.config for c in union),
+                                                         key=lambda c: 1.0 if c.convert_once else 2.0)
+
+
+def test_plan_says_which_kernel_and_why(capsys):
+    """`gemm-gen plan` names the kernel it chose and both kernels' predicted times, labelled."""
+    from gemm_gen.app.cli import main
+
+    args = ["plan", "--dev", "npu2", "-M", "1024", "-K", "2048", "-N", "1024"]
+    assert main(args) == 0
+    text = capsys.readouterr().out
+    chosen = choose(Request(BF16, BF16_SIZE))
+    assert "PREDICTED faster" in text and f"the {chosen.kernels[0].name} kernel" in text
+    for kern in chosen.kernels:
+        assert f"predicted {kern.predicted_s * 1e6:,.0f} us" in text
+    assert main([*args, "--convert-once", "0"]) == 0
+    assert "PREDICTED faster" not in capsys.readouterr().out
+
+
+def test_tune_ranks_both_kernels_where_the_option_is_open(capsys):
+    """`gemm-gen tune` ranks the designs of both kernels together when the option is open, so its first
+    design is the one choose takes; with the kernel given, only that kernel's designs."""
+    import json
+
+    from gemm_gen.app.cli import main
+
+    args = ["tune", "--dev", "npu2", "-M", "1024", "-K", "2048", "-N", "1024", "--top", "40", "--json"]
+    assert main(args) == 0
+    top = json.loads(capsys.readouterr().out)["top"]
+    chosen = choose(Request(BF16, BF16_SIZE)).config
+    assert top[0]["convert_once"] is chosen.convert_once and (top[0]["m"], top[0]["k"], top[0]["n"]) == (
+        chosen.m, chosen.k, chosen.n)
+    assert [t["predicted_time_us"] for t in top] == sorted(t["predicted_time_us"] for t in top)
+    assert {t["convert_once"] for t in top} == {False, True}  # both kernels' designs are in the ranking
+    assert main([*args, "--convert-once", "0"]) == 0
+    assert all("convert_once" not in t for t in json.loads(capsys.readouterr().out)["top"])
+
+
+def test_a_design_for_several_sizes_weighs_the_kernels_by_weighted_time():
+    """With several sizes, each kernel's shared design is priced over all of them (weighted) and the
+    smaller weighted time wins; each reported time is that kernel's design's weighted prediction."""
+    from gemm_gen.model.perf import estimate_config
+
+    sizes = (Problem(512, 1024, 512), Problem(1024, 2048, 1024))
+    pins = Pins(sizes=sizes, weights=(3.0, 1.0))
+    chosen = choose(Request(Options("npu2", "bf16", "bf16", runtime_sizes="mnk"), Problem(1024, 2048, 1024), pins))
+    p = load()
+    for kern in chosen.kernels:
+        assert kern.config is not None
+        weighted = sum(w * float(estimate_config(kern.config, p, call=s).time) for s, w in zip(sizes, (3.0, 1.0)))
+        assert kern.predicted_s == pytest.approx(weighted, rel=1e-12)
+    assert chosen.kernels[0].predicted_s <= chosen.kernels[1].predicted_s
+    assert chosen.config == chosen.kernels[0].config and "convert_once" in chosen.filled

@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import Any
 
 from .. import search
 from ..config import GemmConfig
-from ..search import Choice
+from ..search import Choice, KernelOption
 from .cliargs import request
 
 
@@ -25,14 +26,62 @@ def choose_design(a: argparse.Namespace) -> GemmConfig:
 
 def chosen_text(command: str, chosen: Choice) -> str | None:
     """One line naming what search.choose filled in, with the flags that pin it; None when the
-    request pinned the whole tiling (and a bfp16 B's packing), so that nothing was chosen."""
+    request pinned the whole tiling (and a bfp16 B's packing, and the kernel), so that nothing was
+    chosen."""
     if not chosen.chose_anything:
         return None
-    c, packing = chosen.config, "b_pack" in chosen.filled
+    c, packing, kernel = chosen.config, "b_pack" in chosen.filled, "convert_once" in chosen.filled
     flags = f"-m {c.m} -k {c.k} -n {c.n} --k-mt {c.k_mt} --rho {c.rho}" + (f" --b-pack {c.b_pack}" if packing else "")
+    flags += f" --convert-once {int(bool(c.convert_once))}" if kernel else ""
     packed = f", B packed in {c.b_pack}" if packing else ""
-    return (f"gemm-gen {command}: chose tiles {c.m}x{c.k}x{c.n}, k_mt {c.k_mt}, rho {c.rho}{packed} "
+    which = f"the {search.KERNEL_NAMES[bool(c.convert_once)].split(' (')[0]} kernel (predicted faster) and " \
+        if kernel else ""
+    return (f"gemm-gen {command}: chose {which}tiles {c.m}x{c.k}x{c.n}, k_mt {c.k_mt}, rho {c.rho}{packed} "
             f"for {c.device} {c.M}x{c.K}x{c.N} (to pin them: {flags})")
+
+
+def _tflops(c: GemmConfig, seconds: float) -> float:
+    return 2.0 * c.M * c.K * c.N / seconds / 1e12
+
+
+def kernel_choice_text(chosen: Choice) -> str | None:
+    """The plan's lines on an open convert-once option: which kernel the search took and why (each
+    kernel's predicted time with its own tiles); None when the kernel was given or had no rival."""
+    if not chosen.kernels:
+        return None
+    first = chosen.kernels[0]
+    lines = [f"chosen    the {first.name} kernel: PREDICTED faster by the model than the other bf16 kernel on "
+             "the bfp16 datapath, each tuned with tiles that fit its own L1 (a prediction, not a measurement)"]
+    for kern in chosen.kernels:
+        label = f"{kern.name.split(' (')[0]:<13}"
+        c = kern.config
+        if c is None:
+            lines.append(f"          {label} no valid design: {kern.why_not}")
+            continue
+        mark = "  <- chosen" if c == chosen.config else ""
+        lines.append(f"          {label} predicted {kern.predicted_s * 1e6:,.0f} us, "
+                     f"{_tflops(c, kern.predicted_s):.2f} TFLOPS (tiles {c.m}x{c.k}x{c.n}, k_mt {c.k_mt}, "
+                     f"rho {c.rho}){mark}")
+    lines.append("          --convert-once 1 or --convert-once 0 keeps one kernel")
+    return "\n".join(lines)
+
+
+def kernel_choice_json(chosen: Choice) -> list[dict[str, Any]] | None:
+    """kernel_choice_text's facts for `plan --json` (times predicted)."""
+    if not chosen.kernels:
+        return None
+    return [_kernel_json(kern, kern.config is not None and kern.config == chosen.config) for kern in chosen.kernels]
+
+
+def _kernel_json(kern: KernelOption, chosen: bool) -> dict[str, Any]:
+    c = kern.config
+    out: dict[str, Any] = {"kernel": kern.name, "convert_once": kern.convert_once, "chosen": chosen,
+                           "predicted": True}
+    if c is None:
+        return out | {"valid": False, "why_not": kern.why_not}
+    return out | {"valid": True, "predicted_time_us": kern.predicted_s * 1e6,
+                  "predicted_tflops": _tflops(c, kern.predicted_s), "m": c.m, "k": c.k, "n": c.n, "k_mt": c.k_mt,
+                  "rho": c.rho}
 
 
 def say_chosen(command: str, chosen: Choice) -> None:

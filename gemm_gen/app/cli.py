@@ -16,7 +16,7 @@ from ..sim import run as sim_run
 from ..sim.memory import GB, SAY_ABOVE, check_memory
 from ..spec import Problem
 from . import model_commands, npu_commands
-from .choice import choice, choose_design, say_chosen
+from .choice import choice, choose_design, kernel_choice_json, kernel_choice_text, say_chosen
 from .cliargs import EXIT_FAIL, EXIT_USAGE, SEED, Parser, problem_args
 from .plan_info import plan_info
 from .report import calls_text, plan_text, sim_text
@@ -29,9 +29,14 @@ EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what a C tool killed by the closed pipe
 
 
 def cmd_plan(a: argparse.Namespace) -> int:
-    design = build_design(choose_design(a))
+    chosen = choice(a)
+    design = build_design(chosen.config)
     info = plan_info(design)
-    print(json.dumps(info.to_json(), indent=1) if a.json else plan_text(info))
+    kernels = kernel_choice_json(chosen)  # an open convert-once option: which kernel and why
+    if a.json:
+        print(json.dumps(info.to_json() | ({"kernel_choice": kernels} if kernels else {}), indent=1))
+    else:
+        print("\n".join(t for t in (plan_text(info), kernel_choice_text(chosen)) if t))
     return 0
 
 

@@ -182,7 +182,8 @@ def problem_args(p: argparse.ArgumentParser) -> None:
                    "overlapping one whose code fits, when the registers leave room to overlap)")
     p.add_argument("--convert-once", "--convert_once", dest="convert_once", nargs="?", const=True, default=None,
                    type=_b_col_maj, help="npu2 bf16 on the bfp16 datapath: convert A and B to bfp16 once per call / "
-                   "k-step instead of at every mmul (the same bits; default: on with --chess, which builds it)")
+                   "k-step instead of at every mmul (the same bits; default: the kernel the model predicts faster, "
+                   "each tuned with its own tiles)")
     p.add_argument("--l1-alloc", "--l1_alloc", dest="l1_alloc", choices=L1_SCHEMES, default=None,
                    help="mlir-aie's L1 allocator for every core (default: the plan whose DMA and core buffers share "
                    "the fewest banks, steered with reserved bytes where that helps)")

@@ -2,7 +2,8 @@
 
 `resolve(options)` is the one place where an option left open (spec.Options' None, or 0 for cols and
 stack_bytes) becomes a value: the column count, B's type, the kernel compiler, bf16 emulation on
-the bfp16 datapath, C's accumulator in L1, the convert-once kernel and the core stack. Nothing
+the bfp16 datapath, C's accumulator in L1, the convert-once kernel (search.choose weighs it against
+the emulated one where both can run: `Resolved.convert_once_open`) and the core stack. Nothing
 stores these back into the options, so replacing a given field re-derives every default that
 depends on it.
 """
@@ -32,6 +33,7 @@ class Resolved:
     acc: str
     convert_once: bool
     stack_bytes: int
+    convert_once_open: bool = False  # left open and buildable either way: search.choose weighs both kernels
 
 
 def default_out(dtype_in: str) -> str:
@@ -126,12 +128,14 @@ def resolve(o: Options) -> Resolved:
     else:
         acc = o.acc or default_acc(dev, o.dtype_in, out, mmul(dev, o.mmul_shape, given_types, emulate))
     p = prec.resolve(o.dtype_in, dtype_b, out, acc)
-    # Peano builds the convert-once kernel when asked (--convert-once 1), but it is the default only
-    # under chess, as before Peano could build it: the default bf16 tiles (the paper's 112 x 48 x 96)
-    # leave no L1 for its A and B bfp16 copies (76,512 B > 64 KiB), and the tiles that would are not
-    # derived yet; until then npu2's default bf16 kernel under Peano stays the emulated one.
-    convert_once = (o.convert_once if o.convert_once is not None
-                    else compiler == "chess" and convert_once_problem(dev, p, emulate, o.mmul_shape, compiler) is None)
+    # Left open where both kernels can run, the convert-once kernel is the search's choice: search.choose
+    # tunes the emulated and the convert-once kernel, each with tiles that fit its own L1 (the
+    # convert-once kernel's A and B bfp16 copies need smaller ones), and writes the one the model
+    # predicts faster into the options. What a config built without the search gets is the fallback
+    # below: convert once under chess (as before Peano could build it), else the emulated kernel,
+    # whose default tiles (the paper's 112 x 48 x 96) leave no L1 for the copies (76,512 B > 64 KiB).
+    buildable = convert_once_problem(dev, p, emulate, o.mmul_shape, compiler) is None
+    convert_once = o.convert_once if o.convert_once is not None else compiler == "chess" and buildable
     stack = o.stack_bytes or default_stack(dev.name, compiler, p, convert_once)
     return Resolved(o.rows or dev.core_rows, o.cols or dev.columns, out, dtype_b, o.b_pack or "tiles", compiler,
-                    emulate, acc, convert_once, stack)
+                    emulate, acc, convert_once, stack, o.convert_once is None and buildable)

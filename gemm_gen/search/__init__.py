@@ -3,6 +3,17 @@ of tilings the rules allow (gemm_gen/space.py), has the model price it (gemm_gen
 and validates the finalists (tune.py; tune_many.py for one design serving several sizes), and lets a
 measurement the caller passes re-rank them. Only the application layer calls it."""
 
-from .choosing import MEASURED_FINALISTS, Choice, Measure, choose, measure_candidates, open_config
+from .choosing import (
+           KERNEL_NAMES,
+           MEASURED_FINALISTS,
+           Choice,
+           KernelOption,
+           Measure,
+           choose,
+           kernel_options,
+           measure_candidates,
+           open_config,
+)
 
-__all__ = ["MEASURED_FINALISTS", "Choice", "Measure", "choose", "measure_candidates", "open_config"]
+__all__ = ["KERNEL_NAMES", "MEASURED_FINALISTS", "Choice", "KernelOption", "Measure", "choose", "kernel_options",
+           "measure_candidates", "open_config"]

@@ -1,8 +1,10 @@
 """Choosing a design, one named step: `choose(request, params, measure)` turns a request (the options,
 the size, what the user pinned) into a design. The space of tilings and the rules decide what is
 valid, the model ranks it, and a measurement the caller passes in (as Triton's autotuner takes
-`do_bench`) may re-rank the model's finalists. Only the application layer calls it, and says what it
-chose; nothing below it chooses."""
+`do_bench`) may re-rank the model's finalists. Where the options leave the kernel open (npu2 bf16 on
+the bfp16 datapath: the emulated kernel, or the one that converts A and B to bfp16 once), each kernel
+gets its own tiles and the faster by the model wins. Only the application layer calls it, and says
+what it chose; nothing below it chooses."""
 
 from __future__ import annotations
 
@@ -11,9 +13,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 from ..config import GemmConfig, default_k_mt, default_tiles
+from ..design.serve import check
 from ..errors import GemmGenError, ToolchainMissing
 from ..model.params import Params, load
-from ..model.perf import Workload
+from ..model.perf import Workload, estimate_config
+from ..rules.defaults import resolve
 from ..spec import Pins, Request, Tiling
 from .tune import Candidate, tune, tuned_b_pack, tuned_config, tuned_k_mt
 from .tune_many import tune_many
@@ -25,14 +29,37 @@ MEASURED_FINALISTS = 5  # the model's best designs a measurement re-ranks
 
 
 @dataclass(frozen=True)
+class KernelOption:
+    """One kernel the search weighed for an open convert-once option: its design (None when no
+    design of that kernel is valid, with the reason) and the model's predicted time of one call
+    (weighted over the sizes of a design that serves several; inf when there is none)."""
+
+    convert_once: bool
+    config: GemmConfig | None
+    predicted_s: float
+    why_not: str = ""
+
+    @property
+    def name(self) -> str:
+        return KERNEL_NAMES[self.convert_once]
+
+
+# what the two bf16 kernels on the bfp16 datapath are called where a choice between them is reported
+KERNEL_NAMES = {False: "emulated (bf16 converted to bfp16 at every mmul)",
+                True: "convert-once (A and B converted to bfp16 once per call / k-step)"}
+
+
+@dataclass(frozen=True)
 class Choice:
-    """The design a request gets, what the search filled in (names of the tiling's fields, and
-    "b_pack" when a bfp16 B's packing was open) and, when a measurement re-ranked the model's
-    finalists, each finalist with its measured time (inf: it failed to build or run)."""
+    """The design a request gets, what the search filled in (names of the tiling's fields, "b_pack"
+    when a bfp16 B's packing was open, "convert_once" when the kernel was), each kernel it weighed
+    for an open convert-once option (the chosen one first) and, when a measurement re-ranked the
+    model's finalists, each finalist with its measured time (inf: it failed to build or run)."""
 
     config: GemmConfig
     filled: tuple[str, ...]
     measured: tuple[Candidate, ...] = ()
+    kernels: tuple[KernelOption, ...] = ()
 
     @property
     def chose_anything(self) -> bool:
@@ -50,24 +77,66 @@ def choose(request: Request, params: Params | None = None, measure: Measure | No
     several `pins.sizes`, the design with the least weighted time over them that keeps the pinned ones
     (search/tune_many.py); for one problem all of them when none is pinned, else the paper's defaults
     with the model's k_mt. A bfp16 B's packing is the model's choice too when the options leave it open (one
-    problem only). With `measure`, a tiling left wholly open is the fastest measured of the model's
-    MEASURED_FINALISTS best designs (a finalist that fails to build or run scores inf)."""
+    problem only), and so is the kernel where the convert-once option is open and both kernels can run
+    (`kernel_options`; each with its own tiles, the faster predicted wins). With `measure`, a tiling
+    left wholly open is the fastest measured of the model's MEASURED_FINALISTS best designs (of either
+    kernel; a finalist that fails to build or run scores inf)."""
     pins, p = request.pins, params or load()
-    base = open_config(request)
     packing_open = request.options.b_pack is None
-    config = _chosen(base, pins, packing_open, p)
+    kernels = kernel_options(request, p)
+    viable = [kern for kern in kernels if kern.config is not None]
+    if viable:  # the model's faster kernel, its choice written into the options
+        config = viable[0].config
+        assert config is not None
+    else:  # one kernel only (or neither valid: the fallback's own checks name the problem)
+        config = _chosen(open_config(request), pins, packing_open, p)
     wholly_open = pins.m is pins.k is pins.n is None and not _several_sizes(pins)
     filled = tuple(name for name in ("m", "k", "n", "k_mt") if getattr(pins, name) is None)
     if filled and pins.rho is None and (_several_sizes(pins) or wholly_open):
         filled += ("rho",)
     if packing_open and config.t_b.is_block and not _several_sizes(pins):
         filled += ("b_pack",)
+    if viable:
+        filled += ("convert_once",)
     if measure is None or not wholly_open:  # only a wholly open tiling has finalists to measure
-        return Choice(config, filled)
-    # the tuner's candidates are config's options with their tiling: what the caller measures
-    finalists = tune(Workload.of(config), MEASURED_FINALISTS, Pins(k_mt=pins.k_mt, rho=pins.rho), p).top
+        return Choice(config, filled, kernels=kernels)
+    # the tuner's candidates are the configs' options with their tiling: what the caller measures
+    bases = [kern.config for kern in viable] or [config]
+    finalists = sorted((c for b in bases if b is not None
+                        for c in tune(Workload.of(b), MEASURED_FINALISTS, Pins(k_mt=pins.k_mt, rho=pins.rho), p).top),
+                       key=lambda c: c.time_s)[:MEASURED_FINALISTS]
     measured = measure_candidates(finalists, measure)  # fastest first
-    return Choice(measured[0].config, filled, tuple(measured))
+    return Choice(measured[0].config, filled, tuple(measured), kernels)
+
+
+def kernel_options(request: Request, params: Params | None = None) -> tuple[KernelOption, ...]:
+    """Each kernel of an open convert-once option (rules/defaults.py: `Resolved.convert_once_open`),
+    with the design the search gives it (the request's pins kept, the rest tuned for that kernel's
+    own L1) and its predicted time, the faster first (ties: the emulated kernel); () when the option
+    is given or only one kernel can run."""
+    if not resolve(request.options).convert_once_open:
+        return ()
+    p = params or load()
+    out = []
+    for once in (False, True):
+        req = replace(request, options=replace(request.options, convert_once=once))
+        try:
+            config = check(_chosen(open_config(req), req.pins, req.options.b_pack is None, p))
+        except GemmGenError as e:
+            out.append(KernelOption(once, None, math.inf, e.what))
+            continue
+        out.append(KernelOption(once, config, _predicted_s(config, req.pins, p)))
+    return tuple(sorted(out, key=lambda kern: (kern.predicted_s, kern.convert_once)))
+
+
+def _predicted_s(config: GemmConfig, pins: Pins, p: Params) -> float:
+    """The model's time of the design's call, or its weighted time over several sizes (as tune_many
+    weighs them)."""
+    if not _several_sizes(pins):
+        return float(estimate_config(config, p).time)
+    sizes = tuple(pins.sizes or ())
+    weights = pins.weights or (1.0,) * len(sizes)
+    return sum(float(w) * float(estimate_config(config, p, call=s).time) for s, w in zip(sizes, weights))
 
 
 def measure_candidates(cands: Sequence[Candidate], measure: Measure) -> list[Candidate]:

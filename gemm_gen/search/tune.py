@@ -91,6 +91,7 @@ class TuneResult:
     rejected_by_validate: int = 0
     notes: list[str] = field(default_factory=list)
     rank: str = "model"  # what ordered the designs (RANKS)
+    kernels_weighed: bool = False  # the candidates are of both bf16 kernels (an open convert-once option)
 
     @property
     def best(self) -> Candidate:
@@ -296,15 +297,30 @@ def evaluate_all(pr: Workload, params: Params | None = None) -> dict[str, np.nda
 
 def tune_b_packs(pr: Workload, top: int = 5, pins: Pins | None = None,
                  packs: tuple[str, ...] = ("tiles",), params: Params | None = None,
-                 ends: tuple[Params, Params] | None = None, rank: str = "model") -> TuneResult:
-    """tune() for each DRAM packing of B in `packs` (both, for a bfp16 B the user left open), merged
-    by predicted time."""
+                 ends: tuple[Params, Params] | None = None, rank: str = "model",
+                 kernels: tuple[bool, ...] = ()) -> TuneResult:
+    """tune() for each DRAM packing of B in `packs` (both, for a bfp16 B the user left open) and, with
+    `kernels` (False, True) for an open convert-once option, for each kernel, merged by predicted
+    time; a kernel without a valid design drops out unless neither has one."""
 
-    results = [tune(pr.with_(b_pack=pack), top, pins, params, ends, rank) for pack in packs]
+    variants = [pr.with_(b_pack=pack, convert_once=once) for pack in packs for once in kernels] if kernels else \
+        [pr.with_(b_pack=pack) for pack in packs]
+    results: list[TuneResult] = []
+    first_error: GemmGenError | None = None
+    for variant in variants:
+        try:
+            results.append(tune(variant, top, pins, params, ends, rank))
+        except GemmGenError as e:
+            if not kernels:
+                raise
+            first_error = first_error or e
+    if not results:
+        assert first_error is not None
+        raise first_error
     merged = sorted((c for r in results for c in r.top), key=_rank_key(rank))[:top]
     return TuneResult(pr, merged, sum(r.evaluated for r in results), sum(r.tilings for r in results),
                       sum(r.seconds for r in results), sum(r.rejected_by_validate for r in results),
-                      [n for r in results for n in r.notes], rank)
+                      [n for r in results for n in r.notes], rank, bool(kernels))
 
 
 def tuned_config(base: GemmConfig, k_mt: int | None = None, rho: int | None = None,
