@@ -35,6 +35,7 @@ from ..dtypes import dtype
 from ..errors import GemmGenError
 from ..l1_banks import L1Plan
 from ..rules import memtile, padding
+from ..rules.block_loop import BlockLoop
 from ..rules.l1 import RTP_WORDS
 from ..rules.padding import covered
 from ..spec import Problem
@@ -53,11 +54,14 @@ class Workload:
 
     base: GemmConfig
     size: Problem
+    # a bfp16 kernel's loop when it is not the one our template renders: a published kernel the model
+    # prices to check itself against that kernel's measurements (None: ours, rules.block_loop)
+    block_loop: BlockLoop | None = None
 
     @classmethod
-    def of(cls, c: GemmConfig, call: Problem | None = None) -> Workload:
+    def of(cls, c: GemmConfig, call: Problem | None = None, block_loop: BlockLoop | None = None) -> Workload:
         """The config's own workload, or one call of it at another size (`call`)."""
-        return cls(c.with_(m=0, k=0, n=0, k_mt=0, rho=1), call or Problem(c.M, c.K, c.N))
+        return cls(c.with_(m=0, k=0, n=0, k_mt=0, rho=1), call or Problem(c.M, c.K, c.N), block_loop)
 
     @classmethod
     def new(cls, device: str, M: int, K: int, N: int, dtype_in: str = "bf16", dtype_out: str = "bf16",
@@ -68,7 +72,7 @@ class Workload:
     def with_(self, M: int | None = None, K: int | None = None, N: int | None = None, **options: Any) -> Workload:
         """Another size, or other options."""
         size = Problem(M or self.M, K or self.K, N or self.N)
-        return Workload(self.base.with_(M=size.M, K=size.K, N=size.N, **options), size)
+        return Workload(self.base.with_(M=size.M, K=size.K, N=size.N, **options), size, self.block_loop)
 
     @property
     def M(self) -> int:
@@ -95,7 +99,8 @@ class Workload:
     def kernel_shape(self) -> kmod.KernelShape:
         c = self.base
         return kmod.kernel_shape(c.dev, c.dtype_in, c.dtype_out, c.mmul, bool(c.emulate_bf16_with_bfp16),
-                                 c.dtype_b, c.acc, c.expansion, c.kernel_loops, bool(c.convert_once))
+                                 c.dtype_b, c.acc, c.expansion, c.kernel_loops, bool(c.convert_once),
+                                 self.block_loop)
 
     @property
     def elem_bytes(self) -> tuple[float, float, float, float]:
@@ -295,12 +300,13 @@ def estimate(pr: Workload, m: np.ndarray | int, k: np.ndarray | int, n: np.ndarr
 
 def estimate_config(c: GemmConfig, params: Params | None = None, traffic: dict[str, TensorTraffic] | None = None,
                     tasks_per_group: int | None = None, plan: L1Plan | None = None,
-                    call: Problem | None = None) -> Estimate:
+                    call: Problem | None = None, block_loop: BlockLoop | None = None) -> Estimate:
     """estimate() of one config with its L1 bank stalls: the plan (the config's allocator, as
     l1_banks.plan chooses it, unless given) and the stall it costs at the predicted call time;
-    `call`: one call of a design that serves many sizes (its blocks cover the call's sizes, whole)."""
+    `call`: one call of a design that serves many sizes (its blocks cover the call's sizes, whole);
+    `block_loop`: a published bfp16 kernel's loop in place of ours (Workload.block_loop)."""
     p = params or load()
-    pr = Workload.of(c, call)
+    pr = Workload.of(c, call, block_loop)
     e = estimate(pr, c.m, c.k, c.n, c.k_mt, p, traffic, tasks_per_group, c.rho)
     if not p.l1_conflict:  # a shared bank costs nothing: no plan needed
         return e

@@ -80,7 +80,8 @@ def array_estimate(p: Params, row: paper.ArrayRow, **kw: Any):  # noqa: ANN201 -
     bank stalls from its plan)."""
     c = array_config(row, **kw)
     traffic, tasks, l1 = design_data(c)
-    return estimate_config(c, p.on_machine(row.device, paper.machine_of(row)), traffic, tasks, l1)
+    return estimate_config(c, p.on_machine(row.device, paper.machine_of(row)), traffic, tasks, l1,
+                           block_loop=row.block_loop)
 
 
 def array_tops(p: Params, row: paper.ArrayRow, **kw: Any) -> float:
@@ -643,7 +644,7 @@ def _sweep_best(p: Params, ar: paper.ArrayRow) -> float:
     sizes = [(i * nm, j * nk, k * nn) for i in range(1, 8192 // nm + 1) for j in range(1, 8192 // nk + 1)
              for k in range(1, 8192 // nn + 1)]
     M, K, N = (np.array(x) for x in zip(*sizes))
-    base = Workload.of(array_config(ar))  # the paper's kernel and allocation
+    base = Workload.of(array_config(ar), block_loop=ar.block_loop)  # the paper's kernel and allocation
     stall = array_estimate(p, ar).l1_stall_cycles  # its L1 plan depends on the tile only
     best = 0.0
     for idx in range(len(sizes)):

@@ -69,6 +69,7 @@ class ArrayRow:
     acc: str | None = None
     rho: int = 1
     machine: str | None = None  # the memory profile it ran on (None: machine_of's reading of the source)
+    block_loop: BlockLoop | None = None  # the measured bfp16 kernel's loop (None: our template's)
 
 
 # The machines the sources measured on (model/calibration.json: each device's DRAM profiles)
@@ -252,8 +253,10 @@ def _atb(preset: str, m: int, k: int, n: int, rho: int, M: int, K: int, N: int, 
          note: str = "") -> ArrayRow:
     dtype_in, dtype_b, dtype_out, acc = ATB_TYPES[preset]
     k_mt = max(k, 512 // k * k) if preset == "config1" else k
+    # measured with the ATB paper's chess kernel (mlir-aie's README too, before PR #3650): priced as that loop
     return ArrayRow(f"atb Table 2 {preset}", "npu2", dtype_in, dtype_out, m, k, n, k_mt, M, K, N, tops,
-                    b_col_maj=False, stack_bytes=0, note=note, dtype_b=dtype_b, acc=acc, rho=rho)  # 0: our default
+                    b_col_maj=False, stack_bytes=0, note=note, dtype_b=dtype_b, acc=acc, rho=rho,  # 0: our default
+                    block_loop=ATB_CHESS_LOOP)
 
 
 ATB_T2 = [
