@@ -152,7 +152,7 @@ def check_array(c: GemmConfig) -> None:
 
 
 def check_divisibility(c: GemmConfig) -> None:
-    st = tiling_rule.steps(c.mmul, c.precision.block)  # the rule: rules/tiling.py
+    st = tiling_rule.steps(c.mmul, c.precision.block, c.block_kernel)  # the rule: rules/tiling.py
     conditions = tiling_rule.conditions(st, c.m, c.k, c.n, c.k_mt, c.rho)
     broken = [name for name, ok in conditions if not ok]
     if broken:
@@ -169,6 +169,14 @@ def _divisibility_error(c: GemmConfig, name: str, st: tiling_rule.Steps) -> tupl
         value = getattr(c, size)
         return (f"{size}={value} would cut a bfp16ebs8 block (8 values, 9 bytes): bfp16 moves in {q} x {q} tiles",
                 f"use {size}={padding.near(value, q)}")
+    if name.endswith(" super-block"):  # the bfp16 kernel's 2 x 1 A, 1 x 2 B, 2 x 2 C super-blocks of 8 x 8 tiles
+        q, size = st.super_block, name.split()[0]
+        why = (f"a multiple of {q} (the bfp16 kernel's 16 x 16 C blocks: A, B and C in 2 x 1, 1 x 2 and 2 x 2 "
+               "super-blocks of 8 x 8 tiles)")
+        if size == "T_MA":
+            return (f"T_MA = m / rho = {c.t_ma} is not {why}", f"use a rho that leaves m / rho a multiple of {q}")
+        value = getattr(c, size)
+        return f"{size}={value} is not {why}", f"use {size}={padding.near(value, q)}"
     if name == "m":
         return (f"m={c.m} is not a multiple of 2r={2 * r} (2x2 blocks of the {where})",
                 f"use m={padding.near(c.m, 2 * r)}")

@@ -67,7 +67,7 @@ def tilings(base: GemmConfig, problem: Problem, pins: Pins) -> Tilings:
         n_hi = min(n_hi, TILE_EXTENT_SEARCH_MAX, dma.static_extent_max(core, t))
     else:
         n_hi = min(n_hi, dma.shim_extent_max(shim, str(base.dtype_b)))
-    st = tiling.steps(base.mmul, base.precision.block)  # the grids GemmConfig's divisibility check accepts
+    st = tiling.steps(base.mmul, base.precision.block, base.block_kernel)  # the grids check_divisibility accepts
     k_step = tiling.k_step(st)
     k_hi = min(round_up(problem.K, k_step), TILE_EXTENT_SEARCH_MAX * s)
     rho_fixed = pins.rho

@@ -4,8 +4,13 @@
 //  - chess (xchesscc, defines __chess__) takes keywords between the loop header and its body:
 //        for (...) chess_prepare_for_pipelining chess_loop_range(4, ) { ... }
 //  - Peano (llvm-aie clang, defines __AIECC__) takes `#pragma clang loop` before the loop; its
-//    pipeliner needs no "prepare" hint, only the trip count (mlir-aie aie_kernel_utils.h maps
-//    AIE_PREPARE_FOR_PIPELINING to nothing and AIE_LOOP_MIN_ITERATION_COUNT to this pragma).
+//    pipeliner needs no "prepare" hint, only the trip count (mlir-aie aie_kernels/aie_kernel_utils.h maps
+//    AIE_PREPARE_FOR_PIPELINING to nothing and AIE_LOOP_MIN_ITERATION_COUNT to this pragma), and
+//    it gets no flatten hint either: that header defines AIE_LOOP_FLATTEN empty under __AIECC__
+//    (chess_flatten_loop under chess), leaving the unrolling to Peano's own heuristics, so
+//    GG_FLATTEN_* is empty for Peano too (it was `clang loop unroll(full)`, a full unroll that
+//    mlir-aie never asks for). Read in the two versions of that header the public index holds
+//    (mlir-aie 87ac0175 and 072b1259; v1.4.3's own, 95b3d1cc, is not stored): both agree.
 // So every hinted loop carries a *_BEFORE macro in front of `for` and an *_AFTER macro behind
 // the loop header; each compiler sees its own and the other expands to nothing. A plain host
 // compiler (the tests' g++) sees nothing at all. Counts must be integer literals (the kernels are
@@ -15,6 +20,13 @@
 #define GEMM_GEN_KERNEL_H
 
 #define GG_STRINGIFY(x) #x
+
+// A helper that takes or returns an accumulator, a vector or a block-vector stream is inlined under
+// every compiler, not only where chess happens to inline it: `static inline` is a hint Peano may
+// ignore, and an accumulator passed by reference into a call that stays a call lives in memory
+// (a spill). The AIE API marks its own functions the same way (`__aie_inline`, aie_api/detail/config.hpp:
+// `__attribute__((always_inline))` for chess and Peano alike).
+#define GG_INLINE inline __attribute__((always_inline))
 
 #if defined(__chess__)
 
@@ -37,7 +49,7 @@
 #define GG_PIPELINE_AFTER(n)
 #define GG_LOOP_RANGE_BEFORE(n) _Pragma(GG_STRINGIFY(clang loop min_iteration_count(n)))
 #define GG_LOOP_RANGE_AFTER(n)
-#define GG_FLATTEN_BEFORE _Pragma("clang loop unroll(full)")
+#define GG_FLATTEN_BEFORE  // mlir-aie's AIE_LOOP_FLATTEN under Peano: nothing
 #define GG_FLATTEN_AFTER
 #define GG_TRACE_BEGIN() event0()
 #define GG_TRACE_END() event1()

@@ -17,7 +17,7 @@ from typing import Any
 
 from gemm_gen.config import PAPER_TILES
 from gemm_gen.hw.devices import CORE_ISA, DEVICES, CoreIsa, TileKind, device
-from gemm_gen.model.fit import calibrate, paper
+from gemm_gen.model.fit import calibrate, paper, upstream
 from gemm_gen.model.kernel import (
     BLOCK,
     b_conversion_cycles,
@@ -76,10 +76,12 @@ which loop is software-pipelined:
   structure whose registers and code estimate (every cycle a full 128-bit instruction, the pipelined
   body three times, c-overlap's peeled round once) fit half the 16 KiB program memory, in the order
   k-pipelined, c-overlap, k-flat, jk-flat; the flattened two only when a second cluster's
-  accumulators fit (D >= 2). c-overlap (the K loop pipelined over all but its last k-step, which the
-  template peels: each chain's last mac, its C store, then the next cluster's C reload) needs one
-  round's operands and one C block in the vector file, and no second cluster. `--expansion` and
-  `--kernel-loops` override both.
+  accumulators fit (D >= 2). Their unrolled loops carry `chess_flatten_loop` for xchesscc; Peano,
+  as in mlir-aie's kernels (AIE_LOOP_FLATTEN is empty there), gets no unroll hint, so whether it
+  unrolls them is its own choice: priced as unrolled, unverified for Peano. c-overlap (the K loop
+  pipelined over all but its last k-step, which the template peels: each chain's last mac, its C
+  store, then the next cluster's C reload) needs one round's operands and one C block in the
+  vector file, and no second cluster. `--expansion` and `--kernel-loops` override both.
 * mmul issue cycles: r s t / (native MACs per cycle), at least 1; bf16 on npu2 without the bfp16
   datapath is emulated with 32-lane elementwise macs (32 MACs/cycle); bf16 through bfp16 costs
   `aie2p_bf16_via_bfp16_cycles_per_mmul` per 8x8x8 step (vmac plus the in-core conversions).
@@ -300,17 +302,6 @@ def _variant_rows() -> list[str]:
 USE = {"calibration": "fitted", "check": "checked"}
 
 
-def _versus(ours: float, theirs: float) -> str:
-    """Our predicted rate against the model's price of the published kernel (the same model on both
-    sides, so the ratio is their structures' difference, not the model's error), in words."""
-    ratio = ours / theirs
-    if ratio < 0.99:
-        return f"ours slower than upstream (x{ratio:.2f})"
-    if ratio > 1.01:
-        return f"ours faster than upstream (x{ratio:.2f})"
-    return f"at par (x{ratio:.2f})"
-
-
 def _scalar_kernel_rows() -> list[str]:
     """The scalar default variants (the automatic variant at the default tile), and at the tile of
     the Striking Table 1 kernel of the same types, beside that kernel's measurement."""
@@ -319,18 +310,19 @@ def _scalar_kernel_rows() -> list[str]:
         dev = device(d)
         emulate = d == "npu2" and t_in == "bf16"  # Striking's XDNA2 bf16 ran on the bfp16 datapath
         mmul = dev.mmul_shape(t_in, emulate)
-        ks = kernel_shape(dev, t_in, t_out, mmul, emulate)
+        ks = kernel_shape(dev, t_in, t_out, mmul, emulate)  # C in its output type, as the published kernels
         ours_default = m * k * n / float(kernel_cycles(p, ks, m, k, n))
-        row = next(r for r in paper.STRIKING_T1 if (r.device, r.dtype_in, r.dtype_out) == (d, t_in, t_out))
-        ours = row.m * row.k * row.n / float(kernel_cycles(p, ks, row.m, row.k, row.n))
-        use = "fitted" if (row.device == "npu1" or row.emulate) else "checked"
-        variant = kv.choose(dev, t_in, mmul, emulate, row.m, row.k, row.n).name
-        theirs = row.macs_per_cycle or 0.0
-        model = _kernel_macs(row, paper.PAPER_EXPANSION, paper.PAPER_LOOPS)
+        up = upstream.resembled(ks)  # the Striking Table 1 kernel of the same types, at its tile
+        assert up is not None, (d, t_in, t_out)
+        tm, tk, tn = up.tile
+        cmp = upstream.compare(p, ks, tm, tk, tn)  # what `gemm-gen predict` prints, at the published tile
+        assert cmp is not None
+        use = "fitted" if (d == "npu1" or emulate) else "checked"
+        variant = kv.choose(dev, t_in, mmul, emulate, tm, tk, tn).name
         out.append(f"| {d} {t_in}-{t_out}{' (bf16 via bfp16, per mmul)' if emulate else ''} | {variant} "
-                   f"| {m}x{k}x{n}: {ours_default:.1f} | {row.m}x{row.k}x{row.n}: {ours:.1f} "
-                   f"| Striking Table 1 kernel (its own, read as 2x2 jk-flat) | {theirs:.1f} (measured) "
-                   f"| {model:.1f}, {use} | {_versus(ours, model)} |")
+                   f"| {m}x{k}x{n}: {ours_default:.1f} | {tm}x{tk}x{tn}: {cmp.ours:.1f} "
+                   f"| Striking Table 1 kernel (its own, read as 2x2 jk-flat) | {up.published:.1f} (measured) "
+                   f"| {cmp.theirs:.1f}, {use} | {cmp.words} |")
     return out
 
 
@@ -352,7 +344,7 @@ def _block_kernel_rows() -> list[str]:
                    f"{steady:.1f} steady, {call:.1f} per call | {pk.loop.name} (Peano) "
                    f"| {pk.macs_per_cycle:.1f} (II {pk.ii}, reported) "
                    f"| {BLOCK * BLOCK * pk.k / model:.1f} (II {model:g}), {use} "
-                   f"| {_versus(steady, BLOCK * BLOCK * pk.k / model)} |")
+                   f"| {upstream.versus(steady, BLOCK * BLOCK * pk.k / model).words()} |")
     # the ATB paper's chess kernel: the one atb Table 1 measures (config 1, 128 x T_K x 128, one call)
     tk = max(r[0] for r in paper.ATB_T1)
     micro = max(r[2] for r in paper.ATB_T1 if r[0] == tk)
@@ -366,7 +358,7 @@ def _block_kernel_rows() -> list[str]:
     out.append(f"| config1 | {loop.name} | {t}x{tk}x{t}: {per_block:g} cycles/block, {steady:.1f} steady, "
                f"{call:.1f} per call | atb Table 1: {paper.ATB_CHESS_LOOP.name} (xchesscc) | {theirs:.1f} "
                f"(Eff_micro {micro}, measured per call) | {model:.1f}, fitted (fixes epsilon, which prices "
-               f"that kernel only) | {_versus(call, model)} |")
+               f"that kernel only) | {upstream.versus(call, model).words()} |")
     # convert-once: bf16 A and B converted (A per call, B per k-step), C in f32; no published kernel converts B
     m, k, n, _ = PAPER_TILES[("npu2", "bf16", "bf16")]
     ks = kernel_shape(dev, "bf16", "bf16", (8, 8, 8), True, acc="f32", convert_once=True)
@@ -379,7 +371,7 @@ def _block_kernel_rows() -> list[str]:
                f"{steady:.1f} steady, {m * k * n / call_cyc:.1f} per call with its B conversion "
                f"| none converts B; nearest: mlir-aie PR #3650 config1 (A converted per call, bf16 C) "
                f"| {c1.macs_per_cycle:.1f} (II {c1.ii} at k = {c1.k}) | -, a reference (not the same kernel) "
-               f"| {_versus(steady, c1_model)} |")
+               f"| {upstream.versus(steady, c1_model).words()} |")
     return out
 
 
@@ -400,7 +392,9 @@ def _per_variant() -> list[str]:
             "within 1%: at par). A "
             "constant fitted on a published kernel prices only kernels of its structure: epsilon (atb "
             "Table 1) the ATB paper's chess kernel, o_flat (PR #3650's config 1) a flat software-pipelined "
-            "block loop.", "",
+            "block loop. `gemm-gen predict` (text, and `upstream` in `--json`) sets each design's own kernel "
+            "against the published kernel it resembles in the same way, both priced at the design's call "
+            "tile (`gemm_gen/model/fit/upstream.py`: the pairing and the verdict, for this table too).", "",
             "Scalar kernels (the automatic variant, model/kernel.py's count of its loop):", "", *scalar, "",
             f"bfp16 block kernels, in the loop the template renders today ({bl.TEMPLATE_LOOP.name}, "
             "`rules/block_loop.py`): per 16 x 16 C block in the steady state (what PR #3650 reports) and per "

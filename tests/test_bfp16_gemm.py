@@ -117,7 +117,7 @@ def test_config3_keeps_half_the_accumulator_in_the_c_object():
     (dict(acc="bf16", dtype_out="f32"), "--acc bf16 with --dtype_out f32"),
     (dict(emulate_bf16_with_bfp16=True), "already runs on the bfp16 datapath"),
     (dict(mmul_shape=(4, 8, 8)), "multiplies 8x8x8 blocks"),
-    (dict(m=24), "multiple of 2r=16"),
+    (dict(m=24), "m=24 is not a multiple of 16 (the bfp16 kernel's 16 x 16 C blocks"),
     (dict(k=12, k_mt=24), "k=12 would cut a bfp16ebs8 block"),
     (dict(k_mt=36, k=36), "would cut a bfp16ebs8 block"),
 ])

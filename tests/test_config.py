@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from gemm_gen.checks import check_array, check_config, check_queue
+from gemm_gen.checks import check_array, check_config, check_divisibility, check_queue
 from gemm_gen.config import FIELDS, PAPER_TILES, GemmConfig, default_k_mt, default_tiles
 from gemm_gen.design import build_design
 from gemm_gen.design.channels import dma_channels
@@ -15,6 +15,7 @@ from gemm_gen.design.serve import check
 from gemm_gen.errors import ConfigError, DmaLimitError, GemmGenError
 from gemm_gen.hw.devices import TileKind
 from gemm_gen.model.fit.paper import ArrayRow
+from gemm_gen.rules import tiling
 from gemm_gen.rules.defaults import resolve
 from gemm_gen.sim import simulate
 from gemm_gen.spec import OPTION_NAMES, TILING_NAMES, Options, Problem, Tiling
@@ -443,3 +444,36 @@ def test_the_cli_and_the_checks_refuse_the_same_array_options(dev):
         except ConfigError:
             config_ok = False
         assert cli_ok == config_ok == ok, (field, value)
+
+
+# ---- the bfp16 kernels' super-blocks (rules/tiling.py; docs/bfp16_kernels.md step 5) --------------
+CONFIG2 = dict(dtype_in="bfp16", dtype_out="bfp16", b_col_maj=False)
+ONCE = dict(dtype_in="bf16", dtype_out="bf16", b_col_maj=False, emulate_bf16_with_bfp16=True, convert_once=True)
+
+
+@pytest.mark.parametrize(("types", "m", "n", "rho", "named"), [
+    (CONFIG2, 40, 128, 1, "m=40"), (CONFIG2, 64, 120, 1, "n=120"), (CONFIG2, 96, 128, 4, "T_MA = m / rho = 24"),
+    (ONCE, 40, 96, 1, "m=40"), (ONCE, 64, 104, 1, "n=104")], ids=str)
+def test_bfp16_kernels_refuse_a_tile_their_super_blocks_cut(types, m, n, rho, named):
+    """A pinned tile whose T_MA or n is not whole 16 x 16 C blocks is refused in one line naming the
+    super-block limit, the value and the fix (the same rule the tuner's grid uses: test_model_tune)."""
+    c = GemmConfig("npu2", 1024, 1024, 1024, m, 64, n, 64, **types, rho=rho)
+    with pytest.raises(ConfigError) as e:
+        check_config(c)
+    text = str(e.value)
+    assert "\n" not in text and named in text and "a multiple of 16" in text and "super-blocks" in text, text
+    assert "use " in text
+
+
+def test_super_blocks_bind_whatever_the_mmul(monkeypatch):
+    """The super-block rule is the kernel's, not the mmul's: with the 2 x 2 mmul blocks reduced to 8
+    (as a 4-row mmul would give) it still refuses m = 40 for a bfp16 kernel and accepts it for a
+    scalar one; the mutant without super-blocks lets it through."""
+    monkeypatch.setattr(tiling, "KERNEL_EXPANSION", 1)  # 2r = 8 for the 8x8x8 mmul
+    bfp16 = GemmConfig("npu2", 1024, 1024, 1024, 40, 64, 128, 64, **CONFIG2)
+    with pytest.raises(ConfigError, match="m=40 is not a multiple of 16"):
+        check_divisibility(bfp16)
+    st = tiling.steps((8, 8, 8), False, False)  # a scalar kernel on the same grid takes m = 40
+    assert all(ok for _, ok in tiling.conditions(st, 40, 64, 128, 64, 1))
+    monkeypatch.setattr(tiling, "SUPER_BLOCK_TILES", 1)  # the mutant: no super-blocks
+    check_divisibility(bfp16)

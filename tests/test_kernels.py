@@ -1307,15 +1307,75 @@ def test_loop_hints_for_chess_peano_and_host(tmp_path: Path, loops: str) -> None
         after = {"range": f" chess_loop_range({count}, )", "flatten": " chess_flatten_loop",
                  "pipeline": f" chess_prepare_for_pipelining chess_loop_range({count}, )"}[kind]
         assert header + after + " {" in chess.stdout, (loop, kind)
-        before = ("#pragma clang loop unroll(full)" if kind == "flatten"
-                  else f"#pragma clang loop min_iteration_count({count})")
         at = next(i for i, line in enumerate(peano_lines) if line.startswith(header))
-        assert peano_lines[at - 1] == before, (loop, kind, peano_lines[at - 1])
+        if kind == "flatten":  # mlir-aie's AIE_LOOP_FLATTEN is empty under Peano: no pragma, no full unroll
+            assert not peano_lines[at - 1].startswith("#pragma clang loop"), (loop, kind, peano_lines[at - 1])
+        else:
+            assert peano_lines[at - 1] == f"#pragma clang loop min_iteration_count({count})", (loop, kind)
+    assert "unroll" not in peano.stdout  # Peano is never asked to unroll a loop fully
     assert "#pragma clang" not in chess.stdout and "event0()" in chess.stdout
     assert "chess_" not in peano.stdout and "event1()" in peano.stdout
     host = _preprocess(source, tmp_path)
     assert host.returncode == 0 and "chess_" not in host.stdout and "pragma clang" not in host.stdout
     assert "event0" not in host.stdout
+
+
+# mlir-aie's aie_kernels/aie_kernel_utils.h under __AIECC__ (the index's versions 87ac0175 and
+# 072b1259 agree): AIE_LOOP_FLATTEN empty, AIE_PREPARE_FOR_PIPELINING empty,
+# AIE_LOOP_MIN_ITERATION_COUNT(x) a `clang loop min_iteration_count(x)` pragma
+MLIR_AIE_PEANO_HINTS = {"GG_FLATTEN_BEFORE for (;;) GG_FLATTEN_AFTER {}": "for (;;) {}",
+                        "GG_PIPELINE_BEFORE(7) for (;;) GG_PIPELINE_AFTER(7) {}":
+                            "#pragma clang loop min_iteration_count(7)\nfor (;;) {}"}
+
+
+@needs_gxx
+def test_peano_hints_spell_mlir_aies_macros(tmp_path: Path) -> None:
+    """Under Peano the header's hints preprocess to what mlir-aie's own macros give: the flatten hint
+    to nothing (it was a full unroll), the pipeline hint to the trip-count pragma alone."""
+    for use, expected in MLIR_AIE_PEANO_HINTS.items():
+        out = _preprocess(f'#include "gemm_gen_kernel.h"\n{use}\n', tmp_path, "-D__AIECC__")
+        assert out.returncode == 0, out.stderr
+        lines = "\n".join(line.strip() for line in out.stdout.splitlines() if line.strip())
+        assert lines == expected, (use, lines)
+
+
+HELPER = re.compile(r"^(?:template <[^>]*>\n)?static (inline|GG_INLINE) ([^\n(]*?)\b(\w+)\(([^)]*)\)", re.M)
+KEEPS_REGISTERS = ("MMUL", "aie::vector", "Acc", "Tile", "stream")  # what must not be spilled by a call
+
+
+def not_inlined_register_helpers(source: str) -> list[str]:
+    """Helpers of a rendered kernel that take an argument by reference, or take or return an
+    accumulator, a vector or a stream, but are only `static inline` (a hint Peano may ignore)."""
+    bad = []
+    for kind, ret, name, params in HELPER.findall(source):
+        by_ref = re.search(r"&(?!&)", params) is not None
+        registers = any(t in ret or t in params for t in KEEPS_REGISTERS)
+        if (by_ref or registers) and kind != "GG_INLINE":
+            bad.append(name)
+    return bad
+
+
+def test_register_helpers_are_always_inlined() -> None:
+    """Every rendered variant (scalar, bfp16, convert-once) forces its accumulator, vector and stream
+    helpers inline under both compilers (GG_INLINE: always_inline), and the check catches one that
+    is only `static inline`."""
+    seen = 0
+    for case in [*CASES, *BLOCK_CASES, *(c for pair in ONCE_PAIRS for c in pair)]:
+        source = case.source
+        assert not not_inlined_register_helpers(source), (case.id, not_inlined_register_helpers(source))
+        seen += source.count("static GG_INLINE")
+    assert seen > 0  # the scalar kernels' load_b, load_acc and store_acc
+    mutant = render_kernel(build(NPU1, "i8", "i8", (1, 2, 2), False, wide=True)).replace(
+        "static GG_INLINE void store_acc", "static inline void store_acc")
+    assert not_inlined_register_helpers(mutant) == ["store_acc"]
+
+
+@needs_gxx
+def test_gg_inline_forces_inlining_under_every_compiler(tmp_path: Path) -> None:
+    for defines in (("-D__AIECC__",), ("-D__chess__",), ()):
+        out = _preprocess('#include "gemm_gen_kernel.h"\nstatic GG_INLINE int f(const int &x) { return x; }\n',
+                          tmp_path, *defines)
+        assert out.returncode == 0 and "__attribute__((always_inline))" in out.stdout, (defines, out.stderr)
 
 
 @needs_gxx

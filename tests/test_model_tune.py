@@ -290,14 +290,18 @@ def test_every_tilings_largest_k_is_the_largest_the_l1_check_accepts(pr):
 
 
 @pytest.mark.parametrize("pr", [Workload.new("npu1", 1000, 700, 900, "i8", "i16", True),
-                                Workload.new("npu2", 1000, 700, 900, "bfp16", "bfp16", False, acc="bf16")], ids=str)
+                                Workload.new("npu2", 1000, 700, 900, "bfp16", "bfp16", False, acc="bf16"),
+                                Workload.new("npu2", 1000, 700, 900, "bf16", "bf16", False,
+                                             emulate_bf16_with_bfp16=True, convert_once=True)], ids=str)
 def test_the_tuners_grid_is_exactly_what_the_divisibility_check_accepts(pr):
     """The tuner enumerates m, k, n on rules.tiling's steps: every candidate passes GemmConfig's
     divisibility check, and every m (per rho) and n up to the largest searched one that the check
     accepts is searched."""
     m, k, n, rho = tilings(pr.base, pr.size, Pins())
-    st = tiling.steps(pr.base.mmul, pr.base.precision.block)
+    st = tiling.steps(pr.base.mmul, pr.base.precision.block, pr.base.block_kernel)
     assert tiling.divisible(st, m, k, n, k, rho).all()
+    if pr.base.block_kernel:  # the bfp16 kernels' super-blocks: whole 16 x 16 C blocks per call
+        assert (m // rho % 16 == 0).all() and (n % 16 == 0).all()
     _, s, _ = pr.base.mmul
 
     def accepted(mm: int, nn: int, rr: int) -> bool:

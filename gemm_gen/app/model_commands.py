@@ -16,10 +16,10 @@ from ..config import B_PACKS, GemmConfig
 from ..design.serve import SERVED
 from ..errors import ConfigError, ToolchainMissing
 from ..hw.devices import device
-from ..model.fit import measured
+from ..model.fit import measured, upstream
 from ..model.params import Params, load, load_ends
 from ..model.perf import Workload
-from ..model.predict import Prediction, predict
+from ..model.predict import Prediction, Upstream, predict
 from ..rules.defaults import resolve
 from ..search.tune import RANKS, Candidate, TuneResult, tune_b_packs
 from ..search.tune_many import ManyResult, tune_many
@@ -71,7 +71,9 @@ def _base(a: argparse.Namespace) -> GemmConfig:
 # ---- predict ------------------------------------------------------------------------------------
 def cmd_predict(a: argparse.Namespace) -> int:
     chosen = choice(a)
-    info = predict(chosen.config, _params(a), _ends(a))
+    c, params = chosen.config, _params(a)
+    info = replace(predict(c, params, _ends(a)),
+                   upstream=upstream.compare(params, Workload.of(c).kernel_shape, c.t_ma, c.k, c.n, c.rho))
     say_chosen("predict", chosen)
     print(json.dumps(info.to_json(), indent=1) if a.json else predict_text(info))
     return 0
@@ -113,9 +115,23 @@ def predict_text(d: Prediction) -> str:
         f"  memory use   L1 {d.l1_bytes:,} B ({d.l1_fraction:.0%}), "
         f"L2 {d.l2_bytes:,} B ({d.l2_fraction:.0%})",
     ]
+    lines += upstream_lines(d.upstream, dk.t_ma, k, n)
     if not d.buildable:
         lines.append(f"  NOT BUILDABLE as given ({d.not_buildable_because}); predicted as if it fitted")
     return "\n".join(lines)
+
+
+def upstream_lines(u: Upstream | None, t_ma: int, k: int, n: int) -> list[str]:
+    """Our kernel against the published kernel it resembles, both predicted at this call tile."""
+    if u is None:
+        return ["  upstream     no published kernel of these types to compare our kernel with"]
+    lines = [f"  upstream     {'resembles' if u.same_kernel else 'nearest'}: {u.kernel}, "
+             f"{u.published:.1f} MACs/cycle ({u.published_what})",
+             f"               PREDICTED at {t_ma}x{k}x{n}: ours {u.ours:.1f} MACs/cycle per call, that kernel's "
+             f"structure {u.theirs:.1f}: {u.words}"]
+    if u.note:
+        lines.append(f"               ({u.note})")
+    return lines
 
 
 # ---- tune ---------------------------------------------------------------------------------------

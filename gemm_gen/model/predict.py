@@ -83,6 +83,30 @@ class DramStream:
 
 
 @dataclass(frozen=True)
+class Upstream:
+    """Our kernel against the published kernel it resembles, both priced by the model at this design's
+    call tile (model/fit/upstream.py fills it; `gemm-gen predict` prints it): every rate a prediction
+    but `published`, which is the source's own figure at its own tile."""
+
+    kernel: str  # the published kernel, as the model reads its structure
+    same_kernel: bool  # False: no published kernel has these types or conversions; the nearest one, a reference
+    published: float  # its MACs/cycle as published (measured, or from the II its source reports)
+    published_what: str  # what that figure is and at which tile
+    ours: float  # predicted MACs/cycle of our kernel per call at this tile
+    theirs: float  # predicted MACs/cycle of the published kernel's structure at this tile
+    ratio: float  # ours / theirs
+    verdict: str  # "slower", "at par" or "faster" (model/fit/upstream.versus)
+    words: str  # the verdict as docs/model.md's table writes it
+    note: str  # what else differs (C's type between calls), or ""
+
+    def to_json(self) -> dict[str, object]:
+        return {"predicted": True, "kernel": self.kernel, "same_kernel": self.same_kernel,
+                "published_macs_per_cycle": self.published, "published_what": self.published_what,
+                "ours_macs_per_cycle": self.ours, "theirs_macs_per_cycle": self.theirs, "ratio": self.ratio,
+                "verdict": self.verdict, "words": self.words, "note": self.note}
+
+
+@dataclass(frozen=True)
 class Prediction:
     """Everything `gemm-gen predict` reports of one design; every number is predicted."""
 
@@ -114,6 +138,9 @@ class Prediction:
     tops_low: float  # at the pessimistic end of the constants' spreads
     tops_high: float  # at the optimistic end
     not_buildable_because: str | None  # the budget a design breaks (predicted as if it fitted), else None
+    # the published kernel ours resembles (`gemm-gen predict` adds it: model/fit/upstream.py); None when
+    # not asked, or when no published kernel has these types
+    upstream: Upstream | None = None
 
     @property
     def time_us(self) -> float:
@@ -160,6 +187,7 @@ class Prediction:
             "tops_high": self.tops_high,
             "buildable": self.buildable,
             "not_buildable_because": self.not_buildable_because,
+            "upstream": None if self.upstream is None else self.upstream.to_json(),
         }
 
 
