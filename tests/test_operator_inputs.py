@@ -296,7 +296,7 @@ CONSTRUCTOR = [
     (dict(b_col_maj="yes"), r"^Gemm\(b_col_maj='yes'\): b_col_maj is True or False"),
     (dict(m=64), r"^Gemm\(m=64\): m is not an option; set it through tiles=\(m, k, n, k_mt\)$"),
     (dict(runtime_sizes="mnk"), r"set it through max_size=\(M, K, N\)$"),
-    (dict(no_such_option=1), r"^Gemm\(no_such_option=1\): unknown option; use GemmConfig's options: b_pack, "),
+    (dict(no_such_option=1), r"^Gemm\(no_such_option=1\): unknown option; use GemmConfig's options: a_col_maj, b_pack, "),
     (dict(rounding=5), r"^Gemm\(rounding=5\): rounding is a string"),
     (dict(rounding="nearest"), r"rounding='nearest'\): unknown rounding mode 'nearest'; use one of floor, "),
     (dict(kernel_loops="fast"),

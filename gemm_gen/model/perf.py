@@ -210,7 +210,7 @@ def estimate(pr: Workload, m: np.ndarray | int, k: np.ndarray | int, n: np.ndarr
     if traffic is None:
         types = (dtype(pr.base.dtype_in), dtype(str(pr.base.dtype_b)), dtype(pr.base.dtype_out))
         traffic = analytic_traffic(rows, cols, types, pr.base.b_col_maj, m, k_mt, n, Mp, Kp, Np, pr.base.b_pack,
-                                   dram_lds(pr, k_mt, n))
+                                   dram_lds(pr, k_mt, n), pr.base.a_col_maj)
     dram = p.dram[dev.name]
     bw = dram.peak_gbps * GIGA
     lost = dram.run_overhead_bytes
@@ -230,7 +230,9 @@ def estimate(pr: Workload, m: np.ndarray | int, k: np.ndarray | int, n: np.ndarr
     # ---- pipeline fill and drain, BD queue, dispatch ---------------------------------------
     k_first = np.minimum(k_mt, Kp)
     a_obj = rows * m * k_first * b_a
-    a_obj_runs = np.where(Kp > k_mt, rows * m, rows)
+    # the first A objects: rows strips of m rows (one run each when they hold all of K); A^T's k_first
+    # rows of m per core row when column-major
+    a_obj_runs = rows * k_first if pr.base.a_col_maj else np.where(Kp > k_mt, rows * m, rows)
     b_l2_k = k_first if pr.b_chunked else k
     b_obj = cols * n * b_l2_k * b_b
     side = 1.0 - chi + chi / cols  # lockstep side-by-side strips of all columns
