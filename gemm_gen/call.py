@@ -80,6 +80,7 @@ class CallPlan:
     shift_m: bool = False  # the last block row moves back to end at M (else junk rows go to slack)
     shift_n: bool = False
     a_col_maj: bool = False  # A stored as A^T (K x M)
+    c_col_maj: bool = False  # C stored as C^T (N x M)
 
     @property
     def M(self) -> int:
@@ -150,7 +151,8 @@ class CallPlan:
             k = self.k_walk if padded else self.K
             n = self.Np if padded else self.N
             return (n, k) if self.b_col_maj else (k, n)
-        return (self.Mp, self.Np) if padded else (self.M, self.N)
+        m, n = (self.Mp, self.Np) if padded else (self.M, self.N)
+        return (n, m) if self.c_col_maj else (m, n)
 
     def ld(self, operand: str) -> int:
         """Elements between consecutive rows of the operand's DRAM buffer."""
@@ -207,6 +209,8 @@ class Design(Protocol):
     @property
     def a_col_maj(self) -> bool: ...
     @property
+    def c_col_maj(self) -> bool: ...
+    @property
     def t_in(self) -> DType: ...
     @property
     def t_b(self) -> DType: ...
@@ -233,13 +237,17 @@ def plan_call(c: Design, problem: Problem) -> CallPlan:
     # ... and its first column must be a whole word into B's (row-major) and C's rows
     shift_n = (N > block_n and N % block_n != 0 and "B" not in encoded and "C" not in encoded
                and all(types[op].nbytes(N) % WORD_BYTES == 0 for op in ("C",) + (() if c.b_col_maj else ("B",))))
-    ld = {"A": M if c.a_col_maj else K, "B": K if c.b_col_maj else N, "C": N}
+    ld = {"A": M if c.a_col_maj else K, "B": K if c.b_col_maj else N, "C": M if c.c_col_maj else N}
     for op in OPERANDS:
         t = types[op]
         if op not in encoded and t.nbytes(ld[op]) % WORD_BYTES:
             why[op] = (f"its rows of {ld[op]} x {t} = {t.nbytes(ld[op])} B are not whole 32-bit words (the DMAs' "
                        f"unit)")
-    if N % block_n and not shift_n and "C" not in why and "C" not in encoded:
+    if c.c_col_maj:  # C^T's rows past N are slack; junk rows of C would land on C^T's next row
+        if M % block_m and not shift_m and "C" not in why:
+            why["C"] = (f"M={M} leaves {block_m - M % block_m} junk rows in its last block of {block_m}, which would "
+                        f"land on column-major C's next column")
+    elif N % block_n and not shift_n and "C" not in why and "C" not in encoded:
         why["C"] = (f"N={N} leaves {block_n - N % block_n} junk columns in its last block of {block_n}, which would "
                     f"land on C's next row")
     a_finite = False
@@ -261,7 +269,7 @@ def plan_call(c: Design, problem: Problem) -> CallPlan:
     padded = tuple(op for op in OPERANDS if op in why or op in encoded)
     copies = tuple(HostCopy(op, why[op]) for op in OPERANDS if op in why)
     return CallPlan(problem, block_m, block_n, c.k_mt, c.k, c.b_col_maj, padded, copies, k_tail, a_finite, shift_m,
-                    shift_n, c.a_col_maj)
+                    shift_n, c.a_col_maj, c.c_col_maj)
 
 
 def _k_tail_zeros(c: Design, p: Problem, why: dict[str, str], encoded: list[str]) -> str:

@@ -102,3 +102,72 @@ def test_make_passes_a_col_maj():
 def test_column_major_a_needs_scalar_types():
     with pytest.raises(ConfigError, match="scalar kernels"):
         build_design(GemmConfig("npu2", 256, 256, 256, 64, 64, 64, 64, "bfp16", "bfp16", a_col_maj=True))
+
+
+# ---- column-major C against mlir-aie's facts ---------------------------------------------------
+C_FACTS = json.loads((ROOT / "tests" / "data" / "mlir_aie_c_col_maj.json").read_text())
+
+
+def _ev(expr: str, **names: int) -> int:
+    return int(eval(expr, {"__builtins__": {}}, names))  # noqa: S307 - our own test data, arithmetic only
+
+
+def test_column_major_c_streams_and_writes_what_mlir_aie_does():
+    """mlir-aie's kernel stores C blocks transposed and in column-major order, and its memtile walk
+    reads them out as the tile's columns; ours keeps the row-major r x t blocks and its memtile walk
+    gathers the columns (whole words for 32-bit C). Both streams are the m x n tile column by
+    column, and the shim then writes 4 tiles of n columns down C^T's rows, mlir-aie's pattern."""
+    from gemm_gen.design import patterns
+    from gemm_gen.design.grid import grid
+    from gemm_gen.l1_layout import c_layout
+
+    c = GemmConfig("npu1", 4 * 32 * 2, 64, 4 * 16 * 2, 32, 16, 16, 16, "i8", "i32", c_col_maj=True)
+    g = grid(c, "C")
+    m, n, r, t = g.m, g.n, g.r, g.t
+    names = dict(m=m, n=n, r=r, t=t, M=c.M, N=c.N, cols=c.cols)
+    # mlir-aie's L1 element (i, j) and its memtile walk
+    i, j = np.indices((m, n))
+    theirs_l1 = ((j // t) * (m // r) + i // r) * (r * t) + (j % t) * r + i % r
+    f = C_FACTS["memtile_dims_to_stream"]
+    their_walk = patterns.Tap(0, tuple(_ev(x, **names) for x in f["sizes"]),
+                              tuple(_ev(x, **names) for x in f["strides"]))
+    ours_l1 = c_layout(m, n, r, t)
+
+    def stream(layout: np.ndarray, walk: patterns.Tap) -> list[tuple[int, int]]:
+        where = {int(a): (int(x), int(y)) for (x, y), a in np.ndenumerate(layout)}
+        return [where[int(a)] for a in walk.indices()]
+
+    column_major = [(x, y) for y in range(n) for x in range(m)]
+    assert stream(theirs_l1, their_walk) == column_major
+    assert stream(ours_l1, patterns.c_l2_to_stream(g)) == column_major
+    # the shim: mlir-aie's three inner dims [4, n, m] / [m, M, 1] per output block, at its offset
+    s = C_FACTS["shim_c"]
+    for col in range(c.cols):
+        tap = patterns.shim_c(g, 0, 0, col)
+        assert list(tap.sizes) == [_ev(x, **names) for x in s["sizes"][1:]]
+        assert list(tap.strides) == [_ev(x, **names) for x in s["strides"][1:]]
+        assert tap.offset == _ev(s["offset"], row_base=0, col=col, **names)
+
+
+def test_column_major_c_needs_a_32_bit_output(capsys):
+    err = refused(capsys, ["plan", "--dev", "npu2", "-M", "256", "-K", "256", "-N", "256", "--dtype_in", "bf16",
+                           "--dtype_out", "bf16", "--c-col-maj"])
+    assert "column-major C is built for 32-bit outputs" in err
+
+
+def test_plan_json_shows_column_major_c_and_make_passes_it(capsys):
+    assert main(["plan", *SMALL, "--c-col-maj", "--a-col-maj", "--b-col-maj", "--json"]) == 0
+    info = json.loads(capsys.readouterr().out)
+    assert info["layouts"] == {"A": "column-major", "B": "column-major", "C": "column-major"}
+    out = subprocess.run(["make", "-n", "plan", "DEVICE=npu1", "M=128", "K=64", "N=128", "C_COL_MAJ=1"], cwd=ROOT,
+                         capture_output=True, text=True, check=True).stdout
+    assert "--c-col-maj 1" in out
+    row = GemmConfig("npu1", 128, 64, 128, 16, 16, 16, 32, "i8", "i32")
+    assert row.suffix != row.with_(c_col_maj=True).suffix
+
+
+def test_column_major_c_junk_rows_are_padded_junk_columns_are_not():
+    c = GemmConfig("npu1", 4 * 32, 64, 4 * 16, 32, 16, 16, 16, "i8", "i32", c_col_maj=True)
+    assert "C" in c.with_(M=100).call.padded  # rows past M would land on C^T's next row
+    assert "C" not in c.with_(N=50).call.padded  # C^T's rows past N are slack
+    assert c.with_(M=100).call.storage("C") == (c.with_(M=100).call.Np, c.with_(M=100).call.Mp)

@@ -177,9 +177,9 @@ def test_dispatch_dominates_tiny_problems():
                               ("bfp16", "bfp16", None, None), ("bfp16", "bfp16", None, "bf16")]),
        col=st.booleans(), mm=st.integers(1, 3), kk=st.integers(1, 3), nn=st.integers(1, 3), jm=st.integers(1, 3),
        bm=st.integers(1, 3), bk=st.integers(1, 4), bn=st.integers(1, 3), shrink=st.integers(0, 3),
-       cols_pick=st.integers(0, 3), strips=st.booleans(), a_col=st.booleans())
+       cols_pick=st.integers(0, 3), strips=st.booleans(), a_col=st.booleans(), c_col=st.booleans())
 def test_design_traffic_matches_closed_form(dev, types, col, mm, kk, nn, jm, bm, bk, bn, shrink, cols_pick, strips,
-                                            a_col):
+                                            a_col, c_col):
     d = device(dev)
     counts = sorted(d.column_devices)
     cols = counts[cols_pick % len(counts)]
@@ -192,7 +192,7 @@ def test_design_traffic_matches_closed_form(dev, types, col, mm, kk, nn, jm, bm,
     M, K, N = bm * 4 * m - shrink, bk * k_mt - shrink * s, bn * cols * n
     pack = "strips" if strips and "bfp16" in ((t_b or t_in),) else "tiles"
     c = GemmConfig(dev, M, max(K, s), N, m, k, n, k_mt, t_in, t_out, col, cols=cols, dtype_b=t_b, acc=acc,
-                   b_pack=pack, a_col_maj=a_col)
+                   b_pack=pack, a_col_maj=a_col, c_col_maj=c_col and t_out in ("i32", "f32"))
     try:
         design = build_design(c)
     except GemmGenError:
@@ -200,7 +200,8 @@ def test_design_traffic_matches_closed_form(dev, types, col, mm, kk, nn, jm, bm,
     got = design_traffic(design)
     Mp, Kp, Np = (np.array(x) for x in c.call.covered)
     want = analytic_traffic(c.rows, c.cols, (c.t_in, c.t_b, c.t_out), col, np.array(m), np.array(k_mt),
-                            np.array(n), Mp, Kp, Np, c.b_pack, tuple(np.array(c.call.ld(x)) for x in "ABC"), a_col)
+                            np.array(n), Mp, Kp, Np, c.b_pack, tuple(np.array(c.call.ld(x)) for x in "ABC"), a_col,
+                            c.c_col_maj)
     for name in ("A", "B", "C"):
         assert float(got[name].bytes) == pytest.approx(float(want[name].bytes))
         assert float(got[name].runs) == pytest.approx(float(want[name].runs))

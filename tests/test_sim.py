@@ -165,6 +165,31 @@ def test_column_major_a_given_row_major_is_a_layout_error():
         simulate(_with_fifo(d, "A_L2L1_0", dims_to_stream=row.fifo("A_L2L1_0").dims_to_stream))
 
 
+# column-major C (C^T in DRAM): 32-bit outputs, both devices, tails, alone and with A and B column-major
+@pytest.mark.parametrize("dev", ["npu1", "npu2"])
+@pytest.mark.parametrize("t_in,t_out", [("i8", "i32"), ("bf16", "f32"), ("i16", "i32")])
+@pytest.mark.parametrize("others", [False, True])
+def test_column_major_c_passes_with_tails(dev, t_in, t_out, others):
+    base = small(dev, t_in, t_out, others, a_col_maj=others, c_col_maj=True)
+    for c in (base, base.with_(M=base.M + base.m + 4, K=base.K - 2, N=base.N - 2 * base.n + 4),
+              base.with_(M=base.M // 2 - 4)):  # a block with junk rows: C padded
+        r = simulate(c)
+        assert r.passed and r.mismatches == 0 and r.nonzero_fraction > 0.5, c
+        assert c.call.storage("C")[1] == c.call.ld("C") and c.call.ld("C") in (c.M, c.call.Mp)
+
+
+def test_column_major_c_with_rho():
+    c = _atb("npu2", "i8", "i32", 3, False, c_col_maj=True)
+    assert simulate(c.with_(M=c.M - 8, N=c.N - 3)).passed
+
+
+def test_column_major_c_drained_row_major_is_a_layout_error():
+    d = build_design(small("npu1", "i8", "i32", c_col_maj=True))
+    row = build_design(small("npu1", "i8", "i32"))
+    with pytest.raises(LayoutError, match=r"C\[.*received the result for C\["):
+        simulate(_with_fifo(d, "C_L2L3_1", dims_to_stream=row.fifo("C_L2L3_1").dims_to_stream))
+
+
 def test_atb_a_without_its_memtile_reorder_is_a_layout_error():
     """The memtile must store A as rho stacked T_MA x k_mt tiles: without that reorder the cores
     receive rows of the wrong A tile."""

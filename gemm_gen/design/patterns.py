@@ -106,7 +106,10 @@ def b_l1_from_stream(c: Grid) -> Tap | None:
 
 def c_l2_to_stream(c: Grid) -> Tap:
     """Per join slice (one core's m x n tile): r x t blocks back to row-major rows (bfp16: 2 x 2
-    super-blocks of tiles back to row-major tiles)."""
+    super-blocks of tiles back to row-major tiles; column-major C: to columns, each m long, the r-row
+    blocks' t-stride words gathered in the memtile: whole words for 32-bit C only)."""
+    if c.c_col_maj:
+        return Tap(0, (c.n // c.t, c.t, c.m // c.r, c.r), (c.r * c.t, 1, c.r * c.n, c.t))
     return Tap(0, (c.m // c.r, c.r, c.n // c.t, c.t), (c.r * c.n, c.t, c.r * c.t, 1))
 
 
@@ -157,6 +160,8 @@ def shim_c(c: Grid, block_row: int, block_col: int, col: int) -> Tap:
     block_col)."""
     first_col = block_col + col * c.n
     spec = c.dev.dma[TileKind.SHIM]
+    if c.c_col_maj:  # each core row's m x n tile in columns, down C^T's rows (mlir-aie's [4, n, m] / [m, M, 1])
+        return Tap(first_col * c.ld + block_row, (c.rows, c.n, c.m), (c.m, c.ld, 1))
     return _strip(block_row * c.ld + first_col, c.rows * c.m, c.n, c.ld, c.unit.unit_bytes / 4, spec)
 
 

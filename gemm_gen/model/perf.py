@@ -210,7 +210,7 @@ def estimate(pr: Workload, m: np.ndarray | int, k: np.ndarray | int, n: np.ndarr
     if traffic is None:
         types = (dtype(pr.base.dtype_in), dtype(str(pr.base.dtype_b)), dtype(pr.base.dtype_out))
         traffic = analytic_traffic(rows, cols, types, pr.base.b_col_maj, m, k_mt, n, Mp, Kp, Np, pr.base.b_pack,
-                                   dram_lds(pr, k_mt, n), pr.base.a_col_maj)
+                                   dram_lds(pr, k_mt, n), pr.base.a_col_maj, pr.base.c_col_maj)
     dram = p.dram[dev.name]
     bw = dram.peak_gbps * GIGA
     lost = dram.run_overhead_bytes
@@ -243,7 +243,8 @@ def estimate(pr: Workload, m: np.ndarray | int, k: np.ndarray | int, n: np.ndarr
         b_obj_runs = np.where(Kp > k_mt, cols * n, cols) if pr.base.b_col_maj else cols * k * side
     t_refill = (a_obj + b_obj + (a_obj_runs + b_obj_runs) * lost) / bw
     c_block = cols * rows * m * n * b_out
-    t_c_dram = (c_block * dram.write_cost + cols * rows * m * side * lost) / bw
+    c_block_runs = cols * rows * n if pr.base.c_col_maj else cols * rows * m * side  # C^T: a run per column
+    t_c_dram = (c_block * dram.write_cost + c_block_runs * lost) / bw
     t_c_stream = rows * m * n * b_out / (sbw * f_hz)
     t_drain_block = np.maximum(t_c_dram, t_c_stream) + c_to_l2 / f_hz
     tasks = tasks_per_group if tasks_per_group is not None else padding.tasks_per_group(a_shims, cols)

@@ -201,10 +201,10 @@ class KernelEmulator:
         self.acc_super_blocks = self.p.converts_c and c.t_out.is_block
         if self.p.converts_c:
             oi, oj = np.indices((gc.m, gc.n))  # the conversion writes the whole object in C's tiles
-            self.out_view = view_of(self._c_l1(gc.m), gc.unit, oi * gc.ld + oj, w.TAG_C)
+            self.out_view = view_of(self._c_l1(gc.m), gc.unit, self._c_off(oi, oj), w.TAG_C)
         else:
             ci, cj = np.indices((gc.t_ma, gc.n))
-            self.c_view = view_of(self._c_l1(gc.t_ma), gc.unit, ci * gc.ld + cj, w.TAG_C)
+            self.c_view = view_of(self._c_l1(gc.t_ma), gc.unit, self._c_off(ci, cj), w.TAG_C)
         self.tiles: dict[TileRef, TileState] = {}
         self.calls: dict[TileRef, int] = {}
         self.stats = KernelStats()
@@ -226,6 +226,12 @@ class KernelEmulator:
         else:
             raise LayoutError(f"{tile} calls {kernel}, which is none of the design's kernels {sorted(self.roles)}",
                               "call the kernels the design declares")
+
+    def _c_off(self, i: np.ndarray, j: np.ndarray) -> np.ndarray:
+        """DRAM offsets (in C's units) of C's elements (i, j) from a tile's first one (C^T's when
+        column-major)."""
+        ld = self.grids["C"].ld
+        return j * ld + i if self.c.c_col_maj else i * ld + j
 
     def _c_l1(self, rows: int) -> np.ndarray:
         """The L1 layout of `rows` rows of C in its own type (in tiles for bfp16)."""
@@ -268,7 +274,7 @@ class KernelEmulator:
         if t.is_block:
             q = t.tile_rows
             return ((row0 // q) * (ld // q) + col0 // q) * (t.unit_bytes // 4)
-        return (row0 * ld + col0) // t.per_word
+        return (col0 * ld + row0 if self.c.c_col_maj else row0 * ld + col0) // t.per_word
 
     # ---- kernels -------------------------------------------------------------------------------
     def zero(self, tile: TileRef, cells: list[np.ndarray]) -> None:
