@@ -10,7 +10,8 @@ multiple of them is handled on the array wherever the DMAs can, with no host cop
   writes C's junk rows into C's slack.
 - K: the array walks K up to a multiple of k_mt. Only the tail's products must vanish: with B
   row-major, B's rows past K are its buffer's zeroed slack while A's tail reads the next row's
-  values (finite, times zero); otherwise the host pads one operand with zeros.
+  values (finite, times zero); with A column-major, A^T's rows past K are its zeroed slack;
+  otherwise the host pads one operand with zeros.
 
 The host pads (copies) an operand only where the DMAs cannot: rows that are not whole 32-bit words
 (the shim's unit), C narrower than one block (its junk columns would land on the next row), a K
@@ -78,6 +79,8 @@ class CallPlan:
     a_finite: bool  # the K tail multiplies A's next-row values by zero: float A must be finite
     shift_m: bool = False  # the last block row moves back to end at M (else junk rows go to slack)
     shift_n: bool = False
+    a_col_maj: bool = False  # A stored as A^T (K x M)
+    c_col_maj: bool = False  # C stored as C^T (N x M)
 
     @property
     def M(self) -> int:
@@ -139,15 +142,17 @@ class CallPlan:
 
     def storage(self, operand: str) -> tuple[int, int]:
         """(rows, columns) of an operand's DRAM buffer before any slack: the user's matrix, or its
-        host-padded copy (B column-major is stored as B^T)."""
+        host-padded copy (A or B column-major is stored as A^T or B^T)."""
         padded = operand in self.padded
         if operand == "A":
-            return (self.Mp, self.k_walk) if padded else (self.M, self.K)
+            m, k = (self.Mp, self.k_walk) if padded else (self.M, self.K)
+            return (k, m) if self.a_col_maj else (m, k)
         if operand == "B":
             k = self.k_walk if padded else self.K
             n = self.Np if padded else self.N
             return (n, k) if self.b_col_maj else (k, n)
-        return (self.Mp, self.Np) if padded else (self.M, self.N)
+        m, n = (self.Mp, self.Np) if padded else (self.M, self.N)
+        return (n, m) if self.c_col_maj else (m, n)
 
     def ld(self, operand: str) -> int:
         """Elements between consecutive rows of the operand's DRAM buffer."""
@@ -202,6 +207,10 @@ class Design(Protocol):
     @property
     def b_col_maj(self) -> bool: ...
     @property
+    def a_col_maj(self) -> bool: ...
+    @property
+    def c_col_maj(self) -> bool: ...
+    @property
     def t_in(self) -> DType: ...
     @property
     def t_b(self) -> DType: ...
@@ -223,16 +232,22 @@ def plan_call(c: Design, problem: Problem) -> CallPlan:
     encoded = [op for op in OPERANDS if types[op].is_block]
     # a moved block starts at any element: only operands addressed in elements (not bfp16 tiles) can
     shift_m = M > block_m and M % block_m != 0 and "A" not in encoded and "C" not in encoded
+    # ... and with A column-major, its first row must be a whole word into A^T's rows
+    shift_m = shift_m and not (c.a_col_maj and types["A"].nbytes(M) % WORD_BYTES)
     # ... and its first column must be a whole word into B's (row-major) and C's rows
     shift_n = (N > block_n and N % block_n != 0 and "B" not in encoded and "C" not in encoded
                and all(types[op].nbytes(N) % WORD_BYTES == 0 for op in ("C",) + (() if c.b_col_maj else ("B",))))
-    ld = {"A": K, "B": K if c.b_col_maj else N, "C": N}
+    ld = {"A": M if c.a_col_maj else K, "B": K if c.b_col_maj else N, "C": M if c.c_col_maj else N}
     for op in OPERANDS:
         t = types[op]
         if op not in encoded and t.nbytes(ld[op]) % WORD_BYTES:
             why[op] = (f"its rows of {ld[op]} x {t} = {t.nbytes(ld[op])} B are not whole 32-bit words (the DMAs' "
                        f"unit)")
-    if N % block_n and not shift_n and "C" not in why and "C" not in encoded:
+    if c.c_col_maj:  # C^T's rows past N are slack; junk rows of C would land on C^T's next row
+        if M % block_m and not shift_m and "C" not in why:
+            why["C"] = (f"M={M} leaves {block_m - M % block_m} junk rows in its last block of {block_m}, which would "
+                        f"land on column-major C's next column")
+    elif N % block_n and not shift_n and "C" not in why and "C" not in encoded:
         why["C"] = (f"N={N} leaves {block_n - N % block_n} junk columns in its last block of {block_n}, which would "
                     f"land on C's next row")
     a_finite = False
@@ -242,17 +257,19 @@ def plan_call(c: Design, problem: Problem) -> CallPlan:
         zeros = _k_tail_zeros(c, problem, why, encoded)
         # unless A itself is padded, its tail reads the next row's values, times zeros (B's slack or B's
         # padded copy): a float A must then be finite, or its Inf / NaN reach the previous row of C
-        a_finite = c.t_in.is_float and "A" not in why and "A" not in encoded
+        a_finite = c.t_in.is_float and "A" not in why and "A" not in encoded and zeros != "A slack"
         tail = f"K={K} is walked to {k_walk}: "
         k_tail = tail + {
             "B slack": "B's rows past K are the zeroed slack of its buffer (A's tail reads the next row's values, "
                        "finite, times zero)",
             "padded": "the host-padded operand carries zeros past K",
+            "A slack": "column-major A's rows past K (rows of A^T) are the zeroed slack of its buffer (B's tail, "
+                       "its slack or finite integers, times zero)",
         }[zeros]
     padded = tuple(op for op in OPERANDS if op in why or op in encoded)
     copies = tuple(HostCopy(op, why[op]) for op in OPERANDS if op in why)
     return CallPlan(problem, block_m, block_n, c.k_mt, c.k, c.b_col_maj, padded, copies, k_tail, a_finite, shift_m,
-                    shift_n)
+                    shift_n, c.a_col_maj, c.c_col_maj)
 
 
 def _k_tail_zeros(c: Design, p: Problem, why: dict[str, str], encoded: list[str]) -> str:
@@ -269,8 +286,14 @@ def _k_tail_zeros(c: Design, p: Problem, why: dict[str, str], encoded: list[str]
             why.setdefault("B", reason)
     if "A" in why or "A" in encoded or "B" in why or "B" in encoded:
         return "padded"
+    if c.a_col_maj and (not c.b_col_maj or not c.t_b.is_float):
+        return "A slack"  # times B's slack zeros, or B^T's next row's integers
     if not c.b_col_maj:
         return "B slack"
+    if c.a_col_maj:  # A's tail is zeros, B^T's the next column's values: a float Inf there would make NaN
+        why["B"] = (f"K={p.K} is not a multiple of k_mt={c.k_mt} and column-major B's tail reads real values, "
+                    f"which must not meet A's zero tail as Inf or NaN")
+        return "padded"
     # B^T's tail reads the next column of B and A's the next row of A: one of them must be zeros.
     smaller = "A" if p.M <= p.N else "B"
     why[smaller] = (f"K={p.K} is not a multiple of k_mt={c.k_mt} and column-major B's tail reads real values, so "

@@ -12,7 +12,7 @@ from .dtypes import dtype
 from .errors import ConfigError
 from .hw.devices import Device, MmulShape, TileKind
 from .rounding import Rounding, Saturation
-from .rules import array, l1, padding
+from .rules import array, l1, memtile, padding
 from .rules import tiling as tiling_rule
 from .rules.l1 import RTP_PART
 from .rules.padding import MAX_RUNTIME_TASKS
@@ -71,6 +71,13 @@ def check_types(c: GemmConfig) -> None:
                           "drop --b-pack, or use --dtype_b bfp16")
     if c.shift and not p.block:
         check_shift(c.dev, c.dtype_in, c.dtype_out, c.mmul, c.shift, str(c.acc))
+    if c.c_col_maj and (t_out.is_block or t_out.bytes != 4):
+        raise ConfigError(f"--c-col-maj with {t_out} C: column-major C is built for 32-bit outputs (the DMAs move "
+                          f"whole words; a narrower C needs the kernel's transposed store, not built)",
+                          "use --dtype_out i32 or f32, or store C row-major")
+    if c.a_col_maj and (p.block or c.t_in.is_block):
+        raise ConfigError(f"--a-col-maj: column-major A is built for scalar kernels, not the bfp16 kernels of {p.name}",
+                          "store A row-major (drop --a-col-maj)")
     if c.convert_once and c.convert_once_problem is not None:
         raise ConfigError(*c.convert_once_problem)
     if c.l1_alloc is not None and c.l1_alloc not in L1_SCHEMES:
@@ -132,6 +139,10 @@ def check_array(c: GemmConfig) -> None:
         counts = ", ".join(map(str, dev.column_devices))
         raise ConfigError(f"n_aie_cols={c.cols} on {dev.name}: designs use {counts} columns",
                           f"use --n-aie-cols {counts.replace(', ', ' or ')}")
+    if not memtile.a_col_maj_ok(c.a_col_maj, c.rows, c.cols):
+        raise ConfigError(f"--a-col-maj on {c.cols} columns: column-major A needs one A shim per core row ({c.rows}), "
+                          f"and {c.cols} columns give one per {c.a_rows_per_shim} rows",
+                          f"use --n-aie-cols {c.rows} or more, or store A row-major")
     depths = (c.depth_ab_l1, c.depth_ab_l2, c.depth_c_l1, c.depth_c_l2)
     if not all(1 <= d <= 2 for d in depths):
         # IRON gives each fifo end at most max-acquire + 1 = 2 buffers for our loops

@@ -63,7 +63,7 @@ L1_SCHEMES = ("bank-aware", "basic-sequential")
 FIELDS = ("device", "M", "K", "N", "m", "k", "n", "k_mt", "dtype_in", "dtype_out", "b_col_maj", "rows", "cols",
           "emulate_bf16_with_bfp16", "compiler", "mmul_shape", "stack_bytes", "queue_groups", "rho", "depth_ab_l1",
           "depth_ab_l2", "depth_c_l1", "depth_c_l2", "rounding", "saturation", "shift", "dtype_b", "acc", "b_pack",
-          "expansion", "kernel_loops", "convert_once", "l1_alloc", "runtime_sizes")
+          "expansion", "kernel_loops", "convert_once", "l1_alloc", "runtime_sizes", "a_col_maj", "c_col_maj")
 
 
 @dataclass(frozen=True, init=False, eq=False)
@@ -183,6 +183,14 @@ class GemmConfig:
     @property
     def b_col_maj(self) -> bool:
         return self.options.b_col_maj
+
+    @property
+    def a_col_maj(self) -> bool:
+        return self.options.a_col_maj
+
+    @property
+    def c_col_maj(self) -> bool:
+        return self.options.c_col_maj
 
     @property
     def rows(self) -> int:
@@ -330,7 +338,7 @@ class GemmConfig:
         """Why this GEMM cannot use the convert-once bf16 kernel ((what, fix) for a ConfigError), or
         None when it can (rules/defaults.py)."""
         return _convert_once_problem(self.dev, self.precision, self.emulate_bf16_with_bfp16, self.mmul_shape,
-                                     self.compiler)
+                                     self.compiler, self.a_col_maj)
 
     @property
     def block_kernel(self) -> bool:
@@ -477,14 +485,18 @@ class GemmConfig:
         if self.acc != self.default_acc:  # the default accumulator goes unnamed
             types += [f"acc{prec.ACC_OUT if self.acc == self.dtype_out else self.acc}"]
         parts = [f"{self.M}x{self.K}x{self.N}_{self.m}x{self.k}x{self.n}_{self.cols}c", "_".join(types)]
+        if self.a_col_maj:
+            parts.append("acol")
         if self.b_col_maj:
             parts.append("bcol")
+        if self.c_col_maj:
+            parts.append("ccol")
         if self.b_pack != "tiles":
             parts.append(f"b{self.b_pack}")
         if self.k_mt != self.k:
             parts.append(f"kmt{self.k_mt}")
         named = {"device", "M", "K", "N", "m", "k", "n", "k_mt", "dtype_in", "dtype_out", "b_col_maj", "cols", "b_pack",
-                 "dtype_b", "acc"}
+                 "dtype_b", "acc", "a_col_maj", "c_col_maj"}
         default = GemmConfig(self.device, self.M, self.K, self.N, self.m, self.k, self.n, self.k_mt,
                              self.dtype_in, self.dtype_out, dtype_b=self.dtype_b, acc=self.acc)
         extras = {k: v for k, v in self.to_json().items() if k not in named and v != getattr(default, k)}

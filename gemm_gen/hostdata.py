@@ -5,7 +5,7 @@ plan (gemm_gen/call.py) says the host must pad it; then it is a zero-padded copy
 extent, and C is cropped out of its padded buffer. Reads and writes past a buffer's end land in
 its slack (design/model.py's `slack` of a runtime tensor), which the host adds as zeros.
 
-Scalar operands are plain row-major arrays (B^T when B is column-major). A bfp16 operand is
+Scalar operands are plain row-major arrays (A^T and B^T when column-major). A bfp16 operand is
 quantized on the host (the helper's truncation, blocks of 8 along K for A and B, along N for C)
 and stored as 8 x 8 tiles of 72 bytes (gemm_gen/bfp16.py), row-major over tiles:
 - A: tile (i, j) = rows 8i.. of K columns 8j.., each row one block;
@@ -48,7 +48,9 @@ def pad_inputs(c: GemmConfig, a: np.ndarray, b: np.ndarray, call: CallPlan | Non
     call = call or c.call
     t_a, t_b = c.t_in, c.t_b
     a_rows, a_cols = call.storage("A")
-    a_dram = _padded(a, (a_rows, a_cols), t_a.host) if "A" in call.padded else np.ascontiguousarray(a, t_a.host)
+    a_stored = np.asarray(a).T if c.a_col_maj else a  # A^T when column-major
+    a_dram = (_padded(a_stored, (a_rows, a_cols), t_a.host) if "A" in call.padded
+              else np.ascontiguousarray(a_stored, t_a.host))
     if t_a.is_block:
         a_dram = tiles_of(a_dram, HOST_ROUNDING)
     bt_rows, bt_cols = call.storage("B")[::-1] if not c.b_col_maj else call.storage("B")
@@ -129,7 +131,7 @@ def host_values(c: GemmConfig, a_dram: np.ndarray, b_dram: np.ndarray, call: Cal
     the quantized values the DMAs carry), scalar operands as they are."""
     call = call or c.call
     M, K, N = call.M, call.K, call.N
-    a = tile_values(a_dram) if c.t_in.is_block else a_dram
+    a = tile_values(a_dram) if c.t_in.is_block else a_dram.T if c.a_col_maj else a_dram
     if c.t_b.is_block and c.b_pack == "strips":
         q = TILE
         strips = b_dram.reshape(call.Np // c.n, call.k_walk // c.k, c.n // (2 * q), c.k // q, 2, TILE_BYTES)
@@ -152,6 +154,8 @@ def output_values(c: GemmConfig, raw: np.ndarray, call: CallPlan | None = None) 
             rows // TILE, cols // TILE, c.t_out.unit_bytes))
     else:
         values = data[: c.t_out.nbytes(rows * cols)].view(c.t_out.host).reshape(rows, cols)
+    if c.c_col_maj:  # C^T
+        values = values.T
     return values[: call.M, : call.N]
 
 

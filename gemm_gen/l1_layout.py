@@ -2,6 +2,8 @@
 
 Each function returns addr[i, j]: the L1 element offset of logical element (i, j) of a tile.
 - A (m x k): r x s blocks, row-major inside, blocks row-major.
+- A column-major (m x k from A^T): the same blocks in the same order, each an s x r block of A^T
+  (the kernel transposes each on load).
 - B row-major (k x n): s x t blocks, row-major inside, blocks row-major.
 - B column-major (k x n from B^T): t x s blocks of B^T (the kernel transposes each on load),
   blocks ordered down K first.
@@ -28,8 +30,10 @@ def _frozen(a: np.ndarray) -> np.ndarray:
 
 
 @lru_cache(maxsize=64)
-def a_layout(m: int, k: int, r: int, s: int) -> np.ndarray:
+def a_layout(m: int, k: int, r: int, s: int, col_maj: bool = False) -> np.ndarray:
     i, j = np.indices((m, k))
+    if col_maj:
+        return _frozen((i // r) * (r * k) + (j // s) * (r * s) + (j % s) * r + (i % r))
     return _frozen((i // r) * (r * k) + (j // s) * (r * s) + (i % r) * s + (j % s))
 
 

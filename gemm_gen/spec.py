@@ -104,6 +104,12 @@ class Options:
     # stops); "mnk", also any K <= K (each core reads its k-steps per output tile from a runtime
     # parameter that every call writes)
     runtime_sizes: str = "fixed"
+    # A stored column-major (K x M, i.e. A^T row-major): the DMAs carry s x r blocks of A^T and
+    # the kernel transposes each on load (as B column-major); design/patterns.py
+    a_col_maj: bool = False
+    # C written column-major (N x M, i.e. C^T row-major): the memtile drains each core's tile in
+    # columns and the shim writes them down C^T's rows (32-bit outputs: the DMAs move whole words)
+    c_col_maj: bool = False
 
     def __post_init__(self) -> None:
         for name in ("mmul_shape", "expansion"):  # JSON gives lists; options hash and compare as tuples

@@ -297,3 +297,30 @@ def test_a_design_that_breaks_an_rtp_rule_does_not_lower():
         broken = replace(d, runtime=tuple(replace(o, rtp=bad) if o is op else o for o in d.runtime))
         with pytest.raises((IndexError, TypeError)):
             lowered(broken)
+
+
+@pytest.mark.parametrize("cfg", [small("npu1", "i8", "i32", False, a_col_maj=True),
+                                 small("npu2", "bf16", "bf16", True, a_col_maj=True, rho=2, m=32),
+                                 small("npu2", "i8", "i32", True, a_col_maj=True, M=8 * 4 * 3 - 5, K=100),
+                                 small("npu2", "bf16", "f32", True, a_col_maj=True, c_col_maj=True, N=200)],
+                         ids=["npu1-i8", "npu2-bf16-rho2", "npu2-i8-tails", "npu2-all-column-major"])
+def test_column_major_a_lowers_with_the_designs_patterns(cfg):
+    """The stand-in of IRON 1.4.3 takes a column-major A design: its memtile reorder, the A^T shim
+    strips (3 dims, leading unit), and the kernel object that transposes A."""
+    d, rec, _ = lowered(cfg)
+    by_name = {f.name: f for f in rec.fifos}
+    for f in d.fifos:
+        assert (by_name[f.name].dims_to_stream or None) == dims(f.dims_to_stream)
+        assert (by_name[f.name].dims_from_stream_per_cons or None) == dims(f.dims_from_stream)
+    a_fills = [(t, task) for t, task in zip(rec.transfers, d.tasks) if task.tensor == "A"]
+    assert a_fills
+    for t, task in a_fills:
+        assert len(t["tap"].sizes) == SHIM_TAP_DIMS and t["tap"].sizes[0] == 1  # never a repeat
+        assert t["tap"].strides[-1] == 1 and task.tap.strides[-2] == cfg.call.ld("A")  # down A^T's rows
+    for t, task in zip(rec.transfers, d.tasks):
+        if task.tensor == "C" and cfg.c_col_maj:  # each core row's tile in columns, down C^T's rows
+            assert t["tap"].sizes[0] == 1 and t["tap"].sizes[1:] == [cfg.rows, cfg.n, cfg.m]
+            assert task.tap.strides == (cfg.m, cfg.call.ld("C"), 1)
+    spec = next(x for x in d.kernels if x.role == "matmul")
+    assert "_acol" in spec.object_file
+    assert {x.name: x for x in rec.kernels}[spec.name].object_file_name == spec.object_file

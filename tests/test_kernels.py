@@ -111,7 +111,7 @@ class Case:
 def build(dev: Device, dtype_in: str, dtype_out: str, blocks: tuple[int, int, int], b_col_maj: bool,
           mmul: tuple[int, int, int] | None = None, emulate: bool = False, rounding: str = "conv_even",
           saturation: str = "saturate", shift: int = 0, rho: int = 1, expansion: tuple[int, int] | None = None,
-          loops: str | None = None, wide: bool = False) -> KernelBuild:
+          loops: str | None = None, wide: bool = False, a_col_maj: bool = False) -> KernelBuild:
     """A KernelBuild whose A tile is `blocks` (2r, s, 2t) units of the mmul shape; C has rho A tiles.
     The variant is the one a design would get (kernel_variant.choose) unless given. C stays in its
     output type between calls (--acc out) unless `wide`: then in the kernel's accumulator type."""
@@ -121,7 +121,7 @@ def build(dev: Device, dtype_in: str, dtype_out: str, blocks: tuple[int, int, in
     acc = wide_acc(dtype_out, dev.acc_bits(dtype_in, (r, s, t))) if wide else None
     return KernelBuild(dev.aie_target, dtype_in, dtype_out, m, k, n, (r, s, t), b_col_maj, emulate,
                        rounding, saturation, shift, rho=rho, acc=None if acc == dtype_out else acc,
-                       expansion=v.expansion, loops=v.loops)
+                       expansion=v.expansion, loops=v.loops, a_col_maj=a_col_maj)
 
 
 def _cases() -> list[Case]:
@@ -170,6 +170,19 @@ def _cases() -> list[Case]:
         Case(build(NPU2, "i8", "i16", (1, 2, 2), False, rho=2, shift=3)),
         Case(build(NPU2, "bf16", "bf16", (1, 2, 1), False, emulate=True, rho=4)),
         Case(build(NPU1, "i16", "i32", (2, 1, 1), True, rho=2)),
+    ]
+    # column-major A (s x r blocks of A^T, transposed on load): every type pair on both devices, with
+    # either B layout, and every other mmul shape once
+    for dev in (NPU1, NPU2):
+        for i, (din, dout) in enumerate(PAIRS):
+            cases.append(Case(build(dev, din, dout, (2, 3, 2), bool(i % 2), a_col_maj=True)))
+        for din, shapes in dev.mmul_shapes.items():
+            for i, shape in enumerate(shapes[1:]):
+                cases.append(Case(build(dev, din, din, (2, 2, 1), bool(i % 2), mmul=shape, a_col_maj=True)))
+    cases += [
+        Case(build(NPU2, "bf16", "bf16", (1, 2, 2), True, emulate=True, a_col_maj=True)),
+        Case(build(NPU2, "i8", "i32", (2, 2, 2), False, rho=2, loops="c-overlap", a_col_maj=True)),
+        Case(build(NPU1, "bf16", "bf16", (1, 2, 1), True, rho=3, a_col_maj=True)),
     ]
     return cases + _wide_cases()
 
@@ -399,7 +412,7 @@ HOST_MUTANTS = {  # mutant -> what the host says (a compile error, or a refusal 
     Case(_I8_I32, patches=(("MMUL C00(aie::load_v<MMUL::size_C>(pC0 + (j + 0) * MMUL::size_C), SHIFT);",
                             "MMUL C00(aie::load_v<MMUL::size_C>(pC0 + (j + 0) * MMUL::size_C), 3);"),),
          mutant="acc32-load-shift"): "an int32 vector loads into acc32 only with shift 0",
-    Case(_BF16_NPU2, patches=(("aie::load_v<MMUL::size_A>(pA0);", "aie::load_v<MMUL::size_A>(pA0 + 1);"),),
+    Case(_BF16_NPU2, patches=(("load_a(pA0);", "load_a(pA0 + 1);"),),
          mutant="unaligned-load"): "load_v of a 64-byte vector at an address 2 bytes past a 64-byte boundary",
     Case(_CONFIG2, patches=(("    Acc c00(c0), c01(c1), c10(c2), c11(c3);\n",
                              "    Acc c00 = c0, c01 = c1, c10 = c2, c11 = c3;\n"),),
@@ -612,17 +625,19 @@ def inputs(case: Case, seed: int = 0, family: str = "wide") -> list[tuple[np.nda
 
 
 def run_tile(kernel: Kernel, steps: list[tuple[np.ndarray, np.ndarray]], b_col_maj: bool | None = None,
-             modes: tuple[Rounding, Saturation] = (Rounding.FLOOR, Saturation.NONE)) -> np.ndarray:
+             modes: tuple[Rounding, Saturation] = (Rounding.FLOOR, Saturation.NONE),
+             a_col_maj: bool | None = None) -> np.ndarray:
     """zero, then per k-step one matmul per A tile (rho of them, each T_MA rows, sharing the B
     tile as the ATB worker loop does), on L1 buffers in the kernel's layouts; returns C (m x n).
 
-    b_col_maj overrides the layout B is written in (to prove a wrong layout is caught). `modes`
+    b_col_maj (a_col_maj) overrides the layout B (A) is written in (to prove a wrong layout is caught). `modes`
     are the mode registers the kernel finds (reset values by default) and must leave behind.
     """
     b = kernel.build
     r, s, t = b.mmul
     t_in, t_out = dtype(b.dtype_in), dtype(b.dtype_out)
     col_maj = b.b_col_maj if b_col_maj is None else b_col_maj
+    a_col = b.a_col_maj if a_col_maj is None else a_col_maj
     kernel.set_modes(*modes)
     # starts as sentinel garbage: zero must clear all of it; guarded widely enough that misplaced
     # accumulator rows (every m x n of them, 8 bytes each) only ever land in sentinels
@@ -644,7 +659,7 @@ def run_tile(kernel: Kernel, steps: list[tuple[np.ndarray, np.ndarray]], b_col_m
         b_buf.body[b_layout(b.k, b.n, s, t, col_maj)] = b_tile
         for i in range(b.rho):
             a_buf = Guarded(b.t_ma * b.k, t_in.host)
-            a_buf.body[a_layout(b.t_ma, b.k, r, s)] = a_tile[i * b.t_ma:(i + 1) * b.t_ma]
+            a_buf.body[a_layout(b.t_ma, b.k, r, s, a_col)] = a_tile[i * b.t_ma:(i + 1) * b.t_ma]
             kernel.checked(kernel.matmul_fn, a_buf.ptr, b_buf.ptr, c.ptr, *(g.ptr for g in scratch),
                            *c_bufs[1:], *((i,) if b.rho > 1 else ()))
             assert kernel.modes() == modes, "the kernel must restore the mode registers it found"
@@ -897,6 +912,8 @@ def test_check_catches_wrong_layout_and_rounding(libraries) -> None:
     assert_bit_equal(run_tile(kernel, steps), want, "control")
     with pytest.raises(AssertionError, match="elements differ"):
         assert_bit_equal(run_tile(kernel, steps, b_col_maj=True), want, "B column-major for a row-major kernel")
+    with pytest.raises(AssertionError, match="elements differ"):
+        assert_bit_equal(run_tile(kernel, steps, a_col_maj=True), want, "A column-major for a row-major kernel")
     with pytest.raises(AssertionError, match="elements differ"):
         assert_bit_equal(run_tile(kernel, steps), expected(case.build, steps, Rounding.FLOOR), "floor numerics")
     mutant = load(libraries, NO_ROUNDING)

@@ -177,8 +177,9 @@ def test_dispatch_dominates_tiny_problems():
                               ("bfp16", "bfp16", None, None), ("bfp16", "bfp16", None, "bf16")]),
        col=st.booleans(), mm=st.integers(1, 3), kk=st.integers(1, 3), nn=st.integers(1, 3), jm=st.integers(1, 3),
        bm=st.integers(1, 3), bk=st.integers(1, 4), bn=st.integers(1, 3), shrink=st.integers(0, 3),
-       cols_pick=st.integers(0, 3), strips=st.booleans())
-def test_design_traffic_matches_closed_form(dev, types, col, mm, kk, nn, jm, bm, bk, bn, shrink, cols_pick, strips):
+       cols_pick=st.integers(0, 3), strips=st.booleans(), a_col=st.booleans(), c_col=st.booleans())
+def test_design_traffic_matches_closed_form(dev, types, col, mm, kk, nn, jm, bm, bk, bn, shrink, cols_pick, strips,
+                                            a_col, c_col):
     d = device(dev)
     counts = sorted(d.column_devices)
     cols = counts[cols_pick % len(counts)]
@@ -191,7 +192,7 @@ def test_design_traffic_matches_closed_form(dev, types, col, mm, kk, nn, jm, bm,
     M, K, N = bm * 4 * m - shrink, bk * k_mt - shrink * s, bn * cols * n
     pack = "strips" if strips and "bfp16" in ((t_b or t_in),) else "tiles"
     c = GemmConfig(dev, M, max(K, s), N, m, k, n, k_mt, t_in, t_out, col, cols=cols, dtype_b=t_b, acc=acc,
-                   b_pack=pack)
+                   b_pack=pack, a_col_maj=a_col, c_col_maj=c_col and t_out in ("i32", "f32"))
     try:
         design = build_design(c)
     except GemmGenError:
@@ -199,7 +200,8 @@ def test_design_traffic_matches_closed_form(dev, types, col, mm, kk, nn, jm, bm,
     got = design_traffic(design)
     Mp, Kp, Np = (np.array(x) for x in c.call.covered)
     want = analytic_traffic(c.rows, c.cols, (c.t_in, c.t_b, c.t_out), col, np.array(m), np.array(k_mt),
-                            np.array(n), Mp, Kp, Np, c.b_pack, tuple(np.array(c.call.ld(x)) for x in "ABC"))
+                            np.array(n), Mp, Kp, Np, c.b_pack, tuple(np.array(c.call.ld(x)) for x in "ABC"), a_col,
+                            c.c_col_maj)
     for name in ("A", "B", "C"):
         assert float(got[name].bytes) == pytest.approx(float(want[name].bytes))
         assert float(got[name].runs) == pytest.approx(float(want[name].runs))
@@ -266,3 +268,24 @@ def test_predict_past_a_budget_but_not_past_a_rule(capsys):
     assert json.loads(capsys.readouterr().out)["buildable"] is False
     assert main([*args, "-m", "44"]) == 2
     assert "not a multiple of 2r=16" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("dev,t_in,t_out", [("npu1", "i8", "i32"), ("npu2", "bf16", "bf16")])
+def test_column_major_a_is_priced_by_its_runs(dev, t_in, t_out):
+    """Column-major A is read as A^T in runs of m (one per K row and core row), whatever k_mt: the
+    Design's count equals the closed form, the runs are shorter than row-major A's k_mt runs, and
+    predict prices the difference (the same tiles, more DRAM time)."""
+    row = GemmConfig(dev, 1024, 2048, 1024, 64, 64, 64, 256, t_in, t_out)
+    col = row.with_(a_col_maj=True)
+    got = design_traffic(build_design(col))["A"]
+    Mp, Kp, Np = (np.array(x) for x in col.call.covered)
+    want = analytic_traffic(col.rows, col.cols, (col.t_in, col.t_b, col.t_out), False, np.array(64), np.array(256),
+                            np.array(64), Mp, Kp, Np, "tiles", tuple(np.array(col.call.ld(x)) for x in "ABC"),
+                            True)["A"]
+    assert float(got.runs) == pytest.approx(float(want.runs)) and float(got.bytes) == float(want.bytes)
+    assert float(got.run_bytes) == 64 * col.t_in.elem_bytes
+    assert float(design_traffic(build_design(row))["A"].run_bytes) == 256 * row.t_in.elem_bytes
+    wl_row, wl_col = Workload.of(row), Workload.of(col)
+    t_row = float(estimate(wl_row, 64, 64, 64, 256).t_dram)
+    t_col = float(estimate(wl_col, 64, 64, 64, 256).t_dram)
+    assert t_col > t_row

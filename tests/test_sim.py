@@ -128,6 +128,68 @@ def test_atb_wrong_c_slice_is_a_layout_error():
         simulate(broken)
 
 
+# column-major A (A^T in DRAM), alone and with column-major B, with tails on every size: the issue-23
+# checks (i8 -> i32 and bf16 -> bf16 on both devices), rho > 1, and the cases the host must pad
+@pytest.mark.parametrize("dev", ["npu1", "npu2"])
+@pytest.mark.parametrize("t_in,t_out", [("i8", "i32"), ("bf16", "bf16")])
+@pytest.mark.parametrize("b_col_maj", [False, True])
+def test_column_major_a_passes_with_tails(dev, t_in, t_out, b_col_maj):
+    base = small(dev, t_in, t_out, b_col_maj, a_col_maj=True)
+    c = base.with_(M=base.M + base.m + 4, K=base.K + base.k - 2 * base.s if base.k > base.s else base.K + 6,
+                   N=base.N - 2 * base.n + 4)
+    r = simulate(c)
+    assert r.passed and r.mismatches == 0 and r.nonzero_fraction > 0.5
+    assert c.call.storage("A") == (c.K, c.M) and c.call.ld("A") == c.M
+
+
+@pytest.mark.parametrize("dev,t_in,t_out,rho", [("npu2", "i8", "i16", 3), ("npu1", "bf16", "f32", 2)])
+def test_column_major_a_with_rho(dev, t_in, t_out, rho):
+    c = _atb(dev, t_in, t_out, rho, False, a_col_maj=True)
+    assert simulate(c.with_(M=c.M - 3, K=c.K - 1)).passed
+
+
+def test_column_major_a_k_tail_reads_its_zero_slack_without_a_copy():
+    """A^T's rows past K are its buffer's zeroed slack: no operand is padded, with B row-major."""
+    c = small("npu1", "i8", "i32", False, a_col_maj=True)
+    c = c.with_(K=c.K - 3)
+    assert c.call.padded == () and "A^T" in c.call.k_tail
+    assert simulate(c).passed
+
+
+def test_column_major_a_given_row_major_is_a_layout_error():
+    """The design reads A^T: the core's blocks of a row-major design's A (without the kernel's
+    transpose, i.e. the row-major memtile walk) are caught."""
+    d = build_design(small("npu1", "i8", "i32", a_col_maj=True))  # r != s: the walks differ
+    row = build_design(small("npu1", "i8", "i32"))
+    with pytest.raises(LayoutError, match="A tile"):
+        simulate(_with_fifo(d, "A_L2L1_0", dims_to_stream=row.fifo("A_L2L1_0").dims_to_stream))
+
+
+# column-major C (C^T in DRAM): 32-bit outputs, both devices, tails, alone and with A and B column-major
+@pytest.mark.parametrize("dev", ["npu1", "npu2"])
+@pytest.mark.parametrize("t_in,t_out", [("i8", "i32"), ("bf16", "f32"), ("i16", "i32")])
+@pytest.mark.parametrize("others", [False, True])
+def test_column_major_c_passes_with_tails(dev, t_in, t_out, others):
+    base = small(dev, t_in, t_out, others, a_col_maj=others, c_col_maj=True)
+    for c in (base, base.with_(M=base.M + base.m + 4, K=base.K - 2, N=base.N - 2 * base.n + 4),
+              base.with_(M=base.M // 2 - 4)):  # a block with junk rows: C padded
+        r = simulate(c)
+        assert r.passed and r.mismatches == 0 and r.nonzero_fraction > 0.5, c
+        assert c.call.storage("C")[1] == c.call.ld("C") and c.call.ld("C") in (c.M, c.call.Mp)
+
+
+def test_column_major_c_with_rho():
+    c = _atb("npu2", "i8", "i32", 3, False, c_col_maj=True)
+    assert simulate(c.with_(M=c.M - 8, N=c.N - 3)).passed
+
+
+def test_column_major_c_drained_row_major_is_a_layout_error():
+    d = build_design(small("npu1", "i8", "i32", c_col_maj=True))
+    row = build_design(small("npu1", "i8", "i32"))
+    with pytest.raises(LayoutError, match=r"C\[.*received the result for C\["):
+        simulate(_with_fifo(d, "C_L2L3_1", dims_to_stream=row.fifo("C_L2L3_1").dims_to_stream))
+
+
 def test_atb_a_without_its_memtile_reorder_is_a_layout_error():
     """The memtile must store A as rho stacked T_MA x k_mt tiles: without that reorder the cores
     receive rows of the wrong A tile."""

@@ -166,6 +166,11 @@ def problem_args(p: argparse.ArgumentParser) -> None:
                    "bfp16 x bfp16 -> bfp16, config3 = config2 with C accumulated in bf16")
     p.add_argument("--b-col-maj", "--b_col_maj", dest="b_col_maj", nargs="?", const=True, default=False,
                    type=_b_col_maj, help="B stored column-major (N x K); takes an optional 0/1")
+    p.add_argument("--a-col-maj", "--a_col_maj", dest="a_col_maj", nargs="?", const=True, default=False,
+                   type=_b_col_maj, help="A stored column-major (K x M, i.e. A^T row-major); takes an optional 0/1")
+    p.add_argument("--c-col-maj", "--c_col_maj", dest="c_col_maj", nargs="?", const=True, default=False,
+                   type=_b_col_maj, help="C written column-major (N x M, i.e. C^T row-major; 32-bit outputs); takes "
+                   "an optional 0/1")
     p.add_argument("--b-pack", "--b_pack", dest="b_pack", choices=("tiles", "strips"), default=None,
                    help="DRAM layout of a bfp16 B: tiles (a matrix of 8x8 tiles) or strips (mlir-aie's ATB packing: "
                    "each core column's K x n strip contiguous); default: the model's choice")
@@ -272,7 +277,8 @@ def options(a: argparse.Namespace) -> Options:
                    stack_bytes=a.stack or 0, shift=a.shift, rounding=a.rounding, saturation=a.saturation,
                    dtype_b=p.b, acc=p.acc if a.preset is not None else a.acc, b_pack=a.b_pack,
                    expansion=a.expansion, kernel_loops=a.kernel_loops, convert_once=a.convert_once,
-                   l1_alloc=a.l1_alloc, runtime_sizes=served)
+                   l1_alloc=a.l1_alloc, runtime_sizes=served, a_col_maj=bool(a.a_col_maj),
+                   c_col_maj=bool(a.c_col_maj))
 
 
 def problem(a: argparse.Namespace) -> Problem:
@@ -302,6 +308,10 @@ def config_args(c: GemmConfig) -> list[str]:
     args = ["--dev", c.device, "-M", str(c.M), "-K", str(c.K), "-N", str(c.N), "-m", str(c.m), "-k", str(c.k),
             "-n", str(c.n), "--k-mt", str(c.k_mt), "--dtype_in", c.dtype_in, "--dtype_out", c.dtype_out,
             "--b-col-maj", str(int(c.b_col_maj))]
+    if c.a_col_maj:
+        args += ["--a-col-maj", "1"]
+    if c.c_col_maj:
+        args += ["--c-col-maj", "1"]
     if c.cols != c.dev.columns:
         args += ["--n-aie-cols", str(c.cols)]
     if c.dtype_b != c.dtype_in:

@@ -51,6 +51,8 @@ class DesignKeys:
     rounding_of_c: str  # c_rounding(config)
     kernel_variant: VariantInfo
     convert_once: bool
+    a_col_maj: bool
+    c_col_maj: bool
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -73,6 +75,8 @@ class DesignKeys:
             "rounding_of_c": self.rounding_of_c,
             "kernel_variant": self.kernel_variant.to_json(),
             "convert_once": self.convert_once,
+            "layouts": {name: "column-major" if col else "row-major"
+                        for name, col in (("A", self.a_col_maj), ("B", self.b_col_maj), ("C", self.c_col_maj))},
         }
 
 
@@ -80,7 +84,7 @@ def design_keys(c: GemmConfig) -> DesignKeys:
     """What design a config is, as plan and predict both report it."""
     return DesignKeys(c.dev.name, (c.M, c.K, c.N), (c.m, c.k, c.n), c.k_mt, c.rho, c.t_ma, c.mmul, c.dtype_in,
                       c.dtype_b, c.dtype_out, c.acc, c.precision.name, c.b_col_maj, c.b_pack, c.cols,
-                      accumulator(c), c_rounding(c), variant_info(c), bool(c.convert_once))
+                      accumulator(c), c_rounding(c), variant_info(c), bool(c.convert_once), c.a_col_maj, c.c_col_maj)
 
 
 def variant_info(c: GemmConfig) -> VariantInfo:

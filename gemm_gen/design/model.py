@@ -134,6 +134,7 @@ class KernelBuild:
     expansion: tuple[int, int] = (2, 2)  # er x et accumulators per cluster (gemm_gen/rules/kernel_variant.py)
     loops: str = "k-pipelined"  # which loop of the nest is software-pipelined
     convert_once: bool = False  # bf16 converted to bfp16 once per call (A) / k-step (B), then bfp16 macs
+    a_col_maj: bool = False  # A's blocks arrive as s x r blocks of A^T; the kernel transposes them
 
     @property
     def t_ma(self) -> int:
@@ -192,6 +193,8 @@ class KernelBuild:
             parts.append(self.loops.replace("-", ""))
         if self.convert_once:
             parts.append("cvtonce")
+        if self.a_col_maj:
+            parts.append("acol")
         return "_".join(parts) + ".o"
 
 

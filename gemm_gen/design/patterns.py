@@ -8,6 +8,11 @@ A bfp16:          the kernel reads 2 x 1 super-blocks of 8 x 8 tiles (l1_layout.
                   order): memtile (T_MA x k tiles per (k-step, slice), row-major) -> MM2S [k_mt/k rho, k/8,
                   T_MA/8] tiles (K tile major) -> core S2MM [k/8, T_MA/16, 2] tiles into the pairs (as
                   column-major B: the memtile alone would need 5 word dims for k_mt > k).
+A column-major:   A^T (K x M) stored: shim K x m strip of A^T (one A shim per core row)
+                  -> memtile S2MM [k_mt/k, k, rho, T_MA] into (k-step, slice) tiles of A^T, k x T_MA each
+                  -> MM2S [tiles, T_MA/r, k, r] (s x r blocks of A^T, blocks along K)
+                  -> core S2MM linear: the kernel transposes each block on load (sub-word
+                  reordering is the kernel's, as for column-major B).
 B column-major:   the same walk on B^T (n x K strips, n x k_mt in the memtile, t x s blocks).
 B row-major:      shim K x n strip -> memtile (k x n, linear) -> MM2S [k/s, n/t, s, t] -> L1.
 B bfp16:          the kernel reads 1 x 2 super-blocks of 8 x 8 tiles (l1_layout.b_tile_pairs, mlir-aie's
@@ -53,6 +58,8 @@ def a_l2_from_stream(c: Grid) -> Tap:
     """Memtile S2MM of A: the m x k_mt chunk (row-major on the stream) stored as (k-step, slice)
     tiles of T_MA x k, each contiguous, so that the MM2S walk fits in 4 dimensions for any rho."""
     t = c.t_ma
+    if c.a_col_maj:  # the k_mt x m chunk of A^T (row-major on the stream): k x T_MA tiles of A^T
+        return Tap(0, (c.k_mt // c.k, c.k, c.rho, t), (c.m * c.k, t, t * c.k, 1))
     return Tap(0, (c.rho, t, c.k_mt // c.k, c.k), (t * c.k, c.k, c.m * c.k, 1))
 
 
@@ -62,12 +69,17 @@ def a_l2_to_stream(c: Grid) -> Tap:
     t = c.t_ma
     if c.unit.is_block:  # in tiles: K tile major (the innermost stride is then not 1: 4 word dims)
         return Tap(0, (c.k_mt // c.k * c.rho, c.k, t), (t * c.k, 1, c.k))
+    if c.a_col_maj:  # per A^T tile: r-column panels, each down K: s x r blocks of A^T in kernel order
+        return Tap(0, (c.k_mt // c.k * c.rho, t // c.r, c.k, c.r), (t * c.k, c.r, t, 1))
     return Tap(0, (c.k_mt // c.k * c.rho, c.k // c.s, t, c.s), (t * c.k, c.s, c.k, 1))
 
 
 def a_l1_from_stream(c: Grid) -> Tap:
     """Core S2MM of A: the column panels into r x s blocks (bfp16: K tile major tiles into 2 x 1
-    super-blocks, (mb, kb) -> (mb // 2) 2 k + 2 kb + mb % 2, a pair 2 tiles in a row: 3 word dims)."""
+    super-blocks, (mb, kb) -> (mb // 2) 2 k + 2 kb + mb % 2, a pair 2 tiles in a row: 3 word dims;
+    column-major A: the memtile already emits the s x r blocks of A^T in kernel order)."""
+    if c.a_col_maj:
+        return Tap.linear(c.t_ma * c.k)
     return Tap(0, (c.k // c.s, c.t_ma // c.r, c.r * c.s), (c.r * c.s, c.r * c.k, 1))
 
 
@@ -94,7 +106,10 @@ def b_l1_from_stream(c: Grid) -> Tap | None:
 
 def c_l2_to_stream(c: Grid) -> Tap:
     """Per join slice (one core's m x n tile): r x t blocks back to row-major rows (bfp16: 2 x 2
-    super-blocks of tiles back to row-major tiles)."""
+    super-blocks of tiles back to row-major tiles; column-major C: to columns, each m long, the r-row
+    blocks' t-stride words gathered in the memtile: whole words for 32-bit C only)."""
+    if c.c_col_maj:
+        return Tap(0, (c.n // c.t, c.t, c.m // c.r, c.r), (c.r * c.t, 1, c.r * c.n, c.t))
     return Tap(0, (c.m // c.r, c.r, c.n // c.t, c.t), (c.r * c.n, c.t, c.r * c.t, 1))
 
 
@@ -123,6 +138,8 @@ def shim_a(c: Grid, block_row: int, shim: int) -> Tap:
     """The (a_rows*m) x K strip of A that A shim `shim` carries for the output block whose first
     row is `block_row` (one m-row strip per core row it serves), in k_mt chunks."""
     first_row = block_row + shim * c.a_rows * c.m
+    if c.a_col_maj:  # A^T: K rows of the core row's m columns (one A shim per core row: rules/memtile.py)
+        return _strip(first_row, c.kw, c.m, c.ld, c.unit.unit_bytes / 4, c.dev.dma[TileKind.SHIM])
     return Tap(first_row * c.ld, (c.kw // c.k_mt, c.a_rows * c.m, c.k_mt), (c.k_mt, c.ld, 1))
 
 
@@ -143,6 +160,8 @@ def shim_c(c: Grid, block_row: int, block_col: int, col: int) -> Tap:
     block_col)."""
     first_col = block_col + col * c.n
     spec = c.dev.dma[TileKind.SHIM]
+    if c.c_col_maj:  # each core row's m x n tile in columns, down C^T's rows (mlir-aie's [4, n, m] / [m, M, 1])
+        return Tap(first_col * c.ld + block_row, (c.rows, c.n, c.m), (c.m, c.ld, 1))
     return _strip(block_row * c.ld + first_col, c.rows * c.m, c.n, c.ld, c.unit.unit_bytes / 4, spec)
 
 

@@ -215,7 +215,7 @@ def estimate(pr: Workload, m: np.ndarray | int, k: np.ndarray | int, n: np.ndarr
     if traffic is None:
         types = (dtype(pr.base.dtype_in), dtype(str(pr.base.dtype_b)), dtype(pr.base.dtype_out))
         traffic = analytic_traffic(rows, cols, types, pr.base.b_col_maj, m, k_mt, n, Mp, Kp, Np, pr.base.b_pack,
-                                   dram_lds(pr, k_mt, n))
+                                   dram_lds(pr, k_mt, n), pr.base.a_col_maj, pr.base.c_col_maj)
     dram = p.dram[dev.name]
     bw = dram.peak_gbps * GIGA
     lost = dram.run_overhead_bytes
@@ -235,7 +235,9 @@ def estimate(pr: Workload, m: np.ndarray | int, k: np.ndarray | int, n: np.ndarr
     # ---- pipeline fill and drain, BD queue, dispatch ---------------------------------------
     k_first = np.minimum(k_mt, Kp)
     a_obj = rows * m * k_first * b_a
-    a_obj_runs = np.where(Kp > k_mt, rows * m, rows)
+    # the first A objects: rows strips of m rows (one run each when they hold all of K); A^T's k_first
+    # rows of m per core row when column-major
+    a_obj_runs = rows * k_first if pr.base.a_col_maj else np.where(Kp > k_mt, rows * m, rows)
     b_l2_k = k_first if pr.b_chunked else k
     b_obj = cols * n * b_l2_k * b_b
     side = 1.0 - chi + chi / cols  # lockstep side-by-side strips of all columns
@@ -246,7 +248,8 @@ def estimate(pr: Workload, m: np.ndarray | int, k: np.ndarray | int, n: np.ndarr
         b_obj_runs = np.where(Kp > k_mt, cols * n, cols) if pr.base.b_col_maj else cols * k * side
     t_refill = (a_obj + b_obj + (a_obj_runs + b_obj_runs) * lost) / bw
     c_block = cols * rows * m * n * b_out
-    t_c_dram = (c_block * dram.write_cost + cols * rows * m * side * lost) / bw
+    c_block_runs = cols * rows * n if pr.base.c_col_maj else cols * rows * m * side  # C^T: a run per column
+    t_c_dram = (c_block * dram.write_cost + c_block_runs * lost) / bw
     t_c_stream = rows * m * n * b_out / (sbw * f_hz)
     t_drain_block = np.maximum(t_c_dram, t_c_stream) + c_to_l2 / f_hz
     tasks = tasks_per_group if tasks_per_group is not None else padding.tasks_per_group(a_shims, cols)

@@ -85,11 +85,15 @@ def design_traffic(design: Design) -> dict[str, TensorTraffic]:
 def analytic_traffic(rows: int, cols: int, types: tuple[DType, DType, DType], b_col_maj: bool,
                      m: np.ndarray, k_mt: np.ndarray, n: np.ndarray,
                      Mp: np.ndarray, Kp: np.ndarray, Np: np.ndarray, b_pack: str = "tiles",
-                     lds: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None) -> dict[str, TensorTraffic]:
+                     lds: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
+                     a_col_maj: bool = False, c_col_maj: bool = False) -> dict[str, TensorTraffic]:
     """The runtime sequence's traffic in closed form (Striking eq. 6-8 with padding).
 
     A: every m x Kp strip is read once per output block column (N/(n cols) times), in k_mt runs
-    (one long run when Kp == k_mt: consecutive rows then touch). B column-major likewise on B^T;
+    (one long run when Kp == k_mt: consecutive rows then touch); column-major A is read as A^T, in
+    runs of m (one per K row and core row: the K x m column strip of A^T; the shims of one block,
+    one core row each, side by side), so its runs do not shrink with k_mt; column-major C is written
+    as C^T in runs of m. B column-major likewise on B^T;
     B row-major in runs of n; a bfp16 B in mlir-aie's strips one run per strip. C is written once,
     in runs of n. `types` are A's, B's and C's: a bfp16 operand (1.125 B per value) moves in 8 x 8
     tiles, so each of its runs spans 8 rows. `lds` are the elements between rows of A's, B's (as
@@ -99,13 +103,18 @@ def analytic_traffic(rows: int, cols: int, types: tuple[DType, DType, DType], b_
     f = np.float64
     (b_a, q_a), (b_b, q_b), (b_out, q_c) = ((t.elem_bytes, t.tile_rows) for t in types)
     m_blocks, n_blocks = Mp // (m * rows), Np // (n * cols)
-    lda, ldb, ldc = lds if lds is not None else (Kp, Kp if b_col_maj else Np, Np)
+    lda, ldb, ldc = lds if lds is not None else (Mp if a_col_maj else Kp, Kp if b_col_maj else Np,
+                                                 Mp if c_col_maj else Np)
     whole = (Kp <= k_mt) & (lda == Kp)  # one k_mt chunk of whole rows: a strip is one run, the strips touch
     whole_b = (Kp <= k_mt) & (ldb == Kp)
     a_bytes = (Mp * Kp * n_blocks * b_a).astype(f)
     a_shims = memtile.a_shims(rows, cols)  # each A task covers the strips of rows / a_shims core rows
-    a_runs = a_bytes / (np.where(whole, rows // a_shims * m * Kp, k_mt * q_a) * b_a)
-    a_side = np.where(whole, a_shims, 1)
+    if a_col_maj:  # runs of m down A^T's K rows, one A shim per core row (rows touch when A^T is m wide)
+        a_runs = a_bytes / (np.where(lda == m, Kp, 1) * m * b_a)
+        a_side = np.where(lda == m, 1, a_shims)
+    else:
+        a_runs = a_bytes / (np.where(whole, rows // a_shims * m * Kp, k_mt * q_a) * b_a)
+        a_side = np.where(whole, a_shims, 1)
     b_bytes = (Np * Kp * m_blocks * b_b).astype(f)
     if b_pack == "strips":  # mlir-aie's packing: a column's K x n strip is one run, the columns side by side
         b_runs = b_bytes / (Kp * n * b_b)
@@ -117,9 +126,14 @@ def analytic_traffic(rows: int, cols: int, types: tuple[DType, DType, DType], b_
         b_runs = b_bytes / (np.where(ldb == n, Kp * n, n * q_b) * b_b)
         b_side = np.full(np.shape(b_runs), cols)
     c_bytes = (Mp * Np * b_out).astype(f)
-    c_runs = c_bytes / (np.where(ldc == n, rows * m * n, n * q_c) * b_out)
+    if c_col_maj:  # C^T: runs of m, one per column and core row (one per m x n tile when C^T is m wide)
+        c_runs = c_bytes / (np.where(ldc == m, m * n, m) * b_out)
+        c_side = np.where(ldc == m, cols, 1)
+    else:
+        c_runs = c_bytes / (np.where(ldc == n, rows * m * n, n * q_c) * b_out)
+        c_side = np.full(np.shape(c_runs), cols)
     return {
         "A": TensorTraffic(a_bytes, np.asarray(a_runs, dtype=f), np.asarray(a_runs / a_side, dtype=f)),
         "B": TensorTraffic(b_bytes, np.asarray(b_runs, dtype=f), np.asarray(b_runs / b_side, dtype=f)),
-        "C": TensorTraffic(c_bytes, np.asarray(c_runs, dtype=f), np.asarray(c_runs / cols, dtype=f)),
+        "C": TensorTraffic(c_bytes, np.asarray(c_runs, dtype=f), np.asarray(c_runs / c_side, dtype=f)),
     }

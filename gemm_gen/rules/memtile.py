@@ -110,6 +110,13 @@ def a_rows_per_shim(rows: int, cols: int) -> int:
     return rows // a_shims(rows, cols)
 
 
+def a_col_maj_ok(a_col_maj: bool, rows: int, cols: int) -> bool:
+    """Column-major A needs one A shim per core row: the shim reads A^T's K rows of that row's m
+    columns in 3 dimensions (design/patterns.shim_a); a shim serving several core rows would need
+    the iteration dimension, whose repeat semantics in IRON's shim tasks we do not rely on."""
+    return not a_col_maj or a_rows_per_shim(rows, cols) == 1
+
+
 def a_shim_col(i: int, rows: int, cols: int) -> int:
     """Column of A shim `i`: every column when there are fewer columns than rows; npu2's 8
     columns spread the four A streams over the even columns (Striking sec. 4.2.2)."""

@@ -116,8 +116,12 @@ def _bound(pr: Workload, e: Estimate, p: Params) -> _Bound:
     bw = dram.peak_gbps * 1e9
     tr = e.traffic
     Kp = e.padded[1]
-    per_chunk = tr["A"].bytes / (Kp * dma.run_bytes(pr.base.dtype_in))  # one run per row (of tiles) of A per chunk
     fixed_runs = tr["C"].effective_runs(dram.page_sharing)
+    if pr.base.a_col_maj:  # A^T's runs are its K rows, however K is chunked
+        per_chunk = np.zeros_like(tr["A"].bytes)
+        fixed_runs = fixed_runs + tr["A"].effective_runs(dram.page_sharing)
+    else:  # one run per row (of tiles) of A per chunk
+        per_chunk = tr["A"].bytes / (Kp * dma.run_bytes(pr.base.dtype_in))
     if pr.b_chunked:
         per_chunk = per_chunk + tr["B"].bytes / (Kp * dma.run_bytes(str(pr.base.dtype_b)))
     else:

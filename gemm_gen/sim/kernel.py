@@ -179,11 +179,12 @@ class KernelEmulator:
         ga, gb, gc = (grid(c, op, call) for op in ("A", "B", "C"))
         self.grids = {"A": ga, "B": gb, "C": gc}
         i, j = np.indices((ga.t_ma, ga.k))
-        self.a_off = i * ga.ld + j  # A's rows are ld apart in DRAM; a tile has T_MA = m / rho rows
+        # A's rows are ld apart in DRAM (A^T's when column-major); a tile has T_MA = m / rho rows
+        self.a_off = j * ga.ld + i if c.a_col_maj else i * ga.ld + j
         kk, jj = np.indices((gb.k, gb.n))
         self.b_off = b_unit(c, kk, jj, call)  # offsets inside one L1 tile: b_unit(c, 0, 0) == 0
         # bfp16 A: 2 x 1 super-blocks of tiles (the kernel's one A stream)
-        a_l1 = a_tile_pairs(ga.t_ma, ga.k) if ga.unit.is_block else a_layout(ga.t_ma, ga.k, ga.r, ga.s)
+        a_l1 = a_tile_pairs(ga.t_ma, ga.k) if ga.unit.is_block else a_layout(ga.t_ma, ga.k, ga.r, ga.s, c.a_col_maj)
         self.a_view = view_of(a_l1, ga.unit, self.a_off, w.TAG_A)
         # bfp16 B: 1 x 2 super-blocks of tiles for every packing (the kernel's one B stream)
         b_l1 = b_tile_pairs(gb.k, gb.n) if gb.unit.is_block else b_layout(gb.k, gb.n, gb.s, gb.t, c.b_col_maj)
@@ -200,10 +201,10 @@ class KernelEmulator:
         self.acc_super_blocks = self.p.converts_c and c.t_out.is_block
         if self.p.converts_c:
             oi, oj = np.indices((gc.m, gc.n))  # the conversion writes the whole object in C's tiles
-            self.out_view = view_of(self._c_l1(gc.m), gc.unit, oi * gc.ld + oj, w.TAG_C)
+            self.out_view = view_of(self._c_l1(gc.m), gc.unit, self._c_off(oi, oj), w.TAG_C)
         else:
             ci, cj = np.indices((gc.t_ma, gc.n))
-            self.c_view = view_of(self._c_l1(gc.t_ma), gc.unit, ci * gc.ld + cj, w.TAG_C)
+            self.c_view = view_of(self._c_l1(gc.t_ma), gc.unit, self._c_off(ci, cj), w.TAG_C)
         self.tiles: dict[TileRef, TileState] = {}
         self.calls: dict[TileRef, int] = {}
         self.stats = KernelStats()
@@ -225,6 +226,12 @@ class KernelEmulator:
         else:
             raise LayoutError(f"{tile} calls {kernel}, which is none of the design's kernels {sorted(self.roles)}",
                               "call the kernels the design declares")
+
+    def _c_off(self, i: np.ndarray, j: np.ndarray) -> np.ndarray:
+        """DRAM offsets (in C's units) of C's elements (i, j) from a tile's first one (C^T's when
+        column-major)."""
+        ld = self.grids["C"].ld
+        return j * ld + i if self.c.c_col_maj else i * ld + j
 
     def _c_l1(self, rows: int) -> np.ndarray:
         """The L1 layout of `rows` rows of C in its own type (in tiles for bfp16)."""
@@ -267,7 +274,7 @@ class KernelEmulator:
         if t.is_block:
             q = t.tile_rows
             return ((row0 // q) * (ld // q) + col0 // q) * (t.unit_bytes // 4)
-        return (row0 * ld + col0) // t.per_word
+        return (col0 * ld + row0 if self.c.c_col_maj else row0 * ld + col0) // t.per_word
 
     # ---- kernels -------------------------------------------------------------------------------
     def zero(self, tile: TileRef, cells: list[np.ndarray]) -> None:
@@ -304,7 +311,10 @@ class KernelEmulator:
         """The first row of an A tile whose first word is `a_word`, given its K chunk k0."""
         g = self.grids["A"]
         q = g.unit.tile_rows
-        row, rest = divmod(self._unit("A", a_word) - k0 // q, g.ld)
+        if self.c.a_col_maj:  # A^T's row k0, column `row`
+            row, rest = self._unit("A", a_word) - k0 // q * g.ld, 0
+        else:
+            row, rest = divmod(self._unit("A", a_word) - k0 // q, g.ld)
         return row * q if rest == 0 and 0 <= row < g.Mp else None
 
     def matmul(self, tile: TileRef, a_cells: np.ndarray, b_cells: np.ndarray, c_cells: np.ndarray,
@@ -430,7 +440,7 @@ class KernelEmulator:
         g = self.grids[name]
         q = g.unit.tile_rows
         if name == "A":
-            return str([x * q for x in divmod(unit, g.ld)])
+            return str([x * q for x in divmod(unit, g.ld)[::-1 if self.c.a_col_maj else 1]])
         return str([x * q for x in b_unit_coords(self.c, unit, self.call)])
 
     def _check_complete(self, tile: TileRef, state: TileState) -> None:

@@ -192,6 +192,8 @@ def _c_words(c: GemmConfig, call: CallPlan) -> np.ndarray:
         tiles = (np.arange(-(-call.M // q))[:, None] * (ld // q) + np.arange(-(-call.N // q))[None, :]).ravel()
         return (tiles[:, None] * per_tile + np.arange(per_tile)).ravel()
     per = t.per_word
+    if c.c_col_maj:  # C^T: N rows of M
+        return np.unique((np.arange(call.N)[:, None] * ld + np.arange(call.M)[None, :]) // per)
     return np.unique((np.arange(call.M)[:, None] * ld + np.arange(call.N)[None, :]) // per)
 
 
@@ -203,7 +205,7 @@ def _c_position(c: GemmConfig, call: CallPlan, word: int) -> tuple[int, int]:
         tr, tc = divmod(tile, ld // t.tile_cols)
         return tr * t.tile_rows, tc * t.tile_cols
     row, col = divmod(word * t.per_word, ld)
-    return row, col
+    return (col, row) if c.c_col_maj else (row, col)
 
 
 class ArraySession:

@@ -1,0 +1,173 @@
+"""Column-major A (issue 23 item 1): what the flag reaches (plan --json, keys and cache names, the
+operator, the Makefile), what it refuses, and that it leaves the row-major choices alone. The
+simulator checks are in tests/test_sim.py, the IRON lowering in tests/test_iron.py, the price in
+tests/test_model.py, the kernel in tests/test_kernels.py."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from gemm_gen import Gemm
+from gemm_gen.app.cli import main
+from gemm_gen.config import GemmConfig
+from gemm_gen.design import build_design
+from gemm_gen.design.build import kernel_build
+from gemm_gen.design.serve import check
+from gemm_gen.errors import ConfigError
+from gemm_gen.search import choose
+from gemm_gen.spec import Options, Problem, Request
+
+from .test_cli_bad_input import refused
+
+ROOT = Path(__file__).resolve().parents[1]
+SMALL = ["--dev", "npu1", "-M", "128", "-K", "64", "-N", "128", "--dtype_in", "i8", "--dtype_out", "i32"]
+
+
+def test_plan_json_shows_the_layouts(capsys):
+    assert main(["plan", *SMALL, "--a-col-maj", "--b-col-maj", "--json"]) == 0
+    info = json.loads(capsys.readouterr().out)
+    assert info["layouts"] == {"A": "column-major", "B": "column-major", "C": "row-major"}
+    assert main(["plan", *SMALL, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["layouts"] == {"A": "row-major", "B": "row-major", "C": "row-major"}
+
+
+def test_names_keys_and_flags_tell_the_layouts_apart():
+    row = GemmConfig("npu1", 128, 64, 128, 16, 16, 16, 32, "i8", "i32")
+    col = row.with_(a_col_maj=True)
+    assert row != col and row.suffix != col.suffix and "acol" in col.suffix
+    assert kernel_build(row).object_file != kernel_build(col).object_file
+    assert col.to_json()["a_col_maj"] is True and row.to_json()["a_col_maj"] is False
+    from gemm_gen.app.cliargs import config_args
+    assert "--a-col-maj" in config_args(col) and "--a-col-maj" not in config_args(row)
+
+
+@pytest.mark.parametrize("args,text", [
+    (["--dev", "npu2", "-M", "256", "-K", "256", "-N", "256", "--dtype_in", "bfp16", "--a-col-maj"],
+     "column-major A is built for scalar kernels"),
+    ([*SMALL, "--a-col-maj", "--n-aie-cols", "2"], "needs one A shim per core row"),
+    (["--dev", "npu2", "-M", "256", "-K", "256", "-N", "256", "--a-col-maj", "--convert-once"],
+     "convert-once kernel reads a row-major A tile"),
+])
+def test_what_column_major_a_refuses_is_one_line(capsys, args, text):
+    err = refused(capsys, ["plan", *args])
+    assert text in err
+
+
+def test_the_convert_once_kernel_is_not_chosen_for_column_major_a():
+    c = choose(Request(Options("npu2", "bf16", "bf16", a_col_maj=True), Problem(512, 512, 512))).config
+    assert c.a_col_maj and not c.convert_once and not c.block_kernel
+    check(c)
+
+
+@pytest.mark.parametrize("options,size", [(Options("npu1", "i8", "i32"), Problem(1024, 1024, 1024)),
+                                          (Options("npu2", "bf16", "bf16"), Problem(2048, 512, 1024)),
+                                          (Options("npu2", "i8", "i16", True), Problem(4096, 4096, 4096))])
+def test_row_major_choices_are_unchanged_and_column_major_a_gets_its_own(options, size):
+    """A row-major request is the same request whether a_col_maj is left out or given False (one
+    search, one design), and the model's time of that design does not depend on column-major A's
+    pricing: it equals its price as a row-major design with A's runs counted the row-major way.
+    docs/speed.md (tests/test_speed_targets.py) pins the tuner's row-major designs themselves."""
+    from dataclasses import replace
+    row = choose(Request(options, size)).config
+    assert choose(Request(replace(options, a_col_maj=False), size)).config == row
+    col = choose(Request(replace(options, a_col_maj=True), size)).config
+    assert col.a_col_maj and not row.a_col_maj
+    check(col)  # every DMA pattern of the chosen column-major design within its limits
+
+
+def test_the_operator_takes_a_transposed_view_without_a_copy_of_a():
+    """Gemm(a_col_maj=True) reads A as A^T: X.T of a C-ordered X is passed as it is."""
+    rng = np.random.default_rng(0)
+    x = rng.integers(-8, 8, size=(40, 96), dtype=np.int8)  # K x M, C-ordered: A = x.T
+    b = rng.integers(-8, 8, size=(40, 72), dtype=np.int8)
+    g = Gemm("npu1", "i8", "i32", a_col_maj=True)
+    c = g.simulate(x.T, b)
+    assert np.array_equal(c, x.T.astype(np.int64) @ b.astype(np.int64))
+    assert "A" not in g.plan(x.T, b).padded  # A^T's rows of 96 int8 are whole words: read in place
+
+
+def test_make_passes_a_col_maj():
+    out = subprocess.run(["make", "-n", "plan", "DEVICE=npu1", "M=128", "K=64", "N=128", "A_COL_MAJ=1"], cwd=ROOT,
+                         capture_output=True, text=True, check=True).stdout
+    assert "--a-col-maj 1" in out
+    bad = subprocess.run(["make", "-n", "plan", "A_COL_MAJ=yes"], cwd=ROOT, capture_output=True, text=True)
+    assert bad.returncode == 2 and "A_COL_MAJ=yes is not 0 or 1" in bad.stderr
+
+
+def test_column_major_a_needs_scalar_types():
+    with pytest.raises(ConfigError, match="scalar kernels"):
+        build_design(GemmConfig("npu2", 256, 256, 256, 64, 64, 64, 64, "bfp16", "bfp16", a_col_maj=True))
+
+
+# ---- column-major C against mlir-aie's facts ---------------------------------------------------
+C_FACTS = json.loads((ROOT / "tests" / "data" / "mlir_aie_c_col_maj.json").read_text())
+
+
+def _ev(expr: str, **names: int) -> int:
+    return int(eval(expr, {"__builtins__": {}}, names))  # noqa: S307 - our own test data, arithmetic only
+
+
+def test_column_major_c_streams_and_writes_what_mlir_aie_does():
+    """mlir-aie's kernel stores C blocks transposed and in column-major order, and its memtile walk
+    reads them out as the tile's columns; ours keeps the row-major r x t blocks and its memtile walk
+    gathers the columns (whole words for 32-bit C). Both streams are the m x n tile column by
+    column, and the shim then writes 4 tiles of n columns down C^T's rows, mlir-aie's pattern."""
+    from gemm_gen.design import patterns
+    from gemm_gen.design.grid import grid
+    from gemm_gen.l1_layout import c_layout
+
+    c = GemmConfig("npu1", 4 * 32 * 2, 64, 4 * 16 * 2, 32, 16, 16, 16, "i8", "i32", c_col_maj=True)
+    g = grid(c, "C")
+    m, n, r, t = g.m, g.n, g.r, g.t
+    names = dict(m=m, n=n, r=r, t=t, M=c.M, N=c.N, cols=c.cols)
+    # mlir-aie's L1 element (i, j) and its memtile walk
+    i, j = np.indices((m, n))
+    theirs_l1 = ((j // t) * (m // r) + i // r) * (r * t) + (j % t) * r + i % r
+    f = C_FACTS["memtile_dims_to_stream"]
+    their_walk = patterns.Tap(0, tuple(_ev(x, **names) for x in f["sizes"]),
+                              tuple(_ev(x, **names) for x in f["strides"]))
+    ours_l1 = c_layout(m, n, r, t)
+
+    def stream(layout: np.ndarray, walk: patterns.Tap) -> list[tuple[int, int]]:
+        where = {int(a): (int(x), int(y)) for (x, y), a in np.ndenumerate(layout)}
+        return [where[int(a)] for a in walk.indices()]
+
+    column_major = [(x, y) for y in range(n) for x in range(m)]
+    assert stream(theirs_l1, their_walk) == column_major
+    assert stream(ours_l1, patterns.c_l2_to_stream(g)) == column_major
+    # the shim: mlir-aie's three inner dims [4, n, m] / [m, M, 1] per output block, at its offset
+    s = C_FACTS["shim_c"]
+    for col in range(c.cols):
+        tap = patterns.shim_c(g, 0, 0, col)
+        assert list(tap.sizes) == [_ev(x, **names) for x in s["sizes"][1:]]
+        assert list(tap.strides) == [_ev(x, **names) for x in s["strides"][1:]]
+        assert tap.offset == _ev(s["offset"], row_base=0, col=col, **names)
+
+
+def test_column_major_c_needs_a_32_bit_output(capsys):
+    err = refused(capsys, ["plan", "--dev", "npu2", "-M", "256", "-K", "256", "-N", "256", "--dtype_in", "bf16",
+                           "--dtype_out", "bf16", "--c-col-maj"])
+    assert "column-major C is built for 32-bit outputs" in err
+
+
+def test_plan_json_shows_column_major_c_and_make_passes_it(capsys):
+    assert main(["plan", *SMALL, "--c-col-maj", "--a-col-maj", "--b-col-maj", "--json"]) == 0
+    info = json.loads(capsys.readouterr().out)
+    assert info["layouts"] == {"A": "column-major", "B": "column-major", "C": "column-major"}
+    out = subprocess.run(["make", "-n", "plan", "DEVICE=npu1", "M=128", "K=64", "N=128", "C_COL_MAJ=1"], cwd=ROOT,
+                         capture_output=True, text=True, check=True).stdout
+    assert "--c-col-maj 1" in out
+    row = GemmConfig("npu1", 128, 64, 128, 16, 16, 16, 32, "i8", "i32")
+    assert row.suffix != row.with_(c_col_maj=True).suffix
+
+
+def test_column_major_c_junk_rows_are_padded_junk_columns_are_not():
+    c = GemmConfig("npu1", 4 * 32, 64, 4 * 16, 32, 16, 16, 16, "i8", "i32", c_col_maj=True)
+    assert "C" in c.with_(M=100).call.padded  # rows past M would land on C^T's next row
+    assert "C" not in c.with_(N=50).call.padded  # C^T's rows past N are slack
+    assert c.with_(M=100).call.storage("C") == (c.with_(M=100).call.Np, c.with_(M=100).call.Mp)
