@@ -71,10 +71,10 @@ def check_types(c: GemmConfig) -> None:
                           "drop --b-pack, or use --dtype_b bfp16")
     if c.shift and not p.block:
         check_shift(c.dev, c.dtype_in, c.dtype_out, c.mmul, c.shift, str(c.acc))
-    if c.c_col_maj and (t_out.is_block or t_out.bytes != 4):
-        raise ConfigError(f"--c-col-maj with {t_out} C: column-major C is built for 32-bit outputs (the DMAs move "
-                          f"whole words; a narrower C needs the kernel's transposed store, not built)",
-                          "use --dtype_out i32 or f32, or store C row-major")
+    if c.c_col_maj and (t_out.is_block or (p.block and c.c_t_blocks)):
+        raise ConfigError(f"--c-col-maj with {t_out} C of {p.name}: column-major C is built for scalar kernels' "
+                          f"scalar outputs (the bfp16 kernels' transposed C store is not built)",
+                          "use a scalar output (--dtype_out bf16, f32, i8, i16 or i32), or store C row-major")
     if c.a_col_maj and (p.block or c.t_in.is_block):
         raise ConfigError(f"--a-col-maj: column-major A is built for scalar kernels, not the bfp16 kernels of {p.name}",
                           "store A row-major (drop --a-col-maj)")

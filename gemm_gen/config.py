@@ -29,7 +29,7 @@ from .rules.defaults import convert_once_problem as _convert_once_problem
 from .rules.defaults import mmul as mmul_of
 from .rules.kernel_variant import KERNEL_EXPANSION, KernelVariant
 from .rules.kernel_variant import choose as choose_variant
-from .rules.memtile import MemtileBuffer
+from .rules.memtile import MemtileBuffer, c_blocks_transposed
 from .spec import Options, Problem, Tiling, split_fields
 
 # Balanced kernels of Striking the Balance, Tables 2 and 3 (B column-major): (m, k, n, k_mt).
@@ -193,6 +193,12 @@ class GemmConfig:
         return self.options.c_col_maj
 
     @property
+    def c_t_blocks(self) -> bool:
+        """The kernel keeps C's r x t blocks transposed in L1 (column-major C narrower than 32 bits:
+        the memtile then drains C's columns in whole words; l1_layout.c_layout)."""
+        return c_blocks_transposed(self.c_col_maj, self.t_out)
+
+    @property
     def rows(self) -> int:
         return self._resolved.rows
 
@@ -338,7 +344,7 @@ class GemmConfig:
         """Why this GEMM cannot use the convert-once bf16 kernel ((what, fix) for a ConfigError), or
         None when it can (rules/defaults.py)."""
         return _convert_once_problem(self.dev, self.precision, self.emulate_bf16_with_bfp16, self.mmul_shape,
-                                     self.compiler, self.a_col_maj)
+                                     self.compiler, self.a_col_maj, self.c_col_maj)
 
     @property
     def block_kernel(self) -> bool:

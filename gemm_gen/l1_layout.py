@@ -8,6 +8,9 @@ Each function returns addr[i, j]: the L1 element offset of logical element (i, j
 - B column-major (k x n from B^T): t x s blocks of B^T (the kernel transposes each on load),
   blocks ordered down K first.
 - C (m x n): r x t blocks, row-major inside, blocks row-major.
+- C column-major below 32 bits (bf16, i8, i16): the same blocks in the same order, each stored
+  transposed (t x r, the block's columns; the kernel's aie::transpose on store and on reload, as
+  mlir-aie's C_COL_MAJ), so the memtile drains C's columns in runs of r elements, whole words.
 - B in bfp16 (k x n in 8 x 8 tiles of B^T): mlir-aie's ATB order, 1 x 2 super-blocks (b_tile_pairs),
   whatever B's DRAM packing or major order: the kernel pops a column pair's two tiles per k-step
   from one stream.
@@ -46,8 +49,10 @@ def b_layout(k: int, n: int, s: int, t: int, col_maj: bool) -> np.ndarray:
 
 
 @lru_cache(maxsize=64)
-def c_layout(m: int, n: int, r: int, t: int) -> np.ndarray:
+def c_layout(m: int, n: int, r: int, t: int, col_maj: bool = False) -> np.ndarray:
     i, j = np.indices((m, n))
+    if col_maj:  # each r x t block stored transposed (t x r: the block's columns, r long)
+        return _frozen((i // r) * (r * n) + (j // t) * (r * t) + (j % t) * r + (i % r))
     return _frozen((i // r) * (r * n) + (j // t) * (r * t) + (i % r) * t + (j % t))
 
 

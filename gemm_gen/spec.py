@@ -108,7 +108,8 @@ class Options:
     # the kernel transposes each on load (as B column-major); design/patterns.py
     a_col_maj: bool = False
     # C written column-major (N x M, i.e. C^T row-major): the memtile drains each core's tile in
-    # columns and the shim writes them down C^T's rows (32-bit outputs: the DMAs move whole words)
+    # columns and the shim writes them down C^T's rows (below 32 bits the kernel stores C's blocks
+    # transposed, so the memtile moves whole words; rules/memtile.c_blocks_transposed)
     c_col_maj: bool = False
 
     def __post_init__(self) -> None:

@@ -302,8 +302,11 @@ def test_a_design_that_breaks_an_rtp_rule_does_not_lower():
 @pytest.mark.parametrize("cfg", [small("npu1", "i8", "i32", False, a_col_maj=True),
                                  small("npu2", "bf16", "bf16", True, a_col_maj=True, rho=2, m=32),
                                  small("npu2", "i8", "i32", True, a_col_maj=True, M=8 * 4 * 3 - 5, K=100),
-                                 small("npu2", "bf16", "f32", True, a_col_maj=True, c_col_maj=True, N=200)],
-                         ids=["npu1-i8", "npu2-bf16-rho2", "npu2-i8-tails", "npu2-all-column-major"])
+                                 small("npu2", "bf16", "f32", True, a_col_maj=True, c_col_maj=True, N=200),
+                                 small("npu2", "bf16", "bf16", True, a_col_maj=True, c_col_maj=True, N=200),
+                                 small("npu1", "i8", "i8", False, a_col_maj=True, c_col_maj=True, M=8 * 4 * 3 - 4)],
+                         ids=["npu1-i8", "npu2-bf16-rho2", "npu2-i8-tails", "npu2-all-column-major",
+                              "npu2-bf16-all-column-major", "npu1-i8-i8-all-column-major"])
 def test_column_major_a_lowers_with_the_designs_patterns(cfg):
     """The stand-in of IRON 1.4.3 takes a column-major A design: its memtile reorder, the A^T shim
     strips (3 dims, leading unit), and the kernel object that transposes A."""
@@ -323,4 +326,5 @@ def test_column_major_a_lowers_with_the_designs_patterns(cfg):
             assert task.tap.strides == (cfg.m, cfg.call.ld("C"), 1)
     spec = next(x for x in d.kernels if x.role == "matmul")
     assert "_acol" in spec.object_file
+    assert ("_ccol" in spec.object_file) == cfg.c_t_blocks  # the kernel that stores C's blocks transposed
     assert {x.name: x for x in rec.kernels}[spec.name].object_file_name == spec.object_file

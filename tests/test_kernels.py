@@ -111,7 +111,8 @@ class Case:
 def build(dev: Device, dtype_in: str, dtype_out: str, blocks: tuple[int, int, int], b_col_maj: bool,
           mmul: tuple[int, int, int] | None = None, emulate: bool = False, rounding: str = "conv_even",
           saturation: str = "saturate", shift: int = 0, rho: int = 1, expansion: tuple[int, int] | None = None,
-          loops: str | None = None, wide: bool = False, a_col_maj: bool = False) -> KernelBuild:
+          loops: str | None = None, wide: bool = False, a_col_maj: bool = False,
+          c_col_maj: bool = False) -> KernelBuild:
     """A KernelBuild whose A tile is `blocks` (2r, s, 2t) units of the mmul shape; C has rho A tiles.
     The variant is the one a design would get (kernel_variant.choose) unless given. C stays in its
     output type between calls (--acc out) unless `wide`: then in the kernel's accumulator type."""
@@ -121,7 +122,7 @@ def build(dev: Device, dtype_in: str, dtype_out: str, blocks: tuple[int, int, in
     acc = wide_acc(dtype_out, dev.acc_bits(dtype_in, (r, s, t))) if wide else None
     return KernelBuild(dev.aie_target, dtype_in, dtype_out, m, k, n, (r, s, t), b_col_maj, emulate,
                        rounding, saturation, shift, rho=rho, acc=None if acc == dtype_out else acc,
-                       expansion=v.expansion, loops=v.loops, a_col_maj=a_col_maj)
+                       expansion=v.expansion, loops=v.loops, a_col_maj=a_col_maj, c_col_maj=c_col_maj)
 
 
 def _cases() -> list[Case]:
@@ -184,7 +185,37 @@ def _cases() -> list[Case]:
         Case(build(NPU2, "i8", "i32", (2, 2, 2), False, rho=2, loops="c-overlap", a_col_maj=True)),
         Case(build(NPU1, "bf16", "bf16", (1, 2, 1), True, rho=3, a_col_maj=True)),
     ]
-    return cases + _wide_cases()
+    return cases + _wide_cases() + _c_col_maj_cases()
+
+
+NARROW_PAIRS = [(din, dout) for din, dout in PAIRS if dtype(dout).bytes < 4]
+
+
+def _c_col_maj_cases() -> list[Case]:
+    """Column-major C below 32 bits (C's r x t blocks stored transposed, and transposed back on
+    reload): every narrow type pair on both devices, with both loop structures that reload C (the
+    plain one and c-overlap), C kept in its own type and accumulated wide (the conversion stores
+    transposed), every other mmul shape once, rho slices, bf16 via bfp16 and column-major A and B."""
+    cases = []
+    for dev in (NPU1, NPU2):
+        for i, (din, dout) in enumerate(NARROW_PAIRS):
+            hot = din != "bf16"
+            cases += [Case(build(dev, din, dout, (2, 3, 2), bool(i % 2), loops="k-pipelined", c_col_maj=True), hot),
+                      Case(build(dev, din, dout, (4, 3, 2), not i % 2, loops="c-overlap", c_col_maj=True), hot),
+                      Case(build(dev, din, dout, (1, 3, 2), bool(i % 2), wide=True, c_col_maj=True), hot)]
+        for din, shapes in dev.mmul_shapes.items():
+            for i, shape in enumerate(shapes[1:]):
+                if dtype(din).bytes < 4:
+                    cases.append(Case(build(dev, din, din, (2, 2, 1), bool(i % 2), mmul=shape, c_col_maj=True)))
+    cases += [
+        Case(build(NPU2, "bf16", "bf16", (1, 2, 2), True, emulate=True, c_col_maj=True)),
+        Case(build(NPU2, "bf16", "bf16", (2, 2, 2), False, emulate=True, loops="c-overlap", wide=True, c_col_maj=True)),
+        Case(build(NPU1, "i8", "i8", (1, 2, 1), True, rho=3, shift=5, c_col_maj=True), True),
+        Case(build(NPU2, "i16", "i16", (1, 2, 1), False, rho=2, shift=9, wide=True, c_col_maj=True), True),
+        Case(build(NPU1, "bf16", "bf16", (2, 3, 2), True, a_col_maj=True, c_col_maj=True)),
+        Case(build(NPU2, "i8", "i8", (2, 2, 2), True, rho=2, loops="c-overlap", a_col_maj=True, c_col_maj=True), True),
+    ]
+    return cases
 
 
 def _wide_cases() -> list[Case]:
@@ -227,10 +258,8 @@ NO_SLICE = Case(_ATB, patches=(("C + slice * gemm_gen_kernel::T_MA", "C + 0 * sl
 # c-overlap kernels that must fail: the next cluster's C reloaded before this one's is stored (the
 # store then writes the next cluster's old values), and the reload never moving to the next block row
 _OVERLAP = build(NPU1, "i8", "i32", (4, 2, 2), False, loops="c-overlap")  # 2 x 2 clusters of 4x2
-_STORE_C00 = ("      aie::store_v(pC + ((z + 0) * COL_BLOCKS + j + 0) * MMUL::size_C, "
-              "C00.template to_vector<T_out>(SHIFT));\n")
-_RELOAD_C00 = ("      C00 = MMUL(aie::load_v<MMUL::size_C>(pC + ((zn + 0) * COL_BLOCKS + jn + 0) * MMUL::size_C), "
-               "SHIFT);\n")
+_STORE_C00 = "      store_c(pC + ((z + 0) * COL_BLOCKS + j + 0) * MMUL::size_C, C00);\n"
+_RELOAD_C00 = "      C00 = load_c(pC + ((zn + 0) * COL_BLOCKS + jn + 0) * MMUL::size_C);\n"
 OVERLAP_MUTANTS = {
     Case(_OVERLAP, patches=((_STORE_C00 + _RELOAD_C00, _RELOAD_C00 + _STORE_C00),),
          mutant="reload-before-store"): "elements differ",
@@ -406,11 +435,22 @@ _BF16_NPU2 = build(NPU2, "bf16", "bf16", (1, 2, 2), False, loops="k-pipelined")
 # B^T blocks, transposed by aie::transpose
 _BF16_COL = build(NPU1, "bf16", "bf16", (1, 2, 2), True, loops="k-pipelined")
 FIFO_LIMIT = "-DGEMM_GEN_HOST_FIFO_LIMIT"  # the host refuses more live block-vector streams than FIFOs (below)
+# column-major C: the store's and the reload's transposes
+_CCOL_BF16 = build(NPU1, "bf16", "bf16", (2, 3, 2), False, loops="k-pipelined", c_col_maj=True)
+_CCOL_STORE = "aie::store_v(p, aie::transpose(acc.template to_vector<T_out>(SHIFT), MMUL::M, MMUL::N));"
+_CCOL_LOAD = "return MMUL(aie::transpose(aie::load_v<MMUL::size_C>(p), MMUL::N, MMUL::M), SHIFT);"
+C_COL_MAJ_MUTANTS = {  # (device, pair) -> the k-pipelined kernel storing, and reloading, C blocks untransposed
+    (dev.name, pair, what): Case(build(dev, *pair, (2, 3, 2), bool(i % 2), loops="k-pipelined", c_col_maj=True),
+                                 patches=((old, new),), mutant=f"c-{what}-untransposed")
+    for dev in (NPU1, NPU2) for i, pair in enumerate(NARROW_PAIRS)
+    for what, old, new in (("store", _CCOL_STORE, "aie::store_v(p, acc.template to_vector<T_out>(SHIFT));"),
+                           ("reload", _CCOL_LOAD, "return MMUL(aie::load_v<MMUL::size_C>(p), SHIFT);"))}
 HOST_MUTANTS = {  # mutant -> what the host says (a compile error, or a refusal recorded during the call)
-    Case(_I8_I32, patches=(("C00.template to_vector<T_out>(SHIFT)", "C00.template to_vector<T_out>(3)"),),
+    Case(_I8_I32, patches=(("aie::store_v(p, acc.template to_vector<T_out>(SHIFT));",
+                            "aie::store_v(p, acc.template to_vector<T_out>(3));"),),
          mutant="acc32-store-shift"): "acc32 is stored as int32 with a plain cast that ignores the shift",
-    Case(_I8_I32, patches=(("MMUL C00(aie::load_v<MMUL::size_C>(pC0 + (j + 0) * MMUL::size_C), SHIFT);",
-                            "MMUL C00(aie::load_v<MMUL::size_C>(pC0 + (j + 0) * MMUL::size_C), 3);"),),
+    Case(_I8_I32, patches=(("    return MMUL(aie::load_v<MMUL::size_C>(p), SHIFT);",
+                            "    return MMUL(aie::load_v<MMUL::size_C>(p), 3);"),),
          mutant="acc32-load-shift"): "an int32 vector loads into acc32 only with shift 0",
     Case(_BF16_NPU2, patches=(("load_a(pA0);", "load_a(pA0 + 1);"),),
          mutant="unaligned-load"): "load_v of a 64-byte vector at an address 2 bytes past a 64-byte boundary",
@@ -428,6 +468,8 @@ HOST_MUTANTS = {  # mutant -> what the host says (a compile error, or a refusal 
     Case(_BF16_COL, patches=(("aie::transpose(aie::load_v<MMUL::size_B>(p), MMUL::N, MMUL::K)",
                               "aie::transpose(aie::load_v<MMUL::size_B>(p), 2 * MMUL::N, MMUL::K)"),),
          mutant="transpose-shape"): "the AIE API requires Row * Col == Elems",
+    Case(_CCOL_BF16, patches=((_CCOL_STORE, _CCOL_STORE.replace("MMUL::M, MMUL::N", "MMUL::M, 2 * MMUL::N")),),
+         mutant="c-transpose-shape"): "the AIE API requires Row * Col == Elems",
 }
 # ---- the load / store FIFO limit (issue 20 item 3) ----------------------------------------------------
 # -DGEMM_GEN_HOST_FIFO_LIMIT: the host refuses a kernel whose block-vector streams hold more load FIFOs
@@ -445,7 +487,8 @@ BFP16_FIFO_VARIANTS: dict[str, tuple[Case, tuple[int, int]]] = {
 }
 
 ALL = [*CASES, Case(_ATB), NO_ROUNDING, NO_SLICE, Case(_OVERLAP), *OVERLAP_MUTANTS, *BLOCK_CASES, *BLOCK_MUTANTS,
-       *WIDE_MUTANTS, Case(_I16_ACC32), *HOST_MUTANTS, *(Case(m.build) for m in HOST_MUTANTS),
+       *WIDE_MUTANTS, Case(_I16_ACC32), *HOST_MUTANTS, *C_COL_MAJ_MUTANTS.values(),
+       *(Case(m.build) for m in HOST_MUTANTS),
        *(case for pair in ONCE_PAIRS for case in pair), *ONCE_MUTANTS,
        *(case for case, _ in BFP16_FIFO_VARIANTS.values())]
 
@@ -626,11 +669,12 @@ def inputs(case: Case, seed: int = 0, family: str = "wide") -> list[tuple[np.nda
 
 def run_tile(kernel: Kernel, steps: list[tuple[np.ndarray, np.ndarray]], b_col_maj: bool | None = None,
              modes: tuple[Rounding, Saturation] = (Rounding.FLOOR, Saturation.NONE),
-             a_col_maj: bool | None = None) -> np.ndarray:
+             a_col_maj: bool | None = None, c_col_maj: bool | None = None) -> np.ndarray:
     """zero, then per k-step one matmul per A tile (rho of them, each T_MA rows, sharing the B
     tile as the ATB worker loop does), on L1 buffers in the kernel's layouts; returns C (m x n).
 
-    b_col_maj (a_col_maj) overrides the layout B (A) is written in (to prove a wrong layout is caught). `modes`
+    b_col_maj (a_col_maj) overrides the layout B (A) is written in, c_col_maj the one C is read in (to prove a
+    wrong layout is caught). `modes`
     are the mode registers the kernel finds (reset values by default) and must leave behind.
     """
     b = kernel.build
@@ -671,7 +715,7 @@ def run_tile(kernel: Kernel, steps: list[tuple[np.ndarray, np.ndarray]], b_col_m
     assert c.guards_intact(), "the kernel wrote outside its C tile"
     assert acc is None or acc.guards_intact(), "the kernel wrote outside its C_acc buffer"
     assert all(g.guards_intact() for g in scratch), "the kernel wrote outside its bfp16 copies"
-    return c.body[c_layout(b.m, b.n, r, t)]
+    return c.body[c_layout(b.m, b.n, r, t, b.c_col_maj if c_col_maj is None else c_col_maj)]
 
 
 def expected(b: KernelBuild, steps: list[tuple[np.ndarray, np.ndarray]],
@@ -934,6 +978,24 @@ def test_check_catches_a_broken_cluster_overlap(libraries, mutant: Case) -> None
     want = expected(control.build, steps)
     assert_bit_equal(run_tile(load(libraries, control), steps), want, "control")
     with pytest.raises(AssertionError, match=OVERLAP_MUTANTS[mutant]):
+        assert_bit_equal(run_tile(load(libraries, mutant), steps), want, mutant.id)
+
+
+@needs_gxx
+@pytest.mark.parametrize("key", list(C_COL_MAJ_MUTANTS), ids=lambda k: f"{k[0]}-{k[1][0]}-{k[1][1]}-{k[2]}")
+def test_check_catches_column_major_c_in_the_wrong_layout(libraries, key: tuple[str, tuple[str, str], str]) -> None:
+    """Column-major C, every narrow type pair on both devices: the kernel's C read row-major, a kernel
+    storing its blocks untransposed, and one reloading them untransposed (the second k-step reads
+    what the first stored) all differ from the numerics."""
+    mutant = C_COL_MAJ_MUTANTS[key]
+    control = Case(mutant.build, mutant.hot)
+    steps = inputs(control)
+    want = expected(control.build, steps)
+    kernel = load(libraries, control)
+    assert_bit_equal(run_tile(kernel, steps), want, "control")
+    with pytest.raises(AssertionError, match="elements differ"):
+        assert_bit_equal(run_tile(kernel, steps, c_col_maj=False), want, "column-major C read row-major")
+    with pytest.raises(AssertionError, match="elements differ"):
         assert_bit_equal(run_tile(load(libraries, mutant), steps), want, mutant.id)
 
 

@@ -149,10 +149,49 @@ def test_column_major_c_streams_and_writes_what_mlir_aie_does():
         assert tap.offset == _ev(s["offset"], row_base=0, col=col, **names)
 
 
-def test_column_major_c_needs_a_32_bit_output(capsys):
+def test_column_major_c_needs_a_scalar_output(capsys):
+    err = refused(capsys, ["plan", "--dev", "npu2", "-M", "256", "-K", "256", "-N", "256", "--dtype_in", "bfp16",
+                           "--dtype_out", "bfp16", "--c-col-maj"])
+    assert "column-major C is built for scalar kernels' scalar outputs" in err
     err = refused(capsys, ["plan", "--dev", "npu2", "-M", "256", "-K", "256", "-N", "256", "--dtype_in", "bf16",
-                           "--dtype_out", "bf16", "--c-col-maj"])
-    assert "column-major C is built for 32-bit outputs" in err
+                           "--dtype_out", "bf16", "--c-col-maj", "--convert-once"])
+    assert "convert-once kernel writes C's blocks row-major" in err
+
+
+@pytest.mark.parametrize("dev,t_in,t_out", [("npu1", "bf16", "bf16"), ("npu1", "i8", "i8"), ("npu1", "i16", "i16"),
+                                            ("npu2", "bf16", "bf16"), ("npu2", "i8", "i8"), ("npu2", "i8", "i16")])
+def test_narrow_column_major_c_streams_mlir_aies_columns_in_whole_words(dev, t_in, t_out):
+    """Below 32 bits both kernels store each r x t block of C transposed (mlir-aie's C_COL_MAJ:
+    aie::transpose(v, r, t)); mlir-aie orders the blocks column-major, ours row-major, and each
+    memtile walk reads its layout out as the tile's columns, in runs of r elements: whole words."""
+    from gemm_gen.design import patterns
+    from gemm_gen.design.grid import grid
+    from gemm_gen.l1_layout import c_layout
+    from gemm_gen.rules.defaults import emulation_default
+
+    from .conftest import small
+
+    c = small(dev, t_in, t_out, c_col_maj=True)
+    assert c.c_t_blocks and kernel_build(c).c_col_maj and "_ccol" in kernel_build(c).object_file
+    assert emulation_default(dev, t_in) == c.emulate_bf16_with_bfp16
+    g = grid(c, "C")
+    m, n, r, t = g.m, g.n, g.r, g.t
+    names = dict(m=m, n=n, r=r, t=t, M=c.M, N=c.N, cols=c.cols)
+    i, j = np.indices((m, n))
+    theirs_l1 = ((j // t) * (m // r) + i // r) * (r * t) + (j % t) * r + i % r
+    f = C_FACTS["memtile_dims_to_stream"]
+    their_walk = patterns.Tap(0, tuple(_ev(x, **names) for x in f["sizes"]),
+                              tuple(_ev(x, **names) for x in f["strides"]))
+    ours_l1 = c_layout(m, n, r, t, col_maj=True)
+    where_ours = {int(a): (int(x), int(y)) for (x, y), a in np.ndenumerate(ours_l1)}
+    where_theirs = {int(a): (int(x), int(y)) for (x, y), a in np.ndenumerate(theirs_l1)}
+    ours = patterns.c_l2_to_stream(g)
+    column_major = [(x, y) for y in range(n) for x in range(m)]
+    assert [where_theirs[int(a)] for a in their_walk.indices()] == column_major
+    assert [where_ours[int(a)] for a in ours.indices()] == column_major
+    # inside a block both store the same t x r transpose; the innermost run is r elements, whole words
+    assert ours.sizes[-1] == r and ours.strides[-1] == 1 and c.t_out.nbytes(r) % 4 == 0
+    assert np.array_equal(ours_l1[:r, :t] , theirs_l1[:r, :t])
 
 
 def test_plan_json_shows_column_major_c_and_make_passes_it(capsys):
@@ -171,3 +210,26 @@ def test_column_major_c_junk_rows_are_padded_junk_columns_are_not():
     assert "C" in c.with_(M=100).call.padded  # rows past M would land on C^T's next row
     assert "C" not in c.with_(N=50).call.padded  # C^T's rows past N are slack
     assert c.with_(M=100).call.storage("C") == (c.with_(M=100).call.Np, c.with_(M=100).call.Mp)
+
+
+@pytest.mark.parametrize("dev,t_in,t_out,size", [("npu1", "i8", "i8", (1000, 512, 776)),
+                                                 ("npu2", "bf16", "bf16", (2048, 1000, 1032)),
+                                                 ("npu1", "i16", "i16", (512, 512, 520)),
+                                                 ("npu2", "i8", "i16", (1024, 1024, 1000))])
+def test_narrow_column_major_c_tuner_candidates_keep_the_dma_limits(dev, t_in, t_out, size):
+    """Every design the tuner keeps for a narrow column-major C is within the DMA limits (the
+    memtile's column walk over transposed blocks, the shim's runs down C^T's rows), and the model
+    prices C^T's runs of m: its predicted time differs from the row-major design's of the same tiles."""
+    from gemm_gen.design.patterns import check_dma_limits
+    from gemm_gen.model.perf import Workload, estimate_config
+    from gemm_gen.search.tune import tune
+
+    result = tune(Workload.new(dev, *size, t_in, t_out, c_col_maj=True), 5)
+    assert result.top
+    for cand in result.top:
+        c = cand.config
+        assert c.c_col_maj and c.c_t_blocks and not c.block_kernel
+        check_dma_limits(c)
+        check(c)
+        row = c.with_(c_col_maj=False)
+        assert float(estimate_config(c).time) != float(estimate_config(row).time)

@@ -192,7 +192,7 @@ def test_design_traffic_matches_closed_form(dev, types, col, mm, kk, nn, jm, bm,
     M, K, N = bm * 4 * m - shrink, bk * k_mt - shrink * s, bn * cols * n
     pack = "strips" if strips and "bfp16" in ((t_b or t_in),) else "tiles"
     c = GemmConfig(dev, M, max(K, s), N, m, k, n, k_mt, t_in, t_out, col, cols=cols, dtype_b=t_b, acc=acc,
-                   b_pack=pack, a_col_maj=a_col, c_col_maj=c_col and t_out in ("i32", "f32"))
+                   b_pack=pack, a_col_maj=a_col, c_col_maj=c_col and (t_out in ("i32", "f32") or "bfp16" not in types))
     try:
         design = build_design(c)
     except GemmGenError:

@@ -51,7 +51,7 @@ def small_configs(draw: st.DrawFn, whole_blocks: bool = False) -> GemmConfig:
     return GemmConfig(dev_name, M, K, N, m, k, n, k_mt, t_in, t_out, draw(st.booleans()),
                       cols=cols, emulate_bf16_with_bfp16=emulate, queue_groups=draw(st.integers(1, 4)), rho=rho,
                       dtype_b=t_b, acc=acc, b_pack=pack, a_col_maj=a_col,
-                      c_col_maj=t_out in ("i32", "f32") and draw(st.booleans()))
+                      c_col_maj=(t_out in ("i32", "f32") or "bfp16" not in (t_in, t_b, t_out)) and draw(st.booleans()))
 
 
 def _design(c: GemmConfig) -> Design:

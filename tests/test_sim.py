@@ -13,6 +13,7 @@ from gemm_gen.design.model import Design, RuntimeOp
 from gemm_gen.errors import (
     BdExhaustionError,
     DeadlockError,
+    DmaLimitError,
     LayoutError,
     OutOfRangeError,
     QueueOverflowError,
@@ -165,9 +166,11 @@ def test_column_major_a_given_row_major_is_a_layout_error():
         simulate(_with_fifo(d, "A_L2L1_0", dims_to_stream=row.fifo("A_L2L1_0").dims_to_stream))
 
 
-# column-major C (C^T in DRAM): 32-bit outputs, both devices, tails, alone and with A and B column-major
+# column-major C (C^T in DRAM): every scalar output (below 32 bits the kernel stores C's blocks
+# transposed), both devices, tails, alone and with A and B column-major
 @pytest.mark.parametrize("dev", ["npu1", "npu2"])
-@pytest.mark.parametrize("t_in,t_out", [("i8", "i32"), ("bf16", "f32"), ("i16", "i32")])
+@pytest.mark.parametrize("t_in,t_out", [("i8", "i32"), ("bf16", "f32"), ("i16", "i32"), ("bf16", "bf16"),
+                                        ("i8", "i8"), ("i8", "i16"), ("i16", "i16")])
 @pytest.mark.parametrize("others", [False, True])
 def test_column_major_c_passes_with_tails(dev, t_in, t_out, others):
     base = small(dev, t_in, t_out, others, a_col_maj=others, c_col_maj=True)
@@ -178,16 +181,35 @@ def test_column_major_c_passes_with_tails(dev, t_in, t_out, others):
         assert c.call.storage("C")[1] == c.call.ld("C") and c.call.ld("C") in (c.M, c.call.Mp)
 
 
-def test_column_major_c_with_rho():
-    c = _atb("npu2", "i8", "i32", 3, False, c_col_maj=True)
+@pytest.mark.parametrize("t_out", ["i32", "i8"])
+def test_column_major_c_with_rho(t_out):
+    c = _atb("npu2", "i8", t_out, 3, False, c_col_maj=True)
     assert simulate(c.with_(M=c.M - 8, N=c.N - 3)).passed
 
 
-def test_column_major_c_drained_row_major_is_a_layout_error():
-    d = build_design(small("npu1", "i8", "i32", c_col_maj=True))
-    row = build_design(small("npu1", "i8", "i32"))
+@pytest.mark.parametrize("t_in,t_out", [("i8", "i32"), ("i8", "i8"), ("bf16", "bf16")])
+def test_column_major_c_drained_row_major_is_a_layout_error(t_in, t_out):
+    d = build_design(small("npu1", t_in, t_out, c_col_maj=True))
+    row = build_design(small("npu1", t_in, t_out))
     with pytest.raises(LayoutError, match=r"C\[.*received the result for C\["):
         simulate(_with_fifo(d, "C_L2L3_1", dims_to_stream=row.fifo("C_L2L3_1").dims_to_stream))
+
+
+@pytest.mark.parametrize("t_in,t_out", [("i8", "i8"), ("bf16", "bf16")])
+def test_narrow_column_major_c_drained_as_32_bit_c_is_a_layout_error(t_in, t_out):
+    """Below 32 bits the memtile walks the kernel's transposed blocks: the 32-bit walk (gathering
+    a row-major block's columns) splits words, which the DMA limits refuse."""
+    from gemm_gen.design import patterns
+    from gemm_gen.design.grid import grid
+    from gemm_gen.tap import Tap
+
+    c = small("npu1", t_in, t_out, c_col_maj=True)
+    d = build_design(c)
+    g = grid(c, "C")
+    wide = Tap(0, (g.n // g.t, g.t, g.m // g.r, g.r), (g.r * g.t, 1, g.r * g.n, g.t))
+    assert patterns.c_l2_to_stream(g) != wide
+    with pytest.raises(DmaLimitError, match="splits 32-bit words"):
+        simulate(_with_fifo(d, "C_L2L3_1", dims_to_stream=patterns.dims(wide)))
 
 
 def test_atb_a_without_its_memtile_reorder_is_a_layout_error():

@@ -169,7 +169,7 @@ def problem_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--a-col-maj", "--a_col_maj", dest="a_col_maj", nargs="?", const=True, default=False,
                    type=_b_col_maj, help="A stored column-major (K x M, i.e. A^T row-major); takes an optional 0/1")
     p.add_argument("--c-col-maj", "--c_col_maj", dest="c_col_maj", nargs="?", const=True, default=False,
-                   type=_b_col_maj, help="C written column-major (N x M, i.e. C^T row-major; 32-bit outputs); takes "
+                   type=_b_col_maj, help="C written column-major (N x M, i.e. C^T row-major; scalar outputs); takes "
                    "an optional 0/1")
     p.add_argument("--b-pack", "--b_pack", dest="b_pack", choices=("tiles", "strips"), default=None,
                    help="DRAM layout of a bfp16 B: tiles (a matrix of 8x8 tiles) or strips (mlir-aie's ATB packing: "

@@ -135,6 +135,7 @@ class KernelBuild:
     loops: str = "k-pipelined"  # which loop of the nest is software-pipelined
     convert_once: bool = False  # bf16 converted to bfp16 once per call (A) / k-step (B), then bfp16 macs
     a_col_maj: bool = False  # A's blocks arrive as s x r blocks of A^T; the kernel transposes them
+    c_col_maj: bool = False  # C's r x t blocks are kept transposed in L1 (column-major C below 32 bits)
 
     @property
     def t_ma(self) -> int:
@@ -195,6 +196,8 @@ class KernelBuild:
             parts.append("cvtonce")
         if self.a_col_maj:
             parts.append("acol")
+        if self.c_col_maj:
+            parts.append("ccol")
         return "_".join(parts) + ".o"
 
 

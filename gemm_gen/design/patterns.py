@@ -107,7 +107,10 @@ def b_l1_from_stream(c: Grid) -> Tap | None:
 def c_l2_to_stream(c: Grid) -> Tap:
     """Per join slice (one core's m x n tile): r x t blocks back to row-major rows (bfp16: 2 x 2
     super-blocks of tiles back to row-major tiles; column-major C: to columns, each m long, the r-row
-    blocks' t-stride words gathered in the memtile: whole words for 32-bit C only)."""
+    blocks' t-stride words gathered in the memtile: whole words for 32-bit C only; below 32 bits
+    the kernel stores each block transposed, so a block's column is one run of r elements)."""
+    if memtile.c_blocks_transposed(c.c_col_maj, c.unit):
+        return Tap(0, (c.n // c.t, c.t, c.m // c.r, c.r), (c.r * c.t, c.r, c.r * c.n, 1))
     if c.c_col_maj:
         return Tap(0, (c.n // c.t, c.t, c.m // c.r, c.r), (c.r * c.t, 1, c.r * c.n, c.t))
     return Tap(0, (c.m // c.r, c.r, c.n // c.t, c.t), (c.r * c.n, c.t, c.r * c.t, 1))

@@ -117,6 +117,14 @@ def a_col_maj_ok(a_col_maj: bool, rows: int, cols: int) -> bool:
     return not a_col_maj or a_rows_per_shim(rows, cols) == 1
 
 
+def c_blocks_transposed(c_col_maj: bool, t_out: DType) -> bool:
+    """Column-major C narrower than 32 bits (bf16, i8, i16): the kernel stores each r x t block of C
+    transposed (aie::transpose, mlir-aie's C_COL_MAJ), so a column's r elements in a block are one
+    run of whole words the memtile can gather; a 32-bit C's blocks stay row-major (the memtile
+    gathers its columns word by word). Block types (bfp16 C) are not built."""
+    return c_col_maj and not t_out.is_block and t_out.bytes < 4
+
+
 def a_shim_col(i: int, rows: int, cols: int) -> int:
     """Column of A shim `i`: every column when there are fewer columns than rows; npu2's 8
     columns spread the four A streams over the even columns (Striking sec. 4.2.2)."""

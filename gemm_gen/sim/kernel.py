@@ -236,7 +236,7 @@ class KernelEmulator:
     def _c_l1(self, rows: int) -> np.ndarray:
         """The L1 layout of `rows` rows of C in its own type (in tiles for bfp16)."""
         g = self.grids["C"]
-        return c_tile_blocks(rows, g.n) if g.unit.is_block else c_layout(rows, g.n, g.r, g.t)
+        return c_tile_blocks(rows, g.n) if g.unit.is_block else c_layout(rows, g.n, g.r, g.t, self.c.c_t_blocks)
 
     def _acc_view(self, rows: int) -> TileView | PairView:
         """rows x n of the accumulator in its blocked layout (no provenance: not C's words yet)."""
