@@ -16,7 +16,9 @@ multiple of them is handled on the array wherever the DMAs can, with no host cop
 The host pads (copies) an operand only where the DMAs cannot: rows that are not whole 32-bit words
 (the shim's unit), C narrower than one block (its junk columns would land on the next row), a K
 tail that ends inside a bfp16 block of 8, or a K tail with column-major B (both tails would read
-real values). bfp16 operands are encoded on the host anyway; their padding rides along.
+real values). bfp16 operands are encoded on the host anyway; their padding rides along. An input whose rows the
+user padded to a regular stride is read in place with that leading dimension (`lds`): its stored
+width is the stride, whose rows must then be whole words (the operator's arrays: app/operator_layouts.py).
 """
 
 from __future__ import annotations
@@ -61,6 +63,7 @@ class HostCopy:
 
     operand: str
     why: str
+    count: int = 1  # copies made (a dtype conversion before a padded or rearranged copy makes two)
 
 
 @dataclass(frozen=True)
@@ -170,24 +173,30 @@ class CallPlan:
 
     @property
     def host_copies(self) -> int:
-        return len(self.copies)
+        return sum(c.count for c in self.copies)
 
-    def with_copy(self, operand: str, why: str) -> CallPlan:
-        """This plan with one more reason for the host to copy `operand`: one copy per operand, so a
-        second reason joins the first (a padded copy is made in the design's layout anyway)."""
-        old = {c.operand: c.why for c in self.copies}
-        old[operand] = f"{old[operand]}; {why}" if operand in old else why
-        return replace(self, copies=tuple(HostCopy(op, old[op]) for op in OPERANDS if op in old))
+    def with_copy(self, operand: str, why: str, separate: bool = False) -> CallPlan:
+        """This plan with one more reason for the host to copy `operand`. A reason joins the
+        operand's copy (a padded copy is made in the design's layout from any array), unless it is
+        `separate`: a copy of its own (a dtype conversion, made before any other)."""
+        old = {c.operand: c for c in self.copies}
+        if operand in old:
+            prev = old[operand]
+            old[operand] = HostCopy(operand, f"{prev.why}; {why}", prev.count + int(separate))
+        else:
+            old[operand] = HostCopy(operand, why)
+        return replace(self, copies=tuple(old[op] for op in OPERANDS if op in old))
 
     def copies_by_operand(self) -> dict[str, int]:
-        """Host copies of A, B and C (0 or 1 each)."""
-        ops = {c.operand for c in self.copies}
-        return {op: int(op in ops) for op in OPERANDS}
+        """Host copies of A, B and C."""
+        made = {c.operand: c.count for c in self.copies}
+        return {op: made.get(op, 0) for op in OPERANDS}
 
     def copy_lines(self) -> list[str]:
         """'A: 0 copies', 'C: 1 copy: order='F' on a bf16 output needs a host transpose', ..."""
-        why = {c.operand: c.why for c in self.copies}
-        return [f"{op}: 1 copy: {why[op]}" if op in why else f"{op}: 0 copies" for op in OPERANDS]
+        made = {c.operand: c for c in self.copies}
+        return [f"{op}: {made[op].count} cop{'y' if made[op].count == 1 else 'ies'}: {made[op].why}" if op in made
+                else f"{op}: 0 copies" for op in OPERANDS]
 
     @property
     def wasted_fraction(self) -> float:

@@ -142,7 +142,7 @@ def test_bad_layouts_are_counted_copies_or_one_line_refusals():
     assert "neither A's rows nor its columns are contiguous" in g.last_call.copy_lines()[0]
     assert np.array_equal(c, big[::2, ::2].astype(np.int64) @ b)
     c = g.simulate(a.astype(np.int16), b)
-    assert "A is int16, converted to int8 on the host" in g.last_call.copy_lines()[0]
+    assert "A: 1 copy: A is int16, converted to the input type on the host" in g.last_call.copy_lines()[0]
     with pytest.raises(ConfigError) as e:
         g.simulate(a, b, order="K")
     assert "\n" not in str(e.value) and "order='C' or order='F'" in str(e.value)
@@ -184,3 +184,13 @@ def test_the_npu_call_reads_x_transposed_in_place(tmp_path, monkeypatch):
     assert np.array_equal(g(X.T, dY), X.T.astype(np.int32) @ dY.astype(np.int32))
     padded = g.plan(_i8(rng, (64, 100))[:, :96], dY)
     assert dict(padded.lds) == {"A": 100} and stream_name(g.design(64, 96, 64), padded).endswith("_ldA100.bin")
+
+
+def test_a_conversion_before_a_padded_copy_counts_two():
+    rng = np.random.default_rng(8)
+    a, b = _i8(rng, (40, 33)).astype(np.int16), _i8(rng, (33, 24))
+    g = Gemm(device="npu1", dtype_in="i8", dtype_out="i32")
+    c = g.simulate(a, b)
+    line = g.last_call.copy_lines()[0]
+    assert line.startswith("A: 2 copies: its rows of 33 x i8") and "converted to the input type" in line
+    assert g.last_call.copies_by_operand()["A"] == 2 and np.array_equal(c, a.astype(np.int64) @ b)

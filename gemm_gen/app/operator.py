@@ -10,6 +10,14 @@ k-steps from a runtime parameter): one xclbin, an instruction stream per shape. 
 not multiples of the design's blocks run on the array without host copies wherever the DMAs allow
 (gemm_gen/call.py). The numerics options are the CLI's (rounding, saturation, shift, ...).
 
+The arrays are read as they lie in memory (gemm_gen/app/operator_layouts.py): `X.T` or a
+Fortran-ordered array through the column-major A / B designs (each layout is its own xclbin),
+rows padded to a regular stride through a leading dimension, and `order="F"` returns C
+column-major (through column-major C for 32-bit outputs, else a host transpose). What the host
+still copies is counted per operand with its reason (`g.last_call.copy_lines()`, `g.plan(A, B)`).
+On an NPU every operand is also written into its XRT buffer object; the count is of the host's
+rearrangements before that.
+
 Nothing passes silently: `Gemm(...)` checks its arguments and builds its first design when it is
 made (gemm_gen/app/operator_args.py), and every call checks A and B (gemm_gen/operands.py); each
 refusal is one ConfigError line in the operator's own terms.
@@ -51,6 +59,7 @@ from .operator_args import (
 )
 from .operator_layouts import ORDERS, OTHER, arrangement, in_allocation, layout_word
 
+CONVERTED = "converted to the input type on the host"  # a copy of its own, before any other
 Layout = tuple[bool, bool, bool]  # a_col_maj, b_col_maj, c_col_maj of a design
 DESIGN_ERRORS = (ConfigError, DmaLimitError)  # what building or serving a design refuses (not a run's failure)
 
@@ -68,6 +77,10 @@ class Gemm:
     line naming the argument as given and what to pass instead; so are tiles and options that no
     design can take (the first design, for max_size, for the smallest size the tiles need, or for
     1 x 1 x 1, is built then).
+
+    `a_col_maj`, `b_col_maj` and `c_col_maj` (options) are None by default: open, chosen per call
+    from how A and B lie in memory and from the `order` asked for C; True or False fixes the layout
+    (an array that lies the other way is then copied once, and the plan says so).
     """
 
     def __init__(self, device: str = "npu2", dtype_in: str = "bf16", dtype_out: str | None = None, *,
@@ -290,7 +303,8 @@ class Gemm:
         if "A" in dict(call.lds):
             read = pad_inputs(c, a, b, call)[0]
         if call.a_finite and not np.isfinite(np.asarray(read).astype(np.float32)).all():
-            why = "A holds Inf or NaN, which the K tail would multiply by zero into the previous row"
+            why = ("A (or the padding between its rows) holds Inf or NaN, which the K tail would multiply by zero "
+                   "into the previous row")
             call = replace(call, padded=tuple(sorted({*call.padded, "A"})), copies=(*call.copies, HostCopy("A", why)),
                            a_finite=False)
         return call
@@ -337,7 +351,7 @@ class Gemm:
         for op, (raw, x) in given.items():
             if x is not raw and not (isinstance(raw, np.ndarray) and np.may_share_memory(raw, x)):
                 src = np.asarray(raw).dtype
-                copies[op].append(f"{op} is {src}, converted to {x.dtype} on the host")
+                copies[op].append(f"{op} is {src}, {CONVERTED}")
             lay[op] = arrangement(op, x)
         types = {"A": self._base.t_in, "B": self._base.t_b}
         # a bfp16 operand is encoded into tiles on the host from any layout: its layout stays the Gemm's
@@ -400,7 +414,7 @@ class Gemm:
                                    f"built for 32-bit outputs)")
         for op, whys in copies.items():
             for why in whys:
-                call = call.with_copy(op, why)
+                call = call.with_copy(op, why, separate=why.endswith(CONVERTED))
         self.last_call = call
         return design, call, a, b
 
