@@ -16,13 +16,15 @@ multiple of them is handled on the array wherever the DMAs can, with no host cop
 The host pads (copies) an operand only where the DMAs cannot: rows that are not whole 32-bit words
 (the shim's unit), C narrower than one block (its junk columns would land on the next row), a K
 tail that ends inside a bfp16 block of 8, or a K tail with column-major B (both tails would read
-real values). bfp16 operands are encoded on the host anyway; their padding rides along.
+real values). bfp16 operands are encoded on the host anyway; their padding rides along. An input whose rows the
+user padded to a regular stride is read in place with that leading dimension (`lds`): its stored
+width is the stride, whose rows must then be whole words (the operator's arrays: app/operator_layouts.py).
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Protocol
 
 from .dtypes import WORD_BYTES, DType
@@ -61,6 +63,7 @@ class HostCopy:
 
     operand: str
     why: str
+    count: int = 1  # copies made (a dtype conversion before a padded or rearranged copy makes two)
 
 
 @dataclass(frozen=True)
@@ -81,6 +84,9 @@ class CallPlan:
     shift_n: bool = False
     a_col_maj: bool = False  # A stored as A^T (K x M)
     c_col_maj: bool = False  # C stored as C^T (N x M)
+    # leading dimensions that differ from the stored matrix's width: (operand, elements between its
+    # stored rows), for an input read in place from a user's array whose rows are padded
+    lds: tuple[tuple[str, int], ...] = ()
 
     @property
     def M(self) -> int:
@@ -144,6 +150,13 @@ class CallPlan:
         """(rows, columns) of an operand's DRAM buffer before any slack: the user's matrix, or its
         host-padded copy (A or B column-major is stored as A^T or B^T)."""
         padded = operand in self.padded
+        lds = dict(self.lds)
+        if operand in lds and not padded:  # the user's rows, padded to their leading dimension
+            rows, _ = self._stored(operand, False)
+            return rows, lds[operand]
+        return self._stored(operand, padded)
+
+    def _stored(self, operand: str, padded: bool) -> tuple[int, int]:
         if operand == "A":
             m, k = (self.Mp, self.k_walk) if padded else (self.M, self.K)
             return (k, m) if self.a_col_maj else (m, k)
@@ -160,7 +173,30 @@ class CallPlan:
 
     @property
     def host_copies(self) -> int:
-        return len(self.copies)
+        return sum(c.count for c in self.copies)
+
+    def with_copy(self, operand: str, why: str, separate: bool = False) -> CallPlan:
+        """This plan with one more reason for the host to copy `operand`. A reason joins the
+        operand's copy (a padded copy is made in the design's layout from any array), unless it is
+        `separate`: a copy of its own (a dtype conversion, made before any other)."""
+        old = {c.operand: c for c in self.copies}
+        if operand in old:
+            prev = old[operand]
+            old[operand] = HostCopy(operand, f"{prev.why}; {why}", prev.count + int(separate))
+        else:
+            old[operand] = HostCopy(operand, why)
+        return replace(self, copies=tuple(old[op] for op in OPERANDS if op in old))
+
+    def copies_by_operand(self) -> dict[str, int]:
+        """Host copies of A, B and C."""
+        made = {c.operand: c.count for c in self.copies}
+        return {op: made.get(op, 0) for op in OPERANDS}
+
+    def copy_lines(self) -> list[str]:
+        """'A: 0 copies', 'C: 1 copy: order='F' on a bf16 output needs a host transpose', ..."""
+        made = {c.operand: c for c in self.copies}
+        return [f"{op}: {made[op].count} cop{'y' if made[op].count == 1 else 'ies'}: {made[op].why}" if op in made
+                else f"{op}: 0 copies" for op in OPERANDS]
 
     @property
     def wasted_fraction(self) -> float:
@@ -171,11 +207,13 @@ class CallPlan:
         """What `plan --json` reports about the call."""
         return {"problem": [self.M, self.K, self.N], "blocks": [self.m_blocks, self.n_blocks],
                 "k_walk": self.k_walk, "host_copies": self.host_copies,
+                "host_copies_by_operand": self.copies_by_operand(),
                 "copies": {c.operand: c.why for c in self.copies},
                 "encoded_on_host": [o for o in self.padded if o not in {c.operand for c in self.copies}],
                 "m_tail": _tail("M", self.M, self.block_m, self.shift_m, "A"),
                 "n_tail": _tail("N", self.N, self.block_n, self.shift_n, "B"),
-                "k_tail": self.k_tail}
+                "k_tail": self.k_tail,
+                **({"leading_dimensions": dict(self.lds)} if self.lds else {})}
 
 
 def _tail(name: str, size: int, block: int, shifted: bool, src: str) -> str:
@@ -222,8 +260,10 @@ class Design(Protocol):
     def precision(self) -> Precision: ...
 
 
-def plan_call(c: Design, problem: Problem) -> CallPlan:
-    """How design `c` computes `problem`: blocks, the K walk, and what the host must pad."""
+def plan_call(c: Design, problem: Problem, lds: dict[str, int] | None = None) -> CallPlan:
+    """How design `c` computes `problem`: blocks, the K walk, and what the host must pad.
+    `lds`: leading dimensions of A or B read in place from rows padded past the stored width (the
+    operator's, from the user's strides); one the host must pad anyway is dropped."""
     block_m, block_n = c.m * c.rows, c.n * c.cols
     k_walk = padding.round_up(problem.K, c.k_mt)
     M, K, N = problem.M, problem.K, problem.N
@@ -238,6 +278,8 @@ def plan_call(c: Design, problem: Problem) -> CallPlan:
     shift_n = (N > block_n and N % block_n != 0 and "B" not in encoded and "C" not in encoded
                and all(types[op].nbytes(N) % WORD_BYTES == 0 for op in ("C",) + (() if c.b_col_maj else ("B",))))
     ld = {"A": M if c.a_col_maj else K, "B": K if c.b_col_maj else N, "C": M if c.c_col_maj else N}
+    lds = {op: v for op, v in (lds or {}).items() if op in ("A", "B") and v != ld[op]}
+    ld.update(lds)
     for op in OPERANDS:
         t = types[op]
         if op not in encoded and t.nbytes(ld[op]) % WORD_BYTES:
@@ -268,8 +310,9 @@ def plan_call(c: Design, problem: Problem) -> CallPlan:
         }[zeros]
     padded = tuple(op for op in OPERANDS if op in why or op in encoded)
     copies = tuple(HostCopy(op, why[op]) for op in OPERANDS if op in why)
+    kept = tuple((op, v) for op, v in sorted(lds.items()) if op not in padded)  # a padded copy has its own width
     return CallPlan(problem, block_m, block_n, c.k_mt, c.k, c.b_col_maj, padded, copies, k_tail, a_finite, shift_m,
-                    shift_n, c.a_col_maj, c.c_col_maj)
+                    shift_n, c.a_col_maj, c.c_col_maj, kept)
 
 
 def _k_tail_zeros(c: Design, p: Problem, why: dict[str, str], encoded: list[str]) -> str:

@@ -40,6 +40,16 @@ def _padded(x: np.ndarray, shape: tuple[int, int], host: np.dtype) -> np.ndarray
     return out
 
 
+def _in_place(stored: np.ndarray, ld: int | None, host: np.dtype) -> np.ndarray:
+    """The stored matrix as the DRAM buffer the design reads: itself when its rows are contiguous
+    (no copy), its rows x ld span when the call reads it with a leading dimension (the memory between
+    rows included: the operator checked that it belongs to the array's allocation), else a copy."""
+    if ld is None:
+        return np.ascontiguousarray(stored, host)
+    assert stored.dtype == host and stored.strides == (ld * stored.itemsize, stored.itemsize), "checked by the caller"
+    return np.lib.stride_tricks.as_strided(stored, (stored.shape[0], ld), stored.strides, writeable=False)
+
+
 def pad_inputs(c: GemmConfig, a: np.ndarray, b: np.ndarray, call: CallPlan | None = None
                ) -> tuple[np.ndarray, np.ndarray]:
     """A (M x K) and B (K x N, logical) as the DRAM buffers one call reads: each the user's matrix
@@ -50,7 +60,7 @@ def pad_inputs(c: GemmConfig, a: np.ndarray, b: np.ndarray, call: CallPlan | Non
     a_rows, a_cols = call.storage("A")
     a_stored = np.asarray(a).T if c.a_col_maj else a  # A^T when column-major
     a_dram = (_padded(a_stored, (a_rows, a_cols), t_a.host) if "A" in call.padded
-              else np.ascontiguousarray(a_stored, t_a.host))
+              else _in_place(a_stored, dict(call.lds).get("A"), t_a.host))
     if t_a.is_block:
         a_dram = tiles_of(a_dram, HOST_ROUNDING)
     bt_rows, bt_cols = call.storage("B")[::-1] if not c.b_col_maj else call.storage("B")
@@ -58,6 +68,9 @@ def pad_inputs(c: GemmConfig, a: np.ndarray, b: np.ndarray, call: CallPlan | Non
         bt = _padded(np.asarray(b).T, (bt_rows, bt_cols), t_b.host)
     else:
         bt = np.asarray(b, t_b.host).T
+        if "B" in dict(call.lds):  # B (or B^T) read in place from rows padded to its leading dimension
+            stored = _in_place(bt if c.b_col_maj else bt.T, dict(call.lds)["B"], t_b.host)
+            bt = stored if c.b_col_maj else stored.T
     if t_b.is_block:
         tiles = tiles_of(bt, HOST_ROUNDING)  # (Np/8, Kw/8) tiles of B^T rows = B columns
         if c.b_pack == "strips":

@@ -253,8 +253,8 @@ class FakeXrt:
             full_e[: call.M, : exps.shape[1]], full_m[: call.M, : mants.shape[1]] = exps, mants
             data = to_tiles(full_e, full_m)
         else:
-            full = np.zeros((rows, cols), dtype=np.float64)
+            full = np.zeros((cols, rows) if c.c_col_maj else (rows, cols), dtype=np.float64)
             full[: call.M, : call.N] = reference(c.numerics, a, b, c.k, call.k_walk)
-            data = full.astype(c.t_out.host)
+            data = (full.T if c.c_col_maj else full).astype(c.t_out.host)  # column-major C: C^T's rows
         assert data.nbytes == output_bytes(c, call) <= len(c_mem)
         c_mem[: data.nbytes] = np.ascontiguousarray(data).tobytes()

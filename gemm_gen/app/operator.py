@@ -10,6 +10,14 @@ k-steps from a runtime parameter): one xclbin, an instruction stream per shape. 
 not multiples of the design's blocks run on the array without host copies wherever the DMAs allow
 (gemm_gen/call.py). The numerics options are the CLI's (rounding, saturation, shift, ...).
 
+The arrays are read as they lie in memory (gemm_gen/app/operator_layouts.py): `X.T` or a
+Fortran-ordered array through the column-major A / B designs (each layout is its own xclbin),
+rows padded to a regular stride through a leading dimension, and `order="F"` returns C
+column-major (through column-major C where a design writes it, else a host transpose). What the host
+still copies is counted per operand with its reason (`g.last_call.copy_lines()`, `g.plan(A, B)`).
+On an NPU every operand is also written into its XRT buffer object; the count is of the host's
+rearrangements before that.
+
 Nothing passes silently: `Gemm(...)` checks its arguments and builds its first design when it is
 made (gemm_gen/app/operator_args.py), and every call checks A and B (gemm_gen/operands.py); each
 refusal is one ConfigError line in the operator's own terms.
@@ -27,10 +35,10 @@ from .. import search
 from ..accuracy import NARROWED, Accuracy, acc32_overflow_bound, bound_losses, measure
 from ..backends.npu_call import run_on_npu
 from ..backends.runner import checked_timeout
-from ..call import CallPlan, HostCopy
+from ..call import CallPlan, HostCopy, plan_call
 from ..config import GemmConfig, default_tiles
 from ..design import Design, build_design
-from ..design.serve import serve
+from ..design.serve import check_dma_limits, serve
 from ..errors import ConfigError, DmaLimitError, GemmGenError, NumericsWarning
 from ..hostdata import output_values, pad_inputs
 from ..operands import as_matrix, bfp16_quantizer, host_operand
@@ -49,7 +57,10 @@ from .operator_args import (
     design_refusal,
     refuse,
 )
+from .operator_layouts import ORDERS, OTHER, arrangement, in_allocation, layout_word
 
+CONVERTED = "converted to the input type on the host"  # a copy of its own, before any other
+Layout = tuple[bool, bool, bool]  # a_col_maj, b_col_maj, c_col_maj of a design
 DESIGN_ERRORS = (ConfigError, DmaLimitError)  # what building or serving a design refuses (not a run's failure)
 
 
@@ -66,19 +77,27 @@ class Gemm:
     line naming the argument as given and what to pass instead; so are tiles and options that no
     design can take (the first design, for max_size, for the smallest size the tiles need, or for
     1 x 1 x 1, is built then).
+
+    `a_col_maj`, `b_col_maj` and `c_col_maj` (options) are None by default: open, chosen per call
+    from how A and B lie in memory and from the `order` asked for C; True or False fixes the layout
+    (an array that lies the other way is then copied once, and the plan says so).
     """
 
     def __init__(self, device: str = "npu2", dtype_in: str = "bf16", dtype_out: str | None = None, *,
-                 dtype_b: str | None = None, acc: str | None = None, b_col_maj: bool = False,
+                 dtype_b: str | None = None, acc: str | None = None, b_col_maj: bool | None = None,
                  max_size: tuple[int, int, int] | None = None, tiles: tuple[int, int, int, int] | None = None,
                  **options: Any) -> None:
         given = {"dtype_out": dtype_out, "dtype_b": dtype_b, "acc": acc, "max_size": max_size, "tiles": tiles}
         # how the user made this Gemm, for messages: device and dtype_in always, the rest when given
         self._args = {"device": device, "dtype_in": dtype_in, **{k: v for k, v in given.items() if v is not None},
-                      **({"b_col_maj": b_col_maj} if b_col_maj is not False else {}), **options}
+                      **({"b_col_maj": b_col_maj} if b_col_maj is not None else {}), **options}
         dev = checked_device(device)
         out = check_operator_types(dev, dtype_in, dtype_out, dtype_b, acc)
-        check_flag("b_col_maj", b_col_maj)
+        # the layouts the user fixed (None: open, chosen per call from how the arrays lie in memory)
+        self._fixed = {"A": options.pop("a_col_maj", None), "B": b_col_maj, "C": options.pop("c_col_maj", None)}
+        for op, value in self._fixed.items():
+            if value is not None:
+                check_flag(f"{op.lower()}_col_maj", value)
         example = None if tiles is None else _paper_tiles(dev.name, dtype_in, out, dtype_b, acc,
                                                           options.get("emulate_bf16_with_bfp16"))
         self._tiles = checked_tiles(tiles, example)
@@ -86,12 +105,15 @@ class Gemm:
         check_options(options)
         try:
             self._base = GemmConfig(dev.name, 1, 1, 1, 1, 1, 1, 1, dtype_in, out, bool(b_col_maj), dtype_b=dtype_b,
-                                    acc=acc, **options)
+                                    acc=acc, a_col_maj=bool(self._fixed["A"]), c_col_maj=bool(self._fixed["C"]),
+                                    **options)
         except DESIGN_ERRORS as e:
             raise design_refusal(self._args, e) from None
         # the tuner leaves alone what the user fixed: rho (a bfp16 B's packing given stays in the options)
         self._rho: int | None = options.get("rho")
-        self._designs: dict[Problem, Design] = {}
+        self._designs: dict[tuple[Problem, Layout], Design] = {}
+        self._refused: dict[tuple[Problem, Layout], ConfigError] = {}  # layouts no design takes, and why
+        self.last_call: CallPlan | None = None  # the plan of the last call, its host copies counted
         self._loaded: dict[Any, Any] = {}  # xclbin path -> its NpuKernel, loaded by the first NPU call
         self._sessions: dict[int, Any] = {}
         self._first_design()
@@ -122,35 +144,49 @@ class Gemm:
         return Problem(m * self._base.rows, k_mt, n * self._base.cols)
 
     # ---- designs ------------------------------------------------------------------------------
-    def design(self, M: int, K: int, N: int) -> Design:
-        """The design that serves an M x K x N call (built once, then reused); whether it can serve
+    def design(self, M: int, K: int, N: int, layout: Layout | None = None) -> Design:
+        """The design that serves an M x K x N call with operand layouts `layout` (a_col_maj,
+        b_col_maj, c_col_maj; default: the Gemm's own), built once, then reused; whether it can serve
         that size is checked when the call is planned (one line naming the limit)."""
-        key = self._max or Problem(M, K, N)
+        layout = layout or self._base_layout
+        key = (self._max or Problem(M, K, N), layout)
+        if key in self._refused:
+            raise self._refused[key]
         if key not in self._designs:
             try:
-                self._designs[key] = self._build(key, self._max is not None)
+                self._designs[key] = self._build(key[0], self._max is not None, layout)
             except DESIGN_ERRORS as e:
-                raise design_refusal(self._args, e) from None
+                self._refused[key] = design_refusal(self._args, e)
+                raise self._refused[key] from None
         return self._designs[key]
 
-    def _build(self, size: Problem, runtime: bool) -> Design:
-        options = replace(self._base.options, runtime_sizes="mnk" if runtime else "fixed")
+    @property
+    def _base_layout(self) -> Layout:
+        o = self._base.options
+        return (o.a_col_maj, o.b_col_maj, o.c_col_maj)
+
+    def _build(self, size: Problem, runtime: bool, layout: Layout) -> Design:
+        a_col, b_col, c_col = layout
+        options = replace(self._base.options, runtime_sizes="mnk" if runtime else "fixed", a_col_maj=a_col,
+                          b_col_maj=b_col, c_col_maj=c_col)
         m, k, n, k_mt = self._tiles or (None, None, None, None)
         pins = Pins(m, k, n, k_mt, self._rho)
         return build_design(search.choose(Request(options, size, pins)).config)
 
     # ---- calls --------------------------------------------------------------------------------
-    def plan(self, A: Any, B: Any) -> CallPlan:
-        """How the call C = A @ B runs: its design's blocks, the K walk, what the host copies.
+    def plan(self, A: Any, B: Any, *, order: str = "C") -> CallPlan:
+        """How the call C = A @ B runs: its design's blocks, the K walk, the layouts it reads the
+        arrays in, and what the host copies (`copy_lines()`: each of A, B and C with its reason).
         A and B are checked as simulate() checks them; an empty product has no plan (refused)."""
         a, b = self._operands(A, B)
         if _empty(a, b):
             M, K, N = a.shape[0], a.shape[1], b.shape[1]
             raise refuse(self._args, f"A @ B is {M} x {K} times {K} x {N}, an empty product: no call runs",
                          "simulate() and calling the Gemm return its C without running anything")
-        return self._call(self.design(a.shape[0], a.shape[1], b.shape[1]), a, b)
+        return self._prepare(A, B, a, b, order)[1]
 
-    def simulate(self, A: Any, B: Any, *, report: bool = False) -> np.ndarray | tuple[np.ndarray, Accuracy]:
+    def simulate(self, A: Any, B: Any, *, report: bool = False, order: str = "C"
+                 ) -> np.ndarray | tuple[np.ndarray, Accuracy]:
         """C from the functional simulator (every transfer and kernel call checked on the way);
         with report=True, (C, its Accuracy against the exact A @ B of the arrays given).
 
@@ -180,20 +216,24 @@ class Gemm:
           differs between A and B, and sizes over max_size are refused.
         Each refusal is one ConfigError line saying how many values, the first one, and the fix.
         An empty product (M, K or N = 0) returns M x N zeros, as NumPy does, without a simulation.
+
+        The arrays are read as they lie in memory (gemm_gen/app/operator_layouts.py): a transposed
+        view or a Fortran-ordered array through the column-major layouts, rows padded to a regular
+        stride through a leading dimension; `order` ("C" or "F") is C's memory order. What the host
+        still copies, and why, is in `last_call.copy_lines()` (and `plan(A, B)` before the call).
         """
         a, b = self._operands(A, B)
         if _empty(a, b):
-            return self._zeros(a, b)
-        design = self.design(a.shape[0], a.shape[1], b.shape[1])
-        call = self._call(design, a, b)
+            return self._zeros(a, b, self._order(order))
+        design, call, a, b = self._prepare(A, B, a, b, order)
         session = self._sessions.setdefault(id(design), ArraySession(design))
         with np.errstate(invalid="ignore"):  # NaN and Inf accepted on plain bf16 make NaN in C, as intended
             c_cells, _, _ = session.run(call, *pad_inputs(design.config, a, b, call))
-        c = output_values(design.config, (c_cells & VALUE_MASK).astype(np.uint32), call).copy()
-        return self._checked(design, c, a, b, report)
+        c = output_values(design.config, (c_cells & VALUE_MASK).astype(np.uint32), call)
+        return self._checked(design, self._in_order(c, call, order), a, b, report)
 
     def __call__(self, A: Any, B: Any, *, report: bool = False, check: bool = True,
-                 timeout_ms: int | None = None) -> np.ndarray | tuple[np.ndarray, Accuracy]:
+                 timeout_ms: int | None = None, order: str = "C") -> np.ndarray | tuple[np.ndarray, Accuracy]:
         """C from the NPU through XRT (needs mlir-aie, Peano or chess, XRT and an NPU); A and B are
         checked as simulate() checks them. C is checked too, without a host GEMM where it can be:
         with the default accumulator only saturated or overflowed outputs can differ from A @ B
@@ -207,10 +247,10 @@ class Gemm:
             raise refuse(self._args, e.what, e.fix) from None
         a, b = self._operands(A, B)
         if _empty(a, b):
-            return self._zeros(a, b)
-        design = self.design(a.shape[0], a.shape[1], b.shape[1])
-        c = run_on_npu(design, self._call(design, a, b), a, b, loaded=self._loaded, timeout_ms=timeout_ms,
-                       slow_end=slow_end_s, gen_args=config_args(design.config))
+            return self._zeros(a, b, self._order(order))
+        design, call, a, b = self._prepare(A, B, a, b, order)
+        c = self._in_order(run_on_npu(design, call, a, b, loaded=self._loaded, timeout_ms=timeout_ms,
+                                      slow_end=slow_end_s, gen_args=config_args(design.config)), call, order)
         if not check:
             return c
         c_ = design.config
@@ -246,18 +286,25 @@ class Gemm:
         return (c, accuracy if accuracy is not None else measure(c, a, b, nm)) if report else c
 
     # ---- checks -------------------------------------------------------------------------------
-    def _call(self, design: Design, a: np.ndarray, b: np.ndarray) -> CallPlan:
+    def _call(self, design: Design, a: np.ndarray, b: np.ndarray, lds: dict[str, int] | None = None) -> CallPlan:
         c = design.config
         problem = Problem(a.shape[0], a.shape[1], b.shape[1])
         self._check_max(problem)
         try:
             call = serve(c, problem)
+            if lds:
+                call = plan_call(c, problem, lds)
+                check_dma_limits(c, call)
         except DESIGN_ERRORS as e:
             raise design_refusal(self._args, e) from None
-        # A's K tail reads the next row's values, times zeros: an Inf or NaN there would reach the
-        # previous row of C, so pad A instead
-        if call.a_finite and not np.isfinite(a.astype(np.float32)).all():
-            why = "A holds Inf or NaN, which the K tail would multiply by zero into the previous row"
+        # A's K tail reads the next row's values (and, with a leading dimension, the padding between
+        # rows), times zeros: an Inf or NaN there would reach the previous row of C, so pad A instead
+        read = a
+        if "A" in dict(call.lds):
+            read = pad_inputs(c, a, b, call)[0]
+        if call.a_finite and not np.isfinite(np.asarray(read).astype(np.float32)).all():
+            why = ("A (or the padding between its rows) holds Inf or NaN, which the K tail would multiply by zero "
+                   "into the previous row")
             call = replace(call, padded=tuple(sorted({*call.padded, "A"})), copies=(*call.copies, HostCopy("A", why)),
                            a_finite=False)
         return call
@@ -282,9 +329,104 @@ class Gemm:
         return (host_operand("A", a, c.t_in, bfp16_quantizer(c, "A")),
                 host_operand("B", b, c.t_b, bfp16_quantizer(c, "B")))
 
-    def _zeros(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    def _zeros(self, a: np.ndarray, b: np.ndarray, order: str = "C") -> np.ndarray:
         """C of an empty product: M x N zeros in C's host type (a sum over K = 0 is 0, as in NumPy)."""
-        return np.zeros((a.shape[0], b.shape[1]), self._base.t_out.host)
+        return np.zeros((a.shape[0], b.shape[1]), self._base.t_out.host, order=order)  # type: ignore[call-overload]
+
+    # ---- layouts: the arrays as they lie in memory ------------------------------------------------
+    def _order(self, order: Any) -> str:
+        if not isinstance(order, str) or order not in ORDERS:
+            raise refuse(self._args, f"order={order!r}: C's memory order is 'C' (row-major) or 'F' (column-major)",
+                         "pass order='C' or order='F'")
+        return order
+
+    def _prepare(self, A: Any, B: Any, a: np.ndarray, b: np.ndarray, order: str
+                 ) -> tuple[Design, CallPlan, np.ndarray, np.ndarray]:
+        """The design, the call plan (every host copy counted, with its reason) and the operands as
+        the call reads them, for arrays A and B as given (a, b: checked and in the input types)."""
+        order = self._order(order)
+        given = {"A": (A, a), "B": (B, b)}
+        copies: dict[str, list[str]] = {"A": [], "B": [], "C": []}
+        lay = {}
+        for op, (raw, x) in given.items():
+            if x is not raw and not (isinstance(raw, np.ndarray) and np.may_share_memory(raw, x)):
+                src = np.asarray(raw).dtype
+                copies[op].append(f"{op} is {src}, {CONVERTED}")
+            lay[op] = arrangement(op, x)
+        types = {"A": self._base.t_in, "B": self._base.t_b}
+        # a bfp16 operand is encoded into tiles on the host from any layout: its layout stays the Gemm's
+        want = {op: self._fixed[op] if self._fixed[op] is not None else lay[op].col and not types[op].is_block
+                for op in ("A", "B")}
+        t_out = self._base.t_out
+        c_col = self._fixed["C"] if self._fixed["C"] is not None else (
+            order == "F" and not t_out.is_block)
+        layout = (bool(want["A"]), bool(want["B"]), bool(c_col))
+        M, K, N = a.shape[0], a.shape[1], b.shape[1]
+        c_refused: str | None = None  # why no design writes the column-major C asked for
+        try:
+            design = self.design(M, K, N, layout)
+        except ConfigError as e:
+            chosen = [op for op, v in zip("ABC", layout) if v and self._fixed[op] is None]
+            if not chosen:
+                raise
+            fallback = tuple(v and self._fixed[op] is not None for op, v in zip("ABC", layout))
+            design = self.design(M, K, N, fallback)  # type: ignore[arg-type]
+            layout = fallback  # type: ignore[assignment]
+            for op in chosen:
+                if op != "C":
+                    copies[op].append(f"{op} is column-major, but no design reads it so: {e.what}")
+                else:
+                    c_refused = e.what
+        for op, col in zip("AB", layout):
+            x, arr = given[op][1], lay[op]
+            if types[op].is_block:
+                continue  # encoded on the host into tiles from any layout
+            if arr.kind == OTHER:
+                copies[op].append(arr.why)
+            elif arr.col != col and x.shape[0] > 1 and x.shape[1] > 1:
+                fixed = f"{op.lower()}_col_maj={self._fixed[op]!r}"
+                copies[op].append(f"{op} is {layout_word(arr.col)} and Gemm({fixed}) reads it "
+                                  f"{layout_word(col)}, so the host rearranges it")
+        lds: dict[str, int] = {}
+        for op, col in zip("AB", layout):
+            x, arr = given[op][1], lay[op]
+            stored = x.T if col else x
+            if copies[op] or types[op].is_block or stored.flags.c_contiguous or arr.kind == OTHER:
+                continue
+            if not in_allocation(stored, arr.ld):
+                copies[op].append(f"{op}'s rows are {arr.ld} elements apart, and the padding after its last row "
+                                  f"lies outside its array's memory, which the DMAs would read")
+            else:
+                lds[op] = arr.ld
+        try:
+            call = self._call(design, a, b, lds)
+        except ConfigError as e:
+            if not lds:
+                raise
+            call = self._call(design, a, b)  # the DMAs cannot take the stride: the host packs the rows
+            for op, ld in lds.items():
+                copies[op].append(f"{op}'s rows are {ld} elements apart, which this design's transfers cannot "
+                                  f"stride ({e.what})")
+        c_word = layout_word(bool(layout[2]))
+        if (order == "F") != bool(layout[2]):
+            if self._fixed["C"] is not None:
+                copies["C"].append(f"order='{order}' with Gemm(c_col_maj={self._fixed['C']!r}), which writes C "
+                                   f"{c_word}: a host transpose")
+            else:
+                why = c_refused or f"no design writes a column-major {t_out} C"
+                copies["C"].append(f"order='F' needs a host transpose ({why})")
+        for op, whys in copies.items():
+            for why in whys:
+                call = call.with_copy(op, why, separate=why.endswith(CONVERTED))
+        self.last_call = call
+        return design, call, a, b
+
+    def _in_order(self, c: np.ndarray, call: CallPlan, order: str) -> np.ndarray:
+        """C in the memory order asked: the design's buffer as it is where it already lies so (no
+        copy), else one copy (a crop of a padded buffer or a host transpose, counted in the plan)."""
+        if order == "F" and c.flags.f_contiguous or order == "C" and c.flags.c_contiguous:
+            return c
+        return np.array(c, order=order)  # type: ignore[call-overload]
 
 
 def _empty(a: np.ndarray, b: np.ndarray) -> bool:

@@ -73,11 +73,13 @@ def call_files(design: Design, call: CallPlan, verbose: bool = False, gen_args: 
 
 
 def stream_name(design: Design, call: CallPlan) -> str:
-    """The file of a call's instruction stream: by its size, and by the operands it reads from
+    """The file of a call's instruction stream: by its size, by the operands it reads from
     host-padded copies where those differ from the size's usual plan (the operator pads an A that
-    holds Inf or NaN: other buffer strides, another stream)."""
+    holds Inf or NaN: other buffer strides, another stream), and by the leading dimensions of
+    operands read in place from padded rows."""
     usual = plan_call(design.config, call.problem)
     extra = "" if call.padded == usual.padded else "_padded" + "".join(call.padded)
+    extra += "".join(f"_ld{op}{ld}" for op, ld in call.lds)  # rows read in place at the user's stride
     return f"insts_{call.problem}{extra}.bin"
 
 
@@ -212,5 +214,5 @@ def run_on_npu(design: Design, call: CallPlan, a: np.ndarray, b: np.ndarray, xrt
     except RunTimeout:
         del loaded[files.xclbin]
         raise
-    return output_values(c, session.output(), call).copy()
+    return output_values(c, session.output(), call)  # a view of C's fresh buffer (session.output copies it)
 
