@@ -60,6 +60,7 @@ from gemm_gen.l1_layout import a_layout, b_layout, c_layout, c_tile_blocks
 from gemm_gen.numerics import KernelNumerics
 from gemm_gen.precision import BFP16, PRESETS, Precision, check_precision, wide_acc
 from gemm_gen.rounding import Rounding, Saturation
+from gemm_gen.rules import block_loop as bl
 from gemm_gen.rules import kernel_variant as kv
 
 from .conftest import small
@@ -311,7 +312,7 @@ def _block_cases() -> list[Case]:
         block_build(c2.a, c2.out, blocks=(2, 1, 3), b_col_maj=True),
         block_build(c1.a, c1.out, blocks=(1, 4, 3), b_col_maj=True, rho=2),
         block_build(BFP16, "f32", blocks=(2, 7, 2), b_col_maj=True),
-        # K_TILES past render.UNROLL_K_TILES: a pipelined k loop inside the block loop, odd (peeled) and even
+        # K_TILES past rules.block_loop.UNROLL_K_TILES: a pipelined k loop inside the block loop, odd (peeled) and even
         block_build(c2.a, c2.out, blocks=(1, 17, 2), rho=2),
         block_build(c3.a, c3.out, c3.acc, blocks=(2, 18, 1), b_col_maj=True),
     ]
@@ -1483,13 +1484,13 @@ def test_source_refuses_the_wrong_target_or_missing_emulation_flag(tmp_path: Pat
 def test_bfp16_loop_hints_and_compiler_guard(tmp_path: Path, k_tiles: int) -> None:
     """The bfp16 kernels carry each compiler's loop hints with their rendered trip counts (chess's
     keywords, Peano's clang loop pragmas, as the scalar kernels), and refuse aie2. With the k-steps
-    written out (K_TILES <= render.UNROLL_K_TILES) the flat loop over 16 x 16 blocks is pipelined;
+    written out (K_TILES <= bl.UNROLL_K_TILES) the flat loop over 16 x 16 blocks is pipelined;
     with more, a pipelined k loop (K_TILES = 19: 8 ping-pong pairs, then the last pair peeled) sits
     inside it and the block loop carries its trip count only."""
     b = block_build("bf16", BFP16, "bf16", blocks=(2, k_tiles, 1), rho=2)  # config1 A, config3 C
     p = kernel_params(b)
     assert isinstance(p, BlockKernelParams) and p.blocks == 2 and p.split_rows
-    assert p.unroll_k == (k_tiles <= render_module.UNROLL_K_TILES)
+    assert p.unroll_k == (k_tiles <= bl.UNROLL_K_TILES)
     source = render_kernel(b)
     chess = _preprocess(source, tmp_path, "-D__chess__", "-D__AIE_ARCH__=21")
     assert chess.returncode == 0, chess.stderr

@@ -112,6 +112,20 @@ def _ev(expr: str, **names: int) -> int:
     return int(eval(expr, {"__builtins__": {}}, names))  # noqa: S307 - our own test data, arithmetic only
 
 
+def _theirs_c(g, c: GemmConfig):  # noqa: ANN001, ANN202 - a grid.Grid; (their L1 layout, their walk, sizes)
+    """mlir-aie's C column-major L1 layout of one m x n tile (transposed r x t blocks, blocks down the
+    columns) and its memtile walk to the stream, from tests/data/mlir_aie_c_col_maj.json."""
+    from gemm_gen.design import patterns
+
+    m, n, r, t = g.m, g.n, g.r, g.t
+    names = dict(m=m, n=n, r=r, t=t, M=c.M, N=c.N, cols=c.cols)
+    i, j = np.indices((m, n))
+    layout = ((j // t) * (m // r) + i // r) * (r * t) + (j % t) * r + i % r
+    f = C_FACTS["memtile_dims_to_stream"]
+    walk = patterns.Tap(0, tuple(_ev(x, **names) for x in f["sizes"]), tuple(_ev(x, **names) for x in f["strides"]))
+    return layout, walk, names
+
+
 def test_column_major_c_streams_and_writes_what_mlir_aie_does():
     """mlir-aie's kernel stores C blocks transposed and in column-major order, and its memtile walk
     reads them out as the tile's columns; ours keeps the row-major r x t blocks and its memtile walk
@@ -124,13 +138,7 @@ def test_column_major_c_streams_and_writes_what_mlir_aie_does():
     c = GemmConfig("npu1", 4 * 32 * 2, 64, 4 * 16 * 2, 32, 16, 16, 16, "i8", "i32", c_col_maj=True)
     g = grid(c, "C")
     m, n, r, t = g.m, g.n, g.r, g.t
-    names = dict(m=m, n=n, r=r, t=t, M=c.M, N=c.N, cols=c.cols)
-    # mlir-aie's L1 element (i, j) and its memtile walk
-    i, j = np.indices((m, n))
-    theirs_l1 = ((j // t) * (m // r) + i // r) * (r * t) + (j % t) * r + i % r
-    f = C_FACTS["memtile_dims_to_stream"]
-    their_walk = patterns.Tap(0, tuple(_ev(x, **names) for x in f["sizes"]),
-                              tuple(_ev(x, **names) for x in f["strides"]))
+    theirs_l1, their_walk, names = _theirs_c(g, c)  # mlir-aie's L1 element (i, j) and its memtile walk
     ours_l1 = c_layout(m, n, r, t)
 
     def stream(layout: np.ndarray, walk: patterns.Tap) -> list[tuple[int, int]]:
@@ -176,12 +184,7 @@ def test_narrow_column_major_c_streams_mlir_aies_columns_in_whole_words(dev, t_i
     assert emulation_default(dev, t_in) == c.emulate_bf16_with_bfp16
     g = grid(c, "C")
     m, n, r, t = g.m, g.n, g.r, g.t
-    names = dict(m=m, n=n, r=r, t=t, M=c.M, N=c.N, cols=c.cols)
-    i, j = np.indices((m, n))
-    theirs_l1 = ((j // t) * (m // r) + i // r) * (r * t) + (j % t) * r + i % r
-    f = C_FACTS["memtile_dims_to_stream"]
-    their_walk = patterns.Tap(0, tuple(_ev(x, **names) for x in f["sizes"]),
-                              tuple(_ev(x, **names) for x in f["strides"]))
+    theirs_l1, their_walk, _ = _theirs_c(g, c)
     ours_l1 = c_layout(m, n, r, t, col_maj=True)
     where_ours = {int(a): (int(x), int(y)) for (x, y), a in np.ndenumerate(ours_l1)}
     where_theirs = {int(a): (int(x), int(y)) for (x, y), a in np.ndenumerate(theirs_l1)}
@@ -191,7 +194,7 @@ def test_narrow_column_major_c_streams_mlir_aies_columns_in_whole_words(dev, t_i
     assert [where_ours[int(a)] for a in ours.indices()] == column_major
     # inside a block both store the same t x r transpose; the innermost run is r elements, whole words
     assert ours.sizes[-1] == r and ours.strides[-1] == 1 and c.t_out.nbytes(r) % 4 == 0
-    assert np.array_equal(ours_l1[:r, :t] , theirs_l1[:r, :t])
+    assert np.array_equal(ours_l1[:r, :t], theirs_l1[:r, :t])
 
 
 def test_plan_json_shows_column_major_c_and_make_passes_it(capsys):

@@ -24,7 +24,7 @@ from ..errors import ConfigError
 from ..hw.devices import DEVICES, Device
 from ..rounding import Rounding, Saturation
 from ..rules import kernel_variant as kv
-from ..rules.block_loop import UNROLL_K_TILES
+from ..rules.block_loop import writes_out_k
 from .paths import templates_dir
 
 if TYPE_CHECKING:
@@ -124,7 +124,7 @@ class BlockKernelParams:
     c_super_blocks: bool  # C's 8 x 8 tiles / accumulator blocks in 2 x 2 super-blocks (a C written as bfp16 tiles)
     blocks: int  # 16 x 16 blocks of C per call: the flat loop's trip count
     k_tiles: int
-    unroll_k: bool  # the k-steps written out (k / 8 <= UNROLL_K_TILES): the block loop is the innermost
+    unroll_k: bool  # the k-steps written out (rules.block_loop.writes_out_k): the block loop is the innermost
     k_pairs: int  # ping-pong pairs of the K loop after its first step (when it is a loop)
     a_tiles: int  # tiles of one A tile (the conversion loop)
     b_tiles: int  # tiles of one B tile
@@ -361,7 +361,7 @@ def block_kernel_params(build: KernelBuild, dev: Device) -> BlockKernelParams:
         ctype_b=C_TYPES[p.b], converts_a=converts_a, converts_b=converts_b, converts_c=p.converts_c,
         acc_tiles=t_acc.is_block, out_tiles=t_out.is_block, out_tile_bytes=t_out.nbytes(q * q), split_rows=split,
         c_object_bytes=c_object_bytes, c_super_blocks=t_out.is_block,
-        blocks=build.t_ma // (2 * q) * (build.n // (2 * q)), k_tiles=k_tiles, unroll_k=k_tiles <= UNROLL_K_TILES,
+        blocks=build.t_ma // (2 * q) * (build.n // (2 * q)), k_tiles=k_tiles, unroll_k=bool(writes_out_k(build.k)),
         k_pairs=(k_tiles - 1) // 2, a_tiles=build.t_ma * build.k // (q * q),
         b_tiles=build.k * build.n // (q * q), c_tiles=c_tiles,
         acc_tile_bytes=0 if t_acc.is_block else t_acc.nbytes(q * q), store_bits=store_bits, zero_lanes=lanes,

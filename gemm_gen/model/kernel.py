@@ -26,7 +26,7 @@ both do (eq. 11, h = 0). What overlap cannot hide is beta cycles per C vector lo
 cluster): port and bank conflicts with the A/B load stream, the one calibrated kernel parameter.
 
 bfp16 kernels (the bfp16 datapath with bfp16 B, or bf16 converted once: gemm_gen/precision.py) are
-priced from their own loop (gemm_gen/rules/block_loop.py: rules.block_loop.template_loop(k), the loop
+priced from their own loop (gemm_gen/rules/block_loop.py: rules.block_loop.writes_out_k(k) picks the loop
 templates/mm_bfp16.cc.j2 renders at each k), per 16 x 16 C block of 4 accumulators and k/8 k-steps of 2 A pops,
 2 B pops and 4 single-cycle 8x8x8 macs:
 
@@ -172,12 +172,12 @@ def mmul_cycles_block(ks: KernelShape) -> float:
 
 
 def _per_template_loop(ks: KernelShape, k: np.ndarray, price: Callable[[KernelShape], np.ndarray]) -> np.ndarray:
-    """A price under the loop templates/mm_bfp16.cc.j2 renders at each k (rules.block_loop.template_loop):
+    """A price under the loop templates/mm_bfp16.cc.j2 renders at each k (rules.block_loop.writes_out_k):
     the flat block loop while the k-steps are written out, the K loop inside it past that."""
     k = np.asarray(k, dtype=np.int64)
     flat = price(replace(ks, block_loop=bl.FLAT_LOOP))
     inner = price(replace(ks, block_loop=bl.K_LOOP_IN_BLOCK_LOOP))
-    return np.asarray(np.where(k // TILE <= bl.UNROLL_K_TILES, flat, inner), dtype=np.float64)
+    return np.asarray(np.where(bl.writes_out_k(k), flat, inner), dtype=np.float64)
 
 
 def block_cycles(p: Params, ks: KernelShape, k: np.ndarray) -> np.ndarray:

@@ -18,13 +18,16 @@ kernels is how blocks follow each other:
   stores inside the group): priced with the overhead atb Table 1 measured on it, and charged to
   no other structure.
 
-template_loop(k) is the loop templates/mm_bfp16.cc.j2 renders for a k-deep call: edit it together
-with the template (UNROLL_K_TILES is the template's switch too).
+writes_out_k(k) is the template's switch between its two loops (FLAT_LOOP where it holds,
+K_LOOP_IN_BLOCK_LOOP past it): the renderer and the model both ask it; edit it together with
+templates/mm_bfp16.cc.j2.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+import numpy as np
 
 OVERLAPS = ("none", "flat", "atb-chess")
 ENTRIES = ("call", "row")
@@ -73,6 +76,7 @@ UNROLL_K_TILES = 16
 TEMPLATE_LOOP = FLAT_LOOP  # the template's loop at every k up to 8 UNROLL_K_TILES (mlir-aie's tiles)
 
 
-def template_loop(k: int) -> BlockLoop:
-    """The loop templates/mm_bfp16.cc.j2 renders for a k-deep call."""
-    return FLAT_LOOP if k // 8 <= UNROLL_K_TILES else K_LOOP_IN_BLOCK_LOOP
+def writes_out_k(k: np.ndarray | int) -> np.ndarray:
+    """Whether templates/mm_bfp16.cc.j2 writes a k-deep call's k-steps (8 K values each) out, so that
+    its loop is FLAT_LOOP; past UNROLL_K_TILES it is K_LOOP_IN_BLOCK_LOOP."""
+    return np.asarray(k) // 8 <= UNROLL_K_TILES
