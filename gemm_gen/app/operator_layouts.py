@@ -64,13 +64,17 @@ def arrangement(name: str, x: np.ndarray) -> Arrangement:
     return Arrangement(OTHER, 0, why)
 
 
+# numpy >= 2 keeps byte_bounds in np.lib.array_utils, numpy 1.x (pyproject allows >= 1.24) in np
+_byte_bounds = getattr(np.lib, "array_utils", np).byte_bounds
+
+
 def in_allocation(stored: np.ndarray, ld: int) -> bool:
     """Whether `stored`'s rows x ld span (the padding after its last row included) lies inside the
     memory its outermost base owns, so the DMAs may read it."""
     base = stored
     while isinstance(base.base, np.ndarray):
         base = base.base
-    lo, hi = np.lib.array_utils.byte_bounds(base)
+    lo, hi = _byte_bounds(base)
     start = stored.__array_interface__["data"][0]
     return lo <= start and start + stored.shape[0] * ld * stored.itemsize <= hi
 
