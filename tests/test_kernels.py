@@ -25,6 +25,7 @@ import os
 import re
 import shutil
 import subprocess
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from functools import cache
@@ -526,7 +527,9 @@ def compile_library(source: str, defines: tuple[str, ...]) -> Path:
     CACHE.mkdir(parents=True, exist_ok=True)
     src = CACHE / f"{key}.cc"
     src.write_text(source)
-    tmp = CACHE / f"{key}.{os.getpid()}.tmp.so"
+    # per process and per thread: the libraries fixture compiles on a thread pool, and two cases may
+    # share a source (a mutant's control and another case), so the same key can compile twice at once
+    tmp = CACHE / f"{key}.{os.getpid()}.{threading.get_ident()}.tmp.so"
     proc = subprocess.run([CXX, *flags, str(src), str(HOST_PROBE), "-o", str(tmp)], capture_output=True, text=True)
     if proc.returncode:
         raise AssertionError(f"{CXX} failed on {src}:\n{proc.stderr}")
