@@ -372,3 +372,103 @@ def float_epilogue_ref(acc: np.ndarray, bias: np.ndarray | None = None, activati
     x = np.asarray(acc, dtype=np.float64) + (0.0 if bias is None else np.asarray(bias, np.float64))
     y = REFERENCE[activation](x)
     return y if clamp is None else clamp_ref(y, *clamp)
+
+
+# ---- the epilogue as a design option, and the data it reads ----------------------------------------------
+
+
+@dataclass(frozen=True)
+class Epilogue:
+    """What a design does to each C tile once, after its last k-step (docs/epilogues.md section 3).
+
+    The interface between the design side (options, host data, simulator) and the kernel side: both read
+    this and `TileLayout`, nothing else. The activation and the clamp bounds are compile-time; the bias and
+    the requantization parameters are data, carried in the epilogue tile (one extra B-sized object per
+    output tile), so one build serves any bias and scales."""
+
+    bias: bool = False
+    activation: Activation = Activation.NONE
+    clamp: tuple[float, float] | None = None  # float outputs only; integer bounds are the requant's act_min/max
+    requant: RequantForm | None = None  # integer outputs (i8 / i16) from an int32 accumulator
+
+    @property
+    def is_identity(self) -> bool:
+        return self == Epilogue()
+
+    @property
+    def needs_tile(self) -> bool:
+        """Whether the kernel reads an epilogue tile: only bias and requantization carry data."""
+        return self.bias or self.requant is not None
+
+
+REQUANT_HEADER_WORDS = 4  # zero point, act_min, act_max, 0 (pads the header to 16 bytes)
+
+
+@dataclass(frozen=True)
+class TileLayout:
+    """Byte offsets of the epilogue tile's arrays in its L1 buffer (linear, little endian, 4-byte words),
+    for a C tile of `n` columns. None: the array is absent.
+
+    Float outputs: bias[n] f32. Integer outputs: bias[n] i32 (zeros when only requantizing), then for
+    requantization multiplier[n], P[n] = 2^left, Q[n] = 2^(30 - right) (i32, `srs_factors`), and the
+    header [zero_point, act_min, act_max, 0] (i32)."""
+
+    n: int
+    bias: int | None
+    multiplier: int | None
+    p: int | None
+    q: int | None
+    header: int | None
+    nbytes: int
+
+
+def tile_layout(epilogue: Epilogue, n: int) -> TileLayout | None:
+    """Where each parameter sits in the epilogue tile of an n-column C tile; None when no tile is read."""
+    if not epilogue.needs_tile:
+        return None
+    row = 4 * n
+    if epilogue.requant is None:
+        return TileLayout(n, 0, None, None, None, None, row)
+    return TileLayout(n, 0, row, 2 * row, 3 * row, 4 * row, 4 * row + 4 * REQUANT_HEADER_WORDS)
+
+
+def pack_tile(epilogue: Epilogue, columns: slice, bias: np.ndarray | None = None,
+              requant: Requant | None = None, float_out: bool = True) -> np.ndarray:
+    """The bytes of one epilogue tile for C's `columns` (a slice of the full column range; columns past the
+    end of bias / requant are padding and get bias 0, multiplier 0, P = 1 and Q = 2^30)."""
+    n = columns.stop - columns.start
+    layout = tile_layout(epilogue, n)
+    if layout is None:
+        return np.zeros(0, dtype=np.uint8)
+    words = np.zeros(layout.nbytes // 4, dtype=np.int32)
+    if bias is not None:
+        part = np.asarray(bias)[columns]
+        dst = words[:n].view(np.float32) if float_out else words[:n]
+        dst[:len(part)] = part.astype(np.float32 if float_out else np.int64)
+    if epilogue.requant is not None:
+        if requant is None:
+            raise ValueError("an epilogue with requantization needs its Requant parameters")
+        mult = np.zeros(n, dtype=np.int64)
+        shift = np.full(n, 0, dtype=np.int64)
+        got = np.asarray(requant.multiplier, np.int64)[columns]
+        mult[:len(got)] = got
+        shift[:len(got)] = np.asarray(requant.shift, np.int64)[columns]
+        p, q = srs_factors(shift)
+        for offset, values in ((layout.multiplier, mult), (layout.p, p), (layout.q, q)):
+            assert offset is not None
+            words[offset // 4:offset // 4 + n] = values
+        assert layout.header is not None
+        words[layout.header // 4:layout.header // 4 + 3] = (requant.zero_point, requant.lo, requant.hi)
+    return words.view(np.uint8)
+
+
+def requant_kernel(requant: Requant, acc: np.ndarray, bias: np.ndarray | None = None) -> np.ndarray:
+    """The integer epilogue as the kernel computes it, defined for every int32 accumulator: x = acc + bias
+    saturated to int32 (exact in acc64, then SRS 0), `mbqm_srs` (saturating), + zero point, clamp, saturate.
+    Equals `Requant.apply` (TFLite) wherever acc + bias fits int32, which TFLite assumes."""
+    acc = np.asarray(acc, dtype=np.int64)
+    x = acc if bias is None else acc + np.asarray(bias, dtype=np.int64)
+    x = saturate(x, I32, Saturation.SATURATE).astype(np.int64)
+    y = mbqm_srs(x, np.asarray(requant.multiplier, np.int64), np.asarray(requant.shift, np.int64))
+    y = np.clip(y.astype(np.int64) + requant.zero_point, requant.lo, requant.hi)
+    return saturate(y, requant.out, Saturation.SATURATE)
