@@ -395,6 +395,11 @@ class Epilogue:
     def is_identity(self) -> bool:
         return self == Epilogue()
 
+    def to_json(self) -> dict[str, object]:
+        return {"bias": self.bias, "activation": self.activation.value,
+                "clamp": None if self.clamp is None else list(self.clamp),
+                "requant": None if self.requant is None else self.requant.value}
+
     @property
     def needs_tile(self) -> bool:
         """Whether the kernel reads an epilogue tile: only bias and requantization carry data."""

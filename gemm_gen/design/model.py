@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from .. import precision as prec
 from ..config import GemmConfig
+from ..epilogue import Epilogue
 from ..hw.devices import TileKind
 from ..l1_banks import L1Plan
 from ..precision import Precision
@@ -136,6 +137,7 @@ class KernelBuild:
     convert_once: bool = False  # bf16 converted to bfp16 once per call (A) / k-step (B), then bfp16 macs
     a_col_maj: bool = False  # A's blocks arrive as s x r blocks of A^T; the kernel transposes them
     c_col_maj: bool = False  # C's r x t blocks are kept transposed in L1 (column-major C below 32 bits)
+    epilogue: Epilogue = Epilogue()  # applied once per C tile after its last k-step (gemm_gen/epilogue.py)
 
     @property
     def t_ma(self) -> int:

@@ -6,7 +6,7 @@ import json
 from typing import Any
 
 from ..tap import Tap
-from .model import Acquire, Call, Design, Loop, Op, Release, TileRef
+from .model import Acquire, Call, Design, KernelBuild, Loop, Op, Release, TileRef
 
 # 2: call scalars, kernel scalar args, worker buffers; 3: the L1 plan; 4: runtime parameters (loop counts
 # read from a buffer, rtp buffers, rtp writes), runtime_sizes, tensor slack
@@ -34,6 +34,13 @@ def _op(op: Op) -> dict[str, Any]:
     raise TypeError(op)
 
 
+def _build(b: KernelBuild) -> dict[str, Any]:
+    """A kernel build's fields; the epilogue only when there is one, so epilogue-free designs keep their text."""
+    out = {**b.__dict__, "mmul": list(b.mmul), "expansion": list(b.expansion)}
+    del out["epilogue"]
+    return out if b.epilogue.is_identity else {**out, "epilogue": b.epilogue.to_json()}
+
+
 def design_to_json(d: Design) -> dict[str, Any]:
     return {
         "format": FORMAT,
@@ -54,7 +61,7 @@ def design_to_json(d: Design) -> dict[str, Any]:
         ],
         "kernels": [
             {"name": k.name, "role": k.role, "object_file": k.object_file,
-             "build": {**k.build.__dict__, "mmul": list(k.build.mmul), "expansion": list(k.build.expansion)},
+             "build": _build(k.build),
              "arg_shapes": [list(s) for s in k.arg_shapes], "arg_dtypes": list(k.arg_dtypes),
              "scalar_args": list(k.scalar_args)}
             for k in d.kernels
