@@ -397,7 +397,7 @@ class GemmConfig:
             self.t_in, self.t_out, Rounding[self.rounding.upper()], Saturation[self.saturation.upper()],
             self.shift, bfp16_inputs=bool(self.emulate_bf16_with_bfp16) and self.t_in.is_float,
             acc_bits=self.acc_bits,
-            dtype_b=self.t_b, acc=self.t_acc,
+            dtype_b=self.t_b, acc=self.t_acc, epilogue=self.epilogue,
         )
 
     @property

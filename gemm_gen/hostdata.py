@@ -29,6 +29,8 @@ from .design.build import host_tensors
 from .design.grid import grid
 from .dtypes import DType
 from .dtypes import dtype as dtype_of
+from .epilogue_args import EpilogueArgs, tile_bytes
+from .l1_layout import b_layout
 from .rounding import Rounding
 
 HOST_ROUNDING = Rounding.FLOOR  # mlir-aie's floatToBfp16 truncates whatever rounding it is asked for
@@ -50,11 +52,12 @@ def _in_place(stored: np.ndarray, ld: int | None, host: np.dtype) -> np.ndarray:
     return np.lib.stride_tricks.as_strided(stored, (stored.shape[0], ld), stored.strides, writeable=False)
 
 
-def pad_inputs(c: GemmConfig, a: np.ndarray, b: np.ndarray, call: CallPlan | None = None
-               ) -> tuple[np.ndarray, np.ndarray]:
+def pad_inputs(c: GemmConfig, a: np.ndarray, b: np.ndarray, call: CallPlan | None = None,
+               epilogue: EpilogueArgs | None = None) -> tuple[np.ndarray, np.ndarray]:
     """A (M x K) and B (K x N, logical) as the DRAM buffers one call reads: each the user's matrix
     as it is (B^T when column-major), or where the call's plan pads it a zero-padded copy; bfp16
-    operands as tiles."""
+    operands as tiles. With an epilogue tile, B's copy carries the call's `epilogue` data past K
+    (write_epilogue_tiles; None: zeros, a bias of 0 and multipliers of 0)."""
     call = call or c.call
     t_a, t_b = c.t_in, c.t_b
     a_rows, a_cols = call.storage("A")
@@ -80,7 +83,26 @@ def pad_inputs(c: GemmConfig, a: np.ndarray, b: np.ndarray, call: CallPlan | Non
             b_dram = tiles if c.b_col_maj else np.ascontiguousarray(tiles.transpose(1, 0, 2))
     else:
         b_dram = np.ascontiguousarray(bt) if c.b_col_maj else np.ascontiguousarray(bt.T)
+        if epilogue is not None and c.epilogue.needs_tile:
+            write_epilogue_tiles(c, call, b_dram, epilogue)
     return a_dram, b_dram
+
+
+def write_epilogue_tiles(c: GemmConfig, call: CallPlan, b_dram: np.ndarray, args: EpilogueArgs) -> None:
+    """Write each column tile's epilogue tile (epilogue_args.tile_bytes) into B's rows past k_walk, through
+    the inverse of B's walk into L1: B's element (k_walk + kk, col0 + jj) lands at the core's L1 B address
+    b_layout[kk, jj] (the blocked layout the memtile -> core walk makes, which the matmul calls read), so
+    that the tile's bytes lie linear in the core's B buffer, whatever B's layout."""
+    g = grid(c, "B", call)
+    lane = np.dtype(f"u{c.t_b.bytes}")
+    flat = b_dram.reshape(-1).view(lane)  # a view: b_dram is the host's own contiguous copy
+    to_l1 = b_layout(g.k, g.n, g.s, g.t, c.b_col_maj)
+    kk, jj = np.indices((g.k, g.n))
+    for col0 in range(0, call.Np, c.n):
+        packed = tile_bytes(c.epilogue, args, col0, c.n, c.t_out.is_float).view(lane)
+        l1 = np.zeros(g.k * g.n, dtype=lane)
+        l1[:packed.size] = packed
+        flat[b_unit(c, call.k_walk + kk, col0 + jj, call)] = l1[to_l1]
 
 
 def _strip_view(c: GemmConfig, call: CallPlan, tiles: np.ndarray) -> np.ndarray:
