@@ -71,6 +71,8 @@ def tilings(base: GemmConfig, problem: Problem, pins: Pins) -> Tilings:
     st = tiling.steps(base.mmul, base.precision.block, base.block_kernel)  # the grids check_divisibility accepts
     k_step = tiling.k_step(st)
     k_hi = min(round_up(problem.K, k_step), TILE_EXTENT_SEARCH_MAX * s)
+    if base.epilogue.needs_tile:  # a short K still needs a k whose B object holds the epilogue tile
+        k_hi = max(k_hi, epilogue_rule.smallest_k(base.epilogue, tiling.n_step(st), base.t_b.nbytes(1), k_step))
     rho_fixed = pins.rho
     rhos = [rho_fixed] if rho_fixed is not None else range(1, RHO_MAX + 1)
     ns = np.arange(tiling.n_step(st), n_hi + 1, tiling.n_step(st), dtype=np.int64)

@@ -32,13 +32,22 @@ from typing import Any
 import numpy as np
 
 from .. import search
-from ..accuracy import NARROWED, Accuracy, acc32_overflow_bound, bound_losses, measure
+from ..accuracy import (
+    NARROWED,
+    Accuracy,
+    EpilogueAccuracy,
+    acc32_overflow_bound,
+    bound_losses,
+    measure,
+    measure_epilogue,
+)
 from ..backends.npu_call import run_on_npu
 from ..backends.runner import checked_timeout
 from ..call import CallPlan, HostCopy, plan_call
 from ..config import GemmConfig, default_tiles
 from ..design import Design, build_design
 from ..design.serve import check_dma_limits, serve
+from ..epilogue_args import EpilogueArgs, kernel_requant
 from ..errors import ConfigError, DmaLimitError, GemmGenError, NumericsWarning
 from ..hostdata import output_values, pad_inputs
 from ..operands import as_matrix, bfp16_quantizer, host_operand
@@ -57,6 +66,7 @@ from .operator_args import (
     design_refusal,
     refuse,
 )
+from .operator_epilogue import epilogue_args
 from .operator_layouts import ORDERS, OTHER, arrangement, in_allocation, layout_word
 
 CONVERTED = "converted to the input type on the host"  # a copy of its own, before any other
@@ -185,8 +195,9 @@ class Gemm:
                          "simulate() and calling the Gemm return its C without running anything")
         return self._prepare(A, B, a, b, order)[1]
 
-    def simulate(self, A: Any, B: Any, *, report: bool = False, order: str = "C"
-                 ) -> np.ndarray | tuple[np.ndarray, Accuracy]:
+    def simulate(self, A: Any, B: Any, *, report: bool = False, order: str = "C", bias: Any = None,
+                 scale: Any = None, zero_point: Any = None, act_min: Any = None, act_max: Any = None
+                 ) -> np.ndarray | tuple[np.ndarray, Accuracy | EpilogueAccuracy]:
         """C from the functional simulator (every transfer and kernel call checked on the way);
         with report=True, (C, its Accuracy against the exact A @ B of the arrays given).
 
@@ -216,6 +227,14 @@ class Gemm:
           differs between A and B, and sizes over max_size are refused.
         Each refusal is one ConfigError line saying how many values, the first one, and the fix.
         An empty product (M, K or N = 0) returns M x N zeros, as NumPy does, without a simulation.
+        With a fused epilogue (Gemm(..., bias=True, activation=..., clamp=..., requant='per_channel')): `bias`,
+        N values (f32 for a bf16 C, int32 for a requantized one); for requantization `scale=(multiplier,
+        shift)`, N int32 multipliers and N shifts in [-30, 30] (TFLite's per-channel parameters),
+        `zero_point`, `act_min`, `act_max` (default the output type's range; ReLU raises act_min to the zero
+        point). C is then act(A @ B + bias) as mlir-aie's bf16 kernels compute it, or TFLite's integer
+        requantization, and report=True gives its EpilogueAccuracy (against float64 act(A @ B + bias), and
+        for requantization the outputs that differ from TFLite's arithmetic); gemm_gen/app/operator_epilogue.py
+        checks the data (one line each).
 
         The arrays are read as they lie in memory (gemm_gen/app/operator_layouts.py): a transposed
         view or a Fortran-ordered array through the column-major layouts, rows padded to a regular
@@ -223,48 +242,69 @@ class Gemm:
         still copies, and why, is in `last_call.copy_lines()` (and `plan(A, B)` before the call).
         """
         a, b = self._operands(A, B)
+        data = (bias, scale, zero_point, act_min, act_max)
         if _empty(a, b):
+            self._check_empty(a, b, *data)
             return self._zeros(a, b, self._order(order))
         design, call, a, b = self._prepare(A, B, a, b, order)
+        epi = epilogue_args(self._args, design.config, b.shape[1], *data)
         session = self._sessions.setdefault(id(design), ArraySession(design))
         with np.errstate(invalid="ignore"):  # NaN and Inf accepted on plain bf16 make NaN in C, as intended
-            c_cells, _, _ = session.run(call, *pad_inputs(design.config, a, b, call))
+            c_cells, _, _ = session.run(call, *pad_inputs(design.config, a, b, call, epi))
         c = output_values(design.config, (c_cells & VALUE_MASK).astype(np.uint32), call)
-        return self._checked(design, self._in_order(c, call, order), a, b, report)
+        return self._checked(design, self._in_order(c, call, order), a, b, report, epi=epi)
 
     def __call__(self, A: Any, B: Any, *, report: bool = False, check: bool = True,
-                 timeout_ms: int | None = None, order: str = "C") -> np.ndarray | tuple[np.ndarray, Accuracy]:
+                 timeout_ms: int | None = None, order: str = "C", bias: Any = None, scale: Any = None,
+                 zero_point: Any = None, act_min: Any = None, act_max: Any = None
+                 ) -> np.ndarray | tuple[np.ndarray, Accuracy | EpilogueAccuracy]:
         """C from the NPU through XRT (needs mlir-aie, Peano or chess, XRT and an NPU); A and B are
         checked as simulate() checks them. C is checked too, without a host GEMM where it can be:
         with the default accumulator only saturated or overflowed outputs can differ from A @ B
         rounded once, and only theirs are recomputed; with acc='out' (integers), or report=True,
         the whole product is (accuracy.measure). check=False skips C's check. The run must complete
         within `timeout_ms` milliseconds (None: max(2 s, 100 x the model's predicted time), as
-        `gemm-gen run`), else RunTimeout, one line."""
+        `gemm-gen run`), else RunTimeout, one line. The epilogue's data as simulate() takes it."""
         try:
             checked_timeout(timeout_ms)
         except ConfigError as e:
             raise refuse(self._args, e.what, e.fix) from None
         a, b = self._operands(A, B)
+        data = (bias, scale, zero_point, act_min, act_max)
         if _empty(a, b):
+            self._check_empty(a, b, *data)
             return self._zeros(a, b, self._order(order))
         design, call, a, b = self._prepare(A, B, a, b, order)
+        epi = epilogue_args(self._args, design.config, b.shape[1], *data)
         c = self._in_order(run_on_npu(design, call, a, b, loaded=self._loaded, timeout_ms=timeout_ms,
-                                      slow_end=slow_end_s, gen_args=config_args(design.config)), call, order)
+                                      slow_end=slow_end_s, gen_args=config_args(design.config), epilogue=epi),
+                           call, order)
         if not check:
             return c
         c_ = design.config
         whole = report or (not c_.t_out.is_float and c_.acc == c_.dtype_out != c_.default_acc)
-        return self._checked(design, c, a, b, report, whole)
+        return self._checked(design, c, a, b, report, whole, epi)
+
+    def _check_empty(self, a: np.ndarray, b: np.ndarray, *data: Any) -> None:
+        """An empty product with a fused epilogue: only M = 0 or N = 0 (no output) runs nothing; K = 0 would make
+        act(bias), which no call computes."""
+        if not self._base.epilogue.is_identity and a.shape[1] == 0 and a.shape[0] and b.shape[1]:
+            raise refuse(self._args, "K = 0 with a fused epilogue: C would be the epilogue of zeros, which no call "
+                         "computes", "pass K >= 1")
+        epilogue_args(self._args, self._base, b.shape[1], *data)
 
     @staticmethod
     def _checked(design: Design, c: np.ndarray, a: np.ndarray, b: np.ndarray, report: bool,
-                 whole: bool = True) -> np.ndarray | tuple[np.ndarray, Accuracy]:
+                 whole: bool = True, epi: EpilogueArgs | None = None
+                 ) -> np.ndarray | tuple[np.ndarray, Accuracy | EpilogueAccuracy]:
         """C, with a NumericsWarning for every way it can differ from A @ B beyond one rounding:
         outputs saturated or overflowed, integers that are not A @ B rounded and saturated once
         (per-k-step numerics), an acc32 accumulator these inputs can overflow; its Accuracy if
-        asked. `whole`: against the whole product, else only the outputs at the type's bounds."""
+        asked. `whole`: against the whole product, else only the outputs at the type's bounds.
+        With an epilogue: against float64 act(A @ B + bias) and TFLite's requantization (EpilogueAccuracy)."""
         cfg, nm = design.config, design.config.numerics
+        if not cfg.epilogue.is_identity:
+            return Gemm._checked_epilogue(cfg, c, a, b, report, epi)
         accuracy = measure(c, a, b, nm) if whole else None
         if accuracy is not None:
             lost = accuracy.saturated or accuracy.nonfinite or (
@@ -284,6 +324,24 @@ class Gemm:
                           f"be wrong; use an mmul with a 64-bit accumulator, or split K", NumericsWarning,
                           stacklevel=3)
         return (c, accuracy if accuracy is not None else measure(c, a, b, nm)) if report else c
+
+    @staticmethod
+    def _checked_epilogue(cfg: GemmConfig, c: np.ndarray, a: np.ndarray, b: np.ndarray, report: bool,
+                          epi: EpilogueArgs | None) -> np.ndarray | tuple[np.ndarray, EpilogueAccuracy]:
+        """C after an epilogue, with a NumericsWarning where it differs from TFLite's integer arithmetic (acc +
+        bias past int32, where TFLite's own arithmetic is undefined) or is not finite where its target is."""
+        e = cfg.epilogue
+        bias = None if epi is None else epi.bias
+        requant = kernel_requant(e, None if epi is None else epi.requant)
+        try:
+            acc = measure_epilogue(c, a, b, e, bias, requant)
+        except ValueError as err:  # TFLite's reference refuses acc + bias past int32
+            warnings.warn(f"C is the kernel's saturating requantization; TFLite's is undefined here: {err}",
+                          NumericsWarning, stacklevel=3)
+            return c
+        if acc.tflite_mismatches or acc.nonfinite:
+            warnings.warn(f"C after the epilogue: {acc.text()}", NumericsWarning, stacklevel=3)
+        return (c, acc) if report else c
 
     # ---- checks -------------------------------------------------------------------------------
     def _call(self, design: Design, a: np.ndarray, b: np.ndarray, lds: dict[str, int] | None = None) -> CallPlan:

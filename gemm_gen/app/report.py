@@ -141,7 +141,14 @@ def sim_text(r: SimResult, p: PlanInfo, verbose: bool = False) -> str:
     if r.first_mismatch:
         i, j, got, want = r.first_mismatch
         lines.append(f"  first mismatch C[{i}, {j}] = {got!r}, expected {want!r}")
-    lines.append(f"  vs exact A @ B {r.accuracy.text()}")
+    if r.epilogue is not None:  # C is act(A @ B + bias), or its requantization: measured against that
+        e = c.epilogue
+        target = ("the real requantization of A @ B + bias" if e.requant is not None else
+                  f"float64 {e.activation.value}(A @ B{' + bias' if e.bias else ''})"
+                  + (f" clamped to [{e.clamp[0]:g}, {e.clamp[1]:g}]" if e.clamp else ""))
+        lines.append(f"  epilogue       vs {target}: {r.epilogue.text()} (bias and scales drawn from the seed)")
+    else:
+        lines.append(f"  vs exact A @ B {r.accuracy.text()}")
     if r.accuracy_given is not None:
         lines.append(f"  before bfp16   {r.accuracy_given.text()} (A @ B of the values before the host quantized them)")
     if not c.t_out.is_float:
