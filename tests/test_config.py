@@ -548,3 +548,33 @@ def test_the_epilogue_tile_rule_names_the_smallest_k(dtype_in, dtype_out, kw):
     if k > base.s:
         with pytest.raises(ConfigError, match=f"use k >= {k}"):
             check_config(base.with_(k=k - base.s, k_mt=k - base.s))
+
+
+@pytest.mark.parametrize("dev,t_in,t_out,kw", [
+    ("npu1", "i8", "i8", dict(requant="per_channel", bias=True)),
+    ("npu2", "i8", "i16", dict(requant="per_channel", b_col_maj=True)),
+    ("npu2", "bf16", "bf16", dict(bias=True, activation="gelu", b_col_maj=True)),
+])
+def test_the_tuners_filter_and_the_check_agree_on_the_epilogue_tile(dev, t_in, t_out, kw):
+    """Every candidate the search space keeps passes check_config's epilogue rules, the array form of tile_fits
+    equals its scalar form, and the tuner's designs (a short K included) all hold the tile."""
+    from gemm_gen import search, space
+    from gemm_gen.checks import check_epilogue_tile
+    from gemm_gen.rules import epilogue as rule
+    from gemm_gen.spec import Pins, Request
+
+    base = GemmConfig(dev, 256, 16, 256, 1, 1, 1, 1, t_in, t_out, **kw)
+    listed = space.tilings(base, base.size, Pins())
+    fits = rule.tile_fits(base.epilogue, listed.k, listed.n, base.t_b.nbytes(1))
+    assert list(fits) == [bool(rule.tile_fits(base.epilogue, int(k), int(n), base.t_b.nbytes(1)))
+                          for k, n in zip(listed.k, listed.n)]
+    # requantization's tile (16n + 16 B) outgrows an i8 B object of k < 24: a short K needs a longer k
+    assert fits.any() and fits.all() == (base.epilogue.requant is None)
+    kept = listed.take(space.mask(base, base.size, listed, Pins()))
+    for k, n in zip(kept.k[:200], kept.n[:200]):
+        check_epilogue_tile(base.with_(k=int(k), n=int(n), k_mt=int(k)))
+    chosen = search.choose(Request(base.options, base.size, Pins())).config
+    check_config(chosen)
+    assert chosen.k * chosen.n * chosen.t_b.nbytes(1) >= rule.tile_bytes(chosen.epilogue, chosen.n)
+    if chosen.b_col_maj:
+        assert chosen.k_mt == chosen.k
