@@ -195,3 +195,17 @@ def test_random_epilogue_configs_simulate_bit_exact(c, seed):
 def test_requant_rejects_parameters_with_no_srs_form():
     with pytest.raises(ValueError):
         Requant((1 << 30,), (-31,))
+
+
+def test_bias_auto_follows_the_call():
+    """Gemm(bias="auto"): a call with a bias runs a design that adds it, one without the plain design."""
+    rng = np.random.default_rng(4)
+    a, b, bias = _bf16(rng, 32, 64), _bf16(rng, 64, 64), rng.standard_normal(64).astype(np.float32)
+    g = Gemm("npu1", "bf16", "bf16", bias="auto", activation="relu")
+    with_bias, without = g.simulate(a, b, bias=bias), g.simulate(a, b)
+    fixed = Gemm("npu1", "bf16", "bf16", bias=True, activation="relu")
+    assert np.array_equal(with_bias, fixed.simulate(a, b, bias=bias))
+    assert np.array_equal(without, Gemm("npu1", "bf16", "bf16", activation="relu").simulate(a, b))
+    assert {key[2] for key in g._designs} == {False, True}
+    with pytest.raises(ConfigError, match=r"^Gemm\(bias='yes'\): bias is True, False or 'auto'"):
+        Gemm("npu1", bias="yes")

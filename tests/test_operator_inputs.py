@@ -302,7 +302,7 @@ CONSTRUCTOR = [
     (dict(activation="swish"), r"^Gemm\(activation='swish'\): unknown activation; use activation='none', 'relu', "),
     (dict(requant="per_tensor"), r"unknown requant; use requant='per_channel'$"),
     (dict(clamp=(1, "a")), r"^Gemm\(clamp=\(1, 'a'\)\): clamp is 2 real numbers or None"),
-    (dict(bias=1), r"^Gemm\(bias=1\): bias is True or False"),
+    (dict(bias=1), r"^Gemm\(bias=1\): bias is True, False or 'auto'"),
     (dict(dtype_in="i8", dtype_out="i8", activation="silu", requant="per_channel"),
      r"activation='silu' on a requantized i8 output.*or activation='relu'$"),
     (dict(requant="per_channel"), r"requant is TFLite's integer requantization, not for a bf16 output; use "

@@ -91,6 +91,9 @@ class Gemm:
     `a_col_maj`, `b_col_maj` and `c_col_maj` (options) are None by default: open, chosen per call
     from how A and B lie in memory and from the `order` asked for C; True or False fixes the layout
     (an array that lies the other way is then copied once, and the plan says so).
+    The fused epilogue (docs/epilogues.md): `bias=True` (every call passes `bias=`) or `"auto"` (a call
+    that passes one runs a design that adds it), `activation` ('relu', 'silu', 'gelu'), `clamp=(lo, hi)`
+    (bf16 C) and `requant='per_channel'` (i8 / i16 C; every call passes `scale=(multiplier, shift)`).
     """
 
     def __init__(self, device: str = "npu2", dtype_in: str = "bf16", dtype_out: str | None = None, *,
@@ -112,6 +115,12 @@ class Gemm:
                                                           options.get("emulate_bf16_with_bfp16"))
         self._tiles = checked_tiles(tiles, example)
         self._max = checked_max_size(max_size)
+        # bias="auto": a call that passes a bias runs a design that adds it, one without a design that does not
+        self._bias_auto = options.get("bias") == "auto"
+        if self._bias_auto:
+            options["bias"] = False
+        elif "bias" in options and not isinstance(options["bias"], (bool, np.bool_)):
+            raise refuse({"bias": options["bias"]}, "bias is True, False or 'auto'", "pass one of those")
         check_options(options)
         try:
             self._base = GemmConfig(dev.name, 1, 1, 1, 1, 1, 1, 1, dtype_in, out, bool(b_col_maj), dtype_b=dtype_b,
@@ -121,8 +130,8 @@ class Gemm:
             raise design_refusal(self._args, e) from None
         # the tuner leaves alone what the user fixed: rho (a bfp16 B's packing given stays in the options)
         self._rho: int | None = options.get("rho")
-        self._designs: dict[tuple[Problem, Layout], Design] = {}
-        self._refused: dict[tuple[Problem, Layout], ConfigError] = {}  # layouts no design takes, and why
+        self._designs: dict[tuple[Problem, Layout, bool], Design] = {}
+        self._refused: dict[tuple[Problem, Layout, bool], ConfigError] = {}  # layouts no design takes, and why
         self.last_call: CallPlan | None = None  # the plan of the last call, its host copies counted
         self._loaded: dict[Any, Any] = {}  # xclbin path -> its NpuKernel, loaded by the first NPU call
         self._sessions: dict[int, Any] = {}
@@ -154,17 +163,19 @@ class Gemm:
         return Problem(m * self._base.rows, k_mt, n * self._base.cols)
 
     # ---- designs ------------------------------------------------------------------------------
-    def design(self, M: int, K: int, N: int, layout: Layout | None = None) -> Design:
+    def design(self, M: int, K: int, N: int, layout: Layout | None = None, bias: bool | None = None) -> Design:
         """The design that serves an M x K x N call with operand layouts `layout` (a_col_maj,
         b_col_maj, c_col_maj; default: the Gemm's own), built once, then reused; whether it can serve
-        that size is checked when the call is planned (one line naming the limit)."""
+        that size is checked when the call is planned (one line naming the limit). `bias`: whether it adds
+        a bias (None: the Gemm's own; with bias="auto", whether the call passes one)."""
         layout = layout or self._base_layout
-        key = (self._max or Problem(M, K, N), layout)
+        bias = self._base.bias if bias is None else bias
+        key = (self._max or Problem(M, K, N), layout, bias)
         if key in self._refused:
             raise self._refused[key]
         if key not in self._designs:
             try:
-                self._designs[key] = self._build(key[0], self._max is not None, layout)
+                self._designs[key] = self._build(key[0], self._max is not None, layout, bias)
             except DESIGN_ERRORS as e:
                 self._refused[key] = design_refusal(self._args, e)
                 raise self._refused[key] from None
@@ -175,10 +186,10 @@ class Gemm:
         o = self._base.options
         return (o.a_col_maj, o.b_col_maj, o.c_col_maj)
 
-    def _build(self, size: Problem, runtime: bool, layout: Layout) -> Design:
+    def _build(self, size: Problem, runtime: bool, layout: Layout, bias: bool) -> Design:
         a_col, b_col, c_col = layout
         options = replace(self._base.options, runtime_sizes="mnk" if runtime else "fixed", a_col_maj=a_col,
-                          b_col_maj=b_col, c_col_maj=c_col)
+                          b_col_maj=b_col, c_col_maj=c_col, bias=bias)
         m, k, n, k_mt = self._tiles or (None, None, None, None)
         pins = Pins(m, k, n, k_mt, self._rho)
         return build_design(search.choose(Request(options, size, pins)).config)
@@ -246,7 +257,7 @@ class Gemm:
         if _empty(a, b):
             self._check_empty(a, b, *data)
             return self._zeros(a, b, self._order(order))
-        design, call, a, b = self._prepare(A, B, a, b, order)
+        design, call, a, b = self._prepare(A, B, a, b, order, bias)
         epi = epilogue_args(self._args, design.config, b.shape[1], *data)
         session = self._sessions.setdefault(id(design), ArraySession(design))
         with np.errstate(invalid="ignore"):  # NaN and Inf accepted on plain bf16 make NaN in C, as intended
@@ -274,7 +285,7 @@ class Gemm:
         if _empty(a, b):
             self._check_empty(a, b, *data)
             return self._zeros(a, b, self._order(order))
-        design, call, a, b = self._prepare(A, B, a, b, order)
+        design, call, a, b = self._prepare(A, B, a, b, order, bias)
         epi = epilogue_args(self._args, design.config, b.shape[1], *data)
         c = self._in_order(run_on_npu(design, call, a, b, loaded=self._loaded, timeout_ms=timeout_ms,
                                       slow_end=slow_end_s, gen_args=config_args(design.config), epilogue=epi),
@@ -288,10 +299,12 @@ class Gemm:
     def _check_empty(self, a: np.ndarray, b: np.ndarray, *data: Any) -> None:
         """An empty product with a fused epilogue: only M = 0 or N = 0 (no output) runs nothing; K = 0 would make
         act(bias), which no call computes."""
-        if not self._base.epilogue.is_identity and a.shape[1] == 0 and a.shape[0] and b.shape[1]:
+        epilogue = not self._base.epilogue.is_identity or data[0] is not None
+        if epilogue and a.shape[1] == 0 and a.shape[0] and b.shape[1]:
             raise refuse(self._args, "K = 0 with a fused epilogue: C would be the epilogue of zeros, which no call "
                          "computes", "pass K >= 1")
-        epilogue_args(self._args, self._base, b.shape[1], *data)
+        base = self._base.with_(bias=True) if self._bias_auto and data[0] is not None else self._base
+        epilogue_args(self._args, base, b.shape[1], *data)
 
     @staticmethod
     def _checked(design: Design, c: np.ndarray, a: np.ndarray, b: np.ndarray, report: bool,
@@ -398,10 +411,12 @@ class Gemm:
                          "pass order='C' or order='F'")
         return order
 
-    def _prepare(self, A: Any, B: Any, a: np.ndarray, b: np.ndarray, order: str
+    def _prepare(self, A: Any, B: Any, a: np.ndarray, b: np.ndarray, order: str, bias: Any = None
                  ) -> tuple[Design, CallPlan, np.ndarray, np.ndarray]:
         """The design, the call plan (every host copy counted, with its reason) and the operands as
-        the call reads them, for arrays A and B as given (a, b: checked and in the input types)."""
+        the call reads them, for arrays A and B as given (a, b: checked and in the input types); `bias`:
+        the call's, which picks the design under bias="auto"."""
+        with_bias = bias is not None if self._bias_auto else None
         order = self._order(order)
         given = {"A": (A, a), "B": (B, b)}
         copies: dict[str, list[str]] = {"A": [], "B": [], "C": []}
@@ -422,13 +437,13 @@ class Gemm:
         M, K, N = a.shape[0], a.shape[1], b.shape[1]
         c_refused: str | None = None  # why no design writes the column-major C asked for
         try:
-            design = self.design(M, K, N, layout)
+            design = self.design(M, K, N, layout, with_bias)
         except ConfigError as e:
             chosen = [op for op, v in zip("ABC", layout) if v and self._fixed[op] is None]
             if not chosen:
                 raise
             fallback = tuple(v and self._fixed[op] is not None for op, v in zip("ABC", layout))
-            design = self.design(M, K, N, fallback)  # type: ignore[arg-type]
+            design = self.design(M, K, N, fallback, with_bias)  # type: ignore[arg-type]
             layout = fallback  # type: ignore[assignment]
             for op in chosen:
                 if op != "C":
