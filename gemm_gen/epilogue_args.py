@@ -95,3 +95,15 @@ def random_args(e: Epilogue, out: DType, n_cols: int, acc_scale: float, seed: in
         requant = Requant(tuple(int(x) for x in mult), tuple(int(x) for x in shift), int(rng.integers(-8, 9)),
                           out=out, form=e.requant)
     return EpilogueArgs(bias, requant)
+
+
+def acc_scale(a: np.ndarray, b: np.ndarray) -> float:
+    """The typical size of an element of A @ B: sqrt(K) rms(A) rms(B) (what seeded epilogue data scales to)."""
+    rms = [float(np.sqrt(np.mean(np.square(np.asarray(x, dtype=np.float64))))) if np.size(x) else 0.0
+           for x in (a, b)]
+    return max(float(np.sqrt(np.shape(a)[1])) * rms[0] * rms[1], 2.0**-10)
+
+
+def seeded_args(e: Epilogue, out: DType, a: np.ndarray, b: np.ndarray, seed: int) -> EpilogueArgs | None:
+    """The epilogue data `gemm-gen simulate` and `run` use with generated inputs A, B (None: no epilogue)."""
+    return None if e.is_identity else random_args(e, out, np.shape(b)[1], acc_scale(a, b), seed)

@@ -29,7 +29,8 @@ from .design.build import host_tensors
 from .design.grid import grid
 from .dtypes import DType
 from .dtypes import dtype as dtype_of
-from .epilogue_args import EpilogueArgs, tile_bytes
+from .epilogue import Requant
+from .epilogue_args import EpilogueArgs, read_tile, tile_bytes
 from .l1_layout import b_layout
 from .rounding import Rounding
 
@@ -110,6 +111,30 @@ def _strip_view(c: GemmConfig, call: CallPlan, tiles: np.ndarray) -> np.ndarray:
     mlir-aie's ATB host walks them strip, L1 tile row, super-block column, tile row, 1 of 2."""
     q = TILE
     return tiles.reshape(call.Np // c.n, c.n // (2 * q), 2, call.k_walk // c.k, c.k // q, TILE_BYTES)
+
+
+def read_epilogue_tiles(c: GemmConfig, call: CallPlan, b_dram: np.ndarray
+                        ) -> tuple[np.ndarray | None, Requant | None]:
+    """(bias, requantization) over C's Np columns as the cores will read them from B's DRAM buffer (the
+    inverse of write_epilogue_tiles, each tile gathered in L1 order and parsed by epilogue_args.read_tile):
+    what an NPU stand-in computes C's epilogue with."""
+    g = grid(c, "B", call)
+    lane = np.dtype(f"u{c.t_b.bytes}")
+    flat = np.ascontiguousarray(b_dram).reshape(-1).view(lane)
+    to_l1 = b_layout(g.k, g.n, g.s, g.t, c.b_col_maj)
+    kk, jj = np.indices((g.k, g.n))
+    parts = []
+    for col0 in range(0, call.Np, c.n):
+        l1 = np.zeros(g.k * g.n, dtype=lane)
+        l1[to_l1] = flat[b_unit(c, call.k_walk + kk, col0 + jj, call)]
+        parts.append(read_tile(c.epilogue, c.n, l1.view(np.uint8), c.t_out.is_float, c.t_out))
+    bias = None if parts[0][0] is None else np.concatenate([p[0] for p in parts if p[0] is not None])
+    first = parts[0][1]
+    if first is None:
+        return bias, None
+    per_column = [r for _, r in parts if r is not None]
+    return bias, Requant(sum((r.multiplier for r in per_column), ()), sum((r.shift for r in per_column), ()),
+                         first.zero_point, first.act_min, first.act_max, first.out, first.form)
 
 
 def b_unit(c: GemmConfig, kk: Any, nn: Any, call: CallPlan | None = None) -> Any:

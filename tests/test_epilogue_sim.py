@@ -209,3 +209,24 @@ def test_bias_auto_follows_the_call():
     assert {key[2] for key in g._designs} == {False, True}
     with pytest.raises(ConfigError, match=r"^Gemm\(bias='yes'\): bias is True, False or 'auto'"):
         Gemm("npu1", bias="yes")
+
+
+@pytest.mark.parametrize("kw", [dict(dtype_in="bf16", dtype_out="bf16", bias=True, activation="gelu"),
+                                dict(dtype_in="i8", dtype_out="i8", requant="per_channel", bias=True, k=64)])
+def test_a_run_writes_the_tiles_and_checks_the_epilogue(tmp_path, monkeypatch, kw):
+    """`gemm-gen run` draws the same epilogue data as `simulate`, writes it into B's buffer and checks C with
+    it; the pyxrt stand-in computes C from the tiles it finds in that buffer (hostdata.read_epilogue_tiles).
+    Mutant: no tile written (zeros in B's buffer, the check still expecting the drawn data): the run fails."""
+    from gemm_gen import hostdata
+    from gemm_gen.backends import runner
+
+    from .fake_pyxrt import FakeXrt
+    from .test_runner import prebuilt
+
+    tiles = {"m": 32, "k": 32, "n": 32, "k_mt": 64, **{k: v for k, v in kw.items() if k == "k"}}
+    c = GemmConfig("npu1", 128, 100, 200, **tiles, **{k: v for k, v in kw.items() if k != "k"})
+    result = runner.run_design(c, prebuilt(c, tmp_path), iters=1, warmup=0, xrt=FakeXrt(c))
+    assert result.passed and result.errors == 0 and result.exact == c.M * c.N
+    monkeypatch.setattr(hostdata, "write_epilogue_tiles", lambda *args: None)
+    bad = runner.run_design(c, prebuilt(c, tmp_path), iters=1, warmup=0, xrt=FakeXrt(c))
+    assert not bad.passed and bad.errors > 0

@@ -17,7 +17,7 @@ from ..design import Design, build_design
 from ..design.build import host_tensors, runtime_sequence
 from ..design.model import HostTensor
 from ..design.serve import serve
-from ..epilogue_args import kernel_requant, random_args
+from ..epilogue_args import kernel_requant, seeded_args
 from ..errors import DeadlockError, LayoutError, SimulationError
 from ..hostdata import host_values, output_values, pad_inputs
 from ..inputs import exact_bound, make_inputs
@@ -267,7 +267,7 @@ def _checked_call(session: ArraySession, call: CallPlan, seed: int, progress: bo
     c = session.design.config
     a, b = make_inputs(call.M, call.K, call.N, c.t_in, c.t_out, seed, c.t_b, family=inputs)
     e = c.epilogue
-    args = None if e.is_identity else random_args(e, c.t_out, call.N, acc_scale(a, b), seed)
+    args = seeded_args(e, c.t_out, a, b, seed)
     a_dram, b_dram = pad_inputs(c, a, b, call, args)
     c_cells, kernel, machine = session.run(call, a_dram, b_dram, progress)
     got = output_values(c, (c_cells & w.VALUE_MASK).astype(np.uint32), call)
@@ -347,13 +347,6 @@ def _checked_call(session: ArraySession, call: CallPlan, seed: int, progress: bo
         numerics_modelled=modelled,
         notes=notes,
     )
-
-
-def acc_scale(a: np.ndarray, b: np.ndarray) -> float:
-    """The typical size of an element of A @ B: sqrt(K) rms(A) rms(B) (what random epilogue data scales to)."""
-    rms = [float(np.sqrt(np.mean(np.square(np.asarray(x, dtype=np.float64))))) if np.size(x) else 0.0
-           for x in (a, b)]
-    return max(float(np.sqrt(np.shape(a)[1])) * rms[0] * rms[1], 2.0**-10)
 
 
 def _core_conversion_clamps(c: GemmConfig, a: np.ndarray, b: np.ndarray) -> int:
