@@ -94,16 +94,22 @@ def write_epilogue_tiles(c: GemmConfig, call: CallPlan, b_dram: np.ndarray, args
     the inverse of B's walk into L1: B's element (k_walk + kk, col0 + jj) lands at the core's L1 B address
     b_layout[kk, jj] (the blocked layout the memtile -> core walk makes, which the matmul calls read), so
     that the tile's bytes lie linear in the core's B buffer, whatever B's layout."""
-    g = grid(c, "B", call)
-    lane = np.dtype(f"u{c.t_b.bytes}")
+    lane, to_l1, places = _tile_places(c, call)
     flat = b_dram.reshape(-1).view(lane)  # a view: b_dram is the host's own contiguous copy
-    to_l1 = b_layout(g.k, g.n, g.s, g.t, c.b_col_maj)
-    kk, jj = np.indices((g.k, g.n))
     for col0 in range(0, call.Np, c.n):
         packed = tile_bytes(c.epilogue, args, col0, c.n, c.t_out.is_float).view(lane)
-        l1 = np.zeros(g.k * g.n, dtype=lane)
+        l1 = np.zeros(to_l1.size, dtype=lane)
         l1[:packed.size] = packed
-        flat[b_unit(c, call.k_walk + kk, col0 + jj, call)] = l1[to_l1]
+        flat[places(col0)] = l1[to_l1]
+
+
+def _tile_places(c: GemmConfig, call: CallPlan) -> tuple[np.dtype, np.ndarray, Any]:
+    """B's element lanes, the L1 address of each (kk, jj) of a B object (b_layout: what the memtile -> core
+    walk makes of it), and per column tile its elements' places in B's buffer (rows past k_walk)."""
+    g = grid(c, "B", call)
+    kk, jj = np.indices((g.k, g.n))
+    return (np.dtype(f"u{c.t_b.bytes}"), b_layout(g.k, g.n, g.s, g.t, c.b_col_maj),
+            lambda col0: b_unit(c, call.k_walk + kk, col0 + jj, call))
 
 
 def _strip_view(c: GemmConfig, call: CallPlan, tiles: np.ndarray) -> np.ndarray:
@@ -118,15 +124,12 @@ def read_epilogue_tiles(c: GemmConfig, call: CallPlan, b_dram: np.ndarray
     """(bias, requantization) over C's Np columns as the cores will read them from B's DRAM buffer (the
     inverse of write_epilogue_tiles, each tile gathered in L1 order and parsed by epilogue_args.read_tile):
     what an NPU stand-in computes C's epilogue with."""
-    g = grid(c, "B", call)
-    lane = np.dtype(f"u{c.t_b.bytes}")
+    lane, to_l1, places = _tile_places(c, call)
     flat = np.ascontiguousarray(b_dram).reshape(-1).view(lane)
-    to_l1 = b_layout(g.k, g.n, g.s, g.t, c.b_col_maj)
-    kk, jj = np.indices((g.k, g.n))
     parts = []
     for col0 in range(0, call.Np, c.n):
-        l1 = np.zeros(g.k * g.n, dtype=lane)
-        l1[to_l1] = flat[b_unit(c, call.k_walk + kk, col0 + jj, call)]
+        l1 = np.zeros(to_l1.size, dtype=lane)
+        l1[to_l1] = flat[places(col0)]
         parts.append(read_tile(c.epilogue, c.n, l1.view(np.uint8), c.t_out.is_float, c.t_out))
     bias = None if parts[0][0] is None else np.concatenate([p[0] for p in parts if p[0] is not None])
     first = parts[0][1]

@@ -6,6 +6,7 @@ linear in the core's B buffer (read back from the simulated L1 here, for row- an
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 
 import numpy as np
@@ -156,3 +157,21 @@ def test_the_iron_lowering_passes_the_epilogue_tile_to_convert():
     call = next(op for op in w.trace if op[0] == "call" and op[1].startswith("convert"))
     assert repr(call[2][-1]) == f"<{b}>"
     assert replace(c, bias=False, requant=None).epilogue.is_identity
+
+
+def test_plan_reports_the_epilogue_only_when_there_is_one(capsys):
+    """plan (and predict, through design.keys) name the epilogue and the tile B carries; an epilogue-free
+    design's report has no epilogue key or line."""
+    from gemm_gen.app.cli import main
+
+    base = ["plan", "--dev", "npu1", "-M", "256", "-K", "256", "-N", "256", "--dtype_in", "i8", "--dtype_out", "i8"]
+    assert main([*base, "--json"]) == 0
+    assert "epilogue" not in json.loads(capsys.readouterr().out)
+    assert main([*base, "--requant", "per_channel", "--bias", "--activation", "relu", "--json"]) == 0
+    got = json.loads(capsys.readouterr().out)
+    assert got["epilogue"] == {"bias": True, "activation": "relu", "clamp": None, "requant": "double"}
+    assert main([*base, "--requant", "per_channel"]) == 0
+    text = capsys.readouterr().out
+    assert "epilogue  per-channel requantization" in text and "requantized out of it per column" in text
+    assert main(base) == 0
+    assert "epilogue" not in capsys.readouterr().out

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ..call import CallPlan
 from ..design.keys import VariantInfo
 from ..design.serve import SERVED
+from ..epilogue import Epilogue
 from .plan_info import L1Info, PlanInfo
 
 if TYPE_CHECKING:
@@ -97,6 +99,7 @@ def plan_text(p: PlanInfo) -> str:
         f"{p.call.k_steps} k-steps per output tile, {p.call.tiles_per_core} tiles per core",
         _variant_line(d.kernel_variant, d.convert_once),
         f"acc       {d.accumulator}; {d.rounding_of_c}",
+        *_epilogue_lines(d.epilogue, p.call),
         f"array     {p.array[0]} rows x {p.array[1]} cols; A enters at columns {list(p.a_columns)}, "
         f"B and C at every column",
         "L1/core   " + " + ".join(f"{name} {v}" for name, v in l1.parts.items())
@@ -161,6 +164,18 @@ def sim_text(r: SimResult, p: PlanInfo, verbose: bool = False) -> str:
     else:
         lines.append("PASS" if r.numerics_modelled else "PASS (data movement only: numerics not modelled)")
     return "\n".join(lines)
+
+
+def _epilogue_lines(e: Epilogue, call: CallPlan) -> list[str]:
+    """The fused epilogue, when there is one: what C's conversion applies, and the tile B carries."""
+    if e.is_identity:
+        return []
+    what = (["bias"] if e.bias else []) + ([e.activation.value] if e.activation.value != "none" else [])
+    what += ([f"clamp [{e.clamp[0]:g}, {e.clamp[1]:g}]"] if e.clamp else [])
+    what += ["per-channel requantization (TFLite, double rounding)"] if e.requant else []
+    tile = (f"; its data in one more k-step of B per column tile ({call.b_extra_k} rows past K's walk, one more B "
+            f"object per output tile)" if e.needs_tile else "")
+    return [f"epilogue  {', '.join(what)}, once per C tile in its conversion{tile}"]
 
 
 def calls_text(results: list[SimResult], p: PlanInfo) -> str:
