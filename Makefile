@@ -1,6 +1,6 @@
 # gemm_gen: mlir-aie style entry points. Variables follow mlir-aie's matrix_multiplication
 # Makefiles: DEVICE (npu1|npu2), M K N, optional m k n K_MT RHO N_AIE_COLS DTYPE_IN DTYPE_B DTYPE_OUT ACC PRESET
-# A_COL_MAJ B_COL_MAJ C_COL_MAJ B_PACK; gemm_gen's kernel and L1 choices EXPANSION KERNEL_LOOPS CONVERT_ONCE L1_ALLOC; SIZES for
+# A_COL_MAJ B_COL_MAJ C_COL_MAJ B_PACK; the fused epilogue BIAS (0/1) ACTIVATION CLAMP (LO,HI) REQUANT; gemm_gen's kernel and L1 choices EXPANSION KERNEL_LOOPS CONVERT_ONCE L1_ALLOC; SIZES for
 # one design serving several sizes; BUILD_DIR for the files generate, all, run, validate and roofline write;
 # TIMEOUT_MS for the time limit of each NPU run of run and validate (default: derived from the prediction).
 SHELL := /bin/bash
@@ -12,6 +12,7 @@ SHELL := /bin/bash
 # PYTHON is the exception: it only picks the interpreter of .venv/ (printed when installing), and
 # `PYTHON=python3.12 make install` is a reasonable way to choose it.
 OWN_VARS := DEVICE SIZES M K N m k n K_MT RHO N_AIE_COLS DTYPE_IN DTYPE_B DTYPE_OUT ACC PRESET A_COL_MAJ B_COL_MAJ C_COL_MAJ B_PACK \
+	BIAS ACTIVATION CLAMP REQUANT \
 	CHESS SEED TOP EXPANSION KERNEL_LOOPS CONVERT_ONCE L1_ALLOC WARMUP ITERS TIMEOUT_MS BUILD_DIR VENV BIN STAMP \
 	INSTALL_LOG GEN_ARGS BUILD_ARGS TIMEOUT_ARGS SHOWN
 $(foreach v,$(OWN_VARS),$(if $(filter environment%,$(origin $(v))),$(eval override undefine $(v))))
@@ -33,6 +34,7 @@ DTYPE_OUT ?=
 A_COL_MAJ ?= 0
 B_COL_MAJ ?= 0
 C_COL_MAJ ?= 0
+BIAS ?= 0
 SEED ?= 0
 CHESS ?= 0
 WARMUP ?= 1
@@ -45,7 +47,7 @@ BUILD_DIR ?= build
 # 0 or 1, nothing else (an empty B_COL_MAJ= or CHESS=yes would otherwise be a silent default or a
 # traceback); $(error) is one line and exit 2, before anything runs
 is_01 = $(and $(filter 0 1,$(1)),$(filter 1,$(words $(1))))
-$(foreach v,A_COL_MAJ B_COL_MAJ C_COL_MAJ CHESS,$(if $(call is_01,$($(v))),,$(error $(v)=$($(v)) is $(if $($(v)),not 0 or 1,empty); \
+$(foreach v,A_COL_MAJ B_COL_MAJ C_COL_MAJ BIAS CHESS,$(if $(call is_01,$($(v))),,$(error $(v)=$($(v)) is $(if $($(v)),not 0 or 1,empty); \
 	give $(v)=0 or $(v)=1, or leave it out)))
 
 GEN_ARGS := --dev $(DEVICE) $(if $(M),-M $(M)) $(if $(K),-K $(K)) $(if $(N),-N $(N)) \
@@ -54,7 +56,9 @@ GEN_ARGS := --dev $(DEVICE) $(if $(M),-M $(M)) $(if $(K),-K $(K)) $(if $(N),-N $
 	$(if $(N_AIE_COLS),--n-aie-cols $(N_AIE_COLS)) $(if $(m),-m $(m)) $(if $(k),-k $(k)) $(if $(n),-n $(n)) $(if $(K_MT),--k-mt $(K_MT)) $(if $(RHO),--rho $(RHO)) \
 	$(if $(B_PACK),--b-pack $(B_PACK)) $(if $(DTYPE_B),--dtype_b $(DTYPE_B)) $(if $(ACC),--acc $(ACC)) $(if $(PRESET),--preset $(PRESET)) \
 	$(if $(EXPANSION),--expansion $(EXPANSION)) $(if $(KERNEL_LOOPS),--kernel-loops $(KERNEL_LOOPS)) \
-	$(if $(CONVERT_ONCE),--convert-once $(CONVERT_ONCE)) $(if $(L1_ALLOC),--l1-alloc $(L1_ALLOC))
+	$(if $(CONVERT_ONCE),--convert-once $(CONVERT_ONCE)) $(if $(L1_ALLOC),--l1-alloc $(L1_ALLOC)) \
+	$(if $(filter 1,$(BIAS)),--bias) $(if $(ACTIVATION),--activation $(ACTIVATION)) $(if $(CLAMP),--clamp=$(CLAMP)) \
+	$(if $(REQUANT),--requant $(REQUANT))
 BUILD_ARGS := --build-dir $(BUILD_DIR)
 TIMEOUT_ARGS := $(if $(TIMEOUT_MS),--timeout-ms $(TIMEOUT_MS))
 # what `make sim` and `make run` check: the device, the sizes, and every other variable given here
@@ -65,7 +69,8 @@ SHOWN := DEVICE=$(DEVICE) $(foreach v,M K N SIZES,$(if $($(v)),$(v)=$($(v)))) \
 
 help:
 	@echo "make sim DEVICE=npu2 M=512 K=512 N=512 [SIZES=MxKxN,... m= k= n= K_MT= RHO= N_AIE_COLS= DTYPE_IN= DTYPE_B= DTYPE_OUT= ACC="
-	@echo "         PRESET= A_COL_MAJ= B_COL_MAJ= C_COL_MAJ= B_PACK= EXPANSION= KERNEL_LOOPS= CONVERT_ONCE= L1_ALLOC=]; BUILD_DIR= (default build)"
+	@echo "         PRESET= A_COL_MAJ= B_COL_MAJ= C_COL_MAJ= B_PACK= EXPANSION= KERNEL_LOOPS= CONVERT_ONCE= L1_ALLOC="
+	@echo "         BIAS=0/1 ACTIVATION=relu|silu|gelu CLAMP=LO,HI REQUANT=per_channel]; BUILD_DIR= (default build)"
 	@echo "make plan|generate|kernel|mlir (same variables); make doctor, validate, all, run on an NPU machine [CHESS=1"
 	@echo "         WARMUP= ITERS= TIMEOUT_MS=]"
 	@echo "make predict|tune|roofline (the model; TOP= for tune), make dry-run (the build commands)"

@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
+from .epilogue import Epilogue, Requant, float_epilogue_ref
 from .numerics import KernelNumerics, int_product
 from .rounding import Saturation, saturate, shift_round
 
@@ -159,3 +160,59 @@ def _same(x: np.ndarray, y: np.ndarray) -> np.ndarray:
 
 def _equal(got: np.ndarray, p: np.ndarray) -> int:
     return int(np.count_nonzero(_same(got, p)))
+
+
+# ---- the fused epilogue (docs/epilogues.md section 5) --------------------------------------------------------
+TAIL_FLOOR = 2.0**-6  # elementwise relative errors are stated where |target| >= this (the tanh tail's scale)
+
+
+@dataclass(frozen=True)
+class EpilogueAccuracy:
+    """C against float64 act(A @ B + bias) (clamped; requantized C: against the exact real requantization,
+    (A @ B + bias) M 2^(shift - 31) rounded once, + zero point, clamped), and for requantized C how many
+    outputs differ from TFLite's integer arithmetic (Requant.apply on the exact int32 A @ B)."""
+
+    elements: int
+    max_abs: float  # max |C - target|
+    max_rel: float  # max |C - target| / |target| over |target| >= TAIL_FLOOR (the elementwise tail)
+    frobenius_rel: float  # ||C - target|| / ||target|| (normwise)
+    tflite_mismatches: int | None = None  # requantized C: outputs != Requant.apply; None for float C
+    nonfinite: int = 0  # outputs not finite where the target is
+
+    def to_json(self) -> dict[str, object]:
+        return asdict(self)
+
+    def text(self) -> str:
+        line = (f"normwise (Frobenius) {percent(self.frobenius_rel)}, max abs {self.max_abs:.4g}, elementwise max rel "
+                f"{self.max_rel:.3g} where |target| >= 2^-6")
+        if self.tflite_mismatches is not None:
+            line += f"; {self.tflite_mismatches:,} of {self.elements:,} differ from TFLite's integer requantization"
+        if self.nonfinite:
+            line += f"; {self.nonfinite:,} not finite where the target is"
+        return line
+
+
+def measure_epilogue(c: np.ndarray, a: np.ndarray, b: np.ndarray, epilogue: Epilogue,
+                     bias: np.ndarray | None = None, requant: Requant | None = None) -> EpilogueAccuracy:
+    """C (M x N) after epilogue `epilogue` against its float64 target from A (M x K) and B (K x N) exactly;
+    `requant` with ReLU folded into act_min (epilogue_args.kernel_requant), as the kernel applies it."""
+    got = np.asarray(c, dtype=np.float64)
+    tflite = None
+    if epilogue.requant is not None:
+        assert requant is not None
+        acc = int_product(np.asarray(a, np.float64), np.asarray(b, np.float64))
+        target = np.asarray(requant.apply_real(acc, bias), dtype=np.float64)
+        tflite = int(np.count_nonzero(got != requant.apply(acc, bias)))
+    else:
+        acc64 = exact_product(a, b, integer=False)
+        target = float_epilogue_ref(acc64, bias, epilogue.activation, epilogue.clamp)
+    finite = np.isfinite(target)
+    both = finite & np.isfinite(got)
+    diff = np.abs(got - target)[both]
+    ref = np.abs(target[both])
+    tail = ref >= TAIL_FLOOR
+    return EpilogueAccuracy(
+        int(got.size), float(diff.max(initial=0.0)),
+        float((diff[tail] / ref[tail]).max(initial=0.0)),
+        float(np.sqrt(np.dot(diff, diff) / (np.dot(ref, ref) or 1.0))), tflite,
+        int(np.count_nonzero(finite & ~np.isfinite(got))))

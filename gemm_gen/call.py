@@ -28,6 +28,7 @@ from dataclasses import dataclass, replace
 from typing import Protocol
 
 from .dtypes import WORD_BYTES, DType
+from .epilogue import Epilogue
 from .errors import ConfigError
 from .numerics import KernelNumerics
 from .precision import Precision
@@ -87,6 +88,8 @@ class CallPlan:
     # leading dimensions that differ from the stored matrix's width: (operand, elements between its
     # stored rows), for an input read in place from a user's array whose rows are padded
     lds: tuple[tuple[str, int], ...] = ()
+    # K extent of the epilogue tile appended to B past k_walk (one k-step: docs/epilogues.md), 0 without one
+    b_extra_k: int = 0
 
     @property
     def M(self) -> int:
@@ -161,7 +164,7 @@ class CallPlan:
             m, k = (self.Mp, self.k_walk) if padded else (self.M, self.K)
             return (k, m) if self.a_col_maj else (m, k)
         if operand == "B":
-            k = self.k_walk if padded else self.K
+            k = self.k_walk + self.b_extra_k if padded else self.K
             n = self.Np if padded else self.N
             return (n, k) if self.b_col_maj else (k, n)
         m, n = (self.Mp, self.Np) if padded else (self.M, self.N)
@@ -258,6 +261,8 @@ class Design(Protocol):
     def numerics(self) -> KernelNumerics: ...
     @property
     def precision(self) -> Precision: ...
+    @property
+    def epilogue(self) -> Epilogue: ...
 
 
 def plan_call(c: Design, problem: Problem, lds: dict[str, int] | None = None) -> CallPlan:
@@ -270,12 +275,14 @@ def plan_call(c: Design, problem: Problem, lds: dict[str, int] | None = None) ->
     types = {"A": c.t_in, "B": c.t_b, "C": c.t_out}
     why: dict[str, str] = {}
     encoded = [op for op in OPERANDS if types[op].is_block]
+    extra_k = c.k if c.epilogue.needs_tile else 0
     # a moved block starts at any element: only operands addressed in elements (not bfp16 tiles) can
     shift_m = M > block_m and M % block_m != 0 and "A" not in encoded and "C" not in encoded
     # ... and with A column-major, its first row must be a whole word into A^T's rows
     shift_m = shift_m and not (c.a_col_maj and types["A"].nbytes(M) % WORD_BYTES)
     # ... and its first column must be a whole word into B's (row-major) and C's rows
-    shift_n = (N > block_n and N % block_n != 0 and "B" not in encoded and "C" not in encoded
+    # (not with an epilogue tile: a moved-back column tile's tile would overlap its neighbour's)
+    shift_n = (N > block_n and N % block_n != 0 and "B" not in encoded and "C" not in encoded and not extra_k
                and all(types[op].nbytes(N) % WORD_BYTES == 0 for op in ("C",) + (() if c.b_col_maj else ("B",))))
     ld = {"A": M if c.a_col_maj else K, "B": K if c.b_col_maj else N, "C": M if c.c_col_maj else N}
     lds = {op: v for op, v in (lds or {}).items() if op in ("A", "B") and v != ld[op]}
@@ -285,6 +292,9 @@ def plan_call(c: Design, problem: Problem, lds: dict[str, int] | None = None) ->
         if op not in encoded and t.nbytes(ld[op]) % WORD_BYTES:
             why[op] = (f"its rows of {ld[op]} x {t} = {t.nbytes(ld[op])} B are not whole 32-bit words (the DMAs' "
                        f"unit)")
+    if extra_k:  # B carries one epilogue tile per column tile past k_walk: always a host-made buffer
+        why.setdefault("B", f"the epilogue tile (bias{' and scales' if c.epilogue.requant else ''} of each "
+                            f"{c.n}-column tile) is appended to B as {c.k} more rows of K")
     if c.c_col_maj:  # C^T's rows past N are slack; junk rows of C would land on C^T's next row
         if M % block_m and not shift_m and "C" not in why:
             why["C"] = (f"M={M} leaves {block_m - M % block_m} junk rows in its last block of {block_m}, which would "
@@ -312,7 +322,7 @@ def plan_call(c: Design, problem: Problem, lds: dict[str, int] | None = None) ->
     copies = tuple(HostCopy(op, why[op]) for op in OPERANDS if op in why)
     kept = tuple((op, v) for op, v in sorted(lds.items()) if op not in padded)  # a padded copy has its own width
     return CallPlan(problem, block_m, block_n, c.k_mt, c.k, c.b_col_maj, padded, copies, k_tail, a_finite, shift_m,
-                    shift_n, c.a_col_maj, c.c_col_maj, kept)
+                    shift_n, c.a_col_maj, c.c_col_maj, kept, extra_k)
 
 
 def _k_tail_zeros(c: Design, p: Problem, why: dict[str, str], encoded: list[str]) -> str:

@@ -13,6 +13,7 @@ from .errors import ConfigError
 from .hw.devices import Device, MmulShape, TileKind
 from .rounding import Rounding, Saturation
 from .rules import array, l1, memtile, padding
+from .rules import epilogue as epilogue_rule
 from .rules import tiling as tiling_rule
 from .rules.l1 import RTP_PART
 from .rules.padding import MAX_RUNTIME_TASKS
@@ -33,6 +34,7 @@ def check_config(c: GemmConfig, budgets: bool = True) -> GemmConfig:
     check_array(c)
     check_divisibility(c)
     check_granularity(c)
+    check_epilogue_tile(c)
     if budgets:
         check_l1(c)
         c.memtile_placement()
@@ -92,6 +94,30 @@ def check_types(c: GemmConfig) -> None:
     if c.saturation.upper() not in Saturation.__members__:
         raise ConfigError(f"unknown saturation mode {c.saturation!r}",
                           "use none, saturate or symmetric")
+    check_epilogue(c)
+
+
+def check_epilogue(c: GemmConfig) -> None:
+    """The epilogue the types can take (rules/epilogue.py)."""
+    problem = epilogue_rule.types_problem(c.epilogue, c.precision, c.block_kernel, c.shift)
+    if problem is not None:
+        raise ConfigError(*problem)
+
+
+def check_epilogue_tile(c: GemmConfig) -> None:
+    """The epilogue tile fits one B object, and a chunked B carries it as a whole chunk (rules/epilogue.py)."""
+    e = c.epilogue
+    if not e.needs_tile:
+        return
+    size_b = c.t_b.nbytes(1)
+    if not epilogue_rule.tile_fits(e, c.k, c.n, size_b):
+        need = epilogue_rule.tile_bytes(e, c.n)
+        k = epilogue_rule.smallest_k(e, c.n, size_b, tiling_rule.k_step(tiling_rule.steps(c.mmul, c.precision.block)))
+        raise ConfigError(f"the epilogue tile ({need} B for n={c.n}) does not fit one k x n B object "
+                          f"(k={c.k}: {c.k * c.n * size_b} B)", f"use k >= {k}")
+    if not epilogue_rule.chunk_ok(e, memtile.b_chunked(c.b_col_maj, c.b_pack), c.k, c.k_mt):
+        raise ConfigError(f"column-major B reaches the memtile in k_mt={c.k_mt} chunks, and the epilogue tile is one "
+                          f"k-step (k={c.k}) more of it", f"use --k-mt {c.k}, or a row-major B")
 
 
 def check_block_types(c: GemmConfig) -> None:

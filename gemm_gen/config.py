@@ -17,14 +17,16 @@ from typing import Any
 from . import precision as prec
 from .call import CallPlan, plan_call
 from .dtypes import DType, dtype
+from .epilogue import Epilogue
 from .errors import ConfigError
 from .hw.devices import Device, MmulShape, device
 from .numerics import KernelNumerics
 from .precision import Precision
 from .rounding import Rounding, Saturation
+from .rules import epilogue as rules_epilogue
 from .rules import kernel_variant as kv
 from .rules import l1, memtile, padding
-from .rules.defaults import Resolved, default_acc, emulation_default, resolve
+from .rules.defaults import Resolved, default_acc, emulation_default, has_epilogue, resolve
 from .rules.defaults import convert_once_problem as _convert_once_problem
 from .rules.defaults import mmul as mmul_of
 from .rules.kernel_variant import KERNEL_EXPANSION, KernelVariant
@@ -63,7 +65,11 @@ L1_SCHEMES = ("bank-aware", "basic-sequential")
 FIELDS = ("device", "M", "K", "N", "m", "k", "n", "k_mt", "dtype_in", "dtype_out", "b_col_maj", "rows", "cols",
           "emulate_bf16_with_bfp16", "compiler", "mmul_shape", "stack_bytes", "queue_groups", "rho", "depth_ab_l1",
           "depth_ab_l2", "depth_c_l1", "depth_c_l2", "rounding", "saturation", "shift", "dtype_b", "acc", "b_pack",
-          "expansion", "kernel_loops", "convert_once", "l1_alloc", "runtime_sizes", "a_col_maj", "c_col_maj")
+          "expansion", "kernel_loops", "convert_once", "l1_alloc", "runtime_sizes", "a_col_maj", "c_col_maj",
+          "bias", "activation", "clamp", "requant")
+# the fused epilogue's fields: written by to_json only when set, so an epilogue-free config keeps its JSON
+# text, its build key and its cached builds
+EPILOGUE_FIELDS = ("bias", "activation", "clamp", "requant")
 
 
 @dataclass(frozen=True, init=False, eq=False)
@@ -287,6 +293,28 @@ class GemmConfig:
     def runtime_sizes(self) -> str:
         return self.options.runtime_sizes
 
+    @property
+    def bias(self) -> bool:
+        return self.options.bias
+
+    @property
+    def activation(self) -> str:
+        return self.options.activation or "none"
+
+    @property
+    def clamp(self) -> tuple[float, float] | None:
+        return self.options.clamp
+
+    @property
+    def requant(self) -> str | None:
+        return self.options.requant
+
+    @property
+    def epilogue(self) -> Epilogue:
+        """What the kernel does to each C tile after its last k-step (rules/epilogue.py names the
+        options it cannot take: checks.check_epilogue)."""
+        return rules_epilogue.epilogue_of(self.bias, self.activation, self.clamp, self.requant)
+
     @cached_property
     def _resolved(self) -> Resolved:
         return resolve(self.options)
@@ -344,7 +372,7 @@ class GemmConfig:
         """Why this GEMM cannot use the convert-once bf16 kernel ((what, fix) for a ConfigError), or
         None when it can (rules/defaults.py)."""
         return _convert_once_problem(self.dev, self.precision, self.emulate_bf16_with_bfp16, self.mmul_shape,
-                                     self.compiler, self.a_col_maj, self.c_col_maj)
+                                     self.compiler, self.a_col_maj, self.c_col_maj, not self.epilogue_free)
 
     @property
     def block_kernel(self) -> bool:
@@ -369,7 +397,7 @@ class GemmConfig:
             self.t_in, self.t_out, Rounding[self.rounding.upper()], Saturation[self.saturation.upper()],
             self.shift, bfp16_inputs=bool(self.emulate_bf16_with_bfp16) and self.t_in.is_float,
             acc_bits=self.acc_bits,
-            dtype_b=self.t_b, acc=self.t_acc,
+            dtype_b=self.t_b, acc=self.t_acc, epilogue=self.epilogue,
         )
 
     @property
@@ -512,8 +540,17 @@ class GemmConfig:
         return "_".join(parts)
 
     def to_json(self) -> dict[str, object]:
-        """Every field as it reads (defaults applied), in FIELDS order: what a build is keyed on."""
-        return {name: getattr(self, name) for name in FIELDS}
+        """Every field as it reads (defaults applied), in FIELDS order: what a build is keyed on. The
+        epilogue's fields only when set (an epilogue-free config keeps its key)."""
+        out = {name: getattr(self, name) for name in FIELDS if name not in EPILOGUE_FIELDS}
+        if not self.epilogue_free:
+            out.update({name: getattr(self, name) for name in EPILOGUE_FIELDS})
+        return out
+
+    @property
+    def epilogue_free(self) -> bool:
+        """No epilogue option given (every epilogue field at its default)."""
+        return not has_epilogue(self.options)
 
 
 def default_tiles(dev_name: str, dtype_in: str, dtype_out: str, K: int | None = None,

@@ -29,6 +29,9 @@ from .design.build import host_tensors
 from .design.grid import grid
 from .dtypes import DType
 from .dtypes import dtype as dtype_of
+from .epilogue import Requant
+from .epilogue_args import EpilogueArgs, read_tile, tile_bytes
+from .l1_layout import b_layout
 from .rounding import Rounding
 
 HOST_ROUNDING = Rounding.FLOOR  # mlir-aie's floatToBfp16 truncates whatever rounding it is asked for
@@ -50,11 +53,12 @@ def _in_place(stored: np.ndarray, ld: int | None, host: np.dtype) -> np.ndarray:
     return np.lib.stride_tricks.as_strided(stored, (stored.shape[0], ld), stored.strides, writeable=False)
 
 
-def pad_inputs(c: GemmConfig, a: np.ndarray, b: np.ndarray, call: CallPlan | None = None
-               ) -> tuple[np.ndarray, np.ndarray]:
+def pad_inputs(c: GemmConfig, a: np.ndarray, b: np.ndarray, call: CallPlan | None = None,
+               epilogue: EpilogueArgs | None = None) -> tuple[np.ndarray, np.ndarray]:
     """A (M x K) and B (K x N, logical) as the DRAM buffers one call reads: each the user's matrix
     as it is (B^T when column-major), or where the call's plan pads it a zero-padded copy; bfp16
-    operands as tiles."""
+    operands as tiles. With an epilogue tile, B's copy carries the call's `epilogue` data past K
+    (write_epilogue_tiles; None: zeros, a bias of 0 and multipliers of 0)."""
     call = call or c.call
     t_a, t_b = c.t_in, c.t_b
     a_rows, a_cols = call.storage("A")
@@ -80,7 +84,32 @@ def pad_inputs(c: GemmConfig, a: np.ndarray, b: np.ndarray, call: CallPlan | Non
             b_dram = tiles if c.b_col_maj else np.ascontiguousarray(tiles.transpose(1, 0, 2))
     else:
         b_dram = np.ascontiguousarray(bt) if c.b_col_maj else np.ascontiguousarray(bt.T)
+        if epilogue is not None and c.epilogue.needs_tile:
+            write_epilogue_tiles(c, call, b_dram, epilogue)
     return a_dram, b_dram
+
+
+def write_epilogue_tiles(c: GemmConfig, call: CallPlan, b_dram: np.ndarray, args: EpilogueArgs) -> None:
+    """Write each column tile's epilogue tile (epilogue_args.tile_bytes) into B's rows past k_walk, through
+    the inverse of B's walk into L1: B's element (k_walk + kk, col0 + jj) lands at the core's L1 B address
+    b_layout[kk, jj] (the blocked layout the memtile -> core walk makes, which the matmul calls read), so
+    that the tile's bytes lie linear in the core's B buffer, whatever B's layout."""
+    lane, to_l1, places = _tile_places(c, call)
+    flat = b_dram.reshape(-1).view(lane)  # a view: b_dram is the host's own contiguous copy
+    for col0 in range(0, call.Np, c.n):
+        packed = tile_bytes(c.epilogue, args, col0, c.n, c.t_out.is_float).view(lane)
+        l1 = np.zeros(to_l1.size, dtype=lane)
+        l1[:packed.size] = packed
+        flat[places(col0)] = l1[to_l1]
+
+
+def _tile_places(c: GemmConfig, call: CallPlan) -> tuple[np.dtype, np.ndarray, Any]:
+    """B's element lanes, the L1 address of each (kk, jj) of a B object (b_layout: what the memtile -> core
+    walk makes of it), and per column tile its elements' places in B's buffer (rows past k_walk)."""
+    g = grid(c, "B", call)
+    kk, jj = np.indices((g.k, g.n))
+    return (np.dtype(f"u{c.t_b.bytes}"), b_layout(g.k, g.n, g.s, g.t, c.b_col_maj),
+            lambda col0: b_unit(c, call.k_walk + kk, col0 + jj, call))
 
 
 def _strip_view(c: GemmConfig, call: CallPlan, tiles: np.ndarray) -> np.ndarray:
@@ -88,6 +117,27 @@ def _strip_view(c: GemmConfig, call: CallPlan, tiles: np.ndarray) -> np.ndarray:
     mlir-aie's ATB host walks them strip, L1 tile row, super-block column, tile row, 1 of 2."""
     q = TILE
     return tiles.reshape(call.Np // c.n, c.n // (2 * q), 2, call.k_walk // c.k, c.k // q, TILE_BYTES)
+
+
+def read_epilogue_tiles(c: GemmConfig, call: CallPlan, b_dram: np.ndarray
+                        ) -> tuple[np.ndarray | None, Requant | None]:
+    """(bias, requantization) over C's Np columns as the cores will read them from B's DRAM buffer (the
+    inverse of write_epilogue_tiles, each tile gathered in L1 order and parsed by epilogue_args.read_tile):
+    what an NPU stand-in computes C's epilogue with."""
+    lane, to_l1, places = _tile_places(c, call)
+    flat = np.ascontiguousarray(b_dram).reshape(-1).view(lane)
+    parts = []
+    for col0 in range(0, call.Np, c.n):
+        l1 = np.zeros(to_l1.size, dtype=lane)
+        l1[to_l1] = flat[places(col0)]
+        parts.append(read_tile(c.epilogue, c.n, l1.view(np.uint8), c.t_out.is_float, c.t_out))
+    bias = None if parts[0][0] is None else np.concatenate([p[0] for p in parts if p[0] is not None])
+    first = parts[0][1]
+    if first is None:
+        return bias, None
+    per_column = [r for _, r in parts if r is not None]
+    return bias, Requant(sum((r.multiplier for r in per_column), ()), sum((r.shift for r in per_column), ()),
+                         first.zero_point, first.act_min, first.act_max, first.out, first.form)
 
 
 def b_unit(c: GemmConfig, kk: Any, nn: Any, call: CallPlan | None = None) -> Any:

@@ -32,8 +32,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from . import epilogue_args
 from .bfp16 import BLOCK, decode, encode, quantize
 from .dtypes import BFP16, F32, I64, DType, dtype
+from .epilogue import Epilogue, Requant
 from .rounding import Rounding, Saturation, round_f32_to_bf16, saturate, shift_round
 
 
@@ -58,6 +60,9 @@ class KernelNumerics:
     # input family (gemm_gen.inputs), and it shows what the order can change for other inputs
     fp32_per_mac: bool = False
     acc_bits: int = 32  # integer accumulator lanes: acc32, or acc64 for some 16-bit shapes
+    # the fused epilogue applied by the one conversion after the last call (gemm_gen/epilogue.py); its data
+    # (bias, requantization) are the call's, passed to `finish`
+    epilogue: Epilogue = Epilogue()
 
     @classmethod
     def of(cls, dtype_in: str, dtype_out: str, **kw: object) -> KernelNumerics:
@@ -149,9 +154,12 @@ class KernelNumerics:
 
         return encode(np.asarray(acc).astype(np.float32), self.rounding)
 
-    def finish(self, c: np.ndarray) -> np.ndarray:
+    def finish(self, c: np.ndarray, bias: np.ndarray | None = None, requant: Requant | None = None) -> np.ndarray:
         """C in its DRAM type after the tile's last call: the L1 values, or their one conversion
-        (shift-round-saturate of an integer accumulator, fp32 rounded to bf16 or to bfp16 blocks)."""
+        (shift-round-saturate of an integer accumulator, fp32 rounded to bf16 or to bfp16 blocks), or the
+        epilogue (bias, activation, clamp; or requantization) over C's columns with the call's data."""
+        if not self.epilogue.is_identity:
+            return epilogue_args.finish(self.epilogue, c, bias, requant, self.rounding)
         if not self.converts:
             return c
         if self.dtype_out == BFP16:
@@ -178,7 +186,8 @@ class KernelNumerics:
         return int(np.count_nonzero((acc < lo) | (acc > hi)))
 
 
-def reference(numerics: KernelNumerics, a: np.ndarray, b: np.ndarray, k: int, k_padded: int = 0) -> np.ndarray:
+def reference(numerics: KernelNumerics, a: np.ndarray, b: np.ndarray, k: int, k_padded: int = 0,
+              bias: np.ndarray | None = None, requant: Requant | None = None) -> np.ndarray:
     """Exact expected C: the kernel's arithmetic over the whole matrix, one k-chunk per call.
 
     `a` is M x K and `b` is K x N (logical, whatever B's storage), in their host types.
@@ -186,11 +195,13 @@ def reference(numerics: KernelNumerics, a: np.ndarray, b: np.ndarray, k: int, k_
     the zero-padded one (zero products change nothing). `k_padded` is the design's padded K: calls
     on padding add nothing but still store C, which is not idempotent for a bfp16 C (a block whose
     largest value rounded to mantissa -128 re-encodes one exponent higher), so they are made too.
+    `bias` and `requant`: the epilogue's data over C's N columns (requant with ReLU already folded:
+    epilogue_args.kernel_requant).
     """
     c, acc, n_cols = _calls(numerics, a, b, k, k_padded)
     if numerics.dtype_out == BFP16:
         return _bfp16_values(*_encoded(numerics, c, acc))[:, :n_cols]
-    return numerics.finish(c)[:, :n_cols]
+    return numerics.finish(c, bias, requant)[:, :n_cols]
 
 
 def reference_bfp16(numerics: KernelNumerics, a: np.ndarray, b: np.ndarray, k: int, k_padded: int = 0

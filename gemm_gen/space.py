@@ -24,6 +24,7 @@ import numpy as np
 from .config import GemmConfig
 from .hw.devices import TILE_EXTENT_SEARCH_MAX, TileKind
 from .rules import dma, l1, memtile, tiling
+from .rules import epilogue as epilogue_rule
 from .rules.padding import ceil_div, round_up, tasks_fit, tiles_per_core
 from .spec import Pins, Problem
 
@@ -70,6 +71,8 @@ def tilings(base: GemmConfig, problem: Problem, pins: Pins) -> Tilings:
     st = tiling.steps(base.mmul, base.precision.block, base.block_kernel)  # the grids check_divisibility accepts
     k_step = tiling.k_step(st)
     k_hi = min(round_up(problem.K, k_step), TILE_EXTENT_SEARCH_MAX * s)
+    if base.epilogue.needs_tile:  # a short K still needs a k whose B object holds the epilogue tile
+        k_hi = max(k_hi, epilogue_rule.smallest_k(base.epilogue, tiling.n_step(st), base.t_b.nbytes(1), k_step))
     rho_fixed = pins.rho
     rhos = [rho_fixed] if rho_fixed is not None else range(1, RHO_MAX + 1)
     ns = np.arange(tiling.n_step(st), n_hi + 1, tiling.n_step(st), dtype=np.int64)
@@ -112,8 +115,13 @@ def mask(base: GemmConfig, problem: Problem, candidates: Tilings, pins: Pins) ->
     rows, cols = base.rows, base.cols
     keep = np.asarray(tasks_fit(tiles_per_core(problem.M, problem.N, candidates.m * rows, candidates.n * cols),
                                 base.a_shims, cols))
+    # the epilogue tile fits one k x n B object (rules/epilogue.py)
+    if base.epilogue.needs_tile:  # (bfp16 B, whose elements have no whole bytes, takes no epilogue)
+        keep = keep & epilogue_rule.tile_fits(base.epilogue, candidates.k, candidates.n, base.t_b.nbytes(1))
     k_mt = pins.k_mt
     if k_mt is not None:
+        keep = keep & epilogue_rule.chunk_ok(base.epilogue, memtile.b_chunked(base.b_col_maj, base.b_pack),
+                                             candidates.k, k_mt)
         keep = keep & (k_mt % candidates.k == 0) & (k_mt // candidates.k <= TILE_EXTENT_SEARCH_MAX)
     return keep
 
@@ -130,6 +138,8 @@ def k_mt_steps_max(base: GemmConfig, problem: Problem, candidates: Tilings) -> n
                                  TILE_EXTENT_SEARCH_MAX))
     # all memtiles together must hold every L2 buffer: an upper bound on k_mt (placement decides)
     j_cap = memtile.largest_k_mt_steps(base.l2_options, cols * dev.memtile_bytes, candidates.m, k, candidates.n)
+    if not np.all(epilogue_rule.chunk_ok(base.epilogue, memtile.b_chunked(base.b_col_maj, base.b_pack), 1, 2)):
+        j_cap = np.minimum(j_cap, 1)  # a chunked B carries the epilogue tile as one more chunk: k_mt = k
     return np.asarray(np.minimum(j_hi, np.maximum(j_cap, 1)), dtype=np.int64)
 
 

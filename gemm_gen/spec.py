@@ -111,8 +111,18 @@ class Options:
     # columns and the shim writes them down C^T's rows (below 32 bits the kernel stores C's blocks
     # transposed, so the memtile moves whole words; rules/memtile.c_blocks_transposed)
     c_col_maj: bool = False
+    # the fused epilogue (gemm_gen/epilogue.py, docs/epilogues.md), applied once to each C tile after its
+    # last k-step: a bias over N (data, in the epilogue tile), an activation ("none", "relu", "silu",
+    # "gelu"; None: none) and clamp bounds (float outputs; compile-time), per-channel requantization
+    # ("per_channel": TFLite's double rounding; integer outputs; its parameters are data)
+    bias: bool = False
+    activation: str | None = None
+    clamp: tuple[float, float] | None = None
+    requant: str | None = None
 
     def __post_init__(self) -> None:
+        if self.clamp is not None:  # JSON gives a list; options hash and compare as tuples
+            object.__setattr__(self, "clamp", tuple(float(x) for x in self.clamp))
         for name in ("mmul_shape", "expansion"):  # JSON gives lists; options hash and compare as tuples
             value = getattr(self, name)
             if value is not None:

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Collection
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -32,7 +33,7 @@ import numpy as np
 from gemm_gen.bfp16 import to_tiles
 from gemm_gen.call import CallPlan
 from gemm_gen.config import GemmConfig
-from gemm_gen.hostdata import dram_arrays, host_values, output_bytes
+from gemm_gen.hostdata import dram_arrays, host_values, output_bytes, read_epilogue_tiles
 from gemm_gen.numerics import reference, reference_bfp16
 
 
@@ -243,8 +244,19 @@ class FakeXrt:
         if self.broken:
             c_mem[:] = bytes(len(c_mem))
             return
-        a, b = host_values(c, *dram_arrays(c, np.frombuffer(bytes(a_mem), np.uint8),
-                                           np.frombuffer(bytes(b_mem), np.uint8), call), call)
+        a_dram, b_dram = dram_arrays(c, np.frombuffer(bytes(a_mem), np.uint8), np.frombuffer(bytes(b_mem), np.uint8),
+                                     call)
+        a, b = host_values(c, a_dram, b_dram, call)
+        # the fused epilogue's data, as the cores read it from B's epilogue tiles (columns past N: padding)
+        try:
+            bias, requant = read_epilogue_tiles(c, call, b_dram) if c.epilogue.needs_tile else (None, None)
+        except ValueError:  # no epilogue tile in B's buffer: P = Q = 0 and a [0, 0] clamp make every output 0
+            c_mem[:] = bytes(len(c_mem))
+            return
+        if bias is not None:
+            bias = bias[: call.N]
+        if requant is not None:
+            requant = replace(requant, multiplier=requant.multiplier[: call.N], shift=requant.shift[: call.N])
         rows, cols = call.storage("C")  # C's matrix (or its padded copy); the buffer may hold slack past it
         if c.t_out.is_block:  # the kernel's own codes (re-encoding decoded values can move a block)
             exps, mants = reference_bfp16(c.numerics, a, b, c.k, call.k_walk)
@@ -254,7 +266,7 @@ class FakeXrt:
             data = to_tiles(full_e, full_m)
         else:
             full = np.zeros((cols, rows) if c.c_col_maj else (rows, cols), dtype=np.float64)
-            full[: call.M, : call.N] = reference(c.numerics, a, b, c.k, call.k_walk)
+            full[: call.M, : call.N] = reference(c.numerics, a, b, c.k, call.k_walk, bias, requant)
             data = (full.T if c.c_col_maj else full).astype(c.t_out.host)  # column-major C: C^T's rows
         assert data.nbytes == output_bytes(c, call) <= len(c_mem)
         c_mem[: data.nbytes] = np.ascontiguousarray(data).tobytes()

@@ -421,3 +421,50 @@ def test_gemm_gen_debug_on_shows_an_interrupts_traceback(monkeypatch, tmp_path):
     with pytest.raises(KeyboardInterrupt):
         main(["generate", *SMALL, "-o", str(tmp_path / "d.json")])
     assert not (tmp_path / "d.json").exists()
+
+
+# ---- the fused epilogue (issue 21): each option a design cannot take is one line naming it ----------------
+I8 = ["--dtype_in", "i8", "--dtype_out", "i8"]
+
+
+@pytest.mark.parametrize("args,text", [
+    (["--activation", "silu", "--requant", "per_channel", *I8], "--activation silu on a requantized i8 output"),
+    (["--requant", "per_channel"], "--requant is TFLite's integer requantization, not for a bf16 output"),
+    (["--bias", "--acc", "out"], "--acc out converts C after every k-step"),
+    (["--bias", *I8], "add --requant per_channel"),
+    (["--bias", "--dtype_in", "i8", "--dtype_out", "i32"], "a i32 output takes no epilogue"),
+    (["--requant", "per_channel", "--shift", "2", *I8], "the requantization's shifts are per column"),
+    (["--clamp=-1,1", "--requant", "per_channel", *I8], "its bounds are the call's act_min / act_max"),
+    (["--bias", "--requant", "per_channel", *I8, "-k", "8", "--k-mt", "64"], "use k >= 24"),
+    (["--bias", "--b-col-maj", "-k", "16", "--k-mt", "32"], "use --k-mt 16"),
+    (["--bias", "--dtype_in", "bfp16", "--dtype_out", "bf16"], "an epilogue on the bfp16 kernels"),
+])
+def test_an_epilogue_a_design_cannot_take_is_one_line(capsys, cwd, args, text):
+    base = ["plan", "--dev", "npu2", "-M", "256", "-K", "256", "-N", "256"]
+    if "-k" in args:
+        base += ["-m", "32", "-n", "32"]
+    err = refused(capsys, [*base, *args])
+    assert text in err, err
+    assert no_files(cwd) == []
+
+
+def test_the_convert_once_kernel_refuses_an_epilogue(capsys, cwd):
+    err = refused(capsys, ["plan", "--dev", "npu2", "-M", "256", "-K", "256", "-N", "256", "--bias",
+                           "--convert-once", "1"])
+    assert "has no fused epilogue yet" in err
+
+
+@pytest.mark.parametrize("flag,value,text", [
+    ("--clamp", "3,1", "LO <= HI"), ("--clamp", "1", "expected LO,HI"), ("--clamp", "a,b", "expected LO,HI"),
+    ("--clamp", "nan,1", "two finite numbers"), ("--activation", "tanh", "invalid choice"),
+    ("--requant", "per_tensor", "invalid choice"),
+])
+def test_malformed_epilogue_flags_name_their_flag(capsys, cwd, flag, value, text):
+    err = refused(capsys, ["plan", *OPEN, f"{flag}={value}"])
+    assert flag in err and text in err, err
+
+
+def test_an_epilogue_the_types_take_is_planned(capsys, cwd):
+    assert main(["plan", *OPEN, "--bias", "--activation", "gelu", "--clamp=-6,6"]) == 0
+    assert main(["plan", *OPEN, *I8, "--bias", "--requant", "per_channel", "--activation", "relu"]) == 0
+    capsys.readouterr()

@@ -477,3 +477,104 @@ def test_super_blocks_bind_whatever_the_mmul(monkeypatch):
     assert all(ok for _, ok in tiling.conditions(st, 40, 64, 128, 64, 1))
     monkeypatch.setattr(tiling, "SUPER_BLOCK_TILES", 1)  # the mutant: no super-blocks
     check_divisibility(bfp16)
+
+
+# ---- the fused epilogue's options (issue 21) -----------------------------------------------------------------
+EPI_TILES = dict(m=32, k=32, n=32, k_mt=64)
+
+
+def test_the_epilogue_options_are_fields_and_read_as_an_epilogue():
+    from gemm_gen.config import EPILOGUE_FIELDS
+    from gemm_gen.epilogue import Activation, Epilogue, RequantForm
+
+    assert set(EPILOGUE_FIELDS) <= set(FIELDS) and set(EPILOGUE_FIELDS) <= set(OPTION_NAMES)
+    c = GemmConfig("npu2", 256, 256, 256, **EPI_TILES, bias=True, activation="gelu", clamp=[-6, 6])
+    assert c.epilogue == Epilogue(True, Activation.GELU, (-6.0, 6.0))
+    assert c.options.clamp == (-6.0, 6.0)  # a list (JSON) reads as a tuple
+    i8 = GemmConfig("npu1", 256, 256, 256, **EPI_TILES, dtype_in="i8", dtype_out="i8", requant="per_channel")
+    assert i8.epilogue == Epilogue(requant=RequantForm.DOUBLE)
+    assert GemmConfig("npu2", 256, 256, 256, **EPI_TILES).epilogue.is_identity
+
+
+def test_an_epilogue_free_config_keeps_its_json_and_key():
+    """No epilogue field appears in to_json() (the build key) unless one is set; setting one changes the key
+    and the build's name."""
+    from gemm_gen.config import EPILOGUE_FIELDS
+
+    plain = GemmConfig("npu2", 256, 256, 256, **EPI_TILES)
+    assert list(plain.to_json()) == [f for f in FIELDS if f not in EPILOGUE_FIELDS]
+    assert GemmConfig("npu2", 256, 256, 256, **EPI_TILES, activation="none").to_json() == plain.to_json()
+    silu = plain.with_(activation="silu")
+    assert silu.to_json()["activation"] == "silu" and silu.to_json()["bias"] is False
+    assert silu != plain and silu.suffix != plain.suffix and silu.to_json() != plain.to_json()
+    assert plain.with_(bias=True).suffix not in (plain.suffix, silu.suffix)
+
+
+def test_an_epilogue_turns_the_convert_once_default_off():
+    """npu2 bf16 runs the emulated kernel with an epilogue (the bfp16 kernels have none): the default of an
+    open convert_once follows, even under chess, where it is on without one."""
+    chess = GemmConfig("npu2", 256, 256, 256, **EPI_TILES, compiler="chess")
+    assert chess.convert_once
+    assert not chess.with_(bias=True).convert_once
+    assert not resolve(chess.with_(activation="relu").options).convert_once_open
+
+
+@pytest.mark.parametrize("kw,text", [
+    (dict(activation="swish"), "unknown activation 'swish'"),
+    (dict(requant="per_tensor", dtype_in="i8", dtype_out="i8"), "unknown requantization"),
+    (dict(clamp=(2.0, 1.0)), "clamp bounds 2.0,1.0"),
+    (dict(clamp=(float("nan"), 1.0)), "not finite"),
+    (dict(bias=True, dtype_in="i8", dtype_out="i16"), "add --requant per_channel"),
+    (dict(requant="per_channel", dtype_in="i16", dtype_out="i16"), "accumulates in i64"),
+])
+def test_epilogue_options_check_config_refuses(kw, text):
+    with pytest.raises(ConfigError, match=re.escape(text)):
+        check_config(GemmConfig("npu1", 256, 256, 256, **{**EPI_TILES, "k": 64, **kw}))
+
+
+@pytest.mark.parametrize("dtype_in,dtype_out,kw", [
+    ("bf16", "bf16", dict(bias=True)), ("i8", "i8", dict(requant="per_channel")),
+    ("i8", "i16", dict(requant="per_channel", bias=True)),
+])
+def test_the_epilogue_tile_rule_names_the_smallest_k(dtype_in, dtype_out, kw):
+    """k x n x size_b >= the tile's bytes: the smallest k on the mmul's grid passes, the step below fails."""
+    from gemm_gen.rules import epilogue as rule
+
+    base = GemmConfig("npu1", 256, 512, 256, 32, 8, 32, 8, dtype_in, dtype_out, **kw)
+    e, size_b = base.epilogue, base.t_b.nbytes(1)
+    k = rule.smallest_k(e, 32, size_b, base.s)
+    assert k * 32 * size_b >= rule.tile_bytes(e, 32) > (k - base.s) * 32 * size_b or k == base.s
+    check_config(base.with_(k=k, k_mt=k))
+    if k > base.s:
+        with pytest.raises(ConfigError, match=f"use k >= {k}"):
+            check_config(base.with_(k=k - base.s, k_mt=k - base.s))
+
+
+@pytest.mark.parametrize("dev,t_in,t_out,kw", [
+    ("npu1", "i8", "i8", dict(requant="per_channel", bias=True)),
+    ("npu2", "i8", "i16", dict(requant="per_channel", b_col_maj=True)),
+    ("npu2", "bf16", "bf16", dict(bias=True, activation="gelu", b_col_maj=True)),
+])
+def test_the_tuners_filter_and_the_check_agree_on_the_epilogue_tile(dev, t_in, t_out, kw):
+    """Every candidate the search space keeps passes check_config's epilogue rules, the array form of tile_fits
+    equals its scalar form, and the tuner's designs (a short K included) all hold the tile."""
+    from gemm_gen import search, space
+    from gemm_gen.checks import check_epilogue_tile
+    from gemm_gen.rules import epilogue as rule
+    from gemm_gen.spec import Pins, Request
+
+    base = GemmConfig(dev, 256, 16, 256, 1, 1, 1, 1, t_in, t_out, **kw)
+    listed = space.tilings(base, base.size, Pins())
+    fits = rule.tile_fits(base.epilogue, listed.k, listed.n, base.t_b.nbytes(1))
+    assert list(fits) == [bool(rule.tile_fits(base.epilogue, int(k), int(n), base.t_b.nbytes(1)))
+                          for k, n in zip(listed.k, listed.n)]
+    # requantization's tile (16n + 16 B) outgrows an i8 B object of k < 24: a short K needs a longer k
+    assert fits.any() and fits.all() == (base.epilogue.requant is None)
+    kept = listed.take(space.mask(base, base.size, listed, Pins()))
+    for k, n in zip(kept.k[:200], kept.n[:200]):
+        check_epilogue_tile(base.with_(k=int(k), n=int(n), k_mt=int(k)))
+    chosen = search.choose(Request(base.options, base.size, Pins())).config
+    check_config(chosen)
+    assert chosen.k * chosen.n * chosen.t_b.nbytes(1) >= rule.tile_bytes(chosen.epilogue, chosen.n)
+    if chosen.b_col_maj:
+        assert chosen.k_mt == chosen.k

@@ -238,3 +238,15 @@ def test_the_build_guard_sees_what_a_test_leaves_in_build(tmp_path):
     assert build_changes(made, build_snapshot(build, deep=False)) == ["added failed_x"]
     (build / "failed_x" / "build.log").write_text("three")
     assert build_changes(deep, build_snapshot(build)) == ["changed failed_x/build.log"]
+
+
+def test_the_epilogue_variables_reach_the_generator():
+    """BIAS ACTIVATION CLAMP REQUANT become gemm-gen's epilogue flags (issue 21); BIAS is 0 or 1."""
+    done = make("plan", "BIAS=1", "ACTIVATION=gelu", "CLAMP=-6,6", dry=True)
+    assert done.returncode == 0, done.stderr
+    assert "--bias --activation gelu --clamp=-6,6" in done.stdout
+    assert "--requant per_channel" in make("plan", "REQUANT=per_channel", dry=True).stdout
+    plain = make("plan", dry=True).stdout
+    assert "--bias" not in plain and "--activation" not in plain and "--requant" not in plain
+    bad = make("plan", "BIAS=yes", dry=True)
+    assert bad.returncode == 2 and "BIAS=yes is not 0 or 1" in bad.stderr

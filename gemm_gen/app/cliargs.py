@@ -5,6 +5,7 @@ become the base config and the pins (what the user fixed); choosing the rest is 
 from __future__ import annotations
 
 import argparse
+import math
 from collections.abc import Callable
 from typing import NoReturn
 
@@ -15,6 +16,7 @@ from ..errors import ConfigError
 from ..hw.devices import TileKind, device
 from ..rounding import Rounding, Saturation
 from ..rules import array
+from ..rules import epilogue as epilogue_rule
 from ..rules.defaults import default_out
 from ..rules.kernel_variant import CANDIDATES, LOOPS
 from ..spec import Options, Pins, Problem, Request, Tiling
@@ -201,7 +203,31 @@ def problem_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--rounding", type=_mode(Rounding), default="conv_even", help="rounding mode the kernel sets")
     p.add_argument("--saturation", type=_mode(Saturation), default="saturate",
                    help="saturation the kernel sets for narrowed integers")
+    p.add_argument("--bias", action="store_true",
+                   help="fused epilogue: add a bias over N to C after its last k-step (f32 for bf16 C, i32 for "
+                   "requantized C; data in the epilogue tile, one more B object per output tile)")
+    p.add_argument("--activation", choices=epilogue_rule.ACTIVATIONS, default=None,
+                   help="fused epilogue: the activation after the bias (bf16 C: relu, silu, gelu as mlir-aie's aie2 "
+                   "bf16 kernels compute them; requantized C: relu, its act_min)")
+    p.add_argument("--clamp", type=_clamp, default=None,
+                   help="fused epilogue: clamp a bf16 C to LO,HI after the activation (bf16 bounds; write "
+                   "--clamp=-6,6)")
+    p.add_argument("--requant", choices=tuple(epilogue_rule.REQUANTS), default=None,
+                   help="fused epilogue: TFLite's per-channel requantization of an i32 accumulator to an i8 / i16 C "
+                   "(double rounding; multipliers, shifts, zero point and act_min/max are call data)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
+
+
+def _clamp(value: str) -> tuple[float, float]:
+    """LO,HI: two finite numbers, LO <= HI."""
+    parts = value.split(",")
+    try:
+        lo, hi = (float(x) for x in parts) if len(parts) == 2 else (math.nan, math.nan)
+    except ValueError:
+        lo = hi = math.nan
+    if not (math.isfinite(lo) and math.isfinite(hi)) or lo > hi:
+        raise argparse.ArgumentTypeError(f"expected LO,HI (two finite numbers, LO <= HI) such as -6,6, got {value!r}")
+    return lo, hi
 
 
 def types(a: argparse.Namespace) -> prec.Precision:
@@ -278,7 +304,8 @@ def options(a: argparse.Namespace) -> Options:
                    dtype_b=p.b, acc=p.acc if a.preset is not None else a.acc, b_pack=a.b_pack,
                    expansion=a.expansion, kernel_loops=a.kernel_loops, convert_once=a.convert_once,
                    l1_alloc=a.l1_alloc, runtime_sizes=served, a_col_maj=bool(a.a_col_maj),
-                   c_col_maj=bool(a.c_col_maj))
+                   c_col_maj=bool(a.c_col_maj), bias=bool(a.bias), activation=a.activation, clamp=a.clamp,
+                   requant=a.requant)
 
 
 def problem(a: argparse.Namespace) -> Problem:
@@ -340,6 +367,14 @@ def config_args(c: GemmConfig) -> list[str]:
         args += ["--l1-alloc", c.l1_alloc]
     if c.runtime_sizes != "fixed":
         args += ["--runtime-mode", c.runtime_sizes]
+    if c.bias:
+        args += ["--bias"]
+    if c.activation != "none":
+        args += ["--activation", c.activation]
+    if c.clamp is not None:
+        args += [f"--clamp={c.clamp[0]:g},{c.clamp[1]:g}"]
+    if c.requant is not None:
+        args += ["--requant", c.requant]
     for flag, name in (("--rho", "rho"), ("--queue-groups", "queue_groups"), ("--stack", "stack_bytes"),
                        ("--shift", "shift"),
                        ("--rounding", "rounding"), ("--saturation", "saturation")):

@@ -32,13 +32,22 @@ from typing import Any
 import numpy as np
 
 from .. import search
-from ..accuracy import NARROWED, Accuracy, acc32_overflow_bound, bound_losses, measure
+from ..accuracy import (
+    NARROWED,
+    Accuracy,
+    EpilogueAccuracy,
+    acc32_overflow_bound,
+    bound_losses,
+    measure,
+    measure_epilogue,
+)
 from ..backends.npu_call import run_on_npu
 from ..backends.runner import checked_timeout
 from ..call import CallPlan, HostCopy, plan_call
 from ..config import GemmConfig, default_tiles
 from ..design import Design, build_design
 from ..design.serve import check_dma_limits, serve
+from ..epilogue_args import EpilogueArgs, kernel_requant
 from ..errors import ConfigError, DmaLimitError, GemmGenError, NumericsWarning
 from ..hostdata import output_values, pad_inputs
 from ..operands import as_matrix, bfp16_quantizer, host_operand
@@ -57,6 +66,7 @@ from .operator_args import (
     design_refusal,
     refuse,
 )
+from .operator_epilogue import epilogue_args
 from .operator_layouts import ORDERS, OTHER, arrangement, in_allocation, layout_word
 
 CONVERTED = "converted to the input type on the host"  # a copy of its own, before any other
@@ -81,6 +91,9 @@ class Gemm:
     `a_col_maj`, `b_col_maj` and `c_col_maj` (options) are None by default: open, chosen per call
     from how A and B lie in memory and from the `order` asked for C; True or False fixes the layout
     (an array that lies the other way is then copied once, and the plan says so).
+    The fused epilogue (docs/epilogues.md): `bias=True` (every call passes `bias=`) or `"auto"` (a call
+    that passes one runs a design that adds it), `activation` ('relu', 'silu', 'gelu'), `clamp=(lo, hi)`
+    (bf16 C) and `requant='per_channel'` (i8 / i16 C; every call passes `scale=(multiplier, shift)`).
     """
 
     def __init__(self, device: str = "npu2", dtype_in: str = "bf16", dtype_out: str | None = None, *,
@@ -102,6 +115,12 @@ class Gemm:
                                                           options.get("emulate_bf16_with_bfp16"))
         self._tiles = checked_tiles(tiles, example)
         self._max = checked_max_size(max_size)
+        # bias="auto": a call that passes a bias runs a design that adds it, one without a design that does not
+        self._bias_auto = options.get("bias") == "auto"
+        if self._bias_auto:
+            options["bias"] = False
+        elif "bias" in options and not isinstance(options["bias"], (bool, np.bool_)):
+            raise refuse({"bias": options["bias"]}, "bias is True, False or 'auto'", "pass one of those")
         check_options(options)
         try:
             self._base = GemmConfig(dev.name, 1, 1, 1, 1, 1, 1, 1, dtype_in, out, bool(b_col_maj), dtype_b=dtype_b,
@@ -111,8 +130,8 @@ class Gemm:
             raise design_refusal(self._args, e) from None
         # the tuner leaves alone what the user fixed: rho (a bfp16 B's packing given stays in the options)
         self._rho: int | None = options.get("rho")
-        self._designs: dict[tuple[Problem, Layout], Design] = {}
-        self._refused: dict[tuple[Problem, Layout], ConfigError] = {}  # layouts no design takes, and why
+        self._designs: dict[tuple[Problem, Layout, bool], Design] = {}
+        self._refused: dict[tuple[Problem, Layout, bool], ConfigError] = {}  # layouts no design takes, and why
         self.last_call: CallPlan | None = None  # the plan of the last call, its host copies counted
         self._loaded: dict[Any, Any] = {}  # xclbin path -> its NpuKernel, loaded by the first NPU call
         self._sessions: dict[int, Any] = {}
@@ -144,17 +163,19 @@ class Gemm:
         return Problem(m * self._base.rows, k_mt, n * self._base.cols)
 
     # ---- designs ------------------------------------------------------------------------------
-    def design(self, M: int, K: int, N: int, layout: Layout | None = None) -> Design:
+    def design(self, M: int, K: int, N: int, layout: Layout | None = None, bias: bool | None = None) -> Design:
         """The design that serves an M x K x N call with operand layouts `layout` (a_col_maj,
         b_col_maj, c_col_maj; default: the Gemm's own), built once, then reused; whether it can serve
-        that size is checked when the call is planned (one line naming the limit)."""
+        that size is checked when the call is planned (one line naming the limit). `bias`: whether it adds
+        a bias (None: the Gemm's own; with bias="auto", whether the call passes one)."""
         layout = layout or self._base_layout
-        key = (self._max or Problem(M, K, N), layout)
+        bias = self._base.bias if bias is None else bias
+        key = (self._max or Problem(M, K, N), layout, bias)
         if key in self._refused:
             raise self._refused[key]
         if key not in self._designs:
             try:
-                self._designs[key] = self._build(key[0], self._max is not None, layout)
+                self._designs[key] = self._build(key[0], self._max is not None, layout, bias)
             except DESIGN_ERRORS as e:
                 self._refused[key] = design_refusal(self._args, e)
                 raise self._refused[key] from None
@@ -165,10 +186,10 @@ class Gemm:
         o = self._base.options
         return (o.a_col_maj, o.b_col_maj, o.c_col_maj)
 
-    def _build(self, size: Problem, runtime: bool, layout: Layout) -> Design:
+    def _build(self, size: Problem, runtime: bool, layout: Layout, bias: bool) -> Design:
         a_col, b_col, c_col = layout
         options = replace(self._base.options, runtime_sizes="mnk" if runtime else "fixed", a_col_maj=a_col,
-                          b_col_maj=b_col, c_col_maj=c_col)
+                          b_col_maj=b_col, c_col_maj=c_col, bias=bias)
         m, k, n, k_mt = self._tiles or (None, None, None, None)
         pins = Pins(m, k, n, k_mt, self._rho)
         return build_design(search.choose(Request(options, size, pins)).config)
@@ -185,8 +206,9 @@ class Gemm:
                          "simulate() and calling the Gemm return its C without running anything")
         return self._prepare(A, B, a, b, order)[1]
 
-    def simulate(self, A: Any, B: Any, *, report: bool = False, order: str = "C"
-                 ) -> np.ndarray | tuple[np.ndarray, Accuracy]:
+    def simulate(self, A: Any, B: Any, *, report: bool = False, order: str = "C", bias: Any = None,
+                 scale: Any = None, zero_point: Any = None, act_min: Any = None, act_max: Any = None
+                 ) -> np.ndarray | tuple[np.ndarray, Accuracy | EpilogueAccuracy]:
         """C from the functional simulator (every transfer and kernel call checked on the way);
         with report=True, (C, its Accuracy against the exact A @ B of the arrays given).
 
@@ -216,6 +238,14 @@ class Gemm:
           differs between A and B, and sizes over max_size are refused.
         Each refusal is one ConfigError line saying how many values, the first one, and the fix.
         An empty product (M, K or N = 0) returns M x N zeros, as NumPy does, without a simulation.
+        With a fused epilogue (Gemm(..., bias=True, activation=..., clamp=..., requant='per_channel')): `bias`,
+        N values (f32 for a bf16 C, int32 for a requantized one); for requantization `scale=(multiplier,
+        shift)`, N int32 multipliers and N shifts in [-30, 30] (TFLite's per-channel parameters),
+        `zero_point`, `act_min`, `act_max` (default the output type's range; ReLU raises act_min to the zero
+        point). C is then act(A @ B + bias) as mlir-aie's bf16 kernels compute it, or TFLite's integer
+        requantization, and report=True gives its EpilogueAccuracy (against float64 act(A @ B + bias), and
+        for requantization the outputs that differ from TFLite's arithmetic); gemm_gen/app/operator_epilogue.py
+        checks the data (one line each).
 
         The arrays are read as they lie in memory (gemm_gen/app/operator_layouts.py): a transposed
         view or a Fortran-ordered array through the column-major layouts, rows padded to a regular
@@ -223,48 +253,71 @@ class Gemm:
         still copies, and why, is in `last_call.copy_lines()` (and `plan(A, B)` before the call).
         """
         a, b = self._operands(A, B)
+        data = (bias, scale, zero_point, act_min, act_max)
         if _empty(a, b):
+            self._check_empty(a, b, *data)
             return self._zeros(a, b, self._order(order))
-        design, call, a, b = self._prepare(A, B, a, b, order)
+        design, call, a, b = self._prepare(A, B, a, b, order, bias)
+        epi = epilogue_args(self._args, design.config, b.shape[1], *data)
         session = self._sessions.setdefault(id(design), ArraySession(design))
         with np.errstate(invalid="ignore"):  # NaN and Inf accepted on plain bf16 make NaN in C, as intended
-            c_cells, _, _ = session.run(call, *pad_inputs(design.config, a, b, call))
+            c_cells, _, _ = session.run(call, *pad_inputs(design.config, a, b, call, epi))
         c = output_values(design.config, (c_cells & VALUE_MASK).astype(np.uint32), call)
-        return self._checked(design, self._in_order(c, call, order), a, b, report)
+        return self._checked(design, self._in_order(c, call, order), a, b, report, epi=epi)
 
     def __call__(self, A: Any, B: Any, *, report: bool = False, check: bool = True,
-                 timeout_ms: int | None = None, order: str = "C") -> np.ndarray | tuple[np.ndarray, Accuracy]:
+                 timeout_ms: int | None = None, order: str = "C", bias: Any = None, scale: Any = None,
+                 zero_point: Any = None, act_min: Any = None, act_max: Any = None
+                 ) -> np.ndarray | tuple[np.ndarray, Accuracy | EpilogueAccuracy]:
         """C from the NPU through XRT (needs mlir-aie, Peano or chess, XRT and an NPU); A and B are
         checked as simulate() checks them. C is checked too, without a host GEMM where it can be:
         with the default accumulator only saturated or overflowed outputs can differ from A @ B
         rounded once, and only theirs are recomputed; with acc='out' (integers), or report=True,
         the whole product is (accuracy.measure). check=False skips C's check. The run must complete
         within `timeout_ms` milliseconds (None: max(2 s, 100 x the model's predicted time), as
-        `gemm-gen run`), else RunTimeout, one line."""
+        `gemm-gen run`), else RunTimeout, one line. The epilogue's data as simulate() takes it."""
         try:
             checked_timeout(timeout_ms)
         except ConfigError as e:
             raise refuse(self._args, e.what, e.fix) from None
         a, b = self._operands(A, B)
+        data = (bias, scale, zero_point, act_min, act_max)
         if _empty(a, b):
+            self._check_empty(a, b, *data)
             return self._zeros(a, b, self._order(order))
-        design, call, a, b = self._prepare(A, B, a, b, order)
+        design, call, a, b = self._prepare(A, B, a, b, order, bias)
+        epi = epilogue_args(self._args, design.config, b.shape[1], *data)
         c = self._in_order(run_on_npu(design, call, a, b, loaded=self._loaded, timeout_ms=timeout_ms,
-                                      slow_end=slow_end_s, gen_args=config_args(design.config)), call, order)
+                                      slow_end=slow_end_s, gen_args=config_args(design.config), epilogue=epi),
+                           call, order)
         if not check:
             return c
         c_ = design.config
         whole = report or (not c_.t_out.is_float and c_.acc == c_.dtype_out != c_.default_acc)
-        return self._checked(design, c, a, b, report, whole)
+        return self._checked(design, c, a, b, report, whole, epi)
+
+    def _check_empty(self, a: np.ndarray, b: np.ndarray, *data: Any) -> None:
+        """An empty product with a fused epilogue: only M = 0 or N = 0 (no output) runs nothing; K = 0 would make
+        act(bias), which no call computes."""
+        epilogue = not self._base.epilogue.is_identity or data[0] is not None
+        if epilogue and a.shape[1] == 0 and a.shape[0] and b.shape[1]:
+            raise refuse(self._args, "K = 0 with a fused epilogue: C would be the epilogue of zeros, which no call "
+                         "computes", "pass K >= 1")
+        base = self._base.with_(bias=True) if self._bias_auto and data[0] is not None else self._base
+        epilogue_args(self._args, base, b.shape[1], *data)
 
     @staticmethod
     def _checked(design: Design, c: np.ndarray, a: np.ndarray, b: np.ndarray, report: bool,
-                 whole: bool = True) -> np.ndarray | tuple[np.ndarray, Accuracy]:
+                 whole: bool = True, epi: EpilogueArgs | None = None
+                 ) -> np.ndarray | tuple[np.ndarray, Accuracy | EpilogueAccuracy]:
         """C, with a NumericsWarning for every way it can differ from A @ B beyond one rounding:
         outputs saturated or overflowed, integers that are not A @ B rounded and saturated once
         (per-k-step numerics), an acc32 accumulator these inputs can overflow; its Accuracy if
-        asked. `whole`: against the whole product, else only the outputs at the type's bounds."""
+        asked. `whole`: against the whole product, else only the outputs at the type's bounds.
+        With an epilogue: against float64 act(A @ B + bias) and TFLite's requantization (EpilogueAccuracy)."""
         cfg, nm = design.config, design.config.numerics
+        if not cfg.epilogue.is_identity:
+            return Gemm._checked_epilogue(cfg, c, a, b, report, epi)
         accuracy = measure(c, a, b, nm) if whole else None
         if accuracy is not None:
             lost = accuracy.saturated or accuracy.nonfinite or (
@@ -284,6 +337,24 @@ class Gemm:
                           f"be wrong; use an mmul with a 64-bit accumulator, or split K", NumericsWarning,
                           stacklevel=3)
         return (c, accuracy if accuracy is not None else measure(c, a, b, nm)) if report else c
+
+    @staticmethod
+    def _checked_epilogue(cfg: GemmConfig, c: np.ndarray, a: np.ndarray, b: np.ndarray, report: bool,
+                          epi: EpilogueArgs | None) -> np.ndarray | tuple[np.ndarray, EpilogueAccuracy]:
+        """C after an epilogue, with a NumericsWarning where it differs from TFLite's integer arithmetic (acc +
+        bias past int32, where TFLite's own arithmetic is undefined) or is not finite where its target is."""
+        e = cfg.epilogue
+        bias = None if epi is None else epi.bias
+        requant = kernel_requant(e, None if epi is None else epi.requant)
+        try:
+            acc = measure_epilogue(c, a, b, e, bias, requant)
+        except ValueError as err:  # TFLite's reference refuses acc + bias past int32
+            warnings.warn(f"C is the kernel's saturating requantization; TFLite's is undefined here: {err}",
+                          NumericsWarning, stacklevel=3)
+            return c
+        if acc.tflite_mismatches or acc.nonfinite:
+            warnings.warn(f"C after the epilogue: {acc.text()}", NumericsWarning, stacklevel=3)
+        return (c, acc) if report else c
 
     # ---- checks -------------------------------------------------------------------------------
     def _call(self, design: Design, a: np.ndarray, b: np.ndarray, lds: dict[str, int] | None = None) -> CallPlan:
@@ -340,10 +411,12 @@ class Gemm:
                          "pass order='C' or order='F'")
         return order
 
-    def _prepare(self, A: Any, B: Any, a: np.ndarray, b: np.ndarray, order: str
+    def _prepare(self, A: Any, B: Any, a: np.ndarray, b: np.ndarray, order: str, bias: Any = None
                  ) -> tuple[Design, CallPlan, np.ndarray, np.ndarray]:
         """The design, the call plan (every host copy counted, with its reason) and the operands as
-        the call reads them, for arrays A and B as given (a, b: checked and in the input types)."""
+        the call reads them, for arrays A and B as given (a, b: checked and in the input types); `bias`:
+        the call's, which picks the design under bias="auto"."""
+        with_bias = bias is not None if self._bias_auto else None
         order = self._order(order)
         given = {"A": (A, a), "B": (B, b)}
         copies: dict[str, list[str]] = {"A": [], "B": [], "C": []}
@@ -364,13 +437,13 @@ class Gemm:
         M, K, N = a.shape[0], a.shape[1], b.shape[1]
         c_refused: str | None = None  # why no design writes the column-major C asked for
         try:
-            design = self.design(M, K, N, layout)
+            design = self.design(M, K, N, layout, with_bias)
         except ConfigError as e:
             chosen = [op for op, v in zip("ABC", layout) if v and self._fixed[op] is None]
             if not chosen:
                 raise
             fallback = tuple(v and self._fixed[op] is not None for op, v in zip("ABC", layout))
-            design = self.design(M, K, N, fallback)  # type: ignore[arg-type]
+            design = self.design(M, K, N, fallback, with_bias)  # type: ignore[arg-type]
             layout = fallback  # type: ignore[assignment]
             for op in chosen:
                 if op != "C":

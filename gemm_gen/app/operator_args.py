@@ -21,6 +21,7 @@ from ..config import FIELDS
 from ..dtypes import DTYPES, I64
 from ..errors import ConfigError, GemmGenError
 from ..hw.devices import DEVICES, Device, device
+from ..rules import epilogue as epilogue_rule
 from ..rules.defaults import default_out
 from ..rules.kernel_variant import LOOPS
 from ..spec import Options, Problem, Tiling
@@ -30,7 +31,7 @@ SET_BY_OPERATOR = {**dict.fromkeys(("M", "K", "N"), "the arrays' shapes (and max
                    **dict.fromkeys(("m", "k", "n", "k_mt"), "tiles=(m, k, n, k_mt)"),
                    "runtime_sizes": "max_size=(M, K, N)"}
 # options whose values GemmConfig takes on trust (the others' values checks.check_config checks)
-CHOICES = {"kernel_loops": LOOPS}
+CHOICES = {"kernel_loops": LOOPS, "activation": epilogue_rule.ACTIVATIONS, "requant": tuple(epilogue_rule.REQUANTS)}
 # the Gemm keywords that set GemmConfig fields directly
 KEYWORDS = ("device", "dtype_in", "dtype_out", "dtype_b", "acc", "b_col_maj")
 
@@ -159,9 +160,21 @@ def _describe(hint: Any) -> str:
     """A type hint in words: 'a string', 'True or False or None', '3 integers >= 1 or None'."""
     args = _alternatives(hint)
     words = {str: "a string", int: "an integer", bool: "True or False", NoneType: "None"}
-    parts = [f"{len(typing.get_args(a))} integers >= 1" if typing.get_origin(a) is tuple else words.get(a, str(a))
-             for a in args]
+    parts = [(f"{len(typing.get_args(a))} " + ("real numbers" if _real_tuple(a) else "integers >= 1"))
+             if typing.get_origin(a) is tuple else words.get(a, str(a)) for a in args]
     return " or ".join(parts)
+
+
+def _real_tuple(hint: Any) -> bool:
+    """A hint of a tuple of floats (the clamp bounds)."""
+    return typing.get_origin(hint) is tuple and all(x is float for x in typing.get_args(hint))
+
+
+def _reals(value: Any, count: int) -> bool:
+    """value is `count` real numbers (ints or floats, not bools)."""
+    return (isinstance(value, (tuple, list)) and len(value) == count
+            and all(isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, (bool, np.bool_))
+                    for v in value))
 
 
 def _fits(value: Any, hint: Any) -> bool:
@@ -175,7 +188,10 @@ def _fits(value: Any, hint: Any) -> bool:
             return True
         if a is str and isinstance(value, str):
             return True
-        if typing.get_origin(a) is tuple and _positive_ints(value, len(typing.get_args(a))) is not None:
+        if _real_tuple(a):
+            if _reals(value, len(typing.get_args(a))):
+                return True
+        elif typing.get_origin(a) is tuple and _positive_ints(value, len(typing.get_args(a))) is not None:
             return True
         if a not in (NoneType, bool, int, str) and typing.get_origin(a) is not tuple:
             return True  # a type this check does not know: GemmConfig's own checks judge it
@@ -205,10 +221,11 @@ _FLAGS = {"dev": "device", "dtype_in": "dtype_in", "dtype-in": "dtype_in", "dtyp
           "mmul": "mmul_shape", "expansion": "expansion", "kernel-loops": "kernel_loops", "b-pack": "b_pack",
           "shift": "shift", "rho": "rho", "n-aie-cols": "cols", "stack": "stack_bytes", "l1-alloc": "l1_alloc",
           "queue-groups": "queue_groups", "rounding": "rounding", "saturation": "saturation",
-          "runtime-sizes": "max_size", "k-mt": "k_mt"}
+          "runtime-sizes": "max_size", "k-mt": "k_mt", "bias": "bias", "activation": "activation",
+          "clamp": "clamp", "requant": "requant"}
 _BOOL_FLAGS = ("convert-once", "emulate-bf16-mmul-with-bfp16")
 _STRING_FLAGS = ("dev", "dtype_in", "dtype-in", "dtype_b", "dtype-b", "dtype_out", "dtype-out", "acc", "kernel-loops",
-                 "b-pack", "l1-alloc", "rounding", "saturation")
+                 "b-pack", "l1-alloc", "rounding", "saturation", "activation", "requant")
 _WORDS = "a|that|is|multiplies|runs|and|lists|to|ranks|like|choices|or|with|turns"
 _VALUE = rf"(?!(?:{_WORDS})\b)[A-Za-z0-9][\w-]*"
 _FLAG = re.compile(rf"--([a-z][\w-]*)(?: ({_VALUE}(?: or {_VALUE})*))?")

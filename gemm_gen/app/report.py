@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ..call import CallPlan
 from ..design.keys import VariantInfo
 from ..design.serve import SERVED
+from ..epilogue import Epilogue
 from .plan_info import L1Info, PlanInfo
 
 if TYPE_CHECKING:
@@ -97,6 +99,7 @@ def plan_text(p: PlanInfo) -> str:
         f"{p.call.k_steps} k-steps per output tile, {p.call.tiles_per_core} tiles per core",
         _variant_line(d.kernel_variant, d.convert_once),
         f"acc       {d.accumulator}; {d.rounding_of_c}",
+        *_epilogue_lines(d.epilogue, p.call),
         f"array     {p.array[0]} rows x {p.array[1]} cols; A enters at columns {list(p.a_columns)}, "
         f"B and C at every column",
         "L1/core   " + " + ".join(f"{name} {v}" for name, v in l1.parts.items())
@@ -141,7 +144,14 @@ def sim_text(r: SimResult, p: PlanInfo, verbose: bool = False) -> str:
     if r.first_mismatch:
         i, j, got, want = r.first_mismatch
         lines.append(f"  first mismatch C[{i}, {j}] = {got!r}, expected {want!r}")
-    lines.append(f"  vs exact A @ B {r.accuracy.text()}")
+    if r.epilogue is not None:  # C is act(A @ B + bias), or its requantization: measured against that
+        e = c.epilogue
+        target = ("the real requantization of A @ B + bias" if e.requant is not None else
+                  f"float64 {e.activation.value}(A @ B{' + bias' if e.bias else ''})"
+                  + (f" clamped to [{e.clamp[0]:g}, {e.clamp[1]:g}]" if e.clamp else ""))
+        lines.append(f"  epilogue       vs {target}: {r.epilogue.text()} (bias and scales drawn from the seed)")
+    else:
+        lines.append(f"  vs exact A @ B {r.accuracy.text()}")
     if r.accuracy_given is not None:
         lines.append(f"  before bfp16   {r.accuracy_given.text()} (A @ B of the values before the host quantized them)")
     if not c.t_out.is_float:
@@ -154,6 +164,18 @@ def sim_text(r: SimResult, p: PlanInfo, verbose: bool = False) -> str:
     else:
         lines.append("PASS" if r.numerics_modelled else "PASS (data movement only: numerics not modelled)")
     return "\n".join(lines)
+
+
+def _epilogue_lines(e: Epilogue, call: CallPlan) -> list[str]:
+    """The fused epilogue, when there is one: what C's conversion applies, and the tile B carries."""
+    if e.is_identity:
+        return []
+    what = (["bias"] if e.bias else []) + ([e.activation.value] if e.activation.value != "none" else [])
+    what += ([f"clamp [{e.clamp[0]:g}, {e.clamp[1]:g}]"] if e.clamp else [])
+    what += ["per-channel requantization (TFLite, double rounding)"] if e.requant else []
+    tile = (f"; its data in one more k-step of B per column tile ({call.b_extra_k} rows past K's walk, one more B "
+            f"object per output tile)" if e.needs_tile else "")
+    return [f"epilogue  {', '.join(what)}, once per C tile in its conversion{tile}"]
 
 
 def calls_text(results: list[SimResult], p: PlanInfo) -> str:

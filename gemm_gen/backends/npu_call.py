@@ -27,6 +27,7 @@ from ..atomic import write_atomic
 from ..call import CallPlan, plan_call
 from ..design.model import Design
 from ..design.serve import serve
+from ..epilogue_args import EpilogueArgs
 from ..errors import GemmGenError, RunTimeout
 from ..hostdata import output_values, pad_inputs, with_slack
 from ..spec import Problem
@@ -194,11 +195,13 @@ def _encoder_trusted(design: Design, own_insts: Path, entry: Path, ledger: dict[
 
 def run_on_npu(design: Design, call: CallPlan, a: np.ndarray, b: np.ndarray, xrt: ModuleType | None = None,
                loaded: dict[Path, NpuKernel] | None = None, timeout_ms: int | None = None,
-               slow_end: SlowEnd | None = None, gen_args: Sequence[str] = ()) -> np.ndarray:
+               slow_end: SlowEnd | None = None, gen_args: Sequence[str] = (),
+               epilogue: EpilogueArgs | None = None) -> np.ndarray:
     """C of one call on the NPU, within `timeout_ms` (None: runner.run_limit's default from `slow_end`). `loaded`
     keeps each xclbin registered with its kernel open across calls (the operator's), so that a call
     loads an xclbin only the first time; one whose run timed out is dropped from it, so that the
-    next call does not queue behind the hung run in the same hardware context."""
+    next call does not queue behind the hung run in the same hardware context. `epilogue`: the call's
+    epilogue data, written into B's epilogue tiles (hostdata.pad_inputs)."""
     checked_timeout(timeout_ms)  # a wrong limit: one line, before anything is built
     xrt = xrt or toolchain.pyxrt()  # no XRT: one line, before anything is built
     files = call_files(design, call, gen_args=gen_args)
@@ -206,7 +209,7 @@ def run_on_npu(design: Design, call: CallPlan, a: np.ndarray, b: np.ndarray, xrt
     loaded = {} if loaded is None else loaded
     if files.xclbin not in loaded:
         loaded[files.xclbin] = NpuKernel(xrt, files.xclbin, c.device)
-    (a_buf, b_buf), c_bytes = with_slack(c, call, *pad_inputs(c, a, b, call))
+    (a_buf, b_buf), c_bytes = with_slack(c, call, *pad_inputs(c, a, b, call, epilogue))
     session = NpuSession(xrt, files, a_buf, b_buf, c_bytes, c.device, loaded[files.xclbin],
                          limit=run_limit(c, files, call, timeout_ms, slow_end))
     try:

@@ -25,6 +25,7 @@ from ..accuracy import measure as measure_accuracy  # runner.measure times a des
 from ..call import CallPlan
 from ..config import GemmConfig
 from ..design import build_design
+from ..epilogue_args import EpilogueArgs, kernel_requant, seeded_args
 from ..errors import BuildError, ConfigError, RunTimeout, ToolchainMissing
 from ..hostdata import host_values, output_values, pad_inputs, with_slack
 from ..inputs import make_inputs
@@ -250,19 +251,22 @@ def _xrt(call: Any, what: str) -> Any:
 
 def check_result(c: GemmConfig, got: np.ndarray, a: np.ndarray, b: np.ndarray,
                  dram: tuple[np.ndarray, np.ndarray] | None = None, inputs: str = "exact",
-                 call: CallPlan | None = None) -> tuple[int, int, int, Accuracy, tuple[int, int, float, float] | None]:
+                 call: CallPlan | None = None, epilogue: EpilogueArgs | None = None
+                 ) -> tuple[int, int, int, Accuracy, tuple[int, int, float, float] | None]:
     """(checked, errors, exact, accuracy, first error): C against the bit-exact reference, and against
     the exact product of the inputs the NPU read (accuracy.measure).
 
     Integers, and floats computed from the "exact" input family (every partial sum exact in fp32, so
     the NPU's unpublished accumulation order cannot change a bit), must equal the exact reference.
     Floats from "wide" inputs must be within mlir-aie's tolerance of it; how many are bit-exact is
-    reported either way.
+    reported either way. `epilogue`: the call's epilogue data (the reference applies it too).
     """
     call = call or c.call
-    a_dram, b_dram = dram if dram is not None else pad_inputs(c, a, b, call)  # the buffers the NPU read
+    a_dram, b_dram = dram if dram is not None else pad_inputs(c, a, b, call, epilogue)  # the buffers the NPU read
     received = host_values(c, a_dram, b_dram, call)
-    expect = reference(c.numerics, *received, c.k, call.k_walk).astype(np.float64)
+    bias = None if epilogue is None else epilogue.bias
+    requant = None if epilogue is None else kernel_requant(c.epilogue, epilogue.requant)
+    expect = reference(c.numerics, *received, c.k, call.k_walk, bias, requant).astype(np.float64)
     g = got.astype(np.float64)
     if c.t_out.is_float and inputs != "exact":
         bad = np.abs(g - expect) > np.maximum(ABS_TOL, REL_TOL * np.abs(expect))
@@ -305,7 +309,8 @@ def _run_call(c: GemmConfig, call: CallPlan, files: XclbinFiles, xrt: ModuleType
               slow_end: SlowEnd | None) -> RunResult:
     p = call.problem
     a, b = make_inputs(p.M, p.K, p.N, c.t_in, c.t_out, seed, c.t_b, family=inputs)
-    a_pad, b_pad = pad_inputs(c, a, b, call)
+    epilogue = seeded_args(c.epilogue, c.t_out, a, b, seed)  # as `simulate` draws them
+    a_pad, b_pad = pad_inputs(c, a, b, call, epilogue)
     (a_buf, b_buf), c_bytes = with_slack(c, call, a_pad, b_pad)  # the reads past a matrix stay in its buffer
     session = NpuSession(xrt, files, a_buf, b_buf, c_bytes, c.device, loaded,
                          limit=run_limit(c, files, call, timeout_ms, slow_end))
@@ -313,7 +318,7 @@ def _run_call(c: GemmConfig, call: CallPlan, files: XclbinFiles, xrt: ModuleType
         session.run()
     times = [session.run() for _ in range(max(iters, 1))]
     got = output_values(c, session.output(), call)
-    checked, errors, exact, accuracy, first = check_result(c, got, a, b, (a_pad, b_pad), inputs, call)
+    checked, errors, exact, accuracy, first = check_result(c, got, a, b, (a_pad, b_pad), inputs, call, epilogue)
     return RunResult(c, times, checked, errors, exact, accuracy, first, problem=None if call == c.call else p)
 
 

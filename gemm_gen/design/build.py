@@ -98,7 +98,7 @@ def kernel_build(c: GemmConfig) -> KernelBuild:
     return KernelBuild(c.dev.aie_target, c.dtype_in, c.dtype_out, c.m, c.k, c.n, c.mmul, c.b_col_maj,
                        bool(c.emulate_bf16_with_bfp16), c.rounding, c.saturation, c.shift, str(c.compiler), c.rho,
                        None if c.dtype_b == c.dtype_in else c.dtype_b, None if c.acc == c.dtype_out else c.acc,
-                       v.expansion, v.loops, bool(c.convert_once), c.a_col_maj, c.c_t_blocks)
+                       v.expansion, v.loops, bool(c.convert_once), c.a_col_maj, c.c_t_blocks, c.epilogue)
 
 
 def acc_buffer(c: GemmConfig) -> tuple[tuple[int, int], str]:
@@ -137,13 +137,17 @@ def kernel_specs(c: GemmConfig) -> dict[str, KernelSpec]:
                              tuple(t for _, t in matmul_args), ("i32",) if c.rho > 1 else ()),
     }
     if p.converts_c:
-        specs["convert"] = KernelSpec(names["convert"], "convert", obj, (c_obj[0], extra_c[0][0]),
-                                      (c_obj[1], extra_c[0][1]))
+        # with an epilogue tile, the B object that carries it is the convert call's last argument
+        tile = [((b.k, b.n), str(c.dtype_b))] if c.epilogue.needs_tile else []
+        convert_args = [c_obj, extra_c[0], *tile]
+        specs["convert"] = KernelSpec(names["convert"], "convert", obj, tuple(s for s, _ in convert_args),
+                                      tuple(t for _, t in convert_args))
     return specs
 
 
 def worker(c: GemmConfig, specs: dict[str, KernelSpec], col: int, row: int, l1: L1Plan | None = None) -> Worker:
-    """Output-stationary loop: acquire C, zero it, K/k steps of A x B, (convert,) release C.
+    """Output-stationary loop: acquire C, zero it, K/k steps of A x B, (convert,) release C. With an
+    epilogue tile the conversion holds one more B object, the tile: acquire B, convert, release B.
 
     With rho > 1 each k-step keeps its B tile while rho A tiles stream past it, each updating its
     own C slice (asymmetric tile buffering). `l1` is the core's L1 allocation: its scheme and the
@@ -181,7 +185,9 @@ def worker(c: GemmConfig, specs: dict[str, KernelSpec], col: int, row: int, l1: 
         body += [*step, Loop(RuntimeCount(rtp_buffer(col, row), 0), step)]
     else:
         body.append(Loop(c.call.k_steps, step))
-    if p.converts_c:
+    if c.epilogue.needs_tile:  # one more B object per output tile: the epilogue tile, read by the conversion
+        body += [Acquire(b), Call(specs["convert"].name, (cc, *acc, b)), Release(b)]
+    elif p.converts_c:
         body.append(Call(specs["convert"].name, (cc, *acc)))
     body.append(Release(cc))
     # A fixed design counts its output tiles (mlir-aie's loop); one that serves many sizes runs

@@ -46,6 +46,12 @@ class Grid:
     b_pack: str = "tiles"  # GemmConfig.b_pack
     a_col_maj: bool = False  # A's DRAM buffer is A^T (ld: units between rows of A^T)
     c_col_maj: bool = False  # C's DRAM buffer is C^T
+    k_extra: int = 0  # B only: units of K past kw that B's walk also reads (the epilogue tile, one k-step)
+
+    @property
+    def kb(self) -> int:
+        """K extent of B's shim walk: kw, and the epilogue tile's k-step when there is one."""
+        return self.kw + self.k_extra
 
     @property
     def a_rows(self) -> int:
@@ -77,4 +83,4 @@ def grid(c: GemmConfig, operand: str, call: CallPlan | None = None) -> Grid:
         t = 2 if operand == "C" else 1 if operand == "B" and c.b_col_maj else n_u
     return Grid(unit, c.m // q, c.k // q, c.n // q, c.k_mt // q, c.t_ma // q, c.rho, r, s, t,
                 call.Mp // q, call.k_walk // q, call.Np // q, call.ld(operand) // q, c.rows, c.cols, c.b_col_maj,
-                c.dev, c.b_pack, c.a_col_maj, c.c_col_maj)
+                c.dev, c.b_pack, c.a_col_maj, c.c_col_maj, call.b_extra_k // q if operand == "B" else 0)

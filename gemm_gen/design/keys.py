@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from .. import precision as prec
 from ..config import GemmConfig
+from ..epilogue import Epilogue
 from ..rules import kernel_variant as kv
 
 
@@ -53,6 +54,7 @@ class DesignKeys:
     convert_once: bool
     a_col_maj: bool
     c_col_maj: bool
+    epilogue: Epilogue = Epilogue()  # the fused epilogue (reported only when there is one)
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -77,6 +79,7 @@ class DesignKeys:
             "convert_once": self.convert_once,
             "layouts": {name: "column-major" if col else "row-major"
                         for name, col in (("A", self.a_col_maj), ("B", self.b_col_maj), ("C", self.c_col_maj))},
+            **({} if self.epilogue.is_identity else {"epilogue": self.epilogue.to_json()}),
         }
 
 
@@ -84,7 +87,8 @@ def design_keys(c: GemmConfig) -> DesignKeys:
     """What design a config is, as plan and predict both report it."""
     return DesignKeys(c.dev.name, (c.M, c.K, c.N), (c.m, c.k, c.n), c.k_mt, c.rho, c.t_ma, c.mmul, c.dtype_in,
                       c.dtype_b, c.dtype_out, c.acc, c.precision.name, c.b_col_maj, c.b_pack, c.cols,
-                      accumulator(c), c_rounding(c), variant_info(c), bool(c.convert_once), c.a_col_maj, c.c_col_maj)
+                      accumulator(c), c_rounding(c), variant_info(c), bool(c.convert_once), c.a_col_maj, c.c_col_maj,
+                      c.epilogue)
 
 
 def variant_info(c: GemmConfig) -> VariantInfo:
@@ -107,13 +111,16 @@ def accumulator(c: GemmConfig) -> str:
     acc = c.acc_bits
     if acc == c.t_out.bits:
         return f"acc{acc} (the {c.dtype_out} C stays in it: loaded and stored unshifted)"
+    if c.epilogue.requant is not None:
+        return f"acc{acc} ({c.dtype_out} C requantized out of it per column by the epilogue)"
     return f"acc{acc} ({c.dtype_out} C shift-round-saturated out of it, shift {c.shift})"
 
 
 def c_rounding(c: GemmConfig) -> str:
     """When C is rounded (and saturated) into its output type: once, or after every k-step."""
     steps = c.call.k_steps
-    narrow = "rounded" if c.t_out.is_float else "shift-round-saturated"
+    narrow = ("rounded" if c.t_out.is_float else "requantized (per column)" if c.epilogue.requant is not None
+              else "shift-round-saturated")
     if c.precision.converts_c:
         return (f"C accumulated in {c.acc} across all of K ({steps} k-step(s)), {narrow} once into {c.dtype_out} "
                 f"after the last (--acc {prec.ACC_OUT}: per k-step, as mlir-aie and the papers)")

@@ -15,6 +15,9 @@ A column-major:   A^T (K x M) stored: shim K x m strip of A^T (one A shim per co
                   reordering is the kernel's, as for column-major B).
 B column-major:   the same walk on B^T (n x K strips, n x k_mt in the memtile, t x s blocks).
 B row-major:      shim K x n strip -> memtile (k x n, linear) -> MM2S [k/s, n/t, s, t] -> L1.
+B's epilogue tile (docs/epilogues.md): one more k-step of B per column tile, past K's walk; it takes every
+                  walk above unchanged (the host writes its bytes through that walk's inverse so that they
+                  land linear in the core's B buffer: hostdata.write_epilogue_tiles).
 B bfp16:          the kernel reads 1 x 2 super-blocks of 8 x 8 tiles (l1_layout.b_tile_pairs, mlir-aie's
                   order). Strips (mlir-aie's packing): shim reads a column's K x n strip as one run ->
                   memtile (one k x n L1 tile, already in that order) -> forwarded linearly, as mlir-aie's.
@@ -148,14 +151,14 @@ def shim_a(c: Grid, block_row: int, shim: int) -> Tap:
 
 def shim_b(c: Grid, block_col: int, col: int) -> Tap:
     """The K x n strip of B for core column `col` of the output block whose first column is
-    `block_col`."""
+    `block_col` (with an epilogue, K runs on by its tile's k-step: Grid.kb)."""
     first_col = block_col + col * c.n
     if c.b_pack == "strips":  # mlir-aie's packing: the strip is one contiguous run
-        return Tap.linear(c.kw * c.n, first_col * c.kw)
-    if c.b_col_maj:  # stored N x K: n rows of B^T, walked in k_mt chunks
-        return Tap(first_col * c.ld, (c.kw // c.k_mt, c.n, c.k_mt), (c.k_mt, c.ld, 1))
+        return Tap.linear(c.kb * c.n, first_col * c.kb)
+    if c.b_col_maj:  # stored N x K: n rows of B^T, walked in k_mt chunks (k_mt = k with an epilogue tile)
+        return Tap(first_col * c.ld, (c.kb // c.k_mt, c.n, c.k_mt), (c.k_mt, c.ld, 1))
     spec = c.dev.dma[TileKind.SHIM]
-    return _strip(first_col, c.kw, c.n, c.ld, c.unit.unit_bytes / 4, spec)
+    return _strip(first_col, c.kb, c.n, c.ld, c.unit.unit_bytes / 4, spec)
 
 
 def shim_c(c: Grid, block_row: int, block_col: int, col: int) -> Tap:

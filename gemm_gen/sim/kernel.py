@@ -22,6 +22,8 @@ from ..design.build import kernel_build
 from ..design.grid import grid
 from ..design.model import TileRef
 from ..dtypes import I32, I64, DType
+from ..epilogue import Requant
+from ..epilogue_args import read_tile
 from ..errors import LayoutError
 from ..hostdata import b_unit, b_unit_coords
 from ..l1_layout import a_layout, a_tile_pairs, b_layout, b_tile_pairs, c_layout, c_tile_blocks
@@ -222,7 +224,7 @@ class KernelEmulator:
             acc_cells = cells[-1] if self.p.converts_c else None
             self.matmul(tile, a_cells, b_cells, c_cells, c_slice=scalars[0] if scalars else 0, acc_cells=acc_cells)
         elif role == "convert":
-            self.convert(tile, cells[0], cells[1])
+            self.convert(tile, cells[0], cells[1], cells[2] if self.c.epilogue.needs_tile else None)
         else:
             raise LayoutError(f"{tile} calls {kernel}, which is none of the design's kernels {sorted(self.roles)}",
                               "call the kernels the design declares")
@@ -374,9 +376,11 @@ class KernelEmulator:
         self.stats.acc_overflows += self.numerics.acc_overflows(acc)
         self.stats.matmul_calls += 1
 
-    def convert(self, tile: TileRef, c_cells: np.ndarray, acc_cells: np.ndarray) -> None:
+    def convert(self, tile: TileRef, c_cells: np.ndarray, acc_cells: np.ndarray,
+                b_cells: np.ndarray | None = None) -> None:
         """C's final conversion from its accumulator (object rows, then the C acc buffer's) to its
-        DRAM type, written over the whole C object with C's provenance."""
+        DRAM type, written over the whole C object with C's provenance. With an epilogue tile, its
+        parameters are read from the bytes of the B object held (`b_cells`), linear from its first."""
         state = self.tiles.get(tile)
         if state is None or state.row0 < 0:
             raise LayoutError(f"{tile} converts C before any matmul call", "convert after the K loop")
@@ -386,8 +390,33 @@ class KernelEmulator:
         if isinstance(self.out_view, UnitView):  # bfp16 tiles
             self.out_view.write_encoded(c_cells, *self.numerics.encode_out(values), word)
         else:
-            self.out_view.write(c_cells, self.numerics.finish(values), word)
+            bias, requant = self._epilogue_data(tile, state, b_cells)
+            self.out_view.write(c_cells, self.numerics.finish(values, bias, requant), word)
         self.stats.convert_calls += 1
+
+    def _epilogue_data(self, tile: TileRef, state: TileState, b_cells: np.ndarray | None
+                       ) -> tuple[np.ndarray | None, Requant | None]:
+        """The bias and requantization the kernel reads from its epilogue tile: the B object must be the
+        tile of this output tile's columns (its words from B's rows past k_walk at the tile's first column,
+        in B's L1 layout), and its bytes, read linearly, an epilogue tile (epilogue_args.read_tile)."""
+        e = self.c.epilogue
+        if not e.needs_tile:
+            return None, None
+        if b_cells is None:
+            raise LayoutError(f"{tile} converts C without its epilogue tile", "pass the B object to convert")
+        walk = self.call.k_walk
+        b_word = self.b_view.base_word(b_cells)
+        if b_word is None or self._b_col(b_word, walk) != state.col0:
+            got = "B data in the wrong layout" if b_word is None else f"B{self._coord('B', self._unit('B', b_word))}"
+            raise LayoutError(f"{tile} converts the tile of C[{state.row0}, {state.col0}] with {got}, not the "
+                              f"epilogue tile at B[{walk}, {state.col0}]",
+                              "B's walk must bring each output tile's epilogue tile after its K loop")
+        data = (b_cells & w.VALUE_MASK).astype(np.uint32).view(np.uint8)
+        try:
+            return read_tile(e, self.c.n, data, self.c.t_out.is_float, self.c.t_out)
+        except ValueError as err:
+            raise LayoutError(f"{tile}: the epilogue tile of C[{state.row0}, {state.col0}] does not hold "
+                              f"parameters: {err}", "write it through the inverse of B's walk into L1") from None
 
     def _operand(self, name: str, word: int, make: Callable[[], np.ndarray]) -> np.ndarray:
         key = (name, word)

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from tqdm import tqdm
 
-from ..accuracy import Accuracy, measure
+from ..accuracy import Accuracy, EpilogueAccuracy, measure, measure_epilogue
 from ..bfp16 import clamped_blocks
 from ..call import CallPlan
 from ..config import GemmConfig
@@ -17,6 +17,7 @@ from ..design import Design, build_design
 from ..design.build import host_tensors, runtime_sequence
 from ..design.model import HostTensor
 from ..design.serve import serve
+from ..epilogue_args import kernel_requant, seeded_args
 from ..errors import DeadlockError, LayoutError, SimulationError
 from ..hostdata import host_values, output_values, pad_inputs
 from ..inputs import exact_bound, make_inputs
@@ -56,6 +57,8 @@ class SimResult:
     notes: list[str] = field(default_factory=list)
     # bfp16 operands are quantized on the host first: C against the product of the values before that
     accuracy_given: Accuracy | None = None
+    # with an epilogue: C against float64 act(A @ B + bias) (requantized: the real requantization, and TFLite)
+    epilogue: EpilogueAccuracy | None = None
 
     def level_bytes(self) -> dict[str, tuple[int, int]]:
         out: dict[str, tuple[int, int]] = {}
@@ -75,6 +78,7 @@ class SimResult:
             "first_mismatch": self.first_mismatch,
             "accuracy": self.accuracy.to_json(),
             "accuracy_before_host_quantization": None if self.accuracy_given is None else self.accuracy_given.to_json(),
+            **({} if self.epilogue is None else {"epilogue_accuracy": self.epilogue.to_json()}),
             "nonzero_fraction": self.nonzero_fraction,
             "levels": {k: {"bytes": v[0], "delivered": v[1]} for k, v in self.level_bytes().items()},
             "channels": [t.__dict__ for t in self.traffic],
@@ -262,12 +266,16 @@ def _checked_call(session: ArraySession, call: CallPlan, seed: int, progress: bo
     start = time.perf_counter()
     c = session.design.config
     a, b = make_inputs(call.M, call.K, call.N, c.t_in, c.t_out, seed, c.t_b, family=inputs)
-    a_dram, b_dram = pad_inputs(c, a, b, call)
+    e = c.epilogue
+    args = seeded_args(e, c.t_out, a, b, seed)
+    a_dram, b_dram = pad_inputs(c, a, b, call, args)
     c_cells, kernel, machine = session.run(call, a_dram, b_dram, progress)
     got = output_values(c, (c_cells & w.VALUE_MASK).astype(np.uint32), call)
 
     received = host_values(c, a_dram, b_dram, call)
-    expect = reference(c.numerics, *received, c.k, call.k_walk)
+    requant = None if args is None else kernel_requant(e, args.requant)
+    bias = None if args is None else args.bias
+    expect = reference(c.numerics, *received, c.k, call.k_walk, bias, requant)
     g64 = got.astype(np.float64)
     diff = g64 != expect.astype(np.float64)
     mismatches = int(np.count_nonzero(diff))
@@ -329,6 +337,7 @@ def _checked_call(session: ArraySession, call: CallPlan, seed: int, progress: bo
         first_mismatch=first,
         accuracy=acc,
         accuracy_given=measure(got, a, b, c.numerics) if host_quantized else None,
+        epilogue=None if args is None else measure_epilogue(got, *received, e, bias, requant),
         nonzero_fraction=float(np.count_nonzero(got)) / got.size,
         traffic=traffic,
         max_live_bds={str(k): v for k, v in sorted(machine.cmd.max_live.items())},
