@@ -407,6 +407,10 @@ class Epilogue:
 
 
 REQUANT_HEADER_WORDS = 4  # zero point, act_min, act_max, 0 (pads the header to 16 bytes)
+# the kernel's epilogue works on 16 lanes at a time (templates/mm_epilogue.cc.j2): linear_approx<bfloat16>
+# computes at most 16 (aie_api detail/aie2/linear_approx.hpp, input.grow<16>()), an AIE2 int32 x int32 ->
+# acc64 mul is 16 lanes (mul_elem_16_2); the model charges the epilogue per VECTOR_LANES values
+VECTOR_LANES = 16
 
 
 @dataclass(frozen=True)

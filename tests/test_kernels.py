@@ -537,20 +537,26 @@ def compile_library(source: str, defines: tuple[str, ...]) -> Path:
     return lib
 
 
-@pytest.fixture(scope="module")
-def libraries() -> dict[str, Path | BaseException]:
-    """Every kernel of ALL, compiled once (in parallel on all cores)."""
+def compile_all(cases: list[Any]) -> dict[str, Path | BaseException]:
+    """Every case's kernel (a `source`, a `build`, an `id`, optional `host_defines`), compiled once in
+    parallel on all cores; a failure is kept for the test that needs that kernel."""
     if CXX is None:
         pytest.skip("g++ not found: the host kernel checks need a C++20 g++")
 
-    def one(case: Case) -> Path | BaseException:
+    def one(case: Any) -> Path | BaseException:
         try:
-            return compile_library(case.source, (*host_defines(case.build), *case.host_defines))
+            return compile_library(case.source, (*host_defines(case.build), *getattr(case, "host_defines", ())))
         except BaseException as e:  # reported by the test that needs this kernel
             return e
 
     with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
-        return dict(zip((c.id for c in ALL), pool.map(one, ALL)))
+        return dict(zip((c.id for c in cases), pool.map(one, cases)))
+
+
+@pytest.fixture(scope="module")
+def libraries() -> dict[str, Path | BaseException]:
+    """Every kernel of ALL, compiled once (in parallel on all cores)."""
+    return compile_all(ALL)
 
 
 class HostApiError(AssertionError):

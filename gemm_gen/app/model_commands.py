@@ -115,6 +115,7 @@ def predict_text(d: Prediction) -> str:
         f"  memory use   L1 {d.l1_bytes:,} B ({d.l1_fraction:.0%}), "
         f"L2 {d.l2_bytes:,} B ({d.l2_fraction:.0%})",
     ]
+    lines += [] if d.epilogue is None else [d.epilogue.text()]
     lines += upstream_lines(d.upstream, dk.t_ma, k, n)
     if not d.buildable:
         lines.append(f"  NOT BUILDABLE as given ({d.not_buildable_because}); predicted as if it fitted")

@@ -16,10 +16,13 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any, ClassVar
 
+import numpy as np
+
+from .. import epilogue as epi
 from .. import precision as prec
 from ..checks import check_shift
 from ..design.model import KernelBuild
-from ..dtypes import BFP16, dtype
+from ..dtypes import BF16, BFP16, dtype
 from ..errors import ConfigError
 from ..hw.devices import DEVICES, Device
 from ..rounding import Rounding, Saturation
@@ -92,6 +95,21 @@ class KernelParams:
     c_blocks: int = 0  # r x t blocks of C (the conversion loop)
     out_block_bytes: int = 0
     acc_block_bytes: int = 0
+    # the fused epilogue, applied by convert (templates/mm_epilogue.cc.j2; none: the plain conversion)
+    epilogue: bool = False
+    epi_doc: str = ""
+    epi_lanes: int = 0
+    epi_tile: bool = False  # convert reads the epilogue tile (a third argument)
+    epi_offsets: tuple[int, ...] = ()  # byte offsets: bias, and for requantization multiplier, P, Q, header
+    epi_float: bool = False
+    epi_requant: bool = False
+    epi_bias: bool = False
+    epi_activation: str = "none"
+    epi_clamp: tuple[str, str] | None = None  # C++ literals of the bf16 bounds
+    epi_tanh: bool = False
+    tanh_lut: tuple[str, ...] = ()  # the LUT's floats in linear_approx's layout, as C++ literals
+    tanh_params: tuple[int, int, int] = (0, 0, 0)  # step_bits, bias, entries
+    gelu_constants: tuple[str, str] = ("", "")
 
 
 @dataclass(frozen=True)
@@ -197,6 +215,9 @@ def kernel_params(build: KernelBuild) -> KernelParams | BlockKernelParams:
     dev = _device(build)
     prec.check_precision(build.precision, dev, dev.acc_bits(build.dtype_in, build.mmul))  # types it has no kernel for
     if build.block_kernel:
+        if not build.epilogue.is_identity:
+            raise ConfigError(f"fused epilogues are built for the scalar kernels, not {build.precision.name}",
+                              "drop the epilogue or use a bf16 / i8 / i16 precision")
         return block_kernel_params(build, dev)
     t_in, t_out = dtype(build.dtype_in), dtype(build.dtype_out)
     if build.dtype_out not in dev.out_types.get(build.dtype_in, ()):
@@ -234,6 +255,8 @@ def kernel_params(build: KernelBuild) -> KernelParams | BlockKernelParams:
         lanes //= 2
     zero_name, matmul_name = kernel_symbols(build)
     acc = _scalar_acc(build, dev, store_bits) if build.precision.converts_c else {}
+    if not build.epilogue.is_identity:
+        acc.update(_epilogue(build, t_out.is_float))
     return KernelParams(
         device=dev.name, source_file=source_file(build), defines=kernel_defines(build),
         zero_name=zero_name, matmul_name=matmul_name,
@@ -270,6 +293,74 @@ def _scalar_acc(build: KernelBuild, dev: Device, store_bits: int) -> dict[str, A
                 acc_zero_lanes=acc_lanes, zero_buf_iters=buf_elems // acc_lanes,
                 c_blocks=build.m * build.n // (r * t), out_block_bytes=t_out.nbytes(r * t),
                 acc_block_bytes=t_acc.nbytes(r * t))
+
+
+def _c_float(value: float) -> str:
+    """A float as an exact C++ float literal (the values rendered are bf16-valued and finite)."""
+    if not np.isfinite(value) or float(np.float32(value)) != value:
+        raise ConfigError(f"{value} is not a finite float value", "use finite bf16 values")
+    return f"{float(value)!r}f"
+
+
+def tanh_lut_floats() -> tuple[float, ...]:
+    """getTanhBf16's table in linear_approx's 4-way layout (lut_based_ops.cpp tanh_lut_ab): for each pair of
+    segments 2g, 2g + 1 the floats {slope, offset, slope, offset}, stored twice (docs/epilogues.md)."""
+    out: list[float] = []
+    for g in range(0, len(epi.TANH_SLOPES), 2):
+        pair = (epi.TANH_SLOPES[g], epi.TANH_OFFSETS[g], epi.TANH_SLOPES[g + 1], epi.TANH_OFFSETS[g + 1])
+        out += pair * 2
+    return tuple(out)
+
+
+def _epilogue(build: KernelBuild, float_out: bool) -> dict[str, Any]:
+    """The scalar template's numbers for a fused epilogue (gemm_gen/epilogue.py), refusing the builds it
+    has no kernel for: it runs in convert, so C must accumulate wide; bf16 outputs take the float chain,
+    i8 / i16 outputs the double-rounding requantization."""
+    e = build.epilogue
+    if not build.precision.converts_c:
+        raise ConfigError(f"an epilogue runs in C's final conversion, and a {build.dtype_out} C accumulated in "
+                          f"{build.precision.acc} has none", "accumulate C wide (--acc default)")
+    layout = epi.tile_layout(e, build.n)
+    offsets = () if layout is None else tuple(o for o in (layout.bias, layout.multiplier, layout.p, layout.q,
+                                                          layout.header) if o is not None)
+    common = dict(epilogue=True, epi_lanes=epi.VECTOR_LANES, epi_tile=layout is not None, epi_offsets=offsets)
+    if float_out:
+        if build.dtype_out != BF16.name or e.requant is not None:
+            raise ConfigError(f"the float epilogue writes bf16, not {build.dtype_out}"
+                              + (" (requantization is for i8 / i16 outputs)" if e.requant is not None else ""),
+                              "use --dtype_out bf16 without --requant")
+        act = e.activation.value
+        steps = [f"x = bf16(fp32(acc{' + bias' if e.bias else ''}))"]
+        steps += [] if act == "none" else [f"y = {act}(x)"]
+        steps += [] if e.clamp is None else [f"clamped to [{e.clamp[0]}, {e.clamp[1]}] in bf16"]
+        clamp = None
+        if e.clamp is not None:
+            lo, hi = (float(np.float32(v).astype(BF16.host)) for v in e.clamp)
+            if not lo <= hi:
+                raise ConfigError(f"clamp bounds {e.clamp[0]} > {e.clamp[1]}", "give the lower bound first")
+            clamp = (_c_float(lo), _c_float(hi))
+        tanh = act in ("silu", "gelu")
+        return dict(common, epi_float=True, epi_bias=e.bias, epi_activation=act, epi_clamp=clamp, epi_tanh=tanh,
+                    epi_doc="; ".join(steps),
+                    tanh_lut=tuple(_c_float(v) for v in tanh_lut_floats()) if tanh else (),
+                    tanh_params=(-epi.TANH_SEGMENT_BITS, epi.TANH_BIAS, len(epi.TANH_SLOPES)),
+                    gelu_constants=(_c_float(epi.GELU_SQRT_2_OVER_PI), _c_float(epi.GELU_BETA)))
+    if e.activation is not epi.Activation.NONE or e.clamp is not None:
+        raise ConfigError(f"a {build.dtype_out} output takes no float activation or clamp "
+                          f"({e.activation.value}, clamp {e.clamp})",
+                          "use the requantization's act_min / act_max (ReLU, ReLU6 and clamps are these bounds)")
+    if e.requant is not epi.RequantForm.DOUBLE:
+        raise ConfigError(f"the integer epilogue is TFLite's double-rounding requantization, not "
+                          f"{'a bias alone' if e.requant is None else e.requant.value}",
+                          "use --requant per_channel (bias is its first step)")
+    if build.dtype_out not in ("i8", "i16"):
+        raise ConfigError(f"requantization writes i8 or i16, not {build.dtype_out}", "use --dtype_out i8 or i16")
+    if build.shift:
+        raise ConfigError(f"shift {build.shift} with requantization (its multipliers and shifts scale C)",
+                          "use shift 0")
+    return dict(common, epi_requant=True, epi_bias=e.bias,
+                epi_doc=f"x = sat32(acc{' + bias' if e.bias else ''}), TFLite's per-channel requantization "
+                        f"(three SRS), + zero point, clamp to [act_min, act_max], {build.dtype_out}")
 
 
 def _hint(kind: str, count: int) -> tuple[str, str]:

@@ -12,6 +12,9 @@ T_mem (eq. 10 with the DRAM path's structure):
     runs: contiguous DRAM runs; the boundaries between side-by-side strips of lockstep columns fall
     in an open page with probability page_sharing. With S streams of equal load the bandwidth is
     min(peak_bw, S x stream_bw) less the run overheads.
+Fused epilogue (model/epilogue_cost.py, UNCALIBRATED): its vector operations per output tile join C's
+    conversion; its tile is one more B object per output tile on the core's B channel, exposed where its
+    transfer outlasts the conversion; B's DRAM bytes and runs grow by (k_steps + 1) / k_steps.
 fill / drain: the first A and B memtile objects and the last C block cross DRAM unoverlapped
     (their bytes are part of T_mem, so a memory-bound run hides them).
 BD setup: the command processor configures a task group's BDs while the array runs the previous
@@ -32,6 +35,7 @@ from .. import l1_banks
 from ..call import plan_call
 from ..config import GemmConfig
 from ..dtypes import dtype
+from ..epilogue import Epilogue
 from ..errors import GemmGenError
 from ..l1_banks import L1Plan
 from ..rules import memtile, padding
@@ -39,6 +43,7 @@ from ..rules.block_loop import BlockLoop
 from ..rules.l1 import RTP_WORDS
 from ..rules.padding import covered
 from ..spec import Problem
+from . import epilogue_cost
 from . import kernel as kmod
 from .l1_stall import stall_cycles
 from .params import Params, load
@@ -57,11 +62,15 @@ class Workload:
     # a bfp16 kernel's loop when it is not the one our template renders: a published kernel the model
     # prices to check itself against that kernel's measurements (None: ours, rules.block_loop)
     block_loop: BlockLoop | None = None
+    # the fused epilogue priced (None: the config's own, GemmConfig.epilogue once the options carry one,
+    # else none)
+    epilogue: Epilogue | None = None
 
     @classmethod
-    def of(cls, c: GemmConfig, call: Problem | None = None, block_loop: BlockLoop | None = None) -> Workload:
+    def of(cls, c: GemmConfig, call: Problem | None = None, block_loop: BlockLoop | None = None,
+           epilogue: Epilogue | None = None) -> Workload:
         """The config's own workload, or one call of it at another size (`call`)."""
-        return cls(c.with_(m=0, k=0, n=0, k_mt=0, rho=1), call or Problem(c.M, c.K, c.N), block_loop)
+        return cls(c.with_(m=0, k=0, n=0, k_mt=0, rho=1), call or Problem(c.M, c.K, c.N), block_loop, epilogue)
 
     @classmethod
     def new(cls, device: str, M: int, K: int, N: int, dtype_in: str = "bf16", dtype_out: str = "bf16",
@@ -72,7 +81,17 @@ class Workload:
     def with_(self, M: int | None = None, K: int | None = None, N: int | None = None, **options: Any) -> Workload:
         """Another size, or other options."""
         size = Problem(M or self.M, K or self.K, N or self.N)
-        return Workload(self.base.with_(M=size.M, K=size.K, N=size.N, **options), size, self.block_loop)
+        return Workload(self.base.with_(M=size.M, K=size.K, N=size.N, **options), size, self.block_loop,
+                        self.epilogue)
+
+    @property
+    def epi(self) -> Epilogue:
+        """The epilogue priced: the given one, else the config's (read by name: GemmConfig gains the field
+        with the epilogue options), else none."""
+        if self.epilogue is not None:
+            return self.epilogue
+        own = getattr(self.base, "epilogue", None)
+        return own if isinstance(own, Epilogue) else Epilogue()
 
     @property
     def M(self) -> int:
@@ -206,6 +225,12 @@ def estimate(pr: Workload, m: np.ndarray | int, k: np.ndarray | int, n: np.ndarr
     zero = m * n * b_acc / isa.vst_bytes + p.switch_cycles
     if pr.base.precision.converts_c:  # C's final conversion: read the accumulator, write C, one more call
         zero = zero + m * n * (b_acc / isa.vld_bytes + b_out / isa.vst_bytes) + p.switch_cycles
+    epi = pr.epi
+    epi_b = epilogue_cost.extra_b_objects(epi)
+    if not epi.is_identity:  # the epilogue's vector operations in the conversion (uncalibrated)
+        zero = zero + epilogue_cost.core_cycles(epi, m, n)
+    if epi_b:  # its tile on the B channel: exposed where the transfer outlasts the conversion
+        zero = zero + np.maximum(epi_b * k * n * b_b / sbw - zero, 0.0)
     c_to_l2 = m * n * b_out / sbw
     c_stall = c_to_l2 if pr.base.depth_c_l1 == 1 else np.zeros_like(c_to_l2)
     tile = k_steps * step + zero + c_stall
@@ -215,7 +240,7 @@ def estimate(pr: Workload, m: np.ndarray | int, k: np.ndarray | int, n: np.ndarr
     if traffic is None:
         types = (dtype(pr.base.dtype_in), dtype(str(pr.base.dtype_b)), dtype(pr.base.dtype_out))
         traffic = analytic_traffic(rows, cols, types, pr.base.b_col_maj, m, k_mt, n, Mp, Kp, Np, pr.base.b_pack,
-                                   dram_lds(pr, k_mt, n), pr.base.a_col_maj, pr.base.c_col_maj)
+                                   dram_lds(pr, k_mt, n), pr.base.a_col_maj, pr.base.c_col_maj, epi_b * k)
     dram = p.dram[dev.name]
     bw = dram.peak_gbps * GIGA
     lost = dram.run_overhead_bytes
@@ -298,18 +323,21 @@ def estimate(pr: Workload, m: np.ndarray | int, k: np.ndarray | int, n: np.ndarr
                         for name, t in t_tensor.items()},
         groups=groups,
         l1_stall_cycles=l1_stall,
+        extra={"epilogue_cycles_per_tile": epilogue_cost.core_cycles(epi, m, n)} if not epi.is_identity else {},
     )
 
 
 def estimate_config(c: GemmConfig, params: Params | None = None, traffic: dict[str, TensorTraffic] | None = None,
                     tasks_per_group: int | None = None, plan: L1Plan | None = None,
-                    call: Problem | None = None, block_loop: BlockLoop | None = None) -> Estimate:
+                    call: Problem | None = None, block_loop: BlockLoop | None = None,
+                    epilogue: Epilogue | None = None) -> Estimate:
     """estimate() of one config with its L1 bank stalls: the plan (the config's allocator, as
     l1_banks.plan chooses it, unless given) and the stall it costs at the predicted call time;
     `call`: one call of a design that serves many sizes (its blocks cover the call's sizes, whole);
-    `block_loop`: a published bfp16 kernel's loop in place of ours (Workload.block_loop)."""
+    `block_loop`: a published bfp16 kernel's loop in place of ours (Workload.block_loop); `epilogue`: the
+    fused epilogue priced (Workload.epilogue; None: the config's own)."""
     p = params or load()
-    pr = Workload.of(c, call, block_loop)
+    pr = Workload.of(c, call, block_loop, epilogue)
     e = estimate(pr, c.m, c.k, c.n, c.k_mt, p, traffic, tasks_per_group, c.rho)
     if not p.l1_conflict:  # a shared bank costs nothing: no plan needed
         return e

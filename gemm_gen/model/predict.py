@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from ..config import GemmConfig
 from ..design import build_design
 from ..design.keys import DesignKeys, design_keys
 from ..design.model import Design
+from ..epilogue import Epilogue
 from ..errors import ConfigError
+from . import epilogue_cost
 from .kernel import cluster_terms, overhead
 from .params import Params, load, load_ends
 from .perf import Estimate, Workload, estimate_config
@@ -21,9 +23,19 @@ def tasks_per_group(design: Design) -> int:
     return sum(1 for t in design.tasks if t.group == 0)
 
 
+def design_epilogue(design: Design) -> Epilogue:
+    """The fused epilogue a design's kernels apply (KernelBuild.epilogue; all of a design's kernels share one)."""
+    found = {k.build.epilogue for k in design.kernels}
+    if len(found) > 1:
+        raise ConfigError(f"a design's kernels disagree on their epilogue: {sorted(map(str, found))}",
+                          "build every kernel of a design with the config's epilogue")
+    return found.pop() if found else Epilogue()
+
+
 def estimate_design(design: Design, params: Params | None = None) -> Estimate:
-    """The model on a built Design: its traffic, its task groups and its L1 plan."""
-    return estimate_config(design.config, params, design_traffic(design), tasks_per_group(design), design.l1)
+    """The model on a built Design: its traffic, its task groups, its L1 plan and its kernels' epilogue."""
+    return estimate_config(design.config, params, design_traffic(design), tasks_per_group(design), design.l1,
+                           epilogue=design_epilogue(design))
 
 
 MODEL = "gemm_gen.model (analytical; see docs/model.md)"  # what predict --json names as its source
@@ -107,6 +119,28 @@ class Upstream:
 
 
 @dataclass(frozen=True)
+class EpilogueCharge:
+    """What a fused epilogue adds to the prediction (model/epilogue_cost.py): UNCALIBRATED, no hardware
+    figure exists."""
+
+    what: str  # the epilogue, as Epilogue.to_json
+    vector_ops_per_lanes: int  # vector operations per VECTOR_LANES values of C
+    cycles_per_tile: float  # core cycles per output tile
+    extra_b_objects_per_tile: int  # its tile on the core's B channel
+
+    def to_json(self) -> dict[str, object]:
+        return {"predicted": True, "calibrated": False, "epilogue": self.what,
+                "vector_ops_per_16_lanes": self.vector_ops_per_lanes, "cycles_per_tile": self.cycles_per_tile,
+                "extra_b_objects_per_tile": self.extra_b_objects_per_tile}
+
+    def text(self) -> str:
+        return (f"  epilogue     PREDICTED, uncalibrated: {self.what}, {self.vector_ops_per_lanes} vector ops per "
+                f"16 values, {self.cycles_per_tile:,.0f} cycles per output tile"
+                + (f", {self.extra_b_objects_per_tile} more B object per tile" if self.extra_b_objects_per_tile
+                   else ""))
+
+
+@dataclass(frozen=True)
 class Prediction:
     """Everything `gemm-gen predict` reports of one design; every number is predicted."""
 
@@ -141,6 +175,8 @@ class Prediction:
     # the published kernel ours resembles (`gemm-gen predict` adds it: model/fit/upstream.py); None when
     # not asked, or when no published kernel has these types
     upstream: Upstream | None = None
+    # the fused epilogue's charge (model/epilogue_cost.py, uncalibrated): None without one
+    epilogue: EpilogueCharge | None = None
 
     @property
     def time_us(self) -> float:
@@ -188,6 +224,8 @@ class Prediction:
             "buildable": self.buildable,
             "not_buildable_because": self.not_buildable_because,
             "upstream": None if self.upstream is None else self.upstream.to_json(),
+            # only with an epilogue: every epilogue-free prediction keeps its JSON
+            **({} if self.epilogue is None else {"epilogue": self.epilogue.to_json()}),
         }
 
 
@@ -206,8 +244,19 @@ def predict(config: GemmConfig, params: Params | None = None,
         design, reason = build_design(config, budgets=False), str(e)  # raises unless a budget broke
     p = params or load()
     slow, fast = ends or load_ends()
-    return prediction(config, estimate_design(design, p), p, design, _f(estimate_design(design, slow).tops),
+    pred = prediction(config, estimate_design(design, p), p, design, _f(estimate_design(design, slow).tops),
                       _f(estimate_design(design, fast).tops), reason)
+    epi = design_epilogue(design)
+    if epi.is_identity:
+        return pred
+    return replace(pred, epilogue=epilogue_charge(epi, config.m, config.n))
+
+
+def epilogue_charge(epi: Epilogue, m: int, n: int) -> EpilogueCharge:
+    """The epilogue's charge per m x n output tile (model/epilogue_cost.py)."""
+    what = ", ".join(f"{k} {v}" for k, v in epi.to_json().items() if v not in (None, False, "none"))
+    return EpilogueCharge(what, epilogue_cost.vector_ops(epi), _f(epilogue_cost.core_cycles(epi, m, n)),
+                          epilogue_cost.extra_b_objects(epi))
 
 
 def _f(x: Any) -> float:

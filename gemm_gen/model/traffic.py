@@ -86,7 +86,8 @@ def analytic_traffic(rows: int, cols: int, types: tuple[DType, DType, DType], b_
                      m: np.ndarray, k_mt: np.ndarray, n: np.ndarray,
                      Mp: np.ndarray, Kp: np.ndarray, Np: np.ndarray, b_pack: str = "tiles",
                      lds: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
-                     a_col_maj: bool = False, c_col_maj: bool = False) -> dict[str, TensorTraffic]:
+                     a_col_maj: bool = False, c_col_maj: bool = False,
+                     extra_b_rows: np.ndarray | int = 0) -> dict[str, TensorTraffic]:
     """The runtime sequence's traffic in closed form (Striking eq. 6-8 with padding).
 
     A: every m x Kp strip is read once per output block column (N/(n cols) times), in k_mt runs
@@ -98,7 +99,9 @@ def analytic_traffic(rows: int, cols: int, types: tuple[DType, DType, DType], b_
     in runs of n. `types` are A's, B's and C's: a bfp16 operand (1.125 B per value) moves in 8 x 8
     tiles, so each of its runs spans 8 rows. `lds` are the elements between rows of A's, B's (as
     stored) and C's DRAM buffers (gemm_gen/call.py; default: the padded extents): rows touch only
-    where a buffer's rows are exactly as long as a task reads them.
+    where a buffer's rows are exactly as long as a task reads them. `extra_b_rows`: rows the host appends to
+    B per column tile (a fused epilogue's tile: k of them), read with it, so B's bytes and runs grow by
+    (Kp + extra) / Kp = (k_steps + 1) / k_steps (run lengths unchanged).
     """
     f = np.float64
     (b_a, q_a), (b_b, q_b), (b_out, q_c) = ((t.elem_bytes, t.tile_rows) for t in types)
@@ -125,6 +128,8 @@ def analytic_traffic(rows: int, cols: int, types: tuple[DType, DType, DType], b_
     else:  # rows of n, or one run per strip when a single column's n spans all of B's rows
         b_runs = b_bytes / (np.where(ldb == n, Kp * n, n * q_b) * b_b)
         b_side = np.full(np.shape(b_runs), cols)
+    grow = (Kp + np.asarray(extra_b_rows)) / Kp  # 1 without an epilogue tile: B's traffic as before
+    b_bytes, b_runs = b_bytes * grow, b_runs * grow
     c_bytes = (Mp * Np * b_out).astype(f)
     if c_col_maj:  # C^T: runs of m, one per column and core row (one per m x n tile when C^T is m wide)
         c_runs = c_bytes / (np.where(ldc == m, m * n, m) * b_out)

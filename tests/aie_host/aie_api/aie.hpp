@@ -337,6 +337,24 @@ struct vector {
   static constexpr unsigned size() { return Elems; }
   T &operator[](unsigned i) { return data[i]; }
   const T &operator[](unsigned i) const { return data[i]; }
+
+  // Lanes [idx ElemsIn, (idx + 1) ElemsIn) replaced by v (vector.hpp insert: idx counts subvectors).
+  template <unsigned ElemsIn>
+  vector &insert(unsigned idx, const vector<T, ElemsIn> &v) {
+    static_assert(Elems % ElemsIn == 0, "aie::vector::insert: the subvector size divides the vector's");
+    if (idx >= Elems / ElemsIn) host::fail("aie::vector::insert past the vector's end");
+    else std::copy(v.data.begin(), v.data.end(), data.begin() + idx * ElemsIn);
+    return *this;
+  }
+
+  template <unsigned ElemsOut>
+  vector<T, ElemsOut> extract(unsigned idx) const {
+    static_assert(Elems % ElemsOut == 0, "aie::vector::extract: the subvector size divides the vector's");
+    vector<T, ElemsOut> out;
+    if (idx >= Elems / ElemsOut) host::fail("aie::vector::extract past the vector's end");
+    else std::copy(data.begin() + idx * ElemsOut, data.begin() + (idx + 1) * ElemsOut, out.data.begin());
+    return out;
+  }
 };
 
 template <unsigned Elems, typename T>
@@ -357,11 +375,69 @@ T *store_v(T *ptr, const vector<T, Elems> &v) {
 template <typename Tag, unsigned Elems>
 struct accum;
 
-// acc64 lanes (what an int16 mmul with a 64-bit accumulator holds): exact int64 values.
+namespace host {
+// An integer accumulator's SRS into T (accum.hpp to_vector): shift-round under the rounding mode, then
+// narrowed under the saturation mode; the shift range is the SRS's, 0..59.
+template <typename T, std::size_t N>
+vector<T, N> srs(const std::array<std::int64_t, N> &lanes, int shift) {
+  if (shift < 0 || shift > 59) fail("a down-shift (SRS) outside 0..59");
+  vector<T, N> out;
+  for (std::size_t i = 0; i < N; ++i) out[i] = saturate<T>(shift_round(lanes[i], shift & 63, rounding), saturation);
+  return out;
+}
+}  // namespace host
+
+// acc64 lanes (an int16 mmul with a 64-bit accumulator; int32 x int32 products): exact int64 values.
+// From int32 / int16 vectors (explicit, with an up-shift 0..63), to int32 / int16 by SRS.
 template <unsigned Elems>
 struct accum<acc64, Elems> {
   static constexpr unsigned size() { return Elems; }
   std::array<std::int64_t, Elems> acc{};
+
+  accum() = default;
+  template <typename T>
+  explicit accum(const vector<T, Elems> &v, int shift = 0) {
+    static_assert(std::is_same_v<T, int32> || std::is_same_v<T, int16>, "acc64 loads int32 or int16 vectors");
+    if (shift < 0 || shift > 63) host::fail("an up-shift (UPS) outside 0..63");
+    for (unsigned i = 0; i < Elems; ++i) acc[i] = static_cast<std::int64_t>(v[i]) * (std::int64_t{1} << (shift & 63));
+  }
+
+  template <typename T>
+  vector<T, Elems> to_vector(int shift = 0) const {
+    static_assert(std::is_same_v<T, int32> || std::is_same_v<T, int16>, "acc64 stores int32 or int16 (SRS)");
+    return host::srs<T>(acc, shift);
+  }
+};
+
+// acc32 lanes: 32-bit values (one that leaves them fails, as in mmul). From an int32 vector with shift 0
+// only (REQUIRES in detail/aie2*/accum.hpp); to int8 / int16 by SRS, to int32 by a plain cast that
+// ignores the shift (as mmul's).
+template <unsigned Elems>
+struct accum<acc32, Elems> {
+  static constexpr unsigned size() { return Elems; }
+  std::array<std::int64_t, Elems> acc{};
+
+  accum() = default;
+  explicit accum(const vector<int32, Elems> &v, int shift = 0) {
+    if (shift != 0)
+      host::fail("an int32 vector loads into acc32 only with shift 0 (REQUIRES(shift == 0): chess refuses it, "
+                 "Peano drops the shift)");
+    for (unsigned i = 0; i < Elems; ++i) acc[i] = v[i];
+  }
+
+  template <typename T>
+  vector<T, Elems> to_vector(int shift = 0) const {
+    static_assert(std::is_same_v<T, int8> || std::is_same_v<T, int16> || std::is_same_v<T, int32>,
+                  "acc32 stores int8, int16 or int32");
+    if constexpr (std::is_same_v<T, int32>) {
+      if (shift != 0) host::fail("acc32 is stored as int32 with a plain cast that ignores the shift");
+      vector<int32, Elems> out;
+      for (unsigned i = 0; i < Elems; ++i) out[i] = static_cast<int32>(acc[i]);
+      return out;
+    } else {
+      return host::srs<T>(acc, shift);
+    }
+  }
 };
 
 // Reinterpret an accumulator as a vector (aie::vector_cast<int32>(acc)): lane i -> words 2i, 2i + 1.
@@ -660,22 +736,24 @@ class block_vector_output_buffer_stream<bfp16ebs8, 64> {
   host::fifo_hold<true> fifo_;  // the store FIFO from the first push on
 };
 
-// The fp32 accumulator of the bfp16 datapath. Lanes hold doubles: loads are exact (bf16, fp32 and
-// bfp16 values all are), products of two bfp16 values are exact, and sums stay exact for the tests'
-// inputs, so a kernel call is "the exact sum rounded once to fp32" (gemm_gen/numerics.py).
-template <>
-struct accum<accfloat, 64> {
-  static constexpr unsigned size() { return 64; }
+// The fp32 accumulator (accfloat lanes). Lanes hold doubles: loads are exact (bf16, fp32 and bfp16
+// values all are); in the bfp16 datapath products of two bfp16 values are exact and sums stay exact for
+// the tests' inputs, so a kernel call is "the exact sum rounded once to fp32" (gemm_gen/numerics.py).
+// The elementwise operations (aie::add, aie::mul, linear_approx below) are fp32 operations: each lane
+// is rounded to fp32 (nearest even) once per operation, as gemm_gen/epilogue.py assumes.
+template <unsigned Elems>
+struct accum<accfloat, Elems> {
+  static constexpr unsigned size() { return Elems; }
 
-  std::array<double, 64> acc{};
+  std::array<double, Elems> acc{};
 
   accum() = default;
   template <typename T>
-  explicit accum(const vector<T, 64> &v) {  // explicit, as in the AIE API (accum.hpp)
+  explicit accum(const vector<T, Elems> &v) {  // explicit, as in the AIE API (accum.hpp)
     static_assert(std::is_same_v<T, bfloat16> || std::is_same_v<T, float>, "accfloat loads bf16 or float");
-    for (unsigned i = 0; i < 64; ++i) acc[i] = static_cast<double>(static_cast<float>(v[i]));
+    for (unsigned i = 0; i < Elems; ++i) acc[i] = static_cast<double>(static_cast<float>(v[i]));
   }
-  explicit accum(const block_vector<bfp16ebs8, 64> &v) {  // explicit, as in the AIE API
+  explicit accum(const block_vector<bfp16ebs8, 64> &v) requires(Elems == 64) {  // explicit, as in the AIE API
     for (unsigned i = 0; i < 64; ++i) acc[i] = v.host_value(i);
   }
 
@@ -683,24 +761,208 @@ struct accum<accfloat, 64> {
   // in blocks of 8 consecutive lanes under the rounding mode (bfp16.encode).
   template <typename T>
   auto to_vector() const {
-    std::array<float, 64> f;
-    for (unsigned i = 0; i < 64; ++i) f[i] = static_cast<float>(acc[i]);
+    std::array<float, Elems> f;
+    for (unsigned i = 0; i < Elems; ++i) f[i] = static_cast<float>(acc[i]);
     if constexpr (std::is_same_v<T, bfp16ebs8>) {
+      static_assert(Elems == 64, "accfloat stores bfp16ebs8 as 8 x 8 tiles (64 lanes)");
       block_vector<bfp16ebs8, 64> out;
       for (unsigned b = 0; b < 8; ++b)
         host::bfp16_encode(&f[b * host::BFP16_BLOCK], 1, &out.bytes[b * host::BFP16_BLOCK_BYTES], host::rounding);
       return out;
     } else if constexpr (std::is_same_v<T, bfloat16>) {
-      vector<bfloat16, 64> out;
-      for (unsigned i = 0; i < 64; ++i) out[i] = bfloat16::from_bits(host::f32_to_bf16_bits(f[i], host::rounding));
+      vector<bfloat16, Elems> out;
+      for (unsigned i = 0; i < Elems; ++i) out[i] = bfloat16::from_bits(host::f32_to_bf16_bits(f[i], host::rounding));
       return out;
     } else {
       static_assert(std::is_same_v<T, float>, "accfloat stores bfp16ebs8, bfloat16 or float");
-      vector<float, 64> out;
-      for (unsigned i = 0; i < 64; ++i) out[i] = f[i];
+      vector<float, Elems> out;
+      for (unsigned i = 0; i < Elems; ++i) out[i] = f[i];
       return out;
     }
   }
+};
+
+// ---- elementwise operations of the fused epilogues (gemm_gen/epilogue.py; aie.hpp, UG1529) ----------
+namespace host {
+inline double fp32(double x) { return static_cast<double>(static_cast<float>(x)); }  // one fp32 rounding
+
+inline void check_normal_bf16(const bfloat16 &x, const char *what) {
+  if (subnormal(static_cast<float>(x))) fail(std::string("a subnormal bf16 operand of ") + what + " (flushing is unpublished)");
+}
+}  // namespace host
+
+template <typename T, unsigned Elems>
+vector<T, Elems> broadcast(T value) {
+  vector<T, Elems> v;
+  v.data.fill(value);
+  return v;
+}
+
+// aie::concat of vectors of one type: their lanes one after another.
+template <typename T, unsigned Elems, typename... Rest>
+vector<T, Elems * (1 + sizeof...(Rest))> concat(const vector<T, Elems> &first, const Rest &...rest) {
+  static_assert((std::is_same_v<Rest, vector<T, Elems>> && ...), "aie::concat takes vectors of one type and size");
+  vector<T, Elems * (1 + sizeof...(Rest))> out;
+  unsigned i = 0;
+  out.insert(i++, first);
+  (out.insert(i++, rest), ...);
+  return out;
+}
+
+// acc + v (add_accum.hpp: an accfloat plus a float or bf16 vector, one fp32 rounding; an acc64 plus an
+// int32 vector, exact).
+template <typename T, unsigned Elems>
+accum<accfloat, Elems> add(const accum<accfloat, Elems> &a, const vector<T, Elems> &v) {
+  static_assert(std::is_same_v<T, float> || std::is_same_v<T, bfloat16>, "accfloat adds float or bf16 vectors");
+  accum<accfloat, Elems> out;
+  for (unsigned i = 0; i < Elems; ++i) {
+    const float x = static_cast<float>(v[i]);
+    if (host::subnormal(x)) host::fail("a subnormal operand of an accfloat add (flushing is unpublished)");
+    out.acc[i] = host::fp32(a.acc[i] + static_cast<double>(x));  // exact in double, then one fp32 rounding
+  }
+  return out;
+}
+
+template <unsigned Elems>
+accum<acc64, Elems> add(const accum<acc64, Elems> &a, const vector<int32, Elems> &v) {
+  accum<acc64, Elems> out;
+  for (unsigned i = 0; i < Elems; ++i) out.acc[i] = a.acc[i] + v[i];  // |acc| < 2^62 here: no wrap
+  return out;
+}
+
+// aie::mul of two vectors (mul.hpp): bf16 x bf16 -> accfloat (the product exact, then one fp32 rounding:
+// only an overflow or underflow rounds); int32 x int32 -> acc64 (exact; mul_acc64.hpp).
+template <unsigned Elems>
+accum<accfloat, Elems> mul(const vector<bfloat16, Elems> &a, const vector<bfloat16, Elems> &b) {
+  accum<accfloat, Elems> out;
+  for (unsigned i = 0; i < Elems; ++i) {
+    host::check_normal_bf16(a[i], "aie::mul");
+    host::check_normal_bf16(b[i], "aie::mul");
+    out.acc[i] = host::fp32(static_cast<double>(static_cast<float>(a[i])) * static_cast<double>(static_cast<float>(b[i])));
+  }
+  return out;
+}
+
+template <unsigned Elems>
+accum<acc64, Elems> mul(const vector<int32, Elems> &a, const vector<int32, Elems> &b) {
+  accum<acc64, Elems> out;
+  for (unsigned i = 0; i < Elems; ++i) out.acc[i] = static_cast<std::int64_t>(a[i]) * static_cast<std::int64_t>(b[i]);
+  return out;
+}
+
+// aie::max / aie::min of two vectors or a vector and a scalar (max_min.hpp): int32 and bf16 (compared as
+// values; a NaN lane fails: what the core's max does with it is unpublished). On equal values (+0, -0)
+// the second operand, as NumPy's maximum / minimum, which gemm_gen/epilogue.py uses (the core's choice
+// between signed zeros is unpublished).
+namespace host {
+template <typename T>
+double value(const T &x) {
+  if constexpr (std::is_same_v<T, bfloat16>) return static_cast<double>(static_cast<float>(x));
+  else return static_cast<double>(x);
+}
+
+template <bool Max, typename T, unsigned Elems>
+vector<T, Elems> max_min(const vector<T, Elems> &a, const vector<T, Elems> &b) {
+  static_assert(std::is_same_v<T, int32> || std::is_same_v<T, bfloat16>, "the host models int32 and bf16 max / min");
+  vector<T, Elems> out;
+  for (unsigned i = 0; i < Elems; ++i) {
+    const double x = value(a[i]), y = value(b[i]);
+    if (std::isnan(x) || std::isnan(y)) fail("a NaN operand of aie::max / aie::min (the core's result is unpublished)");
+    out[i] = (Max ? x > y : x < y) ? a[i] : b[i];
+  }
+  return out;
+}
+}  // namespace host
+
+template <typename T, unsigned Elems>
+vector<T, Elems> max(const vector<T, Elems> &a, const vector<T, Elems> &b) { return host::max_min<true>(a, b); }
+template <typename T, unsigned Elems>
+vector<T, Elems> max(const vector<T, Elems> &a, T b) { return host::max_min<true>(a, broadcast<T, Elems>(b)); }
+template <typename T, unsigned Elems>
+vector<T, Elems> min(const vector<T, Elems> &a, const vector<T, Elems> &b) { return host::max_min<false>(a, b); }
+template <typename T, unsigned Elems>
+vector<T, Elems> min(const vector<T, Elems> &a, T b) { return host::max_min<false>(a, broadcast<T, Elems>(b)); }
+
+// aie::lut<4, Offset, Slope> (detail/lut.hpp): the table's size in entries and its two copies (banks
+// ab and cd), as untyped pointers.
+template <unsigned ParallelAccesses, typename OffsetType, typename SlopeType = OffsetType>
+struct lut;
+
+template <typename OffsetType, typename SlopeType>
+struct lut<4, OffsetType, SlopeType> {
+  lut(unsigned LUT_elems, const void *LUT_ab, const void *LUT_cd) : LUT_elems_(LUT_elems), LUT_ab_(LUT_ab), LUT_cd_(LUT_cd) {}
+  unsigned LUT_elems_;
+  const void *LUT_ab_;
+  const void *LUT_cd_;
+};
+
+template <typename T, typename Lut>
+struct linear_approx;
+
+// aie::linear_approx<bfloat16, lut<4, float, bfloat16>> (detail/aie2/linear_approx.hpp, the last
+// specialisation; AIE2 and AIE2P alike): the byte index bfloat16_to_int(x, -shift_addr), shift_addr =
+// step_bits - 4, clamped to the table, selects a {slope, offset} pair; the result is the accfloat
+// mac slope x + offset (one fp32 rounding). Modelled:
+// - the index's rounding in bfloat16_to_int is unpublished: floor (gemm_gen/epilogue.tanh_segment's
+//   default; it only decides between two segments within 2^shift_addr of a boundary);
+// - the 4-way table layout: 16 bytes per entry, entries 2g and 2g + 1 as the {slope, offset} pairs at
+//   byte 32 g and 32 g + 8, stored twice (bytes 32 g + 16 on) and again in the cd copy; which lane reads
+//   which copy is unpublished, so every copy must hold the same pair (else the call fails);
+// - the slope is read as bf16 from a float entry: a slope that is not bf16-valued fails (which half the
+//   shuffle keeps is not modelled);
+// - at most 16 lanes per compute (its input grows to 16); shift_offset must be 0 (REQUIRES_MSG).
+template <>
+struct linear_approx<bfloat16, lut<4, float, bfloat16>> {
+  using lut_type = lut<4, float, bfloat16>;
+
+  linear_approx(const lut_type &l, unsigned step_bits, int bias = 0, int shift_offset = 0)
+      : lut_(l), shift_addr_(static_cast<int>(step_bits) - 4), bias_used_(bias * 16),
+        idx_max_(static_cast<int>(l.LUT_elems_) * 16 - 1) {
+    if (shift_offset != 0) host::fail("shift_offset is not used with bfloat and should remain 0 (linear_approx)");
+  }
+
+  template <unsigned Elems>
+  accum<accfloat, Elems> compute(const vector<bfloat16, Elems> &input) const {
+    static_assert(Elems <= 16, "linear_approx<bfloat16>::compute takes at most 16 lanes (input.grow<16>())");
+    accum<accfloat, Elems> out;
+    for (unsigned i = 0; i < Elems; ++i) {
+      host::check_normal_bf16(input[i], "linear_approx");
+      const double x = static_cast<double>(static_cast<float>(input[i]));
+      if (std::isnan(x)) {
+        host::fail("a NaN input to linear_approx (its index is unpublished)");
+        continue;
+      }
+      const double scaled = std::floor(std::ldexp(x, -shift_addr_));
+      const double lo = -bias_used_, hi = idx_max_ - bias_used_;
+      const int byte = static_cast<int>(std::min(hi, std::max(lo, scaled))) + bias_used_;
+      const unsigned at = (static_cast<unsigned>(byte) & ~31u) + ((static_cast<unsigned>(byte) & 16u) >> 1);
+      float slope = 0.0f, offset = 0.0f;
+      read_pair(at, slope, offset);
+      const bfloat16 s(slope);
+      out.acc[i] = host::fp32(static_cast<double>(static_cast<float>(s)) * x + static_cast<double>(offset));
+    }
+    return out;
+  }
+
+ private:
+  void read_pair(unsigned at, float &slope, float &offset) const {
+    const auto *ab = static_cast<const unsigned char *>(lut_.LUT_ab_), *cd = static_cast<const unsigned char *>(lut_.LUT_cd_);
+    float copies[4][2];
+    const unsigned char *where[4] = {ab + at, ab + at + 16, cd + at, cd + at + 16};
+    for (unsigned c = 0; c < 4; ++c) std::memcpy(copies[c], where[c], sizeof copies[c]);
+    for (unsigned c = 1; c < 4; ++c)
+      if (std::memcmp(copies[c], copies[0], sizeof copies[0]))
+        host::fail("linear_approx: the table's copies of one {slope, offset} pair differ (which lane reads which "
+                   "copy is unpublished)");
+    std::uint32_t bits;
+    std::memcpy(&bits, &copies[0][0], sizeof bits);
+    if (bits & 0xFFFFu) host::fail("linear_approx: a slope that is not bf16-valued (the LUT reads slopes as bf16)");
+    slope = copies[0][0];
+    offset = copies[0][1];
+  }
+
+  lut_type lut_;
+  int shift_addr_, bias_used_, idx_max_;
 };
 
 }  // namespace aie

@@ -1,0 +1,507 @@
+"""The fused epilogue in the scalar kernel (templates/mm_epilogue.cc.j2, issue 21 step 6).
+
+Each rendered kernel is compiled on the host against tests/aie_host (as tests/test_kernels.py does) and its
+convert(C, C_acc[, E]) is run on accumulators written straight into the L1 accumulator layout (the C
+object's first rows and C_acc), with the epilogue tile packed by gemm_gen/epilogue.pack_tile. C must
+equal gemm_gen/epilogue.py bit for bit: float_epilogue (bf16 outputs) or requant_kernel (i8 / i16), on
+random data and on edge data (bf16 rounding ties, the LUT's segment edges, int32 extremes, acc + bias
+past int32, SRS ties). A few builds also run the whole tile (zero, two k-steps, convert). Mutants of the
+rendered source (a wrong rounding mode in either SRS, the bias added after the activation, the clamp
+before it, the LUT index off by one, the zero point after the clamp) must be caught.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from functools import partial
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from gemm_gen.design.model import KernelBuild
+from gemm_gen.dtypes import BF16, dtype
+from gemm_gen.epilogue import (
+    INT32_MAX,
+    INT32_MIN,
+    Activation,
+    Epilogue,
+    Requant,
+    RequantForm,
+    bias_bf16,
+    float_epilogue,
+    pack_tile,
+    requant_kernel,
+    tanh_lut,
+    tile_layout,
+)
+from gemm_gen.errors import ConfigError
+from gemm_gen.hw.devices import NPU1, NPU2, Device
+from gemm_gen.l1_layout import c_layout
+from gemm_gen.rounding import Rounding, Saturation
+
+from . import test_kernels as tk
+
+ACT = Activation
+DOUBLE = RequantForm.DOUBLE
+
+
+def ebuild(dev: Device, din: str, dout: str, blocks: tuple[int, int, int], epilogue: Epilogue,
+           b_col_maj: bool = False, **kw: object) -> KernelBuild:
+    """tests/test_kernels.build with C accumulated wide (the epilogue runs in its conversion)."""
+    return replace(tk.build(dev, din, dout, blocks, b_col_maj, wide=True, **kw), epilogue=epilogue)  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True)
+class ECase:
+    build: KernelBuild
+    patches: tuple[tuple[str, str], ...] = ()
+    mutant: str = ""
+
+    @property
+    def id(self) -> str:
+        e = self.build.epilogue
+        what = (f"requant{'-bias' if e.bias else ''}" if e.requant else
+                f"{e.activation.value}{'-bias' if e.bias else ''}{'-clamp' if e.clamp else ''}")
+        return f"{tk.source_file(self.build)[:-3]}-{what}" + (f"-mutant-{self.mutant}" if self.mutant else "")
+
+    @property
+    def source(self) -> str:
+        text = tk.render_kernel(self.build)
+        for old, new in self.patches:
+            assert text.count(old) == 1, f"{self.id}: the patch does not apply: {old!r}"
+            text = text.replace(old, new)
+        return text
+
+
+def _float_cases() -> list[ECase]:
+    out = []
+    for i, act in enumerate(ACT):  # every activation, bias on and off, on both devices' default shapes
+        for dev in (NPU1, NPU2):
+            for bias in (False, True):
+                clamp = (-1.5, 6.0) if (i + bias) % 2 else None
+                out.append(ECase(ebuild(dev, "bf16", "bf16", (1, 2, 2), Epilogue(bias, act, clamp))))
+    gelu = Epilogue(True, ACT.GELU, (-0.25, 3.0))
+    out += [  # other mmul shapes, column-major C, rho slices, other rounding, bf16 through bfp16
+        ECase(ebuild(NPU1, "bf16", "bf16", (2, 2, 1), gelu, mmul=(8, 8, 4), c_col_maj=True)),
+        ECase(ebuild(NPU2, "bf16", "bf16", (1, 2, 1), Epilogue(True, ACT.SILU), mmul=(8, 8, 4), rho=2)),
+        ECase(ebuild(NPU2, "bf16", "bf16", (2, 2, 1), gelu, mmul=(4, 8, 4), b_col_maj=True)),
+        ECase(ebuild(NPU2, "bf16", "bf16", (1, 2, 1), Epilogue(True, ACT.RELU, (0.0, 6.0)), mmul=(8, 1, 8))),
+        ECase(ebuild(NPU1, "bf16", "bf16", (2, 2, 2), Epilogue(True, ACT.SILU, (-2.0, 2.0)), rounding="floor")),
+        ECase(ebuild(NPU2, "bf16", "bf16", (1, 2, 2), Epilogue(True, ACT.GELU), emulate=True)),
+        ECase(ebuild(NPU1, "bf16", "bf16", (1, 2, 1), Epilogue(False, ACT.GELU), rho=3, c_col_maj=True)),
+    ]
+    return out
+
+
+def _int_cases() -> list[ECase]:
+    out = []
+    for dev in (NPU1, NPU2):
+        for din, dout in (("i8", "i8"), ("i8", "i16"), ("i16", "i16")):
+            for bias in (False, True):
+                out.append(ECase(ebuild(dev, din, dout, (1, 2, 2), Epilogue(bias=bias, requant=DOUBLE))))
+    req = Epilogue(bias=True, requant=DOUBLE)
+    out += [  # other mmul shapes (acc32 and acc64), column-major C, rho slices, a build's own modes ignored
+        ECase(ebuild(NPU1, "i8", "i8", (2, 2, 1), req, mmul=(2, 8, 8), c_col_maj=True)),
+        ECase(ebuild(NPU1, "i16", "i16", (1, 2, 1), req, mmul=(2, 4, 8))),
+        ECase(ebuild(NPU1, "i16", "i16", (2, 2, 1), req, mmul=(4, 2, 8), rho=2)),  # acc32
+        ECase(ebuild(NPU2, "i8", "i16", (1, 2, 2), req, mmul=(4, 8, 8), c_col_maj=True)),
+        ECase(ebuild(NPU2, "i16", "i16", (1, 2, 1), req, mmul=(8, 1, 8))),  # acc32
+        ECase(ebuild(NPU2, "i8", "i8", (2, 2, 2), req, rounding="floor", saturation="symmetric")),
+        ECase(ebuild(NPU1, "i8", "i8", (4, 2, 2), req, loops="c-overlap")),
+    ]
+    return out
+
+
+FLOAT = _float_cases()
+INT = _int_cases()
+_GELU = ebuild(NPU1, "bf16", "bf16", (1, 2, 2), Epilogue(True, ACT.GELU, (-0.25, 3.0)))
+_SILU = ebuild(NPU2, "bf16", "bf16", (1, 2, 2), Epilogue(True, ACT.SILU, (-0.125, 2.0)))
+_REQ = ebuild(NPU1, "i8", "i8", (1, 2, 2), Epilogue(bias=True, requant=DOUBLE))
+_REQ16 = ebuild(NPU2, "i16", "i16", (1, 2, 2), Epilogue(bias=True, requant=DOUBLE))
+_SRS1 = "  aie::set_rounding(aie::rounding_mode::positive_inf);  // SRDHM: ties toward +inf\n"
+_SRS2 = "  aie::set_rounding(aie::rounding_mode::symmetric_inf);  // RDBPOT: ties away from zero\n"
+_ACT_LINE = "    y = activation(y);\n"
+_BIAS_ADD = "    const aie::accum<accfloat, CHUNK> x = aie::add(acc, bias);  // acc + bias: one fp32 rounding\n"
+
+
+def _clamp_line(b: KernelBuild) -> str:
+    lo, hi = tk.kernel_params(b).epi_clamp  # type: ignore[union-attr, misc]
+    return f"    y = aie::min(aie::max(y, bfloat16({lo})), bfloat16({hi}));\n"
+
+
+_ZP = ("    aie::vector<int32, CHUNK> z = aie::add(aie::accum<acc64, CHUNK>(y[i]), zero_point).template "
+       "to_vector<int32>(0);\n    z = aie::min(aie::max(z, act_min), act_max);  // inside T_out: the narrowing "
+       "below is exact\n")
+MUTANTS = [
+    ECase(_REQ, ((_SRS1, _SRS1.replace("positive_inf", "conv_even")),), "srs31-conv-even"),
+    ECase(_REQ16, ((_SRS1, _SRS1.replace("positive_inf", "symmetric_inf")),), "srs31-symmetric-inf"),
+    ECase(_REQ, ((_SRS2, _SRS2.replace("symmetric_inf", "positive_inf")),), "srs30-positive-inf"),
+    ECase(_REQ16, ((_SRS2, _SRS2.replace("symmetric_inf", "conv_even")),), "srs30-conv-even"),
+    ECase(_REQ, ((_ZP, "    aie::vector<int32, CHUNK> z = aie::min(aie::max(y[i], act_min), act_max);\n"
+                       "    z = aie::add(aie::accum<acc64, CHUNK>(z), zero_point).template to_vector<int32>(0);\n"),),
+          "zero-point-after-clamp"),
+    *(ECase(b, ((_BIAS_ADD, "    const aie::accum<accfloat, CHUNK> x = acc;\n"),
+                (_ACT_LINE, "    y = aie::add(aie::accum<accfloat, CHUNK>(activation(y)), bias).template "
+                            "to_vector<bfloat16>();\n")), "bias-after-activation") for b in (_GELU, _SILU)),
+    *(ECase(b, ((_ACT_LINE + _clamp_line(b), _clamp_line(b) + _ACT_LINE),), "clamp-before-activation")
+      for b in (_GELU, _SILU)),
+    *(ECase(b, (("TANH_BIAS = 16;", f"TANH_BIAS = {bias};"),), f"lut-index-{name}")
+      for b in (_GELU, _SILU) for bias, name in ((17, "plus-one"), (15, "minus-one"))),
+]
+ALL = [*FLOAT, *INT, *MUTANTS]
+
+
+@pytest.fixture(scope="module")
+def libraries() -> dict[str, Path | BaseException]:
+    return tk.compile_all(ALL)
+
+
+def _library(libraries: dict[str, Path | BaseException], case: ECase) -> Path:
+    lib = libraries[case.id]
+    if isinstance(lib, BaseException):
+        raise lib
+    return lib
+
+
+# ---- the data ---------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Data:
+    acc: np.ndarray  # m x n accumulator values (f32, or int64 within the accumulator's lanes)
+    bias: np.ndarray | None
+    requant: Requant | None = None
+
+
+def _bf16_bits(bits: np.ndarray) -> np.ndarray:
+    return np.asarray(bits, dtype=np.uint32).astype(np.uint16).view(BF16.host).astype(np.float32)
+
+
+def float_data(b: KernelBuild, seed: int) -> Data:
+    """Random accumulators at several scales and, in the first columns (bias 0 there), edge values:
+    bf16 rounding ties (an fp32 halfway between two bf16 values), the LUT's segment edges x = j / 4 and
+    the bf16 values just below them, large values (the end segments), zeros. x never gets so small
+    that a GELU cube would be subnormal (the host refuses those, as the core's flushing is unpublished)."""
+    rng = np.random.default_rng(seed)
+    m, n = b.m, b.n
+    acc = (rng.standard_normal((m, n)) * rng.choice([0.3, 1.0, 3.0, 12.0], size=(m, n))).astype(np.float32)
+    bias = (rng.standard_normal(n) * 2).astype(np.float32) if b.epilogue.bias else None
+    edges = np.concatenate([
+        # ties: bf16 bits with 0x8000 below them (odd and even neighbours, both signs)
+        _bf16_bits(rng.integers(0x3C00, 0x4200, 24)).view(np.uint32) | 0x8000,
+        (_bf16_bits(rng.integers(0xBC00, 0xC200, 24)).view(np.uint32) | 0x8000),
+    ]).view(np.float32)
+    quarters = np.arange(-20, 21, dtype=np.float32) / 4
+    below = np.nextafter(quarters.astype(BF16.host), np.asarray(-np.inf, BF16.host)).astype(np.float32)
+    special = np.asarray([0.0, 300.0, -300.0, 4096.0, -4096.0, 1e6, -1e6], dtype=np.float32)
+    flat = np.concatenate([edges, quarters, below, special])
+    edge_cols = min(n // 2, -(-flat.size // m))
+    block = acc[:, :edge_cols].ravel()
+    block[:min(flat.size, block.size)] = flat[:block.size]
+    acc[:, :edge_cols] = block.reshape(m, edge_cols)
+    if bias is not None:
+        bias[:edge_cols] = 0.0
+    x = bias_bf16(acc, bias).astype(np.float32)
+    tiny = (x != 0) & (np.abs(x) < 1e-10)
+    acc[tiny] = 1.0
+    return Data(acc, bias)
+
+
+def int_data(b: KernelBuild, seed: int) -> Data:
+    """Random accumulators over int32 (past it for acc64 lanes) with INT32_MIN / MAX; per column a random
+    bias (huge in some columns, so acc + bias saturates), multiplier (in [2^30, 2^31), and 0, 2^30 for
+    SRDHM ties, INT32_MAX) and shift (in [-30, 30], mostly small right shifts, whose RDBPOT ties are
+    frequent); a random zero point and clamp inside the output type."""
+    rng = np.random.default_rng(seed)
+    m, n = b.m, b.n
+    out = dtype(b.dtype_out)
+    wide = dtype(b.precision.acc).bits > 32
+    lo, hi = (-(1 << 40), 1 << 40) if wide else (INT32_MIN, INT32_MAX + 1)
+    size = rng.choice(3, size=(m, n), p=(0.3, 0.3, 0.4))  # full range, 2^20, or small enough to stay in range
+    acc = np.choose(size, (rng.integers(lo, hi, (m, n)), rng.integers(-(1 << 20), 1 << 20, (m, n)),
+                           rng.integers(-200, 201, (m, n))))
+    acc.ravel()[:4] = (INT32_MIN, INT32_MAX, INT32_MIN, INT32_MAX)
+    bias = None
+    if b.epilogue.bias:
+        bias = rng.integers(-(1 << 16), 1 << 16, n)
+        bias[1::4] = rng.integers(INT32_MIN, INT32_MAX + 1, len(bias[1::4]))
+        bias[:2] = (-1, 1)  # INT32_MIN - 1, INT32_MAX + 1 saturate
+    mult = rng.integers(1 << 30, 1 << 31, n)
+    shift = rng.integers(-6, 1, n)
+    wild = rng.random(n) < 0.2
+    shift[wild] = rng.integers(-30, 31, int(wild.sum()))
+    # columns whose ties reach the output: M = 0; x / 2 by SRDHM alone (M = 2^30, shift 0); about x / 2
+    # by RDBPOT alone (M = INT32_MAX, shift -1); both (M = 2^30, shift -1)
+    ties = min(n, 8)
+    mult[:ties], shift[:ties] = np.resize((0, 1 << 30, INT32_MAX, 1 << 30), ties), np.resize((0, 0, -1, -1), ties)
+    if bias is not None:
+        bias[2:ties] = rng.integers(-50, 51, max(0, ties - 2))  # x stays small there
+    zp = int(rng.integers(out.min // 2, out.max // 2))
+    lo_q, hi_q = sorted(int(v) for v in rng.integers(out.min, out.max + 1, 2))
+    act = (lo_q, hi_q) if seed % 2 else (None, None)
+    req = Requant(tuple(int(v) for v in mult), tuple(int(v) for v in shift), zp, act[0], act[1], out)
+    return Data(acc.astype(np.int64), bias, req)
+
+
+def expected(b: KernelBuild, d: Data) -> np.ndarray:
+    e = b.epilogue
+    if d.requant is not None:
+        return requant_kernel(d.requant, d.acc, d.bias)
+    mode = Rounding[b.rounding.upper()]
+    # the kernel runs its whole chain under the build's mode register, the LUT's bf16 rounding included
+    return float_epilogue(d.acc, d.bias, e.activation, e.clamp, partial(tanh_lut, rounding=mode), mode)
+
+
+# ---- running one conversion -------------------------------------------------------------------------------
+def write_accumulator(b: KernelBuild, acc: np.ndarray, c: tk.Guarded, buf: tk.Guarded) -> None:
+    """The m x n accumulator in the kernel's L1 layout: blocked r x t blocks (row-major), rows [0, split)
+    at the start of the C object, the rest in C_acc; int64 lanes as int32 pairs (low word first)."""
+    r, _, t = b.mmul
+    t_acc = dtype(b.precision.acc)
+    host = np.float32 if t_acc.is_float else (np.int64 if t_acc.bits > 32 else np.int32)
+    blocked = np.empty(b.m * b.n, dtype=host)
+    blocked[c_layout(b.m, b.n, r, t, False)] = acc
+    split = b.c_split_rows * b.n
+    head = blocked[:split].view(np.uint8)
+    c.body.view(np.uint8)[:head.size] = head
+    buf.body[:] = blocked[split:].view(buf.body.dtype)
+
+
+def run_convert(lib: Path, b: KernelBuild, d: Data, convert: Callable[..., None] | None = None) -> np.ndarray:
+    """Write the accumulator and the epilogue tile, call convert, check the modes and guards, read C."""
+    kernel = tk.Kernel(lib, b)
+    layout = tile_layout(b.epilogue, b.n)
+    t_out = dtype(b.dtype_out)
+    tile = None
+    if layout is not None:
+        kernel.convert_fn.argtypes = [ctypes.c_void_p] * 3
+        tile = tk.Guarded(layout.nbytes, np.uint8)
+        tile.body[:] = pack_tile(b.epilogue, slice(0, b.n), d.bias, d.requant, t_out.is_float)
+    modes = (Rounding.FLOOR, Saturation.NONE)
+    kernel.set_modes(*modes)
+    t_acc = dtype(b.precision.acc)
+    words = 1 if t_acc.is_float else t_acc.bytes // 4
+    c = tk.Guarded(b.m * b.n, t_out.host, 8 * b.m * b.n // t_out.host.itemsize)
+    buf = tk.Guarded((b.m - b.c_split_rows) * b.n * words, np.float32 if t_acc.is_float else np.int32, 2 * b.m * b.n)
+    write_accumulator(b, d.acc, c, buf)
+    args = (c.ptr, buf.ptr, *((tile.ptr,) if tile is not None else ()))
+    kernel.checked(convert or kernel.convert_fn, *args)
+    assert kernel.modes() == modes, "the conversion must restore the mode registers it found"
+    assert c.guards_intact() and buf.guards_intact(), "the conversion wrote outside C or C_acc"
+    assert tile is None or tile.guards_intact()
+    r, _, t = b.mmul
+    return c.body[c_layout(b.m, b.n, r, t, b.c_col_maj)]
+
+
+def check(lib: Path, b: KernelBuild, seed: int) -> Data:
+    d = (float_data if dtype(b.dtype_out).is_float else int_data)(b, seed)
+    tk.assert_bit_equal(run_convert(lib, b, d), expected(b, d), b.object_file)
+    return d
+
+
+# ---- the tests -------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("case", FLOAT, ids=lambda c: c.id)
+def test_float_epilogue_kernel_equals_float_epilogue(libraries, case: ECase) -> None:
+    for seed in range(3):
+        check(_library(libraries, case), case.build, seed)
+
+
+@pytest.mark.parametrize("case", INT, ids=lambda c: c.id)
+def test_requant_kernel_equals_requant_kernel(libraries, case: ECase) -> None:
+    for seed in range(3):
+        d = check(_library(libraries, case), case.build, seed)
+        assert d.requant is not None
+
+
+def test_the_edge_data_holds_its_edges() -> None:
+    """The data the checks run on does reach the cases the mutants break: bf16 ties, LUT segment edges and
+    end segments, saturated acc + bias, SRDHM and RDBPOT ties of both signs, clamped outputs."""
+    d = float_data(_GELU, 0)
+    bits = d.acc.view(np.uint32)
+    assert np.sum((bits & 0xFFFF) == 0x8000) >= 16
+    x = bias_bf16(d.acc, d.bias).astype(np.float64)
+    assert np.sum(x * 4 == np.round(x * 4)) >= 20 and np.sum(np.abs(x) >= 4) >= 4
+    b = _REQ16
+    d = int_data(b, 1)
+    assert d.bias is not None and d.requant is not None
+    x = d.acc + d.bias
+    assert np.any(x > INT32_MAX) and np.any(x < INT32_MIN)
+    xs = np.clip(x, INT32_MIN, INT32_MAX)
+    m = np.asarray(d.requant.multiplier)
+    ties = (xs * m) % (1 << 31) == (1 << 30)
+    assert np.any(ties & (xs > 0)) and np.any(ties & (xs < 0))
+    y = requant_kernel(d.requant, d.acc, d.bias)
+    assert np.any(y == d.requant.lo) and np.any(y == d.requant.hi)
+
+
+@pytest.mark.parametrize("case", MUTANTS, ids=lambda c: c.mutant + "-" + c.build.dtype_out)
+def test_mutant_epilogue_kernels_are_caught(libraries, case: ECase) -> None:
+    with pytest.raises(AssertionError, match="differ"):
+        for seed in range(3):
+            check(_library(libraries, case), case.build, seed)
+
+
+@pytest.mark.parametrize("case", [FLOAT[5], FLOAT[15], INT[1], INT[10]], ids=lambda c: c.id)
+def test_the_whole_tile_with_its_epilogue(libraries, case: ECase) -> None:
+    """zero, two k-steps of matmul, then convert with the tile: C is the epilogue of the kernel's
+    accumulator as gemm_gen/numerics.py computes it."""
+    b = case.build
+    kernel = tk.Kernel(_library(libraries, case), b)
+    steps = tk.inputs(tk.Case(b, hot=not dtype(b.dtype_out).is_float))
+    nm = tk.numerics(b)
+    acc = nm.zero((b.m, b.n))
+    for a_tile, b_tile in steps:
+        acc = nm.call(acc, a_tile, b_tile)
+    d = (float_data if dtype(b.dtype_out).is_float else int_data)(b, 7)
+    d = replace(d, acc=np.asarray(acc))
+    layout = tile_layout(b.epilogue, b.n)
+    convert = kernel.convert_fn
+    if layout is not None:  # run_tile calls convert(C, C_acc): hand it the tile as the third argument
+        tile = tk.Guarded(layout.nbytes, np.uint8)
+        tile.body[:] = pack_tile(b.epilogue, slice(0, b.n), d.bias, d.requant, dtype(b.dtype_out).is_float)
+        convert.argtypes = [ctypes.c_void_p] * 3
+        kernel.convert_fn = lambda c, buf: convert(c, buf, tile.ptr)
+    got = tk.run_tile(kernel, steps)
+    tk.assert_bit_equal(got, expected(b, d), b.object_file)
+
+
+def test_an_epilogue_free_build_renders_as_before() -> None:
+    """Every case of tests/test_kernels.py renders without any epilogue text, and an identity epilogue
+    is no epilogue (the same text as the build without one)."""
+    for case in tk.ALL:
+        text = tk.render_kernel(case.build)
+        assert "epilogue" not in text.lower() and "EPI_" not in text
+    b = tk.build(NPU1, "bf16", "bf16", (1, 2, 2), False, wide=True)
+    assert tk.render_kernel(replace(b, epilogue=Epilogue())) == tk.render_kernel(b)
+
+
+def test_convert_takes_the_tile_only_when_the_layout_has_one() -> None:
+    for case in (*FLOAT, *INT):
+        b = case.build
+        text = tk.render_kernel(b)
+        name = b.symbols["convert"]
+        has_tile = tile_layout(b.epilogue, b.n) is not None
+        assert (f" *C_acc, {tk.kernel_params(b).ctype_in} *E)" in text) == has_tile, case.id  # type: ignore[union-attr]
+        assert text.count(f"void {name}(") == 1
+
+
+def test_the_rendered_lut_is_the_numerics_table() -> None:
+    """The kernel's table read back through linear_approx's layout is gemm_gen/epilogue.py's."""
+    from gemm_gen import epilogue as E
+    from gemm_gen.kernels.render import tanh_lut_floats
+
+    lut = np.asarray(tanh_lut_floats()).reshape(-1, 2)  # {slope, offset} pairs
+    for i in range(len(E.TANH_SLOPES)):
+        for copy in (0, 2):
+            assert tuple(lut[4 * (i // 2) + i % 2 + copy]) == (E.TANH_SLOPES[i], E.TANH_OFFSETS[i])
+
+
+@pytest.mark.parametrize("build, message", [
+    (ebuild(NPU1, "bf16", "bf16", (1, 2, 2), Epilogue(activation=ACT.RELU)), None),
+    (replace(tk.build(NPU1, "bf16", "bf16", (1, 2, 2), False), epilogue=Epilogue(activation=ACT.RELU)),
+     "C's final conversion"),
+    (ebuild(NPU1, "i8", "i8", (1, 2, 2), Epilogue(activation=ACT.RELU)), "no float activation"),
+    (ebuild(NPU1, "i8", "i8", (1, 2, 2), Epilogue(bias=True)), "a bias alone"),
+    (ebuild(NPU1, "i8", "i8", (1, 2, 2), Epilogue(requant=RequantForm.SINGLE)), "not single"),
+    (ebuild(NPU1, "i8", "i8", (1, 2, 2), Epilogue(requant=DOUBLE), shift=3), "shift 3"),
+    (ebuild(NPU1, "bf16", "bf16", (1, 2, 2), Epilogue(requant=DOUBLE)), "requantization is for"),
+    (ebuild(NPU1, "bf16", "bf16", (1, 2, 2), Epilogue(clamp=(2.0, 1.0))), "clamp bounds"),
+    (ebuild(NPU1, "bf16", "bf16", (1, 2, 2), Epilogue(clamp=(0.0, float("inf")))), "not a finite"),
+])
+def test_render_refuses_epilogues_no_kernel_is_for(build: KernelBuild, message: str | None) -> None:
+    if message is None:
+        tk.render_kernel(build)
+        return
+    with pytest.raises(ConfigError, match=message):
+        tk.render_kernel(build)
+
+
+# ---- the host stand-in's epilogue operations ---------------------------------------------------------------
+_LUT = ("alignas(64) static float ab[128], cd[128];\n"
+        "using Lut = aie::lut<4, float, bfloat16>;\n"
+        "const Lut lut(32, ab, cd);\n")
+
+
+@tk.needs_gxx
+@pytest.mark.parametrize("code", [
+    _LUT + "aie::linear_approx<bfloat16, Lut> a(lut, -2, 16, 0); (void)a.compute(aie::vector<bfloat16, 32>{});",
+    "aie::accum<accfloat, 16> a = aie::vector<float, 16>{};",  # explicit, as in the AIE API
+    "aie::accum<acc64, 16> a = aie::vector<int32, 16>{};",
+    "(void)aie::accum<acc64, 16>(aie::vector<int32, 16>{}).to_vector<int8>(0);",  # acc64 SRS: int16 / int32
+    "(void)aie::accum<acc32, 16>(aie::vector<int32, 16>{}).to_vector<float>(0);",
+    "(void)aie::max(aie::vector<float, 16>{}, aie::vector<float, 16>{});",  # modelled: int32, bf16
+    "(void)aie::concat(aie::vector<int32, 8>{}, aie::vector<int32, 4>{});",
+    "(void)aie::add(aie::accum<accfloat, 16>{}, aie::vector<int32, 16>{});",
+], ids=["lut-32-lanes", "implicit-accfloat", "implicit-acc64", "acc64-to-int8", "acc32-to-float", "float-max",
+        "concat-sizes", "accfloat-plus-int"])
+def test_the_host_epilogue_api_refuses_at_compile_time(code: str) -> None:
+    for arch in (20, 21):
+        assert tk._compiles(code, arch).returncode != 0
+
+
+@tk.needs_gxx
+@pytest.mark.parametrize("code, message", [
+    (_LUT + "aie::linear_approx<bfloat16, Lut> a(lut, -2, 16, 1);", "shift_offset"),
+    (_LUT + "ab[0] = ab[4] = 0.3f; for (int i = 0; i < 128; ++i) cd[i] = ab[i];"
+            "aie::linear_approx<bfloat16, Lut> a(lut, -2, 16, 0);"
+            "(void)a.compute(aie::broadcast<bfloat16, 16>(bfloat16(-5.0f)));", "not bf16-valued"),
+    (_LUT + "cd[1] = 1.0f; aie::linear_approx<bfloat16, Lut> a(lut, -2, 16, 0);"
+            "(void)a.compute(aie::broadcast<bfloat16, 16>(bfloat16(-5.0f)));", "copies"),
+    (_LUT + "aie::linear_approx<bfloat16, Lut> a(lut, -2, 16, 0);"
+            "(void)a.compute(aie::broadcast<bfloat16, 16>(bfloat16(NAN)));", "NaN"),
+    ("(void)aie::mul(aie::broadcast<bfloat16, 16>(bfloat16(1e-39f)), aie::broadcast<bfloat16, 16>(bfloat16(1.0f)));",
+     "subnormal"),
+    ("(void)aie::max(aie::broadcast<bfloat16, 16>(bfloat16(NAN)), bfloat16(0.0f));", "NaN"),
+    ("(void)aie::accum<acc64, 16>(aie::vector<int32, 16>{}).to_vector<int32>(60);", "SRS"),
+    ("(void)aie::accum<acc32, 16>(aie::vector<int32, 16>{}, 2);", "shift 0"),
+    ("(void)aie::accum<acc32, 16>(aie::vector<int32, 16>{}).to_vector<int32>(1);", "ignores the shift"),
+], ids=["shift-offset", "slope-not-bf16", "copies-differ", "nan-index", "subnormal-mul", "nan-max", "srs-60",
+        "acc32-ups", "acc32-int32-shift"])
+def test_the_host_epilogue_api_refuses_what_the_real_one_would(code: str, message: str) -> None:
+    for arch in (20, 21):
+        assert message in tk._host_run(code, arch)
+
+
+@tk.needs_gxx
+def test_the_host_api_takes_the_epilogue_operations() -> None:
+    ok = ("aie::vector<int32, 16> v = aie::broadcast<int32, 16>(3);\n"
+          "aie::accum<acc64, 16> a(v); a = aie::add(a, v); (void)aie::mul(v, v).to_vector<int32>(31);\n"
+          "(void)aie::accum<acc32, 16>(aie::min(aie::max(v, 0), 1)).to_vector<int8>(0);\n"
+          "aie::vector<bfloat16, 16> x = aie::broadcast<bfloat16, 16>(bfloat16(0.5f));\n"
+          "(void)aie::add(aie::accum<accfloat, 16>(x), x).to_vector<bfloat16>();\n"
+          "(void)aie::concat(aie::vector<float, 4>{}, aie::vector<float, 4>{});\n"
+          "aie::vector<bfloat16, 32> y; y.insert(1, x); (void)y.extract<16>(0);\n")
+    for arch in (20, 21):
+        assert tk._host_run(ok, arch) == ""
+
+
+@tk.needs_gxx
+def test_the_host_linear_approx_is_the_numerics_tanh() -> None:
+    """The stand-in's linear_approx over the rendered table equals epilogue.tanh_lut on every finite
+    normal bf16 in [-8, 8] and on zero (the segment edges, the end segments and the index clamp included)."""
+    from gemm_gen.kernels.render import tanh_lut_floats
+
+    table = ", ".join(f"{v!r}f" for v in tanh_lut_floats())
+    x = np.arange(1 << 16, dtype=np.uint32).astype(np.uint16).view(BF16.host)
+    with np.errstate(invalid="ignore"):
+        f = x.astype(np.float64)
+        keep = np.isfinite(f) & (np.abs(f) <= 8) & ((f == 0) | (np.abs(f) >= np.finfo(np.float32).tiny))
+    x = x[keep]
+    x = x[: x.size // 16 * 16]
+    bits = ", ".join(str(int(b)) for b in x.view(np.uint16))
+    code = (f"alignas(64) static const float ab[128] = {{{table}}};\n"
+            f"static const unsigned short in[] = {{{bits}}};\n"
+            "const aie::lut<4, float, bfloat16> lut(32, ab, ab);\n"
+            "aie::linear_approx<bfloat16, aie::lut<4, float, bfloat16>> approx(lut, -2, 16, 0);\n"
+            "aie::set_rounding(aie::rounding_mode::conv_even);\n"
+            "for (unsigned i = 0; i < sizeof in / sizeof in[0]; i += 16) {\n"
+            "  aie::vector<bfloat16, 16> v;\n"
+            "  for (unsigned j = 0; j < 16; ++j) v[j] = bfloat16::from_bits(in[i + j]);\n"
+            "  const aie::vector<bfloat16, 16> y = approx.compute(v).to_vector<bfloat16>();\n"
+            "  for (unsigned j = 0; j < 16; ++j) std::printf(\"%u \", unsigned(y[j].bits));\n"
+            "}\n")
+    out = tk._host_run(code, 20).split()
+    got = np.asarray([int(v) for v in out], dtype=np.uint16)
+    want = tanh_lut(x).view(np.uint16)
+    assert got.size == want.size and np.array_equal(got, want)
