@@ -96,7 +96,7 @@ def predict_text(d: Prediction) -> str:
     lines = [
         f"PREDICTED (analytical model, not a measurement): {dk.device} {M}x{K}x{N} "
         f"{types}, B {layout}",
-        f"  design       kernel {m}x{k}x{n}, k_mt {dk.k_mt}"
+        f"  design       {_mapping_words(dk.mapping)}kernel {m}x{k}x{n}, k_mt {dk.k_mt}"
         + (f", rho {dk.rho} (A tiles of {dk.t_ma} rows)" if dk.rho > 1 else "")
         + f", mmul {'x'.join(map(str, dk.mmul))}; "
         f"padded to {'x'.join(map(str, d.padded))}",
@@ -110,6 +110,7 @@ def predict_text(d: Prediction) -> str:
                              else f"{d.machine} profile at {d.dram_peak_gbps:g} GB/s peak; ") + ", ".join(
             f"{name} {v.bytes / 2**20:,.1f} MiB in {v.run_bytes:.0f} B runs at {v.effective_gbps:.1f} GB/s"
             for name, v in d.dram.items()),
+        *roof_lines(d),
         f"  time (us)    core {t.core:,.0f}, memory {t.memory:,.0f}, fill {t.fill:,.0f}, "
         f"drain {t.drain:,.0f}, BD bubbles {t.bd_bubbles:,.0f}, dispatch {t.dispatch:,.0f}",
         f"  memory use   L1 {d.l1_bytes:,} B ({d.l1_fraction:.0%}), "
@@ -119,6 +120,20 @@ def predict_text(d: Prediction) -> str:
     if not d.buildable:
         lines.append(f"  NOT BUILDABLE as given ({d.not_buildable_because}); predicted as if it fitted")
     return "\n".join(lines)
+
+
+def _mapping_words(mapping: str) -> str:
+    """The design line's mapping, named only when it is not the whole array's."""
+    return "decode mapping (one core row, each column a slice of N, B read once); " if mapping == "decode" else ""
+
+
+def roof_lines(d: Prediction) -> list[str]:
+    """The call's DRAM roof against the predicted time (model/roof.py)."""
+    r = d.dram_roof
+    if r is None:
+        return []
+    return [f"  DRAM roof    {r.time_s * 1e6:,.1f} us ({r.bytes / 1e6:,.2f} MB of unpadded A, B, C / {r.gbps:g} GB/s); "
+            f"PREDICTED {d.time_us:,.1f} us = {r.fraction(d.time_s):.1%} of DRAM roof"]
 
 
 def upstream_lines(u: Upstream | None, t_ma: int, k: int, n: int) -> list[str]:

@@ -12,6 +12,7 @@ from ..config import GemmConfig
 from ..errors import ConfigError, ToolchainMissing
 from ..model.params import Params, load, load_ends
 from ..model.perf import Workload, estimate
+from ..rules.array import DECODE_M_MAX, decode_call
 from ..search.tune import evaluate_all
 
 
@@ -89,6 +90,10 @@ def roofline_png(c: GemmConfig, path: Path, max_size: int = 8192, points: int = 
                     label="predicted end-to-end throughput (one point per M x K x N)")
     ax.vlines(data["ai"], data["tops_low"], data["tops_high"], color="tab:blue", alpha=0.25, lw=1,
               label="range over the constants' spreads (pessimistic to optimistic)")
+    decode = decode_call(data["M"])
+    if decode.any():  # decode calls (issue 22): matrix-vector shaped, judged against the DRAM roof
+        ax.scatter(data["ai"][decode], data["tops"][decode], s=40, marker="s", facecolors="none",
+                   edgecolors="tab:red", label=f"decode calls (M <= {DECODE_M_MAX}, predicted)")
     ai = np.linspace(0, data["ai"].max() * 1.05, 200)
     bw = float(np.median(data["gbps"]))
     ax.plot(ai, ai * bw / 1000, "--", color="tab:red", label=f"memory roof: AI x {bw:.1f} GB/s (predicted effective)")
@@ -111,7 +116,7 @@ def roofline_png(c: GemmConfig, path: Path, max_size: int = 8192, points: int = 
     png = _png(fig)
     plt.close(fig)
     return {"path": str(path), "points": int(data["tops"].size), "best_tops": float(data["tops"].max()),
-            "compute_roof_tops": roof, "memory_gbps": bw}, png
+            "compute_roof_tops": roof, "memory_gbps": bw, "decode_points": int(decode.sum())}, png
 
 
 def heatmap_png(c: GemmConfig, path: Path, params: Params | None = None) -> tuple[dict[str, Any], bytes]:

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from .. import precision as prec
 from ..config import GemmConfig
+from ..rules import array
 from ..rules import kernel_variant as kv
 
 
@@ -53,6 +54,7 @@ class DesignKeys:
     convert_once: bool
     a_col_maj: bool
     c_col_maj: bool
+    mapping: str = "whole-array"  # rules/array.MAPPINGS: every core row, or one (decode)
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -77,6 +79,7 @@ class DesignKeys:
             "convert_once": self.convert_once,
             "layouts": {name: "column-major" if col else "row-major"
                         for name, col in (("A", self.a_col_maj), ("B", self.b_col_maj), ("C", self.c_col_maj))},
+            "mapping": self.mapping,
         }
 
 
@@ -84,7 +87,8 @@ def design_keys(c: GemmConfig) -> DesignKeys:
     """What design a config is, as plan and predict both report it."""
     return DesignKeys(c.dev.name, (c.M, c.K, c.N), (c.m, c.k, c.n), c.k_mt, c.rho, c.t_ma, c.mmul, c.dtype_in,
                       c.dtype_b, c.dtype_out, c.acc, c.precision.name, c.b_col_maj, c.b_pack, c.cols,
-                      accumulator(c), c_rounding(c), variant_info(c), bool(c.convert_once), c.a_col_maj, c.c_col_maj)
+                      accumulator(c), c_rounding(c), variant_info(c), bool(c.convert_once), c.a_col_maj, c.c_col_maj,
+                      array.mapping_of(c.dev, c.rows))
 
 
 def variant_info(c: GemmConfig) -> VariantInfo:

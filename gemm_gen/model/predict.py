@@ -13,6 +13,7 @@ from ..errors import ConfigError
 from .kernel import cluster_terms, overhead
 from .params import Params, load, load_ends
 from .perf import Estimate, Workload, estimate_config
+from .roof import DramRoof, dram_roof
 from .traffic import design_traffic
 
 
@@ -141,6 +142,13 @@ class Prediction:
     # the published kernel ours resembles (`gemm-gen predict` adds it: model/fit/upstream.py); None when
     # not asked, or when no published kernel has these types
     upstream: Upstream | None = None
+    # the call's unavoidable bytes at the DRAM peak (model/roof.py); prediction() always fills it
+    dram_roof: DramRoof | None = None
+
+    @property
+    def roof_fraction(self) -> float | None:
+        """The share of the DRAM roof the predicted time reaches."""
+        return None if self.dram_roof is None else self.dram_roof.fraction(self.time_s)
 
     @property
     def time_us(self) -> float:
@@ -188,6 +196,7 @@ class Prediction:
             "buildable": self.buildable,
             "not_buildable_because": self.not_buildable_because,
             "upstream": None if self.upstream is None else self.upstream.to_json(),
+            "dram_roof": None if self.dram_roof is None else self.dram_roof.to_json(self.time_s),
         }
 
 
@@ -260,4 +269,5 @@ def prediction(c: GemmConfig, e: Estimate, p: Params, design: Design, tops_low: 
         tops_low=tops_low,
         tops_high=tops_high,
         not_buildable_because=not_buildable_because,
+        dram_roof=dram_roof(dev.name, c.size, c.dtype_in, str(c.dtype_b), c.dtype_out, p),
     )
