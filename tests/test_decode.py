@@ -9,6 +9,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from gemm_gen.app.cli import main
 from gemm_gen.backends.iron import lower
@@ -30,6 +32,7 @@ from gemm_gen.spec import Options, Pins, Problem, Request
 from gemm_gen.tap import Tap
 
 from . import iron_recorder
+from .test_properties import _design, small_configs
 
 
 def decode(dev: str, dtype_in: str, dtype_out: str, M: int, K: int, N: int, b_col_maj: bool = False,
@@ -244,3 +247,25 @@ def test_issue_size_simulates(dev, dtype_in, dtype_out):
     r = simulate(c)
     assert r.passed and c.rows == 1
     assert float(design_traffic(build_design(c))["B"].bytes) == 4096 * 4096 * (2 if dtype_in == "bf16" else 1)
+
+
+def test_operator_serves_a_decode_call_through_the_decode_mapping():
+    from gemm_gen import Gemm
+
+    g = Gemm(device="npu2", dtype_in="i8", dtype_out="i32")
+    rng = np.random.default_rng(22)
+    a = rng.integers(-128, 128, (1, 512), dtype=np.int8)
+    b = rng.integers(-128, 128, (512, 1024), dtype=np.int8)
+    assert np.array_equal(g.simulate(a, b), a.astype(np.int64) @ b.astype(np.int64))  # the exact product
+    assert g.design(1, 512, 1024).config.rows == 1  # the model's faster mapping for M = 1
+    assert g.design(64, 512, 1024).config.rows == 4
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(small_configs(), st.integers(1, array.DECODE_M_MAX), st.integers(0, 2**16))
+def test_random_decode_designs_match_the_reference(c, M, seed):
+    """Every device, type pair, layout, rho and column count of the property tests, in one core row."""
+    c = c.with_(rows=1, M=min(M, c.m))
+    r = simulate(_design(c), seed=seed)
+    assert r.passed, (c, r.first_mismatch)
+    assert r.kernel.tiles_done == c.cols * c.call.tiles_per_core
