@@ -96,8 +96,10 @@ def test_roofline_marks_decode_calls(capsys, tmp_path):
     assert main([*args, "-M", "1", "--mapping", "decode"]) == 0
     info = json.loads(capsys.readouterr().out)["roofline"]
     assert info["decode_points"] > 0 and Path(info["path"]).exists()
+    assert info["call"]["decode"] is True and info["call"]["tops"] > 0
     assert main([*args, "-M", "256", "--mapping", "whole-array"]) == 0  # native M 64: no call is decode shaped
-    assert json.loads(capsys.readouterr().out)["roofline"]["decode_points"] == 0
+    info = json.loads(capsys.readouterr().out)["roofline"]
+    assert info["decode_points"] == 0 and info["call"]["decode"] is False
 
 
 # ---- the mapping --------------------------------------------------------------------------------
@@ -269,3 +271,19 @@ def test_random_decode_designs_match_the_reference(c, M, seed):
     r = simulate(_design(c), seed=seed)
     assert r.passed, (c, r.first_mismatch)
     assert r.kernel.tiles_done == c.cols * c.call.tiles_per_core
+
+
+def test_tune_lists_both_mappings_for_a_decode_call(capsys):
+    args = ["tune", "--dev", "npu2", "-K", "1024", "-N", "1024", "--dtype_in", "i8", "--top", "40", "--json"]
+    assert main([*args, "-M", "1"]) == 0
+    top = json.loads(capsys.readouterr().out)["top"]
+    times = [c["predicted_time_us"] for c in top]
+    assert times == sorted(times) and top[0]["mapping"] == "decode"  # both ranked, by predicted time
+    assert main([*args, "-M", "1", "--mapping", "whole-array"]) == 0
+    whole = json.loads(capsys.readouterr().out)["top"]
+    assert "mapping" not in whole[0] and whole[0]["predicted_time_us"] > times[0]
+    assert sum(c["mapping"] == "decode" for c in top) == sum(t < whole[0]["predicted_time_us"] for t in times)
+    assert main([*args, "-M", "64"]) == 0
+    assert all("mapping" not in c for c in json.loads(capsys.readouterr().out)["top"])
+    assert main([*args[:-1], "-M", "1", "--top", "3"]) == 0
+    assert "mapping" in capsys.readouterr().out.splitlines()[1]

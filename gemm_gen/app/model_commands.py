@@ -20,7 +20,9 @@ from ..model.fit import measured, upstream
 from ..model.params import Params, load, load_ends
 from ..model.perf import Workload
 from ..model.predict import Prediction, Upstream, predict
+from ..rules import array
 from ..rules.defaults import resolve
+from ..search.choosing import decode_weighed
 from ..search.tune import RANKS, Candidate, TuneResult, tune_b_packs
 from ..search.tune_many import ManyResult, tune_many
 from .choice import choice, say_chosen
@@ -164,10 +166,12 @@ def cmd_tune(a: argparse.Namespace) -> int:
         return 0
     packs = (a.b_pack,) if a.b_pack else B_PACKS if base.t_b.is_block else ("tiles",)  # the model picks B's packing
     kernels = (False, True) if resolve(base.options).convert_once_open else ()  # and npu2 bf16's kernel
-    result = tune_b_packs(Workload.of(base), top, pinned, packs, _params(a), _ends(a), a.rank, kernels)
+    rows = (0, 1) if decode_weighed(base, pinned) else ()  # and the mapping of a decode-shaped call
+    result = tune_b_packs(Workload.of(base), top, pinned, packs, _params(a), _ends(a), a.rank, kernels, rows)
     result.top = [replace(c, config=base.with_(m=c.config.m, k=c.config.k, n=c.config.n, k_mt=c.config.k_mt,
                                             rho=c.config.rho, b_pack=c.config.b_pack,
-                                            **({"convert_once": c.config.convert_once} if kernels else {})))
+                                            **({"convert_once": c.config.convert_once} if kernels else {}),
+                                            **({"rows": c.config.options.rows} if rows else {})))
                   for c in result.top]
     if a.measure:
         try:
@@ -214,6 +218,7 @@ def tune_json(r: TuneResult, count: int) -> dict[str, Any]:
         "search_seconds": r.seconds,
         "ranked_by": "measurement" if any(c.measured_s is not None for c in r.top) else r.rank,
         "top": [c.to_json() | ({"convert_once": bool(c.config.convert_once)} if r.kernels_weighed else {})
+                | ({"mapping": array.mapping_of(c.config.dev, c.config.rows)} if r.mappings_weighed else {})
                 for c in r.top[:count]],
     }
 
@@ -230,7 +235,7 @@ def tune_text(r: TuneResult, count: int) -> str:
              f"{'; ranked by the pessimistic end of each range' if r.rank == 'pessimistic' and not measured else ''})"]
     packs = pr.base.dtype_b == "bfp16"
     head = f"{'rank':>4}  {'m x k x n':<14} {'k_mt':>5}  {'rho':>3}  " + (f"{'B pack':<6}  " if packs else "") + \
-        (f"{'kernel':<12}  " if r.kernels_weighed else "") + \
+        (f"{'kernel':<12}  " if r.kernels_weighed else "") + (f"{'mapping':<11}  " if r.mappings_weighed else "") + \
         f"{'pred TOPS':>9}  {'range':<11}  {'bound':<7}  {'compute':>7}  " \
            f"{'memory':>7}  {'MAC/cyc':>7}  {'L1':>4}  {'L2':>4}  {'pad':>5}"
     if measured:
@@ -241,6 +246,7 @@ def tune_text(r: TuneResult, count: int) -> str:
         line = (f"{i:>4}  {f'{cf.m}x{cf.k}x{cf.n}':<14} {cf.k_mt:>5}  {cf.rho:>3}  "
                 + (f"{cf.b_pack:<6}  " if packs else "")
                 + (f"{'convert-once' if cf.convert_once else 'emulated':<12}  " if r.kernels_weighed else "")
+                + (f"{array.mapping_of(cf.dev, cf.rows):<11}  " if r.mappings_weighed else "")
                 + f"{c.tops:>9.2f}  "
                 f"{f'{c.tops_low:.2f}-{c.tops_high:.2f}':<11}  {c.bound:<7}  "
                 f"{c.compute_bound_tops:>7.2f}  {c.memory_bound_tops:>7.2f}  {c.core_macs_per_cycle:>7.1f}  "
