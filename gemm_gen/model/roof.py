@@ -14,8 +14,7 @@ from dataclasses import dataclass
 from ..dtypes import dtype
 from ..spec import Problem
 from .params import Params, load
-
-GIGA = 1e9
+from .perf import GIGA
 
 
 @dataclass(frozen=True)
