@@ -1,5 +1,5 @@
 # gemm_gen: mlir-aie style entry points. Variables follow mlir-aie's matrix_multiplication
-# Makefiles: DEVICE (npu1|npu2), M K N, optional m k n K_MT RHO N_AIE_COLS DTYPE_IN DTYPE_B DTYPE_OUT ACC PRESET
+# Makefiles: DEVICE (npu1|npu2), M K N, optional m k n K_MT RHO N_AIE_COLS MAPPING DTYPE_IN DTYPE_B DTYPE_OUT ACC PRESET
 # A_COL_MAJ B_COL_MAJ C_COL_MAJ B_PACK; the fused epilogue BIAS (0/1) ACTIVATION CLAMP (LO,HI) REQUANT; gemm_gen's kernel and L1 choices EXPANSION KERNEL_LOOPS CONVERT_ONCE L1_ALLOC; SIZES for
 # one design serving several sizes; BUILD_DIR for the files generate, all, run, validate and roofline write;
 # TIMEOUT_MS for the time limit of each NPU run of run and validate (default: derived from the prediction).
@@ -11,7 +11,7 @@ SHELL := /bin/bash
 # MAKEFLAGS); an environment value is dropped (under `make -e` too) before the defaults below.
 # PYTHON is the exception: it only picks the interpreter of .venv/ (printed when installing), and
 # `PYTHON=python3.12 make install` is a reasonable way to choose it.
-OWN_VARS := DEVICE SIZES M K N m k n K_MT RHO N_AIE_COLS DTYPE_IN DTYPE_B DTYPE_OUT ACC PRESET A_COL_MAJ B_COL_MAJ C_COL_MAJ B_PACK \
+OWN_VARS := DEVICE SIZES M K N m k n K_MT RHO N_AIE_COLS MAPPING DTYPE_IN DTYPE_B DTYPE_OUT ACC PRESET A_COL_MAJ B_COL_MAJ C_COL_MAJ B_PACK \
 	BIAS ACTIVATION CLAMP REQUANT \
 	CHESS SEED TOP EXPANSION KERNEL_LOOPS CONVERT_ONCE L1_ALLOC WARMUP ITERS TIMEOUT_MS BUILD_DIR VENV BIN STAMP \
 	INSTALL_LOG GEN_ARGS BUILD_ARGS TIMEOUT_ARGS SHOWN
@@ -53,7 +53,7 @@ $(foreach v,A_COL_MAJ B_COL_MAJ C_COL_MAJ BIAS CHESS,$(if $(call is_01,$($(v))),
 GEN_ARGS := --dev $(DEVICE) $(if $(M),-M $(M)) $(if $(K),-K $(K)) $(if $(N),-N $(N)) \
 	$(if $(SIZES),--runtime-sizes $(SIZES)) $(if $(DTYPE_IN),--dtype_in $(DTYPE_IN)) \
 	$(if $(DTYPE_OUT),--dtype_out $(DTYPE_OUT)) --a-col-maj $(A_COL_MAJ) --b-col-maj $(B_COL_MAJ) --c-col-maj $(C_COL_MAJ) $(if $(filter 1,$(CHESS)),--chess) \
-	$(if $(N_AIE_COLS),--n-aie-cols $(N_AIE_COLS)) $(if $(m),-m $(m)) $(if $(k),-k $(k)) $(if $(n),-n $(n)) $(if $(K_MT),--k-mt $(K_MT)) $(if $(RHO),--rho $(RHO)) \
+	$(if $(N_AIE_COLS),--n-aie-cols $(N_AIE_COLS)) $(if $(MAPPING),--mapping $(MAPPING)) $(if $(m),-m $(m)) $(if $(k),-k $(k)) $(if $(n),-n $(n)) $(if $(K_MT),--k-mt $(K_MT)) $(if $(RHO),--rho $(RHO)) \
 	$(if $(B_PACK),--b-pack $(B_PACK)) $(if $(DTYPE_B),--dtype_b $(DTYPE_B)) $(if $(ACC),--acc $(ACC)) $(if $(PRESET),--preset $(PRESET)) \
 	$(if $(EXPANSION),--expansion $(EXPANSION)) $(if $(KERNEL_LOOPS),--kernel-loops $(KERNEL_LOOPS)) \
 	$(if $(CONVERT_ONCE),--convert-once $(CONVERT_ONCE)) $(if $(L1_ALLOC),--l1-alloc $(L1_ALLOC)) \
@@ -68,7 +68,7 @@ SHOWN := DEVICE=$(DEVICE) $(foreach v,M K N SIZES,$(if $($(v)),$(v)=$($(v)))) \
 .PHONY: install doctor validate sim plan generate kernel mlir all build run dry-run predict tune roofline test test-slow bench lint clean help
 
 help:
-	@echo "make sim DEVICE=npu2 M=512 K=512 N=512 [SIZES=MxKxN,... m= k= n= K_MT= RHO= N_AIE_COLS= DTYPE_IN= DTYPE_B= DTYPE_OUT= ACC="
+	@echo "make sim DEVICE=npu2 M=512 K=512 N=512 [SIZES=MxKxN,... m= k= n= K_MT= RHO= N_AIE_COLS= MAPPING= DTYPE_IN= DTYPE_B= DTYPE_OUT= ACC="
 	@echo "         PRESET= A_COL_MAJ= B_COL_MAJ= C_COL_MAJ= B_PACK= EXPANSION= KERNEL_LOOPS= CONVERT_ONCE= L1_ALLOC="
 	@echo "         BIAS=0/1 ACTIVATION=relu|silu|gelu CLAMP=LO,HI REQUANT=per_channel]; BUILD_DIR= (default build)"
 	@echo "make plan|generate|kernel|mlir (same variables); make doctor, validate, all, run on an NPU machine [CHESS=1"

@@ -158,9 +158,9 @@ def check_array(c: GemmConfig) -> None:
                         ("n", c.n), ("k_mt", c.k_mt)):
         if value < 1:
             raise ConfigError(f"{name}={value} must be positive", f"give -{name} a size >= 1")
-    if c.rows != dev.core_rows:
-        raise ConfigError(f"rows={c.rows}: the whole-array mapping uses all {dev.core_rows} core rows",
-                          f"use rows={dev.core_rows}")
+    if not array.rows_ok(dev, c.rows):
+        raise ConfigError(f"rows={c.rows}: a design uses all {dev.core_rows} core rows (whole-array) or one "
+                          "(decode)", f"use rows={dev.core_rows} or rows=1 (--mapping whole-array or decode)")
     if not array.columns_ok(dev, c.cols):
         counts = ", ".join(map(str, dev.column_devices))
         raise ConfigError(f"n_aie_cols={c.cols} on {dev.name}: designs use {counts} columns",

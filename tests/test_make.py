@@ -57,6 +57,7 @@ def test_the_readme_names_every_target_and_make_has_them():
     (("generate", "DEVICE=npu1", "M=512", "K=512", "N=512", "DTYPE_IN=i16", "DTYPE_OUT=i32"), "wrote {build}/design_"),
     (("kernel", "DEVICE=npu1", "M=512", "K=512", "N=512", "DTYPE_IN=i8", "DTYPE_OUT=i8"), "#include"),
     (("predict", "DEVICE=npu2", "M=1024", "K=1024", "N=1024"), "PREDICTED"),
+    (("plan", "DEVICE=npu2", "M=1", "K=256", "N=1024", "DTYPE_IN=i8", "MAPPING=decode"), "1 rows x 8 cols"),
     (("tune", "DEVICE=npu1", "M=1024", "K=1024", "N=1024", "DTYPE_IN=i8", "DTYPE_OUT=i16", "TOP=2"), "PREDICTED"),
     (("roofline",), "wrote {build}/roofline_"),
     (("roofline", "DEVICE=npu1", "DTYPE_IN=i8", "DTYPE_OUT=i16"), "wrote {build}/heatmap_"),

@@ -10,6 +10,7 @@ from typing import Any
 
 from .. import search
 from ..config import GemmConfig
+from ..rules import array
 from ..search import Choice, KernelOption
 from .cliargs import request
 
@@ -33,7 +34,10 @@ def chosen_text(command: str, chosen: Choice) -> str | None:
     c, packing, kernel = chosen.config, "b_pack" in chosen.filled, "convert_once" in chosen.filled
     flags = f"-m {c.m} -k {c.k} -n {c.n} --k-mt {c.k_mt} --rho {c.rho}" + (f" --b-pack {c.b_pack}" if packing else "")
     flags += f" --convert-once {int(bool(c.convert_once))}" if kernel else ""
+    mapping = array.mapping_of(c.dev, c.rows) if "mapping" in chosen.filled else None
+    flags += f" --mapping {mapping}" if mapping else ""
     packed = f", B packed in {c.b_pack}" if packing else ""
+    packed += f", the {mapping} mapping (predicted faster)" if mapping else ""
     which = f"the {search.KERNEL_NAMES[bool(c.convert_once)].split(' (')[0]} kernel (predicted faster) and " \
         if kernel else ""
     return (f"gemm-gen {command}: chose {which}tiles {c.m}x{c.k}x{c.n}, k_mt {c.k_mt}, rho {c.rho}{packed} "

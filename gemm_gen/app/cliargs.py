@@ -148,6 +148,10 @@ def problem_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--n-aie-cols", "--n_aie_cols", dest="n_aie_cols", type=counted(0, what="a column count"),
                    default=0,
                    help="array columns the design uses (npu1: 1, 2, 4; npu2: 1, 2, 4, 8; default: all)")
+    p.add_argument("--mapping", choices=array.MAPPINGS, default=None,
+                   help="whole-array: every core row, A split over the rows; decode: one core row, m covering the "
+                   "padded M, each column a slice of N, B read once (for M <= 16). Default: the model's faster one "
+                   "for decode-shaped calls, else whole-array")
     p.add_argument("--k-mt", "--k_mt", dest="k_mt", type=SIZE, help="K extent of an A (and column-major B) "
                    "memtile object; a multiple of k")
     p.add_argument("--rho", type=counted(1, what="rho"), help="asymmetric tile buffering: A tiles of m / rho rows "
@@ -298,7 +302,9 @@ def options(a: argparse.Namespace) -> Options:
     check_device_flags(a)
     p = types(a)
     _, served = sizes(a)
-    return Options(a.dev, p.a, p.out, bool(a.b_col_maj), cols=a.n_aie_cols or 0, emulate_bf16_with_bfp16=a.emulate,
+    rows = array.mapping_rows(device(a.dev), a.mapping) if getattr(a, "mapping", None) else 0
+    return Options(a.dev, p.a, p.out, bool(a.b_col_maj), rows=rows, cols=a.n_aie_cols or 0,
+                   emulate_bf16_with_bfp16=a.emulate,
                    compiler="chess" if a.chess else None, mmul_shape=a.mmul, queue_groups=a.queue_groups,
                    stack_bytes=a.stack or 0, shift=a.shift, rounding=a.rounding, saturation=a.saturation,
                    dtype_b=p.b, acc=p.acc if a.preset is not None else a.acc, b_pack=a.b_pack,
@@ -341,6 +347,8 @@ def config_args(c: GemmConfig) -> list[str]:
         args += ["--c-col-maj", "1"]
     if c.cols != c.dev.columns:
         args += ["--n-aie-cols", str(c.cols)]
+    if c.rows != c.dev.core_rows:
+        args += ["--mapping", array.mapping_of(c.dev, c.rows)]
     if c.dtype_b != c.dtype_in:
         args += ["--dtype_b", str(c.dtype_b)]
     if c.acc != c.default_acc:

@@ -20,7 +20,9 @@ from ..model.fit import measured, upstream
 from ..model.params import Params, load, load_ends
 from ..model.perf import Workload
 from ..model.predict import Prediction, Upstream, predict
+from ..rules import array
 from ..rules.defaults import resolve
+from ..search.choosing import decode_weighed
 from ..search.tune import RANKS, Candidate, TuneResult, tune_b_packs
 from ..search.tune_many import ManyResult, tune_many
 from .choice import choice, say_chosen
@@ -96,7 +98,7 @@ def predict_text(d: Prediction) -> str:
     lines = [
         f"PREDICTED (analytical model, not a measurement): {dk.device} {M}x{K}x{N} "
         f"{types}, B {layout}",
-        f"  design       kernel {m}x{k}x{n}, k_mt {dk.k_mt}"
+        f"  design       {_mapping_words(dk.mapping)}kernel {m}x{k}x{n}, k_mt {dk.k_mt}"
         + (f", rho {dk.rho} (A tiles of {dk.t_ma} rows)" if dk.rho > 1 else "")
         + f", mmul {'x'.join(map(str, dk.mmul))}; "
         f"padded to {'x'.join(map(str, d.padded))}",
@@ -110,6 +112,7 @@ def predict_text(d: Prediction) -> str:
                              else f"{d.machine} profile at {d.dram_peak_gbps:g} GB/s peak; ") + ", ".join(
             f"{name} {v.bytes / 2**20:,.1f} MiB in {v.run_bytes:.0f} B runs at {v.effective_gbps:.1f} GB/s"
             for name, v in d.dram.items()),
+        *roof_lines(d),
         f"  time (us)    core {t.core:,.0f}, memory {t.memory:,.0f}, fill {t.fill:,.0f}, "
         f"drain {t.drain:,.0f}, BD bubbles {t.bd_bubbles:,.0f}, dispatch {t.dispatch:,.0f}",
         f"  memory use   L1 {d.l1_bytes:,} B ({d.l1_fraction:.0%}), "
@@ -120,6 +123,20 @@ def predict_text(d: Prediction) -> str:
     if not d.buildable:
         lines.append(f"  NOT BUILDABLE as given ({d.not_buildable_because}); predicted as if it fitted")
     return "\n".join(lines)
+
+
+def _mapping_words(mapping: str) -> str:
+    """The design line's mapping, named only when it is not the whole array's."""
+    return "decode mapping (one core row, each column a slice of N, B read once); " if mapping == "decode" else ""
+
+
+def roof_lines(d: Prediction) -> list[str]:
+    """The call's DRAM roof against the predicted time (model/roof.py)."""
+    r = d.dram_roof
+    if r is None:
+        return []
+    return [f"  DRAM roof    {r.time_s * 1e6:,.1f} us ({r.bytes / 1e6:,.2f} MB of unpadded A, B, C / {r.gbps:g} GB/s); "
+            f"PREDICTED {d.time_us:,.1f} us = {r.fraction(d.time_s):.1%} of DRAM roof"]
 
 
 def upstream_lines(u: Upstream | None, t_ma: int, k: int, n: int) -> list[str]:
@@ -150,10 +167,12 @@ def cmd_tune(a: argparse.Namespace) -> int:
         return 0
     packs = (a.b_pack,) if a.b_pack else B_PACKS if base.t_b.is_block else ("tiles",)  # the model picks B's packing
     kernels = (False, True) if resolve(base.options).convert_once_open else ()  # and npu2 bf16's kernel
-    result = tune_b_packs(Workload.of(base), top, pinned, packs, _params(a), _ends(a), a.rank, kernels)
+    rows = (0, 1) if decode_weighed(base, pinned) else ()  # and the mapping of a decode-shaped call
+    result = tune_b_packs(Workload.of(base), top, pinned, packs, _params(a), _ends(a), a.rank, kernels, rows)
     result.top = [replace(c, config=base.with_(m=c.config.m, k=c.config.k, n=c.config.n, k_mt=c.config.k_mt,
                                             rho=c.config.rho, b_pack=c.config.b_pack,
-                                            **({"convert_once": c.config.convert_once} if kernels else {})))
+                                            **({"convert_once": c.config.convert_once} if kernels else {}),
+                                            **({"rows": c.config.options.rows} if rows else {})))
                   for c in result.top]
     if a.measure:
         try:
@@ -200,6 +219,7 @@ def tune_json(r: TuneResult, count: int) -> dict[str, Any]:
         "search_seconds": r.seconds,
         "ranked_by": "measurement" if any(c.measured_s is not None for c in r.top) else r.rank,
         "top": [c.to_json() | ({"convert_once": bool(c.config.convert_once)} if r.kernels_weighed else {})
+                | ({"mapping": array.mapping_of(c.config.dev, c.config.rows)} if r.mappings_weighed else {})
                 for c in r.top[:count]],
     }
 
@@ -216,7 +236,7 @@ def tune_text(r: TuneResult, count: int) -> str:
              f"{'; ranked by the pessimistic end of each range' if r.rank == 'pessimistic' and not measured else ''})"]
     packs = pr.base.dtype_b == "bfp16"
     head = f"{'rank':>4}  {'m x k x n':<14} {'k_mt':>5}  {'rho':>3}  " + (f"{'B pack':<6}  " if packs else "") + \
-        (f"{'kernel':<12}  " if r.kernels_weighed else "") + \
+        (f"{'kernel':<12}  " if r.kernels_weighed else "") + (f"{'mapping':<11}  " if r.mappings_weighed else "") + \
         f"{'pred TOPS':>9}  {'range':<11}  {'bound':<7}  {'compute':>7}  " \
            f"{'memory':>7}  {'MAC/cyc':>7}  {'L1':>4}  {'L2':>4}  {'pad':>5}"
     if measured:
@@ -227,6 +247,7 @@ def tune_text(r: TuneResult, count: int) -> str:
         line = (f"{i:>4}  {f'{cf.m}x{cf.k}x{cf.n}':<14} {cf.k_mt:>5}  {cf.rho:>3}  "
                 + (f"{cf.b_pack:<6}  " if packs else "")
                 + (f"{'convert-once' if cf.convert_once else 'emulated':<12}  " if r.kernels_weighed else "")
+                + (f"{array.mapping_of(cf.dev, cf.rows):<11}  " if r.mappings_weighed else "")
                 + f"{c.tops:>9.2f}  "
                 f"{f'{c.tops_low:.2f}-{c.tops_high:.2f}':<11}  {c.bound:<7}  "
                 f"{c.compute_bound_tops:>7.2f}  {c.memory_bound_tops:>7.2f}  {c.core_macs_per_cycle:>7.1f}  "

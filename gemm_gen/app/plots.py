@@ -12,6 +12,7 @@ from ..config import GemmConfig
 from ..errors import ConfigError, ToolchainMissing
 from ..model.params import Params, load, load_ends
 from ..model.perf import Workload, estimate
+from ..rules.array import DECODE_M_MAX, decode_call
 from ..search.tune import evaluate_all
 
 
@@ -89,13 +90,23 @@ def roofline_png(c: GemmConfig, path: Path, max_size: int = 8192, points: int = 
                     label="predicted end-to-end throughput (one point per M x K x N)")
     ax.vlines(data["ai"], data["tops_low"], data["tops_high"], color="tab:blue", alpha=0.25, lw=1,
               label="range over the constants' spreads (pessimistic to optimistic)")
-    ai = np.linspace(0, data["ai"].max() * 1.05, 200)
+    decode = decode_call(data["M"])
+    if decode.any():  # decode calls (issue 22): matrix-vector shaped, judged against the DRAM roof
+        ax.scatter(data["ai"][decode], data["tops"][decode], s=40, marker="s", facecolors="none",
+                   edgecolors="tab:red", label=f"decode calls (M <= {DECODE_M_MAX}, predicted)")
+    own, own_decode = _own_call(c, params)  # the call asked for, named decode when it is decode shaped
+    what = f"this call {c.M}x{c.K}x{c.N}{' (decode)' if own_decode else ''}"
+    ax.scatter([own["ai"]], [own["tops"]], s=110, marker="*", color="tab:orange", zorder=3,
+               label=f"{what}: {own['tops']:.3f} TOPS (predicted)")
+    ai = np.linspace(0, max(data["ai"].max(), own["ai"]) * 1.05, 200)
     bw = float(np.median(data["gbps"]))
     ax.plot(ai, ai * bw / 1000, "--", color="tab:red", label=f"memory roof: AI x {bw:.1f} GB/s (predicted effective)")
     roof = float(np.median(data["compute_bound"]))
     ax.axhline(roof, color="tab:green", ls="--", label=f"compute roof of the kernel: {roof:.2f} TOPS (predicted)")
     ax.axhline(peak, color="gray", ls=":", label=f"device peak {peak:.1f} TOPS")
-    ax.set_ylim(0, max(peak, data["tops_high"].max()) * 1.08)
+    highest = max(data["tops_high"].max(), roof, own["tops"])
+    # a design far below the device's peak (decode calls) is drawn at its own scale, the peak left off the axis
+    ax.set_ylim(0, (highest * 1.15) if highest < peak / 10 else max(peak, highest) * 1.08)
     ax.set_xlim(0, ai[-1])
     ax.set_xlabel("arithmetic intensity (operations per byte of DRAM traffic)")
     ax.set_ylabel("throughput (TOPS, predicted)")
@@ -105,13 +116,21 @@ def roofline_png(c: GemmConfig, path: Path, max_size: int = 8192, points: int = 
                  f"kernel {c.m}x{c.k}x{c.n}, k_mt {c.k_mt}\n(model predictions, not measurements)", fontsize=10)
     cb = fig.colorbar(sc, ax=ax)
     cb.set_label("log2(M x K x N)")
-    ax.legend(loc="lower right", fontsize=8)
+    ax.legend(loc="best", fontsize=8)  # decode sweeps sit low and to the right
     ax.grid(alpha=0.3)
     fig.tight_layout()
     png = _png(fig)
     plt.close(fig)
     return {"path": str(path), "points": int(data["tops"].size), "best_tops": float(data["tops"].max()),
-            "compute_roof_tops": roof, "memory_gbps": bw}, png
+            "compute_roof_tops": roof, "memory_gbps": bw, "decode_points": int(decode.sum()),
+            "call": {"tops": own["tops"], "ai": own["ai"], "decode": own_decode}}, png
+
+
+def _own_call(c: GemmConfig, params: Params | None) -> tuple[dict[str, float], bool]:
+    """The predicted throughput and arithmetic intensity of `c`'s own call, and whether it is decode shaped."""
+    e = estimate(Workload.of(c), c.m, c.k, c.n, c.k_mt, params or load(), rho=c.rho)
+    nbytes = sum(float(t.bytes) for t in e.traffic.values())
+    return {"tops": float(e.tops), "ai": 2.0 * c.M * c.K * c.N / nbytes}, bool(decode_call(c.M))
 
 
 def heatmap_png(c: GemmConfig, path: Path, params: Params | None = None) -> tuple[dict[str, Any], bytes]:

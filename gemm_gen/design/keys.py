@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from .. import precision as prec
 from ..config import GemmConfig
 from ..epilogue import Epilogue
+from ..rules import array
 from ..rules import kernel_variant as kv
 
 
@@ -54,6 +55,7 @@ class DesignKeys:
     convert_once: bool
     a_col_maj: bool
     c_col_maj: bool
+    mapping: str = "whole-array"  # rules/array.MAPPINGS: every core row, or one (decode)
     epilogue: Epilogue = Epilogue()  # the fused epilogue (reported only when there is one)
 
     def to_json(self) -> dict[str, object]:
@@ -80,6 +82,7 @@ class DesignKeys:
             "layouts": {name: "column-major" if col else "row-major"
                         for name, col in (("A", self.a_col_maj), ("B", self.b_col_maj), ("C", self.c_col_maj))},
             **({} if self.epilogue.is_identity else {"epilogue": self.epilogue.to_json()}),
+            "mapping": self.mapping,
         }
 
 
@@ -88,7 +91,7 @@ def design_keys(c: GemmConfig) -> DesignKeys:
     return DesignKeys(c.dev.name, (c.M, c.K, c.N), (c.m, c.k, c.n), c.k_mt, c.rho, c.t_ma, c.mmul, c.dtype_in,
                       c.dtype_b, c.dtype_out, c.acc, c.precision.name, c.b_col_maj, c.b_pack, c.cols,
                       accumulator(c), c_rounding(c), variant_info(c), bool(c.convert_once), c.a_col_maj, c.c_col_maj,
-                      c.epilogue)
+                      array.mapping_of(c.dev, c.rows), c.epilogue)
 
 
 def variant_info(c: GemmConfig) -> VariantInfo:

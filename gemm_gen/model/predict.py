@@ -15,6 +15,7 @@ from . import epilogue_cost
 from .kernel import cluster_terms, overhead
 from .params import Params, load, load_ends
 from .perf import Estimate, Workload, estimate_config
+from .roof import DramRoof, dram_roof
 from .traffic import design_traffic
 
 
@@ -177,6 +178,13 @@ class Prediction:
     upstream: Upstream | None = None
     # the fused epilogue's charge (model/epilogue_cost.py, uncalibrated): None without one
     epilogue: EpilogueCharge | None = None
+    # the call's unavoidable bytes at the DRAM peak (model/roof.py); prediction() always fills it
+    dram_roof: DramRoof | None = None
+
+    @property
+    def roof_fraction(self) -> float | None:
+        """The share of the DRAM roof the predicted time reaches."""
+        return None if self.dram_roof is None else self.dram_roof.fraction(self.time_s)
 
     @property
     def time_us(self) -> float:
@@ -226,6 +234,7 @@ class Prediction:
             "upstream": None if self.upstream is None else self.upstream.to_json(),
             # only with an epilogue: every epilogue-free prediction keeps its JSON
             **({} if self.epilogue is None else {"epilogue": self.epilogue.to_json()}),
+            "dram_roof": None if self.dram_roof is None else self.dram_roof.to_json(self.time_s),
         }
 
 
@@ -309,4 +318,5 @@ def prediction(c: GemmConfig, e: Estimate, p: Params, design: Design, tops_low: 
         tops_low=tops_low,
         tops_high=tops_high,
         not_buildable_because=not_buildable_because,
+        dram_roof=dram_roof(dev.name, c.size, c.dtype_in, str(c.dtype_b), c.dtype_out, p),
     )

@@ -1,10 +1,14 @@
 """The array-level options' ranges on a device: the column counts designs use, the core stack, and
 the task groups a shim channel's queue holds. The CLI (naming its flags) and checks.py (naming the
-config's fields) both ask these, so the ranges cannot drift apart."""
+config's fields) both ask these, so the ranges cannot drift apart; and the mappings of the grid
+(whole-array, or one core row for decode calls)."""
 
 from __future__ import annotations
 
+import numpy as np
+
 from ..hw.devices import Device, TileKind
+from . import Ints
 
 STACK_ALIGN = 16  # bytes: aiecc places the stack in 16-byte units
 
@@ -23,3 +27,32 @@ def queue_ok(dev: Device, queue_groups: int) -> bool:
     """Whether `queue_groups` task groups in flight fit a shim channel's task queue (the hardware
     drops a push onto a full one, mlir-aie PR #3734)."""
     return 1 <= queue_groups <= dev.dma[TileKind.SHIM].task_queue_depth
+
+
+# ---- the decode mapping (issue 22) ---------------------------------------------------------------
+# Calls of at most this many rows are decode steps (one token or a few: matrix-vector shaped); the
+# issue's bound, which the roofline plot marks and for which the tuner also weighs the decode mapping.
+DECODE_M_MAX = 16
+# The two mappings of the rows x cols grid: the whole array (every core row, A split over the rows),
+# or one core row ("decode": m covers the padded M, every column a slice of N, B read once).
+MAPPINGS = ("whole-array", "decode")
+
+
+def decode_call(M: Ints) -> Ints:
+    """Whether a call of M rows is decode shaped (M <= DECODE_M_MAX)."""
+    return np.asarray(M) <= DECODE_M_MAX if isinstance(M, np.ndarray) else M <= DECODE_M_MAX
+
+
+def mapping_rows(dev: Device, mapping: str) -> int:
+    """The core rows a mapping uses on `dev`."""
+    return 1 if mapping == "decode" else dev.core_rows
+
+
+def mapping_of(dev: Device, rows: int) -> str:
+    """The mapping a design of `rows` core rows is."""
+    return "decode" if rows == 1 and dev.core_rows != 1 else "whole-array"
+
+
+def rows_ok(dev: Device, rows: int) -> bool:
+    """Whether a design can use `rows` core rows: all of them, or one (the decode mapping)."""
+    return rows in (1, dev.core_rows)

@@ -17,6 +17,7 @@ from ..design.serve import check
 from ..errors import GemmGenError, ToolchainMissing
 from ..model.params import Params, load
 from ..model.perf import Workload, estimate_config
+from ..rules import array
 from ..rules.defaults import resolve
 from ..spec import Pins, Request, Tiling
 from .tune import Candidate, tune, tuned_b_pack, tuned_config, tuned_k_mt
@@ -98,6 +99,8 @@ def choose(request: Request, params: Params | None = None, measure: Measure | No
         filled += ("b_pack",)
     if viable:
         filled += ("convert_once",)
+    if decode_weighed(open_config(request), pins):
+        filled += ("mapping",)
     if measure is None or not wholly_open:  # only a wholly open tiling has finalists to measure
         return Choice(config, filled, kernels=kernels)
     # the tuner's candidates are the configs' options with their tiling: what the caller measures
@@ -158,8 +161,35 @@ def _several_sizes(pins: Pins) -> bool:
     return pins.sizes is not None and len(set(pins.sizes)) > 1
 
 
+def decode_weighed(base: GemmConfig, pins: Pins) -> bool:
+    """Whether the search weighs the decode mapping against the whole array: the mapping is open
+    (no rows given) and a call it serves is decode shaped (M <= DECODE_M_MAX)."""
+    if base.options.rows != 0 or base.dev.core_rows == 1:
+        return False
+    sizes = tuple(pins.sizes or ()) if _several_sizes(pins) else (base.size,)
+    return any(array.decode_call(s.M) for s in sizes)
+
+
 def _chosen(base: GemmConfig, pins: Pins, packing_open: bool, p: Params) -> GemmConfig:
-    """The model's design for `base` with what `pins` leaves open filled in."""
+    """The model's design for `base` with what `pins` leaves open filled in; for an open mapping and
+    decode-shaped calls, the whole array's and the decode mapping's designs, the faster predicted
+    (the whole array on a tie, or when the decode mapping has no valid design)."""
+    whole = _chosen_mapping(base, pins, packing_open, p)
+    if not decode_weighed(base, pins):
+        return whole
+    try:
+        decode = check(_chosen_mapping(base.with_(rows=1), pins, packing_open, p))
+    except GemmGenError:
+        return whole
+    try:
+        check(whole)
+    except GemmGenError:
+        return decode
+    return decode if _predicted_s(decode, pins, p) < _predicted_s(whole, pins, p) else whole
+
+
+def _chosen_mapping(base: GemmConfig, pins: Pins, packing_open: bool, p: Params) -> GemmConfig:
+    """The model's design for `base` (its mapping as given) with what `pins` leaves open filled in."""
     m, k, n, k_mt, rho = pins.m, pins.k, pins.n, pins.k_mt, pins.rho
     tuned = m is None and k is None and n is None
     if _several_sizes(pins) and None in (m, k, n, k_mt):

@@ -92,6 +92,7 @@ class TuneResult:
     notes: list[str] = field(default_factory=list)
     rank: str = "model"  # what ordered the designs (RANKS)
     kernels_weighed: bool = False  # the candidates are of both bf16 kernels (an open convert-once option)
+    mappings_weighed: bool = False  # the candidates are of both mappings (whole array, decode: rules/array.py)
 
     @property
     def best(self) -> Candidate:
@@ -302,20 +303,23 @@ def evaluate_all(pr: Workload, params: Params | None = None) -> dict[str, np.nda
 def tune_b_packs(pr: Workload, top: int = 5, pins: Pins | None = None,
                  packs: tuple[str, ...] = ("tiles",), params: Params | None = None,
                  ends: tuple[Params, Params] | None = None, rank: str = "model",
-                 kernels: tuple[bool, ...] = ()) -> TuneResult:
+                 kernels: tuple[bool, ...] = (), rows: tuple[int, ...] = ()) -> TuneResult:
     """tune() for each DRAM packing of B in `packs` (both, for a bfp16 B the user left open) and, with
-    `kernels` (False, True) for an open convert-once option, for each kernel, merged by predicted
-    time; a kernel without a valid design drops out unless neither has one."""
+    `kernels` (False, True) for an open convert-once option, for each kernel, and with `rows` (0, 1)
+    for an open mapping of a decode-shaped call, for each mapping, merged by predicted time; a kernel
+    or mapping without a valid design drops out unless none has one."""
 
     variants = [pr.with_(b_pack=pack, convert_once=once) for pack in packs for once in kernels] if kernels else \
         [pr.with_(b_pack=pack) for pack in packs]
+    if rows:
+        variants = [v.with_(rows=r) for v in variants for r in rows]
     results: list[TuneResult] = []
     first_error: GemmGenError | None = None
     for variant in variants:
         try:
             results.append(tune(variant, top, pins, params, ends, rank))
         except GemmGenError as e:
-            if not kernels:
+            if not kernels and not rows:
                 raise
             first_error = first_error or e
     if not results:
@@ -324,7 +328,7 @@ def tune_b_packs(pr: Workload, top: int = 5, pins: Pins | None = None,
     merged = sorted((c for r in results for c in r.top), key=_rank_key(rank))[:top]
     return TuneResult(pr, merged, sum(r.evaluated for r in results), sum(r.tilings for r in results),
                       sum(r.seconds for r in results), sum(r.rejected_by_validate for r in results),
-                      [n for r in results for n in r.notes], rank, bool(kernels))
+                      [n for r in results for n in r.notes], rank, bool(kernels), bool(rows))
 
 
 def tuned_config(base: GemmConfig, k_mt: int | None = None, rho: int | None = None,

@@ -1,0 +1,54 @@
+"""The DRAM roof of one call: the bytes the call cannot avoid moving, at the model's DRAM rate.
+
+bytes = A (M x K) + B (K x N) read once + C (M x N) written once, unpadded, at each operand's bytes
+per value (bfp16: 1.125); rate = the peak of the device's machine profile in the model's
+parameters (params.Dram.peak_gbps, which `--dram-gbps` and `--machine` replace). No design moves
+fewer bytes, and none moves them faster than that peak, so `roof_s / predicted time` is the share
+of the roof a design reaches (issue 22: decode calls, M <= 16, live or die by it).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..dtypes import dtype
+from ..spec import Problem
+from .params import Params, load
+from .perf import GIGA
+
+
+@dataclass(frozen=True)
+class DramRoof:
+    """A call's unavoidable DRAM bytes and the time they take at the DRAM peak (all predicted)."""
+
+    bytes: int
+    gbps: float  # the model's DRAM peak for the device
+    machine: str  # the machine profile the peak is from
+
+    @property
+    def time_s(self) -> float:
+        return self.bytes / (self.gbps * GIGA)
+
+    def fraction(self, time_s: float) -> float:
+        """The share of the roof a call of `time_s` reaches (1.0: at the roof)."""
+        return self.time_s / time_s
+
+    def to_json(self, time_s: float) -> dict[str, object]:
+        return {"predicted": True, "bytes": self.bytes, "gbps": self.gbps, "machine": self.machine,
+                "time_us": self.time_s * 1e6, "fraction": self.fraction(time_s)}
+
+
+def call_bytes(size: Problem, dtype_in: str, dtype_b: str, dtype_out: str) -> int:
+    """Bytes of A and B read once and C written once, as the user's matrices hold them (no padding)."""
+    M, K, N = size.M, size.K, size.N
+    total = (M * K * dtype(dtype_in).elem_bytes + K * N * dtype(dtype_b).elem_bytes
+             + M * N * dtype(dtype_out).elem_bytes)
+    return int(round(total))
+
+
+def dram_roof(device: str, size: Problem, dtype_in: str, dtype_b: str, dtype_out: str,
+              params: Params | None = None) -> DramRoof:
+    """The DRAM roof of one call of `size` on `device` under the model's parameters (default: the
+    calibrated ones)."""
+    d = (params or load()).dram[device]
+    return DramRoof(call_bytes(size, dtype_in, dtype_b, dtype_out), d.peak_gbps, d.machine)
