@@ -136,9 +136,11 @@ I4 = DType("i4", 2, 1, False, np.dtype(np.int8), tile_rows=1, tile_cols=8)
 DTYPES: dict[str, DType] = {t.name: t for t in (BF16, F32, I8, I16, I32, I64, BFP16, I4)}
 
 
-def pack_i4(values: np.ndarray) -> np.ndarray:
-    """int4 values (any integer array, last axis even) packed two per byte along the last axis:
+def pack_i4(values: np.ndarray, axis: int = -1) -> np.ndarray:
+    """int4 values (any integer array, `axis` of even length) packed two per byte along `axis`:
     element 2i in the low nibble, 2i + 1 in the high one. ValueError outside [-8, 7]."""
+    if axis not in (-1, np.ndim(values) - 1):
+        return np.moveaxis(pack_i4(np.moveaxis(np.asarray(values), axis, -1)), -1, axis)
     v = np.asarray(values)
     if v.shape[-1] % I4.block_elems:
         raise ValueError(f"{v.shape[-1]} int4 values along a row cut a byte: use an even count")
@@ -148,8 +150,10 @@ def pack_i4(values: np.ndarray) -> np.ndarray:
     return (u[..., 0::2] | (u[..., 1::2] << 4)).astype(np.uint8)
 
 
-def unpack_i4(packed: np.ndarray) -> np.ndarray:
-    """The int8 values of bytes packed by pack_i4 (the last axis doubles), sign-extended."""
+def unpack_i4(packed: np.ndarray, axis: int = -1) -> np.ndarray:
+    """The int8 values of bytes packed by pack_i4 along `axis` (which doubles), sign-extended."""
+    if axis not in (-1, np.ndim(packed) - 1):
+        return np.moveaxis(unpack_i4(np.moveaxis(np.asarray(packed), axis, -1)), -1, axis)
     b = np.asarray(packed).astype(np.uint8)
     nibbles = np.stack([b & 0xF, b >> 4], axis=-1).reshape(*b.shape[:-1], -1).astype(np.int8)
     return np.where(nibbles > I4.max, nibbles - 16, nibbles).astype(np.int8)

@@ -7,7 +7,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gemm_gen import hostdata
+from gemm_gen import Gemm, hostdata
+from gemm_gen.app.cli import main
 from gemm_gen.checks import check_config, check_granularity
 from gemm_gen.config import GemmConfig
 from gemm_gen.design import build_design
@@ -168,3 +169,45 @@ def test_random_int4_designs_simulate_exactly(c, seed):
         return  # an invalid random config is refused with a reason, never simulated
     r = simulate(design, seed=seed)
     assert r.passed, (c.to_json(), r.first_mismatch)
+
+
+# ---- the operator and the CLI --------------------------------------------------------------------
+@pytest.mark.parametrize("dev", ["npu1", "npu2"])
+def test_the_operator_equals_the_exact_product_with_values_or_packed_bytes(dev):
+    g = Gemm(device=dev, dtype_in="i8", dtype_b="i4", dtype_out="i32")
+    rng = np.random.default_rng(3)
+    A = rng.integers(-128, 128, (70, 96)).astype(np.int8)
+    B = rng.integers(-8, 8, (96, 100)).astype(np.int8)
+    exact = A.astype(np.int64) @ B.astype(np.int64)
+    assert np.array_equal(g.simulate(A, B).astype(np.int64), exact)
+    packed = pack_i4(B, axis=0)  # a checkpoint's bytes: K / 2 rows, pairs along K
+    assert packed.shape == (48, 100) and np.array_equal(unpack_i4(packed, axis=0), B)
+    assert np.array_equal(g.simulate(A, packed, packed=True).astype(np.int64), exact)
+    assert np.array_equal(g.simulate(A, np.asfortranarray(B)).astype(np.int64), exact)  # any layout: packed anyway
+
+
+@pytest.mark.parametrize("call, match", [
+    (lambda g, A, B: g.simulate(A, B * 2), r"B has \d+ values outside i4's range \[-8, 7\]"),
+    (lambda g, A, B: g.simulate(A, B, packed=1), "packed=1: packed is True"),
+    (lambda g, A, B: g.simulate(A, B.astype(np.int16), packed=True), "B must be a 2-D array of bytes"),
+    (lambda g, A, B: Gemm(device="npu2", dtype_in="i8").simulate(A, B, packed=True), "B is i8, not a packed type"),
+    (lambda g, A, B: Gemm(device="npu2", dtype_in="i16", dtype_b="i4"), "multiplies int4 B by int8 A only"),
+])
+def test_the_operator_refuses_in_one_line(call, match):
+    g = Gemm(device="npu2", dtype_in="i8", dtype_b="i4", dtype_out="i32")
+    A, B = np.ones((8, 16), np.int8), np.full((16, 8), -8, np.int8)
+    with pytest.raises(ConfigError, match=match) as e:
+        call(g, A, B)
+    assert "\n" not in str(e.value)
+
+
+@pytest.mark.parametrize("flags, text", [
+    (["--dtype_in", "i8", "--dtype_b", "i4", "-M", "64", "-K", "96", "-N", "72"], "PASS"),
+    (["--dtype_in", "i16", "--dtype_b", "i4", "-M", "64", "-K", "64", "-N", "64"], "int4 B by int8 A only"),
+    (["--dtype_in", "i8", "--dtype_b", "i4", "--b-col-maj", "-M", "64", "-K", "64", "-N", "64"], "drop --b-col-maj"),
+])
+def test_cli_dtype_b_i4(flags, text, capsys):
+    code = main(["simulate", "--dev", "npu2", *flags])
+    out = capsys.readouterr()
+    assert text in out.out + out.err
+    assert code == (0 if text == "PASS" else 2)
