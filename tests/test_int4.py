@@ -211,3 +211,45 @@ def test_cli_dtype_b_i4(flags, text, capsys):
     out = capsys.readouterr()
     assert text in out.out + out.err
     assert code == (0 if text == "PASS" else 2)
+
+
+def test_the_iron_lowering_types_int4_buffers_as_bytes():
+    """B's fifos and the kernel's B argument are flat bytes (mlir-air's and IRON's int4 buffers are),
+    their walks in bytes; the stand-in of mlir-aie 1.4.3 verifies every BD (resolve_program)."""
+    from gemm_gen.backends.iron import lower
+
+    from . import iron_recorder
+    c = _config("npu2", 256, 256, 512)
+    api, rec = iron_recorder.api()
+    lower(build_design(c), api).resolve_program()
+    b_l1 = [f for f in rec.fifos if f.name.startswith("B_L2L1")]
+    assert b_l1 and all(iron_recorder.shape_dtype(f.obj_type) == ((c.k * c.n // 2,), "uint8") for f in b_l1)
+    # k/s blocks down K, n/t across, s rows of t / 2 bytes: every stride and run whole words
+    assert b_l1[0].dims_to_stream == [(c.k // 16, 16 * c.n // 2), (c.n // 16, 8), (16, c.n // 2), (8, 1)]
+    matmul = next(k for k in rec.kernels if len(k.arg_types) == 3)
+    assert iron_recorder.shape_dtype(matmul.arg_types[1]) == ((c.k * c.n // 2,), "uint8")
+
+
+# ---- the model -----------------------------------------------------------------------------------
+def test_the_model_moves_half_of_int8s_b_bytes_and_says_where_its_rate_comes_from():
+    from gemm_gen.app.model_commands import predict_text
+    from gemm_gen.model.predict import predict
+
+    c4 = GemmConfig("npu2", 1024, 1024, 4096, 96, 32, 128, 1024, "i8", "i32", dtype_b="i4")
+    p4, p8 = predict(c4), predict(c4.with_(dtype_b=None))
+    assert p4.dram["B"].bytes * 2 == p8.dram["B"].bytes and p4.dram["B"].runs == p8.dram["B"].runs
+    assert p4.dram["B"].run_bytes * 2 == p8.dram["B"].run_bytes  # the same rows, half as long
+    assert p4.dram["A"].bytes == p8.dram["A"].bytes and p4.dram["C"].bytes == p8.dram["C"].bytes
+    assert p4.time_us < p8.time_us
+    assert "kernel rate  i8xi4 mmul: UNCALIBRATED" in predict_text(p4)
+    assert "i8xi4" not in predict_text(p8)
+    npu1 = predict(GemmConfig("npu1", 512, 512, 512, 32, 64, 32, 128, "i8", "i32", dtype_b="i4"))
+    assert "AM020" in predict_text(npu1) and npu1.peak_tops == 2 * DEVICES["npu1"].peak_tops("i8")
+
+
+def test_the_tuner_and_plan_take_int4():
+    g = Gemm(device="npu2", dtype_in="i8", dtype_b="i4", dtype_out="i32")
+    c = g.design(512, 1024, 2048).config
+    assert c.t_b is I4 and c.mmul == (4, 16, 16) and c.n % 16 == 0
+    code = main(["plan", "--dev", "npu1", "-M", "256", "-K", "256", "-N", "256", "--dtype_in", "i8", "--dtype_b", "i4"])
+    assert code == 0

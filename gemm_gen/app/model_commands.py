@@ -116,9 +116,18 @@ def predict_text(d: Prediction) -> str:
         f"L2 {d.l2_bytes:,} B ({d.l2_fraction:.0%})",
     ]
     lines += upstream_lines(d.upstream, dk.t_ma, k, n)
+    lines += mixed_rate_lines(dk.device, dk.dtype_in, dk.dtype_b)
     if not d.buildable:
         lines.append(f"  NOT BUILDABLE as given ({d.not_buildable_because}); predicted as if it fitted")
     return "\n".join(lines)
+
+
+def mixed_rate_lines(dev_name: str, dtype_in: str, dtype_b: str) -> list[str]:
+    """Where the kernel rate of a mixed-type mmul (int8 x int4) comes from, for the reader to weigh."""
+    dev = device(dev_name)
+    key = dev.operands(dtype_in, dtype_b)
+    source = dev.mixed_rate_sources.get(key)
+    return [] if source is None else [f"  kernel rate  {key} mmul: {source}"]
 
 
 def upstream_lines(u: Upstream | None, t_ma: int, k: int, n: int) -> list[str]:

@@ -246,6 +246,8 @@ class Device:
     mmul_shapes: dict[str, tuple[MmulShape, ...]]
     # the same for an A x B of two types (operand_key "AxB"; int8 x int4 weights)
     mixed_mmul_shapes: dict[str, tuple[MmulShape, ...]]
+    # where each mixed key's peak_macs comes from (a source, or UNCALIBRATED and why): predict says it
+    mixed_rate_sources: dict[str, str]
     # with AIE_API_EMULATE_BFLOAT16_MMUL_WITH_BFP16 (npu2 only; whole_array.py gives those kernels
     # 0xD00, now every design's default)
     bf16_emulation_shape: MmulShape | None
@@ -376,6 +378,7 @@ NPU1 = Device(
     # int8 x int4 (aie_api detail/aie2/mmul_8_4.hpp @306ac2c1: 4x16x8 one mac_4x16_16x8_conf;
     # 8x16x8 two sharing B; 4x32x8 two after interleave_unzip of A), acc32 only
     mixed_mmul_shapes={"i8xi4": ((4, 16, 8), (8, 16, 8), (4, 32, 8))},
+    mixed_rate_sources={"i8xi4": "512 MACs/cycle, AM020's AIE-ML table (INT4 1024 operations/tile, INT8 512)"},
     bf16_emulation_shape=None,
     acc64_shapes={"i16": ((4, 4, 4), (2, 4, 8))},
     bf16_emulation_default=False,
@@ -410,6 +413,8 @@ NPU2 = Device(
     # int8 x int4: one shape, 4x16x16 (aie_api detail/aie2p/mmul_8_4.hpp @4e950f7d, one
     # mac_4x16_16x16_conf on __AIE_ARCH__ 21), acc32 only
     mixed_mmul_shapes={"i8xi4": ((4, 16, 16),)},
+    mixed_rate_sources={"i8xi4": "UNCALIBRATED: 4x16x16 is 1024 MACs per intrinsic, its issue rate is unpublished "
+                                 "(amd/IRON PR #182 measured 1.32x int8); priced at int8's 512 MACs/cycle"},
     bf16_emulation_shape=(8, 8, 8),
     acc64_shapes={"i16": ((4, 4, 8),)},
     bf16_emulation_default=True,
