@@ -71,8 +71,10 @@ class Gemm:
     Built with: `device` 'npu1' or 'npu2' (or an alias such as 'strix'); `dtype_in` 'bf16', 'i8',
     'i16' or (npu2) 'bfp16', with `dtype_out` one the device writes for it (bf16: bf16, f32; i8:
     i8, i16, i32; i16: i16, i32; bfp16: bf16, f32, bfp16) and, on npu2, `dtype_b='bfp16'` and `acc`
-    for the mixed bfp16 precisions; `tiles=(m, k, n, k_mt)`, four integers >= 1, or None for the
-    tuner; `max_size=(M, K, N)`, three integers >= 1, or None for a design per shape; and
+    for the mixed bfp16 precisions; `dtype_b='i4'` with dtype_in 'i8' for int4 weights (both devices:
+    B's values in [-8, 7], or packed bytes with `packed=True`, see simulate); `tiles=(m, k, n, k_mt)`,
+    four integers >= 1, or None for the tuner; `max_size=(M, K, N)`, three integers >= 1, or None for
+    a design per shape; and
     GemmConfig's other fields as options (rounding, saturation, shift, emulate_bf16_with_bfp16, ...),
     each of its field's type. Anything else is refused when the Gemm is made, in one ConfigError
     line naming the argument as given and what to pass instead; so are tiles and options that no
