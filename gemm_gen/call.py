@@ -274,7 +274,7 @@ def plan_call(c: Design, problem: Problem, lds: dict[str, int] | None = None) ->
     M, K, N = problem.M, problem.K, problem.N
     types = {"A": c.t_in, "B": c.t_b, "C": c.t_out}
     why: dict[str, str] = {}
-    encoded = [op for op in OPERANDS if types[op].is_block]
+    encoded = [op for op in OPERANDS if types[op].host_encoded]
     extra_k = c.k if c.epilogue.needs_tile else 0
     # a moved block starts at any element: only operands addressed in elements (not bfp16 tiles) can
     shift_m = M > block_m and M % block_m != 0 and "A" not in encoded and "C" not in encoded

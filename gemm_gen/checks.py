@@ -137,19 +137,30 @@ def check_block_types(c: GemmConfig) -> None:
 
 def check_scalar_types(c: GemmConfig) -> None:
     dev, t_in, t_out = c.dev, c.t_in, c.t_out
-    if t_in.name not in dev.mmul_shapes:
+    if t_in.name not in dev.input_types:
         raise ConfigError(f"{dev.name} has no kernel for dtype_in {t_in}",
-                          f"use --dtype_in {' or '.join(dev.mmul_shapes)}")
+                          f"use --dtype_in {' or '.join(dev.input_types)}")
     allowed = dev.out_types[t_in.name]
     if t_out.name not in allowed:
         raise ConfigError(f"dtype_out {t_out} does not go with dtype_in {t_in}",
                           f"use --dtype_out {' or '.join(allowed)}")
-    default = dev.mmul_shape(t_in.name, bool(c.emulate_bf16_with_bfp16))  # raises for a wrong device/type
-    shapes_ok = (default,) if c.emulate_bf16_with_bfp16 else dev.mmul_shapes[t_in.name]
+    default = dev.mmul_shape(t_in.name, bool(c.emulate_bf16_with_bfp16), c.dtype_b)  # raises for a wrong device/type
+    shapes_ok = (default,) if c.emulate_bf16_with_bfp16 else dev.shapes(dev.operands(t_in.name, c.dtype_b))
     if c.mmul_shape is not None and tuple(c.mmul_shape) not in shapes_ok:
         shapes = ", ".join("x".join(map(str, sh)) for sh in shapes_ok)
         raise ConfigError(f"mmul {'x'.join(map(str, c.mmul_shape))} is not an aie::mmul shape of "
-                          f"{dev.name} for {t_in}", f"use one of {shapes}")
+                          f"{dev.name} for {dev.operands(t_in.name, c.dtype_b)}", f"use one of {shapes}")
+    if c.t_b.is_packed:
+        check_int4_layout(c)
+
+
+def check_int4_layout(c: GemmConfig) -> None:
+    """int4 B moves in 32-bit words of 8 values along N (dtypes.I4): its DRAM rows are packed along N,
+    so a column-major B (packed along K) would need sub-word reordering no DMA can do."""
+    if c.b_col_maj:
+        raise ConfigError("--b-col-maj with int4 B: the host packs int4 B two per byte along N, and a BD "
+                          "moves whole 4-byte words, so B^T cannot be re-tiled into the kernel's blocks",
+                          "store B row-major (drop --b-col-maj); the operator packs it for you")
 
 
 def check_array(c: GemmConfig) -> None:
@@ -235,6 +246,11 @@ def check_granularity(c: GemmConfig) -> None:
             ("n x cols", c.n * c.cols, c.t_b), ("t (C)", c.t, c.t_out),
             ("n x cols (C)", c.n * c.cols, c.t_out)]
     for name, count, t in runs:
+        if t.is_packed and count % t.unit_elems:  # half-byte values: a run must be whole words of them
+            raise ConfigError(
+                f"{name}={count} x {t} = {count * t.elem_bytes:g} B is not a multiple of the 4-byte DMA word "
+                f"(a BD moves 32-bit words: {t} runs are multiples of {t.unit_elems} values)",
+                f"choose sizes whose {t} runs are multiples of {t.unit_elems} values")
         if not t.is_block and t.nbytes(count) % 4:
             raise ConfigError(
                 f"{name}={count} x {t} = {t.nbytes(count)} B is not a multiple of the 4-byte DMA word",

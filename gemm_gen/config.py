@@ -388,7 +388,8 @@ class GemmConfig:
                 raise ConfigError("bfp16 kernels have one variant (2x2 clusters of 8x8 tiles, K loop pipelined)",
                                   "drop --expansion and --kernel-loops")
             return KernelVariant(2, 2, "k-pipelined")
-        return choose_variant(self.dev, self.dtype_in, self.mmul, bool(self.emulate_bf16_with_bfp16), self.t_ma,
+        operands = self.dev.operands(self.dtype_in, self.dtype_b)  # "i8xi4" for int4 weights
+        return choose_variant(self.dev, operands, self.mmul, bool(self.emulate_bf16_with_bfp16), self.t_ma,
                               self.k, self.n, self.expansion, self.kernel_loops)
 
     @property

@@ -34,7 +34,25 @@ class DType:
 
     @property
     def is_block(self) -> bool:
-        return self.block_elems > 1
+        """A block float format (bfp16: a shared exponent per block), quantized on the host."""
+        return self.block_elems > 1 and self.is_float
+
+    @property
+    def is_packed(self) -> bool:
+        """A sub-byte integer packed several to a byte (i4: two, the low nibble first); its DMA unit
+        is one 32-bit word of values along a row (pack_i4)."""
+        return self.block_elems > 1 and not self.is_float
+
+    @property
+    def host_encoded(self) -> bool:
+        """The host re-encodes this operand (quantizes bfp16, packs int4) into a buffer of its own, so
+        the DRAM buffer is always the host's padded copy, never the user's array read in place."""
+        return self.is_block or self.is_packed
+
+    @property
+    def value_bits(self) -> int:
+        """Bits of one value as it is stored (i4: 4; bfp16: its 8-bit mantissa plus 1 of 8 exponent bits)."""
+        return 8 * self.block_bytes // self.block_elems
 
     @property
     def unit_elems(self) -> int:
@@ -90,11 +108,11 @@ class DType:
 
     @property
     def min(self) -> int:
-        return int(np.iinfo(self.host).min)
+        return -(1 << (self.value_bits - 1)) if self.is_packed else int(np.iinfo(self.host).min)
 
     @property
     def max(self) -> int:
-        return int(np.iinfo(self.host).max)
+        return (1 << (self.value_bits - 1)) - 1 if self.is_packed else int(np.iinfo(self.host).max)
 
     def __str__(self) -> str:
         return self.name
@@ -110,8 +128,35 @@ I32 = DType("i32", 1, 4, False, np.dtype(np.int32))
 I64 = DType("i64", 1, 8, False, np.dtype(np.int64))
 # bfp16ebs8 (gemm_gen/bfp16.py): blocks of 8 values along a row of its tile; decoded to fp32
 BFP16 = DType("bfp16", 8, 9, True, np.dtype(np.float32), tile_rows=8, tile_cols=8)
+# int4 (B only, issue 22): two values per byte, the even element in the low nibble (mlir-air's int4
+# host packing and CPU reference, docs/int4_decode.md); held on the host as int8 in [-8, 7]. A BD moves
+# 32-bit words, so its DMA unit is 8 values along a row of B (4 bytes): every walk counts words.
+I4 = DType("i4", 2, 1, False, np.dtype(np.int8), tile_rows=1, tile_cols=8)
 
-DTYPES: dict[str, DType] = {t.name: t for t in (BF16, F32, I8, I16, I32, I64, BFP16)}
+DTYPES: dict[str, DType] = {t.name: t for t in (BF16, F32, I8, I16, I32, I64, BFP16, I4)}
+
+
+def pack_i4(values: np.ndarray, axis: int = -1) -> np.ndarray:
+    """int4 values (any integer array, `axis` of even length) packed two per byte along `axis`:
+    element 2i in the low nibble, 2i + 1 in the high one. ValueError outside [-8, 7]."""
+    if axis not in (-1, np.ndim(values) - 1):
+        return np.moveaxis(pack_i4(np.moveaxis(np.asarray(values), axis, -1)), -1, axis)
+    v = np.asarray(values)
+    if v.shape[-1] % I4.block_elems:
+        raise ValueError(f"{v.shape[-1]} int4 values along a row cut a byte: use an even count")
+    if v.size and (int(v.min()) < I4.min or int(v.max()) > I4.max):
+        raise ValueError(f"int4 values must lie in [{I4.min}, {I4.max}], found [{int(v.min())}, {int(v.max())}]")
+    u = v.astype(np.int64) & 0xF
+    return (u[..., 0::2] | (u[..., 1::2] << 4)).astype(np.uint8)
+
+
+def unpack_i4(packed: np.ndarray, axis: int = -1) -> np.ndarray:
+    """The int8 values of bytes packed by pack_i4 along `axis` (which doubles), sign-extended."""
+    if axis not in (-1, np.ndim(packed) - 1):
+        return np.moveaxis(unpack_i4(np.moveaxis(np.asarray(packed), axis, -1)), -1, axis)
+    b = np.asarray(packed).astype(np.uint8)
+    nibbles = np.stack([b & 0xF, b >> 4], axis=-1).reshape(*b.shape[:-1], -1).astype(np.int8)
+    return np.where(nibbles > I4.max, nibbles - 16, nibbles).astype(np.int8)
 
 
 def dtype(name: str | DType) -> DType:

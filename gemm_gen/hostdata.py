@@ -7,7 +7,8 @@ its slack (design/model.py's `slack` of a runtime tensor), which the host adds a
 
 Scalar operands are plain row-major arrays (A^T and B^T when column-major). A bfp16 operand is
 quantized on the host (the helper's truncation, blocks of 8 along K for A and B, along N for C)
-and stored as 8 x 8 tiles of 72 bytes (gemm_gen/bfp16.py), row-major over tiles:
+and stored as 8 x 8 tiles of 72 bytes (gemm_gen/bfp16.py), row-major over tiles (an int4 B is always a
+padded copy too, row-major, packed two values per byte along N, the low nibble first: dtypes.pack_i4):
 - A: tile (i, j) = rows 8i.. of K columns 8j.., each row one block;
 - B: tile (l, j) = columns 8l.. of B (rows of B^T), each column one block of 8 K values, as the
   kernel's mac_8x8_8x8T reads it; tiles ordered (l, j) when B is column-major, (j, l) when not, or
@@ -27,7 +28,7 @@ from .call import CallPlan
 from .config import GemmConfig
 from .design.build import host_tensors
 from .design.grid import grid
-from .dtypes import DType
+from .dtypes import DType, pack_i4, unpack_i4
 from .dtypes import dtype as dtype_of
 from .epilogue import Requant
 from .epilogue_args import EpilogueArgs, read_tile, tile_bytes
@@ -82,6 +83,8 @@ def pad_inputs(c: GemmConfig, a: np.ndarray, b: np.ndarray, call: CallPlan | Non
                 call.Np // c.n, -1, TILE_BYTES)
         else:
             b_dram = tiles if c.b_col_maj else np.ascontiguousarray(tiles.transpose(1, 0, 2))
+    elif t_b.is_packed:  # row-major (checks.check_int4_layout): pairs along N, the low nibble first
+        b_dram = pack_i4(bt.T)
     else:
         b_dram = np.ascontiguousarray(bt) if c.b_col_maj else np.ascontiguousarray(bt.T)
         if epilogue is not None and c.epilogue.needs_tile:
@@ -172,6 +175,8 @@ def _shaped(t: DType, raw: np.ndarray, shape: tuple[int, int]) -> np.ndarray:
     if t.is_block:
         tiles = shape[0] // TILE * (shape[1] // TILE)
         return data[: tiles * TILE_BYTES].reshape(shape[0] // TILE, shape[1] // TILE, TILE_BYTES)
+    if t.is_packed:  # packed bytes, a row of shape[1] values in nbytes(shape[1]) bytes
+        return data[: t.nbytes(shape[0] * shape[1])].reshape(shape[0], t.nbytes(shape[1]))
     return data[: t.nbytes(shape[0] * shape[1])].view(t.host).reshape(shape)
 
 
@@ -202,6 +207,8 @@ def host_values(c: GemmConfig, a_dram: np.ndarray, b_dram: np.ndarray, call: Cal
             call.Np // q, call.k_walk // q, TILE_BYTES))
     elif c.t_b.is_block:
         bt = tile_values(b_dram if c.b_col_maj else np.ascontiguousarray(b_dram.transpose(1, 0, 2)))
+    elif c.t_b.is_packed:
+        bt = unpack_i4(b_dram).T
     else:
         bt = b_dram if c.b_col_maj else b_dram.T
     return a[:M, :K], np.ascontiguousarray(bt[:N, :K].T)

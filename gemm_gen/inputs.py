@@ -116,4 +116,7 @@ def make_inputs(M: int, K: int, N: int, dtype_in: str | DType, dtype_out: str | 
 
         return values((M, K)).astype(t_in.host), values((K, N)).astype(t_b.host)
     dist = int_distribution(t_in, t_out, K)
-    return dist.sample(rng, (M, K), t_in.host), dist.sample(rng, (K, N), t_in.host)
+    a = dist.sample(rng, (M, K), t_in.host)
+    if t_b.is_packed:  # int4 weights: the whole range, -8 (whose sign extension a wrong unpack loses) included
+        return a, rng.integers(t_b.min, t_b.max + 1, size=(K, N), dtype=np.int64).astype(t_b.host)
+    return a, dist.sample(rng, (K, N), t_in.host)

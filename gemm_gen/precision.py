@@ -28,6 +28,9 @@ from .errors import ConfigError
 from .hw.devices import Device
 
 BFP16 = "bfp16"
+# int4 weights (issue 22, W4A8): B in int4 times an int8 A, on the AIE API's 8b x 4b mmuls (acc32 only)
+I4 = "i4"
+I4_A_TYPES = ("i8",)
 # what the bfp16 datapath multiplies: A bf16 (converted in the core) or bfp16, B always bfp16
 BFP16_A_TYPES = ("bf16", BFP16)
 BFP16_OUT_TYPES = ("bf16", "f32", BFP16)
@@ -92,6 +95,23 @@ def resolve(dtype_in: str, dtype_b: str | None, dtype_out: str, acc: str | None)
     return Precision(dtype_in, dtype_b or dtype_in, dtype_out, dtype_out if acc in (None, ACC_OUT) else str(acc))
 
 
+def check_int4(p: Precision) -> None:
+    """int4 is a weight type: B only, times an int8 A, into the int8 kernels' outputs; the 8b x 4b mmuls
+    accumulate in acc32, so C is int32 in L1 (or its own type with --acc out)."""
+    if p.a == I4 or p.out == I4:
+        raise ConfigError(f"{'--dtype_in' if p.a == I4 else '--dtype_out'} i4: int4 is a weight type (B only)",
+                          "use --dtype_in i8 --dtype_b i4")
+    if p.a not in I4_A_TYPES:
+        raise ConfigError(f"--dtype_b i4 with --dtype_in {p.a}: the AIE API multiplies int4 B by int8 A only "
+                          "(no 16b x 4b or bf16 x 4b mmul; W4A16 is not built yet)", "use --dtype_in i8")
+    if p.out not in ("i8", "i16", "i32"):
+        raise ConfigError(f"--dtype_out {p.out} with int8 x int4: the integer kernel writes i8, i16 or i32",
+                          "use --dtype_out i32")
+    if p.acc not in (p.out, "i32"):
+        raise ConfigError(f"--acc {p.acc} with int8 x int4: C accumulates in the mmul's acc32 (i32, the default) "
+                          f"or in its output type (--acc {ACC_OUT})", f"drop --acc, or use --acc {ACC_OUT}")
+
+
 def wide_acc(out: str, acc_bits: int) -> str:
     """C's L1 type by default: the kernel's accumulator, so that C is rounded once: fp32 for float
     outputs (bf16, f32, bfp16), int32 under an acc32 mmul, int64 under an acc64 one."""
@@ -108,6 +128,9 @@ def check_precision(p: Precision, dev: Device, acc_bits: int = 32) -> None:
     if p.acc not in ACC_TYPES and p.acc != p.out:
         raise ConfigError(f"--acc {p.acc} is no accumulator type", f"use --acc {ACC_OUT} (C in its output type), "
                           f"or one of {', '.join(ACC_TYPES)}; or drop --acc for the default")
+    if not p.block and I4 in (p.a, p.b, p.out):
+        check_int4(p)
+        return
     if not p.block:
         if p.b != p.a:
             raise ConfigError(f"--dtype_b {p.b} with --dtype_in {p.a}: scalar kernels multiply one input type",

@@ -79,7 +79,8 @@ class Options:
     saturation: str = "saturate"
     shift: int = 0
     # mixed precision (gemm_gen/precision.py): B's type (None: dtype_in) and C's type in L1 while
-    # it accumulates (None: the kernel's accumulator; "out": dtype_out), e.g. bf16 for a bfp16 C
+    # it accumulates (None: the kernel's accumulator; "out": dtype_out), e.g. bf16 for a bfp16 C;
+    # dtype_b "i4" with an i8 A: int4 weights (precision.check_int4)
     dtype_b: str | None = None
     acc: str | None = None
     # how a bfp16 B sits in DRAM: "tiles", a matrix of 8 x 8 tiles (row-major over tiles, B^T's when

@@ -211,7 +211,7 @@ def test_dtype_lookup_error_names_valid_types(bad):
     for name in ("bf16", "bfp16", "f32", "i8", "i16", "i32"):
         assert name in msg
     assert isinstance(ei.value, GemmGenError)
-    assert "bf16, bfp16, f32, i16, i32, i8" in ei.value.fix
+    assert "bf16, bfp16, f32, i16, i32, i4, i8" in ei.value.fix  # i4: int4 weights (B only)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -159,7 +159,8 @@ def problem_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dtype_in", "--dtype-in", default=None, help="A's type: bf16, i8, i16, or bfp16 (npu2; "
                    "default bf16)")
     p.add_argument("--dtype_b", "--dtype-b", dest="dtype_b", default=None,
-                   help="B's type when it differs from A's: bfp16 (npu2, with bf16 or bfp16 A)")
+                   help="B's type when it differs from A's: bfp16 (npu2, with bf16 or bfp16 A), or i4 (int4 weights "
+                   "with i8 A: packed two per byte, exact int32 accumulation)")
     p.add_argument("--dtype_out", "--dtype-out", default=None, help="C's type: bf16/f32 for bf16; i8/i16/i32 for "
                    "ints; bf16/f32/bfp16 for bfp16 GEMMs (default: bf16, i32, or bfp16 for bfp16 A)")
     p.add_argument("--acc", default=None, help="C's type in L1 while it accumulates across K. Default: the "

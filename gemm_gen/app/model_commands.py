@@ -120,6 +120,7 @@ def predict_text(d: Prediction) -> str:
     ]
     lines += [] if d.epilogue is None else [d.epilogue.text()]
     lines += upstream_lines(d.upstream, dk.t_ma, k, n)
+    lines += mixed_rate_lines(dk.device, dk.dtype_in, dk.dtype_b)
     if not d.buildable:
         lines.append(f"  NOT BUILDABLE as given ({d.not_buildable_because}); predicted as if it fitted")
     return "\n".join(lines)
@@ -137,6 +138,14 @@ def roof_lines(d: Prediction) -> list[str]:
         return []
     return [f"  DRAM roof    {r.time_s * 1e6:,.1f} us ({r.bytes / 1e6:,.2f} MB of unpadded A, B, C / {r.gbps:g} GB/s); "
             f"PREDICTED {d.time_us:,.1f} us = {r.fraction(d.time_s):.1%} of DRAM roof"]
+
+
+def mixed_rate_lines(dev_name: str, dtype_in: str, dtype_b: str) -> list[str]:
+    """Where the kernel rate of a mixed-type mmul (int8 x int4) comes from, for the reader to weigh."""
+    dev = device(dev_name)
+    key = dev.operands(dtype_in, dtype_b)
+    source = dev.mixed_rate_sources.get(key)
+    return [] if source is None else [f"  kernel rate  {key} mmul: {source}"]
 
 
 def upstream_lines(u: Upstream | None, t_ma: int, k: int, n: int) -> list[str]:

@@ -47,6 +47,7 @@ from ..call import CallPlan, HostCopy, plan_call
 from ..config import GemmConfig, default_tiles
 from ..design import Design, build_design
 from ..design.serve import check_dma_limits, serve
+from ..dtypes import unpack_i4
 from ..epilogue_args import EpilogueArgs, kernel_requant
 from ..errors import ConfigError, DmaLimitError, GemmGenError, NumericsWarning
 from ..hostdata import output_values, pad_inputs
@@ -80,8 +81,10 @@ class Gemm:
     Built with: `device` 'npu1' or 'npu2' (or an alias such as 'strix'); `dtype_in` 'bf16', 'i8',
     'i16' or (npu2) 'bfp16', with `dtype_out` one the device writes for it (bf16: bf16, f32; i8:
     i8, i16, i32; i16: i16, i32; bfp16: bf16, f32, bfp16) and, on npu2, `dtype_b='bfp16'` and `acc`
-    for the mixed bfp16 precisions; `tiles=(m, k, n, k_mt)`, four integers >= 1, or None for the
-    tuner; `max_size=(M, K, N)`, three integers >= 1, or None for a design per shape; and
+    for the mixed bfp16 precisions; `dtype_b='i4'` with dtype_in 'i8' for int4 weights (both devices:
+    B's values in [-8, 7], or packed bytes with `packed=True`, see simulate); `tiles=(m, k, n, k_mt)`,
+    four integers >= 1, or None for the tuner; `max_size=(M, K, N)`, three integers >= 1, or None for
+    a design per shape; and
     GemmConfig's other fields as options (rounding, saturation, shift, emulate_bf16_with_bfp16, ...),
     each of its field's type. Anything else is refused when the Gemm is made, in one ConfigError
     line naming the argument as given and what to pass instead; so are tiles and options that no
@@ -195,11 +198,11 @@ class Gemm:
         return build_design(search.choose(Request(options, size, pins)).config)
 
     # ---- calls --------------------------------------------------------------------------------
-    def plan(self, A: Any, B: Any, *, order: str = "C") -> CallPlan:
+    def plan(self, A: Any, B: Any, *, order: str = "C", packed: bool = False) -> CallPlan:
         """How the call C = A @ B runs: its design's blocks, the K walk, the layouts it reads the
         arrays in, and what the host copies (`copy_lines()`: each of A, B and C with its reason).
         A and B are checked as simulate() checks them; an empty product has no plan (refused)."""
-        a, b = self._operands(A, B)
+        a, b = self._operands(A, B, packed)
         if _empty(a, b):
             M, K, N = a.shape[0], a.shape[1], b.shape[1]
             raise refuse(self._args, f"A @ B is {M} x {K} times {K} x {N}, an empty product: no call runs",
@@ -207,7 +210,8 @@ class Gemm:
         return self._prepare(A, B, a, b, order)[1]
 
     def simulate(self, A: Any, B: Any, *, report: bool = False, order: str = "C", bias: Any = None,
-                 scale: Any = None, zero_point: Any = None, act_min: Any = None, act_max: Any = None
+                 scale: Any = None, zero_point: Any = None, act_min: Any = None, act_max: Any = None,
+                 packed: bool = False
                  ) -> np.ndarray | tuple[np.ndarray, Accuracy | EpilogueAccuracy]:
         """C from the functional simulator (every transfer and kernel call checked on the way);
         with report=True, (C, its Accuracy against the exact A @ B of the arrays given).
@@ -236,6 +240,9 @@ class Gemm:
           them is unpublished (emulate_bf16_with_bfp16=False keeps them on npu2);
         - complex, boolean, object, text and date arrays, masked arrays with masked values, K that
           differs between A and B, and sizes over max_size are refused.
+        - int4 B (dtype_b='i4', W4A8): integers in [-8, 7] of shape (K, N), or with packed=True
+          the bytes of a checkpoint's packing, (K / 2) x N, rows 2i and 2i + 1 of B in the low and the
+          high nibble of byte row i (dtypes.pack_i4 along K); the host repacks them along N for the DMAs.
         Each refusal is one ConfigError line saying how many values, the first one, and the fix.
         An empty product (M, K or N = 0) returns M x N zeros, as NumPy does, without a simulation.
         With a fused epilogue (Gemm(..., bias=True, activation=..., clamp=..., requant='per_channel')): `bias`,
@@ -252,7 +259,7 @@ class Gemm:
         stride through a leading dimension; `order` ("C" or "F") is C's memory order. What the host
         still copies, and why, is in `last_call.copy_lines()` (and `plan(A, B)` before the call).
         """
-        a, b = self._operands(A, B)
+        a, b = self._operands(A, B, packed)
         data = (bias, scale, zero_point, act_min, act_max)
         if _empty(a, b):
             self._check_empty(a, b, *data)
@@ -267,7 +274,7 @@ class Gemm:
 
     def __call__(self, A: Any, B: Any, *, report: bool = False, check: bool = True,
                  timeout_ms: int | None = None, order: str = "C", bias: Any = None, scale: Any = None,
-                 zero_point: Any = None, act_min: Any = None, act_max: Any = None
+                 zero_point: Any = None, act_min: Any = None, act_max: Any = None, packed: bool = False
                  ) -> np.ndarray | tuple[np.ndarray, Accuracy | EpilogueAccuracy]:
         """C from the NPU through XRT (needs mlir-aie, Peano or chess, XRT and an NPU); A and B are
         checked as simulate() checks them. C is checked too, without a host GEMM where it can be:
@@ -280,7 +287,7 @@ class Gemm:
             checked_timeout(timeout_ms)
         except ConfigError as e:
             raise refuse(self._args, e.what, e.fix) from None
-        a, b = self._operands(A, B)
+        a, b = self._operands(A, B, packed)
         data = (bias, scale, zero_point, act_min, act_max)
         if _empty(a, b):
             self._check_empty(a, b, *data)
@@ -388,8 +395,10 @@ class Gemm:
                 raise refuse(self._args, f"{name}={value} > {limit}, the largest {name} its design serves",
                              f"use a Gemm whose max_size covers {problem}")
 
-    def _operands(self, A: Any, B: Any) -> tuple[np.ndarray, np.ndarray]:
+    def _operands(self, A: Any, B: Any, packed: bool = False) -> tuple[np.ndarray, np.ndarray]:
         a, b = as_matrix("A", A), as_matrix("B", B)
+        if packed is not False:
+            b = self._unpacked(b, packed)
         if a.ndim != 2 or b.ndim != 2:
             raise ConfigError(f"A and B must be matrices, not arrays of {a.ndim} and {b.ndim} dimensions",
                               "pass 2-D arrays")
@@ -399,6 +408,19 @@ class Gemm:
         c = self._base
         return (host_operand("A", a, c.t_in, bfp16_quantizer(c, "A")),
                 host_operand("B", b, c.t_b, bfp16_quantizer(c, "B")))
+
+    def _unpacked(self, b: np.ndarray, packed: Any) -> np.ndarray:
+        """B's int4 values from packed bytes ((K / 2) x N, pairs along K, the low nibble first)."""
+        if packed is not True:
+            raise refuse(self._args, f"packed={packed!r}: packed is True (B is packed int4 bytes) or False",
+                         "pass packed=True or packed=False")
+        if not self._base.t_b.is_packed:
+            raise refuse(self._args, f"packed=True: B is {self._base.t_b}, not a packed type",
+                         "pass B's values (packed=False), or make the Gemm with dtype_b='i4'")
+        if b.ndim != 2 or b.dtype not in (np.uint8, np.int8):
+            raise refuse(self._args, f"packed=True: B must be a 2-D array of bytes (uint8 or int8), not {b.ndim}-D "
+                         f"{b.dtype}", "pass the packed bytes as np.uint8, (K / 2) x N")
+        return unpack_i4(b.view(np.uint8), axis=0)
 
     def _zeros(self, a: np.ndarray, b: np.ndarray, order: str = "C") -> np.ndarray:
         """C of an empty product: M x N zeros in C's host type (a sum over K = 0 is 0, as in NumPy)."""
@@ -428,7 +450,7 @@ class Gemm:
             lay[op] = arrangement(op, x)
         types = {"A": self._base.t_in, "B": self._base.t_b}
         # a bfp16 operand is encoded into tiles on the host from any layout: its layout stays the Gemm's
-        want = {op: self._fixed[op] if self._fixed[op] is not None else lay[op].col and not types[op].is_block
+        want = {op: self._fixed[op] if self._fixed[op] is not None else lay[op].col and not types[op].host_encoded
                 for op in ("A", "B")}
         t_out = self._base.t_out
         c_col = self._fixed["C"] if self._fixed["C"] is not None else (
@@ -452,8 +474,8 @@ class Gemm:
                     c_refused = e.what
         for op, col in zip("AB", layout):
             x, arr = given[op][1], lay[op]
-            if types[op].is_block:
-                continue  # encoded on the host into tiles from any layout
+            if types[op].host_encoded:
+                continue  # encoded on the host (bfp16 tiles, packed int4) from any layout
             if arr.kind == OTHER:
                 copies[op].append(arr.why)
             elif arr.col != col and x.shape[0] > 1 and x.shape[1] > 1:
@@ -464,7 +486,7 @@ class Gemm:
         for op, col in zip("AB", layout):
             x, arr = given[op][1], lay[op]
             stored = x.T if col else x
-            if copies[op] or types[op].is_block or stored.flags.c_contiguous or arr.kind == OTHER:
+            if copies[op] or types[op].host_encoded or stored.flags.c_contiguous or arr.kind == OTHER:
                 continue
             if not in_allocation(stored, arr.ld):
                 copies[op].append(f"{op}'s rows are {arr.ld} elements apart, and the padding after its last row "

@@ -87,7 +87,7 @@ def check_operator_types(dev: Device, dtype_in: Any, dtype_out: Any, dtype_b: An
     precision.check_precision's, which building the operator's first design runs."""
     given = {"device": dev.name, "dtype_in": dtype_in}
     block_types = (prec.BFP16,) if dev.bfp16_mmul_shape is not None else ()
-    inputs = (*dev.mmul_shapes, *block_types)
+    inputs = (*dev.input_types, *block_types)
     t_in = _type_name("dtype_in", dtype_in, inputs)
     if t_in not in inputs:
         raise refuse(given, f"{dev.name} multiplies {_quoted(inputs)}, not '{t_in}'",

@@ -183,7 +183,7 @@ def plan_info(design: Design) -> PlanInfo:
         dram_bytes=dram_bytes(design),
         macs=c.M * c.K * c.N,
         padded_macs=c.call.Mp * c.call.k_walk * c.call.Np,
-        peak_tops=dev.peak_tops(c.dtype_in),
+        peak_tops=dev.peak_tops(dev.operands(c.dtype_in, c.dtype_b)),
         l1_plan=l1_info(design),
     )
 

@@ -84,7 +84,7 @@ def roofline_png(c: GemmConfig, path: Path, max_size: int = 8192, points: int = 
     plt = pyplot()
     data = sweep(c, max_size, points, params=params)
     dev = c.dev
-    peak = dev.peak_tops(c.dtype_in)
+    peak = dev.peak_tops(dev.operands(c.dtype_in, c.dtype_b))
     fig, ax = plt.subplots(figsize=(8, 5.5))
     sc = ax.scatter(data["ai"], data["tops"], c=np.log2(data["M"] * data["K"] * data["N"]), s=12, cmap="viridis",
                     label="predicted end-to-end throughput (one point per M x K x N)")

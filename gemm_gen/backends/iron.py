@@ -156,6 +156,11 @@ class _Lowering:
             for d in shape:
                 n *= d
             return np.ndarray[(n * t.blocks_per_unit,), np.dtype[self.api.block_types[t.name]]]  # type: ignore[name-defined,misc]
+        if t.is_packed:  # int4: a flat array of bytes (blocks_per_unit per word unit), as mlir-air and IRON
+            n = 1       # type their int4 buffers; whether mlir-aie 1.4.3 takes an i4 memref is unchecked
+            for d in shape:
+                n *= d
+            return np.ndarray[(n * t.blocks_per_unit,), np.dtype[np.uint8]]  # type: ignore[name-defined,misc]
         return np.ndarray[shape, np.dtype[self.api.str_to_dtype(name)]]  # type: ignore[valid-type,misc]
 
     def construct(self, f: ObjectFifo) -> Any:

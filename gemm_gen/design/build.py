@@ -281,7 +281,7 @@ def group_tasks(c: GemmConfig, call: CallPlan, group: int) -> list[ShimTask]:
             tasks.append(ShimTask(f"A{i}_g{group}", "fill", a_l3l2(i), "A", shim,
                                   patterns.shim_a(ga, row0 // ga.unit.tile_rows, i), False, group))
         tasks.append(ShimTask(f"B{col}_g{group}", "fill", b_l3l2(col), "B", shim,
-                              patterns.shim_b(gb, col0 // gb.unit.tile_rows, col), False, group))
+                              patterns.shim_b(gb, col0 // gb.unit.tile_cols, col), False, group))
         tasks.append(ShimTask(f"C{col}_g{group}", "drain", c_l2l3(col), "C", shim,
                               patterns.shim_c(gc, row0 // gc.unit.tile_rows, col0 // gc.unit.tile_rows, col), True,
                               group))

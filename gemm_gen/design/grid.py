@@ -1,5 +1,6 @@
 """One operand's sizes in its DMA units: the numbers its access patterns are written in.
 
+An int4 B moves in 32-bit words of 8 values along N (its sizes along N count words, _packed_grid).
 Scalar operands move element by element, and their L1 tiles are blocked r x s / s x t / r x t as
 the mmul reads them. A bfp16 operand moves in 8 x 8 tiles (gemm_gen/dtypes.py): every size is in
 tiles, and since one tile already is the kernel's mmul block, its L1 layout is plain row-major in
@@ -72,6 +73,8 @@ def grid(c: GemmConfig, operand: str, call: CallPlan | None = None) -> Grid:
     the problem `c` was made for)."""
     call = call or c.call
     unit = {"A": c.t_in, "B": c.t_b, "C": c.t_out}[operand]
+    if unit.is_packed:
+        return _packed_grid(c, operand, call, unit)
     q = unit.tile_rows
     assert unit.tile_cols == q, "tile units are square"
     if q == 1:
@@ -84,3 +87,14 @@ def grid(c: GemmConfig, operand: str, call: CallPlan | None = None) -> Grid:
     return Grid(unit, c.m // q, c.k // q, c.n // q, c.k_mt // q, c.t_ma // q, c.rho, r, s, t,
                 call.Mp // q, call.k_walk // q, call.Np // q, call.ld(operand) // q, c.rows, c.cols, c.b_col_maj,
                 c.dev, c.b_pack, c.a_col_maj, c.c_col_maj, call.b_extra_k // q if operand == "B" else 0)
+
+
+def _packed_grid(c: GemmConfig, operand: str, call: CallPlan, unit: DType) -> Grid:
+    """An int4 B (row-major, packed along N: checks.check_int4_layout) in its DMA units, 32-bit words of
+    tile_cols values along N: K extents stay in values, N extents (n, t, Np, the leading dimension)
+    count words, so every walk is the row-major scalar one over a K x N/8 matrix of words."""
+    assert operand == "B" and not c.b_col_maj, "int4 is B's type only, row-major"
+    q = unit.tile_cols
+    return Grid(unit, c.m, c.k, c.n // q, c.k_mt, c.t_ma, c.rho, c.r, c.s, c.t // q, call.Mp, call.k_walk,
+                call.Np // q, call.ld(operand) // q, c.rows, c.cols, c.b_col_maj, c.dev, c.b_pack, c.a_col_maj,
+                c.c_col_maj, call.b_extra_k)

@@ -181,6 +181,7 @@ def check_dma_limits(config: GemmConfig, call: CallPlan | None = None) -> None:
     shim, mem, core = dev.dma[TileKind.SHIM], dev.dma[TileKind.MEM], dev.dma[TileKind.CORE]
     last_row, last_col = call.m_origin(call.m_blocks - 1), call.n_origin(call.n_blocks - 1)
     qa, qb, qc = (g.unit.tile_rows for g in (a, b, c))
+    qb = b.unit.tile_cols  # B is indexed along N (an int4 unit is 1 x 8)
     checks = [
         (shim_a(a, last_row // qa, a.rows // a.a_rows - 1), a, shim, "shim MM2S A (m x K strip per core row)",
          "reduce m or k_mt, or K"),

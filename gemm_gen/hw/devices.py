@@ -124,6 +124,15 @@ TILE_EXTENT_SEARCH_MAX = 512
 MmulShape = tuple[int, int, int]  # r x s x t of aie::mmul
 
 
+MIXED = "x"  # joins A's and B's type in the key of a mixed-type mmul (no type name holds it)
+
+
+def operand_key(dtype_in: str, dtype_b: str | None = None) -> str:
+    """The key of mmul_shapes and peak_macs for A x B: A's type, or "AxB" when B's type differs
+    (int8 x int4: "i8xi4")."""
+    return dtype_in if dtype_b in (None, dtype_in) else f"{dtype_in}{MIXED}{dtype_b}"
+
+
 @dataclass(frozen=True)
 class ShimRegisters:
     """Where a shim NOC tile's DMA registers sit and how their fields are laid out: what the host
@@ -235,6 +244,10 @@ class Device:
     default_stack_bytes: int  # every design's stack unless its kernel needs more (rules.defaults.default_stack)
     # r x s x t shapes our kernels may use, the first being the default, per input type
     mmul_shapes: dict[str, tuple[MmulShape, ...]]
+    # the same for an A x B of two types (operand_key "AxB"; int8 x int4 weights)
+    mixed_mmul_shapes: dict[str, tuple[MmulShape, ...]]
+    # where each mixed key's peak_macs comes from (a source, or UNCALIBRATED and why): predict says it
+    mixed_rate_sources: dict[str, str]
     # with AIE_API_EMULATE_BFLOAT16_MMUL_WITH_BFP16 (npu2 only; whole_array.py gives those kernels
     # 0xD00, now every design's default)
     bf16_emulation_shape: MmulShape | None
@@ -275,6 +288,21 @@ class Device:
         """L1 bytes of each core that aiecc uses besides the stack and the design's buffers."""
         return sum(p.nbytes for p in self.core_static)
 
+    def operands(self, dtype_in: str, dtype_b: str | None = None) -> str:
+        """The key of mmul_shapes / peak_macs for A x B: the mixed one where this device has a mixed
+        mmul for the pair (int8 x int4), else A's type (bf16 x bfp16 B runs the bfp16 datapath)."""
+        key = operand_key(dtype_in, dtype_b)
+        return key if key in self.mixed_mmul_shapes else dtype_in
+
+    def shapes(self, key: str) -> tuple[MmulShape, ...]:
+        """The mmul shapes of an operands key (Device.operands), the default first; () for none."""
+        return self.mmul_shapes.get(key) or self.mixed_mmul_shapes.get(key, ())
+
+    @property
+    def input_types(self) -> tuple[str, ...]:
+        """The A types with a matmul kernel."""
+        return tuple(self.mmul_shapes)
+
     @property
     def first_core_row(self) -> int:
         return 2
@@ -292,7 +320,9 @@ class Device:
             return TileKind.MEM
         return TileKind.CORE
 
-    def mmul_shape(self, dtype_in: str, emulate_bf16_with_bfp16: bool = False) -> MmulShape:
+    def mmul_shape(self, dtype_in: str, emulate_bf16_with_bfp16: bool = False,
+                   dtype_b: str | None = None) -> MmulShape:
+        key = self.operands(dtype_in, dtype_b)
         if emulate_bf16_with_bfp16:
             if dtype_in != "bf16" or self.bf16_emulation_shape is None:
                 raise ConfigError(
@@ -301,11 +331,11 @@ class Device:
                 )
             return self.bf16_emulation_shape
         try:
-            return self.mmul_shapes[dtype_in][0]
-        except KeyError:
+            return self.shapes(key)[0]
+        except IndexError:
             raise ConfigError(
-                f"{self.name} has no matmul kernel for dtype_in {dtype_in}",
-                f"use --dtype_in {' or '.join(self.mmul_shapes)}",
+                f"{self.name} has no matmul kernel for dtype_in {key}",
+                f"use --dtype_in {' or '.join(self.input_types)}",
             ) from None
 
     def acc_bits(self, dtype_in: str, mmul: MmulShape) -> int:
@@ -345,12 +375,18 @@ NPU1 = Device(
         "i8": ((4, 8, 8), (2, 8, 8), (8, 8, 8), (4, 16, 8)),
         "i16": ((4, 4, 4), (2, 4, 8), (4, 2, 8)),
     },
+    # int8 x int4 (aie_api detail/aie2/mmul_8_4.hpp @306ac2c1: 4x16x8 one mac_4x16_16x8_conf;
+    # 8x16x8 two sharing B; 4x32x8 two after interleave_unzip of A), acc32 only
+    mixed_mmul_shapes={"i8xi4": ((4, 16, 8), (8, 16, 8), (4, 32, 8))},
+    mixed_rate_sources={"i8xi4": "512 MACs/cycle, AM020's AIE-ML table (INT4 1024 operations/tile, INT8 512)"},
     bf16_emulation_shape=None,
     acc64_shapes={"i16": ((4, 4, 4), (2, 4, 8))},
     bf16_emulation_default=False,
     bfp16_mmul_shape=None,
     bfp16_stack_bytes={},
-    peak_macs={"bf16": 128, "i8": 256, "i16": 64},
+    # i8xi4: AM020 (AIE-ML) summary table, "INT4 operations/tile 1024" against INT8's 512 (ops = 2 per
+    # MAC, int4 x int8), i.e. one 4x16x8 mac (512 MACs) per cycle
+    peak_macs={"bf16": 128, "i8": 256, "i16": 64, "i8xi4": 512},
     bf16_mmul_macs=128,
     out_types=_OUT_TYPES,
     txn_generation=3,
@@ -374,6 +410,11 @@ NPU2 = Device(
         "i8": ((8, 8, 8), (4, 8, 8)),
         "i16": ((4, 4, 8), (8, 1, 8)),  # aie_api detail/aie2p/mmul_16_16.hpp (4x8x8: sparse B only)
     },
+    # int8 x int4: one shape, 4x16x16 (aie_api detail/aie2p/mmul_8_4.hpp @4e950f7d, one
+    # mac_4x16_16x16_conf on __AIE_ARCH__ 21), acc32 only
+    mixed_mmul_shapes={"i8xi4": ((4, 16, 16),)},
+    mixed_rate_sources={"i8xi4": "UNCALIBRATED: 4x16x16 is 1024 MACs per intrinsic, its issue rate is unpublished "
+                                 "(amd/IRON PR #182 measured 1.32x int8); priced at int8's 512 MACs/cycle"},
     bf16_emulation_shape=(8, 8, 8),
     acc64_shapes={"i16": ((4, 4, 8),)},
     bf16_emulation_default=True,
@@ -383,7 +424,10 @@ NPU2 = Device(
     # bf16 through the bfp16 datapath issues 512 MACs/cycle; plain bf16 mmul is emulated
     # with elementwise macs (UNCONFIRMED rate), so 512 is the bf16 ceiling, not a promise.
     # bfp16: 512 MACs/cycle (atb sec. 2.4: 1024 flops/cycle per core).
-    peak_macs={"bf16": 512, "i8": 512, "i16": 128, "bfp16": 512},
+    # i8xi4: UNCALIBRATED. One 4x16x16 intrinsic is 1024 MACs (aie_api), but its issue rate is
+    # unpublished and amd/IRON PR #182 measured 1.32x int8, not 2x (docs/int4_decode.md): the int8 rate
+    # is the floor we are sure of, so the peak (and the model) keeps it until a trace settles it.
+    peak_macs={"bf16": 512, "i8": 512, "i16": 128, "bfp16": 512, "i8xi4": 512},
     bf16_mmul_macs=32,
     out_types=_OUT_TYPES,
     txn_generation=4,

@@ -38,7 +38,10 @@ BFP16_TEMPLATE = "mm_bfp16.cc.j2"
 EMULATE_BFP16_DEFINE = "AIE_API_EMULATE_BFLOAT16_MMUL_WITH_BFP16"
 
 # element types as the AIE API spells them
-C_TYPES = {"bf16": "bfloat16", "f32": "float", "i8": "int8", "i16": "int16", "i32": "int32", "bfp16": "bfp16ebs8"}
+C_TYPES = {"bf16": "bfloat16", "f32": "float", "i8": "int8", "i16": "int16", "i32": "int32", "bfp16": "bfp16ebs8",
+           "i4": "int4"}
+# what an L1 buffer of a packed type holds: bytes (mlir-air's and IRON's int4 buffers are bytes too)
+PACKED_MEM_TYPE = "uint8"
 # __AIE_ARCH__ as the AIE compilers define it (aie_api detail/config.hpp)
 AIE_ARCH = {"aie2": 20, "aie2p": 21}
 # widest vector store (bits): 256 on AIE2 (mlir-aie aie2/zero.cc), 512 on AIE2P (aie2p/zero.cc)
@@ -82,6 +85,11 @@ class KernelParams:
     store_bits: int
     zero_lanes: int
     zero_iters: int
+    # B's type when it differs from A's (int4 weights): its mmul element, its L1 element, values per element
+    dtype_b: str = ""
+    ctype_b: str = ""
+    ctype_b_mem: str = ""
+    b_values_per_elem: int = 1
     # C accumulated in a wider type than it is written in, converted once (precision.converts_c)
     converts_c: bool = False
     convert_name: str | None = None
@@ -225,13 +233,13 @@ def kernel_params(build: KernelBuild) -> KernelParams | BlockKernelParams:
                           f"use --dtype_in one of {', '.join(dev.out_types)} with a matching --dtype_out")
     mmul = tuple(build.mmul)
     r, s, t = mmul
-    shapes = ((dev.bf16_emulation_shape,) if build.emulate_bf16_with_bfp16
-              else dev.mmul_shapes.get(build.dtype_in, ()))
+    operands = dev.operands(build.dtype_in, build.dtype_b)  # "i8xi4" for int4 weights
+    shapes = ((dev.bf16_emulation_shape,) if build.emulate_bf16_with_bfp16 else dev.shapes(operands))
     if build.emulate_bf16_with_bfp16 and (build.dtype_in != "bf16" or dev.bf16_emulation_shape is None):
         raise ConfigError(f"bf16-via-bfp16 emulation is an npu2 bf16 feature, not {dev.name} {build.dtype_in}",
                           "drop --emulate-bf16-mmul-with-bfp16")
     if mmul not in shapes:
-        raise ConfigError(f"mmul {r}x{s}x{t} is not a {dev.name} {build.dtype_in} kernel shape",
+        raise ConfigError(f"mmul {r}x{s}x{t} is not a {dev.name} {operands} kernel shape",
                           "use one of " + ", ".join("x".join(map(str, sh)) for sh in shapes if sh))
     if build.rho < 1 or build.m % build.rho:
         raise ConfigError(f"rho {build.rho} does not divide the kernel tile's m = {build.m}",
@@ -240,7 +248,7 @@ def kernel_params(build: KernelBuild) -> KernelParams | BlockKernelParams:
         raise ConfigError(f"kernel tile {build.t_ma}x{build.k}x{build.n} (m / rho x k x n) does not fit mmul "
                           f"{r}x{s}x{t}", f"use k % {s} == 0")
     # the variant must be one the config would accept (registers, whole clusters, a known loop nest)
-    variant = kv.choose(dev, build.dtype_in, (r, s, t), build.emulate_bf16_with_bfp16, build.t_ma, build.k, build.n,
+    variant = kv.choose(dev, operands, (r, s, t), build.emulate_bf16_with_bfp16, build.t_ma, build.k, build.n,
                         (build.expansion[0], build.expansion[1]), build.loops)
     er, et = variant.expansion
     row_clusters, col_clusters, k_blocks = build.t_ma // (er * r), build.n // (et * t), build.k // s
@@ -269,8 +277,17 @@ def kernel_params(build: KernelBuild) -> KernelParams | BlockKernelParams:
         sets_saturation=not t_out.is_float and t_out.bits < dev.acc_bits(build.dtype_in, (r, s, t)),
         row_clusters=row_clusters, col_clusters=col_clusters, k_blocks=k_blocks,
         hint_z=hint_z, hint_j=hint_j, hint_k=hint_k, loops_doc=loops_doc,
-        store_bits=store_bits, zero_lanes=lanes, zero_iters=build.m * build.n // lanes, **acc,
+        store_bits=store_bits, zero_lanes=lanes, zero_iters=build.m * build.n // lanes, **_b_types(build), **acc,
     )
+
+
+def _b_types(build: KernelBuild) -> dict[str, Any]:
+    """B's names in the scalar template: A's own type, or a packed type (int4) read from bytes."""
+    t_b = dtype(build.precision.b)
+    if not t_b.is_packed:
+        return dict(dtype_b=build.dtype_in, ctype_b=C_TYPES[build.dtype_in], ctype_b_mem=C_TYPES[build.dtype_in])
+    return dict(dtype_b=t_b.name, ctype_b=C_TYPES[t_b.name], ctype_b_mem=PACKED_MEM_TYPE,
+                b_values_per_elem=t_b.block_elems // t_b.block_bytes)
 
 
 def _scalar_acc(build: KernelBuild, dev: Device, store_bits: int) -> dict[str, Any]:

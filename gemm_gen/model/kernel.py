@@ -100,6 +100,11 @@ class KernelShape:
         return (self.r, self.s, self.t)
 
     @property
+    def operands(self) -> str:
+        """The mmul key of A x B (hw.devices.Device.operands): "i8xi4" for int4 weights, else A's type."""
+        return self.dev.operands(self.dtype_in, self.dtype_b or None)
+
+    @property
     def dev(self) -> Device:
         return device(self.device)
 
@@ -219,7 +224,7 @@ def variant(ks: KernelShape, t_ma: int, k: int, n: int) -> KernelVariant:
     """The variant the kernel of one t_ma x k x n call uses (the config's, or the automatic one)."""
     if ks.block:
         return BFP16_VARIANT
-    return kv.choose(ks.dev, ks.dtype_in, ks.mmul, ks.emulate_bf16_with_bfp16, t_ma, k, n, ks.expansion, ks.loops)
+    return kv.choose(ks.dev, ks.operands, ks.mmul, ks.emulate_bf16_with_bfp16, t_ma, k, n, ks.expansion, ks.loops)
 
 
 def mmul_cycles(p: Params, ks: KernelShape) -> float:
@@ -251,7 +256,7 @@ def cluster_terms(p: Params, ks: KernelShape, expansion: tuple[int, int] = (2, 2
     er, et = expansion
     chains = er * et
     b_out = dtype(ks.acc).bytes  # C moves between L1 and the accumulators in its L1 type
-    round_loads = kv.round_loads(ks.dev, ks.dtype_in, ks.mmul, er, et)  # bf16 via bfp16 still loads bf16
+    round_loads = kv.round_loads(ks.dev, ks.operands, ks.mmul, er, et)  # bf16 via bfp16 still loads bf16
     ld_acc = -(-ks.r * ks.t * b_out // isa.vld_bytes)
     st_acc = -(-ks.r * ks.t * b_out // isa.vst_bytes)
     c_loads, c_stores = chains * ld_acc, chains * st_acc
@@ -265,11 +270,11 @@ def cluster_terms(p: Params, ks: KernelShape, expansion: tuple[int, int] = (2, 2
     # one chain q - 1's store freed, so the reloads end with the stores; without one, the last
     # chain's reload follows its own store and shares the load units with the next cluster's first
     # A/B round. The next cluster's prolog keeps only those loads and their latency.
-    late = 0 if kv.spare_accumulators(ks.dev, ks.dtype_in, ks.mmul, expansion) >= 1 else ld_acc
+    late = 0 if kv.spare_accumulators(ks.dev, ks.operands, ks.mmul, expansion) >= 1 else ld_acc
     prolog_ov = isa.vld_latency + -(-(late + round_loads) // isa.load_units) - 1
     epilog_ov = isa.vmac_to_store + isa.vst_latency - 1 + max(stores, -(-(c_loads - late) // isa.load_units))
     serial_ov = max(0.0, prolog_ov + epilog_ov - chains * ii)
-    depth = kv.acc_sets(ks.dev, ks.dtype_in, ks.mmul, expansion)
+    depth = kv.acc_sets(ks.dev, ks.operands, ks.mmul, expansion)
     return {"ii": ii, "serial_overhead": serial, "residual": min(p.bank_stall * (c_loads + c_stores), serial),
             "serial_overlapped": serial_ov,
             "h": {0: 1.0, 1: 1.0, 2: 0.5}.get(depth, 0.0), "prolog": prolog, "epilog": epilog,
@@ -307,15 +312,15 @@ def kernel_cycles(p: Params, ks: KernelShape, m: np.ndarray, k: np.ndarray, n: n
     if ks.block:
         return block_call_cycles(p, ks, m, k, n)
     dev, mmul = ks.dev, ks.mmul
-    order = kv.expansions(dev, ks.dtype_in, mmul) if ks.expansion is None else (tuple(ks.expansion),)
-    pick = kv.auto_expansion(dev, ks.dtype_in, mmul, m, n) if ks.expansion is None else np.zeros((), np.int64)
+    order = kv.expansions(dev, ks.operands, mmul) if ks.expansion is None else (tuple(ks.expansion),)
+    pick = kv.auto_expansion(dev, ks.operands, mmul, m, n) if ks.expansion is None else np.zeros((), np.int64)
     shape = np.broadcast(m, k, n).shape
     out = np.zeros(shape, dtype=np.float64)
     for i, (er, et) in enumerate(order):
         terms = cluster_terms(p, ks, (er, et))
         cc = n // (et * ks.t)
         clusters = (m // (er * ks.r)) * cc
-        loops = (kv.auto_loops(dev, ks.dtype_in, mmul, ks.emulate_bf16_with_bfp16, (er, et), k, n)
+        loops = (kv.auto_loops(dev, ks.operands, mmul, ks.emulate_bf16_with_bfp16, (er, et), k, n)
                  if ks.loops is None else np.full(shape, kv.LOOPS.index(ks.loops)))
         pick_loops = np.broadcast_to(loops, shape)
         o = np.choose(pick_loops, [np.broadcast_to(overhead(terms, lp, cc), shape) for lp in kv.LOOPS])
@@ -329,5 +334,6 @@ def kernel_shape(dev: Device, dtype_in: str, dtype_out: str, mmul: tuple[int, in
                  emulate: bool, dtype_b: str | None = None, acc: str | None = None,
                  expansion: tuple[int, int] | None = None, loops: str | None = None,
                  convert_once: bool = False, block_loop: BlockLoop | None = None) -> KernelShape:
-    return KernelShape(dev.name, dev.aie_target, dtype_in, dtype_out, *mmul, emulate, dev.peak_macs[dtype_in],
+    return KernelShape(dev.name, dev.aie_target, dtype_in, dtype_out, *mmul, emulate,
+                       dev.peak_macs[dev.operands(dtype_in, dtype_b)],
                        dtype_b or dtype_in, acc or dtype_out, expansion, loops, convert_once, block_loop)

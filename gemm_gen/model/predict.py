@@ -276,7 +276,7 @@ def prediction(c: GemmConfig, e: Estimate, p: Params, design: Design, tops_low: 
                not_buildable_because: str | None) -> Prediction:
     """The record of one design's estimate `e` (under params `p`) and its range."""
     dev = c.dev
-    peak = dev.peak_macs[c.dtype_in]
+    peak = dev.peak_macs[dev.operands(c.dtype_in, c.dtype_b)]
     v = c.variant
     terms = cluster_terms(p, Workload.of(c).kernel_shape, v.expansion)
     col_clusters = c.n // (v.et * c.t)
@@ -293,7 +293,7 @@ def prediction(c: GemmConfig, e: Estimate, p: Params, design: Design, tops_low: 
         bound="memory" if t_mem > _f(e.t_core) else "compute",
         compute_bound_tops=_f(e.compute_bound_tops),
         memory_bound_tops=_f(e.memory_bound_tops),
-        peak_tops=dev.peak_tops(c.dtype_in),
+        peak_tops=dev.peak_tops(dev.operands(c.dtype_in, c.dtype_b)),
         core_macs_per_cycle=_f(e.kernel_macs_per_cycle),
         core_efficiency=_f(e.kernel_macs_per_cycle) / peak,
         core_macs_per_cycle_in_array=_f(e.core_macs_per_cycle),

@@ -57,7 +57,7 @@ def mmul(dev: Device, mmul_shape: MmulShape | None, p: Precision, emulate: bool)
             prec.check_precision(p, dev)  # raises: the device has no bfp16 datapath
         assert shape is not None
         return shape
-    return dev.mmul_shape(p.a, emulate)
+    return dev.mmul_shape(p.a, emulate, p.b)
 
 
 def default_acc(dev: Device, dtype_in: str, dtype_out: str, shape: MmulShape) -> str:

@@ -36,9 +36,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..dtypes import dtype
+from ..dtypes import DType, dtype
 from ..errors import ConfigError
-from ..hw.devices import Device, MmulShape
+from ..hw.devices import MIXED, Device, MmulShape
 from ..precision import Precision
 
 KERNEL_EXPANSION = 2  # our kernels compute 2 x 2 blocks of mmuls: m % 2r == 0, n % 2t == 0
@@ -74,19 +74,27 @@ class KernelVariant:
         return f"{self.er}x{self.et} {self.loops}"
 
 
+def operand_types(dtype_in: str) -> tuple[DType, DType]:
+    """A's and B's types of an mmul key (hw.devices.Device.operands): "i8" is i8 x i8, "i8xi4" i8 x i4.
+    Every function here takes such a key as its `dtype_in`."""
+    a, _, b = dtype_in.partition(MIXED)
+    return dtype(a), dtype(b or a)
+
+
 def round_loads(dev: Device, dtype_in: str, mmul: MmulShape, er: int, et: int) -> int:
     """Vector loads of one cluster round: er A blocks and et B blocks."""
     r, s, t = mmul
-    b = dtype(dtype_in).bytes
+    ta, tb = operand_types(dtype_in)
     vld = dev.isa.vld_bytes
-    return er * -(-r * s * b // vld) + et * -(-s * t * b // vld)
+    return er * -(-ta.nbytes(r * s) // vld) + et * -(-tb.nbytes(s * t) // vld)
 
 
 def register_bits(dev: Device, dtype_in: str, mmul: MmulShape, er: int, et: int) -> tuple[int, int]:
     """(accumulator bits, operand bits) one cluster holds: er * et C blocks, er A and et B blocks."""
     r, s, t = mmul
+    ta, tb = operand_types(dtype_in)
     acc = er * et * r * t * dev.acc_bits(dtype_in, mmul)
-    operands = (er * r * s + et * s * t) * dtype(dtype_in).bits
+    operands = er * r * s * ta.value_bits + et * s * t * tb.value_bits
     return acc, operands
 
 

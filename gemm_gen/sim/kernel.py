@@ -21,7 +21,7 @@ from ..config import GemmConfig
 from ..design.build import kernel_build
 from ..design.grid import grid
 from ..design.model import TileRef
-from ..dtypes import I32, I64, DType
+from ..dtypes import I32, I64, WORD_BYTES, DType, unpack_i4
 from ..epilogue import Requant
 from ..epilogue_args import read_tile
 from ..errors import LayoutError
@@ -29,6 +29,7 @@ from ..hostdata import b_unit, b_unit_coords
 from ..l1_layout import a_layout, a_tile_pairs, b_layout, b_tile_pairs, c_layout, c_tile_blocks
 from . import words as w
 
+WORD = I32  # a lane of one 32-bit word: what a packed type's tile is gathered in
 OPERAND_CACHE = 256  # prepared tiles kept: more than the A and B tiles in flight across the array
 
 
@@ -161,10 +162,37 @@ class PairView:
         self.words.write(cells, np.ascontiguousarray(values, dtype=np.int64).view(np.int32), base_word)
 
 
-View = TileView | UnitView
+@dataclass(frozen=True)
+class PackedView:
+    """A tile of a packed sub-byte type (int4 B) in L1 cells: a TileView of its 32-bit words (each one
+    DMA unit, tile_cols values along a row) whose read unpacks the values, the low nibble first."""
+
+    words: TileView
+
+    @property
+    def gather(self) -> np.ndarray:
+        return self.words.gather
+
+    def read(self, cells: np.ndarray) -> np.ndarray:
+        data = np.ascontiguousarray(self.words.read(cells))  # (rows, words) of uint32 lanes
+        return unpack_i4(data.view(np.uint8).reshape(data.shape[0], -1))
+
+    def base_word(self, cells: np.ndarray) -> int | None:
+        return self.words.base_word(cells)
 
 
-def view_of(addr: np.ndarray, t: DType, src: np.ndarray, tag: int, lines_are_rows: bool = True) -> View:
+View = TileView | UnitView | PackedView
+
+
+def input_view_of(addr: np.ndarray, t: DType, src: np.ndarray, tag: int, lines_are_rows: bool = True) -> View:
+    """view_of for an input tile, which may also be of a packed type (addr and src then count words)."""
+    if t.is_packed:
+        return PackedView(TileView.of(addr, WORD, src, tag))
+    return view_of(addr, t, src, tag, lines_are_rows)
+
+
+def view_of(addr: np.ndarray, t: DType, src: np.ndarray, tag: int,
+            lines_are_rows: bool = True) -> TileView | UnitView:
     """The view of a tile of operand type t: element lanes for scalar types, whole units for tiles."""
     if t.unit_bytes > 4:
         return UnitView.of(addr, t, src, tag, lines_are_rows)
@@ -190,7 +218,7 @@ class KernelEmulator:
         self.a_view = view_of(a_l1, ga.unit, self.a_off, w.TAG_A)
         # bfp16 B: 1 x 2 super-blocks of tiles for every packing (the kernel's one B stream)
         b_l1 = b_tile_pairs(gb.k, gb.n) if gb.unit.is_block else b_layout(gb.k, gb.n, gb.s, gb.t, c.b_col_maj)
-        self.b_view = view_of(b_l1, gb.unit, self.b_off, w.TAG_B, lines_are_rows=False)
+        self.b_view = input_view_of(b_l1, gb.unit, self.b_off, w.TAG_B, lines_are_rows=False)
         # C in L1 while it accumulates: each call updates one slice of T_MA rows, contiguous in the
         # blocked layout. In C's own type; or, when acc != dtype_out, in acc's blocked layout (no
         # provenance until the final conversion), the first c_split_rows rows inside the C object
@@ -290,24 +318,24 @@ class KernelEmulator:
 
     def _unit(self, name: str, word: int) -> int:
         """Index of the unit (element, or bfp16 tile) of operand `name`'s buffer at `word`."""
-        t = self.grids[name].unit
-        return word * t.per_word if t.tile_rows == 1 else word // (t.unit_bytes // 4)
+        b = self.grids[name].unit.unit_bytes
+        return word * (WORD_BYTES // b) if b <= WORD_BYTES else word // (b // WORD_BYTES)
 
     def _b_col(self, b_word: int, k0: int) -> int | None:
         """The first N column of a B tile whose first word is `b_word`, given that it must start
         K chunk k0 (a junk column's values wrap into B's next row, so the word alone may not say);
         None when no column of that chunk starts there."""
         g = self.grids["B"]
-        q = g.unit.tile_rows
-        unit, kk = self._unit("B", b_word), k0 // q
+        qk, qn = g.unit.tile_rows, g.unit.tile_cols  # values per unit along K and N
+        unit, kk = self._unit("B", b_word), k0 // qk
         if self.c.b_pack == "strips":
             got_k, nn = b_unit_coords(self.c, unit, self.call)
-            return nn * q if got_k == kk else None
+            return nn * qn if got_k == kk else None
         if self.c.b_col_maj:
             nn, rest = divmod(unit - kk, g.ld)
         else:
             nn, rest = unit - kk * g.ld, 0
-        return nn * q if rest == 0 and 0 <= nn < g.Np else None
+        return nn * qn if rest == 0 and 0 <= nn < g.Np else None
 
     def _a_row(self, a_word: int, k0: int) -> int | None:
         """The first row of an A tile whose first word is `a_word`, given its K chunk k0."""
@@ -448,6 +476,8 @@ class KernelEmulator:
                 f"check the {name} fifo's patterns and depths",
             )
         t = self.grids[name].unit
+        if isinstance(view, PackedView):  # a packed tile's provenance is per word (one unit)
+            view, t = view.words, WORD
         if isinstance(view, UnitView):
             ids = view.source_units(cells)
         else:
@@ -470,7 +500,8 @@ class KernelEmulator:
         q = g.unit.tile_rows
         if name == "A":
             return str([x * q for x in divmod(unit, g.ld)[::-1 if self.c.a_col_maj else 1]])
-        return str([x * q for x in b_unit_coords(self.c, unit, self.call)])
+        kk, nn = b_unit_coords(self.c, unit, self.call)
+        return str([kk * q, nn * g.unit.tile_cols])
 
     def _check_complete(self, tile: TileRef, state: TileState) -> None:
         if state.row0 < 0:

@@ -39,7 +39,7 @@ GB = 1e9
 
 
 def _words(t: DType, elements: int) -> float:
-    return elements * (9 / 8 if t.is_block else t.bytes) / 4  # bfp16ebs8: 9 bytes per 8 values
+    return elements * t.elem_bytes / 4  # bfp16ebs8: 9 bytes per 8 values; i4: half a byte
 
 
 def estimate_bytes(c: GemmConfig, p: Problem) -> int:

@@ -37,6 +37,13 @@
 //   each lane's low word first (the hardware's lane order is unpublished; only the kernel reads it
 //   back, so a round trip is all that must hold); mmul is built from its accum_type and gives it back
 //   with to_accum() (detail/mmul.hpp C_block). Only int32 <-> acc64 casts are modelled: others fail.
+// - int4 (issue 22, W4A8): an opaque 1-byte element type (sizeof(int4) == 1 in the AIE API, so
+//   kernels never do int4 * arithmetic: amd/IRON PR #182's bug), reached only through
+//   aie::vector_cast<int4>(vector<uint8|int8, N>) -> vector<int4, 2N>, a reinterpretation of the bytes.
+//   Lane 2i is the low nibble of byte i, 2i + 1 the high one, sign-extended: the order mlir-air's
+//   hardware-passing int4 GEMV packs on the host (docs/int4_decode.md; the lane order inside aie2p's
+//   16 x 16 B block is unpublished, an NPU probe settles it). aie::mmul<M, K, N, int8, int4> exists
+//   for aie_api's mmul_8_4 shapes only: AIE2 4x16x8, 8x16x8, 4x32x8; AIE2P 4x16x16; acc32.
 // - -DGG_HOST_FP32_PER_MAC rounds fp32 lanes after every mac instruction instead of once per call
 //   (the real per-mac order is unpublished): kernels meant to be bit-equal must then issue the same
 //   macs in the same order.
@@ -80,6 +87,7 @@
 #include <type_traits>
 
 using int8 = std::int8_t;
+using uint8 = std::uint8_t;
 using int16 = std::int16_t;
 using int32 = std::int32_t;
 
@@ -328,6 +336,12 @@ static_assert(sizeof(bfloat16) == 2, "bfloat16 is stored in 16 bits");
 // sizeof(bfp16ebs8) does not track the 9 bytes per block). A kernel that tries fails to compile here.
 struct bfp16ebs8;
 
+// 4-bit signed integers: an opaque byte-sized element (see the header's notes), values in vectors only.
+struct int4 {
+  std::uint8_t raw;
+};
+static_assert(sizeof(int4) == 1, "the AIE API's int4 is one byte of storage per element pointer step");
+
 namespace aie {
 
 template <typename T, unsigned Elems>
@@ -354,6 +368,19 @@ struct vector {
     if (idx >= Elems / ElemsOut) host::fail("aie::vector::extract past the vector's end");
     else std::copy(data.begin() + idx * ElemsOut, data.begin() + (idx + 1) * ElemsOut, out.data.begin());
     return out;
+  }
+};
+
+// Elems int4 values in Elems / 2 bytes; lane i is nibble i % 2 (low first) of byte i / 2, sign-extended.
+template <unsigned Elems>
+struct vector<int4, Elems> {
+  static_assert(Elems % 2 == 0, "int4 vectors hold whole bytes");
+  std::array<std::uint8_t, Elems / 2> bytes{};
+
+  static constexpr unsigned size() { return Elems; }
+  int operator[](unsigned i) const {
+    const int nibble = (bytes[i / 2] >> (4 * (i % 2))) & 0xF;
+    return nibble >= 8 ? nibble - 16 : nibble;
   }
 };
 
@@ -449,14 +476,23 @@ vector<DstT, 2 * Elems> vector_cast(const accum<acc64, Elems> &a) {
   return v;
 }
 
-// Reinterpret a vector as an accumulator (aie::vector_cast<acc64>(v)): words 2i, 2i + 1 -> lane i.
-template <typename DstTag, typename T, unsigned Elems>
-accum<DstTag, Elems / 2> vector_cast(const vector<T, Elems> &v) {
-  static_assert(std::is_same_v<DstTag, acc64> && std::is_same_v<T, int32> && Elems % 2 == 0,
-                "the host models vector_cast of int32 pairs to acc64 lanes only");
-  accum<acc64, Elems / 2> a;
-  std::memcpy(a.acc.data(), v.data.data(), sizeof a.acc);
-  return a;
+// Reinterpret a vector as an accumulator (aie::vector_cast<acc64>(v)): words 2i, 2i + 1 -> lane i;
+// or bytes as int4 values (aie::vector_cast<int4>(v)): byte i -> lanes 2i (low nibble), 2i + 1.
+template <typename Dst, typename T, unsigned Elems>
+auto vector_cast(const vector<T, Elems> &v) {
+  if constexpr (std::is_same_v<Dst, int4>) {
+    static_assert(std::is_same_v<T, uint8> || std::is_same_v<T, int8>,
+                  "the host models vector_cast to int4 from bytes (uint8 / int8 vectors) only");
+    vector<int4, 2 * Elems> out;
+    std::memcpy(out.bytes.data(), v.data.data(), Elems);
+    return out;
+  } else {
+    static_assert(std::is_same_v<Dst, acc64> && std::is_same_v<T, int32> && Elems % 2 == 0,
+                  "the host models vector_cast of int32 pairs to acc64 lanes and of bytes to int4 only");
+    accum<acc64, Elems / 2> a;
+    std::memcpy(a.acc.data(), v.data.data(), sizeof a.acc);
+    return a;
+  }
 }
 
 template <typename T, unsigned Elems>
@@ -486,12 +522,19 @@ vector<T, Elems> transpose(const vector<T, Elems> &v, unsigned Row, unsigned Col
 template <typename T>
 constexpr bool is_float_elem_v = std::is_same_v<T, bfloat16> || std::is_same_v<T, float>;
 
-// Accumulator bits of aie::mmul<M, K, N, A, A> for a dense B on this target; 0: no such shape
-// (aie_api 2026.1 detail/aie2*/mmul_8_8.hpp, mmul_16_16.hpp, mmul_bf16_bf16.hpp).
-template <unsigned M, unsigned K, unsigned N, typename A>
+// Accumulator bits of aie::mmul<M, K, N, A, B> for a dense B on this target; 0: no such shape
+// (aie_api 2026.1 detail/aie2*/mmul_8_8.hpp, mmul_16_16.hpp, mmul_bf16_bf16.hpp; int8 x int4:
+// detail/aie2/mmul_8_4.hpp 4x16x8, 8x16x8, 4x32x8 and detail/aie2p/mmul_8_4.hpp 4x16x16, acc32 only).
+template <unsigned M, unsigned K, unsigned N, typename A, typename B = A>
 constexpr unsigned mmul_acc_bits() {
   constexpr auto is = [](unsigned m, unsigned k, unsigned n) { return M == m && K == k && N == n; };
-  if constexpr (std::is_same_v<A, int8>) {
+  if constexpr (std::is_same_v<B, int4>) {
+    if constexpr (!std::is_same_v<A, int8>) return 0;  // 8b x 4b only (no 16b x 4b, no bf16 x 4b)
+    else if constexpr (!host::aie2p) return (is(4, 16, 8) || is(8, 16, 8) || is(4, 32, 8)) ? 32 : 0;
+    else return is(4, 16, 16) ? 32 : 0;
+  } else if constexpr (!std::is_same_v<A, B>) {
+    return 0;  // gemm_gen's kernels multiply equal types otherwise
+  } else if constexpr (std::is_same_v<A, int8>) {
     if constexpr (!host::aie2p) return (is(4, 8, 8) || is(2, 8, 8) || is(8, 8, 8) || is(4, 16, 8)) ? 32 : 0;
     else return (is(8, 8, 8) || is(4, 8, 8)) ? 32 : 0;
   } else if constexpr (std::is_same_v<A, int16>) {
@@ -512,8 +555,11 @@ template <unsigned M_Elems, unsigned K_Elems, unsigned N_Elems, typename TypeA, 
 struct mmul {
   static constexpr unsigned M = M_Elems, K = K_Elems, N = N_Elems;
   static constexpr unsigned size_A = M * K, size_B = K * N, size_C = M * N;
-  static constexpr unsigned acc_bits = mmul_acc_bits<M, K, N, TypeA>();
-  static_assert(std::is_same_v<TypeA, TypeB>, "aie::mmul: gemm_gen's kernels multiply equal types");
+  static constexpr unsigned acc_bits = mmul_acc_bits<M, K, N, TypeA, TypeB>();
+  static_assert(std::is_same_v<TypeA, TypeB> || std::is_same_v<TypeB, int4>,
+                "aie::mmul: gemm_gen's kernels multiply equal types, or int8 by int4");
+  static_assert(!std::is_same_v<TypeB, int4> || !std::is_same_v<AccumTag, acc64>,
+                "aie::mmul: 8b x 4b shapes accumulate in acc32 only (mmul_8_4.hpp)");
   static_assert(acc_bits != 0, "aie::mmul: the AIE API has no such shape for a dense B on this target");
   static constexpr bool is_float = is_float_elem_v<TypeA>;
   static_assert(!std::is_same_v<AccumTag, acc64> || acc_bits == 64 || is_float,
@@ -636,7 +682,8 @@ struct mmul {
     if (x > hi || x < -hi - 1) host::fail(std::string(what) + " leaves the acc32 lanes (overflow is unpublished)");
   }
 
-  static acc_elem product(const TypeA &a, const TypeB &b) {
+  template <typename BValue>  // a B lane: TypeB, or int for an int4 lane
+  static acc_elem product(const TypeA &a, const BValue &b) {
     if constexpr (is_float)  // exact: bf16 x bf16 has at most 16 significant bits
       return static_cast<double>(static_cast<float>(a)) * static_cast<double>(static_cast<float>(b));
     else
