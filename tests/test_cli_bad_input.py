@@ -438,6 +438,7 @@ I8 = ["--dtype_in", "i8", "--dtype_out", "i8"]
     (["--bias", "--requant", "per_channel", *I8, "-k", "8", "--k-mt", "64"], "use k >= 24"),
     (["--bias", "--b-col-maj", "-k", "16", "--k-mt", "32"], "use --k-mt 16"),
     (["--bias", "--dtype_in", "bfp16", "--dtype_out", "bf16"], "an epilogue on the bfp16 kernels"),
+    (["--requant", "per_channel", *I8, "--dtype_b", "i4"], "an epilogue with i4 weights is not built yet"),
 ])
 def test_an_epilogue_a_design_cannot_take_is_one_line(capsys, cwd, args, text):
     base = ["plan", "--dev", "npu2", "-M", "256", "-K", "256", "-N", "256"]

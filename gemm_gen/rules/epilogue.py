@@ -28,6 +28,7 @@ REQUANTS = {"per_channel": RequantForm.DOUBLE}  # TFLite's default double roundi
 FLOAT_OUTS = ("bf16",)  # mlir-aie's bf16 sequences write bf16
 REQUANT_OUTS = ("i8", "i16")
 REQUANT_ACC = "i32"
+NO_TILE_B = ("i4",)  # B types whose objects cannot carry the epilogue tile yet
 
 
 def epilogue_of(bias: bool, activation: str | None, clamp: tuple[float, float] | None,
@@ -53,6 +54,9 @@ def types_problem(e: Epilogue, p: Precision, block_kernel: bool, shift: int) -> 
     if p.block or block_kernel:
         return (f"an epilogue on the bfp16 kernels ({p.name}) is not built yet",
                 "use a scalar kernel (--convert-once 0 for bf16 on npu2), or drop the epilogue")
+    if p.b in NO_TILE_B:  # the tile is packed in whole bytes into B's object; an int4 B walks words of nibbles
+        return (f"an epilogue with {p.b} weights is not built yet (its tile would ride in a B object of {p.b})",
+                f"use --dtype_b {p.a}, or drop --bias, --activation, --clamp and --requant")
     if p.out not in FLOAT_OUTS + REQUANT_OUTS:
         return (f"a {p.out} output takes no epilogue (float: {', '.join(FLOAT_OUTS)}; requantized: "
                 f"{' or '.join(REQUANT_OUTS)} from {REQUANT_ACC})", "drop --bias, --activation, --clamp and --requant")
