@@ -109,9 +109,9 @@ def c_l2_to_stream(c: Grid) -> Tap:
     super-blocks of tiles back to row-major tiles; column-major C: to columns, each m long, the r-row
     blocks' t-stride words gathered in the memtile: whole words for 32-bit C only; below 32 bits
     the kernel stores each block transposed, so a block's column is one run of r elements)."""
-    if memtile.c_blocks_transposed(c.c_col_maj, c.unit):
+    if memtile.c_blocks_transposed(c.c_built_col_maj, c.unit):
         return Tap(0, (c.n // c.t, c.t, c.m // c.r, c.r), (c.r * c.t, c.r, c.r * c.n, 1))
-    if c.c_col_maj:
+    if c.c_built_col_maj:
         return Tap(0, (c.n // c.t, c.t, c.m // c.r, c.r), (c.r * c.t, 1, c.r * c.n, c.t))
     return Tap(0, (c.m // c.r, c.r, c.n // c.t, c.t), (c.r * c.n, c.t, c.r * c.t, 1))
 
@@ -160,11 +160,17 @@ def shim_b(c: Grid, block_col: int, col: int) -> Tap:
 
 def shim_c(c: Grid, block_row: int, block_col: int, col: int) -> Tap:
     """The (rows*m) x n block of C that column `col` joins for the output block at (block_row,
-    block_col)."""
+    block_col), in this call's layout. The memtile sends it in the build's: each core row's m x n
+    tile row by row, or column by column in a column-major build. When the two differ (a 32-bit C
+    only: rules/call_layouts.py) the shim stores it element by element, one word per run."""
     first_col = block_col + col * c.n
     spec = c.dev.dma[TileKind.SHIM]
-    if c.c_col_maj:  # each core row's m x n tile in columns, down C^T's rows (mlir-aie's [4, n, m] / [m, M, 1])
+    if c.c_col_maj and c.c_built_col_maj:  # tiles in columns, down C^T's rows (mlir-aie's [4, n, m] / [m, M, 1])
         return Tap(first_col * c.ld + block_row, (c.rows, c.n, c.m), (c.m, c.ld, 1))
+    if c.c_col_maj:  # tile rows across C^T's rows: element (i, j) to C^T[j, i]
+        return Tap(first_col * c.ld + block_row, (c.rows, c.m, c.n), (c.m, 1, c.ld))
+    if c.c_built_col_maj:  # tile columns down C's rows: element (i, j) of each tile's stream to C[i, j]
+        return Tap(block_row * c.ld + first_col, (c.rows, c.n, c.m), (c.m * c.ld, 1, c.ld))
     return _strip(block_row * c.ld + first_col, c.rows * c.m, c.n, c.ld, c.unit.unit_bytes / 4, spec)
 
 
