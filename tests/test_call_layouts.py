@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from dataclasses import replace
 
+import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -184,3 +185,28 @@ def test_simulate_runs_each_calls_layout_and_refuses_a_fixed_one(capsys):
     assert "--call-layouts gives 1 layouts for 2 --runtime-sizes" in err
     err = refused(capsys, ["plan", *ARGS, "-M", "64", "-K", "64", "-N", "64", "--call-layouts", "rrx"])
     assert "three letters r/c" in err
+
+
+@pytest.mark.parametrize("built_col", [False, True])
+def test_the_other_c_layouts_stream_lowers_through_iron_and_the_encoder(built_col):
+    """The call's runtime sequence with the design's own fifos: IRON 1.4.3's stand-in takes its C
+    drains (the element-by-element walk, innermost stride C's leading dimension), and the shim BD
+    encoder writes them."""
+    from gemm_gen.backends import txn
+    from gemm_gen.backends.iron import lower
+    from gemm_gen.design.build import host_tensors
+
+    from . import iron_recorder
+
+    c = small("npu2", "bf16", "f32", False, c_col_maj=built_col, runtime_sizes="mn")
+    design = build_design(c)
+    call = serve(c, Problem(c.M - 3, c.K, c.N - 5), Layouts(c_col_maj=not built_col))
+    runtime = runtime_sequence(c, call)
+    sized = replace(design, runtime=runtime, tensors=host_tensors(c, call, runtime))
+    api, rec = iron_recorder.api()
+    lower(sized, api).resolve_program()
+    drains = [(t, task) for t, task in zip(rec.transfers, sized.tasks) if task.tensor == "C"]
+    assert drains and all(t["tap"].strides[-1] == call.ld("C") for t, _ in drains)
+    assert all(list(t["tap"].sizes[-3:]) == list(task.tap.sizes) for t, task in drains)
+    words = txn.encode_call(design, call)
+    assert words.size > 0 and not np.array_equal(words, txn.encode_call(design, serve(c, call.problem)))

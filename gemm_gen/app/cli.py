@@ -13,6 +13,7 @@ from ..design import build_design
 from ..design.serialize import dumps
 from ..errors import BuildError, GemmGenError, SimulationError
 from ..inputs import INPUT_FAMILIES
+from ..model.layouts import layout_prices
 from ..sim import run as sim_run
 from ..sim.memory import GB, SAY_ABOVE, check_memory
 from ..spec import Problem
@@ -32,7 +33,7 @@ EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what a C tool killed by the closed pipe
 def cmd_plan(a: argparse.Namespace) -> int:
     chosen = choice(a)
     design = build_design(chosen.config)
-    info = plan_info(design)
+    info = replace(plan_info(design), layouts=layout_prices(chosen.config))
     if a.runtime_sizes:  # several calls: the xclbins they need and which share one
         info = replace(info, calls=xclbin_plan(chosen.config, a.runtime_sizes, call_layouts(a), a.weights))
     kernels = kernel_choice_json(chosen)  # an open convert-once option: which kernel and why

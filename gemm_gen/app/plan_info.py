@@ -14,6 +14,7 @@ from ..dtypes import dtype
 from ..errors import GemmGenError
 from ..hw.devices import TileKind
 from ..l1_banks import L1Plan
+from ..model.layouts import LayoutPrice
 from ..rules.call_layouts import Layouts, Xclbin, xclbins
 from ..spec import Problem
 
@@ -160,6 +161,7 @@ class PlanInfo:
     peak_tops: float
     l1_plan: L1Info | None
     calls: XclbinPlan | None = None  # several calls asked (--runtime-sizes): the xclbins they need
+    layouts: tuple[LayoutPrice, ...] = ()  # the tiling priced in other layouts (model/layouts.py; plan only)
 
     def to_json(self) -> dict[str, object]:
         """What `gemm-gen plan --json` prints."""
@@ -194,6 +196,7 @@ class PlanInfo:
             "peak_tops": self.peak_tops,
             "l1_plan": None if self.l1_plan is None else self.l1_plan.to_json(),
             **({"xclbins": self.calls.to_json()} if self.calls is not None else {}),
+            **({"layouts_priced": [x.to_json() for x in self.layouts]} if self.layouts else {}),
         }
 
 

@@ -111,9 +111,27 @@ def plan_text(p: PlanInfo) -> str:
         f"DRAM      A {_mib(dram['A'])} + B {_mib(dram['B'])} read, C {_mib(dram['C'])} written",
         f"peak      {p.peak_tops:.2f} TOPS for the array ({p.macs:,} MACs, "
         f"{p.padded_macs:,} with padding)",
+        *_layout_line(p),
         *_xclbin_lines(p.calls),
     ]
     return "\n".join(lines)
+
+
+def _layout_line(p: PlanInfo) -> list[str]:
+    """What the design's tiling is predicted to cost all row-major, and in the fastest layout."""
+    if not p.layouts:
+        return []
+    own = p.layouts[0]
+    if own.time_s is None:
+        return []
+    said = [f"this design ({own.layouts}) {own.time_s * 1e6:,.0f} us"]
+    built = [x for x in p.layouts if x.time_s is not None]
+    for what, x in (("all row-major", next((x for x in built if str(x.layouts) == "rrr"), None)),
+                    ("fastest", min(built, key=lambda x: (x.time_s, x is not own)))):
+        if x is not None and x is not own and x.time_s is not None:
+            said.append(f"{what} {x.layouts} {x.time_s * 1e6:,.0f} us ({x.time_s / own.time_s - 1:+.1%}, {x.xclbin})")
+    return ["layouts   PREDICTED at this tiling: " + "; ".join(dict.fromkeys(said))
+            + " (gemm-gen predict prices each layout)"]
 
 
 def _xclbin_lines(x: XclbinPlan | None) -> list[str]:
