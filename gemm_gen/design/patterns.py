@@ -8,7 +8,9 @@ A bfp16:          the kernel reads 2 x 1 super-blocks of 8 x 8 tiles (l1_layout.
                   order): memtile (T_MA x k tiles per (k-step, slice), row-major) -> MM2S [k_mt/k rho, k/8,
                   T_MA/8] tiles (K tile major) -> core S2MM [k/8, T_MA/16, 2] tiles into the pairs (as
                   column-major B: the memtile alone would need 5 word dims for k_mt > k).
-A column-major:   A^T (K x M) stored: shim K x m strip of A^T (one A shim per core row)
+A column-major:   A^T (K x M) stored: shim K x m strip of A^T (one A shim per core row; one serving
+                  several rows sends, per k_mt chunk, each row's k_mt x m block in turn: 4 dims, the
+                  chunks on the shim BD's iteration dimension)
                   -> memtile S2MM [k_mt/k, k, rho, T_MA] into (k-step, slice) tiles of A^T, k x T_MA each
                   -> MM2S [tiles, T_MA/r, k, r] (s x r blocks of A^T, blocks along K)
                   -> core S2MM linear: the kernel transposes each block on load (sub-word
@@ -141,8 +143,11 @@ def shim_a(c: Grid, block_row: int, shim: int) -> Tap:
     """The (a_rows*m) x K strip of A that A shim `shim` carries for the output block whose first
     row is `block_row` (one m-row strip per core row it serves), in k_mt chunks."""
     first_row = block_row + shim * c.a_rows * c.m
-    if c.a_col_maj:  # A^T: K rows of the core row's m columns (one A shim per core row: rules/memtile.py)
+    if c.a_col_maj and c.a_rows == 1:  # A^T: K rows of the core row's m columns
         return _strip(first_row, c.kw, c.m, c.ld, c.unit.unit_bytes / 4, c.dev.dma[TileKind.SHIM])
+    if c.a_col_maj:  # per k_mt chunk, each served core row's k_mt x m block of A^T in turn (the memtile's
+        # split slices): the chunks are the shim BD's iteration dimension (rules/memtile.a_col_maj_chunks)
+        return Tap(first_row, (c.kw // c.k_mt, c.a_rows, c.k_mt, c.m), (c.k_mt * c.ld, c.m, c.ld, 1))
     return Tap(first_row * c.ld, (c.kw // c.k_mt, c.a_rows * c.m, c.k_mt), (c.k_mt, c.ld, 1))
 
 
