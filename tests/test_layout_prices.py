@@ -122,3 +122,18 @@ def test_predict_and_plan_show_the_layouts_prices(capsys):
     assert "this design (crr)" in line and "all row-major rrr" in line
     assert main(["plan", *args, "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["layouts_priced"][0]["xclbin"] == THIS
+
+
+def test_a_design_past_its_l1_budget_is_priced_and_its_alternatives_refused():
+    """As predict does, the design asked about is priced as if it fitted; another layout of it is
+    refused with the budget's one line, and cheapest() then names the design itself."""
+    from gemm_gen.design.serve import check
+    from gemm_gen.errors import ConfigError
+
+    c = GemmConfig("npu2", 384, 384, 768, 96, 96, 96, 96, "i8", "i32")
+    with pytest.raises(ConfigError):
+        check(c)
+    prices = layout_prices(c, P)
+    assert prices[0].xclbin == THIS and prices[0].time_s is not None
+    assert all(x.time_s is None and x.refused for x in prices if x.xclbin == OTHER_XCLBIN)
+    assert cheapest(prices) is prices[0] and cheapest(()) is None
