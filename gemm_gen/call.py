@@ -33,6 +33,7 @@ from .errors import ConfigError
 from .numerics import KernelNumerics
 from .precision import Precision
 from .rules import padding
+from .rules.call_layouts import Layouts
 from .spec import Problem
 
 OPERANDS = ("A", "B", "C")
@@ -94,6 +95,11 @@ class CallPlan:
     @property
     def M(self) -> int:
         return self.problem.M
+
+    @property
+    def layouts(self) -> Layouts:
+        """The layouts of this call's A, B and C buffers."""
+        return Layouts(self.a_col_maj, self.b_col_maj, self.c_col_maj)
 
     @property
     def K(self) -> int:
@@ -265,10 +271,14 @@ class Design(Protocol):
     def epilogue(self) -> Epilogue: ...
 
 
-def plan_call(c: Design, problem: Problem, lds: dict[str, int] | None = None) -> CallPlan:
+def plan_call(c: Design, problem: Problem, lds: dict[str, int] | None = None, c_col_maj: bool | None = None
+              ) -> CallPlan:
     """How design `c` computes `problem`: blocks, the K walk, and what the host must pad.
     `lds`: leading dimensions of A or B read in place from rows padded past the stored width (the
-    operator's, from the user's strides); one the host must pad anyway is dropped."""
+    operator's, from the user's strides); one the host must pad anyway is dropped. `c_col_maj`:
+    this call's C layout when the shim stores it in the other layout than the design's
+    (rules/call_layouts.py says when it can; design/serve.py asks)."""
+    c_col = c.c_col_maj if c_col_maj is None else c_col_maj
     block_m, block_n = c.m * c.rows, c.n * c.cols
     k_walk = padding.round_up(problem.K, c.k_mt)
     M, K, N = problem.M, problem.K, problem.N
@@ -284,7 +294,7 @@ def plan_call(c: Design, problem: Problem, lds: dict[str, int] | None = None) ->
     # (not with an epilogue tile: a moved-back column tile's tile would overlap its neighbour's)
     shift_n = (N > block_n and N % block_n != 0 and "B" not in encoded and "C" not in encoded and not extra_k
                and all(types[op].nbytes(N) % WORD_BYTES == 0 for op in ("C",) + (() if c.b_col_maj else ("B",))))
-    ld = {"A": M if c.a_col_maj else K, "B": K if c.b_col_maj else N, "C": M if c.c_col_maj else N}
+    ld = {"A": M if c.a_col_maj else K, "B": K if c.b_col_maj else N, "C": M if c_col else N}
     lds = {op: v for op, v in (lds or {}).items() if op in ("A", "B") and v != ld[op]}
     ld.update(lds)
     for op in OPERANDS:
@@ -295,7 +305,7 @@ def plan_call(c: Design, problem: Problem, lds: dict[str, int] | None = None) ->
     if extra_k:  # B carries one epilogue tile per column tile past k_walk: always a host-made buffer
         why.setdefault("B", f"the epilogue tile (bias{' and scales' if c.epilogue.requant else ''} of each "
                             f"{c.n}-column tile) is appended to B as {c.k} more rows of K")
-    if c.c_col_maj:  # C^T's rows past N are slack; junk rows of C would land on C^T's next row
+    if c_col:  # C^T's rows past N are slack; junk rows of C would land on C^T's next row
         if M % block_m and not shift_m and "C" not in why:
             why["C"] = (f"M={M} leaves {block_m - M % block_m} junk rows in its last block of {block_m}, which would "
                         f"land on column-major C's next column")
@@ -322,7 +332,7 @@ def plan_call(c: Design, problem: Problem, lds: dict[str, int] | None = None) ->
     copies = tuple(HostCopy(op, why[op]) for op in OPERANDS if op in why)
     kept = tuple((op, v) for op, v in sorted(lds.items()) if op not in padded)  # a padded copy has its own width
     return CallPlan(problem, block_m, block_n, c.k_mt, c.k, c.b_col_maj, padded, copies, k_tail, a_finite, shift_m,
-                    shift_n, c.a_col_maj, c.c_col_maj, kept, extra_k)
+                    shift_n, c.a_col_maj, c_col, kept, extra_k)
 
 
 def _k_tail_zeros(c: Design, p: Problem, why: dict[str, str], encoded: list[str]) -> str:

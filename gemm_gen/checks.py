@@ -35,6 +35,7 @@ def check_config(c: GemmConfig, budgets: bool = True) -> GemmConfig:
     check_divisibility(c)
     check_granularity(c)
     check_epilogue_tile(c)
+    check_a_col_maj_chunks(c)
     if budgets:
         check_l1(c)
         c.memtile_placement()
@@ -176,10 +177,6 @@ def check_array(c: GemmConfig) -> None:
         counts = ", ".join(map(str, dev.column_devices))
         raise ConfigError(f"n_aie_cols={c.cols} on {dev.name}: designs use {counts} columns",
                           f"use --n-aie-cols {counts.replace(', ', ' or ')}")
-    if not memtile.a_col_maj_ok(c.a_col_maj, c.rows, c.cols):
-        raise ConfigError(f"--a-col-maj on {c.cols} columns: column-major A needs one A shim per core row ({c.rows}), "
-                          f"and {c.cols} columns give one per {c.a_rows_per_shim} rows",
-                          f"use --n-aie-cols {c.rows} or more, or store A row-major")
     depths = (c.depth_ab_l1, c.depth_ab_l2, c.depth_c_l1, c.depth_c_l2)
     if not all(1 <= d <= 2 for d in depths):
         # IRON gives each fifo end at most max-acquire + 1 = 2 buffers for our loops
@@ -197,6 +194,19 @@ def check_array(c: GemmConfig) -> None:
     if c.rho < 1 or c.m % c.rho:
         raise ConfigError(f"rho={c.rho} must be a divisor of m={c.m} (T_MA = m / rho rows of A)",
                           "use --rho 1, or a rho that divides m")
+
+
+def check_a_col_maj_chunks(c: GemmConfig) -> None:
+    """Column-major A on fewer columns than core rows: an A shim walks its k_mt chunks on its BD's
+    iteration dimension (rules/memtile.a_col_maj_chunks), whose wrap bounds them."""
+    k_walk = padding.round_up(c.K, c.k_mt)
+    chunks = int(memtile.a_col_maj_chunks(c.a_col_maj, c.rows, c.cols, k_walk, c.k_mt))
+    most = c.dev.dma[TileKind.SHIM].iteration_wrap_max
+    if chunks > most:
+        raise ConfigError(f"--a-col-maj on {c.cols} columns: each A shim serves {c.a_rows_per_shim} core rows and "
+                          f"walks K={k_walk} in {chunks} k_mt chunks on its BD's iteration dimension, at most {most}",
+                          f"use --k-mt {padding.round_up(-(-k_walk // most), c.k)} or more, --n-aie-cols "
+                          f"{c.rows} or more, or store A row-major")
 
 
 def check_divisibility(c: GemmConfig) -> None:

@@ -224,7 +224,7 @@ def output_values(c: GemmConfig, raw: np.ndarray, call: CallPlan | None = None) 
             rows // TILE, cols // TILE, c.t_out.unit_bytes))
     else:
         values = data[: c.t_out.nbytes(rows * cols)].view(c.t_out.host).reshape(rows, cols)
-    if c.c_col_maj:  # C^T
+    if call.c_col_maj:  # C^T (this call's layout)
         values = values.T
     return values[: call.M, : call.N]
 

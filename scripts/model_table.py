@@ -160,7 +160,13 @@ ty() is bytes per value: 1.125 for bfp16 (9-byte blocks of 8), whose DMAs move 8
 Bytes and contiguous runs per host tensor are read from the Design's runtime sequence (every shim
 task's access pattern; the tuner uses the same count in closed form, tested equal):
 A = Mp Kp ty(A) Np/(n cols) in runs of k_mt; B = Np Kp ty(B) Mp/(m rows) in runs of k_mt
-(column-major) or n (row-major); C = Mp Np ty(C) in runs of n.
+(column-major) or n (row-major); C = Mp Np ty(C) in runs of n. Column-major A and C (issue 23) are
+read and written as A^T and C^T in runs of m; a 32-bit C that one xclbin stores in the layout it was
+not built for (rules/call_layouts.py) is written one element per run. The kernel's transposes of
+column-major A blocks (each load) and of a narrow C kept in its own type (each C load and store) are
+charged as one vector-slot shuffle per 64 bytes of a block (model/kernel.py `transpose_shuffles`):
+UNCALIBRATED, from the operation count alone; B column-major's are inside the calibrated kernels.
+`gemm-gen predict` prices a tiling in each layout (model/layouts.py).
 
     T_dram   = sum over A, B, C of (bytes x w + runs_eff x run_overhead_bytes) / peak_gbps   (the shared path)
     runs_eff = runs (1 - chi) + merged_runs chi

@@ -328,3 +328,24 @@ def test_column_major_a_lowers_with_the_designs_patterns(cfg):
     assert "_acol" in spec.object_file
     assert ("_ccol" in spec.object_file) == cfg.c_t_blocks  # the kernel that stores C's blocks transposed
     assert {x.name: x for x in rec.kernels}[spec.name].object_file_name == spec.object_file
+
+
+@pytest.mark.parametrize("cfg", [small("npu1", "i8", "i32", False, a_col_maj=True, cols=2, K=3 * 2 * 32),
+                                 small("npu2", "bf16", "bf16", True, a_col_maj=True, cols=1, K=3 * 2 * 16)],
+                         ids=["npu1-i8-2-cols", "npu2-bf16-1-col"])
+def test_column_major_a_on_fewer_columns_walks_its_chunks_on_the_iteration_dimension(cfg):
+    """An A shim serving several core rows: IRON 1.4.3's stand-in takes the 4-dimension tap whose
+    outermost dimension (the k_mt chunks) is the BD's iteration, and the shim BD encoder writes it
+    as an iteration (not a repeat of the same data)."""
+    from gemm_gen.backends import txn
+
+    d, rec, _ = lowered(cfg)
+    chunks = cfg.call.k_walk // cfg.k_mt
+    a_fills = [(t, task) for t, task in zip(rec.transfers, d.tasks) if task.tensor == "A"]
+    assert a_fills and chunks > 1
+    for t, task in a_fills:
+        assert list(t["tap"].sizes) == [chunks, cfg.a_rows_per_shim, cfg.k_mt, cfg.m]
+        assert t["tap"].strides[0] == cfg.k_mt * cfg.call.ld("A")
+        w = task.tap.to_words(cfg.t_in)
+        bd = txn.shim_bd(w.offset, w.sizes, w.strides, 32, 0)
+        assert "iteration" in bd.shape and bd.repeat == chunks - 1

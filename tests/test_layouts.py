@@ -49,7 +49,9 @@ def test_names_keys_and_flags_tell_the_layouts_apart():
 @pytest.mark.parametrize("args,text", [
     (["--dev", "npu2", "-M", "256", "-K", "256", "-N", "256", "--dtype_in", "bfp16", "--a-col-maj"],
      "column-major A is built for scalar kernels"),
-    ([*SMALL, "--a-col-maj", "--n-aie-cols", "2"], "needs one A shim per core row"),
+    (["--dev", "npu1", "-M", "128", "-K", "5000", "-N", "128", "--dtype_in", "i8", "--dtype_out", "i32", "-m", "16",
+      "-k", "32", "-n", "32", "--k-mt", "64", "--a-col-maj", "--n-aie-cols", "2"],
+     "walks K=5056 in 79 k_mt chunks on its BD's iteration dimension, at most 64; use --k-mt 96 or more"),
     (["--dev", "npu2", "-M", "256", "-K", "256", "-N", "256", "--a-col-maj", "--convert-once"],
      "convert-once kernel reads a row-major A tile"),
 ])

@@ -143,6 +143,34 @@ def test_column_major_a_passes_with_tails(dev, t_in, t_out, b_col_maj):
     assert c.call.storage("A") == (c.K, c.M) and c.call.ld("A") == c.M
 
 
+# column-major A on fewer columns than core rows: each A shim serves several rows, its k_mt chunks on
+# the shim BD's iteration dimension (patterns.shim_a), alone and with B and C column-major, tails
+@pytest.mark.parametrize("dev", ["npu1", "npu2"])
+@pytest.mark.parametrize("t_in,t_out", [("i8", "i32"), ("bf16", "bf16")])
+@pytest.mark.parametrize("cols,others", [(1, False), (2, True)])
+def test_column_major_a_on_fewer_columns_than_rows_passes_with_tails(dev, t_in, t_out, cols, others):
+    base = small(dev, t_in, t_out, others, a_col_maj=True, c_col_maj=others, cols=cols)
+    c = base.with_(M=base.M + base.m + 4, K=3 * base.K + base.k - 2 * base.s, N=base.N - base.n + 4)
+    assert c.a_rows_per_shim == 4 // cols and c.call.k_walk // c.k_mt > 1  # several rows, several chunks
+    tap = build_design(c).tasks[0].tap
+    assert tap.sizes == (c.call.k_walk // c.k_mt, c.a_rows_per_shim, c.k_mt, c.m)
+    r = simulate(c)
+    assert r.passed and r.mismatches == 0 and r.nonzero_fraction > 0.5
+
+
+def test_column_major_a_shim_sending_rows_before_chunks_is_a_layout_error():
+    """Mutant: the shim walks the chunks inside each core row's block (the order a one-row shim
+    uses): the memtile's split slices then receive another row's columns."""
+    c = small("npu1", "i8", "i32", False, a_col_maj=True, cols=2)
+    c = c.with_(K=3 * c.K)
+    d = build_design(c)
+    runtime = tuple(replace(op, task=replace(op.task, tap=Tap(op.task.tap.offset, op.task.tap.sizes[1:2] + (
+        op.task.tap.sizes[0] * op.task.tap.sizes[2], c.m), (c.m, c.call.ld("A"), 1))))
+        if op.task is not None and op.task.tensor == "A" else op for op in d.runtime)
+    with pytest.raises(LayoutError):
+        simulate(replace(d, runtime=runtime))
+
+
 @pytest.mark.parametrize("dev,t_in,t_out,rho", [("npu2", "i8", "i16", 3), ("npu1", "bf16", "f32", 2)])
 def test_column_major_a_with_rho(dev, t_in, t_out, rho):
     c = _atb(dev, t_in, t_out, rho, False, a_col_maj=True)

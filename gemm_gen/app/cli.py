@@ -6,19 +6,21 @@ import argparse
 import json
 import os
 import sys
+from dataclasses import replace
 
 from ..atomic import check_output_dir, check_output_file, write_atomic
 from ..design import build_design
 from ..design.serialize import dumps
 from ..errors import BuildError, GemmGenError, SimulationError
 from ..inputs import INPUT_FAMILIES
+from ..model.layouts import layout_prices
 from ..sim import run as sim_run
 from ..sim.memory import GB, SAY_ABOVE, check_memory
 from ..spec import Problem
 from . import model_commands, npu_commands
 from .choice import choice, choose_design, kernel_choice_json, kernel_choice_text, say_chosen
-from .cliargs import EXIT_FAIL, EXIT_USAGE, SEED, Parser, problem_args
-from .plan_info import plan_info
+from .cliargs import EXIT_FAIL, EXIT_USAGE, SEED, Parser, call_layouts, problem_args
+from .plan_info import plan_info, xclbin_plan
 from .report import calls_text, plan_text, sim_text
 
 # Command families in modules of their own: each has register(subparsers).
@@ -31,7 +33,9 @@ EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what a C tool killed by the closed pipe
 def cmd_plan(a: argparse.Namespace) -> int:
     chosen = choice(a)
     design = build_design(chosen.config)
-    info = plan_info(design)
+    info = replace(plan_info(design), layouts=layout_prices(chosen.config))
+    if a.runtime_sizes:  # several calls: the xclbins they need and which share one
+        info = replace(info, calls=xclbin_plan(chosen.config, a.runtime_sizes, call_layouts(a), a.weights))
     kernels = kernel_choice_json(chosen)  # an open convert-once option: which kernel and why
     if a.json:
         print(json.dumps(info.to_json() | ({"kernel_choice": kernels} if kernels else {}), indent=1))
@@ -66,7 +70,7 @@ def cmd_simulate(a: argparse.Namespace) -> int:
         print(f"simulating needs about {need / GB:.1f} GB of memory", file=sys.stderr, flush=True)
     try:  # simulate_calls refuses any size the design cannot serve (exit 2) before it runs one
         results = sim_run.simulate_calls(design, problems, seed=a.seed, progress=not a.json and sys.stderr.isatty(),
-                                 inputs=a.inputs)
+                                         inputs=a.inputs, layouts=call_layouts(a))
     except SimulationError as e:
         if a.json:
             print(json.dumps({"passed": False, "error": str(e), "kind": type(e).__name__}))

@@ -17,6 +17,7 @@ from ..hw.devices import TileKind, device
 from ..rounding import Rounding, Saturation
 from ..rules import array
 from ..rules import epilogue as epilogue_rule
+from ..rules.call_layouts import Layouts
 from ..rules.defaults import default_out
 from ..rules.kernel_variant import CANDIDATES, LOOPS
 from ..spec import Options, Pins, Problem, Request, Tiling
@@ -118,6 +119,13 @@ def _weights(text: str) -> tuple[float, ...]:
         raise argparse.ArgumentTypeError(str(e)) from None
 
 
+def _layouts(text: str) -> tuple[Layouts, ...]:
+    try:
+        return tuple(Layouts.parse(part) for part in text.split(","))
+    except ConfigError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
 def _expansion(value: str) -> tuple[int, int]:
     er, et = _dims(value, 2, "ERxET", "4x2")
     if (er, et) not in CANDIDATES:
@@ -139,6 +147,10 @@ def problem_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--weights", type=_weights, default=None,
                    help="with --runtime-sizes: how often each size is called (e.g. 30,1,1; default all 1); the "
                    "tuner picks the design with the least weighted time")
+    p.add_argument("--call-layouts", "--call_layouts", dest="call_layouts", type=_layouts, default=None,
+                   help="with --runtime-sizes: each size's layouts of A, B and C, r(ow-major) or c(olumn-major), e.g. "
+                   "rrr,rrc (default: the build's); one xclbin serves a 32-bit C in either layout (plan says which "
+                   "calls share an xclbin)")
     p.add_argument("--runtime-mode", "--runtime_mode", dest="runtime_mode", choices=("mn", "mnk"), default=None,
                    help="which sizes one build serves: mn, any M and N up to -M -N with -K's K walk; mnk, also any K "
                    "up to -K (k-steps from a runtime parameter); default: fixed, or what --runtime-sizes needs")
@@ -259,6 +271,7 @@ def sizes(a: argparse.Namespace) -> tuple[tuple[int, int, int], str]:
     listed = getattr(a, "runtime_sizes", None)
     mode = getattr(a, "runtime_mode", None)
     weights = getattr(a, "weights", None)
+    call_layouts(a)  # one per listed size
     if weights is not None and (not listed or len(weights) != len(listed)):
         raise ConfigError(f"--weights gives {len(weights)} weights for {len(listed or ())} --runtime-sizes",
                           "give one weight per size listed in --runtime-sizes")
@@ -279,6 +292,16 @@ def sizes(a: argparse.Namespace) -> tuple[tuple[int, int, int], str]:
         raise ConfigError(f"--runtime-mode mn serves one K, and the sizes (with -K) ask for K = "
                           f"{', '.join(map(str, ks))}", "use --runtime-mode mnk, or drop it")
     return (problem[0], problem[1], problem[2]), mode or needed
+
+
+def call_layouts(a: argparse.Namespace) -> tuple[Layouts, ...] | None:
+    """Each --runtime-sizes call's layouts (--call-layouts), or None when not given."""
+    given = getattr(a, "call_layouts", None)
+    listed = getattr(a, "runtime_sizes", None)
+    if given is not None and (not listed or len(given) != len(listed)):
+        raise ConfigError(f"--call-layouts gives {len(given)} layouts for {len(listed or ())} --runtime-sizes",
+                          "give one layout (like rrc) per size listed in --runtime-sizes")
+    return given
 
 
 def check_device_flags(a: argparse.Namespace) -> None:

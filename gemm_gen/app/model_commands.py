@@ -17,6 +17,7 @@ from ..design.serve import SERVED
 from ..errors import ConfigError, ToolchainMissing
 from ..hw.devices import device
 from ..model.fit import measured, upstream
+from ..model.layouts import LayoutPrice, cheapest, layout_prices
 from ..model.params import Params, load, load_ends
 from ..model.perf import Workload
 from ..model.predict import Prediction, Upstream, predict
@@ -76,9 +77,29 @@ def cmd_predict(a: argparse.Namespace) -> int:
     c, params = chosen.config, _params(a)
     info = replace(predict(c, params, _ends(a)),
                    upstream=upstream.compare(params, Workload.of(c).kernel_shape, c.t_ma, c.k, c.n, c.rho))
+    prices = layout_prices(c, params)
     say_chosen("predict", chosen)
-    print(json.dumps(info.to_json(), indent=1) if a.json else predict_text(info))
+    print(json.dumps(info.to_json() | {"layouts_priced": [x.to_json() for x in prices]}, indent=1) if a.json
+          else "\n".join([predict_text(info), *layout_lines(prices)]))
     return 0
+
+
+def layout_lines(prices: tuple[LayoutPrice, ...]) -> list[str]:
+    """Each layout of the design's tiling and its predicted price (model/layouts.py)."""
+    lines = ["  layouts      A, B, C r(ow)/c(olumn)-major at this tiling, PREDICTED (kernel transposes: "
+             "uncalibrated, from their operation count)"]
+    best = cheapest(prices)
+    for x in prices:
+        if x.time_s is None:
+            lines.append(f"    {x.layouts}  {x.xclbin}: not built: {x.refused}")
+            continue
+        runs = ", ".join(f"{name} {b:,.0f} B" for name, b in x.dram_run_bytes.items())
+        shuffles = [f"A {x.a_transposes_per_round:g} shuffles/round" if x.a_transposes_per_round else "",
+                    f"C {x.c_transposes_per_cluster:g} shuffles/cluster" if x.c_transposes_per_cluster else ""]
+        tr = "; transposes " + ", ".join(t for t in shuffles if t) if any(shuffles) else ""
+        lines.append(f"    {x.layouts}  {x.time_s * 1e6:,.0f} us, {x.tops:.2f} TOPS ({x.xclbin}); DRAM runs {runs}{tr}"
+                     + ("  <- fastest" if x is best and len(prices) > 1 else ""))
+    return lines
 
 
 def _types(dtype_in: str, dtype_b: str, dtype_out: str, acc: str, emulate: bool) -> str:

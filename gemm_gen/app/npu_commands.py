@@ -20,7 +20,7 @@ from ..inputs import INPUT_FAMILIES
 from ..kernels import render_kernel
 from . import validate
 from .choice import choice, say_chosen
-from .cliargs import EXIT_FAIL, EXIT_USAGE, SEED, config_args, counted, problem_args
+from .cliargs import EXIT_FAIL, EXIT_USAGE, SEED, call_layouts, config_args, counted, problem_args
 from .limits import slow_end_s
 
 
@@ -103,7 +103,8 @@ def cmd_run(a: argparse.Namespace) -> int:
 def _run_sizes(a: argparse.Namespace, design: Design, xrt: ModuleType) -> int:
     """Each --runtime-sizes size on the NPU with one xclbin: built (or found) once in the build
     cache, one instruction stream per size beside it, the xclbin loaded once."""
-    calls = [serve(design.config, p) for p in a.runtime_sizes]  # refuse a size before building anything
+    lays = call_layouts(a) or (None,) * len(a.runtime_sizes)  # refuse a size or layout before building anything
+    calls = [serve(design.config, p, lay) for p, lay in zip(a.runtime_sizes, lays)]
     cached = is_built(design)
     files = [call_files(design, call, a.verbose, config_args(design.config)) for call in calls]
     results = run_calls(design.config, list(zip(calls, files)), a.iters, a.warmup,

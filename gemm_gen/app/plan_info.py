@@ -9,9 +9,14 @@ from ..call import CallPlan
 from ..config import GemmConfig
 from ..design.keys import DesignKeys, design_keys
 from ..design.model import Design
+from ..design.serve import built_layouts, serve
 from ..dtypes import dtype
+from ..errors import GemmGenError
 from ..hw.devices import TileKind
 from ..l1_banks import L1Plan
+from ..model.layouts import LayoutPrice
+from ..rules.call_layouts import Layouts, Xclbin, xclbins
+from ..spec import Problem
 
 
 def dram_bytes(design: Design) -> dict[str, int]:
@@ -97,6 +102,40 @@ class L1Info:
 
 
 @dataclass(frozen=True)
+class XclbinPlan:
+    """Several calls (sizes and layouts): the xclbins they need (rules/call_layouts.py), and which of
+    them this design serves (a call it refuses, with the first line of why)."""
+
+    sizes: tuple[Problem, ...]
+    layouts: tuple[Layouts, ...]
+    xclbins: tuple[Xclbin, ...]
+    built: Layouts  # this design's
+    refused: tuple[tuple[int, str], ...]  # (call, why) for the calls this design cannot serve
+
+    def to_json(self) -> dict[str, object]:
+        return {"count": len(self.xclbins), "xclbins": [x.to_json() for x in self.xclbins],
+                "calls": [{"size": str(p), "layouts": str(lay)} for p, lay in zip(self.sizes, self.layouts)],
+                "this_design": {"layouts": str(self.built),
+                                "serves": [i for i in range(len(self.sizes)) if i not in dict(self.refused)],
+                                "refuses": {str(i): why for i, why in self.refused}}}
+
+
+def xclbin_plan(c: GemmConfig, sizes: tuple[Problem, ...], layouts: tuple[Layouts, ...] | None = None,
+                weights: tuple[float, ...] | None = None) -> XclbinPlan:
+    """The xclbins `sizes` (each in its `layouts`, default this design's) need, and which calls
+    design `c` serves."""
+    lays = layouts or (built_layouts(c),) * len(sizes)
+    refused = []
+    for i, (p, lay) in enumerate(zip(sizes, lays)):
+        try:
+            serve(c, p, lay)
+        except GemmGenError as e:
+            refused.append((i, e.what))
+    return XclbinPlan(sizes, lays, xclbins(lays, {"A": c.t_in, "B": c.t_b, "C": c.t_out}, weights),
+                      built_layouts(c), tuple(refused))
+
+
+@dataclass(frozen=True)
 class PlanInfo:
     """Everything `gemm-gen plan` reports of a design (and what the text renderers read)."""
 
@@ -121,6 +160,8 @@ class PlanInfo:
     padded_macs: int
     peak_tops: float
     l1_plan: L1Info | None
+    calls: XclbinPlan | None = None  # several calls asked (--runtime-sizes): the xclbins they need
+    layouts: tuple[LayoutPrice, ...] = ()  # the tiling priced in other layouts (model/layouts.py; plan only)
 
     def to_json(self) -> dict[str, object]:
         """What `gemm-gen plan --json` prints."""
@@ -154,6 +195,8 @@ class PlanInfo:
             "padded_macs": self.padded_macs,
             "peak_tops": self.peak_tops,
             "l1_plan": None if self.l1_plan is None else self.l1_plan.to_json(),
+            **({"xclbins": self.calls.to_json()} if self.calls is not None else {}),
+            **({"layouts_priced": [x.to_json() for x in self.layouts]} if self.layouts else {}),
         }
 
 

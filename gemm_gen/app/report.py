@@ -8,7 +8,7 @@ from ..call import CallPlan
 from ..design.keys import VariantInfo
 from ..design.serve import SERVED
 from ..epilogue import Epilogue
-from .plan_info import L1Info, PlanInfo
+from .plan_info import L1Info, PlanInfo, XclbinPlan
 
 if TYPE_CHECKING:
     from ..sim.run import SimResult
@@ -114,8 +114,44 @@ def plan_text(p: PlanInfo) -> str:
         f"DRAM      A {_mib(dram['A'])} + B {_mib(dram['B'])} read, C {_mib(dram['C'])} written",
         f"peak      {p.peak_tops:.2f} TOPS for the array ({p.macs:,} MACs, "
         f"{p.padded_macs:,} with padding)",
+        *_layout_line(p),
+        *_xclbin_lines(p.calls),
     ]
     return "\n".join(lines)
+
+
+def _layout_line(p: PlanInfo) -> list[str]:
+    """What the design's tiling is predicted to cost all row-major, and in the fastest layout."""
+    if not p.layouts:
+        return []
+    own = p.layouts[0]
+    if own.time_s is None:
+        return []
+    said = [f"this design ({own.layouts}) {own.time_s * 1e6:,.0f} us"]
+    built = [x for x in p.layouts if x.time_s is not None]
+    for what, x in (("all row-major", next((x for x in built if str(x.layouts) == "rrr"), None)),
+                    ("fastest", min(built, key=lambda x: (x.time_s, x is not own)))):
+        if x is not None and x is not own and x.time_s is not None:
+            said.append(f"{what} {x.layouts} {x.time_s * 1e6:,.0f} us ({x.time_s / own.time_s - 1:+.1%}, {x.xclbin})")
+    return ["layouts   PREDICTED at this tiling: " + "; ".join(dict.fromkeys(said))
+            + " (gemm-gen predict prices each layout)"]
+
+
+def _xclbin_lines(x: XclbinPlan | None) -> list[str]:
+    """Several calls: the xclbins they need, which calls share one, what this design serves."""
+    if x is None:
+        return []
+    lines = [f"xclbins   {len(x.xclbins)} for the {len(x.sizes)} calls (layouts: rules/call_layouts.py)"]
+    for i, xb in enumerate(x.xclbins):
+        shim = (f"; C stored by the shim in the other layout, one word per DRAM run, for call(s) "
+                f"{', '.join(map(str, xb.at_shim))}" if xb.at_shim else "")
+        lines.append(f"  xclbin {i}: {xb.layouts.describe()} ({xb.layouts}): calls "
+                     f"{', '.join(map(str, xb.calls))}{shim}")
+    refused = dict(x.refused)
+    serves = [i for i in range(len(x.sizes)) if i not in refused]
+    lines.append(f"  this design ({x.built}) serves calls {', '.join(map(str, serves)) or 'none'}")
+    lines += [f"  call {i} ({x.sizes[i]}, {x.layouts[i]}) refused: {why}" for i, why in x.refused]
+    return lines
 
 
 def sim_text(r: SimResult, p: PlanInfo, verbose: bool = False) -> str:
@@ -188,9 +224,10 @@ def calls_text(results: list[SimResult], p: PlanInfo) -> str:
         copies = ", ".join(f"{x.operand} ({x.why})" for x in call.copies) or "none"
         kind = "bit-exact" if c.t_out.is_float else "exact"
         verdict = "PASS" if r.passed else f"FAIL ({r.mismatches} of {r.elements} outputs differ)"
-        lines.append(f"  call {i}  {call.problem}: {verdict}, {r.elements - r.mismatches:,} of {r.elements:,} outputs "
-                     f"equal ({kind}); {call.m_blocks * call.n_blocks} task groups, {call.k_walk // c.k} k-steps per "
-                     f"tile, {r.seconds:.1f} s")
+        lines.append(f"  call {i}  {call.problem} ({call.layouts.describe()}): {verdict}, "
+                     f"{r.elements - r.mismatches:,} of {r.elements:,} outputs equal ({kind}); "
+                     f"{call.m_blocks * call.n_blocks} task groups, {call.k_walk // c.k} k-steps per tile, "
+                     f"{r.seconds:.1f} s")
         lines.append(f"          host copies: {copies}; K tail: {call.k_tail}")
     ok = all(r.passed for r in results)
     lines.append(f"PASS: one design served all {len(results)} sizes" if ok else

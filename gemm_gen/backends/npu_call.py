@@ -77,9 +77,11 @@ def stream_name(design: Design, call: CallPlan) -> str:
     """The file of a call's instruction stream: by its size, by the operands it reads from
     host-padded copies where those differ from the size's usual plan (the operator pads an A that
     holds Inf or NaN: other buffer strides, another stream), and by the leading dimensions of
-    operands read in place from padded rows."""
-    usual = plan_call(design.config, call.problem)
-    extra = "" if call.padded == usual.padded else "_padded" + "".join(call.padded)
+    operands read in place from padded rows, and by C's layout where the shim stores it in the one
+    the build was not made for (rules/call_layouts.py)."""
+    usual = plan_call(design.config, call.problem, c_col_maj=call.c_col_maj)
+    extra = "" if call.c_col_maj == design.config.c_col_maj else "_ccol" if call.c_col_maj else "_crow"
+    extra += "" if call.padded == usual.padded else "_padded" + "".join(call.padded)
     extra += "".join(f"_ld{op}{ld}" for op, ld in call.lds)  # rows read in place at the user's stride
     return f"insts_{call.problem}{extra}.bin"
 

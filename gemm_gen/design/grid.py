@@ -46,7 +46,8 @@ class Grid:
     dev: Device
     b_pack: str = "tiles"  # GemmConfig.b_pack
     a_col_maj: bool = False  # A's DRAM buffer is A^T (ld: units between rows of A^T)
-    c_col_maj: bool = False  # C's DRAM buffer is C^T
+    c_col_maj: bool = False  # C's DRAM buffer is C^T (this call's layout)
+    c_built_col_maj: bool = False  # the build's C layout: its memtile sends C's columns (rules/call_layouts.py)
     k_extra: int = 0  # B only: units of K past kw that B's walk also reads (the epilogue tile, one k-step)
 
     @property
@@ -86,7 +87,7 @@ def grid(c: GemmConfig, operand: str, call: CallPlan | None = None) -> Grid:
         t = 2 if operand == "C" else 1 if operand == "B" and c.b_col_maj else n_u
     return Grid(unit, c.m // q, c.k // q, c.n // q, c.k_mt // q, c.t_ma // q, c.rho, r, s, t,
                 call.Mp // q, call.k_walk // q, call.Np // q, call.ld(operand) // q, c.rows, c.cols, c.b_col_maj,
-                c.dev, c.b_pack, c.a_col_maj, c.c_col_maj, call.b_extra_k // q if operand == "B" else 0)
+                c.dev, c.b_pack, c.a_col_maj, call.c_col_maj, c.c_col_maj, call.b_extra_k // q if operand == "B" else 0)
 
 
 def _packed_grid(c: GemmConfig, operand: str, call: CallPlan, unit: DType) -> Grid:
@@ -97,4 +98,4 @@ def _packed_grid(c: GemmConfig, operand: str, call: CallPlan, unit: DType) -> Gr
     q = unit.tile_cols
     return Grid(unit, c.m, c.k, c.n // q, c.k_mt, c.t_ma, c.rho, c.r, c.s, c.t // q, call.Mp, call.k_walk,
                 call.Np // q, call.ld(operand) // q, c.rows, c.cols, c.b_col_maj, c.dev, c.b_pack, c.a_col_maj,
-                c.c_col_maj, call.b_extra_k)
+                call.c_col_maj, c.c_col_maj, call.b_extra_k)

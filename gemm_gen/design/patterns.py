@@ -8,7 +8,9 @@ A bfp16:          the kernel reads 2 x 1 super-blocks of 8 x 8 tiles (l1_layout.
                   order): memtile (T_MA x k tiles per (k-step, slice), row-major) -> MM2S [k_mt/k rho, k/8,
                   T_MA/8] tiles (K tile major) -> core S2MM [k/8, T_MA/16, 2] tiles into the pairs (as
                   column-major B: the memtile alone would need 5 word dims for k_mt > k).
-A column-major:   A^T (K x M) stored: shim K x m strip of A^T (one A shim per core row)
+A column-major:   A^T (K x M) stored: shim K x m strip of A^T (one A shim per core row; one serving
+                  several rows sends, per k_mt chunk, each row's k_mt x m block in turn: 4 dims, the
+                  chunks on the shim BD's iteration dimension)
                   -> memtile S2MM [k_mt/k, k, rho, T_MA] into (k-step, slice) tiles of A^T, k x T_MA each
                   -> MM2S [tiles, T_MA/r, k, r] (s x r blocks of A^T, blocks along K)
                   -> core S2MM linear: the kernel transposes each block on load (sub-word
@@ -112,9 +114,9 @@ def c_l2_to_stream(c: Grid) -> Tap:
     super-blocks of tiles back to row-major tiles; column-major C: to columns, each m long, the r-row
     blocks' t-stride words gathered in the memtile: whole words for 32-bit C only; below 32 bits
     the kernel stores each block transposed, so a block's column is one run of r elements)."""
-    if memtile.c_blocks_transposed(c.c_col_maj, c.unit):
+    if memtile.c_blocks_transposed(c.c_built_col_maj, c.unit):
         return Tap(0, (c.n // c.t, c.t, c.m // c.r, c.r), (c.r * c.t, c.r, c.r * c.n, 1))
-    if c.c_col_maj:
+    if c.c_built_col_maj:
         return Tap(0, (c.n // c.t, c.t, c.m // c.r, c.r), (c.r * c.t, 1, c.r * c.n, c.t))
     return Tap(0, (c.m // c.r, c.r, c.n // c.t, c.t), (c.r * c.n, c.t, c.r * c.t, 1))
 
@@ -144,8 +146,11 @@ def shim_a(c: Grid, block_row: int, shim: int) -> Tap:
     """The (a_rows*m) x K strip of A that A shim `shim` carries for the output block whose first
     row is `block_row` (one m-row strip per core row it serves), in k_mt chunks."""
     first_row = block_row + shim * c.a_rows * c.m
-    if c.a_col_maj:  # A^T: K rows of the core row's m columns (one A shim per core row: rules/memtile.py)
+    if c.a_col_maj and c.a_rows == 1:  # A^T: K rows of the core row's m columns
         return _strip(first_row, c.kw, c.m, c.ld, c.unit.unit_bytes / 4, c.dev.dma[TileKind.SHIM])
+    if c.a_col_maj:  # per k_mt chunk, each served core row's k_mt x m block of A^T in turn (the memtile's
+        # split slices): the chunks are the shim BD's iteration dimension (rules/memtile.a_col_maj_chunks)
+        return Tap(first_row, (c.kw // c.k_mt, c.a_rows, c.k_mt, c.m), (c.k_mt * c.ld, c.m, c.ld, 1))
     return Tap(first_row * c.ld, (c.kw // c.k_mt, c.a_rows * c.m, c.k_mt), (c.k_mt, c.ld, 1))
 
 
@@ -163,11 +168,17 @@ def shim_b(c: Grid, block_col: int, col: int) -> Tap:
 
 def shim_c(c: Grid, block_row: int, block_col: int, col: int) -> Tap:
     """The (rows*m) x n block of C that column `col` joins for the output block at (block_row,
-    block_col)."""
+    block_col), in this call's layout. The memtile sends it in the build's: each core row's m x n
+    tile row by row, or column by column in a column-major build. When the two differ (a 32-bit C
+    only: rules/call_layouts.py) the shim stores it element by element, one word per run."""
     first_col = block_col + col * c.n
     spec = c.dev.dma[TileKind.SHIM]
-    if c.c_col_maj:  # each core row's m x n tile in columns, down C^T's rows (mlir-aie's [4, n, m] / [m, M, 1])
+    if c.c_col_maj and c.c_built_col_maj:  # tiles in columns, down C^T's rows (mlir-aie's [4, n, m] / [m, M, 1])
         return Tap(first_col * c.ld + block_row, (c.rows, c.n, c.m), (c.m, c.ld, 1))
+    if c.c_col_maj:  # tile rows across C^T's rows: element (i, j) to C^T[j, i]
+        return Tap(first_col * c.ld + block_row, (c.rows, c.m, c.n), (c.m, 1, c.ld))
+    if c.c_built_col_maj:  # tile columns down C's rows: element (i, j) of each tile's stream to C[i, j]
+        return Tap(block_row * c.ld + first_col, (c.rows, c.n, c.m), (c.m * c.ld, 1, c.ld))
     return _strip(block_row * c.ld + first_col, c.rows * c.m, c.n, c.ld, c.unit.unit_bytes / 4, spec)
 
 

@@ -7,7 +7,9 @@ from ..call import CallPlan, plan_call
 from ..checks import check_config
 from ..config import GemmConfig
 from ..errors import ConfigError
+from ..rules.call_layouts import Layouts, served
 from ..spec import Problem
+from .model import Design
 from .patterns import check_dma_limits
 
 SERVED = {"fixed": "only its own size", "mn": "any M and N up to its own with the same K walk",
@@ -22,23 +24,39 @@ def check(config: GemmConfig, budgets: bool = True) -> GemmConfig:
     return config
 
 
-def serve(config: GemmConfig, problem: Problem) -> CallPlan:
-    """How a built design computes `problem`; ConfigError when it cannot serve it."""
+def built_layouts(c: GemmConfig) -> Layouts:
+    """The layouts a config is built with (what its own calls use)."""
+    return Layouts(c.a_col_maj, c.b_col_maj, c.c_col_maj)
+
+
+def serve(config: GemmConfig, problem: Problem, layouts: Layouts | None = None) -> CallPlan:
+    """How a built design computes `problem` with operands in `layouts` (default: the design's);
+    ConfigError when it cannot serve it (a size it is not built for, or a layout its xclbin fixes
+    otherwise: rules/call_layouts.py)."""
     c = config
-    if problem == Problem(c.M, c.K, c.N):
+    build = built_layouts(c)
+    lay = served(build, layouts or build, {"A": c.t_in, "B": c.t_b, "C": c.t_out})
+    if problem == Problem(c.M, c.K, c.N) and lay == build:
         return c.call
-    served = SERVED[c.runtime_sizes]
-    if c.runtime_sizes == "fixed":
-        raise ConfigError(f"{problem} is not {c.M}x{c.K}x{c.N}, and this design serves {served}",
+    served_sizes = SERVED[c.runtime_sizes]
+    if c.runtime_sizes == "fixed" and problem != Problem(c.M, c.K, c.N):
+        raise ConfigError(f"{problem} is not {c.M}x{c.K}x{c.N}, and this design serves {served_sizes}",
                           "build with --runtime-sizes to serve several sizes with one xclbin")
     fix = "build the design for the largest size (--runtime-sizes lists them all)"
     for name, value, limit in (("M", problem.M, c.M), ("K", problem.K, c.K), ("N", problem.N, c.N)):
         if value > limit:
-            raise ConfigError(f"{name}={value} > {limit} this design serves ({served})", fix)
-    call = plan_call(c, problem)
+            raise ConfigError(f"{name}={value} > {limit} this design serves ({served_sizes})", fix)
+    call = plan_call(c, problem, c_col_maj=lay.c_col_maj)
     if c.runtime_sizes == "mn" and call.k_walk != c.call.k_walk:
         raise ConfigError(f"K={problem.K} needs {call.k_walk // c.k} k-steps per output tile, and this "
-                          f"design's cores take exactly {c.call.k_steps} ({served})",
+                          f"design's cores take exactly {c.call.k_steps} ({served_sizes})",
                           "build with runtime sizes mnk (k-steps as a runtime parameter)")
     check_dma_limits(c, call)
     return call
+
+
+def xclbin_part(design: Design) -> tuple[object, ...]:
+    """What the xclbin fixes of a Design: its fifos (the memtile and core access patterns), links,
+    kernels, worker programs and buffer placements; not its runtime sequence or host tensors,
+    which each call writes (rules/call_layouts.py)."""
+    return (design.fifos, design.links, design.kernels, design.workers, design.memtile_buffers, design.l1)

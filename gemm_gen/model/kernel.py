@@ -80,6 +80,8 @@ class KernelShape:
     loops: str | None = None  # None: kernel_variant's choice per tile
     convert_once: bool = False  # bf16 converted to bfp16 tiles once (A per call, B per k-step)
     block_loop: BlockLoop | None = None  # a block kernel's loop; None: the template's (block_loop.TEMPLATE_LOOP)
+    a_col_maj: bool = False  # the kernel transposes each A block on load (column-major A)
+    c_transposed: bool = False  # it transposes each C block on load and store (column-major C below 32 bits)
 
     @property
     def precision(self) -> prec.Precision:
@@ -120,6 +122,23 @@ TILE = 8  # rows and columns of one bfp16ebs8 tile (64 values, 72 bytes)
 # trace/v130/bitcode_cleaned.lst @169364d9). A bf16 C (configs 1, 3) widens on the load unit
 # instead (VLDA.CONV).
 BFP16_C_WIDEN_CYCLES = 1.0
+
+
+# An aie::transpose of one block permutes it in vector registers: assumed one shuffle per 64-byte
+# register the block spans, issued in the vector slot beside the mmuls. UNCALIBRATED: the operation
+# count of the transposes templates/mm.cc.j2 writes, never measured (no trace of a column-major A or
+# C kernel is published). B column-major's transposes are not charged: the kernels the constants are
+# calibrated on (Striking's, mlir-aie's whole_array) read B column-major already.
+SHUFFLE_BYTES = 64
+
+
+def transpose_shuffles(ks: KernelShape, er: int) -> tuple[float, float]:
+    """Vector-slot shuffles of the kernel's layout transposes (uncalibrated, SHUFFLE_BYTES): per
+    round of an er x et cluster for its er A blocks (column-major A), and per C block load or store
+    (column-major C below 32 bits, kept in its own type between calls)."""
+    a = er * -(-ks.r * ks.s * dtype(ks.dtype_in).bytes // SHUFFLE_BYTES) if ks.a_col_maj else 0
+    c = -(-ks.r * ks.t * dtype(ks.acc or ks.dtype_out).bytes // SHUFFLE_BYTES) if ks.c_transposed else 0
+    return float(a), float(c)
 
 
 def convert_tile_cycles(ks: KernelShape) -> float:
@@ -260,11 +279,14 @@ def cluster_terms(p: Params, ks: KernelShape, expansion: tuple[int, int] = (2, 2
     ld_acc = -(-ks.r * ks.t * b_out // isa.vld_bytes)
     st_acc = -(-ks.r * ks.t * b_out // isa.vst_bytes)
     c_loads, c_stores = chains * ld_acc, chains * st_acc
-    ii = max(mmul_cycles(p, ks), isa.acc_distance / chains, round_loads / (isa.load_units * chains))
+    a_shuffles, c_shuffles = transpose_shuffles(ks, er)  # column-major A and C (uncalibrated)
+    c_transposes = 2 * chains * c_shuffles  # each chain's C block in and out, serial with its loads and stores
+    ii = max(mmul_cycles(p, ks) + a_shuffles / chains, isa.acc_distance / chains,
+             round_loads / (isa.load_units * chains))
     prolog = isa.vld_latency + -(-(c_loads + round_loads) // isa.load_units) - 1
     stores = max((chains - 1) * ii + st_acc, chains * st_acc / isa.store_units)
     epilog = isa.vmac_to_store + isa.vst_latency - 1 + stores
-    serial = max(0.0, prolog + epilog - chains * ii)
+    serial = max(0.0, prolog + epilog - chains * ii) + c_transposes
     # c-overlap: the peeled last round issues each chain's reload of the next cluster's C beside the
     # stores (load units against the store unit). With a spare accumulator, chain q reloads into the
     # one chain q - 1's store freed, so the reloads end with the stores; without one, the last
@@ -273,12 +295,13 @@ def cluster_terms(p: Params, ks: KernelShape, expansion: tuple[int, int] = (2, 2
     late = 0 if kv.spare_accumulators(ks.dev, ks.operands, ks.mmul, expansion) >= 1 else ld_acc
     prolog_ov = isa.vld_latency + -(-(late + round_loads) // isa.load_units) - 1
     epilog_ov = isa.vmac_to_store + isa.vst_latency - 1 + max(stores, -(-(c_loads - late) // isa.load_units))
-    serial_ov = max(0.0, prolog_ov + epilog_ov - chains * ii)
+    serial_ov = max(0.0, prolog_ov + epilog_ov - chains * ii) + c_transposes
     depth = kv.acc_sets(ks.dev, ks.operands, ks.mmul, expansion)
     return {"ii": ii, "serial_overhead": serial, "residual": min(p.bank_stall * (c_loads + c_stores), serial),
             "serial_overlapped": serial_ov,
             "h": {0: 1.0, 1: 1.0, 2: 0.5}.get(depth, 0.0), "prolog": prolog, "epilog": epilog,
-            "acc_sets": depth, "c_accesses": c_loads + c_stores, "round_loads": round_loads, "chains": chains}
+            "acc_sets": depth, "c_accesses": c_loads + c_stores, "round_loads": round_loads, "chains": chains,
+            "a_transposes": a_shuffles, "c_transposes": c_transposes}
 
 
 def overhead(terms: dict[str, float], loops: str, col_clusters: np.ndarray | int) -> np.ndarray:
@@ -333,7 +356,9 @@ def kernel_cycles(p: Params, ks: KernelShape, m: np.ndarray, k: np.ndarray, n: n
 def kernel_shape(dev: Device, dtype_in: str, dtype_out: str, mmul: tuple[int, int, int],
                  emulate: bool, dtype_b: str | None = None, acc: str | None = None,
                  expansion: tuple[int, int] | None = None, loops: str | None = None,
-                 convert_once: bool = False, block_loop: BlockLoop | None = None) -> KernelShape:
+                 convert_once: bool = False, block_loop: BlockLoop | None = None, a_col_maj: bool = False,
+                 c_transposed: bool = False) -> KernelShape:
     return KernelShape(dev.name, dev.aie_target, dtype_in, dtype_out, *mmul, emulate,
                        dev.peak_macs[dev.operands(dtype_in, dtype_b)],
-                       dtype_b or dtype_in, acc or dtype_out, expansion, loops, convert_once, block_loop)
+                       dtype_b or dtype_in, acc or dtype_out, expansion, loops, convert_once, block_loop, a_col_maj,
+                       c_transposed)

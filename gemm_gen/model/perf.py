@@ -119,7 +119,7 @@ class Workload:
         c = self.base
         return kmod.kernel_shape(c.dev, c.dtype_in, c.dtype_out, c.mmul, bool(c.emulate_bf16_with_bfp16),
                                  c.dtype_b, c.acc, c.expansion, c.kernel_loops, bool(c.convert_once),
-                                 self.block_loop)
+                                 self.block_loop, c.a_col_maj, c.c_t_blocks and not c.precision.converts_c)
 
     @property
     def elem_bytes(self) -> tuple[float, float, float, float]:

@@ -112,9 +112,10 @@ def analytic_traffic(rows: int, cols: int, types: tuple[DType, DType, DType], b_
     whole_b = (Kp <= k_mt) & (ldb == Kp)
     a_bytes = (Mp * Kp * n_blocks * b_a).astype(f)
     a_shims = memtile.a_shims(rows, cols)  # each A task covers the strips of rows / a_shims core rows
-    if a_col_maj:  # runs of m down A^T's K rows, one A shim per core row (rows touch when A^T is m wide)
+    if a_col_maj:  # runs of m down A^T's K rows (rows touch when A^T is m wide); the shims' runs of one
+        # block sit side by side when each serves one core row (one serving several sends its rows in turn)
         a_runs = a_bytes / (np.where(lda == m, Kp, 1) * m * b_a)
-        a_side = np.where(lda == m, 1, a_shims)
+        a_side = np.where(lda == m, 1, a_shims if a_shims == rows else 1)
     else:
         a_runs = a_bytes / (np.where(whole, rows // a_shims * m * Kp, k_mt * q_a) * b_a)
         a_side = np.where(whole, a_shims, 1)

@@ -110,11 +110,13 @@ def a_rows_per_shim(rows: int, cols: int) -> int:
     return rows // a_shims(rows, cols)
 
 
-def a_col_maj_ok(a_col_maj: bool, rows: int, cols: int) -> bool:
-    """Column-major A needs one A shim per core row: the shim reads A^T's K rows of that row's m
-    columns in 3 dimensions (design/patterns.shim_a); a shim serving several core rows would need
-    the iteration dimension, whose repeat semantics in IRON's shim tasks we do not rely on."""
-    return not a_col_maj or a_rows_per_shim(rows, cols) == 1
+def a_col_maj_chunks(a_col_maj: bool, rows: int, cols: int, k_walk: Ints, k_mt: Ints) -> Ints:
+    """The k_mt chunks a column-major A shim task walks on its BD's iteration dimension (0 when it
+    needs none): a shim serving several core rows sends each chunk's row blocks in turn
+    (design/patterns.shim_a), so the chunks cannot merge into the K rows' own dimension. The
+    iteration wrap (hw DmaSpec.iteration_wrap_max) bounds them."""
+    several = a_col_maj and a_rows_per_shim(rows, cols) > 1
+    return np.where(np.asarray(k_walk) > np.asarray(k_mt), np.asarray(k_walk) // np.asarray(k_mt), 0) * several
 
 
 def c_blocks_transposed(c_col_maj: bool, t_out: DType) -> bool:

@@ -261,7 +261,7 @@ class KernelEmulator:
         """DRAM offsets (in C's units) of C's elements (i, j) from a tile's first one (C^T's when
         column-major)."""
         ld = self.grids["C"].ld
-        return j * ld + i if self.c.c_col_maj else i * ld + j
+        return j * ld + i if self.call.c_col_maj else i * ld + j
 
     def _c_l1(self, rows: int) -> np.ndarray:
         """The L1 layout of `rows` rows of C in its own type (in tiles for bfp16)."""
@@ -304,7 +304,7 @@ class KernelEmulator:
         if t.is_block:
             q = t.tile_rows
             return ((row0 // q) * (ld // q) + col0 // q) * (t.unit_bytes // 4)
-        return (col0 * ld + row0 if self.c.c_col_maj else row0 * ld + col0) // t.per_word
+        return (col0 * ld + row0 if self.call.c_col_maj else row0 * ld + col0) // t.per_word
 
     # ---- kernels -------------------------------------------------------------------------------
     def zero(self, tile: TileRef, cells: list[np.ndarray]) -> None:

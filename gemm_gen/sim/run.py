@@ -22,6 +22,7 @@ from ..errors import DeadlockError, LayoutError, SimulationError
 from ..hostdata import host_values, output_values, pad_inputs
 from ..inputs import exact_bound, make_inputs
 from ..numerics import reference
+from ..rules.call_layouts import Layouts
 from ..spec import Problem
 from . import words as w
 from .kernel import KernelEmulator, KernelStats
@@ -196,7 +197,7 @@ def _c_words(c: GemmConfig, call: CallPlan) -> np.ndarray:
         tiles = (np.arange(-(-call.M // q))[:, None] * (ld // q) + np.arange(-(-call.N // q))[None, :]).ravel()
         return (tiles[:, None] * per_tile + np.arange(per_tile)).ravel()
     per = t.per_word
-    if c.c_col_maj:  # C^T: N rows of M
+    if call.c_col_maj:  # C^T: N rows of M
         return np.unique((np.arange(call.N)[:, None] * ld + np.arange(call.M)[None, :]) // per)
     return np.unique((np.arange(call.M)[:, None] * ld + np.arange(call.N)[None, :]) // per)
 
@@ -209,7 +210,7 @@ def _c_position(c: GemmConfig, call: CallPlan, word: int) -> tuple[int, int]:
         tr, tc = divmod(tile, ld // t.tile_cols)
         return tr * t.tile_rows, tc * t.tile_cols
     row, col = divmod(word * t.per_word, ld)
-    return (col, row) if c.c_col_maj else (row, col)
+    return (col, row) if call.c_col_maj else (row, col)
 
 
 class ArraySession:
@@ -253,11 +254,14 @@ def simulate(config: GemmConfig | Design, seed: int = 0, progress: bool = False,
 
 
 def simulate_calls(design: Design, problems: Sequence[Problem], seed: int = 0, progress: bool = False,
-                   inputs: str = "exact") -> list[SimResult]:
+                   inputs: str = "exact", layouts: Sequence[Layouts | None] | None = None) -> list[SimResult]:
     """Simulate one Design at each size in turn on the same simulated array (call i on inputs of
-    seed + i); raises for a size the design cannot serve or on any design error."""
+    seed + i, its operands in layouts[i], default the design's); raises for a size or layout the
+    design cannot serve or on any design error."""
     c = design.config
-    calls = [serve(c, p) for p in problems]  # refuse every size the design cannot serve before running any
+    lays = list(layouts) if layouts is not None else [None] * len(problems)
+    # refuse every size and layout the design cannot serve before running any
+    calls = [serve(c, p, lay) for p, lay in zip(problems, lays, strict=True)]
     session = ArraySession(design)
     return [_checked_call(session, call, seed + i, progress, inputs) for i, call in enumerate(calls)]
 
