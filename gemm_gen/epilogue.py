@@ -269,21 +269,26 @@ def tanh_exact_bf16(x: np.ndarray, rounding: Rounding = Rounding.CONV_EVEN) -> n
 Tanh = Callable[[np.ndarray], np.ndarray]
 
 
-def silu_bf16(x: np.ndarray, tanh: Tanh = tanh_lut, rounding: Rounding = Rounding.CONV_EVEN) -> np.ndarray:
+def _tanh(tanh: Tanh | None, rounding: Rounding) -> Tanh:
+    """The tanh a chain uses: the LUT rounding its output under the chain's mode, as the kernel does."""
+    return tanh if tanh is not None else lambda x: tanh_lut(x, rounding)
+
+
+def silu_bf16(x: np.ndarray, tanh: Tanh | None = None, rounding: Rounding = Rounding.CONV_EVEN) -> np.ndarray:
     """aie2 silu.cc: half = x 0.5; t = tanh(half); sigmoid = (t + 1) 0.5; x sigmoid; each a bf16 vector."""
     x = np.asarray(x, dtype=BF16.host)
-    t = tanh(_mul(x, 0.5, rounding))
+    t = _tanh(tanh, rounding)(_mul(x, 0.5, rounding))
     sigmoid = _mul(_add(t, 1.0, rounding), 0.5, rounding)
     return _mul(x, sigmoid, rounding)
 
 
-def gelu_bf16(x: np.ndarray, tanh: Tanh = tanh_lut, rounding: Rounding = Rounding.CONV_EVEN) -> np.ndarray:
+def gelu_bf16(x: np.ndarray, tanh: Tanh | None = None, rounding: Rounding = Rounding.CONV_EVEN) -> np.ndarray:
     """aie2 gelu.cc (tanh form): x2 = x x; x3 = x x2; inner = (x + beta x3) s; t = tanh(inner);
     x (0.5 (t + 1)); every op a bf16 vector, beta and s the bf16 constants."""
     x = np.asarray(x, dtype=BF16.host)
     x3 = _mul(x, _mul(x, x, rounding), rounding)
     inner = _mul(_add(x, _mul(x3, GELU_BETA, rounding), rounding), GELU_SQRT_2_OVER_PI, rounding)
-    half = _mul(0.5, _add(tanh(inner), 1.0, rounding), rounding)
+    half = _mul(0.5, _add(_tanh(tanh, rounding)(inner), 1.0, rounding), rounding)
     return _mul(x, half, rounding)
 
 
@@ -349,7 +354,7 @@ REFERENCE: dict[Activation, Callable[[np.ndarray], np.ndarray]] = {
 }
 
 
-def activate_bf16(x: np.ndarray, activation: Activation, tanh: Tanh = tanh_lut,
+def activate_bf16(x: np.ndarray, activation: Activation, tanh: Tanh | None = None,
                   rounding: Rounding = Rounding.CONV_EVEN) -> np.ndarray:
     """One activation's bf16 kernel sequence on bf16 x."""
     if activation in (Activation.SILU, Activation.GELU):
@@ -358,7 +363,7 @@ def activate_bf16(x: np.ndarray, activation: Activation, tanh: Tanh = tanh_lut,
 
 
 def float_epilogue(acc: np.ndarray, bias: np.ndarray | None = None, activation: Activation = Activation.NONE,
-                   clamp: tuple[float, float] | None = None, tanh: Tanh = tanh_lut,
+                   clamp: tuple[float, float] | None = None, tanh: Tanh | None = None,
                    rounding: Rounding = Rounding.CONV_EVEN) -> np.ndarray:
     """The float epilogue of docs/epilogues.md section 3: x = bf16(fp32(acc + bias)); y = act(x);
     y = clamp(y) with bf16 bounds; bf16 out."""
@@ -394,6 +399,16 @@ class Epilogue:
     @property
     def is_identity(self) -> bool:
         return self == Epilogue()
+
+    @property
+    def tag(self) -> str:
+        """A short name for file names: every field that changes the kernel's code."""
+        parts = ["epi"] + (["bias"] if self.bias else []) + [self.activation.value]
+        if self.clamp is not None:
+            parts.append("clamp{:g},{:g}".format(*self.clamp).replace("-", "m"))
+        if self.requant is not None:
+            parts.append(f"rq{self.requant.value}")
+        return "-".join(parts)
 
     def to_json(self) -> dict[str, object]:
         return {"bias": self.bias, "activation": self.activation.value,

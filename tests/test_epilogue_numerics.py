@@ -543,3 +543,33 @@ def test_mutants_of_the_float_path_are_caught():
     # the table's errors move when the chain changes: the exact tanh's figures are not the LUT's
     assert errors(*ROWS["silu_exact"])["max_rel_from_-2"] != pytest.approx(ERRORS["silu_lut"]["max_rel_from_-2"],
                                                                            rel=0.05)
+
+
+def test_the_chains_lut_tanh_rounds_under_the_chains_mode():
+    """The kernel rounds every step, the LUT's output too, under the build's mode: the default tanh of a
+    chain must follow `rounding`, not round to nearest even on its own."""
+    from functools import partial
+
+    from gemm_gen.epilogue import Activation, float_epilogue, tanh_lut
+    x = np.random.default_rng(3).normal(0, 3, 4096).astype(np.float32)
+    for act in (Activation.SILU, Activation.GELU):
+        mode = Rounding.FLOOR
+        got = float_epilogue(x, activation=act, rounding=mode)
+        same = float_epilogue(x, activation=act, rounding=mode, tanh=partial(tanh_lut, rounding=mode))
+        nearest = float_epilogue(x, activation=act, rounding=mode, tanh=tanh_lut)
+        np.testing.assert_array_equal(got.view(np.uint16), same.view(np.uint16))
+        assert (got.view(np.uint16) != nearest.view(np.uint16)).any()  # the test can tell the two apart
+
+
+def test_builds_differing_only_in_their_epilogue_have_different_object_files():
+    from dataclasses import replace
+
+    from gemm_gen.design.model import KernelBuild
+    from gemm_gen.epilogue import Activation, Epilogue, RequantForm
+    base = KernelBuild("aie2p", "bf16", "bf16", 64, 64, 64, (4, 8, 8), False, False, "conv_even", "saturate", 0)
+    epilogues = [Epilogue(), Epilogue(bias=True), Epilogue(activation=Activation.SILU),
+                 Epilogue(activation=Activation.SILU, clamp=(-1.5, 6.0)), Epilogue(activation=Activation.GELU),
+                 Epilogue(bias=True, requant=RequantForm.DOUBLE)]
+    names = {replace(base, epilogue=e).object_file for e in epilogues}
+    assert len(names) == len(epilogues)
+    assert replace(base, epilogue=Epilogue()).object_file == base.object_file

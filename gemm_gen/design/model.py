@@ -200,6 +200,8 @@ class KernelBuild:
             parts.append("acol")
         if self.c_col_maj:
             parts.append("ccol")
+        if not self.epilogue.is_identity:
+            parts.append(self.epilogue.tag)
         return "_".join(parts) + ".o"
 
 
