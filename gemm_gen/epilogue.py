@@ -31,7 +31,7 @@ NumPy's IEEE float32, subnormals included; whether the core flushes subnormals i
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import Enum
 
 import numpy as np
@@ -338,6 +338,14 @@ class Activation(Enum):
     RELU = "relu"
     SILU = "silu"
     GELU = "gelu"
+    # every activation of the output type compiled in, one selected per call by a runtime parameter
+    # (mlir-aie PR #3462: the mode is a kernel argument read from the core's RTP buffer)
+    RUNTIME = "runtime"
+
+
+# A runtime-activation build's mode word: mlir-aie's numbering (aie2p mm_activation_epilogue.cc:
+# 0 identity, 1 SiLU, 2 GELU, 3 ReLU). The bf16 output serves all four.
+MODES: dict[Activation, int] = {Activation.NONE: 0, Activation.SILU: 1, Activation.GELU: 2, Activation.RELU: 3}
 
 
 _KERNEL: dict[Activation, Callable[..., np.ndarray]] = {
@@ -419,6 +427,30 @@ class Epilogue:
     def needs_tile(self) -> bool:
         """Whether the kernel reads an epilogue tile: only bias and requantization carry data."""
         return self.bias or self.requant is not None
+
+    @property
+    def runtime(self) -> bool:
+        """Whether each call selects the activation (a mode word in the core's RTP buffer)."""
+        return self.activation == Activation.RUNTIME
+
+    @property
+    def modes(self) -> tuple[Activation, ...]:
+        """The activations the build serves: all of MODES (in mode order) for a runtime build, else its own."""
+        return tuple(sorted(MODES, key=MODES.__getitem__)) if self.runtime else (self.activation,)
+
+    def selected(self, activation: Activation | None) -> Epilogue:
+        """The epilogue one call applies: a runtime build's with the call's activation (None: identity,
+        mode 0); a compile-time build's itself (ValueError for another activation: it has no such code)."""
+        if not self.runtime:
+            if activation is not None and activation != self.activation:
+                raise ValueError(f"this build's activation is {self.activation.value}; a call cannot choose "
+                                 f"{activation.value} (build with activation runtime)")
+            return self
+        act = Activation.NONE if activation is None else activation
+        if act not in self.modes:
+            raise ValueError(f"a runtime-activation build serves {', '.join(a.value for a in self.modes)}, "
+                             f"not {act.value}")
+        return replace(self, activation=act)
 
 
 REQUANT_HEADER_WORDS = 4  # zero point, act_min, act_max, 0 (pads the header to 16 bytes)

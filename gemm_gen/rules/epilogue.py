@@ -47,6 +47,21 @@ def epilogue_of(bias: bool, activation: str | None, clamp: tuple[float, float] |
                     None if requant is None else REQUANTS[requant])
 
 
+def call_activation(e: Epilogue, name: str | None) -> str | None:
+    """The activation a call selects, checked against what the build serves (ConfigError otherwise): a
+    runtime-activation build takes any of its modes (None: identity, mode 0); any other build only its own."""
+    if name is None or (not e.runtime and name == e.activation.value):
+        return None if not e.runtime else name
+    served = [a.value for a in e.modes]
+    if not e.runtime:
+        raise ConfigError(f"this build's activation is {e.activation.value}: a call cannot select {name}",
+                          "build with --activation runtime to choose per call, or drop the call's activation")
+    if name not in served:
+        raise ConfigError(f"a runtime-activation build serves {', '.join(served)}, not {name!r}",
+                          f"select one of {', '.join(served)}")
+    return name
+
+
 def types_problem(e: Epilogue, p: Precision, block_kernel: bool, shift: int) -> tuple[str, str] | None:
     """Why a GEMM of these types cannot take epilogue `e` ((what, fix) for a ConfigError), or None."""
     if e.is_identity:
