@@ -21,7 +21,7 @@ from ..errors import ConfigError
 from ..precision import Precision
 from . import Ints
 
-ACTIVATIONS = tuple(a.value for a in Activation)  # none, relu, silu, gelu
+ACTIVATIONS = tuple(a.value for a in Activation)  # none, relu, silu, gelu, runtime (each call selects)
 FLOAT_ACTIVATIONS = ACTIVATIONS
 INT_ACTIVATIONS = ("none", "relu")  # ReLU of a requantized output is its act_min (the zero point)
 REQUANTS = {"per_channel": RequantForm.DOUBLE}  # TFLite's default double rounding
