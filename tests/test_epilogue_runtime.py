@@ -30,6 +30,7 @@ from .conftest import small
 
 M, K, N = 64, 128, 64
 MODE_NAMES = [a.value for a in MODES]
+RUNTIME = Activation.RUNTIME
 
 
 def _data(seed: int = 3):
@@ -210,3 +211,49 @@ def test_iron_lowering_passes_the_loaded_mode_word_to_convert():
     assert len(writes) == d.config.rows * d.config.cols and {(i, v) for _, i, v in writes} == {(MODE_WORD, 0)}
     events = [kind for kind, _ in rec.rt_events]
     assert events[:len(writes)] == ["rtp"] * len(writes)
+
+
+# ---- the model: the switch's charge, program memory, and whether a specialised build is faster -------------
+def test_the_runtime_charge_is_the_costliest_mode_plus_a_switch_per_tile():
+    from gemm_gen.model import epilogue_cost
+
+    rt = Epilogue(True, RUNTIME, (-1.0, 6.0))
+    assert epilogue_cost.vector_ops(rt) == max(epilogue_cost.vector_ops(rt.selected(a)) for a in MODES)
+    for m, n in ((32, 32), (64, 96)):
+        gelu = float(epilogue_cost.core_cycles(rt.selected(Activation.GELU), m, n))
+        assert float(epilogue_cost.core_cycles(rt, m, n)) == gelu + epilogue_cost.MODE_SWITCH_CYCLES
+    for a in MODES:  # the switch makes the runtime build dearer than any one of its modes
+        assert float(epilogue_cost.core_cycles(rt, 64, 64)) > float(epilogue_cost.core_cycles(rt.selected(a), 64, 64))
+
+
+def test_the_union_of_modes_must_fit_program_memory(monkeypatch):
+    """rules/kernel_variant.py: every mode's block loop counts (epilogue.mode_ops); with a budget between one
+    mode's code and the union's, the runtime build is refused in one line and the compile-time one is not."""
+    from gemm_gen.epilogue import mode_ops
+    from gemm_gen.hw.devices import NPU1
+    from gemm_gen.rules import kernel_variant as kv
+
+    rt = Epilogue(True, RUNTIME, (-1.0, 6.0))
+    union, gelu = (kv.epilogue_code_bytes(NPU1, mode_ops(e)) for e in (rt, rt.selected(Activation.GELU)))
+    assert union == sum(kv.epilogue_code_bytes(NPU1, mode_ops(rt.selected(a))) for a in MODES) > gelu
+    assert kv.epilogue_code_problem(NPU1, mode_ops(rt), "x") is None  # fits the real budget
+    monkeypatch.setattr(kv, "EPILOGUE_CODE_BUDGET", (gelu + union) / 2 / NPU1.isa.program_bytes)
+    cfg = replace(small("npu1", "bf16", "bf16", False), bias=True, clamp=(-1.0, 6.0))
+    build_design(replace(cfg, activation="gelu"))
+    with pytest.raises(ConfigError, match=r"the epilogue's code \(4 activations compiled: about \d+ B\) exceeds its "
+                                          r"\d+ B of the npu1 core's 16384 B program memory; build one activation"):
+        build_design(replace(cfg, activation="runtime"))
+
+
+def test_predict_says_what_the_build_serves_and_whether_a_specialised_build_is_faster():
+    from gemm_gen.model.predict import predict
+
+    cfg = _runtime("npu2")
+    pred = predict(cfg).epilogue
+    assert pred is not None and pred.serves == tuple(MODE_NAMES)
+    assert [a for a, _, _ in pred.specialised] == MODE_NAMES
+    assert all(sp <= rt for _, rt, sp in pred.specialised)  # one activation alone never predicted slower
+    assert "serves none, silu, gelu, relu" in pred.text() and "specialised  PREDICTED" in pred.text()
+    fixed = predict(replace(cfg, activation="silu")).epilogue
+    assert fixed is not None and fixed.serves == ("silu",) and fixed.specialised == ()
+    assert "specialised" not in fixed.text()
