@@ -456,6 +456,10 @@ class Epilogue:
                              f"not {act.value}")
         return replace(self, activation=act)
 
+    def for_call(self, activation: str | None) -> Epilogue:
+        """`selected` by the activation's name, as a call plan carries it (CallPlan.activation)."""
+        return self.selected(None if activation is None else Activation(activation))
+
 
 REQUANT_HEADER_WORDS = 4  # zero point, act_min, act_max, 0 (pads the header to 16 bytes)
 # the kernel's epilogue works on 16 lanes at a time (templates/mm_epilogue.cc.j2): linear_approx<bfloat16>

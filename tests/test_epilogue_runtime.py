@@ -257,3 +257,21 @@ def test_predict_says_what_the_build_serves_and_whether_a_specialised_build_is_f
     fixed = predict(replace(cfg, activation="silu")).epilogue
     assert fixed is not None and fixed.serves == ("silu",) and fixed.specialised == ()
     assert "specialised" not in fixed.text()
+
+
+@pytest.mark.parametrize("act", MODE_NAMES)
+def test_the_instruction_stream_writes_the_mode_at_the_mode_word(act):
+    """The call's instructions (backends/txn.py) open with one write32 per core into its RTP buffer at byte
+    4 MODE_WORD, of the call's mode (npu_instgen.mlir's address layout, as tests/test_txn.py checks it)."""
+    from gemm_gen.backends import txn
+    from gemm_gen.rules.l1 import RTP_PART
+
+    from .test_txn import COL_SHIFT, ROW_SHIFT
+
+    d = build_design(_runtime("npu2"))
+    call = replace(d.config.call, activation=act)
+    rtp = next(p.address for p in d.l1.placed if p.buffer.name == RTP_PART)
+    writes = txn.call_ops(d, call)[:d.config.rows * d.config.cols]
+    want = {(w.tile.col << COL_SHIFT | w.tile.row << ROW_SHIFT | rtp + 4 * MODE_WORD, MODES[Activation(act)])
+            for w in (op.rtp for op in d.runtime if op.rtp is not None)}
+    assert {(w.address, w.value) for w in writes} == want and len(want) == len(writes)

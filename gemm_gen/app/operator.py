@@ -48,7 +48,6 @@ from ..config import GemmConfig, default_tiles
 from ..design import Design, build_design
 from ..design.serve import check_dma_limits, serve
 from ..dtypes import unpack_i4
-from ..epilogue import Activation
 from ..epilogue_args import EpilogueArgs, kernel_requant
 from ..errors import ConfigError, DmaLimitError, GemmGenError, NumericsWarning
 from ..hostdata import output_values, pad_inputs
@@ -367,7 +366,7 @@ class Gemm:
                           ) -> np.ndarray | tuple[np.ndarray, EpilogueAccuracy]:
         """C after an epilogue, with a NumericsWarning where it differs from TFLite's integer arithmetic (acc +
         bias past int32, where TFLite's own arithmetic is undefined) or is not finite where its target is."""
-        e = cfg.epilogue.selected(None if activation is None else Activation(activation))
+        e = cfg.epilogue.for_call(activation)
         bias = None if epi is None else epi.bias
         requant = kernel_requant(e, None if epi is None else epi.requant)
         try:

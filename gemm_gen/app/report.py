@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 from ..call import CallPlan
 from ..design.keys import VariantInfo
 from ..design.serve import SERVED
-from ..epilogue import Activation, Epilogue
+from ..epilogue import Epilogue
 from .plan_info import L1Info, PlanInfo, XclbinPlan
 
 if TYPE_CHECKING:
@@ -181,7 +181,7 @@ def sim_text(r: SimResult, p: PlanInfo, verbose: bool = False) -> str:
         i, j, got, want = r.first_mismatch
         lines.append(f"  first mismatch C[{i}, {j}] = {got!r}, expected {want!r}")
     if r.epilogue is not None:  # C is act(A @ B + bias), or its requantization: measured against that
-        e = c.epilogue.selected(None if r.call.activation is None else Activation(r.call.activation))
+        e = c.epilogue.for_call(r.call.activation)
         target = ("the real requantization of A @ B + bias" if e.requant is not None else
                   f"float64 {e.activation.value}(A @ B{' + bias' if e.bias else ''})"
                   + (f" clamped to [{e.clamp[0]:g}, {e.clamp[1]:g}]" if e.clamp else ""))

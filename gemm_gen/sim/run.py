@@ -17,7 +17,6 @@ from ..design import Design, build_design
 from ..design.build import host_tensors, runtime_sequence
 from ..design.model import HostTensor
 from ..design.serve import serve
-from ..epilogue import Activation
 from ..epilogue_args import kernel_requant, seeded_args
 from ..errors import DeadlockError, LayoutError, SimulationError
 from ..hostdata import host_values, output_values, pad_inputs
@@ -276,7 +275,7 @@ def _checked_call(session: ArraySession, call: CallPlan, seed: int, progress: bo
     start = time.perf_counter()
     c = session.design.config
     a, b = make_inputs(call.M, call.K, call.N, c.t_in, c.t_out, seed, c.t_b, family=inputs)
-    e = c.epilogue.selected(None if call.activation is None else Activation(call.activation))
+    e = c.epilogue.for_call(call.activation)
     args = seeded_args(e, c.t_out, a, b, seed)
     a_dram, b_dram = pad_inputs(c, a, b, call, args)
     c_cells, kernel, machine = session.run(call, a_dram, b_dram, progress)
