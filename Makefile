@@ -70,7 +70,7 @@ SHOWN := DEVICE=$(DEVICE) $(foreach v,M K N SIZES,$(if $($(v)),$(v)=$($(v)))) \
 help:
 	@echo "make sim DEVICE=npu2 M=512 K=512 N=512 [SIZES=MxKxN,... m= k= n= K_MT= RHO= N_AIE_COLS= MAPPING= DTYPE_IN= DTYPE_B= DTYPE_OUT= ACC="
 	@echo "         PRESET= A_COL_MAJ= B_COL_MAJ= C_COL_MAJ= B_PACK= EXPANSION= KERNEL_LOOPS= CONVERT_ONCE= L1_ALLOC="
-	@echo "         BIAS=0/1 ACTIVATION=relu|silu|gelu CLAMP=LO,HI REQUANT=per_channel]; BUILD_DIR= (default build)"
+	@echo "         BIAS=0/1 ACTIVATION=relu|silu|gelu|runtime CLAMP=LO,HI REQUANT=per_channel]; BUILD_DIR= (default build)"
 	@echo "make plan|generate|kernel|mlir (same variables); make doctor, validate, all, run on an NPU machine [CHESS=1"
 	@echo "         WARMUP= ITERS= TIMEOUT_MS=]"
 	@echo "make predict|tune|roofline (the model; TOP= for tune), make dry-run (the build commands)"

@@ -91,6 +91,9 @@ class CallPlan:
     lds: tuple[tuple[str, int], ...] = ()
     # K extent of the epilogue tile appended to B past k_walk (one k-step: docs/epilogues.md), 0 without one
     b_extra_k: int = 0
+    # a runtime-activation build (docs/epilogues.md step 8): the activation this call selects, written as
+    # the mode word of every core's runtime-parameter buffer; None: identity (mode 0)
+    activation: str | None = None
 
     @property
     def M(self) -> int:

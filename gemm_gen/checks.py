@@ -9,11 +9,13 @@ from __future__ import annotations
 from . import precision as prec
 from .config import B_PACKS, L1_SCHEMES, RUNTIME_SIZES, GemmConfig
 from .dtypes import dtype
+from .epilogue import mode_ops
 from .errors import ConfigError
 from .hw.devices import Device, MmulShape, TileKind
 from .rounding import Rounding, Saturation
 from .rules import array, l1, memtile, padding
 from .rules import epilogue as epilogue_rule
+from .rules import kernel_variant as kv
 from .rules import tiling as tiling_rule
 from .rules.l1 import RTP_PART
 from .rules.padding import MAX_RUNTIME_TASKS
@@ -101,6 +103,10 @@ def check_types(c: GemmConfig) -> None:
 def check_epilogue(c: GemmConfig) -> None:
     """The epilogue the types can take (rules/epilogue.py)."""
     problem = epilogue_rule.types_problem(c.epilogue, c.precision, c.block_kernel, c.shift)
+    if problem is None:  # the union of a runtime activation's modes must fit the program memory
+        e = c.epilogue
+        what = f"{len(e.modes)} activations compiled" if e.runtime else e.tag
+        problem = kv.epilogue_code_problem(c.dev, mode_ops(e), what)
     if problem is not None:
         raise ConfigError(*problem)
 

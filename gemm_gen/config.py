@@ -459,7 +459,7 @@ class GemmConfig:
         """The L1 bytes of each core that do not depend on the tiling: the runtime parameters it
         reads (with runtime K), its stack and aiecc's per-core static data (hw.devices.CORE_STATIC,
         the parts that take bytes): rules/l1.py."""
-        return l1.overhead(self.dev, self.stack_bytes, self.runtime_sizes)
+        return l1.overhead(self.dev, self.stack_bytes, self.runtime_sizes, self.activation == "runtime")
 
     @property
     def l1_options(self) -> l1.L1Options:

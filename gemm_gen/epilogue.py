@@ -31,7 +31,7 @@ NumPy's IEEE float32, subnormals included; whether the core flushes subnormals i
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import Enum
 
 import numpy as np
@@ -338,6 +338,14 @@ class Activation(Enum):
     RELU = "relu"
     SILU = "silu"
     GELU = "gelu"
+    # every activation of the output type compiled in, one selected per call by a runtime parameter
+    # (mlir-aie PR #3462: the mode is a kernel argument read from the core's RTP buffer)
+    RUNTIME = "runtime"
+
+
+# A runtime-activation build's mode word: mlir-aie's numbering (aie2p mm_activation_epilogue.cc:
+# 0 identity, 1 SiLU, 2 GELU, 3 ReLU). The bf16 output serves all four.
+MODES: dict[Activation, int] = {Activation.NONE: 0, Activation.SILU: 1, Activation.GELU: 2, Activation.RELU: 3}
 
 
 _KERNEL: dict[Activation, Callable[..., np.ndarray]] = {
@@ -356,7 +364,11 @@ REFERENCE: dict[Activation, Callable[[np.ndarray], np.ndarray]] = {
 
 def activate_bf16(x: np.ndarray, activation: Activation, tanh: Tanh | None = None,
                   rounding: Rounding = Rounding.CONV_EVEN) -> np.ndarray:
-    """One activation's bf16 kernel sequence on bf16 x."""
+    """One activation's bf16 kernel sequence on bf16 x (a runtime build's is the one its call selects:
+    Epilogue.selected)."""
+    if activation not in _KERNEL:
+        raise ValueError(f"activation {activation.value} is chosen per call: select one of "
+                         f"{', '.join(a.value for a in MODES)} (Epilogue.selected)")
     if activation in (Activation.SILU, Activation.GELU):
         return _KERNEL[activation](x, tanh=tanh, rounding=rounding)
     return _KERNEL[activation](x)
@@ -420,12 +432,75 @@ class Epilogue:
         """Whether the kernel reads an epilogue tile: only bias and requantization carry data."""
         return self.bias or self.requant is not None
 
+    @property
+    def runtime(self) -> bool:
+        """Whether each call selects the activation (a mode word in the core's RTP buffer)."""
+        return self.activation == Activation.RUNTIME
+
+    @property
+    def modes(self) -> tuple[Activation, ...]:
+        """The activations the build serves: all of MODES (in mode order) for a runtime build, else its own."""
+        return tuple(sorted(MODES, key=MODES.__getitem__)) if self.runtime else (self.activation,)
+
+    def selected(self, activation: Activation | None) -> Epilogue:
+        """The epilogue one call applies: a runtime build's with the call's activation (None: identity,
+        mode 0); a compile-time build's itself (ValueError for another activation: it has no such code)."""
+        if not self.runtime:
+            if activation is not None and activation != self.activation:
+                raise ValueError(f"this build's activation is {self.activation.value}; a call cannot choose "
+                                 f"{activation.value} (build with activation runtime)")
+            return self
+        act = Activation.NONE if activation is None else activation
+        if act not in self.modes:
+            raise ValueError(f"a runtime-activation build serves {', '.join(a.value for a in self.modes)}, "
+                             f"not {act.value}")
+        return replace(self, activation=act)
+
+    def for_call(self, activation: str | None) -> Epilogue:
+        """`selected` by the activation's name, as a call plan carries it (CallPlan.activation)."""
+        return self.selected(None if activation is None else Activation(activation))
+
 
 REQUANT_HEADER_WORDS = 4  # zero point, act_min, act_max, 0 (pads the header to 16 bytes)
 # the kernel's epilogue works on 16 lanes at a time (templates/mm_epilogue.cc.j2): linear_approx<bfloat16>
 # computes at most 16 (aie_api detail/aie2/linear_approx.hpp, input.grow<16>()), an AIE2 int32 x int32 ->
 # acc64 mul is 16 lanes (mul_elem_16_2); the model charges the epilogue per VECTOR_LANES values
 VECTOR_LANES = 16
+
+
+# The kernel chain's vector operations per VECTOR_LANES values (templates/mm_epilogue.cc.j2), what the model
+# charges (model/epilogue_cost.py) and the program-memory rule counts (rules/kernel_variant.py). A bf16 mul or
+# add is two: the fp32 operation and its to_vector<bfloat16>; the LUT tanh six (index conversion, clamp to the
+# table, the LUT read, the mac, the conversion, the input's copy linear_approx keeps).
+BF16_OP = 2
+TANH_OPS = 6
+ACTIVATION_OPS = {
+    Activation.NONE: 0,
+    Activation.RELU: 1,  # max(x, 0)
+    Activation.SILU: 4 * BF16_OP + TANH_OPS,  # x / 2, tanh, + 1, / 2, x sigmoid
+    Activation.GELU: 8 * BF16_OP + TANH_OPS,  # x^2, x^3, beta x^3, + x, s (.), tanh, + 1, 0.5 (.), x (.)
+}
+BIAS_OPS = 1  # the fp32 add (the parameter row is loaded once per block column)
+CLAMP_OPS = 2  # max, min
+# acc + bias and its SRS 0; three int32 x int32 muls and their SRS; + zero point and its SRS; max, min;
+# the narrowing SRS (the two rounding-mode writes per block are scalar)
+REQUANT_OPS = 2 + 3 * 2 + 2 + 2 + 1
+
+
+def mode_ops(epilogue: Epilogue) -> tuple[int, ...]:
+    """Vector operations per VECTOR_LANES values of each compiled block loop (one per mode of a runtime
+    build, each with its own bias and clamp; empty without an epilogue)."""
+    if epilogue.is_identity:
+        return ()
+    if epilogue.requant is not None:
+        return (REQUANT_OPS,)
+    rest = BIAS_OPS * epilogue.bias + (CLAMP_OPS if epilogue.clamp is not None else 0)
+    return tuple(rest + ACTIVATION_OPS[a] for a in epilogue.modes)
+
+
+def vector_ops(epilogue: Epilogue) -> int:
+    """Vector operations per VECTOR_LANES values of C (0: no epilogue); a runtime build's costliest mode."""
+    return max(mode_ops(epilogue), default=0)
 
 
 @dataclass(frozen=True)

@@ -530,7 +530,9 @@ def _check_operand(kernel: str, i: int, want: Any, arg: Any, operand: Any) -> No
     """func.call's verifier: every operand of the declared type. A memref operand may differ in shape
     when IRON collapses it to the declared 1-D parameter (same element count and type)."""
     w_shape, w_dt = shape_dtype(want)
-    if w_shape == ():  # a by-value scalar
+    if w_shape == ():  # a by-value scalar: a constant, or an i32 the core loaded (memref.load) for an i32
+        if isinstance(operand, LoadedValue) and w_dt == "int32" and shape_dtype(operand.buffer.type)[1] == w_dt:
+            return
         if isinstance(operand, (bool, np.bool_)) or not isinstance(operand, (int, np.integer)):
             raise ValueError(f"'func.call' op operand type mismatch: expected {w_dt} for operand {i} of "
                              f"@{kernel}, but provided {operand!r}")

@@ -416,9 +416,11 @@ def test_float_epilogue_order():
     acc = rng.standard_normal((8, 32)).astype(np.float32) * 4
     bias = rng.standard_normal(32).astype(np.float32)
     x = round_f32_to_bf16(acc + bias)
-    for act in E.Activation:
+    for act in E.MODES:  # every compiled chain (a runtime build applies the one its call selects)
         y = E.float_epilogue(acc, bias, act)
         assert np.array_equal(bits(y), bits(E.activate_bf16(x, act)))
+    with pytest.raises(ValueError, match="activation runtime is chosen per call"):
+        E.float_epilogue(acc, bias, E.Activation.RUNTIME)
     y = E.float_epilogue(acc, bias, E.Activation.GELU, clamp=(-0.1, 2.0))
     assert np.array_equal(bits(y), bits(np.clip(E.gelu_bf16(x), -0.1 + 0 * E.gelu_bf16(x), 2)))
     assert float(y.min()) == float(np.float32(-0.1).astype(BF16.host))

@@ -171,7 +171,7 @@ def epilogue_configs(draw: st.DrawFn) -> GemmConfig:
         epi = dict(requant="per_channel", bias=draw(st.booleans()), activation=draw(st.sampled_from(["none", "relu"])))
         t_in, k = "i8", 64
     else:
-        act = draw(st.sampled_from(["none", "relu", "silu", "gelu"]))
+        act = draw(st.sampled_from(["none", "relu", "silu", "gelu", "runtime"]))  # runtime: each call mode 0
         clamp = draw(st.sampled_from([None, (-1.5, 2.0)]))
         bias = draw(st.booleans()) or (act == "none" and clamp is None)
         epi = dict(bias=bias, activation=act, clamp=clamp)

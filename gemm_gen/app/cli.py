@@ -11,6 +11,7 @@ from dataclasses import replace
 from ..atomic import check_output_dir, check_output_file, write_atomic
 from ..design import build_design
 from ..design.serialize import dumps
+from ..epilogue import MODES
 from ..errors import BuildError, GemmGenError, SimulationError
 from ..inputs import INPUT_FAMILIES
 from ..model.layouts import layout_prices
@@ -61,6 +62,9 @@ def cmd_generate(a: argparse.Namespace) -> int:
     return 0
 
 
+CALL_ACTIVATIONS = tuple(a.value for a in MODES)  # what a runtime-activation build's call can select
+
+
 def cmd_simulate(a: argparse.Namespace) -> int:
     config = choose_design(a)  # the report names it (the plan, tiles included) with the result
     design = build_design(config)
@@ -70,7 +74,8 @@ def cmd_simulate(a: argparse.Namespace) -> int:
         print(f"simulating needs about {need / GB:.1f} GB of memory", file=sys.stderr, flush=True)
     try:  # simulate_calls refuses any size the design cannot serve (exit 2) before it runs one
         results = sim_run.simulate_calls(design, problems, seed=a.seed, progress=not a.json and sys.stderr.isatty(),
-                                         inputs=a.inputs, layouts=call_layouts(a))
+                                         inputs=a.inputs, layouts=call_layouts(a),
+                                         activations=[a.activation_call] * len(problems))
     except SimulationError as e:
         if a.json:
             print(json.dumps({"passed": False, "error": str(e), "kind": type(e).__name__}))
@@ -104,6 +109,9 @@ def parser() -> argparse.ArgumentParser:
     sp.add_argument("--seed", type=SEED, default=0, help="seed of the test inputs")
     sp.add_argument("--inputs", choices=INPUT_FAMILIES, default="exact",
                     help="float inputs: exact (fp32-exact sums, the default) or wide (lossy in bfp16)")
+    sp.add_argument("--activation-call", choices=CALL_ACTIVATIONS, default=None,
+                    help="the activation each call selects on a build with --activation runtime (its mode word in "
+                    "every core's runtime-parameter buffer; default none)")
     sp.add_argument("-v", "--verbose", action="store_true", help="list the bytes of every DMA channel")
     sp.set_defaults(func=cmd_simulate)
     for module in COMMAND_MODULES:

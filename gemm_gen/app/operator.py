@@ -52,6 +52,7 @@ from ..epilogue_args import EpilogueArgs, kernel_requant
 from ..errors import ConfigError, DmaLimitError, GemmGenError, NumericsWarning
 from ..hostdata import output_values, pad_inputs
 from ..operands import as_matrix, bfp16_quantizer, host_operand
+from ..rules.epilogue import call_activation
 from ..sim.run import ArraySession
 from ..sim.words import VALUE_MASK
 from ..spec import Pins, Problem, Request
@@ -211,7 +212,7 @@ class Gemm:
 
     def simulate(self, A: Any, B: Any, *, report: bool = False, order: str = "C", bias: Any = None,
                  scale: Any = None, zero_point: Any = None, act_min: Any = None, act_max: Any = None,
-                 packed: bool = False
+                 packed: bool = False, activation: str | None = None
                  ) -> np.ndarray | tuple[np.ndarray, Accuracy | EpilogueAccuracy]:
         """C from the functional simulator (every transfer and kernel call checked on the way);
         with report=True, (C, its Accuracy against the exact A @ B of the arrays given).
@@ -252,7 +253,10 @@ class Gemm:
         point). C is then act(A @ B + bias) as mlir-aie's bf16 kernels compute it, or TFLite's integer
         requantization, and report=True gives its EpilogueAccuracy (against float64 act(A @ B + bias), and
         for requantization the outputs that differ from TFLite's arithmetic); gemm_gen/app/operator_epilogue.py
-        checks the data (one line each).
+        checks the data (one line each). A Gemm built with activation='runtime' compiles every activation of
+        its output type and each call selects one, `activation=` ('none' by default, 'relu', 'silu', 'gelu'),
+        written into the cores' runtime-parameter buffers (one xclbin); any other build refuses a call's
+        activation other than its own.
 
         The arrays are read as they lie in memory (gemm_gen/app/operator_layouts.py): a transposed
         view or a Fortran-ordered array through the column-major layouts, rows padded to a regular
@@ -265,17 +269,19 @@ class Gemm:
             self._check_empty(a, b, *data)
             return self._zeros(a, b, self._order(order))
         design, call, a, b = self._prepare(A, B, a, b, order, bias)
+        call = self._select(design, call, activation)
         epi = epilogue_args(self._args, design.config, b.shape[1], *data)
         session = self._sessions.setdefault(id(design), ArraySession(design))
         with np.errstate(invalid="ignore"):  # NaN and Inf accepted on plain bf16 make NaN in C, as intended
             c_cells, _, _ = session.run(call, *pad_inputs(design.config, a, b, call, epi))
         c = output_values(design.config, (c_cells & VALUE_MASK).astype(np.uint32), call)
-        return self._checked(design, self._in_order(c, call, order), a, b, report, epi=epi)
+        return self._checked(design, self._in_order(c, call, order), a, b, report, epi=epi,
+                             activation=call.activation)
 
     def __call__(self, A: Any, B: Any, *, report: bool = False, check: bool = True,
                  timeout_ms: int | None = None, order: str = "C", bias: Any = None, scale: Any = None,
-                 zero_point: Any = None, act_min: Any = None, act_max: Any = None, packed: bool = False
-                 ) -> np.ndarray | tuple[np.ndarray, Accuracy | EpilogueAccuracy]:
+                 zero_point: Any = None, act_min: Any = None, act_max: Any = None, packed: bool = False,
+                 activation: str | None = None) -> np.ndarray | tuple[np.ndarray, Accuracy | EpilogueAccuracy]:
         """C from the NPU through XRT (needs mlir-aie, Peano or chess, XRT and an NPU); A and B are
         checked as simulate() checks them. C is checked too, without a host GEMM where it can be:
         with the default accumulator only saturated or overflowed outputs can differ from A @ B
@@ -293,6 +299,7 @@ class Gemm:
             self._check_empty(a, b, *data)
             return self._zeros(a, b, self._order(order))
         design, call, a, b = self._prepare(A, B, a, b, order, bias)
+        call = self._select(design, call, activation)
         epi = epilogue_args(self._args, design.config, b.shape[1], *data)
         c = self._in_order(run_on_npu(design, call, a, b, loaded=self._loaded, timeout_ms=timeout_ms,
                                       slow_end=slow_end_s, gen_args=config_args(design.config), epilogue=epi),
@@ -301,7 +308,15 @@ class Gemm:
             return c
         c_ = design.config
         whole = report or (not c_.t_out.is_float and c_.acc == c_.dtype_out != c_.default_acc)
-        return self._checked(design, c, a, b, report, whole, epi)
+        return self._checked(design, c, a, b, report, whole, epi, call.activation)
+
+    def _select(self, design: Design, call: CallPlan, activation: str | None) -> CallPlan:
+        """The call with the activation it selects (a runtime-activation build's mode; refused, one line,
+        where the build has no code for it)."""
+        try:
+            return replace(call, activation=call_activation(design.config.epilogue, activation))
+        except ConfigError as e:
+            raise refuse(self._args, e.what, e.fix) from None
 
     def _check_empty(self, a: np.ndarray, b: np.ndarray, *data: Any) -> None:
         """An empty product with a fused epilogue: only M = 0 or N = 0 (no output) runs nothing; K = 0 would make
@@ -315,7 +330,7 @@ class Gemm:
 
     @staticmethod
     def _checked(design: Design, c: np.ndarray, a: np.ndarray, b: np.ndarray, report: bool,
-                 whole: bool = True, epi: EpilogueArgs | None = None
+                 whole: bool = True, epi: EpilogueArgs | None = None, activation: str | None = None
                  ) -> np.ndarray | tuple[np.ndarray, Accuracy | EpilogueAccuracy]:
         """C, with a NumericsWarning for every way it can differ from A @ B beyond one rounding:
         outputs saturated or overflowed, integers that are not A @ B rounded and saturated once
@@ -324,7 +339,7 @@ class Gemm:
         With an epilogue: against float64 act(A @ B + bias) and TFLite's requantization (EpilogueAccuracy)."""
         cfg, nm = design.config, design.config.numerics
         if not cfg.epilogue.is_identity:
-            return Gemm._checked_epilogue(cfg, c, a, b, report, epi)
+            return Gemm._checked_epilogue(cfg, c, a, b, report, epi, activation)
         accuracy = measure(c, a, b, nm) if whole else None
         if accuracy is not None:
             lost = accuracy.saturated or accuracy.nonfinite or (
@@ -347,10 +362,11 @@ class Gemm:
 
     @staticmethod
     def _checked_epilogue(cfg: GemmConfig, c: np.ndarray, a: np.ndarray, b: np.ndarray, report: bool,
-                          epi: EpilogueArgs | None) -> np.ndarray | tuple[np.ndarray, EpilogueAccuracy]:
+                          epi: EpilogueArgs | None, activation: str | None = None
+                          ) -> np.ndarray | tuple[np.ndarray, EpilogueAccuracy]:
         """C after an epilogue, with a NumericsWarning where it differs from TFLite's integer arithmetic (acc +
         bias past int32, where TFLite's own arithmetic is undefined) or is not finite where its target is."""
-        e = cfg.epilogue
+        e = cfg.epilogue.for_call(activation)
         bias = None if epi is None else epi.bias
         requant = kernel_requant(e, None if epi is None else epi.requant)
         try:

@@ -181,7 +181,7 @@ def sim_text(r: SimResult, p: PlanInfo, verbose: bool = False) -> str:
         i, j, got, want = r.first_mismatch
         lines.append(f"  first mismatch C[{i}, {j}] = {got!r}, expected {want!r}")
     if r.epilogue is not None:  # C is act(A @ B + bias), or its requantization: measured against that
-        e = c.epilogue
+        e = c.epilogue.for_call(r.call.activation)
         target = ("the real requantization of A @ B + bias" if e.requant is not None else
                   f"float64 {e.activation.value}(A @ B{' + bias' if e.bias else ''})"
                   + (f" clamped to [{e.clamp[0]:g}, {e.clamp[1]:g}]" if e.clamp else ""))
@@ -206,7 +206,9 @@ def _epilogue_lines(e: Epilogue, call: CallPlan) -> list[str]:
     """The fused epilogue, when there is one: what C's conversion applies, and the tile B carries."""
     if e.is_identity:
         return []
-    what = (["bias"] if e.bias else []) + ([e.activation.value] if e.activation.value != "none" else [])
+    act = ([f"runtime activation (one of {', '.join(a.value for a in e.modes)}, selected per call)"] if e.runtime
+           else [e.activation.value] if e.activation.value != "none" else [])
+    what = (["bias"] if e.bias else []) + act
     what += ([f"clamp [{e.clamp[0]:g}, {e.clamp[1]:g}]"] if e.clamp else [])
     what += ["per-channel requantization (TFLite, double rounding)"] if e.requant else []
     tile = (f"; its data in one more k-step of B per column tile ({call.b_extra_k} rows past K's walk, one more B "

@@ -329,7 +329,9 @@ def _core_fn(program: tuple[Op, ...], fifo_names: list[str], buffer_names: list[
                 elif isinstance(op, Release):
                     handles[op.fifo].release(op.count)
                 elif isinstance(op, Call):
-                    kernels[op.kernel](*[held[f] for f in op.args], *op.scalars)
+                    # a scalar read from the runtime-parameter buffer is loaded as the call starts
+                    scalars = [x if isinstance(x, int) else held[x.buffer][x.index] for x in op.scalars]
+                    kernels[op.kernel](*[held[f] for f in op.args], *scalars)
 
         run(program)
 

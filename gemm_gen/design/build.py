@@ -16,9 +16,10 @@ from .. import precision as prec
 from ..call import CallPlan
 from ..config import GemmConfig
 from ..dtypes import I32, I64, dtype
+from ..epilogue import MODES, Activation
 from ..l1_banks import L1Plan
 from ..rules.kernel_variant import converts_a_tile
-from ..rules.l1 import RTP_WORDS
+from ..rules.l1 import MODE_WORD, rtp_words
 from ..tap import Tap
 from . import patterns
 from .grid import grid
@@ -140,8 +141,9 @@ def kernel_specs(c: GemmConfig) -> dict[str, KernelSpec]:
         # with an epilogue tile, the B object that carries it is the convert call's last argument
         tile = [((b.k, b.n), str(c.dtype_b))] if c.epilogue.needs_tile else []
         convert_args = [c_obj, extra_c[0], *tile]
+        mode = ("i32",) if c.epilogue.runtime else ()  # the call's activation (epilogue.MODES), a scalar
         specs["convert"] = KernelSpec(names["convert"], "convert", obj, tuple(s for s, _ in convert_args),
-                                      tuple(t for _, t in convert_args))
+                                      tuple(t for _, t in convert_args), mode)
     return specs
 
 
@@ -167,8 +169,9 @@ def worker(c: GemmConfig, specs: dict[str, KernelSpec], col: int, row: int, l1: 
     if p.converts_c:
         acc = (f"C_acc_{col}_{row}",)
         buffers.append(LocalBuffer(acc[0], *acc_buffer(c)))
-    if c.runtime_sizes == "mnk":
-        buffers.append(LocalBuffer(rtp_buffer(col, row), (RTP_WORDS,), "i32", rtp=True))
+    words = rtp_words(c.runtime_sizes, c.epilogue.runtime)
+    if words:
+        buffers.append(LocalBuffer(rtp_buffer(col, row), (words,), "i32", rtp=True))
     if l1 is not None:
         buffers += [LocalBuffer(f"{RESERVE_PREFIX}_{i}_{col}_{row}", (nbytes,), "i8", address=at)
                     for i, (at, nbytes) in enumerate(l1.reserved)]
@@ -185,10 +188,13 @@ def worker(c: GemmConfig, specs: dict[str, KernelSpec], col: int, row: int, l1: 
         body += [*step, Loop(RuntimeCount(rtp_buffer(col, row), 0), step)]
     else:
         body.append(Loop(c.call.k_steps, step))
+    # A runtime activation: the mode word, read as convert's scalar after the K loop's acquires (the same
+    # ordering argument as the k-steps above: every call writes its mode before any transfer)
+    mode = (RuntimeCount(rtp_buffer(col, row), MODE_WORD),) if c.epilogue.runtime else ()
     if c.epilogue.needs_tile:  # one more B object per output tile: the epilogue tile, read by the conversion
-        body += [Acquire(b), Call(specs["convert"].name, (cc, *acc, b)), Release(b)]
+        body += [Acquire(b), Call(specs["convert"].name, (cc, *acc, b), mode), Release(b)]
     elif p.converts_c:
-        body.append(Call(specs["convert"].name, (cc, *acc)))
+        body.append(Call(specs["convert"].name, (cc, *acc), mode))
     body.append(Release(cc))
     # A fixed design counts its output tiles (mlir-aie's loop); one that serves many sizes runs
     # output tiles for as long as data comes (the core repeats its program forever).
@@ -289,14 +295,18 @@ def group_tasks(c: GemmConfig, call: CallPlan, group: int) -> list[ShimTask]:
 
 
 def runtime_sequence(c: GemmConfig, call: CallPlan | None = None) -> tuple[RuntimeOp, ...]:
-    """One call's runtime sequence: the runtime parameters (runtime sizes mnk), then the overlapped
-    BD queue: prime `queue_groups` groups, then retire one, issue the next."""
+    """One call's runtime sequence: the runtime parameters (runtime sizes mnk; a runtime activation's
+    mode), then the overlapped BD queue: prime `queue_groups` groups, then retire one, issue the next."""
     call = call or c.call
     groups = call.m_blocks * call.n_blocks
     ops: list[RuntimeOp] = []
     if c.runtime_sizes == "mnk":  # the k-steps after the first (which the cores peel)
         later = call.k_walk // c.k - 1
         ops += [RuntimeOp("rtp", -1, rtp=RtpWrite(core(c, col, row), rtp_buffer(col, row), 0, later))
+                for row in range(c.rows) for col in range(c.cols)]
+    if c.epilogue.runtime:  # the activation this call selects, every call (a stale mode is never read)
+        mode = MODES[Activation(call.activation or "none")]
+        ops += [RuntimeOp("rtp", -1, rtp=RtpWrite(core(c, col, row), rtp_buffer(col, row), MODE_WORD, mode))
                 for row in range(c.rows) for col in range(c.cols)]
 
     def issue(g: int) -> None:

@@ -91,13 +91,15 @@ class Release:
 class Call:
     kernel: str
     args: tuple[str, ...]  # fifos (their currently acquired object) or local buffers, in order
-    scalars: tuple[int, ...] = ()  # int32 constants after the buffers (e.g. the ATB C slice)
+    # int32 scalars after the buffers: constants (e.g. the ATB C slice), or a word of the core's
+    # runtime-parameter buffer read as the call starts (a runtime activation's mode)
+    scalars: tuple[int | RuntimeCount, ...] = ()
 
 
 @dataclass(frozen=True)
 class RuntimeCount:
-    """A loop count the core reads from word `index` of its runtime-parameter buffer as the loop
-    starts (the runtime sequence writes the count itself: IRON bounds range_ by the loaded value)."""
+    """A word the core reads from its runtime-parameter buffer (word `index`): a loop count as the loop
+    starts (IRON bounds range_ by the loaded value), or a kernel's scalar argument as the call starts."""
 
     buffer: str
     index: int = 0

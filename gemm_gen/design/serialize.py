@@ -6,7 +6,7 @@ import json
 from typing import Any
 
 from ..tap import Tap
-from .model import Acquire, Call, Design, KernelBuild, Loop, Op, Release, TileRef
+from .model import Acquire, Call, Design, KernelBuild, Loop, Op, Release, RuntimeCount, TileRef
 
 # 2: call scalars, kernel scalar args, worker buffers; 3: the L1 plan; 4: runtime parameters (loop counts
 # read from a buffer, rtp buffers, rtp writes), runtime_sizes, tensor slack
@@ -21,16 +21,20 @@ def _tap(t: Tap | None) -> dict[str, Any] | None:
     return None if t is None else t.to_json()
 
 
+def _word(x: int | RuntimeCount) -> int | dict[str, Any]:
+    """A constant, or a word read from a runtime-parameter buffer."""
+    return x if isinstance(x, int) else {"rtp": x.buffer, "index": x.index}
+
+
 def _op(op: Op) -> dict[str, Any]:
     if isinstance(op, Loop):
-        count = op.count if isinstance(op.count, int) else {"rtp": op.count.buffer, "index": op.count.index}
-        return {"op": "loop", "count": count, "body": [_op(o) for o in op.body]}
+        return {"op": "loop", "count": _word(op.count), "body": [_op(o) for o in op.body]}
     if isinstance(op, Acquire):
         return {"op": "acquire", "fifo": op.fifo, "count": op.count}
     if isinstance(op, Release):
         return {"op": "release", "fifo": op.fifo, "count": op.count}
     if isinstance(op, Call):
-        return {"op": "call", "kernel": op.kernel, "args": list(op.args), "scalars": list(op.scalars)}
+        return {"op": "call", "kernel": op.kernel, "args": list(op.args), "scalars": [_word(x) for x in op.scalars]}
     raise TypeError(op)
 
 

@@ -115,6 +115,8 @@ class KernelParams:
     epi_activation: str = "none"
     epi_clamp: tuple[str, str] | None = None  # C++ literals of the bf16 bounds
     epi_tanh: bool = False
+    epi_runtime: bool = False  # every activation compiled, convert's int32 `mode` selects (epilogue.MODES)
+    epi_modes: tuple[tuple[str, int], ...] = ()  # (activation, mode word) in mode order, for a runtime build
     tanh_lut: tuple[str, ...] = ()  # the LUT's floats in linear_approx's layout, as C++ literals
     tanh_params: tuple[int, int, int] = (0, 0, 0)  # step_bits, bias, entries
     gelu_constants: tuple[str, str] = ("", "")
@@ -356,8 +358,10 @@ def _epilogue(build: KernelBuild, float_out: bool) -> dict[str, Any]:
             if not lo <= hi:
                 raise ConfigError(f"clamp bounds {e.clamp[0]} > {e.clamp[1]}", "give the lower bound first")
             clamp = (_c_float(lo), _c_float(hi))
-        tanh = act in ("silu", "gelu")
+        modes = tuple((a.value, epi.MODES[a]) for a in e.modes) if e.runtime else ()
+        tanh = bool({act, *(a for a, _ in modes)} & {"silu", "gelu"})
         return dict(common, epi_float=True, epi_bias=e.bias, epi_activation=act, epi_clamp=clamp, epi_tanh=tanh,
+                    epi_runtime=e.runtime, epi_modes=modes,
                     epi_doc="; ".join(steps),
                     tanh_lut=tuple(_c_float(v) for v in tanh_lut_floats()) if tanh else (),
                     tanh_params=(-epi.TANH_SEGMENT_BITS, epi.TANH_BIAS, len(epi.TANH_SLOPES)),

@@ -128,17 +128,33 @@ class EpilogueCharge:
     vector_ops_per_lanes: int  # vector operations per VECTOR_LANES values of C
     cycles_per_tile: float  # core cycles per output tile
     extra_b_objects_per_tile: int  # its tile on the core's B channel
+    serves: tuple[str, ...] = ()  # the activations the build serves (a runtime activation: all its modes)
+    # a runtime activation: each mode's predicted time (s) as this build and as a build of that mode alone
+    specialised: tuple[tuple[str, float, float], ...] = ()
 
     def to_json(self) -> dict[str, object]:
         return {"predicted": True, "calibrated": False, "epilogue": self.what,
                 "vector_ops_per_16_lanes": self.vector_ops_per_lanes, "cycles_per_tile": self.cycles_per_tile,
-                "extra_b_objects_per_tile": self.extra_b_objects_per_tile}
+                "extra_b_objects_per_tile": self.extra_b_objects_per_tile, "serves": list(self.serves),
+                "specialised": [{"activation": a, "runtime_s": rt, "specialised_s": sp}
+                                for a, rt, sp in self.specialised]}
 
     def text(self) -> str:
-        return (f"  epilogue     PREDICTED, uncalibrated: {self.what}, {self.vector_ops_per_lanes} vector ops per "
+        line = (f"  epilogue     PREDICTED, uncalibrated: {self.what}, {self.vector_ops_per_lanes} vector ops per "
                 f"16 values, {self.cycles_per_tile:,.0f} cycles per output tile"
                 + (f", {self.extra_b_objects_per_tile} more B object per tile" if self.extra_b_objects_per_tile
-                   else ""))
+                   else "") + f"; serves {', '.join(self.serves)}")
+        if self.specialised:
+            parts = [f"{a} {percent_faster(rt, sp)}" for a, rt, sp in self.specialised]
+            line += ("\n  specialised  PREDICTED: a build of one activation instead of the runtime switch: "
+                     + ", ".join(parts))
+        return line
+
+
+def percent_faster(runtime_s: float, specialised_s: float) -> str:
+    """How the specialised build compares: 'x% faster', or 'no faster' (the model's verdict)."""
+    gain = (runtime_s - specialised_s) / runtime_s if runtime_s > 0 else 0.0
+    return f"{gain:.1%} faster" if gain > 0.0005 else "no faster"
 
 
 @dataclass(frozen=True)
@@ -258,14 +274,21 @@ def predict(config: GemmConfig, params: Params | None = None,
     epi = design_epilogue(design)
     if epi.is_identity:
         return pred
-    return replace(pred, epilogue=epilogue_charge(epi, config.m, config.n))
+    charge = epilogue_charge(epi, config.m, config.n)
+    if epi.runtime:  # the model decides whether a build of one activation would be faster, per activation
+        runtime_s = _f(estimate_design(design, p).time)
+        alone = [(a.value, runtime_s, _f(estimate_config(design.config, p, design_traffic(design),
+                                                         tasks_per_group(design), design.l1,
+                                                         epilogue=epi.selected(a)).time)) for a in epi.modes]
+        charge = replace(charge, specialised=tuple(alone))
+    return replace(pred, epilogue=charge)
 
 
 def epilogue_charge(epi: Epilogue, m: int, n: int) -> EpilogueCharge:
     """The epilogue's charge per m x n output tile (model/epilogue_cost.py)."""
     what = ", ".join(f"{k} {v}" for k, v in epi.to_json().items() if v not in (None, False, "none"))
     return EpilogueCharge(what, epilogue_cost.vector_ops(epi), _f(epilogue_cost.core_cycles(epi, m, n)),
-                          epilogue_cost.extra_b_objects(epi))
+                          epilogue_cost.extra_b_objects(epi), tuple(a.value for a in epi.modes))
 
 
 def _f(x: Any) -> float:

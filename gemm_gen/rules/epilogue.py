@@ -21,7 +21,7 @@ from ..errors import ConfigError
 from ..precision import Precision
 from . import Ints
 
-ACTIVATIONS = tuple(a.value for a in Activation)  # none, relu, silu, gelu
+ACTIVATIONS = tuple(a.value for a in Activation)  # none, relu, silu, gelu, runtime (each call selects)
 FLOAT_ACTIVATIONS = ACTIVATIONS
 INT_ACTIVATIONS = ("none", "relu")  # ReLU of a requantized output is its act_min (the zero point)
 REQUANTS = {"per_channel": RequantForm.DOUBLE}  # TFLite's default double rounding
@@ -45,6 +45,21 @@ def epilogue_of(bias: bool, activation: str | None, clamp: tuple[float, float] |
             raise ConfigError(f"clamp bounds {lo},{hi} are not finite LO <= HI", "give --clamp LO,HI like -6,6")
     return Epilogue(bool(bias), Activation(name), None if clamp is None else (float(clamp[0]), float(clamp[1])),
                     None if requant is None else REQUANTS[requant])
+
+
+def call_activation(e: Epilogue, name: str | None) -> str | None:
+    """The activation a call selects, checked against what the build serves (ConfigError otherwise): a
+    runtime-activation build takes any of its modes (None: identity, mode 0); any other build only its own."""
+    if name is None or (not e.runtime and name == e.activation.value):
+        return None if not e.runtime else name
+    served = [a.value for a in e.modes]
+    if not e.runtime:
+        raise ConfigError(f"this build's activation is {e.activation.value}: a call cannot select {name}",
+                          "build with --activation runtime to choose per call, or drop the call's activation")
+    if name not in served:
+        raise ConfigError(f"a runtime-activation build serves {', '.join(served)}, not {name!r}",
+                          f"select one of {', '.join(served)}")
+    return name
 
 
 def types_problem(e: Epilogue, p: Precision, block_kernel: bool, shift: int) -> tuple[str, str] | None:

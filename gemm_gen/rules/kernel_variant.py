@@ -47,6 +47,9 @@ FLATTENING = ("k-flat", "jk-flat")  # the structures that need a second cluster'
 DEFAULT_LOOPS = "k-pipelined"
 CANDIDATES = ((2, 2), (4, 2), (2, 4), (4, 4))  # er x et; narrower ones share too few loads
 CODE_BUDGET = 0.5  # of the program memory, for flattened matmul code (the rest: zero kernel, main, runtime)
+# of the program memory, for the fused epilogue's block loops (every mode of a runtime activation: the union
+# must fit); the last quarter stays for the zero kernel, main and the runtime. A budget, not a measurement.
+EPILOGUE_CODE_BUDGET = 0.25
 PIPELINE_COPIES = 3
 # vector instructions per 8x8x8 step of aie_api's bf16-via-bfp16 emulation: A and B converted to
 # bfp16, then one mac_8x8_8x8T (aie2p/mmul_bf16_bf16.hpp, C_block_larger_internal)
@@ -236,6 +239,22 @@ def choose(dev: Device, dtype_in: str, mmul: MmulShape, emulate: bool, t_ma: int
     elif loops not in LOOPS:
         raise ConfigError(f"unknown kernel loop structure {loops!r}", f"use --kernel-loops {' or '.join(LOOPS)}")
     return KernelVariant(expansion[0], expansion[1], loops)
+
+
+def epilogue_code_bytes(dev: Device, mode_ops: tuple[int, ...]) -> int:
+    """Upper estimate of the fused epilogue's code, as code_bytes estimates the matmul's: each compiled block
+    loop (epilogue.mode_ops: one per mode of a runtime activation) software-pipelined, its vector operations in
+    full instructions, PIPELINE_COPIES times."""
+    return sum(mode_ops) * PIPELINE_COPIES * dev.isa.instruction_bytes
+
+
+def epilogue_code_problem(dev: Device, mode_ops: tuple[int, ...], what: str) -> tuple[str, str] | None:
+    """Why the epilogue's code does not fit its EPILOGUE_CODE_BUDGET of program memory ((what, fix)), or None."""
+    need, budget = epilogue_code_bytes(dev, mode_ops), int(EPILOGUE_CODE_BUDGET * dev.isa.program_bytes)
+    if need <= budget:
+        return None
+    return (f"the epilogue's code ({what}: about {need} B) exceeds its {budget} B of the {dev.name} core's "
+            f"{dev.isa.program_bytes} B program memory", "build one activation (--activation NAME), or drop --clamp")
 
 
 def block_kernel(p: Precision, convert_once: bool) -> bool:

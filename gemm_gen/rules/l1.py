@@ -22,6 +22,15 @@ from .kernel_variant import converts_a_tile
 
 RTP_WORDS = 1  # runtime parameters per core with runtime K: its k-steps per output tile
 RTP_PART = "RTP"  # the parts name of a core's runtime-parameter Buffer
+MODE_WORD = RTP_WORDS  # a runtime-activation build's mode (epilogue.MODES), after the k-steps word
+
+
+def rtp_words(runtime_sizes: str, runtime_activation: bool) -> int:
+    """Words of a core's runtime-parameter Buffer (0: none): the k-steps word with runtime K, then the
+    activation mode of a runtime-activation build (word 0 then unused with fixed sizes: one layout)."""
+    if runtime_activation:
+        return MODE_WORD + 1
+    return RTP_WORDS if runtime_sizes == "mnk" else 0
 
 
 @dataclass(frozen=True)
@@ -40,10 +49,13 @@ class L1Options:
         return dtype({"A": p.a, "B": p.b, "C": p.out, "acc": p.acc}[role])
 
 
-def overhead(dev: Device, stack_bytes: int, runtime_sizes: str) -> dict[str, int]:
+def overhead(dev: Device, stack_bytes: int, runtime_sizes: str, runtime_activation: bool = False
+             ) -> dict[str, int]:
     """The L1 bytes of each core that do not depend on the tiling: the runtime parameters it reads
-    (with runtime K), its stack and aiecc's per-core static data (the parts that take bytes)."""
-    parts = {RTP_PART: RTP_WORDS * 4} if runtime_sizes == "mnk" else {}  # the k-steps each call writes
+    (with runtime K, or a runtime activation), its stack and aiecc's per-core static data (the parts
+    that take bytes)."""
+    words = rtp_words(runtime_sizes, runtime_activation)  # what each call writes
+    parts = {RTP_PART: words * 4} if words else {}
     parts["stack"] = stack_bytes
     parts.update((p.name, p.nbytes) for p in dev.core_static if p.nbytes)
     return parts

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import NoReturn
 
 import numpy as np
@@ -22,11 +22,12 @@ from ..design.build import kernel_build
 from ..design.grid import grid
 from ..design.model import TileRef
 from ..dtypes import I32, I64, WORD_BYTES, DType, unpack_i4
-from ..epilogue import Requant
+from ..epilogue import MODES, Requant
 from ..epilogue_args import read_tile
 from ..errors import LayoutError
 from ..hostdata import b_unit, b_unit_coords
 from ..l1_layout import a_layout, a_tile_pairs, b_layout, b_tile_pairs, c_layout, c_tile_blocks
+from ..numerics import KernelNumerics
 from . import words as w
 
 WORD = I32  # a lane of one 32-bit word: what a packed type's tile is gathered in
@@ -252,7 +253,8 @@ class KernelEmulator:
             acc_cells = cells[-1] if self.p.converts_c else None
             self.matmul(tile, a_cells, b_cells, c_cells, c_slice=scalars[0] if scalars else 0, acc_cells=acc_cells)
         elif role == "convert":
-            self.convert(tile, cells[0], cells[1], cells[2] if self.c.epilogue.needs_tile else None)
+            # a runtime activation's mode: convert's one scalar, when the build has it
+            self.convert(tile, cells[0], cells[1], cells[2] if self.c.epilogue.needs_tile else None, *scalars[:1])
         else:
             raise LayoutError(f"{tile} calls {kernel}, which is none of the design's kernels {sorted(self.roles)}",
                               "call the kernels the design declares")
@@ -405,10 +407,11 @@ class KernelEmulator:
         self.stats.matmul_calls += 1
 
     def convert(self, tile: TileRef, c_cells: np.ndarray, acc_cells: np.ndarray,
-                b_cells: np.ndarray | None = None) -> None:
+                b_cells: np.ndarray | None = None, mode: int | None = None) -> None:
         """C's final conversion from its accumulator (object rows, then the C acc buffer's) to its
         DRAM type, written over the whole C object with C's provenance. With an epilogue tile, its
-        parameters are read from the bytes of the B object held (`b_cells`), linear from its first."""
+        parameters are read from the bytes of the B object held (`b_cells`), linear from its first; a
+        runtime activation's `mode` is the word the core read from its runtime-parameter buffer."""
         state = self.tiles.get(tile)
         if state is None or state.row0 < 0:
             raise LayoutError(f"{tile} converts C before any matmul call", "convert after the K loop")
@@ -419,8 +422,21 @@ class KernelEmulator:
             self.out_view.write_encoded(c_cells, *self.numerics.encode_out(values), word)
         else:
             bias, requant = self._epilogue_data(tile, state, b_cells)
-            self.out_view.write(c_cells, self.numerics.finish(values, bias, requant), word)
+            numerics = self._mode_numerics(tile, mode)
+            self.out_view.write(c_cells, numerics.finish(values, bias, requant), word)
         self.stats.convert_calls += 1
+
+    def _mode_numerics(self, tile: TileRef, mode: int | None) -> KernelNumerics:
+        """The numerics of this conversion: a runtime-activation build's with the activation of `mode`
+        (epilogue.MODES; a mode the kernel has no case for, or none passed, is a design error)."""
+        e = self.numerics.epilogue
+        if not e.runtime:
+            return self.numerics
+        act = next((a for a, m in MODES.items() if m == mode), None)
+        if act is None:
+            raise LayoutError(f"{tile} converts C with activation mode {mode}, which the kernel has no case for "
+                              f"(modes {sorted(MODES.values())})", "write the call's mode word into the RTP buffer")
+        return replace(self.numerics, epilogue=e.selected(act))
 
     def _epilogue_data(self, tile: TileRef, state: TileState, b_cells: np.ndarray | None
                        ) -> tuple[np.ndarray | None, Requant | None]:

@@ -16,7 +16,7 @@ from typing import Protocol
 
 import numpy as np
 
-from ..design.model import Acquire, Call, Loop, Op, Release, ShimTask, TileRef
+from ..design.model import Acquire, Call, Loop, Op, Release, RuntimeCount, ShimTask, TileRef
 from ..errors import BdExhaustionError, QueueOverflowError, SimulationError
 
 
@@ -218,16 +218,19 @@ class CoreActor:
             yield from self._ops(self.program)
             self.passes += 1
 
-    def _count(self, loop: Loop) -> int:
-        """A loop's trip count: a constant, or read from a runtime parameter as the loop starts."""
-        count = loop.count
-        if isinstance(count, int):
-            return count
-        cell = self.buffers[count.buffer].cells[count.index]
+    def _word(self, word: int | RuntimeCount, what: str) -> int:
+        """A constant, or a word read from a runtime parameter now (a loop's start, a call's)."""
+        if isinstance(word, int):
+            return word
+        cell = self.buffers[word.buffer].cells[word.index]
         if not cell & RTP_WRITTEN:
-            raise SimulationError(f"{self.tile} reads its loop count from {count.buffer}[{count.index}] before any "
+            raise SimulationError(f"{self.tile} reads its {what} from {word.buffer}[{word.index}] before any "
                                   f"call wrote it", "write the runtime parameter before the call's transfers")
         return int(np.uint32(cell & np.uint64(0xFFFFFFFF)).view(np.int32))
+
+    def _count(self, loop: Loop) -> int:
+        """A loop's trip count: a constant, or read from a runtime parameter as the loop starts."""
+        return self._word(loop.count, "loop count")
 
     def _ops(self, ops: tuple[Op, ...]) -> Generator[tuple[Lock, int], None, None]:
         for op in ops:
@@ -264,7 +267,8 @@ class CoreActor:
                         raise SimulationError(f"{self.tile} calls {op.kernel} without holding {name}",
                                               "acquire before the call")
                     cells.append(end.held[0].cells)
-                self.kernel(self.tile, op.kernel, cells, op.scalars)
+                self.kernel(self.tile, op.kernel, cells, tuple(self._word(x, f"{op.kernel} argument")
+                                                               for x in op.scalars))
 
     def describe(self) -> str:
         return f"{self.tile} waits to acquire {self.waiting_fifo}"

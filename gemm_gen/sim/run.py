@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 from tqdm import tqdm
@@ -23,6 +23,7 @@ from ..hostdata import host_values, output_values, pad_inputs
 from ..inputs import exact_bound, make_inputs
 from ..numerics import reference
 from ..rules.call_layouts import Layouts
+from ..rules.epilogue import call_activation
 from ..spec import Problem
 from . import words as w
 from .kernel import KernelEmulator, KernelStats
@@ -244,24 +245,28 @@ class ArraySession:
         return dram["C"], kernel, self.machine
 
 
-def simulate(config: GemmConfig | Design, seed: int = 0, progress: bool = False, inputs: str = "exact") -> SimResult:
+def simulate(config: GemmConfig | Design, seed: int = 0, progress: bool = False, inputs: str = "exact",
+             activation: str | None = None) -> SimResult:
     """Build (if needed) and simulate a design on seeded inputs of the given family (gemm_gen.inputs:
     "exact" float inputs have fp32-exact sums, "wide" ones exercise lossy conversions); raises on
-    design errors."""
+    design errors. `activation`: what a runtime-activation build applies in this call."""
     design = config if isinstance(config, Design) else build_design(config)
     c = design.config
-    return simulate_calls(design, [Problem(c.M, c.K, c.N)], seed, progress, inputs)[0]
+    return simulate_calls(design, [Problem(c.M, c.K, c.N)], seed, progress, inputs, activations=[activation])[0]
 
 
 def simulate_calls(design: Design, problems: Sequence[Problem], seed: int = 0, progress: bool = False,
-                   inputs: str = "exact", layouts: Sequence[Layouts | None] | None = None) -> list[SimResult]:
+                   inputs: str = "exact", layouts: Sequence[Layouts | None] | None = None,
+                   activations: Sequence[str | None] | None = None) -> list[SimResult]:
     """Simulate one Design at each size in turn on the same simulated array (call i on inputs of
-    seed + i, its operands in layouts[i], default the design's); raises for a size or layout the
-    design cannot serve or on any design error."""
+    seed + i, its operands in layouts[i], default the design's, a runtime-activation build applying
+    activations[i]); raises for a size, layout or activation the design cannot serve or on any design error."""
     c = design.config
     lays = list(layouts) if layouts is not None else [None] * len(problems)
-    # refuse every size and layout the design cannot serve before running any
-    calls = [serve(c, p, lay) for p, lay in zip(problems, lays, strict=True)]
+    acts = list(activations) if activations is not None else [None] * len(problems)
+    # refuse every size, layout and activation the design cannot serve before running any
+    calls = [replace(serve(c, p, lay), activation=call_activation(c.epilogue, act))
+             for p, lay, act in zip(problems, lays, acts, strict=True)]
     session = ArraySession(design)
     return [_checked_call(session, call, seed + i, progress, inputs) for i, call in enumerate(calls)]
 
@@ -270,7 +275,7 @@ def _checked_call(session: ArraySession, call: CallPlan, seed: int, progress: bo
     start = time.perf_counter()
     c = session.design.config
     a, b = make_inputs(call.M, call.K, call.N, c.t_in, c.t_out, seed, c.t_b, family=inputs)
-    e = c.epilogue
+    e = c.epilogue.for_call(call.activation)
     args = seeded_args(e, c.t_out, a, b, seed)
     a_dram, b_dram = pad_inputs(c, a, b, call, args)
     c_cells, kernel, machine = session.run(call, a_dram, b_dram, progress)
@@ -279,7 +284,7 @@ def _checked_call(session: ArraySession, call: CallPlan, seed: int, progress: bo
     received = host_values(c, a_dram, b_dram, call)
     requant = None if args is None else kernel_requant(e, args.requant)
     bias = None if args is None else args.bias
-    expect = reference(c.numerics, *received, c.k, call.k_walk, bias, requant)
+    expect = reference(replace(c.numerics, epilogue=e), *received, c.k, call.k_walk, bias, requant)
     g64 = got.astype(np.float64)
     diff = g64 != expect.astype(np.float64)
     mismatches = int(np.count_nonzero(diff))
