@@ -291,8 +291,9 @@ def plan_call(c: Design, problem: Problem, lds: dict[str, int] | None = None, c_
     extra_k = c.k if c.epilogue.needs_tile else 0
     # a moved block starts at any element: only operands addressed in elements (not bfp16 tiles) can
     shift_m = M > block_m and M % block_m != 0 and "A" not in encoded and "C" not in encoded
-    # ... and with A column-major, its first row must be a whole word into A^T's rows
-    shift_m = shift_m and not (c.a_col_maj and types["A"].nbytes(M) % WORD_BYTES)
+    # ... and with A (C) column-major, its first row must be a whole word into A^T's (C^T's) rows
+    shift_m = shift_m and not any(col and types[op].nbytes(M) % WORD_BYTES for op, col in (("A", c.a_col_maj),
+                                                                                         ("C", c_col)))
     # ... and its first column must be a whole word into B's (row-major) and C's rows
     # (not with an epilogue tile: a moved-back column tile's tile would overlap its neighbour's)
     shift_n = (N > block_n and N % block_n != 0 and "B" not in encoded and "C" not in encoded and not extra_k

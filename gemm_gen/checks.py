@@ -76,13 +76,7 @@ def check_types(c: GemmConfig) -> None:
                           "drop --b-pack, or use --dtype_b bfp16")
     if c.shift and not p.block:
         check_shift(c.dev, c.dtype_in, c.dtype_out, c.mmul, c.shift, str(c.acc))
-    if c.c_col_maj and (t_out.is_block or (p.block and c.c_t_blocks)):
-        raise ConfigError(f"--c-col-maj with {t_out} C of {p.name}: column-major C is built for scalar kernels' "
-                          f"scalar outputs (the bfp16 kernels' transposed C store is not built)",
-                          "use a scalar output (--dtype_out bf16, f32, i8, i16 or i32), or store C row-major")
-    if c.a_col_maj and (p.block or c.t_in.is_block):
-        raise ConfigError(f"--a-col-maj: column-major A is built for scalar kernels, not the bfp16 kernels of {p.name}",
-                          "store A row-major (drop --a-col-maj)")
+    check_block_layouts(c)
     if c.convert_once and c.convert_once_problem is not None:
         raise ConfigError(*c.convert_once_problem)
     if c.l1_alloc is not None and c.l1_alloc not in L1_SCHEMES:
@@ -98,6 +92,20 @@ def check_types(c: GemmConfig) -> None:
         raise ConfigError(f"unknown saturation mode {c.saturation!r}",
                           "use none, saturate or symmetric")
     check_epilogue(c)
+
+
+def check_block_layouts(c: GemmConfig) -> None:
+    """Column-major A and C where an operand is in bfp16: a bfp16 block shares one exponent along K
+    (A's rows) or N (C's rows), so A^T or C^T in bfp16 would block along M, another format. A bf16 A
+    (converted in the kernel) and a bf16 / f32 C take either layout, as on the scalar kernels."""
+    if c.a_col_maj and c.t_in.is_block:
+        raise ConfigError("--a-col-maj with bfp16 A: a bfp16 block shares one exponent over 8 K values of an A row, "
+                          "so A^T in bfp16 would share it over 8 M values (another format)",
+                          "store A row-major (drop --a-col-maj), or pass A in bf16 (--dtype_in bf16)")
+    if c.c_col_maj and c.t_out.is_block:
+        raise ConfigError("--c-col-maj with bfp16 C: a bfp16 block shares one exponent over 8 N values of a C row, "
+                          "so C^T in bfp16 would share it over 8 M values (another format)",
+                          "store C row-major (drop --c-col-maj), or write C in bf16 or f32 (--dtype_out)")
 
 
 def check_epilogue(c: GemmConfig) -> None:

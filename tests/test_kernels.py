@@ -272,12 +272,30 @@ OVERLAP_MUTANTS = {
 
 # ---- bfp16 precisions (npu2, mac_8x8_8x8T on 8 x 8 tiles, chess) --------------------------------
 def block_build(a: str, out: str, acc: str | None = None, blocks: tuple[int, int, int] = (1, 2, 1),
-                b_col_maj: bool = False, rho: int = 1, rounding: str = "conv_even") -> KernelBuild:
+                b_col_maj: bool = False, rho: int = 1, rounding: str = "conv_even", a_col_maj: bool = False,
+                c_col_maj: bool = False) -> KernelBuild:
     """A bfp16 KernelBuild (A bf16 or bfp16, B bfp16) whose A tile is `blocks` (16, 8, 16) units:
-    T_MA = 16 blocks[0], k = 8 blocks[1], n = 16 blocks[2]; C has rho A tiles."""
+    T_MA = 16 blocks[0], k = 8 blocks[1], n = 16 blocks[2]; C has rho A tiles. a_col_maj: a bf16 A
+    arrives in blocks of A^T; c_col_maj: a bf16 C's blocks are kept transposed (config.c_t_blocks)."""
     m, k, n = 16 * blocks[0] * rho, 8 * blocks[1], 16 * blocks[2]
     return KernelBuild(NPU2.aie_target, a, out, m, k, n, (8, 8, 8), b_col_maj, False, rounding, "saturate", 0,
-                       "chess", rho, None if a == BFP16 else BFP16, None if acc in (None, out) else acc)
+                       "chess", rho, None if a == BFP16 else BFP16, None if acc in (None, out) else acc,
+                       a_col_maj=a_col_maj, c_col_maj=c_col_maj)
+
+
+# column-major A (bf16, converted in the core) and C (bf16 blocks transposed; an f32 C keeps its blocks,
+# the memtile gathers its columns): config1's C kept in bf16 between calls, a bf16 C converted once
+# from f32, rho slices, K_TILES odd and past the unrolled loop
+BLOCK_LAYOUT_BUILDS = [
+    block_build("bf16", "bf16", blocks=(1, 3, 2), a_col_maj=True),
+    block_build("bf16", "bf16", blocks=(2, 2, 1), b_col_maj=True, rho=2, c_col_maj=True),
+    block_build("bf16", "bf16", blocks=(1, 5, 1), rho=3, a_col_maj=True, c_col_maj=True, rounding="floor"),
+    block_build("bf16", "bf16", "f32", blocks=(1, 2, 1), rho=4, c_col_maj=True),  # slices 0, 1 in the object
+    block_build("bf16", "bf16", "f32", blocks=(2, 3, 1), b_col_maj=True, a_col_maj=True, c_col_maj=True),
+    block_build(BFP16, "bf16", "f32", blocks=(1, 4, 2), rho=2, c_col_maj=True),
+    block_build("bf16", "f32", blocks=(2, 3, 1), rho=2, a_col_maj=True),
+    block_build("bf16", "bf16", blocks=(1, 17, 1), a_col_maj=True, c_col_maj=True),
+]
 
 
 def _block_cases() -> list[Case]:
@@ -373,7 +391,24 @@ C_ACC_ROW_MAJOR = Case(BLOCK_CASES[8].build, patches=(
     ("constexpr unsigned C_ROW1 = 2 * LANES;", "constexpr unsigned C_ROW1 = COL_TILES * LANES;"),
     ("constexpr unsigned C_PAIR = 4 * LANES;", "constexpr unsigned C_PAIR = 2 * LANES;")), mutant="c-acc-row-major")
 C_MUTANTS = [C_TILE_SWAP, C_PREFETCH_SWAP, C_ROW_MAJOR, C_ACC_ROW_MAJOR]
-BLOCK_MUTANTS = [NO_A_CONVERSION, NO_SPLIT, REVERSED_CONVERT, B_PAIR_OFFSET, A_PAIR_OFFSET, A_BLOCK_ORDER, *C_MUTANTS]
+# column-major layouts: the A conversion without its transpose, config1's C stored or reloaded
+# untransposed, and the final conversion of a bf16 C storing its blocks untransposed
+_A_LOAD = "aie::load_v<LANES>(a + (mb * K_TILES + kb) * LANES)"
+_C_STORE = "    aie::store_v(p, aie::transpose(v, Q, Q));"
+_C_LOAD = "    return aie::transpose(aie::load_v<LANES>(p), Q, Q);"
+_C_CONVERT = "aie::store_v(c + t * LANES, aie::transpose(block.template to_vector<T_C>(), Q, Q));"
+LAYOUT_MUTANTS = [
+    Case(BLOCK_LAYOUT_BUILDS[0], patches=((f"aie::transpose({_A_LOAD}, Q, Q)", _A_LOAD),), mutant="a-untransposed"),
+    Case(BLOCK_LAYOUT_BUILDS[1], patches=((_C_STORE, "    aie::store_v(p, v);"),), mutant="c-store-untransposed"),
+    Case(BLOCK_LAYOUT_BUILDS[1], patches=((_C_LOAD, "    return aie::load_v<LANES>(p);"),),
+         mutant="c-reload-untransposed"),
+    Case(BLOCK_LAYOUT_BUILDS[3],
+         patches=((_C_CONVERT, "aie::store_v(c + t * LANES, block.template to_vector<T_C>());"),),
+         mutant="c-convert-untransposed"),
+]
+BLOCK_CASES += [Case(b) for b in BLOCK_LAYOUT_BUILDS]  # after the mutants that index the list from its end
+BLOCK_MUTANTS = [NO_A_CONVERSION, NO_SPLIT, REVERSED_CONVERT, B_PAIR_OFFSET, A_PAIR_OFFSET, A_BLOCK_ORDER, *C_MUTANTS,
+                 *LAYOUT_MUTANTS]
 
 # scalar kernels with C in a wide accumulator: one that ignores the split (accumulator rows past the
 # C object), one that converts backwards (in place it overwrites blocks not read yet), one that
@@ -398,12 +433,12 @@ WIDE_MUTANTS = {
 
 # ---- bf16 converted once (npu2): the same bits as the AIE API's per-mmul bfp16 emulation ----------
 def once_pair(dout: str, blocks: tuple[int, int, int], b_col_maj: bool, rho: int = 1, rounding: str = "conv_even",
-              per_mac: bool = False) -> tuple[Case, Case]:
+              per_mac: bool = False, a_col_maj: bool = False, c_col_maj: bool = False) -> tuple[Case, Case]:
     """(the emulated kernel, the convert-once kernel) of one tile; per_mac: the host rounds fp32 lanes
     after every mac, so the two agree only if they issue the same macs in the same order."""
     # the emulated twin keeps the structure the convert-once kernel has (K loop pipelined, no peeling)
     emulated = build(NPU2, "bf16", dout, blocks, b_col_maj, emulate=True, rounding=rounding, rho=rho,
-                     loops="k-pipelined")
+                     loops="k-pipelined", a_col_maj=a_col_maj, c_col_maj=c_col_maj)
     defines = ("-DGG_HOST_FP32_PER_MAC",) if per_mac else ()
     return (Case(emulated, host_defines=defines),
             Case(replace(emulated, convert_once=True, compiler="chess"), host_defines=defines))
@@ -414,6 +449,10 @@ ONCE_PAIRS = [  # per_mac pairs write f32, whose last bits show a different mac 
     once_pair("f32", (1, 4, 1), False, per_mac=True), once_pair("f32", (2, 5, 2), True, per_mac=True),
     once_pair("f32", (1, 4, 1), False, rho=3, per_mac=True), once_pair("f32", (1, 3, 2), True, rho=2),
     once_pair("f32", (1, 4, 2), True, rounding="floor", per_mac=True), once_pair("bf16", (1, 3, 1), False, rho=2),
+    # column-major A (blocks of A^T transposed before the conversion) and bf16 C (blocks stored transposed)
+    once_pair("bf16", (1, 2, 2), False, a_col_maj=True, c_col_maj=True), once_pair("bf16", (2, 3, 1), True, rho=2,
+                                                                                     c_col_maj=True),
+    once_pair("f32", (2, 3, 1), True, per_mac=True, a_col_maj=True),
 ]
 # a convert-once kernel that forgets to transpose a row-major B block, one that writes B_bfp16 in its
 # blocks' order, and one that converts B only at the tile's first k-step
@@ -796,12 +835,15 @@ def seen(b: KernelBuild, a: np.ndarray, b_mat: np.ndarray) -> tuple[np.ndarray, 
 
 def run_block_tile(kernel: Kernel, steps: list[tuple[np.ndarray, np.ndarray]],
                    modes: tuple[Rounding, Saturation] = (Rounding.FLOOR, Saturation.NONE),
+                   layouts: tuple[bool, bool] | None = None,
                    ) -> tuple[np.ndarray, tuple[np.ndarray, np.ndarray] | None]:
     """zero, per k-step rho matmul calls sharing one B tile, then convert when C is converted, on
     L1 buffers in the kernel's layouts. Returns C's values (m x n) and, for bfp16 C, its blocks
     (exponents, mantissas). A config1 A scratch starts out holding A as the host would quantize it
-    (floor), so that only the kernel's own conversion gives the expected result."""
+    (floor), so that only the kernel's own conversion gives the expected result. `layouts` overrides
+    (a_col_maj, c_col_maj) of the buffers (default: the build's), to prove a wrong layout is caught."""
     b = kernel.build
+    a_col, c_col = layouts if layouts is not None else (b.a_col_maj, b.c_col_maj)
     p = b.precision
     t_a, t_out, t_acc = dtype(p.a), dtype(p.out), dtype(p.acc)
     q = bfp16.TILE
@@ -828,7 +870,7 @@ def run_block_tile(kernel: Kernel, steps: list[tuple[np.ndarray, np.ndarray]],
                 a_buf.body[:] = a_pairs(a_slice).ravel()
             else:
                 a_buf = Guarded(b.t_ma * b.k, t_a.host)
-                a_buf.body[a_layout(b.t_ma, b.k, q, q)] = a_slice
+                a_buf.body[a_layout(b.t_ma, b.k, q, q, a_col)] = a_slice
             if p.converts_a:
                 scratch = Guarded(dtype(BFP16).nbytes(b.t_ma * b.k), U8)
                 scratch.body[:] = a_pairs(a_slice).ravel()
@@ -850,7 +892,7 @@ def run_block_tile(kernel: Kernel, steps: list[tuple[np.ndarray, np.ndarray]],
         tiles = c.body.reshape(-1, bfp16.TILE_BYTES)[c_tile_blocks(b.m // q, b.n // q)]
         exps, mants = bfp16.from_tiles(tiles)
         return bfp16.decode(exps, mants), (exps, mants)
-    return c.body[c_layout(b.m, b.n, q, q)], None
+    return c.body[c_layout(b.m, b.n, q, q, c_col)], None
 
 
 def block_expected(b: KernelBuild, steps: list[tuple[np.ndarray, np.ndarray]], rounding: Rounding | None = None,
@@ -1150,6 +1192,22 @@ def test_check_catches_broken_bfp16_kernels(libraries) -> None:
     steps = block_inputs(_CONFIG1)
     host_a = block_expected(replace(_CONFIG1, dtype_in=BFP16, dtype_b=None), steps)
     assert_block_equal(run_block_tile(load(libraries, NO_A_CONVERSION), steps), host_a, "A as the host quantizes it")
+
+
+@needs_gxx
+@pytest.mark.parametrize("mutant", LAYOUT_MUTANTS, ids=lambda c: c.mutant)
+def test_check_catches_untransposed_bfp16_layouts(libraries, mutant: Case) -> None:
+    """Column-major A and C on the bfp16 kernels: the unpatched kernel equals the numerics, and one
+    that skips a transpose (A's before its conversion; a bf16 C's store, reload or final conversion)
+    does not; so does the right kernel whose buffers are laid out row-major."""
+    control = Case(mutant.build)
+    steps = block_inputs(control.build)
+    want = block_expected(control.build, steps)
+    assert_block_equal(run_block_tile(load(libraries, control), steps), want, "control")
+    with pytest.raises(AssertionError, match="elements differ"):
+        assert_block_equal(run_block_tile(load(libraries, mutant), steps), want, mutant.id)
+    with pytest.raises(AssertionError, match="elements differ"):  # the kernel's layouts, not another's
+        assert_block_equal(run_block_tile(load(libraries, control), steps, layouts=(False, False)), want, "row-major")
 
 
 @needs_gxx

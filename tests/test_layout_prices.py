@@ -103,7 +103,7 @@ def test_each_layout_of_a_tiling_is_priced_and_a_32_bit_c_twice():
 def test_a_layout_the_tiling_cannot_be_built_in_says_why():
     c = GemmConfig("npu2", 256, 256, 256, 32, 64, 32, 64, "bfp16", "bfp16")
     prices = {str(x.layouts): x for x in layout_prices(c, P)}
-    assert prices["crr"].time_s is None and "column-major A" in (prices["crr"].refused or "")
+    assert prices["crr"].time_s is None and "--a-col-maj with bfp16 A" in (prices["crr"].refused or "")
     assert prices["rrr"].time_s is not None
 
 

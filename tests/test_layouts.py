@@ -48,22 +48,24 @@ def test_names_keys_and_flags_tell_the_layouts_apart():
 
 @pytest.mark.parametrize("args,text", [
     (["--dev", "npu2", "-M", "256", "-K", "256", "-N", "256", "--dtype_in", "bfp16", "--a-col-maj"],
-     "column-major A is built for scalar kernels"),
+     "a bfp16 block shares one exponent over 8 K values of an A row"),
     (["--dev", "npu1", "-M", "128", "-K", "5000", "-N", "128", "--dtype_in", "i8", "--dtype_out", "i32", "-m", "16",
       "-k", "32", "-n", "32", "--k-mt", "64", "--a-col-maj", "--n-aie-cols", "2"],
      "walks K=5056 in 79 k_mt chunks on its BD's iteration dimension, at most 64; use --k-mt 96 or more"),
-    (["--dev", "npu2", "-M", "256", "-K", "256", "-N", "256", "--a-col-maj", "--convert-once"],
-     "convert-once kernel reads a row-major A tile"),
 ])
 def test_what_column_major_a_refuses_is_one_line(capsys, args, text):
     err = refused(capsys, ["plan", *args])
     assert text in err
 
 
-def test_the_convert_once_kernel_is_not_chosen_for_column_major_a():
+def test_either_bf16_kernel_takes_column_major_a():
+    """The emulated and the convert-once kernel both read A^T's blocks (the latter transposes each
+    before its conversion): the choice is left to the model, and both check."""
     c = choose(Request(Options("npu2", "bf16", "bf16", a_col_maj=True), Problem(512, 512, 512))).config
-    assert c.a_col_maj and not c.convert_once and not c.block_kernel
+    assert c.a_col_maj
     check(c)
+    for once in (False, True):
+        check(c.with_(convert_once=once, compiler="chess" if once else c.compiler))
 
 
 @pytest.mark.parametrize("options,size", [(Options("npu1", "i8", "i32"), Problem(1024, 1024, 1024)),
@@ -101,8 +103,8 @@ def test_make_passes_a_col_maj():
     assert bad.returncode == 2 and "A_COL_MAJ=yes is not 0 or 1" in bad.stderr
 
 
-def test_column_major_a_needs_scalar_types():
-    with pytest.raises(ConfigError, match="scalar kernels"):
+def test_column_major_bfp16_a_is_refused():
+    with pytest.raises(ConfigError, match="shares one exponent over 8 K values"):
         build_design(GemmConfig("npu2", 256, 256, 256, 64, 64, 64, 64, "bfp16", "bfp16", a_col_maj=True))
 
 
@@ -159,13 +161,10 @@ def test_column_major_c_streams_and_writes_what_mlir_aie_does():
         assert tap.offset == _ev(s["offset"], row_base=0, col=col, **names)
 
 
-def test_column_major_c_needs_a_scalar_output(capsys):
+def test_column_major_bfp16_c_is_refused(capsys):
     err = refused(capsys, ["plan", "--dev", "npu2", "-M", "256", "-K", "256", "-N", "256", "--dtype_in", "bfp16",
                            "--dtype_out", "bfp16", "--c-col-maj"])
-    assert "column-major C is built for scalar kernels' scalar outputs" in err
-    err = refused(capsys, ["plan", "--dev", "npu2", "-M", "256", "-K", "256", "-N", "256", "--dtype_in", "bf16",
-                           "--dtype_out", "bf16", "--c-col-maj", "--convert-once"])
-    assert "convert-once kernel writes C's blocks row-major" in err
+    assert "a bfp16 block shares one exponent over 8 N values of a C row" in err
 
 
 @pytest.mark.parametrize("dev,t_in,t_out", [("npu1", "bf16", "bf16"), ("npu1", "i8", "i8"), ("npu1", "i16", "i16"),

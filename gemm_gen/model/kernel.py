@@ -141,13 +141,15 @@ def transpose_shuffles(ks: KernelShape, er: int) -> tuple[float, float]:
     return float(a), float(c)
 
 
-def convert_tile_cycles(ks: KernelShape) -> float:
+def convert_tile_cycles(ks: KernelShape, transposed: bool = False) -> float:
     """Issue cycles to turn one 8 x 8 bf16 block into a bfp16 tile (ISA arithmetic, unmeasured): its
     128 bytes over the load units, two vector-unit operations (the multiply by one and the
-    conversion), and the output stream's push and flush on the one store unit."""
+    conversion) and, for a block of A^T (column-major A), its transpose's shuffles (SHUFFLE_BYTES,
+    as the scalar kernels' are priced), and the output stream's push and flush on the one store unit."""
     isa = ks.dev.isa
     loads = -(-2 * 64 // isa.vld_bytes) / isa.load_units
-    return max(loads, 2.0, 2.0 / isa.store_units)
+    shuffles = -(-TILE * TILE * dtype("bf16").bytes // SHUFFLE_BYTES) if transposed else 0
+    return max(loads, 2.0 + shuffles, 2.0 / isa.store_units)
 
 
 def b_conversion_cycles(ks: KernelShape, k: np.ndarray, n: np.ndarray) -> np.ndarray:
@@ -165,7 +167,7 @@ def a_conversion_cycles(ks: KernelShape, t_ma: np.ndarray, k: np.ndarray) -> np.
     t_ma, k = np.asarray(t_ma), np.asarray(k)
     if not kv.converts_a_tile(ks.precision, ks.convert_once) or ks.loop.overlap == "atb-chess":
         return np.zeros(np.broadcast(t_ma, k).shape)
-    return np.asarray((t_ma // TILE) * (k // TILE) * convert_tile_cycles(ks), dtype=np.float64)
+    return np.asarray((t_ma // TILE) * (k // TILE) * convert_tile_cycles(ks, ks.a_col_maj), dtype=np.float64)
 
 
 def _c_tile_ops(ks: KernelShape, unit_bytes: int) -> float:
@@ -178,12 +180,15 @@ def _c_tile_ops(ks: KernelShape, unit_bytes: int) -> float:
 
 def block_counts(ks: KernelShape) -> dict[str, float]:
     """What one 16 x 16 C block of the block kernel issues, by slot: per k-step (vector-slot cycles of
-    its macs, load operations of its pops), per block (C loads, C stores, the VMUL.f widening a bfp16
-    C), and the accumulators' store operations each."""
+    its macs, load operations of its pops), per block (C loads, C stores, the vector-slot work beside
+    the macs: the VMUL.f widening a bfp16 C, or a column-major bf16 C's transposes on reload and
+    store, priced as the scalar kernels' are: transpose_shuffles), and the accumulators' store
+    operations each."""
     isa, lp = ks.dev.isa, ks.loop
     tile_bytes = dtype(prec.BFP16).unit_bytes
     st_acc = _c_tile_ops(ks, isa.vst_bytes)
     widen = lp.c_tiles * BFP16_C_WIDEN_CYCLES if dtype(ks.acc or ks.dtype_out).is_block else 0.0
+    widen += 2 * lp.c_tiles * transpose_shuffles(ks, 1)[1]  # each C tile's reload and store
     return {"step_vector": lp.macs * mmul_cycles_block(ks),
             "step_loads": (lp.a_pops + lp.b_pops) * tile_bytes / isa.vld_bytes,
             "c_loads": lp.c_tiles * _c_tile_ops(ks, isa.vld_bytes), "c_stores": lp.c_tiles * st_acc,

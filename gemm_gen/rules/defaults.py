@@ -70,8 +70,7 @@ def default_acc(dev: Device, dtype_in: str, dtype_out: str, shape: MmulShape) ->
 
 
 def convert_once_problem(dev: Device, p: Precision, emulate: bool, mmul_shape: MmulShape | None,
-                         compiler: str, a_col_maj: bool = False,
-                         c_col_maj: bool = False, epilogue: bool = False) -> tuple[str, str] | None:
+                         compiler: str, epilogue: bool = False) -> tuple[str, str] | None:
     """Why this GEMM cannot use the convert-once bf16 kernel ((what, fix) for a ConfigError), or
     None when it can: bf16 x bf16 on the bfp16 datapath (8x8x8), built by a bfp16 compiler."""
     if p.block or p.a != "bf16" or dev.bf16_emulation_shape is None:
@@ -83,12 +82,6 @@ def convert_once_problem(dev: Device, p: Precision, emulate: bool, mmul_shape: M
     if mmul_shape is not None and tuple(mmul_shape) != dev.bf16_emulation_shape:
         return (f"--convert-once multiplies {'x'.join(map(str, dev.bf16_emulation_shape))} bfp16 tiles, not "
                 f"mmul {'x'.join(map(str, mmul_shape))}", "drop --mmul")
-    if a_col_maj:
-        return ("the convert-once kernel reads a row-major A tile, not column-major A (--a-col-maj), which runs "
-                "on the emulated bf16 kernel", "drop --convert-once")
-    if c_col_maj and p.out == "bf16":
-        return ("the convert-once kernel writes C's blocks row-major, not transposed for a column-major bf16 C "
-                "(--c-col-maj), which runs on the emulated bf16 kernel", "drop --convert-once")
     if epilogue:
         return ("the convert-once kernel is a bfp16 kernel, which has no fused epilogue yet (the emulated bf16 "
                 "kernel has)", "drop --convert-once, or the epilogue")
@@ -149,8 +142,7 @@ def resolve(o: Options) -> Resolved:
     # predicts faster into the options. What a config built without the search gets is the fallback
     # below: convert once under chess (as before Peano could build it), else the emulated kernel,
     # whose default tiles (the paper's 112 x 48 x 96) leave no L1 for the copies (76,512 B > 64 KiB).
-    buildable = convert_once_problem(dev, p, emulate, o.mmul_shape, compiler, o.a_col_maj,
-                                     o.c_col_maj, has_epilogue(o)) is None
+    buildable = convert_once_problem(dev, p, emulate, o.mmul_shape, compiler, has_epilogue(o)) is None
     convert_once = o.convert_once if o.convert_once is not None else compiler == "chess" and buildable
     stack = o.stack_bytes or default_stack(dev.name, compiler, p, convert_once)
     return Resolved(o.rows or dev.core_rows, o.cols or dev.columns, out, dtype_b, o.b_pack or "tiles", compiler,
