@@ -69,9 +69,9 @@ def check_types(c: GemmConfig) -> None:
         raise ConfigError(f"shift {c.shift} applies to integer outputs only", "drop --shift")
     if c.b_pack not in B_PACKS:
         raise ConfigError(f"unknown B packing {c.b_pack!r}", f"use --b-pack {' or '.join(B_PACKS)}")
-    if c.b_pack != "tiles" and not c.t_b.is_block:
-        raise ConfigError(f"--b-pack {c.b_pack} is mlir-aie's packing of a bfp16 B, not of {c.t_b}",
-                          "drop --b-pack, or use --dtype_b bfp16")
+    if c.b_pack != "tiles" and not (c.t_b.is_block or c.t_b.is_packed):
+        raise ConfigError(f"--b-pack {c.b_pack} is mlir-aie's packing of a bfp16 B, not of {c.t_b} (or the host's "
+                          "strips of an int4 B)", "drop --b-pack, or use --dtype_b bfp16 (or i4 with an i8 A)")
     if c.shift and not p.block:
         check_shift(c.dev, c.dtype_in, c.dtype_out, c.mmul, c.shift, str(c.acc))
     if c.c_col_maj and (t_out.is_block or (p.block and c.c_t_blocks)):
