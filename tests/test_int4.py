@@ -336,3 +336,14 @@ def test_the_iron_lowering_reads_a_strip_as_one_run():
     c = _strips("npu2", 256, 256, 512)
     api, _ = iron_recorder.api()
     lower(build_design(c), api).resolve_program()  # the 1.4.3 stand-in verifies every BD
+
+
+def test_tune_shows_b_packing_for_int4_and_pins_it(capsys):
+    args = ["tune", "--dev", "npu2", "-M", "64", "-K", "512", "-N", "1024", "--dtype_in", "i8", "--top", "3"]
+    assert main([*args, "--dtype_b", "i4"]) == 0
+    assert "B pack" in capsys.readouterr().out  # the model weighs both packings of an int4 B
+    assert main([*args, "--dtype_b", "i4", "--b-pack", "tiles"]) == 0
+    ranked = [line.split() for line in capsys.readouterr().out.splitlines() if line.strip()[:1].isdigit()]
+    assert len(ranked) == 3 and all(row[4] == "tiles" for row in ranked)  # --b-pack pins it
+    assert main(args) == 0
+    assert "B pack" not in capsys.readouterr().out  # an i8 B is the user's own layout

@@ -264,7 +264,7 @@ def tune_text(r: TuneResult, count: int) -> str:
              f"(throughputs are PREDICTED by the model"
              f"{'; re-ranked by measurement' if measured else ''}"
              f"{'; ranked by the pessimistic end of each range' if r.rank == 'pessimistic' and not measured else ''})"]
-    packs = pr.base.dtype_b == "bfp16"
+    packs = len(b_packs(pr.base.t_b)) > 1  # a B type with a packing to choose: show it
     head = f"{'rank':>4}  {'m x k x n':<14} {'k_mt':>5}  {'rho':>3}  " + (f"{'B pack':<6}  " if packs else "") + \
         (f"{'kernel':<12}  " if r.kernels_weighed else "") + (f"{'mapping':<11}  " if r.mappings_weighed else "") + \
         f"{'pred TOPS':>9}  {'range':<11}  {'bound':<7}  {'compute':>7}  " \
