@@ -7,7 +7,7 @@ result in the user's words; design/serve.py's `check()` adds every DMA pattern o
 from __future__ import annotations
 
 from . import precision as prec
-from .config import B_PACKS, L1_SCHEMES, RUNTIME_SIZES, GemmConfig
+from .config import B_PACKS, L1_SCHEMES, RUNTIME_SIZES, GemmConfig, b_packs
 from .dtypes import dtype
 from .epilogue import mode_ops
 from .errors import ConfigError
@@ -71,9 +71,9 @@ def check_types(c: GemmConfig) -> None:
         raise ConfigError(f"shift {c.shift} applies to integer outputs only", "drop --shift")
     if c.b_pack not in B_PACKS:
         raise ConfigError(f"unknown B packing {c.b_pack!r}", f"use --b-pack {' or '.join(B_PACKS)}")
-    if c.b_pack != "tiles" and not c.t_b.is_block:
-        raise ConfigError(f"--b-pack {c.b_pack} is mlir-aie's packing of a bfp16 B, not of {c.t_b}",
-                          "drop --b-pack, or use --dtype_b bfp16")
+    if c.b_pack not in b_packs(c.t_b):
+        raise ConfigError(f"--b-pack {c.b_pack} is mlir-aie's packing of a bfp16 B, not of {c.t_b} (or the host's "
+                          "strips of an int4 B)", "drop --b-pack, or use --dtype_b bfp16 (or i4 with an i8 A)")
     if c.shift and not p.block:
         check_shift(c.dev, c.dtype_in, c.dtype_out, c.mmul, c.shift, str(c.acc))
     check_block_layouts(c)

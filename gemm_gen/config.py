@@ -56,7 +56,16 @@ ATB_TILES: dict[str, tuple[int, int, int, int, int]] = {
 }
 
 RUNTIME_SIZES = ("fixed", "mn", "mnk")  # GemmConfig.runtime_sizes
-B_PACKS = ("tiles", "strips")  # DRAM layouts of a bfp16 B (GemmConfig.b_pack)
+B_PACKS = ("tiles", "strips")  # DRAM layouts of a bfp16 or int4 B (GemmConfig.b_pack)
+
+
+def b_packs(t_b: DType) -> tuple[str, ...]:
+    """The DRAM packings a B of type t_b can take (the search weighs them when the option is open): both
+    for a B the host re-encodes anyway (bfp16, int4: DType.host_encoded), where strips cost no extra copy;
+    tiles (the user's own layout) for any other."""
+    return B_PACKS if t_b.host_encoded else ("tiles",)
+
+
 # mlir-aie's L1 allocators (aie.tile allocation_scheme; IRON Worker(allocation_scheme=...))
 L1_SCHEMES = ("bank-aware", "basic-sequential")
 

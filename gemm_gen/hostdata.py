@@ -8,7 +8,8 @@ its slack (design/model.py's `slack` of a runtime tensor), which the host adds a
 Scalar operands are plain row-major arrays (A^T and B^T when column-major). A bfp16 operand is
 quantized on the host (the helper's truncation, blocks of 8 along K for A and B, along N for C)
 and stored as 8 x 8 tiles of 72 bytes (gemm_gen/bfp16.py), row-major over tiles (an int4 B is always a
-padded copy too, row-major, packed two values per byte along N, the low nibble first: dtypes.pack_i4):
+padded copy too, row-major, packed two values per byte along N, the low nibble first: dtypes.pack_i4;
+in strips, each core column's K x n strip of those bytes contiguous, for one long DMA run per strip):
 - A: tile (i, j) = rows 8i.. of K columns 8j.., each row one block;
 - B: tile (l, j) = columns 8l.. of B (rows of B^T), each column one block of 8 K values, as the
   kernel's mac_8x8_8x8T reads it; tiles ordered (l, j) when B is column-major, (j, l) when not, or
@@ -85,6 +86,8 @@ def pad_inputs(c: GemmConfig, a: np.ndarray, b: np.ndarray, call: CallPlan | Non
             b_dram = tiles if c.b_col_maj else np.ascontiguousarray(tiles.transpose(1, 0, 2))
     elif t_b.is_packed:  # row-major (checks.check_int4_layout): pairs along N, the low nibble first
         b_dram = pack_i4(bt.T)
+        if c.b_pack == "strips":  # each core column's K x n strip contiguous: (strip, K, n / 2 bytes)
+            b_dram = np.ascontiguousarray(b_dram.reshape(b_dram.shape[0], -1, c.n // 2).transpose(1, 0, 2))
     else:
         b_dram = np.ascontiguousarray(bt) if c.b_col_maj else np.ascontiguousarray(bt.T)
         if epilogue is not None and c.epilogue.needs_tile:
@@ -146,6 +149,9 @@ def read_epilogue_tiles(c: GemmConfig, call: CallPlan, b_dram: np.ndarray
 def b_unit(c: GemmConfig, kk: Any, nn: Any, call: CallPlan | None = None) -> Any:
     """Index, in B's DRAM buffer, of the unit (element, or bfp16 tile) at K unit kk, N unit nn."""
     g = grid(c, "B", call)
+    if c.b_pack == "strips" and g.unit.is_packed:  # the strip row-major: K rows of n / 8 words
+        strip, lr = np.divmod(nn, g.n)
+        return strip * g.kw * g.n + kk * g.n + lr
     if c.b_pack == "strips":
         strip, lr = np.divmod(nn, g.n)
         r, sbr = np.divmod(kk, g.k)
@@ -157,6 +163,10 @@ def b_unit(c: GemmConfig, kk: Any, nn: Any, call: CallPlan | None = None) -> Any
 def b_unit_coords(c: GemmConfig, unit: int, call: CallPlan | None = None) -> tuple[int, int]:
     """(K unit, N unit) of the unit at index `unit` of B's DRAM buffer (b_unit's inverse)."""
     g = grid(c, "B", call)
+    if c.b_pack == "strips" and g.unit.is_packed:
+        strip, rest = divmod(unit, g.kw * g.n)
+        kk, lr = divmod(rest, g.n)
+        return kk, strip * g.n + lr
     if c.b_pack == "strips":
         strip, rest = divmod(unit, g.kw * g.n)
         r, rest = divmod(rest, g.k * g.n)
@@ -189,6 +199,10 @@ def dram_arrays(c: GemmConfig, a_raw: np.ndarray, b_raw: np.ndarray, call: CallP
         rows, cols = call.storage("B")
         data = np.ascontiguousarray(b_raw).view(np.uint8)[: rows * cols // TILE ** 2 * TILE_BYTES]
         return a, data.reshape(call.Np // c.n, -1, TILE_BYTES)
+    if c.t_b.is_packed and c.b_pack == "strips":
+        rows, cols = call.storage("B")
+        data = np.ascontiguousarray(b_raw).view(np.uint8)[: c.t_b.nbytes(rows * cols)]
+        return a, data.reshape(call.Np // c.n, rows, c.n // 2)
     return a, _shaped(c.t_b, b_raw, call.storage("B"))
 
 
@@ -207,6 +221,8 @@ def host_values(c: GemmConfig, a_dram: np.ndarray, b_dram: np.ndarray, call: Cal
             call.Np // q, call.k_walk // q, TILE_BYTES))
     elif c.t_b.is_block:
         bt = tile_values(b_dram if c.b_col_maj else np.ascontiguousarray(b_dram.transpose(1, 0, 2)))
+    elif c.t_b.is_packed and c.b_pack == "strips":  # (strip, K, n / 2) back to K x Np / 2
+        bt = unpack_i4(np.ascontiguousarray(b_dram.transpose(1, 0, 2)).reshape(b_dram.shape[1], -1)).T
     elif c.t_b.is_packed:
         bt = unpack_i4(b_dram).T
     else:

@@ -86,7 +86,8 @@ class Options:
     # how a bfp16 B sits in DRAM: "tiles", a matrix of 8 x 8 tiles (row-major over tiles, B^T's when
     # column-major); or "strips", mlir-aie's ATB packing: each core column's K x n strip one
     # contiguous run of its k x n L1 tiles, each in 1 x 2 super-blocks of 8 x 8 tiles. None: open,
-    # the search's choice for a bfp16 B, "tiles" for any other
+    # the search's choice for a bfp16 or int4 B, "tiles" for any other. An int4 B in "strips": each core
+    # column's K x n strip of its packed rows contiguous (hostdata), the memtile re-tiling as row-major
     b_pack: str | None = None
     # the kernel variant (gemm_gen/rules/kernel_variant.py): er x et accumulators per cluster and the
     # software-pipelined loop; None: the automatic choice for the tile
@@ -145,7 +146,7 @@ class Tiling:
 @dataclass(frozen=True)
 class Pins:
     """The parts of the tiling a user fixed (None: the search chooses), and for a design serving
-    several sizes those sizes and how often each is called. (Whether a bfp16 B's packing is open is
+    several sizes those sizes and how often each is called. (Whether a bfp16 or int4 B's packing is open is
     the option's own: `Options.b_pack` None.)"""
 
     m: int | None = None

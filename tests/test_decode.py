@@ -40,7 +40,9 @@ def decode(dev: str, dtype_in: str, dtype_out: str, M: int, K: int, N: int, b_co
     """A decode-mapped config with the smallest tiles the kernel allows (m covers M <= 16)."""
     d = device(dev)
     emulate = kw.get("emulate_bf16_with_bfp16")
-    r, s, t = d.mmul_shape(dtype_in, bool(emulate) if emulate is not None else dtype_in == "bf16" and dev == "npu2")
+    dtype_b = kw.get("dtype_b")
+    r, s, t = d.mmul_shape(dtype_in, bool(emulate) if emulate is not None else dtype_in == "bf16" and dev == "npu2",
+                           dtype_b=str(dtype_b) if dtype_b else None)
     m = max(2 * r, -(-M // (2 * r)) * 2 * r)
     k, n = 2 * s, 2 * t
     return GemmConfig(dev, M, K, N, m, k, n, 2 * k, dtype_in, dtype_out, b_col_maj, rows=1, **kw)
@@ -143,6 +145,23 @@ def test_decode_simulates_bit_exact(dev, dtype_in, dtype_out, M):
     assert r.passed and r.mismatches == 0
     if dtype_in == "i8" and dtype_out == "i32":  # exact: equal to the int64 product
         assert r.accuracy.max_abs == 0
+
+
+@pytest.mark.parametrize("dev", ["npu1", "npu2"])
+@pytest.mark.parametrize("dtype_out", ["i32", "i8"])
+@pytest.mark.parametrize("M", [1, 3, 16])
+def test_decode_with_int4_weights_simulates_exactly(dev, dtype_out, M):
+    """int8 activations x int4 weights (W4A8) in one core row: M padded to the mmul's r, B read once
+    at half a byte per weight, C equal to the simulator's reference and (i32) to the int64 product."""
+    cols = device(dev).columns
+    c = decode(dev, "i8", dtype_out, M, 96, 2 * cols * 32 + 16, dtype_b="i4")
+    assert c.m % c.mmul[0] == 0 and c.m >= M
+    d = build_design(c)
+    assert float(design_traffic(d)["B"].bytes) == c.call.k_walk * c.call.Np / 2  # once, 2 per byte
+    r = simulate(d, seed=M)
+    assert r.passed and r.mismatches == 0
+    if dtype_out == "i32":
+        assert r.accuracy.max_abs == 0 and r.accuracy.lossless
 
 
 def test_decode_lowers_to_iron_without_a_refusal():
@@ -249,6 +268,20 @@ def test_issue_size_simulates(dev, dtype_in, dtype_out):
     r = simulate(c)
     assert r.passed and c.rows == 1
     assert float(design_traffic(build_design(c))["B"].bytes) == 4096 * 4096 * (2 if dtype_in == "bf16" else 1)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("dev", ["npu2", "npu1"])
+def test_issue_size_with_int4_weights_simulates_exactly(dev):
+    """1 x 4096 x 4096 i8 x i4 -> i32 (W4A8 decode), the design the search picks: bit-exact against the
+    reference and equal to the int64 product; B (8 MiB of packed weights) crosses DRAM once."""
+    req = Request(Options(dev, "i8", "i32", dtype_b="i4"), Problem(1, 4096, 4096), Pins())
+    c = choose(req).config
+    assert c.rows == 1 and c.dtype_b == "i4"  # the model's faster mapping for M = 1
+    d = build_design(c)
+    assert float(design_traffic(d)["B"].bytes) == 4096 * 4096 / 2
+    r = simulate(d)
+    assert r.passed and r.mismatches == 0 and r.accuracy.max_abs == 0 and r.accuracy.lossless
 
 
 def test_operator_serves_a_decode_call_through_the_decode_mapping():

@@ -157,7 +157,8 @@ def int4_configs(draw: st.DrawFn) -> GemmConfig:
     M, K, N = draw(st.integers(1, 2 * 4 * m)), draw(st.integers(1, 2 * k_mt)), draw(st.integers(1, 2 * cols * n))
     return GemmConfig(dev, M, K, N, m, k, n, k_mt, "i8", draw(st.sampled_from(["i8", "i16", "i32"])),
                       dtype_b="i4", mmul_shape=(r, s, t), rho=rho, cols=cols, queue_groups=draw(st.integers(1, 4)),
-                      a_col_maj=cols >= 4 and draw(st.booleans()), c_col_maj=draw(st.booleans()))
+                      a_col_maj=cols >= 4 and draw(st.booleans()), c_col_maj=draw(st.booleans()),
+                      b_pack=draw(st.sampled_from(["tiles", "strips"])))
 
 
 @SETTINGS
@@ -253,3 +254,96 @@ def test_the_tuner_and_plan_take_int4():
     assert c.t_b is I4 and c.mmul == (4, 16, 16) and c.n % 16 == 0
     code = main(["plan", "--dev", "npu1", "-M", "256", "-K", "256", "-N", "256", "--dtype_in", "i8", "--dtype_b", "i4"])
     assert code == 0
+
+
+# ---- B in strips (--b-pack strips): one long DMA run per core column ------------------------------
+def _strips(dev: str, M: int, K: int, N: int, **kw: object) -> GemmConfig:
+    return _config(dev, M, K, N, b_pack="strips", **kw)
+
+
+@pytest.mark.parametrize("dev", ["npu1", "npu2"])
+@pytest.mark.parametrize("size", [(128, 128, 256), (100, 200, 300), (7, 33, 41)])
+def test_strips_simulate_exactly(dev, size):
+    c = _strips(dev, *size)
+    a, b, got = _simulated_c(c)
+    assert np.array_equal(got.astype(np.int64), a.astype(np.int64) @ b.astype(np.int64))
+    r = simulate(c)
+    assert r.passed and r.mismatches == 0 and r.accuracy.lossless and r.accuracy.max_abs == 0
+
+
+def test_a_strip_is_its_columns_packed_rows_contiguous_and_one_shim_run():
+    """Strip j of B's buffer is pack_i4(B[:, j n : (j + 1) n]): K rows of n / 2 bytes back to back, so
+    each B task is one contiguous run of K n / 2 bytes; the memtile re-tiles each k x n object as it
+    does a row-major B's (its walks are unchanged)."""
+    c = _strips("npu2", 64, 256, 512)
+    call = c.call
+    a, b = make_inputs(call.M, call.K, call.N, c.t_in, c.t_b, 1, c.t_b)
+    _, b_dram = hostdata.pad_inputs(c, a, b, call)
+    assert b_dram.shape == (call.Np // c.n, call.k_walk, c.n // 2)
+    for j in range(call.Np // c.n):
+        assert np.array_equal(b_dram[j], pack_i4(b[:, j * c.n:(j + 1) * c.n].astype(np.int8)))
+    assert np.array_equal(hostdata.host_values(c, *hostdata.pad_inputs(c, a, b, call), call)[1], b)
+    d, rows = build_design(c), build_design(c.with_(b_pack="tiles"))
+    b_tasks = [t.tap for t in d.tasks if t.tensor == "B"]
+    assert b_tasks and all(t.sizes[-1] == call.k_walk * c.n // 8 and set(t.sizes[:-1]) <= {1} for t in b_tasks)
+    fifo = {f.name: f.dims_to_stream for f in d.fifos if f.name.startswith("B")}
+    assert fifo == {f.name: f.dims_to_stream for f in rows.fifos if f.name.startswith("B")}
+
+
+def test_strips_read_by_a_row_major_walk_fail():
+    """The mutant: a strips design fed the row-major packed buffer multiplies the wrong weights, and
+    the comparison with the exact product says so (so the layouts really differ)."""
+    c = _strips("npu2", 64, 128, 512)
+    call = c.call
+    a, b = make_inputs(call.M, call.K, call.N, c.t_in, c.t_b, 2, c.t_b)
+    a_dram, b_rows = hostdata.pad_inputs(c.with_(b_pack="tiles"), a, b, call)
+    cells, _, _ = ArraySession(build_design(c)).run(call, a_dram, b_rows)
+    got = hostdata.output_values(c, (cells & w.VALUE_MASK).astype(np.uint32), call)
+    assert not np.array_equal(got.astype(np.int64), a.astype(np.int64) @ b.astype(np.int64))
+
+
+def test_the_model_prices_a_strip_as_one_run_and_the_search_weighs_both_packings():
+    """No new constant: the strips' longer runs go through the model's run-length terms. The search
+    weighs both packings of an int4 B when the option is open, and keeps a given one."""
+    from gemm_gen.model.predict import predict
+    from gemm_gen.search import choose
+    from gemm_gen.spec import Options, Pins, Problem, Request
+
+    c = GemmConfig("npu2", 1024, 1024, 4096, 88, 32, 128, 1024, "i8", "i32", dtype_b="i4")
+    rows, strips = predict(c), predict(c.with_(b_pack="strips"))
+    assert rows.dram["B"].bytes == strips.dram["B"].bytes
+    assert rows.dram["B"].run_bytes == c.n // 2 and strips.dram["B"].run_bytes == c.K * c.n // 2
+    assert strips.dram["B"].effective_gbps > rows.dram["B"].effective_gbps and strips.time_s < rows.time_s
+    size = Problem(1024, 1024, 4096)
+    open_ = choose(Request(Options("npu2", "i8", "i32", dtype_b="i4"), size, Pins()))
+    tiles = choose(Request(Options("npu2", "i8", "i32", dtype_b="i4", b_pack="tiles"), size, Pins())).config
+    best = choose(Request(Options("npu2", "i8", "i32", dtype_b="i4", b_pack="strips"), size, Pins())).config
+    assert "b_pack" in open_.filled and open_.config.b_pack in ("tiles", "strips")
+    assert predict(open_.config).time_s == min(predict(tiles).time_s, predict(best).time_s)
+    assert tiles.b_pack == "tiles" and best.b_pack == "strips"
+
+
+def test_strips_of_bf16_or_i8_are_refused_in_one_line():
+    with pytest.raises(ConfigError, match=r"--b-pack strips is mlir-aie's packing of a bfp16 B, not of i8 .*int4"):
+        check_config(GemmConfig("npu2", 128, 128, 256, 32, 64, 32, 128, "i8", "i32", b_pack="strips"))
+    check_config(_strips("npu2", 128, 128, 256))  # int4 takes them
+
+
+def test_the_iron_lowering_reads_a_strip_as_one_run():
+    from gemm_gen.backends.iron import lower
+
+    from . import iron_recorder
+    c = _strips("npu2", 256, 256, 512)
+    api, _ = iron_recorder.api()
+    lower(build_design(c), api).resolve_program()  # the 1.4.3 stand-in verifies every BD
+
+
+def test_tune_shows_b_packing_for_int4_and_pins_it(capsys):
+    args = ["tune", "--dev", "npu2", "-M", "64", "-K", "512", "-N", "1024", "--dtype_in", "i8", "--top", "3"]
+    assert main([*args, "--dtype_b", "i4"]) == 0
+    assert "B pack" in capsys.readouterr().out  # the model weighs both packings of an int4 B
+    assert main([*args, "--dtype_b", "i4", "--b-pack", "tiles"]) == 0
+    ranked = [line.split() for line in capsys.readouterr().out.splitlines() if line.strip()[:1].isdigit()]
+    assert len(ranked) == 3 and all(row[4] == "tiles" for row in ranked)  # --b-pack pins it
+    assert main(args) == 0
+    assert "B pack" not in capsys.readouterr().out  # an i8 B is the user's own layout

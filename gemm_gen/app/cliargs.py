@@ -191,8 +191,9 @@ def problem_args(p: argparse.ArgumentParser) -> None:
                    type=_b_col_maj, help="C written column-major (N x M, i.e. C^T row-major; scalar outputs); takes "
                    "an optional 0/1")
     p.add_argument("--b-pack", "--b_pack", dest="b_pack", choices=("tiles", "strips"), default=None,
-                   help="DRAM layout of a bfp16 B: tiles (a matrix of 8x8 tiles) or strips (mlir-aie's ATB packing: "
-                   "each core column's K x n strip contiguous); default: the model's choice")
+                   help="DRAM layout of a bfp16 or int4 B: tiles (bfp16: a matrix of 8x8 tiles; int4: packed rows) or "
+                   "strips (each core column's K x n strip contiguous; bfp16: mlir-aie's ATB packing); default: the "
+                   "model's choice")
     p.add_argument("--emulate-bf16-mmul-with-bfp16", dest="emulate", nargs="?", const=True, default=None,
                    type=_b_col_maj, help="bf16 via the bfp16 datapath (8x8x8 mmul); npu2's default, 0 turns it off")
     p.add_argument("--chess", action="store_true",

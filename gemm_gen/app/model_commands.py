@@ -12,7 +12,7 @@ from typing import Any
 from .. import search
 from ..atomic import check_output_dir, check_output_file, write_all, write_atomic
 from ..checks import check_config
-from ..config import B_PACKS, GemmConfig
+from ..config import GemmConfig, b_packs
 from ..design.serve import SERVED
 from ..errors import ConfigError, ToolchainMissing
 from ..hw.devices import device
@@ -195,7 +195,7 @@ def cmd_tune(a: argparse.Namespace) -> int:
         many = tune_many(base, tuple(a.runtime_sizes), a.weights, pinned, _params(a))
         print(json.dumps(many.to_json(), indent=1) if a.json else tune_many_text(many))
         return 0
-    packs = (a.b_pack,) if a.b_pack else B_PACKS if base.t_b.is_block else ("tiles",)  # the model picks B's packing
+    packs = (a.b_pack,) if a.b_pack else b_packs(base.t_b)  # the model picks B's packing
     kernels = (False, True) if resolve(base.options).convert_once_open else ()  # and npu2 bf16's kernel
     rows = (0, 1) if decode_weighed(base, pinned) else ()  # and the mapping of a decode-shaped call
     result = tune_b_packs(Workload.of(base), top, pinned, packs, _params(a), _ends(a), a.rank, kernels, rows)
@@ -264,7 +264,7 @@ def tune_text(r: TuneResult, count: int) -> str:
              f"(throughputs are PREDICTED by the model"
              f"{'; re-ranked by measurement' if measured else ''}"
              f"{'; ranked by the pessimistic end of each range' if r.rank == 'pessimistic' and not measured else ''})"]
-    packs = pr.base.dtype_b == "bfp16"
+    packs = len(b_packs(pr.base.t_b)) > 1  # a B type with a packing to choose: show it
     head = f"{'rank':>4}  {'m x k x n':<14} {'k_mt':>5}  {'rho':>3}  " + (f"{'B pack':<6}  " if packs else "") + \
         (f"{'kernel':<12}  " if r.kernels_weighed else "") + (f"{'mapping':<11}  " if r.mappings_weighed else "") + \
         f"{'pred TOPS':>9}  {'range':<11}  {'bound':<7}  {'compute':>7}  " \

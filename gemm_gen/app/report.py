@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 from ..call import CallPlan
 from ..design.keys import VariantInfo
 from ..design.serve import SERVED
+from ..dtypes import dtype
 from ..epilogue import Epilogue
 from .plan_info import L1Info, PlanInfo, XclbinPlan
 
@@ -80,7 +81,8 @@ def plan_text(p: PlanInfo) -> str:
     dram = p.dram_bytes
     layout = "column-major" if d.b_col_maj else "row-major"
     if d.b_pack == "strips":
-        layout += " in the kernel, packed in DRAM as mlir-aie's ATB strips (one run per core column)"
+        layout += (" in the kernel, packed in DRAM as mlir-aie's ATB strips (one run per core column)"
+                   if dtype(d.dtype_b).is_block else ", packed in DRAM in strips (one run per core column)")
     types = f"{d.dtype_in} -> {d.dtype_out}"
     if d.dtype_b != d.dtype_in or d.acc != d.dtype_out:
         types = f"A {d.dtype_in} x B {d.dtype_b} -> C {d.dtype_out}" + (

@@ -26,6 +26,9 @@ B bfp16:          the kernel reads 1 x 2 super-blocks of 8 x 8 tiles (l1_layout.
                   Row-major tiles: memtile (k x n) -> MM2S [n/16, k/8, 2] tiles -> L1 linear.
                   Column-major tiles: memtile (n x k_mt) -> MM2S [k_mt/k, k/8, n/8] tiles (K tile major)
                   -> core S2MM [k/8, n/16, 2] tiles into the pairs (the memtile alone would need 5 dims).
+B int4:           in words of 8 values along N (Grid counts them): the row-major walks above. Strips
+                  (hostdata): each column's K x n strip row-major and contiguous, so the shim reads it
+                  as one run, as bfp16's, and the memtile re-tiles each k x n object as row-major B's.
 C:                L1 r x t blocks -> memtile join (rows slices of m x n)
                   -> MM2S per slice [m/r, r, n/t, t] -> shim writes (rows*m) x n into C.
 C bfp16:          the kernel keeps 2 x 2 super-blocks of 8 x 8 tiles (l1_layout.c_tile_blocks, mlir-aie's
@@ -89,7 +92,7 @@ def a_l1_from_stream(c: Grid) -> Tap:
 
 
 def b_l2_to_stream(c: Grid) -> Tap:
-    if c.b_pack == "strips":  # one k x n L1 tile of a strip, already the kernel's 1 x 2 super-blocks
+    if c.b_pack == "strips" and c.unit.is_block:  # one k x n L1 tile, already the kernel's 1 x 2 super-blocks
         return Tap.linear(c.k * c.n)
     if c.unit.is_block:  # 8 x 8 tiles: k, n, k_mt count tiles
         if c.b_col_maj:  # B^T object n x k_mt: per k-step K tile major; the core S2MM pairs the columns

@@ -12,7 +12,7 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
-from ..config import GemmConfig, default_k_mt, default_tiles
+from ..config import GemmConfig, b_packs, default_k_mt, default_tiles
 from ..design.serve import check
 from ..errors import GemmGenError, ToolchainMissing
 from ..model.params import Params, load
@@ -53,7 +53,7 @@ KERNEL_NAMES = {False: "emulated (bf16 converted to bfp16 at every mmul)",
 @dataclass(frozen=True)
 class Choice:
     """The design a request gets, what the search filled in (names of the tiling's fields, "b_pack"
-    when a bfp16 B's packing was open, "convert_once" when the kernel was), each kernel it weighed
+    when a bfp16 or int4 B's packing was open, "convert_once" when the kernel was), each kernel it weighed
     for an open convert-once option (the chosen one first) and, when a measurement re-ranked the
     model's finalists, each finalist with its measured time (inf: it failed to build or run)."""
 
@@ -77,7 +77,7 @@ def choose(request: Request, params: Params | None = None, measure: Measure | No
     """The one way from a request to a design. The tiling's open sizes come from the model: for
     several `pins.sizes`, the design with the least weighted time over them that keeps the pinned ones
     (search/tune_many.py); for one problem all of them when none is pinned, else the paper's defaults
-    with the model's k_mt. A bfp16 B's packing is the model's choice too when the options leave it open (one
+    with the model's k_mt. A bfp16 or int4 B's packing is the model's choice too when the options leave it open (one
     problem only), and so is the kernel where the convert-once option is open and both kernels can run
     (`kernel_options`; each with its own tiles, the faster predicted wins). With `measure`, a tiling
     left wholly open is the fastest measured of the model's MEASURED_FINALISTS best designs (of either
@@ -95,7 +95,7 @@ def choose(request: Request, params: Params | None = None, measure: Measure | No
     filled = tuple(name for name in ("m", "k", "n", "k_mt") if getattr(pins, name) is None)
     if filled and pins.rho is None and (_several_sizes(pins) or wholly_open):
         filled += ("rho",)
-    if packing_open and config.t_b.is_block and not _several_sizes(pins):
+    if packing_open and len(b_packs(config.t_b)) > 1 and not _several_sizes(pins):
         filled += ("b_pack",)
     if viable:
         filled += ("convert_once",)
@@ -204,7 +204,7 @@ def _chosen_mapping(base: GemmConfig, pins: Pins, packing_open: bool, p: Params)
         config = base.with_(m=dm if m is None else m, k=kk, n=dn if n is None else n,
                             k_mt=default_k_mt(base.device, base.dtype_in, base.dtype_out, kk, base.K, base.dtype_b,
                                               base.acc) if k_mt is None else k_mt)
-    if packing_open and config.t_b.is_block:  # the packing of a bfp16 B is the model's choice too
+    if packing_open and len(b_packs(config.t_b)) > 1:  # the packing of a bfp16 or int4 B is the model's choice too
         return tuned_b_pack(config, tuned, k_mt, rho, p)
     if tuned:
         return tuned_config(config, k_mt, rho, p)

@@ -304,7 +304,7 @@ def tune_b_packs(pr: Workload, top: int = 5, pins: Pins | None = None,
                  packs: tuple[str, ...] = ("tiles",), params: Params | None = None,
                  ends: tuple[Params, Params] | None = None, rank: str = "model",
                  kernels: tuple[bool, ...] = (), rows: tuple[int, ...] = ()) -> TuneResult:
-    """tune() for each DRAM packing of B in `packs` (both, for a bfp16 B the user left open) and, with
+    """tune() for each DRAM packing of B in `packs` (both, for a bfp16 or int4 B the user left open) and, with
     `kernels` (False, True) for an open convert-once option, for each kernel, and with `rows` (0, 1)
     for an open mapping of a decode-shaped call, for each mapping, merged by predicted time; a kernel
     or mapping without a valid design drops out unless none has one."""
@@ -341,8 +341,8 @@ def tuned_config(base: GemmConfig, k_mt: int | None = None, rho: int | None = No
 
 def tuned_b_pack(config: GemmConfig, tiles_tuned: bool, k_mt: int | None = None, rho: int | None = None,
                  params: Params | None = None) -> GemmConfig:
-    """For a bfp16 B whose packing the user left open: the better of the two packings (tiles, or
-    mlir-aie's strips), each with its own tuned tiles when the tiles were tuned, else with the given
+    """For a bfp16 or int4 B whose packing the user left open: the better of the two packings (tiles, or
+    strips), each with its own tuned tiles when the tiles were tuned, else with the given
     ones (and each packing's best k_mt)."""
 
     best: tuple[float, GemmConfig] | None = None
