@@ -135,7 +135,7 @@ roofline: $(STAMP)
 
 # the tests write only into temporary folders, never into build/ (tests/conftest.py checks it)
 test: $(STAMP)
-	@echo "make test: the suite takes about 7 minutes on 2 cores (pytest prints its own time at the end)"
+	@echo "make test: the suite takes about 9 minutes on 2 cores (pytest prints its own time at the end)"
 	$(BIN)/python -m pytest -q
 
 test-slow: $(STAMP)

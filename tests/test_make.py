@@ -99,7 +99,7 @@ def test_doctor_reports_every_tool():
     assert (done.returncode == 0) == ("everything is in place" in done.stdout)
 
 
-@pytest.mark.parametrize("target,command", [("test", "pytest -q"), ("test", "the suite takes about 7 minutes"),
+@pytest.mark.parametrize("target,command", [("test", "pytest -q"), ("test", "the suite takes about 9 minutes"),
                                             ("test-slow", "pytest -q -m slow"),
                                             ("bench", "scripts/bench_sim.py"), ("lint", "ruff check"),
                                             ("clean", "rm -rf build"), ("install", "")])
