@@ -170,9 +170,11 @@ class Requant:
         x = acc if bias is None else acc + np.asarray(bias, dtype=np.int64)
         if x.size and (x.min() < INT32_MIN or x.max() > INT32_MAX):
             raise ValueError("acc + bias leaves int32 (TFLite's int32 accumulator)")
-        y = _MBQM[self.form](x, np.asarray(self.multiplier, np.int64), np.asarray(self.shift, np.int64))
-        y = np.clip(y.astype(np.int64) + self.zero_point, self.lo, self.hi)
-        return saturate(y, self.out, Saturation.SATURATE)
+        return self.output(_MBQM[self.form](x, np.asarray(self.multiplier, np.int64), np.asarray(self.shift, np.int64)))
+
+    def output(self, y: np.ndarray) -> np.ndarray:
+        """The scaled values' last steps, TFLite's order: + zero point, clamp to [act_min, act_max], saturate."""
+        return saturate(np.clip(y.astype(np.int64) + self.zero_point, self.lo, self.hi), self.out, Saturation.SATURATE)
 
     def apply_real(self, acc: np.ndarray, bias: np.ndarray | None = None) -> np.ndarray:
         """The float64 reference: (acc + bias) M 2^(shift - 31) rounded once to nearest (ties away from
@@ -568,6 +570,4 @@ def requant_kernel(requant: Requant, acc: np.ndarray, bias: np.ndarray | None = 
     acc = np.asarray(acc, dtype=np.int64)
     x = acc if bias is None else acc + np.asarray(bias, dtype=np.int64)
     x = saturate(x, I32, Saturation.SATURATE).astype(np.int64)
-    y = mbqm_srs(x, np.asarray(requant.multiplier, np.int64), np.asarray(requant.shift, np.int64))
-    y = np.clip(y.astype(np.int64) + requant.zero_point, requant.lo, requant.hi)
-    return saturate(y, requant.out, Saturation.SATURATE)
+    return requant.output(mbqm_srs(x, np.asarray(requant.multiplier, np.int64), np.asarray(requant.shift, np.int64)))
