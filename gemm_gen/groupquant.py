@@ -1,0 +1,102 @@
+"""W4A16 weights: int4 values with one bf16 scale (and optionally a zero point) per group of
+`group_size` rows of K and per column of N. The one definition of their dequantization and of
+where a B object (one k x n tile of one k-step, as a core receives it) keeps its scales.
+
+A B object is, in bytes: the k x n int4 values in the element order in which the bf16 kernel reads
+its B tile (the order the bf16 design's memtile -> core walk delivers), two per byte, the even
+element in the low nibble (`dtypes.pack_i4`); then `scale_rows(k, g)` rows of n bf16 scales,
+row-major; then, with zero points, as many rows of n bf16 zero points. The kernel dequantizes the
+values once per object into a k x n bf16 tile of that same order, and multiplies A by it as the
+bf16 kernel multiplies A by B.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .dtypes import BF16, I4
+from .errors import ConfigError
+
+GROUP_SIZES = (32, 64, 128)  # along K; what AWQ / GPTQ checkpoints and the NPU stacks use
+
+
+def check_group_size(group_size: int) -> None:
+    if group_size not in GROUP_SIZES:
+        raise ConfigError(f"--group-size {group_size}: int4 weights take one scale per 32, 64 or 128 rows of K",
+                          f"use --group-size {' | '.join(str(g) for g in GROUP_SIZES)}")
+
+
+def check_tile_k(k: int, group_size: int) -> None:
+    """A B object covers whole groups, or lies inside one group."""
+    if k % group_size and group_size % k:
+        raise ConfigError(f"-k {k} with --group-size {group_size}: a B tile must cover whole groups of K or lie "
+                          "inside one", f"use a k that divides {group_size} or is a multiple of it")
+
+
+def scale_rows(k: int, group_size: int) -> int:
+    """Rows of scales in one k-row B object: one per group it covers (one when k <= group_size)."""
+    check_tile_k(k, group_size)
+    return max(1, k // group_size)
+
+
+@dataclass(frozen=True)
+class ObjectLayout:
+    """Byte offsets of the parts of one k x n B object."""
+
+    k: int
+    n: int
+    group_size: int
+    zero_points: bool
+
+    @property
+    def rows(self) -> int:
+        return scale_rows(self.k, self.group_size)
+
+    @property
+    def q_bytes(self) -> int:
+        return self.k * self.n // I4.block_elems
+
+    @property
+    def scale_offset(self) -> int:
+        return self.q_bytes
+
+    @property
+    def zero_offset(self) -> int:
+        return self.scale_offset + self.rows * self.n * BF16.block_bytes
+
+    @property
+    def nbytes(self) -> int:
+        return self.zero_offset + (self.rows * self.n * BF16.block_bytes if self.zero_points else 0)
+
+
+def group_of_rows(rows: np.ndarray | int, group_size: int) -> np.ndarray:
+    """The scale row (group) of each row of K."""
+    return np.asarray(rows) // group_size
+
+
+def dequant(q: np.ndarray, scales: np.ndarray, zero_points: np.ndarray | None, group_size: int) -> np.ndarray:
+    """bf16 weights of int4 values `q` (K x N, in [-8, 7]) with `scales` (ceil(K / g) x N, bf16 values)
+    and optional integer `zero_points` of the same shape (in [-8, 7]: a uint4 checkpoint's q - 8 and
+    z - 8 give the same q - z): w = bf16_rne((q - z) * s), one rounding
+    ((q - z) * s is exact in fp32: at most 5 integer bits times bf16's 8-bit significand)."""
+    q = np.asarray(q)
+    s = np.asarray(scales).astype(BF16.host).astype(np.float32)
+    g = group_of_rows(np.arange(q.shape[0]), group_size)
+    d = q.astype(np.float32)
+    if zero_points is not None:
+        d = d - np.asarray(zero_points).astype(np.float32)[g]
+    return (d * s[g]).astype(BF16.host)
+
+
+def dequant_exact(q: np.ndarray, scales: np.ndarray, zero_points: np.ndarray | None, group_size: int
+                  ) -> np.ndarray:
+    """float64 (q - z) * s: the weights a user's A @ dequant(B) means, before any rounding."""
+    q = np.asarray(q)
+    s = np.asarray(scales).astype(BF16.host).astype(np.float64)
+    g = group_of_rows(np.arange(q.shape[0]), group_size)
+    d = q.astype(np.float64)
+    if zero_points is not None:
+        d = d - np.asarray(zero_points).astype(np.float64)[g]
+    return d * s[g]

@@ -1,0 +1,46 @@
+"""The W4A16 contract (gemm_gen/groupquant.py): dequantization rounds once, object layout, refusals."""
+
+import numpy as np
+import pytest
+
+from gemm_gen.dtypes import BF16
+from gemm_gen.errors import ConfigError
+from gemm_gen.groupquant import ObjectLayout, check_group_size, dequant, dequant_exact, scale_rows
+
+
+def test_dequant_rounds_the_exact_product_once_to_nearest_even():
+    rng = np.random.default_rng(1)
+    q = rng.integers(-8, 8, (256, 24))
+    s = rng.standard_normal((2, 24)).astype(BF16.host)
+    z = rng.integers(-8, 8, (2, 24))
+    w = dequant(q, s, z, 128)
+    exact = dequant_exact(q, s, z, 128)
+    assert w.dtype == BF16.host
+    assert np.array_equal(w.astype(np.float64), exact.astype(np.float32).astype(BF16.host).astype(np.float64))
+    # rows 0..127 use scale row 0, rows 128.. use row 1
+    assert np.array_equal(w[127], ((q[127] - z[0]) * s[0].astype(np.float32)).astype(BF16.host))
+    assert np.array_equal(w[128], ((q[128] - z[1]) * s[1].astype(np.float32)).astype(BF16.host))
+
+
+def test_dequant_without_zero_points_is_q_times_s():
+    q = np.array([[-8, 7], [1, 0]])
+    s = np.array([[0.5, 3.0]], dtype=BF16.host)
+    assert dequant(q, s, None, 32).astype(np.float32).tolist() == [[-4.0, 21.0], [0.5, 0.0]]
+
+
+@pytest.mark.parametrize("k, g, rows", [(64, 32, 2), (128, 128, 1), (32, 128, 1), (256, 64, 4)])
+def test_scale_rows(k, g, rows):
+    assert scale_rows(k, g) == rows
+
+
+def test_a_tile_that_cuts_a_group_is_refused_in_one_line():
+    with pytest.raises(ConfigError, match="-k 48 with --group-size 32"):
+        scale_rows(48, 32)
+    with pytest.raises(ConfigError, match="--group-size 48"):
+        check_group_size(48)
+
+
+def test_object_layout_puts_scales_then_zero_points_after_the_values():
+    lay = ObjectLayout(k=64, n=32, group_size=32, zero_points=True)
+    assert (lay.q_bytes, lay.scale_offset, lay.zero_offset, lay.nbytes) == (1024, 1024, 1024 + 128, 1024 + 256)
+    assert ObjectLayout(64, 32, 32, False).nbytes == 1024 + 128
