@@ -75,10 +75,12 @@ FIELDS = ("device", "M", "K", "N", "m", "k", "n", "k_mt", "dtype_in", "dtype_out
           "emulate_bf16_with_bfp16", "compiler", "mmul_shape", "stack_bytes", "queue_groups", "rho", "depth_ab_l1",
           "depth_ab_l2", "depth_c_l1", "depth_c_l2", "rounding", "saturation", "shift", "dtype_b", "acc", "b_pack",
           "expansion", "kernel_loops", "convert_once", "l1_alloc", "runtime_sizes", "a_col_maj", "c_col_maj",
-          "bias", "activation", "clamp", "requant")
+          "bias", "activation", "clamp", "requant", "group_size", "zero_points")
 # the fused epilogue's fields: written by to_json only when set, so an epilogue-free config keeps its JSON
 # text, its build key and its cached builds
 EPILOGUE_FIELDS = ("bias", "activation", "clamp", "requant")
+# W4A16's group scales: written by to_json only when set, for the same reason
+GROUP_FIELDS = ("group_size", "zero_points")
 
 
 @dataclass(frozen=True, init=False, eq=False)
@@ -319,6 +321,15 @@ class GemmConfig:
         return self.options.requant
 
     @property
+    def group_size(self) -> int:
+        """Rows of K per int4 weight scale (W4A16; 0: no group scales)."""
+        return self.options.group_size
+
+    @property
+    def zero_points(self) -> bool:
+        return self.options.zero_points
+
+    @property
     def epilogue(self) -> Epilogue:
         """What the kernel does to each C tile after its last k-step (rules/epilogue.py names the
         options it cannot take: checks.check_epilogue)."""
@@ -552,9 +563,11 @@ class GemmConfig:
     def to_json(self) -> dict[str, object]:
         """Every field as it reads (defaults applied), in FIELDS order: what a build is keyed on. The
         epilogue's fields only when set (an epilogue-free config keeps its key)."""
-        out = {name: getattr(self, name) for name in FIELDS if name not in EPILOGUE_FIELDS}
+        out = {name: getattr(self, name) for name in FIELDS if name not in EPILOGUE_FIELDS + GROUP_FIELDS}
         if not self.epilogue_free:
             out.update({name: getattr(self, name) for name in EPILOGUE_FIELDS})
+        if self.group_size:
+            out.update({name: getattr(self, name) for name in GROUP_FIELDS})
         return out
 
     @property

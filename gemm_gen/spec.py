@@ -121,6 +121,10 @@ class Options:
     activation: str | None = None
     clamp: tuple[float, float] | None = None
     requant: str | None = None
+    # W4A16 weights (gemm_gen/groupquant.py): int4 B with bf16 A takes one bf16 scale per `group_size`
+    # rows of K and column (0: no groups, the int8 x int4 kernels), and with `zero_points` one zero point too
+    group_size: int = 0
+    zero_points: bool = False
 
     def __post_init__(self) -> None:
         if self.clamp is not None:  # JSON gives a list; options hash and compare as tuples
