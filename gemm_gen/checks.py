@@ -6,9 +6,10 @@ result in the user's words; design/serve.py's `check()` adds every DMA pattern o
 
 from __future__ import annotations
 
+from . import groupquant
 from . import precision as prec
 from .config import B_PACKS, L1_SCHEMES, RUNTIME_SIZES, GemmConfig, b_packs
-from .dtypes import dtype
+from .dtypes import I4, dtype
 from .epilogue import mode_ops
 from .errors import ConfigError
 from .hw.devices import Device, MmulShape, TileKind
@@ -35,6 +36,8 @@ def check_config(c: GemmConfig, budgets: bool = True) -> GemmConfig:
     check_types(c)
     check_array(c)
     check_divisibility(c)
+    if c.group_size:
+        groupquant.check_tile_k(c.k, c.group_size)
     check_granularity(c)
     check_epilogue_tile(c)
     check_a_col_maj_chunks(c)
@@ -92,6 +95,23 @@ def check_types(c: GemmConfig) -> None:
         raise ConfigError(f"unknown saturation mode {c.saturation!r}",
                           "use none, saturate or symmetric")
     check_epilogue(c)
+    check_groups(c)
+
+
+def check_groups(c: GemmConfig) -> None:
+    """Group scales belong to int4 B times a bf16 A (W4A16), which needs them."""
+    w4a16 = c.dtype_b == I4.name and c.dtype_in in prec.W4A16_A_TYPES
+    if c.group_size and not w4a16:
+        raise ConfigError(f"--group-size {c.group_size} with {c.dtype_in} x {c.dtype_b}: group scales belong to int4 "
+                          "weights times a bf16 A (W4A16)", "drop --group-size, or use --dtype_in bf16 --dtype_b i4")
+    if c.zero_points and not c.group_size:
+        raise ConfigError("--zero-points without --group-size: a zero point belongs to a group's scale",
+                          "add --group-size 32 | 64 | 128, or drop --zero-points")
+    if w4a16 and not c.group_size:
+        raise ConfigError("--dtype_b i4 with --dtype_in bf16 (W4A16) needs one scale per group of K rows",
+                          "add --group-size 32 | 64 | 128")
+    if c.group_size:
+        groupquant.check_group_size(c.group_size)
 
 
 def check_block_layouts(c: GemmConfig) -> None:

@@ -31,6 +31,9 @@ BFP16 = "bfp16"
 # int4 weights (issue 22, W4A8): B in int4 times an int8 A, on the AIE API's 8b x 4b mmuls (acc32 only)
 I4 = "i4"
 I4_A_TYPES = ("i8",)
+# W4A16: int4 B with group scales (gemm_gen/groupquant.py) times a bf16 A, dequantized to bf16 in the core
+W4A16_A_TYPES = ("bf16",)
+W4A16_OUT_TYPES = ("bf16", "f32")
 # what the bfp16 datapath multiplies: A bf16 (converted in the core) or bfp16, B always bfp16
 BFP16_A_TYPES = ("bf16", BFP16)
 BFP16_OUT_TYPES = ("bf16", "f32", BFP16)
@@ -101,15 +104,29 @@ def check_int4(p: Precision) -> None:
     if p.a == I4 or p.out == I4:
         raise ConfigError(f"{'--dtype_in' if p.a == I4 else '--dtype_out'} i4: int4 is a weight type (B only)",
                           "use --dtype_in i8 --dtype_b i4")
+    if p.a in W4A16_A_TYPES:
+        check_w4a16(p)
+        return
     if p.a not in I4_A_TYPES:
-        raise ConfigError(f"--dtype_b i4 with --dtype_in {p.a}: the AIE API multiplies int4 B by int8 A only "
-                          "(no 16b x 4b or bf16 x 4b mmul; W4A16 is not built yet)", "use --dtype_in i8")
+        raise ConfigError(f"--dtype_b i4 with --dtype_in {p.a}: int4 B multiplies an int8 A (the AIE API's 8b x 4b "
+                          "mmuls) or a bf16 A (W4A16, dequantized in the core); no 16b x 4b mmul",
+                          "use --dtype_in i8 or bf16")
     if p.out not in ("i8", "i16", "i32"):
         raise ConfigError(f"--dtype_out {p.out} with int8 x int4: the integer kernel writes i8, i16 or i32",
                           "use --dtype_out i32")
     if p.acc not in (p.out, "i32"):
         raise ConfigError(f"--acc {p.acc} with int8 x int4: C accumulates in the mmul's acc32 (i32, the default) "
                           f"or in its output type (--acc {ACC_OUT})", f"drop --acc, or use --acc {ACC_OUT}")
+
+
+def check_w4a16(p: Precision) -> None:
+    """W4A16: the core dequantizes int4 B to bf16 and runs the bf16 kernel, which accumulates in fp32."""
+    if p.out not in W4A16_OUT_TYPES:
+        raise ConfigError(f"--dtype_out {p.out} with bf16 x int4 weights: the bf16 kernel writes bf16 or f32",
+                          "use --dtype_out bf16")
+    if p.acc not in (p.out, "f32"):
+        raise ConfigError(f"--acc {p.acc} with bf16 x int4 weights: C accumulates in fp32 (the default) or in "
+                          f"its output type (--acc {ACC_OUT})", f"drop --acc, or use --acc {ACC_OUT}")
 
 
 def wide_acc(out: str, acc_bits: int) -> str:

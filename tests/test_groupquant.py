@@ -44,3 +44,33 @@ def test_object_layout_puts_scales_then_zero_points_after_the_values():
     lay = ObjectLayout(k=64, n=32, group_size=32, zero_points=True)
     assert (lay.q_bytes, lay.scale_offset, lay.zero_offset, lay.nbytes) == (1024, 1024, 1024 + 128, 1024 + 256)
     assert ObjectLayout(64, 32, 32, False).nbytes == 1024 + 128
+
+
+W4A16_TILES = dict(m=32, k=64, n=32, k_mt=256)
+
+
+@pytest.mark.parametrize("kw, message", [
+    (dict(dtype_in="bf16", dtype_b="i4"), "needs one scale per group of K rows"),
+    (dict(dtype_in="bf16", dtype_b="i4", group_size=48), "--group-size 48"),
+    (dict(dtype_in="i8", dtype_b="i4", group_size=32), "group scales belong to int4 weights times a bf16 A"),
+    (dict(dtype_in="bf16", zero_points=True), "--zero-points without --group-size"),
+    (dict(dtype_in="bf16", dtype_b="i4", group_size=128, dtype_out="i32"), "writes bf16 or f32"),
+    (dict(dtype_in="bf16", dtype_b="i4", group_size=128, acc="bf16", dtype_out="f32"), "accumulates in fp32"),
+    (dict(dtype_in="bf16", dtype_b="i4", group_size=128, k=96, k_mt=192), "-k 96 with --group-size 128"),
+])
+def test_w4a16_option_refusals_are_one_line(kw, message):
+    from gemm_gen.checks import check_config
+    from gemm_gen.config import GemmConfig
+
+    with pytest.raises(ConfigError, match=message) as err:
+        check_config(GemmConfig("npu2", 256, 256, 256, **{**W4A16_TILES, **kw}))
+    assert "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize("dev", ["npu2"])  # npu1's 4x8x4 B runs of 4 int4 values cut a DMA word (to lift)
+def test_w4a16_runs_the_bf16_mmul(dev):
+    from gemm_gen.checks import check_config
+    from gemm_gen.config import GemmConfig
+
+    w = check_config(GemmConfig(dev, 256, 256, 256, dtype_in="bf16", dtype_b="i4", group_size=64, **W4A16_TILES))
+    assert w.mmul == GemmConfig(dev, 256, 256, 256, dtype_in="bf16", **W4A16_TILES).mmul
