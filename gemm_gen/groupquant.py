@@ -13,6 +13,7 @@ bf16 kernel multiplies A by B.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -69,6 +70,14 @@ class ObjectLayout:
     @property
     def nbytes(self) -> int:
         return self.zero_offset + (self.rows * self.n * BF16.block_bytes if self.zero_points else 0)
+
+
+def object_bytes(k: Any, n: Any, group_size: int, zero_points: bool) -> Any:
+    """ObjectLayout(k, n, group_size, zero_points).nbytes over arrays of tiles (the rules' vectorized
+    form; tiles that cut a group are refused by check_tile_k, not here)."""
+    k, n = np.asarray(k), np.asarray(n)
+    rows = np.maximum(1, k // group_size)
+    return k * n // I4.block_elems + rows * n * BF16.block_bytes * (2 if zero_points else 1)
 
 
 def group_of_rows(rows: np.ndarray | int, group_size: int) -> np.ndarray:

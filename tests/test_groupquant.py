@@ -74,3 +74,11 @@ def test_w4a16_runs_the_bf16_mmul(dev):
 
     w = check_config(GemmConfig(dev, 256, 256, 256, dtype_in="bf16", dtype_b="i4", group_size=64, **W4A16_TILES))
     assert w.mmul == GemmConfig(dev, 256, 256, 256, dtype_in="bf16", **W4A16_TILES).mmul
+
+
+def test_object_bytes_over_arrays_equals_the_layout():
+    from gemm_gen.groupquant import object_bytes
+
+    ks, ns = np.array([32, 64, 256, 128]), np.array([16, 32, 64, 8])
+    for zp in (False, True):
+        assert object_bytes(ks, ns, 64, zp).tolist() == [ObjectLayout(k, n, 64, zp).nbytes for k, n in zip(ks, ns)]
