@@ -9,7 +9,7 @@ from __future__ import annotations
 from . import groupquant
 from . import precision as prec
 from .config import B_PACKS, L1_SCHEMES, RUNTIME_SIZES, GemmConfig, b_packs
-from .dtypes import I4, dtype
+from .dtypes import I4, WORD_BYTES, dtype
 from .epilogue import mode_ops
 from .errors import ConfigError
 from .hw.devices import Device, MmulShape, TileKind
@@ -286,9 +286,12 @@ def _divisibility_error(c: GemmConfig, name: str, st: tiling_rule.Steps) -> tupl
 def check_granularity(c: GemmConfig) -> None:
     """Every contiguous DMA run must be whole 32-bit words (sec. 4.3); bfp16 moves in 72-byte
     tiles, always whole words."""
-    runs = [("s", c.s, c.t_in), ("t", c.t, c.t_b), ("k_mt", c.k_mt, c.t_in),
-            ("n x cols", c.n * c.cols, c.t_b), ("t (C)", c.t, c.t_out),
+    runs = [("s", c.s, c.t_in), ("k_mt", c.k_mt, c.t_in), ("t (C)", c.t, c.t_out),
             ("n x cols (C)", c.n * c.cols, c.t_out)]
+    if c.group_size:  # W4A16: B moves as whole objects, never re-tiled (npu1's t = 4 needs no word of 8)
+        check_w4a16_objects(c)
+    else:
+        runs += [("t", c.t, c.t_b), ("n x cols", c.n * c.cols, c.t_b)]
     for name, count, t in runs:
         if t.is_packed and count % t.unit_elems:  # half-byte values: a run must be whole words of them
             raise ConfigError(
@@ -300,6 +303,22 @@ def check_granularity(c: GemmConfig) -> None:
                 f"{name}={count} x {t} = {t.nbytes(count)} B is not a multiple of the 4-byte DMA word",
                 "choose sizes whose rows are whole 32-bit words",
             )
+
+
+def check_w4a16_objects(c: GemmConfig) -> None:
+    """A W4A16 B object (groupquant.ObjectLayout) moves linearly, so each of its parts must be whole
+    32-bit words; and it is the kernel's whole B argument, so nothing else may ride in B's objects."""
+    lay = groupquant.ObjectLayout(c.k, c.n, c.group_size, c.zero_points)
+    if lay.q_bytes % WORD_BYTES or lay.nbytes % WORD_BYTES:
+        raise ConfigError(f"k={c.k} x n={c.n} int4 weights = {lay.q_bytes} B (+ {lay.nbytes - lay.q_bytes} B of "
+                          "scales) is not whole 4-byte DMA words", "choose k x n a multiple of 8 values, n even")
+    if c.epilogue.needs_tile:
+        raise ConfigError(f"--dtype_b i4 --group-size {c.group_size} with {c.epilogue.tag}: the epilogue's tile "
+                          "would ride in B's objects, which hold the weights' scales",
+                          "drop the bias / requantization, or the group scales")
+    if c.convert_once:
+        raise ConfigError("--convert-once with W4A16: the kernel dequantizes B into bf16 once per object "
+                          "already, and converts nothing else", "drop --convert-once")
 
 
 def check_l1(c: GemmConfig) -> None:
