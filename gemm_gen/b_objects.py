@@ -6,10 +6,11 @@ the even element in the low nibble; then the scale rows; then the zero-point row
 order is not described again here: it is the bf16 design's own memtile -> core B walk
 (design/patterns.py) applied to an index array (`kernel_order`).
 
-Padding (K to the array's walk, N to whole column tiles): q = 0; the scales and zero points of padded
-rows inside a real group are that group's (A's padded columns are zero, so their products are); a
-whole padded group has scale 0 and zero point 0, so its weights dequantize to exactly +0 whatever A
-holds (0 rather than 1: a scale of 1 would make the padding's weights -z, finite but not zero).
+Padding (K to the array's walk, N to whole column tiles): every padded weight dequantizes to exactly +0,
+because the design reads A's K tail in place (the next row's values, hostdata) and relies on B's padded
+rows being zero. So q = 0, except in a group that K ends inside with zero points, where q = z (the group's
+scale and zero point are the real ones, and (z - z) s = 0; q = 0 would give -z s); a whole padded group
+has scale 0 and zero point 0 (0 rather than 1: with a scale of 1 a nonzero q or z would not vanish).
 """
 
 from __future__ import annotations
@@ -79,6 +80,7 @@ def padded(c: GemmConfig, call: CallPlan, b: QuantB) -> QuantB:
     if b.zero_points is not None:
         z = np.zeros((groups, call.Np), np.int8)
         z[: b.zero_points.shape[0], :N] = b.zero_points
+        q[K:] = z[groupquant.group_of_rows(np.arange(K, kw), g)]  # (z - z) s = 0 in the group K ends in
     return QuantB(q, s, z, g)
 
 

@@ -24,6 +24,7 @@ import numpy as np
 
 from .. import version
 from ..atomic import write_atomic
+from ..b_objects import QuantB
 from ..call import CallPlan, plan_call
 from ..design.model import Design
 from ..design.serve import serve
@@ -195,7 +196,7 @@ def _encoder_trusted(design: Design, own_insts: Path, entry: Path, ledger: dict[
     return bool(verdict["matches"])
 
 
-def run_on_npu(design: Design, call: CallPlan, a: np.ndarray, b: np.ndarray, xrt: ModuleType | None = None,
+def run_on_npu(design: Design, call: CallPlan, a: np.ndarray, b: np.ndarray | QuantB, xrt: ModuleType | None = None,
                loaded: dict[Path, NpuKernel] | None = None, timeout_ms: int | None = None,
                slow_end: SlowEnd | None = None, gen_args: Sequence[str] = (),
                epilogue: EpilogueArgs | None = None) -> np.ndarray:
