@@ -9,7 +9,7 @@ from __future__ import annotations
 from . import groupquant
 from . import precision as prec
 from .config import B_PACKS, L1_SCHEMES, RUNTIME_SIZES, GemmConfig, b_packs
-from .dtypes import I4, WORD_BYTES, dtype
+from .dtypes import I4, dtype
 from .epilogue import mode_ops
 from .errors import ConfigError
 from .hw.devices import Device, MmulShape, TileKind
@@ -306,16 +306,9 @@ def check_granularity(c: GemmConfig) -> None:
 
 
 def check_w4a16_objects(c: GemmConfig) -> None:
-    """A W4A16 B object (groupquant.ObjectLayout) moves linearly, so each of its parts must be whole
-    32-bit words; and it is the kernel's whole B argument, so nothing else may ride in B's objects."""
-    lay = groupquant.ObjectLayout(c.k, c.n, c.group_size, c.zero_points)
-    if lay.q_bytes % WORD_BYTES or lay.nbytes % WORD_BYTES:
-        raise ConfigError(f"k={c.k} x n={c.n} int4 weights = {lay.q_bytes} B (+ {lay.nbytes - lay.q_bytes} B of "
-                          "scales) is not whole 4-byte DMA words", "choose k x n a multiple of 8 values, n even")
-    if c.epilogue.needs_tile:
-        raise ConfigError(f"--dtype_b i4 --group-size {c.group_size} with {c.epilogue.tag}: the epilogue's tile "
-                          "would ride in B's objects, which hold the weights' scales",
-                          "drop the bias / requantization, or the group scales")
+    """A W4A16 B object (groupquant.ObjectLayout) moves linearly and whole: n is a multiple of 2t
+    (check_divisibility) with t >= 4 on every bf16 mmul, so its rows are whole words of 8 int4 values and
+    every part (q k n / 2 B, each bf16 row 2 n B) whole words; the kernel dequantizes B itself."""
     if c.convert_once:
         raise ConfigError("--convert-once with W4A16: the kernel dequantizes B into bf16 once per object "
                           "already, and converts nothing else", "drop --convert-once")
