@@ -323,3 +323,14 @@ def test_build_names_say_the_group():
     assert _config("npu2", 16, 256, 64, g=32, zp=True).suffix.endswith("_g32z")
     plain = GemmConfig("npu2", 16, 256, 64, 16, 64, 16, 128, "bf16", "bf16")
     assert "_g" not in plain.suffix and "group_size" not in plain.to_json()
+
+
+def test_the_npu_runner_lays_w4a16_out_and_checks_it(tmp_path):
+    """gemm-gen run's path (an XRT stand-in that computes C from the buffers it is given): B as objects."""
+    from gemm_gen.backends import runner
+
+    from .fake_pyxrt import FakeXrt
+    from .test_runner import prebuilt
+    c = _config("npu2", 40, 300, 72, g=64, zp=True)
+    result = runner.run_design(c, prebuilt(c, tmp_path), iters=1, warmup=0, xrt=FakeXrt(c))
+    assert result.passed and result.checked == 40 * 72

@@ -10,7 +10,7 @@ import numpy as np
 from tqdm import tqdm
 
 from ..accuracy import Accuracy, EpilogueAccuracy, measure, measure_epilogue, percent
-from ..b_objects import QuantB, padded
+from ..b_objects import QuantB
 from ..bfp16 import clamped_blocks
 from ..call import CallPlan
 from ..config import GemmConfig
@@ -289,11 +289,10 @@ def _checked_call(session: ArraySession, call: CallPlan, seed: int, progress: bo
     received = host_values(c, a_dram, b_dram, call)
     requant = None if args is None else kernel_requant(e, args.requant)
     bias = None if args is None else args.bias
-    numerics = replace(c.numerics, epilogue=e)
-    if isinstance(b, QuantB):  # from the weights given, not B's buffer: a host layout bug must not cancel out
-        expect = w4a16_reference(c, call, a, b)
-    else:
-        expect = reference(numerics, *received, c.k, call.k_walk, bias, requant)
+    # W4A16: from the weights given (padded with zero weights, as b_objects pads them), not read back from
+    # B's buffer, so that a host layout bug cannot cancel out
+    operands = (a, b_values) if isinstance(b, QuantB) else received
+    expect = reference(replace(c.numerics, epilogue=e), *operands, c.k, call.k_walk, bias, requant)
     g64 = got.astype(np.float64)
     diff = g64 != expect.astype(np.float64)
     mismatches = int(np.count_nonzero(diff))
@@ -371,15 +370,6 @@ def _checked_call(session: ArraySession, call: CallPlan, seed: int, progress: bo
         numerics_modelled=modelled,
         notes=notes,
     )
-
-
-def w4a16_reference(c: GemmConfig, call: CallPlan, a: np.ndarray, b: QuantB) -> np.ndarray:
-    """The bit-exact C of W4A16: the bf16 GEMM numerics of A x dequant(B) over the array's K walk (the
-    padded weights included: on the bfp16 datapath they share blocks of 8 along K with real ones)."""
-    w = padded(c, call, b).dequant()[:, : call.N]
-    a_walk = np.zeros((call.M, call.k_walk), a.dtype)
-    a_walk[:, : call.K] = a
-    return reference(c.numerics, a_walk, w, c.k, call.k_walk)
 
 
 def w4a16_note(c: GemmConfig, b: QuantB, acc: Accuracy) -> str:
