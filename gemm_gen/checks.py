@@ -286,12 +286,12 @@ def _divisibility_error(c: GemmConfig, name: str, st: tiling_rule.Steps) -> tupl
 def check_granularity(c: GemmConfig) -> None:
     """Every contiguous DMA run must be whole 32-bit words (sec. 4.3); bfp16 moves in 72-byte
     tiles, always whole words."""
-    runs = [("s", c.s, c.t_in), ("k_mt", c.k_mt, c.t_in), ("t (C)", c.t, c.t_out),
+    runs = [("s", c.s, c.t_in), ("t", c.t, c.t_b), ("k_mt", c.k_mt, c.t_in),
+            ("n x cols", c.n * c.cols, c.t_b), ("t (C)", c.t, c.t_out),
             ("n x cols (C)", c.n * c.cols, c.t_out)]
     if c.group_size:  # W4A16: B moves as whole objects, never re-tiled (npu1's t = 4 needs no word of 8)
         check_w4a16_objects(c)
-    else:
-        runs += [("t", c.t, c.t_b), ("n x cols", c.n * c.cols, c.t_b)]
+        runs = [run for run in runs if run[2] is not c.t_b]
     for name, count, t in runs:
         if t.is_packed and count % t.unit_elems:  # half-byte values: a run must be whole words of them
             raise ConfigError(
