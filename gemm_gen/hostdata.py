@@ -24,10 +24,10 @@ from typing import Any
 
 import numpy as np
 
-from .b_objects import QuantB, object_words, pack_objects, unpack_objects
 from .bfp16 import TILE, TILE_BYTES, tile_values, tiles_of
 from .call import CallPlan
 from .config import GemmConfig
+from .design.b_objects import object_words, pack_objects, unpack_objects
 from .design.build import host_tensors
 from .design.grid import grid
 from .dtypes import DType, pack_i4, unpack_i4
@@ -35,6 +35,7 @@ from .dtypes import dtype as dtype_of
 from .epilogue import Requant
 from .epilogue_args import EpilogueArgs, read_tile, tile_bytes
 from .l1_layout import b_layout
+from .quant_b import QuantB
 from .rounding import Rounding
 
 HOST_ROUNDING = Rounding.FLOOR  # mlir-aie's floatToBfp16 truncates whatever rounding it is asked for

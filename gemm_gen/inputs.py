@@ -26,8 +26,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .b_objects import QuantB
 from .dtypes import BF16, BFP16, I4, DType, dtype
+from .quant_b import QuantB
 
 BF16_MIN_EXP, BF16_MAX_EXP = -4, 0
 ZERO_FRACTION = 0.03

@@ -21,10 +21,10 @@ from typing import Any
 import ml_dtypes
 import numpy as np
 
-from .b_objects import QuantB
 from .config import GemmConfig
 from .dtypes import BF16, I4, DType
 from .errors import ConfigError
+from .quant_b import QuantB
 
 
 def as_matrix(name: str, x: Any) -> np.ndarray:

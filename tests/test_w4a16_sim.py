@@ -17,11 +17,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gemm_gen import Gemm, b_objects, groupquant, hostdata
+from gemm_gen import Gemm, groupquant, hostdata
 from gemm_gen.app.cli import main
 from gemm_gen.checks import check_granularity
 from gemm_gen.config import GemmConfig
-from gemm_gen.design import build_design, patterns
+from gemm_gen.design import b_objects, build_design, patterns
 from gemm_gen.design.grid import grid
 from gemm_gen.design.serve import check
 from gemm_gen.dtypes import pack_i4

@@ -41,7 +41,6 @@ from ..accuracy import (
     measure,
     measure_epilogue,
 )
-from ..b_objects import QuantB
 from ..backends.npu_call import run_on_npu
 from ..backends.runner import checked_timeout
 from ..call import CallPlan, HostCopy, plan_call
@@ -53,6 +52,7 @@ from ..epilogue_args import EpilogueArgs, kernel_requant
 from ..errors import ConfigError, DmaLimitError, GemmGenError, NumericsWarning
 from ..hostdata import output_values, pad_inputs
 from ..operands import as_matrix, bfp16_quantizer, group_operands, host_operand
+from ..quant_b import QuantB
 from ..rules.epilogue import call_activation
 from ..sim.run import ArraySession
 from ..sim.words import VALUE_MASK

@@ -24,13 +24,13 @@ import numpy as np
 
 from .. import version
 from ..atomic import write_atomic
-from ..b_objects import QuantB
 from ..call import CallPlan, plan_call
 from ..design.model import Design
 from ..design.serve import serve
 from ..epilogue_args import EpilogueArgs
 from ..errors import GemmGenError, RunTimeout
 from ..hostdata import output_values, pad_inputs, with_slack
+from ..quant_b import QuantB
 from ..spec import Problem
 from . import cache, toolchain, txn
 from .build import artifacts, is_current, run_build, run_insts_build

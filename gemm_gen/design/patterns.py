@@ -30,7 +30,7 @@ B int4:           in words of 8 values along N (Grid counts them): the row-major
                   (hostdata): each column's K x n strip row-major and contiguous, so the shim reads it
                   as one run, as bfp16's, and the memtile re-tiles each k x n object as row-major B's.
 B W4A16:          objects of q (the bf16 kernel's B order), scale rows and zero rows, `obj` words each
-                  (b_objects): the shim reads a column's objects, contiguous in k-step order, as one run;
+                  (design/b_objects.py): the shim reads a column's objects, contiguous in k-step order, as one run;
                   the memtile forwards each object linearly, the core receives it linearly.
 C:                L1 r x t blocks -> memtile join (rows slices of m x n)
                   -> MM2S per slice [m/r, r, n/t, t] -> shim writes (rows*m) x n into C.
@@ -95,7 +95,7 @@ def a_l1_from_stream(c: Grid) -> Tap:
 
 
 def b_l2_to_stream(c: Grid) -> Tap:
-    if c.obj:  # a W4A16 object, already in kernel order (b_objects): forwarded as it is
+    if c.obj:  # a W4A16 object, already in kernel order (design/b_objects.py): forwarded as it is
         return Tap.linear(c.obj)
     if c.b_pack == "strips" and c.unit.is_block:  # one k x n L1 tile, already the kernel's 1 x 2 super-blocks
         return Tap.linear(c.k * c.n)
@@ -168,7 +168,7 @@ def shim_b(c: Grid, block_col: int, col: int) -> Tap:
     """The K x n strip of B for core column `col` of the output block whose first column is
     `block_col` (with an epilogue, K runs on by its tile's k-step: Grid.kb)."""
     first_col = block_col + col * c.n
-    if c.obj:  # W4A16: the column's objects, contiguous in k-step order, one run (b_objects)
+    if c.obj:  # W4A16: the column's objects, contiguous in k-step order, one run (design/b_objects.py)
         steps = c.kw // c.k
         return Tap.linear(steps * c.obj, first_col // c.n * steps * c.obj)
     if c.b_pack == "strips":  # mlir-aie's packing: the strip is one contiguous run

@@ -16,9 +16,9 @@ from typing import NoReturn
 import numpy as np
 
 from .. import bfp16
-from ..b_objects import dequant_object, kernel_order
 from ..call import CallPlan
 from ..config import GemmConfig
+from ..design.b_objects import dequant_object, kernel_order
 from ..design.build import kernel_build
 from ..design.grid import grid
 from ..design.model import TileRef

@@ -10,7 +10,6 @@ import numpy as np
 from tqdm import tqdm
 
 from ..accuracy import Accuracy, EpilogueAccuracy, measure, measure_epilogue, percent
-from ..b_objects import QuantB
 from ..bfp16 import clamped_blocks
 from ..call import CallPlan
 from ..config import GemmConfig
@@ -23,6 +22,7 @@ from ..errors import DeadlockError, LayoutError, SimulationError
 from ..hostdata import host_values, output_values, pad_inputs
 from ..inputs import SCALE_EXP, exact_bound, group_weights, make_inputs
 from ..numerics import reference
+from ..quant_b import QuantB
 from ..rules.call_layouts import Layouts
 from ..rules.epilogue import call_activation
 from ..spec import Problem

@@ -15,39 +15,17 @@ has scale 0 and zero point 0 (0 rather than 1: with a scale of 1 a nonzero q or 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 import numpy as np
 
-from . import groupquant
-from .call import CallPlan
-from .config import GemmConfig
-from .design import patterns
-from .design.grid import grid
-from .dtypes import BF16, pack_i4, unpack_i4
-
-
-@dataclass(frozen=True, eq=False)
-class QuantB:
-    """W4A16 weights as the user gives them: q (K x N, int8 in [-8, 7]), scales (ceil(K / g) x N, bf16)
-    and optional zero points (same shape, int8 in [-8, 7])."""
-
-    q: np.ndarray
-    scales: np.ndarray
-    zero_points: np.ndarray | None
-    group_size: int
-
-    @property
-    def shape(self) -> tuple[int, int]:
-        return int(self.q.shape[0]), int(self.q.shape[1])
-
-    def dequant(self) -> np.ndarray:
-        """bf16 weights the kernel multiplies by (groupquant.dequant: one RNE rounding)."""
-        return groupquant.dequant(self.q, self.scales, self.zero_points, self.group_size)
-
-    def exact(self) -> np.ndarray:
-        """float64 (q - z) s: the weights the user means."""
-        return groupquant.dequant_exact(self.q, self.scales, self.zero_points, self.group_size)
+from .. import groupquant
+from ..call import CallPlan
+from ..config import GemmConfig
+from ..dtypes import BF16, pack_i4, unpack_i4
+from ..quant_b import QuantB
+from . import patterns
+from .grid import grid
 
 
 def layout(c: GemmConfig) -> groupquant.ObjectLayout:
