@@ -1,5 +1,6 @@
 # gemm_gen: mlir-aie style entry points. Variables follow mlir-aie's matrix_multiplication
 # Makefiles: DEVICE (npu1|npu2), M K N, optional m k n K_MT RHO N_AIE_COLS MAPPING DTYPE_IN DTYPE_B DTYPE_OUT ACC PRESET
+# GROUP_SIZE (32|64|128) ZERO_POINTS (0/1) for W4A16 (DTYPE_IN=bf16 DTYPE_B=i4);
 # A_COL_MAJ B_COL_MAJ C_COL_MAJ B_PACK; the fused epilogue BIAS (0/1) ACTIVATION CLAMP (LO,HI) REQUANT; gemm_gen's kernel and L1 choices EXPANSION KERNEL_LOOPS CONVERT_ONCE L1_ALLOC; SIZES for
 # one design serving several sizes; BUILD_DIR for the files generate, all, run, validate and roofline write;
 # TIMEOUT_MS for the time limit of each NPU run of run and validate (default: derived from the prediction).
@@ -12,7 +13,7 @@ SHELL := /bin/bash
 # PYTHON is the exception: it only picks the interpreter of .venv/ (printed when installing), and
 # `PYTHON=python3.12 make install` is a reasonable way to choose it.
 OWN_VARS := DEVICE SIZES M K N m k n K_MT RHO N_AIE_COLS MAPPING DTYPE_IN DTYPE_B DTYPE_OUT ACC PRESET A_COL_MAJ B_COL_MAJ C_COL_MAJ B_PACK \
-	BIAS ACTIVATION CLAMP REQUANT \
+	GROUP_SIZE ZERO_POINTS BIAS ACTIVATION CLAMP REQUANT \
 	CHESS SEED TOP EXPANSION KERNEL_LOOPS CONVERT_ONCE L1_ALLOC WARMUP ITERS TIMEOUT_MS BUILD_DIR VENV BIN STAMP \
 	INSTALL_LOG GEN_ARGS BUILD_ARGS TIMEOUT_ARGS SHOWN
 $(foreach v,$(OWN_VARS),$(if $(filter environment%,$(origin $(v))),$(eval override undefine $(v))))
@@ -35,6 +36,7 @@ A_COL_MAJ ?= 0
 B_COL_MAJ ?= 0
 C_COL_MAJ ?= 0
 BIAS ?= 0
+ZERO_POINTS ?= 0
 SEED ?= 0
 CHESS ?= 0
 WARMUP ?= 1
@@ -47,14 +49,14 @@ BUILD_DIR ?= build
 # 0 or 1, nothing else (an empty B_COL_MAJ= or CHESS=yes would otherwise be a silent default or a
 # traceback); $(error) is one line and exit 2, before anything runs
 is_01 = $(and $(filter 0 1,$(1)),$(filter 1,$(words $(1))))
-$(foreach v,A_COL_MAJ B_COL_MAJ C_COL_MAJ BIAS CHESS,$(if $(call is_01,$($(v))),,$(error $(v)=$($(v)) is $(if $($(v)),not 0 or 1,empty); \
+$(foreach v,A_COL_MAJ B_COL_MAJ C_COL_MAJ BIAS CHESS ZERO_POINTS,$(if $(call is_01,$($(v))),,$(error $(v)=$($(v)) is $(if $($(v)),not 0 or 1,empty); \
 	give $(v)=0 or $(v)=1, or leave it out)))
 
 GEN_ARGS := --dev $(DEVICE) $(if $(M),-M $(M)) $(if $(K),-K $(K)) $(if $(N),-N $(N)) \
 	$(if $(SIZES),--runtime-sizes $(SIZES)) $(if $(DTYPE_IN),--dtype_in $(DTYPE_IN)) \
 	$(if $(DTYPE_OUT),--dtype_out $(DTYPE_OUT)) --a-col-maj $(A_COL_MAJ) --b-col-maj $(B_COL_MAJ) --c-col-maj $(C_COL_MAJ) $(if $(filter 1,$(CHESS)),--chess) \
 	$(if $(N_AIE_COLS),--n-aie-cols $(N_AIE_COLS)) $(if $(MAPPING),--mapping $(MAPPING)) $(if $(m),-m $(m)) $(if $(k),-k $(k)) $(if $(n),-n $(n)) $(if $(K_MT),--k-mt $(K_MT)) $(if $(RHO),--rho $(RHO)) \
-	$(if $(B_PACK),--b-pack $(B_PACK)) $(if $(DTYPE_B),--dtype_b $(DTYPE_B)) $(if $(ACC),--acc $(ACC)) $(if $(PRESET),--preset $(PRESET)) \
+	$(if $(B_PACK),--b-pack $(B_PACK)) $(if $(DTYPE_B),--dtype_b $(DTYPE_B)) $(if $(GROUP_SIZE),--group-size $(GROUP_SIZE)) $(if $(filter 1,$(ZERO_POINTS)),--zero-points) $(if $(ACC),--acc $(ACC)) $(if $(PRESET),--preset $(PRESET)) \
 	$(if $(EXPANSION),--expansion $(EXPANSION)) $(if $(KERNEL_LOOPS),--kernel-loops $(KERNEL_LOOPS)) \
 	$(if $(CONVERT_ONCE),--convert-once $(CONVERT_ONCE)) $(if $(L1_ALLOC),--l1-alloc $(L1_ALLOC)) \
 	$(if $(filter 1,$(BIAS)),--bias) $(if $(ACTIVATION),--activation $(ACTIVATION)) $(if $(CLAMP),--clamp=$(CLAMP)) \
@@ -70,6 +72,7 @@ SHOWN := DEVICE=$(DEVICE) $(foreach v,M K N SIZES,$(if $($(v)),$(v)=$($(v)))) \
 help:
 	@echo "make sim DEVICE=npu2 M=512 K=512 N=512 [SIZES=MxKxN,... m= k= n= K_MT= RHO= N_AIE_COLS= MAPPING= DTYPE_IN= DTYPE_B= DTYPE_OUT= ACC="
 	@echo "         PRESET= A_COL_MAJ= B_COL_MAJ= C_COL_MAJ= B_PACK= EXPANSION= KERNEL_LOOPS= CONVERT_ONCE= L1_ALLOC="
+	@echo "         GROUP_SIZE=32|64|128 ZERO_POINTS=0/1 (W4A16: DTYPE_IN=bf16 DTYPE_B=i4)"
 	@echo "         BIAS=0/1 ACTIVATION=relu|silu|gelu|runtime CLAMP=LO,HI REQUANT=per_channel]; BUILD_DIR= (default build)"
 	@echo "make plan|generate|kernel|mlir (same variables); make doctor, validate, all, run on an NPU machine [CHESS=1"
 	@echo "         WARMUP= ITERS= TIMEOUT_MS=]"

@@ -550,8 +550,10 @@ class GemmConfig:
             parts.append(f"b{self.b_pack}")
         if self.k_mt != self.k:
             parts.append(f"kmt{self.k_mt}")
+        if self.group_size:  # W4A16's group scales (g128), with zero points (g128z)
+            parts.append(f"g{self.group_size}{'z' if self.zero_points else ''}")
         named = {"device", "M", "K", "N", "m", "k", "n", "k_mt", "dtype_in", "dtype_out", "b_col_maj", "cols", "b_pack",
-                 "dtype_b", "acc", "a_col_maj", "c_col_maj"}
+                 "dtype_b", "acc", "a_col_maj", "c_col_maj", *GROUP_FIELDS}
         default = GemmConfig(self.device, self.M, self.K, self.N, self.m, self.k, self.n, self.k_mt,
                              self.dtype_in, self.dtype_out, dtype_b=self.dtype_b, acc=self.acc)
         extras = {k: v for k, v in self.to_json().items() if k not in named and v != getattr(default, k)}

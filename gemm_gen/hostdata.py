@@ -27,6 +27,7 @@ import numpy as np
 from .bfp16 import TILE, TILE_BYTES, tile_values, tiles_of
 from .call import CallPlan
 from .config import GemmConfig
+from .design.b_objects import object_words, pack_objects, unpack_objects
 from .design.build import host_tensors
 from .design.grid import grid
 from .dtypes import DType, pack_i4, unpack_i4
@@ -34,6 +35,7 @@ from .dtypes import dtype as dtype_of
 from .epilogue import Requant
 from .epilogue_args import EpilogueArgs, read_tile, tile_bytes
 from .l1_layout import b_layout
+from .quant_b import QuantB
 from .rounding import Rounding
 
 HOST_ROUNDING = Rounding.FLOOR  # mlir-aie's floatToBfp16 truncates whatever rounding it is asked for
@@ -55,20 +57,25 @@ def _in_place(stored: np.ndarray, ld: int | None, host: np.dtype) -> np.ndarray:
     return np.lib.stride_tricks.as_strided(stored, (stored.shape[0], ld), stored.strides, writeable=False)
 
 
-def pad_inputs(c: GemmConfig, a: np.ndarray, b: np.ndarray, call: CallPlan | None = None,
+def pad_inputs(c: GemmConfig, a: np.ndarray, b: np.ndarray | QuantB, call: CallPlan | None = None,
                epilogue: EpilogueArgs | None = None) -> tuple[np.ndarray, np.ndarray]:
     """A (M x K) and B (K x N, logical) as the DRAM buffers one call reads: each the user's matrix
     as it is (B^T when column-major), or where the call's plan pads it a zero-padded copy; bfp16
-    operands as tiles. With an epilogue tile, B's copy carries the call's `epilogue` data past K
-    (write_epilogue_tiles; None: zeros, a bias of 0 and multipliers of 0)."""
+    operands as tiles, W4A16 weights (QuantB) as objects (b_objects). With an epilogue tile, B's copy
+    carries the call's `epilogue` data past K (write_epilogue_tiles; None: zeros, a bias of 0 and
+    multipliers of 0)."""
     call = call or c.call
     t_a, t_b = c.t_in, c.t_b
+    if c.group_size and not isinstance(b, QuantB):
+        raise TypeError(f"a W4A16 config (--group-size {c.group_size}) takes B as b_objects.QuantB, not {type(b)}")
     a_rows, a_cols = call.storage("A")
     a_stored = np.asarray(a).T if c.a_col_maj else a  # A^T when column-major
     a_dram = (_padded(a_stored, (a_rows, a_cols), t_a.host) if "A" in call.padded
               else _in_place(a_stored, dict(call.lds).get("A"), t_a.host))
     if t_a.is_block:
         a_dram = tiles_of(a_dram, HOST_ROUNDING)
+    if isinstance(b, QuantB):  # W4A16: (strip, k-step, object bytes), b_objects' layout
+        return a_dram, pack_objects(c, call, b)
     bt_rows, bt_cols = call.storage("B")[::-1] if not c.b_col_maj else call.storage("B")
     if "B" in call.padded:
         bt = _padded(np.asarray(b).T, (bt_rows, bt_cols), t_b.host)
@@ -149,6 +156,9 @@ def read_epilogue_tiles(c: GemmConfig, call: CallPlan, b_dram: np.ndarray
 def b_unit(c: GemmConfig, kk: Any, nn: Any, call: CallPlan | None = None) -> Any:
     """Index, in B's DRAM buffer, of the unit (element, or bfp16 tile) at K unit kk, N unit nn."""
     g = grid(c, "B", call)
+    if g.obj:  # W4A16: the first word of the object that holds (kk, nn) (inside it: b_objects.kernel_order)
+        strip, step = np.divmod(nn, g.n)[0], np.divmod(kk, g.k)[0]
+        return (strip * (g.kw // g.k) + step) * g.obj
     if c.b_pack == "strips" and g.unit.is_packed:  # the strip row-major: K rows of n / 8 words
         strip, lr = np.divmod(nn, g.n)
         return strip * g.kw * g.n + kk * g.n + lr
@@ -163,6 +173,9 @@ def b_unit(c: GemmConfig, kk: Any, nn: Any, call: CallPlan | None = None) -> Any
 def b_unit_coords(c: GemmConfig, unit: int, call: CallPlan | None = None) -> tuple[int, int]:
     """(K unit, N unit) of the unit at index `unit` of B's DRAM buffer (b_unit's inverse)."""
     g = grid(c, "B", call)
+    if g.obj:  # W4A16: the first (K, N unit) of the object the word belongs to
+        strip, step = divmod(unit // g.obj, g.kw // g.k)
+        return step * g.k, strip * g.n
     if c.b_pack == "strips" and g.unit.is_packed:
         strip, rest = divmod(unit, g.kw * g.n)
         kk, lr = divmod(rest, g.n)
@@ -195,6 +208,10 @@ def dram_arrays(c: GemmConfig, a_raw: np.ndarray, b_raw: np.ndarray, call: CallP
     """The bytes of A's and B's DRAM buffers (slack allowed) in the shapes pad_inputs gives them."""
     call = call or c.call
     a = _shaped(c.t_in, a_raw, call.storage("A"))
+    if c.group_size:  # W4A16 objects
+        objs = (call.Np // c.n, call.k_walk // c.k)
+        return a, np.ascontiguousarray(b_raw).view(np.uint8)[: objs[0] * objs[1] * object_words(c) * 4].reshape(
+            *objs, -1)
     if c.t_b.is_block and c.b_pack == "strips":
         rows, cols = call.storage("B")
         data = np.ascontiguousarray(b_raw).view(np.uint8)[: rows * cols // TILE ** 2 * TILE_BYTES]
@@ -210,11 +227,13 @@ def host_values(c: GemmConfig, a_dram: np.ndarray, b_dram: np.ndarray, call: Cal
                 ) -> tuple[np.ndarray, np.ndarray]:
     """A (M x K) and B (K x N, logical) as the cores receive them, read back from the DRAM buffers
     pad_inputs made: bfp16 operands decoded from their tiles (so the reference multiplies exactly
-    the quantized values the DMAs carry), scalar operands as they are."""
+    the quantized values the DMAs carry), W4A16 objects dequantized (bf16), scalar operands as they are."""
     call = call or c.call
     M, K, N = call.M, call.K, call.N
     a = tile_values(a_dram) if c.t_in.is_block else a_dram.T if c.a_col_maj else a_dram
-    if c.t_b.is_block and c.b_pack == "strips":
+    if c.group_size:  # W4A16: the weights the kernels' dequantization makes of the objects
+        bt = unpack_objects(c, call, b_dram).T
+    elif c.t_b.is_block and c.b_pack == "strips":
         q = TILE
         strips = b_dram.reshape(call.Np // c.n, call.k_walk // c.k, c.n // (2 * q), c.k // q, 2, TILE_BYTES)
         bt = tile_values(np.ascontiguousarray(strips.transpose(0, 2, 4, 1, 3, 5)).reshape(

@@ -26,7 +26,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .dtypes import BF16, BFP16, DType, dtype
+from .dtypes import BF16, BFP16, I4, DType, dtype
+from .quant_b import QuantB
 
 BF16_MIN_EXP, BF16_MAX_EXP = -4, 0
 ZERO_FRACTION = 0.03
@@ -104,6 +105,9 @@ def make_inputs(M: int, K: int, N: int, dtype_in: str | DType, dtype_out: str | 
     t_in, t_out = dtype(dtype_in), dtype(dtype_out)
     t_b = dtype(dtype_b) if dtype_b is not None else t_in
     rng = np.random.default_rng(seed)
+    if t_in.is_float and t_b.is_packed:  # W4A16: bf16 A, int4 q (group scales: group_weights)
+        a, _ = make_inputs(M, K, N, t_in, t_out, seed, family=family)
+        return a, rng.integers(t_b.min, t_b.max + 1, size=(K, N), dtype=np.int64).astype(t_b.host)
     if t_in.is_float:
         for t in (t_in, t_b):
             if t not in (BF16, BFP16):
@@ -120,3 +124,18 @@ def make_inputs(M: int, K: int, N: int, dtype_in: str | DType, dtype_out: str | 
     if t_b.is_packed:  # int4 weights: the whole range, -8 (whose sign extension a wrong unpack loses) included
         return a, rng.integers(t_b.min, t_b.max + 1, size=(K, N), dtype=np.int64).astype(t_b.host)
     return a, dist.sample(rng, (K, N), t_in.host)
+
+
+SCALE_EXP = -4  # W4A16 scales: (1 + f/128) 2^-4, f uniform in [0, 128): every bf16 significand, positive
+
+
+def group_weights(q: np.ndarray, group_size: int, zero_points: bool, seed: int = 0) -> QuantB:
+    """W4A16 weights of int4 values q (K x N): a bf16 scale per group of K rows and column (all 8
+    significand bits used, so (q - z) s rounds to bf16 for some weights: a loss the report shows) and,
+    with zero points, integers in [-8, 7]."""
+    rng = np.random.default_rng([seed, 4])
+    shape = (-(-q.shape[0] // group_size), q.shape[1])
+    frac = rng.integers(0, 128, size=shape)
+    scales = np.ldexp(1 + frac / 128, SCALE_EXP).astype(np.float32).astype(BF16.host)
+    z = rng.integers(I4.min, I4.max + 1, size=shape).astype(np.int8) if zero_points else None
+    return QuantB(np.asarray(q, np.int8), scales, z, group_size)

@@ -22,8 +22,9 @@ import ml_dtypes
 import numpy as np
 
 from .config import GemmConfig
-from .dtypes import DType
+from .dtypes import BF16, I4, DType
 from .errors import ConfigError
+from .quant_b import QuantB
 
 
 def as_matrix(name: str, x: Any) -> np.ndarray:
@@ -198,3 +199,57 @@ def _as_f32(name: str, x: np.ndarray) -> np.ndarray:
                           f"({_first(name, x, lost)}), which bfp16's 8-bit shared exponent cannot reach",
                           f"scale {name} down (C scales with it)")
     return y
+
+
+# ---- W4A16 group scales -----------------------------------------------------------------------------
+def group_operands(q: np.ndarray, scales: Any, zero_points: Any, group_size: int, with_zero_points: bool
+                   ) -> tuple[QuantB, int]:
+    """W4A16 weights from q (K x N int4 values, already checked as B), `scales` (ceil(K / g) x N real
+    numbers, rounded to bf16 RNE) and `zero_points` (same shape, integers in [-8, 7], when the Gemm has
+    zero points); and how many scales the rounding changed (a loss the caller reports). ConfigError, one
+    line, for a missing, extra, misshapen, non-numeric, non-finite or out-of-range one."""
+    K, N = q.shape
+    shape = (-(-K // group_size), N)
+    want = f"ceil(K / {group_size}) x N = {shape[0]} x {shape[1]}"
+    if scales is None:
+        raise ConfigError(f"W4A16 (group_size={group_size}) needs scales: one bf16 scale per {group_size} rows of "
+                          "K and column", f"pass scales=, {want} values")
+    s = as_matrix("scales", scales)
+    if s.shape != shape:
+        raise ConfigError(f"scales is {' x '.join(map(str, s.shape)) or 'a scalar'}, for B of {K} x {N} with "
+                          f"group_size={group_size}", f"pass scales of {want}")
+    _number_kind("scales", s, BF16)
+    s64 = _f64(s)
+    bad = ~np.isfinite(s64)
+    if bad.any():
+        raise ConfigError(f"scales holds {_values(int(np.count_nonzero(bad)))} NaN or infinite "
+                          f"({_first('scales', s, bad)}): every weight of its group would be", "pass finite scales")
+    rounded = bf16_rne(s64)
+    changed = int(np.count_nonzero(rounded.astype(np.float64) != s64))
+    z = None
+    if zero_points is not None and not with_zero_points:
+        raise ConfigError("zero_points given to a Gemm without zero points (w = q s)",
+                          "make the Gemm with zero_points=True, or drop zero_points=")
+    if with_zero_points:
+        if zero_points is None:
+            raise ConfigError(f"a Gemm with zero_points=True needs zero_points=, {want} integers in [-8, 7]",
+                              "pass zero_points=, or make the Gemm with zero_points=False")
+        zp = as_matrix("zero_points", zero_points)
+        if zp.shape != shape:
+            raise ConfigError(f"zero_points is {' x '.join(map(str, zp.shape)) or 'a scalar'}, for B of {K} x {N} "
+                              f"with group_size={group_size}", f"pass zero_points of {want}")
+        z = host_operand("zero_points", zp, I4)
+    return QuantB(np.asarray(q, np.int8), np.ascontiguousarray(rounded), z, group_size), changed
+
+
+def bf16_rne(x: np.ndarray) -> np.ndarray:
+    """float64 values rounded once to bf16, to nearest even (a cast through float32 rounds twice: 1 + 2^-8 +
+    2^-40 would become 1). float32 rounded to odd first keeps the sticky bit, so its RNE to bf16 is x's."""
+    x = np.asarray(x, np.float64)
+    with np.errstate(over="ignore"):
+        f = x.astype(np.float32)
+    away = np.abs(f.astype(np.float64)) > np.abs(x)
+    f = np.where(away, np.nextafter(f, np.float32(0)), f).astype(np.float32)
+    inexact = f.astype(np.float64) != x
+    odd = (f.view(np.uint32) | inexact.astype(np.uint32)).view(np.float32)
+    return odd.astype(BF16.host)

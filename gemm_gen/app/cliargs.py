@@ -172,7 +172,12 @@ def problem_args(p: argparse.ArgumentParser) -> None:
                    "default bf16)")
     p.add_argument("--dtype_b", "--dtype-b", dest="dtype_b", default=None,
                    help="B's type when it differs from A's: bfp16 (npu2, with bf16 or bfp16 A), or i4 (int4 weights "
-                   "with i8 A: packed two per byte, exact int32 accumulation)")
+                   "with i8 A: packed two per byte, exact int32 accumulation; with bf16 A (W4A16): --group-size)")
+    p.add_argument("--group-size", "--group_size", dest="group_size", type=counted(0, what="a group size"),
+                   default=0, help="W4A16 (--dtype_in bf16 --dtype_b i4): rows of K per bf16 weight scale, "
+                   "32, 64 or 128 (the scales ride in B's objects)")
+    p.add_argument("--zero-points", "--zero_points", dest="zero_points", action="store_true",
+                   help="W4A16: one int4 zero point per group and column too (w = (q - z) s)")
     p.add_argument("--dtype_out", "--dtype-out", default=None, help="C's type: bf16/f32 for bf16; i8/i16/i32 for "
                    "ints; bf16/f32/bfp16 for bfp16 GEMMs (default: bf16, i32, or bfp16 for bfp16 A)")
     p.add_argument("--acc", default=None, help="C's type in L1 while it accumulates across K. Default: the "
@@ -336,7 +341,7 @@ def options(a: argparse.Namespace) -> Options:
                    expansion=a.expansion, kernel_loops=a.kernel_loops, convert_once=a.convert_once,
                    l1_alloc=a.l1_alloc, runtime_sizes=served, a_col_maj=bool(a.a_col_maj),
                    c_col_maj=bool(a.c_col_maj), bias=bool(a.bias), activation=a.activation, clamp=a.clamp,
-                   requant=a.requant)
+                   requant=a.requant, group_size=a.group_size, zero_points=bool(a.zero_points))
 
 
 def problem(a: argparse.Namespace) -> Problem:
@@ -378,6 +383,8 @@ def config_args(c: GemmConfig) -> list[str]:
         args += ["--dtype_b", str(c.dtype_b)]
     if c.acc != c.default_acc:
         args += ["--acc", prec.ACC_OUT if c.acc == c.dtype_out else str(c.acc)]
+    if c.group_size:
+        args += ["--group-size", str(c.group_size)] + (["--zero-points"] if c.zero_points else [])
     base = GemmConfig(c.device, c.M, c.K, c.N, c.m, c.k, c.n, c.k_mt, c.dtype_in, c.dtype_out,
                       emulate_bf16_with_bfp16=c.emulate_bf16_with_bfp16, compiler=c.compiler, dtype_b=c.dtype_b,
                       acc=c.acc, mmul_shape=c.mmul_shape)

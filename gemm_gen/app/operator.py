@@ -51,7 +51,8 @@ from ..dtypes import unpack_i4
 from ..epilogue_args import EpilogueArgs, kernel_requant
 from ..errors import ConfigError, DmaLimitError, GemmGenError, NumericsWarning
 from ..hostdata import output_values, pad_inputs
-from ..operands import as_matrix, bfp16_quantizer, host_operand
+from ..operands import as_matrix, bfp16_quantizer, group_operands, host_operand
+from ..quant_b import QuantB
 from ..rules.epilogue import call_activation
 from ..sim.run import ArraySession
 from ..sim.words import VALUE_MASK
@@ -212,7 +213,7 @@ class Gemm:
 
     def simulate(self, A: Any, B: Any, *, report: bool = False, order: str = "C", bias: Any = None,
                  scale: Any = None, zero_point: Any = None, act_min: Any = None, act_max: Any = None,
-                 packed: bool = False, activation: str | None = None
+                 packed: bool = False, activation: str | None = None, scales: Any = None, zero_points: Any = None
                  ) -> np.ndarray | tuple[np.ndarray, Accuracy | EpilogueAccuracy]:
         """C from the functional simulator (every transfer and kernel call checked on the way);
         with report=True, (C, its Accuracy against the exact A @ B of the arrays given).
@@ -244,6 +245,11 @@ class Gemm:
         - int4 B (dtype_b='i4', W4A8): integers in [-8, 7] of shape (K, N), or with packed=True
           the bytes of a checkpoint's packing, (K / 2) x N, rows 2i and 2i + 1 of B in the low and the
           high nibble of byte row i (dtypes.pack_i4 along K); the host repacks them along N for the DMAs.
+        - W4A16 (dtype_in='bf16', dtype_b='i4', group_size=32 | 64 | 128, zero_points=False | True): B as
+          for W4A8, with `scales=` (ceil(K / group_size) x N real numbers, rounded to bf16 RNE: a scale the
+          rounding changes is a NumericsWarning, never silent) and, with zero points, `zero_points=` (same
+          shape, integers in [-8, 7]); C is the bf16 GEMM of A and bf16_rne((B - z) s), and report=True
+          measures it against float64 A @ ((B - z) s).
         Each refusal is one ConfigError line saying how many values, the first one, and the fix.
         An empty product (M, K or N = 0) returns M x N zeros, as NumPy does, without a simulation.
         With a fused epilogue (Gemm(..., bias=True, activation=..., clamp=..., requant='per_channel')): `bias`,
@@ -264,6 +270,7 @@ class Gemm:
         still copies, and why, is in `last_call.copy_lines()` (and `plan(A, B)` before the call).
         """
         a, b = self._operands(A, B, packed)
+        quant = self._weights(b, scales, zero_points)
         data = (bias, scale, zero_point, act_min, act_max)
         if _empty(a, b):
             self._check_empty(a, b, *data)
@@ -273,15 +280,16 @@ class Gemm:
         epi = epilogue_args(self._args, design.config, b.shape[1], *data)
         session = self._sessions.setdefault(id(design), ArraySession(design))
         with np.errstate(invalid="ignore"):  # NaN and Inf accepted on plain bf16 make NaN in C, as intended
-            c_cells, _, _ = session.run(call, *pad_inputs(design.config, a, b, call, epi))
+            c_cells, _, _ = session.run(call, *pad_inputs(design.config, a, quant or b, call, epi))
         c = output_values(design.config, (c_cells & VALUE_MASK).astype(np.uint32), call)
-        return self._checked(design, self._in_order(c, call, order), a, b, report, epi=epi,
-                             activation=call.activation)
+        return self._checked(design, self._in_order(c, call, order), a, b if quant is None else quant.exact(), report,
+                             epi=epi, activation=call.activation)
 
     def __call__(self, A: Any, B: Any, *, report: bool = False, check: bool = True,
                  timeout_ms: int | None = None, order: str = "C", bias: Any = None, scale: Any = None,
                  zero_point: Any = None, act_min: Any = None, act_max: Any = None, packed: bool = False,
-                 activation: str | None = None) -> np.ndarray | tuple[np.ndarray, Accuracy | EpilogueAccuracy]:
+                 activation: str | None = None, scales: Any = None, zero_points: Any = None
+                 ) -> np.ndarray | tuple[np.ndarray, Accuracy | EpilogueAccuracy]:
         """C from the NPU through XRT (needs mlir-aie, Peano or chess, XRT and an NPU); A and B are
         checked as simulate() checks them. C is checked too, without a host GEMM where it can be:
         with the default accumulator only saturated or overflowed outputs can differ from A @ B
@@ -294,6 +302,7 @@ class Gemm:
         except ConfigError as e:
             raise refuse(self._args, e.what, e.fix) from None
         a, b = self._operands(A, B, packed)
+        quant = self._weights(b, scales, zero_points)
         data = (bias, scale, zero_point, act_min, act_max)
         if _empty(a, b):
             self._check_empty(a, b, *data)
@@ -301,14 +310,14 @@ class Gemm:
         design, call, a, b = self._prepare(A, B, a, b, order, bias)
         call = self._select(design, call, activation)
         epi = epilogue_args(self._args, design.config, b.shape[1], *data)
-        c = self._in_order(run_on_npu(design, call, a, b, loaded=self._loaded, timeout_ms=timeout_ms,
+        c = self._in_order(run_on_npu(design, call, a, quant or b, loaded=self._loaded, timeout_ms=timeout_ms,
                                       slow_end=slow_end_s, gen_args=config_args(design.config), epilogue=epi),
                            call, order)
         if not check:
             return c
         c_ = design.config
         whole = report or (not c_.t_out.is_float and c_.acc == c_.dtype_out != c_.default_acc)
-        return self._checked(design, c, a, b, report, whole, epi, call.activation)
+        return self._checked(design, c, a, b if quant is None else quant.exact(), report, whole, epi, call.activation)
 
     def _select(self, design: Design, call: CallPlan, activation: str | None) -> CallPlan:
         """The call with the activation it selects (a runtime-activation build's mode; refused, one line,
@@ -424,6 +433,26 @@ class Gemm:
         c = self._base
         return (host_operand("A", a, c.t_in, bfp16_quantizer(c, "A")),
                 host_operand("B", b, c.t_b, bfp16_quantizer(c, "B")))
+
+    def _weights(self, b: np.ndarray, scales: Any, zero_points: Any) -> QuantB | None:
+        """W4A16's weights (B's int4 values with their checked scales and zero points), None for any other
+        Gemm (which refuses scales and zero points); a scale that bf16 rounding changes is a NumericsWarning."""
+        c = self._base
+        if not c.group_size:
+            if scales is not None or zero_points is not None:
+                given = "scales" if scales is not None else "zero_points"
+                raise refuse(self._args, f"{given}= belongs to int4 weights with group scales (W4A16)",
+                             f"drop {given}=, or make the Gemm with dtype_in='bf16', dtype_b='i4', group_size=128")
+            return None
+        try:
+            quant, changed = group_operands(b, scales, zero_points, c.group_size, c.zero_points)
+        except ConfigError as e:
+            raise refuse(self._args, e.what, e.fix) from None
+        if changed:
+            warnings.warn(f"scales: {changed:,} of {quant.scales.size:,} values are not bf16 values and were rounded "
+                          "to the nearest (even) bf16; the weights use the rounded scales", NumericsWarning,
+                          stacklevel=3)
+        return quant
 
     def _unpacked(self, b: np.ndarray, packed: Any) -> np.ndarray:
         """B's int4 values from packed bytes ((K / 2) x N, pairs along K, the low nibble first)."""

@@ -222,7 +222,7 @@ _FLAGS = {"dev": "device", "dtype_in": "dtype_in", "dtype-in": "dtype_in", "dtyp
           "shift": "shift", "rho": "rho", "n-aie-cols": "cols", "stack": "stack_bytes", "l1-alloc": "l1_alloc",
           "queue-groups": "queue_groups", "rounding": "rounding", "saturation": "saturation",
           "runtime-sizes": "max_size", "k-mt": "k_mt", "bias": "bias", "activation": "activation",
-          "clamp": "clamp", "requant": "requant"}
+          "clamp": "clamp", "requant": "requant", "group-size": "group_size"}
 _BOOL_FLAGS = ("convert-once", "emulate-bf16-mmul-with-bfp16")
 _STRING_FLAGS = ("dev", "dtype_in", "dtype-in", "dtype_b", "dtype-b", "dtype_out", "dtype-out", "acc", "kernel-loops",
                  "b-pack", "l1-alloc", "rounding", "saturation", "activation", "requant")

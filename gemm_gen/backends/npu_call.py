@@ -30,6 +30,7 @@ from ..design.serve import serve
 from ..epilogue_args import EpilogueArgs
 from ..errors import GemmGenError, RunTimeout
 from ..hostdata import output_values, pad_inputs, with_slack
+from ..quant_b import QuantB
 from ..spec import Problem
 from . import cache, toolchain, txn
 from .build import artifacts, is_current, run_build, run_insts_build
@@ -195,7 +196,7 @@ def _encoder_trusted(design: Design, own_insts: Path, entry: Path, ledger: dict[
     return bool(verdict["matches"])
 
 
-def run_on_npu(design: Design, call: CallPlan, a: np.ndarray, b: np.ndarray, xrt: ModuleType | None = None,
+def run_on_npu(design: Design, call: CallPlan, a: np.ndarray, b: np.ndarray | QuantB, xrt: ModuleType | None = None,
                loaded: dict[Path, NpuKernel] | None = None, timeout_ms: int | None = None,
                slow_end: SlowEnd | None = None, gen_args: Sequence[str] = (),
                epilogue: EpilogueArgs | None = None) -> np.ndarray:

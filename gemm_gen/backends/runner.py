@@ -28,7 +28,7 @@ from ..design import build_design
 from ..epilogue_args import EpilogueArgs, kernel_requant, seeded_args
 from ..errors import BuildError, ConfigError, RunTimeout, ToolchainMissing
 from ..hostdata import host_values, output_values, pad_inputs, with_slack
-from ..inputs import make_inputs
+from ..inputs import group_weights, make_inputs
 from ..numerics import reference
 from ..spec import Problem
 from . import toolchain
@@ -311,7 +311,9 @@ def _run_call(c: GemmConfig, call: CallPlan, files: XclbinFiles, xrt: ModuleType
     p = call.problem
     a, b = make_inputs(p.M, p.K, p.N, c.t_in, c.t_out, seed, c.t_b, family=inputs)
     epilogue = seeded_args(c.epilogue, c.t_out, a, b, seed)  # as `simulate` draws them
-    a_pad, b_pad = pad_inputs(c, a, b, call, epilogue)
+    # W4A16: q with the scales (and zero points) `simulate` draws; the reference reads the weights back
+    a_pad, b_pad = pad_inputs(c, a, group_weights(b, c.group_size, c.zero_points, seed) if c.group_size else b,
+                              call, epilogue)
     (a_buf, b_buf), c_bytes = with_slack(c, call, a_pad, b_pad)  # the reads past a matrix stay in its buffer
     session = NpuSession(xrt, files, a_buf, b_buf, c_bytes, c.device, loaded,
                          limit=run_limit(c, files, call, timeout_ms, slow_end))

@@ -15,14 +15,14 @@ from .. import l1_banks
 from .. import precision as prec
 from ..call import CallPlan
 from ..config import GemmConfig
-from ..dtypes import I32, I64, dtype
+from ..dtypes import BF16, I32, I64, dtype
 from ..epilogue import MODES, Activation
 from ..l1_banks import L1Plan
 from ..rules.kernel_variant import converts_a_tile
 from ..rules.l1 import MODE_WORD, rtp_words
 from ..tap import Tap
 from . import patterns
-from .grid import grid
+from .grid import Grid, grid
 from .model import (
     RESERVE_PREFIX,
     Acquire,
@@ -75,7 +75,7 @@ def core(c: GemmConfig, col: int, row: int) -> TileRef:
 
 
 def _input_path(
-    c: GemmConfig, l3l2: str, l2l1: tuple[str, ...], col: int, dtype: str, l2_elems: int, l1_shape: tuple[int, int],
+    c: GemmConfig, l3l2: str, l2l1: tuple[str, ...], col: int, dtype: str, l2_elems: int, l1_shape: tuple[int, ...],
     consumers: tuple[tuple[TileRef, ...], ...], to_stream: Tap, from_stream: Tap | None,
     l2_from_stream: Tap | None = None,
 ) -> tuple[list[ObjectFifo], Link]:
@@ -111,6 +111,16 @@ def acc_buffer(c: GemmConfig) -> tuple[tuple[int, int], str]:
     return (rows, c.n), str(c.acc)
 
 
+def b_l1_shape(gb: Grid) -> tuple[int, ...]:
+    """A B object's shape in L1, in B's units: k x n, or a W4A16 object's words (b_objects)."""
+    return (gb.obj,) if gb.obj else (gb.k, gb.n)
+
+
+def b_deq_buffer(c: GemmConfig) -> tuple[tuple[int, int], str]:
+    """(shape, dtype) of a W4A16 core's scratch: one B object dequantized to bf16, in kernel order."""
+    return (c.k, c.n), BF16.name
+
+
 def kernel_specs(c: GemmConfig) -> dict[str, KernelSpec]:
     """zero, matmul (and convert when C accumulates in another type), with their argument types.
 
@@ -130,7 +140,9 @@ def kernel_specs(c: GemmConfig) -> dict[str, KernelSpec]:
         scratch = [((c.t_ma // q, c.k // q), prec.BFP16)]
     if c.convert_once:  # and the B tile
         scratch.append(((c.k // q, c.n // q), prec.BFP16))
-    matmul_args = [((a.t_ma, a.k), c.dtype_in), ((b.k, b.n), str(c.dtype_b)), c_obj, *scratch, *extra_c]
+    # W4A16: the kernel dequantizes each B object into a k x n bf16 scratch, its last argument
+    deq = [b_deq_buffer(c)] if b.obj else []
+    matmul_args = [((a.t_ma, a.k), c.dtype_in), (b_l1_shape(b), str(c.dtype_b)), c_obj, *scratch, *extra_c, *deq]
     specs = {
         "zero": KernelSpec(names["zero"], "zero", obj, tuple(s for s, _ in [c_obj, *extra_c]),
                            tuple(t for _, t in [c_obj, *extra_c])),
@@ -169,13 +181,17 @@ def worker(c: GemmConfig, specs: dict[str, KernelSpec], col: int, row: int, l1: 
     if p.converts_c:
         acc = (f"C_acc_{col}_{row}",)
         buffers.append(LocalBuffer(acc[0], *acc_buffer(c)))
+    deq: tuple[str, ...] = ()
+    if c.group_size:  # W4A16: the dequantized B object (kernel_specs' last matmul argument)
+        deq = (f"B_deq_{col}_{row}",)
+        buffers.append(LocalBuffer(deq[0], *b_deq_buffer(c)))
     words = rtp_words(c.runtime_sizes, c.epilogue.runtime)
     if words:
         buffers.append(LocalBuffer(rtp_buffer(col, row), (words,), "i32", rtp=True))
     if l1 is not None:
         buffers += [LocalBuffer(f"{RESERVE_PREFIX}_{i}_{col}_{row}", (nbytes,), "i8", address=at)
                     for i, (at, nbytes) in enumerate(l1.reserved)]
-    args = (a, b, cc, *scratch, *acc)
+    args = (a, b, cc, *scratch, *acc, *deq)
     if c.rho == 1:
         step: tuple = (Acquire(a), Acquire(b), Call(matmul.name, args), Release(a), Release(b))
     else:  # ATB: B stays for the k-step while rho A tiles update their own C slices
@@ -221,7 +237,7 @@ def build_design(config: GemmConfig, budgets: bool = True) -> Design:
         fifos += made
         links.append(link)
     for col in range(c.cols):  # B: broadcast down core column `col`
-        made, link = _input_path(c, b_l3l2(col), (b_l2l1(col),), col, str(c.dtype_b), gb.b_l2_k * gb.n, (gb.k, gb.n),
+        made, link = _input_path(c, b_l3l2(col), (b_l2l1(col),), col, str(c.dtype_b), gb.b_l2_units, b_l1_shape(gb),
                                  (tuple(core(c, col, row) for row in range(c.rows)),),
                                  patterns.b_l2_to_stream(gb), patterns.b_l1_from_stream(gb))
         fifos += made
@@ -261,8 +277,10 @@ def host_tensors(c: GemmConfig, call: CallPlan, runtime: tuple[RuntimeOp, ...] |
     for name, t in (("A", c.t_in), ("B", c.t_b), ("C", c.t_out)):
         rows, cols = call.storage(name)
         shapes[name] = (rows // t.tile_rows, cols // t.tile_cols)
-    if c.b_pack == "strips":  # one row per core-column strip
-        gb = grid(c, "B", call)
+    gb = grid(c, "B", call)
+    if gb.obj:  # one row per core-column strip of objects
+        shapes["B"] = (gb.Np // gb.n, gb.kw // gb.k * gb.obj)
+    elif c.b_pack == "strips":  # one row per core-column strip
         shapes["B"] = (gb.Np // gb.n, gb.kw * gb.n)
     reach = {name: rows * cols for name, (rows, cols) in shapes.items()}
     for op in runtime_sequence(c, call) if runtime is None else runtime:

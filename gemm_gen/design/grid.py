@@ -15,8 +15,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from .. import groupquant
 from ..call import CallPlan
-from ..dtypes import DType
+from ..dtypes import WORD_BYTES, DType
 from ..hw.devices import Device
 from ..rules import memtile
 
@@ -49,6 +50,17 @@ class Grid:
     c_col_maj: bool = False  # C's DRAM buffer is C^T (this call's layout)
     c_built_col_maj: bool = False  # the build's C layout: its memtile sends C's columns (rules/call_layouts.py)
     k_extra: int = 0  # B only: units of K past kw that B's walk also reads (the epilogue tile, one k-step)
+    obj: int = 0  # W4A16 B only: words of one B object (q, scale rows, zero rows: b_objects), else 0
+
+    @property
+    def b_l2_units(self) -> int:
+        """Units of one B object in the memtile (a W4A16 object: its words)."""
+        return self.obj or self.b_l2_k * self.n
+
+    @property
+    def b_l1_units(self) -> int:
+        """Units of one B object in L1."""
+        return self.obj or self.k * self.n
 
     @property
     def kb(self) -> int:
@@ -93,9 +105,12 @@ def grid(c: GemmConfig, operand: str, call: CallPlan | None = None) -> Grid:
 def _packed_grid(c: GemmConfig, operand: str, call: CallPlan, unit: DType) -> Grid:
     """An int4 B (row-major, packed along N: checks.check_int4_layout) in its DMA units, 32-bit words of
     tile_cols values along N: K extents stay in values, N extents (n, t, Np, the leading dimension)
-    count words, so every walk is the row-major scalar one over a K x N/8 matrix of words."""
+    count words, so every walk is the row-major scalar one over a K x N/8 matrix of words. A W4A16 B
+    (group scales) is objects of `obj` words instead, walked linearly (patterns); its t may cut a word
+    (npu1's bf16 4 x 8 x 4: nothing re-tiles nibbles, so t // q is never used)."""
     assert operand == "B" and not c.b_col_maj, "int4 is B's type only, row-major"
     q = unit.tile_cols
+    obj = groupquant.object_bytes(c.k, c.n, c.group_size, c.zero_points) // WORD_BYTES if c.group_size else 0
     return Grid(unit, c.m, c.k, c.n // q, c.k_mt, c.t_ma, c.rho, c.r, c.s, c.t // q, call.Mp, call.k_walk,
                 call.Np // q, call.ld(operand) // q, c.rows, c.cols, c.b_col_maj, c.dev, c.b_pack, c.a_col_maj,
-                call.c_col_maj, c.c_col_maj, call.b_extra_k)
+                call.c_col_maj, c.c_col_maj, call.b_extra_k, int(obj))

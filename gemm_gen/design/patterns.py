@@ -29,6 +29,9 @@ B bfp16:          the kernel reads 1 x 2 super-blocks of 8 x 8 tiles (l1_layout.
 B int4:           in words of 8 values along N (Grid counts them): the row-major walks above. Strips
                   (hostdata): each column's K x n strip row-major and contiguous, so the shim reads it
                   as one run, as bfp16's, and the memtile re-tiles each k x n object as row-major B's.
+B W4A16:          objects of q (the bf16 kernel's B order), scale rows and zero rows, `obj` words each
+                  (design/b_objects.py): the shim reads a column's objects, contiguous in k-step order, as one run;
+                  the memtile forwards each object linearly, the core receives it linearly.
 C:                L1 r x t blocks -> memtile join (rows slices of m x n)
                   -> MM2S per slice [m/r, r, n/t, t] -> shim writes (rows*m) x n into C.
 C bfp16:          the kernel keeps 2 x 2 super-blocks of 8 x 8 tiles (l1_layout.c_tile_blocks, mlir-aie's
@@ -92,6 +95,8 @@ def a_l1_from_stream(c: Grid) -> Tap:
 
 
 def b_l2_to_stream(c: Grid) -> Tap:
+    if c.obj:  # a W4A16 object, already in kernel order (design/b_objects.py): forwarded as it is
+        return Tap.linear(c.obj)
     if c.b_pack == "strips" and c.unit.is_block:  # one k x n L1 tile, already the kernel's 1 x 2 super-blocks
         return Tap.linear(c.k * c.n)
     if c.unit.is_block:  # 8 x 8 tiles: k, n, k_mt count tiles
@@ -104,6 +109,8 @@ def b_l2_to_stream(c: Grid) -> Tap:
 
 
 def b_l1_from_stream(c: Grid) -> Tap | None:
+    if c.obj:
+        return None
     if c.unit.is_block and memtile.b_chunked(c.b_col_maj, c.b_pack):
         # bfp16 B^T tiles arrive K tile major: (kb, nb) -> (nb // 2) 2 k + 2 kb + nb % 2 (a pair is 2 tiles in a row)
         return Tap(0, (c.k, c.n // 2, 2), (2, 2 * c.k, 1))
@@ -161,6 +168,9 @@ def shim_b(c: Grid, block_col: int, col: int) -> Tap:
     """The K x n strip of B for core column `col` of the output block whose first column is
     `block_col` (with an epilogue, K runs on by its tile's k-step: Grid.kb)."""
     first_col = block_col + col * c.n
+    if c.obj:  # W4A16: the column's objects, contiguous in k-step order, one run (design/b_objects.py)
+        steps = c.kw // c.k
+        return Tap.linear(steps * c.obj, first_col // c.n * steps * c.obj)
     if c.b_pack == "strips":  # mlir-aie's packing: the strip is one contiguous run
         return Tap.linear(c.kb * c.n, first_col * c.kb)
     if c.b_col_maj:  # stored N x K: n rows of B^T, walked in k_mt chunks (k_mt = k with an epilogue tile)
@@ -208,13 +218,13 @@ def check_dma_limits(config: GemmConfig, call: CallPlan | None = None) -> None:
         (c_l2_to_stream(c), c, mem, "memtile MM2S C (dims_to_stream)", "reduce m or n"),
         (a_l1_from_stream(a), a, core, "core S2MM A (dims_from_stream)", "reduce m or k"),
         (Tap.linear(c.m * c.n), c, core, "core MM2S C", "reduce m or n"),
-        (Tap.linear(b.b_l2_k * b.n), b, mem, "memtile S2MM B", "reduce n or k_mt"),
+        (Tap.linear(b.b_l2_units), b, mem, "memtile S2MM B", "reduce n or k_mt"),
     ]
     b_l1 = b_l1_from_stream(b)
     if b_l1 is not None:
         checks.append((b_l1, b, core, "core S2MM B (dims_from_stream)", "reduce n or k"))
     else:
-        checks.append((Tap.linear(b.k * b.n), b, core, "core S2MM B", "reduce k or n"))
+        checks.append((Tap.linear(b.b_l1_units), b, core, "core S2MM B", "reduce k or n"))
     for tap, g, spec, where, fix in checks:
         if tap.is_linear():
             tap = Tap.linear(tap.count)
@@ -224,7 +234,7 @@ def check_dma_limits(config: GemmConfig, call: CallPlan | None = None) -> None:
     statics = [
         (a_l2_from_stream(a), a, mem, a.m * a.k_mt, "memtile S2MM A (dims_from_stream)", "reduce m, k or k_mt"),
         (a_l2_to_stream(a), a, mem, a.m * a.k_mt, "memtile MM2S A (dims_to_stream)", "reduce m, k or k_mt"),
-        (b_l2_to_stream(b), b, mem, b.b_l2_k * b.n, "memtile MM2S B (dims_to_stream)", "reduce n, k or k_mt"),
+        (b_l2_to_stream(b), b, mem, b.b_l2_units, "memtile MM2S B (dims_to_stream)", "reduce n, k or k_mt"),
         (c_l2_to_stream(c), c, mem, c.m * c.n, "memtile MM2S C (dims_to_stream, per join slice)",
          "reduce m or n"),
         (a_l1_from_stream(a), a, core, a.t_ma * a.k, "core S2MM A (dims_from_stream)", "reduce m or k"),

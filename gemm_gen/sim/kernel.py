@@ -18,6 +18,7 @@ import numpy as np
 from .. import bfp16
 from ..call import CallPlan
 from ..config import GemmConfig
+from ..design.b_objects import dequant_object, kernel_order
 from ..design.build import kernel_build
 from ..design.grid import grid
 from ..design.model import TileRef
@@ -182,7 +183,25 @@ class PackedView:
         return self.words.base_word(cells)
 
 
-View = TileView | UnitView | PackedView
+@dataclass(frozen=True)
+class ObjectView:
+    """A W4A16 B object in L1 cells: a TileView of its words, linear (b_objects), whose read gives the
+    object's bytes; the kernel model dequantizes them as the kernel does (b_objects.dequant_object)."""
+
+    words: TileView
+
+    @property
+    def gather(self) -> np.ndarray:
+        return self.words.gather
+
+    def read(self, cells: np.ndarray) -> np.ndarray:
+        return np.ascontiguousarray(self.words.read(cells)).view(np.uint8)
+
+    def base_word(self, cells: np.ndarray) -> int | None:
+        return self.words.base_word(cells)
+
+
+View = TileView | UnitView | PackedView | ObjectView
 
 
 def input_view_of(addr: np.ndarray, t: DType, src: np.ndarray, tag: int, lines_are_rows: bool = True) -> View:
@@ -218,8 +237,13 @@ class KernelEmulator:
         a_l1 = a_tile_pairs(ga.t_ma, ga.k) if ga.unit.is_block else a_layout(ga.t_ma, ga.k, ga.r, ga.s, c.a_col_maj)
         self.a_view = view_of(a_l1, ga.unit, self.a_off, w.TAG_A)
         # bfp16 B: 1 x 2 super-blocks of tiles for every packing (the kernel's one B stream)
-        b_l1 = b_tile_pairs(gb.k, gb.n) if gb.unit.is_block else b_layout(gb.k, gb.n, gb.s, gb.t, c.b_col_maj)
-        self.b_view = input_view_of(b_l1, gb.unit, self.b_off, w.TAG_B, lines_are_rows=False)
+        self.b_view: View
+        if gb.obj:  # W4A16: the object's words, linear from its first (its order inside is the host's)
+            self.b_off = np.arange(gb.obj)[None, :]
+            self.b_view = ObjectView(TileView.of(self.b_off, WORD, self.b_off, w.TAG_B))
+        else:
+            b_l1 = b_tile_pairs(gb.k, gb.n) if gb.unit.is_block else b_layout(gb.k, gb.n, gb.s, gb.t, c.b_col_maj)
+            self.b_view = input_view_of(b_l1, gb.unit, self.b_off, w.TAG_B, lines_are_rows=False)
         # C in L1 while it accumulates: each call updates one slice of T_MA rows, contiguous in the
         # blocked layout. In C's own type; or, when acc != dtype_out, in acc's blocked layout (no
         # provenance until the final conversion), the first c_split_rows rows inside the C object
@@ -236,6 +260,7 @@ class KernelEmulator:
         else:
             ci, cj = np.indices((gc.t_ma, gc.n))
             self.c_view = view_of(self._c_l1(gc.t_ma), gc.unit, self._c_off(ci, cj), w.TAG_C)
+        self.deq_order = kernel_order(c) if gb.obj else np.zeros(0, np.int64)
         self.tiles: dict[TileRef, TileState] = {}
         self.calls: dict[TileRef, int] = {}
         self.stats = KernelStats()
@@ -249,9 +274,11 @@ class KernelEmulator:
         if role == "zero":
             self.zero(tile, cells)
         elif role == "matmul":
-            a_cells, b_cells, c_cells = cells[:3]
-            acc_cells = cells[-1] if self.p.converts_c else None
-            self.matmul(tile, a_cells, b_cells, c_cells, c_slice=scalars[0] if scalars else 0, acc_cells=acc_cells)
+            a_cells, b_cells, c_cells, *extra = cells
+            deq_cells = extra.pop() if self.c.group_size else None  # W4A16's scratch: the last argument
+            acc_cells = extra[-1] if self.p.converts_c else None
+            self.matmul(tile, a_cells, b_cells, c_cells, c_slice=scalars[0] if scalars else 0, acc_cells=acc_cells,
+                        deq_cells=deq_cells)
         elif role == "convert":
             # a runtime activation's mode: convert's one scalar, when the build has it
             self.convert(tile, cells[0], cells[1], cells[2] if self.c.epilogue.needs_tile else None, *scalars[:1])
@@ -330,7 +357,9 @@ class KernelEmulator:
         g = self.grids["B"]
         qk, qn = g.unit.tile_rows, g.unit.tile_cols  # values per unit along K and N
         unit, kk = self._unit("B", b_word), k0 // qk
-        if self.c.b_pack == "strips":
+        if g.obj and unit % g.obj:
+            return None  # not the first word of an object
+        if g.obj or self.c.b_pack == "strips":
             got_k, nn = b_unit_coords(self.c, unit, self.call)
             return nn * qn if got_k == kk else None
         if self.c.b_col_maj:
@@ -350,7 +379,7 @@ class KernelEmulator:
         return row * q if rest == 0 and 0 <= row < g.Mp else None
 
     def matmul(self, tile: TileRef, a_cells: np.ndarray, b_cells: np.ndarray, c_cells: np.ndarray,
-               c_slice: int = 0, acc_cells: np.ndarray | None = None) -> None:
+               c_slice: int = 0, acc_cells: np.ndarray | None = None, deq_cells: np.ndarray | None = None) -> None:
         c = self.c
         if not 0 <= c_slice < c.rho:
             raise LayoutError(f"{tile} matmul: C slice {c_slice} outside 0..{c.rho - 1}", "pass 0 <= slice < rho")
@@ -386,7 +415,7 @@ class KernelEmulator:
         state.next_k[c_slice] = k0 + c.k
 
         a_op = self._operand("A", a_word, lambda: self.numerics.operand_a(self.a_view.read(a_cells)))
-        b_op = self._operand("B", b_word, lambda: self.numerics.operand_b(self.b_view.read(b_cells)))
+        b_op = self._operand("B", b_word, lambda: self.numerics.operand_b(self._b_values(b_cells, deq_cells)))
         if self.p.converts_c:  # the slice's rows, in the C object and/or the C acc buffer
             parts = self._acc_parts(c_slice * c.t_ma, (c_slice + 1) * c.t_ma, c_cells, acc_cells)
             old = np.concatenate([self._acc_view(rows).read(cells) for cells, rows in parts])
@@ -405,6 +434,19 @@ class KernelEmulator:
                 self.c_view.write(c_part, self.numerics.store(acc), self._c_word(row0, col0))
         self.stats.acc_overflows += self.numerics.acc_overflows(acc)
         self.stats.matmul_calls += 1
+
+    def _b_values(self, b_cells: np.ndarray, deq_cells: np.ndarray | None) -> np.ndarray:
+        """B's k x n values: as the L1 tile holds them, or for W4A16 the object's bytes dequantized into the
+        core's scratch (written there in kernel order, as the kernel's dequantization pass does)."""
+        if not isinstance(self.b_view, ObjectView):
+            return self.b_view.read(b_cells)
+        if deq_cells is None:
+            raise LayoutError("a W4A16 matmul call without its dequantization scratch",
+                              "pass the B_deq buffer as the matmul's last argument")
+        tile = dequant_object(self.c, self.b_view.read(b_cells))
+        scratch = np.ascontiguousarray(tile.reshape(-1)[self.deq_order])
+        deq_cells[:] = w.pack(scratch.view(np.uint8), w.TAG_NONE)
+        return tile
 
     def convert(self, tile: TileRef, c_cells: np.ndarray, acc_cells: np.ndarray,
                 b_cells: np.ndarray | None = None, mode: int | None = None) -> None:
@@ -492,7 +534,7 @@ class KernelEmulator:
                 f"check the {name} fifo's patterns and depths",
             )
         t = self.grids[name].unit
-        if isinstance(view, PackedView):  # a packed tile's provenance is per word (one unit)
+        if isinstance(view, PackedView | ObjectView):  # a packed tile's provenance is per word (one unit)
             view, t = view.words, WORD
         if isinstance(view, UnitView):
             ids = view.source_units(cells)

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 from tqdm import tqdm
 
-from ..accuracy import Accuracy, EpilogueAccuracy, measure, measure_epilogue
+from ..accuracy import Accuracy, EpilogueAccuracy, measure, measure_epilogue, percent
 from ..bfp16 import clamped_blocks
 from ..call import CallPlan
 from ..config import GemmConfig
@@ -20,8 +20,9 @@ from ..design.serve import serve
 from ..epilogue_args import kernel_requant, seeded_args
 from ..errors import DeadlockError, LayoutError, SimulationError
 from ..hostdata import host_values, output_values, pad_inputs
-from ..inputs import exact_bound, make_inputs
+from ..inputs import SCALE_EXP, exact_bound, group_weights, make_inputs
 from ..numerics import reference
+from ..quant_b import QuantB
 from ..rules.call_layouts import Layouts
 from ..rules.epilogue import call_activation
 from ..spec import Problem
@@ -274,9 +275,13 @@ def simulate_calls(design: Design, problems: Sequence[Problem], seed: int = 0, p
 def _checked_call(session: ArraySession, call: CallPlan, seed: int, progress: bool, inputs: str) -> SimResult:
     start = time.perf_counter()
     c = session.design.config
-    a, b = make_inputs(call.M, call.K, call.N, c.t_in, c.t_out, seed, c.t_b, family=inputs)
+    a, b_values = make_inputs(call.M, call.K, call.N, c.t_in, c.t_out, seed, c.t_b, family=inputs)
+    b: np.ndarray | QuantB = b_values
+    if c.group_size:  # W4A16: int4 q with group scales (and zero points)
+        b = group_weights(b_values, c.group_size, c.zero_points, seed)
+        b_values = b.dequant()
     e = c.epilogue.for_call(call.activation)
-    args = seeded_args(e, c.t_out, a, b, seed)
+    args = seeded_args(e, c.t_out, a, b_values, seed)
     a_dram, b_dram = pad_inputs(c, a, b, call, args)
     c_cells, kernel, machine = session.run(call, a_dram, b_dram, progress)
     got = output_values(c, (c_cells & w.VALUE_MASK).astype(np.uint32), call)
@@ -284,7 +289,10 @@ def _checked_call(session: ArraySession, call: CallPlan, seed: int, progress: bo
     received = host_values(c, a_dram, b_dram, call)
     requant = None if args is None else kernel_requant(e, args.requant)
     bias = None if args is None else args.bias
-    expect = reference(replace(c.numerics, epilogue=e), *received, c.k, call.k_walk, bias, requant)
+    # W4A16: from the weights given (padded with zero weights, as b_objects pads them), not read back from
+    # B's buffer, so that a host layout bug cannot cancel out
+    operands = (a, b_values) if isinstance(b, QuantB) else received
+    expect = reference(replace(c.numerics, epilogue=e), *operands, c.k, call.k_walk, bias, requant)
     g64 = got.astype(np.float64)
     diff = g64 != expect.astype(np.float64)
     mismatches = int(np.count_nonzero(diff))
@@ -292,7 +300,8 @@ def _checked_call(session: ArraySession, call: CallPlan, seed: int, progress: bo
     if mismatches:
         i, j = (int(x) for x in np.argwhere(diff)[0])
         first = (i, j, float(g64[i, j]), float(expect[i, j]))
-    acc = measure(got, *received, c.numerics)
+    # W4A16: against float64 A @ ((q - z) s), the weights the user means (before any bf16 rounding)
+    acc = measure(got, a, b.exact(), c.numerics) if isinstance(b, QuantB) else measure(got, *received, c.numerics)
     host_quantized = c.t_in.is_block or c.t_b.is_block
     saturated = acc.saturated / acc.elements
     traffic = []
@@ -321,10 +330,12 @@ def _checked_call(session: ArraySession, call: CallPlan, seed: int, progress: bo
                "at every mmul by the AIE API's emulation")
         notes.append(f"bf16 via bfp16: A and B are quantized to bfp16ebs8 blocks of 8 along K with the core's "
                      f"{c.rounding} rounding, {how} (mlir-aie PR #3442); the exact on-chip conversion is unpublished")
-    clamps = _core_conversion_clamps(c, a, b)
+    clamps = _core_conversion_clamps(c, a, b_values)
     if clamps:
         notes.append(f"{clamps} bfp16 blocks converted in the core round a mantissa past 127 and are clamped to 127 "
                      f"(assumed; the core's conversion there is unpublished): the exact input family avoids it")
+    if isinstance(b, QuantB):
+        notes.append(w4a16_note(c, b, acc))
     if saturated > 0.1:
         notes.append(f"{saturated:.0%} of outputs saturate: the check says little about them")
     if kernel.stats.acc_overflows:
@@ -334,8 +345,11 @@ def _checked_call(session: ArraySession, call: CallPlan, seed: int, progress: bo
         float_desc = f"bf16 i*2^-{bound.bit_length() - 1}, |i| <= {bound}, 3% zeros (fp32-exact sums)"
     else:
         float_desc = "bf16 +-(1+f/128)*2^[-4,0], 3% zeros (wide: exact in fp64 only)"
+    if c.group_size:
+        float_desc += (f"; B int4 q uniform in [-8, 7], bf16 scales (1+f/128)*2^{SCALE_EXP}"
+                       + (", zero points uniform in [-8, 7]" if c.zero_points else ""))
     dist = (float_desc + (" (as fp32 before bfp16 quantization)" if p.block else "")
-            if c.t_in.is_float else _int_desc(a, b))
+            if c.t_in.is_float else _int_desc(a, b_values))
     return SimResult(
         config=c,
         call=call,
@@ -345,7 +359,7 @@ def _checked_call(session: ArraySession, call: CallPlan, seed: int, progress: bo
         mismatches=mismatches,
         first_mismatch=first,
         accuracy=acc,
-        accuracy_given=measure(got, a, b, c.numerics) if host_quantized else None,
+        accuracy_given=measure(got, a, b_values, c.numerics) if host_quantized else None,
         epilogue=None if args is None else measure_epilogue(got, *received, e, bias, requant),
         nonzero_fraction=float(np.count_nonzero(got)) / got.size,
         traffic=traffic,
@@ -356,6 +370,16 @@ def _checked_call(session: ArraySession, call: CallPlan, seed: int, progress: bo
         numerics_modelled=modelled,
         notes=notes,
     )
+
+
+def w4a16_note(c: GemmConfig, b: QuantB, acc: Accuracy) -> str:
+    """What W4A16's losses cost: the weights rounded to bf16 once, and C against float64 A @ ((q - z) s)."""
+    exact = b.exact()
+    rounded = int(np.count_nonzero(b.dequant().astype(np.float64) != exact))
+    w = "(q - z) s" if b.zero_points is not None else "q s"
+    return (f"W4A16 (group size {c.group_size}{', zero points' if b.zero_points is not None else ''}): the core "
+            f"dequantizes bf16_rne({w}) once per B object, {rounded:,} of {exact.size:,} weights rounded (a loss); "
+            f"C vs float64 A @ ({w}): Frobenius {percent(acc.frobenius_rel)}, max abs {acc.max_abs:.4g}")
 
 
 def _core_conversion_clamps(c: GemmConfig, a: np.ndarray, b: np.ndarray) -> int:
