@@ -376,6 +376,20 @@ def test_program_memory_counts_the_dequantization_pass() -> None:
     pytest.fail("no K separates the matmul's code from the matmul plus the dequantization pass")
 
 
+def test_the_stack_is_the_bf16_kernels() -> None:
+    """The pass keeps its vectors in registers and adds no local array: a W4A16 core gets the bf16
+    kernel's stack (mlir-aie's matmul stack), and the rendered pass declares no array."""
+    from gemm_gen.rules.defaults import default_stack
+
+    for b in BUILDS:
+        dev = NPU1 if b.aie_target == NPU1.aie_target else NPU2
+        assert default_stack(dev.name, b.compiler, b.precision) == default_stack(
+            dev.name, b.compiler, replace(b, dtype_b=None, group_size=0, zero_points=False).precision)
+        text = render_kernel(b)
+        body = text[text.index("static inline void dequant("):text.index("// C (T_MA x n)")]
+        assert "[" not in body.replace("[[", "")
+
+
 @pytest.mark.parametrize("dev, zp, lanes, ops", [
     ("npu1", False, 32, 11), ("npu1", True, 32, 12),  # 4x8x4: 32 values, two 256-bit stores
     ("npu2", False, 64, 11), ("npu2", True, 64, 12),  # 8x8x8 (bf16 via bfp16): 64 values, two 512-bit stores
