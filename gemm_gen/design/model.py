@@ -140,6 +140,8 @@ class KernelBuild:
     a_col_maj: bool = False  # A's blocks arrive as s x r blocks of A^T; the kernel transposes them
     c_col_maj: bool = False  # C's r x t blocks are kept transposed in L1 (column-major C below 32 bits)
     epilogue: Epilogue = Epilogue()  # applied once per C tile after its last k-step (gemm_gen/epilogue.py)
+    group_size: int = 0  # W4A16: rows of K per int4 scale (gemm_gen/groupquant.py); 0: none
+    zero_points: bool = False  # W4A16: a zero point per scale
 
     @property
     def t_ma(self) -> int:
@@ -204,6 +206,8 @@ class KernelBuild:
             parts.append("ccol")
         if not self.epilogue.is_identity:
             parts.append(self.epilogue.tag)
+        if self.group_size:
+            parts.append(f"g{self.group_size}" + ("zp" if self.zero_points else ""))
         return "_".join(parts) + ".o"
 
 

@@ -19,15 +19,17 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 
 from .. import epilogue as epi
+from .. import groupquant
 from .. import precision as prec
 from ..checks import check_shift
 from ..design.model import KernelBuild
-from ..dtypes import BF16, BFP16, dtype
+from ..dtypes import BF16, BFP16, I4, dtype
 from ..errors import ConfigError
 from ..hw.devices import DEVICES, Device
 from ..rounding import Rounding, Saturation
 from ..rules import kernel_variant as kv
 from ..rules.block_loop import writes_out_k
+from . import dequant as dq
 from .paths import templates_dir
 
 if TYPE_CHECKING:
@@ -120,6 +122,13 @@ class KernelParams:
     tanh_lut: tuple[str, ...] = ()  # the LUT's floats in linear_approx's layout, as C++ literals
     tanh_params: tuple[int, int, int] = (0, 0, 0)  # step_bits, bias, entries
     gelu_constants: tuple[str, str] = ("", "")
+    # W4A16 (gemm_gen/groupquant.py): B arrives as one int4 object, dequantized once per call into b_deq
+    w4a16: bool = False
+    zero_points: bool = False
+    scale_rows: int = 0  # scale rows (groups) in one B object
+    q_bytes: int = 0  # the object's int4 values, before its scales
+    kb_per_row: int = 0  # K block rows of B per scale row (the dequant's inner trip count)
+    ctype_b_obj: str = ""  # the matmul's B argument when it is not the body's B (the W4A16 object: bytes)
 
 
 @dataclass(frozen=True)
@@ -265,6 +274,7 @@ def kernel_params(build: KernelBuild) -> KernelParams | BlockKernelParams:
         lanes //= 2
     zero_name, matmul_name = kernel_symbols(build)
     acc = _scalar_acc(build, dev, store_bits) if build.precision.converts_c else {}
+    acc.update(_w4a16(build, dev, variant))
     if not build.epilogue.is_identity:
         acc.update(_epilogue(build, t_out.is_float))
     return KernelParams(
@@ -284,12 +294,64 @@ def kernel_params(build: KernelBuild) -> KernelParams | BlockKernelParams:
 
 
 def _b_types(build: KernelBuild) -> dict[str, Any]:
-    """B's names in the scalar template: A's own type, or a packed type (int4) read from bytes."""
+    """B's names in the scalar template: A's own type, or a packed type (int4) read from bytes; a W4A16
+    body reads the dequantized bf16 scratch, so its mmul and L1 types are A's."""
     t_b = dtype(build.precision.b)
-    if not t_b.is_packed:
-        return dict(dtype_b=build.dtype_in, ctype_b=C_TYPES[build.dtype_in], ctype_b_mem=C_TYPES[build.dtype_in])
+    if not t_b.is_packed or is_w4a16(build):
+        return dict(dtype_b=t_b.name, ctype_b=C_TYPES[build.dtype_in], ctype_b_mem=C_TYPES[build.dtype_in])
     return dict(dtype_b=t_b.name, ctype_b=C_TYPES[t_b.name], ctype_b_mem=PACKED_MEM_TYPE,
                 b_values_per_elem=t_b.block_elems // t_b.block_bytes)
+
+
+def is_w4a16(build: KernelBuild) -> bool:
+    """bf16 A times int4 B: the core dequantizes B with its group scales, then runs the bf16 body."""
+    return build.dtype_in in prec.W4A16_A_TYPES and build.precision.b == I4.name
+
+
+def _w4a16(build: KernelBuild, dev: Device, variant: kv.KernelVariant) -> dict[str, Any]:
+    """The scalar template's numbers for W4A16's dequantization pass, refusing the builds it has no pass for:
+    it reads B in the bf16 body's s x t blocks (row-major, blocks along N first), one block per vector of
+    s t int4 values (at least the 32 lanes of the smallest int4 vector), each block inside one group, and
+    the scales of 8 columns per 128-bit load (n is a multiple of 2 t >= 8: every expansion is at least 2 wide;
+    the template asserts it)."""
+    g = build.group_size
+    if not is_w4a16(build):
+        if g or build.zero_points:
+            raise ConfigError(f"group size {g} / zero points with {build.dtype_in} x {build.precision.b}: group "
+                              "scales belong to bf16 x int4 (W4A16)", "drop the group size and zero points")
+        return {}
+    if not g:
+        raise ConfigError("bf16 x int4 (W4A16) needs one scale per group of K rows: the build has no group size",
+                          f"give it a group size ({' | '.join(map(str, groupquant.GROUP_SIZES))})")
+    groupquant.check_group_size(g)
+    groupquant.check_tile_k(build.k, g)
+    _, s, t = build.mmul
+    shape = "x".join(map(str, build.mmul))
+    if build.b_col_maj:
+        raise ConfigError("a column-major B with int4 weights: the dequantization pass reads row-major s x t blocks",
+                          "use a row-major B (drop --b-col-maj)")
+    if s * t < dq.MIN_LANES or t not in dq.BLOCK_COLUMNS or g % s:
+        raise ConfigError(f"mmul {shape} with int4 weights: the dequantization pass takes s x t blocks of at least "
+                          f"{dq.MIN_LANES} values, t in {dq.BLOCK_COLUMNS}, s dividing the group size {g}",
+                          "use the device's default bf16 mmul shape")
+    need = w4a16_code_bytes(build, dev, variant)
+    budget = int(kv.CODE_BUDGET * dev.isa.program_bytes)
+    if need > budget:
+        raise ConfigError(f"the matmul and its dequantization pass (about {need} B of code) exceed their {budget} B "
+                          f"of the {dev.name} core's {dev.isa.program_bytes} B program memory",
+                          "use --kernel-loops k-pipelined, or a smaller kernel tile")
+    layout = groupquant.ObjectLayout(build.k, build.n, g, build.zero_points)
+    return dict(w4a16=True, ctype_b_obj=PACKED_MEM_TYPE, zero_points=build.zero_points, scale_rows=layout.rows,
+                q_bytes=layout.q_bytes,
+                kb_per_row=build.k // s // layout.rows)
+
+
+def w4a16_code_bytes(build: KernelBuild, dev: Device, variant: kv.KernelVariant) -> int:
+    """Estimated program memory of a W4A16 matmul: the bf16 loop nest (kernel_variant.code_bytes) plus the
+    dequantization pass (dequant.dequant_code_bytes), against the matmul's CODE_BUDGET."""
+    nest = kv.code_bytes(dev, build.dtype_in, build.mmul, build.emulate_bf16_with_bfp16, variant.expansion,
+                         variant.loops, build.k, build.n)
+    return int(nest) + dq.dequant_code_bytes(dev.name, build.zero_points, build.mmul)
 
 
 def _scalar_acc(build: KernelBuild, dev: Device, store_bits: int) -> dict[str, Any]:

@@ -197,10 +197,12 @@ def code_bytes(dev: Device, dtype_in: str, mmul: MmulShape, emulate: bool, expan
 
 
 def auto_loops(dev: Device, dtype_in: str, mmul: MmulShape, emulate: bool, expansion: tuple[int, int],
-               k: np.ndarray | int, n: np.ndarray | int) -> np.ndarray:
+               k: np.ndarray | int, n: np.ndarray | int, reserve_bytes: int = 0) -> np.ndarray:
     """Per tile, the index into LOOPS of the most overlapping structure whose registers and code
-    fit CODE_BUDGET (no flattening when the cluster's accumulators leave no room for the next)."""
-    budget = CODE_BUDGET * dev.isa.program_bytes
+    fit CODE_BUDGET (no flattening when the cluster's accumulators leave no room for the next), less
+    `reserve_bytes` of other code the matmul function holds (W4A16's dequantization pass,
+    gemm_gen/kernels/dequant.dequant_code_bytes)."""
+    budget = CODE_BUDGET * dev.isa.program_bytes - reserve_bytes
     pick = np.zeros(np.broadcast(np.asarray(k), np.asarray(n)).shape, dtype=np.int64)
     room = acc_sets(dev, dtype_in, mmul, expansion) > 1
     for i, loops in enumerate(LOOPS):
@@ -213,8 +215,10 @@ def auto_loops(dev: Device, dtype_in: str, mmul: MmulShape, emulate: bool, expan
 
 
 def choose(dev: Device, dtype_in: str, mmul: MmulShape, emulate: bool, t_ma: int, k: int, n: int,
-           expansion: tuple[int, int] | None = None, loops: str | None = None) -> KernelVariant:
-    """The variant of one kernel tile: the given expansion and loops (checked), or the automatic ones."""
+           expansion: tuple[int, int] | None = None, loops: str | None = None,
+           reserve_bytes: int = 0) -> KernelVariant:
+    """The variant of one kernel tile: the given expansion and loops (checked), or the automatic ones
+    (leaving `reserve_bytes` of the matmul's code budget to other code, see auto_loops)."""
     order = expansions(dev, dtype_in, mmul)
     if expansion is None:
         expansion = order[int(auto_expansion(dev, dtype_in, mmul, t_ma, n))]
@@ -235,7 +239,7 @@ def choose(dev: Device, dtype_in: str, mmul: MmulShape, emulate: bool, t_ma: int
                               f"use (m / rho) % {expansion[0] * r} == 0 and n % {expansion[1] * t} == 0, "
                               "or another --expansion")
     if loops is None:
-        loops = LOOPS[int(auto_loops(dev, dtype_in, mmul, emulate, expansion, k, n))]
+        loops = LOOPS[int(auto_loops(dev, dtype_in, mmul, emulate, expansion, k, n, reserve_bytes))]
     elif loops not in LOOPS:
         raise ConfigError(f"unknown kernel loop structure {loops!r}", f"use --kernel-loops {' or '.join(LOOPS)}")
     return KernelVariant(expansion[0], expansion[1], loops)

@@ -18,6 +18,10 @@ void gg_host_clear_error() { aie::host::error.clear(); }
 unsigned gg_host_fifo_peak(unsigned store) { return aie::host::peak_fifos[store ? 1 : 0]; }
 void gg_host_reset_fifo_peaks() { aie::host::peak_fifos[0] = aie::host::peak_fifos[1] = 0; }
 
+// int4 lanes aie::unpack widened since the last reset (W4A16: k n per dequantization pass).
+unsigned long long gg_host_int4_unpacked() { return aie::host::int4_unpacked; }
+void gg_host_reset_int4_unpacked() { aie::host::int4_unpacked = 0; }
+
 unsigned gg_host_get_rounding() { return static_cast<unsigned>(aie::get_rounding()); }
 void gg_host_set_rounding(unsigned mode) { aie::set_rounding(static_cast<aie::rounding_mode>(mode)); }
 unsigned gg_host_get_saturation() { return static_cast<unsigned>(aie::get_saturation()); }

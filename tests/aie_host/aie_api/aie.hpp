@@ -44,6 +44,19 @@
 //   hardware-passing int4 GEMV packs on the host (docs/int4_decode.md; the lane order inside aie2p's
 //   16 x 16 B block is unpublished, an NPU probe settles it). aie::mmul<M, K, N, int8, int4> exists
 //   for aie_api's mmul_8_4 shapes only: AIE2 4x16x8, 8x16x8, 4x32x8; AIE2P 4x16x16; acc32.
+// - W4A16's dequantization (templates/mm.cc.j2; read in jgmelber/aie_api@2b7eedf include/aie_api/aie.hpp,
+//   detail/aie2/elementary.hpp, and UG1603 2026.1 "Data Types"): every vector the new operations below take
+//   or give is one the API defines, 128, 256, 512 or 1024 bits (int4 32..256 lanes, int8 16..128, int16
+//   8..64, bf16 8..64), else a compile error. aie::unpack (int4 -> int8, int8 -> int16, lane order kept;
+//   floats refused, as its requires(!is_floating_point) does; the int4 lanes unpacked are counted for the
+//   tests, host::int4_unpacked). aie::add / aie::sub of two int16 vectors (modular, as the vector ALU).
+//   aie::to_float<float | bfloat16>(vector<int16>, shift): v 2^-shift rounded to TR under the rounding
+//   mode (aie2's Fix2Float goes through accfloat and to_vector_sign<TR>; the aie2p implementation was not
+//   read, and is modelled alike). aie::to_fixed<int16>(vector<bfloat16>, shift): only values that are
+//   integers after the shift and fit int16 (the rounding of bfloat16_to_int is unpublished): anything else
+//   fails. vector::grow_replicate<ElemsOut>() (the vector repeated to fill ElemsOut lanes, ElemsOut a multiple).
+//   aie::interleave_zip(v, w, chunk_size): {v[0:c], w[0:c], v[c:2c], w[c:2c], ...} split into two
+//   vectors, chunk_size a power of two <= the lanes and >= 8 bits of lanes (REQUIRES_MSG in aie.hpp).
 // - -DGG_HOST_FP32_PER_MAC rounds fp32 lanes after every mac instruction instead of once per call
 //   (the real per-mac order is unpublished): kernels meant to be bit-equal must then issue the same
 //   macs in the same order.
@@ -85,6 +98,7 @@
 #include <limits>
 #include <string>
 #include <type_traits>
+#include <utility>
 
 using int8 = std::int8_t;
 using uint8 = std::uint8_t;
@@ -121,6 +135,9 @@ inline void fail(const std::string &what) {
 }
 
 constexpr bool aie2p = __AIE_ARCH__ == 21;
+
+// int4 lanes aie::unpack has widened since the last reset: the tests count W4A16's dequantization passes.
+inline unsigned long long int4_unpacked = 0;
 
 // Alignment load_v / store_v need for a vector of `bytes` (aie_api detail/ld_st.hpp vector_ldst_align:
 // only exactly 128 and 256 bits get less than the target's natural alignment, smaller vectors too need it).
@@ -360,6 +377,10 @@ struct vector {
     else std::copy(v.data.begin(), v.data.end(), data.begin() + idx * ElemsIn);
     return *this;
   }
+
+  // The vector repeated as many times as fill ElemsOut lanes (vector.hpp grow_replicate).
+  template <unsigned ElemsOut>
+  vector<T, ElemsOut> grow_replicate() const;
 
   template <unsigned ElemsOut>
   vector<T, ElemsOut> extract(unsigned idx) const {
@@ -1011,6 +1032,117 @@ struct linear_approx<bfloat16, lut<4, float, bfloat16>> {
   lut_type lut_;
   int shift_addr_, bias_used_, idx_max_;
 };
+
+// ---- W4A16's dequantization: unpack, int16 add / sub, to_float, to_fixed, grow_replicate, interleave_zip ----
+namespace host {
+template <typename T>
+constexpr unsigned elem_bits() {
+  if constexpr (std::is_same_v<T, int4>) return 4;
+  else return 8 * sizeof(T);
+}
+
+// A vector the AIE API defines: 128, 256, 512 or 1024 bits (UG1603 "Data Types", Table 1).
+template <typename T, unsigned Elems>
+constexpr bool api_vector() {
+  constexpr unsigned bits = elem_bits<T>() * Elems;
+  return bits == 128 || bits == 256 || bits == 512 || bits == 1024;
+}
+}  // namespace host
+
+template <typename T, unsigned Elems>
+template <unsigned ElemsOut>
+vector<T, ElemsOut> vector<T, Elems>::grow_replicate() const {
+  static_assert(host::api_vector<T, Elems>() && host::api_vector<T, ElemsOut>(),
+                "aie::vector::grow_replicate: the AIE API has 128- to 1024-bit vectors only");
+  static_assert(ElemsOut % Elems == 0 && ElemsOut >= Elems, "aie::vector::grow_replicate grows to a multiple");
+  vector<T, ElemsOut> out;
+  for (unsigned i = 0; i < ElemsOut; ++i) out[i] = data[i % Elems];
+  return out;
+}
+
+// aie::unpack: the next larger integer type, lane for lane (int4 -> int8, int8 -> int16).
+template <typename T, unsigned Elems>
+auto unpack(const vector<T, Elems> &v) {
+  static_assert(!is_float_elem_v<T>, "aie::unpack takes integer vectors (requires(!is_floating_point))");
+  static_assert(std::is_same_v<T, int4> || std::is_same_v<T, int8>, "the host models aie::unpack of int4 and int8 only");
+  using T2 = std::conditional_t<std::is_same_v<T, int4>, int8, int16>;
+  static_assert(host::api_vector<T, Elems>() && host::api_vector<T2, Elems>(),
+                "aie::unpack: the AIE API has 128- to 1024-bit vectors only (int4 32..256 lanes, int8 16..128)");
+  vector<T2, Elems> out;
+  for (unsigned i = 0; i < Elems; ++i) out[i] = static_cast<T2>(v[i]);
+  if constexpr (std::is_same_v<T, int4>) host::int4_unpacked += Elems;
+  return out;
+}
+
+namespace host {
+template <bool Add, unsigned Elems>
+vector<int16, Elems> add_sub(const vector<int16, Elems> &a, const vector<int16, Elems> &b) {
+  static_assert(api_vector<int16, Elems>(), "aie::add / aie::sub: the AIE API has 128- to 1024-bit vectors only");
+  vector<int16, Elems> out;
+  for (unsigned i = 0; i < Elems; ++i) out[i] = static_cast<int16>(Add ? a[i] + b[i] : a[i] - b[i]);  // modular
+  return out;
+}
+}  // namespace host
+
+template <unsigned Elems>
+vector<int16, Elems> add(const vector<int16, Elems> &a, const vector<int16, Elems> &b) { return host::add_sub<true>(a, b); }
+template <unsigned Elems>
+vector<int16, Elems> sub(const vector<int16, Elems> &a, const vector<int16, Elems> &b) { return host::add_sub<false>(a, b); }
+
+// aie::to_float<TR>(v, shift): v 2^-shift, rounded to TR (fp32 first, then bf16 under the rounding mode).
+template <typename TR = float, typename T, unsigned Elems>
+vector<TR, Elems> to_float(const vector<T, Elems> &v, int shift = 0) {
+  static_assert(std::is_same_v<TR, float> || std::is_same_v<TR, bfloat16>, "aie::to_float gives float or bfloat16");
+  static_assert(std::is_same_v<T, int16>, "the host models aie::to_float of int16 vectors only");
+  static_assert(host::api_vector<T, Elems>() && host::api_vector<TR, Elems>(),
+                "aie::to_float: the AIE API has 128- to 1024-bit vectors only");
+  vector<TR, Elems> out;
+  for (unsigned i = 0; i < Elems; ++i) {
+    const float f = static_cast<float>(std::ldexp(static_cast<double>(v[i]), -shift));
+    if constexpr (std::is_same_v<TR, float>) out[i] = f;
+    else out[i] = bfloat16::from_bits(host::f32_to_bf16_bits(f, host::rounding));
+  }
+  return out;
+}
+
+// aie::to_fixed<int16>(v, shift): v 2^shift, for values that are integers in int16's range only.
+template <typename TR, typename T, unsigned Elems>
+vector<TR, Elems> to_fixed(const vector<T, Elems> &v, int shift = 0) {
+  static_assert(std::is_same_v<TR, int16> && std::is_same_v<T, bfloat16>,
+                "the host models aie::to_fixed<int16> of bfloat16 vectors only");
+  static_assert(host::api_vector<T, Elems>() && host::api_vector<TR, Elems>(),
+                "aie::to_fixed: the AIE API has 128- to 1024-bit vectors only");
+  vector<TR, Elems> out;
+  for (unsigned i = 0; i < Elems; ++i) {
+    const double x = std::ldexp(static_cast<double>(static_cast<float>(v[i])), shift);
+    if (x != std::floor(x) || x < -32768.0 || x > 32767.0) {
+      host::fail("aie::to_fixed<int16> of a value that is no int16 integer (bfloat16_to_int's rounding is unpublished)");
+      continue;
+    }
+    out[i] = static_cast<TR>(x);
+  }
+  return out;
+}
+
+// aie::interleave_zip(v, w, chunk_size): chunks of v and w alternately, the result split in two.
+template <typename T, unsigned Elems>
+std::pair<vector<T, Elems>, vector<T, Elems>> interleave_zip(const vector<T, Elems> &v, const vector<T, Elems> &w,
+                                                             unsigned chunk_size) {
+  static_assert(host::api_vector<T, Elems>(), "aie::interleave_zip: the AIE API has 128- to 1024-bit vectors only");
+  std::pair<vector<T, Elems>, vector<T, Elems>> out;
+  if (chunk_size == 0 || chunk_size > Elems || (chunk_size & (chunk_size - 1)) ||
+      host::elem_bits<T>() * chunk_size < 8) {
+    host::fail("aie::interleave_zip: chunk_size must be a power of two, at most the vector's lanes and at least 8 bits "
+               "(REQUIRES_MSG in aie.hpp)");
+    return out;
+  }
+  for (unsigned i = 0; i < 2 * Elems; ++i) {
+    const unsigned chunk = i / chunk_size, at = (chunk / 2) * chunk_size + i % chunk_size;
+    const T x = chunk % 2 ? w[at] : v[at];
+    (i < Elems ? out.first : out.second)[i % Elems] = x;
+  }
+  return out;
+}
 
 }  // namespace aie
 

@@ -1,0 +1,483 @@
+"""The W4A16 kernel (issue 22 item 1b): bf16 A times int4 B with group scales, rendered from
+templates/mm.cc.j2 and compiled on the host against tests/aie_host.
+
+Each matmul call dequantizes its B object (gemm_gen/groupquant.py ObjectLayout) once into the bf16
+scratch b_deq, then runs the bf16 body on it. Checked here: C equals the bf16 kernel's numerics on
+A x groupquant.dequant(q, s, z, g) bit for bit, on npu1 (bf16 4x8x4, 8x8x4) and npu2 (the default
+bf16-via-bfp16 8x8x8, and native 4x8x8 / 4x8x4), k below and above g, g = 32, 64, 128, with and
+without zero points; C is within 1% (Frobenius) of the float64 product A @ dequant_exact; the
+scratch holds groupquant.dequant's bits; each call unpacks the k n int4 values exactly once (the
+host counts them). Mutants that must fail: a scale row off by one group, a high-nibble-first buffer,
+truncation instead of round-to-nearest-even, a zero point added, and (performance) a dequantization
+repeated inside the call. The host API's new rules each have a use that breaks them.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import json
+import subprocess
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from gemm_gen import groupquant
+from gemm_gen.design.model import KernelBuild
+from gemm_gen.dtypes import BF16, pack_i4
+from gemm_gen.errors import ConfigError
+from gemm_gen.hw.devices import NPU1, NPU2, Device
+from gemm_gen.inputs import make_inputs
+from gemm_gen.kernels import kernel_params, render_kernel
+from gemm_gen.kernels.dequant import dequant_code_bytes, dequant_ops
+from gemm_gen.kernels.render import w4a16_code_bytes
+from gemm_gen.l1_layout import a_layout, b_layout, c_layout
+from gemm_gen.rules import kernel_variant as kv
+
+from . import test_kernels as tk
+from .test_kernels_int4 import _high_nibble_first
+
+REPO = Path(__file__).resolve().parents[1]
+DIGESTS = REPO / "tests" / "data" / "kernel_renders_cfb84d7.json"
+FROBENIUS_LIMIT = 0.01  # the W4A16 contract's target (docs/int4_decode.md section 10)
+
+
+def w4_build(dev: Device, out: str, blocks: tuple[int, int, int], g: int, zp: bool,
+             mmul: tuple[int, int, int] | None = None, emulate: bool | None = None, rho: int = 1,
+             loops: str | None = None, wide: bool = True, rounding: str = "conv_even") -> KernelBuild:
+    """A W4A16 KernelBuild whose A tile is `blocks` (2r, s, 2t) units of the bf16 mmul; C accumulates in
+    fp32 (`wide`) or in its own type."""
+    emulate = dev.bf16_emulation_default if emulate is None else emulate
+    b = tk.build(dev, "bf16", out, blocks, False, mmul=mmul, emulate=emulate, rounding=rounding, rho=rho,
+                 loops=loops, wide=wide)
+    # the loops chosen with the pass's code reserved, as a W4A16 design must choose them
+    v = kv.choose(dev, "bf16", b.mmul, emulate, b.t_ma, b.k, b.n, None, loops,
+                  reserve_bytes=dequant_code_bytes(dev.name, zp, b.mmul))
+    return replace(b, dtype_b="i4", group_size=g, zero_points=zp, expansion=v.expansion, loops=v.loops)
+
+
+BUILDS = [
+    # npu1: the default 4x8x4, k below and above g, every g, with and without zero points
+    w4_build(NPU1, "bf16", (1, 2, 1), 32, False), w4_build(NPU1, "bf16", (1, 8, 2), 32, True),
+    w4_build(NPU1, "f32", (2, 4, 1), 64, True), w4_build(NPU1, "bf16", (1, 16, 1), 64, False, wide=False),
+    w4_build(NPU1, "bf16", (1, 8, 1), 128, True, rho=2), w4_build(NPU1, "f32", (1, 32, 1), 128, False),
+    w4_build(NPU1, "bf16", (1, 8, 1), 32, True, mmul=(8, 8, 4), loops="k-pipelined"),
+    w4_build(NPU1, "bf16", (1, 8, 2), 32, True, rounding="floor"),  # the body's mode is not the dequant's
+    # npu2: the default bf16-via-bfp16 8x8x8, and native shapes
+    w4_build(NPU2, "bf16", (1, 2, 1), 32, True), w4_build(NPU2, "bf16", (1, 8, 1), 32, False),
+    w4_build(NPU2, "f32", (1, 4, 2), 64, True), w4_build(NPU2, "bf16", (2, 16, 1), 64, False, wide=False),
+    w4_build(NPU2, "bf16", (1, 8, 1), 128, False), w4_build(NPU2, "bf16", (1, 32, 1), 128, True, rho=2),
+    w4_build(NPU2, "f32", (1, 8, 1), 32, True, emulate=False, mmul=(4, 8, 8)),
+    w4_build(NPU2, "bf16", (1, 16, 1), 64, False, emulate=False, mmul=(4, 8, 4)),
+]
+
+
+def _id(b: KernelBuild) -> str:
+    return b.object_file[:-2]
+
+
+Case = tk.Case  # a build, optionally patched into a mutant (tk.compile_all's protocol)
+
+
+_SCALE_ROW = "block_rows(aie::load_v<SCALE_LANES>(scales + row * TILE_N + c))"
+_RNE = "aie::set_rounding(aie::rounding_mode::conv_even);  // bf16_rne"
+_SUB = "aie::sub(aie::unpack(aie::unpack(q)), z)"
+_CALL = "  gemm_gen_kernel::dequant(B, b_deq);"
+MUTANTS = {
+    "scale-row-off-by-one": Case(BUILDS[1], patches=((_SCALE_ROW, _SCALE_ROW.replace(
+        "row * TILE_N", "(row + 1) % SCALE_ROWS * TILE_N")),), mutant="scale-row-off-by-one"),
+    "truncating": Case(BUILDS[1], patches=((_RNE, _RNE.replace("conv_even", "symmetric_zero")),), mutant="truncating"),
+    "truncating-npu2": Case(BUILDS[10], patches=((_RNE, _RNE.replace("conv_even", "symmetric_zero")),),
+                            mutant="truncating"),
+    "zero-point-added": Case(BUILDS[1], patches=((_SUB, _SUB.replace("aie::sub", "aie::add")),),
+                             mutant="zero-point-added"),
+    "dequant-per-block-row": Case(BUILDS[2], patches=((_CALL, "  for (unsigned z = 0; z < gemm_gen_kernel::ROW_BLOCKS; "
+                                                              "++z)\n  " + _CALL),), mutant="dequant-per-block-row"),
+}
+ALL = [*(Case(b) for b in BUILDS), *MUTANTS.values()]
+
+
+@pytest.fixture(scope="module")
+def libraries() -> dict[str, Path | BaseException]:
+    return tk.compile_all(ALL)
+
+
+def load(libraries: dict[str, Path | BaseException], case: Case) -> tk.Kernel:
+    lib = libraries[case.id]
+    if isinstance(lib, BaseException):
+        raise lib
+    kernel = tk.Kernel(lib, case.build)
+    b = case.build
+    kernel.matmul_fn.argtypes = ([ctypes.c_void_p] * (3 + b.precision.converts_c) + ([ctypes.c_int32] if b.rho > 1
+                                 else []) + [ctypes.c_void_p])  # b_deq last
+    kernel.lib.gg_host_int4_unpacked.restype = ctypes.c_ulonglong
+    return kernel
+
+
+# ---- inputs: A, and B as int4 values with group scales (and zero points) --------------------------
+@dataclass(frozen=True)
+class Weights:
+    q: np.ndarray  # K x N int4 values
+    scales: np.ndarray  # ceil(K / g) x N bf16
+    zeros: np.ndarray | None  # same shape, integers in [-8, 7]
+    g: int
+
+    @property
+    def w(self) -> np.ndarray:
+        return groupquant.dequant(self.q, self.scales, self.zeros, self.g)
+
+    @property
+    def exact(self) -> np.ndarray:
+        return groupquant.dequant_exact(self.q, self.scales, self.zeros, self.g)
+
+
+def weights(b: KernelBuild, steps: int, seed: int) -> Weights:
+    """int4 values over their whole range; scales of 8 significant bits in [2^-6, 2^-1) of both signs, so
+    (q - z) s has up to 12 significant bits and its bf16 rounding (ties too) shows."""
+    rng = np.random.default_rng(seed)
+    K, n, g = steps * b.k, b.n, b.group_size
+    q = rng.integers(-8, 8, size=(K, n))
+    rows = -(-K // g)
+    mant = 1 + rng.integers(0, 128, size=(rows, n)) / 128
+    scales = (rng.choice([-1.0, 1.0], size=(rows, n)) * mant * 2.0 ** rng.integers(-6, -1, size=(rows, n)))
+    zeros = rng.integers(-8, 8, size=(rows, n)) if b.zero_points else None
+    return Weights(q, scales.astype(BF16.host), zeros, g)
+
+
+def b_object(b: KernelBuild, wt: Weights, step: int, pack=pack_i4) -> np.ndarray:
+    """The k-step's B object, as groupquant.ObjectLayout says: the q values in the bf16 kernel's B element
+    order (tk.run_tile's b_layout), packed two per byte, then the step's scale rows, then its zero points."""
+    layout = groupquant.ObjectLayout(b.k, b.n, b.group_size, b.zero_points)
+    _, s, t = b.mmul
+    rows = slice(step * b.k, (step + 1) * b.k)
+    flat = np.empty(b.k * b.n, np.int64)
+    flat[b_layout(b.k, b.n, s, t, False)] = wt.q[rows]
+    first = step * b.k // b.group_size
+    srows = slice(first, first + layout.rows)
+    obj = np.zeros(layout.nbytes, np.uint8)
+    obj[:layout.q_bytes] = pack(flat)
+    obj[layout.scale_offset:layout.zero_offset] = np.ascontiguousarray(wt.scales[srows]).view(np.uint8).ravel()
+    if wt.zeros is not None:
+        obj[layout.zero_offset:] = np.ascontiguousarray(wt.zeros[srows].astype(BF16.host)).view(np.uint8).ravel()
+    return obj
+
+
+def a_steps(b: KernelBuild, steps: int, seed: int) -> list[np.ndarray]:
+    a, _ = make_inputs(b.m, steps * b.k, b.n, "bf16", b.dtype_out, seed=seed, family="wide")
+    return [a[:, i * b.k:(i + 1) * b.k] for i in range(steps)]
+
+
+@dataclass
+class Run:
+    c: np.ndarray
+    scratch: list[np.ndarray]  # b_deq after each k-step, logical k x n
+    unpacked: list[int]  # int4 lanes unpacked per call
+
+
+def run_w4(kernel: tk.Kernel, a: list[np.ndarray], wt: Weights, pack=pack_i4) -> Run:
+    """zero, then per k-step one matmul per A tile (rho) on the B object and one b_deq scratch; C read back."""
+    b = kernel.build
+    r, s, t = b.mmul
+    c_host = np.dtype(BF16.host if b.dtype_out == "bf16" else np.float32)
+    c = tk.Guarded(b.m * b.n, c_host, 8 * b.m * b.n // c_host.itemsize)
+    acc = tk.Guarded((b.m - b.c_split_rows) * b.n, np.float32, 2 * b.m * b.n) if b.precision.converts_c else None
+    c_bufs = (c.ptr, *((acc.ptr,) if acc is not None else ()))
+    scratch = tk.Guarded(b.k * b.n, BF16.host)
+    modes = (tk.Rounding.CEIL, tk.Saturation.SYMMETRIC)  # what the kernel finds and must leave
+    kernel.set_modes(*modes)
+    kernel.checked(kernel.zero_fn, *c_bufs)
+    out = Run(np.empty(0), [], [])
+    for step, a_tile in enumerate(a):
+        obj = tk.Guarded(groupquant.ObjectLayout(b.k, b.n, b.group_size, b.zero_points).nbytes, np.uint8)
+        obj.body[:] = b_object(b, wt, step, pack)
+        for i in range(b.rho):
+            a_buf = tk.Guarded(b.t_ma * b.k, BF16.host)
+            a_buf.body[a_layout(b.t_ma, b.k, r, s, False)] = a_tile[i * b.t_ma:(i + 1) * b.t_ma]
+            kernel.lib.gg_host_reset_int4_unpacked()
+            kernel.checked(kernel.matmul_fn, a_buf.ptr, obj.ptr, c.ptr, *c_bufs[1:], *((i,) if b.rho > 1 else ()),
+                           scratch.ptr)
+            out.unpacked.append(int(kernel.lib.gg_host_int4_unpacked()))
+            assert kernel.modes() == modes, "the kernel must restore the mode registers it found"
+            assert a_buf.guards_intact()
+        assert obj.guards_intact() and scratch.guards_intact(), "the kernel wrote outside its B object or scratch"
+        out.scratch.append(scratch.body[b_layout(b.k, b.n, s, t, False)].copy())
+    if kernel.convert_fn is not None:
+        kernel.checked(kernel.convert_fn, *c_bufs)
+    assert c.guards_intact(), "the kernel wrote outside its C tile"
+    out.c = c.body[c_layout(b.m, b.n, r, t, False)]
+    return out
+
+
+def expected(b: KernelBuild, a: list[np.ndarray], wt: Weights) -> np.ndarray:
+    """The bf16 kernel's numerics (tests/test_kernels.py's harness) on A x groupquant.dequant."""
+    w = wt.w
+    return tk.expected(b, [(a_tile, w[i * b.k:(i + 1) * b.k]) for i, a_tile in enumerate(a)])
+
+
+def frobenius(c: np.ndarray, a: list[np.ndarray], wt: Weights) -> float:
+    exact = np.hstack(a).astype(np.float64) @ wt.exact
+    return float(np.linalg.norm(c.astype(np.float64) - exact) / np.linalg.norm(exact))
+
+
+def _inputs(b: KernelBuild, seed: int = 0, steps: int = 2) -> tuple[list[np.ndarray], Weights]:
+    return a_steps(b, steps, seed), weights(b, steps, seed)
+
+
+# ---- the kernel against the numerics ----------------------------------------------------------------
+@tk.needs_gxx
+@pytest.mark.parametrize("b", BUILDS, ids=_id)
+def test_w4a16_kernel_matches_the_numerics(libraries, b: KernelBuild) -> None:
+    """C bit-equal to the bf16 numerics on A x dequant(q, s, z, g); the scratch bit-equal to dequant's
+    tile; within 1% (Frobenius) of the float64 product; every call unpacks k n values once."""
+    kernel = load(libraries, Case(b))
+    a, wt = _inputs(b)
+    run = run_w4(kernel, a, wt)
+    tk.assert_bit_equal(run.c, expected(b, a, wt), b.object_file)
+    for step, got in enumerate(run.scratch):
+        tk.assert_bit_equal(got, wt.w[step * b.k:(step + 1) * b.k], f"{b.object_file} b_deq of k-step {step}")
+    assert run.unpacked == [b.k * b.n] * (len(a) * b.rho), "one dequantization pass per call"
+    assert frobenius(run.c, a, wt) < FROBENIUS_LIMIT
+
+
+@tk.needs_gxx
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
+                                                                 HealthCheck.too_slow])
+@given(which=st.sampled_from([1, 2, 9, 13, 14]), seed=st.integers(0, 2**32 - 1), steps=st.integers(1, 3))
+def test_random_weights_and_calls_match_the_numerics(libraries, which: int, seed: int, steps: int) -> None:
+    """Random A, int4 values, scales, zero points and k-step counts on compiled kernels of both devices."""
+    b = BUILDS[which]
+    a, wt = _inputs(b, seed, steps)
+    run = run_w4(load(libraries, Case(b)), a, wt)
+    tk.assert_bit_equal(run.c, expected(b, a, wt), b.object_file)
+    assert frobenius(run.c, a, wt) < FROBENIUS_LIMIT
+
+
+def test_builds_cover_both_devices_every_group_size_and_both_sides_of_g() -> None:
+    seen = {(b.aie_target, b.group_size, b.k < b.group_size, b.zero_points) for b in BUILDS}
+    for target in ("aie2", "aie2p"):
+        for g in groupquant.GROUP_SIZES:
+            assert {(target, g, True), (target, g, False)} <= {x[:3] for x in seen}, (target, g)
+    assert {zp for *_, zp in seen} == {True, False}
+    assert any(b.emulate_bf16_with_bfp16 for b in BUILDS) and any(b.aie_target == "aie2p" and not
+                                                                   b.emulate_bf16_with_bfp16 for b in BUILDS)
+    assert {tuple(b.mmul)[2] for b in BUILDS} == {4, 8}  # both scale patterns (t = 4 zipped, t = 8)
+
+
+# ---- mutants ------------------------------------------------------------------------------------------
+@tk.needs_gxx
+@pytest.mark.parametrize("name", [m for m in MUTANTS if m != "dequant-per-block-row"])
+def test_a_wrong_dequantization_fails(libraries, name: str) -> None:
+    case = MUTANTS[name]
+    b = case.build
+    a, wt = _inputs(b)
+    with pytest.raises((AssertionError, tk.HostApiError)):
+        tk.assert_bit_equal(run_w4(load(libraries, case), a, wt).c, expected(b, a, wt), case.id)
+
+
+@tk.needs_gxx
+def test_a_high_nibble_first_object_fails(libraries) -> None:
+    b = BUILDS[1]
+    a, wt = _inputs(b)
+    with pytest.raises(AssertionError, match="elements differ"):
+        tk.assert_bit_equal(run_w4(load(libraries, Case(b)), a, wt, pack=_high_nibble_first).c, expected(b, a, wt),
+                            "mutant")
+
+
+@tk.needs_gxx
+def test_a_dequantization_repeated_inside_the_call_is_caught(libraries) -> None:
+    """Performance: bit-equal results, but the host counts the int4 lanes each call unpacks."""
+    case = MUTANTS["dequant-per-block-row"]
+    b = case.build
+    assert b.t_ma // b.mmul[0] > 1
+    a, wt = _inputs(b)
+    run = run_w4(load(libraries, case), a, wt)
+    tk.assert_bit_equal(run.c, expected(b, a, wt), case.id)  # the numbers cannot show it
+    assert run.unpacked != [b.k * b.n] * (len(a) * b.rho)
+
+
+# ---- rendering -------------------------------------------------------------------------------------------
+def test_every_other_kernel_renders_as_on_main() -> None:
+    """Every kernel of tests/test_kernels.py, test_kernels_int4.py and test_kernel_epilogue.py renders
+    byte for byte as main at cfb84d7 rendered it (sha256 of the source). After an intended template
+    change, regenerate the file: `.venv/bin/python -m tests.test_kernels_w4a16`."""
+    assert _digests() == json.loads(DIGESTS.read_text())
+
+
+def _digests() -> dict[str, str]:
+    from . import test_kernel_epilogue as te
+    from . import test_kernels_int4 as ti
+
+    def digest(b: KernelBuild) -> str:
+        return hashlib.sha256(render_kernel(b).encode()).hexdigest()
+
+    return {**{"kernels:" + c.id: digest(c.build) for c in tk.ALL},
+            **{"int4:" + b.object_file: digest(b) for b in ti.BUILDS},
+            **{"epilogue:" + c.id: digest(c.build) for c in te.ALL}}
+
+
+def test_the_kernel_says_what_it_takes() -> None:
+    b = BUILDS[1]
+    text = render_kernel(b)
+    p = kernel_params(b)
+    assert (p.ctype_b, p.ctype_b_mem, p.ctype_b_obj) == ("bfloat16", "bfloat16", "uint8")  # type: ignore[union-attr]
+    assert f"void {b.symbols['matmul']}(bfloat16 *A, uint8 *B, bfloat16 *C, float *C_acc, bfloat16 *b_deq) {{" in text
+    assert "bf16 x i4 -> bf16" in text and "aie::mmul<4, 8, 4, T_in, T_b, accfloat>" in text
+    assert text.count("gemm_gen_kernel::dequant(B, b_deq);") == 1
+    rho = BUILDS[4]
+    assert "int32_t slice, bfloat16 *b_deq) {" in render_kernel(rho)
+    assert render_kernel(b) == text and b.object_file.endswith("_g32zp.o") and BUILDS[0].object_file.endswith("_g32.o")
+
+
+@pytest.mark.parametrize("change, message", [
+    (dict(b_col_maj=True), "column-major B"),
+    (dict(mmul=(8, 1, 8), k=8, expansion=(2, 2), loops="k-pipelined", emulate_bf16_with_bfp16=False),
+     "dequantization pass takes s x t blocks"),
+    (dict(k=48), "cover whole groups"),
+    (dict(group_size=0), "needs one scale per group"),
+    (dict(group_size=48), "--group-size 48"),
+])
+def test_render_refuses_w4a16_builds_no_pass_is_for(change: dict, message: str) -> None:
+    b = replace(w4_build(NPU2, "bf16", (1, 4, 1), 32, False), **change)
+    with pytest.raises(ConfigError, match=message):
+        render_kernel(b)
+
+
+def test_group_scales_belong_to_w4a16_only() -> None:
+    b = tk.build(NPU1, "bf16", "bf16", (1, 2, 2), False)
+    with pytest.raises(ConfigError, match="group scales belong to bf16 x int4"):
+        render_kernel(replace(b, group_size=32))
+
+
+# ---- program memory and the operation count ----------------------------------------------------------
+def test_program_memory_counts_the_dequantization_pass() -> None:
+    """The matmul's estimate (kernel_variant.code_bytes) plus the pass's, against CODE_BUDGET; a tile whose
+    flattened matmul fits alone but not with the pass is refused."""
+    b = BUILDS[1]
+    v = kv.KernelVariant(*b.expansion, b.loops)
+    nest = int(kv.code_bytes(NPU1, "bf16", b.mmul, False, v.expansion, v.loops, b.k, b.n))
+    assert w4a16_code_bytes(b, NPU1, v) == nest + dequant_code_bytes("npu1", True, b.mmul) > nest
+    budget = kv.CODE_BUDGET * NPU1.isa.program_bytes
+    extra = dequant_code_bytes("npu1", False, (4, 8, 4))
+    for k in range(8, 4096, 8):  # the largest flattened K that fits alone, then one that only fits alone
+        fits = kv.code_bytes(NPU1, "bf16", (4, 8, 4), False, (2, 2), "k-flat", k, 8) <= budget
+        if fits and kv.code_bytes(NPU1, "bf16", (4, 8, 4), False, (2, 2), "k-flat", k, 8) + extra > budget:
+            if k % 32 == 0:
+                tight = replace(w4_build(NPU1, "bf16", (1, 1, 1), 32, False), k=k, expansion=(2, 2), loops="k-flat")
+                with pytest.raises(ConfigError, match="program memory"):
+                    render_kernel(tight)
+                # the automatic choice with the pass's reserve picks loops that fit with it
+                auto = w4_build(NPU1, "bf16", (1, k // 8, 1), 32, False)
+                assert auto.loops != "k-flat" and render_kernel(auto)
+                return
+    pytest.fail("no K separates the matmul's code from the matmul plus the dequantization pass")
+
+
+def test_the_stack_is_the_bf16_kernels() -> None:
+    """The pass keeps its vectors in registers and adds no local array: a W4A16 core gets the bf16
+    kernel's stack (mlir-aie's matmul stack), and the rendered pass declares no array."""
+    from gemm_gen.rules.defaults import default_stack
+
+    for b in BUILDS:
+        dev = NPU1 if b.aie_target == NPU1.aie_target else NPU2
+        assert default_stack(dev.name, b.compiler, b.precision) == default_stack(
+            dev.name, b.compiler, replace(b, dtype_b=None, group_size=0, zero_points=False).precision)
+        text = render_kernel(b)
+        body = text[text.index("static inline void dequant("):text.index("// C (T_MA x n)")]
+        assert "[" not in body.replace("[[", "")
+
+
+@pytest.mark.parametrize("dev, zp, lanes, ops", [
+    ("npu1", False, 32, 11), ("npu1", True, 32, 12),  # 4x8x4: 32 values, two 256-bit stores
+    ("npu2", False, 64, 11), ("npu2", True, 64, 12),  # 8x8x8 (bf16 via bfp16): 64 values, two 512-bit stores
+])
+def test_dequant_ops_per_vector(dev: str, zp: bool, lanes: int, ops: int) -> None:
+    d = dequant_ops(dev, zp)
+    assert (d.lanes, d.ops) == (lanes, ops)
+    names = [name for name, _ in d.per_vector]
+    assert names.count("unpack int4->int8") == 1 and ("sub zero point" in names) == zp
+    assert ("interleave_zip scales" in dict(d.per_group_block)) == (dev == "npu1")  # t = 4 zips, t = 8 does not
+    assert d.ops_per_value(4) > d.ops / d.lanes
+
+
+# ---- the host API's new rules, each broken once -------------------------------------------------------------
+def _syntax(code: str, arch: int, tmp_path: Path) -> subprocess.CompletedProcess:
+    src = tmp_path / "probe.cc"
+    src.write_text(f"#include <aie_api/aie.hpp>\nvoid probe() {{ {code} }}\n")
+    assert tk.CXX is not None
+    return subprocess.run([tk.CXX, "-std=c++20", "-fsyntax-only", f"-D__AIE_ARCH__={arch}", f"-I{tk.HOST_API}",
+                           str(src)], capture_output=True, text=True)
+
+
+@tk.needs_gxx
+@pytest.mark.parametrize("code, message", [
+    ("auto v = aie::unpack(aie::vector<bfloat16, 32>{}); (void)v;", "integer vectors"),
+    ("auto v = aie::unpack(aie::vector<int4, 16>{}); (void)v;", "128- to 1024-bit"),  # 64-bit int4
+    ("auto v = aie::unpack(aie::vector<int8, 128>{}); (void)v;", "128- to 1024-bit"),  # 2048-bit int16 result
+    ("auto v = aie::unpack(aie::vector<int16, 32>{}); (void)v;", "int4 and int8 only"),
+    ("auto v = aie::vector<bfloat16, 4>{}.grow_replicate<32>(); (void)v;", "128- to 1024-bit"),
+    ("auto v = aie::vector<bfloat16, 16>{}.grow_replicate<24>(); (void)v;", "grows to a multiple"),
+    ("auto v = aie::to_float<int32>(aie::vector<int16, 32>{}, 0); (void)v;", "float or bfloat16"),
+    ("auto v = aie::to_float<bfloat16>(aie::vector<int16, 4>{}, 0); (void)v;", "128- to 1024-bit"),
+    ("auto v = aie::to_fixed<int16>(aie::vector<float, 16>{}, 0); (void)v;", "bfloat16 vectors only"),
+    ("auto v = aie::sub(aie::vector<int16, 4>{}, aie::vector<int16, 4>{}); (void)v;", "128- to 1024-bit"),
+    ("auto v = aie::interleave_zip(aie::vector<bfloat16, 4>{}, aie::vector<bfloat16, 4>{}, 2); (void)v;",
+     "128- to 1024-bit"),
+])
+def test_the_host_api_refuses_what_the_real_one_lacks(code: str, message: str, tmp_path: Path) -> None:
+    proc = _syntax(code, 20, tmp_path)
+    assert proc.returncode != 0 and message in proc.stderr, proc.stderr[-2000:]
+
+
+@tk.needs_gxx
+def test_the_host_api_accepts_what_the_kernel_uses(tmp_path: Path) -> None:
+    code = ("auto q = aie::vector_cast<int4>(aie::vector<uint8, 16>{}); auto w = aie::unpack(aie::unpack(q));"
+            "auto f = aie::to_float<bfloat16>(aie::sub(w, w), 0);"
+            "auto s = aie::interleave_zip(aie::vector<bfloat16, 8>{}, aie::vector<bfloat16, 8>{}, 4);"
+            "auto r = s.first.grow_replicate<32>(); auto z = aie::to_fixed<int16>(aie::vector<bfloat16, 8>{}, 0);"
+            "(void)aie::mul(f, r).to_vector<bfloat16>(); (void)z;")
+    for arch in (20, 21):
+        proc = _syntax(code, arch, tmp_path)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+
+
+@tk.needs_gxx
+@pytest.mark.parametrize("code, message", [
+    ("auto p = aie::interleave_zip(aie::vector<bfloat16, 8>{}, aie::vector<bfloat16, 8>{}, 3); (void)p;",
+     "power of two"),
+    ("auto p = aie::interleave_zip(aie::vector<bfloat16, 8>{}, aie::vector<bfloat16, 8>{}, 16); (void)p;",
+     "power of two"),
+    ("aie::vector<bfloat16, 8> v; v[0] = bfloat16(2.5f); auto z = aie::to_fixed<int16>(v, 0); (void)z;",
+     "no int16 integer"),
+])
+def test_the_host_api_refuses_values_the_real_one_does_not_define(code: str, message: str) -> None:
+    assert message in tk._host_run(code, 20)
+
+
+@tk.needs_gxx
+def test_the_host_operations_do_what_the_api_documents() -> None:
+    """interleave_zip's chunks, unpack's sign extension of the int4 lanes, to_float under the rounding mode,
+    grow_replicate's repetition."""
+    code = ("aie::vector<int16, 8> v; for (unsigned i = 0; i < 8; ++i) v[i] = int16(i);\n"
+            "auto p = aie::interleave_zip(v, v, 4);\n"
+            "for (unsigned i = 0; i < 8; ++i) std::printf(\"%d %d \", int(p.first[i]), int(p.second[i]));\n"
+            "aie::vector<uint8, 16> bytes; bytes[0] = 0x8F; bytes[1] = 0x70;\n"
+            "auto w = aie::unpack(aie::unpack(aie::vector_cast<int4>(bytes)));\n"
+            "for (unsigned i = 0; i < 4; ++i) std::printf(\"%d \", int(w[i]));\n"
+            "aie::vector<int16, 16> big; big[0] = 257; aie::set_rounding(aie::rounding_mode::floor);\n"
+            "std::printf(\"%g \", double(float(aie::to_float<bfloat16>(big, 0)[0])));\n"
+            "aie::set_rounding(aie::rounding_mode::conv_even); big[0] = 259;\n"
+            "std::printf(\"%g \", double(float(aie::to_float<bfloat16>(big, 0)[0])));\n"
+            "auto g = v.grow_replicate<32>(); std::printf(\"%d %d \", int(g[8]), int(g[31]));\n")
+    out = tk._host_run(code, 21).split()
+    assert out[:16] == "0 4 1 5 2 6 3 7 0 4 1 5 2 6 3 7".split()
+    assert out[16:20] == ["-1", "-8", "0", "7"]  # 0x8F: low nibble -1 first, high -8; 0x70: 0, 7
+    assert out[20:22] == ["256", "260"]  # floor, and the tie 259 -> 260 (even)
+    assert out[22:24] == ["0", "7"]
+
+
+if __name__ == "__main__":  # regenerate the digests after an intended template change
+    DIGESTS.write_text(json.dumps(_digests(), indent=0, sort_keys=True))
