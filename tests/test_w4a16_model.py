@@ -158,3 +158,18 @@ def test_decode_mapping_weighs_w4a16_as_int4(dev, g, zp, M):
         _, k, _, _, _, t, _, evaluated = rank_all(pr, Pins(), 3, load())
         assert evaluated > 0 and np.all(np.isfinite(t))
         assert np.all((k % g == 0) | (g % k == 0))
+
+
+def test_the_figures_script_prices_w4a16_with_its_dequant_and_roof():
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "scripts" / "w4a16_figures.py"
+    spec = importlib.util.spec_from_file_location("w4a16_figures", path)
+    assert spec is not None and spec.loader is not None
+    fig = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(fig)
+    line = fig.best("npu2", (1, 1024, 1024), "W4A16", 128, False)
+    roof_us = call_bytes(Problem(1, 1024, 1024), "bf16", "i4", "bf16", 128) / (load().dram["npu2"].peak_gbps * 1e3)
+    assert f"of {roof_us:,.1f} us" in line and "dequant" in line
+    assert "dequant" not in fig.best("npu2", (1, 1024, 1024), "i8 x i4 -> i32", 128, False)
