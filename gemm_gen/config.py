@@ -486,7 +486,7 @@ class GemmConfig:
         """What the L1 rules (rules/l1.py) read of this config besides its tiling; the tuner passes
         the same to them with its candidates."""
         return l1.L1Options(self.precision, bool(self.convert_once), KERNEL_EXPANSION * self.r, self.depth_ab_l1,
-                            self.depth_c_l1, tuple(self.l1_overhead.items()))
+                            self.depth_c_l1, tuple(self.l1_overhead.items()), self.group_size, self.zero_points)
 
     @property
     def l1_parts(self) -> dict[str, int]:
@@ -502,7 +502,8 @@ class GemmConfig:
     def l2_options(self) -> memtile.L2Options:
         """What the memtile rules (rules/memtile.py) read of this config besides its tiling."""
         return memtile.L2Options(self.rows, self.cols, self.t_in, self.t_b, self.t_out,
-                                 memtile.b_chunked(self.b_col_maj, self.b_pack), self.depth_ab_l2, self.depth_c_l2)
+                                 memtile.b_chunked(self.b_col_maj, self.b_pack), self.depth_ab_l2, self.depth_c_l2,
+                                 self.group_size, self.zero_points)
 
     def l2_pools(self) -> list[memtile.Pool]:
         """The memtile links that own L2 buffers, in mlir-aie's IR order."""

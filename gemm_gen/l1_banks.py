@@ -28,7 +28,7 @@ from .config import L1_SCHEMES as SCHEMES
 from .config import GemmConfig
 from .errors import ConfigError
 from .hw.devices import Device
-from .rules.l1 import RTP_PART
+from .rules.l1 import B_DEQ_PART, RTP_PART, b_object_bytes
 
 BANK_WORD_BYTES = 16  # AM020: each bank is 128 bits wide
 
@@ -255,7 +255,9 @@ def allocate(dev: Device, scheme: str, buffers: list[L1Buffer], stack: int) -> l
     return bank_aware(dev, buffers, stack)
 
 
-SCRATCH = ("A bfp16", "B bfp16", "C acc", RTP_PART)  # GemmConfig.l1_parts names of a worker's own Buffers
+# GemmConfig.l1_parts names of a worker's own Buffers, in creation order (a W4A16 core's dequantized B
+# tile last: the IRON lowering adds it after the Design's own buffers)
+SCRATCH = ("A bfp16", "B bfp16", "C acc", RTP_PART, B_DEQ_PART)
 
 
 def core_buffers(c: GemmConfig) -> list[L1Buffer]:
@@ -263,7 +265,7 @@ def core_buffers(c: GemmConfig) -> list[L1Buffer]:
     objects it consumes, the C objects it produces, then its own Buffers (scratch)."""
     out = []
     for role, nbytes, depth in (("A", c.t_in.nbytes(c.t_ma * c.k), c.depth_ab_l1),
-                                ("B", c.t_b.nbytes(c.k * c.n), c.depth_ab_l1),
+                                ("B", b_object_bytes(c.l1_options, c.k, c.n), c.depth_ab_l1),
                                 ("C", c.t_out.nbytes(c.m * c.n), c.depth_c_l1)):
         out += [L1Buffer(f"{role}{i}", nbytes, role, i) for i in range(depth)]
     parts = c.l1_parts

@@ -111,19 +111,30 @@ def tilings(base: GemmConfig, problem: Problem, pins: Pins) -> Tilings:
 
 def mask(base: GemmConfig, problem: Problem, candidates: Tilings, pins: Pins) -> np.ndarray:
     """Which candidates the rules that do not depend on k_mt accept: the runtime sequence's task
-    count (rules/padding.py), and for a pinned k_mt, that it is whole k-steps within the BD extent."""
+    count (rules/padding.py), a W4A16 tile's k against its group size and its L1 bytes (rules/l1.py's
+    `largest_k` only bounds k there), and for a pinned k_mt, that it is whole k-steps within the BD extent."""
     rows, cols = base.rows, base.cols
     keep = np.asarray(tasks_fit(tiles_per_core(problem.M, problem.N, candidates.m * rows, candidates.n * cols),
                                 base.a_shims, cols))
     # the epilogue tile fits one k x n B object (rules/epilogue.py)
     if base.epilogue.needs_tile:  # (bfp16 B, whose elements have no whole bytes, takes no epilogue)
         keep = keep & epilogue_rule.tile_fits(base.epilogue, candidates.k, candidates.n, base.t_b.nbytes(1))
+    if base.group_size:  # W4A16: whole groups per B object (groupquant.check_tile_k), and L1 exactly
+        keep = keep & group_k_ok(candidates.k, base.group_size)
+        keep = keep & np.asarray(l1.fits(base.l1_options, base.dev.l1_bytes, candidates.m, candidates.k, candidates.n,
+                                         candidates.rho))
     k_mt = pins.k_mt
     if k_mt is not None:
         keep = keep & epilogue_rule.chunk_ok(base.epilogue, memtile.b_chunked(base.b_col_maj, base.b_pack),
                                              candidates.k, k_mt)
         keep = keep & (k_mt % candidates.k == 0) & (k_mt // candidates.k <= TILE_EXTENT_SEARCH_MAX)
     return keep
+
+
+def group_k_ok(k: np.ndarray, group_size: int) -> np.ndarray:
+    """Which tile k groupquant.check_tile_k accepts: a B object covers whole groups of K or lies inside one."""
+    k = np.asarray(k)
+    return np.asarray((k % group_size == 0) | (group_size % k == 0))
 
 
 def k_mt_steps_max(base: GemmConfig, problem: Problem, candidates: Tilings) -> np.ndarray:

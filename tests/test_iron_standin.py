@@ -702,8 +702,8 @@ def test_defect_2_kernel_arguments_of_the_wrong_kind_or_number(monkeypatch):
     c = small("npu2", "i8", "i16", m=48, rho=3)
     orig = iron_mod._core_fn
 
-    def handles_not_objects(program, fifo_names, buffer_names, kernel_names, range_):
-        fn = orig(program, fifo_names, buffer_names, kernel_names, range_)
+    def handles_not_objects(program, fifo_names, *rest):
+        fn = orig(program, fifo_names, *rest)
 
         def core_fn(*args):
             for h in args[: len(fifo_names)]:  # acquire() now hands back the handle itself

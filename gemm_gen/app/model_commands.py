@@ -140,6 +140,7 @@ def predict_text(d: Prediction) -> str:
         f"L2 {d.l2_bytes:,} B ({d.l2_fraction:.0%})",
     ]
     lines += [] if d.epilogue is None else [d.epilogue.text()]
+    lines += [] if d.dequant is None else [d.dequant.text()]
     lines += upstream_lines(d.upstream, dk.t_ma, k, n)
     lines += mixed_rate_lines(dk.device, dk.dtype_in, dk.dtype_b)
     if not d.buildable:
@@ -157,7 +158,8 @@ def roof_lines(d: Prediction) -> list[str]:
     r = d.dram_roof
     if r is None:
         return []
-    return [f"  DRAM roof    {r.time_s * 1e6:,.1f} us ({r.bytes / 1e6:,.2f} MB of unpadded A, B, C / {r.gbps:g} GB/s); "
+    what = "A, B with its scales, C" if d.dequant is not None else "A, B, C"
+    return [f"  DRAM roof    {r.time_s * 1e6:,.1f} us ({r.bytes / 1e6:,.2f} MB of unpadded {what} / {r.gbps:g} GB/s); "
             f"PREDICTED {d.time_us:,.1f} us = {r.fraction(d.time_s):.1%} of DRAM roof"]
 
 

@@ -43,7 +43,7 @@ from ..rules.block_loop import BlockLoop
 from ..rules.l1 import RTP_WORDS
 from ..rules.padding import covered
 from ..spec import Problem
-from . import epilogue_cost
+from . import dequant_cost, epilogue_cost
 from . import kernel as kmod
 from .l1_stall import stall_cycles
 from .params import Params, load
@@ -113,6 +113,12 @@ class Workload:
     def b_chunked(self) -> bool:
         """B reaches the memtile in k_mt chunks of column-major tiles (else one k x n object at a time)."""
         return memtile.b_chunked(self.base.b_col_maj, self.base.b_pack)
+
+    @property
+    def b_layout(self) -> str:
+        """B's DRAM layout as the model prices its runs: a W4A16 B is each column's objects in k-step order
+        (strips, whatever the packing option), else the config's packing."""
+        return "strips" if self.base.group_size else self.base.b_pack
 
     @property
     def kernel_shape(self) -> kmod.KernelShape:
@@ -207,6 +213,9 @@ def estimate(pr: Workload, m: np.ndarray | int, k: np.ndarray | int, n: np.ndarr
     isa = dev.isa
     sbw = p.stream_bytes_per_cycle
     m, k, n, k_mt, rho = (np.asarray(x, dtype=np.int64) for x in (m, k, n, k_mt, rho))
+    g, zp = pr.base.group_size, pr.base.zero_points
+    # W4A16: a B object is its int4 values and its scale (zero-point) rows (groupquant.ObjectLayout)
+    b_obj_b = dequant_cost.b_bytes_per_value(k, n, g, zp) if g else np.float64(b_b)
 
     # what the call plan's whole blocks compute (rules/padding.py, as gemm_gen/call.py's CallPlan)
     Mp, Kp, Np = (np.asarray(x) for x in covered(np.int64(pr.M), np.int64(pr.K), np.int64(pr.N), m * rows, k_mt,
@@ -218,10 +227,12 @@ def estimate(pr: Workload, m: np.ndarray | int, k: np.ndarray | int, n: np.ndarr
     # ---- compute side (cycles of one core) ------------------------------------------------
     # one call: an A tile of T_MA = m / rho rows, with its share of the k-step's L1 bank stalls
     kcyc = kmod.kernel_cycles(p, ks, m // rho, k, n) + np.asarray(l1_stall, dtype=np.float64) / rho
-    l1_dma = np.maximum(m * k * b_a, k * n * b_b) / sbw  # A and B arrive on separate core channels
+    l1_dma = np.maximum(m * k * b_a, k * n * b_obj_b) / sbw  # A and B arrive on separate core channels
     b_convert = kmod.b_conversion_cycles(ks, k, n)  # convert-once bf16: B once per k-step
+    # W4A16: the B object dequantized once per k-step into the bf16 tile the calls read (uncalibrated)
+    b_dequant = dequant_cost.object_cycles(dev, k, n, g, zp) if g else np.zeros(np.broadcast(k, n).shape)
     step_loss = p.bfp16_step_cycles if ks.block else 0.0  # atb Table 1: per k-step, whatever rho
-    step = np.maximum(rho * (kcyc + p.switch_cycles) + b_convert + step_loss, l1_dma)
+    step = np.maximum(rho * (kcyc + p.switch_cycles) + b_convert + b_dequant + step_loss, l1_dma)
     zero = m * n * b_acc / isa.vst_bytes + p.switch_cycles
     if pr.base.precision.converts_c:  # C's final conversion: read the accumulator, write C, one more call
         zero = zero + m * n * (b_acc / isa.vld_bytes + b_out / isa.vst_bytes) + p.switch_cycles
@@ -239,8 +250,9 @@ def estimate(pr: Workload, m: np.ndarray | int, k: np.ndarray | int, n: np.ndarr
     # ---- memory side ---------------------------------------------------------------------
     if traffic is None:
         types = (dtype(pr.base.dtype_in), dtype(str(pr.base.dtype_b)), dtype(pr.base.dtype_out))
-        traffic = analytic_traffic(rows, cols, types, pr.base.b_col_maj, m, k_mt, n, Mp, Kp, Np, pr.base.b_pack,
-                                   dram_lds(pr, k_mt, n), pr.base.a_col_maj, pr.base.c_col_maj, epi_b * k)
+        traffic = analytic_traffic(rows, cols, types, pr.base.b_col_maj, m, k_mt, n, Mp, Kp, Np, pr.b_layout,
+                                   dram_lds(pr, k_mt, n), pr.base.a_col_maj, pr.base.c_col_maj, epi_b * k,
+                                   b_obj_b / b_b)
     dram = p.dram[dev.name]
     bw = dram.peak_gbps * GIGA
     lost = dram.run_overhead_bytes
@@ -264,10 +276,10 @@ def estimate(pr: Workload, m: np.ndarray | int, k: np.ndarray | int, n: np.ndarr
     # rows of m per core row when column-major
     a_obj_runs = rows * k_first if pr.base.a_col_maj else np.where(Kp > k_mt, rows * m, rows)
     b_l2_k = k_first if pr.b_chunked else k
-    b_obj = cols * n * b_l2_k * b_b
+    b_obj = cols * n * b_l2_k * b_obj_b
     side = 1.0 - chi + chi / cols  # lockstep side-by-side strips of all columns
     b_obj_runs: Any
-    if pr.base.b_pack == "strips":  # each column's strip is one run
+    if pr.b_layout == "strips":  # each column's strip is one run
         b_obj_runs = cols * side
     else:
         b_obj_runs = np.where(Kp > k_mt, cols * n, cols) if pr.base.b_col_maj else cols * k * side
@@ -323,7 +335,8 @@ def estimate(pr: Workload, m: np.ndarray | int, k: np.ndarray | int, n: np.ndarr
                         for name, t in t_tensor.items()},
         groups=groups,
         l1_stall_cycles=l1_stall,
-        extra={"epilogue_cycles_per_tile": epilogue_cost.core_cycles(epi, m, n)} if not epi.is_identity else {},
+        extra={**({"epilogue_cycles_per_tile": epilogue_cost.core_cycles(epi, m, n)} if not epi.is_identity else {}),
+               **({"dequant_cycles_per_object": b_dequant} if g else {})},
     )
 
 

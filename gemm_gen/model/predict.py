@@ -11,7 +11,7 @@ from ..design.keys import DesignKeys, design_keys
 from ..design.model import Design
 from ..epilogue import Epilogue
 from ..errors import ConfigError
-from . import epilogue_cost
+from . import dequant_cost, epilogue_cost
 from .kernel import cluster_terms, overhead
 from .params import Params, load, load_ends
 from .perf import Estimate, Workload, estimate_config
@@ -196,6 +196,8 @@ class Prediction:
     epilogue: EpilogueCharge | None = None
     # the call's unavoidable bytes at the DRAM peak (model/roof.py); prediction() always fills it
     dram_roof: DramRoof | None = None
+    # a W4A16 core's dequantization (model/dequant_cost.py, uncalibrated): None for any other config
+    dequant: DequantCharge | None = None
 
     @property
     def roof_fraction(self) -> float | None:
@@ -251,7 +253,50 @@ class Prediction:
             # only with an epilogue: every epilogue-free prediction keeps its JSON
             **({} if self.epilogue is None else {"epilogue": self.epilogue.to_json()}),
             "dram_roof": None if self.dram_roof is None else self.dram_roof.to_json(self.time_s),
+            # only for W4A16: every other prediction keeps its JSON
+            **({} if self.dequant is None else {"dequant": self.dequant.to_json()}),
         }
+
+
+@dataclass(frozen=True)
+class DequantCharge:
+    """What a W4A16 core's dequantization adds to the prediction (model/dequant_cost.py): UNCALIBRATED, no
+    hardware figure exists."""
+
+    group_size: int
+    zero_points: bool
+    vector_ops: int  # per vector of values
+    values_per_vector: int
+    cycles_per_object: float  # per k x n B object (one per k-step)
+    k: int
+    n: int
+    core_us: float  # the charge over the call, per core (all cores dequantize in lockstep)
+    core_share: float  # of the predicted core time
+
+    def to_json(self) -> dict[str, object]:
+        return {"predicted": True, "calibrated": False, "group_size": self.group_size,
+                "zero_points": self.zero_points, "vector_ops_per_vector": self.vector_ops,
+                "values_per_vector": self.values_per_vector, "cycles_per_b_object": self.cycles_per_object,
+                "b_object": [self.k, self.n], "core_us": self.core_us, "core_share": self.core_share}
+
+    def text(self) -> str:
+        return (f"  dequant      PREDICTED, uncalibrated: int4 B with a scale per {self.group_size} rows of K"
+                + (" and zero points" if self.zero_points else "")
+                + f", {self.vector_ops} vector ops per {self.values_per_vector} values, "
+                f"{self.cycles_per_object:,.0f} cycles per {self.k}x{self.n} B object; "
+                f"{self.core_us:,.1f} us of each core's time ({self.core_share:.0%} of the core time)")
+
+
+def dequant_charge(c: GemmConfig, e: Estimate) -> DequantCharge | None:
+    """The dequantization's charge in estimate `e` of W4A16 config `c` (None for any other config)."""
+    if not c.group_size:
+        return None
+    cycles = _f(e.extra["dequant_cycles_per_object"])  # type: ignore[arg-type]
+    objects = _f(e.groups) * int(e.padded[1]) // c.k  # k-steps per output tile, over the tiles
+    core_us = objects * cycles / (c.dev.clock_ghz * 1e9) * 1e6
+    return DequantCharge(c.group_size, c.zero_points, dequant_cost.ops_per_vector(c.dev, c.zero_points),
+                         dequant_cost.values_per_vector(c.dev), cycles, c.k, c.n, core_us,
+                         core_us / (_f(e.t_core) * 1e6))
 
 
 def predict(config: GemmConfig, params: Params | None = None,
@@ -341,5 +386,7 @@ def prediction(c: GemmConfig, e: Estimate, p: Params, design: Design, tops_low: 
         tops_low=tops_low,
         tops_high=tops_high,
         not_buildable_because=not_buildable_because,
-        dram_roof=dram_roof(dev.name, c.size, c.dtype_in, str(c.dtype_b), c.dtype_out, p),
+        dram_roof=dram_roof(dev.name, c.size, c.dtype_in, str(c.dtype_b), c.dtype_out, p, c.group_size,
+                            c.zero_points),
+        dequant=dequant_charge(c, e),
     )

@@ -1,7 +1,8 @@
 """The DRAM roof of one call: the bytes the call cannot avoid moving, at the model's DRAM rate.
 
 bytes = A (M x K) + B (K x N) read once + C (M x N) written once, unpadded, at each operand's bytes
-per value (bfp16: 1.125); rate = the peak of the device's machine profile in the model's
+per value (bfp16: 1.125), and a W4A16 B's scale (and zero-point) rows, one per group of K rows per
+column (groupquant: ceil(K / g) x N bf16 each); rate = the peak of the device's machine profile in the model's
 parameters (params.Dram.peak_gbps, which `--dram-gbps` and `--machine` replace). No design moves
 fewer bytes, and none moves them faster than that peak, so `roof_s / predicted time` is the share
 of the roof a design reaches (issue 22: decode calls, M <= 16, live or die by it).
@@ -11,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..dtypes import dtype
+from ..dtypes import BF16, dtype
 from ..spec import Problem
 from .params import Params, load
 from .perf import GIGA
@@ -38,17 +39,22 @@ class DramRoof:
                 "time_us": self.time_s * 1e6, "fraction": self.fraction(time_s)}
 
 
-def call_bytes(size: Problem, dtype_in: str, dtype_b: str, dtype_out: str) -> int:
-    """Bytes of A and B read once and C written once, as the user's matrices hold them (no padding)."""
+def call_bytes(size: Problem, dtype_in: str, dtype_b: str, dtype_out: str, group_size: int = 0,
+               zero_points: bool = False) -> int:
+    """Bytes of A and B read once and C written once, as the user's matrices hold them (no padding); with
+    `group_size` (W4A16), B's scale rows too, and as many zero-point rows with `zero_points`."""
     M, K, N = size.M, size.K, size.N
     total = (M * K * dtype(dtype_in).elem_bytes + K * N * dtype(dtype_b).elem_bytes
              + M * N * dtype(dtype_out).elem_bytes)
+    if group_size:
+        total += -(-K // group_size) * N * BF16.elem_bytes * (2 if zero_points else 1)
     return int(round(total))
 
 
 def dram_roof(device: str, size: Problem, dtype_in: str, dtype_b: str, dtype_out: str,
-              params: Params | None = None) -> DramRoof:
+              params: Params | None = None, group_size: int = 0, zero_points: bool = False) -> DramRoof:
     """The DRAM roof of one call of `size` on `device` under the model's parameters (default: the
-    calibrated ones)."""
+    calibrated ones); `group_size`, `zero_points`: a W4A16 B's scale rows (call_bytes)."""
     d = (params or load()).dram[device]
-    return DramRoof(call_bytes(size, dtype_in, dtype_b, dtype_out), d.peak_gbps, d.machine)
+    return DramRoof(call_bytes(size, dtype_in, dtype_b, dtype_out, group_size, zero_points), d.peak_gbps,
+                    d.machine)

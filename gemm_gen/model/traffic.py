@@ -87,7 +87,8 @@ def analytic_traffic(rows: int, cols: int, types: tuple[DType, DType, DType], b_
                      Mp: np.ndarray, Kp: np.ndarray, Np: np.ndarray, b_pack: str = "tiles",
                      lds: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
                      a_col_maj: bool = False, c_col_maj: bool = False,
-                     extra_b_rows: np.ndarray | int = 0) -> dict[str, TensorTraffic]:
+                     extra_b_rows: np.ndarray | int = 0, b_object_scale: np.ndarray | float = 1.0
+                     ) -> dict[str, TensorTraffic]:
     """The runtime sequence's traffic in closed form (Striking eq. 6-8 with padding).
 
     A: every m x Kp strip is read once per output block column (N/(n cols) times), in k_mt runs
@@ -101,7 +102,9 @@ def analytic_traffic(rows: int, cols: int, types: tuple[DType, DType, DType], b_
     stored) and C's DRAM buffers (gemm_gen/call.py; default: the padded extents): rows touch only
     where a buffer's rows are exactly as long as a task reads them. `extra_b_rows`: rows the host appends to
     B per column tile (a fused epilogue's tile: k of them), read with it, so B's bytes and runs grow by
-    (Kp + extra) / Kp = (k_steps + 1) / k_steps (run lengths unchanged).
+    (Kp + extra) / Kp = (k_steps + 1) / k_steps (run lengths unchanged). `b_object_scale`: B's bytes in DRAM
+    over its values' (a W4A16 B's objects carry their scale and zero-point rows: groupquant.object_bytes per
+    k-step and column tile over k n / 2), the same runs, each longer by it.
     """
     f = np.float64
     (b_a, q_a), (b_b, q_b), (b_out, q_c) = ((t.elem_bytes, t.tile_rows) for t in types)
@@ -131,6 +134,7 @@ def analytic_traffic(rows: int, cols: int, types: tuple[DType, DType, DType], b_
         b_side = np.full(np.shape(b_runs), cols)
     grow = (Kp + np.asarray(extra_b_rows)) / Kp  # 1 without an epilogue tile: B's traffic as before
     b_bytes, b_runs = b_bytes * grow, b_runs * grow
+    b_bytes = b_bytes * np.asarray(b_object_scale)  # the runs cover the objects whole: as many, longer
     c_bytes = (Mp * Np * b_out).astype(f)
     if c_col_maj:  # C^T: runs of m, one per column and core row (one per m x n tile when C^T is m wide)
         c_runs = c_bytes / (np.where(ldc == m, m * n, m) * b_out)

@@ -14,7 +14,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..dtypes import DType, dtype
+from ..dtypes import BF16, DType, dtype
+from ..groupquant import object_bytes
 from ..hw.devices import Device
 from ..precision import BFP16, Precision
 from . import Ints
@@ -22,6 +23,7 @@ from .kernel_variant import converts_a_tile
 
 RTP_WORDS = 1  # runtime parameters per core with runtime K: its k-steps per output tile
 RTP_PART = "RTP"  # the parts name of a core's runtime-parameter Buffer
+B_DEQ_PART = "B bf16"  # the parts name of a W4A16 core's dequantized B tile (its kernel's last argument)
 MODE_WORD = RTP_WORDS  # a runtime-activation build's mode (epilogue.MODES), after the k-steps word
 
 
@@ -43,6 +45,8 @@ class L1Options:
     depth_ab: int
     depth_c: int
     overhead: tuple[tuple[str, int], ...]  # `overhead`'s parts, in order
+    group_size: int = 0  # W4A16: rows of K per scale row of a B object (0: no group scales)
+    zero_points: bool = False  # W4A16: a zero-point row per scale row
 
     def t(self, role: str) -> DType:
         p = self.precision
@@ -81,16 +85,27 @@ def c_split_rows(p: Precision, m: Ints, n: Ints, quantum: int) -> Ints:
     return np.minimum(m, rows) if isinstance(rows, np.ndarray) else min(m, rows)
 
 
+def b_object_bytes(o: L1Options, k: Ints, n: Ints) -> Ints:
+    """Bytes of one k x n B object in L1: its values, and a W4A16 object's scale (and zero-point) rows
+    (groupquant.ObjectLayout)."""
+    if o.group_size:
+        nbytes: Ints = object_bytes(k, n, o.group_size, o.zero_points)
+        return nbytes if isinstance(k, np.ndarray) or isinstance(n, np.ndarray) else int(nbytes)
+    return o.t("B").nbytes(k * n)
+
+
 def parts(o: L1Options, m: Ints, k: Ints, n: Ints, rho: Ints) -> dict[str, Ints]:
     """Bytes of each part of a core's L1: A, B (depth_ab buffers), C (depth_c), the kernel's
-    scratch, then the overhead."""
+    scratch (a W4A16 core's dequantized B tile too), then the overhead."""
     t_ma = a_rows(m, rho)
     out = {
         "A": o.depth_ab * o.t("A").nbytes(t_ma * k),
-        "B": o.depth_ab * o.t("B").nbytes(k * n),
+        "B": o.depth_ab * b_object_bytes(o, k, n),
         "C": o.depth_c * o.t("C").nbytes(m * n),
     }
     p = o.precision
+    if o.group_size:  # W4A16: the kernel dequantizes each B object into one k x n bf16 tile
+        out[B_DEQ_PART] = BF16.nbytes(k * n)
     if converts_a_tile(p, o.convert_once):  # the kernel's bfp16 copy of the A tile (atb: 60.3 KB for config1)
         out["A bfp16"] = dtype(BFP16).nbytes(t_ma * k)
     if o.convert_once:  # and of the B tile
@@ -113,7 +128,9 @@ def fits(o: L1Options, capacity: int, m: Ints, k: Ints, n: Ints, rho: Ints) -> I
 def largest_k(o: L1Options, capacity: int, m: np.ndarray, n: np.ndarray, rho: np.ndarray, step: int
               ) -> np.ndarray:
     """Per (m, n, rho): the largest multiple of `step` (the mmul's s) for which `fits` holds, 0 if
-    none. L1 grows linearly in k (atb eq. 3), so two totals give the slope."""
+    none. L1 grows linearly in k (atb eq. 3), so two totals give the slope. A W4A16 B object also
+    grows by a scale row per group past its first, which this slope misses: its k is then an upper
+    bound, and the search's mask (space.mask) applies `fits` itself."""
     fixed = np.asarray(total(o, m, 0 * m, n, rho), dtype=np.int64)
     per_step = np.asarray(total(o, m, step + 0 * m, n, rho), dtype=np.int64) - fixed
     room = capacity - fixed

@@ -26,6 +26,7 @@ import numpy as np
 
 from ..dtypes import DType
 from ..errors import ConfigError
+from ..groupquant import object_bytes
 from . import Ints
 
 # memtile DMA channels that can reach a neighbour memtile's memory (getMaxChannelNumForAdjacentMemTile)
@@ -78,6 +79,8 @@ class L2Options:
     b_chunked: bool  # B reaches the memtile in k_mt chunks (column-major tiles), else k x n objects
     depth_ab: int
     depth_c: int
+    group_size: int = 0  # W4A16: rows of K per scale row of a B object (0: no group scales)
+    zero_points: bool = False
 
 
 def b_chunked(b_col_maj: bool, b_pack: str) -> bool:
@@ -89,8 +92,17 @@ def l2_pools(o: L2Options, m: Ints, k: Ints, n: Ints, k_mt: Ints) -> list[Pool]:
     """The pools of one tiling (or of every candidate: arrays), in IR order: one core row's A
     object m x k_mt, a column's B object (k_mt or k) x n, a column's C object of rows m x n."""
     b_k = k_mt if o.b_chunked else k
-    return pools(o.rows, o.cols, o.t_a.nbytes(m * k_mt), o.t_b.nbytes(b_k * n), o.t_c.nbytes(o.rows * m * n),
+    return pools(o.rows, o.cols, o.t_a.nbytes(m * k_mt), b_bytes(o, k, n, b_k), o.t_c.nbytes(o.rows * m * n),
                  o.depth_ab, o.depth_c)
+
+
+def b_bytes(o: L2Options, k: Ints, n: Ints, b_k: Ints) -> Ints:
+    """Bytes of a column's B object on its memtile (b_k rows of n): a W4A16 B's are b_k / k whole L1
+    objects, each with its scale (and zero-point) rows (groupquant.ObjectLayout), forwarded linearly."""
+    if not o.group_size:
+        return o.t_b.nbytes(b_k * n)
+    nbytes = b_k // k * object_bytes(k, n, o.group_size, o.zero_points)
+    return nbytes if isinstance(nbytes, np.ndarray) and nbytes.ndim else int(nbytes)
 
 
 def fit(pool_list: list[Pool], target_cols: int, capacity: int, candidates: int) -> np.ndarray:

@@ -1,0 +1,133 @@
+"""The IRON lowering of a W4A16 design (issue 22 item 1b), against the strict stand-in of mlir-aie 1.4.3's IRON
+(tests/iron_recorder.py): B objects as flat uint8 of groupquant.object_bytes, one core-local bf16 Buffer per
+Worker passed as the matmul's last argument, the kernel declared to match. Until the W4A16 design walks land
+(branch w4a16-sim), the designs lowered here are today's builds of a W4A16 config; the memtile's linear
+forward is checked on such a design with its B walks made linear, as the W4A16 contract has them."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from gemm_gen import groupquant
+from gemm_gen.backends import iron as iron_mod
+from gemm_gen.backends.iron import b_deq_name, lower
+from gemm_gen.config import GemmConfig
+from gemm_gen.design import build_design
+from gemm_gen.errors import BuildError
+
+from . import iron_recorder
+from .iron_recorder import shape_dtype
+
+
+def w4a16(dev: str = "npu2", rho: int = 1, zp: bool = False, g: int = 128, k: int = 128, k_mt: int = 128
+          ) -> GemmConfig:
+    return GemmConfig(dev, 256, 512, 256, 32 * rho, k, 32, k_mt, "bf16", "bf16", dtype_b="i4", group_size=g,
+                      zero_points=zp, rho=rho)
+
+
+def lowered(design, api=None):
+    fresh, rec = iron_recorder.api()
+    program = lower(design, api or fresh)
+    program.resolve_program()
+    return program, rec
+
+
+@pytest.mark.parametrize("rho, zp, g, k", [(1, False, 128, 128), (2, True, 64, 128), (1, False, 128, 64)])
+def test_b_objects_are_bytes_and_the_matmul_takes_its_bf16_tile_last(rho, zp, g, k):
+    c = w4a16(rho=rho, zp=zp, g=g, k=k, k_mt=k)
+    design = build_design(c)
+    program, rec = lowered(design)
+    obj = groupquant.ObjectLayout(k, c.n, g, zp).nbytes
+    b_fifos = [f for f in rec.fifos if f.name.startswith("B_")]
+    assert b_fifos and all(shape_dtype(f.obj_type) == ((obj,), "uint8") for f in b_fifos)
+    (matmul,) = [kn for kn in rec.kernels if kn.name.startswith("matmul")]
+    types = [shape_dtype(t) for t in matmul.arg_types]
+    assert types[1] == ((obj,), "uint8")
+    assert types[-1] == ((k * c.n,), "bfloat16")  # after the int32 C slice when rho > 1
+    assert (types[-2] == ((), "int32")) == (rho > 1)
+    deq = {b.name: b for b in rec.buffers if b.name.startswith("B_deq_")}
+    assert len(deq) == len(design.workers)
+    for w, wk in zip(program.workers, design.workers):
+        buf = deq[b_deq_name(wk.tile)]
+        assert (buf.tile.col, buf.tile.row) == (wk.tile.col, wk.tile.row)  # core-local: on the worker's tile
+        calls = [op for op in w.trace if op[0] == "call" and op[1] == matmul.name]
+        assert calls and all(op[2][-1] is buf for op in calls)
+    # the other kernels keep their signatures
+    others = [kn for kn in rec.kernels if kn is not matmul]
+    assert others and all(((k * c.n,), "bfloat16") not in [shape_dtype(t) for t in kn.arg_types] for kn in others)
+
+
+def test_without_group_scales_nothing_changes():
+    c = GemmConfig("npu2", 256, 512, 256, 32, 128, 32, 128, "i8", "i8", dtype_b="i4")
+    _, rec = lowered(build_design(c))
+    assert not [b for b in rec.buffers if b.name.startswith("B_deq_")]
+    b_fifos = [f for f in rec.fifos if f.name.startswith("B_")]
+    assert all(shape_dtype(f.obj_type) == ((128 * 32 // 2,), "uint8") for f in b_fifos)
+
+
+def _linear_b(design):
+    """The design with its B fifos' walks linear (the W4A16 contract: the memtile forwards objects linearly)."""
+    fifos = tuple(replace(f, dims_to_stream=None, dims_from_stream=None) if f.name.startswith("B_") else f
+                  for f in design.fifos)
+    return replace(design, fifos=fifos)
+
+
+def test_the_memtile_forwards_whole_objects_linearly():
+    c = w4a16(zp=True)
+    _, rec = lowered(_linear_b(build_design(c)))
+    obj = groupquant.object_bytes(c.k, c.n, c.group_size, True)
+    bds = [(kind, length, dims) for where, kind, ty, n, length, dims in iron_recorder.fifo_bds()
+           if "B_" in str(where)]
+    assert bds and all(dims in (None, []) for _, _, dims in bds)
+    assert {length for _, length, _ in bds} == {int(obj)}
+
+
+def test_a_buffer_that_is_not_whole_objects_is_a_build_error():
+    c = w4a16()
+    design = build_design(c)
+    (b0,) = [f for f in design.fifos if f.name == "B_L2L1_0"]
+    bad = replace(design, fifos=tuple(replace(f, obj_shape=(b0.obj_shape[0] - 1, b0.obj_shape[1]))
+                                      if f.name == "B_L2L1_0" else f for f in design.fifos))
+    with pytest.raises(BuildError, match="not whole 128x32 B objects"):
+        lowered(bad)
+
+
+# ---- the stand-in refuses what 1.4.3 refuses of the scratch: each mutant breaks one rule ----------------------
+def test_a_matmul_call_without_the_tile_is_refused(monkeypatch):
+    real = iron_mod._core_fn
+    monkeypatch.setattr(iron_mod, "_core_fn", lambda *args: real(*args[:5]))  # `last` dropped
+    with pytest.raises(ValueError, match="expects 5 argument"):
+        lowered(build_design(w4a16()))
+
+
+def test_a_tile_declared_with_another_type_is_refused(monkeypatch):
+    monkeypatch.setattr(iron_mod._Lowering, "b_deq_type",
+                        lambda self: np.ndarray[(self.d.config.k * self.d.config.n,), np.dtype[np.float32]])
+    fresh, _ = iron_recorder.api()
+    real_buffer = fresh.Buffer
+
+    def bf16_buffer(**kw):  # the Worker's Buffer stays bf16: only the declaration differs
+        if kw["name"].startswith("B_deq_"):
+            kw["type"] = np.ndarray[(kw["type"].__args__[0][0],), np.dtype[iron_recorder.str_to_dtype("bf16")]]
+        return real_buffer(**kw)
+
+    with pytest.raises(ValueError, match="operand type mismatch"):
+        lowered(build_design(w4a16()), replace(fresh, Buffer=bf16_buffer))
+
+
+def test_one_untiled_tile_shared_by_workers_is_refused():
+    fresh, _ = iron_recorder.api()
+    shared: dict[str, object] = {}
+    real_buffer = fresh.Buffer
+
+    def one_buffer(**kw):
+        if kw["name"].startswith("B_deq_"):
+            kw = {**kw, "tile": None, "name": "B_deq"}
+            return shared.setdefault("b", real_buffer(**kw))
+        return real_buffer(**kw)
+
+    with pytest.raises(ValueError, match="shared across Workers"):
+        lowered(build_design(w4a16()), replace(fresh, Buffer=one_buffer))

@@ -1,0 +1,175 @@
+"""W4A16 in the rules, the model and the search (issue 22 item 1b, branch w4a16-model): B objects counted at
+groupquant.object_bytes in L1, on the memtiles and in DRAM, the dequantized tile in L1, the dequantization
+charged once per B object (uncalibrated), the bf16 mmul rate, predict's lines, the tuner's k."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gemm_gen import groupquant
+from gemm_gen.app.model_commands import predict_text
+from gemm_gen.config import GemmConfig
+from gemm_gen.errors import ConfigError
+from gemm_gen.model import dequant_cost
+from gemm_gen.model.kernel import kernel_cycles
+from gemm_gen.model.params import load
+from gemm_gen.model.perf import Workload, estimate
+from gemm_gen.model.predict import predict
+from gemm_gen.model.roof import call_bytes
+from gemm_gen.rules import l1, memtile
+from gemm_gen.search.tune import rank_all, tune
+from gemm_gen.space import group_k_ok
+from gemm_gen.spec import Pins, Problem
+
+
+def w4a16(dev: str = "npu2", M: int = 256, K: int = 512, N: int = 256, m: int = 32, k: int = 128, n: int = 32,
+          k_mt: int = 128, g: int = 128, zp: bool = False, **kw: object) -> GemmConfig:
+    return GemmConfig(dev, M, K, N, m, k, n, k_mt, "bf16", "bf16", dtype_b="i4", group_size=g, zero_points=zp, **kw)
+
+
+@pytest.mark.parametrize("k, g, zp", [(128, 128, False), (64, 128, False), (256, 64, True), (32, 32, True)])
+def test_l1_counts_b_objects_at_object_bytes_and_one_bf16_scratch(k, g, zp):
+    c = w4a16(k=k, k_mt=k, g=g, zp=zp)
+    parts = c.l1_parts
+    assert parts["B"] == c.depth_ab_l1 * groupquant.ObjectLayout(k, c.n, g, zp).nbytes
+    assert parts[l1.B_DEQ_PART] == k * c.n * 2  # one k x n bf16 tile per core, whatever the depth
+    assert c.l1_bytes == sum(parts.values())
+    # the same tiles without group scales (int8 x int4) keep k n / 2 bytes per B object and no scratch
+    plain = GemmConfig("npu2", 256, 512, 256, 32, k, 32, k, "i8", "i8", dtype_b="i4")
+    assert plain.l1_parts["B"] == plain.depth_ab_l1 * k * 32 // 2
+    assert l1.B_DEQ_PART not in plain.l1_parts
+
+
+def test_memtile_b_pool_holds_whole_objects():
+    c = w4a16(k=64, k_mt=256)
+    (b_pool,) = [p for p in c.l2_pools() if p.name == "B_L3L2_0"]
+    assert b_pool.nbytes == groupquant.object_bytes(64, c.n, 128, False)  # one L1 object: B is not chunked
+    chunked = memtile.L2Options(4, 8, c.t_in, c.t_b, c.t_out, True, 2, 2, 128, True)
+    (b_big,) = [p for p in memtile.l2_pools(chunked, 32, 64, 32, 256) if p.name == "B_L3L2_0"]
+    assert b_big.nbytes == 4 * groupquant.object_bytes(64, 32, 128, True)  # k_mt / k objects, each with its rows
+
+
+@given(st.integers(1, 64).map(lambda x: 8 * x), st.sampled_from(groupquant.GROUP_SIZES))
+def test_the_searchs_k_filter_is_check_tile_k(k, g):
+    try:
+        groupquant.check_tile_k(k, g)
+        ok = True
+    except ConfigError:
+        ok = False
+    assert bool(group_k_ok(np.array([k]), g)[0]) == ok
+
+
+@pytest.mark.parametrize("dev, g, zp", [("npu2", 128, False), ("npu2", 32, True), ("npu1", 64, False)])
+def test_tuner_candidates_fit_l1_and_cover_whole_groups(dev, g, zp):
+    pr = Workload.of(w4a16(dev, 512, 2048, 1024, g=g, zp=zp))
+    m, k, n, kmt, rho, t, _, evaluated = rank_all(pr, Pins(), 20, load())
+    assert evaluated > 0
+    o = pr.base.l1_options
+    assert np.all(l1.fits(o, pr.base.dev.l1_bytes, m, k, n, rho))
+    assert np.all((k % g == 0) | (g % k == 0))
+    # the mask is what keeps them: the L1 rule's linear bound alone admits tiles that do not fit
+    mm, nn = (a.ravel() for a in np.meshgrid(np.arange(16, 257, 16), np.arange(16, 257, 16)))
+    k_max = l1.largest_k(o, pr.base.dev.l1_bytes, mm, nn, np.ones_like(mm), 8)
+    assert not np.all(l1.fits(o, pr.base.dev.l1_bytes, mm, k_max, nn, 1))
+
+
+def test_tuned_w4a16_design_validates_on_npu2():
+    best = tune(Workload.of(w4a16("npu2", 1024, 1024, 4096)), 1).best.config
+    groupquant.check_tile_k(best.k, 128)
+    assert best.l1_bytes <= best.dev.l1_bytes
+
+
+def test_b_dram_bytes_include_the_scale_rows_per_k_step_and_column_tile():
+    pr = Workload.of(w4a16("npu2", 256, 1024, 512, zp=True))
+    m, k, n, kmt = 32, 64, 32, 256
+    e = estimate(pr, m, k, n, kmt)
+    Mp, Kp, Np = (int(x) for x in e.padded)
+    objects = (Mp // (m * 4)) * (Kp // k) * (Np // n)  # every B object, read once per block row
+    assert float(e.traffic["B"].bytes) == objects * groupquant.object_bytes(k, n, 128, True)
+    # the runs: one per column strip per block row, as int4 strips (the scale rows lengthen them)
+    assert float(e.traffic["B"].runs) == (Mp // (m * 4)) * (Np // n)
+
+
+def test_dequant_is_charged_once_per_b_object(monkeypatch):
+    pr = Workload.of(w4a16("npu2", 256, 1024, 512))
+    m, k, n, kmt = 32, 128, 64, 1024
+    e = estimate(pr, m, k, n, kmt, rho=2)
+    cycles = float(dequant_cost.object_cycles(pr.base.dev, k, n, 128, False))
+    assert cycles == k * n / 32 * 7  # aie2p: 32 values per vector, 7 ops each
+    assert float(e.extra["dequant_cycles_per_object"]) == cycles
+    # a charge far above the k-step's transfers: each added cycle per object is one per k-step of every
+    # output tile, not one per rho call (rho 2 here)
+    times = []
+    for charge in (1e5, 2e5):
+        monkeypatch.setattr(dequant_cost, "object_cycles", lambda *args, c=charge: np.asarray(c))
+        times.append(float(estimate(pr, m, k, n, kmt, rho=2).t_core))
+    objects = float(e.groups) * int(e.padded[1]) // k
+    assert math.isclose(times[1] - times[0], objects * 1e5 / 1.8e9, rel_tol=1e-9)
+
+
+def test_zero_points_cost_one_more_op_per_vector():
+    dev = w4a16().dev
+    assert dequant_cost.ops_per_vector(dev, True) == dequant_cost.ops_per_vector(dev, False) + 1
+
+
+def test_w4a16_runs_the_bf16_kernels_mmul_rate():
+    c = w4a16("npu2")
+    bf = GemmConfig("npu2", 256, 512, 256, 32, 128, 32, 128, "bf16", "bf16", acc="f32")
+    p = load()
+    ours = kernel_cycles(p, Workload.of(c).kernel_shape, 32, 128, 32)
+    theirs = kernel_cycles(p, Workload.of(bf).kernel_shape, 32, 128, 32)
+    assert float(ours) == float(theirs)
+
+
+def test_roof_counts_the_scale_rows():
+    size = Problem(1, 4096, 4096)
+    plain = call_bytes(size, "bf16", "i4", "bf16")
+    assert call_bytes(size, "bf16", "i4", "bf16", 128) == plain + 32 * 4096 * 2
+    assert call_bytes(size, "bf16", "i4", "bf16", 128, True) == plain + 2 * 32 * 4096 * 2
+    assert call_bytes(Problem(1, 100, 8), "bf16", "i4", "bf16", 32) == 200 + 400 + 16 + 4 * 8 * 2  # ceil(100/32)
+
+
+def test_predict_prints_the_uncalibrated_dequant_line_for_w4a16_only():
+    d = predict(w4a16("npu2", 1, 4096, 4096, 16, 32, 256, 1024))
+    text = predict_text(d)
+    line = next(x for x in text.splitlines() if x.strip().startswith("dequant"))
+    assert "PREDICTED, uncalibrated" in line and "7 vector ops per 32 values" in line
+    assert "B with its scales" in text
+    assert d.to_json()["dequant"]["calibrated"] is False
+    assert d.dram_roof is not None and d.dram_roof.bytes == call_bytes(Problem(1, 4096, 4096), "bf16", "i4", "bf16",
+                                                                        128)
+    plain = predict(GemmConfig("npu2", 256, 512, 256, 32, 128, 32, 128, "i8", "i8", dtype_b="i4"))
+    assert "dequant" not in predict_text(plain) and "dequant" not in plain.to_json()
+
+
+@settings(max_examples=15, deadline=None)
+@given(st.sampled_from(["npu1", "npu2"]), st.sampled_from(groupquant.GROUP_SIZES), st.booleans(),
+       st.sampled_from([1, 8, 256]))
+def test_decode_mapping_weighs_w4a16_as_int4(dev, g, zp, M):
+    """The decode mapping (one core row) prices W4A16 as any int4 B: B read once, same charge per object."""
+    base = w4a16(dev, M, 2048, 2048, g=g, zp=zp)
+    for rows in (0, 1):
+        pr = Workload.of(base.with_(rows=rows))
+        _, k, _, _, _, t, _, evaluated = rank_all(pr, Pins(), 3, load())
+        assert evaluated > 0 and np.all(np.isfinite(t))
+        assert np.all((k % g == 0) | (g % k == 0))
+
+
+def test_the_figures_script_prices_w4a16_with_its_dequant_and_roof():
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "scripts" / "w4a16_figures.py"
+    spec = importlib.util.spec_from_file_location("w4a16_figures", path)
+    assert spec is not None and spec.loader is not None
+    fig = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(fig)
+    line = fig.best("npu2", (1, 1024, 1024), "W4A16", 128, False)
+    roof_us = call_bytes(Problem(1, 1024, 1024), "bf16", "i4", "bf16", 128) / (load().dram["npu2"].peak_gbps * 1e3)
+    assert f"of {roof_us:,.1f} us" in line and "dequant" in line
+    assert "dequant" not in fig.best("npu2", (1, 1024, 1024), "i8 x i4 -> i32", 128, False)
