@@ -29,6 +29,7 @@ from .rules import l1, memtile, padding
 from .rules.defaults import Resolved, default_acc, emulation_default, has_epilogue, resolve
 from .rules.defaults import convert_once_problem as _convert_once_problem
 from .rules.defaults import mmul as mmul_of
+from .rules.dequant import dequant_code_bytes
 from .rules.kernel_variant import KERNEL_EXPANSION, KernelVariant
 from .rules.kernel_variant import choose as choose_variant
 from .rules.memtile import MemtileBuffer, c_blocks_transposed
@@ -409,8 +410,10 @@ class GemmConfig:
                                   "drop --expansion and --kernel-loops")
             return KernelVariant(2, 2, "k-pipelined")
         operands = self.dev.operands(self.dtype_in, self.dtype_b)  # "i8xi4" for int4 weights
+        # W4A16: the matmul function also holds the dequantization pass, so the loops leave its code room
+        reserve = dequant_code_bytes(self.dev.name, bool(self.zero_points), self.mmul) if self.group_size else 0
         return choose_variant(self.dev, operands, self.mmul, bool(self.emulate_bf16_with_bfp16), self.t_ma,
-                              self.k, self.n, self.expansion, self.kernel_loops)
+                              self.k, self.n, self.expansion, self.kernel_loops, reserve)
 
     @property
     def numerics(self) -> KernelNumerics:

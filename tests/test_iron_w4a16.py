@@ -1,22 +1,19 @@
 """The IRON lowering of a W4A16 design (issue 22 item 1b), against the strict stand-in of mlir-aie 1.4.3's IRON
 (tests/iron_recorder.py): B objects as flat uint8 of groupquant.object_bytes, one core-local bf16 Buffer per
-Worker passed as the matmul's last argument, the kernel declared to match. Until the W4A16 design walks land
-(branch w4a16-sim), the designs lowered here are today's builds of a W4A16 config; the memtile's linear
-forward is checked on such a design with its B walks made linear, as the W4A16 contract has them."""
+Worker (the Design's B_deq_<col>_<row>) passed as the matmul's last buffer argument, before the int32 slice,
+the kernel declared to match; the memtile forwards whole objects linearly."""
 
 from __future__ import annotations
 
 from dataclasses import replace
 
-import numpy as np
 import pytest
 
 from gemm_gen import groupquant
-from gemm_gen.backends import iron as iron_mod
-from gemm_gen.backends.iron import b_deq_name, lower
+from gemm_gen.backends.iron import lower
 from gemm_gen.config import GemmConfig
 from gemm_gen.design import build_design
-from gemm_gen.errors import BuildError
+from gemm_gen.design.model import Call, Loop
 
 from . import iron_recorder
 from .iron_recorder import shape_dtype
@@ -36,7 +33,7 @@ def lowered(design, api=None):
 
 
 @pytest.mark.parametrize("rho, zp, g, k", [(1, False, 128, 128), (2, True, 64, 128), (1, False, 128, 64)])
-def test_b_objects_are_bytes_and_the_matmul_takes_its_bf16_tile_last(rho, zp, g, k):
+def test_b_objects_are_bytes_and_the_matmul_takes_its_bf16_tile_last_of_its_buffers(rho, zp, g, k):
     c = w4a16(rho=rho, zp=zp, g=g, k=k, k_mt=k)
     design = build_design(c)
     program, rec = lowered(design)
@@ -46,18 +43,20 @@ def test_b_objects_are_bytes_and_the_matmul_takes_its_bf16_tile_last(rho, zp, g,
     (matmul,) = [kn for kn in rec.kernels if kn.name.startswith("matmul")]
     types = [shape_dtype(t) for t in matmul.arg_types]
     assert types[1] == ((obj,), "uint8")
-    assert types[-1] == ((k * c.n,), "bfloat16")  # after the int32 C slice when rho > 1
-    assert (types[-2] == ((), "int32")) == (rho > 1)
+    deq_at = -2 if rho > 1 else -1  # the last buffer, before the int32 C slice when rho > 1
+    assert types[deq_at] == ((k, c.n), "bfloat16")
+    assert (types[-1] == ((), "int32")) == (rho > 1)
     deq = {b.name: b for b in rec.buffers if b.name.startswith("B_deq_")}
     assert len(deq) == len(design.workers)
     for w, wk in zip(program.workers, design.workers):
-        buf = deq[b_deq_name(wk.tile)]
+        (name,) = [b.name for b in wk.buffers if b.name.startswith("B_deq_")]
+        buf = deq[name]
         assert (buf.tile.col, buf.tile.row) == (wk.tile.col, wk.tile.row)  # core-local: on the worker's tile
         calls = [op for op in w.trace if op[0] == "call" and op[1] == matmul.name]
-        assert calls and all(op[2][-1] is buf for op in calls)
+        assert calls and all(op[2][deq_at] is buf for op in calls)
     # the other kernels keep their signatures
     others = [kn for kn in rec.kernels if kn is not matmul]
-    assert others and all(((k * c.n,), "bfloat16") not in [shape_dtype(t) for t in kn.arg_types] for kn in others)
+    assert others and all(((k, c.n), "bfloat16") not in [shape_dtype(t) for t in kn.arg_types] for kn in others)
 
 
 def test_without_group_scales_nothing_changes():
@@ -68,16 +67,9 @@ def test_without_group_scales_nothing_changes():
     assert all(shape_dtype(f.obj_type) == ((128 * 32 // 2,), "uint8") for f in b_fifos)
 
 
-def _linear_b(design):
-    """The design with its B fifos' walks linear (the W4A16 contract: the memtile forwards objects linearly)."""
-    fifos = tuple(replace(f, dims_to_stream=None, dims_from_stream=None) if f.name.startswith("B_") else f
-                  for f in design.fifos)
-    return replace(design, fifos=fifos)
-
-
 def test_the_memtile_forwards_whole_objects_linearly():
     c = w4a16(zp=True)
-    _, rec = lowered(_linear_b(build_design(c)))
+    _, rec = lowered(build_design(c))
     obj = groupquant.object_bytes(c.k, c.n, c.group_size, True)
     bds = [(kind, length, dims) for where, kind, ty, n, length, dims in iron_recorder.fifo_bds()
            if "B_" in str(where)]
@@ -85,37 +77,29 @@ def test_the_memtile_forwards_whole_objects_linearly():
     assert {length for _, length, _ in bds} == {int(obj)}
 
 
-def test_a_buffer_that_is_not_whole_objects_is_a_build_error():
-    c = w4a16()
-    design = build_design(c)
-    (b0,) = [f for f in design.fifos if f.name == "B_L2L1_0"]
-    bad = replace(design, fifos=tuple(replace(f, obj_shape=(b0.obj_shape[0] - 1, b0.obj_shape[1]))
-                                      if f.name == "B_L2L1_0" else f for f in design.fifos))
-    with pytest.raises(BuildError, match="not whole 128x32 B objects"):
-        lowered(bad)
-
-
 # ---- the stand-in refuses what 1.4.3 refuses of the scratch: each mutant breaks one rule ----------------------
-def test_a_matmul_call_without_the_tile_is_refused(monkeypatch):
-    real = iron_mod._core_fn
-    monkeypatch.setattr(iron_mod, "_core_fn", lambda *args: real(*args[:5]))  # `last` dropped
+def _mutant(design, matmul_args=None, arg_dtype=None):
+    """The design with its matmul calls' arguments, or the declared dtype of its last buffer argument, changed."""
+    def call(op):
+        if isinstance(op, Loop):
+            return replace(op, body=tuple(call(o) for o in op.body))
+        if isinstance(op, Call) and op.kernel.startswith("matmul") and matmul_args:
+            return replace(op, args=matmul_args(op.args))
+        return op
+    workers = tuple(replace(w, program=tuple(call(o) for o in w.program)) for w in design.workers)
+    kernels = tuple(replace(k, arg_dtypes=(*k.arg_dtypes[:-1], arg_dtype)) if arg_dtype and k.role == "matmul"
+                    else k for k in design.kernels)
+    return replace(design, workers=workers, kernels=kernels)
+
+
+def test_a_matmul_call_without_the_tile_is_refused():
     with pytest.raises(ValueError, match="expects 5 argument"):
-        lowered(build_design(w4a16()))
+        lowered(_mutant(build_design(w4a16()), matmul_args=lambda args: args[:-1]))
 
 
-def test_a_tile_declared_with_another_type_is_refused(monkeypatch):
-    monkeypatch.setattr(iron_mod._Lowering, "b_deq_type",
-                        lambda self: np.ndarray[(self.d.config.k * self.d.config.n,), np.dtype[np.float32]])
-    fresh, _ = iron_recorder.api()
-    real_buffer = fresh.Buffer
-
-    def bf16_buffer(**kw):  # the Worker's Buffer stays bf16: only the declaration differs
-        if kw["name"].startswith("B_deq_"):
-            kw["type"] = np.ndarray[(kw["type"].__args__[0][0],), np.dtype[iron_recorder.str_to_dtype("bf16")]]
-        return real_buffer(**kw)
-
+def test_a_tile_declared_with_another_type_is_refused():
     with pytest.raises(ValueError, match="operand type mismatch"):
-        lowered(build_design(w4a16()), replace(fresh, Buffer=bf16_buffer))
+        lowered(_mutant(build_design(w4a16()), arg_dtype="f32"))
 
 
 def test_one_untiled_tile_shared_by_workers_is_refused():

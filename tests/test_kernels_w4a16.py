@@ -33,10 +33,10 @@ from gemm_gen.errors import ConfigError
 from gemm_gen.hw.devices import NPU1, NPU2, Device
 from gemm_gen.inputs import make_inputs
 from gemm_gen.kernels import kernel_params, render_kernel
-from gemm_gen.kernels.dequant import dequant_code_bytes, dequant_ops
 from gemm_gen.kernels.render import w4a16_code_bytes
 from gemm_gen.l1_layout import a_layout, b_layout, c_layout
 from gemm_gen.rules import kernel_variant as kv
+from gemm_gen.rules.dequant import dequant_code_bytes, dequant_ops
 
 from . import test_kernels as tk
 from .test_kernels_int4 import _high_nibble_first
@@ -112,8 +112,9 @@ def load(libraries: dict[str, Path | BaseException], case: Case) -> tk.Kernel:
         raise lib
     kernel = tk.Kernel(lib, case.build)
     b = case.build
-    kernel.matmul_fn.argtypes = ([ctypes.c_void_p] * (3 + b.precision.converts_c) + ([ctypes.c_int32] if b.rho > 1
-                                 else []) + [ctypes.c_void_p])  # b_deq last
+    # b_deq is the last buffer, before the int32 slice (the Design's order: buffers, then scalars)
+    kernel.matmul_fn.argtypes = ([ctypes.c_void_p] * (4 + b.precision.converts_c) + ([ctypes.c_int32] if b.rho > 1
+                                 else []))
     kernel.lib.gg_host_int4_unpacked.restype = ctypes.c_ulonglong
     return kernel
 
@@ -198,8 +199,8 @@ def run_w4(kernel: tk.Kernel, a: list[np.ndarray], wt: Weights, pack=pack_i4) ->
             a_buf = tk.Guarded(b.t_ma * b.k, BF16.host)
             a_buf.body[a_layout(b.t_ma, b.k, r, s, False)] = a_tile[i * b.t_ma:(i + 1) * b.t_ma]
             kernel.lib.gg_host_reset_int4_unpacked()
-            kernel.checked(kernel.matmul_fn, a_buf.ptr, obj.ptr, c.ptr, *c_bufs[1:], *((i,) if b.rho > 1 else ()),
-                           scratch.ptr)
+            kernel.checked(kernel.matmul_fn, a_buf.ptr, obj.ptr, c.ptr, *c_bufs[1:], scratch.ptr,
+                           *((i,) if b.rho > 1 else ()))
             out.unpacked.append(int(kernel.lib.gg_host_int4_unpacked()))
             assert kernel.modes() == modes, "the kernel must restore the mode registers it found"
             assert a_buf.guards_intact()
@@ -328,7 +329,7 @@ def test_the_kernel_says_what_it_takes() -> None:
     assert "bf16 x i4 -> bf16" in text and "aie::mmul<4, 8, 4, T_in, T_b, accfloat>" in text
     assert text.count("gemm_gen_kernel::dequant(B, b_deq);") == 1
     rho = BUILDS[4]
-    assert "int32_t slice, bfloat16 *b_deq) {" in render_kernel(rho)
+    assert "bfloat16 *b_deq, int32_t slice) {" in render_kernel(rho)
     assert render_kernel(b) == text and b.object_file.endswith("_g32zp.o") and BUILDS[0].object_file.endswith("_g32.o")
 
 

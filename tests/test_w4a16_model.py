@@ -15,6 +15,7 @@ from gemm_gen import groupquant
 from gemm_gen.app.model_commands import predict_text
 from gemm_gen.config import GemmConfig
 from gemm_gen.errors import ConfigError
+from gemm_gen.hw.devices import DEVICES
 from gemm_gen.model import dequant_cost
 from gemm_gen.model.kernel import kernel_cycles
 from gemm_gen.model.params import load
@@ -22,6 +23,7 @@ from gemm_gen.model.perf import Workload, estimate
 from gemm_gen.model.predict import predict
 from gemm_gen.model.roof import call_bytes
 from gemm_gen.rules import l1, memtile
+from gemm_gen.rules.dequant import dequant_ops
 from gemm_gen.search.tune import rank_all, tune
 from gemm_gen.space import group_k_ok
 from gemm_gen.spec import Pins, Problem
@@ -100,7 +102,9 @@ def test_dequant_is_charged_once_per_b_object(monkeypatch):
     m, k, n, kmt = 32, 128, 64, 1024
     e = estimate(pr, m, k, n, kmt, rho=2)
     cycles = float(dequant_cost.object_cycles(pr.base.dev, k, n, 128, False))
-    assert cycles == k * n / 32 * 7  # aie2p: 32 values per vector, 7 ops each
+    # aie2p's default bf16 mmul 8x8x8: 64 values per vector, the kernel's 8 vector-slot ops each (rules/dequant.py),
+    # and its 2 setup ops per (group, column block) over the 128 / 8 blocks of a group
+    assert cycles == k * n / 64 * (8 + 2 / 16)
     assert float(e.extra["dequant_cycles_per_object"]) == cycles
     # a charge far above the k-step's transfers: each added cycle per object is one per k-step of every
     # output tile, not one per rho call (rho 2 here)
@@ -115,6 +119,16 @@ def test_dequant_is_charged_once_per_b_object(monkeypatch):
 def test_zero_points_cost_one_more_op_per_vector():
     dev = w4a16().dev
     assert dequant_cost.ops_per_vector(dev, True) == dequant_cost.ops_per_vector(dev, False) + 1
+
+
+@pytest.mark.parametrize("dev", ["npu1", "npu2"])
+def test_the_model_counts_the_kernels_operations(dev):
+    """One count of the pass's operations: the kernel's (rules/dequant.py), its loads and stores on their units."""
+    d = dequant_ops(dev, False)
+    device = DEVICES[dev]
+    assert dequant_cost.values_per_vector(device) == d.lanes
+    assert dequant_cost.ops_per_vector(device, False) == d.ops - sum(n for name, n in d.per_vector
+                                                                     if name.startswith(("load_v", "store_v")))
 
 
 def test_w4a16_runs_the_bf16_kernels_mmul_rate():
@@ -138,7 +152,7 @@ def test_predict_prints_the_uncalibrated_dequant_line_for_w4a16_only():
     d = predict(w4a16("npu2", 1, 4096, 4096, 16, 32, 256, 1024))
     text = predict_text(d)
     line = next(x for x in text.splitlines() if x.strip().startswith("dequant"))
-    assert "PREDICTED, uncalibrated" in line and "7 vector ops per 32 values" in line
+    assert "PREDICTED, uncalibrated" in line and "8 vector ops per 64 values" in line
     assert "B with its scales" in text
     assert d.to_json()["dequant"]["calibrated"] is False
     assert d.dram_roof is not None and d.dram_roof.bytes == call_bytes(Problem(1, 4096, 4096), "bf16", "i4", "bf16",

@@ -12,12 +12,12 @@ The translation is one to one, in the API of the pinned release (pins.py; python
 - `Program(device, rt, workers=...)` resolves with every tile given, so mlir-aie's placement pass
   has nothing left to choose.
 
-W4A16 (a design with group scales: groupquant): every int4 buffer (B's fifo objects, its kernel argument and
-its host tensor) is typed as flat uint8 of whole B objects, groupquant.object_bytes each (its values and its
-scale / zero-point rows: what the DMAs move, linearly on the memtile); each Worker gets one more IRON Buffer,
-the k x n bf16 tile its matmul dequantizes B into (python/iron/buffer.py at v1.4.3: `Buffer(type=, name=,
-tile=)`, a core-local buffer placed on the worker's tile), passed as the matmul's last argument, after any
-int32 scalar, and declared last in its Kernel's argument types (the kernel's `bfloat16 *b_deq`).
+W4A16 (a design with group scales: groupquant): the Design already counts B's fifo objects, kernel argument and
+host tensor in words of whole B objects (groupquant.object_bytes each: its values and its scale / zero-point rows,
+moved linearly on the memtile), so they lower as every int4 buffer does, flat uint8. The k x n bf16 tile each matmul
+dequantizes B into is one of the Design's worker buffers (`B_deq_<col>_<row>`, the matmul's last buffer
+argument, before any int32 scalar: the kernel's `bfloat16 *b_deq`), lowered like every other: a core-local
+IRON Buffer on the worker's tile (python/iron/buffer.py at v1.4.3: `Buffer(type=, name=, tile=)`).
 """
 
 from __future__ import annotations
@@ -31,7 +31,6 @@ import numpy as np
 from ..design.model import Acquire, Call, Design, Link, LocalBuffer, Loop, ObjectFifo, Op, Release, TileRef
 from ..dtypes import dtype
 from ..errors import BuildError, ToolchainMissing
-from ..groupquant import object_bytes
 from ..tap import Tap
 from . import pins
 from .toolchain import import_module
@@ -147,7 +146,6 @@ class _Lowering:
         self.fifos: dict[str, Any] = {}
         self.prod_handles: dict[str, Any] = {}
         self.rtps: dict[tuple[TileRef, str], Any] = {}  # (tile, name) -> a runtime-parameter Buffer
-        self.group_size = design.config.group_size  # W4A16 (0: none)
 
     def tile(self, t: TileRef) -> Any:
         return self.api.Tile(t.col, t.row)
@@ -165,32 +163,12 @@ class _Lowering:
             for d in shape:
                 n *= d
             return np.ndarray[(n * t.blocks_per_unit,), np.dtype[self.api.block_types[t.name]]]  # type: ignore[name-defined,misc]
-        if t.is_packed and self.group_size:  # W4A16: whole B objects with their scale rows, as bytes
-            return np.ndarray[(self.b_object_bytes(shape, t.unit_elems),), np.dtype[np.uint8]]  # type: ignore[name-defined,misc]
         if t.is_packed:  # int4: a flat array of bytes (blocks_per_unit per word unit), as mlir-air and IRON
             n = 1       # type their int4 buffers; whether mlir-aie 1.4.3 takes an i4 memref is unchecked
             for d in shape:
                 n *= d
             return np.ndarray[(n * t.blocks_per_unit,), np.dtype[np.uint8]]  # type: ignore[name-defined,misc]
         return np.ndarray[shape, np.dtype[self.api.str_to_dtype(name)]]  # type: ignore[valid-type,misc]
-
-    def b_object_bytes(self, shape: tuple[int, ...], unit_elems: int) -> int:
-        """Bytes of a W4A16 int4 buffer of `shape` (in DMA units of unit_elems values): its values are whole
-        k x n B objects (an L1 object, a memtile's k_mt / k of them, the host's B), object_bytes each."""
-        c = self.d.config
-        values = unit_elems
-        for d in shape:
-            values *= d
-        objects, rest = divmod(values, c.k * c.n)
-        if rest or not objects:
-            raise BuildError(f"a W4A16 int4 buffer of {values} values is not whole {c.k}x{c.n} B objects",
-                             "report the design (gemm-gen generate) as a bug")
-        return objects * int(object_bytes(c.k, c.n, c.group_size, c.zero_points))
-
-    def b_deq_type(self) -> Any:
-        """The k x n bf16 tile a W4A16 matmul dequantizes its B object into (rules/l1.py's B_DEQ_PART)."""
-        c = self.d.config
-        return np.ndarray[(c.k * c.n,), np.dtype[self.api.str_to_dtype("bf16")]]  # type: ignore[name-defined,misc]
 
     def construct(self, f: ObjectFifo) -> Any:
         of = self.api.ObjectFifo(self.ty(f.obj_shape, f.dtype), depth=f.depth, name=f.name,
@@ -246,13 +224,7 @@ class _Lowering:
         ks = [kernels[k] for k in wk.kernels]
         bufs = [self.buffer(b, wk.tile) for b in wk.buffers]
         buffer_names = [b.name for b in wk.buffers]
-        last: dict[str, str] = {}  # kernel -> the buffer it takes as its last argument
-        if self.group_size:  # W4A16: the dequantized B tile, after the Design's own buffers
-            name = b_deq_name(wk.tile)
-            bufs.append(self.api.Buffer(type=self.b_deq_type(), name=name, tile=self.tile(wk.tile)))
-            buffer_names.append(name)
-            last = {k.name: name for k in self.d.kernels if k.role == "matmul" and k.name in wk.kernels}
-        core_fn = _core_fn(wk.program, names, buffer_names, list(wk.kernels), self.api.range_, last)
+        core_fn = _core_fn(wk.program, names, buffer_names, list(wk.kernels), self.api.range_)
         # the L1 allocator the plan chose (l1_banks.py); the reservations ride along as unused arguments
         return self.api.Worker(core_fn, [*handles, *bufs, *ks], tile=self.tile(wk.tile), stack_size=wk.stack_bytes,
                                allocation_scheme=wk.allocation_scheme)
@@ -298,8 +270,7 @@ class _Lowering:
 
         kernels = {k.name: api.Kernel(k.name, k.object_file,
                                       [*(self.ty(s, t) for s, t in zip(k.arg_shapes, k.arg_dtypes)),
-                                       *(np.int32 for _ in k.scalar_args),
-                                       *([self.b_deq_type()] if self.group_size and k.role == "matmul" else [])])
+                                       *(np.int32 for _ in k.scalar_args)])
                    for k in d.kernels}
         workers = [self.worker(i, kernels) for i in range(len(d.workers))]
 
@@ -340,17 +311,10 @@ def _fifo_names(ops: tuple[Op, ...]) -> set[str]:
     return names
 
 
-def b_deq_name(tile: TileRef) -> str:
-    """The IRON name of a W4A16 worker's dequantized B tile."""
-    return f"B_deq_{tile.col}_{tile.row}"
-
-
 def _core_fn(program: tuple[Op, ...], fifo_names: list[str], buffer_names: list[str], kernel_names: list[str],
-             range_: Callable[..., Any], last: dict[str, str] | None = None) -> Callable[..., None]:
+             range_: Callable[..., Any]) -> Callable[..., None]:
     """The Worker body: the Design's loop IR, traced by IRON into the core's MLIR. Its arguments
-    are the fifo handles, then the worker's own buffers, then the kernels; `last`: a buffer each
-    named kernel takes after all its Design arguments (W4A16's dequantized B tile)."""
-    last = last or {}
+    are the fifo handles, then the worker's own buffers, then the kernels."""
 
     def core_fn(*args: Any) -> None:
         handles = dict(zip(fifo_names, args[: len(fifo_names)]))
@@ -375,8 +339,7 @@ def _core_fn(program: tuple[Op, ...], fifo_names: list[str], buffer_names: list[
                 elif isinstance(op, Call):
                     # a scalar read from the runtime-parameter buffer is loaded as the call starts
                     scalars = [x if isinstance(x, int) else held[x.buffer][x.index] for x in op.scalars]
-                    extra = [held[last[op.kernel]]] if op.kernel in last else []
-                    kernels[op.kernel](*[held[f] for f in op.args], *scalars, *extra)
+                    kernels[op.kernel](*[held[f] for f in op.args], *scalars)
 
         run(program)
 

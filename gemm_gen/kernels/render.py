@@ -27,9 +27,9 @@ from ..dtypes import BF16, BFP16, I4, dtype
 from ..errors import ConfigError
 from ..hw.devices import DEVICES, Device
 from ..rounding import Rounding, Saturation
+from ..rules import dequant as dq
 from ..rules import kernel_variant as kv
 from ..rules.block_loop import writes_out_k
-from . import dequant as dq
 from .paths import templates_dir
 
 if TYPE_CHECKING:

@@ -9,8 +9,9 @@ Once per B object (each k-step's k x n tile; the kernel's contract: the q part d
 scratch, then the bf16 matmul body runs on it; with rho > 1 the rho calls of a k-step share that object), the
 core:
 - loads the q bytes (k n / 2) and the scale (and zero-point) rows through the load units;
-- per vector of values (one vector load of bf16: hw CoreIsa.vld_bytes / 2 values, 16 on aie2, 32 on aie2p)
-  issues DEQUANT_OPS[target] vector operations (below), plus ZERO_POINT_OPS with zero points;
+- per vector of V values (the s t of the device's default bf16 mmul) issues the vector operations the kernel's
+  pass issues (rules/dequant.py, the one count of them: its loads and stores are charged to the load and
+  store units below, the rest to the one vector slot), plus its per-group setup spread over a group's blocks;
 - stores the k n bf16 values (k n 2 bytes) through the one store unit.
 """
 
@@ -21,24 +22,24 @@ import numpy as np
 from ..dtypes import BF16
 from ..groupquant import object_bytes
 from ..hw.devices import Device
+from ..rules.dequant import DequantOps, dequant_ops
 
-# Vector operations per vector of values (guesses of the right order; UNCALIBRATED): unpack the int4 nibbles
-# to 8 bits and sign-extend them to 16 (one unpack each), convert the integers to fp32 (two: into the
-# accumulator, then its float conversion), arrange the vector's scales in the tile's element order (one
-# shuffle: a B block's rows share its columns' scales), multiply by them (one fp32 mul) and round to bf16 (one
-# to_vector<bfloat16>). aie2p's wider vectors (64-byte loads) take the same operations on twice the values.
-DEQUANT_OPS = {"aie2": 7, "aie2p": 7}
-ZERO_POINT_OPS = 1  # the fp32 subtraction of the zero point, before the scale
+MEMORY_OPS = ("load_v", "store_v")  # the pass's operations the load and store units issue, not the vector slot
+
+
+def pass_ops(dev: Device, zero_points: bool) -> DequantOps:
+    """The kernel's dequantization pass on `dev`'s default bf16 mmul (rules/dequant.py)."""
+    return dequant_ops(dev.name, zero_points)
 
 
 def values_per_vector(dev: Device) -> int:
-    """bf16 values one vector of the dequantization holds: one vector load's worth."""
-    return dev.isa.vld_bytes // BF16.bytes
+    """Values one vector of the pass holds (V = s t of the default bf16 mmul)."""
+    return pass_ops(dev, False).lanes
 
 
 def ops_per_vector(dev: Device, zero_points: bool) -> int:
-    """Vector operations the dequantization issues per vector of values (uncalibrated)."""
-    return DEQUANT_OPS[dev.aie_target] + (ZERO_POINT_OPS if zero_points else 0)
+    """Vector-slot operations the pass issues per vector of values (its loads and stores excluded)."""
+    return sum(n for name, n in pass_ops(dev, zero_points).per_vector if not name.startswith(MEMORY_OPS))
 
 
 def object_cycles(dev: Device, k: np.ndarray | int, n: np.ndarray | int, group_size: int, zero_points: bool
@@ -48,7 +49,10 @@ def object_cycles(dev: Device, k: np.ndarray | int, n: np.ndarray | int, group_s
     isa = dev.isa
     k, n = np.asarray(k), np.asarray(n)
     values = k * n
-    vector = values / values_per_vector(dev) * ops_per_vector(dev, zero_points)
+    d = pass_ops(dev, zero_points)
+    _, s, _ = dev.mmul_shape("bf16", dev.bf16_emulation_default)
+    blocks_per_group = np.maximum(np.minimum(k, group_size) // s, 1)  # a group's vectors in one column block
+    vector = values / d.lanes * (ops_per_vector(dev, zero_points) + d.setup_ops / blocks_per_group)
     loads = object_bytes(k, n, group_size, zero_points) / isa.vld_bytes / isa.load_units
     stores = BF16.nbytes(values) / isa.vst_bytes / isa.store_units
     return np.asarray(np.maximum(np.maximum(vector, loads), stores), dtype=np.float64)

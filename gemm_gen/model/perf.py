@@ -40,6 +40,7 @@ from ..errors import GemmGenError
 from ..l1_banks import L1Plan
 from ..rules import memtile, padding
 from ..rules.block_loop import BlockLoop
+from ..rules.dequant import dequant_code_bytes
 from ..rules.l1 import RTP_WORDS
 from ..rules.padding import covered
 from ..spec import Problem
@@ -125,7 +126,8 @@ class Workload:
         c = self.base
         return kmod.kernel_shape(c.dev, c.dtype_in, c.dtype_out, c.mmul, bool(c.emulate_bf16_with_bfp16),
                                  c.dtype_b, c.acc, c.expansion, c.kernel_loops, bool(c.convert_once),
-                                 self.block_loop, c.a_col_maj, c.c_t_blocks and not c.precision.converts_c)
+                                 self.block_loop, c.a_col_maj, c.c_t_blocks and not c.precision.converts_c,
+                                 dequant_code_bytes(c.dev.name, bool(c.zero_points), c.mmul) if c.group_size else 0)
 
     @property
     def elem_bytes(self) -> tuple[float, float, float, float]:

@@ -201,7 +201,7 @@ def auto_loops(dev: Device, dtype_in: str, mmul: MmulShape, emulate: bool, expan
     """Per tile, the index into LOOPS of the most overlapping structure whose registers and code
     fit CODE_BUDGET (no flattening when the cluster's accumulators leave no room for the next), less
     `reserve_bytes` of other code the matmul function holds (W4A16's dequantization pass,
-    gemm_gen/kernels/dequant.dequant_code_bytes)."""
+    gemm_gen/rules/dequant.dequant_code_bytes)."""
     budget = CODE_BUDGET * dev.isa.program_bytes - reserve_bytes
     pick = np.zeros(np.broadcast(np.asarray(k), np.asarray(n)).shape, dtype=np.int64)
     room = acc_sets(dev, dtype_in, mmul, expansion) > 1

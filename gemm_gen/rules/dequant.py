@@ -27,7 +27,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..hw.devices import DEVICES, Device
-from ..rules import kernel_variant as kv
+from . import kernel_variant as kv
 
 MIN_LANES = 32  # the smallest int4 vector the AIE API has (UG1603 "Data Types": int4 32..256 lanes)
 BLOCK_COLUMNS = (4, 8)  # t: the scale pattern of a block row is 8 scales (t = 8) or half of them zipped (t = 4)
