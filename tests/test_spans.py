@@ -30,6 +30,7 @@ from gemm_gen.sim.run import ArraySession
 from gemm_gen.tap import Tap
 
 from . import iron_recorder as ir
+from .test_int4 import int4_configs
 from .test_properties import small_configs
 
 
@@ -52,6 +53,14 @@ def _simulated_c(c: GemmConfig) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     a, b = make_inputs(call.M, call.K, call.N, c.t_in, c.t_out, 0, c.t_b)
     cells, _, _ = ArraySession(build_design(c)).run(call, *hostdata.pad_inputs(c, a, b, call))
     return a, b, hostdata.output_values(c, (cells & w.VALUE_MASK).astype(np.uint32), call)
+
+
+def _built(c: GemmConfig) -> Design | None:
+    """The design of a random config, or None where it is refused (with a reason)."""
+    try:
+        return build_design(c)
+    except (ConfigError, DmaLimitError):
+        return None
 
 
 # ---- the spans themselves -------------------------------------------------------------------------
@@ -175,7 +184,7 @@ SETTINGS = settings(max_examples=30, deadline=None, suppress_health_check=[Healt
 
 @st.composite
 def spanned_configs(draw: st.DrawFn) -> GemmConfig:
-    c = draw(small_configs())
+    c = draw(st.one_of(small_configs(), int4_configs()))
     n_blocks = draw(st.integers(2, 5))
     N = draw(st.integers((n_blocks - 1) * c.cols * c.n + 1, n_blocks * c.cols * c.n))
     return c.with_(N=N, task_span=draw(st.sampled_from([0, 2, 3])))
@@ -184,9 +193,8 @@ def spanned_configs(draw: st.DrawFn) -> GemmConfig:
 @SETTINGS
 @given(spanned_configs(), st.integers(0, 2**16))
 def test_random_spanned_designs_deliver_the_same_data_and_simulate_exactly(c, seed):
-    try:
-        d = build_design(c)
-    except (ConfigError, DmaLimitError):
+    d = _built(c)
+    if d is None:
         return  # an invalid random config is refused with a reason, never simulated
     assert _same_delivery(d, build_design(c.with_(task_span=1)))
     r = simulate(d, seed=seed)
@@ -234,3 +242,23 @@ def test_the_search_spans_an_open_option_only_where_the_model_says_faster():
     assert open_best.time_s < one_best.time_s and open_best.config.options.task_span == 0
     one_group = Workload.new("npu2", 1, 4096, 4096, "i8", "i32", dtype_b="i4", rows=1)  # decode: one group
     assert tune(one_group, 1).best.config.options.task_span is None
+
+
+def test_the_iron_stand_in_refuses_a_shim_bd_beyond_its_iteration_field():
+    """The stand-in verifies every shim transfer against 1.4.3's fields: the spanned design passes, the
+    same task with a 65-long iteration (a span one block beyond the field) is refused."""
+    from dataclasses import replace
+
+    c = GemmConfig("npu2", 16, 2048, 80 * 128, 16, 64, 16, 256, "i8", "i32", rows=1, task_span=0)
+    d = build_design(c)
+    api, _ = ir.api()
+    lower(d, api).resolve_program()
+    ops = list(d.runtime)
+    i = next(j for j, op in enumerate(ops) if op.task is not None and op.task.tensor == "B")
+    task = ops[i].task
+    assert task is not None and task.tap.sizes[0] == 64
+    longer = replace(task.tap, sizes=(65, *task.tap.sizes[1:]))
+    ops[i] = replace(ops[i], task=replace(task, tap=longer))
+    api, _ = ir.api()
+    with pytest.raises(ValueError, match="Iteration size 65"):
+        lower(replace(d, runtime=tuple(ops)), api).resolve_program()

@@ -225,7 +225,10 @@ def tune(pr: Workload, top: int = 5, pins: Pins | None = None,
     _check_problem(pr, pins)
     finalists = max(top, FINALISTS)
     m, k, n, kmt, rho, t, tilings, evaluated = rank_all(_ranked(pr), pins, finalists, by)
-    order = np.lexsort((rho, m * n, -kmt, t))  # fastest first; ties: longer k_mt, smaller C tile, lower rho
+    # fastest first; ties: one that is as fast unspanned (today's sequence), longer k_mt, smaller C tile, lower rho
+    spanned = t < estimate(pr, m, k, n, kmt, by, rho=rho).time if pr.base.options.task_span is None \
+        else np.zeros(t.shape, dtype=bool)
+    order = np.lexsort((rho, m * n, -kmt, spanned, t))
     found: list[Candidate] = []
     rejected = 0
     first_error: GemmGenError | None = None
@@ -275,11 +278,12 @@ def weigh_span(config: GemmConfig, params: Params | None = None) -> GemmConfig:
     return spanned if faster else config
 
 
-def _rank_key(rank: str) -> Callable[[Candidate], float]:
-    """What orders validated candidates: the predicted time, or the pessimistic end's throughput."""
+def _rank_key(rank: str) -> Callable[[Candidate], tuple[float, bool]]:
+    """What orders validated candidates: the predicted time, or the pessimistic end's throughput; on a
+    tie, one task per output block (today's sequence and build key) before a spanned design."""
     if rank == "pessimistic":
-        return lambda cand: -cand.tops_low
-    return lambda cand: cand.time_s
+        return lambda cand: (-cand.tops_low, cand.config.task_span != 1)
+    return lambda cand: (cand.time_s, cand.config.task_span != 1)
 
 
 def _check_problem(pr: Workload, pins: Pins | None = None) -> None:
