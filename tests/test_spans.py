@@ -262,3 +262,23 @@ def test_the_iron_stand_in_refuses_a_shim_bd_beyond_its_iteration_field():
     api, _ = ir.api()
     with pytest.raises(ValueError, match="Iteration size 65"):
         lower(replace(d, runtime=tuple(ops)), api).resolve_program()
+
+
+@pytest.mark.parametrize("sizes,strides,bits,match", [
+    ((1, 1, 1, 6), (0, 0, 0, 1), 8, "multiples of 4 bytes"),  # 6 bytes: not whole words
+    ((1, 1, 4, 8), (0, 0, 0, 1), 8, "Stride 1 must be a positive"),  # an address dim of stride 0
+    ((1, 1, 4, 8), (0, 0, 10, 1), 8, "not divisible by 4"),  # a stride of 10 bytes
+    ((1, 1, 2, 1024 * 4 + 4), (0, 0, 10000, 1), 8, "Size 0"),  # d0 of 1025 words, not linear
+    ((1, 1, 1024, 4), (0, 0, 8, 1), 32, "or 1 \\(1024\\)"),  # d1 wrap
+    ((1, 2, 2, 4), (0, 1 << 21, 4, 1), 32, "Stride 2 exceeds"),  # a stride beyond 20 bits
+    ((65, 1, 2, 4), (8, 0, 4, 1), 32, "Iteration size 65"),
+    ((257, 1, 2, 4), (0, 0, 4, 1), 32, "Repeat count 256"),
+    ((2, 2, 2, 2, 4), (0, 0, 0, 4, 1), 32, "at most 4 dimensions"),
+], ids=["size bytes", "stride 0", "stride bytes", "d0 wrap", "d1 wrap", "stride bits", "iteration",
+        "repeat", "dims"])
+def test_the_stand_ins_shim_bd_check_breaks_each_rule_once(sizes, strides, bits, match):
+    """Each rule of 1.4.3's shim BD lowering the stand-in applies (ir.verify_shim_bd), broken once; the
+    same walk within the rule passes."""
+    with pytest.raises(ValueError, match=match):
+        ir.verify_shim_bd(ir.TensorAccessPattern((1 << 24,), 0, list(sizes), list(strides)), bits)
+    ir.verify_shim_bd(ir.TensorAccessPattern((1 << 24,), 0, [1, 1, 2, 4], [0, 0, 4, 1]), bits)
