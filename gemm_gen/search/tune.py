@@ -265,13 +265,12 @@ def _ranked(pr: Workload) -> Workload:
 
 
 def weigh_span(config: GemmConfig, params: Params | None = None) -> GemmConfig:
-    """For an open task span: the config spanned (task_span 0, design/spans.py) when the model predicts
-    it faster, else as it is (one task per output block, its build key unchanged)."""
+    """For a checked config with an open task span: spanned (task_span 0, design/spans.py) when the model
+    predicts it faster, else as it is (one task per output block, its build key unchanged)."""
     if config.options.task_span is not None:
         return config
     spanned = config.with_(task_span=0)
     try:
-        check(config)
         faster = float(estimate_config(spanned, params).time) < float(estimate_config(config, params).time)
     except GemmGenError:  # a tiling the design refuses: its own checks say why, unspanned
         return config
