@@ -333,6 +333,9 @@ def check_l1(c: GemmConfig) -> None:
 
 def check_queue(c: GemmConfig) -> None:
     shim = c.dev.dma[TileKind.SHIM]
+    if c.task_span < 0:
+        raise ConfigError(f"task_span={c.task_span} must be >= 0",
+                          "use 1 (one task per output block) or 0 (as many blocks as one BD expresses)")
     per_group = 3  # one A, one B and one C task per shim column that carries all three
     if not array.queue_ok(c.dev, c.queue_groups):
         if c.queue_groups < 1:  # below the range (array.queue_ok): none in flight

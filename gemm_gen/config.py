@@ -76,12 +76,14 @@ FIELDS = ("device", "M", "K", "N", "m", "k", "n", "k_mt", "dtype_in", "dtype_out
           "emulate_bf16_with_bfp16", "compiler", "mmul_shape", "stack_bytes", "queue_groups", "rho", "depth_ab_l1",
           "depth_ab_l2", "depth_c_l1", "depth_c_l2", "rounding", "saturation", "shift", "dtype_b", "acc", "b_pack",
           "expansion", "kernel_loops", "convert_once", "l1_alloc", "runtime_sizes", "a_col_maj", "c_col_maj",
-          "bias", "activation", "clamp", "requant", "group_size", "zero_points")
+          "bias", "activation", "clamp", "requant", "group_size", "zero_points", "task_span")
 # the fused epilogue's fields: written by to_json only when set, so an epilogue-free config keeps its JSON
 # text, its build key and its cached builds
 EPILOGUE_FIELDS = ("bias", "activation", "clamp", "requant")
 # W4A16's group scales: written by to_json only when set, for the same reason
 GROUP_FIELDS = ("group_size", "zero_points")
+# spanning shim tasks (design/spans.py): written by to_json only when not 1, for the same reason
+SPAN_FIELDS = ("task_span",)
 
 
 @dataclass(frozen=True, init=False, eq=False)
@@ -243,6 +245,11 @@ class GemmConfig:
     @property
     def queue_groups(self) -> int:
         return self.options.queue_groups
+
+    @property
+    def task_span(self) -> int:
+        """Output blocks per shim task along N (1: one task per block; 0: the most one BD expresses)."""
+        return 1 if self.options.task_span is None else self.options.task_span
 
     @property
     def depth_ab_l1(self) -> int:
@@ -569,11 +576,13 @@ class GemmConfig:
     def to_json(self) -> dict[str, object]:
         """Every field as it reads (defaults applied), in FIELDS order: what a build is keyed on. The
         epilogue's fields only when set (an epilogue-free config keeps its key)."""
-        out = {name: getattr(self, name) for name in FIELDS if name not in EPILOGUE_FIELDS + GROUP_FIELDS}
+        out = {name: getattr(self, name) for name in FIELDS if name not in EPILOGUE_FIELDS + GROUP_FIELDS + SPAN_FIELDS}
         if not self.epilogue_free:
             out.update({name: getattr(self, name) for name in EPILOGUE_FIELDS})
         if self.group_size:
             out.update({name: getattr(self, name) for name in GROUP_FIELDS})
+        if self.task_span != 1:
+            out.update({name: getattr(self, name) for name in SPAN_FIELDS})
         return out
 
     @property

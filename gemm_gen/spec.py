@@ -125,6 +125,10 @@ class Options:
     # rows of K and column (0: no groups, the int8 x int4 kernels), and with `zero_points` one zero point too
     group_size: int = 0
     zero_points: bool = False
+    # output blocks per shim task (design/spans.py): one task per channel carries `task_span`
+    # consecutive blocks of one row band when their patterns concatenate into one BD; 0: as many as
+    # one BD can express; None: open (1 today's sequence, or the search's choice)
+    task_span: int | None = None
 
     def __post_init__(self) -> None:
         if self.clamp is not None:  # JSON gives a list; options hash and compare as tuples

@@ -788,6 +788,48 @@ def verify_bd(kind: str, obj_type: Any, length: int, dims, buffer_elems: int | N
                                         f"element types (the hardware stepsize register is 32-bit-word granularity).")
 
 
+def _buffer_elem_bits(obj_type: Any) -> int:
+    """Bits of one element of a runtime buffer (v8bfp16ebs8: a 72-bit block)."""
+    elem = obj_type.__args__[1].__args__[0]
+    return 72 if elem is v8bfp16ebs8 else 8 * np.dtype(elem).itemsize
+
+
+SHIM_WRAP_MAX, SHIM_STEP_MAX, SHIM_ITER_MAX, SHIM_REPEAT_MAX = 0x3FF, 1 << 20, 64, 256
+
+
+def verify_shim_bd(tap: TensorAccessPattern, elem_bits: int) -> None:
+    """A shim transfer as 1.4.3 lowers it (AIEDmaToNpu getHardwareStridesWraps, NpuWriteBdOp and
+    NpuPushQueueOp verifiers, as shared/reference/iron_mlir_aie.md reads them): 4 dims,
+    innermost first once padded; d0 sizes and all strides in whole 32-bit words (stride 1 of d0 exempt);
+    d0 and d1 wraps within 10 bits (d0 not for a linear transfer), d2 unprogrammed; the outermost dim is
+    the iteration (size <= 64, its stride within 20 bits) and the queue's repeat count (<= 256 runs),
+    a stride of 0 a pure repeat."""
+    if len(tap.sizes) > 4:
+        raise ValueError(f"'aiex.npu.dma_memcpy_nd' op a shim transfer has at most 4 dimensions, got {tap.sizes}")
+    pad = 4 - len(tap.sizes)
+    s = list(reversed([1] * pad + list(tap.sizes)))
+    t = list(reversed([0] * pad + list(tap.strides)))
+    if s[0] * elem_bits % 32:
+        raise ValueError("'aiex.npu.dma_memcpy_nd' op Transfer sizes must be multiples of 4 bytes")
+    for i in range(3):
+        if s[i] > 1 and t[i] < 1:
+            raise ValueError(f"'aiex.npu.dma_memcpy_nd' op Stride {i} must be a positive integer")
+        if s[i] > 1 and t[i] * elem_bits % 32 and not (i == 0 and t[i] == 1):
+            raise ValueError(f"'aiex.npu.dma_memcpy_nd' op Stride {i} is {t[i] * elem_bits / 8:g} bytes, which is "
+                             f"not divisible by 4")
+    linear = t[0] == 1 and (s[1] == 1 or t[1] == s[0]) and (s[2] == 1 or t[2] == s[0] * s[1])
+    d0_words = s[0] * elem_bits // 32
+    if (d0_words > SHIM_WRAP_MAX and not linear) or s[1] > SHIM_WRAP_MAX:
+        raise ValueError(f"'aiex.npu.writebd' op Size 0 ({d0_words} words) or 1 ({s[1]}) exceeds the [0:1023] range")
+    for i in range(4):
+        if s[i] > 1 and max(1, t[i] * elem_bits // 32) > SHIM_STEP_MAX:
+            raise ValueError(f"'aiex.npu.writebd' op Stride {i} exceeds the [1:{SHIM_STEP_MAX}] range")
+    if s[3] > 1 and t[3] > 0 and s[3] > SHIM_ITER_MAX:
+        raise ValueError(f"'aiex.npu.writebd' op Iteration size {s[3]} exceeds the [1:{SHIM_ITER_MAX}] range")
+    if s[3] > SHIM_REPEAT_MAX:
+        raise ValueError(f"'aiex.npu.push_queue' op Repeat count {s[3] - 1} exceeds the [0:255] range")
+
+
 def _handle_dims(h: ObjectFifoHandle):
     return h.of.dims_to_stream if h.is_prod else h.dims_from_stream
 
@@ -909,6 +951,8 @@ class Program:
             if t["tap"] is not None and t["tap"].max_index() >= t["buffer"].numel:
                 raise ValueError(f"'aie.dma_bd' op Specified stride(s) and size(s) result in out of bounds access in "
                                  f"buffer, for index {t['tap'].max_index()} in memref of length {t['buffer'].numel}.")
+            if t["tap"] is not None:
+                verify_shim_bd(t["tap"], _buffer_elem_bits(t["buffer"].type))
         _verify_fifo_ops()
         _lower_fifos()  # aiecc's part: refused there, checked here so every lowered program meets it
         return Dump(self)

@@ -499,10 +499,13 @@ def test_the_epilogue_options_are_fields_and_read_as_an_epilogue():
 def test_an_epilogue_free_config_keeps_its_json_and_key():
     """No epilogue field appears in to_json() (the build key) unless one is set; setting one changes the key
     and the build's name."""
-    from gemm_gen.config import EPILOGUE_FIELDS, GROUP_FIELDS
+    from gemm_gen.config import EPILOGUE_FIELDS, GROUP_FIELDS, SPAN_FIELDS
 
     plain = GemmConfig("npu2", 256, 256, 256, **EPI_TILES)
-    assert list(plain.to_json()) == [f for f in FIELDS if f not in EPILOGUE_FIELDS + GROUP_FIELDS]
+    assert list(plain.to_json()) == [f for f in FIELDS if f not in EPILOGUE_FIELDS + GROUP_FIELDS + SPAN_FIELDS]
+    assert plain.with_(task_span=1).to_json() == plain.to_json() and plain.with_(task_span=1) == plain
+    spanned = plain.with_(task_span=0)
+    assert spanned.to_json()["task_span"] == 0 and spanned != plain and spanned.suffix != plain.suffix
     grouped = plain.with_(group_size=128).to_json()
     assert (grouped["group_size"], grouped["zero_points"]) == (128, False) and grouped != plain.to_json()
     assert GemmConfig("npu2", 256, 256, 256, **EPI_TILES, activation="none").to_json() == plain.to_json()

@@ -64,10 +64,11 @@ def _brute_force(pr: Workload, params=None) -> np.ndarray:
     return np.sort(np.concatenate(times))
 
 
-@pytest.mark.parametrize("pr", [Workload.new("npu1", 520, 600, 700, "i8", "i16", True),
-                                Workload.new("npu2", 640, 1000, 1536, "bf16", "bf16", False),
-                                Workload.new("npu2", 300, 2000, 500, "i8", "i8", True)], ids=str)
+@pytest.mark.parametrize("pr", [Workload.new("npu1", 520, 600, 700, "i8", "i16", True, task_span=1),
+                                Workload.new("npu2", 640, 1000, 1536, "bf16", "bf16", False, task_span=1),
+                                Workload.new("npu2", 300, 2000, 500, "i8", "i8", True, task_span=0)], ids=str)
 def test_pruned_search_finds_the_exhaustive_optimum(pr):
+    """With a task span given (1, or 0 priced in the vectorised closed form) the pruned search is exact."""
     every = _brute_force(pr)
     result = tune(pr, 5)
     got = sorted(c.time_s for c in result.top)
@@ -80,7 +81,7 @@ def test_pruned_search_finds_the_exhaustive_optimum(pr):
 def test_the_pruning_bound_holds_with_any_dram_constants(change):
     """The tuner prunes with a lower bound of the DRAM time: cheap writes, open pages or a tight
     stream ceiling must not make it cut the optimum."""
-    pr = Workload.new("npu2", 640, 1000, 1536, "i8", "i32", False)
+    pr = Workload.new("npu2", 640, 1000, 1536, "i8", "i32", False, task_span=1)
     p = load().with_dram("npu2", **change)
     every = _brute_force(pr, p)
     got = sorted(c.time_s for c in tune(pr, 5, params=p).top)
@@ -109,7 +110,7 @@ def test_the_pruning_bound_is_below_every_k_mts_time(change):
 
 
 def test_heat_map_data_has_the_best_k_mt_of_every_tiling():
-    pr = Workload.new("npu1", 520, 600, 700, "i8", "i16", True)
+    pr = Workload.new("npu1", 520, 600, 700, "i8", "i16", True, task_span=1)
     allc = evaluate_all(pr)
     m, k, n, _ = tilings(pr.base, pr.size, Pins())
     assert len(allc["m"]) <= m.size and allc["tops"].max() == pytest.approx(tune(pr, 1).best.tops)

@@ -23,9 +23,10 @@ SIZE = Problem(1024, 1024, 1024)
 def test_an_open_tiling_is_the_models_best_and_says_what_it_filled():
     chosen = choose(Request(OPTIONS, SIZE))
     best = tune(Workload.of(open_config(Request(OPTIONS, SIZE))), 1).best.config
-    assert (chosen.config.m, chosen.config.k, chosen.config.n, chosen.config.k_mt, chosen.config.rho) == (
-        best.m, best.k, best.n, best.k_mt, best.rho)
-    assert chosen.filled == ("m", "k", "n", "k_mt", "rho") and chosen.measured == ()
+    assert (chosen.config.m, chosen.config.k, chosen.config.n, chosen.config.k_mt, chosen.config.rho,
+            chosen.config.task_span) == (best.m, best.k, best.n, best.k_mt, best.rho, best.task_span)
+    spanned = ("task_span",) if best.options.task_span is not None else ()  # the open span: the model's choice too
+    assert chosen.filled == ("m", "k", "n", "k_mt", "rho", *spanned) and chosen.measured == ()
 
 
 def test_a_pinned_tiling_is_kept_and_nothing_is_filled():

@@ -36,7 +36,10 @@ def chosen_text(command: str, chosen: Choice) -> str | None:
     flags += f" --convert-once {int(bool(c.convert_once))}" if kernel else ""
     mapping = array.mapping_of(c.dev, c.rows) if "mapping" in chosen.filled else None
     flags += f" --mapping {mapping}" if mapping else ""
+    spanned = "task_span" in chosen.filled
+    flags += f" --task-span {c.task_span}" if spanned else ""
     packed = f", B packed in {c.b_pack}" if packing else ""
+    packed += ", shim tasks spanning output blocks (predicted faster)" if spanned else ""
     packed += f", the {mapping} mapping (predicted faster)" if mapping else ""
     which = f"the {search.KERNEL_NAMES[bool(c.convert_once)].split(' (')[0]} kernel (predicted faster) and " \
         if kernel else ""

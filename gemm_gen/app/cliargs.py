@@ -219,6 +219,9 @@ def problem_args(p: argparse.ArgumentParser) -> None:
                    "the fewest banks, steered with reserved bytes where that helps)")
     p.add_argument("--queue-groups", type=counted(1, what="a group count"), default=Options.queue_groups,
                    help="task groups in flight per shim (at most the 4-deep shim task queue)")
+    p.add_argument("--task-span", "--task_span", dest="task_span", type=counted(0, what="a block count"),
+                   default=None, help="output blocks along N each shim task carries when their patterns make one "
+                   "BD (1: a task per block; 0: as many as one BD expresses; default: 1, or the search's choice)")
     p.add_argument("--stack", type=counted(0, what="a stack size", example="3328"), default=0,
                    help="core stack bytes (default: mlir-aie's 3328 = 0xD00, more for bfp16 kernels; aiecc "
                    "checks it against the kernel's measured frames)")
@@ -341,7 +344,8 @@ def options(a: argparse.Namespace) -> Options:
                    expansion=a.expansion, kernel_loops=a.kernel_loops, convert_once=a.convert_once,
                    l1_alloc=a.l1_alloc, runtime_sizes=served, a_col_maj=bool(a.a_col_maj),
                    c_col_maj=bool(a.c_col_maj), bias=bool(a.bias), activation=a.activation, clamp=a.clamp,
-                   requant=a.requant, group_size=a.group_size, zero_points=bool(a.zero_points))
+                   requant=a.requant, group_size=a.group_size, zero_points=bool(a.zero_points),
+                   task_span=a.task_span)
 
 
 def problem(a: argparse.Namespace) -> Problem:
@@ -415,7 +419,8 @@ def config_args(c: GemmConfig) -> list[str]:
         args += [f"--clamp={c.clamp[0]:g},{c.clamp[1]:g}"]
     if c.requant is not None:
         args += ["--requant", c.requant]
-    for flag, name in (("--rho", "rho"), ("--queue-groups", "queue_groups"), ("--stack", "stack_bytes"),
+    for flag, name in (("--rho", "rho"), ("--queue-groups", "queue_groups"), ("--task-span", "task_span"),
+                       ("--stack", "stack_bytes"),
                        ("--shift", "shift"),
                        ("--rounding", "rounding"), ("--saturation", "saturation")):
         if getattr(c, name) != getattr(base, name):

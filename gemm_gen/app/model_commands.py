@@ -122,7 +122,10 @@ def predict_text(d: Prediction) -> str:
         f"  design       {_mapping_words(dk.mapping)}kernel {m}x{k}x{n}, k_mt {dk.k_mt}"
         + (f", rho {dk.rho} (A tiles of {dk.t_ma} rows)" if dk.rho > 1 else "")
         + f", mmul {'x'.join(map(str, dk.mmul))}; "
-        f"padded to {'x'.join(map(str, d.padded))}",
+        f"padded to {'x'.join(map(str, d.padded))}"
+        + ("" if dk.task_span == 1 else "; each shim task spans "
+           + (f"{dk.task_span} output blocks" if dk.task_span else "as many output blocks as one BD expresses")
+           + f" along N ({d.task_groups} task groups)"),
         f"  throughput   {d.tops:.2f} TOPS in {d.time_us:,.0f} us ({d.bound} bound); "
         f"{d.tops_low:.2f} to {d.tops_high:.2f} TOPS over the constants' spreads",
         f"  bounds       compute {d.compute_bound_tops:.2f} TOPS, memory {d.memory_bound_tops:.2f} TOPS, "

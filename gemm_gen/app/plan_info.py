@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from ..call import CallPlan
 from ..config import GemmConfig
+from ..design.build import group_blocks
 from ..design.keys import DesignKeys, design_keys
 from ..design.model import Design
 from ..design.serve import built_layouts, serve
@@ -216,7 +217,7 @@ def plan_info(design: Design) -> PlanInfo:
         elem_bytes=ElemBytes(c.t_in.elem_bytes, c.t_b.elem_bytes, c.t_out.elem_bytes, c.t_acc.elem_bytes),
         array=(c.rows, c.cols),
         a_columns=c.a_cols,
-        task_groups=c.call.m_blocks * c.call.n_blocks,
+        task_groups=len(group_blocks(c, c.call)),
         queue_groups=c.queue_groups,
         l1=L1Budget(c.l1_parts, c.l1_bytes, dev.l1_bytes),
         l2=L2Budget(tuple(mem_used), sum(mem_used), sum(mem_used) / (dev.memtile_bytes * c.cols),

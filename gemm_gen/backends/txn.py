@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..call import CallPlan
-from ..design.build import group_tasks, host_tensors, runtime_sequence
+from ..design.build import group_blocks, group_tasks, host_tensors, runtime_sequence
 from ..design.channels import dma_channels
 from ..design.model import Design, RuntimeOp, ShimTask
 from ..dtypes import WORD_BYTES, dtype
@@ -415,15 +415,17 @@ def branches(design: Design, call: CallPlan) -> frozenset[str]:
     leading dimension).
 
     Every task group of a call has the same task shapes (patterns.shim_a/b/c depend on the block
-    only through the offset), so the first and the last group show every shape and offset kind;
-    this keeps the listing cheap for calls of thousands of groups."""
+    only through the offset) but for a shorter or a moved last span (design/spans.py), which ends a
+    row band, so the first and the last group show every shape and offset kind; this keeps the
+    listing cheap for calls of thousands of groups."""
     c = design.config
     dev = c.dev
     enc = _Encoding.of(design, call)
-    groups = call.m_blocks * call.n_blocks
+    spanned = group_blocks(c, call)
+    groups = len(spanned)
     found: set[str] = set()
     for g in sorted({0, groups - 1}):
-        for t in group_tasks(c, call, g):
+        for t in group_tasks(c, call, g, spanned):
             bd, byte_offset = enc.bd(t, dev)
             found.add(f"{t.tensor} {bd.shape}")
             if byte_offset:

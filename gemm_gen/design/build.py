@@ -6,10 +6,13 @@ several rows' tiles when there are fewer columns than rows) and are broadcast al
 B streams enter through every column and are broadcast down it; the rows C tiles of a column are
 joined in its memtile and drained through its shim.
 Runtime (sec. 4.4): one task group per output block (one A BD per row, one B and one C BD per
-column); `queue_groups` groups are kept in flight, and the sequence waits only on C tokens.
+column), or with task_span per span of consecutive blocks along N (design/spans.py: one BD per channel
+for the whole span); `queue_groups` groups are kept in flight, and the sequence waits only on C tokens.
 """
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 from .. import l1_banks
 from .. import precision as prec
@@ -17,11 +20,13 @@ from ..call import CallPlan
 from ..config import GemmConfig
 from ..dtypes import BF16, I32, I64, dtype
 from ..epilogue import MODES, Activation
+from ..errors import DmaLimitError
+from ..hw.devices import TileKind
 from ..l1_banks import L1Plan
 from ..rules.kernel_variant import converts_a_tile
 from ..rules.l1 import MODE_WORD, rtp_words
 from ..tap import Tap
-from . import patterns
+from . import patterns, spans
 from .grid import Grid, grid
 from .model import (
     RESERVE_PREFIX,
@@ -292,9 +297,11 @@ def host_tensors(c: GemmConfig, call: CallPlan, runtime: tuple[RuntimeOp, ...] |
                  for name in ("A", "B", "C"))
 
 
-def group_tasks(c: GemmConfig, call: CallPlan, group: int) -> list[ShimTask]:
-    """The BD tasks of one output block, ordered per shim column: A (if any), B, C."""
-    m_block, n_block = divmod(group, call.n_blocks)
+def block_tasks(c: GemmConfig, call: CallPlan, block: int, group: int | None = None) -> list[ShimTask]:
+    """The BD tasks of one output block, ordered per shim column: A (if any), B, C; in task group
+    `group` (default: the block's own index)."""
+    group = block if group is None else group
+    m_block, n_block = divmod(block, call.n_blocks)
     ga, gb, gc = (grid(c, op, call) for op in ("A", "B", "C"))
     row0, col0 = call.m_origin(m_block), call.n_origin(n_block)
     a_shims = {c.a_shim_col(i): i for i in range(c.a_shims)}
@@ -313,11 +320,65 @@ def group_tasks(c: GemmConfig, call: CallPlan, group: int) -> list[ShimTask]:
     return tasks
 
 
+SPAN_FIX = "use --task-span 1 (a task per output block) or 0 (the longest span one BD expresses)"
+
+
+def span_tasks(c: GemmConfig, call: CallPlan, blocks: tuple[int, ...], group: int) -> list[ShimTask]:
+    """Task group `group`: one task per channel for the consecutive output blocks `blocks` of one
+    row band (design/spans.py), whose walk is the blocks' walks in turn; DmaLimitError when one
+    channel's concatenation is no single shim BD."""
+    per_block = [block_tasks(c, call, b, group) for b in blocks]
+    if len(blocks) == 1:
+        return per_block[0]
+    shim = c.dev.dma[TileKind.SHIM]
+    units = {name: grid(c, name, call).unit for name in ("A", "B", "C")}
+    tasks = []
+    for same in zip(*per_block):
+        first = same[0]
+        where = (f"task span {len(blocks)}: shim {'MM2S' if first.direction == 'fill' else 'S2MM'} {first.tensor} "
+                 f"over output blocks {blocks[0]}..{blocks[-1]}")
+        walk = spans.concat([t.tap for t in same])
+        if walk is None:  # pragma: no cover - row_spans keeps only blocks in arithmetic progression
+            raise DmaLimitError(f"{where}: the blocks' walks are not one pattern", SPAN_FIX)
+        tasks.append(replace(first, tap=spans.shim_walk(walk, units[first.tensor], shim, where, SPAN_FIX)))
+    return tasks
+
+
+def task_span(c: GemmConfig, call: CallPlan) -> int:
+    """The blocks per span of a call: the config's task_span (within the row band), or for 0 the
+    most consecutive blocks whose every channel's walk one shim BD expresses (every span of that
+    length has the same walks at other offsets: checking the first is enough)."""
+    regular = spans.regular_blocks(call)
+    if c.task_span:
+        return max(1, min(c.task_span, regular))
+    for span in range(regular, 1, -1):
+        try:
+            span_tasks(c, call, tuple(range(span)), 0)
+        except DmaLimitError:
+            continue
+        return span
+    return 1
+
+
+def group_blocks(c: GemmConfig, call: CallPlan) -> tuple[tuple[int, ...], ...]:
+    """The output blocks of each task group of a call, in sequence order (one each unless spanned)."""
+    return spans.block_spans(call, task_span(c, call))
+
+
+def group_tasks(c: GemmConfig, call: CallPlan, group: int,
+                groups: tuple[tuple[int, ...], ...] | None = None) -> list[ShimTask]:
+    """The BD tasks of task group `group` (`groups`: group_blocks, when known), ordered per shim
+    column: A (if any), B, C."""
+    blocks = (groups or group_blocks(c, call))[group]
+    return span_tasks(c, call, blocks, group)
+
+
 def runtime_sequence(c: GemmConfig, call: CallPlan | None = None) -> tuple[RuntimeOp, ...]:
     """One call's runtime sequence: the runtime parameters (runtime sizes mnk; a runtime activation's
     mode), then the overlapped BD queue: prime `queue_groups` groups, then retire one, issue the next."""
     call = call or c.call
-    groups = call.m_blocks * call.n_blocks
+    spanned = group_blocks(c, call)
+    groups = len(spanned)
     ops: list[RuntimeOp] = []
     if c.runtime_sizes == "mnk":  # the k-steps after the first (which the cores peel)
         later = call.k_walk // c.k - 1
@@ -329,7 +390,7 @@ def runtime_sequence(c: GemmConfig, call: CallPlan | None = None) -> tuple[Runti
                 for row in range(c.rows) for col in range(c.cols)]
 
     def issue(g: int) -> None:
-        ops.extend(RuntimeOp("task", g, t) for t in group_tasks(c, call, g))
+        ops.extend(RuntimeOp("task", g, t) for t in group_tasks(c, call, g, spanned))
 
     for g in range(min(c.queue_groups, groups)):
         issue(g)

@@ -57,6 +57,7 @@ class DesignKeys:
     c_col_maj: bool
     mapping: str = "whole-array"  # rules/array.MAPPINGS: every core row, or one (decode)
     epilogue: Epilogue = Epilogue()  # the fused epilogue (reported only when there is one)
+    task_span: int = 1  # output blocks per shim task (design/spans.py; reported only when not 1)
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -83,6 +84,7 @@ class DesignKeys:
                         for name, col in (("A", self.a_col_maj), ("B", self.b_col_maj), ("C", self.c_col_maj))},
             **({} if self.epilogue.is_identity else {"epilogue": self.epilogue.to_json()}),
             "mapping": self.mapping,
+            **({} if self.task_span == 1 else {"task_span": self.task_span}),
         }
 
 
@@ -91,7 +93,7 @@ def design_keys(c: GemmConfig) -> DesignKeys:
     return DesignKeys(c.dev.name, (c.M, c.K, c.N), (c.m, c.k, c.n), c.k_mt, c.rho, c.t_ma, c.mmul, c.dtype_in,
                       c.dtype_b, c.dtype_out, c.acc, c.precision.name, c.b_col_maj, c.b_pack, c.cols,
                       accumulator(c), c_rounding(c), variant_info(c), bool(c.convert_once), c.a_col_maj, c.c_col_maj,
-                      array.mapping_of(c.dev, c.rows), c.epilogue)
+                      array.mapping_of(c.dev, c.rows), c.epilogue, c.task_span)
 
 
 def variant_info(c: GemmConfig) -> VariantInfo:

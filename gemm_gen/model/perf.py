@@ -34,9 +34,11 @@ import numpy as np
 from .. import l1_banks
 from ..call import plan_call
 from ..config import GemmConfig
+from ..design.build import group_blocks
 from ..dtypes import dtype
 from ..epilogue import Epilogue
 from ..errors import GemmGenError
+from ..hw.devices import TileKind
 from ..l1_banks import L1Plan
 from ..rules import memtile, padding
 from ..rules.block_loop import BlockLoop
@@ -168,7 +170,8 @@ class Estimate:
     padded: tuple[np.ndarray, np.ndarray, np.ndarray]
     traffic: dict[str, TensorTraffic]
     effective_gbps: dict[str, np.ndarray]
-    groups: np.ndarray
+    groups: np.ndarray  # output blocks
+    spans: np.ndarray  # task groups: one per output block, or per span of blocks (design/spans.py)
     l1_stall_cycles: np.ndarray | float = 0.0  # per k-step (model/l1_stall.py)
     extra: dict[str, object] = field(default_factory=dict)
 
@@ -198,11 +201,12 @@ def estimate(pr: Workload, m: np.ndarray | int, k: np.ndarray | int, n: np.ndarr
              k_mt: np.ndarray | int, params: Params | None = None,
              traffic: dict[str, TensorTraffic] | None = None,
              tasks_per_group: int | None = None, rho: np.ndarray | int = 1,
-             l1_stall: np.ndarray | float = 0.0) -> Estimate:
+             l1_stall: np.ndarray | float = 0.0, task_groups: int | None = None) -> Estimate:
     """Predict every candidate (m, k, n, k_mt, rho) of one problem; arrays broadcast against each other.
 
     `traffic` (bytes and runs per tensor from a Design's runtime sequence) replaces the closed-form
-    count when given; `tasks_per_group` likewise (shim tasks per output block). `l1_stall`: cycles
+    count when given; `tasks_per_group` likewise (shim tasks per task group), and `task_groups` (one per
+    output block, or per span of blocks with a task span: padding.task_groups otherwise). `l1_stall`: cycles
     per k-step the core waits on L1 banks it shares with the DMA (model/l1_stall.py), spread over
     the k-step's calls: they count as kernel time, as a trace of the running kernel would see them.
     """
@@ -224,6 +228,8 @@ def estimate(pr: Workload, m: np.ndarray | int, k: np.ndarray | int, n: np.ndarr
                                                  n * cols))
     m_blocks, n_blocks = Mp // (m * rows), Np // (n * cols)
     groups = m_blocks * n_blocks
+    spans = task_groups if task_groups is not None else padding.task_groups(
+        m_blocks, n_blocks, pr.base.task_span, dev.dma[TileKind.SHIM].iteration_wrap_max)
     k_steps = Kp // k
 
     # ---- compute side (cycles of one core) ------------------------------------------------
@@ -297,13 +303,14 @@ def estimate(pr: Workload, m: np.ndarray | int, k: np.ndarray | int, n: np.ndarr
     # busy all along anyway (their bytes are in t_mem: counted once). The command processor
     # configures group g + 1 while the array runs group g (a two-stage pipeline; one queued group
     # is enough to overlap); with one group in flight every group waits for its own setup, fill
-    # and drain.
+    # and drain. A group is one output block, or a span of them (design/spans.py): its tasks move
+    # every block of the span, so the setup is paid once per span.
     if pr.base.queue_groups <= 1:
-        array = np.maximum(t_core + groups * (t_refill + t_drain_block), t_mem)
-        t_bubbles = groups * t_cp
+        array = np.maximum(t_core + spans * (t_refill + t_drain_block), t_mem)
+        t_bubbles = spans * t_cp
     else:
         array = np.maximum(t_core + t_refill + t_drain_block, t_mem)
-        t_bubbles = t_cp + (groups - 1) * np.maximum(0.0, t_cp - array / groups)
+        t_bubbles = t_cp + (spans - 1) * np.maximum(0.0, t_cp - array / spans)
     # a design that serves many K reads its k-steps from runtime parameters: the sequence writes
     # each word into each core's memory before the transfers
     rtp_words = RTP_WORDS * rows * cols if pr.base.runtime_sizes == "mnk" else 0
@@ -336,6 +343,7 @@ def estimate(pr: Workload, m: np.ndarray | int, k: np.ndarray | int, n: np.ndarr
         effective_gbps={name: np.asarray(traffic[name].bytes / t / GIGA, dtype=np.float64)
                         for name, t in t_tensor.items()},
         groups=groups,
+        spans=np.asarray(spans),
         l1_stall_cycles=l1_stall,
         extra={**({"epilogue_cycles_per_tile": epilogue_cost.core_cycles(epi, m, n)} if not epi.is_identity else {}),
                **({"dequant_cycles_per_object": b_dequant} if g else {})},
@@ -345,15 +353,18 @@ def estimate(pr: Workload, m: np.ndarray | int, k: np.ndarray | int, n: np.ndarr
 def estimate_config(c: GemmConfig, params: Params | None = None, traffic: dict[str, TensorTraffic] | None = None,
                     tasks_per_group: int | None = None, plan: L1Plan | None = None,
                     call: Problem | None = None, block_loop: BlockLoop | None = None,
-                    epilogue: Epilogue | None = None) -> Estimate:
+                    epilogue: Epilogue | None = None, task_groups: int | None = None) -> Estimate:
     """estimate() of one config with its L1 bank stalls: the plan (the config's allocator, as
     l1_banks.plan chooses it, unless given) and the stall it costs at the predicted call time;
     `call`: one call of a design that serves many sizes (its blocks cover the call's sizes, whole);
     `block_loop`: a published bfp16 kernel's loop in place of ours (Workload.block_loop); `epilogue`: the
-    fused epilogue priced (Workload.epilogue; None: the config's own)."""
+    fused epilogue priced (Workload.epilogue; None: the config's own); `task_groups`: the design's (None:
+    its runtime sequence's count, a task span's spans as the design groups them)."""
     p = params or load()
     pr = Workload.of(c, call, block_loop, epilogue)
-    e = estimate(pr, c.m, c.k, c.n, c.k_mt, p, traffic, tasks_per_group, c.rho)
+    if task_groups is None and c.task_span != 1:
+        task_groups = len(group_blocks(c, c.call if call is None else plan_call(c, call)))
+    e = estimate(pr, c.m, c.k, c.n, c.k_mt, p, traffic, tasks_per_group, c.rho, task_groups=task_groups)
     if not p.l1_conflict:  # a shared bank costs nothing: no plan needed
         return e
     if plan is None:
@@ -362,4 +373,5 @@ def estimate_config(c: GemmConfig, params: Params | None = None, traffic: dict[s
         except GemmGenError:  # a design past its L1 budget (predict still prices it): no layout
             return e
     stall = stall_cycles(c, plan, float(e.kernel_cycles), p.l1_conflict)
-    return e if stall == 0 else estimate(pr, c.m, c.k, c.n, c.k_mt, p, traffic, tasks_per_group, c.rho, stall)
+    return e if stall == 0 else estimate(pr, c.m, c.k, c.n, c.k_mt, p, traffic, tasks_per_group, c.rho, stall,
+                                         task_groups)

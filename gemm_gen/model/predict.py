@@ -20,8 +20,14 @@ from .traffic import design_traffic
 
 
 def tasks_per_group(design: Design) -> int:
-    """Shim tasks the command processor configures per output block (the first group's)."""
+    """Shim tasks the command processor configures per task group (the first group's: an output
+    block's, or a span's)."""
     return sum(1 for t in design.tasks if t.group == 0)
+
+
+def task_groups(design: Design) -> int:
+    """The task groups of the design's runtime sequence: one per output block, or per span."""
+    return len({t.group for t in design.tasks})
 
 
 def design_epilogue(design: Design) -> Epilogue:
@@ -36,7 +42,7 @@ def design_epilogue(design: Design) -> Epilogue:
 def estimate_design(design: Design, params: Params | None = None) -> Estimate:
     """The model on a built Design: its traffic, its task groups, its L1 plan and its kernels' epilogue."""
     return estimate_config(design.config, params, design_traffic(design), tasks_per_group(design), design.l1,
-                           epilogue=design_epilogue(design))
+                           epilogue=design_epilogue(design), task_groups=task_groups(design))
 
 
 MODEL = "gemm_gen.model (analytical; see docs/model.md)"  # what predict --json names as its source
@@ -324,7 +330,8 @@ def predict(config: GemmConfig, params: Params | None = None,
         runtime_s = _f(estimate_design(design, p).time)
         alone = [(a.value, runtime_s, _f(estimate_config(design.config, p, design_traffic(design),
                                                          tasks_per_group(design), design.l1,
-                                                         epilogue=epi.selected(a)).time)) for a in epi.modes]
+                                                         epilogue=epi.selected(a),
+                                                         task_groups=task_groups(design)).time)) for a in epi.modes]
         charge = replace(charge, specialised=tuple(alone))
     return replace(pred, epilogue=charge)
 
@@ -378,7 +385,7 @@ def prediction(c: GemmConfig, e: Estimate, p: Params, design: Design, tops_low: 
               for name, t in e.traffic.items()},
         dram_bytes_total=int(dram_total),
         effective_dram_gbps=dram_total / _f(e.t_dram) / 1e9,
-        task_groups=int(_f(e.groups)),
+        task_groups=int(_f(e.spans)),
         l1_bytes=c.l1_bytes,
         l1_fraction=c.l1_bytes / dev.l1_bytes,
         l2_bytes=sum(mem),

@@ -50,6 +50,16 @@ def tasks_per_group(a_shims: int, cols: int) -> int:
     return a_shims + 2 * cols
 
 
+def task_groups(m_blocks: Ints, n_blocks: Ints, span: int, span_max: int) -> Ints:
+    """Task groups of a call whose output blocks are grouped `span` at a time along N within each
+    row band (design/spans.py; 1: a group per block). Span 0, as many as one BD expresses, is bounded
+    here by `span_max` (the shim's iteration wrap: where a spanned walk with a step usually has to
+    go); the design's own count (design.build.group_blocks) may be more, for a walk with a shorter
+    limit, and is what a built design is priced with."""
+    per_row = n_blocks if span == 1 else ceil_div(n_blocks, span or span_max)
+    return m_blocks * per_row
+
+
 def runtime_tasks(tiles: Ints, a_shims: int, cols: int) -> Ints:
     """Shim BD tasks the runtime sequence pushes for `tiles` task groups (the largest call a design
     serves)."""

@@ -101,6 +101,8 @@ def choose(request: Request, params: Params | None = None, measure: Measure | No
         filled += ("convert_once",)
     if decode_weighed(open_config(request), pins):
         filled += ("mapping",)
+    if request.options.task_span is None and config.options.task_span is not None:  # weigh_span spanned it
+        filled += ("task_span",)
     if measure is None or not wholly_open:  # only a wholly open tiling has finalists to measure
         return Choice(config, filled, kernels=kernels)
     # the tuner's candidates are the configs' options with their tiling: what the caller measures
@@ -206,7 +208,7 @@ def _chosen_mapping(base: GemmConfig, pins: Pins, packing_open: bool, p: Params)
                                               base.acc) if k_mt is None else k_mt)
     if packing_open and len(b_packs(config.t_b)) > 1:  # the packing of a bfp16 or int4 B is the model's choice too
         return tuned_b_pack(config, tuned, k_mt, rho, p)
-    if tuned:
+    if tuned:  # an open task span is weighed with the tiles (tune): pinned tiles keep one task per block
         return tuned_config(config, k_mt, rho, p)
     if k_mt is None:
         return tuned_k_mt(config, p)

@@ -224,8 +224,11 @@ def tune(pr: Workload, top: int = 5, pins: Pins | None = None,
     pins = pins or Pins()
     _check_problem(pr, pins)
     finalists = max(top, FINALISTS)
-    m, k, n, kmt, rho, t, tilings, evaluated = rank_all(pr, pins, finalists, by)
-    order = np.lexsort((rho, m * n, -kmt, t))  # fastest first; ties: longer k_mt, smaller C tile, lower rho
+    m, k, n, kmt, rho, t, tilings, evaluated = rank_all(_ranked(pr), pins, finalists, by)
+    # fastest first; ties: one that is as fast unspanned (today's sequence), longer k_mt, smaller C tile, lower rho
+    spanned = t < estimate(pr, m, k, n, kmt, by, rho=rho).time if pr.base.options.task_span is None \
+        else np.zeros(t.shape, dtype=bool)
+    order = np.lexsort((rho, m * n, -kmt, spanned, t))
     found: list[Candidate] = []
     rejected = 0
     first_error: GemmGenError | None = None
@@ -241,7 +244,7 @@ def tune(pr: Workload, top: int = 5, pins: Pins | None = None,
             if rejected > 2000:
                 break
             continue
-        found.append(_candidate(config, p, slow, fast))
+        found.append(_candidate(weigh_span(config, by), p, slow, fast))
     # the finalists with what the vectorised ranking leaves out: their L1 plan's bank stalls
     found = sorted(found, key=_rank_key(rank))[:top]
     if not found:
@@ -254,11 +257,32 @@ def tune(pr: Workload, top: int = 5, pins: Pins | None = None,
     return TuneResult(pr, found, evaluated, tilings, time.perf_counter() - start, rejected, rank=rank)
 
 
-def _rank_key(rank: str) -> Callable[[Candidate], float]:
-    """What orders validated candidates: the predicted time, or the pessimistic end's throughput."""
+def _ranked(pr: Workload) -> Workload:
+    """The workload the vectorised ranking prices: with an open task span, spanned (padding.task_groups'
+    bound: the model never prices more task groups faster); each finalist then takes the span its own
+    design gives, or none where that is not faster (weigh_span)."""
+    return pr.with_(task_span=0) if pr.base.options.task_span is None else pr
+
+
+def weigh_span(config: GemmConfig, params: Params | None = None) -> GemmConfig:
+    """For a checked config with an open task span: spanned (task_span 0, design/spans.py) when the model
+    predicts it faster, else as it is (one task per output block, its build key unchanged)."""
+    if config.options.task_span is not None:
+        return config
+    spanned = config.with_(task_span=0)
+    try:
+        faster = float(estimate_config(spanned, params).time) < float(estimate_config(config, params).time)
+    except GemmGenError:  # a tiling the design refuses: its own checks say why, unspanned
+        return config
+    return spanned if faster else config
+
+
+def _rank_key(rank: str) -> Callable[[Candidate], tuple[float, bool]]:
+    """What orders validated candidates: the predicted time, or the pessimistic end's throughput; on a
+    tie, one task per output block (today's sequence and build key) before a spanned design."""
     if rank == "pessimistic":
-        return lambda cand: -cand.tops_low
-    return lambda cand: cand.time_s
+        return lambda cand: (-cand.tops_low, cand.config.task_span != 1)
+    return lambda cand: (cand.time_s, cand.config.task_span != 1)
 
 
 def _check_problem(pr: Workload, pins: Pins | None = None) -> None:
@@ -291,7 +315,7 @@ def evaluate_all(pr: Workload, params: Params | None = None) -> dict[str, np.nda
     """Every valid (m, k, n) with its best k_mt and rho and predicted time (for the heat map)."""
     p = params or load()
     _check_problem(pr)
-    m, k, n, kmt, rho, t, _, _ = rank_all(pr, Pins(), 1, p, per_tiling=True)
+    m, k, n, kmt, rho, t, _, _ = rank_all(_ranked(pr), Pins(), 1, p, per_tiling=True)
     order = np.lexsort((rho, kmt, n, k, m, t))  # per (m, k, n) keep the fastest
     m, k, n, kmt, rho, t = m[order], k[order], n[order], kmt[order], rho[order], t[order]
     keys = m * 10**12 + k * 10**6 + n
@@ -333,10 +357,11 @@ def tune_b_packs(pr: Workload, top: int = 5, pins: Pins | None = None,
 
 def tuned_config(base: GemmConfig, k_mt: int | None = None, rho: int | None = None,
                  params: Params | None = None) -> GemmConfig:
-    """`base` with the tuner's best m, k, n, rho (and k_mt, rho unless given); every other field kept."""
+    """`base` with the tuner's best m, k, n, rho (and k_mt, rho unless given) and task span where it was
+    open; every other field kept."""
 
     best = tune(Workload.of(base), 1, Pins(k_mt=k_mt, rho=rho), params).best.config
-    return base.with_(m=best.m, k=best.k, n=best.n, k_mt=best.k_mt, rho=best.rho)
+    return base.with_(m=best.m, k=best.k, n=best.n, k_mt=best.k_mt, rho=best.rho, task_span=best.options.task_span)
 
 
 def tuned_b_pack(config: GemmConfig, tiles_tuned: bool, k_mt: int | None = None, rho: int | None = None,

@@ -97,6 +97,8 @@ def tune_many(base: GemmConfig, sizes: tuple[Problem, ...], weights: tuple[float
     start = time.perf_counter()
     p = params or load()
     pins = pins or Pins()
+    if base.options.task_span is None:  # spanning shim tasks are not weighed over several sizes (yet): none
+        base = base.with_(task_span=1)
     weights = weights or (1.0,) * len(sizes)
     if len(weights) != len(sizes):
         raise ConfigError(f"{len(weights)} weights for {len(sizes)} sizes", "give one weight per size")
