@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import warnings
+from dataclasses import replace
 
 import ml_dtypes
 import numpy as np
@@ -23,6 +24,7 @@ from gemm_gen.checks import check_granularity
 from gemm_gen.config import GemmConfig
 from gemm_gen.design import b_objects, build_design, patterns
 from gemm_gen.design.grid import grid
+from gemm_gen.design.model import Call, Loop
 from gemm_gen.design.serve import check
 from gemm_gen.dtypes import pack_i4
 from gemm_gen.errors import ConfigError, DmaLimitError, LayoutError, NumericsWarning, SimulationError
@@ -226,6 +228,28 @@ def test_a_memtile_that_re_tiles_the_object_fails(monkeypatch):
     monkeypatch.setattr(patterns, "b_l2_to_stream", re_tiled)
     with pytest.raises((LayoutError, SimulationError), match="B"):
         simulate(c)
+
+
+def test_slices_out_of_order_read_a_stale_scratch():
+    """The kernel dequantizes a B object on slice 0 of its k-step's rho calls; a design calling slice 1
+    first would multiply by the previous object's scratch."""
+    c = _config("npu2", 64, 256, 64, tiles=(32, 64, 32, 64), rho=2)
+    design = build_design(c)
+    assert simulate(design).passed
+
+    def swapped(ops):
+        out = []
+        for op in ops:
+            if isinstance(op, Loop):
+                op = replace(op, body=tuple(swapped(op.body)))
+            elif isinstance(op, Call) and op.scalars in ((0,), (1,)):
+                op = replace(op, scalars=(1 - op.scalars[0],))
+            out.append(op)
+        return out
+
+    bad = replace(design, workers=tuple(replace(wk, program=tuple(swapped(wk.program))) for wk in design.workers))
+    with pytest.raises(LayoutError, match="slice 1 reads the B_deq scratch before slice 0"):
+        simulate(bad)
 
 
 # ---- refusals ------------------------------------------------------------------------------------

@@ -42,6 +42,7 @@ class TileState:
     row0: int = -1
     col0: int = -1
     next_k: dict[int, int] = field(default_factory=dict)  # per C slice: the K chunk it needs next
+    deq_word: int = -1  # W4A16: the B object (its first word) the core's scratch holds, dequantized by slice 0
 
 
 @dataclass
@@ -413,6 +414,12 @@ class KernelEmulator:
                 "each core must see all K chunks of one output tile between zero calls",
             )
         state.next_k[c_slice] = k0 + c.k
+        if isinstance(self.b_view, ObjectView):  # the kernel dequantizes on slice 0 only; the others read b_deq
+            if c_slice == 0:
+                state.deq_word = b_word
+            elif state.deq_word != b_word:
+                raise LayoutError(f"{where}: slice {c_slice} reads the B_deq scratch before slice 0 dequantized this "
+                                  "B object into it", "call slice 0 first on each B object")
 
         a_op = self._operand("A", a_word, lambda: self.numerics.operand_a(self.a_view.read(a_cells)))
         b_op = self._operand("B", b_word, lambda: self.numerics.operand_b(self._b_values(b_cells, deq_cells)))
