@@ -356,3 +356,14 @@ def test_the_tiles_a_refusal_suggests_build(kw):
         Gemm(**kw, tiles=(64, 64))
     example = tuple(int(x) for x in re.search(r"e\.g\. tiles=\((\d+), (\d+), (\d+), (\d+)\)", str(e.value)).groups())
     Gemm(**kw, tiles=example)
+
+
+@pytest.mark.parametrize("options, message", [
+    ({"task_span": -3}, r"task_span=-3 must be >= 0; use 1 \(one task per output block\) or 0"),
+    ({"queue_groups": -1}, r"queue_groups=-1 must be >= 1; use the default 4"),
+    ({"zero_points": True}, r"zero_points without group_size: .*add group_size=32 \| 64 \| 128, or drop zero_points"),
+])
+def test_options_no_tiling_changes_are_refused_when_the_gemm_is_made_naming_them(options, message):
+    """Refused in the operator's terms as the Gemm is made, not as a tile the search could not find."""
+    with pytest.raises(ConfigError, match=message):
+        Gemm(device="npu2", dtype_in="i8", dtype_out="i32", dtype_b="i4", **options)

@@ -222,11 +222,12 @@ _FLAGS = {"dev": "device", "dtype_in": "dtype_in", "dtype-in": "dtype_in", "dtyp
           "shift": "shift", "rho": "rho", "n-aie-cols": "cols", "stack": "stack_bytes", "l1-alloc": "l1_alloc",
           "queue-groups": "queue_groups", "rounding": "rounding", "saturation": "saturation",
           "runtime-sizes": "max_size", "k-mt": "k_mt", "bias": "bias", "activation": "activation",
-          "clamp": "clamp", "requant": "requant", "group-size": "group_size"}
-_BOOL_FLAGS = ("convert-once", "emulate-bf16-mmul-with-bfp16")
+          "clamp": "clamp", "requant": "requant", "group-size": "group_size", "zero-points": "zero_points",
+          "task-span": "task_span"}
+_BOOL_FLAGS = ("convert-once", "emulate-bf16-mmul-with-bfp16", "zero-points")
 _STRING_FLAGS = ("dev", "dtype_in", "dtype-in", "dtype_b", "dtype-b", "dtype_out", "dtype-out", "acc", "kernel-loops",
                  "b-pack", "l1-alloc", "rounding", "saturation", "activation", "requant")
-_WORDS = "a|that|is|multiplies|runs|and|lists|to|ranks|like|choices|or|with|turns"
+_WORDS = "a|that|is|multiplies|runs|and|lists|to|ranks|like|choices|or|with|without|turns"
 _VALUE = rf"(?!(?:{_WORDS})\b)[A-Za-z0-9][\w-]*"
 _FLAG = re.compile(rf"--([a-z][\w-]*)(?: ({_VALUE}(?: or {_VALUE})*))?")
 _SHORT = re.compile(r"(?<![\w-])-([mknMKN])\b")
