@@ -290,7 +290,6 @@ def check_granularity(c: GemmConfig) -> None:
             ("n x cols", c.n * c.cols, c.t_b), ("t (C)", c.t, c.t_out),
             ("n x cols (C)", c.n * c.cols, c.t_out)]
     if c.group_size:  # W4A16: B moves as whole objects, never re-tiled (npu1's t = 4 needs no word of 8)
-        check_w4a16_objects(c)
         runs = [run for run in runs if run[2] is not c.t_b]
     for name, count, t in runs:
         if t.is_packed and count % t.unit_elems:  # half-byte values: a run must be whole words of them
@@ -303,15 +302,6 @@ def check_granularity(c: GemmConfig) -> None:
                 f"{name}={count} x {t} = {t.nbytes(count)} B is not a multiple of the 4-byte DMA word",
                 "choose sizes whose rows are whole 32-bit words",
             )
-
-
-def check_w4a16_objects(c: GemmConfig) -> None:
-    """A W4A16 B object (groupquant.ObjectLayout) moves linearly and whole: n is a multiple of 2t
-    (check_divisibility) with t >= 4 on every bf16 mmul, so its rows are whole words of 8 int4 values and
-    every part (q k n / 2 B, each bf16 row 2 n B) whole words; the kernel dequantizes B itself."""
-    if c.convert_once:
-        raise ConfigError("--convert-once with W4A16: the kernel dequantizes B into bf16 once per object "
-                          "already, and converts nothing else", "drop --convert-once")
 
 
 def check_l1(c: GemmConfig) -> None:

@@ -400,7 +400,7 @@ class GemmConfig:
         """Why this GEMM cannot use the convert-once bf16 kernel ((what, fix) for a ConfigError), or
         None when it can (rules/defaults.py)."""
         return _convert_once_problem(self.dev, self.precision, self.emulate_bf16_with_bfp16, self.mmul_shape,
-                                     self.compiler, not self.epilogue_free)
+                                     self.compiler, not self.epilogue_free, self.group_size)
 
     @property
     def block_kernel(self) -> bool:

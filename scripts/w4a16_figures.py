@@ -36,8 +36,8 @@ def best(dev: str, size: tuple[int, int, int], kind: str, g: int, zp: bool) -> s
     roof = pr.dram_roof
     assert roof is not None
     line = (f"| {dev} {M} x {K} x {N} {kind} | {where} | {pr.time_s * 1e6:,.1f} us, {roof.fraction(pr.time_s):.1%} of "
-            f"{roof.time_s * 1e6:,.1f} us | core {t.core:,.1f}, memory {t.memory:,.1f}, BD bubbles {t.bd_bubbles:,.1f}, "
-            f"dispatch {t.dispatch:,.1f}; B {pr.dram['B'].bytes / 1e6:,.2f} MB")
+            f"{roof.time_s * 1e6:,.1f} us | core {t.core:,.1f}, memory {t.memory:,.1f}, "
+            f"BD bubbles {t.bd_bubbles:,.1f}, dispatch {t.dispatch:,.1f}; B {pr.dram['B'].bytes / 1e6:,.2f} MB")
     if pr.dequant is not None:
         q = pr.dequant
         line += (f"; dequant {q.cycles_per_object:,.0f} cycles per B object, {q.core_us:,.1f} us "

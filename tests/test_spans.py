@@ -282,3 +282,25 @@ def test_the_stand_ins_shim_bd_check_breaks_each_rule_once(sizes, strides, bits,
     with pytest.raises(ValueError, match=match):
         ir.verify_shim_bd(ir.TensorAccessPattern((1 << 24,), 0, list(sizes), list(strides)), bits)
     ir.verify_shim_bd(ir.TensorAccessPattern((1 << 24,), 0, [1, 1, 2, 4], [0, 0, 4, 1]), bits)
+
+
+# ---- one design for several sizes (tune_many) -------------------------------------------------------
+def _many(task_span):
+    from gemm_gen.search.tune_many import tune_many
+    from gemm_gen.spec import Problem
+
+    base = GemmConfig("npu2", 1024, 1024, 4096, 64, 128, 128, 1024, "i8", "i8", dtype_b="i4", runtime_sizes="mnk",
+                      task_span=task_span)
+    return tune_many(base, (Problem(1024, 1024, 4096), Problem(512, 1024, 4096)))
+
+
+def test_a_design_for_several_sizes_spans_its_tasks_when_the_weighted_time_is_faster():
+    spanned, one = _many(None), _many(1)
+    assert spanned.config.task_span == 0 and one.config.task_span == 1  # 1 given: kept
+    assert spanned.total("shared") < one.total("shared")
+    # each size's own best design weighs spans too, so the losses compare like with like
+    assert all(s.special is not None and s.special.task_span == 0 for s in spanned.sizes)
+    # the spanned design serves every size, checked as the simulator would run it
+    from gemm_gen.design.serve import serve
+    for s in spanned.sizes:
+        serve(spanned.config, s.size)

@@ -44,7 +44,7 @@ from ..accuracy import (
 from ..backends.npu_call import run_on_npu
 from ..backends.runner import checked_timeout
 from ..call import CallPlan, HostCopy, plan_call
-from ..checks import check_untiled
+from ..checks import check_queue
 from ..config import GemmConfig, default_tiles
 from ..design import Design, build_design
 from ..design.serve import check_dma_limits, serve
@@ -132,7 +132,7 @@ class Gemm:
             self._base = GemmConfig(dev.name, 1, 1, 1, 1, 1, 1, 1, dtype_in, out, bool(b_col_maj), dtype_b=dtype_b,
                                     acc=acc, a_col_maj=bool(self._fixed["A"]), c_col_maj=bool(self._fixed["C"]),
                                     **options)
-            check_untiled(self._base)  # what no tiling changes (types, array, shim queue, task span): named as such
+            check_queue(self._base)  # the shim queue and task span, which no tiling changes: named as such
         except DESIGN_ERRORS as e:
             raise design_refusal(self._args, e) from None
         # the tuner leaves alone what the user fixed: rho (a bfp16 B's packing given stays in the options)

@@ -70,9 +70,12 @@ def default_acc(dev: Device, dtype_in: str, dtype_out: str, shape: MmulShape) ->
 
 
 def convert_once_problem(dev: Device, p: Precision, emulate: bool, mmul_shape: MmulShape | None,
-                         compiler: str, epilogue: bool = False) -> tuple[str, str] | None:
+                         compiler: str, epilogue: bool = False, group_size: int = 0) -> tuple[str, str] | None:
     """Why this GEMM cannot use the convert-once bf16 kernel ((what, fix) for a ConfigError), or
     None when it can: bf16 x bf16 on the bfp16 datapath (8x8x8), built by a bfp16 compiler."""
+    if group_size:
+        return ("--convert-once with W4A16: the kernel dequantizes B into bf16 once per object already, and "
+                "converts nothing else", "drop --convert-once")
     if p.block or p.a != "bf16" or dev.bf16_emulation_shape is None:
         return (f"--convert-once is for bf16 x bf16 GEMMs on npu2's bfp16 datapath, not {dev.name} "
                 f"{p.name}", "drop --convert-once")
@@ -142,7 +145,7 @@ def resolve(o: Options) -> Resolved:
     # predicts faster into the options. What a config built without the search gets is the fallback
     # below: convert once under chess (as before Peano could build it), else the emulated kernel,
     # whose default tiles (the paper's 112 x 48 x 96) leave no L1 for the copies (76,512 B > 64 KiB).
-    buildable = convert_once_problem(dev, p, emulate, o.mmul_shape, compiler, has_epilogue(o)) is None
+    buildable = convert_once_problem(dev, p, emulate, o.mmul_shape, compiler, has_epilogue(o), o.group_size) is None
     convert_once = o.convert_once if o.convert_once is not None else compiler == "chess" and buildable
     stack = o.stack_bytes or default_stack(dev.name, compiler, p, convert_once)
     return Resolved(o.rows or dev.core_rows, o.cols or dev.columns, out, dtype_b, o.b_pack or "tiles", compiler,

@@ -90,6 +90,22 @@ def _loss(config: GemmConfig, size: Problem, weight: float, special: tuple[float
     return SizeLoss(size, weight, shared, None if best is None else best[0], None if best is None else best[1])
 
 
+def _weigh_span(config: GemmConfig, sizes: tuple[Problem, ...], weights: tuple[float, ...], p: Params
+                ) -> GemmConfig:
+    """The design spanned (task_span 0, design/spans.py) when it serves every size and the model predicts
+    its weighted time over them strictly faster, else as it is (search/tune.py's weigh_span, over sizes)."""
+    spanned = config.with_(task_span=0)
+    try:
+        check(spanned)
+        for s in sizes:
+            serve(spanned, s)
+        times = [sum(w * float(estimate_config(c, p, call=s).time) for s, w in zip(sizes, weights))
+                 for c in (spanned, config)]
+    except GemmGenError:  # a tiling the spanned design refuses: one task per block, as ranked
+        return config
+    return spanned if times[0] < times[1] else config
+
+
 def tune_many(base: GemmConfig, sizes: tuple[Problem, ...], weights: tuple[float, ...] | None = None,
               pins: Pins | None = None, params: Params | None = None) -> ManyResult:
     """The design (base's options, built for its M, K, N, which must cover every size) that
@@ -97,7 +113,10 @@ def tune_many(base: GemmConfig, sizes: tuple[Problem, ...], weights: tuple[float
     start = time.perf_counter()
     p = params or load()
     pins = pins or Pins()
-    if base.options.task_span is None:  # spanning shim tasks are not weighed over several sizes (yet): none
+    # an open task span: the tiles are ranked with one task per output block, then the chosen design is
+    # spanned when the model predicts the weighted time over the sizes faster (_weigh_span)
+    span_open = base.options.task_span is None
+    if span_open:
         base = base.with_(task_span=1)
     weights = weights or (1.0,) * len(sizes)
     if len(weights) != len(sizes):
@@ -112,7 +131,7 @@ def tune_many(base: GemmConfig, sizes: tuple[Problem, ...], weights: tuple[float
     cands = {(int(a), int(b), int(c), int(d), int(e)) for a, b, c, d, e in zip(m, k, n, kmt, rho)}
     specials: list[tuple[float, GemmConfig] | None] = []
     for size in sizes:  # each size's own best design (a fixed one: no runtime parameters)
-        own = top.with_(M=size.M, K=size.K, N=size.N, runtime_sizes="fixed")
+        own = top.with_(M=size.M, K=size.K, N=size.N, runtime_sizes="fixed", task_span=None if span_open else 1)
         try:
             best = tune(own, 1, pins, p).best
         except GemmGenError:
@@ -140,6 +159,8 @@ def tune_many(base: GemmConfig, sizes: tuple[Problem, ...], weights: tuple[float
         except GemmGenError as e:
             first_error = first_error or e
             continue
+        if span_open:
+            config = _weigh_span(config, sizes, weights, p)
         losses = [_loss(config, s, float(wt), sp, p) for s, wt, sp in zip(sizes, weights, specials)]
         return ManyResult(config, losses, len(cands), time.perf_counter() - start)
     what = f"no design serves all {len(sizes)} sizes"
