@@ -89,14 +89,16 @@ def dequant(q: np.ndarray, scales: np.ndarray, zero_points: np.ndarray | None, g
     """bf16 weights of int4 values `q` (K x N, in [-8, 7]) with `scales` (ceil(K / g) x N, bf16 values)
     and optional integer `zero_points` of the same shape (in [-8, 7]: a uint4 checkpoint's q - 8 and
     z - 8 give the same q - z): w = bf16_rne((q - z) * s), one rounding
-    ((q - z) * s is exact in fp32: at most 5 integer bits times bf16's 8-bit significand)."""
+    ((q - z) * s is exact in fp32: at most 5 integer bits times bf16's 8-bit significand). A zero weight is
+    +0 whatever the scale's sign: the kernel computes (q - z) s as (136 + q) s - (136 + z) s, and IEEE
+    gives +0 for the difference of two equal values (templates/mm.cc.j2)."""
     q = np.asarray(q)
     s = np.asarray(scales).astype(BF16.host).astype(np.float32)
     g = group_of_rows(np.arange(q.shape[0]), group_size)
     d = q.astype(np.float32)
     if zero_points is not None:
         d = d - np.asarray(zero_points).astype(np.float32)[g]
-    return (d * s[g]).astype(BF16.host)
+    return (d * s[g] + np.float32(0.0)).astype(BF16.host)  # + 0: -0 becomes +0, nothing else changes
 
 
 def dequant_exact(q: np.ndarray, scales: np.ndarray, zero_points: np.ndarray | None, group_size: int

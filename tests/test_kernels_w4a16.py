@@ -85,7 +85,7 @@ Case = tk.Case  # a build, optionally patched into a mutant (tk.compile_all's pr
 
 _SCALE_ROW = "block_rows(aie::load_v<SCALE_LANES>(scales + row * TILE_N + c))"
 _RNE = "aie::set_rounding(aie::rounding_mode::conv_even);  // bf16_rne"
-_SUB = "aie::sub(aie::unpack(aie::unpack(q)), z)"
+_OFFSET = "aie::add(z_block, bias)"
 _CALL = "  gemm_gen_kernel::dequant(B, b_deq);"
 MUTANTS = {
     "scale-row-off-by-one": Case(BUILDS[1], patches=((_SCALE_ROW, _SCALE_ROW.replace(
@@ -93,7 +93,7 @@ MUTANTS = {
     "truncating": Case(BUILDS[1], patches=((_RNE, _RNE.replace("conv_even", "symmetric_zero")),), mutant="truncating"),
     "truncating-npu2": Case(BUILDS[10], patches=((_RNE, _RNE.replace("conv_even", "symmetric_zero")),),
                             mutant="truncating"),
-    "zero-point-added": Case(BUILDS[1], patches=((_SUB, _SUB.replace("aie::sub", "aie::add")),),
+    "zero-point-added": Case(BUILDS[1], patches=((_OFFSET, "aie::sub(bias, z_block)"),),
                              mutant="zero-point-added"),
     "dequant-per-block-row": Case(BUILDS[2], patches=((_CALL, "  for (unsigned z = 0; z < gemm_gen_kernel::ROW_BLOCKS; "
                                                               "++z)\n  " + _CALL),), mutant="dequant-per-block-row"),
@@ -363,16 +363,16 @@ def test_program_memory_counts_the_dequantization_pass() -> None:
     nest = int(kv.code_bytes(NPU1, "bf16", b.mmul, False, v.expansion, v.loops, b.k, b.n))
     assert w4a16_code_bytes(b, NPU1, v) == nest + dequant_code_bytes("npu1", True, b.mmul) > nest
     budget = kv.CODE_BUDGET * NPU1.isa.program_bytes
-    extra = dequant_code_bytes("npu1", False, (4, 8, 4))
+    extra = dequant_code_bytes("npu1", True, (4, 8, 4))  # with zero points: the larger pass
     for k in range(8, 4096, 8):  # the largest flattened K that fits alone, then one that only fits alone
         fits = kv.code_bytes(NPU1, "bf16", (4, 8, 4), False, (2, 2), "k-flat", k, 8) <= budget
         if fits and kv.code_bytes(NPU1, "bf16", (4, 8, 4), False, (2, 2), "k-flat", k, 8) + extra > budget:
             if k % 32 == 0:
-                tight = replace(w4_build(NPU1, "bf16", (1, 1, 1), 32, False), k=k, expansion=(2, 2), loops="k-flat")
+                tight = replace(w4_build(NPU1, "bf16", (1, 1, 1), 32, True), k=k, expansion=(2, 2), loops="k-flat")
                 with pytest.raises(ConfigError, match="program memory"):
                     render_kernel(tight)
                 # the automatic choice with the pass's reserve picks loops that fit with it
-                auto = w4_build(NPU1, "bf16", (1, k // 8, 1), 32, False)
+                auto = w4_build(NPU1, "bf16", (1, k // 8, 1), 32, True)
                 assert auto.loops != "k-flat" and render_kernel(auto)
                 return
     pytest.fail("no K separates the matmul's code from the matmul plus the dequantization pass")
@@ -393,14 +393,15 @@ def test_the_stack_is_the_bf16_kernels() -> None:
 
 
 @pytest.mark.parametrize("dev, zp, lanes, ops", [
-    ("npu1", False, 32, 11), ("npu1", True, 32, 12),  # 4x8x4: 32 values, two 256-bit stores
-    ("npu2", False, 64, 11), ("npu2", True, 64, 12),  # 8x8x8 (bf16 via bfp16): 64 values, two 512-bit stores
+    ("npu1", False, 32, 9), ("npu1", True, 32, 9),  # 4x8x4: 32 values, two 256-bit stores
+    ("npu2", False, 64, 9), ("npu2", True, 64, 9),  # 8x8x8 (bf16 via bfp16): 64 values, two 512-bit stores
 ])
 def test_dequant_ops_per_vector(dev: str, zp: bool, lanes: int, ops: int) -> None:
     d = dequant_ops(dev, zp)
     assert (d.lanes, d.ops) == (lanes, ops)
     names = [name for name, _ in d.per_vector]
-    assert names.count("unpack int4->int8") == 1 and ("sub zero point" in names) == zp
+    assert names.count("unpack int4->int8") == 1 and "to_float<bfloat16>" not in names  # the bias bits instead
+    assert ("add bias bits to zero points" in dict(d.per_group_block)) == zp  # zero points: per group, not vector
     assert ("interleave_zip scales" in dict(d.per_group_block)) == (dev == "npu1")  # t = 4 zips, t = 8 does not
     assert d.ops_per_value(4) > d.ops / d.lanes
 
@@ -428,6 +429,9 @@ def _syntax(code: str, arch: int, tmp_path: Path) -> subprocess.CompletedProcess
     ("auto v = aie::sub(aie::vector<int16, 4>{}, aie::vector<int16, 4>{}); (void)v;", "128- to 1024-bit"),
     ("auto v = aie::interleave_zip(aie::vector<bfloat16, 4>{}, aie::vector<bfloat16, 4>{}, 2); (void)v;",
      "128- to 1024-bit"),
+    ("auto v = aie::vector_cast<bfloat16>(aie::vector<int32, 16>{}); (void)v;", "from int16 vectors only"),
+    ("auto v = aie::msc(aie::accum<accfloat, 16>{}, aie::vector<int16, 16>{}, aie::vector<bfloat16, 16>{}); (void)v;",
+     "no matching function"),
 ])
 def test_the_host_api_refuses_what_the_real_one_lacks(code: str, message: str, tmp_path: Path) -> None:
     proc = _syntax(code, 20, tmp_path)
@@ -440,7 +444,9 @@ def test_the_host_api_accepts_what_the_kernel_uses(tmp_path: Path) -> None:
             "auto f = aie::to_float<bfloat16>(aie::sub(w, w), 0);"
             "auto s = aie::interleave_zip(aie::vector<bfloat16, 8>{}, aie::vector<bfloat16, 8>{}, 4);"
             "auto r = s.first.grow_replicate<32>(); auto z = aie::to_fixed<int16>(aie::vector<bfloat16, 8>{}, 0);"
-            "(void)aie::mul(f, r).to_vector<bfloat16>(); (void)z;")
+            "(void)aie::mul(f, r).to_vector<bfloat16>(); (void)z;"
+            "auto x = aie::vector_cast<bfloat16>(aie::add(w, aie::broadcast<int16, 32>(0x4308)));"
+            "(void)aie::msc(aie::mul(x, r), x, r).to_vector<bfloat16>();")
     for arch in (20, 21):
         proc = _syntax(code, arch, tmp_path)
         assert proc.returncode == 0, proc.stderr[-2000:]
@@ -454,6 +460,10 @@ def test_the_host_api_accepts_what_the_kernel_uses(tmp_path: Path) -> None:
      "power of two"),
     ("aie::vector<bfloat16, 8> v; v[0] = bfloat16(2.5f); auto z = aie::to_fixed<int16>(v, 0); (void)z;",
      "no int16 integer"),
+    ("aie::vector<bfloat16, 16> v; v[0] = bfloat16(1e-39f); auto a = aie::msc(aie::mul(v, v), v, v); (void)a;",
+     "subnormal bf16 operand of aie::mul"),
+    ("aie::vector<bfloat16, 16> v, t; t[0] = bfloat16(1e-39f); auto a = aie::msc(aie::mul(v, v), t, v); (void)a;",
+     "subnormal bf16 operand of aie::msc"),
 ])
 def test_the_host_api_refuses_values_the_real_one_does_not_define(code: str, message: str) -> None:
     assert message in tk._host_run(code, 20)
@@ -473,12 +483,21 @@ def test_the_host_operations_do_what_the_api_documents() -> None:
             "std::printf(\"%g \", double(float(aie::to_float<bfloat16>(big, 0)[0])));\n"
             "aie::set_rounding(aie::rounding_mode::conv_even); big[0] = 259;\n"
             "std::printf(\"%g \", double(float(aie::to_float<bfloat16>(big, 0)[0])));\n"
-            "auto g = v.grow_replicate<32>(); std::printf(\"%d %d \", int(g[8]), int(g[31]));\n")
+            "auto g = v.grow_replicate<32>(); std::printf(\"%d %d \", int(g[8]), int(g[31]));\n"
+            "aie::vector<int16, 16> q; q[0] = -8; q[1] = 7; q[2] = 0;\n"
+            "auto x = aie::vector_cast<bfloat16>(aie::add(q, aie::broadcast<int16, 16>(0x4308)));\n"
+            "for (unsigned i = 0; i < 3; ++i) std::printf(\"%g \", double(float(x[i])));\n"
+            "auto s = aie::broadcast<bfloat16, 16>(bfloat16(-0.375f));\n"
+            "auto c = aie::broadcast<bfloat16, 16>(bfloat16(131.f));\n"
+            "auto d = aie::msc(aie::mul(x, s), c, s).to_vector<bfloat16>();\n"
+            "for (unsigned i = 0; i < 3; ++i) std::printf(\"%g \", double(float(d[i])));\n")
     out = tk._host_run(code, 21).split()
     assert out[:16] == "0 4 1 5 2 6 3 7 0 4 1 5 2 6 3 7".split()
     assert out[16:20] == ["-1", "-8", "0", "7"]  # 0x8F: low nibble -1 first, high -8; 0x70: 0, 7
     assert out[20:22] == ["256", "260"]  # floor, and the tie 259 -> 260 (even)
     assert out[22:24] == ["0", "7"]
+    assert out[24:27] == ["128", "143", "136"]  # the bias bits: 136 + q
+    assert out[27:30] == ["1.125", "-4.5", "-1.875"]  # (q - z) x -0.375 with 136 + z = 131 (z = -5): mul, msc
 
 
 if __name__ == "__main__":  # regenerate the digests after an intended template change

@@ -7,17 +7,19 @@ Per vector (the inner loop) it issues these AIE API operations, in order:
     load_v             the V / 2 bytes of int4 values (vector_cast<int4> reinterprets them: no operation)
     unpack             int4 -> int8
     unpack             int8 -> int16
-    sub                the zero point (int16, exact), with zero points only
-    to_float<bf16>     exact for |q - z| <= 15; aie_api's Fix2Float for 16-bit inputs (detail/aie2/ and
-                       detail/aie2p/elementary.hpp) is four operations: from_vector_sign (UPS),
-                       add_accum (acc32), sub_accum (accfloat), to_vector_sign<bfloat16> (SRS)
-    mul                bf16 x bf16 scale into accfloat (exact)
+    add                the bias bits 0x4308 (int16): the bits of the bf16 value 136 + q (vector_cast<bfloat16>
+                       reinterprets them: no operation). No integer-to-float conversion, which in aie_api's
+                       Fix2Float for 16-bit inputs (detail/aie2/ and detail/aie2p/elementary.hpp) would be four
+                       operations: from_vector_sign (UPS), add_accum, sub_accum, to_vector_sign (SRS)
+    mul                (136 + q) x the scale into accfloat (exact)
+    msc                minus (136 + z) x the scale (136 without zero points): exact (Sterbenz), so (q - z) s
     to_vector<bf16>    the one rounding, to nearest even
     store_v            V bf16 values (one or two stores, by the core's store width)
 
 and once per (scale row, column block), amortized over that group's K blocks: the 8 scales' load, on
 t = 4 an interleave_zip (one per two column blocks), a grow_replicate; with zero points the same for
-them plus a to_fixed<int16>. Operation counts are AIE API calls at the vector's own width (a 64-lane
+them plus a to_fixed<int16> and the bias add that makes 136 + z. Zero points thus cost nothing per
+vector. Operation counts are AIE API calls at the vector's own width (a 64-lane
 bf16 / 2048-bit accfloat operation may take two instructions), not measured cycles: the figure the
 performance model's uncalibrated charge can be checked against.
 """
@@ -32,7 +34,6 @@ from . import kernel_variant as kv
 MIN_LANES = 32  # the smallest int4 vector the AIE API has (UG1603 "Data Types": int4 32..256 lanes)
 BLOCK_COLUMNS = (4, 8)  # t: the scale pattern of a block row is 8 scales (t = 8) or half of them zipped (t = 4)
 SCALE_LANES = 8  # scales per load: one 128-bit vector of bf16, the smallest the API has
-TO_FLOAT_OPS = 4  # aie_api Fix2Float of a 16-bit vector (see above)
 
 
 @dataclass(frozen=True)
@@ -72,16 +73,15 @@ def dequant_ops(dev_name: str, zero_points: bool = False, mmul: tuple[int, int, 
     isa = dev.isa
     per_vector = [("load_v int4 bytes", -(-lanes // 2 // isa.vld_bytes)), ("unpack int4->int8", 1),
                   ("unpack int8->int16", 1)]
-    if zero_points:
-        per_vector.append(("sub zero point", 1))
-    per_vector += [("to_float<bfloat16>", TO_FLOAT_OPS), ("mul by scale", 1), ("to_vector<bfloat16>", 1),
+    per_vector += [("add bias bits", 1), ("mul by scale", 1), ("msc offset by scale", 1), ("to_vector<bfloat16>", 1),
                    ("store_v bf16", -(-lanes * 2 // isa.vst_bytes))]
     zipped = 0.5 if t < SCALE_LANES else 0.0  # one interleave_zip serves two column blocks
     setup: list[tuple[str, float]] = [("load scales", 1.0), ("interleave_zip scales", zipped),
                                       ("grow_replicate scales", 1.0)]
     if zero_points:
         setup += [("load zero points", 1.0), ("to_fixed<int16> zero points", 1.0),
-                  ("interleave_zip zero points", zipped), ("grow_replicate zero points", 1.0)]
+                  ("interleave_zip zero points", zipped), ("grow_replicate zero points", 1.0),
+                  ("add bias bits to zero points", 1.0)]
     return DequantOps(lanes, tuple(per_vector), tuple((name, n) for name, n in setup if n))
 
 

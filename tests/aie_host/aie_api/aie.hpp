@@ -55,6 +55,9 @@
 //   read, and is modelled alike). aie::to_fixed<int16>(vector<bfloat16>, shift): only values that are
 //   integers after the shift and fit int16 (the rounding of bfloat16_to_int is unpublished): anything else
 //   fails. vector::grow_replicate<ElemsOut>() (the vector repeated to fill ElemsOut lanes, ElemsOut a multiple).
+//   aie::vector_cast<bfloat16>(vector<int16>): the lanes' bits read as bf16 (the API's reinterpretation of a
+//   vector of the same size). aie::msc(accum<accfloat>, vector<bfloat16>, vector<bfloat16>): acc - a b, the
+//   product exact, one fp32 rounding (mul.hpp's MulMacroOp::Sub).
 //   aie::interleave_zip(v, w, chunk_size): {v[0:c], w[0:c], v[c:2c], w[c:2c], ...} split into two
 //   vectors, chunk_size a power of two <= the lanes and >= 8 bits of lanes (REQUIRES_MSG in aie.hpp).
 // - -DGG_HOST_FP32_PER_MAC rounds fp32 lanes after every mac instruction instead of once per call
@@ -507,6 +510,11 @@ auto vector_cast(const vector<T, Elems> &v) {
     vector<int4, 2 * Elems> out;
     std::memcpy(out.bytes.data(), v.data.data(), Elems);
     return out;
+  } else if constexpr (std::is_same_v<Dst, bfloat16>) {
+    static_assert(std::is_same_v<T, int16>, "the host models vector_cast to bfloat16 from int16 vectors only");
+    vector<bfloat16, Elems> out;  // the same 16 bits per lane, read as bf16 (W4A16's bias trick)
+    for (unsigned i = 0; i < Elems; ++i) out[i] = bfloat16::from_bits(static_cast<std::uint16_t>(v[i]));
+    return out;
   } else {
     static_assert(std::is_same_v<Dst, acc64> && std::is_same_v<T, int32> && Elems % 2 == 0,
                   "the host models vector_cast of int32 pairs to acc64 lanes and of bytes to int4 only");
@@ -907,6 +915,21 @@ accum<accfloat, Elems> mul(const vector<bfloat16, Elems> &a, const vector<bfloat
     host::check_normal_bf16(a[i], "aie::mul");
     host::check_normal_bf16(b[i], "aie::mul");
     out.acc[i] = host::fp32(static_cast<double>(static_cast<float>(a[i])) * static_cast<double>(static_cast<float>(b[i])));
+  }
+  return out;
+}
+
+// aie::msc(acc, a, b) (mul.hpp, MulMacroOp::Sub): acc - a b for bf16 a, b into accfloat, the product exact and
+// the difference rounded once to fp32.
+template <unsigned Elems>
+accum<accfloat, Elems> msc(const accum<accfloat, Elems> &acc, const vector<bfloat16, Elems> &a,
+                           const vector<bfloat16, Elems> &b) {
+  accum<accfloat, Elems> out;
+  for (unsigned i = 0; i < Elems; ++i) {
+    host::check_normal_bf16(a[i], "aie::msc");
+    host::check_normal_bf16(b[i], "aie::msc");
+    out.acc[i] = host::fp32(acc.acc[i] - static_cast<double>(static_cast<float>(a[i])) *
+                                             static_cast<double>(static_cast<float>(b[i])));
   }
   return out;
 }
