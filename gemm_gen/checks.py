@@ -74,6 +74,9 @@ def check_types(c: GemmConfig) -> None:
         raise ConfigError(f"shift {c.shift} applies to integer outputs only", "drop --shift")
     if c.b_pack not in B_PACKS:
         raise ConfigError(f"unknown B packing {c.b_pack!r}", f"use --b-pack {' or '.join(B_PACKS)}")
+    if c.group_size and c.b_pack != "tiles":
+        raise ConfigError(f"--b-pack {c.b_pack} with W4A16: its B is each core column's objects (int4 values and "
+                          "their scale rows) in k-step order already, one layout", "drop --b-pack")
     if c.b_pack not in b_packs(c.t_b):
         raise ConfigError(f"--b-pack {c.b_pack} is mlir-aie's packing of a bfp16 B, not of {c.t_b} (or the host's "
                           "strips of an int4 B)", "drop --b-pack, or use --dtype_b bfp16 (or i4 with an i8 A)")

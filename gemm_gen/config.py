@@ -60,11 +60,12 @@ RUNTIME_SIZES = ("fixed", "mn", "mnk")  # GemmConfig.runtime_sizes
 B_PACKS = ("tiles", "strips")  # DRAM layouts of a bfp16 or int4 B (GemmConfig.b_pack)
 
 
-def b_packs(t_b: DType) -> tuple[str, ...]:
+def b_packs(t_b: DType, group_size: int = 0) -> tuple[str, ...]:
     """The DRAM packings a B of type t_b can take (the search weighs them when the option is open): both
     for a B the host re-encodes anyway (bfp16, int4: DType.host_encoded), where strips cost no extra copy;
-    tiles (the user's own layout) for any other."""
-    return B_PACKS if t_b.host_encoded else ("tiles",)
+    tiles (the user's own layout) for any other. A W4A16 B (group_size > 0) has one layout, each column's
+    objects in k-step order (design/b_objects.py): the option does not apply, so "tiles", its default."""
+    return B_PACKS if t_b.host_encoded and not group_size else ("tiles",)
 
 
 # mlir-aie's L1 allocators (aie.tile allocation_scheme; IRON Worker(allocation_scheme=...))

@@ -269,6 +269,7 @@ def test_npu1_t4_is_accepted_for_w4a16_and_refused_for_w4a8():
     ({"g": 48}, "--group-size 48"),
     ({"bias": True}, "its tile would ride in a B object of i4"),
     ({"convert_once": True}, "--convert-once with W4A16"),
+    ({"b_pack": "strips"}, "--b-pack strips with W4A16: its B is each core column's objects"),
 ])
 def test_w4a16_configs_are_refused_in_one_line(kw, match):
     with pytest.raises(ConfigError, match=match) as e:
@@ -367,3 +368,17 @@ def test_the_npu_runner_lays_w4a16_out_and_checks_it(tmp_path):
     c = _config("npu2", 40, 300, 72, g=64, zp=True)
     result = runner.run_design(c, prebuilt(c, tmp_path), iters=1, warmup=0, xrt=FakeXrt(c))
     assert result.passed and result.checked == 40 * 72
+    # its accuracy is against float64 A @ ((q - z) s), as simulate reports it, not the bf16-rounded weights
+    sim = simulate(c)
+    assert result.accuracy == sim.accuracy and result.accuracy.exact < result.accuracy.elements
+
+
+def test_the_search_weighs_no_packing_for_w4a16():
+    """A W4A16 B has one layout: the choice fills no b_pack and the name carries none."""
+    from gemm_gen.search import choose
+    from gemm_gen.spec import Options, Problem, Request
+
+    chosen = choose(Request(Options("npu2", "bf16", "bf16", dtype_b="i4", group_size=128), Problem(64, 1024, 512)))
+    assert "b_pack" not in chosen.filled and chosen.config.b_pack == "tiles"
+    w4a8 = choose(Request(Options("npu2", "i8", "i32", dtype_b="i4"), Problem(64, 1024, 512)))
+    assert "b_pack" in w4a8.filled  # an int4 B without groups: the model picks its packing

@@ -200,7 +200,7 @@ def cmd_tune(a: argparse.Namespace) -> int:
         many = tune_many(base, tuple(a.runtime_sizes), a.weights, pinned, _params(a))
         print(json.dumps(many.to_json(), indent=1) if a.json else tune_many_text(many))
         return 0
-    packs = (a.b_pack,) if a.b_pack else b_packs(base.t_b)  # the model picks B's packing
+    packs = (a.b_pack,) if a.b_pack else b_packs(base.t_b, base.group_size)  # the model picks B's packing
     kernels = (False, True) if resolve(base.options).convert_once_open else ()  # and npu2 bf16's kernel
     rows = (0, 1) if decode_weighed(base, pinned) else ()  # and the mapping of a decode-shaped call
     result = tune_b_packs(Workload.of(base), top, pinned, packs, _params(a), _ends(a), a.rank, kernels, rows)
@@ -269,7 +269,7 @@ def tune_text(r: TuneResult, count: int) -> str:
              f"(throughputs are PREDICTED by the model"
              f"{'; re-ranked by measurement' if measured else ''}"
              f"{'; ranked by the pessimistic end of each range' if r.rank == 'pessimistic' and not measured else ''})"]
-    packs = len(b_packs(pr.base.t_b)) > 1  # a B type with a packing to choose: show it
+    packs = len(b_packs(pr.base.t_b, pr.base.group_size)) > 1  # a B type with a packing to choose: show it
     head = f"{'rank':>4}  {'m x k x n':<14} {'k_mt':>5}  {'rho':>3}  " + (f"{'B pack':<6}  " if packs else "") + \
         (f"{'kernel':<12}  " if r.kernels_weighed else "") + (f"{'mapping':<11}  " if r.mappings_weighed else "") + \
         f"{'pred TOPS':>9}  {'range':<11}  {'bound':<7}  {'compute':>7}  " \

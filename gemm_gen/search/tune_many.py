@@ -90,22 +90,6 @@ def _loss(config: GemmConfig, size: Problem, weight: float, special: tuple[float
     return SizeLoss(size, weight, shared, None if best is None else best[0], None if best is None else best[1])
 
 
-def _weigh_span(config: GemmConfig, sizes: tuple[Problem, ...], weights: tuple[float, ...], p: Params
-                ) -> GemmConfig:
-    """The design spanned (task_span 0, design/spans.py) when it serves every size and the model predicts
-    its weighted time over them strictly faster, else as it is (search/tune.py's weigh_span, over sizes)."""
-    spanned = config.with_(task_span=0)
-    try:
-        check(spanned)
-        for s in sizes:
-            serve(spanned, s)
-        times = [sum(w * float(estimate_config(c, p, call=s).time) for s, w in zip(sizes, weights))
-                 for c in (spanned, config)]
-    except GemmGenError:  # a tiling the spanned design refuses: one task per block, as ranked
-        return config
-    return spanned if times[0] < times[1] else config
-
-
 def tune_many(base: GemmConfig, sizes: tuple[Problem, ...], weights: tuple[float, ...] | None = None,
               pins: Pins | None = None, params: Params | None = None) -> ManyResult:
     """The design (base's options, built for its M, K, N, which must cover every size) that
@@ -113,8 +97,8 @@ def tune_many(base: GemmConfig, sizes: tuple[Problem, ...], weights: tuple[float
     start = time.perf_counter()
     p = params or load()
     pins = pins or Pins()
-    # an open task span: the tiles are ranked with one task per output block, then the chosen design is
-    # spanned when the model predicts the weighted time over the sizes faster (_weigh_span)
+    # an open task span: every candidate is priced with one task per output block and spanned (task_span 0,
+    # design/spans.py), and ranked by the faster of the two
     span_open = base.options.task_span is None
     if span_open:
         base = base.with_(task_span=1)
@@ -145,24 +129,33 @@ def tune_many(base: GemmConfig, sizes: tuple[Problem, ...], weights: tuple[float
                           "relax the fixed tile sizes or split the sizes into several designs")
     arr = np.array(sorted(cands), dtype=np.int64).T
     w = np.asarray(weights, dtype=np.float64)
-    times = np.stack([estimate(Workload.of(base, s), arr[0], arr[1], arr[2], arr[3], p, rho=arr[4]).time
-                      for s in sizes])
-    order = np.lexsort((arr[4], arr[0] * arr[2], -arr[3], w @ times))
+
+    def weighted(cfg: GemmConfig) -> np.ndarray:
+        return w @ np.stack([estimate(Workload.of(cfg, s), arr[0], arr[1], arr[2], arr[3], p, rho=arr[4]).time
+                             for s in sizes])
+
+    total = weighted(base)
+    spanned = np.zeros(total.shape, dtype=bool)
+    if span_open:
+        total_spanned = weighted(base.with_(task_span=0))
+        spanned = total_spanned < total  # strictly: on a tie, one task per block (today's sequence and key)
+        total = np.where(spanned, total_spanned, total)
+    order = np.lexsort((arr[4], arr[0] * arr[2], -arr[3], total))
     first_error: GemmGenError | None = None
     for i in order:
         config = base.with_(m=int(arr[0, i]), k=int(arr[1, i]), n=int(arr[2, i]), k_mt=int(arr[3, i]),
-                         rho=int(arr[4, i]))
-        try:
-            check(config)
-            for s in sizes:
-                serve(config, s)
-        except GemmGenError as e:
-            first_error = first_error or e
-            continue
-        if span_open:
-            config = _weigh_span(config, sizes, weights, p)
-        losses = [_loss(config, s, float(wt), sp, p) for s, wt, sp in zip(sizes, weights, specials)]
-        return ManyResult(config, losses, len(cands), time.perf_counter() - start)
+                            rho=int(arr[4, i]))
+        # spanned when faster; a spanned design the DMA rules refuse falls back to one task per block
+        for option in ([config.with_(task_span=0)] if spanned[i] else []) + [config]:
+            try:
+                check(option)
+                for s in sizes:
+                    serve(option, s)
+            except GemmGenError as e:
+                first_error = first_error or e
+                continue
+            losses = [_loss(option, s, float(wt), sp, p) for s, wt, sp in zip(sizes, weights, specials)]
+            return ManyResult(option, losses, len(cands), time.perf_counter() - start)
     what = f"no design serves all {len(sizes)} sizes"
     if first_error is not None:
         raise ConfigError(f"{what}; the best-ranked one fails: {first_error.what}", first_error.fix)
