@@ -92,22 +92,23 @@ def dequant(q: np.ndarray, scales: np.ndarray, zero_points: np.ndarray | None, g
     ((q - z) * s is exact in fp32: at most 5 integer bits times bf16's 8-bit significand). A zero weight is
     +0 whatever the scale's sign: the kernel computes (q - z) s as (136 + q) s - (136 + z) s, and IEEE
     gives +0 for the difference of two equal values (templates/mm.cc.j2)."""
-    q = np.asarray(q)
-    s = np.asarray(scales).astype(BF16.host).astype(np.float32)
-    g = group_of_rows(np.arange(q.shape[0]), group_size)
-    d = q.astype(np.float32)
-    if zero_points is not None:
-        d = d - np.asarray(zero_points).astype(np.float32)[g]
-    return (d * s[g] + np.float32(0.0)).astype(BF16.host)  # + 0: -0 becomes +0, nothing else changes
+    d, s = _offsets_and_scales(q, scales, zero_points, group_size, np.float32)
+    return (d * s + np.float32(0.0)).astype(BF16.host)  # + 0: -0 becomes +0, nothing else changes
 
 
 def dequant_exact(q: np.ndarray, scales: np.ndarray, zero_points: np.ndarray | None, group_size: int
                   ) -> np.ndarray:
     """float64 (q - z) * s: the weights a user's A @ dequant(B) means, before any rounding."""
+    d, s = _offsets_and_scales(q, scales, zero_points, group_size, np.float64)
+    return d * s
+
+
+def _offsets_and_scales(q: np.ndarray, scales: np.ndarray, zero_points: np.ndarray | None, group_size: int,
+                        t: type[np.floating]) -> tuple[np.ndarray, np.ndarray]:
+    """(q - z, each row's scale row), K x N in float type t (exact in float32 and float64 alike)."""
     q = np.asarray(q)
-    s = np.asarray(scales).astype(BF16.host).astype(np.float64)
     g = group_of_rows(np.arange(q.shape[0]), group_size)
-    d = q.astype(np.float64)
+    d = q.astype(t)
     if zero_points is not None:
-        d = d - np.asarray(zero_points).astype(np.float64)[g]
-    return d * s[g]
+        d = d - np.asarray(zero_points).astype(t)[g]
+    return d, np.asarray(scales).astype(BF16.host).astype(t)[g]
