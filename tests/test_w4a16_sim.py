@@ -382,3 +382,22 @@ def test_the_search_weighs_no_packing_for_w4a16():
     assert "b_pack" not in chosen.filled and chosen.config.b_pack == "tiles"
     w4a8 = choose(Request(Options("npu2", "i8", "i32", dtype_b="i4"), Problem(64, 1024, 512)))
     assert "b_pack" in w4a8.filled  # an int4 B without groups: the model picks its packing
+
+
+def test_the_operators_npu_call_equals_its_simulation(tmp_path, monkeypatch):
+    """g(A, Bq, scales=s, zero_points=z) through the stand-in tools and XRT (tests/fake_pyxrt.py computes C
+    from the buffers the call hands it): the same C as g.simulate, so the host lays the objects out alike."""
+    from gemm_gen.backends import cache, toolchain
+
+    from .fake_pyxrt import FakeXrt
+    from .test_build import _fake_tools
+
+    _fake_tools(tmp_path, monkeypatch)
+    monkeypatch.setenv(cache.CACHE_ENV, str(tmp_path / "cache"))
+    A, Bq, s, z = _operands()
+    g = Gemm(device="npu2", dtype_in="bf16", dtype_b="i4", group_size=64, zero_points=True)
+    want = g.simulate(A, Bq, scales=s, zero_points=z)
+    design = g.design(*A.shape, Bq.shape[1])
+    monkeypatch.setattr(toolchain, "pyxrt", lambda: FakeXrt(design.config))
+    got = g(A, Bq, scales=s, zero_points=z)
+    assert got.dtype == want.dtype and np.array_equal(got.view(np.uint16), want.view(np.uint16))
