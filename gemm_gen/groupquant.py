@@ -21,6 +21,12 @@ from .dtypes import BF16, I4
 from .errors import ConfigError
 
 GROUP_SIZES = (32, 64, 128)  # along K; what AWQ / GPTQ checkpoints and the NPU stacks use
+# The scales the core can use. Its float datapath flushes subnormals (AM020 "Floating-Point Vector Unit": no
+# denormalized numbers; UG1603: flushed to zero), so a nonzero scale must be normal; and the kernel forms
+# (136 + q) s with 136 + q <= 143 in fp32 (templates/mm.cc.j2), so 143 |s| must stay finite: the largest such
+# bf16 is 0x7BE5 (about 2.378e36).
+MIN_SCALE = 2.0 ** -126
+MAX_SCALE = float(np.array([0x7BE5], np.uint16).view(BF16.host)[0])
 
 
 def check_group_size(group_size: int) -> None:
@@ -83,6 +89,12 @@ def object_bytes(k: Any, n: Any, group_size: int, zero_points: bool) -> Any:
 def group_of_rows(rows: np.ndarray | int, group_size: int) -> np.ndarray:
     """The scale row (group) of each row of K."""
     return np.asarray(rows) // group_size
+
+
+def scales_out_of_range(s: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(too small, too large): masks of the bf16 scales the core cannot use (MIN_SCALE, MAX_SCALE)."""
+    a = np.abs(np.asarray(s, np.float64))
+    return (a > 0) & (a < MIN_SCALE), a > MAX_SCALE
 
 
 def dequant(q: np.ndarray, scales: np.ndarray, zero_points: np.ndarray | None, group_size: int) -> np.ndarray:

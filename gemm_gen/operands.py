@@ -21,6 +21,7 @@ from typing import Any
 import ml_dtypes
 import numpy as np
 
+from . import groupquant
 from .config import GemmConfig
 from .dtypes import BF16, I4, DType
 from .errors import ConfigError
@@ -225,6 +226,15 @@ def group_operands(q: np.ndarray, scales: Any, zero_points: Any, group_size: int
         raise ConfigError(f"scales holds {_values(int(np.count_nonzero(bad)))} NaN or infinite "
                           f"({_first('scales', s, bad)}): every weight of its group would be", "pass finite scales")
     rounded = bf16_rne(s64)
+    small, large = groupquant.scales_out_of_range(rounded)
+    if small.any():
+        raise ConfigError(f"scales holds {_values(int(np.count_nonzero(small)))} below {groupquant.MIN_SCALE:.4g} "
+                          f"(2^-126) but not 0 ({_first('scales', s, small)}): the core's float datapath flushes "
+                          "subnormals to 0", "pass 0 or a scale of at least 2^-126 (or rescale the group)")
+    if large.any():
+        raise ConfigError(f"scales holds {_values(int(np.count_nonzero(large)))} above {groupquant.MAX_SCALE:.4g} "
+                          f"after bf16 rounding ({_first('scales', s, large)}): the kernel forms (136 + q) s in "
+                          "fp32, which would overflow", f"pass scales of at most {groupquant.MAX_SCALE:.4g}")
     changed = int(np.count_nonzero(rounded.astype(np.float64) != s64))
     z = None
     if zero_points is not None and not with_zero_points:

@@ -3,6 +3,7 @@
 import numpy as np
 import pytest
 
+from gemm_gen import groupquant
 from gemm_gen.dtypes import BF16
 from gemm_gen.errors import ConfigError
 from gemm_gen.groupquant import ObjectLayout, check_group_size, dequant, dequant_exact, scale_rows
@@ -82,3 +83,20 @@ def test_object_bytes_over_arrays_equals_the_layout():
     ks, ns = np.array([32, 64, 256, 128]), np.array([16, 32, 64, 8])
     for zp in (False, True):
         assert object_bytes(ks, ns, 64, zp).tolist() == [ObjectLayout(k, n, 64, zp).nbytes for k, n in zip(ks, ns)]
+
+
+def test_the_scale_limits_are_the_cores():
+    """MAX_SCALE: the largest bf16 whose (136 + 7) s is finite in fp32 (the kernel's product), the next one
+    overflows; MIN_SCALE: fp32's smallest normal (the core flushes subnormals); 0 and both limits pass."""
+    import ml_dtypes
+
+    top = np.array([groupquant.MAX_SCALE], ml_dtypes.bfloat16)
+    after = (top.view(np.uint16) + 1).view(ml_dtypes.bfloat16)
+    with np.errstate(over="ignore"):
+        assert np.isfinite(np.float32(143) * top.astype(np.float32))[0]
+        assert not np.isfinite(np.float32(143) * after.astype(np.float32))[0]
+    assert groupquant.MIN_SCALE == float(np.finfo(np.float32).tiny)
+    s = np.array([[0.0, groupquant.MIN_SCALE, -groupquant.MAX_SCALE, groupquant.MIN_SCALE / 2, -float(after[0])]])
+    small, large = groupquant.scales_out_of_range(s)
+    assert small.tolist() == [[False, False, False, True, False]]
+    assert large.tolist() == [[False, False, False, False, True]]

@@ -319,6 +319,13 @@ def test_scales_that_are_not_bf16_are_rounded_once_and_said():
     (lambda g, A, B, s, z: g.simulate(A, B, scales=s, zero_points=z * 2), "outside i4's range"),
     (lambda g, A, B, s, z: g.simulate(A, B, scales=s.astype(np.float32) * np.inf, zero_points=z), "NaN or infinite"),
     (lambda g, A, B, s, z: g.simulate(A, B, scales=s.astype(np.float32).astype(str), zero_points=z), "holds text"),
+    # the core flushes subnormals, and forms (136 + q) s in fp32: scales it cannot use (groupquant.MIN/MAX_SCALE)
+    (lambda g, A, B, s, z: g.simulate(A, B, scales=np.where(np.arange(72) == 5, 2.0**-130, s.astype(np.float64)),
+                                      zero_points=z),
+     r"4 values below 1.175e-38 \(2\^-126\) but not 0 \(first scales\[0, 5\]"),
+    (lambda g, A, B, s, z: g.simulate(A, B, scales=s.astype(np.float64) * 2.0**126, zero_points=z),
+     r"above 2.378e\+36 after bf16 rounding .*pass scales of at most 2.378e\+36"),
+    (lambda g, A, B, s, z: g.simulate(A, B, scales=np.full(s.shape, 1e300), zero_points=z), r"288 values above"),
     (lambda g, A, B, s, z: g.simulate(A, B * 2, scales=s, zero_points=z), "outside i4's range"),
     (lambda g, A, B, s, z: Gemm(device="npu2", dtype_in="bf16", dtype_b="i4", group_size=64).simulate(
         A, B, scales=s, zero_points=z), "zero_points given to a Gemm without zero points"),
