@@ -14,7 +14,7 @@ from .epilogue import mode_ops
 from .errors import ConfigError
 from .hw.devices import Device, MmulShape, TileKind
 from .rounding import Rounding, Saturation
-from .rules import array, l1, memtile, padding
+from .rules import array, dequant, l1, memtile, padding
 from .rules import epilogue as epilogue_rule
 from .rules import kernel_variant as kv
 from .rules import tiling as tiling_rule
@@ -38,6 +38,11 @@ def check_config(c: GemmConfig, budgets: bool = True) -> GemmConfig:
     check_divisibility(c)
     if c.group_size:
         groupquant.check_tile_k(c.k, c.group_size)
+        v = c.variant  # the kernel's loops must leave the dequantization pass room (kernels/render.py refuses too)
+        code = dequant.code_problem(c.dev, c.mmul, bool(c.emulate_bf16_with_bfp16), v.expansion, v.loops, c.k, c.n,
+                                    bool(c.zero_points))
+        if code is not None:
+            raise ConfigError(*code)
     check_granularity(c)
     check_epilogue_tile(c)
     check_a_col_maj_chunks(c)

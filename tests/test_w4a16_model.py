@@ -191,3 +191,26 @@ def test_the_figures_script_prices_w4a16_with_its_dequant_and_roof():
     roof_us = call_bytes(Problem(1, 1024, 1024), "bf16", "i4", "bf16", 128) / (load().dram["npu2"].peak_gbps * 1e3)
     assert f"of {roof_us:,.1f} us" in line and "dequant" in line
     assert "dequant" not in fig.best("npu2", (1, 1024, 1024), "i8 x i4 -> i32", 128, False)
+
+
+def test_the_dequant_charge_follows_the_configs_mmul():
+    """npu2 without bfp16 emulation on 4x8x4: the pass runs 32-lane vectors (rules/dequant.py), so the charge per
+    value doubles against the default 8x8x8's 64 lanes (a review found the default's lanes priced for any mmul)."""
+    dev = w4a16("npu2").dev
+    wide = float(dequant_cost.object_cycles(dev, 128, 64, 64, False))
+    narrow = float(dequant_cost.object_cycles(dev, 128, 64, 64, False, (4, 8, 4)))
+    assert dequant_cost.values_per_vector(dev, (4, 8, 4)) == 32 and narrow > 1.9 * wide
+    c = GemmConfig("npu2", 64, 1024, 512, 32, 128, 32, 128, "bf16", "bf16", dtype_b="i4", group_size=64,
+                   emulate_bf16_with_bfp16=False, mmul_shape=(4, 8, 4))
+    assert "6 vector ops per 32 values" in predict_text(predict(c))
+
+
+def test_a_pinned_loop_nest_with_no_room_for_the_pass_is_refused_by_the_checks():
+    """Before anything is built (plan, predict, simulate), not only when the kernel renders."""
+    from gemm_gen.checks import check_config
+
+    c = GemmConfig("npu2", 64, 1024, 512, 32, 64, 64, 64, "bf16", "bf16", dtype_b="i4", group_size=64,
+                   kernel_loops="jk-flat")
+    with pytest.raises(ConfigError, match=r"dequantization pass \(about \d+ B of code\) exceed their 8192 B"):
+        check_config(c)
+    check_config(c.with_(kernel_loops=None))  # the automatic loops leave it room

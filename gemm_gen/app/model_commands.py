@@ -302,6 +302,8 @@ def tune_many_text(r: ManyResult) -> str:
              f"{'column' if c.b_col_maj else 'row'}-major: {r.candidates} candidates priced at every size in "
              f"{r.seconds:.1f} s (times are PREDICTED by the model)",
              f"design  {c.m}x{c.k}x{c.n}, k_mt {c.k_mt}" + (f", rho {c.rho}" if c.rho > 1 else "")
+             + ("" if c.task_span == 1 else f", shim tasks spanning {c.task_span or 'as many'} output blocks "
+                f"(--task-span {c.task_span})")
              + f"; built for {c.M}x{c.K}x{c.N}, serves {served}",
              f"{'size':<16} {'weight':>6}  {'pred TOPS':>9}  {'pred us':>9}   {'own design':<22} {'pred TOPS':>9}  "
              f"{'pred us':>9}  {'loss':>6}"]

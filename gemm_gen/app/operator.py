@@ -444,7 +444,8 @@ class Gemm:
             if scales is not None or zero_points is not None:
                 given = "scales" if scales is not None else "zero_points"
                 raise refuse(self._args, f"{given}= belongs to int4 weights with group scales (W4A16)",
-                             f"drop {given}=, or make the Gemm with dtype_in='bf16', dtype_b='i4', group_size=128")
+                             f"drop {given}=, or make the Gemm with dtype_in='bf16', dtype_b='i4', "
+                             "group_size=32 | 64 | 128")
             return None
         try:
             quant, changed = group_operands(b, scales, zero_points, c.group_size, c.zero_points)

@@ -334,12 +334,10 @@ def _w4a16(build: KernelBuild, dev: Device, variant: kv.KernelVariant) -> dict[s
         raise ConfigError(f"mmul {shape} with int4 weights: the dequantization pass takes s x t blocks of at least "
                           f"{dq.MIN_LANES} values, t in {dq.BLOCK_COLUMNS}, s dividing the group size {g}",
                           "use the device's default bf16 mmul shape")
-    need = w4a16_code_bytes(build, dev, variant)
-    budget = int(kv.CODE_BUDGET * dev.isa.program_bytes)
-    if need > budget:
-        raise ConfigError(f"the matmul and its dequantization pass (about {need} B of code) exceed their {budget} B "
-                          f"of the {dev.name} core's {dev.isa.program_bytes} B program memory",
-                          "use --kernel-loops k-pipelined, or a smaller kernel tile")
+    problem = dq.code_problem(dev, build.mmul, build.emulate_bf16_with_bfp16, variant.expansion, variant.loops,
+                              build.k, build.n, build.zero_points)
+    if problem is not None:
+        raise ConfigError(*problem)
     layout = groupquant.ObjectLayout(build.k, build.n, g, build.zero_points)
     return dict(w4a16=True, ctype_b_obj=PACKED_MEM_TYPE, zero_points=build.zero_points, scale_rows=layout.rows,
                 q_bytes=layout.q_bytes,
@@ -349,9 +347,8 @@ def _w4a16(build: KernelBuild, dev: Device, variant: kv.KernelVariant) -> dict[s
 def w4a16_code_bytes(build: KernelBuild, dev: Device, variant: kv.KernelVariant) -> int:
     """Estimated program memory of a W4A16 matmul: the bf16 loop nest (kernel_variant.code_bytes) plus the
     dequantization pass (dequant.dequant_code_bytes), against the matmul's CODE_BUDGET."""
-    nest = kv.code_bytes(dev, build.dtype_in, build.mmul, build.emulate_bf16_with_bfp16, variant.expansion,
-                         variant.loops, build.k, build.n)
-    return int(nest) + dq.dequant_code_bytes(dev.name, build.zero_points, build.mmul)
+    return dq.matmul_code_bytes(dev, build.mmul, build.emulate_bf16_with_bfp16, variant.expansion, variant.loops,
+                                build.k, build.n, build.zero_points)
 
 
 def _scalar_acc(build: KernelBuild, dev: Device, store_bits: int) -> dict[str, Any]:

@@ -27,32 +27,36 @@ from ..rules.dequant import DequantOps, dequant_ops
 MEMORY_OPS = ("load_v", "store_v")  # the pass's operations the load and store units issue, not the vector slot
 
 
-def pass_ops(dev: Device, zero_points: bool) -> DequantOps:
-    """The kernel's dequantization pass on `dev`'s default bf16 mmul (rules/dequant.py)."""
-    return dequant_ops(dev.name, zero_points)
+Mmul = tuple[int, int, int]
 
 
-def values_per_vector(dev: Device) -> int:
-    """Values one vector of the pass holds (V = s t of the default bf16 mmul)."""
-    return pass_ops(dev, False).lanes
+def pass_ops(dev: Device, zero_points: bool, mmul: Mmul | None = None) -> DequantOps:
+    """The kernel's dequantization pass on `dev` for the config's bf16 mmul (default: the device's), as
+    rules/dequant.py counts it: V = s t values per vector."""
+    return dequant_ops(dev.name, zero_points, mmul)
 
 
-def ops_per_vector(dev: Device, zero_points: bool) -> int:
+def values_per_vector(dev: Device, mmul: Mmul | None = None) -> int:
+    """Values one vector of the pass holds (V = s t of the mmul)."""
+    return pass_ops(dev, False, mmul).lanes
+
+
+def ops_per_vector(dev: Device, zero_points: bool, mmul: Mmul | None = None) -> int:
     """Vector-slot operations the pass issues per vector of values (its loads and stores excluded)."""
-    return sum(n for name, n in pass_ops(dev, zero_points).per_vector if not name.startswith(MEMORY_OPS))
+    return sum(n for name, n in pass_ops(dev, zero_points, mmul).per_vector if not name.startswith(MEMORY_OPS))
 
 
-def object_cycles(dev: Device, k: np.ndarray | int, n: np.ndarray | int, group_size: int, zero_points: bool
-                  ) -> np.ndarray:
+def object_cycles(dev: Device, k: np.ndarray | int, n: np.ndarray | int, group_size: int, zero_points: bool,
+                  mmul: Mmul | None = None) -> np.ndarray:
     """Cycles a core spends dequantizing one k x n B object (uncalibrated): the busiest of its vector
     slot, load units and store unit."""
     isa = dev.isa
     k, n = np.asarray(k), np.asarray(n)
     values = k * n
-    d = pass_ops(dev, zero_points)
-    _, s, _ = dev.mmul_shape("bf16", dev.bf16_emulation_default)
+    d = pass_ops(dev, zero_points, mmul)
+    _, s, _ = mmul or dev.mmul_shape("bf16", dev.bf16_emulation_default)
     blocks_per_group = np.maximum(np.minimum(k, group_size) // s, 1)  # a group's vectors in one column block
-    vector = values / d.lanes * (ops_per_vector(dev, zero_points) + d.setup_ops / blocks_per_group)
+    vector = values / d.lanes * (ops_per_vector(dev, zero_points, mmul) + d.setup_ops / blocks_per_group)
     loads = object_bytes(k, n, group_size, zero_points) / isa.vld_bytes / isa.load_units
     stores = BF16.nbytes(values) / isa.vst_bytes / isa.store_units
     return np.asarray(np.maximum(np.maximum(vector, loads), stores), dtype=np.float64)

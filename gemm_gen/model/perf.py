@@ -238,7 +238,8 @@ def estimate(pr: Workload, m: np.ndarray | int, k: np.ndarray | int, n: np.ndarr
     l1_dma = np.maximum(m * k * b_a, k * n * b_obj_b) / sbw  # A and B arrive on separate core channels
     b_convert = kmod.b_conversion_cycles(ks, k, n)  # convert-once bf16: B once per k-step
     # W4A16: the B object dequantized once per k-step into the bf16 tile the calls read (uncalibrated)
-    b_dequant = dequant_cost.object_cycles(dev, k, n, g, zp) if g else np.zeros(np.broadcast(k, n).shape)
+    b_dequant = (dequant_cost.object_cycles(dev, k, n, g, zp, pr.base.mmul) if g
+                 else np.zeros(np.broadcast(k, n).shape))
     step_loss = p.bfp16_step_cycles if ks.block else 0.0  # atb Table 1: per k-step, whatever rho
     step = np.maximum(rho * (kcyc + p.switch_cycles) + b_convert + b_dequant + step_loss, l1_dma)
     zero = m * n * b_acc / isa.vst_bytes + p.switch_cycles

@@ -300,8 +300,8 @@ def dequant_charge(c: GemmConfig, e: Estimate) -> DequantCharge | None:
     cycles = _f(e.extra["dequant_cycles_per_object"])  # type: ignore[arg-type]
     objects = _f(e.groups) * int(e.padded[1]) // c.k  # k-steps per output tile, over the tiles
     core_us = objects * cycles / (c.dev.clock_ghz * 1e9) * 1e6
-    return DequantCharge(c.group_size, c.zero_points, dequant_cost.ops_per_vector(c.dev, c.zero_points),
-                         dequant_cost.values_per_vector(c.dev), cycles, c.k, c.n, core_us,
+    return DequantCharge(c.group_size, c.zero_points, dequant_cost.ops_per_vector(c.dev, c.zero_points, c.mmul),
+                         dequant_cost.values_per_vector(c.dev, c.mmul), cycles, c.k, c.n, core_us,
                          core_us / (_f(e.t_core) * 1e6))
 
 

@@ -92,3 +92,23 @@ def dequant_code_bytes(dev_name: str, zero_points: bool, mmul: tuple[int, int, i
     d = dequant_ops(dev_name, zero_points, mmul)
     setup = len(d.per_group_block)  # one code copy per setup operation, whatever its amortized share
     return (d.ops * kv.PIPELINE_COPIES + setup) * dev.isa.instruction_bytes
+
+
+def matmul_code_bytes(dev: Device, mmul: tuple[int, int, int], emulate: bool, expansion: tuple[int, int],
+                      loops: str, k: int, n: int, zero_points: bool) -> int:
+    """Estimated program memory of a W4A16 matmul: the bf16 loop nest (kernel_variant.code_bytes) plus the
+    dequantization pass (dequant_code_bytes), against the matmul's CODE_BUDGET."""
+    nest = kv.code_bytes(dev, "bf16", mmul, emulate, expansion, loops, k, n)
+    return int(nest) + dequant_code_bytes(dev.name, zero_points, mmul)
+
+
+def code_problem(dev: Device, mmul: tuple[int, int, int], emulate: bool, expansion: tuple[int, int], loops: str,
+                 k: int, n: int, zero_points: bool) -> tuple[str, str] | None:
+    """(what, fix) when a W4A16 matmul and its pass exceed the matmul's program-memory budget, else None."""
+    need = matmul_code_bytes(dev, mmul, emulate, expansion, loops, k, n, zero_points)
+    budget = int(kv.CODE_BUDGET * dev.isa.program_bytes)
+    if need <= budget:
+        return None
+    return (f"the matmul and its dequantization pass (about {need} B of code) exceed their {budget} B of the "
+            f"{dev.name} core's {dev.isa.program_bytes} B program memory",
+            "use --kernel-loops k-pipelined, or a smaller kernel tile")

@@ -75,6 +75,9 @@ class ManyResult:
                 "sizes": [s.to_json() for s in self.sizes]}
 
 
+EXACT_FINALISTS = 8  # per span variant, the valid head of the ranking priced exactly (it bounds a span's groups)
+
+
 def _loss(config: GemmConfig, size: Problem, weight: float, special: tuple[float, GemmConfig] | None,
           p: Params) -> SizeLoss:
     """One size on the shared design, against the better of the tuner's design for that size and
@@ -97,11 +100,12 @@ def tune_many(base: GemmConfig, sizes: tuple[Problem, ...], weights: tuple[float
     start = time.perf_counter()
     p = params or load()
     pins = pins or Pins()
-    # an open task span: every candidate is priced with one task per output block and spanned (task_span 0,
-    # design/spans.py), and ranked by the faster of the two
+    # An open task span: every candidate is ranked with one task per output block and spanned (task_span 0,
+    # design/spans.py), each variant by its own weighted time; the ranking prices a span by a bound on its
+    # task groups (padding.task_groups), so the valid head of it is priced exactly (estimate_config, as
+    # tune.weigh_span does) and the fastest of those wins. A given span is kept, in the specials too.
     span_open = base.options.task_span is None
-    if span_open:
-        base = base.with_(task_span=1)
+    ranked_base = base.with_(task_span=1) if span_open else base
     weights = weights or (1.0,) * len(sizes)
     if len(weights) != len(sizes):
         raise ConfigError(f"{len(weights)} weights for {len(sizes)} sizes", "give one weight per size")
@@ -110,12 +114,12 @@ def tune_many(base: GemmConfig, sizes: tuple[Problem, ...], weights: tuple[float
     for size, wt in zip(sizes, weights):
         merged[size] = merged.get(size, 0.0) + float(wt)
     sizes, weights = tuple(merged), tuple(merged.values())
-    top = Workload.of(base)
+    top = Workload.of(ranked_base)
     m, k, n, kmt, rho, _, _, _ = rank_all(top, pins, CANDIDATES, p)
     cands = {(int(a), int(b), int(c), int(d), int(e)) for a, b, c, d, e in zip(m, k, n, kmt, rho)}
     specials: list[tuple[float, GemmConfig] | None] = []
     for size in sizes:  # each size's own best design (a fixed one: no runtime parameters)
-        own = top.with_(M=size.M, K=size.K, N=size.N, runtime_sizes="fixed", task_span=None if span_open else 1)
+        own = top.with_(M=size.M, K=size.K, N=size.N, runtime_sizes="fixed", task_span=base.options.task_span)
         try:
             best = tune(own, 1, pins, p).best
         except GemmGenError:
@@ -134,28 +138,39 @@ def tune_many(base: GemmConfig, sizes: tuple[Problem, ...], weights: tuple[float
         return w @ np.stack([estimate(Workload.of(cfg, s), arr[0], arr[1], arr[2], arr[3], p, rho=arr[4]).time
                              for s in sizes])
 
-    total = weighted(base)
-    spanned = np.zeros(total.shape, dtype=bool)
-    if span_open:
-        total_spanned = weighted(base.with_(task_span=0))
-        spanned = total_spanned < total  # strictly: on a tie, one task per block (today's sequence and key)
-        total = np.where(spanned, total_spanned, total)
-    order = np.lexsort((arr[4], arr[0] * arr[2], -arr[3], total))
+    spans = (None, 0) if span_open else (base.options.task_span,)  # None: one task per block, the key unchanged
+    totals = np.concatenate([weighted(ranked_base if span is None else base.with_(task_span=span)) for span in spans])
+    index = np.tile(np.arange(arr.shape[1]), len(spans))
+    variant = np.repeat(np.arange(len(spans)), arr.shape[1])
+    # ties: larger k_mt, then fewer MACs per tile, then smaller rho (as before spans), then one task per block
+    order = np.lexsort((variant, arr[4][index], (arr[0] * arr[2])[index], -arr[3][index], totals))
     first_error: GemmGenError | None = None
-    for i in order:
-        config = base.with_(m=int(arr[0, i]), k=int(arr[1, i]), n=int(arr[2, i]), k_mt=int(arr[3, i]),
-                            rho=int(arr[4, i]))
-        # spanned when faster; a spanned design the DMA rules refuse falls back to one task per block
-        for option in ([config.with_(task_span=0)] if spanned[i] else []) + [config]:
-            try:
-                check(option)
-                for s in sizes:
-                    serve(option, s)
-            except GemmGenError as e:
-                first_error = first_error or e
-                continue
-            losses = [_loss(option, s, float(wt), sp, p) for s, wt, sp in zip(sizes, weights, specials)]
-            return ManyResult(option, losses, len(cands), time.perf_counter() - start)
+    valid: list[GemmConfig] = []
+    per_variant = [0] * len(spans)
+    for e in order:
+        i = int(index[e])
+        v = int(variant[e])
+        if per_variant[v] == EXACT_FINALISTS:
+            continue
+        option = base.with_(m=int(arr[0, i]), k=int(arr[1, i]), n=int(arr[2, i]), k_mt=int(arr[3, i]),
+                            rho=int(arr[4, i]), task_span=spans[v])
+        try:
+            check(option)
+            for s in sizes:
+                serve(option, s)
+        except GemmGenError as err:
+            first_error = first_error or err
+            continue
+        valid.append(option)
+        per_variant[v] += 1
+        if min(per_variant) == EXACT_FINALISTS:
+            break
+    if valid:
+        exact = [sum(float(wt) * float(estimate_config(c, p, call=s).time) for s, wt in zip(sizes, weights))
+                 for c in valid]
+        chosen = valid[int(np.argmin(exact))]  # the first of equals: the ranking's order
+        losses = [_loss(chosen, s, float(wt), sp, p) for s, wt, sp in zip(sizes, weights, specials)]
+        return ManyResult(chosen, losses, len(cands), time.perf_counter() - start)
     what = f"no design serves all {len(sizes)} sizes"
     if first_error is not None:
         raise ConfigError(f"{what}; the best-ranked one fails: {first_error.what}", first_error.fix)
