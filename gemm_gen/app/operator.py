@@ -249,7 +249,8 @@ class Gemm:
           high nibble of byte row i (dtypes.pack_i4 along K); the host repacks them along N for the DMAs.
         - W4A16 (dtype_in='bf16', dtype_b='i4', group_size=32 | 64 | 128, zero_points=False | True): B as
           for W4A8, with `scales=` (ceil(K / group_size) x N real numbers, rounded to bf16 RNE: a scale the
-          rounding changes is a NumericsWarning, never silent) and, with zero points, `zero_points=` (same
+          rounding changes is a NumericsWarning, never silent; 0 or between 2^-126 and about 2.378e36 in
+          magnitude, what the core's fp32 datapath holds) and, with zero points, `zero_points=` (same
           shape, integers in [-8, 7]); C is the bf16 GEMM of A and bf16_rne((B - z) s), and report=True
           measures it against float64 A @ ((B - z) s).
         Each refusal is one ConfigError line saying how many values, the first one, and the fix.
