@@ -27,7 +27,8 @@ import numpy as np
 from .bfp16 import TILE, TILE_BYTES, tile_values, tiles_of
 from .call import CallPlan
 from .config import GemmConfig
-from .design.b_objects import object_words, pack_objects, unpack_objects
+from .design.b_objects import layout as object_layout
+from .design.b_objects import pack_objects, unpack_objects
 from .design.build import host_tensors
 from .design.grid import grid
 from .dtypes import DType, pack_i4, unpack_i4
@@ -210,7 +211,7 @@ def dram_arrays(c: GemmConfig, a_raw: np.ndarray, b_raw: np.ndarray, call: CallP
     a = _shaped(c.t_in, a_raw, call.storage("A"))
     if c.group_size:  # W4A16 objects
         objs = (call.Np // c.n, call.k_walk // c.k)
-        return a, np.ascontiguousarray(b_raw).view(np.uint8)[: objs[0] * objs[1] * object_words(c) * 4].reshape(
+        return a, np.ascontiguousarray(b_raw).view(np.uint8)[: objs[0] * objs[1] * object_layout(c).nbytes].reshape(
             *objs, -1)
     if c.t_b.is_block and c.b_pack == "strips":
         rows, cols = call.storage("B")

@@ -255,9 +255,9 @@ def allocate(dev: Device, scheme: str, buffers: list[L1Buffer], stack: int) -> l
     return bank_aware(dev, buffers, stack)
 
 
-# GemmConfig.l1_parts names of a worker's own Buffers, in creation order (a W4A16 core's dequantized B
-# tile last: the IRON lowering adds it after the Design's own buffers)
-SCRATCH = ("A bfp16", "B bfp16", "C acc", RTP_PART, B_DEQ_PART)
+# GemmConfig.l1_parts names of a worker's own Buffers, in the order design/build.py's worker creates them
+# (a W4A16 core's dequantized B tile after the C acc rows, before the runtime-parameter buffer)
+SCRATCH = ("A bfp16", "B bfp16", "C acc", B_DEQ_PART, RTP_PART)
 
 
 def core_buffers(c: GemmConfig) -> list[L1Buffer]:

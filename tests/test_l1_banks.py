@@ -191,3 +191,19 @@ def test_allocators_place_as_mlir_aies_tests_expect(case: dict) -> None:
     placed = lb.allocate(dev, case["scheme"], bufs, case["stack"])
     got = addresses(placed)
     assert {name: got[name] for name in case["expect"]} == case["expect"], case["source"]
+
+
+@pytest.mark.parametrize("config", [
+    GemmConfig("npu2", 64, 1024, 512, 32, 128, 32, 128, "bf16", "bf16", dtype_b="i4", group_size=64,
+               runtime_sizes="mnk"),  # C acc, the W4A16 scratch, the runtime-parameter buffer
+    GemmConfig("npu2", 256, 256, 256, 64, 64, 64, 64, "bf16", "f32", convert_once=True, runtime_sizes="mnk"),
+])
+def test_the_plans_scratch_order_is_the_order_the_design_creates_its_buffers(config) -> None:
+    """The allocator places a worker's Buffers in creation order, so the plan must list them in the order
+    design/build.py's worker creates them (the merge of W4A16 once put the dequantized tile after the RTP
+    buffer in the plan and before it in the design)."""
+    part_of = {"A_bfp16": "A bfp16", "B_bfp16": "B bfp16", "C_acc": "C acc", "B_deq": "B bf16", "rtp": "RTP"}
+    worker = build_design(config).workers[0]
+    made = [part_of[prefix] for b in worker.buffers for prefix in part_of if b.name.startswith(prefix + "_")]
+    planned = [b.name for b in lb.core_buffers(config) if b.role == "scratch"]
+    assert len(made) >= 2 and made == planned

@@ -251,10 +251,12 @@ def _xrt(call: Any, what: str) -> Any:
 
 def check_result(c: GemmConfig, got: np.ndarray, a: np.ndarray, b: np.ndarray,
                  dram: tuple[np.ndarray, np.ndarray] | None = None, inputs: str = "exact",
-                 call: CallPlan | None = None, epilogue: EpilogueArgs | None = None
+                 call: CallPlan | None = None, epilogue: EpilogueArgs | None = None,
+                 b_exact: np.ndarray | None = None
                  ) -> tuple[int, int, int, Accuracy, tuple[int, int, float, float] | None]:
     """(checked, errors, exact, accuracy, first error): C against the bit-exact reference, and against
-    the exact product of the inputs the NPU read (accuracy.measure).
+    the exact product of the inputs the NPU read (accuracy.measure), or of A and `b_exact` when given
+    (W4A16: the float64 weights (q - z) s the user means, as simulate measures them).
 
     Integers, and floats computed from the "exact" input family (every partial sum exact in fp32, so
     the NPU's unpublished accumulation order cannot change a bit), must equal the exact reference.
@@ -278,7 +280,9 @@ def check_result(c: GemmConfig, got: np.ndarray, a: np.ndarray, b: np.ndarray,
     if errors:
         i, j = (int(x) for x in np.argwhere(bad)[0])
         first = (i, j, float(g[i, j]), float(expect[i, j]))
-    return int(g.size), errors, int(np.count_nonzero(g == expect)), measure_accuracy(got, *received, c.numerics), first
+    accuracy = (measure_accuracy(got, *received, c.numerics) if b_exact is None
+                else measure_accuracy(got, a, b_exact, c.numerics))
+    return int(g.size), errors, int(np.count_nonzero(g == expect)), accuracy, first
 
 
 def run_design(c: GemmConfig, art: Artifacts, iters: int = 10, warmup: int = 1, seed: int = 0,
@@ -321,9 +325,8 @@ def _run_call(c: GemmConfig, call: CallPlan, files: XclbinFiles, xrt: ModuleType
         session.run()
     times = [session.run() for _ in range(max(iters, 1))]
     got = output_values(c, session.output(), call)
-    checked, errors, exact, accuracy, first = check_result(c, got, a, b, (a_pad, b_pad), inputs, call, epilogue)
-    if weights is not None:  # W4A16: against float64 A @ ((q - z) s), the weights the user means, as simulate
-        accuracy = measure_accuracy(got, a, weights.exact(), c.numerics)
+    checked, errors, exact, accuracy, first = check_result(c, got, a, b, (a_pad, b_pad), inputs, call, epilogue,
+                                                           None if weights is None else weights.exact())
     return RunResult(c, times, checked, errors, exact, accuracy, first, problem=None if call == c.call else p)
 
 

@@ -80,23 +80,25 @@ def pack_objects(c: GemmConfig, call: CallPlan, b: QuantB) -> np.ndarray:
     return np.ascontiguousarray(np.concatenate(parts, axis=-1))
 
 
-def unpack_object(c: GemmConfig, data: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+def unpack_object(c: GemmConfig, data: np.ndarray, order: np.ndarray | None = None
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
     """One object's bytes as (q k x n in tile order, scale rows, zero-point rows or None): what the
-    kernel reads (the inverse of pack_objects for one object)."""
+    kernel reads (the inverse of pack_objects for one object). `order`: kernel_order(c), when the
+    caller holds it (it is the same for every object of a config)."""
     lay = layout(c)
     data = np.ascontiguousarray(data, np.uint8).reshape(-1)
     flat = np.empty(c.k * c.n, np.int8)
-    flat[kernel_order(c)] = unpack_i4(data[: lay.q_bytes])
+    flat[kernel_order(c) if order is None else order] = unpack_i4(data[: lay.q_bytes])
     rows = (lay.rows, c.n)
     s = data[lay.scale_offset: lay.zero_offset].view(BF16.host).reshape(rows)
     z = data[lay.zero_offset: lay.nbytes].view(BF16.host).reshape(rows) if c.zero_points else None
     return flat.reshape(c.k, c.n), s, z
 
 
-def dequant_object(c: GemmConfig, data: np.ndarray) -> np.ndarray:
+def dequant_object(c: GemmConfig, data: np.ndarray, order: np.ndarray | None = None) -> np.ndarray:
     """The k x n bf16 tile the kernel's dequantization writes into its scratch, from an object's bytes
     (a tile inside one group takes its one scale row for every row: groupquant.dequant with g = k)."""
-    q, s, z = unpack_object(c, data)
+    q, s, z = unpack_object(c, data, order)
     g = min(c.group_size, c.k)
     return groupquant.dequant(q, s, z, g)
 
@@ -106,13 +108,9 @@ def unpack_objects(c: GemmConfig, call: CallPlan, b_dram: np.ndarray) -> np.ndar
     strips, steps = call.Np // c.n, call.k_walk // c.k
     objs = np.ascontiguousarray(b_dram, np.uint8).reshape(strips, steps, -1)
     out = np.empty((call.k_walk, call.Np), BF16.host)
+    order = kernel_order(c)
     for j in range(strips):
         for i in range(steps):
-            out[i * c.k:(i + 1) * c.k, j * c.n:(j + 1) * c.n] = dequant_object(c, objs[j, i])
+            out[i * c.k:(i + 1) * c.k, j * c.n:(j + 1) * c.n] = dequant_object(c, objs[j, i], order)
     return out
-
-
-def object_words(c: GemmConfig) -> int:
-    """32-bit words of one B object (checks.check_w4a16_words refuses an object that is not whole words)."""
-    return layout(c).nbytes // 4
 

@@ -450,7 +450,7 @@ class KernelEmulator:
         if deq_cells is None:
             raise LayoutError("a W4A16 matmul call without its dequantization scratch",
                               "pass the B_deq buffer as the matmul's last argument")
-        tile = dequant_object(self.c, self.b_view.read(b_cells))
+        tile = dequant_object(self.c, self.b_view.read(b_cells), self.deq_order)
         scratch = np.ascontiguousarray(tile.reshape(-1)[self.deq_order])
         deq_cells[:] = w.pack(scratch.view(np.uint8), w.TAG_NONE)
         return tile

@@ -286,13 +286,13 @@ def _checked_call(session: ArraySession, call: CallPlan, seed: int, progress: bo
     c_cells, kernel, machine = session.run(call, a_dram, b_dram, progress)
     got = output_values(c, (c_cells & w.VALUE_MASK).astype(np.uint32), call)
 
-    received = host_values(c, a_dram, b_dram, call)
+    # W4A16: the reference takes the weights given (padded with zero weights, as b_objects pads them), never
+    # B's buffer read back, so that a host layout bug cannot cancel out
+    quant = b if isinstance(b, QuantB) else None
+    received = (a, b_values) if quant is not None else host_values(c, a_dram, b_dram, call)
     requant = None if args is None else kernel_requant(e, args.requant)
     bias = None if args is None else args.bias
-    # W4A16: from the weights given (padded with zero weights, as b_objects pads them), not read back from
-    # B's buffer, so that a host layout bug cannot cancel out
-    operands = (a, b_values) if isinstance(b, QuantB) else received
-    expect = reference(replace(c.numerics, epilogue=e), *operands, c.k, call.k_walk, bias, requant)
+    expect = reference(replace(c.numerics, epilogue=e), *received, c.k, call.k_walk, bias, requant)
     g64 = got.astype(np.float64)
     diff = g64 != expect.astype(np.float64)
     mismatches = int(np.count_nonzero(diff))
@@ -301,7 +301,8 @@ def _checked_call(session: ArraySession, call: CallPlan, seed: int, progress: bo
         i, j = (int(x) for x in np.argwhere(diff)[0])
         first = (i, j, float(g64[i, j]), float(expect[i, j]))
     # W4A16: against float64 A @ ((q - z) s), the weights the user means (before any bf16 rounding)
-    acc = measure(got, a, b.exact(), c.numerics) if isinstance(b, QuantB) else measure(got, *received, c.numerics)
+    exact_b = None if quant is None else quant.exact()
+    acc = measure(got, *received, c.numerics) if exact_b is None else measure(got, a, exact_b, c.numerics)
     host_quantized = c.t_in.is_block or c.t_b.is_block
     saturated = acc.saturated / acc.elements
     traffic = []
@@ -334,8 +335,8 @@ def _checked_call(session: ArraySession, call: CallPlan, seed: int, progress: bo
     if clamps:
         notes.append(f"{clamps} bfp16 blocks converted in the core round a mantissa past 127 and are clamped to 127 "
                      f"(assumed; the core's conversion there is unpublished): the exact input family avoids it")
-    if isinstance(b, QuantB):
-        notes.append(w4a16_note(c, b, acc))
+    if exact_b is not None:
+        notes.append(w4a16_note(c, b_values, exact_b, acc))
     if saturated > 0.1:
         notes.append(f"{saturated:.0%} of outputs saturate: the check says little about them")
     if kernel.stats.acc_overflows:
@@ -372,12 +373,12 @@ def _checked_call(session: ArraySession, call: CallPlan, seed: int, progress: bo
     )
 
 
-def w4a16_note(c: GemmConfig, b: QuantB, acc: Accuracy) -> str:
-    """What W4A16's losses cost: the weights rounded to bf16 once, and C against float64 A @ ((q - z) s)."""
-    exact = b.exact()
-    rounded = int(np.count_nonzero(b.dequant().astype(np.float64) != exact))
-    w = "(q - z) s" if b.zero_points is not None else "q s"
-    return (f"W4A16 (group size {c.group_size}{', zero points' if b.zero_points is not None else ''}): the core "
+def w4a16_note(c: GemmConfig, weights: np.ndarray, exact: np.ndarray, acc: Accuracy) -> str:
+    """What W4A16's losses cost: the weights rounded to bf16 once (`weights`, against their float64 `exact`
+    values), and C against float64 A @ ((q - z) s)."""
+    rounded = int(np.count_nonzero(weights.astype(np.float64) != exact))
+    w = "(q - z) s" if c.zero_points else "q s"
+    return (f"W4A16 (group size {c.group_size}{', zero points' if c.zero_points else ''}): the core "
             f"dequantizes bf16_rne({w}) once per B object, {rounded:,} of {exact.size:,} weights rounded (a loss); "
             f"C vs float64 A @ ({w}): Frobenius {percent(acc.frobenius_rel)}, max abs {acc.max_abs:.4g}")
 
