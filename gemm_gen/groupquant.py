@@ -42,6 +42,11 @@ def check_tile_k(k: int, group_size: int) -> None:
                           "inside one", f"use a k that divides {group_size} or is a multiple of it")
 
 
+def groups_along_k(K: int, group_size: int) -> int:
+    """Scale rows of a K-row weight matrix: one per group of K, the last one possibly partial."""
+    return -(-K // group_size)
+
+
 def scale_rows(k: int, group_size: int) -> int:
     """Rows of scales in one k-row B object: one per group it covers (one when k <= group_size)."""
     check_tile_k(k, group_size)

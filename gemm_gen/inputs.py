@@ -27,6 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .dtypes import BF16, BFP16, I4, DType, dtype
+from .groupquant import groups_along_k
 from .quant_b import QuantB
 
 BF16_MIN_EXP, BF16_MAX_EXP = -4, 0
@@ -134,7 +135,7 @@ def group_weights(q: np.ndarray, group_size: int, zero_points: bool, seed: int =
     significand bits used, so (q - z) s rounds to bf16 for some weights: a loss the report shows) and,
     with zero points, integers in [-8, 7]."""
     rng = np.random.default_rng([seed, 4])
-    shape = (-(-q.shape[0] // group_size), q.shape[1])
+    shape = (groups_along_k(q.shape[0], group_size), q.shape[1])
     frac = rng.integers(0, 128, size=shape)
     scales = np.ldexp(1 + frac / 128, SCALE_EXP).astype(np.float32).astype(BF16.host)
     z = rng.integers(I4.min, I4.max + 1, size=shape).astype(np.int8) if zero_points else None

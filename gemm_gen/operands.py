@@ -210,7 +210,7 @@ def group_operands(q: np.ndarray, scales: Any, zero_points: Any, group_size: int
     zero points); and how many scales the rounding changed (a loss the caller reports). ConfigError, one
     line, for a missing, extra, misshapen, non-numeric, non-finite or out-of-range one."""
     K, N = q.shape
-    shape = (-(-K // group_size), N)
+    shape = (groupquant.groups_along_k(K, group_size), N)
     want = f"ceil(K / {group_size}) x N = {shape[0]} x {shape[1]}"
     if scales is None:
         raise ConfigError(f"W4A16 (group_size={group_size}) needs scales: one bf16 scale per {group_size} rows of "

@@ -49,7 +49,7 @@ def padded(c: GemmConfig, call: CallPlan, b: QuantB) -> QuantB:
     """q, scales and zero points over the array's K walk and Np columns (see the module's padding)."""
     K, N = b.shape
     kw, g = call.k_walk, c.group_size
-    groups = -(-kw // g)
+    groups = groupquant.groups_along_k(kw, g)
     q = np.zeros((kw, call.Np), np.int8)
     q[:K, :N] = b.q
     s = np.zeros((groups, call.Np), BF16.host)

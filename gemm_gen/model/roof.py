@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..dtypes import BF16, dtype
+from ..groupquant import groups_along_k
 from ..spec import Problem
 from .params import Params, load
 from .perf import GIGA
@@ -47,7 +48,7 @@ def call_bytes(size: Problem, dtype_in: str, dtype_b: str, dtype_out: str, group
     total = (M * K * dtype(dtype_in).elem_bytes + K * N * dtype(dtype_b).elem_bytes
              + M * N * dtype(dtype_out).elem_bytes)
     if group_size:
-        total += -(-K // group_size) * N * BF16.elem_bytes * (2 if zero_points else 1)
+        total += groups_along_k(K, group_size) * N * BF16.elem_bytes * (2 if zero_points else 1)
     return int(round(total))
 
 
