@@ -191,7 +191,7 @@ def test_validate_records_a_hung_design_and_goes_on(npu_laptop, monkeypatch, cap
     timed_out = record["designs"][1]
     assert timed_out["timeout_ms"] == 40 and "did not complete within 40 ms" in timed_out["reason"]
     assert "measured" not in timed_out and timed_out["predicted"]["time_us"] > 0
-    assert f"  TIMEOUT fit   {items[1].name}: the NPU run of design {items[1].config.suffix}" in out
+    assert f"  TIMEOUT fit    {items[1].name}: the NPU run of design {items[1].config.suffix}" in out
     # then what this first run confirms or refutes (item 5), the list docs/hardware_path.md holds
     checks = out.split("what this first run on an npu1 confirms or refutes, most likely to fail first:\n", 1)[1]
     assert checks.splitlines() == [f"  {line}" for line in validate.first_run_lines()]

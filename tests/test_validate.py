@@ -196,10 +196,51 @@ def test_calibrate_fits_the_cost_of_a_shared_bank_on_the_allocation_pairs(tmp_pa
     assert "nothing to compare" in measured.refit(alike, base).refused["l1_conflict"]
 
 
+def test_calibrate_fits_a_streams_rate_and_a_tasks_setup_on_the_decode_rows(tmp_path):
+    """Runs made with a slower shim stream (fewer bursts in flight at 512 bytes than the model's scaling
+    from df-bw's 256) and a cheaper task setup than the model's give both back from the decode rows
+    (issue 22's unsettled constants); rows that cannot tell them apart are refused. (A stream faster than
+    the core's stream port, 4 bytes a cycle, is not seen by these rows: the port binds first.)"""
+    base = load()
+    stream = base.dram["npu2"].stream_gbps_256 * 0.6
+    truth = base.with_dram("npu2", stream_gbps_256=stream).with_(bd_task_us=1.2)
+    rows = measured.read_records([_record(tmp_path, truth)])
+    assert {row.config.cols for row in rows if row.role == "decode"} == {1, 2, 4, 8}
+    r = measured.refit(rows, base)
+    assert r.fitted["npu2.stream_gbps_256"] == pytest.approx(stream, rel=0.1)
+    assert r.fitted["bd_task_us"] == pytest.approx(1.2, rel=0.25)
+    assert not {"npu2.stream_gbps_256", "bd_task_us"} & set(r.refused)
+    assert r.after.bd_task_us == pytest.approx(r.fitted["bd_task_us"])
+    assert max(abs(e) for _, e in r.errors(r.after, "decode")) < 0.05
+    assert max(abs(e) for _, e in r.errors(r.before, "decode")) > 0.2  # the old constants did not fit them
+    data = measured.calibration_data(r)
+    assert "decode rows" in data["runtime"]["bd_task_us"]["source"]
+    assert data["dram"]["npu2"]["stream_gbps_at_256_byte_bursts"]["kind"] == "calibrated"
+    assert "decode calls" in measured.report(r)
+    one = [row for row in rows if row.role != "decode" or (row.config.cols == 8 and row.config.queue_groups == 4)]
+    r2 = measured.refit(one, base)
+    assert "are not told apart" in r2.refused["npu2.stream_gbps_256"]
+    assert "nothing to compare" in r2.refused["bd_task_us"]
+    assert r2.after.bd_task_us == base.bd_task_us
+
+
+def test_the_decode_rows_vary_what_they_fit():
+    """Per device: one decode call on 1, 2, 4 and all columns (one B stream each), the setup call with one
+    and with four task groups in flight, and the three int4 check rows."""
+    for dev, columns in (("npu1", (1, 2, 4)), ("npu2", (1, 2, 4, 8))):
+        items = validate.decode_items(dev)
+        streams = [i.config for i in items if i.role == "decode" and i.config.N == 4096]
+        assert [c.cols for c in streams] == list(columns) and {c.rows for c in streams} == {1}
+        setup = [i.config for i in items if i.role == "decode" and i.config.N == 16384]
+        assert [c.queue_groups for c in setup] == [1, 4] and {c.task_span for c in setup} == {1}
+        assert [i.config.dtype_b for i in items if i.role == "check"] == ["i4"] * 3
+        assert set(validate.decode_items(dev)) <= set(validate.sweep(dev, chess=False))
+
+
 def test_calibrate_refuses_constants_on_a_bound_or_from_too_few_rows(tmp_path):
     base = load()
     # runs five times faster than the model can explain: dispatch would have to be negative
-    rows = measured.read_records([_record(tmp_path, base, scale=0.2)])
+    rows = [row for row in measured.read_records([_record(tmp_path, base, scale=0.2)]) if row.role != "decode"]
     r = measured.refit(rows, base)
     assert "bound of its search [0, 5000]" in r.refused["dispatch_us"]
     assert r.after.dispatch_us == base.dispatch_us  # not written

@@ -219,8 +219,10 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     sp.add_argument("--build-dir", default="build")
     sp.add_argument("--iters", type=counted(1, what="a run count"), default=10, help="timed runs per design")
     sp.add_argument("--warmup", type=counted(0, what="a run count"), default=1, help="untimed runs first")
-    sp.add_argument("--only", choices=("all", "fit", "check"), default="all",
-                    help="the small designs (fit), the papers' headline designs (check), or all")
+    sp.add_argument("--only", choices=("all", *validate.ROLES), default="all",
+                    help="the small designs (fit), the L1 allocation pairs (l1), the decode calls that fit a "
+                    "stream's rate and a task's setup (decode), the papers' headline and the int4 designs (check), "
+                    "or all")
     _timeout_arg(sp, " of every design (a hung design is recorded as TIMEOUT and the sweep goes on)")
     sp.add_argument("--json", action="store_true", help="print one JSON object")
     sp.set_defaults(func=cmd_validate)

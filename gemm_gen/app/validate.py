@@ -52,6 +52,27 @@ SMALL_TILES = {"npu1": {"bf16": (64, 64, 64, 256), "i8": (64, 64, 64, 256), "i16
                "npu2": {"bf16": (64, 64, 64, 256), "i8": (64, 64, 64, 256), "i16": (64, 32, 64, 256)}}
 
 
+# issue 22's unsettled constants (docs/int4_decode.md section 12), role "decode": one shim stream's rate,
+# from one bf16 decode call on 1, 2, 4, ... columns (one B stream per column, so the time falls with the
+# columns until DRAM's peak stops it), and the command processor's setup per shim task, from a call of
+# many output blocks with a task group per block, its groups in flight one at a time or four at once
+DECODE_CALL = (1, 4096, 4096)
+SETUP_CALL = (1, 1024, 16384)
+DECODE_TILES = {"npu1": (8, 8, 64, 1024), "npu2": (16, 8, 256, 1024)}  # the tuner's decode tiles for DECODE_CALL
+SETUP_N = 64  # the setup rows' n: SETUP_CALL has 16384 / (columns x 64) output blocks, 32 on npu2
+# the int4 designs gemm-gen predict chooses (role "check": only compared): the 4x16x16 mmul's issue rate
+# (amd/IRON PR #182's size) and the W4A16 dequantization pass, both uncalibrated; (name, size, tiles, options)
+INT4_CHECKS: dict[str, tuple[tuple[str, tuple[int, int, int], tuple[int, int, int, int], dict[str, Any]], ...]] = {
+    "npu1": (("i8 x i4 -> i32", (1024, 1024, 4096), (64, 176, 128, 1056), {"rho": 4, "b_pack": "strips"}),
+             ("i8 x i4 -> i32 decode", DECODE_CALL, (8, 16, 256, 2048), {"rows": 1}),
+             ("W4A16 g128 decode", DECODE_CALL, (8, 256, 64, 256), {"rows": 1, "group_size": 128})),
+    "npu2": (("i8 x i4 -> i32", (1024, 1024, 4096), (88, 48, 128, 528), {"b_pack": "strips", "task_span": 0}),
+             ("i8 x i4 -> i32 decode", DECODE_CALL, (8, 16, 256, 2048), {"rows": 1, "b_pack": "strips"}),
+             ("W4A16 g128 decode", DECODE_CALL, (16, 256, 48, 256), {"rows": 1, "group_size": 128, "task_span": 0})),
+}
+ROLES = ("fit", "l1", "decode", "check")
+
+
 # a record's statuses: PASS, FAIL (wrong outputs), ERROR (build or XRT failed), TIMEOUT (a run that did
 # not complete within its limit), SKIPPED; `gemm-gen calibrate --measurements` reads PASS rows only
 BAD = ("FAIL", "ERROR", "TIMEOUT")
@@ -106,6 +127,14 @@ FIRST_RUN_CHECKS: tuple[FirstRunCheck, ...] = (
                   "fit rows within `gemm-gen predict`'s tops_low to tops_high",
                   "rows that the refit of the DRAM and dispatch constants does not bring in (the model's core side "
                   "is then wrong)"),
+    FirstRunCheck("A shim stream's rate and a task's setup are the model's.",
+                  "the decode rows: the same bf16 decode call on 1, 2, 4 and all columns, and a call of many task "
+                  "groups with one or four in flight, then the `stream_gbps_256` and `bd_task_us` lines of "
+                  "`gemm-gen calibrate --measurements` (docs/int4_decode.md section 12)",
+                  "the decode call's time falls in proportion to its columns up to DRAM's peak, and both constants "
+                  "stay near the model's (3.16 GB/s per stream at 256-byte bursts, 2.81 us per task)",
+                  "other values: each moves every decode prediction, and with them whether issue 22's decode "
+                  "targets (85% of the DRAM roof, int4 3x bf16) can be met"),
 )
 
 
@@ -123,7 +152,7 @@ def first_run_text(dev_name: str) -> str:
 @dataclass(frozen=True)
 class SweepItem:
     name: str
-    role: str  # "fit", "l1" or "check"
+    role: str  # one of ROLES
     source: str
     config: GemmConfig | None  # None: skipped
     skipped: str = ""
@@ -148,6 +177,7 @@ def sweep(dev_name: str, chess: bool) -> list[SweepItem]:
             how = c.l1_alloc or "planned"
             items.append(SweepItem(f"{t_in}->{t_in} {M2}x{K2}x{N2} ({m}x{k}x{n}, {cols} columns), L1 {how}", "l1",
                                    "gemm_gen L1 allocation pair", c))
+    items += decode_items(dev_name)
     headline = list(paper.STRIKING_T2 if dev.name == "npu1" else paper.STRIKING_T3)
     if dev.name == "npu2":
         headline += [*paper.MLIR_AIE_ATB, paper.MLIR_AIE_BF16_EMU, paper.MLIR_AIE_BFP16]
@@ -165,6 +195,30 @@ def sweep(dev_name: str, chess: bool) -> list[SweepItem]:
             items.append(SweepItem(name, "check", row.source, None, f"not buildable here: {e}"))
             continue
         items.append(SweepItem(name, "check", row.source, c))
+    return items
+
+
+def decode_items(dev_name: str) -> list[SweepItem]:
+    """The decode rows (a stream's rate, a task's setup) and the int4 check rows of one device."""
+    dev = device(dev_name)
+    M, K, N = DECODE_CALL
+    m, k, n, k_mt = DECODE_TILES[dev.name]
+    items = []
+    for cols in sorted({1, 2, 4, dev.columns}):
+        c = GemmConfig(dev.name, M, K, N, m, k, n, k_mt, "bf16", "bf16", rows=1, cols=cols)
+        items.append(SweepItem(f"bf16 decode {M}x{K}x{N} on {cols} column{'s' if cols > 1 else ''} ({m}x{k}x{n})",
+                               "decode", "issue 22: one shim stream's rate", c))
+    M, K, N = SETUP_CALL
+    for groups in (1, 4):
+        c = GemmConfig(dev.name, M, K, N, m, k, SETUP_N, k_mt, "bf16", "bf16", rows=1, task_span=1,
+                       queue_groups=groups)
+        items.append(SweepItem(f"bf16 decode {M}x{K}x{N} ({m}x{k}x{SETUP_N}), a task group per block, {groups} in "
+                               "flight", "decode", "issue 22: the setup of one shim task", c))
+    for name, (M, K, N), (m, k, n, k_mt), options in INT4_CHECKS[dev.name]:
+        t_in, t_out = ("bf16", "bf16") if "group_size" in options else ("i8", "i32")
+        c = GemmConfig(dev.name, M, K, N, m, k, n, k_mt, t_in, t_out, dtype_b="i4", **options)
+        items.append(SweepItem(f"{name} {M}x{K}x{N} ({m}x{k}x{n})", "check", "issue 22: int4 kernels, uncalibrated",
+                               c))
     return items
 
 
@@ -242,7 +296,7 @@ def plot_record(record: dict[str, Any], out: Path) -> Path:
 
     fig, ax = plt.subplots(figsize=(6, 5))
     top = 0.0
-    for role, marker in (("fit", "o"), ("check", "s")):
+    for role, marker in (("fit", "o"), ("l1", "v"), ("decode", "^"), ("check", "s")):
         rows = [d for d in record["designs"] if d["role"] == role and d.get("measured")]
         x = [d["predicted"]["tops"] for d in rows]
         y = [d["measured"]["avg_tops"] for d in rows]
@@ -265,11 +319,11 @@ def summary(record: dict[str, Any]) -> str:
              f"measured (avg of {record['iters']} runs) against the model's PREDICTION"]
     for d in record["designs"]:
         if d["status"] == "SKIPPED" or "measured" not in d:
-            lines.append(f"  {d['status']:<7} {d['role']:<5} {d['name']}: {d.get('reason', '')}")
+            lines.append(f"  {d['status']:<7} {d['role']:<6} {d['name']}: {d.get('reason', '')}")
             continue
         meas, pred = d["measured"]["avg_tops"], d["predicted"]["tops"]
         err = f"errors {d['errors']}, " if d["status"] == "FAIL" else ""
-        lines.append(f"  {d['status']:<7} {d['role']:<5} {d['name']}: {err}measured {meas:.3f} TOPS, predicted "
+        lines.append(f"  {d['status']:<7} {d['role']:<6} {d['name']}: {err}measured {meas:.3f} TOPS, predicted "
                      f"{pred:.3f} ({(pred - meas) / meas:+.1%})")
     return "\n".join(lines + [stack_summary(record)])
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from ..dtypes import BF16, dtype
 from ..groupquant import groups_along_k
+from ..hw import devices
 from ..spec import Problem
 from .params import Params, load
 from .perf import GIGA
@@ -45,11 +46,18 @@ def call_bytes(size: Problem, dtype_in: str, dtype_b: str, dtype_out: str, group
     """Bytes of A and B read once and C written once, as the user's matrices hold them (no padding); with
     `group_size` (W4A16), B's scale rows too, and as many zero-point rows with `zero_points`."""
     M, K, N = size.M, size.K, size.N
-    total = (M * K * dtype(dtype_in).elem_bytes + K * N * dtype(dtype_b).elem_bytes
+    total = (M * K * dtype(dtype_in).elem_bytes + b_bytes(size, dtype_b, group_size, zero_points)
              + M * N * dtype(dtype_out).elem_bytes)
+    return int(round(total))
+
+
+def b_bytes(size: Problem, dtype_b: str, group_size: int = 0, zero_points: bool = False) -> float:
+    """B's bytes as the user holds them: K x N values, and a W4A16 B's scale (and zero-point) rows."""
+    K, N = size.K, size.N
+    total = K * N * dtype(dtype_b).elem_bytes
     if group_size:
         total += groups_along_k(K, group_size) * N * BF16.elem_bytes * (2 if zero_points else 1)
-    return int(round(total))
+    return float(total)
 
 
 def dram_roof(device: str, size: Problem, dtype_in: str, dtype_b: str, dtype_out: str,
@@ -59,3 +67,19 @@ def dram_roof(device: str, size: Problem, dtype_in: str, dtype_b: str, dtype_out
     d = (params or load()).dram[device]
     return DramRoof(call_bytes(size, dtype_in, dtype_b, dtype_out, group_size, zero_points), d.peak_gbps,
                     d.machine)
+
+
+def floor_s(device: str, size: Problem, dtype_in: str, dtype_b: str, dtype_out: str, streams: int, tasks: int,
+            params: Params | None = None, group_size: int = 0, zero_points: bool = False) -> float:
+    """No faster, under the model's terms, than any design of this call whose B crosses `streams` shim
+    streams and whose first task group has `tasks` shim tasks (model/perf.py): dispatch, that group's
+    setup (charged before the array runs), and the longest of the DRAM roof and B over its streams at one
+    stream's rate (the bursts it keeps in flight) and at its port's (4 bytes a cycle). A bound, not a
+    prediction: fill, drain, run losses and the cores only add."""
+    p = params or load()
+    dev = devices.device(device)
+    d = p.dram[device]
+    b = b_bytes(size, dtype_b, group_size, zero_points) / streams
+    per_stream_gbps = min(d.stream_gbps(max(dev.shim_burst_bytes)), p.stream_bytes_per_cycle * dev.clock_ghz)
+    roof = dram_roof(device, size, dtype_in, dtype_b, dtype_out, p, group_size, zero_points).time_s
+    return p.dispatch_us * 1e-6 + tasks * p.bd_task_us * 1e-6 + max(roof, b / (per_stream_gbps * GIGA))

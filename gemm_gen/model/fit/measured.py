@@ -1,12 +1,14 @@
 """gemm-gen calibrate --measurements: refit the device constants on `make validate` records.
 
 The constants a laptop's measurements pin down better than the papers do are the DRAM ones of each
-device (streaming bandwidth, bytes lost per contiguous run) and the dispatch time of one run. They
-are fitted by least squares on log(predicted / measured) over the records' "fit" rows only (the
-small designs); the "check" rows (the papers' headline designs) are only compared, before and
-after, so the report says how the refit does out of sample. A constant is not written when it
-lands on a bound of its search, or when its device has fewer fit rows than free parameters; the
-report says which, in one line each.
+device (streaming bandwidth, bytes lost per contiguous run), the dispatch time of one run, one shim
+stream's rate and one shim task's setup. They are fitted together by least squares on
+log(predicted / measured) over the records' "fit" rows (the small designs) and "decode" rows (one
+decode call on several column counts, a call of many task groups); the L1 allocation pairs ("l1")
+then fit the cost of a shared bank. The "check" rows (the papers' headline designs, the int4
+designs) are only compared, before and after, so the report says how the refit does out of sample.
+A constant is not written when it lands on a bound of its search, when its device has fewer fit rows
+than free parameters, or when no rows tell it apart; the report says which, in one line each.
 """
 
 from __future__ import annotations
@@ -26,14 +28,15 @@ from ..perf import estimate_config
 from .calibrate import design_data
 
 BOUNDS = {"peak_gbps": (1.0, 400.0), "run_overhead_bytes": (0.0, 16384.0), "dispatch_us": (0.0, 5000.0),
-          "l1_conflict": (0.0, 8.0)}
+          "l1_conflict": (0.0, 8.0), "stream_gbps_256": (0.1, 100.0), "bd_task_us": (0.0, 100.0)}
 L1_CONFLICT = "l1_conflict"  # kernel.l1_conflict_cycles_per_collision
+BD_TASK = "bd_task_us"  # runtime.bd_task_us
 
 
 @dataclass(frozen=True)
 class Measured:
     name: str
-    role: str  # "fit", "l1" (allocation pairs: the bank-sharing cost) or "check"
+    role: str  # "fit", "l1" (allocation pairs: the bank-sharing cost), "decode" (stream rate, task setup) or "check"
     device: str
     config: GemmConfig
     seconds: float  # measured average
@@ -107,6 +110,8 @@ def _apply(p: Params, names: list[str], x: np.ndarray) -> Params:
             p = p.with_(dispatch_us=float(value))
         elif name == L1_CONFLICT:
             p = p.with_(l1_conflict=float(value))
+        elif name == BD_TASK:
+            p = p.with_(bd_task_us=float(value))
         else:
             dev, what = name.split(".")
             p = p.with_dram(dev, **{what: float(value)})
@@ -114,21 +119,21 @@ def _apply(p: Params, names: list[str], x: np.ndarray) -> Params:
 
 
 def refit(rows: list[Measured], base: Params | None = None, machine: str | None = None) -> Refit:
-    """Least squares of log(predicted / measured) over the fit rows (scipy's bounded trust region),
-    from the `machine` profile's peak where the device has one (else its default's)."""
-    from scipy.optimize import least_squares
+    """Least squares of log(predicted / measured) over the fit and decode rows together (scipy's
+    bounded trust region; the decode rows depend on the DRAM constants too, and the fit rows on a
+    task's setup), from the `machine` profile's peak where the device has one (else its default's);
+    then the cost of a shared bank on the L1 pairs."""
 
     p0 = base or load()
     fit_rows = [r for r in rows if r.role == "fit"]
+    decode_rows = [r for r in rows if r.role == "decode"]
     devices = sorted({r.device for r in fit_rows})
-    for dev in devices:
+    for dev in sorted({r.device for r in fit_rows + decode_rows}):
         if machine in p0.peaks.get(dev, {}):
             p0 = p0.on_machine(dev, machine)
     names = [f"{dev}.{what}" for dev in devices for what in ("peak_gbps", "run_overhead_bytes")]
     names += ["dispatch_us"] if fit_rows else []
     result = Refit(p0, p0, {}, {}, rows)
-    if not names:
-        return result
     for dev in devices:  # fewer points than free parameters: nothing to fit
         have = sum(r.device == dev for r in fit_rows)
         if have < 3:
@@ -138,25 +143,73 @@ def refit(rows: list[Measured], base: Params | None = None, machine: str | None 
     if len(fit_rows) < len(names):
         result.refused["dispatch_us"] = f"fitted from {len(fit_rows)} fit rows, fewer than the {len(names)} free " \
                                         f"parameters"
+    decode, unseen = _decode_names(decode_rows)
+    for name, why in unseen.items():  # left out of the solve: the rows cannot move it
+        result.fitted[name] = _value(p0, name)
+        result.refused[name] = why
+    names += decode
+    if names:
+        for name, value in _solve(p0, names, fit_rows + decode_rows).items():
+            result.fitted[name] = value
+            a, b = BOUNDS[name.split(".")[-1]]
+            if min(value - a, b - value) <= 1e-4 * (b - a):  # the bounded solver approaches a bound, never sits on it
+                result.refused.setdefault(name, f"landed on the bound of its search [{a:g}, {b:g}]")
+        written = [n for n in names if n not in result.refused]
+        result.after = _apply(p0, written, np.array([result.fitted[n] for n in written]))
+    _refit_l1_conflict(result)
+    return result
+
+
+def _value(p: Params, name: str) -> float:
+    """A refittable constant's value in `p`, by its name here."""
+    if name == "dispatch_us":
+        return p.dispatch_us
+    if name == L1_CONFLICT:
+        return p.l1_conflict
+    if name == BD_TASK:
+        return p.bd_task_us
+    dev, what = name.split(".")
+    return float(getattr(p.dram[dev], what))
+
+
+def _solve(p0: Params, names: list[str], rows: list[Measured]) -> dict[str, float]:
+    """The constants `names` that best fit `rows` from `p0`, within BOUNDS."""
+    from scipy.optimize import least_squares
+
     lo = np.array([BOUNDS[n.split(".")[-1]][0] for n in names])
     hi = np.array([BOUNDS[n.split(".")[-1]][1] for n in names])
-    x0 = np.array([p0.dispatch_us if n == "dispatch_us" else getattr(p0.dram[n.split(".")[0]], n.split(".")[1])
-                   for n in names], dtype=np.float64)
-    x0 = np.clip(x0, lo + 1e-9 * (hi - lo), hi - 1e-9 * (hi - lo))
+    x0 = np.clip(np.array([_value(p0, n) for n in names], dtype=np.float64), lo + 1e-9 * (hi - lo),
+                 hi - 1e-9 * (hi - lo))
 
     def residuals(x: np.ndarray) -> np.ndarray:
         p = _apply(p0, names, x)
-        return np.array([np.log(predicted_s(p, r.config) / r.seconds) for r in fit_rows])
+        return np.array([np.log(predicted_s(p, r.config) / r.seconds) for r in rows])
 
     sol = least_squares(residuals, x0, bounds=(lo, hi), x_scale=np.maximum(np.abs(x0), 1.0), method="trf")
-    for name, value, a, b in zip(names, sol.x, lo, hi):
-        result.fitted[name] = float(value)
-        if min(value - a, b - value) <= 1e-4 * (b - a):  # the bounded solver approaches a bound, never sits on it
-            result.refused.setdefault(name, f"landed on the bound of its search [{a:g}, {b:g}]")
-    written = [n for n in names if n not in result.refused]
-    result.after = _apply(p0, written, np.array([result.fitted[n] for n in written]))
-    _refit_l1_conflict(result)
-    return result
+    return {name: float(value) for name, value in zip(names, sol.x)}
+
+
+def _decode_names(rows: list[Measured]) -> tuple[list[str], dict[str, str]]:
+    """The constants the decode rows fit (one shim stream's rate per device, one shim task's setup),
+    and those they cannot tell apart, with why: a stream's rate differs from DRAM's peak only over
+    rows of several column counts (one B stream each), a task's setup only over rows whose task
+    groups wait for their setup differently (queue_groups)."""
+    if not rows:
+        return [], {}
+    names, unseen = [], {}
+    for dev in sorted({r.device for r in rows}):
+        cols = {r.config.cols for r in rows if r.device == dev}
+        name = f"{dev}.stream_gbps_256"
+        if len(cols) < 2:
+            unseen[name] = (f"fitted from decode rows of {dev} on {len(cols)} column count: a stream's rate and "
+                            "DRAM's peak are not told apart")
+        else:
+            names.append(name)
+    if len({r.config.queue_groups for r in rows}) < 2:
+        unseen[BD_TASK] = "fitted from decode rows that all keep as many task groups in flight: nothing to compare"
+    else:
+        names.append(BD_TASK)
+    return names, unseen
 
 
 def _refit_l1_conflict(result: Refit) -> None:
@@ -204,6 +257,10 @@ def calibration_data(r: Refit, machine: str | None = None) -> dict[str, Any]:
             entry = data["kernel"]["l1_conflict_cycles_per_collision"]
             n_fit = sum(row.role == "l1" for row in r.rows)
             source = f"fitted by gemm-gen calibrate on {n_fit} measured L1 allocation pair rows of {', '.join(files)}"
+        elif name == BD_TASK or name.endswith(".stream_gbps_256"):
+            n_fit = sum(row.role == "decode" for row in r.rows)
+            source = f"fitted by gemm-gen calibrate on {n_fit} measured decode rows of {', '.join(files)}"
+            entry = data["runtime"][BD_TASK] if name == BD_TASK else dram_entry(data, *name.split("."))
         else:
             dev, what = name.split(".")
             if what == "peak_gbps" and machine:
@@ -224,11 +281,13 @@ def report(r: Refit) -> str:
     lines = ["gemm-gen calibrate: device constants refitted on measured runs (the model's figures stay predictions)"]
     for name, value in r.fitted.items():
         before = (r.before.dispatch_us if name == "dispatch_us" else r.before.l1_conflict if name == L1_CONFLICT
+                  else r.before.bd_task_us if name == BD_TASK
                   else getattr(r.before.dram[name.split(".")[0]], name.split(".")[1]))
         state = f"NOT WRITTEN: {r.refused[name]}" if name in r.refused else "written"
         lines.append(f"  {name:<28} {before:>10.3f} -> {value:>10.3f}  ({state})")
     for role, what in (("fit", "rows the constants were fitted on"),
                        ("l1", "L1 allocation pairs, the bank cost's rows"),
+                       ("decode", "decode calls, a stream's rate's and a task's setup's rows"),
                        ("check", "rows only checked (out of sample)")):
         before, after = r.errors(r.before, role), r.errors(r.after, role)
         if not before:
