@@ -31,6 +31,11 @@ BOUNDS = {"peak_gbps": (1.0, 400.0), "run_overhead_bytes": (0.0, 16384.0), "disp
           "l1_conflict": (0.0, 8.0), "stream_gbps_256": (0.1, 100.0), "bd_task_us": (0.0, 100.0)}
 L1_CONFLICT = "l1_conflict"  # kernel.l1_conflict_cycles_per_collision
 BD_TASK = "bd_task_us"  # runtime.bd_task_us
+# a constant is seen by the rows when some row's log time moves by at least this much per unit of the
+# constant's log at the solution (1% faster or slower for 1% more)
+SEEN = 0.01
+MISFIT = 0.25  # a refit that leaves a row it was fitted on further off than this writes nothing
+ONE_SIDED = "beyond it no row's time moves with it (another bound binds first), and every design prices alike"
 
 
 @dataclass(frozen=True)
@@ -98,6 +103,8 @@ class Refit:
     fitted: dict[str, float]  # "npu2.peak_gbps" -> value
     refused: dict[str, str] = field(default_factory=dict)  # constant -> why it is not written
     rows: list[Measured] = field(default_factory=list)
+    # constants written where no row's time moves with them any more: "at least" or "at most" that value
+    one_sided: dict[str, str] = field(default_factory=dict)
 
     def errors(self, p: Params, role: str) -> list[tuple[Measured, float]]:
         """(row, predicted / measured - 1) of the rows of one role."""
@@ -122,13 +129,16 @@ def refit(rows: list[Measured], base: Params | None = None, machine: str | None 
     """Least squares of log(predicted / measured) over the fit and decode rows together (scipy's
     bounded trust region; the decode rows depend on the DRAM constants too, and the fit rows on a
     task's setup), from the `machine` profile's peak where the device has one (else its default's);
-    then the cost of a shared bank on the L1 pairs."""
-
+    then the cost of a shared bank on the L1 pairs. A constant refused (too few rows, rows that cannot
+    tell it apart, on a bound of its search, no row's time moving with it) is held at its old value and
+    the others are solved again without it, so that no written value was fitted beside a dropped one; a
+    constant the solver moved to where no row's time depends on it is written as a one-sided value."""
     p0 = base or load()
     fit_rows = [r for r in rows if r.role == "fit"]
     decode_rows = [r for r in rows if r.role == "decode"]
+    solved_rows = fit_rows + decode_rows
     devices = sorted({r.device for r in fit_rows})
-    for dev in sorted({r.device for r in fit_rows + decode_rows}):
+    for dev in sorted({r.device for r in solved_rows}):
         if machine in p0.peaks.get(dev, {}):
             p0 = p0.on_machine(dev, machine)
     names = [f"{dev}.{what}" for dev in devices for what in ("peak_gbps", "run_overhead_bytes")]
@@ -140,22 +150,41 @@ def refit(rows: list[Measured], base: Params | None = None, machine: str | None 
             for what in ("peak_gbps", "run_overhead_bytes"):
                 result.refused[f"{dev}.{what}"] = f"fitted from {have} fit rows of {dev}, fewer than the 3 free " \
                                                   f"parameters it shares with dispatch_us"
-    if len(fit_rows) < len(names):
-        result.refused["dispatch_us"] = f"fitted from {len(fit_rows)} fit rows, fewer than the {len(names)} free " \
-                                        f"parameters"
     decode, unseen = _decode_names(decode_rows)
-    for name, why in unseen.items():  # left out of the solve: the rows cannot move it
-        result.fitted[name] = _value(p0, name)
-        result.refused[name] = why
+    result.refused.update(unseen)
     names += decode
-    if names:
-        for name, value in _solve(p0, names, fit_rows + decode_rows).items():
-            result.fitted[name] = value
+    if len(solved_rows) < len(names):
+        for name in names:
+            result.refused.setdefault(name, f"fitted from {len(solved_rows)} fit and decode rows, fewer than the "
+                                            f"{len(names)} free parameters")
+    for name in names:
+        result.fitted[name] = _value(p0, name)
+    free = [n for n in names if n not in result.refused]
+    while free:
+        values, moves = _solve(p0, free, solved_rows)
+        result.fitted.update(values)
+        dropped = {}
+        for name in free:
             a, b = BOUNDS[name.split(".")[-1]]
-            if min(value - a, b - value) <= 1e-4 * (b - a):  # the bounded solver approaches a bound, never sits on it
-                result.refused.setdefault(name, f"landed on the bound of its search [{a:g}, {b:g}]")
-        written = [n for n in names if n not in result.refused]
-        result.after = _apply(p0, written, np.array([result.fitted[n] for n in written]))
+            if min(values[name] - a, b - values[name]) <= 1e-4 * (b - a):  # approached, never sat on
+                dropped[name] = f"landed on the bound of its search [{a:g}, {b:g}]"
+        if not dropped:
+            # moved from where the rows saw it to where none does (another bound binds first): the rows
+            # say only which side it lies on, and any value there prices every design alike
+            result.one_sided = {n: "at least" if values[n] > _value(p0, n) else "at most"
+                                for n in free if moves[n] < SEEN}
+            break
+        result.refused.update(dropped)
+        free = [n for n in free if n not in dropped]
+    after = _apply(p0, free, np.array([result.fitted[n] for n in free]))
+    worst = max(solved_rows, key=lambda r: abs(predicted_s(after, r.config) / r.seconds - 1), default=None)
+    if free and worst is not None and abs(off := predicted_s(after, worst.config) / worst.seconds - 1) > MISFIT:
+        for name in free:  # constants that do not explain the runs they were fitted on
+            result.refused[name] = (f"the refit leaves {worst.name} {off:+.0%} off: no values of these constants "
+                                    "explain the runs (the model's structure is wrong for them)")
+        result.one_sided = {}
+        free = []
+    result.after = _apply(p0, free, np.array([result.fitted[n] for n in free]))
     _refit_l1_conflict(result)
     return result
 
@@ -172,8 +201,9 @@ def _value(p: Params, name: str) -> float:
     return float(getattr(p.dram[dev], what))
 
 
-def _solve(p0: Params, names: list[str], rows: list[Measured]) -> dict[str, float]:
-    """The constants `names` that best fit `rows` from `p0`, within BOUNDS."""
+def _solve(p0: Params, names: list[str], rows: list[Measured]) -> tuple[dict[str, float], dict[str, float]]:
+    """The constants `names` that best fit `rows` from `p0`, within BOUNDS, and for each the most any
+    row's log time moves per unit of its log at the solution (the solver's Jacobian)."""
     from scipy.optimize import least_squares
 
     lo = np.array([BOUNDS[n.split(".")[-1]][0] for n in names])
@@ -186,7 +216,8 @@ def _solve(p0: Params, names: list[str], rows: list[Measured]) -> dict[str, floa
         return np.array([np.log(predicted_s(p, r.config) / r.seconds) for r in rows])
 
     sol = least_squares(residuals, x0, bounds=(lo, hi), x_scale=np.maximum(np.abs(x0), 1.0), method="trf")
-    return {name: float(value) for name, value in zip(names, sol.x)}
+    moves = np.max(np.abs(np.asarray(sol.jac)), axis=0) * np.abs(sol.x)
+    return ({n: float(v) for n, v in zip(names, sol.x)}, {n: float(s) for n, s in zip(names, moves)})
 
 
 def _decode_names(rows: list[Measured]) -> tuple[list[str], dict[str, str]]:
@@ -249,18 +280,22 @@ def calibration_data(r: Refit, machine: str | None = None) -> dict[str, Any]:
     for name, value in r.fitted.items():
         if name in r.refused:
             continue
-        n_fit = sum(row.role == "fit" for row in r.rows)
-        source = f"fitted by gemm-gen calibrate on {n_fit} measured fit rows of {', '.join(files)}"
+        n_fit = sum(row.role in ("fit", "decode") for row in r.rows)
+        source = f"fitted by gemm-gen calibrate on {n_fit} measured fit and decode rows of {', '.join(files)}"
         if name == "dispatch_us":
             entry = data["runtime"]["dispatch_us"]
         elif name == L1_CONFLICT:
             entry = data["kernel"]["l1_conflict_cycles_per_collision"]
             n_fit = sum(row.role == "l1" for row in r.rows)
             source = f"fitted by gemm-gen calibrate on {n_fit} measured L1 allocation pair rows of {', '.join(files)}"
-        elif name == BD_TASK or name.endswith(".stream_gbps_256"):
-            n_fit = sum(row.role == "decode" for row in r.rows)
-            source = f"fitted by gemm-gen calibrate on {n_fit} measured decode rows of {', '.join(files)}"
-            entry = data["runtime"][BD_TASK] if name == BD_TASK else dram_entry(data, *name.split("."))
+        elif name == BD_TASK:
+            entry = data["runtime"][BD_TASK]
+        elif name.endswith(".stream_gbps_256"):
+            dev = name.split(".")[0]
+            n_fit = sum(row.role in ("fit", "decode") and row.device == dev for row in r.rows)
+            source = (f"fitted by gemm-gen calibrate on {n_fit} measured fit and decode rows of {dev} in "
+                      f"{', '.join(files)}")
+            entry = dram_entry(data, dev, "stream_gbps_256")
         else:
             dev, what = name.split(".")
             if what == "peak_gbps" and machine:
@@ -270,6 +305,8 @@ def calibration_data(r: Refit, machine: str | None = None) -> dict[str, Any]:
                 entry = profile["peak_gbps"]
             else:
                 entry = dram_entry(data, dev, what)  # a peak: the device's default machine profile's
+        if name in r.one_sided:
+            source += f"; {r.one_sided[name]} this value: {ONE_SIDED}"
         entry.pop("spread", None)
         entry.pop("spread_source", None)
         entry.update(value=round(value, 3), kind="calibrated", source=source)
@@ -280,11 +317,11 @@ def calibration_data(r: Refit, machine: str | None = None) -> dict[str, Any]:
 def report(r: Refit) -> str:
     lines = ["gemm-gen calibrate: device constants refitted on measured runs (the model's figures stay predictions)"]
     for name, value in r.fitted.items():
-        before = (r.before.dispatch_us if name == "dispatch_us" else r.before.l1_conflict if name == L1_CONFLICT
-                  else r.before.bd_task_us if name == BD_TASK
-                  else getattr(r.before.dram[name.split(".")[0]], name.split(".")[1]))
+        old = _value(r.before, name)
         state = f"NOT WRITTEN: {r.refused[name]}" if name in r.refused else "written"
-        lines.append(f"  {name:<28} {before:>10.3f} -> {value:>10.3f}  ({state})")
+        if name in r.one_sided:
+            state += f", as {r.one_sided[name]} this: {ONE_SIDED}"
+        lines.append(f"  {name:<28} {old:>10.3f} -> {value:>10.3f}  ({state})")
     for role, what in (("fit", "rows the constants were fitted on"),
                        ("l1", "L1 allocation pairs, the bank cost's rows"),
                        ("decode", "decode calls, a stream's rate's and a task's setup's rows"),
