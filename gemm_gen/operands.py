@@ -215,10 +215,8 @@ def group_operands(q: np.ndarray, scales: Any, zero_points: Any, group_size: int
     if scales is None:
         raise ConfigError(f"W4A16 (group_size={group_size}) needs scales: one bf16 scale per {group_size} rows of "
                           "K and column", f"pass scales=, {want} values")
-    s = as_matrix("scales", scales)
-    if s.shape != shape:
-        raise ConfigError(f"scales is {' x '.join(map(str, s.shape)) or 'a scalar'}, for B of {K} x {N} with "
-                          f"group_size={group_size}", f"pass scales of {want}")
+    of_b = f"for B of {K} x {N} with group_size={group_size}"
+    s = _group_matrix("scales", scales, shape, of_b, want)
     _number_kind("scales", s, BF16)
     s64 = _f64(s)
     bad = ~np.isfinite(s64)
@@ -244,12 +242,16 @@ def group_operands(q: np.ndarray, scales: Any, zero_points: Any, group_size: int
         if zero_points is None:
             raise ConfigError(f"a Gemm with zero_points=True needs zero_points=, {want} integers in [-8, 7]",
                               "pass zero_points=, or make the Gemm with zero_points=False")
-        zp = as_matrix("zero_points", zero_points)
-        if zp.shape != shape:
-            raise ConfigError(f"zero_points is {' x '.join(map(str, zp.shape)) or 'a scalar'}, for B of {K} x {N} "
-                              f"with group_size={group_size}", f"pass zero_points of {want}")
-        z = host_operand("zero_points", zp, I4)
+        z = host_operand("zero_points", _group_matrix("zero_points", zero_points, shape, of_b, want), I4)
     return QuantB(np.asarray(q, np.int8), np.ascontiguousarray(rounded), z, group_size), changed
+
+
+def _group_matrix(name: str, x: Any, shape: tuple[int, int], of_b: str, want: str) -> np.ndarray:
+    """`x` as a matrix of one value per group of K rows and column (`shape`); ConfigError, one line, otherwise."""
+    m = as_matrix(name, x)
+    if m.shape != shape:
+        raise ConfigError(f"{name} is {' x '.join(map(str, m.shape)) or 'a scalar'}, {of_b}", f"pass {name} of {want}")
+    return m
 
 
 def bf16_rne(x: np.ndarray) -> np.ndarray:

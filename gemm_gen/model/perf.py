@@ -38,7 +38,7 @@ from ..design.build import group_blocks
 from ..dtypes import dtype
 from ..epilogue import Epilogue
 from ..errors import GemmGenError
-from ..hw.devices import TileKind
+from ..hw.devices import Device, TileKind
 from ..l1_banks import L1Plan
 from ..rules import memtile, padding
 from ..rules.block_loop import BlockLoop
@@ -180,6 +180,13 @@ class Estimate:
         return np.asarray(self.t_mem > self.t_core)
 
 
+def shim_stream_rates(p: Params, dev: Device) -> tuple[float, float]:
+    """Bytes per second one shim stream carries at most: (its stream port's, 4 bytes a cycle; what the
+    bursts it keeps in flight allow, at the largest burst, mlir-aie's burst_length 0)."""
+    return (p.stream_bytes_per_cycle * (dev.clock_ghz * GIGA),
+            p.dram[dev.name].stream_gbps(max(dev.shim_burst_bytes)) * GIGA)
+
+
 def dram_lds(pr: Workload, k_mt: np.ndarray, n: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Elements between rows of A's, B's (as stored) and C's DRAM buffers for each candidate: the
     problem's own sizes where the call plan leaves an operand on the array, the padded extent where
@@ -269,13 +276,13 @@ def estimate(pr: Workload, m: np.ndarray | int, k: np.ndarray | int, n: np.ndarr
     cost = {"A": 1.0, "B": 1.0, "C": dram.write_cost}  # C is the only tensor written
     t_tensor = {name: (tr.bytes * cost[name] + tr.effective_runs(chi) * lost) / bw for name, tr in traffic.items()}
     t_dram = np.asarray(sum(t_tensor.values()), dtype=np.float64)
-    # every shim stream is also bounded alone: by its stream port, and by the bursts it keeps in
-    # flight (a design's shim BDs use the largest burst, mlir-aie's burst_length 0)
+    # every shim stream is also bounded alone: by its stream port, and by the bursts it keeps in flight
     a_shims = memtile.a_shims(rows, cols)  # fewer columns than rows: one A shim serves several core rows
     per_channel = np.maximum(np.maximum(traffic["A"].bytes / a_shims, traffic["B"].bytes / cols),
                              traffic["C"].bytes / cols)
-    t_port = per_channel / (sbw * f_hz)
-    t_stream = per_channel / (dram.stream_gbps(max(dev.shim_burst_bytes)) * GIGA)
+    port_bps, flight_bps = shim_stream_rates(p, dev)
+    t_port = per_channel / port_bps
+    t_stream = per_channel / flight_bps
     t_mem = np.maximum(np.maximum(t_dram, t_port), t_stream)
 
     # ---- pipeline fill and drain, BD queue, dispatch ---------------------------------------

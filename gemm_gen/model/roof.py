@@ -17,7 +17,7 @@ from ..groupquant import groups_along_k
 from ..hw import devices
 from ..spec import Problem
 from .params import Params, load
-from .perf import GIGA
+from .perf import GIGA, shim_stream_rates
 
 
 @dataclass(frozen=True)
@@ -77,9 +77,7 @@ def floor_s(device: str, size: Problem, dtype_in: str, dtype_b: str, dtype_out: 
     stream's rate (the bursts it keeps in flight) and at its port's (4 bytes a cycle). A bound, not a
     prediction: fill, drain, run losses and the cores only add."""
     p = params or load()
-    dev = devices.device(device)
-    d = p.dram[device]
     b = b_bytes(size, dtype_b, group_size, zero_points) / streams
-    per_stream_gbps = min(d.stream_gbps(max(dev.shim_burst_bytes)), p.stream_bytes_per_cycle * dev.clock_ghz)
     roof = dram_roof(device, size, dtype_in, dtype_b, dtype_out, p, group_size, zero_points).time_s
-    return p.dispatch_us * 1e-6 + tasks * p.bd_task_us * 1e-6 + max(roof, b / (per_stream_gbps * GIGA))
+    return (p.dispatch_us * 1e-6 + tasks * p.bd_task_us * 1e-6
+            + max(roof, b / min(shim_stream_rates(p, devices.device(device)))))

@@ -176,15 +176,15 @@ def refit(rows: list[Measured], base: Params | None = None, machine: str | None 
             break
         result.refused.update(dropped)
         free = [n for n in free if n not in dropped]
-    after = _apply(p0, free, np.array([result.fitted[n] for n in free]))
-    worst = max(solved_rows, key=lambda r: abs(predicted_s(after, r.config) / r.seconds - 1), default=None)
-    if free and worst is not None and abs(off := predicted_s(after, worst.config) / worst.seconds - 1) > MISFIT:
+    result.after = _apply(p0, free, np.array([result.fitted[n] for n in free]))
+    off = result.errors(result.after, "fit") + result.errors(result.after, "decode")
+    worst, error = max(off, key=lambda e: abs(e[1]), default=(None, 0.0))
+    if free and worst is not None and abs(error) > MISFIT:
         for name in free:  # constants that do not explain the runs they were fitted on
-            result.refused[name] = (f"the refit leaves {worst.name} {off:+.0%} off: no values of these constants "
+            result.refused[name] = (f"the refit leaves {worst.name} {error:+.0%} off: no values of these constants "
                                     "explain the runs (the model's structure is wrong for them)")
         result.one_sided = {}
-        free = []
-    result.after = _apply(p0, free, np.array([result.fitted[n] for n in free]))
+        result.after = p0
     _refit_l1_conflict(result)
     return result
 
