@@ -91,8 +91,8 @@ def test_a_barrier_never_closed_is_caught_on_the_next_call():
         _two_calls(open_)
 
 
-def test_a_stale_word_is_caught(monkeypatch):
-    """The second call writes no parameters (its set only): the core would read the first call's words."""
+def _second_call_without(monkeypatch, kind):
+    """Two calls of the design; the second call's sequence loses its ops of `kind` ("rtp" or "barrier")."""
     from gemm_gen.sim import run as sim_run
 
     d = _design()
@@ -100,13 +100,18 @@ def test_a_stale_word_is_caught(monkeypatch):
     real = sim_run.runtime_sequence
     second = Problem(c.M, c.K, c.N - 1)
 
-    def silent_second(cfg, call=None):
+    def without(cfg, call=None):
         ops = real(cfg, call)
-        return tuple(op for op in ops if op.op != "rtp") if call is not None and call.N == second.N else ops
+        return tuple(op for op in ops if op.op != kind) if call is not None and call.N == second.N else ops
 
-    monkeypatch.setattr(sim_run, "runtime_sequence", silent_second)
+    monkeypatch.setattr(sim_run, "runtime_sequence", without)
+    return simulate_calls(d, [Problem(c.M, c.K // 2, c.N), second])
+
+
+def test_a_stale_word_is_caught(monkeypatch):
+    """The second call writes no parameters (its set only): the core would read the first call's words."""
     with pytest.raises(SimulationError, match=r"last written before set 1 of barrier_\d_\d: this call \(set 2\)"):
-        simulate_calls(d, [Problem(c.M, c.K // 2, c.N), second])
+        _second_call_without(monkeypatch, "rtp")
 
 
 def test_a_wait_without_a_barrier_given_is_caught():
@@ -135,20 +140,8 @@ def test_a_release_past_the_lock_is_caught():
 def test_the_wait_is_an_acquire_equal(monkeypatch):
     """After a call the core's release leaves the lock at 2; a next call whose sequence never sets it to 1 hangs
     the cores (acquire-equal: a greater-or-equal acquire would let them run on unordered words)."""
-    from gemm_gen.sim import run as sim_run
-
-    d = _design()
-    c = d.config
-    real = sim_run.runtime_sequence
-    second = Problem(c.M, c.K, c.N - 1)
-
-    def unset_second(cfg, call=None):
-        ops = real(cfg, call)
-        return tuple(op for op in ops if op.op != "barrier") if call is not None and call.N == second.N else ops
-
-    monkeypatch.setattr(sim_run, "runtime_sequence", unset_second)
     with pytest.raises(DeadlockError, match=r"waits for barrier_\d_\d = 1"):
-        simulate_calls(d, [Problem(c.M, c.K // 2, c.N), second])
+        _second_call_without(monkeypatch, "barrier")
 
 
 @pytest.mark.parametrize("sizes,act,written", [("fixed", False, ()), ("mn", False, ()),

@@ -7,8 +7,9 @@ IRON's fill/drain as `shim_dma_single_bd_task` (python/dialects/aiex.py: the las
 move, an outer one repeats the task) lowered by AIEDMATasksToNPU.cpp, and before every queue push
 that issues a completion token the maskwrite of the shim tile's controller id that AIEDmaToNpu.cpp's
 PushQueuetoWrite32Pattern adds (only where the tile carries one: aiecc's default pipeline gives it one),
-and the runtime-parameter writes and runtime-barrier sets (RtpToWrite32Pattern, AIELowerSetLock.cpp). Register addresses and field positions are the device's
-(hw/devices.py ShimRegisters); every field is checked against its width, so a value that would spill
+and the runtime-parameter writes and runtime-barrier sets (RtpToWrite32Pattern, AIELowerSetLock.cpp).
+Register addresses and field positions are the device's (hw/devices.py ShimRegisters, CoreLocks);
+every field is checked against its width, so a value that would spill
 into its neighbour's bits is one line (TxnFieldError), never a wrong word. tests/test_txn.py checks
 the layouts against the words of mlir-aie's own lit tests (tests/data/txn_vectors.json).
 
@@ -248,6 +249,11 @@ def shim_bd(offset: int, sizes: tuple[int, ...], strides: tuple[int, ...], elem_
         for d, field in enumerate((d0_stride, d1_stride, d2_stride)):
             fits(f"shim BD d{d} stride field (stride - 1, words)", field, step_max, fix)
         shape += [name for name, size in (("d1", s[1]), ("d2", s[2])) if size > 1]
+    # The iteration register only for a stride: a pure repeat (stride 0) leaves it 0 and the queue push repeats
+    # the BD. BdLowering.h's encodeHardwareStridesWraps alone would give size - 1, but AIEDMATasksToNPU.cpp's
+    # rewriteSingleBD (IRON's path) and AIEDmaToNpu.cpp's memcpy path zero it for input_strides[3] == 0 ("must
+    # lower to a iteration wrap of 0"), in every stored version 2024-2026; dma_to_npu_width_conversion.mlir
+    # @b8b3fd2c checks the words (tests/data/txn_vectors.json, docs/hardware_path.md).
     iter_size = iter_stride = 0
     if s[3] > 1 and t[3] > 0:
         iter_size = fits("shim BD iteration wrap (size - 1)", s[3] - 1, spec.iteration_wrap_max - 1, fix)

@@ -15,6 +15,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TypeVar
 
 import numpy as np
 
@@ -40,6 +41,8 @@ from .machine import (
     Stream,
     Task,
 )
+
+T = TypeVar("T")
 
 
 @dataclass
@@ -292,10 +295,8 @@ def command_processor(d: Design, runtime: tuple[RuntimeOp, ...], dram: dict[str,
         if op.op == "rtp":
             write = op.rtp
             assert write is not None
-            target = rtps.get((write.tile, write.buffer))
-            if target is None:
-                raise SimulationError(f"the runtime sequence writes {write.buffer} on {write.tile}, which is no "
-                                      f"runtime-parameter buffer of a worker there", "declare it with rtp=True")
+            target = _worker_own(rtps, write.tile, write.buffer, "writes", "runtime-parameter buffer",
+                                 "declare it with rtp=True")
             if not 0 <= write.index < target.cells.size:
                 raise OutOfRangeError(f"runtime parameter {write.index} of {write.buffer} (it holds "
                                       f"{target.cells.size})", "write inside the buffer")
@@ -305,10 +306,8 @@ def command_processor(d: Design, runtime: tuple[RuntimeOp, ...], dram: dict[str,
         if op.op == "barrier":
             bset = op.barrier
             assert bset is not None
-            barrier = barriers.get((bset.tile, bset.barrier))
-            if barrier is None:
-                raise SimulationError(f"the runtime sequence sets {bset.barrier} on {bset.tile}, which is no "
-                                      f"worker's runtime barrier there", "give the worker its barrier")
+            barrier = _worker_own(barriers, bset.tile, bset.barrier, "sets", "runtime barrier",
+                                  "give the worker its barrier")
             steps.append(Step("set", None, barrier=barrier, value=bset.value))
             continue
         if op.op == "task":
@@ -344,6 +343,15 @@ def command_processor(d: Design, runtime: tuple[RuntimeOp, ...], dram: dict[str,
     if groups:
         raise SimulationError(f"task groups {sorted(groups)} are never finished", "finish every task group")
     return CommandProcessor(steps, d.config.dev.dma[TileKind.SHIM].bds)
+
+def _worker_own(owned: dict[tuple[TileRef, str], T], tile: TileRef, name: str, verb: str, what: str, fix: str) -> T:
+    """A worker's own part the runtime sequence reaches (its parameter buffer, its barrier), by tile and name."""
+    found = owned.get((tile, name))
+    if found is None:
+        raise SimulationError(f"the runtime sequence {verb} {name} on {tile}, which is no {what} of a worker there",
+                              fix)
+    return found
+
 
 def _elems(shape: tuple[int, ...]) -> int:
     n = 1
