@@ -235,6 +235,16 @@ class Actor(Protocol):
         ...
 
 
+def _holds_at_least(lock: Lock, count: int) -> Callable[[], bool]:
+    """What an acquire-greater-equal waits for (an ObjectFifo's lock)."""
+    return lambda: lock.value >= count
+
+
+def _holds(barrier: Barrier, value: int) -> Callable[[], bool]:
+    """What an acquire-equal waits for (a runtime barrier's wait)."""
+    return lambda: barrier.value == value
+
+
 class CoreActor:
     """Runs a worker's program forever (IRON's while_true), calling the kernel emulator."""
 
@@ -319,7 +329,7 @@ class CoreActor:
                 lock = end.acquire_lock
                 if lock.value < op.count:
                     self.waiting_on = f"to acquire {op.fifo}"
-                    yield lambda lock=lock, n=op.count: lock.value >= n  # type: ignore[misc]
+                    yield _holds_at_least(lock, op.count)
                 self.at_start = False
                 lock.value -= op.count
                 for _ in range(op.count):
@@ -337,7 +347,7 @@ class CoreActor:
                 barrier = self._barrier(op)
                 if barrier.value != op.value:
                     self.waiting_on = f"for {barrier.name} = {op.value} (the sequence's set)"
-                    yield lambda b=barrier, v=op.value: b.value == v  # type: ignore[misc]
+                    yield _holds(barrier, op.value)
                 self.synced = barrier.sets
             elif isinstance(op, BarrierRelease):
                 self._barrier(op).add(op.value)
