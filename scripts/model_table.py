@@ -203,8 +203,14 @@ The DRAM path is three named effects, each with its source (the parameter table 
     setup  = T_cp + (groups - 1) x max(0, T_cp - array / groups)  (the command processor sets group g+1 up while
                                                                    the array runs group g: a two-stage pipeline)
            = groups x T_cp                                        (queue_groups = 1: no overlap, sec. 5.3.3)
-    T_cp   = tasks_per_group x bd_task_us;  dispatch = dispatch_us (+ rtp_write_us per core and runtime word)
+    T_cp   = tasks_per_group x bd_task_us;  dispatch = dispatch_us (+ rtp_write_us per core and write32)
     fill   = first A and B memtile objects over DRAM;  drain = last C block over DRAM + its L1 drain
+
+The write32s a call's sequence makes before its transfers, per core: each runtime-parameter word it
+writes (k-steps and tiles with a runtime K, the mode with a runtime activation) and the set of the
+core's runtime barrier (docs/hardware_path.md), all at rtp_write_us (assumed: a lock's write32 costs
+what a parameter's does); the cores' wait and release on the barrier, two lock instructions a call,
+are left out.
 
 Every term grows with the work and with every cost (tests/test_model_monotone.py checks less
 bandwidth, more overhead, slower kernels and more work over random problems and all their tilings).

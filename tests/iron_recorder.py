@@ -7,7 +7,9 @@ ObjectFifo options are keyword-only; handles join/split/forward only from the ri
 argument lists as long as the offsets; fill/drain only on the right end, inside the runtime
 sequence, from a sequence argument, in an open TaskGroup; Workers take `tile=`, refuse bare
 ObjectFifos and pin untiled Buffers; Kernel calls need a resolved kernel and the declared number of
-arguments, with Buffers unwrapped; a handle has one endpoint (a Worker, a link or the runtime).
+arguments, with Buffers unwrapped; a handle has one endpoint (a Worker, a link or the runtime); a
+WorkerRuntimeBarrier is waited on and released only in a core of a Worker it was given, set only in the
+runtime sequence, to a lock value (0..63).
 What mlir-aie refuses later is checked at resolve_program too: when the resolved module is verified,
 each func.call operand's type against the kernel's declaration, every shim transfer inside its
 runtime buffer (DMABDOp verifier), every Buffer placed, no data layout on a shim end and a link's
@@ -184,6 +186,8 @@ class Recorder:
     transfers: list[dict[str, Any]] = field(default_factory=list)
     finishes: list[int] = field(default_factory=list)
     rt_events: list[tuple[str, Any]] = field(default_factory=list)  # ("task", group) / ("finish", group) in order
+    barriers: list[WorkerRuntimeBarrier] = field(default_factory=list)
+    locks: list[tuple[Tile, str]] = field(default_factory=list)  # the barrier locks Workers made, (tile, barrier)
     ops: list[tuple] = field(default_factory=list)  # the worker currently traced
     tracing: Worker | None = None
     sequence: _ActiveSequence | None = None
@@ -241,6 +245,7 @@ class Buffer:
             raise ValueError(f"{self._name}[{idx}] is read outside the worker that holds the buffer")
         if not isinstance(idx, (int, np.integer)) or not 0 <= idx < _count(shape_dtype(self.type)[0]):
             raise IndexError(f"{self._name}[{idx}]: index outside the buffer")
+        REC.ops.append(("load", self._name, int(idx)))  # where the core reads it, for ordering checks
         return LoadedValue(self, int(idx))
 
     def __setitem__(self, idx, value):
@@ -565,6 +570,7 @@ class Worker:
         self.stack_size, self.while_true = stack_size, while_true
         self.fifos: list[ObjectFifoHandle] = []
         self.buffers: list[Buffer] = []
+        self._barriers: list[WorkerRuntimeBarrier] = []
         for arg in _flatten(self.fn_args):
             if isinstance(arg, ObjectFifoHandle):
                 arg.endpoint = self
@@ -582,6 +588,8 @@ class Worker:
             elif isinstance(arg, ObjectFifo):
                 raise ValueError("Cannot give an ObjectFifo directly to a worker; must give an ObjectFifoHandle "
                                  "obtained through ObjectFifo.prod() or ObjectFifo.cons()")
+            elif isinstance(arg, WorkerRuntimeBarrier):  # worker.py L199-200 at 1.4.3
+                self._barriers.append(arg)
         self.trace: list[tuple] = []
         REC.workers.append(self)
 
@@ -602,6 +610,69 @@ def range_(*args, iter_args=None, insert_yield=True, **kwargs):
     REC.ops.append(("loop", ("rtp", stop.buffer.name, stop.index) if isinstance(stop, LoadedValue) else stop))
     yield 0
     REC.ops.append(("end",))
+
+
+# ---- runtime barriers ----------------------------------------------------------------------------
+LOCK_VALUE_MAX = 0x3F  # AIE2TargetModel::getMaxLockValue (AIETargetModel.h), which SetLockOp::verify bounds by
+
+
+def _lock_value(what: str, value: Any) -> int:
+    """A lock value is an integer attribute (use_lock's `value`, set_lock's I32Attr); a float or a traced
+    value fails where the op's attribute is built."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"{what} takes an int lock value, got {type(value).__name__}")
+    return int(value)
+
+
+class WorkerRuntimeBarrier:
+    """IRON's WorkerRuntimeBarrier as 1.4.3 has it (python/iron/worker.py L301-354, the release's doc render;
+    the private half from the nearest stored 2026 worker.py, whose public half is line for line the render's):
+    a Worker given one makes a lock on its tile as it resolves (Worker.resolve: lock(my_tile), no init) and
+    registers it; wait_for_value and release_with_value use the last registered lock (use_lock Acquire, an
+    acquire-equal on AIE2, and Release); set emits aiex.set_lock of every registered lock where it is called."""
+
+    _index = itertools.count()
+
+    def __init__(self, initial_value=0):
+        self.initial_value = initial_value
+        self.worker_locks: list[tuple[Tile, str]] = []
+        self.name = f"barrier_{next(WorkerRuntimeBarrier._index)}"
+        REC.barriers.append(self)
+
+    def _registered(self) -> tuple[Tile, str]:
+        if len(self.worker_locks) == 0:
+            raise ValueError("No workers have been registered for this barrier. Need to pass the barrier as an "
+                             "argument to the worker.")
+        return self.worker_locks[-1]
+
+    def _use_lock(self, action: str, value: Any) -> None:
+        lock = self._registered()
+        value = _lock_value(f"{self.name}.{action}", value)
+        if REC.tracing is None:  # UseLockOp::verify (AIEDialect.cpp): a use_lock outside a core or a DMA
+            raise ValueError("'aie.use_lock' op expects some parent op to be one of AIE::device, AIE::core, "
+                             "func::func, AIE::mem, or AIE::shimDMA")
+        if lock[0] is not REC.tracing.tile:
+            raise ValueError(f"{self.name}.{action} in the core of {REC.tracing.tile} uses the lock of {lock[0]}: "
+                             f"the barrier was last registered by another Worker")
+        REC.ops.append((f"barrier_{action}", self.name, value))
+
+    def wait_for_value(self, value):
+        self._use_lock("wait", value)
+
+    def set(self, value):
+        """_BarrierSetOp(self, value).resolve(): aiex.set_lock of every registered lock, here and now."""
+        value = _lock_value(f"{self.name}.set", value)
+        if REC.sequence is None:  # its docstring: "from within a runtime sequence body"
+            raise ValueError(f"{self.name}.set({value}) outside the runtime sequence")
+        if not 0 <= value <= LOCK_VALUE_MAX:  # SetLockOp::verify; the I32Attr reads a negative value as unsigned
+            raise ValueError(f"'aiex.set_lock' op Lock value exceeds the maximum value of {LOCK_VALUE_MAX}")
+        if not self.worker_locks:  # not 1.4.3's refusal: it silently emits nothing, and the core waits forever
+            raise ValueError(f"{self.name}.set({value}) reaches no lock: no Worker was given the barrier, so 1.4.3 "
+                             f"emits no aiex.set_lock and a core waiting on it hangs")
+        REC.rt_events.append(("barrier", (self.name, value, tuple(t for t, _ in self.worker_locks))))
+
+    def release_with_value(self, value):
+        self._use_lock("release", value)
 
 
 # ---- the runtime sequence -------------------------------------------------------------------------
@@ -937,6 +1008,10 @@ class Program:
             for arg in _flatten(w.fn_args):
                 if isinstance(arg, (Buffer, Kernel)):
                     arg.resolve()
+            for barrier in w._barriers:  # Worker.resolve: a lock on the worker's tile per barrier, registered
+                lock = (w.tile, barrier.name)
+                REC.locks.append(lock)
+                barrier.worker_locks.append(lock)
             REC.tracing, mark = w, len(REC.ops)
             try:
                 w.core_fn(*w.fn_args)
@@ -1006,4 +1081,4 @@ def api():
     REC = Recorder()
     return IronApi(ObjectFifo, ObjectFifoHandle, Worker, Kernel, Buffer, Runtime, TaskGroup, Program, Tile,
                    {"npu1": NPU1, "npu1_1col": NPU1Col1, "npu1_2col": NPU1Col2, "npu2": NPU2}, range_,
-                   TensorAccessPattern, str_to_dtype, {"bfp16": v8bfp16ebs8}), REC
+                   TensorAccessPattern, str_to_dtype, {"bfp16": v8bfp16ebs8}, WorkerRuntimeBarrier), REC

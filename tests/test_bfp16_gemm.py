@@ -270,7 +270,7 @@ def test_design_json_lists_the_worker_buffers():
 
     c = GemmConfig("npu2", 1024, 512, 2048, 128, 64, 128, 128, rho=4, **PRECISIONS["config3"])
     d = json.loads(dumps(build_design(c)))
-    assert d["format"] == "gemm_gen.design/4"
+    assert d["format"] == "gemm_gen.design/5"
     own = [b for b in d["workers"][0]["buffers"] if not b["name"].startswith("l1_reserve")]
     assert own == [{"name": "C_acc_0_0", "shape": [64, 128], "dtype": "bf16", "address": None, "mem_bank": None,
                     "rtp": False}]

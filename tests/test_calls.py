@@ -16,7 +16,7 @@ from gemm_gen.config import GemmConfig
 from gemm_gen.design import build_design
 from gemm_gen.design.model import Loop, RuntimeCount
 from gemm_gen.design.serve import serve
-from gemm_gen.errors import ConfigError, GemmGenError, LayoutError, SimulationError
+from gemm_gen.errors import ConfigError, GemmGenError, SimulationError
 from gemm_gen.rules import padding
 from gemm_gen.sim.run import simulate, simulate_calls
 from gemm_gen.spec import Problem
@@ -100,35 +100,30 @@ def test_a_design_refuses_sizes_it_does_not_serve():
 
 
 def test_runtime_k_comes_from_a_parameter_written_per_call():
+    """mnk: the core's program is one call: wait on its barrier, close it, then the call's tiles (the tiles word),
+    each walking the K the k-steps word says; the sequence writes both words of every core, then sets every
+    core's barrier, before any transfer. Calls of several sizes pass on one design."""
+    from gemm_gen.design.model import BarrierRelease, BarrierWait
+    from gemm_gen.rules.l1 import K_WORD, TILES_WORD
+
     c = replace(small("npu2", "i8", "i32"), runtime_sizes="mnk")
     d = build_design(c)
-    loops = [op for op in d.workers[0].program if isinstance(op, Loop)]
-    assert len(loops) == 1 and isinstance(loops[0].count, RuntimeCount)
+    wait, release, tiles = d.workers[0].program
+    assert (wait, release) == (BarrierWait(1), BarrierRelease(1))
+    assert tiles.count == RuntimeCount("rtp_0_0", TILES_WORD)
+    (k_loop,) = [op for op in tiles.body if isinstance(op, Loop)]
+    assert k_loop.count == RuntimeCount("rtp_0_0", K_WORD)
     assert any(b.rtp for b in d.workers[0].buffers) and "RTP" in c.l1_parts
     writes = [op for op in d.runtime if op.op == "rtp"]
-    assert len(writes) == c.rows * c.cols and {op.rtp.value for op in writes} == {c.call.k_steps - 1}
-    assert d.runtime.index(writes[-1]) < min(i for i, op in enumerate(d.runtime) if op.op == "task")
+    assert len(writes) == 2 * c.rows * c.cols
+    assert {(op.rtp.index, op.rtp.value) for op in writes} == {(K_WORD, c.call.k_steps - 1),
+                                                               (TILES_WORD, c.call.tiles_per_core)}
+    sets = [i for i, op in enumerate(d.runtime) if op.op == "barrier"]
+    assert len(sets) == c.rows * c.cols
+    assert d.runtime.index(writes[-1]) < min(sets) and max(sets) < min(i for i, op in enumerate(d.runtime)
+                                                                       if op.op == "task")
     results = simulate_calls(d, [Problem(c.M, c.K // 2, c.N), Problem(c.M, c.K, c.N), Problem(9, c.k_mt, 9)])
     assert all(r.passed for r in results)
-
-
-def test_reading_the_parameter_before_the_first_acquire_reads_the_last_call():
-    """The cores read k-steps after the first k-step's acquires; read before them (at the top of
-    the tile), the next call's first tile uses the previous call's K and the simulator sees it."""
-    c = replace(small("npu2", "i8", "i32"), runtime_sizes="mnk")
-    d = build_design(c)
-
-    def early(w):
-        body = list(w.program)
-        i = next(i for i, op in enumerate(body) if isinstance(op, Loop))
-        step_len = len(body[i].body)
-        first = body[i - step_len:i]
-        return replace(w, program=tuple(body[:i - step_len] + [body[i], *first] + body[i + 1:]))
-
-    broken = replace(d, workers=tuple(early(w) for w in d.workers))
-    assert simulate_calls(broken, [Problem(c.M, c.K, c.N)])[0].passed  # one call: nothing stale yet
-    with pytest.raises(LayoutError):
-        simulate_calls(broken, [Problem(c.M, c.K, c.N), Problem(c.M, c.K // 2, c.N)])
 
 
 def test_a_parameter_never_written_is_refused():

@@ -96,7 +96,7 @@ def test_generate_is_atomic_and_deterministic(capsys, tmp_path, monkeypatch):
     run(capsys, "generate", *SMALL)
     assert files[0].read_bytes() == first
     design = json.loads(first)
-    assert design["format"] == "gemm_gen.design/4" and len(design["workers"]) == 16
+    assert design["format"] == "gemm_gen.design/5" and len(design["workers"]) == 16
 
 
 @pytest.mark.parametrize("args,text", [

@@ -18,7 +18,7 @@ from gemm_gen import Gemm
 from gemm_gen.app.cli import main
 from gemm_gen.backends.iron import lower
 from gemm_gen.design import build_design
-from gemm_gen.design.model import Call, RuntimeCount
+from gemm_gen.design.model import BarrierRelease, BarrierWait, Call, RuntimeCount
 from gemm_gen.epilogue import MODES, Activation, Epilogue
 from gemm_gen.errors import ConfigError, LayoutError, SimulationError
 from gemm_gen.rules.epilogue import call_activation
@@ -68,16 +68,20 @@ def test_default_is_identity_and_without_bias_too():
     assert np.array_equal(g.simulate(a, b, activation="relu").view(np.uint16), relu.view(np.uint16))
 
 
-def test_design_holds_one_mode_word_read_by_convert_after_the_k_loop():
-    """Each core: one rtp Buffer of MODE_WORD + 1 words; convert's only scalar is RuntimeCount(its buffer,
-    MODE_WORD), after the K loop (so after the call's first acquire); the sequence writes every core's mode
-    before any task. A compile-time build has none of this."""
+def test_design_holds_one_mode_word_read_by_convert_after_the_barrier():
+    """Each core: one rtp Buffer of MODE_WORD + 1 words and a runtime barrier; its program waits on the barrier,
+    closes it, then runs the call's tiles, where convert's only scalar is RuntimeCount(its buffer, MODE_WORD);
+    the sequence writes every core's mode, then sets every core's barrier, before any task. A compile-time
+    build has none of this."""
     c = _runtime()
     d = build_design(c)
     for wk in d.workers:
         (rtp,) = [buf for buf in wk.buffers if buf.rtp]
-        assert rtp.shape == (MODE_WORD + 1,)
-        calls = [op for op in wk.program[0].body if isinstance(op, Call)]
+        assert rtp.shape == (MODE_WORD + 1,) and wk.barrier is not None
+        wait, release, loop = wk.program
+        assert (wait, release) == (BarrierWait(1), BarrierRelease(1))
+        assert loop.count == c.call.tiles_per_core  # fixed sizes: the tiles are the build's
+        calls = [op for op in loop.body if isinstance(op, Call)]
         assert calls[-1].kernel == next(k.name for k in d.kernels if k.role == "convert")
         assert calls[-1].scalars == (RuntimeCount(rtp.name, MODE_WORD),)
     convert = next(k for k in d.kernels if k.role == "convert")
@@ -85,14 +89,18 @@ def test_design_holds_one_mode_word_read_by_convert_after_the_k_loop():
     for act, mode in MODES.items():
         call = replace(c.call, activation=act.value)
         ops = sim_run.runtime_sequence(c, call)
+        kinds = [op.op for op in ops]
         writes = [op.rtp for op in ops if op.op == "rtp"]
-        first_task = next(i for i, op in enumerate(ops) if op.op == "task")
-        assert all(op.op == "rtp" for op in ops[:len(writes)]) and len(writes) <= first_task
+        cores = c.rows * c.cols
+        assert kinds[:2 * cores] == ["rtp"] * cores + ["barrier"] * cores and "rtp" not in kinds[2 * cores:]
         assert {(w.index, w.value) for w in writes} == {(MODE_WORD, mode)}
-        assert len(writes) == c.rows * c.cols
+        assert len(writes) == cores
+        sets = [op.barrier for op in ops if op.op == "barrier"]
+        assert {(s.tile, s.barrier, s.value) for s in sets} == {(wk.tile, wk.barrier, 1) for wk in d.workers}
     fixed = build_design(replace(c, activation="gelu"))
     assert not any(buf.rtp for wk in fixed.workers for buf in wk.buffers)
-    assert not [op for op in fixed.runtime if op.op == "rtp"]
+    assert not any(wk.barrier for wk in fixed.workers)
+    assert not [op for op in fixed.runtime if op.op in ("rtp", "barrier")]
 
 
 def _mutated(monkeypatch, change):
@@ -123,7 +131,8 @@ def test_mutant_mode_written_to_the_wrong_word_is_caught(monkeypatch):
 
 def test_mutant_mode_written_after_the_transfers_is_caught(monkeypatch):
     """Writes moved behind the call's tasks: the first call reads an unwritten word; on a later call the core
-    would read the previous call's mode (stale), which the reference of this call's activation catches."""
+    would read the previous call's mode (stale), which the barrier's epochs catch (this call's set came before
+    any write of this call)."""
     def late(ops):
         return tuple(op for op in ops if op.op != "rtp") + tuple(op for op in ops if op.op == "rtp")
     _mutated(monkeypatch, late)
@@ -135,8 +144,9 @@ def test_mutant_mode_written_after_the_transfers_is_caught(monkeypatch):
     check = sim_run._checked_call  # noqa: SLF001 - one session, call after call, as simulate_calls runs them
     assert check(session, replace(d.config.call, activation="gelu"), 0, False, "exact").passed
     _mutated(monkeypatch, late)
-    results = [check(session, replace(d.config.call, activation="relu"), 1, False, "exact")]
-    assert not results[0].passed and results[0].mismatches > 0  # relu asked, gelu (stale) applied
+    with pytest.raises(SimulationError, match=r"last written before set 1 of barrier_\d_\d: this call \(set 2\) did "
+                                              r"not write it"):
+        check(session, replace(d.config.call, activation="relu"), 1, False, "exact")
 
 
 def test_mutant_mode_no_case_handles_is_caught(monkeypatch):

@@ -267,20 +267,80 @@ def test_without_v8bfp16ebs8_only_bfp16_designs_stop():
 
 
 def test_runtime_k_lowers_to_rtp_buffers_written_before_any_transfer():
-    """mnk designs: each worker gets a use_write_rtp Buffer, bounds its K loop by the value it loads
-    (after the peeled first k-step), and the sequence writes every core's parameter first."""
+    """mnk designs: each worker gets a use_write_rtp Buffer and a WorkerRuntimeBarrier; its core waits on the
+    barrier, closes it, then runs as many output tiles as the tiles word says, each bounding its K loop by the
+    k-steps word (after the peeled first k-step); the sequence writes every core's two words first."""
     c = replace(small("npu2", "i8", "i8"), runtime_sizes="mnk")
     d, rec, _ = lowered(c)
     w = next(w for w in rec.workers if at(w.tile) == (3, 4))
     kinds = [op[0] if op[0] != "call" else op[1] for op in w.trace]
-    assert kinds == ["acquire", "zero_i32_i8", "acquire", "acquire", "matmul_i8_i32", "release", "release", "loop",
-                     "acquire", "acquire", "matmul_i8_i32", "release", "release", "end", "convert_i32_i8",
-                     "release"]
-    assert next(op for op in w.trace if op[0] == "loop")[1] == ("rtp", "rtp_3_2", 0)
+    assert kinds == ["barrier_wait", "barrier_release", "load", "loop", "acquire", "zero_i32_i8", "acquire",
+                     "acquire", "matmul_i8_i32", "release", "release", "load", "loop", "acquire", "acquire",
+                     "matmul_i8_i32", "release", "release", "end", "convert_i32_i8", "release", "end"]
+    assert [op[1] for op in w.trace if op[0] == "loop"] == [("rtp", "rtp_3_2", 1), ("rtp", "rtp_3_2", 0)]
     assert sum(b.use_write_rtp for b in rec.buffers) == c.rows * c.cols
     events = [kind for kind, _ in rec.rt_events]
     writes = [v for kind, v in rec.rt_events if kind == "rtp"]
-    assert events[: len(writes)] == ["rtp"] * c.rows * c.cols and {v[2] for v in writes} == {c.call.k_steps - 1}
+    cores = c.rows * c.cols
+    assert events[: 3 * cores] == ["rtp"] * 2 * cores + ["barrier"] * cores
+    assert {(i, v) for _, i, v in writes} == {(0, c.call.k_steps - 1), (1, c.call.tiles_per_core)}
+
+
+def _barrier_order(d, rec):
+    """What the lowering must hold for every core that reads runtime parameters: its WorkerRuntimeBarrier is
+    its own (one lock, made on its tile); the sequence writes each of its parameters, then sets its barrier,
+    before any transfer; its core waits on the barrier and closes it before it reads any parameter."""
+    barrier_of = {(w.tile.col, w.tile.row): w.barrier for w in d.workers}
+    assert all(barrier_of.values())
+    assert len(rec.locks) == len(d.workers) and len({id(t) for t, _ in rec.locks}) == len(d.workers)
+    for w in rec.workers:
+        assert len(w._barriers) == 1  # noqa: SLF001
+        (lock,) = w._barriers[0].worker_locks  # noqa: SLF001
+        assert lock[0] is w.tile
+        kinds = [op[0] for op in w.trace]
+        assert kinds[:2] == ["barrier_wait", "barrier_release"] and "load" in kinds
+        assert [op[2] for op in w.trace if op[0].startswith("barrier")] == [1, 1]
+        assert kinds.index("load") > kinds.index("barrier_release")
+    events = rec.rt_events
+    first_task = next(i for i, (kind, _) in enumerate(events) if kind == "task")
+    sets = [(i, v) for i, (kind, v) in enumerate(events) if kind == "barrier"]
+    writes = [(i, v) for i, (kind, v) in enumerate(events) if kind == "rtp"]
+    assert len(sets) == len(d.workers) and all(i < first_task for i, _ in sets)
+    for i, (_name, value, tiles) in sets:
+        assert value == 1 and len(tiles) == 1
+        buffer = f"rtp_{tiles[0].col}_{tiles[0].row - d.config.dev.first_core_row}"
+        mine = [j for j, v in writes if v[0] == buffer]
+        assert mine and max(mine) < i  # every parameter of this core is written before its barrier's set
+
+
+@pytest.mark.parametrize("cfg", [replace(small("npu2", "i8", "i8"), runtime_sizes="mnk"),
+                                 replace(small("npu1", "i8", "i32"), runtime_sizes="mnk"),
+                                 replace(small("npu2", "bf16", "bf16", False), bias=True, activation="runtime"),
+                                 replace(small("npu1", "bf16", "bf16", False), bias=True, activation="runtime",
+                                         runtime_sizes="mn")],
+                         ids=["npu2-mnk", "npu1-mnk", "npu2-runtime-activation", "npu1-mn-runtime-activation"])
+def test_runtime_parameters_are_ordered_by_a_runtime_barrier(cfg):
+    """Runtime-parameter designs (--runtime-sizes mnk, --activation runtime, both) lower with a runtime barrier
+    per core: set after the parameter writes, waited on before the first read (mlir-aie 1.4.3 orders nothing
+    else: RtpToWrite32Pattern makes a plain write32 of each parameter)."""
+    d, rec, _ = lowered(cfg)
+    _barrier_order(d, rec)
+
+
+def test_a_lowering_that_reads_before_the_barrier_or_sets_it_first_is_caught():
+    """The checks above fail on the two ways to get it wrong: the wait moved behind the first read (the
+    program's tile loop first), and the sets moved in front of the writes."""
+    cfg = replace(small("npu2", "i8", "i8"), runtime_sizes="mnk")
+    d = build_design(cfg)
+    late_wait = replace(d, workers=tuple(replace(w, program=(*w.program[2:], *w.program[:2])) for w in d.workers))
+    with pytest.raises(AssertionError):
+        _barrier_order(late_wait, lowered(late_wait)[1])
+    ops = d.runtime
+    early_set = replace(d, runtime=tuple(o for o in ops if o.op == "barrier") + tuple(o for o in ops
+                                                                                      if o.op != "barrier"))
+    with pytest.raises(AssertionError):
+        _barrier_order(early_set, lowered(early_set)[1])
+    _barrier_order(d, lowered(d)[1])
 
 
 def test_a_design_that_breaks_an_rtp_rule_does_not_lower():
@@ -293,7 +353,7 @@ def test_a_design_that_breaks_an_rtp_rule_does_not_lower():
     with pytest.raises((ValueError, KeyError)):
         lowered(plain)
     op = next(o for o in d.runtime if o.op == "rtp")
-    for bad in (replace(op.rtp, index=1), replace(op.rtp, value=1.5)):
+    for bad in (replace(op.rtp, index=2), replace(op.rtp, value=1.5)):  # the buffer holds 2 words
         broken = replace(d, runtime=tuple(replace(o, rtp=bad) if o is op else o for o in d.runtime))
         with pytest.raises((IndexError, TypeError)):
             lowered(broken)

@@ -282,6 +282,73 @@ def _rtp_read_outside_its_worker():
     ir.Buffer(RTP_TY, name="p", use_write_rtp=True)[0]  # noqa: B018 - the read is the point
 
 
+def _barrier_program(core=lambda b: b.wait_for_value(1), sequence=lambda b: b.set(1), given=True):
+    """Resolve a one-worker program with a WorkerRuntimeBarrier: `core(b)` in the worker's core (the worker
+    holds the barrier when `given`), `sequence(b)` in the runtime sequence."""
+    b = ir.WorkerRuntimeBarrier()
+    w = ir.Worker(lambda *args: core(b), [b] if given else [], tile=ir.Tile(0, 2))
+    ir.Program(ir.NPU1(), ir.Runtime(lambda: sequence(b)), workers=[w]).resolve_program()
+
+
+def _barrier_of_two_values():
+    ir.WorkerRuntimeBarrier(0, 1)
+
+
+def _barrier_initial_keyword():
+    ir.WorkerRuntimeBarrier(init=1)
+
+
+def _barrier_wait_without_a_worker():
+    ir.WorkerRuntimeBarrier().wait_for_value(1)
+
+
+def _barrier_release_without_a_worker():
+    ir.WorkerRuntimeBarrier().release_with_value(1)
+
+
+def _barrier_wait_without_a_value():
+    _barrier_program(core=lambda b: b.wait_for_value())
+
+
+def _barrier_wait_in_the_sequence():
+    _barrier_program(sequence=lambda b: b.wait_for_value(1))
+
+
+def _barrier_release_in_the_sequence():
+    _barrier_program(sequence=lambda b: b.release_with_value(1))
+
+
+def _barrier_set_outside_the_sequence():
+    _barrier_program(core=lambda b: b.set(1))
+
+
+def _barrier_set_past_the_lock():
+    _barrier_program(sequence=lambda b: b.set(64))
+
+
+def _barrier_set_negative():
+    _barrier_program(sequence=lambda b: b.set(-1))
+
+
+def _barrier_set_of_a_float():
+    _barrier_program(sequence=lambda b: b.set(1.0))
+
+
+def _barrier_wait_for_a_float():
+    _barrier_program(core=lambda b: b.wait_for_value(0.5))
+
+
+def _barrier_set_reaching_no_worker():
+    _barrier_program(core=lambda b: None, given=False)
+
+
+def _barrier_wait_in_another_workers_core():
+    b = ir.WorkerRuntimeBarrier()
+    mine = ir.Worker(lambda bb: None, [b], tile=ir.Tile(0, 2))
+    other = ir.Worker(lambda: b.wait_for_value(1), [], tile=ir.Tile(1, 2))
+    ir.Program(ir.NPU1(), ir.Runtime(lambda: b.set(1)), workers=[mine, other]).resolve_program()
+
+
 def _program(*workers, extra=None):
     """Resolve a program of the given workers on NPU1 (4 x 6)."""
     if extra:
@@ -530,6 +597,23 @@ RULES = [
     (_rtp_write_past_the_buffer, IndexError, None, "index outside the buffer"),
     (_rtp_write_of_a_float, TypeError, None, "takes an int"),
     (_rtp_read_outside_its_worker, ValueError, None, "outside the worker"),
+    (_barrier_of_two_values, TypeError, None, "positional argument"),
+    (_barrier_initial_keyword, TypeError, None, "unexpected keyword argument 'init'"),
+    (_barrier_wait_without_a_worker, ValueError, "aie.iron.WorkerRuntimeBarrier.wait_for_value",
+     "No workers have been registered for this barrier"),
+    (_barrier_release_without_a_worker, ValueError, "aie.iron.WorkerRuntimeBarrier.release_with_value",
+     "No workers have been registered for this barrier"),
+    (_barrier_wait_without_a_value, TypeError, None, "missing 1 required positional argument: 'value'"),
+    (_barrier_wait_in_the_sequence, ValueError, "mlir: UseLockOp", "'aie.use_lock' op expects some parent op"),
+    (_barrier_release_in_the_sequence, ValueError, "mlir: UseLockOp", "'aie.use_lock' op expects some parent op"),
+    (_barrier_set_outside_the_sequence, ValueError, None, "set(1) outside the runtime sequence"),
+    (_barrier_set_past_the_lock, ValueError, "mlir: SetLockOp",
+     "'aiex.set_lock' op Lock value exceeds the maximum value of 63"),
+    (_barrier_set_negative, ValueError, "mlir: SetLockOp", "'aiex.set_lock' op Lock value exceeds the maximum value"),
+    (_barrier_set_of_a_float, TypeError, None, "takes an int lock value, got float"),
+    (_barrier_wait_for_a_float, TypeError, None, "takes an int lock value, got float"),
+    (_barrier_set_reaching_no_worker, ValueError, None, "reaches no lock: no Worker was given the barrier"),
+    (_barrier_wait_in_another_workers_core, ValueError, None, "uses the lock of"),
     (_handle_given_to_two_workers, ValueError, "aie.iron.ObjectFifoHandle.endpoint",
      "Endpoint already set for ObjectFifoHandle x.cons: Set to"),
     (_handle_given_to_a_worker_and_a_link, ValueError, "aie.iron.ObjectFifoHandle.endpoint",

@@ -15,7 +15,7 @@ from gemm_gen.design.serve import check, serve
 from gemm_gen.errors import GemmGenError
 from gemm_gen.model.params import load
 from gemm_gen.model.perf import Workload, estimate, estimate_config
-from gemm_gen.rules.l1 import RTP_WORDS
+from gemm_gen.rules.l1 import runtime_writes
 from gemm_gen.search.tune_many import tune_many
 from gemm_gen.spec import Problem
 
@@ -30,16 +30,18 @@ def _base(dev: str = "npu2", t_in: str = "i8", t_out: str = "i32"):
 
 
 @pytest.mark.parametrize("dev", ["npu1", "npu2"])
-def test_a_design_with_runtime_k_pays_one_rtp_write_per_core_each_call(dev):
+def test_a_design_with_runtime_k_pays_its_write32s_per_core_each_call(dev):
+    """Two parameter words (k-steps, tiles) and the barrier's set: three write32s per core and call."""
     c = small(dev, "i8", "i32")
     p = load()
     fixed = float(estimate_config(c, p).time)
     mnk = float(estimate_config(replace(c, runtime_sizes="mnk"), p).time)
     mn = float(estimate_config(replace(c, runtime_sizes="mn"), p).time)
     cores = c.rows * c.cols
-    assert mnk - fixed == pytest.approx(RTP_WORDS * cores * p.rtp_write_us * 1e-6, rel=1e-9)
+    assert runtime_writes("mnk", False) == 3
+    assert mnk - fixed == pytest.approx(3 * cores * p.rtp_write_us * 1e-6, rel=1e-9)
     assert mn == fixed  # cores that loop while data comes read no parameter
-    assert (mnk - fixed) * 1e6 == pytest.approx(2.112 if dev == "npu2" else 1.056)  # 66 ns per core-word
+    assert (mnk - fixed) * 1e6 == pytest.approx(6.336 if dev == "npu2" else 3.168)  # 66 ns per core-write32
 
 
 def test_a_small_call_pays_for_whole_blocks():

@@ -217,6 +217,49 @@ def test_the_encoder_and_iron_express_spanned_tasks(name):
     assert len(rec.transfers) == len(d.tasks)
 
 
+def _stride0_cases():
+    from .test_decode import decode
+
+    cases = {name: GemmConfig(**kw, task_span=0) for name, kw in CASES.items()}
+    cases["npu2 bf16 decode"] = decode("npu2", "bf16", "bf16", 1, 128, 512).with_(task_span=0)
+    cases["npu1 i8 decode"] = decode("npu1", "i8", "i16", 5, 128, 256, True).with_(task_span=0)
+    return cases
+
+
+STRIDE0 = _stride0_cases()
+
+
+@pytest.mark.parametrize("name", sorted(STRIDE0))
+def test_stride0_repeats_mean_the_same_words_to_the_encoder_the_simulator_and_iron(name):
+    """The Design's taps are shared: for every shim task of a spanned call (A re-sent per block through a
+    stride-0 dimension, spanned and decode A alike), the words the encoder's BD moves (decoded from its 8
+    words and the push's repeat count as the hardware reads them: a zero iteration register repeats the same
+    walk) are the words the simulator moves for the task, and the tap IRON is given encodes to the same BD."""
+    from .test_txn import _bd_word_walk
+
+    c = STRIDE0[name]
+    d = build_design(c)
+    enc = txn._Encoding.of(d, c.call)
+    api, rec = ir.api()
+    lower(d, api).resolve_program()
+    assert len(rec.transfers) == len(d.tasks)
+    repeats = 0
+    for task, sent in zip(d.tasks, rec.transfers):
+        t = dtype(d.tensor(task.tensor).dtype)
+        bd, byte_offset = enc.bd(task, c.dev)
+        moved = _bd_word_walk(bd.words, bd.repeat, byte_offset)
+        sim = Tap(0, task.tap.sizes, task.tap.strides).to_words(t).indices() + t.unit_nbytes(task.tap.offset) // 4
+        assert np.array_equal(moved, sim), task.name  # sim/lower.py command_processor's walk of the task
+        tap = sent["tap"]  # in IRON's elements, padded to 4 dims (iron.py SHIM_TAP_DIMS)
+        iron_bd = txn.shim_bd(tap.offset, tuple(tap.sizes), tuple(tap.strides), enc.elem_bits[task.tensor],
+                              enc.burst)
+        assert (iron_bd.words, iron_bd.repeat) == (bd.words, bd.repeat), task.name
+        if task.tap.sizes[0] > 1 and task.tap.strides[0] == 0:
+            repeats += 1
+            assert bd.words[6] == 0 and bd.repeat == task.tap.sizes[0] - 1  # 1.4.3: the queue repeats it
+    assert repeats > 0 or c.a_col_maj
+
+
 # ---- the model -------------------------------------------------------------------------------------
 def test_the_model_charges_the_bd_setup_once_per_span():
     c = GemmConfig("npu2", 1024, 1024, 4096, 88, 48, 128, 528, "i8", "i32", dtype_b="i4", b_pack="strips")

@@ -139,8 +139,54 @@ def test_shim_bds_equal_the_lowering(case):
         assert bd.repeat == case["repeat"]
     if "queue" in case:
         q = case["queue"]
-        push = txn.queue_push(0, DIRECTION[q["direction"]], q["channel"], q["bd_id"], bd.repeat, q["issue_token"])
+        push = txn.queue_push(q.get("column", 0), DIRECTION[q["direction"]], q["channel"], q["bd_id"], bd.repeat,
+                              q["issue_token"])
         assert (push.address, push.value) == (q["address"], q["value"])
+
+
+def test_a_pure_repeat_leaves_the_iteration_register_zero():
+    """A stride-0 outermost dimension repeats the BD through the queue push; its iteration register stays 0,
+    as 1.4.3's lowering writes it (the stride0_repeat vector: word 6 of mlir-aie's own BD). An iteration size
+    taken from the size alone (BdLowering.h's shared encoder without its callers' zero-stride rule) would
+    write 3 << 20 there."""
+    case = next(c for c in VECTORS["shim_bds"]["cases"] if c["name"] == "stride0_repeat_bf16_words")
+    bd = txn.shim_bd(case["offset"], tuple(case["sizes"]), tuple(case["strides"]), case["elem_bits"], case["burst"])
+    assert bd.words[6] == case["bd_words"][6] == 0 and bd.repeat == case["repeat"] and "repeat" in bd.shape
+
+
+@pytest.mark.parametrize("which", ["without", "with"])
+def test_a_token_push_writes_the_controller_id_only_from_a_tile_that_has_one(which):
+    """AIEDmaToNpu.cpp: the maskwrite before a token push only when the shim tile carries a controller_id
+    (mlir-aie's push_to_queue.mlir has none: the push alone); aiecc's pipeline gives every shim tile one."""
+    case = CONTROLLER["lit_cases"][which]
+    ops = txn.push_ops(case["column"], DIRECTION[case["direction"]], case["channel"], case["bd_id"],
+                       case["repeat_count"], case["issue_token"], case.get("controller_id"))
+    assert ops == [_op(op) for op in case["ops"]]
+    untokened = txn.push_ops(case["column"], DIRECTION[case["direction"]], case["channel"], case["bd_id"],
+                             case["repeat_count"], False, case.get("controller_id"))
+    assert [type(op) for op in untokened] == [txn.Write32]  # no token, no maskwrite, with or without an id
+
+
+@pytest.mark.parametrize("case", VECTORS["barrier_sets"]["cases"], ids=lambda c: c["check"][:24])
+def test_barrier_sets_equal_the_lit_test(case):
+    """WorkerRuntimeBarrier.set: aiex.set_lock, a write32 of the value into the core's lock register."""
+    from dataclasses import replace as dc_replace
+
+    from gemm_gen.design.model import BarrierSet, RuntimeOp, TileRef
+    from gemm_gen.hw.devices import CORE_LOCKS
+
+    op = RuntimeOp("barrier", -1, barrier=BarrierSet(TileRef(case["column"], case["row"]), "b", case["value"]))
+    locks = dc_replace(CORE_LOCKS, barrier_id=case["lock_id"])
+    write = txn._barrier_set(op, locks)
+    assert (write.address, write.value) == (case["column"] << COL_SHIFT | case["row"] << ROW_SHIFT
+                                            | case["local_address"], case["value"])
+
+
+def test_a_barrier_value_past_the_lock_is_one_line():
+    from gemm_gen.design.model import BarrierSet, RuntimeOp, TileRef
+
+    with pytest.raises(TxnFieldError, match="runtime barrier value 64 does not fit its field"):
+        txn._barrier_set(RuntimeOp("barrier", -1, barrier=BarrierSet(TileRef(0, 2), "b", 64)))
 
 
 # ---- the controller id: aiecc's maskwrite before every push that issues a token -----------------
@@ -148,7 +194,7 @@ def test_shim_bds_equal_the_lowering(case):
 @pytest.mark.parametrize("channel", CONTROLLER["channels"], ids=lambda ch: f"{ch['direction']}{ch['channel']}")
 def test_the_controller_id_maskwrite_is_aieccs(channel, col):
     d, ch = DIRECTION[channel["direction"]], channel["channel"]
-    write = txn.controller_id_write(col, d, ch)
+    write = txn.controller_id_write(col, d, ch, CONTROLLER["controller_id"])
     ctrl = col << CONTROLLER["column_shift"] | channel["ctrl"]
     # the maskwrite32 op's words (npu_instgen.mlir) with aiecc's value and mask (AIEDmaToNpu.cpp)
     assert write.words() == [3, 0, ctrl, 0, CONTROLLER["value"], CONTROLLER["mask"], 0x1C]
@@ -200,6 +246,16 @@ def test_every_token_push_follows_one_controller_id_maskwrite(dev, t_in, t_out, 
         assert words[2] == len(ops) and words[3] == 4 * words.size
 
 
+def test_a_module_without_controller_ids_has_no_maskwrite():
+    """The same call encoded for shim tiles without a controller_id (no aie-assign-tile-controller-ids): the
+    token pushes alone, every other op as before."""
+    c = replace(small("npu2", "i8", "i8", True), runtime_sizes="mnk")
+    design = build_design(c)
+    with_ids, without = txn.call_ops(design, c.call), txn.call_ops(design, c.call, controller_id=None)
+    assert any(isinstance(op, txn.MaskWrite32) for op in with_ids)
+    assert without == [op for op in with_ids if not isinstance(op, txn.MaskWrite32)]
+
+
 # ---- every field's range: one line, never a word that spills into its neighbour ----------------
 BIG = (1 << 20) + 1  # a stride of 2^20 + 1 words: 2^20 does not fit the 20-bit "stride - 1" field
 BROKEN = {
@@ -219,7 +275,7 @@ BROKEN = {
     "queue BD id": lambda: txn.queue_push(0, txn.MM2S, 0, 16, 0, False),
     "queue repeat": lambda: txn.queue_push(0, txn.MM2S, 0, 0, 256, False),
     "shim DMA channel": lambda: txn.queue_push(0, txn.S2MM, 2, 0, 0, True),
-    "DMA direction": lambda: txn.controller_id_write(0, 2, 0),
+    "DMA direction": lambda: txn.controller_id_write(0, 2, 0, 15),
     "register column": lambda: txn.address(128, 0, 0),
     "register row": lambda: txn.address(0, 32, 0),
     "register offset": lambda: txn.address(0, 0, 1 << 20),
@@ -304,7 +360,7 @@ def test_a_calls_stream_moves_exactly_the_words_of_its_transfers(dev, t_in, t_ou
     twice while live on a column; each awaited task is synced on its channel; the runtime
     parameters land at the core's RTP buffer."""
     from gemm_gen.design.build import host_tensors, runtime_sequence
-    from gemm_gen.rules.l1 import RTP_PART
+    from gemm_gen.rules.l1 import K_WORD, RTP_PART, TILES_WORD
 
     c = replace(small(dev, t_in, t_out, col), runtime_sizes="mnk")
     c = replace(c, M=max(c.M, 1024), K=max(c.K, 1024), N=max(c.N, 2048))
@@ -319,11 +375,18 @@ def test_a_calls_stream_moves_exactly_the_words_of_its_transfers(dev, t_in, t_ou
     live: dict[int, set[int]] = {}
     group_ids: dict[int, list[tuple[int, int]]] = {}
     checked = synced = 0
+    words = {K_WORD: call.k_steps - 1, TILES_WORD: call.tiles_per_core}
     for op in runtime:
         if op.rtp is not None:
             w = next(it)
-            assert (w.address, w.value) == (op.rtp.tile.col << COL_SHIFT | op.rtp.tile.row << ROW_SHIFT | rtp,
-                                             call.k_steps - 1)
+            assert (w.address, w.value) == (op.rtp.tile.col << COL_SHIFT | op.rtp.tile.row << ROW_SHIFT | rtp
+                                             + WORD_BYTES * op.rtp.index, words[op.rtp.index])
+            continue
+        if op.barrier is not None:  # lock 0's value register (the lower_set_lock vector's address), set to 1
+            w = next(it)
+            lock0 = next(c["local_address"] for c in VECTORS["barrier_sets"]["cases"] if c["lock_id"] == 0)
+            assert (w.address, w.value) == (op.barrier.tile.col << COL_SHIFT | op.barrier.tile.row << ROW_SHIFT
+                                             | lock0, 1)
             continue
         if op.task is None:  # the group finishes: a sync per awaited task, then its ids free up
             for t, bd_id in group_ids.pop(op.group):
@@ -377,7 +440,7 @@ def _exact_branches(design, call) -> frozenset[str]:
             bd, offset = enc.bd(op.task, design.config.dev)
             found |= {f"{op.task.tensor} {bd.shape}"} | ({"nonzero offset"} if offset else set()) | \
                 ({"token"} if op.task.wait else set())
-        if op.rtp is not None:
+        if op.rtp is not None or op.barrier is not None:
             found.add("runtime parameters")
     groups = call.m_blocks * call.n_blocks
     found |= {"BD ids reused"} if groups > design.config.queue_groups else set()

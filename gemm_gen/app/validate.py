@@ -120,6 +120,15 @@ FIRST_RUN_CHECKS: tuple[FirstRunCheck, ...] = (
                   "every fit row PASS",
                   "a TIMEOUT (a hang the simulator does not model); FAIL on the i16 rows only (the acc64 round trip, "
                   "whose lanes the simulator assumes low word first); FAIL elsewhere (data movement or numerics)"),
+    FirstRunCheck("Runtime parameters reach the cores in order.",
+                  "`gemm-gen run --runtime-sizes` of a `--runtime-sizes mnk` build over several sizes in one "
+                  "command (e.g. 512x512x512,300x200x100,64x512x64), and a `Gemm(..., activation='runtime')` "
+                  "called with each activation in turn (validate runs neither): each call's sequence writes the "
+                  "parameters, then sets every core's WorkerRuntimeBarrier, and the cores wait on it before reading",
+                  "every size and every call PASS, the later ones included",
+                  "FAIL on a later call only (a core read a parameter before that call's write landed: the barrier "
+                  "does not order it), or a TIMEOUT (a core waits on a barrier nothing sets: compare the stream's "
+                  "set with aiecc's, hw/devices.py CoreLocks' lock 0 at 0x1F000, as check 6 does)"),
     FirstRunCheck("The host instruction encoder is trusted.",
                   "the `encoder` verdict in the build cache entry's `streams.json` after `gemm-gen run "
                   "--runtime-sizes` runs a size other than the xclbin's (validate runs none)",

@@ -11,6 +11,11 @@ The translation is one to one, in the API of the pinned release (pins.py; python
   the handles in the Design's task groups (`TaskGroup()`, `group=`, `finish()`);
 - `Program(device, rt, workers=...)` resolves with every tile given, so mlir-aie's placement pass
   has nothing left to choose.
+- a worker that reads runtime parameters gets a `WorkerRuntimeBarrier` (python/iron/worker.py at v1.4.3,
+  L301-354: its Worker makes one lock on the worker's tile; `wait_for_value` is an acquire-equal of it in the
+  core, `release_with_value` a release, `set` an aiex.set_lock in the runtime sequence). The sequence sets it
+  after the parameter writes, which 1.4.3 lowers to plain write32s ordered against nothing else
+  (AIEDmaToNpu.cpp RtpToWrite32Pattern); the core waits on it before reading them.
 
 W4A16 (a design with group scales: groupquant): the Design already counts B's fifo objects, kernel argument and
 host tensor in words of whole B objects (groupquant.object_bytes each: its values and its scale / zero-point rows,
@@ -28,7 +33,20 @@ from typing import Any
 
 import numpy as np
 
-from ..design.model import Acquire, Call, Design, Link, LocalBuffer, Loop, ObjectFifo, Op, Release, TileRef
+from ..design.model import (
+    Acquire,
+    BarrierRelease,
+    BarrierWait,
+    Call,
+    Design,
+    Link,
+    LocalBuffer,
+    Loop,
+    ObjectFifo,
+    Op,
+    Release,
+    TileRef,
+)
 from ..dtypes import dtype
 from ..errors import BuildError, ToolchainMissing
 from ..tap import Tap
@@ -56,6 +74,7 @@ class IronApi:
     TensorAccessPattern: Any
     str_to_dtype: Callable[[str], Any]
     block_types: dict[str, Any]  # our block type name -> IRON's element type (bfp16: v8bfp16ebs8)
+    WorkerRuntimeBarrier: Any
 
     def callables(self) -> dict[str, Callable[..., Any]]:
         """Each IRON callable the lowering uses, under its name in the pinned table."""
@@ -77,6 +96,8 @@ class IronApi:
             "aie.iron.controlflow.range_": self.range_,
             "aie.helpers.taplib.TensorAccessPattern.__init__": self.TensorAccessPattern.__init__,
             "aie.iron.dtype.str_to_dtype": self.str_to_dtype,
+            **{f"aie.iron.WorkerRuntimeBarrier.{m}": getattr(self.WorkerRuntimeBarrier, m)
+               for m in ("__init__", "wait_for_value", "set", "release_with_value")},
         }
 
     def check(self) -> None:
@@ -126,6 +147,7 @@ def iron_api() -> IronApi:
         _first(("aie.iron.controlflow", "range_")), _first(("aie.helpers.taplib", "TensorAccessPattern")),
         _first(("aie.iron.dtype", "str_to_dtype"), ("aie.iron", "str_to_dtype")),
         _block_types(),
+        _first(("aie.iron", "WorkerRuntimeBarrier"), ("aie.iron.worker", "WorkerRuntimeBarrier")),
     )
     api.check()
     return api
@@ -146,6 +168,7 @@ class _Lowering:
         self.fifos: dict[str, Any] = {}
         self.prod_handles: dict[str, Any] = {}
         self.rtps: dict[tuple[TileRef, str], Any] = {}  # (tile, name) -> a runtime-parameter Buffer
+        self.barriers: dict[tuple[TileRef, str], Any] = {}  # (tile, name) -> a worker's WorkerRuntimeBarrier
 
     def tile(self, t: TileRef) -> Any:
         return self.api.Tile(t.col, t.row)
@@ -225,9 +248,13 @@ class _Lowering:
         bufs = [self.buffer(b, wk.tile) for b in wk.buffers]
         buffer_names = [b.name for b in wk.buffers]
         core_fn = _core_fn(wk.program, names, buffer_names, list(wk.kernels), self.api.range_)
+        # its barrier: the last argument (IRON's Worker registers a lock for it on the worker's tile)
+        barrier = []
+        if wk.barrier is not None:
+            barrier = [self.barriers.setdefault((wk.tile, wk.barrier), self.api.WorkerRuntimeBarrier())]
         # the L1 allocator the plan chose (l1_banks.py); the reservations ride along as unused arguments
-        return self.api.Worker(core_fn, [*handles, *bufs, *ks], tile=self.tile(wk.tile), stack_size=wk.stack_bytes,
-                               allocation_scheme=wk.allocation_scheme)
+        return self.api.Worker(core_fn, [*handles, *bufs, *ks, *barrier], tile=self.tile(wk.tile),
+                               stack_size=wk.stack_bytes, allocation_scheme=wk.allocation_scheme)
 
     def buffer(self, b: LocalBuffer, at: TileRef) -> Any:
         """A worker's own L1 buffer: an IRON Buffer placed on the worker's tile, at the address or in
@@ -286,6 +313,9 @@ class _Lowering:
                 if op.rtp is not None:  # before any transfer of the call (Design.runtime's order)
                     self.rtps[(op.rtp.tile, op.rtp.buffer)][op.rtp.index] = op.rtp.value
                     continue
+                if op.barrier is not None:  # after the writes, before the transfers: what the cores wait for
+                    self.barriers[(op.barrier.tile, op.barrier.barrier)].set(op.barrier.value)
+                    continue
                 if op.task is None:
                     groups.pop(op.group).finish()
                     continue
@@ -314,13 +344,15 @@ def _fifo_names(ops: tuple[Op, ...]) -> set[str]:
 def _core_fn(program: tuple[Op, ...], fifo_names: list[str], buffer_names: list[str], kernel_names: list[str],
              range_: Callable[..., Any]) -> Callable[..., None]:
     """The Worker body: the Design's loop IR, traced by IRON into the core's MLIR. Its arguments
-    are the fifo handles, then the worker's own buffers, then the kernels."""
+    are the fifo handles, then the worker's own buffers, then the kernels, then its barrier (if any)."""
 
     def core_fn(*args: Any) -> None:
         handles = dict(zip(fifo_names, args[: len(fifo_names)]))
         rest = args[len(fifo_names):]
         held: dict[str, Any] = dict(zip(buffer_names, rest[: len(buffer_names)]))  # buffers: always held
-        kernels = dict(zip(kernel_names, rest[len(buffer_names):]))
+        rest = rest[len(buffer_names):]
+        kernels = dict(zip(kernel_names, rest[: len(kernel_names)]))
+        barrier: Any = rest[len(kernel_names)] if len(rest) > len(kernel_names) else None  # the program's waits
 
         def run(ops: tuple[Op, ...]) -> None:
             for op in ops:
@@ -336,6 +368,10 @@ def _core_fn(program: tuple[Op, ...], fifo_names: list[str], buffer_names: list[
                     held[op.fifo] = handles[op.fifo].acquire(op.count)
                 elif isinstance(op, Release):
                     handles[op.fifo].release(op.count)
+                elif isinstance(op, BarrierWait):
+                    barrier.wait_for_value(op.value)
+                elif isinstance(op, BarrierRelease):
+                    barrier.release_with_value(op.value)
                 elif isinstance(op, Call):
                     # a scalar read from the runtime-parameter buffer is loaded as the call starts
                     scalars = [x if isinstance(x, int) else held[x.buffer][x.index] for x in op.scalars]

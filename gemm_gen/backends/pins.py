@@ -92,6 +92,10 @@ IRON_CALLS: dict[str, tuple[int, tuple[str, ...]]] = {
     "aie.iron.controlflow.range_": (1, ()),
     "aie.helpers.taplib.TensorAccessPattern.__init__": (5, ()),
     "aie.iron.dtype.str_to_dtype": (1, ()),
+    "aie.iron.WorkerRuntimeBarrier.__init__": (1, ()),
+    "aie.iron.WorkerRuntimeBarrier.wait_for_value": (2, ()),
+    "aie.iron.WorkerRuntimeBarrier.set": (2, ()),
+    "aie.iron.WorkerRuntimeBarrier.release_with_value": (2, ()),
 }
 
 

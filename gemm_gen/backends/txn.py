@@ -6,8 +6,10 @@ The word layouts are mlir-aie's: the header and the op encodings of include/aie/
 IRON's fill/drain as `shim_dma_single_bd_task` (python/dialects/aiex.py: the last three dimensions
 move, an outer one repeats the task) lowered by AIEDMATasksToNPU.cpp, and before every queue push
 that issues a completion token the maskwrite of the shim tile's controller id that AIEDmaToNpu.cpp's
-PushQueuetoWrite32Pattern adds. Register addresses and field positions are the device's
-(hw/devices.py ShimRegisters); every field is checked against its width, so a value that would spill
+PushQueuetoWrite32Pattern adds (only where the tile carries one: aiecc's default pipeline gives it one),
+and the runtime-parameter writes and runtime-barrier sets (RtpToWrite32Pattern, AIELowerSetLock.cpp).
+Register addresses and field positions are the device's (hw/devices.py ShimRegisters, CoreLocks);
+every field is checked against its width, so a value that would spill
 into its neighbour's bits is one line (TxnFieldError), never a wrong word. tests/test_txn.py checks
 the layouts against the words of mlir-aie's own lit tests (tests/data/txn_vectors.json).
 
@@ -30,13 +32,14 @@ from ..design.channels import dma_channels
 from ..design.model import Design, RuntimeOp, ShimTask
 from ..dtypes import WORD_BYTES, dtype
 from ..errors import BuildError, TxnFieldError
-from ..hw.devices import SHIM_DMA, SHIM_REGISTERS, Device, DmaSpec, ShimRegisters, TileKind
-from ..rules.l1 import RTP_PART
+from ..hw.devices import CORE_LOCKS, SHIM_DMA, SHIM_REGISTERS, CoreLocks, Device, DmaSpec, ShimRegisters, TileKind
+from ..rules.l1 import RTP_PART, runtime_barrier
 
 # Bump with any change to the words the encoder writes for a call: a cached trust verdict
 # (npu_call's streams.json) names the version it was reached with, and another version re-checks.
-# 1: the first encoder; 2: the controller-id maskwrite before each token-issuing push, field checks.
-TXN_ENCODER_VERSION = 2
+# 1: the first encoder; 2: the controller-id maskwrite before each token-issuing push, field checks;
+# 3: each core's runtime-barrier set after the parameter writes (and the tiles word of a runtime-size design).
+TXN_ENCODER_VERSION = 3
 
 WORD_BITS = 8 * WORD_BYTES  # the DMAs' address granule (getAddressGenGranularity)
 WORD_MAX = (1 << WORD_BITS) - 1
@@ -246,6 +249,11 @@ def shim_bd(offset: int, sizes: tuple[int, ...], strides: tuple[int, ...], elem_
         for d, field in enumerate((d0_stride, d1_stride, d2_stride)):
             fits(f"shim BD d{d} stride field (stride - 1, words)", field, step_max, fix)
         shape += [name for name, size in (("d1", s[1]), ("d2", s[2])) if size > 1]
+    # The iteration register only for a stride: a pure repeat (stride 0) leaves it 0 and the queue push repeats
+    # the BD. BdLowering.h's encodeHardwareStridesWraps alone would give size - 1, but AIEDMATasksToNPU.cpp's
+    # rewriteSingleBD (IRON's path) and AIEDmaToNpu.cpp's memcpy path zero it for input_strides[3] == 0 ("must
+    # lower to a iteration wrap of 0"), in every stored version 2024-2026; dma_to_npu_width_conversion.mlir
+    # @b8b3fd2c checks the words (tests/data/txn_vectors.json, docs/hardware_path.md).
     iter_size = iter_stride = 0
     if s[3] > 1 and t[3] > 0:
         iter_size = fits("shim BD iteration wrap (size - 1)", s[3] - 1, spec.iteration_wrap_max - 1, fix)
@@ -292,16 +300,30 @@ def queue_push(col: int, direction: int, channel: int, bd_id: int, repeat: int, 
     return Write32(address(col, 0, queue), value)
 
 
-def controller_id_write(col: int, direction: int, channel: int, regs: ShimRegisters = SHIM_REGISTERS,
-                        spec: DmaSpec = SHIM_DMA) -> MaskWrite32:
-    """What aiecc writes before a push that issues a token: the shim tile's controller id into the
-    channel's CTRL register (AIEDmaToNpu.cpp PushQueuetoWrite32Pattern), so the token is sent with it."""
+def controller_id_write(col: int, direction: int, channel: int, controller_id: int,
+                        regs: ShimRegisters = SHIM_REGISTERS, spec: DmaSpec = SHIM_DMA) -> MaskWrite32:
+    """What aiecc writes before a push that issues a token from a shim tile that carries a controller id: the
+    id into the channel's CTRL register (AIEDmaToNpu.cpp PushQueuetoWrite32Pattern), so the token is sent with it."""
     ctrl = regs.ctrl(_channel(direction, channel, spec), channel)
-    value = regs.controller_id << regs.controller_id_shift
-    if value & ~regs.controller_id_mask:
-        raise TxnFieldError(f"controller id {regs.controller_id} does not fit the mask {regs.controller_id_mask:#x} "
+    value = controller_id << regs.controller_id_shift
+    if value & ~regs.controller_id_mask or controller_id < 0:
+        raise TxnFieldError(f"controller id {controller_id} does not fit the mask {regs.controller_id_mask:#x} "
                             f"of the DMA CTRL register", "report the device description as a bug")
     return MaskWrite32(address(col, 0, ctrl), value, regs.controller_id_mask)
+
+
+def push_ops(col: int, direction: int, channel: int, bd_id: int, repeat: int, token: bool, controller_id: int | None,
+             regs: ShimRegisters = SHIM_REGISTERS, spec: DmaSpec = SHIM_DMA) -> list[Op]:
+    """AIEDmaToNpu.cpp PushQueuetoWrite32Pattern for a shim push: when it issues a token and the shim tile
+    carries a `controller_id` (None: the tile has none), the maskwrite of that id; then the queue write32.
+    aiecc's default pipeline gives every tile of the columns a design uses an id (aie-assign-tile-controller-ids:
+    ShimRegisters.controller_id on the shim row), so every token push of our builds has its maskwrite; a module
+    lowered without that pass (mlir-aie's push_to_queue.mlir lit test) has none."""
+    ops: list[Op] = []
+    if token and controller_id is not None:
+        ops.append(controller_id_write(col, direction, channel, controller_id, regs, spec))
+    ops.append(queue_push(col, direction, channel, bd_id, repeat, token, regs, spec))
+    return ops
 
 
 # ---- one call of a design ----------------------------------------------------------------------
@@ -338,11 +360,11 @@ class _Encoding:
                         dev.dma[TileKind.SHIM]), tap.offset * bits // 8)
 
 
-def call_ops(design: Design, call: CallPlan) -> list[Op]:
+def call_ops(design: Design, call: CallPlan, controller_id: int | None = SHIM_REGISTERS.controller_id) -> list[Op]:
     """The ops of one call's runtime sequence, in the order aiecc lowers them: runtime-parameter
-    writes, then per task its BD (blockwrite), its host address (patch), the controller-id maskwrite
-    when the push issues a token, and its queue push; at the end of each task group a sync per
-    awaited task, and the group's BD ids free again."""
+    writes and barrier sets, then per task its BD (blockwrite), its host address (patch), the controller-id
+    maskwrite when the push issues a token (from shim tiles with `controller_id`: aiecc's default), and its
+    queue push; at the end of each task group a sync per awaited task, and the group's BD ids free again."""
     c = design.config
     dev: Device = c.dev
     regs, spec = dev.shim_registers, dev.dma[TileKind.SHIM]
@@ -355,6 +377,8 @@ def call_ops(design: Design, call: CallPlan) -> list[Op]:
     for op in runtime:
         if op.rtp is not None:
             ops.append(_rtp_write(op, rtp_address, regs))
+        elif op.barrier is not None:
+            ops.append(_barrier_set(op, dev.core_locks, regs))
         elif op.task is not None:
             t = op.task
             ids = free.setdefault(t.shim.col, list(range(spec.bds)))
@@ -368,9 +392,7 @@ def call_ops(design: Design, call: CallPlan) -> list[Op]:
             direction, ch = enc.channel[t.fifo]
             ops += [BlockWrite(address(t.shim.col, 0, regs.bd_base + bd_id * regs.bd_bytes, regs), bd.words),
                     host_address(t.shim.col, bd_id, enc.arg[t.tensor], byte_offset, regs)]
-            if t.wait:
-                ops.append(controller_id_write(t.shim.col, direction, ch, regs, spec))
-            ops.append(queue_push(t.shim.col, direction, ch, bd_id, bd.repeat, t.wait, regs, spec))
+            ops += push_ops(t.shim.col, direction, ch, bd_id, bd.repeat, t.wait, controller_id, regs, spec)
         else:  # the group finishes: await its waited tasks, free every BD
             for t, bd_id in live.pop(op.group, []):
                 if t.wait:
@@ -395,6 +417,16 @@ def _rtp_write(op: RuntimeOp, buffer_address: int | None, regs: ShimRegisters = 
                          "report the design (gemm-gen generate) as a bug")
     return Write32(address(w.tile.col, w.tile.row, buffer_address + w.index * WORD_BYTES, regs),
                    fits("runtime parameter", w.value, WORD_MAX, "call a smaller K"))
+
+
+def _barrier_set(op: RuntimeOp, locks: CoreLocks = CORE_LOCKS, regs: ShimRegisters = SHIM_REGISTERS) -> Write32:
+    """WorkerRuntimeBarrier.set: aiex.set_lock, lowered by AIELowerSetLock.cpp to a write32 of the value into
+    the core's lock value register (hw/devices.py CoreLocks: where, and which lock is assumed)."""
+    b = op.barrier
+    if b is None:
+        raise BuildError("a barrier op without its set", "report the design (gemm-gen generate) as a bug")
+    value = fits("runtime barrier value", b.value, locks.value_max, "set the barrier to a lock value")
+    return Write32(address(b.tile.col, b.tile.row, locks.address(locks.barrier_id), regs), value)
 
 
 def encode_call(design: Design, call: CallPlan) -> np.ndarray:
@@ -432,7 +464,7 @@ def branches(design: Design, call: CallPlan) -> frozenset[str]:
                 found.add("nonzero offset")
             if t.wait:
                 found.add("token")
-    if c.runtime_sizes == "mnk":  # runtime_sequence writes the k-steps of a runtime K first
+    if runtime_barrier(c.runtime_sizes, c.epilogue.runtime):  # the parameter writes and barrier sets come first
         found.add("runtime parameters")
     if groups > c.queue_groups:
         found.add("BD ids reused")

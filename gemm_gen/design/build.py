@@ -24,13 +24,16 @@ from ..errors import DmaLimitError
 from ..hw.devices import TileKind
 from ..l1_banks import L1Plan
 from ..rules.kernel_variant import converts_a_tile
-from ..rules.l1 import MODE_WORD, rtp_words
+from ..rules.l1 import K_WORD, MODE_WORD, TILES_WORD, rtp_words, rtp_written, runtime_barrier
 from ..tap import Tap
 from . import patterns, spans
 from .grid import Grid, grid
 from .model import (
     RESERVE_PREFIX,
     Acquire,
+    BarrierRelease,
+    BarrierSet,
+    BarrierWait,
     Call,
     Design,
     HostTensor,
@@ -40,6 +43,7 @@ from .model import (
     LocalBuffer,
     Loop,
     ObjectFifo,
+    Op,
     Release,
     RtpWrite,
     RuntimeCount,
@@ -204,25 +208,33 @@ def worker(c: GemmConfig, specs: dict[str, KernelSpec], col: int, row: int, l1: 
         slices = tuple(op for i in range(c.rho) for op in (Acquire(a), Call(matmul.name, args, (i,)), Release(a)))
         step = (Acquire(b), *slices, Release(b))
     body: list = [Acquire(cc), Call(specs["zero"].name, (cc, *acc))]
-    if c.runtime_sizes == "mnk":
-        # The first k-step's acquire returns only once this call's data arrived, and every call
-        # writes its k-steps before any transfer: read after it, the parameter is this call's.
-        body += [*step, Loop(RuntimeCount(rtp_buffer(col, row), 0), step)]
+    if c.runtime_sizes == "mnk":  # the first k-step is peeled: a call's K may be one k-step
+        body += [*step, Loop(RuntimeCount(rtp_buffer(col, row), K_WORD), step)]
     else:
         body.append(Loop(c.call.k_steps, step))
-    # A runtime activation: the mode word, read as convert's scalar after the K loop's acquires (the same
-    # ordering argument as the k-steps above: every call writes its mode before any transfer)
+    # a runtime activation: the mode word, convert's scalar
     mode = (RuntimeCount(rtp_buffer(col, row), MODE_WORD),) if c.epilogue.runtime else ()
     if c.epilogue.needs_tile:  # one more B object per output tile: the epilogue tile, read by the conversion
         body += [Acquire(b), Call(specs["convert"].name, (cc, *acc, b), mode), Release(b)]
     elif p.converts_c:
         body.append(Call(specs["convert"].name, (cc, *acc), mode))
     body.append(Release(cc))
-    # A fixed design counts its output tiles (mlir-aie's loop); one that serves many sizes runs
-    # output tiles for as long as data comes (the core repeats its program forever).
-    program = (Loop(c.call.tiles_per_core, tuple(body)),) if c.runtime_sizes == "fixed" else tuple(body)
+    program: tuple[Op, ...]
+    barrier = barrier_name(col, row) if runtime_barrier(c.runtime_sizes, c.epilogue.runtime) else None
+    if barrier is None:
+        # A fixed design counts its output tiles (mlir-aie's loop); one that serves many sizes and reads
+        # no parameter runs output tiles for as long as data comes (the core repeats its program forever).
+        program = (Loop(c.call.tiles_per_core, tuple(body)),) if c.runtime_sizes == "fixed" else tuple(body)
+    else:
+        # One pass of the program is one call (the core repeats it forever): wait until this call's sequence
+        # has set the barrier, which it does after writing the parameters, then close it again for the next
+        # call (mlir-aie's GEMM operator: wait_for_value(1), read, release_with_value(1)). Every read of the
+        # call's words comes after the wait and before the call's last C object leaves, so before the next
+        # call writes them. The call's output tiles: a constant, or the tiles word this call wrote.
+        tiles = c.call.tiles_per_core if c.runtime_sizes == "fixed" else RuntimeCount(rtp_buffer(col, row), TILES_WORD)
+        program = (BarrierWait(BARRIER_OPEN), BarrierRelease(BARRIER_OPEN), Loop(tiles, tuple(body)))
     return Worker(core(c, col, row), program, tuple(k.name for k in specs.values()), c.stack_bytes, tuple(buffers),
-                  None if l1 is None else l1.scheme)
+                  None if l1 is None else l1.scheme, barrier)
 
 
 def build_design(config: GemmConfig, budgets: bool = True) -> Design:
@@ -270,8 +282,16 @@ def build_design(config: GemmConfig, budgets: bool = True) -> Design:
 
 
 def rtp_buffer(col: int, row: int) -> str:
-    """The runtime-parameter buffer of core (col, row) (runtime sizes mnk)."""
+    """The runtime-parameter buffer of core (col, row) (rules/l1.py: its words)."""
     return f"rtp_{col}_{row}"
+
+
+BARRIER_OPEN = 1  # the value a call's sequence sets the barrier to, and its cores wait for and add on
+
+
+def barrier_name(col: int, row: int) -> str:
+    """The runtime barrier of core (col, row)."""
+    return f"barrier_{col}_{row}"
 
 
 def host_tensors(c: GemmConfig, call: CallPlan, runtime: tuple[RuntimeOp, ...] | None = None
@@ -374,20 +394,22 @@ def group_tasks(c: GemmConfig, call: CallPlan, group: int,
 
 
 def runtime_sequence(c: GemmConfig, call: CallPlan | None = None) -> tuple[RuntimeOp, ...]:
-    """One call's runtime sequence: the runtime parameters (runtime sizes mnk; a runtime activation's
-    mode), then the overlapped BD queue: prime `queue_groups` groups, then retire one, issue the next."""
+    """One call's runtime sequence: the runtime parameters (rules/l1.py rtp_written) and then every core's
+    barrier set, then the overlapped BD queue: prime `queue_groups` groups, then retire one, issue the next."""
     call = call or c.call
     spanned = group_blocks(c, call)
     groups = len(spanned)
     ops: list[RuntimeOp] = []
-    if c.runtime_sizes == "mnk":  # the k-steps after the first (which the cores peel)
-        later = call.k_walk // c.k - 1
-        ops += [RuntimeOp("rtp", -1, rtp=RtpWrite(core(c, col, row), rtp_buffer(col, row), 0, later))
-                for row in range(c.rows) for col in range(c.cols)]
+    cores = [(col, row) for row in range(c.rows) for col in range(c.cols)]
+    words = {K_WORD: call.k_walk // c.k - 1, TILES_WORD: call.tiles_per_core}  # runtime K's k-steps after the first
     if c.epilogue.runtime:  # the activation this call selects, every call (a stale mode is never read)
-        mode = MODES[Activation(call.activation or "none")]
-        ops += [RuntimeOp("rtp", -1, rtp=RtpWrite(core(c, col, row), rtp_buffer(col, row), MODE_WORD, mode))
-                for row in range(c.rows) for col in range(c.cols)]
+        words[MODE_WORD] = MODES[Activation(call.activation or "none")]
+    for index in rtp_written(c.runtime_sizes, c.epilogue.runtime):
+        ops += [RuntimeOp("rtp", -1, rtp=RtpWrite(core(c, col, row), rtp_buffer(col, row), index, words[index]))
+                for col, row in cores]
+    if runtime_barrier(c.runtime_sizes, c.epilogue.runtime):  # after the writes: what the cores wait for
+        ops += [RuntimeOp("barrier", -1, barrier=BarrierSet(core(c, col, row), barrier_name(col, row), BARRIER_OPEN))
+                for col, row in cores]
 
     def issue(g: int) -> None:
         ops.extend(RuntimeOp("task", g, t) for t in group_tasks(c, call, g, spanned))

@@ -111,7 +111,24 @@ class Loop:
     body: tuple[Op, ...]
 
 
-Op = Acquire | Release | Call | Loop
+@dataclass(frozen=True)
+class BarrierWait:
+    """The core blocks until its runtime barrier holds `value` (IRON WorkerRuntimeBarrier.wait_for_value:
+    an acquire-equal of the barrier's lock, which leaves the value as it is). What orders the runtime
+    sequence's parameter writes before the core's reads: the sequence sets the barrier after its writes."""
+
+    value: int = 1
+
+
+@dataclass(frozen=True)
+class BarrierRelease:
+    """The core adds `value` to its runtime barrier's lock (IRON release_with_value), closing the barrier
+    until the next call's sequence sets it again."""
+
+    value: int = 1
+
+
+Op = Acquire | Release | Call | Loop | BarrierWait | BarrierRelease
 
 
 @dataclass(frozen=True)
@@ -256,6 +273,7 @@ class Worker:
     stack_bytes: int
     buffers: tuple[LocalBuffer, ...] = ()
     allocation_scheme: str | None = None  # mlir-aie's L1 allocator for this core (IRON Worker allocation_scheme)
+    barrier: str | None = None  # its runtime barrier (IRON WorkerRuntimeBarrier, one lock on the core's tile)
 
 
 # ---- the runtime sequence (command processor program) ----------------------------------------
@@ -291,7 +309,7 @@ class ShimTask:
 @dataclass(frozen=True)
 class RtpWrite:
     """The runtime sequence writes `value` into word `index` of a worker's runtime-parameter
-    buffer (before any transfer of the call, so the core reads it after its first acquire)."""
+    buffer (a plain write32: the core reads it only after the barrier the sequence sets next)."""
 
     tile: TileRef
     buffer: str
@@ -300,14 +318,26 @@ class RtpWrite:
 
 
 @dataclass(frozen=True)
+class BarrierSet:
+    """The runtime sequence sets a worker's runtime barrier to `value` (IRON WorkerRuntimeBarrier.set:
+    aiex.set_lock, a write32 of the lock's value register), after the call's parameter writes."""
+
+    tile: TileRef
+    barrier: str
+    value: int = 1
+
+
+@dataclass(frozen=True)
 class RuntimeOp:
     """`task` configures and pushes one ShimTask; `finish` is IRON's finish_task_group: await
-    the group's wait tasks, then free all its BDs; `rtp` writes one runtime parameter."""
+    the group's wait tasks, then free all its BDs; `rtp` writes one runtime parameter; `barrier`
+    sets a worker's runtime barrier."""
 
-    op: str  # "task" | "finish" | "rtp"
+    op: str  # "task" | "finish" | "rtp" | "barrier"
     group: int
     task: ShimTask | None = None
     rtp: RtpWrite | None = None
+    barrier: BarrierSet | None = None
 
 
 @dataclass(frozen=True)

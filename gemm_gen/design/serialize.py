@@ -6,11 +6,25 @@ import json
 from typing import Any
 
 from ..tap import Tap
-from .model import Acquire, Call, Design, KernelBuild, Loop, Op, Release, RuntimeCount, TileRef
+from .model import (
+    Acquire,
+    BarrierRelease,
+    BarrierWait,
+    Call,
+    Design,
+    KernelBuild,
+    Loop,
+    Op,
+    Release,
+    RuntimeCount,
+    RuntimeOp,
+    TileRef,
+)
 
 # 2: call scalars, kernel scalar args, worker buffers; 3: the L1 plan; 4: runtime parameters (loop counts
-# read from a buffer, rtp buffers, rtp writes), runtime_sizes, tensor slack
-FORMAT = "gemm_gen.design/4"
+# read from a buffer, rtp buffers, rtp writes), runtime_sizes, tensor slack; 5: runtime barriers (the
+# workers' barrier, its wait and release, the sequence's sets)
+FORMAT = "gemm_gen.design/5"
 
 
 def _tile(t: TileRef) -> dict[str, Any]:
@@ -35,7 +49,25 @@ def _op(op: Op) -> dict[str, Any]:
         return {"op": "release", "fifo": op.fifo, "count": op.count}
     if isinstance(op, Call):
         return {"op": "call", "kernel": op.kernel, "args": list(op.args), "scalars": [_word(x) for x in op.scalars]}
+    if isinstance(op, BarrierWait):
+        return {"op": "barrier_wait", "value": op.value}
+    if isinstance(op, BarrierRelease):
+        return {"op": "barrier_release", "value": op.value}
     raise TypeError(op)
+
+
+def _runtime_op(op: RuntimeOp) -> dict[str, Any]:
+    if op.rtp is not None:
+        return {"op": "rtp", "tile": _tile(op.rtp.tile), "buffer": op.rtp.buffer, "index": op.rtp.index,
+                "value": op.rtp.value}
+    if op.barrier is not None:
+        return {"op": "barrier", "tile": _tile(op.barrier.tile), "barrier": op.barrier.barrier,
+                "value": op.barrier.value}
+    if op.task is None:
+        return {"op": "finish", "group": op.group}
+    return {"op": "task", "group": op.group, "name": op.task.name, "direction": op.task.direction,
+            "fifo": op.task.fifo, "tensor": op.task.tensor, "shim": _tile(op.task.shim), "tap": _tap(op.task.tap),
+            "wait": op.task.wait}
 
 
 def _build(b: KernelBuild) -> dict[str, Any]:
@@ -75,22 +107,14 @@ def design_to_json(d: Design) -> dict[str, Any]:
              "stack_bytes": wk.stack_bytes,
              "buffers": [{"name": b.name, "shape": list(b.shape), "dtype": b.dtype, "address": b.address,
                           "mem_bank": b.mem_bank, "rtp": b.rtp} for b in wk.buffers],
-             "allocation_scheme": wk.allocation_scheme}
+             "allocation_scheme": wk.allocation_scheme, "barrier": wk.barrier}
             for wk in d.workers
         ],
         "memtile_buffers": [b.__dict__ for b in d.memtile_buffers],
         "l1": None if d.l1 is None else {
             **d.l1.summary(), "reserved": [list(r) for r in d.l1.reserved],
             "predicted_addresses": {p.buffer.name: p.address for p in d.l1.placed if p.buffer.role != "reserve"}},
-        "runtime": [
-            {"op": "rtp", "tile": _tile(op.rtp.tile), "buffer": op.rtp.buffer, "index": op.rtp.index,
-             "value": op.rtp.value} if op.rtp is not None else
-            {"op": "finish", "group": op.group} if op.task is None else
-            {"op": "task", "group": op.group, "name": op.task.name, "direction": op.task.direction,
-             "fifo": op.task.fifo, "tensor": op.task.tensor, "shim": _tile(op.task.shim),
-             "tap": _tap(op.task.tap), "wait": op.task.wait}
-            for op in d.runtime
-        ],
+        "runtime": [_runtime_op(op) for op in d.runtime],
     }
 
 

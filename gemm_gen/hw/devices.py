@@ -191,6 +191,34 @@ SHIM_REGISTERS = ShimRegisters()
 
 
 @dataclass(frozen=True)
+class CoreLocks:
+    """A compute tile's locks as a runtime barrier uses them (IRON WorkerRuntimeBarrier: one lock per worker).
+
+    Sources (stored 2026 mlir-aie versions; the tag's own files are not readable here): AIETargetModel.cpp
+    AIE2TargetModel::getLocalLockAddress, the value register of lock `id` at 0x1F000 + 0x10 id on a core tile
+    (npu1 and npu2 alike); AIEX AIELowerSetLock.cpp SetLockToWrite32Pattern, which makes a barrier's set
+    (aiex.set_lock) a write32 of the value there, column and row as any write32's; AIETargetModel.h
+    AIE2TargetModel getNumLocks 16 on a core tile, getMaxLockValue 0x3F (SetLockOp::verify refuses more).
+
+    Assumed: the barrier's lock gets id 0. IRON 1.4.3 makes it without an id (Worker.resolve: lock(my_tile)),
+    aiecc's aie-assign-lock-ids runs before aie-objectFifo-stateful-transform makes the fifos' locks, and gives
+    the first free id of the tile. A wrong id shows as the host encoder's streams differing from aiecc's
+    (backends/npu_call.py trusts the encoder only after they match)."""
+
+    base: int = 0x1F000
+    stride: int = 0x10
+    value_max: int = 0x3F
+    barrier_id: int = 0
+
+    def address(self, lock_id: int) -> int:
+        """The tile-local offset of lock `lock_id`'s value register."""
+        return self.base + self.stride * lock_id
+
+
+CORE_LOCKS = CoreLocks()
+
+
+@dataclass(frozen=True)
 class CoreIsa:
     """One core generation's vector unit, as the kernels' variant rule and the model see it."""
 
@@ -278,6 +306,7 @@ class Device:
     txn_generation: int
     shim_burst_bytes: tuple[int, ...]
     shim_registers: ShimRegisters = SHIM_REGISTERS  # the same on npu1 and npu2 (see ShimRegisters)
+    core_locks: CoreLocks = CORE_LOCKS  # the same on npu1 and npu2 (see CoreLocks)
     dma: dict[TileKind, DmaSpec] = field(
         default_factory=lambda: {TileKind.SHIM: SHIM_DMA, TileKind.MEM: MEM_DMA, TileKind.CORE: CORE_DMA}
     )

@@ -43,7 +43,7 @@ from ..l1_banks import L1Plan
 from ..rules import memtile, padding
 from ..rules.block_loop import BlockLoop
 from ..rules.dequant import dequant_code_bytes
-from ..rules.l1 import RTP_WORDS
+from ..rules.l1 import runtime_writes
 from ..rules.padding import covered
 from ..spec import Problem
 from . import dequant_cost, epilogue_cost
@@ -319,10 +319,13 @@ def estimate(pr: Workload, m: np.ndarray | int, k: np.ndarray | int, n: np.ndarr
     else:
         array = np.maximum(t_core + t_refill + t_drain_block, t_mem)
         t_bubbles = t_cp + (spans - 1) * np.maximum(0.0, t_cp - array / spans)
-    # a design that serves many K reads its k-steps from runtime parameters: the sequence writes
-    # each word into each core's memory before the transfers
-    rtp_words = RTP_WORDS * rows * cols if pr.base.runtime_sizes == "mnk" else 0
-    t_dispatch = (p.dispatch_us + rtp_words * p.rtp_write_us) * 1e-6
+    # a design that reads runtime parameters (a runtime K, the tiles of a call, a runtime activation): the
+    # sequence writes each word into each core's memory before the transfers, then sets each core's barrier.
+    # Assumed: the barrier's set, one write32 of a lock register (aiex.set_lock), costs what a parameter's
+    # write32 costs; the core's wait and release are two lock instructions per call, left out (a few cycles
+    # against the call's microseconds).
+    writes = runtime_writes(pr.base.runtime_sizes, pr.base.epilogue.runtime) * rows * cols
+    t_dispatch = (p.dispatch_us + writes * p.rtp_write_us) * 1e-6
     time = t_dispatch + array + t_bubbles
 
     ops = 2.0 * pr.macs

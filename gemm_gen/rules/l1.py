@@ -21,18 +21,42 @@ from ..precision import BFP16, Precision
 from . import Ints
 from .kernel_variant import converts_a_tile
 
-RTP_WORDS = 1  # runtime parameters per core with runtime K: its k-steps per output tile
 RTP_PART = "RTP"  # the parts name of a core's runtime-parameter Buffer
 B_DEQ_PART = "B bf16"  # the parts name of a W4A16 core's dequantized B tile (its kernel's last argument)
-MODE_WORD = RTP_WORDS  # a runtime-activation build's mode (epilogue.MODES), after the k-steps word
+# A core's runtime-parameter Buffer has one layout, as long as the last word its design reads:
+K_WORD = 0  # runtime K: the k-steps per output tile after the first (which the core peels)
+TILES_WORD = 1  # runtime sizes: the output tiles this call gives each core (its tile loop's bound)
+MODE_WORD = 2  # a runtime activation: the mode (epilogue.MODES)
 
 
 def rtp_words(runtime_sizes: str, runtime_activation: bool) -> int:
-    """Words of a core's runtime-parameter Buffer (0: none): the k-steps word with runtime K, then the
-    activation mode of a runtime-activation build (word 0 then unused with fixed sizes: one layout)."""
+    """Words of a core's runtime-parameter Buffer (0: none): up to the mode word with a runtime activation,
+    up to the tiles word with a runtime K (words a design does not read are left unwritten)."""
     if runtime_activation:
         return MODE_WORD + 1
-    return RTP_WORDS if runtime_sizes == "mnk" else 0
+    return TILES_WORD + 1 if runtime_sizes == "mnk" else 0
+
+
+def rtp_written(runtime_sizes: str, runtime_activation: bool) -> tuple[int, ...]:
+    """The words the runtime sequence writes into every core's Buffer each call: the k-steps of a runtime
+    K, the tiles of any design that serves several sizes and has the Buffer, and the mode."""
+    if not rtp_words(runtime_sizes, runtime_activation):
+        return ()
+    return ((K_WORD,) if runtime_sizes == "mnk" else ()) + ((TILES_WORD,) if runtime_sizes != "fixed" else ()) \
+        + ((MODE_WORD,) if runtime_activation else ())
+
+
+def runtime_barrier(runtime_sizes: str, runtime_activation: bool) -> bool:
+    """Whether each core waits on a runtime barrier: whenever it reads runtime parameters. mlir-aie 1.4.3
+    lowers a parameter write to a plain write32 (AIEDmaToNpu.cpp RtpToWrite32Pattern) that nothing orders
+    against the call's DMA data; the barrier's set, written after the parameters, is what the core waits
+    for (IRON WorkerRuntimeBarrier, as mlir-aie's own GEMM and epilogue designs use it)."""
+    return rtp_words(runtime_sizes, runtime_activation) > 0
+
+
+def runtime_writes(runtime_sizes: str, runtime_activation: bool) -> int:
+    """write32 ops per core per call in the instruction stream: the parameter words and the barrier's set."""
+    return len(rtp_written(runtime_sizes, runtime_activation)) + runtime_barrier(runtime_sizes, runtime_activation)
 
 
 @dataclass(frozen=True)

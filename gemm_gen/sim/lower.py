@@ -15,6 +15,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TypeVar
 
 import numpy as np
 
@@ -26,7 +27,22 @@ from ..errors import BdExhaustionError, LayoutError, OutOfRangeError, Simulation
 from ..hw.devices import TileKind
 from ..tap import Tap
 from .kernel import KernelEmulator
-from .machine import Bd, BdPool, Buffer, Channel, CommandProcessor, CoreActor, FifoEnd, Lock, Step, Stream, Task
+from .machine import (
+    Barrier,
+    Bd,
+    BdPool,
+    Buffer,
+    Channel,
+    CommandProcessor,
+    CoreActor,
+    FifoEnd,
+    Lock,
+    Step,
+    Stream,
+    Task,
+)
+
+T = TypeVar("T")
 
 
 @dataclass
@@ -42,6 +58,7 @@ class Machine:
     design: Design
     shim_channels: dict[str, Channel]  # fifo -> the shim channel its tasks run on
     rtps: dict[tuple[TileRef, str], Buffer]  # (tile, buffer) -> a worker's runtime-parameter buffer
+    barriers: dict[tuple[TileRef, str], Barrier]  # (tile, barrier) -> a worker's runtime barrier
 
     def next_call(self, runtime: tuple[RuntimeOp, ...], dram: dict[str, np.ndarray], kernel: KernelEmulator) -> None:
         """Start another call on the same array: a new runtime sequence over new DRAM buffers;
@@ -51,7 +68,7 @@ class Machine:
             core.kernel = kernel
         for ch in self.channels:
             ch.words = 0
-        self.cmd = command_processor(self.design, runtime, dram, self.shim_channels, self.rtps)
+        self.cmd = command_processor(self.design, runtime, dram, self.shim_channels, self.rtps, self.barriers)
 
 
 def _level(src: TileRef, dst: TileRef) -> str:
@@ -244,24 +261,32 @@ class _Lowering:
 
         cores = []
         rtps: dict[tuple[TileRef, str], Buffer] = {}
+        barriers: dict[tuple[TileRef, str], Barrier] = {}
         for wk in d.workers:
             ends = self.core_ends.get(wk.tile, {})
             for name in _acquired(wk.program):
                 if name not in ends:
                     raise SimulationError(f"{wk.tile} acquires {name}, which has no end on that tile",
                                           "place the worker where its fifos end")
-            own = {b.name: Buffer(b.name, wk.tile, dtype(b.dtype).unit_nbytes(_elems(b.shape)) // 4)
+            own = {b.name: Buffer(b.name, wk.tile, dtype(b.dtype).unit_nbytes(_elems(b.shape)) // 4, b.rtp)
                    for b in wk.buffers}
             rtps.update({(wk.tile, b.name): own[b.name] for b in wk.buffers if b.rtp})
-            cores.append(CoreActor(wk.tile, wk.program, ends, kernel, own))
-        cmd = command_processor(d, runtime, self.dram, self.shim_channel, rtps)
+            barrier = None
+            if wk.barrier is not None:  # IRON makes its lock on the worker's tile
+                self.lock(wk.tile, wk.barrier, 0)
+                barrier = barriers[(wk.tile, wk.barrier)] = Barrier(wk.barrier, wk.tile)
+            cores.append(CoreActor(wk.tile, wk.program, ends, kernel, own, barrier))
+        cmd = command_processor(d, runtime, self.dram, self.shim_channel, rtps, barriers)
         return Machine(self.c, streams, cores, cmd, self.channels, self.fifo_ends, self.dram, kernel, d,
-                       self.shim_channel, rtps)
+                       self.shim_channel, rtps, barriers)
 
 
 def command_processor(d: Design, runtime: tuple[RuntimeOp, ...], dram: dict[str, np.ndarray],
-                      shim_channel: dict[str, Channel], rtps: dict[tuple[TileRef, str], Buffer]) -> CommandProcessor:
+                      shim_channel: dict[str, Channel], rtps: dict[tuple[TileRef, str], Buffer],
+                      barriers: dict[tuple[TileRef, str], Barrier] | None = None) -> CommandProcessor:
     """The command processor running one call's runtime sequence over that call's DRAM buffers."""
+    barriers = barriers or {}
+    barrier_of = {b.tile: b for b in barriers.values()}  # a core's barrier stamps its parameter writes
     base: dict[tuple[tuple[int, ...], tuple[int, ...], str], tuple[np.ndarray, int]] = {}
     tasks: dict[str, Task] = {}
     groups: dict[int, list[Task]] = {}
@@ -270,14 +295,20 @@ def command_processor(d: Design, runtime: tuple[RuntimeOp, ...], dram: dict[str,
         if op.op == "rtp":
             write = op.rtp
             assert write is not None
-            target = rtps.get((write.tile, write.buffer))
-            if target is None:
-                raise SimulationError(f"the runtime sequence writes {write.buffer} on {write.tile}, which is no "
-                                      f"runtime-parameter buffer of a worker there", "declare it with rtp=True")
+            target = _worker_own(rtps, write.tile, write.buffer, "writes", "runtime-parameter buffer",
+                                 "declare it with rtp=True")
             if not 0 <= write.index < target.cells.size:
                 raise OutOfRangeError(f"runtime parameter {write.index} of {write.buffer} (it holds "
                                       f"{target.cells.size})", "write inside the buffer")
-            steps.append(Step("write", None, cells=target.cells, index=write.index, value=write.value))
+            steps.append(Step("write", None, buffer=target, index=write.index, value=write.value,
+                              barrier=barrier_of.get(write.tile)))
+            continue
+        if op.op == "barrier":
+            bset = op.barrier
+            assert bset is not None
+            barrier = _worker_own(barriers, bset.tile, bset.barrier, "sets", "runtime barrier",
+                                  "give the worker its barrier")
+            steps.append(Step("set", None, barrier=barrier, value=bset.value))
             continue
         if op.op == "task":
             spec = op.task
@@ -312,6 +343,15 @@ def command_processor(d: Design, runtime: tuple[RuntimeOp, ...], dram: dict[str,
     if groups:
         raise SimulationError(f"task groups {sorted(groups)} are never finished", "finish every task group")
     return CommandProcessor(steps, d.config.dev.dma[TileKind.SHIM].bds)
+
+def _worker_own(owned: dict[tuple[TileRef, str], T], tile: TileRef, name: str, verb: str, what: str, fix: str) -> T:
+    """A worker's own part the runtime sequence reaches (its parameter buffer, its barrier), by tile and name."""
+    found = owned.get((tile, name))
+    if found is None:
+        raise SimulationError(f"the runtime sequence {verb} {name} on {tile}, which is no {what} of a worker there",
+                              fix)
+    return found
+
 
 def _elems(shape: tuple[int, ...]) -> int:
     n = 1

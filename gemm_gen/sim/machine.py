@@ -16,8 +16,20 @@ from typing import Protocol
 
 import numpy as np
 
-from ..design.model import Acquire, Call, Loop, Op, Release, RuntimeCount, ShimTask, TileRef
+from ..design.model import (
+    Acquire,
+    BarrierRelease,
+    BarrierWait,
+    Call,
+    Loop,
+    Op,
+    Release,
+    RuntimeCount,
+    ShimTask,
+    TileRef,
+)
 from ..errors import BdExhaustionError, QueueOverflowError, SimulationError
+from ..hw.devices import CORE_LOCKS
 
 
 class Lock:
@@ -29,12 +41,44 @@ class Lock:
 
 
 class Buffer:
-    __slots__ = ("cells", "name", "tile")
+    __slots__ = ("cells", "epochs", "name", "tile")
 
-    def __init__(self, name: str, tile: TileRef, words: int) -> None:
+    def __init__(self, name: str, tile: TileRef, words: int, rtp: bool = False) -> None:
         self.name = name
         self.tile = tile
         self.cells = np.zeros(words, dtype=np.uint64)  # memories come up zero, tag "unwritten"
+        # a runtime-parameter buffer: per word, how many times the core's barrier had been set when the
+        # runtime sequence last wrote it (-1: never), which says whether a read is ordered after the write
+        self.epochs = np.full(words, -1, dtype=np.int64) if rtp else None
+
+
+LOCK_VALUE_MAX = CORE_LOCKS.value_max  # a lock's value field (mlir-aie AIE2TargetModel::getMaxLockValue)
+
+
+class Barrier:
+    """A worker's runtime barrier (IRON WorkerRuntimeBarrier): one lock on the core's tile that the runtime
+    sequence sets (aiex.set_lock: a write32 of its value), the core waits on with acquire-equal (which leaves
+    the value as it is) and adds to on release. `sets` counts the sequence's sets, its epochs."""
+
+    __slots__ = ("name", "sets", "tile", "value")
+
+    def __init__(self, name: str, tile: TileRef) -> None:
+        self.name, self.tile = name, tile
+        self.value = 0  # IRON 1.4.3 makes the lock without an init (worker.py Worker.resolve: lock(my_tile))
+        self.sets = 0
+
+    def set(self, value: int) -> None:
+        if not 0 <= value <= LOCK_VALUE_MAX:  # mlir-aie's SetLockOp::verify
+            raise SimulationError(f"the runtime sequence sets {self.name} on {self.tile} to {value}: a lock holds "
+                                  f"0..{LOCK_VALUE_MAX}", "set the barrier to a lock value")
+        self.value = value
+        self.sets += 1
+
+    def add(self, value: int) -> None:
+        if self.value + value > LOCK_VALUE_MAX:
+            raise SimulationError(f"{self.tile} releases {self.name} past {LOCK_VALUE_MAX} ({self.value} + {value}): "
+                                  f"the lock's value would overflow", "release the barrier once per wait")
+        self.value += value
 
 
 @dataclass
@@ -191,15 +235,27 @@ class Actor(Protocol):
         ...
 
 
+def _holds_at_least(lock: Lock, count: int) -> Callable[[], bool]:
+    """What an acquire-greater-equal waits for (an ObjectFifo's lock)."""
+    return lambda: lock.value >= count
+
+
+def _holds(barrier: Barrier, value: int) -> Callable[[], bool]:
+    """What an acquire-equal waits for (a runtime barrier's wait)."""
+    return lambda: barrier.value == value
+
+
 class CoreActor:
     """Runs a worker's program forever (IRON's while_true), calling the kernel emulator."""
 
     def __init__(self, tile: TileRef, program: tuple[Op, ...], ends: dict[str, FifoEnd],
-                 kernel: KernelFn, buffers: dict[str, Buffer] | None = None) -> None:
+                 kernel: KernelFn, buffers: dict[str, Buffer] | None = None, barrier: Barrier | None = None) -> None:
         self.tile, self.program, self.ends, self.kernel = tile, program, ends, kernel
         self.buffers = buffers or {}  # the worker's own L1 buffers
-        self.waiting: tuple[Lock, int] | None = None
-        self.waiting_fifo = ""
+        self.barrier = barrier
+        self.ready: Callable[[], bool] | None = None  # what the core waits for, when it waits
+        self.waiting_on = ""
+        self.synced: int | None = None  # the barrier set this pass of the program waited for (its epoch)
         self.at_start = True  # at the top of the program, holding nothing
         self.passes = 0
         self.gen = self._run()
@@ -207,14 +263,15 @@ class CoreActor:
     def step(self) -> bool:
         progressed = False
         while True:
-            if self.waiting is not None and self.waiting[0].value < self.waiting[1]:
+            if self.ready is not None and not self.ready():
                 return progressed
-            self.waiting = next(self.gen)
+            self.ready = next(self.gen)
             progressed = True
 
-    def _run(self) -> Generator[tuple[Lock, int], None, None]:
+    def _run(self) -> Generator[Callable[[], bool], None, None]:
         while True:
             self.at_start = True
+            self.synced = None  # a call's parameters are read after this call's wait
             yield from self._ops(self.program)
             self.passes += 1
 
@@ -222,17 +279,47 @@ class CoreActor:
         """A constant, or a word read from a runtime parameter now (a loop's start, a call's)."""
         if isinstance(word, int):
             return word
-        cell = self.buffers[word.buffer].cells[word.index]
+        buffer = self.buffers[word.buffer]
+        cell = buffer.cells[word.index]
         if not cell & RTP_WRITTEN:
             raise SimulationError(f"{self.tile} reads its {what} from {word.buffer}[{word.index}] before any "
                                   f"call wrote it", "write the runtime parameter before the call's transfers")
+        self._ordered(buffer, word.index, what)
         return int(np.uint32(cell & np.uint64(0xFFFFFFFF)).view(np.int32))
+
+    def _ordered(self, buffer: Buffer, index: int, what: str) -> None:
+        """A parameter read is this call's write only when the core waited on its barrier in this pass and
+        the sequence wrote the word after the previous set and before the one waited for: mlir-aie 1.4.3
+        lowers the write to a plain write32 (AIEDmaToNpu.cpp RtpToWrite32Pattern), ordered only against
+        the barrier's set that the sequence writes after it, never against the call's DMA data."""
+        read = f"{self.tile} reads its {what} from {buffer.name}[{index}]"
+        fix = "write the parameters, then set the worker's barrier, and wait on it before the first read"
+        if self.barrier is None:
+            raise SimulationError(f"{read} without a runtime barrier: nothing orders the sequence's write before "
+                                  f"the read", fix)
+        if self.synced is None:
+            raise SimulationError(f"{read} before waiting on {self.barrier.name}: nothing orders the sequence's "
+                                  f"write before the read", fix)
+        assert buffer.epochs is not None
+        written = int(buffer.epochs[index])
+        if written >= self.synced:
+            raise SimulationError(f"{read}, which the sequence wrote after setting {self.barrier.name} (set "
+                                  f"{self.synced}): nothing orders that write before the read", fix)
+        if written < self.synced - 1:
+            raise SimulationError(f"{read}, last written before set {written + 1} of {self.barrier.name}: "
+                                  f"this call (set {self.synced}) did not write it", fix)
 
     def _count(self, loop: Loop) -> int:
         """A loop's trip count: a constant, or read from a runtime parameter as the loop starts."""
         return self._word(loop.count, "loop count")
 
-    def _ops(self, ops: tuple[Op, ...]) -> Generator[tuple[Lock, int], None, None]:
+    def _barrier(self, op: BarrierWait | BarrierRelease) -> Barrier:
+        if self.barrier is None:
+            raise SimulationError(f"{self.tile} {'waits on' if isinstance(op, BarrierWait) else 'releases'} a "
+                                  f"runtime barrier it was not given", "give the worker its WorkerRuntimeBarrier")
+        return self.barrier
+
+    def _ops(self, ops: tuple[Op, ...]) -> Generator[Callable[[], bool], None, None]:
         for op in ops:
             if isinstance(op, Loop):
                 for _ in range(self._count(op)):
@@ -241,8 +328,8 @@ class CoreActor:
                 end = self.ends[op.fifo]
                 lock = end.acquire_lock
                 if lock.value < op.count:
-                    self.waiting_fifo = op.fifo
-                    yield lock, op.count
+                    self.waiting_on = f"to acquire {op.fifo}"
+                    yield _holds_at_least(lock, op.count)
                 self.at_start = False
                 lock.value -= op.count
                 for _ in range(op.count):
@@ -256,6 +343,14 @@ class CoreActor:
                 for _ in range(op.count):
                     end.held.popleft()
                 end.release_lock.value += op.count
+            elif isinstance(op, BarrierWait):  # acquire-equal: the value stays
+                barrier = self._barrier(op)
+                if barrier.value != op.value:
+                    self.waiting_on = f"for {barrier.name} = {op.value} (the sequence's set)"
+                    yield _holds(barrier, op.value)
+                self.synced = barrier.sets
+            elif isinstance(op, BarrierRelease):
+                self._barrier(op).add(op.value)
             elif isinstance(op, Call):
                 cells = []
                 for name in op.args:
@@ -271,20 +366,21 @@ class CoreActor:
                                                                for x in op.scalars))
 
     def describe(self) -> str:
-        return f"{self.tile} waits to acquire {self.waiting_fifo}"
+        return f"{self.tile} waits {self.waiting_on}"
 
 
 @dataclass
 class Step:
-    """One command-processor action: push a task to a channel, await its token, free its BD, or
-    write a runtime parameter into a core's L1."""
+    """One command-processor action: push a task to a channel, await its token, free its BD, write a
+    runtime parameter into a core's L1, or set a core's runtime barrier."""
 
-    kind: str  # "push" | "await" | "free" | "write"
+    kind: str  # "push" | "await" | "free" | "write" | "set"
     task: Task | None
     channel: Channel | None = None
-    cells: np.ndarray | None = None  # "write": the runtime-parameter buffer, its word, the value
+    buffer: Buffer | None = None  # "write": the runtime-parameter buffer, its word, the value
     index: int = 0
     value: int = 0
+    barrier: Barrier | None = None  # "write": the core's barrier (its epoch stamps the word); "set": the one set
 
 
 RTP_WRITTEN = np.uint64(1) << np.uint64(32)  # a runtime-parameter word's provenance: written by a call
@@ -311,8 +407,15 @@ class CommandProcessor:
         while self.pc < len(self.steps):
             step = self.steps[self.pc]
             if step.kind == "write":
-                assert step.cells is not None
-                step.cells[step.index] = RTP_WRITTEN | np.uint64(step.value & 0xFFFFFFFF)
+                assert step.buffer is not None and step.buffer.epochs is not None
+                step.buffer.cells[step.index] = RTP_WRITTEN | np.uint64(step.value & 0xFFFFFFFF)
+                step.buffer.epochs[step.index] = step.barrier.sets if step.barrier is not None else -1
+                self.pc += 1
+                progressed = True
+                continue
+            if step.kind == "set":
+                assert step.barrier is not None
+                step.barrier.set(step.value)
                 self.pc += 1
                 progressed = True
                 continue
