@@ -357,20 +357,21 @@ NO_SPLIT = Case(_CONFIG3, patches=(
      "    return obj + row * TILE_N;\n"),), mutant="no-split")
 # a config3 conversion that writes the last tile first: in place, it overwrites unread blocks
 REVERSED_CONVERT = Case(_CONFIG3, patches=(
-    ("  TileOut out(c);\n", ""),
+    ("  TileOutC out(c);\n", ""),
     ("  for (unsigned t = 0; t < TILE_M * TILE_N / LANES; ++t)",
      "  for (unsigned t = TILE_M * TILE_N / LANES; t-- > 0;)"),
     ("    out.push(block.template to_vector<bfp16ebs8>());\n",
-     "    TileOut out(c);\n    out.seek(static_cast<int>(t));\n    out.push(block.template to_vector<bfp16ebs8>());\n"),
+     "    TileOutC out(c);\n    out.seek(static_cast<int>(t));\n"
+     "    out.push(block.template to_vector<bfp16ebs8>());\n"),
 ), mutant="reversed-convert")
 # a kernel whose B stream starts a column pair at K_TILES tiles per pair (as if the pair's two tiles
 # were one column each) instead of the super-block's 2 K_TILES: from the second pair on it reads another's
 B_PAIR_OFFSET = Case(BLOCK_CASES[-4].build, patches=(
-    ("TileIn bs(tile_at(pB, bc * B_PAIR));", "TileIn bs(tile_at(pB, bc * K_TILES));"),), mutant="b-pair-offset")
+    ("TileInB bs(tile_at(pB, bc * B_PAIR));", "TileInB bs(tile_at(pB, bc * K_TILES));"),), mutant="b-pair-offset")
 # a kernel whose A stream starts a row pair at K_TILES tiles per pair (as if the pair's two tiles were one
 # row each) instead of the super-block's 2 K_TILES: from the second row pair on it reads another's
 A_PAIR_OFFSET = Case(BLOCK_CASES[-3].build, patches=(
-    ("TileIn as_(tile_at(pA, br * A_PAIR));", "TileIn as_(tile_at(pA, br * K_TILES));"),), mutant="a-pair-offset")
+    ("TileInA as_(tile_at(pA, br * A_PAIR));", "TileInA as_(tile_at(pA, br * K_TILES));"),), mutant="a-pair-offset")
 # a config1 conversion that writes A_bfp16 in the order its bf16 blocks lie (row-major tiles), not the
 # 2 x 1 super-blocks the A stream reads
 A_BLOCK_ORDER = Case(_CONFIG1, patches=(
@@ -399,13 +400,13 @@ C_MUTANTS = [C_TILE_SWAP, C_PREFETCH_SWAP, C_ROW_MAJOR, C_ACC_ROW_MAJOR]
 # column-major layouts: the A conversion without its transpose, config1's C stored or reloaded
 # untransposed, and the final conversion of a bf16 C storing its blocks untransposed
 _A_LOAD = "aie::load_v<LANES>(a + (mb * K_TILES + kb) * LANES)"
-_C_STORE = "    aie::store_v(p, aie::transpose(v, Q, Q));"
-_C_LOAD = "    return aie::transpose(aie::load_v<LANES>(p), Q, Q);"
+_C_STORE = "    aie::store_v(q, aie::transpose(v, Q, Q));"
+_C_LOAD = "    return aie::transpose(aie::load_v<LANES>(q), Q, Q);"
 _C_CONVERT = "aie::store_v(c + t * LANES, aie::transpose(block.template to_vector<T_C>(), Q, Q));"
 LAYOUT_MUTANTS = [
     Case(BLOCK_LAYOUT_BUILDS[0], patches=((f"aie::transpose({_A_LOAD}, Q, Q)", _A_LOAD),), mutant="a-untransposed"),
-    Case(BLOCK_LAYOUT_BUILDS[1], patches=((_C_STORE, "    aie::store_v(p, v);"),), mutant="c-store-untransposed"),
-    Case(BLOCK_LAYOUT_BUILDS[1], patches=((_C_LOAD, "    return aie::load_v<LANES>(p);"),),
+    Case(BLOCK_LAYOUT_BUILDS[1], patches=((_C_STORE, "    aie::store_v(q, v);"),), mutant="c-store-untransposed"),
+    Case(BLOCK_LAYOUT_BUILDS[1], patches=((_C_LOAD, "    return aie::load_v<LANES>(q);"),),
          mutant="c-reload-untransposed"),
     Case(BLOCK_LAYOUT_BUILDS[3],
          patches=((_C_CONVERT, "aie::store_v(c + t * LANES, block.template to_vector<T_C>());"),),
@@ -1603,6 +1604,8 @@ def test_bfp16_loop_hints_and_compiler_guard(tmp_path: Path, k_tiles: int) -> No
     # restrict streams with PR #3650's data-memory resources, and C's plain accesses through its bank (config3 C)
     for operand in "abc":
         assert f"aie::block_vector_restrict_input_buffer_stream<bfp16ebs8, 64, aie_dm_resource::{operand}>" in source
+    # each stream is the one of its operand's resource: A's over pA, B's over pB, C's over the slice
+    assert re.findall(r"TileIn([ABC]) \w+\(tile_at\(p([AB]),", source) == [("A", "A"), ("B", "B")]
     assert "(const T_ACC __aie_dm_resource_c *)p" in peano.stdout and "__aie_dm_resource" not in chess.stdout
     for count in (p.a_tiles, p.c_tiles, p.zero_obj_iters, p.zero_buf_iters):
         assert f"#pragma clang loop min_iteration_count({count})" in lines
