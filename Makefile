@@ -1,7 +1,8 @@
 # gemm_gen: mlir-aie style entry points. Variables follow mlir-aie's matrix_multiplication
 # Makefiles: DEVICE (npu1|npu2), M K N, optional m k n K_MT RHO N_AIE_COLS MAPPING DTYPE_IN DTYPE_B DTYPE_OUT ACC PRESET
 # GROUP_SIZE (32|64|128) ZERO_POINTS (0/1) for W4A16 (DTYPE_IN=bf16 DTYPE_B=i4);
-# A_COL_MAJ B_COL_MAJ C_COL_MAJ B_PACK; the fused epilogue BIAS (0/1) ACTIVATION CLAMP (LO,HI) REQUANT; gemm_gen's kernel and L1 choices EXPANSION KERNEL_LOOPS CONVERT_ONCE L1_ALLOC; the runtime sequence's TASK_SPAN (blocks per shim task, 0: most); SIZES for
+# A_COL_MAJ B_COL_MAJ C_COL_MAJ B_PACK; the fused epilogue BIAS (0/1) ACTIVATION CLAMP (LO,HI) REQUANT; gemm_gen's kernel and L1 choices EXPANSION KERNEL_LOOPS CONVERT_ONCE L1_ALLOC;
+# OPT_LEVEL (0-3: Peano's -O for the kernel; default 2, the -O2 of mlir-aie's PEANOWRAP2(P)_FLAGS); the runtime sequence's TASK_SPAN (blocks per shim task, 0: most); SIZES for
 # one design serving several sizes; BUILD_DIR for the files generate, all, run, validate and roofline write;
 # TIMEOUT_MS for the time limit of each NPU run of run and validate (default: derived from the prediction).
 SHELL := /bin/bash
@@ -14,7 +15,7 @@ SHELL := /bin/bash
 # `PYTHON=python3.12 make install` is a reasonable way to choose it.
 OWN_VARS := DEVICE SIZES M K N m k n K_MT RHO N_AIE_COLS MAPPING DTYPE_IN DTYPE_B DTYPE_OUT ACC PRESET A_COL_MAJ B_COL_MAJ C_COL_MAJ B_PACK \
 	GROUP_SIZE ZERO_POINTS BIAS ACTIVATION CLAMP REQUANT \
-	CHESS SEED TOP EXPANSION KERNEL_LOOPS CONVERT_ONCE L1_ALLOC TASK_SPAN WARMUP ITERS TIMEOUT_MS BUILD_DIR VENV BIN STAMP \
+	CHESS SEED TOP EXPANSION KERNEL_LOOPS CONVERT_ONCE L1_ALLOC TASK_SPAN OPT_LEVEL WARMUP ITERS TIMEOUT_MS BUILD_DIR VENV BIN STAMP \
 	INSTALL_LOG GEN_ARGS BUILD_ARGS TIMEOUT_ARGS SHOWN
 $(foreach v,$(OWN_VARS),$(if $(filter environment%,$(origin $(v))),$(eval override undefine $(v))))
 
@@ -59,6 +60,7 @@ GEN_ARGS := --dev $(DEVICE) $(if $(M),-M $(M)) $(if $(K),-K $(K)) $(if $(N),-N $
 	$(if $(B_PACK),--b-pack $(B_PACK)) $(if $(DTYPE_B),--dtype_b $(DTYPE_B)) $(if $(GROUP_SIZE),--group-size $(GROUP_SIZE)) $(if $(filter 1,$(ZERO_POINTS)),--zero-points) $(if $(ACC),--acc $(ACC)) $(if $(PRESET),--preset $(PRESET)) \
 	$(if $(EXPANSION),--expansion $(EXPANSION)) $(if $(KERNEL_LOOPS),--kernel-loops $(KERNEL_LOOPS)) \
 	$(if $(CONVERT_ONCE),--convert-once $(CONVERT_ONCE)) $(if $(L1_ALLOC),--l1-alloc $(L1_ALLOC)) $(if $(TASK_SPAN),--task-span $(TASK_SPAN)) \
+	$(if $(OPT_LEVEL),--opt-level $(OPT_LEVEL)) \
 	$(if $(filter 1,$(BIAS)),--bias) $(if $(ACTIVATION),--activation $(ACTIVATION)) $(if $(CLAMP),--clamp=$(CLAMP)) \
 	$(if $(REQUANT),--requant $(REQUANT))
 BUILD_ARGS := --build-dir $(BUILD_DIR)
@@ -75,7 +77,7 @@ help:
 	@echo "         GROUP_SIZE=32|64|128 ZERO_POINTS=0/1 (W4A16: DTYPE_IN=bf16 DTYPE_B=i4)"
 	@echo "         BIAS=0/1 ACTIVATION=relu|silu|gelu|runtime CLAMP=LO,HI REQUANT=per_channel]; BUILD_DIR= (default build)"
 	@echo "make plan|generate|kernel|mlir (same variables); make doctor, validate, all, run on an NPU machine [CHESS=1"
-	@echo "         WARMUP= ITERS= TIMEOUT_MS=]"
+	@echo "         OPT_LEVEL=0-3 (Peano's -O, default 2) WARMUP= ITERS= TIMEOUT_MS=]"
 	@echo "make predict|tune|roofline (the model; TOP= for tune), make dry-run (the build commands)"
 	@echo "make test, make test-slow, make bench, make lint, make clean"
 

@@ -14,7 +14,7 @@ from .epilogue import mode_ops
 from .errors import ConfigError
 from .hw.devices import Device, MmulShape, TileKind
 from .rounding import Rounding, Saturation
-from .rules import array, dequant, l1, memtile, padding
+from .rules import array, dequant, l1, memtile, padding, peano
 from .rules import epilogue as epilogue_rule
 from .rules import kernel_variant as kv
 from .rules import tiling as tiling_rule
@@ -65,6 +65,7 @@ def check_types(c: GemmConfig) -> None:
     dev, t_out = c.dev, c.t_out
     if c.compiler not in ("peano", "chess"):
         raise ConfigError(f"unknown kernel compiler {c.compiler!r}", "use peano (default) or chess (--chess)")
+    peano.check_opt_level(c.opt_level, c.compiler)
     p = c.precision
     try:
         acc_bits = c.acc_bits

@@ -25,7 +25,7 @@ from .precision import Precision
 from .rounding import Rounding, Saturation
 from .rules import epilogue as rules_epilogue
 from .rules import kernel_variant as kv
-from .rules import l1, memtile, padding
+from .rules import l1, memtile, padding, peano
 from .rules.defaults import Resolved, default_acc, emulation_default, has_epilogue, resolve
 from .rules.defaults import convert_once_problem as _convert_once_problem
 from .rules.defaults import mmul as mmul_of
@@ -77,7 +77,7 @@ FIELDS = ("device", "M", "K", "N", "m", "k", "n", "k_mt", "dtype_in", "dtype_out
           "emulate_bf16_with_bfp16", "compiler", "mmul_shape", "stack_bytes", "queue_groups", "rho", "depth_ab_l1",
           "depth_ab_l2", "depth_c_l1", "depth_c_l2", "rounding", "saturation", "shift", "dtype_b", "acc", "b_pack",
           "expansion", "kernel_loops", "convert_once", "l1_alloc", "runtime_sizes", "a_col_maj", "c_col_maj",
-          "bias", "activation", "clamp", "requant", "group_size", "zero_points", "task_span")
+          "bias", "activation", "clamp", "requant", "group_size", "zero_points", "task_span", "opt_level")
 # the fused epilogue's fields: written by to_json only when set, so an epilogue-free config keeps its JSON
 # text, its build key and its cached builds
 EPILOGUE_FIELDS = ("bias", "activation", "clamp", "requant")
@@ -85,6 +85,8 @@ EPILOGUE_FIELDS = ("bias", "activation", "clamp", "requant")
 GROUP_FIELDS = ("group_size", "zero_points")
 # spanning shim tasks (design/spans.py): written by to_json only when not 1, for the same reason
 SPAN_FIELDS = ("task_span",)
+# the kernel's optimisation level: written by to_json only when not Peano's default, for the same reason
+OPT_FIELDS = ("opt_level",)
 
 
 @dataclass(frozen=True, init=False, eq=False)
@@ -246,6 +248,11 @@ class GemmConfig:
     @property
     def queue_groups(self) -> int:
         return self.options.queue_groups
+
+    @property
+    def opt_level(self) -> int:
+        """The kernel compile's -O level (Peano; rules/peano.py DEFAULT_OPT_LEVEL when not given)."""
+        return peano.DEFAULT_OPT_LEVEL if self.options.opt_level is None else self.options.opt_level
 
     @property
     def task_span(self) -> int:
@@ -421,7 +428,7 @@ class GemmConfig:
         # W4A16: the matmul function also holds the dequantization pass, so the loops leave its code room
         reserve = dequant_code_bytes(self.dev.name, bool(self.zero_points), self.mmul) if self.group_size else 0
         return choose_variant(self.dev, operands, self.mmul, bool(self.emulate_bf16_with_bfp16), self.t_ma,
-                              self.k, self.n, self.expansion, self.kernel_loops, reserve)
+                              self.k, self.n, self.expansion, self.kernel_loops, reserve, str(self.compiler))
 
     @property
     def numerics(self) -> KernelNumerics:
@@ -577,13 +584,16 @@ class GemmConfig:
     def to_json(self) -> dict[str, object]:
         """Every field as it reads (defaults applied), in FIELDS order: what a build is keyed on. The
         epilogue's fields only when set (an epilogue-free config keeps its key)."""
-        out = {name: getattr(self, name) for name in FIELDS if name not in EPILOGUE_FIELDS + GROUP_FIELDS + SPAN_FIELDS}
+        out = {name: getattr(self, name) for name in FIELDS
+               if name not in EPILOGUE_FIELDS + GROUP_FIELDS + SPAN_FIELDS + OPT_FIELDS}
         if not self.epilogue_free:
             out.update({name: getattr(self, name) for name in EPILOGUE_FIELDS})
         if self.group_size:
             out.update({name: getattr(self, name) for name in GROUP_FIELDS})
         if self.task_span != 1:
             out.update({name: getattr(self, name) for name in SPAN_FIELDS})
+        if self.opt_level != peano.DEFAULT_OPT_LEVEL:
+            out.update({name: getattr(self, name) for name in OPT_FIELDS})
         return out
 
     @property

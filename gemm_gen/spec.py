@@ -129,6 +129,9 @@ class Options:
     # consecutive blocks of one row band when their patterns concatenate into one BD; 0: as many as
     # one BD can express; None: open (1 today's sequence, or the search's choice)
     task_span: int | None = None
+    # the kernel compile's optimisation level, Peano's -O<n> (rules/peano.py); None: -O2, mlir-aie's
+    # PEANOWRAP2(P)_FLAGS; -O1 is the workaround mlir-aie uses for the -O2 miscompiles (llvm-aie #1262)
+    opt_level: int | None = None
 
     def __post_init__(self) -> None:
         if self.clamp is not None:  # JSON gives a list; options hash and compare as tuples

@@ -76,9 +76,13 @@ which loop is software-pipelined:
   structure whose registers and code estimate (every cycle a full 128-bit instruction, the pipelined
   body three times, c-overlap's peeled round once) fit half the 16 KiB program memory, in the order
   k-pipelined, c-overlap, k-flat, jk-flat; the flattened two only when a second cluster's
-  accumulators fit (D >= 2). Their unrolled loops carry `chess_flatten_loop` for xchesscc; Peano,
-  as in mlir-aie's kernels (AIE_LOOP_FLATTEN is empty there), gets no unroll hint, so whether it
-  unrolls them is its own choice: priced as unrolled, unverified for Peano. c-overlap (the K loop
+  accumulators fit (D >= 2). Their unrolled loops carry `chess_flatten_loop` for xchesscc and
+  `#pragma clang loop unroll(full)` (mlir-aie's AIE_LOOP_UNROLL_FULL) for Peano, so the code is what the
+  estimate counts under both; with Peano (the default) they are also held to Peano's post-RA pipeliner,
+  which tries IIs up to 60 (`rules/peano.py`): a flattened body of more than 60 vector instructions
+  would leave the loop around it unpipelined, so such a structure is not chosen, and refused when
+  pinned (issue 31 item 6). The model takes the config's compiler and prices the structure it gets.
+  The papers' kernels, built by chess, are read with chess. c-overlap (the K loop
   pipelined over all but its last k-step, which the template peels: each chain's last mac, its C
   store, then the next cluster's C reload) needs one round's operands and one C block in the
   vector file, and no second cluster. `--expansion` and `--kernel-loops` override both.
@@ -119,7 +123,13 @@ which loop is software-pipelined:
   Peano structure (a software-pipelined loop over blocks, the next block's C loaded while the current
   one is stored, two stages: each entry into the loop fills and drains one block), with o_flat, what
   the pipeliner leaves exposed per block, fitted on PR #3650's config-1 II (42) and checked on its
-  configs 2 (77) and 3 (41); `atb-chess` is the ATB paper's hand-scheduled kernel, priced with
+  configs 2 (77) and 3 (41). Our template's flat loop emits what those IIs were measured with: restrict
+  A / B / C streams with their data-memory resources, `pipeline(disable)` and `hint(aie-gpr-realloc, 1)`
+  on the block loop, and `-aie-postpipeliner-maxii=120 -aie-postpipeliner-maxtry-ii=50` in the Peano
+  compile; each introduced in llvm-aie before the pinned nightly (2026-09-07; `rules/peano.py`, none
+  compiled here), so o_flat is not derated; were one refused by the pin, its own PR #3650 figure is the
+  derate (GPR reallocation II 79 -> 77, post-pipelining 89 -> 77 on config 2); `atb-chess` is the ATB
+  paper's hand-scheduled kernel, priced with
   epsilon fitted on atb Table 1 (eq. 13: 1 / Eff_micro = 1 + epsilon / V), which measures it: epsilon
   prices no other kernel. Config 1 and convert-once convert their bf16 A tile per call, convert-once
   its B tile per k-step, each tile at `convert_tile_cycles` (ISA arithmetic, unmeasured). The atb
@@ -291,11 +301,13 @@ def _isa_rows() -> list[str]:
     return out
 
 
-def _kernel_macs(row: paper.KernelRow, expansion: tuple[int, int] | None, loops: str | None) -> float:
-    """Predicted MACs/cycle of the row's kernel size under a variant (None: the automatic one)."""
+def _kernel_macs(row: paper.KernelRow, expansion: tuple[int, int] | None, loops: str | None,
+                 compiler: str = "peano") -> float:
+    """Predicted MACs/cycle of the row's kernel size under a variant (None: the automatic one for `compiler`)."""
     dev = device(row.device)
     mmul = dev.mmul_shape(row.dtype_in, row.emulate)
-    ks = kernel_shape(dev, row.dtype_in, row.dtype_out, mmul, row.emulate, expansion=expansion, loops=loops)
+    ks = kernel_shape(dev, row.dtype_in, row.dtype_out, mmul, row.emulate, expansion=expansion, loops=loops,
+                      compiler=compiler)
     return row.m * row.k * row.n / float(kernel_cycles(load(), ks, row.m, row.k, row.n))
 
 
@@ -310,7 +322,7 @@ def _variant_rows() -> list[str]:
                          row.n)
         measured = "withheld" if row.macs_per_cycle is None else f"{row.macs_per_cycle:.1f}"
         out.append(f"| {calibrate._kname(row)} | {measured} "
-                   f"| {_kernel_macs(row, paper.PAPER_EXPANSION, paper.PAPER_LOOPS):.1f} "
+                   f"| {_kernel_macs(row, paper.PAPER_EXPANSION, paper.PAPER_LOOPS, 'chess'):.1f} "
                    f"| {_kernel_macs(row, (2, 2), 'k-pipelined'):.1f} | {ours.name} "
                    f"| {_kernel_macs(row, None, None):.1f} |")
     return out

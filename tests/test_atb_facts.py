@@ -310,7 +310,7 @@ def test_a_shim_reads_one_run_per_core_row(name):
 def test_kernel_keeps_one_a_and_one_b_stream(name):
     """As mlir-aie's Peano kernels, two live input block streams in the MAC loop (one A, one B: each pops
     its pair of tiles), aie2p's two load FIFOs (llvm-aie #1090)."""
-    streams = set(re.findall(r"TileIn (\w+)\(tile_at\((pA|pB),", matmul_source(name)))
+    streams = set(re.findall(r"TileIn[AB] (\w+)\(tile_at\((pA|pB),", matmul_source(name)))
     assert FACTS["configs"][name]["kernel"]["inner_loop_streams"]["input_block_streams"] == 2
     assert len(streams) == 2
 
@@ -321,8 +321,8 @@ def test_config2_kernel_reads_c_through_one_stream():
     one persistent stream; ours builds it per block at the block's base once the A and B streams end, so
     that no more than two input streams hold a load FIFO at once (tests/test_kernels.py measures that)."""
     source = matmul_source("config2")
-    c_in = set(re.findall(r"TileIn (\w+)\(c_block\(slice,", source))
-    c_out = set(re.findall(r"TileOut (\w+)\(slice\)", source))
+    c_in = set(re.findall(r"TileInC (\w+)\(c_block\(slice,", source))
+    c_out = set(re.findall(r"TileOutC (\w+)\(slice\)", source))
     assert FACTS["configs"]["config2"]["kernel"]["inner_loop_streams"]["c_streams"] == 2  # one in, one out
     assert len(c_in) == 1 and len(c_out) == 1
     assert ".seek(" not in source and ".pop_seek(" not in source

@@ -14,7 +14,7 @@ from gemm_gen.app.cli import main
 from gemm_gen.backends import iron, toolchain
 from gemm_gen.backends.build import run_build
 from gemm_gen.design import build_design
-from gemm_gen.errors import BuildError, ToolchainMissing
+from gemm_gen.errors import BuildError, ConfigError, ToolchainMissing
 from gemm_gen.kernels import render_kernel
 
 from . import iron_recorder
@@ -138,6 +138,52 @@ def _fake_tools(tmp_path: Path, monkeypatch, aiecc_exit: int = 0) -> None:
     monkeypatch.setenv("AIETOOLS_DIR", str(tmp_path / "aietools"))
     monkeypatch.setenv("PATH", f"{bindir}{os.pathsep}{os.environ['PATH']}")
     monkeypatch.setattr(iron, "iron_api", lambda: iron_recorder.api()[0])
+
+
+@pytest.mark.parametrize("level", [0, 1, 3])
+def test_the_opt_level_reaches_the_compile_and_the_build_names(capsys, no_tools, level):
+    """Issue 31 item 12: --opt-level N replaces mlir-aie's -O2 in the Peano compile (nothing else changes there)
+    and lands in the build's names (config suffix: xclbin, insts, MLIR; the kernel object), so two levels never
+    share a build; the default level keeps today's names."""
+    default = dry_run(capsys)
+    given = dry_run(capsys, "--opt-level", str(level))
+    cc0, cc1 = default["compile the kernel"].split(), given["compile the kernel"].split()
+    assert "-O2" in cc0 and "-O2" not in cc1 and f"-O{level}" in cc1
+    assert [w for w in cc0 if w != "-O2" and not w.startswith("mm_")] == \
+        [w for w in cc1 if w != f"-O{level}" and not w.startswith("mm_")]
+    assert cc1[-1] == cc0[-1].replace(".o", f"_O{level}.o")  # the object file
+    xclbin = [w for w in given["aiecc: xclbin and NPU instructions"].split() if w.startswith("--xclbin-name=")]
+    assert xclbin and xclbin[0] != f"--xclbin-name=final_{_suffix('npu2')}.xclbin"
+    assert f"--xclbin-name=final_{_suffix('npu2')}.xclbin" in default["aiecc: xclbin and NPU instructions"]
+    c2 = small("npu2")
+    c1 = c2.with_(opt_level=level)
+    assert c1.suffix != c2.suffix and c1.to_json()["opt_level"] == level and "opt_level" not in c2.to_json()
+
+
+def test_the_opt_level_is_peanos_alone(capsys, no_tools):
+    """xchesscc_wrapper takes no -O (mlir-aie's CHESSCCWRAP2(P)_FLAGS): a level with --chess is refused in one
+    line; so is a level Peano does not have."""
+    assert main(["build", "--dry-run", *ARGS, "--chess", "--opt-level", "1"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--opt-level 1 applies to Peano" in err[0]
+    assert main(["build", "--dry-run", *ARGS, "--chess", "--opt-level", "2"]) == 0  # the default, said aloud
+    capsys.readouterr()
+    from gemm_gen.checks import check_config
+
+    with pytest.raises(ConfigError, match="optimisation level 7 is not one of Peano's -O0 .. -O3"):
+        check_config(small("npu2").with_(opt_level=7))
+
+
+def test_bfp16_peano_builds_pass_pr3650s_pipeliner_flags(capsys, no_tools):
+    """Issue 31 item 9: a bfp16 kernel's Peano compile widens the post-RA pipeliner's II search as mlir-aie PR
+    #3650 does for its flat loop (rules/peano.py); a scalar kernel's does not, nor does chess."""
+    from gemm_gen.rules import peano
+
+    flags = " ".join(peano.BFP16_PIPELINER_FLAGS)
+    assert flags == "-mllvm -aie-postpipeliner-maxii=120 -mllvm -aie-postpipeliner-maxtry-ii=50"
+    assert f" {flags} " in dry_run(capsys, "--preset", "config2")["compile the kernel"]
+    assert "aie-postpipeliner" not in dry_run(capsys)["compile the kernel"]
+    assert "aie-postpipeliner" not in dry_run(capsys, "--preset", "config2", "--chess")["compile the kernel"]
 
 
 def test_build_with_stand_in_tools(tmp_path, monkeypatch):

@@ -499,11 +499,16 @@ def test_the_epilogue_options_are_fields_and_read_as_an_epilogue():
 def test_an_epilogue_free_config_keeps_its_json_and_key():
     """No epilogue field appears in to_json() (the build key) unless one is set; setting one changes the key
     and the build's name."""
-    from gemm_gen.config import EPILOGUE_FIELDS, GROUP_FIELDS, SPAN_FIELDS
+    from gemm_gen.config import EPILOGUE_FIELDS, GROUP_FIELDS, OPT_FIELDS, SPAN_FIELDS
 
     plain = GemmConfig("npu2", 256, 256, 256, **EPI_TILES)
-    assert list(plain.to_json()) == [f for f in FIELDS if f not in EPILOGUE_FIELDS + GROUP_FIELDS + SPAN_FIELDS]
+    assert list(plain.to_json()) == [f for f in FIELDS
+                                     if f not in EPILOGUE_FIELDS + GROUP_FIELDS + SPAN_FIELDS + OPT_FIELDS]
     assert plain.with_(task_span=1).to_json() == plain.to_json() and plain.with_(task_span=1) == plain
+    # Peano's default -O2, said aloud, is the same build; another level is another (issue 31 item 12)
+    assert plain.with_(opt_level=2).to_json() == plain.to_json() and plain.with_(opt_level=2) == plain
+    o1 = plain.with_(opt_level=1)
+    assert o1.to_json()["opt_level"] == 1 and o1 != plain and o1.suffix != plain.suffix
     spanned = plain.with_(task_span=0)
     assert spanned.to_json()["task_span"] == 0 and spanned != plain and spanned.suffix != plain.suffix
     grouped = plain.with_(group_size=128).to_json()

@@ -31,7 +31,7 @@ def test_the_doc_list_is_the_one_validate_prints():
 def test_each_check_says_what_to_look_at_and_what_confirms_or_refutes_it():
     titles = [c.title for c in validate.FIRST_RUN_CHECKS]
     # most likely to fail first: the kernels no compiler has seen, the build's checks, then the runs
-    assert [t.split()[1] for t in titles] == ["wide-accumulator", "frames", "L1", "runs", "parameters", "host",
+    assert [t.split()[1] for t in titles] == ["wide-accumulator", "frames", "L1", "runs", "parameters", "epilogue", "host",
                                               "matches", "shim"]
     for line in validate.first_run_lines():
         assert re.fullmatch(r"\d+\. [^\n]+ Look at [^\n]+\. Confirms: [^\n]+\. Refutes: [^\n]+\.", line), line
@@ -47,6 +47,29 @@ def test_the_acc64_rows_the_list_names_are_the_sweeps_i16_rows():
         assert wide == {"i16"}
         shapes = {"x".join(map(str, c.mmul)) for c in rows if c.acc_bits == 64}
         assert len(shapes) == 1 and f"{dev} {shapes.pop()}" in text
+
+
+def test_the_epilogue_rows_the_list_names_compare_two_opt_levels():
+    """Issue 31 item 12: on both devices the sweep holds the epilogue design the list names, built once at Peano's
+    default -O2 and once at -O1, two builds that share no cache entry or object file, each checked against the
+    simulator (run_item); its kernel is llvm-aie #1262's combination, the K loop's macs and a LUT activation."""
+    from gemm_gen.design import build_design
+    from gemm_gen.kernels import render_kernel
+    from gemm_gen.rules import peano
+
+    text = " ".join(validate.first_run_lines())
+    assert "#1262" in text and "-O2" in text and "-O1" in text
+    for dev in ("npu1", "npu2"):
+        rows = [i for i in validate.sweep(dev, chess=False) if "epilogue" in i.name]
+        levels = [i.config.opt_level for i in rows]
+        assert levels == [peano.DEFAULT_OPT_LEVEL, 1] and all(i.role == "check" for i in rows)
+        a, b = (i.config for i in rows)
+        assert a.with_(opt_level=b.opt_level) == b  # the same design but for the level
+        assert a.suffix != b.suffix
+        builds = [build_design(c).kernels[0].build for c in (a, b)]
+        assert builds[0].object_file != builds[1].object_file
+        source = render_kernel(builds[0])
+        assert a.activation == "silu" and a.bias and "mac(" in source and "tanh" in source
 
 
 def test_validate_json_carries_the_list(npu_laptop, capsys):  # noqa: F811

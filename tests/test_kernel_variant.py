@@ -17,10 +17,11 @@ from gemm_gen.config import PAPER_TILES, GemmConfig
 from gemm_gen.errors import ConfigError
 from gemm_gen.hw.devices import DEVICES, NPU1, NPU2
 from gemm_gen.model.fit import paper
-from gemm_gen.model.kernel import kernel_cycles, kernel_shape
+from gemm_gen.model.kernel import kernel_cycles, kernel_shape, variant
 from gemm_gen.model.params import load
 from gemm_gen.model.predict import predict
 from gemm_gen.rules import kernel_variant as kv
+from gemm_gen.rules import peano
 
 
 def test_register_arithmetic_picks_mlir_aies_expansions_on_npu1() -> None:
@@ -55,9 +56,11 @@ def test_loops_overlap_only_when_registers_leave_room_and_the_code_fits() -> Non
     # 2x2 leaves room for 4 clusters: the most overlapping structure whose code fits half of 16 KiB
     small = kv.choose(NPU1, "bf16", (4, 8, 4), False, 8, 16, 8)
     assert small.name == "2x2 jk-flat"
-    big = kv.choose(NPU1, "bf16", (4, 8, 4), False, 8, 256, 16, expansion=(2, 2))  # two clusters per row
-    assert big.loops == "k-flat"
-    huge = kv.choose(NPU1, "bf16", (4, 8, 4), False, 8, 1024, 16, expansion=(2, 2))
+    # with chess (flattening by chess_flatten_loop), whatever fits the code budget; Peano's post-RA pipeliner
+    # stops at a 60-cycle II, which 32 flattened k-steps of 4 chains (128 macs) pass (test below)
+    big = kv.choose(NPU1, "bf16", (4, 8, 4), False, 8, 256, 16, expansion=(2, 2), compiler="chess")
+    assert big.loops == "k-flat"  # two clusters per row
+    huge = kv.choose(NPU1, "bf16", (4, 8, 4), False, 8, 1024, 16, expansion=(2, 2), compiler="chess")
     assert huge.loops == "c-overlap"  # flattening 128 k-steps does not fit; the peeled step does
     budget = kv.CODE_BUDGET * NPU1.isa.program_bytes
     for v, k, n in ((small, 16, 8), (big, 256, 16)):
@@ -66,6 +69,52 @@ def test_loops_overlap_only_when_registers_leave_room_and_the_code_fits() -> Non
     assert kv.code_bytes(NPU1, "bf16", (4, 8, 4), False, (2, 2), "k-flat", 1024, 16) > budget
     sizes = [int(kv.code_bytes(NPU1, "i8", (4, 8, 8), False, (2, 2), lp, 64, 64)) for lp in kv.LOOPS]
     assert sizes == sorted(sizes) and sizes[0] < sizes[1] < sizes[-1]
+
+
+def test_peano_offers_flattening_only_where_its_pipeliner_reaches() -> None:
+    """Under Peano a flattened loop is a full unroll, and the loop around it is software-pipelined only if
+    its body fits the post-RA pipeliner's largest II (rules/peano.py): a flattening structure past it is not
+    chosen with Peano (the same tile keeps it with chess), a pinned one is refused in one line, and the
+    pipelined body is what both rules count."""
+    dev, shape = NPU1, (4, 8, 4)  # one bf16 4x8x4 mmul per instruction on npu1
+    limit = peano.POSTPIPELINER_MAX_II
+    # 2x2 clusters: 4 instructions per k-step, so k-flat's body is 4 k / 8; at k = 120 it is exactly the limit
+    fits, past = 8 * limit // 4, 8 * limit // 4 + 8
+    assert int(kv.pipelined_body(dev, "bf16", shape, False, (2, 2), "k-flat", fits, 16)) == limit
+    assert kv.choose(dev, "bf16", shape, False, 8, fits, 16, expansion=(2, 2)).loops == "k-flat"
+    assert kv.choose(dev, "bf16", shape, False, 8, past, 16, expansion=(2, 2)).loops == "c-overlap"
+    # chess flattens whatever fits the code budget: here the whole block row
+    assert kv.choose(dev, "bf16", shape, False, 8, past, 16, expansion=(2, 2), compiler="chess").loops == "jk-flat"
+    with pytest.raises(ConfigError, match="k-flat with Peano.*past the 60-cycle II"):
+        kv.choose(dev, "bf16", shape, False, 8, past, 16, expansion=(2, 2), loops="k-flat")
+    kv.choose(dev, "bf16", shape, False, 8, past, 16, expansion=(2, 2), loops="k-flat", compiler="chess")
+    # jk-flat's body holds the whole block row: 2 clusters of 4 k / 8 each (48 at k = 48, 64 at k = 64)
+    assert int(kv.pipelined_body(dev, "bf16", shape, False, (2, 2), "jk-flat", 64, 16)) == 2 * 4 * 8
+    assert kv.choose(dev, "bf16", shape, False, 8, 48, 16, expansion=(2, 2)).loops == "jk-flat"
+    assert kv.choose(dev, "bf16", shape, False, 8, 64, 16, expansion=(2, 2)).loops == "k-flat"
+    assert kv.choose(dev, "bf16", shape, False, 8, 64, 16, expansion=(2, 2), compiler="chess").loops == "jk-flat"
+    # the K loop of the other two is one round: never refused (npu2's native bf16 with 8 chains is 64 cycles; the
+    # rule leaves both structures alike there, see kernel_variant.peano_pipelines)
+    for lp in ("k-pipelined", "c-overlap"):
+        assert kv.peano_problem(dev, "bf16", shape, False, (4, 4), lp, 4096, 4096) is None
+        assert kv.peano_problem(NPU2, "bf16", (4, 8, 8), False, (2, 4), lp, 64, 64) is None
+    assert kv.choose(NPU2, "bf16", (4, 8, 8), False, 8, 16, 32, expansion=(2, 4)).loops == "c-overlap"
+
+
+def test_the_model_prices_the_structure_each_compiler_gets() -> None:
+    """The model's automatic loop structure is the variant rule's for the config's compiler: a tile where
+    Peano loses k-flat is priced as c-overlap under Peano and as jk-flat under chess."""
+    p = load()
+    k = 8 * peano.POSTPIPELINER_MAX_II // 4 + 8
+    cyc = {}
+    for compiler in ("peano", "chess"):
+        auto = kernel_shape(NPU1, "bf16", "bf16", (4, 8, 4), False, expansion=(2, 2), compiler=compiler)
+        v = variant(auto, 8, k, 16)
+        given = kernel_shape(NPU1, "bf16", "bf16", (4, 8, 4), False, expansion=(2, 2), loops=v.loops, compiler=compiler)
+        cyc[compiler] = float(kernel_cycles(p, auto, 8, k, 16))
+        assert cyc[compiler] == float(kernel_cycles(p, given, 8, k, 16)), compiler
+        assert v.loops == {"peano": "c-overlap", "chess": "jk-flat"}[compiler]
+    assert cyc["peano"] != cyc["chess"]
 
 
 def test_c_overlap_code_and_registers() -> None:
@@ -208,8 +257,9 @@ def test_paper_designs_report_their_variant_and_are_no_slower_than_the_papers_ke
     m, k, n, k_mt = PAPER_TILES[("npu1", *types)]
     c = GemmConfig("npu1", 4224, 4032, 4224, m, k, n, k_mt, *types, b_col_maj=True)
     ours = predict(c)
+    # the paper's kernel as chess built it (mlir-aie's OPT_PERF flattening is chess_flatten_loop)
     theirs = predict(GemmConfig("npu1", 4224, 4032, 4224, m, k, n, k_mt, *types, b_col_maj=True,
-                                expansion=paper.PAPER_EXPANSION, kernel_loops=paper.PAPER_LOOPS))
+                                expansion=paper.PAPER_EXPANSION, kernel_loops=paper.PAPER_LOOPS, compiler="chess"))
     assert ours.to_json()["kernel_variant"] == c.variant.name and ours.kernel_model.variant == c.variant.name
     assert c.variant.expansion != (2, 2)  # a wider cluster than the paper's reading
     assert ours.core_macs_per_cycle >= theirs.core_macs_per_cycle

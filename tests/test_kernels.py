@@ -117,13 +117,18 @@ def build(dev: Device, dtype_in: str, dtype_out: str, blocks: tuple[int, int, in
           c_col_maj: bool = False) -> KernelBuild:
     """A KernelBuild whose A tile is `blocks` (2r, s, 2t) units of the mmul shape; C has rho A tiles.
     The variant is the one a design would get (kernel_variant.choose) unless given. C stays in its
-    output type between calls (--acc out) unless `wide`: then in the kernel's accumulator type."""
+    output type between calls (--acc out) unless `wide`: then in the kernel's accumulator type. Built for
+    Peano, or for chess where the given loops are a flattening Peano would not pipeline."""
     r, s, t = mmul or dev.mmul_shape(dtype_in, emulate)
     m, k, n = 2 * r * blocks[0] * rho, s * blocks[1], 2 * t * blocks[2]
-    v = kv.choose(dev, dtype_in, (r, s, t), emulate, m // rho, k, n, expansion, loops)
+    compiler = "peano"
+    if expansion is not None and loops is not None and kv.peano_problem(dev, dtype_in, (r, s, t), emulate,
+                                                                        expansion, loops, k, n):
+        compiler = "chess"
+    v = kv.choose(dev, dtype_in, (r, s, t), emulate, m // rho, k, n, expansion, loops, compiler=compiler)
     acc = wide_acc(dtype_out, dev.acc_bits(dtype_in, (r, s, t))) if wide else None
     return KernelBuild(dev.aie_target, dtype_in, dtype_out, m, k, n, (r, s, t), b_col_maj, emulate,
-                       rounding, saturation, shift, rho=rho, acc=None if acc == dtype_out else acc,
+                       rounding, saturation, shift, compiler=compiler, rho=rho, acc=None if acc == dtype_out else acc,
                        expansion=v.expansion, loops=v.loops, a_col_maj=a_col_maj, c_col_maj=c_col_maj)
 
 
@@ -352,20 +357,21 @@ NO_SPLIT = Case(_CONFIG3, patches=(
      "    return obj + row * TILE_N;\n"),), mutant="no-split")
 # a config3 conversion that writes the last tile first: in place, it overwrites unread blocks
 REVERSED_CONVERT = Case(_CONFIG3, patches=(
-    ("  TileOut out(c);\n", ""),
+    ("  TileOutC out(c);\n", ""),
     ("  for (unsigned t = 0; t < TILE_M * TILE_N / LANES; ++t)",
      "  for (unsigned t = TILE_M * TILE_N / LANES; t-- > 0;)"),
     ("    out.push(block.template to_vector<bfp16ebs8>());\n",
-     "    TileOut out(c);\n    out.seek(static_cast<int>(t));\n    out.push(block.template to_vector<bfp16ebs8>());\n"),
+     "    TileOutC out(c);\n    out.seek(static_cast<int>(t));\n"
+     "    out.push(block.template to_vector<bfp16ebs8>());\n"),
 ), mutant="reversed-convert")
 # a kernel whose B stream starts a column pair at K_TILES tiles per pair (as if the pair's two tiles
 # were one column each) instead of the super-block's 2 K_TILES: from the second pair on it reads another's
 B_PAIR_OFFSET = Case(BLOCK_CASES[-4].build, patches=(
-    ("TileIn bs(tile_at(pB, bc * B_PAIR));", "TileIn bs(tile_at(pB, bc * K_TILES));"),), mutant="b-pair-offset")
+    ("TileInB bs(tile_at(pB, bc * B_PAIR));", "TileInB bs(tile_at(pB, bc * K_TILES));"),), mutant="b-pair-offset")
 # a kernel whose A stream starts a row pair at K_TILES tiles per pair (as if the pair's two tiles were one
 # row each) instead of the super-block's 2 K_TILES: from the second row pair on it reads another's
 A_PAIR_OFFSET = Case(BLOCK_CASES[-3].build, patches=(
-    ("TileIn as_(tile_at(pA, br * A_PAIR));", "TileIn as_(tile_at(pA, br * K_TILES));"),), mutant="a-pair-offset")
+    ("TileInA as_(tile_at(pA, br * A_PAIR));", "TileInA as_(tile_at(pA, br * K_TILES));"),), mutant="a-pair-offset")
 # a config1 conversion that writes A_bfp16 in the order its bf16 blocks lie (row-major tiles), not the
 # 2 x 1 super-blocks the A stream reads
 A_BLOCK_ORDER = Case(_CONFIG1, patches=(
@@ -394,13 +400,13 @@ C_MUTANTS = [C_TILE_SWAP, C_PREFETCH_SWAP, C_ROW_MAJOR, C_ACC_ROW_MAJOR]
 # column-major layouts: the A conversion without its transpose, config1's C stored or reloaded
 # untransposed, and the final conversion of a bf16 C storing its blocks untransposed
 _A_LOAD = "aie::load_v<LANES>(a + (mb * K_TILES + kb) * LANES)"
-_C_STORE = "    aie::store_v(p, aie::transpose(v, Q, Q));"
-_C_LOAD = "    return aie::transpose(aie::load_v<LANES>(p), Q, Q);"
+_C_STORE = "    aie::store_v(q, aie::transpose(v, Q, Q));"
+_C_LOAD = "    return aie::transpose(aie::load_v<LANES>(q), Q, Q);"
 _C_CONVERT = "aie::store_v(c + t * LANES, aie::transpose(block.template to_vector<T_C>(), Q, Q));"
 LAYOUT_MUTANTS = [
     Case(BLOCK_LAYOUT_BUILDS[0], patches=((f"aie::transpose({_A_LOAD}, Q, Q)", _A_LOAD),), mutant="a-untransposed"),
-    Case(BLOCK_LAYOUT_BUILDS[1], patches=((_C_STORE, "    aie::store_v(p, v);"),), mutant="c-store-untransposed"),
-    Case(BLOCK_LAYOUT_BUILDS[1], patches=((_C_LOAD, "    return aie::load_v<LANES>(p);"),),
+    Case(BLOCK_LAYOUT_BUILDS[1], patches=((_C_STORE, "    aie::store_v(q, v);"),), mutant="c-store-untransposed"),
+    Case(BLOCK_LAYOUT_BUILDS[1], patches=((_C_LOAD, "    return aie::load_v<LANES>(q);"),),
          mutant="c-reload-untransposed"),
     Case(BLOCK_LAYOUT_BUILDS[3],
          patches=((_C_CONVERT, "aie::store_v(c + t * LANES, block.template to_vector<T_C>());"),),
@@ -1455,11 +1461,12 @@ def test_loop_hints_for_chess_peano_and_host(tmp_path: Path, loops: str) -> None
                  "pipeline": f" chess_prepare_for_pipelining chess_loop_range({count}, )"}[kind]
         assert header + after + " {" in chess.stdout, (loop, kind)
         at = next(i for i, line in enumerate(peano_lines) if line.startswith(header))
-        if kind == "flatten":  # mlir-aie's AIE_LOOP_FLATTEN is empty under Peano: no pragma, no full unroll
-            assert not peano_lines[at - 1].startswith("#pragma clang loop"), (loop, kind, peano_lines[at - 1])
+        if kind == "flatten":  # a full unroll, mlir-aie's AIE_LOOP_UNROLL_FULL (issue 31 item 6)
+            assert peano_lines[at - 1] == "#pragma clang loop unroll(full)", (loop, kind, peano_lines[at - 1])
         else:
             assert peano_lines[at - 1] == f"#pragma clang loop min_iteration_count({count})", (loop, kind)
-    assert "unroll" not in peano.stdout  # Peano is never asked to unroll a loop fully
+    # Peano unrolls exactly the loops the structure flattens, nothing else
+    assert peano.stdout.count("unroll") == LOOP_KINDS[loops].count("flatten")
     assert "#pragma clang" not in chess.stdout and "event0()" in chess.stdout
     assert "chess_" not in peano.stdout and "event1()" in peano.stdout
     host = _preprocess(source, tmp_path)
@@ -1468,17 +1475,26 @@ def test_loop_hints_for_chess_peano_and_host(tmp_path: Path, loops: str) -> None
 
 
 # mlir-aie's aie_kernels/aie_kernel_utils.h under __AIECC__ (the index's versions 87ac0175 and
-# 072b1259 agree): AIE_LOOP_FLATTEN empty, AIE_PREPARE_FOR_PIPELINING empty,
-# AIE_LOOP_MIN_ITERATION_COUNT(x) a `clang loop min_iteration_count(x)` pragma
-MLIR_AIE_PEANO_HINTS = {"GG_FLATTEN_BEFORE for (;;) GG_FLATTEN_AFTER {}": "for (;;) {}",
+# 072b1259 agree): AIE_LOOP_UNROLL_FULL a `clang loop unroll(full)` pragma (AIE_LOOP_FLATTEN is empty, which
+# would leave a flattened structure a plain loop), AIE_PREPARE_FOR_PIPELINING empty,
+# AIE_LOOP_MIN_ITERATION_COUNT(x) a `clang loop min_iteration_count(x)` pragma, AIE_PREPARE_FOR_POSTPIPELINING
+# `clang loop pipeline(disable)`, AIE_LOOP_GPR_REALLOC `clang loop hint(aie-gpr-realloc, 1)` (072b1259)
+MLIR_AIE_PEANO_HINTS = {"GG_FLATTEN_BEFORE for (;;) GG_FLATTEN_AFTER {}":
+                            "#pragma clang loop unroll(full)\nfor (;;) {}",
                         "GG_PIPELINE_BEFORE(7) for (;;) GG_PIPELINE_AFTER(7) {}":
-                            "#pragma clang loop min_iteration_count(7)\nfor (;;) {}"}
+                            "#pragma clang loop min_iteration_count(7)\nfor (;;) {}",
+                        "GG_POSTPIPELINE_BEFORE(5) for (;;) GG_POSTPIPELINE_AFTER(5) {}":
+                            "#pragma clang loop min_iteration_count(5)\n#pragma clang loop pipeline(disable)\n"
+                            "#pragma clang loop hint(aie-gpr-realloc, 1)\nfor (;;) {}",
+                        "const int GG_DM_A *a; int GG_DM_C *c;":
+                            "const int __aie_dm_resource_a *a; int __aie_dm_resource_c *c;"}
 
 
 @needs_gxx
 def test_peano_hints_spell_mlir_aies_macros(tmp_path: Path) -> None:
-    """Under Peano the header's hints preprocess to what mlir-aie's own macros give: the flatten hint
-    to nothing (it was a full unroll), the pipeline hint to the trip-count pragma alone."""
+    """Under Peano the header's hints preprocess to what mlir-aie's own macros give: the flatten hint to
+    AIE_LOOP_UNROLL_FULL's full unroll, the pipeline hint to the trip-count pragma alone, the bfp16 flat loop's
+    hint to PR #3650's post-pipelining pragmas, the bank annotations to llvm-aie's keywords."""
     for use, expected in MLIR_AIE_PEANO_HINTS.items():
         out = _preprocess(f'#include "gemm_gen_kernel.h"\n{use}\n', tmp_path, "-D__AIECC__")
         assert out.returncode == 0, out.stderr
@@ -1577,10 +1593,20 @@ def test_bfp16_loop_hints_and_compiler_guard(tmp_path: Path, k_tiles: int) -> No
     assert "chess_" not in peano.stdout and "#error" not in peano.stdout and "event1()" in peano.stdout
     lines = [line.strip() for line in peano.stdout.splitlines() if line.strip()]
     at = lines.index(block_loop + "{")
-    assert lines[at - 1] == "#pragma clang loop min_iteration_count(2)"
-    if not p.unroll_k:
+    if p.unroll_k:  # mlir-aie PR #3650's flat loop: left to the post-RA pipeliner, GPRs reallocated (issue 31 item 9)
+        assert lines[at - 3:at] == ["#pragma clang loop min_iteration_count(2)", "#pragma clang loop pipeline(disable)",
+                                    "#pragma clang loop hint(aie-gpr-realloc, 1)"]
+    else:
+        assert lines[at - 1] == "#pragma clang loop min_iteration_count(2)"
         at = lines.index("for (unsigned i = 0; i < 8; ++i) {")
         assert lines[at - 1] == "#pragma clang loop min_iteration_count(8)"
+    assert peano.stdout.count("pipeline(disable)") == int(p.unroll_k)  # nowhere else
+    # restrict streams with PR #3650's data-memory resources, and C's plain accesses through its bank (config3 C)
+    for operand in "abc":
+        assert f"aie::block_vector_restrict_input_buffer_stream<bfp16ebs8, 64, aie_dm_resource::{operand}>" in source
+    # each stream is the one of its operand's resource: A's over pA, B's over pB, C's over the slice
+    assert re.findall(r"TileIn([ABC]) \w+\(tile_at\(p([AB]),", source) == [("A", "A"), ("B", "B")]
+    assert "(const T_ACC __aie_dm_resource_c *)p" in peano.stdout and "__aie_dm_resource" not in chess.stdout
     for count in (p.a_tiles, p.c_tiles, p.zero_obj_iters, p.zero_buf_iters):
         assert f"#pragma clang loop min_iteration_count({count})" in lines
     aie2 = _preprocess(source, tmp_path, "-D__chess__", "-D__AIE_ARCH__=20")
@@ -1790,6 +1816,44 @@ def test_the_host_api_refuses_more_live_streams_than_fifo_registers(name: str) -
     is refused."""
     code, arch, limit, message = _FIFO_KERNELS[name]
     got = _host_run(code, arch, *((FIFO_LIMIT,) if limit else ()))
+    if message:
+        assert message in got
+    else:
+        assert got == ""
+
+
+_RESTRICT = _TILES + ("using RIn = aie::block_vector_restrict_input_buffer_stream<bfp16ebs8, 64, aie_dm_resource::c>;\n"
+                      "mem[72 * 6] = 1;  // tile 6 differs from tiles 0 .. 5\n"
+                      "In six(src); six.seek(6); const auto tile = six.pop();\n")
+# kernels written for the restrict input stream (aie_api's block_vector_restrict_input_buffer_stream; mlir-aie PR
+# #3650's kernels read A, B and C through them): what the host says
+_RESTRICT_KERNELS = {
+    # the tile read through a live restrict stream is overwritten by an output stream, then the stream pops again
+    "written-under-a-live-stream": (_RESTRICT + "RIn r(src); r.pop(); { Out o(dst); o.push(tile); "
+                                    "o.push(tile); } r.pop();",
+                                    "written by another path while the stream lives"),
+    # ... or it ends without another pop: refused as it ends
+    "written-before-the-stream-ends": (_RESTRICT + "{ RIn r(src); r.pop(); Out o(dst); o.push(tile); "
+                                       "o.push(tile); }", "written by another path while the stream lives"),
+    # the template's own pattern: the restrict stream ends before anything writes what it read
+    "ended-first": (_RESTRICT + "{ RIn r(src); r.pop(); r.pop(); } { Out o(dst); o.push(tile); }", ""),
+    # writes it never read: tiles 4 .. 7 while it read 0 and 1
+    "disjoint": (_RESTRICT + "RIn r(src); r.pop(); r.pop(); { Out o(dst); o.seek(4); o.push(tile); } r.pop();",
+                 ""),
+    # the plain stream promises nothing: the same write is no refusal
+    "plain-stream": (_RESTRICT + "In r(src); r.pop(); { Out o(dst); o.push(tile); o.push(tile); } r.pop();", ""),
+}
+
+
+@needs_gxx
+@pytest.mark.parametrize("name", list(_RESTRICT_KERNELS))
+def test_the_host_api_refuses_a_write_under_a_live_restrict_stream(name: str) -> None:
+    """A restrict input stream reads through a restrict pointer: while it lives nothing may write what it read by
+    another path (C11 6.7.3.1; Peano may move its loads past the write). The host refuses a tile that changed under
+    a live restrict stream, at its next pop or as it ends; the plain stream, a disjoint write or a write after the
+    stream ended pass."""
+    code, message = _RESTRICT_KERNELS[name]
+    got = _host_run(code, 21)
     if message:
         assert message in got
     else:

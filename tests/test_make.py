@@ -62,6 +62,9 @@ def test_the_readme_names_every_target_and_make_has_them():
     (("roofline",), "wrote {build}/roofline_"),
     (("roofline", "DEVICE=npu1", "DTYPE_IN=i8", "DTYPE_OUT=i16"), "wrote {build}/heatmap_"),
     (("dry-run", "DEVICE=npu1", "M=512", "K=512", "N=512", "CHESS=1"), "--xchesscc --xbridge"),
+    # Peano's -O for the kernel (issue 31 item 12): in the compile line and the object's name
+    (("dry-run", "DEVICE=npu2", "M=512", "K=512", "N=512", "OPT_LEVEL=1"), "clang++ -O1 -std=c++20"),
+    (("dry-run", "DEVICE=npu2", "M=512", "K=512", "N=512", "OPT_LEVEL=1"), "_O1.o"),
     # no --dynamic-objFifos: aiecc's default; bfp16 builds with Peano unless CHESS=1
     (("dry-run", "DEVICE=npu2", "M=512", "K=512", "N=1024", "PRESET=config2"),
      "--alloc-scheme=basic-sequential --peano=$PEANO_INSTALL_DIR --get-xclbin"),

@@ -41,8 +41,9 @@ def kernel_args(r: paper.KernelRow) -> list[str]:
     args = ["--dev", r.device, "-M", str(4 * r.m), "-K", str(4 * r.k), "-N", str(cols * r.n), "-m", str(r.m),
             "-k", str(r.k), "-n", str(r.n), "--k-mt", str(r.k), "--dtype_in", r.dtype_in, "--dtype_out",
             r.dtype_out, "--b-col-maj", "--acc", "out"]  # the paper's kernels keep C in its own type
-    if not paper.block_row(r):  # the paper's kernel as the model reads it
-        args += ["--expansion", "x".join(map(str, paper.PAPER_EXPANSION)), "--kernel-loops", paper.PAPER_LOOPS]
+    if not paper.block_row(r):  # the paper's kernel as the model reads it, built by chess as the paper's was
+        args += ["--expansion", "x".join(map(str, paper.PAPER_EXPANSION)), "--kernel-loops", paper.PAPER_LOOPS,
+                 "--chess"]
     if r.emulate:
         args += ["--emulate-bf16-mmul-with-bfp16", "--stack", "1024"]  # xchesscc's stack, as in the paper
     return args
@@ -53,7 +54,8 @@ def array_args(r: paper.ArrayRow) -> list[str]:
             "-n", str(r.n), "--k-mt", str(r.k_mt), "--dtype_in", r.dtype_in, "--dtype_out", r.dtype_out,
             "--b-col-maj", "1" if r.b_col_maj else "0", "--stack", str(r.stack_bytes), "--acc", r.acc or "out"]
     if not paper.block_row(r):
-        args += ["--expansion", "x".join(map(str, paper.PAPER_EXPANSION)), "--kernel-loops", paper.PAPER_LOOPS]
+        args += ["--expansion", "x".join(map(str, paper.PAPER_EXPANSION)), "--kernel-loops", paper.PAPER_LOOPS,
+                 "--chess"]
     if r.emulate:
         args.append("--emulate-bf16-mmul-with-bfp16")
     return args

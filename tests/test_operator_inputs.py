@@ -367,3 +367,14 @@ def test_options_no_tiling_changes_are_refused_when_the_gemm_is_made_naming_them
     """Refused in the operator's terms as the Gemm is made, not as a tile the search could not find."""
     with pytest.raises(ConfigError, match=message):
         Gemm(device="npu2", dtype_in="i8", dtype_out="i32", dtype_b="i4", **options)
+
+
+def test_the_operator_takes_the_kernel_opt_level_in_its_own_terms():
+    """Issue 31 item 12: opt_level is an option of the Gemm as of the CLI (--opt-level); a level Peano does not
+    have, or one with chess, is refused as the Gemm is made, in the operator's keywords."""
+    assert Gemm(device="npu2", dtype_in="i8", dtype_out="i32", opt_level=1).design(256, 256, 256).config.opt_level == 1
+    assert Gemm(device="npu2", dtype_in="i8", dtype_out="i32").design(256, 256, 256).config.opt_level == 2
+    with pytest.raises(ConfigError, match=r"level 9 is not one of Peano's -O0 .. -O3; use opt_level=2"):
+        Gemm(device="npu2", dtype_in="i8", dtype_out="i32", opt_level=9)
+    with pytest.raises(ConfigError, match=r"opt_level=1 applies to Peano.*drop opt_level"):
+        Gemm(device="npu2", dtype_in="i8", dtype_out="i32", opt_level=1, compiler="chess")

@@ -206,11 +206,12 @@ def test_the_dequant_charge_follows_the_configs_mmul():
 
 
 def test_a_pinned_loop_nest_with_no_room_for_the_pass_is_refused_by_the_checks():
-    """Before anything is built (plan, predict, simulate), not only when the kernel renders."""
+    """Before anything is built (plan, predict, simulate), not only when the kernel renders. (chess: Peano refuses
+    this jk-flat earlier, for its pipeliner: tests/test_kernel_variant.py)"""
     from gemm_gen.checks import check_config
 
     c = GemmConfig("npu2", 64, 1024, 512, 32, 64, 64, 64, "bf16", "bf16", dtype_b="i4", group_size=64,
-                   kernel_loops="jk-flat")
+                   kernel_loops="jk-flat", compiler="chess")
     with pytest.raises(ConfigError, match=r"dequantization pass \(about \d+ B of code\) exceed their 8192 B"):
         check_config(c)
     check_config(c.with_(kernel_loops=None))  # the automatic loops leave it room

@@ -15,7 +15,7 @@ from ..config import L1_SCHEMES, GemmConfig, emulation_default
 from ..errors import ConfigError
 from ..hw.devices import TileKind, device
 from ..rounding import Rounding, Saturation
-from ..rules import array
+from ..rules import array, peano
 from ..rules import epilogue as epilogue_rule
 from ..rules.call_layouts import Layouts
 from ..rules.defaults import default_out
@@ -203,6 +203,10 @@ def problem_args(p: argparse.ArgumentParser) -> None:
                    type=_b_col_maj, help="bf16 via the bfp16 datapath (8x8x8 mmul); npu2's default, 0 turns it off")
     p.add_argument("--chess", action="store_true",
                    help="compile the kernel with xchesscc (CHESS=1) instead of Peano; sets its stack")
+    p.add_argument("--opt-level", "--opt_level", dest="opt_level", type=int, choices=peano.OPT_LEVELS, default=None,
+                   help=f"Peano's -O for the kernel (OPT_LEVEL=; default {peano.DEFAULT_OPT_LEVEL}, as mlir-aie's "
+                   "PEANOWRAP2(P)_FLAGS; 1 is mlir-aie's workaround for the -O2 miscompiles llvm-aie #1262 and "
+                   "mlir-aie #3792 report)")
     p.add_argument("--mmul", type=_shape, help="aie::mmul shape RxSxT (default: the device's for dtype_in)")
     p.add_argument("--expansion", type=_expansion, default=None,
                    help="accumulators per cluster ERxET (2x2, 4x2, 2x4, 4x4; default: the widest whose registers fit "
@@ -345,7 +349,7 @@ def options(a: argparse.Namespace) -> Options:
                    l1_alloc=a.l1_alloc, runtime_sizes=served, a_col_maj=bool(a.a_col_maj),
                    c_col_maj=bool(a.c_col_maj), bias=bool(a.bias), activation=a.activation, clamp=a.clamp,
                    requant=a.requant, group_size=a.group_size, zero_points=bool(a.zero_points),
-                   task_span=a.task_span)
+                   task_span=a.task_span, opt_level=a.opt_level)
 
 
 def problem(a: argparse.Namespace) -> Problem:
@@ -420,7 +424,7 @@ def config_args(c: GemmConfig) -> list[str]:
     if c.requant is not None:
         args += ["--requant", c.requant]
     for flag, name in (("--rho", "rho"), ("--queue-groups", "queue_groups"), ("--task-span", "task_span"),
-                       ("--stack", "stack_bytes"),
+                       ("--stack", "stack_bytes"), ("--opt-level", "opt_level"),
                        ("--shift", "shift"),
                        ("--rounding", "rounding"), ("--saturation", "saturation")):
         if getattr(c, name) != getattr(base, name):

@@ -223,7 +223,8 @@ _FLAGS = {"dev": "device", "dtype_in": "dtype_in", "dtype-in": "dtype_in", "dtyp
           "queue-groups": "queue_groups", "rounding": "rounding", "saturation": "saturation",
           "runtime-sizes": "max_size", "k-mt": "k_mt", "bias": "bias", "activation": "activation",
           "clamp": "clamp", "requant": "requant", "group-size": "group_size", "zero-points": "zero_points",
-          "task-span": "task_span", "a-col-maj": "a_col_maj", "b-col-maj": "b_col_maj", "c-col-maj": "c_col_maj"}
+          "task-span": "task_span", "a-col-maj": "a_col_maj", "b-col-maj": "b_col_maj", "c-col-maj": "c_col_maj",
+          "opt-level": "opt_level"}
 _BOOL_FLAGS = ("convert-once", "emulate-bf16-mmul-with-bfp16", "zero-points", "a-col-maj", "b-col-maj", "c-col-maj")
 _STRING_FLAGS = ("dev", "dtype_in", "dtype-in", "dtype_b", "dtype-b", "dtype_out", "dtype-out", "acc", "kernel-loops",
                  "b-pack", "l1-alloc", "rounding", "saturation", "activation", "requant")

@@ -37,6 +37,7 @@ from ..hw.devices import device
 from ..model.fit import paper
 from ..model.fit.calibrate import array_config
 from ..model.predict import predict
+from ..rules import peano
 from .cliargs import config_args
 from .limits import slow_end_s
 
@@ -75,6 +76,12 @@ INT4_CHECKS: dict[str, tuple[tuple[str, tuple[int, int, int], tuple[int, int, in
              ("W4A16 g128 decode", DECODE_CALL, (16, 256, 48, 256), {"rows": 1, "group_size": 128, "task_span": 0})),
 }
 ROLES = ("fit", "l1", "decode", "check")
+# Peano's reported -O2 miscompiles (rules/peano.py: llvm-aie #1262, a MAC loop and a LUT activation in one aie2p
+# unit; mlir-aie #3792), role "check": one small epilogue design whose kernel is that combination (the K loop's
+# macs and SiLU's tanh table), built at the default level and at -O1, each compared with `simulate` bit for bit
+EPILOGUE_CALL = (512, 512, 512)
+EPILOGUE_TILES = (64, 64, 64, 256)
+EPILOGUE_OPT_LEVELS = (peano.DEFAULT_OPT_LEVEL, 1)
 
 
 # a record's statuses: PASS, FAIL (wrong outputs), ERROR (build or XRT failed), TIMEOUT (a run that did
@@ -128,7 +135,15 @@ FIRST_RUN_CHECKS: tuple[FirstRunCheck, ...] = (
                   "every size and every call PASS, the later ones included",
                   "FAIL on a later call only (a core read a parameter before that call's write landed: the barrier "
                   "does not order it), or a TIMEOUT (a core waits on a barrier nothing sets: compare the stream's "
-                  "set with aiecc's, hw/devices.py CoreLocks' lock 0 at 0x1F000, as check 6 does)"),
+                  "set with aiecc's, hw/devices.py CoreLocks' lock 0 at 0x1F000, as the encoder check does)"),
+    FirstRunCheck("The epilogue kernel survives Peano's default -O2.",
+                  "the two epilogue rows (bias + SiLU: the K loop's macs and the tanh table's lookups in one unit, "
+                  "the combination llvm-aie #1262 saw miscompiled at -O2 on aie2p; mlir-aie #3792 another), one "
+                  "built at -O2 (the default, `--opt-level`/OPT_LEVEL) and one at -O1",
+                  "both PASS: the NPU's C equals `gemm-gen simulate`'s bit for bit at either level",
+                  "the -O2 row FAIL and the -O1 row PASS: the pinned Peano miscompiles our epilogue at -O2 (build "
+                  "epilogues with OPT_LEVEL=1 and report it upstream); both FAIL: the epilogue itself "
+                  "(docs/epilogues.md)"),
     FirstRunCheck("The host instruction encoder is trusted.",
                   "the `encoder` verdict in the build cache entry's `streams.json` after `gemm-gen run "
                   "--runtime-sizes` runs a size other than the xclbin's (validate runs none)",
@@ -192,23 +207,39 @@ def sweep(dev_name: str, chess: bool) -> list[SweepItem]:
             items.append(SweepItem(f"{t_in}->{t_in} {M2}x{K2}x{N2} ({m}x{k}x{n}, {cols} columns), L1 {how}", "l1",
                                    "gemm_gen L1 allocation pair", c))
     items += decode_items(dev_name)
+    items += epilogue_items(dev_name)
     headline = list(paper.STRIKING_T2 if dev.name == "npu1" else paper.STRIKING_T3)
     if dev.name == "npu2":
         headline += [*paper.MLIR_AIE_ATB, paper.MLIR_AIE_BF16_EMU, paper.MLIR_AIE_BFP16]
     for row in headline:
         name = f"{row.source}: {row.dtype_in}->{row.dtype_out} {row.M}x{row.K}x{row.N} ({row.m}x{row.k}x{row.n})"
         c = array_config(row)
-        if c.compiler == "chess" and not chess:
-            items.append(SweepItem(name, "check", row.source, None, "needs xchesscc (bfp16 kernels), not installed"))
-            continue
-        if c.compiler == "peano":  # the paper's chess stack; Peano builds get its own default
-            c = replace(c, compiler="chess") if chess else replace(c, stack_bytes=0)
+        if chess:  # the papers' kernels as they built them, with chess
+            c = replace(c, compiler="chess")
+        elif paper.block_row(row):  # the paper's chess stack; Peano builds get their own default
+            c = replace(c, stack_bytes=0)
+        else:  # the scalar kernel Peano gets: its own stack and variant (it cannot pipeline the paper's jk-flat)
+            c = replace(c, compiler="peano", stack_bytes=0, expansion=None, kernel_loops=None)
         try:
             check(c)
         except GemmGenError as e:
             items.append(SweepItem(name, "check", row.source, None, f"not buildable here: {e}"))
             continue
         items.append(SweepItem(name, "check", row.source, c))
+    return items
+
+
+def epilogue_items(dev_name: str) -> list[SweepItem]:
+    """The epilogue rows: one bias + SiLU design built at each of EPILOGUE_OPT_LEVELS (Peano)."""
+    dev = device(dev_name)
+    M, K, N = EPILOGUE_CALL
+    m, k, n, k_mt = EPILOGUE_TILES
+    items = []
+    for level in EPILOGUE_OPT_LEVELS:
+        c = GemmConfig(dev.name, M, K, N, m, k, n, k_mt, "bf16", "bf16", bias=True, activation="silu",
+                       opt_level=level)
+        items.append(SweepItem(f"bf16 bias + SiLU epilogue {M}x{K}x{N} ({m}x{k}x{n}), Peano -O{level}", "check",
+                               "issue 31: Peano -O2 miscompiles (llvm-aie #1262, mlir-aie #3792)", c))
     return items
 
 

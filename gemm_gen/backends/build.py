@@ -28,6 +28,7 @@ from ..design.model import Design, KernelBuild
 from ..design.serialize import dumps
 from ..errors import BuildError
 from ..kernels import kernel_defines, kernel_include_dir, render_kernel, source_file
+from ..rules import peano
 from . import iron, stack, toolchain
 from .toolchain import Toolchain
 
@@ -101,12 +102,16 @@ def _sh(word: str) -> str:
 
 
 def kernel_flags(tc: Toolchain, build: KernelBuild, include_dirs: list[str], defines: list[str]) -> list[str]:
-    """Compiler flags of the kernel object (mlir-aie's PEANOWRAP2(P)_FLAGS / CHESSCCWRAP2(P)_FLAGS)."""
+    """Compiler flags of the kernel object (mlir-aie's PEANOWRAP2(P)_FLAGS / CHESSCCWRAP2(P)_FLAGS), with the
+    build's -O level in place of their -O2 (rules/peano.py) and, for a bfp16 kernel, the post-RA pipeliner
+    flags mlir-aie PR #3650 compiles its flat block loop with."""
     includes = [f"-I{d}" for d in include_dirs]
     if tc.chess:
         return [build.aie_target, f"-I{tc.aietools_dir}/include", *includes, *defines]
-    return ["-O2", "-std=c++20", f"--target={build.aie_target}-none-unknown-elf", *PEANO_WARNINGS, "-DNDEBUG",
-            *PEANO_STACK_FLAGS, f"-I{tc.mlir_aie_dir}/include", *includes, *defines]
+    pipeliner = list(peano.BFP16_PIPELINER_FLAGS) if build.block_kernel else []
+    return [peano.opt_flag(build.opt_level), "-std=c++20", f"--target={build.aie_target}-none-unknown-elf",
+            *PEANO_WARNINGS, "-DNDEBUG", *PEANO_STACK_FLAGS, *pipeliner, f"-I{tc.mlir_aie_dir}/include", *includes,
+            *defines]
 
 
 def aiecc_flags(design: Design, tc: Toolchain, art: Artifacts) -> list[str]:

@@ -109,7 +109,7 @@ def kernel_build(c: GemmConfig) -> KernelBuild:
                        bool(c.emulate_bf16_with_bfp16), c.rounding, c.saturation, c.shift, str(c.compiler), c.rho,
                        None if c.dtype_b == c.dtype_in else c.dtype_b, None if c.acc == c.dtype_out else c.acc,
                        v.expansion, v.loops, bool(c.convert_once), c.a_col_maj, c.c_t_blocks, c.epilogue,
-                       c.group_size, bool(c.zero_points))
+                       c.group_size, bool(c.zero_points), c.opt_level)
 
 
 def acc_buffer(c: GemmConfig) -> tuple[tuple[int, int], str]:

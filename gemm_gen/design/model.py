@@ -16,7 +16,7 @@ from ..hw.devices import TileKind
 from ..l1_banks import L1Plan
 from ..precision import Precision
 from ..rules import kernel_variant as kv
-from ..rules import l1
+from ..rules import l1, peano
 from ..rules.memtile import MemtileBuffer
 from ..tap import Tap
 
@@ -159,6 +159,7 @@ class KernelBuild:
     epilogue: Epilogue = Epilogue()  # applied once per C tile after its last k-step (gemm_gen/epilogue.py)
     group_size: int = 0  # W4A16: rows of K per int4 scale (gemm_gen/groupquant.py); 0: none
     zero_points: bool = False  # W4A16: a zero point per scale
+    opt_level: int = peano.DEFAULT_OPT_LEVEL  # the compile's -O (Peano; rules/peano.py)
 
     @property
     def t_ma(self) -> int:
@@ -225,6 +226,8 @@ class KernelBuild:
             parts.append(self.epilogue.tag)
         if self.group_size:
             parts.append(f"g{self.group_size}" + ("zp" if self.zero_points else ""))
+        if self.opt_level != peano.DEFAULT_OPT_LEVEL:
+            parts.append(f"O{self.opt_level}")
         return "_".join(parts) + ".o"
 
 

@@ -260,7 +260,7 @@ def kernel_params(build: KernelBuild) -> KernelParams | BlockKernelParams:
                           f"{r}x{s}x{t}", f"use k % {s} == 0")
     # the variant must be one the config would accept (registers, whole clusters, a known loop nest)
     variant = kv.choose(dev, operands, (r, s, t), build.emulate_bf16_with_bfp16, build.t_ma, build.k, build.n,
-                        (build.expansion[0], build.expansion[1]), build.loops)
+                        (build.expansion[0], build.expansion[1]), build.loops, compiler=build.compiler)
     er, et = variant.expansion
     row_clusters, col_clusters, k_blocks = build.t_ma // (er * r), build.n // (et * t), build.k // s
     hint_z, hint_j, hint_k, loops_doc = _loop_hints(variant.loops, row_clusters, col_clusters, k_blocks)

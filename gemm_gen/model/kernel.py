@@ -83,6 +83,7 @@ class KernelShape:
     a_col_maj: bool = False  # the kernel transposes each A block on load (column-major A)
     c_transposed: bool = False  # it transposes each C block on load and store (column-major C below 32 bits)
     code_reserve: int = 0  # bytes of the matmul's code budget other code holds (W4A16's dequantization pass)
+    compiler: str = "peano"  # what the automatic loop structure must suit (kernel_variant.auto_loops)
 
     @property
     def precision(self) -> prec.Precision:
@@ -250,7 +251,7 @@ def variant(ks: KernelShape, t_ma: int, k: int, n: int) -> KernelVariant:
     if ks.block:
         return BFP16_VARIANT
     return kv.choose(ks.dev, ks.operands, ks.mmul, ks.emulate_bf16_with_bfp16, t_ma, k, n, ks.expansion, ks.loops,
-                     ks.code_reserve)
+                     ks.code_reserve, ks.compiler)
 
 
 def mmul_cycles(p: Params, ks: KernelShape) -> float:
@@ -350,7 +351,8 @@ def kernel_cycles(p: Params, ks: KernelShape, m: np.ndarray, k: np.ndarray, n: n
         terms = cluster_terms(p, ks, (er, et))
         cc = n // (et * ks.t)
         clusters = (m // (er * ks.r)) * cc
-        loops = (kv.auto_loops(dev, ks.operands, mmul, ks.emulate_bf16_with_bfp16, (er, et), k, n, ks.code_reserve)
+        loops = (kv.auto_loops(dev, ks.operands, mmul, ks.emulate_bf16_with_bfp16, (er, et), k, n, ks.code_reserve,
+                               ks.compiler)
                  if ks.loops is None else np.full(shape, kv.LOOPS.index(ks.loops)))
         pick_loops = np.broadcast_to(loops, shape)
         o = np.choose(pick_loops, [np.broadcast_to(overhead(terms, lp, cc), shape) for lp in kv.LOOPS])
@@ -364,8 +366,8 @@ def kernel_shape(dev: Device, dtype_in: str, dtype_out: str, mmul: tuple[int, in
                  emulate: bool, dtype_b: str | None = None, acc: str | None = None,
                  expansion: tuple[int, int] | None = None, loops: str | None = None,
                  convert_once: bool = False, block_loop: BlockLoop | None = None, a_col_maj: bool = False,
-                 c_transposed: bool = False, code_reserve: int = 0) -> KernelShape:
+                 c_transposed: bool = False, code_reserve: int = 0, compiler: str = "peano") -> KernelShape:
     return KernelShape(dev.name, dev.aie_target, dtype_in, dtype_out, *mmul, emulate,
                        dev.peak_macs[dev.operands(dtype_in, dtype_b)],
                        dtype_b or dtype_in, acc or dtype_out, expansion, loops, convert_once, block_loop, a_col_maj,
-                       c_transposed, code_reserve)
+                       c_transposed, code_reserve, compiler)

@@ -26,6 +26,12 @@ bound by construction (every cycle a full 128-bit instruction, the pipelined bod
 PIPELINE_COPIES times: prologue, kernel, epilogue); an explicit choice is never refused for it, the
 plan prints it.
 
+Under Peano a flattened loop is `#pragma clang loop unroll(full)` (kernels/gemm_gen_kernel.h), so the code is
+what the estimate counts, as under chess; but Peano software-pipelines a loop only if its body fits the post-RA
+pipeliner's largest II (rules/peano.py POSTPIPELINER_MAX_II): a flattening structure whose pipelined body
+needs more vector issue cycles than that is not offered with Peano, and refused when asked for
+(peano_problem), since Peano would leave its cluster loop unpipelined, which is not what the model prices.
+
 Functions take NumPy arrays (the tuner's candidates) or ints and apply the same rule to both. The
 one predicate of a bfp16 (block) kernel lives here too.
 """
@@ -40,6 +46,7 @@ from ..dtypes import DType, dtype
 from ..errors import ConfigError
 from ..hw.devices import MIXED, Device, MmulShape
 from ..precision import Precision
+from . import peano
 
 KERNEL_EXPANSION = 2  # our kernels compute 2 x 2 blocks of mmuls: m % 2r == 0, n % 2t == 0
 LOOPS = ("k-pipelined", "c-overlap", "k-flat", "jk-flat")  # least to most overlap
@@ -170,38 +177,70 @@ def instructions_per_mmul(dev: Device, dtype_in: str, mmul: MmulShape, emulate: 
     return max(1, -(-macs // per))
 
 
+def pipelined_body(dev: Device, dtype_in: str, mmul: MmulShape, emulate: bool, expansion: tuple[int, int],
+                   loops: str, k: np.ndarray | int, n: np.ndarray | int) -> np.ndarray:
+    """Vector instructions of the software-pipelined loop's body (what is flattened inside it): its cycles in
+    the one vector-mac issue slot, a lower bound on its II."""
+    _, s, t = mmul
+    er, et = expansion
+    round_code = er * et * instructions_per_mmul(dev, dtype_in, mmul, emulate)
+    steps = np.asarray(k) // s * round_code
+    if loops in ("k-pipelined", "c-overlap"):  # the K loop: one round
+        return np.full_like(steps, round_code)
+    if loops == "k-flat":
+        return steps
+    if loops == "jk-flat":
+        return steps * (np.asarray(n) // (et * t))
+    raise ConfigError(f"unknown kernel loop structure {loops!r}", f"use one of {', '.join(LOOPS)}")
+
+
 def code_bytes(dev: Device, dtype_in: str, mmul: MmulShape, emulate: bool, expansion: tuple[int, int],
                loops: str, k: np.ndarray | int, n: np.ndarray | int) -> np.ndarray:
     """Upper estimate of the matmul loop nest's code: the software-pipelined loop's body (what is
     flattened inside it) in full 128-bit instructions, PIPELINE_COPIES times."""
-    r, s, t = mmul
-    er, et = expansion
-    steps = np.asarray(k) // s * er * et * instructions_per_mmul(dev, dtype_in, mmul, emulate)
-    round_code = er * et * instructions_per_mmul(dev, dtype_in, mmul, emulate)
-    if loops == "k-pipelined":
-        body = np.full_like(steps, round_code)
-    elif loops == "c-overlap":
-        # the pipelined K loop, plus, once, the peeled last round (its A/B loads and macs) and each
-        # chain's C store and reload, every one in an instruction of its own (C no wider than the
-        # accumulator lanes), and the first cluster's C loads before the loops
+    body = pipelined_body(dev, dtype_in, mmul, emulate, expansion, loops, k, n)
+    if loops == "c-overlap":
+        # plus, once, the peeled last round (its A/B loads and macs) and each chain's C store and reload,
+        # every one in an instruction of its own (C no wider than the accumulator lanes), and the first
+        # cluster's C loads before the loops
+        er, et = expansion
+        round_code = er * et * instructions_per_mmul(dev, dtype_in, mmul, emulate)
         ld, st = c_block_accesses(dev, dtype_in, mmul, dev.acc_bits(dtype_in, mmul) // 8)
         peeled = round_code + round_loads(dev, dtype_in, mmul, er, et) + er * et * (2 * ld + st)
-        body = np.full_like(steps, round_code) + -(-peeled // PIPELINE_COPIES)
-    elif loops == "k-flat":
-        body = steps
-    elif loops == "jk-flat":
-        body = steps * (np.asarray(n) // (et * t))
-    else:
-        raise ConfigError(f"unknown kernel loop structure {loops!r}", f"use one of {', '.join(LOOPS)}")
+        body = body + -(-peeled // PIPELINE_COPIES)
     return np.asarray(body * PIPELINE_COPIES * dev.isa.instruction_bytes, dtype=np.int64)
 
 
+def peano_pipelines(dev: Device, dtype_in: str, mmul: MmulShape, emulate: bool, expansion: tuple[int, int],
+                    loops: str, k: np.ndarray | int, n: np.ndarray | int) -> np.ndarray:
+    """Whether Peano's post-RA pipeliner can pipeline the structure's loop: its body's issue cycles within
+    POSTPIPELINER_MAX_II (rules/peano.py). Applied to the flattening structures only: the K loop of k-pipelined
+    and c-overlap is one round, within the limit but for npu2's native bf16 4x8x8 with 8 chains (8 x 8 = 64
+    cycles), which neither the rule nor the model treats as unpipelined yet (both structures alike)."""
+    return np.asarray(pipelined_body(dev, dtype_in, mmul, emulate, expansion, loops, k, n)
+                      <= peano.POSTPIPELINER_MAX_II)
+
+
+def peano_problem(dev: Device, dtype_in: str, mmul: MmulShape, emulate: bool, expansion: tuple[int, int],
+                  loops: str, k: int, n: int) -> tuple[str, str] | None:
+    """Why Peano would not software-pipeline a flattening structure's loop ((what, fix)), or None."""
+    if loops not in FLATTENING or bool(peano_pipelines(dev, dtype_in, mmul, emulate, expansion, loops, k, n)):
+        return None
+    body = int(pipelined_body(dev, dtype_in, mmul, emulate, expansion, loops, k, n))
+    return (f"{loops} with Peano: the pipelined loop's unrolled body issues {body} vector instructions, past the "
+            f"{peano.POSTPIPELINER_MAX_II}-cycle II Peano's post-RA pipeliner tries (-aie-postpipeliner-maxii), "
+            "so Peano would not pipeline it",
+            "use --kernel-loops k-pipelined or c-overlap (or leave it to the automatic choice), a smaller k or n, "
+            "or --chess")
+
+
 def auto_loops(dev: Device, dtype_in: str, mmul: MmulShape, emulate: bool, expansion: tuple[int, int],
-               k: np.ndarray | int, n: np.ndarray | int, reserve_bytes: int = 0) -> np.ndarray:
+               k: np.ndarray | int, n: np.ndarray | int, reserve_bytes: int = 0,
+               compiler: str = "peano") -> np.ndarray:
     """Per tile, the index into LOOPS of the most overlapping structure whose registers and code
     fit CODE_BUDGET (no flattening when the cluster's accumulators leave no room for the next), less
     `reserve_bytes` of other code the matmul function holds (W4A16's dequantization pass,
-    gemm_gen/rules/dequant.dequant_code_bytes)."""
+    gemm_gen/rules/dequant.dequant_code_bytes), and, with Peano, whose loop Peano pipelines."""
     budget = CODE_BUDGET * dev.isa.program_bytes - reserve_bytes
     pick = np.zeros(np.broadcast(np.asarray(k), np.asarray(n)).shape, dtype=np.int64)
     room = acc_sets(dev, dtype_in, mmul, expansion) > 1
@@ -210,15 +249,17 @@ def auto_loops(dev: Device, dtype_in: str, mmul: MmulShape, emulate: bool, expan
                                                                                           expansion):
             continue
         fits = code_bytes(dev, dtype_in, mmul, emulate, expansion, loops, k, n) <= budget
+        if compiler == "peano" and loops in FLATTENING:
+            fits = fits & peano_pipelines(dev, dtype_in, mmul, emulate, expansion, loops, k, n)
         pick = np.where(fits, i, pick)
     return pick
 
 
 def choose(dev: Device, dtype_in: str, mmul: MmulShape, emulate: bool, t_ma: int, k: int, n: int,
            expansion: tuple[int, int] | None = None, loops: str | None = None,
-           reserve_bytes: int = 0) -> KernelVariant:
+           reserve_bytes: int = 0, compiler: str = "peano") -> KernelVariant:
     """The variant of one kernel tile: the given expansion and loops (checked), or the automatic ones
-    (leaving `reserve_bytes` of the matmul's code budget to other code, see auto_loops)."""
+    (leaving `reserve_bytes` of the matmul's code budget to other code, see auto_loops) for `compiler`."""
     order = expansions(dev, dtype_in, mmul)
     if expansion is None:
         expansion = order[int(auto_expansion(dev, dtype_in, mmul, t_ma, n))]
@@ -239,9 +280,11 @@ def choose(dev: Device, dtype_in: str, mmul: MmulShape, emulate: bool, t_ma: int
                               f"use (m / rho) % {expansion[0] * r} == 0 and n % {expansion[1] * t} == 0, "
                               "or another --expansion")
     if loops is None:
-        loops = LOOPS[int(auto_loops(dev, dtype_in, mmul, emulate, expansion, k, n, reserve_bytes))]
+        loops = LOOPS[int(auto_loops(dev, dtype_in, mmul, emulate, expansion, k, n, reserve_bytes, compiler))]
     elif loops not in LOOPS:
         raise ConfigError(f"unknown kernel loop structure {loops!r}", f"use --kernel-loops {' or '.join(LOOPS)}")
+    elif compiler == "peano" and (problem := peano_problem(dev, dtype_in, mmul, emulate, expansion, loops, k, n)):
+        raise ConfigError(*problem)
     return KernelVariant(expansion[0], expansion[1], loops)
 
 

@@ -49,7 +49,7 @@ def kernel_macs(p: Params, row: paper.KernelRow) -> float:
     bank stalls of the paper's allocation."""
     dev = device(row.device)
     ks = kernel_shape(dev, row.dtype_in, row.dtype_out, dev.mmul_shape(row.dtype_in, row.emulate), row.emulate,
-                      expansion=paper.PAPER_EXPANSION, loops=paper.PAPER_LOOPS)
+                      expansion=paper.PAPER_EXPANSION, loops=paper.PAPER_LOOPS, compiler="chess")
     cyc = float(kernel_cycles(p, ks, np.array(row.m), np.array(row.k), np.array(row.n)))
     c, l1 = _kernel_row_design(row)
     return row.m * row.k * row.n / (cyc + stall_cycles(c, l1, cyc, p.l1_conflict))
@@ -61,8 +61,9 @@ def array_config(row: paper.ArrayRow, **kw: Any):  # noqa: ANN201 - GemmConfig
                               # the papers keep C in its output type between calls (mlir-aie's kernels)
                               "dtype_b": row.dtype_b, "acc": row.acc or ACC_OUT, "rho": row.rho}
     fields["l1_alloc"] = paper.PAPER_L1_ALLOC
-    if not paper.block_row(row):  # the papers' scalar kernels, as the model reads them
-        fields.update(expansion=paper.PAPER_EXPANSION, kernel_loops=paper.PAPER_LOOPS, convert_once=False)
+    if not paper.block_row(row):  # the papers' scalar kernels, as the model reads them, and as chess built them
+        fields.update(expansion=paper.PAPER_EXPANSION, kernel_loops=paper.PAPER_LOOPS, convert_once=False,
+                      compiler="chess")
     fields.update(kw)
     return GemmConfig(row.device, row.M, fields.pop("K", row.K), row.N, row.m, row.k, row.n,
                       fields.pop("k_mt", row.k_mt), row.dtype_in, row.dtype_out, fields.pop("b_col_maj", row.b_col_maj),

@@ -93,7 +93,8 @@ def resembled(ks: KernelShape) -> Resembled | None:
                                                                           ks.emulate_bf16_with_bfp16):
             er, et = paper.PAPER_EXPANSION
             theirs = kernel_shape(dev, row.dtype_in, row.dtype_out, dev.mmul_shape(row.dtype_in, row.emulate),
-                                  row.emulate, expansion=paper.PAPER_EXPANSION, loops=paper.PAPER_LOOPS)
+                                  row.emulate, expansion=paper.PAPER_EXPANSION, loops=paper.PAPER_LOOPS,
+                                  compiler="chess")
             name = (f"Striking Table 1 kernel {row.device} {row.dtype_in}-{row.dtype_out} (its own, read as "
                     f"{er}x{et} {paper.PAPER_LOOPS})")
             return Resembled(name, True, float(row.macs_per_cycle or 0.0), f"measured at {row.m}x{row.k}x{row.n}",

@@ -102,6 +102,7 @@
 #include <string>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 using int8 = std::int8_t;
 using uint8 = std::uint8_t;
@@ -355,6 +356,11 @@ static_assert(sizeof(bfloat16) == 2, "bfloat16 is stored in 16 bits");
 // arithmetic on bfp16ebs8 *, whose element size differs between the AIE compilers (llvm-aie#1232:
 // sizeof(bfp16ebs8) does not track the 9 bytes per block). A kernel that tries fails to compile here.
 struct bfp16ebs8;
+
+// The data-memory resource a stream's accesses are annotated with (aie_api's global enum, as mlir-aie PR #3650's
+// kernels spell `aie_dm_resource::a`): a bank hint to the scheduler (llvm-aie's address spaces), no change to
+// any value, so the host only carries it.
+enum class aie_dm_resource { none, a, b, c, d, stack };
 
 // 4-bit signed integers: an opaque byte-sized element (see the header's notes), values in vectors only.
 struct int4 {
@@ -738,11 +744,11 @@ struct block_vector<bfp16ebs8, 64> {
 };
 
 // Reads whole block vectors from memory in order; seek(n) skips n of them (from the current position).
-template <typename T, unsigned Elems>
+template <typename T, unsigned Elems, aie_dm_resource Resource = aie_dm_resource::none>
 class block_vector_input_buffer_stream;
 
-template <>
-class block_vector_input_buffer_stream<bfp16ebs8, 64> {
+template <aie_dm_resource Resource>
+class block_vector_input_buffer_stream<bfp16ebs8, 64, Resource> {
  public:
   using value_type = block_vector<bfp16ebs8, 64>;
 
@@ -772,6 +778,9 @@ class block_vector_input_buffer_stream<bfp16ebs8, 64> {
     return *this;
   }
 
+ protected:
+  const std::uint8_t *position() const { return ptr_; }
+
  private:
   void move(int n) { ptr_ += static_cast<std::ptrdiff_t>(n) * value_type::memory_bytes(); }
 
@@ -780,12 +789,53 @@ class block_vector_input_buffer_stream<bfp16ebs8, 64> {
   host::fifo_hold<false> fifo_;  // a load FIFO from the first pop on
 };
 
+// The restrict input stream (aie_api aie.hpp: block_vector_restrict_input_buffer_stream, `Restrict=true`, beside
+// the plain one under AIE_API_ML_VERSION >= 210): its reads go through a restrict pointer, so for as long as it
+// lives nothing may write what it reads by any other path (C11 6.7.3.1; the compiler may move its loads past
+// such a write). The host keeps each popped tile and refuses, at the next pop and when the stream ends, a tile
+// whose bytes changed under it.
+template <typename T, unsigned Elems, aie_dm_resource Resource = aie_dm_resource::none>
+class block_vector_restrict_input_buffer_stream;
+
+template <aie_dm_resource Resource>
+class block_vector_restrict_input_buffer_stream<bfp16ebs8, 64, Resource>
+    : public block_vector_input_buffer_stream<bfp16ebs8, 64, Resource> {
+  using base = block_vector_input_buffer_stream<bfp16ebs8, 64, Resource>;
+
+ public:
+  using value_type = typename base::value_type;
+  explicit block_vector_restrict_input_buffer_stream(const bfp16ebs8 *ptr) : base(ptr) {}
+  block_vector_restrict_input_buffer_stream(const block_vector_restrict_input_buffer_stream &) = default;
+  ~block_vector_restrict_input_buffer_stream() { check(); }
+
+  value_type pop() {
+    check();
+    const std::uint8_t *at = this->position();
+    value_type v = base::pop();
+    read_.push_back({at, v});
+    return v;
+  }
+  block_vector_restrict_input_buffer_stream &operator>>(value_type &v) {
+    v = pop();
+    return *this;
+  }
+
+ private:
+  void check() const {
+    for (const auto &[at, v] : read_)
+      if (std::memcmp(at, v.bytes.data(), value_type::memory_bytes()) != 0)
+        host::fail("a tile read through a restrict block-vector input stream was written by another path while "
+                   "the stream lives (restrict: end the stream first, or use the plain stream)");
+  }
+  std::vector<std::pair<const std::uint8_t *, value_type>> read_;
+};
+
 // Writes whole block vectors to memory in order (each push stores its 72 bytes at once).
-template <typename T, unsigned Elems>
+template <typename T, unsigned Elems, aie_dm_resource Resource = aie_dm_resource::none>
 class block_vector_output_buffer_stream;
 
-template <>
-class block_vector_output_buffer_stream<bfp16ebs8, 64> {
+template <aie_dm_resource Resource>
+class block_vector_output_buffer_stream<bfp16ebs8, 64, Resource> {
  public:
   using value_type = block_vector<bfp16ebs8, 64>;
 
