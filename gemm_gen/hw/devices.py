@@ -277,6 +277,12 @@ class Device:
     # getShimBurstEncodingsAndLengths); a BD gets the largest unless told otherwise
     txn_generation: int
     shim_burst_bytes: tuple[int, ...]
+    # a 4-way lookup table (aie::lut<4>, load_lut_2x_*) stores its entries in groups of this many bits, each
+    # group twice in a row, and the whole table again in the other bank: 128 on AIE2 (UG1603 2024.1,
+    # "Lookup Tables and Linear Approximation": "128 bits repetition"; mlir-aie aie_runtime_lib/AIE2/
+    # lut_based_ops.cpp tanh_lut_ab), 256 on AIE2P (mlir-aie PR #2189, ce9af0f1: "On AIE2P ... the look-up
+    # table requires 256-bit replication instead of 128-bit", aie_runtime_lib/AIE2P/lut_based_ops.cpp)
+    lut_copy_bits: int
     shim_registers: ShimRegisters = SHIM_REGISTERS  # the same on npu1 and npu2 (see ShimRegisters)
     dma: dict[TileKind, DmaSpec] = field(
         default_factory=lambda: {TileKind.SHIM: SHIM_DMA, TileKind.MEM: MEM_DMA, TileKind.CORE: CORE_DMA}
@@ -391,6 +397,7 @@ NPU1 = Device(
     out_types=_OUT_TYPES,
     txn_generation=3,
     shim_burst_bytes=(64, 128, 256),
+    lut_copy_bits=128,
 )
 
 NPU2 = Device(
@@ -432,6 +439,7 @@ NPU2 = Device(
     out_types=_OUT_TYPES,
     txn_generation=4,
     shim_burst_bytes=(64, 128, 256, 512),
+    lut_copy_bits=256,
 )
 
 DEVICES: dict[str, Device] = {d.name: d for d in (NPU1, NPU2)}

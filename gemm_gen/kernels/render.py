@@ -119,8 +119,9 @@ class KernelParams:
     epi_tanh: bool = False
     epi_runtime: bool = False  # every activation compiled, convert's int32 `mode` selects (epilogue.MODES)
     epi_modes: tuple[tuple[str, int], ...] = ()  # (activation, mode word) in mode order, for a runtime build
-    tanh_lut: tuple[str, ...] = ()  # the LUT's floats in linear_approx's layout, as C++ literals
-    tanh_params: tuple[int, int, int] = (0, 0, 0)  # step_bits, bias, entries
+    # the tanh table's lookup: the index's shift, its centre (bytes), x's clamp (bf16 literals), the table layout
+    tanh_consts: tuple[int, int, str, str] = (0, 0, "", "")
+    lut_copy_bits: int = 0
     gelu_constants: tuple[str, str] = ("", "")
     # W4A16 (gemm_gen/groupquant.py): B arrives as one int4 object, dequantized once per call into b_deq
     w4a16: bool = False
@@ -276,7 +277,7 @@ def kernel_params(build: KernelBuild) -> KernelParams | BlockKernelParams:
     acc = _scalar_acc(build, dev, store_bits) if build.precision.converts_c else {}
     acc.update(_w4a16(build, dev, variant))
     if not build.epilogue.is_identity:
-        acc.update(_epilogue(build, t_out.is_float))
+        acc.update(_epilogue(build, dev, t_out.is_float))
     return KernelParams(
         device=dev.name, source_file=source_file(build), defines=kernel_defines(build),
         zero_name=zero_name, matmul_name=matmul_name,
@@ -380,17 +381,7 @@ def _c_float(value: float) -> str:
     return f"{float(value)!r}f"
 
 
-def tanh_lut_floats() -> tuple[float, ...]:
-    """getTanhBf16's table in linear_approx's 4-way layout (lut_based_ops.cpp tanh_lut_ab): for each pair of
-    segments 2g, 2g + 1 the floats {slope, offset, slope, offset}, stored twice (docs/epilogues.md)."""
-    out: list[float] = []
-    for g in range(0, len(epi.TANH_SLOPES), 2):
-        pair = (epi.TANH_SLOPES[g], epi.TANH_OFFSETS[g], epi.TANH_SLOPES[g + 1], epi.TANH_OFFSETS[g + 1])
-        out += pair * 2
-    return tuple(out)
-
-
-def _epilogue(build: KernelBuild, float_out: bool) -> dict[str, Any]:
+def _epilogue(build: KernelBuild, dev: Device, float_out: bool) -> dict[str, Any]:
     """The scalar template's numbers for a fused epilogue (gemm_gen/epilogue.py), refusing the builds it
     has no kernel for: it runs in convert, so C must accumulate wide; bf16 outputs take the float chain,
     i8 / i16 outputs the double-rounding requantization."""
@@ -418,12 +409,12 @@ def _epilogue(build: KernelBuild, float_out: bool) -> dict[str, Any]:
                 raise ConfigError(f"clamp bounds {e.clamp[0]} > {e.clamp[1]}", "give the lower bound first")
             clamp = (_c_float(lo), _c_float(hi))
         modes = tuple((a.value, epi.MODES[a]) for a in e.modes) if e.runtime else ()
-        tanh = bool({act, *(a for a, _ in modes)} & {"silu", "gelu"})
-        return dict(common, epi_float=True, epi_bias=e.bias, epi_activation=act, epi_clamp=clamp, epi_tanh=tanh,
+        return dict(common, epi_float=True, epi_bias=e.bias, epi_activation=act, epi_clamp=clamp, epi_tanh=e.uses_tanh,
                     epi_runtime=e.runtime, epi_modes=modes,
                     epi_doc="; ".join(steps),
-                    tanh_lut=tuple(_c_float(v) for v in tanh_lut_floats()) if tanh else (),
-                    tanh_params=(-epi.TANH_SEGMENT_BITS, epi.TANH_BIAS, len(epi.TANH_SLOPES)),
+                    tanh_consts=(epi.INDEX_BITS, epi.TANH_BIAS * epi.ENTRY_BYTES, _c_float(epi.TANH_X_MIN),
+                                 _c_float(epi.TANH_X_MAX)),
+                    lut_copy_bits=dev.lut_copy_bits,
                     gelu_constants=(_c_float(epi.GELU_SQRT_2_OVER_PI), _c_float(epi.GELU_BETA)))
     if e.activation is not epi.Activation.NONE or e.clamp is not None:
         raise ConfigError(f"a {build.dtype_out} output takes no float activation or clamp "

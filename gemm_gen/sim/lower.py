@@ -27,6 +27,7 @@ from ..hw.devices import TileKind
 from ..tap import Tap
 from .kernel import KernelEmulator
 from .machine import Bd, BdPool, Buffer, Channel, CommandProcessor, CoreActor, FifoEnd, Lock, Step, Stream, Task
+from .words import initial
 
 
 @dataclass
@@ -252,6 +253,9 @@ class _Lowering:
                                           "place the worker where its fifos end")
             own = {b.name: Buffer(b.name, wk.tile, dtype(b.dtype).unit_nbytes(_elems(b.shape)) // 4)
                    for b in wk.buffers}
+            for b in wk.buffers:  # what configuring the array writes (aie.buffer initial_value: the tanh table)
+                if b.initial_value is not None:
+                    own[b.name].cells[:] = initial(np.asarray(b.initial_value, dtype=dtype(b.dtype).host))
             rtps.update({(wk.tile, b.name): own[b.name] for b in wk.buffers if b.rtp})
             cores.append(CoreActor(wk.tile, wk.program, ends, kernel, own))
         cmd = command_processor(d, runtime, self.dram, self.shim_channel, rtps)
