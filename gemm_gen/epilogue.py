@@ -530,17 +530,22 @@ class Epilogue:
 
 REQUANT_HEADER_WORDS = 4  # zero point, act_min, act_max, 0 (pads the header to 16 bytes)
 # the kernel's epilogue works on 16 lanes at a time (templates/mm_epilogue.cc.j2): the LUT tanh's table load
-# serves 16 lanes (load_lut_2x_float, as aie_api detail/aie2/linear_approx.hpp's input.grow<16>()), an AIE2 int32 x int32 ->
-# acc64 mul is 16 lanes (mul_elem_16_2); the model charges the epilogue per VECTOR_LANES values
+# serves 16 lanes (load_lut_2x_float, as aie_api detail/aie2/linear_approx.hpp's input.grow<16>()), an AIE2
+# int32 x int32 -> acc64 mul is 16 lanes (mul_elem_16_2); the model charges the epilogue per VECTOR_LANES values
 VECTOR_LANES = 16
 
 
 # The kernel chain's vector operations per VECTOR_LANES values (templates/mm_epilogue.cc.j2), what the model
 # charges (model/epilogue_cost.py) and the program-memory rule counts (rules/kernel_variant.py). A bf16 mul or
-# add is two: the fp32 operation and its to_vector<bfloat16>; the LUT tanh six (index conversion, clamp to the
-# table, the LUT read, the mac, the conversion, the input's copy linear_approx keeps).
+# add is two: the fp32 operation and its to_vector<bfloat16>. The LUT tanh, as written out since issue 31 (no
+# aie::linear_approx object): the clamp's min and max, aie::to_fixed_floor, the index's + centre, the 4-way table
+# load, two shuffles (offsets, slopes), x into the upper half of a zeroed vector, the mac, its to_vector<bfloat16>
+# (10 on AIE2); AIE2P's mac_elem_32 also takes the offsets into the upper half of a 32-lane accumulator (11). One
+# figure for both targets, the larger. (The object form counted 6 here and was worse than that: its scratchpad
+# store and reload and the object's stack traffic on every call, II 70 against 28 for the written-out form in
+# mlir-aie's measurement that issue 31 quotes.)
 BF16_OP = 2
-TANH_OPS = 6
+TANH_OPS = 11
 ACTIVATION_OPS = {
     Activation.NONE: 0,
     Activation.RELU: 1,  # max(x, 0)

@@ -14,8 +14,7 @@ from functools import partial
 import numpy as np
 
 from .dtypes import DType
-from .epilogue import (Activation, Epilogue, Requant, float_epilogue, pack_tile, requant_kernel, tanh_lut,
-                       tile_layout)
+from .epilogue import Activation, Epilogue, Requant, float_epilogue, pack_tile, requant_kernel, tanh_lut, tile_layout
 from .rounding import Rounding
 
 

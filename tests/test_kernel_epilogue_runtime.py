@@ -1,6 +1,6 @@
 """The runtime-selected activation in the scalar kernel (docs/epilogues.md step 8): a build with
-activation="runtime" compiles every bf16 activation, and convert(C, C_acc[, E], lut_ab, lut_cd, mode) switches once per call on
-the int32 mode (epilogue.MODES, mlir-aie's numbering) the core read from its runtime-parameter buffer.
+activation="runtime" compiles every bf16 activation, and convert(C, C_acc[, E], lut_ab, lut_cd, mode) switches once
+per call on the int32 mode (epilogue.MODES, mlir-aie's numbering) the core read from its runtime-parameter buffer.
 
 Compiled on the host against tests/aie_host (tests/test_kernel_epilogue.py's harness): for every mode, C equals
 gemm_gen/epilogue.float_epilogue of that activation bit for bit (on random and edge data), and equals the

@@ -51,12 +51,17 @@ class CoreStatic:
 # Per-core static L1 of aiecc 1.4.3. One place: GemmConfig.l1_parts (and so plan and the model), the
 # tuner's L1 budget and the L1 allocator model (l1_banks, which keeps `kernel data` free at the top)
 # all read it. Zero-byte entries say what is not there.
+KERNEL_DATA = "kernel data"
 CORE_STATIC: tuple[CoreStatic, ...] = (
     # the core's own .data/.rodata/.bss (crt1, the core body aiecc compiles, our kernel): Peano links
     # them into ONE contiguous run that the buffers leave, and aiecc 1.4.3 measures the linked total
-    # as `measured_data_size` (1.4.3 docs, core_data_memory) -- backends/stack.py records it. Our
-    # kernels define no globals we know of; 256 B is an assumed margin (e.g. switch tables).
-    CoreStatic("kernel data", 256, False, "assumed margin; aiecc 1.4.3 measures it (measured_data_size)"),
+    # as `measured_data_size` (1.4.3 docs, core_data_memory) -- backends/stack.py records it, and a build
+    # whose measurement exceeds this reservation is refused. Our kernels define no static data: the tanh
+    # table's two copies (1 KiB) are worker Buffers, counted as the L1 parts rules/l1.TANH_PARTS, and
+    # kernels/render.render_kernel refuses a source that defines any (kernels/render.static_data). So this
+    # is only an assumed margin for what no source of ours shows: crt1's and the core body's data, the
+    # compiler's constant pools and jump tables (the runtime activation's switch).
+    CoreStatic(KERNEL_DATA, 256, False, "assumed margin; aiecc 1.4.3 measures it (measured_data_size)"),
     # the dynamic ObjectFifo lowering's state (objects held, current object index per fifo port):
     # PR #1798 kept it in a per-core L1 state buffer, but at 1.4.3 AIEObjectFifoLowerCores.cpp
     # (release Doxygen, l.35-40 and 409-437) emits it as memref.alloca slots that mem2reg must turn

@@ -12,6 +12,8 @@ Rendering is a pure function of the build: equal builds give byte-identical sour
 
 from __future__ import annotations
 
+import math
+import re
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -548,9 +550,49 @@ def _environment() -> jinja2.Environment:
 
 
 def render_kernel(build: KernelBuild) -> str:
-    """The C++ source of the build's kernels (zero, matmul, and convert when C is converted)."""
+    """The C++ source of the build's kernels (zero, matmul, and convert when C is converted). A source that
+    defines static data is refused: the L1 plan counts none for the kernel (rules/l1.py; the tanh table's two
+    copies are worker Buffers, counted there), so such data would sit in L1 uncounted."""
     params = kernel_params(build)
-    return _environment().get_template(params.template).render(b=build, p=params)
+    text = _environment().get_template(params.template).render(b=build, p=params)
+    found = static_data(text)
+    if found:
+        raise ConfigError(f"the kernel {params.source_file} defines {sum(n for _, n in found)} B of static data "
+                          f"({', '.join(f'{name} {n} B' for name, n in found)}) that the L1 plan does not count",
+                          "pass it to the kernel as a worker Buffer (design/build.py tanh_buffers) instead")
+    return text
+
+
+# The element sizes of the types our templates name (C_TYPES and the C spellings of their storage).
+_C_SIZES = {"float": 4, "double": 8, "int": 4, "unsigned": 4, "int32": 4, "int32_t": 4, "uint32_t": 4, "int16": 2,
+            "int16_t": 2, "uint16_t": 2, "int8": 1, "int8_t": 1, "uint8": 1, "uint8_t": 1, "char": 1,
+            "unsigned char": 1, "bfloat16": 2}
+# A variable with static storage: `static` (or thread_local) and not a function, static_assert or constexpr (a
+# constexpr object needs storage only when its address is taken: our templates never take one); or an array
+# defined at namespace scope (column 0 in a render). The type, the name and the array extents.
+_STATIC = re.compile(r"(?m)^[ \t]*(?:alignas\(\s*\d+\s*\)\s*)?(?:static|thread_local)\s+(?!constexpr\b)"
+                     r"(?:alignas\(\s*\d+\s*\)\s*)?(?:const\s+|volatile\s+)*"
+                     r"(?P<type>[A-Za-z_][\w:]*(?:\s+[A-Za-z_]\w*)?)\s+\**(?P<name>[A-Za-z_]\w*)"
+                     r"\s*(?P<dims>(?:\[[^\]]*\]\s*)*)(?:=|;|\{)")
+_GLOBAL_ARRAY = re.compile(r"(?m)^(?!constexpr\b)(?:alignas\(\s*\d+\s*\)\s*)?(?:const\s+)?"
+                           r"(?P<type>[A-Za-z_]\w*(?:\s+[A-Za-z_]\w*)?)\s+(?P<name>[A-Za-z_]\w*)"
+                           r"\s*(?P<dims>(?:\[[^\]]*\]\s*)+)(?:=|;|\{)")
+
+
+def static_data(source: str) -> tuple[tuple[str, int], ...]:
+    """The objects with static storage a rendered kernel defines (its .data / .rodata / .bss, what aiecc's
+    measured_data_size counts of it), (name, bytes) each, in source order. Comments are skipped; an object
+    whose size cannot be read from the source is refused (ValueError)."""
+    text = re.sub(r"//[^\n]*|/\*.*?\*/", "", source, flags=re.S)
+    out = []
+    for m in sorted([*_STATIC.finditer(text), *_GLOBAL_ARRAY.finditer(text)], key=lambda m: m.start()):
+        size = _C_SIZES.get(" ".join(m["type"].split()))
+        dims = re.findall(r"\[([^\]]*)\]", m["dims"])
+        if size is None or not all(d.strip().isdigit() for d in dims):
+            raise ValueError(f"static object {m['name']}: its size cannot be read from the source "
+                             f"({m['type']}{m['dims'].strip()})")
+        out.append((m["name"], size * math.prod(int(d) for d in dims)))
+    return tuple(out)
 
 
 def kernel_source(build: KernelBuild) -> KernelSource:

@@ -284,9 +284,9 @@ class KernelEmulator:
             # C, C_acc, [the epilogue tile], [the tanh table's two copies]; a runtime activation's mode: convert's
             # one scalar, when the build has it
             rest = cells[2:]
-            b_cells = rest.pop(0) if self.c.epilogue.needs_tile else None
+            tile_cells = rest.pop(0) if self.c.epilogue.needs_tile else None
             tables = (rest[0], rest[1]) if self.c.epilogue.uses_tanh and len(rest) >= 2 else None
-            self.convert(tile, cells[0], cells[1], b_cells, *scalars[:1], tables=tables)
+            self.convert(tile, cells[0], cells[1], tile_cells, scalars[0] if scalars else None, tables)
         else:
             raise LayoutError(f"{tile} calls {kernel}, which is none of the design's kernels {sorted(self.roles)}",
                               "call the kernels the design declares")
