@@ -15,9 +15,11 @@ Integer outputs (TFLite / gemmlowp per-channel requantization, docs/epilogues.md
 
 Float outputs (mlir-aie's aie2 bf16 kernels; bf16 in, bf16 out):
 - `bias_bf16`: x = bf16(fp32(acc + bias)).
-- `tanh_lut`: `getTanhBf16` (aie_runtime_lib/AIE2/lut_based_ops.h): `aie::linear_approx` over 32 segments
-  of width 1/4 on [-4, 4) (`TANH_SLOPES`, `TANH_OFFSETS`, from `tanh_lut_ab` in lut_based_ops.cpp),
-  y = bf16(fp32(slope x + offset)).
+- `tanh_lut`: `getTanhBf16` (aie_runtime_lib/AIE2/lut_based_ops.h) as mlir-aie rewrote it (its linear_approx
+  written out, x clamped to the table's range): 32 segments of width 1/4 on [-4, 4) (`TANH_SLOPES`,
+  `TANH_OFFSETS`, from `tanh_lut_ab` in lut_based_ops.cpp), y = bf16(fp32(slope x + offset)); the table's
+  layout per target (`lut_table`: 128-bit groups on AIE2, 256-bit on AIE2P) and how a lookup reads it back
+  (`read_lut_table`).
 - `silu_bf16`, `gelu_bf16`: aie2 silu.cc / gelu.cc, every product and sum rounded to bf16 where the
   kernel stores a bf16 vector; `relu_bf16`, `clamp_bf16`.
 - `*_ref`: the float64 functions (tanh, x sigmoid(x), tanh-form GELU, ReLU, clamp).

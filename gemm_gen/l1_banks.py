@@ -432,7 +432,9 @@ def plan(c: GemmConfig, scheme: str | None = None) -> L1Plan:
     (unused worker Buffers pinned over the free bytes of a layout that gives the core's and the
     DMA's buffers their own banks, kept if the allocator then reproduces it). Best: the fewest
     bytes of DMA buffer in banks the core is using in our IR order, then over every order of
-    equal-sized fifos, then the fewest reserved bytes, then bank-aware."""
+    equal-sized fifos, then the fewest reserved bytes, then bank-aware. A design that reads the tanh
+    table pins its two copies to two banks (aie::lut<4>; every pair of banks is tried) and allocates
+    bank-aware only: basic-sequential drops the pins, and is refused when asked for."""
     dev = c.dev
     buffers = core_buffers(c)
     tables = [b.name for b in buffers if b.role == "table"]

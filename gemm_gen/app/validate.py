@@ -140,6 +140,16 @@ FIRST_RUN_CHECKS: tuple[FirstRunCheck, ...] = (
                   "calibration.json's",
                   "other values: each moves every decode prediction, and with them whether issue 22's decode "
                   "targets (85% of the DRAM roof, int4 3x bf16) can be met"),
+    FirstRunCheck("The LUT tanh reads its table.",
+                  "`make run M=256 K=256 N=256 BIAS=1` with `ACTIVATION=silu` and with `ACTIVATION=gelu` (validate "
+                  "runs no epilogue row), a core's `tanh_ab_*` and `tanh_cd_*` buffer addresses (aiecc "
+                  "`--get-input-with-addresses`) and `data_bytes` in the build's `stack_<suffix>.json`",
+                  "PASS, the two copies in two banks (bank = address / 16 KiB), `data_bytes` within the 256 B "
+                  "`kernel data` reservation",
+                  "FAIL on npu2 only (its 256-bit table layout, mlir-aie PR #2189, or the lane order the host models "
+                  "for `load_lut_2x_float` and `::shuffle`); FAIL only for inputs within 2^-6 of a 2^-2 segment edge "
+                  "(`aie::to_fixed_floor` not flooring); the copies in one bank (`mem_bank` not honoured: C silently "
+                  "wrong); the build refused for its static data (raise `kernel data` in hw/devices.py)"),
 )
 
 
