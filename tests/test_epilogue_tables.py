@@ -97,6 +97,18 @@ def test_the_copies_are_pinned_to_two_banks_bank_aware_only() -> None:
         build_design(config("npu2", "silu", l1_alloc="basic-sequential"))
 
 
+def test_a_reservation_steered_plan_pins_the_copies_where_its_layout_puts_them() -> None:
+    """When reserved bytes steer the allocator (l1_banks._targets), the layout keeps the two copies in different
+    groups, so different banks, and each copy is pinned to the bank the layout gives it."""
+    c = config("npu1", "gelu", 32, 32, 32)
+    plan = l1_banks.plan(c)
+    assert plan.reserved and plan.conflict_bytes == 0 and l1_banks.tables_apart(list(plan.placed), plan.bank_bytes)
+    for p in plan.placed:
+        if p.buffer.role == "table":
+            assert p.buffer.mem_bank == p.address // plan.bank_bytes
+    assert simulate(build_design(c), seed=2).passed
+
+
 @pytest.mark.parametrize("dev,act", [("npu1", "gelu"), ("npu2", "silu"), ("npu2", "runtime")])
 def test_the_lowering_gives_each_core_its_table(dev: str, act: str) -> None:
     """Each core's two copies are IRON Buffers on its tile with the target's table as initial value (npu2's is

@@ -579,9 +579,10 @@ _LOOKUP = "load_lut_2x_float(ab, cd, idx, o0, o1);"
     "(void)aie::add(aie::accum<accfloat, 16>{}, aie::vector<int32, 16>{});",
     "(void)aie::to_fixed_floor<int16>(aie::vector<bfloat16, 16>{}, 6);",  # modelled: int32, 16 lanes
     "(void)aie::to_fixed_floor<int32>(aie::vector<bfloat16, 32>{}, 6);",
+    "(void)aie::vector_cast<float>(aie::vector<bfloat16, 1>{});",  # bf16 lanes in whole fp32 words only
 ], ids=["lut-object", "linear-approx-object", "implicit-accfloat", "implicit-acc64", "acc64-to-int8",
         "acc32-to-float", "float-max", "concat-sizes", "accfloat-plus-int", "to-fixed-floor-int16",
-        "to-fixed-floor-32-lanes"])
+        "to-fixed-floor-32-lanes", "vector-cast-odd-lanes"])
 def test_the_host_epilogue_api_refuses_at_compile_time(code: str) -> None:
     for arch in (20, 21):
         assert tk._compiles(code, arch).returncode != 0
@@ -610,6 +611,7 @@ def test_each_targets_mac_is_its_own(code: str, arch: int) -> None:
     (_tables(index=-16) + _LOOKUP, "outside its table"),
     (_tables(ab=2 * BANK + 16) + _LOOKUP, "aligned"),
     ("(void)::shuffle(v32bfloat16{}, v32bfloat16{}, 7);", "mode the host does not model"),
+    ("(void)aie::host::l1_place(65536 - 256, 512);", "past the modelled L1"),
     ("(void)aie::to_fixed_floor<int32>(aie::broadcast<bfloat16, 16>(bfloat16(NAN)), 6);", "NaN"),
     ("(void)aie::to_fixed_floor<int32>(aie::broadcast<bfloat16, 16>(bfloat16(1e30f)), 6);", "past int32"),
     ("(void)aie::mul(aie::broadcast<bfloat16, 16>(bfloat16(1e-39f)), aie::broadcast<bfloat16, 16>(bfloat16(1.0f)));",
@@ -619,7 +621,7 @@ def test_each_targets_mac_is_its_own(code: str, arch: int) -> None:
     ("(void)aie::accum<acc32, 16>(aie::vector<int32, 16>{}, 2);", "shift 0"),
     ("(void)aie::accum<acc32, 16>(aie::vector<int32, 16>{}).to_vector<int32>(1);", "ignores the shift"),
 ], ids=["one-bank", "outside-l1", "copies-differ", "slope-not-bf16", "index-past-the-end", "index-before-the-start",
-        "misaligned-table", "shuffle-mode", "nan-index", "huge-index", "subnormal-mul", "nan-max", "srs-60",
+        "misaligned-table", "shuffle-mode", "l1-place-past-the-end", "nan-index", "huge-index", "subnormal-mul", "nan-max", "srs-60",
         "acc32-ups", "acc32-int32-shift"])
 def test_the_host_epilogue_api_refuses_what_the_real_one_would(code: str, message: str) -> None:
     for arch in (20, 21):
