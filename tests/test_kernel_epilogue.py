@@ -621,8 +621,8 @@ def test_each_targets_mac_is_its_own(code: str, arch: int) -> None:
     ("(void)aie::accum<acc32, 16>(aie::vector<int32, 16>{}, 2);", "shift 0"),
     ("(void)aie::accum<acc32, 16>(aie::vector<int32, 16>{}).to_vector<int32>(1);", "ignores the shift"),
 ], ids=["one-bank", "outside-l1", "copies-differ", "slope-not-bf16", "index-past-the-end", "index-before-the-start",
-        "misaligned-table", "shuffle-mode", "l1-place-past-the-end", "nan-index", "huge-index", "subnormal-mul", "nan-max", "srs-60",
-        "acc32-ups", "acc32-int32-shift"])
+        "misaligned-table", "shuffle-mode", "l1-place-past-the-end", "nan-index", "huge-index", "subnormal-mul",
+        "nan-max", "srs-60", "acc32-ups", "acc32-int32-shift"])
 def test_the_host_epilogue_api_refuses_what_the_real_one_would(code: str, message: str) -> None:
     for arch in (20, 21):
         assert message in tk._host_run(code, arch)
