@@ -495,9 +495,10 @@ class GemmConfig:
     @property
     def l1_overhead(self) -> dict[str, int]:
         """The L1 bytes of each core that do not depend on the tiling: the runtime parameters it
-        reads (with runtime K), its stack and aiecc's per-core static data (hw.devices.CORE_STATIC,
-        the parts that take bytes): rules/l1.py."""
-        return l1.overhead(self.dev, self.stack_bytes, self.runtime_sizes, self.activation == "runtime")
+        reads (with runtime K), the tanh table's two copies (a SiLU / GELU epilogue), its stack and aiecc's
+        per-core static data (hw.devices.CORE_STATIC, the parts that take bytes): rules/l1.py."""
+        return l1.overhead(self.dev, self.stack_bytes, self.runtime_sizes, self.activation == "runtime",
+                           self.epilogue.uses_tanh)
 
     @property
     def l1_options(self) -> l1.L1Options:

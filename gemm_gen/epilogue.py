@@ -15,9 +15,11 @@ Integer outputs (TFLite / gemmlowp per-channel requantization, docs/epilogues.md
 
 Float outputs (mlir-aie's aie2 bf16 kernels; bf16 in, bf16 out):
 - `bias_bf16`: x = bf16(fp32(acc + bias)).
-- `tanh_lut`: `getTanhBf16` (aie_runtime_lib/AIE2/lut_based_ops.h): `aie::linear_approx` over 32 segments
-  of width 1/4 on [-4, 4) (`TANH_SLOPES`, `TANH_OFFSETS`, from `tanh_lut_ab` in lut_based_ops.cpp),
-  y = bf16(fp32(slope x + offset)).
+- `tanh_lut`: `getTanhBf16` (aie_runtime_lib/AIE2/lut_based_ops.h) as mlir-aie rewrote it (its linear_approx
+  written out, x clamped to the table's range): 32 segments of width 1/4 on [-4, 4) (`TANH_SLOPES`,
+  `TANH_OFFSETS`, from `tanh_lut_ab` in lut_based_ops.cpp), y = bf16(fp32(slope x + offset)); the table's
+  layout per target (`lut_table`: 128-bit groups on AIE2, 256-bit on AIE2P) and how a lookup reads it back
+  (`read_lut_table`).
 - `silu_bf16`, `gelu_bf16`: aie2 silu.cc / gelu.cc, every product and sum rounded to bf16 where the
   kernel stores a bf16 vector; `relu_bf16`, `clamp_bf16`.
 - `*_ref`: the float64 functions (tanh, x sigmoid(x), tanh-form GELU, ReLU, clamp).
@@ -210,7 +212,63 @@ TANH_OFFSETS: tuple[float, ...] = (
     0.8984375, 0.93359375, 0.95703125, 0.97265625, 0.98046875, 0.98828125, 1.0)
 TANH_SEGMENT_BITS = 2  # getTanhBf16's step_bits = -2: segments of width 2^-2
 TANH_BIAS = 16  # its bias: segment 16 starts at 0
-INDEX_BITS = 6  # linear_approx's index = bfloat16_to_int(x, 6), a byte address: 16 bytes per segment
+INDEX_BITS = 6  # the lookup's index = floor(x 2^6) (aie::to_fixed_floor), a byte address: 16 bytes per segment
+ENTRY_BYTES = 1 << (INDEX_BITS - TANH_SEGMENT_BITS)  # the index's step per segment (a pair, stored twice)
+PAIR_BYTES = 8  # one {slope, offset} pair of fp32 values
+# x is clamped to the table's range before the lookup (mlir-aie's rewritten getTanhBf16, aie_runtime_lib/AIE2/
+# lut_based_ops.h, stored version id 69055850465): the end segments are constants, so no finite result
+# changes, and +-inf gives +-1 instead of 0 inf. The top is the largest bf16 of the last segment's index range.
+TANH_X_MIN = -float(TANH_BIAS >> TANH_SEGMENT_BITS)  # -4
+TANH_X_MAX = float(TANH_BIAS >> TANH_SEGMENT_BITS) - 2.0 ** -INDEX_BITS  # 4 - 1/64, a bf16
+TANH_TABLE_FLOATS = 4 * len(TANH_SLOPES)  # each pair twice, in 2 fp32 each: 128 floats, 512 bytes per copy
+
+
+def lut_table(slopes: tuple[float, ...], offsets: tuple[float, ...], copy_bits: int) -> np.ndarray:
+    """One copy (`ab` or `cd`) of a 4-way lookup table of {slope, offset} pairs in the target's layout
+    (Device.lut_copy_bits): each group of copy_bits / 64 consecutive pairs, then the same group again
+    (AIE2: 2 pairs, mlir-aie AIE2/lut_based_ops.cpp tanh_lut_ab; AIE2P: 4 pairs, AIE2P/lut_based_ops.cpp after
+    PR #2189)."""
+    per = copy_bits // (8 * PAIR_BYTES)
+    pairs = np.stack([np.asarray(slopes, np.float32), np.asarray(offsets, np.float32)], axis=1)
+    if per < 1 or len(pairs) % per:
+        raise ValueError(f"{len(pairs)} pairs do not fill groups of {per} ({copy_bits}-bit copies)")
+    groups = pairs.reshape(len(pairs) // per, 2 * per)
+    return np.concatenate([groups, groups], axis=1).reshape(-1)
+
+
+def lut_entry(entry: int, copy_bits: int) -> tuple[int, int]:
+    """The byte offsets, in one table copy, of entry `entry`'s pair and of its repeat: pair entry % per of
+    group entry // per, each group of copy_bits / 8 bytes stored twice (the layout `lut_table` writes and a
+    4-way lookup of byte index 16 entry reads, as the host stand-in models it)."""
+    group = copy_bits // 8
+    per = group // PAIR_BYTES
+    at = entry // per * 2 * group + entry % per * PAIR_BYTES
+    return at, at + group
+
+
+def read_lut_table(ab: np.ndarray, cd: np.ndarray, copy_bits: int) -> tuple[np.ndarray, np.ndarray]:
+    """The (slopes, offsets) a 4-way lookup reads from the two table copies (fp32 arrays) in the target's
+    layout; ValueError when the four copies of an entry differ (which lane reads which copy is unpublished:
+    every copy must hold the pair) or the tables are not whole groups."""
+    words = [np.ascontiguousarray(t, dtype=np.float32).view(np.uint32) for t in (ab, cd)]
+    if words[0].size != words[1].size or words[0].size % (copy_bits // 16):
+        raise ValueError(f"tables of {words[0].size} and {words[1].size} floats are not whole {copy_bits}-bit "
+                         f"groups stored twice")
+    entries = words[0].size * 4 // (2 * PAIR_BYTES)
+    pairs = np.empty((entries, 2), dtype=np.uint32)
+    for e in range(entries):
+        at, rep = (o // 4 for o in lut_entry(e, copy_bits))
+        copies = {tuple(w[o:o + 2]) for w in words for o in (at, rep)}
+        if len(copies) != 1:
+            raise ValueError(f"entry {e}: the table's four copies of its pair differ ({copy_bits}-bit layout)")
+        pairs[e] = copies.pop()
+    f = pairs.view(np.float32)
+    return f[:, 0].copy(), f[:, 1].copy()
+
+
+def tanh_table(copy_bits: int) -> np.ndarray:
+    """getTanhBf16's table (TANH_SLOPES, TANH_OFFSETS) as one copy in the target's layout."""
+    return lut_table(TANH_SLOPES, TANH_OFFSETS, copy_bits)
 
 # the bf16 constants of aie2 gelu.cc (`const bfloat16 sqrt_2_over_pi = 0.79788456f; kBeta = 0.044715f`)
 GELU_SQRT_2_OVER_PI = float(np.float32(0.79788456).astype(BF16.host))  # 0.796875
@@ -252,15 +310,18 @@ def tanh_segment(x: np.ndarray, index_rounding: Rounding = Rounding.FLOOR) -> np
 
 
 def tanh_lut(x: np.ndarray, rounding: Rounding = Rounding.CONV_EVEN,
-             index_rounding: Rounding = Rounding.FLOOR) -> np.ndarray:
-    """getTanhBf16: bf16(fp32(slope x + offset)) of x's segment (the bf16 slope times the bf16 x is
-    exact in fp32; the mac adds the fp32 offset with one rounding; to_vector<bfloat16> rounds)."""
-    x = np.asarray(x, dtype=BF16.host)
-    seg = tanh_segment(x, index_rounding)
-    slope = np.asarray(TANH_SLOPES, dtype=np.float32)[seg]
-    offset = np.asarray(TANH_OFFSETS, dtype=np.float32)[seg]
-    with np.errstate(over="ignore", invalid="ignore"):  # x = +-inf: 0 inf = NaN in the end segments
-        return round_f32_to_bf16(slope * _f32(x) + offset, rounding)
+             index_rounding: Rounding = Rounding.FLOOR,
+             table: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray:
+    """getTanhBf16 as the kernel computes it: x clamped to [TANH_X_MIN, TANH_X_MAX], then
+    bf16(fp32(slope x + offset)) of its segment (the bf16 slope times the bf16 x is exact in fp32; the mac
+    adds the fp32 offset with one rounding; to_vector<bfloat16> rounds). `table`: the (slopes, offsets) the
+    kernel read (read_lut_table), default TANH_SLOPES / TANH_OFFSETS."""
+    xc = np.clip(np.asarray(x, dtype=BF16.host).astype(np.float32), TANH_X_MIN, TANH_X_MAX)  # bf16 bounds: exact
+    seg = tanh_segment(xc, index_rounding)
+    slopes, offsets = (TANH_SLOPES, TANH_OFFSETS) if table is None else table
+    slope = np.asarray(slopes, dtype=np.float32)[seg]
+    offset = np.asarray(offsets, dtype=np.float32)[seg]
+    return round_f32_to_bf16(slope * xc + offset, rounding)
 
 
 def tanh_exact_bf16(x: np.ndarray, rounding: Rounding = Rounding.CONV_EVEN) -> np.ndarray:
@@ -435,6 +496,12 @@ class Epilogue:
         return self.bias or self.requant is not None
 
     @property
+    def uses_tanh(self) -> bool:
+        """Whether some activation the build serves reads the tanh table (SiLU, GELU; a runtime build's
+        modes include both): the kernel then takes the table's two copies (docs/epilogues.md)."""
+        return bool(set(self.modes) & {Activation.SILU, Activation.GELU})
+
+    @property
     def runtime(self) -> bool:
         """Whether each call selects the activation (a mode word in the core's RTP buffer)."""
         return self.activation == Activation.RUNTIME
@@ -464,18 +531,23 @@ class Epilogue:
 
 
 REQUANT_HEADER_WORDS = 4  # zero point, act_min, act_max, 0 (pads the header to 16 bytes)
-# the kernel's epilogue works on 16 lanes at a time (templates/mm_epilogue.cc.j2): linear_approx<bfloat16>
-# computes at most 16 (aie_api detail/aie2/linear_approx.hpp, input.grow<16>()), an AIE2 int32 x int32 ->
-# acc64 mul is 16 lanes (mul_elem_16_2); the model charges the epilogue per VECTOR_LANES values
+# the kernel's epilogue works on 16 lanes at a time (templates/mm_epilogue.cc.j2): the LUT tanh's table load
+# serves 16 lanes (load_lut_2x_float, as aie_api detail/aie2/linear_approx.hpp's input.grow<16>()), an AIE2
+# int32 x int32 -> acc64 mul is 16 lanes (mul_elem_16_2); the model charges the epilogue per VECTOR_LANES values
 VECTOR_LANES = 16
 
 
 # The kernel chain's vector operations per VECTOR_LANES values (templates/mm_epilogue.cc.j2), what the model
 # charges (model/epilogue_cost.py) and the program-memory rule counts (rules/kernel_variant.py). A bf16 mul or
-# add is two: the fp32 operation and its to_vector<bfloat16>; the LUT tanh six (index conversion, clamp to the
-# table, the LUT read, the mac, the conversion, the input's copy linear_approx keeps).
+# add is two: the fp32 operation and its to_vector<bfloat16>. The LUT tanh, as written out since issue 31 (no
+# aie::linear_approx object): the clamp's min and max, aie::to_fixed_floor, the index's + centre, the 4-way table
+# load, two shuffles (offsets, slopes), x into the upper half of a zeroed vector, the mac, its to_vector<bfloat16>
+# (10 on AIE2); AIE2P's mac_elem_32 also takes the offsets into the upper half of a 32-lane accumulator (11). One
+# figure for both targets, the larger. (The object form counted 6 here and was worse than that: its scratchpad
+# store and reload and the object's stack traffic on every call, II 70 against 28 for the written-out form in
+# mlir-aie's measurement that issue 31 quotes.)
 BF16_OP = 2
-TANH_OPS = 6
+TANH_OPS = 11
 ACTIVATION_OPS = {
     Activation.NONE: 0,
     Activation.RELU: 1,  # max(x, 0)

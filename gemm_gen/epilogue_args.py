@@ -9,11 +9,12 @@ header (`kernel_requant`), so the kernel's clamp is the whole activation, as TFL
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from functools import partial
 
 import numpy as np
 
 from .dtypes import DType
-from .epilogue import Activation, Epilogue, Requant, float_epilogue, pack_tile, requant_kernel, tile_layout
+from .epilogue import Activation, Epilogue, Requant, float_epilogue, pack_tile, requant_kernel, tanh_lut, tile_layout
 from .rounding import Rounding
 
 
@@ -68,14 +69,16 @@ def _log2(x: np.ndarray, name: str) -> np.ndarray:
 
 
 def finish(e: Epilogue, acc: np.ndarray, bias: np.ndarray | None, requant: Requant | None,
-           rounding: Rounding) -> np.ndarray:
+           rounding: Rounding, table: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray:
     """C after the epilogue, from its accumulator (fp32 values, or int32): the float chain of
-    epilogue.float_epilogue, or the kernel's saturating requantization (epilogue.requant_kernel)."""
+    epilogue.float_epilogue, or the kernel's saturating requantization (epilogue.requant_kernel). `table`: the
+    tanh table's (slopes, offsets) as the kernel read them (epilogue.read_lut_table), default the numerics'."""
     if e.requant is not None:
         if requant is None:
             raise ValueError("an epilogue with requantization needs its parameters")
         return requant_kernel(requant, acc, bias)
-    return float_epilogue(np.asarray(acc, dtype=np.float32), bias, e.activation, e.clamp, rounding=rounding)
+    tanh = None if table is None else partial(tanh_lut, rounding=rounding, table=table)
+    return float_epilogue(np.asarray(acc, dtype=np.float32), bias, e.activation, e.clamp, tanh, rounding)
 
 
 def random_args(e: Epilogue, out: DType, n_cols: int, acc_scale: float, seed: int) -> EpilogueArgs:

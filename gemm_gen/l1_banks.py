@@ -22,13 +22,13 @@ buffer). The placement is a prediction until mlir-aie's `--get-input-with-addres
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from .config import L1_SCHEMES as SCHEMES
 from .config import GemmConfig
 from .errors import ConfigError
 from .hw.devices import Device
-from .rules.l1 import B_DEQ_PART, RTP_PART, b_object_bytes
+from .rules.l1 import B_DEQ_PART, RTP_PART, TANH_PARTS, b_object_bytes
 
 BANK_WORD_BYTES = 16  # AM020: each bank is 128 bits wide
 
@@ -39,7 +39,9 @@ class L1Buffer:
 
     name: str
     nbytes: int
-    role: str  # "A", "B", "C" (ObjectFifo objects), "scratch" (a worker Buffer), "reserve" (an unused one)
+    # "A", "B", "C" (ObjectFifo objects), "scratch" (a worker Buffer), "table" (a copy of the tanh table, a
+    # worker Buffer with an initial value, pinned to its bank), "reserve" (an unused one)
+    role: str
     slot: int = 0  # which object of its fifo (buff_0, buff_1)
     fifo: bool = True
     mem_bank: int | None = None  # pinned bank (worker Buffers only)
@@ -93,6 +95,10 @@ class L1Plan:
             for b in p.banks(self.bank_bytes):
                 out[b].append("reserved" if p.buffer.role == "reserve" else p.buffer.name)
         return out
+
+    def mem_bank(self, name: str) -> int | None:
+        """The bank a buffer of the plan is pinned to (the tanh table's copies), if any."""
+        return next((p.buffer.mem_bank for p in self.placed if p.buffer.name == name), None)
 
     @property
     def conflict_bytes(self) -> int:
@@ -262,14 +268,36 @@ SCRATCH = ("A bfp16", "B bfp16", "C acc", B_DEQ_PART, RTP_PART)
 
 def core_buffers(c: GemmConfig) -> list[L1Buffer]:
     """One core's L1 buffers in the order our IRON program creates them: the A and B ObjectFifo
-    objects it consumes, the C objects it produces, then its own Buffers (scratch)."""
+    objects it consumes, the C objects it produces, then its own Buffers (scratch, then the tanh table's
+    two copies, unpinned: `plan` pins them)."""
     out = []
     for role, nbytes, depth in (("A", c.t_in.nbytes(c.t_ma * c.k), c.depth_ab_l1),
                                 ("B", b_object_bytes(c.l1_options, c.k, c.n), c.depth_ab_l1),
                                 ("C", c.t_out.nbytes(c.m * c.n), c.depth_c_l1)):
         out += [L1Buffer(f"{role}{i}", nbytes, role, i) for i in range(depth)]
     parts = c.l1_parts
-    return out + [L1Buffer(name, parts[name], "scratch", fifo=False) for name in SCRATCH if name in parts]
+    out += [L1Buffer(name, parts[name], "scratch", fifo=False) for name in SCRATCH if name in parts]
+    return out + [L1Buffer(name, parts[name], "table", fifo=False) for name in TANH_PARTS if name in parts]
+
+
+# Bank pins for the tanh table's two copies: any two different banks (the copies are alike, so a pair and its
+# swap place the same bytes), in a fixed order for deterministic plans.
+TABLE_BANK_PAIRS = tuple(itertools.combinations(range(4), 2))
+
+
+def pin_tables(buffers: list[L1Buffer], banks: tuple[int, ...]) -> list[L1Buffer]:
+    """The buffers with the tables pinned to `banks` (mem_bank: a hard placement in the bank-aware allocator,
+    AIEAssignBuffers.cpp at 1.4.3; basicAllocation drops it, which is why a design with tables allocates
+    bank-aware only)."""
+    pins = iter(banks)
+    return [replace(b, mem_bank=next(pins)) if b.role == "table" else b for b in buffers]
+
+
+def tables_apart(placed: list[Placed], bank_bytes: int) -> bool:
+    """aie::lut<4>'s rule: the table's two copies each inside one bank, and the two banks different (mlir-aie
+    issue #3737: adjacent arrays land in one bank, and the lookup then reads the wrong port silently)."""
+    banks = [tuple(p.banks(bank_bytes)) for p in placed if p.buffer.role == "table"]
+    return all(len(b) == 1 for b in banks) and len({b[0] for b in banks}) == len(banks)
 
 
 def concurrent(c: GemmConfig, buffers: list[L1Buffer]) -> list[tuple[str, str]]:
@@ -280,7 +308,7 @@ def concurrent(c: GemmConfig, buffers: list[L1Buffer]) -> list[tuple[str, str]]:
     by_role: dict[str, list[L1Buffer]] = {}
     for b in buffers:
         by_role.setdefault(b.role, []).append(b)
-    core_only = [b.name for b in by_role.get("scratch", [])]
+    core_only = [b.name for b in (*by_role.get("scratch", []), *by_role.get("table", []))]
     pairs: set[tuple[str, str]] = set()
     a_objs, b_objs, c_objs = (by_role.get(r, []) for r in ("A", "B", "C"))
     for a in a_objs:
@@ -325,9 +353,11 @@ def _orders(buffers: list[L1Buffer]) -> list[list[L1Buffer]]:
 
 
 def _classes(buffers: list[L1Buffer], pairs: list[tuple[str, str]]) -> list[list[L1Buffer]]:
-    """Buffers grouped so that no concurrent pair falls in one group (largest first, greedily): each
-    group may share banks, different groups may not. rho = 1: {A0, B0}, {A1, B1}, {C, scratch}."""
-    clash = set(pairs) | {(b, a) for a, b in pairs}
+    """Buffers grouped so that no concurrent pair falls in one group, nor the tanh table's two copies
+    (largest first, greedily): each group may share banks, different groups may not. rho = 1: {A0, B0},
+    {A1, B1}, {C, scratch}."""
+    tables = [b.name for b in buffers if b.role == "table"]  # aie::lut<4>: two copies, two banks
+    clash = set(pairs) | {(b, a) for a, b in pairs} | set(itertools.permutations(tables, 2))
     groups: list[list[L1Buffer]] = []
     for b in sorted(buffers, key=lambda b: -b.nbytes):
         for g in groups:
@@ -380,12 +410,13 @@ def _reservations(dev: Device, layout: list[tuple[L1Buffer, int]], stack: int) -
 def _evaluate(dev: Device, scheme: str, buffers: list[L1Buffer], pairs: list[tuple[str, str]], stack: int,
               bank_bytes: int) -> tuple[list[Placed], list[Conflict], int, bool] | None:
     """The placement and conflicts in our IR order, the worst conflict bytes over the other orders
-    of equal-sized fifos, and whether the order matters; None when some order does not fit."""
+    of equal-sized fifos, and whether the order matters; None when some order does not fit (or puts the
+    tanh table's copies in one bank)."""
     first: tuple[list[Placed], list[Conflict]] | None = None
     worst, seen = 0, set()
     for order in _orders(buffers):
         placed = allocate(dev, scheme, order, stack)
-        if placed is None:
+        if placed is None or not tables_apart(placed, bank_bytes):
             return None
         found = conflicts(placed, pairs, bank_bytes)
         seen.add(tuple(sorted((f.dma, f.core, f.bank) for f in found)))
@@ -401,29 +432,42 @@ def plan(c: GemmConfig, scheme: str | None = None) -> L1Plan:
     (unused worker Buffers pinned over the free bytes of a layout that gives the core's and the
     DMA's buffers their own banks, kept if the allocator then reproduces it). Best: the fewest
     bytes of DMA buffer in banks the core is using in our IR order, then over every order of
-    equal-sized fifos, then the fewest reserved bytes, then bank-aware."""
+    equal-sized fifos, then the fewest reserved bytes, then bank-aware. A design that reads the tanh
+    table pins its two copies to two banks (aie::lut<4>; every pair of banks is tried) and allocates
+    bank-aware only: basic-sequential drops the pins, and is refused when asked for."""
     dev = c.dev
     buffers = core_buffers(c)
+    tables = [b.name for b in buffers if b.role == "table"]
+    if tables and scheme == "basic-sequential":
+        raise ConfigError("the tanh table's two copies must sit in two banks, and basic-sequential allocation "
+                          "drops bank pins (mem_bank; AIEAssignBuffers.cpp basicAllocation at 1.4.3)",
+                          "allocate bank-aware (--l1-alloc bank-aware, the default with an epilogue table)")
+    pins = TABLE_BANK_PAIRS if tables else ((),)
     pairs = concurrent(c, buffers)
     bank_bytes = dev.l1_bytes // 4
     stack = c.stack_bytes
-    cands: list[tuple[tuple[int, int, int, int], L1Plan]] = []
+    cands: list[tuple[tuple[int, int, int, int, int], L1Plan]] = []
     for s in (SCHEMES if scheme is None else (scheme,)):
-        got = _evaluate(dev, s, buffers, pairs, stack, bank_bytes)
-        if got is not None:
-            placed, found, worst, dep = got
-            p = L1Plan(s, (), tuple(placed), tuple(found), worst, dep, bank_bytes, stack)
-            cands.append(((p.conflict_bytes, worst, 0, SCHEMES.index(s)), p))
+        if tables and s != "bank-aware":
+            continue  # only the bank-aware allocator honours the tables' bank pins
+        for n, banks in enumerate(pins):
+            got = _evaluate(dev, s, pin_tables(buffers, banks), pairs, stack, bank_bytes)
+            if got is not None:
+                placed, found, worst, dep = got
+                p = L1Plan(s, (), tuple(placed), tuple(found), worst, dep, bank_bytes, stack)
+                cands.append(((p.conflict_bytes, worst, 0, SCHEMES.index(s), n), p))
     if scheme is None and (not cands or min(k for k, _ in cands)[1] > 0):
         for layout in _targets(dev, _classes(buffers, pairs), stack, bank_bytes):
             held = _reservations(dev, layout, stack)
-            got = _evaluate(dev, "bank-aware", buffers + held, pairs, stack, bank_bytes)
+            at = {b.name: a for b, a in layout}
+            pinned = pin_tables(buffers, tuple(at[name] // bank_bytes for name in tables))
+            got = _evaluate(dev, "bank-aware", pinned + held, pairs, stack, bank_bytes)
             if got is None or got[1] or max(x.end for x in got[0]) > dev.l1_bytes - dev.core_static_bytes:
                 continue  # the allocator does not reproduce the layout, or fills the static data's run
             placed, found, worst, dep = got
             reserved = tuple((r.address or 0, r.nbytes) for r in held)
             p = L1Plan("bank-aware", reserved, tuple(placed), tuple(found), worst, dep, bank_bytes, stack)
-            cands.append(((0, worst, sum(n for _, n in reserved), 0), p))
+            cands.append(((0, worst, sum(n for _, n in reserved), 0, 0), p))
             if not worst:
                 break
     if not cands:

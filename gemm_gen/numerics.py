@@ -154,12 +154,14 @@ class KernelNumerics:
 
         return encode(np.asarray(acc).astype(np.float32), self.rounding)
 
-    def finish(self, c: np.ndarray, bias: np.ndarray | None = None, requant: Requant | None = None) -> np.ndarray:
+    def finish(self, c: np.ndarray, bias: np.ndarray | None = None, requant: Requant | None = None,
+               table: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray:
         """C in its DRAM type after the tile's last call: the L1 values, or their one conversion
         (shift-round-saturate of an integer accumulator, fp32 rounded to bf16 or to bfp16 blocks), or the
-        epilogue (bias, activation, clamp; or requantization) over C's columns with the call's data."""
+        epilogue (bias, activation, clamp; or requantization) over C's columns with the call's data (and the
+        tanh table's slopes and offsets as the kernel read them, `table`)."""
         if not self.epilogue.is_identity:
-            return epilogue_args.finish(self.epilogue, c, bias, requant, self.rounding)
+            return epilogue_args.finish(self.epilogue, c, bias, requant, self.rounding, table)
         if not self.converts:
             return c
         if self.dtype_out == BFP16:

@@ -165,6 +165,14 @@ ty() is bytes per value: 1.125 for bfp16 (9-byte blocks of 8), whose DMAs move 8
 72 bytes, so a bfp16 operand's DRAM runs span 8 rows of the scalar walk's run.
     T_core = (Mp / (m rows)) (Np / (n cols)) tile / f                 (all cores in lockstep, eq. 9)
 
+A fused epilogue (model/epilogue_cost.py, UNCALIBRATED) adds ops x m n / 16 cycles to C's final conversion,
+ops being the kernel chain's vector operations per 16 values as the kernel emits them (gemm_gen/epilogue.py:
+ReLU 1, bias 1, clamp 2, requantization 13, SiLU 8 + tanh, GELU 16 + tanh), at one per cycle (assumed: no trace
+exists, and a VLIW core overlaps loads with ALU work). The LUT tanh is 11 (issue 31: the lookup written out as
+mlir-aie's rewritten getTanhBf16, no aie::linear_approx object; 10 operations on AIE2, 11 on AIE2P, which also
+moves the offsets into a 32-lane accumulator; a test counts them in the rendered kernel). A runtime activation is
+charged its costliest mode plus a switch per tile; the epilogue tile is one more B object per output tile.
+
 ### Memory time (eq. 6-8, 10)
 
 Bytes and contiguous runs per host tensor are read from the Design's runtime sequence (every shim

@@ -18,7 +18,10 @@ core of a Peano link needs crt1's `_main_init` frame plus the deepest frame its 
 -fstack-size-section; the core body's own frame counts 0 here). A core whose stack_size is smaller
 fails with aiecc's message; an object without frames gives aiecc's lower-bound warning; a chess link
 is not validated (aiecc's warning). `--get=measured_stack_sizes.mlir` writes each core's
-measured_stack_size (and measured_data_size, 0: the stand-in objects hold no data).
+measured_stack_size and its measured_data_size: the linked .data/.rodata/.bss (the 1.4.3 docs,
+core_data_memory), here the sum of the `.data_size BYTES` lines of the kernel objects the core links (the
+tests' stand-in clang++ writes one: the rendered source's static data, kernels/render.static_data) plus
+crt1's and the core body's own, CORE_BODY_DATA (unknown for the real crt1: 0 here).
 
 Usage: python fake_aiecc.py [aiecc arguments]   (installed as `aiecc` by the tests)
 """
@@ -63,6 +66,15 @@ def fail(message: str) -> None:
     sys.exit(1)
 
 
+CORE_BODY_DATA = 0  # crt1's and the core body's .data/.bss in the stand-in (the real figure is aiecc's to measure)
+
+
+def object_data(obj: Path) -> int:
+    """The static data a (stand-in) kernel object holds: its `.data_size BYTES` lines."""
+    return sum(int(line.split()[1]) for line in obj.read_text(errors="replace").splitlines()
+               if line.startswith(".data_size ") and len(line.split()) == 2)
+
+
 def object_frames(obj: Path) -> list[int]:
     """The frames a (stand-in) kernel object records in its .stack_sizes section."""
     return [int(line.split()[2]) for line in obj.read_text(errors="replace").splitlines()
@@ -103,14 +115,15 @@ def stack_check(mlir: str, source: str, objects: list[str], chess: bool, default
     return measured
 
 
-def measured_module(mlir: str, measured: dict[tuple[int, int], int]) -> str:
+def measured_module(mlir: str, measured: dict[tuple[int, int], int], data: int) -> str:
     """--get=measured_stack_sizes.mlir: the cores with their measured attributes (the form aiecc
-    1.4.3's docs show: `{stack_size = ..., measured_stack_size = ... : i32}` after the core's region)."""
+    1.4.3's docs show: `{stack_size = ..., measured_stack_size = ... : i32}` after the core's region);
+    `data`: each core's linked static data (every core links the same objects)."""
     device = next((line.split()[1] for line in mlir.splitlines() if line.startswith("device ")), "npu2")
     lines = ["module {", f"  aie.device({device}) {{"]
     for m in re.finditer(r"^worker Tile\((\d+), (\d+)\) stack=(\w+)", mlir, re.MULTILINE):
         col, row = int(m[1]), int(m[2])
-        attrs = ["measured_data_size = 0 : i32"]
+        attrs = [f"measured_data_size = {data} : i32"]
         if (col, row) in measured:
             attrs.append(f"measured_stack_size = {measured[(col, row)]} : i32")
         if m[3] != "None":
@@ -173,7 +186,8 @@ def main(argv: list[str]) -> None:
         default = int(values.get("--default-stack-size", "0")) or DEFAULT_STACK  # 0: the target's default
         measured = stack_check(mlir, inputs[0], objects, chess, default)
     if MEASURED_MODULE in gets:
-        Path(MEASURED_MODULE).write_text(measured_module(mlir, measured))
+        data = CORE_BODY_DATA + sum(object_data(Path(obj)) for obj in objects)
+        Path(MEASURED_MODULE).write_text(measured_module(mlir, measured, data))
     if "xclbin" in gets:
         Path(values.get("--xclbin-name", "aie.xclbin")).write_text("xclbin")
     if "npu-insts" in gets:

@@ -219,6 +219,7 @@ class Buffer:
         if type is None:
             type = np.ndarray[initial_value.shape, np.dtype[initial_value.dtype.type]]  # noqa: A001
         self.type = type
+        self.initial_value = initial_value  # python/iron/buffer.py resolve(): aie.buffer's initial_value
         self.use_write_rtp = bool(use_write_rtp)
         self.address, self.mem_bank = address, mem_bank
         self._name = name if name is not None else f"buf_{next(Buffer._index)}"
@@ -1063,7 +1064,10 @@ class Dump:
                          f"from={f.dims_from_stream_per_cons}")
         lines += [f"link {lk['kind']} {lk['tile']} {lk['srcs']} -> {lk['dsts']} {lk['offsets']}" for lk in REC.links]
         lines += [f"kernel {k.name} {k.object_file_name} {[shape_dtype(t) for t in k.arg_types]}" for k in REC.kernels]
-        lines += [f"buffer {b.name} {shape_dtype(b.type)} at {b.tile}" for b in REC.buffers]
+        lines += [f"buffer {b.name} {shape_dtype(b.type)} at {b.tile}"
+                  + ("" if b.mem_bank is None else f" bank={b.mem_bank}")
+                  + ("" if b.initial_value is None else f" initial={np.asarray(b.initial_value).size}")
+                  for b in REC.buffers]
         for w in self.program.workers:
             lines.append(f"worker {w.tile} stack={w.stack_size} trace={w.trace}")
         for t in REC.transfers:

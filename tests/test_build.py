@@ -121,6 +121,11 @@ def _fake_tools(tmp_path: Path, monkeypatch, aiecc_exit: int = 0) -> None:
     writer = (f"#!{sys.executable}\nimport os, sys\ntext = '{{}}'\n"
               "if '-fstack-size-section' in sys.argv:\n"
               f"    text += '\\n.stack_sizes matmul ' + os.environ.get('FAKE_KERNEL_FRAME', '{KERNEL_FRAME}')\n"
+              # the object's static data: the source's (kernels/render.static_data), or FAKE_KERNEL_DATA's
+              "from gemm_gen.kernels.render import static_data\n"
+              "src = open(sys.argv[sys.argv.index('-c') + 1]).read()\n"
+              "data = int(os.environ.get('FAKE_KERNEL_DATA', sum(n for _, n in static_data(src))))\n"
+              "text += '\\n.data_size ' + str(data) if data else ''\n"
               "open(sys.argv[sys.argv.index('-o') + 1], 'w').write(text)\n")
     (peano / "bin" / "clang++").write_text(writer.format("peano object"))
     (bindir / "xchesscc_wrapper").write_text(writer.format("chess object"))
@@ -378,6 +383,36 @@ def test_the_build_records_what_aiecc_measured(tmp_path, monkeypatch):
         assert report is not None and report.status == "measured" and report.stack_bytes == 3328
         assert report.frame_bytes == main_init + KERNEL_FRAME and len(report.frames) == len(design.workers)
         assert report.frames["0,2"] == main_init + KERNEL_FRAME and report.data_bytes == 0
+
+
+def test_the_aiecc_standin_reports_the_static_data_its_objects_hold(tmp_path):
+    """measured_data_size is the linked objects' static data (their `.data_size` lines, which the stand-in
+    clang++ writes from the source: kernels/render.static_data) plus the core body's (0 in the stand-in)."""
+    (tmp_path / "design.mlir").write_text(_worker_mlir(3328))
+    (tmp_path / "k.o").write_text("peano object\n.stack_sizes matmul 512\n.data_size 1024")
+    fake = Path(__file__).with_name("fake_aiecc.py")
+    done = subprocess.run([sys.executable, str(fake), "--get=measured_stack_sizes.mlir", "design.mlir"],
+                          cwd=tmp_path, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert "measured_data_size = 1024 : i32" in (tmp_path / "measured_stack_sizes.mlir").read_text()
+
+
+def test_static_data_past_its_reservation_is_refused_in_one_line(tmp_path, monkeypatch):
+    """A kernel object holding more static data than the L1 plan keeps for it (hw/devices.py `kernel data`,
+    256 B; e.g. the 1 KiB tanh table as it was, two static arrays): aiecc measures it and gemm_gen refuses
+    the build, naming the reservation to raise; at the reservation it builds."""
+    from gemm_gen.errors import StackError
+
+    _fake_tools(tmp_path, monkeypatch)
+    design = build_design(small("npu2", "i8", "i16"))
+    monkeypatch.setenv("FAKE_KERNEL_DATA", "1024")
+    with pytest.raises(StackError, match=r"^aiecc measured .*: core \(\d+, \d+\) holds 1024 B of static data "
+                                         r"\(measured_data_size\), more than the 256 B the L1 plan keeps for it; "
+                                         r"raise the `kernel data` reservation") as e:
+        run_build(design, tmp_path / "over", gen_args=[])
+    assert "\n" not in str(e.value)
+    monkeypatch.setenv("FAKE_KERNEL_DATA", "256")
+    assert run_build(design, tmp_path / "at", gen_args=[]).complete()
 
 
 def test_a_chess_build_records_that_aiecc_does_not_validate_its_stack(tmp_path, monkeypatch):

@@ -53,9 +53,13 @@ def test_the_epilogue_tile_is_one_more_b_object_per_output_tile(case):
     c = config(*case)
     plain = c.with_(bias=False, activation=None, requant=None)
     d, d0 = build_design(c), build_design(plain)
-    # no new fifo, link, kernel buffer or BD: the same objects, the shim's B task reads one k-step more
-    assert d.fifos == d0.fifos
-    assert d.links == d0.links and [w.buffers for w in d.workers] == [w.buffers for w in d0.workers]
+    # no new fifo, link, kernel buffer or BD: the same objects, the shim's B task reads one k-step more; a SiLU /
+    # GELU worker has the tanh table's two copies besides (each with its initial value, in two banks)
+    assert d.fifos == d0.fifos and d.links == d0.links
+    tables = [[b for b in w.buffers if b.initial_value is not None] for w in d.workers]
+    assert [[b for b in w.buffers if b.initial_value is None and not b.reservation] for w in d.workers] == \
+        [[b for b in w.buffers if not b.reservation] for w in d0.workers]
+    assert all(len(t) == 2 * c.epilogue.uses_tanh and len({b.mem_bank for b in t}) == len(t) for t in tables)
     tasks = [op.task for op in d.runtime if op.task is not None]
     assert len(tasks) == len([op for op in d0.runtime if op.task is not None])
     b_tasks = [t for t in tasks if t.tensor == "B"]
@@ -74,10 +78,13 @@ def test_the_epilogue_tile_is_one_more_b_object_per_output_tile(case):
         after = list(tile[-4:])
         convert = after[1]
         assert acquires_in_k == 1 and after[0] == Acquire(b) and after[2] == Release(b)
-        assert isinstance(convert, Call) and "convert" in convert.kernel and convert.args[-1] == b
+        assert isinstance(convert, Call) and "convert" in convert.kernel and convert.args[2] == b
+        assert convert.args[3:] == tuple(t.name for t in w.buffers if t.initial_value is not None)
         assert isinstance(after[3], Release) and after[3].fifo.startswith("C_L1L2")
     spec = next(k for k in d.kernels if k.role == "convert")
-    assert spec.arg_shapes[-1] == (c.k, c.n) and spec.arg_dtypes[-1] == c.dtype_b
+    assert spec.arg_shapes[2] == (c.k, c.n) and spec.arg_dtypes[2] == c.dtype_b
+    tables = spec.arg_shapes[3:]  # the tanh table's two copies, for SiLU / GELU
+    assert tables == ((128,),) * len(tables) and len(tables) == 2 * c.epilogue.uses_tanh
     assert d.kernels[0].build.epilogue == c.epilogue
 
 
@@ -104,10 +111,10 @@ def test_the_parameters_land_linear_in_l1(monkeypatch, case):
         made["args"] = args
         return real_random(cfg, call, b_dram, args)
 
-    def spy(self, tile, c_cells, acc_cells, b_cells=None):
+    def spy(self, tile, c_cells, acc_cells, b_cells=None, mode=None, tables=None):
         data = (b_cells & np.uint64(0xFFFFFFFF)).astype(np.uint32).view(np.uint8).tobytes()
         seen.append((self.tiles[tile].col0, data))
-        return original(self, tile, c_cells, acc_cells, b_cells)
+        return original(self, tile, c_cells, acc_cells, b_cells, mode, tables=tables)
 
     monkeypatch.setattr(hostdata, "write_epilogue_tiles", keep_args)
     monkeypatch.setattr(sim_kernel.KernelEmulator, "convert", spy)

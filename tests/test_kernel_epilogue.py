@@ -33,8 +33,10 @@ from gemm_gen.epilogue import (
     bias_bf16,
     float_epilogue,
     pack_tile,
+    read_lut_table,
     requant_kernel,
     tanh_lut,
+    tanh_table,
     tile_layout,
 )
 from gemm_gen.errors import ConfigError
@@ -125,7 +127,7 @@ _REQ = ebuild(NPU1, "i8", "i8", (1, 2, 2), Epilogue(bias=True, requant=DOUBLE))
 _REQ16 = ebuild(NPU2, "i16", "i16", (1, 2, 2), Epilogue(bias=True, requant=DOUBLE))
 _SRS1 = "  aie::set_rounding(aie::rounding_mode::positive_inf);  // SRDHM: ties toward +inf\n"
 _SRS2 = "  aie::set_rounding(aie::rounding_mode::symmetric_inf);  // RDBPOT: ties away from zero\n"
-_ACT_LINE = "    y = activation(y);\n"
+_ACT_LINE = "    y = activation(y, lut);\n"  # the GELU and SiLU builds the mutants patch read the tanh table
 _BIAS_ADD = "    const aie::accum<accfloat, CHUNK> x = aie::add(acc, bias);  // acc + bias: one fp32 rounding\n"
 
 
@@ -146,12 +148,12 @@ MUTANTS = [
                        "    z = aie::add(aie::accum<acc64, CHUNK>(z), zero_point).template to_vector<int32>(0);\n"),),
           "zero-point-after-clamp"),
     *(ECase(b, ((_BIAS_ADD, "    const aie::accum<accfloat, CHUNK> x = acc;\n"),
-                (_ACT_LINE, "    y = aie::add(aie::accum<accfloat, CHUNK>(activation(y)), bias).template "
+                (_ACT_LINE, "    y = aie::add(aie::accum<accfloat, CHUNK>(activation(y, lut)), bias).template "
                             "to_vector<bfloat16>();\n")), "bias-after-activation") for b in (_GELU, _SILU)),
     *(ECase(b, ((_ACT_LINE + _clamp_line(b), _clamp_line(b) + _ACT_LINE),), "clamp-before-activation")
       for b in (_GELU, _SILU)),
-    *(ECase(b, (("TANH_BIAS = 16;", f"TANH_BIAS = {bias};"),), f"lut-index-{name}")
-      for b in (_GELU, _SILU) for bias, name in ((17, "plus-one"), (15, "minus-one"))),
+    *(ECase(b, (("TANH_CENTRE = 256;", f"TANH_CENTRE = {centre};"),), f"lut-index-{name}")
+      for b in (_GELU, _SILU) for centre, name in ((272, "plus-one"), (240, "minus-one"))),
 ]
 ALL = [*FLOAT, *INT, *MUTANTS]
 
@@ -270,16 +272,52 @@ def write_accumulator(b: KernelBuild, acc: np.ndarray, c: tk.Guarded, buf: tk.Gu
     buf.body[:] = blocked[split:].view(buf.body.dtype)
 
 
-def run_convert(lib: Path, b: KernelBuild, d: Data, convert: Callable[..., None] | None = None) -> np.ndarray:
-    """Write the accumulator and the epilogue tile, call convert, check the modes and guards, read C."""
+BANK = 16 * 1024  # a bank of the host's modelled L1 (aie.hpp host::l1_bank_bytes; gemm_gen/l1_banks.CoreMemory)
+TABLE_AT = (2 * BANK, 3 * BANK + 1024)  # where the tests put the tanh table's two copies: in two banks
+
+
+def device_of(b: KernelBuild) -> Device:
+    return NPU1 if b.aie_target == NPU1.aie_target else NPU2
+
+
+def pointer_args(b: KernelBuild) -> int:
+    """convert's pointer arguments: C, C_acc, the epilogue tile, the tanh table's two copies."""
+    return 2 + (tile_layout(b.epilogue, b.n) is not None) + 2 * b.epilogue.uses_tanh
+
+
+def place_tables(kernel: tk.Kernel, b: KernelBuild, at: tuple[int, int] = TABLE_AT,
+                 copy_bits: int | None = None) -> tuple[int, ...]:
+    """The tanh table's two copies (in the target's layout, or copy_bits') written into the host's modelled L1 at
+    byte offsets `at` and registered there (aie.hpp host::l1_place), as the L1 plan places them; their addresses
+    (none when the build reads no table)."""
+    if not b.epilogue.uses_tanh:
+        return ()
+    lib = kernel.lib
+    lib.gg_host_l1_place.restype = ctypes.c_void_p
+    lib.gg_host_l1_place.argtypes = [ctypes.c_size_t, ctypes.c_size_t]
+    lib.gg_host_l1_reset()
+    table = tanh_table(copy_bits or device_of(b).lut_copy_bits)
+    out = []
+    for offset in at:
+        ptr = lib.gg_host_l1_place(offset, table.nbytes)
+        ctypes.memmove(ptr, table.ctypes.data, table.nbytes)
+        out.append(ptr)
+    return tuple(out)
+
+
+def run_convert(lib: Path, b: KernelBuild, d: Data, convert: Callable[..., None] | None = None,
+                table_at: tuple[int, int] = TABLE_AT, copy_bits: int | None = None) -> np.ndarray:
+    """Write the accumulator, the epilogue tile and the tanh table, call convert, check the modes and guards,
+    read C."""
     kernel = tk.Kernel(lib, b)
     layout = tile_layout(b.epilogue, b.n)
     t_out = dtype(b.dtype_out)
+    kernel.convert_fn.argtypes = [ctypes.c_void_p] * pointer_args(b)
     tile = None
     if layout is not None:
-        kernel.convert_fn.argtypes = [ctypes.c_void_p] * 3
         tile = tk.Guarded(layout.nbytes, np.uint8)
         tile.body[:] = pack_tile(b.epilogue, slice(0, b.n), d.bias, d.requant, t_out.is_float)
+    tables = place_tables(kernel, b, table_at, copy_bits)
     modes = (Rounding.FLOOR, Saturation.NONE)
     kernel.set_modes(*modes)
     t_acc = dtype(b.precision.acc)
@@ -287,7 +325,7 @@ def run_convert(lib: Path, b: KernelBuild, d: Data, convert: Callable[..., None]
     c = tk.Guarded(b.m * b.n, t_out.host, 8 * b.m * b.n // t_out.host.itemsize)
     buf = tk.Guarded((b.m - b.c_split_rows) * b.n * words, np.float32 if t_acc.is_float else np.int32, 2 * b.m * b.n)
     write_accumulator(b, d.acc, c, buf)
-    args = (c.ptr, buf.ptr, *((tile.ptr,) if tile is not None else ()))
+    args = (c.ptr, buf.ptr, *((tile.ptr,) if tile is not None else ()), *tables)
     kernel.checked(convert or kernel.convert_fn, *args)
     assert kernel.modes() == modes, "the conversion must restore the mode registers it found"
     assert c.guards_intact() and buf.guards_intact(), "the conversion wrote outside C or C_acc"
@@ -339,7 +377,8 @@ def test_the_edge_data_holds_its_edges() -> None:
 
 @pytest.mark.parametrize("case", MUTANTS, ids=lambda c: c.mutant + "-" + c.build.dtype_out)
 def test_mutant_epilogue_kernels_are_caught(libraries, case: ECase) -> None:
-    with pytest.raises(AssertionError, match="differ"):
+    # C differs; or the host refuses first (an index one segment up reads past the table's end)
+    with pytest.raises(AssertionError, match="differ|outside its table"):
         for seed in range(3):
             check(_library(libraries, case), case.build, seed)
 
@@ -359,11 +398,14 @@ def test_the_whole_tile_with_its_epilogue(libraries, case: ECase) -> None:
     d = replace(d, acc=np.asarray(acc))
     layout = tile_layout(b.epilogue, b.n)
     convert = kernel.convert_fn
-    if layout is not None:  # run_tile calls convert(C, C_acc): hand it the tile as the third argument
+    convert.argtypes = [ctypes.c_void_p] * pointer_args(b)
+    tables = place_tables(kernel, b)
+    tile = None
+    if layout is not None:
         tile = tk.Guarded(layout.nbytes, np.uint8)
         tile.body[:] = pack_tile(b.epilogue, slice(0, b.n), d.bias, d.requant, dtype(b.dtype_out).is_float)
-        convert.argtypes = [ctypes.c_void_p] * 3
-        kernel.convert_fn = lambda c, buf: convert(c, buf, tile.ptr)
+    # run_tile calls convert(C, C_acc): hand it the tile and the tables too
+    kernel.convert_fn = lambda c, buf: convert(c, buf, *((tile.ptr,) if tile is not None else ()), *tables)
     got = tk.run_tile(kernel, steps)
     tk.assert_bit_equal(got, expected(b, d), b.object_file)
 
@@ -378,25 +420,117 @@ def test_an_epilogue_free_build_renders_as_before() -> None:
     assert tk.render_kernel(replace(b, epilogue=Epilogue())) == tk.render_kernel(b)
 
 
-def test_convert_takes_the_tile_only_when_the_layout_has_one() -> None:
+def test_convert_takes_the_tile_and_the_table_only_when_it_reads_them() -> None:
     for case in (*FLOAT, *INT):
         b = case.build
         text = tk.render_kernel(b)
         name = b.symbols["convert"]
         has_tile = tile_layout(b.epilogue, b.n) is not None
-        assert (f" *C_acc, {tk.kernel_params(b).ctype_in} *E)" in text) == has_tile, case.id  # type: ignore[union-attr]
-        assert text.count(f"void {name}(") == 1
+        (signature,) = [line for line in text.splitlines() if line.startswith(f"void {name}(")]
+        assert (f" *C_acc, {tk.kernel_params(b).ctype_in} *E" in signature) == has_tile, case.id  # type: ignore[union-attr]
+        assert ("float *lut_ab, float *lut_cd" in signature) == b.epilogue.uses_tanh, case.id
+        assert signature.count("*") == pointer_args(b), case.id
 
 
-def test_the_rendered_lut_is_the_numerics_table() -> None:
-    """The kernel's table read back through linear_approx's layout is gemm_gen/epilogue.py's."""
-    from gemm_gen import epilogue as E
-    from gemm_gen.kernels.render import tanh_lut_floats
+def test_no_linear_approx_object_in_a_rendered_epilogue() -> None:
+    """Issue 31 item 7a: the LUT tanh is written out (mlir-aie's rewritten getTanhBf16), with no aie::lut or
+    aie::linear_approx object and no static table (the copies are kernel arguments)."""
+    for case in (*FLOAT, *tke_runtime_builds()):
+        text = tk.render_kernel(case.build)
+        assert "linear_approx<" not in text and "aie::lut<" not in text, case.id
+        assert "static const float" not in text and "TANH_LUT" not in text, case.id
+        assert ("load_lut_2x_float(lut.ab, lut.cd, index" in text) == case.build.epilogue.uses_tanh, case.id
 
-    lut = np.asarray(tanh_lut_floats()).reshape(-1, 2)  # {slope, offset} pairs
-    for i in range(len(E.TANH_SLOPES)):
-        for copy in (0, 2):
-            assert tuple(lut[4 * (i // 2) + i % 2 + copy]) == (E.TANH_SLOPES[i], E.TANH_OFFSETS[i])
+
+def tke_runtime_builds() -> list[ECase]:
+    return [ECase(ebuild(dev, "bf16", "bf16", (1, 2, 2), Epilogue(True, ACT.RUNTIME))) for dev in (NPU1, NPU2)]
+
+
+# mlir-aie's own tables, as published (the first two groups of tanh_lut_ab: segments 0-3): AIE2 stores each pair of
+# {slope, offset} pairs twice (aie_runtime_lib/AIE2/lut_based_ops.cpp), AIE2P each group of four (AIE2P/
+# lut_based_ops.cpp since PR #2189, ce9af0f1)
+_S = (0.0, 0.002838134765625, 0.005096435546875, 0.00750732421875)
+_O = (-1.0, -0.98828125, -0.98046875, -0.97265625)
+_P = [(s, o) for s, o in zip(_S, _O)]
+MLIR_AIE_TABLE_HEAD = {
+    128: [*_P[0], *_P[1], *_P[0], *_P[1], *_P[2], *_P[3], *_P[2], *_P[3]],
+    256: [*_P[0], *_P[1], *_P[2], *_P[3], *_P[0], *_P[1], *_P[2], *_P[3]],
+}
+
+
+@pytest.mark.parametrize("dev", [NPU1, NPU2], ids=lambda d: d.name)
+def test_each_target_gets_mlir_aies_table_layout(dev: Device) -> None:
+    """The table the design writes is mlir-aie's for the target (npu2's is not npu1's: 256-bit groups), and
+    reads back through the target's lookup as the numerics' table; the other target's layout does not."""
+    table = tanh_table(dev.lut_copy_bits)
+    assert table.size == 128 and list(table[:16]) == [v for pair in MLIR_AIE_TABLE_HEAD[dev.lut_copy_bits]
+                                                        for v in (pair if isinstance(pair, tuple) else (pair,))]
+    slopes, offsets = read_lut_table(table, table, dev.lut_copy_bits)
+    assert np.array_equal(slopes, np.float32(_tanh_slopes())) and np.array_equal(offsets, np.float32(_tanh_offsets()))
+    other = 384 - dev.lut_copy_bits  # 128 <-> 256
+    with pytest.raises(ValueError, match="copies of its pair differ"):
+        read_lut_table(tanh_table(other), tanh_table(other), dev.lut_copy_bits)
+    assert not np.array_equal(tanh_table(NPU1.lut_copy_bits), tanh_table(NPU2.lut_copy_bits))
+
+
+def _tanh_slopes() -> tuple[float, ...]:
+    from gemm_gen.epilogue import TANH_SLOPES
+    return TANH_SLOPES
+
+
+def _tanh_offsets() -> tuple[float, ...]:
+    from gemm_gen.epilogue import TANH_OFFSETS
+    return TANH_OFFSETS
+
+
+def _tanh_case(dev: Device) -> ECase:
+    return next(c for c in FLOAT if c.build.epilogue.activation == ACT.SILU and c.build.aie_target == dev.aie_target)
+
+
+@pytest.mark.parametrize("dev", [NPU1, NPU2], ids=lambda d: d.name)
+def test_the_host_lookup_fails_the_other_targets_table(libraries, dev: Device) -> None:
+    """The host's 4-way lookup reads the target's layout: a SiLU kernel given the other target's table (npu1's
+    128-bit layout on npu2: the defect issue 31 item 1 fixes) is refused; the right one passes."""
+    case = _tanh_case(dev)
+    d = float_data(case.build, 0)
+    run_convert(_library(libraries, case), case.build, d)
+    with pytest.raises(tk.HostApiError, match="copies of one .slope, offset. pair differ"):
+        run_convert(_library(libraries, case), case.build, d, copy_bits=384 - dev.lut_copy_bits)
+
+
+@pytest.mark.parametrize("at, message", [
+    ((2 * BANK, 2 * BANK + 512), "share a bank"),
+    ((2 * BANK + 32, 3 * BANK), "aligned"),
+], ids=["one-bank", "misaligned"])
+def test_the_host_lookup_refuses_tables_placed_wrong(libraries, at: tuple[int, int], message: str) -> None:
+    """Issue 31 item 2: the two copies in one bank (two adjacent static arrays) are refused, as is a table
+    off aie::vector_decl_align."""
+    for dev in (NPU1, NPU2):
+        case = _tanh_case(dev)
+        if message == "aligned" and dev is NPU1:
+            continue  # 32 bytes is AIE2's alignment
+        with pytest.raises(tk.HostApiError, match=message):
+            run_convert(_library(libraries, case), case.build, float_data(case.build, 0), table_at=at)
+
+
+@pytest.mark.parametrize("case", [_tanh_case(NPU1), _tanh_case(NPU2), FLOAT[3], FLOAT[7]], ids=lambda c: c.id)
+def test_every_bf16_through_the_kernels_tanh(libraries, case: ECase) -> None:
+    """Every normal bf16 in [-16, 16] (and 0, and +-inf) as the accumulator of a SiLU or GELU build: C equals
+    float_epilogue bit for bit, so the kernel's tanh (the clamp, the index's floor, the lookup, the mac) is
+    epilogue.tanh_lut over [-8, 8] and past the table's ends."""
+    b = case.build
+    x = np.arange(1 << 16, dtype=np.uint32).astype(np.uint16).view(BF16.host).astype(np.float32)
+    keep = np.isfinite(x) & (np.abs(x) <= 16) & ((x == 0) | (np.abs(x) >= 2.0 ** -60))
+    x = np.concatenate([x[keep], np.float32([np.inf, -np.inf])])
+    per = b.m * b.n
+    x = np.resize(x, -(-x.size // per) * per).reshape(-1, b.m, b.n)
+    mode = Rounding[b.rounding.upper()]
+    for acc in x:
+        d = Data(acc, np.zeros(b.n, np.float32) if b.epilogue.bias else None)
+        got = run_convert(_library(libraries, case), b, d)
+        want = float_epilogue(acc, d.bias, b.epilogue.activation, b.epilogue.clamp, partial(tanh_lut, rounding=mode),
+                              mode)
+        tk.assert_bit_equal(got, want, b.object_file)
 
 
 @pytest.mark.parametrize("build, message", [
@@ -420,14 +554,22 @@ def test_render_refuses_epilogues_no_kernel_is_for(build: KernelBuild, message: 
 
 
 # ---- the host stand-in's epilogue operations ---------------------------------------------------------------
-_LUT = ("alignas(64) static float ab[128], cd[128];\n"
-        "using Lut = aie::lut<4, float, bfloat16>;\n"
-        "const Lut lut(32, ab, cd);\n")
+# the tanh table's two copies in host::l1 (fill: every pair {0.25, 0.5}, bf16-valued, all copies equal), a
+# lookup index and the two outputs
+def _tables(ab: int = 2 * BANK, cd: int = 3 * BANK, index: int = 256) -> str:
+    return (f"float *ab = reinterpret_cast<float *>(aie::host::l1_place({ab}, 512));\n"
+            f"float *cd = reinterpret_cast<float *>(aie::host::l1_place({cd}, 512));\n"
+            "for (int i = 0; i < 128; ++i) ab[i] = cd[i] = (i % 2) ? 0.5f : 0.25f;\n"
+            f"v16int32 idx = aie::broadcast<int32, 16>({index}); v32bfloat16 o0, o1;\n")
+
+
+_LOOKUP = "load_lut_2x_float(ab, cd, idx, o0, o1);"
 
 
 @tk.needs_gxx
 @pytest.mark.parametrize("code", [
-    _LUT + "aie::linear_approx<bfloat16, Lut> a(lut, -2, 16, 0); (void)a.compute(aie::vector<bfloat16, 32>{});",
+    "aie::lut<4, float, bfloat16> l(32, nullptr, nullptr);",  # no LUT objects: the kernel writes the lookup out
+    "aie::linear_approx<bfloat16, int> a;",
     "aie::accum<accfloat, 16> a = aie::vector<float, 16>{};",  # explicit, as in the AIE API
     "aie::accum<acc64, 16> a = aie::vector<int32, 16>{};",
     "(void)aie::accum<acc64, 16>(aie::vector<int32, 16>{}).to_vector<int8>(0);",  # acc64 SRS: int16 / int32
@@ -435,31 +577,52 @@ _LUT = ("alignas(64) static float ab[128], cd[128];\n"
     "(void)aie::max(aie::vector<float, 16>{}, aie::vector<float, 16>{});",  # modelled: int32, bf16
     "(void)aie::concat(aie::vector<int32, 8>{}, aie::vector<int32, 4>{});",
     "(void)aie::add(aie::accum<accfloat, 16>{}, aie::vector<int32, 16>{});",
-], ids=["lut-32-lanes", "implicit-accfloat", "implicit-acc64", "acc64-to-int8", "acc32-to-float", "float-max",
-        "concat-sizes", "accfloat-plus-int"])
+    "(void)aie::to_fixed_floor<int16>(aie::vector<bfloat16, 16>{}, 6);",  # modelled: int32, 16 lanes
+    "(void)aie::to_fixed_floor<int32>(aie::vector<bfloat16, 32>{}, 6);",
+    "(void)aie::vector_cast<float>(aie::vector<bfloat16, 1>{});",  # bf16 lanes in whole fp32 words only
+], ids=["lut-object", "linear-approx-object", "implicit-accfloat", "implicit-acc64", "acc64-to-int8",
+        "acc32-to-float", "float-max", "concat-sizes", "accfloat-plus-int", "to-fixed-floor-int16",
+        "to-fixed-floor-32-lanes", "vector-cast-odd-lanes"])
 def test_the_host_epilogue_api_refuses_at_compile_time(code: str) -> None:
     for arch in (20, 21):
         assert tk._compiles(code, arch).returncode != 0
 
 
 @tk.needs_gxx
+@pytest.mark.parametrize("code, arch", [
+    ("(void)mac_elem_16_2(v32bfloat16{}, v32bfloat16{}, aie::accum<accfloat, 16>{});", 21),
+    ("(void)mac_elem_32(v32bfloat16{}, v32bfloat16{}, aie::accum<accfloat, 32>{});", 20),
+], ids=["mac-elem-16-2-on-aie2p", "mac-elem-32-on-aie2"])
+def test_each_targets_mac_is_its_own(code: str, arch: int) -> None:
+    """The LUT tanh's mac: mac_elem_16_2 on AIE2, mac_elem_32 on AIE2P (aie_api linear_approx's #if, l.404-422);
+    the other target's fails to compile, and its own compiles."""
+    assert tk._compiles(code, arch).returncode != 0
+    assert tk._compiles(code, 41 - arch).returncode == 0
+
+
+@tk.needs_gxx
 @pytest.mark.parametrize("code, message", [
-    (_LUT + "aie::linear_approx<bfloat16, Lut> a(lut, -2, 16, 1);", "shift_offset"),
-    (_LUT + "ab[0] = ab[4] = 0.3f; for (int i = 0; i < 128; ++i) cd[i] = ab[i];"
-            "aie::linear_approx<bfloat16, Lut> a(lut, -2, 16, 0);"
-            "(void)a.compute(aie::broadcast<bfloat16, 16>(bfloat16(-5.0f)));", "not bf16-valued"),
-    (_LUT + "cd[1] = 1.0f; aie::linear_approx<bfloat16, Lut> a(lut, -2, 16, 0);"
-            "(void)a.compute(aie::broadcast<bfloat16, 16>(bfloat16(-5.0f)));", "copies"),
-    (_LUT + "aie::linear_approx<bfloat16, Lut> a(lut, -2, 16, 0);"
-            "(void)a.compute(aie::broadcast<bfloat16, 16>(bfloat16(NAN)));", "NaN"),
+    (_tables(cd=2 * BANK + 512) + _LOOKUP, "share a bank"),
+    ("alignas(64) static float ab[128], cd[128]; v16int32 idx{}; v32bfloat16 o0, o1;" + _LOOKUP,
+     "outside the modelled L1"),
+    (_tables() + "ab[65] = 0.75f;" + _LOOKUP, "copies of one"),  # index 256: entry 16's pair at float 64
+    (_tables() + "for (int i = 0; i < 128; i += 2) ab[i] = cd[i] = 0.3f;" + _LOOKUP, "not bf16-valued"),
+    (_tables(index=512) + _LOOKUP, "outside its table"),
+    (_tables(index=-16) + _LOOKUP, "outside its table"),
+    (_tables(ab=2 * BANK + 16) + _LOOKUP, "aligned"),
+    ("(void)::shuffle(v32bfloat16{}, v32bfloat16{}, 7);", "mode the host does not model"),
+    ("(void)aie::host::l1_place(65536 - 256, 512);", "past the modelled L1"),
+    ("(void)aie::to_fixed_floor<int32>(aie::broadcast<bfloat16, 16>(bfloat16(NAN)), 6);", "NaN"),
+    ("(void)aie::to_fixed_floor<int32>(aie::broadcast<bfloat16, 16>(bfloat16(1e30f)), 6);", "past int32"),
     ("(void)aie::mul(aie::broadcast<bfloat16, 16>(bfloat16(1e-39f)), aie::broadcast<bfloat16, 16>(bfloat16(1.0f)));",
      "subnormal"),
     ("(void)aie::max(aie::broadcast<bfloat16, 16>(bfloat16(NAN)), bfloat16(0.0f));", "NaN"),
     ("(void)aie::accum<acc64, 16>(aie::vector<int32, 16>{}).to_vector<int32>(60);", "SRS"),
     ("(void)aie::accum<acc32, 16>(aie::vector<int32, 16>{}, 2);", "shift 0"),
     ("(void)aie::accum<acc32, 16>(aie::vector<int32, 16>{}).to_vector<int32>(1);", "ignores the shift"),
-], ids=["shift-offset", "slope-not-bf16", "copies-differ", "nan-index", "subnormal-mul", "nan-max", "srs-60",
-        "acc32-ups", "acc32-int32-shift"])
+], ids=["one-bank", "outside-l1", "copies-differ", "slope-not-bf16", "index-past-the-end", "index-before-the-start",
+        "misaligned-table", "shuffle-mode", "l1-place-past-the-end", "nan-index", "huge-index", "subnormal-mul",
+        "nan-max", "srs-60", "acc32-ups", "acc32-int32-shift"])
 def test_the_host_epilogue_api_refuses_what_the_real_one_would(code: str, message: str) -> None:
     for arch in (20, 21):
         assert message in tk._host_run(code, arch)
@@ -473,37 +636,40 @@ def test_the_host_api_takes_the_epilogue_operations() -> None:
           "aie::vector<bfloat16, 16> x = aie::broadcast<bfloat16, 16>(bfloat16(0.5f));\n"
           "(void)aie::add(aie::accum<accfloat, 16>(x), x).to_vector<bfloat16>();\n"
           "(void)aie::concat(aie::vector<float, 4>{}, aie::vector<float, 4>{});\n"
-          "aie::vector<bfloat16, 32> y; y.insert(1, x); (void)y.extract<16>(0);\n")
+          "aie::vector<bfloat16, 32> y; y.insert(1, x); (void)y.extract<16>(0);\n"
+          "(void)aie::add(aie::to_fixed_floor<int32>(x, 6), 256);\n"
+          + _tables() + _LOOKUP + "\n(void)aie::vector_cast<float>(::shuffle(o0, o1, T32_16x2_hi));\n"
+          "(void)::shuffle(o0, o1, T16_16x4_lo);\n")
     for arch in (20, 21):
         assert tk._host_run(ok, arch) == ""
 
 
 @tk.needs_gxx
-def test_the_host_linear_approx_is_the_numerics_tanh() -> None:
-    """The stand-in's linear_approx over the rendered table equals epilogue.tanh_lut on every finite
-    normal bf16 in [-8, 8] and on zero (the segment edges, the end segments and the index clamp included)."""
-    from gemm_gen.kernels.render import tanh_lut_floats
-
-    table = ", ".join(f"{v!r}f" for v in tanh_lut_floats())
-    x = np.arange(1 << 16, dtype=np.uint32).astype(np.uint16).view(BF16.host)
-    with np.errstate(invalid="ignore"):
-        f = x.astype(np.float64)
-        keep = np.isfinite(f) & (np.abs(f) <= 8) & ((f == 0) | (np.abs(f) >= np.finfo(np.float32).tiny))
-    x = x[keep]
-    x = x[: x.size // 16 * 16]
-    bits = ", ".join(str(int(b)) for b in x.view(np.uint16))
-    code = (f"alignas(64) static const float ab[128] = {{{table}}};\n"
-            f"static const unsigned short in[] = {{{bits}}};\n"
-            "const aie::lut<4, float, bfloat16> lut(32, ab, ab);\n"
-            "aie::linear_approx<bfloat16, aie::lut<4, float, bfloat16>> approx(lut, -2, 16, 0);\n"
-            "aie::set_rounding(aie::rounding_mode::conv_even);\n"
-            "for (unsigned i = 0; i < sizeof in / sizeof in[0]; i += 16) {\n"
-            "  aie::vector<bfloat16, 16> v;\n"
-            "  for (unsigned j = 0; j < 16; ++j) v[j] = bfloat16::from_bits(in[i + j]);\n"
-            "  const aie::vector<bfloat16, 16> y = approx.compute(v).to_vector<bfloat16>();\n"
-            "  for (unsigned j = 0; j < 16; ++j) std::printf(\"%u \", unsigned(y[j].bits));\n"
+@pytest.mark.parametrize("arch", [20, 21])
+def test_the_host_lookup_reads_the_targets_layout(arch: int) -> None:
+    """load_lut_2x_float and the two shuffles, as the kernel uses them, give each lane the slope (bf16) and the
+    offset of its entry from a table in the target's layout (gemm_gen/epilogue.lut_table): entries 0..31 at byte
+    indices 16 e + 0..15."""
+    dev = NPU1 if arch == 20 else NPU2
+    slopes = np.float32([(i + 1) / 64 for i in range(32)])  # bf16-valued
+    offsets = np.float32([-3.0 - i / 1024 for i in range(32)])
+    table = ", ".join(f"{float(v)!r}f" for v in _layout(slopes, offsets, dev))
+    code = (f"static const float t[128] = {{{table}}};\n"
+            "float *ab = reinterpret_cast<float *>(aie::host::l1_place(0, 512));\n"
+            "float *cd = reinterpret_cast<float *>(aie::host::l1_place(16384, 512));\n"
+            "for (int i = 0; i < 128; ++i) ab[i] = cd[i] = t[i];\n"
+            "for (int e = 0; e < 32; e += 16) {\n"
+            "  v16int32 idx; for (int i = 0; i < 16; ++i) idx[i] = 16 * (e + i) + (i % 16);\n"
+            "  v32bfloat16 o0, o1; load_lut_2x_float(ab, cd, idx, o0, o1);\n"
+            "  const aie::vector<float, 16> off = aie::vector_cast<float>(::shuffle(o0, o1, T32_16x2_hi));\n"
+            "  const v32bfloat16 s = ::shuffle(o0, o1, T16_16x4_lo);\n"
+            "  for (int i = 0; i < 16; ++i) std::printf(\"%.17g %.17g %u \", double(off[i]), double(float(s[16 + i])),"
+            " unsigned(s[i].bits));\n"
             "}\n")
-    out = tk._host_run(code, 20).split()
-    got = np.asarray([int(v) for v in out], dtype=np.uint16)
-    want = tanh_lut(x).view(np.uint16)
-    assert got.size == want.size and np.array_equal(got, want)
+    got = np.asarray(tk._host_run(code, arch).split(), dtype=np.float64).reshape(32, 3)
+    assert np.array_equal(got[:, 0], offsets) and np.array_equal(got[:, 1], slopes) and not got[:, 2].any()
+
+
+def _layout(slopes: np.ndarray, offsets: np.ndarray, dev: Device) -> np.ndarray:
+    from gemm_gen.epilogue import lut_table
+    return lut_table(tuple(float(v) for v in slopes), tuple(float(v) for v in offsets), dev.lut_copy_bits)

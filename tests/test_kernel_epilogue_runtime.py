@@ -1,6 +1,6 @@
 """The runtime-selected activation in the scalar kernel (docs/epilogues.md step 8): a build with
-activation="runtime" compiles every bf16 activation, and convert(C, C_acc[, E], mode) switches once per call on
-the int32 mode (epilogue.MODES, mlir-aie's numbering) the core read from its runtime-parameter buffer.
+activation="runtime" compiles every bf16 activation, and convert(C, C_acc[, E], lut_ab, lut_cd, mode) switches once
+per call on the int32 mode (epilogue.MODES, mlir-aie's numbering) the core read from its runtime-parameter buffer.
 
 Compiled on the host against tests/aie_host (tests/test_kernel_epilogue.py's harness): for every mode, C equals
 gemm_gen/epilogue.float_epilogue of that activation bit for bit (on random and edge data), and equals the
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from gemm_gen.epilogue import MODES, Activation, Epilogue, tile_layout
+from gemm_gen.epilogue import MODES, Activation, Epilogue
 from gemm_gen.hw.devices import NPU1, NPU2
 
 from . import test_kernel_epilogue as tke
@@ -71,8 +71,7 @@ def _run(lib: Path, case: tke.ECase, act: Activation, seed: int):
     b = case.build
     d = tke.float_data(b, seed)
     fn = getattr(ctypes.CDLL(str(lib)), b.symbols["convert"])
-    tile = tile_layout(b.epilogue, b.n) is not None
-    fn.argtypes = [ctypes.c_void_p] * (2 + tile) + [ctypes.c_int32]
+    fn.argtypes = [ctypes.c_void_p] * tke.pointer_args(b) + [ctypes.c_int32]
     got = tke.run_convert(lib, b, d, lambda *args: fn(*args, MODES[act]))
     return got, tke.expected(replace(b, epilogue=b.epilogue.selected(act)), d)
 

@@ -136,3 +136,30 @@ def test_estimate_config_takes_an_epilogue() -> None:
     got = estimate_config(c, epilogue=INT_EPILOGUES[1])
     assert float(got.time) > float(base.time)
     assert float(estimate_config(c, epilogue=Epilogue()).time) == float(base.time)
+
+
+# the vector operations of the rendered tanh_lut, one pattern per emitted operation (templates/mm_epilogue.cc.j2)
+_TANH_OPS = (r"aie::min\(", r"aie::max\(", r"aie::to_fixed_floor<", r"aie::add\(", r"load_lut_2x_float\(",
+             r"::shuffle\(", r"\.insert\(", r"aie::concat\(", r"mac_elem_\w+\(", r"to_vector<bfloat16>\(\)")
+
+
+def test_the_tanh_charge_is_what_the_kernel_emits() -> None:
+    """Issue 31 item 7c: the model prices the LUT tanh from the rendered function (the written-out lookup, no
+    linear_approx object): 10 vector operations per 16 values on AIE2, 11 on AIE2P (the offsets' 32-lane
+    accumulator), TANH_OPS the larger."""
+    import re
+
+    from gemm_gen.epilogue import TANH_OPS
+
+    from . import test_kernel_epilogue as tke
+    from . import test_kernels as tk
+
+    counts = {}
+    for dev in ("aie2", "aie2p"):
+        case = next(c for c in tke.FLOAT if c.build.epilogue.uses_tanh and c.build.aie_target == dev)
+        text = tk.render_kernel(case.build)
+        body = text[text.index("tanh_lut(const aie::vector<bfloat16, CHUNK> &x"):]
+        body = body[:body.index("\n}\n")]
+        counts[dev] = sum(len(re.findall(p, body)) for p in _TANH_OPS)
+    assert counts == {"aie2": 10, "aie2p": 11} and TANH_OPS == max(counts.values())
+    assert epilogue_cost.vector_ops(Epilogue(activation=Activation.SILU)) == 4 * epilogue_cost.BF16_OP + TANH_OPS

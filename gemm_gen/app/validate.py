@@ -136,6 +136,16 @@ FIRST_RUN_CHECKS: tuple[FirstRunCheck, ...] = (
                   "FAIL on a later call only (a core read a parameter before that call's write landed: the barrier "
                   "does not order it), or a TIMEOUT (a core waits on a barrier nothing sets: compare the stream's "
                   "set with aiecc's, hw/devices.py CoreLocks' lock 0 at 0x1F000, as the encoder check does)"),
+    FirstRunCheck("The LUT tanh reads its table.",
+                  "the epilogue rows (bias + SiLU) and `make run M=256 K=256 N=256 BIAS=1 ACTIVATION=gelu` (validate "
+                  "runs no GELU row), a core's `tanh_ab_*` and `tanh_cd_*` buffer addresses (aiecc "
+                  "`--get-input-with-addresses`) and `data_bytes` in the build's `stack_<suffix>.json`",
+                  "PASS, the two copies in two banks (bank = address / 16 KiB), `data_bytes` within the 256 B "
+                  "`kernel data` reservation",
+                  "FAIL on npu2 only (its 256-bit table layout, mlir-aie PR #2189, or the lane order the host models "
+                  "for `load_lut_2x_float` and `::shuffle`); FAIL only for inputs within 2^-6 of a 2^-2 segment edge "
+                  "(`aie::to_fixed_floor` not flooring); the copies in one bank (`mem_bank` not honoured: C silently "
+                  "wrong); the build refused for its static data (raise `kernel data` in hw/devices.py)"),
     FirstRunCheck("The epilogue kernel survives Peano's default -O2.",
                   "the two epilogue rows (bias + SiLU: the K loop's macs and the tanh table's lookups in one unit, "
                   "the combination llvm-aie #1262 saw miscompiled at -O2 on aie2p; mlir-aie #3792 another), one "

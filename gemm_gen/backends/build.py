@@ -27,6 +27,7 @@ from ..design.build import host_tensors, runtime_sequence
 from ..design.model import Design, KernelBuild
 from ..design.serialize import dumps
 from ..errors import BuildError
+from ..hw.devices import KERNEL_DATA
 from ..kernels import kernel_defines, kernel_include_dir, render_kernel, source_file
 from ..rules import peano
 from . import iron, stack, toolchain
@@ -239,6 +240,12 @@ def run_build(design: Design, build_dir: Path, gen_args: list[str], verbose: boo
                         raise stack.overflow(f"aiecc measured {art.suffix}", report.frame_bytes or 0,
                                              report.stack_bytes, report.deepest,
                                              more=f" (the build's files: {kept}/)")
+                    reserved = design.config.l1_parts.get(KERNEL_DATA, 0)
+                    if report.data_bytes is not None and report.data_bytes > reserved:
+                        kept = _keep_failed(scratch, build_dir, art.suffix, log)
+                        core = max(report.data, key=lambda k: report.data[k])
+                        raise stack.data_overflow(f"aiecc measured {art.suffix}", report.data_bytes, reserved, core,
+                                                  more=f" (the build's files: {kept}/)")
                     write_atomic(art.stack_report, json.dumps(report.to_json(), indent=1) + "\n")
         final = Artifacts(build_dir, art.suffix, art.kernel_source, art.kernel_object)
         final.stamp.unlink(missing_ok=True)  # interrupted among the moves below: no stamp vouches for a mix

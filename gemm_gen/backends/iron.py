@@ -258,9 +258,13 @@ class _Lowering:
 
     def buffer(self, b: LocalBuffer, at: TileRef) -> Any:
         """A worker's own L1 buffer: an IRON Buffer placed on the worker's tile, at the address or in
-        the bank the L1 plan pins it to."""
-        buf = self.api.Buffer(type=self.ty(b.shape, b.dtype), name=b.name, tile=self.tile(at), address=b.address,
-                              mem_bank=b.mem_bank, use_write_rtp=b.rtp)
+        the bank the L1 plan pins it to, with its initial value (the tanh table: IRON 1.4.3's
+        Buffer(initial_value=) becomes aie.buffer's initial_value, which aiecc writes into the tile's memory
+        when it configures the array: AIERT.cpp initBuffers)."""
+        init = None if b.initial_value is None else \
+            np.asarray(b.initial_value, dtype=dtype(b.dtype).host).reshape(b.shape)
+        buf = self.api.Buffer(type=self.ty(b.shape, b.dtype), initial_value=init, name=b.name, tile=self.tile(at),
+                              address=b.address, mem_bank=b.mem_bank, use_write_rtp=b.rtp)
         if b.rtp:  # written by the runtime sequence (aiex.npu.rtp_write)
             self.rtps[(at, b.name)] = buf
         return buf

@@ -141,3 +141,13 @@ def overflow(what: str, frame: int, stack: int, core: str | None = None, more: s
     return StackError(f"{what}: {who} stack frame is {frame} B, more than the {stack} B stack it has (a deeper "
                       "frame silently overwrites the core's lowest L1 buffer)",
                       f"rebuild with --stack {-(-frame // STACK_ALIGN) * STACK_ALIGN}{more}", frame, stack)
+
+
+def data_overflow(what: str, data: int, reserved: int, core: str | None = None, more: str = "") -> StackError:
+    """The one line for static data past its reservation: aiecc linked more .data/.rodata/.bss into a core
+    than the L1 plan kept free for it (hw/devices.py CORE_STATIC `kernel data`), so the buffers' placement
+    the plan predicted is not the one aiecc built."""
+    who = f"core ({core.replace(',', ', ')})" if core and "," in core else "a core"
+    return StackError(f"{what}: {who} holds {data} B of static data (measured_data_size), more than the {reserved} B "
+                      "the L1 plan keeps for it", f"raise the `kernel data` reservation in hw/devices.py to at least "
+                      f"{data} B and rebuild{more}", data, reserved)

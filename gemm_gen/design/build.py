@@ -18,13 +18,13 @@ from .. import l1_banks
 from .. import precision as prec
 from ..call import CallPlan
 from ..config import GemmConfig
-from ..dtypes import BF16, I32, I64, dtype
-from ..epilogue import MODES, Activation
+from ..dtypes import BF16, F32, I32, I64, dtype
+from ..epilogue import MODES, TANH_TABLE_FLOATS, Activation, tanh_table
 from ..errors import DmaLimitError
 from ..hw.devices import TileKind
 from ..l1_banks import L1Plan
 from ..rules.kernel_variant import converts_a_tile
-from ..rules.l1 import K_WORD, MODE_WORD, TILES_WORD, rtp_words, rtp_written, runtime_barrier
+from ..rules.l1 import K_WORD, MODE_WORD, TANH_PARTS, TILES_WORD, rtp_words, rtp_written, runtime_barrier
 from ..tap import Tap
 from . import patterns, spans
 from .grid import Grid, grid
@@ -131,6 +131,23 @@ def b_deq_buffer(c: GemmConfig) -> tuple[tuple[int, int], str]:
     return (c.k, c.n), BF16.name
 
 
+def tanh_buffer_shape() -> tuple[tuple[int], str]:
+    """(shape, dtype) of one copy of the tanh table: epilogue.TANH_TABLE_FLOATS fp32 values."""
+    return (TANH_TABLE_FLOATS,), F32.name
+
+
+def tanh_buffers(c: GemmConfig, col: int, row: int, l1: L1Plan | None) -> list[LocalBuffer]:
+    """The tanh table's two copies on core (col, row): Buffers holding the target's table from configuration on
+    (epilogue.tanh_table in Device.lut_copy_bits' layout), each pinned to the bank the L1 plan gives it (two
+    banks: aie::lut<4>), none without an epilogue that reads them."""
+    if not c.epilogue.uses_tanh:
+        return []
+    shape, dt = tanh_buffer_shape()
+    values = tuple(float(v) for v in tanh_table(c.dev.lut_copy_bits))
+    return [LocalBuffer(f"tanh_{part.split()[1]}_{col}_{row}", shape, dt, initial_value=values,
+                        mem_bank=None if l1 is None else l1.mem_bank(part)) for part in TANH_PARTS]
+
+
 def kernel_specs(c: GemmConfig) -> dict[str, KernelSpec]:
     """zero, matmul (and convert when C accumulates in another type), with their argument types.
 
@@ -160,9 +177,11 @@ def kernel_specs(c: GemmConfig) -> dict[str, KernelSpec]:
                              tuple(t for _, t in matmul_args), ("i32",) if c.rho > 1 else ()),
     }
     if p.converts_c:
-        # with an epilogue tile, the B object that carries it is the convert call's last argument
+        # with an epilogue tile, the B object that carries it is the convert call's third argument; the tanh
+        # table's two copies follow
         tile = [((b.k, b.n), str(c.dtype_b))] if c.epilogue.needs_tile else []
-        convert_args = [c_obj, extra_c[0], *tile]
+        tables = [tanh_buffer_shape()] * 2 if c.epilogue.uses_tanh else []
+        convert_args = [c_obj, extra_c[0], *tile, *tables]
         mode = ("i32",) if c.epilogue.runtime else ()  # the call's activation (epilogue.MODES), a scalar
         specs["convert"] = KernelSpec(names["convert"], "convert", obj, tuple(s for s, _ in convert_args),
                                       tuple(t for _, t in convert_args), mode)
@@ -198,6 +217,9 @@ def worker(c: GemmConfig, specs: dict[str, KernelSpec], col: int, row: int, l1: 
     words = rtp_words(c.runtime_sizes, c.epilogue.runtime)
     if words:
         buffers.append(LocalBuffer(rtp_buffer(col, row), (words,), "i32", rtp=True))
+    tables = tanh_buffers(c, col, row, l1)  # the tanh table's copies, convert's last two buffers
+    buffers += tables
+    luts = tuple(t.name for t in tables)
     if l1 is not None:
         buffers += [LocalBuffer(f"{RESERVE_PREFIX}_{i}_{col}_{row}", (nbytes,), "i8", address=at)
                     for i, (at, nbytes) in enumerate(l1.reserved)]
@@ -215,9 +237,9 @@ def worker(c: GemmConfig, specs: dict[str, KernelSpec], col: int, row: int, l1: 
     # a runtime activation: the mode word, convert's scalar
     mode = (RuntimeCount(rtp_buffer(col, row), MODE_WORD),) if c.epilogue.runtime else ()
     if c.epilogue.needs_tile:  # one more B object per output tile: the epilogue tile, read by the conversion
-        body += [Acquire(b), Call(specs["convert"].name, (cc, *acc, b), mode), Release(b)]
+        body += [Acquire(b), Call(specs["convert"].name, (cc, *acc, b, *luts), mode), Release(b)]
     elif p.converts_c:
-        body.append(Call(specs["convert"].name, (cc, *acc), mode))
+        body.append(Call(specs["convert"].name, (cc, *acc, *luts), mode))
     body.append(Release(cc))
     program: tuple[Op, ...]
     barrier = barrier_name(col, row) if runtime_barrier(c.runtime_sizes, c.epilogue.runtime) else None

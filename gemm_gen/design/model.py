@@ -260,6 +260,9 @@ class LocalBuffer:
     address: int | None = None  # pinned L1 address (the allocator's reservations)
     mem_bank: int | None = None  # pinned L1 bank
     rtp: bool = False  # runtime parameters (IRON Buffer use_write_rtp): i32 words each call writes
+    # what the buffer holds from configuration on (IRON Buffer initial_value: aie.buffer's initial_value, which
+    # aiecc writes into the tile's memory when it configures the array), in dtype's values; the kernel only reads it
+    initial_value: tuple[float, ...] | None = None
 
     @property
     def reservation(self) -> bool:

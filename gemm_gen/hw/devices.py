@@ -51,12 +51,17 @@ class CoreStatic:
 # Per-core static L1 of aiecc 1.4.3. One place: GemmConfig.l1_parts (and so plan and the model), the
 # tuner's L1 budget and the L1 allocator model (l1_banks, which keeps `kernel data` free at the top)
 # all read it. Zero-byte entries say what is not there.
+KERNEL_DATA = "kernel data"
 CORE_STATIC: tuple[CoreStatic, ...] = (
     # the core's own .data/.rodata/.bss (crt1, the core body aiecc compiles, our kernel): Peano links
     # them into ONE contiguous run that the buffers leave, and aiecc 1.4.3 measures the linked total
-    # as `measured_data_size` (1.4.3 docs, core_data_memory) -- backends/stack.py records it. Our
-    # kernels define no globals we know of; 256 B is an assumed margin (e.g. switch tables).
-    CoreStatic("kernel data", 256, False, "assumed margin; aiecc 1.4.3 measures it (measured_data_size)"),
+    # as `measured_data_size` (1.4.3 docs, core_data_memory) -- backends/stack.py records it, and a build
+    # whose measurement exceeds this reservation is refused. Our kernels define no static data: the tanh
+    # table's two copies (1 KiB) are worker Buffers, counted as the L1 parts rules/l1.TANH_PARTS, and
+    # kernels/render.render_kernel refuses a source that defines any (kernels/render.static_data). So this
+    # is only an assumed margin for what no source of ours shows: crt1's and the core body's data, the
+    # compiler's constant pools and jump tables (the runtime activation's switch).
+    CoreStatic(KERNEL_DATA, 256, False, "assumed margin; aiecc 1.4.3 measures it (measured_data_size)"),
     # the dynamic ObjectFifo lowering's state (objects held, current object index per fifo port):
     # PR #1798 kept it in a per-core L1 state buffer, but at 1.4.3 AIEObjectFifoLowerCores.cpp
     # (release Doxygen, l.35-40 and 409-437) emits it as memref.alloca slots that mem2reg must turn
@@ -305,6 +310,12 @@ class Device:
     # getShimBurstEncodingsAndLengths); a BD gets the largest unless told otherwise
     txn_generation: int
     shim_burst_bytes: tuple[int, ...]
+    # a 4-way lookup table (aie::lut<4>, load_lut_2x_*) stores its entries in groups of this many bits, each
+    # group twice in a row, and the whole table again in the other bank: 128 on AIE2 (UG1603 2024.1,
+    # "Lookup Tables and Linear Approximation": "128 bits repetition"; mlir-aie aie_runtime_lib/AIE2/
+    # lut_based_ops.cpp tanh_lut_ab), 256 on AIE2P (mlir-aie PR #2189, ce9af0f1: "On AIE2P ... the look-up
+    # table requires 256-bit replication instead of 128-bit", aie_runtime_lib/AIE2P/lut_based_ops.cpp)
+    lut_copy_bits: int
     shim_registers: ShimRegisters = SHIM_REGISTERS  # the same on npu1 and npu2 (see ShimRegisters)
     core_locks: CoreLocks = CORE_LOCKS  # the same on npu1 and npu2 (see CoreLocks)
     dma: dict[TileKind, DmaSpec] = field(
@@ -420,6 +431,7 @@ NPU1 = Device(
     out_types=_OUT_TYPES,
     txn_generation=3,
     shim_burst_bytes=(64, 128, 256),
+    lut_copy_bits=128,
 )
 
 NPU2 = Device(
@@ -461,6 +473,7 @@ NPU2 = Device(
     out_types=_OUT_TYPES,
     txn_generation=4,
     shim_burst_bytes=(64, 128, 256, 512),
+    lut_copy_bits=256,
 )
 
 DEVICES: dict[str, Device] = {d.name: d for d in (NPU1, NPU2)}

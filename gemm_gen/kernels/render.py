@@ -12,6 +12,8 @@ Rendering is a pure function of the build: equal builds give byte-identical sour
 
 from __future__ import annotations
 
+import math
+import re
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -119,8 +121,9 @@ class KernelParams:
     epi_tanh: bool = False
     epi_runtime: bool = False  # every activation compiled, convert's int32 `mode` selects (epilogue.MODES)
     epi_modes: tuple[tuple[str, int], ...] = ()  # (activation, mode word) in mode order, for a runtime build
-    tanh_lut: tuple[str, ...] = ()  # the LUT's floats in linear_approx's layout, as C++ literals
-    tanh_params: tuple[int, int, int] = (0, 0, 0)  # step_bits, bias, entries
+    # the tanh table's lookup: the index's shift, its centre (bytes), x's clamp (bf16 literals), the table layout
+    tanh_consts: tuple[int, int, str, str] = (0, 0, "", "")
+    lut_copy_bits: int = 0
     gelu_constants: tuple[str, str] = ("", "")
     # W4A16 (gemm_gen/groupquant.py): B arrives as one int4 object, dequantized once per call into b_deq
     w4a16: bool = False
@@ -276,7 +279,7 @@ def kernel_params(build: KernelBuild) -> KernelParams | BlockKernelParams:
     acc = _scalar_acc(build, dev, store_bits) if build.precision.converts_c else {}
     acc.update(_w4a16(build, dev, variant))
     if not build.epilogue.is_identity:
-        acc.update(_epilogue(build, t_out.is_float))
+        acc.update(_epilogue(build, dev, t_out.is_float))
     return KernelParams(
         device=dev.name, source_file=source_file(build), defines=kernel_defines(build),
         zero_name=zero_name, matmul_name=matmul_name,
@@ -380,17 +383,7 @@ def _c_float(value: float) -> str:
     return f"{float(value)!r}f"
 
 
-def tanh_lut_floats() -> tuple[float, ...]:
-    """getTanhBf16's table in linear_approx's 4-way layout (lut_based_ops.cpp tanh_lut_ab): for each pair of
-    segments 2g, 2g + 1 the floats {slope, offset, slope, offset}, stored twice (docs/epilogues.md)."""
-    out: list[float] = []
-    for g in range(0, len(epi.TANH_SLOPES), 2):
-        pair = (epi.TANH_SLOPES[g], epi.TANH_OFFSETS[g], epi.TANH_SLOPES[g + 1], epi.TANH_OFFSETS[g + 1])
-        out += pair * 2
-    return tuple(out)
-
-
-def _epilogue(build: KernelBuild, float_out: bool) -> dict[str, Any]:
+def _epilogue(build: KernelBuild, dev: Device, float_out: bool) -> dict[str, Any]:
     """The scalar template's numbers for a fused epilogue (gemm_gen/epilogue.py), refusing the builds it
     has no kernel for: it runs in convert, so C must accumulate wide; bf16 outputs take the float chain,
     i8 / i16 outputs the double-rounding requantization."""
@@ -418,12 +411,12 @@ def _epilogue(build: KernelBuild, float_out: bool) -> dict[str, Any]:
                 raise ConfigError(f"clamp bounds {e.clamp[0]} > {e.clamp[1]}", "give the lower bound first")
             clamp = (_c_float(lo), _c_float(hi))
         modes = tuple((a.value, epi.MODES[a]) for a in e.modes) if e.runtime else ()
-        tanh = bool({act, *(a for a, _ in modes)} & {"silu", "gelu"})
-        return dict(common, epi_float=True, epi_bias=e.bias, epi_activation=act, epi_clamp=clamp, epi_tanh=tanh,
+        return dict(common, epi_float=True, epi_bias=e.bias, epi_activation=act, epi_clamp=clamp, epi_tanh=e.uses_tanh,
                     epi_runtime=e.runtime, epi_modes=modes,
                     epi_doc="; ".join(steps),
-                    tanh_lut=tuple(_c_float(v) for v in tanh_lut_floats()) if tanh else (),
-                    tanh_params=(-epi.TANH_SEGMENT_BITS, epi.TANH_BIAS, len(epi.TANH_SLOPES)),
+                    tanh_consts=(epi.INDEX_BITS, epi.TANH_BIAS * epi.ENTRY_BYTES, _c_float(epi.TANH_X_MIN),
+                                 _c_float(epi.TANH_X_MAX)),
+                    lut_copy_bits=dev.lut_copy_bits,
                     gelu_constants=(_c_float(epi.GELU_SQRT_2_OVER_PI), _c_float(epi.GELU_BETA)))
     if e.activation is not epi.Activation.NONE or e.clamp is not None:
         raise ConfigError(f"a {build.dtype_out} output takes no float activation or clamp "
@@ -557,9 +550,49 @@ def _environment() -> jinja2.Environment:
 
 
 def render_kernel(build: KernelBuild) -> str:
-    """The C++ source of the build's kernels (zero, matmul, and convert when C is converted)."""
+    """The C++ source of the build's kernels (zero, matmul, and convert when C is converted). A source that
+    defines static data is refused: the L1 plan counts none for the kernel (rules/l1.py; the tanh table's two
+    copies are worker Buffers, counted there), so such data would sit in L1 uncounted."""
     params = kernel_params(build)
-    return _environment().get_template(params.template).render(b=build, p=params)
+    text = _environment().get_template(params.template).render(b=build, p=params)
+    found = static_data(text)
+    if found:
+        raise ConfigError(f"the kernel {params.source_file} defines {sum(n for _, n in found)} B of static data "
+                          f"({', '.join(f'{name} {n} B' for name, n in found)}) that the L1 plan does not count",
+                          "pass it to the kernel as a worker Buffer (design/build.py tanh_buffers) instead")
+    return text
+
+
+# The element sizes of the types our templates name (C_TYPES and the C spellings of their storage).
+_C_SIZES = {"float": 4, "double": 8, "int": 4, "unsigned": 4, "int32": 4, "int32_t": 4, "uint32_t": 4, "int16": 2,
+            "int16_t": 2, "uint16_t": 2, "int8": 1, "int8_t": 1, "uint8": 1, "uint8_t": 1, "char": 1,
+            "unsigned char": 1, "bfloat16": 2}
+# A variable with static storage: `static` (or thread_local) and not a function, static_assert or constexpr (a
+# constexpr object needs storage only when its address is taken: our templates never take one); or an array
+# defined at namespace scope (column 0 in a render). The type, the name and the array extents.
+_STATIC = re.compile(r"(?m)^[ \t]*(?:alignas\(\s*\d+\s*\)\s*)?(?:static|thread_local)\s+(?!constexpr\b)"
+                     r"(?:alignas\(\s*\d+\s*\)\s*)?(?:const\s+|volatile\s+)*"
+                     r"(?P<type>[A-Za-z_][\w:]*(?:\s+[A-Za-z_]\w*)?)\s+\**(?P<name>[A-Za-z_]\w*)"
+                     r"\s*(?P<dims>(?:\[[^\]]*\]\s*)*)(?:=|;|\{)")
+_GLOBAL_ARRAY = re.compile(r"(?m)^(?!constexpr\b)(?:alignas\(\s*\d+\s*\)\s*)?(?:const\s+)?"
+                           r"(?P<type>[A-Za-z_]\w*(?:\s+[A-Za-z_]\w*)?)\s+(?P<name>[A-Za-z_]\w*)"
+                           r"\s*(?P<dims>(?:\[[^\]]*\]\s*)+)(?:=|;|\{)")
+
+
+def static_data(source: str) -> tuple[tuple[str, int], ...]:
+    """The objects with static storage a rendered kernel defines (its .data / .rodata / .bss, what aiecc's
+    measured_data_size counts of it), (name, bytes) each, in source order. Comments are skipped; an object
+    whose size cannot be read from the source is refused (ValueError)."""
+    text = re.sub(r"//[^\n]*|/\*.*?\*/", "", source, flags=re.S)
+    out = []
+    for m in sorted([*_STATIC.finditer(text), *_GLOBAL_ARRAY.finditer(text)], key=lambda m: m.start()):
+        size = _C_SIZES.get(" ".join(m["type"].split()))
+        dims = re.findall(r"\[([^\]]*)\]", m["dims"])
+        if size is None or not all(d.strip().isdigit() for d in dims):
+            raise ValueError(f"static object {m['name']}: its size cannot be read from the source "
+                             f"({m['type']}{m['dims'].strip()})")
+        out.append((m["name"], size * math.prod(int(d) for d in dims)))
+    return tuple(out)
 
 
 def kernel_source(build: KernelBuild) -> KernelSource:

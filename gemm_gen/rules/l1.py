@@ -15,12 +15,17 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..dtypes import BF16, DType, dtype
+from ..epilogue import TANH_TABLE_FLOATS
 from ..groupquant import object_bytes
 from ..hw.devices import Device
 from ..precision import BFP16, Precision
 from . import Ints
 from .kernel_variant import converts_a_tile
 
+# the parts names of the tanh table's two copies (a SiLU / GELU epilogue's kernel arguments): worker Buffers with
+# an initial value, pinned to two banks (gemm_gen/l1_banks.py), each epilogue.TANH_TABLE_FLOATS fp32 values
+TANH_PARTS = ("tanh ab", "tanh cd")
+TANH_TABLE_BYTES = 4 * TANH_TABLE_FLOATS
 RTP_PART = "RTP"  # the parts name of a core's runtime-parameter Buffer
 B_DEQ_PART = "B bf16"  # the parts name of a W4A16 core's dequantized B tile (its kernel's last argument)
 # A core's runtime-parameter Buffer has one layout, as long as the last word its design reads:
@@ -77,13 +82,15 @@ class L1Options:
         return dtype({"A": p.a, "B": p.b, "C": p.out, "acc": p.acc}[role])
 
 
-def overhead(dev: Device, stack_bytes: int, runtime_sizes: str, runtime_activation: bool = False
-             ) -> dict[str, int]:
+def overhead(dev: Device, stack_bytes: int, runtime_sizes: str, runtime_activation: bool = False,
+             tanh_table: bool = False) -> dict[str, int]:
     """The L1 bytes of each core that do not depend on the tiling: the runtime parameters it reads
-    (with runtime K, or a runtime activation), its stack and aiecc's per-core static data (the parts
-    that take bytes)."""
+    (with runtime K, or a runtime activation), the tanh table's two copies (an epilogue that reads them),
+    its stack and aiecc's per-core static data (the parts that take bytes)."""
     words = rtp_words(runtime_sizes, runtime_activation)  # what each call writes
     parts = {RTP_PART: words * 4} if words else {}
+    if tanh_table:
+        parts.update((name, TANH_TABLE_BYTES) for name in TANH_PARTS)
     parts["stack"] = stack_bytes
     parts.update((p.name, p.nbytes) for p in dev.core_static if p.nbytes)
     return parts

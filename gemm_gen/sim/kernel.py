@@ -22,8 +22,8 @@ from ..design.b_objects import dequant_object, kernel_order
 from ..design.build import kernel_build
 from ..design.grid import grid
 from ..design.model import TileRef
-from ..dtypes import I32, I64, WORD_BYTES, DType, unpack_i4
-from ..epilogue import MODES, Requant
+from ..dtypes import F32, I32, I64, WORD_BYTES, DType, unpack_i4
+from ..epilogue import MODES, Requant, read_lut_table
 from ..epilogue_args import read_tile
 from ..errors import LayoutError
 from ..hostdata import b_unit, b_unit_coords
@@ -281,8 +281,12 @@ class KernelEmulator:
             self.matmul(tile, a_cells, b_cells, c_cells, c_slice=scalars[0] if scalars else 0, acc_cells=acc_cells,
                         deq_cells=deq_cells)
         elif role == "convert":
-            # a runtime activation's mode: convert's one scalar, when the build has it
-            self.convert(tile, cells[0], cells[1], cells[2] if self.c.epilogue.needs_tile else None, *scalars[:1])
+            # C, C_acc, [the epilogue tile], [the tanh table's two copies]; a runtime activation's mode: convert's
+            # one scalar, when the build has it
+            rest = cells[2:]
+            tile_cells = rest.pop(0) if self.c.epilogue.needs_tile else None
+            tables = (rest[0], rest[1]) if self.c.epilogue.uses_tanh and len(rest) >= 2 else None
+            self.convert(tile, cells[0], cells[1], tile_cells, scalars[0] if scalars else None, tables)
         else:
             raise LayoutError(f"{tile} calls {kernel}, which is none of the design's kernels {sorted(self.roles)}",
                               "call the kernels the design declares")
@@ -456,11 +460,13 @@ class KernelEmulator:
         return tile
 
     def convert(self, tile: TileRef, c_cells: np.ndarray, acc_cells: np.ndarray,
-                b_cells: np.ndarray | None = None, mode: int | None = None) -> None:
+                b_cells: np.ndarray | None = None, mode: int | None = None,
+                tables: tuple[np.ndarray, np.ndarray] | None = None) -> None:
         """C's final conversion from its accumulator (object rows, then the C acc buffer's) to its
         DRAM type, written over the whole C object with C's provenance. With an epilogue tile, its
         parameters are read from the bytes of the B object held (`b_cells`), linear from its first; a
-        runtime activation's `mode` is the word the core read from its runtime-parameter buffer."""
+        runtime activation's `mode` is the word the core read from its runtime-parameter buffer; a SiLU or
+        GELU epilogue reads the tanh table from its two copies (`tables`) in the target's layout."""
         state = self.tiles.get(tile)
         if state is None or state.row0 < 0:
             raise LayoutError(f"{tile} converts C before any matmul call", "convert after the K loop")
@@ -472,7 +478,8 @@ class KernelEmulator:
         else:
             bias, requant = self._epilogue_data(tile, state, b_cells)
             numerics = self._mode_numerics(tile, mode)
-            self.out_view.write(c_cells, numerics.finish(values, bias, requant), word)
+            table = self._tanh_table(tile, tables)
+            self.out_view.write(c_cells, numerics.finish(values, bias, requant, table), word)
         self.stats.convert_calls += 1
 
     def _mode_numerics(self, tile: TileRef, mode: int | None) -> KernelNumerics:
@@ -486,6 +493,26 @@ class KernelEmulator:
             raise LayoutError(f"{tile} converts C with activation mode {mode}, which the kernel has no case for "
                               f"(modes {sorted(MODES.values())})", "write the call's mode word into the RTP buffer")
         return replace(self.numerics, epilogue=e.selected(act))
+
+    def _tanh_table(self, tile: TileRef, tables: tuple[np.ndarray, np.ndarray] | None
+                    ) -> tuple[np.ndarray, np.ndarray] | None:
+        """The (slopes, offsets) the kernel's lookup reads from the tanh table's two copies: each must hold what
+        the array's configuration wrote (its initial value), in this target's layout (epilogue.read_lut_table:
+        npu1's 128-bit groups, npu2's 256-bit ones); None without a table."""
+        if not self.c.epilogue.uses_tanh:
+            return None
+        if tables is None:
+            raise LayoutError(f"{tile} converts C with a tanh activation but without the tanh table",
+                              "pass the table's two copies to convert")
+        if any(np.any(w.tags(t) != w.TAG_NONE) or np.any((t & w.INITIAL_VALUE) == 0) for t in tables):
+            raise LayoutError(f"{tile} reads its tanh table from buffers the array's configuration did not write",
+                              "give the table's Buffers their initial value")
+        ab, cd = (w.values(t, F32) for t in tables)
+        try:
+            return read_lut_table(ab, cd, self.c.dev.lut_copy_bits)
+        except ValueError as err:
+            raise LayoutError(f"{tile}: its tanh table is not in {self.c.dev.name}'s lookup layout: {err}",
+                              "write epilogue.tanh_table(Device.lut_copy_bits)") from None
 
     def _epilogue_data(self, tile: TileRef, state: TileState, b_cells: np.ndarray | None
                        ) -> tuple[np.ndarray | None, Requant | None]:

@@ -41,6 +41,7 @@ from .machine import (
     Stream,
     Task,
 )
+from .words import initial
 
 T = TypeVar("T")
 
@@ -270,6 +271,9 @@ class _Lowering:
                                           "place the worker where its fifos end")
             own = {b.name: Buffer(b.name, wk.tile, dtype(b.dtype).unit_nbytes(_elems(b.shape)) // 4, b.rtp)
                    for b in wk.buffers}
+            for b in wk.buffers:  # what configuring the array writes (aie.buffer initial_value: the tanh table)
+                if b.initial_value is not None:
+                    own[b.name].cells[:] = initial(np.asarray(b.initial_value, dtype=dtype(b.dtype).host))
             rtps.update({(wk.tile, b.name): own[b.name] for b in wk.buffers if b.rtp})
             barrier = None
             if wk.barrier is not None:  # IRON makes its lock on the worker's tile

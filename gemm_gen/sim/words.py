@@ -20,6 +20,9 @@ TAG_SHIFT = np.uint64(62)
 MAX_WORDS = 1 << ID_BITS
 
 TAG_NONE, TAG_A, TAG_B, TAG_C = 0, 1, 2, 3
+# a word a Buffer's initial value put there when the array was configured (aie.buffer initial_value): its
+# provenance, in the id field of an untagged cell (a runtime-parameter word is the machine's RTP_WRITTEN, bit 32)
+INITIAL_VALUE = np.uint64(1) << np.uint64(33)
 TAG_NAMES = {TAG_NONE: "unwritten", TAG_A: "A", TAG_B: "B", TAG_C: "C"}
 
 
@@ -29,6 +32,11 @@ def pack(values: np.ndarray, tag: int, first_id: int = 0, ids: np.ndarray | None
     if ids is None:
         ids = np.arange(first_id, first_id + words.size, dtype=np.uint64)
     return (np.uint64(tag) << TAG_SHIFT) | (ids.astype(np.uint64) << ID_SHIFT) | words
+
+
+def initial(values: np.ndarray) -> np.ndarray:
+    """Cells holding a Buffer's initial value (its bytes as 32-bit words, provenance INITIAL_VALUE)."""
+    return INITIAL_VALUE | np.ascontiguousarray(values).reshape(-1).view(np.uint32).astype(np.uint64)
 
 
 def values(cells: np.ndarray, t: DType) -> np.ndarray:

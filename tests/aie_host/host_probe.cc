@@ -22,6 +22,12 @@ void gg_host_reset_fifo_peaks() { aie::host::peak_fifos[0] = aie::host::peak_fif
 unsigned long long gg_host_int4_unpacked() { return aie::host::int4_unpacked; }
 void gg_host_reset_int4_unpacked() { aie::host::int4_unpacked = 0; }
 
+// The modelled core data memory (aie.hpp host::l1): its first byte, and a buffer registered in it (a LUT table the
+// kernel reads, placed where the L1 plan puts it: a lookup needs its two tables in two banks).
+unsigned char *gg_host_l1() { return aie::host::l1; }
+unsigned char *gg_host_l1_place(std::size_t at, std::size_t bytes) { return aie::host::l1_place(at, bytes); }
+void gg_host_l1_reset() { aie::host::l1_reset(); }
+
 unsigned gg_host_get_rounding() { return static_cast<unsigned>(aie::get_rounding()); }
 void gg_host_set_rounding(unsigned mode) { aie::set_rounding(static_cast<aie::rounding_mode>(mode)); }
 unsigned gg_host_get_saturation() { return static_cast<unsigned>(aie::get_saturation()); }

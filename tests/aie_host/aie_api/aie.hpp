@@ -1024,87 +1024,210 @@ vector<T, Elems> min(const vector<T, Elems> &a, const vector<T, Elems> &b) { ret
 template <typename T, unsigned Elems>
 vector<T, Elems> min(const vector<T, Elems> &a, T b) { return host::max_min<false>(a, broadcast<T, Elems>(b)); }
 
-// aie::lut<4, Offset, Slope> (detail/lut.hpp): the table's size in entries and its two copies (banks
-// ab and cd), as untyped pointers.
-template <unsigned ParallelAccesses, typename OffsetType, typename SlopeType = OffsetType>
-struct lut;
-
-template <typename OffsetType, typename SlopeType>
-struct lut<4, OffsetType, SlopeType> {
-  lut(unsigned LUT_elems, const void *LUT_ab, const void *LUT_cd) : LUT_elems_(LUT_elems), LUT_ab_(LUT_ab), LUT_cd_(LUT_cd) {}
-  unsigned LUT_elems_;
-  const void *LUT_ab_;
-  const void *LUT_cd_;
+// ---- the LUT tanh (templates/mm_epilogue.cc.j2 tanh_lut; gemm_gen/epilogue.py tanh_lut) ------------------------
+// The kernel reads getTanhBf16's table as mlir-aie's rewritten getTanhBf16 does (aie_runtime_lib/AIE2/
+// lut_based_ops.h, stored versions id 69788820702 and 69055850465: aie::linear_approx<bfloat16, lut<4, float,
+// bfloat16>> written out, because the object, rebuilt on every call, escapes through its scratchpad member):
+// aie::to_fixed_floor, a 4-way table load, two shuffles and one mac. No aie::lut or aie::linear_approx is modelled
+// here: a kernel that builds one fails to compile. Modelled, each with what it rests on:
+// - the core's data memory: host::l1, 64 KiB in 4 banks of 16 KiB (AIETargetModel getNumBanks; mlir-aie's lit
+//   test test/aiecc/lut_runtime_lib_banks.mlir: "a bank is 0x4000"; gemm_gen/l1_banks.py). A test places the
+//   tables in it where the L1 plan puts them and registers each (host::l1_place). A table anywhere else has no
+//   bank the host knows, so a lookup of it fails.
+// - aie::to_fixed_floor<int32>(v, shift) (aie_api 2026.1 aie.hpp l.7522-7540, "floored fixed-point values",
+//   ::bfloat16_to_int per 16 lanes, detail/aie2/elementary.hpp l.224-248): floor(v 2^shift); a NaN, a subnormal
+//   or a value past int32 fails.
+// - load_lut_2x_float(ab, cd, index, o0, o1): lane i's byte index b reads entry b / 16 (the low 4 bits unused,
+//   as linear_approx's 16 bytes per entry, detail/aie2/linear_approx.hpp l.361-371) in groups of 128 bits on
+//   AIE2 and 256 bits on AIE2P, each group stored twice (gemm_gen/epilogue.lut_entry; hw/devices.py
+//   lut_copy_bits: UG1603, mlir-aie PR #2189); it reads the pair and its repeat in ab and in cd, and which lane
+//   reads which copy is unpublished, so the four must agree (a table in the other target's layout fails). ab
+//   and cd must lie in different banks: aie::lut<4> needs its two tables in two banks, and nothing but the
+//   placement enforces it (mlir-aie issue #3737; the check of PR #3746 is not in 1.4.3). Every read must fall
+//   inside its table (a registered buffer: an unclamped index reads past it), the tables aligned to
+//   aie::vector_decl_align (aie_api detail/ld_st.hpp: 32 bytes on AIE2, 64 on AIE2P; mlir-aie PR #3045), and
+//   every slope bf16-valued (the mac below multiplies the slope's high 16 bits). o0 gets lanes 0-7's pairs, o1
+//   lanes 8-15's, each pair as 4 bf16 lanes: slope low half, slope high half, offset low half, offset high half.
+// - ::shuffle(a, b, T32_16x2_hi): the odd 32-bit words of (a, b), the offsets; ::shuffle(a, b, T16_16x4_lo): the
+//   first 16-bit lane of each group of 4, then the second (the slopes' low halves, then their high halves, the
+//   bf16 slopes). The two modes aie_api's linear_approx uses (l.405-406, 415-416); any other mode fails.
+// - mac_elem_16_2(a, b, acc) (AIE2 only): lane i = acc[i] + a[i] b[i] + a[i + 16] b[i + 16]; mac_elem_32(a, b, acc)
+//   (AIE2P only): lane i = acc[i] + a[i] b[i]. The lane pairing is what linear_approx relies on (its input in the
+//   upper half of a zeroed vector, l.404-422); each product exact, one fp32 rounding of the sum.
+namespace host {
+constexpr std::size_t l1_bytes = 64 * 1024, l1_banks = 4, l1_bank_bytes = l1_bytes / l1_banks;
+constexpr unsigned lut_copy_bits = aie2p ? 256 : 128;  // gemm_gen/hw/devices.py Device.lut_copy_bits
+constexpr std::size_t lut_align = aie2p ? 64 : 32;      // aie::vector_decl_align
+alignas(64) inline unsigned char l1[l1_bytes];
+struct L1Buffer {
+  std::size_t at, bytes;
 };
+inline std::array<L1Buffer, 16> l1_buffers{};
+inline std::size_t l1_count = 0;
 
-template <typename T, typename Lut>
-struct linear_approx;
-
-// aie::linear_approx<bfloat16, lut<4, float, bfloat16>> (detail/aie2/linear_approx.hpp, the last
-// specialisation; AIE2 and AIE2P alike): the byte index bfloat16_to_int(x, -shift_addr), shift_addr =
-// step_bits - 4, clamped to the table, selects a {slope, offset} pair; the result is the accfloat
-// mac slope x + offset (one fp32 rounding). Modelled:
-// - the index's rounding in bfloat16_to_int is unpublished: floor (gemm_gen/epilogue.tanh_segment's
-//   default; it only decides between two segments within 2^shift_addr of a boundary);
-// - the 4-way table layout: 16 bytes per entry, entries 2g and 2g + 1 as the {slope, offset} pairs at
-//   byte 32 g and 32 g + 8, stored twice (bytes 32 g + 16 on) and again in the cd copy; which lane reads
-//   which copy is unpublished, so every copy must hold the same pair (else the call fails);
-// - the slope is read as bf16 from a float entry: a slope that is not bf16-valued fails (which half the
-//   shuffle keeps is not modelled);
-// - at most 16 lanes per compute (its input grows to 16); shift_offset must be 0 (REQUIRES_MSG).
-template <>
-struct linear_approx<bfloat16, lut<4, float, bfloat16>> {
-  using lut_type = lut<4, float, bfloat16>;
-
-  linear_approx(const lut_type &l, unsigned step_bits, int bias = 0, int shift_offset = 0)
-      : lut_(l), shift_addr_(static_cast<int>(step_bits) - 4), bias_used_(bias * 16),
-        idx_max_(static_cast<int>(l.LUT_elems_) * 16 - 1) {
-    if (shift_offset != 0) host::fail("shift_offset is not used with bfloat and should remain 0 (linear_approx)");
+// Register bytes [at, at + bytes) of host::l1 as one buffer (a table the kernel reads); returns its address.
+inline unsigned char *l1_place(std::size_t at, std::size_t bytes) {
+  if (at + bytes > l1_bytes || l1_count == l1_buffers.size()) {
+    fail("host::l1_place: a buffer past the modelled L1 (or too many)");
+    return l1;
   }
+  l1_buffers[l1_count++] = {at, bytes};
+  return l1 + at;
+}
+inline void l1_reset() { l1_count = 0; }
 
-  template <unsigned Elems>
-  accum<accfloat, Elems> compute(const vector<bfloat16, Elems> &input) const {
-    static_assert(Elems <= 16, "linear_approx<bfloat16>::compute takes at most 16 lanes (input.grow<16>())");
-    accum<accfloat, Elems> out;
-    for (unsigned i = 0; i < Elems; ++i) {
-      host::check_normal_bf16(input[i], "linear_approx");
-      const double x = static_cast<double>(static_cast<float>(input[i]));
-      if (std::isnan(x)) {
-        host::fail("a NaN input to linear_approx (its index is unpublished)");
-        continue;
-      }
-      const double scaled = std::floor(std::ldexp(x, -shift_addr_));
-      const double lo = -bias_used_, hi = idx_max_ - bias_used_;
-      const int byte = static_cast<int>(std::min(hi, std::max(lo, scaled))) + bias_used_;
-      const unsigned at = (static_cast<unsigned>(byte) & ~31u) + ((static_cast<unsigned>(byte) & 16u) >> 1);
-      float slope = 0.0f, offset = 0.0f;
-      read_pair(at, slope, offset);
-      const bfloat16 s(slope);
-      out.acc[i] = host::fp32(static_cast<double>(static_cast<float>(s)) * x + static_cast<double>(offset));
+// The registered buffer holding p, or nullptr.
+inline const L1Buffer *l1_buffer(const void *p) {
+  const auto *b = static_cast<const unsigned char *>(p);
+  if (b < l1 || b >= l1 + l1_bytes) return nullptr;
+  const std::size_t at = static_cast<std::size_t>(b - l1);
+  for (std::size_t i = 0; i < l1_count; ++i)
+    if (l1_buffers[i].at <= at && at < l1_buffers[i].at + l1_buffers[i].bytes) return &l1_buffers[i];
+  return nullptr;
+}
+
+// The bank of byte `at` of a table whose first byte is `base` (both in host::l1).
+inline std::size_t l1_bank(const unsigned char *base, std::size_t at) {
+  return static_cast<std::size_t>(base + at - l1) / l1_bank_bytes;
+}
+}  // namespace host
+
+template <typename TR, typename T, unsigned Elems>
+vector<TR, Elems> to_fixed_floor(const vector<T, Elems> &v, int shift = 0) {
+  static_assert(std::is_same_v<TR, int32> && std::is_same_v<T, bfloat16> && Elems == 16,
+                "the host models aie::to_fixed_floor<int32> of 16 bfloat16 lanes only (one ::bfloat16_to_int)");
+  vector<TR, Elems> out;
+  for (unsigned i = 0; i < Elems; ++i) {
+    host::check_normal_bf16(v[i], "aie::to_fixed_floor");
+    const double x = std::floor(std::ldexp(static_cast<double>(static_cast<float>(v[i])), shift));
+    if (std::isnan(x) || x < -2147483648.0 || x > 2147483647.0) {
+      host::fail("aie::to_fixed_floor of a NaN or of a value past int32 (the result is unpublished)");
+      continue;
     }
-    return out;
+    out[i] = static_cast<TR>(x);
   }
+  return out;
+}
 
- private:
-  void read_pair(unsigned at, float &slope, float &offset) const {
-    const auto *ab = static_cast<const unsigned char *>(lut_.LUT_ab_), *cd = static_cast<const unsigned char *>(lut_.LUT_cd_);
-    float copies[4][2];
-    const unsigned char *where[4] = {ab + at, ab + at + 16, cd + at, cd + at + 16};
-    for (unsigned c = 0; c < 4; ++c) std::memcpy(copies[c], where[c], sizeof copies[c]);
+// aie::add(v, s): an int32 vector plus a scalar in every lane (modular, as the vector ALU).
+template <unsigned Elems>
+vector<int32, Elems> add(const vector<int32, Elems> &v, int32 s) {
+  vector<int32, Elems> out;
+  for (unsigned i = 0; i < Elems; ++i)
+    out[i] = static_cast<int32>(static_cast<std::uint32_t>(v[i]) + static_cast<std::uint32_t>(s));
+  return out;
+}
+
+// aie::vector_cast<float>(v) of a bf16 vector: its bits as half as many fp32 lanes (lanes 2i, 2i + 1 -> lane i,
+// the low half first, as the memory image holds them).
+template <typename Dst, unsigned Elems>
+  requires std::is_same_v<Dst, float>
+vector<float, Elems / 2> vector_cast(const vector<bfloat16, Elems> &v) {
+  static_assert(Elems % 2 == 0, "aie::vector_cast<float> of an odd number of bf16 lanes");
+  vector<float, Elems / 2> out;
+  std::memcpy(out.data.data(), v.data.data(), sizeof out.data);
+  return out;
+}
+
+}  // namespace aie
+
+// The native types the LUT intrinsics name (aie::vector and aie::accum convert to and from them).
+using v16int32 = aie::vector<int32, 16>;
+using v32bfloat16 = aie::vector<bfloat16, 32>;
+
+inline constexpr unsigned T32_16x2_hi = 0x3216, T16_16x4_lo = 0x1641;  // shuffle modes (values: host-only tags)
+
+inline void load_lut_2x_float(const void *ab, const void *cd, const v16int32 &index, v32bfloat16 &o0,
+                              v32bfloat16 &o1) {
+  namespace h = aie::host;
+  const h::L1Buffer *tables[2] = {h::l1_buffer(ab), h::l1_buffer(cd)};
+  const auto *base_ab = static_cast<const unsigned char *>(ab), *base_cd = static_cast<const unsigned char *>(cd);
+  if (!tables[0] || !tables[1]) {
+    h::fail("load_lut_2x_float: a table outside the modelled L1 (host::l1_place): its bank is unknown");
+    return;
+  }
+  if (reinterpret_cast<std::uintptr_t>(ab) % h::lut_align || reinterpret_cast<std::uintptr_t>(cd) % h::lut_align) {
+    h::fail("load_lut_2x_float: a table not aligned to aie::vector_decl_align");
+    return;
+  }
+  constexpr unsigned group = h::lut_copy_bits / 8, per = group / 8;
+  for (unsigned lane = 0; lane < 16; ++lane) {
+    const long long entry = static_cast<long long>(index[lane]) >> 4;  // 16 bytes per entry, as linear_approx's
+    const long long at = entry < 0 ? -1 : entry / per * 2 * group + entry % per * 8;
+    for (unsigned t = 0; t < 2; ++t) {  // the pair and its repeat, in both tables
+      const long long off = (t ? base_cd : base_ab) - (h::l1 + tables[t]->at) + at;
+      if (at < 0 || off < 0 || off + group + 8 > static_cast<long long>(tables[t]->bytes)) {
+        h::fail("load_lut_2x_float: an index that reads outside its table (clamp the input to the table's range)");
+        return;
+      }
+    }
+    const unsigned char *where[4] = {base_ab + at, base_ab + at + group, base_cd + at, base_cd + at + group};
+    if (h::l1_bank(base_ab, static_cast<std::size_t>(at)) == h::l1_bank(base_cd, static_cast<std::size_t>(at))) {
+      h::fail("load_lut_2x_float: the two tables share a bank (aie::lut<4> reads them in parallel from two banks)");
+      return;
+    }
+    std::uint32_t words[4][2];
+    for (unsigned c = 0; c < 4; ++c) std::memcpy(words[c], where[c], sizeof words[c]);
     for (unsigned c = 1; c < 4; ++c)
-      if (std::memcmp(copies[c], copies[0], sizeof copies[0]))
-        host::fail("linear_approx: the table's copies of one {slope, offset} pair differ (which lane reads which "
-                   "copy is unpublished)");
-    std::uint32_t bits;
-    std::memcpy(&bits, &copies[0][0], sizeof bits);
-    if (bits & 0xFFFFu) host::fail("linear_approx: a slope that is not bf16-valued (the LUT reads slopes as bf16)");
-    slope = copies[0][0];
-    offset = copies[0][1];
+      if (std::memcmp(words[c], words[0], sizeof words[0])) {
+        h::fail("load_lut_2x_float: the table's copies of one {slope, offset} pair differ (which lane reads which "
+                "copy is unpublished; is the table in the " + std::to_string(h::lut_copy_bits) + "-bit layout?)");
+        return;
+      }
+    if (words[0][0] & 0xFFFFu) h::fail("load_lut_2x_float: a slope that is not bf16-valued (the mac reads its high half)");
+    v32bfloat16 &out = lane < 8 ? o0 : o1;
+    for (unsigned j = 0; j < 4; ++j)
+      out[4 * (lane % 8) + j] = bfloat16::from_bits(static_cast<std::uint16_t>(words[0][j / 2] >> (16 * (j % 2))));
   }
+}
 
-  lut_type lut_;
-  int shift_addr_, bias_used_, idx_max_;
-};
+inline v32bfloat16 shuffle(const v32bfloat16 &a, const v32bfloat16 &b, unsigned mode) {
+  v32bfloat16 out;
+  auto lane = [&](unsigned i) { return i < 32 ? a[i] : b[i - 32]; };
+  if (mode == T32_16x2_hi) {
+    for (unsigned w = 0; w < 16; ++w) out[2 * w] = lane(4 * w + 2), out[2 * w + 1] = lane(4 * w + 3);
+  } else if (mode == T16_16x4_lo) {
+    for (unsigned i = 0; i < 16; ++i) out[i] = lane(4 * i), out[16 + i] = lane(4 * i + 1);
+  } else {
+    aie::host::fail("::shuffle: a mode the host does not model (T32_16x2_hi and T16_16x4_lo only)");
+  }
+  return out;
+}
+
+namespace aie::host {
+template <unsigned Out, unsigned Terms, unsigned Elems>
+accum<accfloat, Out> mac_bf16(const vector<bfloat16, Elems> &a, const vector<bfloat16, Elems> &b,
+                              const accum<accfloat, Out> &acc, const char *what) {
+  accum<accfloat, Out> out;
+  for (unsigned i = 0; i < Out; ++i) {
+    double sum = acc.acc[i];
+    for (unsigned t = 0; t < Terms; ++t) {
+      check_normal_bf16(a[i + t * Out], what);
+      check_normal_bf16(b[i + t * Out], what);
+      sum += static_cast<double>(static_cast<float>(a[i + t * Out])) * static_cast<double>(static_cast<float>(b[i + t * Out]));
+    }
+    out.acc[i] = fp32(sum);  // exact here: one of the two products is 0 (the zeroed half of x)
+  }
+  return out;
+}
+}  // namespace aie::host
+
+// (templates, so that only a call on the wrong target fails to compile)
+template <typename V>
+  requires std::is_same_v<V, v32bfloat16>
+aie::accum<accfloat, 16> mac_elem_16_2(const V &a, const V &b, const aie::accum<accfloat, 16> &acc) {
+  static_assert(!aie::host::aie2p && sizeof(V), "mac_elem_16_2 on bf16 is an AIE2 intrinsic (AIE2P: mac_elem_32)");
+  return aie::host::mac_bf16<16, 2>(a, b, acc, "mac_elem_16_2");
+}
+
+template <typename V>
+  requires std::is_same_v<V, v32bfloat16>
+aie::accum<accfloat, 32> mac_elem_32(const V &a, const V &b, const aie::accum<accfloat, 32> &acc) {
+  static_assert(aie::host::aie2p && sizeof(V), "mac_elem_32 on bf16 is an AIE2P intrinsic (AIE2: mac_elem_16_2)");
+  return aie::host::mac_bf16<32, 1>(a, b, acc, "mac_elem_32");
+}
+
+namespace aie {
 
 // ---- W4A16's dequantization: unpack, int16 add / sub, to_float, to_fixed, grow_replicate, interleave_zip ----
 namespace host {
