@@ -299,11 +299,12 @@ def cluster_terms(p: Params, ks: KernelShape, expansion: tuple[int, int] = (2, 2
     # one chain q - 1's store freed, so the reloads end with the stores; without one, the last
     # chain's reload follows its own store and shares the load units with the next cluster's first
     # A/B round. The next cluster's prolog keeps only those loads and their latency.
-    late = 0 if kv.spare_accumulators(ks.dev, ks.operands, ks.mmul, expansion) >= 1 else ld_acc
+    emulate = ks.emulate_bf16_with_bfp16  # its operand conversions hold an accumulator register too
+    late = 0 if kv.spare_accumulators(ks.dev, ks.operands, ks.mmul, expansion, emulate) >= 1 else ld_acc
     prolog_ov = isa.vld_latency + -(-(late + round_loads) // isa.load_units) - 1
     epilog_ov = isa.vmac_to_store + isa.vst_latency - 1 + max(stores, -(-(c_loads - late) // isa.load_units))
     serial_ov = max(0.0, prolog_ov + epilog_ov - chains * ii) + c_transposes
-    depth = kv.acc_sets(ks.dev, ks.operands, ks.mmul, expansion)
+    depth = kv.acc_sets(ks.dev, ks.operands, ks.mmul, expansion, emulate)
     return {"ii": ii, "serial_overhead": serial, "residual": min(p.bank_stall * (c_loads + c_stores), serial),
             "serial_overlapped": serial_ov,
             "h": {0: 1.0, 1: 1.0, 2: 0.5}.get(depth, 0.0), "prolog": prolog, "epilog": epilog,
@@ -342,8 +343,10 @@ def kernel_cycles(p: Params, ks: KernelShape, m: np.ndarray, k: np.ndarray, n: n
     if ks.block:
         return block_call_cycles(p, ks, m, k, n)
     dev, mmul = ks.dev, ks.mmul
-    order = kv.expansions(dev, ks.operands, mmul) if ks.expansion is None else (tuple(ks.expansion),)
-    pick = kv.auto_expansion(dev, ks.operands, mmul, m, n) if ks.expansion is None else np.zeros((), np.int64)
+    emulate = ks.emulate_bf16_with_bfp16
+    order = kv.expansions(dev, ks.operands, mmul, emulate) if ks.expansion is None else (tuple(ks.expansion),)
+    pick = (kv.auto_expansion(dev, ks.operands, mmul, m, n, emulate) if ks.expansion is None
+            else np.zeros((), np.int64))
     shape = np.broadcast(m, k, n).shape
     out = np.zeros(shape, dtype=np.float64)
     for i, (er, et) in enumerate(order):
