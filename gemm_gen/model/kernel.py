@@ -41,7 +41,8 @@ C. o_flat (what the software-pipelined block loop leaves exposed) is fitted on m
 published II of its config-1 Peano kernel and checked on its configs 2 and 3; epsilon is fitted on atb
 Table 1, which measures the ATB paper's chess kernel, and prices only that structure. Config 1 and the
 convert-once kernel convert their bf16 A tile per call, the convert-once kernel its B tile per
-k-step (b_conversion_cycles), each tile at convert_tile_cycles.
+k-step (b_conversion_cycles), each tile at convert_tile_cycles; W4A16's convert-once kernel
+dequantizes its B object into the tiles instead (model/dequant_cost.py, charged per k-step in perf).
 """
 
 from __future__ import annotations
@@ -52,7 +53,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from .. import precision as prec
-from ..dtypes import dtype
+from ..dtypes import BF16, dtype
 from ..hw.devices import Device, device
 from ..rules import block_loop as bl
 from ..rules import kernel_variant as kv
@@ -154,10 +155,11 @@ def convert_tile_cycles(ks: KernelShape, transposed: bool = False) -> float:
 
 
 def b_conversion_cycles(ks: KernelShape, k: np.ndarray, n: np.ndarray) -> np.ndarray:
-    """Cycles a convert-once kernel spends per k-step turning its B tile into bfp16 (0 otherwise);
-    its A tile's conversion is part of each call (a_conversion_cycles)."""
+    """Cycles a convert-once kernel spends per k-step turning its bf16 B tile into bfp16 (0 otherwise, and 0
+    for W4A16's, whose dequantization pass writes the tiles: model/dequant_cost.py); its A tile's conversion
+    is part of each call (a_conversion_cycles)."""
     k, n = np.asarray(k), np.asarray(n)
-    if not ks.convert_once:
+    if not ks.convert_once or ks.precision.b != BF16.name:
         return np.zeros(np.broadcast(k, n).shape)
     return np.asarray((k // TILE) * (n // TILE) * convert_tile_cycles(ks), dtype=np.float64)
 
