@@ -265,6 +265,36 @@ def test_slices_out_of_order_read_a_stale_scratch():
         simulate(bad)
 
 
+@pytest.mark.parametrize("zp", [False, True])
+def test_the_convert_once_scratch_holds_the_bfp16_tiles_the_body_multiplies(monkeypatch, zp):
+    """npu2's default kernel: the simulated B_bfp16 scratch holds, in the 1 x 2 super-block order the body's B
+    stream reads (l1_layout.b_tile_pairs), the bfp16 tiles of B^T whose values are the numerics' operand: the exact
+    float32 weights quantized once along K."""
+    from gemm_gen import bfp16
+    from gemm_gen.l1_layout import b_tile_pairs
+    from gemm_gen.sim import kernel as sim_kernel
+    from gemm_gen.sim import words
+
+    seen: list[tuple[np.ndarray, np.ndarray]] = []
+    real = sim_kernel.KernelEmulator._b_values
+
+    def spy(self, b_cells, deq_cells):
+        tile = real(self, b_cells, deq_cells)
+        seen.append((self.numerics.operand_b(tile), (deq_cells & words.VALUE_MASK).astype(np.uint32).view(np.uint8)))
+        return tile
+
+    monkeypatch.setattr(sim_kernel.KernelEmulator, "_b_values", spy)
+    c = _config("npu2", 16, 256, 64, zp=zp, tiles=(16, 64, 32, 64))
+    assert c.convert_once
+    _passes(c)
+    q = bfp16.TILE
+    for want, scratch in seen[:4]:
+        pairs = scratch.reshape(-1, bfp16.TILE_BYTES)
+        tiles = pairs[b_tile_pairs(c.k // q, c.n // q)].transpose(1, 0, 2)  # (n/8, k/8) tiles of B^T
+        got = bfp16.tile_values(np.ascontiguousarray(tiles)).T
+        assert np.array_equal(got, want.astype(np.float32)) and np.any(got != 0)
+
+
 # ---- refusals ------------------------------------------------------------------------------------
 def test_npu1_t4_is_accepted_for_w4a16_and_refused_for_w4a8():
     c = _config("npu1", 64, 256, 64)
