@@ -29,6 +29,7 @@ from hypothesis import strategies as st
 from gemm_gen import bfp16, groupquant
 from gemm_gen.design.model import KernelBuild
 from gemm_gen.dtypes import BF16, BFP16, pack_i4
+from gemm_gen.epilogue import Activation, Epilogue
 from gemm_gen.errors import ConfigError
 from gemm_gen.hw.devices import NPU1, NPU2, Device
 from gemm_gen.inputs import make_inputs
@@ -463,6 +464,24 @@ def test_the_kernel_says_what_it_takes() -> None:
     assert render_kernel(b) == text and b.object_file.endswith("_g32zp.o") and BUILDS[0].object_file.endswith("_g32.o")
 
 
+def test_the_convert_once_kernel_takes_what_the_design_passes() -> None:
+    """npu2's default W4A16 design: its kernel_specs' matmul arguments (A, the B object, C, A_bfp16, B_bfp16, C_acc,
+    slice) are the rendered convert-once kernel's parameters, in order; no b_deq."""
+    from gemm_gen.config import GemmConfig
+    from gemm_gen.design import build_design
+
+    c = GemmConfig("npu2", 64, 256, 64, 32, 64, 32, 64, "bf16", "bf16", dtype_b="i4", group_size=32, zero_points=True,
+                   rho=2)
+    d = build_design(c)
+    (matmul,) = [k for k in d.kernels if k.role == "matmul"]
+    assert matmul.build.convert_once and matmul.arg_dtypes == ("bf16", "i4", "bf16", "bfp16", "bfp16", "f32")
+    assert matmul.scalar_args == ("i32",)
+    text = render_kernel(matmul.build)
+    assert (f"void {matmul.name}(bfloat16 *A, uint8 *B, bfloat16 *C, bfp16ebs8 *A_bfp16, bfp16ebs8 *B_bfp16, "
+            "float *C_acc, int32_t slice) {") in text
+    assert "gemm_gen_kernel::dequant_b(B, B_bfp16);" in text and "b_deq" not in text
+
+
 @pytest.mark.parametrize("change, message", [
     (dict(b_col_maj=True), "column-major B"),
     (dict(mmul=(8, 1, 8), k=8, expansion=(2, 2), loops="k-pipelined", emulate_bf16_with_bfp16=False),
@@ -473,6 +492,19 @@ def test_the_kernel_says_what_it_takes() -> None:
 ])
 def test_render_refuses_w4a16_builds_no_pass_is_for(change: dict, message: str) -> None:
     b = replace(w4_build(NPU2, "bf16", (1, 4, 1), 32, False), **change)
+    with pytest.raises(ConfigError, match=message):
+        render_kernel(b)
+
+
+@pytest.mark.parametrize("change, message", [
+    (dict(b_col_maj=True), "column-major B"),
+    (dict(k=48), "cover whole groups"),
+    (dict(group_size=48), "--group-size 48"),
+    (dict(emulate_bf16_with_bfp16=False), "bfp16 datapath"),
+    (dict(epilogue=Epilogue(activation=Activation.RELU)), "fused epilogues are built for the scalar kernels"),
+])
+def test_render_refuses_convert_once_w4a16_builds_no_pass_is_for(change: dict, message: str) -> None:
+    b = replace(w4_build(NPU2, "bf16", (1, 4, 1), 32, False, once=True), **change)
     with pytest.raises(ConfigError, match=message):
         render_kernel(b)
 
