@@ -15,7 +15,8 @@ trip, not hoisted. Before issue 31 (item 8) the scalar pass hoisted it out of an
 blocks instead: g / s trips (4 at g = 32), entered once per (group, column block), 64 times for a 32 x 256
 object. TRIP_ROWS trades that work against code: two rows halve it, at twice the trip's code.
 
-bf16 pass, per vector (block) of V = s t values, in order:
+bf16 pass, per vector (block) of V = s t values, in order (the scale and zero-point work is the trip's, so per
+vector it is divided by the trip's K rows as well):
 
     load_v             the V / 2 bytes of int4 values (vector_cast<int4> reinterprets them: no operation)
     load_v             the 8 scales of the block's 8-column chunk (t / 8 of a load per vector), one 128-bit vector;
@@ -34,7 +35,8 @@ bf16 pass, per vector (block) of V = s t values, in order:
     to_vector<bf16>    the one rounding, to nearest even
     store_v            V bf16 values (one or two stores, by the core's store width)
 
-bfp16 pass, per 8 x 8 tile (64 values), in order: load_v of its 32 int4 bytes; load_v of its 8 columns' scales,
+bfp16 pass, per 8 x 8 tile (64 values), in order (the scale work again the trip's): load_v of its 32 int4 bytes;
+load_v of its 8 columns' scales,
 grow_replicate over the 8 rows and transpose (each column's scale on the 8 lanes of its row of B^T); with zero
 points the same, after to_fixed<int16> and the bias add; unpack twice, the bias add, the transpose to B^T (as
 aie_api's emulation transposes B), mul, msc (exact, as above), to_vector<bfp16ebs8> (the one rounding, under
