@@ -408,7 +408,7 @@ class GemmConfig:
         """Why this GEMM cannot use the convert-once bf16 kernel ((what, fix) for a ConfigError), or
         None when it can (rules/defaults.py)."""
         return _convert_once_problem(self.dev, self.precision, self.emulate_bf16_with_bfp16, self.mmul_shape,
-                                     self.compiler, not self.epilogue_free, self.group_size)
+                                     self.compiler, not self.epilogue_free)
 
     @property
     def block_kernel(self) -> bool:
@@ -574,8 +574,10 @@ class GemmConfig:
             parts.append(f"g{self.group_size}{'z' if self.zero_points else ''}")
         named = {"device", "M", "K", "N", "m", "k", "n", "k_mt", "dtype_in", "dtype_out", "b_col_maj", "cols", "b_pack",
                  "dtype_b", "acc", "a_col_maj", "c_col_maj", *GROUP_FIELDS}
+        # with the group fields: the defaults they decide (W4A16's convert-once kernel on npu2) are defaults
         default = GemmConfig(self.device, self.M, self.K, self.N, self.m, self.k, self.n, self.k_mt,
-                             self.dtype_in, self.dtype_out, dtype_b=self.dtype_b, acc=self.acc)
+                             self.dtype_in, self.dtype_out, dtype_b=self.dtype_b, acc=self.acc,
+                             group_size=self.group_size, zero_points=self.zero_points)
         extras = {k: v for k, v in self.to_json().items() if k not in named and v != getattr(default, k)}
         if extras:
             digest = hashlib.sha1(json.dumps(extras, sort_keys=True).encode()).hexdigest()[:8]

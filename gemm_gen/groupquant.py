@@ -6,8 +6,10 @@ A B object is, in bytes: the k x n int4 values in the element order in which the
 its B tile (the order the bf16 design's memtile -> core walk delivers), two per byte, the even
 element in the low nibble (`dtypes.pack_i4`); then `scale_rows(k, g)` rows of n bf16 scales,
 row-major; then, with zero points, as many rows of n bf16 zero points. The kernel dequantizes the
-values once per object into a k x n bf16 tile of that same order, and multiplies A by it as the
-bf16 kernel multiplies A by B.
+values once per object into a k x n bf16 tile of that same order (`dequant`), and multiplies A by it as
+the bf16 kernel multiplies A by B; npu2's convert-once kernel instead quantizes the exact products
+(`dequant_f32`) straight into bfp16 tiles, their one rounding (gemm_gen/numerics.py's bfp16 quantization
+of B).
 """
 
 from __future__ import annotations
@@ -109,8 +111,14 @@ def dequant(q: np.ndarray, scales: np.ndarray, zero_points: np.ndarray | None, g
     ((q - z) * s is exact in fp32: at most 5 integer bits times bf16's 8-bit significand). A zero weight is
     +0 whatever the scale's sign: the kernel computes (q - z) s as (136 + q) s - (136 + z) s, and IEEE
     gives +0 for the difference of two equal values (templates/mm.cc.j2)."""
+    return dequant_f32(q, scales, zero_points, group_size).astype(BF16.host)
+
+
+def dequant_f32(q: np.ndarray, scales: np.ndarray, zero_points: np.ndarray | None, group_size: int) -> np.ndarray:
+    """float32 (q - z) s, exact (at most 5 integer bits times bf16's 8-bit significand), a zero weight +0 as in
+    `dequant`: what npu2's convert-once W4A16 kernel (templates/mm_bfp16.cc.j2) rounds once, into bfp16."""
     d, s = _offsets_and_scales(q, scales, zero_points, group_size, np.float32)
-    return (d * s + np.float32(0.0)).astype(BF16.host)  # + 0: -0 becomes +0, nothing else changes
+    return d * s + np.float32(0.0)  # + 0: -0 becomes +0, nothing else changes
 
 
 def dequant_exact(q: np.ndarray, scales: np.ndarray, zero_points: np.ndarray | None, group_size: int

@@ -25,9 +25,12 @@ class QuantB:
     def shape(self) -> tuple[int, int]:
         return int(self.q.shape[0]), int(self.q.shape[1])
 
-    def dequant(self) -> np.ndarray:
-        """bf16 weights the kernel multiplies by (groupquant.dequant: one RNE rounding)."""
-        return groupquant.dequant(self.q, self.scales, self.zero_points, self.group_size)
+    def dequant(self, to_bfp16: bool = False) -> np.ndarray:
+        """The weights the kernel's dequantization hands on: bf16 (groupquant.dequant: one RNE rounding); or, for
+        a kernel that quantizes them straight to bfp16 (`to_bfp16`: rules.dequant.to_bfp16), their exact float32
+        values (groupquant.dequant_f32), which the numerics' bfp16 quantization of B then rounds once."""
+        f = groupquant.dequant_f32 if to_bfp16 else groupquant.dequant
+        return f(self.q, self.scales, self.zero_points, self.group_size)
 
     def exact(self) -> np.ndarray:
         """float64 (q - z) s: the weights the user means."""

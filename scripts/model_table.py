@@ -65,7 +65,8 @@ which loop is software-pipelined:
     T_prolog'    = l_vld + ceil((late + first round of A/B loads) / U_ld) - 1
     T_epilog'    = l_vmac->vst + l_vst - 1 + max((C - 1) II + st_acc, C st_acc, ceil((C ld_acc - late) / U_ld))
     late         = 0 with a spare accumulator (chain q reloads into the one chain q - 1's store freed),
-                   else ld_acc (the last chain's reload follows its own store)
+                   else ld_acc (the last chain's reload follows its own store); npu2's bf16-via-bfp16
+                   2 x 2 has none: its operand conversions hold the fifth register (kernel_variant.py)
     overlap      = 1                      k-pipelined (only the K loop is pipelined: clusters run back to back)
                  = (h(D) (cc - 1) + 1) / cc   k-flat (K unrolled in the pipelined cluster loop; cc clusters per row)
                  = h(D)                   jk-flat (K and clusters unrolled in the pipelined block-row loop)

@@ -1,7 +1,8 @@
 """The IRON lowering of a W4A16 design (issue 22 item 1b), against the strict stand-in of mlir-aie 1.4.3's IRON
 (tests/iron_recorder.py): B objects as flat uint8 of groupquant.object_bytes, one core-local bf16 Buffer per
 Worker (the Design's B_deq_<col>_<row>) passed as the matmul's last buffer argument, before the int32 slice,
-the kernel declared to match; the memtile forwards whole objects linearly."""
+the kernel declared to match (npu2's emulated kernel, npu1's); npu2's default convert-once kernel dequantizes
+into its B_bfp16 Buffer instead; the memtile forwards whole objects linearly."""
 
 from __future__ import annotations
 
@@ -19,10 +20,12 @@ from . import iron_recorder
 from .iron_recorder import shape_dtype
 
 
-def w4a16(dev: str = "npu2", rho: int = 1, zp: bool = False, g: int = 128, k: int = 128, k_mt: int = 128
-          ) -> GemmConfig:
+def w4a16(dev: str = "npu2", rho: int = 1, zp: bool = False, g: int = 128, k: int = 128, k_mt: int = 128,
+          once: bool = False) -> GemmConfig:
+    """A W4A16 design; on npu2 with the emulated kernel (its bf16 scratch) unless `once` (npu2's default, the
+    convert-once kernel)."""
     return GemmConfig(dev, 256, 512, 256, 32 * rho, k, 32, k_mt, "bf16", "bf16", dtype_b="i4", group_size=g,
-                      zero_points=zp, rho=rho)
+                      zero_points=zp, rho=rho, convert_once=once)
 
 
 def lowered(design, api=None):
@@ -57,6 +60,30 @@ def test_b_objects_are_bytes_and_the_matmul_takes_its_bf16_tile_last_of_its_buff
     # the other kernels keep their signatures
     others = [kn for kn in rec.kernels if kn is not matmul]
     assert others and all(((k, c.n), "bfloat16") not in [shape_dtype(t) for t in kn.arg_types] for kn in others)
+
+
+@pytest.mark.parametrize("rho, zp", [(1, False), (2, True)])
+def test_converting_once_b_objects_are_bytes_and_dequantize_into_the_b_bfp16_buffer(rho, zp):
+    """npu2's default W4A16 kernel: B objects as uint8, the matmul's buffers A, B, C, A_bfp16, B_bfp16, C_acc (the
+    convert-once kernel's, each core-local, the B object dequantized into B_bfp16), no bf16 scratch."""
+    c = w4a16(rho=rho, zp=zp, once=True)
+    design = build_design(c)
+    program, rec = lowered(design)
+    obj = groupquant.ObjectLayout(c.k, c.n, c.group_size, zp).nbytes
+    (matmul,) = [kn for kn in rec.kernels if kn.name.startswith("matmul")]
+    types = [shape_dtype(t) for t in matmul.arg_types]
+    bfp16 = "v8bfp16ebs8"
+    assert types[1] == ((obj,), "uint8") and types[3] == ((c.t_ma * c.k // 8,), bfp16)
+    assert types[4] == ((c.k * c.n // 8,), bfp16) and (types[-1] == ((), "int32")) == (rho > 1)
+    assert not [b for b in rec.buffers if b.name.startswith("B_deq_")]
+    scratch = {b.name: b for b in rec.buffers if b.name.startswith("B_bfp16_")}
+    assert len(scratch) == len(design.workers)
+    for w, wk in zip(program.workers, design.workers):
+        (name,) = [b.name for b in wk.buffers if b.name.startswith("B_bfp16_")]
+        buf = scratch[name]
+        assert (buf.tile.col, buf.tile.row) == (wk.tile.col, wk.tile.row)
+        calls = [op for op in w.trace if op[0] == "call" and op[1] == matmul.name]
+        assert calls and all(op[2][4] is buf for op in calls)
 
 
 def test_without_group_scales_nothing_changes():

@@ -138,8 +138,34 @@ def test_c_overlap_code_and_registers() -> None:
     assert kv.spare_accumulators(NPU2, "i8", (8, 8, 8), (2, 2)) == 1
 
 
+def test_the_bf16_emulation_converts_through_an_accumulator_register(monkeypatch) -> None:
+    """npu2's bf16-via-bfp16 8x8x8 mmul builds each operand as an accum<accfloat, 64> before converting it
+    (aie2p/mmul_bf16_bf16.hpp): a 2 x 2 cluster's four C blocks and that temporary fill the five 2048-bit
+    registers, so c-overlap has no spare for its reload, and the model prices the reload after its chain's
+    store (as on npu1's i8 8x8x8)."""
+    shape, acc = (8, 8, 8), 64 * 32
+    assert kv.register_bits(NPU2, "bf16", shape, 2, 2) == (4 * acc, 4 * 64 * 16)
+    assert kv.register_bits(NPU2, "bf16", shape, 2, 2, emulate=True) == (5 * acc, 4 * 64 * 16)
+    assert kv.register_bits(NPU2, "bf16", shape, 2, 2, emulate=True)[0] == NPU2.isa.acc_file_bits
+    assert kv.spare_accumulators(NPU2, "bf16", shape, (2, 2)) == 1
+    assert kv.spare_accumulators(NPU2, "bf16", shape, (2, 2), emulate=True) == 0
+    assert kv.expansions(NPU2, "bf16", shape, emulate=True) == ((2, 2),)
+    assert kv.acc_sets(NPU2, "bf16", shape, (2, 2), emulate=True) == 1
+    assert kv.choose(NPU2, "bf16", shape, True, 64, 64, 64).name == "2x2 c-overlap"
+    with pytest.raises(ConfigError, match=f"needs {9 * acc} accumulator"):  # 4 x 2: 8 C blocks and the temporary
+        kv.choose(NPU2, "bf16", shape, True, 64, 64, 64, expansion=(4, 2))
+    from gemm_gen.model.kernel import cluster_terms
+
+    p = load()
+    ks = kernel_shape(NPU2, "bf16", "bf16", shape, True, expansion=(2, 2), loops="c-overlap")
+    counted = cluster_terms(p, ks, (2, 2))
+    monkeypatch.setattr(kv, "EMULATION_ACC_TEMPS", 0)  # the rule before: a spare the conversions really hold
+    unseen = cluster_terms(p, ks, (2, 2))
+    assert counted["serial_overhead"] == unseen["serial_overhead"]
+    assert counted["serial_overlapped"] > unseen["serial_overlapped"]  # the last chain's reload waits
+
+
 @pytest.mark.parametrize("change, message", [
-    (dict(expansion=(4, 4)), "does not split into 4x4 clusters"),
     (dict(expansion=(3, 2)), "not one of ours"),
     (dict(expansion=(4, 4), dtype_in="i8", dtype_out="i8", m=128, n=128), "16384 accumulator"),
     (dict(kernel_loops="unrolled"), "unknown kernel loop structure"),

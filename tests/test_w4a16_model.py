@@ -1,6 +1,7 @@
-"""W4A16 in the rules, the model and the search (issue 22 item 1b, branch w4a16-model): B objects counted at
-groupquant.object_bytes in L1, on the memtiles and in DRAM, the dequantized tile in L1, the dequantization
-charged once per B object (uncalibrated), the bf16 mmul rate, predict's lines, the tuner's k."""
+"""W4A16 in the rules, the model and the search (issue 22 item 1b, branch w4a16-model; issue 31 item 8): B objects
+counted at groupquant.object_bytes in L1, on the memtiles and in DRAM, the dequantized tile in L1 (bf16, or npu2's
+convert-once bfp16 tiles), the dequantization charged once per B object (uncalibrated), the bf16 mmul rate,
+predict's lines, the tuner's k."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from gemm_gen.config import GemmConfig
 from gemm_gen.errors import ConfigError
 from gemm_gen.hw.devices import DEVICES
 from gemm_gen.model import dequant_cost
-from gemm_gen.model.kernel import kernel_cycles
+from gemm_gen.model.kernel import b_conversion_cycles, kernel_cycles
 from gemm_gen.model.params import load
 from gemm_gen.model.perf import Workload, estimate
 from gemm_gen.model.predict import predict
@@ -36,11 +37,17 @@ def w4a16(dev: str = "npu2", M: int = 256, K: int = 512, N: int = 256, m: int = 
 
 @pytest.mark.parametrize("k, g, zp", [(128, 128, False), (64, 128, False), (256, 64, True), (32, 32, True)])
 def test_l1_counts_b_objects_at_object_bytes_and_one_bf16_scratch(k, g, zp):
-    c = w4a16(k=k, k_mt=k, g=g, zp=zp)
+    c = w4a16(k=k, k_mt=k, g=g, zp=zp, convert_once=False)  # npu2's emulated kernel, as npu1's
     parts = c.l1_parts
     assert parts["B"] == c.depth_ab_l1 * groupquant.ObjectLayout(k, c.n, g, zp).nbytes
     assert parts[l1.B_DEQ_PART] == k * c.n * 2  # one k x n bf16 tile per core, whatever the depth
     assert c.l1_bytes == sum(parts.values())
+    # npu2's default, the convert-once kernel: the object dequantized into bfp16 tiles (9 bytes per 8 values),
+    # with A's bfp16 copy, and no bf16 scratch
+    once = w4a16(k=k, k_mt=k, g=g, zp=zp)
+    assert once.convert_once and l1.B_DEQ_PART not in once.l1_parts
+    assert once.l1_parts["B bfp16"] == k * c.n * 9 // 8 and once.l1_parts["A bfp16"] == c.t_ma * k * 9 // 8
+    assert once.l1_parts["B"] == parts["B"] and once.l1_bytes == sum(once.l1_parts.values())
     # the same tiles without group scales (int8 x int4) keep k n / 2 bytes per B object and no scratch
     plain = GemmConfig("npu2", 256, 512, 256, 32, k, 32, k, "i8", "i8", dtype_b="i4")
     assert plain.l1_parts["B"] == plain.depth_ab_l1 * k * 32 // 2
@@ -97,15 +104,19 @@ def test_b_dram_bytes_include_the_scale_rows_per_k_step_and_column_tile():
     assert float(e.traffic["B"].runs) == (Mp // (m * 4)) * (Np // n)
 
 
-def test_dequant_is_charged_once_per_b_object(monkeypatch):
-    pr = Workload.of(w4a16("npu2", 256, 1024, 512))
+@pytest.mark.parametrize("once", [True, False])
+def test_dequant_is_charged_once_per_b_object(monkeypatch, once):
+    pr = Workload.of(w4a16("npu2", 256, 1024, 512, convert_once=once))
     m, k, n, kmt = 32, 128, 64, 1024
     e = estimate(pr, m, k, n, kmt, rho=2)
-    cycles = float(dequant_cost.object_cycles(pr.base.dev, k, n, 128, False))
-    # aie2p's default bf16 mmul 8x8x8: 64 values per vector, the kernel's 6 vector-slot ops each (rules/dequant.py:
-    # two unpacks, the bias add, mul, msc, the rounding), and its 2 setup ops per (group, column block) over the
-    # 128 / 8 blocks of a group
-    assert cycles == k * n / 64 * (6 + 2 / 16)
+    cycles = float(dequant_cost.object_cycles(pr.base.dev, k, n, 128, False, None, once))
+    # aie2p, 64 values per vector either way (the emulated kernel's 8x8x8, a bfp16 tile), in one flat loop entered
+    # once per object (PASS_STAGES 2: one trip to fill and drain), a trip two K block rows sharing their scales
+    # (rules/dequant.py): the bf16 pass's 6 vector-slot ops (two unpacks, the bias add, mul, msc, the rounding)
+    # and half a grow_replicate, two blocks per trip; the bfp16 pass's 7 (the same and the transpose of x) and
+    # half a grow_replicate and a transpose of the scales, four tiles per trip
+    ops, trip = (8, 4) if once else (6.5, 2)
+    assert cycles == k * n / 64 * ops + trip * ops
     assert float(e.extra["dequant_cycles_per_object"]) == cycles
     # a charge far above the k-step's transfers: each added cycle per object is one per k-step of every
     # output tile, not one per rho call (rho 2 here)
@@ -117,31 +128,42 @@ def test_dequant_is_charged_once_per_b_object(monkeypatch):
     assert math.isclose(times[1] - times[0], objects * 1e5 / 1.8e9, rel_tol=1e-9)
 
 
-def test_zero_points_cost_setup_per_group_not_ops_per_vector():
-    """The kernel folds a zero point into the offset it subtracts ((136 + z) s), made once per group."""
+@pytest.mark.parametrize("once", [True, False])
+def test_zero_points_cost_their_offsets_per_vector(once):
+    """The kernel folds a zero point into the offset it subtracts ((136 + z) s): in the flat loop each vector
+    loads its columns' zero points and makes their offsets (to_fixed, the bias add, spread over its lanes)."""
     dev = w4a16().dev
-    assert dequant_cost.ops_per_vector(dev, True) == dequant_cost.ops_per_vector(dev, False)
-    with_zp, without = (float(dequant_cost.object_cycles(dev, 128, 64, 32, zp)) for zp in (True, False))
+    with_z, without_z = (dequant_cost.ops_per_vector(dev, zp, None, once) for zp in (True, False))
+    assert with_z == without_z + (2 if once else 1.5)  # per trip of two K rows: to_fixed, add, spread (and load)
+    with_zp, without = (float(dequant_cost.object_cycles(dev, 128, 64, 32, zp, None, once)) for zp in (True, False))
     assert with_zp > without
 
 
-@pytest.mark.parametrize("dev", ["npu1", "npu2"])
-def test_the_model_counts_the_kernels_operations(dev):
+@pytest.mark.parametrize("dev, once", [("npu1", False), ("npu2", False), ("npu2", True)])
+def test_the_model_counts_the_kernels_operations(dev, once):
     """One count of the pass's operations: the kernel's (rules/dequant.py), its loads and stores on their units."""
-    d = dequant_ops(dev, False)
+    d = dequant_ops(dev, False, to_bfp16=once)
     device = DEVICES[dev]
-    assert dequant_cost.values_per_vector(device) == d.lanes
-    assert dequant_cost.ops_per_vector(device, False) == d.ops - sum(n for name, n in d.per_vector
-                                                                     if name.startswith(("load_v", "store_v")))
+    assert dequant_cost.values_per_vector(device, None, once) == d.lanes
+    assert dequant_cost.ops_per_vector(device, False, None, once) == d.ops - sum(
+        n for name, n in d.per_vector if name.startswith(("load_v", "store_v", "push")))
+    assert dequant_cost.vector_cycles(device, False, None, once) == max(
+        d.vector_ops, d.loads / device.isa.load_units, d.out_bytes / device.isa.vst_bytes)
 
 
-def test_w4a16_runs_the_bf16_kernels_mmul_rate():
-    c = w4a16("npu2")
-    bf = GemmConfig("npu2", 256, 512, 256, 32, 128, 32, 128, "bf16", "bf16", acc="f32")
+@pytest.mark.parametrize("once", [True, False])
+def test_w4a16_runs_the_bf16_kernels_mmul_rate(once):
+    """Its body is the bf16 kernel's: npu2's convert-once body (B's conversion its dequantization's, charged apart)
+    or the emulated one."""
+    c = w4a16("npu2", convert_once=once)
+    bf = GemmConfig("npu2", 256, 512, 256, 32, 128, 32, 128, "bf16", "bf16", acc="f32", convert_once=once)
     p = load()
     ours = kernel_cycles(p, Workload.of(c).kernel_shape, 32, 128, 32)
     theirs = kernel_cycles(p, Workload.of(bf).kernel_shape, 32, 128, 32)
     assert float(ours) == float(theirs)
+    ks = Workload.of(c).kernel_shape
+    assert float(b_conversion_cycles(ks, 128, 32)) == 0.0  # no bf16 B to convert: the pass writes the tiles
+    assert (float(b_conversion_cycles(Workload.of(bf).kernel_shape, 128, 32)) > 0) == once  # bf16 B: converted
 
 
 def test_roof_counts_the_scale_rows():
@@ -156,7 +178,7 @@ def test_predict_prints_the_uncalibrated_dequant_line_for_w4a16_only():
     d = predict(w4a16("npu2", 1, 4096, 4096, 16, 32, 256, 1024))
     text = predict_text(d)
     line = next(x for x in text.splitlines() if x.strip().startswith("dequant"))
-    assert "PREDICTED, uncalibrated" in line and "6 vector ops per 64 values" in line
+    assert "PREDICTED, uncalibrated" in line and "into bfp16 tiles, 8 vector ops per 64 values" in line
     assert "B with its scales" in text
     assert d.to_json()["dequant"]["calibrated"] is False
     assert d.dram_roof is not None and d.dram_roof.bytes == call_bytes(Problem(1, 4096, 4096), "bf16", "i4", "bf16",
@@ -202,7 +224,7 @@ def test_the_dequant_charge_follows_the_configs_mmul():
     assert dequant_cost.values_per_vector(dev, (4, 8, 4)) == 32 and narrow > 1.9 * wide
     c = GemmConfig("npu2", 64, 1024, 512, 32, 128, 32, 128, "bf16", "bf16", dtype_b="i4", group_size=64,
                    emulate_bf16_with_bfp16=False, mmul_shape=(4, 8, 4))
-    assert "6 vector ops per 32 values" in predict_text(predict(c))
+    assert "into bf16, 6.75 vector ops per 32 values" in predict_text(predict(c))
 
 
 def test_a_pinned_loop_nest_with_no_room_for_the_pass_is_refused_by_the_checks():
@@ -211,7 +233,19 @@ def test_a_pinned_loop_nest_with_no_room_for_the_pass_is_refused_by_the_checks()
     from gemm_gen.checks import check_config
 
     c = GemmConfig("npu2", 64, 1024, 512, 32, 64, 64, 64, "bf16", "bf16", dtype_b="i4", group_size=64,
-                   kernel_loops="jk-flat", compiler="chess")
+                   kernel_loops="jk-flat", compiler="chess", convert_once=False)
     with pytest.raises(ConfigError, match=r"dequantization pass \(about \d+ B of code\) exceed their 8192 B"):
         check_config(c)
     check_config(c.with_(kernel_loops=None))  # the automatic loops leave it room
+
+
+@pytest.mark.parametrize("once", [True, False])
+def test_a_trip_of_one_k_row_pays_its_scale_work_alone(once):
+    """A trip of the pass spans rules.dequant.trip_rows K block rows of one group, which share the scales it loads
+    and spreads: an 8-row object (one block row) pays that work per row, as the kernel renders it."""
+    dev = DEVICES["npu2"]
+    assert [int(dequant_cost.pass_rows(dev, k, 32, None, once)) for k in (8, 16, 256)] == [1, 2, 2]
+    one, two = (dequant_cost.ops_per_vector(dev, False, None, once, rows) for rows in (1, 2))
+    assert one - two == (1 if once else 0.5)  # the spread's half (grow_replicate, and transpose for bfp16 tiles)
+    per_row = [float(dequant_cost.object_cycles(dev, k, 64, 32, False, None, once)) / k for k in (8, 16)]
+    assert per_row[0] > per_row[1]

@@ -32,6 +32,7 @@ from gemm_gen.hw.devices import DEVICES
 from gemm_gen.inputs import group_weights
 from gemm_gen.l1_layout import b_layout
 from gemm_gen.operands import bf16_rne
+from gemm_gen.rules.defaults import resolve
 from gemm_gen.sim import simulate
 from gemm_gen.tap import Tap
 
@@ -84,8 +85,12 @@ def test_an_object_is_q_in_kernel_order_then_scale_rows_then_zero_rows():
                           b.zero_points[2:4])
 
 
-def test_a_column_of_objects_is_one_shim_run_and_forwarded_linearly():
-    c = _config("npu2", 64, 512, 256, zp=True)
+@pytest.mark.parametrize("once", [True, False])
+def test_a_column_of_objects_is_one_shim_run_and_forwarded_linearly(once):
+    """npu2's default kernel (convert once) dequantizes into its B bfp16 scratch (9 bytes per 8 values, A's bfp16
+    copy before it); the emulated one (--convert-once 0) into a k x n bf16 scratch, its last buffer."""
+    c = _config("npu2", 64, 512, 256, zp=True, **({} if once else {"convert_once": False}))
+    assert c.convert_once == once
     gb = grid(c, "B")
     words = gb.obj * (c.call.k_walk // c.k)
     assert gb.obj * 4 == groupquant.object_bytes(c.k, c.n, 128, True)
@@ -96,10 +101,16 @@ def test_a_column_of_objects_is_one_shim_run_and_forwarded_linearly():
     d = build_design(c)
     b_fifos = [f for f in d.fifos if f.name.startswith("B_")]
     assert all(f.obj_shape == (gb.obj,) and f.dims_to_stream is None and f.dims_from_stream is None for f in b_fifos)
-    deq = [b for b in d.workers[0].buffers if b.name.startswith("B_deq")]
-    assert [(b.shape, b.dtype) for b in deq] == [((c.k, c.n), "bf16")]
+    deq = [b for b in d.workers[0].buffers if b.name.startswith(("B_deq", "B_bfp16"))]
     matmul = next(s for s in d.kernels if s.role == "matmul")
+    if once:
+        assert [(b.name.split("_")[1], b.shape, b.dtype) for b in deq] == [("bfp16", (c.k // 8, c.n // 8), "bfp16")]
+        assert matmul.arg_dtypes[3:5] == ("bfp16", "bfp16") and matmul.arg_shapes[4] == (c.k // 8, c.n // 8)
+        assert c.l1_parts["B bfp16"] == c.k * c.n * 9 // 8 and "B bf16" not in c.l1_parts
+        return
+    assert [(b.shape, b.dtype) for b in deq] == [((c.k, c.n), "bf16")]
     assert matmul.arg_shapes[-1] == (c.k, c.n) and matmul.arg_dtypes[-1] == "bf16"  # the scratch, last
+    assert c.l1_parts["B bf16"] == c.k * c.n * 2 and "B bfp16" not in c.l1_parts
 
 
 @pytest.mark.parametrize("zp", [False, True])
@@ -159,7 +170,9 @@ def w4a16_configs(draw: st.DrawFn) -> GemmConfig:
     return GemmConfig(dev, M, K, N, m, k, n, k_mt, "bf16", draw(st.sampled_from(["bf16", "f32"])), dtype_b="i4",
                       group_size=g, zero_points=draw(st.booleans()), mmul_shape=(r, s, t), rho=rho, cols=cols,
                       rows=rows, queue_groups=draw(st.integers(1, 4)), c_col_maj=draw(st.booleans()),
-                      emulate_bf16_with_bfp16=emulate)
+                      emulate_bf16_with_bfp16=emulate,
+                      # on the bfp16 datapath: the convert-once kernel (the default) or the emulated one
+                      convert_once=emulate and draw(st.booleans()))
 
 
 @SETTINGS
@@ -252,6 +265,36 @@ def test_slices_out_of_order_read_a_stale_scratch():
         simulate(bad)
 
 
+@pytest.mark.parametrize("zp", [False, True])
+def test_the_convert_once_scratch_holds_the_bfp16_tiles_the_body_multiplies(monkeypatch, zp):
+    """npu2's default kernel: the simulated B_bfp16 scratch holds, in the 1 x 2 super-block order the body's B
+    stream reads (l1_layout.b_tile_pairs), the bfp16 tiles of B^T whose values are the numerics' operand: the exact
+    float32 weights quantized once along K."""
+    from gemm_gen import bfp16
+    from gemm_gen.l1_layout import b_tile_pairs
+    from gemm_gen.sim import kernel as sim_kernel
+    from gemm_gen.sim import words
+
+    seen: list[tuple[np.ndarray, np.ndarray]] = []
+    real = sim_kernel.KernelEmulator._b_values
+
+    def spy(self, b_cells, deq_cells):
+        tile = real(self, b_cells, deq_cells)
+        seen.append((self.numerics.operand_b(tile), (deq_cells & words.VALUE_MASK).astype(np.uint32).view(np.uint8)))
+        return tile
+
+    monkeypatch.setattr(sim_kernel.KernelEmulator, "_b_values", spy)
+    c = _config("npu2", 16, 256, 64, zp=zp, tiles=(16, 64, 32, 64))
+    assert c.convert_once
+    _passes(c)
+    q = bfp16.TILE
+    for want, scratch in seen[:4]:
+        pairs = scratch.reshape(-1, bfp16.TILE_BYTES)
+        tiles = pairs[b_tile_pairs(c.k // q, c.n // q)].transpose(1, 0, 2)  # (n/8, k/8) tiles of B^T
+        got = bfp16.tile_values(np.ascontiguousarray(tiles)).T
+        assert np.array_equal(got, want.astype(np.float32)) and np.any(got != 0)
+
+
 # ---- refusals ------------------------------------------------------------------------------------
 def test_npu1_t4_is_accepted_for_w4a16_and_refused_for_w4a8():
     c = _config("npu1", 64, 256, 64)
@@ -268,13 +311,27 @@ def test_npu1_t4_is_accepted_for_w4a16_and_refused_for_w4a8():
     ({"tiles": (8, 48, 16, 96), "g": 32}, "-k 48 with --group-size 32"),
     ({"g": 48}, "--group-size 48"),
     ({"bias": True}, "its tile would ride in a B object of i4"),
-    ({"convert_once": True}, "--convert-once with W4A16"),
+    ({"convert_once": True}, "--convert-once is for a bf16 A .* not npu1"),  # npu1 has no bfp16 datapath
     ({"b_pack": "strips"}, "--b-pack strips with W4A16: its B is each core column's objects"),
+    ({"dev": "npu2", "convert_once": True, "emulate_bf16_with_bfp16": False}, "turns off"),
 ])
 def test_w4a16_configs_are_refused_in_one_line(kw, match):
+    kw = dict(kw)
+    dev = str(kw.pop("dev", "npu1"))
     with pytest.raises(ConfigError, match=match) as e:
-        build_design(_config("npu1" if "convert_once" not in kw else "npu2", 64, 256, 64, **kw))
+        build_design(_config(dev, 64, 256, 64, **kw))
     assert "\n" not in str(e.value)
+
+
+@pytest.mark.parametrize("kw, once", [({}, True), ({"convert_once": False}, False),
+                                      ({"emulate_bf16_with_bfp16": False}, False), ({"activation": "relu"}, False)])
+def test_npu2_w4a16_converts_once_where_it_can(kw, once):
+    """npu2's default W4A16 kernel is the convert-once one (B dequantized straight into bfp16), never weighed by
+    the search against the emulated one (other numerics); --convert-once 0, native bf16 mmuls and an epilogue
+    (which the convert-once kernel has not) keep the emulated / native bf16 path. npu1 has no bfp16 datapath."""
+    c = _config("npu2", 64, 256, 64, **kw)
+    assert c.convert_once == once and c.block_kernel == once and not resolve(c.options).convert_once_open
+    assert not _config("npu1", 64, 256, 64).convert_once
 
 
 # ---- the operator --------------------------------------------------------------------------------

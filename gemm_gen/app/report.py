@@ -43,10 +43,12 @@ def _atb_lines(p: PlanInfo) -> list[str]:
     return lines
 
 
-def _variant_line(v: VariantInfo, convert_once: bool) -> str:
+def _variant_line(v: VariantInfo, convert_once: bool, int4_b: bool = False) -> str:
     er, et = v.expansion
     sets = v.accumulator_sets
-    room = ("bf16 converted to bfp16 once (A per call, B per k-step), then bfp16 macs" if convert_once
+    once = ("bf16 A converted to bfp16 once per call, the int4 B object dequantized straight into bfp16 tiles once "
+            "per k-step" if int4_b else "bf16 converted to bfp16 once (A per call, B per k-step)")
+    room = (f"{once}, then bfp16 macs" if convert_once
             else "bfp16 kernel" if sets is None else "one cluster fills the accumulators" if sets <= 1
             else f"accumulators for {sets} clusters")
     code = ("" if v.code_bytes_estimate is None else
@@ -99,7 +101,7 @@ def plan_text(p: PlanInfo) -> str:
         + (f"rho = {d.rho} ({d.rho} calls of {d.t_ma} rows per k-step), " if d.rho > 1 else "")
         + f"mmul {'x'.join(map(str, d.mmul))}; "
         f"{p.call.k_steps} k-steps per output tile, {p.call.tiles_per_core} tiles per core",
-        _variant_line(d.kernel_variant, d.convert_once),
+        _variant_line(d.kernel_variant, d.convert_once, d.dtype_b == "i4"),
         f"acc       {d.accumulator}; {d.rounding_of_c}",
         *_epilogue_lines(d.epilogue, p.call),
         f"array     {p.array[0]} rows x {p.array[1]} cols; A enters at columns {list(p.a_columns)}, "

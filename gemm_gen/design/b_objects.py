@@ -24,6 +24,7 @@ from ..call import CallPlan
 from ..config import GemmConfig
 from ..dtypes import BF16, pack_i4, unpack_i4
 from ..quant_b import QuantB
+from ..rules.dequant import to_bfp16
 from . import patterns
 from .grid import grid
 
@@ -96,18 +97,21 @@ def unpack_object(c: GemmConfig, data: np.ndarray, order: np.ndarray | None = No
 
 
 def dequant_object(c: GemmConfig, data: np.ndarray, order: np.ndarray | None = None) -> np.ndarray:
-    """The k x n bf16 tile the kernel's dequantization writes into its scratch, from an object's bytes
-    (a tile inside one group takes its one scale row for every row: groupquant.dequant with g = k)."""
+    """The k x n weights the kernel's dequantization makes of an object's bytes (a tile inside one group takes
+    its one scale row for every row: g = k): the bf16 tile it writes into its scratch (groupquant.dequant), or,
+    dequantizing straight into bfp16 (rules.dequant.to_bfp16), the exact float32 values it quantizes
+    (groupquant.dequant_f32)."""
     q, s, z = unpack_object(c, data, order)
     g = min(c.group_size, c.k)
-    return groupquant.dequant(q, s, z, g)
+    return (groupquant.dequant_f32 if to_bfp16(c.group_size, c.convert_once) else groupquant.dequant)(q, s, z, g)
 
 
 def unpack_objects(c: GemmConfig, call: CallPlan, b_dram: np.ndarray) -> np.ndarray:
-    """The dequantized weights (k_walk x Np, bf16) the kernels see, read back from B's DRAM buffer."""
+    """The dequantized weights (k_walk x Np: bf16, or float32 for rules.dequant.to_bfp16) the kernels see, read
+    back from B's DRAM buffer."""
     strips, steps = call.Np // c.n, call.k_walk // c.k
     objs = np.ascontiguousarray(b_dram, np.uint8).reshape(strips, steps, -1)
-    out = np.empty((call.k_walk, call.Np), BF16.host)
+    out = np.empty((call.k_walk, call.Np), np.float32 if to_bfp16(c.group_size, c.convert_once) else BF16.host)
     order = kernel_order(c)
     for j in range(strips):
         for i in range(steps):

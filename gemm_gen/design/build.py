@@ -167,8 +167,9 @@ def kernel_specs(c: GemmConfig) -> dict[str, KernelSpec]:
         scratch = [((c.t_ma // q, c.k // q), prec.BFP16)]
     if c.convert_once:  # and the B tile
         scratch.append(((c.k // q, c.n // q), prec.BFP16))
-    # W4A16: the kernel dequantizes each B object into a k x n bf16 scratch, its last argument
-    deq = [b_deq_buffer(c)] if b.obj else []
+    # W4A16: the kernel dequantizes each B object into a k x n bf16 scratch, its last argument (converting once:
+    # into the B bfp16 scratch above instead)
+    deq = [b_deq_buffer(c)] if b.obj and not c.convert_once else []
     matmul_args = [((a.t_ma, a.k), c.dtype_in), (b_l1_shape(b), str(c.dtype_b)), c_obj, *scratch, *extra_c, *deq]
     specs = {
         "zero": KernelSpec(names["zero"], "zero", obj, tuple(s for s, _ in [c_obj, *extra_c]),
@@ -211,7 +212,7 @@ def worker(c: GemmConfig, specs: dict[str, KernelSpec], col: int, row: int, l1: 
         acc = (f"C_acc_{col}_{row}",)
         buffers.append(LocalBuffer(acc[0], *acc_buffer(c)))
     deq: tuple[str, ...] = ()
-    if c.group_size:  # W4A16: the dequantized B object (kernel_specs' last matmul argument)
+    if c.group_size and not c.convert_once:  # W4A16: the dequantized B object (kernel_specs' last matmul argument)
         deq = (f"B_deq_{col}_{row}",)
         buffers.append(LocalBuffer(deq[0], *b_deq_buffer(c)))
     words = rtp_words(c.runtime_sizes, c.epilogue.runtime)

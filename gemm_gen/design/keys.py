@@ -104,7 +104,8 @@ def variant_info(c: GemmConfig) -> VariantInfo:
             int(kv.code_bytes(c.dev, c.dtype_in, c.mmul, bool(c.emulate_bf16_with_bfp16), v.expansion, v.loops,
                               c.k, c.n)))
     return VariantInfo(v.name, v.expansion, v.loops,
-                       None if block else kv.acc_sets(c.dev, c.dtype_in, c.mmul, v.expansion),
+                       None if block else kv.acc_sets(c.dev, c.dtype_in, c.mmul, v.expansion,
+                                                      bool(c.emulate_bf16_with_bfp16)),
                        code, c.dev.isa.program_bytes,
                        "given" if (c.expansion, c.kernel_loops) != (None, None) else "automatic")
 

@@ -130,7 +130,10 @@ class KernelParams:
     zero_points: bool = False
     scale_rows: int = 0  # scale rows (groups) in one B object
     q_bytes: int = 0  # the object's int4 values, before its scales
-    kb_per_row: int = 0  # K block rows of B per scale row (the dequant's inner trip count)
+    kb_per_row: int = 0  # K block rows of B per scale row
+    trip_rows: int = 0  # K block rows per trip of the pass's flat loop (rules.dequant.trip_rows)
+    chunks: int = 0  # the pass's flat loop trips: 8-column chunks of trip_rows block rows
+    blocks_per_chunk: int = 0  # blocks of one 8-column chunk (8 / t)
     ctype_b_obj: str = ""  # the matmul's B argument when it is not the body's B (the W4A16 object: bytes)
 
 
@@ -175,6 +178,15 @@ class BlockKernelParams:
     zero_iters: int  # zero loop trip counts: bfp16 tiles, or stores into the object and into C_acc
     zero_obj_iters: int
     zero_buf_iters: int
+    # W4A16 converted once: the B object (int4 values with group scales, gemm_gen/groupquant.py) dequantized
+    # straight into the B_bfp16 tiles (`converts_b` names that scratch), once per object
+    w4a16: bool = False
+    zero_points: bool = False
+    scale_rows: int = 0  # scale rows (groups) in one B object
+    q_bytes: int = 0  # the object's int4 values, before its scales
+    kb_per_row: int = 0  # K tiles per scale row
+    trip_rows: int = 0  # K tiles per trip of the pass's flat loop (rules.dequant.trip_rows)
+    trips: int = 0  # the pass's flat loop trips
 
     @property
     def matmul_args(self) -> tuple[str, ...]:
@@ -311,40 +323,51 @@ def is_w4a16(build: KernelBuild) -> bool:
     return build.dtype_in in prec.W4A16_A_TYPES and build.precision.b == I4.name
 
 
-def _w4a16(build: KernelBuild, dev: Device, variant: kv.KernelVariant) -> dict[str, Any]:
-    """The scalar template's numbers for W4A16's dequantization pass, refusing the builds it has no pass for:
-    it reads B in the bf16 body's s x t blocks (row-major, blocks along N first), one block per vector of
-    s t int4 values (at least the 32 lanes of the smallest int4 vector), each block inside one group, and
-    the scales of 8 columns per 128-bit load (n is a multiple of 2 t >= 8: every expansion is at least 2 wide;
-    the template asserts it)."""
+def _w4a16_object(build: KernelBuild) -> groupquant.ObjectLayout | None:
+    """The B object of a W4A16 build (None for any other build), refusing the builds no dequantization pass is
+    for: a group size and zero points only with bf16 x int4, a group size it has, a tile k that covers whole
+    groups or lies inside one, a row-major B (both passes read row-major s x t blocks, along N first: the bf16
+    body's B order, which the host writes the object's values in)."""
     g = build.group_size
     if not is_w4a16(build):
         if g or build.zero_points:
             raise ConfigError(f"group size {g} / zero points with {build.dtype_in} x {build.precision.b}: group "
                               "scales belong to bf16 x int4 (W4A16)", "drop the group size and zero points")
-        return {}
+        return None
     if not g:
         raise ConfigError("bf16 x int4 (W4A16) needs one scale per group of K rows: the build has no group size",
                           f"give it a group size ({' | '.join(map(str, groupquant.GROUP_SIZES))})")
     groupquant.check_group_size(g)
     groupquant.check_tile_k(build.k, g)
-    _, s, t = build.mmul
-    shape = "x".join(map(str, build.mmul))
     if build.b_col_maj:
         raise ConfigError("a column-major B with int4 weights: the dequantization pass reads row-major s x t blocks",
                           "use a row-major B (drop --b-col-maj)")
-    if s * t < dq.MIN_LANES or t not in dq.BLOCK_COLUMNS or g % s:
+    return groupquant.ObjectLayout(build.k, build.n, g, build.zero_points)
+
+
+def _w4a16(build: KernelBuild, dev: Device, variant: kv.KernelVariant) -> dict[str, Any]:
+    """The scalar template's numbers for W4A16's dequantization pass into bf16, refusing the builds it has no
+    pass for: it reads B in the bf16 body's s x t blocks (row-major, blocks along N first), one block per vector
+    of s t int4 values (at least the 32 lanes of the smallest int4 vector), each block inside one group, and the
+    scales of 8 columns per 128-bit load (n is a multiple of 2 t >= 8: every expansion is at least 2 wide; the
+    template asserts it)."""
+    layout = _w4a16_object(build)
+    if layout is None:
+        return {}
+    _, s, t = build.mmul
+    shape = "x".join(map(str, build.mmul))
+    if s * t < dq.MIN_LANES or t not in dq.BLOCK_COLUMNS or build.group_size % s:
         raise ConfigError(f"mmul {shape} with int4 weights: the dequantization pass takes s x t blocks of at least "
-                          f"{dq.MIN_LANES} values, t in {dq.BLOCK_COLUMNS}, s dividing the group size {g}",
-                          "use the device's default bf16 mmul shape")
+                          f"{dq.MIN_LANES} values, t in {dq.BLOCK_COLUMNS}, s dividing the group size "
+                          f"{build.group_size}", "use the device's default bf16 mmul shape")
     problem = dq.code_problem(dev, build.mmul, build.emulate_bf16_with_bfp16, variant.expansion, variant.loops,
                               build.k, build.n, build.zero_points)
     if problem is not None:
         raise ConfigError(*problem)
-    layout = groupquant.ObjectLayout(build.k, build.n, g, build.zero_points)
+    rows = dq.trip_rows(build.k, build.group_size, s)
     return dict(w4a16=True, ctype_b_obj=PACKED_MEM_TYPE, zero_points=build.zero_points, scale_rows=layout.rows,
-                q_bytes=layout.q_bytes,
-                kb_per_row=build.k // s // layout.rows)
+                q_bytes=layout.q_bytes, kb_per_row=build.k // s // layout.rows, trip_rows=rows,
+                chunks=build.k // s // rows * build.n // dq.SCALE_LANES, blocks_per_chunk=dq.SCALE_LANES // t)
 
 
 def w4a16_code_bytes(build: KernelBuild, dev: Device, variant: kv.KernelVariant) -> int:
@@ -472,7 +495,8 @@ def block_kernel_params(build: KernelBuild, dev: Device) -> BlockKernelParams:
                           f"use mmul {'x'.join(map(str, shape))} (mac_8x8_8x8T)")
     if build.convert_once:
         if p.block or p.a != "bf16" or not build.emulate_bf16_with_bfp16:
-            raise ConfigError(f"the convert-once kernel runs bf16 x bf16 on the bfp16 datapath, not {p.name}"
+            raise ConfigError(f"the convert-once kernel runs a bf16 A (times bf16, or W4A16's int4 B) on the bfp16 "
+                              f"datapath, not {p.name}"
                               + ("" if build.emulate_bf16_with_bfp16 else " without it"),
                               "use --dtype_in bf16 with --emulate-bf16-mmul-with-bfp16, or --convert-once 0")
     elif build.emulate_bf16_with_bfp16:
@@ -504,7 +528,15 @@ def block_kernel_params(build: KernelBuild, dev: Device) -> BlockKernelParams:
     store_bits = STORE_BITS[build.aie_target]
     lanes = 0 if t_acc.is_block else store_bits // t_acc.bits
     converts_a, converts_b = kv.converts_a_tile(p, build.convert_once), build.convert_once
-    params = [f"{C_TYPES[p.a]} *A", f"{C_TYPES[p.b]} *B", f"{C_TYPES[p.out]} *C"]
+    layout = _w4a16_object(build)  # W4A16: B is the object's bytes, dequantized into B_bfp16
+    w4a16: dict[str, Any] = {}
+    if layout is not None:
+        rows = dq.trip_rows(build.k, build.group_size, q)
+        w4a16 = dict(w4a16=True, zero_points=build.zero_points, scale_rows=layout.rows, q_bytes=layout.q_bytes,
+                     kb_per_row=build.k // q // layout.rows, trip_rows=rows,
+                     trips=build.k // q // rows * build.n // (2 * q))
+    ctype_b = PACKED_MEM_TYPE if layout is not None else C_TYPES[p.b]
+    params = [f"{C_TYPES[p.a]} *A", f"{ctype_b} *B", f"{C_TYPES[p.out]} *C"]
     if converts_a:
         params.append(f"{C_TYPES[BFP16.name]} *A_bfp16")
     if converts_b:
@@ -522,7 +554,7 @@ def block_kernel_params(build: KernelBuild, dev: Device) -> BlockKernelParams:
         zero_name=names["zero"], matmul_name=names["matmul"], convert_name=names.get("convert"),
         matmul_params=tuple(params), ctype_in=C_TYPES[p.a], ctype_out=C_TYPES[p.out], ctype_acc=C_TYPES[p.acc],
         aie_arch=AIE_ARCH[build.aie_target], rounding_mode=ROUNDING_MODES[rounding],
-        ctype_b=C_TYPES[p.b], converts_a=converts_a, converts_b=converts_b, converts_c=p.converts_c,
+        ctype_b=ctype_b, converts_a=converts_a, converts_b=converts_b, converts_c=p.converts_c,
         acc_tiles=t_acc.is_block, out_tiles=t_out.is_block, out_tile_bytes=t_out.nbytes(q * q), split_rows=split,
         c_object_bytes=c_object_bytes, c_super_blocks=t_out.is_block,
         blocks=build.t_ma // (2 * q) * (build.n // (2 * q)), k_tiles=k_tiles, unroll_k=bool(writes_out_k(build.k)),
@@ -531,7 +563,7 @@ def block_kernel_params(build: KernelBuild, dev: Device) -> BlockKernelParams:
         acc_tile_bytes=0 if t_acc.is_block else t_acc.nbytes(q * q), store_bits=store_bits, zero_lanes=lanes,
         zero_iters=c_tiles if t_acc.is_block else 0,
         zero_obj_iters=split * build.n // lanes if lanes else 0,
-        zero_buf_iters=(build.m - split) * build.n // lanes if lanes else 0,
+        zero_buf_iters=(build.m - split) * build.n // lanes if lanes else 0, **w4a16,
     )
 
 

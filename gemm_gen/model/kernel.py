@@ -41,7 +41,8 @@ C. o_flat (what the software-pipelined block loop leaves exposed) is fitted on m
 published II of its config-1 Peano kernel and checked on its configs 2 and 3; epsilon is fitted on atb
 Table 1, which measures the ATB paper's chess kernel, and prices only that structure. Config 1 and the
 convert-once kernel convert their bf16 A tile per call, the convert-once kernel its B tile per
-k-step (b_conversion_cycles), each tile at convert_tile_cycles.
+k-step (b_conversion_cycles), each tile at convert_tile_cycles; W4A16's convert-once kernel
+dequantizes its B object into the tiles instead (model/dequant_cost.py, charged per k-step in perf).
 """
 
 from __future__ import annotations
@@ -52,7 +53,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from .. import precision as prec
-from ..dtypes import dtype
+from ..dtypes import BF16, dtype
 from ..hw.devices import Device, device
 from ..rules import block_loop as bl
 from ..rules import kernel_variant as kv
@@ -155,10 +156,11 @@ def convert_tile_cycles(ks: KernelShape, transposed: bool = False) -> float:
 
 
 def b_conversion_cycles(ks: KernelShape, k: np.ndarray, n: np.ndarray) -> np.ndarray:
-    """Cycles a convert-once kernel spends per k-step turning its B tile into bfp16 (0 otherwise);
-    its A tile's conversion is part of each call (a_conversion_cycles)."""
+    """Cycles a convert-once kernel spends per k-step turning its bf16 B tile into bfp16 (0 otherwise, and 0
+    for W4A16's, whose dequantization pass writes the tiles: model/dequant_cost.py); its A tile's conversion
+    is part of each call (a_conversion_cycles)."""
     k, n = np.asarray(k), np.asarray(n)
-    if not ks.convert_once:
+    if not ks.convert_once or ks.precision.b != BF16.name:
         return np.zeros(np.broadcast(k, n).shape)
     return np.asarray((k // TILE) * (n // TILE) * convert_tile_cycles(ks), dtype=np.float64)
 
@@ -300,11 +302,12 @@ def cluster_terms(p: Params, ks: KernelShape, expansion: tuple[int, int] = (2, 2
     # one chain q - 1's store freed, so the reloads end with the stores; without one, the last
     # chain's reload follows its own store and shares the load units with the next cluster's first
     # A/B round. The next cluster's prolog keeps only those loads and their latency.
-    late = 0 if kv.spare_accumulators(ks.dev, ks.operands, ks.mmul, expansion) >= 1 else ld_acc
+    emulate = ks.emulate_bf16_with_bfp16  # its operand conversions hold an accumulator register too
+    late = 0 if kv.spare_accumulators(ks.dev, ks.operands, ks.mmul, expansion, emulate) >= 1 else ld_acc
     prolog_ov = isa.vld_latency + -(-(late + round_loads) // isa.load_units) - 1
     epilog_ov = isa.vmac_to_store + isa.vst_latency - 1 + max(stores, -(-(c_loads - late) // isa.load_units))
     serial_ov = max(0.0, prolog_ov + epilog_ov - chains * ii) + c_transposes
-    depth = kv.acc_sets(ks.dev, ks.operands, ks.mmul, expansion)
+    depth = kv.acc_sets(ks.dev, ks.operands, ks.mmul, expansion, emulate)
     return {"ii": ii, "serial_overhead": serial, "residual": min(p.bank_stall * (c_loads + c_stores), serial),
             "serial_overlapped": serial_ov,
             "h": {0: 1.0, 1: 1.0, 2: 0.5}.get(depth, 0.0), "prolog": prolog, "epilog": epilog,
@@ -343,8 +346,10 @@ def kernel_cycles(p: Params, ks: KernelShape, m: np.ndarray, k: np.ndarray, n: n
     if ks.block:
         return block_call_cycles(p, ks, m, k, n)
     dev, mmul = ks.dev, ks.mmul
-    order = kv.expansions(dev, ks.operands, mmul) if ks.expansion is None else (tuple(ks.expansion),)
-    pick = kv.auto_expansion(dev, ks.operands, mmul, m, n) if ks.expansion is None else np.zeros((), np.int64)
+    emulate = ks.emulate_bf16_with_bfp16
+    order = kv.expansions(dev, ks.operands, mmul, emulate) if ks.expansion is None else (tuple(ks.expansion),)
+    pick = (kv.auto_expansion(dev, ks.operands, mmul, m, n, emulate) if ks.expansion is None
+            else np.zeros((), np.int64))
     shape = np.broadcast(m, k, n).shape
     out = np.zeros(shape, dtype=np.float64)
     for i, (er, et) in enumerate(order):

@@ -16,6 +16,7 @@ from ..config import GemmConfig
 from ..dtypes import dtype
 from ..l1_banks import BANK_WORD_BYTES, L1Plan
 from ..precision import BFP16
+from ..rules import l1
 from ..rules.kernel_variant import converts_a_tile
 
 
@@ -35,8 +36,9 @@ def access_bytes_per_call(c: GemmConfig) -> dict[str, float]:
         out["A"], out["A bfp16"] = a_tile, a_bfp16 * (1 + c.n / q2)
     else:
         out["A"] = a_tile * c.n / q2
-    if c.convert_once:  # B converted once per k-step, i.e. per rho calls
-        out["B"], out["B bfp16"] = b_tile / c.rho, b_bfp16 / c.rho + b_bfp16 * c.t_ma / q2
+    if c.convert_once:  # B converted (W4A16: its object dequantized) once per k-step, i.e. per rho calls
+        b_read = l1.b_object_bytes(c.l1_options, c.k, c.n)
+        out["B"], out["B bfp16"] = b_read / c.rho, b_bfp16 / c.rho + b_bfp16 * c.t_ma / q2
     else:
         out["B"] = b_tile * c.t_ma / q2
     return out

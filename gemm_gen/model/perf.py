@@ -42,7 +42,7 @@ from ..hw.devices import Device, TileKind
 from ..l1_banks import L1Plan
 from ..rules import memtile, padding
 from ..rules.block_loop import BlockLoop
-from ..rules.dequant import dequant_code_bytes
+from ..rules.dequant import dequant_code_bytes, to_bfp16
 from ..rules.l1 import runtime_writes
 from ..rules.padding import covered
 from ..spec import Problem
@@ -245,8 +245,9 @@ def estimate(pr: Workload, m: np.ndarray | int, k: np.ndarray | int, n: np.ndarr
     kcyc = kmod.kernel_cycles(p, ks, m // rho, k, n) + np.asarray(l1_stall, dtype=np.float64) / rho
     l1_dma = np.maximum(m * k * b_a, k * n * b_obj_b) / sbw  # A and B arrive on separate core channels
     b_convert = kmod.b_conversion_cycles(ks, k, n)  # convert-once bf16: B once per k-step
-    # W4A16: the B object dequantized once per k-step into the bf16 tile the calls read (uncalibrated)
-    b_dequant = (dequant_cost.object_cycles(dev, k, n, g, zp, pr.base.mmul) if g
+    # W4A16: the B object dequantized once per k-step into the tile the calls read, bf16 or (converting once)
+    # bfp16 (uncalibrated)
+    b_dequant = (dequant_cost.object_cycles(dev, k, n, g, zp, pr.base.mmul, to_bfp16(g, pr.base.convert_once)) if g
                  else np.zeros(np.broadcast(k, n).shape))
     step_loss = p.bfp16_step_cycles if ks.block else 0.0  # atb Table 1: per k-step, whatever rho
     step = np.maximum(rho * (kcyc + p.switch_cycles) + b_convert + b_dequant + step_loss, l1_dma)

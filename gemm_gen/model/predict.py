@@ -11,6 +11,7 @@ from ..design.keys import DesignKeys, design_keys
 from ..design.model import Design
 from ..epilogue import Epilogue
 from ..errors import ConfigError
+from ..rules.dequant import to_bfp16
 from . import dequant_cost, epilogue_cost
 from .kernel import cluster_terms, overhead
 from .params import Params, load, load_ends
@@ -271,16 +272,17 @@ class DequantCharge:
 
     group_size: int
     zero_points: bool
-    vector_ops: int  # per vector of values
+    vector_ops: float  # per vector of values
     values_per_vector: int
     cycles_per_object: float  # per k x n B object (one per k-step)
     k: int
     n: int
     core_us: float  # the charge over the call, per core (all cores dequantize in lockstep)
     core_share: float  # of the predicted core time
+    into: str = "bf16"  # what the pass writes: bf16, or (npu2's convert-once kernel) bfp16 tiles
 
     def to_json(self) -> dict[str, object]:
-        return {"predicted": True, "calibrated": False, "group_size": self.group_size,
+        return {"predicted": True, "calibrated": False, "group_size": self.group_size, "into": self.into,
                 "zero_points": self.zero_points, "vector_ops_per_vector": self.vector_ops,
                 "values_per_vector": self.values_per_vector, "cycles_per_b_object": self.cycles_per_object,
                 "b_object": [self.k, self.n], "core_us": self.core_us, "core_share": self.core_share}
@@ -288,8 +290,8 @@ class DequantCharge:
     def text(self) -> str:
         return (f"  dequant      PREDICTED, uncalibrated: int4 B with a scale per {self.group_size} rows of K"
                 + (" and zero points" if self.zero_points else "")
-                + f", {self.vector_ops} vector ops per {self.values_per_vector} values, "
-                f"{self.cycles_per_object:,.0f} cycles per {self.k}x{self.n} B object; "
+                + f", dequantized into {self.into}, {self.vector_ops:g} vector ops per {self.values_per_vector} "
+                f"values, {self.cycles_per_object:,.0f} cycles per {self.k}x{self.n} B object; "
                 f"{self.core_us:,.1f} us of each core's time ({self.core_share:.0%} of the core time)")
 
 
@@ -300,9 +302,12 @@ def dequant_charge(c: GemmConfig, e: Estimate) -> DequantCharge | None:
     cycles = _f(e.extra["dequant_cycles_per_object"])  # type: ignore[arg-type]
     objects = _f(e.groups) * int(e.padded[1]) // c.k  # k-steps per output tile, over the tiles
     core_us = objects * cycles / (c.dev.clock_ghz * 1e9) * 1e6
-    return DequantCharge(c.group_size, c.zero_points, dequant_cost.ops_per_vector(c.dev, c.zero_points, c.mmul),
-                         dequant_cost.values_per_vector(c.dev, c.mmul), cycles, c.k, c.n, core_us,
-                         core_us / (_f(e.t_core) * 1e6))
+    bfp16 = to_bfp16(c.group_size, c.convert_once)
+    rows = int(dequant_cost.pass_rows(c.dev, c.k, c.group_size, c.mmul, bfp16))
+    return DequantCharge(c.group_size, c.zero_points,
+                         dequant_cost.ops_per_vector(c.dev, c.zero_points, c.mmul, bfp16, rows),
+                         dequant_cost.values_per_vector(c.dev, c.mmul, bfp16), cycles, c.k, c.n, core_us,
+                         core_us / (_f(e.t_core) * 1e6), "bfp16 tiles" if bfp16 else "bf16")
 
 
 def predict(config: GemmConfig, params: Params | None = None,

@@ -70,15 +70,13 @@ def default_acc(dev: Device, dtype_in: str, dtype_out: str, shape: MmulShape) ->
 
 
 def convert_once_problem(dev: Device, p: Precision, emulate: bool, mmul_shape: MmulShape | None,
-                         compiler: str, epilogue: bool = False, group_size: int = 0) -> tuple[str, str] | None:
+                         compiler: str, epilogue: bool = False) -> tuple[str, str] | None:
     """Why this GEMM cannot use the convert-once bf16 kernel ((what, fix) for a ConfigError), or
-    None when it can: bf16 x bf16 on the bfp16 datapath (8x8x8), built by a bfp16 compiler."""
-    if group_size:
-        return ("--convert-once with W4A16: the kernel dequantizes B into bf16 once per object already, and "
-                "converts nothing else", "drop --convert-once")
+    None when it can: bf16 x bf16 on the bfp16 datapath (8x8x8), built by a bfp16 compiler; or W4A16 (bf16 x
+    int4 with group scales) there, whose kernel then dequantizes each B object straight into bfp16 tiles."""
     if p.block or p.a != "bf16" or dev.bf16_emulation_shape is None:
-        return (f"--convert-once is for bf16 x bf16 GEMMs on npu2's bfp16 datapath, not {dev.name} "
-                f"{p.name}", "drop --convert-once")
+        return (f"--convert-once is for a bf16 A (times bf16, or W4A16's int4 B) on npu2's bfp16 datapath, not "
+                f"{dev.name} {p.name}", "drop --convert-once")
     if not emulate:
         return ("--convert-once runs bf16 on the bfp16 datapath, which --emulate-bf16-mmul-with-bfp16 0 "
                 "turns off", "drop one of the two")
@@ -145,8 +143,13 @@ def resolve(o: Options) -> Resolved:
     # predicts faster into the options. What a config built without the search gets is the fallback
     # below: convert once under chess (as before Peano could build it), else the emulated kernel,
     # whose default tiles (the paper's 112 x 48 x 96) leave no L1 for the copies (76,512 B > 64 KiB).
-    buildable = convert_once_problem(dev, p, emulate, o.mmul_shape, compiler, has_epilogue(o), o.group_size) is None
-    convert_once = o.convert_once if o.convert_once is not None else compiler == "chess" and buildable
+    # W4A16 is not weighed: where the convert-once kernel can run it is the default, since it dequantizes each
+    # B object straight into bfp16 tiles (one rounding) where the emulated kernel rounds the weights to bf16 and
+    # the AIE API re-quantizes them to bfp16 at every mmul: other numerics, so no search picks between the two
+    # (--convert-once 0 asks for the emulated one).
+    buildable = convert_once_problem(dev, p, emulate, o.mmul_shape, compiler, has_epilogue(o)) is None
+    default_once = buildable and (compiler == "chess" or bool(o.group_size))
+    convert_once = o.convert_once if o.convert_once is not None else default_once
     stack = o.stack_bytes or default_stack(dev.name, compiler, p, convert_once)
     return Resolved(o.rows or dev.core_rows, o.cols or dev.columns, out, dtype_b, o.b_pack or "tiles", compiler,
-                    emulate, acc, convert_once, stack, o.convert_once is None and buildable)
+                    emulate, acc, convert_once, stack, o.convert_once is None and buildable and not o.group_size)

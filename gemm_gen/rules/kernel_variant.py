@@ -5,7 +5,10 @@ block columns of B, each an r x s x t aie::mmul): a round loads er A blocks and 
 er * et vmacs. Wider clusters need fewer loads per vmac and spread the cluster's fixed cost (loading
 and storing C, filling and draining the pipeline) over more vmacs, as long as their accumulators fit
 the accumulator file and their operands the vector file (register arithmetic, hw.devices.CORE_ISA).
-mlir-aie's aie2 kernels use 4 x 4 for bf16 4x8x4 and 4 x 2 for i8 4x8x8 for that reason.
+mlir-aie's aie2 kernels use 4 x 4 for bf16 4x8x4 and 4 x 2 for i8 4x8x8 for that reason. npu2's
+bf16-via-bfp16 emulation converts every operand through an accumulator register as well
+(EMULATION_ACC_TEMPS): its 2 x 2 cluster of 8x8x8 fills the file, conversions included, and leaves
+c-overlap no spare accumulator.
 
 The loop structure says which loop the compiler software-pipelines, the others being plain or
 flattened (fully unrolled):
@@ -61,6 +64,17 @@ PIPELINE_COPIES = 3
 # vector instructions per 8x8x8 step of aie_api's bf16-via-bfp16 emulation: A and B converted to
 # bfp16, then one mac_8x8_8x8T (aie2p/mmul_bf16_bf16.hpp, C_block_larger_internal)
 EMULATION_INSTRUCTIONS = 3
+# The emulation's conversions pass through the accumulator registers: the 8x8x8 mac builds each operand as an
+# accum<accfloat, 64> (acc_a from A; acc_b = mul_elem_64(B^T, ones)) and converts it with to_v64bfp16ebs8
+# (jgmelber/aie_api@2b7eedf include/aie_api/detail/aie2p/mmul_bf16_bf16.hpp l.106-117, the
+# AIE_API_EMULATE_BFLOAT16_MMUL_WITH_BFP16 branch). A cluster's C leaves the rest of the file for them. As
+# written both temporaries are live together; counted is the least a kernel runs with, one 2048-bit register
+# through which the compiler serialises every conversion: mlir-aie's own aie2p bf16 kernel under the emulation
+# is a 2 x 2 cluster of 8x8x8 (aie_kernels/aie2p/mm.cc matmul_vectorized_2x2_mmul, r = 8; read at
+# andrej/mlir-aie@3ca0193ce, not at the v1.4.3 tag), 4 of aie2p's 5 registers, so one is all it has. That
+# register is also the "spare" c-overlap's reload would use (spare_accumulators).
+EMULATION_ACC_TEMPS = 1
+EMULATION_TEMP_LANES = 64  # accum<accfloat, 64>: one 8 x 8 operand block in fp32 lanes
 
 
 @dataclass(frozen=True)
@@ -99,25 +113,38 @@ def round_loads(dev: Device, dtype_in: str, mmul: MmulShape, er: int, et: int) -
     return er * -(-ta.nbytes(r * s) // vld) + et * -(-tb.nbytes(s * t) // vld)
 
 
-def register_bits(dev: Device, dtype_in: str, mmul: MmulShape, er: int, et: int) -> tuple[int, int]:
-    """(accumulator bits, operand bits) one cluster holds: er * et C blocks, er A and et B blocks."""
+def emulation_temp_bits(dev: Device, dtype_in: str, mmul: MmulShape, emulate: bool) -> int:
+    """Accumulator bits the bf16-via-bfp16 emulation's operand conversions hold beside a cluster's C
+    (EMULATION_ACC_TEMPS accum<accfloat, 64>); 0 for a native mmul."""
+    if not emulate:
+        return 0
+    return EMULATION_ACC_TEMPS * EMULATION_TEMP_LANES * dev.acc_bits(dtype_in, mmul)
+
+
+def register_bits(dev: Device, dtype_in: str, mmul: MmulShape, er: int, et: int,
+                  emulate: bool = False) -> tuple[int, int]:
+    """(accumulator bits, operand bits) one cluster holds: er * et C blocks (and, emulating bf16 with
+    bfp16, the conversions' accumulator temporaries), er A and et B blocks."""
     r, s, t = mmul
     ta, tb = operand_types(dtype_in)
-    acc = er * et * r * t * dev.acc_bits(dtype_in, mmul)
+    acc = er * et * r * t * dev.acc_bits(dtype_in, mmul) + emulation_temp_bits(dev, dtype_in, mmul, emulate)
     operands = er * r * s * ta.value_bits + et * s * t * tb.value_bits
     return acc, operands
 
 
-def acc_sets(dev: Device, dtype_in: str, mmul: MmulShape, expansion: tuple[int, int]) -> int:
+def acc_sets(dev: Device, dtype_in: str, mmul: MmulShape, expansion: tuple[int, int], emulate: bool = False) -> int:
     """How many clusters' accumulators fit the accumulator file at once (atb's D)."""
-    return dev.isa.acc_file_bits // register_bits(dev, dtype_in, mmul, *expansion)[0]
+    return dev.isa.acc_file_bits // register_bits(dev, dtype_in, mmul, *expansion, emulate)[0]
 
 
-def spare_accumulators(dev: Device, dtype_in: str, mmul: MmulShape, expansion: tuple[int, int]) -> int:
-    """Accumulators of one r x t block the file holds beyond one cluster's er x et: where c-overlap
-    reloads the next cluster's C before a store has freed its chain's register."""
+def spare_accumulators(dev: Device, dtype_in: str, mmul: MmulShape, expansion: tuple[int, int],
+                       emulate: bool = False) -> int:
+    """Accumulators of one r x t block the file holds beyond one cluster's er x et (and the emulation's
+    conversion temporaries): where c-overlap reloads the next cluster's C before a store has freed its
+    chain's register."""
     r, _, t = mmul
-    return dev.isa.acc_file_bits // (r * t * dev.acc_bits(dtype_in, mmul)) - expansion[0] * expansion[1]
+    free = dev.isa.acc_file_bits - register_bits(dev, dtype_in, mmul, *expansion, emulate)[0]
+    return free // (r * t * dev.acc_bits(dtype_in, mmul))
 
 
 def c_block_accesses(dev: Device, dtype_in: str, mmul: MmulShape, c_bytes: int) -> tuple[int, int]:
@@ -137,12 +164,12 @@ def overlap_fits(dev: Device, dtype_in: str, mmul: MmulShape, expansion: tuple[i
     return ops + r * t * dev.acc_bits(dtype_in, mmul) <= dev.isa.vector_file_bits
 
 
-def expansions(dev: Device, dtype_in: str, mmul: MmulShape) -> tuple[tuple[int, int], ...]:
+def expansions(dev: Device, dtype_in: str, mmul: MmulShape, emulate: bool = False) -> tuple[tuple[int, int], ...]:
     """The expansions whose registers fit, best first: more accumulators, then fewer loads per
     round, then more A rows. 2 x 2 always comes last or earlier (every kernel shape fits it)."""
     isa = dev.isa
     fit = [e for e in CANDIDATES
-           if all(need <= have for need, have in zip(register_bits(dev, dtype_in, mmul, *e),
+           if all(need <= have for need, have in zip(register_bits(dev, dtype_in, mmul, *e, emulate),
                                                       (isa.acc_file_bits, isa.vector_file_bits)))]
     if (2, 2) not in fit:
         raise ConfigError(f"the {dev.name} {dtype_in} mmul {'x'.join(map(str, mmul))} does not fit 2 x 2 "
@@ -159,9 +186,9 @@ def divides(mmul: MmulShape, expansion: tuple[int, int], t_ma: np.ndarray | int,
 
 
 def auto_expansion(dev: Device, dtype_in: str, mmul: MmulShape, t_ma: np.ndarray | int,
-                   n: np.ndarray | int) -> np.ndarray:
+                   n: np.ndarray | int, emulate: bool = False) -> np.ndarray:
     """Per tile, the index into expansions() of the first that splits the tile into whole clusters."""
-    order = expansions(dev, dtype_in, mmul)
+    order = expansions(dev, dtype_in, mmul, emulate)
     pick = np.full(np.broadcast(np.asarray(t_ma), np.asarray(n)).shape, len(order) - 1, dtype=np.int64)
     for i in reversed(range(len(order))):
         pick = np.where(divides(mmul, order[i], t_ma, n), i, pick)
@@ -243,7 +270,7 @@ def auto_loops(dev: Device, dtype_in: str, mmul: MmulShape, emulate: bool, expan
     gemm_gen/rules/dequant.dequant_code_bytes), and, with Peano, whose loop Peano pipelines."""
     budget = CODE_BUDGET * dev.isa.program_bytes - reserve_bytes
     pick = np.zeros(np.broadcast(np.asarray(k), np.asarray(n)).shape, dtype=np.int64)
-    room = acc_sets(dev, dtype_in, mmul, expansion) > 1
+    room = acc_sets(dev, dtype_in, mmul, expansion, emulate) > 1
     for i, loops in enumerate(LOOPS):
         if loops in FLATTENING and not room or loops == "c-overlap" and not overlap_fits(dev, dtype_in, mmul,
                                                                                           expansion):
@@ -260,14 +287,14 @@ def choose(dev: Device, dtype_in: str, mmul: MmulShape, emulate: bool, t_ma: int
            reserve_bytes: int = 0, compiler: str = "peano") -> KernelVariant:
     """The variant of one kernel tile: the given expansion and loops (checked), or the automatic ones
     (leaving `reserve_bytes` of the matmul's code budget to other code, see auto_loops) for `compiler`."""
-    order = expansions(dev, dtype_in, mmul)
+    order = expansions(dev, dtype_in, mmul, emulate)
     if expansion is None:
-        expansion = order[int(auto_expansion(dev, dtype_in, mmul, t_ma, n))]
+        expansion = order[int(auto_expansion(dev, dtype_in, mmul, t_ma, n, emulate))]
     else:
         expansion = (int(expansion[0]), int(expansion[1]))
         ex = "x".join(map(str, expansion))
         if expansion not in order:
-            acc, ops = register_bits(dev, dtype_in, mmul, *expansion)
+            acc, ops = register_bits(dev, dtype_in, mmul, *expansion, emulate)
             raise ConfigError(f"expansion {ex} of the {dev.name} {dtype_in} mmul {'x'.join(map(str, mmul))} needs "
                               f"{acc} accumulator and {ops} operand bits, more than the {dev.isa.acc_file_bits} and "
                               f"{dev.isa.vector_file_bits} the core has" if expansion in CANDIDATES else

@@ -1,8 +1,9 @@
 """The L1 parts of a core and the capacity check (atb eq. 3, with the kernel's scratch and overhead).
 
 A core holds depth_ab_l1 buffers of its A tile (T_MA = m / rho rows) and of its B tile, depth_c_l1
-C objects of m x n, the kernel's bfp16 copies of a bf16 A tile (and B tile, converting once), the
-accumulator rows a converted C does not fit in its object, and the overhead that does not depend on
+C objects of m x n, the kernel's bfp16 copies of a bf16 A tile (and B tile, converting once), a W4A16
+kernel's dequantized B tile (bf16, or converting once those bfp16 tiles), the accumulator rows a
+converted C does not fit in its object, and the overhead that does not depend on
 the tiling: the runtime parameters (with runtime K), the stack and aiecc's per-core static data.
 GemmConfig.l1_parts calls `parts` with one design's numbers; the tuner calls `largest_k` with every
 (m, n, rho) at once.
@@ -27,7 +28,9 @@ from .kernel_variant import converts_a_tile
 TANH_PARTS = ("tanh ab", "tanh cd")
 TANH_TABLE_BYTES = 4 * TANH_TABLE_FLOATS
 RTP_PART = "RTP"  # the parts name of a core's runtime-parameter Buffer
-B_DEQ_PART = "B bf16"  # the parts name of a W4A16 core's dequantized B tile (its kernel's last argument)
+# the parts name of a W4A16 core's dequantized bf16 B tile (its scalar kernel's last argument); a W4A16 convert-once
+# kernel dequantizes into its "B bfp16" tile instead (9 bytes per 8 values)
+B_DEQ_PART = "B bf16"
 # A core's runtime-parameter Buffer has one layout, as long as the last word its design reads:
 K_WORD = 0  # runtime K: the k-steps per output tile after the first (which the core peels)
 TILES_WORD = 1  # runtime sizes: the output tiles this call gives each core (its tile loop's bound)
@@ -135,11 +138,11 @@ def parts(o: L1Options, m: Ints, k: Ints, n: Ints, rho: Ints) -> dict[str, Ints]
         "C": o.depth_c * o.t("C").nbytes(m * n),
     }
     p = o.precision
-    if o.group_size:  # W4A16: the kernel dequantizes each B object into one k x n bf16 tile
+    if o.group_size and not o.convert_once:  # W4A16: the kernel dequantizes each B object into one k x n bf16 tile
         out[B_DEQ_PART] = BF16.nbytes(k * n)
     if converts_a_tile(p, o.convert_once):  # the kernel's bfp16 copy of the A tile (atb: 60.3 KB for config1)
         out["A bfp16"] = dtype(BFP16).nbytes(t_ma * k)
-    if o.convert_once:  # and of the B tile
+    if o.convert_once:  # and of the B tile (W4A16: each B object dequantized straight into these tiles)
         out["B bfp16"] = dtype(BFP16).nbytes(k * n)
     if p.converts_c:  # accumulator rows that do not fit in the C object
         out["C acc"] = o.t("acc").nbytes((m - c_split_rows(p, m, n, o.pair_rows)) * n)

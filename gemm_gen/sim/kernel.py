@@ -29,6 +29,7 @@ from ..errors import LayoutError
 from ..hostdata import b_unit, b_unit_coords
 from ..l1_layout import a_layout, a_tile_pairs, b_layout, b_tile_pairs, c_layout, c_tile_blocks
 from ..numerics import KernelNumerics
+from ..rules.dequant import to_bfp16
 from . import words as w
 
 WORD = I32  # a lane of one 32-bit word: what a packed type's tile is gathered in
@@ -276,7 +277,9 @@ class KernelEmulator:
             self.zero(tile, cells)
         elif role == "matmul":
             a_cells, b_cells, c_cells, *extra = cells
-            deq_cells = extra.pop() if self.c.group_size else None  # W4A16's scratch: the last argument
+            deq_cells = None  # W4A16's scratch: the last argument, or converting once its B bfp16 one (A's first)
+            if self.c.group_size:
+                deq_cells = extra[1] if self.c.convert_once else extra.pop()
             acc_cells = extra[-1] if self.p.converts_c else None
             self.matmul(tile, a_cells, b_cells, c_cells, c_slice=scalars[0] if scalars else 0, acc_cells=acc_cells,
                         deq_cells=deq_cells)
@@ -448,15 +451,23 @@ class KernelEmulator:
 
     def _b_values(self, b_cells: np.ndarray, deq_cells: np.ndarray | None) -> np.ndarray:
         """B's k x n values: as the L1 tile holds them, or for W4A16 the object's bytes dequantized into the
-        core's scratch (written there in kernel order, as the kernel's dequantization pass does)."""
+        core's scratch, as the kernel's dequantization pass writes it: bf16 in kernel order, or (to_bfp16) bfp16
+        tiles of B^T in 1 x 2 super-blocks under the core's rounding, whose values the numerics' quantization
+        of the returned float32 tile gives again."""
         if not isinstance(self.b_view, ObjectView):
             return self.b_view.read(b_cells)
         if deq_cells is None:
             raise LayoutError("a W4A16 matmul call without its dequantization scratch",
                               "pass the B_deq buffer as the matmul's last argument")
         tile = dequant_object(self.c, self.b_view.read(b_cells), self.deq_order)
-        scratch = np.ascontiguousarray(tile.reshape(-1)[self.deq_order])
-        deq_cells[:] = w.pack(scratch.view(np.uint8), w.TAG_NONE)
+        if to_bfp16(self.c.group_size, self.c.convert_once):
+            q = bfp16.TILE
+            tiles = bfp16.tiles_of(np.ascontiguousarray(tile.T), self.numerics.rounding)  # (n/8, k/8) tiles of B^T
+            scratch = np.empty((tiles.shape[0] * tiles.shape[1], bfp16.TILE_BYTES), np.uint8)
+            scratch[b_tile_pairs(self.c.k // q, self.c.n // q)] = tiles.transpose(1, 0, 2)
+        else:
+            scratch = np.ascontiguousarray(tile.reshape(-1)[self.deq_order])
+        deq_cells[:] = w.pack(np.ascontiguousarray(scratch).view(np.uint8), w.TAG_NONE)
         return tile
 
     def convert(self, tile: TileRef, c_cells: np.ndarray, acc_cells: np.ndarray,

@@ -24,6 +24,7 @@ from ..inputs import SCALE_EXP, exact_bound, group_weights, make_inputs
 from ..numerics import reference
 from ..quant_b import QuantB
 from ..rules.call_layouts import Layouts
+from ..rules.dequant import to_bfp16
 from ..rules.epilogue import call_activation
 from ..spec import Problem
 from . import words as w
@@ -279,7 +280,7 @@ def _checked_call(session: ArraySession, call: CallPlan, seed: int, progress: bo
     b: np.ndarray | QuantB = b_values
     if c.group_size:  # W4A16: int4 q with group scales (and zero points)
         b = group_weights(b_values, c.group_size, c.zero_points, seed)
-        b_values = b.dequant()
+        b_values = b.dequant(to_bfp16(c.group_size, c.convert_once))  # what the kernel's pass hands on
     e = c.epilogue.for_call(call.activation)
     args = seeded_args(e, c.t_out, a, b_values, seed)
     a_dram, b_dram = pad_inputs(c, a, b, call, args)
@@ -329,6 +330,9 @@ def _checked_call(session: ArraySession, call: CallPlan, seed: int, progress: bo
         how = ("once per call (A) and per k-step (B) by the convert-once kernel, the same bits as the AIE API's "
                "per-mmul emulation (tests/test_kernels.py proves it on the host)" if c.convert_once else
                "at every mmul by the AIE API's emulation")
+        if to_bfp16(c.group_size, c.convert_once):  # W4A16 on the convert-once kernel
+            how = ("A once per call by the convert-once kernel (the same bits as the AIE API's per-mmul emulation), "
+                   "B, the W4A16 weights, from their exact values once per B object by its dequantization")
         notes.append(f"bf16 via bfp16: A and B are quantized to bfp16ebs8 blocks of 8 along K with the core's "
                      f"{c.rounding} rounding, {how} (mlir-aie PR #3442); the exact on-chip conversion is unpublished")
     clamps = _core_conversion_clamps(c, a, b_values)
@@ -374,12 +378,18 @@ def _checked_call(session: ArraySession, call: CallPlan, seed: int, progress: bo
 
 
 def w4a16_note(c: GemmConfig, weights: np.ndarray, exact: np.ndarray, acc: Accuracy) -> str:
-    """What W4A16's losses cost: the weights rounded to bf16 once (`weights`, against their float64 `exact`
-    values), and C against float64 A @ ((q - z) s)."""
+    """What W4A16's losses cost: the weights as the dequantization rounds them once (`weights`, as the pass hands
+    them on: bf16, or the float32 values npu2's convert-once kernel rounds straight to bfp16), against their
+    float64 `exact` values, and C against float64 A @ ((q - z) s)."""
+    bfp16_b = to_bfp16(c.group_size, c.convert_once)
+    if bfp16_b:  # the float32 weights the pass rounds once, into bfp16 (the numerics' quantization of B)
+        weights = c.numerics.operand_b(weights)
     rounded = int(np.count_nonzero(weights.astype(np.float64) != exact))
     w = "(q - z) s" if c.zero_points else "q s"
+    how = f"quantizes {w} straight into bfp16 (blocks of 8 along K, {c.rounding})" if bfp16_b else \
+        f"dequantizes bf16_rne({w})"
     return (f"W4A16 (group size {c.group_size}{', zero points' if c.zero_points else ''}): the core "
-            f"dequantizes bf16_rne({w}) once per B object, {rounded:,} of {exact.size:,} weights rounded (a loss); "
+            f"{how} once per B object, {rounded:,} of {exact.size:,} weights rounded (a loss); "
             f"C vs float64 A @ ({w}): Frobenius {percent(acc.frobenius_rel)}, max abs {acc.max_abs:.4g}")
 
 
