@@ -129,7 +129,8 @@ class Workload:
         return kmod.kernel_shape(c.dev, c.dtype_in, c.dtype_out, c.mmul, bool(c.emulate_bf16_with_bfp16),
                                  c.dtype_b, c.acc, c.expansion, c.kernel_loops, bool(c.convert_once),
                                  self.block_loop, c.a_col_maj, c.c_t_blocks and not c.precision.converts_c,
-                                 dequant_code_bytes(c.dev.name, bool(c.zero_points), c.mmul) if c.group_size else 0)
+                                 dequant_code_bytes(c.dev.name, bool(c.zero_points), c.mmul) if c.group_size else 0,
+                                 c.compiler)
 
     @property
     def elem_bytes(self) -> tuple[float, float, float, float]:

@@ -142,6 +142,23 @@ constexpr bool aie2p = __AIE_ARCH__ == 21;
 // int4 lanes aie::unpack has widened since the last reset: the tests count W4A16's dequantization passes.
 inline unsigned long long int4_unpacked = 0;
 
+// aie::set_rounding calls since the last reset: the tests count the conversion loop's mode writes.
+inline unsigned long long rounding_writes = 0;
+
+// Where acc64 lane `lane` of an n-lane accumulator keeps its low (half 0) or high (half 1) word when
+// aie::vector_cast reinterprets it as 2n int32 values. The real order is unpublished: aie_api reinterprets the
+// register (detail/aie2/vector_accum_cast.hpp, accum_to_vector_cast_bits_impl: a bit cast per 1024-bit chunk).
+// By default the low word first, lane by lane; with -DGG_HOST_ACC64_PERMUTED every low word before every high
+// word and the lanes reversed (any bijection would do): a kernel that reads such a dump other than whole, back
+// through the same cast of the same n lanes, then reads the wrong lanes.
+constexpr unsigned acc64_word(unsigned lane, unsigned half, [[maybe_unused]] unsigned n) {
+#if defined(GG_HOST_ACC64_PERMUTED)
+  return half * n + (n - 1 - lane);
+#else
+  return 2 * lane + half;
+#endif
+}
+
 // Alignment load_v / store_v need for a vector of `bytes` (aie_api detail/ld_st.hpp vector_ldst_align:
 // only exactly 128 and 256 bits get less than the target's natural alignment, smaller vectors too need it).
 constexpr std::size_t vector_alignment(std::size_t bytes) {
@@ -171,6 +188,25 @@ struct FifoLimits {
 constexpr FifoLimits fifo_limits =
     aie2p ? FifoLimits{2, 1, "AIE2P has 2 load FIFOs (lf0, lf1) and 1 store FIFO (sf): llvm-aie aie2p/AIE2PRegisterInfo.td"}
           : FifoLimits{0, 0, "AIE2 has no load or store FIFO registers: llvm-aie aie2/AIE2GenRegisterInfo.td"};
+
+// ---- load FIFO fills of block-vector input streams ----
+// aie_api's fifo_buffer_stream::pop() (detail/aie2p/array_helpers.hpp lines 224-235 @2b7eedf, jgmelber/aie_api, the
+// newest public copy; the aie_api v1.4.3's Peano ships is not stored) fills the FIFO first
+// `if (!chess_manifest(load_count_ != 0))`, load_count_ counting pops modulo ld_fill_ratio (lines 151-159: 8 for
+// a 576-bit bfp16 tile: 8 pops of 576 bits take 8 pop loads and 1 fill of 512 bits), and seek / pop_seek set
+// it to 0. Under Peano chess_manifest(x) is (__builtin_constant_p(x) && (x != 0)) (llvm-aie
+// clang/lib/Headers/aiebase_chess.h line 25 @ccc7c0e): where load_count_ is not a compile-time constant, the
+// condition is true and every pop fills. Modelled with -DGG_HOST_PEANO: a stream's count stops being a
+// constant once it has been popped in one iteration of a hinted loop (kernels/gemm_gen_kernel.h's GG_* hints
+// call next_iteration) and popped again after another iteration began, until a seek or pop_seek sets it
+// again; the first iteration of a loop that a stream built outside it pops is counted as a constant (one
+// fill too few per loop entry; no kernel here builds a stream outside the loop that pops it). Without
+// -DGG_HOST_PEANO (chess, whose chess_manifest in pipelined loops is unpublished) a pop fills at count 0 only.
+// Whether a fill into a FIFO that already holds a tile changes the data is unpublished: the host reads the same
+// tile either way, and counts the loads (a pop's own 512-bit load and each fill) for the tests.
+inline unsigned long long loop_epoch = 0;  // iterations of hinted loops begun so far
+inline void next_iteration() { ++loop_epoch; }
+inline unsigned long long stream_pops = 0, stream_fills = 0;  // since the last reset
 
 // Streams holding a FIFO now, and the most at once since the last reset (read by the tests).
 inline unsigned live_fifos[2] = {0, 0}, peak_fifos[2] = {0, 0};  // [0] load, [1] store
@@ -324,7 +360,10 @@ inline void bfp16_block(const float *in, unsigned stride, double *out, unsigned 
 
 }  // namespace host
 
-inline void set_rounding(rounding_mode m) { host::rounding = m; }
+inline void set_rounding(rounding_mode m) {
+  host::rounding = m;
+  ++host::rounding_writes;
+}
 inline rounding_mode get_rounding() { return host::rounding; }
 inline void set_saturation(saturation_mode m) { host::saturation = m; }
 inline saturation_mode get_saturation() { return host::saturation; }
@@ -458,6 +497,16 @@ struct accum<acc64, Elems> {
     static_assert(std::is_same_v<T, int32> || std::is_same_v<T, int16>, "acc64 stores int32 or int16 (SRS)");
     return host::srs<T>(acc, shift);
   }
+
+  // Lanes [idx ElemsOut, (idx + 1) ElemsOut) (accum.hpp extract: idx counts sub-accumulators).
+  template <unsigned ElemsOut>
+  accum<acc64, ElemsOut> extract(unsigned idx) const {
+    static_assert(Elems % ElemsOut == 0, "aie::accum::extract: the sub-accumulator size divides the accumulator's");
+    accum<acc64, ElemsOut> out;
+    if (idx >= Elems / ElemsOut) host::fail("aie::accum::extract past the accumulator's end");
+    else std::copy(acc.begin() + idx * ElemsOut, acc.begin() + (idx + 1) * ElemsOut, out.acc.begin());
+    return out;
+  }
 };
 
 // acc32 lanes: 32-bit values (one that leaves them fails, as in mmul). From an int32 vector with shift 0
@@ -491,12 +540,16 @@ struct accum<acc32, Elems> {
   }
 };
 
-// Reinterpret an accumulator as a vector (aie::vector_cast<int32>(acc)): lane i -> words 2i, 2i + 1.
+// Reinterpret an accumulator as a vector (aie::vector_cast<int32>(acc)): lane i -> words host::acc64_word(i, 0 | 1).
 template <typename DstT, unsigned Elems>
 vector<DstT, 2 * Elems> vector_cast(const accum<acc64, Elems> &a) {
   static_assert(std::is_same_v<DstT, int32>, "the host models vector_cast of acc64 lanes to int32 pairs only");
   vector<int32, 2 * Elems> v;
-  std::memcpy(v.data.data(), a.acc.data(), sizeof a.acc);  // little endian: the low word first
+  for (unsigned i = 0; i < Elems; ++i) {
+    const std::uint64_t bits = static_cast<std::uint64_t>(a.acc[i]);
+    v[host::acc64_word(i, 0, Elems)] = static_cast<int32>(static_cast<std::uint32_t>(bits));
+    v[host::acc64_word(i, 1, Elems)] = static_cast<int32>(static_cast<std::uint32_t>(bits >> 32));
+  }
   return v;
 }
 
@@ -519,7 +572,11 @@ auto vector_cast(const vector<T, Elems> &v) {
     static_assert(std::is_same_v<Dst, acc64> && std::is_same_v<T, int32> && Elems % 2 == 0,
                   "the host models vector_cast of int32 pairs to acc64 lanes and of bytes to int4 only");
     accum<acc64, Elems / 2> a;
-    std::memcpy(a.acc.data(), v.data.data(), sizeof a.acc);
+    for (unsigned i = 0; i < Elems / 2; ++i) {
+      const std::uint64_t lo = static_cast<std::uint32_t>(v[host::acc64_word(i, 0, Elems / 2)]);
+      const std::uint64_t hi = static_cast<std::uint32_t>(v[host::acc64_word(i, 1, Elems / 2)]);
+      a.acc[i] = static_cast<std::int64_t>(lo | (hi << 32));
+    }
     return a;
   }
 }
@@ -603,6 +660,12 @@ struct mmul {
   static constexpr bool via_bfp16 = false;
 #endif
   using acc_elem = std::conditional_t<is_float, double, std::int64_t>;
+  // Products one hardware mac adds per lane before its fp32 rounding (-DGG_HOST_FP32_PER_MAC rounds after each):
+  // AIE2's bf16 mmul and the bfp16 emulation are one intrinsic per lane row, adding all K; AIE2P's plain bf16
+  // mmul is emulated with elementwise macs, one product each, in K order (aie_api @2b7eedf
+  // detail/aie2p/mmul_bf16_bf16.hpp, detail/aie2p/emulated_mmul_intrinsics.hpp: mac_elem_32 x 8).
+  // gemm_gen/numerics.fused_mac_products is the same fact for the reference.
+  static constexpr unsigned fused_k = (is_float && host::aie2p && !via_bfp16) ? 1 : K;
 
   std::array<acc_elem, size_C> acc{};
 
@@ -668,9 +731,12 @@ struct mmul {
     }
     for (unsigned i = 0; i < M; ++i)
       for (unsigned j = 0; j < N; ++j) {
-        for (unsigned p = 0; p < K; ++p) acc[i * N + j] += product(a[i * K + p], b[p * N + j]);
+        for (unsigned p = 0; p < K; ++p) {
+          acc[i * N + j] += product(a[i * K + p], b[p * N + j]);
+          if constexpr (is_float)
+            if ((p + 1) % fused_k == 0) acc[i * N + j] = host::per_mac(acc[i * N + j]);
+        }
         if constexpr (!is_float) check_lane(acc[i * N + j], "a mac");
-        if constexpr (is_float) acc[i * N + j] = host::per_mac(acc[i * N + j]);
       }
   }
 
@@ -753,18 +819,23 @@ class block_vector_input_buffer_stream<bfp16ebs8, 64> {
   void seek(int n) {
     if (pops_) host::fail("seek() after a pop on a block-vector input stream (use pop_seek)");
     move(n);
+    count_set();
   }
   value_type pop() {
     fifo_.use();
+    fill_if_needed();
     value_type v;
     std::memcpy(v.bytes.data(), ptr_, value_type::memory_bytes());
     ptr_ += value_type::memory_bytes();
     ++pops_;
+    ++host::stream_pops;
+    load_count_ = (load_count_ + 1) % FILL_RATIO;
     return v;
   }
   value_type pop_seek(int n) {  // pop, then move n block vectors inside the same fifo operation
     value_type v = pop();
     move(n);
+    count_set();  // load_count_ = 0: a constant again
     return v;
   }
   block_vector_input_buffer_stream &operator>>(value_type &v) {
@@ -775,8 +846,32 @@ class block_vector_input_buffer_stream<bfp16ebs8, 64> {
  private:
   void move(int n) { ptr_ += static_cast<std::ptrdiff_t>(n) * value_type::memory_bytes(); }
 
+  // ld_fill_ratio of array_helpers.hpp for a 576-bit tile: 512 / (576 % 512)
+  static constexpr unsigned FILL_RATIO = 512 / (8 * value_type::memory_bytes() % 512);
+
+  void count_set() {  // load_count_ set to a constant (0): known at compile time again
+    load_count_ = 0;
+    set_epoch_ = host::loop_epoch;
+    popped_since_set_ = false;
+  }
+  // pop()'s `if (!chess_manifest(load_count_ != 0)) fill(...)`: under Peano a count that is not a compile-time
+  // constant makes the condition true (see host::loop_epoch)
+  void fill_if_needed() {
+#if defined(GG_HOST_PEANO)
+    const bool constant = !(popped_since_set_ && host::loop_epoch != set_epoch_);
+    if (constant && !popped_since_set_) set_epoch_ = host::loop_epoch;  // no pop yet: still the set value
+#else
+    const bool constant = true;
+#endif
+    if (!constant || load_count_ == 0) ++host::stream_fills;
+    popped_since_set_ = true;
+  }
+
   const std::uint8_t *ptr_;
   unsigned pops_ = 0;
+  unsigned load_count_ = 0;
+  unsigned long long set_epoch_ = host::loop_epoch;  // the loop iteration the count was last set in
+  bool popped_since_set_ = false;
   host::fifo_hold<false> fifo_;  // a load FIFO from the first pop on
 };
 
