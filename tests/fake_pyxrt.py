@@ -97,13 +97,16 @@ class FakeXrt:
 
     def __init__(self, config: GemmConfig | None = None, broken: bool = False, device_name: str | None = None,
                  configs: dict[str, GemmConfig] | None = None, calls: dict[bytes, CallPlan] | None = None,
-                 hangs: bool | Collection[str] = False) -> None:
+                 hangs: bool | Collection[str] = False, lanes: tuple[int, ...] | None = None) -> None:
         if device_name is None:  # an NPU of the config's family, as XRT names them
             device_name = "RyzenAI-npu1" if config is not None and config.device == "npu1" else "RyzenAI-npu4"
         self.config, self.broken, self.device_name = config, broken, device_name
         self.configs = configs or {}  # xclbin path -> the design it was built for (sweeps)
         self.calls = calls or {}  # instruction stream bytes -> the call size it runs
         self.hangs = hangs  # True, or the xclbin paths whose kernel never completes
+        # an NPU whose mmul reads each r x t block of C out in another lane order: position i (row-major) of every
+        # block gets the value of position lanes[i] (gemm_gen/lanes.py measures it; None: row-major, as aie_api says)
+        self.lanes = lanes
         self.log: list[tuple] = []
         self.registered: set[str] = set()
         fake = self
@@ -267,6 +270,18 @@ class FakeXrt:
         else:
             full = np.zeros((cols, rows) if c.c_col_maj else (rows, cols), dtype=np.float64)
             full[: call.M, : call.N] = reference(c.numerics, a, b, c.k, call.k_walk, bias, requant)
+            if self.lanes is not None:
+                full = _lanes_permuted(full, c.mmul[0], c.mmul[2], self.lanes)
             data = (full.T if c.c_col_maj else full).astype(c.t_out.host)  # column-major C: C^T's rows
         assert data.nbytes == output_bytes(c, call) <= len(c_mem)
         c_mem[: data.nbytes] = np.ascontiguousarray(data).tobytes()
+
+
+def _lanes_permuted(c: np.ndarray, r: int, t: int, lanes: tuple[int, ...]) -> np.ndarray:
+    """C with position i (row-major) of every whole r x t block holding the value of position lanes[i]."""
+    rows, cols = (c.shape[0] // r) * r, (c.shape[1] // t) * t
+    out = c.copy()
+    blocks = c[:rows, :cols].reshape(rows // r, r, cols // t, t).transpose(0, 2, 1, 3).reshape(-1, r * t)
+    out[:rows, :cols] = (blocks[:, list(lanes)].reshape(rows // r, cols // t, r, t).transpose(0, 2, 1, 3)
+                         .reshape(rows, cols))
+    return out

@@ -527,6 +527,14 @@ BFP16_FIFO_VARIANTS: dict[str, tuple[Case, tuple[int, int]]] = {
     "bfp16-x-bfp16": (Case(BLOCK_CASES[16].build), (2, 1)),
 }
 
+# ---- acc64 lanes kept as int32 pairs between calls (issue 31 item 10) ---------------------------------------
+# store_acc writes aie::vector_cast<int32>(mmul.to_accum()) and load_acc casts it back: a round trip of the whole
+# block, right whatever word order the cast has (unpublished). Every such kernel runs again with the host's order
+# permuted (-DGG_HOST_ACC64_PERMUTED).
+ACC64_PERMUTED = "-DGG_HOST_ACC64_PERMUTED"
+ACC64_CASES = [Case(c.build, c.hot, host_defines=(ACC64_PERMUTED,)) for c in CASES
+               if c.build.precision.acc == "i64"]
+
 # ---- load FIFO fills (issue 31 item 11b): the A and B streams of a bfp16 kernel, counted on the host ----------
 # -DGG_HOST_PEANO: aie_api's pop() fills the FIFO `if (!chess_manifest(load_count_ != 0))`, and Peano's
 # chess_manifest is __builtin_constant_p, so a pop whose count is carried around a rolled loop fills every time
@@ -537,7 +545,7 @@ STREAM_BUILDS = {"k-steps written out": block_build(BFP16, "f32", blocks=(1, 4, 
 STREAM_CASES = {(name, defines): Case(b, host_defines=defines)
                 for name, b in STREAM_BUILDS.items() for defines in ((), (PEANO,))}
 
-ALL = [*CASES, Case(_ATB), NO_ROUNDING, NO_SLICE, *STREAM_CASES.values(), Case(_OVERLAP), *OVERLAP_MUTANTS,
+ALL = [*CASES, Case(_ATB), NO_ROUNDING, NO_SLICE, *STREAM_CASES.values(), *ACC64_CASES, Case(_OVERLAP), *OVERLAP_MUTANTS,
        *BLOCK_CASES, *BLOCK_MUTANTS,
        *WIDE_MUTANTS, Case(_I16_ACC32), *HOST_MUTANTS, *C_COL_MAJ_MUTANTS.values(),
        *(Case(m.build) for m in HOST_MUTANTS),
@@ -964,6 +972,17 @@ def test_kernel_matches_numerics(libraries, case: Case) -> None:
     found = ((Rounding.FLOOR, Saturation.NONE), (Rounding.CEIL, Saturation.SYMMETRIC))
     for modes in found:
         assert_bit_equal(run_tile(kernel, steps, modes=modes), want, case.id)
+
+
+@needs_gxx
+@pytest.mark.parametrize("case", ACC64_CASES, ids=lambda c: c.id)
+def test_acc64_kernels_are_right_in_any_word_order(libraries, case: Case) -> None:
+    """Issue 31 item 10: a C kept as int32 pairs between calls (acc64 mmuls) is exact with the host's
+    aie::vector_cast word order permuted too: the kernel only ever reads back whole blocks it wrote."""
+    assert ACC64_CASES and case.build.precision.acc == "i64"
+    kernel = load(libraries, case)
+    steps = inputs(case)
+    assert_bit_equal(run_tile(kernel, steps), expected(case.build, steps), case.id)
 
 
 @needs_gxx

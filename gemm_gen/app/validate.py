@@ -74,6 +74,11 @@ INT4_CHECKS: dict[str, tuple[tuple[str, tuple[int, int, int], tuple[int, int, in
              ("i8 x i4 -> i32 decode", DECODE_CALL, (8, 16, 256, 2048), {"rows": 1, "b_pack": "strips"}),
              ("W4A16 g128 decode", DECODE_CALL, (16, 256, 48, 256), {"rows": 1, "group_size": 128, "task_span": 0})),
 }
+# issue 31 item 10, role "check": one design per dense mmul shape of the device, C accumulated wide and
+# converted once through the fused epilogue (per-column bias, and requantization for integers, where the types
+# take one), so that C shows the accumulator's lane order wherever the kernels read an r x t block out of it
+# (gemm_gen/lanes.py); a FAIL carries a note saying whether its errors are each block's values at permuted places
+LANE_SIZE = (256, 256, 256)
 ROLES = ("fit", "l1", "decode", "check")
 
 
@@ -120,6 +125,14 @@ FIRST_RUN_CHECKS: tuple[FirstRunCheck, ...] = (
                   "every fit row PASS",
                   "a TIMEOUT (a hang the simulator does not model); FAIL on the i16 rows only (the acc64 round trip, "
                   "whose lanes the simulator assumes low word first); FAIL elsewhere (data movement or numerics)"),
+    FirstRunCheck("The accumulator's lanes are row-major.",
+                  "the `lane order` check rows (one design per dense mmul shape, C converted once with a per-column "
+                  "bias or requantization) and the `lane order:` note of any that FAIL (gemm_gen/lanes.py)",
+                  "every lane-order row PASS: each shape's mmul gives C's r x t block row-major, as aie_api documents "
+                  "and the epilogue's per-column parameters assume",
+                  "a FAIL whose note names a permutation of the block (that shape's accumulator reads out in another "
+                  "order: the kernels must permute it, or not offer the shape); a FAIL whose note says the errors "
+                  "are no permutation is another fault"),
     FirstRunCheck("The host instruction encoder is trusted.",
                   "the `encoder` verdict in the build cache entry's `streams.json` after `gemm-gen run "
                   "--runtime-sizes` runs a size other than the xclbin's (validate runs none)",
@@ -183,6 +196,7 @@ def sweep(dev_name: str, chess: bool) -> list[SweepItem]:
             items.append(SweepItem(f"{t_in}->{t_in} {M2}x{K2}x{N2} ({m}x{k}x{n}, {cols} columns), L1 {how}", "l1",
                                    "gemm_gen L1 allocation pair", c))
     items += decode_items(dev_name)
+    items += lane_items(dev_name)
     headline = list(paper.STRIKING_T2 if dev.name == "npu1" else paper.STRIKING_T3)
     if dev.name == "npu2":
         headline += [*paper.MLIR_AIE_ATB, paper.MLIR_AIE_BF16_EMU, paper.MLIR_AIE_BFP16]
@@ -200,6 +214,36 @@ def sweep(dev_name: str, chess: bool) -> list[SweepItem]:
             items.append(SweepItem(name, "check", row.source, None, f"not buildable here: {e}"))
             continue
         items.append(SweepItem(name, "check", row.source, c))
+    return items
+
+
+def lane_items(dev_name: str) -> list[SweepItem]:
+    """The lane-order rows of one device (LANE_SIZE): every dense mmul shape, with the fused epilogue where the
+    shape's types and accumulator take one, else its plain conversion once."""
+    dev = device(dev_name)
+    M, K, N = LANE_SIZE
+    items = []
+    for t_in, shapes in dev.mmul_shapes.items():
+        m, k, n, k_mt = SMALL_TILES[dev.name][t_in]
+        epilogue = {"bias": True} if t_in == "bf16" else {"bias": True, "requant": "per_channel"}
+        for shape in shapes:
+            shape_name = "x".join(map(str, shape))
+            base = GemmConfig(dev.name, M, K, N, m, k, n, k_mt, t_in, t_in, mmul_shape=shape,
+                              **({"emulate_bf16_with_bfp16": False, "convert_once": False} if t_in == "bf16" else {}))
+            reason = ""
+            for c, what in ((base.with_(**epilogue), "bias" if t_in == "bf16" else "bias + requantization"),
+                            (base, "no epilogue")):
+                try:
+                    check(c)
+                except GemmGenError as e:
+                    reason = str(e)
+                    continue
+                items.append(SweepItem(f"lane order {t_in} {shape_name} ({what}) {M}x{K}x{N}", "check",
+                                       "issue 31: the accumulator's lane order", c))
+                break
+            else:
+                items.append(SweepItem(f"lane order {t_in} {shape_name}", "check",
+                                       "issue 31: the accumulator's lane order", None, f"not buildable here: {reason}"))
     return items
 
 
@@ -265,6 +309,8 @@ def run_item(item: SweepItem, build_dir: Path, iters: int, warmup: int, xrt: Any
         return {**record, "status": "ERROR", "reason": f"{type(e).__name__}: {e}"}
     record.update(status="PASS" if result.passed else "FAIL", errors=result.errors, checked=result.checked,
                   exact=result.exact, times_us=result.times_us, measured=_stats(result.times_us, c.M * c.K * c.N))
+    if result.notes:  # a FAIL's lane-order verdict (gemm_gen/lanes.py), among others
+        record["notes"] = list(result.notes)
     return record
 
 
