@@ -545,8 +545,8 @@ STREAM_BUILDS = {"k-steps written out": block_build(BFP16, "f32", blocks=(1, 4, 
 STREAM_CASES = {(name, defines): Case(b, host_defines=defines)
                 for name, b in STREAM_BUILDS.items() for defines in ((), (PEANO,))}
 
-ALL = [*CASES, Case(_ATB), NO_ROUNDING, NO_SLICE, *STREAM_CASES.values(), *ACC64_CASES, Case(_OVERLAP), *OVERLAP_MUTANTS,
-       *BLOCK_CASES, *BLOCK_MUTANTS,
+ALL = [*CASES, Case(_ATB), NO_ROUNDING, NO_SLICE, *STREAM_CASES.values(), *ACC64_CASES, Case(_OVERLAP),
+       *OVERLAP_MUTANTS, *BLOCK_CASES, *BLOCK_MUTANTS,
        *WIDE_MUTANTS, Case(_I16_ACC32), *HOST_MUTANTS, *C_COL_MAJ_MUTANTS.values(),
        *(Case(m.build) for m in HOST_MUTANTS),
        *(case for pair in ONCE_PAIRS for case in pair), *ONCE_MUTANTS,

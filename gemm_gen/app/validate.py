@@ -225,11 +225,11 @@ def lane_items(dev_name: str) -> list[SweepItem]:
     items = []
     for t_in, shapes in dev.mmul_shapes.items():
         m, k, n, k_mt = SMALL_TILES[dev.name][t_in]
-        epilogue = {"bias": True} if t_in == "bf16" else {"bias": True, "requant": "per_channel"}
+        epilogue: dict[str, Any] = {"bias": True} if t_in == "bf16" else {"bias": True, "requant": "per_channel"}
         for shape in shapes:
             shape_name = "x".join(map(str, shape))
-            base = GemmConfig(dev.name, M, K, N, m, k, n, k_mt, t_in, t_in, mmul_shape=shape,
-                              **({"emulate_bf16_with_bfp16": False, "convert_once": False} if t_in == "bf16" else {}))
+            scalar: dict[str, Any] = {"emulate_bf16_with_bfp16": False, "convert_once": False} if t_in == "bf16" else {}
+            base = GemmConfig(dev.name, M, K, N, m, k, n, k_mt, t_in, t_in, mmul_shape=shape, **scalar)
             reason = ""
             for c, what in ((base.with_(**epilogue), "bias" if t_in == "bf16" else "bias + requantization"),
                             (base, "no epilogue")):
