@@ -60,15 +60,25 @@
 //   product exact, one fp32 rounding (mul.hpp's MulMacroOp::Sub).
 //   aie::interleave_zip(v, w, chunk_size): {v[0:c], w[0:c], v[c:2c], w[c:2c], ...} split into two
 //   vectors, chunk_size a power of two <= the lanes and >= 8 bits of lanes (REQUIRES_MSG in aie.hpp).
-// - -DGG_HOST_FP32_PER_MAC rounds fp32 lanes after every mac instruction instead of once per call
-//   (the real per-mac order is unpublished): kernels meant to be bit-equal must then issue the same
-//   macs in the same order.
+// - -DGG_HOST_FP32_PER_MAC (every float kernel's test compiles with it, tests/test_kernels.py host_defines)
+//   rounds fp32 lanes after every hardware mac instead of once per call: after all K products of one mmul
+//   mac on AIE2 and in the bfp16 emulation / mac_8x8_8x8T (one intrinsic per lane row), after each product on
+//   AIE2P's plain bf16 mmul (aie_api emulates it with eight mac_elem_32 in K order: mmul::fused_k), the
+//   products of one mac added exactly first (the adder tree's own order inside a mac is unpublished);
+//   gemm_gen/numerics.py's fp32_per_mac with mac_products (fused_mac_products) is the same model, so the
+//   kernels' mac order shows in their tests.
+// - -DGG_HOST_ACC64_PERMUTED permutes aie::vector_cast's acc64 <-> int32 word order (host::acc64_word; the real
+//   one is unpublished): a kernel right under both orders relies only on whole-block round trips.
+// - block-vector input streams count their pops and FIFO fills (host::stream_pops / stream_fills);
+//   -DGG_HOST_PEANO models Peano's chess_manifest (__builtin_constant_p), under which a pop whose fill count is
+//   carried around a loop fills every time (see host::loop_epoch).
+// - set_rounding calls are counted (host::rounding_writes): the tests count the conversion loop's mode writes.
 //
 // - bfloat16: 16-bit storage; float -> bf16 rounds to nearest even (as ml_dtypes does), or under a
 //   crRnd mode in to_vector.
-// - aie::mmul: accfloat accumulates in double, so one kernel call is "the exact sum rounded once to
-//   fp32" (exact for gemm_gen's inputs whatever the order); integer lanes are checked against their
-//   width (above), the SRS narrowing is shift-round-saturate.
+// - aie::mmul: accfloat accumulates in double, so without -DGG_HOST_FP32_PER_MAC one kernel call is "the
+//   exact sum rounded once to fp32" (exact for gemm_gen's inputs whatever the order); integer lanes are
+//   checked against their width (above), the SRS narrowing is shift-round-saturate.
 // - rounding / saturation live in emulated mode registers at their reset values (floor, none).
 // - AIE_API_EMULATE_BFLOAT16_MMUL_WITH_BFP16 (AIE2P 4x8x8 / 8x8x8): a bf16 mac first turns each row of
 //   its A block and each column of its B block (8 values along K) into a bfp16ebs8 block under the
@@ -84,6 +94,8 @@
 
 #pragma once
 
+// The stand-in's own guards, no rule of the real API: an AIE compiler gets aie_api's aie.hpp, and the stand-in
+// models the two targets gemm_gen builds for (__AIE_ARCH__ as aie_api's detail/config.hpp reads it).
 #if defined(__chess__) || defined(__AIECC__)
 #error "tests/aie_host is a host stand-in for the AIE API; AIE compilers must use the real one"
 #endif
@@ -165,6 +177,7 @@ constexpr std::size_t vector_alignment(std::size_t bytes) {
   return bytes == 16 ? 16 : bytes == 32 ? 32 : aie2p ? 64 : 32;
 }
 
+// A load_v / store_v address not aligned as vector_ldst_align asks (aie_api @2b7eedf detail/ld_st.hpp lines 20-43).
 inline void check_aligned(const void *ptr, std::size_t bytes, const char *what) {
   const std::size_t align = vector_alignment(bytes);
   if (reinterpret_cast<std::uintptr_t>(ptr) % align) {
@@ -387,7 +400,7 @@ struct bfloat16 {
     return f;
   }
 };
-static_assert(sizeof(bfloat16) == 2, "bfloat16 is stored in 16 bits");
+static_assert(sizeof(bfloat16) == 2, "bfloat16 is stored in 16 bits");  // the stand-in's own layout check
 
 // The element type of bfp16ebs8 block vectors. Left incomplete on purpose: a bfp16 buffer is only
 // walked through block-vector streams in whole 64-value tiles (seek / pop / push), never by pointer
@@ -399,6 +412,7 @@ struct bfp16ebs8;
 struct int4 {
   std::uint8_t raw;
 };
+// aie_api @2b7eedf types.hpp lines 100 and 126: int4 is the empty struct int4_t, sizeof 1
 static_assert(sizeof(int4) == 1, "the AIE API's int4 is one byte of storage per element pointer step");
 
 namespace aie {
@@ -428,6 +442,7 @@ struct vector {
   vector<T, ElemsOut> extract(unsigned idx) const {
     static_assert(Elems % ElemsOut == 0, "aie::vector::extract: the subvector size divides the vector's");
     vector<T, ElemsOut> out;
+    // REQUIRES_MSG(idx < Elems / ElemsOut) (aie_api @2b7eedf detail/aie2/vector.hpp line 987)
     if (idx >= Elems / ElemsOut) host::fail("aie::vector::extract past the vector's end");
     else std::copy(data.begin() + idx * ElemsOut, data.begin() + (idx + 1) * ElemsOut, out.data.begin());
     return out;
@@ -437,7 +452,7 @@ struct vector {
 // Elems int4 values in Elems / 2 bytes; lane i is nibble i % 2 (low first) of byte i / 2, sign-extended.
 template <unsigned Elems>
 struct vector<int4, Elems> {
-  static_assert(Elems % 2 == 0, "int4 vectors hold whole bytes");
+  static_assert(Elems % 2 == 0, "int4 vectors hold whole bytes");  // UG1603 "Data Types": int4 vectors of 32..256 lanes
   std::array<std::uint8_t, Elems / 2> bytes{};
 
   static constexpr unsigned size() { return Elems; }
@@ -487,6 +502,8 @@ struct accum<acc64, Elems> {
   accum() = default;
   template <typename T>
   explicit accum(const vector<T, Elems> &v, int shift = 0) {
+    // UPS into acc64 of int16 / int32 lanes (aie_api @2b7eedf detail/aie2/accum.hpp get_ups, lines 810-830); the shift's
+    // range is unpublished: 0..63 assumed (what an int64 lane can take)
     static_assert(std::is_same_v<T, int32> || std::is_same_v<T, int16>, "acc64 loads int32 or int16 vectors");
     if (shift < 0 || shift > 63) host::fail("an up-shift (UPS) outside 0..63");
     for (unsigned i = 0; i < Elems; ++i) acc[i] = static_cast<std::int64_t>(v[i]) * (std::int64_t{1} << (shift & 63));
@@ -494,6 +511,7 @@ struct accum<acc64, Elems> {
 
   template <typename T>
   vector<T, Elems> to_vector(int shift = 0) const {
+    // SRS of acc64 into int16 / int32 (aie_api @2b7eedf detail/aie2/accum.hpp get_srs, line 862)
     static_assert(std::is_same_v<T, int32> || std::is_same_v<T, int16>, "acc64 stores int32 or int16 (SRS)");
     return host::srs<T>(acc, shift);
   }
@@ -596,7 +614,7 @@ vector<T, Elems> transpose(const vector<T, Elems> &v, unsigned Row, unsigned Col
     char buf[160];
     std::snprintf(buf, sizeof buf, "aie::transpose of a %u-element vector as %u x %u: the AIE API requires "
                   "Row * Col == Elems, Row > 0 and Col > 0", Elems, Row, Col);
-    host::fail(buf);
+    host::fail(buf);  // aie_api @2b7eedf aie.hpp lines 2891-2892
     return v;
   }
   vector<T, Elems> out;
@@ -642,6 +660,7 @@ struct mmul {
   static constexpr unsigned M = M_Elems, K = K_Elems, N = N_Elems;
   static constexpr unsigned size_A = M * K, size_B = K * N, size_C = M * N;
   static constexpr unsigned acc_bits = mmul_acc_bits<M, K, N, TypeA, TypeB>();
+  // the host models equal types and int8 x int4 only (the shapes gemm_gen renders)
   static_assert(std::is_same_v<TypeA, TypeB> || std::is_same_v<TypeB, int4>,
                 "aie::mmul: gemm_gen's kernels multiply equal types, or int8 by int4");
   static_assert(!std::is_same_v<TypeB, int4> || !std::is_same_v<AccumTag, acc64>,
@@ -672,11 +691,13 @@ struct mmul {
   mmul() = default;
 
   // The accumulator itself (acc64 shapes: the lanes a vector_cast round trip keeps whole).
+  // aie_api @2b7eedf aie.hpp: mmul(const accum_type &acc), "initialized from the given accumulator in row-major order"
   explicit mmul(const accum<acc64, size_C> &a) {
     static_assert(acc_bits == 64 && !is_float, "aie::mmul: an accum<acc64> builds a 64-bit accumulator mmul only");
     for (unsigned i = 0; i < size_C; ++i) acc[i] = a.acc[i];
   }
 
+  // aie_api @2b7eedf detail/mmul.hpp C_block::to_accum (row-major; C_block_interleave_cols permutes the hardware's lanes back)
   accum<acc64, size_C> to_accum() const {
     static_assert(acc_bits == 64 && !is_float, "the host models to_accum() of acc64 mmuls only");
     accum<acc64, size_C> a;
@@ -684,7 +705,9 @@ struct mmul {
     return a;
   }
 
-  // Load the accumulator from a vector; integers are shifted up by `shift` bits (UPS).
+  // Load the accumulator from a vector; integers are shifted up by `shift` bits (UPS): int32 into acc32 only
+  // with shift 0 (REQUIRES(shift == 0): aie_api @2b7eedf detail/aie2/accum.hpp lines 833-835, detail/aie2p/accum.hpp
+  // lines 1033-1037); the UPS range is unpublished (0..63 assumed).
   template <typename T>
   mmul(const vector<T, size_C> &v, int shift = 0) {
     if constexpr (!is_float) {
@@ -742,7 +765,9 @@ struct mmul {
 
   // Store the accumulator: fp32 (rounded to nearest even), then bf16 under the rounding mode;
   // integers shift-round-saturate (SRS) under the rounding and saturation modes, except acc32 stored
-  // as int32: a plain cast, which the API does without any shift.
+  // as int32: a plain cast, which the API does without any shift (aie_api @2b7eedf detail/aie2/accum.hpp line 963:
+  // `(v16int32) acc`). SRS shifts up to max_shift = 59 on AIE2 / AIE2P (aie_api @2b7eedf detail/shift.hpp line 25).
+  // Float outputs from accfloat, integers from integer accumulators (aie_api @2b7eedf accum.hpp to_vector).
   template <typename T>
   vector<T, size_C> to_vector(int shift = 0) const {
     vector<T, size_C> out;
@@ -886,6 +911,7 @@ class block_vector_output_buffer_stream<bfp16ebs8, 64> {
 
   explicit block_vector_output_buffer_stream(bfp16ebs8 *ptr) : ptr_(reinterpret_cast<std::uint8_t *>(ptr)) {}
 
+  // seek() resets the FIFO state (state_.pos = 0: aie_api @2b7eedf detail/aie2p/array_helpers.hpp lines 160-168)
   void seek(int n) {  // like the input side: exact only before the first push
     if (pushes_) host::fail("seek() after a push on a block-vector output stream");
     ptr_ += static_cast<std::ptrdiff_t>(n) * value_type::memory_bytes();
@@ -969,7 +995,8 @@ vector<T, Elems> broadcast(T value) {
   return v;
 }
 
-// aie::concat of vectors of one type: their lanes one after another.
+// aie::concat of vectors of one type: their lanes one after another (aie_api @2b7eedf aie.hpp line 1039:
+// requires((is_same_vector_v<Vec, Vectors> && ...))).
 template <typename T, unsigned Elems, typename... Rest>
 vector<T, Elems * (1 + sizeof...(Rest))> concat(const vector<T, Elems> &first, const Rest &...rest) {
   static_assert((std::is_same_v<Rest, vector<T, Elems>> && ...), "aie::concat takes vectors of one type and size");
@@ -1170,6 +1197,7 @@ constexpr bool api_vector() {
 template <typename T, unsigned Elems>
 template <unsigned ElemsOut>
 vector<T, ElemsOut> vector<T, Elems>::grow_replicate() const {
+  // UG1603 "Data Types" Table 1 (the sizes); aie_api @2b7eedf vector.hpp line 256 (grow_replicate)
   static_assert(host::api_vector<T, Elems>() && host::api_vector<T, ElemsOut>(),
                 "aie::vector::grow_replicate: the AIE API has 128- to 1024-bit vectors only");
   static_assert(ElemsOut % Elems == 0 && ElemsOut >= Elems, "aie::vector::grow_replicate grows to a multiple");
@@ -1183,7 +1211,7 @@ template <typename T, unsigned Elems>
 auto unpack(const vector<T, Elems> &v) {
   static_assert(!is_float_elem_v<T>, "aie::unpack takes integer vectors (requires(!is_floating_point))");
   static_assert(std::is_same_v<T, int4> || std::is_same_v<T, int8>, "the host models aie::unpack of int4 and int8 only");
-  using T2 = std::conditional_t<std::is_same_v<T, int4>, int8, int16>;
+  using T2 = std::conditional_t<std::is_same_v<T, int4>, int8, int16>;  // vector sizes: UG1603 "Data Types"
   static_assert(host::api_vector<T, Elems>() && host::api_vector<T2, Elems>(),
                 "aie::unpack: the AIE API has 128- to 1024-bit vectors only (int4 32..256 lanes, int8 16..128)");
   vector<T2, Elems> out;
@@ -1195,6 +1223,7 @@ auto unpack(const vector<T, Elems> &v) {
 namespace host {
 template <bool Add, unsigned Elems>
 vector<int16, Elems> add_sub(const vector<int16, Elems> &a, const vector<int16, Elems> &b) {
+  // UG1603 "Data Types" Table 1: 128- to 1024-bit vectors
   static_assert(api_vector<int16, Elems>(), "aie::add / aie::sub: the AIE API has 128- to 1024-bit vectors only");
   vector<int16, Elems> out;
   for (unsigned i = 0; i < Elems; ++i) out[i] = static_cast<int16>(Add ? a[i] + b[i] : a[i] - b[i]);  // modular
@@ -1211,7 +1240,7 @@ vector<int16, Elems> sub(const vector<int16, Elems> &a, const vector<int16, Elem
 template <typename TR = float, typename T, unsigned Elems>
 vector<TR, Elems> to_float(const vector<T, Elems> &v, int shift = 0) {
   static_assert(std::is_same_v<TR, float> || std::is_same_v<TR, bfloat16>, "aie::to_float gives float or bfloat16");
-  static_assert(std::is_same_v<T, int16>, "the host models aie::to_float of int16 vectors only");
+  static_assert(std::is_same_v<T, int16>, "the host models aie::to_float of int16 vectors only");  // sizes: UG1603
   static_assert(host::api_vector<T, Elems>() && host::api_vector<TR, Elems>(),
                 "aie::to_float: the AIE API has 128- to 1024-bit vectors only");
   vector<TR, Elems> out;
@@ -1227,7 +1256,7 @@ vector<TR, Elems> to_float(const vector<T, Elems> &v, int shift = 0) {
 template <typename TR, typename T, unsigned Elems>
 vector<TR, Elems> to_fixed(const vector<T, Elems> &v, int shift = 0) {
   static_assert(std::is_same_v<TR, int16> && std::is_same_v<T, bfloat16>,
-                "the host models aie::to_fixed<int16> of bfloat16 vectors only");
+                "the host models aie::to_fixed<int16> of bfloat16 vectors only");  // sizes: UG1603 "Data Types"
   static_assert(host::api_vector<T, Elems>() && host::api_vector<TR, Elems>(),
                 "aie::to_fixed: the AIE API has 128- to 1024-bit vectors only");
   vector<TR, Elems> out;
@@ -1246,6 +1275,7 @@ vector<TR, Elems> to_fixed(const vector<T, Elems> &v, int shift = 0) {
 template <typename T, unsigned Elems>
 std::pair<vector<T, Elems>, vector<T, Elems>> interleave_zip(const vector<T, Elems> &v, const vector<T, Elems> &w,
                                                              unsigned chunk_size) {
+  // UG1603 "Data Types" Table 1: 128- to 1024-bit vectors
   static_assert(host::api_vector<T, Elems>(), "aie::interleave_zip: the AIE API has 128- to 1024-bit vectors only");
   std::pair<vector<T, Elems>, vector<T, Elems>> out;
   if (chunk_size == 0 || chunk_size > Elems || (chunk_size & (chunk_size - 1)) ||
