@@ -151,6 +151,16 @@ inline void fail(const std::string &what) {
 
 constexpr bool aie2p = __AIE_ARCH__ == 21;
 
+// Part idx of `in` (out.size() lanes each) into `out`, or a refusal past its end: aie::vector / aie::accum
+// extract's REQUIRES_MSG(idx < Elems / ElemsOut) (aie_api @2b7eedf detail/aie2/vector.hpp line 987; accum.hpp
+// as for insert at line 374).
+template <typename T, std::size_t N, std::size_t M>
+void extract_part(const std::array<T, N> &in, std::array<T, M> &out, unsigned idx, const char *what) {
+  static_assert(N % M == 0, "aie::vector / aie::accum extract: the part's size divides the whole's");
+  if (idx >= N / M) fail(what);
+  else std::copy(in.begin() + idx * M, in.begin() + (idx + 1) * M, out.begin());
+}
+
 // int4 lanes aie::unpack has widened since the last reset: the tests count W4A16's dequantization passes.
 inline unsigned long long int4_unpacked = 0;
 
@@ -440,11 +450,8 @@ struct vector {
 
   template <unsigned ElemsOut>
   vector<T, ElemsOut> extract(unsigned idx) const {
-    static_assert(Elems % ElemsOut == 0, "aie::vector::extract: the subvector size divides the vector's");
     vector<T, ElemsOut> out;
-    // REQUIRES_MSG(idx < Elems / ElemsOut) (aie_api @2b7eedf detail/aie2/vector.hpp line 987)
-    if (idx >= Elems / ElemsOut) host::fail("aie::vector::extract past the vector's end");
-    else std::copy(data.begin() + idx * ElemsOut, data.begin() + (idx + 1) * ElemsOut, out.data.begin());
+    host::extract_part(data, out.data, idx, "aie::vector::extract past the vector's end");
     return out;
   }
 };
@@ -519,10 +526,8 @@ struct accum<acc64, Elems> {
   // Lanes [idx ElemsOut, (idx + 1) ElemsOut) (accum.hpp extract: idx counts sub-accumulators).
   template <unsigned ElemsOut>
   accum<acc64, ElemsOut> extract(unsigned idx) const {
-    static_assert(Elems % ElemsOut == 0, "aie::accum::extract: the sub-accumulator size divides the accumulator's");
     accum<acc64, ElemsOut> out;
-    if (idx >= Elems / ElemsOut) host::fail("aie::accum::extract past the accumulator's end");
-    else std::copy(acc.begin() + idx * ElemsOut, acc.begin() + (idx + 1) * ElemsOut, out.acc.begin());
+    host::extract_part(acc, out.acc, idx, "aie::accum::extract past the accumulator's end");
     return out;
   }
 };
