@@ -7,9 +7,10 @@ Integer outputs (TFLite / gemmlowp per-channel requantization, docs/epilogues.md
 - `rdbpot`: gemmlowp's RoundingDivideByPOT (lines 338-352): round(x / 2^e), ties away from zero.
 - `mbqm`: TFLite's MultiplyByQuantizedMultiplier, double rounding (common.cc lines 65-76);
   `mbqm_single`: its TFLITE_SINGLE_ROUNDING form (lines 20-35), one rounding, ties toward +inf.
-- `mbqm_srs`: the same double rounding as the kernel computes it with three uniform SRS from acc64
-  (x P, SRS 0; * M, SRS 31 under positive_inf; * Q, SRS 30 under symmetric_inf; P = 2^left,
-  Q = 2^(30 - right)); tests/test_epilogue_numerics.py proves it equals `mbqm`.
+- `mbqm_srs`: the same double rounding as the kernel computes it with three uniform SRS from acc64, all
+  under positive_inf (one rounding mode for the kernel's whole conversion loop): x P, SRS 0; * M, SRS 31;
+  * Q - [y < 0], SRS 30 (`rdbpot_positive_inf`: RDBPOT's ties away from zero under positive_inf); P = 2^left,
+  Q = 2^(30 - right); tests/test_epilogue_numerics.py proves it equals `mbqm`.
 - `Requant.apply`: acc + bias (int32), MBQM per column, + zero point, clamp to [act_min, act_max],
   saturate to i8 / i16 (TFLite's FullyConnectedPerChannel, reference/integer_ops/fully_connected.h).
 
@@ -110,15 +111,27 @@ def srs_factors(shift: np.ndarray | int) -> tuple[np.ndarray, np.ndarray]:
     return (np.int64(1) << left).astype(np.int32), (np.int64(1) << (30 - right)).astype(np.int32)
 
 
+def rdbpot_positive_inf(y: np.ndarray | int, q: np.ndarray | int) -> np.ndarray:
+    """RDBPOT's step as the kernel computes it under positive_inf: srs(y Q - [y < 0], 30), saturated to int32,
+    for int32 y and Q = 2^(30 - right) > 0. Equal to srs(y Q, 30) under symmetric_inf (ties away from zero):
+    v = y Q has y's sign; for v >= 0 the two modes agree; for v < 0, positive_inf of v - 1 is
+    floor((v - 1 + 2^29) / 2^30), which is v / 2^30 rounded to nearest with ties toward -inf (v is an integer),
+    i.e. away from zero. The kernel's correction is max(min(y, 0), -1): two exact vector operations."""
+    y = np.asarray(y, dtype=np.int64)
+    below = np.maximum(np.minimum(y, 0), -1)
+    v = y * np.asarray(q, dtype=np.int64) + below
+    return saturate(shift_round(v, 30, Rounding.POS_INF), I32, Saturation.SATURATE)
+
+
 def mbqm_srs(x: np.ndarray | int, multiplier: np.ndarray | int, shift: np.ndarray | int) -> np.ndarray:
-    """MBQM as the kernel computes it with uniform SRS of int32 x int32 -> acc64 products:
-    y0 = srs(x P, 0); y1 = srs(y0 M, 31) under positive_inf; y2 = srs(y1 Q, 30) under symmetric_inf;
-    every SRS saturating to int32 (which also gives SRDHM's INT32_MIN^2 -> INT32_MAX)."""
+    """MBQM as the kernel computes it with uniform SRS of int32 x int32 -> acc64 products, every one under
+    positive_inf: y0 = srs(x P, 0); y1 = srs(y0 M, 31); y2 = rdbpot_positive_inf(y1, Q); every SRS
+    saturating to int32 (which also gives SRDHM's INT32_MIN^2 -> INT32_MAX)."""
     p, q = srs_factors(shift)
     sat = Saturation.SATURATE
     y0 = saturate(np.asarray(x, dtype=np.int64) * p.astype(np.int64), I32, sat).astype(np.int64)
     y1 = saturate(shift_round(y0 * np.asarray(multiplier, dtype=np.int64), 31, Rounding.POS_INF), I32, sat)
-    return saturate(shift_round(y1.astype(np.int64) * q.astype(np.int64), 30, Rounding.SYM_INF), I32, sat)
+    return rdbpot_positive_inf(y1, q)
 
 
 class RequantForm(Enum):
@@ -556,9 +569,11 @@ ACTIVATION_OPS = {
 }
 BIAS_OPS = 1  # the fp32 add (the parameter row is loaded once per block column)
 CLAMP_OPS = 2  # max, min
-# acc + bias and its SRS 0; three int32 x int32 muls and their SRS; + zero point and its SRS; max, min;
-# the narrowing SRS (the two rounding-mode writes per block are scalar)
-REQUANT_OPS = 2 + 3 * 2 + 2 + 2 + 1
+# acc + bias and its SRS 0; three int32 x int32 muls and their SRS; RDBPOT's correction under positive_inf
+# (min, max, and its add into the accumulator: REQUANT_CORRECTION_OPS); + zero point and its SRS; max, min; the
+# narrowing SRS. No rounding-mode write in the loop (convert() sets positive_inf once per call).
+REQUANT_CORRECTION_OPS = 3
+REQUANT_OPS = 2 + 3 * 2 + REQUANT_CORRECTION_OPS + 2 + 2 + 1
 
 
 def mode_ops(epilogue: Epilogue) -> tuple[int, ...]:

@@ -5,10 +5,15 @@ AIE-ML mode registers of AM020):
 - bf16 inputs: products are exact in fp32; one kernel call adds its k products to the C tile
   loaded into an fp32 accumulator, and stores C back in its type with the core's rounding mode
   (our kernels set conv_even = round-to-nearest-even; the hardware default is floor).
-  The order of the fp32 additions inside the fused mac datapath is unpublished; we model a call
-  as the exact sum rounded once to fp32. Sums are formed in fp64, which is exact for the inputs
-  `gemm_gen.inputs` generates, so the result does not depend on BLAS summation order and a tile
-  computed alone equals the same tile computed inside a whole-matrix reference.
+  The order of the fp32 additions inside the fused mac datapath is unpublished. Two models, chosen by
+  `fp32_per_mac`: by default (what the simulator, `gemm-gen simulate` and the reference follow) a call
+  is the exact sum rounded once to fp32; with fp32_per_mac (what the host-compiled kernels' tests run
+  under, tests/aie_host's -DGG_HOST_FP32_PER_MAC) the accumulator is rounded to fp32 after every
+  hardware mac, each adding `mac_products` exact products per lane (`fused_mac_products`: the mmul's
+  K where one intrinsic computes it, 1 where aie_api emulates it with elementwise macs), macs in K
+  order. Sums are formed in fp64, which is exact for the inputs `gemm_gen.inputs` generates, so the
+  result does not depend on BLAS summation order and a tile computed alone equals the same tile
+  computed inside a whole-matrix reference; for the "exact" family both models give the same bits.
 - integer inputs: the accumulator (acc32, or acc64 for some 16-bit shapes) is loaded with C, the
   call adds its exact products and stores C back; C's L1 type `acc` decides when it is narrowed.
 - C's L1 type `acc` (gemm_gen/precision.py): by default the accumulator's own width (fp32, int32,
@@ -55,14 +60,25 @@ class KernelNumerics:
     bfp16_inputs: bool = False
     dtype_b: DType | None = None  # None: dtype_in
     acc: DType | None = None  # C's type in L1 between calls; None: dtype_out
-    # float accumulation rounded to fp32 after every mac, in K order (one order the hardware may
-    # use; its own is unpublished) instead of the exact sum rounded once: equal for the "exact"
-    # input family (gemm_gen.inputs), and it shows what the order can change for other inputs
+    # float accumulation rounded to fp32 after every hardware mac (of mac_products exact products per
+    # lane), macs in K order (one order the hardware may use; its own is unpublished) instead of the exact
+    # sum rounded once: equal for the "exact" input family (gemm_gen.inputs), and it shows what the
+    # order can change for other inputs
     fp32_per_mac: bool = False
+    mac_products: int = 1  # products one mac adds per lane before its rounding (fused_mac_products)
     acc_bits: int = 32  # integer accumulator lanes: acc32, or acc64 for some 16-bit shapes
     # the fused epilogue applied by the one conversion after the last call (gemm_gen/epilogue.py); its data
     # (bias, requantization) are the call's, passed to `finish`
     epilogue: Epilogue = Epilogue()
+
+    @property
+    def accumulation(self) -> str:
+        """Which fp32 accumulation model this follows (float inputs; integers are exact)."""
+        if not self.dtype_in.is_float:
+            return "integer: exact"
+        if self.fp32_per_mac:
+            return f"fp32 rounded after every mac of {self.mac_products} product(s) per lane, macs in K order"
+        return "the exact sum rounded once to fp32 per kernel call"
 
     @classmethod
     def of(cls, dtype_in: str, dtype_out: str, **kw: object) -> KernelNumerics:
@@ -124,10 +140,12 @@ class KernelNumerics:
     def accumulate_operands(self, c: np.ndarray, a_op: np.ndarray, b_op: np.ndarray) -> np.ndarray:
         """accumulate() on operands already prepared by operand_a / operand_b."""
         if self.dtype_in.is_float and self.fp32_per_mac:
-            acc = np.asarray(c, dtype=np.float32).copy()
-            for p in range(a_op.shape[1]):  # every product is exact in fp32 (at most 16 significant bits)
-                acc += (a_op[:, p : p + 1] * b_op[p : p + 1, :]).astype(np.float32)
-            return acc.astype(np.float64)
+            acc = np.asarray(c, dtype=np.float32).astype(np.float64)
+            for p0 in range(0, a_op.shape[1], self.mac_products):  # one mac: its products added in fp64, in K
+                for p in range(p0, min(p0 + self.mac_products, a_op.shape[1])):  # order (as the host adds them)
+                    acc = acc + a_op[:, p : p + 1] * b_op[p : p + 1, :]  # each product exact (16 significant bits)
+                acc = acc.astype(np.float32).astype(np.float64)  # the mac's one fp32 rounding
+            return acc
         if self.dtype_in.is_float:
             return a_op @ b_op + np.asarray(c, dtype=np.float64)
         up = 0 if self.converts else self.shift  # a wide C is carried unshifted, shifted down once
@@ -186,6 +204,20 @@ class KernelNumerics:
             return 0
         lo, hi = -(1 << (self.acc_bits - 1)), (1 << (self.acc_bits - 1)) - 1
         return int(np.count_nonzero((acc < lo) | (acc > hi)))
+
+
+def fused_mac_products(aie_target: str, dtype_in: str, mmul: tuple[int, int, int], bfp16_datapath: bool) -> int:
+    """Products one hardware mac adds per accumulator lane before it rounds to fp32, for a float kernel: the
+    bfp16 datapath's mac_8x8_8x8T (bfp16 operands, bf16 through AIE_API_EMULATE_BFLOAT16_MMUL_WITH_BFP16) adds 8;
+    AIE2's bf16 mmul is one intrinsic per lane row, adding the mmul's K (aie_api detail/aie2/mmul_bf16_bf16.hpp
+    @2b7eedf: mac_4x8_8x4 and kin); AIE2P's plain bf16 mmul is emulated with elementwise macs, one product each
+    (detail/aie2p/mmul_bf16_bf16.hpp and emulated_mmul_intrinsics.hpp @2b7eedf: eight mac_elem_32 in K order).
+    Integers: 0 (exact, no rounding). tests/aie_host's aie::mmul rounds likewise (host::mmul fused_k)."""
+    if dtype_in not in ("bf16", "bfp16"):
+        return 0
+    if bfp16_datapath or dtype_in == "bfp16":
+        return 8
+    return mmul[1] if aie_target == "aie2" else 1
 
 
 def reference(numerics: KernelNumerics, a: np.ndarray, b: np.ndarray, k: int, k_padded: int = 0,

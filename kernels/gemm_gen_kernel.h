@@ -75,10 +75,18 @@
 
 #else  // a host compiler: no hints, no trace events
 
+// With GG_HOST_PEANO (the tests' host AIE API stand-in modelling Peano, tests/aie_host) every iteration of a
+// pipelined or ranged loop tells the stand-in, so that its block-vector streams know which pops' fill counts
+// are carried around a loop (not compile-time constants). Nothing otherwise.
+#if defined(GG_HOST_PEANO)
+#define GG_HOST_ITERATION if (::aie::host::next_iteration(); true)
+#else
+#define GG_HOST_ITERATION
+#endif
 #define GG_PIPELINE_BEFORE(n)
-#define GG_PIPELINE_AFTER(n)
+#define GG_PIPELINE_AFTER(n) GG_HOST_ITERATION
 #define GG_LOOP_RANGE_BEFORE(n)
-#define GG_LOOP_RANGE_AFTER(n)
+#define GG_LOOP_RANGE_AFTER(n) GG_HOST_ITERATION
 #define GG_FLATTEN_BEFORE
 #define GG_FLATTEN_AFTER
 #define GG_POSTPIPELINE_BEFORE(n)

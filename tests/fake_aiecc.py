@@ -62,6 +62,7 @@ def fake_insts(mlir: str) -> bytes:
 
 
 def fail(message: str) -> None:
+    """aiecc's exit on an error (each caller cites the rule it refuses; aiecc.cpp @e76c3e12 returns 1)."""
     print(f"aiecc: {message}", file=sys.stderr)
     sys.exit(1)
 
@@ -90,6 +91,8 @@ def stack_check(mlir: str, source: str, objects: list[str], chess: bool, default
     unmeasured = [obj for obj, f in frames.items() if not f]
     need = base + max((max(f) for f in frames.values() if f), default=0)
     measured: dict[tuple[int, int], int] = {}
+    # the check and its messages: tools/aiecc/StackSizeAnalysis.cpp (stored version @7e04ed3d, the nearest to
+    # 1.4.3; PRs #3613, #3680), as the release's core_data_memory page describes it
     for lineno, line in enumerate(mlir.splitlines(), 1):
         m = re.match(r"worker Tile\((\d+), (\d+)\) stack=(\w+)", line)
         if not m:
@@ -111,7 +114,7 @@ def stack_check(mlir: str, source: str, objects: list[str], chess: bool, default
                                          if declared is not None else
                                          f"stack_size is absent, so this core uses the device default of "
                                          f"{default} bytes, but it needs {need} bytes"), file=sys.stderr)
-            sys.exit(1)
+            sys.exit(1)  # StackSizeAnalysis.cpp @7e04ed3d: an insufficient stack_size is an error
     return measured
 
 
@@ -140,6 +143,10 @@ def main(argv: list[str]) -> None:
     gets: set[str] = set()
     inputs: list[str] = []
     it = iter(argv)
+    # the options: tools/aiecc/CommandLineOptions.h (stored version @df2f4416; 1.4.3's is its docs page,
+    # gh-pages 1.4.3/aiecc/index.html @5100e2d6); the refusals' words are LLVM's cl parser's
+    # (llvm/lib/Support/CommandLine.cpp: "Unknown command line argument", "requires a value!", "invalid value
+    # for boolean argument!")
     for arg in it:
         if not arg.startswith("-"):
             inputs.append(arg)
@@ -147,35 +154,40 @@ def main(argv: list[str]) -> None:
         name, eq, value = arg.partition("=")
         if name.startswith("--get-") and not eq:
             if name[6:] not in GETS:
-                fail(f"Unknown command line argument '{arg}'.  Try: 'aiecc --help'")
+                fail(f"Unknown command line argument '{arg}'.  Try: 'aiecc --help'")  # CommandLine.cpp
             gets.add(name[6:])
         elif name in VALUED:
             values[name] = value if eq else next(it, "")
             if not values[name]:
-                fail(f"for the {name} option: requires a value!")
+                fail(f"for the {name} option: requires a value!")  # llvm/lib/Support/CommandLine.cpp
         elif name in FLAGS:  # LLVM's cl::opt<bool>: bare, or =true/=false and their spellings
             if eq and value not in BOOLS:
+                # llvm/lib/Support/CommandLine.cpp, parser<bool>::parse
                 fail(f"for the {name} option: '{value}' is invalid value for boolean argument! Try 0 or 1")
             if BOOLS.get(value, True):
                 flags.add(name)
-        else:
+        else:  # llvm/lib/Support/CommandLine.cpp: an option CommandLineOptions.h does not declare
             fail(f"Unknown command line argument '{arg}'.  Try: 'aiecc --help'")
     if "--get" in values:
         gets.add(values["--get"])
+    # one positional input (CommandLineOptions.h @df2f4416: cl::Positional, cl::Required); the three messages
+    # below are the stand-in's own wording of what aiecc refuses
     if len(inputs) != 1:
         fail(f"expects one input MLIR file, got {inputs}")
     if not Path(inputs[0]).exists():
         fail(f"could not open input file '{inputs[0]}'")
     scheme = values.get("--alloc-scheme")
     if scheme is not None and scheme not in ALLOC_SCHEMES:  # a string option, refused when buffers are assigned
-        fail(f"error: unknown buffer allocation scheme '{scheme}'")
+        fail(f"error: unknown buffer allocation scheme '{scheme}'")  # the schemes: AIEAssignBuffers.cpp
     mlir = Path(inputs[0]).read_text()
     objects = sorted(set(re.findall(r'link_with\s*=\s*"([^"]+)"', mlir) + re.findall(r"^kernel \S+ (\S+\.o) ", mlir,
                                                                                      re.MULTILINE)))
-    for obj in objects:
+    for obj in objects:  # the link of each core (aiecc.cpp @e76c3e12 runs ld.lld with the objects link_with names)
         if not Path(obj).exists():  # the core's link step needs every object its functions name
             fail(f"ld.lld: error: cannot open {obj}: No such file or directory")
     chess = bool(flags & {"--xchesscc", "--xbridge"})
+    # a chess object in a Peano link: ld.lld cannot read it (the stand-in's own wording of that link failure; the
+    # fake kernel compilers of test_build.py mark their objects)
     if not chess:
         for obj in sorted(Path(".").glob("*.o")):
             if obj.read_text(errors="replace").startswith("chess"):

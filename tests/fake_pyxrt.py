@@ -97,13 +97,16 @@ class FakeXrt:
 
     def __init__(self, config: GemmConfig | None = None, broken: bool = False, device_name: str | None = None,
                  configs: dict[str, GemmConfig] | None = None, calls: dict[bytes, CallPlan] | None = None,
-                 hangs: bool | Collection[str] = False) -> None:
+                 hangs: bool | Collection[str] = False, lanes: tuple[int, ...] | None = None) -> None:
         if device_name is None:  # an NPU of the config's family, as XRT names them
             device_name = "RyzenAI-npu1" if config is not None and config.device == "npu1" else "RyzenAI-npu4"
         self.config, self.broken, self.device_name = config, broken, device_name
         self.configs = configs or {}  # xclbin path -> the design it was built for (sweeps)
         self.calls = calls or {}  # instruction stream bytes -> the call size it runs
         self.hangs = hangs  # True, or the xclbin paths whose kernel never completes
+        # an NPU whose mmul reads each r x t block of C out in another lane order: position i (row-major) of every
+        # block gets the value of position lanes[i] (gemm_gen/lanes.py measures it; None: row-major, as aie_api says)
+        self.lanes = lanes
         self.log: list[tuple] = []
         self.registered: set[str] = set()
         fake = self
@@ -113,6 +116,9 @@ class FakeXrt:
             normal, cacheable, device_only = _BoFlags.normal, _BoFlags.cacheable, _BoFlags.device_only
             host_only, p2p, svm = _BoFlags.host_only, _BoFlags.p2p, _BoFlags.svm
 
+            # pyxrt.cpp @00f9022b (stored version; XRT is pinned only as >= 2.21):
+            # pybo.def(py::init<xrt::device, size_t, xrt::bo::flags, xrt::memory_group>()); a size of 0
+            # refused with the stand-in's own wording (xrt::bo's check, xrt_bo.cpp, not read)
             def __init__(self, device: Any, nbytes: int, flags: _BoFlags, group: int) -> None:
                 if device is not fake._device or not isinstance(nbytes, int) or not isinstance(flags, _BoFlags) \
                         or not isinstance(group, int):
@@ -131,6 +137,8 @@ class FakeXrt:
             def size(self) -> int:
                 return len(self.mem)
 
+            # pyxrt.cpp @00f9022b (stored version; XRT is pinned only as >= 2.21): .def("sync", xrt::bo&,
+            # xclBOSyncDirection[, size_t, size_t])
             def sync(self, direction: xclBOSyncDirection, size: int | None = None, offset: int = 0) -> None:
                 if not isinstance(direction, xclBOSyncDirection):
                     raise TypeError("sync(): incompatible function arguments (pyxrt.xclBOSyncDirection)")
@@ -144,6 +152,9 @@ class FakeXrt:
         self._device: Any = None
 
     # ---- device, xclbin, context, kernel ----------------------------------------------------------
+    # pyxrt.cpp @00f9022b (stored version; XRT is pinned only as >= 2.21): py::class_<xrt::device>,
+    # py::init<unsigned int>() and py::init(std::string);
+    # .def("get_info", xrt::device&, xrt::info::device)
     def device(self, index: int = 0) -> Any:
         if not isinstance(index, (int, str)):
             raise TypeError("device(): incompatible constructor arguments")
@@ -163,6 +174,8 @@ class FakeXrt:
         self.log.append(("device", index))
         return self._device
 
+    # pyxrt.cpp @00f9022b (stored version; XRT is pinned only as >= 2.21): py::class_<xrt::xclbin> constructed
+    # from a filename (py::init<const std::string&>)
     def xclbin(self, path: str) -> Any:
         if not isinstance(path, str):
             raise TypeError("xclbin(): incompatible constructor arguments (filename: str)")
@@ -179,6 +192,9 @@ class FakeXrt:
         self.config = self.configs.get(path, self.config)
         return Xclbin()
 
+    # pyxrt.cpp @00f9022b (stored version; XRT is pinned only as >= 2.21): hw_context(device, uuid); an xclbin not
+    # registered with the device, and a kernel name the context
+    # lacks, refused by XRT with other words (xrt_hw_context.cpp, xrt_kernel.cpp, not read): the stand-in's own
     def hw_context(self, device: Any, uuid: str) -> Any:
         if device is not self._device or uuid not in self.registered:
             raise RuntimeError("hw_context: the xclbin is not registered with this device")
@@ -186,7 +202,7 @@ class FakeXrt:
 
     def kernel(self, context: Any, name: str) -> Any:
         if not (isinstance(context, tuple) and context[0] == "context") or name != "MLIR_AIE":
-            raise RuntimeError(f"kernel: no kernel {name!r} in this context")
+            raise RuntimeError(f"kernel: no kernel {name!r} in this context")  # xrt_kernel.cpp (not read)
         fake = self
 
         xclbin_path = context[1].removeprefix("uuid-")
@@ -200,7 +216,7 @@ class FakeXrt:
                 timeout_ms = _wait_arguments(args, kwargs)
                 fake.log.append(("wait", timeout_ms))
                 if self.never_completes:
-                    if timeout_ms == 0:
+                    if timeout_ms == 0:  # the stand-in's own guard: real pyxrt would block forever
                         raise UntimedWait(f"wait() without a limit on a kernel of {xclbin_path} that never "
                                           "completes: pyxrt would block forever")
                     return ert_cmd_state.ERT_CMD_STATE_TIMEOUT
@@ -210,6 +226,10 @@ class FakeXrt:
                 # which pyxrt's enum does not name); gemm_gen never reads it
                 return self._state
 
+        # pyxrt.cpp @00f9022b (stored version; XRT is pinned only as >= 2.21): .def("group_id",
+        # &xrt::kernel::group_id) (XRT refuses an argument index past the kernel's); its
+        # __call__ sets each argument inside try / catch (std::exception), so real pyxrt ignores an argument it
+        # cannot set: refusing too many or ill-typed arguments is the stand-in's own, stricter rule
         class Kernel:
             def group_id(self, i: int) -> int:
                 if not 0 <= i < KERNEL_ARGS:
@@ -267,6 +287,18 @@ class FakeXrt:
         else:
             full = np.zeros((cols, rows) if c.c_col_maj else (rows, cols), dtype=np.float64)
             full[: call.M, : call.N] = reference(c.numerics, a, b, c.k, call.k_walk, bias, requant)
+            if self.lanes is not None:
+                full = _lanes_permuted(full, c.mmul[0], c.mmul[2], self.lanes)
             data = (full.T if c.c_col_maj else full).astype(c.t_out.host)  # column-major C: C^T's rows
         assert data.nbytes == output_bytes(c, call) <= len(c_mem)
         c_mem[: data.nbytes] = np.ascontiguousarray(data).tobytes()
+
+
+def _lanes_permuted(c: np.ndarray, r: int, t: int, lanes: tuple[int, ...]) -> np.ndarray:
+    """C with position i (row-major) of every whole r x t block holding the value of position lanes[i]."""
+    rows, cols = (c.shape[0] // r) * r, (c.shape[1] // t) * t
+    out = c.copy()
+    blocks = c[:rows, :cols].reshape(rows // r, r, cols // t, t).transpose(0, 2, 1, 3).reshape(-1, r * t)
+    out[:rows, :cols] = (blocks[:, list(lanes)].reshape(rows // r, cols // t, r, t).transpose(0, 2, 1, 3)
+                         .reshape(rows, cols))
+    return out

@@ -51,6 +51,7 @@ class Tile:
         return f"Tile({self.col if self.col is not None else '?'}, {self.row if self.row is not None else '?'})"
 
 
+# python/iron/device/tile.py (1.4.3's gh-pages render @5100e2d6): Tile.with_type's refusal of another tile type
 def _typed(tile: Tile, kind: str) -> Tile:
     """Tile.with_type: the tile as a `kind` tile (a new Tile when its type was open)."""
     if tile.tile_type is None:
@@ -196,6 +197,7 @@ class Recorder:
 REC = Recorder()
 
 
+# python/iron/buffer.py and worker.py (1.4.3's gh-pages render @5100e2d6): the int and range checks of these options
 def _int_at_least(value: Any, label: str, minimum: int) -> None:
     """IRON's check of an optional integer option (Buffer address/mem_bank, Worker stack/data size)."""
     if value is None:
@@ -207,6 +209,11 @@ def _int_at_least(value: Any, label: str, minimum: int) -> None:
 
 
 # ---- buffers ----------------------------------------------------------------------------------
+# python/iron/buffer.py (1.4.3's gh-pages render @5100e2d6): resolve before placement, use_write_rtp; reading a Buffer
+# outside its worker,
+# writing it outside the runtime sequence, an index past it or a non-int rtp value: the stand-in's own
+# refusals of what 1.4.3 would lower to invalid IR (an SSA value used outside its region, an out-of-bounds
+# memref.store) rather than refuse in Python
 class Buffer:
     _index = itertools.count()
 
@@ -375,6 +382,9 @@ class ObjectFifoHandle:
     def depth(self):
         return self._depth
 
+    # python/iron/dataflow/objectfifo.py (1.4.3's gh-pages render @5100e2d6): the depth check; acquire / release
+    # outside the holding
+    # worker's core function: the stand-in's own (IRON would emit the op in the wrong region)
     def acquire(self, num_elem):
         if self._depth < num_elem:
             raise ValueError(f"Number of elements to acquire {num_elem} must be smaller than depth {self._depth}")
@@ -383,6 +393,7 @@ class ObjectFifoHandle:
         REC.ops.append(("acquire", self.name, num_elem))
         return Element(self.name, self.of.obj_type)
 
+    # python/iron/dataflow/objectfifo.py (1.4.3's gh-pages render @5100e2d6): as acquire above
     def release(self, num_elem):
         if self._depth < num_elem:
             raise ValueError(f"Number of elements to release {num_elem} must be smaller than depth {self._depth}")
@@ -449,6 +460,8 @@ class ObjectFifoHandle:
                           dims_from_stream=[dims_from_stream] if dims_from_stream is not None else None)[0]
 
 
+# python/iron/dataflow/objectfifo.py (1.4.3's gh-pages render @5100e2d6): join / split / forward refuse per-output
+# lists of another length
 def _per(given, default, n, message):
     if given is None:
         return default
@@ -532,6 +545,7 @@ class Kernel:
         REC.ops.append(("call", self.name, args))
 
 
+# llvm-project mlir/lib/Dialect/Func/IR/FuncOps.cpp, CallOp::verifySymbolUses: "operand type mismatch"
 def _check_operand(kernel: str, i: int, want: Any, arg: Any, operand: Any) -> None:
     """func.call's verifier: every operand of the declared type. A memref operand may differ in shape
     when IRON collapses it to the declared 1-D parameter (same element count and type)."""
@@ -603,6 +617,7 @@ def _flatten(args):
             yield a
 
 
+# python/iron/controlflow.py (1.4.3's gh-pages render @5100e2d6): range_; its argument check is the stand-in's own
 def range_(*args, iter_args=None, insert_yield=True, **kwargs):
     """IRON traces the body of a range_ loop once (scf.for)."""
     if not args or len(args) > 3 or not all(isinstance(a, (int, np.integer, LoadedValue)) for a in args):
@@ -621,6 +636,8 @@ def _lock_value(what: str, value: Any) -> int:
     """A lock value is an integer attribute (use_lock's `value`, set_lock's I32Attr); a float or a traced
     value fails where the op's attribute is built."""
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+        # use_lock's `value` and set_lock's value are I32Attr (AIEDialect.td / AIEXDialect.td): a float or a traced value
+        # has no integer attribute to become
         raise TypeError(f"{what} takes an int lock value, got {type(value).__name__}")
     return int(value)
 
@@ -704,6 +721,8 @@ class TaskGroup:
         if seq is not None:
             seq.open.append(self)
 
+    # python/iron/runtime/runtime.py (1.4.3's gh-pages render @5100e2d6): a TaskGroup finished outside the
+    # sequence: the stand-in's own
     def finish(self):
         seq = REC.sequence
         if seq is None or self not in seq.open:
@@ -726,6 +745,9 @@ class _ActiveSequence:
     used_explicit: bool = False
 
 
+# python/iron/runtime/runtime.py (1.4.3's gh-pages render @5100e2d6): fill / drain inside Runtime.sequence, on its
+# arguments, in an open task
+# group, with a TensorAccessPattern; a handle the Runtime was not given: the stand-in's own (no end to lower)
 def _transfer(kind: str, handle: ObjectFifoHandle, buf: Any, tap: Any, wait: bool, group: Any, raw: tuple) -> Any:
     seq = REC.sequence
     if seq is None:
@@ -812,7 +834,8 @@ def _bd(op: str, msg: str) -> ValueError:
 
 
 def verify_bd(kind: str, obj_type: Any, length: int, dims, buffer_elems: int | None = None) -> None:
-    """DMABDOp::verify of a memtile or core BD moving `length` elements of a buffer of `obj_type`'s
+    """DMABDOp::verify (lib/Dialect/AIE/IR/AIEDialect.cpp at 1.4.3, its gh-pages doxygen render, lines
+    3190-3530) of a memtile or core BD moving `length` elements of a buffer of `obj_type`'s
     element type (`buffer_elems` long, one object unless given) along `dims` ((size, stride),
     outermost first, in elements)."""
     width, n = _elem_bytes(obj_type), buffer_elems if buffer_elems is not None else _elems(obj_type)
@@ -906,6 +929,8 @@ def _handle_dims(h: ObjectFifoHandle):
     return h.of.dims_to_stream if h.is_prod else h.dims_from_stream
 
 
+# lib/Dialect/AIE/IR/AIEDialect.cpp at 1.4.3 (its gh-pages doxygen render): ObjectFifoCreateOp::verify 467-609,
+# ObjectFifoLinkOp::verify 1354-1474
 def _verify_fifo_ops() -> None:
     """The verifiers of the aie.objectfifo and aie.objectfifo.link ops IRON emits."""
     for f in REC.fifos:
@@ -937,6 +962,8 @@ def _verify_fifo_ops() -> None:
                                              f"{min(lengths)}.")
 
 
+# lib/Dialect/AIE/IR/AIEDialect.cpp at 1.4.3 (its gh-pages doxygen render): ObjectFifoPoolOp::verify 646-703; the
+# segments: lib/Dialect/AIE/Transforms/AIEObjectFifoSplit.cpp
 def _verify_pool(link: _Link) -> None:
     """ObjectFifoPoolOp::verify of a link's pool: its segments tile the object."""
     previous, covered = -1, 0
@@ -951,6 +978,7 @@ def _verify_pool(link: _Link) -> None:
         raise _bd("aie.objectfifo.pool", f"segments cover {covered} of {_elems(link.owner.obj_type)} elements")
 
 
+# lib/Dialect/AIE/IR/AIEDialect.cpp at 1.4.3 (its gh-pages doxygen render): ObjectFifoDmaEndpointOp::verify 899-957
 def fifo_bds() -> list[tuple[str, str, Any, int, int, Any]]:
     """Every memtile and core BD aiecc 1.4.3 lowers the fifos to, as (where, tile kind, the buffer's
     type, its elements, the BD's length, dims): a core end moves one object of its fifo; a link's
@@ -1033,6 +1061,9 @@ class Program:
         _lower_fifos()  # aiecc's part: refused there, checked here so every lowered program meets it
         return Dump(self)
 
+    # python/iron/device/device.py and tile.py (1.4.3's gh-pages render @5100e2d6): tiles inside the device and of
+    # their row's type; two
+    # Workers on one core: the stand-in's own wording of aie.core's one-per-tile rule (AIEDialect.cpp CoreOp)
     def _resolve_tiles(self) -> None:
         """Device.resolve_tile: placed tiles inside the device, of the kind their row is; one core each."""
         kinds = {0: "ShimNOCTile", 1: "MemTile"}

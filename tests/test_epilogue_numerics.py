@@ -252,6 +252,30 @@ def test_rdbpot_is_one_uniform_srs_by_30():
     assert np.array_equal(shift_round(x * q, 30, Rounding.SYM_INF), gemmlowp_rdbpot(x, e))
 
 
+def test_rdbpot_under_positive_inf_is_symmetric_inf():
+    """Issue 31 item 7b: the kernel's RDBPOT step under positive_inf, srs(y Q - [y < 0], 30), equals
+    srs(y Q, 30) under symmetric_inf (and gemmlowp's RDBPOT) for every right shift 0..30: exhaustively over
+    every y in [-2^18, 2^18] (which holds every residue mod 2^right, both signs, for right <= 18) and, for every
+    right, on the exact ties odd 2^(right - 1) of both signs up to int32's ends, their neighbours, and the int32
+    extremes and random draws."""
+    rng = np.random.default_rng(31)
+    dense = np.arange(-(1 << 18), (1 << 18) + 1, dtype=np.int64)
+    ties, tie_e = rdbpot_ties()
+    for right in range(E.MAX_RIGHT_SHIFT + 1):
+        q = np.int64(1) << (30 - right)
+        at = ties[tie_e == right]
+        y = np.unique(np.clip(np.concatenate([dense, at, at - 1, at + 1, random_i32(rng, 4096),
+                                              np.array(EDGES, np.int64)]), I32_MIN, I32_MAX))
+        want = np.clip(shift_round(y * q, 30, Rounding.SYM_INF), I32_MIN, I32_MAX)
+        got = E.rdbpot_positive_inf(y, q)
+        assert np.array_equal(got, want), right
+        assert np.array_equal(got, gemmlowp_rdbpot(y, np.full_like(y, right))), right
+    # without the correction, positive_inf rounds negative ties toward zero: the check sees it
+    y = np.array([-3, -1, -5 << 9], np.int64)
+    q = np.array([1 << 29, 1 << 29, 1 << 20], np.int64)  # right = 1, 1, 10: exact halves
+    assert not np.array_equal(shift_round(y * q, 30, Rounding.POS_INF), E.rdbpot_positive_inf(y, q))
+
+
 def test_kernel_srs_form_is_mbqm():
     rng = np.random.default_rng(17)
     x, m, s = mbqm_draws(rng, DRAWS, shifts=(-E.MAX_RIGHT_SHIFT, 30))
@@ -510,6 +534,7 @@ def test_mutants_of_the_integer_path_are_caught():
     s = np.concatenate([np.zeros_like(ta), -te[keep]])
     want = tflite_mbqm(x, m, s)
     assert np.array_equal(_srs_form(x, m, s, Rounding.POS_INF, Rounding.SYM_INF), want)
+    assert np.array_equal(E.mbqm_srs(x, m, s), want)  # the kernel's form: one mode, RDBPOT corrected
     for first, second in ((Rounding.SYM_INF, Rounding.SYM_INF), (Rounding.POS_INF, Rounding.POS_INF),
                           (Rounding.CONV_EVEN, Rounding.SYM_INF), (Rounding.POS_INF, Rounding.CONV_EVEN)):
         assert not np.array_equal(_srs_form(x, m, s, first, second), want), (first, second)

@@ -31,8 +31,8 @@ def test_the_doc_list_is_the_one_validate_prints():
 def test_each_check_says_what_to_look_at_and_what_confirms_or_refutes_it():
     titles = [c.title for c in validate.FIRST_RUN_CHECKS]
     # most likely to fail first: the kernels no compiler has seen, the build's checks, then the runs
-    assert [t.split()[1] for t in titles] == ["wide-accumulator", "frames", "L1", "runs", "parameters", "LUT",
-                                              "epilogue", "host", "matches", "shim"]
+    assert [t.split()[1] for t in titles] == ["wide-accumulator", "frames", "L1", "runs", "accumulator's", "parameters",
+                                              "LUT", "epilogue", "host", "matches", "shim"]
     for line in validate.first_run_lines():
         assert re.fullmatch(r"\d+\. [^\n]+ Look at [^\n]+\. Confirms: [^\n]+\. Refutes: [^\n]+\.", line), line
 
@@ -60,7 +60,7 @@ def test_the_epilogue_rows_the_list_names_compare_two_opt_levels():
     text = " ".join(validate.first_run_lines())
     assert "#1262" in text and "-O2" in text and "-O1" in text
     for dev in ("npu1", "npu2"):
-        rows = [i for i in validate.sweep(dev, chess=False) if "epilogue" in i.name]
+        rows = [i for i in validate.sweep(dev, chess=False) if "SiLU epilogue" in i.name]
         levels = [i.config.opt_level for i in rows]
         assert levels == [peano.DEFAULT_OPT_LEVEL, 1] and all(i.role == "check" for i in rows)
         a, b = (i.config for i in rows)

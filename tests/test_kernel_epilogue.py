@@ -61,13 +61,15 @@ class ECase:
     build: KernelBuild
     patches: tuple[tuple[str, str], ...] = ()
     mutant: str = ""
+    host_defines: tuple[str, ...] = ()  # host stand-in options (-DGG_HOST_ACC64_PERMUTED)
 
     @property
     def id(self) -> str:
         e = self.build.epilogue
         what = (f"requant{'-bias' if e.bias else ''}" if e.requant else
                 f"{e.activation.value}{'-bias' if e.bias else ''}{'-clamp' if e.clamp else ''}")
-        return f"{tk.source_file(self.build)[:-3]}-{what}" + (f"-mutant-{self.mutant}" if self.mutant else "")
+        tag = "".join(f"-{d.removeprefix('-D').lower()}" for d in self.host_defines)
+        return f"{tk.source_file(self.build)[:-3]}-{what}" + (f"-mutant-{self.mutant}" if self.mutant else "") + tag
 
     @property
     def source(self) -> str:
@@ -121,12 +123,18 @@ def _int_cases() -> list[ECase]:
 
 FLOAT = _float_cases()
 INT = _int_cases()
+# acc64 lanes kept as int32 pairs (aie::vector_cast, whose word order is unpublished): every such case again with
+# the host's dump permuted (-DGG_HOST_ACC64_PERMUTED); the kernel must be right both ways
+PERMUTED = "-DGG_HOST_ACC64_PERMUTED"
+INT_PERMUTED = [replace(c, host_defines=(PERMUTED,)) for c in INT if tk.kernel_params(c.build).acc_words > 1]  # type: ignore[union-attr]
 _GELU = ebuild(NPU1, "bf16", "bf16", (1, 2, 2), Epilogue(True, ACT.GELU, (-0.25, 3.0)))
 _SILU = ebuild(NPU2, "bf16", "bf16", (1, 2, 2), Epilogue(True, ACT.SILU, (-0.125, 2.0)))
 _REQ = ebuild(NPU1, "i8", "i8", (1, 2, 2), Epilogue(bias=True, requant=DOUBLE))
 _REQ16 = ebuild(NPU2, "i16", "i16", (1, 2, 2), Epilogue(bias=True, requant=DOUBLE))
-_SRS1 = "  aie::set_rounding(aie::rounding_mode::positive_inf);  // SRDHM: ties toward +inf\n"
-_SRS2 = "  aie::set_rounding(aie::rounding_mode::symmetric_inf);  // RDBPOT: ties away from zero\n"
+_MODE = "  aie::set_rounding(aie::rounding_mode::positive_inf);  // and rounds ties up: one mode for the whole loop\n"
+_RDBPOT = "    y = aie::add(aie::mul(y, q_right), below).template to_vector<int32>(30);  // RDBPOT\n"
+_BELOW = "    const aie::vector<int32, CHUNK> below = aie::max(aie::min(y, 0), -1);  // -1 where y < 0, else 0\n"
+_ACC64_READ = "    const aie::accum<acc64, CHUNK> acc = block.template extract<CHUNK>(i);\n"
 _ACT_LINE = "    y = activation(y, lut);\n"  # the GELU and SiLU builds the mutants patch read the tanh table
 _BIAS_ADD = "    const aie::accum<accfloat, CHUNK> x = aie::add(acc, bias);  // acc + bias: one fp32 rounding\n"
 
@@ -136,15 +144,19 @@ def _clamp_line(b: KernelBuild) -> str:
     return f"    y = aie::min(aie::max(y, bfloat16({lo})), bfloat16({hi}));\n"
 
 
-_ZP = ("    aie::vector<int32, CHUNK> z = aie::add(aie::accum<acc64, CHUNK>(y[i]), zero_point).template "
+_ZP = ("    aie::vector<int32, CHUNK> z = aie::add(aie::accum<acc64, CHUNK>(y), zero_point).template "
        "to_vector<int32>(0);\n    z = aie::min(aie::max(z, act_min), act_max);  // inside T_out: the narrowing "
        "below is exact\n")
 MUTANTS = [
-    ECase(_REQ, ((_SRS1, _SRS1.replace("positive_inf", "conv_even")),), "srs31-conv-even"),
-    ECase(_REQ16, ((_SRS1, _SRS1.replace("positive_inf", "symmetric_inf")),), "srs31-symmetric-inf"),
-    ECase(_REQ, ((_SRS2, _SRS2.replace("symmetric_inf", "positive_inf")),), "srs30-positive-inf"),
-    ECase(_REQ16, ((_SRS2, _SRS2.replace("symmetric_inf", "conv_even")),), "srs30-conv-even"),
-    ECase(_REQ, ((_ZP, "    aie::vector<int32, CHUNK> z = aie::min(aie::max(y[i], act_min), act_max);\n"
+    # the conversion's one rounding mode: another mode breaks SRDHM's ties (and RDBPOT's)
+    ECase(_REQ, ((_MODE, _MODE.replace("positive_inf", "conv_even")),), "mode-conv-even"),
+    ECase(_REQ16, ((_MODE, _MODE.replace("positive_inf", "symmetric_inf")),), "mode-symmetric-inf"),
+    # RDBPOT under positive_inf without its correction (negative ties toward +inf), or with it on every lane
+    ECase(_REQ, ((_RDBPOT, _RDBPOT.replace("aie::add(aie::mul(y, q_right), below)", "aie::mul(y, q_right)")),
+                (_BELOW, "")), "rdbpot-uncorrected"),
+    ECase(_REQ16, ((_BELOW, _BELOW.replace("aie::max(aie::min(y, 0), -1)", "aie::broadcast<int32, CHUNK>(-1)")),),
+          "rdbpot-corrected-everywhere"),
+    ECase(_REQ, ((_ZP, "    aie::vector<int32, CHUNK> z = aie::min(aie::max(y, act_min), act_max);\n"
                        "    z = aie::add(aie::accum<acc64, CHUNK>(z), zero_point).template to_vector<int32>(0);\n"),),
           "zero-point-after-clamp"),
     *(ECase(b, ((_BIAS_ADD, "    const aie::accum<accfloat, CHUNK> x = acc;\n"),
@@ -155,7 +167,18 @@ MUTANTS = [
     *(ECase(b, (("TANH_CENTRE = 256;", f"TANH_CENTRE = {centre};"),), f"lut-index-{name}")
       for b in (_GELU, _SILU) for centre, name in ((272, "plus-one"), (240, "minus-one"))),
 ]
-ALL = [*FLOAT, *INT, *MUTANTS]
+# the epilogue reading a CHUNK-lane slice of the acc64 pairs (the kernel before issue 31 item 10): right with the
+# host's default word order (each 16-lane slice is one 1024-bit cast, as aie_api casts), wrong once it is permuted
+_REQ16_I64 = next(c.build for c in INT_PERMUTED if c.build.mmul == (4, 4, 8))
+_SLICE_READ = ((_ACC64_READ, "    const aie::accum<acc64, CHUNK> acc = aie::vector_cast<acc64>(aie::load_v<ACC_WORDS * "
+                             "CHUNK>(p + i * ACC_WORDS * CHUNK));\n"),
+               ("  const aie::accum<acc64, MMUL::size_C> block = load_acc(p).to_accum();\n", ""))
+SLICE_READ = ECase(_REQ16_I64, _SLICE_READ, "acc64-slice-read")
+SLICE_READ_PERMUTED = ECase(_REQ16_I64, _SLICE_READ, "acc64-slice-read", (PERMUTED,))
+# a rounding-mode write per block in the conversion loop (the kernel before issue 31 item 7b wrote two)
+_LOOP_MODE = ECase(_REQ, ((_RDBPOT, "    aie::set_rounding(aie::rounding_mode::positive_inf);\n" + _RDBPOT),),
+                   "mode-write-per-block")
+ALL = [*FLOAT, *INT, *INT_PERMUTED, *MUTANTS, SLICE_READ, SLICE_READ_PERMUTED, _LOOP_MODE]
 
 
 @pytest.fixture(scope="module")
@@ -258,14 +281,25 @@ def expected(b: KernelBuild, d: Data) -> np.ndarray:
 
 
 # ---- running one conversion -------------------------------------------------------------------------------
-def write_accumulator(b: KernelBuild, acc: np.ndarray, c: tk.Guarded, buf: tk.Guarded) -> None:
+def write_accumulator(b: KernelBuild, acc: np.ndarray, c: tk.Guarded, buf: tk.Guarded,
+                      lib: ctypes.CDLL | None = None) -> None:
     """The m x n accumulator in the kernel's L1 layout: blocked r x t blocks (row-major), rows [0, split)
-    at the start of the C object, the rest in C_acc; int64 lanes as int32 pairs (low word first)."""
+    at the start of the C object, the rest in C_acc; int64 lanes as int32 pairs, each r x t block laid out as
+    the kernel's store_acc writes it (aie::vector_cast of its r t lanes: the host's order, from `lib`)."""
     r, _, t = b.mmul
     t_acc = dtype(b.precision.acc)
     host = np.float32 if t_acc.is_float else (np.int64 if t_acc.bits > 32 else np.int32)
     blocked = np.empty(b.m * b.n, dtype=host)
     blocked[c_layout(b.m, b.n, r, t, False)] = acc
+    if t_acc.bits > 32 and not t_acc.is_float:
+        assert lib is not None, "acc64 pairs are laid out by the host's aie::vector_cast"
+        words = np.empty(2 * blocked.size, dtype=np.int32)
+        lanes = np.ascontiguousarray(blocked)
+        lib.gg_host_acc64_words.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_uint]
+        size_c = r * t
+        for at in range(0, blocked.size, size_c):
+            lib.gg_host_acc64_words(lanes[at:].ctypes.data, words[2 * at:].ctypes.data, size_c)
+        blocked = words.view(np.int64)
     split = b.c_split_rows * b.n
     head = blocked[:split].view(np.uint8)
     c.body.view(np.uint8)[:head.size] = head
@@ -324,8 +358,9 @@ def run_convert(lib: Path, b: KernelBuild, d: Data, convert: Callable[..., None]
     words = 1 if t_acc.is_float else t_acc.bytes // 4
     c = tk.Guarded(b.m * b.n, t_out.host, 8 * b.m * b.n // t_out.host.itemsize)
     buf = tk.Guarded((b.m - b.c_split_rows) * b.n * words, np.float32 if t_acc.is_float else np.int32, 2 * b.m * b.n)
-    write_accumulator(b, d.acc, c, buf)
+    write_accumulator(b, d.acc, c, buf, kernel.lib)
     args = (c.ptr, buf.ptr, *((tile.ptr,) if tile is not None else ()), *tables)
+    kernel.lib.gg_host_reset_rounding_writes()
     kernel.checked(convert or kernel.convert_fn, *args)
     assert kernel.modes() == modes, "the conversion must restore the mode registers it found"
     assert c.guards_intact() and buf.guards_intact(), "the conversion wrote outside C or C_acc"
@@ -352,6 +387,61 @@ def test_requant_kernel_equals_requant_kernel(libraries, case: ECase) -> None:
     for seed in range(3):
         d = check(_library(libraries, case), case.build, seed)
         assert d.requant is not None
+
+
+@pytest.mark.parametrize("case", INT_PERMUTED, ids=lambda c: c.id)
+def test_requant_kernel_reads_acc64_pairs_only_through_the_mmul(libraries, case: ECase) -> None:
+    """Issue 31 item 10: with the host's acc64 dump permuted (aie::vector_cast's word order is unpublished) the
+    kernel is still exact: it reads each block back whole through load_acc and takes row-major lanes from
+    mmul::to_accum(). The same kernel passes with the default order (test_requant_kernel_equals_requant_kernel)."""
+    for seed in range(3):
+        check(_library(libraries, case), case.build, seed)
+
+
+def test_a_slice_of_the_acc64_pairs_is_right_only_in_one_word_order(libraries) -> None:
+    """The epilogue as it read acc64 lanes before item 10 (a CHUNK-lane slice of the int32 pairs): right with
+    the host's default order, in which each 16-lane slice is its own 1024-bit cast (as aie_api casts), and
+    wrong once the order is permuted: the permuted runs catch a kernel that relies on the dump's layout."""
+    check(_library(libraries, SLICE_READ), SLICE_READ.build, 0)
+    with pytest.raises(AssertionError, match="differ"):
+        check(_library(libraries, SLICE_READ_PERMUTED), SLICE_READ_PERMUTED.build, 0)
+
+
+def _convert_mode_writes(lib: Path, b: KernelBuild, seed: int) -> int:
+    """aie::set_rounding calls during one convert call (the host counts them)."""
+    check(lib, b, seed)
+    counter = ctypes.CDLL(str(lib))  # the same loaded library: its counter
+    counter.gg_host_rounding_writes.restype = ctypes.c_ulonglong
+    return int(counter.gg_host_rounding_writes())
+
+
+@pytest.mark.parametrize("case", INT, ids=lambda c: c.id)
+def test_the_requant_loop_writes_no_rounding_mode(libraries, case: ECase) -> None:
+    """Issue 31 item 7b: convert writes the rounding mode three times whatever its blocks (the build's mode,
+    positive_inf before the loop, the restore after it), none per block."""
+    assert _convert_mode_writes(_library(libraries, case), case.build, 0) == 3
+
+
+def test_a_mode_write_in_the_loop_is_counted(libraries) -> None:
+    """The count sees a write inside the loop: one per chunk of every block on top of the three."""
+    b = _LOOP_MODE.build
+    chunks = b.m * b.n // tk.kernel_params(b).epi_lanes  # type: ignore[union-attr]
+    assert chunks > 1
+    assert _convert_mode_writes(_library(libraries, _LOOP_MODE), b, 0) == 3 + chunks
+
+
+def test_no_rendered_epilogue_writes_a_mode_inside_its_loops() -> None:
+    """The rendered text of every epilogue build these tests run: the one rounding-mode write of the
+    requantization sits in convert() before the block loop, and epilogue_block (the loop's body) writes none."""
+    for case in (c for c in (*FLOAT, *INT) if not c.build.epilogue.is_identity):
+        text = tk.render_kernel(case.build)
+        body = text.split("epilogue_block(", 1)[1].split("\n}\n", 1)[0]
+        assert "set_rounding" not in body and "set_saturation" not in body, case.id
+        convert = text.split("static inline void convert", 1)[1].split("\n}\n", 1)[0]
+        head, loop = convert.split("GG_PIPELINE_BEFORE", 1)
+        assert "set_rounding" not in loop, case.id
+        requant = case.build.epilogue.requant is not None
+        assert ("aie::set_rounding(aie::rounding_mode::positive_inf)" in head) == requant, case.id
 
 
 def test_the_edge_data_holds_its_edges() -> None:

@@ -58,7 +58,7 @@ from gemm_gen.kernels import (
 )
 from gemm_gen.kernels import render as render_module
 from gemm_gen.l1_layout import a_layout, b_layout, c_layout, c_tile_blocks
-from gemm_gen.numerics import KernelNumerics
+from gemm_gen.numerics import KernelNumerics, fused_mac_products
 from gemm_gen.precision import BFP16, PRESETS, Precision, check_precision, wide_acc
 from gemm_gen.rounding import Rounding, Saturation
 from gemm_gen.rules import block_loop as bl
@@ -533,7 +533,26 @@ BFP16_FIFO_VARIANTS: dict[str, tuple[Case, tuple[int, int]]] = {
     "bfp16-x-bfp16": (Case(BLOCK_CASES[16].build), (2, 1)),
 }
 
-ALL = [*CASES, Case(_ATB), NO_ROUNDING, NO_SLICE, Case(_OVERLAP), *OVERLAP_MUTANTS, *BLOCK_CASES, *BLOCK_MUTANTS,
+# ---- acc64 lanes kept as int32 pairs between calls (issue 31 item 10) ---------------------------------------
+# store_acc writes aie::vector_cast<int32>(mmul.to_accum()) and load_acc casts it back: a round trip of the whole
+# block, right whatever word order the cast has (unpublished). Every such kernel runs again with the host's order
+# permuted (-DGG_HOST_ACC64_PERMUTED).
+ACC64_PERMUTED = "-DGG_HOST_ACC64_PERMUTED"
+ACC64_CASES = [Case(c.build, c.hot, host_defines=(ACC64_PERMUTED,)) for c in CASES
+               if c.build.precision.acc == "i64"]
+
+# ---- load FIFO fills (issue 31 item 11b): the A and B streams of a bfp16 kernel, counted on the host ----------
+# -DGG_HOST_PEANO: aie_api's pop() fills the FIFO `if (!chess_manifest(load_count_ != 0))`, and Peano's
+# chess_manifest is __builtin_constant_p, so a pop whose count is carried around a rolled loop fills every time
+# (tests/aie_host/aie_api/aie.hpp host::loop_epoch). bfp16 A, f32 C: only the A and B streams pop.
+PEANO = "-DGG_HOST_PEANO"
+STREAM_BUILDS = {"k-steps written out": block_build(BFP16, "f32", blocks=(1, 4, 1)),
+                 "k loop inside the block loop": block_build(BFP16, "f32", blocks=(2, 17, 1))}
+STREAM_CASES = {(name, defines): Case(b, host_defines=defines)
+                for name, b in STREAM_BUILDS.items() for defines in ((), (PEANO,))}
+
+ALL = [*CASES, Case(_ATB), NO_ROUNDING, NO_SLICE, *STREAM_CASES.values(), *ACC64_CASES, Case(_OVERLAP),
+       *OVERLAP_MUTANTS, *BLOCK_CASES, *BLOCK_MUTANTS,
        *WIDE_MUTANTS, Case(_I16_ACC32), *HOST_MUTANTS, *C_COL_MAJ_MUTANTS.values(),
        *(Case(m.build) for m in HOST_MUTANTS),
        *(case for pair in ONCE_PAIRS for case in pair), *ONCE_MUTANTS,
@@ -545,10 +564,26 @@ def _host_flags(defines: tuple[str, ...]) -> tuple[str, ...]:
     return (*CXXFLAGS, *defines, f"-I{HOST_API}", f"-I{kernel_include_dir()}")
 
 
+PER_MAC = "-DGG_HOST_FP32_PER_MAC"  # fp32 accumulators rounded after every mac (numerics' fp32_per_mac)
+
+
+def float_build(b: KernelBuild) -> bool:
+    """A kernel whose accumulators are fp32 (bf16 or bfp16 inputs)."""
+    return dtype(b.precision.a).is_float
+
+
 def host_defines(b: KernelBuild) -> tuple[str, ...]:
-    """The build's own defines, the target the host stand-in models (__AIE_ARCH__ 20 or 21), and the
-    FIFO limit: every kernel, scalar or bfp16, is held to the target's load and store FIFOs."""
-    return (*kernel_defines(b), f"-D__AIE_ARCH__={render_module.AIE_ARCH[b.aie_target]}", FIFO_LIMIT)
+    """The build's own defines, the target the host stand-in models (__AIE_ARCH__ 20 or 21), the FIFO limit
+    (every kernel, scalar or bfp16, is held to the target's load and store FIFOs) and, for fp32 accumulators,
+    the per-mac rounding (issue 31 item 11a: the mac order and each mac's rounding show in C)."""
+    return (*kernel_defines(b), f"-D__AIE_ARCH__={render_module.AIE_ARCH[b.aie_target]}", FIFO_LIMIT,
+            *((PER_MAC,) if float_build(b) else ()))
+
+
+def mac_products(b: KernelBuild) -> int:
+    """Products one of the build's macs adds per lane before its fp32 rounding (numerics.fused_mac_products)."""
+    return fused_mac_products(b.aie_target, b.precision.a, b.mmul,
+                              b.emulate_bf16_with_bfp16 or b.precision.block or b.convert_once)
 
 
 @cache
@@ -710,7 +745,8 @@ def numerics(b: KernelBuild, rounding: Rounding | None = None) -> KernelNumerics
     dev = NPU1 if b.aie_target == NPU1.aie_target else NPU2
     return KernelNumerics.of(b.dtype_in, b.dtype_out, rounding=mode, saturation=Saturation[b.saturation.upper()],
                              shift=b.shift, bfp16_inputs=b.emulate_bf16_with_bfp16,
-                             acc_bits=dev.acc_bits(b.dtype_in, b.mmul), acc=b.precision.acc)
+                             acc_bits=dev.acc_bits(b.dtype_in, b.mmul), acc=b.precision.acc,
+                             fp32_per_mac=float_build(b), mac_products=max(1, mac_products(b)))
 
 
 def inputs(case: Case, seed: int = 0, family: str = "wide") -> list[tuple[np.ndarray, np.ndarray]]:
@@ -774,8 +810,11 @@ def run_tile(kernel: Kernel, steps: list[tuple[np.ndarray, np.ndarray]], b_col_m
 
 
 def expected(b: KernelBuild, steps: list[tuple[np.ndarray, np.ndarray]],
-             rounding: Rounding | None = None) -> np.ndarray:
-    nm = numerics(b, rounding)
+             rounding: Rounding | None = None, once: bool = False) -> np.ndarray:
+    """C after the steps as numerics.py computes it: fp32 accumulators rounded after every mac, as the host
+    runs the kernels (-DGG_HOST_FP32_PER_MAC), or with `once` the exact sum rounded once per call (the
+    simulator's model)."""
+    nm = replace(numerics(b, rounding), fp32_per_mac=False) if once else numerics(b, rounding)
     c = nm.zero((b.m, b.n))
     for a_tile, b_tile in steps:
         assert nm.acc_overflows(nm.accumulate(c, a_tile, b_tile)) == 0, "inputs must not overflow acc32"
@@ -804,7 +843,7 @@ def block_numerics(b: KernelBuild, rounding: Rounding | None = None) -> KernelNu
     p = b.precision
     mode = Rounding[b.rounding.upper()] if rounding is None else rounding
     return KernelNumerics.of(p.a, p.out, rounding=mode, saturation=Saturation[b.saturation.upper()], shift=0,
-                             dtype_b=p.b, acc=p.acc)
+                             dtype_b=p.b, acc=p.acc, fp32_per_mac=True, mac_products=mac_products(b))
 
 
 def block_inputs(b: KernelBuild, seed: int = 0, family: str = "wide") -> list[tuple[np.ndarray, np.ndarray]]:
@@ -939,6 +978,17 @@ def test_kernel_matches_numerics(libraries, case: Case) -> None:
     found = ((Rounding.FLOOR, Saturation.NONE), (Rounding.CEIL, Saturation.SYMMETRIC))
     for modes in found:
         assert_bit_equal(run_tile(kernel, steps, modes=modes), want, case.id)
+
+
+@needs_gxx
+@pytest.mark.parametrize("case", ACC64_CASES, ids=lambda c: c.id)
+def test_acc64_kernels_are_right_in_any_word_order(libraries, case: Case) -> None:
+    """Issue 31 item 10: a C kept as int32 pairs between calls (acc64 mmuls) is exact with the host's
+    aie::vector_cast word order permuted too: the kernel only ever reads back whole blocks it wrote."""
+    assert ACC64_CASES and case.build.precision.acc == "i64"
+    kernel = load(libraries, case)
+    steps = inputs(case)
+    assert_bit_equal(run_tile(kernel, steps), expected(case.build, steps), case.id)
 
 
 @needs_gxx
@@ -1265,20 +1315,20 @@ def spread(steps: list[tuple[np.ndarray, np.ndarray]], seed: int) -> list[tuple[
 @pytest.mark.parametrize("pair", ONCE_PAIRS, ids=lambda p: p[1].id)
 def test_convert_once_equals_the_emulation_bit_for_bit(libraries, pair: tuple[Case, Case]) -> None:
     """On random tiles of lossy ("wide") inputs: the convert-once kernel's C equals the emulated
-    kernel's bit for bit (the same bfp16 conversions; with the host rounding after every mac, also
-    the same macs in the same order), and both equal gemm_gen/numerics.py."""
+    kernel's bit for bit (the same bfp16 conversions and, with the host rounding after every mac, the
+    same macs in the same order), and both equal gemm_gen/numerics.py's per-mac model; for an f32 C the
+    per-mac rounding shows against the exact sum rounded once (else the order would go unchecked)."""
     emulated, once = pair
     assert once.build.convert_once and not emulated.build.convert_once
+    assert PER_MAC in host_defines(once.build) and PER_MAC in host_defines(emulated.build)
     rounded_per_mac = 0
     for seed in range(4):
         steps = spread(inputs(emulated, seed=seed), seed)
         want = run_tile(load(libraries, emulated), steps)
         assert_bit_equal(run_tile(load(libraries, once), steps), want, f"{once.id} seed {seed}")
-        if not once.host_defines:
-            assert_bit_equal(want, expected(emulated.build, steps), emulated.id)
-        else:  # the per-mac rounding really shows (else the order would go unchecked)
-            rounded_per_mac += int(np.any(bits(want) != bits(expected(emulated.build, steps))))
-    assert rounded_per_mac > 0 or not once.host_defines
+        assert_bit_equal(want, expected(emulated.build, steps), emulated.id)
+        rounded_per_mac += int(np.any(bits(want) != bits(expected(emulated.build, steps, once=True))))
+    assert rounded_per_mac > 0 or emulated.build.dtype_out != "f32"
 
 
 @needs_gxx
@@ -1766,16 +1816,20 @@ def test_the_host_api_takes_what_the_real_one_takes() -> None:
 
 
 # ---- the FIFO limit, transpose shapes and vector alignment (issue 20 item 3) ---------------------------
-def _host_run(code: str, arch: int, *defines: str) -> str:
-    """Compile and run `code` (the body of main) against the host stand-in; what it refused ("" if nothing)."""
+def _host_run(code: str, arch: int, *defines: str, prelude: str = "") -> str:
+    """Compile and run `code` (the body of main) against the host stand-in (its test entry points,
+    host_probe.cc, linked in; `prelude` after the includes); what it refused ("" if nothing)."""
     assert CXX is not None
-    src = (f"#include <aie_api/aie.hpp>\n#include <cstdio>\nint main() {{\n{code}\n"
+    src = (f"#include <aie_api/aie.hpp>\n#include <cstdio>\n{prelude}int main() {{\n{code}\n"
            "std::fputs(aie::host::error.c_str(), stdout);\nreturn 0;\n}\n")
     CACHE.mkdir(parents=True, exist_ok=True)
-    exe = CACHE / f"host_run_{hashlib.sha256((src, arch, defines).__repr__().encode()).hexdigest()[:16]}"
+    key = (src, arch, defines, _toolchain_fingerprint()).__repr__().encode()
+    exe = CACHE / f"host_run_{hashlib.sha256(key).hexdigest()[:16]}"
     flags = ("-std=c++20", "-Wall", "-Wextra", "-Werror", "-Wno-unused-local-typedefs", f"-D__AIE_ARCH__={arch}",
-             *defines, f"-I{HOST_API}")
-    build = subprocess.run([CXX, *flags, "-x", "c++", "-", "-o", str(exe)], input=src, capture_output=True, text=True)
+             *defines, f"-I{HOST_API}", f"-I{kernel_include_dir()}")
+    source = CACHE / f"{exe.name}.cc"
+    source.write_text(src)
+    build = subprocess.run([CXX, *flags, str(source), str(HOST_PROBE), "-o", str(exe)], capture_output=True, text=True)
     assert build.returncode == 0, build.stderr
     return subprocess.run([str(exe)], capture_output=True, text=True, check=True).stdout
 
@@ -1887,6 +1941,69 @@ def test_bfp16_kernels_fit_the_fifo_registers(libraries, variant: str) -> None:
         run_block_tile(kernel, block_inputs(case.build))
     else:
         run_tile(kernel, inputs(case))
+
+
+def stream_loads(kernel: Kernel, b: KernelBuild) -> tuple[int, int]:
+    """(pops, fills) of the block-vector input streams over one tile (zero, two k-steps, convert)."""
+    kernel.lib.gg_host_reset_stream_loads()
+    run_block_tile(kernel, block_inputs(b))
+    out = (ctypes.c_ulonglong * 2)()
+    kernel.lib.gg_host_stream_loads(out)
+    return int(out[0]), int(out[1])
+
+
+@needs_gxx
+@pytest.mark.parametrize("name", STREAM_BUILDS)
+def test_streams_refill_on_every_pop_of_a_rolled_loop_under_peano(libraries, name: str) -> None:
+    """Per 16 x 16 block, the A and B streams each pop 2 tiles per k-step. Where the k-steps are written out the
+    fill count is a constant after inlining: one fill per 8 pops, under either compiler. In the pipelined k loop
+    under Peano every pop after the block's first k-step fills (its count is carried around the loop), under
+    chess (assumed to prove the count) still one per 8. The model's load budget per k-step
+    (model.kernel.block_counts' step_loads, pop_loads) is what the host counted, to within the first k-step's
+    manifest pops of each stream (one fill per stream and block)."""
+    from gemm_gen.model import kernel as km
+    from gemm_gen.rules.block_loop import writes_out_k
+
+    b = STREAM_BUILDS[name]
+    k_tiles, blocks = b.k // 8, (b.t_ma // 16) * (b.n // 16) * b.rho * 2  # two k-steps
+    pops_per_stream = 2 * k_tiles
+    for defines in ((), (PEANO,)):
+        case = STREAM_CASES[(name, defines)]
+        pops, fills = stream_loads(load(libraries, case), b)
+        assert pops == 2 * blocks * pops_per_stream
+        rolled = defines and not writes_out_k(b.k)
+        per_stream = pops_per_stream - 1 if rolled else -(-pops_per_stream // 8)
+        assert fills == 2 * blocks * per_stream, (name, defines)
+        ks = km.kernel_shape(NPU2, b.precision.a, b.precision.out, b.mmul, False, b.precision.b, b.precision.acc,
+                             compiler="peano" if defines else "chess")
+        ks = replace(ks, block_loop=None)
+        loop_ks = replace(ks, block_loop=km.bl.FLAT_LOOP if writes_out_k(b.k) else km.bl.K_LOOP_IN_BLOCK_LOOP)
+        model = km.block_counts(loop_ks)["step_loads"] * k_tiles * blocks  # in 64-byte loads
+        assert abs((pops + fills) - model) <= 2 * blocks, (name, defines, pops + fills, model)
+
+
+@needs_gxx
+def test_the_host_sees_a_loop_carried_fill_count() -> None:
+    """The host's model of Peano's chess_manifest on written code: a stream popped in a hinted loop fills on
+    every pop from the loop's second pop on; popped in straight-line code only at count 0; a pop_seek makes the
+    count a constant again; without -DGG_HOST_PEANO (chess) only at count 0."""
+    code = ("alignas(64) static unsigned char mem[72 * 64] = {};\n"
+            "const bfp16ebs8 *p = reinterpret_cast<const bfp16ebs8 *>(mem);\n"
+            "unsigned long long out[2]; gg_host_reset_stream_loads();\n"
+            "{ aie::block_vector_input_buffer_stream<bfp16ebs8, 64> s(p);\n"
+            "  for (int i = 0; i < 16; ++i) (void)s.pop(); }\n"  # straight-line (no hint): 2 fills
+            "gg_host_stream_loads(out); std::printf(\"%llu %llu,\", out[0], out[1]); gg_host_reset_stream_loads();\n"
+            "{ aie::block_vector_input_buffer_stream<bfp16ebs8, 64> s(p);\n"
+            "  GG_PIPELINE_BEFORE(16) for (int i = 0; i < 16; ++i) GG_PIPELINE_AFTER(16) { (void)s.pop(); } }\n"
+            "gg_host_stream_loads(out); std::printf(\"%llu %llu,\", out[0], out[1]); gg_host_reset_stream_loads();\n"
+            "{ aie::block_vector_input_buffer_stream<bfp16ebs8, 64> s(p);\n"
+            "  GG_PIPELINE_BEFORE(8) for (int i = 0; i < 8; ++i) GG_PIPELINE_AFTER(8) { (void)s.pop(); }\n"
+            "  (void)s.pop_seek(0); (void)s.pop(); (void)s.pop(); }\n"
+            "gg_host_stream_loads(out); std::printf(\"%llu %llu\", out[0], out[1]);\n")
+    extern = ('#include "gemm_gen_kernel.h"\nextern "C" { void gg_host_stream_loads(unsigned long long *); '
+              'void gg_host_reset_stream_loads(); }\n')
+    assert _host_run(code, 21, "-DGG_HOST_PEANO", prelude=extern) == "16 2,16 16,11 10"
+    assert _host_run(code, 21, prelude=extern) == "16 2,16 2,11 3"
 
 
 @needs_gxx

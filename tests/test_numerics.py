@@ -547,3 +547,28 @@ def test_fp32_per_mac_changes_nothing_on_exact_inputs_and_something_on_wide_ones
     a, b = make_inputs(64, 4096, 64, "bf16", t_out, seed=1, family="wide")
     differ = reference(per_mac, a, b, 4096) != reference(once, a, b, 4096)
     assert differ.any()  # a bf16 C hides most of it: a few elements of 4096 round the other way
+
+
+def test_per_mac_rounding_follows_each_macs_products():
+    """Issue 31 item 11a: fp32_per_mac rounds after every hardware mac of `mac_products` products per lane
+    (numerics.fused_mac_products: the mmul's K on AIE2, 8 through the bfp16 datapath, 1 for AIE2P's plain bf16
+    mmul, which aie_api emulates with elementwise macs); on wide inputs rounding per 8 products and per product
+    give different C, and both say which model they follow."""
+    from dataclasses import replace as _replace
+
+    from gemm_gen.inputs import make_inputs
+    from gemm_gen.numerics import KernelNumerics, fused_mac_products, reference
+
+    assert fused_mac_products("aie2", "bf16", (4, 8, 4), False) == 8
+    assert fused_mac_products("aie2p", "bf16", (4, 8, 4), False) == 1
+    assert fused_mac_products("aie2p", "bf16", (8, 8, 8), True) == 8
+    assert fused_mac_products("aie2p", "bfp16", (8, 8, 8), False) == 8
+    assert fused_mac_products("aie2", "i8", (4, 8, 8), False) == 0
+    once = KernelNumerics.of("bf16", "f32")
+    per_product = _replace(once, fp32_per_mac=True)
+    per_eight = _replace(per_product, mac_products=8)
+    a, b = make_inputs(32, 512, 32, "bf16", "f32", seed=3, family="wide")
+    results = [reference(nm, a, b, 512) for nm in (once, per_product, per_eight)]
+    assert not np.array_equal(results[1], results[2]) and not np.array_equal(results[0], results[2])
+    assert "once" in once.accumulation and "8 product(s)" in per_eight.accumulation
+    assert KernelNumerics.of("i8", "i32").accumulation == "integer: exact"

@@ -65,6 +65,22 @@ def test_wrong_results_fail(tmp_path, capsys, monkeypatch):
                          f"{result.errors}\n\n\nFailed.\n\n")  # test.cpp's full-check wording: no "(out of"
 
 
+@pytest.mark.parametrize("t_in, t_out", [("i8", "i16"), ("bf16", "bf16")])
+def test_a_permuted_accumulator_is_named_in_the_notes(tmp_path, t_in, t_out):
+    """Issue 31 item 10: an NPU whose mmul gave each r x t block column by column fails the run, and the run's
+    notes say which lane order C shows (gemm_gen/lanes.py); a zeroed C is no lane-order fault."""
+    c = small("npu1", t_in, t_out)
+    r, _, t = c.mmul
+    column_major = tuple(int(x) for x in np.arange(r * t).reshape(r, t).T.ravel())
+    result = runner.run_design(c, prebuilt(c, tmp_path), iters=1, warmup=0, xrt=FakeXrt(c, lanes=column_major))
+    assert not result.passed
+    assert any(f"{list(column_major)}" in note and "not row-major" in note for note in result.notes), result.notes
+    assert runner.run_design(c, prebuilt(c, tmp_path), iters=1, warmup=0,
+                             xrt=FakeXrt(c, lanes=tuple(range(r * t)))).passed
+    zeros = runner.run_design(c, prebuilt(c, tmp_path), iters=1, warmup=0, xrt=FakeXrt(c, broken=True))
+    assert any("not a lane-order fault" in note for note in zeros.notes)
+
+
 def test_cli_run_with_a_device(tmp_path, capsys, monkeypatch):
     from gemm_gen.app.choice import choose_design as config_from_args
     from gemm_gen.app.cli import parser

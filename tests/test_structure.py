@@ -21,7 +21,7 @@ MAX_INSIDE_FUNCTIONS = 10
 LAYERS: tuple[tuple[str, ...], ...] = (
     # facts: hardware, types, numerics, errors, file writing
     ("accuracy", "atomic", "bfp16", "dtypes", "epilogue", "epilogue_args", "errors", "groupquant", "hw", "inputs",
-     "l1_layout", "numerics", "precision", "quant_b", "rounding", "version"),
+     "l1_layout", "lanes", "numerics", "precision", "quant_b", "rounding", "version"),
     ("spec",),  # what a user asks for: Problem, Options, Tiling, Pins, Request (only what was given)
     ("rules", "tap"),  # every legality and size rule once, and the DMA walks the limits apply to
     ("call", "checks", "config", "l1_banks", "operands"),  # a finished config, its checks, call plan, L1 plan, operands

@@ -180,7 +180,7 @@ def sim_text(r: SimResult, p: PlanInfo, verbose: bool = False) -> str:
                  f"per core){converts}, {r.kernel.tiles_done:,} output tiles completed")
     kind = "bit-exact" if c.t_out.is_float else "exact"
     lines.append(f"  reference      {r.elements - r.mismatches:,} of {r.elements:,} outputs equal ({kind}, "
-                 f"{c.rounding} rounding)")
+                 f"{c.rounding} rounding; accumulation: {c.numerics.accumulation})")
     if r.first_mismatch:
         i, j, got, want = r.first_mismatch
         lines.append(f"  first mismatch C[{i}, {j}] = {got!r}, expected {want!r}")

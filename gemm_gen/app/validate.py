@@ -76,6 +76,11 @@ INT4_CHECKS: dict[str, tuple[tuple[str, tuple[int, int, int], tuple[int, int, in
              # the convert-once kernel (B dequantized straight into bfp16 tiles), npu2's W4A16 default
              ("W4A16 g128 decode", DECODE_CALL, (16, 128, 128, 128), {"rows": 1, "group_size": 128})),
 }
+# issue 31 item 10, role "check": one design per dense mmul shape of the device, C accumulated wide and
+# converted once through the fused epilogue (per-column bias, and requantization for integers, where the types
+# take one), so that C shows the accumulator's lane order wherever the kernels read an r x t block out of it
+# (gemm_gen/lanes.py); a FAIL carries a note saying whether its errors are each block's values at permuted places
+LANE_SIZE = (256, 256, 256)
 ROLES = ("fit", "l1", "decode", "check")
 # Peano's reported -O2 miscompiles (rules/peano.py: llvm-aie #1262, a MAC loop and a LUT activation in one aie2p
 # unit; mlir-aie #3792), role "check": one small epilogue design whose kernel is that combination (the K loop's
@@ -128,6 +133,14 @@ FIRST_RUN_CHECKS: tuple[FirstRunCheck, ...] = (
                   "every fit row PASS",
                   "a TIMEOUT (a hang the simulator does not model); FAIL on the i16 rows only (the acc64 round trip, "
                   "whose lanes the simulator assumes low word first); FAIL elsewhere (data movement or numerics)"),
+    FirstRunCheck("The accumulator's lanes are row-major.",
+                  "the `lane order` check rows (one design per dense mmul shape, C converted once with a per-column "
+                  "bias or requantization) and the `lane order:` note of any that FAIL (gemm_gen/lanes.py)",
+                  "every lane-order row PASS: each shape's mmul gives C's r x t block row-major, as aie_api documents "
+                  "and the epilogue's per-column parameters assume",
+                  "a FAIL whose note names a permutation of the block (that shape's accumulator reads out in another "
+                  "order: the kernels must permute it, or not offer the shape); a FAIL whose note says the errors "
+                  "are no permutation is another fault"),
     FirstRunCheck("Runtime parameters reach the cores in order.",
                   "`gemm-gen run --runtime-sizes` of a `--runtime-sizes mnk` build over several sizes in one "
                   "command (e.g. 512x512x512,300x200x100,64x512x64), and a `Gemm(..., activation='runtime')` "
@@ -219,6 +232,7 @@ def sweep(dev_name: str, chess: bool) -> list[SweepItem]:
                                    "gemm_gen L1 allocation pair", c))
     items += decode_items(dev_name)
     items += epilogue_items(dev_name)
+    items += lane_items(dev_name)
     headline = list(paper.STRIKING_T2 if dev.name == "npu1" else paper.STRIKING_T3)
     if dev.name == "npu2":
         headline += [*paper.MLIR_AIE_ATB, paper.MLIR_AIE_BF16_EMU, paper.MLIR_AIE_BFP16]
@@ -251,6 +265,36 @@ def epilogue_items(dev_name: str) -> list[SweepItem]:
                        opt_level=level)
         items.append(SweepItem(f"bf16 bias + SiLU epilogue {M}x{K}x{N} ({m}x{k}x{n}), Peano -O{level}", "check",
                                "issue 31: Peano -O2 miscompiles (llvm-aie #1262, mlir-aie #3792)", c))
+    return items
+
+
+def lane_items(dev_name: str) -> list[SweepItem]:
+    """The lane-order rows of one device (LANE_SIZE): every dense mmul shape, with the fused epilogue where the
+    shape's types and accumulator take one, else its plain conversion once."""
+    dev = device(dev_name)
+    M, K, N = LANE_SIZE
+    items = []
+    for t_in, shapes in dev.mmul_shapes.items():
+        m, k, n, k_mt = SMALL_TILES[dev.name][t_in]
+        epilogue: dict[str, Any] = {"bias": True} if t_in == "bf16" else {"bias": True, "requant": "per_channel"}
+        for shape in shapes:
+            shape_name = "x".join(map(str, shape))
+            scalar: dict[str, Any] = {"emulate_bf16_with_bfp16": False, "convert_once": False} if t_in == "bf16" else {}
+            base = GemmConfig(dev.name, M, K, N, m, k, n, k_mt, t_in, t_in, mmul_shape=shape, **scalar)
+            reason = ""
+            for c, what in ((base.with_(**epilogue), "bias" if t_in == "bf16" else "bias + requantization"),
+                            (base, "no epilogue")):
+                try:
+                    check(c)
+                except GemmGenError as e:
+                    reason = str(e)
+                    continue
+                items.append(SweepItem(f"lane order {t_in} {shape_name} ({what}) {M}x{K}x{N}", "check",
+                                       "issue 31: the accumulator's lane order", c))
+                break
+            else:
+                items.append(SweepItem(f"lane order {t_in} {shape_name}", "check",
+                                       "issue 31: the accumulator's lane order", None, f"not buildable here: {reason}"))
     return items
 
 
@@ -316,6 +360,8 @@ def run_item(item: SweepItem, build_dir: Path, iters: int, warmup: int, xrt: Any
         return {**record, "status": "ERROR", "reason": f"{type(e).__name__}: {e}"}
     record.update(status="PASS" if result.passed else "FAIL", errors=result.errors, checked=result.checked,
                   exact=result.exact, times_us=result.times_us, measured=_stats(result.times_us, c.M * c.K * c.N))
+    if result.notes:  # a FAIL's lane-order verdict (gemm_gen/lanes.py), among others
+        record["notes"] = list(result.notes)
     return record
 
 

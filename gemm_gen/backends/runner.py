@@ -29,6 +29,7 @@ from ..epilogue_args import EpilogueArgs, kernel_requant, seeded_args
 from ..errors import BuildError, ConfigError, RunTimeout, ToolchainMissing
 from ..hostdata import host_values, output_values, pad_inputs, with_slack
 from ..inputs import group_weights, make_inputs
+from ..lanes import lane_note
 from ..numerics import reference
 from ..spec import Problem
 from . import toolchain
@@ -249,6 +250,15 @@ def _xrt(call: Any, what: str) -> Any:
                          "check `xrt-smi examine`, the driver and the xclbin (GEMM_GEN_DEBUG=1 shows where)") from e
 
 
+def expected_c(c: GemmConfig, received: tuple[np.ndarray, np.ndarray], call: CallPlan,
+               epilogue: EpilogueArgs | None) -> np.ndarray:
+    """The bit-exact reference C (float64) of the A and B values the NPU read, with the call's epilogue."""
+    bias = None if epilogue is None else epilogue.bias
+    requant = None if epilogue is None else kernel_requant(c.epilogue, epilogue.requant)
+    numerics = replace(c.numerics, epilogue=c.epilogue.for_call(call.activation))  # a runtime build: the call's
+    return reference(numerics, *received, c.k, call.k_walk, bias, requant).astype(np.float64)
+
+
 def check_result(c: GemmConfig, got: np.ndarray, a: np.ndarray, b: np.ndarray,
                  dram: tuple[np.ndarray, np.ndarray] | None = None, inputs: str = "exact",
                  call: CallPlan | None = None, epilogue: EpilogueArgs | None = None,
@@ -266,10 +276,7 @@ def check_result(c: GemmConfig, got: np.ndarray, a: np.ndarray, b: np.ndarray,
     call = call or c.call
     a_dram, b_dram = dram if dram is not None else pad_inputs(c, a, b, call, epilogue)  # the buffers the NPU read
     received = host_values(c, a_dram, b_dram, call)
-    bias = None if epilogue is None else epilogue.bias
-    requant = None if epilogue is None else kernel_requant(c.epilogue, epilogue.requant)
-    numerics = replace(c.numerics, epilogue=c.epilogue.for_call(call.activation))  # a runtime build: the call's
-    expect = reference(numerics, *received, c.k, call.k_walk, bias, requant).astype(np.float64)
+    expect = expected_c(c, received, call, epilogue)
     g = got.astype(np.float64)
     if c.t_out.is_float and inputs != "exact":
         bad = np.abs(g - expect) > np.maximum(ABS_TOL, REL_TOL * np.abs(expect))
@@ -327,7 +334,11 @@ def _run_call(c: GemmConfig, call: CallPlan, files: XclbinFiles, xrt: ModuleType
     got = output_values(c, session.output(), call)
     checked, errors, exact, accuracy, first = check_result(c, got, a, b, (a_pad, b_pad), inputs, call, epilogue,
                                                            None if weights is None else weights.exact())
-    return RunResult(c, times, checked, errors, exact, accuracy, first, problem=None if call == c.call else p)
+    notes = []
+    if errors:  # whether C's errors are its r x t blocks' values at permuted places (the mmul's lane order)
+        want = expected_c(c, host_values(c, a_pad, b_pad, call), call, epilogue)
+        notes.append(lane_note(got, want, c.mmul[0], c.mmul[2]))
+    return RunResult(c, times, checked, errors, exact, accuracy, first, notes, problem=None if call == c.call else p)
 
 
 def measure(c: GemmConfig, iters: int = 10, warmup: int = 1, build_dir: str = "build",

@@ -84,7 +84,8 @@ class KernelShape:
     a_col_maj: bool = False  # the kernel transposes each A block on load (column-major A)
     c_transposed: bool = False  # it transposes each C block on load and store (column-major C below 32 bits)
     code_reserve: int = 0  # bytes of the matmul's code budget other code holds (W4A16's dequantization pass)
-    compiler: str = "peano"  # what the automatic loop structure must suit (kernel_variant.auto_loops)
+    compiler: str = "peano"  # the kernel's compiler: the loop structure it gets (kernel_variant.auto_loops) and what
+    # it makes of aie_api's chess_manifest (pop_loads)
 
     @property
     def precision(self) -> prec.Precision:
@@ -189,14 +190,32 @@ def block_counts(ks: KernelShape) -> dict[str, float]:
     store, priced as the scalar kernels' are: transpose_shuffles), and the accumulators' store
     operations each."""
     isa, lp = ks.dev.isa, ks.loop
-    tile_bytes = dtype(prec.BFP16).unit_bytes
     st_acc = _c_tile_ops(ks, isa.vst_bytes)
     widen = lp.c_tiles * BFP16_C_WIDEN_CYCLES if dtype(ks.acc or ks.dtype_out).is_block else 0.0
     widen += 2 * lp.c_tiles * transpose_shuffles(ks, 1)[1]  # each C tile's reload and store
     return {"step_vector": lp.macs * mmul_cycles_block(ks),
-            "step_loads": (lp.a_pops + lp.b_pops) * tile_bytes / isa.vld_bytes,
+            "step_loads": (lp.a_pops + lp.b_pops) * pop_loads(ks),
             "c_loads": lp.c_tiles * _c_tile_ops(ks, isa.vld_bytes), "c_stores": lp.c_tiles * st_acc,
             "widen": widen, "st_acc": st_acc}
+
+
+# A load FIFO fill reads one native 512-bit load (aie_api detail/aie2p/array_helpers.hpp fifo_buffer_stream:
+# native_ld_bits = 512, fill = ::fifo_ld_fill) and so does each pop of a tile (::fifo_ld_pop advances the pointer)
+FIFO_FILL_BYTES = 64
+
+
+def pop_loads(ks: KernelShape) -> float:
+    """Load operations (of vld_bytes each) one pop of a 72-byte bfp16 tile costs: its own load, plus the FIFO
+    fills. aie_api's pop() fills `if (!chess_manifest(load_count_ != 0))` (detail/aie2p/array_helpers.hpp
+    lines 224-235 @2b7eedf): where the compiler knows the count, once per 8 pops (576 / 512 bits: tile_bytes /
+    FIFO_FILL_BYTES loads per pop in all); under Peano chess_manifest is __builtin_constant_p (llvm-aie
+    clang/lib/Headers/aiebase_chess.h line 25), so a pop whose count is carried around a rolled loop
+    (BlockLoop.pops_in_rolled_loop) fills every time: 2 loads per pop. ASSUMED for chess: its chess_manifest
+    proves the count in a pipelined loop (unpublished). tests/test_kernels.py counts both on the host."""
+    vld = ks.dev.isa.vld_bytes
+    if ks.compiler == "peano" and ks.loop.pops_in_rolled_loop:
+        return 2 * FIFO_FILL_BYTES / vld  # the pop's load and a fill
+    return dtype(prec.BFP16).unit_bytes / vld  # 9 loads of 512 bits per 8 pops
 
 
 def mmul_cycles_block(ks: KernelShape) -> float:

@@ -45,6 +45,9 @@ class BlockLoop:
     b_pops: int = 2  # B tiles popped per k-step (a column pair)
     macs: int = 4  # 8x8x8 macs per k-step (the 2 x 2 cluster)
     c_tiles: int = 4  # C tiles loaded and stored per block
+    # the A and B pops sit in a rolled (pipelined) K loop, so a stream's fill count is carried around it: not a
+    # compile-time constant, which Peano's aie_api fills on every pop (model/kernel.pop_loads)
+    pops_in_rolled_loop: bool = False
     source: str = ""
 
     def __post_init__(self) -> None:
@@ -56,7 +59,7 @@ class BlockLoop:
 # the template before issue 20's flat loop (and a structure the model still compares with): `for z`
 # (row pairs) / `for j` (column pairs), each cluster with fresh A and B streams, C loaded, the K loop
 # pipelined (ping / pong), C stored; nothing overlaps between clusters.
-CLUSTER_LOOP = BlockLoop("per-cluster, K loop pipelined", "none", "row",
+CLUSTER_LOOP = BlockLoop("per-cluster, K loop pipelined", "none", "row", pops_in_rolled_loop=True,
                          source="templates/mm_bfp16.cc.j2 before the flat block loop (nested z / j loops)")
 # mlir-aie's structure, and the template's when its k-steps are written out: one flat, software-
 # pipelined loop over every 16 x 16 block of the call, the next block's C prefetched while the
@@ -67,7 +70,7 @@ FLAT_LOOP = BlockLoop("flat block loop, C prefetched", "flat", "call", stages=2,
 # the template with a longer K: the same flat loop over blocks, but a pipelined K loop inside it, so
 # the pipeliner works on the K loop and each block's C traffic is exposed (as CLUSTER_LOOP's, entered
 # once per call)
-K_LOOP_IN_BLOCK_LOOP = BlockLoop("flat block loop, K loop pipelined inside", "none", "call",
+K_LOOP_IN_BLOCK_LOOP = BlockLoop("flat block loop, K loop pipelined inside", "none", "call", pops_in_rolled_loop=True,
                                  source="templates/mm_bfp16.cc.j2 for k / 8 > UNROLL_K_TILES")
 
 # the most k-steps the template writes out, so that its loop over 16 x 16 C blocks is the innermost and

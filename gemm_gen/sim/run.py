@@ -94,6 +94,7 @@ class SimResult:
             "acc32_overflows": self.kernel.acc_overflows,
             "inputs": self.inputs,
             "numerics_modelled": self.numerics_modelled,
+            "accumulation": self.config.numerics.accumulation,  # which fp32 accumulation model (numerics.py)
             "notes": self.notes,
         }
 

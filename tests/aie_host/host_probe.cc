@@ -28,6 +28,27 @@ unsigned char *gg_host_l1() { return aie::host::l1; }
 unsigned char *gg_host_l1_place(std::size_t at, std::size_t bytes) { return aie::host::l1_place(at, bytes); }
 void gg_host_l1_reset() { aie::host::l1_reset(); }
 
+// aie::set_rounding calls since the last reset (the conversion loop must make none).
+unsigned long long gg_host_rounding_writes() { return aie::host::rounding_writes; }
+void gg_host_reset_rounding_writes() { aie::host::rounding_writes = 0; }
+
+// An acc64 accumulator of n lanes as aie::vector_cast<int32> lays it out in memory (the host's order, permuted
+// with -DGG_HOST_ACC64_PERMUTED): what store_acc writes for n = MMUL::size_C.
+void gg_host_acc64_words(const std::int64_t *lanes, std::int32_t *words, unsigned n) {
+  for (unsigned i = 0; i < n; ++i) {
+    const std::uint64_t bits = static_cast<std::uint64_t>(lanes[i]);
+    words[aie::host::acc64_word(i, 0, n)] = static_cast<std::int32_t>(static_cast<std::uint32_t>(bits));
+    words[aie::host::acc64_word(i, 1, n)] = static_cast<std::int32_t>(static_cast<std::uint32_t>(bits >> 32));
+  }
+}
+
+// Pops of block-vector input streams and the FIFO fills they made since the last reset ([0] pops, [1] fills).
+void gg_host_stream_loads(unsigned long long *out) {
+  out[0] = aie::host::stream_pops;
+  out[1] = aie::host::stream_fills;
+}
+void gg_host_reset_stream_loads() { aie::host::stream_pops = aie::host::stream_fills = 0; }
+
 unsigned gg_host_get_rounding() { return static_cast<unsigned>(aie::get_rounding()); }
 void gg_host_set_rounding(unsigned mode) { aie::set_rounding(static_cast<aie::rounding_mode>(mode)); }
 unsigned gg_host_get_saturation() { return static_cast<unsigned>(aie::get_saturation()); }

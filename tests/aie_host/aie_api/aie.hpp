@@ -60,15 +60,25 @@
 //   product exact, one fp32 rounding (mul.hpp's MulMacroOp::Sub).
 //   aie::interleave_zip(v, w, chunk_size): {v[0:c], w[0:c], v[c:2c], w[c:2c], ...} split into two
 //   vectors, chunk_size a power of two <= the lanes and >= 8 bits of lanes (REQUIRES_MSG in aie.hpp).
-// - -DGG_HOST_FP32_PER_MAC rounds fp32 lanes after every mac instruction instead of once per call
-//   (the real per-mac order is unpublished): kernels meant to be bit-equal must then issue the same
-//   macs in the same order.
+// - -DGG_HOST_FP32_PER_MAC (every float kernel's test compiles with it, tests/test_kernels.py host_defines)
+//   rounds fp32 lanes after every hardware mac instead of once per call: after all K products of one mmul
+//   mac on AIE2 and in the bfp16 emulation / mac_8x8_8x8T (one intrinsic per lane row), after each product on
+//   AIE2P's plain bf16 mmul (aie_api emulates it with eight mac_elem_32 in K order: mmul::fused_k), the
+//   products of one mac added exactly first (the adder tree's own order inside a mac is unpublished);
+//   gemm_gen/numerics.py's fp32_per_mac with mac_products (fused_mac_products) is the same model, so the
+//   kernels' mac order shows in their tests.
+// - -DGG_HOST_ACC64_PERMUTED permutes aie::vector_cast's acc64 <-> int32 word order (host::acc64_word; the real
+//   one is unpublished): a kernel right under both orders relies only on whole-block round trips.
+// - block-vector input streams count their pops and FIFO fills (host::stream_pops / stream_fills);
+//   -DGG_HOST_PEANO models Peano's chess_manifest (__builtin_constant_p), under which a pop whose fill count is
+//   carried around a loop fills every time (see host::loop_epoch).
+// - set_rounding calls are counted (host::rounding_writes): the tests count the conversion loop's mode writes.
 //
 // - bfloat16: 16-bit storage; float -> bf16 rounds to nearest even (as ml_dtypes does), or under a
 //   crRnd mode in to_vector.
-// - aie::mmul: accfloat accumulates in double, so one kernel call is "the exact sum rounded once to
-//   fp32" (exact for gemm_gen's inputs whatever the order); integer lanes are checked against their
-//   width (above), the SRS narrowing is shift-round-saturate.
+// - aie::mmul: accfloat accumulates in double, so without -DGG_HOST_FP32_PER_MAC one kernel call is "the
+//   exact sum rounded once to fp32" (exact for gemm_gen's inputs whatever the order); integer lanes are
+//   checked against their width (above), the SRS narrowing is shift-round-saturate.
 // - rounding / saturation live in emulated mode registers at their reset values (floor, none).
 // - AIE_API_EMULATE_BFLOAT16_MMUL_WITH_BFP16 (AIE2P 4x8x8 / 8x8x8): a bf16 mac first turns each row of
 //   its A block and each column of its B block (8 values along K) into a bfp16ebs8 block under the
@@ -84,6 +94,8 @@
 
 #pragma once
 
+// The stand-in's own guards, no rule of the real API: an AIE compiler gets aie_api's aie.hpp, and the stand-in
+// models the two targets gemm_gen builds for (__AIE_ARCH__ as aie_api's detail/config.hpp reads it).
 #if defined(__chess__) || defined(__AIECC__)
 #error "tests/aie_host is a host stand-in for the AIE API; AIE compilers must use the real one"
 #endif
@@ -140,8 +152,35 @@ inline void fail(const std::string &what) {
 
 constexpr bool aie2p = __AIE_ARCH__ == 21;
 
+// Part idx of `in` (out.size() lanes each) into `out`, or a refusal past its end: aie::vector / aie::accum
+// extract's REQUIRES_MSG(idx < Elems / ElemsOut) (aie_api @2b7eedf detail/aie2/vector.hpp line 987; accum.hpp
+// as for insert at line 374).
+template <typename T, std::size_t N, std::size_t M>
+void extract_part(const std::array<T, N> &in, std::array<T, M> &out, unsigned idx, const char *what) {
+  static_assert(N % M == 0, "aie::vector / aie::accum extract: the part's size divides the whole's");
+  if (idx >= N / M) fail(what);
+  else std::copy(in.begin() + idx * M, in.begin() + (idx + 1) * M, out.begin());
+}
+
 // int4 lanes aie::unpack has widened since the last reset: the tests count W4A16's dequantization passes.
 inline unsigned long long int4_unpacked = 0;
+
+// aie::set_rounding calls since the last reset: the tests count the conversion loop's mode writes.
+inline unsigned long long rounding_writes = 0;
+
+// Where acc64 lane `lane` of an n-lane accumulator keeps its low (half 0) or high (half 1) word when
+// aie::vector_cast reinterprets it as 2n int32 values. The real order is unpublished: aie_api reinterprets the
+// register (detail/aie2/vector_accum_cast.hpp, accum_to_vector_cast_bits_impl: a bit cast per 1024-bit chunk).
+// By default the low word first, lane by lane; with -DGG_HOST_ACC64_PERMUTED every low word before every high
+// word and the lanes reversed (any bijection would do): a kernel that reads such a dump other than whole, back
+// through the same cast of the same n lanes, then reads the wrong lanes.
+constexpr unsigned acc64_word(unsigned lane, unsigned half, [[maybe_unused]] unsigned n) {
+#if defined(GG_HOST_ACC64_PERMUTED)
+  return half * n + (n - 1 - lane);
+#else
+  return 2 * lane + half;
+#endif
+}
 
 // Alignment load_v / store_v need for a vector of `bytes` (aie_api detail/ld_st.hpp vector_ldst_align:
 // only exactly 128 and 256 bits get less than the target's natural alignment, smaller vectors too need it).
@@ -149,6 +188,7 @@ constexpr std::size_t vector_alignment(std::size_t bytes) {
   return bytes == 16 ? 16 : bytes == 32 ? 32 : aie2p ? 64 : 32;
 }
 
+// A load_v / store_v address not aligned as vector_ldst_align asks (aie_api @2b7eedf detail/ld_st.hpp lines 20-43).
 inline void check_aligned(const void *ptr, std::size_t bytes, const char *what) {
   const std::size_t align = vector_alignment(bytes);
   if (reinterpret_cast<std::uintptr_t>(ptr) % align) {
@@ -172,6 +212,25 @@ struct FifoLimits {
 constexpr FifoLimits fifo_limits =
     aie2p ? FifoLimits{2, 1, "AIE2P has 2 load FIFOs (lf0, lf1) and 1 store FIFO (sf): llvm-aie aie2p/AIE2PRegisterInfo.td"}
           : FifoLimits{0, 0, "AIE2 has no load or store FIFO registers: llvm-aie aie2/AIE2GenRegisterInfo.td"};
+
+// ---- load FIFO fills of block-vector input streams ----
+// aie_api's fifo_buffer_stream::pop() (detail/aie2p/array_helpers.hpp lines 224-235 @2b7eedf, jgmelber/aie_api, the
+// newest public copy; the aie_api v1.4.3's Peano ships is not stored) fills the FIFO first
+// `if (!chess_manifest(load_count_ != 0))`, load_count_ counting pops modulo ld_fill_ratio (lines 151-159: 8 for
+// a 576-bit bfp16 tile: 8 pops of 576 bits take 8 pop loads and 1 fill of 512 bits), and seek / pop_seek set
+// it to 0. Under Peano chess_manifest(x) is (__builtin_constant_p(x) && (x != 0)) (llvm-aie
+// clang/lib/Headers/aiebase_chess.h line 25 @ccc7c0e): where load_count_ is not a compile-time constant, the
+// condition is true and every pop fills. Modelled with -DGG_HOST_PEANO: a stream's count stops being a
+// constant once it has been popped in one iteration of a hinted loop (kernels/gemm_gen_kernel.h's GG_* hints
+// call next_iteration) and popped again after another iteration began, until a seek or pop_seek sets it
+// again; the first iteration of a loop that a stream built outside it pops is counted as a constant (one
+// fill too few per loop entry; no kernel here builds a stream outside the loop that pops it). Without
+// -DGG_HOST_PEANO (chess, whose chess_manifest in pipelined loops is unpublished) a pop fills at count 0 only.
+// Whether a fill into a FIFO that already holds a tile changes the data is unpublished: the host reads the same
+// tile either way, and counts the loads (a pop's own 512-bit load and each fill) for the tests.
+inline unsigned long long loop_epoch = 0;  // iterations of hinted loops begun so far
+inline void next_iteration() { ++loop_epoch; }
+inline unsigned long long stream_pops = 0, stream_fills = 0;  // since the last reset
 
 // Streams holding a FIFO now, and the most at once since the last reset (read by the tests).
 inline unsigned live_fifos[2] = {0, 0}, peak_fifos[2] = {0, 0};  // [0] load, [1] store
@@ -325,7 +384,10 @@ inline void bfp16_block(const float *in, unsigned stride, double *out, unsigned 
 
 }  // namespace host
 
-inline void set_rounding(rounding_mode m) { host::rounding = m; }
+inline void set_rounding(rounding_mode m) {
+  host::rounding = m;
+  ++host::rounding_writes;
+}
 inline rounding_mode get_rounding() { return host::rounding; }
 inline void set_saturation(saturation_mode m) { host::saturation = m; }
 inline saturation_mode get_saturation() { return host::saturation; }
@@ -349,7 +411,7 @@ struct bfloat16 {
     return f;
   }
 };
-static_assert(sizeof(bfloat16) == 2, "bfloat16 is stored in 16 bits");
+static_assert(sizeof(bfloat16) == 2, "bfloat16 is stored in 16 bits");  // the stand-in's own layout check
 
 // The element type of bfp16ebs8 block vectors. Left incomplete on purpose: a bfp16 buffer is only
 // walked through block-vector streams in whole 64-value tiles (seek / pop / push), never by pointer
@@ -366,6 +428,7 @@ enum class aie_dm_resource { none, a, b, c, d, stack };
 struct int4 {
   std::uint8_t raw;
 };
+// aie_api @2b7eedf types.hpp lines 100 and 126: int4 is the empty struct int4_t, sizeof 1
 static_assert(sizeof(int4) == 1, "the AIE API's int4 is one byte of storage per element pointer step");
 
 namespace aie {
@@ -393,10 +456,8 @@ struct vector {
 
   template <unsigned ElemsOut>
   vector<T, ElemsOut> extract(unsigned idx) const {
-    static_assert(Elems % ElemsOut == 0, "aie::vector::extract: the subvector size divides the vector's");
     vector<T, ElemsOut> out;
-    if (idx >= Elems / ElemsOut) host::fail("aie::vector::extract past the vector's end");
-    else std::copy(data.begin() + idx * ElemsOut, data.begin() + (idx + 1) * ElemsOut, out.data.begin());
+    host::extract_part(data, out.data, idx, "aie::vector::extract past the vector's end");
     return out;
   }
 };
@@ -404,7 +465,7 @@ struct vector {
 // Elems int4 values in Elems / 2 bytes; lane i is nibble i % 2 (low first) of byte i / 2, sign-extended.
 template <unsigned Elems>
 struct vector<int4, Elems> {
-  static_assert(Elems % 2 == 0, "int4 vectors hold whole bytes");
+  static_assert(Elems % 2 == 0, "int4 vectors hold whole bytes");  // UG1603 "Data Types": int4 vectors of 32..256 lanes
   std::array<std::uint8_t, Elems / 2> bytes{};
 
   static constexpr unsigned size() { return Elems; }
@@ -454,6 +515,8 @@ struct accum<acc64, Elems> {
   accum() = default;
   template <typename T>
   explicit accum(const vector<T, Elems> &v, int shift = 0) {
+    // UPS into acc64 of int16 / int32 lanes (aie_api @2b7eedf detail/aie2/accum.hpp get_ups, lines 810-830); the shift's
+    // range is unpublished: 0..63 assumed (what an int64 lane can take)
     static_assert(std::is_same_v<T, int32> || std::is_same_v<T, int16>, "acc64 loads int32 or int16 vectors");
     if (shift < 0 || shift > 63) host::fail("an up-shift (UPS) outside 0..63");
     for (unsigned i = 0; i < Elems; ++i) acc[i] = static_cast<std::int64_t>(v[i]) * (std::int64_t{1} << (shift & 63));
@@ -461,8 +524,17 @@ struct accum<acc64, Elems> {
 
   template <typename T>
   vector<T, Elems> to_vector(int shift = 0) const {
+    // SRS of acc64 into int16 / int32 (aie_api @2b7eedf detail/aie2/accum.hpp get_srs, line 862)
     static_assert(std::is_same_v<T, int32> || std::is_same_v<T, int16>, "acc64 stores int32 or int16 (SRS)");
     return host::srs<T>(acc, shift);
+  }
+
+  // Lanes [idx ElemsOut, (idx + 1) ElemsOut) (accum.hpp extract: idx counts sub-accumulators).
+  template <unsigned ElemsOut>
+  accum<acc64, ElemsOut> extract(unsigned idx) const {
+    accum<acc64, ElemsOut> out;
+    host::extract_part(acc, out.acc, idx, "aie::accum::extract past the accumulator's end");
+    return out;
   }
 };
 
@@ -497,12 +569,16 @@ struct accum<acc32, Elems> {
   }
 };
 
-// Reinterpret an accumulator as a vector (aie::vector_cast<int32>(acc)): lane i -> words 2i, 2i + 1.
+// Reinterpret an accumulator as a vector (aie::vector_cast<int32>(acc)): lane i -> words host::acc64_word(i, 0 | 1).
 template <typename DstT, unsigned Elems>
 vector<DstT, 2 * Elems> vector_cast(const accum<acc64, Elems> &a) {
   static_assert(std::is_same_v<DstT, int32>, "the host models vector_cast of acc64 lanes to int32 pairs only");
   vector<int32, 2 * Elems> v;
-  std::memcpy(v.data.data(), a.acc.data(), sizeof a.acc);  // little endian: the low word first
+  for (unsigned i = 0; i < Elems; ++i) {
+    const std::uint64_t bits = static_cast<std::uint64_t>(a.acc[i]);
+    v[host::acc64_word(i, 0, Elems)] = static_cast<int32>(static_cast<std::uint32_t>(bits));
+    v[host::acc64_word(i, 1, Elems)] = static_cast<int32>(static_cast<std::uint32_t>(bits >> 32));
+  }
   return v;
 }
 
@@ -525,7 +601,11 @@ auto vector_cast(const vector<T, Elems> &v) {
     static_assert(std::is_same_v<Dst, acc64> && std::is_same_v<T, int32> && Elems % 2 == 0,
                   "the host models vector_cast of int32 pairs to acc64 lanes and of bytes to int4 only");
     accum<acc64, Elems / 2> a;
-    std::memcpy(a.acc.data(), v.data.data(), sizeof a.acc);
+    for (unsigned i = 0; i < Elems / 2; ++i) {
+      const std::uint64_t lo = static_cast<std::uint32_t>(v[host::acc64_word(i, 0, Elems / 2)]);
+      const std::uint64_t hi = static_cast<std::uint32_t>(v[host::acc64_word(i, 1, Elems / 2)]);
+      a.acc[i] = static_cast<std::int64_t>(lo | (hi << 32));
+    }
     return a;
   }
 }
@@ -545,7 +625,7 @@ vector<T, Elems> transpose(const vector<T, Elems> &v, unsigned Row, unsigned Col
     char buf[160];
     std::snprintf(buf, sizeof buf, "aie::transpose of a %u-element vector as %u x %u: the AIE API requires "
                   "Row * Col == Elems, Row > 0 and Col > 0", Elems, Row, Col);
-    host::fail(buf);
+    host::fail(buf);  // aie_api @2b7eedf aie.hpp lines 2891-2892
     return v;
   }
   vector<T, Elems> out;
@@ -591,6 +671,7 @@ struct mmul {
   static constexpr unsigned M = M_Elems, K = K_Elems, N = N_Elems;
   static constexpr unsigned size_A = M * K, size_B = K * N, size_C = M * N;
   static constexpr unsigned acc_bits = mmul_acc_bits<M, K, N, TypeA, TypeB>();
+  // the host models equal types and int8 x int4 only (the shapes gemm_gen renders)
   static_assert(std::is_same_v<TypeA, TypeB> || std::is_same_v<TypeB, int4>,
                 "aie::mmul: gemm_gen's kernels multiply equal types, or int8 by int4");
   static_assert(!std::is_same_v<TypeB, int4> || !std::is_same_v<AccumTag, acc64>,
@@ -609,17 +690,25 @@ struct mmul {
   static constexpr bool via_bfp16 = false;
 #endif
   using acc_elem = std::conditional_t<is_float, double, std::int64_t>;
+  // Products one hardware mac adds per lane before its fp32 rounding (-DGG_HOST_FP32_PER_MAC rounds after each):
+  // AIE2's bf16 mmul and the bfp16 emulation are one intrinsic per lane row, adding all K; AIE2P's plain bf16
+  // mmul is emulated with elementwise macs, one product each, in K order (aie_api @2b7eedf
+  // detail/aie2p/mmul_bf16_bf16.hpp, detail/aie2p/emulated_mmul_intrinsics.hpp: mac_elem_32 x 8).
+  // gemm_gen/numerics.fused_mac_products is the same fact for the reference.
+  static constexpr unsigned fused_k = (is_float && host::aie2p && !via_bfp16) ? 1 : K;
 
   std::array<acc_elem, size_C> acc{};
 
   mmul() = default;
 
   // The accumulator itself (acc64 shapes: the lanes a vector_cast round trip keeps whole).
+  // aie_api @2b7eedf aie.hpp: mmul(const accum_type &acc), "initialized from the given accumulator in row-major order"
   explicit mmul(const accum<acc64, size_C> &a) {
     static_assert(acc_bits == 64 && !is_float, "aie::mmul: an accum<acc64> builds a 64-bit accumulator mmul only");
     for (unsigned i = 0; i < size_C; ++i) acc[i] = a.acc[i];
   }
 
+  // aie_api @2b7eedf detail/mmul.hpp C_block::to_accum (row-major; C_block_interleave_cols permutes the hardware's lanes back)
   accum<acc64, size_C> to_accum() const {
     static_assert(acc_bits == 64 && !is_float, "the host models to_accum() of acc64 mmuls only");
     accum<acc64, size_C> a;
@@ -627,7 +716,9 @@ struct mmul {
     return a;
   }
 
-  // Load the accumulator from a vector; integers are shifted up by `shift` bits (UPS).
+  // Load the accumulator from a vector; integers are shifted up by `shift` bits (UPS): int32 into acc32 only
+  // with shift 0 (REQUIRES(shift == 0): aie_api @2b7eedf detail/aie2/accum.hpp lines 833-835, detail/aie2p/accum.hpp
+  // lines 1033-1037); the UPS range is unpublished (0..63 assumed).
   template <typename T>
   mmul(const vector<T, size_C> &v, int shift = 0) {
     if constexpr (!is_float) {
@@ -674,15 +765,20 @@ struct mmul {
     }
     for (unsigned i = 0; i < M; ++i)
       for (unsigned j = 0; j < N; ++j) {
-        for (unsigned p = 0; p < K; ++p) acc[i * N + j] += product(a[i * K + p], b[p * N + j]);
+        for (unsigned p = 0; p < K; ++p) {
+          acc[i * N + j] += product(a[i * K + p], b[p * N + j]);
+          if constexpr (is_float)
+            if ((p + 1) % fused_k == 0) acc[i * N + j] = host::per_mac(acc[i * N + j]);
+        }
         if constexpr (!is_float) check_lane(acc[i * N + j], "a mac");
-        if constexpr (is_float) acc[i * N + j] = host::per_mac(acc[i * N + j]);
       }
   }
 
   // Store the accumulator: fp32 (rounded to nearest even), then bf16 under the rounding mode;
   // integers shift-round-saturate (SRS) under the rounding and saturation modes, except acc32 stored
-  // as int32: a plain cast, which the API does without any shift.
+  // as int32: a plain cast, which the API does without any shift (aie_api @2b7eedf detail/aie2/accum.hpp line 963:
+  // `(v16int32) acc`). SRS shifts up to max_shift = 59 on AIE2 / AIE2P (aie_api @2b7eedf detail/shift.hpp line 25).
+  // Float outputs from accfloat, integers from integer accumulators (aie_api @2b7eedf accum.hpp to_vector).
   template <typename T>
   vector<T, size_C> to_vector(int shift = 0) const {
     vector<T, size_C> out;
@@ -759,18 +855,23 @@ class block_vector_input_buffer_stream<bfp16ebs8, 64, Resource> {
   void seek(int n) {
     if (pops_) host::fail("seek() after a pop on a block-vector input stream (use pop_seek)");
     move(n);
+    count_set();
   }
   value_type pop() {
     fifo_.use();
+    fill_if_needed();
     value_type v;
     std::memcpy(v.bytes.data(), ptr_, value_type::memory_bytes());
     ptr_ += value_type::memory_bytes();
     ++pops_;
+    ++host::stream_pops;
+    load_count_ = (load_count_ + 1) % FILL_RATIO;
     return v;
   }
   value_type pop_seek(int n) {  // pop, then move n block vectors inside the same fifo operation
     value_type v = pop();
     move(n);
+    count_set();  // load_count_ = 0: a constant again
     return v;
   }
   block_vector_input_buffer_stream &operator>>(value_type &v) {
@@ -784,8 +885,32 @@ class block_vector_input_buffer_stream<bfp16ebs8, 64, Resource> {
  private:
   void move(int n) { ptr_ += static_cast<std::ptrdiff_t>(n) * value_type::memory_bytes(); }
 
+  // ld_fill_ratio of array_helpers.hpp for a 576-bit tile: 512 / (576 % 512)
+  static constexpr unsigned FILL_RATIO = 512 / (8 * value_type::memory_bytes() % 512);
+
+  void count_set() {  // load_count_ set to a constant (0): known at compile time again
+    load_count_ = 0;
+    set_epoch_ = host::loop_epoch;
+    popped_since_set_ = false;
+  }
+  // pop()'s `if (!chess_manifest(load_count_ != 0)) fill(...)`: under Peano a count that is not a compile-time
+  // constant makes the condition true (see host::loop_epoch)
+  void fill_if_needed() {
+#if defined(GG_HOST_PEANO)
+    const bool constant = !(popped_since_set_ && host::loop_epoch != set_epoch_);
+    if (constant && !popped_since_set_) set_epoch_ = host::loop_epoch;  // no pop yet: still the set value
+#else
+    const bool constant = true;
+#endif
+    if (!constant || load_count_ == 0) ++host::stream_fills;
+    popped_since_set_ = true;
+  }
+
   const std::uint8_t *ptr_;
   unsigned pops_ = 0;
+  unsigned load_count_ = 0;
+  unsigned long long set_epoch_ = host::loop_epoch;  // the loop iteration the count was last set in
+  bool popped_since_set_ = false;
   host::fifo_hold<false> fifo_;  // a load FIFO from the first pop on
 };
 
@@ -824,6 +949,8 @@ class block_vector_restrict_input_buffer_stream<bfp16ebs8, 64, Resource>
   void check() const {
     for (const auto &[at, v] : read_)
       if (std::memcmp(at, v.bytes.data(), value_type::memory_bytes()) != 0)
+        // aie_api's aie.hpp: block_vector_restrict_input_buffer_stream is detail::block_vector_input_buffer_stream<..., Restrict=true>
+        // (stored copy id 56708560495): its pointer is restrict, so no other path may write what it reads while it lives
         host::fail("a tile read through a restrict block-vector input stream was written by another path while "
                    "the stream lives (restrict: end the stream first, or use the plain stream)");
   }
@@ -841,6 +968,7 @@ class block_vector_output_buffer_stream<bfp16ebs8, 64, Resource> {
 
   explicit block_vector_output_buffer_stream(bfp16ebs8 *ptr) : ptr_(reinterpret_cast<std::uint8_t *>(ptr)) {}
 
+  // seek() resets the FIFO state (state_.pos = 0: aie_api @2b7eedf detail/aie2p/array_helpers.hpp lines 160-168)
   void seek(int n) {  // like the input side: exact only before the first push
     if (pushes_) host::fail("seek() after a push on a block-vector output stream");
     ptr_ += static_cast<std::ptrdiff_t>(n) * value_type::memory_bytes();
@@ -924,7 +1052,8 @@ vector<T, Elems> broadcast(T value) {
   return v;
 }
 
-// aie::concat of vectors of one type: their lanes one after another.
+// aie::concat of vectors of one type: their lanes one after another (aie_api @2b7eedf aie.hpp line 1039:
+// requires((is_same_vector_v<Vec, Vectors> && ...))).
 template <typename T, unsigned Elems, typename... Rest>
 vector<T, Elems * (1 + sizeof...(Rest))> concat(const vector<T, Elems> &first, const Rest &...rest) {
   static_assert((std::is_same_v<Rest, vector<T, Elems>> && ...), "aie::concat takes vectors of one type and size");
@@ -1123,6 +1252,7 @@ vector<int32, Elems> add(const vector<int32, Elems> &v, int32 s) {
 template <typename Dst, unsigned Elems>
   requires std::is_same_v<Dst, float>
 vector<float, Elems / 2> vector_cast(const vector<bfloat16, Elems> &v) {
+  // aie_api aie.hpp @2b7eedf vector_cast: the bits are reinterpreted whole, so the lane counts must hold the same bits
   static_assert(Elems % 2 == 0, "aie::vector_cast<float> of an odd number of bf16 lanes");
   vector<float, Elems / 2> out;
   std::memcpy(out.data.data(), v.data.data(), sizeof out.data);
@@ -1143,6 +1273,7 @@ inline void load_lut_2x_float(const void *ab, const void *cd, const v16int32 &in
   const h::L1Buffer *tables[2] = {h::l1_buffer(ab), h::l1_buffer(cd)};
   const auto *base_ab = static_cast<const unsigned char *>(ab), *base_cd = static_cast<const unsigned char *>(cd);
   if (!tables[0] || !tables[1]) {
+    // the host models banks only inside host::l1: a table elsewhere has no bank to check (mlir-aie #3737)
     h::fail("load_lut_2x_float: a table outside the modelled L1 (host::l1_place): its bank is unknown");
     return;
   }
@@ -1157,12 +1288,15 @@ inline void load_lut_2x_float(const void *ab, const void *cd, const v16int32 &in
     for (unsigned t = 0; t < 2; ++t) {  // the pair and its repeat, in both tables
       const long long off = (t ? base_cd : base_ab) - (h::l1 + tables[t]->at) + at;
       if (at < 0 || off < 0 || off + group + 8 > static_cast<long long>(tables[t]->bytes)) {
+        // the hardware reads whatever lies past the table (lut_based_ops.h's rewrite clamps x first, stored id 69055850465);
+        // the host models the table's own bytes only
         h::fail("load_lut_2x_float: an index that reads outside its table (clamp the input to the table's range)");
         return;
       }
     }
     const unsigned char *where[4] = {base_ab + at, base_ab + at + group, base_cd + at, base_cd + at + group};
     if (h::l1_bank(base_ab, static_cast<std::size_t>(at)) == h::l1_bank(base_cd, static_cast<std::size_t>(at))) {
+      // mlir-aie #3737 and its lit test test/aiecc/lut_runtime_lib_banks.mlir: the 4-way lookup's two tables in two banks
       h::fail("load_lut_2x_float: the two tables share a bank (aie::lut<4> reads them in parallel from two banks)");
       return;
     }
@@ -1189,6 +1323,7 @@ inline v32bfloat16 shuffle(const v32bfloat16 &a, const v32bfloat16 &b, unsigned 
   } else if (mode == T16_16x4_lo) {
     for (unsigned i = 0; i < 16; ++i) out[i] = lane(4 * i), out[16 + i] = lane(4 * i + 1);
   } else {
+    // the host models the two shuffle modes lut_based_ops.h's rewrite uses (stored id 69055850465) only
     aie::host::fail("::shuffle: a mode the host does not model (T32_16x2_hi and T16_16x4_lo only)");
   }
   return out;
@@ -1216,6 +1351,7 @@ accum<accfloat, Out> mac_bf16(const vector<bfloat16, Elems> &a, const vector<bfl
 template <typename V>
   requires std::is_same_v<V, v32bfloat16>
 aie::accum<accfloat, 16> mac_elem_16_2(const V &a, const V &b, const aie::accum<accfloat, 16> &acc) {
+  // aie_api detail/aie2/linear_approx.hpp @2b7eedf l.346-446: mac_elem_16_2 on AIE2, mac_elem_32 on AIE2P
   static_assert(!aie::host::aie2p && sizeof(V), "mac_elem_16_2 on bf16 is an AIE2 intrinsic (AIE2P: mac_elem_32)");
   return aie::host::mac_bf16<16, 2>(a, b, acc, "mac_elem_16_2");
 }
@@ -1223,6 +1359,7 @@ aie::accum<accfloat, 16> mac_elem_16_2(const V &a, const V &b, const aie::accum<
 template <typename V>
   requires std::is_same_v<V, v32bfloat16>
 aie::accum<accfloat, 32> mac_elem_32(const V &a, const V &b, const aie::accum<accfloat, 32> &acc) {
+  // aie_api detail/aie2/linear_approx.hpp @2b7eedf l.346-446: the AIE2P branch takes mac_elem_32
   static_assert(aie::host::aie2p && sizeof(V), "mac_elem_32 on bf16 is an AIE2P intrinsic (AIE2: mac_elem_16_2)");
   return aie::host::mac_bf16<32, 1>(a, b, acc, "mac_elem_32");
 }
@@ -1248,6 +1385,7 @@ constexpr bool api_vector() {
 template <typename T, unsigned Elems>
 template <unsigned ElemsOut>
 vector<T, ElemsOut> vector<T, Elems>::grow_replicate() const {
+  // UG1603 "Data Types" Table 1 (the sizes); aie_api @2b7eedf vector.hpp line 256 (grow_replicate)
   static_assert(host::api_vector<T, Elems>() && host::api_vector<T, ElemsOut>(),
                 "aie::vector::grow_replicate: the AIE API has 128- to 1024-bit vectors only");
   static_assert(ElemsOut % Elems == 0 && ElemsOut >= Elems, "aie::vector::grow_replicate grows to a multiple");
@@ -1261,7 +1399,7 @@ template <typename T, unsigned Elems>
 auto unpack(const vector<T, Elems> &v) {
   static_assert(!is_float_elem_v<T>, "aie::unpack takes integer vectors (requires(!is_floating_point))");
   static_assert(std::is_same_v<T, int4> || std::is_same_v<T, int8>, "the host models aie::unpack of int4 and int8 only");
-  using T2 = std::conditional_t<std::is_same_v<T, int4>, int8, int16>;
+  using T2 = std::conditional_t<std::is_same_v<T, int4>, int8, int16>;  // vector sizes: UG1603 "Data Types"
   static_assert(host::api_vector<T, Elems>() && host::api_vector<T2, Elems>(),
                 "aie::unpack: the AIE API has 128- to 1024-bit vectors only (int4 32..256 lanes, int8 16..128)");
   vector<T2, Elems> out;
@@ -1273,6 +1411,7 @@ auto unpack(const vector<T, Elems> &v) {
 namespace host {
 template <bool Add, unsigned Elems>
 vector<int16, Elems> add_sub(const vector<int16, Elems> &a, const vector<int16, Elems> &b) {
+  // UG1603 "Data Types" Table 1: 128- to 1024-bit vectors
   static_assert(api_vector<int16, Elems>(), "aie::add / aie::sub: the AIE API has 128- to 1024-bit vectors only");
   vector<int16, Elems> out;
   for (unsigned i = 0; i < Elems; ++i) out[i] = static_cast<int16>(Add ? a[i] + b[i] : a[i] - b[i]);  // modular
@@ -1289,7 +1428,7 @@ vector<int16, Elems> sub(const vector<int16, Elems> &a, const vector<int16, Elem
 template <typename TR = float, typename T, unsigned Elems>
 vector<TR, Elems> to_float(const vector<T, Elems> &v, int shift = 0) {
   static_assert(std::is_same_v<TR, float> || std::is_same_v<TR, bfloat16>, "aie::to_float gives float or bfloat16");
-  static_assert(std::is_same_v<T, int16>, "the host models aie::to_float of int16 vectors only");
+  static_assert(std::is_same_v<T, int16>, "the host models aie::to_float of int16 vectors only");  // sizes: UG1603
   static_assert(host::api_vector<T, Elems>() && host::api_vector<TR, Elems>(),
                 "aie::to_float: the AIE API has 128- to 1024-bit vectors only");
   vector<TR, Elems> out;
@@ -1305,7 +1444,7 @@ vector<TR, Elems> to_float(const vector<T, Elems> &v, int shift = 0) {
 template <typename TR, typename T, unsigned Elems>
 vector<TR, Elems> to_fixed(const vector<T, Elems> &v, int shift = 0) {
   static_assert(std::is_same_v<TR, int16> && std::is_same_v<T, bfloat16>,
-                "the host models aie::to_fixed<int16> of bfloat16 vectors only");
+                "the host models aie::to_fixed<int16> of bfloat16 vectors only");  // sizes: UG1603 "Data Types"
   static_assert(host::api_vector<T, Elems>() && host::api_vector<TR, Elems>(),
                 "aie::to_fixed: the AIE API has 128- to 1024-bit vectors only");
   vector<TR, Elems> out;
@@ -1324,6 +1463,7 @@ vector<TR, Elems> to_fixed(const vector<T, Elems> &v, int shift = 0) {
 template <typename T, unsigned Elems>
 std::pair<vector<T, Elems>, vector<T, Elems>> interleave_zip(const vector<T, Elems> &v, const vector<T, Elems> &w,
                                                              unsigned chunk_size) {
+  // UG1603 "Data Types" Table 1: 128- to 1024-bit vectors
   static_assert(host::api_vector<T, Elems>(), "aie::interleave_zip: the AIE API has 128- to 1024-bit vectors only");
   std::pair<vector<T, Elems>, vector<T, Elems>> out;
   if (chunk_size == 0 || chunk_size > Elems || (chunk_size & (chunk_size - 1)) ||
