@@ -636,7 +636,7 @@ def _lock_value(what: str, value: Any) -> int:
     """A lock value is an integer attribute (use_lock's `value`, set_lock's I32Attr); a float or a traced
     value fails where the op's attribute is built."""
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
-        # use_lock's `value` and set_lock's value are I32Attr (AIEDialect.td / AIEXDialect.td): a float or a traced value
+        # use_lock's and set_lock's values are I32Attr (AIEDialect.td, AIEXDialect.td): a float or a traced value
         # has no integer attribute to become
         raise TypeError(f"{what} takes an int lock value, got {type(value).__name__}")
     return int(value)

@@ -696,7 +696,7 @@ def test_each_targets_mac_is_its_own(code: str, arch: int) -> None:
     ("alignas(64) static float ab[128], cd[128]; v16int32 idx{}; v32bfloat16 o0, o1;" + _LOOKUP,
      "outside the modelled L1"),
     (_tables() + "ab[65] = 0.75f;" + _LOOKUP, "copies of one"),  # index 256: entry 16's pair at float 64
-    (_tables() + "for (int i = 0; i < 128; i += 2) ab[i] = cd[i] = 0.3f;" + _LOOKUP, "not bf16-valued"),
+    (_tables() + "for (int i = 0; i < 128; i += 2) ab[i] = cd[i] = 0.3f;\n" + _LOOKUP, "not bf16-valued"),
     (_tables(index=512) + _LOOKUP, "outside its table"),
     (_tables(index=-16) + _LOOKUP, "outside its table"),
     (_tables(ab=2 * BANK + 16) + _LOOKUP, "aligned"),
