@@ -67,7 +67,7 @@ def run_block(path: Path, device: str, hidden: int, seed: int = 1, **options: ob
     wg, wu, wd = (layers[n] for n in NAMES)
     most = max(SHAPES.values())
     gate = Linear(wg, activation="silu", device=device, max_tokens=most, **options)
-    up = Linear(wu, device=device, max_tokens=most, **options)
+    up = Linear(wu, plan=gate.plan)  # the same shape: gate's designs, not built again
     down = Linear(wd, device=device, max_tokens=most, **options)
     exact = [w.exact() for w in (wg, wu, wd)]
     rng = np.random.default_rng(seed)
@@ -98,7 +98,9 @@ def predicted_per_token(device: str, hidden: int, intermediate: int, **options: 
     """The model's time per token of the block: decode (one token per call) and a PREFILL_TOKENS-token prefill,
     each projection on the design its Linear would route the call to (group 32, no zero points: Q4_0)."""
     shapes = {"gate": (hidden, intermediate), "up": (hidden, intermediate), "down": (intermediate, hidden)}
-    plans = {name: LinearPlan(device, K, N, 32, False, max_tokens=2048, **options) for name, (K, N) in shapes.items()}
+    by_shape = {shape: LinearPlan(device, *shape, 32, False, max_tokens=2048, **options)
+                for shape in set(shapes.values())}  # gate and up share one shape, so one set of designs
+    plans = {name: by_shape[shape] for name, shape in shapes.items()}
     label = f"{device}{DATAPATH[bool(options)] if device == 'npu2' else ''}"
     lines = []
     for what, M in (("decode", 1), ("prefill", PREFILL_TOKENS)):

@@ -126,6 +126,7 @@ class LinearPlan:
             raise ConfigError(f"dtype_out={dtype_out!r}: a W4A16 Linear writes bf16 or f32",
                               "pass dtype_out='bf16' or 'f32'")
         self.K, self.N, self.max_tokens, self.dtype_out = K, N, max_tokens, dtype_out
+        self.group_size, self.zero_points = group_size, zero_points
         self.tiers = tiers(max_tokens)
         dev = checked_device(device)
         self.gemms = {t.name: Gemm(device, "bf16", dtype_out, dtype_b="i4", group_size=group_size,
@@ -168,10 +169,13 @@ class Linear:
     `weights`: LoadedWeights (gemm_gen.llm's loaders; their bias is used when `bias` is None) or a QuantB;
     `bias`: N values or None; `activation`: None, 'relu', 'silu' or 'gelu'; `device`: 'npu1' or 'npu2';
     `max_tokens`: the most rows one call runs (longer calls run in chunks); `dtype_out`: 'bf16' or 'f32';
-    further options go to every design's Gemm (e.g. emulate_bf16_with_bfp16=False on npu2)."""
+    further options go to every design's Gemm (e.g. emulate_bf16_with_bfp16=False on npu2). `plan`: the designs
+    of another Linear of the same shape (`other.plan`), shared instead of built again, as a runtime keeps one
+    set of xclbins for every layer of a shape (device, max_tokens, dtype_out and options are then the plan's)."""
 
     def __init__(self, weights: LoadedWeights | QuantB, bias: Any = None, activation: str | None = None,
-                 device: str = "npu2", *, max_tokens: int = 2048, dtype_out: str = "bf16", **options: Any) -> None:
+                 device: str = "npu2", *, max_tokens: int = 2048, dtype_out: str = "bf16",
+                 plan: LinearPlan | None = None, **options: Any) -> None:
         if isinstance(weights, LoadedWeights):
             self.loaded: LoadedWeights | None = weights
             quant = weights.quant
@@ -190,8 +194,16 @@ class Linear:
         self.bias = None if bias is None else np.asarray(bias, np.float64).reshape(-1)
         if self.bias is not None and self.bias.size != N:
             raise ConfigError(f"bias has {self.bias.size} values for N = {N} outputs", f"pass {N} values")
-        self.plan = LinearPlan(device, K, N, quant.group_size, quant.zero_points is not None, max_tokens=max_tokens,
-                               dtype_out=dtype_out, **options)
+        zp = quant.zero_points is not None
+        if plan is None:
+            plan = LinearPlan(device, K, N, quant.group_size, zp, max_tokens=max_tokens, dtype_out=dtype_out,
+                              **options)
+        elif (plan.K, plan.N, plan.group_size, plan.zero_points) != (K, N, quant.group_size, zp):
+            raise ConfigError(f"plan= is for {plan.K} x {plan.N} weights, group {plan.group_size}, "
+                              f"{'with' if plan.zero_points else 'no'} zero points; these are {K} x {N}, group "
+                              f"{quant.group_size}, {'with' if zp else 'no'} zero points",
+                              "share a plan only between layers of one shape and quantization")
+        self.plan = plan
         self.last_call: LinearCall | None = None
 
     @property

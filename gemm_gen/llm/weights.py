@@ -204,7 +204,7 @@ def from_unsigned(name: str, source: str, u: np.ndarray, scales: np.ndarray, for
     q = (u.astype(np.int16) - OFFSET).astype(np.int8)
     z = None if zu is None else (np.asarray(zu).astype(np.int16) - OFFSET).astype(np.int8)[mapped]
     said = list(notes)
-    if g != format_group:
+    if len(mapped) != rows:
         said.append(f"format group {format_group} held as groups of {g} (each scale repeated, exact)")
     if z is not None and not z.any():
         z = None
