@@ -140,6 +140,7 @@ def test_inputs_are_read_in_place_and_copies_are_said():
     bf = a.astype(ml_dtypes.bfloat16)
     y = lin.simulate(bf)  # a bf16 array: nothing to convert
     assert lin.last_call.copies == () and lin.last_call.gemm_copies == ()
+    assert lin.simulate(bf[:0]).shape == (0, N) and lin.last_call.tiers == ()  # M = 0: nothing runs
     y3 = lin.simulate(bf.reshape(2, 2, K))  # (..., K): a view as M x K, and y in x's leading shape
     assert y3.shape == (2, 2, N) and np.array_equal(y3.reshape(4, N), y) and lin.last_call.copies == ()
     lin.simulate(DLPackOnly(a))
@@ -178,6 +179,7 @@ def test_torch_tensors_are_read_without_a_copy():
     (lambda w: Linear(w, max_tokens=0), "max_tokens=0"),
     (lambda w: Linear(w.q), "weights of type ndarray"),
     (lambda w: Linear(w, dtype_out="i8"), "dtype_out='i8'"),
+    (lambda w: Linear(w, rows=1, tiles=(16, 64, 16, 64)), "rows, tiles: set by the Linear"),
     (lambda w: Linear(w, device="npu1", max_tokens=16).simulate(np.zeros((2, K + 1), np.float32)),
      "last axis must be K = 256"),
     (lambda w: Linear(w, device="npu1", max_tokens=16).simulate(np.zeros((2, K), np.int32)), "x is int32"),

@@ -465,3 +465,17 @@ def test_loaded_weights_run_bit_exact_and_within_1_percent(kind, dev, options, b
     acc = lin.last_call.accuracy
     assert acc.frobenius_rel == pytest.approx(frob(y.astype(np.float64), target), rel=1e-9)  # the format's rule
     assert acc.frobenius_rel < bound, (kind, dev, options, acc.text())
+
+
+def test_a_gguf_file_of_the_other_byte_order_is_refused(tmp_path):
+    """gguf-py byte-swaps typed arrays of a foreign-endian file but hands quantized blocks over as raw bytes, whose
+    fp16 scales would then be read swapped: refused, not misread."""
+    w = gguf.GGUFWriter(str(tmp_path / "be.gguf"), "llama", endianess=gguf.GGUFEndian.BIG)
+    w.add_tensor("w", gguf.quants.quantize(RNG.standard_normal((8, 64)).astype(np.float32), Q4_0), raw_dtype=Q4_0)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    with pytest.raises(ConfigError, match="byte order is not this machine's") as e:
+        load_gguf(tmp_path / "be.gguf")
+    assert "\n" not in str(e.value)

@@ -59,6 +59,10 @@ from .operator_args import checked_device
 
 SMALL_M_MAX = 64  # ggml-xdna's first prefill M (issue 35): the small whole-array design serves up to it
 ACTIVATIONS = {"relu": relu_ref, "silu": silu_ref, "gelu": gelu_ref}
+# Gemm arguments a Linear sets itself: the weights' type and groups, each design's size, mapping and layouts, and
+# the epilogue (bias and activation run on the host)
+LINEAR_FIXES = frozenset({"dtype_in", "dtype_b", "group_size", "zero_points", "max_size", "rows", "tiles",
+                          "a_col_maj", "b_col_maj", "c_col_maj", "bias", "activation", "clamp", "requant"})
 OUT_TYPES: dict[str, np.dtype[Any]] = {"bf16": np.dtype(BF16.host), "f32": np.dtype(np.float32)}
 
 
@@ -125,6 +129,10 @@ class LinearPlan:
         if dtype_out not in OUT_TYPES:
             raise ConfigError(f"dtype_out={dtype_out!r}: a W4A16 Linear writes bf16 or f32",
                               "pass dtype_out='bf16' or 'f32'")
+        fixed = sorted(set(options) & LINEAR_FIXES)
+        if fixed:
+            raise ConfigError(f"{', '.join(fixed)}: set by the Linear (its weights and its designs), not an option",
+                              f"drop {', '.join(fixed)}")
         self.K, self.N, self.max_tokens, self.dtype_out = K, N, max_tokens, dtype_out
         self.group_size, self.zero_points = group_size, zero_points
         self.tiers = tiers(max_tokens)

@@ -51,6 +51,9 @@ def load_gguf(path: str | PathLike[str], names: list[str] | None = None) -> dict
     needs the `gguf` package (the [llm] extra)."""
     gguf = need("gguf", "reading GGUF files")
     reader = gguf.GGUFReader(str(path))
+    if reader.byte_order != "I":  # gguf-py swaps typed arrays of a foreign-endian file, never raw block bytes
+        raise refuse("GGUF", str(path), "the file's byte order is not this machine's, so its Q4_0 fp16 scales are "
+                     "stored swapped", "convert the file on a machine of its byte order (llama.cpp's gguf tools)")
     tensors = {t.name: t for t in reader.tensors}
     wanted = list(names) if names is not None else [n for n, t in tensors.items() if int(t.tensor_type) == Q4_0
                                                    and len(t.shape) == 2]
