@@ -1,7 +1,8 @@
 """ONNX Runtime's `com.microsoft.MatMulNBits` (4-bit) nodes as W4A16 weights.
 
 What the node means (microsoft/onnxruntime @004b79ed, docs/ContribOperators.md, section
-"com.microsoft.MatMulNBits", generated from onnxruntime/core/graph/contrib_ops/contrib_defs.cc):
+"com.microsoft.MatMulNBits", generated from onnxruntime/core/graph/contrib_ops/contrib_defs.cc; read through the
+search index by character offset, so cited by its section, not a line number):
 - Y = A @ dequant(B) (+ bias), dequantized_weight = (quantized_weight - zero_point) * scale, blocks of
   `block_size` (a power of two >= 16) along K, one scale and zero point per block and output column;
 - attributes K, N (required), bits (2, 4 or 8; 4 here), block_size (required);
