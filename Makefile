@@ -85,7 +85,7 @@ help:
 $(STAMP): pyproject.toml
 	@echo "installing gemm_gen and its dependencies into $(VENV)/ with $(PYTHON) (log: $(INSTALL_LOG))"
 	@mkdir -p $(VENV) && { $(PYTHON) -m venv $(VENV) && $(BIN)/pip install --upgrade pip \
-		&& $(BIN)/pip install -e '.[dev]'; } > $(INSTALL_LOG) 2>&1 \
+		&& $(BIN)/pip install -e '.[dev,llm]'; } > $(INSTALL_LOG) 2>&1 \
 		|| { cat $(INSTALL_LOG) >&2; echo "make: installing into $(VENV)/ failed: the log is above and in $(INSTALL_LOG)" >&2; exit 1; }
 	@touch $(STAMP)
 	@echo "installed; to run gemm-gen directly: source $(VENV)/bin/activate (or export PATH=\"$$PWD/$(BIN):\$$PATH\")"
@@ -151,7 +151,7 @@ bench: $(STAMP)
 	$(BIN)/python scripts/bench_tune.py
 
 lint: $(STAMP)
-	$(BIN)/pip install --quiet -e '.[dev,lint]'
+	$(BIN)/pip install --quiet -e '.[dev,llm,lint]'
 	$(BIN)/ruff check gemm_gen tests scripts
 	$(BIN)/mypy gemm_gen
 

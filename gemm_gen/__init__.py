@@ -30,6 +30,7 @@ and the IRON lowering all read::
     design = build_design(chosen.config)   # chosen.filled names what the search chose
 """
 
+from .app.linear import Linear  # int4 language-model layers (issue 35): weights from gemm_gen.llm's loaders
 from .app.operator import Gemm  # imported eagerly: `from gemm_gen import Gemm` is the newcomer's first line
 from .config import GemmConfig
 from .design import Design, build_design
@@ -37,5 +38,5 @@ from .search import Choice, choose
 from .spec import Options, Pins, Problem, Request, Tiling
 from .version import __version__
 
-__all__ = ["Choice", "Design", "Gemm", "GemmConfig", "Options", "Pins", "Problem", "Request", "Tiling", "__version__",
-           "build_design", "choose"]
+__all__ = ["Choice", "Design", "Gemm", "GemmConfig", "Linear", "Options", "Pins", "Problem", "Request", "Tiling",
+           "__version__", "build_design", "choose"]
