@@ -149,6 +149,7 @@ test-slow: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python scripts/bench_sim.py
 	$(BIN)/python scripts/bench_tune.py
+	$(BIN)/python scripts/bench_cli.py
 
 lint: $(STAMP)
 	$(BIN)/pip install --quiet -e '.[dev,lint]'

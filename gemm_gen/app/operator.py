@@ -55,6 +55,7 @@ from ..hostdata import output_values, pad_inputs
 from ..operands import as_matrix, bfp16_quantizer, group_operands, host_operand
 from ..quant_b import QuantB
 from ..rules.epilogue import call_activation
+from ..sim.memory import check_memory
 from ..sim.run import ArraySession
 from ..sim.words import VALUE_MASK
 from ..spec import Pins, Problem, Request
@@ -272,7 +273,7 @@ class Gemm:
         stride through a leading dimension; `order` ("C" or "F") is C's memory order. What the host
         still copies, and why, is in `last_call.copy_lines()` (and `plan(A, B)` before the call).
         """
-        a, b = self._operands(A, B, packed)
+        a, b = self._operands(A, B, packed, simulating=True)
         quant = self._weights(b, scales, zero_points)
         data = (bias, scale, zero_point, act_min, act_max)
         if _empty(a, b):
@@ -423,19 +424,38 @@ class Gemm:
                 raise refuse(self._args, f"{name}={value} > {limit}, the largest {name} its design serves",
                              f"use a Gemm whose max_size covers {problem}")
 
-    def _operands(self, A: Any, B: Any, packed: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    def _operands(self, A: Any, B: Any, packed: bool = False, simulating: bool = False
+                  ) -> tuple[np.ndarray, np.ndarray]:
+        """A and B checked and in the input types. `simulating`: the simulator's memory for their product is
+        checked first, from their shapes, before any copy is made (or a design chosen)."""
         a, b = as_matrix("A", A), as_matrix("B", B)
         if packed is not False:
-            b = self._unpacked(b, packed)
+            self._check_packed(b, packed)
         if a.ndim != 2 or b.ndim != 2:
             raise ConfigError(f"A and B must be matrices, not arrays of {a.ndim} and {b.ndim} dimensions",
                               "pass 2-D arrays")
-        if a.shape[1] != b.shape[0]:
-            raise ConfigError(f"A is {a.shape[0]} x {a.shape[1]} but B is {b.shape[0]} x {b.shape[1]}: K differs",
+        k_b = 2 * b.shape[0] if packed is True else b.shape[0]  # packed int4: two rows of B per byte row
+        if a.shape[1] != k_b:
+            raise ConfigError(f"A is {a.shape[0]} x {a.shape[1]} but B is {k_b} x {b.shape[1]}: K differs",
                               "pass A (M x K) and B (K x N)")
+        if simulating:
+            self._check_memory(Problem(a.shape[0], a.shape[1], b.shape[1]))
+        if packed is True:
+            b = unpack_i4(b.view(np.uint8), axis=0)
         c = self._base
         return (host_operand("A", a, c.t_in, bfp16_quantizer(c, "A")),
                 host_operand("B", b, c.t_b, bfp16_quantizer(c, "B")))
+
+    def _check_memory(self, problem: Problem) -> None:
+        """ConfigError when simulating this product needs more memory than the machine has (or more words than
+        the simulator numbers); an empty product runs nothing."""
+        if problem.M * problem.K * problem.N == 0:
+            return
+        try:
+            check_memory(self._base, [problem])  # the types and the size, whatever tiling is chosen
+        except ConfigError as e:
+            raise refuse(self._args, e.what, "simulate smaller arrays (split A's rows or B's columns into "
+                         "several calls: any design serves them)") from None
 
     def _weights(self, b: np.ndarray, scales: Any, zero_points: Any) -> QuantB | None:
         """W4A16's weights (B's int4 values with their checked scales and zero points), None for any other
@@ -458,8 +478,8 @@ class Gemm:
                           stacklevel=3)
         return quant
 
-    def _unpacked(self, b: np.ndarray, packed: Any) -> np.ndarray:
-        """B's int4 values from packed bytes ((K / 2) x N, pairs along K, the low nibble first)."""
+    def _check_packed(self, b: np.ndarray, packed: Any) -> None:
+        """packed=True: B must be int4 bytes ((K / 2) x N, pairs along K, the low nibble first)."""
         if packed is not True:
             raise refuse(self._args, f"packed={packed!r}: packed is True (B is packed int4 bytes) or False",
                          "pass packed=True or packed=False")
@@ -469,7 +489,6 @@ class Gemm:
         if b.ndim != 2 or b.dtype not in (np.uint8, np.int8):
             raise refuse(self._args, f"packed=True: B must be a 2-D array of bytes (uint8 or int8), not {b.ndim}-D "
                          f"{b.dtype}", "pass the packed bytes as np.uint8, (K / 2) x N")
-        return unpack_i4(b.view(np.uint8), axis=0)
 
     def _zeros(self, a: np.ndarray, b: np.ndarray, order: str = "C") -> np.ndarray:
         """C of an empty product: M x N zeros in C's host type (a sum over K = 0 is 0, as in NumPy)."""
