@@ -270,6 +270,34 @@ def test_sizes_over_max_size_are_refused_in_the_operators_terms():
     assert "M=65 > 64, the largest M its design serves; use a Gemm whose max_size covers 65x64x64" in text
 
 
+def _untouched(*a: Any, **k: Any) -> Any:
+    raise AssertionError("a design was chosen or an operand copied before the memory check")
+
+
+@pytest.mark.parametrize("path, packed", [("npu1-i8", False), ("npu2-bf16", False), ("w4a8", True)])
+def test_arrays_too_large_to_simulate_are_one_configerror_before_any_copy_or_design(monkeypatch, path, packed):
+    """The simulator's memory (and its word numbering) is checked from the shapes first: one line in the
+    operator's terms, where a raw MemoryError came after the tuner (issue 33 item 2). Broadcast arrays: the test
+    itself allocates nothing."""
+    from gemm_gen.sim import memory
+
+    g = Gemm(device="npu1", dtype_in="i8", dtype_b="i4", dtype_out="i32") if path == "w4a8" else gemm(path)
+    monkeypatch.setattr(memory, "available_bytes", lambda: 10**9)
+    monkeypatch.setattr("gemm_gen.search.choose", _untouched)
+    monkeypatch.setattr("gemm_gen.app.operator.host_operand", _untouched)
+    monkeypatch.setattr("gemm_gen.app.operator.unpack_i4", _untouched)
+    big = 8192
+    A = np.broadcast_to(np.int8(1), (big, big)) if path != "npu2-bf16" else np.broadcast_to(BF16(1), (big, big))
+    B = np.broadcast_to(np.uint8(0x11), (big // 2, big)) if packed else A
+    text = refusal(g.simulate, A, B, **({"packed": True} if packed else {}))
+    assert re.search(r"^Gemm\(device='npu\d'.*\): simulating 8192x8192x8192 needs about \d+\.\d GB of memory and "
+                     r"1\.0 GB are available; simulate smaller arrays", text), text
+    monkeypatch.setattr(memory, "available_bytes", lambda: 10**15)  # a machine with the memory: the word limit
+    wide = np.broadcast_to(np.int8(1), (1, 2**32 + 4))
+    text = refusal(gemm("npu1-i8").simulate, wide, np.broadcast_to(np.int8(1), (2**32 + 4, 1)))
+    assert "A of a 1x4294967300x1 call has 1,073,741,825 words, more than the simulator's" in text
+
+
 # ---- Gemm(...) ----------------------------------------------------------------------------------
 CONSTRUCTOR = [
     (dict(device="npu3"), r"^Gemm\(device='npu3'\): unknown device; use device='npu1' .* or 'npu2' "),
