@@ -12,6 +12,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 
+from gemm_gen.accuracy import Accuracy, EpilogueAccuracy
 from gemm_gen.app.operator import Gemm
 from gemm_gen.app.operator_args import in_operator_terms
 from gemm_gen.errors import ConfigError
@@ -251,6 +252,20 @@ def test_an_empty_product_gives_numpys_empty_or_zero_c_without_a_design(path, sh
     assert c.shape == (np.zeros((m, k)) @ np.zeros((k, n))).shape and not c.astype(np.float64).any()
     assert c.dtype == g.simulate(np.ones((M, K), np.int8), np.ones((K, N), np.int8)).dtype
     assert "empty product" in refusal(g.plan, np.zeros((m, k), np.int8), np.zeros((k, n), np.int8))
+
+
+@pytest.mark.parametrize("shape", [(0, 5, 3), (3, 0, 4), (3, 5, 0)])
+def test_an_empty_product_with_report_is_still_the_pair(shape):
+    """report=True returns (C, its accuracy) for every product, an empty one too: `C, acc = g.simulate(...)` never
+    unpacks C's rows instead (issue 33 item 7); so does a call to the NPU, which an empty product never reaches."""
+    m, k, n = shape
+    g = gemm("npu1-i8")
+    for call in (g.simulate, g):
+        c, acc = call(np.zeros((m, k), np.int8), np.zeros((k, n), np.int8), report=True)
+        assert c.shape == (m, n) and isinstance(acc, Accuracy) and acc.elements == acc.exact == m * n
+    e = Gemm(device="npu2", dtype_in="bf16", bias=True, activation="relu")  # M = 0: no output, no call
+    c, acc = e.simulate(np.zeros((0, 32), BF16), np.zeros((32, 8), BF16), bias=np.zeros(8, np.float32), report=True)
+    assert c.shape == (0, 8) and isinstance(acc, EpilogueAccuracy)
 
 
 def test_empty_arrays_are_still_checked_for_their_type():

@@ -276,9 +276,10 @@ class Gemm:
         a, b = self._operands(A, B, packed, simulating=True)
         quant = self._weights(b, scales, zero_points)
         data = (bias, scale, zero_point, act_min, act_max)
-        if _empty(a, b):
-            self._check_empty(a, b, *data)
-            return self._zeros(a, b, self._order(order))
+        if _empty(a, b):  # C without a run; with report=True still the pair (C, its accuracy), as for any call
+            base, epi = self._check_empty(a, b, *data)
+            c = self._zeros(a, b, self._order(order))
+            return self._checked(base, c, a, b, report, epi=epi) if report else c
         design, call, a, b = self._prepare(A, B, a, b, order, bias)
         call = self._select(design, call, activation)
         epi = epilogue_args(self._args, design.config, b.shape[1], *data)
@@ -286,8 +287,8 @@ class Gemm:
         with np.errstate(invalid="ignore"):  # NaN and Inf accepted on plain bf16 make NaN in C, as intended
             c_cells, _, _ = session.run(call, *pad_inputs(design.config, a, quant or b, call, epi))
         c = output_values(design.config, (c_cells & VALUE_MASK).astype(np.uint32), call)
-        return self._checked(design, self._in_order(c, call, order), a, b if quant is None else quant.exact(), report,
-                             epi=epi, activation=call.activation)
+        return self._checked(design.config, self._in_order(c, call, order), a, b if quant is None else quant.exact(),
+                             report, epi=epi, activation=call.activation)
 
     def __call__(self, A: Any, B: Any, *, report: bool = False, check: bool = True,
                  timeout_ms: int | None = None, order: str = "C", bias: Any = None, scale: Any = None,
@@ -308,9 +309,10 @@ class Gemm:
         a, b = self._operands(A, B, packed)
         quant = self._weights(b, scales, zero_points)
         data = (bias, scale, zero_point, act_min, act_max)
-        if _empty(a, b):
-            self._check_empty(a, b, *data)
-            return self._zeros(a, b, self._order(order))
+        if _empty(a, b):  # C without a run; with report=True still the pair (C, its accuracy), as for any call
+            base, epi = self._check_empty(a, b, *data)
+            c = self._zeros(a, b, self._order(order))
+            return self._checked(base, c, a, b, report, epi=epi) if report else c
         design, call, a, b = self._prepare(A, B, a, b, order, bias)
         call = self._select(design, call, activation)
         epi = epilogue_args(self._args, design.config, b.shape[1], *data)
@@ -321,7 +323,8 @@ class Gemm:
             return c
         c_ = design.config
         whole = report or (not c_.t_out.is_float and c_.acc == c_.dtype_out != c_.default_acc)
-        return self._checked(design, c, a, b if quant is None else quant.exact(), report, whole, epi, call.activation)
+        return self._checked(design.config, c, a, b if quant is None else quant.exact(), report, whole, epi,
+                             call.activation)
 
     def _select(self, design: Design, call: CallPlan, activation: str | None) -> CallPlan:
         """The call with the activation it selects (a runtime-activation build's mode; refused, one line,
@@ -331,18 +334,18 @@ class Gemm:
         except ConfigError as e:
             raise refuse(self._args, e.what, e.fix) from None
 
-    def _check_empty(self, a: np.ndarray, b: np.ndarray, *data: Any) -> None:
+    def _check_empty(self, a: np.ndarray, b: np.ndarray, *data: Any) -> tuple[GemmConfig, EpilogueArgs | None]:
         """An empty product with a fused epilogue: only M = 0 or N = 0 (no output) runs nothing; K = 0 would make
-        act(bias), which no call computes."""
+        act(bias), which no call computes. The config the call would have had (its bias) and its epilogue's data."""
         epilogue = not self._base.epilogue.is_identity or data[0] is not None
         if epilogue and a.shape[1] == 0 and a.shape[0] and b.shape[1]:
             raise refuse(self._args, "K = 0 with a fused epilogue: C would be the epilogue of zeros, which no call "
                          "computes", "pass K >= 1")
         base = self._base.with_(bias=True) if self._bias_auto and data[0] is not None else self._base
-        epilogue_args(self._args, base, b.shape[1], *data)
+        return base, epilogue_args(self._args, base, b.shape[1], *data)
 
     @staticmethod
-    def _checked(design: Design, c: np.ndarray, a: np.ndarray, b: np.ndarray, report: bool,
+    def _checked(cfg: GemmConfig, c: np.ndarray, a: np.ndarray, b: np.ndarray, report: bool,
                  whole: bool = True, epi: EpilogueArgs | None = None, activation: str | None = None
                  ) -> np.ndarray | tuple[np.ndarray, Accuracy | EpilogueAccuracy]:
         """C, with a NumericsWarning for every way it can differ from A @ B beyond one rounding:
@@ -350,7 +353,7 @@ class Gemm:
         (per-k-step numerics), an acc32 accumulator these inputs can overflow; its Accuracy if
         asked. `whole`: against the whole product, else only the outputs at the type's bounds.
         With an epilogue: against float64 act(A @ B + bias) and TFLite's requantization (EpilogueAccuracy)."""
-        cfg, nm = design.config, design.config.numerics
+        nm = cfg.numerics
         if not cfg.epilogue.is_identity:
             return Gemm._checked_epilogue(cfg, c, a, b, report, epi, activation)
         accuracy = measure(c, a, b, nm) if whole else None
@@ -439,20 +442,20 @@ class Gemm:
             raise ConfigError(f"A is {a.shape[0]} x {a.shape[1]} but B is {k_b} x {b.shape[1]}: K differs",
                               "pass A (M x K) and B (K x N)")
         if simulating:
-            self._check_memory(Problem(a.shape[0], a.shape[1], b.shape[1]))
+            self._check_memory(a.shape[0], a.shape[1], b.shape[1])
         if packed is True:
             b = unpack_i4(b.view(np.uint8), axis=0)
         c = self._base
         return (host_operand("A", a, c.t_in, bfp16_quantizer(c, "A")),
                 host_operand("B", b, c.t_b, bfp16_quantizer(c, "B")))
 
-    def _check_memory(self, problem: Problem) -> None:
+    def _check_memory(self, M: int, K: int, N: int) -> None:
         """ConfigError when simulating this product needs more memory than the machine has (or more words than
         the simulator numbers); an empty product runs nothing."""
-        if problem.M * problem.K * problem.N == 0:
+        if M * K * N == 0:
             return
         try:
-            check_memory(self._base, [problem])  # the types and the size, whatever tiling is chosen
+            check_memory(self._base, [Problem(M, K, N)])  # the types and the size, whatever tiling is chosen
         except ConfigError as e:
             raise refuse(self._args, e.what, "simulate smaller arrays (split A's rows or B's columns into "
                          "several calls: any design serves them)") from None
