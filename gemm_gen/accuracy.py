@@ -13,9 +13,10 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
+from .dtypes import DType
 from .epilogue import Epilogue, Requant, float_epilogue_ref
 from .numerics import KernelNumerics, int_product
-from .rounding import Saturation, saturate, shift_round
+from .rounding import Saturation, shift_round
 
 # what an integer output past its type's range became, per saturation mode (accuracy text)
 NARROWED = {Saturation.SATURATE: "saturated (A @ B outside the output type, clamped)",
@@ -29,7 +30,9 @@ class Accuracy:
     finite."""
 
     elements: int
-    exact: int  # outputs equal to P rounded (and saturated) once into C's type (bfp16: rounded to fp32)
+    # outputs equal to P rounded once into C's type (bfp16: rounded to fp32); never one whose P lies outside C's
+    # type (an integer clamped or wrapped, a float that became Inf): those are not A @ B, and are counted below
+    exact: int
     max_abs: float  # max |C - P|
     max_rel: float  # max |C - P| / max |P|
     frobenius_rel: float  # ||C - P|| / ||P|| (Frobenius norms)
@@ -95,12 +98,15 @@ def _block(c: np.ndarray, a: np.ndarray, b: np.ndarray, numerics: KernelNumerics
         target = exact_product(a, b, integer=False)
         with np.errstate(over="ignore", invalid="ignore"):  # P past C's range rounds to Inf, as C's would
             rounded = target.astype(out.host).astype(np.float64)  # P in C's type (bfp16: its fp32 values)
-        exact, saturated = _equal(got, rounded), 0
+        overflowed = np.isfinite(target) & ~np.isfinite(rounded)  # P past C's range: Inf is not A @ B
+        exact, saturated = int(np.count_nonzero(_same(got, rounded) & ~overflowed)), 0
     else:
         p = int_product(a, b)
         q = shift_round(p, numerics.shift, numerics.rounding)  # the exactly rounded result, unclamped
-        saturated = int(np.count_nonzero((q < out.min) | (q > out.max)))
-        exact = int(np.count_nonzero(got == saturate(q, out, numerics.saturation)))
+        lo, hi = kept_range(out, numerics.saturation)
+        inside = (q >= lo) & (q <= hi)
+        saturated = int(np.count_nonzero(~inside))  # clamped or wrapped by the mode: not A @ B, never exact
+        exact = int(np.count_nonzero((got == q) & inside))
         target = p / 2.0**numerics.shift
     finite = np.isfinite(target)
     both = finite & np.isfinite(got)
@@ -137,8 +143,15 @@ def bound_losses(c: np.ndarray, a: np.ndarray, b: np.ndarray, numerics: KernelNu
             nonfinite += int(np.count_nonzero(np.isfinite(p)))
         else:
             q = shift_round(p.astype(np.int64), numerics.shift, numerics.rounding)
-            saturated += int(np.count_nonzero((q < out.min) | (q > out.max)))
+            lo, hi = kept_range(out, numerics.saturation)
+            saturated += int(np.count_nonzero((q < lo) | (q > hi)))
     return saturated, nonfinite
+
+
+def kept_range(out: DType, saturation: Saturation) -> tuple[int, int]:
+    """The integers an output of type `out` keeps as they are under `saturation` (symmetric: +-max, so the
+    type's minimum is clamped too; rounding.saturate)."""
+    return (-out.max if saturation == Saturation.SYMMETRIC else out.min), out.max
 
 
 def acc32_overflow_bound(a: np.ndarray, b: np.ndarray, acc_bits: int) -> float | None:
@@ -156,10 +169,6 @@ def acc32_overflow_bound(a: np.ndarray, b: np.ndarray, acc_bits: int) -> float |
 def _same(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     """Elementwise equal, NaN equal to NaN."""
     return (x == y) | (np.isnan(x) & np.isnan(y))
-
-
-def _equal(got: np.ndarray, p: np.ndarray) -> int:
-    return int(np.count_nonzero(_same(got, p)))
 
 
 # ---- the fused epilogue (docs/epilogues.md section 5) --------------------------------------------------------
