@@ -70,6 +70,25 @@ def row(label: str, kw: dict[str, object]) -> str:
     return f"| {label} | {' | '.join(cells)} |"
 
 
+def activation_row(device: str, activation: str, kw: dict[str, object]) -> str:
+    """One activation on one path: C = act(A @ B + bias) against float64, normwise and elementwise (the tail that
+    accuracy.ACTIVATION_TAIL states for SiLU and GELU)."""
+    M, K, N = ACTIVATION_SHAPE
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((M, K)).astype(ml_dtypes.bfloat16)
+    b = rng.standard_normal((K, N)).astype(ml_dtypes.bfloat16)
+    bias = rng.standard_normal(N).astype(np.float32)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", NumericsWarning)
+        _, r = Gemm(device=device, dtype_in="bf16", bias=True, activation=activation, **kw).simulate(
+            a, b, bias=bias, report=True)
+    path = f"{device} bf16{' (bfp16 datapath)' if device == 'npu2' and not kw else ''}"
+    return f"| {path}, {activation} | {percent(r.frobenius_rel)} | {r.max_rel:.3f} |"
+
+
+ACTIVATION_SHAPE = (64, 192, 96)  # N(0, 1) bf16 A, B and an f32 bias (docs/epilogues.md section 5's shape)
+
+
 def main() -> None:
     print("| path | default (C accumulated in fp32/int32/int64, rounded once) | acc='out' (C requantized per "
           "k-step) |")
@@ -77,6 +96,12 @@ def main() -> None:
     print("| | Frobenius / max rel / equal to A @ B rounded once | same |")
     for label, kw in PATHS:
         print(row(label, kw), flush=True)
+    print(f"\n| path, act(A @ B + bias), {'x'.join(map(str, ACTIVATION_SHAPE))} | normwise (Frobenius) | "
+          "elementwise max rel where |target| >= 2^-6 |")
+    print("|---|---|---|")
+    for device, kw in (("npu1", {}), ("npu2", {"emulate_bf16_with_bfp16": False}), ("npu2", {})):
+        for activation in ("relu", "silu", "gelu"):
+            print(activation_row(device, activation, kw), flush=True)
 
 
 if __name__ == "__main__":

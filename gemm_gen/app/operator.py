@@ -101,6 +101,14 @@ class Gemm:
     The fused epilogue (docs/epilogues.md): `bias=True` (every call passes `bias=`) or `"auto"` (a call
     that passes one runs a design that adds it), `activation` ('relu', 'silu', 'gelu'), `clamp=(lo, hi)`
     (bf16 C) and `requant='per_channel'` (i8 / i16 C; every call passes `scale=(multiplier, shift)`).
+
+    What C loses against A @ B (measured here on standard normal bf16 data, scripts/accuracy_table.py; a call's own
+    loss with report=True): plain bf16 (npu1, or npu2 with emulate_bf16_with_bfp16=False) about 0.17% relative
+    (Frobenius), the one rounding of C; npu2's default bf16 about 0.94%, as its bfp16 datapath quantizes A and B to
+    blocks of 8 along K (elementwise, an output near zero can be off by more than its own size); integer outputs
+    are clip(A @ B) exactly. activation='silu' and 'gelu' (mlir-aie's tanh form in bf16) add little normwise but err
+    by up to 37% (SiLU) and 16% (GELU) elementwise where |target| >= 2^-6, in the negative tail where 1 + tanh(.)
+    cancels (docs/epilogues.md section 1).
     """
 
     def __init__(self, device: str = "npu2", dtype_in: str = "bf16", dtype_out: str | None = None, *,
