@@ -13,7 +13,9 @@ from pathlib import Path
 
 import pytest
 
+from gemm_gen import Gemm
 from gemm_gen.app.cli import main
+from gemm_gen.errors import ConfigError
 
 SMALL = ["--dev", "npu1", "-M", "128", "-K", "64", "-N", "128", "-m", "16", "-k", "16", "-n", "16", "--k-mt", "32"]
 OPEN = ["--dev", "npu1", "-M", "128", "-K", "64", "-N", "128"]  # tiles left to the tuner
@@ -86,6 +88,20 @@ def test_flags_out_of_range_name_their_flag(capsys, cwd, cmd, flag, value, text)
     err = refused(capsys, [cmd, *base, f"{flag}={value}"])
     assert f"argument {flag}" in err and text in err
     assert no_files(cwd) == []
+
+
+@pytest.mark.parametrize("dev,types,mmul", [("npu2", ["--dtype_in", "i16", "--dtype_out", "i32"], "8x1x8"),
+                                             ("npu2", ["--emulate-bf16-mmul-with-bfp16", "0"], "8x1x8")])
+def test_an_mmul_no_design_can_feed_is_refused_up_front_naming_it(capsys, cwd, monkeypatch, dev, types, mmul):
+    """npu2's 8x1x8 (int16's only acc32 mmul, and a plain bf16 one) has A blocks one 16-bit value wide, which no
+    DMA lays out: refused before the tuner tries a tiling, naming the mmul, with the shapes that can (it said
+    "choose sizes whose rows are whole 32-bit words", which no size can, issue 33 item 7)."""
+    monkeypatch.setattr("gemm_gen.space.tilings", _no_tuner)  # no tiling is enumerated
+    err = refused(capsys, ["plan", "--dev", dev, "-M", "512", "-K", "512", "-N", "512", *types, "--mmul", mmul])
+    assert f"mmul {mmul} for " in err and "can feed no design: s=1 x " in err and "2 B is not a multiple" in err
+    assert "; use one of " in err and "8x1x8" not in err.split("; use one of ")[1]
+    with pytest.raises(ConfigError, match=r"mmul 8x1x8 for i16 can feed no design.*use one of 4x4x8$"):
+        Gemm(device="npu2", dtype_in="i16", dtype_out="i32", mmul_shape=(8, 1, 8))
 
 
 @pytest.mark.parametrize("flag,value,text", [
