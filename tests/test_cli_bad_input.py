@@ -338,7 +338,7 @@ def _interrupt(*a, **k):
 @pytest.mark.parametrize("cmd,where", [
     (["simulate", *SMALL], "gemm_gen.sim.run.simulate_calls"),
     (["plan", *OPEN], "gemm_gen.search.choosing.tuned_config"),
-    (["generate", *SMALL], "gemm_gen.app.cli.dumps"),
+    (["generate", *SMALL], "gemm_gen.app.design_commands.dumps"),
     (["roofline", *SMALL, "--points", "5"], "gemm_gen.app.plots.evaluate_all"),
 ])
 def test_ctrl_c_is_one_line_and_exit_130(capsys, cwd, monkeypatch, cmd, where):
@@ -477,7 +477,7 @@ def test_gemm_gen_debug_off_values_keep_one_line(capsys, monkeypatch, value):
 
 def test_gemm_gen_debug_on_shows_an_interrupts_traceback(monkeypatch, tmp_path):
     monkeypatch.setenv("GEMM_GEN_DEBUG", "1")
-    monkeypatch.setattr("gemm_gen.app.cli.dumps", _interrupt)
+    monkeypatch.setattr("gemm_gen.app.design_commands.dumps", _interrupt)
     with pytest.raises(KeyboardInterrupt):
         main(["generate", *SMALL, "-o", str(tmp_path / "d.json")])
     assert not (tmp_path / "d.json").exists()
