@@ -3,8 +3,9 @@
 The dispatcher starts at once (issue 33 item 3): COMMANDS names each command's module by its dotted name, and a
 module is imported only when its command is named, to add that command's flags and run it. So `gemm-gen --help`
 loads none of them, and `plan` or `predict` load the search, the design and the model but not the simulator, the
-back ends or the plots. This is the package's one deferred import of its own code, made by name here rather than
-as import statements inside functions (tests/test_structure.py counts those): a new command is one row below and a
+back ends or the plots. With the front door's exports (gemm_gen/__init__.py, loaded when first used) these are the
+package's deferred imports of its own code, made by name rather than as import statements inside functions
+(tests/test_structure.py counts those, and keeps them at none): a new command is one row below and a
 `FLAGS` entry in its module (docs/changes.md), and tests/test_cli.py checks that the two agree and which modules
 `--help`, `plan` and `predict` load."""
 
