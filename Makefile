@@ -63,7 +63,8 @@ GEN_ARGS := --dev $(DEVICE) $(if $(M),-M $(M)) $(if $(K),-K $(K)) $(if $(N),-N $
 	$(if $(OPT_LEVEL),--opt-level $(OPT_LEVEL)) \
 	$(if $(filter 1,$(BIAS)),--bias) $(if $(ACTIVATION),--activation $(ACTIVATION)) $(if $(CLAMP),--clamp=$(CLAMP)) \
 	$(if $(REQUANT),--requant $(REQUANT))
-BUILD_ARGS := --build-dir $(BUILD_DIR)
+# BUILD_DIR in single quotes for the shell (a ' inside as '\''): a folder name with spaces stays one argument
+BUILD_ARGS := --build-dir '$(subst ','\'',$(BUILD_DIR))'
 TIMEOUT_ARGS := $(if $(TIMEOUT_MS),--timeout-ms $(TIMEOUT_MS))
 # what `make sim` and `make run` check: the device, the sizes, and every other variable given here
 SHOWN := DEVICE=$(DEVICE) $(foreach v,M K N SIZES,$(if $($(v)),$(v)=$($(v)))) \
@@ -136,7 +137,7 @@ tune: $(STAMP)
 	$(BIN)/gemm-gen tune $(GEN_ARGS) --top $(TOP)
 
 roofline: $(STAMP)
-	$(BIN)/gemm-gen roofline $(GEN_ARGS) --out-dir $(BUILD_DIR)
+	$(BIN)/gemm-gen roofline $(GEN_ARGS) --out-dir '$(subst ','\'',$(BUILD_DIR))'
 
 # the tests write only into temporary folders, never into build/ (tests/conftest.py checks it)
 test: $(STAMP)
@@ -149,6 +150,7 @@ test-slow: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python scripts/bench_sim.py
 	$(BIN)/python scripts/bench_tune.py
+	$(BIN)/python scripts/bench_cli.py
 
 lint: $(STAMP)
 	$(BIN)/pip install --quiet -e '.[dev,llm,lint]'

@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -80,6 +81,18 @@ def test_documented_targets_work(args, expect, tmp_path):
     assert expect.format(build=tmp_path) in done.stdout
     if "{build}" in expect:
         assert any(tmp_path.iterdir())
+
+
+def test_a_build_dir_with_spaces_and_quotes_stays_one_argument(tmp_path):
+    """BUILD_DIR reaches gemm-gen as one argument whatever it holds (issue 33 item 7: "BUILD_DIR=/tmp/x a b" gave
+    "unrecognized arguments: b")."""
+    out = tmp_path / "x a b" / "it's"
+    done = make("generate", "DEVICE=npu1", "M=128", "K=128", "N=128", f"BUILD_DIR={out}")
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert len(list(out.glob("design_*.json"))) == 1
+    for target, flag in (("roofline", "--out-dir"), ("run", "--build-dir"), ("validate", "--build-dir")):
+        argv = shlex.split(make(target, f"BUILD_DIR={out}", dry=True).stdout.splitlines()[-1])
+        assert argv[argv.index(flag) + 1] == str(out), (target, argv)
 
 
 @pytest.mark.skipif(importlib.util.find_spec("aie") is not None or importlib.util.find_spec("pyxrt") is not None,

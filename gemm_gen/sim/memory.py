@@ -28,6 +28,7 @@ from ..config import GemmConfig
 from ..dtypes import DType
 from ..errors import ConfigError
 from ..spec import Problem
+from .words import MAX_WORDS
 
 BASE_BYTES = 72 * 2**20  # the interpreter, NumPy, the design and the lowered array
 C_ELEMENT_BYTES = 22  # the exact reference and the output values, per element of C
@@ -75,9 +76,22 @@ def available_bytes() -> int | None:
     return free
 
 
+def check_words(c: GemmConfig, problems: Sequence[Problem]) -> None:
+    """ConfigError when an operand of a call, before any padding, has more 32-bit words than the simulator
+    numbers (words.MAX_WORDS); the padded buffers are checked again when the call's DRAM is made (run.py)."""
+    for p in problems:
+        for name, t, elements in (("A", c.t_in, p.M * p.K), ("B", c.t_b, p.K * p.N), ("C", c.t_out, p.M * p.N)):
+            nbytes = -(-elements * t.block_bytes // t.block_elems)  # whole blocks
+            words = -(-nbytes // 4)
+            if words > MAX_WORDS:
+                raise ConfigError(f"{name} of a {p} call has {words:,} words, more than the simulator's {MAX_WORDS:,}",
+                                  "simulate a smaller problem (the design scales without change)")
+
+
 def check_memory(c: GemmConfig, problems: Sequence[Problem]) -> int:
     """The bytes a simulation of `problems` on the design `c` needs; ConfigError when this machine
-    has less available."""
+    has less available, or an operand has more words than the simulator numbers. It reads the types
+    and sizes only (not the tiling): callers check before choosing a design or making any array."""
     need, have = needed_bytes(c, problems), available_bytes()
     if have is not None and need > have:
         largest = max(problems, key=lambda p: estimate_bytes(c, p))
@@ -85,4 +99,5 @@ def check_memory(c: GemmConfig, problems: Sequence[Problem]) -> int:
                           f"{max(have, 0) / GB:.1f} GB are available",
                           "simulate a smaller problem (the design scales without change), or list smaller sizes "
                           "with --runtime-sizes (each is simulated on its own)")
+    check_words(c, problems)
     return need
