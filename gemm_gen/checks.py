@@ -196,6 +196,11 @@ def check_scalar_types(c: GemmConfig) -> None:
                           f"{dev.name} for {dev.operands(t_in.name, c.dtype_b)}", f"use one of {shapes}")
     if c.t_b.is_packed:
         check_int4_layout(c)
+    if c.expansion is not None:  # a given expansion must fit the registers: no tiling needed to say so
+        problem = kv.expansion_problem(dev, dev.operands(t_in.name, c.dtype_b), c.mmul,
+                                       bool(c.emulate_bf16_with_bfp16), (int(c.expansion[0]), int(c.expansion[1])))
+        if problem is not None:
+            raise ConfigError(*problem)
 
 
 def check_int4_layout(c: GemmConfig) -> None:
