@@ -266,6 +266,19 @@ def check_divisibility(c: GemmConfig) -> None:
     c.variant  # noqa: B018 - an explicit expansion must fit the registers and split the tile
 
 
+# the tiling sizes each granularity rule (tiling_rule.conditions, by name) reads
+_RULE_SIZES = {"m": {"m"}, "T_MA": {"m", "rho"}, "k": {"k"}, "n": {"n"}, "k_mt": {"k_mt", "k"}}
+
+
+def check_pinned_granularity(c: GemmConfig, pinned: set[str]) -> None:
+    """The granularity rules (check_divisibility's) that read only the `pinned` sizes of c's tiling: a
+    given m, k, n, k_mt or rho is refused before any search prices a tiling with it."""
+    st = tiling_rule.steps(c.mmul, c.precision.block, c.block_kernel)
+    for name, ok in tiling_rule.conditions(st, c.m, c.k, c.n, c.k_mt, c.rho):
+        if not ok and _RULE_SIZES[name.split()[0]] <= pinned:
+            raise ConfigError(*_divisibility_error(c, name, st))
+
+
 def _divisibility_error(c: GemmConfig, name: str, st: tiling_rule.Steps) -> tuple[str, str]:
     """(what, fix) for the broken granularity rule `name` (a tiling_rule.conditions name)."""
     r, s, t = c.mmul

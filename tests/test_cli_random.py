@@ -216,6 +216,10 @@ KNOWN = [
      "whose tiles split into --expansion 4x4 clusters"),
     ("simulate --dev npu1 -M 6 -K 64 -N 257 -m 192 -k 64 -n 48 --dtype_in i8 --dtype_b i4 --dtype_out i8 "
      "--convert-once 1", "--convert-once is for a bf16 A"),
+    ("plan --dev npu1 -M 512 -K 33 -N 333 -m 64 -n 11 --dtype_in i8 --dtype_out i8", "n=11 is not a multiple of 2t=16"),
+    ("simulate --dev npu1 -M 129 -K 16 -N 100 -m 32 -n 9 --dtype_in i8 --dtype_b i4 --dtype_out i8",
+     "n=9 is not a multiple of 2t=16"),
+    ("plan --dev npu2 -M 512 -K 512 -N 512 -m 32 --rho 3", "T_MA = m / rho = 10 is not a multiple of 2r=16"),
 ]
 
 

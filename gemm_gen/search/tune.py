@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from .. import space
-from ..checks import check_untiled
+from ..checks import check_pinned_granularity, check_untiled
 from ..config import B_PACKS, GemmConfig
 from ..design.serve import check
 from ..errors import ConfigError, GemmGenError
@@ -304,6 +304,8 @@ def check_problem(pr: Workload, pins: Pins | None = None) -> None:
     n = min(round_up(ceil_div(pr.N, pr.base.cols), 2 * t), round_up(TILE_EXTENT_SEARCH_MAX, 2 * t))
     probe = pr.config(m, s, n, s)
     check_untiled(probe)
+    pinned = dict((pins or Pins()).tiling_items())  # the given sizes keep the tiles' granularity
+    check_pinned_granularity(probe.with_(**pinned), set(pinned))
 
 
 def _candidate(c: GemmConfig, p: Params, slow: Params, fast: Params) -> Candidate:
