@@ -91,14 +91,32 @@ def say_at_end() -> Callable[[str], None]:
     return SAID.append
 
 
+def _cpu() -> float:
+    """CPU seconds of this process and its finished children (g++, make, gemm-gen subprocesses)."""
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+MODULE_CPU: dict[str, float] = {}  # CPU seconds per test module: its tests and fixtures, subprocesses included
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item) -> Iterator[None]:
+    start = _cpu()
+    yield
+    module = item.nodeid.split("::")[0]
+    MODULE_CPU[module] = MODULE_CPU.get(module, 0.0) + _cpu() - start
+
+
 def _costs() -> dict[str, Any]:
     """This process's CPU seconds (its own, and its finished children's: g++, make, gemm-gen
-    subprocesses), the host compiles by kind, and the lines tests asked to say."""
+    subprocesses), per test module, the host compiles by kind, and the lines tests asked to say."""
     from .host_compile import SPENT
 
     own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
     return {"cpu_self": own.ru_utime + own.ru_stime, "cpu_children": children.ru_utime + children.ru_stime,
-            "gxx_runs": dict(SPENT.runs), "gxx_cpu": dict(SPENT.cpu_s), "said": list(SAID)}
+            "module_cpu": dict(MODULE_CPU), "gxx_runs": dict(SPENT.runs), "gxx_cpu": dict(SPENT.cpu_s),
+            "said": list(SAID)}
 
 
 def _merge(into: dict[str, Any], more: dict[str, Any]) -> None:
@@ -112,6 +130,7 @@ def _merge(into: dict[str, Any], more: dict[str, Any]) -> None:
             into[key] = into.get(key, 0) + value
 
 
+TOP_MODULES = 12  # the modules the summary names
 WORKER_COSTS: list[dict[str, Any]] = []  # the xdist controller's copy of each worker's _costs()
 
 
@@ -141,8 +160,11 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
     runs, cpu = total.get("gxx_runs", {}), total.get("gxx_cpu", {})
     gxx = sum(cpu.values())
     kinds = ", ".join(f"{runs[k]} {k} ({cpu[k]:.0f} s)" for k in sorted(runs))
+    modules = sorted(total.get("module_cpu", {}).items(), key=lambda kv: -kv[1])
     lines = [f"CPU time: tests {total['cpu_self']:.0f} s, subprocesses {total['cpu_children']:.0f} s, of which "
-             f"host g++ compiles {gxx:.0f} s ({kinds or 'none: every kernel was cached'})", *total.get("said", [])]
+             f"host g++ compiles {gxx:.0f} s ({kinds or 'none: every kernel was cached'})",
+             "CPU time by module (with its compiles and subprocesses): "
+             + ", ".join(f"{Path(m).stem} {t:.0f} s" for m, t in modules[:TOP_MODULES]), *total.get("said", [])]
     terminalreporter.write_sep("-", "gemm_gen: what the run did")
     for line in lines:
         terminalreporter.write_line(line)

@@ -14,7 +14,8 @@ converted after its last call gets its convert call; C (bfp16 tiles decoded, and
 equal KernelNumerics bit for bit.
 
 Compiled libraries are cached by a hash of source, flags and headers under
-.pytest_cache/gemm_gen_kernels/, so only changed kernels are rebuilt.
+.pytest_cache/gemm_gen_kernels/, so only changed kernels are rebuilt; tests/host_compile.py compiles
+them (aie.hpp precompiled, the probe compiled once, the work shared between pytest workers).
 """
 
 from __future__ import annotations
