@@ -161,6 +161,8 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
     gxx = sum(cpu.values())
     kinds = ", ".join(f"{runs[k]} {k} ({cpu[k]:.0f} s)" for k in sorted(runs))
     modules = sorted(total.get("module_cpu", {}).items(), key=lambda kv: -kv[1])
+    if not modules:  # nothing ran (--collect-only)
+        return
     lines = [f"CPU time: tests {total['cpu_self']:.0f} s, subprocesses {total['cpu_children']:.0f} s, of which "
              f"host g++ compiles {gxx:.0f} s ({kinds or 'none: every kernel was cached'})",
              "CPU time by module (with its compiles and subprocesses): "
