@@ -203,9 +203,16 @@ def compile_library(source: str, defines: Sequence[str], wait: bool = True) -> P
     return lib
 
 
+def compile_threads() -> int:
+    """g++ runs one process starts at once: its share of the cores (pytest-xdist starts one worker per core,
+    each compiling: cores x cores compiles at once would only queue, each holding its memory)."""
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    return max(1, -(-(os.cpu_count() or 2) // max(workers, 1)))
+
+
 def compile_all(cases: Sequence[Any], defines_of: Callable[[Any], tuple[str, ...]]) -> dict[str, Path | BaseException]:
     """Every case's kernel (a `source` and an `id`; `defines_of(case)` its defines) compiled once, in parallel
-    on all cores; the ones another process is compiling are taken last (and waited for then). A failure is
+    (compile_threads at once); the ones another process is compiling are taken last (and waited for then). A failure is
     kept for the test that needs that kernel."""
     out: dict[str, Path | BaseException] = {}
     jobs: dict[str, tuple[str, tuple[str, ...]]] = {}
@@ -218,7 +225,7 @@ def compile_all(cases: Sequence[Any], defines_of: Callable[[Any], tuple[str, ...
         except BaseException as e:  # reported by the test that needs this kernel
             return e
 
-    with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
+    with ThreadPoolExecutor(max_workers=compile_threads()) as pool:
         first = list(pool.map(lambda item: one(item, False), jobs.items()))
         later = [item for item, got in zip(jobs.items(), first) if got is None]
         out.update((name, got) for (name, _), got in zip(jobs.items(), first) if got is not None)

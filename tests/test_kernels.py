@@ -582,7 +582,7 @@ def compile_library(source: str, defines: tuple[str, ...]) -> Path:
 
 def compile_all(cases: list[Any]) -> dict[str, Path | BaseException]:
     """Every case's kernel (a `source`, a `build`, an `id`, optional `host_defines`), compiled once in
-    parallel on all cores (shared with other pytest workers); a failure is kept for the test that needs
+    parallel (shared with other pytest workers); a failure is kept for the test that needs
     that kernel."""
     if CXX is None:
         pytest.skip("g++ not found: the host kernel checks need a C++20 g++")
@@ -592,7 +592,7 @@ def compile_all(cases: list[Any]) -> dict[str, Path | BaseException]:
 
 @pytest.fixture(scope="module")
 def libraries() -> dict[str, Path | BaseException]:
-    """Every kernel of ALL, compiled once (in parallel on all cores)."""
+    """Every kernel of ALL, compiled once (in parallel, shared with the other pytest workers)."""
     return compile_all(ALL)
 
 
