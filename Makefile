@@ -139,13 +139,16 @@ tune: $(STAMP)
 roofline: $(STAMP)
 	$(BIN)/gemm-gen roofline $(GEN_ARGS) --out-dir '$(subst ','\'',$(BUILD_DIR))'
 
-# the tests write only into temporary folders, never into build/ (tests/conftest.py checks it)
+# the tests write only into temporary folders, never into build/ (tests/conftest.py checks it); -n auto: one
+# pytest-xdist worker per core, sharing the host kernel compiles (tests/host_compile.py)
 test: $(STAMP)
-	@echo "make test: the suite takes about 9 minutes on 2 cores (pytest prints its own time at the end)"
-	$(BIN)/python -m pytest -q
+	@echo "make test: every test but the slow and hardware ones (pytest -m 'not slow and not hardware'), one worker per core;"
+	@echo "           about TODO minutes on 2 cores from a clean clone, TODO with the compiled kernels cached (.pytest_cache/)"
+	$(BIN)/python -m pytest -q -n auto
 
 test-slow: $(STAMP)
-	$(BIN)/python -m pytest -q -m slow
+	@echo "make test-slow: the full-size simulations and the model's calibration checks (pytest -m slow), about TODO minutes on 2 cores"
+	$(BIN)/python -m pytest -q -n auto -m slow
 
 bench: $(STAMP)
 	$(BIN)/python scripts/bench_sim.py

@@ -203,6 +203,11 @@ def check_scalar_types(c: GemmConfig) -> None:
                           f"use one of {shapes}")
     if c.t_b.is_packed:
         check_int4_layout(c)
+    if c.expansion is not None:  # a given expansion must fit the registers: no tiling needed to say so
+        problem = kv.expansion_problem(dev, dev.operands(t_in.name, c.dtype_b), c.mmul,
+                                       bool(c.emulate_bf16_with_bfp16), (int(c.expansion[0]), int(c.expansion[1])))
+        if problem is not None:
+            raise ConfigError(*problem)
 
 
 def _block_rows_cut(c: GemmConfig, shape: tuple[int, ...]) -> str | None:
@@ -283,6 +288,19 @@ def check_divisibility(c: GemmConfig) -> None:
     if broken:
         raise ConfigError(*_divisibility_error(c, broken[0], st))
     c.variant  # noqa: B018 - an explicit expansion must fit the registers and split the tile
+
+
+# the tiling sizes each granularity rule (tiling_rule.conditions, by name) reads
+_RULE_SIZES = {"m": {"m"}, "T_MA": {"m", "rho"}, "k": {"k"}, "n": {"n"}, "k_mt": {"k_mt", "k"}}
+
+
+def check_pinned_granularity(c: GemmConfig, pinned: set[str]) -> None:
+    """The granularity rules (check_divisibility's) that read only the `pinned` sizes of c's tiling: a
+    given m, k, n, k_mt or rho is refused before any search prices a tiling with it."""
+    st = tiling_rule.steps(c.mmul, c.precision.block, c.block_kernel)
+    for name, ok in tiling_rule.conditions(st, c.m, c.k, c.n, c.k_mt, c.rho):
+        if not ok and _RULE_SIZES[name.split()[0]] <= pinned:
+            raise ConfigError(*_divisibility_error(c, name, st))
 
 
 def _divisibility_error(c: GemmConfig, name: str, st: tiling_rule.Steps) -> tuple[str, str]:

@@ -115,8 +115,8 @@ def test_doctor_reports_every_tool():
     assert (done.returncode == 0) == ("everything is in place" in done.stdout)
 
 
-@pytest.mark.parametrize("target,command", [("test", "pytest -q"), ("test", "the suite takes about 9 minutes"),
-                                            ("test-slow", "pytest -q -m slow"),
+@pytest.mark.parametrize("target,command", [("test", "pytest -q -n auto"), ("test", "make test: every test but"),
+                                            ("test-slow", "pytest -q -n auto -m slow"),
                                             ("bench", "scripts/bench_sim.py"), ("lint", "ruff check"),
                                             ("clean", "rm -rf build"), ("install", "")])
 def test_the_rest_as_dry_runs(target, command):

@@ -18,9 +18,7 @@ and the operator warns. Refused combinations say so in one line with the fix.
 from __future__ import annotations
 
 import math
-import os
 import warnings
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from fractions import Fraction
 from pathlib import Path
@@ -42,15 +40,13 @@ from gemm_gen.numerics import KernelNumerics
 from gemm_gen.rounding import Rounding, Saturation
 
 from .test_kernels import (
-    CXX,
     Guarded,
     HostApiError,
     Kernel,
     assert_bit_equal,
     build,
-    compile_library,
+    compile_all,
     expected,
-    host_defines,
     needs_gxx,
     numerics,
     run_tile,
@@ -141,17 +137,7 @@ ALL = [*FLOWS, *DEFECT, *UNSATURATED, *(Flow(b) for b in ACC32_INT32)]
 @pytest.fixture(scope="module")
 def kernels() -> dict[str, Path | BaseException]:
     """Every kernel of ALL compiled once (cached by content under .pytest_cache, as test_kernels)."""
-    if CXX is None:
-        pytest.skip("g++ not found: the host kernel checks need a C++20 g++")
-
-    def one(flow: Flow) -> Path | BaseException:
-        try:
-            return compile_library(flow.source, host_defines(flow.build))
-        except BaseException as e:  # reported by the test that needs it
-            return e
-
-    with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
-        return dict(zip((f.id for f in ALL), pool.map(one, ALL)))
+    return compile_all(ALL)
 
 
 def load(kernels: dict[str, Path | BaseException], flow: Flow) -> Kernel:
