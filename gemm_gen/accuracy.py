@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from .epilogue import Epilogue, Requant, float_epilogue_ref
-from .numerics import KernelNumerics, int_product
+from .numerics import KernelNumerics, fp32_exact, int_product
 from .rounding import Saturation, saturate, shift_round
 
 # what an integer output past its type's range became, per saturation mode (accuracy text)
@@ -65,8 +65,18 @@ def exact_product(a: np.ndarray, b: np.ndarray, integer: bool) -> np.ndarray:
     """A @ B: int64 for integer inputs (exact), float64 for float ones."""
     if integer:
         return int_product(np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64))
+    a_f, b_f = float_operands(a, b)
     with np.errstate(invalid="ignore", over="ignore"):  # Inf and NaN inputs give Inf and NaN, as IEEE says
-        return np.asarray(a, dtype=np.float64) @ np.asarray(b, dtype=np.float64)
+        return np.asarray(a_f @ b_f, dtype=np.float64)
+
+
+def float_operands(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Float A and B for their exact product: float32 where every partial sum is a float32 number (then the float32
+    product is the exact one, numerics.fp32_exact), else float64 (exact as far as float64 is, as before)."""
+    a32, b32 = np.asarray(a, np.float32), np.asarray(b, np.float32)
+    if fp32_exact(a32, b32):
+        return a32, b32
+    return np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
 
 
 BLOCK_ELEMENTS = 1 << 18  # C is measured a block of rows at a time: its temporaries stay a few MiB
@@ -74,7 +84,10 @@ BLOCK_ELEMENTS = 1 << 18  # C is measured a block of rows at a time: its tempora
 
 def measure(c: np.ndarray, a: np.ndarray, b: np.ndarray, numerics: KernelNumerics) -> Accuracy:
     """C (M x N, its values) against the exact product of A (M x K) and B (K x N)."""
-    a64, b64 = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)  # converted once
+    if numerics.dtype_out.is_float:  # converted once
+        a64, b64 = float_operands(a, b)
+    else:
+        a64, b64 = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
     rows = max(1, BLOCK_ELEMENTS // max(1, c.shape[1]))
     parts = [_block(c[i:i + rows], a64[i:i + rows], b64, numerics) for i in range(0, c.shape[0], rows)]
     total = np.sum([p[:4] for p in parts], axis=0) if parts else np.zeros(4)
@@ -88,11 +101,12 @@ def measure(c: np.ndarray, a: np.ndarray, b: np.ndarray, numerics: KernelNumeric
 
 def _block(c: np.ndarray, a: np.ndarray, b: np.ndarray, numerics: KernelNumerics) -> tuple[float, ...]:
     """(exact, saturated, sum of squared errors, sum of squared targets, max abs error, max |target|,
-    not finite) of a block of C's rows (a and b in float64)."""
+    not finite) of a block of C's rows (a and b: float_operands for a float C, else float64)."""
     got = np.asarray(c, dtype=np.float64)
     out = numerics.dtype_out
     if out.is_float:
-        target = exact_product(a, b, integer=False)
+        with np.errstate(invalid="ignore", over="ignore"):  # Inf and NaN inputs give Inf and NaN, as IEEE says
+            target = np.asarray(a @ b, dtype=np.float64)  # a and b: float_operands
         with np.errstate(over="ignore", invalid="ignore"):  # P past C's range rounds to Inf, as C's would
             rounded = target.astype(out.host).astype(np.float64)  # P in C's type (bfp16: its fp32 values)
         exact, saturated = _equal(got, rounded), 0

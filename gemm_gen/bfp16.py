@@ -50,6 +50,25 @@ def encode(x: np.ndarray, rounding: Rounding = Rounding.FLOOR) -> tuple[np.ndarr
     return E.astype(np.uint8), q.astype(np.int8)
 
 
+def on_grid(x: np.ndarray, axis: int = -1) -> bool:
+    """Every block of 8 along `axis` holds values encode() keeps as they are, whatever the rounding: finite, no
+    denormals (the helper halves them) and no -0, each a whole multiple of its block's step 2^(E - 133) (E the block's
+    largest biased exponent), which makes its mantissa |q| at most 127. Then quantize(x) is x and no block
+    clamps: an integer test on the bits instead of the conversion (gemm_gen.inputs' exact family passes it)."""
+    moved = np.moveaxis(np.asarray(x, dtype=np.float32), axis, -1)
+    if moved.shape[-1] % BLOCK:
+        moved = np.pad(moved, [(0, 0)] * (moved.ndim - 1) + [(0, -moved.shape[-1] % BLOCK)])
+    bits = np.ascontiguousarray(moved).view(np.uint32).reshape(-1, BLOCK)
+    exp = (bits >> 23) & 0xFF
+    if (exp == 0xFF).any() or ((exp == 0) & (bits != 0)).any():  # Inf, NaN, denormals and -0 (encoded as +0)
+        return False
+    # x = (frac | 2^23) 2^(exp - 150): a multiple of 2^(E - 133) when its low E - exp + 17 bits are zero (all of
+    # its 24 when that reaches 24: only 0 then), all in 32-bit lanes
+    low = np.minimum(exp.max(axis=1, keepdims=True) - exp + 17, 24)
+    mant = np.where(exp == 0, np.uint32(0), (bits & 0x7FFFFF) | 0x800000)
+    return not (mant & ((np.uint32(1) << low) - 1)).any()
+
+
 def clamped_blocks(x: np.ndarray, axis: int = -1, rounding: Rounding = Rounding.FLOOR) -> int:
     """Blocks of 8 along `axis` in which a mantissa rounds past 127 (the largest value's 127.5 and up
     rounding to 128): encode() clamps it to 127, an assumption (what the core's conversion does

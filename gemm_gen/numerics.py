@@ -33,12 +33,13 @@ The same `KernelNumerics.call` serves the kernel emulator (one m x n tile) and t
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
 
 from . import epilogue_args
-from .bfp16 import BLOCK, decode, encode, quantize
+from .bfp16 import BLOCK, decode, encode, on_grid, quantize
 from .dtypes import BFP16, F32, I64, DType, dtype
 from .epilogue import Epilogue, Requant
 from .rounding import Rounding, Saturation, round_f32_to_bf16, saturate, shift_round
@@ -106,15 +107,23 @@ class KernelNumerics:
     def operand_a(self, a: np.ndarray) -> np.ndarray:
         """A as the datapath multiplies it (fp64): bfp16 A as it arrived; bf16 A quantized to bfp16
         rows in the core when B is bfp16 or on the bf16-via-bfp16 datapath."""
-        if self.dtype_in != BFP16 and (self.bfp16_inputs or self.t_b == BFP16):
+        if self.quantizes_a:
             return self.to_bfp16(a, axis=1).astype(np.float64)
         return np.asarray(a, np.float64)
 
     def operand_b(self, b: np.ndarray) -> np.ndarray:
         """B as the datapath multiplies it (fp64): bfp16-quantized columns on the bfp16 datapath."""
-        if self.bfp16_inputs and self.t_b != BFP16:
+        if self.quantizes_b:
             return self.to_bfp16(b, axis=0).astype(np.float64)
         return np.asarray(b, np.float64)
+
+    @property
+    def quantizes_a(self) -> bool:
+        return self.dtype_in != BFP16 and (self.bfp16_inputs or self.t_b == BFP16)
+
+    @property
+    def quantizes_b(self) -> bool:
+        return self.bfp16_inputs and self.t_b != BFP16
 
     def products(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         """Exact sum of products a @ b, as fp64 (exact for the inputs we feed: see module doc)."""
@@ -124,6 +133,8 @@ class KernelNumerics:
         """Quantize to bfp16ebs8 in blocks of 8 along `axis` (K), zero-padding a ragged last block."""
 
         x = np.asarray(x, dtype=np.float32)
+        if on_grid(x, axis):  # every block already holds its quantized values (no rounding, no clamp)
+            return x
         n = x.shape[axis]
         pad = -n % BLOCK
         if pad:
@@ -260,12 +271,102 @@ def _calls(numerics: KernelNumerics, a: np.ndarray, b: np.ndarray, k: int, k_pad
     if BFP16 in (numerics.t_acc, numerics.dtype_out) and n_cols % BFP16.block_elems:
         # a bfp16 C has blocks of 8 along N: the padding columns (zero) share the last block
         b = np.pad(b, ((0, 0), (0, -n_cols % BFP16.block_elems)))
-    c = numerics.zero((m_rows, b.shape[1]))
-    acc = c
-    for k0 in range(0, kk, k):
-        acc = numerics.accumulate(c, a[:, k0 : k0 + k], b[k0 : k0 + k, :])
-        c = numerics.store(acc)
+    c, acc, _ = chain(numerics, a, b, k)
     return c, acc, n_cols
+
+
+def chain(numerics: KernelNumerics, a: np.ndarray, b: np.ndarray, k: int, overflows: bool = False
+          ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """The kernel calls over whole matrices, one K chunk of k at a time in K order, as `call` does to a tile: (C
+    after the last call, the last call's accumulator, and with `overflows` the calls per element whose
+    accumulator left its lanes, or None where none can). When C is carried exactly between calls and every
+    partial sum of the products is exact in the arithmetic that forms it (`fp32_exact`; integers: inside the
+    accumulator's lanes), each call's store changes nothing, and the calls are one product over all of K: the
+    same bits, computed at BLAS speed (float32 for floats, whose values are float32 numbers)."""
+    a_op, b_op = _operands(numerics, a, b, k)
+    if numerics.dtype_in.is_float:
+        if numerics.t_acc == F32 and fp32_exact(a_op, b_op):
+            c = np.asarray(a_op @ b_op, np.float32)
+            return c, c, None
+    elif numerics.converts and _int_bound(a_op, b_op) <= min(numerics.t_acc.max, (1 << (numerics.acc_bits - 1)) - 1):
+        acc = int_product(a_op, b_op)
+        return numerics.store(acc), acc, None
+    c = numerics.zero((a_op.shape[0], b_op.shape[1]))
+    acc = c
+    over = np.zeros(c.shape, np.int32) if overflows and not numerics.dtype_in.is_float else None
+    lo, hi = -(1 << (numerics.acc_bits - 1)), (1 << (numerics.acc_bits - 1)) - 1
+    for k0 in range(0, a_op.shape[1], k):
+        acc = numerics.accumulate_operands(c, np.asarray(a_op[:, k0:k0 + k], np.float64),
+                                           np.asarray(b_op[k0:k0 + k], np.float64))
+        if over is not None:
+            over += (acc < lo) | (acc > hi)
+        c = numerics.store(acc)
+    return c, acc, over
+
+
+def _operands(numerics: KernelNumerics, a: np.ndarray, b: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """A and B as the datapath multiplies them, each K chunk of k quantized as one call quantizes its tile
+    (float32 for floats, float64 for integers). With k a multiple of bfp16's block the chunks' blocks are the
+    whole matrix's, which is quantized at once."""
+    if not numerics.dtype_in.is_float:
+        return np.asarray(a, np.float64), np.asarray(b, np.float64)
+    whole = k % BLOCK == 0
+
+    def chunked(x: np.ndarray, axis: int) -> np.ndarray:
+        if whole:
+            return numerics.to_bfp16(x, axis)
+        parts = [numerics.to_bfp16(np.take(x, range(k0, min(k0 + k, x.shape[axis])), axis=axis), axis)
+                 for k0 in range(0, x.shape[axis], k)]
+        return np.concatenate(parts, axis=axis) if parts else np.asarray(x, np.float32)
+
+    a_op = chunked(a, 1) if numerics.quantizes_a else np.asarray(a, np.float32)
+    b_op = chunked(b, 0) if numerics.quantizes_b else np.asarray(b, np.float32)
+    return a_op, b_op
+
+
+FP32_DIGITS = 24  # float32's significand: integers up to 2^24 are exact
+NO_BITS = 1 << 20  # _lowest_bits of an array without a nonzero value
+
+
+def _lowest_bits(x: np.ndarray) -> int | None:
+    """The exponent of the lowest set bit over the nonzero values of x (as float32 numbers): every value is a
+    multiple of 2^that; None when x holds a value that is not a finite float32 number."""
+    x32 = np.asarray(x, np.float32)
+    if not np.isfinite(x32).all() or (x32.dtype != np.asarray(x).dtype and not np.array_equal(x32, x)):
+        return None
+    bits = np.ascontiguousarray(x32).view(np.uint32).reshape(-1)
+    bits = bits[(bits & 0x7FFFFFFF) != 0]
+    if bits.size == 0:
+        return NO_BITS
+    exp = (bits >> 23) & 0xFF
+    mant = np.where(exp == 0, bits & 0x7FFFFF, (bits & 0x7FFFFF) | 0x800000)
+    low = mant & (~mant + np.uint32(1))  # the lowest set bit, a power of two below 2^24: exact in float32
+    tz = ((low.astype(np.float32).view(np.uint32) >> 23) & 0xFF).astype(np.int32) - 127
+    return int((np.maximum(exp, 1).astype(np.int32) - 150 + tz).min())
+
+
+def _int_bound(a: np.ndarray, b: np.ndarray) -> float:
+    """A bound on every partial sum of products of a row of a and a column of b: max_i sum_k |a_ik| max |b|."""
+    if a.size == 0 or b.size == 0:
+        return 0.0
+    return float(np.abs(a).sum(axis=1, dtype=np.float64).max()) * float(np.abs(b).max())
+
+
+def fp32_exact(a: np.ndarray, b: np.ndarray) -> bool:
+    """Every partial sum of products a_ik b_kj, in any order and grouping, is a float32 number, so that a float32
+    product (BLAS, fused or not) is the exact product: all values finite float32 numbers, the products multiples of
+    2^(qa + qb) (each operand's lowest set bit) no finer than float32's smallest step, and every partial sum at most
+    2^24 of those steps and below 2^127 (max_i sum_k |a_ik| max |b| bounds them). The exact input family
+    (gemm_gen.inputs) is built so."""
+    qa, qb = _lowest_bits(a), _lowest_bits(b)
+    if qa is None or qb is None:
+        return False
+    if qa >= NO_BITS or qb >= NO_BITS:  # an operand of zeros: every product is 0
+        return True
+    if qa + qb < -149:
+        return False
+    bound = _int_bound(a, b) * (1 + 1e-9)  # the float64 row sums' own rounding, covered
+    return bound <= min(math.ldexp(1.0, FP32_DIGITS + qa + qb), math.ldexp(1.0, 127))
 
 
 def _encoded(numerics: KernelNumerics, c: np.ndarray, acc: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -277,6 +378,8 @@ def int_product(a_op: np.ndarray, b_op: np.ndarray) -> np.ndarray:
     """The exact integer product a @ b (int64): fp64 when no sum can leave its 53-bit significand,
     else int64 arithmetic (fp64 BLAS rounds 16-bit products summed over a long K)."""
     bound = float(np.abs(a_op).max(initial=0)) * float(np.abs(b_op).max(initial=0)) * a_op.shape[1]
+    if bound < 2.0**FP32_DIGITS:  # every partial sum an integer below 2^24: exact in float32 too
+        return (np.asarray(a_op, np.float32) @ np.asarray(b_op, np.float32)).astype(np.int64)
     if bound < 2.0**53:
         return (a_op @ b_op).astype(np.int64)
     return np.asarray(a_op, dtype=np.int64) @ np.asarray(b_op, dtype=np.int64)

@@ -1,0 +1,432 @@
+"""The fast simulator's machine: the literal one's actors and schedule, moving contents instead of cells.
+
+It runs on the literal machine's own parts (sim/lower.py: the same locks, fifo ends, buffers, BDs, command
+processor and cores, with every static check that lowering makes), in the literal schedule (sim/run.py's
+run_machine: the command processor, then every stream, then every core, until nothing moves), with the same
+lock, queue, BD and barrier rules. What differs is what a transfer carries: not 64-bit cells but a content
+(sim/contents.py), so that a DMA run costs a dictionary lookup instead of a gather and a scatter, and what a
+kernel call does: it is recorded (`Recorder`), and sim/bulk.py checks every record's provenance and computes
+the numerics of all calls at once.
+
+Anything the literal run would refuse (a deadlock, a busy channel at the end, a queue overflow, an exhausted BD
+pool, a read of a region while it is being written, a call the recorder cannot follow) stops the fast run with
+NotProven or the literal error itself; the caller then runs the call literally, whose error is the answer.
+"""
+
+from __future__ import annotations
+
+from array import array
+from collections import deque
+
+import numpy as np
+
+from ..design.model import Design, RuntimeOp, TileRef
+from ..errors import GemmGenError
+from . import words as w
+from .contents import HANDLE, Keys, NotProven
+from .kernel import KernelEmulator
+from .lower import Machine, command_processor
+from .machine import Bd, Buffer, Channel, CommandProcessor, Task
+
+# kernel records: one row of FIELDS int64 per call
+ZERO, MATMUL, CONVERT = 0, 1, 2
+FIELDS = 8  # kind, core, handle, slice, A key, A base, B key, B base (convert: mode, B key, B base; zero: how)
+CALLED, CARRIED = 0, 1  # a zero call of this call, or one the core made at the end of the previous call
+
+
+class Region:
+    """A run of a buffer's words that one S2MM BD fills whole (a slice of a memtile object, an L1 object), or
+    the whole of a buffer only kernels write: what it holds now, and whether a fill is in flight."""
+
+    __slots__ = ("base", "buffer", "filling", "key", "off", "size")
+
+    def __init__(self, buffer: Buffer, off: int, size: int, key: int) -> None:
+        self.buffer, self.off, self.size = buffer, off, size
+        self.key, self.base = key, 0
+        self.filling = False
+
+
+class LeanBd:
+    __slots__ = ("acquire", "fills", "idx", "length", "reads", "region", "release")
+
+    def __init__(self, bd: Bd, region: Region, keys: Keys) -> None:
+        self.acquire, self.release = bd.acquire, bd.release
+        self.region = region
+        self.idx = keys.array(bd.idx)
+        self.length = len(bd.idx)
+        self.reads: dict[int, int] = {}  # region key -> key of the words this BD reads from it
+        self.fills: dict[int, int] = {}  # sequence key -> key of the region this BD fills from it whole
+
+
+class LeanChannel:
+    """A DMA channel of the fast machine (the literal Channel's state, carried back after each call)."""
+
+    __slots__ = ("active", "base", "bd", "bds", "ch", "cur", "drain", "length", "mm2s", "pieces", "pos", "queue",
+                 "seq", "task", "words")
+
+    def __init__(self, ch: Channel, bds: list[LeanBd]) -> None:
+        self.ch, self.mm2s, self.bds = ch, ch.mm2s, bds
+        self.queue: deque[Task] | None = ch.queue
+        self.cur, self.active = ch.cur, ch.active
+        if self.active:
+            raise NotProven(f"{ch.describe()} is in the middle of a BD")
+        self.pos = self.length = self.words = 0
+        self.seq = self.base = 0
+        self.bd: LeanBd | None = None
+        self.task: Task | None = None
+        self.pieces: list[tuple[int, int, int, int]] = []
+        self.drain: list = []  # a shim S2MM's DRAM writes: (sequence, base, task, run offset, run length)
+
+
+class LeanStream:
+    def __init__(self, src: LeanChannel, dsts: list[LeanChannel], flow: Flow) -> None:
+        self.src, self.dsts, self.flow = src, dsts, flow
+
+    def step(self) -> bool:
+        src, dsts, flow = self.src, self.dsts, self.flow
+        moved = False
+        while True:
+            if not src.active and not flow.start(src):
+                return moved
+            for d in dsts:
+                if not d.active and not flow.start(d):
+                    return moved
+            run = src.length - src.pos
+            for d in dsts:
+                if d.length - d.pos < run:
+                    run = d.length - d.pos
+            seq = src.seq if src.pos == 0 and run == src.length else flow.keys(("part", src.seq, src.pos, run))
+            base = src.base
+            for d in dsts:
+                if d.queue is not None:  # a shim S2MM: the words land in DRAM
+                    d.drain.append((seq, base, d.task, d.pos, run))
+                else:
+                    d.pieces.append((seq, d.pos, run, base))
+                d.pos += run
+                d.words += run
+                if d.pos == d.length:
+                    flow.finish(d)
+            src.pos += run
+            src.words += run
+            if src.pos == src.length:
+                flow.finish(src)
+            moved = True
+
+
+class Flow:
+    """The fast machine over a lowered literal Machine: lean channels and streams, the literal command processor
+    and cores (whose kernel is a Recorder), contents per region."""
+
+    def __init__(self, machine: Machine, kernel: KernelEmulator, keys: Keys) -> None:
+        self.m, self.keys = machine, keys
+        self.regions: dict[int, list[Region]] = {}  # id(buffer) -> its regions, by offset
+        self.whole: dict[int, Region] = {}  # id(buffer.cells) -> the region of a whole buffer (kernel arguments)
+        self.channels: dict[int, LeanChannel] = {}
+        for ch in machine.channels:
+            self.channels[id(ch)] = LeanChannel(ch, [])
+        for ch in machine.channels:  # S2MM regions first: they say how a buffer is cut
+            if not ch.mm2s:
+                self.channels[id(ch)].bds = [LeanBd(bd, self._fill_region(bd), keys) for bd in ch.bds]
+        for ch in machine.channels:
+            if ch.mm2s:
+                self.channels[id(ch)].bds = [LeanBd(bd, self._read_region(bd), keys) for bd in ch.bds]
+        self.streams = [LeanStream(self.channels[id(s.src)], [self.channels[id(d)] for d in s.dsts], self)
+                        for s in machine.streams]
+        self.recorder = Recorder(self, kernel)
+        self.dram_keys: dict[tuple[int, str], int] = {}
+
+    # ---- regions -----------------------------------------------------------------------------------------
+    def _region(self, buffer: Buffer, off: int, size: int) -> Region:
+        regions = self.regions.setdefault(id(buffer), [])
+        for r in regions:
+            if (r.off, r.size) == (off, size):
+                return r
+            if r.off < off + size and off < r.off + r.size:
+                raise NotProven(f"{buffer.name}: S2MM BDs fill overlapping runs")
+        r = Region(buffer, off, size, self.keys.zero(size))
+        regions.append(r)
+        if (off, size) == (0, buffer.cells.size):
+            self.whole[id(buffer.cells)] = r
+        return r
+
+    def _fill_region(self, bd: Bd) -> Region:
+        # lowering made each S2MM pattern a bijection onto its slice (no word twice, as many as the slice holds)
+        return self._region(bd.buffer, int(bd.idx.min()), len(bd.idx))
+
+    def _read_region(self, bd: Bd) -> Region:
+        lo, hi = int(bd.idx.min()), int(bd.idx.max()) + 1
+        for r in self.regions.get(id(bd.buffer), []):
+            if r.off <= lo and hi <= r.off + r.size:
+                return r
+        if id(bd.buffer) in self.regions:
+            raise NotProven(f"an MM2S BD of {bd.buffer.name} reads across the runs its S2MM BDs fill")
+        return self._region(bd.buffer, 0, bd.buffer.cells.size)  # a buffer only kernels write
+
+    def region_of(self, cells: np.ndarray) -> Region:
+        """The whole-buffer region of a kernel argument (an L1 object or a worker's own buffer)."""
+        r = self.whole.get(id(cells))
+        if r is None:
+            raise NotProven("a kernel argument is not one whole region")
+        return r
+
+    # ---- channels ----------------------------------------------------------------------------------------
+    def start(self, ch: LeanChannel) -> bool:
+        """As Channel.start: the next pushed task (shim) or the next BD once its lock allows."""
+        if ch.queue is not None:
+            if not ch.queue:
+                return False
+            task = ch.queue[0]
+            ch.task, ch.length = task, len(task.base)
+            if ch.mm2s:
+                ch.seq, ch.base = self._dram_key(task), task.first
+        else:
+            bd = ch.bds[ch.cur]
+            if bd.acquire.value < 1:
+                return False
+            bd.acquire.value -= 1
+            ch.bd, ch.length = bd, bd.length
+            r = bd.region
+            if r.filling:
+                raise NotProven(f"{r.buffer.name} is read or filled while another BD fills it")
+            if ch.mm2s:
+                seq = bd.reads.get(r.key)
+                if seq is None:
+                    if self.keys.is_stale(r.key):
+                        raise NotProven(f"{r.buffer.name} is read before this call filled it")
+                    seq = bd.reads[r.key] = self.keys(("read", r.key, bd.idx, r.off))
+                ch.seq, ch.base = seq, r.base
+            else:
+                r.filling = True
+                ch.pieces = []
+        ch.pos = 0
+        ch.active = True
+        return True
+
+    def _dram_key(self, task: Task) -> int:
+        key = (id(task.base), task.spec.tensor)
+        got = self.dram_keys.get(key)
+        if got is None:
+            tag = {"A": w.TAG_A, "B": w.TAG_B}.get(task.spec.tensor)
+            if tag is None:
+                raise NotProven(f"task {task.spec.name} reads {task.spec.tensor}")
+            got = self.dram_keys[key] = self.keys(("dram", tag, self.keys.array(task.base)))
+        return got
+
+    def finish(self, ch: LeanChannel) -> None:
+        if ch.queue is not None:
+            ch.queue.popleft().done = True
+        else:
+            bd = ch.bd
+            assert bd is not None
+            bd.release.value += 1
+            ch.cur = (ch.cur + 1) % len(ch.bds)
+            if not ch.mm2s:
+                self._commit(bd, ch.pieces)
+        ch.active = False
+
+    def _commit(self, bd: LeanBd, pieces: list[tuple[int, int, int, int]]) -> None:
+        """The region a finished S2MM BD filled now holds its pieces."""
+        r = bd.region
+        r.filling = False
+        seq, _, run, base = pieces[0]
+        if len(pieces) == 1:
+            key = bd.fills.get(seq)
+            if key is None:
+                key = bd.fills[seq] = self.keys(("fill", bd.idx, r.off, r.size, ((seq, 0, run, 0),)))
+        else:
+            if any(p[3] != base for p in pieces) and any(p[3] >= HANDLE for p in pieces):
+                raise NotProven(f"{r.buffer.name} is filled from several C tiles in one BD")
+            key = self.keys(("fill", bd.idx, r.off, r.size, tuple((s, d, n, b - base) for s, d, n, b in pieces)))
+        r.key, r.base = key, base
+
+    # ---- one call --------------------------------------------------------------------------------------
+    def run(self, runtime: tuple[RuntimeOp, ...], dram: dict[str, np.ndarray], design: Design,
+            progress: object | None = None) -> CommandProcessor:
+        """Run one call's sequence (the literal command processor over stand-in DRAM buffers of the right
+        sizes) until nothing moves; NotProven unless it ends as the literal run must (sequence done, every
+        channel idle, every object consumed)."""
+        m = self.m
+        cmd = command_processor(design, runtime, dram, m.shim_channels, m.rtps, m.barriers)
+        m.cmd, m.dram = cmd, dram
+        for lean in self.channels.values():  # a literal call may have run in between
+            lean.cur, lean.words = lean.ch.cur, 0
+        actors: list = [cmd, *self.streams, *m.cores]
+        self.recorder.begin()
+        try:
+            while True:
+                progressed = False
+                for actor in actors:
+                    if actor.step():
+                        progressed = True
+                if progress is not None:
+                    progress.update(self.recorder.matmuls - progress.n)  # type: ignore[attr-defined]
+                if not progressed:
+                    break
+        except GemmGenError as e:  # the literal run stops at the same place with the same error
+            raise NotProven(str(e)) from e
+        if not cmd.done:
+            raise NotProven("deadlock")
+        for lean in self.channels.values():
+            lean.ch.cur, lean.ch.words = lean.cur, lean.words
+            if lean.active or (lean.queue is not None and lean.queue):
+                raise NotProven(f"{lean.ch.describe()} is still busy")
+        for _, _, cons in m.fifo_ends:
+            if cons.value:
+                raise NotProven("an object was never consumed")
+        return cmd
+
+    def end_call(self) -> None:
+        """Contents this call left are stale for the next (its DRAM is another)."""
+        for regions in self.regions.values():
+            for r in regions:
+                if r.base < HANDLE and not self.keys.defs[r.key][0] == "zero":
+                    r.key, r.base = self.keys(("stale", r.size)), 0
+
+    def drains(self) -> list:
+        return [piece for lean in self.channels.values() for piece in lean.drain]
+
+    def clear_drains(self) -> None:
+        for lean in self.channels.values():
+            lean.drain = []
+
+
+class Recorder:
+    """The cores' kernel in the fast machine: one record per call (sim/bulk.py checks and computes them), the
+    C object's content as the kernel leaves it, and the literal emulator's checks where they are cheap."""
+
+    def __init__(self, flow: Flow, kernel: KernelEmulator) -> None:
+        self.flow = flow
+        self.use(kernel, 0)
+        self.cores: dict[int, int] = {id(core.tile): i for i, core in enumerate(flow.m.cores)}
+        self.tables: dict[tuple[int, int], object] = {}
+        self.begin()
+
+    def use(self, kernel: KernelEmulator, epoch: int) -> None:
+        """The emulator of the call about to run (its C views name the C keys of this epoch)."""
+        self.kernel, self.roles, self.c, self.epoch = kernel, kernel.roles, kernel.c, epoch
+        c = self.c
+        self.converts = kernel.p.converts_c
+        # the matmul's arguments (design/build.py kernel_specs): A, B, C, then the scratch buffers, the C acc rows
+        # and W4A16's dequantization buffer, as the emulator unpacks them
+        spec = next(s for s in kernel.design.kernels if s.role == "matmul")
+        self.matmul_args = len(spec.arg_shapes)
+        self.acc_at = 0
+        if self.converts:
+            self.acc_at = self.matmul_args - 1 - (1 if c.group_size and not c.convert_once else 0)
+        self.slices: dict[tuple[int, bool, int], int] = {}
+        keys = self.flow.keys
+        self.zeros = {k for d, k in keys.ids.items() if d[0] == "zero"}
+        self.stale = {k for d, k in keys.ids.items() if d[0] == "stale"}
+
+    def begin(self) -> None:
+        """A new call's records. A core that zeroed its next C object in the previous call (it runs its program
+        on until it waits for data) starts this one inside that tile: a CARRIED row stands for its zero."""
+        self.rows = array("q")
+        self.handles = 0
+        self.matmuls = 0
+        current = getattr(self, "current", {})
+        self.current: dict[int, tuple[int, int, int]] = {}  # core -> (handle, id(C cells), id(acc cells))
+        for core, (_, c_id, acc_id) in current.items():
+            self._zeroed(core, c_id, acc_id, CARRIED)
+
+    def _zeroed(self, core: int, c_id: int, acc_id: int, how: int) -> None:
+        handle = HANDLE + self.handles
+        self.handles += 1
+        self.current[core] = (handle, c_id, acc_id)
+        self.rows.extend((ZERO, core, handle, how, 0, 0, 0, 0))
+
+    def __call__(self, tile: TileRef, kernel: str, cells: list[np.ndarray], scalars: tuple[int, ...] = ()) -> None:
+        role = self.roles.get(kernel)
+        core = self.cores[id(tile)]
+        if role == "matmul":
+            self._matmul(core, cells, scalars)
+        elif role == "zero":
+            for part in cells:  # as the kernel does: the state a literal call after this one starts from
+                part[:] = 0
+                region = self.flow.whole.get(id(part))
+                if region is not None:
+                    region.key, region.base = self.flow.keys.zero(region.size), 0
+            self._zeroed(core, id(cells[0]), id(cells[1]) if len(cells) > 1 else 0, CALLED)
+        elif role == "convert":
+            self._convert(tile, core, cells, scalars)
+        else:
+            raise NotProven(f"{tile} calls {kernel}, which is none of the design's kernels")
+
+    def _tile(self, core: int, c_cells: np.ndarray, acc_cells: np.ndarray | None) -> int:
+        got = self.current.get(core)
+        if got is None or got[1] != id(c_cells) or (acc_cells is not None and got[2] != id(acc_cells)):
+            raise NotProven("a call on a C object its core did not zero")
+        return got[0]
+
+    def _input(self, cells: np.ndarray) -> Region:
+        r = self.flow.region_of(cells)
+        if r.filling or self.flow.keys.is_stale(r.key):
+            raise NotProven(f"a kernel reads {r.buffer.name} while it is filled, or before this call filled it")
+        return r
+
+    def _matmul(self, core: int, cells: list[np.ndarray], scalars: tuple[int, ...]) -> None:
+        whole = self.flow.whole
+        if len(cells) != self.matmul_args:
+            raise NotProven("a matmul call with other arguments than the design's")
+        c_cells = cells[2]
+        got = self.current.get(core)
+        if got is None or got[1] != id(c_cells) or (self.acc_at and got[2] != id(cells[self.acc_at])):
+            raise NotProven("a call on a C object its core did not zero")
+        a, b, region = whole.get(id(cells[0])), whole.get(id(cells[1])), whole.get(id(c_cells))
+        if a is None or b is None or region is None or a.filling or b.filling or a.key in self.stale \
+                or b.key in self.stale:
+            raise NotProven("a kernel reads a buffer while it is filled, or before this call filled it")
+        c_slice = scalars[0] if scalars else 0
+        handle = got[0]
+        if self.converts:  # the accumulator carries no provenance: C's cells stay as the zero call left them
+            if region.key not in self.zeros:
+                raise NotProven("a matmul accumulates into a C object that holds C")
+        else:  # this slice of C's rows now holds C, with the provenance of this tile (sim/bulk.py: c_provenance)
+            key = self.slices.get((region.key, region.base == handle, c_slice))
+            if key is None:
+                key = self._slice_key(region, handle, c_slice)
+            region.key, region.base = key, handle
+        self.rows.extend((MATMUL, core, handle, c_slice, a.key, a.base, b.key, b.base))
+        self.matmuls += 1
+
+    def _slice_key(self, region: Region, handle: int, c_slice: int) -> int:
+        keys = self.flow.keys
+        if not 0 <= c_slice < self.c.rho:
+            raise NotProven("a C slice outside the object")
+        d = keys.defs[region.key]
+        if d[0] == "zero":
+            mask = 0
+        elif d[0] == "kernel" and d[1] == "slices" and region.base == handle:
+            mask = d[3]
+        else:
+            raise NotProven("a C object holds another tile's slices")
+        key = keys(("kernel", "slices", region.size, mask | 1 << c_slice, self.epoch))
+        self.slices[(region.key, region.base == handle, c_slice)] = key
+        return key
+
+    def _convert(self, tile: TileRef, core: int, cells: list[np.ndarray], scalars: tuple[int, ...]) -> None:
+        c, k = self.c, self.kernel
+        if len(cells) < 2:
+            raise NotProven("a convert call without its arguments")
+        handle = self._tile(core, cells[0], cells[1])
+        rest = cells[2:]
+        b_key = b_base = -1
+        if c.epilogue.needs_tile:
+            if not rest:
+                raise NotProven("a convert call without its epilogue tile")
+            b = self._input(rest.pop(0))
+            b_key, b_base = b.key, b.base
+        if c.epilogue.uses_tanh:  # the literal check, once per pair of buffers (nothing writes them after)
+            if len(rest) < 2:
+                raise NotProven("a convert call without its tanh table")
+            pair = (id(rest[0]), id(rest[1]))
+            if pair not in self.tables:
+                self.tables[pair] = k._tanh_table(tile, (rest[0], rest[1]))  # noqa: SLF001 - the literal check
+        mode = scalars[0] if scalars else -1
+        region = self.flow.region_of(cells[0])
+        region.key, region.base = self.flow.keys(("kernel", "out", region.size, 0, self.epoch)), handle
+        self.rows.extend((CONVERT, core, handle, mode, b_key, b_base, 0, 0))
+
+    def records(self) -> np.ndarray:
+        return np.frombuffer(self.rows, dtype=np.int64).reshape(-1, FIELDS) if self.rows else \
+            np.zeros((0, FIELDS), np.int64)
