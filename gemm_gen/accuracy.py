@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from .epilogue import Epilogue, Requant, float_epilogue_ref
-from .numerics import KernelNumerics, fp32_exact, int_product
+from .numerics import KernelNumerics, Product, fp32_exact, int_product
 from .rounding import Saturation, saturate, shift_round
 
 # what an integer output past its type's range became, per saturation mode (accuracy text)
@@ -82,9 +82,14 @@ def float_operands(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray
 BLOCK_ELEMENTS = 1 << 18  # C is measured a block of rows at a time: its temporaries stay a few MiB
 
 
-def measure(c: np.ndarray, a: np.ndarray, b: np.ndarray, numerics: KernelNumerics) -> Accuracy:
-    """C (M x N, its values) against the exact product of A (M x K) and B (K x N)."""
-    if numerics.dtype_out.is_float:  # converted once
+def measure(c: np.ndarray, a: np.ndarray, b: np.ndarray, numerics: KernelNumerics,
+            given: Product | None = None) -> Accuracy:
+    """C (M x N, its values) against the exact product of A (M x K) and B (K x N). `given`: an exact product
+    already made of operands that may give the same products (numerics.Product.covers)."""
+    exact = given.covers(a, b) if given is not None else None
+    if exact is not None:  # each block's product cut from it
+        a64, b64 = exact, None
+    elif numerics.dtype_out.is_float:  # converted once
         a64, b64 = float_operands(a, b)
     else:
         a64, b64 = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
@@ -99,28 +104,34 @@ def measure(c: np.ndarray, a: np.ndarray, b: np.ndarray, numerics: KernelNumeric
                     numerics.saturation.name.lower())
 
 
-def _block(c: np.ndarray, a: np.ndarray, b: np.ndarray, numerics: KernelNumerics) -> tuple[float, ...]:
+def _block(c: np.ndarray, a: np.ndarray, b: np.ndarray | None, numerics: KernelNumerics) -> tuple[float, ...]:
     """(exact, saturated, sum of squared errors, sum of squared targets, max abs error, max |target|,
-    not finite) of a block of C's rows (a and b: float_operands for a float C, else float64)."""
+    not finite) of a block of C's rows (a and b: float_operands for a float C, else float64; b None: a is the
+    block's exact product)."""
     got = np.asarray(c, dtype=np.float64)
     out = numerics.dtype_out
     if out.is_float:
         with np.errstate(invalid="ignore", over="ignore"):  # Inf and NaN inputs give Inf and NaN, as IEEE says
-            target = np.asarray(a @ b, dtype=np.float64)  # a and b: float_operands
+            target = np.asarray(a @ b if b is not None else a, dtype=np.float64)  # a and b: float_operands
         with np.errstate(over="ignore", invalid="ignore"):  # P past C's range rounds to Inf, as C's would
             rounded = target.astype(out.host).astype(np.float64)  # P in C's type (bfp16: its fp32 values)
         exact, saturated = _equal(got, rounded), 0
     else:
-        p = int_product(a, b)
+        p = int_product(a, b) if b is not None else np.asarray(a, np.int64)
         q = shift_round(p, numerics.shift, numerics.rounding)  # the exactly rounded result, unclamped
         saturated = int(np.count_nonzero((q < out.min) | (q > out.max)))
         exact = int(np.count_nonzero(got == saturate(q, out, numerics.saturation)))
         target = p / 2.0**numerics.shift
-    finite = np.isfinite(target)
-    both = finite & np.isfinite(got)
-    nonfinite = int(np.count_nonzero(finite & ~np.isfinite(got)) + np.count_nonzero(~finite & ~_same(got, target)))
-    diff = np.abs(got[both] - target[both])
-    ref = np.abs(target[both])
+    finite, got_finite = np.isfinite(target), np.isfinite(got)
+    if finite.all() and got_finite.all():  # the usual case: no masks, no copies (the same values in the same order)
+        nonfinite = 0
+        diff, ref = np.abs(got - target), np.abs(target)
+    else:
+        both = finite & got_finite
+        nonfinite = int(np.count_nonzero(finite & ~got_finite) + np.count_nonzero(~finite & ~_same(got, target)))
+        diff = np.abs(got[both] - target[both])
+        ref = np.abs(target[both])
+    diff, ref = diff.reshape(-1), ref.reshape(-1)
     return (exact, saturated, float(np.dot(diff, diff)), float(np.dot(ref, ref)), float(diff.max(initial=0.0)),
             float(ref.max(initial=0.0)), nonfinite)
 

@@ -77,9 +77,11 @@ def bf16_exact_values(rng: np.random.Generator, shape: tuple[int, ...], K: int) 
     """i 2^-p, i uniform in [-b, b] (b = exact_bound(K)), a few more zeros: fp32-exact sums."""
     b = exact_bound(K)
     p = b.bit_length() - 1
-    i = rng.integers(-b, b + 1, size=shape, dtype=np.int64)
+    i = rng.integers(-b, b + 1, size=shape, dtype=np.int64).astype(np.int8)  # |i| <= 127 (the draws: int64's)
     i *= rng.random(shape) >= ZERO_FRACTION
-    return np.ldexp(i.astype(np.float32), -p).astype(BF16.host)
+    v = i.astype(np.float32)
+    v *= np.float32(2.0**-p)  # exact, as ldexp
+    return v.astype(BF16.host)
 
 
 def bf16_values(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:

@@ -34,7 +34,7 @@ The same `KernelNumerics.call` serves the kernel emulator (one m x n tile) and t
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -232,7 +232,8 @@ def fused_mac_products(aie_target: str, dtype_in: str, mmul: tuple[int, int, int
 
 
 def reference(numerics: KernelNumerics, a: np.ndarray, b: np.ndarray, k: int, k_padded: int = 0,
-              bias: np.ndarray | None = None, requant: Requant | None = None) -> np.ndarray:
+              bias: np.ndarray | None = None, requant: Requant | None = None, given: Product | None = None
+              ) -> np.ndarray:
     """Exact expected C: the kernel's arithmetic over the whole matrix, one k-chunk per call.
 
     `a` is M x K and `b` is K x N (logical, whatever B's storage), in their host types.
@@ -241,9 +242,9 @@ def reference(numerics: KernelNumerics, a: np.ndarray, b: np.ndarray, k: int, k_
     on padding add nothing but still store C, which is not idempotent for a bfp16 C (a block whose
     largest value rounded to mantissa -128 re-encodes one exponent higher), so they are made too.
     `bias` and `requant`: the epilogue's data over C's N columns (requant with ReLU already folded:
-    epilogue_args.kernel_requant).
+    epilogue_args.kernel_requant). `given`: an exact product of operands that may be these (chain).
     """
-    c, acc, n_cols = _calls(numerics, a, b, k, k_padded)
+    c, acc, n_cols = _calls(numerics, a, b, k, k_padded, given)
     if numerics.dtype_out == BFP16:
         return _bfp16_values(*_encoded(numerics, c, acc))[:, :n_cols]
     return numerics.finish(c, bias, requant)[:, :n_cols]
@@ -260,37 +261,78 @@ def reference_bfp16(numerics: KernelNumerics, a: np.ndarray, b: np.ndarray, k: i
     return _encoded(numerics, c, acc)
 
 
-def _calls(numerics: KernelNumerics, a: np.ndarray, b: np.ndarray, k: int, k_padded: int
-           ) -> tuple[np.ndarray, np.ndarray, int]:
+def _calls(numerics: KernelNumerics, a: np.ndarray, b: np.ndarray, k: int, k_padded: int,
+           given: Product | None = None) -> tuple[np.ndarray, np.ndarray, int]:
     """(C after the last call, the last call's accumulator, N) of the kernel calls over a and b."""
+    n_cols = b.shape[1]
+    same = given is not None and replace(given.numerics, epilogue=numerics.epilogue) == numerics
+    exact = given.covers(a, b) if given is not None and same and collapses(numerics) else None
+    if exact is not None:  # the calls are one exact product, and it has been made (Product.covers)
+        if BFP16 in (numerics.t_acc, numerics.dtype_out) and n_cols % BFP16.block_elems:
+            exact = np.pad(exact, ((0, 0), (0, -n_cols % BFP16.block_elems)))  # zero columns, as b's below
+        return numerics.store(exact), exact, n_cols
     if k_padded > a.shape[1]:  # the design's extra calls on zero padding: they still requantize a bfp16 C
         a = np.pad(a, ((0, 0), (0, k_padded - a.shape[1])))
         b = np.pad(b, ((0, k_padded - b.shape[0]), (0, 0)))
-    m_rows, kk = a.shape
-    n_cols = b.shape[1]
     if BFP16 in (numerics.t_acc, numerics.dtype_out) and n_cols % BFP16.block_elems:
         # a bfp16 C has blocks of 8 along N: the padding columns (zero) share the last block
         b = np.pad(b, ((0, 0), (0, -n_cols % BFP16.block_elems)))
-    c, acc, _ = chain(numerics, a, b, k)
+    c, acc, _, _ = chain(numerics, a, b, k)
     return c, acc, n_cols
 
 
+def collapses(numerics: KernelNumerics) -> bool:
+    """Whether the calls' stores can change nothing, so that exact arithmetic makes them one product (chain): C
+    carried in fp32 between float calls, or in the accumulator's own integer type."""
+    return numerics.t_acc == F32 if numerics.dtype_in.is_float else numerics.converts
+
+
+@dataclass(frozen=True)
+class Product:
+    """Operands as the datapath multiplies them (float32 for floats, float64 for integers) over K's walk, and their
+    exact product (float32, or int64), made once where one product stood for all the calls (chain): what the
+    reference and the accuracy measure take instead of multiplying again (`covers`)."""
+
+    a: np.ndarray
+    b: np.ndarray
+    exact: np.ndarray
+    numerics: KernelNumerics  # whose quantization made a and b
+
+    def covers(self, a: np.ndarray, b: np.ndarray) -> np.ndarray | None:
+        """The exact product of a (M x K) and b (K x N) as given, cut from this one, when it is that product and,
+        under this product's numerics, what the datapath would make of them: a and b equal to this a's first rows
+        and columns and this b's first rows and columns (so they are on the bfp16 grid wherever these are: the
+        blocks of 8 along K start at 0 in both, and a block of a and b that ends at K holds these values and
+        zeros, whose shared exponent is no larger), this b zero past K (this a finite there): else None."""
+        rows, kk = np.shape(a)
+        cols = np.shape(b)[1]
+        if kk > self.a.shape[1] or rows > self.a.shape[0] or cols > self.b.shape[1] or np.shape(b)[0] != kk:
+            return None
+        if not (np.array_equal(self.b[:kk, :cols], b) and np.array_equal(self.a[:rows, :kk], a)):
+            return None
+        if self.b[kk:, :cols].any() or not np.isfinite(self.a[:rows, kk:]).all():
+            return None
+        return self.exact[:rows, :cols]
+
+
 def chain(numerics: KernelNumerics, a: np.ndarray, b: np.ndarray, k: int, overflows: bool = False
-          ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+          ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None, Product | None]:
     """The kernel calls over whole matrices, one K chunk of k at a time in K order, as `call` does to a tile: (C
-    after the last call, the last call's accumulator, and with `overflows` the calls per element whose
-    accumulator left its lanes, or None where none can). When C is carried exactly between calls and every
-    partial sum of the products is exact in the arithmetic that forms it (`fp32_exact`; integers: inside the
-    accumulator's lanes), each call's store changes nothing, and the calls are one product over all of K: the
-    same bits, computed at BLAS speed (float32 for floats, whose values are float32 numbers)."""
+    after the last call, the last call's accumulator, with `overflows` the calls per element whose accumulator
+    left its lanes (None where none can), and the Product where one stood for all the calls). When C is carried
+    exactly between calls (`collapses`) and every partial sum of the products is exact in the arithmetic that forms
+    it (`fp32_exact`; integers: inside the accumulator's lanes), each call's store changes nothing, and the calls are
+    one product over all of K: the same bits, at BLAS speed (float32 for floats, whose values are float32
+    numbers)."""
     a_op, b_op = _operands(numerics, a, b, k)
-    if numerics.dtype_in.is_float:
-        if numerics.t_acc == F32 and fp32_exact(a_op, b_op):
-            c = np.asarray(a_op @ b_op, np.float32)
-            return c, c, None
-    elif numerics.converts and _int_bound(a_op, b_op) <= min(numerics.t_acc.max, (1 << (numerics.acc_bits - 1)) - 1):
-        acc = int_product(a_op, b_op)
-        return numerics.store(acc), acc, None
+    if collapses(numerics):
+        if numerics.dtype_in.is_float:
+            if fp32_exact(a_op, b_op):
+                exact = np.asarray(a_op @ b_op, np.float32)
+                return exact, exact, None, Product(a_op, b_op, exact, numerics)
+        elif _int_bound(a_op, b_op) <= min(numerics.t_acc.max, (1 << (numerics.acc_bits - 1)) - 1):
+            acc = int_product(a_op, b_op)
+            return numerics.store(acc), acc, None, Product(a_op, b_op, acc, numerics)
     c = numerics.zero((a_op.shape[0], b_op.shape[1]))
     acc = c
     over = np.zeros(c.shape, np.int32) if overflows and not numerics.dtype_in.is_float else None
@@ -301,7 +343,7 @@ def chain(numerics: KernelNumerics, a: np.ndarray, b: np.ndarray, k: int, overfl
         if over is not None:
             over += (acc < lo) | (acc > hi)
         c = numerics.store(acc)
-    return c, acc, over
+    return c, acc, over, None
 
 
 def _operands(numerics: KernelNumerics, a: np.ndarray, b: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:

@@ -37,8 +37,8 @@ from ..epilogue_args import read_tile
 from ..hostdata import b_unit
 from ..numerics import KernelNumerics, chain
 from . import words as w
-from .contents import HANDLE, Keys, NotProven, Provenance
-from .flow import CALLED, CONVERT, MATMUL, ZERO, Flow
+from .contents import CALLED, CONVERT, HANDLE, MATMUL, ZERO, Keys, NotProven, Provenance
+from .flow import Flow
 from .kernel import (
     KernelEmulator,
     KernelStats,
@@ -143,8 +143,10 @@ def _group_rank(keys: tuple[np.ndarray, ...], order: np.ndarray) -> tuple[np.nda
     return rank, gid
 
 
-def check_calls(recs: np.ndarray, kernel: KernelEmulator, keys: Keys) -> Tiles:
-    """The emulator's rules over every recorded call (module docstring, 2); the tiles they computed."""
+def check_calls(recs: np.ndarray, kernel: KernelEmulator, keys: Keys,
+                words: Callable[[np.ndarray], np.ndarray]) -> Tiles:
+    """The emulator's rules over every recorded call (module docstring, 2); the tiles they computed. `words`: the
+    word offsets the recorded bases stand for (flow.Flow.words)."""
     c, call = kernel.c, kernel.call
     ga, gb = kernel.grids["A"], kernel.grids["B"]
     walk, k, rho = call.k_walk, c.k, c.rho
@@ -154,8 +156,8 @@ def check_calls(recs: np.ndarray, kernel: KernelEmulator, keys: Keys) -> Tiles:
     handle, slc = recs[mm, 2], recs[mm, 3]
     if ((slc < 0) | (slc >= rho)).any():
         raise NotProven("a C slice outside 0..rho-1")
-    a_word = recs[mm, 5] + first_words(keys, kernel.a_view, recs[mm, 4])[recs[mm, 4]]
-    b_word = recs[mm, 7] + first_words(keys, kernel.b_view, recs[mm, 6])[recs[mm, 6]]
+    a_word = words(recs[mm, 5]) + first_words(keys, kernel.a_view, recs[mm, 4])[recs[mm, 4]]
+    b_word = words(recs[mm, 7]) + first_words(keys, kernel.b_view, recs[mm, 6])[recs[mm, 6]]
     if ((a_word < 0) | (a_word > ID_MASK) | (b_word < 0) | (b_word > ID_MASK)).any():
         raise NotProven("a tile's first word outside its operand")
     rank, _ = _group_rank((handle, slc), mt)
@@ -198,7 +200,7 @@ def check_calls(recs: np.ndarray, kernel: KernelEmulator, keys: Keys) -> Tiles:
         raise NotProven("a conversion before any matmul of its tile")
     epilogue_b = np.full(hs.size, -1, np.int64)
     if c.epilogue.needs_tile and cv.any():
-        eb = recs[cv, 5] + first_words(keys, kernel.b_view, recs[cv, 4])[recs[cv, 4]]
+        eb = words(recs[cv, 5]) + first_words(keys, kernel.b_view, recs[cv, 4])[recs[cv, 4]]
         col, ok = b_cols(c, call, gb, eb, walk)
         if not ok.all() or (col != per_tile_col[at]).any():
             raise NotProven("a conversion reads another column's epilogue tile")
@@ -334,7 +336,8 @@ def compute(kernel: KernelEmulator, tiles: Tiles, a_raw: np.ndarray, b_raw: np.n
             raise NotProven("a B tile off its strip")
     a = delivered_a(c, kernel, a_raw, rows)
     b = delivered_b(c, kernel, b_raw, cols)
-    acc_c, acc, over = chain(numerics, a, b, c.k, overflows=True)
+    acc_c, acc, over, product = chain(numerics, a, b, c.k, overflows=True)
+    kernel.product = product
     overflows = 0
     if over is not None:
         for r0, c0 in zip(tiles.row0.tolist(), tiles.col0.tolist(), strict=True):

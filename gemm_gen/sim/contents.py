@@ -30,8 +30,18 @@ import numpy as np
 
 from . import words as w
 
-HANDLE = 1 << 40  # a base at or above this is a C tile's handle (sim/bulk.py resolves it), not a word offset
+# A base names where the ids of a content's tagged cells start: a task's first word plus an offset, kept as the task's
+# index in the call (TASK bits up) and the offset (ORIGIN-biased, below), so that a base says which task it came from
+# (sim/period.py shifts them); or, at HANDLE and above, a C tile's handle (sim/bulk.py resolves both).
+TASK = 32
+ORIGIN = 1 << 31
+HANDLE = 1 << 62
 Provenance = tuple[np.ndarray, np.ndarray]  # (tags int8, ids int64 relative to the base) per cell
+
+# the fast machine's kernel records (sim/flow.py Recorder): one row of FIELDS int64 per call
+ZERO, MATMUL, CONVERT = 0, 1, 2
+FIELDS = 8  # kind, core, handle, slice, A key, A base, B key, B base (convert: mode, B key, B base; zero: how)
+CALLED, CARRIED = 0, 1  # a zero call of this call, or one the core made at the end of the previous call
 
 
 class NotProven(Exception):

@@ -17,21 +17,18 @@ from __future__ import annotations
 
 from array import array
 from collections import deque
+from collections.abc import Callable
 
 import numpy as np
 
 from ..design.model import Design, RuntimeOp, TileRef
 from ..errors import GemmGenError
 from . import words as w
-from .contents import HANDLE, Keys, NotProven
+from .contents import CALLED, CARRIED, CONVERT, FIELDS, HANDLE, MATMUL, ORIGIN, TASK, ZERO, Keys, NotProven
 from .kernel import KernelEmulator
 from .lower import Machine, command_processor
-from .machine import Bd, Buffer, Channel, CommandProcessor, Task
-
-# kernel records: one row of FIELDS int64 per call
-ZERO, MATMUL, CONVERT = 0, 1, 2
-FIELDS = 8  # kind, core, handle, slice, A key, A base, B key, B base (convert: mode, B key, B base; zero: how)
-CALLED, CARRIED = 0, 1  # a zero call of this call, or one the core made at the end of the previous call
+from .machine import Bd, Buffer, Call, Channel, CommandProcessor, CoreActor, FifoEnd, Task
+from .period import Periods
 
 
 class Region:
@@ -95,8 +92,10 @@ class LeanStream:
             for d in dsts:
                 if d.length - d.pos < run:
                     run = d.length - d.pos
-            seq = src.seq if src.pos == 0 and run == src.length else flow.keys(("part", src.seq, src.pos, run))
-            base = src.base
+            if src.pos == 0 and run == src.length:
+                seq, base = src.seq, src.base
+            else:
+                seq, base = flow.part(src.seq, src.pos, run, src.base)
             for d in dsts:
                 if d.queue is not None:  # a shim S2MM: the words land in DRAM
                     d.drain.append((seq, base, d.task, d.pos, run))
@@ -133,7 +132,41 @@ class Flow:
         self.streams = [LeanStream(self.channels[id(s.src)], [self.channels[id(d)] for d in s.dsts], self)
                         for s in machine.streams]
         self.recorder = Recorder(self, kernel)
+        self.skipping = True  # repeat whole periods of task groups (sim/period.py)
+        self.skipped = 0  # groups skipped in the last call
+        self.skipped_total = 0  # and in every call so far
         self.dram_keys: dict[tuple[int, str], int] = {}
+        self.parts: dict[tuple[int, int, int], tuple[int, int]] = {}  # (sequence, pos, run) -> (key, base shift)
+        self.first_part: dict[tuple[int, int], tuple[int, int]] = {}  # (sequence, run) -> (pos, key) seen first
+
+    # ---- runs of a sequence ------------------------------------------------------------------------------
+    def part(self, seq: int, pos: int, run: int, base: int) -> tuple[int, int]:
+        """The key and base of words pos..pos+run of a sequence: the key of the first run of that length seen in
+        it, with the base moved, where this run is that one's translate (the same tags, ids a constant apart), so
+        that the same transfer on other words (the next k-step's tile) has the same key; else a key of its own."""
+        got = self.parts.get((seq, pos, run))
+        if got is None:
+            got = self.parts[(seq, pos, run)] = self._part(seq, pos, run)
+        key, shift = got
+        if shift and base >= HANDLE:  # a C tile's handle is no word offset: its runs keep keys of their own
+            key, shift = self.keys(("part", seq, pos, run)), 0
+        return key, base + shift
+
+    def _part(self, seq: int, pos: int, run: int) -> tuple[int, int]:
+        first = self.first_part.get((seq, run))
+        if first is None:
+            key = self.keys(("part", seq, pos, run))
+            self.first_part[(seq, run)] = (pos, key)
+            return key, 0
+        at, key = first
+        tags, ids = self.keys.provenance(seq)
+        if np.array_equal(tags[pos:pos + run], tags[at:at + run]):
+            tagged = tags[at:at + run] != w.TAG_NONE
+            diff = ids[pos:pos + run][tagged] - ids[at:at + run][tagged]
+            untagged_same = np.array_equal(ids[pos:pos + run][~tagged], ids[at:at + run][~tagged])
+            if untagged_same and (diff.size == 0 or (diff == diff[0]).all()):
+                return key, int(diff[0]) if diff.size else 0
+        return self.keys(("part", seq, pos, run)), 0
 
     # ---- regions -----------------------------------------------------------------------------------------
     def _region(self, buffer: Buffer, off: int, size: int) -> Region:
@@ -178,7 +211,7 @@ class Flow:
             task = ch.queue[0]
             ch.task, ch.length = task, len(task.base)
             if ch.mm2s:
-                ch.seq, ch.base = self._dram_key(task), task.first
+                ch.seq, ch.base = self._dram_key(task), (self.task_index[id(task)] << TASK) + ORIGIN
         else:
             bd = ch.bds[ch.cur]
             if bd.acquire.value < 1:
@@ -236,7 +269,11 @@ class Flow:
         else:
             if any(p[3] != base for p in pieces) and any(p[3] >= HANDLE for p in pieces):
                 raise NotProven(f"{r.buffer.name} is filled from several C tiles in one BD")
-            key = self.keys(("fill", bd.idx, r.off, r.size, tuple((s, d, n, b - base) for s, d, n, b in pieces)))
+            if any(p[3] >> TASK != base >> TASK for p in pieces):
+                self.cross_tasks += 1  # ids a data-dependent distance apart (sim/period.py does not repeat it)
+            origin = self.word(base)
+            key = self.keys(("fill", bd.idx, r.off, r.size,
+                             tuple((s, d, n, self.word(b) - origin) for s, d, n, b in pieces)))
         r.key, r.base = key, base
 
     # ---- one call --------------------------------------------------------------------------------------
@@ -248,12 +285,19 @@ class Flow:
         m = self.m
         cmd = command_processor(design, runtime, dram, m.shim_channels, m.rtps, m.barriers)
         m.cmd, m.dram = cmd, dram
+        tasks = [step.task for step in cmd.steps if step.kind == "push" and step.task is not None]
+        self.task_index = {id(t): i for i, t in enumerate(tasks)}
+        self.firsts = [t.first for t in tasks]
+        self.cross_tasks = 0
+        periods = Periods(self, cmd, m.cores, tasks) if self.skipping else None
         for lean in self.channels.values():  # a literal call may have run in between
             lean.cur, lean.words = lean.ch.cur, 0
         actors: list = [cmd, *self.streams, *m.cores]
         self.recorder.begin()
         try:
             while True:
+                if periods is not None:
+                    periods.round()
                 progressed = False
                 for actor in actors:
                     if actor.step():
@@ -264,6 +308,8 @@ class Flow:
                     break
         except GemmGenError as e:  # the literal run stops at the same place with the same error
             raise NotProven(str(e)) from e
+        self.skipped = periods.skipped if periods is not None else 0
+        self.skipped_total += self.skipped
         if not cmd.done:
             raise NotProven("deadlock")
         for lean in self.channels.values():
@@ -282,6 +328,15 @@ class Flow:
                 if r.base < HANDLE and not self.keys.defs[r.key][0] == "zero":
                     r.key, r.base = self.keys(("stale", r.size)), 0
 
+    def word(self, base: int) -> int:
+        """The word offset a task base stands for (a handle stands for itself)."""
+        return base if base >= HANDLE else self.firsts[base >> TASK] + (base & (ORIGIN * 2 - 1)) - ORIGIN
+
+    def words(self, bases: np.ndarray) -> np.ndarray:
+        """word() of task bases, array-wise."""
+        firsts = np.asarray(self.firsts, np.int64)
+        return firsts[bases >> TASK] + (bases & (ORIGIN * 2 - 1)) - ORIGIN
+
     def drains(self) -> list:
         return [piece for lean in self.channels.values() for piece in lean.drain]
 
@@ -292,12 +347,13 @@ class Flow:
 
 class Recorder:
     """The cores' kernel in the fast machine: one record per call (sim/bulk.py checks and computes them), the
-    C object's content as the kernel leaves it, and the literal emulator's checks where they are cheap."""
+    C object's content as the kernel leaves it, and the literal emulator's checks where they are cheap. Each core
+    calls it through `bind` (CoreActor.call_kernel) with its Call op, whose arguments it resolves once."""
 
     def __init__(self, flow: Flow, kernel: KernelEmulator) -> None:
         self.flow = flow
+        self.regions = {id(r.buffer): r for r in flow.whole.values()}  # a buffer's whole region, by buffer
         self.use(kernel, 0)
-        self.cores: dict[int, int] = {id(core.tile): i for i, core in enumerate(flow.m.cores)}
         self.tables: dict[tuple[int, int], object] = {}
         self.begin()
 
@@ -325,7 +381,7 @@ class Recorder:
         self.handles = 0
         self.matmuls = 0
         current = getattr(self, "current", {})
-        self.current: dict[int, tuple[int, int, int]] = {}  # core -> (handle, id(C cells), id(acc cells))
+        self.current: dict[int, tuple[int, int, int]] = {}  # core -> (handle, id(C buffer), id(acc buffer))
         for core, (_, c_id, acc_id) in current.items():
             self._zeroed(core, c_id, acc_id, CARRIED)
 
@@ -335,47 +391,64 @@ class Recorder:
         self.current[core] = (handle, c_id, acc_id)
         self.rows.extend((ZERO, core, handle, how, 0, 0, 0, 0))
 
-    def __call__(self, tile: TileRef, kernel: str, cells: list[np.ndarray], scalars: tuple[int, ...] = ()) -> None:
-        role = self.roles.get(kernel)
-        core = self.cores[id(tile)]
-        if role == "matmul":
-            self._matmul(core, cells, scalars)
-        elif role == "zero":
-            for part in cells:  # as the kernel does: the state a literal call after this one starts from
-                part[:] = 0
-                region = self.flow.whole.get(id(part))
-                if region is not None:
-                    region.key, region.base = self.flow.keys.zero(region.size), 0
-            self._zeroed(core, id(cells[0]), id(cells[1]) if len(cells) > 1 else 0, CALLED)
-        elif role == "convert":
-            self._convert(tile, core, cells, scalars)
-        else:
-            raise NotProven(f"{tile} calls {kernel}, which is none of the design's kernels")
+    def bind(self, actor: CoreActor, core: int) -> Callable[[Call], None]:
+        """The core's kernel call: its Call op's arguments (fifo ends or the core's own buffers) and role, looked
+        up once per op."""
+        Plan = tuple[str | None, tuple[tuple[FifoEnd | None, Buffer | None], ...], tuple[int, ...] | None]
+        plans: dict[int, Plan] = {}
 
-    def _tile(self, core: int, c_cells: np.ndarray, acc_cells: np.ndarray | None) -> int:
-        got = self.current.get(core)
-        if got is None or got[1] != id(c_cells) or (acc_cells is not None and got[2] != id(acc_cells)):
-            raise NotProven("a call on a C object its core did not zero")
-        return got[0]
+        def call(op: Call) -> None:
+            plan = plans.get(id(op))
+            if plan is None:
+                args: tuple[tuple[FifoEnd | None, Buffer | None], ...] = tuple(
+                    (None, actor.buffers[n]) if n in actor.buffers else (actor.ends[n], None) for n in op.args)
+                ints = tuple(x for x in op.scalars if isinstance(x, int))
+                plan = plans[id(op)] = (self.roles.get(op.kernel), args,
+                                        ints if len(ints) == len(op.scalars) else None)
+            role, args, fixed = plan
+            bufs = []
+            for end, own in args:
+                if own is None:
+                    assert end is not None
+                    if not end.held:
+                        raise NotProven(f"{actor.tile} calls {op.kernel} without holding an argument")
+                    own = end.held[0]
+                bufs.append(own)
+            scalars = fixed if fixed is not None else tuple(actor._word(x, f"{op.kernel} argument")  # noqa: SLF001
+                                                            for x in op.scalars)
+            if role == "matmul":
+                self._matmul(core, bufs, scalars)
+            elif role == "zero":
+                self._zero(core, bufs)
+            elif role == "convert":
+                self._convert(actor.tile, core, bufs, scalars)
+            else:
+                raise NotProven(f"{actor.tile} calls {op.kernel}, which is none of the design's kernels")
 
-    def _input(self, cells: np.ndarray) -> Region:
-        r = self.flow.region_of(cells)
-        if r.filling or self.flow.keys.is_stale(r.key):
-            raise NotProven(f"a kernel reads {r.buffer.name} while it is filled, or before this call filled it")
+        return call
+
+    def _zero(self, core: int, bufs: list[Buffer]) -> None:
+        for b in bufs:  # as the kernel does: the state a literal call after this one starts from
+            b.cells[:] = 0
+            region = self.regions.get(id(b))
+            if region is not None:
+                region.key, region.base = self.flow.keys.zero(region.size), 0
+        self._zeroed(core, id(bufs[0]), id(bufs[1]) if len(bufs) > 1 else 0, CALLED)
+
+    def _input(self, b: Buffer) -> Region:
+        r = self.regions.get(id(b))
+        if r is None or r.filling or r.key in self.stale:
+            raise NotProven(f"a kernel reads {b.name} while it is filled, or before this call filled it")
         return r
 
-    def _matmul(self, core: int, cells: list[np.ndarray], scalars: tuple[int, ...]) -> None:
-        whole = self.flow.whole
-        if len(cells) != self.matmul_args:
+    def _matmul(self, core: int, bufs: list[Buffer], scalars: tuple[int, ...]) -> None:
+        if len(bufs) != self.matmul_args:
             raise NotProven("a matmul call with other arguments than the design's")
-        c_cells = cells[2]
         got = self.current.get(core)
-        if got is None or got[1] != id(c_cells) or (self.acc_at and got[2] != id(cells[self.acc_at])):
+        if got is None or got[1] != id(bufs[2]) or (self.acc_at and got[2] != id(bufs[self.acc_at])):
             raise NotProven("a call on a C object its core did not zero")
-        a, b, region = whole.get(id(cells[0])), whole.get(id(cells[1])), whole.get(id(c_cells))
-        if a is None or b is None or region is None or a.filling or b.filling or a.key in self.stale \
-                or b.key in self.stale:
-            raise NotProven("a kernel reads a buffer while it is filled, or before this call filled it")
+        a, b = self._input(bufs[0]), self._input(bufs[1])
+        region = self.regions[id(bufs[2])]
         c_slice = scalars[0] if scalars else 0
         handle = got[0]
         if self.converts:  # the accumulator carries no provenance: C's cells stay as the zero call left them
@@ -404,12 +477,14 @@ class Recorder:
         self.slices[(region.key, region.base == handle, c_slice)] = key
         return key
 
-    def _convert(self, tile: TileRef, core: int, cells: list[np.ndarray], scalars: tuple[int, ...]) -> None:
+    def _convert(self, tile: TileRef, core: int, bufs: list[Buffer], scalars: tuple[int, ...]) -> None:
         c, k = self.c, self.kernel
-        if len(cells) < 2:
+        if len(bufs) < 2:
             raise NotProven("a convert call without its arguments")
-        handle = self._tile(core, cells[0], cells[1])
-        rest = cells[2:]
+        got = self.current.get(core)
+        if got is None or got[1] != id(bufs[0]) or got[2] != id(bufs[1]):
+            raise NotProven("a call on a C object its core did not zero")
+        rest = bufs[2:]
         b_key = b_base = -1
         if c.epilogue.needs_tile:
             if not rest:
@@ -421,11 +496,11 @@ class Recorder:
                 raise NotProven("a convert call without its tanh table")
             pair = (id(rest[0]), id(rest[1]))
             if pair not in self.tables:
-                self.tables[pair] = k._tanh_table(tile, (rest[0], rest[1]))  # noqa: SLF001 - the literal check
+                self.tables[pair] = k._tanh_table(tile, (rest[0].cells, rest[1].cells))  # noqa: SLF001
         mode = scalars[0] if scalars else -1
-        region = self.flow.region_of(cells[0])
-        region.key, region.base = self.flow.keys(("kernel", "out", region.size, 0, self.epoch)), handle
-        self.rows.extend((CONVERT, core, handle, mode, b_key, b_base, 0, 0))
+        region = self.regions[id(bufs[0])]
+        region.key, region.base = self.flow.keys(("kernel", "out", region.size, 0, self.epoch)), got[0]
+        self.rows.extend((CONVERT, core, got[0], mode, b_key, b_base, 0, 0))
 
     def records(self) -> np.ndarray:
         return np.frombuffer(self.rows, dtype=np.int64).reshape(-1, FIELDS) if self.rows else \

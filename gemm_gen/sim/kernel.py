@@ -27,7 +27,7 @@ from ..epilogue_args import read_tile
 from ..errors import LayoutError
 from ..hostdata import b_unit, b_unit_coords
 from ..l1_layout import a_layout, a_tile_pairs, b_layout, b_tile_pairs, c_layout, c_tile_blocks
-from ..numerics import KernelNumerics
+from ..numerics import KernelNumerics, Product
 from ..rules.dequant import to_bfp16
 from . import words as w
 
@@ -318,6 +318,9 @@ class KernelEmulator:
         # operand once. Sound because a tile passed its provenance check, so its source words say
         # exactly which block of the (read-only) input it holds.
         self.operands: OrderedDict[tuple[str, int], np.ndarray] = OrderedDict()
+        # the fast simulator's one exact product of what the tiles held, where one stood for all calls (sim/bulk.py):
+        # the reference and the accuracy measure take it where their operands give the same products
+        self.product: Product | None = None
 
     def __call__(self, tile: TileRef, kernel: str, cells: list[np.ndarray], scalars: tuple[int, ...] = ()) -> None:
         role = self.roles.get(kernel)

@@ -104,10 +104,12 @@ class Machine:
             if ch.queue is not None:
                 ch.queue.clear()
         for core, pc, loops, at_start, synced, passes in snap.cores:
+            core.gen.close()  # first: a closing interpreter writes back its own program counter
             core.pc, core.at_start, core.synced, core.passes = pc, at_start, synced, passes
             core.loops[:] = loops
             core.ready = None
             core.gen = core._run()  # noqa: SLF001 - a fresh interpreter at the same instruction: it re-checks its wait
+            core.call_kernel = core._call  # noqa: SLF001 - the literal emulator takes the cells
 
     def next_call(self, runtime: tuple[RuntimeOp, ...], dram: dict[str, np.ndarray], kernel: KernelEmulator) -> None:
         """Start another call on the same array: a new runtime sequence over new DRAM buffers;
@@ -115,6 +117,7 @@ class Machine:
         self.dram, self.kernel = dram, kernel
         for core in self.cores:
             core.kernel = kernel
+            core.call_kernel = core._call  # noqa: SLF001 - the literal emulator takes the cells
         for ch in self.channels:
             ch.words = 0
         self.cmd = command_processor(self.design, runtime, dram, self.shim_channels, self.rtps, self.barriers)

@@ -294,6 +294,9 @@ class CoreActor:
         self.at_start = True  # at the top of the program, holding nothing
         self.passes = 0
         self.code = compile_program(program)
+        # how a Call reaches the kernel: with the cells of its arguments (the literal emulator), or a hook that
+        # resolves them itself (sim/flow.py's recorder, which needs the buffers rather than their cells)
+        self.call_kernel: Callable[[Call], None] = self._call
         self.pc = 0
         self.loops: list[int] = []  # iterations left of each loop the program is in, innermost last
         self.gen = self._run()
@@ -307,61 +310,68 @@ class CoreActor:
             progressed = True
 
     def _run(self) -> Generator[Callable[[], bool], None, None]:
-        code, loops = self.code, self.loops
-        while True:
-            ins = code[self.pc]
-            op = ins[0]
-            if op == ACQ:
-                acq = ins[1]
-                end = self.ends[acq.fifo]
-                lock = end.acquire_lock
-                if lock.value < acq.count:
-                    self.waiting_on = f"to acquire {acq.fifo}"
-                    yield _holds_at_least(lock, acq.count)
-                self.at_start = False
-                lock.value -= acq.count
-                for _ in range(acq.count):
-                    end.held.append(end.buffers[end.next])
-                    end.next = (end.next + 1) % len(end.buffers)
-            elif op == CALL:
-                self._call(ins[1])
-            elif op == REL:
-                rel = ins[1]
-                end = self.ends[rel.fifo]
-                if len(end.held) < rel.count:
-                    raise SimulationError(f"{self.tile} releases {rel.count} of {rel.fifo} holding "
-                                          f"{len(end.held)}", "fix the worker program")
-                for _ in range(rel.count):
-                    end.held.popleft()
-                end.release_lock.value += rel.count
-            elif op == NEXT:
-                loops[-1] -= 1
-                if loops[-1] > 0:
-                    self.pc = ins[1]
+        # the program counter lives in a local between waits, and in self.pc whenever the core waits (or stops)
+        code, loops, pc = self.code, self.loops, self.pc
+        try:
+            while True:
+                ins = code[pc]
+                op = ins[0]
+                if op == ACQ:
+                    acq = ins[1]
+                    end = self.ends[acq.fifo]
+                    lock = end.acquire_lock
+                    if lock.value < acq.count:
+                        self.waiting_on = f"to acquire {acq.fifo}"
+                        self.pc = pc
+                        yield _holds_at_least(lock, acq.count)
+                    self.at_start = False
+                    lock.value -= acq.count
+                    for _ in range(acq.count):
+                        end.held.append(end.buffers[end.next])
+                        end.next = (end.next + 1) % len(end.buffers)
+                elif op == CALL:
+                    self.call_kernel(ins[1])
+                elif op == REL:
+                    rel = ins[1]
+                    end = self.ends[rel.fifo]
+                    if len(end.held) < rel.count:
+                        raise SimulationError(f"{self.tile} releases {rel.count} of {rel.fifo} holding "
+                                              f"{len(end.held)}", "fix the worker program")
+                    for _ in range(rel.count):
+                        end.held.popleft()
+                    end.release_lock.value += rel.count
+                elif op == NEXT:
+                    loops[-1] -= 1
+                    if loops[-1] > 0:
+                        pc = ins[1]
+                        continue
+                    loops.pop()
+                elif op == LOOP:
+                    self.pc = pc
+                    count = self._count(ins[1])
+                    if count <= 0:
+                        pc = ins[2]
+                        continue
+                    loops.append(count)
+                elif op == WAIT:  # acquire-equal: the value stays
+                    barrier = self._barrier(ins[1])
+                    value = ins[1].value
+                    if barrier.value != value:
+                        self.waiting_on = f"for {barrier.name} = {value} (the sequence's set)"
+                        self.pc = pc
+                        yield _holds(barrier, value)
+                    self.synced = barrier.sets
+                elif op == ADD:
+                    self._barrier(ins[1]).add(ins[1].value)
+                else:  # END: the program starts over (a call's parameters are read after this call's wait)
+                    self.passes += 1
+                    self.at_start = True
+                    self.synced = None
+                    pc = 0
                     continue
-                loops.pop()
-            elif op == LOOP:
-                count = self._count(ins[1])
-                if count <= 0:
-                    self.pc = ins[2]
-                    continue
-                loops.append(count)
-            elif op == WAIT:  # acquire-equal: the value stays
-                barrier = self._barrier(ins[1])
-                value = ins[1].value
-                if barrier.value != value:
-                    self.waiting_on = f"for {barrier.name} = {value} (the sequence's set)"
-                    yield _holds(barrier, value)
-                self.synced = barrier.sets
-            elif op == ADD:
-                self._barrier(ins[1]).add(ins[1].value)
-            else:  # END: the program starts over (a call's parameters are read after this call's wait)
-                self.passes += 1
-                self.at_start = True
-                self.synced = None
-                self.pc = 0
-                continue
-            self.pc += 1
+                pc += 1
+        finally:
+            self.pc = pc
 
     def _call(self, op: Call) -> None:
         cells = []

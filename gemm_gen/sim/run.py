@@ -290,13 +290,13 @@ class ArraySession:
         flow = self.flow
         self.kernels = {self.calls: kernel}
         flow.recorder.use(kernel, self.calls)
-        for core in m.cores:
-            core.kernel = flow.recorder
+        for i, core in enumerate(m.cores):
+            core.call_kernel = flow.recorder.bind(core, i)
         total = call.m_blocks * call.n_blocks * call.k_walk // c.k * c.rho * len(m.cores)
         with tqdm(total=total, unit="call", desc="simulating", disable=not progress, leave=False) as bar:
             flow.run(runtime, _stand_ins(sizes), self.design, bar if progress else None)
         recs = flow.recorder.records()
-        tiles = bulk.check_calls(recs, kernel, self.keys)
+        tiles = bulk.check_calls(recs, kernel, self.keys, flow.words)
         written = bulk.drained_words(flow, tiles, sizes["C"])
         flow.clear_drains()
         if not written[_c_words(c, call)].all():
@@ -375,7 +375,7 @@ def _checked_call(session: ArraySession, call: CallPlan, seed: int, progress: bo
     received = (a, b_values) if quant is not None else host_values(c, a_dram, b_dram, call)
     requant = None if args is None else kernel_requant(e, args.requant)
     bias = None if args is None else args.bias
-    expect = reference(replace(c.numerics, epilogue=e), *received, c.k, call.k_walk, bias, requant)
+    expect = reference(replace(c.numerics, epilogue=e), *received, c.k, call.k_walk, bias, requant, kernel.product)
     g64 = got.astype(np.float64)
     diff = g64 != expect.astype(np.float64)
     mismatches = int(np.count_nonzero(diff))
@@ -385,7 +385,8 @@ def _checked_call(session: ArraySession, call: CallPlan, seed: int, progress: bo
         first = (i, j, float(g64[i, j]), float(expect[i, j]))
     # W4A16: against float64 A @ ((q - z) s), the weights the user means (before any bf16 rounding)
     exact_b = None if quant is None else quant.exact()
-    acc = measure(got, *received, c.numerics) if exact_b is None else measure(got, a, exact_b, c.numerics)
+    acc = measure(got, *received, c.numerics, kernel.product) if exact_b is None else \
+        measure(got, a, exact_b, c.numerics)
     host_quantized = c.t_in.is_block or c.t_b.is_block
     saturated = acc.saturated / acc.elements
     traffic = []
