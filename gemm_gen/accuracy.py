@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
+from .dtypes import widen
 from .epilogue import Epilogue, Requant, float_epilogue_ref
 from .numerics import KernelNumerics, Product, fp32_exact, int_product
 from .rounding import Saturation, saturate, shift_round
@@ -108,13 +109,15 @@ def _block(c: np.ndarray, a: np.ndarray, b: np.ndarray | None, numerics: KernelN
     """(exact, saturated, sum of squared errors, sum of squared targets, max abs error, max |target|,
     not finite) of a block of C's rows (a and b: float_operands for a float C, else float64; b None: a is the
     block's exact product)."""
-    got = np.asarray(c, dtype=np.float64)
+    got = widen(c)
     out = numerics.dtype_out
     if out.is_float:
         with np.errstate(invalid="ignore", over="ignore"):  # Inf and NaN inputs give Inf and NaN, as IEEE says
-            target = np.asarray(a @ b if b is not None else a, dtype=np.float64)  # a and b: float_operands
+            product = a @ b if b is not None else a  # a and b: float_operands
+            target = np.asarray(product, dtype=np.float64)
         with np.errstate(over="ignore", invalid="ignore"):  # P past C's range rounds to Inf, as C's would
-            rounded = target.astype(out.host).astype(np.float64)  # P in C's type (bfp16: its fp32 values)
+            # P in C's type (bfp16: its fp32 values); a float32 P rounds to it alike (it is exact there)
+            rounded = widen((product if product.dtype == np.float32 else target).astype(out.host))
         exact, saturated = _equal(got, rounded), 0
     else:
         p = int_product(a, b) if b is not None else np.asarray(a, np.int64)
@@ -132,7 +135,7 @@ def _block(c: np.ndarray, a: np.ndarray, b: np.ndarray | None, numerics: KernelN
         diff = np.abs(got[both] - target[both])
         ref = np.abs(target[both])
     diff, ref = diff.reshape(-1), ref.reshape(-1)
-    return (exact, saturated, float(np.dot(diff, diff)), float(np.dot(ref, ref)), float(diff.max(initial=0.0)),
+    return (exact, saturated, _squares(diff), _squares(ref), float(diff.max(initial=0.0)),
             float(ref.max(initial=0.0)), nonfinite)
 
 
@@ -176,6 +179,12 @@ def acc32_overflow_bound(a: np.ndarray, b: np.ndarray, acc_bits: int) -> float |
     bound = float(np.abs(a.astype(np.int64)).max(initial=0)) * float(np.abs(b.astype(np.int64)).max(initial=0))
     bound *= a.shape[1]
     return bound if bound >= 2.0**31 else None
+
+
+def _squares(x: np.ndarray) -> float:
+    """The sum of squares, by NumPy's pairwise summation: deterministic, and unlike a BLAS dot (which may split it
+    over threads) quick on a busy machine."""
+    return float(np.sum(x * x))
 
 
 def _same(x: np.ndarray, y: np.ndarray) -> np.ndarray:
@@ -239,5 +248,5 @@ def measure_epilogue(c: np.ndarray, a: np.ndarray, b: np.ndarray, epilogue: Epil
     return EpilogueAccuracy(
         int(got.size), float(diff.max(initial=0.0)),
         float((diff[tail] / ref[tail]).max(initial=0.0)),
-        float(np.sqrt(np.dot(diff, diff) / (np.dot(ref, ref) or 1.0))), tflite,
+        float(np.sqrt(_squares(diff) / (_squares(ref) or 1.0))), tflite,
         int(np.count_nonzero(finite & ~np.isfinite(got))))

@@ -58,6 +58,9 @@ def _block_max(v: np.ndarray) -> np.ndarray:
     return np.maximum(two[:, :, :1], two[:, :, 1:])
 
 
+CHUNK = 1 << 18  # values per piece of a large array's bit tests: their temporaries stay in cache
+
+
 def on_grid(x: np.ndarray, axis: int = -1) -> bool:
     """Every block of 8 along `axis` holds values encode() keeps as they are, whatever the rounding: finite, no
     denormals (the helper halves them) and no -0, each a whole multiple of its block's step 2^(E - 133) (E the
@@ -69,6 +72,14 @@ def on_grid(x: np.ndarray, axis: int = -1) -> bool:
         x32 = np.pad(x32, [(0, 0)] * axis + [(0, -x32.shape[axis] % BLOCK)] + [(0, 0)] * (x32.ndim - axis - 1))
     pre, post = int(np.prod(x32.shape[:axis])), int(np.prod(x32.shape[axis + 1:]))
     bits = np.ascontiguousarray(x32).view(np.uint32).reshape(pre, -1, BLOCK, post)  # blocks along axis 2: a view
+    if pre >= post:  # pieces along the axis with more lines
+        step = max(1, CHUNK // max(1, bits[0].size))
+        return all(_on_grid(bits[i:i + step]) for i in range(0, pre, step))
+    step = max(1, CHUNK // max(1, bits[..., 0].size))
+    return all(_on_grid(bits[..., j:j + step]) for j in range(0, post, step))
+
+
+def _on_grid(bits: np.ndarray) -> bool:
     exp = (bits >> 23) & 0xFF
     if (exp == 0xFF).any() or ((exp == 0) & (bits != 0)).any():  # Inf, NaN, denormals and -0 (encoded as +0)
         return False

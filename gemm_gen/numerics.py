@@ -34,12 +34,12 @@ The same `KernelNumerics.call` serves the kernel emulator (one m x n tile) and t
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
 from . import epilogue_args
-from .bfp16 import BLOCK, decode, encode, on_grid, quantize
+from .bfp16 import BLOCK, CHUNK, decode, encode, on_grid, quantize
 from .dtypes import BFP16, F32, I64, DType, dtype
 from .epilogue import Epilogue, Requant
 from .rounding import Rounding, Saturation, round_f32_to_bf16, saturate, shift_round
@@ -131,10 +131,13 @@ class KernelNumerics:
 
     def to_bfp16(self, x: np.ndarray, axis: int) -> np.ndarray:
         """Quantize to bfp16ebs8 in blocks of 8 along `axis` (K), zero-padding a ragged last block."""
+        return self.quantized(x, axis)[0]
 
+    def quantized(self, x: np.ndarray, axis: int) -> tuple[np.ndarray, bool]:
+        """to_bfp16(x, axis), and whether it left every value as it was."""
         x = np.asarray(x, dtype=np.float32)
         if on_grid(x, axis):  # every block already holds its quantized values (no rounding, no clamp)
-            return x
+            return x, True
         n = x.shape[axis]
         pad = -n % BLOCK
         if pad:
@@ -142,7 +145,7 @@ class KernelNumerics:
             widths[axis] = (0, pad)
             x = np.pad(x, widths)
         q = quantize(x, axis=axis, rounding=self.rounding)
-        return np.take(q, np.arange(n), axis=axis) if pad else q
+        return (np.take(q, np.arange(n), axis=axis) if pad else q), False
 
     def accumulate(self, c: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         """The accumulator after one call: fp64 holding the exact fp32-path sum, or int64."""
@@ -265,8 +268,7 @@ def _calls(numerics: KernelNumerics, a: np.ndarray, b: np.ndarray, k: int, k_pad
            given: Product | None = None) -> tuple[np.ndarray, np.ndarray, int]:
     """(C after the last call, the last call's accumulator, N) of the kernel calls over a and b."""
     n_cols = b.shape[1]
-    same = given is not None and replace(given.numerics, epilogue=numerics.epilogue) == numerics
-    exact = given.covers(a, b) if given is not None and same and collapses(numerics) else None
+    exact = given.covers(a, b) if given is not None and given.serves(numerics) and collapses(numerics) else None
     if exact is not None:  # the calls are one exact product, and it has been made (Product.covers)
         if BFP16 in (numerics.t_acc, numerics.dtype_out) and n_cols % BFP16.block_elems:
             exact = np.pad(exact, ((0, 0), (0, -n_cols % BFP16.block_elems)))  # zero columns, as b's below
@@ -297,6 +299,12 @@ class Product:
     b: np.ndarray
     exact: np.ndarray
     numerics: KernelNumerics  # whose quantization made a and b
+    seen: dict[tuple[int, int], tuple[np.ndarray, np.ndarray, np.ndarray | None]] = field(
+        default_factory=dict, compare=False, repr=False)  # covers(), by its arguments (held: their ids stay theirs)
+
+    def serves(self, numerics: KernelNumerics) -> bool:
+        """These numerics make the same operands and accumulate them alike (the epilogue apart)."""
+        return replace(self.numerics, epilogue=numerics.epilogue) == numerics
 
     def covers(self, a: np.ndarray, b: np.ndarray) -> np.ndarray | None:
         """The exact product of a (M x K) and b (K x N) as given, cut from this one, when it is that product and,
@@ -304,6 +312,12 @@ class Product:
         and columns and this b's first rows and columns (so they are on the bfp16 grid wherever these are: the
         blocks of 8 along K start at 0 in both, and a block of a and b that ends at K holds these values and
         zeros, whose shared exponent is no larger), this b zero past K (this a finite there): else None."""
+        key = (id(a), id(b))
+        if key not in self.seen:
+            self.seen[key] = (a, b, self._covers(a, b))
+        return self.seen[key][2]
+
+    def _covers(self, a: np.ndarray, b: np.ndarray) -> np.ndarray | None:
         rows, kk = np.shape(a)
         cols = np.shape(b)[1]
         if kk > self.a.shape[1] or rows > self.a.shape[0] or cols > self.b.shape[1] or np.shape(b)[0] != kk:
@@ -324,15 +338,16 @@ def chain(numerics: KernelNumerics, a: np.ndarray, b: np.ndarray, k: int, overfl
     it (`fp32_exact`; integers: inside the accumulator's lanes), each call's store changes nothing, and the calls are
     one product over all of K: the same bits, at BLAS speed (float32 for floats, whose values are float32
     numbers)."""
-    a_op, b_op = _operands(numerics, a, b, k)
-    if collapses(numerics):
-        if numerics.dtype_in.is_float:
-            if fp32_exact(a_op, b_op):
-                exact = np.asarray(a_op @ b_op, np.float32)
-                return exact, exact, None, Product(a_op, b_op, exact, numerics)
-        elif _int_bound(a_op, b_op) <= min(numerics.t_acc.max, (1 << (numerics.acc_bits - 1)) - 1):
-            acc = int_product(a_op, b_op)
-            return numerics.store(acc), acc, None, Product(a_op, b_op, acc, numerics)
+    if collapses(numerics) and numerics.dtype_in.is_float and (k % BLOCK == 0 or not numerics.quantizes_a):
+        product = _float_product(numerics, a, b)
+        if product is not None:
+            return product.exact, product.exact, None, product  # fp32 C stores as it is
+    a_op, b_op, a_same, b_same = _operands(numerics, a, b, k)
+    if collapses(numerics) and not numerics.dtype_in.is_float:
+        if _int_bound(a_op, b_op) <= min(numerics.t_acc.max, (1 << (numerics.acc_bits - 1)) - 1):
+            exact = int_product(a_op, b_op)  # the Product keeps the values as given where they are the operands
+            return numerics.store(exact), exact, None, Product(a if a_same else a_op, b if b_same else b_op, exact,
+                                                               numerics)
     c = numerics.zero((a_op.shape[0], b_op.shape[1]))
     acc = c
     over = np.zeros(c.shape, np.int32) if overflows and not numerics.dtype_in.is_float else None
@@ -346,24 +361,55 @@ def chain(numerics: KernelNumerics, a: np.ndarray, b: np.ndarray, k: int, overfl
     return c, acc, over, None
 
 
-def _operands(numerics: KernelNumerics, a: np.ndarray, b: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+def _float_product(numerics: KernelNumerics, a: np.ndarray, b: np.ndarray) -> Product | None:
+    """The float calls' one exact product (chain), A's rows a piece at a time (its float32 operand is never whole:
+    less memory), each piece quantized as its tiles are (blocks of 8 along K: rows apart, k a multiple of 8);
+    None where it is not exact (fp32_exact, over the whole of A)."""
+    b_op, b_same = numerics.quantized(b, 0) if numerics.quantizes_b else (np.asarray(b, np.float32), True)
+    qb = _lowest_bits(b_op)
+    if qb is None:
+        return None
+    rows = max(1, 4 * CHUNK // max(1, np.shape(a)[1]))
+    exact = np.empty((np.shape(a)[0], b_op.shape[1]), np.float32)
+    qa, sums, a_same, parts = NO_BITS, 0.0, True, []
+    for r0 in range(0, np.shape(a)[0], rows):
+        piece, same = numerics.quantized(a[r0:r0 + rows], 1) if numerics.quantizes_a else \
+            (np.asarray(a[r0:r0 + rows], np.float32), True)
+        low = _lowest_bits(piece)
+        if low is None:
+            return None
+        qa, a_same = min(qa, low), a_same and same
+        sums = max(sums, float(np.abs(piece).sum(axis=1, dtype=np.float64).max(initial=0.0)))
+        exact[r0:r0 + rows] = piece @ b_op
+        parts.append(piece if not same else None)
+    if not _exact_steps(qa, qb, sums * float(np.abs(b_op).max(initial=0.0)) if b_op.size else 0.0):
+        return None
+    a_op = a if a_same else np.concatenate([p if p is not None else np.asarray(a[i * rows:(i + 1) * rows], np.float32)
+                                            for i, p in enumerate(parts)])
+    return Product(a_op, b if b_same else b_op, exact, numerics)
+
+
+def _operands(numerics: KernelNumerics, a: np.ndarray, b: np.ndarray, k: int
+              ) -> tuple[np.ndarray, np.ndarray, bool, bool]:
     """A and B as the datapath multiplies them, each K chunk of k quantized as one call quantizes its tile
-    (float32 for floats, float64 for integers). With k a multiple of bfp16's block the chunks' blocks are the
-    whole matrix's, which is quantized at once."""
+    (float32 for floats, float64 for integers), and whether each holds its values unchanged. With k a multiple of
+    bfp16's block the chunks' blocks are the whole matrix's, which is quantized at once."""
     if not numerics.dtype_in.is_float:
-        return np.asarray(a, np.float64), np.asarray(b, np.float64)
+        return np.asarray(a, np.float64), np.asarray(b, np.float64), True, True
     whole = k % BLOCK == 0
 
-    def chunked(x: np.ndarray, axis: int) -> np.ndarray:
+    def chunked(x: np.ndarray, axis: int) -> tuple[np.ndarray, bool]:
         if whole:
-            return numerics.to_bfp16(x, axis)
-        parts = [numerics.to_bfp16(np.take(x, range(k0, min(k0 + k, x.shape[axis])), axis=axis), axis)
+            return numerics.quantized(x, axis)
+        parts = [numerics.quantized(np.take(x, range(k0, min(k0 + k, x.shape[axis])), axis=axis), axis)
                  for k0 in range(0, x.shape[axis], k)]
-        return np.concatenate(parts, axis=axis) if parts else np.asarray(x, np.float32)
+        if not parts:
+            return np.asarray(x, np.float32), True
+        return np.concatenate([p for p, _ in parts], axis=axis), all(same for _, same in parts)
 
-    a_op = chunked(a, 1) if numerics.quantizes_a else np.asarray(a, np.float32)
-    b_op = chunked(b, 0) if numerics.quantizes_b else np.asarray(b, np.float32)
-    return a_op, b_op
+    a_op, a_same = chunked(a, 1) if numerics.quantizes_a else (np.asarray(a, np.float32), True)
+    b_op, b_same = chunked(b, 0) if numerics.quantizes_b else (np.asarray(b, np.float32), True)
+    return a_op, b_op, a_same, b_same
 
 
 FP32_DIGITS = 24  # float32's significand: integers up to 2^24 are exact
@@ -376,7 +422,12 @@ def _lowest_bits(x: np.ndarray) -> int | None:
     x32 = np.asarray(x, np.float32)
     if not np.isfinite(x32).all() or (x32.dtype != np.asarray(x).dtype and not np.array_equal(x32, x)):
         return None
-    bits = np.ascontiguousarray(x32).view(np.uint32).reshape(-1)
+    flat = np.ascontiguousarray(x32).view(np.uint32).reshape(-1)
+    low = min((_lowest(flat[i:i + CHUNK]) for i in range(0, flat.size, CHUNK)), default=NO_BITS)
+    return low
+
+
+def _lowest(bits: np.ndarray) -> int:
     bits = bits[(bits & 0x7FFFFFFF) != 0]
     if bits.size == 0:
         return NO_BITS
@@ -391,7 +442,10 @@ def _int_bound(a: np.ndarray, b: np.ndarray) -> float:
     """A bound on every partial sum of products of a row of a and a column of b: max_i sum_k |a_ik| max |b|."""
     if a.size == 0 or b.size == 0:
         return 0.0
-    return float(np.abs(a).sum(axis=1, dtype=np.float64).max()) * float(np.abs(b).max())
+    rows = max(1, CHUNK // max(1, a.shape[1]))  # pieces of rows: the absolute values stay in cache
+    row_sums = max(float(np.abs(a[i:i + rows]).sum(axis=1, dtype=np.float64).max()) for i in range(0, len(a), rows))
+    cols = max(1, CHUNK // max(1, b.shape[0]))
+    return row_sums * max(float(np.abs(b[:, j:j + cols]).max()) for j in range(0, b.shape[1], cols))
 
 
 def fp32_exact(a: np.ndarray, b: np.ndarray) -> bool:
@@ -403,11 +457,16 @@ def fp32_exact(a: np.ndarray, b: np.ndarray) -> bool:
     qa, qb = _lowest_bits(a), _lowest_bits(b)
     if qa is None or qb is None:
         return False
+    return _exact_steps(qa, qb, _int_bound(a, b))
+
+
+def _exact_steps(qa: int, qb: int, bound: float) -> bool:
+    """fp32_exact's test on its parts: each operand's lowest set bit and the bound on the partial sums."""
     if qa >= NO_BITS or qb >= NO_BITS:  # an operand of zeros: every product is 0
         return True
     if qa + qb < -149:
         return False
-    bound = _int_bound(a, b) * (1 + 1e-9)  # the float64 row sums' own rounding, covered
+    bound *= 1 + 1e-9  # the float64 row sums' own rounding, covered
     return bound <= min(math.ldexp(1.0, FP32_DIGITS + qa + qb), math.ldexp(1.0, 127))
 
 

@@ -300,3 +300,18 @@ def test_a_shared_product_serves_only_its_own_numerics() -> None:
     assert np.array_equal(reference(plain, a, b, 16, given=given), reference(plain, a, b, 16))
     # and the measure's exact product is the values' own, whoever made it
     assert measure(reference(plain, a, b, 16), a, b, plain, given) == measure(reference(plain, a, b, 16), a, b, plain)
+
+
+def test_the_cli_simulates_literally_when_asked(capsys) -> None:
+    """`gemm-gen simulate --literal` runs the literal simulator: the same report as the default's."""
+    from gemm_gen.app.cli import main
+
+    args = ["simulate", "--dev", "npu1", "-M", "100", "-K", "64", "-N", "70", "--dtype_in", "i8", "--dtype_out", "i8",
+            "-m", "32", "-k", "32", "-n", "32", "--k-mt", "64", "--json"]
+    reports = []
+    for extra in ([], ["--literal"]):
+        assert main([*args, *extra]) == 0
+        report = json.loads(capsys.readouterr().out)
+        report.pop("seconds")
+        reports.append(report)
+    assert reports[0] == reports[1] and reports[0]["passed"]

@@ -75,7 +75,7 @@ def cmd_simulate(a: argparse.Namespace) -> int:
     try:  # simulate_calls refuses any size the design cannot serve (exit 2) before it runs one
         results = sim_run.simulate_calls(design, problems, seed=a.seed, progress=not a.json and sys.stderr.isatty(),
                                          inputs=a.inputs, layouts=call_layouts(a),
-                                         activations=[a.activation_call] * len(problems))
+                                         activations=[a.activation_call] * len(problems), literal=a.literal)
     except SimulationError as e:
         if a.json:
             print(json.dumps({"passed": False, "error": str(e), "kind": type(e).__name__}))
@@ -113,6 +113,8 @@ def parser() -> argparse.ArgumentParser:
                     help="the activation each call selects on a build with --activation runtime (its mode word in "
                     "every core's runtime-parameter buffer; default none)")
     sp.add_argument("-v", "--verbose", action="store_true", help="list the bytes of every DMA channel")
+    sp.add_argument("--literal", action="store_true", help="move every word and call every kernel one by one "
+                    "(the same results and errors as the default, slower: docs/simulator.md)")
     sp.set_defaults(func=cmd_simulate)
     for module in COMMAND_MODULES:
         module.register(sub)

@@ -271,21 +271,22 @@ def _units(raw: np.ndarray, t: DType, count: int) -> np.ndarray:
     return data.view(np.uint32) if t.is_packed else data.view(t.host)
 
 
+def _affine(units: np.ndarray, rows: int, cols: int, row_step: int, col_step: int) -> np.ndarray:
+    """units[r row_step + c col_step] over rows x cols (each a unit: an element, or a row of bytes), a copy."""
+    step = units.strides[0]
+    view = np.lib.stride_tricks.as_strided(units, (rows, cols) + units.shape[1:],
+                                           (row_step * step, col_step * step) + units.strides[1:], writeable=False)
+    return np.ascontiguousarray(view)
+
+
 def delivered_a(c: GemmConfig, kernel: KernelEmulator, raw: np.ndarray, rows: int) -> np.ndarray:
     """A's values as the tiles held them over rows 0..rows-1 and all of K's walk: unit (r, kk) of A's buffer
     at r ld + kk (A^T's kk ld + r), as sim/kernel.py's offsets read it."""
     g = kernel.grids["A"]
-    q = g.unit.tile_rows
-    r, kw = rows // q, g.kw
-    n = (kw * g.ld + r) if c.a_col_maj else (r * g.ld + kw)
-    units = _units(raw, g.unit, n)
-    step = units.strides[0]
-    inner = units.shape[1:]
-    shape, strides = ((kw, r), (g.ld * step, step)) if c.a_col_maj else ((r, kw), (g.ld * step, step))
-    grid_ = np.lib.stride_tricks.as_strided(units, shape + inner, strides + units.strides[1:], writeable=False)
-    if c.a_col_maj:
-        grid_ = grid_.swapaxes(0, 1)
-    grid_ = np.ascontiguousarray(grid_)
+    r, kw = rows // g.unit.tile_rows, g.kw
+    steps = (1, g.ld) if c.a_col_maj else (g.ld, 1)
+    units = _units(raw, g.unit, (r - 1) * steps[0] + (kw - 1) * steps[1] + 1 if r and kw else 0)
+    grid_ = _affine(units, r, kw, *steps)
     return bfp16.tile_values(grid_) if g.unit.is_block else grid_
 
 
@@ -299,13 +300,17 @@ def delivered_b(c: GemmConfig, kernel: KernelEmulator, raw: np.ndarray, cols: in
         flat = np.ascontiguousarray(raw).reshape(-1).view(np.uint8)[:size]
         data[: flat.size] = flat
         return unpack_objects(c, call, data)[:, :cols]
-    kk, nn = np.indices((g.kw, -(-cols // g.unit.tile_cols)))
-    idx = b_unit(c, kk, nn, call)
-    units = _units(raw, g.unit, int(idx.max(initial=-1)) + 1)
-    picked = units[idx]
+    tr, tc = g.kw, -(-cols // g.unit.tile_cols)
+    if c.b_pack == "strips":  # not one stride per axis: every unit's index (hostdata.b_unit)
+        kk, nn = np.indices((tr, tc))
+        idx = b_unit(c, kk, nn, call)
+        picked = _units(raw, g.unit, int(idx.max(initial=-1)) + 1)[idx]
+    else:  # b_unit is kk ld + nn (B^T's nn ld + kk)
+        steps = (1, g.ld) if c.b_col_maj else (g.ld, 1)
+        units = _units(raw, g.unit, (tr - 1) * steps[0] + (tc - 1) * steps[1] + 1 if tr and tc else 0)
+        picked = _affine(units, tr, tc, *steps)
     if g.unit.is_block:  # tiles of B^T: each tile's lines are B's columns (UnitView.read)
         vals = bfp16.tile_values(picked)
-        tr, tc = idx.shape
         q = bfp16.TILE
         return np.ascontiguousarray(vals.reshape(tr, q, tc, q).transpose(0, 3, 2, 1)).reshape(tr * q, tc * q)[:, :cols]
     if g.unit.is_packed:
@@ -319,8 +324,8 @@ class Result:
     overflows: int
 
 
-def compute(kernel: KernelEmulator, tiles: Tiles, a_raw: np.ndarray, b_raw: np.ndarray, b_words: np.ndarray,
-            tables: list, c_words_count: int) -> Result:
+def compute(kernel: KernelEmulator, tiles: Tiles, a_raw: np.ndarray, b_raw: np.ndarray,
+            b_words: np.ndarray | None, tables: list, c_words_count: int) -> Result:
     """All calls' numerics (module docstring, 3) and C's buffer words."""
     c, call = kernel.c, kernel.call
     numerics: KernelNumerics = kernel.numerics
@@ -351,7 +356,7 @@ def compute(kernel: KernelEmulator, tiles: Tiles, a_raw: np.ndarray, b_raw: np.n
     return Result(_c_buffer(c, call, out, rows, cols, c_words_count), overflows)
 
 
-def _converted(kernel: KernelEmulator, tiles: Tiles, values: np.ndarray, b_words: np.ndarray, tables: list,
+def _converted(kernel: KernelEmulator, tiles: Tiles, values: np.ndarray, b_words: np.ndarray | None, tables: list,
                cols: int) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
     """C's conversion after the last call: bfp16 blocks, or the epilogue with each column tile's data as its
     conversion read it from L1 (its B object's bytes, linear) and the tanh table the cores read."""
@@ -374,6 +379,7 @@ def _converted(kernel: KernelEmulator, tiles: Tiles, values: np.ndarray, b_words
         table = tables[0]
     if not c.epilogue.needs_tile:
         return numerics.finish(values, None, None, table)
+    assert b_words is not None, "an epilogue tile is read from B's words"
     out = np.zeros(values.shape, dtype=c.t_out.host)
     done: dict[int, np.ndarray] = {}
     for col0, word in sorted(set(zip(tiles.col0.tolist(), tiles.epilogue_b.tolist(), strict=True))):

@@ -392,40 +392,38 @@ class Recorder:
         self.rows.extend((ZERO, core, handle, how, 0, 0, 0, 0))
 
     def bind(self, actor: CoreActor, core: int) -> Callable[[Call], None]:
-        """The core's kernel call: its Call op's arguments (fifo ends or the core's own buffers) and role, looked
-        up once per op."""
-        Plan = tuple[str | None, tuple[tuple[FifoEnd | None, Buffer | None], ...], tuple[int, ...] | None]
+        """The core's kernel call: its Call op's arguments (fifo ends or the core's own buffers), role and constant
+        scalars, looked up once per op."""
+        Plan = tuple[Callable[..., None], tuple[tuple[FifoEnd | None, Buffer | None], ...], tuple[int, ...] | None]
         plans: dict[int, Plan] = {}
 
         def call(op: Call) -> None:
             plan = plans.get(id(op))
             if plan is None:
-                args: tuple[tuple[FifoEnd | None, Buffer | None], ...] = tuple(
-                    (None, actor.buffers[n]) if n in actor.buffers else (actor.ends[n], None) for n in op.args)
-                ints = tuple(x for x in op.scalars if isinstance(x, int))
-                plan = plans[id(op)] = (self.roles.get(op.kernel), args,
-                                        ints if len(ints) == len(op.scalars) else None)
-            role, args, fixed = plan
-            bufs = []
-            for end, own in args:
-                if own is None:
-                    assert end is not None
-                    if not end.held:
-                        raise NotProven(f"{actor.tile} calls {op.kernel} without holding an argument")
-                    own = end.held[0]
-                bufs.append(own)
-            scalars = fixed if fixed is not None else tuple(actor._word(x, f"{op.kernel} argument")  # noqa: SLF001
-                                                            for x in op.scalars)
-            if role == "matmul":
-                self._matmul(core, bufs, scalars)
-            elif role == "zero":
-                self._zero(core, bufs)
-            elif role == "convert":
-                self._convert(actor.tile, core, bufs, scalars)
-            else:
-                raise NotProven(f"{actor.tile} calls {op.kernel}, which is none of the design's kernels")
+                plan = plans[id(op)] = self._plan(actor, core, op)
+            handler, args, fixed = plan
+            try:
+                bufs = [own if end is None else end.held[0] for end, own in args]
+            except IndexError:
+                raise NotProven(f"{actor.tile} calls {op.kernel} without holding an argument") from None
+            handler(bufs, fixed if fixed is not None else
+                    tuple(actor._word(x, f"{op.kernel} argument") for x in op.scalars))  # noqa: SLF001
 
         return call
+
+    def _plan(self, actor: CoreActor, core: int, op: Call) -> tuple:
+        args = tuple((None, actor.buffers[n]) if n in actor.buffers else (actor.ends[n], None) for n in op.args)
+        ints = tuple(x for x in op.scalars if isinstance(x, int))
+        role = self.roles.get(op.kernel)
+        if role == "matmul":
+            handler: Callable[..., None] = lambda bufs, scalars: self._matmul(core, bufs, scalars)  # noqa: E731
+        elif role == "zero":
+            handler = lambda bufs, scalars: self._zero(core, bufs)  # noqa: E731
+        elif role == "convert":
+            handler = lambda bufs, scalars: self._convert(actor.tile, core, bufs, scalars)  # noqa: E731
+        else:
+            raise NotProven(f"{actor.tile} calls {op.kernel}, which is none of the design's kernels")
+        return handler, args, ints if len(ints) == len(op.scalars) else None
 
     def _zero(self, core: int, bufs: list[Buffer]) -> None:
         for b in bufs:  # as the kernel does: the state a literal call after this one starts from
@@ -447,8 +445,11 @@ class Recorder:
         got = self.current.get(core)
         if got is None or got[1] != id(bufs[2]) or (self.acc_at and got[2] != id(bufs[self.acc_at])):
             raise NotProven("a call on a C object its core did not zero")
-        a, b = self._input(bufs[0]), self._input(bufs[1])
-        region = self.regions[id(bufs[2])]
+        regions = self.regions
+        a, b = regions.get(id(bufs[0])), regions.get(id(bufs[1]))
+        if a is None or b is None or a.filling or b.filling or a.key in self.stale or b.key in self.stale:
+            raise NotProven("a kernel reads an operand while it is filled, or before this call filled it")
+        region = regions[id(bufs[2])]
         c_slice = scalars[0] if scalars else 0
         handle = got[0]
         if self.converts:  # the accumulator carries no provenance: C's cells stay as the zero call left them
@@ -501,6 +502,10 @@ class Recorder:
         region = self.regions[id(bufs[0])]
         region.key, region.base = self.flow.keys(("kernel", "out", region.size, 0, self.epoch)), got[0]
         self.rows.extend((CONVERT, core, got[0], mode, b_key, b_base, 0, 0))
+
+    def release(self) -> None:
+        """Let the last call's records go (they were read)."""
+        self.rows = array("q")
 
     def records(self) -> np.ndarray:
         return np.frombuffer(self.rows, dtype=np.int64).reshape(-1, FIELDS) if self.rows else \

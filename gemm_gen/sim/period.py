@@ -20,6 +20,8 @@ from array import array
 from collections.abc import Hashable
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 from .contents import CONVERT, FIELDS, HANDLE, MATMUL, ORIGIN, TASK
 from .machine import CALL, LOOP, CommandProcessor, CoreActor, Lock, Step, Task
 
@@ -186,22 +188,19 @@ class Periods:
             return x + k * handles if x >= HANDLE else x + ((k * tasks) << TASK)
 
         # the records of the skipped periods: period k's calls and drains are the reference's, k periods on
-        rows = rec.rows[a.rows * FIELDS:b.rows * FIELDS]
-        for k in range(1, n + 1):
-            copy = array("q", rows)
-            for r in range(0, len(copy), FIELDS):
-                kind = copy[r]
-                copy[r + 2] += k * handles
-                if kind == MATMUL:
-                    copy[r + 5], copy[r + 7] = base(copy[r + 5], k), base(copy[r + 7], k)
-                elif kind == CONVERT and copy[r + 5] != -1:
-                    copy[r + 5] = base(copy[r + 5], k)
-            rec.rows.extend(copy)
+        ref = np.frombuffer(rec.rows, np.int64).reshape(-1, FIELDS)[a.rows:b.rows].copy()
+        mm, cv = ref[:, 0] == MATMUL, (ref[:, 0] == CONVERT) & (ref[:, 5] != -1)
+        moves = np.zeros(ref.shape, np.int64)  # per period: the handle, and the task bases of A and B
+        moves[:, 2] = handles
+        for col, rows_ in ((5, mm | cv), (7, mm)):
+            moves[rows_, col] = np.where(ref[rows_, col] >= HANDLE, handles, tasks << TASK)
+        copies = ref[None] + np.arange(1, n + 1)[:, None, None] * moves[None]
+        rec.rows.extend(array("q", copies.reshape(-1).tobytes()))
         for ch, da, db, wa, wb in zip(self.channels, a.drains, b.drains, a.words, b.words, strict=True):
-            ref = ch.drain[da:db]
+            drained = ch.drain[da:db]
             for k in range(1, n + 1):
                 ch.drain.extend((seq, h + k * handles, self.tasks[index[id(t)] + k * tasks], at, run)
-                                for seq, h, t, at, run in ref)
+                                for seq, h, t, at, run in drained)
             ch.words += n * (wb - wa)
         # the state, n periods on
         # the tasks in flight move on: each takes the BD, channel and state of the one n periods before it (read

@@ -18,11 +18,12 @@ from ..design.build import host_tensors, runtime_sequence
 from ..design.model import HostTensor, RuntimeOp
 from ..design.serve import serve
 from ..dtypes import dtype as dtype_of
+from ..dtypes import widen
 from ..epilogue_args import kernel_requant, seeded_args
 from ..errors import DeadlockError, LayoutError, SimulationError
 from ..hostdata import host_values, output_values, pad_inputs
 from ..inputs import SCALE_EXP, exact_bound, group_weights, make_inputs
-from ..numerics import reference
+from ..numerics import Product, reference
 from ..quant_b import QuantB
 from ..rules.call_layouts import Layouts
 from ..rules.dequant import to_bfp16
@@ -301,14 +302,14 @@ class ArraySession:
         flow.clear_drains()
         if not written[_c_words(c, call)].all():
             raise NotProven("a word of C's matrix was never written")
-        b_words = bulk.raw_words(b_dram, sizes["B"])
+        b_words = bulk.raw_words(b_dram, sizes["B"]) if c.epilogue.needs_tile else None
+        stats = bulk.stats(recs, tiles, m.cores, 0)
+        del recs
+        flow.recorder.release()  # the records are checked: their memory goes before the numerics'
         result = bulk.compute(kernel, tiles, a_dram, b_dram, b_words, list(flow.recorder.tables.values()), sizes["C"])
-        kernel.stats = bulk.stats(recs, tiles, m.cores, result.overflows)
+        kernel.stats = replace(stats, acc_overflows=result.overflows)
         flow.end_call()
-        at = np.flatnonzero(written).astype(np.uint64)
-        cells = np.zeros(sizes["C"], np.uint64)
-        cells[at] = (np.uint64(w.TAG_C) << w.TAG_SHIFT) | (at << w.ID_SHIFT) | result.words[at].astype(np.uint64)
-        return cells
+        return w.written_cells(result.words, written, w.TAG_C)
 
 
 def dram_words(c: GemmConfig, tensors: tuple[HostTensor, ...]) -> dict[str, int]:
@@ -367,7 +368,7 @@ def _checked_call(session: ArraySession, call: CallPlan, seed: int, progress: bo
     args = seeded_args(e, c.t_out, a, b_values, seed)
     a_dram, b_dram = pad_inputs(c, a, b, call, args)
     c_cells, kernel, machine = session.run(call, a_dram, b_dram, progress)
-    got = output_values(c, (c_cells & w.VALUE_MASK).astype(np.uint32), call)
+    got = output_values(c, w.data_words(c_cells), call)
 
     # W4A16: the reference takes the weights given (padded with zero weights, as b_objects pads them), never
     # B's buffer read back, so that a host layout bug cannot cancel out
@@ -376,13 +377,13 @@ def _checked_call(session: ArraySession, call: CallPlan, seed: int, progress: bo
     requant = None if args is None else kernel_requant(e, args.requant)
     bias = None if args is None else args.bias
     expect = reference(replace(c.numerics, epilogue=e), *received, c.k, call.k_walk, bias, requant, kernel.product)
-    g64 = got.astype(np.float64)
-    diff = g64 != expect.astype(np.float64)
+    diff = got != expect  # as numbers (NaN differs from itself, -0 equals 0), in their own types
     mismatches = int(np.count_nonzero(diff))
     first = None
     if mismatches:
         i, j = (int(x) for x in np.argwhere(diff)[0])
-        first = (i, j, float(g64[i, j]), float(expect[i, j]))
+        first = (i, j, float(widen(got[i:i + 1, j])[0]), float(expect[i, j]))
+    del diff
     # W4A16: against float64 A @ ((q - z) s), the weights the user means (before any bf16 rounding)
     exact_b = None if quant is None else quant.exact()
     acc = measure(got, *received, c.numerics, kernel.product) if exact_b is None else \
@@ -418,7 +419,7 @@ def _checked_call(session: ArraySession, call: CallPlan, seed: int, progress: bo
                    "B, the W4A16 weights, from their exact values once per B object by its dequantization")
         notes.append(f"bf16 via bfp16: A and B are quantized to bfp16ebs8 blocks of 8 along K with the core's "
                      f"{c.rounding} rounding, {how} (mlir-aie PR #3442); the exact on-chip conversion is unpublished")
-    clamps = _core_conversion_clamps(c, a, b_values)
+    clamps = _core_conversion_clamps(c, a, b_values, kernel.product)
     if clamps:
         notes.append(f"{clamps} bfp16 blocks converted in the core round a mantissa past 127 and are clamped to 127 "
                      f"(assumed; the core's conversion there is unpublished): the exact input family avoids it")
@@ -476,9 +477,12 @@ def w4a16_note(c: GemmConfig, weights: np.ndarray, exact: np.ndarray, acc: Accur
             f"C vs float64 A @ ({w}): Frobenius {percent(acc.frobenius_rel)}, max abs {acc.max_abs:.4g}")
 
 
-def _core_conversion_clamps(c: GemmConfig, a: np.ndarray, b: np.ndarray) -> int:
-    """Blocks that the core's bfp16 conversions of A and B (under the kernel's rounding) clamp."""
+def _core_conversion_clamps(c: GemmConfig, a: np.ndarray, b: np.ndarray, product: Product | None = None) -> int:
+    """Blocks that the core's bfp16 conversions of A and B (under the kernel's rounding) clamp: none where A and B
+    are the operands of the simulator's exact product under these numerics (then every block is on its grid)."""
     rounding = c.numerics.rounding
+    if product is not None and product.serves(c.numerics) and product.covers(a, b) is not None:
+        return 0
     count = 0
     if c.numerics.bfp16_inputs or c.precision.converts_a:
         count += clamped_blocks(np.asarray(a, np.float32), 1, rounding)
