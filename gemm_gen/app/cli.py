@@ -69,7 +69,7 @@ def cmd_simulate(a: argparse.Namespace) -> int:
     config = choose_design(a)  # the report names it (the plan, tiles included) with the result
     design = build_design(config)
     problems = list(a.runtime_sizes or [Problem(config.M, config.K, config.N)])
-    need = check_memory(config, problems)  # more than this machine has: one line, before any array is made
+    need = check_memory(config, problems, a.literal)  # more than this machine has: one line, before any array
     if need > SAY_ABOVE:
         print(f"simulating needs about {need / GB:.1f} GB of memory", file=sys.stderr, flush=True)
     try:  # simulate_calls refuses any size the design cannot serve (exit 2) before it runs one
