@@ -48,12 +48,12 @@ if TYPE_CHECKING:  # what the names below are, for type checkers; at run time ea
 # The front door's names and the modules that define them. Each loads when first asked for (PEP 562), so that
 # `import gemm_gen.app.cli` (every `gemm-gen` command) does not pay for the operator, the simulator and the back
 # ends before it parses its flags (issue 33 item 3); `from gemm_gen import Gemm` works as before.
-EXPORTS = {"Gemm": "app.operator", "Linear": "app.linear", "GemmConfig": "config", "Design": "design", "build_design": "design",
-           "Choice": "search", "choose": "search", "Options": "spec", "Pins": "spec", "Problem": "spec",
+EXPORTS = {"Gemm": "app.operator", "Linear": "app.linear", "GemmConfig": "config", "Design": "design",
+           "build_design": "design", "Choice": "search", "choose": "search", "Options": "spec", "Pins": "spec", "Problem": "spec",
            "Request": "spec", "Tiling": "spec"}
 
-__all__ = ["Choice", "Design", "Gemm", "GemmConfig", "Linear", "Options", "Pins", "Problem", "Request", "Tiling", "__version__",
-           "build_design", "choose"]
+__all__ = ["Choice", "Design", "Gemm", "GemmConfig", "Linear", "Options", "Pins", "Problem", "Request", "Tiling",
+           "__version__", "build_design", "choose"]
 
 
 def __getattr__(name: str) -> Any:

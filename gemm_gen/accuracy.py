@@ -13,9 +13,9 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from .dtypes import DType
+from .dtypes import DType, widen
 from .epilogue import Epilogue, Requant, float_epilogue_ref
-from .numerics import KernelNumerics, int_product
+from .numerics import KernelNumerics, Product, fp32_exact, int_product
 from .rounding import Saturation, shift_round
 
 # what an integer output past its type's range became, per saturation mode (accuracy text)
@@ -68,8 +68,18 @@ def exact_product(a: np.ndarray, b: np.ndarray, integer: bool) -> np.ndarray:
     """A @ B: int64 for integer inputs (exact), float64 for float ones."""
     if integer:
         return int_product(np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64))
+    a_f, b_f = float_operands(a, b)
     with np.errstate(invalid="ignore", over="ignore"):  # Inf and NaN inputs give Inf and NaN, as IEEE says
-        return np.asarray(a, dtype=np.float64) @ np.asarray(b, dtype=np.float64)
+        return np.asarray(a_f @ b_f, dtype=np.float64)
+
+
+def float_operands(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Float A and B for their exact product: float32 where every partial sum is a float32 number (then the float32
+    product is the exact one, numerics.fp32_exact), else float64 (exact as far as float64 is, as before)."""
+    a32, b32 = np.asarray(a, np.float32), np.asarray(b, np.float32)
+    if fp32_exact(a32, b32):
+        return a32, b32
+    return np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
 
 
 # What real data loses on two paths beyond the one rounding of C, measured here on standard normal bf16 inputs with
@@ -86,9 +96,17 @@ ACTIVATION_TAIL = {"silu": 0.37, "gelu": 0.16}
 BLOCK_ELEMENTS = 1 << 18  # C is measured a block of rows at a time: its temporaries stay a few MiB
 
 
-def measure(c: np.ndarray, a: np.ndarray, b: np.ndarray, numerics: KernelNumerics) -> Accuracy:
-    """C (M x N, its values) against the exact product of A (M x K) and B (K x N)."""
-    a64, b64 = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)  # converted once
+def measure(c: np.ndarray, a: np.ndarray, b: np.ndarray, numerics: KernelNumerics,
+            given: Product | None = None) -> Accuracy:
+    """C (M x N, its values) against the exact product of A (M x K) and B (K x N). `given`: an exact product
+    already made of operands that may give the same products (numerics.Product.covers)."""
+    exact = given.covers(a, b) if given is not None else None
+    if exact is not None:  # each block's product cut from it
+        a64, b64 = exact, None
+    elif numerics.dtype_out.is_float:  # converted once
+        a64, b64 = float_operands(a, b)
+    else:
+        a64, b64 = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
     rows = max(1, BLOCK_ELEMENTS // max(1, c.shape[1]))
     parts = [_block(c[i:i + rows], a64[i:i + rows], b64, numerics) for i in range(0, c.shape[0], rows)]
     total = np.sum([p[:4] for p in parts], axis=0) if parts else np.zeros(4)
@@ -100,31 +118,40 @@ def measure(c: np.ndarray, a: np.ndarray, b: np.ndarray, numerics: KernelNumeric
                     numerics.saturation.name.lower())
 
 
-def _block(c: np.ndarray, a: np.ndarray, b: np.ndarray, numerics: KernelNumerics) -> tuple[float, ...]:
+def _block(c: np.ndarray, a: np.ndarray, b: np.ndarray | None, numerics: KernelNumerics) -> tuple[float, ...]:
     """(exact, saturated, sum of squared errors, sum of squared targets, max abs error, max |target|,
-    not finite) of a block of C's rows (a and b in float64)."""
-    got = np.asarray(c, dtype=np.float64)
+    not finite) of a block of C's rows (a and b: float_operands for a float C, else float64; b None: a is the
+    block's exact product)."""
+    got = widen(c)
     out = numerics.dtype_out
     if out.is_float:
-        target = exact_product(a, b, integer=False)
+        with np.errstate(invalid="ignore", over="ignore"):  # Inf and NaN inputs give Inf and NaN, as IEEE says
+            product = a @ b if b is not None else a  # a and b: float_operands
+            target = np.asarray(product, dtype=np.float64)
         with np.errstate(over="ignore", invalid="ignore"):  # P past C's range rounds to Inf, as C's would
-            rounded = target.astype(out.host).astype(np.float64)  # P in C's type (bfp16: its fp32 values)
+            # P in C's type (bfp16: its fp32 values); a float32 P rounds to it alike (it is exact there)
+            rounded = widen((product if product.dtype == np.float32 else target).astype(out.host))
         overflowed = np.isfinite(target) & ~np.isfinite(rounded)  # P past C's range: Inf is not A @ B
         exact, saturated = int(np.count_nonzero(_same(got, rounded) & ~overflowed)), 0
     else:
-        p = int_product(a, b)
+        p = int_product(a, b) if b is not None else np.asarray(a, np.int64)
         q = shift_round(p, numerics.shift, numerics.rounding)  # the exactly rounded result, unclamped
         lo, hi = kept_range(out, numerics.saturation)
         inside = (q >= lo) & (q <= hi)
         saturated = int(np.count_nonzero(~inside))  # clamped or wrapped by the mode: not A @ B, never exact
         exact = int(np.count_nonzero((got == q) & inside))
         target = p / 2.0**numerics.shift
-    finite = np.isfinite(target)
-    both = finite & np.isfinite(got)
-    nonfinite = int(np.count_nonzero(finite & ~np.isfinite(got)) + np.count_nonzero(~finite & ~_same(got, target)))
-    diff = np.abs(got[both] - target[both])
-    ref = np.abs(target[both])
-    return (exact, saturated, float(np.dot(diff, diff)), float(np.dot(ref, ref)), float(diff.max(initial=0.0)),
+    finite, got_finite = np.isfinite(target), np.isfinite(got)
+    if finite.all() and got_finite.all():  # the usual case: no masks, no copies (the same values in the same order)
+        nonfinite = 0
+        diff, ref = np.abs(got - target), np.abs(target)
+    else:
+        both = finite & got_finite
+        nonfinite = int(np.count_nonzero(finite & ~got_finite) + np.count_nonzero(~finite & ~_same(got, target)))
+        diff = np.abs(got[both] - target[both])
+        ref = np.abs(target[both])
+    diff, ref = diff.reshape(-1), ref.reshape(-1)
+    return (exact, saturated, _squares(diff), _squares(ref), float(diff.max(initial=0.0)),
             float(ref.max(initial=0.0)), nonfinite)
 
 
@@ -175,6 +202,12 @@ def acc32_overflow_bound(a: np.ndarray, b: np.ndarray, acc_bits: int) -> float |
     bound = float(np.abs(a.astype(np.int64)).max(initial=0)) * float(np.abs(b.astype(np.int64)).max(initial=0))
     bound *= a.shape[1]
     return bound if bound >= 2.0**31 else None
+
+
+def _squares(x: np.ndarray) -> float:
+    """The sum of squares, by NumPy's pairwise summation: deterministic, and unlike a BLAS dot (which may split it
+    over threads) quick on a busy machine."""
+    return float(np.sum(x * x))
 
 
 def _same(x: np.ndarray, y: np.ndarray) -> np.ndarray:
@@ -234,5 +267,5 @@ def measure_epilogue(c: np.ndarray, a: np.ndarray, b: np.ndarray, epilogue: Epil
     return EpilogueAccuracy(
         int(got.size), float(diff.max(initial=0.0)),
         float((diff[tail] / ref[tail]).max(initial=0.0)),
-        float(np.sqrt(np.dot(diff, diff) / (np.dot(ref, ref) or 1.0))), tflite,
+        float(np.sqrt(_squares(diff) / (_squares(ref) or 1.0))), tflite,
         int(np.count_nonzero(finite & ~np.isfinite(got))))

@@ -61,8 +61,8 @@ def test_bfp16_datapath_changes_the_numbers():
     plain = replace(c.numerics, bfp16_inputs=False)
     orig = KernelEmulator.__init__
 
-    def plain_kernel(self, cfg, call=None):
-        orig(self, cfg, call)
+    def plain_kernel(self, design, call=None):
+        orig(self, design, call)
         self.numerics = plain
 
     import pytest as _pytest
@@ -329,7 +329,7 @@ def test_bd_exhaustion_is_detected():
     # three channels of four tasks fit 16 BDs; a shim with fewer BDs runs out while configuring
     c = small("npu1")
     d = build_design(c)
-    machine = lower(d, dram_contents(d, *make_inputs(c.M, c.K, c.N, c.t_in, c.t_out)), KernelEmulator(c))
+    machine = lower(d, dram_contents(d, *make_inputs(c.M, c.K, c.N, c.t_in, c.t_out)), KernelEmulator(d))
     machine.cmd.shim_bds = 8
     with pytest.raises(BdExhaustionError, match="all 8 BDs live"):
         run_machine(machine)
@@ -356,9 +356,9 @@ def test_numeric_mismatch_fails(monkeypatch):
     """If the kernel rounded differently from the reference, the comparison must see it."""
     orig = KernelEmulator.__init__
 
-    def floor_kernel(self, c, call=None):
-        orig(self, c, call)
-        self.numerics = KernelNumerics(c.t_in, c.t_out, Rounding.FLOOR)
+    def floor_kernel(self, design, call=None):
+        orig(self, design, call)
+        self.numerics = KernelNumerics(design.config.t_in, design.config.t_out, Rounding.FLOOR)
 
     monkeypatch.setattr(KernelEmulator, "__init__", floor_kernel)
     r = simulate(small("npu2", "bf16", "bf16"))

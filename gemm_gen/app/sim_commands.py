@@ -28,7 +28,7 @@ def cmd_simulate(a: argparse.Namespace) -> int:
     problems = list(a.runtime_sizes or [Problem(base.M, base.K, base.N)])
     # more than this machine has: one line before the tuner runs or any array is made (the need depends on the
     # types and sizes only, which choosing a design does not change)
-    need = check_memory(base, problems)
+    need = check_memory(base, problems, a.literal)
     if need > SAY_ABOVE:
         print(f"simulating needs about {need / GB:.1f} GB of memory", file=sys.stderr, flush=True)
     config = choose_design(a)  # the report names it (the plan, tiles included) with the result
@@ -36,7 +36,7 @@ def cmd_simulate(a: argparse.Namespace) -> int:
     try:  # simulate_calls refuses any size the design cannot serve (exit 2) before it runs one
         results = sim_run.simulate_calls(design, problems, seed=a.seed, progress=not a.json and sys.stderr.isatty(),
                                          inputs=a.inputs, layouts=call_layouts(a),
-                                         activations=[a.activation_call] * len(problems))
+                                         activations=[a.activation_call] * len(problems), literal=a.literal)
     except SimulationError as e:
         if a.json:
             print(json.dumps({"passed": False, "error": str(e), "kind": type(e).__name__}))
@@ -63,6 +63,8 @@ def _simulate_flags(p: argparse.ArgumentParser) -> None:
                    help="the activation each call selects on a build with --activation runtime (its mode word in "
                    "every core's runtime-parameter buffer; default none)")
     p.add_argument("-v", "--verbose", action="store_true", help="list the bytes of every DMA channel")
+    p.add_argument("--literal", action="store_true", help="move every word and call every kernel one by one "
+                   "(the same results and errors as the default, slower: docs/simulator.md)")
     p.set_defaults(func=cmd_simulate)
 
 

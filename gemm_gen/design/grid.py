@@ -12,7 +12,7 @@ kernel stream): the A patterns' block is then 2 x 1 tiles (r = 2, s = 1); and fo
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from .. import groupquant
@@ -51,6 +51,13 @@ class Grid:
     c_built_col_maj: bool = False  # the build's C layout: its memtile sends C's columns (rules/call_layouts.py)
     k_extra: int = 0  # B only: units of K past kw that B's walk also reads (the epilogue tile, one k-step)
     obj: int = 0  # W4A16 B only: words of one B object (q, scale rows, zero rows: b_objects), else 0
+
+    def at(self, call: CallPlan, operand: str) -> Grid:
+        """This grid for another call of the same design: the call's extents, leading dimension and C layout, in
+        this operand's units (a tile's rows along M and K, its columns along N and the leading dimension)."""
+        qr, qc = self.unit.tile_rows, self.unit.tile_cols
+        return replace(self, Mp=call.Mp // qr, kw=call.k_walk // qr, Np=call.Np // qc, ld=call.ld(operand) // qc,
+                       c_col_maj=call.c_col_maj, k_extra=call.b_extra_k // qr if operand == "B" else 0)
 
     @property
     def b_l2_units(self) -> int:
@@ -97,9 +104,8 @@ def grid(c: GemmConfig, operand: str, call: CallPlan | None = None) -> Grid:
         r = 2 if operand in ("A", "C") else 1  # A: 2 x 1 super-blocks of tiles; C: 2 x 2
         s = 1 if operand == "A" or (operand == "B" and not c.b_col_maj) else k_u
         t = 2 if operand == "C" else 1 if operand == "B" and c.b_col_maj else n_u
-    return Grid(unit, c.m // q, c.k // q, c.n // q, c.k_mt // q, c.t_ma // q, c.rho, r, s, t,
-                call.Mp // q, call.k_walk // q, call.Np // q, call.ld(operand) // q, c.rows, c.cols, c.b_col_maj,
-                c.dev, c.b_pack, c.a_col_maj, call.c_col_maj, c.c_col_maj, call.b_extra_k // q if operand == "B" else 0)
+    return Grid(unit, c.m // q, c.k // q, c.n // q, c.k_mt // q, c.t_ma // q, c.rho, r, s, t, 0, 0, 0, 0, c.rows,
+                c.cols, c.b_col_maj, c.dev, c.b_pack, c.a_col_maj, False, c.c_col_maj).at(call, operand)
 
 
 def _packed_grid(c: GemmConfig, operand: str, call: CallPlan, unit: DType) -> Grid:
@@ -111,6 +117,5 @@ def _packed_grid(c: GemmConfig, operand: str, call: CallPlan, unit: DType) -> Gr
     assert operand == "B" and not c.b_col_maj, "int4 is B's type only, row-major"
     q = unit.tile_cols
     obj = groupquant.object_bytes(c.k, c.n, c.group_size, c.zero_points) // WORD_BYTES if c.group_size else 0
-    return Grid(unit, c.m, c.k, c.n // q, c.k_mt, c.t_ma, c.rho, c.r, c.s, c.t // q, call.Mp, call.k_walk,
-                call.Np // q, call.ld(operand) // q, c.rows, c.cols, c.b_col_maj, c.dev, c.b_pack, c.a_col_maj,
-                call.c_col_maj, c.c_col_maj, call.b_extra_k, int(obj))
+    return Grid(unit, c.m, c.k, c.n // q, c.k_mt, c.t_ma, c.rho, c.r, c.s, c.t // q, 0, 0, 0, 0, c.rows, c.cols,
+                c.b_col_maj, c.dev, c.b_pack, c.a_col_maj, False, c.c_col_maj, 0, int(obj)).at(call, operand)
