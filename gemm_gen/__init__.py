@@ -49,8 +49,8 @@ if TYPE_CHECKING:  # what the names below are, for type checkers; at run time ea
 # `import gemm_gen.app.cli` (every `gemm-gen` command) does not pay for the operator, the simulator and the back
 # ends before it parses its flags (issue 33 item 3); `from gemm_gen import Gemm` works as before.
 EXPORTS = {"Gemm": "app.operator", "Linear": "app.linear", "GemmConfig": "config", "Design": "design",
-           "build_design": "design", "Choice": "search", "choose": "search", "Options": "spec", "Pins": "spec", "Problem": "spec",
-           "Request": "spec", "Tiling": "spec"}
+           "build_design": "design", "Choice": "search", "choose": "search", "Options": "spec", "Pins": "spec",
+           "Problem": "spec", "Request": "spec", "Tiling": "spec"}
 
 __all__ = ["Choice", "Design", "Gemm", "GemmConfig", "Linear", "Options", "Pins", "Problem", "Request", "Tiling",
            "__version__", "build_design", "choose"]
