@@ -30,7 +30,7 @@ from .rules.defaults import Resolved, default_acc, emulation_default, has_epilog
 from .rules.defaults import convert_once_problem as _convert_once_problem
 from .rules.defaults import mmul as mmul_of
 from .rules.dequant import dequant_code_bytes
-from .rules.kernel_variant import KERNEL_EXPANSION, KernelVariant
+from .rules.kernel_variant import KernelVariant
 from .rules.kernel_variant import choose as choose_variant
 from .rules.memtile import MemtileBuffer, c_blocks_transposed
 from .spec import Options, Problem, Tiling, split_fields
@@ -440,11 +440,16 @@ class GemmConfig:
         )
 
     @property
-    def c_split_rows(self) -> int:
-        """With C converted after its last call (acc != dtype_out): how many of the m accumulator
-        rows live in the C object itself (whole row pairs of the kernel, as many as its bytes
-        hold); the other m - c_split_rows live in a worker-local buffer (mlir-aie config3's layout)."""
-        return l1.c_split_rows(self.precision, self.m, self.n, KERNEL_EXPANSION * self.r)
+    def acc_block(self) -> tuple[int, int]:
+        """The in-place accumulator split's unit: (values per accumulator block, blocks per unit)."""
+        return l1.acc_block(self.precision, bool(self.convert_once), self.mmul)
+
+    @property
+    def c_split_elems(self) -> int:
+        """With C converted after its last call (acc != dtype_out): how many of the m n accumulator
+        values live in the C object itself (its first blocks, as many whole units as its bytes hold);
+        the other m n - c_split_elems live in a worker-local buffer (rules/l1.c_split_blocks)."""
+        return l1.c_split_blocks(self.precision, self.m, self.n, self.acc_block) * self.acc_block[0]
 
     @property
     def t_ma(self) -> int:
@@ -504,7 +509,7 @@ class GemmConfig:
     def l1_options(self) -> l1.L1Options:
         """What the L1 rules (rules/l1.py) read of this config besides its tiling; the tuner passes
         the same to them with its candidates."""
-        return l1.L1Options(self.precision, bool(self.convert_once), KERNEL_EXPANSION * self.r, self.depth_ab_l1,
+        return l1.L1Options(self.precision, bool(self.convert_once), self.acc_block, self.depth_ab_l1,
                             self.depth_c_l1, tuple(self.l1_overhead.items()), self.group_size, self.zero_points)
 
     @property

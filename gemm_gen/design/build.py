@@ -112,13 +112,14 @@ def kernel_build(c: GemmConfig) -> KernelBuild:
                        c.group_size, bool(c.zero_points), c.opt_level)
 
 
-def acc_buffer(c: GemmConfig) -> tuple[tuple[int, int], str]:
-    """(shape, dtype) of the worker's C accumulator rows beyond the C object: an int64 accumulator
-    as int32 pairs (IRON 1.4.3's str_to_dtype has no i64; the kernel stores acc64 lanes as pairs)."""
-    rows = c.m - c.c_split_rows
+def acc_buffer(c: GemmConfig) -> tuple[tuple[int], str]:
+    """(shape, dtype) of the worker's C accumulator blocks beyond the C object, in the accumulator's blocked
+    order (a split may fall inside a row: rules/l1.c_split_blocks): an int64 accumulator as int32 pairs
+    (IRON 1.4.3's str_to_dtype has no i64; the kernel stores acc64 lanes as pairs)."""
+    values = c.m * c.n - c.c_split_elems
     if c.t_acc == I64:
-        return (rows, 2 * c.n), I32.name
-    return (rows, c.n), str(c.acc)
+        return (2 * values,), I32.name
+    return (values,), str(c.acc)
 
 
 def b_l1_shape(gb: Grid) -> tuple[int, ...]:
@@ -160,7 +161,7 @@ def kernel_specs(c: GemmConfig) -> dict[str, KernelSpec]:
     a, b, cg = (grid(c, op) for op in ("A", "B", "C"))
     p = c.precision
     c_obj = ((cg.m, cg.n), c.dtype_out)
-    extra_c = [acc_buffer(c)] if p.converts_c else []  # acc rows beyond the object
+    extra_c = [acc_buffer(c)] if p.converts_c else []  # acc blocks beyond the object
     scratch = []
     q = dtype(prec.BFP16).tile_rows
     if converts_a_tile(p, bool(c.convert_once)):  # the A tile converted to bfp16 tiles by the kernel
