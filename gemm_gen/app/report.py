@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 
 from ..accuracy import ACTIVATION_TAIL, BFP16_DATAPATH, ONE_BF16_ROUNDING
 from ..call import CallPlan
-from ..design.keys import VariantInfo
+from ..design.keys import DesignKeys, VariantInfo
 from ..design.serve import SERVED
 from ..dtypes import dtype
 from ..epilogue import Epilogue
@@ -58,6 +58,17 @@ def _variant_line(v: VariantInfo, convert_once: bool, int4_b: bool = False) -> s
     return (f"variant   {er}x{et} accumulators per cluster, {v.loops} ({v.chosen}; {room}){code}")
 
 
+def _acc_split_lines(d: DesignKeys) -> list[str]:
+    """Where a converted C's accumulator lives: the blocks in the C object, the rest in C acc."""
+    s = d.acc_split
+    if s is None:
+        return []
+    shape = f"{s.block[0]}x{s.block[1]}"
+    return [f"C split   in place: {s.in_object} of the accumulator's {s.blocks} {shape} blocks in the C object (its "
+            f"first, in whole units of {s.unit}: as many as its bytes hold), the other {s.blocks - s.in_object} "
+            "in C acc"]
+
+
 def _l1_lines(l1: L1Info | None) -> list[str]:
     """The predicted bank map of a core's L1 and what the DMA and the core share."""
     if l1 is None:
@@ -105,6 +116,7 @@ def plan_text(p: PlanInfo) -> str:
         f"{p.call.k_steps} k-steps per output tile, {p.call.tiles_per_core} tiles per core",
         _variant_line(d.kernel_variant, d.convert_once, d.dtype_b == "i4"),
         f"acc       {d.accumulator}; {d.rounding_of_c}",
+        *_acc_split_lines(d),
         *_epilogue_lines(d.epilogue, p.call),
         f"array     {p.array[0]} rows x {p.array[1]} cols; A enters at columns {list(p.a_columns)}, "
         f"B and C at every column",

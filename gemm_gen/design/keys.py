@@ -31,6 +31,29 @@ class VariantInfo:
 
 
 @dataclass(frozen=True)
+class AccSplit:
+    """A converted C's accumulator in place (rules/l1.c_split_blocks): its first blocks in the C object, the
+    rest in the worker's C acc buffer."""
+
+    block: tuple[int, int]  # rows x columns of one accumulator block (an r x t mmul block, an 8 x 8 tile)
+    blocks: int  # of the m x n tile
+    in_object: int
+    unit: int  # blocks the kernel addresses through one pointer: the split falls between whole units
+
+    def to_json(self) -> dict[str, object]:
+        return {"block": list(self.block), "blocks": self.blocks, "in_object": self.in_object, "unit": self.unit}
+
+
+def acc_split(c: GemmConfig) -> AccSplit | None:
+    """Where a converted C's accumulator lives, None when C is not converted."""
+    if not c.precision.converts_c:
+        return None
+    values, unit = c.acc_block
+    block = (8, 8) if c.block_kernel else (c.r, c.mmul[2])
+    return AccSplit(block, c.m * c.n // values, c.c_split_elems // values, unit)
+
+
+@dataclass(frozen=True)
 class DesignKeys:
     """What design it is, as plan and predict both report it: device, problem, tiling, types."""
 
@@ -58,6 +81,7 @@ class DesignKeys:
     mapping: str = "whole-array"  # rules/array.MAPPINGS: every core row, or one (decode)
     epilogue: Epilogue = Epilogue()  # the fused epilogue (reported only when there is one)
     task_span: int = 1  # output blocks per shim task (design/spans.py; reported only when not 1)
+    acc_split: AccSplit | None = None  # where a converted C's accumulator lives (None: C is not converted)
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -85,6 +109,7 @@ class DesignKeys:
             **({} if self.epilogue.is_identity else {"epilogue": self.epilogue.to_json()}),
             "mapping": self.mapping,
             **({} if self.task_span == 1 else {"task_span": self.task_span}),
+            **({} if self.acc_split is None else {"acc_split": self.acc_split.to_json()}),
         }
 
 
@@ -93,7 +118,7 @@ def design_keys(c: GemmConfig) -> DesignKeys:
     return DesignKeys(c.dev.name, (c.M, c.K, c.N), (c.m, c.k, c.n), c.k_mt, c.rho, c.t_ma, c.mmul, c.dtype_in,
                       c.dtype_b, c.dtype_out, c.acc, c.precision.name, c.b_col_maj, c.b_pack, c.cols,
                       accumulator(c), c_rounding(c), variant_info(c), bool(c.convert_once), c.a_col_maj, c.c_col_maj,
-                      array.mapping_of(c.dev, c.rows), c.epilogue, c.task_span)
+                      array.mapping_of(c.dev, c.rows), c.epilogue, c.task_span, acc_split(c))
 
 
 def variant_info(c: GemmConfig) -> VariantInfo:
