@@ -14,7 +14,7 @@ from .epilogue import mode_ops
 from .errors import ConfigError
 from .hw.devices import Device, MmulShape, TileKind
 from .rounding import Rounding, Saturation
-from .rules import array, dequant, l1, memtile, padding, peano
+from .rules import array, decode_split, dequant, l1, memtile, padding, peano
 from .rules import epilogue as epilogue_rule
 from .rules import kernel_variant as kv
 from .rules import tiling as tiling_rule
@@ -83,9 +83,16 @@ def check_types(c: GemmConfig) -> None:
     if c.group_size and c.b_pack != "tiles":
         raise ConfigError(f"--b-pack {c.b_pack} with W4A16: its B is each core column's objects (int4 values and "
                           "their scale rows) in k-step order already, one layout", "drop --b-pack")
-    if c.b_pack not in b_packs(c.t_b):
+    if c.b_pack not in b_packs(c.t_b, split=decode_split.is_split(c.dev, c.rows, c.cols)):
         raise ConfigError(f"--b-pack {c.b_pack} is mlir-aie's packing of a bfp16 B, not of {c.t_b} (or the host's "
-                          "strips of an int4 B)", "drop --b-pack, or use --dtype_b bfp16 (or i4 with an i8 A)")
+                          "strips of an int4 B, or of the split decode placement's weights)",
+                          "drop --b-pack, or use --dtype_b bfp16 (or i4 with an i8 A, or --mapping decode-split)")
+    if c.b_pack == "strips" and not c.t_b.host_encoded and (c.b_col_maj or c.epilogue.needs_tile):
+        raise ConfigError("--b-pack strips of a scalar B takes a row-major B without an epilogue tile (each core's "
+                          "K x n slice row-major, the memtile re-tiling it)",
+                          "drop --b-col-maj and the bias / requantization, or --b-pack")
+    if decode_split.is_split(c.dev, c.rows, c.cols):
+        check_split(c)
     if c.shift and not p.block:
         check_shift(c.dev, c.dtype_in, c.dtype_out, c.mmul, c.shift, str(c.acc))
     check_block_layouts(c)
@@ -236,6 +243,17 @@ def check_int4_layout(c: GemmConfig) -> None:
                           "store B row-major (drop --b-col-maj); the operator packs it for you")
 
 
+def check_split(c: GemmConfig) -> None:
+    """The split decode placement's own rules (rules/decode_split.py): row-major A and C (its C joins slices
+    along N, its A is one broadcast stream), and memtiles with the DMA channels it needs."""
+    if c.a_col_maj or c.c_col_maj:
+        raise ConfigError("--mapping decode-split takes row-major A and C", "drop --a-col-maj / --c-col-maj, or use "
+                          "--mapping decode")
+    problem = decode_split.channel_problem(c.dev)
+    if problem is not None:
+        raise ConfigError(problem, "use --mapping decode")
+
+
 def check_array(c: GemmConfig) -> None:
     dev = c.dev
     for name, value in (("M", c.M), ("K", c.K), ("N", c.N), ("m", c.m), ("k", c.k),
@@ -245,7 +263,7 @@ def check_array(c: GemmConfig) -> None:
     if not array.rows_ok(dev, c.rows):
         raise ConfigError(f"rows={c.rows}: a design uses all {dev.core_rows} core rows (whole-array) or one "
                           "(decode)", f"use rows={dev.core_rows} or rows=1 (--mapping whole-array or decode)")
-    if not array.columns_ok(dev, c.cols):
+    if not array.columns_ok(dev, c.cols, c.rows):
         counts = ", ".join(map(str, dev.column_devices))
         raise ConfigError(f"n_aie_cols={c.cols} on {dev.name}: designs use {counts} columns",
                           f"use --n-aie-cols {counts.replace(', ', ' or ')}")
@@ -256,8 +274,8 @@ def check_array(c: GemmConfig) -> None:
     if not array.stack_ok(dev, c.stack_bytes):
         raise ConfigError(f"stack {c.stack_bytes} B must be a positive multiple of {array.STACK_ALIGN} below the "
                           f"{dev.l1_bytes:,} B of L1", "give --stack like 3328 (0xD00, mlir-aie's) or more")
-    tasks = padding.runtime_tasks(c.call.tiles_per_core, c.a_shims, c.cols)  # the largest call it serves
-    if not padding.tasks_fit(c.call.tiles_per_core, c.a_shims, c.cols):
+    tasks = padding.runtime_tasks(c.call.tiles_per_core, c.a_shims, c.cols, dev, c.rows)  # the largest call it serves
+    if not padding.tasks_fit(c.call.tiles_per_core, c.a_shims, c.cols, dev, c.rows):
         raise ConfigError(
             f"the runtime sequence would push {tasks:,} BD tasks (over {MAX_RUNTIME_TASKS:,}; its "
             f"instruction stream would be about {tasks * 64 // 2**20} MiB)",

@@ -23,9 +23,9 @@ from .hw.devices import Device, MmulShape, device
 from .numerics import KernelNumerics
 from .precision import Precision
 from .rounding import Rounding, Saturation
+from .rules import decode_split, l1, memtile, padding, peano
 from .rules import epilogue as rules_epilogue
 from .rules import kernel_variant as kv
-from .rules import l1, memtile, padding, peano
 from .rules.defaults import Resolved, default_acc, emulation_default, has_epilogue, resolve
 from .rules.defaults import convert_once_problem as _convert_once_problem
 from .rules.defaults import mmul as mmul_of
@@ -60,12 +60,14 @@ RUNTIME_SIZES = ("fixed", "mn", "mnk")  # GemmConfig.runtime_sizes
 B_PACKS = ("tiles", "strips")  # DRAM layouts of a bfp16 or int4 B (GemmConfig.b_pack)
 
 
-def b_packs(t_b: DType, group_size: int = 0) -> tuple[str, ...]:
+def b_packs(t_b: DType, group_size: int = 0, split: bool = False) -> tuple[str, ...]:
     """The DRAM packings a B of type t_b can take (the search weighs them when the option is open): both
-    for a B the host re-encodes anyway (bfp16, int4: DType.host_encoded), where strips cost no extra copy;
-    tiles (the user's own layout) for any other. A W4A16 B (group_size > 0) has one layout, each column's
-    objects in k-step order (design/b_objects.py): the option does not apply, so "tiles", its default."""
-    return B_PACKS if t_b.host_encoded and not group_size else ("tiles",)
+    for a B the host re-encodes anyway (bfp16, int4: DType.host_encoded), where strips cost no extra copy,
+    and in the split decode placement (`split`, rules/decode_split.py), whose B is a model's weights, packed
+    once (a host copy, which the call plan names); tiles (the user's own layout) for any other. A W4A16 B
+    (group_size > 0) has one layout, each column's objects in k-step order (design/b_objects.py): the option
+    does not apply, so "tiles", its default."""
+    return B_PACKS if (t_b.host_encoded or split) and not group_size else ("tiles",)
 
 
 # mlir-aie's L1 allocators (aie.tile allocation_scheme; IRON Worker(allocation_scheme=...))
@@ -525,9 +527,12 @@ class GemmConfig:
     @property
     def l2_options(self) -> memtile.L2Options:
         """What the memtile rules (rules/memtile.py) read of this config besides its tiling."""
+        split = decode_split.is_split(self.dev, self.rows, self.cols)
         return memtile.L2Options(self.rows, self.cols, self.t_in, self.t_b, self.t_out,
                                  memtile.b_chunked(self.b_col_maj, self.b_pack), self.depth_ab_l2, self.depth_c_l2,
-                                 self.group_size, self.zero_points)
+                                 self.group_size, self.zero_points,
+                                 tuple((s.shim, s.count) for s in decode_split.streams(self.dev)) if split else (),
+                                 self.dev.core_rows if split else 0)
 
     def l2_pools(self) -> list[memtile.Pool]:
         """The memtile links that own L2 buffers, in mlir-aie's IR order."""

@@ -34,7 +34,7 @@ def chosen_text(command: str, chosen: Choice) -> str | None:
     c, packing, kernel = chosen.config, "b_pack" in chosen.filled, "convert_once" in chosen.filled
     flags = f"-m {c.m} -k {c.k} -n {c.n} --k-mt {c.k_mt} --rho {c.rho}" + (f" --b-pack {c.b_pack}" if packing else "")
     flags += f" --convert-once {int(bool(c.convert_once))}" if kernel else ""
-    mapping = array.mapping_of(c.dev, c.rows) if "mapping" in chosen.filled else None
+    mapping = array.mapping_of(c.dev, c.rows, c.cols) if "mapping" in chosen.filled else None
     flags += f" --mapping {mapping}" if mapping else ""
     spanned = "task_span" in chosen.filled
     flags += f" --task-span {c.task_span}" if spanned else ""

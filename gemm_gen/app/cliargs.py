@@ -153,8 +153,9 @@ def problem_args(p: argparse.ArgumentParser) -> None:
                    help="array columns the design uses (npu1: 1, 2, 4; npu2: 1, 2, 4, 8; default: all)")
     p.add_argument("--mapping", choices=array.MAPPINGS, default=None,
                    help="whole-array: every core row, A split over the rows; decode: one core row, m covering the "
-                   "padded M, each column a slice of N, B read once (for M <= 16). Default: the model's faster one "
-                   "for decode-shaped calls, else whole-array")
+                   "padded M, each column a slice of N, B read once (for M <= 16); decode-split: every core its own "
+                   "slice of N, B over every shim channel but A's (docs/int4_decode.md section 13). Default: the "
+                   "model's fastest for decode-shaped calls, else whole-array")
     p.add_argument("--k-mt", "--k_mt", dest="k_mt", type=SIZE, help="K extent of an A (and column-major B) "
                    "memtile object; a multiple of k")
     p.add_argument("--rho", type=counted(1, what="rho"), help="asymmetric tile buffering: A tiles of m / rho rows "
@@ -331,7 +332,8 @@ def options(a: argparse.Namespace) -> Options:
     p = types(a)
     _, served = sizes(a)
     rows = array.mapping_rows(device(a.dev), a.mapping) if getattr(a, "mapping", None) else 0
-    return Options(a.dev, p.a, p.out, bool(a.b_col_maj), rows=rows, cols=a.n_aie_cols or 0,
+    cols = array.mapping_cols(device(a.dev), a.mapping) if getattr(a, "mapping", None) else 0
+    return Options(a.dev, p.a, p.out, bool(a.b_col_maj), rows=rows, cols=cols or a.n_aie_cols or 0,
                    emulate_bf16_with_bfp16=a.emulate,
                    compiler="chess" if a.chess else None, mmul_shape=a.mmul, queue_groups=a.queue_groups,
                    stack_bytes=a.stack or 0, shift=a.shift, rounding=a.rounding, saturation=a.saturation,
@@ -374,10 +376,11 @@ def config_args(c: GemmConfig) -> list[str]:
         args += ["--a-col-maj", "1"]
     if c.c_col_maj:
         args += ["--c-col-maj", "1"]
-    if c.cols != c.dev.columns:
+    mapping = array.mapping_of(c.dev, c.rows, c.cols)
+    if c.cols != c.dev.columns and not array.mapping_cols(c.dev, mapping):
         args += ["--n-aie-cols", str(c.cols)]
     if c.rows != c.dev.core_rows:
-        args += ["--mapping", array.mapping_of(c.dev, c.rows)]
+        args += ["--mapping", mapping]
     if c.dtype_b != c.dtype_in:
         args += ["--dtype_b", str(c.dtype_b)]
     if c.acc != c.default_acc:

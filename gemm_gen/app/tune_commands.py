@@ -14,7 +14,7 @@ from ..config import GemmConfig, b_packs
 from ..design.serve import SERVED
 from ..errors import ConfigError, ToolchainMissing
 from ..model.perf import Workload
-from ..rules import array
+from ..rules import array, decode_split
 from ..rules.defaults import resolve
 from ..search.choosing import decode_weighed
 from ..search.tune import RANKS, Candidate, TuneResult, tune_b_packs
@@ -38,14 +38,20 @@ def cmd_tune(a: argparse.Namespace) -> int:
         many = tune_many(base, tuple(a.runtime_sizes), a.weights, pinned, model_params(a))
         print(json.dumps(many.to_json(), indent=1) if a.json else tune_many_text(many))
         return 0
-    packs = (a.b_pack,) if a.b_pack else b_packs(base.t_b, base.group_size)  # the model picks B's packing
+    split = decode_split.is_split(base.dev, base.rows, base.cols)
+    packs = (a.b_pack,) if a.b_pack else b_packs(base.t_b, base.group_size, split)  # the model picks B's packing
     kernels = (False, True) if resolve(base.options).convert_once_open else ()  # and npu2 bf16's kernel
     rows = (0, 1) if decode_weighed(base, pinned) else ()  # and the mapping of a decode-shaped call
-    result = tune_b_packs(Workload.of(base), top, pinned, packs, model_params(a), model_ends(a), a.rank, kernels, rows)
+    # the split decode placement too, when the columns are open, in the packings it can take
+    split_packs = ((a.b_pack,) if a.b_pack else b_packs(base.t_b, base.group_size, True)) \
+        if rows and not base.options.cols else ()
+    result = tune_b_packs(Workload.of(base), top, pinned, packs, model_params(a), model_ends(a), a.rank, kernels, rows,
+                          split_packs)
     result.top = [replace(c, config=base.with_(m=c.config.m, k=c.config.k, n=c.config.n, k_mt=c.config.k_mt,
                                             rho=c.config.rho, b_pack=c.config.b_pack,
                                             **({"convert_once": c.config.convert_once} if kernels else {}),
-                                            **({"rows": c.config.options.rows} if rows else {})))
+                                            **({"rows": c.config.options.rows, "cols": c.config.options.cols}
+                                               if rows else {})))
                   for c in result.top]
     if a.measure:
         try:
@@ -92,7 +98,8 @@ def tune_json(r: TuneResult, count: int) -> dict[str, Any]:
         "search_seconds": r.seconds,
         "ranked_by": "measurement" if any(c.measured_s is not None for c in r.top) else r.rank,
         "top": [c.to_json() | ({"convert_once": bool(c.config.convert_once)} if r.kernels_weighed else {})
-                | ({"mapping": array.mapping_of(c.config.dev, c.config.rows)} if r.mappings_weighed else {})
+                | ({"mapping": array.mapping_of(c.config.dev, c.config.rows, c.config.cols)}
+                   if r.mappings_weighed else {})
                 for c in r.top[:count]],
     }
 
@@ -108,7 +115,9 @@ def tune_text(r: TuneResult, count: int) -> str:
              f"(throughputs are PREDICTED by the model"
              f"{'; re-ranked by measurement' if measured else ''}"
              f"{'; ranked by the pessimistic end of each range' if r.rank == 'pessimistic' and not measured else ''})"]
-    packs = len(b_packs(pr.base.t_b, pr.base.group_size)) > 1  # a B type with a packing to choose: show it
+    split = decode_split.is_split(pr.base.dev, pr.base.rows, pr.base.cols)
+    # a B type with a packing to choose (or a split placement among the candidates, whose B may be in strips): show it
+    packs = len(b_packs(pr.base.t_b, pr.base.group_size, split)) > 1 or any(c.config.b_pack != "tiles" for c in r.top)
     head = f"{'rank':>4}  {'m x k x n':<14} {'k_mt':>5}  {'rho':>3}  " + (f"{'B pack':<6}  " if packs else "") + \
         (f"{'kernel':<12}  " if r.kernels_weighed else "") + (f"{'mapping':<11}  " if r.mappings_weighed else "") + \
         f"{'pred TOPS':>9}  {'range':<11}  {'bound':<7}  {'compute':>7}  " \
@@ -121,7 +130,7 @@ def tune_text(r: TuneResult, count: int) -> str:
         line = (f"{i:>4}  {f'{cf.m}x{cf.k}x{cf.n}':<14} {cf.k_mt:>5}  {cf.rho:>3}  "
                 + (f"{cf.b_pack:<6}  " if packs else "")
                 + (f"{'convert-once' if cf.convert_once else 'emulated':<12}  " if r.kernels_weighed else "")
-                + (f"{array.mapping_of(cf.dev, cf.rows):<11}  " if r.mappings_weighed else "")
+                + (f"{array.mapping_of(cf.dev, cf.rows, cf.cols):<11}  " if r.mappings_weighed else "")
                 + f"{c.tops:>9.2f}  "
                 f"{f'{c.tops_low:.2f}-{c.tops_high:.2f}':<11}  {c.bound:<7}  "
                 f"{c.compute_bound_tops:>7.2f}  {c.memory_bound_tops:>7.2f}  {c.core_macs_per_cycle:>7.1f}  "

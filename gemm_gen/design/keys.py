@@ -118,7 +118,7 @@ def design_keys(c: GemmConfig) -> DesignKeys:
     return DesignKeys(c.dev.name, (c.M, c.K, c.N), (c.m, c.k, c.n), c.k_mt, c.rho, c.t_ma, c.mmul, c.dtype_in,
                       c.dtype_b, c.dtype_out, c.acc, c.precision.name, c.b_col_maj, c.b_pack, c.cols,
                       accumulator(c), c_rounding(c), variant_info(c), bool(c.convert_once), c.a_col_maj, c.c_col_maj,
-                      array.mapping_of(c.dev, c.rows), c.epilogue, c.task_span, acc_split(c))
+                      array.mapping_of(c.dev, c.rows, c.cols), c.epilogue, c.task_span, acc_split(c))
 
 
 def variant_info(c: GemmConfig) -> VariantInfo:
