@@ -218,6 +218,10 @@ The DRAM path is three named effects, each with its source (the parameter table 
   below the peak), twice that with the 512-byte bursts npu2's shim BDs use. With S streams of equal
   load the path gives min(peak_gbps, S x stream bandwidth) less the run overheads: few streams, or
   one stream carrying most bytes, cannot fill it. The stream port (4 B per cycle) bounds a stream too.
+  The busiest stream carries A over its shims, B and C over the columns; in the split decode placement
+  (rules/decode_split.py) B's busiest channel carries its longest run of cores (3 of 32 on npu2: 3/32 of B,
+  what the design's tasks move) and a C channel its column's 4 tiles, and its closed form counts B's runs
+  as the design walks them (k x n per core and k-step in strips; none side by side).
 
 ### End to end
 

@@ -30,7 +30,7 @@ def best(dev: str, size: tuple[int, int, int], kind: str, g: int, zp: bool) -> s
     pr = predict(c)
     d, t = pr.design, pr.times_us
     M, K, N = size
-    where = ("decode, " if d.mapping == "decode" else "") + "x".join(map(str, d.tile)) + f", k_mt {d.k_mt}"
+    where = (f"{d.mapping}, " if d.mapping != "whole-array" else "") + "x".join(map(str, d.tile)) + f", k_mt {d.k_mt}"
     where += (f", rho {d.rho}" if d.rho > 1 else "") + (", strips" if d.b_pack == "strips" else "")
     where += f", task span {d.task_span or 'longest'}" if d.task_span != 1 else ""
     where += ", convert-once kernel" if c.convert_once else ""  # npu2 W4A16: B dequantized straight into bfp16
