@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any
 
@@ -25,15 +25,31 @@ from .precision import Precision
 from .rounding import Rounding, Saturation
 from .rules import epilogue as rules_epilogue
 from .rules import kernel_variant as kv
-from .rules import l1, memtile, padding, peano
-from .rules.defaults import Resolved, default_acc, emulation_default, has_epilogue, resolve
+from .rules import l1, memtile, padding
 from .rules.defaults import convert_once_problem as _convert_once_problem
-from .rules.defaults import mmul as mmul_of
+from .rules.defaults import default_acc, emulation_default, has_epilogue, resolve
 from .rules.dequant import dequant_code_bytes
 from .rules.kernel_variant import KERNEL_EXPANSION, KernelVariant
 from .rules.kernel_variant import choose as choose_variant
 from .rules.memtile import MemtileBuffer, c_blocks_transposed
-from .spec import Options, Problem, Tiling, split_fields
+from .spec import (
+    B_PACKS,
+    FIELDS,
+    L1_SCHEMES,
+    OPTIONS,
+    ROWS,
+    RUNTIME_SIZES,
+    ArrayOptions,
+    GroupQuant,
+    KernelOptions,
+    Layout,
+    Options,
+    Problem,
+    RuntimeOptions,
+    Tiling,
+    Types,
+    split_fields,
+)
 
 # Balanced kernels of Striking the Balance, Tables 2 and 3 (B column-major): (m, k, n, k_mt).
 PAPER_TILES: dict[tuple[str, str, str], tuple[int, int, int, int]] = {
@@ -56,10 +72,6 @@ ATB_TILES: dict[str, tuple[int, int, int, int, int]] = {
     "config3": (128, 64, 128, 448, 4),
 }
 
-RUNTIME_SIZES = ("fixed", "mn", "mnk")  # GemmConfig.runtime_sizes
-B_PACKS = ("tiles", "strips")  # DRAM layouts of a bfp16 or int4 B (GemmConfig.b_pack)
-
-
 def b_packs(t_b: DType, group_size: int = 0) -> tuple[str, ...]:
     """The DRAM packings a B of type t_b can take (the search weighs them when the option is open): both
     for a B the host re-encodes anyway (bfp16, int4: DType.host_encoded), where strips cost no extra copy;
@@ -68,25 +80,8 @@ def b_packs(t_b: DType, group_size: int = 0) -> tuple[str, ...]:
     return B_PACKS if t_b.host_encoded and not group_size else ("tiles",)
 
 
-# mlir-aie's L1 allocators (aie.tile allocation_scheme; IRON Worker(allocation_scheme=...))
-L1_SCHEMES = ("bank-aware", "basic-sequential")
-
-
-# GemmConfig's fields as it reads them, in the order of its flat constructor and of to_json()
-FIELDS = ("device", "M", "K", "N", "m", "k", "n", "k_mt", "dtype_in", "dtype_out", "b_col_maj", "rows", "cols",
-          "emulate_bf16_with_bfp16", "compiler", "mmul_shape", "stack_bytes", "queue_groups", "rho", "depth_ab_l1",
-          "depth_ab_l2", "depth_c_l1", "depth_c_l2", "rounding", "saturation", "shift", "dtype_b", "acc", "b_pack",
-          "expansion", "kernel_loops", "convert_once", "l1_alloc", "runtime_sizes", "a_col_maj", "c_col_maj",
-          "bias", "activation", "clamp", "requant", "group_size", "zero_points", "task_span", "opt_level")
-# the fused epilogue's fields: written by to_json only when set, so an epilogue-free config keeps its JSON
-# text, its build key and its cached builds
-EPILOGUE_FIELDS = ("bias", "activation", "clamp", "requant")
-# W4A16's group scales: written by to_json only when set, for the same reason
-GROUP_FIELDS = ("group_size", "zero_points")
-# spanning shim tasks (design/spans.py): written by to_json only when not 1, for the same reason
-SPAN_FIELDS = ("task_span",)
-# the kernel's optimisation level: written by to_json only when not Peano's default, for the same reason
-OPT_FIELDS = ("opt_level",)
+__all__ = ["B_PACKS", "FIELDS", "L1_SCHEMES", "RUNTIME_SIZES", "GemmConfig", "b_packs", "default_k_mt",
+           "default_tiles", "emulation_default"]
 
 
 @dataclass(frozen=True, init=False, eq=False)
@@ -105,6 +100,16 @@ class GemmConfig:
     options: Options
     tiling: Tiling
     size: Problem
+    # resolved when the config is made (rules/defaults.py: resolve): every option with its default applied
+    types: Types = field(init=False, compare=False)
+    layout: Layout = field(init=False, compare=False)
+    epilogue: Epilogue = field(init=False, compare=False)
+    groups: GroupQuant = field(init=False, compare=False)
+    kernel: KernelOptions = field(init=False, compare=False)
+    array: ArrayOptions = field(init=False, compare=False)
+    runtime: RuntimeOptions = field(init=False, compare=False)
+    dev: Device = field(init=False, compare=False)
+    convert_once_open: bool = field(init=False, compare=False)  # search.choose weighs both bf16 kernels
 
     def __init__(self, *args: Any, options: Options | None = None, tiling: Tiling | None = None,
                  size: Problem | None = None, **flat: Any) -> None:
@@ -136,12 +141,15 @@ class GemmConfig:
             if missing:
                 raise TypeError(f"GemmConfig needs {', '.join(missing)}")
             size = Problem(**values)
-        if options.device != device(options.device).name:
-            options = replace(options, device=device(options.device).name)  # one spelling per device
-        object.__setattr__(self, "options", options)
-        object.__setattr__(self, "tiling", tiling)
-        object.__setattr__(self, "size", size)
-        self._resolved  # noqa: B018 - derive the defaults now: a bad option fails here, as given
+        dev = device(options.device)
+        if options.device != dev.name:
+            options = replace(options, device=dev.name)  # one spelling per device
+        resolved = resolve(options)  # the defaults, derived now: a bad option fails here, as given
+        for name, value in (("options", options), ("tiling", tiling), ("size", size), ("types", resolved.types),
+                            ("layout", resolved.layout), ("epilogue", resolved.epilogue), ("groups", resolved.groups),
+                            ("kernel", resolved.kernel), ("array", resolved.array), ("runtime", resolved.runtime),
+                            ("dev", dev), ("convert_once_open", resolved.convert_once_open)):
+            object.__setattr__(self, name, value)
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, GemmConfig) and self._key == other._key
@@ -151,17 +159,24 @@ class GemmConfig:
 
     @cached_property
     def _key(self) -> tuple[object, ...]:
-        return tuple(getattr(self, name) for name in FIELDS)
+        return tuple(self.value(name) for name in FIELDS)
 
     def with_(self, **changes: Any) -> GemmConfig:
         """This config with fields of FIELDS changed by name (dataclasses.replace, typed for the
         flat fields): every default the changed fields decide is derived afresh."""
         return replace(self, **changes)
 
+    def value(self, name: str) -> Any:
+        """Option `name`'s value (spec.OPTIONS), its default applied: read from the sub-record the table names."""
+        row = ROWS[name]
+        if row.group == "epilogue":
+            return rules_epilogue.option_values(self.epilogue)[name]
+        return getattr(getattr(self, row.group), name)
+
     # ---- the fields, as given or with their defaults ------------------------------------------
     @property
     def device(self) -> str:
-        return self.options.device
+        return self.array.device
 
     @property
     def M(self) -> int:
@@ -197,23 +212,23 @@ class GemmConfig:
 
     @property
     def dtype_in(self) -> str:
-        return self.options.dtype_in
+        return self.types.dtype_in
 
     @property
     def dtype_out(self) -> str:
-        return self._resolved.dtype_out
+        return self.types.dtype_out
 
     @property
     def b_col_maj(self) -> bool:
-        return self.options.b_col_maj
+        return self.layout.b_col_maj
 
     @property
     def a_col_maj(self) -> bool:
-        return self.options.a_col_maj
+        return self.layout.a_col_maj
 
     @property
     def c_col_maj(self) -> bool:
-        return self.options.c_col_maj
+        return self.layout.c_col_maj
 
     @property
     def c_t_blocks(self) -> bool:
@@ -223,114 +238,114 @@ class GemmConfig:
 
     @property
     def rows(self) -> int:
-        return self._resolved.rows
+        return self.array.rows
 
     @property
     def cols(self) -> int:
-        return self._resolved.cols
+        return self.array.cols
 
     @property
     def emulate_bf16_with_bfp16(self) -> bool:
-        return self._resolved.emulate_bf16_with_bfp16
+        return self.kernel.emulate_bf16_with_bfp16
 
     @property
     def compiler(self) -> str:
-        return self._resolved.compiler
+        return self.kernel.compiler
 
     @property
     def mmul_shape(self) -> MmulShape | None:
-        return self.options.mmul_shape
+        return self.kernel.mmul_shape
 
     @property
     def stack_bytes(self) -> int:
-        return self._resolved.stack_bytes
+        return self.array.stack_bytes
 
     @property
     def queue_groups(self) -> int:
-        return self.options.queue_groups
+        return self.runtime.queue_groups
 
     @property
     def opt_level(self) -> int:
         """The kernel compile's -O level (Peano; rules/peano.py DEFAULT_OPT_LEVEL when not given)."""
-        return peano.DEFAULT_OPT_LEVEL if self.options.opt_level is None else self.options.opt_level
+        return self.kernel.opt_level
 
     @property
     def task_span(self) -> int:
         """Output blocks per shim task along N (1: one task per block; 0: the most one BD expresses)."""
-        return 1 if self.options.task_span is None else self.options.task_span
+        return self.runtime.task_span
 
     @property
     def depth_ab_l1(self) -> int:
-        return self.options.depth_ab_l1
+        return self.array.depth_ab_l1
 
     @property
     def depth_ab_l2(self) -> int:
-        return self.options.depth_ab_l2
+        return self.array.depth_ab_l2
 
     @property
     def depth_c_l1(self) -> int:
-        return self.options.depth_c_l1
+        return self.array.depth_c_l1
 
     @property
     def depth_c_l2(self) -> int:
-        return self.options.depth_c_l2
+        return self.array.depth_c_l2
 
     @property
     def rounding(self) -> str:
-        return self.options.rounding
+        return self.kernel.rounding
 
     @property
     def saturation(self) -> str:
-        return self.options.saturation
+        return self.kernel.saturation
 
     @property
     def shift(self) -> int:
-        return self.options.shift
+        return self.kernel.shift
 
     @property
     def dtype_b(self) -> str:
-        return self._resolved.dtype_b
+        return self.types.dtype_b
 
     @property
     def acc(self) -> str:
         """C's type in L1 while it accumulates (the option's "out" reads as dtype_out)."""
-        return self._resolved.acc
+        return self.types.acc
 
     @property
     def b_pack(self) -> str:
-        return self._resolved.b_pack
+        return self.layout.b_pack
 
     @property
     def expansion(self) -> tuple[int, int] | None:
-        return self.options.expansion
+        return self.kernel.expansion
 
     @property
     def kernel_loops(self) -> str | None:
-        return self.options.kernel_loops
+        return self.kernel.kernel_loops
 
     @property
     def convert_once(self) -> bool:
-        return self._resolved.convert_once
+        return self.kernel.convert_once
 
     @property
     def l1_alloc(self) -> str | None:
-        return self.options.l1_alloc
+        return self.array.l1_alloc
 
     @property
     def runtime_sizes(self) -> str:
-        return self.options.runtime_sizes
+        return self.runtime.runtime_sizes
 
     @property
     def bias(self) -> bool:
-        return self.options.bias
+        return self.epilogue.bias
 
     @property
     def activation(self) -> str:
-        return self.options.activation or "none"
+        return self.epilogue.activation.value
 
     @property
     def clamp(self) -> tuple[float, float] | None:
-        return self.options.clamp
+        return self.epilogue.clamp
 
     @property
     def requant(self) -> str | None:
@@ -339,21 +354,11 @@ class GemmConfig:
     @property
     def group_size(self) -> int:
         """Rows of K per int4 weight scale (W4A16; 0: no group scales)."""
-        return self.options.group_size
+        return self.groups.group_size
 
     @property
     def zero_points(self) -> bool:
-        return self.options.zero_points
-
-    @property
-    def epilogue(self) -> Epilogue:
-        """What the kernel does to each C tile after its last k-step (rules/epilogue.py names the
-        options it cannot take: checks.check_epilogue)."""
-        return rules_epilogue.epilogue_of(self.bias, self.activation, self.clamp, self.requant)
-
-    @cached_property
-    def _resolved(self) -> Resolved:
-        return resolve(self.options)
+        return self.groups.zero_points
 
     @property
     def default_acc(self) -> str:
@@ -363,33 +368,29 @@ class GemmConfig:
 
     # ---- what the fields mean --------------------------------------------------------------
     @property
-    def dev(self) -> Device:
-        return device(self.device)
-
-    @property
     def t_in(self) -> DType:
-        return dtype(self.dtype_in)
+        return self.types.t_in
 
     @property
     def t_out(self) -> DType:
-        return dtype(self.dtype_out)
+        return self.types.t_out
 
     @property
     def t_b(self) -> DType:
-        return dtype(str(self.dtype_b))
+        return self.types.t_b
 
     @property
     def t_acc(self) -> DType:
         """C's type in L1 while it accumulates."""
-        return dtype(str(self.acc))
+        return self.types.t_acc
 
     @property
     def precision(self) -> Precision:
-        return prec.resolve(self.dtype_in, self.dtype_b, self.dtype_out, self.acc)
+        return self.types.precision
 
     @property
     def mmul(self) -> MmulShape:
-        return mmul_of(self.dev, self.mmul_shape, self.precision, self.emulate_bf16_with_bfp16)
+        return self.kernel.mmul
 
     @property
     def r(self) -> int:
@@ -560,43 +561,27 @@ class GemmConfig:
         if self.acc != self.default_acc:  # the default accumulator goes unnamed
             types += [f"acc{prec.ACC_OUT if self.acc == self.dtype_out else self.acc}"]
         parts = [f"{self.M}x{self.K}x{self.N}_{self.m}x{self.k}x{self.n}_{self.cols}c", "_".join(types)]
-        if self.a_col_maj:
-            parts.append("acol")
-        if self.b_col_maj:
-            parts.append("bcol")
-        if self.c_col_maj:
-            parts.append("ccol")
-        if self.b_pack != "tiles":
-            parts.append(f"b{self.b_pack}")
-        if self.k_mt != self.k:
-            parts.append(f"kmt{self.k_mt}")
-        if self.group_size:  # W4A16's group scales (g128), with zero points (g128z)
-            parts.append(f"g{self.group_size}{'z' if self.zero_points else ''}")
-        named = {"device", "M", "K", "N", "m", "k", "n", "k_mt", "dtype_in", "dtype_out", "b_col_maj", "cols", "b_pack",
-                 "dtype_b", "acc", "a_col_maj", "c_col_maj", *GROUP_FIELDS}
-        # with the group fields: the defaults they decide (W4A16's convert-once kernel on npu2) are defaults
-        default = GemmConfig(self.device, self.M, self.K, self.N, self.m, self.k, self.n, self.k_mt,
-                             self.dtype_in, self.dtype_out, dtype_b=self.dtype_b, acc=self.acc,
-                             group_size=self.group_size, zero_points=self.zero_points)
-        extras = {k: v for k, v in self.to_json().items() if k not in named and v != getattr(default, k)}
+        tags = sorted(((row.named, row.name, row.tag) for row in OPTIONS if row.tag is not None), key=lambda t: t[0])
+        parts += [text for _, name, tag in tags if (text := tag(self.value(name), self)) is not None]
+        named = [row.name for row in OPTIONS if row.named]
+        # the defaults the named options decide (with the group fields: W4A16's convert-once kernel on npu2)
+        default = GemmConfig(**{name: self.value(name) for name in named})
+        extras = {k: v for k, v in self.to_json().items() if k not in named and v != default.value(k)}
         if extras:
             digest = hashlib.sha1(json.dumps(extras, sort_keys=True).encode()).hexdigest()[:8]
             parts.append(digest)
         return "_".join(parts)
 
     def to_json(self) -> dict[str, object]:
-        """Every field as it reads (defaults applied), in FIELDS order: what a build is keyed on. The
-        epilogue's fields only when set (an epilogue-free config keeps its key)."""
-        out = {name: getattr(self, name) for name in FIELDS
-               if name not in EPILOGUE_FIELDS + GROUP_FIELDS + SPAN_FIELDS + OPT_FIELDS}
-        if not self.epilogue_free:
-            out.update({name: getattr(self, name) for name in EPILOGUE_FIELDS})
-        if self.group_size:
-            out.update({name: getattr(self, name) for name in GROUP_FIELDS})
-        if self.task_span != 1:
-            out.update({name: getattr(self, name) for name in SPAN_FIELDS})
-        if self.opt_level != peano.DEFAULT_OPT_LEVEL:
-            out.update({name: getattr(self, name) for name in OPT_FIELDS})
+        """Every field as it reads (defaults applied), in FIELDS order: what a build is keyed on. A field
+        the table writes only when set (the epilogue's, the group scales', a task span or -O other than the
+        default) is left out otherwise, so a config without them keeps its key and its cached builds."""
+        written = {"always": True, "epilogue": not self.epilogue_free, "groups": bool(self.group_size)}
+        out = {}
+        for row in OPTIONS:
+            value = self.value(row.name)
+            if written.get(row.written, value != row.default):
+                out[row.name] = value
         return out
 
     @property
@@ -620,7 +605,7 @@ def default_tiles(dev_name: str, dtype_in: str, dtype_out: str, K: int | None = 
         emulate_bf16_with_bfp16 = not block and emulation_default(dev.name, dtype_in)
     if acc is None:  # the accumulator a config of these types gets by default
         acc = resolve(Options(dev.name, dtype_in, dtype_out, dtype_b=dtype_b,
-                              emulate_bf16_with_bfp16=emulate_bf16_with_bfp16)).acc
+                              emulate_bf16_with_bfp16=emulate_bf16_with_bfp16)).types.acc
     p = prec.resolve(dtype_in, dtype_b, dtype_out, acc)
     if p.block:
         prec.check_precision(p, dev)

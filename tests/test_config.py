@@ -368,7 +368,8 @@ def test_replacing_options_keeps_what_was_given_and_nothing_else():
     i8 = dataclasses.replace(given, dtype_in="i8", dtype_out="i8")
     assert (i8.dtype_b, i8.acc, i8.emulate_bf16_with_bfp16, i8.convert_once) == (None, None, None, None)
     got = resolve(i8)
-    assert (got.dtype_b, got.acc, got.stack_bytes, got.compiler, got.cols) == ("i8", "i32", 4096, "chess", 8)
+    assert (got.types.dtype_b, got.types.acc, got.array.stack_bytes, got.kernel.compiler, got.array.cols) == \
+        ("i8", "i32", 4096, "chess", 8)
     # what the user gave sticks through a config's replace too; what they did not is derived
     c = GemmConfig(options=given, tiling=Tiling(64, 64, 64, 128), size=Problem(512, 512, 512))
     assert dataclasses.replace(c, dtype_in="i8", dtype_out="i8").stack_bytes == 4096
@@ -410,8 +411,8 @@ def test_an_open_output_type_follows_the_input_type_through_replace():
     are the device's core rows."""
     bf16 = Options("npu2")
     i8 = dataclasses.replace(bf16, dtype_in="i8")
-    assert i8.dtype_out is None and resolve(bf16).dtype_out == "bf16" and resolve(i8).dtype_out == "i32"
-    assert resolve(i8).rows == 4 and resolve(dataclasses.replace(i8, dtype_out="i8")).dtype_out == "i8"
+    assert i8.dtype_out is None and resolve(bf16).types.dtype_out == "bf16" and resolve(i8).types.dtype_out == "i32"
+    assert resolve(i8).array.rows == 4 and resolve(dataclasses.replace(i8, dtype_out="i8")).types.dtype_out == "i8"
     c = check_config(GemmConfig(options=i8, tiling=Tiling(64, 64, 64, 128), size=Problem(512, 512, 512)))
     assert (c.dtype_out, c.acc, c.rows) == ("i32", "i32", 4) and c == GemmConfig("npu2", 512, 512, 512, 64, 64, 64, 128,
                                                                                  "i8", "i32")
@@ -484,10 +485,11 @@ EPI_TILES = dict(m=32, k=32, n=32, k_mt=64)
 
 
 def test_the_epilogue_options_are_fields_and_read_as_an_epilogue():
-    from gemm_gen.config import EPILOGUE_FIELDS
     from gemm_gen.epilogue import Activation, Epilogue, RequantForm
+    from gemm_gen.spec import OPTIONS
 
-    assert set(EPILOGUE_FIELDS) <= set(FIELDS) and set(EPILOGUE_FIELDS) <= set(OPTION_NAMES)
+    epilogue_fields = {row.name for row in OPTIONS if row.group == "epilogue"}
+    assert epilogue_fields == {"bias", "activation", "clamp", "requant"} and epilogue_fields <= set(OPTION_NAMES)
     c = GemmConfig("npu2", 256, 256, 256, **EPI_TILES, bias=True, activation="gelu", clamp=[-6, 6])
     assert c.epilogue == Epilogue(True, Activation.GELU, (-6.0, 6.0))
     assert c.options.clamp == (-6.0, 6.0)  # a list (JSON) reads as a tuple
@@ -499,11 +501,12 @@ def test_the_epilogue_options_are_fields_and_read_as_an_epilogue():
 def test_an_epilogue_free_config_keeps_its_json_and_key():
     """No epilogue field appears in to_json() (the build key) unless one is set; setting one changes the key
     and the build's name."""
-    from gemm_gen.config import EPILOGUE_FIELDS, GROUP_FIELDS, OPT_FIELDS, SPAN_FIELDS
+    from gemm_gen.spec import OPTIONS
 
     plain = GemmConfig("npu2", 256, 256, 256, **EPI_TILES)
-    assert list(plain.to_json()) == [f for f in FIELDS
-                                     if f not in EPILOGUE_FIELDS + GROUP_FIELDS + SPAN_FIELDS + OPT_FIELDS]
+    when_set = [row.name for row in OPTIONS if row.written != "always"]
+    assert when_set == ["bias", "activation", "clamp", "requant", "group_size", "zero_points", "task_span", "opt_level"]
+    assert list(plain.to_json()) == [f for f in FIELDS if f not in when_set]
     assert plain.with_(task_span=1).to_json() == plain.to_json() and plain.with_(task_span=1) == plain
     # Peano's default -O2, said aloud, is the same build; another level is another (issue 31 item 12)
     assert plain.with_(opt_level=2).to_json() == plain.to_json() and plain.with_(opt_level=2) == plain

@@ -28,7 +28,7 @@ from gemm_gen.rules import array
 from gemm_gen.search import choose
 from gemm_gen.search.choosing import decode_weighed
 from gemm_gen.sim.run import simulate
-from gemm_gen.spec import Options, Pins, Problem, Request
+from gemm_gen.spec import MAPPINGS, Options, Pins, Problem, Request
 from gemm_gen.tap import Tap
 
 from . import iron_recorder
@@ -109,7 +109,7 @@ def test_mapping_rules():
     npu2 = device("npu2")
     assert array.rows_ok(npu2, 1) and array.rows_ok(npu2, 4)
     assert not array.rows_ok(npu2, 2) and not array.rows_ok(npu2, 3)
-    assert [array.mapping_rows(npu2, m) for m in array.MAPPINGS] == [4, 1]
+    assert [array.mapping_rows(npu2, m) for m in MAPPINGS] == [4, 1]
     assert array.mapping_of(npu2, 1) == "decode" and array.mapping_of(npu2, 4) == "whole-array"
     assert array.decode_call(16) and not array.decode_call(17)
     assert list(array.decode_call(np.array([1, 16, 17]))) == [True, True, False]

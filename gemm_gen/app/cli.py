@@ -20,7 +20,7 @@ from ..sim.memory import GB, SAY_ABOVE, check_memory
 from ..spec import Problem
 from . import model_commands, npu_commands
 from .choice import choice, choose_design, kernel_choice_json, kernel_choice_text, say_chosen
-from .cliargs import EXIT_FAIL, EXIT_USAGE, SEED, Parser, call_layouts, problem_args
+from .cliargs import EXIT_FAIL, EXIT_USAGE, SEED, Parser, call_layouts, make_include, problem_args
 from .plan_info import plan_info, xclbin_plan
 from .report import calls_text, plan_text, sim_text
 
@@ -114,9 +114,17 @@ def parser() -> argparse.ArgumentParser:
                     "every core's runtime-parameter buffer; default none)")
     sp.add_argument("-v", "--verbose", action="store_true", help="list the bytes of every DMA channel")
     sp.set_defaults(func=cmd_simulate)
+    sp = sub.add_parser("make-args", help="print gemm_gen.mk, the Makefile's option variables and GEN_ARGS, from "
+                        "the option table")
+    sp.set_defaults(func=cmd_make_args)
     for module in COMMAND_MODULES:
         module.register(sub)
     return p
+
+
+def cmd_make_args(a: argparse.Namespace) -> int:
+    print(make_include(), end="")
+    return 0
 
 
 def debugging() -> bool:

@@ -17,23 +17,24 @@ from typing import Any
 import numpy as np
 
 from .. import precision as prec
-from ..config import FIELDS
 from ..dtypes import DTYPES, I64
 from ..errors import ConfigError, GemmGenError
 from ..hw.devices import DEVICES, Device, device
-from ..rules import epilogue as epilogue_rule
 from ..rules.defaults import default_out
-from ..rules.kernel_variant import LOOPS
-from ..spec import Options, Problem, Tiling
+from ..spec import OPTIONS, Options, Problem, Tiling
 
-# GemmConfig fields the operator sets itself, and the argument that sets each
-SET_BY_OPERATOR = {**dict.fromkeys(("M", "K", "N"), "the arrays' shapes (and max_size=(M, K, N))"),
-                   **dict.fromkeys(("m", "k", "n", "k_mt"), "tiles=(m, k, n, k_mt)"),
-                   "runtime_sizes": "max_size=(M, K, N)"}
-# options whose values GemmConfig takes on trust (the others' values checks.check_config checks)
-CHOICES = {"kernel_loops": LOOPS, "activation": epilogue_rule.ACTIVATIONS, "requant": tuple(epilogue_rule.REQUANTS)}
-# the Gemm keywords that set GemmConfig fields directly
+# GemmConfig fields the operator sets itself (the option table's rows it takes through another keyword), and
+# the argument that sets each
+_SET_THROUGH = {"shapes": "the arrays' shapes (and max_size=(M, K, N))", "tiles": "tiles=(m, k, n, k_mt)",
+                "max_size": "max_size=(M, K, N)"}
+SET_BY_OPERATOR = {row.name: _SET_THROUGH[row.keyword] for row in OPTIONS if row.keyword in _SET_THROUGH}
+# the Gemm keywords that set GemmConfig fields directly (its own parameters)
 KEYWORDS = ("device", "dtype_in", "dtype_out", "dtype_b", "acc", "b_col_maj")
+# the options Gemm takes as keywords (**options): every other row of the table
+OWN = tuple(row.name for row in OPTIONS if row.name not in SET_BY_OPERATOR and row.name not in KEYWORDS)
+# the options whose values are names from a list (checked here, in the operator's terms)
+CHOICES = {row.name: row.choices for row in OPTIONS
+           if row.choices is not None and row.reader == "text" and row.fmt == "text"}
 
 
 def signature(args: dict[str, Any]) -> str:
@@ -201,12 +202,11 @@ def _fits(value: Any, hint: Any) -> bool:
 def check_options(options: dict[str, Any]) -> None:
     """options are GemmConfig fields the operator does not set itself, each of its field's type."""
     hints = {**typing.get_type_hints(Options), **typing.get_type_hints(Tiling)}
-    own = set(FIELDS) - set(SET_BY_OPERATOR) - set(KEYWORDS)
     for name, value in options.items():
         if name in SET_BY_OPERATOR:
             raise refuse({name: value}, f"{name} is not an option", f"set it through {SET_BY_OPERATOR[name]}")
-        if name not in own:
-            raise refuse({name: value}, "unknown option", f"use GemmConfig's options: {', '.join(sorted(own))}")
+        if name not in OWN:
+            raise refuse({name: value}, "unknown option", f"use GemmConfig's options: {', '.join(sorted(OWN))}")
         if not _fits(value, hints[name]):
             raise refuse({name: value}, f"{name} is {_describe(hints[name])}", f"pass {name} as that")
         if name in CHOICES and value is not None and value not in CHOICES[name]:

@@ -55,7 +55,7 @@ class DesignKeys:
     convert_once: bool
     a_col_maj: bool
     c_col_maj: bool
-    mapping: str = "whole-array"  # rules/array.MAPPINGS: every core row, or one (decode)
+    mapping: str = "whole-array"  # spec.MAPPINGS: every core row, or one (decode)
     epilogue: Epilogue = Epilogue()  # the fused epilogue (reported only when there is one)
     task_span: int = 1  # output blocks per shim task (design/spans.py; reported only when not 1)
 

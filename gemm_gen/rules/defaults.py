@@ -13,27 +13,37 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .. import precision as prec
+from ..epilogue import Epilogue
 from ..errors import ConfigError
 from ..hw.devices import Device, MmulShape, device
 from ..precision import Precision
-from ..spec import Options
+from ..spec import (
+    B_PACKS,
+    ROWS,
+    ArrayOptions,
+    GroupQuant,
+    KernelOptions,
+    Layout,
+    Options,
+    RuntimeOptions,
+    Types,
+)
+from .epilogue import epilogue_of
 
 
 @dataclass(frozen=True)
 class Resolved:
-    """Every option whose default depends on others, with that default applied."""
+    """Every option with its default applied, in the resolved config's sub-records (spec.py), and whether
+    the convert-once kernel was left open where both kernels can run (search.choose weighs them)."""
 
-    rows: int
-    cols: int
-    dtype_out: str
-    dtype_b: str
-    b_pack: str
-    compiler: str
-    emulate_bf16_with_bfp16: bool
-    acc: str
-    convert_once: bool
-    stack_bytes: int
-    convert_once_open: bool = False  # left open and buildable either way: search.choose weighs both kernels
+    types: Types
+    layout: Layout
+    groups: GroupQuant
+    kernel: KernelOptions
+    array: ArrayOptions
+    runtime: RuntimeOptions
+    epilogue: Epilogue
+    convert_once_open: bool = False
 
 
 def default_out(dtype_in: str) -> str:
@@ -151,5 +161,15 @@ def resolve(o: Options) -> Resolved:
     default_once = buildable and (compiler == "chess" or bool(o.group_size))
     convert_once = o.convert_once if o.convert_once is not None else default_once
     stack = o.stack_bytes or default_stack(dev.name, compiler, p, convert_once)
-    return Resolved(o.rows or dev.core_rows, o.cols or dev.columns, out, dtype_b, o.b_pack or "tiles", compiler,
-                    emulate, acc, convert_once, stack, o.convert_once is None and buildable and not o.group_size)
+    kernel = KernelOptions(emulate, compiler, o.mmul_shape, mmul(dev, o.mmul_shape, p, emulate), o.rounding,
+                           o.saturation, o.shift, o.expansion, o.kernel_loops, convert_once,
+                           ROWS["opt_level"].default if o.opt_level is None else o.opt_level)
+    array = ArrayOptions(dev.name, o.rows or dev.core_rows, o.cols or dev.columns, stack, o.depth_ab_l1,
+                         o.depth_ab_l2, o.depth_c_l1, o.depth_c_l2, o.l1_alloc)
+    runtime = RuntimeOptions(o.queue_groups, o.runtime_sizes,
+                             ROWS["task_span"].default if o.task_span is None else o.task_span)
+    return Resolved(Types(o.dtype_in, out, dtype_b, acc), Layout(o.a_col_maj, o.b_col_maj, o.c_col_maj,
+                                                                  o.b_pack or B_PACKS[0]),
+                    GroupQuant(o.group_size, o.zero_points), kernel, array, runtime,
+                    epilogue_of(o.bias, o.activation, o.clamp, o.requant),
+                    o.convert_once is None and buildable and not o.group_size)

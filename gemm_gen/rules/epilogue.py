@@ -15,16 +15,16 @@ whether its epilogue tile fits the B object that carries it.
 from __future__ import annotations
 
 import math
+from typing import Any
 
-from ..epilogue import Activation, Epilogue, RequantForm, tile_layout
+from ..epilogue import Activation, Epilogue, tile_layout
 from ..errors import ConfigError
 from ..precision import Precision
+from ..spec import ACTIVATIONS, REQUANTS
 from . import Ints
 
-ACTIVATIONS = tuple(a.value for a in Activation)  # none, relu, silu, gelu, runtime (each call selects)
 FLOAT_ACTIVATIONS = ACTIVATIONS
 INT_ACTIVATIONS = ("none", "relu")  # ReLU of a requantized output is its act_min (the zero point)
-REQUANTS = {"per_channel": RequantForm.DOUBLE}  # TFLite's default double rounding
 FLOAT_OUTS = ("bf16",)  # mlir-aie's bf16 sequences write bf16
 REQUANT_OUTS = ("i8", "i16")
 REQUANT_ACC = "i32"
@@ -45,6 +45,12 @@ def epilogue_of(bias: bool, activation: str | None, clamp: tuple[float, float] |
             raise ConfigError(f"clamp bounds {lo},{hi} are not finite LO <= HI", "give --clamp LO,HI like -6,6")
     return Epilogue(bool(bias), Activation(name), None if clamp is None else (float(clamp[0]), float(clamp[1])),
                     None if requant is None else REQUANTS[requant])
+
+
+def option_values(e: Epilogue) -> dict[str, Any]:
+    """The options an Epilogue is made of (the inverse of epilogue_of): bias, activation, clamp, requant."""
+    requant = next((name for name, form in REQUANTS.items() if form == e.requant), None)
+    return {"bias": e.bias, "activation": e.activation.value, "clamp": e.clamp, "requant": requant}
 
 
 def call_activation(e: Epilogue, name: str | None) -> str | None:

@@ -49,13 +49,13 @@ from ..dtypes import DType, dtype
 from ..errors import ConfigError
 from ..hw.devices import MIXED, Device, MmulShape
 from ..precision import Precision
+from ..spec import EXPANSIONS, LOOPS
 from . import peano
 
 KERNEL_EXPANSION = 2  # our kernels compute 2 x 2 blocks of mmuls: m % 2r == 0, n % 2t == 0
-LOOPS = ("k-pipelined", "c-overlap", "k-flat", "jk-flat")  # least to most overlap
 FLATTENING = ("k-flat", "jk-flat")  # the structures that need a second cluster's accumulators
 DEFAULT_LOOPS = "k-pipelined"
-CANDIDATES = ((2, 2), (4, 2), (2, 4), (4, 4))  # er x et; narrower ones share too few loads
+CANDIDATES = EXPANSIONS  # er x et (spec.py); narrower ones share too few loads
 CODE_BUDGET = 0.5  # of the program memory, for flattened matmul code (the rest: zero kernel, main, runtime)
 # of the program memory, for the fused epilogue's block loops (every mode of a runtime activation: the union
 # must fit); the last quarter stays for the zero kernel, main and the runtime. A budget, not a measurement.

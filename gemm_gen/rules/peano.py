@@ -31,6 +31,7 @@ there is "accepted by the pinned Peano" by the date of the change that introduce
 from __future__ import annotations
 
 from ..errors import ConfigError
+from ..spec import DEFAULT_OPT_LEVEL, OPT_LEVELS
 
 # ---- the post-RA pipeliner -----------------------------------------------------------------------
 POSTPIPELINER_MAX_II = 60  # llvm-aie's default -aie-postpipeliner-maxii at the pin (see above)
@@ -48,8 +49,7 @@ BFP16_PIPELINER_FLAGS = ("-mllvm", f"-aie-postpipeliner-maxii={BFP16_PIPELINER_M
 # -O2 only (llvm-aie #1262: a MAC loop and a LUT activation in one aie2p unit, bad from nightly
 # 22.0.0.2026082101, closed; mlir-aie #3792, 2026-09-23, open: -O1 correct); mlir-aie's own workaround
 # (PR #2920's vision Makefiles) is -O1. xchesscc_wrapper takes no -O (CHESSCCWRAP2(P)_FLAGS have none).
-DEFAULT_OPT_LEVEL = 2
-OPT_LEVELS = (0, 1, 2, 3)
+# DEFAULT_OPT_LEVEL and OPT_LEVELS: spec.py, with the option
 
 
 def check_opt_level(level: int, compiler: str) -> None:
