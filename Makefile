@@ -17,12 +17,14 @@ SHELL := /bin/bash
 # from gemm_gen's option table into gemm_gen.mk (`gemm-gen make-args`; tests/test_make.py keeps it current).
 include gemm_gen.mk
 OWN_VARS := $(OPTION_VARS) SEED TOP WARMUP ITERS TIMEOUT_MS BUILD_DIR VENV BIN STAMP \
-	INSTALL_LOG OPTION_VARS SWITCH_VARS GEN_ARGS BUILD_ARGS TIMEOUT_ARGS SHOWN
+	INSTALL_LOG GEMM_GEN OPTION_VARS SWITCH_VARS GEN_ARGS BUILD_ARGS TIMEOUT_ARGS SHOWN
 $(foreach v,$(OWN_VARS),$(if $(filter environment%,$(origin $(v))),$(eval override undefine $(v))))
 
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
+# gemm-gen as make runs it: its messages name options as this Makefile's variables (DTYPE_OUT=bf16, not --dtype_out bf16)
+GEMM_GEN := GEMM_GEN_SPELLING=make $(BIN)/gemm-gen
 STAMP := $(VENV)/.installed
 INSTALL_LOG := $(VENV)/install.log
 
@@ -78,49 +80,49 @@ install: $(STAMP)
 
 # the pinned NPU toolchain against what is installed (exit 0 only when everything is there)
 doctor: $(STAMP)
-	$(BIN)/gemm-gen doctor
+	$(GEMM_GEN) doctor
 
 sim: $(STAMP)
 	@echo "make sim: checking $(strip $(SHOWN))"
-	$(BIN)/gemm-gen simulate $(GEN_ARGS) --seed $(SEED)
+	$(GEMM_GEN) simulate $(GEN_ARGS) --seed $(SEED)
 
 plan: $(STAMP)
-	$(BIN)/gemm-gen plan $(GEN_ARGS)
+	$(GEMM_GEN) plan $(GEN_ARGS)
 
 generate: $(STAMP)
-	$(BIN)/gemm-gen generate $(GEN_ARGS) $(BUILD_ARGS)
+	$(GEMM_GEN) generate $(GEN_ARGS) $(BUILD_ARGS)
 
 kernel: $(STAMP)
-	$(BIN)/gemm-gen kernel $(GEN_ARGS)
+	$(GEMM_GEN) kernel $(GEN_ARGS)
 
 mlir: $(STAMP)
-	$(BIN)/gemm-gen mlir $(GEN_ARGS)
+	$(GEMM_GEN) mlir $(GEN_ARGS)
 
 # build/final_<suffix>.xclbin and build/insts_<suffix>.bin (needs mlir-aie and Peano or chess)
 all build: $(STAMP)
-	$(BIN)/gemm-gen build $(GEN_ARGS) $(BUILD_ARGS)
+	$(GEMM_GEN) build $(GEN_ARGS) $(BUILD_ARGS)
 
 dry-run: $(STAMP)
-	$(BIN)/gemm-gen build $(GEN_ARGS) $(BUILD_ARGS) --dry-run
+	$(GEMM_GEN) build $(GEN_ARGS) $(BUILD_ARGS) --dry-run
 
 # build if needed, then run on the NPU through XRT with mlir-aie's output lines
 run: $(STAMP)
 	@echo "make run: checking $(strip $(SHOWN))"
-	export XRT_HACK_UNSECURE_LOADING_XCLBIN=1 && $(BIN)/gemm-gen run $(GEN_ARGS) $(BUILD_ARGS) --warmup $(WARMUP) --iters $(ITERS) --seed $(SEED) $(TIMEOUT_ARGS)
+	export XRT_HACK_UNSECURE_LOADING_XCLBIN=1 && $(GEMM_GEN) run $(GEN_ARGS) $(BUILD_ARGS) --warmup $(WARMUP) --iters $(ITERS) --seed $(SEED) $(TIMEOUT_ARGS)
 
 # on an NPU laptop: doctor, then build, run and check a fixed sweep; build/validate_$(DEVICE).json + .png
 validate: $(STAMP)
-	export XRT_HACK_UNSECURE_LOADING_XCLBIN=1 && $(BIN)/gemm-gen validate --dev $(DEVICE) --iters $(ITERS) \
+	export XRT_HACK_UNSECURE_LOADING_XCLBIN=1 && $(GEMM_GEN) validate --dev $(DEVICE) --iters $(ITERS) \
 		--warmup $(WARMUP) $(BUILD_ARGS) $(TIMEOUT_ARGS)
 
 predict: $(STAMP)
-	$(BIN)/gemm-gen predict $(GEN_ARGS)
+	$(GEMM_GEN) predict $(GEN_ARGS)
 
 tune: $(STAMP)
-	$(BIN)/gemm-gen tune $(GEN_ARGS) --top $(TOP)
+	$(GEMM_GEN) tune $(GEN_ARGS) --top $(TOP)
 
 roofline: $(STAMP)
-	$(BIN)/gemm-gen roofline $(GEN_ARGS) --out-dir $(BUILD_DIR)
+	$(GEMM_GEN) roofline $(GEN_ARGS) --out-dir $(BUILD_DIR)
 
 # the tests write only into temporary folders, never into build/ (tests/conftest.py checks it)
 test: $(STAMP)

@@ -11,7 +11,7 @@ from . import precision as prec
 from .config import B_PACKS, L1_SCHEMES, RUNTIME_SIZES, GemmConfig, b_packs
 from .dtypes import I4, dtype
 from .epilogue import mode_ops
-from .errors import ConfigError
+from .errors import ConfigError, opt
 from .hw.devices import Device, MmulShape, TileKind
 from .rounding import Rounding, Saturation
 from .rules import array, dequant, l1, memtile, padding, peano
@@ -64,7 +64,8 @@ def check_untiled(c: GemmConfig) -> None:
 def check_types(c: GemmConfig) -> None:
     dev, t_out = c.dev, c.t_out
     if c.compiler not in ("peano", "chess"):
-        raise ConfigError(f"unknown kernel compiler {c.compiler!r}", "use peano (default) or chess (--chess)")
+        raise ConfigError(f"unknown kernel compiler {c.compiler!r}",
+                          f"use peano (default) or chess ({opt('compiler', 'chess')})")
     peano.check_opt_level(c.opt_level, c.compiler)
     p = c.precision
     try:
@@ -77,15 +78,16 @@ def check_types(c: GemmConfig) -> None:
     else:
         check_scalar_types(c)
     if t_out.is_float and c.shift:
-        raise ConfigError(f"shift {c.shift} applies to integer outputs only", "drop --shift")
+        raise ConfigError(f"shift {c.shift} applies to integer outputs only", f"drop {opt('shift')}")
     if c.b_pack not in B_PACKS:
-        raise ConfigError(f"unknown B packing {c.b_pack!r}", f"use --b-pack {' or '.join(B_PACKS)}")
+        raise ConfigError(f"unknown B packing {c.b_pack!r}", f"use {opt('b_pack', *B_PACKS)}")
     if c.group_size and c.b_pack != "tiles":
-        raise ConfigError(f"--b-pack {c.b_pack} with W4A16: its B is each core column's objects (int4 values and "
-                          "their scale rows) in k-step order already, one layout", "drop --b-pack")
+        raise ConfigError(f"{opt('b_pack', c.b_pack)} with W4A16: its B is each core column's objects (int4 values "
+                          "and their scale rows) in k-step order already, one layout", f"drop {opt('b_pack')}")
     if c.b_pack not in b_packs(c.t_b):
-        raise ConfigError(f"--b-pack {c.b_pack} is mlir-aie's packing of a bfp16 B, not of {c.t_b} (or the host's "
-                          "strips of an int4 B)", "drop --b-pack, or use --dtype_b bfp16 (or i4 with an i8 A)")
+        raise ConfigError(f"{opt('b_pack', c.b_pack)} is mlir-aie's packing of a bfp16 B, not of {c.t_b} (or the "
+                          "host's strips of an int4 B)",
+                          f"drop {opt('b_pack')}, or use {opt('dtype_b', prec.BFP16)} (or i4 with an i8 A)")
     if c.shift and not p.block:
         check_shift(c.dev, c.dtype_in, c.dtype_out, c.mmul, c.shift, str(c.acc))
     check_block_layouts(c)
@@ -93,7 +95,7 @@ def check_types(c: GemmConfig) -> None:
         raise ConfigError(*c.convert_once_problem)
     if c.l1_alloc is not None and c.l1_alloc not in L1_SCHEMES:
         raise ConfigError(f"unknown L1 allocation scheme {c.l1_alloc!r}",
-                          f"use --l1-alloc {' or '.join(L1_SCHEMES)}, or leave it to the planner")
+                          f"use {opt('l1_alloc', *L1_SCHEMES)}, or leave it to the planner")
     if c.runtime_sizes not in RUNTIME_SIZES:
         raise ConfigError(f"unknown runtime sizes {c.runtime_sizes!r}",
                           f"use one of {', '.join(RUNTIME_SIZES)}")
@@ -107,18 +109,22 @@ def check_types(c: GemmConfig) -> None:
     check_groups(c)
 
 
+_W4A16 = f"{opt('dtype_in', 'bf16')} {opt('dtype_b', I4.name)}"  # W4A16's types
+_GROUPS = f"{opt('group_size', groupquant.GROUP_SIZES[0])} | {' | '.join(map(str, groupquant.GROUP_SIZES[1:]))}"
+
+
 def check_groups(c: GemmConfig) -> None:
     """Group scales belong to int4 B times a bf16 A (W4A16), which needs them."""
     w4a16 = c.dtype_b == I4.name and c.dtype_in in prec.W4A16_A_TYPES
     if c.group_size and not w4a16:
-        raise ConfigError(f"--group-size {c.group_size} with {c.dtype_in} x {c.dtype_b}: group scales belong to int4 "
-                          "weights times a bf16 A (W4A16)", "drop --group-size, or use --dtype_in bf16 --dtype_b i4")
+        raise ConfigError(f"{opt('group_size', c.group_size)} with {c.dtype_in} x {c.dtype_b}: group scales belong to "
+                          "int4 weights times a bf16 A (W4A16)", f"drop {opt('group_size')}, or use {_W4A16}")
     if c.zero_points and not c.group_size:
-        raise ConfigError("--zero-points without --group-size: a zero point belongs to a group's scale",
-                          "add --group-size 32 | 64 | 128, or drop --zero-points")
+        raise ConfigError(f"{opt('zero_points')} without {opt('group_size')}: a zero point belongs to a group's scale",
+                          f"add {_GROUPS}, or drop {opt('zero_points')}")
     if w4a16 and not c.group_size:
-        raise ConfigError("--dtype_b i4 with --dtype_in bf16 (W4A16) needs one scale per group of K rows",
-                          "add --group-size 32 | 64 | 128")
+        raise ConfigError(f"{opt('dtype_b', I4.name)} with {opt('dtype_in', 'bf16')} (W4A16) needs one scale per "
+                          "group of K rows", f"add {_GROUPS}")
     if c.group_size:
         groupquant.check_group_size(c.group_size)
 
@@ -128,13 +134,14 @@ def check_block_layouts(c: GemmConfig) -> None:
     (A's rows) or N (C's rows), so A^T or C^T in bfp16 would block along M, another format. A bf16 A
     (converted in the kernel) and a bf16 / f32 C take either layout, as on the scalar kernels."""
     if c.a_col_maj and c.t_in.is_block:
-        raise ConfigError("--a-col-maj with bfp16 A: a bfp16 block shares one exponent over 8 K values of an A row, "
-                          "so A^T in bfp16 would share it over 8 M values (another format)",
-                          "store A row-major (drop --a-col-maj), or pass A in bf16 (--dtype_in bf16)")
+        raise ConfigError(f"{opt('a_col_maj')} with bfp16 A: a bfp16 block shares one exponent over 8 K values of an "
+                          "A row, so A^T in bfp16 would share it over 8 M values (another format)",
+                          f"store A row-major (drop {opt('a_col_maj')}), or pass A in bf16 ({opt('dtype_in', 'bf16')})")
     if c.c_col_maj and c.t_out.is_block:
-        raise ConfigError("--c-col-maj with bfp16 C: a bfp16 block shares one exponent over 8 N values of a C row, "
-                          "so C^T in bfp16 would share it over 8 M values (another format)",
-                          "store C row-major (drop --c-col-maj), or write C in bf16 or f32 (--dtype_out)")
+        raise ConfigError(f"{opt('c_col_maj')} with bfp16 C: a bfp16 block shares one exponent over 8 N values of a "
+                          "C row, so C^T in bfp16 would share it over 8 M values (another format)",
+                          f"store C row-major (drop {opt('c_col_maj')}), or write C in bf16 or f32 "
+                          f"({opt('dtype_out')})")
 
 
 def check_epilogue(c: GemmConfig) -> None:
@@ -161,33 +168,33 @@ def check_epilogue_tile(c: GemmConfig) -> None:
                           f"(k={c.k}: {c.k * c.n * size_b} B)", f"use k >= {k}")
     if not epilogue_rule.chunk_ok(e, memtile.b_chunked(c.b_col_maj, c.b_pack), c.k, c.k_mt):
         raise ConfigError(f"column-major B reaches the memtile in k_mt={c.k_mt} chunks, and the epilogue tile is one "
-                          f"k-step (k={c.k}) more of it", f"use --k-mt {c.k}, or a row-major B")
+                          f"k-step (k={c.k}) more of it", f"use {opt('k_mt', c.k)}, or a row-major B")
 
 
 def check_block_types(c: GemmConfig) -> None:
     shape = c.dev.bfp16_mmul_shape
     assert shape is not None  # prec.check_precision refused devices without a bfp16 datapath
     if c.emulate_bf16_with_bfp16:
-        raise ConfigError("--emulate-bf16-mmul-with-bfp16 is for bf16 x bf16 GEMMs; this one already runs "
-                          "on the bfp16 datapath", "drop --emulate-bf16-mmul-with-bfp16")
+        raise ConfigError(f"{opt('emulate_bf16_with_bfp16')} is for bf16 x bf16 GEMMs; this one already runs "
+                          "on the bfp16 datapath", f"drop {opt('emulate_bf16_with_bfp16')}")
     if c.mmul_shape is not None and tuple(c.mmul_shape) != shape:
         raise ConfigError(f"mmul {'x'.join(map(str, c.mmul_shape))}: the bfp16 datapath multiplies "
-                          f"{'x'.join(map(str, shape))} blocks", "drop --mmul")
+                          f"{'x'.join(map(str, shape))} blocks", f"drop {opt('mmul_shape')}")
     if c.compiler not in prec.BFP16_COMPILERS:
         raise ConfigError(f"bfp16 kernels build with {' or '.join(prec.BFP16_COMPILERS)} only, not "
                           f"{c.compiler} ({prec.BFP16_COMPILERS_WHY})",
-                          "use Peano or --chess (CHESS=1), or leave the compiler to its default")
+                          f"use Peano or {opt('compiler', 'chess')}, or leave the compiler to its default")
 
 
 def check_scalar_types(c: GemmConfig) -> None:
     dev, t_in, t_out = c.dev, c.t_in, c.t_out
     if t_in.name not in dev.input_types:
         raise ConfigError(f"{dev.name} has no kernel for dtype_in {t_in}",
-                          f"use --dtype_in {' or '.join(dev.input_types)}")
+                          f"use {opt('dtype_in', *dev.input_types)}")
     allowed = dev.out_types[t_in.name]
     if t_out.name not in allowed:
         raise ConfigError(f"dtype_out {t_out} does not go with dtype_in {t_in}",
-                          f"use --dtype_out {' or '.join(allowed)}")
+                          f"use {opt('dtype_out', *allowed)}")
     default = dev.mmul_shape(t_in.name, bool(c.emulate_bf16_with_bfp16), c.dtype_b)  # raises for a wrong device/type
     shapes_ok = (default,) if c.emulate_bf16_with_bfp16 else dev.shapes(dev.operands(t_in.name, c.dtype_b))
     if c.mmul_shape is not None and tuple(c.mmul_shape) not in shapes_ok:
@@ -202,9 +209,9 @@ def check_int4_layout(c: GemmConfig) -> None:
     """int4 B moves in 32-bit words of 8 values along N (dtypes.I4): its DRAM rows are packed along N,
     so a column-major B (packed along K) would need sub-word reordering no DMA can do."""
     if c.b_col_maj:
-        raise ConfigError("--b-col-maj with int4 B: the host packs int4 B two per byte along N, and a BD "
+        raise ConfigError(f"{opt('b_col_maj')} with int4 B: the host packs int4 B two per byte along N, and a BD "
                           "moves whole 4-byte words, so B^T cannot be re-tiled into the kernel's blocks",
-                          "store B row-major (drop --b-col-maj); the operator packs it for you")
+                          f"store B row-major (drop {opt('b_col_maj')}); the operator packs it for you")
 
 
 def check_array(c: GemmConfig) -> None:
@@ -212,21 +219,22 @@ def check_array(c: GemmConfig) -> None:
     for name, value in (("M", c.M), ("K", c.K), ("N", c.N), ("m", c.m), ("k", c.k),
                         ("n", c.n), ("k_mt", c.k_mt)):
         if value < 1:
-            raise ConfigError(f"{name}={value} must be positive", f"give -{name} a size >= 1")
+            raise ConfigError(f"{name}={value} must be positive", f"give {opt(name)} a size >= 1")
     if not array.rows_ok(dev, c.rows):
         raise ConfigError(f"rows={c.rows}: a design uses all {dev.core_rows} core rows (whole-array) or one "
-                          "(decode)", f"use rows={dev.core_rows} or rows=1 (--mapping whole-array or decode)")
+                          "(decode)", f"use rows={dev.core_rows} or rows=1 ({opt('rows', dev.core_rows, 1)})")
     if not array.columns_ok(dev, c.cols):
         counts = ", ".join(map(str, dev.column_devices))
         raise ConfigError(f"n_aie_cols={c.cols} on {dev.name}: designs use {counts} columns",
-                          f"use --n-aie-cols {counts.replace(', ', ' or ')}")
+                          f"use {opt('cols', *dev.column_devices)}")
     depths = (c.depth_ab_l1, c.depth_ab_l2, c.depth_c_l1, c.depth_c_l2)
     if not all(1 <= d <= 2 for d in depths):
         # IRON gives each fifo end at most max-acquire + 1 = 2 buffers for our loops
         raise ConfigError(f"fifo depths {depths} must be 1 or 2", "use the defaults 2, 2, 1, 1")
     if not array.stack_ok(dev, c.stack_bytes):
         raise ConfigError(f"stack {c.stack_bytes} B must be a positive multiple of {array.STACK_ALIGN} below the "
-                          f"{dev.l1_bytes:,} B of L1", "give --stack like 3328 (0xD00, mlir-aie's) or more")
+                          f"{dev.l1_bytes:,} B of L1",
+                          f"give {opt('stack_bytes')} like 3328 (0xD00, mlir-aie's) or more")
     tasks = padding.runtime_tasks(c.call.tiles_per_core, c.a_shims, c.cols)  # the largest call it serves
     if not padding.tasks_fit(c.call.tiles_per_core, c.a_shims, c.cols):
         raise ConfigError(
@@ -236,7 +244,7 @@ def check_array(c: GemmConfig) -> None:
         )
     if c.rho < 1 or c.m % c.rho:
         raise ConfigError(f"rho={c.rho} must be a divisor of m={c.m} (T_MA = m / rho rows of A)",
-                          "use --rho 1, or a rho that divides m")
+                          f"use {opt('rho', 1)}, or a rho that divides m")
 
 
 def check_a_col_maj_chunks(c: GemmConfig) -> None:
@@ -246,10 +254,10 @@ def check_a_col_maj_chunks(c: GemmConfig) -> None:
     chunks = int(memtile.a_col_maj_chunks(c.a_col_maj, c.rows, c.cols, k_walk, c.k_mt))
     most = c.dev.dma[TileKind.SHIM].iteration_wrap_max
     if chunks > most:
-        raise ConfigError(f"--a-col-maj on {c.cols} columns: each A shim serves {c.a_rows_per_shim} core rows and "
-                          f"walks K={k_walk} in {chunks} k_mt chunks on its BD's iteration dimension, at most {most}",
-                          f"use --k-mt {padding.round_up(-(-k_walk // most), c.k)} or more, --n-aie-cols "
-                          f"{c.rows} or more, or store A row-major")
+        raise ConfigError(f"{opt('a_col_maj')} on {c.cols} columns: each A shim serves {c.a_rows_per_shim} core rows "
+                          f"and walks K={k_walk} in {chunks} k_mt chunks on its BD's iteration dimension, at most "
+                          f"{most}", f"use {opt('k_mt', padding.round_up(-(-k_walk // most), c.k))} or more, "
+                          f"{opt('cols', c.rows)} or more, or store A row-major")
 
 
 def check_divisibility(c: GemmConfig) -> None:
@@ -289,7 +297,7 @@ def _divisibility_error(c: GemmConfig, name: str, st: tiling_rule.Steps) -> tupl
     if name == "n":
         return (f"n={c.n} is not a multiple of 2t={2 * t} (2x2 blocks of the {where})",
                 f"use n={padding.near(c.n, 2 * t)}")
-    return f"k_mt={c.k_mt} is not a multiple of k={c.k}", f"use --k-mt {padding.near(c.k_mt, c.k)}"
+    return f"k_mt={c.k_mt} is not a multiple of k={c.k}", f"use {opt('k_mt', *padding.nearest(c.k_mt, c.k))}"
 
 
 def check_granularity(c: GemmConfig) -> None:
@@ -320,13 +328,13 @@ def check_l1(c: GemmConfig) -> None:
         detail = " + ".join(f"{k} {v}" for k, v in parts.items())
         fixed = set(c.l1_overhead) - {RTP_PART}
         buffers = sum(v for name, v in parts.items() if name not in fixed)
-        acc_out = (f", or --acc {prec.ACC_OUT} (C kept in {c.dtype_out}, requantized every k-step)"
+        acc_out = (f", or {opt('acc', prec.ACC_OUT)} (C kept in {c.dtype_out}, requantized every k-step)"
                    if c.precision.converts_c else "")
         raise ConfigError(
             f"L1 overflow: {detail} = {c.l1_bytes} B > {cap} B per core "
             f"(m={c.m} k={c.k} n={c.n}" + (f" rho={c.rho}" if c.rho > 1 else "")
             + f", {c.precision.name}; the buffers alone take {buffers / 1024:.1f} KiB)",
-            f"reduce m, k or n, or raise --rho (A then holds m / rho rows){acc_out}",
+            f"reduce m, k or n, or raise {opt('rho')} (A then holds m / rho rows){acc_out}",
         )
 
 
@@ -372,11 +380,10 @@ def check_shift(dev: Device, dtype_in: str, dtype_out: str, mmul: MmulShape, shi
         return
     wide = [s for s in dev.acc64_shapes.get(dtype_in, ()) if s in dev.mmul_shapes.get(dtype_in, ())]
     if acc == out:
-        other = (f"--mmul {' or '.join('x'.join(map(str, s)) for s in wide)} (a 64-bit accumulator)" if wide
-                 else "a narrower --dtype_out")
+        other = (f"{opt('mmul_shape', *wide)} (a 64-bit accumulator)" if wide else f"a narrower {opt('dtype_out')}")
         raise ConfigError(f"shift {shift}: an {dtype_out} C stays in the {acc}-bit accumulator of the {dev.name} "
                           f"{dtype_in} mmul {shape}, which the AIE API loads and stores unshifted",
-                          f"drop --shift, or use {other}")
+                          f"drop {opt('shift')}, or use {other}")
     if not 0 < shift <= acc - out:
         raise ConfigError(f"shift {shift}: an {dtype_out} C shifted up must fit the {acc}-bit accumulator lanes of "
                           f"the {dev.name} {dtype_in} mmul {shape} (at most {acc - out})",

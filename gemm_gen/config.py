@@ -18,7 +18,7 @@ from . import precision as prec
 from .call import CallPlan, plan_call
 from .dtypes import DType, dtype
 from .epilogue import Epilogue
-from .errors import ConfigError
+from .errors import ConfigError, opt
 from .hw.devices import Device, MmulShape, device
 from .numerics import KernelNumerics
 from .precision import Precision
@@ -423,7 +423,7 @@ class GemmConfig:
         if self.block_kernel:
             if self.expansion not in (None, (2, 2)) or self.kernel_loops not in (None, "k-pipelined"):
                 raise ConfigError("bfp16 kernels have one variant (2x2 clusters of 8x8 tiles, K loop pipelined)",
-                                  "drop --expansion and --kernel-loops")
+                                  f"drop {opt('expansion')} and {opt('kernel_loops')}")
             return KernelVariant(2, 2, "k-pipelined")
         operands = self.dev.operands(self.dtype_in, self.dtype_b)  # "i8xi4" for int4 weights
         # W4A16: the matmul function also holds the dequantization pass, so the loops leave its code room
@@ -647,7 +647,8 @@ def _fallback_tiles(dev: Device, dtype_in: str, dtype_out: str, emulate: bool,
             best = (m, k, n)
             break
     if best is None:  # pragma: no cover - every supported type has a small tile
-        raise ConfigError(f"no tile fits L1 for {dtype_in}->{dtype_out} on {dev.name}", "give -m -k -n")
+        raise ConfigError(f"no tile fits L1 for {dtype_in}->{dtype_out} on {dev.name}",
+                          f"give {opt('m')} {opt('k')} {opt('n')}")
     m, k, n = best
     k_mt = k * max(1, math.ceil(384 / k))
     return m, k, n, k_mt

@@ -68,7 +68,7 @@ def pad_inputs(c: GemmConfig, a: np.ndarray, b: np.ndarray | QuantB, call: CallP
     call = call or c.call
     t_a, t_b = c.t_in, c.t_b
     if c.group_size and not isinstance(b, QuantB):
-        raise TypeError(f"a W4A16 config (--group-size {c.group_size}) takes B as b_objects.QuantB, not {type(b)}")
+        raise TypeError(f"a W4A16 config (group_size={c.group_size}) takes B as b_objects.QuantB, not {type(b)}")
     a_rows, a_cols = call.storage("A")
     a_stored = np.asarray(a).T if c.a_col_maj else a  # A^T when column-major
     a_dram = (_padded(a_stored, (a_rows, a_cols), t_a.host) if "A" in call.padded

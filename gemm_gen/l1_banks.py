@@ -26,7 +26,7 @@ from dataclasses import dataclass, replace
 
 from .config import L1_SCHEMES as SCHEMES
 from .config import GemmConfig
-from .errors import ConfigError
+from .errors import ConfigError, opt
 from .hw.devices import Device
 from .rules.l1 import B_DEQ_PART, RTP_PART, TANH_PARTS, b_object_bytes
 
@@ -441,7 +441,7 @@ def plan(c: GemmConfig, scheme: str | None = None) -> L1Plan:
     if tables and scheme == "basic-sequential":
         raise ConfigError("the tanh table's two copies must sit in two banks, and basic-sequential allocation "
                           "drops bank pins (mem_bank; AIEAssignBuffers.cpp basicAllocation at 1.4.3)",
-                          "allocate bank-aware (--l1-alloc bank-aware, the default with an epilogue table)")
+                          f"allocate bank-aware ({opt('l1_alloc', 'bank-aware')}, the default with an epilogue table)")
     pins = TABLE_BANK_PAIRS if tables else ((),)
     pairs = concurrent(c, buffers)
     bank_bytes = dev.l1_bytes // 4

@@ -21,7 +21,7 @@ from typing import Any
 
 from .dtypes import DType, dtype
 from .epilogue import Activation, RequantForm
-from .errors import ConfigError
+from .errors import ConfigError, use_spelling
 from .precision import PRESETS, Precision
 from .rounding import Rounding, Saturation
 
@@ -497,6 +497,8 @@ REQUEST_OPTIONS: tuple[Opt, ...] = (
         "bfp16 x bfp16 -> bfp16, config3 = config2 with C accumulated in bf16", ("--preset",), "PRESET",
         choices=tuple(sorted(PRESETS)), cli_default=None),
     Opt("timeout_ms", "request", "", ("--timeout-ms",), "TIMEOUT_MS"),
+    Opt("dram_gbps", "request", "", ("--dram-gbps", "--dram_gbps")),  # the model's DRAM peak (predict, tune, ...)
+    Opt("rank", "request", "", ("--rank",)),  # how tune ranks the designs
 )
 SPELLED: dict[str, Opt] = {**ROWS, **{o.name: o for o in REQUEST_OPTIONS}}
 
@@ -556,18 +558,17 @@ def _python(row: Opt, value: Any) -> str:
 def spell_operator(name: str, values: tuple[Any, ...]) -> str:
     """dtype_out='i8' or 'i16', compiler='chess', convert_once=False, tiles' m, max_size's M."""
     row = SPELLED[name]
-    if row.group == "tiling" and row.name != "rho":
-        if row.name == "k_mt" and values:
-            return " or ".join(f"tiles=(m, k, n, {v})" for v in values)
-        return f"tiles' {row.name}"
     if row.group == "size":
         return f"max_size's {row.name}"
-    keyword = row.keyword or row.name
+    if row.group == "tiling" and row.name != "rho" and not (row.name == "k_mt" and values):
+        return f"tiles' {row.name}"
     if not values:
-        return keyword
+        return row.keyword or row.name
     first, *rest = values
-    return " or ".join([f"{keyword}={_python(row, first)}", *(_python(row, v) for v in rest)])
+    given = f"tiles=(m, k, n, {first})" if row.name == "k_mt" else f"{row.keyword or row.name}={_python(row, first)}"
+    return " or ".join([given, *(_python(row, v) for v in rest)])
 
 
 SPELLINGS: dict[str, Callable[[str, tuple[Any, ...]], str]] = {
     "cli": spell_cli, "make": spell_make, "operator": spell_operator}
+use_spelling(spell_cli)  # messages read in the CLI's terms unless a front end chooses its own

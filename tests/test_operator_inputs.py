@@ -14,7 +14,7 @@ import pytest
 
 from gemm_gen.app.operator import Gemm
 from gemm_gen.app.operator_args import in_operator_terms
-from gemm_gen.errors import ConfigError
+from gemm_gen.errors import ConfigError, opt, spelled
 
 BF16 = ml_dtypes.bfloat16
 M, K, N = 16, 64, 32  # one small block on every path below
@@ -335,15 +335,18 @@ def test_good_arguments_make_a_gemm_and_the_options_given_are_kept():
     assert strips.design(M, K, N).config.b_pack == "tiles"  # and a bfp16 B's packing
 
 
-def test_cli_flags_become_the_operators_keywords():
-    assert in_operator_terms("use --dtype_out i8 or i16") == "use dtype_out='i8' or 'i16'"
-    assert in_operator_terms("drop --dtype_b (or use --dtype_b bfp16 with bf16 A)") == \
+def test_the_options_a_message_names_read_as_the_operators_keywords():
+    """A message names options by placeholder (errors.opt); the operator spells each as its keyword, the
+    CLI as its flag (no text is rewritten)."""
+    assert in_operator_terms(f"use {opt('dtype_out', 'i8', 'i16')}") == "use dtype_out='i8' or 'i16'"
+    assert in_operator_terms(f"drop {opt('dtype_b')} (or use {opt('dtype_b', 'bfp16')} with bf16 A)") == \
         "drop dtype_b (or use dtype_b='bfp16' with bf16 A)"
-    assert in_operator_terms("--emulate-bf16-mmul-with-bfp16 0 turns it off") == \
+    assert in_operator_terms(f"{opt('emulate_bf16_with_bfp16', False)} turns it off") == \
         "emulate_bf16_with_bfp16=False turns it off"
-    assert in_operator_terms("use --chess (CHESS=1), or --mmul 4x8x4") == \
-        "use compiler='chess', or mmul_shape=(4, 8, 4)"
-    assert in_operator_terms("give -m a size, --k-mt 64, --dev npu2") == \
+    both = f"use {opt('compiler', 'chess')}, or {opt('mmul_shape', (4, 8, 4))}"
+    assert in_operator_terms(both) == "use compiler='chess', or mmul_shape=(4, 8, 4)"
+    assert spelled(both) == "use --chess, or --mmul 4x8x4"
+    assert in_operator_terms(f"give {opt('m')} a size, {opt('k_mt', 64)}, {opt('device', 'npu2')}") == \
         "give tiles' m a size, tiles=(m, k, n, 64), device='npu2'"
 
 

@@ -10,6 +10,7 @@ from typing import Any
 
 from .. import search
 from ..config import GemmConfig
+from ..errors import opt, spelled
 from ..rules import array
 from ..search import Choice, KernelOption
 from .cliargs import request
@@ -32,12 +33,11 @@ def chosen_text(command: str, chosen: Choice) -> str | None:
     if not chosen.chose_anything:
         return None
     c, packing, kernel = chosen.config, "b_pack" in chosen.filled, "convert_once" in chosen.filled
-    flags = f"-m {c.m} -k {c.k} -n {c.n} --k-mt {c.k_mt} --rho {c.rho}" + (f" --b-pack {c.b_pack}" if packing else "")
-    flags += f" --convert-once {int(bool(c.convert_once))}" if kernel else ""
     mapping = array.mapping_of(c.dev, c.rows) if "mapping" in chosen.filled else None
-    flags += f" --mapping {mapping}" if mapping else ""
     spanned = "task_span" in chosen.filled
-    flags += f" --task-span {c.task_span}" if spanned else ""
+    pinned = [("m", True), ("k", True), ("n", True), ("k_mt", True), ("rho", True), ("b_pack", packing),
+              ("convert_once", kernel), ("rows", mapping is not None), ("task_span", spanned)]
+    flags = spelled(" ".join(opt(name, c.value(name)) for name, shown in pinned if shown))
     packed = f", B packed in {c.b_pack}" if packing else ""
     packed += ", shim tasks spanning output blocks (predicted faster)" if spanned else ""
     packed += f", the {mapping} mapping (predicted faster)" if mapping else ""
@@ -69,7 +69,7 @@ def kernel_choice_text(chosen: Choice) -> str | None:
         lines.append(f"          {label} predicted {kern.predicted_s * 1e6:,.0f} us, "
                      f"{_tflops(c, kern.predicted_s):.2f} TFLOPS (tiles {c.m}x{c.k}x{c.n}, k_mt {c.k_mt}, "
                      f"rho {c.rho}){mark}")
-    lines.append("          --convert-once 1 or --convert-once 0 keeps one kernel")
+    lines.append(spelled(f"          {opt('convert_once', True)} or {opt('convert_once', False)} keeps one kernel"))
     return "\n".join(lines)
 
 

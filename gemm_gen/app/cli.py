@@ -12,12 +12,12 @@ from ..atomic import check_output_dir, check_output_file, write_atomic
 from ..design import build_design
 from ..design.serialize import dumps
 from ..epilogue import MODES
-from ..errors import BuildError, GemmGenError, SimulationError
+from ..errors import BuildError, GemmGenError, SimulationError, spelling
 from ..inputs import INPUT_FAMILIES
 from ..model.layouts import layout_prices
 from ..sim import run as sim_run
 from ..sim.memory import GB, SAY_ABOVE, check_memory
-from ..spec import Problem
+from ..spec import SPELLINGS, Problem, spell_cli
 from . import model_commands, npu_commands
 from .choice import choice, choose_design, kernel_choice_json, kernel_choice_text, say_chosen
 from .cliargs import EXIT_FAIL, EXIT_USAGE, SEED, Parser, call_layouts, make_include, problem_args
@@ -27,6 +27,7 @@ from .report import calls_text, plan_text, sim_text
 # Command families in modules of their own: each has register(subparsers).
 COMMAND_MODULES = (npu_commands, model_commands)
 DEBUG_ENV = "GEMM_GEN_DEBUG"  # set (not 0): errors raise with their traceback instead of one line
+SPELLING_ENV = "GEMM_GEN_SPELLING"  # "make": options named as the Makefile's variables (spec.SPELLINGS)
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, what shells report for Ctrl-C
 EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what a C tool killed by the closed pipe would report
 
@@ -133,6 +134,12 @@ def debugging() -> bool:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """gemm-gen; its messages name options in the spelling GEMM_GEN_SPELLING names (make's recipes set "make")."""
+    with spelling(SPELLINGS.get(os.environ.get(SPELLING_ENV, ""), spell_cli)):
+        return _main(argv)
+
+
+def _main(argv: list[str] | None) -> int:
     try:
         args = parser().parse_args(argv)
         return int(args.func(args))

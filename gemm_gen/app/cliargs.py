@@ -14,12 +14,11 @@ from .. import precision as prec
 from .. import spec
 from ..call import check_weights, parse_sizes
 from ..config import GemmConfig, b_packs
-from ..errors import ConfigError
+from ..errors import ConfigError, opt
 from ..hw.devices import TileKind, device
 from ..rounding import Rounding, Saturation
 from ..rules import array
 from ..rules.call_layouts import Layouts
-from ..rules.defaults import default_out
 from ..rules.kernel_variant import CANDIDATES
 from ..spec import NOT_GIVEN, OPTIONS, REQUEST_OPTIONS, Opt, Options, Pins, Problem, Request, Tiling
 
@@ -189,21 +188,20 @@ def _clamp(value: str) -> tuple[float, float]:
     return lo, hi
 
 
-def types(a: argparse.Namespace) -> prec.Precision:
-    """The operand types the flags ask for: a preset, or --dtype_in/--dtype_b/--dtype_out/--acc."""
-    given = {"--dtype_in": a.dtype_in, "--dtype_b": a.dtype_b, "--dtype_out": a.dtype_out, "--acc": a.acc}
-    if a.preset is not None:
-        p = prec.PRESETS[a.preset]
-        for (flag, value), fixed in zip(given.items(), (p.a, p.b, p.out, p.acc)):
-            if flag == "--acc" and value == prec.ACC_OUT and fixed == p.out:
-                continue  # the preset keeps C in its output type: the same thing said twice
-            if value is not None and value != fixed:
-                raise ConfigError(f"--preset {a.preset} sets {flag} {fixed}, not {value}",
-                                  f"drop {flag} or the preset")
-        return p
-    dtype_in = a.dtype_in or "bf16"
-    dtype_out = a.dtype_out or default_out(dtype_in)
-    return prec.resolve(dtype_in, a.dtype_b, dtype_out, a.acc)
+def types(a: argparse.Namespace) -> dict[str, str | None]:
+    """The operand types the flags ask for, as Options takes them: a preset's, or --dtype_in, --dtype_b,
+    --dtype_out and --acc (those not given: None, their defaults derived with the config's)."""
+    given = {"dtype_in": a.dtype_in, "dtype_b": a.dtype_b, "dtype_out": a.dtype_out, "acc": a.acc}
+    if a.preset is None:
+        return given
+    p = prec.PRESETS[a.preset]
+    for (name, value), fixed in zip(given.items(), (p.a, p.b, p.out, p.acc)):
+        if name == "acc" and value == prec.ACC_OUT and fixed == p.out:
+            continue  # the preset keeps C in its output type: the same thing said twice
+        if value is not None and value != fixed:
+            raise ConfigError(f"{opt('preset', a.preset)} sets {opt(name, fixed)}, not {value}",
+                              f"drop {opt(name)} or the preset")
+    return {"dtype_in": p.a, "dtype_b": p.b, "dtype_out": p.out, "acc": p.acc}
 
 
 def sizes(a: argparse.Namespace) -> tuple[tuple[int, int, int], str]:
@@ -215,24 +213,25 @@ def sizes(a: argparse.Namespace) -> tuple[tuple[int, int, int], str]:
     weights = getattr(a, "weights", None)
     call_layouts(a)  # one per listed size
     if weights is not None and (not listed or len(weights) != len(listed)):
-        raise ConfigError(f"--weights gives {len(weights)} weights for {len(listed or ())} --runtime-sizes",
-                          "give one weight per size listed in --runtime-sizes")
+        raise ConfigError(f"{opt('weights')} gives {len(weights)} weights for {len(listed or ())} {opt('sizes')}",
+                          f"give one weight per size listed in {opt('sizes')}")
     if not listed:
-        missing = [f"-{name}" for name, v in zip("MKN", given) if v is None]
+        missing = [opt(name) for name, v in zip("MKN", given) if v is None]
         if missing:
-            raise ConfigError(f"no problem size: {' '.join(missing)} missing", "give -M -K -N, or --runtime-sizes")
+            raise ConfigError(f"no problem size: {' '.join(missing)} missing",
+                              f"give {opt('M')} {opt('K')} {opt('N')}, or {opt('sizes')}")
         return (a.M, a.K, a.N), mode or "fixed"
     most = tuple(max(getattr(p, name) for p in listed) for name in "MKN")
     for name, value, top in zip("MKN", given, most):
         if value is not None and value < top:
-            raise ConfigError(f"-{name} {value} is less than the {top} that --runtime-sizes asks for",
-                              f"drop -{name} or give at least {top}")
+            raise ConfigError(f"{opt(name, value)} is less than the {top} that {opt('sizes')} asks for",
+                              f"drop {opt(name)} or give at least {top}")
     problem = tuple(v if v is not None else top for v, top in zip(given, most))
     needed = "mnk" if len({p.K for p in listed}) > 1 or problem[1] != most[1] else "mn"
     if mode == "mn" and needed == "mnk":
         ks = sorted({p.K for p in listed} | {problem[1]})
-        raise ConfigError(f"--runtime-mode mn serves one K, and the sizes (with -K) ask for K = "
-                          f"{', '.join(map(str, ks))}", "use --runtime-mode mnk, or drop it")
+        raise ConfigError(f"{opt('runtime_sizes', 'mn')} serves one K, and the sizes (with {opt('K')}) ask for K = "
+                          f"{', '.join(map(str, ks))}", f"use {opt('runtime_sizes', 'mnk')}, or drop it")
     return (problem[0], problem[1], problem[2]), mode or needed
 
 
@@ -241,8 +240,8 @@ def call_layouts(a: argparse.Namespace) -> tuple[Layouts, ...] | None:
     given = getattr(a, "call_layouts", None)
     listed = getattr(a, "runtime_sizes", None)
     if given is not None and (not listed or len(given) != len(listed)):
-        raise ConfigError(f"--call-layouts gives {len(given)} layouts for {len(listed or ())} --runtime-sizes",
-                          "give one layout (like rrc) per size listed in --runtime-sizes")
+        raise ConfigError(f"{opt('call_layouts')} gives {len(given)} layouts for {len(listed or ())} {opt('sizes')}",
+                          f"give one layout (like rrc) per size listed in {opt('sizes')}")
     return given
 
 
@@ -252,15 +251,16 @@ def check_device_flags(a: argparse.Namespace) -> None:
     dev = device(a.dev)
     if a.n_aie_cols and not array.columns_ok(dev, a.n_aie_cols):
         counts = ", ".join(map(str, dev.column_devices))
-        raise ConfigError(f"--n-aie-cols {a.n_aie_cols}: {dev.name} designs use {counts} columns",
-                          f"give --n-aie-cols {counts.replace(', ', ' or ')}, or leave it out for all")
+        raise ConfigError(f"{opt('cols', a.n_aie_cols)}: {dev.name} designs use {counts} columns",
+                          f"give {opt('cols', *dev.column_devices)}, or leave it out for all")
     if a.stack and not array.stack_ok(dev, a.stack):
-        raise ConfigError(f"--stack {a.stack}: the core stack is a multiple of 16 bytes below the "
-                          f"{dev.l1_bytes:,} B of L1", "give --stack like 3328 (0xD00) or 4096, or leave it out")
+        raise ConfigError(f"{opt('stack_bytes', a.stack)}: the core stack is a multiple of 16 bytes below the "
+                          f"{dev.l1_bytes:,} B of L1", f"give {opt('stack_bytes')} like 3328 (0xD00) or 4096, or "
+                          "leave it out")
     depth = dev.dma[TileKind.SHIM].task_queue_depth
     if not array.queue_ok(dev, a.queue_groups):
-        raise ConfigError(f"--queue-groups {a.queue_groups}: a shim channel's task queue holds {depth} tasks "
-                          "(the hardware drops a push onto a full queue)", f"give --queue-groups 1 to {depth}")
+        raise ConfigError(f"{opt('queue_groups', a.queue_groups)}: a shim channel's task queue holds {depth} tasks "
+                          "(the hardware drops a push onto a full queue)", f"give {opt('queue_groups', 1)} to {depth}")
 
 
 def options(a: argparse.Namespace) -> Options:
@@ -268,17 +268,17 @@ def options(a: argparse.Namespace) -> Options:
     row of the option table; the types (a preset, or the type flags), the mapping and the sizes served
     are read as the CLI gives them."""
     check_device_flags(a)
-    p = types(a)
     _, served = sizes(a)
     values: dict[str, Any] = {}
     for row in OPTIONS:
-        if row.flags and row.group not in ("size", "tiling"):
+        if row.flags and row.group not in ("size", "tiling", "types"):
             value = getattr(a, row.attr)
             values[row.name] = (row.on if value else _DEFAULTS[row.name]) if row.cli == "switch" else value
     mapping = getattr(a, "mapping", None)
-    values.update(dtype_in=p.a, dtype_out=p.out, dtype_b=p.b if p.b != p.a else None,
-                  acc=p.acc if a.preset is not None else a.acc, runtime_sizes=served,
+    values.update({name: value for name, value in types(a).items() if value is not None}, runtime_sizes=served,
                   rows=array.mapping_rows(device(a.dev), mapping) if mapping else 0)
+    if values.get("dtype_b") == values.get("dtype_in", Options.dtype_in):
+        values.pop("dtype_b")  # B's type given as A's: left to its default, so config_args leaves it out
     return Options(**values)
 
 

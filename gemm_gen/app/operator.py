@@ -68,6 +68,7 @@ from .operator_args import (
     checked_max_size,
     checked_tiles,
     design_refusal,
+    in_operator_terms,
     refuse,
 )
 from .operator_epilogue import epilogue_args
@@ -303,7 +304,7 @@ class Gemm:
         try:
             checked_timeout(timeout_ms)
         except ConfigError as e:
-            raise refuse(self._args, e.what, e.fix) from None
+            raise design_refusal(self._args, e) from None
         a, b = self._operands(A, B, packed)
         quant = self._weights(b, scales, zero_points)
         data = (bias, scale, zero_point, act_min, act_max)
@@ -328,7 +329,7 @@ class Gemm:
         try:
             return replace(call, activation=call_activation(design.config.epilogue, activation))
         except ConfigError as e:
-            raise refuse(self._args, e.what, e.fix) from None
+            raise design_refusal(self._args, e) from None
 
     def _check_empty(self, a: np.ndarray, b: np.ndarray, *data: Any) -> None:
         """An empty product with a fused epilogue: only M = 0 or N = 0 (no output) runs nothing; K = 0 would make
@@ -451,7 +452,7 @@ class Gemm:
         try:
             quant, changed = group_operands(b, scales, zero_points, c.group_size, c.zero_points)
         except ConfigError as e:
-            raise refuse(self._args, e.what, e.fix) from None
+            raise design_refusal(self._args, e) from None
         if changed:
             warnings.warn(f"scales: {changed:,} of {quant.scales.size:,} values are not bf16 values and were rounded "
                           "to the nearest (even) bf16; the weights use the rounded scales", NumericsWarning,
@@ -516,11 +517,12 @@ class Gemm:
             fallback = tuple(v and self._fixed[op] is not None for op, v in zip("ABC", layout))
             design = self.design(M, K, N, fallback, with_bias)  # type: ignore[arg-type]
             layout = fallback  # type: ignore[assignment]
+            why = in_operator_terms(e.raw_what)
             for op in chosen:
                 if op != "C":
-                    copies[op].append(f"{op} is column-major, but no design reads it so: {e.what}")
+                    copies[op].append(f"{op} is column-major, but no design reads it so: {why}")
                 else:
-                    c_refused = e.what
+                    c_refused = why
         for op, col in zip("AB", layout):
             x, arr = given[op][1], lay[op]
             if types[op].host_encoded:
@@ -550,7 +552,7 @@ class Gemm:
             call = self._call(design, a, b)  # the DMAs cannot take the stride: the host packs the rows
             for op, ld in lds.items():
                 copies[op].append(f"{op}'s rows are {ld} elements apart, which this design's transfers cannot "
-                                  f"stride ({e.what})")
+                                  f"stride ({in_operator_terms(e.raw_what)})")
         c_word = layout_word(bool(layout[2]))
         if (order == "F") != bool(layout[2]):
             if self._fixed["C"] is not None:

@@ -26,7 +26,7 @@ from ..call import CallPlan
 from ..config import GemmConfig
 from ..design import build_design
 from ..epilogue_args import EpilogueArgs, kernel_requant, seeded_args
-from ..errors import BuildError, ConfigError, RunTimeout, ToolchainMissing
+from ..errors import BuildError, ConfigError, RunTimeout, ToolchainMissing, opt
 from ..hostdata import host_values, output_values, pad_inputs, with_slack
 from ..inputs import group_weights, make_inputs
 from ..lanes import lane_note
@@ -142,7 +142,7 @@ class RunLimit:
         return RunTimeout(f"the NPU run of design {self.design} at size {self.size} did not complete within "
                           f"{self.timeout_ms:,} ms ({how})",
                           f"rebuild it (remove {self.xclbin} and run again), check the NPU with `xrt-smi examine` "
-                          "and dmesg, or allow longer with --timeout-ms (make: TIMEOUT_MS=, the operator: timeout_ms=)",
+                          f"and dmesg, or allow longer with {opt('timeout_ms')}",
                           self.timeout_ms)
 
 
@@ -189,7 +189,7 @@ class NpuKernel:
         found = npu_family(name)
         if family is not None and found is not None and found != family:
             raise ConfigError(f"this machine's NPU ({name}) is an {found}; the design is for an {family}",
-                              f"use --dev {found} (DEVICE={found})")
+                              f"use {opt('device', found)}")
         xclbin = _xrt(lambda: xrt.xclbin(str(xclbin_path)), f"load {xclbin_path}")
         names = [k.get_name() for k in xclbin.get_kernels()]
         kernel = next((n for n in names if n.startswith("MLIR_AIE")), names[0] if names else None)

@@ -20,7 +20,7 @@ from ..call import CallPlan
 from ..config import GemmConfig
 from ..dtypes import BF16, F32, I32, I64, dtype
 from ..epilogue import MODES, TANH_TABLE_FLOATS, Activation, tanh_table
-from ..errors import DmaLimitError
+from ..errors import DmaLimitError, opt
 from ..hw.devices import TileKind
 from ..l1_banks import L1Plan
 from ..rules.kernel_variant import converts_a_tile
@@ -363,7 +363,7 @@ def block_tasks(c: GemmConfig, call: CallPlan, block: int, group: int | None = N
     return tasks
 
 
-SPAN_FIX = "use --task-span 1 (a task per output block) or 0 (the longest span one BD expresses)"
+SPAN_FIX = f"use {opt('task_span', 1)} (a task per output block) or 0 (the longest span one BD expresses)"
 
 
 def span_tasks(c: GemmConfig, call: CallPlan, blocks: tuple[int, ...], group: int) -> list[ShimTask]:

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from .. import precision as prec
 from ..config import GemmConfig
 from ..epilogue import Epilogue
+from ..errors import opt, spelled
 from ..rules import array
 from ..rules import kernel_variant as kv
 
@@ -128,9 +129,10 @@ def c_rounding(c: GemmConfig) -> str:
     narrow = ("rounded" if c.t_out.is_float else "requantized (per column)" if c.epilogue.requant is not None
               else "shift-round-saturated")
     if c.precision.converts_c:
-        return (f"C accumulated in {c.acc} across all of K ({steps} k-step(s)), {narrow} once into {c.dtype_out} "
-                f"after the last (--acc {prec.ACC_OUT}: per k-step, as mlir-aie and the papers)")
+        return spelled(f"C accumulated in {c.acc} across all of K ({steps} k-step(s)), {narrow} once into "
+                       f"{c.dtype_out} after the last ({opt('acc', prec.ACC_OUT)}: per k-step, as mlir-aie and the "
+                       "papers)")
     if c.acc == c.dtype_out and c.acc != c.default_acc:
-        return (f"C kept in {c.dtype_out} between calls (--acc {prec.ACC_OUT}): {narrow} after each of its {steps} "
-                f"k-step(s), as mlir-aie's examples and the papers; drop --acc to round once")
+        return spelled(f"C kept in {c.dtype_out} between calls ({opt('acc', prec.ACC_OUT)}): {narrow} after each of "
+                       f"its {steps} k-step(s), as mlir-aie's examples and the papers; drop {opt('acc')} to round once")
     return f"C kept in the {c.acc} accumulator type across all of K: exact between calls, no conversion"

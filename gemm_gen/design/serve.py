@@ -6,7 +6,7 @@ from __future__ import annotations
 from ..call import CallPlan, plan_call
 from ..checks import check_config
 from ..config import GemmConfig
-from ..errors import ConfigError
+from ..errors import ConfigError, opt
 from ..rules.call_layouts import Layouts, served
 from ..spec import Problem
 from .model import Design
@@ -41,8 +41,8 @@ def serve(config: GemmConfig, problem: Problem, layouts: Layouts | None = None) 
     served_sizes = SERVED[c.runtime_sizes]
     if c.runtime_sizes == "fixed" and problem != Problem(c.M, c.K, c.N):
         raise ConfigError(f"{problem} is not {c.M}x{c.K}x{c.N}, and this design serves {served_sizes}",
-                          "build with --runtime-sizes to serve several sizes with one xclbin")
-    fix = "build the design for the largest size (--runtime-sizes lists them all)"
+                          f"build with {opt('sizes')} to serve several sizes with one xclbin")
+    fix = f"build the design for the largest size ({opt('sizes')} lists them all)"
     for name, value, limit in (("M", problem.M, c.M), ("K", problem.K, c.K), ("N", problem.N, c.N)):
         if value > limit:
             raise ConfigError(f"{name}={value} > {limit} this design serves ({served_sizes})", fix)

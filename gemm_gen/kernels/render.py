@@ -26,7 +26,7 @@ from .. import precision as prec
 from ..checks import check_shift
 from ..design.model import KernelBuild
 from ..dtypes import BF16, BFP16, I4, dtype
-from ..errors import ConfigError
+from ..errors import ConfigError, opt
 from ..hw.devices import DEVICES, Device
 from ..rounding import Rounding, Saturation
 from ..rules import dequant as dq
@@ -256,14 +256,14 @@ def kernel_params(build: KernelBuild) -> KernelParams | BlockKernelParams:
     t_in, t_out = dtype(build.dtype_in), dtype(build.dtype_out)
     if build.dtype_out not in dev.out_types.get(build.dtype_in, ()):
         raise ConfigError(f"{dev.name} has no {build.dtype_in} -> {build.dtype_out} kernel",
-                          f"use --dtype_in one of {', '.join(dev.out_types)} with a matching --dtype_out")
+                          f"use {opt('dtype_in')} one of {', '.join(dev.out_types)} with a matching {opt('dtype_out')}")
     mmul = tuple(build.mmul)
     r, s, t = mmul
     operands = dev.operands(build.dtype_in, build.dtype_b)  # "i8xi4" for int4 weights
     shapes = ((dev.bf16_emulation_shape,) if build.emulate_bf16_with_bfp16 else dev.shapes(operands))
     if build.emulate_bf16_with_bfp16 and (build.dtype_in != "bf16" or dev.bf16_emulation_shape is None):
         raise ConfigError(f"bf16-via-bfp16 emulation is an npu2 bf16 feature, not {dev.name} {build.dtype_in}",
-                          "drop --emulate-bf16-mmul-with-bfp16")
+                          f"drop {opt('emulate_bf16_with_bfp16')}")
     if mmul not in shapes:
         raise ConfigError(f"mmul {r}x{s}x{t} is not a {dev.name} {operands} kernel shape",
                           "use one of " + ", ".join("x".join(map(str, sh)) for sh in shapes if sh))
@@ -341,7 +341,7 @@ def _w4a16_object(build: KernelBuild) -> groupquant.ObjectLayout | None:
     groupquant.check_tile_k(build.k, g)
     if build.b_col_maj:
         raise ConfigError("a column-major B with int4 weights: the dequantization pass reads row-major s x t blocks",
-                          "use a row-major B (drop --b-col-maj)")
+                          f"use a row-major B (drop {opt('b_col_maj')})")
     return groupquant.ObjectLayout(build.k, build.n, g, build.zero_points)
 
 
@@ -413,7 +413,7 @@ def _epilogue(build: KernelBuild, dev: Device, float_out: bool) -> dict[str, Any
     e = build.epilogue
     if not build.precision.converts_c:
         raise ConfigError(f"an epilogue runs in C's final conversion, and a {build.dtype_out} C accumulated in "
-                          f"{build.precision.acc} has none", "accumulate C wide (--acc default)")
+                          f"{build.precision.acc} has none", f"accumulate C wide ({opt('acc')} default)")
     layout = epi.tile_layout(e, build.n)
     offsets = () if layout is None else tuple(o for o in (layout.bias, layout.multiplier, layout.p, layout.q,
                                                           layout.header) if o is not None)
@@ -422,7 +422,7 @@ def _epilogue(build: KernelBuild, dev: Device, float_out: bool) -> dict[str, Any
         if build.dtype_out != BF16.name or e.requant is not None:
             raise ConfigError(f"the float epilogue writes bf16, not {build.dtype_out}"
                               + (" (requantization is for i8 / i16 outputs)" if e.requant is not None else ""),
-                              "use --dtype_out bf16 without --requant")
+                              f"use {opt('dtype_out', 'bf16')} without {opt('requant')}")
         act = e.activation.value
         steps = [f"x = bf16(fp32(acc{' + bias' if e.bias else ''}))"]
         steps += [] if act == "none" else [f"y = {act}(x)"]
@@ -448,9 +448,10 @@ def _epilogue(build: KernelBuild, dev: Device, float_out: bool) -> dict[str, Any
     if e.requant is not epi.RequantForm.DOUBLE:
         raise ConfigError(f"the integer epilogue is TFLite's double-rounding requantization, not "
                           f"{'a bias alone' if e.requant is None else e.requant.value}",
-                          "use --requant per_channel (bias is its first step)")
+                          f"use {opt('requant', 'per_channel')} (bias is its first step)")
     if build.dtype_out not in ("i8", "i16"):
-        raise ConfigError(f"requantization writes i8 or i16, not {build.dtype_out}", "use --dtype_out i8 or i16")
+        raise ConfigError(f"requantization writes i8 or i16, not {build.dtype_out}",
+                          f"use {opt('dtype_out', 'i8', 'i16')}")
     if build.shift:
         raise ConfigError(f"shift {build.shift} with requantization (its multipliers and shifts scale C)",
                           "use shift 0")
@@ -498,16 +499,18 @@ def block_kernel_params(build: KernelBuild, dev: Device) -> BlockKernelParams:
             raise ConfigError(f"the convert-once kernel runs a bf16 A (times bf16, or W4A16's int4 B) on the bfp16 "
                               f"datapath, not {p.name}"
                               + ("" if build.emulate_bf16_with_bfp16 else " without it"),
-                              "use --dtype_in bf16 with --emulate-bf16-mmul-with-bfp16, or --convert-once 0")
+                              f"use {opt('dtype_in', 'bf16')} with {opt('emulate_bf16_with_bfp16')}, or "
+                              f"{opt('convert_once', False)}")
     elif build.emulate_bf16_with_bfp16:
         raise ConfigError("bf16-via-bfp16 emulation does not apply to bfp16 operands",
-                          "drop --emulate-bf16-mmul-with-bfp16")
+                          f"drop {opt('emulate_bf16_with_bfp16')}")
     if build.compiler not in prec.BFP16_COMPILERS:
         raise ConfigError(f"bfp16 kernels build with {' or '.join(prec.BFP16_COMPILERS)} only, not "
-                          f"{build.compiler}", "use Peano (the default) or --chess (CHESS=1)")
+                          f"{build.compiler}", f"use Peano (the default) or {opt('compiler', 'chess')}")
     if tuple(build.expansion) != (2, 2) or build.loops != "k-pipelined":
         raise ConfigError("bfp16 kernels have one variant (2x2 clusters of 8x8 tiles, K loop pipelined), not "
-                          f"{'x'.join(map(str, build.expansion))} {build.loops}", "drop --expansion and --kernel-loops")
+                          f"{'x'.join(map(str, build.expansion))} {build.loops}",
+                          f"drop {opt('expansion')} and {opt('kernel_loops')}")
     if build.rho < 1 or build.m % build.rho:
         raise ConfigError(f"rho {build.rho} does not divide the kernel tile's m = {build.m}",
                           "use a rho >= 1 that divides m")

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from .. import precision as prec
 from ..epilogue import Epilogue
-from ..errors import ConfigError
+from ..errors import ConfigError, opt
 from ..hw.devices import Device, MmulShape, device
 from ..precision import Precision
 from ..spec import (
@@ -85,21 +85,22 @@ def convert_once_problem(dev: Device, p: Precision, emulate: bool, mmul_shape: M
     None when it can: bf16 x bf16 on the bfp16 datapath (8x8x8), built by a bfp16 compiler; or W4A16 (bf16 x
     int4 with group scales) there, whose kernel then dequantizes each B object straight into bfp16 tiles."""
     if p.block or p.a != "bf16" or dev.bf16_emulation_shape is None:
-        return (f"--convert-once is for a bf16 A (times bf16, or W4A16's int4 B) on npu2's bfp16 datapath, not "
-                f"{dev.name} {p.name}", "drop --convert-once")
+        return (f"{opt('convert_once')} is for a bf16 A (times bf16, or W4A16's int4 B) on npu2's bfp16 datapath, "
+                f"not {dev.name} {p.name}", f"drop {opt('convert_once')}")
     if not emulate:
-        return ("--convert-once runs bf16 on the bfp16 datapath, which --emulate-bf16-mmul-with-bfp16 0 "
+        return (f"{opt('convert_once')} runs bf16 on the bfp16 datapath, which {opt('emulate_bf16_with_bfp16', False)} "
                 "turns off", "drop one of the two")
     if mmul_shape is not None and tuple(mmul_shape) != dev.bf16_emulation_shape:
-        return (f"--convert-once multiplies {'x'.join(map(str, dev.bf16_emulation_shape))} bfp16 tiles, not "
-                f"mmul {'x'.join(map(str, mmul_shape))}", "drop --mmul")
+        return (f"{opt('convert_once')} multiplies {'x'.join(map(str, dev.bf16_emulation_shape))} bfp16 tiles, not "
+                f"mmul {'x'.join(map(str, mmul_shape))}", f"drop {opt('mmul_shape')}")
     if epilogue:
         return ("the convert-once kernel is a bfp16 kernel, which has no fused epilogue yet (the emulated bf16 "
-                "kernel has)", "drop --convert-once, or the epilogue")
+                "kernel has)", f"drop {opt('convert_once')}, or the epilogue")
     if compiler not in prec.BFP16_COMPILERS:
         return (f"the convert-once kernel is a bfp16 kernel, which builds with "
                 f"{' or '.join(prec.BFP16_COMPILERS)} only, not {compiler}",
-                "use --chess, Peano (no --chess), or --convert-once 0")
+                f"use {opt('compiler', 'chess')}, Peano (no {opt('compiler', 'chess')}), or "
+                f"{opt('convert_once', False)}")
     return None
 
 

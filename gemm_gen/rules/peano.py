@@ -30,7 +30,7 @@ there is "accepted by the pinned Peano" by the date of the change that introduce
 
 from __future__ import annotations
 
-from ..errors import ConfigError
+from ..errors import ConfigError, opt
 from ..spec import DEFAULT_OPT_LEVEL, OPT_LEVELS
 
 # ---- the post-RA pipeliner -----------------------------------------------------------------------
@@ -56,10 +56,11 @@ def check_opt_level(level: int, compiler: str) -> None:
     """A kernel optimisation level Peano takes (-O0 .. -O3), and only for Peano."""
     if level not in OPT_LEVELS:
         raise ConfigError(f"kernel optimisation level {level} is not one of Peano's -O{OPT_LEVELS[0]} .. "
-                          f"-O{OPT_LEVELS[-1]}", f"use --opt-level {DEFAULT_OPT_LEVEL} (the default) or 1")
+                          f"-O{OPT_LEVELS[-1]}", f"use {opt('opt_level', DEFAULT_OPT_LEVEL)} (the default) or 1")
     if compiler != "peano" and level != DEFAULT_OPT_LEVEL:
-        raise ConfigError(f"--opt-level {level} applies to Peano; xchesscc_wrapper takes no -O flag "
-                          "(mlir-aie's CHESSCCWRAP2(P)_FLAGS)", "drop --opt-level, or build with Peano (no --chess)")
+        raise ConfigError(f"{opt('opt_level', level)} applies to Peano; xchesscc_wrapper takes no -O flag "
+                          "(mlir-aie's CHESSCCWRAP2(P)_FLAGS)",
+                          f"drop {opt('opt_level')}, or build with Peano (no {opt('compiler', 'chess')})")
 
 
 def opt_flag(level: int) -> str:

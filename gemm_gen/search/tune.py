@@ -24,7 +24,7 @@ from .. import space
 from ..checks import check_untiled
 from ..config import B_PACKS, GemmConfig
 from ..design.serve import check
-from ..errors import ConfigError, GemmGenError
+from ..errors import ConfigError, GemmGenError, opt
 from ..hw.devices import TILE_EXTENT_SEARCH_MAX
 from ..model.params import Params, load, load_ends
 from ..model.perf import Estimate, Workload, estimate, estimate_config
@@ -219,7 +219,7 @@ def tune(pr: Workload, top: int = 5, pins: Pins | None = None,
     p = params or load()
     slow, fast = ends or load_ends()
     if rank not in RANKS:
-        raise ConfigError(f"unknown ranking {rank!r}", f"use --rank {' or '.join(RANKS)}")
+        raise ConfigError(f"unknown ranking {rank!r}", f"use {opt('rank', *RANKS)}")
     by = slow if rank == "pessimistic" else p
     pins = pins or Pins()
     _check_problem(pr, pins)
@@ -252,7 +252,7 @@ def tune(pr: Workload, top: int = 5, pins: Pins | None = None,
         if pins.tiling_items():
             what += " with " + ", ".join(f"{k}={v}" for k, v in pins.tiling_items())
         if first_error is not None:
-            raise ConfigError(f"{what}; the best-ranked one fails: {first_error.what}", first_error.fix)
+            raise ConfigError(f"{what}; the best-ranked one fails: {first_error.raw_what}", first_error.raw_fix)
         raise ConfigError(what, "relax the fixed tile sizes or check the problem size")
     return TuneResult(pr, found, evaluated, tilings, time.perf_counter() - start, rejected, rank=rank)
 
@@ -291,8 +291,7 @@ def _check_problem(pr: Workload, pins: Pins | None = None) -> None:
     sizes += list((pins or Pins()).tiling_items())
     for name, value in sizes:
         if value < 1:
-            flag = f"--{name.replace('_', '-')}" if len(name) > 1 else f"-{name}"
-            raise ConfigError(f"{name}={value} must be positive", f"give {flag} a size >= 1")
+            raise ConfigError(f"{name}={value} must be positive", f"give {opt(name)} a size >= 1")
     r, s, t = pr.base.mmul  # raises for a device without a kernel for dtype_in
     # the largest tiles a core's share allows: if even these need too many runtime tasks, say so
     m = min(round_up(ceil_div(pr.M, pr.base.rows), 2 * r), round_up(TILE_EXTENT_SEARCH_MAX, 2 * r))

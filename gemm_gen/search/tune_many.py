@@ -173,5 +173,5 @@ def tune_many(base: GemmConfig, sizes: tuple[Problem, ...], weights: tuple[float
         return ManyResult(chosen, losses, len(cands), time.perf_counter() - start)
     what = f"no design serves all {len(sizes)} sizes"
     if first_error is not None:
-        raise ConfigError(f"{what}; the best-ranked one fails: {first_error.what}", first_error.fix)
+        raise ConfigError(f"{what}; the best-ranked one fails: {first_error.raw_what}", first_error.raw_fix)
     raise ConfigError(what, "split the sizes into several designs")  # pragma: no cover - cands is never empty

@@ -26,7 +26,7 @@ from pathlib import Path
 
 from ..config import GemmConfig
 from ..dtypes import DType
-from ..errors import ConfigError
+from ..errors import ConfigError, opt
 from ..spec import Problem
 
 BASE_BYTES = 72 * 2**20  # the interpreter, NumPy, the design and the lowered array
@@ -84,5 +84,5 @@ def check_memory(c: GemmConfig, problems: Sequence[Problem]) -> int:
         raise ConfigError(f"simulating {largest} needs about {need / GB:.1f} GB of memory and "
                           f"{max(have, 0) / GB:.1f} GB are available",
                           "simulate a smaller problem (the design scales without change), or list smaller sizes "
-                          "with --runtime-sizes (each is simulated on its own)")
+                          f"with {opt('sizes')} (each is simulated on its own)")
     return need

@@ -83,7 +83,7 @@ def _measured(path: Path, i: int, d: dict[str, Any]) -> Measured:
         seconds = float(d["measured"]["avg_us"]) * 1e-6
         name, role = str(d["name"]), str(d["role"])
     except ConfigError as e:
-        raise ConfigError(f"{where}: {e.what}", RECORD_FIX) from None
+        raise ConfigError(f"{where}: {e.raw_what}", RECORD_FIX) from None
     except (KeyError, TypeError, ValueError) as e:  # a key missing, or a value of the wrong kind
         raise ConfigError(f"{where} is not a measured design ({type(e).__name__}: {e})", RECORD_FIX) from None
     if not 0 < seconds < float("inf"):

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ...errors import opt, spelled
 from ...hw.devices import device
 from ..kernel import KernelShape, b_conversion_cycles, kernel_cycles, kernel_shape
 from ..params import Params
@@ -126,8 +127,8 @@ def compare(p: Params, ks: KernelShape, t_ma: int, k: int, n: int, rho: int = 1)
     if ks.convert_once:
         notes.append("ours includes its B conversion, once per k-step over its rho calls")
     if not ks.block and ks.acc != up.shape.acc:
-        notes.append(f"upstream keeps C in {up.shape.acc} between calls (--acc out), ours in {ks.acc}: part of the "
-                     "difference is the accumulator's memory, not the loop")
+        notes.append(spelled(f"upstream keeps C in {up.shape.acc} between calls ({opt('acc', 'out')}), ours in "
+                             f"{ks.acc}: part of the difference is the accumulator's memory, not the loop"))
     note = "; ".join(notes)
     return Upstream(up.kernel, up.same_kernel, up.published, up.published_what, ours, theirs, v.ratio, v.verdict,
                     v.words(), note)
