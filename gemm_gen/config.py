@@ -19,18 +19,15 @@ from .call import CallPlan, plan_call
 from .dtypes import DType, dtype
 from .epilogue import Epilogue
 from .errors import ConfigError, opt
-from .hw.devices import Device, MmulShape, device
+from .hw.devices import Device, device
 from .numerics import KernelNumerics
-from .precision import Precision
 from .rounding import Rounding, Saturation
 from .rules import epilogue as rules_epilogue
-from .rules import kernel_variant as kv
 from .rules import l1, memtile, padding
 from .rules.defaults import convert_once_problem as _convert_once_problem
-from .rules.defaults import default_acc, emulation_default, has_epilogue, resolve
-from .rules.dequant import dequant_code_bytes
+from .rules.defaults import emulation_default, has_epilogue, resolve
+from .rules.defaults import variant as resolved_variant
 from .rules.kernel_variant import KERNEL_EXPANSION, KernelVariant
-from .rules.kernel_variant import choose as choose_variant
 from .rules.memtile import MemtileBuffer, c_blocks_transposed
 from .spec import (
     B_PACKS,
@@ -88,14 +85,18 @@ __all__ = ["B_PACKS", "FIELDS", "L1_SCHEMES", "RUNTIME_SIZES", "GemmConfig", "b_
 class GemmConfig:
     """What one xclbin fixes (device, columns, types, tiles, depths, kernel) and the size it is built
     for (with runtime sizes: the largest it serves): the options as given (spec.Options), the
-    tiling and the size. Every option reads as its value, defaults derived from what was given
-    (rules/defaults.py: resolve), so `dataclasses.replace(config, dtype_in="i8", dtype_out="i32")` derives B's
-    type, the accumulator and the stack afresh. `checks.check_config` checks the config's own rules;
-    design/serve.py's `check()` adds every DMA pattern.
+    tiling and the size, resolved when the config is made (rules/defaults.py: resolve, variant) into
+    the records readers read, every option with its default applied: `types` (with the concrete
+    accumulator and precision), `kernel` (with the mmul), `layout`, `groups`, `array`, `runtime`,
+    `epilogue`, and the kernel's `variant`. Nothing is derived again on read, and the config forwards
+    none of their fields (`c.types.dtype_out`, `c.tiling.m`, `c.kernel.mmul`). Made again, as by
+    `dataclasses.replace(config, dtype_in="i8", dtype_out="i32")`, it derives B's type, the accumulator
+    and the stack afresh. `checks.check_config` checks the config's own rules; design/serve.py's
+    `check()` adds every DMA pattern.
 
     Built as `GemmConfig(device, M, K, N, m, k, n, k_mt, dtype_in, dtype_out, ...)` with any field of
     FIELDS by name, or from its parts (`options=`, `tiling=`, `size=`, flat fields overriding them).
-    Two configs are equal when every field reads the same."""
+    Two configs are equal when every field (spec.OPTIONS: `value`) reads the same."""
 
     options: Options
     tiling: Tiling
@@ -110,6 +111,11 @@ class GemmConfig:
     runtime: RuntimeOptions = field(init=False, compare=False)
     dev: Device = field(init=False, compare=False)
     convert_once_open: bool = field(init=False, compare=False)  # search.choose weighs both bf16 kernels
+    default_acc: str = field(init=False, compare=False)  # C's L1 type had acc not been given
+    # the kernel's accumulator expansion and loop structure (rules/defaults.py: variant), resolved with the tiling:
+    # a given one the tile cannot have fails here, as the config is made. None while the tiling is open (the
+    # search's configs of tiling 0)
+    variant: KernelVariant | None = field(init=False, compare=False)
 
     def __init__(self, *args: Any, options: Options | None = None, tiling: Tiling | None = None,
                  size: Problem | None = None, **flat: Any) -> None:
@@ -144,11 +150,13 @@ class GemmConfig:
         dev = device(options.device)
         if options.device != dev.name:
             options = replace(options, device=dev.name)  # one spelling per device
-        resolved = resolve(options)  # the defaults, derived now: a bad option fails here, as given
-        for name, value in (("options", options), ("tiling", tiling), ("size", size), ("types", resolved.types),
-                            ("layout", resolved.layout), ("epilogue", resolved.epilogue), ("groups", resolved.groups),
-                            ("kernel", resolved.kernel), ("array", resolved.array), ("runtime", resolved.runtime),
-                            ("dev", dev), ("convert_once_open", resolved.convert_once_open)):
+        r = resolve(options)  # the defaults, derived now: a bad option fails here, as given
+        variant = resolved_variant(dev.name, r.types, r.kernel, r.groups, tiling, has_epilogue(options))
+        for name, value in (("options", options), ("tiling", tiling), ("size", size), ("types", r.types),
+                            ("layout", r.layout), ("epilogue", r.epilogue), ("groups", r.groups), ("kernel", r.kernel),
+                            ("array", r.array), ("runtime", r.runtime), ("dev", dev),
+                            ("convert_once_open", r.convert_once_open), ("default_acc", r.default_acc),
+                            ("variant", variant)):
             object.__setattr__(self, name, value)
 
     def __eq__(self, other: object) -> bool:
@@ -173,271 +181,27 @@ class GemmConfig:
             return rules_epilogue.option_values(self.epilogue)[name]
         return getattr(getattr(self, row.group), name)
 
-    # ---- the fields, as given or with their defaults ------------------------------------------
-    @property
-    def device(self) -> str:
-        return self.array.device
-
-    @property
-    def M(self) -> int:
-        return self.size.M
-
-    @property
-    def K(self) -> int:
-        return self.size.K
-
-    @property
-    def N(self) -> int:
-        return self.size.N
-
-    @property
-    def m(self) -> int:
-        return self.tiling.m
-
-    @property
-    def k(self) -> int:
-        return self.tiling.k
-
-    @property
-    def n(self) -> int:
-        return self.tiling.n
-
-    @property
-    def k_mt(self) -> int:
-        return self.tiling.k_mt
-
-    @property
-    def rho(self) -> int:
-        return self.tiling.rho
-
-    @property
-    def dtype_in(self) -> str:
-        return self.types.dtype_in
-
-    @property
-    def dtype_out(self) -> str:
-        return self.types.dtype_out
-
-    @property
-    def b_col_maj(self) -> bool:
-        return self.layout.b_col_maj
-
-    @property
-    def a_col_maj(self) -> bool:
-        return self.layout.a_col_maj
-
-    @property
-    def c_col_maj(self) -> bool:
-        return self.layout.c_col_maj
-
+    # ---- what the fields mean --------------------------------------------------------------
     @property
     def c_t_blocks(self) -> bool:
         """The kernel keeps C's r x t blocks transposed in L1 (column-major C narrower than 32 bits:
         the memtile then drains C's columns in whole words; l1_layout.c_layout)."""
-        return c_blocks_transposed(self.c_col_maj, self.t_out)
-
-    @property
-    def rows(self) -> int:
-        return self.array.rows
-
-    @property
-    def cols(self) -> int:
-        return self.array.cols
-
-    @property
-    def emulate_bf16_with_bfp16(self) -> bool:
-        return self.kernel.emulate_bf16_with_bfp16
-
-    @property
-    def compiler(self) -> str:
-        return self.kernel.compiler
-
-    @property
-    def mmul_shape(self) -> MmulShape | None:
-        return self.kernel.mmul_shape
-
-    @property
-    def stack_bytes(self) -> int:
-        return self.array.stack_bytes
-
-    @property
-    def queue_groups(self) -> int:
-        return self.runtime.queue_groups
-
-    @property
-    def opt_level(self) -> int:
-        """The kernel compile's -O level (Peano; rules/peano.py DEFAULT_OPT_LEVEL when not given)."""
-        return self.kernel.opt_level
-
-    @property
-    def task_span(self) -> int:
-        """Output blocks per shim task along N (1: one task per block; 0: the most one BD expresses)."""
-        return self.runtime.task_span
-
-    @property
-    def depth_ab_l1(self) -> int:
-        return self.array.depth_ab_l1
-
-    @property
-    def depth_ab_l2(self) -> int:
-        return self.array.depth_ab_l2
-
-    @property
-    def depth_c_l1(self) -> int:
-        return self.array.depth_c_l1
-
-    @property
-    def depth_c_l2(self) -> int:
-        return self.array.depth_c_l2
-
-    @property
-    def rounding(self) -> str:
-        return self.kernel.rounding
-
-    @property
-    def saturation(self) -> str:
-        return self.kernel.saturation
-
-    @property
-    def shift(self) -> int:
-        return self.kernel.shift
-
-    @property
-    def dtype_b(self) -> str:
-        return self.types.dtype_b
-
-    @property
-    def acc(self) -> str:
-        """C's type in L1 while it accumulates (the option's "out" reads as dtype_out)."""
-        return self.types.acc
-
-    @property
-    def b_pack(self) -> str:
-        return self.layout.b_pack
-
-    @property
-    def expansion(self) -> tuple[int, int] | None:
-        return self.kernel.expansion
-
-    @property
-    def kernel_loops(self) -> str | None:
-        return self.kernel.kernel_loops
-
-    @property
-    def convert_once(self) -> bool:
-        return self.kernel.convert_once
-
-    @property
-    def l1_alloc(self) -> str | None:
-        return self.array.l1_alloc
-
-    @property
-    def runtime_sizes(self) -> str:
-        return self.runtime.runtime_sizes
-
-    @property
-    def bias(self) -> bool:
-        return self.epilogue.bias
-
-    @property
-    def activation(self) -> str:
-        return self.epilogue.activation.value
-
-    @property
-    def clamp(self) -> tuple[float, float] | None:
-        return self.epilogue.clamp
-
-    @property
-    def requant(self) -> str | None:
-        return self.options.requant
-
-    @property
-    def group_size(self) -> int:
-        """Rows of K per int4 weight scale (W4A16; 0: no group scales)."""
-        return self.groups.group_size
-
-    @property
-    def zero_points(self) -> bool:
-        return self.groups.zero_points
-
-    @property
-    def default_acc(self) -> str:
-        """C's L1 type when --acc is not given (precision.wide_acc) for this output and mmul; the
-        output type itself when the types are invalid, for checks.check_types to name the problem."""
-        return default_acc(self.dev, self.dtype_in, self.dtype_out, self.mmul)
-
-    # ---- what the fields mean --------------------------------------------------------------
-    @property
-    def t_in(self) -> DType:
-        return self.types.t_in
-
-    @property
-    def t_out(self) -> DType:
-        return self.types.t_out
-
-    @property
-    def t_b(self) -> DType:
-        return self.types.t_b
-
-    @property
-    def t_acc(self) -> DType:
-        """C's type in L1 while it accumulates."""
-        return self.types.t_acc
-
-    @property
-    def precision(self) -> Precision:
-        return self.types.precision
-
-    @property
-    def mmul(self) -> MmulShape:
-        return self.kernel.mmul
-
-    @property
-    def r(self) -> int:
-        return self.mmul[0]
-
-    @property
-    def s(self) -> int:
-        return self.mmul[1]
-
-    @property
-    def t(self) -> int:
-        return self.mmul[2]
+        return c_blocks_transposed(self.layout.c_col_maj, self.types.t_out)
 
     @property
     def convert_once_problem(self) -> tuple[str, str] | None:
         """Why this GEMM cannot use the convert-once bf16 kernel ((what, fix) for a ConfigError), or
         None when it can (rules/defaults.py)."""
-        return _convert_once_problem(self.dev, self.precision, self.emulate_bf16_with_bfp16, self.mmul_shape,
-                                     self.compiler, not self.epilogue_free)
-
-    @property
-    def block_kernel(self) -> bool:
-        """Whether the kernel is a bfp16 one (templates/mm_bfp16.cc.j2): a bfp16 precision, or
-        bf16 converted once per call."""
-        return kv.block_kernel(self.precision, bool(self.convert_once))
-
-    @property
-    def variant(self) -> KernelVariant:
-        """The kernel's accumulator expansion and loop structure (bfp16 kernels: their fixed one)."""
-        if self.block_kernel:
-            if self.expansion not in (None, (2, 2)) or self.kernel_loops not in (None, "k-pipelined"):
-                raise ConfigError("bfp16 kernels have one variant (2x2 clusters of 8x8 tiles, K loop pipelined)",
-                                  f"drop {opt('expansion')} and {opt('kernel_loops')}")
-            return KernelVariant(2, 2, "k-pipelined")
-        operands = self.dev.operands(self.dtype_in, self.dtype_b)  # "i8xi4" for int4 weights
-        # W4A16: the matmul function also holds the dequantization pass, so the loops leave its code room
-        reserve = dequant_code_bytes(self.dev.name, bool(self.zero_points), self.mmul) if self.group_size else 0
-        return choose_variant(self.dev, operands, self.mmul, bool(self.emulate_bf16_with_bfp16), self.t_ma,
-                              self.k, self.n, self.expansion, self.kernel_loops, reserve, str(self.compiler))
+        return _convert_once_problem(self.dev, self.types.precision, self.kernel.emulate_bf16_with_bfp16,
+                                     self.kernel.mmul_shape, self.kernel.compiler, not self.epilogue_free)
 
     @property
     def numerics(self) -> KernelNumerics:
+        t, k = self.types, self.kernel
         return KernelNumerics(
-            self.t_in, self.t_out, Rounding[self.rounding.upper()], Saturation[self.saturation.upper()],
-            self.shift, bfp16_inputs=bool(self.emulate_bf16_with_bfp16) and self.t_in.is_float,
-            acc_bits=self.acc_bits,
-            dtype_b=self.t_b, acc=self.t_acc, epilogue=self.epilogue,
+            t.t_in, t.t_out, Rounding[k.rounding.upper()], Saturation[k.saturation.upper()], k.shift,
+            bfp16_inputs=bool(k.emulate_bf16_with_bfp16) and t.t_in.is_float, acc_bits=self.acc_bits,
+            dtype_b=t.t_b, acc=t.t_acc, epilogue=self.epilogue,
         )
 
     @property
@@ -445,44 +209,45 @@ class GemmConfig:
         """With C converted after its last call (acc != dtype_out): how many of the m accumulator
         rows live in the C object itself (whole row pairs of the kernel, as many as its bytes
         hold); the other m - c_split_rows live in a worker-local buffer (mlir-aie config3's layout)."""
-        return l1.c_split_rows(self.precision, self.m, self.n, KERNEL_EXPANSION * self.r)
+        return l1.c_split_rows(self.types.precision, self.tiling.m, self.tiling.n,
+                               KERNEL_EXPANSION * self.kernel.mmul[0])
 
     @property
     def t_ma(self) -> int:
         """Rows of an A tile in L1 (T_MA = m / rho); C keeps all m rows (T_MC)."""
-        return l1.a_rows(self.m, self.rho)
+        return l1.a_rows(self.tiling.m, self.tiling.rho)
 
     # ---- sizes -------------------------------------------------------------------------------
     @cached_property
     def native(self) -> tuple[int, int, int]:
         """The GEMM the whole array computes natively: (m*rows) x k_mt x (n*cols)."""
-        return self.m * self.rows, self.k_mt, self.n * self.cols
+        return self.tiling.m * self.array.rows, self.tiling.k_mt, self.tiling.n * self.array.cols
 
     @cached_property
     def call(self) -> CallPlan:
         """How the design computes the problem it was made for (gemm_gen/call.py)."""
-        return plan_call(self, Problem(self.M, self.K, self.N))
+        return plan_call(self, Problem(self.size.M, self.size.K, self.size.N))
 
     @property
     def b_l2_k(self) -> int:
         """K extent of a B object in the memtile: k_mt when column-major tiles, else k (row-major, or
         one L1 tile of a strip)."""
-        return self.k_mt if memtile.b_chunked(self.b_col_maj, self.b_pack) else self.k
+        return self.tiling.k_mt if memtile.b_chunked(self.layout.b_col_maj, self.layout.b_pack) else self.tiling.k
 
     @property
     def a_shims(self) -> int:
         """Shim/memtile columns that carry A (mlir-aie's n_shim_mem_A): one per core row, or every
         column when there are fewer columns than rows."""
-        return memtile.a_shims(self.rows, self.cols)
+        return memtile.a_shims(self.array.rows, self.array.cols)
 
     @property
     def a_rows_per_shim(self) -> int:
         """Core rows whose A tiles one A memtile splits off (mlir-aie's n_A_tiles_per_shim)."""
-        return memtile.a_rows_per_shim(self.rows, self.cols)
+        return memtile.a_rows_per_shim(self.array.rows, self.array.cols)
 
     def a_shim_col(self, i: int) -> int:
         """Column of A shim `i` (npu2's 8 columns carry A on the even ones, sec. 4.2.2)."""
-        return memtile.a_shim_col(i, self.rows, self.cols)
+        return memtile.a_shim_col(i, self.array.rows, self.array.cols)
 
     def a_col(self, row: int) -> int:
         """Column whose shim and memtile carry the A tiles of core row `row`."""
@@ -490,7 +255,7 @@ class GemmConfig:
 
     @cached_property
     def a_cols(self) -> tuple[int, ...]:
-        return tuple(self.a_col(i) for i in range(self.rows))
+        return tuple(self.a_col(i) for i in range(self.array.rows))
 
     # ---- budgets -----------------------------------------------------------------------------
     @property
@@ -498,21 +263,23 @@ class GemmConfig:
         """The L1 bytes of each core that do not depend on the tiling: the runtime parameters it
         reads (with runtime K), the tanh table's two copies (a SiLU / GELU epilogue), its stack and aiecc's
         per-core static data (hw.devices.CORE_STATIC, the parts that take bytes): rules/l1.py."""
-        return l1.overhead(self.dev, self.stack_bytes, self.runtime_sizes, self.activation == "runtime",
-                           self.epilogue.uses_tanh)
+        return l1.overhead(self.dev, self.array.stack_bytes, self.runtime.runtime_sizes,
+                           self.epilogue.activation.value == "runtime", self.epilogue.uses_tanh)
 
     @property
     def l1_options(self) -> l1.L1Options:
         """What the L1 rules (rules/l1.py) read of this config besides its tiling; the tuner passes
         the same to them with its candidates."""
-        return l1.L1Options(self.precision, bool(self.convert_once), KERNEL_EXPANSION * self.r, self.depth_ab_l1,
-                            self.depth_c_l1, tuple(self.l1_overhead.items()), self.group_size, self.zero_points)
+        return l1.L1Options(self.types.precision, bool(self.kernel.convert_once),
+                            KERNEL_EXPANSION * self.kernel.mmul[0], self.array.depth_ab_l1, self.array.depth_c_l1,
+                            tuple(self.l1_overhead.items()),
+                            self.groups.group_size, self.groups.zero_points)
 
     @property
     def l1_parts(self) -> dict[str, int]:
         """Bytes of each core's L1 use: A, B (double-buffered), C (single), the kernel's scratch,
         then l1_overhead (runtime parameters, stack, aiecc's per-core static data): rules/l1.py."""
-        return l1.parts(self.l1_options, self.m, self.k, self.n, self.rho)
+        return l1.parts(self.l1_options, self.tiling.m, self.tiling.k, self.tiling.n, self.tiling.rho)
 
     @property
     def l1_bytes(self) -> int:
@@ -521,13 +288,13 @@ class GemmConfig:
     @property
     def l2_options(self) -> memtile.L2Options:
         """What the memtile rules (rules/memtile.py) read of this config besides its tiling."""
-        return memtile.L2Options(self.rows, self.cols, self.t_in, self.t_b, self.t_out,
-                                 memtile.b_chunked(self.b_col_maj, self.b_pack), self.depth_ab_l2, self.depth_c_l2,
-                                 self.group_size, self.zero_points)
+        return memtile.L2Options(self.array.rows, self.array.cols, self.types.t_in, self.types.t_b, self.types.t_out,
+                                 memtile.b_chunked(self.layout.b_col_maj, self.layout.b_pack), self.array.depth_ab_l2,
+                                 self.array.depth_c_l2, self.groups.group_size, self.groups.zero_points)
 
     def l2_pools(self) -> list[memtile.Pool]:
         """The memtile links that own L2 buffers, in mlir-aie's IR order."""
-        return memtile.l2_pools(self.l2_options, self.m, self.k, self.n, self.k_mt)
+        return memtile.l2_pools(self.l2_options, self.tiling.m, self.tiling.k, self.tiling.n, self.tiling.k_mt)
 
     def memtile_buffers(self) -> list[MemtileBuffer]:
         """Every L2 buffer, each at its own memtile (before placement)."""
@@ -538,11 +305,11 @@ class GemmConfig:
         """The L2 buffers where mlir-aie places them (gemm_gen/rules/memtile.py): home, else the less
         used neighbour memtile of the target device; ConfigError when one finds no room or when
         spilled buffers need more than the 4 channels that reach a neighbour."""
-        return memtile.place_one(self.l2_pools(), self.dev.target(self.cols)[1], self.dev.memtile_bytes)
+        return memtile.place_one(self.l2_pools(), self.dev.target(self.array.cols)[1], self.dev.memtile_bytes)
 
     def memtile_bytes_used(self) -> list[int]:
         """Bytes on each memtile of the target device."""
-        used = [0] * self.dev.target(self.cols)[1]
+        used = [0] * self.dev.target(self.array.cols)[1]
         for buf in self.memtile_placement():
             used[buf.home_col] += buf.nbytes
         return used
@@ -550,17 +317,18 @@ class GemmConfig:
     @property
     def acc_bits(self) -> int:
         """Bits of one accumulator lane of the kernel's aie::mmul (floats: fp32)."""
-        return self.dev.acc_bits(self.dtype_in, self.mmul)
+        return self.dev.acc_bits(self.types.dtype_in, self.kernel.mmul)
 
     # ---- presentation ------------------------------------------------------------------------
     @property
     def suffix(self) -> str:
         """mlir-aie's target_suffix MxKxN_mxkxn_<cols>c, extended so that builds never share names:
         types, B layout and k_mt by name, any other non-default knob by a short digest."""
-        types = [self.dtype_in] + ([str(self.dtype_b)] if self.dtype_b != self.dtype_in else []) + [self.dtype_out]
-        if self.acc != self.default_acc:  # the default accumulator goes unnamed
-            types += [f"acc{prec.ACC_OUT if self.acc == self.dtype_out else self.acc}"]
-        parts = [f"{self.M}x{self.K}x{self.N}_{self.m}x{self.k}x{self.n}_{self.cols}c", "_".join(types)]
+        t, tile = self.types, self.tiling
+        types = [t.dtype_in] + ([t.dtype_b] if t.dtype_b != t.dtype_in else []) + [t.dtype_out]
+        if t.acc != self.default_acc:  # the default accumulator goes unnamed
+            types += [f"acc{prec.ACC_OUT if t.acc == t.dtype_out else t.acc}"]
+        parts = [f"{self.size}_{tile.m}x{tile.k}x{tile.n}_{self.array.cols}c", "_".join(types)]
         tags = sorted(((row.named, row.name, row.tag) for row in OPTIONS if row.tag is not None), key=lambda t: t[0])
         parts += [text for _, name, tag in tags if (text := tag(self.value(name), self)) is not None]
         named = [row.name for row in OPTIONS if row.named]
@@ -576,7 +344,7 @@ class GemmConfig:
         """Every field as it reads (defaults applied), in FIELDS order: what a build is keyed on. A field
         the table writes only when set (the epilogue's, the group scales', a task span or -O other than the
         default) is left out otherwise, so a config without them keeps its key and its cached builds."""
-        written = {"always": True, "epilogue": not self.epilogue_free, "groups": bool(self.group_size)}
+        written = {"always": True, "epilogue": not self.epilogue_free, "groups": bool(self.groups.group_size)}
         out = {}
         for row in OPTIONS:
             value = self.value(row.name)
@@ -600,13 +368,10 @@ def default_tiles(dev_name: str, dtype_in: str, dtype_out: str, K: int | None = 
     a wider accumulator), or a type."""
     dev = device(dev_name)
     key = (dev.name, dtype_in, dtype_out)
-    block = prec.resolve(dtype_in, dtype_b, dtype_out, acc).block
-    if emulate_bf16_with_bfp16 is None:
-        emulate_bf16_with_bfp16 = not block and emulation_default(dev.name, dtype_in)
-    if acc is None:  # the accumulator a config of these types gets by default
-        acc = resolve(Options(dev.name, dtype_in, dtype_out, dtype_b=dtype_b,
-                              emulate_bf16_with_bfp16=emulate_bf16_with_bfp16)).types.acc
-    p = prec.resolve(dtype_in, dtype_b, dtype_out, acc)
+    # the types and datapath a config of these options gets (the default accumulator where acc is None)
+    r = resolve(Options(dev.name, dtype_in, dtype_out, dtype_b=dtype_b, acc=acc,
+                        emulate_bf16_with_bfp16=emulate_bf16_with_bfp16))
+    p, emulate_bf16_with_bfp16 = r.types.precision, r.kernel.emulate_bf16_with_bfp16
     if p.block:
         prec.check_precision(p, dev)
         m, k, n, k_mt, _ = ATB_TILES.get(p.name, ATB_TILES["config2"])

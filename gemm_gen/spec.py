@@ -23,6 +23,7 @@ from .dtypes import DType, dtype
 from .epilogue import Activation, RequantForm
 from .errors import ConfigError, use_spelling
 from .precision import PRESETS, Precision
+from .precision import resolve as prec_resolve
 from .rounding import Rounding, Saturation
 
 
@@ -218,6 +219,13 @@ class Types:
     dtype_b: str
     acc: str
 
+    @classmethod
+    def of(cls, dtype_in: str, dtype_out: str, dtype_b: str | None = None, acc: str | None = None) -> Types:
+        """The types as a precision spells them given (B: A's type when None; acc "out" or None: C's own);
+        for records made from type names (a paper's kernel, a test's). A config's come from rules.defaults."""
+        p = prec_resolve(dtype_in, dtype_b, dtype_out, acc)
+        return cls(p.a, p.out, p.b, p.acc)
+
     @cached_property
     def precision(self) -> Precision:
         return Precision(self.dtype_in, self.dtype_b, self.dtype_out, self.acc)
@@ -274,6 +282,7 @@ class KernelOptions:
     kernel_loops: str | None
     convert_once: bool
     opt_level: int
+    block: bool  # a bfp16 kernel (templates/mm_bfp16.cc.j2): a bfp16 precision, or bf16 converted once
 
 
 @dataclass(frozen=True)

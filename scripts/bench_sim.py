@@ -41,8 +41,8 @@ def main() -> int:
     best = min(_timed(lambda: x @ y) for _ in range(3))
     cores = os.cpu_count()
     print(f"machine: {cores} cores, numpy {np.__version__}")
-    print(f"simulate {config.device} {a.M}x{a.K}x{a.N} {config.dtype_in}->{config.dtype_out} "
-          f"(tiles {config.m}x{config.k}x{config.n}, k_mt {config.k_mt}): {sim_s:.1f} s "
+    print(f"simulate {config.array.device} {a.M}x{a.K}x{a.N} {config.types.dtype_in}->{config.types.dtype_out} "
+          f"(tiles {config.tiling.m}x{config.tiling.k}x{config.tiling.n}, k_mt {config.tiling.k_mt}): {sim_s:.1f} s "
           f"[{'PASS' if result.passed else 'FAIL'}; limit {LIMIT_S:.0f} s]")
     print(f"numpy float32 matmul {a.M}x{a.K}x{a.N}: {best:.3f} s")
     print(f"ratio simulate / numpy: {sim_s / best:.0f}x")

@@ -69,7 +69,7 @@ CALL_ACTIVATIONS = tuple(a.value for a in MODES)  # what a runtime-activation bu
 def cmd_simulate(a: argparse.Namespace) -> int:
     config = choose_design(a)  # the report names it (the plan, tiles included) with the result
     design = build_design(config)
-    problems = list(a.runtime_sizes or [Problem(config.M, config.K, config.N)])
+    problems = list(a.runtime_sizes or [Problem(config.size.M, config.size.K, config.size.N)])
     need = check_memory(config, problems)  # more than this machine has: one line, before any array is made
     if need > SAY_ABOVE:
         print(f"simulating needs about {need / GB:.1f} GB of memory", file=sys.stderr, flush=True)

@@ -308,7 +308,7 @@ def config_args(c: GemmConfig) -> list[str]:
     problem, the tiles and the types, then every option given (in the option table's order), and the
     ones the search would fill if left open (a bfp16 or int4 B's packing, an open convert-once kernel)."""
     given = spec.given(c.options)
-    opened = {"b_pack": len(b_packs(c.t_b, c.group_size)) > 1, "convert_once": c.convert_once_open}
+    opened = {"b_pack": len(b_packs(c.types.t_b, c.groups.group_size)) > 1, "convert_once": c.convert_once_open}
     args: list[str] = []
     for row in OPTIONS:
         if row.flag is None:

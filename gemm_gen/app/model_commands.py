@@ -76,7 +76,8 @@ def cmd_predict(a: argparse.Namespace) -> int:
     chosen = choice(a)
     c, params = chosen.config, _params(a)
     info = replace(predict(c, params, _ends(a)),
-                   upstream=upstream.compare(params, Workload.of(c).kernel_shape, c.t_ma, c.k, c.n, c.rho))
+                   upstream=upstream.compare(params, Workload.of(c).kernel_shape, c.t_ma, c.tiling.k, c.tiling.n,
+                                             c.tiling.rho))
     prices = layout_prices(c, params)
     say_chosen("predict", chosen)
     print(json.dumps(info.to_json() | {"layouts_priced": [x.to_json() for x in prices]}, indent=1) if a.json
@@ -111,16 +112,17 @@ def _types(dtype_in: str, dtype_b: str, dtype_out: str, acc: str, emulate: bool)
 
 def predict_text(d: Prediction) -> str:
     dk = d.design  # what design it is
-    layout = ("column-major" if dk.b_col_maj else "row-major") + (", DRAM strips" if dk.b_pack == "strips" else "")
-    types = _types(dk.dtype_in, dk.dtype_b, dk.dtype_out, dk.acc, d.emulate_bf16_with_bfp16)
+    lay = dk.layout
+    layout = ("column-major" if lay.b_col_maj else "row-major") + (", DRAM strips" if lay.b_pack == "strips" else "")
+    types = _types(dk.types.dtype_in, dk.types.dtype_b, dk.types.dtype_out, dk.types.acc, d.emulate_bf16_with_bfp16)
     t = d.times_us
-    M, K, N = dk.problem
-    m, k, n = dk.tile
+    M, K, N = dk.size.M, dk.size.K, dk.size.N
+    m, k, n = dk.tiling.m, dk.tiling.k, dk.tiling.n
     lines = [
         f"PREDICTED (analytical model, not a measurement): {dk.device} {M}x{K}x{N} "
         f"{types}, B {layout}",
-        f"  design       {_mapping_words(dk.mapping)}kernel {m}x{k}x{n}, k_mt {dk.k_mt}"
-        + (f", rho {dk.rho} (A tiles of {dk.t_ma} rows)" if dk.rho > 1 else "")
+        f"  design       {_mapping_words(dk.mapping)}kernel {m}x{k}x{n}, k_mt {dk.tiling.k_mt}"
+        + (f", rho {dk.tiling.rho} (A tiles of {dk.t_ma} rows)" if dk.tiling.rho > 1 else "")
         + f", mmul {'x'.join(map(str, dk.mmul))}; "
         f"padded to {'x'.join(map(str, d.padded))}"
         + ("" if dk.task_span == 1 else "; each shim task spans "
@@ -145,7 +147,7 @@ def predict_text(d: Prediction) -> str:
     lines += [] if d.epilogue is None else [d.epilogue.text()]
     lines += [] if d.dequant is None else [d.dequant.text()]
     lines += upstream_lines(d.upstream, dk.t_ma, k, n)
-    lines += mixed_rate_lines(dk.device, dk.dtype_in, dk.dtype_b)
+    lines += mixed_rate_lines(dk.device, dk.types.dtype_in, dk.types.dtype_b)
     if not d.buildable:
         lines.append(f"  NOT BUILDABLE as given ({d.not_buildable_because}); predicted as if it fitted")
     return "\n".join(lines)
@@ -200,13 +202,14 @@ def cmd_tune(a: argparse.Namespace) -> int:
         many = tune_many(base, tuple(a.runtime_sizes), a.weights, pinned, _params(a))
         print(json.dumps(many.to_json(), indent=1) if a.json else tune_many_text(many))
         return 0
-    packs = (a.b_pack,) if a.b_pack else b_packs(base.t_b, base.group_size)  # the model picks B's packing
+    packs = (a.b_pack,) if a.b_pack else b_packs(base.types.t_b, base.groups.group_size)  # the model picks B's packing
     kernels = (False, True) if resolve(base.options).convert_once_open else ()  # and npu2 bf16's kernel
     rows = (0, 1) if decode_weighed(base, pinned) else ()  # and the mapping of a decode-shaped call
     result = tune_b_packs(Workload.of(base), top, pinned, packs, _params(a), _ends(a), a.rank, kernels, rows)
-    result.top = [replace(c, config=base.with_(m=c.config.m, k=c.config.k, n=c.config.n, k_mt=c.config.k_mt,
-                                            rho=c.config.rho, b_pack=c.config.b_pack,
-                                            **({"convert_once": c.config.convert_once} if kernels else {}),
+    result.top = [replace(c, config=base.with_(m=c.config.tiling.m, k=c.config.tiling.k, n=c.config.tiling.n,
+                                               k_mt=c.config.tiling.k_mt,
+                                            rho=c.config.tiling.rho, b_pack=c.config.layout.b_pack,
+                                            **({"convert_once": c.config.kernel.convert_once} if kernels else {}),
                                             **({"rows": c.config.options.rows} if rows else {})))
                   for c in result.top]
     if a.measure:
@@ -231,7 +234,7 @@ def measure_on_npu(cands: list[Candidate], iters: int, warmup: int, progress: bo
     bar = tqdm(total=len(cands), desc="measuring on the NPU", unit="design", file=sys.stderr, disable=not progress)
 
     def on_npu(c: GemmConfig) -> float:
-        bar.set_postfix_str(f"{c.m}x{c.k}x{c.n} k_mt {c.k_mt}")
+        bar.set_postfix_str(f"{c.tiling.m}x{c.tiling.k}x{c.tiling.n} k_mt {c.tiling.k_mt}")
         try:
             return measure(c, iters, warmup)
         finally:
@@ -247,29 +250,31 @@ def tune_json(r: TuneResult, count: int) -> dict[str, Any]:
     pr, c = r.problem, r.problem.base
     return {
         "predicted": True,
-        "device": c.device, "problem": [pr.M, pr.K, pr.N], "dtype_in": c.dtype_in, "dtype_b": c.dtype_b,
-        "dtype_out": c.dtype_out, "acc": c.acc, "b_col_maj": c.b_col_maj,
-        "emulate_bf16_with_bfp16": c.emulate_bf16_with_bfp16,
+        "device": c.array.device, "problem": [pr.M, pr.K, pr.N], "dtype_in": c.types.dtype_in,
+            "dtype_b": c.types.dtype_b,
+        "dtype_out": c.types.dtype_out, "acc": c.types.acc, "b_col_maj": c.layout.b_col_maj,
+        "emulate_bf16_with_bfp16": c.kernel.emulate_bf16_with_bfp16,
         "tilings": r.tilings, "candidates_ranked": r.evaluated, "rejected_by_validate": r.rejected_by_validate,
         "search_seconds": r.seconds,
         "ranked_by": "measurement" if any(c.measured_s is not None for c in r.top) else r.rank,
-        "top": [c.to_json() | ({"convert_once": bool(c.config.convert_once)} if r.kernels_weighed else {})
-                | ({"mapping": array.mapping_of(c.config.dev, c.config.rows)} if r.mappings_weighed else {})
+        "top": [c.to_json() | ({"convert_once": bool(c.config.kernel.convert_once)} if r.kernels_weighed else {})
+                | ({"mapping": array.mapping_of(c.config.dev, c.config.array.rows)} if r.mappings_weighed else {})
                 for c in r.top[:count]],
     }
 
 
 def tune_text(r: TuneResult, count: int) -> str:
     pr, spec = r.problem, r.problem.base
-    layout = "column-major" if spec.b_col_maj else "row-major"
-    types = _types(spec.dtype_in, str(spec.dtype_b), spec.dtype_out, str(spec.acc), bool(spec.emulate_bf16_with_bfp16))
+    layout = "column-major" if spec.layout.b_col_maj else "row-major"
+    types = _types(spec.types.dtype_in, str(spec.types.dtype_b), spec.types.dtype_out, str(spec.types.acc),
+                   bool(spec.kernel.emulate_bf16_with_bfp16))
     measured = any(c.measured_s is not None for c in r.top)
-    lines = [f"tune {spec.device} {pr.M}x{pr.K}x{pr.N} {types}, B {layout}: "
+    lines = [f"tune {spec.array.device} {pr.M}x{pr.K}x{pr.N} {types}, B {layout}: "
              f"{r.tilings:,} tilings, {r.evaluated:,} candidates ranked in {r.seconds * 1e3:.0f} ms "
              f"(throughputs are PREDICTED by the model"
              f"{'; re-ranked by measurement' if measured else ''}"
              f"{'; ranked by the pessimistic end of each range' if r.rank == 'pessimistic' and not measured else ''})"]
-    packs = len(b_packs(pr.base.t_b, pr.base.group_size)) > 1  # a B type with a packing to choose: show it
+    packs = len(b_packs(pr.base.types.t_b, pr.base.groups.group_size)) > 1  # a B type with a packing to choose: show it
     head = f"{'rank':>4}  {'m x k x n':<14} {'k_mt':>5}  {'rho':>3}  " + (f"{'B pack':<6}  " if packs else "") + \
         (f"{'kernel':<12}  " if r.kernels_weighed else "") + (f"{'mapping':<11}  " if r.mappings_weighed else "") + \
         f"{'pred TOPS':>9}  {'range':<11}  {'bound':<7}  {'compute':>7}  " \
@@ -279,10 +284,10 @@ def tune_text(r: TuneResult, count: int) -> str:
     lines.append(head)
     for i, c in enumerate(r.top[:count], 1):
         cf = c.config
-        line = (f"{i:>4}  {f'{cf.m}x{cf.k}x{cf.n}':<14} {cf.k_mt:>5}  {cf.rho:>3}  "
-                + (f"{cf.b_pack:<6}  " if packs else "")
-                + (f"{'convert-once' if cf.convert_once else 'emulated':<12}  " if r.kernels_weighed else "")
-                + (f"{array.mapping_of(cf.dev, cf.rows):<11}  " if r.mappings_weighed else "")
+        line = (f"{i:>4}  {f'{cf.tiling.m}x{cf.tiling.k}x{cf.tiling.n}':<14} {cf.tiling.k_mt:>5}  {cf.tiling.rho:>3}  "
+                + (f"{cf.layout.b_pack:<6}  " if packs else "")
+                + (f"{'convert-once' if cf.kernel.convert_once else 'emulated':<12}  " if r.kernels_weighed else "")
+                + (f"{array.mapping_of(cf.dev, cf.array.rows):<11}  " if r.mappings_weighed else "")
                 + f"{c.tops:>9.2f}  "
                 f"{f'{c.tops_low:.2f}-{c.tops_high:.2f}':<11}  {c.bound:<7}  "
                 f"{c.compute_bound_tops:>7.2f}  {c.memory_bound_tops:>7.2f}  {c.core_macs_per_cycle:>7.1f}  "
@@ -296,20 +301,26 @@ def tune_text(r: TuneResult, count: int) -> str:
 
 def tune_many_text(r: ManyResult) -> str:
     c = r.config
-    types = _types(c.dtype_in, str(c.dtype_b), c.dtype_out, str(c.acc), bool(c.emulate_bf16_with_bfp16))
-    served = SERVED[c.runtime_sizes]
-    lines = [f"tune one design for {len(r.sizes)} sizes, {c.device} {types}, B "
-             f"{'column' if c.b_col_maj else 'row'}-major: {r.candidates} candidates priced at every size in "
+    types = _types(c.types.dtype_in, str(c.types.dtype_b), c.types.dtype_out, str(c.types.acc),
+                   bool(c.kernel.emulate_bf16_with_bfp16))
+    served = SERVED[c.runtime.runtime_sizes]
+    lines = [f"tune one design for {len(r.sizes)} sizes, {c.array.device} {types}, B "
+             f"{'column' if c.layout.b_col_maj else 'row'}-major: {r.candidates} candidates priced at every size in "
              f"{r.seconds:.1f} s (times are PREDICTED by the model)",
-             f"design  {c.m}x{c.k}x{c.n}, k_mt {c.k_mt}" + (f", rho {c.rho}" if c.rho > 1 else "")
-             + ("" if c.task_span == 1 else f", shim tasks spanning {c.task_span or 'as many'} output blocks "
-                f"(--task-span {c.task_span})")
-             + f"; built for {c.M}x{c.K}x{c.N}, serves {served}",
+             f"design  {c.tiling.m}x{c.tiling.k}x{c.tiling.n}, k_mt "
+             f"{c.tiling.k_mt}" + (f", rho {c.tiling.rho}" if c.tiling.rho > 1 else "")
+             + ("" if c.runtime.task_span == 1 else
+                f", shim tasks spanning {c.runtime.task_span or 'as many'} output blocks (--task-span "
+                f"{c.runtime.task_span})")
+             + f"; built for {c.size.M}x{c.size.K}x{c.size.N}, serves {served}",
              f"{'size':<16} {'weight':>6}  {'pred TOPS':>9}  {'pred us':>9}   {'own design':<22} {'pred TOPS':>9}  "
              f"{'pred us':>9}  {'loss':>6}"]
     for s in r.sizes:
         sp = s.special
-        own = f"{sp.m}x{sp.k}x{sp.n} k_mt {sp.k_mt}" + (f" rho {sp.rho}" if sp.rho > 1 else "") if sp else "(none)"
+        own = "(none)"
+        if sp:
+            t = sp.tiling
+            own = f"{t.m}x{t.k}x{t.n} k_mt {t.k_mt}" + (f" rho {t.rho}" if t.rho > 1 else "")
         shared_tops = 2.0 * s.size.macs / s.shared_s / 1e12
         line = f"{str(s.size):<16} {s.weight:>6g}  {shared_tops:>9.3f}  {s.shared_s * 1e6:>9,.1f}   {own:<22} "
         if s.special_s is not None and s.loss is not None:
@@ -331,11 +342,14 @@ def cmd_roofline(a: argparse.Namespace) -> int:
     chosen = choice(a)
     config = check_config(chosen.config, budgets=False)  # as predict: a budget alone does not stop a prediction
     say_chosen("roofline", chosen)
-    name = (f"{config.device}_{config.dtype_in}{'bfp16emu' if config.emulate_bf16_with_bfp16 else ''}_"
-            f"{config.dtype_out}_{'bcol' if config.b_col_maj else 'brow'}")
-    roof, roof_png = roofline_png(config, out / f"roofline_{name}_{config.m}x{config.k}x{config.n}.png", a.max_size,
+    emulated = "bfp16emu" if config.kernel.emulate_bf16_with_bfp16 else ""
+    name = (f"{config.array.device}_{config.types.dtype_in}{emulated}_"
+            f"{config.types.dtype_out}_{'bcol' if config.layout.b_col_maj else 'brow'}")
+    roof, roof_png = roofline_png(config,
+                                  out / f"roofline_{name}_{config.tiling.m}x{config.tiling.k}x{config.tiling.n}.png",
+                                  a.max_size,
                                   a.points)
-    heat, heat_png = heatmap_png(config, out / f"heatmap_{name}_{config.M}x{config.K}x{config.N}.png")
+    heat, heat_png = heatmap_png(config, out / f"heatmap_{name}_{config.size.M}x{config.size.K}x{config.size.N}.png")
     write_all({Path(roof["path"]): roof_png, Path(heat["path"]): heat_png})  # both or neither
     if a.json:
         print(json.dumps({"predicted": True, "roofline": roof, "heatmap": heat}, indent=1))

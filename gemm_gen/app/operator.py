@@ -160,7 +160,8 @@ class Gemm:
                 self.design(1, 1, 1)
             except ConfigError as small:
                 c = self._base
-                paper = _paper_tiles(c.device, c.dtype_in, c.dtype_out, c.dtype_b, c.acc, c.emulate_bf16_with_bfp16)
+                paper = _paper_tiles(c.array.device, c.types.dtype_in, c.types.dtype_out, c.types.dtype_b, c.types.acc,
+                                     c.kernel.emulate_bf16_with_bfp16)
                 if paper is None:
                     raise small from None
                 self.design(*_astuple(self._block(paper)))
@@ -168,7 +169,7 @@ class Gemm:
     def _block(self, tiles: tuple[int, int, int, int]) -> Problem:
         """One block of the array for these tiles: (m x rows) x k_mt x (n x cols)."""
         m, _, n, k_mt = tiles
-        return Problem(m * self._base.rows, k_mt, n * self._base.cols)
+        return Problem(m * self._base.array.rows, k_mt, n * self._base.array.cols)
 
     # ---- designs ------------------------------------------------------------------------------
     def design(self, M: int, K: int, N: int, layout: Layout | None = None, bias: bool | None = None) -> Design:
@@ -177,7 +178,7 @@ class Gemm:
         that size is checked when the call is planned (one line naming the limit). `bias`: whether it adds
         a bias (None: the Gemm's own; with bias="auto", whether the call passes one)."""
         layout = layout or self._base_layout
-        bias = self._base.bias if bias is None else bias
+        bias = self._base.epilogue.bias if bias is None else bias
         key = (self._max or Problem(M, K, N), layout, bias)
         if key in self._refused:
             raise self._refused[key]
@@ -320,7 +321,7 @@ class Gemm:
         if not check:
             return c
         c_ = design.config
-        whole = report or (not c_.t_out.is_float and c_.acc == c_.dtype_out != c_.default_acc)
+        whole = report or (not c_.types.t_out.is_float and c_.types.acc == c_.types.dtype_out != c_.default_acc)
         return self._checked(design, c, a, b if quant is None else quant.exact(), report, whole, epi, call.activation)
 
     def _select(self, design: Design, call: CallPlan, activation: str | None) -> CallPlan:
@@ -367,8 +368,10 @@ class Gemm:
             warnings.warn(f"C differs from A @ B beyond rounding: {said}", NumericsWarning, stacklevel=3)
         bound = acc32_overflow_bound(a, b, cfg.acc_bits)
         if bound is not None:
-            warnings.warn(f"K max|A| max|B| = {bound:.3g} reaches past the 32-bit accumulator of the {cfg.device} "
-                          f"{cfg.dtype_in} mmul {'x'.join(map(str, cfg.mmul))}, whose overflow is unpublished: C may "
+            warnings.warn(f"K max|A| max|B| = {bound:.3g} reaches past the 32-bit accumulator of the "
+                          f"{cfg.array.device} "
+                          f"{cfg.types.dtype_in} mmul {'x'.join(map(str, cfg.kernel.mmul))}, whose overflow is "
+                          f"unpublished: C may "
                           f"be wrong; use an mmul with a 64-bit accumulator, or split K", NumericsWarning,
                           stacklevel=3)
         return (c, accuracy if accuracy is not None else measure(c, a, b, nm)) if report else c
@@ -435,14 +438,14 @@ class Gemm:
             raise ConfigError(f"A is {a.shape[0]} x {a.shape[1]} but B is {b.shape[0]} x {b.shape[1]}: K differs",
                               "pass A (M x K) and B (K x N)")
         c = self._base
-        return (host_operand("A", a, c.t_in, bfp16_quantizer(c, "A")),
-                host_operand("B", b, c.t_b, bfp16_quantizer(c, "B")))
+        return (host_operand("A", a, c.types.t_in, bfp16_quantizer(c, "A")),
+                host_operand("B", b, c.types.t_b, bfp16_quantizer(c, "B")))
 
     def _weights(self, b: np.ndarray, scales: Any, zero_points: Any) -> QuantB | None:
         """W4A16's weights (B's int4 values with their checked scales and zero points), None for any other
         Gemm (which refuses scales and zero points); a scale that bf16 rounding changes is a NumericsWarning."""
         c = self._base
-        if not c.group_size:
+        if not c.groups.group_size:
             if scales is not None or zero_points is not None:
                 given = "scales" if scales is not None else "zero_points"
                 raise refuse(self._args, f"{given}= belongs to int4 weights with group scales (W4A16)",
@@ -450,7 +453,7 @@ class Gemm:
                              "group_size=32 | 64 | 128")
             return None
         try:
-            quant, changed = group_operands(b, scales, zero_points, c.group_size, c.zero_points)
+            quant, changed = group_operands(b, scales, zero_points, c.groups.group_size, c.groups.zero_points)
         except ConfigError as e:
             raise design_refusal(self._args, e) from None
         if changed:
@@ -464,8 +467,8 @@ class Gemm:
         if packed is not True:
             raise refuse(self._args, f"packed={packed!r}: packed is True (B is packed int4 bytes) or False",
                          "pass packed=True or packed=False")
-        if not self._base.t_b.is_packed:
-            raise refuse(self._args, f"packed=True: B is {self._base.t_b}, not a packed type",
+        if not self._base.types.t_b.is_packed:
+            raise refuse(self._args, f"packed=True: B is {self._base.types.t_b}, not a packed type",
                          "pass B's values (packed=False), or make the Gemm with dtype_b='i4'")
         if b.ndim != 2 or b.dtype not in (np.uint8, np.int8):
             raise refuse(self._args, f"packed=True: B must be a 2-D array of bytes (uint8 or int8), not {b.ndim}-D "
@@ -474,7 +477,7 @@ class Gemm:
 
     def _zeros(self, a: np.ndarray, b: np.ndarray, order: str = "C") -> np.ndarray:
         """C of an empty product: M x N zeros in C's host type (a sum over K = 0 is 0, as in NumPy)."""
-        return np.zeros((a.shape[0], b.shape[1]), self._base.t_out.host, order=order)  # type: ignore[call-overload]
+        return np.zeros((a.shape[0], b.shape[1]), self._base.types.t_out.host, order=order)  # type: ignore[call-overload]
 
     # ---- layouts: the arrays as they lie in memory ------------------------------------------------
     def _order(self, order: Any) -> str:
@@ -498,11 +501,11 @@ class Gemm:
                 src = np.asarray(raw).dtype
                 copies[op].append(f"{op} is {src}, {CONVERTED}")
             lay[op] = arrangement(op, x)
-        types = {"A": self._base.t_in, "B": self._base.t_b}
+        types = {"A": self._base.types.t_in, "B": self._base.types.t_b}
         # a bfp16 operand is encoded into tiles on the host from any layout: its layout stays the Gemm's
         want = {op: self._fixed[op] if self._fixed[op] is not None else lay[op].col and not types[op].host_encoded
                 for op in ("A", "B")}
-        t_out = self._base.t_out
+        t_out = self._base.types.t_out
         c_col = self._fixed["C"] if self._fixed["C"] is not None else (
             order == "F" and not t_out.is_block)
         layout = (bool(want["A"]), bool(want["B"]), bool(c_col))

@@ -10,7 +10,9 @@ depends on it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
+from functools import lru_cache
+from typing import Any, TypeVar
 
 from .. import precision as prec
 from ..epilogue import Epilogue
@@ -26,9 +28,15 @@ from ..spec import (
     Layout,
     Options,
     RuntimeOptions,
+    Tiling,
     Types,
 )
+from . import kernel_variant as kv
+from .dequant import dequant_code_bytes
 from .epilogue import epilogue_of
+from .l1 import a_rows
+
+R = TypeVar("R")
 
 
 @dataclass(frozen=True)
@@ -43,6 +51,7 @@ class Resolved:
     array: ArrayOptions
     runtime: RuntimeOptions
     epilogue: Epilogue
+    default_acc: str  # C's L1 type had acc not been given (dtype_out when the types have no kernel)
     convert_once_open: bool = False
 
 
@@ -131,6 +140,7 @@ def default_stack(dev_name: str, compiler: str, precision: Precision | None = No
     return max(chess, dev.bfp16_stack_bytes["peano"]) if compiler == "peano" else chess
 
 
+@lru_cache(maxsize=4096)
 def resolve(o: Options) -> Resolved:
     """The options' defaults, each derived from what was given (in dependency order: B's type,
     then the compiler and the datapath, which decide the mmul, which decides the accumulator, which
@@ -162,15 +172,55 @@ def resolve(o: Options) -> Resolved:
     default_once = buildable and (compiler == "chess" or bool(o.group_size))
     convert_once = o.convert_once if o.convert_once is not None else default_once
     stack = o.stack_bytes or default_stack(dev.name, compiler, p, convert_once)
-    kernel = KernelOptions(emulate, compiler, o.mmul_shape, mmul(dev, o.mmul_shape, p, emulate), o.rounding,
-                           o.saturation, o.shift, o.expansion, o.kernel_loops, convert_once,
-                           ROWS["opt_level"].default if o.opt_level is None else o.opt_level)
-    array = ArrayOptions(dev.name, o.rows or dev.core_rows, o.cols or dev.columns, stack, o.depth_ab_l1,
-                         o.depth_ab_l2, o.depth_c_l1, o.depth_c_l2, o.l1_alloc)
-    runtime = RuntimeOptions(o.queue_groups, o.runtime_sizes,
-                             ROWS["task_span"].default if o.task_span is None else o.task_span)
-    return Resolved(Types(o.dtype_in, out, dtype_b, acc), Layout(o.a_col_maj, o.b_col_maj, o.c_col_maj,
-                                                                  o.b_pack or B_PACKS[0]),
-                    GroupQuant(o.group_size, o.zero_points), kernel, array, runtime,
-                    epilogue_of(o.bias, o.activation, o.clamp, o.requant),
+    shape = mmul(dev, o.mmul_shape, p, emulate)
+    kernel = _record(KernelOptions, o, emulate_bf16_with_bfp16=emulate, compiler=compiler, mmul=shape,
+                     convert_once=convert_once, block=kv.block_kernel(p, convert_once))
+    array = _record(ArrayOptions, o, rows=o.rows or dev.core_rows, cols=o.cols or dev.columns, stack_bytes=stack)
+    return Resolved(Types(o.dtype_in, out, dtype_b, acc), _record(Layout, o, b_pack=o.b_pack or B_PACKS[0]),
+                    _record(GroupQuant, o), kernel, array, _record(RuntimeOptions, o),
+                    epilogue_of(o.bias, o.activation, o.clamp, o.requant), default_acc(dev, o.dtype_in, out, shape),
                     o.convert_once is None and buildable and not o.group_size)
+
+
+def _record(kind: type[R], o: Options, **derived: Any) -> R:
+    """A sub-record of the resolved config: the derived values given, and every other field the option of its
+    name as given, or the table's constant default where it has one and the option was not given (so an option
+    without a derived default needs no line here)."""
+    values = {}
+    for f in fields(kind):  # type: ignore[arg-type]
+        if f.name in derived:
+            values[f.name] = derived[f.name]
+        else:
+            given = getattr(o, f.name)
+            values[f.name] = ROWS[f.name].default if given is None and ROWS[f.name].default is not None else given
+    return kind(**values)
+
+
+def variant(dev_name: str, types: Types, kernel: KernelOptions, groups: GroupQuant, tile: Tiling,
+            epilogue: bool) -> kv.KernelVariant | None:
+    """The kernel's accumulator expansion and loop structure for a tile: bfp16 kernels their fixed one, else the
+    given expansion and loops (checked: ConfigError) or the automatic ones. None while the tiling is not chosen
+    (zeros: the search's configs)."""
+    if min(tile.m, tile.k, tile.n, tile.rho) <= 0 or tile.m % tile.rho:
+        return None
+    if kernel.block:
+        if kernel.expansion not in (None, (2, 2)) or kernel.kernel_loops not in (None, "k-pipelined"):
+            raise ConfigError("bfp16 kernels have one variant (2x2 clusters of 8x8 tiles, K loop pipelined)",
+                              f"drop {opt('expansion')} and {opt('kernel_loops')}")
+        return kv.KernelVariant(2, 2, "k-pipelined")
+    return _scalar_variant(dev_name, types.dtype_in, types.dtype_b, kernel.mmul, kernel.emulate_bf16_with_bfp16,
+                           a_rows(tile.m, tile.rho), tile.k, tile.n, kernel.expansion, kernel.kernel_loops,
+                           groups.group_size, groups.zero_points, kernel.compiler)
+
+
+@lru_cache(maxsize=4096)
+def _scalar_variant(dev_name: str, dtype_in: str, dtype_b: str, shape: MmulShape, emulate: bool, t_ma: int, k: int,
+                    n: int, expansion: tuple[int, int] | None, loops: str | None, group_size: int, zero_points: bool,
+                    compiler: str) -> kv.KernelVariant:
+    """kernel_variant.choose for a scalar kernel (cached: a config made again, or with another size, chooses
+    once)."""
+    dev = device(dev_name)
+    # W4A16: the matmul function also holds the dequantization pass, so the loops leave its code room
+    reserve = dequant_code_bytes(dev.name, zero_points, shape) if group_size else 0
+    return kv.choose(dev, dev.operands(dtype_in, dtype_b), shape, emulate, t_ma, k, n, expansion, loops, reserve,
+                     compiler)

@@ -45,8 +45,8 @@ def _words(t: DType, elements: int) -> float:
 def estimate_bytes(c: GemmConfig, p: Problem) -> int:
     """Peak memory of simulating one call of size `p` on the design `c` (the fit above)."""
     a, b, out = p.M * p.K, p.K * p.N, p.M * p.N
-    words = _words(c.t_in, a) + _words(c.t_b, b) + _words(c.t_out, out)
-    quantized = c.numerics.bfp16_inputs or c.t_in.is_block or c.t_b.is_block or c.precision.converts_a
+    words = _words(c.types.t_in, a) + _words(c.types.t_b, b) + _words(c.types.t_out, out)
+    quantized = c.numerics.bfp16_inputs or c.types.t_in.is_block or c.types.t_b.is_block or c.types.precision.converts_a
     per_input = QUANTIZED_A_BYTES * a + QUANTIZED_B_BYTES * b if quantized else 0
     return int(BASE_BYTES + C_ELEMENT_BYTES * out + WORD_BYTES * words + per_input)
 
