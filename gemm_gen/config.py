@@ -113,8 +113,9 @@ class GemmConfig:
     convert_once_open: bool = field(init=False, compare=False)  # search.choose weighs both bf16 kernels
     default_acc: str = field(init=False, compare=False)  # C's L1 type had acc not been given
     # the kernel's accumulator expansion and loop structure (rules/defaults.py: variant), resolved with the tiling:
-    # a given one the tile cannot have fails here, as the config is made. None while the tiling is open (the
-    # search's configs of tiling 0)
+    # a given one the tile cannot have fails here, as the config is made. None when there is no kernel to vary:
+    # the tiling open (the search's configs of tiling 0), off its mmul's grid, or a convert-once kernel that cannot
+    # be built (check_config names why)
     variant: KernelVariant | None = field(init=False, compare=False)
 
     def __init__(self, *args: Any, options: Options | None = None, tiling: Tiling | None = None,

@@ -32,6 +32,7 @@ from ..spec import (
     Types,
 )
 from . import kernel_variant as kv
+from . import tiling
 from .dequant import dequant_code_bytes
 from .epilogue import epilogue_of
 from .l1 import a_rows
@@ -199,9 +200,17 @@ def _record(kind: type[R], o: Options, **derived: Any) -> R:
 def variant(dev_name: str, types: Types, kernel: KernelOptions, groups: GroupQuant, tile: Tiling,
             epilogue: bool) -> kv.KernelVariant | None:
     """The kernel's accumulator expansion and loop structure for a tile: bfp16 kernels their fixed one, else the
-    given expansion and loops (checked: ConfigError) or the automatic ones. None while the tiling is not chosen
-    (zeros: the search's configs)."""
+    given expansion and loops (checked: ConfigError) or the automatic ones. None when there is no kernel to vary:
+    the tiling not chosen yet (zeros: the search's configs), a tile off its mmul's grid (rules/tiling.py), or a
+    convert-once kernel that cannot be built (convert_once_problem; `epilogue`: one was asked for); check_config
+    names what is wrong with those, in its own order, before anything reads the variant."""
     if min(tile.m, tile.k, tile.n, tile.rho) <= 0 or tile.m % tile.rho:
+        return None
+    steps = tiling.steps(kernel.mmul, types.precision.block, kernel.block)
+    if not tiling.divisible(steps, tile.m, tile.k, tile.n, tile.k_mt, tile.rho):
+        return None
+    if kernel.convert_once and convert_once_problem(device(dev_name), types.precision, kernel.emulate_bf16_with_bfp16,
+                                                    kernel.mmul_shape, kernel.compiler, epilogue) is not None:
         return None
     if kernel.block:
         if kernel.expansion not in (None, (2, 2)) or kernel.kernel_loops not in (None, "k-pipelined"):
