@@ -39,7 +39,7 @@ def check_config(c: GemmConfig, budgets: bool = True) -> GemmConfig:
     if c.groups.group_size:
         groupquant.check_tile_k(c.tiling.k, c.groups.group_size)
         v = c.variant  # the kernel's loops must leave the dequantization pass room (kernels/render.py refuses too)
-        assert v is not None, "a config with its tiling resolves its variant"
+        assert v is not None, "a config check_config accepts has a kernel variant (rules/defaults.variant)"
         code = dequant.code_problem(c.dev, c.kernel.mmul, bool(c.kernel.emulate_bf16_with_bfp16), v.expansion, v.loops,
                                     c.tiling.k, c.tiling.n, bool(c.groups.zero_points))
         if code is not None:

@@ -107,7 +107,7 @@ def _input_path(
 def kernel_build(c: GemmConfig) -> KernelBuild:
     """The one kernel object file every core of the design links."""
     v = c.variant
-    assert v is not None, "a config with its tiling resolves its variant"
+    assert v is not None, "a config check_config accepts has a kernel variant (rules/defaults.variant)"
     # every field by its name: the config's option of that name (spec.OPTIONS), else what the config resolved
     resolved: dict[str, Any] = {"aie_target": c.dev.aie_target, "types": c.types, "mmul": c.kernel.mmul,
                                 "expansion": v.expansion, "loops": v.loops, "c_col_maj": c.c_t_blocks,

@@ -93,7 +93,7 @@ def design_keys(c: GemmConfig) -> DesignKeys:
 def variant_info(c: GemmConfig) -> VariantInfo:
     """The kernel variant of a config, with its accumulator sets and code estimate."""
     v = c.variant
-    assert v is not None, "a config with its tiling resolves its variant"
+    assert v is not None, "a config check_config accepts has a kernel variant (rules/defaults.variant)"
     block = c.kernel.block  # bfp16 kernels: one fixed variant of their own template
     k = c.kernel
     code = (None if block else int(kv.code_bytes(c.dev, c.types.dtype_in, k.mmul, bool(k.emulate_bf16_with_bfp16),

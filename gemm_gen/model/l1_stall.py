@@ -23,7 +23,7 @@ from ..rules.kernel_variant import converts_a_tile
 def access_bytes_per_call(c: GemmConfig) -> dict[str, float]:
     """Bytes one kernel call loads from and stores to each of a core's buffer roles."""
     v, (r, _, t) = c.variant, c.kernel.mmul
-    assert v is not None, "a config with its tiling resolves its variant"
+    assert v is not None, "a config check_config accepts has a kernel variant (rules/defaults.variant)"
     b16 = dtype(BFP16)
     a_tile, b_tile = c.types.t_in.nbytes(c.t_ma * c.tiling.k), c.types.t_b.nbytes(c.tiling.k * c.tiling.n)
     c_slice = 2 * c.types.t_acc.nbytes(c.t_ma * c.tiling.n)  # loaded and stored once per call

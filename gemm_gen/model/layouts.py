@@ -91,7 +91,7 @@ def _price(c: GemmConfig, lay: Layouts, where: str, p: Params) -> LayoutPrice:
     except GemmGenError as err:
         return LayoutPrice(lay, where, None, None, {}, 0.0, 0.0, err.what)
     v = priced.variant
-    assert v is not None, "a config with its tiling resolves its variant"
+    assert v is not None, "a config check_config accepts has a kernel variant (rules/defaults.variant)"
     terms = {} if priced.kernel.block else cluster_terms(p, Workload.of(priced).kernel_shape, v.expansion)
     return LayoutPrice(lay, where, float(e.time), float(e.tops),
                        {name: float(t.run_bytes) for name, t in e.traffic.items()},

@@ -358,7 +358,7 @@ def prediction(c: GemmConfig, e: Estimate, p: Params, design: Design, tops_low: 
     dev = c.dev
     peak = dev.peak_macs[dev.operands(c.types.dtype_in, c.types.dtype_b)]
     v = c.variant
-    assert v is not None, "a config with its tiling resolves its variant"
+    assert v is not None, "a config check_config accepts has a kernel variant (rules/defaults.variant)"
     terms = cluster_terms(p, Workload.of(c).kernel_shape, v.expansion)
     col_clusters = c.tiling.n // (v.et * c.kernel.mmul[2])
     mem = [sum(b.nbytes for b in design.memtile_buffers if b.home_col == col)
