@@ -162,4 +162,4 @@ lint: $(STAMP)
 
 # build/ only, whatever BUILD_DIR says: clean never deletes a folder named on the command line
 clean:
-	rm -rf build .pytest_cache .hypothesis
+	rm -rf build .pytest_cache .hypothesis .setuptools-build
