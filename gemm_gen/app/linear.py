@@ -25,12 +25,12 @@ The thresholds are therefore the model's, per layer shape and device, not fixed 
 design's predicted time, and docs/llm_weights.md lists the thresholds they give at Llama-3.2-1B's sizes.
 
 The datapath: on npu2 a Linear runs plain bf16 (emulate_bf16_with_bfp16=False) unless asked otherwise, as it holds
-the 1% a layer is held to (about 0.3% per layer on the formats' files); npu2's bfp16 datapath, the Gemm's default
-for bf16, quantizes x and the dequantized weights to bfp16 blocks of 8 along K and measures 0.8-1.0% per layer, up
-to past 1%: a speed option (`emulate_bf16_with_bfp16=True`, PREDICTED 2.4x faster decode and 4.7x faster prefill at
-Llama-3.2-1B's MLP, docs/llm_weights.md section 4), said on every call (`last_call.datapath`) with its measured
-loss. `loss_budget(x)` splits a call's error into its steps (x's rounding to bf16, the scales', the weights' and
-x's in the datapath, C's), each measured by gemm_gen.accuracy.measure.
+the 1% a layer is held to (0.25-0.35% per layer on the formats' files: DATAPATH_LOSS); npu2's bfp16 datapath, the
+Gemm's default for bf16, quantizes x and the dequantized weights to bfp16 blocks of 8 along K and measures
+0.72-1.08% per layer, past 1% at its worst: a speed option (`emulate_bf16_with_bfp16=True`, PREDICTED 2.4x faster
+decode and 4.7x faster prefill at Llama-3.2-1B's MLP, docs/llm_weights.md section 4), said on every call
+(`last_call.datapath`) with its measured loss. `loss_budget(x)` splits a call's error into its steps (x's rounding
+to bf16, the scales', the weights' and x's in the datapath, C's), each measured by gemm_gen.accuracy.measure.
 
 Inputs: NumPy arrays, anything with `__dlpack__` (a CPU torch tensor: np.from_dlpack, no copy; a bf16 tensor
 through an int16 view of it, as NumPy has no bf16 DLPack type) or `__array__`. What the Linear copies, and
