@@ -99,7 +99,7 @@ doctor: $(STAMP)
 
 sim: $(STAMP)
 	@echo "make sim: checking $(strip $(SHOWN))"
-	$(BIN)/gemm-gen simulate $(GEN_ARGS) --seed $(SEED)
+	$(BIN)/gemm-gen simulate $(GEN_ARGS) --seed $(SEED) --predicted
 
 plan: $(STAMP)
 	$(BIN)/gemm-gen plan $(GEN_ARGS)

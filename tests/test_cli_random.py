@@ -99,7 +99,7 @@ GENERATORS: dict[str, Gen] = {
 # flags drawn by `draw` itself (sizes, tiles, types, layouts, switches), or that only change the output
 DRAWN = {"--dev", "-M", "-K", "-N", "--runtime-sizes", "--weights", "--call-layouts", "-m", "-k", "-n", "--k-mt",
          "--dtype_in", "--dtype_b", "--dtype_out", "--acc", "--zero-points", "--a-col-maj", "--b-col-maj",
-         "--c-col-maj", "--chess", "--bias", "--json", "-v", "-h"}
+         "--c-col-maj", "--chess", "--bias", "--json", "-v", "-h", "--predicted", "--literal"}
 
 
 def draw(rng: random.Random, command: str) -> list[str]:
@@ -144,6 +144,8 @@ def draw(rng: random.Random, command: str) -> list[str]:
     for flag in ("--chess", "--bias"):
         if rng.random() < 0.12:
             argv.append(flag)
+    if simulate:  # make sim's closing PREDICTED line; the literal simulator now and then (slower, the same answers)
+        argv += ["--predicted"] * (rng.random() < 0.2) + ["--literal"] * (rng.random() < 0.03)
     for flag, gen in GENERATORS.items():
         if flag in ("--seed", "--inputs", "--activation-call") and not simulate:
             continue

@@ -8,6 +8,7 @@ changed what `make sim M=.. K=.. N=..` checked), and its first install is quiet.
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import re
 import shlex
@@ -81,6 +82,30 @@ def test_documented_targets_work(args, expect, tmp_path):
     assert expect.format(build=tmp_path) in done.stdout
     if "{build}" in expect:
         assert any(tmp_path.iterdir())
+
+
+def test_make_sim_ends_with_the_designs_predicted_throughput(capsys):
+    """Issue 33 item 6: `make sim` ends one line after PASS with the design's throughput, labelled PREDICTED: the
+    figures `gemm-gen predict` gives for the same request (the same design, chosen once by simulate)."""
+    from gemm_gen.app.cli import main
+
+    done = make("sim", "DEVICE=npu1", "M=256", "K=384", "N=128", "DTYPE_IN=i8", "DTYPE_OUT=i16")
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    last = done.stdout.splitlines()[-2:]
+    assert last[0] == "PASS" and last[1].startswith("PREDICTED on an npu1 (the analytical model, not a measurement): ")
+    assert main(["predict", "--dev", "npu1", "-M", "256", "-K", "384", "-N", "128", "--dtype_in", "i8", "--dtype_out",
+                 "i16", "--a-col-maj", "0", "--b-col-maj", "0", "--c-col-maj", "0", "--json"]) == 0
+    said = json.loads(capsys.readouterr().out)
+    assert f": {said['tops']:.2f} TOPS ({said['tops_low']:.2f} to {said['tops_high']:.2f} " in last[1]
+    assert f", {said['time_us']:,.0f} us for 256x384x128, {said['bound']} bound" in last[1]
+
+
+def test_make_sim_of_several_sizes_predicts_the_largest_it_serves():
+    done = make("sim", "DEVICE=npu1", "SIZES=100x200x50,64x64x64", "DTYPE_IN=i8", "DTYPE_OUT=i32")
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    last = done.stdout.splitlines()[-2:]
+    assert last[0] == "PASS: one design served all 2 sizes" and last[1].startswith("PREDICTED on an npu1")
+    assert "us for 100x200x64 (the largest size it serves)" in last[1]
 
 
 def test_a_build_dir_with_spaces_and_quotes_stays_one_argument(tmp_path):
