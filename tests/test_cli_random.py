@@ -101,7 +101,7 @@ GENERATORS: dict[str, Gen] = {
 # flags drawn by `draw` itself (sizes, tiles, types, layouts, switches), or that only change the output
 DRAWN = {"--dev", "-M", "-K", "-N", "--runtime-sizes", "--weights", "--call-layouts", "-m", "-k", "-n", "--k-mt",
          "--dtype_in", "--dtype_b", "--dtype_out", "--acc", "--zero-points", "--a-col-maj", "--b-col-maj",
-         "--c-col-maj", "--chess", "--bias", "--json", "-v", "-h", "--predicted", "--literal"}
+         "--c-col-maj", "--chess", "--bias", "--literal", "--json", "-v", "-h"}
 
 
 def draw(rng: random.Random, command: str) -> list[str]:
@@ -146,17 +146,22 @@ def draw(rng: random.Random, command: str) -> list[str]:
     for flag in ("--chess", "--bias"):
         if rng.random() < 0.12:
             argv.append(flag)
-    if simulate:  # make sim's closing PREDICTED line; the literal simulator now and then (slower, the same answers)
-        argv += ["--predicted"] * (rng.random() < 0.2) + ["--literal"] * (rng.random() < 0.03)
+    if simulate and rng.random() < 0.05:  # the literal simulator: the same verdicts, slower (rarely)
+        argv.append("--literal")
     for flag, gen in GENERATORS.items():
         if flag in ("--seed", "--inputs", "--activation-call") and not simulate:
             continue
         if rng.random() < (0.15 if wild else 0.03):
             value = gen(rng)  # a value that starts with '-' is written --flag=VALUE
             argv += [f"{flag}={value}"] if value.startswith("-") else [flag, value]
+    if simulate and rng.random() < 0.2:  # make sim's closing PREDICTED line
+        argv.append("--predicted")
     if rng.random() < 0.1:
         argv.append("--json")
     return argv
+
+
+DRAWN.add("--predicted")  # drawn by `draw` too: simulate's closing PREDICTED line, as make sim gives it
 
 
 def _flags(command: str) -> set[str]:
