@@ -99,7 +99,7 @@ doctor: $(STAMP)
 
 sim: $(STAMP)
 	@echo "make sim: checking $(strip $(SHOWN))"
-	$(BIN)/gemm-gen simulate $(GEN_ARGS) --seed $(SEED)
+	$(BIN)/gemm-gen simulate $(GEN_ARGS) --seed $(SEED) --predicted
 
 plan: $(STAMP)
 	$(BIN)/gemm-gen plan $(GEN_ARGS)
@@ -143,11 +143,13 @@ roofline: $(STAMP)
 # pytest-xdist worker per core, sharing the host kernel compiles (tests/host_compile.py)
 test: $(STAMP)
 	@echo "make test: every test but the slow and hardware ones (pytest -m 'not slow and not hardware'), one worker per core;"
-	@echo "           about TODO minutes on 2 cores from a clean clone, TODO with the compiled kernels cached (.pytest_cache/)"
+	@echo "           it ends with the CPU time it took (by module, and the host g++ compiles, which .pytest_cache/ keeps"
+	@echo "           for the next run) and how many random designs it checked: docs/testing.md says how to read it"
 	$(BIN)/python -m pytest -q -n auto
 
 test-slow: $(STAMP)
-	@echo "make test-slow: the full-size simulations and the model's calibration checks (pytest -m slow), about TODO minutes on 2 cores"
+	@echo "make test-slow: the full-size simulations and the model's calibration checks (pytest -m slow);"
+	@echo "                it ends with the CPU time it took, by module (docs/testing.md)"
 	$(BIN)/python -m pytest -q -n auto -m slow
 
 bench: $(STAMP)

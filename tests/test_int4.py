@@ -23,6 +23,8 @@ from gemm_gen.sim import simulate
 from gemm_gen.sim import words as w
 from gemm_gen.sim.run import ArraySession
 
+from .random_designs import record_config
+
 # the kernel tile per device that the small designs use: (m, k, n, k_mt)
 TILES = {"npu1": (32, 32, 32, 64), "npu2": (32, 64, 32, 128)}
 
@@ -170,9 +172,11 @@ def test_random_int4_designs_simulate_exactly(c, seed):
     try:
         design = build_design(c)
     except (ConfigError, DmaLimitError):
+        record_config(c, "refused")
         return  # an invalid random config is refused with a reason, never simulated
     r = simulate(design, seed=seed)
     assert r.passed, (c.to_json(), r.first_mismatch)
+    record_config(c)
 
 
 # ---- the operator and the CLI --------------------------------------------------------------------

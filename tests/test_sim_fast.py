@@ -34,6 +34,7 @@ from gemm_gen.spec import Problem
 from gemm_gen.tap import Tap
 
 from .conftest import small
+from .random_designs import record_config
 
 
 def _report(results: list) -> list[str]:
@@ -213,6 +214,8 @@ def test_random_designs_fast_equals_literal(c: GemmConfig, seed: int) -> None:
         problems.append(Problem(max(1, c.M // 2), c.K if c.runtime_sizes == "mn" else max(1, c.K // 2),
                                 max(1, c.N // 3)))
     assert_same(d, problems, seed)
+    assert all(r.passed for r in simulate_calls(d, problems, seed)), c.to_json()  # and both equal the reference
+    record_config(c, calls=len(problems))
 
 
 # ---- broken designs: the same error, and the fast path refused them --------------------------------------

@@ -237,7 +237,7 @@ class Gemm:
         Frobenius norm of C - A @ B relative to A @ B's): npu1 bf16 0.17%, npu2 bf16 (its default
         bfp16 datapath, which quantizes A and B to bfp16 blocks) 0.94%, npu2 bf16 with
         emulate_bf16_with_bfp16=False 0.17%; f32 outputs 4e-7 on npu1; acc='out' about 2.7% for
-        bf16; integer outputs clip(A @ B) exactly (README, "What C is"). Outputs whose A @ B
+        bf16; integer outputs clip(A @ B) exactly (docs/accuracy.md). Outputs whose A @ B
         leaves the output type (integers clamped, floats Inf) come with a NumericsWarning.
 
         A (M x K) and B (K x N) are 2-D arrays of real numbers (NumPy integers and floats, ml_dtypes
