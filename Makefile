@@ -49,7 +49,8 @@ is_01 = $(and $(filter 0 1,$(1)),$(filter 1,$(words $(1))))
 $(foreach v,$(SWITCH_VARS),$(if $(call is_01,$($(v))),,$(error $(v)=$($(v)) is $(if $($(v)),not 0 or 1,empty); \
 	give $(v)=0 or $(v)=1, or leave it out)))
 
-BUILD_ARGS := --build-dir $(BUILD_DIR)
+# BUILD_DIR in single quotes for the shell (a ' inside as '\''): a folder name with spaces stays one argument
+BUILD_ARGS := --build-dir '$(subst ','\'',$(BUILD_DIR))'
 TIMEOUT_ARGS := $(if $(TIMEOUT_MS),--timeout-ms $(TIMEOUT_MS))
 # what `make sim` and `make run` check: the device, the sizes, and every other variable given here
 SHOWN := DEVICE=$(DEVICE) $(foreach v,M K N SIZES,$(if $($(v)),$(v)=$($(v)))) \
@@ -71,7 +72,7 @@ help:
 $(STAMP): pyproject.toml
 	@echo "installing gemm_gen and its dependencies into $(VENV)/ with $(PYTHON) (log: $(INSTALL_LOG))"
 	@mkdir -p $(VENV) && { $(PYTHON) -m venv $(VENV) && $(BIN)/pip install --upgrade pip \
-		&& $(BIN)/pip install -e '.[dev]'; } > $(INSTALL_LOG) 2>&1 \
+		&& $(BIN)/pip install -e '.[dev,llm]'; } > $(INSTALL_LOG) 2>&1 \
 		|| { cat $(INSTALL_LOG) >&2; echo "make: installing into $(VENV)/ failed: the log is above and in $(INSTALL_LOG)" >&2; exit 1; }
 	@touch $(STAMP)
 	@echo "installed; to run gemm-gen directly: source $(VENV)/bin/activate (or export PATH=\"$$PWD/$(BIN):\$$PATH\")"
@@ -84,7 +85,7 @@ doctor: $(STAMP)
 
 sim: $(STAMP)
 	@echo "make sim: checking $(strip $(SHOWN))"
-	$(GEMM_GEN) simulate $(GEN_ARGS) --seed $(SEED)
+	$(GEMM_GEN) simulate $(GEN_ARGS) --seed $(SEED) --predicted
 
 plan: $(STAMP)
 	$(GEMM_GEN) plan $(GEN_ARGS)
@@ -122,25 +123,31 @@ tune: $(STAMP)
 	$(GEMM_GEN) tune $(GEN_ARGS) --top $(TOP)
 
 roofline: $(STAMP)
-	$(GEMM_GEN) roofline $(GEN_ARGS) --out-dir $(BUILD_DIR)
+	$(GEMM_GEN) roofline $(GEN_ARGS) --out-dir '$(subst ','\'',$(BUILD_DIR))'
 
-# the tests write only into temporary folders, never into build/ (tests/conftest.py checks it)
+# the tests write only into temporary folders, never into build/ (tests/conftest.py checks it); -n auto: one
+# pytest-xdist worker per core, sharing the host kernel compiles (tests/host_compile.py)
 test: $(STAMP)
-	@echo "make test: the suite takes about 9 minutes on 2 cores (pytest prints its own time at the end)"
-	$(BIN)/python -m pytest -q
+	@echo "make test: every test but the slow and hardware ones (pytest -m 'not slow and not hardware'), one worker per core;"
+	@echo "           it ends with the CPU time it took (by module, and the host g++ compiles, which .pytest_cache/ keeps"
+	@echo "           for the next run) and how many random designs it checked: docs/testing.md says how to read it"
+	$(BIN)/python -m pytest -q -n auto
 
 test-slow: $(STAMP)
-	$(BIN)/python -m pytest -q -m slow
+	@echo "make test-slow: the full-size simulations and the model's calibration checks (pytest -m slow);"
+	@echo "                it ends with the CPU time it took, by module (docs/testing.md)"
+	$(BIN)/python -m pytest -q -n auto -m slow
 
 bench: $(STAMP)
 	$(BIN)/python scripts/bench_sim.py
 	$(BIN)/python scripts/bench_tune.py
+	$(BIN)/python scripts/bench_cli.py
 
 lint: $(STAMP)
-	$(BIN)/pip install --quiet -e '.[dev,lint]'
+	$(BIN)/pip install --quiet -e '.[dev,llm,lint]'
 	$(BIN)/ruff check gemm_gen tests scripts
 	$(BIN)/mypy gemm_gen
 
 # build/ only, whatever BUILD_DIR says: clean never deletes a folder named on the command line
 clean:
-	rm -rf build .pytest_cache .hypothesis
+	rm -rf build .pytest_cache .hypothesis .setuptools-build

@@ -30,12 +30,39 @@ and the IRON lowering all read::
     design = build_design(chosen.config)   # chosen.filled names what the search chose
 """
 
-from .app.operator import Gemm  # imported eagerly: `from gemm_gen import Gemm` is the newcomer's first line
-from .config import GemmConfig
-from .design import Design, build_design
-from .search import Choice, choose
-from .spec import Options, Pins, Problem, Request, Tiling
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from .version import __version__
 
-__all__ = ["Choice", "Design", "Gemm", "GemmConfig", "Options", "Pins", "Problem", "Request", "Tiling", "__version__",
-           "build_design", "choose"]
+if TYPE_CHECKING:  # what the names below are, for type checkers; at run time each loads when first used
+    from .app.linear import Linear
+    from .app.operator import Gemm
+    from .config import GemmConfig
+    from .design import Design, build_design
+    from .search import Choice, choose
+    from .spec import Options, Pins, Problem, Request, Tiling
+
+# The front door's names and the modules that define them. Each loads when first asked for (PEP 562), so that
+# `import gemm_gen.app.cli` (every `gemm-gen` command) does not pay for the operator, the simulator and the back
+# ends before it parses its flags (issue 33 item 3); `from gemm_gen import Gemm` works as before.
+EXPORTS = {"Gemm": "app.operator", "Linear": "app.linear", "GemmConfig": "config", "Design": "design",
+           "build_design": "design", "Choice": "search", "choose": "search", "Options": "spec", "Pins": "spec",
+           "Problem": "spec", "Request": "spec", "Tiling": "spec"}
+
+__all__ = ["Choice", "Design", "Gemm", "GemmConfig", "Linear", "Options", "Pins", "Problem", "Request", "Tiling",
+           "__version__", "build_design", "choose"]
+
+
+def __getattr__(name: str) -> Any:
+    if name not in EXPORTS:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{EXPORTS[name]}"), name)
+    globals()[name] = value  # found once: later reads do not come back here
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *EXPORTS})

@@ -1,7 +1,8 @@
 """Write output files whole or not at all, so a failure never leaves a half-written build/.
 
 The paths a user names (-o, --build-dir, --out-dir) are checked before anything is computed or
-written: a missing parent directory is created, anything else that cannot hold the output (a
+written, by trying (a directory made and a file written there, both removed at once): a missing parent
+directory is created, anything else that cannot hold the output (a
 file where a folder belongs, a directory or a special file where a file belongs, a dangling
 symlink, a directory we may not write) is refused in one line naming the flag, the path and the fix.
 """
@@ -127,12 +128,38 @@ def _first_problem(path: Path, flag: str, given: Path, want: str) -> OutputError
     return None
 
 
+def _probe(path: Path, flag: str, given: Path, want: str) -> OutputError | None:
+    """Why the directory `path` cannot take a file, found by trying: its missing directories are made and a
+    temporary file is written in it, then both are removed (None: it can). os.access cannot tell: it lets root
+    write anywhere, /proc and read-only mounts included, where the real write fails after all the work."""
+    made: list[Path] = []
+    missing = [d for d in (path, *path.parents) if not (d.exists() or d.is_symlink())]
+    try:
+        for d in reversed(missing):  # the outermost first
+            try:
+                d.mkdir()
+            except OSError as e:
+                return OutputError(f"{flag} {given}: cannot create {d}: {e.strerror or e}",
+                                   f"give {flag} {want} you can write")
+            made.insert(0, d)  # deepest first, for _remove_empty
+        try:
+            fd, tmp = tempfile.mkstemp(dir=path, prefix=".gemm_gen_probe.", suffix=".tmp")
+            os.close(fd)
+            os.unlink(tmp)
+        except OSError as e:
+            return OutputError(f"{flag} {given}: cannot write in {path}: {e.strerror or e}",
+                               f"give {flag} {want} you can write")
+    finally:
+        _remove_empty(made)
+    return None
+
+
 def check_output_dir(path: str | Path, flag: str) -> Path:
     """`path` as a directory outputs can go into (made later, with its parents, when missing)."""
     if str(path) == "":
         raise OutputError(f"{flag} is empty", f"give {flag} a directory, e.g. {flag} build")
     p = Path(path)
-    problem = _first_problem(p, flag, p, "a directory")
+    problem = _first_problem(p, flag, p, "a directory") or _probe(p, flag, p, "a directory")
     if problem is not None:
         raise problem
     return p
@@ -155,7 +182,8 @@ def check_output_file(path: str | Path, flag: str) -> Path:
         # a rename would replace the device or pipe itself (as root, /dev/null included)
         raise OutputError(f"{flag} {p} is not a regular file (a device, pipe or socket)",
                           f"give {flag} a regular file, or leave {flag} out")
-    problem = _first_problem(p.parent, flag, Path(path), "a file in a directory")
+    want = "a file in a directory"
+    problem = _first_problem(p.parent, flag, Path(path), want) or _probe(p.parent, flag, Path(path), want)
     if problem is not None:
         raise problem
     return p

@@ -9,7 +9,7 @@ from __future__ import annotations
 from . import groupquant
 from . import precision as prec
 from .config import B_PACKS, L1_SCHEMES, RUNTIME_SIZES, GemmConfig, b_packs
-from .dtypes import I4, dtype
+from .dtypes import I4, DType, dtype
 from .epilogue import mode_ops
 from .errors import ConfigError, opt
 from .hw.devices import Device, MmulShape, TileKind
@@ -201,13 +201,45 @@ def check_scalar_types(c: GemmConfig) -> None:
                           f"use {opt('dtype_out', *allowed)}")
     default = dev.mmul_shape(t_in.name, bool(c.kernel.emulate_bf16_with_bfp16),
                              c.types.dtype_b)  # raises for a wrong device/type
-    shapes_ok = (default,) if c.kernel.emulate_bf16_with_bfp16 else dev.shapes(dev.operands(t_in.name, c.types.dtype_b))
-    if c.kernel.mmul_shape is not None and tuple(c.kernel.mmul_shape) not in shapes_ok:
-        shapes = ", ".join("x".join(map(str, sh)) for sh in shapes_ok)
-        raise ConfigError(f"mmul {'x'.join(map(str, c.kernel.mmul_shape))} is not an aie::mmul shape of "
-                          f"{dev.name} for {dev.operands(t_in.name, c.types.dtype_b)}", f"use one of {shapes}")
+    operands = dev.operands(t_in.name, c.types.dtype_b)
+    shapes_ok = (default,) if c.kernel.emulate_bf16_with_bfp16 else dev.shapes(operands)
+    laid_out = [sh for sh in shapes_ok if not _block_rows_cut(c, sh)]  # the shapes the DMAs can lay out
+    shapes = ", ".join("x".join(map(str, sh)) for sh in laid_out)
+    given = None if c.kernel.mmul_shape is None else tuple(c.kernel.mmul_shape)
+    if given is not None and given not in shapes_ok:
+        raise ConfigError(f"mmul {'x'.join(map(str, given))} is not an aie::mmul shape of "
+                          f"{dev.name} for {operands}", f"use one of {shapes}")
+    cut = None if given is None else _block_rows_cut(c, given)
+    if given is not None and cut:  # an mmul of the device no design can feed: refused before any tiling is tried
+        raise ConfigError(f"mmul {'x'.join(map(str, given))} for {operands} can feed no "
+                          f"design: {cut}, and the DMAs lay out the kernel's blocks in whole 32-bit words",
+                          f"use one of {shapes}")
     if c.types.t_b.is_packed:
         check_int4_layout(c)
+    expansion = c.kernel.expansion
+    if expansion is not None:  # a given expansion must fit the registers: no tiling needed to say so
+        problem = kv.expansion_problem(dev, operands, c.kernel.mmul, bool(c.kernel.emulate_bf16_with_bfp16),
+                                       (int(expansion[0]), int(expansion[1])))
+        if problem is not None:
+            raise ConfigError(*problem)
+
+
+def _block_rows_cut(c: GemmConfig, shape: tuple[int, ...]) -> str | None:
+    """Why the rows of an mmul's blocks (A's r x s: s values; B's s x t and C's r x t: t values) are not whole
+    32-bit words (check_granularity's rule for the s and t runs, which no tile size changes), or None."""
+    _, s, t = shape
+    types = c.types
+    runs = [("s", s, types.t_in), ("t", t, types.t_out)] + ([] if c.groups.group_size else [("t", t, types.t_b)])
+    return next((why for name, count, typ in runs if (why := _not_whole_words(name, count, typ))), None)
+
+
+def _not_whole_words(name: str, count: int, t: DType) -> str | None:
+    """Why `count` values of `t` in a row are not whole 32-bit words (a BD moves words), or None."""
+    if t.is_packed and count % t.unit_elems:  # half-byte values: a run must be whole words of them
+        return f"{name}={count} x {t} = {count * t.elem_bytes:g} B is not a multiple of the 4-byte DMA word"
+    if not t.is_block and t.nbytes(count) % 4:
+        return f"{name}={count} x {t} = {t.nbytes(count)} B is not a multiple of the 4-byte DMA word"
+    return None
 
 
 def check_int4_layout(c: GemmConfig) -> None:
@@ -273,6 +305,20 @@ def check_divisibility(c: GemmConfig) -> None:
         raise ConfigError(*_divisibility_error(c, broken[0], st))
 
 
+# the tiling sizes each granularity rule (tiling_rule.conditions, by name) reads
+_RULE_SIZES = {"m": {"m"}, "T_MA": {"m", "rho"}, "k": {"k"}, "n": {"n"}, "k_mt": {"k_mt", "k"}}
+
+
+def check_pinned_granularity(c: GemmConfig, pinned: set[str]) -> None:
+    """The granularity rules (check_divisibility's) that read only the `pinned` sizes of c's tiling: a
+    given m, k, n, k_mt or rho is refused before any search prices a tiling with it."""
+    st = tiling_rule.steps(c.kernel.mmul, c.types.precision.block, c.kernel.block)
+    ti = c.tiling
+    for name, ok in tiling_rule.conditions(st, ti.m, ti.k, ti.n, ti.k_mt, ti.rho):
+        if not ok and _RULE_SIZES[name.split()[0]] <= pinned:
+            raise ConfigError(*_divisibility_error(c, name, st))
+
+
 def _divisibility_error(c: GemmConfig, name: str, st: tiling_rule.Steps) -> tuple[str, str]:
     """(what, fix) for the broken granularity rule `name` (a tiling_rule.conditions name)."""
     r, s, t = c.kernel.mmul
@@ -315,16 +361,12 @@ def check_granularity(c: GemmConfig) -> None:
     if c.groups.group_size:  # W4A16: B moves as whole objects, never re-tiled (npu1's t = 4 needs no word of 8)
         runs = [run for run in runs if run[2] is not c.types.t_b]
     for name, count, t in runs:
-        if t.is_packed and count % t.unit_elems:  # half-byte values: a run must be whole words of them
-            raise ConfigError(
-                f"{name}={count} x {t} = {count * t.elem_bytes:g} B is not a multiple of the 4-byte DMA word "
-                f"(a BD moves 32-bit words: {t} runs are multiples of {t.unit_elems} values)",
-                f"choose sizes whose {t} runs are multiples of {t.unit_elems} values")
-        if not t.is_block and t.nbytes(count) % 4:
-            raise ConfigError(
-                f"{name}={count} x {t} = {t.nbytes(count)} B is not a multiple of the 4-byte DMA word",
-                "choose sizes whose rows are whole 32-bit words",
-            )
+        why = _not_whole_words(name, count, t)
+        if why and t.is_packed:
+            raise ConfigError(f"{why} (a BD moves 32-bit words: {t} runs are multiples of {t.unit_elems} values)",
+                              f"choose sizes whose {t} runs are multiples of {t.unit_elems} values")
+        if why:
+            raise ConfigError(why, "choose sizes whose rows are whole 32-bit words")
 
 
 def check_l1(c: GemmConfig) -> None:

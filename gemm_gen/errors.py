@@ -31,17 +31,22 @@ def _plain(name: str, values: tuple[object, ...]) -> str:
 
 
 _default: list[Speller] = [_plain]  # the CLI's, once spec.py is imported (use_spelling)
-_current: ContextVar[Speller | None] = ContextVar("gemm_gen_spelling", default=None)
+_named: dict[str, Speller] = {}  # the front ends' spellings by name (spec.SPELLINGS, once spec.py is imported)
+_current: ContextVar[Speller | str | None] = ContextVar("gemm_gen_spelling", default=None)
 
 
-def use_spelling(speller: Speller) -> None:
-    """The spelling messages read in unless a front end chooses another (spec.py: the CLI's)."""
+def use_spelling(speller: Speller, named: dict[str, Speller] | None = None) -> None:
+    """The spelling messages read in unless a front end chooses another (spec.py: the CLI's), and the
+    spellings a front end can choose by name."""
     _default[0] = speller
+    _named.update(named or {})
 
 
 @contextmanager
-def spelling(speller: Speller) -> Iterator[None]:
-    """Messages read in `speller`'s terms inside the block (the CLI run by make: make's variables)."""
+def spelling(speller: Speller | str) -> Iterator[None]:
+    """Messages read in `speller`'s terms inside the block (the CLI run by make: make's variables). A name
+    ("make") is looked up when a message is read, so the CLI chooses one before it loads the option table
+    (app/cli.py loads no more than it must); an unknown name reads as the default."""
     token = _current.set(speller)
     try:
         yield
@@ -49,11 +54,18 @@ def spelling(speller: Speller) -> Iterator[None]:
         _current.reset(token)
 
 
+def _in_use() -> Speller:
+    chosen = _current.get()
+    if isinstance(chosen, str):
+        return _named.get(chosen, _default[0])
+    return chosen or _default[0]
+
+
 def spelled(text: str, speller: Speller | None = None) -> str:
     """`text` with each option placeholder spelled by `speller` (None: the spelling in use)."""
     if _MARK not in text:
         return text
-    speller = speller or _current.get() or _default[0]
+    speller = speller or _in_use()
     parts = text.split(_MARK)
     for i in range(1, len(parts), 2):
         name, *values = parts[i].split(_SEP)

@@ -25,6 +25,7 @@ from .config import GemmConfig
 from .hw.devices import TILE_EXTENT_SEARCH_MAX, TileKind
 from .rules import dma, l1, memtile, tiling
 from .rules import epilogue as epilogue_rule
+from .rules import kernel_variant as kv
 from .rules.padding import ceil_div, round_up, tasks_fit, tiles_per_core
 from .spec import Pins, Problem
 
@@ -113,7 +114,9 @@ def tilings(base: GemmConfig, problem: Problem, pins: Pins) -> Tilings:
 def mask(base: GemmConfig, problem: Problem, candidates: Tilings, pins: Pins) -> np.ndarray:
     """Which candidates the rules that do not depend on k_mt accept: the runtime sequence's task
     count (rules/padding.py), a W4A16 tile's k against its group size and its L1 bytes (rules/l1.py's
-    `largest_k` only bounds k there), and for a pinned k_mt, that it is whole k-steps within the BD extent."""
+    `largest_k` only bounds k there), a given expansion's clusters (kernel_variant.divides: the model
+    prices no tile the kernel cannot split), and for a pinned k_mt, that it is whole k-steps within the BD
+    extent."""
     rows, cols = base.array.rows, base.array.cols
     keep = np.asarray(tasks_fit(tiles_per_core(problem.M, problem.N, candidates.m * rows, candidates.n * cols),
                                 base.a_shims, cols))
@@ -124,6 +127,10 @@ def mask(base: GemmConfig, problem: Problem, candidates: Tilings, pins: Pins) ->
         keep = keep & group_k_ok(candidates.k, base.groups.group_size)
         keep = keep & np.asarray(l1.fits(base.l1_options, base.dev.l1_bytes, candidates.m, candidates.k, candidates.n,
                                          candidates.rho))
+    ex = base.kernel.expansion
+    if ex is not None and not base.kernel.block:  # a given expansion splits each tile into whole clusters
+        keep = keep & kv.divides(base.kernel.mmul, (int(ex[0]), int(ex[1])), candidates.m // candidates.rho,
+                                 candidates.n)
     k_mt = pins.k_mt
     if k_mt is not None:
         chunked = memtile.b_chunked(base.layout.b_col_maj, base.layout.b_pack)

@@ -580,4 +580,4 @@ def spell_operator(name: str, values: tuple[Any, ...]) -> str:
 
 SPELLINGS: dict[str, Callable[[str, tuple[Any, ...]], str]] = {
     "cli": spell_cli, "make": spell_make, "operator": spell_operator}
-use_spelling(spell_cli)  # messages read in the CLI's terms unless a front end chooses its own
+use_spelling(spell_cli, SPELLINGS)  # messages read in the CLI's terms unless a front end chooses its own

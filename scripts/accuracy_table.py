@@ -1,12 +1,13 @@
 """What each numerics path loses against the exact A @ B, measured through the simulator.
 
-    python scripts/accuracy_table.py          # the table the README and Gemm's docstring quote
+    python scripts/accuracy_table.py          # docs/accuracy.md's table (scripts/readme_figures.py writes it there)
 
 Float paths: A 16 x 4096 and B 4096 x 256 of standard normal values rounded to bf16 (seed 0);
 integer paths: 64 x 256 times 256 x 64 uniform over the whole input type (seed 0), where most
 sums leave a narrow output type. Each row runs Gemm(...).simulate(A, B, report=True) with the
 tuner's design and prints the Frobenius and max relative error against float64 / int64 A @ B, and
-how many outputs equal A @ B rounded (and saturated) once. The default accumulator (C kept in
+how many outputs equal A @ B rounded once (an output whose A @ B leaves the output type, clamped or wrapped, never
+does: integer rows also give the share equal to clip(A @ B), what saturation means). The default accumulator (C kept in
 fp32 / int32 / int64 across K) and acc='out' (C requantized every k-step, as mlir-aie) side by side.
 """
 
@@ -58,10 +59,34 @@ def row(label: str, kw: dict[str, object]) -> str:
     for acc in (None, "out"):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", NumericsWarning)  # the table shows what the warning says
-            _, r = Gemm(**kw, acc=acc).simulate(a, b, report=True)
+            c, r = Gemm(**kw, acc=acc).simulate(a, b, report=True)
+        clip = ""
+        if np.issubdtype(c.dtype, np.integer):  # C against clip(A @ B): the saturated outputs as meant too
+            info = np.iinfo(c.dtype)
+            want = np.clip(a.astype(np.int64) @ b.astype(np.int64), info.min, info.max)
+            clip = f"; {np.count_nonzero(c == want) / c.size:.1%} equal to clip(A @ B)"
         cells.append(f"{percent(r.frobenius_rel)} / {r.max_rel:.2e} / {r.exact / r.elements:.1%}"
-                     + (f" ({r.saturated:,} sat.)" if r.saturated else ""))
+                     + (f" ({r.saturated:,} sat.)" if r.saturated else "") + clip)
     return f"| {label} | {' | '.join(cells)} |"
+
+
+def activation_row(device: str, activation: str, kw: dict[str, object]) -> str:
+    """One activation on one path: C = act(A @ B + bias) against float64, normwise and elementwise (the tail that
+    accuracy.ACTIVATION_TAIL states for SiLU and GELU)."""
+    M, K, N = ACTIVATION_SHAPE
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((M, K)).astype(ml_dtypes.bfloat16)
+    b = rng.standard_normal((K, N)).astype(ml_dtypes.bfloat16)
+    bias = rng.standard_normal(N).astype(np.float32)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", NumericsWarning)
+        _, r = Gemm(device=device, dtype_in="bf16", bias=True, activation=activation, **kw).simulate(
+            a, b, bias=bias, report=True)
+    path = f"{device} bf16{' (bfp16 datapath)' if device == 'npu2' and not kw else ''}"
+    return f"| {path}, {activation} | {percent(r.frobenius_rel)} | {r.max_rel:.3f} |"
+
+
+ACTIVATION_SHAPE = (64, 192, 96)  # N(0, 1) bf16 A, B and an f32 bias (docs/epilogues.md section 5's shape)
 
 
 def main() -> None:
@@ -71,6 +96,12 @@ def main() -> None:
     print("| | Frobenius / max rel / equal to A @ B rounded once | same |")
     for label, kw in PATHS:
         print(row(label, kw), flush=True)
+    print(f"\n| path, act(A @ B + bias), {'x'.join(map(str, ACTIVATION_SHAPE))} | normwise (Frobenius) | "
+          "elementwise max rel where \\|target\\| >= 2^-6 |")
+    print("|---|---|---|")
+    for device, kw in (("npu1", {}), ("npu2", {"emulate_bf16_with_bfp16": False}), ("npu2", {})):
+        for activation in ("relu", "silu", "gelu"):
+            print(activation_row(device, activation, kw), flush=True)
 
 
 if __name__ == "__main__":

@@ -10,6 +10,13 @@ ObjectFifos and pin untiled Buffers; Kernel calls need a resolved kernel and the
 arguments, with Buffers unwrapped; a handle has one endpoint (a Worker, a link or the runtime); a
 WorkerRuntimeBarrier is waited on and released only in a core of a Worker it was given, set only in the
 runtime sequence, to a lock value (0..63).
+Below ObjectFifo (1.4.3's programming guide sections 2g/2h): explicitly placed Buffers a Worker on a
+neighbouring tile may also be given, Locks, Flows and per-tile DMA programs (TileDma, DmaChannel, Bd,
+Acquire, Release), registered with Runtime.add_lock / add_flow / add_tile_dma; at resolve_program they are
+held to what 1.4.3 verifies of them: a buffer or lock used only from a tile whose memory affinity reaches
+it (own, west, north, south but not a memtile), a core tile's DMA on its own buffers and locks only, lock
+ids and the locks a tile has (the fifos' counted), one acquire and one release per BD, the BDs and DMA
+channels a tile has (the fifos' counted).
 What mlir-aie refuses later is checked at resolve_program too: when the resolved module is verified,
 each func.call operand's type against the kernel's declaration, every shim transfer inside its
 runtime buffer (DMABDOp verifier), every Buffer placed, no data layout on a shim end and a link's
@@ -189,6 +196,7 @@ class Recorder:
     rt_events: list[tuple[str, Any]] = field(default_factory=list)  # ("task", group) / ("finish", group) in order
     barriers: list[WorkerRuntimeBarrier] = field(default_factory=list)
     locks: list[tuple[Tile, str]] = field(default_factory=list)  # the barrier locks Workers made, (tile, barrier)
+    lock_uses: list[tuple[Lock, Worker]] = field(default_factory=list)  # explicit Locks a Worker's core used
     ops: list[tuple] = field(default_factory=list)  # the worker currently traced
     tracing: Worker | None = None
     sequence: _ActiveSequence | None = None
@@ -231,6 +239,7 @@ class Buffer:
         self.address, self.mem_bank = address, mem_bank
         self._name = name if name is not None else f"buf_{next(Buffer._index)}"
         self._tile, self._explicit_tile, self._owner_worker = tile, tile is not None, None
+        self._readers: list[Worker] = []  # the non-owning Workers an explicitly placed Buffer was also given
         self.op: Any = None
         REC.buffers.append(self)
 
@@ -249,8 +258,8 @@ class Buffer:
 
     def __getitem__(self, idx):
         """In a core: memref.load of one element (an i32 SSA value, usable as a range_ bound)."""
-        if REC.tracing is None or self._owner_worker is not REC.tracing:
-            raise ValueError(f"{self._name}[{idx}] is read outside the worker that holds the buffer")
+        if REC.tracing is None or (self._owner_worker is not REC.tracing and REC.tracing not in self._readers):
+            raise ValueError(f"{self._name}[{idx}] is read outside the workers that were given the buffer")
         if not isinstance(idx, (int, np.integer)) or not 0 <= idx < _count(shape_dtype(self.type)[0]):
             raise IndexError(f"{self._name}[{idx}]: index outside the buffer")
         REC.ops.append(("load", self._name, int(idx)))  # where the core reads it, for ordering checks
@@ -591,10 +600,13 @@ class Worker:
                 arg.endpoint = self
                 self.fifos.append(arg)
             elif isinstance(arg, Buffer):
+                # worker.py L160-189 at 1.4.3: an explicitly placed Buffer may be shared; later Workers are readers
                 if arg._owner_worker is not None and arg._owner_worker is not self:
                     if not arg._explicit_tile:
                         raise ValueError(f"Buffer '{arg._name}' has no explicit tile and is shared across Workers; "
                                          f"pin it to a tile (Buffer(tile=...)) so placement is unambiguous.")
+                    self.buffers.append(arg)
+                    arg._readers.append(self)
                 else:
                     arg._owner_worker = self
                     self.buffers.append(arg)
@@ -668,7 +680,7 @@ class WorkerRuntimeBarrier:
         value = _lock_value(f"{self.name}.{action}", value)
         if REC.tracing is None:  # UseLockOp::verify (AIEDialect.cpp): a use_lock outside a core or a DMA
             raise ValueError("'aie.use_lock' op expects some parent op to be one of AIE::device, AIE::core, "
-                             "func::func, AIE::mem, or AIE::shimDMA")
+                             "func::func, AIE::mem, AIE::shimDMA, or AIEX::dma_configure_task")
         if lock[0] is not REC.tracing.tile:
             raise ValueError(f"{self.name}.{action} in the core of {REC.tracing.tile} uses the lock of {lock[0]}: "
                              f"the barrier was last registered by another Worker")
@@ -691,6 +703,213 @@ class WorkerRuntimeBarrier:
 
     def release_with_value(self, value):
         self._use_lock("release", value)
+
+
+# ---- the lower-level primitives: Lock, Flow, TileDma (1.4.3's programming guide sections 2g and 2h) -----------
+# What IRON 1.4.3 offers below ObjectFifo (1.4.3/api/iron/index.html "Advanced primitives", gh-pages @5100e2d6):
+# python/iron/lock.py L33-55 (Lock), L91-99 (acquire); python/iron/dataflow/flow.py L70-104 (Flow);
+# python/iron/dataflow/tile_dma.py (Acquire, Release, Bd, DmaChannel dataclasses; TileDma L231-257); Runtime
+# add_flow / add_lock / add_tile_dma (runtime.py L255-271). Program.resolve_program (program.py L148-239) resolves
+# the Runtime's locks before the TileDma buffers and the Worker bodies, and the TileDma programs after the Workers.
+class NotResolvedError(Exception):
+    """python/iron/resolvable.py's error: an object's op asked for before the object was resolved."""
+
+
+class WireBundle:  # the aie.dialects._aie_enum_gen names the stand-in uses
+    DMA = "DMA"
+
+
+class DMAChannelDir:
+    S2MM = "S2MM"
+    MM2S = "MM2S"
+
+
+class Lock:
+    """A named aie.lock on a tile. Resolved only when given to Runtime.add_lock (program.py L206-207 at 1.4.3
+    resolves `self._rt.locks` and nothing else), so a Lock a core or a DMA uses without it has no op."""
+
+    _glock_index = itertools.count()
+
+    def __init__(self, tile, lock_id=None, init=0, name=None):
+        self._tile, self._lock_id, self._init = tile, lock_id, init
+        self._name = name or f"lock_{next(Lock._glock_index)}"
+        self._op: Any = None
+
+    @property
+    def tile(self) -> Tile:
+        return self._tile
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @property
+    def lock_id(self) -> int | None:
+        return self._lock_id
+
+    @property
+    def init(self) -> int:
+        return self._init
+
+    # python/iron/lock.py: `op` raises NotResolvedError until resolve() ran (stored version @087517df; the 1.4.3
+    # render @5100e2d6 shows acquire, acquire_exact and release emitting use_lock(self.op, ...), L91-107)
+    @property
+    def op(self) -> Any:
+        if self._op is None:
+            raise NotResolvedError(f"Lock {self._name} has no op: register it with Runtime.add_lock (only the "
+                                   f"runtime's locks are resolved, python/iron/program.py L206-207)")
+        return self._op
+
+    def resolve(self, loc=None, ip=None) -> None:
+        if self._op is None:
+            if self._tile is None or not self._tile.placed:  # lock.py resolve() (stored version @087517df)
+                raise ValueError("Cannot resolve Lock until it has been placed.")
+            self._op = ("lock", self._name)
+
+    def acquire(self, value=1):
+        """aie.use_lock(self, AcquireGreaterEqual, value): wait until the lock is >= value, then take value."""
+        self._use("acquire_ge", value)
+
+    def acquire_exact(self, value=1):
+        """aie.use_lock(self, Acquire, value): wait until the lock equals value (AIE2 acquire-equal)."""
+        self._use("acquire_eq", value)
+
+    def release(self, value=1):
+        """aie.use_lock(self, Release, value): add value to the lock."""
+        self._use("release", value)
+
+    def _use(self, action: str, value: Any) -> None:
+        value = _lock_value(f"{self._name}.{action}", value)
+        self.op  # noqa: B018 - lock.py emits use_lock(self.op, ...): an unresolved lock fails here
+        if REC.tracing is None:  # UseLockOp::verify, AIEDialect.cpp 4073-4076 at 1.4.3 (doxygen render @7fdaee03)
+            raise ValueError("'aie.use_lock' op expects some parent op to be one of AIE::device, AIE::core, "
+                             "func::func, AIE::mem, AIE::shimDMA, or AIEX::dma_configure_task")
+        REC.ops.append(("lock", self._name, action, value))
+        REC.lock_uses.append((self, REC.tracing))
+
+    def __repr__(self) -> str:
+        return f"<lock {self._name} at {self._tile}>"
+
+
+@dataclass(eq=False)
+class Acquire:
+    """aie.use_lock(lock, AcquireGreaterEqual | Acquire, value) at the start of a BD (tile_dma.py at 1.4.3)."""
+
+    lock: Lock
+    value: int = 1
+    greater_equal: bool = True
+
+
+@dataclass(eq=False)
+class Release:
+    """aie.use_lock(lock, Release, value) at the end of a BD (tile_dma.py at 1.4.3)."""
+
+    lock: Lock
+    value: int = 1
+
+
+@dataclass(eq=False)
+class Bd:
+    """One BD block: acquires, aie.dma_bd of `buffer`, releases, aie.next_bd (tile_dma.py at 1.4.3)."""
+
+    buffer: Buffer
+    offset: int = 0
+    length: int | None = None
+    acquires: list = field(default_factory=list)
+    releases: list = field(default_factory=list)
+    next: int | str | None = "self"
+    packet: tuple | None = None
+    bd_id: int | None = None
+    sizes: list = field(default_factory=list)
+    strides: list = field(default_factory=list)
+    pad_dimensions: list | None = None
+    iteration: Any = None
+    out_of_order_id: int | None = None
+
+    def successor(self, index: int, count: int) -> int | None:
+        """The index of the BD this one chains to in its channel (None: the chain ends)."""
+        if self.next == "self":
+            return index
+        return self.next if isinstance(self.next, int) and 0 <= self.next < count else None
+
+
+@dataclass(eq=False)
+class DmaChannel:
+    """One DMA channel of a tile with its BD chain (tile_dma.py at 1.4.3)."""
+
+    direction: str
+    channel: int
+    bds: list
+    pad_value: int = 0
+    repeat_count: int = 0
+    out_of_order: bool = False
+
+
+class TileDma:
+    """A tile's explicit DMA program: aie.mem (core tile), aie.memtile_dma or aie.shim_dma (tile_dma.py L231-257
+    at 1.4.3); registered with Runtime.add_tile_dma and resolved after the Workers."""
+
+    def __init__(self, tile, channels):
+        self._tile = tile
+        self._channels = list(channels)
+        self._resolved = False
+
+    @property
+    def tile(self) -> Tile:
+        return self._tile
+
+    @property
+    def channels(self) -> list[DmaChannel]:
+        return list(self._channels)
+
+    def all_tiles(self) -> list[Tile]:
+        return [self._tile]
+
+    def all_buffers_and_locks(self) -> tuple[list[Buffer], list[Lock]]:
+        buffers: list[Buffer] = []
+        locks: list[Lock] = []
+        for ch in self._channels:
+            for bd in ch.bds:
+                if bd.buffer not in buffers:
+                    buffers.append(bd.buffer)
+                for use in (*bd.acquires, *bd.releases):
+                    if use.lock not in locks:
+                        locks.append(use.lock)
+        return buffers, locks
+
+    def resolve(self, loc=None, ip=None) -> None:
+        """Acquire.emit / Release.emit use each lock's op: a lock the Runtime was not given fails here."""
+        for ch in self._channels:
+            for bd in ch.bds:
+                for use in (*bd.acquires, *bd.releases):
+                    use.lock.op  # noqa: B018
+        self._resolved = True
+
+
+class Flow:
+    """One circuit-switched aie.flow (flow.py L70-104 at 1.4.3); with shim_symbol it also emits the
+    aie.shim_dma_allocation a runtime sequence drives with shim_dma_single_bd_task."""
+
+    def __init__(self, src, dst, *, src_port=WireBundle.DMA, src_channel=0, dst_port=WireBundle.DMA, dst_channel=0,
+                 shim_symbol=None):
+        self._src, self._dst = src, dst
+        self._src_port, self._src_channel = src_port, src_channel
+        self._dst_port, self._dst_channel = dst_port, dst_channel
+        self._shim_symbol = shim_symbol
+
+    @property
+    def src(self) -> Tile:
+        return self._src
+
+    @property
+    def dst(self) -> Tile:
+        return self._dst
+
+    def ends(self) -> tuple[tuple[Tile, str, int], tuple[Tile, str, int]]:
+        return (self._src, self._src_port, self._src_channel), (self._dst, self._dst_port, self._dst_channel)
+
+    def all_tiles(self) -> list[Tile]:
+        return [self._src, self._dst]
 
 
 # ---- the runtime sequence -------------------------------------------------------------------------
@@ -787,9 +1006,22 @@ class RuntimeEndpoint:
 class Runtime:
     def __init__(self, seq_fn, fn_args=None, *, strict_task_groups=True):
         self.seq_fn, self.fn_args, self.strict = seq_fn, list(fn_args or []), strict_task_groups
+        self.flows: list[Flow] = []
+        self.locks: list[Lock] = []
+        self.tile_dmas: list[TileDma] = []
         self.fifos = [a for a in _flatten(self.fn_args) if isinstance(a, ObjectFifoHandle)]
         for h in self.fifos:  # _register_fn_args: the shim end of each handle given to the runtime
             h.endpoint = RuntimeEndpoint(_typed(h.shim_tile, "ShimNOCTile") if h.shim_tile else None)
+
+    # python/iron/runtime/runtime.py L255-271 at 1.4.3: the lower-level primitives the Program resolves
+    def add_flow(self, flow):
+        self.flows.append(flow)
+
+    def add_lock(self, lock):
+        self.locks.append(lock)
+
+    def add_tile_dma(self, tile_dma):
+        self.tile_dmas.append(tile_dma)
 
     def resolve(self):
         args: list[Any] = []
@@ -1013,6 +1245,198 @@ def _lower_fifos() -> None:
         verify_bd(kind, ty, length, dims, n)
 
 
+# ---- what 1.4.3 verifies of the placed ops: who may use a buffer or a lock, lock ids and counts, the BDs -------
+# Sources at 1.4.3 (gh-pages doxygen render @7fdaee03 of lib/Dialect/AIE/IR/AIEDialect.cpp, AIETargetModel.cpp/.h):
+# UsesAreAccessible 287-334 (aie.buffer / aie.lock used from a tile whose memory affinity does not reach them),
+# AIE2TargetModel::isLegalMemAffinity AIETargetModel.cpp 810-824 (its isMemEast is isInternal, 795-798), HasValidBDs
+# 361-423, DMABDOp::verify 3226-3229 (a core tile's DMA touches only its own buffers), LockOp::verify 3938-3954,
+# UseLockOp::verify 4018-4077 (a core tile's DMA touches only its own locks: 4053-4055), getNumLocks
+# AIETargetModel.h 760-762, getMaxLockValue 764, getNumBDs 769-771. npu2 is an AIE2 target model too.
+ROW_KINDS = {0: "ShimNOCTile", 1: "MemTile"}  # npu1 and npu2: shim row 0, memtile row 1, cores above
+NUM_LOCKS = {"MemTile": 64, "CoreTile": 16, "ShimNOCTile": 16}
+NUM_BDS = {"MemTile": 48, "CoreTile": 16, "ShimNOCTile": 16}
+DMA_CHANNELS = {"MemTile": 6, "CoreTile": 2, "ShimNOCTile": 2}  # per direction: AM020 "AIE-ML Memory Module", "Tile"
+DMA_OP = {"MemTile": "aie.memtile_dma", "CoreTile": "aie.mem", "ShimNOCTile": "aie.shim_dma"}
+
+
+def tile_kind(t: Tile) -> str:
+    return ROW_KINDS.get(t.row, "CoreTile")
+
+
+def mem_affinity(user: tuple[int, int], mem: tuple[int, int]) -> bool:
+    """AIE2TargetModel::isLegalMemAffinity (AIETargetModel.cpp 810-824 at 1.4.3): a core reaches its own memory
+    (isMemEast is isInternal) and its west, north and south neighbours', south only when that is not a memtile; a
+    memtile (a DMA user) reaches its own memory and its east and west memtiles'."""
+    (uc, ur), (mc, mr) = user, mem
+    internal = (uc, ur) == (mc, mr)
+    west, east = uc == mc + 1 and ur == mr, uc + 1 == mc and ur == mr
+    north, south = uc == mc and ur + 1 == mr, uc == mc and ur == mr + 1
+    if ROW_KINDS.get(ur) == "MemTile":
+        return east or internal or west
+    return (south and ROW_KINDS.get(mr) != "MemTile") or north or west or internal
+
+
+def _placed_uses(program: Program) -> list[tuple[Any, Tile, str]]:
+    """(buffer or lock, the tile that uses it, "core" or "dma"): each Worker's kernel operands, loads and lock
+    ops, and each TileDma BD's buffer and locks."""
+    by_name = {b.name: b for b in REC.buffers}
+    uses: list[tuple[Any, Tile, str]] = []
+    for w in program.workers:
+        for op in w.trace:
+            if op[0] == "call":
+                uses += [(a, w.tile, "core") for a in _flatten(op[2]) if isinstance(a, Buffer)]
+            elif op[0] == "load":
+                uses.append((by_name[op[1]], w.tile, "core"))
+    uses += [(lock, w.tile, "core") for lock, w in REC.lock_uses]
+    for td in program.rt.tile_dmas:
+        for ch in td.channels:
+            for bd in ch.bds:
+                uses.append((bd.buffer, td.tile, "dma"))
+                uses += [(use.lock, td.tile, "dma") for use in (*bd.acquires, *bd.releases)]
+    return uses
+
+
+def _fifo_dma_ends() -> list[tuple[tuple[int, int], str, int]]:
+    """(tile, direction, BDs) of every DMA end aiecc 1.4.3 lowers the fifos to on a core or memtile (AIEObjectFifoSplit
+    / AIEObjectFifoLowerDMAs): a Worker's end moves its pool's objects (its depth), a link's end its selected
+    segments of each pool object."""
+    out = []
+    for f in REC.fifos:
+        for h in ([f._prod] if f._prod else []) + f._cons:
+            direction = DMAChannelDir.MM2S if h.is_prod else DMAChannelDir.S2MM
+            if isinstance(h.endpoint, Worker) and h.endpoint.tile.placed:
+                out.append((h.endpoint.tile.at(), direction, h.depth))
+            elif isinstance(h.endpoint, _Link) and h.endpoint.tile.placed:
+                link = h.endpoint
+                side = link.srcs if h in link.srcs else link.dsts
+                direction = DMAChannelDir.S2MM if h in link.srcs else DMAChannelDir.MM2S
+                segments = len(link.segments()) if len(side) == 1 else 1
+                out.append((link.tile.at(), direction, link.owner.depth * segments))
+    return out
+
+
+def _fifo_locks_per_tile() -> dict[tuple[int, int], int]:
+    """The locks aiecc 1.4.3 gives the fifos' pools, by tile (AIEObjectFifoAllocate allocateLocks: a produce and a
+    consume lock per pool segment on AIE2): one pool per Worker end, one per link on its memtile."""
+    count: dict[tuple[int, int], int] = {}
+    for f in REC.fifos:
+        for h in ([f._prod] if f._prod else []) + f._cons:
+            if isinstance(h.endpoint, Worker) and h.endpoint.tile.placed:
+                at = h.endpoint.tile.at()
+                count[at] = count.get(at, 0) + 2
+    for lk in REC.links:
+        link = lk["op"]
+        if link.tile.placed:
+            count[link.tile.at()] = count.get(link.tile.at(), 0) + 2 * len(link.segments())
+    return count
+
+
+def _verify_locks(program: Program) -> None:
+    """LockOp::verify (an explicit id below getNumLocks), then aie-assign-lock-ids (lib/Dialect/AIE/Transforms/
+    AIEAssignLockIDs.cpp, stored version @124e1c5e; its 1.4.3 render not read): one id per lock, every lock of a
+    tile, the fifos' and the barriers' included, within getNumLocks. The lock state is 6 bits (AM020 "AIE-ML Tile
+    Architecture"; getMaxLockValue 0x3F): an initial value outside [0, 63] is the stand-in's own refusal (the
+    1.4.3 verifiers read here do not bound aie.lock's init; aie-rt would, when the value is written)."""
+    per_tile: dict[tuple[int, int], list[Lock]] = {}
+    for lk in program.rt.locks:
+        n = NUM_LOCKS[tile_kind(lk.tile)]
+        if lk.lock_id is not None and not 0 <= lk.lock_id < n:
+            raise ValueError(f"'aie.lock' op lock assigned invalid id (maximum is {n - 1})")
+        if not isinstance(lk.init, int) or not 0 <= lk.init <= LOCK_VALUE_MAX:
+            raise ValueError(f"{lk.name}: init {lk.init} is outside the 6-bit lock state [0, {LOCK_VALUE_MAX}]")
+        per_tile.setdefault(lk.tile.at(), []).append(lk)
+    implicit = _fifo_locks_per_tile()
+    for t, _ in REC.locks:  # the WorkerRuntimeBarrier locks
+        implicit[t.at()] = implicit.get(t.at(), 0) + 1
+    for at in sorted(set(per_tile) | set(implicit)):
+        explicit = per_tile.get(at, [])
+        ids = [lk.lock_id for lk in explicit if lk.lock_id is not None]
+        for i, lock_id in enumerate(ids):
+            if lock_id in ids[:i]:
+                raise ValueError(f"'aie.lock' op is assigned to the same lock ({lock_id}) as another op.")
+        if len(explicit) + implicit.get(at, 0) > NUM_LOCKS[ROW_KINDS.get(at[1], "CoreTile")]:
+            raise ValueError(f"'aie.lock' op not allocated a lock. (tile {at}: {len(explicit)} explicit locks and "
+                             f"{implicit.get(at, 0)} for its fifos and barriers; only "
+                             f"{NUM_LOCKS[ROW_KINDS.get(at[1], 'CoreTile')]} locks available in this tile)")
+
+
+def _verify_accessible(program: Program) -> None:
+    """UsesAreAccessible on aie.buffer and aie.lock; then a core tile's DMA on its own tile only (DMABDOp::verify,
+    UseLockOp::verify's AccessesLocalLocks)."""
+    uses = _placed_uses(program)
+    for thing, user, _by in uses:
+        if not mem_affinity(user.at(), thing.tile.at()):
+            op = "aie.buffer" if isinstance(thing, Buffer) else "aie.lock"
+            raise ValueError(f"'{op}' op in Column {thing.tile.col} and Row {thing.tile.row} is accessed from an "
+                             f"unreachable tile in Column {user.col} and Row {user.row}")
+    for thing, user, by in uses:  # AIEDialect.cpp at 1.4.3: DMABDOp::verify 3226-3229, UseLockOp::verify 4053-4055
+        if by == "dma" and tile_kind(user) == "CoreTile" and thing.tile.at() != user.at():
+            if isinstance(thing, Buffer):
+                raise ValueError("'aie.dma_bd' op Core tile DMAs can only access a buffer in the same tile.")
+            raise ValueError("'aie.use_lock' op can only access a lock in the same tile")
+
+
+def _verify_tile_dmas(program: Program) -> None:
+    """HasValidBDs (one acquire and one release per BD block; getNumBDs blocks per tile, the fifos' BDs on the tile
+    counted too) and the DMA channels a tile has (HasValidDMAChannels; AIEObjectFifoAllocate's "number of input DMA
+    channel exceeded!", stored version @02aeab00), on each tile that has an explicit TileDma. Two TileDma programs
+    for one tile and a DMA channel no Flow reaches are the stand-in's own refusals (1.4.3's Runtime.add_tile_dma,
+    runtime.py L269-271, only appends; a channel without a stream waits forever)."""
+    seen: set[tuple[int, int]] = set()
+    flows = [f.ends() for f in program.rt.flows]
+    fifo_ends = _fifo_dma_ends()
+    for td in program.rt.tile_dmas:
+        at, kind = td.tile.at(), tile_kind(td.tile)
+        if at in seen:
+            raise ValueError(f"two TileDma programs for {td.tile}: the stand-in's own refusal (1.4.3 emits one DMA "
+                             f"region per TileDma)")
+        seen.add(at)
+        blocks = sum(b for t, _d, b in fifo_ends if t == at)
+        for ch in td.channels:
+            for bd in ch.bds:
+                if len(bd.acquires) > 1:
+                    raise ValueError(f"'{DMA_OP[kind]}' op BD block must have at most one acquire UseLockOp, found "
+                                     f"{len(bd.acquires)}")
+                if len(bd.releases) > 1:
+                    raise ValueError(f"'{DMA_OP[kind]}' op BD block must have at most one release UseLockOp, found "
+                                     f"{len(bd.releases)}")
+                for use in (*bd.acquires, *bd.releases):
+                    _bd_lock_value(use.value)
+                blocks += 1
+        if blocks > NUM_BDS[kind]:
+            raise ValueError(f"'{DMA_OP[kind]}' op has more than {NUM_BDS[kind]} blocks")
+        for direction in (DMAChannelDir.S2MM, DMAChannelDir.MM2S):
+            mine = {ch.channel for ch in td.channels if ch.direction == direction}
+            if len(mine) > DMA_CHANNELS[kind] or any(not 0 <= c < DMA_CHANNELS[kind] for c in mine):
+                side = "input" if direction == DMAChannelDir.S2MM else "output"
+                raise ValueError(f"'{DMA_OP[kind]}' op uses more {side} channels than available on this tile")
+            if len(mine) + sum(1 for t, d, _b in fifo_ends if t == at and d == direction) > DMA_CHANNELS[kind]:
+                side = "input" if direction == DMAChannelDir.S2MM else "output"
+                raise ValueError(f"'aie.tile' op number of {side} DMA channel exceeded!")
+            for c in sorted(mine):
+                end = 1 if direction == DMAChannelDir.S2MM else 0
+                if not any(f[end][0].at() == at and f[end][1] == WireBundle.DMA and f[end][2] == c for f in flows):
+                    raise ValueError(f"{td.tile} DMA {direction} channel {c} has no Flow: the stand-in's own refusal "
+                                     f"(its BDs would wait for a stream that never comes)")
+
+
+def _bd_lock_value(value: Any) -> None:
+    """A BD's lock value is a 7-bit signed field (acquire-greater-equal of v is written as -v): aie-rt's
+    LockValUpperBound 63 / LowerBound -64 as /work/shared/reference/npu_hardware_numerics.md reads them; a value the
+    lock state (6 bits, AM020) cannot hold is refused here, the stand-in's own placement of that bound."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"a BD's lock value is an int, got {type(value).__name__}")
+    if not 0 <= value <= LOCK_VALUE_MAX:
+        raise ValueError(f"a BD's lock value {value} is outside [0, {LOCK_VALUE_MAX}]")
+
+
+def _verify_placed(program: Program) -> None:
+    """What 1.4.3 verifies of explicitly placed Buffers, Locks and TileDmas (Flows are routed by aiecc)."""
+    _verify_locks(program)
+    _verify_accessible(program)
+    _verify_tile_dmas(program)
+
+
 class Program:
     def __init__(self, device, rt, workers=None):
         if device is None:
@@ -1033,6 +1457,13 @@ class Program:
                 raise ValueError("Cannot return cons tiles because cons were not created.")
             if any(h.endpoint is None for h in f._cons):
                 raise ValueError(f"Cons endpoint not set for {f.name}")
+        for lk in self.rt.locks:  # program.py L206-207: the runtime's Locks, before any body uses them
+            lk.resolve()
+        for td in self.rt.tile_dmas:  # L211-216: a TileDma's Buffers, placed on its tile when unplaced
+            for b in td.all_buffers_and_locks()[0]:
+                if b.tile is None:
+                    b._tile = td.tile
+                b.resolve()
         for w in self.workers:  # IRON emits the kernels and resolves the Buffers a worker was given
             for arg in _flatten(w.fn_args):
                 if isinstance(arg, (Buffer, Kernel)):
@@ -1048,6 +1479,8 @@ class Program:
                 REC.tracing = None
             w.trace = REC.ops[mark:]
             del REC.ops[mark:]
+        for td in self.rt.tile_dmas:  # L238-239: the TileDma programs after the Workers
+            td.resolve()
         for b in REC.buffers:  # a Buffer no worker holds is never placed
             b.resolve()
         self.rt.resolve()
@@ -1058,6 +1491,7 @@ class Program:
             if t["tap"] is not None:
                 verify_shim_bd(t["tap"], _buffer_elem_bits(t["buffer"].type))
         _verify_fifo_ops()
+        _verify_placed(self)
         _lower_fifos()  # aiecc's part: refused there, checked here so every lowered program meets it
         return Dump(self)
 
@@ -1066,8 +1500,10 @@ class Program:
     # Workers on one core: the stand-in's own wording of aie.core's one-per-tile rule (AIEDialect.cpp CoreOp)
     def _resolve_tiles(self) -> None:
         """Device.resolve_tile: placed tiles inside the device, of the kind their row is; one core each."""
-        kinds = {0: "ShimNOCTile", 1: "MemTile"}
+        kinds = ROW_KINDS
         placed = [w.tile for w in self.workers] + [b.tile for b in REC.buffers if b.tile is not None]
+        placed += [t for f in self.rt.flows for t in f.all_tiles()] + [td.tile for td in self.rt.tile_dmas]
+        placed += [lk.tile for lk in self.rt.locks if lk.tile is not None]
         placed += [lk["tile"] for lk in REC.links] + [h.endpoint.tile for f in REC.fifos
                                                       for h in ([f._prod] if f._prod else []) + f._cons
                                                       if isinstance(h.endpoint, RuntimeEndpoint) and h.endpoint.tile]
@@ -1105,6 +1541,16 @@ class Dump:
             tap = t["tap"]
             lines.append(f"rt {t['kind']} {t['fifo']} {t['buffer']} {tap.offset} {tap.sizes} {tap.strides} "
                          f"group={t['group']} wait={t['wait']} shim={t['shim']}")
+        rt = self.program.rt  # the lower-level primitives, when a program has any
+        lines += [f"lock {lk.name} at {lk.tile} id={lk.lock_id} init={lk.init}" for lk in rt.locks]
+        for f in rt.flows:
+            (s, sp, sc), (d, dp, dc) = f.ends()
+            lines.append(f"flow {s} {sp}{sc} -> {d} {dp}{dc}" + (f" shim={f._shim_symbol}" if f._shim_symbol else ""))
+        for td in rt.tile_dmas:
+            for ch in td.channels:
+                chain = [(bd.buffer.name, [(a.lock.name, a.value, a.greater_equal) for a in bd.acquires],
+                          [(r.lock.name, r.value) for r in bd.releases], bd.next) for bd in ch.bds]
+                lines.append(f"dma {td.tile} {ch.direction}{ch.channel} {chain}")
         return "\n".join(lines) + "\n"
 
 

@@ -247,8 +247,8 @@ def test_skipping_the_per_call_requantization_fails():
     c = small(**PRECISIONS["config2"])
     orig = KernelEmulator.__init__
 
-    def lazy(self, cfg, call=None):
-        orig(self, cfg, call)
+    def lazy(self, design, call=None):
+        orig(self, design, call)
         self.numerics = replace(self.numerics, rounding=Rounding.FLOOR)
 
     with pytest.MonkeyPatch.context() as mp:

@@ -189,3 +189,68 @@ def test_a_command_says_which_tiles_it_chose_and_how_to_pin_them(capsys, tmp_pat
     pins = lines[0].split("(to pin them: ")[1].rstrip(")").split()
     code, pinned_out, pinned_err = run(capsys, command, *problem, *pins, *extra)
     assert code == 0 and pinned_err == "" and pinned_out == out
+
+
+# ---- a CLI that starts at once (issue 33 item 3): which modules each command loads, not how long it takes -------
+HEAVY = ("matplotlib", "scipy", "jinja2", "tqdm", "gemm_gen.sim", "gemm_gen.backends", "gemm_gen.kernels",
+         "gemm_gen.app.plots", "gemm_gen.app.operator", "gemm_gen.model.fit.measured")
+PLAN = ["--dev", "npu2", "-M", "256", "-K", "256", "-N", "256"]
+
+
+def loaded(*args: str) -> set[str]:
+    """The modules a fresh interpreter holds after `gemm-gen <args>` (help exits included)."""
+    code = ("import contextlib, io, sys\nfrom gemm_gen.app.cli import main\n"
+            "with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):\n"
+            f"    try:\n        main({list(args)!r})\n    except SystemExit:\n        pass\n"
+            "print('\\n'.join(sorted(sys.modules)))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    return set(out.split())
+
+
+def among(modules: set[str], names: tuple[str, ...]) -> list[str]:
+    """The modules that are one of `names` or inside one of them."""
+    return sorted(m for m in modules if any(m == n or m.startswith(n + ".") for n in names))
+
+
+def test_help_loads_no_command_and_not_numpy():
+    """`gemm-gen --help` lists the commands from the dispatcher's table alone."""
+    mods = loaded("--help")
+    assert among(mods, ("gemm_gen",)) == ["gemm_gen", "gemm_gen.app", "gemm_gen.app.cli", "gemm_gen.app.parsing",
+                                          "gemm_gen.errors", "gemm_gen.version"]
+    assert among(mods, ("numpy", *HEAVY)) == []
+
+
+@pytest.mark.parametrize("args", [("plan", "--help"), ("plan", *PLAN), ("predict", *PLAN), ("generate", "--help")])
+def test_plan_and_predict_load_only_what_they_use(args):
+    """The search, the design and the model, but not the simulator, the back ends, the kernel renderer, the
+    operator, the plots, tqdm, jinja2 or scipy."""
+    mods = loaded(*args)
+    assert among(mods, HEAVY) == [] and "gemm_gen.search" in mods
+
+
+def test_a_command_loads_its_own_module_when_it_runs():
+    """The check above can fail: simulate loads the simulator, roofline's help the plots module."""
+    assert "gemm_gen.sim.run" in loaded("simulate", *SMALL) and "gemm_gen.app.plots" in loaded("roofline", "--help")
+
+
+def test_every_command_has_its_flags_where_the_table_says():
+    """app/cli.py's COMMANDS and the modules' FLAGS name the same commands, each once."""
+    import importlib
+
+    from gemm_gen.app.cli import COMMANDS
+
+    names = [c.name for c in COMMANDS]
+    assert len(names) == len(set(names))
+    for module in {c.module for c in COMMANDS}:
+        flags = importlib.import_module(f"gemm_gen.app.{module}").FLAGS
+        assert sorted(flags) == sorted(c.name for c in COMMANDS if c.module == module), module
+
+
+def test_the_package_exports_load_when_asked():
+    """`import gemm_gen` loads none of the front door's modules; each name loads its own, and an unknown name
+    is an AttributeError."""
+    code = ("import sys, gemm_gen\nbefore = 'gemm_gen.app.operator' in sys.modules\n"
+            "from gemm_gen import Gemm, Problem\nprint(before, Gemm.__module__, Problem.__module__, "
+            "'Gemm' in dir(gemm_gen), hasattr(gemm_gen, 'Nope'))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    assert out == ["False", "gemm_gen.app.operator", "gemm_gen.spec", "True", "False"]

@@ -20,7 +20,7 @@ from gemm_gen.design.serve import check
 from gemm_gen.errors import ConfigError, DmaLimitError, GemmGenError
 from gemm_gen.hw.devices import TileKind
 from gemm_gen.model.fit.paper import ArrayRow
-from gemm_gen.rules import defaults, tiling
+from gemm_gen.rules import defaults, memtile, tiling
 from gemm_gen.rules import kernel_variant as kv
 from gemm_gen.rules.defaults import resolve
 from gemm_gen.sim import simulate
@@ -189,6 +189,28 @@ def test_a_spilled_c_join_takes_channels_0_to_3_and_simulates():
     assert [channels[(f"C_L1L2_0_{row}", False)] for row in range(4)] == [0, 1, 2, 3]
     assert channels[("C_L2L3_0", True)] == 0 and channels[("A_L3L2_0", False)] == 4
     assert simulate(d).passed
+
+
+@pytest.mark.parametrize("config", [GemmConfig("npu2", 4096, 4096, 4096, 192, 64, 192, 512, "bf16", "bf16"),
+                                    GemmConfig("npu2", 4096, 4096, 4096, 96, 64, 256, 512, "i16", "i32"),
+                                    GemmConfig("npu1", 4096, 8192, 4096, 64, 32, 64, 4096, "i8", "i32")])
+def test_a_memtile_overflow_says_what_is_true(config):
+    """A buffer no memtile has room for: the message's figures are the placement's own, and each inequality it
+    implies holds (it said "need 344064 B > 524288 B" where the memtile was full of its neighbours' buffers,
+    issue 33 item 7)."""
+    pools, cols, capacity = config.l2_pools(), config.dev.target(config.array.cols)[1], config.dev.memtile_bytes
+    with pytest.raises(ConfigError) as e:
+        memtile.place_one(pools, cols, capacity)
+    found = re.match(r"memtile (\d+) cannot hold (\S+) \(([\d,]+) B\): mlir-aie's placement fills it with ([\d,]+) "
+                     r"of its ([\d,]+) B \(its own A/B/C buffers need ([\d,]+) B(; the rest spilled into it from its "
+                     r"neighbours)?\), and no neighbour has that much free \((.*)\)$", e.value.what)
+    assert found, e.value.what
+    col, size, held, cap, own = int(found[1]), *(int(found[i].replace(",", "")) for i in (3, 4, 5, 6))
+    used = memtile.place(pools, cols, capacity).used[0]
+    assert (held, cap) == (used[col], capacity) and held + size > cap and (found[7] is not None) == (held > own)
+    assert own == sum(p.nbytes * p.depth for p in pools if p.col == col)
+    for x, free in re.findall(r"memtile (\d+) ([\d,]+) B", found[8]):
+        assert int(free.replace(",", "")) == capacity - used[int(x)] < size
 
 
 def test_spilled_links_needing_more_than_four_channels_are_refused():

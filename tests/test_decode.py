@@ -32,6 +32,7 @@ from gemm_gen.spec import MAPPINGS, Options, Pins, Problem, Request
 from gemm_gen.tap import Tap
 
 from . import iron_recorder
+from .random_designs import record_config
 from .test_properties import _design, small_configs
 
 
@@ -305,6 +306,7 @@ def test_random_decode_designs_match_the_reference(c, M, seed):
     r = simulate(_design(c), seed=seed)
     assert r.passed, (c, r.first_mismatch)
     assert r.kernel.tiles_done == c.array.cols * c.call.tiles_per_core
+    record_config(c)
 
 
 def test_tune_lists_both_mappings_for_a_decode_call(capsys):

@@ -22,6 +22,7 @@ from gemm_gen.errors import ConfigError
 from gemm_gen.numerics import reference
 from gemm_gen.sim import simulate
 
+from .random_designs import record_config
 from .test_epilogue_numerics import tflite_fc_per_channel
 
 M, K, N = 64, 192, 96
@@ -190,6 +191,7 @@ def test_random_epilogue_configs_simulate_bit_exact(c, seed):
     assert r.kernel.convert_calls == r.kernel.tiles_done > 0
     if c.epilogue.requant is not None:
         assert r.epilogue is not None and r.epilogue.tflite_mismatches == 0
+    record_config(c)
 
 
 def test_requant_rejects_parameters_with_no_srs_form():

@@ -14,21 +14,16 @@ converted after its last call gets its convert call; C (bfp16 tiles decoded, and
 equal KernelNumerics bit for bit.
 
 Compiled libraries are cached by a hash of source, flags and headers under
-.pytest_cache/gemm_gen_kernels/, so only changed kernels are rebuilt.
+.pytest_cache/gemm_gen_kernels/, so only changed kernels are rebuilt; tests/host_compile.py compiles
+them (aie.hpp precompiled, the probe compiled once, the work shared between pytest workers).
 """
 
 from __future__ import annotations
 
 import ctypes
-import hashlib
-import os
 import re
-import shutil
 import subprocess
-import threading
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
-from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -65,15 +60,11 @@ from gemm_gen.rules import block_loop as bl
 from gemm_gen.rules import kernel_variant as kv
 from gemm_gen.spec import Types
 
+from . import host_compile
 from .conftest import small
+from .host_compile import CACHE, CXX, HOST_API, HOST_PROBE  # noqa: F401 (other modules import them here)
 
 REPO = Path(__file__).resolve().parents[1]
-HOST_API = REPO / "tests" / "aie_host"
-HOST_PROBE = HOST_API / "host_probe.cc"
-CACHE = REPO / ".pytest_cache" / "gemm_gen_kernels"
-CXX = shutil.which("g++")
-CXXFLAGS = ("-std=c++20", "-O1", "-Wall", "-Wextra", "-Werror", "-fPIC", "-shared",
-            "-fno-gnu-unique")  # every library keeps its own emulated mode registers
 GUARD = 64  # elements of sentinel values around every L1 buffer
 ALIGN = 64  # bytes: every L1 buffer starts vector aligned (mlir-aie aligns buffers; 64 for AIE2P)
 
@@ -560,10 +551,6 @@ ALL = [*CASES, Case(_ATB), NO_ROUNDING, NO_SLICE, *STREAM_CASES.values(), *ACC64
 
 
 # ---- compiling and loading ---------------------------------------------------------------------
-def _host_flags(defines: tuple[str, ...]) -> tuple[str, ...]:
-    return (*CXXFLAGS, *defines, f"-I{HOST_API}", f"-I{kernel_include_dir()}")
-
-
 PER_MAC = "-DGG_HOST_FP32_PER_MAC"  # fp32 accumulators rounded after every mac (numerics' fp32_per_mac)
 
 
@@ -586,56 +573,26 @@ def mac_products(b: KernelBuild) -> int:
                               b.emulate_bf16_with_bfp16 or b.types.precision.block or b.convert_once)
 
 
-@cache
-def _toolchain_fingerprint() -> str:
-    """The compiler's version and every header a kernel includes: a change rebuilds every kernel."""
-    assert CXX is not None
-    parts = [subprocess.run([CXX, "--version"], capture_output=True, text=True, check=True).stdout]
-    for path in (HOST_API / "aie_api" / "aie.hpp", HOST_PROBE, kernel_include_dir() / "gemm_gen_kernel.h"):
-        parts.append(path.read_text())
-    return "\0".join(parts)
-
-
 def compile_library(source: str, defines: tuple[str, ...]) -> Path:
     """Compile a rendered kernel plus the host probe into a shared library, cached by content."""
-    assert CXX is not None
-    flags = _host_flags(defines)
-    key = hashlib.sha256("\0".join((source, *flags, _toolchain_fingerprint())).encode()).hexdigest()[:32]
-    lib = CACHE / f"{key}.so"
-    if lib.exists():
-        return lib
-    CACHE.mkdir(parents=True, exist_ok=True)
-    src = CACHE / f"{key}.cc"
-    src.write_text(source)
-    # per process and per thread: the libraries fixture compiles on a thread pool, and two cases may
-    # share a source (a mutant's control and another case), so the same key can compile twice at once
-    tmp = CACHE / f"{key}.{os.getpid()}.{threading.get_ident()}.tmp.so"
-    proc = subprocess.run([CXX, *flags, str(src), str(HOST_PROBE), "-o", str(tmp)], capture_output=True, text=True)
-    if proc.returncode:
-        raise AssertionError(f"{CXX} failed on {src}:\n{proc.stderr}")
-    os.replace(tmp, lib)
+    lib = host_compile.compile_library(source, defines)
+    assert lib is not None  # it waits for a compile another worker started
     return lib
 
 
 def compile_all(cases: list[Any]) -> dict[str, Path | BaseException]:
     """Every case's kernel (a `source`, a `build`, an `id`, optional `host_defines`), compiled once in
-    parallel on all cores; a failure is kept for the test that needs that kernel."""
+    parallel (shared with other pytest workers); a failure is kept for the test that needs
+    that kernel."""
     if CXX is None:
         pytest.skip("g++ not found: the host kernel checks need a C++20 g++")
-
-    def one(case: Any) -> Path | BaseException:
-        try:
-            return compile_library(case.source, (*host_defines(case.build), *getattr(case, "host_defines", ())))
-        except BaseException as e:  # reported by the test that needs this kernel
-            return e
-
-    with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
-        return dict(zip((c.id for c in cases), pool.map(one, cases)))
+    return host_compile.compile_all(cases, lambda case: (*host_defines(case.build),
+                                                         *getattr(case, "host_defines", ())))
 
 
 @pytest.fixture(scope="module")
 def libraries() -> dict[str, Path | BaseException]:
-    """Every kernel of ALL, compiled once (in parallel on all cores)."""
+    """Every kernel of ALL, compiled once (in parallel, shared with the other pytest workers)."""
     return compile_all(ALL)
 
 
@@ -1824,15 +1781,9 @@ def _host_run(code: str, arch: int, *defines: str, prelude: str = "") -> str:
     assert CXX is not None
     src = (f"#include <aie_api/aie.hpp>\n#include <cstdio>\n{prelude}int main() {{\n{code}\n"
            "std::fputs(aie::host::error.c_str(), stdout);\nreturn 0;\n}\n")
-    CACHE.mkdir(parents=True, exist_ok=True)
-    key = (src, arch, defines, _toolchain_fingerprint()).__repr__().encode()
-    exe = CACHE / f"host_run_{hashlib.sha256(key).hexdigest()[:16]}"
     flags = ("-std=c++20", "-Wall", "-Wextra", "-Werror", "-Wno-unused-local-typedefs", f"-D__AIE_ARCH__={arch}",
              *defines, f"-I{HOST_API}", f"-I{kernel_include_dir()}")
-    source = CACHE / f"{exe.name}.cc"
-    source.write_text(src)
-    build = subprocess.run([CXX, *flags, str(source), str(HOST_PROBE), "-o", str(exe)], capture_output=True, text=True)
-    assert build.returncode == 0, build.stderr
+    exe = host_compile.host_program(src, flags)
     return subprocess.run([str(exe)], capture_output=True, text=True, check=True).stdout
 
 

@@ -162,7 +162,7 @@ def fake_backends(monkeypatch):
         calls.append((config.tiling.m, config.tiling.k, config.tiling.n, config.tiling.k_mt, iters, warmup))
         return 1e-3 * (10 - len(calls))  # later candidates run faster
 
-    monkeypatch.setattr("gemm_gen.app.model_commands.measure", measure)
+    monkeypatch.setattr("gemm_gen.app.tune_commands.measure", measure)
     return calls
 
 
@@ -185,7 +185,7 @@ def test_measure_without_toolchain_exits_2_with_one_sentence(capsys, monkeypatch
     def missing(config, iters, warmup):
         raise ToolchainMissing("XRT (pyxrt) is not installed", "install XRT and the NPU driver")
 
-    monkeypatch.setattr("gemm_gen.app.model_commands.measure", missing)
+    monkeypatch.setattr("gemm_gen.app.tune_commands.measure", missing)
     code, out, err = run(capsys, "tune", "--dev", "npu1", "-M", "1024", "-K", "1024", "-N", "1024", "--measure", "2")
     last = [line for line in err.splitlines() if "cannot measure" in line]
     assert code == 2 and out == "" and len(last) == 1 and "XRT" in last[0]
@@ -200,7 +200,7 @@ def test_a_design_that_fails_on_the_npu_ranks_last_and_the_rest_are_measured(cap
             raise BuildError("aiecc: the design does not fit")
         return 1e-3 * len(fake_backends)
 
-    monkeypatch.setattr("gemm_gen.app.model_commands.measure", flaky)
+    monkeypatch.setattr("gemm_gen.app.tune_commands.measure", flaky)
     args = ["tune", "--dev", "npu1", "-M", "1024", "-K", "1024", "-N", "1024", "--measure", "3"]
     code, out, _ = run(capsys, *args, "--json")
     top = json.loads(out)["top"]

@@ -12,6 +12,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 
+from gemm_gen.accuracy import Accuracy, EpilogueAccuracy
 from gemm_gen.app.operator import Gemm
 from gemm_gen.app.operator_args import in_operator_terms
 from gemm_gen.errors import ConfigError, opt, spelled
@@ -253,6 +254,20 @@ def test_an_empty_product_gives_numpys_empty_or_zero_c_without_a_design(path, sh
     assert "empty product" in refusal(g.plan, np.zeros((m, k), np.int8), np.zeros((k, n), np.int8))
 
 
+@pytest.mark.parametrize("shape", [(0, 5, 3), (3, 0, 4), (3, 5, 0)])
+def test_an_empty_product_with_report_is_still_the_pair(shape):
+    """report=True returns (C, its accuracy) for every product, an empty one too: `C, acc = g.simulate(...)` never
+    unpacks C's rows instead (issue 33 item 7); so does a call to the NPU, which an empty product never reaches."""
+    m, k, n = shape
+    g = gemm("npu1-i8")
+    for call in (g.simulate, g):
+        c, acc = call(np.zeros((m, k), np.int8), np.zeros((k, n), np.int8), report=True)
+        assert c.shape == (m, n) and isinstance(acc, Accuracy) and acc.elements == acc.exact == m * n
+    e = Gemm(device="npu2", dtype_in="bf16", bias=True, activation="relu")  # M = 0: no output, no call
+    c, acc = e.simulate(np.zeros((0, 32), BF16), np.zeros((32, 8), BF16), bias=np.zeros(8, np.float32), report=True)
+    assert c.shape == (0, 8) and isinstance(acc, EpilogueAccuracy)
+
+
 def test_empty_arrays_are_still_checked_for_their_type():
     assert "complex" in refusal(gemm("npu1-i8").simulate, np.zeros((0, 4), complex), np.zeros((4, 2), np.int8))
 
@@ -268,6 +283,34 @@ def test_sizes_over_max_size_are_refused_in_the_operators_terms():
     text = refusal(g.simulate, np.ones((65, 64), np.int8), np.ones((64, 64), np.int8))
     assert text.startswith("Gemm(device='npu2', dtype_in='i8', dtype_out='i32', max_size=(64, 64, 64)")
     assert "M=65 > 64, the largest M its design serves; use a Gemm whose max_size covers 65x64x64" in text
+
+
+def _untouched(*a: Any, **k: Any) -> Any:
+    raise AssertionError("a design was chosen or an operand copied before the memory check")
+
+
+@pytest.mark.parametrize("path, packed", [("npu1-i8", False), ("npu2-bf16", False), ("w4a8", True)])
+def test_arrays_too_large_to_simulate_are_one_configerror_before_any_copy_or_design(monkeypatch, path, packed):
+    """The simulator's memory (and its word numbering) is checked from the shapes first: one line in the
+    operator's terms, where a raw MemoryError came after the tuner (issue 33 item 2). Broadcast arrays: the test
+    itself allocates nothing."""
+    from gemm_gen.sim import memory
+
+    g = Gemm(device="npu1", dtype_in="i8", dtype_b="i4", dtype_out="i32") if path == "w4a8" else gemm(path)
+    monkeypatch.setattr(memory, "available_bytes", lambda: 10**9)
+    monkeypatch.setattr("gemm_gen.search.choose", _untouched)
+    monkeypatch.setattr("gemm_gen.app.operator.host_operand", _untouched)
+    monkeypatch.setattr("gemm_gen.app.operator.unpack_i4", _untouched)
+    big = 8192
+    A = np.broadcast_to(np.int8(1), (big, big)) if path != "npu2-bf16" else np.broadcast_to(BF16(1), (big, big))
+    B = np.broadcast_to(np.uint8(0x11), (big // 2, big)) if packed else A
+    text = refusal(g.simulate, A, B, **({"packed": True} if packed else {}))
+    assert re.search(r"^Gemm\(device='npu\d'.*\): simulating 8192x8192x8192 needs about \d+\.\d GB of memory and "
+                     r"1\.0 GB are available; simulate smaller arrays", text), text
+    monkeypatch.setattr(memory, "available_bytes", lambda: 10**15)  # a machine with the memory: the word limit
+    wide = np.broadcast_to(np.int8(1), (1, 2**32 + 4))
+    text = refusal(gemm("npu1-i8").simulate, wide, np.broadcast_to(np.int8(1), (2**32 + 4, 1)))
+    assert "A of a 1x4294967300x1 call has 1,073,741,825 words, more than the simulator's" in text
 
 
 # ---- Gemm(...) ----------------------------------------------------------------------------------

@@ -61,8 +61,8 @@ def test_bfp16_datapath_changes_the_numbers():
     plain = replace(c.numerics, bfp16_inputs=False)
     orig = KernelEmulator.__init__
 
-    def plain_kernel(self, cfg, call=None):
-        orig(self, cfg, call)
+    def plain_kernel(self, design, call=None):
+        orig(self, design, call)
         self.numerics = plain
 
     import pytest as _pytest
@@ -335,7 +335,7 @@ def test_bd_exhaustion_is_detected():
     c = small("npu1")
     d = build_design(c)
     machine = lower(d, dram_contents(d, *make_inputs(c.size.M, c.size.K, c.size.N, c.types.t_in, c.types.t_out)),
-                    KernelEmulator(c))
+                    KernelEmulator(d))
     machine.cmd.shim_bds = 8
     with pytest.raises(BdExhaustionError, match="all 8 BDs live"):
         run_machine(machine)
@@ -362,9 +362,9 @@ def test_numeric_mismatch_fails(monkeypatch):
     """If the kernel rounded differently from the reference, the comparison must see it."""
     orig = KernelEmulator.__init__
 
-    def floor_kernel(self, c, call=None):
-        orig(self, c, call)
-        self.numerics = KernelNumerics(c.types.t_in, c.types.t_out, Rounding.FLOOR)
+    def floor_kernel(self, design, call=None):
+        orig(self, design, call)
+        self.numerics = KernelNumerics(design.config.types.t_in, design.config.types.t_out, Rounding.FLOOR)
 
     monkeypatch.setattr(KernelEmulator, "__init__", floor_kernel)
     r = simulate(small("npu2", "bf16", "bf16"))

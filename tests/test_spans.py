@@ -30,6 +30,7 @@ from gemm_gen.sim.run import ArraySession
 from gemm_gen.tap import Tap
 
 from . import iron_recorder as ir
+from .random_designs import record_config
 from .test_int4 import int4_configs
 from .test_properties import small_configs
 
@@ -195,10 +196,12 @@ def spanned_configs(draw: st.DrawFn) -> GemmConfig:
 def test_random_spanned_designs_deliver_the_same_data_and_simulate_exactly(c, seed):
     d = _built(c)
     if d is None:
+        record_config(c, "refused")
         return  # an invalid random config is refused with a reason, never simulated
     assert _same_delivery(d, build_design(c.with_(task_span=1)))
     r = simulate(d, seed=seed)
     assert r.passed, (c.to_json(), r.first_mismatch)
+    record_config(c)
 
 
 # ---- the encoder and the IRON lowering --------------------------------------------------------------

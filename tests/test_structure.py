@@ -19,9 +19,9 @@ MAX_INSIDE_FUNCTIONS = 10
 # that share any other layer never do: the simulator, the back ends and the model each read the
 # design and nothing of one another.
 LAYERS: tuple[tuple[str, ...], ...] = (
-    # facts: hardware, types, numerics, errors, file writing
+    # facts: hardware, types, numerics, errors, file writing, weight formats (llm: files -> QuantB)
     ("accuracy", "atomic", "bfp16", "dtypes", "epilogue", "epilogue_args", "errors", "groupquant", "hw", "inputs",
-     "l1_layout", "lanes", "numerics", "precision", "quant_b", "rounding", "version"),
+     "l1_layout", "lanes", "llm", "numerics", "precision", "quant_b", "rounding", "version"),
     ("spec",),  # what a user asks for: Problem, Options, Tiling, Pins, Request (only what was given)
     ("rules", "tap"),  # every legality and size rule once, and the DMA walks the limits apply to
     ("call", "checks", "config", "l1_banks", "operands"),  # a finished config, its checks, call plan, L1 plan, operands

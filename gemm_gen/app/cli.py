@@ -1,131 +1,87 @@
-"""gemm-gen: the command line. Bad input: one line, exit 2. A failed check: exit 1."""
+"""gemm-gen: the command line. Bad input: one line, exit 2. A failed check: exit 1.
+
+The dispatcher starts at once (issue 33 item 3): COMMANDS names each command's module by its dotted name, and a
+module is imported only when its command is named, to add that command's flags and run it. So `gemm-gen --help`
+loads none of them, and `plan` or `predict` load the search, the design and the model but not the simulator, the
+back ends or the plots. With the front door's exports (gemm_gen/__init__.py, loaded when first used) these are the
+package's deferred imports of its own code, made by name rather than as import statements inside functions
+(tests/test_structure.py counts those, and keeps them at none): a new command is one row below and a
+`FLAGS` entry in its module (docs/changes.md), and tests/test_cli.py checks that the two agree and which modules
+`--help`, `plan` and `predict` load."""
 
 from __future__ import annotations
 
 import argparse
-import json
+import importlib
 import os
 import sys
-from dataclasses import replace
+from collections.abc import Callable, Collection, Sequence
+from dataclasses import dataclass
 
-from ..atomic import check_output_dir, check_output_file, write_atomic
-from ..design import build_design
-from ..design.serialize import dumps
-from ..epilogue import MODES
 from ..errors import BuildError, GemmGenError, SimulationError, spelling
-from ..inputs import INPUT_FAMILIES
-from ..model.layouts import layout_prices
-from ..sim import run as sim_run
-from ..sim.memory import GB, SAY_ABOVE, check_memory
-from ..spec import SPELLINGS, Problem, spell_cli
-from . import model_commands, npu_commands
-from .choice import choice, choose_design, kernel_choice_json, kernel_choice_text, say_chosen
-from .cliargs import EXIT_FAIL, EXIT_USAGE, SEED, Parser, call_layouts, make_include, problem_args
-from .plan_info import plan_info, xclbin_plan
-from .report import calls_text, plan_text, sim_text
+from .parsing import EXIT_FAIL, EXIT_USAGE, Parser
 
-# Command families in modules of their own: each has register(subparsers).
-COMMAND_MODULES = (npu_commands, model_commands)
 DEBUG_ENV = "GEMM_GEN_DEBUG"  # set (not 0): errors raise with their traceback instead of one line
 SPELLING_ENV = "GEMM_GEN_SPELLING"  # "make": options named as the Makefile's variables (spec.SPELLINGS)
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, what shells report for Ctrl-C
 EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what a C tool killed by the closed pipe would report
+Flags = Callable[[argparse.ArgumentParser], None]  # adds a command's flags and sets its func
 
 
-def cmd_plan(a: argparse.Namespace) -> int:
-    chosen = choice(a)
-    design = build_design(chosen.config)
-    info = replace(plan_info(design), layouts=layout_prices(chosen.config))
-    if a.runtime_sizes:  # several calls: the xclbins they need and which share one
-        info = replace(info, calls=xclbin_plan(chosen.config, a.runtime_sizes, call_layouts(a), a.weights))
-    kernels = kernel_choice_json(chosen)  # an open convert-once option: which kernel and why
-    if a.json:
-        print(json.dumps(info.to_json() | ({"kernel_choice": kernels} if kernels else {}), indent=1))
-    else:
-        print("\n".join(t for t in (plan_text(info), kernel_choice_text(chosen)) if t))
-    return 0
+@dataclass(frozen=True)
+class Command:
+    """A command: its name, its line in `gemm-gen --help`, and the module of gemm_gen.app whose FLAGS[name] adds
+    its flags (and the function that runs it)."""
+
+    name: str
+    help: str
+    module: str
+
+    def flags(self) -> Flags:
+        """The command's flags, importing its module (only now: what it loads is loaded only when it runs)."""
+        found: dict[str, Flags] = importlib.import_module(f"{__package__}.{self.module}").FLAGS
+        return found[self.name]
 
 
-def cmd_generate(a: argparse.Namespace) -> int:
-    # where the output goes is checked before any work: the file -o names, else a file in --build-dir
-    place = check_output_file(a.output, "-o") if a.output is not None else check_output_dir(a.build_dir, "--build-dir")
-    chosen = choice(a)
-    config = chosen.config
-    design = build_design(config)  # validate before touching the output directory
-    say_chosen("generate", chosen)
-    text = dumps(design)
-    out = place if a.output is not None else place / f"design_{design.config.suffix}.json"
-    write_atomic(out, text)
-    if a.json:
-        print(json.dumps({"design": str(out), "bytes": len(text)}))
-    else:
-        print(f"wrote {out} ({len(text)} bytes)")
-    return 0
+COMMANDS = (
+    Command("plan", "tiling, padding, L1/L2 budgets, BDs and DRAM traffic of a design", "design_commands"),
+    Command("generate", "write the Design as JSON into build/", "design_commands"),
+    Command("simulate", "run the design in the functional simulator and check it", "sim_commands"),
+    Command("doctor", "the pinned NPU toolchain against what is installed (exit 0 when ready)", "npu_commands"),
+    Command("validate", "on an NPU machine: doctor, then build, run and check a fixed sweep; "
+            "build/validate_<dev>.json (measured vs predicted) and a PNG", "npu_commands"),
+    Command("cache", "the build cache (one xclbin per design, an instruction stream per size): list or clear it "
+            "($GEMM_GEN_CACHE, else ~/.cache/gemm_gen); clear removes only the entries gemm_gen created (each "
+            "carries a .gemm_gen_entry marker), nothing else there", "npu_commands"),
+    Command("kernel", "render the design's AIE-API kernel source (C++)", "npu_commands"),
+    Command("mlir", "lower the design to MLIR through IRON (needs mlir-aie)", "npu_commands"),
+    Command("build", "compile the kernel and run aiecc.py: build/final_*.xclbin, insts_*.bin", "npu_commands"),
+    Command("run", "build if needed, run on the NPU through XRT, check and time it", "npu_commands"),
+    Command("predict", "predicted time and throughput of a design (analytical model)", "model_commands"),
+    Command("tune", "rank every valid tiling of a problem by predicted throughput", "tune_commands"),
+    Command("calibrate", "refit the model's DRAM and dispatch constants on `make validate` records; report the "
+            "error on the rows not fitted", "calibrate_commands"),
+    Command("roofline", "PNG plots: predicted roofline sweep and tiling heat map", "plot_commands"),
+    Command("make-args", "print gemm_gen.mk, the Makefile's option variables and GEN_ARGS, from the option table",
+            "design_commands"),
+)
 
 
-CALL_ACTIVATIONS = tuple(a.value for a in MODES)  # what a runtime-activation build's call can select
-
-
-def cmd_simulate(a: argparse.Namespace) -> int:
-    config = choose_design(a)  # the report names it (the plan, tiles included) with the result
-    design = build_design(config)
-    problems = list(a.runtime_sizes or [Problem(config.size.M, config.size.K, config.size.N)])
-    need = check_memory(config, problems)  # more than this machine has: one line, before any array is made
-    if need > SAY_ABOVE:
-        print(f"simulating needs about {need / GB:.1f} GB of memory", file=sys.stderr, flush=True)
-    try:  # simulate_calls refuses any size the design cannot serve (exit 2) before it runs one
-        results = sim_run.simulate_calls(design, problems, seed=a.seed, progress=not a.json and sys.stderr.isatty(),
-                                         inputs=a.inputs, layouts=call_layouts(a),
-                                         activations=[a.activation_call] * len(problems))
-    except SimulationError as e:
-        if a.json:
-            print(json.dumps({"passed": False, "error": str(e), "kind": type(e).__name__}))
-        else:
-            print(f"FAIL: {e}")
-        return EXIT_FAIL
-    passed = all(r.passed for r in results)
-    if a.json:
-        out = [r.to_json() for r in results]
-        print(json.dumps(out[0] if not a.runtime_sizes else {"passed": passed, "calls": out}, indent=1))
-    elif not a.runtime_sizes:
-        print(sim_text(results[0], plan_info(design), a.verbose))
-    else:
-        print(calls_text(results, plan_info(design)))
-    return 0 if passed else EXIT_FAIL
-
-
-def parser() -> argparse.ArgumentParser:
+def parser(named: Collection[str] | None = None) -> argparse.ArgumentParser:
+    """gemm-gen's parser, with the flags of the commands `named` (None: every command's, for tests and scripts
+    that parse several commands; each other command is listed with its help line only)."""
     p = Parser(prog="gemm-gen", description="Generate and check whole-array GEMM designs for Ryzen AI NPUs.")
     sub = p.add_subparsers(dest="command", required=True, parser_class=Parser)
-    sp = sub.add_parser("plan", help="tiling, padding, L1/L2 budgets, BDs and DRAM traffic of a design")
-    problem_args(sp)
-    sp.set_defaults(func=cmd_plan)
-    sp = sub.add_parser("generate", help="write the Design as JSON into build/")
-    problem_args(sp)
-    sp.add_argument("--build-dir", default="build")
-    sp.add_argument("-o", "--output", help="output file (default build/design_<suffix>.json)")
-    sp.set_defaults(func=cmd_generate)
-    sp = sub.add_parser("simulate", help="run the design in the functional simulator and check it")
-    problem_args(sp)
-    sp.add_argument("--seed", type=SEED, default=0, help="seed of the test inputs")
-    sp.add_argument("--inputs", choices=INPUT_FAMILIES, default="exact",
-                    help="float inputs: exact (fp32-exact sums, the default) or wide (lossy in bfp16)")
-    sp.add_argument("--activation-call", choices=CALL_ACTIVATIONS, default=None,
-                    help="the activation each call selects on a build with --activation runtime (its mode word in "
-                    "every core's runtime-parameter buffer; default none)")
-    sp.add_argument("-v", "--verbose", action="store_true", help="list the bytes of every DMA channel")
-    sp.set_defaults(func=cmd_simulate)
-    sp = sub.add_parser("make-args", help="print gemm_gen.mk, the Makefile's option variables and GEN_ARGS, from "
-                        "the option table")
-    sp.set_defaults(func=cmd_make_args)
-    for module in COMMAND_MODULES:
-        module.register(sub)
+    for command in COMMANDS:
+        sp = sub.add_parser(command.name, help=command.help)
+        if named is None or command.name in named:
+            command.flags()(sp)
     return p
 
 
-def cmd_make_args(a: argparse.Namespace) -> int:
-    print(make_include(), end="")
-    return 0
+def named_command(argv: Sequence[str]) -> str | None:
+    """The command argv names: its first word that is not a flag (gemm-gen's own only flag is --help)."""
+    return next((word for word in argv if not word.startswith("-")), None)
 
 
 def debugging() -> bool:
@@ -135,13 +91,15 @@ def debugging() -> bool:
 
 def main(argv: list[str] | None = None) -> int:
     """gemm-gen; its messages name options in the spelling GEMM_GEN_SPELLING names (make's recipes set "make")."""
-    with spelling(SPELLINGS.get(os.environ.get(SPELLING_ENV, ""), spell_cli)):
+    with spelling(os.environ.get(SPELLING_ENV, "") or "cli"):
         return _main(argv)
 
 
 def _main(argv: list[str] | None) -> int:
+    words = sys.argv[1:] if argv is None else argv
+    command = named_command(words)
     try:
-        args = parser().parse_args(argv)
+        args = parser(() if command is None else (command,)).parse_args(words)
         return int(args.func(args))
     except KeyboardInterrupt:  # outputs are written whole or not at all (atomic.py): nothing to undo here
         if debugging():

@@ -8,7 +8,7 @@ import argparse
 import math
 from collections.abc import Callable
 from dataclasses import MISSING, fields
-from typing import Any, NoReturn
+from typing import Any
 
 from .. import precision as prec
 from .. import spec
@@ -22,19 +22,11 @@ from ..rules.call_layouts import Layouts
 from ..rules.kernel_variant import CANDIDATES
 from ..spec import NOT_GIVEN, OPTIONS, REQUEST_OPTIONS, Opt, Options, Pins, Problem, Request, Tiling
 
-EXIT_FAIL, EXIT_USAGE = 1, 2
 # The largest M, K, N (and any count a flag takes): mlir-aie's host program reads sizes as C ints and
 # the cores' k-step runtime parameter is an int32, so nothing larger can reach an NPU.
 MAX_SIZE = 2**31 - 1
 MAX_SEED = 2**63 - 1  # seeds round-trip through int64 (NumPy, --json readers)
 MAX_MMUL = 64  # no aie::mmul dimension comes near this (the largest is 16); past it a shape is a typo
-
-
-class Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:  # one line, not usage + message
-        if message.endswith("expected one argument"):  # argparse takes "-1,1" or "-5x4x4" for a flag
-            message += " (a value that starts with '-' is written --flag=VALUE)"
-        self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
 def whole(value: str, example: str = "512") -> int:

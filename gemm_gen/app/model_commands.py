@@ -1,38 +1,25 @@
-"""gemm-gen predict | tune | roofline: the performance model's commands (all outputs are predictions)."""
+"""gemm-gen predict: the performance model's prediction of one design (all outputs are predictions), and the flags
+and text the model's commands share (tune_commands.py). It loads the search, the design and the model, never the
+simulator, the back ends or the plots (app/cli.py)."""
 
 from __future__ import annotations
 
 import argparse
 import json
-import sys
 from dataclasses import replace
-from pathlib import Path
-from typing import Any
 
-from .. import search
-from ..atomic import check_output_dir, check_output_file, write_all, write_atomic
-from ..checks import check_config
-from ..config import GemmConfig, b_packs
-from ..design.serve import SERVED
-from ..errors import ConfigError, ToolchainMissing
+from ..errors import ConfigError
 from ..hw.devices import device
-from ..model.fit import measured, upstream
+from ..model.fit import upstream
 from ..model.layouts import LayoutPrice, cheapest, layout_prices
 from ..model.params import Params, load, load_ends
 from ..model.perf import Workload
 from ..model.predict import Prediction, Upstream, predict
-from ..rules import array
-from ..rules.defaults import resolve
-from ..search.choosing import decode_weighed
-from ..search.tune import RANKS, Candidate, TuneResult, tune_b_packs
-from ..search.tune_many import ManyResult, tune_many
 from .choice import choice, say_chosen
-from .cliargs import EXIT_USAGE, SIZE, base_config, counted, pins, problem_args
-from .limits import measure
-from .plots import heatmap_png, pyplot, roofline_png
+from .cliargs import problem_args
 
 
-def _model_args(p: argparse.ArgumentParser) -> None:
+def model_args(p: argparse.ArgumentParser) -> None:
     problem_args(p)
     p.add_argument("--dram-gbps", "--dram_gbps", dest="dram_gbps", type=float, default=None, metavar="X",
                    help="predict with your memory system's streaming bandwidth, X GB/s (default: the peak of the "
@@ -42,12 +29,12 @@ def _model_args(p: argparse.ArgumentParser) -> None:
                    "krackan-minipc (model/calibration.json: each with its sources)")
 
 
-def _params(a: argparse.Namespace) -> Params:
+def model_params(a: argparse.Namespace) -> Params:
     """The model's parameters, with the user's DRAM bandwidth when given."""
     return _with_dram(a, load())
 
 
-def _ends(a: argparse.Namespace) -> tuple[Params, Params]:
+def model_ends(a: argparse.Namespace) -> tuple[Params, Params]:
     """The pessimistic and optimistic parameters; a bandwidth the user gives is not uncertain."""
     slow, fast = load_ends()
     return _with_dram(a, slow), _with_dram(a, fast)
@@ -66,16 +53,11 @@ def _with_dram(a: argparse.Namespace, p: Params) -> Params:
 USER_PEAK = "--dram-gbps"  # the machine label of a peak the user gives
 
 
-def _base(a: argparse.Namespace) -> GemmConfig:
-    """The requested problem and options with the tiling left open (0)."""
-    return base_config(a)
-
-
 # ---- predict ------------------------------------------------------------------------------------
 def cmd_predict(a: argparse.Namespace) -> int:
     chosen = choice(a)
-    c, params = chosen.config, _params(a)
-    info = replace(predict(c, params, _ends(a)),
+    c, params = chosen.config, model_params(a)
+    info = replace(predict(c, params, model_ends(a)),
                    upstream=upstream.compare(params, Workload.of(c).kernel_shape, c.t_ma, c.tiling.k, c.tiling.n,
                                              c.tiling.rho))
     prices = layout_prices(c, params)
@@ -103,7 +85,7 @@ def layout_lines(prices: tuple[LayoutPrice, ...]) -> list[str]:
     return lines
 
 
-def _types(dtype_in: str, dtype_b: str, dtype_out: str, acc: str, emulate: bool) -> str:
+def types_words(dtype_in: str, dtype_b: str, dtype_out: str, acc: str, emulate: bool) -> str:
     """bf16->bf16, bf16 via bfp16->bf16, or A bf16 x B bfp16 -> C bf16 (acc ...) for mixed ones."""
     if dtype_b == dtype_in and acc == dtype_out:
         return f"{dtype_in}{' via bfp16' if emulate else ''}->{dtype_out}"
@@ -114,7 +96,8 @@ def predict_text(d: Prediction) -> str:
     dk = d.design  # what design it is
     lay = dk.layout
     layout = ("column-major" if lay.b_col_maj else "row-major") + (", DRAM strips" if lay.b_pack == "strips" else "")
-    types = _types(dk.types.dtype_in, dk.types.dtype_b, dk.types.dtype_out, dk.types.acc, d.emulate_bf16_with_bfp16)
+    types = types_words(dk.types.dtype_in, dk.types.dtype_b, dk.types.dtype_out, dk.types.acc,
+                        d.emulate_bf16_with_bfp16)
     t = d.times_us
     M, K, N = dk.size.M, dk.size.K, dk.size.N
     m, k, n = dk.tiling.m, dk.tiling.k, dk.tiling.n
@@ -189,226 +172,9 @@ def upstream_lines(u: Upstream | None, t_ma: int, k: int, n: int) -> list[str]:
     return lines
 
 
-# ---- tune ---------------------------------------------------------------------------------------
-def cmd_tune(a: argparse.Namespace) -> int:
-    base = _base(a)
-    top = max(a.top, a.measure or 0)
-    pinned = pins(a)
-    if a.runtime_sizes:
-        if a.measure:
-            raise ConfigError(f"--measure {a.measure} re-ranks the designs of one size; --runtime-sizes ranks one "
-                              "design for several", "drop --measure, or tune one size at a time")
-
-        many = tune_many(base, tuple(a.runtime_sizes), a.weights, pinned, _params(a))
-        print(json.dumps(many.to_json(), indent=1) if a.json else tune_many_text(many))
-        return 0
-    packs = (a.b_pack,) if a.b_pack else b_packs(base.types.t_b, base.groups.group_size)  # the model picks B's packing
-    kernels = (False, True) if resolve(base.options).convert_once_open else ()  # and npu2 bf16's kernel
-    rows = (0, 1) if decode_weighed(base, pinned) else ()  # and the mapping of a decode-shaped call
-    result = tune_b_packs(Workload.of(base), top, pinned, packs, _params(a), _ends(a), a.rank, kernels, rows)
-    result.top = [replace(c, config=base.with_(m=c.config.tiling.m, k=c.config.tiling.k, n=c.config.tiling.n,
-                                               k_mt=c.config.tiling.k_mt,
-                                            rho=c.config.tiling.rho, b_pack=c.config.layout.b_pack,
-                                            **({"convert_once": c.config.kernel.convert_once} if kernels else {}),
-                                            **({"rows": c.config.options.rows} if rows else {})))
-                  for c in result.top]
-    if a.measure:
-        try:
-            measured = measure_on_npu(result.top[: a.measure], a.iters, a.warmup, progress=True)
-        except ToolchainMissing as e:
-            print(f"gemm-gen tune: cannot measure: {e}", file=sys.stderr)
-            return EXIT_USAGE
-        result.top = measured + result.top[a.measure:]
-    if a.json:
-        print(json.dumps(tune_json(result, a.top if not a.measure else len(result.top)), indent=1))
-    else:
-        print(tune_text(result, a.top if not a.measure else len(result.top)))
-    return 0
+def _predict_flags(p: argparse.ArgumentParser) -> None:
+    model_args(p)
+    p.set_defaults(func=cmd_predict)
 
 
-def measure_on_npu(cands: list[Candidate], iters: int, warmup: int, progress: bool = True) -> list[Candidate]:
-    """The candidates measured on the NPU (app/limits.measure passed to search.measure_candidates:
-    fastest first, one that fails to build or run scores inf and the rest go on), with a progress bar."""
-    from tqdm import tqdm
-
-    bar = tqdm(total=len(cands), desc="measuring on the NPU", unit="design", file=sys.stderr, disable=not progress)
-
-    def on_npu(c: GemmConfig) -> float:
-        bar.set_postfix_str(f"{c.tiling.m}x{c.tiling.k}x{c.tiling.n} k_mt {c.tiling.k_mt}")
-        try:
-            return measure(c, iters, warmup)
-        finally:
-            bar.update()
-
-    try:
-        return search.measure_candidates(cands, on_npu)
-    finally:
-        bar.close()
-
-
-def tune_json(r: TuneResult, count: int) -> dict[str, Any]:
-    pr, c = r.problem, r.problem.base
-    return {
-        "predicted": True,
-        "device": c.array.device, "problem": [pr.M, pr.K, pr.N], "dtype_in": c.types.dtype_in,
-            "dtype_b": c.types.dtype_b,
-        "dtype_out": c.types.dtype_out, "acc": c.types.acc, "b_col_maj": c.layout.b_col_maj,
-        "emulate_bf16_with_bfp16": c.kernel.emulate_bf16_with_bfp16,
-        "tilings": r.tilings, "candidates_ranked": r.evaluated, "rejected_by_validate": r.rejected_by_validate,
-        "search_seconds": r.seconds,
-        "ranked_by": "measurement" if any(c.measured_s is not None for c in r.top) else r.rank,
-        "top": [c.to_json() | ({"convert_once": bool(c.config.kernel.convert_once)} if r.kernels_weighed else {})
-                | ({"mapping": array.mapping_of(c.config.dev, c.config.array.rows)} if r.mappings_weighed else {})
-                for c in r.top[:count]],
-    }
-
-
-def tune_text(r: TuneResult, count: int) -> str:
-    pr, spec = r.problem, r.problem.base
-    layout = "column-major" if spec.layout.b_col_maj else "row-major"
-    types = _types(spec.types.dtype_in, str(spec.types.dtype_b), spec.types.dtype_out, str(spec.types.acc),
-                   bool(spec.kernel.emulate_bf16_with_bfp16))
-    measured = any(c.measured_s is not None for c in r.top)
-    lines = [f"tune {spec.array.device} {pr.M}x{pr.K}x{pr.N} {types}, B {layout}: "
-             f"{r.tilings:,} tilings, {r.evaluated:,} candidates ranked in {r.seconds * 1e3:.0f} ms "
-             f"(throughputs are PREDICTED by the model"
-             f"{'; re-ranked by measurement' if measured else ''}"
-             f"{'; ranked by the pessimistic end of each range' if r.rank == 'pessimistic' and not measured else ''})"]
-    packs = len(b_packs(pr.base.types.t_b, pr.base.groups.group_size)) > 1  # a B type with a packing to choose: show it
-    head = f"{'rank':>4}  {'m x k x n':<14} {'k_mt':>5}  {'rho':>3}  " + (f"{'B pack':<6}  " if packs else "") + \
-        (f"{'kernel':<12}  " if r.kernels_weighed else "") + (f"{'mapping':<11}  " if r.mappings_weighed else "") + \
-        f"{'pred TOPS':>9}  {'range':<11}  {'bound':<7}  {'compute':>7}  " \
-           f"{'memory':>7}  {'MAC/cyc':>7}  {'L1':>4}  {'L2':>4}  {'pad':>5}"
-    if measured:
-        head += f"  {'meas TOPS':>9}"
-    lines.append(head)
-    for i, c in enumerate(r.top[:count], 1):
-        cf = c.config
-        line = (f"{i:>4}  {f'{cf.tiling.m}x{cf.tiling.k}x{cf.tiling.n}':<14} {cf.tiling.k_mt:>5}  {cf.tiling.rho:>3}  "
-                + (f"{cf.layout.b_pack:<6}  " if packs else "")
-                + (f"{'convert-once' if cf.kernel.convert_once else 'emulated':<12}  " if r.kernels_weighed else "")
-                + (f"{array.mapping_of(cf.dev, cf.array.rows):<11}  " if r.mappings_weighed else "")
-                + f"{c.tops:>9.2f}  "
-                f"{f'{c.tops_low:.2f}-{c.tops_high:.2f}':<11}  {c.bound:<7}  "
-                f"{c.compute_bound_tops:>7.2f}  {c.memory_bound_tops:>7.2f}  {c.core_macs_per_cycle:>7.1f}  "
-                f"{c.l1_fraction:>4.0%}  {c.l2_fraction:>4.0%}  {c.wasted_fraction:>5.1%}")
-        if measured:
-            mt = c.measured_tops
-            line += f"  {mt:>9.2f}" if mt is not None else f"  {'-':>9}"
-        lines.append(line)
-    return "\n".join(lines)
-
-
-def tune_many_text(r: ManyResult) -> str:
-    c = r.config
-    types = _types(c.types.dtype_in, str(c.types.dtype_b), c.types.dtype_out, str(c.types.acc),
-                   bool(c.kernel.emulate_bf16_with_bfp16))
-    served = SERVED[c.runtime.runtime_sizes]
-    lines = [f"tune one design for {len(r.sizes)} sizes, {c.array.device} {types}, B "
-             f"{'column' if c.layout.b_col_maj else 'row'}-major: {r.candidates} candidates priced at every size in "
-             f"{r.seconds:.1f} s (times are PREDICTED by the model)",
-             f"design  {c.tiling.m}x{c.tiling.k}x{c.tiling.n}, k_mt "
-             f"{c.tiling.k_mt}" + (f", rho {c.tiling.rho}" if c.tiling.rho > 1 else "")
-             + ("" if c.runtime.task_span == 1 else
-                f", shim tasks spanning {c.runtime.task_span or 'as many'} output blocks (--task-span "
-                f"{c.runtime.task_span})")
-             + f"; built for {c.size.M}x{c.size.K}x{c.size.N}, serves {served}",
-             f"{'size':<16} {'weight':>6}  {'pred TOPS':>9}  {'pred us':>9}   {'own design':<22} {'pred TOPS':>9}  "
-             f"{'pred us':>9}  {'loss':>6}"]
-    for s in r.sizes:
-        sp = s.special
-        own = "(none)"
-        if sp:
-            t = sp.tiling
-            own = f"{t.m}x{t.k}x{t.n} k_mt {t.k_mt}" + (f" rho {t.rho}" if t.rho > 1 else "")
-        shared_tops = 2.0 * s.size.macs / s.shared_s / 1e12
-        line = f"{str(s.size):<16} {s.weight:>6g}  {shared_tops:>9.3f}  {s.shared_s * 1e6:>9,.1f}   {own:<22} "
-        if s.special_s is not None and s.loss is not None:
-            line += f"{2.0 * s.size.macs / s.special_s / 1e12:>9.3f}  {s.special_s * 1e6:>9,.1f}  {s.loss:>6.1%}"
-        lines.append(line)
-    shared, special = r.total("shared"), r.total("special")
-    lines.append(f"weighted total: {shared * 1e6:,.1f} us on the one design, {special * 1e6:,.1f} us on a design per "
-                 f"size ({shared / special - 1:+.1%}; one xclbin instead of {len(r.sizes)})")
-    return "\n".join(lines)
-
-
-# ---- roofline -----------------------------------------------------------------------------------
-MAX_POINTS = 100_000  # sweep points: each is three model evaluations; a plot shows no more
-
-
-def cmd_roofline(a: argparse.Namespace) -> int:
-    out = check_output_dir(a.out_dir, "--out-dir")
-    pyplot()  # an unusable plotting backend: one line before any work
-    chosen = choice(a)
-    config = check_config(chosen.config, budgets=False)  # as predict: a budget alone does not stop a prediction
-    say_chosen("roofline", chosen)
-    emulated = "bfp16emu" if config.kernel.emulate_bf16_with_bfp16 else ""
-    name = (f"{config.array.device}_{config.types.dtype_in}{emulated}_"
-            f"{config.types.dtype_out}_{'bcol' if config.layout.b_col_maj else 'brow'}")
-    roof, roof_png = roofline_png(config,
-                                  out / f"roofline_{name}_{config.tiling.m}x{config.tiling.k}x{config.tiling.n}.png",
-                                  a.max_size,
-                                  a.points)
-    heat, heat_png = heatmap_png(config, out / f"heatmap_{name}_{config.size.M}x{config.size.K}x{config.size.N}.png")
-    write_all({Path(roof["path"]): roof_png, Path(heat["path"]): heat_png})  # both or neither
-    if a.json:
-        print(json.dumps({"predicted": True, "roofline": roof, "heatmap": heat}, indent=1))
-    else:
-        print(f"wrote {roof['path']} ({roof['points']} predicted points, best {roof['best_tops']:.2f} TOPS)")
-        print(f"wrote {heat['path']} ({heat['tilings']} tilings, best {heat['best_tops']:.2f} TOPS predicted)")
-    return 0
-
-
-# ---- calibrate ----------------------------------------------------------------------------------
-def cmd_calibrate(a: argparse.Namespace) -> int:
-    output = None if a.output is None else check_output_file(a.output, "-o")  # before the refit
-    rows = measured.read_records([Path(f) for f in a.measurements])
-    result = measured.refit(rows, machine=a.machine)
-    if a.json:
-        print(json.dumps({"fitted": result.fitted, "refused": result.refused,
-                          "errors": {role: {r.name: e for r, e in result.errors(result.after, role)}
-                                     for role in ("fit", "check")}}, indent=1))
-    else:
-        print(measured.report(result))
-    if output is not None:
-        write_atomic(output, json.dumps(measured.calibration_data(result, a.machine), indent=2) + "\n")
-        if not a.json:
-            print(f"wrote {a.output}: set GEMM_GEN_CALIBRATION={a.output} for predict, tune and the tuner's "
-                  f"choices to use it")
-    return 0
-
-
-def register(sub: Any) -> None:
-    sp = sub.add_parser("predict", help="predicted time and throughput of a design (analytical model)")
-    _model_args(sp)
-    sp.set_defaults(func=cmd_predict)
-
-    sp = sub.add_parser("tune", help="rank every valid tiling of a problem by predicted throughput")
-    _model_args(sp)
-    sp.add_argument("--top", type=counted(1, what="a design count"), default=5, help="designs to list (default 5)")
-    sp.add_argument("--rank", choices=RANKS, default="model",
-                    help="rank by the prediction (model) or by its pessimistic end over the constants' spreads")
-    sp.add_argument("--measure", type=counted(0, what="a design count"), default=0, metavar="N",
-                    help="build and run the top N on the NPU and re-rank them by measurement")
-    sp.add_argument("--iters", type=counted(1, what="a run count"), default=10, help="timed runs per measured design")
-    sp.add_argument("--warmup", type=counted(0, what="a run count"), default=1, help="untimed runs before timing")
-    sp.set_defaults(func=cmd_tune)
-
-    sp = sub.add_parser("calibrate", help="refit the model's DRAM and dispatch constants on `make validate` "
-                        "records; report the error on the rows not fitted")
-    sp.add_argument("--measurements", nargs="+", required=True, metavar="FILE",
-                    help="build/validate_<device>.json files from NPU machines")
-    sp.add_argument("-o", "--output", help="write the refitted calibration JSON here")
-    sp.add_argument("--machine", default=None, metavar="NAME",
-                    help="the machine the records come from: its profile gets the refitted peak (a new name adds "
-                    "a profile) and becomes the default in the output (default: the device's default profile)")
-    sp.add_argument("--json", action="store_true", help="print one JSON object")
-    sp.set_defaults(func=cmd_calibrate)
-
-    sp = sub.add_parser("roofline", help="PNG plots: predicted roofline sweep and tiling heat map")
-    problem_args(sp)
-    sp.add_argument("--out-dir", default="build", help="where the PNG files go (default build/)")
-    sp.add_argument("--max-size", type=SIZE, default=8192, help="largest M, K, N of the sweep")
-    sp.add_argument("--points", type=counted(1, MAX_POINTS, "a point count"), default=500,
-                    help="problem sizes sampled for the sweep")
-    sp.set_defaults(func=cmd_roofline)
+FLAGS = {"predict": _predict_flags}  # app/cli.py's COMMANDS names this module for it

@@ -20,8 +20,9 @@ from ..inputs import INPUT_FAMILIES
 from ..kernels import render_kernel
 from . import validate
 from .choice import choice, say_chosen
-from .cliargs import EXIT_FAIL, EXIT_USAGE, SEED, call_layouts, config_args, counted, problem_args
+from .cliargs import SEED, call_layouts, config_args, counted, problem_args
 from .limits import slow_end_s
+from .parsing import EXIT_FAIL, EXIT_USAGE
 
 
 def cmd_kernel(a: argparse.Namespace) -> int:
@@ -208,13 +209,12 @@ def _build_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("-v", "--verbose", action="store_true", help="print each command as it runs")
 
 
-def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    sp = sub.add_parser("doctor", help="the pinned NPU toolchain against what is installed (exit 0 when ready)")
+def _doctor_flags(sp: argparse.ArgumentParser) -> None:
     sp.add_argument("--json", action="store_true", help="print one JSON object")
     sp.set_defaults(func=cmd_doctor)
 
-    sp = sub.add_parser("validate", help="on an NPU machine: doctor, then build, run and check a fixed sweep; "
-                        "build/validate_<dev>.json (measured vs predicted) and a PNG")
+
+def _validate_flags(sp: argparse.ArgumentParser) -> None:
     sp.add_argument("--dev", default="npu2", help="npu1 or npu2 (this machine's NPU)")
     sp.add_argument("--build-dir", default="build")
     sp.add_argument("--iters", type=counted(1, what="a run count"), default=10, help="timed runs per design")
@@ -227,30 +227,33 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     sp.add_argument("--json", action="store_true", help="print one JSON object")
     sp.set_defaults(func=cmd_validate)
 
-    sp = sub.add_parser("cache", help="the build cache (one xclbin per design, an instruction stream per size): "
-                        "list or clear it ($GEMM_GEN_CACHE, else ~/.cache/gemm_gen); clear removes only the "
-                        "entries gemm_gen created (each carries a .gemm_gen_entry marker), nothing else there")
+
+def _cache_flags(sp: argparse.ArgumentParser) -> None:
     sp.add_argument("action", choices=("list", "clear"))
     sp.add_argument("--json", action="store_true", help="print JSON")
     sp.set_defaults(func=cmd_cache)
 
-    sp = sub.add_parser("kernel", help="render the design's AIE-API kernel source (C++)")
+
+def _kernel_flags(sp: argparse.ArgumentParser) -> None:
     problem_args(sp)
     sp.add_argument("-o", "--output", help="write to this file instead of stdout")
     sp.set_defaults(func=cmd_kernel)
 
-    sp = sub.add_parser("mlir", help="lower the design to MLIR through IRON (needs mlir-aie)")
+
+def _mlir_flags(sp: argparse.ArgumentParser) -> None:
     problem_args(sp)
     sp.add_argument("-o", "--output", help="write to this file instead of stdout")
     sp.set_defaults(func=cmd_mlir)
 
-    sp = sub.add_parser("build", help="compile the kernel and run aiecc.py: build/final_*.xclbin, insts_*.bin")
+
+def _build_flags(sp: argparse.ArgumentParser) -> None:
     problem_args(sp)
     _build_args(sp)
     sp.add_argument("--dry-run", action="store_true", help="print every command instead of running it")
     sp.set_defaults(func=cmd_build)
 
-    sp = sub.add_parser("run", help="build if needed, run on the NPU through XRT, check and time it")
+
+def _run_flags(sp: argparse.ArgumentParser) -> None:
     problem_args(sp)
     _build_args(sp)
     sp.add_argument("--warmup", type=counted(0, what="a run count"), default=1, help="untimed runs first")
@@ -259,3 +262,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     _inputs_arg(sp)
     _timeout_arg(sp, "")
     sp.set_defaults(func=cmd_run)
+
+
+# app/cli.py's COMMANDS names this module for these commands
+FLAGS = {"doctor": _doctor_flags, "validate": _validate_flags, "cache": _cache_flags, "kernel": _kernel_flags,
+         "mlir": _mlir_flags, "build": _build_flags, "run": _run_flags}

@@ -55,6 +55,7 @@ from ..hostdata import output_values, pad_inputs
 from ..operands import as_matrix, bfp16_quantizer, group_operands, host_operand
 from ..quant_b import QuantB
 from ..rules.epilogue import call_activation
+from ..sim.memory import check_memory
 from ..sim.run import ArraySession
 from ..sim.words import VALUE_MASK
 from ..spec import Pins, Problem, Request
@@ -101,6 +102,14 @@ class Gemm:
     The fused epilogue (docs/epilogues.md): `bias=True` (every call passes `bias=`) or `"auto"` (a call
     that passes one runs a design that adds it), `activation` ('relu', 'silu', 'gelu'), `clamp=(lo, hi)`
     (bf16 C) and `requant='per_channel'` (i8 / i16 C; every call passes `scale=(multiplier, shift)`).
+
+    What C loses against A @ B (measured here on standard normal bf16 data, scripts/accuracy_table.py; a call's own
+    loss with report=True): plain bf16 (npu1, or npu2 with emulate_bf16_with_bfp16=False) about 0.17% relative
+    (Frobenius), the one rounding of C; npu2's default bf16 about 0.94%, as its bfp16 datapath quantizes A and B to
+    blocks of 8 along K (elementwise, an output near zero can be off by more than its own size); integer outputs
+    are clip(A @ B) exactly. activation='silu' and 'gelu' (mlir-aie's tanh form in bf16) add little normwise but err
+    by up to 37% (SiLU) and 16% (GELU) elementwise where |target| >= 2^-6, in the negative tail where 1 + tanh(.)
+    cancels (docs/epilogues.md section 1).
     """
 
     def __init__(self, device: str = "npu2", dtype_in: str = "bf16", dtype_out: str | None = None, *,
@@ -230,7 +239,7 @@ class Gemm:
         Frobenius norm of C - A @ B relative to A @ B's): npu1 bf16 0.17%, npu2 bf16 (its default
         bfp16 datapath, which quantizes A and B to bfp16 blocks) 0.94%, npu2 bf16 with
         emulate_bf16_with_bfp16=False 0.17%; f32 outputs 4e-7 on npu1; acc='out' about 2.7% for
-        bf16; integer outputs clip(A @ B) exactly (README, "What C is"). Outputs whose A @ B
+        bf16; integer outputs clip(A @ B) exactly (docs/accuracy.md). Outputs whose A @ B
         leaves the output type (integers clamped, floats Inf) come with a NumericsWarning.
 
         A (M x K) and B (K x N) are 2-D arrays of real numbers (NumPy integers and floats, ml_dtypes
@@ -274,12 +283,13 @@ class Gemm:
         stride through a leading dimension; `order` ("C" or "F") is C's memory order. What the host
         still copies, and why, is in `last_call.copy_lines()` (and `plan(A, B)` before the call).
         """
-        a, b = self._operands(A, B, packed)
+        a, b = self._operands(A, B, packed, simulating=True)
         quant = self._weights(b, scales, zero_points)
         data = (bias, scale, zero_point, act_min, act_max)
-        if _empty(a, b):
-            self._check_empty(a, b, *data)
-            return self._zeros(a, b, self._order(order))
+        if _empty(a, b):  # C without a run; with report=True still the pair (C, its accuracy), as for any call
+            base, epi = self._check_empty(a, b, *data)
+            c = self._zeros(a, b, self._order(order))
+            return self._checked(base, c, a, b, report, epi=epi) if report else c
         design, call, a, b = self._prepare(A, B, a, b, order, bias)
         call = self._select(design, call, activation)
         epi = epilogue_args(self._args, design.config, b.shape[1], *data)
@@ -287,8 +297,8 @@ class Gemm:
         with np.errstate(invalid="ignore"):  # NaN and Inf accepted on plain bf16 make NaN in C, as intended
             c_cells, _, _ = session.run(call, *pad_inputs(design.config, a, quant or b, call, epi))
         c = output_values(design.config, (c_cells & VALUE_MASK).astype(np.uint32), call)
-        return self._checked(design, self._in_order(c, call, order), a, b if quant is None else quant.exact(), report,
-                             epi=epi, activation=call.activation)
+        return self._checked(design.config, self._in_order(c, call, order), a, b if quant is None else quant.exact(),
+                             report, epi=epi, activation=call.activation)
 
     def __call__(self, A: Any, B: Any, *, report: bool = False, check: bool = True,
                  timeout_ms: int | None = None, order: str = "C", bias: Any = None, scale: Any = None,
@@ -309,9 +319,10 @@ class Gemm:
         a, b = self._operands(A, B, packed)
         quant = self._weights(b, scales, zero_points)
         data = (bias, scale, zero_point, act_min, act_max)
-        if _empty(a, b):
-            self._check_empty(a, b, *data)
-            return self._zeros(a, b, self._order(order))
+        if _empty(a, b):  # C without a run; with report=True still the pair (C, its accuracy), as for any call
+            base, epi = self._check_empty(a, b, *data)
+            c = self._zeros(a, b, self._order(order))
+            return self._checked(base, c, a, b, report, epi=epi) if report else c
         design, call, a, b = self._prepare(A, B, a, b, order, bias)
         call = self._select(design, call, activation)
         epi = epilogue_args(self._args, design.config, b.shape[1], *data)
@@ -322,7 +333,8 @@ class Gemm:
             return c
         c_ = design.config
         whole = report or (not c_.types.t_out.is_float and c_.types.acc == c_.types.dtype_out != c_.default_acc)
-        return self._checked(design, c, a, b if quant is None else quant.exact(), report, whole, epi, call.activation)
+        return self._checked(design.config, c, a, b if quant is None else quant.exact(), report, whole, epi,
+                             call.activation)
 
     def _select(self, design: Design, call: CallPlan, activation: str | None) -> CallPlan:
         """The call with the activation it selects (a runtime-activation build's mode; refused, one line,
@@ -332,18 +344,18 @@ class Gemm:
         except ConfigError as e:
             raise design_refusal(self._args, e) from None
 
-    def _check_empty(self, a: np.ndarray, b: np.ndarray, *data: Any) -> None:
+    def _check_empty(self, a: np.ndarray, b: np.ndarray, *data: Any) -> tuple[GemmConfig, EpilogueArgs | None]:
         """An empty product with a fused epilogue: only M = 0 or N = 0 (no output) runs nothing; K = 0 would make
-        act(bias), which no call computes."""
+        act(bias), which no call computes. The config the call would have had (its bias) and its epilogue's data."""
         epilogue = not self._base.epilogue.is_identity or data[0] is not None
         if epilogue and a.shape[1] == 0 and a.shape[0] and b.shape[1]:
             raise refuse(self._args, "K = 0 with a fused epilogue: C would be the epilogue of zeros, which no call "
                          "computes", "pass K >= 1")
         base = self._base.with_(bias=True) if self._bias_auto and data[0] is not None else self._base
-        epilogue_args(self._args, base, b.shape[1], *data)
+        return base, epilogue_args(self._args, base, b.shape[1], *data)
 
     @staticmethod
-    def _checked(design: Design, c: np.ndarray, a: np.ndarray, b: np.ndarray, report: bool,
+    def _checked(cfg: GemmConfig, c: np.ndarray, a: np.ndarray, b: np.ndarray, report: bool,
                  whole: bool = True, epi: EpilogueArgs | None = None, activation: str | None = None
                  ) -> np.ndarray | tuple[np.ndarray, Accuracy | EpilogueAccuracy]:
         """C, with a NumericsWarning for every way it can differ from A @ B beyond one rounding:
@@ -351,7 +363,7 @@ class Gemm:
         (per-k-step numerics), an acc32 accumulator these inputs can overflow; its Accuracy if
         asked. `whole`: against the whole product, else only the outputs at the type's bounds.
         With an epilogue: against float64 act(A @ B + bias) and TFLite's requantization (EpilogueAccuracy)."""
-        cfg, nm = design.config, design.config.numerics
+        nm = cfg.numerics
         if not cfg.epilogue.is_identity:
             return Gemm._checked_epilogue(cfg, c, a, b, report, epi, activation)
         accuracy = measure(c, a, b, nm) if whole else None
@@ -427,19 +439,38 @@ class Gemm:
                 raise refuse(self._args, f"{name}={value} > {limit}, the largest {name} its design serves",
                              f"use a Gemm whose max_size covers {problem}")
 
-    def _operands(self, A: Any, B: Any, packed: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    def _operands(self, A: Any, B: Any, packed: bool = False, simulating: bool = False
+                  ) -> tuple[np.ndarray, np.ndarray]:
+        """A and B checked and in the input types. `simulating`: the simulator's memory for their product is
+        checked first, from their shapes, before any copy is made (or a design chosen)."""
         a, b = as_matrix("A", A), as_matrix("B", B)
         if packed is not False:
-            b = self._unpacked(b, packed)
+            self._check_packed(b, packed)
         if a.ndim != 2 or b.ndim != 2:
             raise ConfigError(f"A and B must be matrices, not arrays of {a.ndim} and {b.ndim} dimensions",
                               "pass 2-D arrays")
-        if a.shape[1] != b.shape[0]:
-            raise ConfigError(f"A is {a.shape[0]} x {a.shape[1]} but B is {b.shape[0]} x {b.shape[1]}: K differs",
+        k_b = 2 * b.shape[0] if packed is True else b.shape[0]  # packed int4: two rows of B per byte row
+        if a.shape[1] != k_b:
+            raise ConfigError(f"A is {a.shape[0]} x {a.shape[1]} but B is {k_b} x {b.shape[1]}: K differs",
                               "pass A (M x K) and B (K x N)")
+        if simulating:
+            self._check_memory(a.shape[0], a.shape[1], b.shape[1])
+        if packed is True:
+            b = unpack_i4(b.view(np.uint8), axis=0)
         c = self._base
         return (host_operand("A", a, c.types.t_in, bfp16_quantizer(c, "A")),
                 host_operand("B", b, c.types.t_b, bfp16_quantizer(c, "B")))
+
+    def _check_memory(self, M: int, K: int, N: int) -> None:
+        """ConfigError when simulating this product needs more memory than the machine has (or more words than
+        the simulator numbers); an empty product runs nothing."""
+        if M * K * N == 0:
+            return
+        try:
+            check_memory(self._base, [Problem(M, K, N)])  # the types and the size, whatever tiling is chosen
+        except ConfigError as e:
+            raise refuse(self._args, in_operator_terms(e.raw_what), "simulate smaller arrays (split A's rows or B's "
+                         "columns into several calls: any design serves them)") from None
 
     def _weights(self, b: np.ndarray, scales: Any, zero_points: Any) -> QuantB | None:
         """W4A16's weights (B's int4 values with their checked scales and zero points), None for any other
@@ -462,8 +493,8 @@ class Gemm:
                           stacklevel=3)
         return quant
 
-    def _unpacked(self, b: np.ndarray, packed: Any) -> np.ndarray:
-        """B's int4 values from packed bytes ((K / 2) x N, pairs along K, the low nibble first)."""
+    def _check_packed(self, b: np.ndarray, packed: Any) -> None:
+        """packed=True: B must be int4 bytes ((K / 2) x N, pairs along K, the low nibble first)."""
         if packed is not True:
             raise refuse(self._args, f"packed={packed!r}: packed is True (B is packed int4 bytes) or False",
                          "pass packed=True or packed=False")
@@ -473,7 +504,6 @@ class Gemm:
         if b.ndim != 2 or b.dtype not in (np.uint8, np.int8):
             raise refuse(self._args, f"packed=True: B must be a 2-D array of bytes (uint8 or int8), not {b.ndim}-D "
                          f"{b.dtype}", "pass the packed bytes as np.uint8, (K / 2) x N")
-        return unpack_i4(b.view(np.uint8), axis=0)
 
     def _zeros(self, a: np.ndarray, b: np.ndarray, order: str = "C") -> np.ndarray:
         """C of an empty product: M x N zeros in C's host type (a sum over K = 0 is 0, as in NumPy)."""

@@ -12,6 +12,7 @@ from ..config import GemmConfig
 from ..errors import ConfigError, ToolchainMissing
 from ..model.params import Params, load, load_ends
 from ..model.perf import Workload, estimate
+from ..model.predict import predict
 from ..rules.array import DECODE_M_MAX, decode_call
 from ..search.tune import evaluate_all
 
@@ -57,8 +58,7 @@ def sweep(c: GemmConfig, max_size: int = 8192, points: int = 500, seed: int = 0,
     count = len(axes[0]) * len(axes[1]) * len(axes[2])  # the grid's points, sampled by index (it can be huge)
     chosen = np.arange(count) if count <= points else np.random.default_rng(seed).choice(count, points, replace=False)
     grid = np.stack([ax[i] for ax, i in zip(axes, np.unravel_index(chosen, [len(ax) for ax in axes]))], axis=1)
-    out: dict[str, list[float]] = {"M": [], "K": [], "N": [], "tops": [], "ai": [], "compute_bound": [],
-                                   "memory_bound": [], "gbps": [], "tops_low": [], "tops_high": []}
+    out: dict[str, list[float]] = {"M": [], "K": [], "N": [], "tops": [], "ai": [], "tops_low": [], "tops_high": []}
     base = Workload.of(c)
     for M, K, N in grid:
         pr = base.with_(M=int(M), K=int(K), N=int(N))
@@ -70,9 +70,6 @@ def sweep(c: GemmConfig, max_size: int = 8192, points: int = 500, seed: int = 0,
         out["N"].append(N)
         out["tops"].append(float(e.tops))
         out["ai"].append(ops / nbytes)
-        out["compute_bound"].append(float(e.compute_bound_tops))
-        out["memory_bound"].append(float(e.memory_bound_tops))
-        out["gbps"].append(nbytes / float(e.t_mem) / 1e9)
         for end, q in (("tops_low", slow), ("tops_high", fast)):  # the spread of the loose constants
             out[end].append(float(estimate(pr, c.tiling.m, c.tiling.k, c.tiling.n, c.tiling.k_mt, q,
                                            rho=c.tiling.rho).tops))
@@ -100,10 +97,13 @@ def roofline_png(c: GemmConfig, path: Path, max_size: int = 8192, points: int = 
     ax.scatter([own["ai"]], [own["tops"]], s=110, marker="*", color="tab:orange", zorder=3,
                label=f"{what}: {own['tops']:.3f} TOPS (predicted)")
     ai = np.linspace(0, max(data["ai"].max(), own["ai"]) * 1.05, 200)
-    bw = float(np.median(data["gbps"]))
-    ax.plot(ai, ai * bw / 1000, "--", color="tab:red", label=f"memory roof: AI x {bw:.1f} GB/s (predicted effective)")
-    roof = float(np.median(data["compute_bound"]))
-    ax.axhline(roof, color="tab:green", ls="--", label=f"compute roof of the kernel: {roof:.2f} TOPS (predicted)")
+    # the roofs are the call's own, as `predict` gives them (model/predict.py computes both): the memory roof
+    # passes through its memory bound at its arithmetic intensity, the compute roof is its compute bound
+    bw, roof = own["gbps"], own["compute_bound"]
+    ax.plot(ai, ai * bw / 1000, "--", color="tab:red",
+            label=f"memory roof: AI x {bw:.1f} GB/s (this call's predicted effective DRAM rate, as predict)")
+    ax.axhline(roof, color="tab:green", ls="--",
+               label=f"compute roof of the kernel: {roof:.2f} TOPS (this call's, as predict)")
     ax.axhline(peak, color="gray", ls=":", label=f"device peak {peak:.1f} TOPS")
     highest = max(data["tops_high"].max(), roof, own["tops"])
     # a design far below the device's peak (decode calls) is drawn at its own scale, the peak left off the axis
@@ -129,10 +129,12 @@ def roofline_png(c: GemmConfig, path: Path, max_size: int = 8192, points: int = 
 
 
 def _own_call(c: GemmConfig, params: Params | None) -> tuple[dict[str, float], bool]:
-    """The predicted throughput and arithmetic intensity of `c`'s own call, and whether it is decode shaped."""
-    e = estimate(Workload.of(c), c.tiling.m, c.tiling.k, c.tiling.n, c.tiling.k_mt, params or load(), rho=c.tiling.rho)
-    nbytes = sum(float(t.bytes) for t in e.traffic.values())
-    return {"tops": float(e.tops), "ai": 2.0 * c.size.M * c.size.K * c.size.N / nbytes}, bool(decode_call(c.size.M))
+    """`c`'s own call as `predict` prices it (the same Prediction): its throughput, arithmetic intensity, compute
+    bound and the DRAM rate that makes its memory bound; and whether it is decode shaped."""
+    d = predict(c, params or load())
+    ai = 2.0 * c.size.M * c.size.K * c.size.N / sum(v.bytes for v in d.dram.values())
+    return {"tops": d.tops, "ai": ai, "compute_bound": d.compute_bound_tops,
+            "gbps": d.memory_bound_tops * 1e3 / ai}, bool(decode_call(c.size.M))
 
 
 def heatmap_png(c: GemmConfig, path: Path, params: Params | None = None) -> tuple[dict[str, Any], bytes]:

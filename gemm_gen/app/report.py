@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ..accuracy import ACTIVATION_TAIL, BFP16_DATAPATH, ONE_BF16_ROUNDING
 from ..call import CallPlan
 from ..design.keys import VariantInfo
 from ..design.serve import SERVED
@@ -12,6 +13,7 @@ from ..epilogue import Epilogue
 from .plan_info import L1Info, PlanInfo, XclbinPlan
 
 if TYPE_CHECKING:
+    from ..config import GemmConfig
     from ..sim.run import SimResult
 
 
@@ -196,7 +198,7 @@ def sim_text(r: SimResult, p: PlanInfo, verbose: bool = False) -> str:
         lines.append(f"  before bfp16   {r.accuracy_given.text()} (A @ B of the values before the host quantized them)")
     if not c.types.t_out.is_float:
         lines.append(f"  outputs        {r.nonzero_fraction:.1%} nonzero")
-    for note in r.notes:
+    for note in [*r.notes, *typical_loss_notes(c, r.call.activation)]:
         lines.append(f"  note           {note}")
     lines.append(f"  simulated in   {r.seconds:.1f} s")
     if not r.passed:
@@ -204,6 +206,25 @@ def sim_text(r: SimResult, p: PlanInfo, verbose: bool = False) -> str:
     else:
         lines.append("PASS" if r.numerics_modelled else "PASS (data movement only: numerics not modelled)")
     return "\n".join(lines)
+
+
+def typical_loss_notes(c: GemmConfig, activation: str | None) -> list[str]:
+    """What real data loses on this path and the seeded inputs do not show (accuracy.py's measured figures): npu2's
+    bfp16 datapath for bf16, and the tanh-form SiLU / GELU."""
+    notes = []
+    if c.types.dtype_in == "bf16" and str(c.types.dtype_b) == "bf16" and c.numerics.bfp16_inputs:
+        notes.append(f"on real data expect about {BFP16_DATAPATH:.2%} relative (Frobenius) error against A @ B, "
+                     f"not the {ONE_BF16_ROUNDING:.2%} of one bf16 rounding: {c.array.device}'s bfp16 datapath "
+                     "quantizes A and B (measured on N(0, 1) bf16 inputs, scripts/accuracy_table.py; elementwise, "
+                     "an output near zero can be off by more than its own size); the default "
+                     "seeded inputs are exact in bfp16 and do not show it (--inputs wide does); "
+                     "--emulate-bf16-mmul-with-bfp16 0 keeps plain bf16")
+    act = c.epilogue.for_call(activation).activation.value
+    if act in ACTIVATION_TAIL:
+        notes.append(f"{act} as mlir-aie computes it (tanh form in bf16) errs by up to {ACTIVATION_TAIL[act]:.0%} "
+                     "elementwise where |target| >= 2^-6 on N(0, 1) data, in the negative tail where 1 + tanh(.) "
+                     "cancels; normwise it adds little to the path's error (docs/epilogues.md section 1)")
+    return notes
 
 
 def _epilogue_lines(e: Epilogue, call: CallPlan) -> list[str]:

@@ -311,7 +311,7 @@ def build_design(config: GemmConfig, budgets: bool = True) -> Design:
     placement = c.memtile_placement() if budgets else c.memtile_buffers()
     runtime = runtime_sequence(c, c.call)
     return Design(c, host_tensors(c, c.call, runtime), tuple(fifos), tuple(links), tuple(specs.values()),
-                  tuple(workers), tuple(placement), runtime, l1)
+                  tuple(workers), tuple(placement), runtime, l1, (ga, gb, gc))
 
 
 def rtp_buffer(col: int, row: int) -> str:

@@ -12,7 +12,7 @@ kernel stream): the A patterns' block is then 2 x 1 tiles (r = 2, s = 1); and fo
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from .. import groupquant
@@ -51,6 +51,13 @@ class Grid:
     c_built_col_maj: bool = False  # the build's C layout: its memtile sends C's columns (rules/call_layouts.py)
     k_extra: int = 0  # B only: units of K past kw that B's walk also reads (the epilogue tile, one k-step)
     obj: int = 0  # W4A16 B only: words of one B object (q, scale rows, zero rows: b_objects), else 0
+
+    def at(self, call: CallPlan, operand: str) -> Grid:
+        """This grid for another call of the same design: the call's extents, leading dimension and C layout, in
+        this operand's units (a tile's rows along M and K, its columns along N and the leading dimension)."""
+        qr, qc = self.unit.tile_rows, self.unit.tile_cols
+        return replace(self, Mp=call.Mp // qr, kw=call.k_walk // qr, Np=call.Np // qc, ld=call.ld(operand) // qc,
+                       c_col_maj=call.c_col_maj, k_extra=call.b_extra_k // qr if operand == "B" else 0)
 
     @property
     def b_l2_units(self) -> int:
@@ -97,12 +104,10 @@ def grid(c: GemmConfig, operand: str, call: CallPlan | None = None) -> Grid:
         r = 2 if operand in ("A", "C") else 1  # A: 2 x 1 super-blocks of tiles; C: 2 x 2
         s = 1 if operand == "A" or (operand == "B" and not c.layout.b_col_maj) else k_u
         t = 2 if operand == "C" else 1 if operand == "B" and c.layout.b_col_maj else n_u
-    return Grid(unit, c.tiling.m // q, c.tiling.k // q, c.tiling.n // q, c.tiling.k_mt // q, c.t_ma // q, c.tiling.rho,
-                r, s, t,
-                call.Mp // q, call.k_walk // q, call.Np // q, call.ld(operand) // q, c.array.rows, c.array.cols,
-                c.layout.b_col_maj,
-                c.dev, c.layout.b_pack, c.layout.a_col_maj, call.c_col_maj, c.layout.c_col_maj,
-                call.b_extra_k // q if operand == "B" else 0)
+    ti, lay = c.tiling, c.layout
+    return Grid(unit, ti.m // q, ti.k // q, ti.n // q, ti.k_mt // q, c.t_ma // q, ti.rho, r, s, t, 0, 0, 0, 0,
+                c.array.rows, c.array.cols, lay.b_col_maj, c.dev, lay.b_pack, lay.a_col_maj, False,
+                lay.c_col_maj).at(call, operand)
 
 
 def _packed_grid(c: GemmConfig, operand: str, call: CallPlan, unit: DType) -> Grid:
@@ -113,10 +118,9 @@ def _packed_grid(c: GemmConfig, operand: str, call: CallPlan, unit: DType) -> Gr
     (npu1's bf16 4 x 8 x 4: nothing re-tiles nibbles, so t // q is never used)."""
     assert operand == "B" and not c.layout.b_col_maj, "int4 is B's type only, row-major"
     q = unit.tile_cols
-    obj = groupquant.object_bytes(c.tiling.k, c.tiling.n, c.groups.group_size,
+    ti, lay, (r, s, t) = c.tiling, c.layout, c.kernel.mmul
+    obj = groupquant.object_bytes(ti.k, ti.n, c.groups.group_size,
                                   c.groups.zero_points) // WORD_BYTES if c.groups.group_size else 0
-    return Grid(unit, c.tiling.m, c.tiling.k, c.tiling.n // q, c.tiling.k_mt, c.t_ma, c.tiling.rho, c.kernel.mmul[0],
-                c.kernel.mmul[1], c.kernel.mmul[2] // q, call.Mp, call.k_walk,
-                call.Np // q, call.ld(operand) // q, c.array.rows, c.array.cols, c.layout.b_col_maj, c.dev,
-                c.layout.b_pack, c.layout.a_col_maj,
-                call.c_col_maj, c.layout.c_col_maj, call.b_extra_k, int(obj))
+    return Grid(unit, ti.m, ti.k, ti.n // q, ti.k_mt, c.t_ma, ti.rho, r, s, t // q, 0, 0, 0, 0, c.array.rows,
+                c.array.cols, lay.b_col_maj, c.dev, lay.b_pack, lay.a_col_maj, False, lay.c_col_maj, 0,
+                int(obj)).at(call, operand)

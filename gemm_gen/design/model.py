@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
+from ..call import CallPlan
 from ..config import GemmConfig
 from ..epilogue import Epilogue
 from ..hw.devices import TileKind
@@ -21,6 +22,7 @@ from ..rules import l1, peano
 from ..rules.memtile import MemtileBuffer
 from ..spec import Types
 from ..tap import Tap
+from .grid import OPERANDS, Grid
 
 
 @dataclass(frozen=True, order=True)
@@ -364,6 +366,18 @@ class Design:
     memtile_buffers: tuple[MemtileBuffer, ...]
     runtime: tuple[RuntimeOp, ...]
     l1: L1Plan | None = None  # every core's L1 allocation and its predicted bank map (l1_banks.py)
+    # A, B and C in their DMA units for the design's own call (grid.py); another call's: grid(operand, call)
+    grids: tuple[Grid, ...] = ()
+
+    def grid(self, operand: str, call: CallPlan | None = None) -> Grid:
+        """An operand's sizes in its DMA units, for one call of this design (default: its own)."""
+        g = self.grids[OPERANDS.index(operand)]
+        return g if call is None or call == self.config.call else g.at(call, operand)
+
+    @property
+    def roles(self) -> dict[str, str]:
+        """Each kernel's role (zero, matmul, convert) by its symbol, as the workers call it."""
+        return {k.name: k.role for k in self.kernels}
 
     def fifo(self, name: str) -> ObjectFifo:
         for f in self.fifos:

@@ -282,6 +282,22 @@ def auto_loops(dev: Device, dtype_in: str, mmul: MmulShape, emulate: bool, expan
     return pick
 
 
+def expansion_problem(dev: Device, dtype_in: str, mmul: MmulShape, emulate: bool,
+                      expansion: tuple[int, int]) -> tuple[str, str] | None:
+    """(what, fix) when no kernel of this mmul has the given expansion (its accumulators and operands do
+    not fit the register files, or it is not one of ours); None when one has. It needs no tiling, so
+    checks.check_types asks it before any search prices a kernel with it."""
+    order = expansions(dev, dtype_in, mmul, emulate)
+    if expansion in order:
+        return None
+    ex = "x".join(map(str, expansion))
+    acc, ops = register_bits(dev, dtype_in, mmul, *expansion, emulate)
+    return (f"expansion {ex} of the {dev.name} {dtype_in} mmul {'x'.join(map(str, mmul))} needs {acc} accumulator and "
+            f"{ops} operand bits, more than the {dev.isa.acc_file_bits} and {dev.isa.vector_file_bits} the core has"
+            if expansion in CANDIDATES else f"expansion {ex} is not one of ours",
+            f"use {opt('expansion', *order)}")
+
+
 def choose(dev: Device, dtype_in: str, mmul: MmulShape, emulate: bool, t_ma: int, k: int, n: int,
            expansion: tuple[int, int] | None = None, loops: str | None = None,
            reserve_bytes: int = 0, compiler: str = "peano") -> KernelVariant:
@@ -293,13 +309,9 @@ def choose(dev: Device, dtype_in: str, mmul: MmulShape, emulate: bool, t_ma: int
     else:
         expansion = (int(expansion[0]), int(expansion[1]))
         ex = "x".join(map(str, expansion))
-        if expansion not in order:
-            acc, ops = register_bits(dev, dtype_in, mmul, *expansion, emulate)
-            raise ConfigError(f"expansion {ex} of the {dev.name} {dtype_in} mmul {'x'.join(map(str, mmul))} needs "
-                              f"{acc} accumulator and {ops} operand bits, more than the {dev.isa.acc_file_bits} and "
-                              f"{dev.isa.vector_file_bits} the core has" if expansion in CANDIDATES else
-                              f"expansion {ex} is not one of ours",
-                              f"use {opt('expansion', *order)}")
+        problem = expansion_problem(dev, dtype_in, mmul, emulate, expansion)
+        if problem is not None:
+            raise ConfigError(*problem)
         if not bool(divides(mmul, expansion, t_ma, n)):
             r, _, t = mmul
             raise ConfigError(f"kernel tile {t_ma}x{k}x{n} (m / rho x k x n) does not split into {ex} clusters "

@@ -210,20 +210,28 @@ def place(pool_list: list[Pool], target_cols: int, capacity: int, candidates: in
     return Placement(pool_list, home, used)
 
 
+def _overflow(pool_list: list[Pool], pool: Pool, i: int, used: np.ndarray, capacity: int) -> str:
+    """Why a buffer found no memtile: its own memtile and each neighbour had less free than it takes. The memtile
+    may be full of its neighbours' spilled buffers while its own need less than it holds (issue 33 item 7: "need
+    344064 B > 524288 B" said otherwise), so what it holds and what its own buffers need are both said."""
+    own = sum(q.nbytes * q.depth for q in pool_list if q.col == pool.col)
+    free = ", ".join(f"memtile {x} {capacity - int(used[x]):,} B" for x in (pool.col - 1, pool.col + 1)
+                     if 0 <= x < len(used))
+    spilled = "; the rest spilled into it from its neighbours" if int(used[pool.col]) > own else ""
+    return (f"memtile {pool.col} cannot hold {pool.name}_buff_{i} ({int(pool.nbytes):,} B): mlir-aie's placement "
+            f"fills it with {int(used[pool.col]):,} of its {capacity:,} B (its own A/B/C buffers need {own:,} B"
+            f"{spilled}), and no neighbour has that much free ({free})")
+
+
 def place_one(pool_list: list[Pool], target_cols: int, capacity: int) -> list[MemtileBuffer]:
     """One design's buffers where mlir-aie puts them (IR order), or ConfigError naming the memtile,
     its need and the fix."""
     result = place(pool_list, target_cols, capacity)
-    home = result.home[0]
+    home, used = result.home[0], result.used[0]
     for p, pool in enumerate(pool_list):
         for i in range(pool.depth):
             if home[p, i] < 0:
-                need = sum(q.nbytes * q.depth for q in pool_list if q.col == pool.col)
-                raise ConfigError(
-                    f"memtile {pool.col} overflows: its A/B/C buffers need {need} B > {capacity} B (512 KiB) and "
-                    f"no neighbour memtile has {pool.nbytes} B free for {pool.name}_buff_{i}",
-                    f"reduce k_mt ({opt('k_mt')}) or m/n",
-                )
+                raise ConfigError(_overflow(pool_list, pool, i, used, capacity), f"reduce k_mt ({opt('k_mt')}) or m/n")
     cross = result.cross()[0]
     for col in sorted({q.col for q in pool_list}):
         for attr, what in (("s2mm", "S2MM"), ("mm2s", "MM2S")):

@@ -20,7 +20,7 @@ from ..model.perf import Workload, estimate_config
 from ..rules import array
 from ..rules.defaults import resolve
 from ..spec import Pins, Request, Tiling
-from .tune import Candidate, tune, tuned_b_pack, tuned_config, tuned_k_mt
+from .tune import Candidate, check_problem, tune, tuned_b_pack, tuned_config, tuned_k_mt
 from .tune_many import tune_many
 
 # Seconds one call of a design takes, measured by the caller (app/limits.measure builds and runs it
@@ -83,6 +83,9 @@ def choose(request: Request, params: Params | None = None, measure: Measure | No
     left wholly open is the fastest measured of the model's MEASURED_FINALISTS best designs (of either
     kernel; a finalist that fails to build or run scores inf)."""
     pins, p = request.pins, params or load()
+    # the rules that need no tiling refuse first: the model below must never price options they refuse
+    # (a bfp16 A or C column-major, an epilogue on int4 weights: the model read them as scalar types)
+    check_problem(Workload.of(open_config(request)), pins)
     packing_open = request.options.b_pack is None
     kernels = kernel_options(request, p)
     viable = [kern for kern in kernels if kern.config is not None]

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from .. import space
-from ..checks import check_untiled
+from ..checks import check_pinned_granularity, check_untiled
 from ..config import B_PACKS, GemmConfig
 from ..design.serve import check
 from ..errors import ConfigError, GemmGenError, opt
@@ -223,7 +223,7 @@ def tune(pr: Workload, top: int = 5, pins: Pins | None = None,
         raise ConfigError(f"unknown ranking {rank!r}", f"use {opt('rank', *RANKS)}")
     by = slow if rank == "pessimistic" else p
     pins = pins or Pins()
-    _check_problem(pr, pins)
+    check_problem(pr, pins)
     finalists = max(top, FINALISTS)
     m, k, n, kmt, rho, t, tilings, evaluated = rank_all(_ranked(pr), pins, finalists, by)
     # fastest first; ties: one that is as fast unspanned (today's sequence), longer k_mt, smaller C tile, lower rho
@@ -254,6 +254,10 @@ def tune(pr: Workload, top: int = 5, pins: Pins | None = None,
             what += " with " + ", ".join(f"{k}={v}" for k, v in pins.tiling_items())
         if first_error is not None:
             raise ConfigError(f"{what}; the best-ranked one fails: {first_error.raw_what}", first_error.raw_fix)
+        ex = pr.base.kernel.expansion  # space.mask keeps only the tiles a given expansion splits
+        if ex is not None:
+            raise ConfigError(f"{what} whose tiles split into {opt('expansion', ex)} clusters",
+                              f"use another {opt('expansion')} (or leave it out), or relax the fixed tile sizes")
         raise ConfigError(what, "relax the fixed tile sizes or check the problem size")
     return TuneResult(pr, found, evaluated, tilings, time.perf_counter() - start, rejected, rank=rank)
 
@@ -286,8 +290,9 @@ def _rank_key(rank: str) -> Callable[[Candidate], tuple[float, bool]]:
     return lambda cand: (cand.time_s, cand.config.runtime.task_span != 1)
 
 
-def _check_problem(pr: Workload, pins: Pins | None = None) -> None:
-    """The checks that do not depend on the tiling, with GemmConfig's own messages."""
+def check_problem(pr: Workload, pins: Pins | None = None) -> None:
+    """The checks that do not depend on the tiling, with GemmConfig's own messages: what search.choose
+    asks first, so that no model or tuner runs on options a rule refuses."""
     sizes = [("M", pr.M), ("K", pr.K), ("N", pr.N)]
     sizes += list((pins or Pins()).tiling_items())
     for name, value in sizes:
@@ -299,6 +304,8 @@ def _check_problem(pr: Workload, pins: Pins | None = None) -> None:
     n = min(round_up(ceil_div(pr.N, pr.base.array.cols), 2 * t), round_up(TILE_EXTENT_SEARCH_MAX, 2 * t))
     probe = pr.config(m, s, n, s, expansion=None, kernel_loops=None)  # the variant is the tile's, not checked here
     check_untiled(probe)
+    pinned = dict((pins or Pins()).tiling_items())  # the given sizes keep the tiles' granularity
+    check_pinned_granularity(probe.with_(**pinned), set(pinned))
 
 
 def _candidate(c: GemmConfig, p: Params, slow: Params, fast: Params) -> Candidate:
@@ -314,7 +321,7 @@ def _candidate(c: GemmConfig, p: Params, slow: Params, fast: Params) -> Candidat
 def evaluate_all(pr: Workload, params: Params | None = None) -> dict[str, np.ndarray]:
     """Every valid (m, k, n) with its best k_mt and rho and predicted time (for the heat map)."""
     p = params or load()
-    _check_problem(pr)
+    check_problem(pr)
     m, k, n, kmt, rho, t, _, _ = rank_all(_ranked(pr), Pins(), 1, p, per_tiling=True)
     order = np.lexsort((rho, kmt, n, k, m, t))  # per (m, k, n) keep the fastest
     m, k, n, kmt, rho, t = m[order], k[order], n[order], kmt[order], rho[order], t[order]
@@ -372,6 +379,7 @@ def tuned_b_pack(config: GemmConfig, tiles_tuned: bool, k_mt: int | None = None,
     ones (and each packing's best k_mt)."""
 
     best: tuple[float, GemmConfig] | None = None
+    first_error: GemmGenError | None = None
     for pack in B_PACKS:
         base = config.with_(b_pack=pack)
         try:
@@ -381,10 +389,13 @@ def tuned_b_pack(config: GemmConfig, tiles_tuned: bool, k_mt: int | None = None,
                 cand = base if k_mt else tuned_k_mt(base, params)
             time = float(estimate(Workload.of(cand), cand.tiling.m, cand.tiling.k, cand.tiling.n, cand.tiling.k_mt,
                                   params, rho=cand.tiling.rho).time)
-        except GemmGenError:
+        except GemmGenError as e:
+            first_error = first_error or e
             continue
         if best is None or time < best[0]:
             best = (time, cand)
+    if best is None and tiles_tuned and first_error is not None:  # no tiles to hand on: say why none were found
+        raise first_error
     return best[1] if best is not None else config
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import NoReturn
+from typing import Any, NoReturn
 
 import numpy as np
 
@@ -19,16 +19,15 @@ from .. import bfp16
 from ..call import CallPlan
 from ..config import GemmConfig
 from ..design.b_objects import dequant_object, kernel_order
-from ..design.build import kernel_build
-from ..design.grid import grid
-from ..design.model import TileRef
+from ..design.grid import Grid
+from ..design.model import Design, TileRef
 from ..dtypes import F32, I32, I64, WORD_BYTES, DType, unpack_i4
 from ..epilogue import MODES, Requant, read_lut_table
 from ..epilogue_args import read_tile
 from ..errors import LayoutError
 from ..hostdata import b_unit, b_unit_coords
 from ..l1_layout import a_layout, a_tile_pairs, b_layout, b_tile_pairs, c_layout, c_tile_blocks
-from ..numerics import KernelNumerics
+from ..numerics import KernelNumerics, Product
 from ..rules.dequant import to_bfp16
 from . import words as w
 
@@ -206,6 +205,51 @@ class ObjectView:
 View = TileView | UnitView | PackedView | ObjectView
 
 
+# ---- where a tile's first word says it lies (array-wise: sim/bulk.py checks every call at once) -----------------
+def units_at(g: Grid, word: Any) -> Any:
+    """Index of the unit (element, or bfp16 tile) of an operand's buffer at `word` (arrays too)."""
+    b = g.unit.unit_bytes
+    return word * (WORD_BYTES // b) if b <= WORD_BYTES else word // (b // WORD_BYTES)
+
+
+def a_rows(c: GemmConfig, g: Grid, a_word: np.ndarray, k0: Any) -> tuple[np.ndarray, np.ndarray]:
+    """(first row, valid) of A tiles whose first words are `a_word`, given their K chunks k0."""
+    q = g.unit.tile_rows
+    unit = units_at(g, a_word)
+    if c.layout.a_col_maj:  # A^T's row k0, column `row`
+        row, rest = unit - k0 // q * g.ld, 0
+    else:
+        row, rest = np.divmod(unit - k0 // q, g.ld)
+    return row * q, (rest == 0) & (row >= 0) & (row < g.Mp)
+
+
+def b_cols(c: GemmConfig, call: CallPlan, g: Grid, b_word: np.ndarray, k0: Any) -> tuple[np.ndarray, np.ndarray]:
+    """(first N column, valid) of B tiles whose first words are `b_word`, given that they must start K chunks k0
+    (a junk column's values wrap into B's next row, so the word alone may not say)."""
+    qk, qn = g.unit.tile_rows, g.unit.tile_cols  # values per unit along K and N
+    unit, kk = units_at(g, b_word), k0 // qk
+    if g.obj or c.layout.b_pack == "strips":
+        got_k, nn = b_unit_coords(c, unit, call)
+        ok = np.asarray(got_k == kk)
+        if g.obj:
+            ok = ok & (unit % g.obj == 0)  # the first word of an object
+        return np.asarray(nn * qn), ok
+    if c.layout.b_col_maj:
+        nn, rest = np.divmod(unit - kk, g.ld)
+    else:
+        nn, rest = unit - kk * g.ld, 0
+    return nn * qn, (rest == 0) & (nn >= 0) & (nn < g.Np)
+
+
+def c_words(c: GemmConfig, call: CallPlan, row0: Any, col0: Any) -> Any:
+    """C's source word holding element (row0, col0) (the first word of its tile for bfp16; arrays too)."""
+    t, ld = c.types.t_out, call.ld("C")
+    if t.is_block:
+        q = t.tile_rows
+        return ((row0 // q) * (ld // q) + col0 // q) * (t.unit_bytes // 4)
+    return (col0 * ld + row0 if call.c_col_maj else row0 * ld + col0) // t.per_word
+
+
 def input_view_of(addr: np.ndarray, t: DType, src: np.ndarray, tag: int, lines_are_rows: bool = True) -> View:
     """view_of for an input tile, which may also be of a packed type (addr and src then count words)."""
     if t.is_packed:
@@ -222,13 +266,17 @@ def view_of(addr: np.ndarray, t: DType, src: np.ndarray, tag: int,
 
 
 class KernelEmulator:
-    def __init__(self, c: GemmConfig, call: CallPlan | None = None) -> None:
-        self.c = c
+    """The kernels of one Design for one call: its kernel records (their roles) and its operands' grids come
+    from the Design."""
+
+    def __init__(self, design: Design, call: CallPlan | None = None) -> None:
+        self.design = design
+        self.c = c = design.config
         self.call = call = call or c.call
         self.numerics = c.numerics
         self.p = c.types.precision
-        self.roles = {name: role for role, name in kernel_build(c).symbols.items()}
-        ga, gb, gc = (grid(c, op, call) for op in ("A", "B", "C"))
+        self.roles = design.roles
+        ga, gb, gc = (design.grid(op, call) for op in ("A", "B", "C"))
         self.grids = {"A": ga, "B": gb, "C": gc}
         i, j = np.indices((ga.t_ma, ga.k))
         # A's rows are ld apart in DRAM (A^T's when column-major); a tile has T_MA = m / rho rows
@@ -272,6 +320,9 @@ class KernelEmulator:
         # operand once. Sound because a tile passed its provenance check, so its source words say
         # exactly which block of the (read-only) input it holds.
         self.operands: OrderedDict[tuple[str, int], np.ndarray] = OrderedDict()
+        # the fast simulator's one exact product of what the tiles held, where one stood for all calls (sim/bulk.py):
+        # the reference and the accuracy measure take it where their operands give the same products
+        self.product: Product | None = None
 
     def __call__(self, tile: TileRef, kernel: str, cells: list[np.ndarray], scalars: tuple[int, ...] = ()) -> None:
         role = self.roles.get(kernel)
@@ -339,11 +390,7 @@ class KernelEmulator:
 
     def _c_word(self, row0: int, col0: int) -> int:
         """C's source word holding element (row0, col0) (the first word of its tile for bfp16)."""
-        t, ld = self.c.types.t_out, self.call.ld("C")
-        if t.is_block:
-            q = t.tile_rows
-            return ((row0 // q) * (ld // q) + col0 // q) * (t.unit_bytes // 4)
-        return (col0 * ld + row0 if self.call.c_col_maj else row0 * ld + col0) // t.per_word
+        return int(c_words(self.c, self.call, row0, col0))
 
     # ---- kernels -------------------------------------------------------------------------------
     def zero(self, tile: TileRef, cells: list[np.ndarray]) -> None:
@@ -357,36 +404,19 @@ class KernelEmulator:
 
     def _unit(self, name: str, word: int) -> int:
         """Index of the unit (element, or bfp16 tile) of operand `name`'s buffer at `word`."""
-        b = self.grids[name].unit.unit_bytes
-        return word * (WORD_BYTES // b) if b <= WORD_BYTES else word // (b // WORD_BYTES)
+        return int(units_at(self.grids[name], word))
 
     def _b_col(self, b_word: int, k0: int) -> int | None:
         """The first N column of a B tile whose first word is `b_word`, given that it must start
         K chunk k0 (a junk column's values wrap into B's next row, so the word alone may not say);
         None when no column of that chunk starts there."""
-        g = self.grids["B"]
-        qk, qn = g.unit.tile_rows, g.unit.tile_cols  # values per unit along K and N
-        unit, kk = self._unit("B", b_word), k0 // qk
-        if g.obj and unit % g.obj:
-            return None  # not the first word of an object
-        if g.obj or self.c.layout.b_pack == "strips":
-            got_k, nn = b_unit_coords(self.c, unit, self.call)
-            return nn * qn if got_k == kk else None
-        if self.c.layout.b_col_maj:
-            nn, rest = divmod(unit - kk, g.ld)
-        else:
-            nn, rest = unit - kk * g.ld, 0
-        return nn * qn if rest == 0 and 0 <= nn < g.Np else None
+        col, ok = b_cols(self.c, self.call, self.grids["B"], np.asarray(b_word), k0)
+        return int(col) if ok else None
 
     def _a_row(self, a_word: int, k0: int) -> int | None:
         """The first row of an A tile whose first word is `a_word`, given its K chunk k0."""
-        g = self.grids["A"]
-        q = g.unit.tile_rows
-        if self.c.layout.a_col_maj:  # A^T's row k0, column `row`
-            row, rest = self._unit("A", a_word) - k0 // q * g.ld, 0
-        else:
-            row, rest = divmod(self._unit("A", a_word) - k0 // q, g.ld)
-        return row * q if rest == 0 and 0 <= row < g.Mp else None
+        row, ok = a_rows(self.c, self.grids["A"], np.asarray(a_word), k0)
+        return int(row) if ok else None
 
     def matmul(self, tile: TileRef, a_cells: np.ndarray, b_cells: np.ndarray, c_cells: np.ndarray,
                c_slice: int = 0, acc_cells: np.ndarray | None = None, deq_cells: np.ndarray | None = None) -> None:

@@ -61,15 +61,76 @@ class Machine:
     rtps: dict[tuple[TileRef, str], Buffer]  # (tile, buffer) -> a worker's runtime-parameter buffer
     barriers: dict[tuple[TileRef, str], Barrier]  # (tile, barrier) -> a worker's runtime barrier
 
+    def snapshot(self) -> Snapshot:
+        """The array's state between calls (every channel idle): what restore() puts back."""
+        locks: dict[int, Lock] = {}
+        buffers: dict[int, Buffer] = {}
+        ends: dict[int, FifoEnd] = {}
+        for ch in self.channels:
+            for bd in ch.bds:
+                locks[id(bd.acquire)], locks[id(bd.release)] = bd.acquire, bd.release
+                buffers[id(bd.buffer)] = bd.buffer
+        for core in self.cores:
+            for end in core.ends.values():
+                ends[id(end)] = end
+                locks[id(end.acquire_lock)], locks[id(end.release_lock)] = end.acquire_lock, end.release_lock
+                buffers.update((id(b), b) for b in end.buffers)
+            buffers.update((id(b), b) for b in core.buffers.values())
+        return Snapshot(
+            [(lock, lock.value) for lock in locks.values()],
+            [(b, b.value, b.sets) for b in self.barriers.values()],
+            [(end, end.next, list(end.held)) for end in ends.values()],
+            [(b, b.cells.copy(), None if b.epochs is None else b.epochs.copy()) for b in buffers.values()],
+            [(ch, ch.cur, ch.words) for ch in self.channels],
+            [(core, core.pc, list(core.loops), core.at_start, core.synced, core.passes) for core in self.cores])
+
+    def restore(self, snap: Snapshot) -> None:
+        """Put the state of snapshot() back (a call that the fast simulator gave up on is then run literally)."""
+        for lock, value in snap.locks:
+            lock.value = value
+        for barrier, value, sets in snap.barriers:
+            barrier.value, barrier.sets = value, sets
+        for end, nxt, held in snap.ends:
+            end.next = nxt
+            end.held.clear()
+            end.held.extend(held)
+        for buffer, cells, epochs in snap.buffers:
+            buffer.cells[:] = cells
+            if epochs is not None:
+                assert buffer.epochs is not None
+                buffer.epochs[:] = epochs
+        for ch, cur, words in snap.channels:
+            ch.cur, ch.words, ch.active, ch.pos, ch.length = cur, words, False, 0, 0
+            if ch.queue is not None:
+                ch.queue.clear()
+        for core, pc, loops, at_start, synced, passes in snap.cores:
+            core.gen.close()  # first: a closing interpreter writes back its own program counter
+            core.pc, core.at_start, core.synced, core.passes = pc, at_start, synced, passes
+            core.loops[:] = loops
+            core.ready = None
+            core.gen = core._run()  # noqa: SLF001 - a fresh interpreter at the same instruction: it re-checks its wait
+            core.call_kernel = core._call  # noqa: SLF001 - the literal emulator takes the cells
+
     def next_call(self, runtime: tuple[RuntimeOp, ...], dram: dict[str, np.ndarray], kernel: KernelEmulator) -> None:
         """Start another call on the same array: a new runtime sequence over new DRAM buffers;
         cores, locks, L1 and memtile buffers carry on as they are (one xclbin, many runs)."""
         self.dram, self.kernel = dram, kernel
         for core in self.cores:
             core.kernel = kernel
+            core.call_kernel = core._call  # noqa: SLF001 - the literal emulator takes the cells
         for ch in self.channels:
             ch.words = 0
         self.cmd = command_processor(self.design, runtime, dram, self.shim_channels, self.rtps, self.barriers)
+
+
+@dataclass
+class Snapshot:
+    locks: list[tuple[Lock, int]]
+    barriers: list[tuple[Barrier, int, int]]
+    ends: list[tuple[FifoEnd, int, list[Buffer]]]
+    buffers: list[tuple[Buffer, np.ndarray, np.ndarray | None]]
+    channels: list[tuple[Channel, int, int]]
+    cores: list[tuple[CoreActor, int, list[int], bool, int | None, int]]
 
 
 def _level(src: TileRef, dst: TileRef) -> str:

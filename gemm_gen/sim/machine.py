@@ -245,6 +245,41 @@ def _holds(barrier: Barrier, value: int) -> Callable[[], bool]:
     return lambda: barrier.value == value
 
 
+# The core's program compiled into a flat list of instructions (an interpreter with a program counter and a
+# stack of loop counters, rather than nested generators): one resume per wait, whatever the loop depth, and a
+# state that both simulators can carry on from (sim/flow.py runs the same cores with another kernel).
+ACQ, REL, CALL, LOOP, NEXT, WAIT, ADD, END = range(8)
+Instr = tuple
+
+
+def compile_program(program: tuple[Op, ...]) -> list[Instr]:
+    """(opcode, operands...) per op; LOOP (count, the pc after its NEXT), NEXT (the pc of its body)."""
+    code: list[Instr] = []
+
+    def emit(ops: tuple[Op, ...]) -> None:
+        for op in ops:
+            if isinstance(op, Loop):
+                at = len(code)
+                code.append((LOOP, op, -1))
+                emit(op.body)
+                code.append((NEXT, at + 1))
+                code[at] = (LOOP, op, len(code))
+            elif isinstance(op, Acquire):
+                code.append((ACQ, op))
+            elif isinstance(op, Release):
+                code.append((REL, op))
+            elif isinstance(op, Call):
+                code.append((CALL, op))
+            elif isinstance(op, BarrierWait):
+                code.append((WAIT, op))
+            elif isinstance(op, BarrierRelease):
+                code.append((ADD, op))
+
+    emit(program)
+    code.append((END,))
+    return code
+
+
 class CoreActor:
     """Runs a worker's program forever (IRON's while_true), calling the kernel emulator."""
 
@@ -258,6 +293,12 @@ class CoreActor:
         self.synced: int | None = None  # the barrier set this pass of the program waited for (its epoch)
         self.at_start = True  # at the top of the program, holding nothing
         self.passes = 0
+        self.code = compile_program(program)
+        # how a Call reaches the kernel: with the cells of its arguments (the literal emulator), or a hook that
+        # resolves them itself (sim/flow.py's recorder, which needs the buffers rather than their cells)
+        self.call_kernel: Callable[[Call], None] = self._call
+        self.pc = 0
+        self.loops: list[int] = []  # iterations left of each loop the program is in, innermost last
         self.gen = self._run()
 
     def step(self) -> bool:
@@ -269,11 +310,83 @@ class CoreActor:
             progressed = True
 
     def _run(self) -> Generator[Callable[[], bool], None, None]:
-        while True:
-            self.at_start = True
-            self.synced = None  # a call's parameters are read after this call's wait
-            yield from self._ops(self.program)
-            self.passes += 1
+        # the program counter lives in a local between waits, and in self.pc whenever the core waits (or stops)
+        code, loops, pc = self.code, self.loops, self.pc
+        try:
+            while True:
+                ins = code[pc]
+                op = ins[0]
+                if op == ACQ:
+                    acq = ins[1]
+                    end = self.ends[acq.fifo]
+                    lock = end.acquire_lock
+                    if lock.value < acq.count:
+                        self.waiting_on = f"to acquire {acq.fifo}"
+                        self.pc = pc
+                        yield _holds_at_least(lock, acq.count)
+                    self.at_start = False
+                    lock.value -= acq.count
+                    for _ in range(acq.count):
+                        end.held.append(end.buffers[end.next])
+                        end.next = (end.next + 1) % len(end.buffers)
+                elif op == CALL:
+                    self.call_kernel(ins[1])
+                elif op == REL:
+                    rel = ins[1]
+                    end = self.ends[rel.fifo]
+                    if len(end.held) < rel.count:
+                        raise SimulationError(f"{self.tile} releases {rel.count} of {rel.fifo} holding "
+                                              f"{len(end.held)}", "fix the worker program")
+                    for _ in range(rel.count):
+                        end.held.popleft()
+                    end.release_lock.value += rel.count
+                elif op == NEXT:
+                    loops[-1] -= 1
+                    if loops[-1] > 0:
+                        pc = ins[1]
+                        continue
+                    loops.pop()
+                elif op == LOOP:
+                    self.pc = pc
+                    count = self._count(ins[1])
+                    if count <= 0:
+                        pc = ins[2]
+                        continue
+                    loops.append(count)
+                elif op == WAIT:  # acquire-equal: the value stays
+                    barrier = self._barrier(ins[1])
+                    value = ins[1].value
+                    if barrier.value != value:
+                        self.waiting_on = f"for {barrier.name} = {value} (the sequence's set)"
+                        self.pc = pc
+                        yield _holds(barrier, value)
+                    self.synced = barrier.sets
+                elif op == ADD:
+                    self._barrier(ins[1]).add(ins[1].value)
+                else:  # END: the program starts over (a call's parameters are read after this call's wait)
+                    self.passes += 1
+                    self.at_start = True
+                    self.synced = None
+                    pc = 0
+                    continue
+                pc += 1
+        finally:
+            self.pc = pc
+
+    def _call(self, op: Call) -> None:
+        cells = []
+        for name in op.args:
+            own = self.buffers.get(name)
+            if own is not None:
+                cells.append(own.cells)
+                continue
+            end = self.ends[name]
+            if not end.held:
+                raise SimulationError(f"{self.tile} calls {op.kernel} without holding {name}",
+                                      "acquire before the call")
+            cells.append(end.held[0].cells)
+        scalars = tuple(self._word(x, f"{op.kernel} argument") for x in op.scalars) if op.scalars else ()
+        self.kernel(self.tile, op.kernel, cells, scalars)
 
     def _word(self, word: int | RuntimeCount, what: str) -> int:
         """A constant, or a word read from a runtime parameter now (a loop's start, a call's)."""
@@ -318,52 +431,6 @@ class CoreActor:
             raise SimulationError(f"{self.tile} {'waits on' if isinstance(op, BarrierWait) else 'releases'} a "
                                   f"runtime barrier it was not given", "give the worker its WorkerRuntimeBarrier")
         return self.barrier
-
-    def _ops(self, ops: tuple[Op, ...]) -> Generator[Callable[[], bool], None, None]:
-        for op in ops:
-            if isinstance(op, Loop):
-                for _ in range(self._count(op)):
-                    yield from self._ops(op.body)
-            elif isinstance(op, Acquire):
-                end = self.ends[op.fifo]
-                lock = end.acquire_lock
-                if lock.value < op.count:
-                    self.waiting_on = f"to acquire {op.fifo}"
-                    yield _holds_at_least(lock, op.count)
-                self.at_start = False
-                lock.value -= op.count
-                for _ in range(op.count):
-                    end.held.append(end.buffers[end.next])
-                    end.next = (end.next + 1) % len(end.buffers)
-            elif isinstance(op, Release):
-                end = self.ends[op.fifo]
-                if len(end.held) < op.count:
-                    raise SimulationError(f"{self.tile} releases {op.count} of {op.fifo} holding "
-                                          f"{len(end.held)}", "fix the worker program")
-                for _ in range(op.count):
-                    end.held.popleft()
-                end.release_lock.value += op.count
-            elif isinstance(op, BarrierWait):  # acquire-equal: the value stays
-                barrier = self._barrier(op)
-                if barrier.value != op.value:
-                    self.waiting_on = f"for {barrier.name} = {op.value} (the sequence's set)"
-                    yield _holds(barrier, op.value)
-                self.synced = barrier.sets
-            elif isinstance(op, BarrierRelease):
-                self._barrier(op).add(op.value)
-            elif isinstance(op, Call):
-                cells = []
-                for name in op.args:
-                    if name in self.buffers:
-                        cells.append(self.buffers[name].cells)
-                        continue
-                    end = self.ends[name]
-                    if not end.held:
-                        raise SimulationError(f"{self.tile} calls {op.kernel} without holding {name}",
-                                              "acquire before the call")
-                    cells.append(end.held[0].cells)
-                self.kernel(self.tile, op.kernel, cells, tuple(self._word(x, f"{op.kernel} argument")
-                                                               for x in op.scalars))
 
     def describe(self) -> str:
         return f"{self.tile} waits {self.waiting_on}"

@@ -15,19 +15,24 @@ from ..call import CallPlan
 from ..config import GemmConfig
 from ..design import Design, build_design
 from ..design.build import host_tensors, runtime_sequence
-from ..design.model import HostTensor
+from ..design.model import HostTensor, RuntimeOp
 from ..design.serve import serve
+from ..dtypes import dtype as dtype_of
+from ..dtypes import widen
 from ..epilogue_args import kernel_requant, seeded_args
 from ..errors import DeadlockError, LayoutError, SimulationError
 from ..hostdata import host_values, output_values, pad_inputs
 from ..inputs import SCALE_EXP, exact_bound, group_weights, make_inputs
-from ..numerics import reference
+from ..numerics import Product, reference
 from ..quant_b import QuantB
 from ..rules.call_layouts import Layouts
 from ..rules.dequant import to_bfp16
 from ..rules.epilogue import call_activation
 from ..spec import Problem
+from . import bulk
 from . import words as w
+from .contents import Keys, NotProven
+from .flow import Flow
 from .kernel import KernelEmulator, KernelStats
 from .lower import Machine, lower
 from .machine import Actor
@@ -113,18 +118,15 @@ def dram_cells(c: GemmConfig, a_dram: np.ndarray, b_dram: np.ndarray, call: Call
     their zeroed slack (numbered on, as the bytes after the matrix are), C empty. `tensors` are the
     call's host tensors when the caller has them (default: made from the call's own sequence)."""
     call = call or c.call
-    units = {t.name: t.units for t in tensors or host_tensors(c, call)}
+    tensors = tensors or host_tensors(c, call)
+    sizes = dram_words(c, tensors)
     out = {}
-    for name, t, data in (("A", c.types.t_in, a_dram), ("B", c.types.t_b, b_dram), ("C", c.types.t_out, None)):
-        words = -(-t.unit_nbytes(units[name]) // 4)
-        if words > w.MAX_WORDS:
-            raise SimulationError(f"{name} has {words} words, more than the simulator's {w.MAX_WORDS}",
-                                  "simulate a smaller problem (the design scales without change)")
+    for name, data in (("A", a_dram), ("B", b_dram), ("C", None)):
         if data is None:
-            out[name] = np.zeros(words, dtype=np.uint64)
+            out[name] = np.zeros(sizes[name], dtype=np.uint64)
             continue
         raw = np.ascontiguousarray(data).reshape(-1).view(np.uint8)
-        slack = np.zeros(4 * words - raw.size, dtype=np.uint8)
+        slack = np.zeros(4 * sizes[name] - raw.size, dtype=np.uint8)
         out[name] = w.pack(np.concatenate([raw, slack]), w.TAG_A if name == "A" else w.TAG_B)
     return out
 
@@ -201,9 +203,15 @@ def _c_words(c: GemmConfig, call: CallPlan) -> np.ndarray:
         tiles = (np.arange(-(-call.M // q))[:, None] * (ld // q) + np.arange(-(-call.N // q))[None, :]).ravel()
         return (tiles[:, None] * per_tile + np.arange(per_tile)).ravel()
     per = t.per_word
-    if call.c_col_maj:  # C^T: N rows of M
-        return np.unique((np.arange(call.N)[:, None] * ld + np.arange(call.M)[None, :]) // per)
-    return np.unique((np.arange(call.M)[:, None] * ld + np.arange(call.N)[None, :]) // per)
+    lines, length = (call.N, call.M) if call.c_col_maj else (call.M, call.N)  # C^T: N rows of M
+    if not lines or not length:
+        return np.zeros(0, np.int64)
+    first = np.arange(lines) * ld
+    lo, hi = first // per, (first + length - 1) // per + 1  # each stored row's words, rows in ascending order
+    edges = np.zeros(int(hi[-1]) + 1, np.int64)
+    np.add.at(edges, lo, 1)
+    np.add.at(edges, hi, -1)
+    return np.flatnonzero(np.cumsum(edges)[:-1] > 0)
 
 
 def _c_position(c: GemmConfig, call: CallPlan, word: int) -> tuple[int, int]:
@@ -219,12 +227,22 @@ def _c_position(c: GemmConfig, call: CallPlan, word: int) -> tuple[int, int]:
 
 class ArraySession:
     """One Design on the simulated array, run call after call: the first call lowers it, later ones
-    only bring a new runtime sequence and new DRAM buffers (one xclbin, many runs)."""
+    only bring a new runtime sequence and new DRAM buffers (one xclbin, many runs).
 
-    def __init__(self, design: Design) -> None:
+    A call runs in the fast simulator (sim/flow.py, sim/bulk.py) unless `literal` is set: the same machine and
+    schedule moving contents instead of cells, every kernel call checked and computed at once. Where it cannot
+    show that the literal run passes, the call runs literally from the state it started in (its error, if any,
+    is the literal one), and so does every later call of the session (`fell_back` says why)."""
+
+    def __init__(self, design: Design, literal: bool = False) -> None:
         self.design = design
         self.machine: Machine | None = None
         self.calls = 0
+        self.literal = literal
+        self.flow: Flow | None = None
+        self.kernels: dict[int, KernelEmulator] = {}  # per call epoch: the emulator whose C views its keys use
+        self.keys = Keys(self._c_arrays)
+        self.fell_back: str | None = None
 
     def run(self, call: CallPlan, a_dram: np.ndarray, b_dram: np.ndarray, progress: bool = False
             ) -> tuple[np.ndarray, KernelEmulator, Machine]:
@@ -236,8 +254,21 @@ class ArraySession:
         else:  # the call's own sequence, made once: its transfers say how much slack each buffer needs
             runtime = runtime_sequence(c, call)
             tensors = host_tensors(c, call, runtime)
+        kernel = KernelEmulator(self.design, call)
+        if not self.literal:
+            sizes = dram_words(c, tensors)
+            if self.machine is None:  # lowering's checks are the literal ones, and so are its errors
+                self.machine = lower(self.design, _stand_ins(sizes), kernel, runtime)
+            snap = self.machine.snapshot()
+            try:
+                cells = self._fast(call, kernel, runtime, sizes, a_dram, b_dram, progress)
+            except NotProven as why:
+                self.machine.restore(snap)
+                self.literal, self.fell_back, self.flow = True, str(why), None
+            else:
+                self.calls += 1
+                return cells, kernel, self.machine
         dram = dram_cells(c, a_dram, b_dram, call, tensors)
-        kernel = KernelEmulator(c, call)
         if self.machine is None:
             self.machine = lower(self.design, dram, kernel, runtime)
         else:
@@ -247,21 +278,71 @@ class ArraySession:
         self.calls += 1
         return dram["C"], kernel, self.machine
 
+    def _c_arrays(self, name: str, n: int, mask: int, epoch: int) -> bulk.Provenance:
+        return bulk.c_provenance(self.kernels[epoch])(name, n, mask)
+
+    def _fast(self, call: CallPlan, kernel: KernelEmulator, runtime: tuple[RuntimeOp, ...], sizes: dict[str, int],
+              a_dram: np.ndarray, b_dram: np.ndarray, progress: bool) -> np.ndarray:
+        """One call in the fast simulator: C's cells as the literal run would leave them, or NotProven."""
+        assert self.machine is not None
+        m, c = self.machine, self.design.config
+        if self.flow is None:
+            self.flow = Flow(m, kernel, self.keys)
+        flow = self.flow
+        self.kernels = {self.calls: kernel}
+        flow.recorder.use(kernel, self.calls)
+        for i, core in enumerate(m.cores):
+            core.call_kernel = flow.recorder.bind(core, i)
+        total = call.m_blocks * call.n_blocks * call.k_walk // c.tiling.k * c.tiling.rho * len(m.cores)
+        with tqdm(total=total, unit="call", desc="simulating", disable=not progress, leave=False) as bar:
+            flow.run(runtime, _stand_ins(sizes), self.design, bar if progress else None)
+        recs = flow.recorder.records()
+        tiles = bulk.check_calls(recs, kernel, self.keys, flow.words)
+        written = bulk.drained_words(flow, tiles, sizes["C"])
+        flow.clear_drains()
+        if not written[_c_words(c, call)].all():
+            raise NotProven("a word of C's matrix was never written")
+        b_words = bulk.raw_words(b_dram, sizes["B"]) if c.epilogue.needs_tile else None
+        stats = bulk.stats(recs, tiles, m.cores, 0)
+        del recs
+        flow.recorder.release()  # the records are checked: their memory goes before the numerics'
+        result = bulk.compute(kernel, tiles, a_dram, b_dram, b_words, list(flow.recorder.tables.values()), sizes["C"])
+        kernel.stats = replace(stats, acc_overflows=result.overflows)
+        flow.end_call()
+        return w.written_cells(result.words, written, w.TAG_C)
+
+
+def dram_words(c: GemmConfig, tensors: tuple[HostTensor, ...]) -> dict[str, int]:
+    """The 32-bit words of each DRAM buffer of a call (SimulationError past the simulator's word ids)."""
+    words = {}
+    for t in tensors:
+        words[t.name] = -(-dtype_of(t.dtype).unit_nbytes(t.units) // 4)
+        if words[t.name] > w.MAX_WORDS:
+            raise SimulationError(f"{t.name} has {words[t.name]} words, more than the simulator's {w.MAX_WORDS}",
+                                  "simulate a smaller problem (the design scales without change)")
+    return words
+
+
+def _stand_ins(sizes: dict[str, int]) -> dict[str, np.ndarray]:
+    """DRAM buffers of the right sizes holding nothing (the fast machine only reads their sizes)."""
+    return {name: np.broadcast_to(np.uint64(0), (n,)) for name, n in sizes.items()}
+
 
 def simulate(config: GemmConfig | Design, seed: int = 0, progress: bool = False, inputs: str = "exact",
-             activation: str | None = None) -> SimResult:
+             activation: str | None = None, literal: bool = False) -> SimResult:
     """Build (if needed) and simulate a design on seeded inputs of the given family (gemm_gen.inputs:
     "exact" float inputs have fp32-exact sums, "wide" ones exercise lossy conversions); raises on
-    design errors. `activation`: what a runtime-activation build applies in this call."""
+    design errors. `activation`: what a runtime-activation build applies in this call. `literal`: move
+    every word and call every kernel one by one (ArraySession), the same results and errors, slower."""
     design = config if isinstance(config, Design) else build_design(config)
     c = design.config
     return simulate_calls(design, [Problem(c.size.M, c.size.K, c.size.N)], seed, progress, inputs,
-                          activations=[activation])[0]
+                          activations=[activation], literal=literal)[0]
 
 
 def simulate_calls(design: Design, problems: Sequence[Problem], seed: int = 0, progress: bool = False,
                    inputs: str = "exact", layouts: Sequence[Layouts | None] | None = None,
-                   activations: Sequence[str | None] | None = None) -> list[SimResult]:
+                   activations: Sequence[str | None] | None = None, literal: bool = False) -> list[SimResult]:
     """Simulate one Design at each size in turn on the same simulated array (call i on inputs of
     seed + i, its operands in layouts[i], default the design's, a runtime-activation build applying
     activations[i]); raises for a size, layout or activation the design cannot serve or on any design error."""
@@ -271,7 +352,7 @@ def simulate_calls(design: Design, problems: Sequence[Problem], seed: int = 0, p
     # refuse every size, layout and activation the design cannot serve before running any
     calls = [replace(serve(c, p, lay), activation=call_activation(c.epilogue, act))
              for p, lay, act in zip(problems, lays, acts, strict=True)]
-    session = ArraySession(design)
+    session = ArraySession(design, literal)
     return [_checked_call(session, call, seed + i, progress, inputs) for i, call in enumerate(calls)]
 
 
@@ -287,7 +368,7 @@ def _checked_call(session: ArraySession, call: CallPlan, seed: int, progress: bo
     args = seeded_args(e, c.types.t_out, a, b_values, seed)
     a_dram, b_dram = pad_inputs(c, a, b, call, args)
     c_cells, kernel, machine = session.run(call, a_dram, b_dram, progress)
-    got = output_values(c, (c_cells & w.VALUE_MASK).astype(np.uint32), call)
+    got = output_values(c, w.data_words(c_cells), call)
 
     # W4A16: the reference takes the weights given (padded with zero weights, as b_objects pads them), never
     # B's buffer read back, so that a host layout bug cannot cancel out
@@ -295,17 +376,19 @@ def _checked_call(session: ArraySession, call: CallPlan, seed: int, progress: bo
     received = (a, b_values) if quant is not None else host_values(c, a_dram, b_dram, call)
     requant = None if args is None else kernel_requant(e, args.requant)
     bias = None if args is None else args.bias
-    expect = reference(replace(c.numerics, epilogue=e), *received, c.tiling.k, call.k_walk, bias, requant)
-    g64 = got.astype(np.float64)
-    diff = g64 != expect.astype(np.float64)
+    expect = reference(replace(c.numerics, epilogue=e), *received, c.tiling.k, call.k_walk, bias, requant,
+                       kernel.product)
+    diff = got != expect  # as numbers (NaN differs from itself, -0 equals 0), in their own types
     mismatches = int(np.count_nonzero(diff))
     first = None
     if mismatches:
         i, j = (int(x) for x in np.argwhere(diff)[0])
-        first = (i, j, float(g64[i, j]), float(expect[i, j]))
+        first = (i, j, float(widen(got[i:i + 1, j])[0]), float(expect[i, j]))
+    del diff
     # W4A16: against float64 A @ ((q - z) s), the weights the user means (before any bf16 rounding)
     exact_b = None if quant is None else quant.exact()
-    acc = measure(got, *received, c.numerics) if exact_b is None else measure(got, a, exact_b, c.numerics)
+    acc = measure(got, *received, c.numerics, kernel.product) if exact_b is None else \
+        measure(got, a, exact_b, c.numerics)
     host_quantized = c.types.t_in.is_block or c.types.t_b.is_block
     saturated = acc.saturated / acc.elements
     traffic = []
@@ -340,7 +423,7 @@ def _checked_call(session: ArraySession, call: CallPlan, seed: int, progress: bo
         notes.append(f"bf16 via bfp16: A and B are quantized to bfp16ebs8 blocks of 8 along K with the core's "
                      f"{c.kernel.rounding} rounding, {how} (mlir-aie PR #3442); the exact on-chip conversion is "
                      "unpublished")
-    clamps = _core_conversion_clamps(c, a, b_values)
+    clamps = _core_conversion_clamps(c, a, b_values, kernel.product)
     if clamps:
         notes.append(f"{clamps} bfp16 blocks converted in the core round a mantissa past 127 and are clamped to 127 "
                      f"(assumed; the core's conversion there is unpublished): the exact input family avoids it")
@@ -398,9 +481,12 @@ def w4a16_note(c: GemmConfig, weights: np.ndarray, exact: np.ndarray, acc: Accur
             f"C vs float64 A @ ({w}): Frobenius {percent(acc.frobenius_rel)}, max abs {acc.max_abs:.4g}")
 
 
-def _core_conversion_clamps(c: GemmConfig, a: np.ndarray, b: np.ndarray) -> int:
-    """Blocks that the core's bfp16 conversions of A and B (under the kernel's rounding) clamp."""
+def _core_conversion_clamps(c: GemmConfig, a: np.ndarray, b: np.ndarray, product: Product | None = None) -> int:
+    """Blocks that the core's bfp16 conversions of A and B (under the kernel's rounding) clamp: none where A and B
+    are the operands of the simulator's exact product under these numerics (then every block is on its grid)."""
     rounding = c.numerics.rounding
+    if product is not None and product.serves(c.numerics) and product.covers(a, b) is not None:
+        return 0
     count = 0
     if c.numerics.bfp16_inputs or c.types.precision.converts_a:
         count += clamped_blocks(np.asarray(a, np.float32), 1, rounding)

@@ -34,6 +34,19 @@ def pack(values: np.ndarray, tag: int, first_id: int = 0, ids: np.ndarray | None
     return (np.uint64(tag) << TAG_SHIFT) | (ids.astype(np.uint64) << ID_SHIFT) | words
 
 
+def written_cells(data: np.ndarray, written: np.ndarray, tag: int) -> np.ndarray:
+    """Cells of a tensor whose word w holds its own word w of `data` wherever `written` (tag `tag`), 0 elsewhere:
+    what a buffer holds after transfers that each wrote its own position (built in place)."""
+    cells = np.asarray(data, np.uint32).astype(np.uint64)
+    ids = np.arange(cells.size, dtype=np.uint64)
+    ids <<= ID_SHIFT
+    cells |= ids
+    del ids
+    cells |= np.uint64(tag) << TAG_SHIFT
+    cells[~written] = 0
+    return cells
+
+
 def initial(values: np.ndarray) -> np.ndarray:
     """Cells holding a Buffer's initial value (its bytes as 32-bit words, provenance INITIAL_VALUE)."""
     return INITIAL_VALUE | np.ascontiguousarray(values).reshape(-1).view(np.uint32).astype(np.uint64)
@@ -42,6 +55,11 @@ def initial(values: np.ndarray) -> np.ndarray:
 def values(cells: np.ndarray, t: DType) -> np.ndarray:
     """The elements held by a run of cells (little-endian lanes within each word)."""
     return (cells & VALUE_MASK).astype(np.uint32).view(t.host)
+
+
+def data_words(cells: np.ndarray) -> np.ndarray:
+    """The data words of a run of cells (bits 0-31), a view: the low half of each little-endian cell."""
+    return np.ascontiguousarray(cells).view(np.uint32)[0::2]
 
 
 def word_ids(cells: np.ndarray) -> np.ndarray:
