@@ -216,10 +216,16 @@ def check_scalar_types(c: GemmConfig) -> None:
                           f"use one of {shapes}")
     if c.types.t_b.is_packed:
         check_int4_layout(c)
-    expansion = c.kernel.expansion
-    if expansion is not None:  # a given expansion must fit the registers: no tiling needed to say so
-        problem = kv.expansion_problem(dev, operands, c.kernel.mmul, bool(c.kernel.emulate_bf16_with_bfp16),
-                                       (int(expansion[0]), int(expansion[1])))
+    check_expansion(c)
+
+
+def check_expansion(c: GemmConfig) -> None:
+    """A given expansion must fit the registers: no tiling needed to say so (search.choose asks it of the
+    config as given, whose tiling is still open, since its probe tile leaves the expansion out)."""
+    expansion, dev = c.kernel.expansion, c.dev
+    if expansion is not None and not c.kernel.block:
+        problem = kv.expansion_problem(dev, dev.operands(c.types.dtype_in, c.types.dtype_b), c.kernel.mmul,
+                                       bool(c.kernel.emulate_bf16_with_bfp16), (int(expansion[0]), int(expansion[1])))
         if problem is not None:
             raise ConfigError(*problem)
 

@@ -695,9 +695,12 @@ def test_a_variant_the_tile_cannot_have_is_refused_as_the_config_is_made(kw, mes
     (dict(n=60, kernel_loops="k-flat"), r"n=60 is not a multiple of 2t=8"),
     (dict(mmul_shape=(3, 3, 3), expansion=(2, 2)), r"mmul 3x3x3 is not an aie::mmul shape"),
     (dict(convert_once=True, expansion=(4, 4)), r"npu2's bfp16 datapath, not npu1"),  # no convert-once kernel
+    # an A type without a kernel, its mmul given (as the search's probe tile has it): once a KeyError on the way
+    (dict(dtype_in="f32", dtype_out="f32", mmul_shape=(4, 8, 4)), r"npu1 has no kernel for dtype_in f32"),
 ])
 def test_a_config_without_a_kernel_has_no_variant_and_the_check_names_why(kw, message):
-    """A tile off its mmul's grid, or a convert-once kernel that cannot be built, has no kernel to vary: the
+    """A tile off its mmul's grid, an A type the device has no kernel for, or a convert-once kernel that cannot
+    be built, has no kernel to vary: the
     config is made with variant None, and check_config names the rule it breaks (before the variant's, as it
     did when the variant was derived on read)."""
     c = GemmConfig(**{**dict(device="npu1", M=512, K=512, N=512, m=64, k=64, n=64, k_mt=128), **kw})

@@ -201,9 +201,10 @@ def variant(dev_name: str, types: Types, kernel: KernelOptions, groups: GroupQua
             epilogue: bool) -> kv.KernelVariant | None:
     """The kernel's accumulator expansion and loop structure for a tile: bfp16 kernels their fixed one, else the
     given expansion and loops (checked: ConfigError) or the automatic ones. None when there is no kernel to vary:
-    the tiling not chosen yet (zeros: the search's configs), a tile off its mmul's grid (rules/tiling.py), or a
-    convert-once kernel that cannot be built (convert_once_problem; `epilogue`: one was asked for); check_config
-    names what is wrong with those, in its own order, before anything reads the variant."""
+    the tiling not chosen yet (zeros: the search's configs), a tile off its mmul's grid (rules/tiling.py), a
+    convert-once kernel that cannot be built (convert_once_problem; `epilogue`: one was asked for), or a scalar A
+    type the device has no matmul kernel for; check_config names what is wrong with those, in its own order, before
+    anything reads the variant."""
     if min(tile.m, tile.k, tile.n, tile.rho) <= 0 or tile.m % tile.rho:
         return None
     steps = tiling.steps(kernel.mmul, types.precision.block, kernel.block)
@@ -217,6 +218,8 @@ def variant(dev_name: str, types: Types, kernel: KernelOptions, groups: GroupQua
             raise ConfigError("bfp16 kernels have one variant (2x2 clusters of 8x8 tiles, K loop pipelined)",
                               f"drop {opt('expansion')} and {opt('kernel_loops')}")
         return kv.KernelVariant(2, 2, "k-pipelined")
+    if types.dtype_in not in device(dev_name).input_types:  # check_types names the type (with a given mmul, the
+        return None  # search's probe tile gets here)
     return _scalar_variant(dev_name, types.dtype_in, types.dtype_b, kernel.mmul, kernel.emulate_bf16_with_bfp16,
                            a_rows(tile.m, tile.rho), tile.k, tile.n, kernel.expansion, kernel.kernel_loops,
                            groups.group_size, groups.zero_points, kernel.compiler)

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from .. import space
-from ..checks import check_pinned_granularity, check_untiled
+from ..checks import check_expansion, check_pinned_granularity, check_untiled
 from ..config import B_PACKS, GemmConfig
 from ..design.serve import check
 from ..errors import ConfigError, GemmGenError, opt
@@ -304,6 +304,7 @@ def check_problem(pr: Workload, pins: Pins | None = None) -> None:
     n = min(round_up(ceil_div(pr.N, pr.base.array.cols), 2 * t), round_up(TILE_EXTENT_SEARCH_MAX, 2 * t))
     probe = pr.config(m, s, n, s, expansion=None, kernel_loops=None)  # the variant is the tile's, not checked here
     check_untiled(probe)
+    check_expansion(pr.base)  # what the probe left out: a given expansion fits the registers (no tile needed)
     pinned = dict((pins or Pins()).tiling_items())  # the given sizes keep the tiles' granularity
     check_pinned_granularity(probe.with_(**pinned), set(pinned))
 
