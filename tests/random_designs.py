@@ -47,24 +47,25 @@ def record(outcome: str, families: Iterable[str], types: str) -> None:
 def families_of(c: Any, calls: int = 1) -> set[str]:
     """The option families a GemmConfig exercises (`calls`: how many sizes it served in the test)."""
     fam = {"types"}
-    preset = any((p.a, p.b, p.out, p.acc) == (c.dtype_in, c.dtype_b, c.dtype_out, c.acc) for p in PRESETS.values())
+    ty = c.types
+    preset = any((p.a, p.b, p.out, p.acc) == (ty.dtype_in, ty.dtype_b, ty.dtype_out, ty.acc) for p in PRESETS.values())
     checks = {
-        "accumulators": c.acc != c.default_acc,
-        "layouts": c.a_col_maj or c.b_col_maj or c.c_col_maj,
+        "accumulators": c.types.acc != c.default_acc,
+        "layouts": c.layout.a_col_maj or c.layout.b_col_maj or c.layout.c_col_maj,
         "epilogues": not c.epilogue.is_identity,
-        "int4": c.dtype_b == "i4" and c.dtype_in == "i8",
-        "W4A16": bool(c.group_size),
-        "decode": c.rows == 1,
-        "spans": c.task_span != 1,
-        "columns": c.cols < device(c.device).columns,
-        "runtime sizes": c.runtime_sizes != "fixed" or calls > 1,
+        "int4": c.types.dtype_b == "i4" and c.types.dtype_in == "i8",
+        "W4A16": bool(c.groups.group_size),
+        "decode": c.array.rows == 1,
+        "spans": c.runtime.task_span != 1,
+        "columns": c.array.cols < device(c.array.device).columns,
+        "runtime sizes": c.runtime.runtime_sizes != "fixed" or calls > 1,
         "presets": preset,
     }
     return fam | {name for name, on in checks.items() if on}
 
 
 def types_of(c: Any) -> str:
-    return f"{c.dtype_in} x {c.dtype_b} -> {c.dtype_out}"
+    return f"{c.types.dtype_in} x {c.types.dtype_b} -> {c.types.dtype_out}"
 
 
 def record_config(c: Any, outcome: str = "equal", calls: int = 1) -> None:

@@ -54,7 +54,7 @@ def test_linear_serves_every_m_and_builds_each_design_once(builds):
         assert set(route.predicted_us) == {t.name for t in lin.plan.tiers if t.max_m >= M}
         chosen[M] = route.tier
     assert len(builds) == 3  # no call built a design
-    rows = {name: lin.plan.design(name).config.rows for name in names}
+    rows = {name: lin.plan.design(name).config.array.rows for name in names}
     assert rows == {"decode": 1, "small": 4, "prefill": 4}  # the decode mapping, then the whole array
     assert chosen[1] == "decode" and chosen[300] == "prefill"  # only these serve their M best / at all
     assert all(chosen[M] != "decode" for M in (64, 300)) and DECODE_M_MAX == 16
@@ -69,7 +69,7 @@ def test_npu2_runs_plain_bf16_unless_the_bfp16_datapath_is_asked_for():
                                    ("npu2", {"emulate_bf16_with_bfp16": False}, False),
                                    ("npu2", {"emulate_bf16_with_bfp16": True}, True), ("npu1", {}, False)):
         lin = Linear(w, device=device, max_tokens=64, **options)
-        assert lin.plan.bfp16 == bfp16 and all(lin.plan.design(t.name).config.emulate_bf16_with_bfp16 == bfp16
+        assert lin.plan.bfp16 == bfp16 and all(lin.plan.design(t.name).config.kernel.emulate_bf16_with_bfp16 == bfp16
                                                for t in lin.plan.tiers), (device, options)
         lin.simulate(RNG.standard_normal((2, K)).astype(ml_dtypes.bfloat16))
         said = lin.last_call.datapath
@@ -236,8 +236,8 @@ def test_the_plan_predicts_at_any_size_without_weights():
     slow, fast = plan.predicted_range_us(r.tier, 1)
     assert fast <= r.predicted_us[r.tier] <= slow and r.tier == "decode"
     c = plan.design(r.tier).config
-    assert (c.M, c.K, c.N, c.group_size, c.rows) == (DECODE_M_MAX, 2048, 8192, 32, 1)
-    assert plan.design("small").config.M == linear_module.SMALL_M_MAX
+    assert (c.size.M, c.size.K, c.size.N, c.groups.group_size, c.array.rows) == (DECODE_M_MAX, 2048, 8192, 32, 1)
+    assert plan.design("small").config.size.M == linear_module.SMALL_M_MAX
 
 
 def test_layers_of_one_shape_share_one_plan(builds):

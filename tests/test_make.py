@@ -174,6 +174,29 @@ def _own_variables() -> set[str]:
     return set(found.group(1).split())
 
 
+def test_the_makefiles_option_variables_are_the_option_tables():
+    """gemm_gen.mk (OPTION_VARS, SWITCH_VARS, GEN_ARGS) is what `gemm-gen make-args` derives from the option
+    table: an option added to the table reaches make when the file is regenerated, and this fails until it is."""
+    from gemm_gen.app.cliargs import MAKE_INCLUDE, make_include
+
+    assert (ROOT / MAKE_INCLUDE).read_text() == make_include(), \
+        f"regenerate it: .venv/bin/gemm-gen make-args > {MAKE_INCLUDE}"
+    assert "include gemm_gen.mk" in (ROOT / "Makefile").read_text()
+
+
+def test_make_passes_every_option_variable_as_its_flag():
+    """Each option's variable (a row of the table) reaches gemm-gen as its flag, with its value."""
+    from gemm_gen.spec import OPTIONS
+
+    rows = [row for row in OPTIONS if row.make is not None and row.cli != "switch" and row.name != "clamp"]
+    args = [f"{row.make}={7 if row.cli != 'bool' else 1}" for row in rows]
+    done = make("plan", *args, "CLAMP=-6,6", "BIAS=1", "CHESS=1", "ZERO_POINTS=1", dry=True)
+    assert done.returncode == 0, done.stderr
+    for row in rows:
+        assert f" {row.flag} {7 if row.cli != 'bool' else 1}" in done.stdout, row.name
+    assert all(f" {flag}" in done.stdout for flag in ("--clamp=-6,6", "--bias", "--chess", "--zero-points"))
+
+
 def test_every_variable_the_makefile_reads_is_taken_from_the_command_line_only():
     """A variable added to the Makefile without joining OWN_VARS would leak from the environment."""
     missing = _read_variables() - _own_variables() - {"PYTHON", "SHELL", "OWN_VARS", "is_01", "v", "1"}
@@ -238,7 +261,7 @@ os.chmod(pip, 0o755)
 @pytest.fixture
 def fresh_clone(tmp_path):
     """The Makefile and pyproject.toml in a folder without .venv/, and a stand-in interpreter."""
-    for name in ("Makefile", "pyproject.toml"):
+    for name in ("Makefile", "gemm_gen.mk", "pyproject.toml"):
         shutil.copy(ROOT / name, tmp_path / name)
     fake = tmp_path / "fake_python"
     fake.write_text(FAKE_PYTHON.format(python=sys.executable))

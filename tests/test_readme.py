@@ -2,10 +2,11 @@
 computed.
 
 - Every fenced `sh` command runs as written (the words after `#` are a comment), each in a scratch folder that has
-  the checkout's Makefile, pyproject.toml and .venv/ (so `make generate` or `make clean` writes or removes only
-  there), with .venv/bin first on PATH. make is told that the install is done (`-o .venv/.installed`): the tests
-  never reinstall. A command that would run this very suite (`make test`) is run as a dry run. Each must exit 0;
-  a simulation must PASS; the first command's output must show what the README says it ends with.
+  the checkout's Makefile (with gemm_gen.mk), pyproject.toml and .venv/ (so `make generate` or `make clean` writes
+  or removes only there), with .venv/bin first on PATH. make is told that the install is done
+  (`-o .venv/.installed`): the tests never reinstall. A command that would run this very suite (`make test`) is run
+  as a dry run. Each must exit 0; a simulation must PASS; the first command's output must show what the README
+  says it ends with.
 - A block whose first line is `# needs an NPU` holds commands that need an NPU and its toolchain: each is checked
   here with the stand-ins the other tests use (tests/fake_aiecc.py, tests/iron_recorder.py, tests/fake_pyxrt.py,
   the doctor's laptop), through the gemm-gen command line make would run (`make -n`), or, for the install
@@ -99,8 +100,9 @@ def test_the_readme_has_commands_of_both_kinds_and_one_python_example():
 # ---- the commands that run here -----------------------------------------------------------------------------
 @pytest.fixture
 def scratch(tmp_path: Path) -> Path:
-    """A folder where make and gemm-gen find what a clone has: the Makefile, pyproject.toml and .venv/."""
-    for name in ("Makefile", "pyproject.toml", ".venv"):
+    """A folder where make and gemm-gen find what a clone has: the Makefile (with gemm_gen.mk, the option variables
+    it includes), pyproject.toml and .venv/."""
+    for name in ("Makefile", "gemm_gen.mk", "pyproject.toml", ".venv"):
         (tmp_path / name).symlink_to(ROOT / name)
     return tmp_path
 

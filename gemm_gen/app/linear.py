@@ -331,7 +331,7 @@ class Linear:
         """The weights as the tier's datapath multiplies them (float64): the kernel's dequantization (bf16, or
         fp32 values for the convert-once bfp16 pass) through numerics.operand_b (bfp16 blocks on that datapath)."""
         c = self.plan.design(tier).config
-        return c.numerics.operand_b(self.quant.dequant(to_bfp16(c.group_size, c.convert_once)))
+        return c.numerics.operand_b(self.quant.dequant(to_bfp16(c.groups.group_size, c.kernel.convert_once)))
 
     def _kernel_c(self, a: np.ndarray) -> np.ndarray:
         """C of the chunks' kernel numerics (our reference), before the host steps."""
@@ -340,8 +340,8 @@ class Linear:
             tier = self.plan.route(hi - lo).tier
             c = self.plan.design(tier).config
             call = serve(c, Problem(hi - lo, *self.shape))
-            b = self.quant.dequant(to_bfp16(c.group_size, c.convert_once))
-            parts.append(reference(c.numerics, a[lo:hi], b, c.k, call.k_walk))
+            b = self.quant.dequant(to_bfp16(c.groups.group_size, c.kernel.convert_once))
+            parts.append(reference(c.numerics, a[lo:hi], b, c.tiling.k, call.k_walk))
         return np.concatenate(parts) if parts else np.zeros((0, self.shape[1]), OUT_TYPES[self.plan.dtype_out])
 
     def _run(self, x: Any, report: bool, run: Any) -> np.ndarray:

@@ -26,7 +26,7 @@ CALL_ACTIVATIONS = tuple(a.value for a in MODES)  # what a runtime-activation bu
 
 def cmd_simulate(a: argparse.Namespace) -> int:
     base = base_config(a)  # the types and sizes asked for, the tiling still open
-    problems = list(a.runtime_sizes or [Problem(base.M, base.K, base.N)])
+    problems = list(a.runtime_sizes or [Problem(base.size.M, base.size.K, base.size.N)])
     # more than this machine has: one line before the tuner runs or any array is made (the need depends on the
     # types and sizes only, which choosing a design does not change)
     need = check_memory(base, problems, a.literal)
@@ -63,10 +63,10 @@ def predicted_line(c: GemmConfig, several: bool = False) -> str:
     from ..model.predict import predict  # the model only when asked
 
     p = predict(c)
-    return (f"PREDICTED on an {c.device} (the analytical model, not a measurement): {p.tops:.2f} TOPS "
+    return (f"PREDICTED on an {c.array.device} (the analytical model, not a measurement): {p.tops:.2f} TOPS "
             f"({p.tops_low:.2f} to {p.tops_high:.2f} over its constants' spreads), {p.time_us:,.0f} us for "
-            f"{c.M}x{c.K}x{c.N}{' (the largest size it serves)' if several else ''}, {p.bound} bound; gemm-gen predict "
-            "says why")
+            f"{c.size.M}x{c.size.K}x{c.size.N}{' (the largest size it serves)' if several else ''}, {p.bound} bound; "
+            "gemm-gen predict says why")
 
 
 def _simulate_flags(p: argparse.ArgumentParser) -> None:
