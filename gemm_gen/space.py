@@ -55,25 +55,26 @@ def tilings(base: GemmConfig, problem: Problem, pins: Pins) -> Tilings:
     """Every (m, k, n, rho) of `base`'s options at `problem`'s sizes on the grids, within L1 and the
     BD fields that do not depend on k_mt, keeping what `pins` fixes (ordered by rho, m, n, then k)."""
     dev = base.dev
-    r, s, t = base.mmul
-    rows, cols = base.rows, base.cols
+    r, s, t = base.kernel.mmul
+    rows, cols = base.array.rows, base.array.cols
     core = dev.dma[TileKind.CORE]
     shim = dev.dma[TileKind.SHIM]
     # the BD bounds (rules/dma.py): A's core dims count r-row blocks, C's and B's shim wraps words
     m_hi = min(round_up(ceil_div(problem.M, rows), 2 * r), TILE_EXTENT_SEARCH_MAX, dma.static_extent_max(core, r))
     n_hi = round_up(ceil_div(problem.N, cols), 2 * t)
-    n_hi = min(n_hi, dma.shim_extent_max(shim, base.dtype_out))  # shim C d0 wrap
-    if base.b_pack == "strips":  # the shim reads each strip linearly; no core dims
+    n_hi = min(n_hi, dma.shim_extent_max(shim, base.types.dtype_out))  # shim C d0 wrap
+    if base.layout.b_pack == "strips":  # the shim reads each strip linearly; no core dims
         n_hi = min(n_hi, TILE_EXTENT_SEARCH_MAX)
-    elif base.b_col_maj:
+    elif base.layout.b_col_maj:
         n_hi = min(n_hi, TILE_EXTENT_SEARCH_MAX, dma.static_extent_max(core, t))
     else:
-        n_hi = min(n_hi, dma.shim_extent_max(shim, str(base.dtype_b)))
-    st = tiling.steps(base.mmul, base.precision.block, base.block_kernel)  # the grids check_divisibility accepts
+        n_hi = min(n_hi, dma.shim_extent_max(shim, str(base.types.dtype_b)))
+    st = tiling.steps(base.kernel.mmul, base.types.precision.block,
+                      base.kernel.block)  # the grids check_divisibility accepts
     k_step = tiling.k_step(st)
     k_hi = min(round_up(problem.K, k_step), TILE_EXTENT_SEARCH_MAX * s)
     if base.epilogue.needs_tile:  # a short K still needs a k whose B object holds the epilogue tile
-        k_hi = max(k_hi, epilogue_rule.smallest_k(base.epilogue, tiling.n_step(st), base.t_b.nbytes(1), k_step))
+        k_hi = max(k_hi, epilogue_rule.smallest_k(base.epilogue, tiling.n_step(st), base.types.t_b.nbytes(1), k_step))
     rho_fixed = pins.rho
     rhos = [rho_fixed] if rho_fixed is not None else range(1, RHO_MAX + 1)
     ns = np.arange(tiling.n_step(st), n_hi + 1, tiling.n_step(st), dtype=np.int64)
@@ -116,23 +117,24 @@ def mask(base: GemmConfig, problem: Problem, candidates: Tilings, pins: Pins) ->
     `largest_k` only bounds k there), a given expansion's clusters (kernel_variant.divides: the model
     prices no tile the kernel cannot split), and for a pinned k_mt, that it is whole k-steps within the BD
     extent."""
-    rows, cols = base.rows, base.cols
+    rows, cols = base.array.rows, base.array.cols
     keep = np.asarray(tasks_fit(tiles_per_core(problem.M, problem.N, candidates.m * rows, candidates.n * cols),
                                 base.a_shims, cols, base.dev, rows))
     # the epilogue tile fits one k x n B object (rules/epilogue.py)
     if base.epilogue.needs_tile:  # (bfp16 B, whose elements have no whole bytes, takes no epilogue)
-        keep = keep & epilogue_rule.tile_fits(base.epilogue, candidates.k, candidates.n, base.t_b.nbytes(1))
-    if base.group_size:  # W4A16: whole groups per B object (groupquant.check_tile_k), and L1 exactly
-        keep = keep & group_k_ok(candidates.k, base.group_size)
+        keep = keep & epilogue_rule.tile_fits(base.epilogue, candidates.k, candidates.n, base.types.t_b.nbytes(1))
+    if base.groups.group_size:  # W4A16: whole groups per B object (groupquant.check_tile_k), and L1 exactly
+        keep = keep & group_k_ok(candidates.k, base.groups.group_size)
         keep = keep & np.asarray(l1.fits(base.l1_options, base.dev.l1_bytes, candidates.m, candidates.k, candidates.n,
                                          candidates.rho))
-    ex = base.expansion
-    if ex is not None and not base.block_kernel:  # a given expansion splits each tile into whole clusters
-        keep = keep & kv.divides(base.mmul, (int(ex[0]), int(ex[1])), candidates.m // candidates.rho, candidates.n)
+    ex = base.kernel.expansion
+    if ex is not None and not base.kernel.block:  # a given expansion splits each tile into whole clusters
+        keep = keep & kv.divides(base.kernel.mmul, (int(ex[0]), int(ex[1])), candidates.m // candidates.rho,
+                                 candidates.n)
     k_mt = pins.k_mt
     if k_mt is not None:
-        keep = keep & epilogue_rule.chunk_ok(base.epilogue, memtile.b_chunked(base.b_col_maj, base.b_pack),
-                                             candidates.k, k_mt)
+        chunked = memtile.b_chunked(base.layout.b_col_maj, base.layout.b_pack)
+        keep = keep & epilogue_rule.chunk_ok(base.epilogue, chunked, candidates.k, k_mt)
         keep = keep & (k_mt % candidates.k == 0) & (k_mt // candidates.k <= TILE_EXTENT_SEARCH_MAX)
     return keep
 
@@ -147,15 +149,16 @@ def k_mt_steps_max(base: GemmConfig, problem: Problem, candidates: Tilings) -> n
     """Per candidate: the most k-steps j an A memtile object (k_mt = j k) may span, from the BD
     fields and the memtiles' total capacity (where the model's k_mt walk starts; `memtiles_fit`
     decides)."""
-    dev, cols = base.dev, base.cols
+    dev, cols = base.dev, base.array.cols
     k = candidates.k
     # A's shim d0 wrap counts k_mt columns in words (rules/dma.py); no more than K padded to a k-step
     j_hi = np.minimum(round_up(problem.K, k) // k,
-                      np.minimum(dma.shim_extent_max(dev.dma[TileKind.SHIM], base.dtype_in) // k,
+                      np.minimum(dma.shim_extent_max(dev.dma[TileKind.SHIM], base.types.dtype_in) // k,
                                  TILE_EXTENT_SEARCH_MAX))
     # all memtiles together must hold every L2 buffer: an upper bound on k_mt (placement decides)
     j_cap = memtile.largest_k_mt_steps(base.l2_options, cols * dev.memtile_bytes, candidates.m, k, candidates.n)
-    if not np.all(epilogue_rule.chunk_ok(base.epilogue, memtile.b_chunked(base.b_col_maj, base.b_pack), 1, 2)):
+    chunked = memtile.b_chunked(base.layout.b_col_maj, base.layout.b_pack)
+    if not np.all(epilogue_rule.chunk_ok(base.epilogue, chunked, 1, 2)):
         j_cap = np.minimum(j_cap, 1)  # a chunked B carries the epilogue tile as one more chunk: k_mt = k
     return np.asarray(np.minimum(j_hi, np.maximum(j_cap, 1)), dtype=np.int64)
 
@@ -164,5 +167,5 @@ def memtiles_fit(base: GemmConfig, m: np.ndarray, k: np.ndarray, n: np.ndarray, 
     """Per (m, k, n, k_mt): whether mlir-aie's memtile placement (neighbour spill, C kept home) holds
     its L2 buffers (rules/memtile.py)."""
     dev = base.dev
-    return np.asarray(memtile.fit(memtile.l2_pools(base.l2_options, m, k, n, k_mt), dev.target(base.cols)[1],
+    return np.asarray(memtile.fit(memtile.l2_pools(base.l2_options, m, k, n, k_mt), dev.target(base.array.cols)[1],
                                   dev.memtile_bytes, m.size))

@@ -125,6 +125,11 @@ def test_scalar_strips_belong_to_the_split_placement() -> None:
     assert [x.operand for x in c.call.copies] == ["B"] and "packed in strips" in c.call.copies[0].why
 
 
+def _case_id(c: GemmConfig) -> str:
+    return (f"{c.dev.name}-{c.size}-{c.types.precision.name}-{c.layout.b_pack}"
+            f"{'-bcol' if c.layout.b_col_maj else ''}")
+
+
 # ---- the design, simulated ---------------------------------------------------------------------------------------
 CASES = [
     split("npu2", 1, 256, 1024, 16, 32, 16, 64, b_pack="strips"),
@@ -141,11 +146,10 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize("c", CASES, ids=lambda c: f"{c.dev.name}-{c.M}x{c.K}x{c.N}-{c.precision.name}-{c.b_pack}"
-                         f"{'-bcol' if c.b_col_maj else ''}")
+@pytest.mark.parametrize("c", CASES, ids=lambda c: _case_id(c))
 def test_split_designs_simulate_exactly(c: GemmConfig) -> None:
     r = simulate(c)
-    assert r.passed and r.mismatches == 0 and r.elements == c.M * c.N
+    assert r.passed and r.mismatches == 0 and r.elements == c.size.M * c.size.N
     # every B byte crossed a shim once, and the busiest channel is the one carrying three cores
     d = build_design(c)
     per_channel = _channel_bytes(d)
@@ -164,7 +168,7 @@ def _channel_bytes(d) -> dict[tuple[str, str], float]:
     return out
 
 
-@pytest.mark.parametrize("c", [CASES[0], CASES[9], CASES[6]], ids=lambda c: f"{c.dev.name}-{c.precision.name}")
+@pytest.mark.parametrize("c", [CASES[0], CASES[9], CASES[6]], ids=lambda c: f"{c.dev.name}-{c.types.precision.name}")
 def test_split_designs_lower_through_the_iron_stand_in(c: GemmConfig) -> None:
     fresh, rec = iron_recorder.api()
     text = str(lower(build_design(c), fresh).resolve_program())
@@ -181,25 +185,27 @@ def test_the_model_prices_the_busiest_channel_the_design_has() -> None:
     d = build_design(c)
     p = load()
     busiest = max(_channel_bytes(d).values())
-    e = estimate(Workload.of(c), c.m, c.k, c.n, c.k_mt, p, design_traffic(d), rho=c.rho)
+    t = c.tiling
+    e = estimate(Workload.of(c), t.m, t.k, t.n, t.k_mt, p, design_traffic(d), rho=t.rho)
     _, flight = shim_stream_rates(p, c.dev)
     assert float(e.t_stream) == pytest.approx(busiest / flight, rel=1e-9)
     assert busiest == pytest.approx(3 / 32 * 4096 * 4096 * 2)
 
 
-@pytest.mark.parametrize("c", CASES, ids=lambda c: f"{c.dev.name}-{c.M}x{c.K}x{c.N}-{c.precision.name}-{c.b_pack}"
-                         f"{'-bcol' if c.b_col_maj else ''}")
+@pytest.mark.parametrize("c", CASES, ids=lambda c: _case_id(c))
 def test_the_closed_form_traffic_is_the_designs(c: GemmConfig) -> None:
     """The tuner's closed form counts the bytes, runs and side-by-side runs the design's walks make: strips read k
     rows at a time, each core's piece in turn; no two streams (2 or 3 cores each) nor C columns side by side. (The
     search ranks the placements by it: an optimistic count picked designs the design's own count priced 3x slower.)"""
     got = design_traffic(build_design(c))
     Mp, Kp, Np = (np.array(x) for x in c.call.covered)
-    want = analytic_traffic(c.rows, c.cols, (c.t_in, c.t_b, c.t_out), c.b_col_maj, np.array(c.m), np.array(c.k_mt),
-                            np.array(c.n), Mp, Kp, Np, "strips" if c.group_size else c.b_pack,
-                            tuple(np.array(c.call.ld(x)) for x in "ABC"), split_k=c.k,
-                            b_object_scale=grid(c, "B").b_l1_units * 4 / (c.k * c.n * c.t_b.elem_bytes)
-                            if c.group_size else 1.0)
+    t, ty = c.tiling, c.types
+    want = analytic_traffic(c.array.rows, c.array.cols, (ty.t_in, ty.t_b, ty.t_out), c.layout.b_col_maj,
+                            np.array(t.m), np.array(t.k_mt), np.array(t.n), Mp, Kp, Np,
+                            "strips" if c.groups.group_size else c.layout.b_pack,
+                            tuple(np.array(c.call.ld(x)) for x in "ABC"), split_k=t.k,
+                            b_object_scale=grid(c, "B").b_l1_units * 4 / (t.k * t.n * ty.t_b.elem_bytes)
+                            if c.groups.group_size else 1.0)
     for name in ("A", "B", "C"):
         assert float(got[name].bytes) == pytest.approx(float(want[name].bytes)), name
         assert float(got[name].runs) == pytest.approx(float(want[name].runs)), name
@@ -216,8 +222,8 @@ def test_the_search_weighs_the_split_placement_for_decode_calls() -> None:
     for rows, cols in ((4, 8), (1, 8), (1, 32)):
         pinned = Request(replace(req.options, rows=rows, cols=cols), req.problem)
         config = search.choose(pinned, p).config
-        times[array.mapping_of(config.dev, config.rows, config.cols)] = predict(config, p).time_s
-    assert array.mapping_of(chosen.dev, chosen.rows, chosen.cols) == min(times, key=lambda k: times[k])
+        times[array.mapping_of(config.dev, config.array.rows, config.array.cols)] = predict(config, p).time_s
+    assert array.mapping_of(chosen.dev, chosen.array.rows, chosen.array.cols) == min(times, key=lambda k: times[k])
     assert predict(chosen, p).time_s == min(times.values())
 
 

@@ -27,13 +27,13 @@ from gemm_gen.sim import simulate
 def row_pair_acc_bytes(c: GemmConfig) -> int:
     """C acc's bytes under the rule this replaced: whole row pairs of the kernel (2r rows, 16 for the bfp16
     kernel) in the C object, as many as its bytes hold (mlir-aie config3's layout); 0 without a conversion."""
-    p = c.precision
+    p = c.types.precision
     if not p.converts_c:
         return 0
     t_acc = dtype(p.acc)
-    pair = 16 if block_kernel(p, bool(c.convert_once)) else 2 * c.r
-    rows = min(c.m, dtype(p.out).nbytes(c.m * c.n) // t_acc.nbytes(c.n) // pair * pair)
-    return t_acc.nbytes((c.m - rows) * c.n)
+    pair = 16 if block_kernel(p, bool(c.kernel.convert_once)) else 2 * c.kernel.mmul[0]
+    rows = min(c.tiling.m, dtype(p.out).nbytes(c.tiling.m * c.tiling.n) // t_acc.nbytes(c.tiling.n) // pair * pair)
+    return t_acc.nbytes((c.tiling.m - rows) * c.tiling.n)
 
 
 # (device, dtype_in, dtype_b, dtype_out, acc, convert_once): every kind of converted C the templates render
@@ -54,8 +54,8 @@ def configs() -> list[GemmConfig]:
     for (dev, a, b, o, acc, once), m_units, n_units in itertools.product(KINDS, range(1, 9), range(1, 9)):
         c = GemmConfig(dev, 1024, 256, 1024, 8, 8, 8, 8, dtype_in=a, dtype_b=b, dtype_out=o, acc=acc,
                        convert_once=once, emulate_bf16_with_bfp16=once)
-        m, n = 2 * c.r * m_units, 2 * c.mmul[2] * n_units
-        if block_kernel(c.precision, once):
+        m, n = 2 * c.kernel.mmul[0] * m_units, 2 * c.kernel.mmul[2] * n_units
+        if block_kernel(c.types.precision, once):
             m, n = 16 * m_units, 16 * n_units
         out.append(GemmConfig(dev, 1024, 256, 1024, m, 8, n, 8, dtype_in=a, dtype_b=b, dtype_out=o, acc=acc,
                               convert_once=once, emulate_bf16_with_bfp16=once))
@@ -66,19 +66,20 @@ CONFIGS = configs()
 
 
 def test_every_kind_converts_c() -> None:
-    assert all(c.precision.converts_c for c in CONFIGS) and len(CONFIGS) == 64 * len(KINDS)
+    assert all(c.types.precision.converts_c for c in CONFIGS) and len(CONFIGS) == 64 * len(KINDS)
 
 
-@pytest.mark.parametrize("c", CONFIGS[::7], ids=lambda c: f"{c.dev.name}-{c.precision.name}-{c.m}x{c.n}")
+@pytest.mark.parametrize("c", CONFIGS[::7], ids=lambda c: f"{c.dev.name}-{c.types.precision.name}-"
+                         f"{c.tiling.m}x{c.tiling.n}")
 def test_the_split_fills_the_object_with_whole_units(c: GemmConfig) -> None:
     """The object holds its blocks, and has no room for one more unit (unless every block is in it)."""
     values, unit = c.acc_block
     split = c.c_split_elems // values
-    room, per = c.t_out.nbytes(c.m * c.n), c.t_acc.nbytes(values)
+    room, per = c.types.t_out.nbytes(c.tiling.m * c.tiling.n), c.types.t_acc.nbytes(values)
     assert split % unit == 0 and split * per <= room
-    assert (split + unit) * per > room or split == c.m * c.n // values
-    assert c.l1_parts["C acc"] == c.t_acc.nbytes(c.m * c.n - c.c_split_elems)
-    assert l1.c_split_problem(c.precision, c.m, c.n, c.acc_block, split) is None
+    assert (split + unit) * per > room or split == c.tiling.m * c.tiling.n // values
+    assert c.l1_parts["C acc"] == c.types.t_acc.nbytes(c.tiling.m * c.tiling.n - c.c_split_elems)
+    assert l1.c_split_problem(c.types.precision, c.tiling.m, c.tiling.n, c.acc_block, split) is None
 
 
 def test_the_block_split_beats_the_row_pair_rule_exactly_where_it_has_room() -> None:
@@ -88,9 +89,10 @@ def test_the_block_split_beats_the_row_pair_rule_exactly_where_it_has_room() -> 
     for c in CONFIGS:
         ours, theirs = c.l1_parts["C acc"], row_pair_acc_bytes(c)
         values, unit = c.acc_block
-        left = c.t_out.nbytes(c.m * c.n) - (c.t_acc.nbytes(c.m * c.n) - theirs)  # room past the row pairs
+        mn = c.tiling.m * c.tiling.n
+        left = c.types.t_out.nbytes(mn) - (c.types.t_acc.nbytes(mn) - theirs)  # room past the row pairs
         assert ours <= theirs, c
-        assert (ours < theirs) == (left >= c.t_acc.nbytes(values * unit) and theirs > 0), c
+        assert (ours < theirs) == (left >= c.types.t_acc.nbytes(values * unit) and theirs > 0), c
         beaten += ours < theirs
     assert beaten > len(CONFIGS) // 4
 
@@ -174,7 +176,8 @@ def _one_unit_more(monkeypatch: pytest.MonkeyPatch, cls: type) -> None:
     """Give every `cls` a split one unit past the largest that fits."""
     def more(self) -> int:
         values, unit = self.acc_block
-        return (l1.c_split_blocks(self.precision, self.m, self.n, self.acc_block) + unit) * values
+        t = getattr(self, "tiling", self)  # a config's tiling, or the build itself
+        return (l1.c_split_blocks(self.types.precision, t.m, t.n, self.acc_block) + unit) * values
     monkeypatch.setattr(cls, "c_split_elems", property(more))
 
 
@@ -204,10 +207,10 @@ def test_a_split_inside_a_block_row_simulates_exactly(dev: str, a: str, out: str
     m, n = 24, 32
     c = GemmConfig(dev, 2 * m + 5, 64, 4 * n - 3, m, 16, n, 32, dtype_in=a, dtype_out=out, acc=acc, rho=3)
     split = c.c_split_elems // c.acc_block[0]
-    per_row = n // c.mmul[2]
-    assert split % per_row and split < m // 3 // c.r * per_row, "the split inside a block row of slice 0"
+    per_row = n // c.kernel.mmul[2]
+    assert split % per_row and split < m // 3 // c.kernel.mmul[0] * per_row, "the split inside a block row of slice 0"
     r = simulate(c)
-    assert r.passed and r.mismatches == 0 and r.elements == c.M * c.N
+    assert r.passed and r.mismatches == 0 and r.elements == c.size.M * c.size.N
 
 
 def test_plan_shows_the_split() -> None:

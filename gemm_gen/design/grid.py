@@ -92,20 +92,22 @@ def grid(c: GemmConfig, operand: str, call: CallPlan | None = None) -> Grid:
     """The sizes of operand A, B or C of `c` in that operand's DMA units, for one call (default:
     the problem `c` was made for)."""
     call = call or c.call
-    unit = {"A": c.t_in, "B": c.t_b, "C": c.t_out}[operand]
+    unit = {"A": c.types.t_in, "B": c.types.t_b, "C": c.types.t_out}[operand]
     if unit.is_packed:
         return _packed_grid(c, operand, call, unit)
     q = unit.tile_rows
     assert unit.tile_cols == q, "tile units are square"
     if q == 1:
-        r, s, t = c.r, c.s, c.t
+        r, s, t = c.kernel.mmul[0], c.kernel.mmul[1], c.kernel.mmul[2]
     else:
-        k_u, n_u = c.k // q, c.n // q
+        k_u, n_u = c.tiling.k // q, c.tiling.n // q
         r = 2 if operand in ("A", "C") else 1  # A: 2 x 1 super-blocks of tiles; C: 2 x 2
-        s = 1 if operand == "A" or (operand == "B" and not c.b_col_maj) else k_u
-        t = 2 if operand == "C" else 1 if operand == "B" and c.b_col_maj else n_u
-    return Grid(unit, c.m // q, c.k // q, c.n // q, c.k_mt // q, c.t_ma // q, c.rho, r, s, t, 0, 0, 0, 0, c.rows,
-                c.cols, c.b_col_maj, c.dev, c.b_pack, c.a_col_maj, False, c.c_col_maj).at(call, operand)
+        s = 1 if operand == "A" or (operand == "B" and not c.layout.b_col_maj) else k_u
+        t = 2 if operand == "C" else 1 if operand == "B" and c.layout.b_col_maj else n_u
+    ti, lay = c.tiling, c.layout
+    return Grid(unit, ti.m // q, ti.k // q, ti.n // q, ti.k_mt // q, c.t_ma // q, ti.rho, r, s, t, 0, 0, 0, 0,
+                c.array.rows, c.array.cols, lay.b_col_maj, c.dev, lay.b_pack, lay.a_col_maj, False,
+                lay.c_col_maj).at(call, operand)
 
 
 def _packed_grid(c: GemmConfig, operand: str, call: CallPlan, unit: DType) -> Grid:
@@ -114,8 +116,11 @@ def _packed_grid(c: GemmConfig, operand: str, call: CallPlan, unit: DType) -> Gr
     count words, so every walk is the row-major scalar one over a K x N/8 matrix of words. A W4A16 B
     (group scales) is objects of `obj` words instead, walked linearly (patterns); its t may cut a word
     (npu1's bf16 4 x 8 x 4: nothing re-tiles nibbles, so t // q is never used)."""
-    assert operand == "B" and not c.b_col_maj, "int4 is B's type only, row-major"
+    assert operand == "B" and not c.layout.b_col_maj, "int4 is B's type only, row-major"
     q = unit.tile_cols
-    obj = groupquant.object_bytes(c.k, c.n, c.group_size, c.zero_points) // WORD_BYTES if c.group_size else 0
-    return Grid(unit, c.m, c.k, c.n // q, c.k_mt, c.t_ma, c.rho, c.r, c.s, c.t // q, 0, 0, 0, 0, c.rows, c.cols,
-                c.b_col_maj, c.dev, c.b_pack, c.a_col_maj, False, c.c_col_maj, 0, int(obj)).at(call, operand)
+    ti, lay, (r, s, t) = c.tiling, c.layout, c.kernel.mmul
+    obj = groupquant.object_bytes(ti.k, ti.n, c.groups.group_size,
+                                  c.groups.zero_points) // WORD_BYTES if c.groups.group_size else 0
+    return Grid(unit, ti.m, ti.k, ti.n // q, ti.k_mt, c.t_ma, ti.rho, r, s, t // q, 0, 0, 0, 0, c.array.rows,
+                c.array.cols, lay.b_col_maj, c.dev, lay.b_pack, lay.a_col_maj, False, lay.c_col_maj, 0,
+                int(obj)).at(call, operand)

@@ -48,7 +48,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ..call import CallPlan
-from ..errors import ConfigError
+from ..errors import ConfigError, opt
 from ..hw.devices import DmaSpec, TileKind
 from ..rules import decode_split, memtile
 from ..tap import Tap
@@ -220,7 +220,7 @@ def shim_c_join(c: Grid, block_row: int, block_col: int, first: int, count: int)
     return Tap(block_row * c.ld + block_col + first * c.n, (count, c.m, c.n), (c.n, c.ld, 1))
 
 
-SPLIT_FIX = "use another k or n (or --mapping decode)"
+SPLIT_FIX = f"use another k or n (or {opt('rows', 1)})"
 
 
 def split_b_task(c: Grid, block_col: int, stream: int) -> Tap:
@@ -249,7 +249,8 @@ def check_dma_limits(config: GemmConfig, call: CallPlan | None = None) -> None:
     last_row, last_col = call.m_origin(call.m_blocks - 1), call.n_origin(call.n_blocks - 1)
     qa, qb, qc = (g.unit.tile_rows for g in (a, b, c))
     qb = b.unit.tile_cols  # B is indexed along N (an int4 unit is 1 x 8)
-    if decode_split.is_split(config.dev, config.rows, config.cols):  # its own shim walks, each fitted to a BD
+    # the split placement: its own shim walks, each fitted to a BD
+    if decode_split.is_split(config.dev, config.array.rows, config.array.cols):
         for i in range(len(decode_split.streams(config.dev))):
             split_b_task(b, last_col // qb, i)
         for col in range(config.dev.columns):

@@ -26,7 +26,7 @@ from .. import precision as prec
 from ..checks import check_shift
 from ..design.model import KernelBuild
 from ..dtypes import BF16, BFP16, I4, dtype
-from ..errors import ConfigError
+from ..errors import ConfigError, opt
 from ..hw.devices import DEVICES, Device
 from ..rounding import Rounding, Saturation
 from ..rules import dequant as dq
@@ -248,23 +248,24 @@ def _modes(build: KernelBuild) -> tuple[Rounding, Saturation]:
 def kernel_params(build: KernelBuild) -> KernelParams | BlockKernelParams:
     """Check that the build is one our kernels can be for, and derive the template's numbers."""
     dev = _device(build)
-    prec.check_precision(build.precision, dev, dev.acc_bits(build.dtype_in, build.mmul))  # types it has no kernel for
+    prec.check_precision(build.types.precision, dev, dev.acc_bits(build.types.dtype_in,
+                                                                  build.mmul))  # types it has no kernel for
     if build.block_kernel:
         if not build.epilogue.is_identity:
-            raise ConfigError(f"fused epilogues are built for the scalar kernels, not {build.precision.name}",
+            raise ConfigError(f"fused epilogues are built for the scalar kernels, not {build.types.precision.name}",
                               "drop the epilogue or use a bf16 / i8 / i16 precision")
         return block_kernel_params(build, dev)
-    t_in, t_out = dtype(build.dtype_in), dtype(build.dtype_out)
-    if build.dtype_out not in dev.out_types.get(build.dtype_in, ()):
-        raise ConfigError(f"{dev.name} has no {build.dtype_in} -> {build.dtype_out} kernel",
-                          f"use --dtype_in one of {', '.join(dev.out_types)} with a matching --dtype_out")
+    t_in, t_out = dtype(build.types.dtype_in), dtype(build.types.dtype_out)
+    if build.types.dtype_out not in dev.out_types.get(build.types.dtype_in, ()):
+        raise ConfigError(f"{dev.name} has no {build.types.dtype_in} -> {build.types.dtype_out} kernel",
+                          f"use {opt('dtype_in')} one of {', '.join(dev.out_types)} with a matching {opt('dtype_out')}")
     mmul = tuple(build.mmul)
     r, s, t = mmul
-    operands = dev.operands(build.dtype_in, build.dtype_b)  # "i8xi4" for int4 weights
+    operands = dev.operands(build.types.dtype_in, build.types.dtype_b)  # "i8xi4" for int4 weights
     shapes = ((dev.bf16_emulation_shape,) if build.emulate_bf16_with_bfp16 else dev.shapes(operands))
-    if build.emulate_bf16_with_bfp16 and (build.dtype_in != "bf16" or dev.bf16_emulation_shape is None):
-        raise ConfigError(f"bf16-via-bfp16 emulation is an npu2 bf16 feature, not {dev.name} {build.dtype_in}",
-                          "drop --emulate-bf16-mmul-with-bfp16")
+    if build.emulate_bf16_with_bfp16 and (build.types.dtype_in != "bf16" or dev.bf16_emulation_shape is None):
+        raise ConfigError(f"bf16-via-bfp16 emulation is an npu2 bf16 feature, not {dev.name} {build.types.dtype_in}",
+                          f"drop {opt('emulate_bf16_with_bfp16')}")
     if mmul not in shapes:
         raise ConfigError(f"mmul {r}x{s}x{t} is not a {dev.name} {operands} kernel shape",
                           "use one of " + ", ".join("x".join(map(str, sh)) for sh in shapes if sh))
@@ -282,27 +283,28 @@ def kernel_params(build: KernelBuild) -> KernelParams | BlockKernelParams:
     hint_z, hint_j, hint_k, loops_doc = _loop_hints(variant.loops, row_clusters, col_clusters, k_blocks)
     rounding, saturation = _modes(build)
     if t_out.is_float and build.shift:
-        raise ConfigError(f"shift {build.shift} is not valid for a {build.dtype_out} output", "use 0 for float outputs")
-    check_shift(dev, build.dtype_in, build.dtype_out, (r, s, t), build.shift, build.acc)
+        raise ConfigError(f"shift {build.shift} is not valid for a {build.types.dtype_out} output",
+                          "use 0 for float outputs")
+    check_shift(dev, build.types.dtype_in, build.types.dtype_out, (r, s, t), build.shift, build.types.acc)
     store_bits = STORE_BITS[build.aie_target]
     lanes = store_bits // t_out.bits
     while (build.m * build.n) % lanes:
         lanes //= 2
     zero_name, matmul_name = kernel_symbols(build)
-    acc = _scalar_acc(build, dev, store_bits) if build.precision.converts_c else {}
+    acc = _scalar_acc(build, dev, store_bits) if build.types.precision.converts_c else {}
     acc.update(_w4a16(build, dev, variant))
     if not build.epilogue.is_identity:
         acc.update(_epilogue(build, dev, t_out.is_float))
     return KernelParams(
         device=dev.name, source_file=source_file(build), defines=kernel_defines(build),
         zero_name=zero_name, matmul_name=matmul_name,
-        ctype_in=C_TYPES[build.dtype_in], ctype_out=C_TYPES[build.dtype_out],
+        ctype_in=C_TYPES[build.types.dtype_in], ctype_out=C_TYPES[build.types.dtype_out],
         # integers: the accumulator the shape natively has (acc32, or acc64 for aie2p's 16-bit
         # 4x4x8), as mlir-aie's mm.cc does; our numerics accumulate exactly in int64 either way
         acc_tag="accfloat" if t_in.is_float else "accauto", aie_arch=AIE_ARCH[build.aie_target],
         rounding_mode=ROUNDING_MODES[rounding], saturation_mode=SATURATION_MODES[saturation],
         # every integer narrowing out of wider accumulator lanes saturates (an int32 C out of acc64 too)
-        sets_saturation=not t_out.is_float and t_out.bits < dev.acc_bits(build.dtype_in, (r, s, t)),
+        sets_saturation=not t_out.is_float and t_out.bits < dev.acc_bits(build.types.dtype_in, (r, s, t)),
         row_clusters=row_clusters, col_clusters=col_clusters, k_blocks=k_blocks,
         hint_z=hint_z, hint_j=hint_j, hint_k=hint_k, loops_doc=loops_doc,
         store_bits=store_bits, zero_lanes=lanes, zero_iters=build.m * build.n // lanes, **_b_types(build), **acc,
@@ -312,16 +314,16 @@ def kernel_params(build: KernelBuild) -> KernelParams | BlockKernelParams:
 def _b_types(build: KernelBuild) -> dict[str, Any]:
     """B's names in the scalar template: A's own type, or a packed type (int4) read from bytes; a W4A16
     body reads the dequantized bf16 scratch, so its mmul and L1 types are A's."""
-    t_b = dtype(build.precision.b)
+    t_b = dtype(build.types.precision.b)
     if not t_b.is_packed or is_w4a16(build):
-        return dict(dtype_b=t_b.name, ctype_b=C_TYPES[build.dtype_in], ctype_b_mem=C_TYPES[build.dtype_in])
+        return dict(dtype_b=t_b.name, ctype_b=C_TYPES[build.types.dtype_in], ctype_b_mem=C_TYPES[build.types.dtype_in])
     return dict(dtype_b=t_b.name, ctype_b=C_TYPES[t_b.name], ctype_b_mem=PACKED_MEM_TYPE,
                 b_values_per_elem=t_b.block_elems // t_b.block_bytes)
 
 
 def is_w4a16(build: KernelBuild) -> bool:
     """bf16 A times int4 B: the core dequantizes B with its group scales, then runs the bf16 body."""
-    return build.dtype_in in prec.W4A16_A_TYPES and build.precision.b == I4.name
+    return build.types.dtype_in in prec.W4A16_A_TYPES and build.types.precision.b == I4.name
 
 
 def _w4a16_object(build: KernelBuild) -> groupquant.ObjectLayout | None:
@@ -332,8 +334,8 @@ def _w4a16_object(build: KernelBuild) -> groupquant.ObjectLayout | None:
     g = build.group_size
     if not is_w4a16(build):
         if g or build.zero_points:
-            raise ConfigError(f"group size {g} / zero points with {build.dtype_in} x {build.precision.b}: group "
-                              "scales belong to bf16 x int4 (W4A16)", "drop the group size and zero points")
+            raise ConfigError(f"group size {g} / zero points with {build.types.dtype_in} x {build.types.precision.b}: "
+                              "group scales belong to bf16 x int4 (W4A16)", "drop the group size and zero points")
         return None
     if not g:
         raise ConfigError("bf16 x int4 (W4A16) needs one scale per group of K rows: the build has no group size",
@@ -342,7 +344,7 @@ def _w4a16_object(build: KernelBuild) -> groupquant.ObjectLayout | None:
     groupquant.check_tile_k(build.k, g)
     if build.b_col_maj:
         raise ConfigError("a column-major B with int4 weights: the dequantization pass reads row-major s x t blocks",
-                          "use a row-major B (drop --b-col-maj)")
+                          f"use a row-major B (drop {opt('b_col_maj')})")
     return groupquant.ObjectLayout(build.k, build.n, g, build.zero_points)
 
 
@@ -381,7 +383,7 @@ def w4a16_code_bytes(build: KernelBuild, dev: Device, variant: kv.KernelVariant)
 def _scalar_acc(build: KernelBuild, dev: Device, store_bits: int) -> dict[str, Any]:
     """The scalar template's numbers for a C accumulated in a wider type (i32, i64 or f32) and
     converted once: where its rows live, how they are stored and cleared, the conversion's loop."""
-    p = build.precision
+    p = build.types.precision
     t_out, t_acc = dtype(p.out), dtype(p.acc)
     r, _, t = build.mmul
     words = t_acc.bytes // 4  # int64 lanes are stored as int32 pairs
@@ -403,7 +405,7 @@ def _scalar_acc(build: KernelBuild, dev: Device, store_bits: int) -> dict[str, A
 
 def _check_split(build: KernelBuild, split: int) -> None:
     """Refuse a C split the kernel's in-place conversion cannot take (rules/l1.c_split_problem)."""
-    problem = c_split_problem(build.precision, build.m, build.n, build.acc_block, split)
+    problem = c_split_problem(build.types.precision, build.m, build.n, build.acc_block, split)
     if problem is not None:
         raise ConfigError(problem, "split C's accumulator where rules/l1.c_split_blocks does")
 
@@ -420,18 +422,18 @@ def _epilogue(build: KernelBuild, dev: Device, float_out: bool) -> dict[str, Any
     has no kernel for: it runs in convert, so C must accumulate wide; bf16 outputs take the float chain,
     i8 / i16 outputs the double-rounding requantization."""
     e = build.epilogue
-    if not build.precision.converts_c:
-        raise ConfigError(f"an epilogue runs in C's final conversion, and a {build.dtype_out} C accumulated in "
-                          f"{build.precision.acc} has none", "accumulate C wide (--acc default)")
+    if not build.types.precision.converts_c:
+        raise ConfigError(f"an epilogue runs in C's final conversion, and a {build.types.dtype_out} C accumulated in "
+                          f"{build.types.precision.acc} has none", f"accumulate C wide ({opt('acc')} default)")
     layout = epi.tile_layout(e, build.n)
     offsets = () if layout is None else tuple(o for o in (layout.bias, layout.multiplier, layout.p, layout.q,
                                                           layout.header) if o is not None)
     common = dict(epilogue=True, epi_lanes=epi.VECTOR_LANES, epi_tile=layout is not None, epi_offsets=offsets)
     if float_out:
-        if build.dtype_out != BF16.name or e.requant is not None:
-            raise ConfigError(f"the float epilogue writes bf16, not {build.dtype_out}"
+        if build.types.dtype_out != BF16.name or e.requant is not None:
+            raise ConfigError(f"the float epilogue writes bf16, not {build.types.dtype_out}"
                               + (" (requantization is for i8 / i16 outputs)" if e.requant is not None else ""),
-                              "use --dtype_out bf16 without --requant")
+                              f"use {opt('dtype_out', 'bf16')} without {opt('requant')}")
         act = e.activation.value
         steps = [f"x = bf16(fp32(acc{' + bias' if e.bias else ''}))"]
         steps += [] if act == "none" else [f"y = {act}(x)"]
@@ -451,21 +453,22 @@ def _epilogue(build: KernelBuild, dev: Device, float_out: bool) -> dict[str, Any
                     lut_copy_bits=dev.lut_copy_bits,
                     gelu_constants=(_c_float(epi.GELU_SQRT_2_OVER_PI), _c_float(epi.GELU_BETA)))
     if e.activation is not epi.Activation.NONE or e.clamp is not None:
-        raise ConfigError(f"a {build.dtype_out} output takes no float activation or clamp "
+        raise ConfigError(f"a {build.types.dtype_out} output takes no float activation or clamp "
                           f"({e.activation.value}, clamp {e.clamp})",
                           "use the requantization's act_min / act_max (ReLU, ReLU6 and clamps are these bounds)")
     if e.requant is not epi.RequantForm.DOUBLE:
         raise ConfigError(f"the integer epilogue is TFLite's double-rounding requantization, not "
                           f"{'a bias alone' if e.requant is None else e.requant.value}",
-                          "use --requant per_channel (bias is its first step)")
-    if build.dtype_out not in ("i8", "i16"):
-        raise ConfigError(f"requantization writes i8 or i16, not {build.dtype_out}", "use --dtype_out i8 or i16")
+                          f"use {opt('requant', 'per_channel')} (bias is its first step)")
+    if build.types.dtype_out not in ("i8", "i16"):
+        raise ConfigError(f"requantization writes i8 or i16, not {build.types.dtype_out}",
+                          f"use {opt('dtype_out', 'i8', 'i16')}")
     if build.shift:
         raise ConfigError(f"shift {build.shift} with requantization (its multipliers and shifts scale C)",
                           "use shift 0")
     return dict(common, epi_requant=True, epi_bias=e.bias,
                 epi_doc=f"x = sat32(acc{' + bias' if e.bias else ''}), TFLite's per-channel requantization "
-                        f"(three SRS), + zero point, clamp to [act_min, act_max], {build.dtype_out}")
+                        f"(three SRS), + zero point, clamp to [act_min, act_max], {build.types.dtype_out}")
 
 
 def _hint(kind: str, count: int) -> tuple[str, str]:
@@ -495,7 +498,7 @@ def _loop_hints(loops: str, rows: int, cols: int, ks: int) -> tuple[tuple[str, s
 
 def block_kernel_params(build: KernelBuild, dev: Device) -> BlockKernelParams:
     """The bfp16 template's numbers (npu2, mac_8x8_8x8T on 8 x 8 tiles, Peano or chess)."""
-    p = build.precision
+    p = build.types.precision
     shape = dev.bfp16_mmul_shape
     assert shape is not None  # prec.check_precision refused devices without a bfp16 datapath
     q = BFP16.tile_rows
@@ -507,16 +510,18 @@ def block_kernel_params(build: KernelBuild, dev: Device) -> BlockKernelParams:
             raise ConfigError(f"the convert-once kernel runs a bf16 A (times bf16, or W4A16's int4 B) on the bfp16 "
                               f"datapath, not {p.name}"
                               + ("" if build.emulate_bf16_with_bfp16 else " without it"),
-                              "use --dtype_in bf16 with --emulate-bf16-mmul-with-bfp16, or --convert-once 0")
+                              f"use {opt('dtype_in', 'bf16')} with {opt('emulate_bf16_with_bfp16')}, or "
+                              f"{opt('convert_once', False)}")
     elif build.emulate_bf16_with_bfp16:
         raise ConfigError("bf16-via-bfp16 emulation does not apply to bfp16 operands",
-                          "drop --emulate-bf16-mmul-with-bfp16")
+                          f"drop {opt('emulate_bf16_with_bfp16')}")
     if build.compiler not in prec.BFP16_COMPILERS:
         raise ConfigError(f"bfp16 kernels build with {' or '.join(prec.BFP16_COMPILERS)} only, not "
-                          f"{build.compiler}", "use Peano (the default) or --chess (CHESS=1)")
+                          f"{build.compiler}", f"use Peano (the default) or {opt('compiler', 'chess')}")
     if tuple(build.expansion) != (2, 2) or build.loops != "k-pipelined":
         raise ConfigError("bfp16 kernels have one variant (2x2 clusters of 8x8 tiles, K loop pipelined), not "
-                          f"{'x'.join(map(str, build.expansion))} {build.loops}", "drop --expansion and --kernel-loops")
+                          f"{'x'.join(map(str, build.expansion))} {build.loops}",
+                          f"drop {opt('expansion')} and {opt('kernel_loops')}")
     if build.rho < 1 or build.m % build.rho:
         raise ConfigError(f"rho {build.rho} does not divide the kernel tile's m = {build.m}",
                           "use a rho >= 1 that divides m")

@@ -38,8 +38,7 @@ DECODE_M_MAX = 16
 # The mappings of the rows x cols grid: the whole array (every core row, A split over the rows), one core
 # row ("decode": m covers the padded M, every column a slice of N, B read once), or one row of one virtual
 # column per core ("decode-split": every core a slice of N, B over every shim channel but A's;
-# rules/decode_split.py).
-MAPPINGS = ("whole-array", "decode", SPLIT_MAPPING)
+# rules/decode_split.py). MAPPINGS: spec.py, with the option
 
 
 def decode_call(M: Ints) -> Ints:

@@ -32,8 +32,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..hw.devices import Device, TileKind
+from ..spec import MAPPINGS
 
-SPLIT_MAPPING = "decode-split"
+SPLIT_MAPPING = MAPPINGS[2]  # the mapping option's value (spec.MAPPINGS)
 A_COL = 0  # the shim and memtile that carry A (its second MM2S channel)
 
 

@@ -53,6 +53,7 @@ import math
 from dataclasses import dataclass
 
 from ..dtypes import BF16, BFP16
+from ..errors import opt
 from ..hw.devices import DEVICES, Device
 from . import kernel_variant as kv
 
@@ -179,4 +180,4 @@ def code_problem(dev: Device, mmul: tuple[int, int, int], emulate: bool, expansi
         return None
     return (f"the matmul and its dequantization pass (about {need} B of code) exceed their {budget} B of the "
             f"{dev.name} core's {dev.isa.program_bytes} B program memory",
-            "use --kernel-loops k-pipelined, or a smaller kernel tile")
+            f"use {opt('kernel_loops', 'k-pipelined')}, or a smaller kernel tile")

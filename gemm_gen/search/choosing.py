@@ -98,7 +98,8 @@ def choose(request: Request, params: Params | None = None, measure: Measure | No
     filled = tuple(name for name in ("m", "k", "n", "k_mt") if getattr(pins, name) is None)
     if filled and pins.rho is None and (_several_sizes(pins) or wholly_open):
         filled += ("rho",)
-    if packing_open and len(b_packs(config.t_b, config.group_size, _split(config))) > 1 and not _several_sizes(pins):
+    if packing_open and len(b_packs(config.types.t_b, config.groups.group_size, _split(config))) > 1 \
+            and not _several_sizes(pins):
         filled += ("b_pack",)
     if viable:
         filled += ("convert_once",)
@@ -164,7 +165,7 @@ def measure_candidates(cands: Sequence[Candidate], measure: Measure) -> list[Can
 
 def _split(c: GemmConfig) -> bool:
     """Whether a config is the split decode placement (rules/decode_split.py)."""
-    return decode_split.is_split(c.dev, c.rows, c.cols)
+    return decode_split.is_split(c.dev, c.array.rows, c.array.cols)
 
 
 def _several_sizes(pins: Pins) -> bool:
@@ -212,14 +213,15 @@ def _chosen_mapping(base: GemmConfig, pins: Pins, packing_open: bool, p: Params)
     if tuned:
         config = base
     else:
-        dm, dk, dn, _ = default_tiles(base.device, base.dtype_in, base.dtype_out, None,
-                                      base.emulate_bf16_with_bfp16, base.dtype_b, base.acc)
+        dev, t = base.array.device, base.types
+        dm, dk, dn, _ = default_tiles(dev, t.dtype_in, t.dtype_out, None, base.kernel.emulate_bf16_with_bfp16,
+                                      t.dtype_b, t.acc)
         kk = dk if k is None else k
         config = base.with_(m=dm if m is None else m, k=kk, n=dn if n is None else n,
-                            k_mt=default_k_mt(base.device, base.dtype_in, base.dtype_out, kk, base.K, base.dtype_b,
-                                              base.acc) if k_mt is None else k_mt)
+                            k_mt=default_k_mt(dev, t.dtype_in, t.dtype_out, kk, base.size.K, t.dtype_b, t.acc)
+                            if k_mt is None else k_mt)
     # the packing of a bfp16 or int4 B (not W4A16's) is the model's choice too
-    if packing_open and len(b_packs(config.t_b, config.group_size, _split(config))) > 1:
+    if packing_open and len(b_packs(config.types.t_b, config.groups.group_size, _split(config))) > 1:
         return tuned_b_pack(config, tuned, k_mt, rho, p)
     if tuned:  # an open task span is weighed with the tiles (tune): pinned tiles keep one task per block
         return tuned_config(config, k_mt, rho, p)
