@@ -17,23 +17,26 @@ from hypothesis import strategies as st
 
 from gemm_gen import hostdata
 from gemm_gen.accuracy import measure
-from gemm_gen.config import GemmConfig
+from gemm_gen.config import GemmConfig, b_packs
 from gemm_gen.design import build_design
 from gemm_gen.design.build import runtime_sequence
 from gemm_gen.design.model import Design
 from gemm_gen.design.serve import serve
+from gemm_gen.dtypes import dtype
 from gemm_gen.epilogue_args import seeded_args
 from gemm_gen.errors import ConfigError, DmaLimitError, GemmGenError
 from gemm_gen.hw.devices import DEVICES
 from gemm_gen.inputs import group_weights, make_inputs
 from gemm_gen.numerics import KernelNumerics, chain, reference
 from gemm_gen.precision import PRESETS
+from gemm_gen.rules import decode_split
 from gemm_gen.rules.dequant import to_bfp16
 from gemm_gen.sim.run import ArraySession, simulate_calls
 from gemm_gen.spec import Problem
 from gemm_gen.tap import Tap
 
 from .conftest import small
+from .random_designs import record_config
 
 
 def _report(results: list) -> list[str]:
@@ -47,12 +50,12 @@ def _cells(d: Design, problems: list[Problem], literal: bool, seed: int = 0) -> 
     out = []
     for i, p in enumerate(problems):
         call = serve(c, p)
-        a, b = make_inputs(call.M, call.K, call.N, c.t_in, c.t_out, seed + i, c.t_b)
+        a, b = make_inputs(call.M, call.K, call.N, c.types.t_in, c.types.t_out, seed + i, c.types.t_b)
         bq = b
-        if c.group_size:
-            bq = group_weights(b, c.group_size, c.zero_points, seed + i)
-            b = bq.dequant(to_bfp16(c.group_size, c.convert_once))
-        args = seeded_args(c.epilogue, c.t_out, a, b, seed + i)
+        if c.groups.group_size:
+            bq = group_weights(b, c.groups.group_size, c.groups.zero_points, seed + i)
+            b = bq.dequant(to_bfp16(c.groups.group_size, c.kernel.convert_once))
+        args = seeded_args(c.epilogue, c.types.t_out, a, b, seed + i)
         cells, kernel, m = session.run(call, *hostdata.pad_inputs(c, a, bq, call, args))
         out.append((cells.copy(), kernel.stats, [(s.src.words, [x.words for x in s.dsts]) for s in m.streams],
                     dict(m.cmd.max_live), [core.passes for core in m.cores]))
@@ -64,7 +67,7 @@ def assert_same(d: Design, problems: list[Problem] | None = None, seed: int = 0)
     C's cells (values and provenance), every count, and the whole report; the fast one ran every call itself
     (its session is returned)."""
     c = d.config
-    problems = problems or [Problem(c.M, c.K, c.N)]
+    problems = problems or [Problem(c.size.M, c.size.K, c.size.N)]
     fast, session = _cells(d, problems, literal=False, seed=seed)
     assert session.fell_back is None, session.fell_back
     literal, _ = _cells(d, problems, literal=True, seed=seed)
@@ -98,6 +101,10 @@ FAMILIES = {
                                              b_pack="strips", task_span=2),
     "npu2 two columns": lambda: small("npu2", "i8", "i32", cols=2),
     "npu2 decode": lambda: GemmConfig("npu2", 1, 512, 512, 16, 64, 16, 128, "bf16", "bf16", rows=1),
+    # the split decode placement (rules/decode_split.py): one virtual column per core, B split in the memtiles
+    "npu2 decode-split, B in strips, tails": lambda: GemmConfig("npu2", 7, 250, 1000, 16, 32, 16, 64, "bf16", "bf16",
+                                                                rows=1, cols=32, b_pack="strips"),
+    "npu1 decode-split i8": lambda: GemmConfig("npu1", 2, 512, 512, 8, 64, 16, 128, "i8", "i16", rows=1, cols=16),
     **{f"npu2 preset {name}": (lambda p=p: GemmConfig("npu2", 2 * 4 * 32 - 5, 64, 2 * 8 * 32 - 3, 32, 16, 32, 32,
                                                       p.a, p.out, True, dtype_b=p.b, acc=p.acc))
        for name, p in PRESETS.items()},
@@ -153,7 +160,7 @@ def test_repeated_periods_equal_the_literal_run(name: str) -> None:
 def configs(draw: st.DrawFn) -> GemmConfig:
     """A small design of one option family: types and accumulators (presets included), layouts, epilogues,
     int4, W4A16, decode shapes, spans, column counts, runtime sizes."""
-    family = draw(st.sampled_from(["scalar", "preset", "int4", "w4a16", "epilogue", "decode"]))
+    family = draw(st.sampled_from(["scalar", "preset", "int4", "w4a16", "epilogue", "decode", "decode-split"]))
     dev_name = draw(st.sampled_from(["npu1", "npu2"])) if family not in ("preset",) else "npu2"
     dev = DEVICES[dev_name]
     kw: dict = {}
@@ -179,7 +186,7 @@ def configs(draw: st.DrawFn) -> GemmConfig:
     if t_in == "bf16" and "dtype_b" not in kw:
         kw["emulate_bf16_with_bfp16"] = emulate
     try:
-        r, s, t = GemmConfig(dev_name, 1, 1, 1, 1, 1, 1, 1, t_in, t_out, **kw).mmul
+        r, s, t = GemmConfig(dev_name, 1, 1, 1, 1, 1, 1, 1, t_in, t_out, **kw).kernel.mmul
     except ConfigError:
         assume(False)
         raise
@@ -189,8 +196,11 @@ def configs(draw: st.DrawFn) -> GemmConfig:
     n = 2 * t * draw(st.integers(1, 2)) * (2 if kw.get("dtype_b") == "i4" else 1)
     k_mt = k * draw(st.integers(1, 2))
     cols = draw(st.sampled_from(sorted(dev.column_devices)))
-    rows = 1 if family == "decode" else 0
-    M = draw(st.integers(1, 8)) if family == "decode" else draw(st.integers(1, 2 * 4 * m))
+    rows = 1 if family.startswith("decode") else 0
+    if family == "decode-split":  # one row of one virtual column per core (rules/decode_split.py)
+        cols = decode_split.virtual_columns(dev)
+        kw["b_pack"] = draw(st.sampled_from(b_packs(dtype(kw.get("dtype_b", t_in)), kw.get("group_size", 0), True)))
+    M = draw(st.integers(1, 8)) if rows == 1 else draw(st.integers(1, 2 * 4 * m))
     K, N = draw(st.integers(1, 2 * k_mt)), draw(st.integers(1, 2 * cols * n))
     b_col = "dtype_b" not in kw and draw(st.booleans())
     return GemmConfig(dev_name, M, K, N, m, k, n, k_mt, t_in, t_out, b_col, cols=cols, rows=rows, rho=rho,
@@ -201,18 +211,20 @@ def configs(draw: st.DrawFn) -> GemmConfig:
 @settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 @given(configs(), st.integers(0, 2**16))
 def test_random_designs_fast_equals_literal(c: GemmConfig, seed: int) -> None:
-    event(f"{c.dtype_in}x{c.dtype_b}->{c.dtype_out}" + (" W4A16" if c.group_size else "")
-          + ("" if c.epilogue.is_identity else " epilogue") + f" sizes {c.runtime_sizes}")
+    event(f"{c.types.dtype_in}x{c.types.dtype_b}->{c.types.dtype_out}" + (" W4A16" if c.groups.group_size else "")
+          + ("" if c.epilogue.is_identity else " epilogue") + f" sizes {c.runtime.runtime_sizes}")
     try:
         d = build_design(c)
     except (ConfigError, DmaLimitError):
         assume(False)
         raise
-    problems = [Problem(c.M, c.K, c.N)]
-    if c.runtime_sizes != "fixed":  # a smaller call after the full one, on the same array
-        problems.append(Problem(max(1, c.M // 2), c.K if c.runtime_sizes == "mn" else max(1, c.K // 2),
-                                max(1, c.N // 3)))
+    problems = [Problem(c.size.M, c.size.K, c.size.N)]
+    if c.runtime.runtime_sizes != "fixed":  # a smaller call after the full one, on the same array
+        K = c.size.K if c.runtime.runtime_sizes == "mn" else max(1, c.size.K // 2)
+        problems.append(Problem(max(1, c.size.M // 2), K, max(1, c.size.N // 3)))
     assert_same(d, problems, seed)
+    assert all(r.passed for r in simulate_calls(d, problems, seed)), c.to_json()  # and both equal the reference
+    record_config(c, calls=len(problems))
 
 
 # ---- broken designs: the same error, and the fast path refused them --------------------------------------
@@ -232,7 +244,8 @@ def _wrong_core_layout(d: Design) -> Design:
 
 
 def _misaligned_k(d: Design) -> Design:
-    ops = [replace(op, task=replace(op.task, tap=replace(op.task.tap, offset=op.task.tap.offset + d.config.k_mt)))
+    k_mt = d.config.tiling.k_mt
+    ops = [replace(op, task=replace(op.task, tap=replace(op.task.tap, offset=op.task.tap.offset + k_mt)))
            if op.task is not None and op.task.name == "A0_g0" else op for op in d.runtime]
     return _runtime(d, ops)
 
@@ -274,7 +287,7 @@ def test_broken_designs_fail_alike(name: str) -> None:
     for literal in (True, False):
         session = ArraySession(d, literal)
         c = d.config
-        a, b = make_inputs(c.M, c.K, c.N, c.t_in, c.t_out, 0, c.t_b)
+        a, b = make_inputs(c.size.M, c.size.K, c.size.N, c.types.t_in, c.types.t_out, 0, c.types.t_b)
         with pytest.raises(GemmGenError) as err:
             session.run(c.call, *hostdata.pad_inputs(c, a, b, c.call))
         errors.append((type(err.value), str(err.value)))
