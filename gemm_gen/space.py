@@ -119,7 +119,7 @@ def mask(base: GemmConfig, problem: Problem, candidates: Tilings, pins: Pins) ->
     extent."""
     rows, cols = base.array.rows, base.array.cols
     keep = np.asarray(tasks_fit(tiles_per_core(problem.M, problem.N, candidates.m * rows, candidates.n * cols),
-                                base.a_shims, cols))
+                                base.a_shims, cols, base.dev, rows))
     # the epilogue tile fits one k x n B object (rules/epilogue.py)
     if base.epilogue.needs_tile:  # (bfp16 B, whose elements have no whole bytes, takes no epilogue)
         keep = keep & epilogue_rule.tile_fits(base.epilogue, candidates.k, candidates.n, base.types.t_b.nbytes(1))
