@@ -25,7 +25,7 @@ from .precision import Precision
 from .rounding import Rounding, Saturation
 from .rules import epilogue as rules_epilogue
 from .rules import kernel_variant as kv
-from .rules import l1, memtile, padding, peano
+from .rules import l1, memtile, padding, peano, walks
 from .rules.defaults import Resolved, default_acc, emulation_default, has_epilogue, resolve
 from .rules.defaults import convert_once_problem as _convert_once_problem
 from .rules.defaults import mmul as mmul_of
@@ -425,10 +425,15 @@ class GemmConfig:
                                   "drop --expansion and --kernel-loops")
             return KernelVariant(2, 2, "k-pipelined")
         operands = self.dev.operands(self.dtype_in, self.dtype_b)  # "i8xi4" for int4 weights
-        # W4A16: the matmul function also holds the dequantization pass, so the loops leave its code room
-        reserve = dequant_code_bytes(self.dev.name, bool(self.zero_points), self.mmul) if self.group_size else 0
         return choose_variant(self.dev, operands, self.mmul, bool(self.emulate_bf16_with_bfp16), self.t_ma,
-                              self.k, self.n, self.expansion, self.kernel_loops, reserve, str(self.compiler))
+                              self.k, self.n, self.expansion, self.kernel_loops, self.code_reserve,
+                              str(self.compiler))
+
+    @property
+    def code_reserve(self) -> int:
+        """Program bytes the matmul function holds besides its loop nest: W4A16's dequantization pass, which the
+        automatic loop structure leaves room for (rules/kernel_variant.auto_loops)."""
+        return dequant_code_bytes(self.dev.name, bool(self.zero_points), self.mmul) if self.group_size else 0
 
     @property
     def numerics(self) -> KernelNumerics:
@@ -516,6 +521,13 @@ class GemmConfig:
     @property
     def l1_bytes(self) -> int:
         return sum(self.l1_parts.values())
+
+    @property
+    def walk_options(self) -> walks.WalkOptions:
+        """What the DMA walks (rules/walks.py) read of this config besides its tiling and its call."""
+        return walks.WalkOptions(self.dev, (self.t_in, self.t_b, self.t_out), self.mmul, self.rows, self.cols,
+                                 self.a_col_maj, self.b_col_maj, self.c_col_maj, self.b_pack, self.group_size,
+                                 bool(self.zero_points))
 
     @property
     def l2_options(self) -> memtile.L2Options:
