@@ -1,10 +1,10 @@
 """The search space: the candidate tilings of a problem as arrays, filtered by the rules (issue 19).
 
 As CUTLASS's generator lists tile descriptions and its manifest filter drops what a target cannot
-run, `tilings` lists the candidate (m, k, n, rho) of a problem and `mask` drops those that break a
-rule; the model (search/tune.py) only prices what is left. Both call the rule functions GemmConfig's
-checks call (gemm_gen/rules), over all candidates at once; design.serve.check() runs on the
-finalists only.
+run, `tilings` lists the candidate (m, k, n, rho) of a problem and `mask` and `k_mt_fit` drop those
+that break a rule (RULES: every rule a design's check applies to its tiling, the DMA walks' BD
+fields included); the model (search/tune.py) only prices what is left, and all of it builds. The
+rules call the rule functions GemmConfig's checks call (gemm_gen/rules), over all candidates at once.
 
 The grids: rho (asymmetric tile buffering) from 1 to RHO_MAX, m a multiple of 2r rho (so that
 T_MA = m / rho keeps the kernel's 2x2 blocks), n of 2t, k of s (rules/tiling.py's steps), each no
@@ -17,13 +17,17 @@ it (one k_mt per number of K chunks), starting from `k_mt_steps_max` and keeping
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from collections.abc import Callable, Iterator
+from dataclasses import replace
+from typing import Any, NamedTuple
 
 import numpy as np
 
+from .call import CallPlan
 from .config import GemmConfig
+from .groupquant import tile_k_ok
 from .hw.devices import TILE_EXTENT_SEARCH_MAX, TileKind
-from .rules import dma, l1, memtile, tiling
+from .rules import dequant, dma, l1, memtile, tiling, walks
 from .rules import epilogue as epilogue_rule
 from .rules import kernel_variant as kv
 from .rules.padding import ceil_div, round_up, tasks_fit, tiles_per_core
@@ -110,37 +114,234 @@ def tilings(base: GemmConfig, problem: Problem, pins: Pins) -> Tilings:
     return Tilings(m3, k3, n3, r3)
 
 
-def mask(base: GemmConfig, problem: Problem, candidates: Tilings, pins: Pins) -> np.ndarray:
-    """Which candidates the rules that do not depend on k_mt accept: the runtime sequence's task
-    count (rules/padding.py), a W4A16 tile's k against its group size and its L1 bytes (rules/l1.py's
-    `largest_k` only bounds k there), a given expansion's clusters (kernel_variant.divides: the model
-    prices no tile the kernel cannot split), and for a pinned k_mt, that it is whole k-steps within the BD
-    extent."""
+# ---- the rules, over every candidate at once -----------------------------------------------------------------
+# Each rule says per candidate (m, k, n, rho, and k_mt where it reads it) whether it holds, by calling the rule
+# functions of gemm_gen/rules that the config's own check (checks.check_config, then design/patterns.py's
+# DMA limits) calls for one design. RULES lists them in the order that check raises them, so the first rule a
+# candidate breaks is the one its check names. `mask` applies those that do not read k_mt (before the model
+# prices anything), `k_mt_fit` the others for each k_mt the model walks; a candidate both keep passes
+# design.serve.check() and builds (tests/test_space.py).
+Rule = Callable[[GemmConfig, Problem, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray], np.ndarray]
+
+
+def _tasks(base: GemmConfig, problem: Problem, m: np.ndarray, k: np.ndarray, n: np.ndarray, rho: np.ndarray,
+           k_mt: np.ndarray) -> np.ndarray:
+    """The runtime sequence's BD tasks (rules/padding.py; checks.check_array)."""
     rows, cols = base.rows, base.cols
-    keep = np.asarray(tasks_fit(tiles_per_core(problem.M, problem.N, candidates.m * rows, candidates.n * cols),
-                                base.a_shims, cols))
-    # the epilogue tile fits one k x n B object (rules/epilogue.py)
-    if base.epilogue.needs_tile:  # (bfp16 B, whose elements have no whole bytes, takes no epilogue)
-        keep = keep & epilogue_rule.tile_fits(base.epilogue, candidates.k, candidates.n, base.t_b.nbytes(1))
-    if base.group_size:  # W4A16: whole groups per B object (groupquant.check_tile_k), and L1 exactly
-        keep = keep & group_k_ok(candidates.k, base.group_size)
-        keep = keep & np.asarray(l1.fits(base.l1_options, base.dev.l1_bytes, candidates.m, candidates.k, candidates.n,
-                                         candidates.rho))
-    ex = base.expansion
-    if ex is not None and not base.block_kernel:  # a given expansion splits each tile into whole clusters
-        keep = keep & kv.divides(base.mmul, (int(ex[0]), int(ex[1])), candidates.m // candidates.rho, candidates.n)
+    return np.asarray(tasks_fit(tiles_per_core(problem.M, problem.N, m * rows, n * cols), base.a_shims, cols))
+
+
+def _granularity(base: GemmConfig, problem: Problem, m: np.ndarray, k: np.ndarray, n: np.ndarray, rho: np.ndarray,
+                 k_mt: np.ndarray) -> np.ndarray:
+    """The tiling's granularity (rules/tiling.py; checks.check_divisibility): the grids keep it but for k_mt."""
+    return np.asarray(tiling.divisible(tiling.steps(base.mmul, base.precision.block, base.block_kernel), m, k, n,
+                                       k_mt, rho))
+
+
+def _variants(base: GemmConfig, m: np.ndarray, k: np.ndarray, n: np.ndarray, rho: np.ndarray
+              ) -> tuple[np.ndarray, np.ndarray]:
+    """Per candidate, the kernel variant the config takes (rules/kernel_variant.choices: indices into
+    `expansions` and LOOPS)."""
+    operands = base.dev.operands(base.dtype_in, base.dtype_b)
+    return kv.choices(base.dev, operands, base.mmul, bool(base.emulate_bf16_with_bfp16), l1.a_rows(m, rho), k, n,
+                      base.expansion, base.kernel_loops, base.code_reserve, str(base.compiler))
+
+
+def _expansion(base: GemmConfig, problem: Problem, m: np.ndarray, k: np.ndarray, n: np.ndarray, rho: np.ndarray,
+               k_mt: np.ndarray) -> np.ndarray:
+    """A given expansion splits each tile into whole clusters (kernel_variant.divides; GemmConfig.variant); a
+    bfp16 kernel has one variant."""
+    ex, loops = base.expansion, base.kernel_loops
+    if base.block_kernel:
+        return np.full(m.shape, ex in (None, (2, 2)) and loops in (None, kv.DEFAULT_LOOPS))
+    if ex is None:
+        return np.ones(m.shape, dtype=bool)
+    return np.asarray(kv.divides(base.mmul, (int(ex[0]), int(ex[1])), l1.a_rows(m, rho), n))
+
+
+def _loops(base: GemmConfig, problem: Problem, m: np.ndarray, k: np.ndarray, n: np.ndarray, rho: np.ndarray,
+           k_mt: np.ndarray) -> np.ndarray:
+    """A given loop structure is known, and with Peano one whose loop Peano pipelines (kernel_variant.peano_problem;
+    GemmConfig.variant)."""
+    loops = base.kernel_loops
+    if base.block_kernel or loops is None:
+        return np.ones(m.shape, dtype=bool)
+    if loops not in kv.LOOPS:
+        return np.zeros(m.shape, dtype=bool)
+    if base.compiler != "peano":
+        return np.ones(m.shape, dtype=bool)
+    operands = base.dev.operands(base.dtype_in, base.dtype_b)
+    ex, _ = _variants(base, m, k, n, rho)
+    return kv.peano_loops_ok(base.dev, operands, base.mmul, bool(base.emulate_bf16_with_bfp16), ex, loops, k, n)
+
+
+def _group_k(base: GemmConfig, problem: Problem, m: np.ndarray, k: np.ndarray, n: np.ndarray, rho: np.ndarray,
+             k_mt: np.ndarray) -> np.ndarray:
+    """W4A16: whole groups per B object (groupquant.tile_k_ok)."""
+    return np.asarray(tile_k_ok(k, base.group_size)) if base.group_size else np.ones(m.shape, dtype=bool)
+
+
+def _code(base: GemmConfig, problem: Problem, m: np.ndarray, k: np.ndarray, n: np.ndarray, rho: np.ndarray,
+          k_mt: np.ndarray) -> np.ndarray:
+    """W4A16: the matmul and its dequantization pass fit their program memory (rules/dequant.code_fits)."""
+    ok = np.ones(m.shape, dtype=bool)
+    if not base.group_size or base.block_kernel:
+        return ok
+    operands = base.dev.operands(base.dtype_in, base.dtype_b)
+    order = kv.expansions(base.dev, operands, base.mmul, bool(base.emulate_bf16_with_bfp16))
+    ex, lp = _variants(base, m, k, n, rho)
+    for e, loop in {(int(a), int(b)) for a, b in zip(ex, lp)}:
+        sel = (ex == e) & (lp == loop)
+        ok[sel] = dequant.code_fits(base.dev, base.mmul, bool(base.emulate_bf16_with_bfp16), order[e], kv.LOOPS[loop],
+                                    k[sel], n[sel], bool(base.zero_points))
+    return ok
+
+
+def _words(base: GemmConfig, problem: Problem, m: np.ndarray, k: np.ndarray, n: np.ndarray, rho: np.ndarray,
+           k_mt: np.ndarray) -> np.ndarray:
+    """Every contiguous DMA run whole 32-bit words (rules/dma.py; checks.check_granularity)."""
+    r, s, t = base.mmul
+    runs = [(s, base.t_in), (t, base.t_b), (k_mt, base.t_in), (n * base.cols, base.t_b), (t, base.t_out),
+            (n * base.cols, base.t_out)]
+    if base.group_size:  # W4A16: B moves as whole objects, never re-tiled
+        runs = [run for run in runs if run[1] is not base.t_b]
+    ok = np.ones(m.shape, dtype=bool)
+    for count, typ in runs:
+        ok &= dma.packed_words(typ, count) & dma.byte_words(typ, count)
+    return ok
+
+
+def _epilogue_tile(base: GemmConfig, problem: Problem, m: np.ndarray, k: np.ndarray, n: np.ndarray,
+                   rho: np.ndarray, k_mt: np.ndarray) -> np.ndarray:
+    """The epilogue tile fits one k x n B object (rules/epilogue.py)."""
+    if not base.epilogue.needs_tile:  # (bfp16 B, whose elements have no whole bytes, takes no epilogue)
+        return np.ones(m.shape, dtype=bool)
+    return np.asarray(epilogue_rule.tile_fits(base.epilogue, k, n, base.t_b.nbytes(1)))
+
+
+def _epilogue_chunk(base: GemmConfig, problem: Problem, m: np.ndarray, k: np.ndarray, n: np.ndarray,
+                    rho: np.ndarray, k_mt: np.ndarray) -> np.ndarray:
+    """A chunked B carries the epilogue tile only with k_mt = k (rules/epilogue.py)."""
+    if not base.epilogue.needs_tile:
+        return np.ones(m.shape, dtype=bool)
+    return np.asarray(epilogue_rule.chunk_ok(base.epilogue, memtile.b_chunked(base.b_col_maj, base.b_pack), k,
+                                             k_mt)) & np.ones(m.shape, dtype=bool)
+
+
+def _a_chunks(base: GemmConfig, problem: Problem, m: np.ndarray, k: np.ndarray, n: np.ndarray, rho: np.ndarray,
+              k_mt: np.ndarray) -> np.ndarray:
+    """A column-major A shim serving several core rows walks its k_mt chunks on its BD's iteration dimension
+    (rules/memtile.a_col_maj_chunks; checks.check_a_col_maj_chunks)."""
+    chunks = memtile.a_col_maj_chunks(base.a_col_maj, base.rows, base.cols, round_up(problem.K, k_mt), k_mt)
+    return np.asarray(chunks <= base.dev.dma[TileKind.SHIM].iteration_wrap_max) & np.ones(m.shape, dtype=bool)
+
+
+def _l1(base: GemmConfig, problem: Problem, m: np.ndarray, k: np.ndarray, n: np.ndarray, rho: np.ndarray,
+        k_mt: np.ndarray) -> np.ndarray:
+    """A core's L1 holds its buffers and overhead (rules/l1.py; `tilings` bounds k by it already, but for a W4A16
+    B object's scale rows)."""
+    return np.asarray(l1.fits(base.l1_options, base.dev.l1_bytes, m, k, n, rho))
+
+
+def _memtiles(base: GemmConfig, problem: Problem, m: np.ndarray, k: np.ndarray, n: np.ndarray, rho: np.ndarray,
+              k_mt: np.ndarray) -> np.ndarray:
+    return memtiles_fit(base, m, k, n, k_mt)
+
+
+def _dma(hop: str) -> Rule:
+    """The rule of one hop's DMA walks of the call within their BD's fields (rules/walks.limits;
+    design/patterns.check_dma_limits)."""
+    def rule(base: GemmConfig, problem: Problem, m: np.ndarray, k: np.ndarray, n: np.ndarray, rho: np.ndarray,
+             k_mt: np.ndarray) -> np.ndarray:
+        ok = np.zeros(m.shape, dtype=bool)
+        for idx, call in call_plans(base, problem, m, k, n, k_mt, rho):
+            a, b, c = (walks.grid(base.walk_options, op, m[idx], k[idx], n[idx], k_mt[idx], rho[idx], call)
+                       for op in walks.OPERANDS)
+            ok[idx] = dma.keeps([lim for lim, _ in walks.limits(a, b, c, call, (hop,))])
+        return ok
+    return rule
+
+
+# (name, whether it reads k_mt, the rule), in the order the config's check raises them
+RULES: tuple[tuple[str, bool, Rule], ...] = (
+    ("runtime tasks", False, _tasks), ("granularity", True, _granularity), ("expansion", False, _expansion),
+    ("loops", False, _loops), ("group k", False, _group_k), ("code", False, _code), ("words", True, _words),
+    ("epilogue tile", False, _epilogue_tile), ("epilogue chunk", True, _epilogue_chunk),
+    ("A chunks", True, _a_chunks), ("L1", False, _l1), ("memtiles", True, _memtiles),
+    ("shim DMA", True, _dma("shim")), ("memtile and core DMA", True, _dma("tiles")),
+)
+
+
+def call_plans(base: GemmConfig, problem: Problem, m: np.ndarray, k: np.ndarray, n: np.ndarray, k_mt: np.ndarray,
+               rho: np.ndarray) -> Iterator[tuple[np.ndarray, CallPlan]]:
+    """The candidates' calls of `problem`, one CallPlan per group of candidates over the group's arrays. What the
+    host pads and whether the last block moves back (call.plan_call) depend on a tiling only through whether M
+    and N are whole blocks and larger than one, and whether K is whole k_mt chunks: one candidate of each such
+    group is planned, and the group takes its plan with its own tiles."""
+    block_m, block_n = m * base.rows, n * base.cols
+    key = ((problem.M % block_m != 0) * 1 + (problem.M > block_m) * 2 + (problem.N % block_n != 0) * 4
+           + (problem.N > block_n) * 8 + (problem.K % k_mt != 0) * 16)
+    plans: dict[tuple[object, ...], tuple[list[np.ndarray], CallPlan]] = {}
+    for group in np.unique(key):
+        idx = np.nonzero(key == group)[0]
+        i = int(idx[0])
+        one = base.with_(M=problem.M, K=problem.K, N=problem.N, m=int(m[i]), k=int(k[i]), n=int(n[i]),
+                         k_mt=int(k_mt[i]), rho=int(rho[i])).call
+        shape = (one.padded, one.shift_m, one.shift_n, one.lds, bool(one.b_extra_k))  # what the tiles do not set
+        plans.setdefault(shape, ([], one))[0].append(idx)
+    for parts, one in plans.values():
+        idx = np.sort(np.concatenate(parts))
+        tiles: dict[str, Any] = dict(block_m=block_m[idx], block_n=block_n[idx], k_mt=k_mt[idx], k=k[idx],
+                                     b_extra_k=k[idx] if one.b_extra_k else 0)  # its sizes computed by NumPy
+        yield idx, replace(one, **tiles)
+
+
+def _apply(base: GemmConfig, problem: Problem, m: np.ndarray, k: np.ndarray, n: np.ndarray, rho: np.ndarray,
+           k_mt: np.ndarray, reads_k_mt: bool | None) -> np.ndarray:
+    """Per candidate, whether it keeps the rules (those that read k_mt, those that do not, or all for None),
+    each rule asked only of the candidates that kept the ones before it."""
+    ok = np.ones(m.shape, dtype=bool)
+    for _, uses, rule in sorted(RULES, key=lambda r: r[2] is _memtiles):  # the costliest last
+        if reads_k_mt is not None and uses != reads_k_mt:
+            continue
+        idx = np.nonzero(ok)[0]
+        if idx.size == 0:
+            break
+        ok[idx] = rule(base, problem, m[idx], k[idx], n[idx], rho[idx], k_mt[idx])
+    return ok
+
+
+def mask(base: GemmConfig, problem: Problem, candidates: Tilings, pins: Pins) -> np.ndarray:
+    """Which candidates the rules that do not read k_mt accept (RULES), and for a pinned k_mt, that it is whole
+    k-steps within the BD extent (the rules that read it: `k_mt_fit`)."""
+    m, k, n, rho = candidates
+    keep = _apply(base, problem, m, k, n, rho, np.zeros_like(k), False)
     k_mt = pins.k_mt
     if k_mt is not None:
-        keep = keep & epilogue_rule.chunk_ok(base.epilogue, memtile.b_chunked(base.b_col_maj, base.b_pack),
-                                             candidates.k, k_mt)
         keep = keep & (k_mt % candidates.k == 0) & (k_mt // candidates.k <= TILE_EXTENT_SEARCH_MAX)
     return keep
 
 
-def group_k_ok(k: np.ndarray, group_size: int) -> np.ndarray:
-    """Which tile k groupquant.check_tile_k accepts: a B object covers whole groups of K or lies inside one."""
-    k = np.asarray(k)
-    return np.asarray((k % group_size == 0) | (group_size % k == 0))
+def k_mt_fit(base: GemmConfig, problem: Problem, m: np.ndarray, k: np.ndarray, n: np.ndarray, k_mt: np.ndarray,
+             rho: np.ndarray) -> np.ndarray:
+    """Per (m, k, n, k_mt, rho) that `mask` keeps: whether the rules that read k_mt accept it (RULES: the
+    granularity of k_mt, its runs in whole words, a chunked B's epilogue tile, a column-major A's chunks, the
+    memtiles' placement, every DMA walk)."""
+    return _apply(base, problem, m, k, n, rho, k_mt, True)
+
+
+def broken(base: GemmConfig, problem: Problem, m: np.ndarray, k: np.ndarray, n: np.ndarray, k_mt: np.ndarray,
+           rho: np.ndarray) -> np.ndarray:
+    """Per candidate with its k_mt, the index into RULES of the first rule it breaks (len(RULES): none), which is
+    the rule its config's check names."""
+    first = np.full(m.shape, len(RULES), dtype=np.int64)
+    for i, (_, _, rule) in enumerate(RULES):
+        idx = np.nonzero(first == len(RULES))[0]
+        if idx.size == 0:
+            break
+        ok = rule(base, problem, m[idx], k[idx], n[idx], rho[idx], k_mt[idx])
+        first[idx[~ok]] = i
+    return first
 
 
 def k_mt_steps_max(base: GemmConfig, problem: Problem, candidates: Tilings) -> np.ndarray:
