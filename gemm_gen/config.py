@@ -522,7 +522,7 @@ class GemmConfig:
     def l1_bytes(self) -> int:
         return sum(self.l1_parts.values())
 
-    @property
+    @cached_property
     def walk_options(self) -> walks.WalkOptions:
         """What the DMA walks (rules/walks.py) read of this config besides its tiling and its call."""
         return walks.WalkOptions(self.dev, (self.t_in, self.t_b, self.t_out), self.mmul, self.rows, self.cols,

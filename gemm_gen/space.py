@@ -17,6 +17,7 @@ it (one k_mt per number of K chunks), starting from `k_mt_steps_max` and keeping
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 from typing import Any, NamedTuple
@@ -272,6 +273,10 @@ RULES: tuple[tuple[str, bool, Rule], ...] = (
 )
 
 
+# per base config (while it lives), the call plan of one candidate of each group of call_plans
+_PLANS: weakref.WeakKeyDictionary[GemmConfig, dict[tuple[Problem, int], CallPlan]] = weakref.WeakKeyDictionary()
+
+
 def call_plans(base: GemmConfig, problem: Problem, m: np.ndarray, k: np.ndarray, n: np.ndarray, k_mt: np.ndarray,
                rho: np.ndarray) -> Iterator[tuple[np.ndarray, CallPlan]]:
     """The candidates' calls of `problem`, one CallPlan per group of candidates over the group's arrays. What the
@@ -282,11 +287,15 @@ def call_plans(base: GemmConfig, problem: Problem, m: np.ndarray, k: np.ndarray,
     key = ((problem.M % block_m != 0) * 1 + (problem.M > block_m) * 2 + (problem.N % block_n != 0) * 4
            + (problem.N > block_n) * 8 + (problem.K % k_mt != 0) * 16)
     plans: dict[tuple[object, ...], tuple[list[np.ndarray], CallPlan]] = {}
+    known = _PLANS.setdefault(base, {})  # the tuner asks of one base round after round
     for group in np.unique(key):
         idx = np.nonzero(key == group)[0]
         i = int(idx[0])
-        one = base.with_(M=problem.M, K=problem.K, N=problem.N, m=int(m[i]), k=int(k[i]), n=int(n[i]),
-                         k_mt=int(k_mt[i]), rho=int(rho[i])).call
+        one = known.get((problem, int(group)))
+        if one is None:
+            one = known[problem, int(group)] = base.with_(M=problem.M, K=problem.K, N=problem.N, m=int(m[i]),
+                                                          k=int(k[i]), n=int(n[i]), k_mt=int(k_mt[i]),
+                                                          rho=int(rho[i])).call
         shape = (one.padded, one.shift_m, one.shift_n, one.lds, bool(one.b_extra_k))  # what the tiles do not set
         plans.setdefault(shape, ([], one))[0].append(idx)
     for parts, one in plans.values():

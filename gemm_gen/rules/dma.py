@@ -9,7 +9,6 @@ a shim BD counts its wraps in 32-bit words (tap.WordTap.check). The design's che
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import NamedTuple
 
 import numpy as np
@@ -88,19 +87,34 @@ class Walk(NamedTuple):
         return cls(offset, (length,), (1,))
 
 
-@dataclass(frozen=True)
-class Limit:
+class Limit(NamedTuple):
     """One limit a walk keeps per candidate (`ok`), what breaking it means (`text`, formatted with candidate i's
-    `values`: `what(i)`), the fix to offer (None: the walk's own) and the error it raises."""
+    `values` only when asked: `what(i)`), the fix to offer (None: the walk's own) and the error it raises."""
 
     ok: Ints
     text: str
-    values: tuple[Ints, ...] = ()
+    values: tuple[object, ...] = ()
     fix: str | None = None
     error: type[GemmGenError] = DmaLimitError
 
     def what(self, i: int = 0) -> str:
-        return self.text.format(*(at(v, i) for v in self.values))
+        return self.text.format(*(v[i] if isinstance(v, np.ndarray) and v.ndim else v for v in self.values))
+
+
+# what a broken limit says (Limit.text), filled in when one is raised
+UNIT_WORDS = "{} units of {} bytes are not whole 32-bit words"
+INNER_STRIDE = "innermost stride {} on {} data splits 32-bit words"
+INNER_RUN = "innermost run of {} x {} at offset {} is not whole 32-bit words"
+OUTER_STRIDE = "stride {} x {} of dimension {} is not whole 32-bit words"
+DIMS = "{}: {} address dimensions, a {} DMA has {}{}"
+WRAP = "{}: d{} wrap {} words exceeds the {}-bit field of a {} BD (max {})"
+STRIDE = "{}: d{} stride {} words exceeds the {}-bit field of a {} BD (1..{})"
+LENGTH = "{}: length {} words exceeds the {}-bit field of a {} BD (max {})"
+REPEAT = "{}: repeat {} exceeds the {} repeat count (max {})"
+ITERATION_WRAP = "{}: iteration wrap {} exceeds the 6-bit field (max {})"
+ITERATION_STRIDE = "{}: iteration stride {} words exceeds the {}-bit field (max {})"
+STATIC_SIZE = "{}: d{} size {} elements exceeds mlir-aie's BD verifier limit for a {} BD (max {})"
+STATIC_STRIDE = "{}: d{} stride {} elements exceeds mlir-aie's BD verifier limit for a {} BD (max {})"
 
 
 def at(x: Ints, i: int) -> int:
@@ -165,11 +179,6 @@ def scaled(walk: Walk, parts: int) -> tuple[Walk, Ints]:
     return Walk(walk.offset * parts, sizes, strides), grows
 
 
-def _lit(text: str) -> str:
-    """Text to be formatted as it is (braces doubled)."""
-    return text.replace("{", "{{").replace("}", "}}")
-
-
 def to_words(walk: Walk, elem: DType) -> tuple[Walk, list[Limit]]:
     """The walk in 32-bit words (its pattern counts DMA units of `elem`) and the limits that conversion needs:
     sub-word elements must move in whole words; a unit of several words (a bfp16 tile) moves whole."""
@@ -177,21 +186,18 @@ def to_words(walk: Walk, elem: DType) -> tuple[Walk, list[Limit]]:
     if b % WORD_BYTES == 0:
         return scaled(walk, b // WORD_BYTES)[0], []
     if b > WORD_BYTES:
-        return walk, [Limit(False, f"{elem} units of {b} bytes are not whole 32-bit words", (),
-                            "use a type whose DMA unit is a multiple of 4 bytes")]
+        return walk, [Limit(False, UNIT_WORDS, (elem, b), "use a type whose DMA unit is a multiple of 4 bytes")]
     per = WORD_BYTES // b
     size, stride, offset = walk.sizes[-1], walk.strides[-1], walk.offset
     n = len(walk.sizes)
     limits = [
-        Limit((stride == 1) | (size <= 1), f"innermost stride {{}} on {elem} data splits 32-bit words", (stride,),
+        Limit((stride == 1) | (size <= 1), INNER_STRIDE, (stride, elem),
               "DMAs move whole words; finish sub-word reordering in the kernel (e.g. transpose)"),
-        Limit((size * b % WORD_BYTES == 0) & (offset * b % WORD_BYTES == 0),
-              f"innermost run of {{}} x {elem} at offset {{}} is not whole 32-bit words", (size, offset),
+        Limit((size * b % WORD_BYTES == 0) & (offset * b % WORD_BYTES == 0), INNER_RUN, (size, elem, offset),
               "make tile sizes and offsets multiples of 4 bytes"),
     ]
     for j, (sz, st) in enumerate(zip(walk.sizes[:-1], walk.strides[:-1])):
-        limits.append(Limit((sz <= 1) | (st * b % WORD_BYTES == 0),
-                            f"stride {{}} x {elem} of dimension {n - 1 - j} is not whole 32-bit words", (st,),
+        limits.append(Limit((sz <= 1) | (st * b % WORD_BYTES == 0), OUTER_STRIDE, (st, elem, n - 1 - j),
                             "make tile sizes and matrix widths multiples of 4 bytes"))
     words = Walk(offset // per, (*walk.sizes[:-1], size // per), (*(st // per for st in walk.strides[:-1]), 1))
     return words, limits
@@ -208,9 +214,8 @@ def bd_limits(spec: DmaSpec, walk: Walk, where: str) -> list[Limit]:
     shim = spec.kind == TileKind.SHIM
     iteration: Ints = (kept == spec.dims + 1) if shim else False
     addr = kept - (iteration * 1)
-    kind, at_ = spec.kind.value, _lit(where)
-    limits = [Limit(addr <= spec.dims, f"{at_}: {{}} address dimensions, a {kind} DMA has "
-                    f"{spec.dims}{' + 1 iteration' if shim else ''}", (addr,))]
+    kind = spec.kind.value
+    limits = [Limit(addr <= spec.dims, DIMS, (where, addr, kind, spec.dims, " + 1 iteration" if shim else ""))]
     linear = strides[0] == 1
     for d in range(1, len(sizes)):
         linear = linear & ((sizes[d] == 1) | (addr <= d))
@@ -218,14 +223,13 @@ def bd_limits(spec: DmaSpec, walk: Walk, where: str) -> list[Limit]:
     for d, (size, stride) in enumerate(zip(sizes, strides)):
         absent = addr <= d
         if d < spec.wrapped_dims:
-            limits.append(Limit(absent | linear | wrap_ok(spec, size), f"{at_}: d{d} wrap {{}} words exceeds the "
-                                f"{spec.wrap_bits}-bit field of a {kind} BD (max {spec.max_wrap})", (size,)))
-        limits.append(Limit(absent | (size <= 1) | ((stride >= 1) & (stride <= spec.max_stride)),
-                            f"{at_}: d{d} stride {{}} words exceeds the {spec.step_bits}-bit field of a {kind} BD "
-                            f"(1..{spec.max_stride})", (stride,)))
+            limits.append(Limit(absent | linear | wrap_ok(spec, size), WRAP,
+                                (where, d, size, spec.wrap_bits, kind, spec.max_wrap)))
+        limits.append(Limit(absent | (size <= 1) | ((stride >= 1) & (stride <= spec.max_stride)), STRIDE,
+                            (where, d, stride, spec.step_bits, kind, spec.max_stride)))
         length = length * pick(absent, 1, size)
-    limits.append(Limit(length <= spec.max_length, f"{at_}: length {{}} words exceeds the {spec.length_bits}-bit "
-                        f"field of a {kind} BD (max {spec.max_length})", (length,)))
+    limits.append(Limit(length <= spec.max_length, LENGTH, (where, length, spec.length_bits, kind,
+                                                            spec.max_length)))
     if not shim:
         return limits
     it_size: Ints = 1
@@ -236,12 +240,11 @@ def bd_limits(spec: DmaSpec, walk: Walk, where: str) -> list[Limit]:
     steps = iteration & (it_stride != 0)
     return limits + [
         Limit((repeat == False) | (it_size <= spec.max_repeat),  # noqa: E712 - elementwise on arrays
-              f"{at_}: repeat {{}} exceeds the {kind} repeat count (max {spec.max_repeat})", (it_size,)),
+              REPEAT, (where, it_size, kind, spec.max_repeat)),
         Limit((steps == False) | (it_size <= spec.iteration_wrap_max),  # noqa: E712
-              f"{at_}: iteration wrap {{}} exceeds the 6-bit field (max {spec.iteration_wrap_max})", (it_size,)),
+              ITERATION_WRAP, (where, it_size, spec.iteration_wrap_max)),
         Limit((steps == False) | (it_stride <= spec.max_iteration_stride),  # noqa: E712
-              f"{at_}: iteration stride {{}} words exceeds the {spec.iteration_step_bits}-bit field (max "
-              f"{spec.max_iteration_stride})", (it_stride,)),
+              ITERATION_STRIDE, (where, it_stride, spec.iteration_step_bits, spec.max_iteration_stride)),
     ]
 
 
@@ -252,13 +255,11 @@ def static_limits(spec: DmaSpec, walk: Walk, buffer_elems: Ints, where: str) -> 
     `static_stride_max`."""
     stride_max = np.minimum(spec.max_stride, buffer_elems) if isinstance(buffer_elems, np.ndarray) else \
         static_stride_max(spec, buffer_elems)
-    kind, at_ = spec.kind.value, _lit(where)
+    kind = spec.kind.value
     limits = []
     for d, (size, stride) in enumerate(zip(walk.sizes[::-1], walk.strides[::-1])):
-        limits.append(Limit(static_size_ok(spec, size), f"{at_}: d{d} size {{}} elements exceeds mlir-aie's BD "
-                            f"verifier limit for a {kind} BD (max {spec.max_wrap})", (size,)))
-        limits.append(Limit(stride <= stride_max, f"{at_}: d{d} stride {{}} elements exceeds mlir-aie's BD verifier "
-                            f"limit for a {kind} BD (max {{}})", (stride, stride_max)))
+        limits.append(Limit(static_size_ok(spec, size), STATIC_SIZE, (where, d, size, kind, spec.max_wrap)))
+        limits.append(Limit(stride <= stride_max, STATIC_STRIDE, (where, d, stride, kind, stride_max)))
     return limits
 
 

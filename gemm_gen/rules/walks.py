@@ -318,6 +318,7 @@ def shim_c(c: Grid, block_row: Ints, block_col: Ints, col: int) -> Walk:
 
 # ---- the limits of every walk of a call ---------------------------------------------------------------------
 SHIM_BUFFER_BYTES = 1 << 48  # the shim's host addresses
+HOST_BUFFER = "{} needs {} B, beyond the 48-bit shim address"
 
 
 HOPS = ("shim", "tiles")  # the shim walks of a call, and the memtile and core walks with the host buffers
@@ -369,12 +370,11 @@ def limits(a: Grid, b: Grid, c: Grid, call: Call, hops: tuple[str, ...] = HOPS) 
     for walk, g, spec, units, where, fix in statics:
         parts = g.unit.blocks_per_unit
         linear = is_linear(walk)  # no dims: nothing for the verifier to check
-        out += [(replace(lim, ok=linear | lim.ok), fix)
+        out += [(lim._replace(ok=linear | lim.ok), fix)
                 for lim in static_limits(spec, scaled(walk, parts)[0], units * parts, where)]
     for name, g, (rows, cols) in zip(OPERANDS, (a, b, c), call.extents.sizes):  # the host buffers: addressable
         nbytes = g.unit.unit_nbytes(rows * cols // g.unit.unit_elems)
-        out.append((Limit(nbytes < SHIM_BUFFER_BYTES, f"{name} needs {{}} B, beyond the 48-bit shim address",
-                          (nbytes,), "split the GEMM", ConfigError), ""))
+        out.append((Limit(nbytes < SHIM_BUFFER_BYTES, HOST_BUFFER, (name, nbytes), "split the GEMM", ConfigError), ""))
     return out
 
 

@@ -35,6 +35,7 @@ from ..rules.padding import ceil_div, round_up
 from ..spec import Pins
 
 MAX_ROUNDS = 1024
+AHEAD = 8  # rounds of rank_all's k_mt walk whose rules (space.k_mt_fit) are asked at once once times prune
 # designs priced with their L1 plan (l1_banks) before the top are kept: the ranking's vectorised model has no
 # bank stalls, which can reorder close designs
 FINALISTS = 12
@@ -200,9 +201,11 @@ def rank_all(pr: Workload, pins: Pins, top: int, p: Params, per_tiling: bool = F
                 break
             if not ahead:
                 ahead = _fits_ahead(pr, m, k, n, rho, active, j, rounds)
-                # while no time prunes a candidate, the rounds ahead are the rounds to come: ask the rules about
-                # twice as many at once each time (a problem no tiling serves walks every k_mt of every one)
-                rounds = rounds * 2 if threshold == np.inf and not per_tiling else 1
+                # while no time can prune a candidate, the rounds ahead are exactly the rounds to come: ask the
+                # rules about twice as many at once each time (a problem no tiling serves walks every k_mt of every
+                # one); after, AHEAD at once (asking of a few candidates pruned meanwhile costs less than asking
+                # round by round)
+                rounds = rounds * 2 if threshold == np.inf and not per_tiling else AHEAD
             planned, verdict = ahead.pop(0)
             fit = verdict[np.searchsorted(planned, active)]
             kmt = j[active] * k[active]
