@@ -31,7 +31,7 @@ from .hw.devices import TILE_EXTENT_SEARCH_MAX, TileKind
 from .rules import dequant, dma, l1, memtile, tiling, walks
 from .rules import epilogue as epilogue_rule
 from .rules import kernel_variant as kv
-from .rules.padding import ceil_div, round_up, tasks_fit, tiles_per_core
+from .rules.padding import ceil_div, round_up, same_k_walk, tasks_fit, tiles_per_core
 from .spec import Pins, Problem
 
 RHO_MAX = 8  # the largest asymmetry atb measures (Table 1); beyond it the switches dominate
@@ -263,13 +263,14 @@ def _dma(hop: str) -> Rule:
     return rule
 
 
+_shim_dma, _tile_dma = _dma("shim"), _dma("tiles")
 # (name, whether it reads k_mt, the rule), in the order the config's check raises them
 RULES: tuple[tuple[str, bool, Rule], ...] = (
     ("runtime tasks", False, _tasks), ("granularity", True, _granularity), ("expansion", False, _expansion),
     ("loops", False, _loops), ("group k", False, _group_k), ("code", False, _code), ("words", True, _words),
     ("epilogue tile", False, _epilogue_tile), ("epilogue chunk", True, _epilogue_chunk),
     ("A chunks", True, _a_chunks), ("L1", False, _l1), ("memtiles", True, _memtiles),
-    ("shim DMA", True, _dma("shim")), ("memtile and core DMA", True, _dma("tiles")),
+    ("shim DMA", True, _shim_dma), ("memtile and core DMA", True, _tile_dma),
 )
 
 
@@ -337,6 +338,20 @@ def k_mt_fit(base: GemmConfig, problem: Problem, m: np.ndarray, k: np.ndarray, n
     granularity of k_mt, its runs in whole words, a chunked B's epilogue tile, a column-major A's chunks, the
     memtiles' placement, every DMA walk)."""
     return _apply(base, problem, m, k, n, rho, k_mt, True)
+
+
+def serves(base: GemmConfig, size: Problem, m: np.ndarray, k: np.ndarray, n: np.ndarray, k_mt: np.ndarray,
+           rho: np.ndarray) -> np.ndarray:
+    """Per candidate built for base's size (whose rules it keeps): whether it serves a call of `size` in its own
+    layouts, as design.serve.serve says of one design whose runtime sizes serve that size (M, K and N no larger
+    than its own): the same K walk for runtime sizes "mn", and every DMA walk of that call within its BD's fields."""
+    ok = np.ones(m.shape, dtype=bool)
+    if base.runtime_sizes == "mn":
+        ok &= np.asarray(same_k_walk(size.K, base.K, k_mt))
+    for rule in (_shim_dma, _tile_dma):  # the DMA walks of the call
+        idx = np.nonzero(ok)[0]
+        ok[idx] = rule(base, size, m[idx], k[idx], n[idx], rho[idx], k_mt[idx])
+    return ok
 
 
 def broken(base: GemmConfig, problem: Problem, m: np.ndarray, k: np.ndarray, n: np.ndarray, k_mt: np.ndarray,

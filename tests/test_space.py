@@ -21,13 +21,13 @@ from gemm_gen.app.cli import main
 from gemm_gen.config import GemmConfig
 from gemm_gen.design import build_design
 from gemm_gen.design.serialize import dumps
-from gemm_gen.design.serve import check
+from gemm_gen.design.serve import check, serve
 from gemm_gen.errors import ConfigError, GemmGenError
 from gemm_gen.model.perf import Workload
 from gemm_gen.rules import dma
 from gemm_gen.search import tune as tune_module
 from gemm_gen.search.tune import tune
-from gemm_gen.spec import Pins
+from gemm_gen.spec import Pins, Problem
 from gemm_gen.tap import Tap
 
 # what each rule's own check says (checks.py, rules/, design/patterns.py), to tell which rule a check raised
@@ -151,6 +151,62 @@ def test_the_random_candidates_break_the_rules_the_families_stress() -> None:
                  if i < len(space.RULES)}
     assert {"loops", "group k", "code", "epilogue chunk", "A chunks", "memtiles", "shim DMA",
             "memtile and core DMA"} <= seen, seen
+
+
+SERVED = [  # a design built for the largest size, the calls it serves (runtime sizes mn and mnk), and whether
+    # some candidate the space keeps for the largest size serves only some of them (mn: the K walk)
+    (dict(device="npu2", runtime_sizes="mn"), (1024, 4096, 2048), [(1000, 4096, 2000), (1, 4000, 2048),
+                                                                  (512, 1000, 64)], True),
+    (dict(device="npu1", dtype_in="i8", dtype_out="i8", runtime_sizes="mnk"), (4096, 2188800, 512),
+     [(64, 700000, 512), (4096, 8, 100)], False),
+    (dict(device="npu2", dtype_in="i8", dtype_out="i32", c_col_maj=True, runtime_sizes="mnk"), (900000, 256, 256),
+     [(64, 256, 256), (900000, 100, 1)], False),
+]
+
+
+@pytest.mark.parametrize("options,built,sizes,refused", SERVED,
+                         ids=[f"{o['device']}-{o['runtime_sizes']}" for o, _, _, _ in SERVED])
+def test_what_the_space_says_a_design_serves_is_what_serve_says(options: dict, built: tuple[int, int, int],
+                                                               sizes: list[tuple[int, int, int]],
+                                                               refused: bool) -> None:
+    """space.serves (tune_many's filter) against design.serve.serve, on random candidates the space keeps for
+    the largest size: the same verdict for every call, the rule serve names being a DMA walk's or the K walk's."""
+    base = _open(options, built)
+    m, k, n, kmt, rho = _sample(base, 40, zlib.crc32(str(built).encode()))
+    kept = space.mask(base, base.size, space.Tilings(m, k, n, rho), Pins()) & space.k_mt_fit(base, base.size, m, k,
+                                                                                             n, kmt, rho)
+    seen = set()
+    for size in (Problem(*s) for s in sizes):
+        says = space.serves(base, size, m, k, n, kmt, rho)
+        for i in np.nonzero(kept)[0]:
+            config = base.with_(m=int(m[i]), k=int(k[i]), n=int(n[i]), k_mt=int(kmt[i]), rho=int(rho[i]))
+            try:
+                serve(config, size)
+                served = True
+            except GemmGenError as e:
+                served = False
+                assert re.search(SAYS["shim DMA"] + "|" + SAYS["memtile and core DMA"] + "|k-steps per output tile",
+                                 e.what), e.what
+            assert bool(says[i]) == served, (config, size)
+            seen.add(served)
+    assert seen == ({True, False} if refused else {True})
+
+
+def test_tune_many_validates_no_design_one_by_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    """tune_many takes the head of its ranking that the rules keep (space.serves for each size), checking and
+    serving no candidate one by one (but for the chosen design's loss at each size)."""
+    from gemm_gen.search import tune_many as tm
+
+    calls: list[object] = []
+    real_serve, real_check = tm.serve, tm.check
+    monkeypatch.setattr(tm, "serve", lambda c, s, *a: calls.append(("serve", s)) or real_serve(c, s, *a))
+    monkeypatch.setattr(tm, "check", lambda c, *a: calls.append(("check", c)) or real_check(c, *a))
+    base = _open(dict(device="npu2", runtime_sizes="mnk"), (1024, 4096, 2048))
+    sizes = (Problem(1024, 4096, 2048), Problem(1, 4096, 2048), Problem(300, 1000, 700))
+    result = tm.tune_many(base, sizes)
+    for s in sizes:
+        serve(result.config, s)
+    assert [what for what, _ in calls] == ["check"] * len(sizes)  # _loss: each size's design built alone
 
 
 # one config that breaks each rule (a given tiling at a given size), by rule name
