@@ -13,15 +13,18 @@ SHELL := /bin/bash
 # MAKEFLAGS); an environment value is dropped (under `make -e` too) before the defaults below.
 # PYTHON is the exception: it only picks the interpreter of .venv/ (printed when installing), and
 # `PYTHON=python3.12 make install` is a reasonable way to choose it.
-OWN_VARS := DEVICE SIZES M K N m k n K_MT RHO N_AIE_COLS MAPPING DTYPE_IN DTYPE_B DTYPE_OUT ACC PRESET A_COL_MAJ B_COL_MAJ C_COL_MAJ B_PACK \
-	GROUP_SIZE ZERO_POINTS BIAS ACTIVATION CLAMP REQUANT \
-	CHESS SEED TOP EXPANSION KERNEL_LOOPS CONVERT_ONCE L1_ALLOC TASK_SPAN OPT_LEVEL WARMUP ITERS TIMEOUT_MS BUILD_DIR VENV BIN STAMP \
-	INSTALL_LOG GEN_ARGS BUILD_ARGS TIMEOUT_ARGS SHOWN
+# The option variables, the 0/1 ones among them and GEN_ARGS (the gemm-gen arguments they make) are generated
+# from gemm_gen's option table into gemm_gen.mk (`gemm-gen make-args`; tests/test_make.py keeps it current).
+include gemm_gen.mk
+OWN_VARS := $(OPTION_VARS) SEED TOP WARMUP ITERS TIMEOUT_MS BUILD_DIR VENV BIN STAMP \
+	INSTALL_LOG GEMM_GEN OPTION_VARS SWITCH_VARS GEN_ARGS BUILD_ARGS TIMEOUT_ARGS SHOWN
 $(foreach v,$(OWN_VARS),$(if $(filter environment%,$(origin $(v))),$(eval override undefine $(v))))
 
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
+# gemm-gen as make runs it: its messages name options as this Makefile's variables (DTYPE_OUT=bf16, not --dtype_out bf16)
+GEMM_GEN := GEMM_GEN_SPELLING=make $(BIN)/gemm-gen
 STAMP := $(VENV)/.installed
 INSTALL_LOG := $(VENV)/install.log
 
@@ -31,15 +34,8 @@ SIZES ?=
 M ?= $(if $(SIZES),,512)
 K ?= $(if $(SIZES),,512)
 N ?= $(if $(SIZES),,512)
-DTYPE_IN ?=
-DTYPE_OUT ?=
-A_COL_MAJ ?= 0
-B_COL_MAJ ?= 0
-C_COL_MAJ ?= 0
-BIAS ?= 0
-ZERO_POINTS ?= 0
+$(foreach v,$(SWITCH_VARS),$(eval $(v) ?= 0))
 SEED ?= 0
-CHESS ?= 0
 WARMUP ?= 1
 ITERS ?= 10
 # milliseconds one NPU run may take (gemm-gen run/validate --timeout-ms); empty: max(2 s, 100 x predicted)
@@ -50,19 +46,9 @@ BUILD_DIR ?= build
 # 0 or 1, nothing else (an empty B_COL_MAJ= or CHESS=yes would otherwise be a silent default or a
 # traceback); $(error) is one line and exit 2, before anything runs
 is_01 = $(and $(filter 0 1,$(1)),$(filter 1,$(words $(1))))
-$(foreach v,A_COL_MAJ B_COL_MAJ C_COL_MAJ BIAS CHESS ZERO_POINTS,$(if $(call is_01,$($(v))),,$(error $(v)=$($(v)) is $(if $($(v)),not 0 or 1,empty); \
+$(foreach v,$(SWITCH_VARS),$(if $(call is_01,$($(v))),,$(error $(v)=$($(v)) is $(if $($(v)),not 0 or 1,empty); \
 	give $(v)=0 or $(v)=1, or leave it out)))
 
-GEN_ARGS := --dev $(DEVICE) $(if $(M),-M $(M)) $(if $(K),-K $(K)) $(if $(N),-N $(N)) \
-	$(if $(SIZES),--runtime-sizes $(SIZES)) $(if $(DTYPE_IN),--dtype_in $(DTYPE_IN)) \
-	$(if $(DTYPE_OUT),--dtype_out $(DTYPE_OUT)) --a-col-maj $(A_COL_MAJ) --b-col-maj $(B_COL_MAJ) --c-col-maj $(C_COL_MAJ) $(if $(filter 1,$(CHESS)),--chess) \
-	$(if $(N_AIE_COLS),--n-aie-cols $(N_AIE_COLS)) $(if $(MAPPING),--mapping $(MAPPING)) $(if $(m),-m $(m)) $(if $(k),-k $(k)) $(if $(n),-n $(n)) $(if $(K_MT),--k-mt $(K_MT)) $(if $(RHO),--rho $(RHO)) \
-	$(if $(B_PACK),--b-pack $(B_PACK)) $(if $(DTYPE_B),--dtype_b $(DTYPE_B)) $(if $(GROUP_SIZE),--group-size $(GROUP_SIZE)) $(if $(filter 1,$(ZERO_POINTS)),--zero-points) $(if $(ACC),--acc $(ACC)) $(if $(PRESET),--preset $(PRESET)) \
-	$(if $(EXPANSION),--expansion $(EXPANSION)) $(if $(KERNEL_LOOPS),--kernel-loops $(KERNEL_LOOPS)) \
-	$(if $(CONVERT_ONCE),--convert-once $(CONVERT_ONCE)) $(if $(L1_ALLOC),--l1-alloc $(L1_ALLOC)) $(if $(TASK_SPAN),--task-span $(TASK_SPAN)) \
-	$(if $(OPT_LEVEL),--opt-level $(OPT_LEVEL)) \
-	$(if $(filter 1,$(BIAS)),--bias) $(if $(ACTIVATION),--activation $(ACTIVATION)) $(if $(CLAMP),--clamp=$(CLAMP)) \
-	$(if $(REQUANT),--requant $(REQUANT))
 # BUILD_DIR in single quotes for the shell (a ' inside as '\''): a folder name with spaces stays one argument
 BUILD_ARGS := --build-dir '$(subst ','\'',$(BUILD_DIR))'
 TIMEOUT_ARGS := $(if $(TIMEOUT_MS),--timeout-ms $(TIMEOUT_MS))
@@ -95,59 +81,61 @@ install: $(STAMP)
 
 # the pinned NPU toolchain against what is installed (exit 0 only when everything is there)
 doctor: $(STAMP)
-	$(BIN)/gemm-gen doctor
+	$(GEMM_GEN) doctor
 
 sim: $(STAMP)
 	@echo "make sim: checking $(strip $(SHOWN))"
-	$(BIN)/gemm-gen simulate $(GEN_ARGS) --seed $(SEED)
+	$(GEMM_GEN) simulate $(GEN_ARGS) --seed $(SEED) --predicted
 
 plan: $(STAMP)
-	$(BIN)/gemm-gen plan $(GEN_ARGS)
+	$(GEMM_GEN) plan $(GEN_ARGS)
 
 generate: $(STAMP)
-	$(BIN)/gemm-gen generate $(GEN_ARGS) $(BUILD_ARGS)
+	$(GEMM_GEN) generate $(GEN_ARGS) $(BUILD_ARGS)
 
 kernel: $(STAMP)
-	$(BIN)/gemm-gen kernel $(GEN_ARGS)
+	$(GEMM_GEN) kernel $(GEN_ARGS)
 
 mlir: $(STAMP)
-	$(BIN)/gemm-gen mlir $(GEN_ARGS)
+	$(GEMM_GEN) mlir $(GEN_ARGS)
 
 # build/final_<suffix>.xclbin and build/insts_<suffix>.bin (needs mlir-aie and Peano or chess)
 all build: $(STAMP)
-	$(BIN)/gemm-gen build $(GEN_ARGS) $(BUILD_ARGS)
+	$(GEMM_GEN) build $(GEN_ARGS) $(BUILD_ARGS)
 
 dry-run: $(STAMP)
-	$(BIN)/gemm-gen build $(GEN_ARGS) $(BUILD_ARGS) --dry-run
+	$(GEMM_GEN) build $(GEN_ARGS) $(BUILD_ARGS) --dry-run
 
 # build if needed, then run on the NPU through XRT with mlir-aie's output lines
 run: $(STAMP)
 	@echo "make run: checking $(strip $(SHOWN))"
-	export XRT_HACK_UNSECURE_LOADING_XCLBIN=1 && $(BIN)/gemm-gen run $(GEN_ARGS) $(BUILD_ARGS) --warmup $(WARMUP) --iters $(ITERS) --seed $(SEED) $(TIMEOUT_ARGS)
+	export XRT_HACK_UNSECURE_LOADING_XCLBIN=1 && $(GEMM_GEN) run $(GEN_ARGS) $(BUILD_ARGS) --warmup $(WARMUP) --iters $(ITERS) --seed $(SEED) $(TIMEOUT_ARGS)
 
 # on an NPU laptop: doctor, then build, run and check a fixed sweep; build/validate_$(DEVICE).json + .png
 validate: $(STAMP)
-	export XRT_HACK_UNSECURE_LOADING_XCLBIN=1 && $(BIN)/gemm-gen validate --dev $(DEVICE) --iters $(ITERS) \
+	export XRT_HACK_UNSECURE_LOADING_XCLBIN=1 && $(GEMM_GEN) validate --dev $(DEVICE) --iters $(ITERS) \
 		--warmup $(WARMUP) $(BUILD_ARGS) $(TIMEOUT_ARGS)
 
 predict: $(STAMP)
-	$(BIN)/gemm-gen predict $(GEN_ARGS)
+	$(GEMM_GEN) predict $(GEN_ARGS)
 
 tune: $(STAMP)
-	$(BIN)/gemm-gen tune $(GEN_ARGS) --top $(TOP)
+	$(GEMM_GEN) tune $(GEN_ARGS) --top $(TOP)
 
 roofline: $(STAMP)
-	$(BIN)/gemm-gen roofline $(GEN_ARGS) --out-dir '$(subst ','\'',$(BUILD_DIR))'
+	$(GEMM_GEN) roofline $(GEN_ARGS) --out-dir '$(subst ','\'',$(BUILD_DIR))'
 
 # the tests write only into temporary folders, never into build/ (tests/conftest.py checks it); -n auto: one
 # pytest-xdist worker per core, sharing the host kernel compiles (tests/host_compile.py)
 test: $(STAMP)
 	@echo "make test: every test but the slow and hardware ones (pytest -m 'not slow and not hardware'), one worker per core;"
-	@echo "           about TODO minutes on 2 cores from a clean clone, TODO with the compiled kernels cached (.pytest_cache/)"
+	@echo "           it ends with the CPU time it took (by module, and the host g++ compiles, which .pytest_cache/ keeps"
+	@echo "           for the next run) and how many random designs it checked: docs/testing.md says how to read it"
 	$(BIN)/python -m pytest -q -n auto
 
 test-slow: $(STAMP)
-	@echo "make test-slow: the full-size simulations and the model's calibration checks (pytest -m slow), about TODO minutes on 2 cores"
+	@echo "make test-slow: the full-size simulations and the model's calibration checks (pytest -m slow);"
+	@echo "                it ends with the CPU time it took, by module (docs/testing.md)"
 	$(BIN)/python -m pytest -q -n auto -m slow
 
 bench: $(STAMP)
@@ -162,4 +150,4 @@ lint: $(STAMP)
 
 # build/ only, whatever BUILD_DIR says: clean never deletes a folder named on the command line
 clean:
-	rm -rf build .pytest_cache .hypothesis
+	rm -rf build .pytest_cache .hypothesis .setuptools-build

@@ -28,16 +28,15 @@ from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import Protocol
 
-from .dtypes import WORD_BYTES, DType
+from .dtypes import WORD_BYTES
 from .epilogue import Epilogue
 from .errors import ConfigError
 from .numerics import KernelNumerics
-from .precision import Precision
 from .rules import padding
 from .rules.call_layouts import Layouts
 from .rules.dma import pick
 from .rules.walks import CallExtents
-from .spec import Problem
+from .spec import ArrayOptions, Layout, Problem, Tiling, Types
 
 OPERANDS = ("A", "B", "C")
 BLOCK_K = 8  # bfp16ebs8 shares one exponent across 8 values along K (dtypes.BFP16.tile_cols)
@@ -254,33 +253,15 @@ class Design(Protocol):
     """What a call plan reads of a design (config.GemmConfig is one)."""
 
     @property
-    def m(self) -> int: ...
+    def tiling(self) -> Tiling: ...
     @property
-    def k(self) -> int: ...
+    def types(self) -> Types: ...
     @property
-    def n(self) -> int: ...
+    def layout(self) -> Layout: ...
     @property
-    def k_mt(self) -> int: ...
-    @property
-    def rows(self) -> int: ...
-    @property
-    def cols(self) -> int: ...
-    @property
-    def b_col_maj(self) -> bool: ...
-    @property
-    def a_col_maj(self) -> bool: ...
-    @property
-    def c_col_maj(self) -> bool: ...
-    @property
-    def t_in(self) -> DType: ...
-    @property
-    def t_b(self) -> DType: ...
-    @property
-    def t_out(self) -> DType: ...
+    def array(self) -> ArrayOptions: ...
     @property
     def numerics(self) -> KernelNumerics: ...
-    @property
-    def precision(self) -> Precision: ...
     @property
     def epilogue(self) -> Epilogue: ...
 
@@ -292,24 +273,24 @@ def plan_call(c: Design, problem: Problem, lds: dict[str, int] | None = None, c_
     operator's, from the user's strides); one the host must pad anyway is dropped. `c_col_maj`:
     this call's C layout when the shim stores it in the other layout than the design's
     (rules/call_layouts.py says when it can; design/serve.py asks)."""
-    c_col = c.c_col_maj if c_col_maj is None else c_col_maj
-    block_m, block_n = c.m * c.rows, c.n * c.cols
-    k_walk = padding.round_up(problem.K, c.k_mt)
+    c_col = c.layout.c_col_maj if c_col_maj is None else c_col_maj
+    block_m, block_n = c.tiling.m * c.array.rows, c.tiling.n * c.array.cols
+    k_walk = padding.round_up(problem.K, c.tiling.k_mt)
     M, K, N = problem.M, problem.K, problem.N
-    types = {"A": c.t_in, "B": c.t_b, "C": c.t_out}
+    types = {"A": c.types.t_in, "B": c.types.t_b, "C": c.types.t_out}
     why: dict[str, str] = {}
     encoded = [op for op in OPERANDS if types[op].host_encoded]
-    extra_k = c.k if c.epilogue.needs_tile else 0
+    extra_k = c.tiling.k if c.epilogue.needs_tile else 0
     # a moved block starts at any element: only operands addressed in elements (not bfp16 tiles) can
     shift_m = M > block_m and M % block_m != 0 and "A" not in encoded and "C" not in encoded
     # ... and with A (C) column-major, its first row must be a whole word into A^T's (C^T's) rows
-    shift_m = shift_m and not any(col and types[op].nbytes(M) % WORD_BYTES for op, col in (("A", c.a_col_maj),
+    shift_m = shift_m and not any(col and types[op].nbytes(M) % WORD_BYTES for op, col in (("A", c.layout.a_col_maj),
                                                                                          ("C", c_col)))
     # ... and its first column must be a whole word into B's (row-major) and C's rows
     # (not with an epilogue tile: a moved-back column tile's tile would overlap its neighbour's)
     shift_n = (N > block_n and N % block_n != 0 and "B" not in encoded and "C" not in encoded and not extra_k
-               and all(types[op].nbytes(N) % WORD_BYTES == 0 for op in ("C",) + (() if c.b_col_maj else ("B",))))
-    ld = {"A": M if c.a_col_maj else K, "B": K if c.b_col_maj else N, "C": M if c_col else N}
+               and all(types[op].nbytes(N) % WORD_BYTES == 0 for op in ("C",) + (() if c.layout.b_col_maj else ("B",))))
+    ld = {"A": M if c.layout.a_col_maj else K, "B": K if c.layout.b_col_maj else N, "C": M if c_col else N}
     lds = {op: v for op, v in (lds or {}).items() if op in ("A", "B") and v != ld[op]}
     ld.update(lds)
     for op in OPERANDS:
@@ -319,7 +300,7 @@ def plan_call(c: Design, problem: Problem, lds: dict[str, int] | None = None, c_
                        f"unit)")
     if extra_k:  # B carries one epilogue tile per column tile past k_walk: always a host-made buffer
         why.setdefault("B", f"the epilogue tile (bias{' and scales' if c.epilogue.requant else ''} of each "
-                            f"{c.n}-column tile) is appended to B as {c.k} more rows of K")
+                            f"{c.tiling.n}-column tile) is appended to B as {c.tiling.k} more rows of K")
     if c_col:  # C^T's rows past N are slack; junk rows of C would land on C^T's next row
         if M % block_m and not shift_m and "C" not in why:
             why["C"] = (f"M={M} leaves {block_m - M % block_m} junk rows in its last block of {block_m}, which would "
@@ -329,12 +310,12 @@ def plan_call(c: Design, problem: Problem, lds: dict[str, int] | None = None, c_
                     f"land on C's next row")
     a_finite = False
     if k_walk == K:
-        k_tail = f"none (K={K} is a multiple of k_mt={c.k_mt})"
+        k_tail = f"none (K={K} is a multiple of k_mt={c.tiling.k_mt})"
     else:
         zeros = _k_tail_zeros(c, problem, why, encoded)
         # unless A itself is padded, its tail reads the next row's values, times zeros (B's slack or B's
         # padded copy): a float A must then be finite, or its Inf / NaN reach the previous row of C
-        a_finite = c.t_in.is_float and "A" not in why and "A" not in encoded and zeros != "A slack"
+        a_finite = c.types.t_in.is_float and "A" not in why and "A" not in encoded and zeros != "A slack"
         tail = f"K={K} is walked to {k_walk}: "
         k_tail = tail + {
             "B slack": "B's rows past K are the zeroed slack of its buffer (A's tail reads the next row's values, "
@@ -346,14 +327,14 @@ def plan_call(c: Design, problem: Problem, lds: dict[str, int] | None = None, c_
     padded = tuple(op for op in OPERANDS if op in why or op in encoded)
     copies = tuple(HostCopy(op, why[op]) for op in OPERANDS if op in why)
     kept = tuple((op, v) for op, v in sorted(lds.items()) if op not in padded)  # a padded copy has its own width
-    return CallPlan(problem, block_m, block_n, c.k_mt, c.k, c.b_col_maj, padded, copies, k_tail, a_finite, shift_m,
-                    shift_n, c.a_col_maj, c_col, kept, extra_k)
+    return CallPlan(problem, block_m, block_n, c.tiling.k_mt, c.tiling.k, c.layout.b_col_maj, padded, copies, k_tail,
+                    a_finite, shift_m, shift_n, c.layout.a_col_maj, c_col, kept, extra_k)
 
 
 def _k_tail_zeros(c: Design, p: Problem, why: dict[str, str], encoded: list[str]) -> str:
     """Make sure K's tail multiplies to zero (adds the pads it needs to `why`); say where the
     zeros come from."""
-    blocked_a = c.numerics.bfp16_inputs or c.precision.converts_a  # A's values share exponents along K
+    blocked_a = c.numerics.bfp16_inputs or c.types.precision.converts_a  # A's values share exponents along K
     blocked_b = c.numerics.bfp16_inputs
     if p.K % BLOCK_K:
         reason = (f"K={p.K} ends inside a bfp16 block of {BLOCK_K} values, whose shared exponent would see the "
@@ -364,16 +345,16 @@ def _k_tail_zeros(c: Design, p: Problem, why: dict[str, str], encoded: list[str]
             why.setdefault("B", reason)
     if "A" in why or "A" in encoded or "B" in why or "B" in encoded:
         return "padded"
-    if c.a_col_maj and (not c.b_col_maj or not c.t_b.is_float):
+    if c.layout.a_col_maj and (not c.layout.b_col_maj or not c.types.t_b.is_float):
         return "A slack"  # times B's slack zeros, or B^T's next row's integers
-    if not c.b_col_maj:
+    if not c.layout.b_col_maj:
         return "B slack"
-    if c.a_col_maj:  # A's tail is zeros, B^T's the next column's values: a float Inf there would make NaN
-        why["B"] = (f"K={p.K} is not a multiple of k_mt={c.k_mt} and column-major B's tail reads real values, "
+    if c.layout.a_col_maj:  # A's tail is zeros, B^T's the next column's values: a float Inf there would make NaN
+        why["B"] = (f"K={p.K} is not a multiple of k_mt={c.tiling.k_mt} and column-major B's tail reads real values, "
                     f"which must not meet A's zero tail as Inf or NaN")
         return "padded"
     # B^T's tail reads the next column of B and A's the next row of A: one of them must be zeros.
     smaller = "A" if p.M <= p.N else "B"
-    why[smaller] = (f"K={p.K} is not a multiple of k_mt={c.k_mt} and column-major B's tail reads real values, so "
-                    f"the smaller operand carries zeros")
+    why[smaller] = (f"K={p.K} is not a multiple of k_mt={c.tiling.k_mt} and column-major B's tail reads real values, "
+                    "so the smaller operand carries zeros")
     return "padded"

@@ -1,15 +1,102 @@
-"""User-facing errors: one line naming the limit, the value and the fix."""
+"""User-facing errors: one line naming the limit, the value and the fix.
+
+A message names an option through a placeholder, `opt("dtype_out", "i8")`, never through a front end's
+spelling of it: the CLI reads it as `--dtype_out i8`, make as `DTYPE_OUT=i8`, the operator as
+`dtype_out='i8'` (spec.py spells each from the option table). `str(error)`, `error.what` and `error.fix`
+read in the spelling in use (the CLI's unless a front end chose another: `spelling`); `error.spelled(speller)`
+in a given one.
+"""
 
 from __future__ import annotations
 
+import json
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+
+# A placeholder is MARK name (SEP json-value)* MARK: control characters no message text holds
+_MARK, _SEP = "\x1e", "\x1f"
+Speller = Callable[[str, tuple[object, ...]], str]  # (option name, the values given) -> the option as spelled
+
+
+def opt(name: str, *values: object) -> str:
+    """A placeholder naming option `name` (a row of spec.OPTIONS or spec.REQUEST_OPTIONS) with the values a
+    message gives it (several: alternatives, "i8 or i16"); each front end spells it in its own terms."""
+    return _MARK + name + "".join(_SEP + json.dumps(v) for v in values) + _MARK
+
+
+def _plain(name: str, values: tuple[object, ...]) -> str:
+    """The spelling before spec.py registers the CLI's: the name, and its values."""
+    return name + ("=" + " or ".join(map(str, values)) if values else "")
+
+
+_default: list[Speller] = [_plain]  # the CLI's, once spec.py is imported (use_spelling)
+_named: dict[str, Speller] = {}  # the front ends' spellings by name (spec.SPELLINGS, once spec.py is imported)
+_current: ContextVar[Speller | str | None] = ContextVar("gemm_gen_spelling", default=None)
+
+
+def use_spelling(speller: Speller, named: dict[str, Speller] | None = None) -> None:
+    """The spelling messages read in unless a front end chooses another (spec.py: the CLI's), and the
+    spellings a front end can choose by name."""
+    _default[0] = speller
+    _named.update(named or {})
+
+
+@contextmanager
+def spelling(speller: Speller | str) -> Iterator[None]:
+    """Messages read in `speller`'s terms inside the block (the CLI run by make: make's variables). A name
+    ("make") is looked up when a message is read, so the CLI chooses one before it loads the option table
+    (app/cli.py loads no more than it must); an unknown name reads as the default."""
+    token = _current.set(speller)
+    try:
+        yield
+    finally:
+        _current.reset(token)
+
+
+def _in_use() -> Speller:
+    chosen = _current.get()
+    if isinstance(chosen, str):
+        return _named.get(chosen, _default[0])
+    return chosen or _default[0]
+
+
+def spelled(text: str, speller: Speller | None = None) -> str:
+    """`text` with each option placeholder spelled by `speller` (None: the spelling in use)."""
+    if _MARK not in text:
+        return text
+    speller = speller or _in_use()
+    parts = text.split(_MARK)
+    for i in range(1, len(parts), 2):
+        name, *values = parts[i].split(_SEP)
+        parts[i] = speller(name, tuple(json.loads(v) for v in values))
+    return "".join(parts)
+
 
 class GemmGenError(Exception):
-    """A problem with the user's request; the CLI prints it on one line and exits 2."""
+    """A problem with the user's request; the CLI prints it on one line and exits 2. `raw_what` and `raw_fix`
+    keep the option placeholders (errors.opt), for an error that wraps this one."""
 
     def __init__(self, what: str, fix: str = "") -> None:
-        self.what = what
-        self.fix = fix
-        super().__init__(f"{what}; {fix}" if fix else what)
+        self.raw_what = what
+        self.raw_fix = fix
+        super().__init__(what, fix)
+
+    @property
+    def what(self) -> str:
+        return spelled(self.raw_what)
+
+    @property
+    def fix(self) -> str:
+        return spelled(self.raw_fix)
+
+    def spelled(self, speller: Speller) -> tuple[str, str]:
+        """(what, fix) with the options in `speller`'s terms."""
+        return spelled(self.raw_what, speller), spelled(self.raw_fix, speller)
+
+    def __str__(self) -> str:
+        what, fix = self.what, self.fix
+        return f"{what}; {fix}" if fix else what
 
 
 class CacheError(GemmGenError):

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from .dtypes import BF16, I4
-from .errors import ConfigError
+from .errors import ConfigError, opt
 
 GROUP_SIZES = (32, 64, 128)  # along K; what AWQ / GPTQ checkpoints and the NPU stacks use
 # The scales the core can use. Its float datapath flushes subnormals (AM020 "Floating-Point Vector Unit": no
@@ -33,8 +33,8 @@ MAX_SCALE = float(np.array([0x7BE5], np.uint16).view(BF16.host)[0])
 
 def check_group_size(group_size: int) -> None:
     if group_size not in GROUP_SIZES:
-        raise ConfigError(f"--group-size {group_size}: int4 weights take one scale per 32, 64 or 128 rows of K",
-                          f"use --group-size {' | '.join(str(g) for g in GROUP_SIZES)}")
+        raise ConfigError(f"{opt('group_size', group_size)}: int4 weights take one scale per 32, 64 or 128 rows of "
+                          "K", f"use {opt('group_size', GROUP_SIZES[0])} | {' | '.join(map(str, GROUP_SIZES[1:]))}")
 
 
 def tile_k_ok(k: Any, group_size: int) -> Any:
@@ -46,8 +46,8 @@ def tile_k_ok(k: Any, group_size: int) -> Any:
 def check_tile_k(k: int, group_size: int) -> None:
     """A B object covers whole groups, or lies inside one group (tile_k_ok)."""
     if not tile_k_ok(k, group_size):
-        raise ConfigError(f"-k {k} with --group-size {group_size}: a B tile must cover whole groups of K or lie "
-                          "inside one", f"use a k that divides {group_size} or is a multiple of it")
+        raise ConfigError(f"{opt('k', k)} with {opt('group_size', group_size)}: a B tile must cover whole groups of "
+                          "K or lie inside one", f"use a k that divides {group_size} or is a multiple of it")
 
 
 def groups_along_k(K: int, group_size: int) -> int:

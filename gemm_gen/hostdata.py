@@ -66,38 +66,38 @@ def pad_inputs(c: GemmConfig, a: np.ndarray, b: np.ndarray | QuantB, call: CallP
     carries the call's `epilogue` data past K (write_epilogue_tiles; None: zeros, a bias of 0 and
     multipliers of 0)."""
     call = call or c.call
-    t_a, t_b = c.t_in, c.t_b
-    if c.group_size and not isinstance(b, QuantB):
-        raise TypeError(f"a W4A16 config (--group-size {c.group_size}) takes B as b_objects.QuantB, not {type(b)}")
+    t_a, t_b = c.types.t_in, c.types.t_b
+    if c.groups.group_size and not isinstance(b, QuantB):
+        raise TypeError(f"a W4A16 config (group_size={c.groups.group_size}) takes B as b_objects.QuantB, not {type(b)}")
     a_rows, a_cols = call.storage("A")
-    a_stored = np.asarray(a).T if c.a_col_maj else a  # A^T when column-major
+    a_stored = np.asarray(a).T if c.layout.a_col_maj else a  # A^T when column-major
     a_dram = (_padded(a_stored, (a_rows, a_cols), t_a.host) if "A" in call.padded
               else _in_place(a_stored, dict(call.lds).get("A"), t_a.host))
     if t_a.is_block:
         a_dram = tiles_of(a_dram, HOST_ROUNDING)
     if isinstance(b, QuantB):  # W4A16: (strip, k-step, object bytes), b_objects' layout
         return a_dram, pack_objects(c, call, b)
-    bt_rows, bt_cols = call.storage("B")[::-1] if not c.b_col_maj else call.storage("B")
+    bt_rows, bt_cols = call.storage("B")[::-1] if not c.layout.b_col_maj else call.storage("B")
     if "B" in call.padded:
         bt = _padded(np.asarray(b).T, (bt_rows, bt_cols), t_b.host)
     else:
         bt = np.asarray(b, t_b.host).T
         if "B" in dict(call.lds):  # B (or B^T) read in place from rows padded to its leading dimension
-            stored = _in_place(bt if c.b_col_maj else bt.T, dict(call.lds)["B"], t_b.host)
-            bt = stored if c.b_col_maj else stored.T
+            stored = _in_place(bt if c.layout.b_col_maj else bt.T, dict(call.lds)["B"], t_b.host)
+            bt = stored if c.layout.b_col_maj else stored.T
     if t_b.is_block:
         tiles = tiles_of(bt, HOST_ROUNDING)  # (Np/8, Kw/8) tiles of B^T rows = B columns
-        if c.b_pack == "strips":
+        if c.layout.b_pack == "strips":
             b_dram = np.ascontiguousarray(_strip_view(c, call, tiles).transpose(0, 3, 1, 4, 2, 5)).reshape(
-                call.Np // c.n, -1, TILE_BYTES)
+                call.Np // c.tiling.n, -1, TILE_BYTES)
         else:
-            b_dram = tiles if c.b_col_maj else np.ascontiguousarray(tiles.transpose(1, 0, 2))
+            b_dram = tiles if c.layout.b_col_maj else np.ascontiguousarray(tiles.transpose(1, 0, 2))
     elif t_b.is_packed:  # row-major (checks.check_int4_layout): pairs along N, the low nibble first
         b_dram = pack_i4(bt.T)
-        if c.b_pack == "strips":  # each core column's K x n strip contiguous: (strip, K, n / 2 bytes)
-            b_dram = np.ascontiguousarray(b_dram.reshape(b_dram.shape[0], -1, c.n // 2).transpose(1, 0, 2))
+        if c.layout.b_pack == "strips":  # each core column's K x n strip contiguous: (strip, K, n / 2 bytes)
+            b_dram = np.ascontiguousarray(b_dram.reshape(b_dram.shape[0], -1, c.tiling.n // 2).transpose(1, 0, 2))
     else:
-        b_dram = np.ascontiguousarray(bt) if c.b_col_maj else np.ascontiguousarray(bt.T)
+        b_dram = np.ascontiguousarray(bt) if c.layout.b_col_maj else np.ascontiguousarray(bt.T)
         if epilogue is not None and c.epilogue.needs_tile:
             write_epilogue_tiles(c, call, b_dram, epilogue)
     return a_dram, b_dram
@@ -110,8 +110,8 @@ def write_epilogue_tiles(c: GemmConfig, call: CallPlan, b_dram: np.ndarray, args
     that the tile's bytes lie linear in the core's B buffer, whatever B's layout."""
     lane, to_l1, places = _tile_places(c, call)
     flat = b_dram.reshape(-1).view(lane)  # a view: b_dram is the host's own contiguous copy
-    for col0 in range(0, call.Np, c.n):
-        packed = tile_bytes(c.epilogue, args, col0, c.n, c.t_out.is_float).view(lane)
+    for col0 in range(0, call.Np, c.tiling.n):
+        packed = tile_bytes(c.epilogue, args, col0, c.tiling.n, c.types.t_out.is_float).view(lane)
         l1 = np.zeros(to_l1.size, dtype=lane)
         l1[:packed.size] = packed
         flat[places(col0)] = l1[to_l1]
@@ -122,7 +122,7 @@ def _tile_places(c: GemmConfig, call: CallPlan) -> tuple[np.dtype, np.ndarray, A
     walk makes of it), and per column tile its elements' places in B's buffer (rows past k_walk)."""
     g = grid(c, "B", call)
     kk, jj = np.indices((g.k, g.n))
-    return (np.dtype(f"u{c.t_b.bytes}"), b_layout(g.k, g.n, g.s, g.t, c.b_col_maj),
+    return (np.dtype(f"u{c.types.t_b.bytes}"), b_layout(g.k, g.n, g.s, g.t, c.layout.b_col_maj),
             lambda col0: b_unit(c, call.k_walk + kk, col0 + jj, call))
 
 
@@ -130,7 +130,8 @@ def _strip_view(c: GemmConfig, call: CallPlan, tiles: np.ndarray) -> np.ndarray:
     """B^T's (Np/8, Kw/8) tiles as (strip, super-block column, 1 of 2, L1 tile row, tile row in it):
     mlir-aie's ATB host walks them strip, L1 tile row, super-block column, tile row, 1 of 2."""
     q = TILE
-    return tiles.reshape(call.Np // c.n, c.n // (2 * q), 2, call.k_walk // c.k, c.k // q, TILE_BYTES)
+    return tiles.reshape(call.Np // c.tiling.n, c.tiling.n // (2 * q), 2, call.k_walk // c.tiling.k, c.tiling.k // q,
+                         TILE_BYTES)
 
 
 def read_epilogue_tiles(c: GemmConfig, call: CallPlan, b_dram: np.ndarray
@@ -141,10 +142,10 @@ def read_epilogue_tiles(c: GemmConfig, call: CallPlan, b_dram: np.ndarray
     lane, to_l1, places = _tile_places(c, call)
     flat = np.ascontiguousarray(b_dram).reshape(-1).view(lane)
     parts = []
-    for col0 in range(0, call.Np, c.n):
+    for col0 in range(0, call.Np, c.tiling.n):
         l1 = np.zeros(to_l1.size, dtype=lane)
         l1[to_l1] = flat[places(col0)]
-        parts.append(read_tile(c.epilogue, c.n, l1.view(np.uint8), c.t_out.is_float, c.t_out))
+        parts.append(read_tile(c.epilogue, c.tiling.n, l1.view(np.uint8), c.types.t_out.is_float, c.types.t_out))
     bias = None if parts[0][0] is None else np.concatenate([p[0] for p in parts if p[0] is not None])
     first = parts[0][1]
     if first is None:
@@ -160,15 +161,15 @@ def b_unit(c: GemmConfig, kk: Any, nn: Any, call: CallPlan | None = None) -> Any
     if g.obj:  # W4A16: the first word of the object that holds (kk, nn) (inside it: b_objects.kernel_order)
         strip, step = np.divmod(nn, g.n)[0], np.divmod(kk, g.k)[0]
         return (strip * (g.kw // g.k) + step) * g.obj
-    if c.b_pack == "strips" and g.unit.is_packed:  # the strip row-major: K rows of n / 8 words
+    if c.layout.b_pack == "strips" and g.unit.is_packed:  # the strip row-major: K rows of n / 8 words
         strip, lr = np.divmod(nn, g.n)
         return strip * g.kw * g.n + kk * g.n + lr
-    if c.b_pack == "strips":
+    if c.layout.b_pack == "strips":
         strip, lr = np.divmod(nn, g.n)
         r, sbr = np.divmod(kk, g.k)
         sbc, b = np.divmod(lr, 2)
         return strip * g.kw * g.n + r * g.k * g.n + sbc * 2 * g.k + sbr * 2 + b
-    return nn * g.ld + kk if c.b_col_maj else kk * g.ld + nn
+    return nn * g.ld + kk if c.layout.b_col_maj else kk * g.ld + nn
 
 
 def b_unit_coords(c: GemmConfig, unit: int, call: CallPlan | None = None) -> tuple[int, int]:
@@ -177,17 +178,17 @@ def b_unit_coords(c: GemmConfig, unit: int, call: CallPlan | None = None) -> tup
     if g.obj:  # W4A16: the first (K, N unit) of the object the word belongs to
         strip, step = divmod(unit // g.obj, g.kw // g.k)
         return step * g.k, strip * g.n
-    if c.b_pack == "strips" and g.unit.is_packed:
+    if c.layout.b_pack == "strips" and g.unit.is_packed:
         strip, rest = divmod(unit, g.kw * g.n)
         kk, lr = divmod(rest, g.n)
         return kk, strip * g.n + lr
-    if c.b_pack == "strips":
+    if c.layout.b_pack == "strips":
         strip, rest = divmod(unit, g.kw * g.n)
         r, rest = divmod(rest, g.k * g.n)
         sbc, rest = divmod(rest, 2 * g.k)
         sbr, b = divmod(rest, 2)
         return r * g.k + sbr, strip * g.n + 2 * sbc + b
-    if c.b_col_maj:
+    if c.layout.b_col_maj:
         nn, kk = divmod(unit, g.ld)
         return kk, nn
     return divmod(unit, g.ld)
@@ -208,20 +209,20 @@ def dram_arrays(c: GemmConfig, a_raw: np.ndarray, b_raw: np.ndarray, call: CallP
                 ) -> tuple[np.ndarray, np.ndarray]:
     """The bytes of A's and B's DRAM buffers (slack allowed) in the shapes pad_inputs gives them."""
     call = call or c.call
-    a = _shaped(c.t_in, a_raw, call.storage("A"))
-    if c.group_size:  # W4A16 objects
-        objs = (call.Np // c.n, call.k_walk // c.k)
+    a = _shaped(c.types.t_in, a_raw, call.storage("A"))
+    if c.groups.group_size:  # W4A16 objects
+        objs = (call.Np // c.tiling.n, call.k_walk // c.tiling.k)
         return a, np.ascontiguousarray(b_raw).view(np.uint8)[: objs[0] * objs[1] * object_layout(c).nbytes].reshape(
             *objs, -1)
-    if c.t_b.is_block and c.b_pack == "strips":
+    if c.types.t_b.is_block and c.layout.b_pack == "strips":
         rows, cols = call.storage("B")
         data = np.ascontiguousarray(b_raw).view(np.uint8)[: rows * cols // TILE ** 2 * TILE_BYTES]
-        return a, data.reshape(call.Np // c.n, -1, TILE_BYTES)
-    if c.t_b.is_packed and c.b_pack == "strips":
+        return a, data.reshape(call.Np // c.tiling.n, -1, TILE_BYTES)
+    if c.types.t_b.is_packed and c.layout.b_pack == "strips":
         rows, cols = call.storage("B")
-        data = np.ascontiguousarray(b_raw).view(np.uint8)[: c.t_b.nbytes(rows * cols)]
-        return a, data.reshape(call.Np // c.n, rows, c.n // 2)
-    return a, _shaped(c.t_b, b_raw, call.storage("B"))
+        data = np.ascontiguousarray(b_raw).view(np.uint8)[: c.types.t_b.nbytes(rows * cols)]
+        return a, data.reshape(call.Np // c.tiling.n, rows, c.tiling.n // 2)
+    return a, _shaped(c.types.t_b, b_raw, call.storage("B"))
 
 
 def host_values(c: GemmConfig, a_dram: np.ndarray, b_dram: np.ndarray, call: CallPlan | None = None
@@ -231,22 +232,23 @@ def host_values(c: GemmConfig, a_dram: np.ndarray, b_dram: np.ndarray, call: Cal
     the quantized values the DMAs carry), W4A16 objects dequantized (bf16), scalar operands as they are."""
     call = call or c.call
     M, K, N = call.M, call.K, call.N
-    a = tile_values(a_dram) if c.t_in.is_block else a_dram.T if c.a_col_maj else a_dram
-    if c.group_size:  # W4A16: the weights the kernels' dequantization makes of the objects
+    a = tile_values(a_dram) if c.types.t_in.is_block else a_dram.T if c.layout.a_col_maj else a_dram
+    if c.groups.group_size:  # W4A16: the weights the kernels' dequantization makes of the objects
         bt = unpack_objects(c, call, b_dram).T
-    elif c.t_b.is_block and c.b_pack == "strips":
+    elif c.types.t_b.is_block and c.layout.b_pack == "strips":
         q = TILE
-        strips = b_dram.reshape(call.Np // c.n, call.k_walk // c.k, c.n // (2 * q), c.k // q, 2, TILE_BYTES)
+        strips = b_dram.reshape(call.Np // c.tiling.n, call.k_walk // c.tiling.k, c.tiling.n // (2 * q),
+                                c.tiling.k // q, 2, TILE_BYTES)
         bt = tile_values(np.ascontiguousarray(strips.transpose(0, 2, 4, 1, 3, 5)).reshape(
             call.Np // q, call.k_walk // q, TILE_BYTES))
-    elif c.t_b.is_block:
-        bt = tile_values(b_dram if c.b_col_maj else np.ascontiguousarray(b_dram.transpose(1, 0, 2)))
-    elif c.t_b.is_packed and c.b_pack == "strips":  # (strip, K, n / 2) back to K x Np / 2
+    elif c.types.t_b.is_block:
+        bt = tile_values(b_dram if c.layout.b_col_maj else np.ascontiguousarray(b_dram.transpose(1, 0, 2)))
+    elif c.types.t_b.is_packed and c.layout.b_pack == "strips":  # (strip, K, n / 2) back to K x Np / 2
         bt = unpack_i4(np.ascontiguousarray(b_dram.transpose(1, 0, 2)).reshape(b_dram.shape[1], -1)).T
-    elif c.t_b.is_packed:
+    elif c.types.t_b.is_packed:
         bt = unpack_i4(b_dram).T
     else:
-        bt = b_dram if c.b_col_maj else b_dram.T
+        bt = b_dram if c.layout.b_col_maj else b_dram.T
     return a[:M, :K], np.ascontiguousarray(bt[:N, :K].T)
 
 
@@ -255,11 +257,11 @@ def output_values(c: GemmConfig, raw: np.ndarray, call: CallPlan | None = None) 
     call = call or c.call
     rows, cols = call.storage("C")
     data = np.ascontiguousarray(raw).view(np.uint8)
-    if c.t_out.is_block:
-        values = tile_values(data[: rows * cols // TILE ** 2 * c.t_out.unit_bytes].reshape(
-            rows // TILE, cols // TILE, c.t_out.unit_bytes))
+    if c.types.t_out.is_block:
+        values = tile_values(data[: rows * cols // TILE ** 2 * c.types.t_out.unit_bytes].reshape(
+            rows // TILE, cols // TILE, c.types.t_out.unit_bytes))
     else:
-        values = data[: c.t_out.nbytes(rows * cols)].view(c.t_out.host).reshape(rows, cols)
+        values = data[: c.types.t_out.nbytes(rows * cols)].view(c.types.t_out.host).reshape(rows, cols)
     if call.c_col_maj:  # C^T (this call's layout)
         values = values.T
     return values[: call.M, : call.N]
@@ -268,7 +270,7 @@ def output_values(c: GemmConfig, raw: np.ndarray, call: CallPlan | None = None) 
 def output_bytes(c: GemmConfig, call: CallPlan | None = None) -> int:
     """Size of C's buffer (its padded copy when the call pads C), before any slack."""
     rows, cols = (call or c.call).storage("C")
-    return c.t_out.nbytes(rows * cols)
+    return c.types.t_out.nbytes(rows * cols)
 
 
 def with_slack(c: GemmConfig, call: CallPlan, a_dram: np.ndarray, b_dram: np.ndarray

@@ -26,7 +26,7 @@ from dataclasses import dataclass, replace
 
 from .config import L1_SCHEMES as SCHEMES
 from .config import GemmConfig
-from .errors import ConfigError
+from .errors import ConfigError, opt
 from .hw.devices import Device
 from .rules.l1 import B_DEQ_PART, RTP_PART, TANH_PARTS, b_object_bytes
 
@@ -271,9 +271,9 @@ def core_buffers(c: GemmConfig) -> list[L1Buffer]:
     objects it consumes, the C objects it produces, then its own Buffers (scratch, then the tanh table's
     two copies, unpinned: `plan` pins them)."""
     out = []
-    for role, nbytes, depth in (("A", c.t_in.nbytes(c.t_ma * c.k), c.depth_ab_l1),
-                                ("B", b_object_bytes(c.l1_options, c.k, c.n), c.depth_ab_l1),
-                                ("C", c.t_out.nbytes(c.m * c.n), c.depth_c_l1)):
+    for role, nbytes, depth in (("A", c.types.t_in.nbytes(c.t_ma * c.tiling.k), c.array.depth_ab_l1),
+                                ("B", b_object_bytes(c.l1_options, c.tiling.k, c.tiling.n), c.array.depth_ab_l1),
+                                ("C", c.types.t_out.nbytes(c.tiling.m * c.tiling.n), c.array.depth_c_l1)):
         out += [L1Buffer(f"{role}{i}", nbytes, role, i) for i in range(depth)]
     parts = c.l1_parts
     out += [L1Buffer(name, parts[name], "scratch", fifo=False) for name in SCRATCH if name in parts]
@@ -313,7 +313,7 @@ def concurrent(c: GemmConfig, buffers: list[L1Buffer]) -> list[tuple[str, str]]:
     a_objs, b_objs, c_objs = (by_role.get(r, []) for r in ("A", "B", "C"))
     for a in a_objs:
         for bb in b_objs:
-            if c.rho == 1 and a.slot != bb.slot:
+            if c.tiling.rho == 1 and a.slot != bb.slot:
                 continue  # A and B turn over together
             for cc in c_objs:
                 busy = [a.name, bb.name, cc.name, *core_only]
@@ -441,11 +441,11 @@ def plan(c: GemmConfig, scheme: str | None = None) -> L1Plan:
     if tables and scheme == "basic-sequential":
         raise ConfigError("the tanh table's two copies must sit in two banks, and basic-sequential allocation "
                           "drops bank pins (mem_bank; AIEAssignBuffers.cpp basicAllocation at 1.4.3)",
-                          "allocate bank-aware (--l1-alloc bank-aware, the default with an epilogue table)")
+                          f"allocate bank-aware ({opt('l1_alloc', 'bank-aware')}, the default with an epilogue table)")
     pins = TABLE_BANK_PAIRS if tables else ((),)
     pairs = concurrent(c, buffers)
     bank_bytes = dev.l1_bytes // 4
-    stack = c.stack_bytes
+    stack = c.array.stack_bytes
     cands: list[tuple[tuple[int, int, int, int, int], L1Plan]] = []
     for s in (SCHEMES if scheme is None else (scheme,)):
         if tables and s != "bank-aware":

@@ -44,13 +44,13 @@ def as_matrix(name: str, x: Any) -> np.ndarray:
 def bfp16_quantizer(c: GemmConfig, name: str) -> str | None:
     """What quantizes operand `name` ("A" or "B") to bfp16 on its way to the cores, or None when its
     values reach the multipliers as they are (integers, plain bf16)."""
-    t = c.t_in if name == "A" else c.t_b
+    t = c.types.t_in if name == "A" else c.types.t_b
     if t.is_block:
         return f"{name} is bfp16 (quantized on the host)"
-    if name == "A" and c.precision.converts_a:
+    if name == "A" and c.types.precision.converts_a:
         return "the cores convert a bf16 A to bfp16 to multiply it by a bfp16 B"
-    if t.is_float and c.emulate_bf16_with_bfp16:  # the numerics' bfp16_inputs (convert_once implies it)
-        return (f"{c.device} runs bf16 on its bfp16 datapath (emulate_bf16_with_bfp16=True, its default), "
+    if t.is_float and c.kernel.emulate_bf16_with_bfp16:  # the numerics' bfp16_inputs (convert_once implies it)
+        return (f"{c.array.device} runs bf16 on its bfp16 datapath (emulate_bf16_with_bfp16=True, its default), "
                 f"which quantizes A and B to bfp16")
     return None
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .dtypes import dtype
-from .errors import ConfigError
+from .errors import ConfigError, opt
 from .hw.devices import Device
 
 BFP16 = "bfp16"
@@ -98,35 +98,38 @@ def resolve(dtype_in: str, dtype_b: str | None, dtype_out: str, acc: str | None)
     return Precision(dtype_in, dtype_b or dtype_in, dtype_out, dtype_out if acc in (None, ACC_OUT) else str(acc))
 
 
+_DROP_ACC = f"drop {opt('acc')}, or use {opt('acc', ACC_OUT)}"
+
+
 def check_int4(p: Precision) -> None:
     """int4 is a weight type: B only, times an int8 A, into the int8 kernels' outputs; the 8b x 4b mmuls
     accumulate in acc32, so C is int32 in L1 (or its own type with --acc out)."""
     if p.a == I4 or p.out == I4:
-        raise ConfigError(f"{'--dtype_in' if p.a == I4 else '--dtype_out'} i4: int4 is a weight type (B only)",
-                          "use --dtype_in i8 --dtype_b i4")
+        raise ConfigError(f"{opt('dtype_in' if p.a == I4 else 'dtype_out', I4)}: int4 is a weight type (B only)",
+                          f"use {opt('dtype_in', 'i8')} {opt('dtype_b', I4)}")
     if p.a in W4A16_A_TYPES:
         check_w4a16(p)
         return
     if p.a not in I4_A_TYPES:
-        raise ConfigError(f"--dtype_b i4 with --dtype_in {p.a}: int4 B multiplies an int8 A (the AIE API's 8b x 4b "
-                          "mmuls) or a bf16 A (W4A16, dequantized in the core); no 16b x 4b mmul",
-                          "use --dtype_in i8 or bf16")
+        raise ConfigError(f"{opt('dtype_b', I4)} with {opt('dtype_in', p.a)}: int4 B multiplies an int8 A (the AIE "
+                          "API's 8b x 4b mmuls) or a bf16 A (W4A16, dequantized in the core); no 16b x 4b mmul",
+                          f"use {opt('dtype_in', 'i8', 'bf16')}")
     if p.out not in ("i8", "i16", "i32"):
-        raise ConfigError(f"--dtype_out {p.out} with int8 x int4: the integer kernel writes i8, i16 or i32",
-                          "use --dtype_out i32")
+        raise ConfigError(f"{opt('dtype_out', p.out)} with int8 x int4: the integer kernel writes i8, i16 or i32",
+                          f"use {opt('dtype_out', 'i32')}")
     if p.acc not in (p.out, "i32"):
-        raise ConfigError(f"--acc {p.acc} with int8 x int4: C accumulates in the mmul's acc32 (i32, the default) "
-                          f"or in its output type (--acc {ACC_OUT})", f"drop --acc, or use --acc {ACC_OUT}")
+        raise ConfigError(f"{opt('acc', p.acc)} with int8 x int4: C accumulates in the mmul's acc32 (i32, the "
+                          f"default) or in its output type ({opt('acc', ACC_OUT)})", _DROP_ACC)
 
 
 def check_w4a16(p: Precision) -> None:
     """W4A16: the core dequantizes int4 B to bf16 and runs the bf16 kernel, which accumulates in fp32."""
     if p.out not in W4A16_OUT_TYPES:
-        raise ConfigError(f"--dtype_out {p.out} with bf16 x int4 weights: the bf16 kernel writes bf16 or f32",
-                          "use --dtype_out bf16")
+        raise ConfigError(f"{opt('dtype_out', p.out)} with bf16 x int4 weights: the bf16 kernel writes bf16 or f32",
+                          f"use {opt('dtype_out', 'bf16')}")
     if p.acc not in (p.out, "f32"):
-        raise ConfigError(f"--acc {p.acc} with bf16 x int4 weights: C accumulates in fp32 (the default) or in "
-                          f"its output type (--acc {ACC_OUT})", f"drop --acc, or use --acc {ACC_OUT}")
+        raise ConfigError(f"{opt('acc', p.acc)} with bf16 x int4 weights: C accumulates in fp32 (the default) or "
+                          f"in its output type ({opt('acc', ACC_OUT)})", _DROP_ACC)
 
 
 def wide_acc(out: str, acc_bits: int) -> str:
@@ -143,34 +146,33 @@ def check_precision(p: Precision, dev: Device, acc_bits: int = 32) -> None:
     for name in (p.a, p.b, p.out):
         dtype(name)  # unknown names fail here, with the list of types
     if p.acc not in ACC_TYPES and p.acc != p.out:
-        raise ConfigError(f"--acc {p.acc} is no accumulator type", f"use --acc {ACC_OUT} (C in its output type), "
-                          f"or one of {', '.join(ACC_TYPES)}; or drop --acc for the default")
+        raise ConfigError(f"{opt('acc', p.acc)} is no accumulator type", f"use {opt('acc', ACC_OUT)} (C in its "
+                          f"output type), or one of {', '.join(ACC_TYPES)}; or drop {opt('acc')} for the default")
     if not p.block and I4 in (p.a, p.b, p.out):
         check_int4(p)
         return
     if not p.block:
         if p.b != p.a:
-            raise ConfigError(f"--dtype_b {p.b} with --dtype_in {p.a}: scalar kernels multiply one input type",
-                              "drop --dtype_b (or use --dtype_b bfp16 with bf16 A on npu2)")
+            raise ConfigError(f"{opt('dtype_b', p.b)} with {opt('dtype_in', p.a)}: scalar kernels multiply one input "
+                              f"type", f"drop {opt('dtype_b')} (or use {opt('dtype_b', BFP16)} with bf16 A on npu2)")
         wide = wide_acc(p.out, acc_bits)
         if p.acc not in (p.out, wide):
-            raise ConfigError(f"--acc {p.acc} with --dtype_out {p.out}: C accumulates in the kernel's {wide} "
-                              f"accumulator (the default) or in its output type (--acc {ACC_OUT})",
-                              f"drop --acc, or use --acc {ACC_OUT}")
+            raise ConfigError(f"{opt('acc', p.acc)} with {opt('dtype_out', p.out)}: C accumulates in the kernel's "
+                              f"{wide} accumulator (the default) or in its output type ({opt('acc', ACC_OUT)})",
+                              _DROP_ACC)
         return
     if dev.bfp16_mmul_shape is None:
         raise ConfigError(f"{dev.name} has no bfp16 datapath (block datatypes are an XDNA2 feature)",
-                          "use --dev npu2, or bf16/i8/i16 types")
+                          f"use {opt('device', 'npu2')}, or bf16/i8/i16 types")
     if p.b != BFP16:
-        raise ConfigError(f"--dtype_b {p.b}: the bfp16 datapath multiplies bf16 or bfp16 A by bfp16 B",
-                          "use --dtype_b bfp16")
+        raise ConfigError(f"{opt('dtype_b', p.b)}: the bfp16 datapath multiplies bf16 or bfp16 A by bfp16 B",
+                          f"use {opt('dtype_b', BFP16)}")
     if p.a not in BFP16_A_TYPES:
-        raise ConfigError(f"--dtype_in {p.a} with bfp16 B: A must be bf16 or bfp16",
-                          "use --dtype_in bf16 or bfp16")
+        raise ConfigError(f"{opt('dtype_in', p.a)} with bfp16 B: A must be bf16 or bfp16",
+                          f"use {opt('dtype_in', *BFP16_A_TYPES)}")
     if p.out not in BFP16_OUT_TYPES:
-        raise ConfigError(f"--dtype_out {p.out}: a bfp16 GEMM writes bf16, f32 or bfp16",
-                          f"use --dtype_out {' or '.join(BFP16_OUT_TYPES)}")
+        raise ConfigError(f"{opt('dtype_out', p.out)}: a bfp16 GEMM writes bf16, f32 or bfp16",
+                          f"use {opt('dtype_out', *BFP16_OUT_TYPES)}")
     if p.converts_c and not (p.out == BFP16 and p.acc in BFP16_ACC_TYPES or p.out == "bf16" and p.acc == "f32"):
-        raise ConfigError(f"--acc {p.acc} with --dtype_out {p.out}: a bfp16 GEMM accumulates a bf16 C in f32, a "
-                          f"bfp16 C in f32 or bf16, or C in its own type (--acc {ACC_OUT})",
-                          f"drop --acc, or use --acc {ACC_OUT}")
+        raise ConfigError(f"{opt('acc', p.acc)} with {opt('dtype_out', p.out)}: a bfp16 GEMM accumulates a bf16 C "
+                          f"in f32, a bfp16 C in f32 or bf16, or C in its own type ({opt('acc', ACC_OUT)})", _DROP_ACC)

@@ -60,25 +60,26 @@ def tilings(base: GemmConfig, problem: Problem, pins: Pins) -> Tilings:
     """Every (m, k, n, rho) of `base`'s options at `problem`'s sizes on the grids, within L1 and the
     BD fields that do not depend on k_mt, keeping what `pins` fixes (ordered by rho, m, n, then k)."""
     dev = base.dev
-    r, s, t = base.mmul
-    rows, cols = base.rows, base.cols
+    r, s, t = base.kernel.mmul
+    rows, cols = base.array.rows, base.array.cols
     core = dev.dma[TileKind.CORE]
     shim = dev.dma[TileKind.SHIM]
     # the BD bounds (rules/dma.py): A's core dims count r-row blocks, C's and B's shim wraps words
     m_hi = min(round_up(ceil_div(problem.M, rows), 2 * r), TILE_EXTENT_SEARCH_MAX, dma.static_extent_max(core, r))
     n_hi = round_up(ceil_div(problem.N, cols), 2 * t)
-    n_hi = min(n_hi, dma.shim_extent_max(shim, base.dtype_out))  # shim C d0 wrap
-    if base.b_pack == "strips":  # the shim reads each strip linearly; no core dims
+    n_hi = min(n_hi, dma.shim_extent_max(shim, base.types.dtype_out))  # shim C d0 wrap
+    if base.layout.b_pack == "strips":  # the shim reads each strip linearly; no core dims
         n_hi = min(n_hi, TILE_EXTENT_SEARCH_MAX)
-    elif base.b_col_maj:
+    elif base.layout.b_col_maj:
         n_hi = min(n_hi, TILE_EXTENT_SEARCH_MAX, dma.static_extent_max(core, t))
     else:
-        n_hi = min(n_hi, dma.shim_extent_max(shim, str(base.dtype_b)))
-    st = tiling.steps(base.mmul, base.precision.block, base.block_kernel)  # the grids check_divisibility accepts
+        n_hi = min(n_hi, dma.shim_extent_max(shim, str(base.types.dtype_b)))
+    st = tiling.steps(base.kernel.mmul, base.types.precision.block,
+                      base.kernel.block)  # the grids check_divisibility accepts
     k_step = tiling.k_step(st)
     k_hi = min(round_up(problem.K, k_step), TILE_EXTENT_SEARCH_MAX * s)
     if base.epilogue.needs_tile:  # a short K still needs a k whose B object holds the epilogue tile
-        k_hi = max(k_hi, epilogue_rule.smallest_k(base.epilogue, tiling.n_step(st), base.t_b.nbytes(1), k_step))
+        k_hi = max(k_hi, epilogue_rule.smallest_k(base.epilogue, tiling.n_step(st), base.types.t_b.nbytes(1), k_step))
     rho_fixed = pins.rho
     rhos = [rho_fixed] if rho_fixed is not None else range(1, RHO_MAX + 1)
     ns = np.arange(tiling.n_step(st), n_hi + 1, tiling.n_step(st), dtype=np.int64)
@@ -117,9 +118,10 @@ def tilings(base: GemmConfig, problem: Problem, pins: Pins) -> Tilings:
 
 # ---- the rules, over every candidate at once -----------------------------------------------------------------
 # Each rule says per candidate (m, k, n, rho, and k_mt where it reads it) whether it holds, by calling the rule
-# functions of gemm_gen/rules that the config's own check (checks.check_config, then design/patterns.py's
-# DMA limits) calls for one design. RULES lists them in the order that check raises them, so the first rule a
-# candidate breaks is the one its check names. `mask` applies those that do not read k_mt (before the model
+# functions of gemm_gen/rules that the config's own check (its kernel variant as the config is made:
+# rules/defaults.variant; then checks.check_config and design/patterns.py's DMA limits) calls for one design.
+# RULES lists them in the order that check raises them, so the first rule a candidate breaks is the one its check
+# names. `mask` applies those that do not read k_mt (before the model
 # prices anything), `k_mt_fit` the others for each k_mt the model walks; a candidate both keep passes
 # design.serve.check() and builds (tests/test_space.py).
 Rule = Callable[[GemmConfig, Problem, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray], np.ndarray]
@@ -128,84 +130,98 @@ Rule = Callable[[GemmConfig, Problem, np.ndarray, np.ndarray, np.ndarray, np.nda
 def _tasks(base: GemmConfig, problem: Problem, m: np.ndarray, k: np.ndarray, n: np.ndarray, rho: np.ndarray,
            k_mt: np.ndarray) -> np.ndarray:
     """The runtime sequence's BD tasks (rules/padding.py; checks.check_array)."""
-    rows, cols = base.rows, base.cols
+    rows, cols = base.array.rows, base.array.cols
     return np.asarray(tasks_fit(tiles_per_core(problem.M, problem.N, m * rows, n * cols), base.a_shims, cols))
 
 
 def _granularity(base: GemmConfig, problem: Problem, m: np.ndarray, k: np.ndarray, n: np.ndarray, rho: np.ndarray,
                  k_mt: np.ndarray) -> np.ndarray:
     """The tiling's granularity (rules/tiling.py; checks.check_divisibility): the grids keep it but for k_mt."""
-    return np.asarray(tiling.divisible(tiling.steps(base.mmul, base.precision.block, base.block_kernel), m, k, n,
-                                       k_mt, rho))
+    st = tiling.steps(base.kernel.mmul, base.types.precision.block, base.kernel.block)
+    return np.asarray(tiling.divisible(st, m, k, n, k_mt, rho))
+
+
+def _has_variant(base: GemmConfig, m: np.ndarray, k: np.ndarray, n: np.ndarray, rho: np.ndarray,
+                 k_mt: np.ndarray) -> np.ndarray:
+    """Per candidate, whether its config gets a kernel variant as it is made (rules/defaults.variant: a tile off
+    its mmul's grid gets none, and check_config names its granularity instead). Where k_mt is not known yet (0:
+    `mask`, before the model walks it) k_mt = k stands in: the rules that read k_mt refuse the rest."""
+    return _granularity(base, Problem(1, 1, 1), m, k, n, rho, np.where(k_mt > 0, k_mt, k))
 
 
 def _variants(base: GemmConfig, m: np.ndarray, k: np.ndarray, n: np.ndarray, rho: np.ndarray
               ) -> tuple[np.ndarray, np.ndarray]:
     """Per candidate, the kernel variant the config takes (rules/kernel_variant.choices: indices into
     `expansions` and LOOPS)."""
-    operands = base.dev.operands(base.dtype_in, base.dtype_b)
-    return kv.choices(base.dev, operands, base.mmul, bool(base.emulate_bf16_with_bfp16), l1.a_rows(m, rho), k, n,
-                      base.expansion, base.kernel_loops, base.code_reserve, str(base.compiler))
+    kern, groups = base.kernel, base.groups
+    reserve = dequant.code_reserve(base.dev.name, groups.group_size, bool(groups.zero_points), kern.mmul)
+    return kv.choices(base.dev, base.dev.operands(base.types.dtype_in, base.types.dtype_b), kern.mmul,
+                      bool(kern.emulate_bf16_with_bfp16), l1.a_rows(m, rho), k, n, kern.expansion, kern.kernel_loops,
+                      reserve, str(kern.compiler))
 
 
 def _expansion(base: GemmConfig, problem: Problem, m: np.ndarray, k: np.ndarray, n: np.ndarray, rho: np.ndarray,
                k_mt: np.ndarray) -> np.ndarray:
-    """A given expansion splits each tile into whole clusters (kernel_variant.divides; GemmConfig.variant); a
-    bfp16 kernel has one variant."""
-    ex, loops = base.expansion, base.kernel_loops
-    if base.block_kernel:
-        return np.full(m.shape, ex in (None, (2, 2)) and loops in (None, kv.DEFAULT_LOOPS))
-    if ex is None:
+    """A given expansion splits each tile into whole clusters (kernel_variant.divides; rules/defaults.variant, as
+    the config is made); a bfp16 kernel has one variant."""
+    ex, loops = base.kernel.expansion, base.kernel.kernel_loops
+    if base.kernel.block:
+        ok = np.full(m.shape, ex in (None, (2, 2)) and loops in (None, kv.DEFAULT_LOOPS))
+    elif ex is None:
         return np.ones(m.shape, dtype=bool)
-    return np.asarray(kv.divides(base.mmul, (int(ex[0]), int(ex[1])), l1.a_rows(m, rho), n))
+    else:
+        ok = np.asarray(kv.divides(base.kernel.mmul, (int(ex[0]), int(ex[1])), l1.a_rows(m, rho), n))
+    return ok | ~_has_variant(base, m, k, n, rho, k_mt)
 
 
 def _loops(base: GemmConfig, problem: Problem, m: np.ndarray, k: np.ndarray, n: np.ndarray, rho: np.ndarray,
            k_mt: np.ndarray) -> np.ndarray:
     """A given loop structure is known, and with Peano one whose loop Peano pipelines (kernel_variant.peano_problem;
-    GemmConfig.variant)."""
-    loops = base.kernel_loops
-    if base.block_kernel or loops is None:
+    rules/defaults.variant, as the config is made)."""
+    loops = base.kernel.kernel_loops
+    if base.kernel.block or loops is None or base.kernel.compiler != "peano" and loops in kv.LOOPS:
         return np.ones(m.shape, dtype=bool)
     if loops not in kv.LOOPS:
-        return np.zeros(m.shape, dtype=bool)
-    if base.compiler != "peano":
-        return np.ones(m.shape, dtype=bool)
-    operands = base.dev.operands(base.dtype_in, base.dtype_b)
-    ex, _ = _variants(base, m, k, n, rho)
-    return kv.peano_loops_ok(base.dev, operands, base.mmul, bool(base.emulate_bf16_with_bfp16), ex, loops, k, n)
+        ok = np.zeros(m.shape, dtype=bool)
+    else:
+        kern = base.kernel
+        ex, _ = _variants(base, m, k, n, rho)
+        ok = kv.peano_loops_ok(base.dev, base.dev.operands(base.types.dtype_in, base.types.dtype_b), kern.mmul,
+                               bool(kern.emulate_bf16_with_bfp16), ex, loops, k, n)
+    return ok | ~_has_variant(base, m, k, n, rho, k_mt)
 
 
 def _group_k(base: GemmConfig, problem: Problem, m: np.ndarray, k: np.ndarray, n: np.ndarray, rho: np.ndarray,
              k_mt: np.ndarray) -> np.ndarray:
     """W4A16: whole groups per B object (groupquant.tile_k_ok)."""
-    return np.asarray(tile_k_ok(k, base.group_size)) if base.group_size else np.ones(m.shape, dtype=bool)
+    return np.asarray(tile_k_ok(k, base.groups.group_size)) if base.groups.group_size else np.ones(m.shape, dtype=bool)
 
 
 def _code(base: GemmConfig, problem: Problem, m: np.ndarray, k: np.ndarray, n: np.ndarray, rho: np.ndarray,
           k_mt: np.ndarray) -> np.ndarray:
     """W4A16: the matmul and its dequantization pass fit their program memory (rules/dequant.code_fits)."""
     ok = np.ones(m.shape, dtype=bool)
-    if not base.group_size or base.block_kernel:
+    if not base.groups.group_size or base.kernel.block:
         return ok
-    operands = base.dev.operands(base.dtype_in, base.dtype_b)
-    order = kv.expansions(base.dev, operands, base.mmul, bool(base.emulate_bf16_with_bfp16))
+    operands = base.dev.operands(base.types.dtype_in, base.types.dtype_b)
+    order = kv.expansions(base.dev, operands, base.kernel.mmul, bool(base.kernel.emulate_bf16_with_bfp16))
     ex, lp = _variants(base, m, k, n, rho)
     for e, loop in {(int(a), int(b)) for a, b in zip(ex, lp)}:
         sel = (ex == e) & (lp == loop)
-        ok[sel] = dequant.code_fits(base.dev, base.mmul, bool(base.emulate_bf16_with_bfp16), order[e], kv.LOOPS[loop],
-                                    k[sel], n[sel], bool(base.zero_points))
+        ok[sel] = dequant.code_fits(base.dev, base.kernel.mmul, bool(base.kernel.emulate_bf16_with_bfp16), order[e],
+                                    kv.LOOPS[loop], k[sel], n[sel], bool(base.groups.zero_points))
     return ok
 
 
 def _words(base: GemmConfig, problem: Problem, m: np.ndarray, k: np.ndarray, n: np.ndarray, rho: np.ndarray,
            k_mt: np.ndarray) -> np.ndarray:
     """Every contiguous DMA run whole 32-bit words (rules/dma.py; checks.check_granularity)."""
-    r, s, t = base.mmul
-    runs = [(s, base.t_in), (t, base.t_b), (k_mt, base.t_in), (n * base.cols, base.t_b), (t, base.t_out),
-            (n * base.cols, base.t_out)]
-    if base.group_size:  # W4A16: B moves as whole objects, never re-tiled
-        runs = [run for run in runs if run[1] is not base.t_b]
+    r, s, t = base.kernel.mmul
+    types, cols = base.types, base.array.cols
+    runs = [(s, types.t_in), (t, types.t_b), (k_mt, types.t_in), (n * cols, types.t_b), (t, types.t_out),
+            (n * cols, types.t_out)]
+    if base.groups.group_size:  # W4A16: B moves as whole objects, never re-tiled
+        runs = [run for run in runs if run[1] is not types.t_b]
     ok = np.ones(m.shape, dtype=bool)
     for count, typ in runs:
         ok &= dma.packed_words(typ, count) & dma.byte_words(typ, count)
@@ -217,7 +233,7 @@ def _epilogue_tile(base: GemmConfig, problem: Problem, m: np.ndarray, k: np.ndar
     """The epilogue tile fits one k x n B object (rules/epilogue.py)."""
     if not base.epilogue.needs_tile:  # (bfp16 B, whose elements have no whole bytes, takes no epilogue)
         return np.ones(m.shape, dtype=bool)
-    return np.asarray(epilogue_rule.tile_fits(base.epilogue, k, n, base.t_b.nbytes(1)))
+    return np.asarray(epilogue_rule.tile_fits(base.epilogue, k, n, base.types.t_b.nbytes(1)))
 
 
 def _epilogue_chunk(base: GemmConfig, problem: Problem, m: np.ndarray, k: np.ndarray, n: np.ndarray,
@@ -225,15 +241,16 @@ def _epilogue_chunk(base: GemmConfig, problem: Problem, m: np.ndarray, k: np.nda
     """A chunked B carries the epilogue tile only with k_mt = k (rules/epilogue.py)."""
     if not base.epilogue.needs_tile:
         return np.ones(m.shape, dtype=bool)
-    return np.asarray(epilogue_rule.chunk_ok(base.epilogue, memtile.b_chunked(base.b_col_maj, base.b_pack), k,
-                                             k_mt)) & np.ones(m.shape, dtype=bool)
+    chunked = memtile.b_chunked(base.layout.b_col_maj, base.layout.b_pack)
+    return np.asarray(epilogue_rule.chunk_ok(base.epilogue, chunked, k, k_mt)) & np.ones(m.shape, dtype=bool)
 
 
 def _a_chunks(base: GemmConfig, problem: Problem, m: np.ndarray, k: np.ndarray, n: np.ndarray, rho: np.ndarray,
               k_mt: np.ndarray) -> np.ndarray:
     """A column-major A shim serving several core rows walks its k_mt chunks on its BD's iteration dimension
     (rules/memtile.a_col_maj_chunks; checks.check_a_col_maj_chunks)."""
-    chunks = memtile.a_col_maj_chunks(base.a_col_maj, base.rows, base.cols, round_up(problem.K, k_mt), k_mt)
+    chunks = memtile.a_col_maj_chunks(base.layout.a_col_maj, base.array.rows, base.array.cols,
+                                      round_up(problem.K, k_mt), k_mt)
     return np.asarray(chunks <= base.dev.dma[TileKind.SHIM].iteration_wrap_max) & np.ones(m.shape, dtype=bool)
 
 
@@ -265,9 +282,11 @@ def _dma(hop: str) -> Rule:
 
 _shim_dma, _tile_dma = _dma("shim"), _dma("tiles")
 # (name, whether it reads k_mt, the rule), in the order the config's check raises them
+# (a given expansion or loop structure the tile cannot have fails first, as the config is made, unless the tile is
+# off its grid: _has_variant)
 RULES: tuple[tuple[str, bool, Rule], ...] = (
-    ("runtime tasks", False, _tasks), ("granularity", True, _granularity), ("expansion", False, _expansion),
-    ("loops", False, _loops), ("group k", False, _group_k), ("code", False, _code), ("words", True, _words),
+    ("expansion", False, _expansion), ("loops", False, _loops), ("runtime tasks", False, _tasks),
+    ("granularity", True, _granularity), ("group k", False, _group_k), ("code", False, _code), ("words", True, _words),
     ("epilogue tile", False, _epilogue_tile), ("epilogue chunk", True, _epilogue_chunk),
     ("A chunks", True, _a_chunks), ("L1", False, _l1), ("memtiles", True, _memtiles),
     ("shim DMA", True, _shim_dma), ("memtile and core DMA", True, _tile_dma),
@@ -284,7 +303,7 @@ def call_plans(base: GemmConfig, problem: Problem, m: np.ndarray, k: np.ndarray,
     host pads and whether the last block moves back (call.plan_call) depend on a tiling only through whether M
     and N are whole blocks and larger than one, and whether K is whole k_mt chunks: one candidate of each such
     group is planned, and the group takes its plan with its own tiles."""
-    block_m, block_n = m * base.rows, n * base.cols
+    block_m, block_n = m * base.array.rows, n * base.array.cols
     key = ((problem.M % block_m != 0) * 1 + (problem.M > block_m) * 2 + (problem.N % block_n != 0) * 4
            + (problem.N > block_n) * 8 + (problem.K % k_mt != 0) * 16)
     plans: dict[tuple[object, ...], tuple[list[np.ndarray], CallPlan]] = {}
@@ -294,9 +313,10 @@ def call_plans(base: GemmConfig, problem: Problem, m: np.ndarray, k: np.ndarray,
         i = int(idx[0])
         one = known.get((problem, int(group)))
         if one is None:
+            # (the call does not read the kernel variant: a given one this tile cannot have is another rule's)
             one = known[problem, int(group)] = base.with_(M=problem.M, K=problem.K, N=problem.N, m=int(m[i]),
                                                           k=int(k[i]), n=int(n[i]), k_mt=int(k_mt[i]),
-                                                          rho=int(rho[i])).call
+                                                          rho=int(rho[i]), expansion=None, kernel_loops=None).call
         shape = (one.padded, one.shift_m, one.shift_n, one.lds, bool(one.b_extra_k))  # what the tiles do not set
         plans.setdefault(shape, ([], one))[0].append(idx)
     for parts, one in plans.values():
@@ -346,8 +366,8 @@ def serves(base: GemmConfig, size: Problem, m: np.ndarray, k: np.ndarray, n: np.
     layouts, as design.serve.serve says of one design whose runtime sizes serve that size (M, K and N no larger
     than its own): the same K walk for runtime sizes "mn", and every DMA walk of that call within its BD's fields."""
     ok = np.ones(m.shape, dtype=bool)
-    if base.runtime_sizes == "mn":
-        ok &= np.asarray(same_k_walk(size.K, base.K, k_mt))
+    if base.runtime.runtime_sizes == "mn":
+        ok &= np.asarray(same_k_walk(size.K, base.size.K, k_mt))
     for rule in (_shim_dma, _tile_dma):  # the DMA walks of the call
         idx = np.nonzero(ok)[0]
         ok[idx] = rule(base, size, m[idx], k[idx], n[idx], rho[idx], k_mt[idx])
@@ -372,15 +392,16 @@ def k_mt_steps_max(base: GemmConfig, problem: Problem, candidates: Tilings) -> n
     """Per candidate: the most k-steps j an A memtile object (k_mt = j k) may span, from the BD
     fields and the memtiles' total capacity (where the model's k_mt walk starts; `memtiles_fit`
     decides)."""
-    dev, cols = base.dev, base.cols
+    dev, cols = base.dev, base.array.cols
     k = candidates.k
     # A's shim d0 wrap counts k_mt columns in words (rules/dma.py); no more than K padded to a k-step
     j_hi = np.minimum(round_up(problem.K, k) // k,
-                      np.minimum(dma.shim_extent_max(dev.dma[TileKind.SHIM], base.dtype_in) // k,
+                      np.minimum(dma.shim_extent_max(dev.dma[TileKind.SHIM], base.types.dtype_in) // k,
                                  TILE_EXTENT_SEARCH_MAX))
     # all memtiles together must hold every L2 buffer: an upper bound on k_mt (placement decides)
     j_cap = memtile.largest_k_mt_steps(base.l2_options, cols * dev.memtile_bytes, candidates.m, k, candidates.n)
-    if not np.all(epilogue_rule.chunk_ok(base.epilogue, memtile.b_chunked(base.b_col_maj, base.b_pack), 1, 2)):
+    chunked = memtile.b_chunked(base.layout.b_col_maj, base.layout.b_pack)
+    if not np.all(epilogue_rule.chunk_ok(base.epilogue, chunked, 1, 2)):
         j_cap = np.minimum(j_cap, 1)  # a chunked B carries the epilogue tile as one more chunk: k_mt = k
     return np.asarray(np.minimum(j_hi, np.maximum(j_cap, 1)), dtype=np.int64)
 
@@ -389,5 +410,5 @@ def memtiles_fit(base: GemmConfig, m: np.ndarray, k: np.ndarray, n: np.ndarray, 
     """Per (m, k, n, k_mt): whether mlir-aie's memtile placement (neighbour spill, C kept home) holds
     its L2 buffers (rules/memtile.py)."""
     dev = base.dev
-    return np.asarray(memtile.fit(memtile.l2_pools(base.l2_options, m, k, n, k_mt), dev.target(base.cols)[1],
+    return np.asarray(memtile.fit(memtile.l2_pools(base.l2_options, m, k, n, k_mt), dev.target(base.array.cols)[1],
                                   dev.memtile_bytes, m.size))

@@ -1,6 +1,6 @@
 """What each numerics path loses against the exact A @ B, measured through the simulator.
 
-    python scripts/accuracy_table.py          # the table the README and Gemm's docstring quote
+    python scripts/accuracy_table.py          # docs/accuracy.md's table (scripts/readme_figures.py writes it there)
 
 Float paths: A 16 x 4096 and B 4096 x 256 of standard normal values rounded to bf16 (seed 0);
 integer paths: 64 x 256 times 256 x 64 uniform over the whole input type (seed 0), where most
@@ -97,7 +97,7 @@ def main() -> None:
     for label, kw in PATHS:
         print(row(label, kw), flush=True)
     print(f"\n| path, act(A @ B + bias), {'x'.join(map(str, ACTIVATION_SHAPE))} | normwise (Frobenius) | "
-          "elementwise max rel where |target| >= 2^-6 |")
+          "elementwise max rel where \\|target\\| >= 2^-6 |")
     print("|---|---|---|")
     for device, kw in (("npu1", {}), ("npu2", {"emulate_bf16_with_bfp16": False}), ("npu2", {})):
         for activation in ("relu", "silu", "gelu"):

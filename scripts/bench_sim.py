@@ -57,14 +57,16 @@ def child(case: str, literal: bool) -> dict[str, object]:
     result = run.simulate(design, **kw)
     sim_s = time.perf_counter() - t
     peak = _peak()
-    x, y = _operands(c.M, c.K, c.N)
+    M, K, N = c.size.M, c.size.K, c.size.N
+    ty, ti = c.types, c.tiling
+    x, y = _operands(M, K, N)
     np_s = min(_timed(lambda: x @ y) for _ in range(3))
-    own = c.t_in.nbytes(c.M * c.K) + c.t_b.nbytes(c.K * c.N) + c.t_out.nbytes(c.M * c.N)
-    return {"case": case, "device": c.device, "shape": f"{c.M}x{c.K}x{c.N}",
-            "types": f"{c.dtype_in}->{c.dtype_out}", "tiles": f"{c.m}x{c.k}x{c.n} k_mt {c.k_mt} rho {c.rho}",
-            "b_col_maj": c.b_col_maj, "passed": result.passed, "sim_s": sim_s, "numpy_s": np_s,
+    own = ty.t_in.nbytes(M * K) + ty.t_b.nbytes(K * N) + ty.t_out.nbytes(M * N)
+    return {"case": case, "device": c.array.device, "shape": f"{M}x{K}x{N}",
+            "types": f"{ty.dtype_in}->{ty.dtype_out}", "tiles": f"{ti.m}x{ti.k}x{ti.n} k_mt {ti.k_mt} rho {ti.rho}",
+            "b_col_maj": c.layout.b_col_maj, "passed": result.passed, "sim_s": sim_s, "numpy_s": np_s,
             "ratio": sim_s / np_s, "matmul_calls": result.kernel.matmul_calls, "peak_bytes": peak,
-            "start_bytes": start, "operand_bytes": own, "f32_operand_bytes": 4 * (c.M * c.K + c.K * c.N + c.M * c.N)}
+            "start_bytes": start, "operand_bytes": own, "f32_operand_bytes": 4 * (M * K + K * N + M * N)}
 
 
 def memory_child(case: str, literal: bool) -> dict[str, object]:

@@ -37,7 +37,8 @@ def main() -> int:
             emu = " bfp16" if row.emulate else ""
             name = f"{row.device} {row.dtype_in}-{row.dtype_out}{emu} {row.M}x{row.K}x{row.N}"
             print(f"{name:<44} {'col' if col else 'row':<4} {dt * 1e3:>6.0f}ms {r.tilings:>8} {r.evaluated:>8}  "
-                  f"{f'{c.m}x{c.k}x{c.n} k_mt {c.k_mt} rho {c.rho}':<28} {r.best.tops:>9.2f} {ref:>12.2f}")
+                  f"{f'{c.tiling.m}x{c.tiling.k}x{c.tiling.n} k_mt {c.tiling.k_mt} rho {c.tiling.rho}':<28} "
+                  f"{r.best.tops:>9.2f} {ref:>12.2f}")
     print(f"slowest search {worst * 1e3:.0f} ms (limit {LIMIT_S * 1e3:.0f} ms)")
     return 0 if worst <= LIMIT_S else 1
 

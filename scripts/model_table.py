@@ -237,7 +237,7 @@ bandwidth, more overhead, slower kernels and more work over random problems and 
     tops = 2 M K N / T;  compute_bound_tops = 2 M K N / T_core;  memory_bound_tops = 2 M K N / T_mem
     bound = "memory" if T_mem > T_core else "compute"
 
-Our runtime sequence keeps 4 task groups (12 BDs) in flight (README), the paper 5; the model reads
+Our runtime sequence keeps 4 task groups (12 BDs) in flight (docs/internals.md), the paper 5; the model reads
 the group count and the tasks per group from the Design. A task group is one output block, or with
 `--task-span` a span of consecutive blocks along N whose tasks (one per channel, design/spans.py) move
 every block of the span: the setup is then paid per span (groups = spans), the core and memory terms

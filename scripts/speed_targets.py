@@ -164,10 +164,11 @@ def limit(d: Prediction) -> str:
 
 def _design(o: Outcome) -> str:
     c = o.chosen.config
-    kernel = "convert-once" if c.convert_once else ("emulated" if c.emulate_bf16_with_bfp16 and not c.precision.block
-                                                    else "")
-    packing = f", B {c.b_pack}" if c.t_b.is_block else ""
-    out = f"{c.m}x{c.k}x{c.n}, k_mt {c.k_mt}, rho {c.rho}{packing}" + (f", {kernel} kernel" if kernel else "")
+    emulated = c.kernel.emulate_bf16_with_bfp16 and not c.types.precision.block
+    kernel = "convert-once" if c.kernel.convert_once else ("emulated" if emulated else "")
+    packing = f", B {c.layout.b_pack}" if c.types.t_b.is_block else ""
+    t = c.tiling
+    out = f"{t.m}x{t.k}x{t.n}, k_mt {t.k_mt}, rho {t.rho}{packing}" + (f", {kernel} kernel" if kernel else "")
     rival = [k for k in o.chosen.kernels if k.config is not None and k.config != c]
     if rival:
         r = rival[0]

@@ -30,10 +30,11 @@ def best(dev: str, size: tuple[int, int, int], kind: str, g: int, zp: bool) -> s
     pr = predict(c)
     d, t = pr.design, pr.times_us
     M, K, N = size
-    where = ("decode, " if d.mapping == "decode" else "") + "x".join(map(str, d.tile)) + f", k_mt {d.k_mt}"
-    where += (f", rho {d.rho}" if d.rho > 1 else "") + (", strips" if d.b_pack == "strips" else "")
+    tile = d.tiling
+    where = ("decode, " if d.mapping == "decode" else "") + f"{tile.m}x{tile.k}x{tile.n}, k_mt {tile.k_mt}"
+    where += (f", rho {tile.rho}" if tile.rho > 1 else "") + (", strips" if d.layout.b_pack == "strips" else "")
     where += f", task span {d.task_span or 'longest'}" if d.task_span != 1 else ""
-    where += ", convert-once kernel" if c.convert_once else ""  # npu2 W4A16: B dequantized straight into bfp16
+    where += ", convert-once kernel" if c.kernel.convert_once else ""  # npu2 W4A16: B dequantized straight into bfp16
     roof = pr.dram_roof
     assert roof is not None
     line = (f"| {dev} {M} x {K} x {N} {kind} | {where} | {pr.time_s * 1e6:,.1f} us, {roof.fraction(pr.time_s):.1%} of "

@@ -12,6 +12,8 @@ import pytest
 
 from gemm_gen.config import GemmConfig
 
+from . import random_designs
+
 BUILD = Path(__file__).parents[1] / "build"  # the user's build/ in the checkout: tests never write there
 
 
@@ -102,21 +104,23 @@ MODULE_CPU: dict[str, float] = {}  # CPU seconds per test module: its tests and 
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item: pytest.Item) -> Iterator[None]:
-    start = _cpu()
+    start, drawn = _cpu(), random_designs.drawn()
     yield
     module = item.nodeid.split("::")[0]
-    MODULE_CPU[module] = MODULE_CPU.get(module, 0.0) + _cpu() - start
+    spent = _cpu() - start
+    MODULE_CPU[module] = MODULE_CPU.get(module, 0.0) + spent
+    if random_designs.drawn() > drawn:  # a test that drew random designs: its CPU time is theirs
+        random_designs.CPU["seconds"] += spent
 
 
 def _costs() -> dict[str, Any]:
     """This process's CPU seconds (its own, and its finished children's: g++, make, gemm-gen
     subprocesses), per test module, the host compiles by kind, and the lines tests asked to say."""
     from .host_compile import SPENT
-
     own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
     return {"cpu_self": own.ru_utime + own.ru_stime, "cpu_children": children.ru_utime + children.ru_stime,
             "module_cpu": dict(MODULE_CPU), "gxx_runs": dict(SPENT.runs), "gxx_cpu": dict(SPENT.cpu_s),
-            "said": list(SAID)}
+            "said": list(SAID), "random_designs": dict(random_designs.COUNTS), "random_cpu": dict(random_designs.CPU)}
 
 
 def _merge(into: dict[str, Any], more: dict[str, Any]) -> None:
@@ -148,7 +152,8 @@ def pytest_testnodedown(node: Any, error: Any) -> None:
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:
     """Where the run's CPU time went: the test processes, the host g++ compiles (by kind; the rest of the
-    subprocesses is make, gemm-gen and the like), and what tests asked to say."""
+    subprocesses is make, gemm-gen and the like), what tests asked to say, and how many random designs the
+    run checked (tests/random_designs.py), with the CPU time of the tests that drew them."""
     if hasattr(terminalreporter.config, "workeroutput"):
         return
     total: dict[str, Any] = {}
@@ -167,6 +172,7 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
              f"host g++ compiles {gxx:.0f} s ({kinds or 'none: every kernel was cached'})",
              "CPU time by module (with its compiles and subprocesses): "
              + ", ".join(f"{Path(m).stem} {t:.0f} s" for m, t in modules[:TOP_MODULES]), *total.get("said", [])]
+    lines += random_designs.summary(total.get("random_designs", {}), total.get("random_cpu", {}).get("seconds", 0.0))
     terminalreporter.write_sep("-", "gemm_gen: what the run did")
     for line in lines:
         terminalreporter.write_line(line)

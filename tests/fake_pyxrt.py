@@ -99,7 +99,7 @@ class FakeXrt:
                  configs: dict[str, GemmConfig] | None = None, calls: dict[bytes, CallPlan] | None = None,
                  hangs: bool | Collection[str] = False, lanes: tuple[int, ...] | None = None) -> None:
         if device_name is None:  # an NPU of the config's family, as XRT names them
-            device_name = "RyzenAI-npu1" if config is not None and config.device == "npu1" else "RyzenAI-npu4"
+            device_name = "RyzenAI-npu1" if config is not None and config.array.device == "npu1" else "RyzenAI-npu4"
         self.config, self.broken, self.device_name = config, broken, device_name
         self.configs = configs or {}  # xclbin path -> the design it was built for (sweeps)
         self.calls = calls or {}  # instruction stream bytes -> the call size it runs
@@ -278,18 +278,18 @@ class FakeXrt:
         if requant is not None:
             requant = replace(requant, multiplier=requant.multiplier[: call.N], shift=requant.shift[: call.N])
         rows, cols = call.storage("C")  # C's matrix (or its padded copy); the buffer may hold slack past it
-        if c.t_out.is_block:  # the kernel's own codes (re-encoding decoded values can move a block)
-            exps, mants = reference_bfp16(c.numerics, a, b, c.k, call.k_walk)
+        if c.types.t_out.is_block:  # the kernel's own codes (re-encoding decoded values can move a block)
+            exps, mants = reference_bfp16(c.numerics, a, b, c.tiling.k, call.k_walk)
             full_e = np.zeros((rows, cols // 8), np.uint8)
             full_m = np.zeros((rows, cols), np.int8)
             full_e[: call.M, : exps.shape[1]], full_m[: call.M, : mants.shape[1]] = exps, mants
             data = to_tiles(full_e, full_m)
         else:
-            full = np.zeros((cols, rows) if c.c_col_maj else (rows, cols), dtype=np.float64)
-            full[: call.M, : call.N] = reference(c.numerics, a, b, c.k, call.k_walk, bias, requant)
+            full = np.zeros((cols, rows) if c.layout.c_col_maj else (rows, cols), dtype=np.float64)
+            full[: call.M, : call.N] = reference(c.numerics, a, b, c.tiling.k, call.k_walk, bias, requant)
             if self.lanes is not None:
-                full = _lanes_permuted(full, c.mmul[0], c.mmul[2], self.lanes)
-            data = (full.T if c.c_col_maj else full).astype(c.t_out.host)  # column-major C: C^T's rows
+                full = _lanes_permuted(full, c.kernel.mmul[0], c.kernel.mmul[2], self.lanes)
+            data = (full.T if c.layout.c_col_maj else full).astype(c.types.t_out.host)  # column-major C: C^T's rows
         assert data.nbytes == output_bytes(c, call) <= len(c_mem)
         c_mem[: data.nbytes] = np.ascontiguousarray(data).tobytes()
 

@@ -26,6 +26,8 @@ from gemm_gen.inputs import make_inputs
 from gemm_gen.numerics import KernelNumerics
 from gemm_gen.rounding import Saturation, saturate
 
+from .random_designs import record
+
 INT_RANGES = {"i8": np.int8, "i16": np.int16, "i32": np.int32}
 INT_PATHS = [(dev, t_in, t_out) for dev in ("npu1", "npu2") for t_in, t_out in (("i8", "i8"), ("i8", "i16"),
                                                                                ("i16", "i32"))]
@@ -99,6 +101,7 @@ def test_random_integer_calls_equal_the_clipped_product(path, M, K, N, seed):
         warnings.simplefilter("ignore", NumericsWarning)
         c = Gemm(device=dev, dtype_in=t_in, dtype_out=t_out).simulate(a, b)
     assert np.array_equal(c, clip_product(a, b, t_out))
+    record("equal", {"types"}, f"{t_in} x {t_in} -> {t_out}")
 
 
 @pytest.mark.parametrize("dev,emulate,bound", [("npu1", None, 0.0035), ("npu2", None, 0.012), ("npu2", False, 0.0035)])

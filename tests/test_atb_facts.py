@@ -170,7 +170,7 @@ def test_their_shape_and_tile_build_and_pass_the_checks(name):
     check_config(c)
     d = design(name)
     t = FACTS["configs"][name]["tile"]
-    assert d.fifo("A_L2L1_0").obj_shape[0] * (8 if c.t_in.is_block else 1) == t["t_ma"] == t["m"] // t["rho"]
+    assert d.fifo("A_L2L1_0").obj_shape[0] * (8 if c.types.t_in.is_block else 1) == t["t_ma"] == t["m"] // t["rho"]
 
 
 @pytest.mark.parametrize("name", CONFIGS)
@@ -178,22 +178,22 @@ def test_mmul_shape_accumulators_and_rounding_agree(name):
     (mm,) = [k for k in design(name).kernels if k.role == "matmul"]
     assert list(mm.build.mmul) == FACTS["mmul"]["shape"]  # aie::mmul<8, 8, 8, bfp16ebs8>
     assert mm.build.expansion == (2, 2)  # acc0..acc3 over a 16 x 16 C block
-    assert their_config(name).rounding == FACTS["rounding"]["kernel_sets"]  # conv_even
+    assert their_config(name).kernel.rounding == FACTS["rounding"]["kernel_sets"]  # conv_even
 
 
 @pytest.mark.parametrize("name", CONFIGS)
 def test_b_strips_are_their_dram_packing(name):
     """b_pack="strips" is layout_transpose_L1_1x2_8x8block, tile for tile."""
     c = their_config(name)
-    kk, nn = np.meshgrid(np.arange(c.K // 8), np.arange(c.N // 8), indexing="ij")
-    assert np.array_equal(b_unit(c, kk, nn), their_b_dram_tile(c.K, c.k, c.n, kk, nn))
+    kk, nn = np.meshgrid(np.arange(c.size.K // 8), np.arange(c.size.N // 8), indexing="ij")
+    assert np.array_equal(b_unit(c, kk, nn), their_b_dram_tile(c.size.K, c.tiling.k, c.tiling.n, kk, nn))
 
 
 @pytest.mark.parametrize("name", CONFIGS)
 def test_b_shim_reads_one_run_per_core_column(name):
     c = their_config(name)
     runs = [t.tap for t in design(name).tasks if t.tensor == "B"]
-    strip = c.K // 8 * c.n // 8  # tiles of one K x n strip (B_taps: n*K/8 blocks)
+    strip = c.size.K // 8 * c.tiling.n // 8  # tiles of one K x n strip (B_taps: n*K/8 blocks)
     assert all(t.is_linear() or t.sizes == (t.count,) for t in runs)
     assert {t.count for t in runs} == {strip}
     assert {t.offset % strip for t in runs} == {0}
@@ -210,7 +210,7 @@ def test_b_memtile_object_already_holds_their_l1_order(name):
     blocks = _first_task(d, "B_L3L2_0").tap.scaled(parts).indices()[: f.obj_elems * parts]
     tiles = blocks[::parts] // parts
     order = [tuple(int(x) for x in b_unit_coords(c, int(u))) for u in tiles]
-    assert order == their_b_order(c.k, c.n)
+    assert order == their_b_order(c.tiling.k, c.tiling.n)
 
 
 def test_config1_a_memtile_and_core_dims_are_theirs():
@@ -300,7 +300,7 @@ def test_c_l1_tiles_are_2x2_super_blocks(name):
                    "tiles row-major, walked as m/8 strided rows per k_mt chunk")
 def test_a_shim_reads_one_run_per_core_row(name):
     c = their_config(name)
-    band = c.m // 8 * c.K // 8
+    band = c.tiling.m // 8 * c.size.K // 8
     runs = [t.tap for t in design(name).tasks if t.tensor == "A"]
     assert all(t.is_linear() or t.sizes == (t.count,) for t in runs)
     assert {t.count for t in runs} == {band}

@@ -58,7 +58,7 @@ def test_tiles_round_trip_and_hold_rows_of_blocks():
 @pytest.mark.parametrize("col", [True, False])
 def test_host_buffers_hold_b_columns_as_blocks(col):
     c = small(col=col, **PRECISIONS["config2"])
-    a, b = make_inputs(c.M, c.K, c.N, c.t_in, c.t_out, 3, c.t_b)
+    a, b = make_inputs(c.size.M, c.size.K, c.size.N, c.types.t_in, c.types.t_out, 3, c.types.t_b)
     a_dram, b_dram = pad_inputs(c, a, b)
     Mp, Kp, Np = c.call.covered
     assert a_dram.shape == (Mp // 8, Kp // 8, 72)
@@ -67,15 +67,15 @@ def test_host_buffers_hold_b_columns_as_blocks(col):
     values = bfp16.tile_values(tile.reshape(1, 1, 72))  # rows of the tile = columns of B
     a_seen, b_seen = host_values(c, a_dram, b_dram)
     assert np.array_equal(values, b_seen[0:8, 8:16].T)
-    assert np.array_equal(b_seen, bfp16.quantize(b, axis=0, rounding=Rounding.FLOOR)[:, :]) or c.K % 8
-    assert np.array_equal(a_seen, bfp16.quantize(a, axis=1, rounding=Rounding.FLOOR)) or c.K % 8
+    assert np.array_equal(b_seen, bfp16.quantize(b, axis=0, rounding=Rounding.FLOOR)[:, :]) or c.size.K % 8
+    assert np.array_equal(a_seen, bfp16.quantize(a, axis=1, rounding=Rounding.FLOOR)) or c.size.K % 8
 
 
 def test_output_values_decode_c_tiles():
     c = small(**PRECISIONS["config2"])
     x = np.arange(c.call.Mp * c.call.Np, dtype=np.float32).reshape(c.call.Mp, c.call.Np) / 64
     raw = bfp16.tiles_of(x, Rounding.CONV_EVEN).reshape(-1)
-    assert np.array_equal(output_values(c, raw), bfp16.quantize(x, rounding=Rounding.CONV_EVEN)[: c.M, : c.N])
+    assert np.array_equal(output_values(c, raw), bfp16.quantize(x, rounding=Rounding.CONV_EVEN)[: c.size.M, : c.size.N])
 
 
 # ---- config rules ----------------------------------------------------------------------------
@@ -132,12 +132,13 @@ def test_bad_precisions_are_one_line_errors(change, message):
 
 def test_bfp16_defaults_peano_its_stack_and_no_emulation():
     c = small(**PRECISIONS["config1"])
-    assert (c.compiler, c.emulate_bf16_with_bfp16, c.mmul) == ("peano", False, (8, 8, 8))
+    assert (c.kernel.compiler, c.kernel.emulate_bf16_with_bfp16, c.kernel.mmul) == ("peano", False, (8, 8, 8))
     # Peano: mlir-aie's Peano config1 stack 0x1700 less its 2304-byte A copy (ours is in its own
     # buffer), or the chess stack where larger (config3)
-    assert [small(**PRECISIONS[p]).stack_bytes for p in ("config1", "config2", "config3")] == [0xE00, 0xE00, 0xF00]
+    assert [small(**PRECISIONS[p]).array.stack_bytes for p in ("config1", "config2", "config3")] == [0xE00, 0xE00,
+                                                                                                     0xF00]
     # chess: mlir-aie's ATB stacks for the same work: config1 0x1700 less its A copy, 0xD00, 0xF00
-    assert [small(**PRECISIONS[p], compiler="chess").stack_bytes
+    assert [small(**PRECISIONS[p], compiler="chess").array.stack_bytes
             for p in ("config1", "config2", "config3")] == [0xE00, 0xD00, 0xF00]
     assert dtype("bfp16").unit_bytes == 72
 
@@ -147,19 +148,20 @@ def test_design_moves_tiles_and_declares_its_buffers():
     c = GemmConfig("npu2", 1024, 512, 2048, 128, 64, 128, 128, rho=4, **PRECISIONS["config3"])
     d = build_design(c)
     assert d.tensor("A").shape == (c.call.Mp // 8, c.call.k_walk // 8) and d.tensor("A").dtype == "bfp16"
-    assert d.fifo("A_L2L1_0").obj_shape == (c.t_ma // 8, c.k // 8)
+    assert d.fifo("A_L2L1_0").obj_shape == (c.t_ma // 8, c.tiling.k // 8)
     # bfp16 tiles (dims in tiles): A's memtile stores (k-step, slice) tiles for rho > 1 and sends each
     # K tile major, the core S2MM pairs its rows into 2 x 1 super-blocks (K tile, row pair, 1 of 2);
     # row-major B's memtile walks into 1 x 2 super-blocks (column pair, K tile, 1 of 2); C leaves the core
     # in 2 x 2 super-blocks and its memtile walks them back to row-major tiles (row pair, row, column pair, column)
-    t, k = c.t_ma // 8, c.k // 8
-    assert d.fifo("A_L2L1_0").dims_to_stream == Tap(0, (c.k_mt // c.k * c.rho, k, t), (t * k, 1, k))
+    t, k = c.t_ma // 8, c.tiling.k // 8
+    assert d.fifo("A_L2L1_0").dims_to_stream == Tap(0, (c.tiling.k_mt // c.tiling.k * c.tiling.rho, k, t), (t * k, 1,
+                                                                                                            k))
     assert d.fifo("A_L2L1_0").dims_from_stream == Tap(0, (k, t // 2, 2), (2, 2 * k, 1))
     assert d.fifo("A_L3L2_0").dims_from_stream is not None
-    n = c.n // 8
-    assert d.fifo("C_L2L3_0").dims_to_stream == Tap(0, (c.m // 16, 2, n // 2, 2), (2 * n, 2, 4, 1))
+    n = c.tiling.n // 8
+    assert d.fifo("C_L2L3_0").dims_to_stream == Tap(0, (c.tiling.m // 16, 2, n // 2, 2), (2 * n, 2, 4, 1))
     assert d.fifo("B_L2L1_0").dims_from_stream is None
-    assert d.fifo("B_L2L1_0").dims_to_stream == Tap(0, (c.n // 16, c.k // 8, 2), (2, c.n // 8, 1))
+    assert d.fifo("B_L2L1_0").dims_to_stream == Tap(0, (c.tiling.n // 16, c.tiling.k // 8, 2), (2, c.tiling.n // 8, 1))
     w = d.workers[0]
     assert [(b.name, b.shape, b.dtype) for b in w.buffers] == [("C_acc_0_0", (64, 128), "bf16")]
     names = kernel_build(c).symbols
@@ -174,7 +176,7 @@ def test_config1_worker_passes_its_a_scratch():
     d = build_design(c)
     matmul = d.kernel(kernel_build(c).symbols["matmul"])
     assert matmul.arg_dtypes == ("bf16", "bfp16", "bf16", "bfp16") and matmul.scalar_args == ("i32",)
-    assert matmul.arg_shapes[3] == (c.t_ma // 8, c.k // 8)
+    assert matmul.arg_shapes[3] == (c.t_ma // 8, c.tiling.k // 8)
     assert d.workers[0].buffers[0].name == "A_bfp16_0_0"
 
 
@@ -186,15 +188,16 @@ def test_every_precision_simulates_bit_exact(name, rho, col):
     r = simulate(c, seed=rho)
     assert r.passed and r.mismatches == 0, r.first_mismatch
     assert r.nonzero_fraction > 0.5 and "bfp16 quantization points" in r.notes[0]
-    assert r.kernel.matmul_calls == c.rows * c.cols * c.call.tiles_per_core * c.call.k_steps * rho
-    assert r.kernel.convert_calls == (c.rows * c.cols * c.call.tiles_per_core if c.precision.converts_c else 0)
+    cores = c.array.rows * c.array.cols
+    assert r.kernel.matmul_calls == cores * c.call.tiles_per_core * c.call.k_steps * rho
+    assert r.kernel.convert_calls == (cores * c.call.tiles_per_core if c.types.precision.converts_c else 0)
 
 
 def test_bfp16_dram_traffic_is_nine_eighths_of_bytes_per_value():
     c = small(**PRECISIONS["config2"])
     r = simulate(c)
     M, K, N = c.call.covered
-    a_b = (M * K * N // (c.n * c.cols) + M * K * N // (c.m * c.rows)) * 9 // 8
+    a_b = (M * K * N // (c.tiling.n * c.array.cols) + M * K * N // (c.tiling.m * c.array.rows)) * 9 // 8
     assert r.level_bytes()["DRAM -> memtile"][0] == a_b
     assert r.level_bytes()["memtile -> DRAM"][0] == M * N * 9 // 8
 
@@ -214,7 +217,7 @@ def test_c_tiles_left_in_the_kernels_order_are_a_layout_error(name):
     """The kernel keeps C (config3: once converted) in 2 x 2 super-blocks of tiles; a memtile that
     forwards them as they are, without undoing that order, writes the wrong tiles into DRAM."""
     d = build_design(small(rho=2, **PRECISIONS[name]))
-    for col in range(d.config.cols):
+    for col in range(d.config.array.cols):
         d = _with_fifo(d, f"C_L2L3_{col}", dims_to_stream=None)
     with pytest.raises(LayoutError, match=r"C\[0, 16\] in DRAM received the result for C\[8, 0\]"):
         simulate(d)
@@ -229,7 +232,8 @@ def test_host_quantization_must_match_the_kernels_operands(monkeypatch):
     real = run.host_values
 
     def nearest(cfg, a_dram, b_dram, call):  # the same seed-0 inputs, rounded to nearest instead
-        a, b = make_inputs(cfg.M, cfg.K, cfg.N, cfg.t_in, cfg.t_out, 0, cfg.t_b, family="wide")
+        a, b = make_inputs(cfg.size.M, cfg.size.K, cfg.size.N, cfg.types.t_in, cfg.types.t_out, 0, cfg.types.t_b,
+                           family="wide")
         return bfp16.quantize(a, 1, Rounding.CONV_EVEN), bfp16.quantize(b, 0, Rounding.CONV_EVEN)
 
     monkeypatch.setattr(run, "host_values", nearest)
@@ -291,7 +295,7 @@ def test_cli_plan_and_simulate_ragged_bfp16(preset, capsys):
     assert main(["plan", *args, "--json"]) == 0
     info = json.loads(capsys.readouterr().out)
     c = GemmConfig("npu2", 100, 70, 90, *info["tile"], info["k_mt"], rho=info["rho"], **PRECISIONS[preset])
-    t = {name: dtype(getattr(c, attr)).elem_bytes for name, attr in (("A", "dtype_in"), ("B", "dtype_b"),
+    t = {name: dtype(c.value(attr)).elem_bytes for name, attr in (("A", "dtype_in"), ("B", "dtype_b"),
                                                                      ("C", "dtype_out"))}
     M, K, N = c.call.covered
     assert info["dram_bytes"]["C"] == M * N * t["C"]
@@ -306,17 +310,17 @@ def test_strips_are_mlir_aies_atb_packing():
     outer, tile row, then the two tiles side by side), each tile 8 blocks of 8 K values, one per column."""
     c = GemmConfig("npu2", 512, 128, 512, 64, 32, 32, 64, dtype_in="bf16", dtype_b="bfp16", dtype_out="bf16",
                    b_pack="strips")
-    a, b = make_inputs(c.M, c.K, c.N, c.t_in, c.t_out, 3, c.t_b)
+    a, b = make_inputs(c.size.M, c.size.K, c.size.N, c.types.t_in, c.types.t_out, 3, c.types.t_b)
     _, b_dram = pad_inputs(c, a, b)
-    assert b_dram.shape == (c.call.Np // c.n, c.call.k_walk // 8 * c.n // 8, 72)
+    assert b_dram.shape == (c.call.Np // c.tiling.n, c.call.k_walk // 8 * c.tiling.n // 8, 72)
     bq = bfp16.quantize(b.astype(np.float32), axis=0)  # blocks of 8 along K
     expect = []
-    for strip in range(c.call.Np // c.n):
-        for r in range(c.call.k_walk // c.k):
-            for sbc in range(c.n // 16):
-                for sbr in range(c.k // 8):
+    for strip in range(c.call.Np // c.tiling.n):
+        for r in range(c.call.k_walk // c.tiling.k):
+            for sbc in range(c.tiling.n // 16):
+                for sbr in range(c.tiling.k // 8):
                     for half in range(2):
-                        k0, n0 = r * c.k + sbr * 8, strip * c.n + sbc * 16 + half * 8
+                        k0, n0 = r * c.tiling.k + sbr * 8, strip * c.tiling.n + sbc * 16 + half * 8
                         expect.append(bq[k0:k0 + 8, n0:n0 + 8].T)  # 8 columns, each one block along K
     got = bfp16.tile_values(b_dram.reshape(1, -1, 72))  # the tiles side by side: 8 rows (blocks) x 8T
     assert np.array_equal(got.reshape(8, -1, 8).transpose(1, 0, 2), np.array(expect))
@@ -331,7 +335,7 @@ def test_strips_simulate_bit_exact_with_one_run_per_strip(name, col):
     d = build_design(c)
     b_tasks = [t for t in d.tasks if t.tensor == "B"]
     assert all(t.tap.is_linear() or t.tap.sizes == (t.tap.count,) for t in b_tasks)
-    assert {t.tap.count for t in b_tasks} == {c.call.k_walk // 8 * c.n // 8}
+    assert {t.tap.count for t in b_tasks} == {c.call.k_walk // 8 * c.tiling.n // 8}
     assert simulate(d).passed
 
 

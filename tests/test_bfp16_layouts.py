@@ -57,13 +57,13 @@ def config(name: str, lay: str, rho: int) -> GemmConfig:
 @pytest.mark.parametrize("name,lay,rho", CASES, ids=lambda x: str(x))
 def test_column_major_a_and_c_simulate_bit_exact(name, lay, rho):
     c = config(name, lay, rho)
-    assert c.block_kernel
+    assert c.kernel.block
     r = simulate(c, seed=rho)
     assert r.passed and r.mismatches == 0, r.first_mismatch
     assert r.nonzero_fraction > 0.5
     build = kernel_build(c)
-    assert build.a_col_maj == c.a_col_maj
-    assert build.c_col_maj == (c.c_col_maj and c.t_out.bytes < 4)  # bf16 blocks transposed, f32 gathered
+    assert build.a_col_maj == c.layout.a_col_maj
+    assert build.c_col_maj == (c.layout.c_col_maj and c.types.t_out.bytes < 4)  # bf16 blocks transposed, f32 gathered
 
 
 def _fifos_from(d, other, names: tuple[str, ...]):
@@ -100,12 +100,12 @@ def test_column_major_bfp16_kernels_lower_with_the_designs_patterns(name, lay):
     fresh, rec = iron_recorder.api()
     lower(d, fresh).resolve_program()
     by_name = {f.name: f for f in rec.fifos}
-    scalar = ("C_",) + (() if c.t_in.is_block else ("A_",))  # the lowering writes bfp16 tiles' walks in words
+    scalar = ("C_",) + (() if c.types.t_in.is_block else ("A_",))  # the lowering writes bfp16 tiles' walks in words
     for f in (f for f in d.fifos if f.name.startswith(scalar)):
         assert (by_name[f.name].dims_to_stream or None) == dims(f.dims_to_stream)
         assert (by_name[f.name].dims_from_stream_per_cons or None) == dims(f.dims_from_stream)
     spec = next(x for x in d.kernels if x.role == "matmul")
-    assert ("_acol" in spec.object_file) == c.a_col_maj
+    assert ("_acol" in spec.object_file) == c.layout.a_col_maj
     assert ("_ccol" in spec.object_file) == c.c_t_blocks
     assert {x.name: x for x in rec.kernels}[spec.name].object_file_name == spec.object_file
 
@@ -132,9 +132,11 @@ def test_column_major_bfp16_kernels_are_priced_with_their_transposes():
         cyc = {}
         for lay, (a_col, c_col) in {"r": (False, False), **LAYOUTS}.items():
             c = row.with_(a_col_maj=a_col, c_col_maj=c_col)
-            ks = km.kernel_shape(c.dev, c.dtype_in, c.dtype_out, c.mmul, bool(c.emulate_bf16_with_bfp16), c.dtype_b,
-                                 c.acc, c.expansion, c.kernel_loops, bool(c.convert_once), None, c.a_col_maj,
-                                 c.c_t_blocks and not c.precision.converts_c)
+            ks = km.kernel_shape(c.dev, c.types.dtype_in, c.types.dtype_out, c.kernel.mmul,
+                                 bool(c.kernel.emulate_bf16_with_bfp16), c.types.dtype_b,
+                                 c.types.acc, c.kernel.expansion, c.kernel.kernel_loops, bool(c.kernel.convert_once),
+                                 None, c.layout.a_col_maj,
+                                 c.c_t_blocks and not c.types.precision.converts_c)
             cyc[lay] = float(km.block_call_cycles(p, ks, np.int64(32), np.int64(64), np.int64(32)))
         shuffles = 2 * 4 * 8  # A: 2 shuffles per 8 x 8 bf16 block, 4 x 8 blocks of the 32 x 64 tile
         assert cyc["a"] - cyc["r"] == pytest.approx(shuffles)

@@ -89,7 +89,10 @@ def test_one_design_serves_both_c_layouts_bit_exact(dev, t_in, t_out, built_col)
     c = small(dev, t_in, t_out, False, c_col_maj=built_col, runtime_sizes="mnk")
     design = build_design(c)
     fixed = xclbin_part(design)
-    sizes = [Problem(c.M, c.K, c.N), Problem(c.M, c.K, c.N), Problem(c.M - 5, c.K - 3, c.N - 7), Problem(9, 8, 30)]
+    sizes = [Problem(c.size.M, c.size.K, c.size.N), Problem(c.size.M, c.size.K, c.size.N), Problem(c.size.M - 5,
+                                                                                                   c.size.K - 3,
+                                                                                                   c.size.N - 7),
+             Problem(9, 8, 30)]
     lays = [C_COL, ROW, Layouts(c_col_maj=not built_col), Layouts(c_col_maj=built_col)]
     results = simulate_calls(design, sizes, layouts=lays)
     assert [r.call.c_col_maj for r in results] == [True, False, not built_col, built_col]
@@ -112,7 +115,7 @@ def test_a_shim_that_ignores_the_builds_c_layout_is_caught(monkeypatch):
     shim_c = patterns.shim_c
     monkeypatch.setattr(patterns, "shim_c", lambda g, *a: shim_c(replace(g, c_built_col_maj=g.c_col_maj), *a))
     with pytest.raises(LayoutError, match="received the result for"):
-        simulate_calls(design, [Problem(c.M, c.K, c.N)], layouts=[C_COL])
+        simulate_calls(design, [Problem(c.size.M, c.size.K, c.size.N)], layouts=[C_COL])
 
 
 def test_fixed_layouts_change_the_xclbin_part_and_a_32_bit_c_only_its_memtile_drain():
@@ -139,15 +142,15 @@ def test_fixed_layouts_change_the_xclbin_part_and_a_32_bit_c_only_its_memtile_dr
 def test_the_other_c_layout_keeps_the_shims_dma_limits():
     # a column-major build's row-major call steps m rows of C per tile column: m x N words must fit
     c = small("npu1", "i8", "i32", False, c_col_maj=True, m=64, N=32768, runtime_sizes="mn")
-    serve(c, Problem(c.M, c.K, c.N), C_COL)
+    serve(c, Problem(c.size.M, c.size.K, c.size.N), C_COL)
     with pytest.raises(DmaLimitError, match="shim S2MM C.*stride .* words exceeds the 20-bit field"):
-        serve(c, Problem(c.M, c.K, c.N), ROW)
+        serve(c, Problem(c.size.M, c.size.K, c.size.N), ROW)
 
 
 def test_the_instruction_stream_of_the_other_c_layout_has_its_own_name():
     c = small("npu1", "i8", "i32", False, runtime_sizes="mn")
     design = build_design(c)
-    p = Problem(c.M, c.K, c.N)
+    p = Problem(c.size.M, c.size.K, c.size.N)
     assert stream_name(design, serve(c, p)) == f"insts_{p}.bin"
     assert stream_name(design, serve(c, p, C_COL)) == f"insts_{p}_ccol.bin"
 
@@ -200,7 +203,7 @@ def test_the_other_c_layouts_stream_lowers_through_iron_and_the_encoder(built_co
 
     c = small("npu2", "bf16", "f32", False, c_col_maj=built_col, runtime_sizes="mn")
     design = build_design(c)
-    call = serve(c, Problem(c.M - 3, c.K, c.N - 5), Layouts(c_col_maj=not built_col))
+    call = serve(c, Problem(c.size.M - 3, c.size.K, c.size.N - 5), Layouts(c_col_maj=not built_col))
     runtime = runtime_sequence(c, call)
     sized = replace(design, runtime=runtime, tensors=host_tensors(c, call, runtime))
     api, rec = iron_recorder.api()

@@ -40,11 +40,11 @@ def test_ragged_sizes_are_bit_exact_on_one_design(dev, t_in, t_out, col):
     problems smaller than a block (junk into slack), K tails (B slack or host padding), rows that
     are not whole words (host copies); all bit-exact, all on the same simulated array."""
     c = _design(dev, t_in, t_out, col, runtime_sizes="mnk")
-    c = replace(c, M=3 * c.M, K=3 * c.K, N=3 * c.N)
+    c = replace(c, M=3 * c.size.M, K=3 * c.size.K, N=3 * c.size.N)
     design = build_design(c)
-    bm, bn = c.m * c.rows, c.n * c.cols
-    sizes = [Problem(bm + 4, 2 * c.k_mt + 8, bn + 4), Problem(1, c.k_mt * 3 - 8, bn * 2 + 12),
-             Problem(2 * bm - 3, 8, 2 * bn), Problem(bm * 2, c.k_mt + 4, 4), Problem(7, 3, 5)]
+    bm, bn = c.tiling.m * c.array.rows, c.tiling.n * c.array.cols
+    sizes = [Problem(bm + 4, 2 * c.tiling.k_mt + 8, bn + 4), Problem(1, c.tiling.k_mt * 3 - 8, bn * 2 + 12),
+             Problem(2 * bm - 3, 8, 2 * bn), Problem(bm * 2, c.tiling.k_mt + 4, 4), Problem(7, 3, 5)]
     results = simulate_calls(design, sizes)
     for r in results:
         assert r.passed and r.mismatches == 0 and r.elements == r.call.M * r.call.N, r.call.problem
@@ -57,8 +57,8 @@ def test_ragged_sizes_are_bit_exact_on_one_design(dev, t_in, t_out, col):
 @pytest.mark.parametrize("dev,t_in,t_out,col", TYPES[::3])
 def test_aligned_ragged_sizes_need_no_host_copy(dev, t_in, t_out, col):
     c = _design(dev, t_in, t_out, col)
-    bm, bn = c.m * c.rows, c.n * c.cols
-    p = Problem(2 * bm - 4, 2 * c.k_mt, 2 * bn - 4)  # whole-word rows; M and N tails moved back
+    bm, bn = c.tiling.m * c.array.rows, c.tiling.n * c.array.cols
+    p = Problem(2 * bm - 4, 2 * c.tiling.k_mt, 2 * bn - 4)  # whole-word rows; M and N tails moved back
     call = plan_call(c, p)
     assert call.host_copies == 0 and call.shift_m and call.shift_n
     assert simulate_calls(build_design(replace(c, M=p.M, K=p.K, N=p.N)), [p])[0].passed
@@ -90,13 +90,13 @@ def test_sizes_parse_and_refuse_in_one_line():
 def test_a_design_refuses_sizes_it_does_not_serve():
     fixed = small("npu1", "i8", "i32")
     with pytest.raises(ConfigError, match="--runtime-sizes"):
-        serve(fixed, Problem(fixed.M // 2, fixed.K, fixed.N))
+        serve(fixed, Problem(fixed.size.M // 2, fixed.size.K, fixed.size.N))
     mn = replace(fixed, runtime_sizes="mn")
-    assert serve(mn, Problem(5, fixed.K, 7)).M == 5
+    assert serve(mn, Problem(5, fixed.size.K, 7)).M == 5
     with pytest.raises(ConfigError, match="runtime sizes mnk"):
-        serve(mn, Problem(5, fixed.K - fixed.k_mt, 7))
-    with pytest.raises(ConfigError, match=f"N={fixed.N + 1} > {fixed.N}"):
-        serve(replace(fixed, runtime_sizes="mnk"), Problem(1, 1, fixed.N + 1))
+        serve(mn, Problem(5, fixed.size.K - fixed.tiling.k_mt, 7))
+    with pytest.raises(ConfigError, match=f"N={fixed.size.N + 1} > {fixed.size.N}"):
+        serve(replace(fixed, runtime_sizes="mnk"), Problem(1, 1, fixed.size.N + 1))
 
 
 def test_runtime_k_comes_from_a_parameter_written_per_call():
@@ -115,14 +115,15 @@ def test_runtime_k_comes_from_a_parameter_written_per_call():
     assert k_loop.count == RuntimeCount("rtp_0_0", K_WORD)
     assert any(b.rtp for b in d.workers[0].buffers) and "RTP" in c.l1_parts
     writes = [op for op in d.runtime if op.op == "rtp"]
-    assert len(writes) == 2 * c.rows * c.cols
+    assert len(writes) == 2 * c.array.rows * c.array.cols
     assert {(op.rtp.index, op.rtp.value) for op in writes} == {(K_WORD, c.call.k_steps - 1),
                                                                (TILES_WORD, c.call.tiles_per_core)}
     sets = [i for i, op in enumerate(d.runtime) if op.op == "barrier"]
-    assert len(sets) == c.rows * c.cols
+    assert len(sets) == c.array.rows * c.array.cols
     assert d.runtime.index(writes[-1]) < min(sets) and max(sets) < min(i for i, op in enumerate(d.runtime)
                                                                        if op.op == "task")
-    results = simulate_calls(d, [Problem(c.M, c.K // 2, c.N), Problem(c.M, c.K, c.N), Problem(9, c.k_mt, 9)])
+    results = simulate_calls(d, [Problem(c.size.M, c.size.K // 2, c.size.N), Problem(c.size.M, c.size.K, c.size.N),
+                                 Problem(9, c.tiling.k_mt, 9)])
     assert all(r.passed for r in results)
 
 
@@ -185,10 +186,10 @@ def test_cache_key_ignores_the_size_of_a_design_that_serves_many(tmp_path, monke
     monkeypatch.setenv(cache.CACHE_ENV, str(tmp_path))
     c = replace(small("npu2", "i8", "i32"), runtime_sizes="mnk")
     d = build_design(c)
-    assert cache.key(d) == cache.key(build_design(replace(c, M=2 * c.M, N=2 * c.N, K=2 * c.K)))
+    assert cache.key(d) == cache.key(build_design(replace(c, M=2 * c.size.M, N=2 * c.size.N, K=2 * c.size.K)))
     assert cache.key(d) != cache.key(build_design(replace(c, runtime_sizes="fixed")))
     assert cache.key(build_design(small("npu2", "i8", "i32"))) != cache.key(
-        build_design(small("npu2", "i8", "i32", M=2 * c.M)))  # a fixed design's loop counts differ
+        build_design(small("npu2", "i8", "i32", M=2 * c.size.M)))  # a fixed design's loop counts differ
     entry = cache.make_entry(d)
     cache.write_meta(d, entry)
     (entry / "insts_9x64x9.bin").write_bytes(b"\0" * 8)
@@ -371,7 +372,7 @@ def test_an_encoder_that_fails_hands_every_stream_to_aiecc(tmp_path, monkeypatch
         raise AssertionError("a TXN word out of 32 bits")
 
     monkeypatch.setattr(txn, "encode_call", broken)
-    files = call_files(design, serve(c, Problem(3, c.K, 5)))
+    files = call_files(design, serve(c, Problem(3, c.size.K, 5)))
     assert files.how == "aiecc" and files.insts.exists()
     verdict = __import__("json").loads((own.insts.parent / STREAMS).read_text())["encoder"]
     assert verdict["matches"] is False and "out of 32 bits" in verdict["encoder_failed"]
@@ -390,7 +391,7 @@ def test_a_call_with_a_padded_a_gets_its_own_stream(tmp_path, monkeypatch):
     monkeypatch.setenv(cache.CACHE_ENV, str(tmp_path / "cache"))
     c = replace(small("npu1", "bf16", "bf16", False), runtime_sizes="mnk")
     design = build_design(c)
-    usual = serve(c, Problem(3, c.K - 4, 8))
+    usual = serve(c, Problem(3, c.size.K - 4, 8))
     padded = replace(usual, padded=tuple(sorted({*usual.padded, "A"})), copies=(*usual.copies, HostCopy("A", "Inf")),
                      a_finite=False)
     assert usual.a_finite and "A" not in usual.padded  # the K tail reads A's next row: the operator's case
@@ -465,5 +466,5 @@ def test_the_task_count_rule_counts_what_the_runtime_sequence_pushes(dev, cols):
     c = GemmConfig(dev, 512, 256, 256, 32, 32, 32, 64, "i8", "i32", cols=cols)
     design = build_design(c)
     pushed = sum(1 for t in design.tasks if t.group == 0)
-    assert padding.tasks_per_group(c.a_shims, c.cols) == pushed
-    assert padding.runtime_tasks(c.call.tiles_per_core, c.a_shims, c.cols) == pushed * c.call.tiles_per_core
+    assert padding.tasks_per_group(c.a_shims, c.array.cols) == pushed
+    assert padding.runtime_tasks(c.call.tiles_per_core, c.a_shims, c.array.cols) == pushed * c.call.tiles_per_core

@@ -69,8 +69,8 @@ def test_plan_defaults_to_the_tuners_design(capsys):
     info = json.loads(out)
     best = tune(Workload.new("npu2", 4032, 4224, 4608, b_col_maj=True, convert_once=info["convert_once"]), 1).best
     rival = tune(Workload.new("npu2", 4032, 4224, 4608, b_col_maj=True, convert_once=not info["convert_once"]), 1).best
-    assert code == 0 and info["tile"] == [best.config.m, best.config.k, best.config.n]
-    assert info["rho"] == best.config.rho and best.time_s <= rival.time_s
+    assert code == 0 and info["tile"] == [best.config.tiling.m, best.config.tiling.k, best.config.tiling.n]
+    assert info["rho"] == best.config.tiling.rho and best.time_s <= rival.time_s
     assert [kern["convert_once"] for kern in info["kernel_choice"] if kern["chosen"]] == [info["convert_once"]]
     code, out, _ = run(capsys, *args, "--rho", "1", "--acc", "out", "--convert-once", "0", "--expansion", "2x2",
                          "--kernel-loops", "jk-flat", "--chess")  # chess: Peano cannot pipeline this jk-flat body

@@ -27,6 +27,8 @@ import pytest
 
 from gemm_gen.app.cli import main, parser
 
+from .random_designs import families_of_argv, record
+
 RUNS = int(os.environ.get("GEMM_GEN_CLI_RUNS", "240"))
 SEED = int(os.environ.get("GEMM_GEN_CLI_SEED", "33"))
 COMMANDS = ("plan", "simulate")
@@ -99,7 +101,7 @@ GENERATORS: dict[str, Gen] = {
 # flags drawn by `draw` itself (sizes, tiles, types, layouts, switches), or that only change the output
 DRAWN = {"--dev", "-M", "-K", "-N", "--runtime-sizes", "--weights", "--call-layouts", "-m", "-k", "-n", "--k-mt",
          "--dtype_in", "--dtype_b", "--dtype_out", "--acc", "--zero-points", "--a-col-maj", "--b-col-maj",
-         "--c-col-maj", "--chess", "--bias", "--json", "-v", "-h"}
+         "--c-col-maj", "--chess", "--bias", "--literal", "--json", "-v", "-h"}
 
 
 def draw(rng: random.Random, command: str) -> list[str]:
@@ -144,15 +146,22 @@ def draw(rng: random.Random, command: str) -> list[str]:
     for flag in ("--chess", "--bias"):
         if rng.random() < 0.12:
             argv.append(flag)
+    if simulate and rng.random() < 0.05:  # the literal simulator: the same verdicts, slower (rarely)
+        argv.append("--literal")
     for flag, gen in GENERATORS.items():
         if flag in ("--seed", "--inputs", "--activation-call") and not simulate:
             continue
         if rng.random() < (0.15 if wild else 0.03):
             value = gen(rng)  # a value that starts with '-' is written --flag=VALUE
             argv += [f"{flag}={value}"] if value.startswith("-") else [flag, value]
+    if simulate and rng.random() < 0.2:  # make sim's closing PREDICTED line
+        argv.append("--predicted")
     if rng.random() < 0.1:
         argv.append("--json")
     return argv
+
+
+DRAWN.add("--predicted")  # drawn by `draw` too: simulate's closing PREDICTED line, as make sim gives it
 
 
 def _flags(command: str) -> set[str]:
@@ -167,9 +176,9 @@ def test_every_flag_has_a_generator(command: str) -> None:
     assert not missing, f"gemm-gen {command} has flags the random runs never draw: {missing}; add a generator"
 
 
-def outcome(capsys: pytest.CaptureFixture[str], argv: list[str]) -> tuple[str, str]:
+def outcome(capsys: pytest.CaptureFixture[str], argv: list[str]) -> tuple[str, str, str]:
     """Run gemm-gen in this process: "pass" (exit 0) or "refused" (exit 2, one line on stderr), with
-    stderr; a traceback, a warning, exit 1 or a refusal of more or less than one line fails with the
+    stdout and stderr; a traceback, a warning, exit 1 or a refusal of more or less than one line fails with the
     command line."""
     line = "gemm-gen " + shlex.join(argv)
     with warnings.catch_warnings(record=True) as caught:  # what a user's stderr would show (pytest keeps it)
@@ -187,11 +196,11 @@ def outcome(capsys: pytest.CaptureFixture[str], argv: list[str]) -> tuple[str, s
     if code == 0:
         if argv[0] == "simulate":
             assert "PASS" in out or '"passed": true' in out, f"{line}\nexit 0 without PASS:\n{out[-2000:]}"
-        return "pass", err
+        return "pass", out, err
     assert code == 2, f"{line}\nexit {code}:\n{out[-2000:]}\n{err[-2000:]}"
     assert err.count("\n") == 1 and err.startswith("gemm-gen") and "Traceback" not in err, \
         f"{line}\nexit 2 with stderr not one line:\n{err[-2000:]}"
-    return "refused", err
+    return "refused", out, err
 
 
 # what random runs found, each now refused in one line that names the rule (issue 33 item 5): the tracebacks
@@ -226,7 +235,7 @@ KNOWN = [
 @pytest.mark.parametrize("line,says", KNOWN)
 def test_what_random_runs_found_is_refused_in_one_line(capsys: pytest.CaptureFixture[str], line: str,
                                                        says: str) -> None:
-    what, err = outcome(capsys, shlex.split(line))
+    what, _, err = outcome(capsys, shlex.split(line))
     assert what == "refused" and says in err, err
 
 
@@ -236,7 +245,10 @@ def test_random_command_lines_pass_or_refuse_in_one_line(capsys: pytest.CaptureF
     seen: Counter[tuple[str, str]] = Counter()
     for _ in range(RUNS):
         argv = draw(rng, rng.choice(COMMANDS))
-        seen[argv[0], outcome(capsys, argv)[0]] += 1
+        what = outcome(capsys, argv)[0]
+        seen[argv[0], what] += 1
+        if argv[0] == "simulate":  # a random design: simulated equal to its reference, or refused in one line
+            record("equal" if what == "pass" else "refused", *families_of_argv(argv))
     say_at_end(f"random CLI runs: {RUNS} (seed {SEED}; " + ", ".join(f"{cmd} {what} {n}" for (cmd, what), n
                                                                       in sorted(seen.items())) + ")")
     # both ends are reached: designs that pass and requests refused, for both commands

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import ast
 import dataclasses
+import functools
+import inspect
 import re
 
 import pytest
 
+from gemm_gen import config as config_module
+from gemm_gen import precision, spec
 from gemm_gen.checks import check_array, check_config, check_divisibility, check_queue
 from gemm_gen.config import FIELDS, PAPER_TILES, GemmConfig, default_k_mt, default_tiles
 from gemm_gen.design import build_design
@@ -15,7 +20,8 @@ from gemm_gen.design.serve import check
 from gemm_gen.errors import ConfigError, DmaLimitError, GemmGenError
 from gemm_gen.hw.devices import TileKind
 from gemm_gen.model.fit.paper import ArrayRow
-from gemm_gen.rules import memtile, tiling
+from gemm_gen.rules import defaults, memtile, tiling
+from gemm_gen.rules import kernel_variant as kv
 from gemm_gen.rules.defaults import resolve
 from gemm_gen.sim import simulate
 from gemm_gen.spec import OPTION_NAMES, TILING_NAMES, Options, Problem, Tiling
@@ -86,12 +92,12 @@ def test_every_default_stack_is_at_least_mlir_aies(dev, types, compiler, emulate
         return  # no bfp16 datapath
     c = GemmConfig(dev, 1, 1, 1, 0, 0, 0, 0, t_in, t_out, dtype_b=t_b, acc=acc, compiler=compiler,
                    emulate_bf16_with_bfp16=None if block else emulate)
-    assert c.stack_bytes >= MLIR_AIE_MM_STACK > MLIR_AIE_CORE_DEFAULT_STACK
-    if block and c.compiler == "peano":
-        assert c.stack_bytes >= PEANO_ATB_STACK - ATB_CONFIG1_A_STACK_COPY
-        assert c.stack_bytes == max(0xE00, GemmConfig(dev, 1, 1, 1, 0, 0, 0, 0, t_in, t_out, dtype_b=t_b, acc=acc,
-                                                      compiler="chess").stack_bytes)
-    assert c.l1_overhead["stack"] == c.stack_bytes
+    assert c.array.stack_bytes >= MLIR_AIE_MM_STACK > MLIR_AIE_CORE_DEFAULT_STACK
+    if block and c.kernel.compiler == "peano":
+        assert c.array.stack_bytes >= PEANO_ATB_STACK - ATB_CONFIG1_A_STACK_COPY
+        assert c.array.stack_bytes == max(0xE00, GemmConfig(dev, 1, 1, 1, 0, 0, 0, 0, t_in, t_out, dtype_b=t_b, acc=acc,
+                                                      compiler="chess").array.stack_bytes)
+    assert c.l1_overhead["stack"] == c.array.stack_bytes
 
 
 def test_paper_tiles_are_the_defaults():
@@ -117,8 +123,8 @@ def test_default_tiles_leave_room_for_the_default_accumulator():
     for (dev, t_in, t_out), tiles in PAPER_TILES.items():
         c = GemmConfig(dev, 4096, 4096, 4096, *tiles, t_in, t_out, True)
         m, k, n, k_mt = default_tiles(dev, t_in, t_out)
-        assert default_tiles(dev, t_in, t_out, acc=c.acc) == (m, k, n, k_mt)  # None is the default
-        if c.precision.converts_c:
+        assert default_tiles(dev, t_in, t_out, acc=c.types.acc) == (m, k, n, k_mt)  # None is the default
+        if c.types.precision.converts_c:
             assert (m, k, n, k_mt) != tiles
         check_config(GemmConfig(dev, 4096, 4096, 4096, m, k, n, k_mt, t_in, t_out, True))
 
@@ -192,7 +198,7 @@ def test_a_memtile_overflow_says_what_is_true(config):
     """A buffer no memtile has room for: the message's figures are the placement's own, and each inequality it
     implies holds (it said "need 344064 B > 524288 B" where the memtile was full of its neighbours' buffers,
     issue 33 item 7)."""
-    pools, cols, capacity = config.l2_pools(), config.dev.target(config.cols)[1], config.dev.memtile_bytes
+    pools, cols, capacity = config.l2_pools(), config.dev.target(config.array.cols)[1], config.dev.memtile_bytes
     with pytest.raises(ConfigError) as e:
         memtile.place_one(pools, cols, capacity)
     found = re.match(r"memtile (\d+) cannot hold (\S+) \(([\d,]+) B\): mlir-aie's placement fills it with ([\d,]+) "
@@ -293,7 +299,7 @@ def test_unknown_device():
 def test_emulated_bf16_uses_8x8x8():
     c = GemmConfig("npu2", 4096, 4096, 4096, 128, 64, 128, 256, "bf16", "bf16", True,
                    emulate_bf16_with_bfp16=True)
-    assert c.mmul == (8, 8, 8)
+    assert c.kernel.mmul == (8, 8, 8)
     with pytest.raises(ConfigError):
         check_config(c)  # 128x64x128 bf16 needs 96 KiB of L1
 
@@ -352,7 +358,7 @@ def test_a_wide_accumulator_is_shifted_once_within_its_lanes(dev, t_in, t_out, s
     from tests.conftest import small
 
     c = small(dev, t_in, t_out, shift=shift)
-    assert c.precision.converts_c
+    assert c.types.precision.converts_c
     if shift > top:
         with pytest.raises(ConfigError, match=rf"down by 1..{top} bits"):
             check_config(c)
@@ -379,10 +385,10 @@ def test_replacing_the_types_derives_every_default_afresh(dev):
     bf16 = GemmConfig(dev, 512, 512, 512, 64, 64, 64, 128, "bf16", "bf16")
     i8 = dataclasses.replace(bf16, dtype_in="i8", dtype_out="i32")
     fresh = GemmConfig(dev, 512, 512, 512, 64, 64, 64, 128, "i8", "i32")
-    assert (i8.dtype_b, i8.acc, i8.emulate_bf16_with_bfp16) == ("i8", "i32", False)
+    assert (i8.types.dtype_b, i8.types.acc, i8.kernel.emulate_bf16_with_bfp16) == ("i8", "i32", False)
     assert i8.to_json() == fresh.to_json() and i8 == fresh
     assert check_config(i8) is i8
-    assert bf16.acc == "f32" and bf16.dtype_b == "bf16"
+    assert bf16.types.acc == "f32" and bf16.types.dtype_b == "bf16"
 
 
 def test_replacing_options_keeps_what_was_given_and_nothing_else():
@@ -390,12 +396,13 @@ def test_replacing_options_keeps_what_was_given_and_nothing_else():
     i8 = dataclasses.replace(given, dtype_in="i8", dtype_out="i8")
     assert (i8.dtype_b, i8.acc, i8.emulate_bf16_with_bfp16, i8.convert_once) == (None, None, None, None)
     got = resolve(i8)
-    assert (got.dtype_b, got.acc, got.stack_bytes, got.compiler, got.cols) == ("i8", "i32", 4096, "chess", 8)
+    assert (got.types.dtype_b, got.types.acc, got.array.stack_bytes, got.kernel.compiler, got.array.cols) == \
+        ("i8", "i32", 4096, "chess", 8)
     # what the user gave sticks through a config's replace too; what they did not is derived
     c = GemmConfig(options=given, tiling=Tiling(64, 64, 64, 128), size=Problem(512, 512, 512))
-    assert dataclasses.replace(c, dtype_in="i8", dtype_out="i8").stack_bytes == 4096
-    assert dataclasses.replace(c, stack_bytes=0).stack_bytes == GemmConfig("npu2", 1, 1, 1, 1, 1, 1, 1,
-                                                                           compiler="chess").stack_bytes
+    assert dataclasses.replace(c, dtype_in="i8", dtype_out="i8").array.stack_bytes == 4096
+    assert dataclasses.replace(c, stack_bytes=0).array.stack_bytes == GemmConfig("npu2", 1, 1, 1, 1, 1, 1, 1,
+                                                                           compiler="chess").array.stack_bytes
 
 
 def test_a_config_is_equal_to_one_built_with_its_defaults_spelled_out():
@@ -432,10 +439,11 @@ def test_an_open_output_type_follows_the_input_type_through_replace():
     are the device's core rows."""
     bf16 = Options("npu2")
     i8 = dataclasses.replace(bf16, dtype_in="i8")
-    assert i8.dtype_out is None and resolve(bf16).dtype_out == "bf16" and resolve(i8).dtype_out == "i32"
-    assert resolve(i8).rows == 4 and resolve(dataclasses.replace(i8, dtype_out="i8")).dtype_out == "i8"
+    assert i8.dtype_out is None and resolve(bf16).types.dtype_out == "bf16" and resolve(i8).types.dtype_out == "i32"
+    assert resolve(i8).array.rows == 4 and resolve(dataclasses.replace(i8, dtype_out="i8")).types.dtype_out == "i8"
     c = check_config(GemmConfig(options=i8, tiling=Tiling(64, 64, 64, 128), size=Problem(512, 512, 512)))
-    assert (c.dtype_out, c.acc, c.rows) == ("i32", "i32", 4) and c == GemmConfig("npu2", 512, 512, 512, 64, 64, 64, 128,
+    assert (c.types.dtype_out, c.types.acc, c.array.rows) == ("i32", "i32", 4) and c == GemmConfig("npu2", 512, 512,
+                                                                                                   512, 64, 64, 64, 128,
                                                                                  "i8", "i32")
 
 
@@ -506,10 +514,11 @@ EPI_TILES = dict(m=32, k=32, n=32, k_mt=64)
 
 
 def test_the_epilogue_options_are_fields_and_read_as_an_epilogue():
-    from gemm_gen.config import EPILOGUE_FIELDS
     from gemm_gen.epilogue import Activation, Epilogue, RequantForm
+    from gemm_gen.spec import OPTIONS
 
-    assert set(EPILOGUE_FIELDS) <= set(FIELDS) and set(EPILOGUE_FIELDS) <= set(OPTION_NAMES)
+    epilogue_fields = {row.name for row in OPTIONS if row.group == "epilogue"}
+    assert epilogue_fields == {"bias", "activation", "clamp", "requant"} and epilogue_fields <= set(OPTION_NAMES)
     c = GemmConfig("npu2", 256, 256, 256, **EPI_TILES, bias=True, activation="gelu", clamp=[-6, 6])
     assert c.epilogue == Epilogue(True, Activation.GELU, (-6.0, 6.0))
     assert c.options.clamp == (-6.0, 6.0)  # a list (JSON) reads as a tuple
@@ -521,11 +530,12 @@ def test_the_epilogue_options_are_fields_and_read_as_an_epilogue():
 def test_an_epilogue_free_config_keeps_its_json_and_key():
     """No epilogue field appears in to_json() (the build key) unless one is set; setting one changes the key
     and the build's name."""
-    from gemm_gen.config import EPILOGUE_FIELDS, GROUP_FIELDS, OPT_FIELDS, SPAN_FIELDS
+    from gemm_gen.spec import OPTIONS
 
     plain = GemmConfig("npu2", 256, 256, 256, **EPI_TILES)
-    assert list(plain.to_json()) == [f for f in FIELDS
-                                     if f not in EPILOGUE_FIELDS + GROUP_FIELDS + SPAN_FIELDS + OPT_FIELDS]
+    when_set = [row.name for row in OPTIONS if row.written != "always"]
+    assert when_set == ["bias", "activation", "clamp", "requant", "group_size", "zero_points", "task_span", "opt_level"]
+    assert list(plain.to_json()) == [f for f in FIELDS if f not in when_set]
     assert plain.with_(task_span=1).to_json() == plain.to_json() and plain.with_(task_span=1) == plain
     # Peano's default -O2, said aloud, is the same build; another level is another (issue 31 item 12)
     assert plain.with_(opt_level=2).to_json() == plain.to_json() and plain.with_(opt_level=2) == plain
@@ -546,8 +556,8 @@ def test_an_epilogue_turns_the_convert_once_default_off():
     """npu2 bf16 runs the emulated kernel with an epilogue (the bfp16 kernels have none): the default of an
     open convert_once follows, even under chess, where it is on without one."""
     chess = GemmConfig("npu2", 256, 256, 256, **EPI_TILES, compiler="chess")
-    assert chess.convert_once
-    assert not chess.with_(bias=True).convert_once
+    assert chess.kernel.convert_once
+    assert not chess.with_(bias=True).kernel.convert_once
     assert not resolve(chess.with_(activation="relu").options).convert_once_open
 
 
@@ -573,13 +583,14 @@ def test_the_epilogue_tile_rule_names_the_smallest_k(dtype_in, dtype_out, kw):
     from gemm_gen.rules import epilogue as rule
 
     base = GemmConfig("npu1", 256, 512, 256, 32, 8, 32, 8, dtype_in, dtype_out, **kw)
-    e, size_b = base.epilogue, base.t_b.nbytes(1)
-    k = rule.smallest_k(e, 32, size_b, base.s)
-    assert k * 32 * size_b >= rule.tile_bytes(e, 32) > (k - base.s) * 32 * size_b or k == base.s
+    e, size_b = base.epilogue, base.types.t_b.nbytes(1)
+    k = rule.smallest_k(e, 32, size_b, base.kernel.mmul[1])
+    assert k * 32 * size_b >= rule.tile_bytes(e,
+                                              32) > (k - base.kernel.mmul[1]) * 32 * size_b or k == base.kernel.mmul[1]
     check_config(base.with_(k=k, k_mt=k))
-    if k > base.s:
+    if k > base.kernel.mmul[1]:
         with pytest.raises(ConfigError, match=f"use k >= {k}"):
-            check_config(base.with_(k=k - base.s, k_mt=k - base.s))
+            check_config(base.with_(k=k - base.kernel.mmul[1], k_mt=k - base.kernel.mmul[1]))
 
 
 @pytest.mark.parametrize("dev,t_in,t_out,kw", [
@@ -597,8 +608,8 @@ def test_the_tuners_filter_and_the_check_agree_on_the_epilogue_tile(dev, t_in, t
 
     base = GemmConfig(dev, 256, 16, 256, 1, 1, 1, 1, t_in, t_out, **kw)
     listed = space.tilings(base, base.size, Pins())
-    fits = rule.tile_fits(base.epilogue, listed.k, listed.n, base.t_b.nbytes(1))
-    assert list(fits) == [bool(rule.tile_fits(base.epilogue, int(k), int(n), base.t_b.nbytes(1)))
+    fits = rule.tile_fits(base.epilogue, listed.k, listed.n, base.types.t_b.nbytes(1))
+    assert list(fits) == [bool(rule.tile_fits(base.epilogue, int(k), int(n), base.types.t_b.nbytes(1)))
                           for k, n in zip(listed.k, listed.n)]
     # requantization's tile (16n + 16 B) outgrows an i8 B object of k < 24: a short K needs a longer k
     assert fits.any() and fits.all() == (base.epilogue.requant is None)
@@ -607,6 +618,92 @@ def test_the_tuners_filter_and_the_check_agree_on_the_epilogue_tile(dev, t_in, t
         check_epilogue_tile(base.with_(k=int(k), n=int(n), k_mt=int(k)))
     chosen = search.choose(Request(base.options, base.size, Pins())).config
     check_config(chosen)
-    assert chosen.k * chosen.n * chosen.t_b.nbytes(1) >= rule.tile_bytes(chosen.epilogue, chosen.n)
-    if chosen.b_col_maj:
-        assert chosen.k_mt == chosen.k
+    assert chosen.tiling.k * chosen.tiling.n * chosen.types.t_b.nbytes(1) >= rule.tile_bytes(chosen.epilogue,
+                                                                                             chosen.tiling.n)
+    if chosen.layout.b_col_maj:
+        assert chosen.tiling.k_mt == chosen.tiling.k
+
+
+# ---- resolved once, when the config is made (issue 32 item 3) ----------------------------------------------
+def _forwards(node: object) -> bool:
+    """Whether a property's body only hands on a sub-record's value: `return self.<record>.<name>` (or an
+    item of it), the shape of the 42 properties GemmConfig had."""
+    assert isinstance(node, ast.FunctionDef)
+    body = [s for s in node.body if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))]
+    if len(body) != 1 or not isinstance(body[0], ast.Return):
+        return False
+    value = body[0].value
+    while isinstance(value, ast.Subscript):
+        value = value.value
+    return (isinstance(value, ast.Attribute) and isinstance(value.value, ast.Attribute)
+            and isinstance(value.value.value, ast.Name) and value.value.value.id == "self")
+
+
+def test_gemm_config_forwards_no_field_of_its_sub_records():
+    """Readers read c.types.dtype_out, c.tiling.m, c.kernel.mmul: no property hands a sub-record's field on, and
+    no name of a sub-record's field or property is an attribute of the config."""
+    tree = ast.parse(inspect.getsource(config_module))
+    cls = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "GemmConfig")
+    decorated = {f: {getattr(d, "id", getattr(d, "attr", "")) for d in f.decorator_list} for f in cls.body
+                 if isinstance(f, ast.FunctionDef)}
+    props = [f for f, names in decorated.items() if names & {"property", "cached_property"}]
+    assert props and [f.name for f in props if _forwards(f)] == []
+    # the shape the scan refuses, to show it can fail
+    assert _forwards(ast.parse("def dtype_out(self):\n    '''doc'''\n    return self.types.dtype_out").body[0])
+    assert _forwards(ast.parse("def r(self):\n    return self.kernel.mmul[0]").body[0])
+    own = {f.name for f in dataclasses.fields(GemmConfig)}
+    for record in (spec.Types, spec.Layout, spec.GroupQuant, spec.KernelOptions, spec.ArrayOptions,
+                   spec.RuntimeOptions, Tiling, Problem):
+        names = {f.name for f in dataclasses.fields(record)}
+        names |= {n for n, v in vars(record).items() if isinstance(v, (property, functools.cached_property))}
+        assert not {n for n in names if hasattr(GemmConfig, n) and n not in own}, record.__name__
+
+
+def test_the_variant_is_resolved_when_the_config_is_made_and_read_as_held(monkeypatch):
+    """The concrete accumulator, precision, mmul and variant are held by the config: reading them asks no rule again
+    (every rule that derives them is made to fail after the config is made)."""
+    c = GemmConfig("npu1", 512, 512, 512, 64, 64, 64, 128, "i8", "i32", expansion=(4, 2))
+    fresh = GemmConfig("npu1", 512, 512, 512, 64, 64, 64, 128, "i8", "i32", expansion=(4, 2))
+    assert c.variant is not None and "variant" in {f.name for f in dataclasses.fields(GemmConfig)}
+
+    def refuse(*args: object, **kw: object) -> None:
+        raise AssertionError("a rule was asked again on read")
+
+    for module, name in ((kv, "choose"), (defaults, "variant"), (defaults, "_scalar_variant"),
+                         (defaults, "resolve"), (defaults, "mmul"), (defaults, "default_acc"), (precision, "resolve")):
+        monkeypatch.setattr(module, name, refuse)
+    assert (c.variant, c.kernel.mmul, c.types.acc, c.default_acc) == (fresh.variant, (4, 8, 8), "i32", "i32")
+    assert c.variant.expansion == (4, 2)
+    assert c.types.precision == fresh.types.precision and c.types.precision.acc == "i32"
+
+
+@pytest.mark.parametrize("kw, message", [
+    (dict(dtype_in="i8", dtype_out="i32", expansion=(4, 4)), "needs 32768 accumulator"),  # the registers
+    (dict(device="npu1", dtype_in="i8", dtype_out="i32", m=40, expansion=(4, 2)), "does not split into 4x2 clusters"),
+    (dict(dtype_in="i8", dtype_out="i32", m=256, k=256, n=256, k_mt=256, kernel_loops="jk-flat"), "jk-flat with Peano"),
+    (dict(dtype_in="bfp16", dtype_out="bfp16", m=128, n=128, expansion=(4, 4)), "bfp16 kernels have one variant"),
+    (dict(kernel_loops="spiral"), "unknown kernel loop structure"),
+])
+def test_a_variant_the_tile_cannot_have_is_refused_as_the_config_is_made(kw, message):
+    fields = {**dict(device="npu2", M=512, K=512, N=512, m=64, k=64, n=64, k_mt=128), **kw}
+    with pytest.raises(ConfigError, match=message):
+        GemmConfig(**fields)
+
+
+@pytest.mark.parametrize("kw, message", [
+    (dict(m=60, expansion=(2, 2)), r"m=60 is not a multiple of 2r=8"),  # off the mmul grid: no kernel to vary
+    (dict(n=60, kernel_loops="k-flat"), r"n=60 is not a multiple of 2t=8"),
+    (dict(mmul_shape=(3, 3, 3), expansion=(2, 2)), r"mmul 3x3x3 is not an aie::mmul shape"),
+    (dict(convert_once=True, expansion=(4, 4)), r"npu2's bfp16 datapath, not npu1"),  # no convert-once kernel
+    # an A type without a kernel, its mmul given (as the search's probe tile has it): once a KeyError on the way
+    (dict(dtype_in="f32", dtype_out="f32", mmul_shape=(4, 8, 4)), r"npu1 has no kernel for dtype_in f32"),
+])
+def test_a_config_without_a_kernel_has_no_variant_and_the_check_names_why(kw, message):
+    """A tile off its mmul's grid, an A type the device has no kernel for, or a convert-once kernel that cannot
+    be built, has no kernel to vary: the
+    config is made with variant None, and check_config names the rule it breaks (before the variant's, as it
+    did when the variant was derived on read)."""
+    c = GemmConfig(**{**dict(device="npu1", M=512, K=512, N=512, m=64, k=64, n=64, k_mt=128), **kw})
+    assert c.variant is None
+    with pytest.raises(ConfigError, match=message):
+        check_config(c)

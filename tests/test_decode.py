@@ -28,10 +28,11 @@ from gemm_gen.rules import array
 from gemm_gen.search import choose
 from gemm_gen.search.choosing import decode_weighed
 from gemm_gen.sim.run import simulate
-from gemm_gen.spec import Options, Pins, Problem, Request
+from gemm_gen.spec import MAPPINGS, Options, Pins, Problem, Request
 from gemm_gen.tap import Tap
 
 from . import iron_recorder
+from .random_designs import record_config
 from .test_properties import _design, small_configs
 
 
@@ -109,7 +110,7 @@ def test_mapping_rules():
     npu2 = device("npu2")
     assert array.rows_ok(npu2, 1) and array.rows_ok(npu2, 4)
     assert not array.rows_ok(npu2, 2) and not array.rows_ok(npu2, 3)
-    assert [array.mapping_rows(npu2, m) for m in array.MAPPINGS] == [4, 1]
+    assert [array.mapping_rows(npu2, m) for m in MAPPINGS] == [4, 1]
     assert array.mapping_of(npu2, 1) == "decode" and array.mapping_of(npu2, 4) == "whole-array"
     assert array.decode_call(16) and not array.decode_call(17)
     assert list(array.decode_call(np.array([1, 16, 17]))) == [True, True, False]
@@ -128,8 +129,9 @@ def test_one_core_row_each_column_a_slice_of_n_and_b_read_once(dev):
     rows = {w.tile.row for w in d.workers}
     assert rows == {device(dev).first_core_row} and len(d.workers) == device(dev).columns
     traffic = design_traffic(d)
-    assert float(traffic["B"].bytes) == c.K * c.N  # every weight crosses DRAM once
-    assert float(traffic["A"].bytes) == c.m * c.K * (c.N // (c.n * c.cols))  # A, tiny, once per N block
+    assert float(traffic["B"].bytes) == c.size.K * c.size.N  # every weight crosses DRAM once
+    blocks_n = c.size.N // (c.tiling.n * c.array.cols)
+    assert float(traffic["A"].bytes) == c.tiling.m * c.size.K * blocks_n  # A, tiny, once per N block
     # the whole array pads M to 4 m and reads B once as well, but runs 4x the junk rows on 4x the cores
     whole = build_design(c.with_(rows=0))
     assert len(whole.workers) == 4 * len(d.workers) and whole.config.call.Mp == 4 * c.call.Mp
@@ -155,7 +157,7 @@ def test_decode_with_int4_weights_simulates_exactly(dev, dtype_out, M):
     at half a byte per weight, C equal to the simulator's reference and (i32) to the int64 product."""
     cols = device(dev).columns
     c = decode(dev, "i8", dtype_out, M, 96, 2 * cols * 32 + 16, dtype_b="i4")
-    assert c.m % c.mmul[0] == 0 and c.m >= M
+    assert c.tiling.m % c.kernel.mmul[0] == 0 and c.tiling.m >= M
     d = build_design(c)
     assert float(design_traffic(d)["B"].bytes) == c.call.k_walk * c.call.Np / 2  # once, 2 per byte
     r = simulate(d, seed=M)
@@ -170,7 +172,7 @@ def test_decode_lowers_to_iron_without_a_refusal():
         d = build_design(c)
         str(lower(d, fresh).resolve_program())  # the recorder raises on any call 1.4.3 would reject
         assert sorted(f.name for f in rec.fifos) == sorted(f.name for f in d.fifos)
-        assert len(rec.workers) == c.cols  # one core row
+        assert len(rec.workers) == c.array.cols  # one core row
 
 
 # ---- BD limits at LM-head sizes ---------------------------------------------------------------
@@ -205,8 +207,8 @@ def test_lm_head_a_replays_are_tasks_not_a_repeat_past_the_limit():
     assert len(a.sizes) == 3
     shim = device("npu2").dma[TileKind.SHIM]
     with pytest.raises(DmaLimitError, match=r"repeat \d+ exceeds the shim repeat count \(max 256\)"):
-        folded.to_words(c.t_in).check(shim, "shim MM2S A", "one task per block")
-    Tap(a.offset, (256, *a.sizes), (0, *a.strides)).to_words(c.t_in).check(shim, "shim MM2S A", "")  # the top
+        folded.to_words(c.types.t_in).check(shim, "shim MM2S A", "one task per block")
+    Tap(a.offset, (256, *a.sizes), (0, *a.strides)).to_words(c.types.t_in).check(shim, "shim MM2S A", "")  # the top
 
 
 # ---- the search ---------------------------------------------------------------------------------
@@ -229,8 +231,8 @@ def test_search_takes_the_decode_mapping_when_the_model_says_it_is_faster(dtype_
 
 def test_search_keeps_the_whole_array_for_large_m_and_a_given_mapping():
     assert not decode_weighed(GemmConfig("npu2", 17, 512, 512, 0, 0, 0, 0), Pins())
-    assert choose(_request("npu2", "i8", 1024, 1024, 1024)).config.rows == 4
-    assert choose(_request("npu2", "i8", 1, 2048, 2048, rows=4)).config.rows == 4
+    assert choose(_request("npu2", "i8", 1024, 1024, 1024)).config.array.rows == 4
+    assert choose(_request("npu2", "i8", 1, 2048, 2048, rows=4)).config.array.rows == 4
     assert "mapping" not in choose(_request("npu2", "i8", 1, 2048, 2048, rows=4)).filled
 
 
@@ -266,7 +268,7 @@ def test_cli_mapping_flag_round_trips(capsys):
 def test_issue_size_simulates(dev, dtype_in, dtype_out):
     c = choose(_request(dev, dtype_in, 1, 4096, 4096, rows=1)).config
     r = simulate(c)
-    assert r.passed and c.rows == 1
+    assert r.passed and c.array.rows == 1
     assert float(design_traffic(build_design(c))["B"].bytes) == 4096 * 4096 * (2 if dtype_in == "bf16" else 1)
 
 
@@ -277,7 +279,7 @@ def test_issue_size_with_int4_weights_simulates_exactly(dev):
     reference and equal to the int64 product; B (8 MiB of packed weights) crosses DRAM once."""
     req = Request(Options(dev, "i8", "i32", dtype_b="i4"), Problem(1, 4096, 4096), Pins())
     c = choose(req).config
-    assert c.rows == 1 and c.dtype_b == "i4"  # the model's faster mapping for M = 1
+    assert c.array.rows == 1 and c.types.dtype_b == "i4"  # the model's faster mapping for M = 1
     d = build_design(c)
     assert float(design_traffic(d)["B"].bytes) == 4096 * 4096 / 2
     r = simulate(d)
@@ -292,18 +294,19 @@ def test_operator_serves_a_decode_call_through_the_decode_mapping():
     a = rng.integers(-128, 128, (1, 512), dtype=np.int8)
     b = rng.integers(-128, 128, (512, 1024), dtype=np.int8)
     assert np.array_equal(g.simulate(a, b), a.astype(np.int64) @ b.astype(np.int64))  # the exact product
-    assert g.design(1, 512, 1024).config.rows == 1  # the model's faster mapping for M = 1
-    assert g.design(64, 512, 1024).config.rows == 4
+    assert g.design(1, 512, 1024).config.array.rows == 1  # the model's faster mapping for M = 1
+    assert g.design(64, 512, 1024).config.array.rows == 4
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(small_configs(), st.integers(1, array.DECODE_M_MAX), st.integers(0, 2**16))
 def test_random_decode_designs_match_the_reference(c, M, seed):
     """Every device, type pair, layout, rho and column count of the property tests, in one core row."""
-    c = c.with_(rows=1, M=min(M, c.m))
+    c = c.with_(rows=1, M=min(M, c.tiling.m))
     r = simulate(_design(c), seed=seed)
     assert r.passed, (c, r.first_mismatch)
-    assert r.kernel.tiles_done == c.cols * c.call.tiles_per_core
+    assert r.kernel.tiles_done == c.array.cols * c.call.tiles_per_core
+    record_config(c)
 
 
 def test_tune_lists_both_mappings_for_a_decode_call(capsys):

@@ -20,8 +20,9 @@ KINDS = {"bf16": ("bf16", None, "bf16", 0), "i8": ("i8", None, "i32", 0), "i8 x 
 
 def beats_no_floor(c: GemmConfig, group_size: int = 0) -> tuple[float, float]:
     """(predicted, floor) seconds of a design, its B streams being its columns."""
-    floor = floor_s(c.device, Problem(c.M, c.K, c.N), c.dtype_in, str(c.dtype_b), c.dtype_out, c.cols,
-                    tasks_per_group(build_design(c)), group_size=group_size, zero_points=bool(c.zero_points))
+    floor = floor_s(c.array.device, Problem(c.size.M, c.size.K, c.size.N), c.types.dtype_in, str(c.types.dtype_b),
+                    c.types.dtype_out, c.array.cols,
+                    tasks_per_group(build_design(c)), group_size=group_size, zero_points=bool(c.groups.zero_points))
     return predict(c).time_s, floor
 
 

@@ -24,7 +24,7 @@ def test_structure(dev):
     c = small(dev)
     d = build_design(c)
     names = {f.name for f in d.fifos}
-    rows, cols = c.rows, c.cols
+    rows, cols = c.array.rows, c.array.cols
     assert len(d.fifos) == 2 * rows + 2 * cols + cols * (rows + 1)
     for row in range(rows):
         a = d.fifo(f"A_L2L1_{row}")
@@ -36,10 +36,10 @@ def test_structure(dev):
         b = d.fifo(f"B_L2L1_{col}")
         assert {t.col for t in b.consumers} == {col} and len(b.consumers) == rows  # down the column
         join = next(lk for lk in d.links if lk.kind == "join" and lk.tile.col == col)
-        assert join.offsets == tuple(r * c.m * c.n for r in range(rows))
+        assert join.offsets == tuple(r * c.tiling.m * c.tiling.n for r in range(rows))
         assert join.srcs == tuple(f"C_L1L2_{col}_{r}" for r in range(rows))
     assert {f"A_L3L2_{r}" for r in range(rows)} <= names
-    assert d.fifo("A_L3L2_0").obj_elems == c.m * c.k_mt  # the memtile holds m x k_mt of A
+    assert d.fifo("A_L3L2_0").obj_elems == c.tiling.m * c.tiling.k_mt  # the memtile holds m x k_mt of A
     assert d.fifo("C_L2L3_0").depth == 1 and d.fifo("C_L1L2_0_0").depth == 1  # single C buffer
 
 
@@ -50,17 +50,17 @@ def test_fewer_columns_split_a_in_its_memtile(dev, cols, a_cols):
     rows / cols core rows and splits them (n_A_tiles_per_shim); one A task per A shim."""
     c = small(dev, N=2 * cols * 8 * 2, cols=cols)
     d = build_design(c)
-    assert c.cols == cols and [c.a_col(r) for r in range(c.rows)] == a_cols
+    assert c.array.cols == cols and [c.a_col(r) for r in range(c.array.rows)] == a_cols
     per = 4 // min(cols, 4)
     shims = sorted(set(a_cols))
     for i, col in enumerate(shims):
         l2 = d.fifo(f"A_L3L2_{i}")
-        assert l2.producer.col == col and l2.obj_elems == per * c.m * c.k_mt
+        assert l2.producer.col == col and l2.obj_elems == per * c.tiling.m * c.tiling.k_mt
         link = next(lk for lk in d.links if lk.srcs == (l2.name,))
         assert link.kind == ("split" if per > 1 else "forward")
         assert link.dsts == tuple(f"A_L2L1_{i * per + j}" for j in range(per))
-        assert link.offsets == tuple(j * c.m * c.k_mt for j in range(per))
-    for row in range(c.rows):
+        assert link.offsets == tuple(j * c.tiling.m * c.tiling.k_mt for j in range(per))
+    for row in range(c.array.rows):
         assert [t.col for t in d.fifo(f"A_L2L1_{row}").consumers] == list(range(cols))
     first = [t for t in d.tasks if t.group == 0]
     assert sorted(t.name for t in first if t.tensor == "A") == [f"A{i}_g0" for i in range(len(shims))]
@@ -89,13 +89,14 @@ def test_worker_loop():
     assert inner.body[2].kernel == "matmul_i8_i32" and isinstance(rel_c, Release)
     assert isinstance(convert, Call) and convert.kernel == "convert_i32_i16"
     obj = d.kernel("matmul_i8_i32").object_file
-    assert obj == f"mm_{c.m}x{c.k}x{c.n}_aie2p_i8_i16_acci32_bcol_8x8x8_coverlap.o"  # npu2 i8: c-overlap
+    tile = f"{c.tiling.m}x{c.tiling.k}x{c.tiling.n}"
+    assert obj == f"mm_{tile}_aie2p_i8_i16_acci32_bcol_8x8x8_coverlap.o"  # npu2 i8: c-overlap
     assert d.kernel("zero_i32_i16").object_file == obj
     # with C kept in i16 between calls: no accumulator, no conversion
     out = build_design(small("npu2", "i8", "i16", acc="out"))
     acq_c, zero, inner, rel_c = out.workers[0].program[0].body
     assert zero.kernel == "zero_i16" and inner.body[2].kernel == "matmul_i8_i16"
-    assert out.kernel("matmul_i8_i16").object_file == f"mm_{c.m}x{c.k}x{c.n}_aie2p_i8_i16_bcol_8x8x8_coverlap.o"
+    assert out.kernel("matmul_i8_i16").object_file == f"mm_{tile}_aie2p_i8_i16_bcol_8x8x8_coverlap.o"
     # every build parameter that changes the code changes the object's name
     names = {build_design(small("npu2", "i8", "i16", **kw)).kernels[0].object_file
              for kw in ({}, {"b_col_maj": False}, {"shift": 2}, {"saturation": "symmetric"},
@@ -106,13 +107,13 @@ def test_worker_loop():
 def _compose_a(c: GemmConfig, m_block: int, row: int) -> list[np.ndarray]:
     """Element-level walk of A through shim -> memtile -> core: the L1 tiles in arrival order."""
     stream = P.shim_a(grid(c, "A"), c.call.m_origin(m_block), row).indices()  # A element ids in DRAM order
-    mt_obj = c.m * c.k_mt
+    mt_obj = c.tiling.m * c.tiling.k_mt
     tiles = []
     for start in range(0, stream.size, mt_obj):
         memtile = np.empty(mt_obj, dtype=np.int64)
         memtile[P.a_l2_from_stream(grid(c, "A")).indices()] = stream[start:start + mt_obj]  # memtile S2MM
         out = memtile[P.a_l2_to_stream(grid(c, "A")).indices()]
-        size = c.t_ma * c.k
+        size = c.t_ma * c.tiling.k
         for q in range(out.size // size):
             l1 = np.empty(size, dtype=np.int64)
             l1[P.a_l1_from_stream(grid(c, "A")).indices()] = out[q * size:(q + 1) * size]
@@ -125,34 +126,35 @@ def _compose_a(c: GemmConfig, m_block: int, row: int) -> list[np.ndarray]:
                                                 ("npu2", "i8", "i32", 2)])
 def test_a_reaches_the_kernel_layout(dev, t_in, t_out, rho):
     base = small(dev, t_in, t_out)
-    c = small(dev, t_in, t_out, m=base.m * rho, M=2 * 4 * base.m * rho, rho=rho)
+    c = small(dev, t_in, t_out, m=base.tiling.m * rho, M=2 * 4 * base.tiling.m * rho, rho=rho)
     tiles = _compose_a(c, m_block=1, row=2)
     assert len(tiles) == c.call.k_steps * rho  # per k-step, rho A tiles of T_MA rows
     for n_tile, l1 in enumerate(tiles):
         q, sl = divmod(n_tile, rho)  # k-step q, C slice sl
-        logical = l1[a_layout(c.t_ma, c.k, c.r, c.s)]  # what the kernel reads as A[i, j]
-        i, j = np.indices((c.t_ma, c.k))
-        first_row = (1 * c.rows + 2) * c.m + sl * c.t_ma
-        assert np.array_equal(logical, (first_row + i) * c.call.k_walk + q * c.k + j)
+        logical = l1[a_layout(c.t_ma, c.tiling.k, c.kernel.mmul[0],
+                              c.kernel.mmul[1])]  # what the kernel reads as A[i, j]
+        i, j = np.indices((c.t_ma, c.tiling.k))
+        first_row = (1 * c.array.rows + 2) * c.tiling.m + sl * c.t_ma
+        assert np.array_equal(logical, (first_row + i) * c.call.k_walk + q * c.tiling.k + j)
 
 
 @pytest.mark.parametrize("col_maj", [True, False])
 def test_b_reaches_the_kernel_layout(col_maj):
     c = small("npu2", "i8", "i32", b_col_maj=col_maj)
     stream = P.shim_b(grid(c, "B"), c.call.n_origin(1), col=3).indices()
-    obj = c.b_l2_k * c.n
+    obj = c.b_l2_k * c.tiling.n
     step = 0
     for start in range(0, stream.size, obj):
         out = stream[start:start + obj][P.b_l2_to_stream(grid(c, "B")).indices()]
-        for q in range(c.b_l2_k // c.k):
-            l1 = np.empty(c.k * c.n, dtype=np.int64)
-            piece = out[q * c.k * c.n:(q + 1) * c.k * c.n]
+        for q in range(c.b_l2_k // c.tiling.k):
+            l1 = np.empty(c.tiling.k * c.tiling.n, dtype=np.int64)
+            piece = out[q * c.tiling.k * c.tiling.n:(q + 1) * c.tiling.k * c.tiling.n]
             dims = P.b_l1_from_stream(grid(c, "B"))
             l1[dims.indices() if dims else np.arange(l1.size)] = piece
-            logical = l1[b_layout(c.k, c.n, c.s, c.t, col_maj)]
-            kk, jj = np.indices((c.k, c.n))
-            col = (1 * c.cols + 3) * c.n + jj
-            row = step * c.k + kk
+            logical = l1[b_layout(c.tiling.k, c.tiling.n, c.kernel.mmul[1], c.kernel.mmul[2], col_maj)]
+            kk, jj = np.indices((c.tiling.k, c.tiling.n))
+            col = (1 * c.array.cols + 3) * c.tiling.n + jj
+            row = step * c.tiling.k + kk
             assert np.array_equal(logical, col * c.call.k_walk + row if col_maj else row * c.call.Np + col)
             step += 1
     assert step == c.call.k_steps
@@ -161,14 +163,15 @@ def test_b_reaches_the_kernel_layout(col_maj):
 def test_c_leaves_the_kernel_layout_row_major():
     c = small("npu1", "bf16", "bf16")
     # the joined memtile object: rows tiles, each holding logical C positions in the kernel layout
-    i, j = np.indices((c.m, c.n))
-    obj = np.empty(c.rows * c.m * c.n, dtype=np.int64)
-    for r in range(c.rows):
-        tile = np.empty(c.m * c.n, dtype=np.int64)
-        tile[c_layout(c.m, c.n, c.r, c.t).ravel()] = ((r * c.m + i) * c.call.Np + j).ravel()
-        obj[r * c.m * c.n:(r + 1) * c.m * c.n] = tile
+    i, j = np.indices((c.tiling.m, c.tiling.n))
+    obj = np.empty(c.array.rows * c.tiling.m * c.tiling.n, dtype=np.int64)
+    for r in range(c.array.rows):
+        tile = np.empty(c.tiling.m * c.tiling.n, dtype=np.int64)
+        tile[c_layout(c.tiling.m, c.tiling.n, c.kernel.mmul[0],
+                      c.kernel.mmul[2]).ravel()] = ((r * c.tiling.m + i) * c.call.Np + j).ravel()
+        obj[r * c.tiling.m * c.tiling.n:(r + 1) * c.tiling.m * c.tiling.n] = tile
     per_slice = P.c_l2_to_stream(grid(c, "C")).indices()
-    stream = np.concatenate([obj[r * c.m * c.n + per_slice] for r in range(c.rows)])
+    stream = np.concatenate([obj[r * c.tiling.m * c.tiling.n + per_slice] for r in range(c.array.rows)])
     dram = np.full(c.call.Mp * c.call.Np, -1)
     dram[P.shim_c(grid(c, "C"), 0, 0, 0).indices()] = stream
     written = dram >= 0
@@ -207,8 +210,8 @@ def test_dram_traffic_matches_the_papers_equations():
     c = GemmConfig("npu1", 4224, 4032, 4224, 96, 56, 96, 224, "bf16", "bf16", True, acc="out")  # the paper's
     traffic = dram_bytes(build_design(c))
     M, K, N = c.call.covered
-    assert traffic["A"] == M * K * N * 2 // (c.n * c.cols)  # eq. 6
-    assert traffic["B"] == M * K * N * 2 // (c.m * c.rows)  # eq. 7
+    assert traffic["A"] == M * K * N * 2 // (c.tiling.n * c.array.cols)  # eq. 6
+    assert traffic["B"] == M * K * N * 2 // (c.tiling.m * c.array.rows)  # eq. 7
     assert traffic["C"] == M * N * 2  # eq. 8
 
 
@@ -217,10 +220,10 @@ def test_large_dimensions_fit_the_bd_fields():
     for col_maj in (True, False):
         c = check_config(GemmConfig("npu2", 65536, 65536, 65536, 112, 48, 96, 384, "bf16", "bf16", col_maj, acc="out"))
         last_row, last_col = c.call.m_origin(c.call.m_blocks - 1), c.call.n_origin(c.call.n_blocks - 1)
-        b = P.shim_b(grid(c, "B"), last_col, c.cols - 1)
-        assert b.to_words(c.t_in).strides[0] <= 1 << 20
-        cc = P.shim_c(grid(c, "C"), last_row, last_col, c.cols - 1)
-        assert cc.count == c.rows * c.m * c.n
+        b = P.shim_b(grid(c, "B"), last_col, c.array.cols - 1)
+        assert b.to_words(c.types.t_in).strides[0] <= 1 << 20
+        cc = P.shim_c(grid(c, "C"), last_row, last_col, c.array.cols - 1)
+        assert cc.count == c.array.rows * c.tiling.m * c.tiling.n
 
 
 def test_generated_design_is_deterministic():

@@ -64,8 +64,9 @@ def test_the_epilogue_tile_is_one_more_b_object_per_output_tile(case):
     assert len(tasks) == len([op for op in d0.runtime if op.task is not None])
     b_tasks = [t for t in tasks if t.tensor == "B"]
     b0 = [op.task for op in d0.runtime if op.task is not None and op.task.tensor == "B"]
-    kb = c.call.k_walk + c.k
-    assert all(t.tap.count == kb * c.n and t0.tap.count == c.call.k_walk * c.n for t, t0 in zip(b_tasks, b0))
+    kb = c.call.k_walk + c.tiling.k
+    assert all(t.tap.count == kb * c.tiling.n and t0.tap.count == c.call.k_walk * c.tiling.n for t, t0 in zip(b_tasks,
+                                                                                                              b0))
     check_dma_limits(c)
     # the worker: k_steps B acquires in the K loop, then Acquire(B), convert(C, C_acc, B), Release(B), Release(C)
     for w in d.workers:
@@ -82,7 +83,7 @@ def test_the_epilogue_tile_is_one_more_b_object_per_output_tile(case):
         assert convert.args[3:] == tuple(t.name for t in w.buffers if t.initial_value is not None)
         assert isinstance(after[3], Release) and after[3].fifo.startswith("C_L1L2")
     spec = next(k for k in d.kernels if k.role == "convert")
-    assert spec.arg_shapes[2] == (c.k, c.n) and spec.arg_dtypes[2] == c.dtype_b
+    assert spec.arg_shapes[2] == (c.tiling.k, c.tiling.n) and spec.arg_dtypes[2] == c.types.dtype_b
     tables = spec.arg_shapes[3:]  # the tanh table's two copies, for SiLU / GELU
     assert tables == ((128,),) * len(tables) and len(tables) == 2 * c.epilogue.uses_tanh
     assert d.kernels[0].build.epilogue == c.epilogue
@@ -121,7 +122,7 @@ def test_the_parameters_land_linear_in_l1(monkeypatch, case):
     r = simulate(c, seed=5, literal=True)  # the literal simulator: its convert kernel sees every object
     assert r.passed and r.kernel.convert_calls == len(seen) > 0
     for col0, data in seen:
-        want = tile_bytes(c.epilogue, made["args"], col0, c.n, c.t_out.is_float).tobytes()
+        want = tile_bytes(c.epilogue, made["args"], col0, c.tiling.n, c.types.t_out.is_float).tobytes()
         assert data[:len(want)] == want and not any(data[len(want):])
 
 
@@ -157,7 +158,7 @@ def test_the_iron_lowering_passes_the_epilogue_tile_to_convert():
     c = config(*CASES[2])
     d, rec, _ = lowered(c)
     convert = next(k for k in rec.kernels if k.name.startswith("convert"))
-    assert [iron_recorder.shape_dtype(t)[0] for t in convert.arg_types][-1] == (c.k, c.n)
+    assert [iron_recorder.shape_dtype(t)[0] for t in convert.arg_types][-1] == (c.tiling.k, c.tiling.n)
     w = next(w for w in rec.workers if at(w.tile) == (0, 2))
     names = [op[1] if op[0] != "call" else op[1] for op in w.trace if op[0] in ("acquire", "release", "call")]
     b = "B_L2L1_0"

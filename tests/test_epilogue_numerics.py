@@ -596,7 +596,9 @@ def test_builds_differing_only_in_their_epilogue_have_different_object_files():
 
     from gemm_gen.design.model import KernelBuild
     from gemm_gen.epilogue import Activation, Epilogue, RequantForm
-    base = KernelBuild("aie2p", "bf16", "bf16", 64, 64, 64, (4, 8, 8), False, False, "conv_even", "saturate", 0)
+    from gemm_gen.spec import Types
+    base = KernelBuild("aie2p", Types.of("bf16", "bf16"), 64, 64, 64, (4, 8, 8), False, False, "conv_even", "saturate",
+                       0)
     epilogues = [Epilogue(), Epilogue(bias=True), Epilogue(activation=Activation.SILU),
                  Epilogue(activation=Activation.SILU, clamp=(-1.5, 6.0)), Epilogue(activation=Activation.GELU),
                  Epilogue(bias=True, requant=RequantForm.DOUBLE)]

@@ -91,7 +91,7 @@ def test_design_holds_one_mode_word_read_by_convert_after_the_barrier():
         ops = sim_run.runtime_sequence(c, call)
         kinds = [op.op for op in ops]
         writes = [op.rtp for op in ops if op.op == "rtp"]
-        cores = c.rows * c.cols
+        cores = c.array.rows * c.array.cols
         assert kinds[:2 * cores] == ["rtp"] * cores + ["barrier"] * cores and "rtp" not in kinds[2 * cores:]
         assert {(w.index, w.value) for w in writes} == {(MODE_WORD, mode)}
         assert len(writes) == cores
@@ -111,7 +111,8 @@ def _mutated(monkeypatch, change):
 
 def _sim(acts, seed=0):
     d = build_design(_runtime())
-    return sim_run.simulate_calls(d, [sim_run.Problem(d.config.M, d.config.K, d.config.N)] * len(acts), seed,
+    return sim_run.simulate_calls(d, [sim_run.Problem(d.config.size.M, d.config.size.K, d.config.size.N)] * len(acts),
+                                  seed,
                                   activations=acts)
 
 
@@ -218,7 +219,8 @@ def test_iron_lowering_passes_the_loaded_mode_word_to_convert():
     loaded = call[2][-1]
     assert isinstance(loaded, iron_recorder.LoadedValue) and loaded.index == MODE_WORD
     writes = [v for kind, v in rec.rt_events if kind == "rtp"]
-    assert len(writes) == d.config.rows * d.config.cols and {(i, v) for _, i, v in writes} == {(MODE_WORD, 0)}
+    assert len(writes) == d.config.array.rows * d.config.array.cols and {(i, v) for _, i, v in writes} == {(MODE_WORD,
+                                                                                                            0)}
     events = [kind for kind, _ in rec.rt_events]
     assert events[:len(writes)] == ["rtp"] * len(writes)
 
@@ -281,7 +283,7 @@ def test_the_instruction_stream_writes_the_mode_at_the_mode_word(act):
     d = build_design(_runtime("npu2"))
     call = replace(d.config.call, activation=act)
     rtp = next(p.address for p in d.l1.placed if p.buffer.name == RTP_PART)
-    writes = txn.call_ops(d, call)[:d.config.rows * d.config.cols]
+    writes = txn.call_ops(d, call)[:d.config.array.rows * d.config.array.cols]
     want = {(w.tile.col << COL_SHIFT | w.tile.row << ROW_SHIFT | rtp + 4 * MODE_WORD, MODES[Activation(act)])
             for w in (op.rtp for op in d.runtime if op.rtp is not None)}
     assert {(w.address, w.value) for w in writes} == want and len(want) == len(writes)

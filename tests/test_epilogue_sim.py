@@ -22,6 +22,7 @@ from gemm_gen.errors import ConfigError
 from gemm_gen.numerics import reference
 from gemm_gen.sim import simulate
 
+from .random_designs import record_config
 from .test_epilogue_numerics import tflite_fc_per_channel
 
 M, K, N = 64, 192, 96
@@ -42,10 +43,10 @@ def test_bf16_activations_are_bit_exact_and_within_one_percent(dev, act):
     g = Gemm(dev, "bf16", "bf16", activation=act, bias=True)
     c, acc = g.simulate(a, b, bias=bias, report=True)
     cfg = g.design(M, K, N).config
-    expect = reference(cfg.numerics, a, b, cfg.k, g.plan(a, b).k_walk, bias)
+    expect = reference(cfg.numerics, a, b, cfg.tiling.k, g.plan(a, b).k_walk, bias)
     assert c.dtype == expect.dtype and np.array_equal(c.view(np.uint16), expect.view(np.uint16))
     assert acc.frobenius_rel <= 0.01 and acc.tflite_mismatches is None
-    plain = reference(cfg.numerics.__class__(**{**cfg.numerics.__dict__, "epilogue": Epilogue()}), a, b, cfg.k)
+    plain = reference(cfg.numerics.__class__(**{**cfg.numerics.__dict__, "epilogue": Epilogue()}), a, b, cfg.tiling.k)
     assert not np.array_equal(c, plain)  # the epilogue was applied
     if dev == "npu2":
         exact = Gemm(dev, "bf16", "bf16", activation=act, bias=True, emulate_bf16_with_bfp16=False)
@@ -190,6 +191,7 @@ def test_random_epilogue_configs_simulate_bit_exact(c, seed):
     assert r.kernel.convert_calls == r.kernel.tiles_done > 0
     if c.epilogue.requant is not None:
         assert r.epilogue is not None and r.epilogue.tflite_mismatches == 0
+    record_config(c)
 
 
 def test_requant_rejects_parameters_with_no_srs_form():
@@ -226,7 +228,7 @@ def test_a_run_writes_the_tiles_and_checks_the_epilogue(tmp_path, monkeypatch, k
     tiles = {"m": 32, "k": 32, "n": 32, "k_mt": 64, **{k: v for k, v in kw.items() if k == "k"}}
     c = GemmConfig("npu1", 128, 100, 200, **tiles, **{k: v for k, v in kw.items() if k != "k"})
     result = runner.run_design(c, prebuilt(c, tmp_path), iters=1, warmup=0, xrt=FakeXrt(c))
-    assert result.passed and result.errors == 0 and result.exact == c.M * c.N
+    assert result.passed and result.errors == 0 and result.exact == c.size.M * c.size.N
     monkeypatch.setattr(hostdata, "write_epilogue_tiles", lambda *args: None)
     bad = runner.run_design(c, prebuilt(c, tmp_path), iters=1, warmup=0, xrt=FakeXrt(c))
     assert not bad.passed and bad.errors > 0

@@ -86,7 +86,7 @@ def test_the_copies_are_pinned_to_two_banks_bank_aware_only() -> None:
     two banks, which only the bank-aware allocator honours: basic-sequential is refused in one line."""
     c = config("npu2", "silu")
     buffers = l1_banks.core_buffers(c)
-    loose = l1_banks.basic_sequential(c.dev, buffers, c.stack_bytes)
+    loose = l1_banks.basic_sequential(c.dev, buffers, c.array.stack_bytes)
     assert loose is not None and not l1_banks.tables_apart(loose, c.dev.l1_bytes // 4)
     plan = l1_banks.plan(c)
     assert plan.scheme == "bank-aware" and l1_banks.tables_apart(list(plan.placed), plan.bank_bytes)

@@ -43,9 +43,9 @@ def test_the_acc64_rows_the_list_names_are_the_sweeps_i16_rows():
     text = " ".join(validate.first_run_lines())
     for dev in ("npu1", "npu2"):
         rows = [i.config for i in validate.sweep(dev, chess=False) if i.role == "fit"]
-        wide = {c.dtype_in for c in rows if c.acc_bits == 64}
+        wide = {c.types.dtype_in for c in rows if c.acc_bits == 64}
         assert wide == {"i16"}
-        shapes = {"x".join(map(str, c.mmul)) for c in rows if c.acc_bits == 64}
+        shapes = {"x".join(map(str, c.kernel.mmul)) for c in rows if c.acc_bits == 64}
         assert len(shapes) == 1 and f"{dev} {shapes.pop()}" in text
 
 
@@ -61,15 +61,15 @@ def test_the_epilogue_rows_the_list_names_compare_two_opt_levels():
     assert "#1262" in text and "-O2" in text and "-O1" in text
     for dev in ("npu1", "npu2"):
         rows = [i for i in validate.sweep(dev, chess=False) if "SiLU epilogue" in i.name]
-        levels = [i.config.opt_level for i in rows]
+        levels = [i.config.kernel.opt_level for i in rows]
         assert levels == [peano.DEFAULT_OPT_LEVEL, 1] and all(i.role == "check" for i in rows)
         a, b = (i.config for i in rows)
-        assert a.with_(opt_level=b.opt_level) == b  # the same design but for the level
+        assert a.with_(opt_level=b.kernel.opt_level) == b  # the same design but for the level
         assert a.suffix != b.suffix
         builds = [build_design(c).kernels[0].build for c in (a, b)]
         assert builds[0].object_file != builds[1].object_file
         source = render_kernel(builds[0])
-        assert a.activation == "silu" and a.bias and "mac(" in source and "tanh" in source
+        assert a.epilogue.activation.value == "silu" and a.epilogue.bias and "mac(" in source and "tanh" in source
 
 
 def test_validate_json_carries_the_list(npu_laptop, capsys):  # noqa: F811

@@ -74,7 +74,7 @@ def test_w4a16_runs_the_bf16_mmul(dev):
     from gemm_gen.config import GemmConfig
 
     w = check_config(GemmConfig(dev, 256, 256, 256, dtype_in="bf16", dtype_b="i4", group_size=64, **W4A16_TILES))
-    assert w.mmul == GemmConfig(dev, 256, 256, 256, dtype_in="bf16", **W4A16_TILES).mmul
+    assert w.kernel.mmul == GemmConfig(dev, 256, 256, 256, dtype_in="bf16", **W4A16_TILES).kernel.mmul
 
 
 def test_object_bytes_over_arrays_equals_the_layout():

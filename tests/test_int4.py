@@ -23,6 +23,8 @@ from gemm_gen.sim import simulate
 from gemm_gen.sim import words as w
 from gemm_gen.sim.run import ArraySession
 
+from .random_designs import record_config
+
 # the kernel tile per device that the small designs use: (m, k, n, k_mt)
 TILES = {"npu1": (32, 32, 32, 64), "npu2": (32, 64, 32, 128)}
 
@@ -90,8 +92,8 @@ def test_a_tiling_that_cuts_a_dma_word_is_refused():
 
 
 def test_mmul_shapes_per_device():
-    assert _config("npu2", 64, 64, 64).mmul == (4, 16, 16)
-    assert _config("npu1", 64, 64, 64).mmul == (4, 16, 8)
+    assert _config("npu2", 64, 64, 64).kernel.mmul == (4, 16, 16)
+    assert _config("npu1", 64, 64, 64).kernel.mmul == (4, 16, 8)
     assert DEVICES["npu1"].shapes("i8xi4") == ((4, 16, 8), (8, 16, 8), (4, 32, 8))
     assert _config("npu2", 64, 64, 64).acc_bits == 32
 
@@ -116,7 +118,7 @@ def test_every_b_walk_counts_whole_words():
 def _simulated_c(c: GemmConfig, seed: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(A, B, C) of one simulated call: C read out of the simulated DRAM, nothing else compared."""
     call = c.call
-    a, b = make_inputs(call.M, call.K, call.N, c.t_in, c.t_out, seed, c.t_b)
+    a, b = make_inputs(call.M, call.K, call.N, c.types.t_in, c.types.t_out, seed, c.types.t_b)
     cells, _, _ = ArraySession(build_design(c)).run(call, *hostdata.pad_inputs(c, a, b, call))
     return a, b, hostdata.output_values(c, (cells & w.VALUE_MASK).astype(np.uint32), call)
 
@@ -170,9 +172,11 @@ def test_random_int4_designs_simulate_exactly(c, seed):
     try:
         design = build_design(c)
     except (ConfigError, DmaLimitError):
+        record_config(c, "refused")
         return  # an invalid random config is refused with a reason, never simulated
     r = simulate(design, seed=seed)
     assert r.passed, (c.to_json(), r.first_mismatch)
+    record_config(c)
 
 
 # ---- the operator and the CLI --------------------------------------------------------------------
@@ -227,11 +231,13 @@ def test_the_iron_lowering_types_int4_buffers_as_bytes():
     api, rec = iron_recorder.api()
     lower(build_design(c), api).resolve_program()
     b_l1 = [f for f in rec.fifos if f.name.startswith("B_L2L1")]
-    assert b_l1 and all(iron_recorder.shape_dtype(f.obj_type) == ((c.k * c.n // 2,), "uint8") for f in b_l1)
+    assert b_l1 and all(iron_recorder.shape_dtype(f.obj_type) == ((c.tiling.k * c.tiling.n // 2,),
+                                                                  "uint8") for f in b_l1)
     # k/s blocks down K, n/t across, s rows of t / 2 bytes: every stride and run whole words
-    assert b_l1[0].dims_to_stream == [(c.k // 16, 16 * c.n // 2), (c.n // 16, 8), (16, c.n // 2), (8, 1)]
+    k, n = c.tiling.k, c.tiling.n
+    assert b_l1[0].dims_to_stream == [(k // 16, 16 * n // 2), (n // 16, 8), (16, n // 2), (8, 1)]
     matmul = next(k for k in rec.kernels if len(k.arg_types) == 3)
-    assert iron_recorder.shape_dtype(matmul.arg_types[1]) == ((c.k * c.n // 2,), "uint8")
+    assert iron_recorder.shape_dtype(matmul.arg_types[1]) == ((c.tiling.k * c.tiling.n // 2,), "uint8")
 
 
 # ---- the model -----------------------------------------------------------------------------------
@@ -254,7 +260,7 @@ def test_the_model_moves_half_of_int8s_b_bytes_and_says_where_its_rate_comes_fro
 def test_the_tuner_and_plan_take_int4():
     g = Gemm(device="npu2", dtype_in="i8", dtype_b="i4", dtype_out="i32")
     c = g.design(512, 1024, 2048).config
-    assert c.t_b is I4 and c.mmul == (4, 16, 16) and c.n % 16 == 0
+    assert c.types.t_b is I4 and c.kernel.mmul == (4, 16, 16) and c.tiling.n % 16 == 0
     code = main(["plan", "--dev", "npu1", "-M", "256", "-K", "256", "-N", "256", "--dtype_in", "i8", "--dtype_b", "i4"])
     assert code == 0
 
@@ -280,15 +286,15 @@ def test_a_strip_is_its_columns_packed_rows_contiguous_and_one_shim_run():
     does a row-major B's (its walks are unchanged)."""
     c = _strips("npu2", 64, 256, 512)
     call = c.call
-    a, b = make_inputs(call.M, call.K, call.N, c.t_in, c.t_b, 1, c.t_b)
+    a, b = make_inputs(call.M, call.K, call.N, c.types.t_in, c.types.t_b, 1, c.types.t_b)
     _, b_dram = hostdata.pad_inputs(c, a, b, call)
-    assert b_dram.shape == (call.Np // c.n, call.k_walk, c.n // 2)
-    for j in range(call.Np // c.n):
-        assert np.array_equal(b_dram[j], pack_i4(b[:, j * c.n:(j + 1) * c.n].astype(np.int8)))
+    assert b_dram.shape == (call.Np // c.tiling.n, call.k_walk, c.tiling.n // 2)
+    for j in range(call.Np // c.tiling.n):
+        assert np.array_equal(b_dram[j], pack_i4(b[:, j * c.tiling.n:(j + 1) * c.tiling.n].astype(np.int8)))
     assert np.array_equal(hostdata.host_values(c, *hostdata.pad_inputs(c, a, b, call), call)[1], b)
     d, rows = build_design(c), build_design(c.with_(b_pack="tiles"))
     b_tasks = [t.tap for t in d.tasks if t.tensor == "B"]
-    assert b_tasks and all(t.sizes[-1] == call.k_walk * c.n // 8 and set(t.sizes[:-1]) <= {1} for t in b_tasks)
+    assert b_tasks and all(t.sizes[-1] == call.k_walk * c.tiling.n // 8 and set(t.sizes[:-1]) <= {1} for t in b_tasks)
     fifo = {f.name: f.dims_to_stream for f in d.fifos if f.name.startswith("B")}
     assert fifo == {f.name: f.dims_to_stream for f in rows.fifos if f.name.startswith("B")}
 
@@ -298,7 +304,7 @@ def test_strips_read_by_a_row_major_walk_fail():
     the comparison with the exact product says so (so the layouts really differ)."""
     c = _strips("npu2", 64, 128, 512)
     call = c.call
-    a, b = make_inputs(call.M, call.K, call.N, c.t_in, c.t_b, 2, c.t_b)
+    a, b = make_inputs(call.M, call.K, call.N, c.types.t_in, c.types.t_b, 2, c.types.t_b)
     a_dram, b_rows = hostdata.pad_inputs(c.with_(b_pack="tiles"), a, b, call)
     cells, _, _ = ArraySession(build_design(c)).run(call, a_dram, b_rows)
     got = hostdata.output_values(c, (cells & w.VALUE_MASK).astype(np.uint32), call)
@@ -315,15 +321,15 @@ def test_the_model_prices_a_strip_as_one_run_and_the_search_weighs_both_packings
     c = GemmConfig("npu2", 1024, 1024, 4096, 88, 32, 128, 1024, "i8", "i32", dtype_b="i4")
     rows, strips = predict(c), predict(c.with_(b_pack="strips"))
     assert rows.dram["B"].bytes == strips.dram["B"].bytes
-    assert rows.dram["B"].run_bytes == c.n // 2 and strips.dram["B"].run_bytes == c.K * c.n // 2
+    assert rows.dram["B"].run_bytes == c.tiling.n // 2 and strips.dram["B"].run_bytes == c.size.K * c.tiling.n // 2
     assert strips.dram["B"].effective_gbps > rows.dram["B"].effective_gbps and strips.time_s < rows.time_s
     size = Problem(1024, 1024, 4096)
     open_ = choose(Request(Options("npu2", "i8", "i32", dtype_b="i4"), size, Pins()))
     tiles = choose(Request(Options("npu2", "i8", "i32", dtype_b="i4", b_pack="tiles"), size, Pins())).config
     best = choose(Request(Options("npu2", "i8", "i32", dtype_b="i4", b_pack="strips"), size, Pins())).config
-    assert "b_pack" in open_.filled and open_.config.b_pack in ("tiles", "strips")
+    assert "b_pack" in open_.filled and open_.config.layout.b_pack in ("tiles", "strips")
     assert predict(open_.config).time_s == min(predict(tiles).time_s, predict(best).time_s)
-    assert tiles.b_pack == "tiles" and best.b_pack == "strips"
+    assert tiles.layout.b_pack == "tiles" and best.layout.b_pack == "strips"
 
 
 def test_strips_of_bf16_or_i8_are_refused_in_one_line():

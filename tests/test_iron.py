@@ -53,8 +53,10 @@ def test_fifos_links_and_kernels(dev, t_in, t_out, col_maj):
     matmul = k[spec.name]
     assert matmul.object_file_name == spec.object_file
     # A, B, the C object, and the accumulator rows beyond it when C accumulates in a wider type
-    acc = [acc_buffer(c)[0]] if c.precision.converts_c else []
-    assert [iron_recorder.shape_dtype(t)[0] for t in matmul.arg_types] == [(c.m, c.k), (c.k, c.n), (c.m, c.n), *acc]
+    acc = [acc_buffer(c)[0]] if c.types.precision.converts_c else []
+    assert [iron_recorder.shape_dtype(t)[0] for t in matmul.arg_types] == [(c.tiling.m, c.tiling.k), (c.tiling.k,
+                                                                                                      c.tiling.n),
+                                                                           (c.tiling.m, c.tiling.n), *acc]
 
 
 @pytest.mark.parametrize("cfg", [small("npu2", "i8", "i16"), small("npu1", "i8", "i32", cols=2, N=2 * 2 * 16),
@@ -100,9 +102,9 @@ def test_workers_ask_for_the_planned_l1_allocation():
 def test_workers_trace_the_loop_ir():
     c = small("npu2", "i8", "i8", M=4 * 16 * 3)  # 3 output tiles per core, 4 k-steps
     d, rec, _ = lowered(c)
-    assert len(rec.workers) == c.rows * c.cols
+    assert len(rec.workers) == c.array.rows * c.array.cols
     w = next(w for w in rec.workers if at(w.tile) == (3, 4))
-    assert w.stack_size == c.stack_bytes
+    assert w.stack_size == c.array.stack_bytes
     a, b, cc = "A_L2L1_2", "B_L2L1_3", "C_L1L2_3_2"
     # C accumulates in i32 (zero_i32_i8, matmul_i8_i32) and is converted to i8 once, before its release
     assert [op[0] if op[0] != "call" else op[1] for op in w.trace] == [
@@ -128,7 +130,7 @@ def test_atb_worker_passes_the_c_slice_as_an_int32():
     matmul = next(k for k in rec.kernels if k.name.startswith("matmul"))
     assert matmul.arg_types[-1] is np.int32 and len(matmul.arg_types) == 5  # A, B, C, C_acc, slice
     assert [iron_recorder.shape_dtype(t)[0] for t in matmul.arg_types[:4]] == [
-        (c.t_ma, c.k), (c.k, c.n), (c.m, c.n), acc_buffer(c)[0]]
+        (c.t_ma, c.tiling.k), (c.tiling.k, c.tiling.n), (c.tiling.m, c.tiling.n), acc_buffer(c)[0]]
     w = next(w for w in rec.workers if at(w.tile) == (0, 2))
     calls = [op for op in w.trace if op[0] == "call" and op[1].startswith("matmul")]
     assert [op[2][-1] for op in calls] == [0, 1, 2]
@@ -147,12 +149,12 @@ def test_bfp16_design_types_blocks_and_passes_its_buffers():
     d, rec, text = lowered(c)
     by_name = {f.name: f for f in rec.fifos}
     a_l1 = by_name["A_L2L1_0"]
-    assert iron_recorder.shape_dtype(a_l1.obj_type) == ((c.t_ma * c.k // 8,), "v8bfp16ebs8")
+    assert iron_recorder.shape_dtype(a_l1.obj_type) == ((c.t_ma * c.tiling.k // 8,), "v8bfp16ebs8")
     a_l2 = by_name["A_L3L2_0"]  # A's memtile reorder for rho > 1, in blocks
     assert a_l2.dims_from_stream_per_cons == dims(d.fifo("A_L3L2_0").dims_from_stream, "bfp16")
-    assert a_l2.dims_from_stream_per_cons[-1] == ((c.k // 8) * 8, 1)  # one k-row of tiles = k blocks
+    assert a_l2.dims_from_stream_per_cons[-1] == ((c.tiling.k // 8) * 8, 1)  # one k-row of tiles = k blocks
     join = next(x for x in rec.links if x["kind"] == "join")
-    assert join["offsets"] == [row * c.m * c.n // 8 for row in range(c.rows)]  # blocks of C
+    assert join["offsets"] == [row * c.tiling.m * c.tiling.n // 8 for row in range(c.array.rows)]  # blocks of C
     assert [(b.name, iron_recorder.shape_dtype(b.type)) for b in rec.buffers[:1]] == [
         ("C_acc_0_0", ((64, 128), "bfloat16"))]
     w = next(w for w in rec.workers if at(w.tile) == (0, 2))
@@ -188,7 +190,7 @@ def test_runtime_tasks_and_task_groups():
             most_open = max(most_open, len(open_groups))
         else:
             open_groups.discard(group)
-    assert most_open == c.queue_groups and not open_groups
+    assert most_open == c.runtime.queue_groups and not open_groups
     for t, task in zip(rec.transfers, tasks):
         assert (t["kind"], t["fifo"], t["group"], t["wait"]) == (task.direction, task.fifo, task.group, task.wait)
         assert repr(t["buffer"]) == f"<arg{['A', 'B', 'C'].index(task.tensor)}>"
@@ -278,10 +280,10 @@ def test_runtime_k_lowers_to_rtp_buffers_written_before_any_transfer():
                      "acquire", "matmul_i8_i32", "release", "release", "load", "loop", "acquire", "acquire",
                      "matmul_i8_i32", "release", "release", "end", "convert_i32_i8", "release", "end"]
     assert [op[1] for op in w.trace if op[0] == "loop"] == [("rtp", "rtp_3_2", 1), ("rtp", "rtp_3_2", 0)]
-    assert sum(b.use_write_rtp for b in rec.buffers) == c.rows * c.cols
+    assert sum(b.use_write_rtp for b in rec.buffers) == c.array.rows * c.array.cols
     events = [kind for kind, _ in rec.rt_events]
     writes = [v for kind, v in rec.rt_events if kind == "rtp"]
-    cores = c.rows * c.cols
+    cores = c.array.rows * c.array.cols
     assert events[: 3 * cores] == ["rtp"] * 2 * cores + ["barrier"] * cores
     assert {(i, v) for _, i, v in writes} == {(0, c.call.k_steps - 1), (1, c.call.tiles_per_core)}
 
@@ -381,9 +383,9 @@ def test_column_major_a_lowers_with_the_designs_patterns(cfg):
         assert len(t["tap"].sizes) == SHIM_TAP_DIMS and t["tap"].sizes[0] == 1  # never a repeat
         assert t["tap"].strides[-1] == 1 and task.tap.strides[-2] == cfg.call.ld("A")  # down A^T's rows
     for t, task in zip(rec.transfers, d.tasks):
-        if task.tensor == "C" and cfg.c_col_maj:  # each core row's tile in columns, down C^T's rows
-            assert t["tap"].sizes[0] == 1 and t["tap"].sizes[1:] == [cfg.rows, cfg.n, cfg.m]
-            assert task.tap.strides == (cfg.m, cfg.call.ld("C"), 1)
+        if task.tensor == "C" and cfg.layout.c_col_maj:  # each core row's tile in columns, down C^T's rows
+            assert t["tap"].sizes[0] == 1 and t["tap"].sizes[1:] == [cfg.array.rows, cfg.tiling.n, cfg.tiling.m]
+            assert task.tap.strides == (cfg.tiling.m, cfg.call.ld("C"), 1)
     spec = next(x for x in d.kernels if x.role == "matmul")
     assert "_acol" in spec.object_file
     assert ("_ccol" in spec.object_file) == cfg.c_t_blocks  # the kernel that stores C's blocks transposed
@@ -400,12 +402,12 @@ def test_column_major_a_on_fewer_columns_walks_its_chunks_on_the_iteration_dimen
     from gemm_gen.backends import txn
 
     d, rec, _ = lowered(cfg)
-    chunks = cfg.call.k_walk // cfg.k_mt
+    chunks = cfg.call.k_walk // cfg.tiling.k_mt
     a_fills = [(t, task) for t, task in zip(rec.transfers, d.tasks) if task.tensor == "A"]
     assert a_fills and chunks > 1
     for t, task in a_fills:
-        assert list(t["tap"].sizes) == [chunks, cfg.a_rows_per_shim, cfg.k_mt, cfg.m]
-        assert t["tap"].strides[0] == cfg.k_mt * cfg.call.ld("A")
-        w = task.tap.to_words(cfg.t_in)
+        assert list(t["tap"].sizes) == [chunks, cfg.a_rows_per_shim, cfg.tiling.k_mt, cfg.tiling.m]
+        assert t["tap"].strides[0] == cfg.tiling.k_mt * cfg.call.ld("A")
+        w = task.tap.to_words(cfg.types.t_in)
         bd = txn.shim_bd(w.offset, w.sizes, w.strides, 32, 0)
         assert "iteration" in bd.shape and bd.repeat == chunks - 1

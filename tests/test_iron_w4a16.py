@@ -40,14 +40,14 @@ def test_b_objects_are_bytes_and_the_matmul_takes_its_bf16_tile_last_of_its_buff
     c = w4a16(rho=rho, zp=zp, g=g, k=k, k_mt=k)
     design = build_design(c)
     program, rec = lowered(design)
-    obj = groupquant.ObjectLayout(k, c.n, g, zp).nbytes
+    obj = groupquant.ObjectLayout(k, c.tiling.n, g, zp).nbytes
     b_fifos = [f for f in rec.fifos if f.name.startswith("B_")]
     assert b_fifos and all(shape_dtype(f.obj_type) == ((obj,), "uint8") for f in b_fifos)
     (matmul,) = [kn for kn in rec.kernels if kn.name.startswith("matmul")]
     types = [shape_dtype(t) for t in matmul.arg_types]
     assert types[1] == ((obj,), "uint8")
     deq_at = -2 if rho > 1 else -1  # the last buffer, before the int32 C slice when rho > 1
-    assert types[deq_at] == ((k, c.n), "bfloat16")
+    assert types[deq_at] == ((k, c.tiling.n), "bfloat16")
     assert (types[-1] == ((), "int32")) == (rho > 1)
     deq = {b.name: b for b in rec.buffers if b.name.startswith("B_deq_")}
     assert len(deq) == len(design.workers)
@@ -59,7 +59,7 @@ def test_b_objects_are_bytes_and_the_matmul_takes_its_bf16_tile_last_of_its_buff
         assert calls and all(op[2][deq_at] is buf for op in calls)
     # the other kernels keep their signatures
     others = [kn for kn in rec.kernels if kn is not matmul]
-    assert others and all(((k, c.n), "bfloat16") not in [shape_dtype(t) for t in kn.arg_types] for kn in others)
+    assert others and all(((k, c.tiling.n), "bfloat16") not in [shape_dtype(t) for t in kn.arg_types] for kn in others)
 
 
 @pytest.mark.parametrize("rho, zp", [(1, False), (2, True)])
@@ -69,12 +69,12 @@ def test_converting_once_b_objects_are_bytes_and_dequantize_into_the_b_bfp16_buf
     c = w4a16(rho=rho, zp=zp, once=True)
     design = build_design(c)
     program, rec = lowered(design)
-    obj = groupquant.ObjectLayout(c.k, c.n, c.group_size, zp).nbytes
+    obj = groupquant.ObjectLayout(c.tiling.k, c.tiling.n, c.groups.group_size, zp).nbytes
     (matmul,) = [kn for kn in rec.kernels if kn.name.startswith("matmul")]
     types = [shape_dtype(t) for t in matmul.arg_types]
     bfp16 = "v8bfp16ebs8"
-    assert types[1] == ((obj,), "uint8") and types[3] == ((c.t_ma * c.k // 8,), bfp16)
-    assert types[4] == ((c.k * c.n // 8,), bfp16) and (types[-1] == ((), "int32")) == (rho > 1)
+    assert types[1] == ((obj,), "uint8") and types[3] == ((c.t_ma * c.tiling.k // 8,), bfp16)
+    assert types[4] == ((c.tiling.k * c.tiling.n // 8,), bfp16) and (types[-1] == ((), "int32")) == (rho > 1)
     assert not [b for b in rec.buffers if b.name.startswith("B_deq_")]
     scratch = {b.name: b for b in rec.buffers if b.name.startswith("B_bfp16_")}
     assert len(scratch) == len(design.workers)
@@ -97,7 +97,7 @@ def test_without_group_scales_nothing_changes():
 def test_the_memtile_forwards_whole_objects_linearly():
     c = w4a16(zp=True)
     _, rec = lowered(build_design(c))
-    obj = groupquant.object_bytes(c.k, c.n, c.group_size, True)
+    obj = groupquant.object_bytes(c.tiling.k, c.tiling.n, c.groups.group_size, True)
     bds = [(kind, length, dims) for where, kind, ty, n, length, dims in iron_recorder.fifo_bds()
            if "B_" in str(where)]
     assert bds and all(dims in (None, []) for _, _, dims in bds)

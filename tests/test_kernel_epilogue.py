@@ -244,8 +244,8 @@ def int_data(b: KernelBuild, seed: int) -> Data:
     frequent); a random zero point and clamp inside the output type."""
     rng = np.random.default_rng(seed)
     m, n = b.m, b.n
-    out = dtype(b.dtype_out)
-    wide = dtype(b.precision.acc).bits > 32
+    out = dtype(b.types.dtype_out)
+    wide = dtype(b.types.precision.acc).bits > 32
     lo, hi = (-(1 << 40), 1 << 40) if wide else (INT32_MIN, INT32_MAX + 1)
     size = rng.choice(3, size=(m, n), p=(0.3, 0.3, 0.4))  # full range, 2^20, or small enough to stay in range
     acc = np.choose(size, (rng.integers(lo, hi, (m, n)), rng.integers(-(1 << 20), 1 << 20, (m, n)),
@@ -289,7 +289,7 @@ def write_accumulator(b: KernelBuild, acc: np.ndarray, c: tk.Guarded, buf: tk.Gu
     at the start of the C object, the rest in C_acc; int64 lanes as int32 pairs, each r x t block laid out as
     the kernel's store_acc writes it (aie::vector_cast of its r t lanes: the host's order, from `lib`)."""
     r, _, t = b.mmul
-    t_acc = dtype(b.precision.acc)
+    t_acc = dtype(b.types.precision.acc)
     host = np.float32 if t_acc.is_float else (np.int64 if t_acc.bits > 32 else np.int32)
     blocked = np.empty(b.m * b.n, dtype=host)
     blocked[c_layout(b.m, b.n, r, t, False)] = acc
@@ -347,7 +347,7 @@ def run_convert(lib: Path, b: KernelBuild, d: Data, convert: Callable[..., None]
     read C."""
     kernel = tk.Kernel(lib, b)
     layout = tile_layout(b.epilogue, b.n)
-    t_out = dtype(b.dtype_out)
+    t_out = dtype(b.types.dtype_out)
     kernel.convert_fn.argtypes = [ctypes.c_void_p] * pointer_args(b)
     tile = None
     if layout is not None:
@@ -356,7 +356,7 @@ def run_convert(lib: Path, b: KernelBuild, d: Data, convert: Callable[..., None]
     tables = place_tables(kernel, b, table_at, copy_bits)
     modes = (Rounding.FLOOR, Saturation.NONE)
     kernel.set_modes(*modes)
-    t_acc = dtype(b.precision.acc)
+    t_acc = dtype(b.types.precision.acc)
     words = 1 if t_acc.is_float else t_acc.bytes // 4
     c = tk.Guarded(b.m * b.n, t_out.host, 8 * b.m * b.n // t_out.host.itemsize)
     buf = tk.Guarded((b.m - b.c_split_rows) * b.n * words, np.float32 if t_acc.is_float else np.int32, 2 * b.m * b.n)
@@ -372,7 +372,7 @@ def run_convert(lib: Path, b: KernelBuild, d: Data, convert: Callable[..., None]
 
 
 def check(lib: Path, b: KernelBuild, seed: int) -> Data:
-    d = (float_data if dtype(b.dtype_out).is_float else int_data)(b, seed)
+    d = (float_data if dtype(b.types.dtype_out).is_float else int_data)(b, seed)
     tk.assert_bit_equal(run_convert(lib, b, d), expected(b, d), b.object_file)
     return d
 
@@ -467,7 +467,7 @@ def test_the_edge_data_holds_its_edges() -> None:
     assert np.any(y == d.requant.lo) and np.any(y == d.requant.hi)
 
 
-@pytest.mark.parametrize("case", MUTANTS, ids=lambda c: c.mutant + "-" + c.build.dtype_out)
+@pytest.mark.parametrize("case", MUTANTS, ids=lambda c: c.mutant + "-" + c.build.types.dtype_out)
 def test_mutant_epilogue_kernels_are_caught(libraries, case: ECase) -> None:
     # C differs; or the host refuses first (an index one segment up reads past the table's end)
     with pytest.raises(AssertionError, match="differ|outside its table"):
@@ -481,12 +481,12 @@ def test_the_whole_tile_with_its_epilogue(libraries, case: ECase) -> None:
     accumulator as gemm_gen/numerics.py computes it."""
     b = case.build
     kernel = tk.Kernel(_library(libraries, case), b)
-    steps = tk.inputs(tk.Case(b, hot=not dtype(b.dtype_out).is_float))
+    steps = tk.inputs(tk.Case(b, hot=not dtype(b.types.dtype_out).is_float))
     nm = tk.numerics(b)
     acc = nm.zero((b.m, b.n))
     for a_tile, b_tile in steps:
         acc = nm.call(acc, a_tile, b_tile)
-    d = (float_data if dtype(b.dtype_out).is_float else int_data)(b, 7)
+    d = (float_data if dtype(b.types.dtype_out).is_float else int_data)(b, 7)
     d = replace(d, acc=np.asarray(acc))
     layout = tile_layout(b.epilogue, b.n)
     convert = kernel.convert_fn
@@ -495,7 +495,7 @@ def test_the_whole_tile_with_its_epilogue(libraries, case: ECase) -> None:
     tile = None
     if layout is not None:
         tile = tk.Guarded(layout.nbytes, np.uint8)
-        tile.body[:] = pack_tile(b.epilogue, slice(0, b.n), d.bias, d.requant, dtype(b.dtype_out).is_float)
+        tile.body[:] = pack_tile(b.epilogue, slice(0, b.n), d.bias, d.requant, dtype(b.types.dtype_out).is_float)
     # run_tile calls convert(C, C_acc): hand it the tile and the tables too
     kernel.convert_fn = lambda c, buf: convert(c, buf, *((tile.ptr,) if tile is not None else ()), *tables)
     got = tk.run_tile(kernel, steps)
@@ -654,13 +654,13 @@ def test_render_asserts_the_epilogue_rules_the_config_check_applies(build: Kerne
                                                                     message: str | None) -> None:
     """Each epilogue build: rendered when the config's check takes it, else refused by that check (with its
     message) and asserted by the renderer (which renders what the rules allowed)."""
-    cfg = GemmConfig(**{**dict(device="npu1", M=64, K=64, N=64, m=16, k=32, n=16, k_mt=32), **config})
+    fields = {**dict(device="npu1", M=64, K=64, N=64, m=16, k=32, n=16, k_mt=32), **config}
     if message is None:
-        check_config(cfg)
+        check_config(GemmConfig(**fields))
         tk.render_kernel(build)
         return
-    with pytest.raises(ConfigError, match=message):
-        check_config(cfg)
+    with pytest.raises(ConfigError, match=message):  # (an epilogue no option names fails as the config is made)
+        check_config(GemmConfig(**fields))
     with pytest.raises(AssertionError):
         tk.render_kernel(build)
 

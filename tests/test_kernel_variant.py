@@ -300,17 +300,19 @@ def _bf16(**kw: object) -> GemmConfig:
 
 
 def test_convert_once_is_on_wherever_it_can_be_built() -> None:
-    assert _bf16(compiler="chess").convert_once is True
+    assert _bf16(compiler="chess").kernel.convert_once is True
     # Peano builds it when asked, but it is not Peano's default (its A / B copies need other default tiles)
-    assert _bf16().convert_once is False and _bf16(convert_once=True).convert_once is True
+    assert _bf16().kernel.convert_once is False and _bf16(convert_once=True).kernel.convert_once is True
     peano = check_config(_bf16(convert_once=True))
-    assert peano.compiler == "peano" and peano.stack_bytes == 0xE00  # mlir-aie's 0x1700 less config1's A copy
-    assert _bf16(compiler="chess", emulate_bf16_with_bfp16=False).convert_once is False
-    assert GemmConfig("npu1", 1024, 1024, 1024, 64, 64, 64, 256, compiler="chess").convert_once is False
-    assert GemmConfig("npu2", 1024, 1024, 1024, 64, 64, 64, 256, "i8", "i8", compiler="chess").convert_once is False
+    # mlir-aie's 0x1700 less config1's A copy
+    assert peano.kernel.compiler == "peano" and peano.array.stack_bytes == 0xE00
+    assert _bf16(compiler="chess", emulate_bf16_with_bfp16=False).kernel.convert_once is False
+    assert GemmConfig("npu1", 1024, 1024, 1024, 64, 64, 64, 256, compiler="chess").kernel.convert_once is False
+    assert GemmConfig("npu2", 1024, 1024, 1024, 64, 64, 64, 256, "i8", "i8",
+                      compiler="chess").kernel.convert_once is False
     c = check_config(_bf16(compiler="chess"))
     assert c.l1_parts["A bfp16"] == c.l1_parts["B bfp16"] == 64 * 64 * 9 // 8
-    assert c.variant.name == "2x2 k-pipelined" and c.block_kernel
+    assert c.variant.name == "2x2 k-pipelined" and c.kernel.block
 
 
 @pytest.mark.parametrize("change, message", [

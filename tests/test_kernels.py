@@ -59,6 +59,7 @@ from gemm_gen.precision import BFP16, PRESETS, Precision, check_precision, wide_
 from gemm_gen.rounding import Rounding, Saturation
 from gemm_gen.rules import block_loop as bl
 from gemm_gen.rules import kernel_variant as kv
+from gemm_gen.spec import Types
 
 from . import host_compile
 from .conftest import small
@@ -119,9 +120,9 @@ def build(dev: Device, dtype_in: str, dtype_out: str, blocks: tuple[int, int, in
         compiler = "chess"
     v = kv.choose(dev, dtype_in, (r, s, t), emulate, m // rho, k, n, expansion, loops, compiler=compiler)
     acc = wide_acc(dtype_out, dev.acc_bits(dtype_in, (r, s, t))) if wide else None
-    return KernelBuild(dev.aie_target, dtype_in, dtype_out, m, k, n, (r, s, t), b_col_maj, emulate,
-                       rounding, saturation, shift, compiler=compiler, rho=rho, acc=None if acc == dtype_out else acc,
-                       expansion=v.expansion, loops=v.loops, a_col_maj=a_col_maj, c_col_maj=c_col_maj)
+    return KernelBuild(dev.aie_target, Types.of(dtype_in, dtype_out, acc=acc), m, k, n, (r, s, t), b_col_maj, emulate,
+                       rounding, saturation, shift, compiler=compiler, rho=rho, expansion=v.expansion, loops=v.loops,
+                       a_col_maj=a_col_maj, c_col_maj=c_col_maj)
 
 
 def _cases() -> list[Case]:
@@ -275,9 +276,8 @@ def block_build(a: str, out: str, acc: str | None = None, blocks: tuple[int, int
     T_MA = 16 blocks[0], k = 8 blocks[1], n = 16 blocks[2]; C has rho A tiles. a_col_maj: a bf16 A
     arrives in blocks of A^T; c_col_maj: a bf16 C's blocks are kept transposed (config.c_t_blocks)."""
     m, k, n = 16 * blocks[0] * rho, 8 * blocks[1], 16 * blocks[2]
-    return KernelBuild(NPU2.aie_target, a, out, m, k, n, (8, 8, 8), b_col_maj, False, rounding, "saturate", 0,
-                       "chess", rho, None if a == BFP16 else BFP16, None if acc in (None, out) else acc,
-                       a_col_maj=a_col_maj, c_col_maj=c_col_maj)
+    return KernelBuild(NPU2.aie_target, Types.of(a, out, BFP16, acc), m, k, n, (8, 8, 8), b_col_maj, False, rounding,
+                       "saturate", 0, "chess", rho, a_col_maj=a_col_maj, c_col_maj=c_col_maj)
 
 
 # column-major A (bf16, converted in the core) and C (bf16 blocks transposed; an f32 C keeps its blocks,
@@ -531,7 +531,7 @@ BFP16_FIFO_VARIANTS: dict[str, tuple[Case, tuple[int, int]]] = {
 # permuted (-DGG_HOST_ACC64_PERMUTED).
 ACC64_PERMUTED = "-DGG_HOST_ACC64_PERMUTED"
 ACC64_CASES = [Case(c.build, c.hot, host_defines=(ACC64_PERMUTED,)) for c in CASES
-               if c.build.precision.acc == "i64"]
+               if c.build.types.precision.acc == "i64"]
 
 # ---- load FIFO fills (issue 31 item 11b): the A and B streams of a bfp16 kernel, counted on the host ----------
 # -DGG_HOST_PEANO: aie_api's pop() fills the FIFO `if (!chess_manifest(load_count_ != 0))`, and Peano's
@@ -557,7 +557,7 @@ PER_MAC = "-DGG_HOST_FP32_PER_MAC"  # fp32 accumulators rounded after every mac 
 
 def float_build(b: KernelBuild) -> bool:
     """A kernel whose accumulators are fp32 (bf16 or bfp16 inputs)."""
-    return dtype(b.precision.a).is_float
+    return dtype(b.types.precision.a).is_float
 
 
 def host_defines(b: KernelBuild) -> tuple[str, ...]:
@@ -570,8 +570,8 @@ def host_defines(b: KernelBuild) -> tuple[str, ...]:
 
 def mac_products(b: KernelBuild) -> int:
     """Products one of the build's macs adds per lane before its fp32 rounding (numerics.fused_mac_products)."""
-    return fused_mac_products(b.aie_target, b.precision.a, b.mmul,
-                              b.emulate_bf16_with_bfp16 or b.precision.block or b.convert_once)
+    return fused_mac_products(b.aie_target, b.types.precision.a, b.mmul,
+                              b.emulate_bf16_with_bfp16 or b.types.precision.block or b.convert_once)
 
 
 def compile_library(source: str, defines: tuple[str, ...]) -> Path:
@@ -608,7 +608,7 @@ class Kernel:
     def __init__(self, path: Path, b: KernelBuild) -> None:
         self.lib = ctypes.CDLL(str(path))
         self.build = b
-        p = b.precision
+        p = b.types.precision
         zero_name, matmul_name = kernel_symbols(b)
         self.zero_fn = getattr(self.lib, zero_name)
         self.matmul_fn = getattr(self.lib, matmul_name)
@@ -701,9 +701,10 @@ class Guarded:
 def numerics(b: KernelBuild, rounding: Rounding | None = None) -> KernelNumerics:
     mode = Rounding[b.rounding.upper()] if rounding is None else rounding
     dev = NPU1 if b.aie_target == NPU1.aie_target else NPU2
-    return KernelNumerics.of(b.dtype_in, b.dtype_out, rounding=mode, saturation=Saturation[b.saturation.upper()],
+    return KernelNumerics.of(b.types.dtype_in, b.types.dtype_out, rounding=mode,
+                             saturation=Saturation[b.saturation.upper()],
                              shift=b.shift, bfp16_inputs=b.emulate_bf16_with_bfp16,
-                             acc_bits=dev.acc_bits(b.dtype_in, b.mmul), acc=b.precision.acc,
+                             acc_bits=dev.acc_bits(b.types.dtype_in, b.mmul), acc=b.types.precision.acc,
                              fp32_per_mac=float_build(b), mac_products=max(1, mac_products(b)))
 
 
@@ -711,7 +712,7 @@ def inputs(case: Case, seed: int = 0, family: str = "wide") -> list[tuple[np.nda
     """Two k-steps of A (m x k) and B (k x n), logical, from gemm_gen.inputs ("wide" float inputs by
     default: the kernels' lossy conversions must show)."""
     b = case.build
-    a, bb = make_inputs(b.m, 2 * b.k, b.n, b.dtype_in, "i32" if case.hot else b.dtype_out, seed=seed,
+    a, bb = make_inputs(b.m, 2 * b.k, b.n, b.types.dtype_in, "i32" if case.hot else b.types.dtype_out, seed=seed,
                         family=family)
     return [(a[:, i * b.k:(i + 1) * b.k], bb[i * b.k:(i + 1) * b.k]) for i in range(2)]
 
@@ -728,7 +729,7 @@ def run_tile(kernel: Kernel, steps: list[tuple[np.ndarray, np.ndarray]], b_col_m
     """
     b = kernel.build
     r, s, t = b.mmul
-    t_in, t_out = dtype(b.dtype_in), dtype(b.dtype_out)
+    t_in, t_out = dtype(b.types.dtype_in), dtype(b.types.dtype_out)
     col_maj = b.b_col_maj if b_col_maj is None else b_col_maj
     a_col = b.a_col_maj if a_col_maj is None else a_col_maj
     kernel.set_modes(*modes)
@@ -737,10 +738,10 @@ def run_tile(kernel: Kernel, steps: list[tuple[np.ndarray, np.ndarray]], b_col_m
     wide = 8 * b.m * b.n // t_out.host.itemsize
     c = Guarded(b.m * b.n, t_out.host, wide)
     # the accumulator rows beyond the C object (int64 ones as int32 pairs), when C is converted
-    t_acc = dtype(b.precision.acc)
-    words = t_acc.bytes // 4 if b.precision.converts_c and not t_acc.is_float else 1
+    t_acc = dtype(b.types.precision.acc)
+    words = t_acc.bytes // 4 if b.types.precision.converts_c and not t_acc.is_float else 1
     acc = (Guarded((b.m - b.c_split_rows) * b.n * words, np.float32 if t_acc.is_float else np.int32, 2 * b.m * b.n)
-           if b.precision.converts_c else None)
+           if b.types.precision.converts_c else None)
     c_bufs = (c.ptr, *((acc.ptr,) if acc is not None else ()))
     # the convert-once kernel's own L1 buffers: bfp16 copies of the A and B tiles (72-byte tiles)
     tile_bytes = dtype(BFP16).unit_bytes
@@ -798,7 +799,7 @@ U8 = np.dtype(np.uint8)
 
 
 def block_numerics(b: KernelBuild, rounding: Rounding | None = None) -> KernelNumerics:
-    p = b.precision
+    p = b.types.precision
     mode = Rounding[b.rounding.upper()] if rounding is None else rounding
     return KernelNumerics.of(p.a, p.out, rounding=mode, saturation=Saturation[b.saturation.upper()], shift=0,
                              dtype_b=p.b, acc=p.acc, fp32_per_mac=True, mac_products=mac_products(b))
@@ -807,7 +808,7 @@ def block_numerics(b: KernelBuild, rounding: Rounding | None = None) -> KernelNu
 def block_inputs(b: KernelBuild, seed: int = 0, family: str = "wide") -> list[tuple[np.ndarray, np.ndarray]]:
     """Two k-steps of A (m x k) and B (k x n), logical, before any host quantization ("wide" inputs:
     quantization must lose bits)."""
-    p = b.precision
+    p = b.types.precision
     a, bb = make_inputs(b.m, 2 * b.k, b.n, p.a, p.out, seed=seed, dtype_b=p.b, family=family)
     return [(a[:, i * b.k:(i + 1) * b.k], bb[i * b.k:(i + 1) * b.k]) for i in range(2)]
 
@@ -831,7 +832,7 @@ def bt_tiles(b_mat: np.ndarray) -> np.ndarray:
 
 def seen(b: KernelBuild, a: np.ndarray, b_mat: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """A and B as the kernel receives them: bfp16 operands quantized by the host (hostdata)."""
-    p = b.precision
+    p = b.types.precision
     a_seen = bfp16.tile_values(a_tiles(a)) if p.a == BFP16 else a
     return a_seen, bfp16.tile_values(bt_tiles(b_mat)).T
 
@@ -847,7 +848,7 @@ def run_block_tile(kernel: Kernel, steps: list[tuple[np.ndarray, np.ndarray]],
     (a_col_maj, c_col_maj) of the buffers (default: the build's), to prove a wrong layout is caught."""
     b = kernel.build
     a_col, c_col = layouts if layouts is not None else (b.a_col_maj, b.c_col_maj)
-    p = b.precision
+    p = b.types.precision
     t_a, t_out, t_acc = dtype(p.a), dtype(p.out), dtype(p.acc)
     q = bfp16.TILE
     kernel.set_modes(*modes)
@@ -909,7 +910,7 @@ def block_expected(b: KernelBuild, steps: list[tuple[np.ndarray, np.ndarray]], r
         c = nm.store(acc)
         if nm.t_acc.is_block:  # bfp16 C: the blocks of the last requantization
             blocks = nm.encode_acc(acc)
-    if b.precision.converts_c:
+    if b.types.precision.converts_c:
         blocks = nm.encode_out(c) if nm.dtype_out.is_block else None
         c = nm.finish(c)
     return c, blocks
@@ -943,7 +944,7 @@ def test_kernel_matches_numerics(libraries, case: Case) -> None:
 def test_acc64_kernels_are_right_in_any_word_order(libraries, case: Case) -> None:
     """Issue 31 item 10: a C kept as int32 pairs between calls (acc64 mmuls) is exact with the host's
     aie::vector_cast word order permuted too: the kernel only ever reads back whole blocks it wrote."""
-    assert ACC64_CASES and case.build.precision.acc == "i64"
+    assert ACC64_CASES and case.build.types.precision.acc == "i64"
     kernel = load(libraries, case)
     steps = inputs(case)
     assert_bit_equal(run_tile(kernel, steps), expected(case.build, steps), case.id)
@@ -977,15 +978,15 @@ def test_every_supported_variant_is_covered() -> None:
         for din, outs in dev.out_types.items():
             for dout in outs:
                 for col in (False, True):
-                    assert any((b.dtype_in, b.dtype_out, b.b_col_maj) == (din, dout, col) for b in mine)
+                    assert any((b.types.dtype_in, b.types.dtype_out, b.b_col_maj) == (din, dout, col) for b in mine)
             for shape in dev.mmul_shapes[din]:
-                assert any(b.dtype_in == din and b.mmul == shape for b in mine)
-    assert {(b.dtype_out, b.b_col_maj) for b in builds if b.emulate_bf16_with_bfp16} == {
+                assert any(b.types.dtype_in == din and b.mmul == shape for b in mine)
+    assert {(b.types.dtype_out, b.b_col_maj) for b in builds if b.emulate_bf16_with_bfp16} == {
         ("bf16", True), ("bf16", False), ("f32", True), ("f32", False)}
     for dev in (NPU1, NPU2):  # every expansion of every default shape; every loop structure
         mine = [b for b in builds if b.aie_target == dev.aie_target]
         for din, shapes in dev.mmul_shapes.items():
-            done = {tuple(b.expansion) for b in mine if b.dtype_in == din and b.mmul == shapes[0]}
+            done = {tuple(b.expansion) for b in mine if b.types.dtype_in == din and b.mmul == shapes[0]}
             assert set(kv.expansions(dev, din, shapes[0])) <= done
         assert {b.loops for b in mine} == set(kv.LOOPS)
     assert {tuple(b.expansion) for b in builds} == set(kv.CANDIDATES)
@@ -1001,7 +1002,7 @@ def test_integer_modes_are_exercised(libraries) -> None:
         want = expected(b, steps)
         others = [replace(numerics(b), rounding=r) for r in (Rounding.FLOOR, Rounding.CEIL)
                   if r.name.lower() != b.rounding and b.shift]  # without a shift nothing rounds
-        if dtype(b.dtype_out).bits < 32:  # (an int32 C saturates only on full-range int16: test_acc64_...)
+        if dtype(b.types.dtype_out).bits < 32:  # (an int32 C saturates only on full-range int16: test_acc64_...)
             others += [replace(numerics(b), saturation=s) for s in Saturation if s.name.lower() != b.saturation]
         for nm in others:
             c = nm.zero((b.m, b.n))
@@ -1128,14 +1129,14 @@ def test_bfp16_cases_cover_every_precision() -> None:
                     continue
                 accepted.append(p)
     builds = [c.build for c in BLOCK_CASES]
-    assert len(accepted) == 12 and {b.precision for b in builds} == set(accepted)
+    assert len(accepted) == 12 and {b.types.precision for b in builds} == set(accepted)
     for preset in ("config1", "config2", "config3"):
-        mine = [b for b in builds if b.precision == PRESETS[preset]]
+        mine = [b for b in builds if b.types.precision == PRESETS[preset]]
         assert {b.rho > 1 for b in mine} == {False, True} and {b.b_col_maj for b in mine} == {False, True}
     # config3 slices both in the C object and in C_acc (the first one across the split, if the
     # split falls inside a slice), and an f32 accumulator wholly in C_acc
-    assert any(b.precision == PRESETS["config3"] and b.rho > 1 and 0 < b.c_split_rows < b.m for b in builds)
-    assert any(b.precision.converts_c and b.c_split_rows == 0 for b in builds)
+    assert any(b.types.precision == PRESETS["config3"] and b.rho > 1 and 0 < b.c_split_rows < b.m for b in builds)
+    assert any(b.types.precision.converts_c and b.c_split_rows == 0 for b in builds)
     assert {b.k // 8 % 2 for b in builds} == {0, 1} and any(b.k == 8 for b in builds)  # both K tails, one step
     assert {b.rounding for b in builds} > {"conv_even"}
 
@@ -1158,7 +1159,7 @@ def test_check_catches_broken_wide_accumulator_kernels(libraries, mutant) -> Non
     that keeps an int32 C between calls of an int64 accumulator (full-range int16, where partial sums
     leave int32) fails; the unpatched kernel passes."""
     control = Case(mutant.build, hot=mutant.hot)
-    if mutant.build.dtype_in == "i16":
+    if mutant.build.types.dtype_in == "i16":
         rng = np.random.default_rng(5)
         b = mutant.build
         steps = [(rng.integers(-32768, 32768, (b.m, b.k)).astype(np.int16),
@@ -1204,7 +1205,7 @@ def test_check_catches_broken_bfp16_kernels(libraries) -> None:
     # the config1 mutant computes exactly bfp16 A (floor, from the host) x bfp16 B: only the
     # conversion is missing
     steps = block_inputs(_CONFIG1)
-    host_a = block_expected(replace(_CONFIG1, dtype_in=BFP16, dtype_b=None), steps)
+    host_a = block_expected(_CONFIG1.with_(dtype_in=BFP16, dtype_b=None), steps)
     assert_block_equal(run_block_tile(load(libraries, NO_A_CONVERSION), steps), host_a, "A as the host quantizes it")
 
 
@@ -1286,7 +1287,7 @@ def test_convert_once_equals_the_emulation_bit_for_bit(libraries, pair: tuple[Ca
         assert_bit_equal(run_tile(load(libraries, once), steps), want, f"{once.id} seed {seed}")
         assert_bit_equal(want, expected(emulated.build, steps), emulated.id)
         rounded_per_mac += int(np.any(bits(want) != bits(expected(emulated.build, steps, once=True))))
-    assert rounded_per_mac > 0 or emulated.build.dtype_out != "f32"
+    assert rounded_per_mac > 0 or emulated.build.types.dtype_out != "f32"
 
 
 @needs_gxx
@@ -1313,8 +1314,8 @@ def test_render_is_deterministic_and_says_what_it_is_for() -> None:
         assert f"rounding {b.rounding}" in head and f"shift {b.shift}" in head
         for role, name in b.symbols.items():
             assert f"void {name}(" in text, role
-        if b.precision.block:
-            p = b.precision
+        if b.types.precision.block:
+            p = b.types.precision
             assert f"A {p.a} x B {p.b} -> C {p.out}, C accumulated in {p.acc}" in head
             assert f"rho {b.rho}" in head and f"compiler {b.compiler}" in head and "mm_bfp16.cc.j2" in head
         assert text.endswith("\n") and "\t" not in text
@@ -1417,7 +1418,7 @@ def test_render_asserts_what_the_config_check_refuses(change: dict, raised: type
                                                       message: str) -> None:
     base = build(NPU1, "bf16", "bf16", (1, 2, 1), False)  # m = 8, k = 16, n = 8
     with pytest.raises(raised):
-        render_kernel(replace(base, **change))
+        render_kernel(base.with_(**change))
     with pytest.raises(ConfigError, match=message):
         check(GemmConfig(**{**SMALL, **config}))
 
@@ -1446,7 +1447,7 @@ def test_render_asserts_what_the_config_check_refuses_of_bfp16(change: dict, rai
                                                                message: str) -> None:
     base = block_build(BFP16, BFP16, "bf16", blocks=(1, 2, 1))  # m = 16, k = 16, n = 16
     with pytest.raises(raised):
-        render_kernel(replace(base, **change))
+        render_kernel(base.with_(**change))
     with pytest.raises(ConfigError, match=message):
         check(GemmConfig(**{**BLOCK_SMALL, **config}))
 
@@ -1676,7 +1677,7 @@ def test_the_host_api_refuses_what_the_real_one_would(libraries, mutant) -> None
     time or during the call), while the unpatched kernel passes (with the same host options)."""
     message = HOST_MUTANTS[mutant]
     control = Case(mutant.build, host_defines=mutant.host_defines)
-    is_block = mutant.build.precision.block
+    is_block = mutant.build.types.precision.block
     run = (lambda k: run_block_tile(k, block_inputs(mutant.build))) if is_block else (
         lambda k: run_tile(k, inputs(control)))
     run(load(libraries, control))
@@ -1699,8 +1700,9 @@ def test_acc32_overflow_is_refused(libraries) -> None:
 
 
 @needs_gxx
-@pytest.mark.parametrize("case", [c for c in CASES if c.build.dtype_in == "i16" and c.build.precision.converts_c
-                                  and c.build.dtype_out == "i32"], ids=lambda c: c.id)
+@pytest.mark.parametrize("case",
+                         [c for c in CASES if c.build.types.dtype_in == "i16" and c.build.types.precision.converts_c
+                                  and c.build.types.dtype_out == "i32"], ids=lambda c: c.id)
 def test_acc64_int32_c_on_full_range_int16_is_the_saturated_product(libraries, case: Case) -> None:
     """int16 x int16 -> int32 with C accumulated in int64 (acc64 lanes kept whole between calls as int32
     pairs): on full-range inputs, where most sums leave int32 and partial sums cross it both ways,
@@ -1718,7 +1720,7 @@ def test_acc64_int32_c_on_full_range_int16_is_the_saturated_product(libraries, c
     assert_bit_equal(got, exact, case.id)
     if not b.shift:
         assert np.array_equal(got, np.clip(a @ bb, -2**31, 2**31 - 1))
-    out = replace(b, acc=None)  # the same kernel with C in int32 between calls loses it
+    out = b.with_(acc=None)  # the same kernel with C in int32 between calls loses it
     per_call = numerics(out)
     c = per_call.zero((b.m, b.n))
     for a_tile, b_tile in steps:
@@ -1898,7 +1900,7 @@ def test_bfp16_kernels_hold_the_live_streams_documented(libraries, variant: str)
     case, counts = BFP16_FIFO_VARIANTS[variant]
     kernel = load(libraries, case)
     kernel.fifo_peaks()
-    if case.build.precision.block:
+    if case.build.types.precision.block:
         run_block_tile(kernel, block_inputs(case.build))
     else:
         run_tile(kernel, inputs(case))
@@ -1914,7 +1916,7 @@ def test_bfp16_kernels_fit_the_fifo_registers(libraries, variant: str) -> None:
     case, _ = BFP16_FIFO_VARIANTS[variant]
     assert FIFO_LIMIT in host_defines(case.build)
     kernel = load(libraries, case)
-    if case.build.precision.block:
+    if case.build.types.precision.block:
         run_block_tile(kernel, block_inputs(case.build))
     else:
         run_tile(kernel, inputs(case))
@@ -1951,7 +1953,8 @@ def test_streams_refill_on_every_pop_of_a_rolled_loop_under_peano(libraries, nam
         rolled = defines and not writes_out_k(b.k)
         per_stream = pops_per_stream - 1 if rolled else -(-pops_per_stream // 8)
         assert fills == 2 * blocks * per_stream, (name, defines)
-        ks = km.kernel_shape(NPU2, b.precision.a, b.precision.out, b.mmul, False, b.precision.b, b.precision.acc,
+        ks = km.kernel_shape(NPU2, b.types.precision.a, b.types.precision.out, b.mmul, False, b.types.precision.b,
+                             b.types.precision.acc,
                              compiler="peano" if defines else "chess")
         ks = replace(ks, block_loop=None)
         loop_ks = replace(ks, block_loop=km.bl.FLAT_LOOP if writes_out_k(b.k) else km.bl.K_LOOP_IN_BLOCK_LOOP)

@@ -14,6 +14,7 @@ from gemm_gen.inputs import make_inputs
 from gemm_gen.kernels import kernel_params, render_kernel
 from gemm_gen.l1_layout import a_layout, b_layout, c_layout
 from gemm_gen.rules import kernel_variant as kv
+from gemm_gen.spec import Types
 
 from .test_kernels import (
     CXX,
@@ -38,8 +39,8 @@ def i4_build(dev: Device, out: str, blocks: tuple[int, int, int], mmul: tuple[in
     m, k, n = 2 * r * blocks[0] * rho, s * blocks[1], 2 * t * blocks[2]
     v = kv.choose(dev, OPERANDS, (r, s, t), False, m // rho, k, n, None, loops)
     acc = "i32" if wide and out != "i32" else None
-    return KernelBuild(dev.aie_target, "i8", out, m, k, n, (r, s, t), False, False, "conv_even", "saturate", shift,
-                       rho=rho, dtype_b="i4", acc=acc, expansion=v.expansion, loops=v.loops, c_col_maj=c_col_maj)
+    return KernelBuild(dev.aie_target, Types.of("i8", out, "i4", acc), m, k, n, (r, s, t), False, False, "conv_even",
+                       "saturate", shift, rho=rho, expansion=v.expansion, loops=v.loops, c_col_maj=c_col_maj)
 
 
 BUILDS = [
@@ -64,9 +65,9 @@ def run_int4_tile(kernel: Kernel, steps: list[tuple[np.ndarray, np.ndarray]], pa
     """zero, then per k-step one matmul per A tile (rho of them) on L1 buffers in the kernel's layouts."""
     b = kernel.build
     r, s, t = b.mmul
-    t_out = np.dtype({"i8": np.int8, "i16": np.int16, "i32": np.int32}[b.dtype_out])
+    t_out = np.dtype({"i8": np.int8, "i16": np.int16, "i32": np.int32}[b.types.dtype_out])
     c = Guarded(b.m * b.n, t_out, 8 * b.m * b.n // t_out.itemsize)
-    acc = Guarded((b.m - b.c_split_rows) * b.n, np.int32, 2 * b.m * b.n) if b.precision.converts_c else None
+    acc = Guarded((b.m - b.c_split_rows) * b.n, np.int32, 2 * b.m * b.n) if b.types.precision.converts_c else None
     c_bufs = (c.ptr, *((acc.ptr,) if acc is not None else ()))
     kernel.checked(kernel.zero_fn, *c_bufs)
     for a_tile, b_tile in steps:
@@ -85,7 +86,7 @@ def run_int4_tile(kernel: Kernel, steps: list[tuple[np.ndarray, np.ndarray]], pa
 
 
 def steps_of(b: KernelBuild, seed: int = 0) -> list[tuple[np.ndarray, np.ndarray]]:
-    a, bb = make_inputs(b.m, 2 * b.k, b.n, "i8", b.dtype_out, seed=seed, dtype_b="i4")
+    a, bb = make_inputs(b.m, 2 * b.k, b.n, "i8", b.types.dtype_out, seed=seed, dtype_b="i4")
     assert bb.min() == -8 and bb.max() == 7
     return [(a[:, i * b.k:(i + 1) * b.k], bb[i * b.k:(i + 1) * b.k]) for i in range(2)]
 
@@ -106,18 +107,19 @@ def test_the_int4_kernel_says_what_it_reads() -> None:
     text = render_kernel(b)
     assert "aie::mmul<4, 16, 16, T_in, T_b, accauto>" in text and "i8 x i4 -> i32" in text
     assert "aie::vector_cast<T_b>(aie::load_v<B_BLOCK>(p))" in text and "uint8 *B" in text
-    assert "using T_b = int8;" in render_kernel(KernelBuild("aie2p", "i8", "i32", 32, 32, 32, (4, 8, 8), False,
+    assert "using T_b = int8;" in render_kernel(KernelBuild("aie2p", Types.of("i8", "i32"), 32, 32, 32, (4, 8, 8),
+                                                            False,
                                                             False, "conv_even", "saturate", 0))
 
 
 @needs_gxx
-@pytest.mark.parametrize("b", BUILDS, ids=lambda b: f"{b.aie_target}-{b.dtype_out}-{'x'.join(map(str, b.mmul))}-"
+@pytest.mark.parametrize("b", BUILDS, ids=lambda b: f"{b.aie_target}-{b.types.dtype_out}-{'x'.join(map(str, b.mmul))}-"
                                                      f"{b.m}x{b.k}x{b.n}-rho{b.rho}-{b.loops}")
 def test_int4_kernel_matches_numerics(b: KernelBuild) -> None:
     steps = steps_of(b)
     got = run_int4_tile(_kernel(b), steps)
     assert_bit_equal(got, expected(b, steps), b.object_file)
-    if b.dtype_out == "i32" and not b.shift:  # and the exact product itself
+    if b.types.dtype_out == "i32" and not b.shift:  # and the exact product itself
         exact = sum(a.astype(np.int64) @ bb.astype(np.int64) for a, bb in steps)
         assert np.array_equal(got.astype(np.int64), exact)
 

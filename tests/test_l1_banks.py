@@ -105,7 +105,7 @@ def test_every_plan_is_a_valid_l1_image(types, mi: int, ki: int, ni: int, rho: i
     exactly the planned pairs that share a bank."""
     dev, t_in, t_out = types
     probe = GemmConfig(dev, 1, 1, 1, 1, 1, 1, 1, t_in, t_out)
-    r, s, t = probe.mmul
+    r, s, t = probe.kernel.mmul
     m, k, n = 2 * r * mi * rho, s * ki, 2 * t * ni
     try:
         c = check_config(GemmConfig(dev, 4 * m, k, 8 * n, m, k, n, k, t_in, t_out, rho=rho))
@@ -114,7 +114,7 @@ def test_every_plan_is_a_valid_l1_image(types, mi: int, ki: int, ni: int, rho: i
     plan = lb.plan(c)
     spans = sorted((p.address, p.end, p.buffer.name) for p in plan.placed)
     assert {p.buffer.name for p in plan.placed} >= {b.name for b in lb.core_buffers(c)}
-    assert spans[0][0] >= c.stack_bytes and spans[-1][1] <= c.dev.l1_bytes
+    assert spans[0][0] >= c.array.stack_bytes and spans[-1][1] <= c.dev.l1_bytes
     assert all(x[1] <= y[0] for x, y in zip(spans, spans[1:]))
     assert all(p.address % 32 == 0 for p in plan.placed)
     if plan.reserved:

@@ -57,7 +57,7 @@ def test_validate_runs_every_dense_shape_through_its_conversion(dev) -> None:
             assert row.skipped.startswith("not buildable here")
             continue
         c = row.config
-        assert c.mmul == shape and c.precision.converts_c
+        assert c.kernel.mmul == shape and c.types.precision.converts_c
         wide = dev.acc_bits(t_in, shape) == 64
         assert c.epilogue.is_identity == wide, row.name
         assert c.epilogue.bias or wide

@@ -82,9 +82,9 @@ def test_column_major_a_is_priced_slower_in_the_core_than_row_major():
     best = tune(pr, 1).best
     c = best.config
     row_kernel = kmod.kernel_cycles(P, replace(Workload.of(c).kernel_shape, a_col_maj=False),
-                                          np.int64(c.t_ma), np.int64(c.k), np.int64(c.n))
-    assert float(kmod.kernel_cycles(P, Workload.of(c).kernel_shape, np.int64(c.t_ma), np.int64(c.k),
-                                    np.int64(c.n))) > float(row_kernel)
+                                          np.int64(c.t_ma), np.int64(c.tiling.k), np.int64(c.tiling.n))
+    assert float(kmod.kernel_cycles(P, Workload.of(c).kernel_shape, np.int64(c.t_ma), np.int64(c.tiling.k),
+                                    np.int64(c.tiling.n))) > float(row_kernel)
 
 
 def test_each_layout_of_a_tiling_is_priced_and_a_32_bit_c_twice():
@@ -95,7 +95,7 @@ def test_each_layout_of_a_tiling_is_priced_and_a_32_bit_c_twice():
     own, a_col, _, shim_c, built_c = prices
     assert own.a_transposes_per_round == 0 and a_col.a_transposes_per_round > 0
     assert shim_c.dram_run_bytes["C"] == 4  # one i32 per DRAM run: the shim's element-by-element drain
-    assert built_c.dram_run_bytes["C"] == 4 * c.m  # runs of m down C^T's rows
+    assert built_c.dram_run_bytes["C"] == 4 * c.tiling.m  # runs of m down C^T's rows
     assert shim_c.time_s > built_c.time_s and shim_c.time_s > own.time_s
     assert cheapest(prices).time_s == min(x.time_s for x in prices if x.time_s is not None)
 

@@ -62,10 +62,10 @@ def test_either_bf16_kernel_takes_column_major_a():
     """The emulated and the convert-once kernel both read A^T's blocks (the latter transposes each
     before its conversion): the choice is left to the model, and both check."""
     c = choose(Request(Options("npu2", "bf16", "bf16", a_col_maj=True), Problem(512, 512, 512))).config
-    assert c.a_col_maj
+    assert c.layout.a_col_maj
     check(c)
     for once in (False, True):
-        check(c.with_(convert_once=once, compiler="chess" if once else c.compiler))
+        check(c.with_(convert_once=once, compiler="chess" if once else c.kernel.compiler))
 
 
 @pytest.mark.parametrize("options,size", [(Options("npu1", "i8", "i32"), Problem(1024, 1024, 1024)),
@@ -80,7 +80,7 @@ def test_row_major_choices_are_unchanged_and_column_major_a_gets_its_own(options
     row = choose(Request(options, size)).config
     assert choose(Request(replace(options, a_col_maj=False), size)).config == row
     col = choose(Request(replace(options, a_col_maj=True), size)).config
-    assert col.a_col_maj and not row.a_col_maj
+    assert col.layout.a_col_maj and not row.layout.a_col_maj
     check(col)  # every DMA pattern of the chosen column-major design within its limits
 
 
@@ -122,7 +122,7 @@ def _theirs_c(g, c: GemmConfig):  # noqa: ANN001, ANN202 - a grid.Grid; (their L
     from gemm_gen.design import patterns
 
     m, n, r, t = g.m, g.n, g.r, g.t
-    names = dict(m=m, n=n, r=r, t=t, M=c.M, N=c.N, cols=c.cols)
+    names = dict(m=m, n=n, r=r, t=t, M=c.size.M, N=c.size.N, cols=c.array.cols)
     i, j = np.indices((m, n))
     layout = ((j // t) * (m // r) + i // r) * (r * t) + (j % t) * r + i % r
     f = C_FACTS["memtile_dims_to_stream"]
@@ -154,7 +154,7 @@ def test_column_major_c_streams_and_writes_what_mlir_aie_does():
     assert stream(ours_l1, patterns.c_l2_to_stream(g)) == column_major
     # the shim: mlir-aie's three inner dims [4, n, m] / [m, M, 1] per output block, at its offset
     s = C_FACTS["shim_c"]
-    for col in range(c.cols):
+    for col in range(c.array.cols):
         tap = patterns.shim_c(g, 0, 0, col)
         assert list(tap.sizes) == [_ev(x, **names) for x in s["sizes"][1:]]
         assert list(tap.strides) == [_ev(x, **names) for x in s["strides"][1:]]
@@ -182,7 +182,7 @@ def test_narrow_column_major_c_streams_mlir_aies_columns_in_whole_words(dev, t_i
 
     c = small(dev, t_in, t_out, c_col_maj=True)
     assert c.c_t_blocks and kernel_build(c).c_col_maj and "_ccol" in kernel_build(c).object_file
-    assert emulation_default(dev, t_in) == c.emulate_bf16_with_bfp16
+    assert emulation_default(dev, t_in) == c.kernel.emulate_bf16_with_bfp16
     g = grid(c, "C")
     m, n, r, t = g.m, g.n, g.r, g.t
     theirs_l1, their_walk, _ = _theirs_c(g, c)
@@ -194,7 +194,7 @@ def test_narrow_column_major_c_streams_mlir_aies_columns_in_whole_words(dev, t_i
     assert [where_theirs[int(a)] for a in their_walk.indices()] == column_major
     assert [where_ours[int(a)] for a in ours.indices()] == column_major
     # inside a block both store the same t x r transpose; the innermost run is r elements, whole words
-    assert ours.sizes[-1] == r and ours.strides[-1] == 1 and c.t_out.nbytes(r) % 4 == 0
+    assert ours.sizes[-1] == r and ours.strides[-1] == 1 and c.types.t_out.nbytes(r) % 4 == 0
     assert np.array_equal(ours_l1[:r, :t], theirs_l1[:r, :t])
 
 
@@ -232,7 +232,7 @@ def test_narrow_column_major_c_tuner_candidates_keep_the_dma_limits(dev, t_in, t
     assert result.top
     for cand in result.top:
         c = cand.config
-        assert c.c_col_maj and c.c_t_blocks and not c.block_kernel
+        assert c.layout.c_col_maj and c.c_t_blocks and not c.kernel.block
         check_dma_limits(c)
         check(c)
         row = c.with_(c_col_maj=False)

@@ -10,7 +10,7 @@ import pytest
 
 from gemm_gen.app import linear as linear_module
 from gemm_gen.app import operator
-from gemm_gen.app.linear import Linear, LinearPlan, as_numpy, tiers
+from gemm_gen.app.linear import LAYER_BOUND, Linear, LinearPlan, as_numpy, tiers
 from gemm_gen.errors import ConfigError
 from gemm_gen.inputs import group_weights
 from gemm_gen.quant_b import QuantB
@@ -47,17 +47,37 @@ def test_linear_serves_every_m_and_builds_each_design_once(builds):
         x = RNG.standard_normal((M, K)).astype(ml_dtypes.bfloat16)
         y = lin.simulate(x, report=True)
         assert y.shape == (M, N) and np.array_equal(y.view(np.uint16), lin.reference(x).view(np.uint16))
-        assert lin.last_call.accuracy.frobenius_rel < 0.0125  # npu2's bfp16 datapath: test_llm_formats.DATAPATHS
+        assert lin.last_call.accuracy.frobenius_rel < LAYER_BOUND  # npu2's default datapath, plain bf16: 1% per layer
         route = lin.route(M)
         assert lin.last_call.tiers == (route.tier,)
         assert route.predicted_us[route.tier] == min(route.predicted_us.values())  # the model's fastest
         assert set(route.predicted_us) == {t.name for t in lin.plan.tiers if t.max_m >= M}
         chosen[M] = route.tier
     assert len(builds) == 3  # no call built a design
-    rows = {name: lin.plan.design(name).config.rows for name in names}
+    rows = {name: lin.plan.design(name).config.array.rows for name in names}
     assert rows == {"decode": 1, "small": 4, "prefill": 4}  # the decode mapping, then the whole array
     assert chosen[1] == "decode" and chosen[300] == "prefill"  # only these serve their M best / at all
     assert all(chosen[M] != "decode" for M in (64, 300)) and DECODE_M_MAX == 16
+
+
+def test_npu2_runs_plain_bf16_unless_the_bfp16_datapath_is_asked_for():
+    """A Linear holds 1% per layer by default: on npu2 it runs plain bf16 (the Gemm's own default for bf16 is the
+    bfp16 datapath); emulate_bf16_with_bfp16=True asks for the faster bfp16 datapath, which every call names with
+    what it loses. npu1 has plain bf16 only."""
+    w = _weights()
+    for device, options, bfp16 in (("npu2", {}, False), ("npu2", {"emulate_bf16_with_bfp16": None}, False),
+                                   ("npu2", {"emulate_bf16_with_bfp16": False}, False),
+                                   ("npu2", {"emulate_bf16_with_bfp16": True}, True), ("npu1", {}, False)):
+        lin = Linear(w, device=device, max_tokens=64, **options)
+        assert lin.plan.bfp16 == bfp16 and all(lin.plan.design(t.name).config.kernel.emulate_bf16_with_bfp16 == bfp16
+                                               for t in lin.plan.tiers), (device, options)
+        lin.simulate(RNG.standard_normal((2, K)).astype(ml_dtypes.bfloat16))
+        said = lin.last_call.datapath
+        assert said == lin.plan.datapath() and f"datapath: {said}" in lin.last_call.lines()
+        assert ("bfp16" in said) == (device == "npu2"), said  # npu1: no bfp16 datapath to offer
+    with pytest.raises(ConfigError, match="emulate") as e:  # npu1 has no bfp16 datapath: the device's own refusal
+        Linear(w, device="npu1", emulate_bf16_with_bfp16=True)
+    assert "\n" not in str(e.value)
 
 
 def test_the_route_follows_the_models_predictions(monkeypatch):
@@ -216,8 +236,8 @@ def test_the_plan_predicts_at_any_size_without_weights():
     slow, fast = plan.predicted_range_us(r.tier, 1)
     assert fast <= r.predicted_us[r.tier] <= slow and r.tier == "decode"
     c = plan.design(r.tier).config
-    assert (c.M, c.K, c.N, c.group_size, c.rows) == (DECODE_M_MAX, 2048, 8192, 32, 1)
-    assert plan.design("small").config.M == linear_module.SMALL_M_MAX
+    assert (c.size.M, c.size.K, c.size.N, c.groups.group_size, c.array.rows) == (DECODE_M_MAX, 2048, 8192, 32, 1)
+    assert plan.design("small").config.size.M == linear_module.SMALL_M_MAX
 
 
 def test_layers_of_one_shape_share_one_plan(builds):

@@ -8,6 +8,7 @@ changed what `make sim M=.. K=.. N=..` checked), and its first install is quiet.
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import re
 import shlex
@@ -47,7 +48,6 @@ def test_the_readme_names_every_target_and_make_has_them():
 
 
 @pytest.mark.parametrize("args,expect", [
-    (("sim", "DEVICE=npu2", "M=1344", "K=1536", "N=1536", "B_COL_MAJ=1"), "PASS"),  # the README's main job
     (("sim", "DEVICE=npu1", "M=256", "K=512", "N=128", "N_AIE_COLS=1", "DTYPE_IN=i8", "DTYPE_OUT=i32",
       "m=32", "k=64", "n=32"), "PASS"),
     (("sim", "DEVICE=npu2", "M=512", "K=512", "N=256", "N_AIE_COLS=2", "m=64", "k=64", "n=64", "K_MT=128"), "PASS"),
@@ -81,6 +81,30 @@ def test_documented_targets_work(args, expect, tmp_path):
     assert expect.format(build=tmp_path) in done.stdout
     if "{build}" in expect:
         assert any(tmp_path.iterdir())
+
+
+def test_make_sim_ends_with_the_designs_predicted_throughput(capsys):
+    """Issue 33 item 6: `make sim` ends one line after PASS with the design's throughput, labelled PREDICTED: the
+    figures `gemm-gen predict` gives for the same request (the same design, chosen once by simulate)."""
+    from gemm_gen.app.cli import main
+
+    done = make("sim", "DEVICE=npu1", "M=256", "K=384", "N=128", "DTYPE_IN=i8", "DTYPE_OUT=i16")
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    last = done.stdout.splitlines()[-2:]
+    assert last[0] == "PASS" and last[1].startswith("PREDICTED on an npu1 (the analytical model, not a measurement): ")
+    assert main(["predict", "--dev", "npu1", "-M", "256", "-K", "384", "-N", "128", "--dtype_in", "i8", "--dtype_out",
+                 "i16", "--a-col-maj", "0", "--b-col-maj", "0", "--c-col-maj", "0", "--json"]) == 0
+    said = json.loads(capsys.readouterr().out)
+    assert f": {said['tops']:.2f} TOPS ({said['tops_low']:.2f} to {said['tops_high']:.2f} " in last[1]
+    assert f", {said['time_us']:,.0f} us for 256x384x128, {said['bound']} bound" in last[1]
+
+
+def test_make_sim_of_several_sizes_predicts_the_largest_it_serves():
+    done = make("sim", "DEVICE=npu1", "SIZES=100x200x50,64x64x64", "DTYPE_IN=i8", "DTYPE_OUT=i32")
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    last = done.stdout.splitlines()[-2:]
+    assert last[0] == "PASS: one design served all 2 sizes" and last[1].startswith("PREDICTED on an npu1")
+    assert "us for 100x200x64 (the largest size it serves)" in last[1]
 
 
 def test_a_build_dir_with_spaces_and_quotes_stays_one_argument(tmp_path):
@@ -124,6 +148,15 @@ def test_the_rest_as_dry_runs(target, command):
     assert done.returncode == 0 and command in done.stdout
 
 
+def test_the_test_targets_state_no_figure_nobody_measured():
+    """The Makefile once said "about TODO minutes": what make test and make test-slow say of their time is what the
+    run itself prints at its end (tests/conftest.py), not a figure typed into the Makefile."""
+    for target in ("test", "test-slow"):
+        said = " ".join(line for line in make(target, dry=True).stdout.splitlines() if line.startswith("echo "))
+        assert "TODO" not in said and "it ends with the CPU time it took" in said, said
+        assert not re.search(r"\d+(\.\d+)? (minutes|seconds|s)\b", said), said
+
+
 def _read_variables() -> set[str]:
     """Every variable the Makefile reads: $(NAME) and $(NAME:...) references, plus every name it
     assigns (functions like $(if ...) and automatic variables are not names of this kind)."""
@@ -139,6 +172,29 @@ def _own_variables() -> set[str]:
     found = re.search(r"^OWN_VARS := (.*)$", done.stdout, re.M)
     assert found, done.stderr
     return set(found.group(1).split())
+
+
+def test_the_makefiles_option_variables_are_the_option_tables():
+    """gemm_gen.mk (OPTION_VARS, SWITCH_VARS, GEN_ARGS) is what `gemm-gen make-args` derives from the option
+    table: an option added to the table reaches make when the file is regenerated, and this fails until it is."""
+    from gemm_gen.app.cliargs import MAKE_INCLUDE, make_include
+
+    assert (ROOT / MAKE_INCLUDE).read_text() == make_include(), \
+        f"regenerate it: .venv/bin/gemm-gen make-args > {MAKE_INCLUDE}"
+    assert "include gemm_gen.mk" in (ROOT / "Makefile").read_text()
+
+
+def test_make_passes_every_option_variable_as_its_flag():
+    """Each option's variable (a row of the table) reaches gemm-gen as its flag, with its value."""
+    from gemm_gen.spec import OPTIONS
+
+    rows = [row for row in OPTIONS if row.make is not None and row.cli != "switch" and row.name != "clamp"]
+    args = [f"{row.make}={7 if row.cli != 'bool' else 1}" for row in rows]
+    done = make("plan", *args, "CLAMP=-6,6", "BIAS=1", "CHESS=1", "ZERO_POINTS=1", dry=True)
+    assert done.returncode == 0, done.stderr
+    for row in rows:
+        assert f" {row.flag} {7 if row.cli != 'bool' else 1}" in done.stdout, row.name
+    assert all(f" {flag}" in done.stdout for flag in ("--clamp=-6,6", "--bias", "--chess", "--zero-points"))
 
 
 def test_every_variable_the_makefile_reads_is_taken_from_the_command_line_only():
@@ -205,7 +261,7 @@ os.chmod(pip, 0o755)
 @pytest.fixture
 def fresh_clone(tmp_path):
     """The Makefile and pyproject.toml in a folder without .venv/, and a stand-in interpreter."""
-    for name in ("Makefile", "pyproject.toml"):
+    for name in ("Makefile", "gemm_gen.mk", "pyproject.toml"):
         shutil.copy(ROOT / name, tmp_path / name)
     fake = tmp_path / "fake_python"
     fake.write_text(FAKE_PYTHON.format(python=sys.executable))

@@ -188,7 +188,7 @@ def test_design_traffic_matches_closed_form(dev, types, col, mm, kk, nn, jm, bm,
     t_in, t_out, t_b, acc = types
     if "bfp16" in types and dev == "npu1":
         return  # no bfp16 datapath
-    r, s, t = GemmConfig(dev, 1, 1, 1, 1, 1, 1, 1, t_in, t_out, dtype_b=t_b, acc=acc).mmul
+    r, s, t = GemmConfig(dev, 1, 1, 1, 1, 1, 1, 1, t_in, t_out, dtype_b=t_b, acc=acc).kernel.mmul
     m, k, n = 2 * r * mm, s * kk * 2, 2 * t * nn
     k_mt = k * jm
     M, K, N = bm * 4 * m - shrink, bk * k_mt - shrink * s, bn * cols * n
@@ -201,9 +201,11 @@ def test_design_traffic_matches_closed_form(dev, types, col, mm, kk, nn, jm, bm,
         return
     got = design_traffic(design)
     Mp, Kp, Np = (np.array(x) for x in c.call.covered)
-    want = analytic_traffic(c.rows, c.cols, (c.t_in, c.t_b, c.t_out), col, np.array(m), np.array(k_mt),
-                            np.array(n), Mp, Kp, Np, c.b_pack, tuple(np.array(c.call.ld(x)) for x in "ABC"), a_col,
-                            c.c_col_maj)
+    want = analytic_traffic(c.array.rows, c.array.cols, (c.types.t_in, c.types.t_b, c.types.t_out), col, np.array(m),
+                            np.array(k_mt),
+                            np.array(n), Mp, Kp, Np, c.layout.b_pack, tuple(np.array(c.call.ld(x)) for x in "ABC"),
+                            a_col,
+                            c.layout.c_col_maj)
     for name in ("A", "B", "C"):
         assert float(got[name].bytes) == pytest.approx(float(want[name].bytes))
         assert float(got[name].runs) == pytest.approx(float(want[name].runs))
@@ -227,7 +229,7 @@ def test_predict_without_tiles_uses_the_tuned_design(capsys):
 
     info = predict_json(capsys, *SMALL)
     best = tune(Workload.new("npu1", 512, 512, 512, "i8", "i16"), 1).best.config
-    assert info["tile"] == [best.m, best.k, best.n] and info["k_mt"] == best.k_mt
+    assert info["tile"] == [best.tiling.m, best.tiling.k, best.tiling.n] and info["k_mt"] == best.tiling.k_mt
 
 
 @pytest.mark.parametrize("extra, message", [
@@ -281,12 +283,13 @@ def test_column_major_a_is_priced_by_its_runs(dev, t_in, t_out):
     col = row.with_(a_col_maj=True)
     got = design_traffic(build_design(col))["A"]
     Mp, Kp, Np = (np.array(x) for x in col.call.covered)
-    want = analytic_traffic(col.rows, col.cols, (col.t_in, col.t_b, col.t_out), False, np.array(64), np.array(256),
+    want = analytic_traffic(col.array.rows, col.array.cols, (col.types.t_in, col.types.t_b, col.types.t_out), False,
+                            np.array(64), np.array(256),
                             np.array(64), Mp, Kp, Np, "tiles", tuple(np.array(col.call.ld(x)) for x in "ABC"),
                             True)["A"]
     assert float(got.runs) == pytest.approx(float(want.runs)) and float(got.bytes) == float(want.bytes)
-    assert float(got.run_bytes) == 64 * col.t_in.elem_bytes
-    assert float(design_traffic(build_design(row))["A"].run_bytes) == 256 * row.t_in.elem_bytes
+    assert float(got.run_bytes) == 64 * col.types.t_in.elem_bytes
+    assert float(design_traffic(build_design(row))["A"].run_bytes) == 256 * row.types.t_in.elem_bytes
     wl_row, wl_col = Workload.of(row), Workload.of(col)
     t_row = float(estimate(wl_row, 64, 64, 64, 256).t_dram)
     t_col = float(estimate(wl_col, 64, 64, 64, 256).t_dram)

@@ -120,14 +120,14 @@ def test_predict_reads_the_kernels_epilogue_and_prints_its_charge() -> None:
     assert float(got.t_core) > float(base.t_core) and float(got.time) >= float(base.time)
     pred = prediction(c, got, p, with_e, float(got.tops), float(got.tops), None)
     assert pred.epilogue is None  # predict() adds the charge; the record without it has none
-    text = predict_text(replace(pred, epilogue=epilogue_charge(e, c.m, c.n)))
+    text = predict_text(replace(pred, epilogue=epilogue_charge(e, c.tiling.m, c.tiling.n)))
     line = next(x for x in text.splitlines() if x.strip().startswith("epilogue"))
     ops = epilogue_cost.vector_ops(e)
     assert "PREDICTED" in line and "uncalibrated" in line and f"{ops} vector ops" in line
-    assert f"{ops * c.m * c.n / VECTOR_LANES:,.0f} cycles per output tile" in line
+    assert f"{ops * c.tiling.m * c.tiling.n / VECTOR_LANES:,.0f} cycles per output tile" in line
     assert "epilogue" not in predict_text(pred)
     assert "epilogue" not in pred.to_json()
-    assert replace(pred, epilogue=epilogue_charge(e, c.m, c.n)).to_json()["epilogue"]["predicted"] is True  # type: ignore[index]
+    assert replace(pred, epilogue=epilogue_charge(e, c.tiling.m, c.tiling.n)).to_json()["epilogue"]["predicted"] is True  # type: ignore[index]
 
 
 def test_estimate_config_takes_an_epilogue() -> None:

@@ -37,7 +37,7 @@ def test_a_design_with_runtime_k_pays_its_write32s_per_core_each_call(dev):
     fixed = float(estimate_config(c, p).time)
     mnk = float(estimate_config(replace(c, runtime_sizes="mnk"), p).time)
     mn = float(estimate_config(replace(c, runtime_sizes="mn"), p).time)
-    cores = c.rows * c.cols
+    cores = c.array.rows * c.array.cols
     assert runtime_writes("mnk", False) == 3
     assert mnk - fixed == pytest.approx(3 * cores * p.rtp_write_us * 1e-6, rel=1e-9)
     assert mn == fixed  # cores that loop while data comes read no parameter
@@ -48,10 +48,12 @@ def test_a_small_call_pays_for_whole_blocks():
     """A call smaller than one block computes the block (its junk rows read slack): its core time is
     the whole block's, and its throughput falls with the share of useful rows."""
     c = small("npu2", "i8", "i32")
-    rows = c.m * c.rows
+    rows = c.tiling.m * c.array.rows
     p = load()
-    one = estimate(Workload.of(c, Problem(1, c.K, c.N)), c.m, c.k, c.n, c.k_mt, p, rho=c.rho)
-    full = estimate(Workload.of(c, Problem(rows, c.K, c.N)), c.m, c.k, c.n, c.k_mt, p, rho=c.rho)
+    one = estimate(Workload.of(c, Problem(1, c.size.K, c.size.N)), c.tiling.m, c.tiling.k, c.tiling.n, c.tiling.k_mt, p,
+                   rho=c.tiling.rho)
+    full = estimate(Workload.of(c, Problem(rows, c.size.K, c.size.N)), c.tiling.m, c.tiling.k, c.tiling.n,
+                    c.tiling.k_mt, p, rho=c.tiling.rho)
     assert float(one.t_core) == float(full.t_core)
     assert float(one.tops) * rows == pytest.approx(float(full.tops), rel=0.05)
 
@@ -61,17 +63,18 @@ def test_tune_many_picks_the_least_weighted_time_among_designs_that_serve_every_
     p = load()
     r = tune_many(base, SIZES)
     c = r.config
-    assert (c.M, c.K, c.N, c.runtime_sizes) == (base.M, base.K, base.N, "mnk")
+    assert (c.size.M, c.size.K, c.size.N, c.runtime.runtime_sizes) == (base.size.M, base.size.K, base.size.N, "mnk")
     for s in SIZES:
         serve(c, s)  # the winner serves every size
 
     def total(cf):
-        return sum(float(estimate(Workload.of(cf, s), cf.m, cf.k, cf.n, cf.k_mt, p, rho=cf.rho).time) for s in SIZES)
+        t = cf.tiling
+        return sum(float(estimate(Workload.of(cf, s), t.m, t.k, t.n, t.k_mt, p, rho=t.rho).time) for s in SIZES)
 
     compared = 0
     for s in r.sizes:  # each size's own design, built for the maxima instead, never beats the winner overall
         assert s.special is not None and s.special_s is not None
-        own = replace(s.special, M=c.M, K=c.K, N=c.N, runtime_sizes="mnk")
+        own = replace(s.special, M=c.size.M, K=c.size.K, N=c.size.N, runtime_sizes="mnk")
         try:
             check(own)
             for size in SIZES:
@@ -129,4 +132,7 @@ def test_simulated_runtime_sizes_use_the_design_tuned_for_the_list():
             "--runtime-sizes", "1000x777x333,64x4096x512,2048x1024x2048"]
     c = config_from_args(parser().parse_args(args))
     r = tune_many(replace(c, m=0, k=0, n=0, k_mt=0, rho=1), SIZES)
-    assert (c.m, c.k, c.n, c.k_mt, c.rho) == (r.config.m, r.config.k, r.config.n, r.config.k_mt, r.config.rho)
+    assert (c.tiling.m, c.tiling.k, c.tiling.n, c.tiling.k_mt, c.tiling.rho) == (r.config.tiling.m, r.config.tiling.k,
+                                                                                 r.config.tiling.n,
+                                                                                 r.config.tiling.k_mt,
+                                                                                 r.config.tiling.rho)

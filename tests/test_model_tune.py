@@ -49,7 +49,7 @@ def test_tuned_design_is_at_least_the_papers_choice(row):
 def _brute_force(pr: Workload, params=None) -> np.ndarray:
     """Every (m, k, n, rho) and every multiple of k for k_mt that fits: sorted predicted times."""
     m, k, n, rho = tilings(pr.base, pr.size, Pins())
-    r = pr.base.mmul[0]  # every asymmetry whose A tile (m / rho rows) fits a core's share is searched
+    r = pr.base.kernel.mmul[0]  # every asymmetry whose A tile (m / rho rows) fits a core's share is searched
     assert set(rho.tolist()) == {x for x in range(1, RHO_MAX + 1) if 2 * r * x <= m.max()}
     times = []
     K1 = -(-pr.K // k) * k
@@ -57,7 +57,8 @@ def _brute_force(pr: Workload, params=None) -> np.ndarray:
         keep = j * k <= K1
         mm, kk, nn, rr = m[keep], k[keep], n[keep], rho[keep]
         kmt = j * kk
-        fit = memtile.fit(memtile.l2_pools(pr.base.l2_options, mm, kk, nn, kmt), pr.base.dev.target(pr.base.cols)[1],
+        fit = memtile.fit(memtile.l2_pools(pr.base.l2_options, mm, kk, nn, kmt),
+                          pr.base.dev.target(pr.base.array.cols)[1],
                           pr.base.dev.memtile_bytes, mm.size)
         if fit.any():
             times.append(estimate(pr, mm[fit], kk[fit], nn[fit], kmt[fit], params, rho=rr[fit]).time)
@@ -140,12 +141,15 @@ def test_tune_bad_input_exits_2(capsys):
 def test_config_without_tiles_is_the_tuned_design():
     a = parser().parse_args(["plan", "--dev", "npu2", "-M", "4096", "-K", "4096", "-N", "2048"])
     c = config_from_args(a)
-    best = tune(Workload.new("npu2", 4096, 4096, 2048, convert_once=c.convert_once), 1).best.config  # its kernel's
-    assert (c.m, c.k, c.n, c.k_mt, c.rho) == (best.m, best.k, best.n, best.k_mt, best.rho)
+    best = tune(Workload.new("npu2", 4096, 4096, 2048, convert_once=c.kernel.convert_once),
+                1).best.config  # its kernel's
+    assert (c.tiling.m, c.tiling.k, c.tiling.n, c.tiling.k_mt, c.tiling.rho) == (best.tiling.m, best.tiling.k,
+                                                                                 best.tiling.n, best.tiling.k_mt,
+                                                                                 best.tiling.rho)
     a = parser().parse_args(["plan", "--dev", "npu2", "-M", "4096", "-K", "4096", "-N", "2048", "--k-mt", "96"])
-    assert config_from_args(a).k_mt == 96
+    assert config_from_args(a).tiling.k_mt == 96
     a = parser().parse_args(["plan", "--dev", "npu2", "-M", "4096", "-K", "4096", "-N", "2048", "-m", "64"])
-    assert config_from_args(a).m == 64  # explicit tiles: the old defaults for the rest
+    assert config_from_args(a).tiling.m == 64  # explicit tiles: the old defaults for the rest
 
 
 # ---- --measure ---------------------------------------------------------------------------------------
@@ -155,7 +159,7 @@ def fake_backends(monkeypatch):
     calls = []
 
     def measure(config, iters, warmup):
-        calls.append((config.m, config.k, config.n, config.k_mt, iters, warmup))
+        calls.append((config.tiling.m, config.tiling.k, config.tiling.n, config.tiling.k_mt, iters, warmup))
         return 1e-3 * (10 - len(calls))  # later candidates run faster
 
     monkeypatch.setattr("gemm_gen.app.tune_commands.measure", measure)
@@ -191,7 +195,7 @@ def test_a_design_that_fails_on_the_npu_ranks_last_and_the_rest_are_measured(cap
     """search.measure_candidates through the CLI: the first finalist fails to build (inf, no TOPS, null
     in the JSON), the others are measured and ranked above it."""
     def flaky(config, iters, warmup):
-        fake_backends.append((config.m, config.k, config.n, config.k_mt))
+        fake_backends.append((config.tiling.m, config.tiling.k, config.tiling.n, config.tiling.k_mt))
         if len(fake_backends) == 1:
             raise BuildError("aiecc: the design does not fit")
         return 1e-3 * len(fake_backends)
@@ -224,10 +228,10 @@ def test_tune_answers_the_atb_problems_at_least_as_well_as_their_designs(row):
                      acc=row.acc or "out")  # the paper's C
     result = tune(pr, 3)
     assert result.best.tops >= calibrate.array_tops(load(), row) * (1 - 1e-9)
-    assert {c.config.precision for c in result.top} == {result.best.config.precision}
+    assert {c.config.types.precision for c in result.top} == {result.best.config.types.precision}
     for c in result.top:
         check_config(c.config)
-    assert max(c.config.rho for c in result.top) > 1  # asymmetric designs win these memory-bound problems
+    assert max(c.config.tiling.rho for c in result.top) > 1  # asymmetric designs win these memory-bound problems
 
 
 @settings(max_examples=300, deadline=None)
@@ -246,7 +250,7 @@ def test_the_tuners_l1_filter_accepts_exactly_what_the_configs_l1_check_accepts(
     the scalar form: one function serves both."""
     dev, t_in, t_out, t_b, acc = types
     probe = GemmConfig(dev, 1, 1, 1, 1, 1, 1, 1, t_in, t_out, dtype_b=t_b, acc=acc, compiler=compiler)
-    r, s, t = probe.mmul
+    r, s, t = probe.kernel.mmul
     m, k, n = 2 * r * mb * rho, s * kb, 2 * t * nb
     c = GemmConfig(dev, 4 * m, k, 8 * n, m, k, n, k, t_in, t_out, dtype_b=t_b, acc=acc, rho=rho, compiler=compiler,
                    runtime_sizes=served)
@@ -271,7 +275,7 @@ def test_every_tilings_largest_k_is_the_largest_the_l1_check_accepts(pr):
     """On the tuner's own candidates: for each (m, n, rho) it searches, its largest k passes
     GemmConfig's L1 check and one mmul step more does not (K is large enough that only L1 bounds k)."""
     m, k, n, rho = tilings(pr.base, pr.size, Pins())
-    s = pr.base.mmul[1]
+    s = pr.base.kernel.mmul[1]
     keys = np.stack([m, n, rho], axis=1)
     groups, inverse = np.unique(keys, axis=0, return_inverse=True)
     k_top = np.zeros(len(groups), dtype=np.int64)
@@ -295,11 +299,11 @@ def test_the_tuners_grid_is_exactly_what_the_divisibility_check_accepts(pr):
     divisibility check, and every m (per rho) and n up to the largest searched one that the check
     accepts is searched."""
     m, k, n, rho = tilings(pr.base, pr.size, Pins())
-    st = tiling.steps(pr.base.mmul, pr.base.precision.block, pr.base.block_kernel)
+    st = tiling.steps(pr.base.kernel.mmul, pr.base.types.precision.block, pr.base.kernel.block)
     assert tiling.divisible(st, m, k, n, k, rho).all()
-    if pr.base.block_kernel:  # the bfp16 kernels' super-blocks: whole 16 x 16 C blocks per call
+    if pr.base.kernel.block:  # the bfp16 kernels' super-blocks: whole 16 x 16 C blocks per call
         assert (m // rho % 16 == 0).all() and (n % 16 == 0).all()
-    _, s, _ = pr.base.mmul
+    _, s, _ = pr.base.kernel.mmul
 
     def accepted(mm: int, nn: int, rr: int) -> bool:
         try:

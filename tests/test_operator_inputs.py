@@ -15,7 +15,7 @@ import pytest
 from gemm_gen.accuracy import Accuracy, EpilogueAccuracy
 from gemm_gen.app.operator import Gemm
 from gemm_gen.app.operator_args import in_operator_terms
-from gemm_gen.errors import ConfigError
+from gemm_gen.errors import ConfigError, opt, spelled
 
 BF16 = ml_dtypes.bfloat16
 M, K, N = 16, 64, 32  # one small block on every path below
@@ -371,22 +371,25 @@ def test_gemm_refuses_bad_arguments_when_it_is_made_in_its_own_terms(kwargs, pat
 
 
 def test_good_arguments_make_a_gemm_and_the_options_given_are_kept():
-    assert Gemm(device="strix", dtype_in="i8", dtype_out="i16", tiles=(16, 16, 16, 64))._base.device == "npu2"
+    assert Gemm(device="strix", dtype_in="i8", dtype_out="i16", tiles=(16, 16, 16, 64))._base.array.device == "npu2"
     with_rho = Gemm(device="npu2", dtype_in="i8", dtype_out="i32", rho=2)
-    assert with_rho.design(256, 256, 256).config.rho == 2  # the tuner keeps a rho the user fixed
+    assert with_rho.design(256, 256, 256).config.tiling.rho == 2  # the tuner keeps a rho the user fixed
     strips = Gemm(device="npu2", dtype_in="bfp16", b_pack="tiles", tiles=(16, 64, 16, 64))
-    assert strips.design(M, K, N).config.b_pack == "tiles"  # and a bfp16 B's packing
+    assert strips.design(M, K, N).config.layout.b_pack == "tiles"  # and a bfp16 B's packing
 
 
-def test_cli_flags_become_the_operators_keywords():
-    assert in_operator_terms("use --dtype_out i8 or i16") == "use dtype_out='i8' or 'i16'"
-    assert in_operator_terms("drop --dtype_b (or use --dtype_b bfp16 with bf16 A)") == \
+def test_the_options_a_message_names_read_as_the_operators_keywords():
+    """A message names options by placeholder (errors.opt); the operator spells each as its keyword, the
+    CLI as its flag (no text is rewritten)."""
+    assert in_operator_terms(f"use {opt('dtype_out', 'i8', 'i16')}") == "use dtype_out='i8' or 'i16'"
+    assert in_operator_terms(f"drop {opt('dtype_b')} (or use {opt('dtype_b', 'bfp16')} with bf16 A)") == \
         "drop dtype_b (or use dtype_b='bfp16' with bf16 A)"
-    assert in_operator_terms("--emulate-bf16-mmul-with-bfp16 0 turns it off") == \
+    assert in_operator_terms(f"{opt('emulate_bf16_with_bfp16', False)} turns it off") == \
         "emulate_bf16_with_bfp16=False turns it off"
-    assert in_operator_terms("use --chess (CHESS=1), or --mmul 4x8x4") == \
-        "use compiler='chess', or mmul_shape=(4, 8, 4)"
-    assert in_operator_terms("give -m a size, --k-mt 64, --dev npu2") == \
+    both = f"use {opt('compiler', 'chess')}, or {opt('mmul_shape', (4, 8, 4))}"
+    assert in_operator_terms(both) == "use compiler='chess', or mmul_shape=(4, 8, 4)"
+    assert spelled(both) == "use --chess, or --mmul 4x8x4"
+    assert in_operator_terms(f"give {opt('m')} a size, {opt('k_mt', 64)}, {opt('device', 'npu2')}") == \
         "give tiles' m a size, tiles=(m, k, n, 64), device='npu2'"
 
 
@@ -415,8 +418,9 @@ def test_options_no_tiling_changes_are_refused_when_the_gemm_is_made_naming_them
 def test_the_operator_takes_the_kernel_opt_level_in_its_own_terms():
     """Issue 31 item 12: opt_level is an option of the Gemm as of the CLI (--opt-level); a level Peano does not
     have, or one with chess, is refused as the Gemm is made, in the operator's keywords."""
-    assert Gemm(device="npu2", dtype_in="i8", dtype_out="i32", opt_level=1).design(256, 256, 256).config.opt_level == 1
-    assert Gemm(device="npu2", dtype_in="i8", dtype_out="i32").design(256, 256, 256).config.opt_level == 2
+    assert Gemm(device="npu2", dtype_in="i8", dtype_out="i32", opt_level=1).design(256, 256,
+                                                                                   256).config.kernel.opt_level == 1
+    assert Gemm(device="npu2", dtype_in="i8", dtype_out="i32").design(256, 256, 256).config.kernel.opt_level == 2
     with pytest.raises(ConfigError, match=r"level 9 is not one of Peano's -O0 .. -O3; use opt_level=2"):
         Gemm(device="npu2", dtype_in="i8", dtype_out="i32", opt_level=9)
     with pytest.raises(ConfigError, match=r"opt_level=1 applies to Peano.*drop opt_level"):

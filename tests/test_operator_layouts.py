@@ -43,7 +43,7 @@ def test_x_transposed_is_read_in_place_as_column_major_a():
     assert call.copies_by_operand()["A"] == 0 and call.copy_lines()[0] == "A: 0 copies"
     exact = _exact(X.T, dY)
     err = np.abs(c.astype(np.float64) - exact)
-    assert err.max() == pytest.approx(acc.max_abs) and acc.frobenius_rel < 0.02  # README: 0.94% on this path
+    assert err.max() == pytest.approx(acc.max_abs) and acc.frobenius_rel < 0.02  # docs/accuracy.md: 0.94% on this path
     assert np.linalg.norm(c.astype(np.float64) - exact) <= acc.frobenius_rel * np.linalg.norm(exact) * (1 + 1e-9)
     row_major = g.simulate(np.ascontiguousarray(X.T), dY)
     assert not g.last_call.a_col_maj and g.last_call.copies_by_operand()["A"] == 0

@@ -69,7 +69,7 @@ def _dev(b: KernelBuild) -> Device:
 
 
 def acc_bits(b: KernelBuild) -> int:
-    return _dev(b).acc_bits(b.dtype_in, tuple(b.mmul))
+    return _dev(b).acc_bits(b.types.dtype_in, tuple(b.mmul))
 
 
 @dataclass(frozen=True)
@@ -83,9 +83,10 @@ class Flow:
     @property
     def id(self) -> str:
         b = self.build
-        acc = "wide" if b.precision.converts_c else "out"
+        acc = "wide" if b.types.precision.converts_c else "out"
         tag = "-no-set-saturation" if self.unsaturated else ""
-        return (f"{_dev(b).name}-{b.dtype_in}-{b.dtype_out}-{'x'.join(map(str, b.mmul))}-acc{acc_bits(b)}-{acc}-"
+        t = b.types
+        return (f"{_dev(b).name}-{t.dtype_in}-{t.dtype_out}-{'x'.join(map(str, b.mmul))}-acc{acc_bits(b)}-{acc}-"
                 f"{b.saturation}-{b.rounding}-shift{b.shift}{tag}")
 
     @property
@@ -151,7 +152,7 @@ def load(kernels: dict[str, Path | BaseException], flow: Flow) -> Kernel:
 def magnitude(b: KernelBuild) -> int:
     """The largest |input| that keeps every sum (and C shifted up) inside the accumulator's lanes:
     the type's full scale, except int16 into acc32."""
-    t_in, t_out = dtype(b.dtype_in), dtype(b.dtype_out)
+    t_in, t_out = dtype(b.types.dtype_in), dtype(b.types.dtype_out)
     if acc_bits(b) == 64 or t_in.bits == 8:
         return -t_in.min
     room = (1 << 31) - 1 - (t_out.max << b.shift)
@@ -164,7 +165,7 @@ def overflow_steps(b: KernelBuild, seed: int = 0) -> list[tuple[np.ndarray, np.n
     same; every other value -big, +big or uniform in between. Rows x columns of one sign sum past
     the maximum, of opposite signs past the minimum; the uniform values land anywhere."""
     rng = np.random.default_rng(seed)
-    host = dtype(b.dtype_in).host
+    host = dtype(b.types.dtype_in).host
     big = magnitude(b)
     lo, hi = -big, min(big, int(np.iinfo(host).max))
     K = STEPS * b.k
@@ -212,14 +213,14 @@ def independent(b: KernelBuild, steps: list[tuple[np.ndarray, np.ndarray]]) -> n
     """C from the exact int64 products, without gemm_gen's numerics: a wide C narrowed once (the
     sum over all steps / 2^shift, rounded, then saturated or wrapped), a C in its own type narrowed
     after every step (C 2^shift plus the step's products, the same)."""
-    bits, shift = dtype(b.dtype_out).bits, b.shift
+    bits, shift = dtype(b.types.dtype_out).bits, b.shift
 
     def convert(v: int) -> int:
         return narrow_exact(round_exact(Fraction(int(v), 1 << shift), b.rounding), bits, b.saturation)
 
     conv = np.frompyfunc(convert, 1, 1)
     products = [a.astype(np.int64) @ bb.astype(np.int64) for a, bb in steps]
-    if b.precision.converts_c:
+    if b.types.precision.converts_c:
         return conv(sum(products).astype(object)).astype(np.int64)
     c = np.zeros((b.m, b.n), dtype=object)
     for p in products:
@@ -242,7 +243,7 @@ def exact_rounded(b: KernelBuild, steps: list[tuple[np.ndarray, np.ndarray]]) ->
 def test_the_flows_cover_every_pair_mode_and_rounding() -> None:
     """Every integer pair of both devices whose C can saturate, with C wide and in its own type,
     under every saturation mode; every rounding mode; both B layouts; acc32 and acc64 shapes."""
-    seen = {(_dev(f.build).name, f.build.dtype_in, f.build.dtype_out, f.build.precision.converts_c,
+    seen = {(_dev(f.build).name, f.build.types.dtype_in, f.build.types.dtype_out, f.build.types.precision.converts_c,
              f.build.saturation) for f in FLOWS}
     for dev in (NPU1, NPU2):
         for din in ("i8", "i16"):
@@ -261,11 +262,11 @@ def test_the_flows_cover_every_pair_mode_and_rounding() -> None:
 @pytest.mark.parametrize("flow", FLOWS + DEFECT, ids=lambda f: f.id)
 def test_overflowing_c_is_the_exact_product_narrowed_by_the_mode(kernels, flow: Flow) -> None:
     b = flow.build
-    t_out = dtype(b.dtype_out)
+    t_out = dtype(b.types.dtype_out)
     steps = overflow_steps(b)
     q = exact_rounded(b, steps)
     above, below = int(np.count_nonzero(q > t_out.max)), int(np.count_nonzero(q < t_out.min))
-    assert above and below, f"{flow.id}: the inputs must leave {b.dtype_out} both ways"
+    assert above and below, f"{flow.id}: the inputs must leave {b.types.dtype_out} both ways"
     assert kernel_params(b).sets_saturation, f"{flow.id}: a C narrower than the accumulator sets the mode"
     want = expected(b, steps)  # gemm_gen/numerics.py
     kernel = load(kernels, flow)
@@ -273,7 +274,7 @@ def test_overflowing_c_is_the_exact_product_narrowed_by_the_mode(kernels, flow: 
         assert_bit_equal(run_tile(kernel, steps, modes=modes), want, f"{flow.id} found {modes}")
     mine = independent(b, steps)  # (2) the exact products, narrowed as the mode says
     assert_bit_equal(want.astype(np.int64), mine, f"{flow.id}: numerics.py against the independent reference")
-    if b.precision.converts_c:  # C narrowed once: clip (or wrap) of the rounded exact product
+    if b.types.precision.converts_c:  # C narrowed once: clip (or wrap) of the rounded exact product
         lo = -t_out.max if b.saturation == "symmetric" else t_out.min
         clipped = np.clip(q, lo, t_out.max).astype(np.int64)
         if b.saturation == "none":
@@ -292,7 +293,7 @@ def test_overflowing_c_is_the_exact_product_narrowed_by_the_mode(kernels, flow: 
     word = "overflowed" if b.saturation == "none" else "saturated"
     assert f"{acc.saturated:,} {word} (A @ B outside the output type" in acc.text()
     assert ("wrapped" in acc.text()) == (b.saturation == "none")
-    assert acc.exact < acc.elements or b.precision.converts_c  # per-call narrowing loses more than one rounding
+    assert acc.exact < acc.elements or b.types.precision.converts_c  # per-call narrowing loses more than one rounding
 
 
 @needs_gxx
@@ -328,19 +329,20 @@ def test_every_conversion_that_can_saturate_sets_the_mode() -> None:
                         text = render_kernel(b)
                         narrower = dtype(dout).bits < dev.acc_bits(din, shape)
                         assert ("aie::set_saturation(aie::saturation_mode::symmetric);" in text) == narrower, b
-                        assert text.count("aie::set_saturation(") == (2 * (1 + b.precision.converts_c)
+                        assert text.count("aie::set_saturation(") == (2 * (1 + b.types.precision.converts_c)
                                                                       if narrower else 0), b
 
 
 @needs_gxx
-@pytest.mark.parametrize("b", ACC32_INT32, ids=lambda b: f"{_dev(b).name}-{b.dtype_in}-{'x'.join(map(str, b.mmul))}")
+@pytest.mark.parametrize("b", ACC32_INT32,
+                         ids=lambda b: f"{_dev(b).name}-{b.types.dtype_in}-{'x'.join(map(str, b.mmul))}")
 def test_acc32_int32_overflow_is_refused_not_wrapped(kernels, b: KernelBuild) -> None:
     """An int32 C of an acc32 mmul (i8 -> i32, int16 4x2x8 / 8x1x8): C is the lanes themselves, so only
     they can overflow, and what acc32 does then is unpublished: the host refuses a C near the top
     plus positive products, and full-scale int16 products, instead of guessing."""
     kernel = load(kernels, Flow(b))
     r, s, t = b.mmul
-    t_in = dtype(b.dtype_in)
+    t_in = dtype(b.types.dtype_in)
     c = Guarded(b.m * b.n, np.dtype(np.int32))
     c.body[c_layout(b.m, b.n, r, t)] = np.full((b.m, b.n), (1 << 31) - 2, np.int32)
     a_buf, b_buf = Guarded(b.m * b.k, t_in.host), Guarded(b.k * b.n, t_in.host)

@@ -18,6 +18,8 @@ from gemm_gen.precision import PRESETS
 from gemm_gen.sim import simulate
 from gemm_gen.tap import Tap
 
+from .random_designs import record_config
+
 # (device, A, C, B, C's L1 type): every scalar pair, and every bfp16 precision the datapath runs
 PAIRS = [(dev, t_in, t_out, None, None) for dev, d in DEVICES.items() for t_in, outs in d.out_types.items()
          for t_out in outs]
@@ -33,7 +35,7 @@ def small_configs(draw: st.DrawFn, whole_blocks: bool = False) -> GemmConfig:
     dev = DEVICES[dev_name]
     emulate = dev_name == "npu2" and t_in == "bf16" and t_b is None and draw(st.booleans())
     r, s, t = GemmConfig(dev_name, 1, 1, 1, 1, 1, 1, 1, t_in, t_out, dtype_b=t_b, acc=acc,
-                         emulate_bf16_with_bfp16=emulate).mmul
+                         emulate_bf16_with_bfp16=emulate).kernel.mmul
     rho = draw(st.sampled_from([1, 1, 2, 3]))  # asymmetric tile buffering in a third of the designs
     m = 2 * r * draw(st.integers(1, 3 if rho == 1 else 2)) * rho
     k = s * draw(st.integers(1, 3))
@@ -67,12 +69,13 @@ def _design(c: GemmConfig) -> Design:
 def test_random_designs_match_the_reference(c, seed):
     r = simulate(_design(c), seed=seed)
     assert r.passed, (c, r.first_mismatch)
-    assert r.kernel.tiles_done == c.rows * c.cols * c.call.tiles_per_core
-    if not c.precision.block and not c.numerics.bfp16_inputs:
+    assert r.kernel.tiles_done == c.array.rows * c.array.cols * c.call.tiles_per_core
+    if not c.types.precision.block and not c.numerics.bfp16_inputs:
         # C in the default accumulator is the exact product rounded (and saturated) once: the seeded
         # float inputs sum exactly in fp32, so nothing but that one rounding (or a saturation) can show
         acc = r.accuracy
-        assert c.acc == c.default_acc and acc.exact + acc.saturated == r.elements, (c, acc)
+        assert c.types.acc == c.default_acc and acc.exact + acc.saturated == r.elements, (c, acc)
+    record_config(c)
 
 
 def _words(tap: Tap | None, t: str, count: int) -> np.ndarray:
@@ -125,5 +128,7 @@ def test_broken_patterns_never_pass(data):
     try:
         r = simulate(broken)
     except SimulationError:
+        record_config(c, "caught")
         return  # layout error, deadlock, out-of-range...: caught
     assert not r.passed, f"{label} went unnoticed"
+    record_config(c, "caught")

@@ -38,8 +38,8 @@ def test_run_checks_and_reports(tmp_path, t_in, t_out, col_maj):
     c = small("npu2", t_in, t_out, col_maj)
     xrt = FakeXrt(c)
     result = runner.run_design(c, prebuilt(c, tmp_path), iters=3, warmup=2, xrt=xrt)
-    assert result.passed and result.errors == 0 and result.checked == c.M * c.N
-    assert result.exact == c.M * c.N  # the stand-in computes the exact reference
+    assert result.passed and result.errors == 0 and result.checked == c.size.M * c.size.N
+    assert result.exact == c.size.M * c.size.N  # the stand-in computes the exact reference
     text = "\n".join(result.lines()) + "\n"  # as `gemm-gen run` prints it
     # mlir-aie's test.cpp: "\nAvg ...us.\nAvg NPU gflops: ...\n" three times, then "\nPASS!\n\n"
     pair = r"\n{} NPU matmul time: [0-9]+\.[0-9]{{2}}us\.\n{} NPU gflops: [0-9]+\.[0-9]{{2}}\n"
@@ -70,7 +70,7 @@ def test_a_permuted_accumulator_is_named_in_the_notes(tmp_path, t_in, t_out):
     """Issue 31 item 10: an NPU whose mmul gave each r x t block column by column fails the run, and the run's
     notes say which lane order C shows (gemm_gen/lanes.py); a zeroed C is no lane-order fault."""
     c = small("npu1", t_in, t_out)
-    r, _, t = c.mmul
+    r, _, t = c.kernel.mmul
     column_major = tuple(int(x) for x in np.arange(r * t).reshape(r, t).T.ravel())
     result = runner.run_design(c, prebuilt(c, tmp_path), iters=1, warmup=0, xrt=FakeXrt(c, lanes=column_major))
     assert not result.passed
@@ -131,7 +131,7 @@ def test_bfp16_designs_run_and_check(tmp_path):
 
     c = GemmConfig("npu2", 512, 256, 1024, 64, 32, 64, 64, rho=2, dtype_in="bfp16", dtype_out="bfp16", acc="bf16")
     result = runner.run_design(c, prebuilt(c, tmp_path), iters=1, warmup=0, xrt=FakeXrt(c))
-    assert result.passed and result.checked == c.M * c.N
+    assert result.passed and result.checked == c.size.M * c.size.N
 
 
 # ---- the pyxrt stand-in refuses what pyxrt refuses ---------------------------------------------------

@@ -30,7 +30,7 @@ def _design():
 
 def _two_calls(d):
     c = d.config
-    return simulate_calls(d, [Problem(c.M, c.K, c.N), Problem(c.M, c.K // 2, c.N)])
+    return simulate_calls(d, [Problem(c.size.M, c.size.K, c.size.N), Problem(c.size.M, c.size.K // 2, c.size.N)])
 
 
 def _with_programs(d, change):
@@ -98,14 +98,14 @@ def _second_call_without(monkeypatch, kind):
     d = _design()
     c = d.config
     real = sim_run.runtime_sequence
-    second = Problem(c.M, c.K, c.N - 1)
+    second = Problem(c.size.M, c.size.K, c.size.N - 1)
 
     def without(cfg, call=None):
         ops = real(cfg, call)
         return tuple(op for op in ops if op.op != kind) if call is not None and call.N == second.N else ops
 
     monkeypatch.setattr(sim_run, "runtime_sequence", without)
-    return simulate_calls(d, [Problem(c.M, c.K // 2, c.N), second])
+    return simulate_calls(d, [Problem(c.size.M, c.size.K // 2, c.size.N), second])
 
 
 def test_a_stale_word_is_caught(monkeypatch):
@@ -160,10 +160,11 @@ def test_an_mn_design_with_a_runtime_activation_runs_its_calls():
     cfg = replace(small("npu1", "bf16", "bf16", False), bias=True, activation="runtime", runtime_sizes="mn")
     d = build_design(cfg)
     c = d.config
-    results = simulate_calls(d, [Problem(c.M, c.K, c.N), Problem(c.M // 2, c.K, c.N - 3)], activations=["silu", "relu"])
+    results = simulate_calls(d, [Problem(c.size.M, c.size.K, c.size.N), Problem(c.size.M // 2, c.size.K, c.size.N - 3)],
+                             activations=["silu", "relu"])
     assert all(r.passed for r in results)
-    assert [op.op for op in d.runtime][:3 * c.rows * c.cols] == ["rtp"] * 2 * c.rows * c.cols + ["barrier"] * (
-        c.rows * c.cols)
+    cores = c.array.rows * c.array.cols
+    assert [op.op for op in d.runtime][:3 * cores] == ["rtp"] * 2 * cores + ["barrier"] * cores
 
 
 @pytest.mark.parametrize("cfg,writes", [(MNK, 3), (replace(small("npu2", "bf16", "bf16", False), bias=True,
@@ -175,7 +176,7 @@ def test_the_model_prices_each_write32_of_a_call(cfg, writes):
     from gemm_gen.model.perf import estimate_config
 
     p = load()
-    cores = cfg.rows * cfg.cols
+    cores = cfg.array.rows * cfg.array.cols
     free = float(estimate_config(cfg, p.with_(rtp_write_us=0.0)).time)
     got = float(estimate_config(cfg, p).time)
     assert got - free == pytest.approx(writes * cores * p.rtp_write_us * 1e-6, rel=1e-6)

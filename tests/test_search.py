@@ -23,8 +23,10 @@ SIZE = Problem(1024, 1024, 1024)
 def test_an_open_tiling_is_the_models_best_and_says_what_it_filled():
     chosen = choose(Request(OPTIONS, SIZE))
     best = tune(Workload.of(open_config(Request(OPTIONS, SIZE))), 1).best.config
-    assert (chosen.config.m, chosen.config.k, chosen.config.n, chosen.config.k_mt, chosen.config.rho,
-            chosen.config.task_span) == (best.m, best.k, best.n, best.k_mt, best.rho, best.task_span)
+    assert (chosen.config.tiling.m, chosen.config.tiling.k, chosen.config.tiling.n, chosen.config.tiling.k_mt,
+            chosen.config.tiling.rho,
+            chosen.config.runtime.task_span) == (best.tiling.m, best.tiling.k, best.tiling.n, best.tiling.k_mt,
+                                                 best.tiling.rho, best.runtime.task_span)
     spanned = ("task_span",) if best.options.task_span is not None else ()  # the open span: the model's choice too
     assert chosen.filled == ("m", "k", "n", "k_mt", "rho", *spanned) and chosen.measured == ()
 
@@ -33,17 +35,18 @@ def test_a_pinned_tiling_is_kept_and_nothing_is_filled():
     pins = Pins(64, 64, 64, 256, 1)
     chosen = choose(Request(OPTIONS, SIZE, pins))
     c = chosen.config
-    assert (c.m, c.k, c.n, c.k_mt, c.rho) == (64, 64, 64, 256, 1) and not chosen.chose_anything
+    assert (c.tiling.m, c.tiling.k, c.tiling.n, c.tiling.k_mt, c.tiling.rho) == (64, 64, 64, 256,
+                                                                                 1) and not chosen.chose_anything
 
 
 def test_pinned_tiles_get_the_models_k_mt_only():
     chosen = choose(Request(OPTIONS, SIZE, Pins(m=64, k=64, n=64)))
-    assert chosen.filled == ("k_mt",) and chosen.config.k_mt % 64 == 0
+    assert chosen.filled == ("k_mt",) and chosen.config.tiling.k_mt % 64 == 0
 
 
 def test_the_request_keeps_what_the_user_gave_and_derives_the_rest():
     chosen = choose(Request(Options("npu2", "bf16", "bf16", stack_bytes=4096), Problem(512, 512, 512)))
-    assert chosen.config.stack_bytes == 4096 and chosen.config.acc == "f32"
+    assert chosen.config.array.stack_bytes == 4096 and chosen.config.types.acc == "f32"
 
 
 def test_a_measurement_re_ranks_the_models_finalists():
@@ -54,14 +57,16 @@ def test_a_measurement_re_ranks_the_models_finalists():
 
     def measure(c):
         seen.append(c)
-        return 1.0 + len(model_order) - [(x.m, x.k, x.n, x.k_mt, x.rho) for x in model_order].index(
-            (c.m, c.k, c.n, c.k_mt, c.rho))
+        return 1.0 + len(model_order) - [(x.tiling.m, x.tiling.k, x.tiling.n, x.tiling.k_mt,
+                                          x.tiling.rho) for x in model_order].index(
+            (c.tiling.m, c.tiling.k, c.tiling.n, c.tiling.k_mt, c.tiling.rho))
 
     chosen = choose(Request(OPTIONS, SIZE), measure=measure)
     assert len(seen) == len(model_order) == MEASURED_FINALISTS
     last = model_order[-1]
     c = chosen.config
-    assert (c.m, c.k, c.n, c.k_mt) == (last.m, last.k, last.n, last.k_mt)
+    assert (c.tiling.m, c.tiling.k, c.tiling.n, c.tiling.k_mt) == (last.tiling.m, last.tiling.k, last.tiling.n,
+                                                                   last.tiling.k_mt)
     times = [c.measured_s for c in chosen.measured]
     assert times == sorted(times) and times[0] == 2.0
 
@@ -98,7 +103,7 @@ def test_pinned_tiles_are_kept_and_not_measured(pins):
 
     chosen = choose(Request(OPTIONS, SIZE, pins), measure=measure)
     assert chosen.measured == ()
-    assert all(getattr(chosen.config, name) == getattr(pins, name)
+    assert all(chosen.config.value(name) == getattr(pins, name)
                for name in ("m", "k", "n", "k_mt") if getattr(pins, name) is not None)
 
 
@@ -158,18 +163,18 @@ def test_an_open_kernel_is_the_one_the_model_predicts_faster(slower):
     chosen = choose(Request(BF16, BF16_SIZE), p)
     times = {once: _tuned_time(BF16, once, p) for once in (False, True)}
     faster = min(times, key=lambda once: (times[once], once))
-    assert chosen.config.convert_once is faster and "convert_once" in chosen.filled
+    assert chosen.config.kernel.convert_once is faster and "convert_once" in chosen.filled
     assert [kern.convert_once for kern in chosen.kernels] == [faster, not faster]
     for kern in chosen.kernels:  # the reported times are the tuner's own
-        assert kern.config is not None and kern.config.convert_once is kern.convert_once
+        assert kern.config is not None and kern.config.kernel.convert_once is kern.convert_once
         assert kern.predicted_s == pytest.approx(times[kern.convert_once], rel=1e-12)
     if slower is not None:
-        assert chosen.config.convert_once is (slower == "emulated")
+        assert chosen.config.kernel.convert_once is (slower == "emulated")
 
 
 def test_both_ways_of_the_kernel_choice_happen():
     """The two params of the test above really pull the choice both ways."""
-    picks = {choose(Request(BF16, BF16_SIZE), _kernel_params(slower)).config.convert_once
+    picks = {choose(Request(BF16, BF16_SIZE), _kernel_params(slower)).config.kernel.convert_once
              for slower in ("emulated", "convert-once")}
     assert picks == {False, True}
 
@@ -180,7 +185,8 @@ def test_an_explicit_kernel_is_kept(once):
     options = Options("npu2", "bf16", "bf16", convert_once=once)
     for slower in ("emulated", "convert-once"):
         chosen = choose(Request(options, BF16_SIZE), _kernel_params(slower))
-        assert chosen.config.convert_once is once and chosen.kernels == () and "convert_once" not in chosen.filled
+        assert chosen.config.kernel.convert_once is once
+        assert chosen.kernels == () and "convert_once" not in chosen.filled
 
 
 def test_each_kernels_design_holds_its_own_l1_budget():
@@ -198,7 +204,7 @@ def test_pinned_tiles_too_large_for_the_copies_keep_the_emulated_kernel():
     """The paper's 112x48x96 leaves no L1 for the convert-once copies: that kernel has no design, the
     emulated one is taken, and the reason is kept."""
     chosen = choose(Request(BF16, Problem(4032, 4224, 4608), Pins(112, 48, 96, 384, 1)), _kernel_params("emulated"))
-    assert chosen.config.convert_once is False and chosen.kernels[0].convert_once is False
+    assert chosen.config.kernel.convert_once is False and chosen.kernels[0].convert_once is False
     assert chosen.kernels[1].config is None and "L1" in chosen.kernels[1].why_not
 
 
@@ -210,7 +216,7 @@ def test_other_types_weigh_no_kernel_and_keep_the_tuners_choice(options):
     chosen = choose(Request(options, SIZE))
     best = tune(Workload.of(open_config(Request(options, SIZE))), 1).best.config
     assert chosen.kernels == () and "convert_once" not in chosen.filled and chosen.config == best
-    assert chosen.config.convert_once is False
+    assert chosen.config.kernel.convert_once is False
 
 
 def test_a_measurement_weighs_both_kernels_finalists(monkeypatch):
@@ -220,17 +226,17 @@ def test_a_measurement_weighs_both_kernels_finalists(monkeypatch):
     tuned_for = []
 
     def recording_tune(pr, *args, **kw):
-        tuned_for.append(bool(pr.base.convert_once))
+        tuned_for.append(bool(pr.base.kernel.convert_once))
         return tune(pr, *args, **kw)
 
     monkeypatch.setattr(search_module, "tune", recording_tune)
-    chosen = choose(Request(BF16, BF16_SIZE), p, lambda config: 1.0 if config.convert_once else 2.0)
+    chosen = choose(Request(BF16, BF16_SIZE), p, lambda config: 1.0 if config.kernel.convert_once else 2.0)
     assert sorted(tuned_for[-2:]) == [False, True]  # each kernel's finalists (after tuning each kernel's design)
     union = sorted([c for kern in chosen.kernels for c in tune(Workload.of(open_config(Request(
         Options("npu2", "bf16", "bf16", convert_once=kern.convert_once), BF16_SIZE))), MEASURED_FINALISTS,
         params=p).top], key=lambda c: c.time_s)[:MEASURED_FINALISTS]  # the faster kernel's first on ties
     assert [c.config for c in chosen.measured] == sorted((c.config for c in union),
-                                                         key=lambda c: 1.0 if c.convert_once else 2.0)
+                                                         key=lambda c: 1.0 if c.kernel.convert_once else 2.0)
 
 
 def test_plan_says_which_kernel_and_why(capsys):
@@ -259,8 +265,8 @@ def test_tune_ranks_both_kernels_where_the_option_is_open(capsys):
     assert main(args) == 0
     top = json.loads(capsys.readouterr().out)["top"]
     chosen = choose(Request(BF16, BF16_SIZE)).config
-    assert top[0]["convert_once"] is chosen.convert_once and (top[0]["m"], top[0]["k"], top[0]["n"]) == (
-        chosen.m, chosen.k, chosen.n)
+    assert top[0]["convert_once"] is chosen.kernel.convert_once and (top[0]["m"], top[0]["k"], top[0]["n"]) == (
+        chosen.tiling.m, chosen.tiling.k, chosen.tiling.n)
     assert [t["predicted_time_us"] for t in top] == sorted(t["predicted_time_us"] for t in top)
     assert {t["convert_once"] for t in top} == {False, True}  # both kernels' designs are in the ranking
     assert main([*args, "--convert-once", "0"]) == 0

@@ -47,8 +47,8 @@ def test_small_designs_pass(dev, t_in, t_out, col_maj):
 def test_emulated_bf16_and_padding():
     c = GemmConfig("npu2", 200, 100, 300, 16, 16, 16, 32, "bf16", "bf16", True, emulate_bf16_with_bfp16=True)
     r = simulate(c)
-    assert c.mmul == (8, 8, 8) and r.passed and c.call.wasted_fraction > 0.3
-    assert c.stack_bytes == 0xD00  # mlir-aie's stack for Peano's bfp16-emulated kernels
+    assert c.kernel.mmul == (8, 8, 8) and r.passed and c.call.wasted_fraction > 0.3
+    assert c.array.stack_bytes == 0xD00  # mlir-aie's stack for Peano's bfp16-emulated kernels
     assert r.numerics_modelled and "quantized to bfp16ebs8" in r.notes[0]
 
 
@@ -56,7 +56,7 @@ def test_bfp16_datapath_changes_the_numbers():
     """bf16 via bfp16 quantizes A and B along K: a design checked against plain bf16 numerics fails
     (on inputs that bfp16 cannot hold exactly; the default ones it holds exactly)."""
     c = small("npu2", "bf16", "bf16")
-    assert c.emulate_bf16_with_bfp16 and c.numerics.bfp16_inputs  # npu2's default
+    assert c.kernel.emulate_bf16_with_bfp16 and c.numerics.bfp16_inputs  # npu2's default
     assert simulate(c, inputs="wide").passed
     plain = replace(c.numerics, bfp16_inputs=False)
     orig = KernelEmulator.__init__
@@ -79,19 +79,20 @@ def test_statistics_follow_the_design():
     r = simulate(c)
     M, K, N = c.call.covered
     levels = r.level_bytes()
-    a_b = M * K * N // (c.n * c.cols) + M * K * N // (c.m * c.rows)  # eq. 6 + 7, 1-byte inputs
+    macs = M * K * N
+    a_b = macs // (c.tiling.n * c.array.cols) + macs // (c.tiling.m * c.array.rows)  # eq. 6 + 7, 1-byte inputs
     assert levels["DRAM -> memtile"][0] == a_b
     assert levels["memtile -> DRAM"][0] == M * N * 2
-    calls = c.rows * c.cols * c.call.tiles_per_core * c.call.k_steps
-    assert r.kernel.matmul_calls == calls and r.kernel.tiles_done == c.rows * c.cols * c.call.tiles_per_core
+    calls = c.array.rows * c.array.cols * c.call.tiles_per_core * c.call.k_steps
+    assert r.kernel.matmul_calls == calls and r.kernel.tiles_done == c.array.rows * c.array.cols * c.call.tiles_per_core
     # every core receives one A and one B tile per call
-    assert levels["memtile -> cores"][1] == calls * (c.m * c.k + c.k * c.n)
+    assert levels["memtile -> cores"][1] == calls * (c.tiling.m * c.tiling.k + c.tiling.k * c.tiling.n)
     assert r.max_live_bds["shim(0,0)"] == 12 and r.max_live_bds["shim(1,0)"] == 8
 
 
 def _atb(dev: str = "npu2", t_in: str = "i8", t_out: str = "i16", rho: int = 3, b_col_maj: bool = True,
          **kw: object) -> GemmConfig:
-    r = small(dev, t_in, t_out).r
+    r = small(dev, t_in, t_out).kernel.mmul[0]
     return small(dev, t_in, t_out, b_col_maj, m=2 * r * rho, rho=rho, **kw)
 
 
@@ -102,12 +103,12 @@ def test_atb_designs_pass_with_rho_calls_per_k_step(dev, t_in, t_out, rho, col_m
     """Asymmetric tile buffering: rho A tiles of m / rho rows per B tile, each into its own C slice."""
     c = _atb(dev, t_in, t_out, rho, col_maj)
     r = simulate(c)
-    assert r.passed and r.mismatches == 0 and c.t_ma * rho == c.m
-    calls = c.rows * c.cols * c.call.tiles_per_core * c.call.k_steps * rho
+    assert r.passed and r.mismatches == 0 and c.t_ma * rho == c.tiling.m
+    calls = c.array.rows * c.array.cols * c.call.tiles_per_core * c.call.k_steps * rho
     assert r.kernel.matmul_calls == calls
     levels = r.level_bytes()  # every core still receives all m rows of A once per k-step
-    b_in = c.t_in.bytes
-    assert levels["memtile -> cores"][1] == calls // rho * (c.m + c.n) * c.k * b_in
+    b_in = c.types.t_in.bytes
+    assert levels["memtile -> cores"][1] == calls // rho * (c.tiling.m + c.tiling.n) * c.tiling.k * b_in
 
 
 def test_atb_wrong_c_slice_is_a_layout_error():
@@ -136,11 +137,13 @@ def test_atb_wrong_c_slice_is_a_layout_error():
 @pytest.mark.parametrize("b_col_maj", [False, True])
 def test_column_major_a_passes_with_tails(dev, t_in, t_out, b_col_maj):
     base = small(dev, t_in, t_out, b_col_maj, a_col_maj=True)
-    c = base.with_(M=base.M + base.m + 4, K=base.K + base.k - 2 * base.s if base.k > base.s else base.K + 6,
-                   N=base.N - 2 * base.n + 4)
+    s = base.kernel.mmul[1]
+    c = base.with_(M=base.size.M + base.tiling.m + 4,
+                   K=base.size.K + base.tiling.k - 2 * s if base.tiling.k > s else base.size.K + 6,
+                   N=base.size.N - 2 * base.tiling.n + 4)
     r = simulate(c)
     assert r.passed and r.mismatches == 0 and r.nonzero_fraction > 0.5
-    assert c.call.storage("A") == (c.K, c.M) and c.call.ld("A") == c.M
+    assert c.call.storage("A") == (c.size.K, c.size.M) and c.call.ld("A") == c.size.M
 
 
 # column-major A on fewer columns than core rows: each A shim serves several rows, its k_mt chunks on
@@ -150,10 +153,11 @@ def test_column_major_a_passes_with_tails(dev, t_in, t_out, b_col_maj):
 @pytest.mark.parametrize("cols,others", [(1, False), (2, True)])
 def test_column_major_a_on_fewer_columns_than_rows_passes_with_tails(dev, t_in, t_out, cols, others):
     base = small(dev, t_in, t_out, others, a_col_maj=True, c_col_maj=others, cols=cols)
-    c = base.with_(M=base.M + base.m + 4, K=3 * base.K + base.k - 2 * base.s, N=base.N - base.n + 4)
-    assert c.a_rows_per_shim == 4 // cols and c.call.k_walk // c.k_mt > 1  # several rows, several chunks
+    c = base.with_(M=base.size.M + base.tiling.m + 4, K=3 * base.size.K + base.tiling.k - 2 * base.kernel.mmul[1],
+                   N=base.size.N - base.tiling.n + 4)
+    assert c.a_rows_per_shim == 4 // cols and c.call.k_walk // c.tiling.k_mt > 1  # several rows, several chunks
     tap = build_design(c).tasks[0].tap
-    assert tap.sizes == (c.call.k_walk // c.k_mt, c.a_rows_per_shim, c.k_mt, c.m)
+    assert tap.sizes == (c.call.k_walk // c.tiling.k_mt, c.a_rows_per_shim, c.tiling.k_mt, c.tiling.m)
     r = simulate(c)
     assert r.passed and r.mismatches == 0 and r.nonzero_fraction > 0.5
 
@@ -162,10 +166,10 @@ def test_column_major_a_shim_sending_rows_before_chunks_is_a_layout_error():
     """Mutant: the shim walks the chunks inside each core row's block (the order a one-row shim
     uses): the memtile's split slices then receive another row's columns."""
     c = small("npu1", "i8", "i32", False, a_col_maj=True, cols=2)
-    c = c.with_(K=3 * c.K)
+    c = c.with_(K=3 * c.size.K)
     d = build_design(c)
     runtime = tuple(replace(op, task=replace(op.task, tap=Tap(op.task.tap.offset, op.task.tap.sizes[1:2] + (
-        op.task.tap.sizes[0] * op.task.tap.sizes[2], c.m), (c.m, c.call.ld("A"), 1))))
+        op.task.tap.sizes[0] * op.task.tap.sizes[2], c.tiling.m), (c.tiling.m, c.call.ld("A"), 1))))
         if op.task is not None and op.task.tensor == "A" else op for op in d.runtime)
     with pytest.raises(LayoutError):
         simulate(replace(d, runtime=runtime))
@@ -174,13 +178,13 @@ def test_column_major_a_shim_sending_rows_before_chunks_is_a_layout_error():
 @pytest.mark.parametrize("dev,t_in,t_out,rho", [("npu2", "i8", "i16", 3), ("npu1", "bf16", "f32", 2)])
 def test_column_major_a_with_rho(dev, t_in, t_out, rho):
     c = _atb(dev, t_in, t_out, rho, False, a_col_maj=True)
-    assert simulate(c.with_(M=c.M - 3, K=c.K - 1)).passed
+    assert simulate(c.with_(M=c.size.M - 3, K=c.size.K - 1)).passed
 
 
 def test_column_major_a_k_tail_reads_its_zero_slack_without_a_copy():
     """A^T's rows past K are its buffer's zeroed slack: no operand is padded, with B row-major."""
     c = small("npu1", "i8", "i32", False, a_col_maj=True)
-    c = c.with_(K=c.K - 3)
+    c = c.with_(K=c.size.K - 3)
     assert c.call.padded == () and "A^T" in c.call.k_tail
     assert simulate(c).passed
 
@@ -202,17 +206,18 @@ def test_column_major_a_given_row_major_is_a_layout_error():
 @pytest.mark.parametrize("others", [False, True])
 def test_column_major_c_passes_with_tails(dev, t_in, t_out, others):
     base = small(dev, t_in, t_out, others, a_col_maj=others, c_col_maj=True)
-    for c in (base, base.with_(M=base.M + base.m + 4, K=base.K - 2, N=base.N - 2 * base.n + 4),
-              base.with_(M=base.M // 2 - 4)):  # a block with junk rows: C padded
+    for c in (base, base.with_(M=base.size.M + base.tiling.m + 4, K=base.size.K - 2,
+                               N=base.size.N - 2 * base.tiling.n + 4),
+              base.with_(M=base.size.M // 2 - 4)):  # a block with junk rows: C padded
         r = simulate(c)
         assert r.passed and r.mismatches == 0 and r.nonzero_fraction > 0.5, c
-        assert c.call.storage("C")[1] == c.call.ld("C") and c.call.ld("C") in (c.M, c.call.Mp)
+        assert c.call.storage("C")[1] == c.call.ld("C") and c.call.ld("C") in (c.size.M, c.call.Mp)
 
 
 @pytest.mark.parametrize("t_out", ["i32", "i8"])
 def test_column_major_c_with_rho(t_out):
     c = _atb("npu2", "i8", t_out, 3, False, c_col_maj=True)
-    assert simulate(c.with_(M=c.M - 8, N=c.N - 3)).passed
+    assert simulate(c.with_(M=c.size.M - 8, N=c.size.N - 3)).passed
 
 
 @pytest.mark.parametrize("t_in,t_out", [("i8", "i32"), ("i8", "i8"), ("bf16", "bf16")])
@@ -283,7 +288,7 @@ def test_misaligned_k_is_a_layout_error():
     for op in d.runtime:  # A of row 0 starts one k-chunk late (and wraps into the next row)
         if op.task is not None and op.task.name.startswith("A0_"):
             tap = op.task.tap
-            op = replace(op, task=replace(op.task, tap=replace(tap, offset=tap.offset + c.k_mt)))
+            op = replace(op, task=replace(op.task, tap=replace(tap, offset=tap.offset + c.tiling.k_mt)))
         ops.append(op)
     with pytest.raises(LayoutError, match="A covers K from"):
         simulate(_with_runtime(d, ops))
@@ -329,7 +334,8 @@ def test_bd_exhaustion_is_detected():
     # three channels of four tasks fit 16 BDs; a shim with fewer BDs runs out while configuring
     c = small("npu1")
     d = build_design(c)
-    machine = lower(d, dram_contents(d, *make_inputs(c.M, c.K, c.N, c.t_in, c.t_out)), KernelEmulator(d))
+    machine = lower(d, dram_contents(d, *make_inputs(c.size.M, c.size.K, c.size.N, c.types.t_in, c.types.t_out)),
+                    KernelEmulator(d))
     machine.cmd.shim_bds = 8
     with pytest.raises(BdExhaustionError, match="all 8 BDs live"):
         run_machine(machine)
@@ -358,7 +364,7 @@ def test_numeric_mismatch_fails(monkeypatch):
 
     def floor_kernel(self, design, call=None):
         orig(self, design, call)
-        self.numerics = KernelNumerics(design.config.t_in, design.config.t_out, Rounding.FLOOR)
+        self.numerics = KernelNumerics(design.config.types.t_in, design.config.types.t_out, Rounding.FLOOR)
 
     monkeypatch.setattr(KernelEmulator, "__init__", floor_kernel)
     r = simulate(small("npu2", "bf16", "bf16"))

@@ -34,6 +34,7 @@ from gemm_gen.spec import Problem
 from gemm_gen.tap import Tap
 
 from .conftest import small
+from .random_designs import record_config
 
 
 def _report(results: list) -> list[str]:
@@ -47,12 +48,12 @@ def _cells(d: Design, problems: list[Problem], literal: bool, seed: int = 0) -> 
     out = []
     for i, p in enumerate(problems):
         call = serve(c, p)
-        a, b = make_inputs(call.M, call.K, call.N, c.t_in, c.t_out, seed + i, c.t_b)
+        a, b = make_inputs(call.M, call.K, call.N, c.types.t_in, c.types.t_out, seed + i, c.types.t_b)
         bq = b
-        if c.group_size:
-            bq = group_weights(b, c.group_size, c.zero_points, seed + i)
-            b = bq.dequant(to_bfp16(c.group_size, c.convert_once))
-        args = seeded_args(c.epilogue, c.t_out, a, b, seed + i)
+        if c.groups.group_size:
+            bq = group_weights(b, c.groups.group_size, c.groups.zero_points, seed + i)
+            b = bq.dequant(to_bfp16(c.groups.group_size, c.kernel.convert_once))
+        args = seeded_args(c.epilogue, c.types.t_out, a, b, seed + i)
         cells, kernel, m = session.run(call, *hostdata.pad_inputs(c, a, bq, call, args))
         out.append((cells.copy(), kernel.stats, [(s.src.words, [x.words for x in s.dsts]) for s in m.streams],
                     dict(m.cmd.max_live), [core.passes for core in m.cores]))
@@ -64,7 +65,7 @@ def assert_same(d: Design, problems: list[Problem] | None = None, seed: int = 0)
     C's cells (values and provenance), every count, and the whole report; the fast one ran every call itself
     (its session is returned)."""
     c = d.config
-    problems = problems or [Problem(c.M, c.K, c.N)]
+    problems = problems or [Problem(c.size.M, c.size.K, c.size.N)]
     fast, session = _cells(d, problems, literal=False, seed=seed)
     assert session.fell_back is None, session.fell_back
     literal, _ = _cells(d, problems, literal=True, seed=seed)
@@ -179,7 +180,7 @@ def configs(draw: st.DrawFn) -> GemmConfig:
     if t_in == "bf16" and "dtype_b" not in kw:
         kw["emulate_bf16_with_bfp16"] = emulate
     try:
-        r, s, t = GemmConfig(dev_name, 1, 1, 1, 1, 1, 1, 1, t_in, t_out, **kw).mmul
+        r, s, t = GemmConfig(dev_name, 1, 1, 1, 1, 1, 1, 1, t_in, t_out, **kw).kernel.mmul
     except ConfigError:
         assume(False)
         raise
@@ -201,18 +202,20 @@ def configs(draw: st.DrawFn) -> GemmConfig:
 @settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 @given(configs(), st.integers(0, 2**16))
 def test_random_designs_fast_equals_literal(c: GemmConfig, seed: int) -> None:
-    event(f"{c.dtype_in}x{c.dtype_b}->{c.dtype_out}" + (" W4A16" if c.group_size else "")
-          + ("" if c.epilogue.is_identity else " epilogue") + f" sizes {c.runtime_sizes}")
+    event(f"{c.types.dtype_in}x{c.types.dtype_b}->{c.types.dtype_out}" + (" W4A16" if c.groups.group_size else "")
+          + ("" if c.epilogue.is_identity else " epilogue") + f" sizes {c.runtime.runtime_sizes}")
     try:
         d = build_design(c)
     except (ConfigError, DmaLimitError):
         assume(False)
         raise
-    problems = [Problem(c.M, c.K, c.N)]
-    if c.runtime_sizes != "fixed":  # a smaller call after the full one, on the same array
-        problems.append(Problem(max(1, c.M // 2), c.K if c.runtime_sizes == "mn" else max(1, c.K // 2),
-                                max(1, c.N // 3)))
+    problems = [Problem(c.size.M, c.size.K, c.size.N)]
+    if c.runtime.runtime_sizes != "fixed":  # a smaller call after the full one, on the same array
+        K = c.size.K if c.runtime.runtime_sizes == "mn" else max(1, c.size.K // 2)
+        problems.append(Problem(max(1, c.size.M // 2), K, max(1, c.size.N // 3)))
     assert_same(d, problems, seed)
+    assert all(r.passed for r in simulate_calls(d, problems, seed)), c.to_json()  # and both equal the reference
+    record_config(c, calls=len(problems))
 
 
 # ---- broken designs: the same error, and the fast path refused them --------------------------------------
@@ -232,7 +235,8 @@ def _wrong_core_layout(d: Design) -> Design:
 
 
 def _misaligned_k(d: Design) -> Design:
-    ops = [replace(op, task=replace(op.task, tap=replace(op.task.tap, offset=op.task.tap.offset + d.config.k_mt)))
+    k_mt = d.config.tiling.k_mt
+    ops = [replace(op, task=replace(op.task, tap=replace(op.task.tap, offset=op.task.tap.offset + k_mt)))
            if op.task is not None and op.task.name == "A0_g0" else op for op in d.runtime]
     return _runtime(d, ops)
 
@@ -274,7 +278,7 @@ def test_broken_designs_fail_alike(name: str) -> None:
     for literal in (True, False):
         session = ArraySession(d, literal)
         c = d.config
-        a, b = make_inputs(c.M, c.K, c.N, c.t_in, c.t_out, 0, c.t_b)
+        a, b = make_inputs(c.size.M, c.size.K, c.size.N, c.types.t_in, c.types.t_out, 0, c.types.t_b)
         with pytest.raises(GemmGenError) as err:
             session.run(c.call, *hostdata.pad_inputs(c, a, b, c.call))
         errors.append((type(err.value), str(err.value)))

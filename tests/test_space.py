@@ -109,13 +109,13 @@ def test_the_first_rule_the_space_says_is_the_one_the_check_names(name: str, opt
     keeps = space.mask(base, base.size, listed, Pins()) & space.k_mt_fit(base, base.size, m, k, n, kmt, rho)
     assert list(keeps) == list(first == len(space.RULES))
     for i in range(m.size):
-        config = base.with_(m=int(m[i]), k=int(k[i]), n=int(n[i]), k_mt=int(kmt[i]), rho=int(rho[i]))
+        tiles = dict(m=int(m[i]), k=int(k[i]), n=int(n[i]), k_mt=int(kmt[i]), rho=int(rho[i]))
         if first[i] == len(space.RULES):
-            check(config)
+            check(base.with_(**tiles))
             continue
         rule = space.RULES[int(first[i])][0]
-        with pytest.raises(GemmGenError) as raised:
-            check(config)
+        with pytest.raises(GemmGenError) as raised:  # a given variant the tile cannot have: as the config is made
+            check(base.with_(**tiles))
         assert re.search(SAYS[rule], raised.value.what), (rule, raised.value.what)
 
 
@@ -131,13 +131,14 @@ def test_what_the_space_keeps_builds_and_what_it_refuses_does_not(name: str, opt
     kept = [i for i in range(m.size) if first[i] == len(space.RULES)][:2]
     refused = [i for i in range(m.size) if first[i] < len(space.RULES)][:3]
     for i in kept + refused:
-        config = base.with_(m=int(m[i]), k=int(k[i]), n=int(n[i]), k_mt=int(kmt[i]), rho=int(rho[i]))
+        tiles = dict(m=int(m[i]), k=int(k[i]), n=int(n[i]), k_mt=int(kmt[i]), rho=int(rho[i]))
         if i in kept:
+            config = base.with_(**tiles)
             design = build_design(config)
             assert design.config == config and dumps(design)  # a whole design, written as `generate` writes it
             continue
         with pytest.raises(GemmGenError, match=SAYS[space.RULES[int(first[i])][0]]):
-            build_design(config)
+            build_design(base.with_(**tiles))
 
 
 def test_the_random_candidates_break_the_rules_the_families_stress() -> None:
@@ -238,15 +239,33 @@ BREAKS = {
 def test_each_rule_broken_is_refused_by_the_space_and_by_the_check(rule: str) -> None:
     """A config that breaks the rule: the space's rule refuses its tiling, its check (and so its build) raises
     the rule's own message, and the space names that rule first."""
-    config = GemmConfig(**BREAKS[rule])
+    tiles = {name: BREAKS[rule][name] for name in ("m", "k", "n", "k_mt", "rho") if name in BREAKS[rule]}
+    base = GemmConfig(**{**BREAKS[rule], "m": 0, "k": 0, "n": 0, "k_mt": 0})  # its options, the tiling open
     names = [name for name, _, _ in space.RULES]
     _, _, fn = space.RULES[names.index(rule)]
-    one = [np.array([v]) for v in (config.m, config.k, config.n, config.rho, config.k_mt)]
-    assert not fn(config, config.size, *one).any()
-    m, k, n, rho, kmt = one
-    assert names[int(space.broken(config, config.size, m, k, n, kmt, rho)[0])] == rule
-    with pytest.raises(GemmGenError, match=SAYS[rule]):
-        check(config)
+    m, k, n, rho, kmt = (np.array([tiles.get(name, 1)]) for name in ("m", "k", "n", "rho", "k_mt"))
+    assert not fn(base, base.size, m, k, n, rho, kmt).any()
+    assert names[int(space.broken(base, base.size, m, k, n, kmt, rho)[0])] == rule
+    with pytest.raises(GemmGenError, match=SAYS[rule]):  # a given variant the tile cannot have: as it is made
+        check(GemmConfig(**BREAKS[rule]))
+
+
+def test_a_given_variant_the_tile_cannot_have_is_named_before_the_config_rules() -> None:
+    """A config is refused as it is made when a given expansion does not split its tile (rules/defaults.variant),
+    before check_config's rules run: the space names the expansion first too, though the tiling also breaks the
+    runtime tasks' rule; off the tile grid, the config gets no variant and the check names the config's rules."""
+    kw = dict(BREAKS["runtime tasks"], expansion=(2, 4))  # 16 x 16 x 16: n = 16 is no whole 2 x 4 clusters of 4x8x8
+    base = GemmConfig(**{**kw, "m": 0, "k": 0, "n": 0, "k_mt": 0})
+    names = [name for name, _, _ in space.RULES]
+    one = [np.array([v]) for v in (16, 16, 16, 16, 1)]  # m, k, n, k_mt, rho
+    assert names[int(space.broken(base, base.size, *one)[0])] == "expansion"
+    assert not space.RULES[names.index("runtime tasks")][2](base, base.size, *one).any()
+    with pytest.raises(ConfigError, match=SAYS["expansion"]):
+        check(GemmConfig(**kw))
+    off_grid = [np.array([v]) for v in (16, 16, 16, 24, 1)]  # k_mt = 24: not whole k-steps
+    assert names[int(space.broken(base, base.size, *off_grid)[0])] == "runtime tasks"
+    with pytest.raises(ConfigError, match=SAYS["runtime tasks"]):
+        check(GemmConfig(**{**kw, "k_mt": 24}))
 
 
 def test_the_word_rule_refuses_runs_that_cut_a_word() -> None:
@@ -255,7 +274,8 @@ def test_the_word_rule_refuses_runs_that_cut_a_word() -> None:
     from gemm_gen.checks import check_granularity
 
     config = GemmConfig("npu1", 512, 512, 512, 64, 6, 64, 6, "i8", "i8")
-    one = [np.array([v]) for v in (config.m, config.k, config.n, config.rho, config.k_mt)]
+    ti = config.tiling
+    one = [np.array([v]) for v in (ti.m, ti.k, ti.n, ti.rho, ti.k_mt)]
     names = [name for name, _, _ in space.RULES]
     assert not space.RULES[names.index("words")][2](config, config.size, *one).any()
     with pytest.raises(ConfigError, match=SAYS["words"]):

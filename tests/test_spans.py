@@ -30,6 +30,7 @@ from gemm_gen.sim.run import ArraySession
 from gemm_gen.tap import Tap
 
 from . import iron_recorder as ir
+from .random_designs import record_config
 from .test_int4 import int4_configs
 from .test_properties import small_configs
 
@@ -50,7 +51,7 @@ def _same_delivery(a: Design, b: Design) -> bool:
 
 def _simulated_c(c: GemmConfig) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     call = c.call
-    a, b = make_inputs(call.M, call.K, call.N, c.t_in, c.t_out, 0, c.t_b)
+    a, b = make_inputs(call.M, call.K, call.N, c.types.t_in, c.types.t_out, 0, c.types.t_b)
     cells, _, _ = ArraySession(build_design(c)).run(call, *hostdata.pad_inputs(c, a, b, call))
     return a, b, hostdata.output_values(c, (cells & w.VALUE_MASK).astype(np.uint32), call)
 
@@ -152,8 +153,8 @@ def test_spanned_designs_simulate_exactly(name, span):
     r = simulate(d)
     assert r.passed and r.mismatches == 0, r.first_mismatch
     shim = c.dev.dma[TileKind.SHIM]
-    assert max(r.max_live_bds.values()) <= min(c.queue_groups, task_groups(d)) * 3 <= shim.bds
-    if not c.t_out.is_float and c.t_out.name == "i32":  # and the exact product itself
+    assert max(r.max_live_bds.values()) <= min(c.runtime.queue_groups, task_groups(d)) * 3 <= shim.bds
+    if not c.types.t_out.is_float and c.types.t_out.name == "i32":  # and the exact product itself
         a, b, got = _simulated_c(c)
         assert np.array_equal(got.astype(np.int64), a.astype(np.int64) @ b.astype(np.int64))
 
@@ -186,7 +187,7 @@ SETTINGS = settings(max_examples=30, deadline=None, suppress_health_check=[Healt
 def spanned_configs(draw: st.DrawFn) -> GemmConfig:
     c = draw(st.one_of(small_configs(), int4_configs()))
     n_blocks = draw(st.integers(2, 5))
-    N = draw(st.integers((n_blocks - 1) * c.cols * c.n + 1, n_blocks * c.cols * c.n))
+    N = draw(st.integers((n_blocks - 1) * c.array.cols * c.tiling.n + 1, n_blocks * c.array.cols * c.tiling.n))
     return c.with_(N=N, task_span=draw(st.sampled_from([0, 2, 3])))
 
 
@@ -195,10 +196,12 @@ def spanned_configs(draw: st.DrawFn) -> GemmConfig:
 def test_random_spanned_designs_deliver_the_same_data_and_simulate_exactly(c, seed):
     d = _built(c)
     if d is None:
+        record_config(c, "refused")
         return  # an invalid random config is refused with a reason, never simulated
     assert _same_delivery(d, build_design(c.with_(task_span=1)))
     r = simulate(d, seed=seed)
     assert r.passed, (c.to_json(), r.first_mismatch)
+    record_config(c)
 
 
 # ---- the encoder and the IRON lowering --------------------------------------------------------------
@@ -210,7 +213,7 @@ def test_the_encoder_and_iron_express_spanned_tasks(name):
     bds = [op for op in ops if isinstance(op, txn.BlockWrite)]  # one BD written per task
     assert len(bds) == len(d.tasks) < len(build_design(c.with_(task_span=1)).tasks)
     shapes = txn.branches(d, c.call)
-    assert any("repeat" in s for s in shapes if s.startswith("A")) or c.a_col_maj  # A re-sent per block
+    assert any("repeat" in s for s in shapes if s.startswith("A")) or c.layout.a_col_maj  # A re-sent per block
     txn.encode_call(d, c.call)
     api, rec = ir.api()
     lower(d, api).resolve_program()
@@ -257,7 +260,7 @@ def test_stride0_repeats_mean_the_same_words_to_the_encoder_the_simulator_and_ir
         if task.tap.sizes[0] > 1 and task.tap.strides[0] == 0:
             repeats += 1
             assert bd.words[6] == 0 and bd.repeat == task.tap.sizes[0] - 1  # 1.4.3: the queue repeats it
-    assert repeats > 0 or c.a_col_maj
+    assert repeats > 0 or c.layout.a_col_maj
 
 
 # ---- the model -------------------------------------------------------------------------------------
@@ -339,10 +342,10 @@ def _many(task_span):
 
 def test_a_design_for_several_sizes_spans_its_tasks_when_the_weighted_time_is_faster():
     spanned, one = _many(None), _many(1)
-    assert spanned.config.task_span == 0 and one.config.task_span == 1  # 1 given: kept
+    assert spanned.config.runtime.task_span == 0 and one.config.runtime.task_span == 1  # 1 given: kept
     assert spanned.total("shared") < one.total("shared")
     # each size's own best design weighs spans too, so the losses compare like with like
-    assert all(s.special is not None and s.special.task_span == 0 for s in spanned.sizes)
+    assert all(s.special is not None and s.special.runtime.task_span == 0 for s in spanned.sizes)
     # the spanned design serves every size, checked as the simulator would run it
     from gemm_gen.design.serve import serve
     for s in spanned.sizes:
@@ -367,8 +370,8 @@ def test_weighing_spans_over_several_sizes_never_loses_to_one_task_per_block():
 
 def test_a_given_span_holds_for_each_sizes_own_design_too():
     r = _many_i8(2)
-    assert r.config.task_span == 2
-    assert all(s.special is None or s.special.task_span == 2 for s in r.sizes)
+    assert r.config.runtime.task_span == 2
+    assert all(s.special is None or s.special.runtime.task_span == 2 for s in r.sizes)
 
 
 def test_an_unspanned_choice_for_several_sizes_reports_no_span():
@@ -378,4 +381,4 @@ def test_an_unspanned_choice_for_several_sizes_reports_no_span():
     sizes = (Problem(256, 512, 512), Problem(128, 512, 384))
     chosen = choose(Request(Options("npu2", "i8", "i32", runtime_sizes="mnk"), Problem(256, 512, 512),
                             Pins(sizes=sizes)))
-    assert chosen.config.task_span == 1 and "task_span" not in chosen.filled
+    assert chosen.config.runtime.task_span == 1 and "task_span" not in chosen.filled

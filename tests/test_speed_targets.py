@@ -70,6 +70,7 @@ def test_each_row_is_the_tuners_design_for_its_numerics():
     t = next(t for t in st.targets() if t.name == "npu2 i8 4096^3")
     p = load()
     acc, pap = (st.outcome(t, n, p, (p, p)) for n in (t.accurate, t.papers))
-    assert acc.chosen.config.acc == "i32" and pap.chosen.config.acc == pap.chosen.config.dtype_out == "i8"
+    paper = pap.chosen.config.types
+    assert acc.chosen.config.types.acc == "i32" and paper.acc == paper.dtype_out == "i8"
     text = st.DOC.read_text()  # what --check holds equal to render()
     assert f"| {acc.tops:.2f} | " in text and f"| {pap.tops:.2f} | " in text

@@ -28,7 +28,7 @@ from gemm_gen.errors import ConfigError, RunTimeout
 from gemm_gen.model.fit import measured
 from gemm_gen.model.params import load_ends
 from gemm_gen.model.perf import estimate_config
-from gemm_gen.spec import Problem
+from gemm_gen.spec import Problem, spell_make, spell_operator
 
 from .conftest import small
 from .fake_pyxrt import FakeXrt, UntimedWait, ert_cmd_state
@@ -103,9 +103,12 @@ def test_a_hung_run_ends_in_one_line_naming_design_size_limit_and_what_to_try(tm
         runner.run_design(c, art, iters=2, warmup=1, xrt=xrt, timeout_ms=50)
     text = str(e.value)
     assert "\n" not in text and e.value.timeout_ms == 50
-    assert f"design {c.suffix} at size {c.M}x{c.K}x{c.N} did not complete within 50 ms (as given)" in text
-    for fix in (str(art.xclbin), "xrt-smi examine", "--timeout-ms", "TIMEOUT_MS="):
+    assert f"design {c.suffix} at size {c.size} did not complete within 50 ms (as given)" in text
+    for fix in (str(art.xclbin), "xrt-smi examine", "--timeout-ms"):
         assert fix in text, fix
+    # the time limit as each front end names it: make's variable, the operator's keyword
+    assert e.value.spelled(spell_make)[1].endswith("or allow longer with TIMEOUT_MS")
+    assert e.value.spelled(spell_operator)[1].endswith("or allow longer with timeout_ms")
     assert [e for e in xrt.log if e[0] == "wait"] == [("wait", 50)]  # the first run's wait, then nothing
     assert not any(e == ("sync", 5, "from_device") for e in xrt.log)  # C is never read
 
@@ -208,8 +211,8 @@ def test_make_run_and_validate_pass_timeout_ms():
     assert "--timeout-ms 5000" in dry("run", "DEVICE=npu1", "M=256", "K=256", "N=256", "TIMEOUT_MS=5000")
     assert "--timeout-ms 7000" in dry("validate", "DEVICE=npu1", "TIMEOUT_MS=7000")
     assert "--timeout-ms" not in dry("run", "DEVICE=npu1", "M=256", "K=256", "N=256") + dry("validate")
-    readme = (ROOT / "README.md").read_text()
-    assert "TIMEOUT_MS=" in readme and "--timeout-ms" in readme
+    usage = (ROOT / "docs" / "usage.md").read_text()  # the flags and Make variables (moved from the README)
+    assert "TIMEOUT_MS=" in usage and "--timeout-ms" in usage
 
 
 # ---- the operator ----------------------------------------------------------------------------------------

@@ -223,9 +223,9 @@ def test_every_token_push_follows_one_controller_id_maskwrite(dev, t_in, t_out, 
     from gemm_gen.design.build import runtime_sequence
 
     c = replace(small(dev, t_in, t_out, col), runtime_sizes=sizes)
-    c = replace(c, M=max(c.M, 256), N=max(c.N, 512))
+    c = replace(c, M=max(c.size.M, 256), N=max(c.size.N, 512))
     design = build_design(c)
-    for call in (c.call, serve(c, Problem(c.M - 3, c.K, c.N - 5))):
+    for call in (c.call, serve(c, Problem(c.size.M - 3, c.size.K, c.size.N - 5))):
         ops = txn.call_ops(design, call)
         token_pushes = maskwrites = 0
         for i, op in enumerate(ops):
@@ -363,7 +363,7 @@ def test_a_calls_stream_moves_exactly_the_words_of_its_transfers(dev, t_in, t_ou
     from gemm_gen.rules.l1 import K_WORD, RTP_PART, TILES_WORD
 
     c = replace(small(dev, t_in, t_out, col), runtime_sizes="mnk")
-    c = replace(c, M=max(c.M, 1024), K=max(c.K, 1024), N=max(c.N, 2048))
+    c = replace(c, M=max(c.size.M, 1024), K=max(c.size.K, 1024), N=max(c.size.N, 2048))
     design = build_design(c)
     call = serve(c, Problem.parse(size))
     ops = txn.call_ops(design, call)
@@ -443,7 +443,7 @@ def _exact_branches(design, call) -> frozenset[str]:
         if op.rtp is not None or op.barrier is not None:
             found.add("runtime parameters")
     groups = call.m_blocks * call.n_blocks
-    found |= {"BD ids reused"} if groups > design.config.queue_groups else set()
+    found |= {"BD ids reused"} if groups > design.config.runtime.queue_groups else set()
     found |= {"K tail"} if call.k_walk != call.K else set()
     found |= {"moved block"} if call.shift_m or call.shift_n else set()
     return frozenset(found | {f"padded {op}" for op in call.padded})
@@ -457,7 +457,7 @@ PROBED = [("npu1", "i8", "i32", False, "mnk", 2048), ("npu1", "bf16", "bf16", Tr
 @pytest.mark.parametrize("dev,t_in,t_out,col,sizes,K", PROBED)
 def test_the_probes_take_every_branch_any_served_size_takes(dev, t_in, t_out, col, sizes, K):
     c = replace(small(dev, t_in, t_out, col), runtime_sizes=sizes)
-    c = replace(c, M=max(c.M, 256), K=K, N=max(c.N, 512))
+    c = replace(c, M=max(c.size.M, 256), K=K, N=max(c.size.N, 512))
     design = build_design(c)
     candidates = npu_call.probe_candidates(design)
     probes = npu_call.probe_calls(design)
@@ -506,7 +506,7 @@ def test_an_upgrade_drops_the_verdict_and_the_streams_it_wrote(tmp_path, monkeyp
     own.insts.write_bytes(txn.encode_call(design, c.call).tobytes())  # as if aiecc wrote what the encoder writes
     for probe in probe_calls(design)[1:]:
         (entry / stream_name(design, probe)).write_bytes(txn.encode_call(design, probe).tobytes())
-    first = call_files(design, serve(c, Problem(3, c.K, 5)))
+    first = call_files(design, serve(c, Problem(3, c.size.K, 5)))
     ledger = json.loads((entry / STREAMS).read_text())
     assert first.how == "host encoder" and ledger["encoder"]["matches"] is True
     assert ledger["encoder"]["checked"] == [str(p.problem) for p in probe_calls(design)]
@@ -516,13 +516,13 @@ def test_an_upgrade_drops_the_verdict_and_the_streams_it_wrote(tmp_path, monkeyp
     encode_call = txn.encode_call
     monkeypatch.setattr(txn, "TXN_ENCODER_VERSION", txn.TXN_ENCODER_VERSION + 1)
     monkeypatch.setattr(txn, "encode_call", lambda d, call: encode_call(d, call) ^ np.uint32(1))
-    second = call_files(design, serve(c, Problem(5, c.K, 7)))
+    second = call_files(design, serve(c, Problem(5, c.size.K, 7)))
     ledger = json.loads((entry / STREAMS).read_text())
     assert not first.insts.exists()  # the old encoder's stream went with its ledger
     assert ledger["encoder_version"] == txn.TXN_ENCODER_VERSION
     assert ledger["encoder"]["matches"] is False and ledger["encoder"]["first_difference"] == 0
     assert second.how == "aiecc"
     monkeypatch.setattr("gemm_gen.version.__version__", "0.0.0-other")  # another gemm_gen: checked again too
-    call_files(design, serve(c, Problem(7, c.K, 9)))
+    call_files(design, serve(c, Problem(7, c.size.K, 9)))
     assert json.loads((entry / STREAMS).read_text())["gemm_gen"] == "0.0.0-other"
     assert not second.insts.exists()

@@ -183,7 +183,7 @@ def test_calibrate_fits_the_cost_of_a_shared_bank_on_the_allocation_pairs(tmp_pa
     tell it apart are refused."""
     items = [i for i in validate.sweep("npu2", chess=True) if i.role == "l1"]
     assert len(items) == 4
-    sharing = [l1_banks.plan(i.config, i.config.l1_alloc).conflict_bytes > 0 for i in items]
+    sharing = [l1_banks.plan(i.config, i.config.array.l1_alloc).conflict_bytes > 0 for i in items]
     assert sharing == [False, True, False, True]
     base = load()
     truth = base.with_(l1_conflict=1.5)
@@ -193,7 +193,7 @@ def test_calibrate_fits_the_cost_of_a_shared_bank_on_the_allocation_pairs(tmp_pa
     assert r.after.l1_conflict == pytest.approx(r.fitted["l1_conflict"])
     data = measured.calibration_data(r)
     assert "L1 allocation pair rows" in data["kernel"]["l1_conflict_cycles_per_collision"]["source"]
-    alike = [row for row in rows if row.role != "l1" or row.config.l1_alloc is None]
+    alike = [row for row in rows if row.role != "l1" or row.config.array.l1_alloc is None]
     assert "nothing to compare" in measured.refit(alike, base).refused["l1_conflict"]
 
 
@@ -206,7 +206,7 @@ def test_calibrate_fits_a_streams_rate_and_a_tasks_setup_on_the_decode_rows(tmp_
     stream = base.dram["npu2"].stream_gbps_256 * 0.6
     truth = base.with_dram("npu2", stream_gbps_256=stream).with_(bd_task_us=1.2)
     rows = measured.read_records([_record(tmp_path, truth)])
-    assert {row.config.cols for row in rows if row.role == "decode"} == {1, 2, 4, 8}
+    assert {row.config.array.cols for row in rows if row.role == "decode"} == {1, 2, 4, 8}
     r = measured.refit(rows, base)
     assert r.fitted["npu2.stream_gbps_256"] == pytest.approx(stream, rel=0.1)
     assert r.fitted["bd_task_us"] == pytest.approx(1.2, rel=0.25)
@@ -218,7 +218,8 @@ def test_calibrate_fits_a_streams_rate_and_a_tasks_setup_on_the_decode_rows(tmp_
     assert "decode rows" in data["runtime"]["bd_task_us"]["source"]
     assert data["dram"]["npu2"]["stream_gbps_at_256_byte_bursts"]["kind"] == "calibrated"
     assert "decode calls" in measured.report(r)
-    one = [row for row in rows if row.role != "decode" or (row.config.cols == 8 and row.config.queue_groups == 4)]
+    one = [row for row in rows
+           if row.role != "decode" or (row.config.array.cols == 8 and row.config.runtime.queue_groups == 4)]
     r2 = measured.refit(one, base)
     assert "are not told apart" in r2.refused["npu2.stream_gbps_256"]
     assert "nothing to compare" in r2.refused["bd_task_us"]
@@ -251,9 +252,9 @@ def test_the_decode_rows_are_bound_by_what_they_fit():
         rows = [i.config for i in validate.decode_items(dev) if i.role == "decode"]
         for c in rows[:-2]:
             t = predict(c).times_us
-            assert t.memory == t.stream_in_flight > max(t.core, t.shim_streams, t.dram), (dev, c.cols)
+            assert t.memory == t.stream_in_flight > max(t.core, t.shim_streams, t.dram), (dev, c.array.cols)
         one, four = rows[-2:]
-        t_cp = (1 + 2 * one.cols) * p.bd_task_us
+        t_cp = (1 + 2 * one.array.cols) * p.bd_task_us
         groups = one.call.m_blocks * one.call.n_blocks
         assert predict(one).times_us.bd_bubbles == pytest.approx(groups * t_cp)
         assert predict(four).times_us.bd_bubbles == pytest.approx(t_cp)
@@ -266,12 +267,13 @@ def test_the_sweeps_tuned_designs_are_the_tuners():
 
     for dev in ("npu1", "npu2"):
         c = choose(Request(Options(dev, "bf16", compiler="peano"), Problem(*validate.DECODE_CALL))).config
-        assert (c.m, c.k, c.n, c.k_mt) == validate.DECODE_TILES[dev] and c.rows == 1
+        assert (c.tiling.m, c.tiling.k, c.tiling.n, c.tiling.k_mt) == validate.DECODE_TILES[dev] and c.array.rows == 1
         for item in [i for i in validate.decode_items(dev) if i.role == "check"]:
             want = item.config
-            opts = Options(dev, want.dtype_in, want.dtype_out, dtype_b="i4", group_size=want.group_size,
+            opts = Options(dev, want.types.dtype_in, want.types.dtype_out, dtype_b="i4",
+                           group_size=want.groups.group_size,
                            compiler="peano")
-            got = choose(Request(opts, Problem(want.M, want.K, want.N))).config
+            got = choose(Request(opts, Problem(want.size.M, want.size.K, want.size.N))).config
             assert got == want, item.name
 
 
@@ -280,11 +282,11 @@ def test_the_decode_rows_vary_what_they_fit():
     and with four task groups in flight, and the three int4 check rows."""
     for dev, columns in (("npu1", (1, 2, 4)), ("npu2", (1, 2, 4, 8))):
         items = validate.decode_items(dev)
-        streams = [i.config for i in items if i.role == "decode" and i.config.N == 4096]
-        assert [c.cols for c in streams] == list(columns) and {c.rows for c in streams} == {1}
-        setup = [i.config for i in items if i.role == "decode" and i.config.N == 16384]
-        assert [c.queue_groups for c in setup] == [1, 4] and {c.task_span for c in setup} == {1}
-        assert [i.config.dtype_b for i in items if i.role == "check"] == ["i4"] * 3
+        streams = [i.config for i in items if i.role == "decode" and i.config.size.N == 4096]
+        assert [c.array.cols for c in streams] == list(columns) and {c.array.rows for c in streams} == {1}
+        setup = [i.config for i in items if i.role == "decode" and i.config.size.N == 16384]
+        assert [c.runtime.queue_groups for c in setup] == [1, 4] and {c.runtime.task_span for c in setup} == {1}
+        assert [i.config.types.dtype_b for i in items if i.role == "check"] == ["i4"] * 3
         assert set(validate.decode_items(dev)) <= set(validate.sweep(dev, chess=False))
 
 

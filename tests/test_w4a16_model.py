@@ -38,26 +38,26 @@ def w4a16(dev: str = "npu2", M: int = 256, K: int = 512, N: int = 256, m: int = 
 def test_l1_counts_b_objects_at_object_bytes_and_one_bf16_scratch(k, g, zp):
     c = w4a16(k=k, k_mt=k, g=g, zp=zp, convert_once=False)  # npu2's emulated kernel, as npu1's
     parts = c.l1_parts
-    assert parts["B"] == c.depth_ab_l1 * groupquant.ObjectLayout(k, c.n, g, zp).nbytes
-    assert parts[l1.B_DEQ_PART] == k * c.n * 2  # one k x n bf16 tile per core, whatever the depth
+    assert parts["B"] == c.array.depth_ab_l1 * groupquant.ObjectLayout(k, c.tiling.n, g, zp).nbytes
+    assert parts[l1.B_DEQ_PART] == k * c.tiling.n * 2  # one k x n bf16 tile per core, whatever the depth
     assert c.l1_bytes == sum(parts.values())
     # npu2's default, the convert-once kernel: the object dequantized into bfp16 tiles (9 bytes per 8 values),
     # with A's bfp16 copy, and no bf16 scratch
     once = w4a16(k=k, k_mt=k, g=g, zp=zp)
-    assert once.convert_once and l1.B_DEQ_PART not in once.l1_parts
-    assert once.l1_parts["B bfp16"] == k * c.n * 9 // 8 and once.l1_parts["A bfp16"] == c.t_ma * k * 9 // 8
+    assert once.kernel.convert_once and l1.B_DEQ_PART not in once.l1_parts
+    assert once.l1_parts["B bfp16"] == k * c.tiling.n * 9 // 8 and once.l1_parts["A bfp16"] == c.t_ma * k * 9 // 8
     assert once.l1_parts["B"] == parts["B"] and once.l1_bytes == sum(once.l1_parts.values())
     # the same tiles without group scales (int8 x int4) keep k n / 2 bytes per B object and no scratch
     plain = GemmConfig("npu2", 256, 512, 256, 32, k, 32, k, "i8", "i8", dtype_b="i4")
-    assert plain.l1_parts["B"] == plain.depth_ab_l1 * k * 32 // 2
+    assert plain.l1_parts["B"] == plain.array.depth_ab_l1 * k * 32 // 2
     assert l1.B_DEQ_PART not in plain.l1_parts
 
 
 def test_memtile_b_pool_holds_whole_objects():
     c = w4a16(k=64, k_mt=256)
     (b_pool,) = [p for p in c.l2_pools() if p.name == "B_L3L2_0"]
-    assert b_pool.nbytes == groupquant.object_bytes(64, c.n, 128, False)  # one L1 object: B is not chunked
-    chunked = memtile.L2Options(4, 8, c.t_in, c.t_b, c.t_out, True, 2, 2, 128, True)
+    assert b_pool.nbytes == groupquant.object_bytes(64, c.tiling.n, 128, False)  # one L1 object: B is not chunked
+    chunked = memtile.L2Options(4, 8, c.types.t_in, c.types.t_b, c.types.t_out, True, 2, 2, 128, True)
     (b_big,) = [p for p in memtile.l2_pools(chunked, 32, 64, 32, 256) if p.name == "B_L3L2_0"]
     assert b_big.nbytes == 4 * groupquant.object_bytes(64, 32, 128, True)  # k_mt / k objects, each with its rows
 
@@ -88,7 +88,7 @@ def test_tuner_candidates_fit_l1_and_cover_whole_groups(dev, g, zp):
 
 def test_tuned_w4a16_design_validates_on_npu2():
     best = tune(Workload.of(w4a16("npu2", 1024, 1024, 4096)), 1).best.config
-    groupquant.check_tile_k(best.k, 128)
+    groupquant.check_tile_k(best.tiling.k, 128)
     assert best.l1_bytes <= best.dev.l1_bytes
 
 

@@ -36,6 +36,8 @@ from gemm_gen.rules.defaults import resolve
 from gemm_gen.sim import simulate
 from gemm_gen.tap import Tap
 
+from .random_designs import record_config
+
 # (m, k, n, k_mt) per device: npu1's bf16 mmul 4x8x4 (t = 4: half a word of int4, fine for whole objects)
 TILES = {"npu1": (8, 64, 16, 128), "npu2": (16, 64, 16, 128)}
 
@@ -63,10 +65,10 @@ def test_the_q_order_is_the_bf16_designs_l1_b_layout(dev):
     blocked layout) says the same thing another way."""
     c = _config(dev, 64, 256, 64)
     order = b_objects.kernel_order(c)
-    addr = b_layout(c.k, c.n, c.s, c.t, False)
-    kk, jj = np.indices((c.k, c.n))
-    assert np.array_equal(order[addr], kk * c.n + jj)
-    assert not np.array_equal(order, np.arange(c.k * c.n))  # blocked, not row-major
+    addr = b_layout(c.tiling.k, c.tiling.n, c.kernel.mmul[1], c.kernel.mmul[2], False)
+    kk, jj = np.indices((c.tiling.k, c.tiling.n))
+    assert np.array_equal(order[addr], kk * c.tiling.n + jj)
+    assert not np.array_equal(order, np.arange(c.tiling.k * c.tiling.n))  # blocked, not row-major
 
 
 def test_an_object_is_q_in_kernel_order_then_scale_rows_then_zero_rows():
@@ -90,11 +92,11 @@ def test_a_column_of_objects_is_one_shim_run_and_forwarded_linearly(once):
     """npu2's default kernel (convert once) dequantizes into its B bfp16 scratch (9 bytes per 8 values, A's bfp16
     copy before it); the emulated one (--convert-once 0) into a k x n bf16 scratch, its last buffer."""
     c = _config("npu2", 64, 512, 256, zp=True, **({} if once else {"convert_once": False}))
-    assert c.convert_once == once
+    assert c.kernel.convert_once == once
     gb = grid(c, "B")
-    words = gb.obj * (c.call.k_walk // c.k)
-    assert gb.obj * 4 == groupquant.object_bytes(c.k, c.n, 128, True)
-    for col in range(c.cols):
+    words = gb.obj * (c.call.k_walk // c.tiling.k)
+    assert gb.obj * 4 == groupquant.object_bytes(c.tiling.k, c.tiling.n, 128, True)
+    for col in range(c.array.cols):
         tap = patterns.shim_b(gb, 0, col)
         assert (tap.sizes, tap.strides, tap.offset) == ((words,), (1,), col * words)
     assert patterns.b_l2_to_stream(gb).is_linear() and patterns.b_l1_from_stream(gb) is None
@@ -104,13 +106,15 @@ def test_a_column_of_objects_is_one_shim_run_and_forwarded_linearly(once):
     deq = [b for b in d.workers[0].buffers if b.name.startswith(("B_deq", "B_bfp16"))]
     matmul = next(s for s in d.kernels if s.role == "matmul")
     if once:
-        assert [(b.name.split("_")[1], b.shape, b.dtype) for b in deq] == [("bfp16", (c.k // 8, c.n // 8), "bfp16")]
-        assert matmul.arg_dtypes[3:5] == ("bfp16", "bfp16") and matmul.arg_shapes[4] == (c.k // 8, c.n // 8)
-        assert c.l1_parts["B bfp16"] == c.k * c.n * 9 // 8 and "B bf16" not in c.l1_parts
+        assert [(b.name.split("_")[1], b.shape, b.dtype) for b in deq] == [("bfp16", (c.tiling.k // 8, c.tiling.n // 8),
+                                                                            "bfp16")]
+        assert matmul.arg_dtypes[3:5] == ("bfp16", "bfp16") and matmul.arg_shapes[4] == (c.tiling.k // 8,
+                                                                                         c.tiling.n // 8)
+        assert c.l1_parts["B bfp16"] == c.tiling.k * c.tiling.n * 9 // 8 and "B bf16" not in c.l1_parts
         return
-    assert [(b.shape, b.dtype) for b in deq] == [((c.k, c.n), "bf16")]
-    assert matmul.arg_shapes[-1] == (c.k, c.n) and matmul.arg_dtypes[-1] == "bf16"  # the scratch, last
-    assert c.l1_parts["B bf16"] == c.k * c.n * 2 and "B bfp16" not in c.l1_parts
+    assert [(b.shape, b.dtype) for b in deq] == [((c.tiling.k, c.tiling.n), "bf16")]
+    assert matmul.arg_shapes[-1] == (c.tiling.k, c.tiling.n) and matmul.arg_dtypes[-1] == "bf16"  # the scratch, last
+    assert c.l1_parts["B bf16"] == c.tiling.k * c.tiling.n * 2 and "B bfp16" not in c.l1_parts
 
 
 @pytest.mark.parametrize("zp", [False, True])
@@ -179,8 +183,10 @@ def w4a16_configs(draw: st.DrawFn) -> GemmConfig:
 @given(w4a16_configs(), st.integers(0, 2**16))
 def test_random_w4a16_designs_simulate_exactly(c, seed):
     refused = (ConfigError, DmaLimitError)  # an invalid random config is refused with a reason, never simulated
-    with pytest.raises(refused) if _refusal(c) else contextlib.nullcontext():
+    refusal = _refusal(c)
+    with pytest.raises(refused) if refusal else contextlib.nullcontext():
         _passes(c, seed)
+    record_config(c, "refused" if refusal else "equal")
 
 
 def _refusal(c: GemmConfig) -> Exception | None:
@@ -197,7 +203,8 @@ def _mutated_host(monkeypatch, mutate) -> None:
 
     def packed(c, call, b):
         dram = real(c, call, b)
-        return mutate(c, dram, groupquant.ObjectLayout(c.k, c.n, c.group_size, c.zero_points))
+        return mutate(c, dram, groupquant.ObjectLayout(c.tiling.k, c.tiling.n, c.groups.group_size,
+                                                       c.groups.zero_points))
 
     monkeypatch.setattr(hostdata, "pack_objects", packed)
 
@@ -213,7 +220,7 @@ def _high_nibble_first(c, dram, lay):
 
 def _scale_rows_swapped(c, dram, lay):
     out = dram.copy()
-    row = c.n * 2
+    row = c.tiling.n * 2
     first, second = slice(lay.scale_offset, lay.scale_offset + row), slice(lay.scale_offset + row, lay.zero_offset)
     out[..., first], out[..., second] = dram[..., second], dram[..., first]
     return out
@@ -285,12 +292,12 @@ def test_the_convert_once_scratch_holds_the_bfp16_tiles_the_body_multiplies(monk
 
     monkeypatch.setattr(sim_kernel.KernelEmulator, "_b_values", spy)
     c = _config("npu2", 16, 256, 64, zp=zp, tiles=(16, 64, 32, 64))
-    assert c.convert_once
+    assert c.kernel.convert_once
     _passes(c, literal=True)  # the literal simulator: its matmul kernel dequantizes every object
     q = bfp16.TILE
     for want, scratch in seen[:4]:
         pairs = scratch.reshape(-1, bfp16.TILE_BYTES)
-        tiles = pairs[b_tile_pairs(c.k // q, c.n // q)].transpose(1, 0, 2)  # (n/8, k/8) tiles of B^T
+        tiles = pairs[b_tile_pairs(c.tiling.k // q, c.tiling.n // q)].transpose(1, 0, 2)  # (n/8, k/8) tiles of B^T
         got = bfp16.tile_values(np.ascontiguousarray(tiles)).T
         assert np.array_equal(got, want.astype(np.float32)) and np.any(got != 0)
 
@@ -298,7 +305,7 @@ def test_the_convert_once_scratch_holds_the_bfp16_tiles_the_body_multiplies(monk
 # ---- refusals ------------------------------------------------------------------------------------
 def test_npu1_t4_is_accepted_for_w4a16_and_refused_for_w4a8():
     c = _config("npu1", 64, 256, 64)
-    assert c.t == 4 and build_design(c)
+    assert c.kernel.mmul[2] == 4 and build_design(c)
     check_granularity(c)
     w4a8 = GemmConfig("npu2", 64, 256, 64, 16, 64, 16, 128, "i8", "i32", dtype_b="i4", mmul_shape=(4, 16, 4))
     with pytest.raises(ConfigError, match="t=4 x i4 = 2 B is not a multiple of the 4-byte DMA word") as e:
@@ -330,8 +337,8 @@ def test_npu2_w4a16_converts_once_where_it_can(kw, once):
     the search against the emulated one (other numerics); --convert-once 0, native bf16 mmuls and an epilogue
     (which the convert-once kernel has not) keep the emulated / native bf16 path. npu1 has no bfp16 datapath."""
     c = _config("npu2", 64, 256, 64, **kw)
-    assert c.convert_once == once and c.block_kernel == once and not resolve(c.options).convert_once_open
-    assert not _config("npu1", 64, 256, 64).convert_once
+    assert c.kernel.convert_once == once and c.kernel.block == once and not resolve(c.options).convert_once_open
+    assert not _config("npu1", 64, 256, 64).kernel.convert_once
 
 
 # ---- the operator --------------------------------------------------------------------------------
@@ -443,7 +450,7 @@ def test_the_search_weighs_no_packing_for_w4a16():
     from gemm_gen.spec import Options, Problem, Request
 
     chosen = choose(Request(Options("npu2", "bf16", "bf16", dtype_b="i4", group_size=128), Problem(64, 1024, 512)))
-    assert "b_pack" not in chosen.filled and chosen.config.b_pack == "tiles"
+    assert "b_pack" not in chosen.filled and chosen.config.layout.b_pack == "tiles"
     w4a8 = choose(Request(Options("npu2", "i8", "i32", dtype_b="i4"), Problem(64, 1024, 512)))
     assert "b_pack" in w4a8.filled  # an int4 B without groups: the model picks its packing
 

@@ -10,6 +10,7 @@ from typing import Any
 
 from .. import search
 from ..config import GemmConfig
+from ..errors import opt, spelled
 from ..rules import array
 from ..search import Choice, KernelOption
 from .cliargs import request
@@ -32,23 +33,23 @@ def chosen_text(command: str, chosen: Choice) -> str | None:
     if not chosen.chose_anything:
         return None
     c, packing, kernel = chosen.config, "b_pack" in chosen.filled, "convert_once" in chosen.filled
-    flags = f"-m {c.m} -k {c.k} -n {c.n} --k-mt {c.k_mt} --rho {c.rho}" + (f" --b-pack {c.b_pack}" if packing else "")
-    flags += f" --convert-once {int(bool(c.convert_once))}" if kernel else ""
-    mapping = array.mapping_of(c.dev, c.rows) if "mapping" in chosen.filled else None
-    flags += f" --mapping {mapping}" if mapping else ""
+    mapping = array.mapping_of(c.dev, c.array.rows) if "mapping" in chosen.filled else None
     spanned = "task_span" in chosen.filled
-    flags += f" --task-span {c.task_span}" if spanned else ""
-    packed = f", B packed in {c.b_pack}" if packing else ""
+    pinned = [("m", True), ("k", True), ("n", True), ("k_mt", True), ("rho", True), ("b_pack", packing),
+              ("convert_once", kernel), ("rows", mapping is not None), ("task_span", spanned)]
+    flags = spelled(" ".join(opt(name, c.value(name)) for name, shown in pinned if shown))
+    packed = f", B packed in {c.layout.b_pack}" if packing else ""
     packed += ", shim tasks spanning output blocks (predicted faster)" if spanned else ""
     packed += f", the {mapping} mapping (predicted faster)" if mapping else ""
-    which = f"the {search.KERNEL_NAMES[bool(c.convert_once)].split(' (')[0]} kernel (predicted faster) and " \
+    which = f"the {search.KERNEL_NAMES[bool(c.kernel.convert_once)].split(' (')[0]} kernel (predicted faster) and " \
         if kernel else ""
-    return (f"gemm-gen {command}: chose {which}tiles {c.m}x{c.k}x{c.n}, k_mt {c.k_mt}, rho {c.rho}{packed} "
-            f"for {c.device} {c.M}x{c.K}x{c.N} (to pin them: {flags})")
+    return (f"gemm-gen {command}: chose {which}tiles {c.tiling.m}x{c.tiling.k}x{c.tiling.n}, k_mt {c.tiling.k_mt}, rho "
+            f"{c.tiling.rho}{packed} "
+            f"for {c.array.device} {c.size.M}x{c.size.K}x{c.size.N} (to pin them: {flags})")
 
 
 def _tflops(c: GemmConfig, seconds: float) -> float:
-    return 2.0 * c.M * c.K * c.N / seconds / 1e12
+    return 2.0 * c.size.M * c.size.K * c.size.N / seconds / 1e12
 
 
 def kernel_choice_text(chosen: Choice) -> str | None:
@@ -67,9 +68,10 @@ def kernel_choice_text(chosen: Choice) -> str | None:
             continue
         mark = "  <- chosen" if c == chosen.config else ""
         lines.append(f"          {label} predicted {kern.predicted_s * 1e6:,.0f} us, "
-                     f"{_tflops(c, kern.predicted_s):.2f} TFLOPS (tiles {c.m}x{c.k}x{c.n}, k_mt {c.k_mt}, "
-                     f"rho {c.rho}){mark}")
-    lines.append("          --convert-once 1 or --convert-once 0 keeps one kernel")
+                     f"{_tflops(c, kern.predicted_s):.2f} TFLOPS (tiles {c.tiling.m}x{c.tiling.k}x{c.tiling.n}, k_mt "
+                     f"{c.tiling.k_mt}, "
+                     f"rho {c.tiling.rho}){mark}")
+    lines.append(spelled(f"          {opt('convert_once', True)} or {opt('convert_once', False)} keeps one kernel"))
     return "\n".join(lines)
 
 
@@ -87,8 +89,9 @@ def _kernel_json(kern: KernelOption, chosen: bool) -> dict[str, Any]:
     if c is None:
         return out | {"valid": False, "why_not": kern.why_not}
     return out | {"valid": True, "predicted_time_us": kern.predicted_s * 1e6,
-                  "predicted_tflops": _tflops(c, kern.predicted_s), "m": c.m, "k": c.k, "n": c.n, "k_mt": c.k_mt,
-                  "rho": c.rho}
+                  "predicted_tflops": _tflops(c, kern.predicted_s), "m": c.tiling.m, "k": c.tiling.k, "n": c.tiling.n,
+                  "k_mt": c.tiling.k_mt,
+                  "rho": c.tiling.rho}
 
 
 def say_chosen(command: str, chosen: Choice) -> None:

@@ -18,10 +18,11 @@ import sys
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 
-from ..errors import BuildError, GemmGenError, SimulationError
+from ..errors import BuildError, GemmGenError, SimulationError, spelling
 from .parsing import EXIT_FAIL, EXIT_USAGE, Parser
 
 DEBUG_ENV = "GEMM_GEN_DEBUG"  # set (not 0): errors raise with their traceback instead of one line
+SPELLING_ENV = "GEMM_GEN_SPELLING"  # "make": options named as the Makefile's variables (spec.SPELLINGS)
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, what shells report for Ctrl-C
 EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what a C tool killed by the closed pipe would report
 Flags = Callable[[argparse.ArgumentParser], None]  # adds a command's flags and sets its func
@@ -61,6 +62,8 @@ COMMANDS = (
     Command("calibrate", "refit the model's DRAM and dispatch constants on `make validate` records; report the "
             "error on the rows not fitted", "calibrate_commands"),
     Command("roofline", "PNG plots: predicted roofline sweep and tiling heat map", "plot_commands"),
+    Command("make-args", "print gemm_gen.mk, the Makefile's option variables and GEN_ARGS, from the option table",
+            "design_commands"),
 )
 
 
@@ -87,6 +90,12 @@ def debugging() -> bool:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """gemm-gen; its messages name options in the spelling GEMM_GEN_SPELLING names (make's recipes set "make")."""
+    with spelling(os.environ.get(SPELLING_ENV, "") or "cli"):
+        return _main(argv)
+
+
+def _main(argv: list[str] | None) -> int:
     words = sys.argv[1:] if argv is None else argv
     command = named_command(words)
     try:

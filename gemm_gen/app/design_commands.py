@@ -1,5 +1,6 @@
 """plan and generate: a design from the flags, described or written as JSON. They load the search, the design and
-the model's layout prices, never the simulator, the back ends or the plots (app/cli.py)."""
+the model's layout prices, never the simulator, the back ends or the plots (app/cli.py). make-args: the Makefile's
+option variables, from the option table."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from ..design import build_design
 from ..design.serialize import dumps
 from ..model.layouts import layout_prices
 from .choice import choice, kernel_choice_json, kernel_choice_text, say_chosen
-from .cliargs import call_layouts, problem_args
+from .cliargs import call_layouts, make_include, problem_args
 from .plan_info import plan_info, xclbin_plan
 from .report import plan_text
 
@@ -60,4 +61,14 @@ def _generate_flags(p: argparse.ArgumentParser) -> None:
     p.set_defaults(func=cmd_generate)
 
 
-FLAGS = {"plan": _plan_flags, "generate": _generate_flags}  # app/cli.py's COMMANDS names this module for them
+def cmd_make_args(a: argparse.Namespace) -> int:
+    print(make_include(), end="")
+    return 0
+
+
+def _make_args_flags(p: argparse.ArgumentParser) -> None:
+    p.set_defaults(func=cmd_make_args)
+
+
+# app/cli.py's COMMANDS names this module for them
+FLAGS = {"plan": _plan_flags, "generate": _generate_flags, "make-args": _make_args_flags}

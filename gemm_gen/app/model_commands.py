@@ -58,7 +58,8 @@ def cmd_predict(a: argparse.Namespace) -> int:
     chosen = choice(a)
     c, params = chosen.config, model_params(a)
     info = replace(predict(c, params, model_ends(a)),
-                   upstream=upstream.compare(params, Workload.of(c).kernel_shape, c.t_ma, c.k, c.n, c.rho))
+                   upstream=upstream.compare(params, Workload.of(c).kernel_shape, c.t_ma, c.tiling.k, c.tiling.n,
+                                             c.tiling.rho))
     prices = layout_prices(c, params)
     say_chosen("predict", chosen)
     print(json.dumps(info.to_json() | {"layouts_priced": [x.to_json() for x in prices]}, indent=1) if a.json
@@ -93,16 +94,18 @@ def types_words(dtype_in: str, dtype_b: str, dtype_out: str, acc: str, emulate: 
 
 def predict_text(d: Prediction) -> str:
     dk = d.design  # what design it is
-    layout = ("column-major" if dk.b_col_maj else "row-major") + (", DRAM strips" if dk.b_pack == "strips" else "")
-    types = types_words(dk.dtype_in, dk.dtype_b, dk.dtype_out, dk.acc, d.emulate_bf16_with_bfp16)
+    lay = dk.layout
+    layout = ("column-major" if lay.b_col_maj else "row-major") + (", DRAM strips" if lay.b_pack == "strips" else "")
+    types = types_words(dk.types.dtype_in, dk.types.dtype_b, dk.types.dtype_out, dk.types.acc,
+                        d.emulate_bf16_with_bfp16)
     t = d.times_us
-    M, K, N = dk.problem
-    m, k, n = dk.tile
+    M, K, N = dk.size.M, dk.size.K, dk.size.N
+    m, k, n = dk.tiling.m, dk.tiling.k, dk.tiling.n
     lines = [
         f"PREDICTED (analytical model, not a measurement): {dk.device} {M}x{K}x{N} "
         f"{types}, B {layout}",
-        f"  design       {_mapping_words(dk.mapping)}kernel {m}x{k}x{n}, k_mt {dk.k_mt}"
-        + (f", rho {dk.rho} (A tiles of {dk.t_ma} rows)" if dk.rho > 1 else "")
+        f"  design       {_mapping_words(dk.mapping)}kernel {m}x{k}x{n}, k_mt {dk.tiling.k_mt}"
+        + (f", rho {dk.tiling.rho} (A tiles of {dk.t_ma} rows)" if dk.tiling.rho > 1 else "")
         + f", mmul {'x'.join(map(str, dk.mmul))}; "
         f"padded to {'x'.join(map(str, d.padded))}"
         + ("" if dk.task_span == 1 else "; each shim task spans "
@@ -127,7 +130,7 @@ def predict_text(d: Prediction) -> str:
     lines += [] if d.epilogue is None else [d.epilogue.text()]
     lines += [] if d.dequant is None else [d.dequant.text()]
     lines += upstream_lines(d.upstream, dk.t_ma, k, n)
-    lines += mixed_rate_lines(dk.device, dk.dtype_in, dk.dtype_b)
+    lines += mixed_rate_lines(dk.device, dk.types.dtype_in, dk.types.dtype_b)
     if not d.buildable:
         lines.append(f"  NOT BUILDABLE as given ({d.not_buildable_because}); predicted as if it fitted")
     return "\n".join(lines)

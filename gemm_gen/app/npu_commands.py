@@ -58,7 +58,7 @@ def cmd_build(a: argparse.Namespace) -> int:
     design = build_design(config)
     gen_args = config_args(design.config)
     # missing tools are one sentence (as run_build says them), said before the chosen design
-    tc = toolchain.find_toolchain(design.config.compiler == "chess", strict=not a.dry_run)
+    tc = toolchain.find_toolchain(design.config.kernel.compiler == "chess", strict=not a.dry_run)
     if not a.dry_run:
         iron.iron_api()
     say_chosen("build", chosen)

@@ -69,6 +69,7 @@ from .operator_args import (
     checked_max_size,
     checked_tiles,
     design_refusal,
+    in_operator_terms,
     refuse,
 )
 from .operator_epilogue import epilogue_args
@@ -168,7 +169,8 @@ class Gemm:
                 self.design(1, 1, 1)
             except ConfigError as small:
                 c = self._base
-                paper = _paper_tiles(c.device, c.dtype_in, c.dtype_out, c.dtype_b, c.acc, c.emulate_bf16_with_bfp16)
+                paper = _paper_tiles(c.array.device, c.types.dtype_in, c.types.dtype_out, c.types.dtype_b, c.types.acc,
+                                     c.kernel.emulate_bf16_with_bfp16)
                 if paper is None:
                     raise small from None
                 self.design(*_astuple(self._block(paper)))
@@ -176,7 +178,7 @@ class Gemm:
     def _block(self, tiles: tuple[int, int, int, int]) -> Problem:
         """One block of the array for these tiles: (m x rows) x k_mt x (n x cols)."""
         m, _, n, k_mt = tiles
-        return Problem(m * self._base.rows, k_mt, n * self._base.cols)
+        return Problem(m * self._base.array.rows, k_mt, n * self._base.array.cols)
 
     # ---- designs ------------------------------------------------------------------------------
     def design(self, M: int, K: int, N: int, layout: Layout | None = None, bias: bool | None = None) -> Design:
@@ -185,7 +187,7 @@ class Gemm:
         that size is checked when the call is planned (one line naming the limit). `bias`: whether it adds
         a bias (None: the Gemm's own; with bias="auto", whether the call passes one)."""
         layout = layout or self._base_layout
-        bias = self._base.bias if bias is None else bias
+        bias = self._base.epilogue.bias if bias is None else bias
         key = (self._max or Problem(M, K, N), layout, bias)
         if key in self._refused:
             raise self._refused[key]
@@ -237,7 +239,7 @@ class Gemm:
         Frobenius norm of C - A @ B relative to A @ B's): npu1 bf16 0.17%, npu2 bf16 (its default
         bfp16 datapath, which quantizes A and B to bfp16 blocks) 0.94%, npu2 bf16 with
         emulate_bf16_with_bfp16=False 0.17%; f32 outputs 4e-7 on npu1; acc='out' about 2.7% for
-        bf16; integer outputs clip(A @ B) exactly (README, "What C is"). Outputs whose A @ B
+        bf16; integer outputs clip(A @ B) exactly (docs/accuracy.md). Outputs whose A @ B
         leaves the output type (integers clamped, floats Inf) come with a NumericsWarning.
 
         A (M x K) and B (K x N) are 2-D arrays of real numbers (NumPy integers and floats, ml_dtypes
@@ -313,7 +315,7 @@ class Gemm:
         try:
             checked_timeout(timeout_ms)
         except ConfigError as e:
-            raise refuse(self._args, e.what, e.fix) from None
+            raise design_refusal(self._args, e) from None
         a, b = self._operands(A, B, packed)
         quant = self._weights(b, scales, zero_points)
         data = (bias, scale, zero_point, act_min, act_max)
@@ -330,7 +332,7 @@ class Gemm:
         if not check:
             return c
         c_ = design.config
-        whole = report or (not c_.t_out.is_float and c_.acc == c_.dtype_out != c_.default_acc)
+        whole = report or (not c_.types.t_out.is_float and c_.types.acc == c_.types.dtype_out != c_.default_acc)
         return self._checked(design.config, c, a, b if quant is None else quant.exact(), report, whole, epi,
                              call.activation)
 
@@ -340,7 +342,7 @@ class Gemm:
         try:
             return replace(call, activation=call_activation(design.config.epilogue, activation))
         except ConfigError as e:
-            raise refuse(self._args, e.what, e.fix) from None
+            raise design_refusal(self._args, e) from None
 
     def _check_empty(self, a: np.ndarray, b: np.ndarray, *data: Any) -> tuple[GemmConfig, EpilogueArgs | None]:
         """An empty product with a fused epilogue: only M = 0 or N = 0 (no output) runs nothing; K = 0 would make
@@ -378,8 +380,10 @@ class Gemm:
             warnings.warn(f"C differs from A @ B beyond rounding: {said}", NumericsWarning, stacklevel=3)
         bound = acc32_overflow_bound(a, b, cfg.acc_bits)
         if bound is not None:
-            warnings.warn(f"K max|A| max|B| = {bound:.3g} reaches past the 32-bit accumulator of the {cfg.device} "
-                          f"{cfg.dtype_in} mmul {'x'.join(map(str, cfg.mmul))}, whose overflow is unpublished: C may "
+            warnings.warn(f"K max|A| max|B| = {bound:.3g} reaches past the 32-bit accumulator of the "
+                          f"{cfg.array.device} "
+                          f"{cfg.types.dtype_in} mmul {'x'.join(map(str, cfg.kernel.mmul))}, whose overflow is "
+                          f"unpublished: C may "
                           f"be wrong; use an mmul with a 64-bit accumulator, or split K", NumericsWarning,
                           stacklevel=3)
         return (c, accuracy if accuracy is not None else measure(c, a, b, nm)) if report else c
@@ -454,8 +458,8 @@ class Gemm:
         if packed is True:
             b = unpack_i4(b.view(np.uint8), axis=0)
         c = self._base
-        return (host_operand("A", a, c.t_in, bfp16_quantizer(c, "A")),
-                host_operand("B", b, c.t_b, bfp16_quantizer(c, "B")))
+        return (host_operand("A", a, c.types.t_in, bfp16_quantizer(c, "A")),
+                host_operand("B", b, c.types.t_b, bfp16_quantizer(c, "B")))
 
     def _check_memory(self, M: int, K: int, N: int) -> None:
         """ConfigError when simulating this product needs more memory than the machine has (or more words than
@@ -465,14 +469,14 @@ class Gemm:
         try:
             check_memory(self._base, [Problem(M, K, N)])  # the types and the size, whatever tiling is chosen
         except ConfigError as e:
-            raise refuse(self._args, e.what, "simulate smaller arrays (split A's rows or B's columns into "
-                         "several calls: any design serves them)") from None
+            raise refuse(self._args, in_operator_terms(e.raw_what), "simulate smaller arrays (split A's rows or B's "
+                         "columns into several calls: any design serves them)") from None
 
     def _weights(self, b: np.ndarray, scales: Any, zero_points: Any) -> QuantB | None:
         """W4A16's weights (B's int4 values with their checked scales and zero points), None for any other
         Gemm (which refuses scales and zero points); a scale that bf16 rounding changes is a NumericsWarning."""
         c = self._base
-        if not c.group_size:
+        if not c.groups.group_size:
             if scales is not None or zero_points is not None:
                 given = "scales" if scales is not None else "zero_points"
                 raise refuse(self._args, f"{given}= belongs to int4 weights with group scales (W4A16)",
@@ -480,9 +484,9 @@ class Gemm:
                              "group_size=32 | 64 | 128")
             return None
         try:
-            quant, changed = group_operands(b, scales, zero_points, c.group_size, c.zero_points)
+            quant, changed = group_operands(b, scales, zero_points, c.groups.group_size, c.groups.zero_points)
         except ConfigError as e:
-            raise refuse(self._args, e.what, e.fix) from None
+            raise design_refusal(self._args, e) from None
         if changed:
             warnings.warn(f"scales: {changed:,} of {quant.scales.size:,} values are not bf16 values and were rounded "
                           "to the nearest (even) bf16; the weights use the rounded scales", NumericsWarning,
@@ -494,8 +498,8 @@ class Gemm:
         if packed is not True:
             raise refuse(self._args, f"packed={packed!r}: packed is True (B is packed int4 bytes) or False",
                          "pass packed=True or packed=False")
-        if not self._base.t_b.is_packed:
-            raise refuse(self._args, f"packed=True: B is {self._base.t_b}, not a packed type",
+        if not self._base.types.t_b.is_packed:
+            raise refuse(self._args, f"packed=True: B is {self._base.types.t_b}, not a packed type",
                          "pass B's values (packed=False), or make the Gemm with dtype_b='i4'")
         if b.ndim != 2 or b.dtype not in (np.uint8, np.int8):
             raise refuse(self._args, f"packed=True: B must be a 2-D array of bytes (uint8 or int8), not {b.ndim}-D "
@@ -503,7 +507,7 @@ class Gemm:
 
     def _zeros(self, a: np.ndarray, b: np.ndarray, order: str = "C") -> np.ndarray:
         """C of an empty product: M x N zeros in C's host type (a sum over K = 0 is 0, as in NumPy)."""
-        return np.zeros((a.shape[0], b.shape[1]), self._base.t_out.host, order=order)  # type: ignore[call-overload]
+        return np.zeros((a.shape[0], b.shape[1]), self._base.types.t_out.host, order=order)  # type: ignore[call-overload]
 
     # ---- layouts: the arrays as they lie in memory ------------------------------------------------
     def _order(self, order: Any) -> str:
@@ -527,11 +531,11 @@ class Gemm:
                 src = np.asarray(raw).dtype
                 copies[op].append(f"{op} is {src}, {CONVERTED}")
             lay[op] = arrangement(op, x)
-        types = {"A": self._base.t_in, "B": self._base.t_b}
+        types = {"A": self._base.types.t_in, "B": self._base.types.t_b}
         # a bfp16 operand is encoded into tiles on the host from any layout: its layout stays the Gemm's
         want = {op: self._fixed[op] if self._fixed[op] is not None else lay[op].col and not types[op].host_encoded
                 for op in ("A", "B")}
-        t_out = self._base.t_out
+        t_out = self._base.types.t_out
         c_col = self._fixed["C"] if self._fixed["C"] is not None else (
             order == "F" and not t_out.is_block)
         layout = (bool(want["A"]), bool(want["B"]), bool(c_col))
@@ -546,11 +550,12 @@ class Gemm:
             fallback = tuple(v and self._fixed[op] is not None for op, v in zip("ABC", layout))
             design = self.design(M, K, N, fallback, with_bias)  # type: ignore[arg-type]
             layout = fallback  # type: ignore[assignment]
+            why = in_operator_terms(e.raw_what)
             for op in chosen:
                 if op != "C":
-                    copies[op].append(f"{op} is column-major, but no design reads it so: {e.what}")
+                    copies[op].append(f"{op} is column-major, but no design reads it so: {why}")
                 else:
-                    c_refused = e.what
+                    c_refused = why
         for op, col in zip("AB", layout):
             x, arr = given[op][1], lay[op]
             if types[op].host_encoded:
@@ -580,7 +585,7 @@ class Gemm:
             call = self._call(design, a, b)  # the DMAs cannot take the stride: the host packs the rows
             for op, ld in lds.items():
                 copies[op].append(f"{op}'s rows are {ld} elements apart, which this design's transfers cannot "
-                                  f"stride ({e.what})")
+                                  f"stride ({in_operator_terms(e.raw_what)})")
         c_word = layout_word(bool(layout[2]))
         if (order == "F") != bool(layout[2]):
             if self._fixed["C"] is not None:

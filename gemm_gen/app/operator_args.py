@@ -3,13 +3,12 @@
 `Gemm(device=..., dtype_in=..., tiles=..., max_size=..., **options)` is checked argument by argument
 here (one line each, saying what `Gemm(...)` was given and what to pass instead). What only a
 design can tell (a tile that breaks L1, an option that does not go with the types) comes from
-building one; `in_operator_terms` rewrites the CLI flags in those messages as the operator's
-keywords (--dtype_out bf16 -> dtype_out='bf16').
+building one; its messages name options by placeholders (errors.opt), which `design_refusal` spells as
+the operator's keywords (dtype_out='bf16').
 """
 
 from __future__ import annotations
 
-import re
 import typing
 from types import NoneType, UnionType
 from typing import Any
@@ -17,23 +16,24 @@ from typing import Any
 import numpy as np
 
 from .. import precision as prec
-from ..config import FIELDS
 from ..dtypes import DTYPES, I64
-from ..errors import ConfigError, GemmGenError
+from ..errors import ConfigError, GemmGenError, spelled
 from ..hw.devices import DEVICES, Device, device
-from ..rules import epilogue as epilogue_rule
 from ..rules.defaults import default_out
-from ..rules.kernel_variant import LOOPS
-from ..spec import Options, Problem, Tiling
+from ..spec import OPTIONS, Options, Problem, Tiling, spell_operator
 
-# GemmConfig fields the operator sets itself, and the argument that sets each
-SET_BY_OPERATOR = {**dict.fromkeys(("M", "K", "N"), "the arrays' shapes (and max_size=(M, K, N))"),
-                   **dict.fromkeys(("m", "k", "n", "k_mt"), "tiles=(m, k, n, k_mt)"),
-                   "runtime_sizes": "max_size=(M, K, N)"}
-# options whose values GemmConfig takes on trust (the others' values checks.check_config checks)
-CHOICES = {"kernel_loops": LOOPS, "activation": epilogue_rule.ACTIVATIONS, "requant": tuple(epilogue_rule.REQUANTS)}
-# the Gemm keywords that set GemmConfig fields directly
+# GemmConfig fields the operator sets itself (the option table's rows it takes through another keyword), and
+# the argument that sets each
+_SET_THROUGH = {"shapes": "the arrays' shapes (and max_size=(M, K, N))", "tiles": "tiles=(m, k, n, k_mt)",
+                "max_size": "max_size=(M, K, N)"}
+SET_BY_OPERATOR = {row.name: _SET_THROUGH[row.keyword] for row in OPTIONS if row.keyword in _SET_THROUGH}
+# the Gemm keywords that set GemmConfig fields directly (its own parameters)
 KEYWORDS = ("device", "dtype_in", "dtype_out", "dtype_b", "acc", "b_col_maj")
+# the options Gemm takes as keywords (**options): every other row of the table
+OWN = tuple(row.name for row in OPTIONS if row.name not in SET_BY_OPERATOR and row.name not in KEYWORDS)
+# the options whose values are names from a list (checked here, in the operator's terms)
+CHOICES = {row.name: row.choices for row in OPTIONS
+           if row.choices is not None and row.reader == "text" and row.fmt == "text"}
 
 
 def signature(args: dict[str, Any]) -> str:
@@ -201,12 +201,11 @@ def _fits(value: Any, hint: Any) -> bool:
 def check_options(options: dict[str, Any]) -> None:
     """options are GemmConfig fields the operator does not set itself, each of its field's type."""
     hints = {**typing.get_type_hints(Options), **typing.get_type_hints(Tiling)}
-    own = set(FIELDS) - set(SET_BY_OPERATOR) - set(KEYWORDS)
     for name, value in options.items():
         if name in SET_BY_OPERATOR:
             raise refuse({name: value}, f"{name} is not an option", f"set it through {SET_BY_OPERATOR[name]}")
-        if name not in own:
-            raise refuse({name: value}, "unknown option", f"use GemmConfig's options: {', '.join(sorted(own))}")
+        if name not in OWN:
+            raise refuse({name: value}, "unknown option", f"use GemmConfig's options: {', '.join(sorted(OWN))}")
         if not _fits(value, hints[name]):
             raise refuse({name: value}, f"{name} is {_describe(hints[name])}", f"pass {name} as that")
         if name in CHOICES and value is not None and value not in CHOICES[name]:
@@ -214,59 +213,13 @@ def check_options(options: dict[str, Any]) -> None:
 
 
 # ---- refusals from designs ------------------------------------------------------------------------
-# CLI flag -> the operator's keyword (a value after the flag becomes keyword=value)
-_FLAGS = {"dev": "device", "dtype_in": "dtype_in", "dtype-in": "dtype_in", "dtype_b": "dtype_b",
-          "dtype-b": "dtype_b", "dtype_out": "dtype_out", "dtype-out": "dtype_out", "acc": "acc",
-          "convert-once": "convert_once", "emulate-bf16-mmul-with-bfp16": "emulate_bf16_with_bfp16",
-          "mmul": "mmul_shape", "expansion": "expansion", "kernel-loops": "kernel_loops", "b-pack": "b_pack",
-          "shift": "shift", "rho": "rho", "n-aie-cols": "cols", "stack": "stack_bytes", "l1-alloc": "l1_alloc",
-          "queue-groups": "queue_groups", "rounding": "rounding", "saturation": "saturation",
-          "runtime-sizes": "max_size", "k-mt": "k_mt", "bias": "bias", "activation": "activation",
-          "clamp": "clamp", "requant": "requant", "group-size": "group_size", "zero-points": "zero_points",
-          "task-span": "task_span", "a-col-maj": "a_col_maj", "b-col-maj": "b_col_maj", "c-col-maj": "c_col_maj",
-          "opt-level": "opt_level"}
-_BOOL_FLAGS = ("convert-once", "emulate-bf16-mmul-with-bfp16", "zero-points", "a-col-maj", "b-col-maj", "c-col-maj")
-_STRING_FLAGS = ("dev", "dtype_in", "dtype-in", "dtype_b", "dtype-b", "dtype_out", "dtype-out", "acc", "kernel-loops",
-                 "b-pack", "l1-alloc", "rounding", "saturation", "activation", "requant")
-_WORDS = "a|that|is|multiplies|runs|and|lists|to|ranks|like|choices|or|with|without|turns"
-_VALUE = rf"(?!(?:{_WORDS})\b)[A-Za-z0-9][\w-]*"
-_FLAG = re.compile(rf"--([a-z][\w-]*)(?: ({_VALUE}(?: or {_VALUE})*))?")
-_SHORT = re.compile(r"(?<![\w-])-([mknMKN])\b")
-
-
-def _keyword_value(flag: str, keyword: str, value: str) -> str:
-    if flag in _BOOL_FLAGS:
-        return f"{keyword}={value not in ('0', 'false', 'no')}"
-    if flag == "k-mt":
-        return f"tiles=(m, k, n, {value})"
-    if re.fullmatch(r"\d+(?:x\d+)+", value):  # a shape: --mmul 4x8x4, --expansion 2x2
-        return f"{keyword}=({', '.join(value.split('x'))})"
-    return f"{keyword}='{value}'" if flag in _STRING_FLAGS else f"{keyword}={value}"
-
-
-def _flag(match: re.Match[str]) -> str:
-    flag, values = match.group(1), match.group(2)
-    keyword = _FLAGS.get(flag)
-    if keyword is None:
-        return match.group(0)
-    if values is None:
-        return "tiles' k_mt" if flag == "k-mt" else keyword
-    first, *rest = values.split(" or ")
-    shown = [_keyword_value(flag, keyword, first)]
-    shown += [f"'{v}'" if flag in _STRING_FLAGS else v for v in rest]
-    return " or ".join(shown)
+def design_refusal(args: dict[str, Any], e: GemmGenError) -> ConfigError:
+    """A design's refusal (ConfigError, DmaLimitError), or any message of the package's, as the operator's: one
+    ConfigError line that names the Gemm's arguments and the options as its keywords (errors.opt's placeholders
+    in the operator's spelling: dtype_out='i32', compiler='chess', tiles' m)."""
+    return refuse(args, *e.spelled(spell_operator))
 
 
 def in_operator_terms(text: str) -> str:
-    """A design's message with the CLI's flags as the operator's keywords ("use --dtype_out i32" ->
-    "use dtype_out='i32'", "--chess" -> "compiler='chess'", "-m" -> "tiles' m")."""
-    text = text.replace("--chess (CHESS=1)", "--chess").replace("--chess", "compiler='chess'")
-    text = _FLAG.sub(_flag, text)
-    return _SHORT.sub(lambda m: f"tiles' {m.group(1)}" if m.group(1).islower() else f"max_size's {m.group(1)}",
-                      text)
-
-
-def design_refusal(args: dict[str, Any], e: GemmGenError) -> ConfigError:
-    """A design's refusal (ConfigError, DmaLimitError) as the operator's: one ConfigError line that
-    names the Gemm's arguments and speaks of keywords, not flags."""
-    return refuse(args, in_operator_terms(e.what), in_operator_terms(e.fix))
+    """A message with its option placeholders (errors.opt) in the operator's terms."""
+    return spelled(text, spell_operator)

@@ -76,9 +76,9 @@ def epilogue_args(args: dict[str, Any], c: GemmConfig, n_cols: int, bias: Any = 
     if bias is not None and not e.bias:
         raise refuse(args, "bias given, and this Gemm adds none", "make it with Gemm(..., bias=True)")
     if given and e.requant is None:
-        what = "a bf16 output" if c.t_out.is_float else "this Gemm, which does not requantize"
+        what = "a bf16 output" if c.types.t_out.is_float else "this Gemm, which does not requantize"
         raise refuse(args, f"{', '.join(given)} given: requantization parameters, for {what}",
-                     "drop them" + ("" if c.t_out.is_float else ", or make the Gemm with requant='per_channel'"))
+                     "drop them" + ("" if c.types.t_out.is_float else ", or make the Gemm with requant='per_channel'"))
     if e.bias and bias is None:
         raise refuse(args, "this Gemm adds a bias, and none was given", f"pass bias= {n_cols} values (one per column)")
     if e.requant is not None and scale is None:
@@ -89,7 +89,7 @@ def epilogue_args(args: dict[str, Any], c: GemmConfig, n_cols: int, bias: Any = 
     b = None
     if bias is not None:
         x = _vector(args, "bias", bias, n_cols)
-        b = float_bias(args, x) if c.t_out.is_float else _whole(args, "bias", x, INT32_MIN, INT32_MAX)
+        b = float_bias(args, x) if c.types.t_out.is_float else _whole(args, "bias", x, INT32_MIN, INT32_MAX)
     requant = None
     if e.requant is not None:
         if not isinstance(scale, (tuple, list)) or len(scale) != 2:
@@ -97,7 +97,7 @@ def epilogue_args(args: dict[str, Any], c: GemmConfig, n_cols: int, bias: Any = 
                          f"pass scale=(multiplier, shift), each {n_cols} integers")
         mult = _whole(args, "scale's multiplier", _vector(args, "scale's multiplier", scale[0], n_cols), 0, INT32_MAX)
         shift = _whole(args, "scale's shift", _vector(args, "scale's shift", scale[1], n_cols), -MAX_SHIFT, MAX_SHIFT)
-        out = c.t_out
+        out = c.types.t_out
         zp = _scalar(args, "zero_point", 0 if zero_point is None else zero_point, out.min, out.max)
         lo = _scalar(args, "act_min", out.min if act_min is None else act_min, out.min, out.max)
         hi = _scalar(args, "act_max", out.max if act_max is None else act_max, lo, out.max)

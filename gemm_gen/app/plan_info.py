@@ -132,7 +132,7 @@ def xclbin_plan(c: GemmConfig, sizes: tuple[Problem, ...], layouts: tuple[Layout
             serve(c, p, lay)
         except GemmGenError as e:
             refused.append((i, e.what))
-    return XclbinPlan(sizes, lays, xclbins(lays, {"A": c.t_in, "B": c.t_b, "C": c.t_out}, weights),
+    return XclbinPlan(sizes, lays, xclbins(lays, {"A": c.types.t_in, "B": c.types.t_b, "C": c.types.t_out}, weights),
                       built_layouts(c), tuple(refused))
 
 
@@ -212,22 +212,23 @@ def plan_info(design: Design) -> PlanInfo:
         native=c.native,
         padded=c.call.covered,
         call=c.call,
-        runtime_sizes=c.runtime_sizes,
-        l1_depths=(c.depth_ab_l1, c.depth_ab_l1, c.depth_c_l1),
-        elem_bytes=ElemBytes(c.t_in.elem_bytes, c.t_b.elem_bytes, c.t_out.elem_bytes, c.t_acc.elem_bytes),
-        array=(c.rows, c.cols),
+        runtime_sizes=c.runtime.runtime_sizes,
+        l1_depths=(c.array.depth_ab_l1, c.array.depth_ab_l1, c.array.depth_c_l1),
+        elem_bytes=ElemBytes(c.types.t_in.elem_bytes, c.types.t_b.elem_bytes, c.types.t_out.elem_bytes,
+                             c.types.t_acc.elem_bytes),
+        array=(c.array.rows, c.array.cols),
         a_columns=c.a_cols,
         task_groups=len(group_blocks(c, c.call)),
-        queue_groups=c.queue_groups,
+        queue_groups=c.runtime.queue_groups,
         l1=L1Budget(c.l1_parts, c.l1_bytes, dev.l1_bytes),
-        l2=L2Budget(tuple(mem_used), sum(mem_used), sum(mem_used) / (dev.memtile_bytes * c.cols),
+        l2=L2Budget(tuple(mem_used), sum(mem_used), sum(mem_used) / (dev.memtile_bytes * c.array.cols),
                     tuple(b.name for b in c.memtile_placement() if b.home_col != b.owner_col)),
         shim_bds_live=live_bds_per_shim(design),
         shim_bds=dev.dma[TileKind.SHIM].bds,
         dram_bytes=dram_bytes(design),
-        macs=c.M * c.K * c.N,
+        macs=c.size.M * c.size.K * c.size.N,
         padded_macs=c.call.Mp * c.call.k_walk * c.call.Np,
-        peak_tops=dev.peak_tops(dev.operands(c.dtype_in, c.dtype_b)),
+        peak_tops=dev.peak_tops(dev.operands(c.types.dtype_in, c.types.dtype_b)),
         l1_plan=l1_info(design),
     )
 
@@ -237,5 +238,5 @@ def l1_info(design: Design) -> L1Info | None:
     l1 = design.l1
     if l1 is None:
         return None
-    return L1Info(l1, "given" if design.config.l1_alloc else "planned", sum(n for _, n in l1.reserved),
+    return L1Info(l1, "given" if design.config.array.l1_alloc else "planned", sum(n for _, n in l1.reserved),
                   l1.bank_bytes, tuple(sorted({(f.dma, f.core, f.bank) for f in l1.conflicts})))

@@ -22,11 +22,14 @@ def cmd_roofline(a: argparse.Namespace) -> int:
     chosen = choice(a)
     config = check_config(chosen.config, budgets=False)  # as predict: a budget alone does not stop a prediction
     say_chosen("roofline", chosen)
-    name = (f"{config.device}_{config.dtype_in}{'bfp16emu' if config.emulate_bf16_with_bfp16 else ''}_"
-            f"{config.dtype_out}_{'bcol' if config.b_col_maj else 'brow'}")
-    roof, roof_png = roofline_png(config, out / f"roofline_{name}_{config.m}x{config.k}x{config.n}.png", a.max_size,
+    emulated = "bfp16emu" if config.kernel.emulate_bf16_with_bfp16 else ""
+    name = (f"{config.array.device}_{config.types.dtype_in}{emulated}_"
+            f"{config.types.dtype_out}_{'bcol' if config.layout.b_col_maj else 'brow'}")
+    roof, roof_png = roofline_png(config,
+                                  out / f"roofline_{name}_{config.tiling.m}x{config.tiling.k}x{config.tiling.n}.png",
+                                  a.max_size,
                                   a.points)
-    heat, heat_png = heatmap_png(config, out / f"heatmap_{name}_{config.M}x{config.K}x{config.N}.png")
+    heat, heat_png = heatmap_png(config, out / f"heatmap_{name}_{config.size.M}x{config.size.K}x{config.size.N}.png")
     write_all({Path(roof["path"]): roof_png, Path(heat["path"]): heat_png})  # both or neither
     if a.json:
         print(json.dumps({"predicted": True, "roofline": roof, "heatmap": heat}, indent=1))

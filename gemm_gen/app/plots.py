@@ -62,7 +62,7 @@ def sweep(c: GemmConfig, max_size: int = 8192, points: int = 500, seed: int = 0,
     base = Workload.of(c)
     for M, K, N in grid:
         pr = base.with_(M=int(M), K=int(K), N=int(N))
-        e = estimate(pr, c.m, c.k, c.n, c.k_mt, p, rho=c.rho)
+        e = estimate(pr, c.tiling.m, c.tiling.k, c.tiling.n, c.tiling.k_mt, p, rho=c.tiling.rho)
         nbytes = sum(float(t.bytes) for t in e.traffic.values())
         ops = 2.0 * pr.macs
         out["M"].append(M)
@@ -71,7 +71,8 @@ def sweep(c: GemmConfig, max_size: int = 8192, points: int = 500, seed: int = 0,
         out["tops"].append(float(e.tops))
         out["ai"].append(ops / nbytes)
         for end, q in (("tops_low", slow), ("tops_high", fast)):  # the spread of the loose constants
-            out[end].append(float(estimate(pr, c.m, c.k, c.n, c.k_mt, q, rho=c.rho).tops))
+            out[end].append(float(estimate(pr, c.tiling.m, c.tiling.k, c.tiling.n, c.tiling.k_mt, q,
+                                           rho=c.tiling.rho).tops))
     return {k: np.asarray(v, dtype=np.float64) for k, v in out.items()}
 
 
@@ -81,7 +82,7 @@ def roofline_png(c: GemmConfig, path: Path, max_size: int = 8192, points: int = 
     plt = pyplot()
     data = sweep(c, max_size, points, params=params)
     dev = c.dev
-    peak = dev.peak_tops(dev.operands(c.dtype_in, c.dtype_b))
+    peak = dev.peak_tops(dev.operands(c.types.dtype_in, c.types.dtype_b))
     fig, ax = plt.subplots(figsize=(8, 5.5))
     sc = ax.scatter(data["ai"], data["tops"], c=np.log2(data["M"] * data["K"] * data["N"]), s=12, cmap="viridis",
                     label="predicted end-to-end throughput (one point per M x K x N)")
@@ -92,7 +93,7 @@ def roofline_png(c: GemmConfig, path: Path, max_size: int = 8192, points: int = 
         ax.scatter(data["ai"][decode], data["tops"][decode], s=40, marker="s", facecolors="none",
                    edgecolors="tab:red", label=f"decode calls (M <= {DECODE_M_MAX}, predicted)")
     own, own_decode = _own_call(c, params)  # the call asked for, named decode when it is decode shaped
-    what = f"this call {c.M}x{c.K}x{c.N}{' (decode)' if own_decode else ''}"
+    what = f"this call {c.size.M}x{c.size.K}x{c.size.N}{' (decode)' if own_decode else ''}"
     ax.scatter([own["ai"]], [own["tops"]], s=110, marker="*", color="tab:orange", zorder=3,
                label=f"{what}: {own['tops']:.3f} TOPS (predicted)")
     ai = np.linspace(0, max(data["ai"].max(), own["ai"]) * 1.05, 200)
@@ -110,10 +111,11 @@ def roofline_png(c: GemmConfig, path: Path, max_size: int = 8192, points: int = 
     ax.set_xlim(0, ai[-1])
     ax.set_xlabel("arithmetic intensity (operations per byte of DRAM traffic)")
     ax.set_ylabel("throughput (TOPS, predicted)")
-    layout = "column-major" if c.b_col_maj else "row-major"
-    emu = " via bfp16" if c.emulate_bf16_with_bfp16 else ""
-    ax.set_title(f"Predicted roofline: {dev.name} {c.dtype_in}{emu}->{c.dtype_out}, B {layout}, "
-                 f"kernel {c.m}x{c.k}x{c.n}, k_mt {c.k_mt}\n(model predictions, not measurements)", fontsize=10)
+    layout = "column-major" if c.layout.b_col_maj else "row-major"
+    emu = " via bfp16" if c.kernel.emulate_bf16_with_bfp16 else ""
+    ax.set_title(f"Predicted roofline: {dev.name} {c.types.dtype_in}{emu}->{c.types.dtype_out}, B {layout}, "
+                 f"kernel {c.tiling.m}x{c.tiling.k}x{c.tiling.n}, k_mt {c.tiling.k_mt}\n(model predictions, not "
+                 f"measurements)", fontsize=10)
     cb = fig.colorbar(sc, ax=ax)
     cb.set_label("log2(M x K x N)")
     ax.legend(loc="best", fontsize=8)  # decode sweeps sit low and to the right
@@ -130,9 +132,9 @@ def _own_call(c: GemmConfig, params: Params | None) -> tuple[dict[str, float], b
     """`c`'s own call as `predict` prices it (the same Prediction): its throughput, arithmetic intensity, compute
     bound and the DRAM rate that makes its memory bound; and whether it is decode shaped."""
     d = predict(c, params or load())
-    ai = 2.0 * c.M * c.K * c.N / sum(v.bytes for v in d.dram.values())
+    ai = 2.0 * c.size.M * c.size.K * c.size.N / sum(v.bytes for v in d.dram.values())
     return {"tops": d.tops, "ai": ai, "compute_bound": d.compute_bound_tops,
-            "gbps": d.memory_bound_tops * 1e3 / ai}, bool(decode_call(c.M))
+            "gbps": d.memory_bound_tops * 1e3 / ai}, bool(decode_call(c.size.M))
 
 
 def heatmap_png(c: GemmConfig, path: Path, params: Params | None = None) -> tuple[dict[str, Any], bytes]:
@@ -143,7 +145,7 @@ def heatmap_png(c: GemmConfig, path: Path, params: Params | None = None) -> tupl
     allc = evaluate_all(pr, params)
     mn, k, tops = allc["m"] * allc["n"], allc["k"], allc["tops"]
     if not tops.size:
-        raise ConfigError(f"no valid tiling of {c.M}x{c.K}x{c.N} on {c.dev.name} for the heat map",
+        raise ConfigError(f"no valid tiling of {c.size.M}x{c.size.K}x{c.size.N} on {c.dev.name} for the heat map",
                           "check the options (--stack, --mmul, --n-aie-cols) against `gemm-gen tune`")
     xs, xi = np.unique(mn, return_inverse=True)
     ys, yi = np.unique(k, return_inverse=True)
@@ -156,13 +158,14 @@ def heatmap_png(c: GemmConfig, path: Path, params: Params | None = None) -> tupl
     best = int(np.nanargmax(tops))
     ax.plot(mn[best], k[best], "c*", ms=14, label=f"best: {allc['m'][best]}x{k[best]}x{allc['n'][best]}, "
             f"k_mt {allc['k_mt'][best]}: {tops[best]:.2f} TOPS")
-    ax.plot(c.m * c.n, c.k, "wo", ms=8, mfc="none", label=f"this design: {c.m}x{c.k}x{c.n}")
+    ax.plot(c.tiling.m * c.tiling.n, c.tiling.k, "wo", ms=8, mfc="none",
+            label=f"this design: {c.tiling.m}x{c.tiling.k}x{c.tiling.n}")
     ax.set_xlabel("output tile per core m x n (elements)")
     ax.set_ylabel("k (reduction per kernel call, elements)")
-    layout = "column-major" if c.b_col_maj else "row-major"
-    ax.set_title(f"Predicted throughput of every valid tiling: {c.dev.name} {c.M}x{c.K}x{c.N} "
-                 f"{c.dtype_in}->{c.dtype_out}, B {layout}\n(model predictions, not measurements; white: no valid "
-                 "tiling)", fontsize=10)
+    layout = "column-major" if c.layout.b_col_maj else "row-major"
+    ax.set_title(f"Predicted throughput of every valid tiling: {c.dev.name} {c.size.M}x{c.size.K}x{c.size.N} "
+                 f"{c.types.dtype_in}->{c.types.dtype_out}, B {layout}\n(model predictions, not measurements; white: "
+                 "no valid tiling)", fontsize=10)
     ax.legend(loc="upper right", fontsize=8)
     fig.tight_layout()
     png = _png(fig)

@@ -28,17 +28,17 @@ def _mib(b: float) -> str:
 def _atb_lines(p: PlanInfo) -> list[str]:
     """The L1 byte budget of atb eq. 3 spelled out, for ATB and bfp16 designs."""
     d = p.design
-    if d.rho <= 1 and "bfp16" not in (d.dtype_in, d.dtype_b, d.dtype_out):
+    if d.tiling.rho <= 1 and "bfp16" not in (d.types.dtype_in, d.types.dtype_b, d.types.dtype_out):
         return []
-    m, k, n = d.tile
+    m, k, n = d.tiling.m, d.tiling.k, d.tiling.n
     da, db, dc = p.l1_depths
     ba, bb, bc = p.elem_bytes.a, p.elem_bytes.b, p.elem_bytes.c
     l1 = p.l1
     eq3 = l1.parts["A"] + l1.parts["B"] + l1.parts["C"]  # the parts are named after the buffers (rules/l1.py)
     rest = [f"{name} {v}" for name, v in l1.parts.items() if name not in ("A", "B", "C")]
     lines = []
-    if d.rho > 1:
-        lines.append(f"ATB       rho = {d.rho}: A tiles of T_MA = {d.t_ma} rows stream past each B tile, "
+    if d.tiling.rho > 1:
+        lines.append(f"ATB       rho = {d.tiling.rho}: A tiles of T_MA = {d.t_ma} rows stream past each B tile, "
                      f"C keeps T_MC = {m} rows")
     lines.append(f"eq. 3     {da} x {d.t_ma} x {k} x {ba:g} B (A) + {db} x {k} x {n} x {bb:g} B (B) + {dc} x {m} x "
                  f"{n} x {bc:g} B (C) = {eq3} B; + {', '.join(rest)} = {l1.total} B of {l1.capacity}")
@@ -83,27 +83,27 @@ def plan_text(p: PlanInfo) -> str:
     l2 = p.l2
     bds = p.shim_bds_live
     dram = p.dram_bytes
-    layout = "column-major" if d.b_col_maj else "row-major"
-    if d.b_pack == "strips":
+    layout = "column-major" if d.layout.b_col_maj else "row-major"
+    if d.layout.b_pack == "strips":
         layout += (" in the kernel, packed in DRAM as mlir-aie's ATB strips (one run per core column)"
-                   if dtype(d.dtype_b).is_block else ", packed in DRAM in strips (one run per core column)")
-    types = f"{d.dtype_in} -> {d.dtype_out}"
-    if d.dtype_b != d.dtype_in or d.acc != d.dtype_out:
-        types = f"A {d.dtype_in} x B {d.dtype_b} -> C {d.dtype_out}" + (
-            f" (accumulated in {d.acc})" if d.acc != d.dtype_out else "")
-    if d.precision.startswith("config"):
-        types += f", the ATB paper's {d.precision}"
+                   if dtype(d.types.dtype_b).is_block else ", packed in DRAM in strips (one run per core column)")
+    types = f"{d.types.dtype_in} -> {d.types.dtype_out}"
+    if d.types.dtype_b != d.types.dtype_in or d.types.acc != d.types.dtype_out:
+        types = f"A {d.types.dtype_in} x B {d.types.dtype_b} -> C {d.types.dtype_out}" + (
+            f" (accumulated in {d.types.acc})" if d.types.acc != d.types.dtype_out else "")
+    if d.types.precision.name.startswith("config"):
+        types += f", the ATB paper's {d.types.precision.name}"
     lines = [
         f"device    {d.device} ({p.device_name}), {types}, B {layout}",
-        f"problem   M x K x N = {_x(d.problem)}",
+        f"problem   M x K x N = {d.size.M} x {d.size.K} x {d.size.N}",
         f"native    (m*rows) x k_mt x (n*cols) = {_x(p.native)}",
         f"covered   {_x(p.padded)} ({p.call.wasted_fraction:.1%} of the MACs are junk or K tail); host copies: "
         + (", ".join(f"{x.operand} ({x.why})" for x in p.call.copies) or "none"),
-        f"kernel    m x k x n = {_x(d.tile)}, k_mt = {d.k_mt}, "
-        + (f"rho = {d.rho} ({d.rho} calls of {d.t_ma} rows per k-step), " if d.rho > 1 else "")
+        f"kernel    m x k x n = {d.tiling.m} x {d.tiling.k} x {d.tiling.n}, k_mt = {d.tiling.k_mt}, "
+        + (f"rho = {d.tiling.rho} ({d.tiling.rho} calls of {d.t_ma} rows per k-step), " if d.tiling.rho > 1 else "")
         + f"mmul {'x'.join(map(str, d.mmul))}; "
         f"{p.call.k_steps} k-steps per output tile, {p.call.tiles_per_core} tiles per core",
-        _variant_line(d.kernel_variant, d.convert_once, d.dtype_b == "i4"),
+        _variant_line(d.kernel_variant, d.convert_once, d.types.dtype_b == "i4"),
         f"acc       {d.accumulator}; {d.rounding_of_c}",
         *_epilogue_lines(d.epilogue, p.call),
         f"array     {p.array[0]} rows x {p.array[1]} cols; A enters at columns {list(p.a_columns)}, "
@@ -180,9 +180,9 @@ def sim_text(r: SimResult, p: PlanInfo, verbose: bool = False) -> str:
     converts = f", {r.kernel.convert_calls:,} C conversions" if r.kernel.convert_calls else ""
     lines.append(f"  kernel calls   {r.kernel.matmul_calls:,} matmul ({', '.join(str(x) for x in sorted(per_core))} "
                  f"per core){converts}, {r.kernel.tiles_done:,} output tiles completed")
-    kind = "bit-exact" if c.t_out.is_float else "exact"
+    kind = "bit-exact" if c.types.t_out.is_float else "exact"
     lines.append(f"  reference      {r.elements - r.mismatches:,} of {r.elements:,} outputs equal ({kind}, "
-                 f"{c.rounding} rounding; accumulation: {c.numerics.accumulation})")
+                 f"{c.kernel.rounding} rounding; accumulation: {c.numerics.accumulation})")
     if r.first_mismatch:
         i, j, got, want = r.first_mismatch
         lines.append(f"  first mismatch C[{i}, {j}] = {got!r}, expected {want!r}")
@@ -196,7 +196,7 @@ def sim_text(r: SimResult, p: PlanInfo, verbose: bool = False) -> str:
         lines.append(f"  vs exact A @ B {r.accuracy.text()}")
     if r.accuracy_given is not None:
         lines.append(f"  before bfp16   {r.accuracy_given.text()} (A @ B of the values before the host quantized them)")
-    if not c.t_out.is_float:
+    if not c.types.t_out.is_float:
         lines.append(f"  outputs        {r.nonzero_fraction:.1%} nonzero")
     for note in [*r.notes, *typical_loss_notes(c, r.call.activation)]:
         lines.append(f"  note           {note}")
@@ -212,9 +212,9 @@ def typical_loss_notes(c: GemmConfig, activation: str | None) -> list[str]:
     """What real data loses on this path and the seeded inputs do not show (accuracy.py's measured figures): npu2's
     bfp16 datapath for bf16, and the tanh-form SiLU / GELU."""
     notes = []
-    if c.dtype_in == "bf16" and str(c.dtype_b) == "bf16" and c.numerics.bfp16_inputs:
+    if c.types.dtype_in == "bf16" and str(c.types.dtype_b) == "bf16" and c.numerics.bfp16_inputs:
         notes.append(f"on real data expect about {BFP16_DATAPATH:.2%} relative (Frobenius) error against A @ B, "
-                     f"not the {ONE_BF16_ROUNDING:.2%} of one bf16 rounding: {c.device}'s bfp16 datapath "
+                     f"not the {ONE_BF16_ROUNDING:.2%} of one bf16 rounding: {c.array.device}'s bfp16 datapath "
                      "quantizes A and B (measured on N(0, 1) bf16 inputs, scripts/accuracy_table.py; elementwise, "
                      "an output near zero can be off by more than its own size); the default "
                      "seeded inputs are exact in bfp16 and do not show it (--inputs wide does); "
@@ -244,16 +244,16 @@ def _epilogue_lines(e: Epilogue, call: CallPlan) -> list[str]:
 def calls_text(results: list[SimResult], p: PlanInfo) -> str:
     """Several sizes simulated on one design: the plan, then a line per call."""
     c = results[0].config
-    served = SERVED[c.runtime_sizes]
+    served = SERVED[c.runtime.runtime_sizes]
     lines = [plan_text(p), "", f"one design, {len(results)} calls (it serves {served}; built once, never rebuilt)"]
     for i, r in enumerate(results):
         call = r.call
         copies = ", ".join(f"{x.operand} ({x.why})" for x in call.copies) or "none"
-        kind = "bit-exact" if c.t_out.is_float else "exact"
+        kind = "bit-exact" if c.types.t_out.is_float else "exact"
         verdict = "PASS" if r.passed else f"FAIL ({r.mismatches} of {r.elements} outputs differ)"
         lines.append(f"  call {i}  {call.problem} ({call.layouts.describe()}): {verdict}, "
                      f"{r.elements - r.mismatches:,} of {r.elements:,} outputs equal ({kind}); "
-                     f"{call.m_blocks * call.n_blocks} task groups, {call.k_walk // c.k} k-steps per tile, "
+                     f"{call.m_blocks * call.n_blocks} task groups, {call.k_walk // c.tiling.k} k-steps per tile, "
                      f"{r.seconds:.1f} s")
         lines.append(f"          host copies: {copies}; K tail: {call.k_tail}")
     ok = all(r.passed for r in results)

@@ -7,6 +7,7 @@ import argparse
 import json
 import sys
 
+from ..config import GemmConfig
 from ..design import build_design
 from ..epilogue import MODES
 from ..errors import SimulationError
@@ -25,7 +26,7 @@ CALL_ACTIVATIONS = tuple(a.value for a in MODES)  # what a runtime-activation bu
 
 def cmd_simulate(a: argparse.Namespace) -> int:
     base = base_config(a)  # the types and sizes asked for, the tiling still open
-    problems = list(a.runtime_sizes or [Problem(base.M, base.K, base.N)])
+    problems = list(a.runtime_sizes or [Problem(base.size.M, base.size.K, base.size.N)])
     # more than this machine has: one line before the tuner runs or any array is made (the need depends on the
     # types and sizes only, which choosing a design does not change)
     need = check_memory(base, problems, a.literal)
@@ -51,7 +52,21 @@ def cmd_simulate(a: argparse.Namespace) -> int:
         print(sim_text(results[0], plan_info(design), a.verbose))
     else:
         print(calls_text(results, plan_info(design)))
+    if a.predicted and passed and not a.json:
+        print(predicted_line(config, several=bool(a.runtime_sizes)))
     return 0 if passed else EXIT_FAIL
+
+
+def predicted_line(c: GemmConfig, several: bool = False) -> str:
+    """One line after PASS (`make sim` asks for it): what the analytical model predicts of this design at the size
+    it is built for (a runtime-sized design: the largest it serves), with the range of the model's constants."""
+    from ..model.predict import predict  # the model only when asked
+
+    p = predict(c)
+    return (f"PREDICTED on an {c.array.device} (the analytical model, not a measurement): {p.tops:.2f} TOPS "
+            f"({p.tops_low:.2f} to {p.tops_high:.2f} over its constants' spreads), {p.time_us:,.0f} us for "
+            f"{c.size.M}x{c.size.K}x{c.size.N}{' (the largest size it serves)' if several else ''}, {p.bound} bound; "
+            "gemm-gen predict says why")
 
 
 def _simulate_flags(p: argparse.ArgumentParser) -> None:
@@ -63,6 +78,8 @@ def _simulate_flags(p: argparse.ArgumentParser) -> None:
                    help="the activation each call selects on a build with --activation runtime (its mode word in "
                    "every core's runtime-parameter buffer; default none)")
     p.add_argument("-v", "--verbose", action="store_true", help="list the bytes of every DMA channel")
+    p.add_argument("--predicted", action="store_true", help="after PASS, one line with the design's PREDICTED "
+                   "throughput (the analytical model; make sim gives it)")
     p.add_argument("--literal", action="store_true", help="move every word and call every kernel one by one "
                    "(the same results and errors as the default, slower: docs/simulator.md)")
     p.set_defaults(func=cmd_simulate)

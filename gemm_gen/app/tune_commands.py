@@ -38,13 +38,14 @@ def cmd_tune(a: argparse.Namespace) -> int:
         many = tune_many(base, tuple(a.runtime_sizes), a.weights, pinned, model_params(a))
         print(json.dumps(many.to_json(), indent=1) if a.json else tune_many_text(many))
         return 0
-    packs = (a.b_pack,) if a.b_pack else b_packs(base.t_b, base.group_size)  # the model picks B's packing
+    packs = (a.b_pack,) if a.b_pack else b_packs(base.types.t_b, base.groups.group_size)  # the model picks B's packing
     kernels = (False, True) if resolve(base.options).convert_once_open else ()  # and npu2 bf16's kernel
     rows = (0, 1) if decode_weighed(base, pinned) else ()  # and the mapping of a decode-shaped call
     result = tune_b_packs(Workload.of(base), top, pinned, packs, model_params(a), model_ends(a), a.rank, kernels, rows)
-    result.top = [replace(c, config=base.with_(m=c.config.m, k=c.config.k, n=c.config.n, k_mt=c.config.k_mt,
-                                            rho=c.config.rho, b_pack=c.config.b_pack,
-                                            **({"convert_once": c.config.convert_once} if kernels else {}),
+    result.top = [replace(c, config=base.with_(m=c.config.tiling.m, k=c.config.tiling.k, n=c.config.tiling.n,
+                                               k_mt=c.config.tiling.k_mt,
+                                            rho=c.config.tiling.rho, b_pack=c.config.layout.b_pack,
+                                            **({"convert_once": c.config.kernel.convert_once} if kernels else {}),
                                             **({"rows": c.config.options.rows} if rows else {})))
                   for c in result.top]
     if a.measure:
@@ -69,7 +70,7 @@ def measure_on_npu(cands: list[Candidate], iters: int, warmup: int, progress: bo
     bar = tqdm(total=len(cands), desc="measuring on the NPU", unit="design", file=sys.stderr, disable=not progress)
 
     def on_npu(c: GemmConfig) -> float:
-        bar.set_postfix_str(f"{c.m}x{c.k}x{c.n} k_mt {c.k_mt}")
+        bar.set_postfix_str(f"{c.tiling.m}x{c.tiling.k}x{c.tiling.n} k_mt {c.tiling.k_mt}")
         try:
             return measure(c, iters, warmup)
         finally:
@@ -85,30 +86,31 @@ def tune_json(r: TuneResult, count: int) -> dict[str, Any]:
     pr, c = r.problem, r.problem.base
     return {
         "predicted": True,
-        "device": c.device, "problem": [pr.M, pr.K, pr.N], "dtype_in": c.dtype_in, "dtype_b": c.dtype_b,
-        "dtype_out": c.dtype_out, "acc": c.acc, "b_col_maj": c.b_col_maj,
-        "emulate_bf16_with_bfp16": c.emulate_bf16_with_bfp16,
+        "device": c.array.device, "problem": [pr.M, pr.K, pr.N], "dtype_in": c.types.dtype_in,
+            "dtype_b": c.types.dtype_b,
+        "dtype_out": c.types.dtype_out, "acc": c.types.acc, "b_col_maj": c.layout.b_col_maj,
+        "emulate_bf16_with_bfp16": c.kernel.emulate_bf16_with_bfp16,
         "tilings": r.tilings, "candidates_ranked": r.evaluated, "rejected_by_validate": r.rejected_by_validate,
         "search_seconds": r.seconds,
         "ranked_by": "measurement" if any(c.measured_s is not None for c in r.top) else r.rank,
-        "top": [c.to_json() | ({"convert_once": bool(c.config.convert_once)} if r.kernels_weighed else {})
-                | ({"mapping": array.mapping_of(c.config.dev, c.config.rows)} if r.mappings_weighed else {})
+        "top": [c.to_json() | ({"convert_once": bool(c.config.kernel.convert_once)} if r.kernels_weighed else {})
+                | ({"mapping": array.mapping_of(c.config.dev, c.config.array.rows)} if r.mappings_weighed else {})
                 for c in r.top[:count]],
     }
 
 
 def tune_text(r: TuneResult, count: int) -> str:
     pr, spec = r.problem, r.problem.base
-    layout = "column-major" if spec.b_col_maj else "row-major"
-    types = types_words(spec.dtype_in, str(spec.dtype_b), spec.dtype_out, str(spec.acc),
-                        bool(spec.emulate_bf16_with_bfp16))
+    layout = "column-major" if spec.layout.b_col_maj else "row-major"
+    types = types_words(spec.types.dtype_in, str(spec.types.dtype_b), spec.types.dtype_out, str(spec.types.acc),
+                   bool(spec.kernel.emulate_bf16_with_bfp16))
     measured = any(c.measured_s is not None for c in r.top)
-    lines = [f"tune {spec.device} {pr.M}x{pr.K}x{pr.N} {types}, B {layout}: "
+    lines = [f"tune {spec.array.device} {pr.M}x{pr.K}x{pr.N} {types}, B {layout}: "
              f"{r.tilings:,} tilings, {r.evaluated:,} candidates ranked in {r.seconds * 1e3:.0f} ms "
              f"(throughputs are PREDICTED by the model"
              f"{'; re-ranked by measurement' if measured else ''}"
              f"{'; ranked by the pessimistic end of each range' if r.rank == 'pessimistic' and not measured else ''})"]
-    packs = len(b_packs(pr.base.t_b, pr.base.group_size)) > 1  # a B type with a packing to choose: show it
+    packs = len(b_packs(pr.base.types.t_b, pr.base.groups.group_size)) > 1  # a B type with a packing to choose: show it
     head = f"{'rank':>4}  {'m x k x n':<14} {'k_mt':>5}  {'rho':>3}  " + (f"{'B pack':<6}  " if packs else "") + \
         (f"{'kernel':<12}  " if r.kernels_weighed else "") + (f"{'mapping':<11}  " if r.mappings_weighed else "") + \
         f"{'pred TOPS':>9}  {'range':<11}  {'bound':<7}  {'compute':>7}  " \
@@ -118,10 +120,10 @@ def tune_text(r: TuneResult, count: int) -> str:
     lines.append(head)
     for i, c in enumerate(r.top[:count], 1):
         cf = c.config
-        line = (f"{i:>4}  {f'{cf.m}x{cf.k}x{cf.n}':<14} {cf.k_mt:>5}  {cf.rho:>3}  "
-                + (f"{cf.b_pack:<6}  " if packs else "")
-                + (f"{'convert-once' if cf.convert_once else 'emulated':<12}  " if r.kernels_weighed else "")
-                + (f"{array.mapping_of(cf.dev, cf.rows):<11}  " if r.mappings_weighed else "")
+        line = (f"{i:>4}  {f'{cf.tiling.m}x{cf.tiling.k}x{cf.tiling.n}':<14} {cf.tiling.k_mt:>5}  {cf.tiling.rho:>3}  "
+                + (f"{cf.layout.b_pack:<6}  " if packs else "")
+                + (f"{'convert-once' if cf.kernel.convert_once else 'emulated':<12}  " if r.kernels_weighed else "")
+                + (f"{array.mapping_of(cf.dev, cf.array.rows):<11}  " if r.mappings_weighed else "")
                 + f"{c.tops:>9.2f}  "
                 f"{f'{c.tops_low:.2f}-{c.tops_high:.2f}':<11}  {c.bound:<7}  "
                 f"{c.compute_bound_tops:>7.2f}  {c.memory_bound_tops:>7.2f}  {c.core_macs_per_cycle:>7.1f}  "
@@ -135,20 +137,26 @@ def tune_text(r: TuneResult, count: int) -> str:
 
 def tune_many_text(r: ManyResult) -> str:
     c = r.config
-    types = types_words(c.dtype_in, str(c.dtype_b), c.dtype_out, str(c.acc), bool(c.emulate_bf16_with_bfp16))
-    served = SERVED[c.runtime_sizes]
-    lines = [f"tune one design for {len(r.sizes)} sizes, {c.device} {types}, B "
-             f"{'column' if c.b_col_maj else 'row'}-major: {r.candidates} candidates priced at every size in "
+    types = types_words(c.types.dtype_in, str(c.types.dtype_b), c.types.dtype_out, str(c.types.acc),
+                   bool(c.kernel.emulate_bf16_with_bfp16))
+    served = SERVED[c.runtime.runtime_sizes]
+    lines = [f"tune one design for {len(r.sizes)} sizes, {c.array.device} {types}, B "
+             f"{'column' if c.layout.b_col_maj else 'row'}-major: {r.candidates} candidates priced at every size in "
              f"{r.seconds:.1f} s (times are PREDICTED by the model)",
-             f"design  {c.m}x{c.k}x{c.n}, k_mt {c.k_mt}" + (f", rho {c.rho}" if c.rho > 1 else "")
-             + ("" if c.task_span == 1 else f", shim tasks spanning {c.task_span or 'as many'} output blocks "
-                f"(--task-span {c.task_span})")
-             + f"; built for {c.M}x{c.K}x{c.N}, serves {served}",
+             f"design  {c.tiling.m}x{c.tiling.k}x{c.tiling.n}, k_mt "
+             f"{c.tiling.k_mt}" + (f", rho {c.tiling.rho}" if c.tiling.rho > 1 else "")
+             + ("" if c.runtime.task_span == 1 else
+                f", shim tasks spanning {c.runtime.task_span or 'as many'} output blocks (--task-span "
+                f"{c.runtime.task_span})")
+             + f"; built for {c.size.M}x{c.size.K}x{c.size.N}, serves {served}",
              f"{'size':<16} {'weight':>6}  {'pred TOPS':>9}  {'pred us':>9}   {'own design':<22} {'pred TOPS':>9}  "
              f"{'pred us':>9}  {'loss':>6}"]
     for s in r.sizes:
         sp = s.special
-        own = f"{sp.m}x{sp.k}x{sp.n} k_mt {sp.k_mt}" + (f" rho {sp.rho}" if sp.rho > 1 else "") if sp else "(none)"
+        own = "(none)"
+        if sp:
+            t = sp.tiling
+            own = f"{t.m}x{t.k}x{t.n} k_mt {t.k_mt}" + (f" rho {t.rho}" if t.rho > 1 else "")
         shared_tops = 2.0 * s.size.macs / s.shared_s / 1e12
         line = f"{str(s.size):<16} {s.weight:>6g}  {shared_tops:>9.3f}  {s.shared_s * 1e6:>9,.1f}   {own:<22} "
         if s.special_s is not None and s.loss is not None:

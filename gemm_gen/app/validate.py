@@ -227,7 +227,7 @@ def sweep(dev_name: str, chess: bool) -> list[SweepItem]:
     for t_in in L1_PAIR_TYPES:
         planned = GemmConfig(dev.name, M2, K2, N2, m, k, n, k_mt, t_in, t_in, cols=cols)
         for c in (planned, planned.with_(l1_alloc="basic-sequential")):
-            how = c.l1_alloc or "planned"
+            how = c.array.l1_alloc or "planned"
             items.append(SweepItem(f"{t_in}->{t_in} {M2}x{K2}x{N2} ({m}x{k}x{n}, {cols} columns), L1 {how}", "l1",
                                    "gemm_gen L1 allocation pair", c))
     items += decode_items(dev_name)
@@ -346,7 +346,7 @@ def run_item(item: SweepItem, build_dir: Path, iters: int, warmup: int, xrt: Any
         if not is_current(art, design):
             art = run_build(design, build_dir, config_args(c))
         report = stack_report(art)
-        record["stack"] = report.to_json() if report else {"stack_bytes": c.stack_bytes, "status": "not reported",
+        record["stack"] = report.to_json() if report else {"stack_bytes": c.array.stack_bytes, "status": "not reported",
                                                             "frame_bytes": None, "note": "no stack report kept"}
         result = run_design(c, art, iters, warmup, xrt=xrt, timeout_ms=timeout_ms, slow_end=slow_end_s)
     except RunTimeout as e:
@@ -359,7 +359,8 @@ def run_item(item: SweepItem, build_dir: Path, iters: int, warmup: int, xrt: Any
     except Exception as e:  # noqa: BLE001 - a failed run (XRT) must not end the sweep
         return {**record, "status": "ERROR", "reason": f"{type(e).__name__}: {e}"}
     record.update(status="PASS" if result.passed else "FAIL", errors=result.errors, checked=result.checked,
-                  exact=result.exact, times_us=result.times_us, measured=_stats(result.times_us, c.M * c.K * c.N))
+                  exact=result.exact, times_us=result.times_us, measured=_stats(result.times_us,
+                                                                                c.size.M * c.size.K * c.size.N))
     if result.notes:  # a FAIL's lane-order verdict (gemm_gen/lanes.py), among others
         record["notes"] = list(result.notes)
     return record

@@ -170,7 +170,7 @@ def build_stamp(design: Design) -> dict[str, object]:
 
     return {"design": sha(dumps(design)), "kernel": sha(render_kernel(design.kernels[0].build)),
             "gemm_gen": version.__version__, "mlir_aie": installed("mlir_aie"), "llvm_aie": installed("llvm-aie"),
-            "compiler": design.config.compiler}
+            "compiler": design.config.kernel.compiler}
 
 
 def stack_report(art: Artifacts) -> stack.StackReport | None:
@@ -197,7 +197,7 @@ def run_build(design: Design, build_dir: Path, gen_args: list[str], verbose: boo
     artifacts move into build_dir with their stamp; on a failed step the scratch directory is kept as
     build_dir/failed_<suffix>/ with build.log (every command and its whole output), and no artifact
     is left under its final name."""
-    tc = toolchain.find_toolchain(design.config.compiler == "chess", strict=True)
+    tc = toolchain.find_toolchain(design.config.kernel.compiler == "chess", strict=True)
     api = iron.iron_api()  # mlir-aie missing: fail before anything is written
     build_dir.mkdir(parents=True, exist_ok=True)
     scratch = Path(tempfile.mkdtemp(prefix=".build-", dir=build_dir))
@@ -233,7 +233,7 @@ def run_build(design: Design, build_dir: Path, gen_args: list[str], verbose: boo
                     raise BuildError(f"{step.what} failed (exit {done.returncode}): {tail[0]}",
                                      f"its whole output and the build's files are in {kept}/ (build.log)")
                 if step.action == "aiecc":
-                    report = stack.read_report(scratch, output, design.config.stack_bytes, tc.chess)
+                    report = stack.read_report(scratch, output, design.config.array.stack_bytes, tc.chess)
                     log.append(f"# stack: {json.dumps(report.to_json())}")
                     if report.overflows:
                         kept = _keep_failed(scratch, build_dir, art.suffix, log)
@@ -280,7 +280,7 @@ def insts_step(design: Design, tc: Toolchain, mlir: str, insts: str, cwd: str) -
 def run_insts_build(design: Design, call: CallPlan, entry: Path, insts: Path, verbose: bool = False) -> Path:
     """Lower the design with one call's runtime sequence to MLIR and let aiecc write only its
     instruction stream into `insts` (beside the xclbin, whose kernel object it links)."""
-    tc = toolchain.find_toolchain(design.config.compiler == "chess", strict=True)
+    tc = toolchain.find_toolchain(design.config.kernel.compiler == "chess", strict=True)
     api = iron.iron_api()
     c = design.config
     runtime = runtime_sequence(c, call)

@@ -180,10 +180,11 @@ def contents() -> Contents:
 
 def write_meta(design: Design, path: Path) -> None:
     c = design.config
-    served = {"fixed": f"{c.M}x{c.K}x{c.N}", "mn": f"M<={c.M} N<={c.N}, K walk of {c.K}",
-              "mnk": f"M<={c.M} K<={c.K} N<={c.N}"}[c.runtime_sizes]
-    text = (f"{c.device} {c.precision.name} {c.m}x{c.k}x{c.n} k_mt {c.k_mt}, {c.cols} cols, "
-            f"B {'col' if c.b_col_maj else 'row'}-major, serves {served}")
+    served = {"fixed": f"{c.size.M}x{c.size.K}x{c.size.N}", "mn": f"M<={c.size.M} N<={c.size.N}, K walk of {c.size.K}",
+              "mnk": f"M<={c.size.M} K<={c.size.K} N<={c.size.N}"}[c.runtime.runtime_sizes]
+    text = (f"{c.array.device} {c.types.precision.name} {c.tiling.m}x{c.tiling.k}x{c.tiling.n} k_mt {c.tiling.k_mt}, "
+            f"{c.array.cols} cols, "
+            f"B {'col' if c.layout.b_col_maj else 'row'}-major, serves {served}")
     write_atomic(path / META, json.dumps({"description": text, "identity": xclbin_identity(design)}, indent=1) + "\n")
 
 

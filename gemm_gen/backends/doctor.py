@@ -13,7 +13,7 @@ import subprocess
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from ..errors import ToolchainMissing
+from ..errors import ToolchainMissing, spelled
 from . import iron, pins, toolchain
 
 # XRT device names per family (mlir-aie's hostruntime NPU_MODELS, matched as substrings)
@@ -150,7 +150,7 @@ def checks() -> list[Check]:
     out.append(Check("NPU", "npu1 (Phoenix/Hawk Point) or npu2 (Strix/Krackan)", name, family is not None, True,
                      f"a {family} device" if family else "no NPU visible to XRT", pins.XRT.install))
     chess = _tool(toolchain.xchesscc)
-    out.append(Check(pins.CHESS.tool, pins.CHESS.version, chess, chess is not None, False,
+    out.append(Check(spelled(pins.CHESS.tool), pins.CHESS.version, chess, chess is not None, False,
                      "xchesscc_wrapper and xchesscc found" if chess else "xchesscc_wrapper or xchesscc not found",
                      pins.CHESS.install))
     return out

@@ -331,7 +331,7 @@ class _Lowering:
                 transfer(buf[t.tensor], tap=tap, wait=t.wait, group=groups[op.group])
 
         rt = api.Runtime(sequence, [*(self.ty((numel[t.name],), t.dtype) for t in d.tensors), *ends.values()])
-        name, _ = d.config.dev.target(d.config.cols)
+        name, _ = d.config.dev.target(d.config.array.cols)
         return api.Program(api.devices[name](), rt, workers=workers)
 
 

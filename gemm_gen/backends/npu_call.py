@@ -81,7 +81,7 @@ def stream_name(design: Design, call: CallPlan) -> str:
     operands read in place from padded rows, and by C's layout where the shim stores it in the one
     the build was not made for (rules/call_layouts.py)."""
     usual = plan_call(design.config, call.problem, c_col_maj=call.c_col_maj)
-    extra = "" if call.c_col_maj == design.config.c_col_maj else "_ccol" if call.c_col_maj else "_crow"
+    extra = "" if call.c_col_maj == design.config.layout.c_col_maj else "_ccol" if call.c_col_maj else "_crow"
     extra += "" if call.padded == usual.padded else "_padded" + "".join(call.padded)
     extra += "".join(f"_ld{op}{ld}" for op, ld in call.lds)  # rows read in place at the user's stride
     return f"insts_{call.problem}{extra}.bin"
@@ -125,19 +125,19 @@ def probe_candidates(design: Design) -> tuple[CallPlan, ...]:
     where the design takes a runtime K (else the values with its K walk). Calls it cannot serve are
     left out."""
     c = design.config
-    if c.runtime_sizes == "fixed":
+    if c.runtime.runtime_sizes == "fixed":
         return ()
-    block_m, block_n = c.m * c.rows, c.n * c.cols
-    ms = {c.M, 1, c.M - 1, block_m, block_m + 1}
-    ns = {c.N, 1, c.N - 1, c.n, block_n, block_n + 1}
-    if c.runtime_sizes == "mnk":
-        ks = {c.K, 1, c.K - 1, c.k_mt, c.k_mt + 1}
+    block_m, block_n = c.tiling.m * c.array.rows, c.tiling.n * c.array.cols
+    ms = {c.size.M, 1, c.size.M - 1, block_m, block_m + 1}
+    ns = {c.size.N, 1, c.size.N - 1, c.tiling.n, block_n, block_n + 1}
+    if c.runtime.runtime_sizes == "mnk":
+        ks = {c.size.K, 1, c.size.K - 1, c.tiling.k_mt, c.tiling.k_mt + 1}
     else:  # the same K walk: the K tail is the only freedom
-        ks = {c.K, c.call.k_walk - c.k_mt + 1}
+        ks = {c.size.K, c.call.k_walk - c.tiling.k_mt + 1}
     calls: dict[str, CallPlan] = {}
-    for M in sorted(v for v in ms if 1 <= v <= c.M):
-        for K in sorted(v for v in ks if 1 <= v <= c.K):
-            for N in sorted(v for v in ns if 1 <= v <= c.N):
+    for M in sorted(v for v in ms if 1 <= v <= c.size.M):
+        for K in sorted(v for v in ks if 1 <= v <= c.size.K):
+            for N in sorted(v for v in ns if 1 <= v <= c.size.N):
                 try:
                     call = serve(c, Problem(M, K, N))
                 except GemmGenError:
@@ -211,9 +211,9 @@ def run_on_npu(design: Design, call: CallPlan, a: np.ndarray, b: np.ndarray | Qu
     c = design.config
     loaded = {} if loaded is None else loaded
     if files.xclbin not in loaded:
-        loaded[files.xclbin] = NpuKernel(xrt, files.xclbin, c.device)
+        loaded[files.xclbin] = NpuKernel(xrt, files.xclbin, c.array.device)
     (a_buf, b_buf), c_bytes = with_slack(c, call, *pad_inputs(c, a, b, call, epilogue))
-    session = NpuSession(xrt, files, a_buf, b_buf, c_bytes, c.device, loaded[files.xclbin],
+    session = NpuSession(xrt, files, a_buf, b_buf, c_bytes, c.array.device, loaded[files.xclbin],
                          limit=run_limit(c, files, call, timeout_ms, slow_end))
     try:
         session.run()

@@ -18,6 +18,8 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
+from ..errors import opt
+
 
 @dataclass(frozen=True)
 class Pin:
@@ -46,8 +48,8 @@ PEANO = Pin("Peano (llvm-aie)", PEANO_VERSION,
 XRT = Pin("XRT with pyxrt and the amdxdna driver", f">= {XRT_MIN_VERSION}",
           "mlir-aie's utils/build_drivers.sh at v1.4.3, reboot, then source /opt/xilinx/xrt/setup.sh "
           "(a Ryzen AI machine; elsewhere check designs with `make sim`)")
-CHESS = Pin("xchesscc (optional: --chess, bfp16 kernels)", "any", "install Vitis AIE Essentials with its "
-            "license so that xchesscc is on PATH", required=False)
+CHESS = Pin(f"xchesscc (optional: {opt('compiler', 'chess')}, bfp16 kernels)", "any",
+            "install Vitis AIE Essentials with its license so that xchesscc is on PATH", required=False)
 
 PINS: tuple[Pin, ...] = (MLIR_AIE, PEANO, XRT, CHESS)
 

@@ -26,7 +26,7 @@ from ..call import CallPlan
 from ..config import GemmConfig
 from ..design import build_design
 from ..epilogue_args import EpilogueArgs, kernel_requant, seeded_args
-from ..errors import BuildError, ConfigError, RunTimeout, ToolchainMissing
+from ..errors import BuildError, ConfigError, RunTimeout, ToolchainMissing, opt
 from ..hostdata import host_values, output_values, pad_inputs, with_slack
 from ..inputs import group_weights, make_inputs
 from ..lanes import lane_note
@@ -87,7 +87,7 @@ class RunResult:
 
     def gflops(self, us: float) -> float:
         c = self.config
-        macs = self.problem.macs if self.problem is not None else c.M * c.K * c.N
+        macs = self.problem.macs if self.problem is not None else c.size.M * c.size.K * c.size.N
         return 2 * macs / (1000 * us)
 
     def lines(self) -> list[str]:
@@ -107,7 +107,7 @@ class RunResult:
     def to_json(self) -> dict[str, Any]:
         t = self.times_us
         avg = sum(t) / len(t)
-        size = str(self.problem) if self.problem is not None else f"{self.config.M}x{self.config.K}x{self.config.N}"
+        size = str(self.problem if self.problem is not None else self.config.size)
         return {"config": self.config.to_json(), "size": size, "passed": self.passed, "times_us": t, "avg_us": avg,
                 "min_us": min(t), "max_us": max(t), "avg_gflops": self.gflops(avg), "checked": self.checked,
                 "errors": self.errors, "exact": self.exact, "accuracy": self.accuracy.to_json(),
@@ -142,7 +142,7 @@ class RunLimit:
         return RunTimeout(f"the NPU run of design {self.design} at size {self.size} did not complete within "
                           f"{self.timeout_ms:,} ms ({how})",
                           f"rebuild it (remove {self.xclbin} and run again), check the NPU with `xrt-smi examine` "
-                          "and dmesg, or allow longer with --timeout-ms (make: TIMEOUT_MS=, the operator: timeout_ms=)",
+                          f"and dmesg, or allow longer with {opt('timeout_ms')}",
                           self.timeout_ms)
 
 
@@ -189,7 +189,7 @@ class NpuKernel:
         found = npu_family(name)
         if family is not None and found is not None and found != family:
             raise ConfigError(f"this machine's NPU ({name}) is an {found}; the design is for an {family}",
-                              f"use --dev {found} (DEVICE={found})")
+                              f"use {opt('device', found)}")
         xclbin = _xrt(lambda: xrt.xclbin(str(xclbin_path)), f"load {xclbin_path}")
         names = [k.get_name() for k in xclbin.get_kernels()]
         kernel = next((n for n in names if n.startswith("MLIR_AIE")), names[0] if names else None)
@@ -256,7 +256,7 @@ def expected_c(c: GemmConfig, received: tuple[np.ndarray, np.ndarray], call: Cal
     bias = None if epilogue is None else epilogue.bias
     requant = None if epilogue is None else kernel_requant(c.epilogue, epilogue.requant)
     numerics = replace(c.numerics, epilogue=c.epilogue.for_call(call.activation))  # a runtime build: the call's
-    return reference(numerics, *received, c.k, call.k_walk, bias, requant).astype(np.float64)
+    return reference(numerics, *received, c.tiling.k, call.k_walk, bias, requant).astype(np.float64)
 
 
 def check_result(c: GemmConfig, got: np.ndarray, a: np.ndarray, b: np.ndarray,
@@ -278,7 +278,7 @@ def check_result(c: GemmConfig, got: np.ndarray, a: np.ndarray, b: np.ndarray,
     received = host_values(c, a_dram, b_dram, call)
     expect = expected_c(c, received, call, epilogue)
     g = got.astype(np.float64)
-    if c.t_out.is_float and inputs != "exact":
+    if c.types.t_out.is_float and inputs != "exact":
         bad = np.abs(g - expect) > np.maximum(ABS_TOL, REL_TOL * np.abs(expect))
     else:
         bad = g != expect
@@ -307,7 +307,7 @@ def run_calls(c: GemmConfig, calls: list[tuple[CallPlan, XclbinFiles]], iters: i
     """Several call sizes of one design: its xclbin loaded once, each size run with its own
     instruction stream and buffers, checked and timed like run_design."""
     xrt = xrt or toolchain.pyxrt()
-    loaded = NpuKernel(xrt, calls[0][1].xclbin, c.device)
+    loaded = NpuKernel(xrt, calls[0][1].xclbin, c.array.device)
     for _, files in calls:
         if files.xclbin != calls[0][1].xclbin:
             raise ConfigError(f"{files.xclbin} is another xclbin than {calls[0][1].xclbin}",
@@ -320,13 +320,13 @@ def _run_call(c: GemmConfig, call: CallPlan, files: XclbinFiles, xrt: ModuleType
               iters: int, warmup: int, seed: int, inputs: str, timeout_ms: int | None,
               slow_end: SlowEnd | None) -> RunResult:
     p = call.problem
-    a, b = make_inputs(p.M, p.K, p.N, c.t_in, c.t_out, seed, c.t_b, family=inputs)
-    epilogue = seeded_args(c.epilogue, c.t_out, a, b, seed)  # as `simulate` draws them
+    a, b = make_inputs(p.M, p.K, p.N, c.types.t_in, c.types.t_out, seed, c.types.t_b, family=inputs)
+    epilogue = seeded_args(c.epilogue, c.types.t_out, a, b, seed)  # as `simulate` draws them
     # W4A16: q with the scales (and zero points) `simulate` draws; the reference reads the weights back
-    weights = group_weights(b, c.group_size, c.zero_points, seed) if c.group_size else None
+    weights = group_weights(b, c.groups.group_size, c.groups.zero_points, seed) if c.groups.group_size else None
     a_pad, b_pad = pad_inputs(c, a, b if weights is None else weights, call, epilogue)
     (a_buf, b_buf), c_bytes = with_slack(c, call, a_pad, b_pad)  # the reads past a matrix stay in its buffer
-    session = NpuSession(xrt, files, a_buf, b_buf, c_bytes, c.device, loaded,
+    session = NpuSession(xrt, files, a_buf, b_buf, c_bytes, c.array.device, loaded,
                          limit=run_limit(c, files, call, timeout_ms, slow_end))
     for _ in range(warmup):
         session.run()
@@ -337,7 +337,7 @@ def _run_call(c: GemmConfig, call: CallPlan, files: XclbinFiles, xrt: ModuleType
     notes = []
     if errors:  # whether C's errors are its r x t blocks' values at permuted places (the mmul's lane order)
         want = expected_c(c, host_values(c, a_pad, b_pad, call), call, epilogue)
-        notes.append(lane_note(got, want, c.mmul[0], c.mmul[2]))
+        notes.append(lane_note(got, want, c.kernel.mmul[0], c.kernel.mmul[2]))
     return RunResult(c, times, checked, errors, exact, accuracy, first, notes, problem=None if call == c.call else p)
 
 

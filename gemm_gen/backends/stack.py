@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..errors import StackError
+from ..errors import StackError, opt
 
 MEASURED_MODULE = "measured_stack_sizes.mlir"  # aiecc 1.4.3's name for the module with the measurements
 GET_MEASURED = f"--get={MEASURED_MODULE}"
@@ -140,7 +140,7 @@ def overflow(what: str, frame: int, stack: int, core: str | None = None, more: s
     who = f"core ({core.replace(',', ', ')})'s" if core and "," in core else "a core's"
     return StackError(f"{what}: {who} stack frame is {frame} B, more than the {stack} B stack it has (a deeper "
                       "frame silently overwrites the core's lowest L1 buffer)",
-                      f"rebuild with --stack {-(-frame // STACK_ALIGN) * STACK_ALIGN}{more}", frame, stack)
+                      f"rebuild with {opt('stack_bytes', -(-frame // STACK_ALIGN) * STACK_ALIGN)}{more}", frame, stack)
 
 
 def data_overflow(what: str, data: int, reserved: int, core: str | None = None, more: str = "") -> StackError:

@@ -432,7 +432,7 @@ def _barrier_set(op: RuntimeOp, locks: CoreLocks = CORE_LOCKS, regs: ShimRegiste
 def encode_call(design: Design, call: CallPlan) -> np.ndarray:
     """insts.bin of one call of `design`."""
     c = design.config
-    _, columns = c.dev.target(c.cols)
+    _, columns = c.dev.target(c.array.cols)
     return encode(call_ops(design, call), c.dev.txn_generation, columns, c.dev.first_core_row + c.dev.core_rows)
 
 
@@ -464,9 +464,9 @@ def branches(design: Design, call: CallPlan) -> frozenset[str]:
                 found.add("nonzero offset")
             if t.wait:
                 found.add("token")
-    if runtime_barrier(c.runtime_sizes, c.epilogue.runtime):  # the parameter writes and barrier sets come first
+    if runtime_barrier(c.runtime.runtime_sizes, c.epilogue.runtime):  # the parameter writes and barrier sets come first
         found.add("runtime parameters")
-    if groups > c.queue_groups:
+    if groups > c.runtime.queue_groups:
         found.add("BD ids reused")
     if call.k_walk != call.K:
         found.add("K tail")

@@ -30,13 +30,14 @@ from .grid import grid
 
 
 def layout(c: GemmConfig) -> groupquant.ObjectLayout:
-    return groupquant.ObjectLayout(c.k, c.n, c.group_size, c.zero_points)
+    return groupquant.ObjectLayout(c.tiling.k, c.tiling.n, c.groups.group_size, c.groups.zero_points)
 
 
 def kernel_order(c: GemmConfig) -> np.ndarray:
     """order[p] = kk n + jj: the element of a k x n B tile at position p of the bf16 kernel's B buffer,
     from the walk the bf16 design gives a bf16 B of this tile (memtile MM2S, then core S2MM)."""
-    g = replace(grid(c, "B"), unit=BF16, n=c.n, t=c.t, Np=c.call.Np, ld=c.call.Np, b_pack="tiles", obj=0)
+    g = replace(grid(c, "B"), unit=BF16, n=c.tiling.n, t=c.kernel.mmul[2], Np=c.call.Np, ld=c.call.Np, b_pack="tiles",
+                obj=0)
     stream = patterns.b_l2_to_stream(g).indices()  # memtile element (row-major k x n) per stream position
     into_l1 = patterns.b_l1_from_stream(g)
     if into_l1 is None:
@@ -49,7 +50,7 @@ def kernel_order(c: GemmConfig) -> np.ndarray:
 def padded(c: GemmConfig, call: CallPlan, b: QuantB) -> QuantB:
     """q, scales and zero points over the array's K walk and Np columns (see the module's padding)."""
     K, N = b.shape
-    kw, g = call.k_walk, c.group_size
+    kw, g = call.k_walk, c.groups.group_size
     groups = groupquant.groups_along_k(kw, g)
     q = np.zeros((kw, call.Np), np.int8)
     q[:K, :N] = b.q
@@ -66,11 +67,11 @@ def padded(c: GemmConfig, call: CallPlan, b: QuantB) -> QuantB:
 def pack_objects(c: GemmConfig, call: CallPlan, b: QuantB) -> np.ndarray:
     """B's DRAM buffer: (strip, k-step, object bytes) uint8, each object as groupquant.ObjectLayout."""
     p = padded(c, call, b)
-    k, n, lay = c.k, c.n, layout(c)
+    k, n, lay = c.tiling.k, c.tiling.n, layout(c)
     steps, strips = call.k_walk // k, call.Np // n
     tiles = p.q.reshape(steps, k, strips, n).transpose(2, 0, 1, 3).reshape(strips, steps, k * n)
     q = pack_i4(tiles[..., kernel_order(c)])  # even L1 position in the low nibble
-    first = np.arange(steps) * k // c.group_size  # each object's first group
+    first = np.arange(steps) * k // c.groups.group_size  # each object's first group
     rows = first[:, None] + np.arange(lay.rows)[None, :]  # (step, row)
 
     def rows_of(x: np.ndarray) -> np.ndarray:  # (strip, step, rows * n bytes) of bf16 rows
@@ -88,12 +89,12 @@ def unpack_object(c: GemmConfig, data: np.ndarray, order: np.ndarray | None = No
     caller holds it (it is the same for every object of a config)."""
     lay = layout(c)
     data = np.ascontiguousarray(data, np.uint8).reshape(-1)
-    flat = np.empty(c.k * c.n, np.int8)
+    flat = np.empty(c.tiling.k * c.tiling.n, np.int8)
     flat[kernel_order(c) if order is None else order] = unpack_i4(data[: lay.q_bytes])
-    rows = (lay.rows, c.n)
+    rows = (lay.rows, c.tiling.n)
     s = data[lay.scale_offset: lay.zero_offset].view(BF16.host).reshape(rows)
-    z = data[lay.zero_offset: lay.nbytes].view(BF16.host).reshape(rows) if c.zero_points else None
-    return flat.reshape(c.k, c.n), s, z
+    z = data[lay.zero_offset: lay.nbytes].view(BF16.host).reshape(rows) if c.groups.zero_points else None
+    return flat.reshape(c.tiling.k, c.tiling.n), s, z
 
 
 def dequant_object(c: GemmConfig, data: np.ndarray, order: np.ndarray | None = None) -> np.ndarray:
@@ -102,19 +103,22 @@ def dequant_object(c: GemmConfig, data: np.ndarray, order: np.ndarray | None = N
     dequantizing straight into bfp16 (rules.dequant.to_bfp16), the exact float32 values it quantizes
     (groupquant.dequant_f32)."""
     q, s, z = unpack_object(c, data, order)
-    g = min(c.group_size, c.k)
-    return (groupquant.dequant_f32 if to_bfp16(c.group_size, c.convert_once) else groupquant.dequant)(q, s, z, g)
+    g = min(c.groups.group_size, c.tiling.k)
+    dequant = groupquant.dequant_f32 if to_bfp16(c.groups.group_size, c.kernel.convert_once) else groupquant.dequant
+    return dequant(q, s, z, g)
 
 
 def unpack_objects(c: GemmConfig, call: CallPlan, b_dram: np.ndarray) -> np.ndarray:
     """The dequantized weights (k_walk x Np: bf16, or float32 for rules.dequant.to_bfp16) the kernels see, read
     back from B's DRAM buffer."""
-    strips, steps = call.Np // c.n, call.k_walk // c.k
+    strips, steps = call.Np // c.tiling.n, call.k_walk // c.tiling.k
     objs = np.ascontiguousarray(b_dram, np.uint8).reshape(strips, steps, -1)
-    out = np.empty((call.k_walk, call.Np), np.float32 if to_bfp16(c.group_size, c.convert_once) else BF16.host)
+    f32 = to_bfp16(c.groups.group_size, c.kernel.convert_once)
+    out = np.empty((call.k_walk, call.Np), np.float32 if f32 else BF16.host)
     order = kernel_order(c)
+    k, n = c.tiling.k, c.tiling.n
     for j in range(strips):
         for i in range(steps):
-            out[i * c.k:(i + 1) * c.k, j * c.n:(j + 1) * c.n] = dequant_object(c, objs[j, i], order)
+            out[i * k:(i + 1) * k, j * n:(j + 1) * n] = dequant_object(c, objs[j, i], order)
     return out
 

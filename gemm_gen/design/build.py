@@ -12,7 +12,8 @@ for the whole span); `queue_groups` groups are kept in flight, and the sequence 
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import fields, replace
+from typing import Any
 
 from .. import l1_banks
 from .. import precision as prec
@@ -20,7 +21,7 @@ from ..call import CallPlan
 from ..config import GemmConfig
 from ..dtypes import BF16, F32, I32, I64, dtype
 from ..epilogue import MODES, TANH_TABLE_FLOATS, Activation, tanh_table
-from ..errors import DmaLimitError
+from ..errors import DmaLimitError, opt
 from ..hw.devices import TileKind
 from ..l1_banks import L1Plan
 from ..rules.kernel_variant import converts_a_tile
@@ -93,9 +94,10 @@ def _input_path(
     One L1 fifo is a forward of the memtile object; several (A on fewer columns than core rows)
     split it into equal slices of `l2_elems` each, one per L1 fifo, with the same patterns."""
     mem = TileRef(col, 1)
-    into_l2 = ObjectFifo(l3l2, dtype, (l2_elems * len(l2l1),), c.depth_ab_l2, TileRef(col, 0), (mem,),
+    into_l2 = ObjectFifo(l3l2, dtype, (l2_elems * len(l2l1),), c.array.depth_ab_l2, TileRef(col, 0), (mem,),
                          dims_from_stream=patterns.dims(l2_from_stream))
-    into_l1 = [ObjectFifo(name, dtype, l1_shape, c.depth_ab_l1, mem, cons, dims_to_stream=patterns.dims(to_stream),
+    into_l1 = [ObjectFifo(name, dtype, l1_shape, c.array.depth_ab_l1, mem, cons,
+                          dims_to_stream=patterns.dims(to_stream),
                           dims_from_stream=patterns.dims(from_stream)) for name, cons in zip(l2l1, consumers)]
     if len(l2l1) == 1:
         return [into_l2, *into_l1], Link("forward", mem, (l3l2,), l2l1, (0,))
@@ -105,20 +107,22 @@ def _input_path(
 def kernel_build(c: GemmConfig) -> KernelBuild:
     """The one kernel object file every core of the design links."""
     v = c.variant
-    return KernelBuild(c.dev.aie_target, c.dtype_in, c.dtype_out, c.m, c.k, c.n, c.mmul, c.b_col_maj,
-                       bool(c.emulate_bf16_with_bfp16), c.rounding, c.saturation, c.shift, str(c.compiler), c.rho,
-                       None if c.dtype_b == c.dtype_in else c.dtype_b, None if c.acc == c.dtype_out else c.acc,
-                       v.expansion, v.loops, bool(c.convert_once), c.a_col_maj, c.c_t_blocks, c.epilogue,
-                       c.group_size, bool(c.zero_points), c.opt_level)
+    assert v is not None, "a config check_config accepts has a kernel variant (rules/defaults.variant)"
+    # every field by its name: the config's option of that name (spec.OPTIONS), else what the config resolved
+    resolved: dict[str, Any] = {"aie_target": c.dev.aie_target, "types": c.types, "mmul": c.kernel.mmul,
+                                "expansion": v.expansion, "loops": v.loops, "c_col_maj": c.c_t_blocks,
+                                "epilogue": c.epilogue}
+    return KernelBuild(**{f.name: resolved[f.name] if f.name in resolved else c.value(f.name)
+                          for f in fields(KernelBuild)})
 
 
 def acc_buffer(c: GemmConfig) -> tuple[tuple[int, int], str]:
     """(shape, dtype) of the worker's C accumulator rows beyond the C object: an int64 accumulator
     as int32 pairs (IRON 1.4.3's str_to_dtype has no i64; the kernel stores acc64 lanes as pairs)."""
-    rows = c.m - c.c_split_rows
-    if c.t_acc == I64:
-        return (rows, 2 * c.n), I32.name
-    return (rows, c.n), str(c.acc)
+    rows = c.tiling.m - c.c_split_rows
+    if c.types.t_acc == I64:
+        return (rows, 2 * c.tiling.n), I32.name
+    return (rows, c.tiling.n), str(c.types.acc)
 
 
 def b_l1_shape(gb: Grid) -> tuple[int, ...]:
@@ -128,7 +132,7 @@ def b_l1_shape(gb: Grid) -> tuple[int, ...]:
 
 def b_deq_buffer(c: GemmConfig) -> tuple[tuple[int, int], str]:
     """(shape, dtype) of a W4A16 core's scratch: one B object dequantized to bf16, in kernel order."""
-    return (c.k, c.n), BF16.name
+    return (c.tiling.k, c.tiling.n), BF16.name
 
 
 def tanh_buffer_shape() -> tuple[tuple[int], str]:
@@ -158,29 +162,30 @@ def kernel_specs(c: GemmConfig) -> dict[str, KernelSpec]:
     obj = kernel_build(c)
     names = obj.symbols
     a, b, cg = (grid(c, op) for op in ("A", "B", "C"))
-    p = c.precision
-    c_obj = ((cg.m, cg.n), c.dtype_out)
+    p = c.types.precision
+    c_obj = ((cg.m, cg.n), c.types.dtype_out)
     extra_c = [acc_buffer(c)] if p.converts_c else []  # acc rows beyond the object
     scratch = []
     q = dtype(prec.BFP16).tile_rows
-    if converts_a_tile(p, bool(c.convert_once)):  # the A tile converted to bfp16 tiles by the kernel
-        scratch = [((c.t_ma // q, c.k // q), prec.BFP16)]
-    if c.convert_once:  # and the B tile
-        scratch.append(((c.k // q, c.n // q), prec.BFP16))
+    if converts_a_tile(p, bool(c.kernel.convert_once)):  # the A tile converted to bfp16 tiles by the kernel
+        scratch = [((c.t_ma // q, c.tiling.k // q), prec.BFP16)]
+    if c.kernel.convert_once:  # and the B tile
+        scratch.append(((c.tiling.k // q, c.tiling.n // q), prec.BFP16))
     # W4A16: the kernel dequantizes each B object into a k x n bf16 scratch, its last argument (converting once:
     # into the B bfp16 scratch above instead)
-    deq = [b_deq_buffer(c)] if b.obj and not c.convert_once else []
-    matmul_args = [((a.t_ma, a.k), c.dtype_in), (b_l1_shape(b), str(c.dtype_b)), c_obj, *scratch, *extra_c, *deq]
+    deq = [b_deq_buffer(c)] if b.obj and not c.kernel.convert_once else []
+    matmul_args = [((a.t_ma, a.k), c.types.dtype_in), (b_l1_shape(b), str(c.types.dtype_b)), c_obj, *scratch, *extra_c,
+                   *deq]
     specs = {
         "zero": KernelSpec(names["zero"], "zero", obj, tuple(s for s, _ in [c_obj, *extra_c]),
                            tuple(t for _, t in [c_obj, *extra_c])),
         "matmul": KernelSpec(names["matmul"], "matmul", obj, tuple(s for s, _ in matmul_args),
-                             tuple(t for _, t in matmul_args), ("i32",) if c.rho > 1 else ()),
+                             tuple(t for _, t in matmul_args), ("i32",) if c.tiling.rho > 1 else ()),
     }
     if p.converts_c:
         # with an epilogue tile, the B object that carries it is the convert call's third argument; the tanh
         # table's two copies follow
-        tile = [((b.k, b.n), str(c.dtype_b))] if c.epilogue.needs_tile else []
+        tile = [((b.k, b.n), str(c.types.dtype_b))] if c.epilogue.needs_tile else []
         tables = [tanh_buffer_shape()] * 2 if c.epilogue.uses_tanh else []
         convert_args = [c_obj, extra_c[0], *tile, *tables]
         mode = ("i32",) if c.epilogue.runtime else ()  # the call's activation (epilogue.MODES), a scalar
@@ -197,25 +202,26 @@ def worker(c: GemmConfig, specs: dict[str, KernelSpec], col: int, row: int, l1: 
     own C slice (asymmetric tile buffering). `l1` is the core's L1 allocation: its scheme and the
     reservations that steer the allocator."""
     a, b, cc = a_l2l1(row), b_l2l1(col), c_l1l2(col, row)
-    p = c.precision
+    p = c.types.precision
     buffers = []
     scratch: tuple[str, ...] = ()
     acc: tuple[str, ...] = ()
     matmul = specs["matmul"]
-    if converts_a_tile(p, bool(c.convert_once)):
+    if converts_a_tile(p, bool(c.kernel.convert_once)):
         scratch = (f"A_bfp16_{col}_{row}",)
         buffers.append(LocalBuffer(scratch[0], matmul.arg_shapes[3], prec.BFP16))
-    if c.convert_once:
+    if c.kernel.convert_once:
         scratch = (*scratch, f"B_bfp16_{col}_{row}")
         buffers.append(LocalBuffer(scratch[1], matmul.arg_shapes[4], prec.BFP16))
     if p.converts_c:
         acc = (f"C_acc_{col}_{row}",)
         buffers.append(LocalBuffer(acc[0], *acc_buffer(c)))
     deq: tuple[str, ...] = ()
-    if c.group_size and not c.convert_once:  # W4A16: the dequantized B object (kernel_specs' last matmul argument)
+    # W4A16: the dequantized B object (kernel_specs' last matmul argument)
+    if c.groups.group_size and not c.kernel.convert_once:
         deq = (f"B_deq_{col}_{row}",)
         buffers.append(LocalBuffer(deq[0], *b_deq_buffer(c)))
-    words = rtp_words(c.runtime_sizes, c.epilogue.runtime)
+    words = rtp_words(c.runtime.runtime_sizes, c.epilogue.runtime)
     if words:
         buffers.append(LocalBuffer(rtp_buffer(col, row), (words,), "i32", rtp=True))
     tables = tanh_buffers(c, col, row, l1)  # the tanh table's copies, convert's last two buffers
@@ -225,13 +231,14 @@ def worker(c: GemmConfig, specs: dict[str, KernelSpec], col: int, row: int, l1: 
         buffers += [LocalBuffer(f"{RESERVE_PREFIX}_{i}_{col}_{row}", (nbytes,), "i8", address=at)
                     for i, (at, nbytes) in enumerate(l1.reserved)]
     args = (a, b, cc, *scratch, *acc, *deq)
-    if c.rho == 1:
+    if c.tiling.rho == 1:
         step: tuple = (Acquire(a), Acquire(b), Call(matmul.name, args), Release(a), Release(b))
     else:  # ATB: B stays for the k-step while rho A tiles update their own C slices
-        slices = tuple(op for i in range(c.rho) for op in (Acquire(a), Call(matmul.name, args, (i,)), Release(a)))
+        slices = tuple(op for i in range(c.tiling.rho)
+                       for op in (Acquire(a), Call(matmul.name, args, (i,)), Release(a)))
         step = (Acquire(b), *slices, Release(b))
     body: list = [Acquire(cc), Call(specs["zero"].name, (cc, *acc))]
-    if c.runtime_sizes == "mnk":  # the first k-step is peeled: a call's K may be one k-step
+    if c.runtime.runtime_sizes == "mnk":  # the first k-step is peeled: a call's K may be one k-step
         body += [*step, Loop(RuntimeCount(rtp_buffer(col, row), K_WORD), step)]
     else:
         body.append(Loop(c.call.k_steps, step))
@@ -243,20 +250,22 @@ def worker(c: GemmConfig, specs: dict[str, KernelSpec], col: int, row: int, l1: 
         body.append(Call(specs["convert"].name, (cc, *acc, *luts), mode))
     body.append(Release(cc))
     program: tuple[Op, ...]
-    barrier = barrier_name(col, row) if runtime_barrier(c.runtime_sizes, c.epilogue.runtime) else None
+    barrier = barrier_name(col, row) if runtime_barrier(c.runtime.runtime_sizes, c.epilogue.runtime) else None
     if barrier is None:
         # A fixed design counts its output tiles (mlir-aie's loop); one that serves many sizes and reads
         # no parameter runs output tiles for as long as data comes (the core repeats its program forever).
-        program = (Loop(c.call.tiles_per_core, tuple(body)),) if c.runtime_sizes == "fixed" else tuple(body)
+        program = (Loop(c.call.tiles_per_core, tuple(body)),) if c.runtime.runtime_sizes == "fixed" else tuple(body)
     else:
         # One pass of the program is one call (the core repeats it forever): wait until this call's sequence
         # has set the barrier, which it does after writing the parameters, then close it again for the next
         # call (mlir-aie's GEMM operator: wait_for_value(1), read, release_with_value(1)). Every read of the
         # call's words comes after the wait and before the call's last C object leaves, so before the next
         # call writes them. The call's output tiles: a constant, or the tiles word this call wrote.
-        tiles = c.call.tiles_per_core if c.runtime_sizes == "fixed" else RuntimeCount(rtp_buffer(col, row), TILES_WORD)
+        tiles = (c.call.tiles_per_core if c.runtime.runtime_sizes == "fixed"
+                 else RuntimeCount(rtp_buffer(col, row), TILES_WORD))
         program = (BarrierWait(BARRIER_OPEN), BarrierRelease(BARRIER_OPEN), Loop(tiles, tuple(body)))
-    return Worker(core(c, col, row), program, tuple(k.name for k in specs.values()), c.stack_bytes, tuple(buffers),
+    return Worker(core(c, col, row), program, tuple(k.name for k in specs.values()), c.array.stack_bytes,
+                  tuple(buffers),
                   None if l1 is None else l1.scheme, barrier)
 
 
@@ -271,33 +280,34 @@ def build_design(config: GemmConfig, budgets: bool = True) -> Design:
     for shim in range(c.a_shims):  # A: each of its rows broadcast along core row `row`, in rho tiles of T_MA rows
         rows = range(shim * c.a_rows_per_shim, (shim + 1) * c.a_rows_per_shim)
         made, link = _input_path(c, a_l3l2(shim), tuple(a_l2l1(row) for row in rows), c.a_shim_col(shim),
-                                 c.dtype_in, ga.m * ga.k_mt, (ga.t_ma, ga.k),
-                                 tuple(tuple(core(c, col, row) for col in range(c.cols)) for row in rows),
+                                 c.types.dtype_in, ga.m * ga.k_mt, (ga.t_ma, ga.k),
+                                 tuple(tuple(core(c, col, row) for col in range(c.array.cols)) for row in rows),
                                  patterns.a_l2_to_stream(ga), patterns.a_l1_from_stream(ga),
                                  patterns.a_l2_from_stream(ga))
         fifos += made
         links.append(link)
-    for col in range(c.cols):  # B: broadcast down core column `col`
-        made, link = _input_path(c, b_l3l2(col), (b_l2l1(col),), col, str(c.dtype_b), gb.b_l2_units, b_l1_shape(gb),
-                                 (tuple(core(c, col, row) for row in range(c.rows)),),
+    for col in range(c.array.cols):  # B: broadcast down core column `col`
+        made, link = _input_path(c, b_l3l2(col), (b_l2l1(col),), col, str(c.types.dtype_b), gb.b_l2_units,
+                                 b_l1_shape(gb),
+                                 (tuple(core(c, col, row) for row in range(c.array.rows)),),
                                  patterns.b_l2_to_stream(gb), patterns.b_l1_from_stream(gb))
         fifos += made
         links.append(link)
-    for col in range(c.cols):  # C: join the rows tiles of column `col` in its memtile
+    for col in range(c.array.cols):  # C: join the rows tiles of column `col` in its memtile
         mem = TileRef(col, 1)
-        for row in range(c.rows):
-            fifos.append(ObjectFifo(c_l1l2(col, row), c.dtype_out, (gc.m, gc.n), c.depth_c_l1, core(c, col, row),
-                                    (mem,)))
+        for row in range(c.array.rows):
+            fifos.append(ObjectFifo(c_l1l2(col, row), c.types.dtype_out, (gc.m, gc.n), c.array.depth_c_l1,
+                                    core(c, col, row), (mem,)))
         fifos.append(ObjectFifo(
-            c_l2l3(col), c.dtype_out, (c.rows * gc.m * gc.n,), c.depth_c_l2, mem, (TileRef(col, 0),),
+            c_l2l3(col), c.types.dtype_out, (c.array.rows * gc.m * gc.n,), c.array.depth_c_l2, mem, (TileRef(col, 0),),
             dims_to_stream=patterns.dims(patterns.c_l2_to_stream(gc)),
         ))
-        links.append(Link("join", mem, tuple(c_l1l2(col, row) for row in range(c.rows)), (c_l2l3(col),),
-                          tuple(row * gc.m * gc.n for row in range(c.rows))))
+        links.append(Link("join", mem, tuple(c_l1l2(col, row) for row in range(c.array.rows)), (c_l2l3(col),),
+                          tuple(row * gc.m * gc.n for row in range(c.array.rows))))
 
     specs = kernel_specs(c)
-    l1 = l1_banks.plan(c, c.l1_alloc) if budgets else None  # every core holds the same buffers
-    workers = [worker(c, specs, col, row, l1) for row in range(c.rows) for col in range(c.cols)]
+    l1 = l1_banks.plan(c, c.array.l1_alloc) if budgets else None  # every core holds the same buffers
+    workers = [worker(c, specs, col, row, l1) for row in range(c.array.rows) for col in range(c.array.cols)]
     placement = c.memtile_placement() if budgets else c.memtile_buffers()
     runtime = runtime_sequence(c, c.call)
     return Design(c, host_tensors(c, c.call, runtime), tuple(fifos), tuple(links), tuple(specs.values()),
@@ -323,19 +333,19 @@ def host_tensors(c: GemmConfig, call: CallPlan, runtime: tuple[RuntimeOp, ...] |
     call's transfers (`runtime`, default the call's own sequence) reach past its matrix: junk rows
     of a problem smaller than one block, the K tail of the last row."""
     shapes = {}
-    for name, t in (("A", c.t_in), ("B", c.t_b), ("C", c.t_out)):
+    for name, t in (("A", c.types.t_in), ("B", c.types.t_b), ("C", c.types.t_out)):
         rows, cols = call.storage(name)
         shapes[name] = (rows // t.tile_rows, cols // t.tile_cols)
     gb = grid(c, "B", call)
     if gb.obj:  # one row per core-column strip of objects
         shapes["B"] = (gb.Np // gb.n, gb.kw // gb.k * gb.obj)
-    elif c.b_pack == "strips":  # one row per core-column strip
+    elif c.layout.b_pack == "strips":  # one row per core-column strip
         shapes["B"] = (gb.Np // gb.n, gb.kw * gb.n)
     reach = {name: rows * cols for name, (rows, cols) in shapes.items()}
     for op in runtime_sequence(c, call) if runtime is None else runtime:
         if op.task is not None:
             reach[op.task.tensor] = max(reach[op.task.tensor], op.task.tap.max_index() + 1)
-    types = {"A": c.dtype_in, "B": str(c.dtype_b), "C": c.dtype_out}
+    types = {"A": c.types.dtype_in, "B": str(c.types.dtype_b), "C": c.types.dtype_out}
     return tuple(HostTensor(name, shapes[name], types[name], reach[name] - shapes[name][0] * shapes[name][1])
                  for name in ("A", "B", "C"))
 
@@ -349,7 +359,7 @@ def block_tasks(c: GemmConfig, call: CallPlan, block: int, group: int | None = N
     row0, col0 = call.m_origin(m_block), call.n_origin(n_block)
     a_shims = {c.a_shim_col(i): i for i in range(c.a_shims)}
     tasks = []
-    for col in range(c.cols):
+    for col in range(c.array.cols):
         shim = TileRef(col, 0)
         if col in a_shims:
             i = a_shims[col]
@@ -363,7 +373,7 @@ def block_tasks(c: GemmConfig, call: CallPlan, block: int, group: int | None = N
     return tasks
 
 
-SPAN_FIX = "use --task-span 1 (a task per output block) or 0 (the longest span one BD expresses)"
+SPAN_FIX = f"use {opt('task_span', 1)} (a task per output block) or 0 (the longest span one BD expresses)"
 
 
 def span_tasks(c: GemmConfig, call: CallPlan, blocks: tuple[int, ...], group: int) -> list[ShimTask]:
@@ -392,8 +402,8 @@ def task_span(c: GemmConfig, call: CallPlan) -> int:
     most consecutive blocks whose every channel's walk one shim BD expresses (every span of that
     length has the same walks at other offsets: checking the first is enough)."""
     regular = spans.regular_blocks(call)
-    if c.task_span:
-        return max(1, min(c.task_span, regular))
+    if c.runtime.task_span:
+        return max(1, min(c.runtime.task_span, regular))
     for span in range(regular, 1, -1):
         try:
             span_tasks(c, call, tuple(range(span)), 0)
@@ -423,24 +433,25 @@ def runtime_sequence(c: GemmConfig, call: CallPlan | None = None) -> tuple[Runti
     spanned = group_blocks(c, call)
     groups = len(spanned)
     ops: list[RuntimeOp] = []
-    cores = [(col, row) for row in range(c.rows) for col in range(c.cols)]
-    words = {K_WORD: call.k_walk // c.k - 1, TILES_WORD: call.tiles_per_core}  # runtime K's k-steps after the first
+    cores = [(col, row) for row in range(c.array.rows) for col in range(c.array.cols)]
+    words = {K_WORD: call.k_walk // c.tiling.k - 1,
+             TILES_WORD: call.tiles_per_core}  # runtime K's k-steps after the first
     if c.epilogue.runtime:  # the activation this call selects, every call (a stale mode is never read)
         words[MODE_WORD] = MODES[Activation(call.activation or "none")]
-    for index in rtp_written(c.runtime_sizes, c.epilogue.runtime):
+    for index in rtp_written(c.runtime.runtime_sizes, c.epilogue.runtime):
         ops += [RuntimeOp("rtp", -1, rtp=RtpWrite(core(c, col, row), rtp_buffer(col, row), index, words[index]))
                 for col, row in cores]
-    if runtime_barrier(c.runtime_sizes, c.epilogue.runtime):  # after the writes: what the cores wait for
+    if runtime_barrier(c.runtime.runtime_sizes, c.epilogue.runtime):  # after the writes: what the cores wait for
         ops += [RuntimeOp("barrier", -1, barrier=BarrierSet(core(c, col, row), barrier_name(col, row), BARRIER_OPEN))
                 for col, row in cores]
 
     def issue(g: int) -> None:
         ops.extend(RuntimeOp("task", g, t) for t in group_tasks(c, call, g, spanned))
 
-    for g in range(min(c.queue_groups, groups)):
+    for g in range(min(c.runtime.queue_groups, groups)):
         issue(g)
     for g in range(groups):
         ops.append(RuntimeOp("finish", g))
-        if g + c.queue_groups < groups:
-            issue(g + c.queue_groups)
+        if g + c.runtime.queue_groups < groups:
+            issue(g + c.runtime.queue_groups)
     return tuple(ops)

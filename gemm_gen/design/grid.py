@@ -19,4 +19,5 @@ __all__ = ["OPERANDS", "Grid", "grid"]
 def grid(c: GemmConfig, operand: str, call: CallPlan | None = None) -> Grid:
     """The sizes of operand A, B or C of `c` in that operand's DMA units, for one call (default:
     the problem `c` was made for)."""
-    return walks.grid(c.walk_options, operand, c.m, c.k, c.n, c.k_mt, c.rho, call or c.call)
+    return walks.grid(c.walk_options, operand, c.tiling.m, c.tiling.k, c.tiling.n, c.tiling.k_mt, c.tiling.rho,
+                      call or c.call)

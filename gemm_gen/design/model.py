@@ -7,18 +7,20 @@ the performance model read the very same objects.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import hashlib
+from collections.abc import Callable
+from dataclasses import dataclass, field, fields, replace
+from typing import Any
 
-from .. import precision as prec
 from ..call import CallPlan
 from ..config import GemmConfig
 from ..epilogue import Epilogue
 from ..hw.devices import TileKind
 from ..l1_banks import L1Plan
-from ..precision import Precision
 from ..rules import kernel_variant as kv
 from ..rules import l1, peano
 from ..rules.memtile import MemtileBuffer
+from ..spec import Types
 from ..tap import Tap
 from .grid import OPERANDS, Grid
 
@@ -133,35 +135,66 @@ class BarrierRelease:
 Op = Acquire | Release | Call | Loop | BarrierWait | BarrierRelease
 
 
+def _named_default(default: Any, tag: Callable[[Any, KernelBuild], str | None], rank: int) -> Any:
+    """A KernelBuild field with its default and its part of the object file's name (rank: its place there)."""
+    return field(default=default, metadata={"name": (rank, tag)})
+
+
 @dataclass(frozen=True)
 class KernelBuild:
-    """What one kernel object file is rendered and compiled for: every field changes its code."""
+    """What one kernel object file is rendered and compiled for: every field changes its code, and names it
+    in `object_file` (its metadata "name": a rank and the text it adds; a field without one joins a digest)."""
 
-    aie_target: str
-    dtype_in: str
-    dtype_out: str
-    m: int
-    k: int
-    n: int
-    mmul: tuple[int, int, int]
-    b_col_maj: bool
-    emulate_bf16_with_bfp16: bool
-    rounding: str
-    saturation: str
-    shift: int
-    compiler: str = "peano"
-    rho: int = 1  # matmul computes (m / rho) rows into C slice `slice` (an int32 argument when rho > 1)
-    dtype_b: str | None = None  # None: dtype_in
-    acc: str | None = None  # C's type in L1 between calls; None: dtype_out
-    expansion: tuple[int, int] = (2, 2)  # er x et accumulators per cluster (gemm_gen/rules/kernel_variant.py)
-    loops: str = "k-pipelined"  # which loop of the nest is software-pipelined
-    convert_once: bool = False  # bf16 converted to bfp16 once per call (A) / k-step (B), then bfp16 macs
-    a_col_maj: bool = False  # A's blocks arrive as s x r blocks of A^T; the kernel transposes them
-    c_col_maj: bool = False  # C's r x t blocks are kept transposed in L1 (column-major C below 32 bits)
-    epilogue: Epilogue = Epilogue()  # applied once per C tile after its last k-step (gemm_gen/epilogue.py)
-    group_size: int = 0  # W4A16: rows of K per int4 scale (gemm_gen/groupquant.py); 0: none
-    zero_points: bool = False  # W4A16: a zero point per scale
-    opt_level: int = peano.DEFAULT_OPT_LEVEL  # the compile's -O (Peano; rules/peano.py)
+    aie_target: str = field(metadata={"name": (1, lambda value, build: value)})
+    types: Types = field(metadata={"name": (2, lambda value, build: build.type_names)})  # A, B, C and C in L1
+    m: int = field(metadata={"name": (0, lambda value, build: f"mm_{build.m}x{build.k}x{build.n}")})
+    k: int = field(metadata={"name": (0, lambda value, build: None)})  # in m's part
+    n: int = field(metadata={"name": (0, lambda value, build: None)})  # in m's part
+    mmul: tuple[int, int, int] = field(metadata={"name": (4, lambda value, build: "x".join(map(str, value)))})
+    b_col_maj: bool = field(metadata={"name": (3, lambda value, build: "bcol" if value else "brow")})
+    emulate_bf16_with_bfp16: bool = field(metadata={"name": (5, lambda value, build: "bfp16emu" if value else None)})
+    rounding: str = field(metadata={"name": (7, lambda value, build: value if value != "conv_even" else None)})
+    saturation: str = field(metadata={"name": (8, lambda value, build: f"sat_{value}" if value != "saturate"
+                                                else None)})
+    shift: int = field(metadata={"name": (9, lambda value, build: f"shift{value}" if value else None)})
+    compiler: str = _named_default("peano", lambda value, build: value if value != "peano" else None, 6)
+    # matmul computes (m / rho) rows into C slice `slice` (an int32 argument when rho > 1)
+    rho: int = _named_default(1, lambda value, build: f"rho{value}" if value > 1 else None, 10)
+    # er x et accumulators per cluster (gemm_gen/rules/kernel_variant.py)
+    expansion: tuple[int, int] = _named_default((2, 2), lambda value, build: "e" + "x".join(map(str, value))
+                                                if tuple(value) != (2, 2) else None, 11)
+    # which loop of the nest is software-pipelined
+    loops: str = _named_default("k-pipelined", lambda value, build: value.replace("-", "")
+                                if value != "k-pipelined" else None, 12)
+    # bf16 converted to bfp16 once per call (A) / k-step (B), then bfp16 macs
+    convert_once: bool = _named_default(False, lambda value, build: "cvtonce" if value else None, 13)
+    a_col_maj: bool = _named_default(False, lambda value, build: "acol" if value else None, 14)  # A^T's blocks
+    # C's r x t blocks are kept transposed in L1 (column-major C below 32 bits)
+    c_col_maj: bool = _named_default(False, lambda value, build: "ccol" if value else None, 15)
+    # applied once per C tile after its last k-step (gemm_gen/epilogue.py)
+    epilogue: Epilogue = _named_default(Epilogue(), lambda value, build: None if value.is_identity else value.tag,
+                                        16)
+    # W4A16: rows of K per int4 scale (gemm_gen/groupquant.py); 0: none; with a zero point per scale
+    group_size: int = _named_default(0, lambda value, build: f"g{value}" + ("zp" if build.zero_points else "")
+                                     if value else None, 17)
+    zero_points: bool = _named_default(False, lambda value, build: None, 17)  # in group_size's part
+    # the compile's -O (Peano; rules/peano.py)
+    opt_level: int = _named_default(peano.DEFAULT_OPT_LEVEL, lambda value, build: f"O{value}"
+                                    if value != peano.DEFAULT_OPT_LEVEL else None, 18)
+
+    def with_(self, **changes: Any) -> KernelBuild:
+        """This build with fields changed by name (dataclasses.replace); dtype_in, dtype_out, dtype_b and acc change
+        its types as Types.of reads them (B's None: A's type; acc None or "out": C's own)."""
+        names = ("dtype_in", "dtype_out", "dtype_b", "acc")
+        if any(name in changes for name in names):
+            t = self.types
+            given = {"dtype_in": t.dtype_in, "dtype_out": t.dtype_out,
+                     "dtype_b": None if t.dtype_b == t.dtype_in else t.dtype_b,
+                     "acc": None if t.acc == t.dtype_out else t.acc}
+            given.update({name: changes.pop(name) for name in names if name in changes})
+            changes["types"] = Types.of(str(given["dtype_in"]), str(given["dtype_out"]), given["dtype_b"],
+                                        given["acc"])
+        return replace(self, **changes)
 
     @property
     def t_ma(self) -> int:
@@ -170,27 +203,23 @@ class KernelBuild:
     @property
     def block_kernel(self) -> bool:
         """Rendered from the bfp16 template: a bfp16 precision, or bf16 converted once."""
-        return kv.block_kernel(self.precision, self.convert_once)
-
-    @property
-    def precision(self) -> Precision:
-        return prec.resolve(self.dtype_in, self.dtype_b, self.dtype_out, self.acc)
+        return kv.block_kernel(self.types.precision, self.convert_once)
 
     @property
     def c_split_rows(self) -> int:
         """Accumulator rows kept in the C object (the rest in the worker's C acc buffer)."""
-        return l1.c_split_rows(self.precision, self.m, self.n, kv.KERNEL_EXPANSION * self.mmul[0])
+        return l1.c_split_rows(self.types.precision, self.m, self.n, kv.KERNEL_EXPANSION * self.mmul[0])
 
     @property
-    def types(self) -> str:
+    def type_names(self) -> str:
         """in[_b]_out[_acc<acc>]: the operand types, B and acc named only when they differ."""
-        p = self.precision
+        p = self.types.precision
         return "_".join([p.a] + ([p.b] if p.b != p.a else []) + [p.out] + ([f"acc{p.acc}"] if p.converts_c else []))
 
     @property
     def symbols(self) -> dict[str, str]:
         """The extern "C" names of the kernels a worker calls, by role (one place for them)."""
-        p = self.precision
+        p = self.types.precision
         names = {"zero": f"zero_{p.acc}" if not p.converts_c else f"zero_{p.acc}_{p.out}",
                  "matmul": "_".join(["matmul", p.a] + ([p.b] if p.b != p.a else []) + [p.acc])}
         if p.converts_c:
@@ -199,37 +228,15 @@ class KernelBuild:
 
     @property
     def object_file(self) -> str:
-        """mlir-aie's mm_<m>x<k>x<n>.o, extended so that different builds never share a name."""
-        parts = [f"mm_{self.m}x{self.k}x{self.n}", self.aie_target, self.types,
-                 "bcol" if self.b_col_maj else "brow", "x".join(map(str, self.mmul))]
-        if self.emulate_bf16_with_bfp16:
-            parts.append("bfp16emu")
-        if self.compiler != "peano":
-            parts.append(self.compiler)
-        if self.rounding != "conv_even":
-            parts.append(self.rounding)
-        if self.saturation != "saturate":
-            parts.append(f"sat_{self.saturation}")
-        if self.shift:
-            parts.append(f"shift{self.shift}")
-        if self.rho > 1:
-            parts.append(f"rho{self.rho}")
-        if tuple(self.expansion) != (2, 2):
-            parts.append("e" + "x".join(map(str, self.expansion)))
-        if self.loops != "k-pipelined":
-            parts.append(self.loops.replace("-", ""))
-        if self.convert_once:
-            parts.append("cvtonce")
-        if self.a_col_maj:
-            parts.append("acol")
-        if self.c_col_maj:
-            parts.append("ccol")
-        if not self.epilogue.is_identity:
-            parts.append(self.epilogue.tag)
-        if self.group_size:
-            parts.append(f"g{self.group_size}" + ("zp" if self.zero_points else ""))
-        if self.opt_level != peano.DEFAULT_OPT_LEVEL:
-            parts.append(f"O{self.opt_level}")
+        """mlir-aie's mm_<m>x<k>x<n>.o, extended so that different builds never share a name: each field's
+        part, in its rank's order (fields(KernelBuild) metadata), and a digest of any field that has none."""
+        named = sorted(((f.metadata["name"][0], f.name, f.metadata["name"][1]) for f in fields(self)
+                        if "name" in f.metadata), key=lambda t: t[0])
+        parts = [text for _, name, tag in named if (text := tag(getattr(self, name), self)) is not None]
+        rest = {f.name: getattr(self, f.name) for f in fields(self)
+                if "name" not in f.metadata and getattr(self, f.name) != f.default}
+        if rest:
+            parts.append(hashlib.sha1(repr(sorted(rest.items())).encode()).hexdigest()[:8])
         return "_".join(parts) + ".o"
 
 

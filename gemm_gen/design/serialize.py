@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import fields
 from typing import Any
 
 from ..tap import Tap
@@ -72,8 +73,18 @@ def _runtime_op(op: RuntimeOp) -> dict[str, Any]:
 
 def _build(b: KernelBuild) -> dict[str, Any]:
     """A kernel build's fields; the epilogue only when there is one, so epilogue-free designs keep their text."""
-    out = {**b.__dict__, "mmul": list(b.mmul), "expansion": list(b.expansion)}
-    del out["epilogue"]
+    t = b.types  # written where the four type fields stood: A's and C's after the target, B's and C's L1 type
+    # (None: A's, C's own) after rho, so the design text stays what it was
+    out: dict[str, Any] = {}
+    for f in fields(b):
+        value = getattr(b, f.name)
+        if f.name not in ("types", "epilogue"):
+            out[f.name] = list(value) if isinstance(value, tuple) else value
+        if f.name == "aie_target":
+            out.update(dtype_in=t.dtype_in, dtype_out=t.dtype_out)
+        if f.name == "rho":
+            out.update(dtype_b=None if t.dtype_b == t.dtype_in else t.dtype_b,
+                       acc=None if t.acc == t.dtype_out else t.acc)
     return out if b.epilogue.is_identity else {**out, "epilogue": b.epilogue.to_json()}
 
 
@@ -82,7 +93,7 @@ def design_to_json(d: Design) -> dict[str, Any]:
         "format": FORMAT,
         "config": d.config.to_json(),
         "derived": {"padded": list(d.config.call.covered), "native": list(d.config.native),
-                    "mmul": list(d.config.mmul)},
+                    "mmul": list(d.config.kernel.mmul)},
         "tensors": [{"name": t.name, "shape": list(t.shape), "dtype": t.dtype, "slack": t.slack} for t in d.tensors],
         "fifos": [
             {"name": f.name, "dtype": f.dtype, "obj_shape": list(f.obj_shape), "depth": f.depth,

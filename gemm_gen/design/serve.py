@@ -6,7 +6,7 @@ from __future__ import annotations
 from ..call import CallPlan, plan_call
 from ..checks import check_config
 from ..config import GemmConfig
-from ..errors import ConfigError
+from ..errors import ConfigError, opt
 from ..rules.call_layouts import Layouts, served
 from ..rules.padding import same_k_walk
 from ..spec import Problem
@@ -27,7 +27,7 @@ def check(config: GemmConfig, budgets: bool = True) -> GemmConfig:
 
 def built_layouts(c: GemmConfig) -> Layouts:
     """The layouts a config is built with (what its own calls use)."""
-    return Layouts(c.a_col_maj, c.b_col_maj, c.c_col_maj)
+    return Layouts(c.layout.a_col_maj, c.layout.b_col_maj, c.layout.c_col_maj)
 
 
 def serve(config: GemmConfig, problem: Problem, layouts: Layouts | None = None) -> CallPlan:
@@ -36,20 +36,20 @@ def serve(config: GemmConfig, problem: Problem, layouts: Layouts | None = None) 
     otherwise: rules/call_layouts.py)."""
     c = config
     build = built_layouts(c)
-    lay = served(build, layouts or build, {"A": c.t_in, "B": c.t_b, "C": c.t_out})
-    if problem == Problem(c.M, c.K, c.N) and lay == build:
+    lay = served(build, layouts or build, {"A": c.types.t_in, "B": c.types.t_b, "C": c.types.t_out})
+    if problem == Problem(c.size.M, c.size.K, c.size.N) and lay == build:
         return c.call
-    served_sizes = SERVED[c.runtime_sizes]
-    if c.runtime_sizes == "fixed" and problem != Problem(c.M, c.K, c.N):
-        raise ConfigError(f"{problem} is not {c.M}x{c.K}x{c.N}, and this design serves {served_sizes}",
-                          "build with --runtime-sizes to serve several sizes with one xclbin")
-    fix = "build the design for the largest size (--runtime-sizes lists them all)"
-    for name, value, limit in (("M", problem.M, c.M), ("K", problem.K, c.K), ("N", problem.N, c.N)):
+    served_sizes = SERVED[c.runtime.runtime_sizes]
+    if c.runtime.runtime_sizes == "fixed" and problem != Problem(c.size.M, c.size.K, c.size.N):
+        raise ConfigError(f"{problem} is not {c.size.M}x{c.size.K}x{c.size.N}, and this design serves {served_sizes}",
+                          f"build with {opt('sizes')} to serve several sizes with one xclbin")
+    fix = f"build the design for the largest size ({opt('sizes')} lists them all)"
+    for name, value, limit in (("M", problem.M, c.size.M), ("K", problem.K, c.size.K), ("N", problem.N, c.size.N)):
         if value > limit:
             raise ConfigError(f"{name}={value} > {limit} this design serves ({served_sizes})", fix)
     call = plan_call(c, problem, c_col_maj=lay.c_col_maj)
-    if c.runtime_sizes == "mn" and not same_k_walk(problem.K, c.K, c.k_mt):
-        raise ConfigError(f"K={problem.K} needs {call.k_walk // c.k} k-steps per output tile, and this "
+    if c.runtime.runtime_sizes == "mn" and not same_k_walk(problem.K, c.size.K, c.tiling.k_mt):
+        raise ConfigError(f"K={problem.K} needs {call.k_walk // c.tiling.k} k-steps per output tile, and this "
                           f"design's cores take exactly {c.call.k_steps} ({served_sizes})",
                           "build with runtime sizes mnk (k-steps as a runtime parameter)")
     check_dma_limits(c, call)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import Enum
 
-from ..errors import ConfigError
+from ..errors import ConfigError, opt
 
 # ---- core stacks (mlir-aie 1.4.3) ----------------------------------------------------------------
 # The stack sits at L1 offset 0, directly below the buffers with no clearance: a frame larger than
@@ -367,7 +367,7 @@ class Device:
             if dtype_in != "bf16" or self.bf16_emulation_shape is None:
                 raise ConfigError(
                     f"bf16-via-bfp16 emulation is an npu2 bf16 feature, not {self.name} {dtype_in}",
-                    "drop --emulate-bf16-mmul-with-bfp16",
+                    f"drop {opt('emulate_bf16_with_bfp16')}",
                 )
             return self.bf16_emulation_shape
         try:
@@ -375,7 +375,7 @@ class Device:
         except IndexError:
             raise ConfigError(
                 f"{self.name} has no matmul kernel for dtype_in {key}",
-                f"use --dtype_in {' or '.join(self.input_types)}",
+                f"use {opt('dtype_in', *self.input_types)}",
             ) from None
 
     def acc_bits(self, dtype_in: str, mmul: MmulShape) -> int:
@@ -487,4 +487,5 @@ def device(name: str | Device) -> Device:
     for dev in DEVICES.values():
         if key == dev.name or key in dev.aliases:
             return dev
-    raise ConfigError(f"unknown device {name!r}", "use --dev npu1 (Phoenix) or --dev npu2 (Strix/Krackan)")
+    raise ConfigError(f"unknown device {name!r}",
+                      f"use {opt('device', 'npu1')} (Phoenix) or {opt('device', 'npu2')} (Strix/Krackan)")

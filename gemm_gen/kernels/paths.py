@@ -1,7 +1,8 @@
-"""Where the kernel templates and the shared kernel headers live.
+"""Where the kernel templates and the shared kernel header live.
 
-They sit at the repository's top level (templates/, kernels/), next to the package: gemm_gen is
-used from a checkout or an editable install, so they are found relative to this file.
+In the repository they sit at the top level (templates/, kernels/), next to the package, and a checkout or an
+editable install reads them there. A plain `pip install .` copies them into the installed package
+(gemm_gen/kernels/data/, setup.py's build step), which is looked at first.
 """
 
 from __future__ import annotations
@@ -10,21 +11,23 @@ from pathlib import Path
 
 from ..errors import GemmGenError
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+PACKAGE_DATA = Path(__file__).resolve().parent / "data"  # the installed copy (setup.py's DATA)
+REPO_ROOT = Path(__file__).resolve().parents[2]  # a checkout or an editable install
 
 
-def _existing(path: Path, what: str) -> Path:
-    if not path.is_dir():
-        raise GemmGenError(f"the {what} directory {path} is missing",
-                           "use gemm_gen from a checkout of its repository (pip install -e .)")
-    return path
+def _first_existing(what: str, *places: Path) -> Path:
+    for path in places:
+        if path.is_dir():
+            return path
+    raise GemmGenError(f"the {what} directory is missing (looked in {', '.join(str(p) for p in places)})",
+                       "reinstall gemm_gen (pip install .) or use it from a checkout of its repository")
 
 
 def templates_dir() -> Path:
     """The directory of the Jinja kernel templates (mm.cc.j2)."""
-    return _existing(REPO_ROOT / "templates", "kernel template")
+    return _first_existing("kernel template", PACKAGE_DATA / "templates", REPO_ROOT / "templates")
 
 
 def kernel_include_dir() -> Path:
     """The directory to pass with -I when compiling a rendered kernel (gemm_gen_kernel.h)."""
-    return _existing(REPO_ROOT / "kernels", "kernel header")
+    return _first_existing("kernel header", PACKAGE_DATA / "include", REPO_ROOT / "kernels")

@@ -257,16 +257,16 @@ def _modes(build: KernelBuild) -> tuple[Rounding, Saturation]:
 def kernel_params(build: KernelBuild) -> KernelParams | BlockKernelParams:
     """Derive the template's numbers of a build (whose rules the config's check applied)."""
     dev = _device(build)
-    assert _keeps(prec.check_precision, build.precision, dev, dev.acc_bits(build.dtype_in, build.mmul)), \
+    assert _keeps(prec.check_precision, build.types.precision, dev, dev.acc_bits(build.types.dtype_in, build.mmul)), \
         "types with a kernel: checks.check_types"
     if build.block_kernel:
         assert build.epilogue.is_identity, "no epilogue on the bfp16 kernels: rules/epilogue.types_problem"
         return block_kernel_params(build, dev)
-    t_in, t_out = dtype(build.dtype_in), dtype(build.dtype_out)
-    assert build.dtype_out in dev.out_types.get(build.dtype_in, ()), "checks.check_scalar_types"
+    t_in, t_out = dtype(build.types.dtype_in), dtype(build.types.dtype_out)
+    assert build.types.dtype_out in dev.out_types.get(build.types.dtype_in, ()), "checks.check_scalar_types"
     mmul = tuple(build.mmul)
     r, s, t = mmul
-    operands = dev.operands(build.dtype_in, build.dtype_b)  # "i8xi4" for int4 weights
+    operands = dev.operands(build.types.dtype_in, build.types.dtype_b)  # "i8xi4" for int4 weights
     shapes = ((dev.bf16_emulation_shape,) if build.emulate_bf16_with_bfp16 else dev.shapes(operands))
     assert mmul in shapes, "an mmul of the device: checks.check_scalar_types (Device.mmul_shape)"
     assert build.rho >= 1 and build.m % build.rho == 0, "rho divides m: checks.check_array"
@@ -279,27 +279,28 @@ def kernel_params(build: KernelBuild) -> KernelParams | BlockKernelParams:
     hint_z, hint_j, hint_k, loops_doc = _loop_hints(variant.loops, row_clusters, col_clusters, k_blocks)
     rounding, saturation = _modes(build)
     assert not (t_out.is_float and build.shift), "no shift of a float output: checks.check_types"
-    assert _keeps(check_shift, dev, build.dtype_in, build.dtype_out, (r, s, t), build.shift, build.acc), \
+    types = build.types
+    assert _keeps(check_shift, dev, types.dtype_in, types.dtype_out, (r, s, t), build.shift, types.acc), \
         "checks.check_shift"
     store_bits = STORE_BITS[build.aie_target]
     lanes = store_bits // t_out.bits
     while (build.m * build.n) % lanes:
         lanes //= 2
     zero_name, matmul_name = kernel_symbols(build)
-    acc = _scalar_acc(build, dev, store_bits) if build.precision.converts_c else {}
+    acc = _scalar_acc(build, dev, store_bits) if build.types.precision.converts_c else {}
     acc.update(_w4a16(build, dev, variant))
     if not build.epilogue.is_identity:
         acc.update(_epilogue(build, dev, t_out.is_float))
     return KernelParams(
         device=dev.name, source_file=source_file(build), defines=kernel_defines(build),
         zero_name=zero_name, matmul_name=matmul_name,
-        ctype_in=C_TYPES[build.dtype_in], ctype_out=C_TYPES[build.dtype_out],
+        ctype_in=C_TYPES[build.types.dtype_in], ctype_out=C_TYPES[build.types.dtype_out],
         # integers: the accumulator the shape natively has (acc32, or acc64 for aie2p's 16-bit
         # 4x4x8), as mlir-aie's mm.cc does; our numerics accumulate exactly in int64 either way
         acc_tag="accfloat" if t_in.is_float else "accauto", aie_arch=AIE_ARCH[build.aie_target],
         rounding_mode=ROUNDING_MODES[rounding], saturation_mode=SATURATION_MODES[saturation],
         # every integer narrowing out of wider accumulator lanes saturates (an int32 C out of acc64 too)
-        sets_saturation=not t_out.is_float and t_out.bits < dev.acc_bits(build.dtype_in, (r, s, t)),
+        sets_saturation=not t_out.is_float and t_out.bits < dev.acc_bits(build.types.dtype_in, (r, s, t)),
         row_clusters=row_clusters, col_clusters=col_clusters, k_blocks=k_blocks,
         hint_z=hint_z, hint_j=hint_j, hint_k=hint_k, loops_doc=loops_doc,
         store_bits=store_bits, zero_lanes=lanes, zero_iters=build.m * build.n // lanes, **_b_types(build), **acc,
@@ -309,16 +310,16 @@ def kernel_params(build: KernelBuild) -> KernelParams | BlockKernelParams:
 def _b_types(build: KernelBuild) -> dict[str, Any]:
     """B's names in the scalar template: A's own type, or a packed type (int4) read from bytes; a W4A16
     body reads the dequantized bf16 scratch, so its mmul and L1 types are A's."""
-    t_b = dtype(build.precision.b)
+    t_b = dtype(build.types.precision.b)
     if not t_b.is_packed or is_w4a16(build):
-        return dict(dtype_b=t_b.name, ctype_b=C_TYPES[build.dtype_in], ctype_b_mem=C_TYPES[build.dtype_in])
+        return dict(dtype_b=t_b.name, ctype_b=C_TYPES[build.types.dtype_in], ctype_b_mem=C_TYPES[build.types.dtype_in])
     return dict(dtype_b=t_b.name, ctype_b=C_TYPES[t_b.name], ctype_b_mem=PACKED_MEM_TYPE,
                 b_values_per_elem=t_b.block_elems // t_b.block_bytes)
 
 
 def is_w4a16(build: KernelBuild) -> bool:
     """bf16 A times int4 B: the core dequantizes B with its group scales, then runs the bf16 body."""
-    return build.dtype_in in prec.W4A16_A_TYPES and build.precision.b == I4.name
+    return build.types.dtype_in in prec.W4A16_A_TYPES and build.types.precision.b == I4.name
 
 
 def _w4a16_object(build: KernelBuild) -> groupquant.ObjectLayout | None:
@@ -365,7 +366,7 @@ def w4a16_code_bytes(build: KernelBuild, dev: Device, variant: kv.KernelVariant)
 def _scalar_acc(build: KernelBuild, dev: Device, store_bits: int) -> dict[str, Any]:
     """The scalar template's numbers for a C accumulated in a wider type (i32, i64 or f32) and
     converted once: where its rows live, how they are stored and cleared, the conversion's loop."""
-    p = build.precision
+    p = build.types.precision
     t_out, t_acc = dtype(p.out), dtype(p.acc)
     r, _, t = build.mmul
     words = t_acc.bytes // 4  # int64 lanes are stored as int32 pairs
@@ -397,13 +398,13 @@ def _epilogue(build: KernelBuild, dev: Device, float_out: bool) -> dict[str, Any
     outputs the double-rounding requantization (ReLU as its act_min, which the host raises)."""
     e = build.epilogue
     # the types' epilogue (rules/epilogue.types_problem: checks.check_epilogue): in C's one final conversion
-    assert build.precision.converts_c, "the wide accumulator: rules/epilogue.types_problem"
+    assert build.types.precision.converts_c, "the wide accumulator: rules/epilogue.types_problem"
     layout = epi.tile_layout(e, build.n)
     offsets = () if layout is None else tuple(o for o in (layout.bias, layout.multiplier, layout.p, layout.q,
                                                           layout.header) if o is not None)
     common = dict(epilogue=True, epi_lanes=epi.VECTOR_LANES, epi_tile=layout is not None, epi_offsets=offsets)
     if float_out:
-        assert build.dtype_out in epilogue_rule.FLOAT_OUTS and e.requant is None, "rules/epilogue.types_problem"
+        assert build.types.dtype_out in epilogue_rule.FLOAT_OUTS and e.requant is None, "rules/epilogue.types_problem"
         act = e.activation.value
         steps = [f"x = bf16(fp32(acc{' + bias' if e.bias else ''}))"]
         steps += [] if act == "none" else [f"y = {act}(x)"]
@@ -423,11 +424,11 @@ def _epilogue(build: KernelBuild, dev: Device, float_out: bool) -> dict[str, Any
                     gelu_constants=(_c_float(epi.GELU_SQRT_2_OVER_PI), _c_float(epi.GELU_BETA)))
     # TFLite's double-rounding requantization into i8 / i16, ReLU only as its act_min (which the host folds in:
     # epilogue_args.kernel_requant), no clamp, no shift (rules/epilogue.types_problem, REQUANTS)
-    assert e.requant is epi.RequantForm.DOUBLE and build.dtype_out in epilogue_rule.REQUANT_OUTS
+    assert e.requant is epi.RequantForm.DOUBLE and build.types.dtype_out in epilogue_rule.REQUANT_OUTS
     assert e.activation.value in epilogue_rule.INT_ACTIVATIONS and e.clamp is None and not build.shift
     return dict(common, epi_requant=True, epi_bias=e.bias,
                 epi_doc=f"x = sat32(acc{' + bias' if e.bias else ''}), TFLite's per-channel requantization "
-                        f"(three SRS), + zero point, clamp to [act_min, act_max], {build.dtype_out}")
+                        f"(three SRS), + zero point, clamp to [act_min, act_max], {build.types.dtype_out}")
 
 
 def _hint(kind: str, count: int) -> tuple[str, str]:
@@ -457,7 +458,7 @@ def _loop_hints(loops: str, rows: int, cols: int, ks: int) -> tuple[tuple[str, s
 
 def block_kernel_params(build: KernelBuild, dev: Device) -> BlockKernelParams:
     """The bfp16 template's numbers (npu2, mac_8x8_8x8T on 8 x 8 tiles, Peano or chess)."""
-    p = build.precision
+    p = build.types.precision
     shape = dev.bfp16_mmul_shape
     assert shape is not None  # prec.check_precision refused devices without a bfp16 datapath
     q = BFP16.tile_rows

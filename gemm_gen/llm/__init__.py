@@ -10,7 +10,9 @@
 Formats (docs/llm_weights.md): GGUF Q4_0 (gguf_file.py; Q8_0 refused in one line), AWQ GEMM and GPTQ int32
 checkpoints in safetensors (safetensors_file.py), ONNX com.microsoft.MatMulNBits with bits=4 (onnx_file.py).
 Each reads its file with the format's own package (the [llm] extra: gguf, safetensors, onnx), imported when
-a loader first runs, never by `import gemm_gen`. `gemm_gen.app.linear.Linear` runs the weights.
+a loader first runs, never by `import gemm_gen`. `gemm_gen.app.linear.Linear` runs the weights, on npu2 in plain
+bf16 (within 1% per layer) unless asked for the faster bfp16 datapath (not within it: docs/llm_weights.md section 4);
+`Gemm` itself runs npu2's bfp16 datapath by default.
 """
 
 from .gguf_file import load_gguf

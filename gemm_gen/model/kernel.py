@@ -59,6 +59,7 @@ from ..rules import block_loop as bl
 from ..rules import kernel_variant as kv
 from ..rules.block_loop import BlockLoop
 from ..rules.kernel_variant import KernelVariant
+from ..spec import Types
 from .params import Params
 
 
@@ -68,15 +69,12 @@ class KernelShape:
 
     device: str
     target: str  # aie2 / aie2p
-    dtype_in: str
-    dtype_out: str
+    types: Types  # A's, B's and C's types and C's in L1 (spec.Types: the config's own record)
     r: int
     s: int
     t: int
     emulate_bf16_with_bfp16: bool
     peak_macs: int  # the device's peak MACs/cycle for dtype_in (efficiency denominator)
-    dtype_b: str = ""  # "": dtype_in
-    acc: str = ""  # C's type in L1; "": dtype_out
     expansion: tuple[int, int] | None = None  # None: kernel_variant's choice per tile
     loops: str | None = None  # None: kernel_variant's choice per tile
     convert_once: bool = False  # bf16 converted to bfp16 tiles once (A per call, B per k-step)
@@ -88,13 +86,9 @@ class KernelShape:
     # it makes of aie_api's chess_manifest (pop_loads)
 
     @property
-    def precision(self) -> prec.Precision:
-        return prec.resolve(self.dtype_in, self.dtype_b or None, self.dtype_out, self.acc or None)
-
-    @property
     def block(self) -> bool:
         """A bfp16 kernel: bfp16 B on the bfp16 datapath, or bf16 converted once."""
-        return kv.block_kernel(self.precision, self.convert_once)
+        return kv.block_kernel(self.types.precision, self.convert_once)
 
     @property
     def loop(self) -> BlockLoop:
@@ -108,7 +102,7 @@ class KernelShape:
     @property
     def operands(self) -> str:
         """The mmul key of A x B (hw.devices.Device.operands): "i8xi4" for int4 weights, else A's type."""
-        return self.dev.operands(self.dtype_in, self.dtype_b or None)
+        return self.dev.operands(self.types.dtype_in, self.types.dtype_b or None)
 
     @property
     def dev(self) -> Device:
@@ -140,8 +134,8 @@ def transpose_shuffles(ks: KernelShape, er: int) -> tuple[float, float]:
     """Vector-slot shuffles of the kernel's layout transposes (uncalibrated, SHUFFLE_BYTES): per
     round of an er x et cluster for its er A blocks (column-major A), and per C block load or store
     (column-major C below 32 bits, kept in its own type between calls)."""
-    a = er * -(-ks.r * ks.s * dtype(ks.dtype_in).bytes // SHUFFLE_BYTES) if ks.a_col_maj else 0
-    c = -(-ks.r * ks.t * dtype(ks.acc or ks.dtype_out).bytes // SHUFFLE_BYTES) if ks.c_transposed else 0
+    a = er * -(-ks.r * ks.s * dtype(ks.types.dtype_in).bytes // SHUFFLE_BYTES) if ks.a_col_maj else 0
+    c = -(-ks.r * ks.t * dtype(ks.types.acc or ks.types.dtype_out).bytes // SHUFFLE_BYTES) if ks.c_transposed else 0
     return float(a), float(c)
 
 
@@ -161,7 +155,7 @@ def b_conversion_cycles(ks: KernelShape, k: np.ndarray, n: np.ndarray) -> np.nda
     for W4A16's, whose dequantization pass writes the tiles: model/dequant_cost.py); its A tile's conversion
     is part of each call (a_conversion_cycles)."""
     k, n = np.asarray(k), np.asarray(n)
-    if not ks.convert_once or ks.precision.b != BF16.name:
+    if not ks.convert_once or ks.types.precision.b != BF16.name:
         return np.zeros(np.broadcast(k, n).shape)
     return np.asarray((k // TILE) * (n // TILE) * convert_tile_cycles(ks), dtype=np.float64)
 
@@ -170,7 +164,7 @@ def a_conversion_cycles(ks: KernelShape, t_ma: np.ndarray, k: np.ndarray) -> np.
     """Cycles one call of a block kernel spends turning its bf16 A tile (T_MA x k) into bfp16 tiles
     (config 1 and convert-once; 0 otherwise, and 0 for the ATB chess kernel, whose epsilon holds it)."""
     t_ma, k = np.asarray(t_ma), np.asarray(k)
-    if not kv.converts_a_tile(ks.precision, ks.convert_once) or ks.loop.overlap == "atb-chess":
+    if not kv.converts_a_tile(ks.types.precision, ks.convert_once) or ks.loop.overlap == "atb-chess":
         return np.zeros(np.broadcast(t_ma, k).shape)
     return np.asarray((t_ma // TILE) * (k // TILE) * convert_tile_cycles(ks, ks.a_col_maj), dtype=np.float64)
 
@@ -178,7 +172,7 @@ def a_conversion_cycles(ks: KernelShape, t_ma: np.ndarray, k: np.ndarray) -> np.
 def _c_tile_ops(ks: KernelShape, unit_bytes: int) -> float:
     """Load (or store) operations of one 8 x 8 tile of C in its L1 type: a bfp16 tile (72 bytes)
     through a stream, whose buffer packs consecutive tiles, the other types in whole vectors."""
-    t = dtype(ks.acc or ks.dtype_out)
+    t = dtype(ks.types.acc or ks.types.dtype_out)
     size = TILE * TILE * t.elem_bytes
     return float(size / unit_bytes) if t.is_block else float(-(-int(size) // unit_bytes))
 
@@ -191,7 +185,7 @@ def block_counts(ks: KernelShape) -> dict[str, float]:
     operations each."""
     isa, lp = ks.dev.isa, ks.loop
     st_acc = _c_tile_ops(ks, isa.vst_bytes)
-    widen = lp.c_tiles * BFP16_C_WIDEN_CYCLES if dtype(ks.acc or ks.dtype_out).is_block else 0.0
+    widen = lp.c_tiles * BFP16_C_WIDEN_CYCLES if dtype(ks.types.acc or ks.types.dtype_out).is_block else 0.0
     widen += 2 * lp.c_tiles * transpose_shuffles(ks, 1)[1]  # each C tile's reload and store
     return {"step_vector": lp.macs * mmul_cycles_block(ks),
             "step_loads": (lp.a_pops + lp.b_pops) * pop_loads(ks),
@@ -280,7 +274,7 @@ def mmul_cycles(p: Params, ks: KernelShape) -> float:
     macs = ks.r * ks.s * ks.t
     if ks.block:
         return mmul_cycles_block(ks)
-    if ks.dtype_in == "bf16":
+    if ks.types.dtype_in == "bf16":
         if ks.emulate_bf16_with_bfp16:
             return p.bf16_via_bfp16_cycles * max(1.0, macs / ks.peak_macs)
         return max(1.0, macs / ks.dev.bf16_mmul_macs)
@@ -303,7 +297,7 @@ def cluster_terms(p: Params, ks: KernelShape, expansion: tuple[int, int] = (2, 2
     isa = ks.dev.isa
     er, et = expansion
     chains = er * et
-    b_out = dtype(ks.acc).bytes  # C moves between L1 and the accumulators in its L1 type
+    b_out = dtype(ks.types.acc).bytes  # C moves between L1 and the accumulators in its L1 type
     round_loads = kv.round_loads(ks.dev, ks.operands, ks.mmul, er, et)  # bf16 via bfp16 still loads bf16
     ld_acc = -(-ks.r * ks.t * b_out // isa.vld_bytes)
     st_acc = -(-ks.r * ks.t * b_out // isa.vst_bytes)
@@ -391,7 +385,16 @@ def kernel_shape(dev: Device, dtype_in: str, dtype_out: str, mmul: tuple[int, in
                  expansion: tuple[int, int] | None = None, loops: str | None = None,
                  convert_once: bool = False, block_loop: BlockLoop | None = None, a_col_maj: bool = False,
                  c_transposed: bool = False, code_reserve: int = 0, compiler: str = "peano") -> KernelShape:
-    return KernelShape(dev.name, dev.aie_target, dtype_in, dtype_out, *mmul, emulate,
-                       dev.peak_macs[dev.operands(dtype_in, dtype_b)],
-                       dtype_b or dtype_in, acc or dtype_out, expansion, loops, convert_once, block_loop, a_col_maj,
-                       c_transposed, code_reserve, compiler)
+    """A kernel's shape from type names (a paper's kernel, a table's row): `shape` with spec.Types.of."""
+    return shape(dev, Types.of(dtype_in, dtype_out, dtype_b, acc), mmul, emulate, expansion, loops, convert_once,
+                 block_loop, a_col_maj, c_transposed, code_reserve, compiler)
+
+
+def shape(dev: Device, types: Types, mmul: tuple[int, int, int], emulate: bool,
+          expansion: tuple[int, int] | None = None, loops: str | None = None, convert_once: bool = False,
+          block_loop: BlockLoop | None = None, a_col_maj: bool = False, c_transposed: bool = False,
+          code_reserve: int = 0, compiler: str = "peano") -> KernelShape:
+    """A kernel's shape from its types' record (a config's: GemmConfig.types)."""
+    return KernelShape(dev.name, dev.aie_target, types, *mmul, emulate,
+                       dev.peak_macs[dev.operands(types.dtype_in, types.dtype_b)], expansion, loops, convert_once,
+                       block_loop, a_col_maj, c_transposed, code_reserve, compiler)

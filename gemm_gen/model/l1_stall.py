@@ -22,23 +22,24 @@ from ..rules.kernel_variant import converts_a_tile
 
 def access_bytes_per_call(c: GemmConfig) -> dict[str, float]:
     """Bytes one kernel call loads from and stores to each of a core's buffer roles."""
-    v, (r, _, t) = c.variant, c.mmul
+    v, (r, _, t) = c.variant, c.kernel.mmul
+    assert v is not None, "a config check_config accepts has a kernel variant (rules/defaults.variant)"
     b16 = dtype(BFP16)
-    a_tile, b_tile = c.t_in.nbytes(c.t_ma * c.k), c.t_b.nbytes(c.k * c.n)
-    c_slice = 2 * c.t_acc.nbytes(c.t_ma * c.n)  # loaded and stored once per call
-    if not c.block_kernel:  # each cluster reloads its A rows per cluster column, its B columns per cluster row
-        return {"A": a_tile * c.n / (v.et * t), "B": b_tile * c.t_ma / (v.er * r), "C": float(c_slice)}
+    a_tile, b_tile = c.types.t_in.nbytes(c.t_ma * c.tiling.k), c.types.t_b.nbytes(c.tiling.k * c.tiling.n)
+    c_slice = 2 * c.types.t_acc.nbytes(c.t_ma * c.tiling.n)  # loaded and stored once per call
+    if not c.kernel.block:  # each cluster reloads its A rows per cluster column, its B columns per cluster row
+        return {"A": a_tile * c.tiling.n / (v.et * t), "B": b_tile * c.t_ma / (v.er * r), "C": float(c_slice)}
     q2 = 2 * b16.tile_rows  # bfp16 kernels: 2 x 2 clusters of 8 x 8 tiles
-    a_bfp16, b_bfp16 = b16.nbytes(c.t_ma * c.k), b16.nbytes(c.k * c.n)
-    converts_a = converts_a_tile(c.precision, bool(c.convert_once))
+    a_bfp16, b_bfp16 = b16.nbytes(c.t_ma * c.tiling.k), b16.nbytes(c.tiling.k * c.tiling.n)
+    converts_a = converts_a_tile(c.types.precision, bool(c.kernel.convert_once))
     out: dict[str, float] = {"C": c_slice}
     if converts_a:  # read once and written as bfp16 once, then the bfp16 copy reloaded per cluster column
-        out["A"], out["A bfp16"] = a_tile, a_bfp16 * (1 + c.n / q2)
+        out["A"], out["A bfp16"] = a_tile, a_bfp16 * (1 + c.tiling.n / q2)
     else:
-        out["A"] = a_tile * c.n / q2
-    if c.convert_once:  # B converted (W4A16: its object dequantized) once per k-step, i.e. per rho calls
-        b_read = l1.b_object_bytes(c.l1_options, c.k, c.n)
-        out["B"], out["B bfp16"] = b_read / c.rho, b_bfp16 / c.rho + b_bfp16 * c.t_ma / q2
+        out["A"] = a_tile * c.tiling.n / q2
+    if c.kernel.convert_once:  # B converted (W4A16: its object dequantized) once per k-step, i.e. per rho calls
+        b_read = l1.b_object_bytes(c.l1_options, c.tiling.k, c.tiling.n)
+        out["B"], out["B bfp16"] = b_read / c.tiling.rho, b_bfp16 / c.tiling.rho + b_bfp16 * c.t_ma / q2
     else:
         out["B"] = b_tile * c.t_ma / q2
     return out
@@ -56,7 +57,8 @@ def collisions(c: GemmConfig, plan: L1Plan, call_cycles: float) -> float:
 
     # DMA accesses per k-step into one object of each role: A objects turn over rho times per
     # k-step across depth_ab_l1 slots, B once, a second C object once per output tile
-    turnover = {"A": c.rho / c.depth_ab_l1, "B": 1 / c.depth_ab_l1, "C": 1 / (c.depth_c_l1 * c.call.k_steps)}
+    turnover = {"A": c.tiling.rho / c.array.depth_ab_l1, "B": 1 / c.array.depth_ab_l1,
+                "C": 1 / (c.array.depth_c_l1 * c.call.k_steps)}
     shared: dict[tuple[str, int], tuple[int, set[str]]] = {}
     for f in plan.conflicts:
         nbytes, cores = shared.get((f.dma, f.bank), (f.dma_bytes, set()))

@@ -68,7 +68,7 @@ def layout_prices(c: GemmConfig, params: Params | None = None) -> tuple[LayoutPr
     C in the other layout twice: on this xclbin (the shim stores it) and built that way."""
     p = params or load()
     own = built_layouts(c)
-    types = {"A": c.t_in, "B": c.t_b, "C": c.t_out}
+    types = {"A": c.types.t_in, "B": c.types.t_b, "C": c.types.t_out}
     out = []
     for lay in candidates(own):
         shim = lay != own and all(lay.col_maj(op) == own.col_maj(op) or per_call(op, types[op]) for op in OPERANDS)
@@ -84,13 +84,15 @@ def _price(c: GemmConfig, lay: Layouts, where: str, p: Params) -> LayoutPrice:
     try:
         design = _built(priced, where)
         if where == SAME_XCLBIN:
-            call = serve(c, Problem(c.M, c.K, c.N), lay)
+            call = serve(c, Problem(c.size.M, c.size.K, c.size.N), lay)
             runtime = runtime_sequence(c, call)
             design = replace(design, runtime=runtime, tensors=host_tensors(c, call, runtime))
         e = estimate_design(design, p)
     except GemmGenError as err:
         return LayoutPrice(lay, where, None, None, {}, 0.0, 0.0, err.what)
-    terms = {} if priced.block_kernel else cluster_terms(p, Workload.of(priced).kernel_shape, priced.variant.expansion)
+    v = priced.variant
+    assert v is not None, "a config check_config accepts has a kernel variant (rules/defaults.variant)"
+    terms = {} if priced.kernel.block else cluster_terms(p, Workload.of(priced).kernel_shape, v.expansion)
     return LayoutPrice(lay, where, float(e.time), float(e.tops),
                        {name: float(t.run_bytes) for name, t in e.traffic.items()},
                        float(terms.get("a_transposes", 0.0)), float(terms.get("c_transposes", 0.0)))

@@ -16,7 +16,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from ..errors import ConfigError
+from ..errors import ConfigError, opt
 
 CALIBRATION_FILE = "calibration.json"
 CALIBRATION_PACKAGE = __package__  # where it ships: the model's package (model/fit rewrites it here)
@@ -75,7 +75,7 @@ class Params:
         known = self.peaks.get(dev, {})
         if machine not in known:
             raise ConfigError(f"machine {machine!r} has no {dev} memory profile",
-                              f"use one of {', '.join(sorted(known))}, or give --dram-gbps")
+                              f"use one of {', '.join(sorted(known))}, or give {opt('dram_gbps')}")
         return self.with_dram(dev, peak_gbps=known[machine], machine=machine)
 
 

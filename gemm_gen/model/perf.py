@@ -73,7 +73,8 @@ class Workload:
     def of(cls, c: GemmConfig, call: Problem | None = None, block_loop: BlockLoop | None = None,
            epilogue: Epilogue | None = None) -> Workload:
         """The config's own workload, or one call of it at another size (`call`)."""
-        return cls(c.with_(m=0, k=0, n=0, k_mt=0, rho=1), call or Problem(c.M, c.K, c.N), block_loop, epilogue)
+        return cls(c.with_(m=0, k=0, n=0, k_mt=0, rho=1), call or Problem(c.size.M, c.size.K, c.size.N), block_loop,
+                   epilogue)
 
     @classmethod
     def new(cls, device: str, M: int, K: int, N: int, dtype_in: str = "bf16", dtype_out: str = "bf16",
@@ -115,29 +116,30 @@ class Workload:
     @property
     def b_chunked(self) -> bool:
         """B reaches the memtile in k_mt chunks of column-major tiles (else one k x n object at a time)."""
-        return memtile.b_chunked(self.base.b_col_maj, self.base.b_pack)
+        return memtile.b_chunked(self.base.layout.b_col_maj, self.base.layout.b_pack)
 
     @property
     def b_layout(self) -> str:
         """B's DRAM layout as the model prices its runs: a W4A16 B is each column's objects in k-step order
         (strips, whatever the packing option), else the config's packing."""
-        return "strips" if self.base.group_size else self.base.b_pack
+        return "strips" if self.base.groups.group_size else self.base.layout.b_pack
 
     @property
     def kernel_shape(self) -> kmod.KernelShape:
         c = self.base
-        return kmod.kernel_shape(c.dev, c.dtype_in, c.dtype_out, c.mmul, bool(c.emulate_bf16_with_bfp16),
-                                 c.dtype_b, c.acc, c.expansion, c.kernel_loops, bool(c.convert_once),
-                                 self.block_loop, c.a_col_maj, c.c_t_blocks and not c.precision.converts_c,
-                                 dequant_code_bytes(c.dev.name, bool(c.zero_points), c.mmul) if c.group_size else 0,
-                                 str(c.compiler))
+        k = c.kernel
+        return kmod.shape(c.dev, c.types, k.mmul, k.emulate_bf16_with_bfp16, k.expansion, k.kernel_loops,
+                          k.convert_once, self.block_loop, c.layout.a_col_maj,
+                          c.c_t_blocks and not c.types.precision.converts_c,
+                          dequant_code_bytes(c.dev.name, c.groups.zero_points, k.mmul) if c.groups.group_size else 0,
+                          k.compiler)
 
     @property
     def elem_bytes(self) -> tuple[float, float, float, float]:
         """Bytes per value of A, B, C (in DRAM and its L1 object) and C's L1 accumulator."""
         c = self.base
-        return tuple(dtype(str(t)).elem_bytes for t in (c.dtype_in, c.dtype_b, c.dtype_out,
-                                                         c.acc))  # type: ignore[return-value]
+        return tuple(dtype(str(t)).elem_bytes for t in (c.types.dtype_in, c.types.dtype_b, c.types.dtype_out,
+                                                         c.types.acc))  # type: ignore[return-value]
 
     @property
     def macs(self) -> int:
@@ -145,7 +147,8 @@ class Workload:
 
     def __str__(self) -> str:  # test ids
         c = self.base
-        return f"{c.device}-{self.size}-{c.dtype_in}-{c.dtype_out}-{'col' if c.b_col_maj else 'row'}"
+        layout = "col" if c.layout.b_col_maj else "row"
+        return f"{c.array.device}-{self.size}-{c.types.dtype_in}-{c.types.dtype_out}-{layout}"
 
 
 @dataclass
@@ -201,7 +204,9 @@ def dram_lds(pr: Workload, k_mt: np.ndarray, n: np.ndarray) -> tuple[np.ndarray,
 
 @functools.lru_cache(maxsize=4096)
 def _lds(pr: Workload, k_mt: int, n: int) -> tuple[int, int, int]:
-    call = plan_call(pr.config(pr.base.dev.core_rows, k_mt, n, k_mt), Problem(pr.M, pr.K, pr.N))
+    # a config for the call's geometry only: no kernel is built for this tile, so none of its variant is asked
+    geometry = pr.config(pr.base.dev.core_rows, k_mt, n, k_mt, expansion=None, kernel_loops=None)
+    call = plan_call(geometry, Problem(pr.M, pr.K, pr.N))
     return call.ld("A"), call.ld("B"), call.ld("C")
 
 
@@ -220,14 +225,14 @@ def estimate(pr: Workload, m: np.ndarray | int, k: np.ndarray | int, n: np.ndarr
     """
     p = params or load()
     dev = pr.base.dev
-    rows, cols = pr.base.rows, pr.base.cols
+    rows, cols = pr.base.array.rows, pr.base.array.cols
     f_hz = dev.clock_ghz * GIGA
     b_a, b_b, b_out, b_acc = pr.elem_bytes
     ks = pr.kernel_shape
     isa = dev.isa
     sbw = p.stream_bytes_per_cycle
     m, k, n, k_mt, rho = (np.asarray(x, dtype=np.int64) for x in (m, k, n, k_mt, rho))
-    g, zp = pr.base.group_size, pr.base.zero_points
+    g, zp = pr.base.groups.group_size, pr.base.groups.zero_points
     # W4A16: a B object is its int4 values and its scale (zero-point) rows (groupquant.ObjectLayout)
     b_obj_b = dequant_cost.b_bytes_per_value(k, n, g, zp) if g else np.float64(b_b)
 
@@ -237,7 +242,7 @@ def estimate(pr: Workload, m: np.ndarray | int, k: np.ndarray | int, n: np.ndarr
     m_blocks, n_blocks = Mp // (m * rows), Np // (n * cols)
     groups = m_blocks * n_blocks
     spans = task_groups if task_groups is not None else padding.task_groups(
-        m_blocks, n_blocks, pr.base.task_span, dev.dma[TileKind.SHIM].iteration_wrap_max)
+        m_blocks, n_blocks, pr.base.runtime.task_span, dev.dma[TileKind.SHIM].iteration_wrap_max)
     k_steps = Kp // k
 
     # ---- compute side (cycles of one core) ------------------------------------------------
@@ -247,12 +252,13 @@ def estimate(pr: Workload, m: np.ndarray | int, k: np.ndarray | int, n: np.ndarr
     b_convert = kmod.b_conversion_cycles(ks, k, n)  # convert-once bf16: B once per k-step
     # W4A16: the B object dequantized once per k-step into the tile the calls read, bf16 or (converting once)
     # bfp16 (uncalibrated)
-    b_dequant = (dequant_cost.object_cycles(dev, k, n, g, zp, pr.base.mmul, to_bfp16(g, pr.base.convert_once)) if g
+    b_dequant = (dequant_cost.object_cycles(dev, k, n, g, zp, pr.base.kernel.mmul,
+                                            to_bfp16(g, pr.base.kernel.convert_once)) if g
                  else np.zeros(np.broadcast(k, n).shape))
     step_loss = p.bfp16_step_cycles if ks.block else 0.0  # atb Table 1: per k-step, whatever rho
     step = np.maximum(rho * (kcyc + p.switch_cycles) + b_convert + b_dequant + step_loss, l1_dma)
     zero = m * n * b_acc / isa.vst_bytes + p.switch_cycles
-    if pr.base.precision.converts_c:  # C's final conversion: read the accumulator, write C, one more call
+    if pr.base.types.precision.converts_c:  # C's final conversion: read the accumulator, write C, one more call
         zero = zero + m * n * (b_acc / isa.vld_bytes + b_out / isa.vst_bytes) + p.switch_cycles
     epi = pr.epi
     epi_b = epilogue_cost.extra_b_objects(epi)
@@ -261,15 +267,15 @@ def estimate(pr: Workload, m: np.ndarray | int, k: np.ndarray | int, n: np.ndarr
     if epi_b:  # its tile on the B channel: exposed where the transfer outlasts the conversion
         zero = zero + np.maximum(epi_b * k * n * b_b / sbw - zero, 0.0)
     c_to_l2 = m * n * b_out / sbw
-    c_stall = c_to_l2 if pr.base.depth_c_l1 == 1 else np.zeros_like(c_to_l2)
+    c_stall = c_to_l2 if pr.base.array.depth_c_l1 == 1 else np.zeros_like(c_to_l2)
     tile = k_steps * step + zero + c_stall
     t_core = groups * tile / f_hz
 
     # ---- memory side ---------------------------------------------------------------------
     if traffic is None:
-        types = (dtype(pr.base.dtype_in), dtype(str(pr.base.dtype_b)), dtype(pr.base.dtype_out))
-        traffic = analytic_traffic(rows, cols, types, pr.base.b_col_maj, m, k_mt, n, Mp, Kp, Np, pr.b_layout,
-                                   dram_lds(pr, k_mt, n), pr.base.a_col_maj, pr.base.c_col_maj, epi_b * k,
+        types = (dtype(pr.base.types.dtype_in), dtype(str(pr.base.types.dtype_b)), dtype(pr.base.types.dtype_out))
+        traffic = analytic_traffic(rows, cols, types, pr.base.layout.b_col_maj, m, k_mt, n, Mp, Kp, Np, pr.b_layout,
+                                   dram_lds(pr, k_mt, n), pr.base.layout.a_col_maj, pr.base.layout.c_col_maj, epi_b * k,
                                    b_obj_b / b_b)
     dram = p.dram[dev.name]
     bw = dram.peak_gbps * GIGA
@@ -292,7 +298,7 @@ def estimate(pr: Workload, m: np.ndarray | int, k: np.ndarray | int, n: np.ndarr
     a_obj = rows * m * k_first * b_a
     # the first A objects: rows strips of m rows (one run each when they hold all of K); A^T's k_first
     # rows of m per core row when column-major
-    a_obj_runs = rows * k_first if pr.base.a_col_maj else np.where(Kp > k_mt, rows * m, rows)
+    a_obj_runs = rows * k_first if pr.base.layout.a_col_maj else np.where(Kp > k_mt, rows * m, rows)
     b_l2_k = k_first if pr.b_chunked else k
     b_obj = cols * n * b_l2_k * b_obj_b
     side = 1.0 - chi + chi / cols  # lockstep side-by-side strips of all columns
@@ -300,10 +306,10 @@ def estimate(pr: Workload, m: np.ndarray | int, k: np.ndarray | int, n: np.ndarr
     if pr.b_layout == "strips":  # each column's strip is one run
         b_obj_runs = cols * side
     else:
-        b_obj_runs = np.where(Kp > k_mt, cols * n, cols) if pr.base.b_col_maj else cols * k * side
+        b_obj_runs = np.where(Kp > k_mt, cols * n, cols) if pr.base.layout.b_col_maj else cols * k * side
     t_refill = (a_obj + b_obj + (a_obj_runs + b_obj_runs) * lost) / bw
     c_block = cols * rows * m * n * b_out
-    c_block_runs = cols * rows * n if pr.base.c_col_maj else cols * rows * m * side  # C^T: a run per column
+    c_block_runs = cols * rows * n if pr.base.layout.c_col_maj else cols * rows * m * side  # C^T: a run per column
     t_c_dram = (c_block * dram.write_cost + c_block_runs * lost) / bw
     t_c_stream = rows * m * n * b_out / (sbw * f_hz)
     t_drain_block = np.maximum(t_c_dram, t_c_stream) + c_to_l2 / f_hz
@@ -315,7 +321,7 @@ def estimate(pr: Workload, m: np.ndarray | int, k: np.ndarray | int, n: np.ndarr
     # is enough to overlap); with one group in flight every group waits for its own setup, fill
     # and drain. A group is one output block, or a span of them (design/spans.py): its tasks move
     # every block of the span, so the setup is paid once per span.
-    if pr.base.queue_groups <= 1:
+    if pr.base.runtime.queue_groups <= 1:
         array = np.maximum(t_core + spans * (t_refill + t_drain_block), t_mem)
         t_bubbles = spans * t_cp
     else:
@@ -326,7 +332,7 @@ def estimate(pr: Workload, m: np.ndarray | int, k: np.ndarray | int, n: np.ndarr
     # Assumed: the barrier's set, one write32 of a lock register (aiex.set_lock), costs what a parameter's
     # write32 costs; the core's wait and release are two lock instructions per call, left out (a few cycles
     # against the call's microseconds).
-    writes = runtime_writes(pr.base.runtime_sizes, pr.base.epilogue.runtime) * rows * cols
+    writes = runtime_writes(pr.base.runtime.runtime_sizes, pr.base.epilogue.runtime) * rows * cols
     t_dispatch = (p.dispatch_us + writes * p.rtp_write_us) * 1e-6
     time = t_dispatch + array + t_bubbles
 
@@ -375,16 +381,18 @@ def estimate_config(c: GemmConfig, params: Params | None = None, traffic: dict[s
     its runtime sequence's count, a task span's spans as the design groups them)."""
     p = params or load()
     pr = Workload.of(c, call, block_loop, epilogue)
-    if task_groups is None and c.task_span != 1:
+    if task_groups is None and c.runtime.task_span != 1:
         task_groups = len(group_blocks(c, c.call if call is None else plan_call(c, call)))
-    e = estimate(pr, c.m, c.k, c.n, c.k_mt, p, traffic, tasks_per_group, c.rho, task_groups=task_groups)
+    e = estimate(pr, c.tiling.m, c.tiling.k, c.tiling.n, c.tiling.k_mt, p, traffic, tasks_per_group, c.tiling.rho,
+                 task_groups=task_groups)
     if not p.l1_conflict:  # a shared bank costs nothing: no plan needed
         return e
     if plan is None:
         try:
-            plan = l1_banks.plan(c, c.l1_alloc)
+            plan = l1_banks.plan(c, c.array.l1_alloc)
         except GemmGenError:  # a design past its L1 budget (predict still prices it): no layout
             return e
     stall = stall_cycles(c, plan, float(e.kernel_cycles), p.l1_conflict)
-    return e if stall == 0 else estimate(pr, c.m, c.k, c.n, c.k_mt, p, traffic, tasks_per_group, c.rho, stall,
+    return e if stall == 0 else estimate(pr, c.tiling.m, c.tiling.k, c.tiling.n, c.tiling.k_mt, p, traffic,
+                                         tasks_per_group, c.tiling.rho, stall,
                                          task_groups)

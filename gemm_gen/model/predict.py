@@ -297,17 +297,17 @@ class DequantCharge:
 
 def dequant_charge(c: GemmConfig, e: Estimate) -> DequantCharge | None:
     """The dequantization's charge in estimate `e` of W4A16 config `c` (None for any other config)."""
-    if not c.group_size:
+    if not c.groups.group_size:
         return None
     cycles = _f(e.extra["dequant_cycles_per_object"])  # type: ignore[arg-type]
-    objects = _f(e.groups) * int(e.padded[1]) // c.k  # k-steps per output tile, over the tiles
+    objects = _f(e.groups) * int(e.padded[1]) // c.tiling.k  # k-steps per output tile, over the tiles
     core_us = objects * cycles / (c.dev.clock_ghz * 1e9) * 1e6
-    bfp16 = to_bfp16(c.group_size, c.convert_once)
-    rows = int(dequant_cost.pass_rows(c.dev, c.k, c.group_size, c.mmul, bfp16))
-    return DequantCharge(c.group_size, c.zero_points,
-                         dequant_cost.ops_per_vector(c.dev, c.zero_points, c.mmul, bfp16, rows),
-                         dequant_cost.values_per_vector(c.dev, c.mmul, bfp16), cycles, c.k, c.n, core_us,
-                         core_us / (_f(e.t_core) * 1e6), "bfp16 tiles" if bfp16 else "bf16")
+    bfp16 = to_bfp16(c.groups.group_size, c.kernel.convert_once)
+    rows = int(dequant_cost.pass_rows(c.dev, c.tiling.k, c.groups.group_size, c.kernel.mmul, bfp16))
+    return DequantCharge(c.groups.group_size, c.groups.zero_points,
+                         dequant_cost.ops_per_vector(c.dev, c.groups.zero_points, c.kernel.mmul, bfp16, rows),
+                         dequant_cost.values_per_vector(c.dev, c.kernel.mmul, bfp16), cycles, c.tiling.k, c.tiling.n,
+                         core_us, core_us / (_f(e.t_core) * 1e6), "bfp16 tiles" if bfp16 else "bf16")
 
 
 def predict(config: GemmConfig, params: Params | None = None,
@@ -330,7 +330,7 @@ def predict(config: GemmConfig, params: Params | None = None,
     epi = design_epilogue(design)
     if epi.is_identity:
         return pred
-    charge = epilogue_charge(epi, config.m, config.n)
+    charge = epilogue_charge(epi, config.tiling.m, config.tiling.n)
     if epi.runtime:  # the model decides whether a build of one activation would be faster, per activation
         runtime_s = _f(estimate_design(design, p).time)
         alone = [(a.value, runtime_s, _f(estimate_config(design.config, p, design_traffic(design),
@@ -356,24 +356,25 @@ def prediction(c: GemmConfig, e: Estimate, p: Params, design: Design, tops_low: 
                not_buildable_because: str | None) -> Prediction:
     """The record of one design's estimate `e` (under params `p`) and its range."""
     dev = c.dev
-    peak = dev.peak_macs[dev.operands(c.dtype_in, c.dtype_b)]
+    peak = dev.peak_macs[dev.operands(c.types.dtype_in, c.types.dtype_b)]
     v = c.variant
+    assert v is not None, "a config check_config accepts has a kernel variant (rules/defaults.variant)"
     terms = cluster_terms(p, Workload.of(c).kernel_shape, v.expansion)
-    col_clusters = c.n // (v.et * c.t)
+    col_clusters = c.tiling.n // (v.et * c.kernel.mmul[2])
     mem = [sum(b.nbytes for b in design.memtile_buffers if b.home_col == col)
-           for col in range(dev.target(c.cols)[1])]
+           for col in range(dev.target(c.array.cols)[1])]
     dram_total = sum(_f(t.bytes) for t in e.traffic.values())
     t_mem = _f(e.t_mem)
     return Prediction(
         design=design_keys(c),
-        emulate_bf16_with_bfp16=c.emulate_bf16_with_bfp16,
+        emulate_bf16_with_bfp16=c.kernel.emulate_bf16_with_bfp16,
         padded=(int(e.padded[0]), int(e.padded[1]), int(e.padded[2])),
         tops=_f(e.tops),
         time_s=_f(e.time),
         bound="memory" if t_mem > _f(e.t_core) else "compute",
         compute_bound_tops=_f(e.compute_bound_tops),
         memory_bound_tops=_f(e.memory_bound_tops),
-        peak_tops=dev.peak_tops(dev.operands(c.dtype_in, c.dtype_b)),
+        peak_tops=dev.peak_tops(dev.operands(c.types.dtype_in, c.types.dtype_b)),
         core_macs_per_cycle=_f(e.kernel_macs_per_cycle),
         core_efficiency=_f(e.kernel_macs_per_cycle) / peak,
         core_macs_per_cycle_in_array=_f(e.core_macs_per_cycle),
@@ -394,11 +395,11 @@ def prediction(c: GemmConfig, e: Estimate, p: Params, design: Design, tops_low: 
         l1_bytes=c.l1_bytes,
         l1_fraction=c.l1_bytes / dev.l1_bytes,
         l2_bytes=sum(mem),
-        l2_fraction=sum(mem) / (dev.memtile_bytes * c.cols),
+        l2_fraction=sum(mem) / (dev.memtile_bytes * c.array.cols),
         tops_low=tops_low,
         tops_high=tops_high,
         not_buildable_because=not_buildable_because,
-        dram_roof=dram_roof(dev.name, c.size, c.dtype_in, str(c.dtype_b), c.dtype_out, p, c.group_size,
-                            c.zero_points),
+        dram_roof=dram_roof(dev.name, c.size, c.types.dtype_in, str(c.types.dtype_b), c.types.dtype_out, p,
+                            c.groups.group_size, c.groups.zero_points),
         dequant=dequant_charge(c, e),
     )

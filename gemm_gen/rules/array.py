@@ -35,7 +35,7 @@ def queue_ok(dev: Device, queue_groups: int) -> bool:
 DECODE_M_MAX = 16
 # The two mappings of the rows x cols grid: the whole array (every core row, A split over the rows),
 # or one core row ("decode": m covers the padded M, every column a slice of N, B read once).
-MAPPINGS = ("whole-array", "decode")
+# MAPPINGS: spec.py, with the option
 
 
 def decode_call(M: Ints) -> Ints:

@@ -10,30 +10,50 @@ depends on it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
+from functools import lru_cache
+from typing import Any, TypeVar
 
 from .. import precision as prec
-from ..errors import ConfigError
+from ..epilogue import Epilogue
+from ..errors import ConfigError, opt
 from ..hw.devices import Device, MmulShape, device
 from ..precision import Precision
-from ..spec import Options
+from ..spec import (
+    B_PACKS,
+    ROWS,
+    ArrayOptions,
+    GroupQuant,
+    KernelOptions,
+    Layout,
+    Options,
+    RuntimeOptions,
+    Tiling,
+    Types,
+)
+from . import kernel_variant as kv
+from . import tiling
+from .dequant import code_reserve
+from .epilogue import epilogue_of
+from .l1 import a_rows
+
+R = TypeVar("R")
 
 
 @dataclass(frozen=True)
 class Resolved:
-    """Every option whose default depends on others, with that default applied."""
+    """Every option with its default applied, in the resolved config's sub-records (spec.py), and whether
+    the convert-once kernel was left open where both kernels can run (search.choose weighs them)."""
 
-    rows: int
-    cols: int
-    dtype_out: str
-    dtype_b: str
-    b_pack: str
-    compiler: str
-    emulate_bf16_with_bfp16: bool
-    acc: str
-    convert_once: bool
-    stack_bytes: int
-    convert_once_open: bool = False  # left open and buildable either way: search.choose weighs both kernels
+    types: Types
+    layout: Layout
+    groups: GroupQuant
+    kernel: KernelOptions
+    array: ArrayOptions
+    runtime: RuntimeOptions
+    epilogue: Epilogue
+    default_acc: str  # C's L1 type had acc not been given (dtype_out when the types have no kernel)
+    convert_once_open: bool = False
 
 
 def default_out(dtype_in: str) -> str:
@@ -75,21 +95,22 @@ def convert_once_problem(dev: Device, p: Precision, emulate: bool, mmul_shape: M
     None when it can: bf16 x bf16 on the bfp16 datapath (8x8x8), built by a bfp16 compiler; or W4A16 (bf16 x
     int4 with group scales) there, whose kernel then dequantizes each B object straight into bfp16 tiles."""
     if p.block or p.a != "bf16" or dev.bf16_emulation_shape is None:
-        return (f"--convert-once is for a bf16 A (times bf16, or W4A16's int4 B) on npu2's bfp16 datapath, not "
-                f"{dev.name} {p.name}", "drop --convert-once")
+        return (f"{opt('convert_once')} is for a bf16 A (times bf16, or W4A16's int4 B) on npu2's bfp16 datapath, "
+                f"not {dev.name} {p.name}", f"drop {opt('convert_once')}")
     if not emulate:
-        return ("--convert-once runs bf16 on the bfp16 datapath, which --emulate-bf16-mmul-with-bfp16 0 "
+        return (f"{opt('convert_once')} runs bf16 on the bfp16 datapath, which {opt('emulate_bf16_with_bfp16', False)} "
                 "turns off", "drop one of the two")
     if mmul_shape is not None and tuple(mmul_shape) != dev.bf16_emulation_shape:
-        return (f"--convert-once multiplies {'x'.join(map(str, dev.bf16_emulation_shape))} bfp16 tiles, not "
-                f"mmul {'x'.join(map(str, mmul_shape))}", "drop --mmul")
+        return (f"{opt('convert_once')} multiplies {'x'.join(map(str, dev.bf16_emulation_shape))} bfp16 tiles, not "
+                f"mmul {'x'.join(map(str, mmul_shape))}", f"drop {opt('mmul_shape')}")
     if epilogue:
         return ("the convert-once kernel is a bfp16 kernel, which has no fused epilogue yet (the emulated bf16 "
-                "kernel has)", "drop --convert-once, or the epilogue")
+                "kernel has)", f"drop {opt('convert_once')}, or the epilogue")
     if compiler not in prec.BFP16_COMPILERS:
         return (f"the convert-once kernel is a bfp16 kernel, which builds with "
                 f"{' or '.join(prec.BFP16_COMPILERS)} only, not {compiler}",
-                "use --chess, Peano (no --chess), or --convert-once 0")
+                f"use {opt('compiler', 'chess')}, Peano (no {opt('compiler', 'chess')}), or "
+                f"{opt('convert_once', False)}")
     return None
 
 
@@ -120,6 +141,7 @@ def default_stack(dev_name: str, compiler: str, precision: Precision | None = No
     return max(chess, dev.bfp16_stack_bytes["peano"]) if compiler == "peano" else chess
 
 
+@lru_cache(maxsize=4096)
 def resolve(o: Options) -> Resolved:
     """The options' defaults, each derived from what was given (in dependency order: B's type,
     then the compiler and the datapath, which decide the mmul, which decides the accumulator, which
@@ -151,5 +173,66 @@ def resolve(o: Options) -> Resolved:
     default_once = buildable and (compiler == "chess" or bool(o.group_size))
     convert_once = o.convert_once if o.convert_once is not None else default_once
     stack = o.stack_bytes or default_stack(dev.name, compiler, p, convert_once)
-    return Resolved(o.rows or dev.core_rows, o.cols or dev.columns, out, dtype_b, o.b_pack or "tiles", compiler,
-                    emulate, acc, convert_once, stack, o.convert_once is None and buildable and not o.group_size)
+    shape = mmul(dev, o.mmul_shape, p, emulate)
+    kernel = _record(KernelOptions, o, emulate_bf16_with_bfp16=emulate, compiler=compiler, mmul=shape,
+                     convert_once=convert_once, block=kv.block_kernel(p, convert_once))
+    array = _record(ArrayOptions, o, rows=o.rows or dev.core_rows, cols=o.cols or dev.columns, stack_bytes=stack)
+    return Resolved(Types(o.dtype_in, out, dtype_b, acc), _record(Layout, o, b_pack=o.b_pack or B_PACKS[0]),
+                    _record(GroupQuant, o), kernel, array, _record(RuntimeOptions, o),
+                    epilogue_of(o.bias, o.activation, o.clamp, o.requant), default_acc(dev, o.dtype_in, out, shape),
+                    o.convert_once is None and buildable and not o.group_size)
+
+
+def _record(kind: type[R], o: Options, **derived: Any) -> R:
+    """A sub-record of the resolved config: the derived values given, and every other field the option of its
+    name as given, or the table's constant default where it has one and the option was not given (so an option
+    without a derived default needs no line here)."""
+    values = {}
+    for f in fields(kind):  # type: ignore[arg-type]
+        if f.name in derived:
+            values[f.name] = derived[f.name]
+        else:
+            given = getattr(o, f.name)
+            values[f.name] = ROWS[f.name].default if given is None and ROWS[f.name].default is not None else given
+    return kind(**values)
+
+
+def variant(dev_name: str, types: Types, kernel: KernelOptions, groups: GroupQuant, tile: Tiling,
+            epilogue: bool) -> kv.KernelVariant | None:
+    """The kernel's accumulator expansion and loop structure for a tile: bfp16 kernels their fixed one, else the
+    given expansion and loops (checked: ConfigError) or the automatic ones. None when there is no kernel to vary:
+    the tiling not chosen yet (zeros: the search's configs), a tile off its mmul's grid (rules/tiling.py), a
+    convert-once kernel that cannot be built (convert_once_problem; `epilogue`: one was asked for), or a scalar A
+    type the device has no matmul kernel for; check_config names what is wrong with those, in its own order, before
+    anything reads the variant."""
+    if min(tile.m, tile.k, tile.n, tile.rho) <= 0 or tile.m % tile.rho:
+        return None
+    steps = tiling.steps(kernel.mmul, types.precision.block, kernel.block)
+    if not tiling.divisible(steps, tile.m, tile.k, tile.n, tile.k_mt, tile.rho):
+        return None
+    if kernel.convert_once and convert_once_problem(device(dev_name), types.precision, kernel.emulate_bf16_with_bfp16,
+                                                    kernel.mmul_shape, kernel.compiler, epilogue) is not None:
+        return None
+    if kernel.block:
+        if kernel.expansion not in (None, (2, 2)) or kernel.kernel_loops not in (None, "k-pipelined"):
+            raise ConfigError("bfp16 kernels have one variant (2x2 clusters of 8x8 tiles, K loop pipelined)",
+                              f"drop {opt('expansion')} and {opt('kernel_loops')}")
+        return kv.KernelVariant(2, 2, "k-pipelined")
+    if types.dtype_in not in device(dev_name).input_types:  # check_types names the type (with a given mmul, the
+        return None  # search's probe tile gets here)
+    return _scalar_variant(dev_name, types.dtype_in, types.dtype_b, kernel.mmul, kernel.emulate_bf16_with_bfp16,
+                           a_rows(tile.m, tile.rho), tile.k, tile.n, kernel.expansion, kernel.kernel_loops,
+                           groups.group_size, groups.zero_points, kernel.compiler)
+
+
+@lru_cache(maxsize=4096)
+def _scalar_variant(dev_name: str, dtype_in: str, dtype_b: str, shape: MmulShape, emulate: bool, t_ma: int, k: int,
+                    n: int, expansion: tuple[int, int] | None, loops: str | None, group_size: int, zero_points: bool,
+                    compiler: str) -> kv.KernelVariant:
+    """kernel_variant.choose for a scalar kernel (cached: a config made again, or with another size, chooses
+    once)."""
+    dev = device(dev_name)
+    # W4A16: the matmul function also holds the dequantization pass, so the loops leave its code room
+    reserve = code_reserve(dev.name, group_size, zero_points, shape)
+    return kv.choose(dev, dev.operands(dtype_in, dtype_b), shape, emulate, t_ma, k, n, expansion, loops, reserve,
+                     compiler)

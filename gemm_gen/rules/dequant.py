@@ -55,6 +55,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..dtypes import BF16, BFP16
+from ..errors import opt
 from ..hw.devices import DEVICES, Device
 from . import Ints
 from . import kernel_variant as kv
@@ -177,6 +178,12 @@ def dequant_code_bytes(dev_name: str, zero_points: bool, mmul: tuple[int, int, i
     return trip * kv.PIPELINE_COPIES * dev.isa.instruction_bytes
 
 
+def code_reserve(dev_name: str, group_size: int, zero_points: bool, mmul: tuple[int, int, int]) -> int:
+    """Program bytes the matmul function holds besides its loop nest: W4A16's dequantization pass (none without
+    group scales), which the automatic loop structure leaves room for (kernel_variant.auto_loops)."""
+    return dequant_code_bytes(dev_name, zero_points, mmul) if group_size else 0
+
+
 def matmul_code_bytes(dev: Device, mmul: tuple[int, int, int], emulate: bool, expansion: tuple[int, int],
                       loops: str, k: Ints, n: Ints, zero_points: bool) -> Ints:
     """Estimated program memory of a W4A16 matmul: the bf16 loop nest (kernel_variant.code_bytes) plus the
@@ -206,4 +213,4 @@ def code_problem(dev: Device, mmul: tuple[int, int, int], emulate: bool, expansi
     need, budget = matmul_code_bytes(dev, mmul, emulate, expansion, loops, k, n, zero_points), code_budget(dev)
     return (f"the matmul and its dequantization pass (about {need} B of code) exceed their {budget} B of the "
             f"{dev.name} core's {dev.isa.program_bytes} B program memory",
-            "use --kernel-loops k-pipelined, or a smaller kernel tile")
+            f"use {opt('kernel_loops', 'k-pipelined')}, or a smaller kernel tile")

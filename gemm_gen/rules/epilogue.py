@@ -15,23 +15,24 @@ whether its epilogue tile fits the B object that carries it.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 
 from ..dtypes import BF16
-from ..epilogue import Activation, Epilogue, RequantForm, tile_layout
-from ..errors import ConfigError
+from ..epilogue import Activation, Epilogue, tile_layout
+from ..errors import ConfigError, opt
 from ..precision import Precision
+from ..spec import ACTIVATIONS, REQUANTS
 from . import Ints
 
-ACTIVATIONS = tuple(a.value for a in Activation)  # none, relu, silu, gelu, runtime (each call selects)
 FLOAT_ACTIVATIONS = ACTIVATIONS
 INT_ACTIVATIONS = ("none", "relu")  # ReLU of a requantized output is its act_min (the zero point)
-REQUANTS = {"per_channel": RequantForm.DOUBLE}  # TFLite's default double rounding
 FLOAT_OUTS = ("bf16",)  # mlir-aie's bf16 sequences write bf16
 REQUANT_OUTS = ("i8", "i16")
 REQUANT_ACC = "i32"
 NO_TILE_B = ("i4",)  # B types whose objects cannot carry the epilogue tile yet
+_DROP = f"drop {opt('bias')}, {opt('activation')}, {opt('clamp')} and {opt('requant')}"  # every epilogue option
 
 
 def epilogue_of(bias: bool, activation: str | None, clamp: tuple[float, float] | None,
@@ -39,18 +40,25 @@ def epilogue_of(bias: bool, activation: str | None, clamp: tuple[float, float] |
     """The Epilogue the options ask for (ConfigError for a name no epilogue has)."""
     name = activation or "none"
     if name not in ACTIVATIONS:
-        raise ConfigError(f"unknown activation {name!r}", f"use --activation {' or '.join(ACTIVATIONS)}")
+        raise ConfigError(f"unknown activation {name!r}", f"use {opt('activation', *ACTIVATIONS)}")
     if requant is not None and requant not in REQUANTS:
-        raise ConfigError(f"unknown requantization {requant!r}", f"use --requant {' or '.join(REQUANTS)}")
+        raise ConfigError(f"unknown requantization {requant!r}", f"use {opt('requant', *REQUANTS)}")
     if clamp is not None:
         lo, hi = clamp
         # finite as the kernel holds them, in bf16 (3.4e38 rounds to infinity there)
         with np.errstate(over="ignore"):
             in_bf16 = [float(np.float32(v).astype(BF16.host)) if math.isfinite(v) else v for v in clamp]
         if not all(math.isfinite(v) for v in in_bf16) or lo > hi:
-            raise ConfigError(f"clamp bounds {lo},{hi} are not finite LO <= HI in bf16", "give --clamp LO,HI like -6,6")
+            raise ConfigError(f"clamp bounds {lo},{hi} are not finite LO <= HI in bf16",
+                              f"give {opt('clamp')} LO,HI like -6,6")
     return Epilogue(bool(bias), Activation(name), None if clamp is None else (float(clamp[0]), float(clamp[1])),
                     None if requant is None else REQUANTS[requant])
+
+
+def option_values(e: Epilogue) -> dict[str, Any]:
+    """The options an Epilogue is made of (the inverse of epilogue_of): bias, activation, clamp, requant."""
+    requant = next((name for name, form in REQUANTS.items() if form == e.requant), None)
+    return {"bias": e.bias, "activation": e.activation.value, "clamp": e.clamp, "requant": requant}
 
 
 def call_activation(e: Epilogue, name: str | None) -> str | None:
@@ -61,7 +69,8 @@ def call_activation(e: Epilogue, name: str | None) -> str | None:
     served = [a.value for a in e.modes]
     if not e.runtime:
         raise ConfigError(f"this build's activation is {e.activation.value}: a call cannot select {name}",
-                          "build with --activation runtime to choose per call, or drop the call's activation")
+                          f"build with {opt('activation', 'runtime')} to choose per call, or drop the call's "
+                          "activation")
     if name not in served:
         raise ConfigError(f"a runtime-activation build serves {', '.join(served)}, not {name!r}",
                           f"select one of {', '.join(served)}")
@@ -74,36 +83,37 @@ def types_problem(e: Epilogue, p: Precision, block_kernel: bool, shift: int) -> 
         return None
     if p.block or block_kernel:
         return (f"an epilogue on the bfp16 kernels ({p.name}) is not built yet",
-                "use a scalar kernel (--convert-once 0 for bf16 on npu2), or drop the epilogue")
+                f"use a scalar kernel ({opt('convert_once', False)} for bf16 on npu2), or drop the epilogue")
     if p.b in NO_TILE_B:  # the tile is packed in whole bytes into B's object; an int4 B walks words of nibbles
         return (f"an epilogue with {p.b} weights is not built yet (its tile would ride in a B object of {p.b})",
-                f"use --dtype_b {p.a}, or drop --bias, --activation, --clamp and --requant")
+                f"use {opt('dtype_b', p.a)}, or {_DROP}")
     if p.out not in FLOAT_OUTS + REQUANT_OUTS:
         return (f"a {p.out} output takes no epilogue (float: {', '.join(FLOAT_OUTS)}; requantized: "
-                f"{' or '.join(REQUANT_OUTS)} from {REQUANT_ACC})", "drop --bias, --activation, --clamp and --requant")
+                f"{' or '.join(REQUANT_OUTS)} from {REQUANT_ACC})", _DROP)
     if not p.converts_c:
-        return ("the epilogue runs in C's one conversion after its last k-step, and --acc out converts C after "
-                "every k-step", "drop --acc (the wide accumulator), or drop the epilogue")
+        return (f"the epilogue runs in C's one conversion after its last k-step, and {opt('acc', 'out')} converts C "
+                "after every k-step", f"drop {opt('acc')} (the wide accumulator), or drop the epilogue")
     if p.out in FLOAT_OUTS:
         if e.requant is not None:
-            return (f"--requant is TFLite's integer requantization, not for a {p.out} output",
-                    f"use --dtype_out {' or '.join(REQUANT_OUTS)} with integer inputs, or drop --requant")
+            return (f"{opt('requant')} is TFLite's integer requantization, not for a {p.out} output",
+                    f"use {opt('dtype_out', *REQUANT_OUTS)} with integer inputs, or drop {opt('requant')}")
         return None
     if p.acc != REQUANT_ACC:
         return (f"requantization reads an {REQUANT_ACC} accumulator, and this {p.out} C accumulates in {p.acc}",
-                "use an mmul with a 32-bit accumulator (--mmul), or drop the epilogue")
+                f"use an mmul with a 32-bit accumulator ({opt('mmul_shape')}), or drop the epilogue")
     if e.requant is None:
         return (f"an epilogue on a {p.out} output is TFLite's requantization (bias, ReLU as act_min)",
-                "add --requant per_channel")
+                f"add {opt('requant', 'per_channel')}")
     if e.activation.value not in INT_ACTIVATIONS:
-        return (f"--activation {e.activation.value} on a requantized {p.out} output: integer outputs take "
-                f"{' or '.join(INT_ACTIVATIONS)} (ReLU is act_min)", "use a bf16 output, or --activation relu")
+        return (f"{opt('activation', e.activation.value)} on a requantized {p.out} output: integer outputs take "
+                f"{' or '.join(INT_ACTIVATIONS)} (ReLU is act_min)",
+                f"use a bf16 output, or {opt('activation', 'relu')}")
     if e.clamp is not None:
-        return (f"--clamp on a requantized {p.out} output: its bounds are the call's act_min / act_max",
-                "drop --clamp and pass act_min / act_max with the scales")
+        return (f"{opt('clamp')} on a requantized {p.out} output: its bounds are the call's act_min / act_max",
+                f"drop {opt('clamp')} and pass act_min / act_max with the scales")
     if shift:
-        return (f"--shift {shift} with --requant: the requantization's shifts are per column (call data)",
-                "drop --shift")
+        return (f"{opt('shift', shift)} with {opt('requant')}: the requantization's shifts are per column (call data)",
+                f"drop {opt('shift')}")
     return None
 
 

@@ -46,16 +46,16 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..dtypes import DType, dtype
-from ..errors import ConfigError
+from ..errors import ConfigError, opt
 from ..hw.devices import MIXED, Device, MmulShape
 from ..precision import Precision
+from ..spec import EXPANSIONS, LOOPS
 from . import peano
 
 KERNEL_EXPANSION = 2  # our kernels compute 2 x 2 blocks of mmuls: m % 2r == 0, n % 2t == 0
-LOOPS = ("k-pipelined", "c-overlap", "k-flat", "jk-flat")  # least to most overlap
 FLATTENING = ("k-flat", "jk-flat")  # the structures that need a second cluster's accumulators
 DEFAULT_LOOPS = "k-pipelined"
-CANDIDATES = ((2, 2), (4, 2), (2, 4), (4, 4))  # er x et; narrower ones share too few loads
+CANDIDATES = EXPANSIONS  # er x et (spec.py); narrower ones share too few loads
 CODE_BUDGET = 0.5  # of the program memory, for flattened matmul code (the rest: zero kernel, main, runtime)
 # of the program memory, for the fused epilogue's block loops (every mode of a runtime activation: the union
 # must fit); the last quarter stays for the zero kernel, main and the runtime. A budget, not a measurement.
@@ -173,7 +173,7 @@ def expansions(dev: Device, dtype_in: str, mmul: MmulShape, emulate: bool = Fals
                                                       (isa.acc_file_bits, isa.vector_file_bits)))]
     if (2, 2) not in fit:
         raise ConfigError(f"the {dev.name} {dtype_in} mmul {'x'.join(map(str, mmul))} does not fit 2 x 2 "
-                          "accumulators in the registers", "use a smaller --mmul")
+                          "accumulators in the registers", f"use a smaller {opt('mmul_shape')}")
     return tuple(sorted(fit, key=lambda e: (-e[0] * e[1], round_loads(dev, dtype_in, mmul, *e), -e[0])))
 
 
@@ -257,8 +257,8 @@ def peano_problem(dev: Device, dtype_in: str, mmul: MmulShape, emulate: bool, ex
     return (f"{loops} with Peano: the pipelined loop's unrolled body issues {body} vector instructions, past the "
             f"{peano.POSTPIPELINER_MAX_II}-cycle II Peano's post-RA pipeliner tries (-aie-postpipeliner-maxii), "
             "so Peano would not pipeline it",
-            "use --kernel-loops k-pipelined or c-overlap (or leave it to the automatic choice), a smaller k or n, "
-            "or --chess")
+            f"use {opt('kernel_loops', 'k-pipelined', 'c-overlap')} (or leave it to the automatic choice), a smaller "
+            f"k or n, or {opt('compiler', 'chess')}")
 
 
 def auto_loops(dev: Device, dtype_in: str, mmul: MmulShape, emulate: bool, expansion: tuple[int, int],
@@ -295,7 +295,7 @@ def expansion_problem(dev: Device, dtype_in: str, mmul: MmulShape, emulate: bool
     return (f"expansion {ex} of the {dev.name} {dtype_in} mmul {'x'.join(map(str, mmul))} needs {acc} accumulator and "
             f"{ops} operand bits, more than the {dev.isa.acc_file_bits} and {dev.isa.vector_file_bits} the core has"
             if expansion in CANDIDATES else f"expansion {ex} is not one of ours",
-            "use --expansion " + " or ".join("x".join(map(str, e)) for e in order))
+            f"use {opt('expansion', *order)}")
 
 
 def choices(dev: Device, dtype_in: str, mmul: MmulShape, emulate: bool, t_ma: np.ndarray | int, k: np.ndarray | int,
@@ -335,9 +335,9 @@ def choose(dev: Device, dtype_in: str, mmul: MmulShape, emulate: bool, t_ma: int
             raise ConfigError(f"kernel tile {t_ma}x{k}x{n} (m / rho x k x n) does not split into {ex} clusters "
                               f"of mmul {'x'.join(map(str, mmul))}",
                               f"use (m / rho) % {expansion[0] * r} == 0 and n % {expansion[1] * t} == 0, "
-                              "or another --expansion")
+                              f"or another {opt('expansion')}")
     if loops is not None and loops not in LOOPS:
-        raise ConfigError(f"unknown kernel loop structure {loops!r}", f"use --kernel-loops {' or '.join(LOOPS)}")
+        raise ConfigError(f"unknown kernel loop structure {loops!r}", f"use {opt('kernel_loops', *LOOPS)}")
     ex_i, loops_i = choices(dev, dtype_in, mmul, emulate, t_ma, k, n, expansion, loops, reserve_bytes, compiler)
     chosen = expansions(dev, dtype_in, mmul, emulate)[int(ex_i)]
     if loops is not None and compiler == "peano" and (
@@ -373,7 +373,8 @@ def epilogue_code_problem(dev: Device, mode_ops: tuple[int, ...], what: str) -> 
     if need <= budget:
         return None
     return (f"the epilogue's code ({what}: about {need} B) exceeds its {budget} B of the {dev.name} core's "
-            f"{dev.isa.program_bytes} B program memory", "build one activation (--activation NAME), or drop --clamp")
+            f"{dev.isa.program_bytes} B program memory",
+            f"build one activation ({opt('activation')} NAME), or drop {opt('clamp')}")
 
 
 def block_kernel(p: Precision, convert_once: bool) -> bool:

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from ..dtypes import DType
-from ..errors import ConfigError
+from ..errors import ConfigError, opt
 from ..groupquant import object_bytes
 from . import Ints
 
@@ -231,7 +231,7 @@ def place_one(pool_list: list[Pool], target_cols: int, capacity: int) -> list[Me
     for p, pool in enumerate(pool_list):
         for i in range(pool.depth):
             if home[p, i] < 0:
-                raise ConfigError(_overflow(pool_list, pool, i, used, capacity), "reduce k_mt (--k-mt) or m/n")
+                raise ConfigError(_overflow(pool_list, pool, i, used, capacity), f"reduce k_mt ({opt('k_mt')}) or m/n")
     cross = result.cross()[0]
     for col in sorted({q.col for q in pool_list}):
         for attr, what in (("s2mm", "S2MM"), ("mm2s", "MM2S")):
@@ -241,7 +241,7 @@ def place_one(pool_list: list[Pool], target_cols: int, capacity: int) -> list[Me
                 raise ConfigError(
                     f"memtile {col}: {need} {what} channels would have to reach spilled buffers of "
                     f"{', '.join(q.name for q in spilled)} in a neighbour memtile, but only channels 0-3 can",
-                    "reduce k_mt (--k-mt) or m/n so that fewer buffers leave their memtile",
+                    f"reduce k_mt ({opt('k_mt')}) or m/n so that fewer buffers leave their memtile",
                 )
     return [MemtileBuffer(f"{pool.name}_buff_{i}", int(pool.nbytes), pool.col, int(home[p, i]))
             for p, pool in enumerate(pool_list) for i in range(pool.depth)]

@@ -27,11 +27,16 @@ def round_up(x: Ints, q: Ints) -> Ints:
     return -(-x // q) * q
 
 
-def near(x: int, q: int) -> str:
-    """The multiples of q next to x, for an error message's fix ("64 or 80", or one value)."""
+def nearest(x: int, q: int) -> tuple[int, ...]:
+    """The multiples of q next to x, for an error message's fix ((64, 80), or one value)."""
     lo = max(q, x // q * q)
     hi = lo + q if lo >= x else round_up(x, q)
-    return f"{lo}" if lo == hi else f"{lo} or {hi}"
+    return (lo,) if lo == hi else (lo, hi)
+
+
+def near(x: int, q: int) -> str:
+    """nearest(x, q) as text: "64 or 80", or one value."""
+    return " or ".join(map(str, nearest(x, q)))
 
 
 def covered(M: Ints, K: Ints, N: Ints, block_m: Ints, k_mt: Ints, block_n: Ints) -> tuple[Ints, Ints, Ints]:

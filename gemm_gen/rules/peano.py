@@ -30,7 +30,8 @@ there is "accepted by the pinned Peano" by the date of the change that introduce
 
 from __future__ import annotations
 
-from ..errors import ConfigError
+from ..errors import ConfigError, opt
+from ..spec import DEFAULT_OPT_LEVEL, OPT_LEVELS
 
 # ---- the post-RA pipeliner -----------------------------------------------------------------------
 POSTPIPELINER_MAX_II = 60  # llvm-aie's default -aie-postpipeliner-maxii at the pin (see above)
@@ -48,18 +49,18 @@ BFP16_PIPELINER_FLAGS = ("-mllvm", f"-aie-postpipeliner-maxii={BFP16_PIPELINER_M
 # -O2 only (llvm-aie #1262: a MAC loop and a LUT activation in one aie2p unit, bad from nightly
 # 22.0.0.2026082101, closed; mlir-aie #3792, 2026-09-23, open: -O1 correct); mlir-aie's own workaround
 # (PR #2920's vision Makefiles) is -O1. xchesscc_wrapper takes no -O (CHESSCCWRAP2(P)_FLAGS have none).
-DEFAULT_OPT_LEVEL = 2
-OPT_LEVELS = (0, 1, 2, 3)
+# DEFAULT_OPT_LEVEL and OPT_LEVELS: spec.py, with the option
 
 
 def check_opt_level(level: int, compiler: str) -> None:
     """A kernel optimisation level Peano takes (-O0 .. -O3), and only for Peano."""
     if level not in OPT_LEVELS:
         raise ConfigError(f"kernel optimisation level {level} is not one of Peano's -O{OPT_LEVELS[0]} .. "
-                          f"-O{OPT_LEVELS[-1]}", f"use --opt-level {DEFAULT_OPT_LEVEL} (the default) or 1")
+                          f"-O{OPT_LEVELS[-1]}", f"use {opt('opt_level', DEFAULT_OPT_LEVEL)} (the default) or 1")
     if compiler != "peano" and level != DEFAULT_OPT_LEVEL:
-        raise ConfigError(f"--opt-level {level} applies to Peano; xchesscc_wrapper takes no -O flag "
-                          "(mlir-aie's CHESSCCWRAP2(P)_FLAGS)", "drop --opt-level, or build with Peano (no --chess)")
+        raise ConfigError(f"{opt('opt_level', level)} applies to Peano; xchesscc_wrapper takes no -O flag "
+                          "(mlir-aie's CHESSCCWRAP2(P)_FLAGS)",
+                          f"drop {opt('opt_level')}, or build with Peano (no {opt('compiler', 'chess')})")
 
 
 def opt_flag(level: int) -> str:

@@ -96,7 +96,7 @@ def choose(request: Request, params: Params | None = None, measure: Measure | No
     elif kernels and pins.m is pins.k is pins.n is None and not _several_sizes(pins):
         # neither kernel has a valid design and the tiles were the tuner's: its refusal for the default kernel, the
         # one searching again would raise
-        default = resolve(request.options).convert_once
+        default = resolve(request.options).kernel.convert_once
         raise next(kern.error for kern in kernels if kern.convert_once == default and kern.error is not None)
     else:  # one kernel only (or neither valid with pinned tiles: the fallback's own checks name the problem)
         config = _chosen(open_config(request), pins, packing_open, p)
@@ -104,7 +104,7 @@ def choose(request: Request, params: Params | None = None, measure: Measure | No
     filled = tuple(name for name in ("m", "k", "n", "k_mt") if getattr(pins, name) is None)
     if filled and pins.rho is None and (_several_sizes(pins) or wholly_open):
         filled += ("rho",)
-    if packing_open and len(b_packs(config.t_b, config.group_size)) > 1 and not _several_sizes(pins):
+    if packing_open and len(b_packs(config.types.t_b, config.groups.group_size)) > 1 and not _several_sizes(pins):
         filled += ("b_pack",)
     if viable:
         filled += ("convert_once",)
@@ -209,14 +209,15 @@ def _chosen_mapping(base: GemmConfig, pins: Pins, packing_open: bool, p: Params)
     if tuned:
         config = base
     else:
-        dm, dk, dn, _ = default_tiles(base.device, base.dtype_in, base.dtype_out, None,
-                                      base.emulate_bf16_with_bfp16, base.dtype_b, base.acc)
+        dev, t = base.array.device, base.types
+        dm, dk, dn, _ = default_tiles(dev, t.dtype_in, t.dtype_out, None, base.kernel.emulate_bf16_with_bfp16,
+                                      t.dtype_b, t.acc)
         kk = dk if k is None else k
         config = base.with_(m=dm if m is None else m, k=kk, n=dn if n is None else n,
-                            k_mt=default_k_mt(base.device, base.dtype_in, base.dtype_out, kk, base.K, base.dtype_b,
-                                              base.acc) if k_mt is None else k_mt)
+                            k_mt=default_k_mt(dev, t.dtype_in, t.dtype_out, kk, base.size.K, t.dtype_b, t.acc)
+                            if k_mt is None else k_mt)
     # the packing of a bfp16 or int4 B (not W4A16's) is the model's choice too
-    if packing_open and len(b_packs(config.t_b, config.group_size)) > 1:
+    if packing_open and len(b_packs(config.types.t_b, config.groups.group_size)) > 1:
         return tuned_b_pack(config, tuned, k_mt, rho, p)
     if tuned:  # an open task span is weighed with the tiles (tune): pinned tiles keep one task per block
         return tuned_config(config, k_mt, rho, p)

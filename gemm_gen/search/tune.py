@@ -23,10 +23,10 @@ from typing import Any
 import numpy as np
 
 from .. import space
-from ..checks import check_pinned_granularity, check_untiled
+from ..checks import check_expansion, check_pinned_granularity, check_untiled
 from ..config import B_PACKS, GemmConfig
 from ..design.serve import check
-from ..errors import ConfigError, GemmGenError
+from ..errors import ConfigError, GemmGenError, opt
 from ..hw.devices import TILE_EXTENT_SEARCH_MAX
 from ..model.params import Params, load, load_ends
 from ..model.perf import Estimate, Workload, estimate, estimate_config
@@ -65,12 +65,13 @@ class Candidate:
         if self.measured_s is None or math.isinf(self.measured_s):
             return None
         c = self.config
-        return 2.0 * c.M * c.K * c.N / self.measured_s / 1e12
+        return 2.0 * c.size.M * c.size.K * c.size.N / self.measured_s / 1e12
 
     def to_json(self) -> dict[str, Any]:
         c = self.config
         out: dict[str, Any] = {
-            "m": c.m, "k": c.k, "n": c.n, "k_mt": c.k_mt, "rho": c.rho, "predicted_tops": self.tops,
+            "m": c.tiling.m, "k": c.tiling.k, "n": c.tiling.n, "k_mt": c.tiling.k_mt, "rho": c.tiling.rho,
+                               "predicted_tops": self.tops,
             "predicted_time_us": self.time_s * 1e6, "compute_bound_tops": self.compute_bound_tops,
             "memory_bound_tops": self.memory_bound_tops, "bound": self.bound,
             "core_macs_per_cycle": self.core_macs_per_cycle, "l1_bytes": self.l1_bytes,
@@ -121,13 +122,13 @@ def _bound(pr: Workload, e: Estimate, p: Params) -> _Bound:
     tr = e.traffic
     Kp = e.padded[1]
     fixed_runs = tr["C"].effective_runs(dram.page_sharing)
-    if pr.base.a_col_maj:  # A^T's runs are its K rows, however K is chunked
+    if pr.base.layout.a_col_maj:  # A^T's runs are its K rows, however K is chunked
         per_chunk = np.zeros_like(tr["A"].bytes)
         fixed_runs = fixed_runs + tr["A"].effective_runs(dram.page_sharing)
     else:  # one run per row (of tiles) of A per chunk
-        per_chunk = tr["A"].bytes / (Kp * dma.run_bytes(pr.base.dtype_in))
+        per_chunk = tr["A"].bytes / (Kp * dma.run_bytes(pr.base.types.dtype_in))
     if pr.b_chunked:
-        per_chunk = per_chunk + tr["B"].bytes / (Kp * dma.run_bytes(str(pr.base.dtype_b)))
+        per_chunk = per_chunk + tr["B"].bytes / (Kp * dma.run_bytes(str(pr.base.types.dtype_b)))
     else:
         fixed_runs = fixed_runs + tr["B"].effective_runs(dram.page_sharing)
     nbytes = tr["A"].bytes + tr["B"].bytes + tr["C"].bytes * dram.write_cost
@@ -249,7 +250,7 @@ def tune(pr: Workload, top: int = 5, pins: Pins | None = None,
     p = params or load()
     slow, fast = ends or load_ends()
     if rank not in RANKS:
-        raise ConfigError(f"unknown ranking {rank!r}", f"use --rank {' or '.join(RANKS)}")
+        raise ConfigError(f"unknown ranking {rank!r}", f"use {opt('rank', *RANKS)}")
     by = slow if rank == "pessimistic" else p
     pins = pins or Pins()
     check_problem(pr, pins)
@@ -273,7 +274,8 @@ def refusal(pr: Workload, pins: Pins) -> ConfigError:
     """Why no tiling of `pr` is valid, in one line: the rule that refuses the candidate that keeps the most rules
     (space.RULES, in the order the config's check applies them), at the first k_mt the tuner would try, in the
     words of that candidate's own check."""
-    what = f"no valid design for {pr.base.device} {pr.M}x{pr.K}x{pr.N} {pr.base.dtype_in}->{pr.base.dtype_out}"
+    types = pr.base.types
+    what = f"no valid design for {pr.base.array.device} {pr.M}x{pr.K}x{pr.N} {types.dtype_in}->{types.dtype_out}"
     if pins.tiling_items():
         what += " with " + ", ".join(f"{k}={v}" for k, v in pins.tiling_items())
     listed = space.tilings(pr.base, pr.size, pins)
@@ -292,11 +294,11 @@ def refusal(pr: Workload, pins: Pins) -> ConfigError:
                 check(pr.config(m[i], k[i], n[i], kmt[i], rho=int(rho[i])))
             except GemmGenError as e:
                 return ConfigError(f"{what}; every tiling breaks a rule, e.g. m={m[i]} k={k[i]} n={n[i]} "
-                                   f"k_mt={kmt[i]} rho={rho[i]}: {e.what}", e.fix)
-    ex = pr.base.expansion  # space.mask keeps only the tiles a given expansion splits
+                                   f"k_mt={kmt[i]} rho={rho[i]}: {e.raw_what}", e.raw_fix)
+    ex = pr.base.kernel.expansion  # space.mask keeps only the tiles a given expansion splits
     if ex is not None:
-        return ConfigError(f"{what} whose tiles split into --expansion {ex[0]}x{ex[1]} clusters",
-                           "use another --expansion (or leave it out), or relax the fixed tile sizes")
+        return ConfigError(f"{what} whose tiles split into {opt('expansion', ex)} clusters",
+                           f"use another {opt('expansion')} (or leave it out), or relax the fixed tile sizes")
     return ConfigError(what, "relax the fixed tile sizes or check the problem size")
 
 
@@ -324,8 +326,8 @@ def _rank_key(rank: str) -> Callable[[Candidate], tuple[float, bool]]:
     """What orders validated candidates: the predicted time, or the pessimistic end's throughput; on a
     tie, one task per output block (today's sequence and build key) before a spanned design."""
     if rank == "pessimistic":
-        return lambda cand: (-cand.tops_low, cand.config.task_span != 1)
-    return lambda cand: (cand.time_s, cand.config.task_span != 1)
+        return lambda cand: (-cand.tops_low, cand.config.runtime.task_span != 1)
+    return lambda cand: (cand.time_s, cand.config.runtime.task_span != 1)
 
 
 def check_problem(pr: Workload, pins: Pins | None = None) -> None:
@@ -335,14 +337,14 @@ def check_problem(pr: Workload, pins: Pins | None = None) -> None:
     sizes += list((pins or Pins()).tiling_items())
     for name, value in sizes:
         if value < 1:
-            flag = f"--{name.replace('_', '-')}" if len(name) > 1 else f"-{name}"
-            raise ConfigError(f"{name}={value} must be positive", f"give {flag} a size >= 1")
-    r, s, t = pr.base.mmul  # raises for a device without a kernel for dtype_in
+            raise ConfigError(f"{name}={value} must be positive", f"give {opt(name)} a size >= 1")
+    r, s, t = pr.base.kernel.mmul  # raises for a device without a kernel for dtype_in
     # the largest tiles a core's share allows: if even these need too many runtime tasks, say so
-    m = min(round_up(ceil_div(pr.M, pr.base.rows), 2 * r), round_up(TILE_EXTENT_SEARCH_MAX, 2 * r))
-    n = min(round_up(ceil_div(pr.N, pr.base.cols), 2 * t), round_up(TILE_EXTENT_SEARCH_MAX, 2 * t))
-    probe = pr.config(m, s, n, s)
+    m = min(round_up(ceil_div(pr.M, pr.base.array.rows), 2 * r), round_up(TILE_EXTENT_SEARCH_MAX, 2 * r))
+    n = min(round_up(ceil_div(pr.N, pr.base.array.cols), 2 * t), round_up(TILE_EXTENT_SEARCH_MAX, 2 * t))
+    probe = pr.config(m, s, n, s, expansion=None, kernel_loops=None)  # the variant is the tile's, not checked here
     check_untiled(probe)
+    check_expansion(pr.base)  # what the probe left out: a given expansion fits the registers (no tile needed)
     pinned = dict((pins or Pins()).tiling_items())  # the given sizes keep the tiles' granularity
     check_pinned_granularity(probe.with_(**pinned), set(pinned))
 
@@ -353,8 +355,8 @@ def _candidate(c: GemmConfig, p: Params, slow: Params, fast: Params) -> Candidat
     t_core, t_mem = float(e.t_core), float(e.t_mem)
     return Candidate(c, float(e.tops), float(e.time), float(e.compute_bound_tops), float(e.memory_bound_tops),
                      "memory" if t_mem > t_core else "compute", float(e.kernel_macs_per_cycle), c.l1_bytes,
-                     c.l1_bytes / c.dev.l1_bytes, mem, mem / (c.dev.memtile_bytes * c.cols), c.call.wasted_fraction,
-                     float(estimate_config(c, slow).tops), float(estimate_config(c, fast).tops))
+                     c.l1_bytes / c.dev.l1_bytes, mem, mem / (c.dev.memtile_bytes * c.array.cols),
+                     c.call.wasted_fraction, float(estimate_config(c, slow).tops), float(estimate_config(c, fast).tops))
 
 
 def evaluate_all(pr: Workload, params: Params | None = None) -> dict[str, np.ndarray]:
@@ -407,7 +409,8 @@ def tuned_config(base: GemmConfig, k_mt: int | None = None, rho: int | None = No
     open; every other field kept."""
 
     best = tune(Workload.of(base), 1, Pins(k_mt=k_mt, rho=rho), params).best.config
-    return base.with_(m=best.m, k=best.k, n=best.n, k_mt=best.k_mt, rho=best.rho, task_span=best.options.task_span)
+    return base.with_(m=best.tiling.m, k=best.tiling.k, n=best.tiling.n, k_mt=best.tiling.k_mt, rho=best.tiling.rho,
+                      task_span=best.options.task_span)
 
 
 def tuned_b_pack(config: GemmConfig, tiles_tuned: bool, k_mt: int | None = None, rho: int | None = None,
@@ -425,7 +428,8 @@ def tuned_b_pack(config: GemmConfig, tiles_tuned: bool, k_mt: int | None = None,
                 cand = tuned_config(base, k_mt, rho, params)
             else:
                 cand = base if k_mt else tuned_k_mt(base, params)
-            time = float(estimate(Workload.of(cand), cand.m, cand.k, cand.n, cand.k_mt, params, rho=cand.rho).time)
+            time = float(estimate(Workload.of(cand), cand.tiling.m, cand.tiling.k, cand.tiling.n, cand.tiling.k_mt,
+                                  params, rho=cand.tiling.rho).time)
         except GemmGenError as e:
             first_error = first_error or e
             continue
@@ -440,9 +444,9 @@ def tuned_k_mt(config: GemmConfig, params: Params | None = None) -> GemmConfig:
     """`config` with the tuner's best k_mt for its own m, k, n and rho. Unchanged when the tuner finds
     none (the tiles break a rule): checks.check_config then names the rule."""
 
-    pins = Pins(config.m, config.k, config.n, rho=config.rho)
+    pins = Pins(config.tiling.m, config.tiling.k, config.tiling.n, rho=config.tiling.rho)
     try:
         best = tune(Workload.of(config), 1, pins, params).best.config
     except GemmGenError:
         return config
-    return config.with_(k_mt=best.k_mt)
+    return config.with_(k_mt=best.tiling.k_mt)

@@ -49,7 +49,7 @@ class SizeLoss:
         return {"size": str(self.size), "weight": self.weight, "predicted_time_us": self.shared_s * 1e6,
                 "predicted_tops": 2.0 * self.size.macs / self.shared_s / 1e12,
                 "specialised": None if sp is None or self.special_s is None else
-                {"m": sp.m, "k": sp.k, "n": sp.n, "k_mt": sp.k_mt, "rho": sp.rho,
+                {"m": sp.tiling.m, "k": sp.tiling.k, "n": sp.tiling.n, "k_mt": sp.tiling.k_mt, "rho": sp.tiling.rho,
                  "predicted_time_us": self.special_s * 1e6,
                  "predicted_tops": 2.0 * self.size.macs / self.special_s / 1e12},
                 "loss": self.loss}
@@ -70,8 +70,9 @@ class ManyResult:
 
     def to_json(self) -> dict[str, Any]:
         c = self.config
-        return {"predicted": True, "device": c.device, "built_for": [c.M, c.K, c.N],
-                "runtime_sizes": c.runtime_sizes, "m": c.m, "k": c.k, "n": c.n, "k_mt": c.k_mt, "rho": c.rho,
+        return {"predicted": True, "device": c.array.device, "built_for": [c.size.M, c.size.K, c.size.N],
+                "runtime_sizes": c.runtime.runtime_sizes, "m": c.tiling.m, "k": c.tiling.k, "n": c.tiling.n,
+                "k_mt": c.tiling.k_mt, "rho": c.tiling.rho,
                 "candidates": self.candidates, "search_seconds": self.seconds,
                 "weighted_time_us": {"shared": self.total("shared") * 1e6, "specialised": self.total("special") * 1e6},
                 "sizes": [s.to_json() for s in self.sizes]}
@@ -129,9 +130,9 @@ def tune_many(base: GemmConfig, sizes: tuple[Problem, ...], weights: tuple[float
             continue
         specials.append((best.time_s, best.config))
         cf = best.config
-        cands.add((cf.m, cf.k, cf.n, cf.k_mt, cf.rho))
+        cands.add((cf.tiling.m, cf.tiling.k, cf.tiling.n, cf.tiling.k_mt, cf.tiling.rho))
     if not cands:
-        raise ConfigError(f"no valid design for the largest size {base.M}x{base.K}x{base.N}",
+        raise ConfigError(f"no valid design for the largest size {base.size.M}x{base.size.K}x{base.size.N}",
                           "relax the fixed tile sizes or split the sizes into several designs")
     arr = np.array(sorted(cands), dtype=np.int64).T
     w = np.asarray(weights, dtype=np.float64)
@@ -178,5 +179,5 @@ def tune_many(base: GemmConfig, sizes: tuple[Problem, ...], weights: tuple[float
         for s in sizes:
             serve(first, s)
     except GemmGenError as err:
-        raise ConfigError(f"{what}; the best-ranked one fails: {err.what}", err.fix) from None
+        raise ConfigError(f"{what}; the best-ranked one fails: {err.raw_what}", err.raw_fix) from None
     raise ConfigError(what, "split the sizes into several designs")  # pragma: no cover - the rules refused it

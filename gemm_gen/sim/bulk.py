@@ -97,7 +97,7 @@ def c_provenance(kernel: KernelEmulator) -> Callable[[str, int, int], Provenance
             _put(kernel.out_view, tags, ids, 0, 0)
             return tags, ids
         first = kernel._c_word(0, 0)  # noqa: SLF001 - the emulator's own arithmetic
-        for s in range(kernel.c.rho):
+        for s in range(kernel.c.tiling.rho):
             if mask >> s & 1:
                 _put(kernel.c_view, tags, ids, s * kernel.slice_words,
                      kernel._c_word(s * kernel.c.t_ma, 0) - first)  # noqa: SLF001
@@ -149,7 +149,7 @@ def check_calls(recs: np.ndarray, kernel: KernelEmulator, keys: Keys,
     word offsets the recorded bases stand for (flow.Flow.words)."""
     c, call = kernel.c, kernel.call
     ga, gb = kernel.grids["A"], kernel.grids["B"]
-    walk, k, rho = call.k_walk, c.k, c.rho
+    walk, k, rho = call.k_walk, c.tiling.k, c.tiling.rho
     t = np.arange(len(recs))
     mm = recs[:, 0] == MATMUL
     mt = t[mm]
@@ -284,7 +284,7 @@ def delivered_a(c: GemmConfig, kernel: KernelEmulator, raw: np.ndarray, rows: in
     at r ld + kk (A^T's kk ld + r), as sim/kernel.py's offsets read it."""
     g = kernel.grids["A"]
     r, kw = rows // g.unit.tile_rows, g.kw
-    steps = (1, g.ld) if c.a_col_maj else (g.ld, 1)
+    steps = (1, g.ld) if c.layout.a_col_maj else (g.ld, 1)
     units = _units(raw, g.unit, (r - 1) * steps[0] + (kw - 1) * steps[1] + 1 if r and kw else 0)
     grid_ = _affine(units, r, kw, *steps)
     return bfp16.tile_values(grid_) if g.unit.is_block else grid_
@@ -295,18 +295,18 @@ def delivered_b(c: GemmConfig, kernel: KernelEmulator, raw: np.ndarray, cols: in
     dequantized as the kernel's pass does)."""
     call, g = kernel.call, kernel.grids["B"]
     if g.obj:  # whole objects, each k x n (columns past `cols` are the last strip's own)
-        size = (call.Np // c.n) * (call.k_walk // c.k) * g.obj * 4
+        size = (call.Np // c.tiling.n) * (call.k_walk // c.tiling.k) * g.obj * 4
         data = np.zeros(size, np.uint8)
         flat = np.ascontiguousarray(raw).reshape(-1).view(np.uint8)[:size]
         data[: flat.size] = flat
         return unpack_objects(c, call, data)[:, :cols]
     tr, tc = g.kw, -(-cols // g.unit.tile_cols)
-    if c.b_pack == "strips":  # not one stride per axis: every unit's index (hostdata.b_unit)
+    if c.layout.b_pack == "strips":  # not one stride per axis: every unit's index (hostdata.b_unit)
         kk, nn = np.indices((tr, tc))
         idx = b_unit(c, kk, nn, call)
         picked = _units(raw, g.unit, int(idx.max(initial=-1)) + 1)[idx]
     else:  # b_unit is kk ld + nn (B^T's nn ld + kk)
-        steps = (1, g.ld) if c.b_col_maj else (g.ld, 1)
+        steps = (1, g.ld) if c.layout.b_col_maj else (g.ld, 1)
         units = _units(raw, g.unit, (tr - 1) * steps[0] + (tc - 1) * steps[1] + 1 if tr and tc else 0)
         picked = _affine(units, tr, tc, *steps)
     if g.unit.is_block:  # tiles of B^T: each tile's lines are B's columns (UnitView.read)
@@ -329,27 +329,27 @@ def compute(kernel: KernelEmulator, tiles: Tiles, a_raw: np.ndarray, b_raw: np.n
     """All calls' numerics (module docstring, 3) and C's buffer words."""
     c, call = kernel.c, kernel.call
     numerics: KernelNumerics = kernel.numerics
-    rows = int((tiles.row0 + c.m).max(initial=0))
-    cols = int((tiles.col0 + c.n).max(initial=0))
+    rows = int((tiles.row0 + c.tiling.m).max(initial=0))
+    cols = int((tiles.col0 + c.tiling.n).max(initial=0))
     if (tiles.row0 < 0).any() or (tiles.col0 < 0).any():
         raise NotProven("a tile before C's first row or column")
-    block_c = c.t_out.is_block or c.t_acc.is_block
+    block_c = c.types.t_out.is_block or c.types.t_acc.is_block
     if block_c and (tiles.col0 % bfp16.BLOCK).any():
         raise NotProven("a bfp16 C tile off the blocks of 8")
-    if kernel.grids["B"].obj or c.b_pack == "strips":
-        if (tiles.col0 % c.n).any():
+    if kernel.grids["B"].obj or c.layout.b_pack == "strips":
+        if (tiles.col0 % c.tiling.n).any():
             raise NotProven("a B tile off its strip")
     a = delivered_a(c, kernel, a_raw, rows)
     b = delivered_b(c, kernel, b_raw, cols)
-    acc_c, acc, over, product = chain(numerics, a, b, c.k, overflows=True)
+    acc_c, acc, over, product = chain(numerics, a, b, c.tiling.k, overflows=True)
     kernel.product = product
     overflows = 0
     if over is not None:
         for r0, c0 in zip(tiles.row0.tolist(), tiles.col0.tolist(), strict=True):
-            overflows += int(over[r0:r0 + c.m, c0:c0 + c.n].sum())
+            overflows += int(over[r0:r0 + c.tiling.m, c0:c0 + c.tiling.n].sum())
     if kernel.p.converts_c:
         out = _converted(kernel, tiles, acc_c, b_words, tables, cols)
-    elif c.t_out.is_block:  # bfp16 C, requantized after every call: its last encoding
+    elif c.types.t_out.is_block:  # bfp16 C, requantized after every call: its last encoding
         out = numerics.encode_acc(acc)
     else:
         out = acc_c
@@ -362,7 +362,7 @@ def _converted(kernel: KernelEmulator, tiles: Tiles, values: np.ndarray, b_words
     conversion read it from L1 (its B object's bytes, linear) and the tanh table the cores read."""
     c = kernel.c
     numerics = kernel.numerics
-    if c.t_out.is_block:
+    if c.types.t_out.is_block:
         return numerics.encode_out(values)
     e = numerics.epilogue
     if e.runtime:
@@ -380,17 +380,17 @@ def _converted(kernel: KernelEmulator, tiles: Tiles, values: np.ndarray, b_words
     if not c.epilogue.needs_tile:
         return numerics.finish(values, None, None, table)
     assert b_words is not None, "an epilogue tile is read from B's words"
-    out = np.zeros(values.shape, dtype=c.t_out.host)
+    out = np.zeros(values.shape, dtype=c.types.t_out.host)
     done: dict[int, np.ndarray] = {}
     for col0, word in sorted(set(zip(tiles.col0.tolist(), tiles.epilogue_b.tolist(), strict=True))):
         bias, requant = _epilogue_data(kernel, b_words, word)
-        part = numerics.finish(values[:, col0:col0 + c.n], bias, requant, table)
+        part = numerics.finish(values[:, col0:col0 + c.tiling.n], bias, requant, table)
         for other, prev in done.items():  # overlapping column tiles (a moved last block) must agree
-            lo, hi = max(col0, other), min(col0, other) + c.n
+            lo, hi = max(col0, other), min(col0, other) + c.tiling.n
             if lo < hi and not np.array_equal(prev[:, lo - other:hi - other], part[:, lo - col0:hi - col0]):
                 raise NotProven("overlapping tiles with different epilogue data")
         done[col0] = part
-        out[:, col0:col0 + c.n] = part
+        out[:, col0:col0 + c.tiling.n] = part
     return out
 
 
@@ -404,7 +404,7 @@ def _epilogue_data(kernel: KernelEmulator, b_words: np.ndarray, word: int) -> tu
     data = b_words[word + order].view(np.uint8)
     c = kernel.c
     try:
-        return read_tile(c.epilogue, c.n, data, c.t_out.is_float, c.t_out)
+        return read_tile(c.epilogue, c.tiling.n, data, c.types.t_out.is_float, c.types.t_out)
     except ValueError as err:
         raise NotProven(f"an epilogue tile that does not hold parameters: {err}") from None
 
@@ -412,7 +412,7 @@ def _epilogue_data(kernel: KernelEmulator, b_words: np.ndarray, word: int) -> tu
 def _c_buffer(c: GemmConfig, call: CallPlan, out: np.ndarray | tuple[np.ndarray, np.ndarray], rows: int, cols: int,
               words: int) -> np.ndarray:
     """C's values over rows x cols placed in C's buffer (its layout) as `words` uint32 words."""
-    t, ld = c.t_out, call.ld("C")
+    t, ld = c.types.t_out, call.ld("C")
     size = 4 * words
     if t.is_block:
         q = t.tile_rows

@@ -368,7 +368,7 @@ class Recorder:
         self.matmul_args = len(spec.arg_shapes)
         self.acc_at = 0
         if self.converts:
-            self.acc_at = self.matmul_args - 1 - (1 if c.group_size and not c.convert_once else 0)
+            self.acc_at = self.matmul_args - 1 - (1 if c.groups.group_size and not c.kernel.convert_once else 0)
         self.slices: dict[tuple[int, bool, int], int] = {}
         keys = self.flow.keys
         self.zeros = {k for d, k in keys.ids.items() if d[0] == "zero"}
@@ -465,7 +465,7 @@ class Recorder:
 
     def _slice_key(self, region: Region, handle: int, c_slice: int) -> int:
         keys = self.flow.keys
-        if not 0 <= c_slice < self.c.rho:
+        if not 0 <= c_slice < self.c.tiling.rho:
             raise NotProven("a C slice outside the object")
         d = keys.defs[region.key]
         if d[0] == "zero":

@@ -216,7 +216,7 @@ def a_rows(c: GemmConfig, g: Grid, a_word: np.ndarray, k0: Any) -> tuple[np.ndar
     """(first row, valid) of A tiles whose first words are `a_word`, given their K chunks k0."""
     q = g.unit.tile_rows
     unit = units_at(g, a_word)
-    if c.a_col_maj:  # A^T's row k0, column `row`
+    if c.layout.a_col_maj:  # A^T's row k0, column `row`
         row, rest = unit - k0 // q * g.ld, 0
     else:
         row, rest = np.divmod(unit - k0 // q, g.ld)
@@ -228,13 +228,13 @@ def b_cols(c: GemmConfig, call: CallPlan, g: Grid, b_word: np.ndarray, k0: Any) 
     (a junk column's values wrap into B's next row, so the word alone may not say)."""
     qk, qn = g.unit.tile_rows, g.unit.tile_cols  # values per unit along K and N
     unit, kk = units_at(g, b_word), k0 // qk
-    if g.obj or c.b_pack == "strips":
+    if g.obj or c.layout.b_pack == "strips":
         got_k, nn = b_unit_coords(c, unit, call)
         ok = np.asarray(got_k == kk)
         if g.obj:
             ok = ok & (unit % g.obj == 0)  # the first word of an object
         return np.asarray(nn * qn), ok
-    if c.b_col_maj:
+    if c.layout.b_col_maj:
         nn, rest = np.divmod(unit - kk, g.ld)
     else:
         nn, rest = unit - kk * g.ld, 0
@@ -243,7 +243,7 @@ def b_cols(c: GemmConfig, call: CallPlan, g: Grid, b_word: np.ndarray, k0: Any) 
 
 def c_words(c: GemmConfig, call: CallPlan, row0: Any, col0: Any) -> Any:
     """C's source word holding element (row0, col0) (the first word of its tile for bfp16; arrays too)."""
-    t, ld = c.t_out, call.ld("C")
+    t, ld = c.types.t_out, call.ld("C")
     if t.is_block:
         q = t.tile_rows
         return ((row0 // q) * (ld // q) + col0 // q) * (t.unit_bytes // 4)
@@ -274,17 +274,18 @@ class KernelEmulator:
         self.c = c = design.config
         self.call = call = call or c.call
         self.numerics = c.numerics
-        self.p = c.precision
+        self.p = c.types.precision
         self.roles = design.roles
         ga, gb, gc = (design.grid(op, call) for op in ("A", "B", "C"))
         self.grids = {"A": ga, "B": gb, "C": gc}
         i, j = np.indices((ga.t_ma, ga.k))
         # A's rows are ld apart in DRAM (A^T's when column-major); a tile has T_MA = m / rho rows
-        self.a_off = j * ga.ld + i if c.a_col_maj else i * ga.ld + j
+        self.a_off = j * ga.ld + i if c.layout.a_col_maj else i * ga.ld + j
         kk, jj = np.indices((gb.k, gb.n))
         self.b_off = b_unit(c, kk, jj, call)  # offsets inside one L1 tile: b_unit(c, 0, 0) == 0
         # bfp16 A: 2 x 1 super-blocks of tiles (the kernel's one A stream)
-        a_l1 = a_tile_pairs(ga.t_ma, ga.k) if ga.unit.is_block else a_layout(ga.t_ma, ga.k, ga.r, ga.s, c.a_col_maj)
+        a_l1 = (a_tile_pairs(ga.t_ma, ga.k) if ga.unit.is_block
+                else a_layout(ga.t_ma, ga.k, ga.r, ga.s, c.layout.a_col_maj))
         self.a_view = view_of(a_l1, ga.unit, self.a_off, w.TAG_A)
         # bfp16 B: 1 x 2 super-blocks of tiles for every packing (the kernel's one B stream)
         self.b_view: View
@@ -292,7 +293,8 @@ class KernelEmulator:
             self.b_off = np.arange(gb.obj)[None, :]
             self.b_view = ObjectView(TileView.of(self.b_off, WORD, self.b_off, w.TAG_B))
         else:
-            b_l1 = b_tile_pairs(gb.k, gb.n) if gb.unit.is_block else b_layout(gb.k, gb.n, gb.s, gb.t, c.b_col_maj)
+            b_l1 = (b_tile_pairs(gb.k, gb.n) if gb.unit.is_block
+                    else b_layout(gb.k, gb.n, gb.s, gb.t, c.layout.b_col_maj))
             self.b_view = input_view_of(b_l1, gb.unit, self.b_off, w.TAG_B, lines_are_rows=False)
         # C in L1 while it accumulates: each call updates one slice of T_MA rows, contiguous in the
         # blocked layout. In C's own type; or, when acc != dtype_out, in acc's blocked layout (no
@@ -301,9 +303,9 @@ class KernelEmulator:
         # bfp16 C: 2 x 2 super-blocks of tiles (one kernel stream each way); a T_MA slice is whole row
         # pairs, so it is a contiguous run of the same order. An accumulator converted into such tiles
         # is in the same order of 8 x 8 blocks (the kernel's in-place conversion is one linear pass).
-        self.slice_words = c.t_acc.nbytes(c.t_ma * c.n) // 4
+        self.slice_words = c.types.t_acc.nbytes(c.t_ma * c.tiling.n) // 4
         self.acc_views: dict[int, TileView | PairView] = {}
-        self.acc_super_blocks = self.p.converts_c and c.t_out.is_block
+        self.acc_super_blocks = self.p.converts_c and c.types.t_out.is_block
         if self.p.converts_c:
             oi, oj = np.indices((gc.m, gc.n))  # the conversion writes the whole object in C's tiles
             self.out_view = view_of(self._c_l1(gc.m), gc.unit, self._c_off(oi, oj), w.TAG_C)
@@ -329,8 +331,8 @@ class KernelEmulator:
         elif role == "matmul":
             a_cells, b_cells, c_cells, *extra = cells
             deq_cells = None  # W4A16's scratch: the last argument, or converting once its B bfp16 one (A's first)
-            if self.c.group_size:
-                deq_cells = extra[1] if self.c.convert_once else extra.pop()
+            if self.c.groups.group_size:
+                deq_cells = extra[1] if self.c.kernel.convert_once else extra.pop()
             acc_cells = extra[-1] if self.p.converts_c else None
             self.matmul(tile, a_cells, b_cells, c_cells, c_slice=scalars[0] if scalars else 0, acc_cells=acc_cells,
                         deq_cells=deq_cells)
@@ -361,13 +363,13 @@ class KernelEmulator:
         if rows not in self.acc_views:
             c = self.c
             blocks = c_tile_blocks if self.acc_super_blocks else c_layout
-            layout = blocks(rows, c.n, c.r, c.t)
+            layout = blocks(rows, c.tiling.n, c.kernel.mmul[0], c.kernel.mmul[2])
             view: TileView | PairView
-            if c.t_acc == I64:  # int32 pairs: element e is words 2e, 2e + 1
-                pairs = np.stack([2 * layout, 2 * layout + 1], axis=-1).reshape(rows, 2 * c.n)
+            if c.types.t_acc == I64:  # int32 pairs: element e is words 2e, 2e + 1
+                pairs = np.stack([2 * layout, 2 * layout + 1], axis=-1).reshape(rows, 2 * c.tiling.n)
                 view = PairView(TileView.of(pairs, I32, np.zeros(pairs.shape, dtype=np.int64), w.TAG_NONE))
             else:
-                view = TileView.of(layout, c.t_acc, np.zeros((rows, c.n), dtype=np.int64), w.TAG_NONE)
+                view = TileView.of(layout, c.types.t_acc, np.zeros((rows, c.tiling.n), dtype=np.int64), w.TAG_NONE)
             self.acc_views[rows] = view
         return self.acc_views[rows]
 
@@ -376,7 +378,7 @@ class KernelEmulator:
         """Accumulator rows [first, last) as (cells, rows) pieces: those below c_split_rows in the C
         object, the others in the worker's C acc buffer (both start at a whole row pair)."""
         c, h = self.c, self.c.c_split_rows
-        words = c.t_acc.nbytes(c.n) // 4  # per row
+        words = c.types.t_acc.nbytes(c.tiling.n) // 4  # per row
         parts = []
         if first < h:
             parts.append((c_cells[first * words:min(last, h) * words], min(last, h) - first))
@@ -419,8 +421,9 @@ class KernelEmulator:
     def matmul(self, tile: TileRef, a_cells: np.ndarray, b_cells: np.ndarray, c_cells: np.ndarray,
                c_slice: int = 0, acc_cells: np.ndarray | None = None, deq_cells: np.ndarray | None = None) -> None:
         c = self.c
-        if not 0 <= c_slice < c.rho:
-            raise LayoutError(f"{tile} matmul: C slice {c_slice} outside 0..{c.rho - 1}", "pass 0 <= slice < rho")
+        if not 0 <= c_slice < c.tiling.rho:
+            raise LayoutError(f"{tile} matmul: C slice {c_slice} outside 0..{c.tiling.rho - 1}",
+                              "pass 0 <= slice < rho")
         n_call = self.calls.get(tile, 0)
         self.calls[tile] = n_call + 1
         a_word = self.a_view.base_word(a_cells)
@@ -435,7 +438,8 @@ class KernelEmulator:
         k0 = state.next_k.get(c_slice, 0)
         if k0 >= self.call.k_walk:
             raise LayoutError(f"{where}: slice {c_slice} of the tile of C[{state.row0}, {state.col0}] already has all "
-                              f"{self.call.k_walk // c.k} K chunks", "each k-chunk must reach an output tile once")
+                              f"{self.call.k_walk // c.tiling.k} K chunks",
+                              "each k-chunk must reach an output tile once")
         row0, col0 = self._a_row(a_word, k0), self._b_col(b_word, k0)
         if row0 is None or col0 is None:
             name, unit = ("A", self._unit("A", a_word)) if row0 is None else ("B", self._unit("B", b_word))
@@ -450,7 +454,7 @@ class KernelEmulator:
                 f"C[{state.row0}, {state.col0}] before its K reduction finished",
                 "each core must see all K chunks of one output tile between zero calls",
             )
-        state.next_k[c_slice] = k0 + c.k
+        state.next_k[c_slice] = k0 + c.tiling.k
         if isinstance(self.b_view, ObjectView):  # the kernel dequantizes on slice 0 only; the others read b_deq
             if c_slice == 0:
                 state.deq_word = b_word
@@ -490,11 +494,11 @@ class KernelEmulator:
             raise LayoutError("a W4A16 matmul call without its dequantization scratch",
                               "pass the B_deq buffer as the matmul's last argument")
         tile = dequant_object(self.c, self.b_view.read(b_cells), self.deq_order)
-        if to_bfp16(self.c.group_size, self.c.convert_once):
+        if to_bfp16(self.c.groups.group_size, self.c.kernel.convert_once):
             q = bfp16.TILE
             tiles = bfp16.tiles_of(np.ascontiguousarray(tile.T), self.numerics.rounding)  # (n/8, k/8) tiles of B^T
             scratch = np.empty((tiles.shape[0] * tiles.shape[1], bfp16.TILE_BYTES), np.uint8)
-            scratch[b_tile_pairs(self.c.k // q, self.c.n // q)] = tiles.transpose(1, 0, 2)
+            scratch[b_tile_pairs(self.c.tiling.k // q, self.c.tiling.n // q)] = tiles.transpose(1, 0, 2)
         else:
             scratch = np.ascontiguousarray(tile.reshape(-1)[self.deq_order])
         deq_cells[:] = w.pack(np.ascontiguousarray(scratch).view(np.uint8), w.TAG_NONE)
@@ -511,7 +515,7 @@ class KernelEmulator:
         state = self.tiles.get(tile)
         if state is None or state.row0 < 0:
             raise LayoutError(f"{tile} converts C before any matmul call", "convert after the K loop")
-        parts = self._acc_parts(0, self.c.m, c_cells, acc_cells)
+        parts = self._acc_parts(0, self.c.tiling.m, c_cells, acc_cells)
         values = np.concatenate([self._acc_view(rows).read(cells) for cells, rows in parts])
         word = self._c_word(state.row0, state.col0)
         if isinstance(self.out_view, UnitView):  # bfp16 tiles
@@ -574,7 +578,7 @@ class KernelEmulator:
                               "B's walk must bring each output tile's epilogue tile after its K loop")
         data = (b_cells & w.VALUE_MASK).astype(np.uint32).view(np.uint8)
         try:
-            return read_tile(e, self.c.n, data, self.c.t_out.is_float, self.c.t_out)
+            return read_tile(e, self.c.tiling.n, data, self.c.types.t_out.is_float, self.c.types.t_out)
         except ValueError as err:
             raise LayoutError(f"{tile}: the epilogue tile of C[{state.row0}, {state.col0}] does not hold "
                               f"parameters: {err}", "write it through the inverse of B's walk into L1") from None
@@ -632,22 +636,22 @@ class KernelEmulator:
         g = self.grids[name]
         q = g.unit.tile_rows
         if name == "A":
-            return str([x * q for x in divmod(unit, g.ld)[::-1 if self.c.a_col_maj else 1]])
+            return str([x * q for x in divmod(unit, g.ld)[::-1 if self.c.layout.a_col_maj else 1]])
         kk, nn = b_unit_coords(self.c, unit, self.call)
         return str([kk * q, nn * g.unit.tile_cols])
 
     def _check_complete(self, tile: TileRef, state: TileState) -> None:
         if state.row0 < 0:
             return
-        walk, k = self.call.k_walk, self.c.k
-        short = [(s, state.next_k.get(s, 0)) for s in range(self.c.rho) if state.next_k.get(s, 0) != walk]
+        walk, k = self.call.k_walk, self.c.tiling.k
+        short = [(s, state.next_k.get(s, 0)) for s in range(self.c.tiling.rho) if state.next_k.get(s, 0) != walk]
         if not short:
             self.stats.tiles_done += 1
             return
         done = sum(state.next_k.values()) // k
         raise LayoutError(
             f"{tile}: output tile C[{state.row0}, {state.col0}] was released after "
-            f"{done} of {self.c.rho * walk // k} (slice, k-chunk) updates (first missing: slice, K = "
+            f"{done} of {self.c.tiling.rho * walk // k} (slice, k-chunk) updates (first missing: slice, K = "
             f"{list(short[:1])})",
             "the worker loop and the A/B streams must cover all of K for every C slice",
         )

@@ -37,7 +37,7 @@ from pathlib import Path
 
 from ..config import GemmConfig
 from ..dtypes import DType
-from ..errors import ConfigError
+from ..errors import ConfigError, opt
 from ..spec import Problem
 from .words import MAX_WORDS
 
@@ -64,10 +64,11 @@ def estimate_bytes(c: GemmConfig, p: Problem, literal: bool = False) -> int:
     or the literal one."""
     a, b, out = p.M * p.K, p.K * p.N, p.M * p.N
     if not literal:
-        per_input = FAST_FLOAT_INPUT_BYTES if c.t_in.is_float else FAST_INT_INPUT_BYTES
+        per_input = FAST_FLOAT_INPUT_BYTES if c.types.t_in.is_float else FAST_INT_INPUT_BYTES
         return int(FAST_BASE_BYTES + per_input * (a + b) + FAST_C_ELEMENT_BYTES * out)
-    words = _words(c.t_in, a) + _words(c.t_b, b) + _words(c.t_out, out)
-    quantized = c.numerics.bfp16_inputs or c.t_in.is_block or c.t_b.is_block or c.precision.converts_a
+    words = _words(c.types.t_in, a) + _words(c.types.t_b, b) + _words(c.types.t_out, out)
+    types = c.types
+    quantized = c.numerics.bfp16_inputs or types.t_in.is_block or types.t_b.is_block or types.precision.converts_a
     per_input = QUANTIZED_A_BYTES * a + QUANTIZED_B_BYTES * b if quantized else 0
     return int(BASE_BYTES + C_ELEMENT_BYTES * out + WORD_BYTES * words + per_input)
 
@@ -100,7 +101,9 @@ def check_words(c: GemmConfig, problems: Sequence[Problem]) -> None:
     """ConfigError when an operand of a call, before any padding, has more 32-bit words than the simulator
     numbers (words.MAX_WORDS); the padded buffers are checked again when the call's DRAM is made (run.py)."""
     for p in problems:
-        for name, t, elements in (("A", c.t_in, p.M * p.K), ("B", c.t_b, p.K * p.N), ("C", c.t_out, p.M * p.N)):
+        types = c.types
+        for name, t, elements in (("A", types.t_in, p.M * p.K), ("B", types.t_b, p.K * p.N),
+                                  ("C", types.t_out, p.M * p.N)):
             nbytes = -(-elements * t.block_bytes // t.block_elems)  # whole blocks
             words = -(-nbytes // 4)
             if words > MAX_WORDS:
@@ -119,6 +122,6 @@ def check_memory(c: GemmConfig, problems: Sequence[Problem], literal: bool = Fal
         raise ConfigError(f"simulating {largest} needs about {need / GB:.1f} GB of memory and "
                           f"{max(have, 0) / GB:.1f} GB are available",
                           "simulate a smaller problem (the design scales without change), or list smaller sizes "
-                          "with --runtime-sizes (each is simulated on its own)")
+                          f"with {opt('sizes')} (each is simulated on its own)")
     check_words(c, problems)
     return need

@@ -135,7 +135,7 @@ def run_machine(m: Machine, progress: bool = False) -> None:
     """Step every actor until nothing moves; then the sequence must be done and the array idle."""
     actors: list[Actor] = [m.cmd, *m.streams, *m.cores]
     c, call = m.config, m.kernel.call
-    total = call.m_blocks * call.n_blocks * call.k_walk // c.k * c.rho * len(m.cores)
+    total = call.m_blocks * call.n_blocks * call.k_walk // c.tiling.k * c.tiling.rho * len(m.cores)
     with tqdm(total=total, unit="call", desc="simulating", disable=not progress, leave=False) as bar:
         seen = 0
         while True:
@@ -197,7 +197,7 @@ def check_c_provenance(c: GemmConfig, cells: np.ndarray, call: CallPlan | None =
 
 def _c_words(c: GemmConfig, call: CallPlan) -> np.ndarray:
     """The words of C's buffer that hold the M x N result (not padding, not slack), ascending."""
-    t, ld = c.t_out, call.ld("C")
+    t, ld = c.types.t_out, call.ld("C")
     if t.is_block:  # whole tiles, each unit_bytes / 4 words
         q, per_tile = t.tile_rows, t.unit_bytes // 4
         tiles = (np.arange(-(-call.M // q))[:, None] * (ld // q) + np.arange(-(-call.N // q))[None, :]).ravel()
@@ -216,7 +216,7 @@ def _c_words(c: GemmConfig, call: CallPlan) -> np.ndarray:
 
 def _c_position(c: GemmConfig, call: CallPlan, word: int) -> tuple[int, int]:
     """The C element a word of the C buffer holds (a bfp16 tile's first element)."""
-    t, ld = c.t_out, call.ld("C")
+    t, ld = c.types.t_out, call.ld("C")
     if t.is_block:
         tile = word // (t.unit_bytes // 4)
         tr, tc = divmod(tile, ld // t.tile_cols)
@@ -293,7 +293,7 @@ class ArraySession:
         flow.recorder.use(kernel, self.calls)
         for i, core in enumerate(m.cores):
             core.call_kernel = flow.recorder.bind(core, i)
-        total = call.m_blocks * call.n_blocks * call.k_walk // c.k * c.rho * len(m.cores)
+        total = call.m_blocks * call.n_blocks * call.k_walk // c.tiling.k * c.tiling.rho * len(m.cores)
         with tqdm(total=total, unit="call", desc="simulating", disable=not progress, leave=False) as bar:
             flow.run(runtime, _stand_ins(sizes), self.design, bar if progress else None)
         recs = flow.recorder.records()
@@ -336,8 +336,8 @@ def simulate(config: GemmConfig | Design, seed: int = 0, progress: bool = False,
     every word and call every kernel one by one (ArraySession), the same results and errors, slower."""
     design = config if isinstance(config, Design) else build_design(config)
     c = design.config
-    return simulate_calls(design, [Problem(c.M, c.K, c.N)], seed, progress, inputs, activations=[activation],
-                          literal=literal)[0]
+    return simulate_calls(design, [Problem(c.size.M, c.size.K, c.size.N)], seed, progress, inputs,
+                          activations=[activation], literal=literal)[0]
 
 
 def simulate_calls(design: Design, problems: Sequence[Problem], seed: int = 0, progress: bool = False,
@@ -359,13 +359,13 @@ def simulate_calls(design: Design, problems: Sequence[Problem], seed: int = 0, p
 def _checked_call(session: ArraySession, call: CallPlan, seed: int, progress: bool, inputs: str) -> SimResult:
     start = time.perf_counter()
     c = session.design.config
-    a, b_values = make_inputs(call.M, call.K, call.N, c.t_in, c.t_out, seed, c.t_b, family=inputs)
+    a, b_values = make_inputs(call.M, call.K, call.N, c.types.t_in, c.types.t_out, seed, c.types.t_b, family=inputs)
     b: np.ndarray | QuantB = b_values
-    if c.group_size:  # W4A16: int4 q with group scales (and zero points)
-        b = group_weights(b_values, c.group_size, c.zero_points, seed)
-        b_values = b.dequant(to_bfp16(c.group_size, c.convert_once))  # what the kernel's pass hands on
+    if c.groups.group_size:  # W4A16: int4 q with group scales (and zero points)
+        b = group_weights(b_values, c.groups.group_size, c.groups.zero_points, seed)
+        b_values = b.dequant(to_bfp16(c.groups.group_size, c.kernel.convert_once))  # what the kernel's pass hands on
     e = c.epilogue.for_call(call.activation)
-    args = seeded_args(e, c.t_out, a, b_values, seed)
+    args = seeded_args(e, c.types.t_out, a, b_values, seed)
     a_dram, b_dram = pad_inputs(c, a, b, call, args)
     c_cells, kernel, machine = session.run(call, a_dram, b_dram, progress)
     got = output_values(c, w.data_words(c_cells), call)
@@ -376,7 +376,8 @@ def _checked_call(session: ArraySession, call: CallPlan, seed: int, progress: bo
     received = (a, b_values) if quant is not None else host_values(c, a_dram, b_dram, call)
     requant = None if args is None else kernel_requant(e, args.requant)
     bias = None if args is None else args.bias
-    expect = reference(replace(c.numerics, epilogue=e), *received, c.k, call.k_walk, bias, requant, kernel.product)
+    expect = reference(replace(c.numerics, epilogue=e), *received, c.tiling.k, call.k_walk, bias, requant,
+                       kernel.product)
     diff = got != expect  # as numbers (NaN differs from itself, -0 equals 0), in their own types
     mismatches = int(np.count_nonzero(diff))
     first = None
@@ -388,37 +389,40 @@ def _checked_call(session: ArraySession, call: CallPlan, seed: int, progress: bo
     exact_b = None if quant is None else quant.exact()
     acc = measure(got, *received, c.numerics, kernel.product) if exact_b is None else \
         measure(got, a, exact_b, c.numerics)
-    host_quantized = c.t_in.is_block or c.t_b.is_block
+    host_quantized = c.types.t_in.is_block or c.types.t_b.is_block
     saturated = acc.saturated / acc.elements
     traffic = []
     for s in machine.streams:
         traffic.append(Traffic(s.level, s.src.describe(), 4 * s.src.words, 4 * sum(d.words for d in s.dsts)))
     notes = []
     modelled = True
-    p = c.precision
+    p = c.types.precision
     if p.block:
         points = []
-        if c.t_in.is_block or c.t_b.is_block:
-            host = [x for x, t in (("A", c.t_in), ("B", c.t_b)) if t.is_block]
+        if c.types.t_in.is_block or c.types.t_b.is_block:
+            host = [x for x, t in (("A", c.types.t_in), ("B", c.types.t_b)) if t.is_block]
             points.append(f"{' and '.join(host)} quantized to bfp16ebs8 on the host (blocks of 8 along K, "
                           f"truncation as mlir-aie's helper)")
         if p.converts_a:
-            points.append(f"A converted to bfp16 in the core (blocks of 8 along K, {c.rounding} rounding)")
-        if c.t_acc.is_block:
-            points.append(f"C requantized to bfp16 after every call (blocks of 8 along N, {c.rounding} rounding)")
+            points.append(f"A converted to bfp16 in the core (blocks of 8 along K, {c.kernel.rounding} rounding)")
+        if c.types.t_acc.is_block:
+            points.append(f"C requantized to bfp16 after every call (blocks of 8 along N, {c.kernel.rounding} "
+                          "rounding)")
         elif p.converts_c:
-            points.append(f"C accumulated in {c.acc}, converted to bfp16 after its last call ({c.rounding})")
+            points.append(f"C accumulated in {c.types.acc}, converted to bfp16 after its last call "
+                          f"({c.kernel.rounding})")
         notes.append("bfp16 quantization points: " + "; ".join(points) + " (the core's bfp16 rounding is "
                      "modelled on mlir-aie PR #3442; the exact on-chip conversion is unpublished)")
     if c.numerics.bfp16_inputs:
         how = ("once per call (A) and per k-step (B) by the convert-once kernel, the same bits as the AIE API's "
-               "per-mmul emulation (tests/test_kernels.py proves it on the host)" if c.convert_once else
+               "per-mmul emulation (tests/test_kernels.py proves it on the host)" if c.kernel.convert_once else
                "at every mmul by the AIE API's emulation")
-        if to_bfp16(c.group_size, c.convert_once):  # W4A16 on the convert-once kernel
+        if to_bfp16(c.groups.group_size, c.kernel.convert_once):  # W4A16 on the convert-once kernel
             how = ("A once per call by the convert-once kernel (the same bits as the AIE API's per-mmul emulation), "
                    "B, the W4A16 weights, from their exact values once per B object by its dequantization")
         notes.append(f"bf16 via bfp16: A and B are quantized to bfp16ebs8 blocks of 8 along K with the core's "
-                     f"{c.rounding} rounding, {how} (mlir-aie PR #3442); the exact on-chip conversion is unpublished")
+                     f"{c.kernel.rounding} rounding, {how} (mlir-aie PR #3442); the exact on-chip conversion is "
+                     "unpublished")
     clamps = _core_conversion_clamps(c, a, b_values, kernel.product)
     if clamps:
         notes.append(f"{clamps} bfp16 blocks converted in the core round a mantissa past 127 and are clamped to 127 "
@@ -430,15 +434,15 @@ def _checked_call(session: ArraySession, call: CallPlan, seed: int, progress: bo
     if kernel.stats.acc_overflows:
         notes.append(f"{kernel.stats.acc_overflows} acc32 values overflowed (hardware behaviour unconfirmed)")
     if inputs == "exact":
-        bound = exact_bound(c.K)
+        bound = exact_bound(c.size.K)
         float_desc = f"bf16 i*2^-{bound.bit_length() - 1}, |i| <= {bound}, 3% zeros (fp32-exact sums)"
     else:
         float_desc = "bf16 +-(1+f/128)*2^[-4,0], 3% zeros (wide: exact in fp64 only)"
-    if c.group_size:
+    if c.groups.group_size:
         float_desc += (f"; B int4 q uniform in [-8, 7], bf16 scales (1+f/128)*2^{SCALE_EXP}"
-                       + (", zero points uniform in [-8, 7]" if c.zero_points else ""))
+                       + (", zero points uniform in [-8, 7]" if c.groups.zero_points else ""))
     dist = (float_desc + (" (as fp32 before bfp16 quantization)" if p.block else "")
-            if c.t_in.is_float else _int_desc(a, b_values))
+            if c.types.t_in.is_float else _int_desc(a, b_values))
     return SimResult(
         config=c,
         call=call,
@@ -465,14 +469,14 @@ def w4a16_note(c: GemmConfig, weights: np.ndarray, exact: np.ndarray, acc: Accur
     """What W4A16's losses cost: the weights as the dequantization rounds them once (`weights`, as the pass hands
     them on: bf16, or the float32 values npu2's convert-once kernel rounds straight to bfp16), against their
     float64 `exact` values, and C against float64 A @ ((q - z) s)."""
-    bfp16_b = to_bfp16(c.group_size, c.convert_once)
+    bfp16_b = to_bfp16(c.groups.group_size, c.kernel.convert_once)
     if bfp16_b:  # the float32 weights the pass rounds once, into bfp16 (the numerics' quantization of B)
         weights = c.numerics.operand_b(weights)
     rounded = int(np.count_nonzero(weights.astype(np.float64) != exact))
-    w = "(q - z) s" if c.zero_points else "q s"
-    how = f"quantizes {w} straight into bfp16 (blocks of 8 along K, {c.rounding})" if bfp16_b else \
+    w = "(q - z) s" if c.groups.zero_points else "q s"
+    how = f"quantizes {w} straight into bfp16 (blocks of 8 along K, {c.kernel.rounding})" if bfp16_b else \
         f"dequantizes bf16_rne({w})"
-    return (f"W4A16 (group size {c.group_size}{', zero points' if c.zero_points else ''}): the core "
+    return (f"W4A16 (group size {c.groups.group_size}{', zero points' if c.groups.zero_points else ''}): the core "
             f"{how} once per B object, {rounded:,} of {exact.size:,} weights rounded (a loss); "
             f"C vs float64 A @ ({w}): Frobenius {percent(acc.frobenius_rel)}, max abs {acc.max_abs:.4g}")
 
@@ -484,7 +488,7 @@ def _core_conversion_clamps(c: GemmConfig, a: np.ndarray, b: np.ndarray, product
     if product is not None and product.serves(c.numerics) and product.covers(a, b) is not None:
         return 0
     count = 0
-    if c.numerics.bfp16_inputs or c.precision.converts_a:
+    if c.numerics.bfp16_inputs or c.types.precision.converts_a:
         count += clamped_blocks(np.asarray(a, np.float32), 1, rounding)
     if c.numerics.bfp16_inputs:
         count += clamped_blocks(np.asarray(b, np.float32), 0, rounding)

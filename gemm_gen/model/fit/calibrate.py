@@ -41,7 +41,7 @@ def _kernel_row_design(row: paper.KernelRow) -> tuple[Any, Any]:
                    row.dtype_out, True, emulate_bf16_with_bfp16=row.emulate, compiler="chess", stack_bytes=1024,
                    expansion=paper.PAPER_EXPANSION, kernel_loops=paper.PAPER_LOOPS, convert_once=False,
                    l1_alloc=paper.PAPER_L1_ALLOC, acc=ACC_OUT)
-    return c, plan(c, c.l1_alloc)
+    return c, plan(c, c.array.l1_alloc)
 
 
 def kernel_macs(p: Params, row: paper.KernelRow) -> float:

@@ -83,12 +83,12 @@ def _measured(path: Path, i: int, d: dict[str, Any]) -> Measured:
         seconds = float(d["measured"]["avg_us"]) * 1e-6
         name, role = str(d["name"]), str(d["role"])
     except ConfigError as e:
-        raise ConfigError(f"{where}: {e.what}", RECORD_FIX) from None
+        raise ConfigError(f"{where}: {e.raw_what}", RECORD_FIX) from None
     except (KeyError, TypeError, ValueError) as e:  # a key missing, or a value of the wrong kind
         raise ConfigError(f"{where} is not a measured design ({type(e).__name__}: {e})", RECORD_FIX) from None
     if not 0 < seconds < float("inf"):
         raise ConfigError(f"{where}: measured avg_us {seconds * 1e6} is not a time", RECORD_FIX)
-    return Measured(name, role, c.device, c, seconds, str(path))
+    return Measured(name, role, c.array.device, c, seconds, str(path))
 
 
 def predicted_s(p: Params, c: GemmConfig) -> float:
@@ -229,14 +229,14 @@ def _decode_names(rows: list[Measured]) -> tuple[list[str], dict[str, str]]:
         return [], {}
     names, unseen = [], {}
     for dev in sorted({r.device for r in rows}):
-        cols = {r.config.cols for r in rows if r.device == dev}
+        cols = {r.config.array.cols for r in rows if r.device == dev}
         name = f"{dev}.stream_gbps_256"
         if len(cols) < 2:
             unseen[name] = (f"fitted from decode rows of {dev} on {len(cols)} column count: a stream's rate and "
                             "DRAM's peak are not told apart")
         else:
             names.append(name)
-    if len({r.config.queue_groups for r in rows}) < 2:
+    if len({r.config.runtime.queue_groups for r in rows}) < 2:
         unseen[BD_TASK] = "fitted from decode rows that all keep as many task groups in flight: nothing to compare"
     else:
         names.append(BD_TASK)
@@ -261,7 +261,7 @@ def _refit_l1_conflict(result: Refit) -> None:
     sol = least_squares(residuals, np.array([x0]), bounds=([lo], [hi]), method="trf")
     value = float(sol.x[0])
     result.fitted[L1_CONFLICT] = value
-    shared = {l1_banks.plan(r.config, r.config.l1_alloc).conflict_bytes > 0 for r in rows}
+    shared = {l1_banks.plan(r.config, r.config.array.l1_alloc).conflict_bytes > 0 for r in rows}
     if shared != {True, False}:
         result.refused[L1_CONFLICT] = (f"fitted from {len(rows)} L1 pair rows that "
                                        f"{'all' if shared == {True} else 'none'} share a bank: nothing to compare")

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ...errors import opt, spelled
 from ...hw.devices import device
 from ..kernel import KernelShape, b_conversion_cycles, kernel_cycles, kernel_shape
 from ..params import Params
@@ -67,13 +68,13 @@ class Resembled:
 
 def _block_preset(ks: KernelShape) -> tuple[str, bool]:
     """The ATB precision config a block kernel is (True), or the nearest one (False)."""
-    mine = (ks.dtype_in, ks.dtype_b, ks.dtype_out, ks.acc)
+    mine = (ks.types.dtype_in, ks.types.dtype_b, ks.types.dtype_out, ks.types.acc)
     for preset, (a, b, c, acc) in paper.ATB_TYPES.items():
         if not ks.convert_once and mine == (a, b or a, c, acc or c):
             return preset, True
-    if ks.dtype_in == "bf16":  # bf16 A converted per call (config 1; convert-once converts B as well)
+    if ks.types.dtype_in == "bf16":  # bf16 A converted per call (config 1; convert-once converts B as well)
         return "config1", False
-    return ("config2" if ks.acc == "bfp16" else "config3"), False
+    return ("config2" if ks.types.acc == "bfp16" else "config3"), False
 
 
 def resembled(ks: KernelShape) -> Resembled | None:
@@ -86,10 +87,10 @@ def resembled(ks: KernelShape) -> Resembled | None:
         theirs = kernel_shape(device("npu2"), a, c, (8, 8, 8), False, b, acc, block_loop=pk.loop)
         what = f"II {pk.ii} reported, at {pk.t_ma}x{pk.k}x{pk.n}"
         return Resembled(f"{pk.loop.name} (Peano)", same, pk.macs_per_cycle, what, (pk.t_ma, pk.k, pk.n), theirs)
-    if ks.dtype_b != ks.dtype_in:
+    if ks.types.dtype_b != ks.types.dtype_in:
         return None
     for row in paper.STRIKING_T1:
-        if (row.device, row.dtype_in, row.dtype_out, row.emulate) == (dev.name, ks.dtype_in, ks.dtype_out,
+        if (row.device, row.dtype_in, row.dtype_out, row.emulate) == (dev.name, ks.types.dtype_in, ks.types.dtype_out,
                                                                           ks.emulate_bf16_with_bfp16):
             er, et = paper.PAPER_EXPANSION
             theirs = kernel_shape(dev, row.dtype_in, row.dtype_out, dev.mmul_shape(row.dtype_in, row.emulate),
@@ -125,9 +126,9 @@ def compare(p: Params, ks: KernelShape, t_ma: int, k: int, n: int, rho: int = 1)
                      + ": this one is the nearest, a reference")
     if ks.convert_once:
         notes.append("ours includes its B conversion, once per k-step over its rho calls")
-    if not ks.block and ks.acc != up.shape.acc:
-        notes.append(f"upstream keeps C in {up.shape.acc} between calls (--acc out), ours in {ks.acc}: part of the "
-                     "difference is the accumulator's memory, not the loop")
+    if not ks.block and ks.types.acc != up.shape.types.acc:
+        notes.append(spelled(f"upstream keeps C in {up.shape.types.acc} between calls ({opt('acc', 'out')}), ours in "
+                             f"{ks.types.acc}: part of the difference is the accumulator's memory, not the loop"))
     note = "; ".join(notes)
     return Upstream(up.kernel, up.same_kernel, up.published, up.published_what, ours, theirs, v.ratio, v.verdict,
                     v.words(), note)
