@@ -280,6 +280,10 @@ def plan_call(c: Design, problem: Problem, lds: dict[str, int] | None = None, c_
     types = {"A": c.types.t_in, "B": c.types.t_b, "C": c.types.t_out}
     why: dict[str, str] = {}
     encoded = [op for op in OPERANDS if types[op].host_encoded]
+    if c.layout.b_pack == "strips" and "B" not in encoded:  # a scalar B in strips (the split placement's weights)
+        encoded.append("B")  # the host lays out B's whole buffer, as it encodes a bfp16 or int4 one
+        why["B"] = (f"B is packed in strips (each {c.tiling.n}-column slice's K x {c.tiling.n} values contiguous): a "
+                    f"model's weights, packed once")
     extra_k = c.tiling.k if c.epilogue.needs_tile else 0
     # a moved block starts at any element: only operands addressed in elements (not bfp16 tiles) can
     shift_m = M > block_m and M % block_m != 0 and "A" not in encoded and "C" not in encoded

@@ -14,7 +14,7 @@ from .epilogue import mode_ops
 from .errors import ConfigError, opt
 from .hw.devices import Device, MmulShape, TileKind
 from .rounding import Rounding, Saturation
-from .rules import array, dequant, dma, l1, memtile, padding, peano
+from .rules import array, decode_split, dequant, dma, l1, memtile, padding, peano
 from .rules import epilogue as epilogue_rule
 from .rules import kernel_variant as kv
 from .rules import tiling as tiling_rule
@@ -85,10 +85,18 @@ def check_types(c: GemmConfig) -> None:
     if c.groups.group_size and c.layout.b_pack != "tiles":
         raise ConfigError(f"{opt('b_pack', c.layout.b_pack)} with W4A16: its B is each core column's objects (int4 "
                           "values and their scale rows) in k-step order already, one layout", f"drop {opt('b_pack')}")
-    if c.layout.b_pack not in b_packs(c.types.t_b):
+    split = decode_split.is_split(c.dev, c.array.rows, c.array.cols)
+    if c.layout.b_pack not in b_packs(c.types.t_b, split=split):
         raise ConfigError(f"{opt('b_pack', c.layout.b_pack)} is mlir-aie's packing of a bfp16 B, not of {c.types.t_b} "
-                          "(or the host's strips of an int4 B)",
-                          f"drop {opt('b_pack')}, or use {opt('dtype_b', prec.BFP16)} (or i4 with an i8 A)")
+                          "(or the host's strips of an int4 B, or of the split decode placement's weights)",
+                          f"drop {opt('b_pack')}, or use {opt('dtype_b', prec.BFP16)} (or i4 with an i8 A, or "
+                          f"{opt('rows', decode_split.SPLIT_MAPPING)})")
+    if c.layout.b_pack == "strips" and not c.types.t_b.host_encoded and (c.layout.b_col_maj or c.epilogue.needs_tile):
+        raise ConfigError(f"{opt('b_pack', 'strips')} of a scalar B takes a row-major B without an epilogue tile (each "
+                          "core's K x n slice row-major, the memtile re-tiling it)",
+                          f"drop {opt('b_col_maj')} and the bias / requantization, or {opt('b_pack')}")
+    if split:
+        check_split(c)
     if c.kernel.shift and not p.block:
         check_shift(c.dev, c.types.dtype_in, c.types.dtype_out, c.kernel.mmul, c.kernel.shift, str(c.types.acc))
     check_block_layouts(c)
@@ -260,6 +268,17 @@ def check_int4_layout(c: GemmConfig) -> None:
                           f"store B row-major (drop {opt('b_col_maj')}); the operator packs it for you")
 
 
+def check_split(c: GemmConfig) -> None:
+    """The split decode placement's own rules (rules/decode_split.py): row-major A and C (its C joins slices
+    along N, its A is one broadcast stream), and memtiles with the DMA channels it needs."""
+    if c.layout.a_col_maj or c.layout.c_col_maj:
+        raise ConfigError(f"{opt('rows', decode_split.SPLIT_MAPPING)} takes row-major A and C",
+                          f"drop {opt('a_col_maj')} / {opt('c_col_maj')}, or use {opt('rows', 1)}")
+    problem = decode_split.channel_problem(c.dev)
+    if problem is not None:
+        raise ConfigError(problem, f"use {opt('rows', 1)}")
+
+
 def check_array(c: GemmConfig) -> None:
     dev = c.dev
     for name, value in (("M", c.size.M), ("K", c.size.K), ("N", c.size.N), ("m", c.tiling.m), ("k", c.tiling.k),
@@ -269,7 +288,7 @@ def check_array(c: GemmConfig) -> None:
     if not array.rows_ok(dev, c.array.rows):
         raise ConfigError(f"rows={c.array.rows}: a design uses all {dev.core_rows} core rows (whole-array) or one "
                           "(decode)", f"use rows={dev.core_rows} or rows=1 ({opt('rows', dev.core_rows, 1)})")
-    if not array.columns_ok(dev, c.array.cols):
+    if not array.columns_ok(dev, c.array.cols, c.array.rows):
         counts = ", ".join(map(str, dev.column_devices))
         raise ConfigError(f"n_aie_cols={c.array.cols} on {dev.name}: designs use {counts} columns",
                           f"use {opt('cols', *dev.column_devices)}")
@@ -281,8 +300,9 @@ def check_array(c: GemmConfig) -> None:
         raise ConfigError(f"stack {c.array.stack_bytes} B must be a positive multiple of {array.STACK_ALIGN} below the "
                           f"{dev.l1_bytes:,} B of L1",
                           f"give {opt('stack_bytes')} like 3328 (0xD00, mlir-aie's) or more")
-    tasks = padding.runtime_tasks(c.call.tiles_per_core, c.a_shims, c.array.cols)  # the largest call it serves
-    if not padding.tasks_fit(c.call.tiles_per_core, c.a_shims, c.array.cols):
+    # the largest call it serves
+    tasks = padding.runtime_tasks(c.call.tiles_per_core, c.a_shims, c.array.cols, dev, c.array.rows)
+    if not padding.tasks_fit(c.call.tiles_per_core, c.a_shims, c.array.cols, dev, c.array.rows):
         raise ConfigError(
             f"the runtime sequence would push {tasks:,} BD tasks (over {MAX_RUNTIME_TASKS:,}; its "
             f"instruction stream would be about {tasks * 64 // 2**20} MiB)",

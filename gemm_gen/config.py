@@ -22,12 +22,12 @@ from .errors import ConfigError, opt
 from .hw.devices import Device, device
 from .numerics import KernelNumerics
 from .rounding import Rounding, Saturation
+from .rules import decode_split, l1, memtile, padding, walks
 from .rules import epilogue as rules_epilogue
-from .rules import l1, memtile, padding, walks
 from .rules.defaults import convert_once_problem as _convert_once_problem
 from .rules.defaults import emulation_default, has_epilogue, resolve
 from .rules.defaults import variant as resolved_variant
-from .rules.kernel_variant import KERNEL_EXPANSION, KernelVariant
+from .rules.kernel_variant import KernelVariant
 from .rules.memtile import MemtileBuffer, c_blocks_transposed
 from .spec import (
     B_PACKS,
@@ -69,12 +69,14 @@ ATB_TILES: dict[str, tuple[int, int, int, int, int]] = {
     "config3": (128, 64, 128, 448, 4),
 }
 
-def b_packs(t_b: DType, group_size: int = 0) -> tuple[str, ...]:
+def b_packs(t_b: DType, group_size: int = 0, split: bool = False) -> tuple[str, ...]:
     """The DRAM packings a B of type t_b can take (the search weighs them when the option is open): both
-    for a B the host re-encodes anyway (bfp16, int4: DType.host_encoded), where strips cost no extra copy;
-    tiles (the user's own layout) for any other. A W4A16 B (group_size > 0) has one layout, each column's
-    objects in k-step order (design/b_objects.py): the option does not apply, so "tiles", its default."""
-    return B_PACKS if t_b.host_encoded and not group_size else ("tiles",)
+    for a B the host re-encodes anyway (bfp16, int4: DType.host_encoded), where strips cost no extra copy,
+    and in the split decode placement (`split`, rules/decode_split.py), whose B is a model's weights, packed
+    once (a host copy, which the call plan names); tiles (the user's own layout) for any other. A W4A16 B
+    (group_size > 0) has one layout, each column's objects in k-step order (design/b_objects.py): the option
+    does not apply, so "tiles", its default."""
+    return B_PACKS if (t_b.host_encoded or split) and not group_size else ("tiles",)
 
 
 __all__ = ["B_PACKS", "FIELDS", "L1_SCHEMES", "RUNTIME_SIZES", "GemmConfig", "b_packs", "default_k_mt",
@@ -206,12 +208,17 @@ class GemmConfig:
         )
 
     @property
-    def c_split_rows(self) -> int:
-        """With C converted after its last call (acc != dtype_out): how many of the m accumulator
-        rows live in the C object itself (whole row pairs of the kernel, as many as its bytes
-        hold); the other m - c_split_rows live in a worker-local buffer (mlir-aie config3's layout)."""
-        return l1.c_split_rows(self.types.precision, self.tiling.m, self.tiling.n,
-                               KERNEL_EXPANSION * self.kernel.mmul[0])
+    def acc_block(self) -> tuple[int, int]:
+        """The in-place accumulator split's unit: (values per accumulator block, blocks per unit)."""
+        return l1.acc_block(self.types.precision, bool(self.kernel.convert_once), self.kernel.mmul)
+
+    @property
+    def c_split_elems(self) -> int:
+        """With C converted after its last call (acc != dtype_out): how many of the m n accumulator
+        values live in the C object itself (its first blocks, as many whole units as its bytes hold);
+        the other m n - c_split_elems live in a worker-local buffer (rules/l1.c_split_blocks)."""
+        block = self.acc_block
+        return l1.c_split_blocks(self.types.precision, self.tiling.m, self.tiling.n, block) * block[0]
 
     @property
     def t_ma(self) -> int:
@@ -271,9 +278,8 @@ class GemmConfig:
     def l1_options(self) -> l1.L1Options:
         """What the L1 rules (rules/l1.py) read of this config besides its tiling; the tuner passes
         the same to them with its candidates."""
-        return l1.L1Options(self.types.precision, bool(self.kernel.convert_once),
-                            KERNEL_EXPANSION * self.kernel.mmul[0], self.array.depth_ab_l1, self.array.depth_c_l1,
-                            tuple(self.l1_overhead.items()),
+        return l1.L1Options(self.types.precision, bool(self.kernel.convert_once), self.acc_block,
+                            self.array.depth_ab_l1, self.array.depth_c_l1, tuple(self.l1_overhead.items()),
                             self.groups.group_size, self.groups.zero_points)
 
     @property
@@ -297,9 +303,13 @@ class GemmConfig:
     @property
     def l2_options(self) -> memtile.L2Options:
         """What the memtile rules (rules/memtile.py) read of this config besides its tiling."""
-        return memtile.L2Options(self.array.rows, self.array.cols, self.types.t_in, self.types.t_b, self.types.t_out,
-                                 memtile.b_chunked(self.layout.b_col_maj, self.layout.b_pack), self.array.depth_ab_l2,
-                                 self.array.depth_c_l2, self.groups.group_size, self.groups.zero_points)
+        a = self.array
+        split = decode_split.is_split(self.dev, a.rows, a.cols)
+        return memtile.L2Options(a.rows, a.cols, self.types.t_in, self.types.t_b, self.types.t_out,
+                                 memtile.b_chunked(self.layout.b_col_maj, self.layout.b_pack), a.depth_ab_l2,
+                                 a.depth_c_l2, self.groups.group_size, self.groups.zero_points,
+                                 tuple((s.shim, s.count) for s in decode_split.streams(self.dev)) if split else (),
+                                 self.dev.core_rows if split else 0)
 
     def l2_pools(self) -> list[memtile.Pool]:
         """The memtile links that own L2 buffers, in mlir-aie's IR order."""

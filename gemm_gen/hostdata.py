@@ -98,6 +98,8 @@ def pad_inputs(c: GemmConfig, a: np.ndarray, b: np.ndarray | QuantB, call: CallP
             b_dram = np.ascontiguousarray(b_dram.reshape(b_dram.shape[0], -1, c.tiling.n // 2).transpose(1, 0, 2))
     else:
         b_dram = np.ascontiguousarray(bt) if c.layout.b_col_maj else np.ascontiguousarray(bt.T)
+        if c.layout.b_pack == "strips":  # row-major (checks): each core column's K x n strip contiguous: (strip, K, n)
+            b_dram = np.ascontiguousarray(b_dram.reshape(b_dram.shape[0], -1, c.tiling.n).transpose(1, 0, 2))
         if epilogue is not None and c.epilogue.needs_tile:
             write_epilogue_tiles(c, call, b_dram, epilogue)
     return a_dram, b_dram
@@ -161,7 +163,7 @@ def b_unit(c: GemmConfig, kk: Any, nn: Any, call: CallPlan | None = None) -> Any
     if g.obj:  # W4A16: the first word of the object that holds (kk, nn) (inside it: b_objects.kernel_order)
         strip, step = np.divmod(nn, g.n)[0], np.divmod(kk, g.k)[0]
         return (strip * (g.kw // g.k) + step) * g.obj
-    if c.layout.b_pack == "strips" and g.unit.is_packed:  # the strip row-major: K rows of n / 8 words
+    if c.layout.b_pack == "strips" and not g.unit.is_block:  # the strip row-major: K rows of n units (int4: n/8 words)
         strip, lr = np.divmod(nn, g.n)
         return strip * g.kw * g.n + kk * g.n + lr
     if c.layout.b_pack == "strips":
@@ -178,7 +180,7 @@ def b_unit_coords(c: GemmConfig, unit: int, call: CallPlan | None = None) -> tup
     if g.obj:  # W4A16: the first (K, N unit) of the object the word belongs to
         strip, step = divmod(unit // g.obj, g.kw // g.k)
         return step * g.k, strip * g.n
-    if c.layout.b_pack == "strips" and g.unit.is_packed:
+    if c.layout.b_pack == "strips" and not g.unit.is_block:
         strip, rest = divmod(unit, g.kw * g.n)
         kk, lr = divmod(rest, g.n)
         return kk, strip * g.n + lr
@@ -222,6 +224,10 @@ def dram_arrays(c: GemmConfig, a_raw: np.ndarray, b_raw: np.ndarray, call: CallP
         rows, cols = call.storage("B")
         data = np.ascontiguousarray(b_raw).view(np.uint8)[: c.types.t_b.nbytes(rows * cols)]
         return a, data.reshape(call.Np // c.tiling.n, rows, c.tiling.n // 2)
+    if c.layout.b_pack == "strips":  # a scalar B's strips: (strip, K, n)
+        rows, cols = call.storage("B")
+        data = np.ascontiguousarray(b_raw).view(np.uint8)[: c.types.t_b.nbytes(rows * cols)].view(c.types.t_b.host)
+        return a, data.reshape(call.Np // c.tiling.n, rows, c.tiling.n)
     return a, _shaped(c.types.t_b, b_raw, call.storage("B"))
 
 
@@ -247,6 +253,8 @@ def host_values(c: GemmConfig, a_dram: np.ndarray, b_dram: np.ndarray, call: Cal
         bt = unpack_i4(np.ascontiguousarray(b_dram.transpose(1, 0, 2)).reshape(b_dram.shape[1], -1)).T
     elif c.types.t_b.is_packed:
         bt = unpack_i4(b_dram).T
+    elif c.layout.b_pack == "strips":  # (strip, K, n) back to K x Np, then B^T
+        bt = np.ascontiguousarray(b_dram.transpose(1, 0, 2)).reshape(b_dram.shape[1], -1).T
     else:
         bt = b_dram if c.layout.b_col_maj else b_dram.T
     return a[:M, :K], np.ascontiguousarray(bt[:N, :K].T)

@@ -131,7 +131,8 @@ def _tasks(base: GemmConfig, problem: Problem, m: np.ndarray, k: np.ndarray, n: 
            k_mt: np.ndarray) -> np.ndarray:
     """The runtime sequence's BD tasks (rules/padding.py; checks.check_array)."""
     rows, cols = base.array.rows, base.array.cols
-    return np.asarray(tasks_fit(tiles_per_core(problem.M, problem.N, m * rows, n * cols), base.a_shims, cols))
+    return np.asarray(tasks_fit(tiles_per_core(problem.M, problem.N, m * rows, n * cols), base.a_shims, cols, base.dev,
+                                 rows))
 
 
 def _granularity(base: GemmConfig, problem: Problem, m: np.ndarray, k: np.ndarray, n: np.ndarray, rho: np.ndarray,

@@ -199,7 +199,8 @@ LOOPS = ("k-pipelined", "c-overlap", "k-flat", "jk-flat")  # the kernel's loop s
 EXPANSIONS = ((2, 2), (4, 2), (2, 4), (4, 4))  # er x et accumulators per cluster; narrower share too few loads
 ACTIVATIONS = tuple(a.value for a in Activation)  # none, relu, silu, gelu, runtime (each call selects)
 REQUANTS = {"per_channel": RequantForm.DOUBLE}  # TFLite's default double rounding
-MAPPINGS = ("whole-array", "decode")  # every core row, or one (rules/array.py)
+# every core row, one, or one row of one virtual column per core (rules/array.py, rules/decode_split.py)
+MAPPINGS = ("whole-array", "decode", "decode-split")
 ROUNDINGS = tuple(m.name.lower() for m in Rounding)
 SATURATIONS = tuple(m.name.lower() for m in Saturation)
 # The kernel compile's optimisation level (Peano's -O<n>, rules/peano.py): mlir-aie's programming_examples/
@@ -355,8 +356,8 @@ class Opt:
             return "x".join(str(int(v)) for v in value)
         if self.fmt == "clamp":
             return "{:g},{:g}".format(*value)
-        if self.fmt == "mapping":
-            return MAPPINGS[1] if value == 1 else MAPPINGS[0]
+        if self.fmt == "mapping":  # the rows (1: decode), or a mapping by name (decode-split also fixes cols)
+            return value if value in MAPPINGS else MAPPINGS[1] if value == 1 else MAPPINGS[0]
         if isinstance(value, bool):
             return str(int(value))
         return str(value)
@@ -404,7 +405,8 @@ OPTIONS: tuple[Opt, ...] = (
     Opt("b_col_maj", "layout", "B stored column-major (N x K); takes an optional 0/1", ("--b-col-maj", "--b_col_maj"),
         "B_COL_MAJ", cli="bool", reader="bool", fmt="bool01", named=3, tag=_on("bcol")),
     Opt("rows", "array", "whole-array: every core row, A split over the rows; decode: one core row, m covering the "
-        "padded M, each column a slice of N, B read once (for M <= 16). Default: the model's faster one for "
+        "padded M, each column a slice of N, B read once (for M <= 16); decode-split: every core its own slice of N, "
+        "B over every shim channel but A's (docs/int4_decode.md section 13). Default: the model's fastest for "
         "decode-shaped calls, else whole-array", ("--mapping",), "MAPPING", fmt="mapping", choices=MAPPINGS,
         dest="mapping", cli_default=None),
     Opt("cols", "array", "array columns the design uses (npu1: 1, 2, 4; npu2: 1, 2, 4, 8; default: all)",
@@ -573,9 +575,16 @@ def spell_operator(name: str, values: tuple[Any, ...]) -> str:
         return f"tiles' {row.name}"
     if not values:
         return row.keyword or row.name
+    if row.fmt == "mapping":  # the operator gives a mapping as the grid it is
+        return " or ".join(_MAPPING_KEYWORDS[row.text(v)] for v in values)
     first, *rest = values
     given = f"tiles=(m, k, n, {first})" if row.name == "k_mt" else f"{row.keyword or row.name}={_python(row, first)}"
     return " or ".join([given, *(_python(row, v) for v in rest)])
+
+
+# each mapping (spec.MAPPINGS) as the operator's keywords give it
+_MAPPING_KEYWORDS = {MAPPINGS[0]: "rows=0", MAPPINGS[1]: "rows=1",
+                     MAPPINGS[2]: "rows=1 with cols=columns x core rows (one per core)"}
 
 
 SPELLINGS: dict[str, Callable[[str, tuple[Any, ...]], str]] = {

@@ -100,6 +100,11 @@ which loop is software-pipelined:
   c-overlap keeps it as its floor (its C accesses meet the same A/B stream; nothing measured says
   otherwise), so it gains only where O_serial exceeds beta n_C (the kernel variants table below
   shows where: `our variant` against `2x2 k-pipelined`).
+  A C accumulated wide takes each C block's address from a compare and select on its block index (the
+  split between the C object and C acc, `rules/l1.c_split_blocks`): one per C block access (the bfp16 kernel:
+  one per 16 x 16 block, two where its accumulator is in row-major 8 x 8 blocks), a scalar operation
+  beside the vector load or store it addresses, ASSUMED free (not priced, as the per-row select before it
+  was not): nothing measured separates it from beta.
 * L1 bank stalls (per k-step, spread over its calls): gamma cycles per DMA access into a bank the
   core is using at the same time, at the core's access rate into that bank; only banks the design's
   predicted L1 layout shares count (model/l1_stall.py). Calibrated with beta; it lands on 0.
@@ -213,6 +218,10 @@ The DRAM path is three named effects, each with its source (the parameter table 
   below the peak), twice that with the 512-byte bursts npu2's shim BDs use. With S streams of equal
   load the path gives min(peak_gbps, S x stream bandwidth) less the run overheads: few streams, or
   one stream carrying most bytes, cannot fill it. The stream port (4 B per cycle) bounds a stream too.
+  The busiest stream carries A over its shims, B and C over the columns; in the split decode placement
+  (rules/decode_split.py) B's busiest channel carries its longest run of cores (3 of 32 on npu2: 3/32 of B,
+  what the design's tasks move) and a C channel its column's 4 tiles, and its closed form counts B's runs
+  as the design walks them (k x n per core and k-step in strips; none side by side).
 
 ### End to end
 
@@ -249,8 +258,11 @@ priced with their design's own spans.
 TUNER = """## Tuner
 
 `gemm-gen tune` takes from the search space (`gemm_gen/space.py`) every (m, k, n) with m a multiple
-of 2r, n of 2t, k of s, that fits L1 (A and B double-buffered, C single, stack, kernel data) and the
-BD fields, no larger than a core's share of the problem; for each it evaluates k_mt values
+of 2r, n of 2t, k of s, that fits L1 (A and B double-buffered, C single, stack, kernel data; a C accumulated
+wide and converted once keeps its accumulator in place, its first blocks in the C object and the rest in a
+C acc buffer: `rules/l1.c_split_blocks`, whole mmul blocks (8 x 8 tiles, in units of the 2 or 4 one pointer
+reaches) as many as the object's bytes hold, issue 34 item 3; before, whole row pairs, up to 4 KiB more per
+core) and the BD fields, no larger than a core's share of the problem; for each it evaluates k_mt values
 (multiples of k). The model depends on k_mt
 only through the number of K chunks q = ceil(K / k_mt) and k_mt itself, and for a fixed q the
 smallest k_mt has less padding and traffic for the same number of runs, so one k_mt per q is kept.

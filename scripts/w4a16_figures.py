@@ -31,7 +31,7 @@ def best(dev: str, size: tuple[int, int, int], kind: str, g: int, zp: bool) -> s
     d, t = pr.design, pr.times_us
     M, K, N = size
     tile = d.tiling
-    where = ("decode, " if d.mapping == "decode" else "") + f"{tile.m}x{tile.k}x{tile.n}, k_mt {tile.k_mt}"
+    where = (f"{d.mapping}, " if d.mapping != "whole-array" else "") + f"{tile.m}x{tile.k}x{tile.n}, k_mt {tile.k_mt}"
     where += (f", rho {tile.rho}" if tile.rho > 1 else "") + (", strips" if d.layout.b_pack == "strips" else "")
     where += f", task span {d.task_span or 'longest'}" if d.task_span != 1 else ""
     where += ", convert-once kernel" if c.kernel.convert_once else ""  # npu2 W4A16: B dequantized straight into bfp16

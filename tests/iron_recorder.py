@@ -1430,11 +1430,34 @@ def _bd_lock_value(value: Any) -> None:
         raise ValueError(f"a BD's lock value {value} is outside [0, {LOCK_VALUE_MAX}]")
 
 
+def _verify_fifo_channels() -> None:
+    """Every fifo end on a tile's DMA takes one channel of its direction, and a tile has DMA_CHANNELS of each
+    (AM020: 6 each way on a memtile, 2 on a core or shim tile): AIEObjectFifoAllocate's channel analysis, "number of
+    input/output DMA channel exceeded!" (read in the stored version @02aeab00, not at the tag), whether or not the
+    tile also has an explicit TileDma (_verify_tile_dmas counts those channels with the fifos')."""
+    count: dict[tuple[tuple[int, int], str], int] = {}
+    for at, direction, _bds in _fifo_dma_ends():
+        count[(at, direction)] = count.get((at, direction), 0) + 1
+    for f in REC.fifos:  # the runtime's shim ends: a fill is an MM2S channel of its shim, a drain an S2MM one
+        for h in ([f._prod] if f._prod else []) + f._cons:
+            if isinstance(h.endpoint, RuntimeEndpoint) and h.endpoint.tile is not None and h.endpoint.tile.placed:
+                key = (h.endpoint.tile.at(), DMAChannelDir.MM2S if h.is_prod else DMAChannelDir.S2MM)
+                count[key] = count.get(key, 0) + 1
+    for (at, direction), used in sorted(count.items()):
+        kind = ROW_KINDS.get(at[1], "CoreTile")
+        if used > DMA_CHANNELS[kind]:
+            side = "input" if direction == DMAChannelDir.S2MM else "output"
+            raise ValueError(f"'aie.tile' op number of {side} DMA channel exceeded! ({used} fifo ends on tile {at}, "
+                             f"{DMA_CHANNELS[kind]} channels)")
+
+
 def _verify_placed(program: Program) -> None:
-    """What 1.4.3 verifies of explicitly placed Buffers, Locks and TileDmas (Flows are routed by aiecc)."""
+    """What 1.4.3 verifies of explicitly placed Buffers, Locks and TileDmas (Flows are routed by aiecc), and the
+    DMA channels the fifos take."""
     _verify_locks(program)
     _verify_accessible(program)
     _verify_tile_dmas(program)
+    _verify_fifo_channels()
 
 
 class Program:

@@ -99,7 +99,7 @@ def families_of_argv(argv: list[str]) -> tuple[set[str], str]:
         or given["--clamp"] is not None or given["--requant"] is not None,
         "int4": t_b == "i4" and t_in == "i8",
         "W4A16": t_b == "i4" and t_in == "bf16",
-        "decode": given["--mapping"] == "decode",
+        "decode": given["--mapping"] in ("decode", "decode-split"),
         "spans": given["--task-span"] not in (None, "1"),
         "columns": given["--n-aie-cols"] is not None,
         "runtime sizes": given["--runtime-sizes"] is not None,

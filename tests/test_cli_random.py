@@ -70,7 +70,7 @@ def _runtime_sizes(rng: random.Random, dims: tuple[int, int, int]) -> str:
 Gen = Callable[[random.Random], str]
 GENERATORS: dict[str, Gen] = {
     "--runtime-mode": lambda rng: rng.choice(("mn", "mnk")),
-    "--mapping": lambda rng: rng.choice(("whole-array", "decode")),
+    "--mapping": lambda rng: rng.choice(("whole-array", "decode", "decode-split")),
     "--n-aie-cols": lambda rng: rng.choice(("1", "2", "4", "8", "3", "0")),
     "--rho": lambda rng: str(rng.choice((1, 1, 2, 3, 4, 9))),
     "--group-size": lambda rng: rng.choice(("32", "64", "128", "16", "0")),

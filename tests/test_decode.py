@@ -5,6 +5,7 @@ simulated bit-exact, lowered to IRON, weighed by the search against the whole ar
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -110,7 +111,7 @@ def test_mapping_rules():
     npu2 = device("npu2")
     assert array.rows_ok(npu2, 1) and array.rows_ok(npu2, 4)
     assert not array.rows_ok(npu2, 2) and not array.rows_ok(npu2, 3)
-    assert [array.mapping_rows(npu2, m) for m in MAPPINGS] == [4, 1]
+    assert [array.mapping_rows(npu2, m) for m in MAPPINGS] == [4, 1, 1]  # whole-array, decode, decode-split
     assert array.mapping_of(npu2, 1) == "decode" and array.mapping_of(npu2, 4) == "whole-array"
     assert array.decode_call(16) and not array.decode_call(17)
     assert list(array.decode_call(np.array([1, 16, 17]))) == [True, True, False]
@@ -223,10 +224,13 @@ def test_search_takes_the_decode_mapping_when_the_model_says_it_is_faster(dtype_
     got = choose(_request("npu2", dtype_in, 1, 2048, 2048))
     whole = choose(_request("npu2", dtype_in, 1, 2048, 2048, rows=4)).config
     dec = choose(_request("npu2", dtype_in, 1, 2048, 2048, rows=1)).config
-    t_whole, t_dec = predict(whole).time_s, predict(dec).time_s
-    assert got.config == (dec if t_dec < t_whole else whole)
+    req = _request("npu2", dtype_in, 1, 2048, 2048)  # the split decode placement (issue 34 item 4)
+    spl = choose(replace(req, options=replace(req.options, rows=1, cols=32))).config
+    t_whole, t_dec, t_split = predict(whole).time_s, predict(dec).time_s, predict(spl).time_s
+    assert got.config == min((whole, dec, spl), key=lambda c: predict(c).time_s)
     assert "mapping" in got.filled
     assert t_dec < t_whole  # today's model: fewer BD tasks, no junk core rows
+    assert t_split < t_dec  # and B over 15 shim streams, every core its own slice of N
 
 
 def test_search_keeps_the_whole_array_for_large_m_and_a_given_mapping():

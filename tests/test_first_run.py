@@ -32,7 +32,7 @@ def test_each_check_says_what_to_look_at_and_what_confirms_or_refutes_it():
     titles = [c.title for c in validate.FIRST_RUN_CHECKS]
     # most likely to fail first: the kernels no compiler has seen, the build's checks, then the runs
     assert [t.split()[1] for t in titles] == ["wide-accumulator", "frames", "L1", "runs", "accumulator's", "parameters",
-                                              "LUT", "epilogue", "host", "matches", "shim"]
+                                              "LUT", "epilogue", "host", "matches", "shim", "split"]
     for line in validate.first_run_lines():
         assert re.fullmatch(r"\d+\. [^\n]+ Look at [^\n]+\. Confirms: [^\n]+\. Refutes: [^\n]+\.", line), line
 

@@ -156,13 +156,13 @@ def test_bfp16_design_types_blocks_and_passes_its_buffers():
     join = next(x for x in rec.links if x["kind"] == "join")
     assert join["offsets"] == [row * c.tiling.m * c.tiling.n // 8 for row in range(c.array.rows)]  # blocks of C
     assert [(b.name, iron_recorder.shape_dtype(b.type)) for b in rec.buffers[:1]] == [
-        ("C_acc_0_0", ((64, 128), "bfloat16"))]
+        ("C_acc_0_0", ((112 * 64,), "bfloat16"))]
     w = next(w for w in rec.workers if at(w.tile) == (0, 2))
     calls = [op for op in w.trace if op[0] == "call"]
     assert [op[1] for op in calls][:2] == ["zero_bf16_bfp16", "matmul_bfp16_bf16"]
     assert calls[-1][1] == "convert_bf16_bfp16" and repr(calls[-1][2][1]) == "<buf C_acc_0_0>"
     assert calls[1][2][3] is calls[-1][2][1] and calls[1][2][-1] == 0  # matmul(A, B, C, acc, slice 0)
-    assert "buffer C_acc_7_3 ((64, 128), 'bfloat16') at Tile(7, 5)" in text
+    assert "buffer C_acc_7_3 ((7168,), 'bfloat16') at Tile(7, 5)" in text
     # shim taps and host buffers in blocks: A is Mp x Kp values = Mp Kp / 8 blocks
     fill = next(t for t in rec.transfers if t["kind"] == "fill" and t["fifo"] == "A_L3L2_0")
     assert fill["tap"].tensor_dims == (1, c.call.Mp * c.call.k_walk // 8) and fill["tap"].sizes[-1] % 8 == 0

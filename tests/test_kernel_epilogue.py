@@ -302,7 +302,7 @@ def write_accumulator(b: KernelBuild, acc: np.ndarray, c: tk.Guarded, buf: tk.Gu
         for at in range(0, blocked.size, size_c):
             lib.gg_host_acc64_words(lanes[at:].ctypes.data, words[2 * at:].ctypes.data, size_c)
         blocked = words.view(np.int64)
-    split = b.c_split_rows * b.n
+    split = b.c_split_elems
     head = blocked[:split].view(np.uint8)
     c.body.view(np.uint8)[:head.size] = head
     buf.body[:] = blocked[split:].view(buf.body.dtype)
@@ -359,7 +359,7 @@ def run_convert(lib: Path, b: KernelBuild, d: Data, convert: Callable[..., None]
     t_acc = dtype(b.types.precision.acc)
     words = 1 if t_acc.is_float else t_acc.bytes // 4
     c = tk.Guarded(b.m * b.n, t_out.host, 8 * b.m * b.n // t_out.host.itemsize)
-    buf = tk.Guarded((b.m - b.c_split_rows) * b.n * words, np.float32 if t_acc.is_float else np.int32, 2 * b.m * b.n)
+    buf = tk.Guarded((b.m * b.n - b.c_split_elems) * words, np.float32 if t_acc.is_float else np.int32, 2 * b.m * b.n)
     write_accumulator(b, d.acc, c, buf, kernel.lib)
     args = (c.ptr, buf.ptr, *((tile.ptr,) if tile is not None else ()), *tables)
     kernel.lib.gg_host_reset_rounding_writes()

@@ -218,6 +218,10 @@ def _c_col_maj_cases() -> list[Case]:
     return cases
 
 
+# an i8 C accumulated in int32: the object's bytes hold 6 of 24 4 x 8 blocks, one and a half block rows
+SPLIT_MID_ROW = Case(build(NPU1, "i8", "i8", (1, 2, 2), False, rho=3, wide=True), True)
+
+
 def _wide_cases() -> list[Case]:
     """C accumulated in the kernel's accumulator type (the default): every output narrower than it on
     both devices and B layouts, with shifts, rho slices on both sides of the split and full-range inputs."""
@@ -240,6 +244,9 @@ def _wide_cases() -> list[Case]:
         Case(build(NPU2, "i16", "i16", (2, 3, 2), True, rho=2, shift=6, loops="c-overlap", wide=True), True),
         Case(build(NPU2, "bf16", "bf16", (2, 2, 2), True, emulate=True, loops="c-overlap", wide=True)),
         Case(build(NPU1, "bf16", "bf16", (2, 2, 1), False, rounding="floor", wide=True)),
+        # the split inside a block row (rules/l1.c_split_blocks keeps whole r x t blocks), slice 0 across it
+        SPLIT_MID_ROW,
+        Case(build(NPU2, "i16", "i16", (1, 2, 2), True, rho=3, shift=5, wide=True, loops="k-pipelined"), True),
     ]
     return cases
 
@@ -295,6 +302,9 @@ BLOCK_LAYOUT_BUILDS = [
 ]
 
 
+SPLIT_MID_PAIR = block_build("bf16", "bf16", "f32", blocks=(1, 2, 1), rho=3)  # 6 of 12 blocks in the object
+
+
 def _block_cases() -> list[Case]:
     c1, c2, c3 = PRESETS["config1"], PRESETS["config2"], PRESETS["config3"]
     builds = [
@@ -331,6 +341,10 @@ def _block_cases() -> list[Case]:
         # K_TILES past rules.block_loop.UNROLL_K_TILES: a pipelined k loop inside the block loop, odd (peeled) and even
         block_build(c2.a, c2.out, blocks=(1, 17, 2), rho=2),
         block_build(c3.a, c3.out, c3.acc, blocks=(2, 18, 1), b_col_maj=True),
+        # the split between the two tile rows of a row pair (an f32 accumulator of a bf16 C), slice 1 across it
+        SPLIT_MID_PAIR,
+        # the split inside a row pair, between its 16 x 16 blocks (an f32 accumulator of a bfp16 C), slice 0 across it
+        block_build(BFP16, BFP16, "f32", blocks=(1, 2, 3), rho=2),
     ]
     return [Case(b) for b in builds]
 
@@ -345,8 +359,8 @@ NO_A_CONVERSION = Case(_CONFIG1, patches=(
     mutant="no-a-conversion")
 # a config3 kernel that keeps every accumulator row in the C object, past its end
 NO_SPLIT = Case(_CONFIG3, patches=(
-    ("    return row < SPLIT_ROWS ? obj + row * TILE_N : buf + (row - SPLIT_ROWS) * TILE_N;\n",
-     "    return obj + row * TILE_N;\n"),), mutant="no-split")
+    ("    return t < SPLIT_TILES ? obj + t * LANES : buf + (t - SPLIT_TILES) * LANES;\n",
+     "    return obj + t * LANES;\n"),), mutant="no-split")
 # a config3 conversion that writes the last tile first: in place, it overwrites unread blocks
 REVERSED_CONVERT = Case(_CONFIG3, patches=(
     ("  TileOutC out(c);\n", ""),
@@ -405,20 +419,31 @@ LAYOUT_MUTANTS = [
          mutant="c-convert-untransposed"),
 ]
 BLOCK_CASES += [Case(b) for b in BLOCK_LAYOUT_BUILDS]  # after the mutants that index the list from its end
-BLOCK_MUTANTS = [NO_A_CONVERSION, NO_SPLIT, REVERSED_CONVERT, B_PAIR_OFFSET, A_PAIR_OFFSET, A_BLOCK_ORDER, *C_MUTANTS,
-                 *LAYOUT_MUTANTS]
+# a kernel that takes a 16 x 16 block's bottom tiles to lie beside its top ones although the split falls between
+# them (the whole row pair addressed through one pointer, as before block splits)
+PAIR_SPLIT = Case(SPLIT_MID_PAIR, patches=((
+    "  return acc_tile(obj, buf, tile0 + br * 2 * COL_TILES + bc * (C_PAIR / LANES) + C_ROW1 / LANES);\n",
+    "  return c_top(obj, buf, tile0, br, bc) + C_ROW1;\n"),), mutant="pair-split")
+BLOCK_MUTANTS = [NO_A_CONVERSION, NO_SPLIT, PAIR_SPLIT, REVERSED_CONVERT, B_PAIR_OFFSET, A_PAIR_OFFSET, A_BLOCK_ORDER,
+                 *C_MUTANTS, *LAYOUT_MUTANTS]
 
 # scalar kernels with C in a wide accumulator: one that ignores the split (accumulator rows past the
 # C object), one that converts backwards (in place it overwrites blocks not read yet), one that
 # narrows C every call as --acc out does but still converts (the sums saturate or round early)
 _WIDE = build(NPU1, "i8", "i8", (1, 2, 1), True, rho=4, shift=9, rounding="sym_inf", wide=True)
 _WIDE_I16 = build(NPU2, "i16", "i32", (2, 2, 1), False, wide=True)
+# a kernel that splits its accumulator at whole block rows (the old rule) while C_acc holds only the blocks past
+# the block split: the blocks of the split's row past it push the rest beyond C_acc's end
+_ACC_BLOCK_AT = "    return blk < SPLIT_BLOCKS ? obj + blk * ACC_BLOCK : buf + (blk - SPLIT_BLOCKS) * ACC_BLOCK;\n"
+ROW_SPLIT = Case(SPLIT_MID_ROW.build, patches=((
+    _ACC_BLOCK_AT,
+    "    return blk < SPLIT_BLOCKS / COL_BLOCKS * COL_BLOCKS ? obj + blk * ACC_BLOCK\n"
+    "        : buf + (blk - SPLIT_BLOCKS / COL_BLOCKS * COL_BLOCKS) * ACC_BLOCK;\n"),), mutant="row-split", hot=True)
 WIDE_MUTANTS = {
-    Case(_WIDE, patches=(("    return row < SPLIT_ROWS ? obj + row * TILE_N * ACC_WORDS : buf + (row - SPLIT_ROWS) * "
-                          "TILE_N * ACC_WORDS;\n", "    return obj + row * TILE_N * ACC_WORDS;\n"),),
+    ROW_SPLIT: "wrote outside",
+    Case(_WIDE, patches=((_ACC_BLOCK_AT, "    return obj + blk * ACC_BLOCK;\n"),),
          mutant="wide-no-split", hot=True): "wrote outside its C tile",
-    Case(_WIDE, patches=(("for (unsigned b = 0; b < TILE_M / MMUL::M * COL_BLOCKS; ++b)",
-                          "for (unsigned b = TILE_M / MMUL::M * COL_BLOCKS; b-- > 0;)"),),
+    Case(_WIDE, patches=(("for (unsigned b = 0; b < C_BLOCKS; ++b)", "for (unsigned b = C_BLOCKS; b-- > 0;)"),),
          mutant="wide-reversed-convert", hot=True): "elements differ",
     Case(_WIDE_I16, patches=(("  aie::store_v(p, aie::vector_cast<int32>(acc.to_accum()));  // acc64 lanes -> "
                               "int32 pairs",
@@ -740,7 +765,7 @@ def run_tile(kernel: Kernel, steps: list[tuple[np.ndarray, np.ndarray]], b_col_m
     # the accumulator rows beyond the C object (int64 ones as int32 pairs), when C is converted
     t_acc = dtype(b.types.precision.acc)
     words = t_acc.bytes // 4 if b.types.precision.converts_c and not t_acc.is_float else 1
-    acc = (Guarded((b.m - b.c_split_rows) * b.n * words, np.float32 if t_acc.is_float else np.int32, 2 * b.m * b.n)
+    acc = (Guarded((b.m * b.n - b.c_split_elems) * words, np.float32 if t_acc.is_float else np.int32, 2 * b.m * b.n)
            if b.types.precision.converts_c else None)
     c_bufs = (c.ptr, *((acc.ptr,) if acc is not None else ()))
     # the convert-once kernel's own L1 buffers: bfp16 copies of the A and B tiles (72-byte tiles)
@@ -856,7 +881,7 @@ def run_block_tile(kernel: Kernel, steps: list[tuple[np.ndarray, np.ndarray]],
     # (whole m x n f32 of them) only ever writes into sentinels
     wide = 4 * b.m * b.n
     c = Guarded(t_out.nbytes(b.m * b.n), U8, wide) if t_out.is_block else Guarded(b.m * b.n, t_out.host, wide)
-    acc = Guarded((b.m - b.c_split_rows) * b.n, t_acc.host, wide) if p.converts_c else None
+    acc = Guarded(b.m * b.n - b.c_split_elems, t_acc.host, wide) if p.converts_c else None
     bufs = (c.ptr, *((acc.ptr,) if acc is not None else ()))
     kernel.checked(kernel.zero_fn, *bufs)
     assert kernel.modes() == modes
@@ -1135,8 +1160,9 @@ def test_bfp16_cases_cover_every_precision() -> None:
         assert {b.rho > 1 for b in mine} == {False, True} and {b.b_col_maj for b in mine} == {False, True}
     # config3 slices both in the C object and in C_acc (the first one across the split, if the
     # split falls inside a slice), and an f32 accumulator wholly in C_acc
-    assert any(b.types.precision == PRESETS["config3"] and b.rho > 1 and 0 < b.c_split_rows < b.m for b in builds)
-    assert any(b.types.precision.converts_c and b.c_split_rows == 0 for b in builds)
+    assert any(b.types.precision == PRESETS["config3"] and b.rho > 1 and 0 < b.c_split_elems < b.m * b.n
+               for b in builds)
+    assert any(b.types.precision.converts_c and b.c_split_elems == 0 for b in builds)
     assert {b.k // 8 % 2 for b in builds} == {0, 1} and any(b.k == 8 for b in builds)  # both K tails, one step
     assert {b.rounding for b in builds} > {"conv_even"}
 
@@ -1155,7 +1181,8 @@ def test_bfp16_rounding_modes_are_exercised() -> None:
 @needs_gxx
 @pytest.mark.parametrize("mutant", list(WIDE_MUTANTS), ids=lambda c: c.mutant)
 def test_check_catches_broken_wide_accumulator_kernels(libraries, mutant) -> None:
-    """A scalar kernel whose accumulator rows ignore the split, whose conversion runs backwards, or
+    """A scalar kernel whose accumulator ignores the split, splits it at whole block rows while C_acc holds only
+    the blocks past the block split, whose conversion runs backwards, or
     that keeps an int32 C between calls of an int64 accumulator (full-range int16, where partial sums
     leave int32) fails; the unpatched kernel passes."""
     control = Case(mutant.build, hot=mutant.hot)
@@ -1186,16 +1213,20 @@ def test_check_catches_broken_bfp16_kernels(libraries) -> None:
     conversion that writes A_bfp16 in its blocks' row-major order instead of the 2 x 1 super-blocks,
     and kernels that break C's 2 x 2 super-blocks (two tiles of a block stored swapped, a block's C
     prefetched into the wrong accumulators, blocks walked as row-major tiles, a config3 accumulator
-    kept in row-major blocks that its conversion reads as super-blocks); the unpatched kernels pass."""
+    kept in row-major blocks that its conversion reads as super-blocks), and one that addresses a 16 x 16 block's
+    bottom tiles beside its top ones when the block split falls between them; the unpatched kernels pass."""
     for control, mutants in ((Case(_CONFIG1), {NO_A_CONVERSION: "elements differ", A_BLOCK_ORDER: "elements differ"}),
                              (Case(_CONFIG3), {NO_SPLIT: "wrote outside its C object",
                                                REVERSED_CONVERT: "elements differ"}),
+                             (Case(SPLIT_MID_PAIR), {PAIR_SPLIT: "elements differ|wrote outside"}),
                              (Case(B_PAIR_OFFSET.build), {B_PAIR_OFFSET: "elements differ"}),
                              (Case(A_PAIR_OFFSET.build), {A_PAIR_OFFSET: "elements differ"}),
                              (Case(_CONFIG2), {C_TILE_SWAP: "elements differ"}),
                              (Case(C_ROW_MAJOR.build), {C_PREFETCH_SWAP: "elements differ",
                                                         C_ROW_MAJOR: "elements differ"}),
-                             (Case(C_ACC_ROW_MAJOR.build), {C_ACC_ROW_MAJOR: "elements differ"})):
+                             # a split inside its first row pair: the top tiles land on the wrong blocks, the bottom
+                             # ones past the object
+                             (Case(C_ACC_ROW_MAJOR.build), {C_ACC_ROW_MAJOR: "elements differ|wrote outside"})):
         steps = block_inputs(control.build)
         want = block_expected(control.build, steps)
         assert_block_equal(run_block_tile(load(libraries, control), steps), want, "control")
@@ -1606,7 +1637,7 @@ def test_bfp16_loop_hints_and_compiler_guard(tmp_path: Path, k_tiles: int) -> No
     inside it and the block loop carries its trip count only."""
     b = block_build("bf16", BFP16, "bf16", blocks=(2, k_tiles, 1), rho=2)  # config1 A, config3 C
     p = kernel_params(b)
-    assert isinstance(p, BlockKernelParams) and p.blocks == 2 and p.split_rows
+    assert isinstance(p, BlockKernelParams) and p.blocks == 2 and p.split_tiles
     assert p.unroll_k == (k_tiles <= bl.UNROLL_K_TILES)
     source = render_kernel(b)
     chess = _preprocess(source, tmp_path, "-D__chess__", "-D__AIE_ARCH__=21")

@@ -67,7 +67,7 @@ def run_int4_tile(kernel: Kernel, steps: list[tuple[np.ndarray, np.ndarray]], pa
     r, s, t = b.mmul
     t_out = np.dtype({"i8": np.int8, "i16": np.int16, "i32": np.int32}[b.types.dtype_out])
     c = Guarded(b.m * b.n, t_out, 8 * b.m * b.n // t_out.itemsize)
-    acc = Guarded((b.m - b.c_split_rows) * b.n, np.int32, 2 * b.m * b.n) if b.types.precision.converts_c else None
+    acc = Guarded(b.m * b.n - b.c_split_elems, np.int32, 2 * b.m * b.n) if b.types.precision.converts_c else None
     c_bufs = (c.ptr, *((acc.ptr,) if acc is not None else ()))
     kernel.checked(kernel.zero_fn, *c_bufs)
     for a_tile, b_tile in steps:

@@ -251,7 +251,7 @@ def run_w4(kernel: tk.Kernel, a: list[np.ndarray], wt: Weights, pack=pack_i4) ->
     r, s, t = b.mmul
     c_host = np.dtype(BF16.host if b.types.dtype_out == "bf16" else np.float32)
     c = tk.Guarded(b.m * b.n, c_host, 8 * b.m * b.n // c_host.itemsize)
-    acc = tk.Guarded((b.m - b.c_split_rows) * b.n, np.float32, 2 * b.m * b.n) if b.types.precision.converts_c else None
+    acc = tk.Guarded(b.m * b.n - b.c_split_elems, np.float32, 2 * b.m * b.n) if b.types.precision.converts_c else None
     c_bufs = (c.ptr, *((acc.ptr,) if acc is not None else ()))
     tile_bytes = BFP16.unit_bytes
     if b.convert_once:  # A's bfp16 copy, and the B object dequantized into bfp16 tiles

@@ -102,12 +102,15 @@ def command_lines(draw: st.DrawFn, focus: str) -> list[str]:
         for flag in given:
             argv += [flag, "1"]
     decode = on("decode")
-    if decode:
-        argv += ["--mapping", "decode"]
+    # (the split placement fixes its columns: not when the draw is about the columns)
+    mapping = draw(st.sampled_from(("decode",) if focus == "columns" else ("decode", "decode", "decode-split"))) \
+        if decode else None
+    if mapping:  # the decode mapping, or the split placement (one virtual column per core)
+        argv += ["--mapping", mapping]
     if on("spans"):
         argv += ["--task-span", str(draw(st.sampled_from((0, 2, 3))))]
     cols = device(dev).columns
-    if on("columns"):
+    if on("columns") and mapping != "decode-split":  # the split placement fixes its columns
         cols = draw(st.sampled_from(sorted(c for c in device(dev).column_devices if c < device(dev).columns)))
         argv += ["--n-aie-cols", str(cols)]
     # small tiles, given: the tuner only fills in the kernel's options

@@ -17,17 +17,19 @@ from hypothesis import strategies as st
 
 from gemm_gen import hostdata
 from gemm_gen.accuracy import measure
-from gemm_gen.config import GemmConfig
+from gemm_gen.config import GemmConfig, b_packs
 from gemm_gen.design import build_design
 from gemm_gen.design.build import runtime_sequence
 from gemm_gen.design.model import Design
 from gemm_gen.design.serve import serve
+from gemm_gen.dtypes import dtype
 from gemm_gen.epilogue_args import seeded_args
 from gemm_gen.errors import ConfigError, DmaLimitError, GemmGenError
 from gemm_gen.hw.devices import DEVICES
 from gemm_gen.inputs import group_weights, make_inputs
 from gemm_gen.numerics import KernelNumerics, chain, reference
 from gemm_gen.precision import PRESETS
+from gemm_gen.rules import decode_split
 from gemm_gen.rules.dequant import to_bfp16
 from gemm_gen.sim.run import ArraySession, simulate_calls
 from gemm_gen.spec import Problem
@@ -99,6 +101,10 @@ FAMILIES = {
                                              b_pack="strips", task_span=2),
     "npu2 two columns": lambda: small("npu2", "i8", "i32", cols=2),
     "npu2 decode": lambda: GemmConfig("npu2", 1, 512, 512, 16, 64, 16, 128, "bf16", "bf16", rows=1),
+    # the split decode placement (rules/decode_split.py): one virtual column per core, B split in the memtiles
+    "npu2 decode-split, B in strips, tails": lambda: GemmConfig("npu2", 7, 250, 1000, 16, 32, 16, 64, "bf16", "bf16",
+                                                                rows=1, cols=32, b_pack="strips"),
+    "npu1 decode-split i8": lambda: GemmConfig("npu1", 2, 512, 512, 8, 64, 16, 128, "i8", "i16", rows=1, cols=16),
     **{f"npu2 preset {name}": (lambda p=p: GemmConfig("npu2", 2 * 4 * 32 - 5, 64, 2 * 8 * 32 - 3, 32, 16, 32, 32,
                                                       p.a, p.out, True, dtype_b=p.b, acc=p.acc))
        for name, p in PRESETS.items()},
@@ -154,7 +160,7 @@ def test_repeated_periods_equal_the_literal_run(name: str) -> None:
 def configs(draw: st.DrawFn) -> GemmConfig:
     """A small design of one option family: types and accumulators (presets included), layouts, epilogues,
     int4, W4A16, decode shapes, spans, column counts, runtime sizes."""
-    family = draw(st.sampled_from(["scalar", "preset", "int4", "w4a16", "epilogue", "decode"]))
+    family = draw(st.sampled_from(["scalar", "preset", "int4", "w4a16", "epilogue", "decode", "decode-split"]))
     dev_name = draw(st.sampled_from(["npu1", "npu2"])) if family not in ("preset",) else "npu2"
     dev = DEVICES[dev_name]
     kw: dict = {}
@@ -190,8 +196,11 @@ def configs(draw: st.DrawFn) -> GemmConfig:
     n = 2 * t * draw(st.integers(1, 2)) * (2 if kw.get("dtype_b") == "i4" else 1)
     k_mt = k * draw(st.integers(1, 2))
     cols = draw(st.sampled_from(sorted(dev.column_devices)))
-    rows = 1 if family == "decode" else 0
-    M = draw(st.integers(1, 8)) if family == "decode" else draw(st.integers(1, 2 * 4 * m))
+    rows = 1 if family.startswith("decode") else 0
+    if family == "decode-split":  # one row of one virtual column per core (rules/decode_split.py)
+        cols = decode_split.virtual_columns(dev)
+        kw["b_pack"] = draw(st.sampled_from(b_packs(dtype(kw.get("dtype_b", t_in)), kw.get("group_size", 0), True)))
+    M = draw(st.integers(1, 8)) if rows == 1 else draw(st.integers(1, 2 * 4 * m))
     K, N = draw(st.integers(1, 2 * k_mt)), draw(st.integers(1, 2 * cols * n))
     b_col = "dtype_b" not in kw and draw(st.booleans())
     return GemmConfig(dev_name, M, K, N, m, k, n, k_mt, t_in, t_out, b_col, cols=cols, rows=rows, rho=rho,

@@ -266,27 +266,28 @@ def test_the_sweeps_tuned_designs_are_the_tuners():
     from gemm_gen.spec import Options, Problem, Request
 
     for dev in ("npu1", "npu2"):
-        c = choose(Request(Options(dev, "bf16", compiler="peano"), Problem(*validate.DECODE_CALL))).config
+        # the stream-rate rows: the decode mapping's own tiles (one B stream per column)
+        c = choose(Request(Options(dev, "bf16", compiler="peano", rows=1), Problem(*validate.DECODE_CALL))).config
         assert (c.tiling.m, c.tiling.k, c.tiling.n, c.tiling.k_mt) == validate.DECODE_TILES[dev] and c.array.rows == 1
         for item in [i for i in validate.decode_items(dev) if i.role == "check"]:
             want = item.config
-            opts = Options(dev, want.types.dtype_in, want.types.dtype_out, dtype_b="i4",
-                           group_size=want.groups.group_size,
-                           compiler="peano")
+            opts = Options(dev, want.types.dtype_in, want.types.dtype_out,
+                           dtype_b=None if want.types.dtype_b == "bf16" else "i4",
+                           group_size=want.groups.group_size, compiler="peano")
             got = choose(Request(opts, Problem(want.size.M, want.size.K, want.size.N))).config
             assert got == want, item.name
 
 
 def test_the_decode_rows_vary_what_they_fit():
     """Per device: one decode call on 1, 2, 4 and all columns (one B stream each), the setup call with one
-    and with four task groups in flight, and the three int4 check rows."""
+    and with four task groups in flight, the split decode placement's bf16 check row and the three int4 ones."""
     for dev, columns in (("npu1", (1, 2, 4)), ("npu2", (1, 2, 4, 8))):
         items = validate.decode_items(dev)
         streams = [i.config for i in items if i.role == "decode" and i.config.size.N == 4096]
         assert [c.array.cols for c in streams] == list(columns) and {c.array.rows for c in streams} == {1}
         setup = [i.config for i in items if i.role == "decode" and i.config.size.N == 16384]
         assert [c.runtime.queue_groups for c in setup] == [1, 4] and {c.runtime.task_span for c in setup} == {1}
-        assert [i.config.types.dtype_b for i in items if i.role == "check"] == ["i4"] * 3
+        assert [i.config.types.dtype_b for i in items if i.role == "check"] == ["bf16"] + ["i4"] * 3
         assert set(validate.decode_items(dev)) <= set(validate.sweep(dev, chess=False))
 
 

@@ -33,11 +33,12 @@ def chosen_text(command: str, chosen: Choice) -> str | None:
     if not chosen.chose_anything:
         return None
     c, packing, kernel = chosen.config, "b_pack" in chosen.filled, "convert_once" in chosen.filled
-    mapping = array.mapping_of(c.dev, c.array.rows) if "mapping" in chosen.filled else None
+    mapping = array.mapping_of(c.dev, c.array.rows, c.array.cols) if "mapping" in chosen.filled else None
     spanned = "task_span" in chosen.filled
     pinned = [("m", True), ("k", True), ("n", True), ("k_mt", True), ("rho", True), ("b_pack", packing),
               ("convert_once", kernel), ("rows", mapping is not None), ("task_span", spanned)]
-    flags = spelled(" ".join(opt(name, c.value(name)) for name, shown in pinned if shown))
+    value = {"rows": mapping}  # the mapping by name: decode-split also fixes the columns
+    flags = spelled(" ".join(opt(name, value.get(name, c.value(name))) for name, shown in pinned if shown))
     packed = f", B packed in {c.layout.b_pack}" if packing else ""
     packed += ", shim tasks spanning output blocks (predicted faster)" if spanned else ""
     packed += f", the {mapping} mapping (predicted faster)" if mapping else ""

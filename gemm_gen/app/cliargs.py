@@ -17,7 +17,7 @@ from ..config import GemmConfig, b_packs
 from ..errors import ConfigError, opt
 from ..hw.devices import TileKind, device
 from ..rounding import Rounding, Saturation
-from ..rules import array
+from ..rules import array, decode_split
 from ..rules.call_layouts import Layouts
 from ..rules.kernel_variant import CANDIDATES
 from ..spec import NOT_GIVEN, OPTIONS, REQUEST_OPTIONS, Opt, Options, Pins, Problem, Request, Tiling
@@ -266,9 +266,11 @@ def options(a: argparse.Namespace) -> Options:
         if row.flags and row.group not in ("size", "tiling", "types"):
             value = getattr(a, row.attr)
             values[row.name] = (row.on if value else _DEFAULTS[row.name]) if row.cli == "switch" else value
-    mapping = getattr(a, "mapping", None)
+    mapping, dev = getattr(a, "mapping", None), device(a.dev)
     values.update({name: value for name, value in types(a).items() if value is not None}, runtime_sizes=served,
-                  rows=array.mapping_rows(device(a.dev), mapping) if mapping else 0)
+                  rows=array.mapping_rows(dev, mapping) if mapping else 0)
+    if mapping and array.mapping_cols(dev, mapping):  # decode-split: its grid's columns, one per core
+        values["cols"] = array.mapping_cols(dev, mapping)
     if values.get("dtype_b") == values.get("dtype_in", Options.dtype_in):
         values.pop("dtype_b")  # B's type given as A's: left to its default, so config_args leaves it out
     return Options(**values)
@@ -300,7 +302,11 @@ def config_args(c: GemmConfig) -> list[str]:
     problem, the tiles and the types, then every option given (in the option table's order), and the
     ones the search would fill if left open (a bfp16 or int4 B's packing, an open convert-once kernel)."""
     given = spec.given(c.options)
-    opened = {"b_pack": len(b_packs(c.types.t_b, c.groups.group_size)) > 1, "convert_once": c.convert_once_open}
+    mapping = array.mapping_of(c.dev, c.array.rows, c.array.cols)
+    if array.mapping_cols(c.dev, mapping):  # decode-split: the mapping by name, which fixes the columns too
+        given = {**{k: v for k, v in given.items() if k != "cols"}, "rows": mapping}
+    split = decode_split.is_split(c.dev, c.array.rows, c.array.cols)
+    opened = {"b_pack": len(b_packs(c.types.t_b, c.groups.group_size, split)) > 1, "convert_once": c.convert_once_open}
     args: list[str] = []
     for row in OPTIONS:
         if row.flag is None:

@@ -16,6 +16,9 @@ made and serving every M up to its own (one xclbin, an instruction stream per M:
 
 - "decode": the decode mapping (one core row, B read once: docs/int4_decode.md section 7) for M <= 16,
   rules/array.DECODE_M_MAX, the bound up to which the search weighs that mapping;
+- "decode-split": the split decode placement (every core a slice of N, B over every shim channel but A's:
+  docs/int4_decode.md section 13) for M <= 16, the other placement the search weighs for decode calls (left out
+  when the columns are given, as it fixes them);
 - "small": the whole array for M <= 64 (SMALL_M_MAX, ggml-xdna's prefill threshold), its tiles chosen for 64 rows;
 - "prefill": the whole array for M <= max_tokens (a longer call runs in chunks of max_tokens rows).
 
@@ -60,6 +63,7 @@ from ..numerics import reference
 from ..operands import bf16_rne
 from ..quant_b import QuantB
 from ..rules import array
+from ..rules.decode_split import SPLIT_MAPPING
 from ..rules.dequant import to_bfp16
 from ..spec import Problem
 from .operator import Gemm
@@ -90,10 +94,19 @@ class Tier:
     mapping: str
 
 
-def tiers(max_tokens: int) -> tuple[Tier, ...]:
-    """The designs of a Linear serving up to `max_tokens` rows per call (each bound kept below max_tokens)."""
-    bounds = (Tier("decode", array.DECODE_M_MAX, "decode"), Tier("small", SMALL_M_MAX, "whole-array"))
+def tiers(max_tokens: int, split: bool = True) -> tuple[Tier, ...]:
+    """The designs of a Linear serving up to `max_tokens` rows per call (each bound kept below max_tokens); `split`:
+    with the split decode placement beside the decode mapping."""
+    decode = (Tier("decode", array.DECODE_M_MAX, "decode"),
+              *((Tier(SPLIT_MAPPING, array.DECODE_M_MAX, SPLIT_MAPPING),) if split else ()))
+    bounds = (*decode, Tier("small", SMALL_M_MAX, "whole-array"))
     return (*(t for t in bounds if t.max_m < max_tokens), Tier("prefill", max_tokens, "whole-array"))
+
+
+def grid(dev: Any, mapping: str) -> dict[str, Any]:
+    """The Gemm keywords of a mapping: its rows, and the columns the split decode placement fixes."""
+    cols = array.mapping_cols(dev, mapping)
+    return {"rows": array.mapping_rows(dev, mapping), **({"cols": cols} if cols else {})}
 
 
 @dataclass(frozen=True)
@@ -173,15 +186,15 @@ class LinearPlan:
                               f"drop {', '.join(fixed)}")
         self.K, self.N, self.max_tokens, self.dtype_out = K, N, max_tokens, dtype_out
         self.group_size, self.zero_points = group_size, zero_points
-        self.tiers = tiers(max_tokens)
         dev = checked_device(device)
+        self.tiers = tiers(max_tokens, split="cols" not in options and dev.core_rows > 1)
         self.has_bfp16 = dev.bfp16_mmul_shape is not None  # npu2: both bf16 datapaths; npu1: plain bf16 only
         if self.has_bfp16 and options.get("emulate_bf16_with_bfp16") is None:
             options["emulate_bf16_with_bfp16"] = False  # plain bf16 holds 1% per layer (DATAPATH_LOSS); bfp16: asked
         self.gemms = {t.name: Gemm(device, "bf16", dtype_out, dtype_b="i4", group_size=group_size,
                                    zero_points=zero_points, max_size=(t.max_m, K, N),
-                                   rows=array.mapping_rows(dev, t.mapping), a_col_maj=False, c_col_maj=False,
-                                   **options) for t in self.tiers}
+                                   a_col_maj=False, c_col_maj=False, **grid(dev, t.mapping), **options)
+                      for t in self.tiers}
         self._routes: dict[int, Route] = {}
 
     @property

@@ -138,6 +138,9 @@ def predict_text(d: Prediction) -> str:
 
 def _mapping_words(mapping: str) -> str:
     """The design line's mapping, named only when it is not the whole array's."""
+    if mapping == "decode-split":
+        return ("decode-split mapping (every core a slice of N, B read once over every shim MM2S channel but A's: "
+                "rules/decode_split.py); ")
     return "decode mapping (one core row, each column a slice of N, B read once); " if mapping == "decode" else ""
 
 

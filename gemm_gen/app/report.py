@@ -6,10 +6,12 @@ from typing import TYPE_CHECKING
 
 from ..accuracy import ACTIVATION_TAIL, BFP16_DATAPATH, ONE_BF16_ROUNDING
 from ..call import CallPlan
-from ..design.keys import VariantInfo
+from ..design.keys import DesignKeys, VariantInfo
 from ..design.serve import SERVED
 from ..dtypes import dtype
 from ..epilogue import Epilogue
+from ..hw.devices import device
+from ..rules import decode_split
 from .plan_info import L1Info, PlanInfo, XclbinPlan
 
 if TYPE_CHECKING:
@@ -56,6 +58,32 @@ def _variant_line(v: VariantInfo, convert_once: bool, int4_b: bool = False) -> s
     code = ("" if v.code_bytes_estimate is None else
             f", code <= {v.code_bytes_estimate / 1024:.1f} KiB of {v.program_bytes // 1024} KiB (estimate)")
     return (f"variant   {er}x{et} accumulators per cluster, {v.loops} ({v.chosen}; {room}){code}")
+
+
+def _array_line(p: PlanInfo) -> str:
+    """The grid, and for the split decode placement where its virtual columns, streams and joins are."""
+    if p.design.mapping != decode_split.SPLIT_MAPPING:
+        return (f"array     {p.array[0]} rows x {p.array[1]} cols; A enters at columns {list(p.a_columns)}, "
+                f"B and C at every column")
+    dev = device(p.design.device)
+    streams = decode_split.streams(dev)
+    most = max(s.count for s in streams)
+    rows = dev.core_rows
+    return (f"array     {rows} rows x {dev.columns} cols as 1 row of {p.array[1]} virtual columns (decode-split: "
+            f"column v on core (v // {rows}, v % {rows})); A enters at column {decode_split.A_COL}, "
+            f"B over {len(streams)} shim MM2S streams (up to {most} cores each, split in the memtile), C joined per "
+            "column along N")
+
+
+def _acc_split_lines(d: DesignKeys) -> list[str]:
+    """Where a converted C's accumulator lives: the blocks in the C object, the rest in C acc."""
+    s = d.acc_split
+    if s is None:
+        return []
+    shape = f"{s.block[0]}x{s.block[1]}"
+    return [f"C split   in place: {s.in_object} of the accumulator's {s.blocks} {shape} blocks in the C object (its "
+            f"first, in whole units of {s.unit}: as many as its bytes hold), the other {s.blocks - s.in_object} "
+            "in C acc"]
 
 
 def _l1_lines(l1: L1Info | None) -> list[str]:
@@ -105,9 +133,9 @@ def plan_text(p: PlanInfo) -> str:
         f"{p.call.k_steps} k-steps per output tile, {p.call.tiles_per_core} tiles per core",
         _variant_line(d.kernel_variant, d.convert_once, d.types.dtype_b == "i4"),
         f"acc       {d.accumulator}; {d.rounding_of_c}",
+        *_acc_split_lines(d),
         *_epilogue_lines(d.epilogue, p.call),
-        f"array     {p.array[0]} rows x {p.array[1]} cols; A enters at columns {list(p.a_columns)}, "
-        f"B and C at every column",
+        _array_line(p),
         "L1/core   " + " + ".join(f"{name} {v}" for name, v in l1.parts.items())
         + f" = {l1.total} B of {l1.capacity} ({l1.fraction:.1%})",
         *_l1_lines(p.l1_plan),

@@ -14,7 +14,7 @@ from ..config import GemmConfig, b_packs
 from ..design.serve import SERVED
 from ..errors import ConfigError, ToolchainMissing
 from ..model.perf import Workload
-from ..rules import array
+from ..rules import array, decode_split
 from ..rules.defaults import resolve
 from ..search.choosing import decode_weighed
 from ..search.tune import RANKS, Candidate, TuneResult, tune_b_packs
@@ -38,15 +38,22 @@ def cmd_tune(a: argparse.Namespace) -> int:
         many = tune_many(base, tuple(a.runtime_sizes), a.weights, pinned, model_params(a))
         print(json.dumps(many.to_json(), indent=1) if a.json else tune_many_text(many))
         return 0
-    packs = (a.b_pack,) if a.b_pack else b_packs(base.types.t_b, base.groups.group_size)  # the model picks B's packing
+    split = decode_split.is_split(base.dev, base.array.rows, base.array.cols)
+    # the model picks B's packing
+    packs = (a.b_pack,) if a.b_pack else b_packs(base.types.t_b, base.groups.group_size, split)
     kernels = (False, True) if resolve(base.options).convert_once_open else ()  # and npu2 bf16's kernel
     rows = (0, 1) if decode_weighed(base, pinned) else ()  # and the mapping of a decode-shaped call
-    result = tune_b_packs(Workload.of(base), top, pinned, packs, model_params(a), model_ends(a), a.rank, kernels, rows)
+    # the split decode placement too, when the columns are open, in the packings it can take
+    split_packs = ((a.b_pack,) if a.b_pack else b_packs(base.types.t_b, base.groups.group_size, True)) \
+        if rows and not base.options.cols else ()
+    result = tune_b_packs(Workload.of(base), top, pinned, packs, model_params(a), model_ends(a), a.rank, kernels, rows,
+                          split_packs)
     result.top = [replace(c, config=base.with_(m=c.config.tiling.m, k=c.config.tiling.k, n=c.config.tiling.n,
                                                k_mt=c.config.tiling.k_mt,
                                             rho=c.config.tiling.rho, b_pack=c.config.layout.b_pack,
                                             **({"convert_once": c.config.kernel.convert_once} if kernels else {}),
-                                            **({"rows": c.config.options.rows} if rows else {})))
+                                            **({"rows": c.config.options.rows, "cols": c.config.options.cols}
+                                               if rows else {})))
                   for c in result.top]
     if a.measure:
         try:
@@ -94,7 +101,8 @@ def tune_json(r: TuneResult, count: int) -> dict[str, Any]:
         "search_seconds": r.seconds,
         "ranked_by": "measurement" if any(c.measured_s is not None for c in r.top) else r.rank,
         "top": [c.to_json() | ({"convert_once": bool(c.config.kernel.convert_once)} if r.kernels_weighed else {})
-                | ({"mapping": array.mapping_of(c.config.dev, c.config.array.rows)} if r.mappings_weighed else {})
+                | ({"mapping": array.mapping_of(c.config.dev, c.config.array.rows, c.config.array.cols)}
+                   if r.mappings_weighed else {})
                 for c in r.top[:count]],
     }
 
@@ -110,7 +118,10 @@ def tune_text(r: TuneResult, count: int) -> str:
              f"(throughputs are PREDICTED by the model"
              f"{'; re-ranked by measurement' if measured else ''}"
              f"{'; ranked by the pessimistic end of each range' if r.rank == 'pessimistic' and not measured else ''})"]
-    packs = len(b_packs(pr.base.types.t_b, pr.base.groups.group_size)) > 1  # a B type with a packing to choose: show it
+    split = decode_split.is_split(pr.base.dev, pr.base.array.rows, pr.base.array.cols)
+    # a B type with a packing to choose (or a split placement among the candidates, whose B may be in strips): show it
+    packs = len(b_packs(pr.base.types.t_b, pr.base.groups.group_size, split)) > 1 \
+        or any(c.config.layout.b_pack != "tiles" for c in r.top)
     head = f"{'rank':>4}  {'m x k x n':<14} {'k_mt':>5}  {'rho':>3}  " + (f"{'B pack':<6}  " if packs else "") + \
         (f"{'kernel':<12}  " if r.kernels_weighed else "") + (f"{'mapping':<11}  " if r.mappings_weighed else "") + \
         f"{'pred TOPS':>9}  {'range':<11}  {'bound':<7}  {'compute':>7}  " \
@@ -123,7 +134,7 @@ def tune_text(r: TuneResult, count: int) -> str:
         line = (f"{i:>4}  {f'{cf.tiling.m}x{cf.tiling.k}x{cf.tiling.n}':<14} {cf.tiling.k_mt:>5}  {cf.tiling.rho:>3}  "
                 + (f"{cf.layout.b_pack:<6}  " if packs else "")
                 + (f"{'convert-once' if cf.kernel.convert_once else 'emulated':<12}  " if r.kernels_weighed else "")
-                + (f"{array.mapping_of(cf.dev, cf.array.rows):<11}  " if r.mappings_weighed else "")
+                + (f"{array.mapping_of(cf.dev, cf.array.rows, cf.array.cols):<11}  " if r.mappings_weighed else "")
                 + f"{c.tops:>9.2f}  "
                 f"{f'{c.tops_low:.2f}-{c.tops_high:.2f}':<11}  {c.bound:<7}  "
                 f"{c.compute_bound_tops:>7.2f}  {c.memory_bound_tops:>7.2f}  {c.core_macs_per_cycle:>7.1f}  "

@@ -67,15 +67,21 @@ SETUP_N = 64  # the setup rows' n: SETUP_CALL has 16384 / (columns x 64) output 
 # the int4 designs gemm-gen predict chooses (role "check": only compared; a test compares them with
 # search.choose): the 4x16x16 mmul's issue rate (amd/IRON PR #182's size) and the W4A16 dequantization
 # pass, both uncalibrated; (name, size, tiles, options)
+# The decode calls take the split decode placement (one virtual column per core: rows 1, cols = the cores;
+# docs/int4_decode.md section 13), which these rows also measure (its 32-way A broadcast and its stream across a
+# column are routed by aiecc, never run here).
+SPLIT: dict[str, dict[str, Any]] = {"npu1": {"rows": 1, "cols": 16}, "npu2": {"rows": 1, "cols": 32}}
 INT4_CHECKS: dict[str, tuple[tuple[str, tuple[int, int, int], tuple[int, int, int, int], dict[str, Any]], ...]] = {
     "npu1": (("i8 x i4 -> i32", (1024, 1024, 4096), (64, 176, 128, 1056), {"rho": 4, "b_pack": "strips"}),
-             ("i8 x i4 -> i32 decode", DECODE_CALL, (8, 16, 256, 2048), {"rows": 1}),
-             ("W4A16 g128 decode", DECODE_CALL, (8, 256, 64, 256), {"rows": 1, "group_size": 128})),
+             ("i8 x i4 -> i32 decode", DECODE_CALL, (8, 32, 32, 2048), {**SPLIT["npu1"], "b_pack": "strips"}),
+             ("W4A16 g128 decode", DECODE_CALL, (8, 128, 32, 1024), {**SPLIT["npu1"], "group_size": 128})),
     "npu2": (("i8 x i4 -> i32", (1024, 1024, 4096), (88, 48, 128, 528), {"b_pack": "strips", "task_span": 0}),
-             ("i8 x i4 -> i32 decode", DECODE_CALL, (8, 16, 256, 2048), {"rows": 1, "b_pack": "strips"}),
+             ("i8 x i4 -> i32 decode", DECODE_CALL, (8, 256, 128, 2048), {**SPLIT["npu2"], "b_pack": "strips"}),
              # the convert-once kernel (B dequantized straight into bfp16 tiles), npu2's W4A16 default
-             ("W4A16 g128 decode", DECODE_CALL, (16, 128, 128, 128), {"rows": 1, "group_size": 128})),
+             ("W4A16 g128 decode", DECODE_CALL, (16, 128, 128, 1024), {**SPLIT["npu2"], "group_size": 128})),
 }
+# the bf16 decode call as the search now takes it (issue 34 item 4): role "check", only compared
+SPLIT_CHECKS = {"npu1": (8, 32, 8, 1024), "npu2": (16, 64, 128, 1024)}
 # issue 31 item 10, role "check": one design per dense mmul shape of the device, C accumulated wide and
 # converted once through the fused epilogue (per-column bias, and requantization for integers, where the types
 # take one), so that C shows the accumulator's lane order wherever the kernels read an r x t block out of it
@@ -188,6 +194,14 @@ FIRST_RUN_CHECKS: tuple[FirstRunCheck, ...] = (
                   "calibration.json's",
                   "other values: each moves every decode prediction, and with them whether issue 22's decode "
                   "targets (85% of the DRAM roof, int4 3x bf16) can be met"),
+    FirstRunCheck("The split decode placement builds, routes and runs as predicted.",
+                  "the `bf16 decode-split` check row (and the int4 decode rows, which take the same placement): "
+                  "aiecc's routing of the 32-way A broadcast beside 15 B streams and the one B stream across a "
+                  "column, every memtile at 6 DMA channels (docs/int4_decode.md section 13)",
+                  "it builds and PASSes, within its predicted range once the decode rows' constants are fitted",
+                  "a routing or channel failure in aiecc (the placement is not expressible as built), or a time the "
+                  "fitted constants do not explain (its busiest stream, 3 cores' B, is then not what the model "
+                  "prices)"),
 )
 
 
@@ -314,6 +328,11 @@ def decode_items(dev_name: str) -> list[SweepItem]:
                        queue_groups=groups)
         items.append(SweepItem(f"bf16 decode {M}x{K}x{N} ({m}x{k}x{SETUP_N}), a task group per block, {groups} in "
                                "flight", "decode", "issue 22: the setup of one shim task", c))
+    m, k, n, k_mt = SPLIT_CHECKS[dev.name]
+    M, K, N = DECODE_CALL
+    c = GemmConfig(dev.name, M, K, N, m, k, n, k_mt, "bf16", "bf16", b_pack="strips", **SPLIT[dev.name])
+    items.append(SweepItem(f"bf16 decode-split {M}x{K}x{N} ({m}x{k}x{n}, B in strips)", "check",
+                           "issue 34: B over every shim channel but A's, every core a slice of N", c))
     for name, (M, K, N), (m, k, n, k_mt), options in INT4_CHECKS[dev.name]:
         t_in, t_out = ("bf16", "bf16") if "group_size" in options else ("i8", "i32")
         c = GemmConfig(dev.name, M, K, N, m, k, n, k_mt, t_in, t_out, dtype_b="i4", **options)

@@ -24,6 +24,7 @@ from ..epilogue import MODES, TANH_TABLE_FLOATS, Activation, tanh_table
 from ..errors import DmaLimitError, opt
 from ..hw.devices import TileKind
 from ..l1_banks import L1Plan
+from ..rules import decode_split
 from ..rules.kernel_variant import converts_a_tile
 from ..rules.l1 import K_WORD, MODE_WORD, TANH_PARTS, TILES_WORD, rtp_words, rtp_written, runtime_barrier
 from ..tap import Tap
@@ -81,6 +82,9 @@ def c_l2l3(col: int) -> str:
 
 
 def core(c: GemmConfig, col: int, row: int) -> TileRef:
+    """The core of grid cell (col, row): itself, or in the split decode placement virtual column col's."""
+    if decode_split.is_split(c.dev, c.array.rows, c.array.cols):
+        col, row = decode_split.core_of(c.dev, col)
     return TileRef(col, c.dev.first_core_row + row)
 
 
@@ -116,13 +120,14 @@ def kernel_build(c: GemmConfig) -> KernelBuild:
                           for f in fields(KernelBuild)})
 
 
-def acc_buffer(c: GemmConfig) -> tuple[tuple[int, int], str]:
-    """(shape, dtype) of the worker's C accumulator rows beyond the C object: an int64 accumulator
-    as int32 pairs (IRON 1.4.3's str_to_dtype has no i64; the kernel stores acc64 lanes as pairs)."""
-    rows = c.tiling.m - c.c_split_rows
+def acc_buffer(c: GemmConfig) -> tuple[tuple[int], str]:
+    """(shape, dtype) of the worker's C accumulator blocks beyond the C object, in the accumulator's blocked
+    order (a split may fall inside a row: rules/l1.c_split_blocks): an int64 accumulator as int32 pairs
+    (IRON 1.4.3's str_to_dtype has no i64; the kernel stores acc64 lanes as pairs)."""
+    values = c.tiling.m * c.tiling.n - c.c_split_elems
     if c.types.t_acc == I64:
-        return (rows, 2 * c.tiling.n), I32.name
-    return (rows, c.tiling.n), str(c.types.acc)
+        return (2 * values,), I32.name
+    return (values,), str(c.types.acc)
 
 
 def b_l1_shape(gb: Grid) -> tuple[int, ...]:
@@ -164,7 +169,7 @@ def kernel_specs(c: GemmConfig) -> dict[str, KernelSpec]:
     a, b, cg = (grid(c, op) for op in ("A", "B", "C"))
     p = c.types.precision
     c_obj = ((cg.m, cg.n), c.types.dtype_out)
-    extra_c = [acc_buffer(c)] if p.converts_c else []  # acc rows beyond the object
+    extra_c = [acc_buffer(c)] if p.converts_c else []  # acc blocks beyond the object
     scratch = []
     q = dtype(prec.BFP16).tile_rows
     if converts_a_tile(p, bool(c.kernel.convert_once)):  # the A tile converted to bfp16 tiles by the kernel
@@ -286,14 +291,19 @@ def build_design(config: GemmConfig, budgets: bool = True) -> Design:
                                  patterns.a_l2_from_stream(ga))
         fifos += made
         links.append(link)
-    for col in range(c.array.cols):  # B: broadcast down core column `col`
+    split = decode_split.is_split(c.dev, c.array.rows, c.array.cols)
+    for col in range(0 if split else c.array.cols):  # B: broadcast down core column `col`
         made, link = _input_path(c, b_l3l2(col), (b_l2l1(col),), col, str(c.types.dtype_b), gb.b_l2_units,
                                  b_l1_shape(gb),
                                  (tuple(core(c, col, row) for row in range(c.array.rows)),),
                                  patterns.b_l2_to_stream(gb), patterns.b_l1_from_stream(gb))
         fifos += made
         links.append(link)
-    for col in range(c.array.cols):  # C: join the rows tiles of column `col` in its memtile
+    if split:
+        made_links = _split_paths(c, gb, gc)
+        fifos += made_links[0]
+        links += made_links[1]
+    for col in range(0 if split else c.array.cols):  # C: join the rows tiles of column `col` in its memtile
         mem = TileRef(col, 1)
         for row in range(c.array.rows):
             fifos.append(ObjectFifo(c_l1l2(col, row), c.types.dtype_out, (gc.m, gc.n), c.array.depth_c_l1,
@@ -312,6 +322,31 @@ def build_design(config: GemmConfig, budgets: bool = True) -> Design:
     runtime = runtime_sequence(c, c.call)
     return Design(c, host_tensors(c, c.call, runtime), tuple(fifos), tuple(links), tuple(specs.values()),
                   tuple(workers), tuple(placement), runtime, l1, (ga, gb, gc))
+
+
+def _split_paths(c: GemmConfig, gb: Grid, gc: Grid) -> tuple[list[ObjectFifo], list[Link]]:
+    """B and C of the split decode placement (rules/decode_split.py): each B stream from its shim into its memtile,
+    split there to its cores (a k x n tile each); each physical column's C tiles joined along N in its memtile,
+    out through its shim."""
+    fifos: list[ObjectFifo] = []
+    links: list[Link] = []
+    for i, s in enumerate(decode_split.streams(c.dev)):
+        made, link = _input_path(c, b_l3l2(i), tuple(b_l2l1(v) for v in s.columns), s.shim, str(c.types.dtype_b),
+                                 gb.b_l2_units, b_l1_shape(gb), tuple((core(c, v, 0),) for v in s.columns),
+                                 patterns.b_l2_to_stream(gb), patterns.b_l1_from_stream(gb))
+        fifos += made
+        links.append(link)
+    rows = c.dev.core_rows
+    for pc in range(c.dev.columns):
+        mem = TileRef(pc, 1)
+        joined = range(pc * rows, (pc + 1) * rows)
+        fifos += [ObjectFifo(c_l1l2(v, 0), c.types.dtype_out, (gc.m, gc.n), c.array.depth_c_l1, core(c, v, 0),
+                             (mem,)) for v in joined]
+        fifos.append(ObjectFifo(c_l2l3(pc), c.types.dtype_out, (rows * gc.m * gc.n,), c.array.depth_c_l2, mem,
+                                (TileRef(pc, 0),), dims_to_stream=patterns.dims(patterns.c_l2_to_stream(gc))))
+        links.append(Link("join", mem, tuple(c_l1l2(v, 0) for v in joined), (c_l2l3(pc),),
+                          tuple(j * gc.m * gc.n for j in range(rows))))
+    return fifos, links
 
 
 def rtp_buffer(col: int, row: int) -> str:
@@ -357,6 +392,8 @@ def block_tasks(c: GemmConfig, call: CallPlan, block: int, group: int | None = N
     m_block, n_block = divmod(block, call.n_blocks)
     ga, gb, gc = (grid(c, op, call) for op in ("A", "B", "C"))
     row0, col0 = call.m_origin(m_block), call.n_origin(n_block)
+    if decode_split.is_split(c.dev, c.array.rows, c.array.cols):
+        return _split_tasks(c, (ga, gb, gc), row0, col0, group)
     a_shims = {c.a_shim_col(i): i for i in range(c.a_shims)}
     tasks = []
     for col in range(c.array.cols):
@@ -370,6 +407,26 @@ def block_tasks(c: GemmConfig, call: CallPlan, block: int, group: int | None = N
         tasks.append(ShimTask(f"C{col}_g{group}", "drain", c_l2l3(col), "C", shim,
                               patterns.shim_c(gc, row0 // gc.unit.tile_rows, col0 // gc.unit.tile_rows, col), True,
                               group))
+    return tasks
+
+
+def _split_tasks(c: GemmConfig, grids: tuple[Grid, Grid, Grid], row0: int, col0: int, group: int) -> list[ShimTask]:
+    """One output block's tasks in the split decode placement, per shim column: A (column 0), its B streams, its
+    C; every walk one shim BD (patterns.split_b_task / split_c_task)."""
+    ga, gb, gc = grids
+    tasks = []
+    for pc in range(c.dev.columns):
+        shim = TileRef(pc, 0)
+        if pc == decode_split.A_COL:
+            tasks.append(ShimTask(f"A0_g{group}", "fill", a_l3l2(0), "A", shim,
+                                  patterns.shim_a(ga, row0 // ga.unit.tile_rows, 0), False, group))
+        for i, s in enumerate(decode_split.streams(c.dev)):
+            if s.shim == pc:
+                tasks.append(ShimTask(f"B{i}_g{group}", "fill", b_l3l2(i), "B", shim,
+                                      patterns.split_b_task(gb, col0 // gb.unit.tile_cols, i), False, group))
+        tasks.append(ShimTask(f"C{pc}_g{group}", "drain", c_l2l3(pc), "C", shim,
+                              patterns.split_c_task(gc, row0 // gc.unit.tile_rows, col0 // gc.unit.tile_rows, pc),
+                              True, group))
     return tasks
 
 

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from .. import precision as prec
 from ..config import GemmConfig
+from ..dtypes import dtype
 from ..epilogue import Epilogue
 from ..errors import opt, spelled
 from ..rules import array
@@ -33,6 +34,31 @@ class VariantInfo:
 
 
 @dataclass(frozen=True)
+class AccSplit:
+    """A converted C's accumulator in place (rules/l1.c_split_blocks): its first blocks in the C object, the
+    rest in the worker's C acc buffer."""
+
+    block: tuple[int, int]  # rows x columns of one accumulator block (an r x t mmul block, an 8 x 8 tile)
+    blocks: int  # of the m x n tile
+    in_object: int
+    unit: int  # blocks the kernel addresses through one pointer: the split falls between whole units
+
+    def to_json(self) -> dict[str, object]:
+        return {"block": list(self.block), "blocks": self.blocks, "in_object": self.in_object, "unit": self.unit}
+
+
+def acc_split(c: GemmConfig) -> AccSplit | None:
+    """Where a converted C's accumulator lives, None when C is not converted."""
+    if not c.types.precision.converts_c:
+        return None
+    values, unit = c.acc_block
+    r, _, t = c.kernel.mmul
+    q = dtype(prec.BFP16).tile_rows
+    block = (q, q) if kv.block_kernel(c.types.precision, bool(c.kernel.convert_once)) else (r, t)
+    return AccSplit(block, c.tiling.m * c.tiling.n // values, c.c_split_elems // values, unit)
+
+
+@dataclass(frozen=True)
 class DesignKeys:
     """What design it is, as plan and predict both report it: device, problem, tiling, types (the config's own
     records: spec.Problem, Tiling, Types, Layout), and what they mean for C and the kernel."""
@@ -52,6 +78,7 @@ class DesignKeys:
     mapping: str = "whole-array"  # spec.MAPPINGS: every core row, or one (decode)
     epilogue: Epilogue = Epilogue()  # the fused epilogue (reported only when there is one)
     task_span: int = 1  # output blocks per shim task (design/spans.py; reported only when not 1)
+    acc_split: AccSplit | None = None  # where a converted C's accumulator lives (None: C is not converted)
 
     def to_json(self) -> dict[str, object]:
         t, lay = self.types, self.layout
@@ -80,6 +107,7 @@ class DesignKeys:
             **({} if self.epilogue.is_identity else {"epilogue": self.epilogue.to_json()}),
             "mapping": self.mapping,
             **({} if self.task_span == 1 else {"task_span": self.task_span}),
+            **({} if self.acc_split is None else {"acc_split": self.acc_split.to_json()}),
         }
 
 
@@ -87,7 +115,8 @@ def design_keys(c: GemmConfig) -> DesignKeys:
     """What design a config is, as plan and predict both report it."""
     return DesignKeys(c.dev.name, c.size, c.tiling, c.t_ma, c.kernel.mmul, c.types, c.layout, c.array.cols,
                       accumulator(c), c_rounding(c), variant_info(c), c.kernel.convert_once,
-                      array.mapping_of(c.dev, c.array.rows), c.epilogue, c.runtime.task_span)
+                      array.mapping_of(c.dev, c.array.rows, c.array.cols), c.epilogue, c.runtime.task_span,
+                      acc_split(c))
 
 
 def variant_info(c: GemmConfig) -> VariantInfo:

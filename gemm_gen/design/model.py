@@ -206,9 +206,14 @@ class KernelBuild:
         return kv.block_kernel(self.types.precision, self.convert_once)
 
     @property
-    def c_split_rows(self) -> int:
-        """Accumulator rows kept in the C object (the rest in the worker's C acc buffer)."""
-        return l1.c_split_rows(self.types.precision, self.m, self.n, kv.KERNEL_EXPANSION * self.mmul[0])
+    def acc_block(self) -> tuple[int, int]:
+        """The in-place accumulator split's unit: (values per accumulator block, blocks per unit)."""
+        return l1.acc_block(self.types.precision, self.convert_once, self.mmul)
+
+    @property
+    def c_split_elems(self) -> int:
+        """Accumulator values kept in the C object, its first blocks (the rest in the worker's C acc buffer)."""
+        return l1.c_split_blocks(self.types.precision, self.m, self.n, self.acc_block) * self.acc_block[0]
 
     @property
     def type_names(self) -> str:

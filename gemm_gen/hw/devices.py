@@ -349,8 +349,9 @@ class Device:
 
     def target(self, cols: int) -> tuple[str, int]:
         """(mlir-aie device name, its columns) that a design on `cols` columns is built for; the
-        target's columns are the memtiles its buffers may spill into."""
-        name = self.column_devices[cols]
+        target's columns are the memtiles its buffers may spill into. A grid of one virtual column per core
+        (rules/decode_split.py) is built for the whole device."""
+        name = self.column_devices[self.columns if cols == self.columns * self.core_rows else cols]
         return name, int(name.split("_")[1].removesuffix("col")) if "_" in name else self.columns
 
     def tile_kind(self, row: int) -> TileKind:

@@ -34,6 +34,7 @@ from ..rules import dequant as dq
 from ..rules import epilogue as epilogue_rule
 from ..rules import kernel_variant as kv
 from ..rules.block_loop import writes_out_k
+from ..rules.l1 import c_split_problem
 from .paths import templates_dir
 
 if TYPE_CHECKING:
@@ -103,7 +104,7 @@ class KernelParams:
     acc_doc: str = ""
     ctype_acc: str = ""  # its storage element (an i64 accumulator is stored as int32 pairs)
     acc_words: int = 1
-    split_rows: int = 0  # accumulator rows in the C object; the rest in C_acc
+    split_blocks: int = 0  # accumulator blocks (r x t) in the C object; the rest in C_acc
     acc_zero_lanes: int = 0
     zero_buf_iters: int = 0
     c_blocks: int = 0  # r x t blocks of C (the conversion loop)
@@ -164,7 +165,7 @@ class BlockKernelParams:
     acc_tiles: bool  # C accumulates as bfp16 tiles (requantized every call)
     out_tiles: bool  # C is written as bfp16 tiles (else bf16 / f32 in 8 x 8 blocks)
     out_tile_bytes: int  # bytes of one converted 8 x 8 block of C
-    split_rows: int  # accumulator rows in the C object (all m unless converts_c)
+    split_tiles: int  # 8 x 8 accumulator blocks in the C object (all unless converts_c)
     c_object_bytes: int
     c_super_blocks: bool  # C's 8 x 8 tiles / accumulator blocks in 2 x 2 super-blocks (a C written as bfp16 tiles)
     blocks: int  # 16 x 16 blocks of C per call: the flat loop's trip count
@@ -370,19 +371,27 @@ def _scalar_acc(build: KernelBuild, dev: Device, store_bits: int) -> dict[str, A
     t_out, t_acc = dtype(p.out), dtype(p.acc)
     r, _, t = build.mmul
     words = t_acc.bytes // 4  # int64 lanes are stored as int32 pairs
-    split = build.c_split_rows
-    # whole row pairs inside the C object, as rules/l1.c_split_rows makes them
-    assert split % (2 * r) == 0 and 0 <= split <= build.m
-    assert t_acc.nbytes(split * build.n) <= t_out.nbytes(build.m * build.n)
+    split = build.c_split_elems // (r * t)
+    _check_split(build, split)
     acc_lanes = store_bits // 32
-    buf_elems = (build.m - split) * build.n * words
+    buf_elems = (build.m * build.n - build.c_split_elems) * words
+    if buf_elems % acc_lanes:
+        raise ConfigError(f"C acc buffer of {buf_elems} words: not whole {store_bits}-bit stores",
+                          f"use a tile whose {r}x{t} blocks hold a multiple of {acc_lanes} words")
     doc = {"f32": "fp32, the accumulator's own lanes", "i32": "int32, the acc32 lanes",
            "i64": "int64, the acc64 lanes, kept as int32 pairs"}[p.acc]
     return dict(converts_c=True, convert_name=build.symbols["convert"], acc=p.acc, acc_doc=doc,
-                ctype_acc="float" if t_acc.is_float else "int32", acc_words=words, split_rows=split,
+                ctype_acc="float" if t_acc.is_float else "int32", acc_words=words, split_blocks=split,
                 acc_zero_lanes=acc_lanes, zero_buf_iters=buf_elems // acc_lanes,
                 c_blocks=build.m * build.n // (r * t), out_block_bytes=t_out.nbytes(r * t),
                 acc_block_bytes=t_acc.nbytes(r * t))
+
+
+def _check_split(build: KernelBuild, split: int) -> None:
+    """Refuse a C split the kernel's in-place conversion cannot take (rules/l1.c_split_problem)."""
+    problem = c_split_problem(build.types.precision, build.m, build.n, build.acc_block, split)
+    if problem is not None:
+        raise ConfigError(problem, "split C's accumulator where rules/l1.c_split_blocks does")
 
 
 def _c_float(value: float) -> str:
@@ -475,11 +484,10 @@ def block_kernel_params(build: KernelBuild, dev: Device) -> BlockKernelParams:
     rounding, _ = _modes(build)
     assert not build.shift, "no shift of a float output: checks.check_types"
     t_out, t_acc = dtype(p.out), dtype(p.acc)
-    split = build.c_split_rows
+    split = build.c_split_elems // (q * q)
     c_object_bytes = t_out.nbytes(build.m * build.n)
-    # whole row pairs inside the C object, as rules/l1.c_split_rows makes them
-    assert split % (2 * q) == 0 and 0 <= split <= build.m
-    assert not p.converts_c or t_acc.nbytes(split * build.n) <= c_object_bytes
+    if p.converts_c:
+        _check_split(build, split)
     store_bits = STORE_BITS[build.aie_target]
     lanes = 0 if t_acc.is_block else store_bits // t_acc.bits
     converts_a, converts_b = kv.converts_a_tile(p, build.convert_once), build.convert_once
@@ -510,15 +518,15 @@ def block_kernel_params(build: KernelBuild, dev: Device) -> BlockKernelParams:
         matmul_params=tuple(params), ctype_in=C_TYPES[p.a], ctype_out=C_TYPES[p.out], ctype_acc=C_TYPES[p.acc],
         aie_arch=AIE_ARCH[build.aie_target], rounding_mode=ROUNDING_MODES[rounding],
         ctype_b=ctype_b, converts_a=converts_a, converts_b=converts_b, converts_c=p.converts_c,
-        acc_tiles=t_acc.is_block, out_tiles=t_out.is_block, out_tile_bytes=t_out.nbytes(q * q), split_rows=split,
+        acc_tiles=t_acc.is_block, out_tiles=t_out.is_block, out_tile_bytes=t_out.nbytes(q * q), split_tiles=split,
         c_object_bytes=c_object_bytes, c_super_blocks=t_out.is_block,
         blocks=build.t_ma // (2 * q) * (build.n // (2 * q)), k_tiles=k_tiles, unroll_k=bool(writes_out_k(build.k)),
         k_pairs=(k_tiles - 1) // 2, a_tiles=build.t_ma * build.k // (q * q),
         b_tiles=build.k * build.n // (q * q), c_tiles=c_tiles,
         acc_tile_bytes=0 if t_acc.is_block else t_acc.nbytes(q * q), store_bits=store_bits, zero_lanes=lanes,
         zero_iters=c_tiles if t_acc.is_block else 0,
-        zero_obj_iters=split * build.n // lanes if lanes else 0,
-        zero_buf_iters=(build.m - split) * build.n // lanes if lanes else 0, **w4a16,
+        zero_obj_iters=build.c_split_elems // lanes if lanes else 0,
+        zero_buf_iters=(build.m * build.n - build.c_split_elems) // lanes if lanes else 0, **w4a16,
     )
 
 

@@ -40,7 +40,7 @@ from ..epilogue import Epilogue
 from ..errors import GemmGenError
 from ..hw.devices import Device, TileKind
 from ..l1_banks import L1Plan
-from ..rules import memtile, padding
+from ..rules import decode_split, memtile, padding
 from ..rules.block_loop import BlockLoop
 from ..rules.dequant import dequant_code_bytes, to_bfp16
 from ..rules.l1 import runtime_writes
@@ -226,6 +226,7 @@ def estimate(pr: Workload, m: np.ndarray | int, k: np.ndarray | int, n: np.ndarr
     p = params or load()
     dev = pr.base.dev
     rows, cols = pr.base.array.rows, pr.base.array.cols
+    split = decode_split.is_split(dev, rows, cols)  # one virtual column per core (rules/decode_split.py)
     f_hz = dev.clock_ghz * GIGA
     b_a, b_b, b_out, b_acc = pr.elem_bytes
     ks = pr.kernel_shape
@@ -276,7 +277,7 @@ def estimate(pr: Workload, m: np.ndarray | int, k: np.ndarray | int, n: np.ndarr
         types = (dtype(pr.base.types.dtype_in), dtype(str(pr.base.types.dtype_b)), dtype(pr.base.types.dtype_out))
         traffic = analytic_traffic(rows, cols, types, pr.base.layout.b_col_maj, m, k_mt, n, Mp, Kp, Np, pr.b_layout,
                                    dram_lds(pr, k_mt, n), pr.base.layout.a_col_maj, pr.base.layout.c_col_maj, epi_b * k,
-                                   b_obj_b / b_b)
+                                   b_obj_b / b_b, k if split else 0)
     dram = p.dram[dev.name]
     bw = dram.peak_gbps * GIGA
     lost = dram.run_overhead_bytes
@@ -286,8 +287,12 @@ def estimate(pr: Workload, m: np.ndarray | int, k: np.ndarray | int, n: np.ndarr
     t_dram = np.asarray(sum(t_tensor.values()), dtype=np.float64)
     # every shim stream is also bounded alone: by its stream port, and by the bursts it keeps in flight
     a_shims = memtile.a_shims(rows, cols)  # fewer columns than rows: one A shim serves several core rows
-    per_channel = np.maximum(np.maximum(traffic["A"].bytes / a_shims, traffic["B"].bytes / cols),
-                             traffic["C"].bytes / cols)
+    # the split decode placement: B's busiest channel carries its longest run of cores, C's each physical
+    # column's core_rows tiles (rules/decode_split.py); else a channel per column
+    b_share, c_share = (decode_split.b_channel_share(dev), 1 / dev.columns) if split else (1 / cols, 1 / cols)
+    c_tiles = dev.core_rows if split else rows  # C tiles one shim channel drains per output block
+    per_channel = np.maximum(np.maximum(traffic["A"].bytes / a_shims, traffic["B"].bytes * b_share),
+                             traffic["C"].bytes * c_share)
     port_bps, flight_bps = shim_stream_rates(p, dev)
     t_port = per_channel / port_bps
     t_stream = per_channel / flight_bps
@@ -311,9 +316,9 @@ def estimate(pr: Workload, m: np.ndarray | int, k: np.ndarray | int, n: np.ndarr
     c_block = cols * rows * m * n * b_out
     c_block_runs = cols * rows * n if pr.base.layout.c_col_maj else cols * rows * m * side  # C^T: a run per column
     t_c_dram = (c_block * dram.write_cost + c_block_runs * lost) / bw
-    t_c_stream = rows * m * n * b_out / (sbw * f_hz)
+    t_c_stream = c_tiles * m * n * b_out / (sbw * f_hz)
     t_drain_block = np.maximum(t_c_dram, t_c_stream) + c_to_l2 / f_hz
-    tasks = tasks_per_group if tasks_per_group is not None else padding.tasks_per_group(a_shims, cols)
+    tasks = tasks_per_group if tasks_per_group is not None else padding.tasks_per_group(a_shims, cols, dev, rows)
     t_cp = tasks * p.bd_task_us * 1e-6
     # The array: the first objects arrive and the last C block leaves unoverlapped, unless DRAM is
     # busy all along anyway (their bytes are in t_mem: counted once). The command processor

@@ -87,8 +87,8 @@ def analytic_traffic(rows: int, cols: int, types: tuple[DType, DType, DType], b_
                      Mp: np.ndarray, Kp: np.ndarray, Np: np.ndarray, b_pack: str = "tiles",
                      lds: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
                      a_col_maj: bool = False, c_col_maj: bool = False,
-                     extra_b_rows: np.ndarray | int = 0, b_object_scale: np.ndarray | float = 1.0
-                     ) -> dict[str, TensorTraffic]:
+                     extra_b_rows: np.ndarray | int = 0, b_object_scale: np.ndarray | float = 1.0,
+                     split_k: np.ndarray | int = 0) -> dict[str, TensorTraffic]:
     """The runtime sequence's traffic in closed form (Striking eq. 6-8 with padding).
 
     A: every m x Kp strip is read once per output block column (N/(n cols) times), in k_mt runs
@@ -104,7 +104,10 @@ def analytic_traffic(rows: int, cols: int, types: tuple[DType, DType, DType], b_
     B per column tile (a fused epilogue's tile: k of them), read with it, so B's bytes and runs grow by
     (Kp + extra) / Kp = (k_steps + 1) / k_steps (run lengths unchanged). `b_object_scale`: B's bytes in DRAM
     over its values' (a W4A16 B's objects carry their scale and zero-point rows: groupquant.object_bytes per
-    k-step and column tile over k n / 2), the same runs, each longer by it.
+    k-step and column tile over k n / 2), the same runs, each longer by it. `split_k`: the kernel's k in the split
+    decode placement (rules/decode_split.py; 0 elsewhere), whose B streams walk each core's piece in turn per
+    k-step (strips: one run of k n per core and k-step) and whose streams and C columns differ or do not continue
+    each other's runs: none side by side.
     """
     f = np.float64
     (b_a, q_a), (b_b, q_b), (b_out, q_c) = ((t.elem_bytes, t.tile_rows) for t in types)
@@ -123,7 +126,10 @@ def analytic_traffic(rows: int, cols: int, types: tuple[DType, DType, DType], b_
         a_runs = a_bytes / (np.where(whole, rows // a_shims * m * Kp, k_mt * q_a) * b_a)
         a_side = np.where(whole, a_shims, 1)
     b_bytes = (Np * Kp * m_blocks * b_b).astype(f)
-    if b_pack == "strips":  # mlir-aie's packing: a column's K x n strip is one run, the columns side by side
+    if b_pack == "strips" and np.any(split_k):  # the split placement: k x n of each strip per k-step
+        b_runs = b_bytes / (np.asarray(split_k) * n * b_b)
+        b_side = np.ones(np.shape(b_runs))
+    elif b_pack == "strips":  # mlir-aie's packing: a column's K x n strip is one run, the columns side by side
         b_runs = b_bytes / (Kp * n * b_b)
         b_side = np.full(np.shape(b_runs), cols)
     elif b_col_maj:
@@ -132,6 +138,8 @@ def analytic_traffic(rows: int, cols: int, types: tuple[DType, DType, DType], b_
     else:  # rows of n, or one run per strip when a single column's n spans all of B's rows
         b_runs = b_bytes / (np.where(ldb == n, Kp * n, n * q_b) * b_b)
         b_side = np.full(np.shape(b_runs), cols)
+    if np.any(split_k):  # the split placement's streams carry 2 or 3 cores each: no two walk side by side
+        b_side = np.ones(np.shape(b_runs))
     grow = (Kp + np.asarray(extra_b_rows)) / Kp  # 1 without an epilogue tile: B's traffic as before
     b_bytes, b_runs = b_bytes * grow, b_runs * grow
     b_bytes = b_bytes * np.asarray(b_object_scale)  # the runs cover the objects whole: as many, longer
@@ -141,7 +149,7 @@ def analytic_traffic(rows: int, cols: int, types: tuple[DType, DType, DType], b_
         c_side = np.where(ldc == m, cols, 1)
     else:
         c_runs = c_bytes / (np.where(ldc == n, rows * m * n, n * q_c) * b_out)
-        c_side = np.full(np.shape(c_runs), cols)
+        c_side = np.full(np.shape(c_runs), 1 if np.any(split_k) else cols)  # split: each column's C in its rows
     return {
         "A": TensorTraffic(a_bytes, np.asarray(a_runs, dtype=f), np.asarray(a_runs / a_side, dtype=f)),
         "B": TensorTraffic(b_bytes, np.asarray(b_runs, dtype=f), np.asarray(b_runs / b_side, dtype=f)),

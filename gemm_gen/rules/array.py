@@ -9,13 +9,15 @@ import numpy as np
 
 from ..hw.devices import Device, TileKind
 from . import Ints
+from .decode_split import SPLIT_MAPPING, is_split, virtual_columns
 
 STACK_ALIGN = 16  # bytes: aiecc places the stack in 16-byte units
 
 
-def columns_ok(dev: Device, cols: int) -> bool:
-    """Whether a design can use `cols` columns of the device (mlir-aie's column-device variants)."""
-    return cols in dev.column_devices
+def columns_ok(dev: Device, cols: int, rows: int = 0) -> bool:
+    """Whether a design can use `cols` columns of the device (mlir-aie's column-device variants), or, in one
+    row, one virtual column per core (the split decode placement, rules/decode_split.py)."""
+    return cols in dev.column_devices or is_split(dev, rows, cols)
 
 
 def stack_ok(dev: Device, stack_bytes: int) -> bool:
@@ -33,9 +35,10 @@ def queue_ok(dev: Device, queue_groups: int) -> bool:
 # Calls of at most this many rows are decode steps (one token or a few: matrix-vector shaped); the
 # issue's bound, which the roofline plot marks and for which the tuner also weighs the decode mapping.
 DECODE_M_MAX = 16
-# The two mappings of the rows x cols grid: the whole array (every core row, A split over the rows),
-# or one core row ("decode": m covers the padded M, every column a slice of N, B read once).
-# MAPPINGS: spec.py, with the option
+# The mappings of the rows x cols grid: the whole array (every core row, A split over the rows), one core
+# row ("decode": m covers the padded M, every column a slice of N, B read once), or one row of one virtual
+# column per core ("decode-split": every core a slice of N, B over every shim channel but A's;
+# rules/decode_split.py). MAPPINGS: spec.py, with the option
 
 
 def decode_call(M: Ints) -> Ints:
@@ -44,12 +47,19 @@ def decode_call(M: Ints) -> Ints:
 
 
 def mapping_rows(dev: Device, mapping: str) -> int:
-    """The core rows a mapping uses on `dev`."""
-    return 1 if mapping == "decode" else dev.core_rows
+    """The grid rows a mapping uses on `dev`."""
+    return 1 if mapping in ("decode", SPLIT_MAPPING) else dev.core_rows
 
 
-def mapping_of(dev: Device, rows: int) -> str:
-    """The mapping a design of `rows` core rows is."""
+def mapping_cols(dev: Device, mapping: str) -> int:
+    """The grid columns a mapping fixes on `dev` (0: any the device offers, the option's)."""
+    return virtual_columns(dev) if mapping == SPLIT_MAPPING else 0
+
+
+def mapping_of(dev: Device, rows: int, cols: int = 0) -> str:
+    """The mapping a design of `rows` x `cols` is."""
+    if is_split(dev, rows, cols):
+        return SPLIT_MAPPING
     return "decode" if rows == 1 and dev.core_rows != 1 else "whole-array"
 
 

@@ -2,7 +2,7 @@
 
 A core holds depth_ab_l1 buffers of its A tile (T_MA = m / rho rows) and of its B tile, depth_c_l1
 C objects of m x n, the kernel's bfp16 copies of a bf16 A tile (and B tile, converting once), a W4A16
-kernel's dequantized B tile (bf16, or converting once those bfp16 tiles), the accumulator rows a
+kernel's dequantized B tile (bf16, or converting once those bfp16 tiles), the accumulator blocks a
 converted C does not fit in its object, and the overhead that does not depend on
 the tiling: the runtime parameters (with runtime K), the stack and aiecc's per-core static data.
 GemmConfig.l1_parts calls `parts` with one design's numbers; the tuner calls `largest_k` with every
@@ -21,7 +21,7 @@ from ..groupquant import object_bytes
 from ..hw.devices import Device
 from ..precision import BFP16, Precision
 from . import Ints
-from .kernel_variant import converts_a_tile
+from .kernel_variant import block_kernel, converts_a_tile
 
 # the parts names of the tanh table's two copies (a SiLU / GELU epilogue's kernel arguments): worker Buffers with
 # an initial value, pinned to two banks (gemm_gen/l1_banks.py), each epilogue.TANH_TABLE_FLOATS fp32 values
@@ -73,7 +73,7 @@ class L1Options:
 
     precision: Precision  # A, B, C and C's accumulator types
     convert_once: bool
-    pair_rows: int  # the kernel's row pairs (KERNEL_EXPANSION r): a converted C keeps whole ones in its object
+    acc_block: tuple[int, int]  # acc_block(): the in-place split's unit (values per block, blocks per unit)
     depth_ab: int
     depth_c: int
     overhead: tuple[tuple[str, int], ...]  # `overhead`'s parts, in order
@@ -105,18 +105,75 @@ def a_rows(m: Ints, rho: Ints) -> Ints:
     return m // np.maximum(rho, 1) if isinstance(rho, np.ndarray) else m // max(rho, 1)
 
 
-def c_split_rows(p: Precision, m: Ints, n: Ints, quantum: int) -> Ints:
-    """Accumulator rows of an m x n C tile that live in the C object itself when C is converted
-    after its last call: as many whole row pairs of the kernel (`quantum` = 2r rows) as the
-    object's bytes hold (atb config3: 64 of a 128 x 128 bf16 accumulator in its 18 KiB bfp16
-    object, 48 of 96 x 128). The rest go to a worker-local buffer. Without a conversion all m rows
-    are the object's."""
+def acc_block(p: Precision, convert_once: bool, mmul: tuple[int, int, int]) -> tuple[int, int]:
+    """(values, blocks) of the in-place split's unit: the accumulator block the kernel loads and stores
+    whole (an r x t mmul block in the scalar template; an 8 x 8 tile in the bfp16 one), and how many
+    consecutive blocks it reaches through one pointer, so that a split never falls inside them: 1 in the
+    scalar template (each C block addressed on its own), 2 in the bfp16 template's row-major blocks (a
+    16 x 16 block's two tiles of one row), 4 in its 2 x 2 super-blocks (the four tiles of a 16 x 16 block)."""
+    if block_kernel(p, convert_once):
+        q = dtype(BFP16).tile_rows
+        return q * q, 4 if dtype(p.out).is_block else 2
+    r, _, t = mmul
+    return r * t, 1
+
+
+def c_split_blocks(p: Precision, m: Ints, n: Ints, block: tuple[int, int]) -> Ints:
+    """Accumulator blocks of an m x n C tile that live in the C object itself when C is converted after
+    its last call: the first blocks of the accumulator's blocked order, as many whole units of
+    `block` (acc_block: values per block, blocks per unit) as the object's bytes hold (atb config3: 144
+    of a 128 x 128 bf16 accumulator's 256 8 x 8 blocks in its 18 KiB bfp16 object, where whole row pairs
+    kept 128, mlir-aie's half; an f32 accumulator of 80 x 128 in its 20 KiB bf16 object: 80 of 160
+    blocks, where whole row pairs kept 64). The rest go to a worker-local buffer (the C acc part). The conversion writes
+    each block's output over the object in the same order, so it never overwrites a block it has not
+    read (in_place_overwrite). Without a conversion every block is the object's."""
+    values, unit = block
+    count = m * n // values
     if not p.converts_c:
-        return m
+        return count
     room = dtype(p.out).nbytes(m * n)
-    per_row = dtype(p.acc).nbytes(n)
-    rows = room // per_row // quantum * quantum
-    return np.minimum(m, rows) if isinstance(rows, np.ndarray) else min(m, rows)
+    blocks = room // dtype(p.acc).nbytes(values * unit) * unit
+    return np.minimum(count, blocks) if isinstance(blocks, np.ndarray) else min(count, blocks)
+
+
+def in_place_overwrite(order: np.ndarray, acc_bytes: int, out_at: np.ndarray, out_bytes: int,
+                       split: int) -> tuple[int, int] | None:
+    """(step, block) of the first write of an in-place conversion over an accumulator block it has not
+    read yet, None if none does. Step i reads block order[i] (the first `split` blocks lie in the object,
+    acc_bytes each, in block order; the others elsewhere) and then writes its out_bytes of output at
+    out_at[order[i]] bytes from the object's start. Every write must end at or below the first byte of
+    every object block still unread (the kernels' rule; a block's own output may overlap it, since the
+    block is loaded first)."""
+    order = np.asarray(order, dtype=np.int64)
+    end = np.maximum.accumulate(np.asarray(out_at, dtype=np.int64)[order] + out_bytes)  # written so far
+    start = np.where(order < split, order * acc_bytes, np.iinfo(np.int64).max)  # object blocks, by step
+    later = np.minimum.accumulate(start[::-1])[::-1][1:]  # the lowest object block read after each step
+    bad = np.flatnonzero(end[:-1] > later)
+    if not bad.size:
+        return None
+    step = int(bad[0])
+    return step, int(later[step] // acc_bytes)
+
+
+def c_split_problem(p: Precision, m: int, n: int, block: tuple[int, int], split: int) -> str | None:
+    """Why `split` accumulator blocks in the C object break the in-place conversion, None if they do not:
+    a split inside a unit of `block` (acc_block), past the tile, past the object's bytes, or one whose
+    conversion (block i to output block i, in increasing order, as both templates convert) would write
+    over a block not read yet (in_place_overwrite)."""
+    values, unit = block
+    count = m * n // values
+    acc, out = dtype(p.acc).nbytes(values), dtype(p.out).nbytes(values)
+    if split % unit or not 0 <= split <= count:
+        return f"C split at block {split} of {count}: not a multiple of the kernel's {unit}-block unit inside the tile"
+    if split * acc > dtype(p.out).nbytes(m * n):
+        return (f"C split at block {split}: {split} x {acc} B of accumulator blocks exceed the "
+                f"{dtype(p.out).nbytes(m * n)} B C object")
+    order = np.arange(count)
+    hit = in_place_overwrite(order, acc, order * out, out, split)
+    if hit is not None:
+        return (f"C split at block {split}: converting block {int(order[hit[0]])} in place writes over block "
+                f"{hit[1]}, which is read later")
+    return None
 
 
 def b_object_bytes(o: L1Options, k: Ints, n: Ints) -> Ints:
@@ -144,8 +201,8 @@ def parts(o: L1Options, m: Ints, k: Ints, n: Ints, rho: Ints) -> dict[str, Ints]
         out["A bfp16"] = dtype(BFP16).nbytes(t_ma * k)
     if o.convert_once:  # and of the B tile (W4A16: each B object dequantized straight into these tiles)
         out["B bfp16"] = dtype(BFP16).nbytes(k * n)
-    if p.converts_c:  # accumulator rows that do not fit in the C object
-        out["C acc"] = o.t("acc").nbytes((m - c_split_rows(p, m, n, o.pair_rows)) * n)
+    if p.converts_c:  # accumulator blocks that do not fit in the C object
+        out["C acc"] = o.t("acc").nbytes(m * n - c_split_blocks(p, m, n, o.acc_block) * o.acc_block[0])
     return out | dict(o.overhead)
 
 

@@ -81,6 +81,10 @@ class L2Options:
     depth_c: int
     group_size: int = 0  # W4A16: rows of K per scale row of a B object (0: no group scales)
     zero_points: bool = False
+    # the split decode placement (rules/decode_split.py): B's streams as (shim column, cores), and the core rows
+    # whose C tiles each physical column joins; () for the whole-array and decode grids
+    streams: tuple[tuple[int, int], ...] = ()
+    join_rows: int = 0
 
 
 def b_chunked(b_col_maj: bool, b_pack: str) -> bool:
@@ -92,8 +96,20 @@ def l2_pools(o: L2Options, m: Ints, k: Ints, n: Ints, k_mt: Ints) -> list[Pool]:
     """The pools of one tiling (or of every candidate: arrays), in IR order: one core row's A
     object m x k_mt, a column's B object (k_mt or k) x n, a column's C object of rows m x n."""
     b_k = k_mt if o.b_chunked else k
+    if o.streams:
+        return split_pools(o, o.t_a.nbytes(m * k_mt), b_bytes(o, k, n, b_k), o.t_c.nbytes(o.join_rows * m * n))
     return pools(o.rows, o.cols, o.t_a.nbytes(m * k_mt), b_bytes(o, k, n, b_k), o.t_c.nbytes(o.rows * m * n),
                  o.depth_ab, o.depth_c)
+
+
+def split_pools(o: L2Options, a_bytes: Any, b_bytes: Any, c_bytes: Any) -> list[Pool]:
+    """The L2 pools of the split decode placement (rules/decode_split.py), in IR order: A's one stream on memtile
+    0 broadcast on; each B stream's object (one k x n tile per core it feeds) on its shim's memtile, split to those
+    cores; each physical column's C tiles (join_rows of them) joined along N."""
+    out = [Pool("A_L3L2_0", 0, a_bytes, o.depth_ab, 1, 1)]
+    out += [Pool(f"B_L3L2_{i}", col, b_bytes * count, o.depth_ab, 1, count) for i, (col, count) in enumerate(o.streams)]
+    out += [Pool(f"C_L2L3_{col}", col, c_bytes, o.depth_c, o.join_rows, 1) for col in range(o.cols // o.join_rows)]
+    return sorted(out, key=lambda p: p.name)
 
 
 def b_bytes(o: L2Options, k: Ints, n: Ints, b_k: Ints) -> Ints:

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import Ints
+from ..hw.devices import Device
+from . import Ints, decode_split
 
 # Every fine-grained shim BD is unrolled into the instruction stream (~64 bytes each); 1M tasks
 # covers 65536^3 with small tiles and keeps insts.bin in the tens of MiB.
@@ -55,9 +56,12 @@ def tiles_per_core(M: Ints, N: Ints, block_m: Ints, block_n: Ints) -> Ints:
     return ceil_div(M, block_m) * ceil_div(N, block_n)
 
 
-def tasks_per_group(a_shims: int, cols: int) -> int:
+def tasks_per_group(a_shims: int, cols: int, dev: Device | None = None, rows: int = 0) -> int:
     """Shim BD tasks of one task group: one A task per shim that carries A (memtile.a_shims) and one
-    B and one C task per column."""
+    B and one C task per column; the split decode placement's own count (rules/decode_split.py) when `dev`
+    and `rows` say the grid is it."""
+    if dev is not None and decode_split.is_split(dev, rows, cols):
+        return decode_split.tasks_per_group(dev)
     return a_shims + 2 * cols
 
 
@@ -71,12 +75,12 @@ def task_groups(m_blocks: Ints, n_blocks: Ints, span: int, span_max: int) -> Int
     return m_blocks * per_row
 
 
-def runtime_tasks(tiles: Ints, a_shims: int, cols: int) -> Ints:
+def runtime_tasks(tiles: Ints, a_shims: int, cols: int, dev: Device | None = None, rows: int = 0) -> Ints:
     """Shim BD tasks the runtime sequence pushes for `tiles` task groups (the largest call a design
     serves)."""
-    return tiles * tasks_per_group(a_shims, cols)
+    return tiles * tasks_per_group(a_shims, cols, dev, rows)
 
 
-def tasks_fit(tiles: Ints, a_shims: int, cols: int) -> Ints:
+def tasks_fit(tiles: Ints, a_shims: int, cols: int, dev: Device | None = None, rows: int = 0) -> Ints:
     """Whether the runtime sequence stays within MAX_RUNTIME_TASKS (an array: per candidate)."""
-    return np.asarray(runtime_tasks(tiles, a_shims, cols)) <= MAX_RUNTIME_TASKS
+    return np.asarray(runtime_tasks(tiles, a_shims, cols, dev, rows)) <= MAX_RUNTIME_TASKS

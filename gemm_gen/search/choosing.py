@@ -17,7 +17,7 @@ from ..design.serve import check
 from ..errors import GemmGenError, ToolchainMissing
 from ..model.params import Params, load
 from ..model.perf import Workload, estimate_config
-from ..rules import array
+from ..rules import array, decode_split
 from ..rules.defaults import resolve
 from ..spec import Pins, Request, Tiling
 from .tune import Candidate, check_problem, tune, tuned_b_pack, tuned_config, tuned_k_mt
@@ -104,7 +104,8 @@ def choose(request: Request, params: Params | None = None, measure: Measure | No
     filled = tuple(name for name in ("m", "k", "n", "k_mt") if getattr(pins, name) is None)
     if filled and pins.rho is None and (_several_sizes(pins) or wholly_open):
         filled += ("rho",)
-    if packing_open and len(b_packs(config.types.t_b, config.groups.group_size)) > 1 and not _several_sizes(pins):
+    if packing_open and len(b_packs(config.types.t_b, config.groups.group_size, _split(config))) > 1 \
+            and not _several_sizes(pins):
         filled += ("b_pack",)
     if viable:
         filled += ("convert_once",)
@@ -168,6 +169,11 @@ def measure_candidates(cands: Sequence[Candidate], measure: Measure) -> list[Can
     return sorted(out, key=lambda c: c.measured_s if c.measured_s is not None else math.inf)
 
 
+def _split(c: GemmConfig) -> bool:
+    """Whether a config is the split decode placement (rules/decode_split.py)."""
+    return decode_split.is_split(c.dev, c.array.rows, c.array.cols)
+
+
 def _several_sizes(pins: Pins) -> bool:
     return pins.sizes is not None and len(set(pins.sizes)) > 1
 
@@ -183,20 +189,24 @@ def decode_weighed(base: GemmConfig, pins: Pins) -> bool:
 
 def _chosen(base: GemmConfig, pins: Pins, packing_open: bool, p: Params) -> GemmConfig:
     """The model's design for `base` with what `pins` leaves open filled in; for an open mapping and
-    decode-shaped calls, the whole array's and the decode mapping's designs, the faster predicted
-    (the whole array on a tie, or when the decode mapping has no valid design)."""
+    decode-shaped calls, the whole array's, the decode mapping's and the split decode placement's designs
+    (rules/decode_split.py: the columns left open), the fastest predicted (on a tie the first of them; one with
+    no valid design drops out)."""
     whole = _chosen_mapping(base, pins, packing_open, p)
     if not decode_weighed(base, pins):
         return whole
-    try:
-        decode = check(_chosen_mapping(base.with_(rows=1), pins, packing_open, p))
-    except GemmGenError:
-        return whole
-    try:
-        check(whole)
-    except GemmGenError:
-        return decode
-    return decode if _predicted_s(decode, pins, p) < _predicted_s(whole, pins, p) else whole
+    options = [base.with_(rows=1)]
+    if base.options.cols == 0:
+        options.append(base.with_(rows=1, cols=decode_split.virtual_columns(base.dev)))
+    valid = []
+    for config in [whole, *(_chosen_mapping(o, pins, packing_open, p) for o in options)]:
+        try:
+            valid.append(check(config))
+        except GemmGenError:
+            continue
+    if not valid:
+        return whole  # its own checks name the problem
+    return min(valid, key=lambda c: _predicted_s(c, pins, p))
 
 
 def _chosen_mapping(base: GemmConfig, pins: Pins, packing_open: bool, p: Params) -> GemmConfig:
@@ -217,7 +227,7 @@ def _chosen_mapping(base: GemmConfig, pins: Pins, packing_open: bool, p: Params)
                             k_mt=default_k_mt(dev, t.dtype_in, t.dtype_out, kk, base.size.K, t.dtype_b, t.acc)
                             if k_mt is None else k_mt)
     # the packing of a bfp16 or int4 B (not W4A16's) is the model's choice too
-    if packing_open and len(b_packs(config.types.t_b, config.groups.group_size)) > 1:
+    if packing_open and len(b_packs(config.types.t_b, config.groups.group_size, _split(config))) > 1:
         return tuned_b_pack(config, tuned, k_mt, rho, p)
     if tuned:  # an open task span is weighed with the tiles (tune): pinned tiles keep one task per block
         return tuned_config(config, k_mt, rho, p)

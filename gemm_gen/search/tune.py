@@ -30,7 +30,7 @@ from ..errors import ConfigError, GemmGenError, opt
 from ..hw.devices import TILE_EXTENT_SEARCH_MAX
 from ..model.params import Params, load, load_ends
 from ..model.perf import Estimate, Workload, estimate, estimate_config
-from ..rules import dma
+from ..rules import decode_split, dma
 from ..rules.padding import ceil_div, round_up
 from ..spec import Pins
 
@@ -375,16 +375,24 @@ def evaluate_all(pr: Workload, params: Params | None = None) -> dict[str, np.nda
 def tune_b_packs(pr: Workload, top: int = 5, pins: Pins | None = None,
                  packs: tuple[str, ...] = ("tiles",), params: Params | None = None,
                  ends: tuple[Params, Params] | None = None, rank: str = "model",
-                 kernels: tuple[bool, ...] = (), rows: tuple[int, ...] = ()) -> TuneResult:
+                 kernels: tuple[bool, ...] = (), rows: tuple[int, ...] = (),
+                 split_packs: tuple[str, ...] = ()) -> TuneResult:
     """tune() for each DRAM packing of B in `packs` (both, for a bfp16 or int4 B the user left open) and, with
     `kernels` (False, True) for an open convert-once option, for each kernel, and with `rows` (0, 1)
-    for an open mapping of a decode-shaped call, for each mapping, merged by predicted time; a kernel
+    for an open mapping of a decode-shaped call, for each mapping, and with `split_packs` for the split decode
+    placement too (rules/decode_split.py), in each of those packings, merged by predicted time; a kernel
     or mapping without a valid design drops out unless none has one."""
 
-    variants = [pr.with_(b_pack=pack, convert_once=once) for pack in packs for once in kernels] if kernels else \
-        [pr.with_(b_pack=pack) for pack in packs]
+    def kinds(w: Workload, chosen: tuple[str, ...]) -> list[Workload]:
+        if kernels:
+            return [w.with_(b_pack=pack, convert_once=once) for pack in chosen for once in kernels]
+        return [w.with_(b_pack=pack) for pack in chosen]
+
+    variants = kinds(pr, packs)
     if rows:
         variants = [v.with_(rows=r) for v in variants for r in rows]
+    if split_packs:
+        variants += kinds(pr.with_(rows=1, cols=decode_split.virtual_columns(pr.base.dev)), split_packs)
     results: list[TuneResult] = []
     first_error: GemmGenError | None = None
     for variant in variants:
@@ -400,7 +408,7 @@ def tune_b_packs(pr: Workload, top: int = 5, pins: Pins | None = None,
     merged = sorted((c for r in results for c in r.top), key=_rank_key(rank))[:top]
     return TuneResult(pr, merged, sum(r.evaluated for r in results), sum(r.tilings for r in results),
                       sum(r.seconds for r in results), sum(r.rejected_by_validate for r in results),
-                      [n for r in results for n in r.notes], rank, bool(kernels), bool(rows))
+                      [n for r in results for n in r.notes], rank, bool(kernels), bool(rows or split_packs))
 
 
 def tuned_config(base: GemmConfig, k_mt: int | None = None, rho: int | None = None,

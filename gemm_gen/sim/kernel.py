@@ -29,6 +29,7 @@ from ..hostdata import b_unit, b_unit_coords
 from ..l1_layout import a_layout, a_tile_pairs, b_layout, b_tile_pairs, c_layout, c_tile_blocks
 from ..numerics import KernelNumerics, Product
 from ..rules.dequant import to_bfp16
+from ..rules.l1 import c_split_problem
 from . import words as w
 
 WORD = I32  # a lane of one 32-bit word: what a packed type's tile is gathered in
@@ -298,8 +299,8 @@ class KernelEmulator:
             self.b_view = input_view_of(b_l1, gb.unit, self.b_off, w.TAG_B, lines_are_rows=False)
         # C in L1 while it accumulates: each call updates one slice of T_MA rows, contiguous in the
         # blocked layout. In C's own type; or, when acc != dtype_out, in acc's blocked layout (no
-        # provenance until the final conversion), the first c_split_rows rows inside the C object
-        # and the rest in the worker's C acc buffer.
+        # provenance until the final conversion), its first blocks inside the C object (c_split_elems
+        # values) and the rest in the worker's C acc buffer.
         # bfp16 C: 2 x 2 super-blocks of tiles (one kernel stream each way); a T_MA slice is whole row
         # pairs, so it is a contiguous run of the same order. An accumulator converted into such tiles
         # is in the same order of 8 x 8 blocks (the kernel's in-place conversion is one linear pass).
@@ -307,6 +308,11 @@ class KernelEmulator:
         self.acc_views: dict[int, TileView | PairView] = {}
         self.acc_super_blocks = self.p.converts_c and c.types.t_out.is_block
         if self.p.converts_c:
+            # the kernel converts in place, block i over output block i in increasing order: the split must
+            # leave no accumulator block to be overwritten before it is read
+            problem = c_split_problem(self.p, c.tiling.m, c.tiling.n, c.acc_block, c.c_split_elems // c.acc_block[0])
+            if problem is not None:
+                raise LayoutError(problem, "split C's accumulator where rules/l1.c_split_blocks does")
             oi, oj = np.indices((gc.m, gc.n))  # the conversion writes the whole object in C's tiles
             self.out_view = view_of(self._c_l1(gc.m), gc.unit, self._c_off(oi, oj), w.TAG_C)
         else:
@@ -373,20 +379,35 @@ class KernelEmulator:
             self.acc_views[rows] = view
         return self.acc_views[rows]
 
-    def _acc_parts(self, first: int, last: int, c_cells: np.ndarray,
-                   acc_cells: np.ndarray | None) -> list[tuple[np.ndarray, int]]:
-        """Accumulator rows [first, last) as (cells, rows) pieces: those below c_split_rows in the C
-        object, the others in the worker's C acc buffer (both start at a whole row pair)."""
-        c, h = self.c, self.c.c_split_rows
-        words = c.types.t_acc.nbytes(c.tiling.n) // 4  # per row
-        parts = []
-        if first < h:
-            parts.append((c_cells[first * words:min(last, h) * words], min(last, h) - first))
-        if last > h:
-            assert acc_cells is not None
-            lo = max(first, h) - h
-            parts.append((acc_cells[lo * words:(last - h) * words], last - max(first, h)))
-        return parts
+    def _acc_pieces(self, first: int, last: int, c_cells: np.ndarray,
+                    acc_cells: np.ndarray | None) -> list[np.ndarray]:
+        """Accumulator rows [first, last) (whole block rows, contiguous in the blocked order) as views of the
+        cells that hold them, in order: the words of the blocks below the split in the C object, the rest
+        in the worker's C acc buffer (the split may fall inside a row: rules/l1.c_split_blocks)."""
+        c = self.c
+        per_row = c.types.t_acc.nbytes(c.tiling.n) // 4
+        lo, hi, h = first * per_row, last * per_row, c.types.t_acc.nbytes(c.c_split_elems) // 4
+        pieces = [c_cells[lo:min(hi, h)]] if lo < h else []
+        if hi > h:
+            if acc_cells is None:
+                raise LayoutError("a matmul or convert call without its C acc buffer",
+                                  "pass the worker's C acc buffer after the kernel's scratch")
+            pieces.append(acc_cells[max(lo, h) - h:hi - h])
+        return pieces
+
+    def _acc_read(self, rows: int, pieces: list[np.ndarray]) -> np.ndarray:
+        return self._acc_view(rows).read(pieces[0] if len(pieces) == 1 else np.concatenate(pieces))
+
+    def _acc_write(self, rows: int, pieces: list[np.ndarray], values: np.ndarray) -> None:
+        if len(pieces) == 1:
+            self._acc_view(rows).write(pieces[0], values, 0)
+            return
+        cells = np.concatenate(pieces)
+        self._acc_view(rows).write(cells, values, 0)
+        at = 0
+        for piece in pieces:
+            piece[:] = cells[at:at + piece.size]
+            at += piece.size
 
     def _c_word(self, row0: int, col0: int) -> int:
         """C's source word holding element (row0, col0) (the first word of its tile for bfp16)."""
@@ -465,14 +486,9 @@ class KernelEmulator:
         a_op = self._operand("A", a_word, lambda: self.numerics.operand_a(self.a_view.read(a_cells)))
         b_op = self._operand("B", b_word, lambda: self.numerics.operand_b(self._b_values(b_cells, deq_cells)))
         if self.p.converts_c:  # the slice's rows, in the C object and/or the C acc buffer
-            parts = self._acc_parts(c_slice * c.t_ma, (c_slice + 1) * c.t_ma, c_cells, acc_cells)
-            old = np.concatenate([self._acc_view(rows).read(cells) for cells, rows in parts])
-            acc = self.numerics.accumulate_operands(old, a_op, b_op)
-            new = self.numerics.store(acc)
-            row = 0
-            for cells, rows in parts:
-                self._acc_view(rows).write(cells, new[row:row + rows], 0)
-                row += rows
+            pieces = self._acc_pieces(c_slice * c.t_ma, (c_slice + 1) * c.t_ma, c_cells, acc_cells)
+            acc = self.numerics.accumulate_operands(self._acc_read(c.t_ma, pieces), a_op, b_op)
+            self._acc_write(c.t_ma, pieces, self.numerics.store(acc))
         else:
             c_part = c_cells[c_slice * self.slice_words:(c_slice + 1) * self.slice_words]  # a view
             acc = self.numerics.accumulate_operands(self.c_view.read(c_part), a_op, b_op)
@@ -515,8 +531,7 @@ class KernelEmulator:
         state = self.tiles.get(tile)
         if state is None or state.row0 < 0:
             raise LayoutError(f"{tile} converts C before any matmul call", "convert after the K loop")
-        parts = self._acc_parts(0, self.c.tiling.m, c_cells, acc_cells)
-        values = np.concatenate([self._acc_view(rows).read(cells) for cells, rows in parts])
+        values = self._acc_read(self.c.tiling.m, self._acc_pieces(0, self.c.tiling.m, c_cells, acc_cells))
         word = self._c_word(state.row0, state.col0)
         if isinstance(self.out_view, UnitView):  # bfp16 tiles
             self.out_view.write_encoded(c_cells, *self.numerics.encode_out(values), word)
