@@ -57,6 +57,11 @@ class Tap:
         """Whether the walk is just elements 0, 1, 2, ... (the DMA then needs no dims at all)."""
         return bool(dma.is_linear(self.walk))
 
+    @classmethod
+    def of(cls, walk: dma.Walk) -> Tap:
+        """One design's walk (ints, or NumPy scalars) as a Tap."""
+        return cls(int(walk.offset), tuple(int(s) for s in walk.sizes), tuple(int(s) for s in walk.strides))
+
     @property
     def walk(self) -> dma.Walk:
         """The walk as the rules (rules/dma.py) read it."""

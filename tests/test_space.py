@@ -19,12 +19,13 @@ import pytest
 from gemm_gen import space
 from gemm_gen.app.cli import main
 from gemm_gen.config import GemmConfig
-from gemm_gen.design import build_design
+from gemm_gen.design import build_design, patterns
+from gemm_gen.design.grid import grid
 from gemm_gen.design.serialize import dumps
 from gemm_gen.design.serve import check, serve
 from gemm_gen.errors import ConfigError, GemmGenError
 from gemm_gen.model.perf import Workload
-from gemm_gen.rules import dma
+from gemm_gen.rules import decode_split, dma, walks
 from gemm_gen.search import tune as tune_module
 from gemm_gen.search.tune import tune
 from gemm_gen.spec import Pins, Problem
@@ -75,6 +76,23 @@ FAMILIES = [
     ("npu2 config3", dict(device="npu2", dtype_in="bfp16", dtype_out="bfp16", acc="bf16"), (1024, 1024, 1024)),
     ("npu2 convert once", dict(device="npu2", convert_once=True), (512, 512, 512)),
     ("npu1 decode", dict(device="npu1", rows=1), (4, 2048, 2048)),
+    # the split decode placement (rules/decode_split.py: one row of one virtual column per core, B over every
+    # shim channel but A's, C joined per physical column), sizes that make its B streams' and C's walks bite
+    ("npu2 decode-split bf16 strips", dict(device="npu2", rows=1, cols=32, b_pack="strips"), (1, 4096, 4096)),
+    ("npu2 decode-split bf16 long K", dict(device="npu2", rows=1, cols=32), (16, 200000, 4096)),
+    ("npu2 decode-split b_col wide N", dict(device="npu2", rows=1, cols=32, b_col_maj=True), (2, 8192, 3000000)),
+    ("npu1 decode-split i8", dict(device="npu1", rows=1, cols=16, dtype_in="i8", dtype_out="i8"), (8, 4096, 4096)),
+    ("npu1 decode-split i8 long K", dict(device="npu1", rows=1, cols=16, dtype_in="i8", dtype_out="i32"),
+     (4, 300000, 2048)),
+    ("npu2 decode-split w4a16", dict(device="npu2", rows=1, cols=32, dtype_b="i4", group_size=128), (1, 4096, 4096)),
+    # the in-place accumulator split at block granularity (rules/l1.py: acc_block, c_split_blocks)
+    ("npu2 bf16 x bfp16 f32", dict(device="npu2", dtype_b="bfp16", acc="f32"), (1024, 1024, 1024)),
+    ("npu2 config2 f32", dict(device="npu2", dtype_in="bfp16", dtype_out="bfp16", acc="f32"), (512, 2048, 512)),
+    ("npu2 bf16 convert once f32", dict(device="npu2", acc="f32", convert_once=True, emulate_bf16_with_bfp16=True),
+     (512, 1024, 768)),
+    ("npu1 i8 to i16", dict(device="npu1", dtype_in="i8", dtype_out="i16", acc="i32"), (512, 512, 512)),
+    ("npu2 i8 via i32", dict(device="npu2", dtype_in="i8", dtype_out="i8", acc="i32"), (512, 2048, 512)),
+    ("npu2 i16 via i64", dict(device="npu2", dtype_in="i16", dtype_out="i16", acc="i64"), (256, 1024, 512)),
 ]
 
 
@@ -319,6 +337,47 @@ def test_the_tuner_ranks_only_what_the_rules_keep() -> None:
         check(cand.config)
 
 
+SPLIT = [f for f in FAMILIES if "decode-split" in f[0]]
+
+
+@pytest.mark.parametrize("name,options,size", SPLIT, ids=[f[0] for f in SPLIT])
+def test_the_split_walks_the_space_keeps_are_the_ones_the_build_programs(name: str, options: dict,
+                                                                          size: tuple[int, int, int]) -> None:
+    """The split decode placement's B streams and joined C (rules/walks.split_limits over arrays of candidates) fit
+    one shim BD exactly where the build's tasks (design/patterns.split_b_task / split_c_task, one design at a
+    time) fit, and a candidate that breaks one is refused with the build's message."""
+    base = _open(options, size)
+    m, k, n, kmt, rho = _sample(base, 48, 11 + zlib.crc32(name.encode()))
+    keeps = np.zeros(m.shape, dtype=bool)
+    said = np.empty(m.shape, dtype=object)
+    for idx, call in space.call_plans(base, base.size, m, k, n, kmt, rho):
+        b, c = (walks.grid(base.walk_options, op, m[idx], k[idx], n[idx], kmt[idx], rho[idx], call) for op in "BC")
+        e = call.extents
+        limits = [lim for lim, _ in walks.split_limits(b, c, e.last_row, e.last_col)]
+        keeps[idx] = dma.keeps(limits)
+        for pos, i in enumerate(idx):
+            lim = dma.first_broken(limits, pos)
+            said[i] = None if lim is None else lim.what(pos)
+    seen = {True: 0, False: 0}
+    for i in range(m.size):
+        config = base.with_(m=int(m[i]), k=int(k[i]), n=int(n[i]), k_mt=int(kmt[i]), rho=int(rho[i]))
+        call = config.call
+        gb, gc = grid(config, "B", call), grid(config, "C", call)
+        row, col = call.m_origin(call.m_blocks - 1), call.n_origin(call.n_blocks - 1)
+        try:
+            for s in range(len(decode_split.streams(config.dev))):
+                patterns.split_b_task(gb, col // gb.unit.tile_cols, s)
+            for pc in range(config.dev.columns):
+                patterns.split_c_task(gc, row // gc.unit.tile_rows, col // gc.unit.tile_rows, pc)
+        except GemmGenError as err:
+            assert not keeps[i] and said[i] == err.raw_what, (i, said[i], err.raw_what)
+            seen[False] += 1
+            continue
+        assert keeps[i], (i, said[i])
+        seen[True] += 1
+    assert seen[False] or name in ("npu2 decode-split w4a16",), seen  # the families make the split walks bite
+
+
 @pytest.mark.parametrize("seed", range(4))
 def test_the_word_walks_of_the_rules_equal_the_taps(seed: int) -> None:
     """rules/dma.to_words over arrays (a unit outer dimension where a bfp16 run grows) moves the same words as
@@ -380,3 +439,22 @@ def test_each_rule_is_listed_once_in_the_checks_order() -> None:
     """RULES names each rule once, and every one has a message to be told by."""
     names = [name for name, _, _ in space.RULES]
     assert len(names) == len(set(names)) == len(SAYS) and set(names) == set(SAYS)
+
+
+@pytest.mark.parametrize("flags,says", [
+    (["--a-col-maj"], "takes row-major A and C"),
+    (["--b-pack", "strips", "--b-col-maj"], "of a scalar B takes a row-major B"),
+])
+def test_the_split_placements_untiled_rules_refuse_before_any_tiling_is_listed(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], flags: list[str], says: str) -> None:
+    """The split decode placement's rules that no tiling changes (checks.check_split, the strips of a scalar B) are
+    the tuner's first question (tune.check_problem): refused in one line before the space lists a tiling, so no
+    candidate the rules keep is refused by them later."""
+    def no_tilings(*args: object, **kw: object) -> None:
+        raise AssertionError("the space listed tilings")
+
+    monkeypatch.setattr("gemm_gen.space.tilings", no_tilings)
+    assert main(["tune", "--dev", "npu2", "-M", "1", "-K", "4096", "-N", "4096", "--mapping", "decode-split",
+                 *flags]) == 2
+    err = capsys.readouterr().err
+    assert says in err and len(err.strip().splitlines()) == 1, err

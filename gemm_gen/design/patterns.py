@@ -49,20 +49,18 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ..call import CallPlan
-from ..errors import opt
 from ..hw.devices import TileKind
 from ..rules import decode_split, walks
 from ..rules.dma import Walk, raise_first
 from ..tap import Tap
 from .grid import Grid, grid
-from .spans import shim_walk
 
 if TYPE_CHECKING:
     from ..config import GemmConfig  # annotations only: the config does not import the design
 
 
 def _tap(walk: Walk) -> Tap:
-    return Tap(int(walk.offset), tuple(int(s) for s in walk.sizes), tuple(int(s) for s in walk.strides))
+    return Tap.of(walk)
 
 
 # ---- memtile and core patterns (per object) --------------------------------------------------
@@ -133,43 +131,28 @@ def shim_c(c: Grid, block_row: int, block_col: int, col: int) -> Tap:
 # ---- the split decode placement (rules/decode_split.py) ---------------------------------------
 def shim_b_stream(c: Grid, block_col: int, first: int, count: int) -> Tap:
     """A split B stream's walk for the output block whose first column is `block_col`: the K x n strips of
-    virtual columns [first, first + count), per k-step (per k_mt chunk of B^T) every core's tile in turn,
-    as the stream's memtile object holds them, one slice per core (before shim_walk fits it to one BD)."""
-    col = block_col + first * c.n  # the stream's first column
-    if c.obj:  # W4A16: each core column's objects contiguous in k-step order (design/b_objects.py)
-        steps = c.kw // c.k
-        return Tap(col // c.n * steps * c.obj, (steps, count, c.obj), (c.obj, steps * c.obj, 1))
-    if c.b_pack == "strips":  # each core column's K x n strip contiguous: k x n of each per k-step
-        return Tap(col * c.kb, (c.kb // c.k, count, c.k * c.n), (c.k * c.n, c.kb * c.n, 1))
-    if c.b_col_maj:  # B^T: the stream's count n rows, in k_mt chunks
-        return Tap(col * c.ld, (c.kb // c.k_mt, count * c.n, c.k_mt), (c.k_mt, c.ld, 1))
-    # row-major: per k-step each core's k x n tile (the memtile's S2MM fills a split link's object slice by
-    # slice, one BD each: sim/lower.py), so runs of n
-    return Tap(col, (c.kb // c.k, count, c.k, c.n), (c.k * c.ld, c.n, c.ld, 1))
+    virtual columns [first, first + count), per k-step every core's tile in turn (walks.shim_b_stream)."""
+    return _tap(walks.shim_b_stream(c, block_col, first, count))
 
 
 def shim_c_join(c: Grid, block_row: int, block_col: int, first: int, count: int) -> Tap:
-    """The C a physical column joins along N in the split placement: virtual columns [first, first + count),
-    each an m x n tile sent row by row (c_l2_to_stream), written side by side."""
-    return Tap(block_row * c.ld + block_col + first * c.n, (count, c.m, c.n), (c.n, c.ld, 1))
-
-
-SPLIT_FIX = f"use another k or n (or {opt('rows', 1)})"
+    """The C a physical column joins along N in the split placement (walks.shim_c_join)."""
+    return _tap(walks.shim_c_join(c, block_row, block_col, first, count))
 
 
 def split_b_task(c: Grid, block_col: int, stream: int) -> Tap:
-    """Split B stream `stream`'s walk for the output block at `block_col`, as one shim BD (spans.shim_walk), or
+    """Split B stream `stream`'s walk for the output block at `block_col`, as one shim BD (rules/bd_form), or
     DmaLimitError naming the limit."""
     s = decode_split.streams(c.dev)[stream]
-    return shim_walk(shim_b_stream(c, block_col, s.first, s.count), c.unit, c.dev.dma[TileKind.SHIM],
-                     f"shim MM2S B stream {stream} (split decode)", SPLIT_FIX)
+    return _tap(walks.one_bd(walks.shim_b_stream(c, block_col, s.first, s.count), c.unit,
+                             c.dev.dma[TileKind.SHIM], walks.split_b_where(stream)))
 
 
 def split_c_task(c: Grid, block_row: int, block_col: int, col: int) -> Tap:
     """Physical column `col`'s joined C walk for the output block at (block_row, block_col), as one shim BD."""
     rows = c.dev.core_rows
-    return shim_walk(shim_c_join(c, block_row, block_col, col * rows, rows), c.unit, c.dev.dma[TileKind.SHIM],
-                     f"shim S2MM C of column {col} (split decode)", SPLIT_FIX)
+    return _tap(walks.one_bd(walks.shim_c_join(c, block_row, block_col, col * rows, rows), c.unit,
+                             c.dev.dma[TileKind.SHIM], walks.split_c_where(col)))
 
 
 # ---- limits ----------------------------------------------------------------------------------
@@ -179,12 +162,5 @@ def check_dma_limits(config: GemmConfig, call: CallPlan | None = None) -> None:
     host buffers' addresses)."""
     call = call or config.call
     a, b, c = (grid(config, op, call) for op in ("A", "B", "C"))
-    # the split placement: its own shim walks, each fitted to a BD (not yet an array rule of the space)
-    if decode_split.is_split(config.dev, config.array.rows, config.array.cols):
-        last_row, last_col = call.m_origin(call.m_blocks - 1), call.n_origin(call.n_blocks - 1)
-        for i in range(len(decode_split.streams(config.dev))):
-            split_b_task(b, last_col // b.unit.tile_cols, i)
-        for col in range(config.dev.columns):
-            split_c_task(c, last_row // c.unit.tile_rows, last_col // c.unit.tile_rows, col)
     for lim, fix in walks.limits(a, b, c, call):
         raise_first([lim], fix)

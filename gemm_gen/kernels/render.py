@@ -375,9 +375,9 @@ def _scalar_acc(build: KernelBuild, dev: Device, store_bits: int) -> dict[str, A
     _check_split(build, split)
     acc_lanes = store_bits // 32
     buf_elems = (build.m * build.n - build.c_split_elems) * words
-    if buf_elems % acc_lanes:
-        raise ConfigError(f"C acc buffer of {buf_elems} words: not whole {store_bits}-bit stores",
-                          f"use a tile whose {r}x{t} blocks hold a multiple of {acc_lanes} words")
+    # whole stores: the buffer is whole r x t blocks (rules/l1.c_split_blocks), and every mmul's block holds at
+    # least 16 values (hw/devices.py mmul_shapes), a multiple of a 256- or 512-bit store's 32-bit lanes
+    assert buf_elems % acc_lanes == 0, (buf_elems, store_bits)
     doc = {"f32": "fp32, the accumulator's own lanes", "i32": "int32, the acc32 lanes",
            "i64": "int64, the acc64 lanes, kept as int32 pairs"}[p.acc]
     return dict(converts_c=True, convert_name=build.symbols["convert"], acc=p.acc, acc_doc=doc,

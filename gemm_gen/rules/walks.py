@@ -16,10 +16,11 @@ from typing import Protocol
 import numpy as np
 
 from ..dtypes import WORD_BYTES, DType
-from ..errors import ConfigError
+from ..errors import ConfigError, DmaLimitError, opt
 from ..groupquant import object_bytes
 from ..hw.devices import Device, DmaSpec, TileKind
-from . import Ints, memtile
+from . import Ints, decode_split, memtile
+from .bd_form import shim_walk
 from .dma import Limit, Walk, bd_limits, flattened, is_linear, scaled, static_limits, to_words
 
 OPERANDS = ("A", "B", "C")
@@ -316,6 +317,87 @@ def shim_c(c: Grid, block_row: Ints, block_col: Ints, col: int) -> Walk:
                   c.dev.dma[TileKind.SHIM])
 
 
+# ---- the split decode placement's shim walks (rules/decode_split.py) ---------------------------------------
+SPLIT_FIX = f"use another k or n (or {opt('rows', 1)})"
+
+
+def shim_b_stream(c: Grid, block_col: Ints, first: int, count: int) -> Walk:
+    """A split B stream's walk for the output block whose first column is `block_col`: the K x n strips of
+    virtual columns [first, first + count), per k-step (per k_mt chunk of B^T) every core's tile in turn,
+    as the stream's memtile object holds them, one slice per core (before bd_form.shim_walk fits it to one BD)."""
+    col = block_col + first * c.n  # the stream's first column
+    if c.objects:  # W4A16: each core column's objects contiguous in k-step order (design/b_objects.py)
+        steps = c.kw // c.k
+        return Walk(col // c.n * steps * c.obj, (steps, count, c.obj), (c.obj, steps * c.obj, 1))
+    if c.b_pack == "strips":  # each core column's K x n strip contiguous: k x n of each per k-step
+        return Walk(col * c.kb, (c.kb // c.k, count, c.k * c.n), (c.k * c.n, c.kb * c.n, 1))
+    if c.b_col_maj:  # B^T: the stream's count n rows, in k_mt chunks
+        return Walk(col * c.ld, (c.kb // c.k_mt, count * c.n, c.k_mt), (c.k_mt, c.ld, 1))
+    # row-major: per k-step each core's k x n tile (the memtile's S2MM fills a split link's object slice by
+    # slice, one BD each: sim/lower.py), so runs of n
+    return Walk(col, (c.kb // c.k, count, c.k, c.n), (c.k * c.ld, c.n, c.ld, 1))
+
+
+def shim_c_join(c: Grid, block_row: Ints, block_col: Ints, first: int, count: int) -> Walk:
+    """The C a physical column joins along N in the split placement: virtual columns [first, first + count),
+    each an m x n tile sent row by row (c_l2_to_stream), written side by side."""
+    return Walk(block_row * c.ld + block_col + first * c.n, (count, c.m, c.n), (c.n, c.ld, 1))
+
+
+def split_b_where(stream: int) -> str:
+    return f"shim MM2S B stream {stream} (split decode)"
+
+
+def split_c_where(col: int) -> str:
+    return f"shim S2MM C of column {col} (split decode)"
+
+
+def _ints(walk: Walk) -> Walk:
+    """One design's walk in plain ints."""
+    return Walk(int(walk.offset), tuple(int(s) for s in walk.sizes), tuple(int(s) for s in walk.strides))
+
+
+def one_bd(walk: Walk, unit: DType, spec: DmaSpec, where: str) -> Walk:
+    """One design's walk as one shim BD (bd_form.shim_walk), or DmaLimitError naming the limit."""
+    return shim_walk(_ints(walk), unit, spec, where, SPLIT_FIX)
+
+
+def _one_bd_limit(walk: Walk, g: Grid, where: str) -> Limit:
+    """Per candidate: whether the walk fits one shim BD in some form (bd_form.shim_walk, as the build programs
+    it), and, for a candidate whose walk does not, what the build says. Each distinct walk is tried once."""
+    spec = g.dev.dma[TileKind.SHIM]
+    parts = [walk.offset, *walk.sizes, *walk.strides]
+    shape = np.broadcast_shapes(*(np.shape(x) for x in parts))
+    table = np.stack([np.broadcast_to(np.asarray(x, dtype=np.int64), shape).ravel() for x in parts], axis=1)
+    distinct, which = np.unique(table, axis=0, return_inverse=True)
+    said = []
+    for row in distinct:
+        try:
+            one_bd(Walk(row[0], tuple(row[1:1 + len(walk.sizes)]), tuple(row[1 + len(walk.sizes):])), g.unit, spec,
+                   where)
+            said.append("")
+        except DmaLimitError as e:
+            said.append(e.raw_what)
+    what = np.array(said, dtype=object)[np.asarray(which).ravel()].reshape(shape)
+    ok = what == ""
+    if not shape:
+        return Limit(bool(ok), "{}", (str(what),), SPLIT_FIX)
+    return Limit(ok, "{}", (what,), SPLIT_FIX)
+
+
+def split_limits(b: Grid, c: Grid, last_row: Ints, last_col: Ints) -> list[tuple[Limit, str]]:
+    """The split placement's shim walks (each B stream, each physical column's joined C) as one BD each, for the
+    last output block (offsets do not matter but for whole words)."""
+    dev = b.dev
+    qb, qc = b.unit.tile_cols, c.unit.tile_rows
+    out = [(_one_bd_limit(shim_b_stream(b, last_col // qb, s.first, s.count), b, split_b_where(i)), SPLIT_FIX)
+           for i, s in enumerate(decode_split.streams(dev))]
+    rows = dev.core_rows
+    out += [(_one_bd_limit(shim_c_join(c, last_row // qc, last_col // qc, col * rows, rows), c, split_c_where(col)),
+             SPLIT_FIX) for col in range(dev.columns)]
+    return out
+
+
 # ---- the limits of every walk of a call ---------------------------------------------------------------------
 SHIM_BUFFER_BYTES = 1 << 48  # the shim's host addresses
 HOST_BUFFER = "{} needs {} B, beyond the 48-bit shim address"
@@ -335,6 +417,8 @@ def limits(a: Grid, b: Grid, c: Grid, call: Call, hops: tuple[str, ...] = HOPS) 
     out: list[tuple[Limit, str]] = []
     if "shim" in hops:
         last_row, last_col = call.extents.last_row, call.extents.last_col
+        if decode_split.is_split(dev, a.rows, a.cols):  # the split placement's own walks, each one BD
+            out += split_limits(b, c, last_row, last_col)
         qa, qc = a.unit.tile_rows, c.unit.tile_rows
         qb = b.unit.tile_cols  # B is indexed along N (an int4 unit is 1 x 8)
         out += _word_limits([
