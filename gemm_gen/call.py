@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
+from functools import cached_property
 from typing import Protocol
 
 from .dtypes import WORD_BYTES
@@ -33,6 +34,8 @@ from .errors import ConfigError
 from .numerics import KernelNumerics
 from .rules import padding
 from .rules.call_layouts import Layouts
+from .rules.dma import pick
+from .rules.walks import CallExtents
 from .spec import ArrayOptions, Layout, Problem, Tiling, Types
 
 OPERANDS = ("A", "B", "C")
@@ -149,13 +152,14 @@ class CallPlan:
         return self.covered[2]
 
     def m_origin(self, m_block: int) -> int:
-        """First C row of block row `m_block` (the last one moved back to end at M when shifted)."""
+        """First C row of block row `m_block` (the last one moved back to end at M when shifted; the sizes may
+        be arrays, one per candidate design: rules/walks.py)."""
         first = m_block * self.block_m
-        return min(first, self.M - self.block_m) if self.shift_m else first
+        return pick(first > self.M - self.block_m, self.M - self.block_m, first) if self.shift_m else first
 
     def n_origin(self, n_block: int) -> int:
         first = n_block * self.block_n
-        return min(first, self.N - self.block_n) if self.shift_n else first
+        return pick(first > self.N - self.block_n, self.N - self.block_n, first) if self.shift_n else first
 
     def storage(self, operand: str) -> tuple[int, int]:
         """(rows, columns) of an operand's DRAM buffer before any slack: the user's matrix, or its
@@ -181,6 +185,13 @@ class CallPlan:
     def ld(self, operand: str) -> int:
         """Elements between consecutive rows of the operand's DRAM buffer."""
         return self.storage(operand)[1]
+
+    @cached_property
+    def extents(self) -> CallExtents:
+        """What the DMA walks read of this call (rules/walks.py)."""
+        return CallExtents(self.Mp, self.k_walk, self.Np, (self.ld("A"), self.ld("B"), self.ld("C")),
+                           tuple(self.storage(op) for op in OPERANDS), self.c_col_maj, self.b_extra_k,
+                           self.m_origin(self.m_blocks - 1), self.n_origin(self.n_blocks - 1))
 
     @property
     def host_copies(self) -> int:

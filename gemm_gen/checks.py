@@ -14,7 +14,7 @@ from .epilogue import mode_ops
 from .errors import ConfigError, opt
 from .hw.devices import Device, MmulShape, TileKind
 from .rounding import Rounding, Saturation
-from .rules import array, decode_split, dequant, l1, memtile, padding, peano
+from .rules import array, decode_split, dequant, dma, l1, memtile, padding, peano
 from .rules import epilogue as epilogue_rule
 from .rules import kernel_variant as kv
 from .rules import tiling as tiling_rule
@@ -137,6 +137,9 @@ def check_groups(c: GemmConfig) -> None:
                           "group of K rows", f"add {_GROUPS}")
     if c.groups.group_size:
         groupquant.check_group_size(c.groups.group_size)
+    if w4a16 and c.groups.group_size and not c.kernel.block and (
+            problem := dequant.block_problem(c.kernel.mmul, c.groups.group_size)):
+        raise ConfigError(*problem)  # the bf16 pass's blocks (the convert-once pass reads 8 x 8 tiles)
 
 
 def check_block_layouts(c: GemmConfig) -> None:
@@ -249,9 +252,9 @@ def _block_rows_cut(c: GemmConfig, shape: tuple[int, ...]) -> str | None:
 
 def _not_whole_words(name: str, count: int, t: DType) -> str | None:
     """Why `count` values of `t` in a row are not whole 32-bit words (a BD moves words), or None."""
-    if t.is_packed and count % t.unit_elems:  # half-byte values: a run must be whole words of them
+    if not dma.packed_words(t, count):  # half-byte values: a run must be whole words of them
         return f"{name}={count} x {t} = {count * t.elem_bytes:g} B is not a multiple of the 4-byte DMA word"
-    if not t.is_block and t.nbytes(count) % 4:
+    if not dma.byte_words(t, count):
         return f"{name}={count} x {t} = {t.nbytes(count)} B is not a multiple of the 4-byte DMA word"
     return None
 

@@ -22,7 +22,7 @@ from .errors import ConfigError, opt
 from .hw.devices import Device, device
 from .numerics import KernelNumerics
 from .rounding import Rounding, Saturation
-from .rules import decode_split, l1, memtile, padding
+from .rules import decode_split, l1, memtile, padding, walks
 from .rules import epilogue as rules_epilogue
 from .rules.defaults import convert_once_problem as _convert_once_problem
 from .rules.defaults import emulation_default, has_epilogue, resolve
@@ -291,6 +291,14 @@ class GemmConfig:
     @property
     def l1_bytes(self) -> int:
         return sum(self.l1_parts.values())
+
+    @cached_property
+    def walk_options(self) -> walks.WalkOptions:
+        """What the DMA walks (rules/walks.py) read of this config besides its tiling and its call."""
+        t, lay = self.types, self.layout
+        return walks.WalkOptions(self.dev, (t.t_in, t.t_b, t.t_out), self.kernel.mmul, self.array.rows,
+                                 self.array.cols, lay.a_col_maj, lay.b_col_maj, lay.c_col_maj, lay.b_pack,
+                                 self.groups.group_size, bool(self.groups.zero_points))
 
     @property
     def l2_options(self) -> memtile.L2Options:

@@ -37,9 +37,15 @@ def check_group_size(group_size: int) -> None:
                           "K", f"use {opt('group_size', GROUP_SIZES[0])} | {' | '.join(map(str, GROUP_SIZES[1:]))}")
 
 
+def tile_k_ok(k: Any, group_size: int) -> Any:
+    """Whether a B object of k rows covers whole groups of K, or lies inside one group (an int, or per tile of an
+    array: the search space's rule)."""
+    return (k % group_size == 0) | (group_size % k == 0)
+
+
 def check_tile_k(k: int, group_size: int) -> None:
-    """A B object covers whole groups, or lies inside one group."""
-    if k % group_size and group_size % k:
+    """A B object covers whole groups, or lies inside one group (tile_k_ok)."""
+    if not tile_k_ok(k, group_size):
         raise ConfigError(f"{opt('k', k)} with {opt('group_size', group_size)}: a B tile must cover whole groups of "
                           "K or lie inside one", f"use a k that divides {group_size} or is a multiple of it")
 

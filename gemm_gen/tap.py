@@ -13,8 +13,7 @@ from functools import reduce
 import numpy as np
 
 from .dtypes import WORD_BYTES, DType
-from .errors import DmaLimitError
-from .hw.devices import DmaSpec, TileKind
+from .hw.devices import DmaSpec
 from .rules import dma
 
 
@@ -56,79 +55,47 @@ class Tap:
 
     def is_linear(self) -> bool:
         """Whether the walk is just elements 0, 1, 2, ... (the DMA then needs no dims at all)."""
-        expect = 1
-        for size, stride in zip(self.sizes[::-1], self.strides[::-1]):
-            if size > 1 and stride != expect:
-                return False
-            expect *= size
-        return self.offset == 0
+        return bool(dma.is_linear(self.walk))
+
+    @classmethod
+    def of(cls, walk: dma.Walk) -> Tap:
+        """One design's walk (ints, or NumPy scalars) as a Tap."""
+        return cls(int(walk.offset), tuple(int(s) for s in walk.sizes), tuple(int(s) for s in walk.strides))
+
+    @property
+    def walk(self) -> dma.Walk:
+        """The walk as the rules (rules/dma.py) read it."""
+        return dma.Walk(self.offset, self.sizes, self.strides)
 
     def scaled(self, parts: int) -> Tap:
         """The same walk over `parts` consecutive sub-elements per element (a 72-byte bfp16 tile is
         8 blocks of 9 bytes, or 18 words): unit-stride runs get longer, other walks gain an
-        innermost dimension."""
+        innermost dimension (rules/dma.scaled, whose unit outer dimension is dropped where a run grows)."""
         if parts == 1:
             return self
-        if self.strides[-1] == 1 or self.sizes[-1] == 1:
-            return Tap(self.offset * parts, self.sizes[:-1] + (self.sizes[-1] * parts,),
-                       tuple(st * parts for st in self.strides[:-1]) + (1,))
-        return Tap(self.offset * parts, self.sizes + (parts,), tuple(st * parts for st in self.strides) + (1,))
+        walk, grows = dma.scaled(self.walk, parts)
+        cut = 1 if grows else 0
+        return Tap(walk.offset, tuple(walk.sizes[cut:]), tuple(walk.strides[cut:]))
 
     def to_words(self, elem: DType) -> WordTap:
         """The same walk in 32-bit words (the pattern counts DMA units of `elem`): sub-word
-        elements must move in whole words; a unit of several words (a bfp16 tile) moves whole."""
+        elements must move in whole words; a unit of several words (a bfp16 tile) moves whole
+        (rules/dma.to_words, DmaLimitError for the first limit it breaks)."""
         b = elem.unit_bytes
         if b % WORD_BYTES == 0:
             t = self.scaled(b // WORD_BYTES)
             return WordTap(t.offset, t.sizes, t.strides)
-        if b > WORD_BYTES:
-            raise DmaLimitError(f"{elem} units of {b} bytes are not whole 32-bit words",
-                                "use a type whose DMA unit is a multiple of 4 bytes")
-        per = WORD_BYTES // b
-        inner_size, inner_stride = self.sizes[-1], self.strides[-1]
-        if inner_stride != 1 and inner_size > 1:
-            raise DmaLimitError(
-                f"innermost stride {inner_stride} on {elem} data splits 32-bit words",
-                "DMAs move whole words; finish sub-word reordering in the kernel (e.g. transpose)",
-            )
-        if (inner_size * b) % WORD_BYTES or (self.offset * b) % WORD_BYTES:
-            raise DmaLimitError(
-                f"innermost run of {inner_size} x {elem} at offset {self.offset} is not whole "
-                f"32-bit words",
-                "make tile sizes and offsets multiples of 4 bytes",
-            )
-        strides = []
-        for i, (size, stride) in enumerate(zip(self.sizes[:-1], self.strides[:-1])):
-            if size > 1 and (stride * b) % WORD_BYTES:
-                raise DmaLimitError(
-                    f"stride {stride} x {elem} of dimension {len(self.sizes) - 1 - i} is not "
-                    f"whole 32-bit words",
-                    "make tile sizes and matrix widths multiples of 4 bytes",
-                )
-            strides.append(stride // per)
-        return WordTap(self.offset // per, self.sizes[:-1] + (inner_size // per,), tuple(strides) + (1,))
+        words, limits = dma.to_words(self.walk, elem)
+        dma.raise_first(limits)
+        return WordTap(words.offset, words.sizes, words.strides)
 
     def to_json(self) -> dict[str, object]:
         return {"offset": self.offset, "sizes": list(self.sizes), "strides": list(self.strides)}
 
     def check_static_bd(self, spec: DmaSpec, buffer_elems: int, where: str, fix: str) -> None:
         """mlir-aie 1.4.3's verifier of memtile/core BDs: the tile kind's field widths applied to the
-        dims in elements of the buffer's type (hw/devices.py TILE_EXTENT_SEARCH_MAX says where), which
-        for elements narrower than a word is stricter than the fields (they count words)."""
-        stride_max = dma.static_stride_max(spec, buffer_elems)
-        for d, (size, stride) in enumerate(zip(self.sizes[::-1], self.strides[::-1])):
-            if not dma.static_size_ok(spec, size):
-                raise DmaLimitError(
-                    f"{where}: d{d} size {size} elements exceeds mlir-aie's BD verifier limit for a "
-                    f"{spec.kind.value} BD (max {spec.max_wrap})",
-                    fix,
-                )
-            if stride > stride_max:
-                raise DmaLimitError(
-                    f"{where}: d{d} stride {stride} elements exceeds mlir-aie's BD verifier limit for a "
-                    f"{spec.kind.value} BD (max {stride_max})",
-                    fix,
-                )
+        dims in elements of the buffer's type (rules/dma.static_limits)."""
+        dma.raise_first(dma.static_limits(spec, self.walk, buffer_elems, where), fix)
 
 
 @dataclass(frozen=True)
@@ -154,58 +121,6 @@ class WordTap:
         return dims[::-1]
 
     def check(self, spec: DmaSpec, where: str, fix: str) -> None:
-        """Raise DmaLimitError naming the dimension, the value and the limit that it breaks."""
-        dims = self.dims()
-        iteration: tuple[int, int] | None = None
-        if spec.kind == TileKind.SHIM and len(dims) == spec.dims + 1:
-            iteration = dims.pop()  # the shim's 4th dimension is its iteration/repeat
-        if len(dims) > spec.dims:
-            raise DmaLimitError(
-                f"{where}: {len(dims)} address dimensions, a {spec.kind.value} DMA has "
-                f"{spec.dims}{' + 1 iteration' if spec.kind == TileKind.SHIM else ''}",
-                fix,
-            )
-        # a linear walk (unit stride, every other dimension of size 1) programs no wraps
-        linear = dims[0][1] == 1 and all(size == 1 for size, _ in dims[1:])
-        for d, (size, stride) in enumerate(dims):
-            if d < spec.wrapped_dims and not linear and not dma.wrap_ok(spec, size):
-                raise DmaLimitError(
-                    f"{where}: d{d} wrap {size} words exceeds the {spec.wrap_bits}-bit field of a "
-                    f"{spec.kind.value} BD (max {spec.max_wrap})",
-                    fix,
-                )
-            if size > 1 and not 1 <= stride <= spec.max_stride:
-                raise DmaLimitError(
-                    f"{where}: d{d} stride {stride} words exceeds the {spec.step_bits}-bit field of "
-                    f"a {spec.kind.value} BD (1..{spec.max_stride})",
-                    fix,
-                )
-        length = reduce(lambda x, y: x * y, (s for s, _ in dims), 1)
-        if length > spec.max_length:
-            raise DmaLimitError(
-                f"{where}: length {length} words exceeds the {spec.length_bits}-bit field of a "
-                f"{spec.kind.value} BD (max {spec.max_length})",
-                fix,
-            )
-        if iteration is not None:
-            size, stride = iteration
-            if stride == 0:
-                if size > spec.max_repeat:
-                    raise DmaLimitError(
-                        f"{where}: repeat {size} exceeds the {spec.kind.value} repeat count "
-                        f"(max {spec.max_repeat})",
-                        fix,
-                    )
-            else:
-                if size > spec.iteration_wrap_max:
-                    raise DmaLimitError(
-                        f"{where}: iteration wrap {size} exceeds the 6-bit field (max "
-                        f"{spec.iteration_wrap_max})",
-                        fix,
-                    )
-                if stride > spec.max_iteration_stride:
-                    raise DmaLimitError(
-                        f"{where}: iteration stride {stride} words exceeds the "
-                        f"{spec.iteration_step_bits}-bit field (max {spec.max_iteration_stride})",
-                        fix,
-                    )
+        """Raise DmaLimitError naming the dimension, the value and the limit that it breaks
+        (rules/dma.bd_limits)."""
+        dma.raise_first(dma.bd_limits(spec, dma.Walk(self.offset, self.sizes, self.strides), where), fix)

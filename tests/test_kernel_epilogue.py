@@ -21,7 +21,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from gemm_gen.config import GemmConfig
 from gemm_gen.design.model import KernelBuild
+from gemm_gen.design.serve import check as check_config
 from gemm_gen.dtypes import BF16, dtype
 from gemm_gen.epilogue import (
     INT32_MAX,
@@ -623,23 +625,43 @@ def test_every_bf16_through_the_kernels_tanh(libraries, case: ECase) -> None:
         tk.assert_bit_equal(got, want, b.object_file)
 
 
-@pytest.mark.parametrize("build, message", [
-    (ebuild(NPU1, "bf16", "bf16", (1, 2, 2), Epilogue(activation=ACT.RELU)), None),
+@pytest.mark.parametrize("build, config, message", [
+    (ebuild(NPU1, "bf16", "bf16", (1, 2, 2), Epilogue(activation=ACT.RELU)), dict(activation="relu"), None),
+    # ReLU of a requantized output is its act_min, which the host raises (epilogue_args.kernel_requant): the
+    # kernel is the requantization's (the renderer refused it while the config's check took it)
+    (ebuild(NPU1, "i8", "i8", (1, 2, 2), Epilogue(activation=ACT.RELU, requant=DOUBLE)),
+     dict(dtype_in="i8", dtype_out="i8", activation="relu", requant="per_channel"), None),
     (replace(tk.build(NPU1, "bf16", "bf16", (1, 2, 2), False), epilogue=Epilogue(activation=ACT.RELU)),
-     "C's final conversion"),
-    (ebuild(NPU1, "i8", "i8", (1, 2, 2), Epilogue(activation=ACT.RELU)), "no float activation"),
-    (ebuild(NPU1, "i8", "i8", (1, 2, 2), Epilogue(bias=True)), "a bias alone"),
-    (ebuild(NPU1, "i8", "i8", (1, 2, 2), Epilogue(requant=RequantForm.SINGLE)), "not single"),
-    (ebuild(NPU1, "i8", "i8", (1, 2, 2), Epilogue(requant=DOUBLE), shift=3), "shift 3"),
-    (ebuild(NPU1, "bf16", "bf16", (1, 2, 2), Epilogue(requant=DOUBLE)), "requantization is for"),
-    (ebuild(NPU1, "bf16", "bf16", (1, 2, 2), Epilogue(clamp=(2.0, 1.0))), "clamp bounds"),
-    (ebuild(NPU1, "bf16", "bf16", (1, 2, 2), Epilogue(clamp=(0.0, float("inf")))), "not a finite"),
+     dict(activation="relu", acc="out"), "--acc out converts C after every k-step"),
+    (ebuild(NPU1, "i8", "i8", (1, 2, 2), Epilogue(activation=ACT.RELU)), dict(dtype_in="i8", dtype_out="i8",
+                                                                             activation="relu"), "add --requant"),
+    (ebuild(NPU1, "i8", "i8", (1, 2, 2), Epilogue(bias=True)), dict(dtype_in="i8", dtype_out="i8", bias=True),
+     "add --requant"),
+    (ebuild(NPU1, "i8", "i8", (1, 2, 2), Epilogue(requant=RequantForm.SINGLE)),
+     dict(dtype_in="i8", dtype_out="i8", requant="single"), "unknown requantization"),
+    (ebuild(NPU1, "i8", "i8", (1, 2, 2), Epilogue(requant=DOUBLE), shift=3),
+     dict(dtype_in="i8", dtype_out="i8", requant="per_channel", shift=3), "--shift 3 with --requant"),
+    (ebuild(NPU1, "bf16", "bf16", (1, 2, 2), Epilogue(requant=DOUBLE)), dict(requant="per_channel"),
+     "not for a bf16 output"),
+    (ebuild(NPU1, "bf16", "bf16", (1, 2, 2), Epilogue(clamp=(2.0, 1.0))), dict(clamp=(2.0, 1.0)), "clamp bounds"),
+    (ebuild(NPU1, "bf16", "bf16", (1, 2, 2), Epilogue(clamp=(0.0, float("inf")))), dict(clamp=(0.0, float("inf"))),
+     "clamp bounds"),
+    # finite in fp32, infinite in bf16 (the kernel's type for the bounds): the config refuses it too now
+    (ebuild(NPU1, "bf16", "bf16", (1, 2, 2), Epilogue(clamp=(0.0, 3.4e38))), dict(clamp=(0.0, 3.4e38)),
+     "not finite LO <= HI in bf16"),
 ])
-def test_render_refuses_epilogues_no_kernel_is_for(build: KernelBuild, message: str | None) -> None:
+def test_render_asserts_the_epilogue_rules_the_config_check_applies(build: KernelBuild, config: dict,
+                                                                    message: str | None) -> None:
+    """Each epilogue build: rendered when the config's check takes it, else refused by that check (with its
+    message) and asserted by the renderer (which renders what the rules allowed)."""
+    fields = {**dict(device="npu1", M=64, K=64, N=64, m=16, k=32, n=16, k_mt=32), **config}
     if message is None:
+        check_config(GemmConfig(**fields))
         tk.render_kernel(build)
         return
-    with pytest.raises(ConfigError, match=message):
+    with pytest.raises(ConfigError, match=message):  # (an epilogue no option names fails as the config is made)
+        check_config(GemmConfig(**fields))
+    with pytest.raises(AssertionError):
         tk.render_kernel(build)
 
 

@@ -37,6 +37,7 @@ from gemm_gen.config import GemmConfig
 from gemm_gen.design import build_design
 from gemm_gen.design.build import kernel_build, kernel_specs
 from gemm_gen.design.model import KernelBuild
+from gemm_gen.design.serve import check
 from gemm_gen.dtypes import dtype
 from gemm_gen.errors import ConfigError
 from gemm_gen.hw.devices import NPU1, NPU2, Device
@@ -1410,51 +1411,76 @@ def test_source_file_and_symbols_follow_the_design() -> None:
         assert f'void {names["zero"]}(' in src.text and f'void {names["matmul"]}(' in src.text
 
 
-@pytest.mark.parametrize("change, message", [
-    (dict(m=12), "2x2 clusters"),
-    (dict(rho=3), "does not divide"),
-    (dict(rho=2), "2x2 clusters"),  # T_MA = 4 < 2r
-    (dict(k=12), "k % 8 == 0"),
-    (dict(expansion=(4, 4)), "does not split into 4x4 clusters"),
-    (dict(expansion=(8, 2)), "not one of ours"),
-    (dict(loops="unrolled"), "unknown kernel loop structure"),
-    (dict(mmul=(8, 8, 8)), "kernel shape"),
-    (dict(emulate_bf16_with_bfp16=True), "npu2 bf16 feature"),
-    (dict(dtype_out="i8"), "kernel"),
-    (dict(shift=2), "shift"),
-    (dict(rounding="nearest"), "rounding"),
-    (dict(aie_target="aie1"), "aie_target"),
+# The renderer renders what the rules allowed (kernels/render.py asserts them): a build that breaks a rule is
+# refused by the config's own check first. Each case: the change to a valid build, what rendering it raises
+# (AssertionError for a rule the config's check applied; ConfigError where the build's variant is recomputed by
+# rules/kernel_variant.choose), and the same rule broken in a config (`config`: its fields over SMALL), which
+# check() refuses with `message`.
+SMALL = dict(device="npu1", M=64, K=64, N=64, m=8, k=16, n=8, k_mt=16)  # the bf16 build below (m 8, k 16, n 8)
+
+
+@pytest.mark.parametrize("change, raised, config, message", [
+    (dict(m=12), ConfigError, dict(m=12), "m=12 is not a multiple of 2r=8"),
+    (dict(rho=3), AssertionError, dict(rho=3), "rho=3 must be a divisor of m=8"),
+    (dict(rho=2), ConfigError, dict(rho=2), r"T_MA = m / rho = 4 is not a multiple of 2r=8"),  # T_MA = 4 < 2r
+    (dict(k=12), AssertionError, dict(k=12, k_mt=12), "k=12 is not a multiple of s=8"),
+    (dict(expansion=(4, 4)), ConfigError, dict(expansion=(4, 4)), "does not split into 4x4 clusters"),
+    (dict(expansion=(8, 2)), ConfigError, dict(expansion=(8, 2)), "not one of ours"),
+    (dict(loops="unrolled"), ConfigError, dict(kernel_loops="unrolled"), "unknown kernel loop structure"),
+    (dict(mmul=(8, 8, 8)), AssertionError, dict(mmul_shape=(8, 8, 8)), "not an aie::mmul shape"),
+    (dict(emulate_bf16_with_bfp16=True), AssertionError, dict(emulate_bf16_with_bfp16=True), "npu2 bf16 feature"),
+    (dict(dtype_out="i8"), AssertionError, dict(dtype_out="i8"), "does not go with dtype_in bf16"),
+    (dict(shift=2), AssertionError, dict(shift=2), "applies to integer outputs only"),
+    (dict(rounding="nearest"), AssertionError, dict(rounding="nearest"), "unknown rounding mode"),
+    (dict(aie_target="aie1"), AssertionError, dict(device="npu0"), "unknown device"),
     # a C that stays in acc32 (int32 C) cannot be shifted; a shifted C must fit the accumulator
-    (dict(dtype_in="i8", dtype_out="i32", mmul=(4, 8, 8), k=16, n=16, shift=4), "stays in the 32-bit accumulator"),
-    (dict(dtype_in="i16", dtype_out="i32", mmul=(4, 2, 8), k=16, n=16, shift=1), "stays in the 32-bit accumulator"),
-    (dict(dtype_in="i8", dtype_out="i16", mmul=(4, 8, 8), k=16, n=16, shift=17), r"at most 16"),
-    (dict(dtype_in="i16", dtype_out="i32", mmul=(4, 4, 4), k=16, n=16, shift=33), r"at most 32"),
+    (dict(dtype_in="i8", dtype_out="i32", mmul=(4, 8, 8), k=16, n=16, shift=4), AssertionError,
+     dict(dtype_in="i8", dtype_out="i32", mmul_shape=(4, 8, 8), n=16, shift=4, acc="out"),
+     "stays in the 32-bit accumulator"),
+    (dict(dtype_in="i16", dtype_out="i32", mmul=(4, 2, 8), k=16, n=16, shift=1), AssertionError,
+     dict(dtype_in="i16", dtype_out="i32", mmul_shape=(4, 2, 8), n=16, shift=1, acc="out"),
+     "stays in the 32-bit accumulator"),
+    (dict(dtype_in="i8", dtype_out="i16", mmul=(4, 8, 8), k=16, n=16, shift=17), AssertionError,
+     dict(dtype_in="i8", dtype_out="i16", mmul_shape=(4, 8, 8), n=16, shift=17, acc="out"), r"at most 16"),
+    (dict(dtype_in="i16", dtype_out="i32", mmul=(4, 4, 4), k=16, n=16, shift=33), AssertionError,
+     dict(dtype_in="i16", dtype_out="i32", mmul_shape=(4, 4, 4), n=16, shift=33, acc="out"), r"at most 32"),
 ])
-def test_render_refuses_builds_no_kernel_can_be_for(change: dict, message: str) -> None:
+def test_render_asserts_what_the_config_check_refuses(change: dict, raised: type[Exception], config: dict,
+                                                      message: str) -> None:
     base = build(NPU1, "bf16", "bf16", (1, 2, 1), False)  # m = 8, k = 16, n = 8
-    with pytest.raises(ConfigError, match=message):
+    with pytest.raises(raised):
         render_kernel(base.with_(**change))
+    with pytest.raises(ConfigError, match=message):
+        check(GemmConfig(**{**SMALL, **config}))
 
 
-@pytest.mark.parametrize("change, message", [
-    (dict(aie_target="aie2"), "no bfp16 datapath"),
-    (dict(mmul=(4, 8, 8)), "bfp16 shape"),
-    (dict(emulate_bf16_with_bfp16=True), "emulation"),
-    (dict(shift=3), "shift"),
-    (dict(rho=2), "2x2 clusters"),  # T_MA = 8
-    (dict(k=12), "2x2 clusters"),
-    (dict(expansion=(4, 2)), "one variant"),
-    (dict(loops="k-flat"), "one variant"),
-    (dict(n=24), "2x2 clusters"),
-    (dict(rho=3), "does not divide"),
-    (dict(dtype_out="i8"), "bf16, f32 or bfp16"),
-    (dict(dtype_in="i8"), "bf16 or bfp16"),
-    (dict(rounding="nearest"), "rounding"),
+BLOCK_SMALL = dict(device="npu2", M=64, K=64, N=64, m=16, k=16, n=16, k_mt=16, dtype_in="bfp16", dtype_out="bf16",
+                   acc="out", compiler="chess")  # the bfp16 build below
+
+
+@pytest.mark.parametrize("change, raised, config, message", [
+    (dict(aie_target="aie2"), AssertionError, dict(device="npu1"), "no bfp16 datapath"),
+    (dict(mmul=(4, 8, 8)), AssertionError, dict(mmul_shape=(4, 8, 8)), "the bfp16 datapath multiplies 8x8x8"),
+    (dict(emulate_bf16_with_bfp16=True), AssertionError, dict(emulate_bf16_with_bfp16=True),
+     "already runs on the bfp16 datapath"),
+    (dict(shift=3), AssertionError, dict(shift=3), "applies to integer outputs only"),
+    (dict(rho=2), AssertionError, dict(rho=2), "T_MA = m / rho = 8 is not a multiple of 16"),  # T_MA = 8
+    (dict(k=12), AssertionError, dict(k=12, k_mt=12), "k=12 would cut a bfp16ebs8 block"),
+    (dict(expansion=(4, 2)), AssertionError, dict(expansion=(4, 2)), "one variant"),
+    (dict(loops="k-flat"), AssertionError, dict(kernel_loops="k-flat"), "one variant"),
+    (dict(n=24), AssertionError, dict(n=24), "n=24 is not a multiple of 16"),
+    (dict(rho=3), AssertionError, dict(rho=3), "rho=3 must be a divisor of m=16"),
+    (dict(dtype_out="i8"), AssertionError, dict(dtype_out="i8"), "bf16, f32 or bfp16"),
+    (dict(dtype_in="i8"), AssertionError, dict(dtype_in="i8", dtype_b="bfp16"), "bf16 or bfp16"),
+    (dict(rounding="nearest"), AssertionError, dict(rounding="nearest"), "unknown rounding mode"),
 ])
-def test_render_refuses_bfp16_builds_no_kernel_can_be_for(change: dict, message: str) -> None:
+def test_render_asserts_what_the_config_check_refuses_of_bfp16(change: dict, raised: type[Exception], config: dict,
+                                                               message: str) -> None:
     base = block_build(BFP16, BFP16, "bf16", blocks=(1, 2, 1))  # m = 16, k = 16, n = 16
-    with pytest.raises(ConfigError, match=message):
+    with pytest.raises(raised):
         render_kernel(base.with_(**change))
+    with pytest.raises(ConfigError, match=message):
+        check(GemmConfig(**{**BLOCK_SMALL, **config}))
 
 
 def _preprocess(source: str, tmp_path: Path, *defines: str) -> subprocess.CompletedProcess:

@@ -25,7 +25,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gemm_gen import bfp16, groupquant
+from gemm_gen.config import GemmConfig
 from gemm_gen.design.model import KernelBuild
+from gemm_gen.design.serve import check
 from gemm_gen.dtypes import BF16, BFP16, pack_i4
 from gemm_gen.epilogue import Activation, Epilogue
 from gemm_gen.errors import ConfigError
@@ -459,37 +461,50 @@ def test_the_convert_once_kernel_takes_what_the_design_passes() -> None:
     assert "gemm_gen_kernel::dequant_b(B, B_bfp16);" in text and "b_deq" not in text
 
 
-@pytest.mark.parametrize("change, message", [
-    (dict(b_col_maj=True), "column-major B"),
+# The renderer renders what the rules allowed (kernels/render.py asserts them): each build below breaks a rule,
+# which the config's check refuses first (`config`: the same rule broken in a W4A16 config, over W4, with the
+# check's message).
+W4 = dict(device="npu2", M=64, K=256, N=64, m=16, k=32, n=16, k_mt=32, dtype_b="i4", group_size=32)
+
+
+@pytest.mark.parametrize("change, config, message", [
+    (dict(b_col_maj=True), dict(b_col_maj=True), "--b-col-maj with int4 B"),
     (dict(mmul=(8, 1, 8), k=8, expansion=(2, 2), loops="k-pipelined", emulate_bf16_with_bfp16=False),
-     "dequantization pass takes s x t blocks"),
-    (dict(k=48), "cover whole groups"),
-    (dict(group_size=0), "needs one scale per group"),
-    (dict(group_size=48), "--group-size 48"),
+     dict(mmul_shape=(8, 1, 8), k=8, k_mt=8, emulate_bf16_with_bfp16=False, convert_once=False), "can feed no design"),
+    (dict(k=48), dict(k=48, k_mt=48), "cover whole groups"),
+    (dict(group_size=0), dict(group_size=0), "needs one scale per group"),
+    (dict(group_size=48), dict(group_size=48), "--group-size 48"),
 ])
-def test_render_refuses_w4a16_builds_no_pass_is_for(change: dict, message: str) -> None:
+def test_render_asserts_the_w4a16_rules_the_config_check_applies(change: dict, config: dict, message: str) -> None:
     b = replace(w4_build(NPU2, "bf16", (1, 4, 1), 32, False), **change)
-    with pytest.raises(ConfigError, match=message):
+    with pytest.raises(AssertionError):
         render_kernel(b)
+    with pytest.raises(ConfigError, match=message):
+        check(GemmConfig(**{**W4, "convert_once": False, **config}))
 
 
-@pytest.mark.parametrize("change, message", [
-    (dict(b_col_maj=True), "column-major B"),
-    (dict(k=48), "cover whole groups"),
-    (dict(group_size=48), "--group-size 48"),
-    (dict(emulate_bf16_with_bfp16=False), "bfp16 datapath"),
-    (dict(epilogue=Epilogue(activation=Activation.RELU)), "fused epilogues are built for the scalar kernels"),
+@pytest.mark.parametrize("change, config, message", [
+    (dict(b_col_maj=True), dict(b_col_maj=True), "--b-col-maj with int4 B"),
+    (dict(k=48), dict(k=48, k_mt=48), "cover whole groups"),
+    (dict(group_size=48), dict(group_size=48), "--group-size 48"),
+    (dict(emulate_bf16_with_bfp16=False), dict(emulate_bf16_with_bfp16=False), "bfp16 datapath"),
+    (dict(epilogue=Epilogue(activation=Activation.RELU)), dict(activation="relu"), "epilogue"),
 ])
-def test_render_refuses_convert_once_w4a16_builds_no_pass_is_for(change: dict, message: str) -> None:
+def test_render_asserts_the_convert_once_w4a16_rules_the_config_check_applies(change: dict, config: dict,
+                                                                              message: str) -> None:
     b = replace(w4_build(NPU2, "bf16", (1, 4, 1), 32, False, once=True), **change)
-    with pytest.raises(ConfigError, match=message):
+    with pytest.raises(AssertionError):
         render_kernel(b)
+    with pytest.raises(ConfigError, match=message):
+        check(GemmConfig(**{**W4, "convert_once": True, **config}))
 
 
 def test_group_scales_belong_to_w4a16_only() -> None:
     b = tk.build(NPU1, "bf16", "bf16", (1, 2, 2), False)
-    with pytest.raises(ConfigError, match="group scales belong to bf16 x int4"):
+    with pytest.raises(AssertionError):
         render_kernel(replace(b, group_size=32))
+    with pytest.raises(ConfigError, match="group scales belong to int4 weights times a bf16 A"):
+        check(GemmConfig("npu1", 64, 64, 64, 8, 16, 16, 16, group_size=32))
 
 
 # ---- program memory and the operation count ----------------------------------------------------------
@@ -509,8 +524,11 @@ def test_program_memory_counts_the_dequantization_pass() -> None:
                 # chess: Peano refuses this k-flat earlier, for its pipeliner (tests/test_kernel_variant.py)
                 tight = replace(w4_build(NPU1, "bf16", (1, 1, 1), 32, True), k=k, expansion=(2, 2), loops="k-flat",
                                 compiler="chess")
-                with pytest.raises(ConfigError, match="program memory"):
+                with pytest.raises(AssertionError):  # the config's check refuses it (rules/dequant.code_fits)
                     render_kernel(tight)
+                with pytest.raises(ConfigError, match="program memory"):
+                    check(GemmConfig("npu1", 64, k, 64, tight.m, k, tight.n, k, dtype_b="i4", group_size=32,
+                                     zero_points=True, expansion=(2, 2), kernel_loops="k-flat", compiler="chess"))
                 # the automatic choice with the pass's reserve picks loops that fit with it
                 auto = w4_build(NPU1, "bf16", (1, k // 8, 1), 32, True)
                 assert auto.loops != "k-flat" and render_kernel(auto)

@@ -8,6 +8,7 @@ from ..checks import check_config
 from ..config import GemmConfig
 from ..errors import ConfigError, opt
 from ..rules.call_layouts import Layouts, served
+from ..rules.padding import same_k_walk
 from ..spec import Problem
 from .model import Design
 from .patterns import check_dma_limits
@@ -47,7 +48,7 @@ def serve(config: GemmConfig, problem: Problem, layouts: Layouts | None = None) 
         if value > limit:
             raise ConfigError(f"{name}={value} > {limit} this design serves ({served_sizes})", fix)
     call = plan_call(c, problem, c_col_maj=lay.c_col_maj)
-    if c.runtime.runtime_sizes == "mn" and call.k_walk != c.call.k_walk:
+    if c.runtime.runtime_sizes == "mn" and not same_k_walk(problem.K, c.size.K, c.tiling.k_mt):
         raise ConfigError(f"K={problem.K} needs {call.k_walk // c.tiling.k} k-steps per output tile, and this "
                           f"design's cores take exactly {c.call.k_steps} ({served_sizes})",
                           "build with runtime sizes mnk (k-steps as a runtime parameter)")

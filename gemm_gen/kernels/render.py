@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -26,10 +27,11 @@ from .. import precision as prec
 from ..checks import check_shift
 from ..design.model import KernelBuild
 from ..dtypes import BF16, BFP16, I4, dtype
-from ..errors import ConfigError, opt
+from ..errors import ConfigError
 from ..hw.devices import DEVICES, Device
 from ..rounding import Rounding, Saturation
 from ..rules import dequant as dq
+from ..rules import epilogue as epilogue_rule
 from ..rules import kernel_variant as kv
 from ..rules.block_loop import writes_out_k
 from ..rules.l1 import c_split_problem
@@ -229,63 +231,58 @@ def kernel_defines(build: KernelBuild) -> tuple[str, ...]:
     return (f"-D{EMULATE_BFP16_DEFINE}",) if build.emulate_bf16_with_bfp16 else ()
 
 
+# The renderer renders what the rules allowed: every build it is given comes from a config that passed its check
+# (design/serve.check: checks.check_config, whose rules the search space applies to all candidates at once), so
+# each rule below is asserted, naming where the check applies it; a broken one is a defect of ours.
+def _keeps(rule: Callable[..., object], *args: Any) -> bool:
+    """Whether a rule of the config's check that raises ConfigError when broken holds for these arguments."""
+    try:
+        rule(*args)
+    except ConfigError:
+        return False
+    return True
+
+
 def _device(build: KernelBuild) -> Device:
-    for dev in DEVICES.values():
-        if dev.aie_target == build.aie_target:
-            return dev
-    targets = ", ".join(sorted(d.aie_target for d in DEVICES.values()))
-    raise ConfigError(f"no device has aie_target {build.aie_target!r}", f"use one of {targets}")
+    found = [dev for dev in DEVICES.values() if dev.aie_target == build.aie_target]
+    assert len(found) == 1, f"the target of a device (GemmConfig.dev), not {build.aie_target!r}"
+    return found[0]
 
 
 def _modes(build: KernelBuild) -> tuple[Rounding, Saturation]:
-    try:
-        return Rounding[build.rounding.upper()], Saturation[build.saturation.upper()]
-    except KeyError as e:
-        raise ConfigError(f"unknown rounding or saturation mode {e}",
-                          "use a mode of gemm_gen.numerics.Rounding / Saturation") from None
+    assert build.rounding.upper() in Rounding.__members__ and build.saturation.upper() in Saturation.__members__, \
+        "known modes: checks.check_types"
+    return Rounding[build.rounding.upper()], Saturation[build.saturation.upper()]
 
 
 def kernel_params(build: KernelBuild) -> KernelParams | BlockKernelParams:
-    """Check that the build is one our kernels can be for, and derive the template's numbers."""
+    """Derive the template's numbers of a build (whose rules the config's check applied)."""
     dev = _device(build)
-    prec.check_precision(build.types.precision, dev, dev.acc_bits(build.types.dtype_in,
-                                                                  build.mmul))  # types it has no kernel for
+    assert _keeps(prec.check_precision, build.types.precision, dev, dev.acc_bits(build.types.dtype_in, build.mmul)), \
+        "types with a kernel: checks.check_types"
     if build.block_kernel:
-        if not build.epilogue.is_identity:
-            raise ConfigError(f"fused epilogues are built for the scalar kernels, not {build.types.precision.name}",
-                              "drop the epilogue or use a bf16 / i8 / i16 precision")
+        assert build.epilogue.is_identity, "no epilogue on the bfp16 kernels: rules/epilogue.types_problem"
         return block_kernel_params(build, dev)
     t_in, t_out = dtype(build.types.dtype_in), dtype(build.types.dtype_out)
-    if build.types.dtype_out not in dev.out_types.get(build.types.dtype_in, ()):
-        raise ConfigError(f"{dev.name} has no {build.types.dtype_in} -> {build.types.dtype_out} kernel",
-                          f"use {opt('dtype_in')} one of {', '.join(dev.out_types)} with a matching {opt('dtype_out')}")
+    assert build.types.dtype_out in dev.out_types.get(build.types.dtype_in, ()), "checks.check_scalar_types"
     mmul = tuple(build.mmul)
     r, s, t = mmul
     operands = dev.operands(build.types.dtype_in, build.types.dtype_b)  # "i8xi4" for int4 weights
     shapes = ((dev.bf16_emulation_shape,) if build.emulate_bf16_with_bfp16 else dev.shapes(operands))
-    if build.emulate_bf16_with_bfp16 and (build.types.dtype_in != "bf16" or dev.bf16_emulation_shape is None):
-        raise ConfigError(f"bf16-via-bfp16 emulation is an npu2 bf16 feature, not {dev.name} {build.types.dtype_in}",
-                          f"drop {opt('emulate_bf16_with_bfp16')}")
-    if mmul not in shapes:
-        raise ConfigError(f"mmul {r}x{s}x{t} is not a {dev.name} {operands} kernel shape",
-                          "use one of " + ", ".join("x".join(map(str, sh)) for sh in shapes if sh))
-    if build.rho < 1 or build.m % build.rho:
-        raise ConfigError(f"rho {build.rho} does not divide the kernel tile's m = {build.m}",
-                          "use a rho >= 1 that divides m")
-    if build.k % s or min(build.m, build.k, build.n) <= 0:
-        raise ConfigError(f"kernel tile {build.t_ma}x{build.k}x{build.n} (m / rho x k x n) does not fit mmul "
-                          f"{r}x{s}x{t}", f"use k % {s} == 0")
-    # the variant must be one the config would accept (registers, whole clusters, a known loop nest)
+    assert mmul in shapes, "an mmul of the device: checks.check_scalar_types (Device.mmul_shape)"
+    assert build.rho >= 1 and build.m % build.rho == 0, "rho divides m: checks.check_array"
+    assert build.k % s == 0 and min(build.m, build.k, build.n) > 0, "the tiling's granularity: rules/tiling.py"
+    # the variant the config took (registers, whole clusters, a known loop nest: GemmConfig.variant)
     variant = kv.choose(dev, operands, (r, s, t), build.emulate_bf16_with_bfp16, build.t_ma, build.k, build.n,
                         (build.expansion[0], build.expansion[1]), build.loops, compiler=build.compiler)
     er, et = variant.expansion
     row_clusters, col_clusters, k_blocks = build.t_ma // (er * r), build.n // (et * t), build.k // s
     hint_z, hint_j, hint_k, loops_doc = _loop_hints(variant.loops, row_clusters, col_clusters, k_blocks)
     rounding, saturation = _modes(build)
-    if t_out.is_float and build.shift:
-        raise ConfigError(f"shift {build.shift} is not valid for a {build.types.dtype_out} output",
-                          "use 0 for float outputs")
-    check_shift(dev, build.types.dtype_in, build.types.dtype_out, (r, s, t), build.shift, build.types.acc)
+    assert not (t_out.is_float and build.shift), "no shift of a float output: checks.check_types"
+    types = build.types
+    assert _keeps(check_shift, dev, types.dtype_in, types.dtype_out, (r, s, t), build.shift, types.acc), \
+        "checks.check_shift"
     store_bits = STORE_BITS[build.aie_target]
     lanes = store_bits // t_out.bits
     while (build.m * build.n) % lanes:
@@ -327,30 +324,23 @@ def is_w4a16(build: KernelBuild) -> bool:
 
 
 def _w4a16_object(build: KernelBuild) -> groupquant.ObjectLayout | None:
-    """The B object of a W4A16 build (None for any other build), refusing the builds no dequantization pass is
-    for: a group size and zero points only with bf16 x int4, a group size it has, a tile k that covers whole
+    """The B object of a W4A16 build (None for any other build), asserting the rules that leave a pass for it:
+    a group size and zero points only with bf16 x int4, a group size it has, a tile k that covers whole
     groups or lies inside one, a row-major B (both passes read row-major s x t blocks, along N first: the bf16
     body's B order, which the host writes the object's values in)."""
     g = build.group_size
     if not is_w4a16(build):
-        if g or build.zero_points:
-            raise ConfigError(f"group size {g} / zero points with {build.types.dtype_in} x {build.types.precision.b}: "
-                              "group scales belong to bf16 x int4 (W4A16)", "drop the group size and zero points")
+        assert not (g or build.zero_points), "group scales with W4A16 only: checks.check_groups"
         return None
-    if not g:
-        raise ConfigError("bf16 x int4 (W4A16) needs one scale per group of K rows: the build has no group size",
-                          f"give it a group size ({' | '.join(map(str, groupquant.GROUP_SIZES))})")
-    groupquant.check_group_size(g)
-    groupquant.check_tile_k(build.k, g)
-    if build.b_col_maj:
-        raise ConfigError("a column-major B with int4 weights: the dequantization pass reads row-major s x t blocks",
-                          f"use a row-major B (drop {opt('b_col_maj')})")
+    assert g in groupquant.GROUP_SIZES, "a group size with W4A16: checks.check_groups"
+    assert groupquant.tile_k_ok(build.k, g), "whole groups per B object: checks.check_config (space.RULES)"
+    assert not build.b_col_maj, "a row-major int4 B: checks.check_int4_layout"
     return groupquant.ObjectLayout(build.k, build.n, g, build.zero_points)
 
 
 def _w4a16(build: KernelBuild, dev: Device, variant: kv.KernelVariant) -> dict[str, Any]:
-    """The scalar template's numbers for W4A16's dequantization pass into bf16, refusing the builds it has no
-    pass for: it reads B in the bf16 body's s x t blocks (row-major, blocks along N first), one block per vector
+    """The scalar template's numbers for W4A16's dequantization pass into bf16, asserting the rules that leave a
+    pass for it: it reads B in the bf16 body's s x t blocks (row-major, blocks along N first), one block per vector
     of s t int4 values (at least the 32 lanes of the smallest int4 vector), each block inside one group, and the
     scales of 8 columns per 128-bit load (n is a multiple of 2 t >= 8: every expansion is at least 2 wide; the
     template asserts it)."""
@@ -358,15 +348,9 @@ def _w4a16(build: KernelBuild, dev: Device, variant: kv.KernelVariant) -> dict[s
     if layout is None:
         return {}
     _, s, t = build.mmul
-    shape = "x".join(map(str, build.mmul))
-    if s * t < dq.MIN_LANES or t not in dq.BLOCK_COLUMNS or build.group_size % s:
-        raise ConfigError(f"mmul {shape} with int4 weights: the dequantization pass takes s x t blocks of at least "
-                          f"{dq.MIN_LANES} values, t in {dq.BLOCK_COLUMNS}, s dividing the group size "
-                          f"{build.group_size}", "use the device's default bf16 mmul shape")
-    problem = dq.code_problem(dev, build.mmul, build.emulate_bf16_with_bfp16, variant.expansion, variant.loops,
-                              build.k, build.n, build.zero_points)
-    if problem is not None:
-        raise ConfigError(*problem)
+    assert dq.block_problem(build.mmul, build.group_size) is None, "the pass's blocks: checks.check_groups"
+    assert dq.code_fits(dev, build.mmul, build.emulate_bf16_with_bfp16, variant.expansion, variant.loops,
+                        build.k, build.n, build.zero_points), "its program memory: checks.check_config (space.RULES)"
     rows = dq.trip_rows(build.k, build.group_size, s)
     return dict(w4a16=True, ctype_b_obj=PACKED_MEM_TYPE, zero_points=build.zero_points, scale_rows=layout.rows,
                 q_bytes=layout.q_bytes, kb_per_row=build.k // s // layout.rows, trip_rows=rows,
@@ -391,9 +375,9 @@ def _scalar_acc(build: KernelBuild, dev: Device, store_bits: int) -> dict[str, A
     _check_split(build, split)
     acc_lanes = store_bits // 32
     buf_elems = (build.m * build.n - build.c_split_elems) * words
-    if buf_elems % acc_lanes:
-        raise ConfigError(f"C acc buffer of {buf_elems} words: not whole {store_bits}-bit stores",
-                          f"use a tile whose {r}x{t} blocks hold a multiple of {acc_lanes} words")
+    # whole stores: the buffer is whole r x t blocks (rules/l1.c_split_blocks), and every mmul's block holds at
+    # least 16 values (hw/devices.py mmul_shapes), a multiple of a 256- or 512-bit store's 32-bit lanes
+    assert buf_elems % acc_lanes == 0, (buf_elems, store_bits)
     doc = {"f32": "fp32, the accumulator's own lanes", "i32": "int32, the acc32 lanes",
            "i64": "int64, the acc64 lanes, kept as int32 pairs"}[p.acc]
     return dict(converts_c=True, convert_name=build.symbols["convert"], acc=p.acc, acc_doc=doc,
@@ -411,29 +395,25 @@ def _check_split(build: KernelBuild, split: int) -> None:
 
 
 def _c_float(value: float) -> str:
-    """A float as an exact C++ float literal (the values rendered are bf16-valued and finite)."""
-    if not np.isfinite(value) or float(np.float32(value)) != value:
-        raise ConfigError(f"{value} is not a finite float value", "use finite bf16 values")
+    """A float as an exact C++ float literal (the values rendered are bf16-valued and finite: the clamp's bounds
+    by rules/epilogue.epilogue_of)."""
+    assert np.isfinite(value) and float(np.float32(value)) == value, value
     return f"{float(value)!r}f"
 
 
 def _epilogue(build: KernelBuild, dev: Device, float_out: bool) -> dict[str, Any]:
-    """The scalar template's numbers for a fused epilogue (gemm_gen/epilogue.py), refusing the builds it
-    has no kernel for: it runs in convert, so C must accumulate wide; bf16 outputs take the float chain,
-    i8 / i16 outputs the double-rounding requantization."""
+    """The scalar template's numbers for a fused epilogue (gemm_gen/epilogue.py), asserting the rules that leave a
+    kernel for it: it runs in convert, so C must accumulate wide; bf16 outputs take the float chain, i8 / i16
+    outputs the double-rounding requantization (ReLU as its act_min, which the host raises)."""
     e = build.epilogue
-    if not build.types.precision.converts_c:
-        raise ConfigError(f"an epilogue runs in C's final conversion, and a {build.types.dtype_out} C accumulated in "
-                          f"{build.types.precision.acc} has none", f"accumulate C wide ({opt('acc')} default)")
+    # the types' epilogue (rules/epilogue.types_problem: checks.check_epilogue): in C's one final conversion
+    assert build.types.precision.converts_c, "the wide accumulator: rules/epilogue.types_problem"
     layout = epi.tile_layout(e, build.n)
     offsets = () if layout is None else tuple(o for o in (layout.bias, layout.multiplier, layout.p, layout.q,
                                                           layout.header) if o is not None)
     common = dict(epilogue=True, epi_lanes=epi.VECTOR_LANES, epi_tile=layout is not None, epi_offsets=offsets)
     if float_out:
-        if build.types.dtype_out != BF16.name or e.requant is not None:
-            raise ConfigError(f"the float epilogue writes bf16, not {build.types.dtype_out}"
-                              + (" (requantization is for i8 / i16 outputs)" if e.requant is not None else ""),
-                              f"use {opt('dtype_out', 'bf16')} without {opt('requant')}")
+        assert build.types.dtype_out in epilogue_rule.FLOAT_OUTS and e.requant is None, "rules/epilogue.types_problem"
         act = e.activation.value
         steps = [f"x = bf16(fp32(acc{' + bias' if e.bias else ''}))"]
         steps += [] if act == "none" else [f"y = {act}(x)"]
@@ -441,8 +421,7 @@ def _epilogue(build: KernelBuild, dev: Device, float_out: bool) -> dict[str, Any
         clamp = None
         if e.clamp is not None:
             lo, hi = (float(np.float32(v).astype(BF16.host)) for v in e.clamp)
-            if not lo <= hi:
-                raise ConfigError(f"clamp bounds {e.clamp[0]} > {e.clamp[1]}", "give the lower bound first")
+            assert lo <= hi, "the clamp's bounds in order: rules/epilogue.epilogue_of"
             clamp = (_c_float(lo), _c_float(hi))
         modes = tuple((a.value, epi.MODES[a]) for a in e.modes) if e.runtime else ()
         return dict(common, epi_float=True, epi_bias=e.bias, epi_activation=act, epi_clamp=clamp, epi_tanh=e.uses_tanh,
@@ -452,20 +431,10 @@ def _epilogue(build: KernelBuild, dev: Device, float_out: bool) -> dict[str, Any
                                  _c_float(epi.TANH_X_MAX)),
                     lut_copy_bits=dev.lut_copy_bits,
                     gelu_constants=(_c_float(epi.GELU_SQRT_2_OVER_PI), _c_float(epi.GELU_BETA)))
-    if e.activation is not epi.Activation.NONE or e.clamp is not None:
-        raise ConfigError(f"a {build.types.dtype_out} output takes no float activation or clamp "
-                          f"({e.activation.value}, clamp {e.clamp})",
-                          "use the requantization's act_min / act_max (ReLU, ReLU6 and clamps are these bounds)")
-    if e.requant is not epi.RequantForm.DOUBLE:
-        raise ConfigError(f"the integer epilogue is TFLite's double-rounding requantization, not "
-                          f"{'a bias alone' if e.requant is None else e.requant.value}",
-                          f"use {opt('requant', 'per_channel')} (bias is its first step)")
-    if build.types.dtype_out not in ("i8", "i16"):
-        raise ConfigError(f"requantization writes i8 or i16, not {build.types.dtype_out}",
-                          f"use {opt('dtype_out', 'i8', 'i16')}")
-    if build.shift:
-        raise ConfigError(f"shift {build.shift} with requantization (its multipliers and shifts scale C)",
-                          "use shift 0")
+    # TFLite's double-rounding requantization into i8 / i16, ReLU only as its act_min (which the host folds in:
+    # epilogue_args.kernel_requant), no clamp, no shift (rules/epilogue.types_problem, REQUANTS)
+    assert e.requant is epi.RequantForm.DOUBLE and build.types.dtype_out in epilogue_rule.REQUANT_OUTS
+    assert e.activation.value in epilogue_rule.INT_ACTIVATIONS and e.clamp is None and not build.shift
     return dict(common, epi_requant=True, epi_bias=e.bias,
                 epi_doc=f"x = sat32(acc{' + bias' if e.bias else ''}), TFLite's per-channel requantization "
                         f"(three SRS), + zero point, clamp to [act_min, act_max], {build.types.dtype_out}")
@@ -502,36 +471,18 @@ def block_kernel_params(build: KernelBuild, dev: Device) -> BlockKernelParams:
     shape = dev.bfp16_mmul_shape
     assert shape is not None  # prec.check_precision refused devices without a bfp16 datapath
     q = BFP16.tile_rows
-    if tuple(build.mmul) != shape:
-        raise ConfigError(f"mmul {'x'.join(map(str, build.mmul))} is not the {dev.name} bfp16 shape",
-                          f"use mmul {'x'.join(map(str, shape))} (mac_8x8_8x8T)")
-    if build.convert_once:
-        if p.block or p.a != "bf16" or not build.emulate_bf16_with_bfp16:
-            raise ConfigError(f"the convert-once kernel runs a bf16 A (times bf16, or W4A16's int4 B) on the bfp16 "
-                              f"datapath, not {p.name}"
-                              + ("" if build.emulate_bf16_with_bfp16 else " without it"),
-                              f"use {opt('dtype_in', 'bf16')} with {opt('emulate_bf16_with_bfp16')}, or "
-                              f"{opt('convert_once', False)}")
-    elif build.emulate_bf16_with_bfp16:
-        raise ConfigError("bf16-via-bfp16 emulation does not apply to bfp16 operands",
-                          f"drop {opt('emulate_bf16_with_bfp16')}")
-    if build.compiler not in prec.BFP16_COMPILERS:
-        raise ConfigError(f"bfp16 kernels build with {' or '.join(prec.BFP16_COMPILERS)} only, not "
-                          f"{build.compiler}", f"use Peano (the default) or {opt('compiler', 'chess')}")
-    if tuple(build.expansion) != (2, 2) or build.loops != "k-pipelined":
-        raise ConfigError("bfp16 kernels have one variant (2x2 clusters of 8x8 tiles, K loop pipelined), not "
-                          f"{'x'.join(map(str, build.expansion))} {build.loops}",
-                          f"drop {opt('expansion')} and {opt('kernel_loops')}")
-    if build.rho < 1 or build.m % build.rho:
-        raise ConfigError(f"rho {build.rho} does not divide the kernel tile's m = {build.m}",
-                          "use a rho >= 1 that divides m")
-    if build.t_ma % (2 * q) or build.k % q or build.n % (2 * q) or min(build.m, build.k, build.n) <= 0:
-        raise ConfigError(f"kernel tile {build.t_ma}x{build.k}x{build.n} (m / rho x k x n) does not fit the 2x2 "
-                          f"clusters of 8x8 bfp16 tiles", f"use (m / rho) % {2 * q} == 0, k % {q} == 0, "
-                          f"n % {2 * q} == 0")
+    assert tuple(build.mmul) == shape, "mac_8x8_8x8T: checks.check_block_types"
+    # the convert-once kernel: a bf16 A on the bfp16 datapath (rules/defaults.convert_once_problem); bfp16
+    # operands are not emulated (checks.check_block_types)
+    assert (not p.block and p.a == "bf16") if build.convert_once else True
+    assert build.emulate_bf16_with_bfp16 == bool(build.convert_once)
+    assert build.compiler in prec.BFP16_COMPILERS, "checks.check_block_types"
+    assert tuple(build.expansion) == (2, 2) and build.loops == "k-pipelined", "their one variant: GemmConfig.variant"
+    assert build.rho >= 1 and build.m % build.rho == 0, "rho divides m: checks.check_array"
+    # 2 x 2 clusters of 8 x 8 tiles (the super-blocks of rules/tiling.py)
+    assert build.t_ma % (2 * q) == build.k % q == build.n % (2 * q) == 0 and min(build.m, build.k, build.n) > 0
     rounding, _ = _modes(build)
-    if build.shift:
-        raise ConfigError(f"shift {build.shift} is not valid for a bfp16 GEMM", "use shift 0")
+    assert not build.shift, "no shift of a float output: checks.check_types"
     t_out, t_acc = dtype(p.out), dtype(p.acc)
     split = build.c_split_elems // (q * q)
     c_object_bytes = t_out.nbytes(build.m * build.n)

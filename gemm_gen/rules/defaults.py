@@ -33,7 +33,7 @@ from ..spec import (
 )
 from . import kernel_variant as kv
 from . import tiling
-from .dequant import dequant_code_bytes
+from .dequant import code_reserve
 from .epilogue import epilogue_of
 from .l1 import a_rows
 
@@ -233,6 +233,6 @@ def _scalar_variant(dev_name: str, dtype_in: str, dtype_b: str, shape: MmulShape
     once)."""
     dev = device(dev_name)
     # W4A16: the matmul function also holds the dequantization pass, so the loops leave its code room
-    reserve = dequant_code_bytes(dev.name, zero_points, shape) if group_size else 0
+    reserve = code_reserve(dev.name, group_size, zero_points, shape)
     return kv.choose(dev, dev.operands(dtype_in, dtype_b), shape, emulate, t_ma, k, n, expansion, loops, reserve,
                      compiler)

@@ -52,9 +52,12 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import numpy as np
+
 from ..dtypes import BF16, BFP16
 from ..errors import opt
 from ..hw.devices import DEVICES, Device
+from . import Ints
 from . import kernel_variant as kv
 
 MIN_LANES = 32  # the smallest int4 vector the AIE API has (UG1603 "Data Types": int4 32..256 lanes)
@@ -111,6 +114,18 @@ def to_bfp16(group_size: int, convert_once: bool) -> bool:
     return bool(group_size) and bool(convert_once)
 
 
+def block_problem(mmul: tuple[int, int, int], group_size: int) -> tuple[str, str] | None:
+    """(what, fix) when the bf16 pass cannot read B in the mmul's s x t blocks: one block per vector of s t int4
+    values (at least the MIN_LANES of the smallest int4 vector), t in BLOCK_COLUMNS (the scale pattern of a block
+    row), s dividing the group size (a block inside one group); else None."""
+    _, s, t = mmul
+    if s * t >= MIN_LANES and t in BLOCK_COLUMNS and group_size % s == 0:
+        return None
+    return (f"mmul {'x'.join(map(str, mmul))} with int4 weights: the dequantization pass takes s x t blocks of at "
+            f"least {MIN_LANES} values, t in {BLOCK_COLUMNS}, s dividing the group size {group_size}",
+            "use the device's default bf16 mmul shape")
+
+
 def trip_rows(k: int, group_size: int, s: int) -> int:
     """K block rows (of s rows) per trip of the pass over a k-row object: TRIP_ROWS, or a group's (or the object's)
     fewer, so that a trip's rows lie in one group."""
@@ -163,21 +178,39 @@ def dequant_code_bytes(dev_name: str, zero_points: bool, mmul: tuple[int, int, i
     return trip * kv.PIPELINE_COPIES * dev.isa.instruction_bytes
 
 
+def code_reserve(dev_name: str, group_size: int, zero_points: bool, mmul: tuple[int, int, int]) -> int:
+    """Program bytes the matmul function holds besides its loop nest: W4A16's dequantization pass (none without
+    group scales), which the automatic loop structure leaves room for (kernel_variant.auto_loops)."""
+    return dequant_code_bytes(dev_name, zero_points, mmul) if group_size else 0
+
+
 def matmul_code_bytes(dev: Device, mmul: tuple[int, int, int], emulate: bool, expansion: tuple[int, int],
-                      loops: str, k: int, n: int, zero_points: bool) -> int:
+                      loops: str, k: Ints, n: Ints, zero_points: bool) -> Ints:
     """Estimated program memory of a W4A16 matmul: the bf16 loop nest (kernel_variant.code_bytes) plus the
-    dequantization pass (dequant_code_bytes), against the matmul's CODE_BUDGET."""
+    dequantization pass (dequant_code_bytes), against the matmul's CODE_BUDGET (an int, or one per tile of
+    arrays)."""
     nest = kv.code_bytes(dev, "bf16", mmul, emulate, expansion, loops, k, n)
-    return int(nest) + dequant_code_bytes(dev.name, zero_points, mmul)
+    need = nest + dequant_code_bytes(dev.name, zero_points, mmul)
+    return need if isinstance(k, np.ndarray) or isinstance(n, np.ndarray) else int(need)
+
+
+def code_budget(dev: Device) -> int:
+    """The matmul's share of the core's program memory (kernel_variant.CODE_BUDGET)."""
+    return int(kv.CODE_BUDGET * dev.isa.program_bytes)
+
+
+def code_fits(dev: Device, mmul: tuple[int, int, int], emulate: bool, expansion: tuple[int, int], loops: str,
+              k: Ints, n: Ints, zero_points: bool) -> Ints:
+    """Whether a W4A16 matmul and its pass fit the matmul's program-memory budget (per tile of arrays)."""
+    return matmul_code_bytes(dev, mmul, emulate, expansion, loops, k, n, zero_points) <= code_budget(dev)
 
 
 def code_problem(dev: Device, mmul: tuple[int, int, int], emulate: bool, expansion: tuple[int, int], loops: str,
                  k: int, n: int, zero_points: bool) -> tuple[str, str] | None:
     """(what, fix) when a W4A16 matmul and its pass exceed the matmul's program-memory budget, else None."""
-    need = matmul_code_bytes(dev, mmul, emulate, expansion, loops, k, n, zero_points)
-    budget = int(kv.CODE_BUDGET * dev.isa.program_bytes)
-    if need <= budget:
+    if code_fits(dev, mmul, emulate, expansion, loops, k, n, zero_points):
         return None
+    need, budget = matmul_code_bytes(dev, mmul, emulate, expansion, loops, k, n, zero_points), code_budget(dev)
     return (f"the matmul and its dequantization pass (about {need} B of code) exceed their {budget} B of the "
             f"{dev.name} core's {dev.isa.program_bytes} B program memory",
             f"use {opt('kernel_loops', 'k-pipelined')}, or a smaller kernel tile")

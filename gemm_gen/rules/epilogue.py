@@ -17,6 +17,9 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import numpy as np
+
+from ..dtypes import BF16
 from ..epilogue import Activation, Epilogue, tile_layout
 from ..errors import ConfigError, opt
 from ..precision import Precision
@@ -42,8 +45,12 @@ def epilogue_of(bias: bool, activation: str | None, clamp: tuple[float, float] |
         raise ConfigError(f"unknown requantization {requant!r}", f"use {opt('requant', *REQUANTS)}")
     if clamp is not None:
         lo, hi = clamp
-        if not (math.isfinite(lo) and math.isfinite(hi)) or lo > hi:
-            raise ConfigError(f"clamp bounds {lo},{hi} are not finite LO <= HI", f"give {opt('clamp')} LO,HI like -6,6")
+        # finite as the kernel holds them, in bf16 (3.4e38 rounds to infinity there)
+        with np.errstate(over="ignore"):
+            in_bf16 = [float(np.float32(v).astype(BF16.host)) if math.isfinite(v) else v for v in clamp]
+        if not all(math.isfinite(v) for v in in_bf16) or lo > hi:
+            raise ConfigError(f"clamp bounds {lo},{hi} are not finite LO <= HI in bf16",
+                              f"give {opt('clamp')} LO,HI like -6,6")
     return Epilogue(bool(bias), Activation(name), None if clamp is None else (float(clamp[0]), float(clamp[1])),
                     None if requant is None else REQUANTS[requant])
 

@@ -298,15 +298,33 @@ def expansion_problem(dev: Device, dtype_in: str, mmul: MmulShape, emulate: bool
             f"use {opt('expansion', *order)}")
 
 
+def choices(dev: Device, dtype_in: str, mmul: MmulShape, emulate: bool, t_ma: np.ndarray | int, k: np.ndarray | int,
+            n: np.ndarray | int, expansion: tuple[int, int] | None = None, loops: str | None = None,
+            reserve_bytes: int = 0, compiler: str = "peano") -> tuple[np.ndarray, np.ndarray]:
+    """Per tile, the variant `choose` takes: its expansion (an index into expansions()) and loop structure (an
+    index into LOOPS), the given ones where given (`choose` refuses those that do not fit), else the automatic
+    ones (auto_expansion, then auto_loops for that expansion)."""
+    order = expansions(dev, dtype_in, mmul, emulate)
+    k, n = np.broadcast_arrays(np.asarray(k), np.asarray(n), np.asarray(t_ma))[:2]
+    given = None if expansion is None else (int(expansion[0]), int(expansion[1]))
+    ex = np.full(k.shape, order.index(given), dtype=np.int64) if given in order else \
+        np.broadcast_to(auto_expansion(dev, dtype_in, mmul, t_ma, n, emulate), k.shape)
+    if loops is not None:
+        return ex, np.full(k.shape, LOOPS.index(loops), dtype=np.int64)
+    lp = np.zeros(k.shape, dtype=np.int64)
+    for i, e in enumerate(order):
+        sel = ex == i
+        if sel.any():
+            lp[sel] = auto_loops(dev, dtype_in, mmul, emulate, e, k[sel], n[sel], reserve_bytes, compiler)
+    return ex, lp
+
+
 def choose(dev: Device, dtype_in: str, mmul: MmulShape, emulate: bool, t_ma: int, k: int, n: int,
            expansion: tuple[int, int] | None = None, loops: str | None = None,
            reserve_bytes: int = 0, compiler: str = "peano") -> KernelVariant:
     """The variant of one kernel tile: the given expansion and loops (checked), or the automatic ones
     (leaving `reserve_bytes` of the matmul's code budget to other code, see auto_loops) for `compiler`."""
-    order = expansions(dev, dtype_in, mmul, emulate)
-    if expansion is None:
-        expansion = order[int(auto_expansion(dev, dtype_in, mmul, t_ma, n, emulate))]
-    else:
+    if expansion is not None:
         expansion = (int(expansion[0]), int(expansion[1]))
         ex = "x".join(map(str, expansion))
         problem = expansion_problem(dev, dtype_in, mmul, emulate, expansion)
@@ -318,13 +336,28 @@ def choose(dev: Device, dtype_in: str, mmul: MmulShape, emulate: bool, t_ma: int
                               f"of mmul {'x'.join(map(str, mmul))}",
                               f"use (m / rho) % {expansion[0] * r} == 0 and n % {expansion[1] * t} == 0, "
                               f"or another {opt('expansion')}")
-    if loops is None:
-        loops = LOOPS[int(auto_loops(dev, dtype_in, mmul, emulate, expansion, k, n, reserve_bytes, compiler))]
-    elif loops not in LOOPS:
+    if loops is not None and loops not in LOOPS:
         raise ConfigError(f"unknown kernel loop structure {loops!r}", f"use {opt('kernel_loops', *LOOPS)}")
-    elif compiler == "peano" and (problem := peano_problem(dev, dtype_in, mmul, emulate, expansion, loops, k, n)):
+    ex_i, loops_i = choices(dev, dtype_in, mmul, emulate, t_ma, k, n, expansion, loops, reserve_bytes, compiler)
+    chosen = expansions(dev, dtype_in, mmul, emulate)[int(ex_i)]
+    if loops is not None and compiler == "peano" and (
+            problem := peano_problem(dev, dtype_in, mmul, emulate, chosen, loops, k, n)):
         raise ConfigError(*problem)
-    return KernelVariant(expansion[0], expansion[1], loops)
+    return KernelVariant(chosen[0], chosen[1], LOOPS[int(loops_i)])
+
+
+def peano_loops_ok(dev: Device, dtype_in: str, mmul: MmulShape, emulate: bool, expansions_i: np.ndarray, loops: str,
+                   k: np.ndarray, n: np.ndarray) -> np.ndarray:
+    """Per tile (its expansion an index into expansions(), as `choices` gives it): whether Peano pipelines a given
+    structure's loop (peano_problem's rule)."""
+    ok = np.ones(np.shape(k), dtype=bool)
+    if loops not in FLATTENING:
+        return ok
+    for i, e in enumerate(expansions(dev, dtype_in, mmul, emulate)):
+        sel = expansions_i == i
+        if sel.any():
+            ok[sel] = peano_pipelines(dev, dtype_in, mmul, emulate, e, loops, k[sel], n[sel])
+    return ok
 
 
 def epilogue_code_bytes(dev: Device, mode_ops: tuple[int, ...]) -> int:

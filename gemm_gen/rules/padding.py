@@ -45,6 +45,12 @@ def covered(M: Ints, K: Ints, N: Ints, block_m: Ints, k_mt: Ints, block_n: Ints)
     return round_up(M, block_m), round_up(K, k_mt), round_up(N, block_n)
 
 
+def same_k_walk(K: Ints, K_built: Ints, k_mt: Ints) -> Ints:
+    """Whether a call of K walks as many k_mt chunks as the K a design was built for (what a design whose cores
+    take a fixed number of k-steps serves: runtime sizes "mn")."""
+    return round_up(K, k_mt) == round_up(K_built, k_mt)
+
+
 def tiles_per_core(M: Ints, N: Ints, block_m: Ints, block_n: Ints) -> Ints:
     """Output tiles each core computes in one call (one per task group)."""
     return ceil_div(M, block_m) * ceil_div(N, block_n)

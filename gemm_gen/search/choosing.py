@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from ..config import GemmConfig, b_packs, default_k_mt, default_tiles
 from ..design.serve import check
@@ -39,6 +39,7 @@ class KernelOption:
     config: GemmConfig | None
     predicted_s: float
     why_not: str = ""
+    error: GemmGenError | None = field(default=None, compare=False)  # why not, as raised
 
     @property
     def name(self) -> str:
@@ -92,7 +93,12 @@ def choose(request: Request, params: Params | None = None, measure: Measure | No
     if viable:  # the model's faster kernel, its choice written into the options
         config = viable[0].config
         assert config is not None
-    else:  # one kernel only (or neither valid: the fallback's own checks name the problem)
+    elif kernels and pins.m is pins.k is pins.n is None and not _several_sizes(pins):
+        # neither kernel has a valid design and the tiles were the tuner's: its refusal for the default kernel, the
+        # one searching again would raise
+        default = resolve(request.options).kernel.convert_once
+        raise next(kern.error for kern in kernels if kern.convert_once == default and kern.error is not None)
+    else:  # one kernel only (or neither valid with pinned tiles: the fallback's own checks name the problem)
         config = _chosen(open_config(request), pins, packing_open, p)
     wholly_open = pins.m is pins.k is pins.n is None and not _several_sizes(pins)
     filled = tuple(name for name in ("m", "k", "n", "k_mt") if getattr(pins, name) is None)
@@ -132,7 +138,7 @@ def kernel_options(request: Request, params: Params | None = None) -> tuple[Kern
         try:
             config = check(_chosen(open_config(req), req.pins, req.options.b_pack is None, p))
         except GemmGenError as e:
-            out.append(KernelOption(once, None, math.inf, e.what))
+            out.append(KernelOption(once, None, math.inf, e.what, e))
             continue
         out.append(KernelOption(once, config, _predicted_s(config, req.pins, p)))
     return tuple(sorted(out, key=lambda kern: (kern.predicted_s, kern.convert_once)))

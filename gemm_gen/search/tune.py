@@ -1,13 +1,15 @@
 """The tuner: every valid (m, k, n, k_mt) of a problem, ranked by the model.
 
 The candidates come from the search space (gemm_gen/space.py): every (m, k, n, rho) on the grids
-that L1 and the BD fields allow, filtered by the rules GemmConfig's checks call (gemm_gen/rules:
-runtime tasks, a pinned k_mt; memtile placement with neighbour spill for each k_mt), over all
-candidates at once. The tuner prices them. For k_mt the model depends only on the number of K
-chunks q = ceil(K / k_mt) and on k_mt itself, and for a fixed q the smallest k_mt is never worse
-(less padding and traffic for the same number of runs), so each q contributes one k_mt. q rises
-from the fewest chunks the memtiles allow until a lower bound of the time exceeds the N-th best
-found: the ranking of the top N is exact. design.serve.check() then runs on the finalists only.
+that L1 and the BD fields allow, filtered by every rule a design's check applies (space.RULES, over
+all candidates at once: `mask` before any pricing, `k_mt_fit` for each k_mt: its granularity, a
+column-major A's chunks, memtile placement with neighbour spill, every DMA walk's BD fields). The
+tuner prices only what the rules keep, so every design it ranks builds: nothing is validated one by
+one. For k_mt the model depends only on the number of K chunks q = ceil(K / k_mt) and on k_mt
+itself, and for a fixed q the smallest k_mt is never worse (less padding and traffic for the same
+number of runs), so each q contributes one k_mt. q rises from the fewest chunks the memtiles allow
+until a lower bound of the time exceeds the N-th best found: the ranking of the top N is exact.
+When no candidate keeps every rule, `refusal` says which rule refuses the one that keeps the most.
 """
 
 from __future__ import annotations
@@ -33,8 +35,9 @@ from ..rules.padding import ceil_div, round_up
 from ..spec import Pins
 
 MAX_ROUNDS = 1024
-# designs validated and priced with their L1 plan (l1_banks) before the top are kept: the ranking's
-# vectorised model has no bank stalls, which can reorder close designs
+AHEAD = 8  # rounds of rank_all's k_mt walk whose rules (space.k_mt_fit) are asked at once once times prune
+# designs priced with their L1 plan (l1_banks) before the top are kept: the ranking's vectorised model has no
+# bank stalls, which can reorder close designs
 FINALISTS = 12
 
 
@@ -89,7 +92,7 @@ class TuneResult:
     evaluated: int  # (m, k, n, k_mt) candidates the model ranked
     tilings: int  # valid (m, k, n)
     seconds: float
-    rejected_by_validate: int = 0
+    rejected_by_validate: int = 0  # 0: the rules keep only designs that build (kept for `tune --json`)
     notes: list[str] = field(default_factory=list)
     rank: str = "model"  # what ordered the designs (RANKS)
     kernels_weighed: bool = False  # the candidates are of both bf16 kernels (an open convert-once option)
@@ -134,6 +137,24 @@ def _bound(pr: Workload, e: Estimate, p: Params) -> _Bound:
                   np.asarray(per_chunk * lost / bw))
 
 
+def _fits_ahead(pr: Workload, m: np.ndarray, k: np.ndarray, n: np.ndarray, rho: np.ndarray, active: np.ndarray,
+                j: np.ndarray, rounds: int) -> list[tuple[np.ndarray, np.ndarray]]:
+    """For each of the next `rounds` rounds of rank_all's k_mt walk, the candidates it would ask about if none
+    were pruned (ascending) and whether space.k_mt_fit accepts each at its k_mt, asked in one call."""
+    planned, kmts = [], []
+    j = j.copy()
+    for _ in range(rounds):
+        if active.size == 0:
+            break
+        planned.append(active)
+        kmts.append(j[active] * k[active])
+        active = active[j[active] > 1]
+        j[active] = _smallest_j(pr.K, k[active], -(-pr.K // ((j[active] - 1) * k[active])))
+    idx, kmt = np.concatenate(planned), np.concatenate(kmts)
+    ok = space.k_mt_fit(pr.base, pr.size, m[idx], k[idx], n[idx], kmt, rho[idx])
+    return list(zip(planned, np.split(ok, np.cumsum([a.size for a in planned])[:-1])))
+
+
 def _smallest_j(K: int, k: np.ndarray, q: np.ndarray) -> np.ndarray:
     """The smallest k_mt / k that still covers K in q chunks."""
     return np.asarray(-(-K // (q * k)), dtype=np.int64)
@@ -160,7 +181,7 @@ def rank_all(pr: Workload, pins: Pins, top: int, p: Params, per_tiling: bool = F
     out_time: list[np.ndarray] = []
     if pins.k_mt is not None:
         kmt = np.full(m.shape, int(pins.k_mt), dtype=np.int64)
-        idx = np.nonzero(space.memtiles_fit(pr.base, m, k, n, kmt))[0]
+        idx = np.nonzero(space.k_mt_fit(pr.base, pr.size, m, k, n, kmt, rho))[0]
         e = estimate(pr, m[idx], k[idx], n[idx], kmt[idx], p, rho=rho[idx])
         out_idx.append(idx)
         out_kmt.append(kmt[idx])
@@ -174,12 +195,21 @@ def rank_all(pr: Workload, pins: Pins, top: int, p: Params, per_tiling: bool = F
         threshold = np.inf
         found = 0
         own_best = np.full(m.size, np.inf)
+        ahead: list[tuple[np.ndarray, np.ndarray]] = []  # the rules' verdicts for the rounds ahead
+        rounds = 1
         for _ in range(MAX_ROUNDS):
             if active.size == 0:
                 break
-            kk = k[active]
-            kmt = j[active] * kk
-            fit = space.memtiles_fit(pr.base, m[active], kk, n[active], kmt)
+            if not ahead:
+                ahead = _fits_ahead(pr, m, k, n, rho, active, j, rounds)
+                # while no time can prune a candidate, the rounds ahead are exactly the rounds to come: ask the
+                # rules about twice as many at once each time (a problem no tiling serves walks every k_mt of every
+                # one); after, AHEAD at once (asking of a few candidates pruned meanwhile costs less than asking
+                # round by round)
+                rounds = rounds * 2 if threshold == np.inf and not per_tiling else AHEAD
+            planned, verdict = ahead.pop(0)
+            fit = verdict[np.searchsorted(planned, active)]
+            kmt = j[active] * k[active]
             idx = active[fit]
             if idx.size:
                 e = estimate(pr, m[idx], k[idx], n[idx], kmt[fit], p, rho=rho[idx])
@@ -214,8 +244,8 @@ def tune(pr: Workload, top: int = 5, pins: Pins | None = None,
          params: Params | None = None, ends: tuple[Params, Params] | None = None, rank: str = "model"
          ) -> TuneResult:
     """Rank every valid design of `pr` by predicted time (rank "pessimistic": by its time at the
-    slow end of the constants' spreads, which the model's monotonicity makes the worst case);
-    validate the best until `top` pass."""
+    slow end of the constants' spreads, which the model's monotonicity makes the worst case); the
+    finalists priced with their L1 plans, the best `top` kept. ConfigError (`refusal`) when none is valid."""
     start = time.perf_counter()
     p = params or load()
     slow, fast = ends or load_ends()
@@ -229,37 +259,47 @@ def tune(pr: Workload, top: int = 5, pins: Pins | None = None,
     # fastest first; ties: one that is as fast unspanned (today's sequence), longer k_mt, smaller C tile, lower rho
     spanned = t < estimate(pr, m, k, n, kmt, by, rho=rho).time if pr.base.options.task_span is None \
         else np.zeros(t.shape, dtype=bool)
-    order = np.lexsort((rho, m * n, -kmt, spanned, t))
-    found: list[Candidate] = []
-    rejected = 0
-    first_error: GemmGenError | None = None
-    for i in order:
-        if len(found) >= finalists:
-            break
-        try:  # a given kernel variant that this tile cannot have fails as the config is made
-            config = check(pr.config(m[i], k[i], n[i], kmt[i], rho=int(rho[i])))
-        except GemmGenError as e:
-            first_error = first_error or e
-            rejected += 1
-            if rejected > 2000:
-                break
-            continue
-        found.append(_candidate(weigh_span(config, by), p, slow, fast))
-    # the finalists with what the vectorised ranking leaves out: their L1 plan's bank stalls
+    order = np.lexsort((rho, m * n, -kmt, spanned, t))[:finalists]
+    if not order.size:
+        raise refusal(pr, pins)
+    # every ranked design keeps every rule (space.mask, space.k_mt_fit): the finalists with what the vectorised
+    # ranking leaves out, their L1 plan's bank stalls
+    found = [_candidate(weigh_span(pr.config(m[i], k[i], n[i], kmt[i], rho=int(rho[i])), by), p, slow, fast)
+             for i in order]
     found = sorted(found, key=_rank_key(rank))[:top]
-    if not found:
-        types = pr.base.types
-        what = f"no valid design for {pr.base.array.device} {pr.M}x{pr.K}x{pr.N} {types.dtype_in}->{types.dtype_out}"
-        if pins.tiling_items():
-            what += " with " + ", ".join(f"{k}={v}" for k, v in pins.tiling_items())
-        if first_error is not None:
-            raise ConfigError(f"{what}; the best-ranked one fails: {first_error.raw_what}", first_error.raw_fix)
-        ex = pr.base.kernel.expansion  # space.mask keeps only the tiles a given expansion splits
-        if ex is not None:
-            raise ConfigError(f"{what} whose tiles split into {opt('expansion', ex)} clusters",
-                              f"use another {opt('expansion')} (or leave it out), or relax the fixed tile sizes")
-        raise ConfigError(what, "relax the fixed tile sizes or check the problem size")
-    return TuneResult(pr, found, evaluated, tilings, time.perf_counter() - start, rejected, rank=rank)
+    return TuneResult(pr, found, evaluated, tilings, time.perf_counter() - start, rank=rank)
+
+
+def refusal(pr: Workload, pins: Pins) -> ConfigError:
+    """Why no tiling of `pr` is valid, in one line: the rule that refuses the candidate that keeps the most rules
+    (space.RULES, in the order the config's check applies them), at the first k_mt the tuner would try, in the
+    words of that candidate's own check."""
+    types = pr.base.types
+    what = f"no valid design for {pr.base.array.device} {pr.M}x{pr.K}x{pr.N} {types.dtype_in}->{types.dtype_out}"
+    if pins.tiling_items():
+        what += " with " + ", ".join(f"{k}={v}" for k, v in pins.tiling_items())
+    listed = space.tilings(pr.base, pr.size, pins)
+    if listed.size:
+        m, k, n, rho = listed
+        if pins.k_mt is not None:
+            kmt = np.full(m.shape, int(pins.k_mt), dtype=np.int64)
+        else:  # the fewest K chunks the BD fields and memtiles allow, as rank_all starts
+            j_hi = space.k_mt_steps_max(pr.base, pr.size, listed)
+            kmt = _smallest_j(pr.K, k, -(-pr.K // (np.maximum(j_hi, 1) * k))) * k
+        first = space.broken(pr.base, pr.size, m, k, n, kmt, rho)
+        i = int(np.argmax(first))
+        rule = space.RULES[int(first[i])][0] if first[i] < len(space.RULES) else None
+        if rule not in (None, "expansion"):
+            try:
+                check(pr.config(m[i], k[i], n[i], kmt[i], rho=int(rho[i])))
+            except GemmGenError as e:
+                return ConfigError(f"{what}; every tiling breaks a rule, e.g. m={m[i]} k={k[i]} n={n[i]} "
+                                   f"k_mt={kmt[i]} rho={rho[i]}: {e.raw_what}", e.raw_fix)
+    ex = pr.base.kernel.expansion  # space.mask keeps only the tiles a given expansion splits
+    if ex is not None:
+        return ConfigError(f"{what} whose tiles split into {opt('expansion', ex)} clusters",
+                           f"use another {opt('expansion')} (or leave it out), or relax the fixed tile sizes")
+    return ConfigError(what, "relax the fixed tile sizes or check the problem size")
 
 
 def _ranked(pr: Workload) -> Workload:

@@ -4,7 +4,8 @@ and what each size loses against a design specialised for it (every time here is
 Candidates are the tuner's best designs for the largest size (the xclbin is built for the maxima)
 and each size's own best tiling; all of them are priced at every size with the vectorised model
 (a call's blocks cover its sizes whole, and a design that reads its k-steps from runtime
-parameters pays their writes per call), and the best that passes design.serve for every size wins.
+parameters pays their writes per call), and the best that every rule of the build and of each size's call keeps
+(space.mask, space.k_mt_fit, space.serves: design.serve's rules over all candidates at once) wins.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from .. import space
 from ..call import check_weights
 from ..config import GemmConfig
 from ..design.serve import check, serve
@@ -145,24 +147,21 @@ def tune_many(base: GemmConfig, sizes: tuple[Problem, ...], weights: tuple[float
     variant = np.repeat(np.arange(len(spans)), arr.shape[1])
     # ties: larger k_mt, then fewer MACs per tile, then smaller rho (as before spans), then one task per block
     order = np.lexsort((variant, arr[4][index], (arr[0] * arr[2])[index], -arr[3][index], totals))
-    first_error: GemmGenError | None = None
+    # every rule of the design built for the largest size, and of each size's call (space.serves): what
+    # design.serve says of each candidate, over all of them at once (nothing is validated one by one)
+    ok = space.mask(base, base.size, space.Tilings(arr[0], arr[1], arr[2], arr[4]), Pins()) & space.k_mt_fit(
+        base, base.size, arr[0], arr[1], arr[2], arr[3], arr[4])
+    for s in sizes:
+        ok &= space.serves(base, s, arr[0], arr[1], arr[2], arr[3], arr[4])
     valid: list[GemmConfig] = []
     per_variant = [0] * len(spans)
     for e in order:
         i = int(index[e])
         v = int(variant[e])
-        if per_variant[v] == EXACT_FINALISTS:
+        if per_variant[v] == EXACT_FINALISTS or not ok[i]:
             continue
-        option = base.with_(m=int(arr[0, i]), k=int(arr[1, i]), n=int(arr[2, i]), k_mt=int(arr[3, i]),
-                            rho=int(arr[4, i]), task_span=spans[v])
-        try:
-            check(option)
-            for s in sizes:
-                serve(option, s)
-        except GemmGenError as err:
-            first_error = first_error or err
-            continue
-        valid.append(option)
+        valid.append(base.with_(m=int(arr[0, i]), k=int(arr[1, i]), n=int(arr[2, i]), k_mt=int(arr[3, i]),
+                                rho=int(arr[4, i]), task_span=spans[v]))
         per_variant[v] += 1
         if min(per_variant) == EXACT_FINALISTS:
             break
@@ -173,6 +172,12 @@ def tune_many(base: GemmConfig, sizes: tuple[Problem, ...], weights: tuple[float
         losses = [_loss(chosen, s, float(wt), sp, p) for s, wt, sp in zip(sizes, weights, specials)]
         return ManyResult(chosen, losses, len(cands), time.perf_counter() - start)
     what = f"no design serves all {len(sizes)} sizes"
-    if first_error is not None:
-        raise ConfigError(f"{what}; the best-ranked one fails: {first_error.raw_what}", first_error.raw_fix)
-    raise ConfigError(what, "split the sizes into several designs")  # pragma: no cover - cands is never empty
+    i = int(index[order[0]])
+    first = base.with_(m=int(arr[0, i]), k=int(arr[1, i]), n=int(arr[2, i]), k_mt=int(arr[3, i]), rho=int(arr[4, i]))
+    try:  # the best-ranked one's own check names the rule
+        check(first)
+        for s in sizes:
+            serve(first, s)
+    except GemmGenError as err:
+        raise ConfigError(f"{what}; the best-ranked one fails: {err.raw_what}", err.raw_fix) from None
+    raise ConfigError(what, "split the sizes into several designs")  # pragma: no cover - the rules refused it
