@@ -27,7 +27,7 @@ from gemm_gen.model.roof import call_bytes, dram_roof
 from gemm_gen.model.traffic import design_traffic
 from gemm_gen.rules import array
 from gemm_gen.search import choose
-from gemm_gen.search.choosing import decode_weighed
+from gemm_gen.search.knobs import decode_weighed
 from gemm_gen.sim.run import simulate
 from gemm_gen.spec import MAPPINGS, Options, Pins, Problem, Request
 from gemm_gen.tap import Tap

@@ -15,9 +15,8 @@ from ..design.serve import SERVED
 from ..errors import ConfigError, ToolchainMissing
 from ..model.perf import Workload
 from ..rules import array, decode_split
-from ..rules.defaults import resolve
-from ..search.choosing import decode_weighed
-from ..search.tune import RANKS, Candidate, TuneResult, tune_b_packs
+from ..search.knobs import variants
+from ..search.tune import RANKS, Candidate, TuneResult, tune_variants
 from ..search.tune_many import ManyResult, tune_many
 from .cliargs import base_config, counted, pins
 from .limits import measure
@@ -38,16 +37,11 @@ def cmd_tune(a: argparse.Namespace) -> int:
         many = tune_many(base, tuple(a.runtime_sizes), a.weights, pinned, model_params(a))
         print(json.dumps(many.to_json(), indent=1) if a.json else tune_many_text(many))
         return 0
-    split = decode_split.is_split(base.dev, base.array.rows, base.array.cols)
-    # the model picks B's packing
-    packs = (a.b_pack,) if a.b_pack else b_packs(base.types.t_b, base.groups.group_size, split)
-    kernels = (False, True) if resolve(base.options).convert_once_open else ()  # and npu2 bf16's kernel
-    rows = (0, 1) if decode_weighed(base, pinned) else ()  # and the mapping of a decode-shaped call
-    # the split decode placement too, when the columns are open, in the packings it can take
-    split_packs = ((a.b_pack,) if a.b_pack else b_packs(base.types.t_b, base.groups.group_size, True)) \
-        if rows and not base.options.cols else ()
-    result = tune_b_packs(Workload.of(base), top, pinned, packs, model_params(a), model_ends(a), a.rank, kernels, rows,
-                          split_packs)
+    # the model weighs the discrete knobs the options leave open (search/knobs.py: B's packing, npu2 bf16's kernel,
+    # the mapping of a decode-shaped call)
+    result = tune_variants(Workload.of(base), variants(base, pinned), top, pinned, model_params(a), model_ends(a),
+                           a.rank)
+    kernels, rows = result.kernels_weighed, result.mappings_weighed
     result.top = [replace(c, config=base.with_(m=c.config.tiling.m, k=c.config.tiling.k, n=c.config.tiling.n,
                                                k_mt=c.config.tiling.k_mt,
                                             rho=c.config.tiling.rho, b_pack=c.config.layout.b_pack,

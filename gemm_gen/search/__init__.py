@@ -10,10 +10,10 @@ from .choosing import (
            KernelOption,
            Measure,
            choose,
-           kernel_options,
            measure_candidates,
            open_config,
 )
+from .knobs import KNOBS, Knob, Variant, variants
 
-__all__ = ["KERNEL_NAMES", "MEASURED_FINALISTS", "Choice", "KernelOption", "Measure", "choose", "kernel_options",
-           "measure_candidates", "open_config"]
+__all__ = ["KERNEL_NAMES", "MEASURED_FINALISTS", "Choice", "KernelOption", "Measure", "choose",
+           "measure_candidates", "open_config", "KNOBS", "Knob", "Variant", "variants"]

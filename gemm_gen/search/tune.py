@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -32,7 +32,8 @@ from ..model.params import Params, load, load_ends
 from ..model.perf import Estimate, Workload, estimate, estimate_config
 from ..rules import decode_split, dma
 from ..rules.padding import ceil_div, round_up
-from ..spec import Pins
+from ..spec import MAPPINGS, Pins
+from .knobs import Variant
 
 MAX_ROUNDS = 1024
 AHEAD = 8  # rounds of rank_all's k_mt walk whose rules (space.k_mt_fit) are asked at once once times prune
@@ -372,34 +373,25 @@ def evaluate_all(pr: Workload, params: Params | None = None) -> dict[str, np.nda
             "tops": 2.0 * pr.macs / t[first] / 1e12}
 
 
-def tune_b_packs(pr: Workload, top: int = 5, pins: Pins | None = None,
-                 packs: tuple[str, ...] = ("tiles",), params: Params | None = None,
-                 ends: tuple[Params, Params] | None = None, rank: str = "model",
-                 kernels: tuple[bool, ...] = (), rows: tuple[int, ...] = (),
-                 split_packs: tuple[str, ...] = ()) -> TuneResult:
-    """tune() for each DRAM packing of B in `packs` (both, for a bfp16 or int4 B the user left open) and, with
-    `kernels` (False, True) for an open convert-once option, for each kernel, and with `rows` (0, 1)
-    for an open mapping of a decode-shaped call, for each mapping, and with `split_packs` for the split decode
-    placement too (rules/decode_split.py), in each of those packings, merged by predicted time; a kernel
-    or mapping without a valid design drops out unless none has one."""
-
-    def kinds(w: Workload, chosen: tuple[str, ...]) -> list[Workload]:
-        if kernels:
-            return [w.with_(b_pack=pack, convert_once=once) for pack in chosen for once in kernels]
-        return [w.with_(b_pack=pack) for pack in chosen]
-
-    variants = kinds(pr, packs)
-    if rows:
-        variants = [v.with_(rows=r) for v in variants for r in rows]
-    if split_packs:
-        variants += kinds(pr.with_(rows=1, cols=decode_split.virtual_columns(pr.base.dev)), split_packs)
+def tune_variants(pr: Workload, variants: tuple[Variant, ...], top: int = 5, pins: Pins | None = None,
+                  params: Params | None = None, ends: tuple[Params, Params] | None = None, rank: str = "model"
+                  ) -> TuneResult:
+    """tune() for each variant of the discrete knobs the options leave open (knobs.variants), merged by
+    predicted time; a variant without a valid design drops out unless none has one (or only B's packing
+    varies: then its refusal is the answer)."""
+    chosen = {name for v in variants for name in v.chosen}
+    # ties between variants: in the order the tuner has always listed them (B's packing, then the kernel, then
+    # the mapping, the split placement last)
+    order = sorted(variants, key=lambda v: (v.mapping == decode_split.SPLIT_MAPPING,
+                                            B_PACKS.index(v.b_pack) if v.b_pack else 0, bool(v.convert_once),
+                                            MAPPINGS.index(v.mapping) if v.mapping else 0))
     results: list[TuneResult] = []
     first_error: GemmGenError | None = None
-    for variant in variants:
+    for variant in order:
         try:
-            results.append(tune(variant, top, pins, params, ends, rank))
+            results.append(tune(replace(pr, base=variant.apply(pr.base)), top, pins, params, ends, rank))
         except GemmGenError as e:
-            if not kernels and not rows:
+            if chosen <= {"b_pack"}:
                 raise
             first_error = first_error or e
     if not results:
@@ -408,7 +400,7 @@ def tune_b_packs(pr: Workload, top: int = 5, pins: Pins | None = None,
     merged = sorted((c for r in results for c in r.top), key=_rank_key(rank))[:top]
     return TuneResult(pr, merged, sum(r.evaluated for r in results), sum(r.tilings for r in results),
                       sum(r.seconds for r in results), sum(r.rejected_by_validate for r in results),
-                      [n for r in results for n in r.notes], rank, bool(kernels), bool(rows or split_packs))
+                      [n for r in results for n in r.notes], rank, "convert_once" in chosen, "mapping" in chosen)
 
 
 def tuned_config(base: GemmConfig, k_mt: int | None = None, rho: int | None = None,
@@ -419,33 +411,6 @@ def tuned_config(base: GemmConfig, k_mt: int | None = None, rho: int | None = No
     best = tune(Workload.of(base), 1, Pins(k_mt=k_mt, rho=rho), params).best.config
     return base.with_(m=best.tiling.m, k=best.tiling.k, n=best.tiling.n, k_mt=best.tiling.k_mt, rho=best.tiling.rho,
                       task_span=best.options.task_span)
-
-
-def tuned_b_pack(config: GemmConfig, tiles_tuned: bool, k_mt: int | None = None, rho: int | None = None,
-                 params: Params | None = None) -> GemmConfig:
-    """For a bfp16 or int4 B whose packing the user left open: the better of the two packings (tiles, or
-    strips), each with its own tuned tiles when the tiles were tuned, else with the given
-    ones (and each packing's best k_mt)."""
-
-    best: tuple[float, GemmConfig] | None = None
-    first_error: GemmGenError | None = None
-    for pack in B_PACKS:
-        base = config.with_(b_pack=pack)
-        try:
-            if tiles_tuned:
-                cand = tuned_config(base, k_mt, rho, params)
-            else:
-                cand = base if k_mt else tuned_k_mt(base, params)
-            time = float(estimate(Workload.of(cand), cand.tiling.m, cand.tiling.k, cand.tiling.n, cand.tiling.k_mt,
-                                  params, rho=cand.tiling.rho).time)
-        except GemmGenError as e:
-            first_error = first_error or e
-            continue
-        if best is None or time < best[0]:
-            best = (time, cand)
-    if best is None and tiles_tuned and first_error is not None:  # no tiles to hand on: say why none were found
-        raise first_error
-    return best[1] if best is not None else config
 
 
 def tuned_k_mt(config: GemmConfig, params: Params | None = None) -> GemmConfig:
