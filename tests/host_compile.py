@@ -10,6 +10,10 @@ compiled; what made that slow, measured on 2 cores (issue 33 item 4), and what t
   -Werror: a precompiled header g++ cannot use fails the compile rather than silently parsing again);
 - host_probe.cc (the test entry points into the stand-in) was compiled again into every library: it is
   compiled once per set of flags into an object (`probe_object`) that each library links;
+- what is left of each compile is half g++'s start, the precompiled header's load and the assembler's start:
+  `compile_all` compiles the kernels of one set of flags BATCH to a translation unit (one g++ run), and links
+  each kernel's library from that object on its own (gold when installed: a third of ld.bfd's time), so every
+  library is still its own (see `batch_source`);
 - the work is shared between processes (pytest-xdist workers) and threads: a compile holds an flock
   on its key, and `compile_all` first takes the kernels no one else is compiling, then waits for the
   rest, so two workers reaching the same module split its kernels instead of compiling each twice.
