@@ -33,11 +33,11 @@ from ..config import GemmConfig
 from ..design import build_design
 from ..design.serve import check
 from ..errors import GemmGenError, RunTimeout, StackError
-from ..hw.devices import device
+from ..hw.devices import DEVICES, device
 from ..model.fit import paper
 from ..model.fit.calibrate import array_config
 from ..model.predict import predict
-from ..rules import peano
+from ..rules import decode_split, peano
 from .cliargs import config_args
 from .limits import slow_end_s
 
@@ -70,7 +70,8 @@ SETUP_N = 64  # the setup rows' n: SETUP_CALL has 16384 / (columns x 64) output 
 # The decode calls take the split decode placement (one virtual column per core: rows 1, cols = the cores;
 # docs/int4_decode.md section 13), which these rows also measure (its 32-way A broadcast and its stream across a
 # column are routed by aiecc, never run here).
-SPLIT: dict[str, dict[str, Any]] = {"npu1": {"rows": 1, "cols": 16}, "npu2": {"rows": 1, "cols": 32}}
+SPLIT: dict[str, dict[str, Any]] = {name: {"rows": 1, "cols": decode_split.virtual_columns(dev)}
+                                     for name, dev in DEVICES.items()}
 INT4_CHECKS: dict[str, tuple[tuple[str, tuple[int, int, int], tuple[int, int, int, int], dict[str, Any]], ...]] = {
     "npu1": (("i8 x i4 -> i32", (1024, 1024, 4096), (64, 176, 128, 1056), {"rho": 4, "b_pack": "strips"}),
              ("i8 x i4 -> i32 decode", DECODE_CALL, (8, 32, 32, 2048), {**SPLIT["npu1"], "b_pack": "strips"}),
