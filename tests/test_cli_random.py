@@ -101,7 +101,7 @@ GENERATORS: dict[str, Gen] = {
 # flags drawn by `draw` itself (sizes, tiles, types, layouts, switches), or that only change the output
 DRAWN = {"--dev", "-M", "-K", "-N", "--runtime-sizes", "--weights", "--call-layouts", "-m", "-k", "-n", "--k-mt",
          "--dtype_in", "--dtype_b", "--dtype_out", "--acc", "--zero-points", "--a-col-maj", "--b-col-maj",
-         "--c-col-maj", "--chess", "--bias", "--literal", "--json", "-v", "-h"}
+         "--c-col-maj", "--chess", "--bias", "--literal", "--predicted", "--json", "-v", "-h"}
 
 
 def draw(rng: random.Random, command: str) -> list[str]:
@@ -160,8 +160,6 @@ def draw(rng: random.Random, command: str) -> list[str]:
         argv.append("--json")
     return argv
 
-
-DRAWN.add("--predicted")  # drawn by `draw` too: simulate's closing PREDICTED line, as make sim gives it
 
 
 def _flags(command: str) -> set[str]:
