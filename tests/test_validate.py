@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import subprocess
 from dataclasses import replace
+from functools import cache
 from pathlib import Path
 
 import numpy as np
@@ -16,6 +17,7 @@ from gemm_gen.app import validate
 from gemm_gen.app.cli import main
 from gemm_gen.backends import doctor
 from gemm_gen.backends.build import artifacts
+from gemm_gen.config import GemmConfig
 from gemm_gen.design import build_design
 from gemm_gen.errors import ToolchainMissing
 from gemm_gen.model.fit import measured
@@ -25,6 +27,14 @@ from gemm_gen.model.predict import predict
 from .fake_pyxrt import FakeXrt
 from .test_build import _fake_tools
 from .test_doctor import laptop  # noqa: F401 - the fixture
+
+
+@cache
+def sweep_xclbins(dev_name: str) -> dict[str, GemmConfig]:
+    """Each sweep design's xclbin (under build/) -> its config, what the pyxrt stand-in runs: the same for every
+    stand-in of a device, so built once per device and process (a validate run asks pyxrt several times)."""
+    return {str(artifacts(build_design(i.config), Path("build")).xclbin): i.config
+            for i in validate.sweep(dev_name, chess=False) if i.config is not None}
 
 
 @pytest.fixture
@@ -43,9 +53,8 @@ def npu_laptop(tmp_path, monkeypatch, laptop):  # noqa: F811
     monkeypatch.chdir(tmp_path)
 
     def fake(dev_name):
-        configs = {str(artifacts(build_design(i.config), Path("build")).xclbin): i.config
-                   for i in validate.sweep(dev_name, chess=False) if i.config is not None}
-        return FakeXrt(configs=configs, device_name="RyzenAI-npu1" if dev_name == "npu1" else "RyzenAI-npu4")
+        return FakeXrt(configs=dict(sweep_xclbins(dev_name)),
+                       device_name="RyzenAI-npu1" if dev_name == "npu1" else "RyzenAI-npu4")
 
     monkeypatch.setattr(toolchain, "pyxrt", lambda: fake(NPU_NOW[0]))
     monkeypatch.setattr(doctor, "_which", lambda name: None if name == "xchesscc" else f"/usr/bin/{name}")
