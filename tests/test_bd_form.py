@@ -2,8 +2,9 @@
 distinct walk of every candidate of the split decode placement).
 
 - `_divisors` is the scan it replaced: the divisors from `most` down to 2, largest first.
-- `_fits` caches whether a walk keeps its BD's limits by its sizes, strides and offset modulo a word: on random
-  walks, offsets and every DMA unit, it says what the limits themselves say for the walk as given.
+- `_fits` and `_form` cache whether a walk keeps its BD's limits, and the form that does, by its sizes, strides and
+  offset modulo a word: on random walks, offsets and every DMA unit, they say what the limits and the search say
+  for the walk at its own offset.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gemm_gen.dtypes import WORD_BYTES, dtype
+from gemm_gen.errors import DmaLimitError
 from gemm_gen.hw.devices import DEVICES, TileKind
 from gemm_gen.rules import bd_form
 from gemm_gen.rules.dma import Walk, keeps
@@ -41,3 +43,22 @@ def test_a_cached_fit_is_what_the_limits_say(d: list[tuple[int, int]], last: tup
     spec, t = DEVICES[dev].dma[TileKind.SHIM], dtype(unit)
     want = bool(keeps(bd_form._limits(walk, t, spec, "a walk")))
     assert bd_form._fits(walk.sizes, walk.strides, offset % WORD_BYTES, t, spec) == want
+
+
+@settings(max_examples=200, deadline=None)
+@given(outer, inner, st.integers(0, 1 << 20), st.sampled_from(UNITS), st.sampled_from(sorted(DEVICES)))
+def test_a_cached_form_is_the_search_at_the_walks_own_offset(d: list[tuple[int, int]], last: tuple[int, int],
+                                                            offset: int, unit: str, dev: str) -> None:
+    """shim_walk's form, cached by the offset modulo a word, is what the search finds at the walk's own offset, and
+    it fits its BD there; a walk no form fits is refused with the limit the walk as given breaks."""
+    d = [*d, last]
+    walk = Walk(offset, tuple(s for s, _ in d), tuple(st for _, st in d))
+    spec, t = DEVICES[dev].dma[TileKind.SHIM], dtype(unit)
+    searched = bd_form._form.__wrapped__(walk.sizes, walk.strides, offset, t, spec)
+    assert bd_form._form(walk.sizes, walk.strides, offset % WORD_BYTES, t, spec) == searched
+    if searched is None:
+        with pytest.raises(DmaLimitError):
+            bd_form.shim_walk(walk, t, spec, "a walk", "a fix")
+        return
+    got = bd_form.shim_walk(walk, t, spec, "a walk", "a fix")
+    assert got == Walk(offset, *searched) and keeps(bd_form._limits(got, t, spec, "a walk"))

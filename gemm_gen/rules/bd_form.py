@@ -82,22 +82,39 @@ def _fits(sizes: tuple[int, ...], strides: tuple[int, ...], offset_in_word: int,
     return bool(keeps(_limits(Walk(offset_in_word, sizes, strides), unit, spec, "")))
 
 
+def _given(walk: Walk) -> Walk:
+    """The walk as given, its size-1 dimensions dropped."""
+    dims = [(size, stride) for size, stride in zip(walk.sizes, walk.strides) if size > 1] or [(1, 1)]
+    return Walk(walk.offset, tuple(s for s, _ in dims), tuple(st for _, st in dims))
+
+
+@lru_cache(maxsize=1 << 16)
+def _form(sizes: tuple[int, ...], strides: tuple[int, ...], offset_in_word: int, unit: DType,
+          spec: DmaSpec) -> tuple[tuple[int, ...], tuple[int, ...]] | None:
+    """The sizes and strides of the first form of a walk that fits one shim BD, or None. Every form keeps the walk's
+    offset, which `_fits` reads only modulo a word: the same for every walk of these sizes and strides."""
+    walk = Walk(offset_in_word, sizes, strides)
+    base = simplified(walk)
+    if base.strides[0] == 0 and len(base.sizes) == 1:  # a repeat of nothing but one element
+        base = Walk(base.offset, (base.sizes[0], 1), (0, 1))
+    layer = [base, _given(walk)]
+    for _ in range(3):
+        for cand in layer:
+            placed = _placed(cand, spec.dims)
+            if _fits(placed.sizes, placed.strides, offset_in_word, unit, spec):
+                return placed.sizes, placed.strides
+        layer = [s for cand in layer for s in _splits(cand, unit, spec)][:64]
+    return None
+
+
 def shim_walk(walk: Walk, unit: DType, spec: DmaSpec, where: str, fix: str) -> Walk:
     """A walk as one shim BD: simplified, its repeat placed on the iteration dimension, a dimension split where a
     wrap or stride field needs it (up to two splits); DmaLimitError when no form fits, naming the limit the
     walk as given (its size-1 dimensions dropped) breaks."""
-    base = simplified(walk)
-    if base.strides[0] == 0 and len(base.sizes) == 1:  # a repeat of nothing but one element
-        base = Walk(base.offset, (base.sizes[0], 1), (0, 1))
-    dims = [(size, stride) for size, stride in zip(walk.sizes, walk.strides) if size > 1] or [(1, 1)]
-    given = Walk(walk.offset, tuple(s for s, _ in dims), tuple(st for _, st in dims))
-    layer = [base, given]
-    for _ in range(3):
-        for cand in layer:
-            placed = _placed(cand, spec.dims)
-            if _fits(placed.sizes, placed.strides, placed.offset % WORD_BYTES, unit, spec):
-                return placed
-        layer = [s for cand in layer for s in _splits(cand, unit, spec)][:64]
+    form = _form(tuple(map(int, walk.sizes)), tuple(map(int, walk.strides)), int(walk.offset) % WORD_BYTES, unit, spec)
+    if form is not None:
+        return Walk(walk.offset, *form)
+    given = _given(walk)
     raise_first(_limits(_placed(given, spec.dims), unit, spec, where), fix)  # raises, naming the limit
     raise DmaLimitError(f"{where}: no form of {given.sizes} / {given.strides} fits one shim BD",
                         fix)  # pragma: no cover - raise_first raised
