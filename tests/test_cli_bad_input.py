@@ -414,6 +414,14 @@ def test_a_large_simulation_says_what_it_needs_first(capsys, cwd, monkeypatch):
     assert main(["simulate", *SMALL]) == 130 and capsys.readouterr().err == "gemm-gen: interrupted\n"  # small: quiet
 
 
+
+def test_a_large_simulation_no_design_serves_is_refused_in_one_line(capsys, cwd, monkeypatch):
+    from gemm_gen.sim import memory
+
+    monkeypatch.setattr(memory, "available_bytes", lambda: 64 * 10**9)  # memory allows it: the tuner refuses
+    err = refused(capsys, ["simulate", "--dev", "npu2", "-M", "512", "-N", "512", "-K", "2188800"])
+    assert "no valid design for npu2 512x2188800x512" in err and "needs about" not in err
+
 # peak RSS in MiB of `gemm-gen simulate --literal` (tuner's designs), measured for gemm_gen/sim/memory.py's fit
 MEASURED_PEAKS = [
     ("npu2", "bf16", "bf16", (512, 512, 512), 89), ("npu2", "bf16", "bf16", (1024, 1024, 1024), 175),

@@ -30,9 +30,9 @@ def cmd_simulate(a: argparse.Namespace) -> int:
     # more than this machine has: one line before the tuner runs or any array is made (the need depends on the
     # types and sizes only, which choosing a design does not change)
     need = check_memory(base, problems, a.literal)
-    if need > SAY_ABOVE:
-        print(f"simulating needs about {need / GB:.1f} GB of memory", file=sys.stderr, flush=True)
     config = choose_design(a)  # the report names it (the plan, tiles included) with the result
+    if need > SAY_ABOVE:  # said once a design exists, so a refusal stays one line
+        print(f"simulating needs about {need / GB:.1f} GB of memory", file=sys.stderr, flush=True)
     design = build_design(config)
     try:  # simulate_calls refuses any size the design cannot serve (exit 2) before it runs one
         results = sim_run.simulate_calls(design, problems, seed=a.seed, progress=not a.json and sys.stderr.isatty(),
