@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 from .dtypes import dtype
 from .errors import ConfigError, opt
-from .hw.devices import Device
+from .hw.devices import Device, operand_key
 
 BFP16 = "bfp16"
 # int4 weights (issue 22, W4A8): B in int4 times an int8 A, on the AIE API's 8b x 4b mmuls (acc32 only)
@@ -152,7 +152,8 @@ def check_precision(p: Precision, dev: Device, acc_bits: int = 32) -> None:
         check_int4(p)
         return
     if not p.block:
-        if p.b != p.a:
+        # two scalar types run where the device has a mixed mmul for the pair (hw.devices mixed_mmul_shapes)
+        if p.b != p.a and operand_key(p.a, p.b) not in dev.mixed_mmul_shapes:
             raise ConfigError(f"{opt('dtype_b', p.b)} with {opt('dtype_in', p.a)}: scalar kernels multiply one input "
                               f"type", f"drop {opt('dtype_b')} (or use {opt('dtype_b', BFP16)} with bf16 A on npu2)")
         wide = wide_acc(p.out, acc_bits)

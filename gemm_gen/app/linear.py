@@ -54,7 +54,7 @@ import numpy as np
 from ..accuracy import Accuracy, measure, percent
 from ..design.serve import serve
 from ..dtypes import BF16
-from ..epilogue import gelu_ref, relu_ref, silu_ref
+from ..epilogue import REFERENCE, Activation
 from ..errors import ConfigError
 from ..llm.weights import LoadedWeights
 from ..model.params import load, load_ends
@@ -70,7 +70,8 @@ from .operator import Gemm
 from .operator_args import checked_device
 
 SMALL_M_MAX = 64  # ggml-xdna's first prefill M (issue 35): the small whole-array design serves up to it
-ACTIVATIONS = {"relu": relu_ref, "silu": silu_ref, "gelu": gelu_ref}
+# what a Linear applies on the host after x @ W (+ bias): every float activation's float64 reference (epilogue.py)
+ACTIVATIONS = {act.value: ref for act, ref in REFERENCE.items() if act is not Activation.NONE}
 # Gemm arguments a Linear sets itself: the weights' type and groups, each design's size, mapping and layouts, and
 # the epilogue (bias and activation run on the host)
 LINEAR_FIXES = frozenset({"dtype_in", "dtype_b", "group_size", "zero_points", "max_size", "rows", "tiles",
@@ -273,7 +274,8 @@ class Linear:
         self.quant = quant
         K, N = quant.shape
         if activation is not None and activation not in ACTIVATIONS:
-            raise ConfigError(f"activation={activation!r}: a Linear applies none, 'relu', 'silu' or 'gelu'",
+            *others, last = map(repr, ACTIVATIONS)
+            raise ConfigError(f"activation={activation!r}: a Linear applies none, {', '.join(others)} or {last}",
                               "pass one of those")
         self.activation = activation
         self.bias = None if bias is None else np.asarray(bias, np.float64).reshape(-1)
