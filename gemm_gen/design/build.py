@@ -329,11 +329,11 @@ def build_design(config: GemmConfig, budgets: bool = True) -> Design:
 def _l1_plan(c: GemmConfig, budgets: bool) -> L1Plan | None:
     """The cores' L1 allocation (l1_banks.plan); skipping the budgets, None when no allocation fits (a design
     past its L1 budget, which predict still prices: without bank stalls)."""
-    if budgets:
-        return l1_banks.plan(c, c.array.l1_alloc)
     try:
         return l1_banks.plan(c, c.array.l1_alloc)
     except GemmGenError:
+        if budgets:
+            raise
         return None
 
 
