@@ -30,7 +30,7 @@ from .config import GemmConfig
 from .design.b_objects import layout as object_layout
 from .design.b_objects import pack_objects, unpack_objects
 from .design.build import host_tensors
-from .design.grid import grid
+from .design.grid import Grid, grid
 from .dtypes import DType, pack_i4, unpack_i4
 from .dtypes import dtype as dtype_of
 from .epilogue import Requant
@@ -159,38 +159,46 @@ def read_epilogue_tiles(c: GemmConfig, call: CallPlan, b_dram: np.ndarray
 
 def b_unit(c: GemmConfig, kk: Any, nn: Any, call: CallPlan | None = None) -> Any:
     """Index, in B's DRAM buffer, of the unit (element, or bfp16 tile) at K unit kk, N unit nn."""
-    g = grid(c, "B", call)
+    return b_unit_in(grid(c, "B", call), kk, nn)
+
+
+def b_unit_in(g: Grid, kk: Any, nn: Any) -> Any:
+    """b_unit on B's grid for the call (a Design's: Design.grid("B", call)); the grid carries B's layout."""
     if g.obj:  # W4A16: the first word of the object that holds (kk, nn) (inside it: b_objects.kernel_order)
         strip, step = np.divmod(nn, g.n)[0], np.divmod(kk, g.k)[0]
         return (strip * (g.kw // g.k) + step) * g.obj
-    if c.layout.b_pack == "strips" and not g.unit.is_block:  # the strip row-major: K rows of n units (int4: n/8 words)
+    if g.b_pack == "strips" and not g.unit.is_block:  # the strip row-major: K rows of n units (int4: n/8 words)
         strip, lr = np.divmod(nn, g.n)
         return strip * g.kw * g.n + kk * g.n + lr
-    if c.layout.b_pack == "strips":
+    if g.b_pack == "strips":
         strip, lr = np.divmod(nn, g.n)
         r, sbr = np.divmod(kk, g.k)
         sbc, b = np.divmod(lr, 2)
         return strip * g.kw * g.n + r * g.k * g.n + sbc * 2 * g.k + sbr * 2 + b
-    return nn * g.ld + kk if c.layout.b_col_maj else kk * g.ld + nn
+    return nn * g.ld + kk if g.b_col_maj else kk * g.ld + nn
 
 
 def b_unit_coords(c: GemmConfig, unit: int, call: CallPlan | None = None) -> tuple[int, int]:
     """(K unit, N unit) of the unit at index `unit` of B's DRAM buffer (b_unit's inverse)."""
-    g = grid(c, "B", call)
+    return b_unit_coords_in(grid(c, "B", call), unit)
+
+
+def b_unit_coords_in(g: Grid, unit: int) -> tuple[int, int]:
+    """b_unit_coords on B's grid for the call (b_unit_in's inverse)."""
     if g.obj:  # W4A16: the first (K, N unit) of the object the word belongs to
         strip, step = divmod(unit // g.obj, g.kw // g.k)
         return step * g.k, strip * g.n
-    if c.layout.b_pack == "strips" and not g.unit.is_block:
+    if g.b_pack == "strips" and not g.unit.is_block:
         strip, rest = divmod(unit, g.kw * g.n)
         kk, lr = divmod(rest, g.n)
         return kk, strip * g.n + lr
-    if c.layout.b_pack == "strips":
+    if g.b_pack == "strips":
         strip, rest = divmod(unit, g.kw * g.n)
         r, rest = divmod(rest, g.k * g.n)
         sbc, rest = divmod(rest, 2 * g.k)
         sbr, b = divmod(rest, 2)
         return r * g.k + sbr, strip * g.n + 2 * sbc + b
-    if c.layout.b_col_maj:
+    if g.b_col_maj:
         nn, kk = divmod(unit, g.ld)
         return kk, nn
     return divmod(unit, g.ld)

@@ -9,7 +9,7 @@ import pytest
 from gemm_gen.config import GemmConfig
 from gemm_gen.design import build_design
 from gemm_gen.model.params import load
-from gemm_gen.model.predict import predict, tasks_per_group
+from gemm_gen.model.predict import predict
 from gemm_gen.model.roof import floor_s
 from gemm_gen.search import choose
 from gemm_gen.spec import Options, Problem, Request
@@ -22,7 +22,7 @@ def beats_no_floor(c: GemmConfig, group_size: int = 0) -> tuple[float, float]:
     """(predicted, floor) seconds of a design, its B streams being its columns."""
     floor = floor_s(c.array.device, Problem(c.size.M, c.size.K, c.size.N), c.types.dtype_in, str(c.types.dtype_b),
                     c.types.dtype_out, c.array.cols,
-                    tasks_per_group(build_design(c)), group_size=group_size, zero_points=bool(c.groups.zero_points))
+                    build_design(c).tasks_per_group, group_size=group_size, zero_points=bool(c.groups.zero_points))
     return predict(c).time_s, floor
 
 

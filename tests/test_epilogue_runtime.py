@@ -18,6 +18,7 @@ from gemm_gen import Gemm
 from gemm_gen.app.cli import main
 from gemm_gen.backends.iron import lower
 from gemm_gen.design import build_design
+from gemm_gen.design.build import runtime_sequence
 from gemm_gen.design.model import BarrierRelease, BarrierWait, Call, RuntimeCount
 from gemm_gen.epilogue import MODES, Activation, Epilogue
 from gemm_gen.errors import ConfigError, LayoutError, SimulationError
@@ -88,7 +89,7 @@ def test_design_holds_one_mode_word_read_by_convert_after_the_barrier():
     assert convert.scalar_args == ("i32",)
     for act, mode in MODES.items():
         call = replace(c.call, activation=act.value)
-        ops = sim_run.runtime_sequence(c, call)
+        ops = runtime_sequence(c, call)
         kinds = [op.op for op in ops]
         writes = [op.rtp for op in ops if op.op == "rtp"]
         cores = c.array.rows * c.array.cols
@@ -105,8 +106,12 @@ def test_design_holds_one_mode_word_read_by_convert_after_the_barrier():
 
 def _mutated(monkeypatch, change):
     """Simulate with every call's runtime sequence changed by `change` (a design defect)."""
-    real = sim_run.runtime_sequence
-    monkeypatch.setattr(sim_run, "runtime_sequence", lambda c, call=None: change(real(c, call)))
+    real = sim_run.for_call  # the Design serving each call (the calls here are not the design's own)
+    def changed(design, call):
+        served = real(design, call)
+        return replace(served, runtime=change(served.runtime))
+
+    monkeypatch.setattr(sim_run, "for_call", changed)
 
 
 def _sim(acts, seed=0):

@@ -195,7 +195,8 @@ def test_the_renderer_refuses_a_split_past_the_object(monkeypatch: pytest.Monkey
 
 def test_the_simulator_refuses_a_split_past_the_object(monkeypatch: pytest.MonkeyPatch) -> None:
     c = GemmConfig("npu2", 64, 64, 128, 16, 16, 16, 16, dtype_in="i8", dtype_out="i8", acc="i32")
-    _one_unit_more(monkeypatch, GemmConfig)
+    _one_unit_more(monkeypatch, GemmConfig)  # the design's C acc buffer
+    _one_unit_more(monkeypatch, KernelBuild)  # and its kernel record, which the simulator reads
     with pytest.raises(LayoutError, match="accumulator blocks exceed"):
         simulate(c)
 

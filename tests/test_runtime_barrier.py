@@ -97,14 +97,16 @@ def _second_call_without(monkeypatch, kind):
 
     d = _design()
     c = d.config
-    real = sim_run.runtime_sequence
+    real = sim_run.for_call  # the Design serving each call that is not the design's own
     second = Problem(c.size.M, c.size.K, c.size.N - 1)
 
-    def without(cfg, call=None):
-        ops = real(cfg, call)
-        return tuple(op for op in ops if op.op != kind) if call is not None and call.N == second.N else ops
+    def without(design, call):
+        served = real(design, call)
+        if call.N != second.N:
+            return served
+        return replace(served, runtime=tuple(op for op in served.runtime if op.op != kind))
 
-    monkeypatch.setattr(sim_run, "runtime_sequence", without)
+    monkeypatch.setattr(sim_run, "for_call", without)
     return simulate_calls(d, [Problem(c.size.M, c.size.K // 2, c.size.N), second])
 
 

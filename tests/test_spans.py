@@ -23,7 +23,8 @@ from gemm_gen.errors import ConfigError, DmaLimitError, GemmGenError
 from gemm_gen.hw.devices import TileKind
 from gemm_gen.inputs import make_inputs
 from gemm_gen.model.perf import estimate_config
-from gemm_gen.model.predict import estimate_design, predict, task_groups, tasks_per_group
+from gemm_gen.model.predict import predict
+from gemm_gen.model.price import estimate
 from gemm_gen.sim import simulate
 from gemm_gen.sim import words as w
 from gemm_gen.sim.run import ArraySession
@@ -91,8 +92,8 @@ def test_a_span_with_one_block_is_todays_task_and_span_1_is_todays_sequence():
     d1, d0 = build_design(c), build_design(c.with_(task_span=0))
     blocks = range(c.call.m_blocks * c.call.n_blocks)
     assert list(d1.tasks) == [t for g in blocks for t in block_tasks(c, c.call, g)]
-    assert task_groups(d1) == c.call.m_blocks * c.call.n_blocks
-    assert task_groups(d0) < task_groups(d1) and tasks_per_group(d0) == tasks_per_group(d1)
+    assert d1.task_groups == c.call.m_blocks * c.call.n_blocks
+    assert d0.task_groups < d1.task_groups and d0.tasks_per_group == d1.tasks_per_group
     assert _same_delivery(d1, d0)
 
 
@@ -149,11 +150,11 @@ CASES = {
 def test_spanned_designs_simulate_exactly(name, span):
     c = GemmConfig(**CASES[name], task_span=span)
     d, d1 = build_design(c), build_design(c.with_(task_span=1))
-    assert task_groups(d) < task_groups(d1) and _same_delivery(d, d1)
+    assert d.task_groups < d1.task_groups and _same_delivery(d, d1)
     r = simulate(d)
     assert r.passed and r.mismatches == 0, r.first_mismatch
     shim = c.dev.dma[TileKind.SHIM]
-    assert max(r.max_live_bds.values()) <= min(c.runtime.queue_groups, task_groups(d)) * 3 <= shim.bds
+    assert max(r.max_live_bds.values()) <= min(c.runtime.queue_groups, d.task_groups) * 3 <= shim.bds
     if not c.types.t_out.is_float and c.types.t_out.name == "i32":  # and the exact product itself
         a, b, got = _simulated_c(c)
         assert np.array_equal(got.astype(np.int64), a.astype(np.int64) @ b.astype(np.int64))
@@ -267,9 +268,9 @@ def test_stride0_repeats_mean_the_same_words_to_the_encoder_the_simulator_and_ir
 def test_the_model_charges_the_bd_setup_once_per_span():
     c = GemmConfig("npu2", 1024, 1024, 4096, 88, 48, 128, 528, "i8", "i32", dtype_b="i4", b_pack="strips")
     d1, d0 = build_design(c), build_design(c.with_(task_span=0))
-    e1, e0 = estimate_design(d1), estimate_design(d0)
+    e1, e0 = estimate(d1), estimate(d0)
     assert (int(e1.spans), int(e0.spans)) == (12, 3) and int(e1.groups) == int(e0.groups) == 12
-    t_cp = tasks_per_group(d0) * 2.81e-6
+    t_cp = d0.tasks_per_group * 2.81e-6
     array = max(float(e0.t_core + e0.t_fill + e0.t_drain), float(e0.t_mem))
     assert float(e0.t_bubbles) == pytest.approx(t_cp + 2 * max(0.0, t_cp - array / 3), rel=1e-3)
     assert float(e0.time) < float(e1.time) and float(e0.t_mem) == float(e1.t_mem)  # the same traffic

@@ -225,7 +225,8 @@ class LinearPlan:
         return self.gemms[tier].design(t.max_m, self.K, self.N)
 
     def predicted_us(self, tier: str, M: int, params: Any = None) -> float:
-        """The model's time for an M-row call on the tier's design (PREDICTED, us)."""
+        """The model's time for an M-row call on the tier's design (PREDICTED, us): the closed form at the call's
+        size, as search/tune_many ranked the tiers with it (a built Design holds its own call's facts only)."""
         return float(estimate_config(self.design(tier).config, params or load(),
                                      call=Problem(M, self.K, self.N)).time) * 1e6
 

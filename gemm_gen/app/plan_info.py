@@ -7,7 +7,6 @@ from dataclasses import dataclass
 
 from ..call import CallPlan
 from ..config import GemmConfig
-from ..design.build import group_blocks
 from ..design.keys import DesignKeys, design_keys
 from ..design.model import Design
 from ..design.serve import built_layouts, serve
@@ -207,7 +206,7 @@ def plan_info(design: Design) -> PlanInfo:
     dev = c.dev
     mem_used = c.memtile_bytes_used()
     return PlanInfo(
-        design=design_keys(c),
+        design=design_keys(design),
         device_name=dev.marketing,
         native=c.native,
         padded=c.call.covered,
@@ -218,7 +217,7 @@ def plan_info(design: Design) -> PlanInfo:
                              c.types.t_acc.elem_bytes),
         array=(c.array.rows, c.array.cols),
         a_columns=c.a_cols,
-        task_groups=len(group_blocks(c, c.call)),
+        task_groups=design.task_groups,
         queue_groups=c.runtime.queue_groups,
         l1=L1Budget(c.l1_parts, c.l1_bytes, dev.l1_bytes),
         l2=L2Budget(tuple(mem_used), sum(mem_used), sum(mem_used) / (dev.memtile_bytes * c.array.cols),

@@ -17,13 +17,13 @@ import shlex
 import shutil
 import subprocess
 import tempfile
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 from .. import version
 from ..atomic import write_atomic
 from ..call import CallPlan
-from ..design.build import host_tensors, runtime_sequence
+from ..design.build import for_call
 from ..design.model import Design, KernelBuild
 from ..design.serialize import dumps
 from ..errors import BuildError
@@ -282,9 +282,7 @@ def run_insts_build(design: Design, call: CallPlan, entry: Path, insts: Path, ve
     instruction stream into `insts` (beside the xclbin, whose kernel object it links)."""
     tc = toolchain.find_toolchain(design.config.kernel.compiler == "chess", strict=True)
     api = iron.iron_api()
-    c = design.config
-    runtime = runtime_sequence(c, call)
-    sized = replace(design, runtime=runtime, tensors=host_tensors(c, call, runtime))
+    sized = for_call(design, call)  # the Design serving the call: its sequence, tensors and what they compute
     mlir = entry / f"aie_{call.problem}.mlir"
     write_atomic(mlir, iron.to_mlir(sized, api))
     step = insts_step(design, tc, mlir.name, insts.name, str(entry))

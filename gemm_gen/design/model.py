@@ -201,6 +201,11 @@ class KernelBuild:
         return self.m // self.rho
 
     @property
+    def variant(self) -> kv.KernelVariant:
+        """The kernel variant built: er x et accumulators per cluster and the pipelined loop."""
+        return kv.KernelVariant(*self.expansion, self.loops)
+
+    @property
     def block_kernel(self) -> bool:
         """Rendered from the bfp16 template: a bfp16 precision, or bf16 converted once."""
         return kv.block_kernel(self.types.precision, self.convert_once)
@@ -361,6 +366,19 @@ class RuntimeOp:
 
 
 @dataclass(frozen=True)
+class TensorCount:
+    """One host tensor's shim traffic in a call's runtime sequence."""
+
+    tensor: str
+    bytes: float  # bytes moved over the shims
+    runs: float  # contiguous DRAM runs of each task (each costs a fixed overhead)
+    # the runs when the tasks of one group that walk side by side (same pattern, each starting where the previous
+    # one's run ends, e.g. the B row-major and C strips of all columns) are counted as one longer run: they run in
+    # lockstep, so their requests reach the same DRAM pages
+    merged_runs: float
+
+
+@dataclass(frozen=True)
 class Design:
     config: GemmConfig
     tensors: tuple[HostTensor, ...]
@@ -370,9 +388,16 @@ class Design:
     workers: tuple[Worker, ...]
     memtile_buffers: tuple[MemtileBuffer, ...]
     runtime: tuple[RuntimeOp, ...]
-    l1: L1Plan | None = None  # every core's L1 allocation and its predicted bank map (l1_banks.py)
+    # what the build computed, stored so that every reader (the model, the simulator, the keys, the renderer, the
+    # IRON lowering) reads it here rather than recomputing it from the config (design/build.py):
+    build: KernelBuild  # the one kernel object every core links (each KernelSpec's build)
     # A, B and C in their DMA units for the design's own call (grid.py); another call's: grid(operand, call)
-    grids: tuple[Grid, ...] = ()
+    grids: tuple[Grid, ...]
+    traffic: tuple[TensorCount, ...]  # A's, B's and C's shim traffic in the runtime sequence (design/traffic.py)
+    task_groups: int  # the runtime sequence's task groups: one per output block, or per span of blocks
+    tasks_per_group: int  # shim tasks per task group (the first group's)
+    # every core's L1 allocation and its predicted bank map (l1_banks.py); None when no allocation fits
+    l1: L1Plan | None = None
 
     def grid(self, operand: str, call: CallPlan | None = None) -> Grid:
         """An operand's sizes in its DMA units, for one call of this design (default: its own)."""

@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 
 from ..config import GemmConfig
 from ..design import build_design
-from ..design.build import host_tensors, runtime_sequence
+from ..design.build import for_call
 from ..design.model import Design
 from ..design.serve import built_layouts, serve
 from ..errors import ConfigError, GemmGenError
@@ -23,7 +23,7 @@ from ..spec import Problem
 from .kernel import cluster_terms
 from .params import Params, load
 from .perf import Workload
-from .predict import estimate_design
+from .price import estimate
 
 THIS = "this design"
 SAME_XCLBIN = "this xclbin, C stored by the shim in the other layout"
@@ -84,15 +84,12 @@ def _price(c: GemmConfig, lay: Layouts, where: str, p: Params) -> LayoutPrice:
     try:
         design = _built(priced, where)
         if where == SAME_XCLBIN:
-            call = serve(c, Problem(c.size.M, c.size.K, c.size.N), lay)
-            runtime = runtime_sequence(c, call)
-            design = replace(design, runtime=runtime, tensors=host_tensors(c, call, runtime))
-        e = estimate_design(design, p)
+            design = for_call(design, serve(c, Problem(c.size.M, c.size.K, c.size.N), lay))
+        e = estimate(design, p)
     except GemmGenError as err:
         return LayoutPrice(lay, where, None, None, {}, 0.0, 0.0, err.what)
-    v = priced.variant
-    assert v is not None, "a config check_config accepts has a kernel variant (rules/defaults.variant)"
-    terms = {} if priced.kernel.block else cluster_terms(p, Workload.of(priced).kernel_shape, v.expansion)
+    b = design.build
+    terms = {} if b.block_kernel else cluster_terms(p, Workload.of(priced).kernel_shape, b.expansion)
     return LayoutPrice(lay, where, float(e.time), float(e.tops),
                        {name: float(t.run_bytes) for name, t in e.traffic.items()},
                        float(terms.get("a_transposes", 0.0)), float(terms.get("c_transposes", 0.0)))

@@ -378,9 +378,10 @@ def estimate_config(c: GemmConfig, params: Params | None = None, traffic: dict[s
                     tasks_per_group: int | None = None, plan: L1Plan | None = None,
                     call: Problem | None = None, block_loop: BlockLoop | None = None,
                     epilogue: Epilogue | None = None, task_groups: int | None = None) -> Estimate:
-    """estimate() of one config with its L1 bank stalls: the plan (the config's allocator, as
-    l1_banks.plan chooses it, unless given) and the stall it costs at the predicted call time;
-    `call`: one call of a design that serves many sizes (its blocks cover the call's sizes, whole);
+    """estimate() of one config, not built into a Design (the tuner's closed form at one tiling, and calibration
+    over measured configs; a built Design is priced by model/price.estimate), with its L1 bank stalls: the plan
+    (the config's allocator, as l1_banks.plan chooses it, unless given) and the stall it costs at the kernel's
+    call time; `call`: one call of a design that serves many sizes (its blocks cover the call's sizes, whole);
     `block_loop`: a published bfp16 kernel's loop in place of ours (Workload.block_loop); `epilogue`: the
     fused epilogue priced (Workload.epilogue; None: the config's own); `task_groups`: the design's (None:
     its runtime sequence's count, a task span's spans as the design groups them)."""
@@ -388,16 +389,22 @@ def estimate_config(c: GemmConfig, params: Params | None = None, traffic: dict[s
     pr = Workload.of(c, call, block_loop, epilogue)
     if task_groups is None and c.runtime.task_span != 1:
         task_groups = len(group_blocks(c, c.call if call is None else plan_call(c, call)))
-    e = estimate(pr, c.tiling.m, c.tiling.k, c.tiling.n, c.tiling.k_mt, p, traffic, tasks_per_group, c.tiling.rho,
-                 task_groups=task_groups)
-    if not p.l1_conflict:  # a shared bank costs nothing: no plan needed
-        return e
-    if plan is None:
+    if plan is None and p.l1_conflict:
         try:
             plan = l1_banks.plan(c, c.array.l1_alloc)
-        except GemmGenError:  # a design past its L1 budget (predict still prices it): no layout
-            return e
-    stall = stall_cycles(c, plan, float(e.kernel_cycles), p.l1_conflict)
-    return e if stall == 0 else estimate(pr, c.tiling.m, c.tiling.k, c.tiling.n, c.tiling.k_mt, p, traffic,
-                                         tasks_per_group, c.tiling.rho, stall,
-                                         task_groups)
+        except GemmGenError:  # a design past its L1 budget (predict still prices it): no layout, no stall
+            plan = None
+    return priced(pr, c, p, traffic, tasks_per_group, plan, task_groups)
+
+
+def priced(pr: Workload, c: GemmConfig, p: Params, traffic: dict[str, TensorTraffic] | None,
+           tasks_per_group: int | None, plan: L1Plan | None, task_groups: int | None) -> Estimate:
+    """estimate() at c's tiling, once, with the L1 bank stalls `plan` costs at the kernel's call time (the stall
+    depends on the kernel's cycles alone, which it does not change: no second pricing)."""
+    m, k, n, k_mt, rho = (np.asarray(x, dtype=np.int64) for x in (c.tiling.m, c.tiling.k, c.tiling.n, c.tiling.k_mt,
+                                                                  c.tiling.rho))
+    stall = 0.0
+    if p.l1_conflict and plan is not None:
+        stall = stall_cycles(c, plan, float(kmod.kernel_cycles(p, pr.kernel_shape, m // rho, k, n)), p.l1_conflict)
+    return estimate(pr, c.tiling.m, c.tiling.k, c.tiling.n, c.tiling.k_mt, p, traffic, tasks_per_group, c.tiling.rho,
+                    stall, task_groups)

@@ -1,6 +1,7 @@
 """DRAM traffic of a design: bytes and contiguous runs per host tensor.
 
-`design_traffic` reads them from the Design's runtime sequence (every shim task's access pattern);
+`design_traffic` reads them from the Design (its build counted every shim task's access pattern:
+design/traffic.py);
 `analytic_traffic` is the model's closed form of that count, vectorised over candidate tilings for
 the tuner, which cannot build a Design per candidate; tests/test_model.py checks the model against
 the built designs.
@@ -13,9 +14,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..design.model import Design
-from ..dtypes import DType, dtype
+from ..dtypes import DType
 from ..rules import memtile
-from ..tap import Tap
 
 TENSORS = ("A", "B", "C")
 
@@ -38,48 +38,11 @@ class TensorTraffic:
         return np.asarray(self.runs * (1.0 - page_sharing) + self.merged_runs * page_sharing, dtype=np.float64)
 
 
-def contiguous_run(tap: Tap) -> int:
-    """Elements the pattern reads back to back before it jumps (innermost dims merged)."""
-    dims = [(size, stride) for size, stride in zip(tap.sizes, tap.strides) if size > 1][::-1]
-    if not dims:
-        return 1
-    size, stride = dims[0]
-    if stride != 1:
-        return 1
-    run = size
-    for size, stride in dims[1:]:
-        if stride != run:
-            break
-        run *= size
-    return run
-
-
-def _side_by_side(taps: list[Tap]) -> int:
-    """How many of a group's taps on one tensor continue each other's runs (1 if they do not)."""
-    first = taps[0]
-    run = contiguous_run(first)
-    if len(taps) < 2 or any((t.sizes, t.strides) != (first.sizes, first.strides) for t in taps):
-        return 1
-    offsets = sorted(t.offset for t in taps)
-    if all(b - a == run for a, b in zip(offsets, offsets[1:])):
-        return len(taps)
-    return 1
-
-
 def design_traffic(design: Design) -> dict[str, TensorTraffic]:
-    """Bytes and runs per tensor, summed over the runtime sequence's shim tasks."""
-    acc: dict[str, list[float]] = {name: [0.0, 0.0, 0.0] for name in TENSORS}
-    by_group: dict[tuple[int, str], list[Tap]] = {}
-    for task in design.tasks:
-        unit_bytes = dtype(design.tensor(task.tensor).dtype).unit_bytes  # taps count DMA units
-        count = task.tap.count
-        acc[task.tensor][0] += count * unit_bytes
-        acc[task.tensor][1] += count // contiguous_run(task.tap)
-        by_group.setdefault((task.group, task.tensor), []).append(task.tap)
-    for (_, tensor), taps in by_group.items():
-        side = _side_by_side(taps)
-        acc[tensor][2] += sum(t.count // contiguous_run(t) for t in taps) / side
-    return {name: TensorTraffic(np.asarray(b), np.asarray(r), np.asarray(mr)) for name, (b, r, mr) in acc.items()}
+    """Bytes and runs per tensor as the Design's build counted them over its runtime sequence's shim tasks
+    (design/traffic.py), as the model's arrays."""
+    return {t.tensor: TensorTraffic(np.asarray(t.bytes), np.asarray(t.runs), np.asarray(t.merged_runs))
+            for t in design.traffic}
 
 
 def analytic_traffic(rows: int, cols: int, types: tuple[DType, DType, DType], b_col_maj: bool,

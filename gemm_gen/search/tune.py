@@ -351,7 +351,9 @@ def check_problem(pr: Workload, pins: Pins | None = None) -> None:
 
 
 def _candidate(c: GemmConfig, p: Params, slow: Params, fast: Params) -> Candidate:
-    e = estimate_config(c, p)  # with the L1 bank stalls of the config's plan
+    # the closed form the space was ranked with (with the L1 bank stalls of the config's plan), for every finalist
+    # alike: ranking configs, not pricing a built Design (predict does that: model/price.estimate)
+    e = estimate_config(c, p)
     mem = sum(c.memtile_bytes_used())
     t_core, t_mem = float(e.t_core), float(e.t_mem)
     return Candidate(c, float(e.tops), float(e.time), float(e.compute_bound_tops), float(e.memory_bound_tops),

@@ -14,7 +14,7 @@ from ..bfp16 import clamped_blocks
 from ..call import CallPlan
 from ..config import GemmConfig
 from ..design import Design, build_design
-from ..design.build import host_tensors, runtime_sequence
+from ..design.build import for_call
 from ..design.model import HostTensor, RuntimeOp
 from ..design.serve import serve
 from ..dtypes import dtype as dtype_of
@@ -109,16 +109,15 @@ def dram_contents(design: Design, a: np.ndarray, b: np.ndarray, call: CallPlan |
     plan says), with the slack its transfers reach, and C empty."""
     c = design.config
     call = call or c.call
-    return dram_cells(c, *pad_inputs(c, a, b, call), call)
+    tensors = design.tensors if call == c.call else for_call(design, call).tensors
+    return dram_cells(c, *pad_inputs(c, a, b, call), tensors)
 
 
-def dram_cells(c: GemmConfig, a_dram: np.ndarray, b_dram: np.ndarray, call: CallPlan | None = None,
-               tensors: tuple[HostTensor, ...] | None = None) -> dict[str, np.ndarray]:
+def dram_cells(c: GemmConfig, a_dram: np.ndarray, b_dram: np.ndarray, tensors: tuple[HostTensor, ...]
+               ) -> dict[str, np.ndarray]:
     """The simulator's DRAM: the host buffers of A and B as provenance-carrying cells followed by
-    their zeroed slack (numbered on, as the bytes after the matrix are), C empty. `tensors` are the
-    call's host tensors when the caller has them (default: made from the call's own sequence)."""
-    call = call or c.call
-    tensors = tensors or host_tensors(c, call)
+    their zeroed slack (numbered on, as the bytes after the matrix are), C empty. `tensors`: the call's host
+    tensors (its Design's)."""
     sizes = dram_words(c, tensors)
     out = {}
     for name, data in (("A", a_dram), ("B", b_dram), ("C", None)):
@@ -251,9 +250,9 @@ class ArraySession:
         c = self.design.config
         if call == c.call:
             runtime, tensors = self.design.runtime, self.design.tensors
-        else:  # the call's own sequence, made once: its transfers say how much slack each buffer needs
-            runtime = runtime_sequence(c, call)
-            tensors = host_tensors(c, call, runtime)
+        else:  # the Design serving the call: its own sequence, whose transfers say how much slack each buffer needs
+            served = for_call(self.design, call)
+            runtime, tensors = served.runtime, served.tensors
         kernel = KernelEmulator(self.design, call)
         if not self.literal:
             sizes = dram_words(c, tensors)
@@ -268,7 +267,7 @@ class ArraySession:
             else:
                 self.calls += 1
                 return cells, kernel, self.machine
-        dram = dram_cells(c, a_dram, b_dram, call, tensors)
+        dram = dram_cells(c, a_dram, b_dram, tensors)
         if self.machine is None:
             self.machine = lower(self.design, dram, kernel, runtime)
         else:
