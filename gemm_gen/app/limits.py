@@ -4,11 +4,11 @@ back ends do not import the model): the runner takes `slow_end_s` as its SlowEnd
 from __future__ import annotations
 
 from ..backends import runner
-from ..call import CallPlan
-from ..config import GemmConfig
 from ..model.params import load_ends
 from ..model.perf import estimate_config
-from ..spec import Problem
+from ..spec.call import CallPlan
+from ..spec.config import GemmConfig
+from ..spec.request import Problem
 
 
 def slow_end_s(c: GemmConfig, size: Problem) -> float:

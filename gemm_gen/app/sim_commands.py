@@ -7,14 +7,14 @@ import argparse
 import json
 import sys
 
-from ..config import GemmConfig
 from ..design import build_design
-from ..epilogue import MODES
-from ..errors import SimulationError
-from ..inputs import INPUT_FAMILIES
+from ..facts.epilogue import MODES
+from ..facts.errors import SimulationError
+from ..facts.inputs import INPUT_FAMILIES
 from ..sim import run as sim_run
 from ..sim.memory import GB, SAY_ABOVE, check_memory
-from ..spec import Problem
+from ..spec.config import GemmConfig
+from ..spec.request import Problem
 from .choice import choose_design
 from .cliargs import SEED, base_config, call_layouts, problem_args
 from .parsing import EXIT_FAIL

@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from ..design.model import (
+from ..design.ir import (
     Acquire,
     BarrierRelease,
     BarrierWait,
@@ -48,10 +48,10 @@ from ..design.model import (
     Release,
     TileRef,
 )
-from ..dtypes import dtype
-from ..errors import BuildError, ToolchainMissing
-from ..hw.devices import DEVICES
-from ..tap import Tap
+from ..design.tap import Tap
+from ..facts.devices import DEVICES
+from ..facts.dtypes import dtype
+from ..facts.errors import BuildError, ToolchainMissing
 from . import pins
 from .toolchain import import_module
 
@@ -71,7 +71,8 @@ class IronApi:
     TaskGroup: Any
     Program: Any
     Tile: Any
-    devices: dict[str, Any]  # mlir-aie device name (hw.devices' column_devices: npu1, npu1_1col, ...) -> IRON's class
+    # mlir-aie device name (facts.devices' column_devices: npu1, npu1_1col, ...) -> IRON's class
+    devices: dict[str, Any]
     range_: Callable[..., Any]
     TensorAccessPattern: Any
     str_to_dtype: Callable[[str], Any]
@@ -175,7 +176,7 @@ def dims(tap: Tap | None, elem: str = "i32") -> list[tuple[int, int]] | None:
     return list(zip(t.sizes, t.strides))
 
 
-class _Lowering:
+class _IronLowering:
     def __init__(self, design: Design, api: IronApi) -> None:
         self.d, self.api = design, api
         self.fifos: dict[str, Any] = {}
@@ -265,7 +266,7 @@ class _Lowering:
         barrier = []
         if wk.barrier is not None:
             barrier = [self.barriers.setdefault((wk.tile, wk.barrier), self.api.WorkerRuntimeBarrier())]
-        # the L1 allocator the plan chose (l1_banks.py); the reservations ride along as unused arguments
+        # the L1 allocator the plan chose (design/l1_banks.py); the reservations ride along as unused arguments
         return self.api.Worker(core_fn, [*handles, *bufs, *ks, *barrier], tile=self.tile(wk.tile),
                                stack_size=wk.stack_bytes, allocation_scheme=wk.allocation_scheme)
 
@@ -401,7 +402,7 @@ def _core_fn(program: tuple[Op, ...], fifo_names: list[str], buffer_names: list[
 
 def lower(design: Design, api: IronApi | None = None) -> Any:
     """The IRON Program of a design (not yet resolved)."""
-    return _Lowering(design, api or iron_api()).program()
+    return _IronLowering(design, api or iron_api()).program()
 
 
 def to_mlir(design: Design, api: IronApi | None = None) -> str:

@@ -7,7 +7,7 @@ order is not described again here: it is the bf16 design's own memtile -> core B
 (design/patterns.py) applied to an index array (`kernel_order`).
 
 Padding (K to the array's walk, N to whole column tiles): every padded weight dequantizes to exactly +0,
-because the design reads A's K tail in place (the next row's values, hostdata) and relies on B's padded
+because the design reads A's K tail in place (the next row's values, host_buffers) and relies on B's padded
 rows being zero. So q = 0, except in a group that K ends inside with zero points, where q = z (the group's
 scale and zero point are the real ones, and (z - z) s = 0; q = 0 would give -z s); a whole padded group
 has scale 0 and zero point 0 (0 rather than 1: with a scale of 1 a nonzero q or z would not vanish).
@@ -19,12 +19,12 @@ from dataclasses import replace
 
 import numpy as np
 
-from .. import groupquant
-from ..call import CallPlan
-from ..config import GemmConfig
-from ..dtypes import BF16, pack_i4, unpack_i4
-from ..quant_b import QuantB
-from ..rules.dequant import to_bfp16
+from ..facts import groupquant
+from ..facts.dtypes import BF16, pack_i4, unpack_i4
+from ..facts.quant_b import QuantB
+from ..spec.call import CallPlan
+from ..spec.config import GemmConfig
+from ..spec.rules.dequant import to_bfp16
 from . import patterns
 from .grid import Grid, grid
 

@@ -15,22 +15,19 @@ from __future__ import annotations
 from dataclasses import fields, replace
 from typing import Any
 
-from .. import l1_banks
-from .. import precision as prec
-from ..call import CallPlan
-from ..config import GemmConfig
-from ..dtypes import BF16, F32, I32, I64, dtype
-from ..epilogue import MODES, TANH_TABLE_FLOATS, Activation, tanh_table
-from ..errors import DmaLimitError, GemmGenError, opt
-from ..hw.devices import TileKind
-from ..l1_banks import L1Plan
-from ..rules import decode_split
-from ..rules.kernel_variant import converts_a_tile
-from ..rules.l1 import K_WORD, MODE_WORD, TANH_PARTS, TILES_WORD, rtp_words, rtp_written, runtime_barrier
-from ..tap import Tap
-from . import patterns, spans, traffic
+from ..facts import precision as prec
+from ..facts.devices import TileKind
+from ..facts.dtypes import BF16, F32, I32, I64, dtype
+from ..facts.epilogue import MODES, TANH_TABLE_FLOATS, Activation, tanh_table
+from ..facts.errors import DmaLimitError, GemmGenError, opt
+from ..spec.call import CallPlan
+from ..spec.config import GemmConfig
+from ..spec.rules import decode_split
+from ..spec.rules.kernel_variant import converts_a_tile
+from ..spec.rules.l1 import K_WORD, MODE_WORD, TANH_PARTS, TILES_WORD, rtp_words, rtp_written, runtime_barrier
+from . import l1_banks, patterns, spans, traffic
 from .grid import Grid, grid
-from .model import (
+from .ir import (
     RESERVE_PREFIX,
     Acquire,
     BarrierRelease,
@@ -54,7 +51,9 @@ from .model import (
     TileRef,
     Worker,
 )
+from .l1_banks import L1Plan
 from .serve import check
+from .tap import Tap
 
 
 def a_l3l2(shim: int) -> str:
@@ -122,7 +121,7 @@ def kernel_build(c: GemmConfig) -> KernelBuild:
 
 def acc_buffer(c: GemmConfig) -> tuple[tuple[int], str]:
     """(shape, dtype) of the worker's C accumulator blocks beyond the C object, in the accumulator's blocked
-    order (a split may fall inside a row: rules/l1.c_split_blocks): an int64 accumulator as int32 pairs
+    order (a split may fall inside a row: spec/rules/l1.c_split_blocks): an int64 accumulator as int32 pairs
     (IRON 1.4.3's str_to_dtype has no i64; the kernel stores acc64 lanes as pairs)."""
     values = c.tiling.m * c.tiling.n - c.c_split_elems
     if c.types.t_acc == I64:
@@ -354,7 +353,7 @@ def for_call(design: Design, call: CallPlan) -> Design:
 
 
 def _split_paths(c: GemmConfig, gb: Grid, gc: Grid) -> tuple[list[ObjectFifo], list[Link]]:
-    """B and C of the split decode placement (rules/decode_split.py): each B stream from its shim into its memtile,
+    """B and C of the split decode placement (spec/rules/decode_split.py): each B stream from its shim into its memtile,
     split there to its cores (a k x n tile each); each physical column's C tiles joined along N in its memtile,
     out through its shim."""
     fifos: list[ObjectFifo] = []
@@ -379,7 +378,7 @@ def _split_paths(c: GemmConfig, gb: Grid, gc: Grid) -> tuple[list[ObjectFifo], l
 
 
 def rtp_buffer(col: int, row: int) -> str:
-    """The runtime-parameter buffer of core (col, row) (rules/l1.py: its words)."""
+    """The runtime-parameter buffer of core (col, row) (spec/rules/l1.py: its words)."""
     return f"rtp_{col}_{row}"
 
 
@@ -513,7 +512,7 @@ def group_tasks(c: GemmConfig, call: CallPlan, group: int,
 
 
 def runtime_sequence(c: GemmConfig, call: CallPlan | None = None) -> tuple[RuntimeOp, ...]:
-    """One call's runtime sequence: the runtime parameters (rules/l1.py rtp_written) and then every core's
+    """One call's runtime sequence: the runtime parameters (spec/rules/l1.py rtp_written) and then every core's
     barrier set, then the overlapped BD queue: prime `queue_groups` groups, then retire one, issue the next."""
     call = call or c.call
     spanned = group_blocks(c, call)

@@ -6,15 +6,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .. import precision as prec
-from ..config import GemmConfig
-from ..dtypes import dtype
-from ..epilogue import Epilogue
-from ..errors import opt, spelled
-from ..rules import array
-from ..rules import kernel_variant as kv
-from ..spec import Layout, Problem, Tiling, Types
-from .model import Design, KernelBuild
+from ..facts import precision as prec
+from ..facts.dtypes import dtype
+from ..facts.epilogue import Epilogue
+from ..facts.errors import opt, spelled
+from ..spec.config import GemmConfig
+from ..spec.request import Layout, Problem, Tiling, Types
+from ..spec.rules import array
+from ..spec.rules import kernel_variant as kv
+from .ir import Design, KernelBuild
 
 
 @dataclass(frozen=True)
@@ -37,7 +37,7 @@ class VariantInfo:
 
 @dataclass(frozen=True)
 class AccSplit:
-    """A converted C's accumulator in place (rules/l1.c_split_blocks): its first blocks in the C object, the
+    """A converted C's accumulator in place (spec/rules/l1.c_split_blocks): its first blocks in the C object, the
     rest in the worker's C acc buffer."""
 
     block: tuple[int, int]  # rows x columns of one accumulator block (an r x t mmul block, an 8 x 8 tile)

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from ..dtypes import dtype
-from ..tap import Tap
-from .model import HostTensor, ShimTask, TensorCount
+from ..facts.dtypes import dtype
+from .ir import HostTensor, ShimTask, TensorCount
+from .tap import Tap
 
 TENSORS = ("A", "B", "C")
 

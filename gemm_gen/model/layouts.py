@@ -1,7 +1,7 @@
 """What each operand layout costs one design: its tiling priced in the layouts a caller could ask
 instead (PREDICTIONS): the design's own, each operand flipped, and all row-major.
 
-A layout its xclbin fixes (rules/call_layouts.py) is priced as the design built in that layout
+A layout its xclbin fixes (spec/rules/call_layouts.py) is priced as the design built in that layout
 (another xclbin: its memtile walks, its DRAM runs, its kernel's transposes, model/kernel.py); a
 32-bit C in the other layout is priced on this very xclbin, from the call's own runtime sequence
 (the shim's element-by-element drain: one DRAM run per element). A layout the same tiling cannot be
@@ -12,14 +12,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from ..config import GemmConfig
 from ..design import build_design
 from ..design.build import for_call
-from ..design.model import Design
+from ..design.ir import Design
 from ..design.serve import built_layouts, serve
-from ..errors import ConfigError, GemmGenError
-from ..rules.call_layouts import OPERANDS, Layouts, per_call
-from ..spec import Problem
+from ..facts.errors import ConfigError, GemmGenError
+from ..spec.config import GemmConfig
+from ..spec.request import Problem
+from ..spec.rules.call_layouts import OPERANDS, Layouts, per_call
 from .kernel import cluster_terms
 from .params import Params, load
 from .perf import Workload

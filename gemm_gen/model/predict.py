@@ -5,13 +5,13 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ..config import GemmConfig
 from ..design import build_design
+from ..design.ir import Design
 from ..design.keys import DesignKeys, design_keys
-from ..design.model import Design
-from ..epilogue import Epilogue
-from ..errors import ConfigError
-from ..rules.dequant import to_bfp16
+from ..facts.epilogue import Epilogue
+from ..facts.errors import ConfigError
+from ..spec.config import GemmConfig
+from ..spec.rules.dequant import to_bfp16
 from . import dequant_cost, epilogue_cost
 from .kernel import cluster_terms, overhead
 from .params import Params, load, load_ends

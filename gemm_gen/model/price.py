@@ -7,8 +7,8 @@ The tuner ranks a space of tilings with the vectorised model/perf.estimate inste
 
 from __future__ import annotations
 
-from ..design.model import Design
-from ..epilogue import Epilogue
+from ..design.ir import Design
+from ..facts.epilogue import Epilogue
 from .params import Params, load
 from .perf import Estimate, Workload, priced
 from .traffic import design_traffic

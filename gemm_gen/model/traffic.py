@@ -3,7 +3,7 @@
 `design_traffic` reads them from the Design (its build counted every shim task's access pattern:
 design/traffic.py);
 `analytic_traffic` is the model's closed form of that count, vectorised over candidate tilings for
-the tuner, which cannot build a Design per candidate; tests/test_model.py checks the model against
+the tuner, which cannot build a Design per candidate; tests/model/test_model.py checks the model against
 the built designs.
 """
 
@@ -13,9 +13,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..design.model import Design
-from ..dtypes import DType
-from ..rules import memtile
+from ..design.ir import Design
+from ..facts.dtypes import DType
+from ..spec.rules import memtile
 
 TENSORS = ("A", "B", "C")
 
@@ -62,13 +62,13 @@ def analytic_traffic(rows: int, cols: int, types: tuple[DType, DType, DType], b_
     B row-major in runs of n; a bfp16 B in mlir-aie's strips one run per strip. C is written once,
     in runs of n. `types` are A's, B's and C's: a bfp16 operand (1.125 B per value) moves in 8 x 8
     tiles, so each of its runs spans 8 rows. `lds` are the elements between rows of A's, B's (as
-    stored) and C's DRAM buffers (gemm_gen/call.py; default: the padded extents): rows touch only
+    stored) and C's DRAM buffers (gemm_gen/spec/call.py; default: the padded extents): rows touch only
     where a buffer's rows are exactly as long as a task reads them. `extra_b_rows`: rows the host appends to
     B per column tile (a fused epilogue's tile: k of them), read with it, so B's bytes and runs grow by
     (Kp + extra) / Kp = (k_steps + 1) / k_steps (run lengths unchanged). `b_object_scale`: B's bytes in DRAM
     over its values' (a W4A16 B's objects carry their scale and zero-point rows: groupquant.object_bytes per
     k-step and column tile over k n / 2), the same runs, each longer by it. `split_k`: the kernel's k in the split
-    decode placement (rules/decode_split.py; 0 elsewhere), whose B streams walk each core's piece in turn per
+    decode placement (spec/rules/decode_split.py; 0 elsewhere), whose B streams walk each core's piece in turn per
     k-step (strips: one run of k n per core and k-step) and whose streams and C columns differ or do not continue
     each other's runs: none side by side.
     """

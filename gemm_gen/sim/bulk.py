@@ -27,15 +27,15 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from .. import bfp16
-from ..call import CallPlan
-from ..config import GemmConfig
 from ..design.b_objects import unpack_objects
-from ..dtypes import DType, unpack_i4
-from ..epilogue import MODES, Requant
-from ..epilogue_args import read_tile
-from ..hostdata import b_unit_in
-from ..numerics import KernelNumerics, chain
+from ..design.host_buffers import b_unit_in
+from ..facts import bfp16
+from ..facts.dtypes import DType, unpack_i4
+from ..facts.epilogue import MODES, Requant
+from ..facts.epilogue_args import read_tile
+from ..facts.numerics import KernelNumerics, chain
+from ..spec.call import CallPlan
+from ..spec.config import GemmConfig
 from . import words as w
 from .contents import CALLED, CONVERT, HANDLE, MATMUL, ZERO, Keys, NotProven, Provenance
 from .flow import Flow
@@ -301,7 +301,7 @@ def delivered_b(c: GemmConfig, kernel: KernelEmulator, raw: np.ndarray, cols: in
         data[: flat.size] = flat
         return unpack_objects(c, call, data, kernel.deq_order)[:, :cols]
     tr, tc = g.kw, -(-cols // g.unit.tile_cols)
-    if c.layout.b_pack == "strips":  # not one stride per axis: every unit's index (hostdata.b_unit)
+    if c.layout.b_pack == "strips":  # not one stride per axis: every unit's index (host_buffers.b_unit)
         kk, nn = np.indices((tr, tc))
         idx = b_unit_in(g, kk, nn)
         picked = _units(raw, g.unit, int(idx.max(initial=-1)) + 1)[idx]

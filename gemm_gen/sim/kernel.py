@@ -15,21 +15,21 @@ from typing import Any, NoReturn
 
 import numpy as np
 
-from .. import bfp16
-from ..call import CallPlan
-from ..config import GemmConfig
 from ..design.b_objects import dequant_object, kernel_order_in
 from ..design.grid import Grid
-from ..design.model import Design, TileRef
-from ..dtypes import F32, I32, I64, WORD_BYTES, DType, unpack_i4
-from ..epilogue import MODES, Requant, read_lut_table
-from ..epilogue_args import read_tile
-from ..errors import LayoutError
-from ..hostdata import b_unit_coords_in, b_unit_in
-from ..l1_layout import a_layout, a_tile_pairs, b_layout, b_tile_pairs, c_layout, c_tile_blocks
-from ..numerics import KernelNumerics, Product
-from ..rules.dequant import to_bfp16
-from ..rules.l1 import c_split_problem
+from ..design.host_buffers import b_unit_coords_in, b_unit_in
+from ..design.ir import Design, TileRef
+from ..facts import bfp16
+from ..facts.dtypes import F32, I32, I64, WORD_BYTES, DType, unpack_i4
+from ..facts.epilogue import MODES, Requant, read_lut_table
+from ..facts.epilogue_args import read_tile
+from ..facts.errors import LayoutError
+from ..facts.l1_layout import a_layout, a_tile_pairs, b_layout, b_tile_pairs, c_layout, c_tile_blocks
+from ..facts.numerics import KernelNumerics, Product
+from ..spec.call import CallPlan
+from ..spec.config import GemmConfig
+from ..spec.rules.dequant import to_bfp16
+from ..spec.rules.l1 import c_split_problem
 from . import words as w
 
 WORD = I32  # a lane of one 32-bit word: what a packed type's tile is gathered in
@@ -385,7 +385,7 @@ class KernelEmulator:
                     acc_cells: np.ndarray | None) -> list[np.ndarray]:
         """Accumulator rows [first, last) (whole block rows, contiguous in the blocked order) as views of the
         cells that hold them, in order: the words of the blocks below the split in the C object, the rest
-        in the worker's C acc buffer (the split may fall inside a row: rules/l1.c_split_blocks)."""
+        in the worker's C acc buffer (the split may fall inside a row: spec/rules/l1.c_split_blocks)."""
         b = self.build
         per_row = b.types.t_acc.nbytes(b.n) // 4
         lo, hi, h = first * per_row, last * per_row, b.types.t_acc.nbytes(b.c_split_elems) // 4

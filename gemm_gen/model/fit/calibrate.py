@@ -17,11 +17,11 @@ from typing import Any
 
 import numpy as np
 
-from ...config import GemmConfig
 from ...design import build_design
-from ...hw.devices import device
-from ...l1_banks import plan
-from ...precision import ACC_OUT
+from ...design.l1_banks import plan
+from ...facts.devices import device
+from ...facts.precision import ACC_OUT
+from ...spec.config import GemmConfig
 from ..kernel import block_cycles, kernel_cycles, kernel_shape
 from ..l1_stall import stall_cycles
 from ..params import CALIBRATION_FILE, CALIBRATION_PACKAGE, Params, dram_entry, from_raw, load, peak_entry, raw
