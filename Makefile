@@ -14,7 +14,7 @@ SHELL := /bin/bash
 # PYTHON is the exception: it only picks the interpreter of .venv/ (printed when installing), and
 # `PYTHON=python3.12 make install` is a reasonable way to choose it.
 # The option variables, the 0/1 ones among them and GEN_ARGS (the gemm-gen arguments they make) are generated
-# from gemm_gen's option table into gemm_gen.mk (`gemm-gen make-args`; tests/test_make.py keeps it current).
+# from gemm_gen's option table into gemm_gen.mk (`gemm-gen make-args`; tests/app/test_make.py keeps it current).
 include gemm_gen.mk
 OWN_VARS := $(OPTION_VARS) SEED TOP WARMUP ITERS TIMEOUT_MS BUILD_DIR VENV BIN STAMP \
 	INSTALL_LOG GEMM_GEN OPTION_VARS SWITCH_VARS GEN_ARGS BUILD_ARGS TIMEOUT_ARGS SHOWN

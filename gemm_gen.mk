@@ -1,5 +1,5 @@
-# Generated from gemm_gen's option table (gemm_gen/spec.py) by `gemm-gen make-args`: do not edit.
-# After changing an option: .venv/bin/gemm-gen make-args > gemm_gen.mk (tests/test_make.py checks it).
+# Generated from gemm_gen's option table (gemm_gen/spec/request.py) by `gemm-gen make-args`: do not edit.
+# After changing an option: .venv/bin/gemm-gen make-args > gemm_gen.mk (tests/app/test_make.py checks it).
 # (each `override`: an environment value, under make -e too, cannot replace them)
 override OPTION_VARS := DEVICE M K N m k n K_MT DTYPE_IN DTYPE_OUT B_COL_MAJ MAPPING N_AIE_COLS CHESS RHO DTYPE_B ACC B_PACK EXPANSION KERNEL_LOOPS CONVERT_ONCE L1_ALLOC A_COL_MAJ C_COL_MAJ BIAS ACTIVATION CLAMP REQUANT GROUP_SIZE ZERO_POINTS TASK_SPAN OPT_LEVEL SIZES PRESET
 # the variables that are 0 or 1 (default 0)

@@ -2,7 +2,8 @@
 
 They live at the repository's top level (templates/, kernels/: the layout the project keeps, next to the
 package), and a checkout or an editable install reads them there. A plain `pip install .` copies them into the
-installed package as gemm_gen/kernels/data/{templates,include}, which gemm_gen/kernels/paths.py reads first
+installed package as gemm_gen/backends/kernel_source/data/{templates,include}, which
+gemm_gen/backends/kernel_source/paths.py reads first
 (issue 32 item 7). Everything else about the package is in pyproject.toml.
 """
 
@@ -16,8 +17,8 @@ from setuptools.command.build_py import build_py
 
 ROOT = Path(__file__).resolve().parent
 # top-level directory -> its place inside the installed package, and the files taken from it (paths.py's DATA)
-DATA = {"templates": ("gemm_gen/kernels/data/templates", "*.j2"),
-        "kernels": ("gemm_gen/kernels/data/include", "*.h")}
+DATA = {"templates": ("gemm_gen/backends/kernel_source/data/templates", "*.j2"),
+        "kernels": ("gemm_gen/backends/kernel_source/data/include", "*.h")}
 
 
 class BuildPyWithKernelData(build_py):

@@ -40,17 +40,17 @@ from .version import __version__
 if TYPE_CHECKING:  # what the names below are, for type checkers; at run time each loads when first used
     from .app.linear import Linear
     from .app.operator import Gemm
-    from .config import GemmConfig
     from .design import Design, build_design
     from .search import Choice, choose
-    from .spec import Options, Pins, Problem, Request, Tiling
+    from .spec.config import GemmConfig
+    from .spec.request import Options, Pins, Problem, Request, Tiling
 
 # The front door's names and the modules that define them. Each loads when first asked for (PEP 562), so that
 # `import gemm_gen.app.cli` (every `gemm-gen` command) does not pay for the operator, the simulator and the back
 # ends before it parses its flags (issue 33 item 3); `from gemm_gen import Gemm` works as before.
-EXPORTS = {"Gemm": "app.operator", "Linear": "app.linear", "GemmConfig": "config", "Design": "design",
-           "build_design": "design", "Choice": "search", "choose": "search", "Options": "spec", "Pins": "spec",
-           "Problem": "spec", "Request": "spec", "Tiling": "spec"}
+EXPORTS = {"Gemm": "app.operator", "Linear": "app.linear", "GemmConfig": "spec.config", "Design": "design",
+           "build_design": "design", "Choice": "search", "choose": "search", "Options": "spec.request",
+           "Pins": "spec.request", "Problem": "spec.request", "Request": "spec.request", "Tiling": "spec.request"}
 
 __all__ = ["Choice", "Design", "Gemm", "GemmConfig", "Linear", "Options", "Pins", "Problem", "Request", "Tiling",
            "__version__", "build_design", "choose"]

@@ -19,8 +19,8 @@ import ml_dtypes
 import numpy as np
 
 from gemm_gen import Gemm
-from gemm_gen.accuracy import percent
-from gemm_gen.errors import NumericsWarning
+from gemm_gen.facts.accuracy import percent
+from gemm_gen.facts.errors import NumericsWarning
 
 FLOAT_SHAPE = (16, 4096, 256)
 INT_SHAPE = (64, 256, 64)

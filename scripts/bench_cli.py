@@ -4,7 +4,7 @@ in the same run (issue 33 item 3: --help within 3x of importing NumPy).
 
 Each command runs as a fresh process, the commands interleaved round by round so that they share the machine's
 load; the median wall time of each is printed with its ratio to NumPy's import. Exit 1 when `gemm-gen --help`
-exceeds the limit. A benchmark, never a test: tests/test_cli.py checks which modules each command loads instead.
+exceeds the limit. A benchmark, never a test: tests/app/test_cli.py checks which modules each command loads instead.
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from gemm_gen.model.params import load  # noqa: E402
 from gemm_gen.model.roof import dram_roof, floor_s  # noqa: E402
-from gemm_gen.spec import Problem  # noqa: E402
+from gemm_gen.spec.request import Problem  # noqa: E402
 
 SIZE = Problem(1, 4096, 4096)
 BF16 = ("bf16", "bf16", "bf16", 0)

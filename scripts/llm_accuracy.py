@@ -4,14 +4,14 @@ section 4).
     .venv/bin/python scripts/llm_accuracy.py      # about 2 minutes on a busy 2-core machine
 
 For each of four seeds, one file of each format written with the format's own package by the tests' writers
-(tests/test_llm_formats.py: gguf-py's Q4_0 of Gaussian weights; AutoAWQ's and AutoGPTQ's packing with fp16 scales
+(tests/llm/test_llm_formats.py: gguf-py's Q4_0 of Gaussian weights; AutoAWQ's and AutoGPTQ's packing with fp16 scales
 and zero points; an ONNX MatMulNBits node, block 32, fp16 scales, zero points), K = 1024 inputs, N = 256 outputs,
 no bias. Each runs at M = 1 (the decode design) and M = 64 on npu1, npu2's default (plain bf16) and npu2's bfp16
 datapath (emulate_bf16_with_bfp16=True), x standard normal bf16 values (no loss of x's own).
 
 Printed per run: the Frobenius error of C against float64 x @ W with W by the format's own rule, and its steps,
 from Linear.loss_budget (C by our reference; the first seed's runs are simulated too and their report checked
-against it), each measured by gemm_gen.accuracy.measure against the exact product of its own operands: the
+against it), each measured by gemm_gen.facts.accuracy.measure against the exact product of its own operands: the
 scales' rounding to bf16, the weights' in the datapath (bf16, or bfp16 blocks of 8 along K), x's bfp16 blocks
 (bfp16 datapath only) and C's (fp32 sums, one rounding to bf16). Then each datapath's least, mean and most error
 (the least and most are the figures Linear states: linear.DATAPATH_LOSS) and its steps' means.
@@ -33,8 +33,8 @@ sys.path.insert(0, str(ROOT / "tests"))  # the tests' writers: the table is of t
 
 import test_llm_formats as writers  # noqa: E402
 
-from gemm_gen.accuracy import percent  # noqa: E402
 from gemm_gen.app.linear import LAYER_BOUND, Linear  # noqa: E402
+from gemm_gen.facts.accuracy import percent  # noqa: E402
 from gemm_gen.llm import load_awq, load_gguf, load_gptq, load_onnx  # noqa: E402
 from gemm_gen.llm.weights import LoadedWeights  # noqa: E402
 

@@ -22,11 +22,11 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from gemm_gen.accuracy import percent  # noqa: E402
 from gemm_gen.app.linear import LAYER_BOUND, Linear, LinearPlan  # noqa: E402
-from gemm_gen.epilogue import silu_ref  # noqa: E402
+from gemm_gen.app.operands import bf16_rne  # noqa: E402
+from gemm_gen.facts.accuracy import percent  # noqa: E402
+from gemm_gen.facts.epilogue import silu_ref  # noqa: E402
 from gemm_gen.llm import load_gguf  # noqa: E402
-from gemm_gen.operands import bf16_rne  # noqa: E402
 
 NAMES = ("blk.0.ffn_gate.weight", "blk.0.ffn_up.weight", "blk.0.ffn_down.weight")  # llama.cpp's tensor names
 LLAMA_3_2_1B = (2048, 8192)  # hidden, intermediate (Llama-3.2-1B's config.json)

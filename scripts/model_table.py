@@ -15,8 +15,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from gemm_gen.config import PAPER_TILES
-from gemm_gen.hw.devices import CORE_ISA, DEVICES, CoreIsa, TileKind, device
+from gemm_gen.facts.devices import CORE_ISA, DEVICES, CoreIsa, TileKind, device
 from gemm_gen.model.fit import calibrate, paper, upstream
 from gemm_gen.model.kernel import (
     BLOCK,
@@ -27,8 +26,9 @@ from gemm_gen.model.kernel import (
     kernel_shape,
 )
 from gemm_gen.model.params import load, raw
-from gemm_gen.rules import block_loop as bl
-from gemm_gen.rules import kernel_variant as kv
+from gemm_gen.spec.config import PAPER_TILES
+from gemm_gen.spec.rules import block_loop as bl
+from gemm_gen.spec.rules import kernel_variant as kv
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "model.md"
 
@@ -53,7 +53,7 @@ Symbols: problem M x K x N padded to Mp x Kp x Np (multiples of the native size
 
 Our kernels compute er x et blocks of mmuls: a *chain cluster* of C = er et accumulators sharing er A
 and et B blocks per round, each chain k/s vmacs long; a call is (m/(er r))(n/(et t)) clusters. The
-kernel variant (`gemm_gen/rules/kernel_variant.py`, printed by `plan` and `predict`) fixes er x et and
+kernel variant (`gemm_gen/spec/rules/kernel_variant.py`, printed by `plan` and `predict`) fixes er x et and
 which loop is software-pipelined:
 
     cycles/call  = clusters x (V x II + O),                    V = C k/s vmacs per cluster
@@ -82,7 +82,7 @@ which loop is software-pipelined:
   accumulators fit (D >= 2). Their unrolled loops carry `chess_flatten_loop` for xchesscc and
   `#pragma clang loop unroll(full)` (mlir-aie's AIE_LOOP_UNROLL_FULL) for Peano, so the code is what the
   estimate counts under both; with Peano (the default) they are also held to Peano's post-RA pipeliner,
-  which tries IIs up to 60 (`rules/peano.py`): a flattened body of more than 60 vector instructions
+  which tries IIs up to 60 (`spec/rules/peano.py`): a flattened body of more than 60 vector instructions
   would leave the loop around it unpipelined, so such a structure is not chosen, and refused when
   pinned (issue 31 item 6). The model takes the config's compiler and prices the structure it gets.
   The papers' kernels, built by chess, are read with chess. c-overlap (the K loop
@@ -103,7 +103,7 @@ which loop is software-pipelined:
   otherwise), so it gains only where O_serial exceeds beta n_C (the kernel variants table below
   shows where: `our variant` against `2x2 k-pipelined`).
   A C accumulated wide takes each C block's address from a compare and select on its block index (the
-  split between the C object and C acc, `rules/l1.c_split_blocks`): one per C block access (the bfp16 kernel:
+  split between the C object and C acc, `spec/rules/l1.c_split_blocks`): one per C block access (the bfp16 kernel:
   one per 16 x 16 block, two where its accumulator is in row-major 8 x 8 blocks), a scalar operation
   beside the vector load or store it addresses, ASSUMED free (not priced, as the per-row select before it
   was not): nothing measured separates it from beta.
@@ -113,7 +113,7 @@ which loop is software-pipelined:
 * The papers' own scalar kernels (Striking sec. 5.1: pipelined and flattened, expansion unpublished)
   are read as 2 x 2 jk-flat wherever the model is compared with them or calibrated on them.
 * bfp16 kernels (bfp16 B on npu2, any of the ATB paper's precision configs, and bf16 converted once)
-  are priced from their own loop (`gemm_gen/rules/block_loop.py`; `TEMPLATE_LOOP` is the loop
+  are priced from their own loop (`gemm_gen/spec/rules/block_loop.py`; `TEMPLATE_LOOP` is the loop
   `templates/mm_bfp16.cc.j2` renders, edited with it). Per 16 x 16 C block: the 4 C tiles loaded into
   4 accumulators, k/8 k-steps of 2 A pops + 2 B pops (72-byte tiles through the load units) + 4
   single-cycle 8x8x8 macs, the 4 results stored. C moves in its L1 type (a bfp16 C through a stream,
@@ -133,7 +133,7 @@ which loop is software-pipelined:
   every pop where Peano does not (its `chess_manifest` is `__builtin_constant_p`, llvm-aie
   `clang/lib/Headers/aiebase_chess.h` line 25): 2 loads per pop in a rolled K loop (`BlockLoop.pops_in_rolled_loop`:
   `K_LOOP_IN_BLOCK_LOOP`, `CLUSTER_LOOP`; `KernelShape.compiler`). The host stand-in counts the same fills
-  (`tests/test_kernels.py::test_streams_refill_on_every_pop_of_a_rolled_loop_under_peano`, within one fill per
+  (`tests/backends/test_kernels.py::test_streams_refill_on_every_pop_of_a_rolled_loop_under_peano`, within one fill per
   stream and block of the model). It changes no prediction of the template's loops today: at 4 pops per
   k-step the two load units still take 4 cycles, what the 4 macs take.
 
@@ -145,7 +145,7 @@ which loop is software-pipelined:
   configs 2 (77) and 3 (41). Our template's flat loop emits what those IIs were measured with: restrict
   A / B / C streams with their data-memory resources, `pipeline(disable)` and `hint(aie-gpr-realloc, 1)`
   on the block loop, and `-aie-postpipeliner-maxii=120 -aie-postpipeliner-maxtry-ii=50` in the Peano
-  compile; each introduced in llvm-aie before the pinned nightly (2026-09-07; `rules/peano.py`, none
+  compile; each introduced in llvm-aie before the pinned nightly (2026-09-07; `spec/rules/peano.py`, none
   compiled here), so o_flat is not derated; were one refused by the pin, its own PR #3650 figure is the
   derate (GPR reallocation II 79 -> 77, post-pipelining 89 -> 77 on config 2); `atb-chess` is the ATB
   paper's hand-scheduled kernel, priced with
@@ -185,7 +185,7 @@ ty() is bytes per value: 1.125 for bfp16 (9-byte blocks of 8), whose DMAs move 8
     T_core = (Mp / (m rows)) (Np / (n cols)) tile / f                 (all cores in lockstep, eq. 9)
 
 A fused epilogue (model/epilogue_cost.py, UNCALIBRATED) adds ops x m n / 16 cycles to C's final conversion,
-ops being the kernel chain's vector operations per 16 values as the kernel emits them (gemm_gen/epilogue.py:
+ops being the kernel chain's vector operations per 16 values as the kernel emits them (gemm_gen/facts/epilogue.py:
 ReLU 1, bias 1, clamp 2, requantization 16, SiLU 8 + tanh, GELU 16 + tanh), at one per cycle (assumed: no trace
 exists, and a VLIW core overlaps loads with ALU work). The LUT tanh is 11 (issue 31: the lookup written out as
 mlir-aie's rewritten getTanhBf16, no aie::linear_approx object; 10 operations on AIE2, 11 on AIE2P, which also
@@ -204,7 +204,7 @@ task's access pattern; the tuner uses the same count in closed form, tested equa
 A = Mp Kp ty(A) Np/(n cols) in runs of k_mt; B = Np Kp ty(B) Mp/(m rows) in runs of k_mt
 (column-major) or n (row-major); C = Mp Np ty(C) in runs of n. Column-major A and C (issue 23) are
 read and written as A^T and C^T in runs of m; a 32-bit C that one xclbin stores in the layout it was
-not built for (rules/call_layouts.py) is written one element per run. The kernel's transposes of
+not built for (spec/rules/call_layouts.py) is written one element per run. The kernel's transposes of
 column-major A blocks (each load) and of a narrow C kept in its own type (each C load and store) are
 charged as one vector-slot shuffle per 64 bytes of a block (model/kernel.py `transpose_shuffles`):
 UNCALIBRATED, from the operation count alone; B column-major's are inside the calibrated kernels.
@@ -237,7 +237,7 @@ The DRAM path is three named effects, each with its source (the parameter table 
   load the path gives min(peak_gbps, S x stream bandwidth) less the run overheads: few streams, or
   one stream carrying most bytes, cannot fill it. The stream port (4 B per cycle) bounds a stream too.
   The busiest stream carries A over its shims, B and C over the columns; in the split decode placement
-  (rules/decode_split.py) B's busiest channel carries its longest run of cores (3 of 32 on npu2: 3/32 of B,
+  (spec/rules/decode_split.py) B's busiest channel carries its longest run of cores (3 of 32 on npu2: 3/32 of B,
   what the design's tasks move) and a C channel its column's 4 tiles, and its closed form counts B's runs
   as the design walks them (k x n per core and k-step in strips; none side by side).
 
@@ -258,7 +258,7 @@ core's runtime barrier (docs/hardware_path.md), all at rtp_write_us (assumed: a 
 what a parameter's does); the cores' wait and release on the barrier, two lock instructions a call,
 are left out.
 
-Every term grows with the work and with every cost (tests/test_model_monotone.py checks less
+Every term grows with the work and with every cost (tests/model/test_model_monotone.py checks less
 bandwidth, more overhead, slower kernels and more work over random problems and all their tilings).
 
     tops = 2 M K N / T;  compute_bound_tops = 2 M K N / T_core;  memory_bound_tops = 2 M K N / T_mem
@@ -269,16 +269,16 @@ the group count and the tasks per group from the Design. A task group is one out
 `--task-span` a span of consecutive blocks along N whose tasks (one per channel, design/spans.py) move
 every block of the span: the setup is then paid per span (groups = spans), the core and memory terms
 are unchanged (the same data, in the same order). The tuner's vectorised ranking bounds the spans of
-`--task-span 0` by the shim's iteration wrap (64 blocks, rules/padding.task_groups); its finalists are
+`--task-span 0` by the shim's iteration wrap (64 blocks, spec/rules/padding.task_groups); its finalists are
 priced with their design's own spans.
 """
 
 TUNER = """## Tuner
 
-`gemm-gen tune` takes from the search space (`gemm_gen/space.py`) every (m, k, n) with m a multiple
+`gemm-gen tune` takes from the search space (`gemm_gen/search/space.py`) every (m, k, n) with m a multiple
 of 2r, n of 2t, k of s, that fits L1 (A and B double-buffered, C single, stack, kernel data; a C accumulated
 wide and converted once keeps its accumulator in place, its first blocks in the C object and the rest in a
-C acc buffer: `rules/l1.c_split_blocks`, whole mmul blocks (8 x 8 tiles, in units of the 2 or 4 one pointer
+C acc buffer: `spec/rules/l1.c_split_blocks`, whole mmul blocks (8 x 8 tiles, in units of the 2 or 4 one pointer
 reaches) as many as the object's bytes hold, issue 34 item 3; before, whole row pairs, up to 4 KiB more per
 core) and the BD fields, no larger than a core's share of the problem; for each it evaluates k_mt values
 (multiples of k). The model depends on k_mt
@@ -465,7 +465,7 @@ def _per_variant() -> list[str]:
             "tile (`gemm_gen/model/fit/upstream.py`: the pairing and the verdict, for this table too).", "",
             "Scalar kernels (the automatic variant, model/kernel.py's count of its loop):", "", *scalar, "",
             f"bfp16 block kernels, in the loop the template renders today ({bl.TEMPLATE_LOOP.name}, "
-            "`rules/block_loop.py`): per 16 x 16 C block in the steady state (what PR #3650 reports) and per "
+            "`spec/rules/block_loop.py`): per 16 x 16 C block in the steady state (what PR #3650 reports) and per "
             "call (with the A conversion and each entry's pipeline fill). The upstream rates are steady "
             "states too, except atb Table 1's (one whole call).", "", *block]
 
@@ -548,7 +548,7 @@ LIMITS = """## Known limits and disagreements
   be the bf16-to-bfp16 conversion of the A tile or the B tile switch. Each check row uses the mean
   without its own T_K. It is charged to every bfp16 kernel (a loss between kernel calls, not a price
   of the chess kernel's loop: no Peano-built design has measured it).
-* **bfp16 kernels** are priced by their loop (`rules/block_loop.py`). Our template's loop today
+* **bfp16 kernels** are priced by their loop (`spec/rules/block_loop.py`). Our template's loop today
   (per cluster, nothing overlapped) is counted from ISA facts alone and no published kernel has that
   structure, so its price is unchecked; the flat loop's exposed overhead rests on one fitted II and
   two checked ones (mlir-aie PR #3650's sources; the index gives them without a commit), and the
@@ -573,7 +573,7 @@ LIMITS = """## Known limits and disagreements
 * **npu2 bf16 without `--emulate-bf16-mmul-with-bfp16`** runs on emulated 32-lane macs (32
   MACs/cycle, unconfirmed). Striking's XDNA2 bf16 results use the bfp16 datapath: pass the flag to
   compare with them.
-* **L1 bank sharing**: every design's L1 placement is predicted (gemm_gen/l1_banks.py reimplements
+* **L1 bank sharing**: every design's L1 placement is predicted (gemm_gen/design/l1_banks.py reimplements
   mlir-aie 1.4.3's allocators) and each DMA access that meets a core access in a shared bank costs
   gamma cycles (model/l1_stall.py). Fitted jointly with beta on the Striking kernels, all of which
   share banks in the layout basic-sequential gives them, gamma lands on the bound 0 of its search:
@@ -595,8 +595,8 @@ def render() -> str:
              "call and k-step, to the same bits. Predictions but the measured column (Striking Table 1, which "
              "used the emulation).", "", *_convert_once_rows(), "",
              *_per_variant(), "",
-             "## Parameters", "", "Device facts read from `gemm_gen/hw/devices.py`:", "", *_device_rows(), "",
-             "Core ISA facts (`gemm_gen/hw/devices.py` CORE_ISA, with their sources there):", "", *_isa_rows(), "",
+             "## Parameters", "", "Device facts read from `gemm_gen/facts/devices.py`:", "", *_device_rows(), "",
+             "Core ISA facts (`gemm_gen/facts/devices.py` CORE_ISA, with their sources there):", "", *_isa_rows(), "",
              "Model parameters (`gemm_gen/model/calibration.json`), in the order `calibrate.derive()` fixes the "
              "calibrated ones: the kernel switch delta and the bfp16 k-step loss (atb Table 1), beta with the "
              "shared-bank cost gamma (least squares over the 12 XDNA kernels; gamma lands on its bound, so beta "

@@ -6,9 +6,9 @@ below writes the block's text.
     python scripts/readme_figures.py --check         # exit 1, naming each block whose text is not what this computes
     python scripts/readme_figures.py --check --fast  # the same without the blocks that take long to compute (SLOW)
 
-Every generator reads the one place its fact lives: the devices from gemm_gen/hw/devices.py, the first run from
-`make sim` itself (the README's first command), the losses from gemm_gen/accuracy.py (measured again by
-tests/test_accuracy.py), the prices of `--acc out` from `gemm-gen predict`, the accuracy table from
+Every generator reads the one place its fact lives: the devices from gemm_gen/facts/devices.py, the first run from
+`make sim` itself (the README's first command), the losses from gemm_gen/facts/accuracy.py (measured again by
+tests/facts/test_accuracy.py), the prices of `--acc out` from `gemm-gen predict`, the accuracy table from
 scripts/accuracy_table.py. Model figures are labelled PREDICTED where they appear.
 """
 
@@ -36,7 +36,7 @@ FIRST_RUN_SHOWN = ("  reference ", "  vs exact A @ B ", "PASS", "PREDICTED ")
 
 
 def devices() -> str:
-    from gemm_gen.hw.devices import DEVICES
+    from gemm_gen.facts.devices import DEVICES
 
     return "".join(f"- {d.name} = {d.marketing}: {d.core_rows} x {d.columns} cores ({d.aie_target})\n"
                    for d in DEVICES.values())
@@ -55,7 +55,7 @@ def first_run() -> str:
 
 
 def losses() -> str:
-    from gemm_gen.accuracy import ACTIVATION_TAIL, BFP16_DATAPATH, ONE_BF16_ROUNDING
+    from gemm_gen.facts.accuracy import ACTIVATION_TAIL, BFP16_DATAPATH, ONE_BF16_ROUNDING
 
     return (f"On real data npu2's default bf16 path loses about {BFP16_DATAPATH:.2%} (relative Frobenius error)\n"
             f"against A @ B, not the {ONE_BF16_ROUNDING:.2%} of one bf16 rounding: its bfp16 datapath quantizes A "

@@ -17,7 +17,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from gemm_gen.model.predict import predict  # noqa: E402
 from gemm_gen.search import choose  # noqa: E402
-from gemm_gen.spec import Options, Problem, Request  # noqa: E402
+from gemm_gen.spec.request import Options, Problem, Request  # noqa: E402
 
 SIZES = ((1, 4096, 4096), (1024, 1024, 4096))
 KINDS = {"W4A16": ("bf16", "i4", "bf16"), "bf16 x bf16": ("bf16", None, "bf16"), "i8 x i4 -> i32": ("i8", "i4", "i32")}

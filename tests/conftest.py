@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from gemm_gen.config import GemmConfig
+from gemm_gen.spec.config import GemmConfig
 
 from . import random_designs
 
@@ -64,8 +64,8 @@ def _leave_build_alone_per_test(request: pytest.FixtureRequest) -> Iterator[None
 def small(dev: str = "npu1", dtype_in: str = "bf16", dtype_out: str = "bf16", b_col_maj: bool = True,
           M: int | None = None, K: int | None = None, N: int | None = None, **kw: object) -> GemmConfig:
     """A small valid config: the smallest tiles the kernel allows, two blocks each way."""
-    from gemm_gen.config import emulation_default
-    from gemm_gen.hw.devices import device
+    from gemm_gen.facts.devices import device
+    from gemm_gen.spec.config import emulation_default
 
     emulate = kw.get("emulate_bf16_with_bfp16")
     if emulate is None:

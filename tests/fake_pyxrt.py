@@ -30,11 +30,11 @@ from typing import Any
 
 import numpy as np
 
-from gemm_gen.bfp16 import to_tiles
-from gemm_gen.call import CallPlan
-from gemm_gen.config import GemmConfig
-from gemm_gen.hostdata import dram_arrays, host_values, output_bytes, read_epilogue_tiles
-from gemm_gen.numerics import reference, reference_bfp16
+from gemm_gen.design.host_buffers import dram_arrays, host_values, output_bytes, read_epilogue_tiles
+from gemm_gen.facts.bfp16 import to_tiles
+from gemm_gen.facts.numerics import reference, reference_bfp16
+from gemm_gen.spec.call import CallPlan
+from gemm_gen.spec.config import GemmConfig
 
 
 class xclBOSyncDirection(enum.Enum):  # noqa: N801 - pyxrt's names
@@ -105,7 +105,8 @@ class FakeXrt:
         self.calls = calls or {}  # instruction stream bytes -> the call size it runs
         self.hangs = hangs  # True, or the xclbin paths whose kernel never completes
         # an NPU whose mmul reads each r x t block of C out in another lane order: position i (row-major) of every
-        # block gets the value of position lanes[i] (gemm_gen/lanes.py measures it; None: row-major, as aie_api says)
+        # block gets the value of position lanes[i] (gemm_gen/facts/lanes.py measures it; None: row-major, as aie_api
+        # says)
         self.lanes = lanes
         self.log: list[tuple] = []
         self.registered: set[str] = set()

@@ -1,4 +1,4 @@
-"""Pure helpers for tests/test_golden.py: turn golden facts (tests/golden/*.json, extracted from MLIR that
+"""Pure helpers for tests/design/test_golden.py: turn golden facts (tests/golden/*.json, extracted from MLIR that
 mlir-aie generated) and our Design into comparable address sequences.
 
 Everything is in the MLIR's element units: scalar types count elements, bfp16 counts v8bfp16ebs8 blocks
@@ -13,12 +13,12 @@ from pathlib import Path
 
 import numpy as np
 
-from gemm_gen.config import GemmConfig
 from gemm_gen.design.build import build_design
-from gemm_gen.design.model import Design, ObjectFifo
-from gemm_gen.dtypes import dtype
-from gemm_gen.hw.devices import MLIR_AIE_CORE_DEFAULT_STACK
-from gemm_gen.tap import Tap
+from gemm_gen.design.ir import Design, ObjectFifo
+from gemm_gen.design.tap import Tap
+from gemm_gen.facts.devices import MLIR_AIE_CORE_DEFAULT_STACK
+from gemm_gen.facts.dtypes import dtype
+from gemm_gen.spec.config import GemmConfig
 
 GOLDEN_DIR = Path(__file__).parent / "golden"
 

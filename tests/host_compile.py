@@ -40,7 +40,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from gemm_gen.kernels import kernel_include_dir
+from gemm_gen.backends.kernel_source import kernel_include_dir
 
 REPO = Path(__file__).resolve().parents[1]
 HOST_API = REPO / "tests" / "aie_host"

@@ -37,6 +37,8 @@ from typing import Any
 import ml_dtypes
 import numpy as np
 
+from gemm_gen.backends.iron import device_class, device_names
+
 
 class IronRuntimeError(Exception):
     """IRON's runtime-sequence error."""
@@ -79,20 +81,17 @@ class _Device:
     rows = 6
 
 
-class NPU1(_Device):
-    name, cols = "npu1", 4
+# aie.iron.device makes one Device class per AIEDevice value (python/iron/device/device.py's create_class loop;
+# gemm_gen.backends.iron.device_class names them). The NPU values of the 2026 device.pyi: npu1 (4 columns) and its
+# 1- to 3-column partitions, npu2 (8) and its 1- to 7-column ones; which of them the v1.4.3 tag has is unverified.
+def _device_class(name: str, cols: int) -> type[_Device]:
+    return type(device_class(name), (_Device,), {"name": name, "cols": cols})
 
 
-class NPU1Col1(_Device):
-    name, cols = "npu1_1col", 1
-
-
-class NPU1Col2(_Device):
-    name, cols = "npu1_2col", 2
-
-
-class NPU2(_Device):
-    name, cols = "npu2", 8
+DEVICE_CLASSES = {cls.__name__: cls for cls in (
+    *(_device_class(f"npu{gen}", whole) for gen, whole in ((1, 4), (2, 8))),
+    *(_device_class(f"npu{gen}_{cols}col", cols) for gen, whole in ((1, 4), (2, 8)) for cols in range(1, whole)))}
+NPU1, NPU2 = DEVICE_CLASSES["NPU1"], DEVICE_CLASSES["NPU2"]  # the whole arrays, as the stand-in's own tests use them
 
 
 class v8bfp16ebs8(np.generic):  # noqa: N801 - IRON's marker type for 9-byte bfp16 blocks
@@ -1584,5 +1583,5 @@ def api():
     global REC
     REC = Recorder()
     return IronApi(ObjectFifo, ObjectFifoHandle, Worker, Kernel, Buffer, Runtime, TaskGroup, Program, Tile,
-                   {"npu1": NPU1, "npu1_1col": NPU1Col1, "npu1_2col": NPU1Col2, "npu2": NPU2}, range_,
+                   {name: DEVICE_CLASSES[device_class(name)] for name in device_names()}, range_,
                    TensorAccessPattern, str_to_dtype, {"bfp16": v8bfp16ebs8}, WorkerRuntimeBarrier), REC

@@ -13,8 +13,8 @@ from collections import Counter
 from collections.abc import Iterable
 from typing import Any
 
-from gemm_gen.hw.devices import device
-from gemm_gen.precision import PRESETS
+from gemm_gen.facts.devices import device
+from gemm_gen.facts.precision import PRESETS
 
 # the option families the issue names, in its order (a design belongs to every family it exercises)
 FAMILIES = ("types", "accumulators", "layouts", "epilogues", "int4", "W4A16", "decode", "spans", "columns",

@@ -7,7 +7,7 @@ import argparse
 import json
 from pathlib import Path
 
-from ..atomic import check_output_file, write_atomic
+from ..facts.atomic import check_output_file, write_atomic
 from ..model.fit import measured
 
 

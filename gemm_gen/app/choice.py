@@ -9,10 +9,10 @@ import sys
 from typing import Any
 
 from .. import search
-from ..config import GemmConfig
-from ..errors import opt, spelled
-from ..rules import array
+from ..facts.errors import opt, spelled
 from ..search import Choice, KernelOption
+from ..spec.config import GemmConfig
+from ..spec.rules import array
 from .cliargs import request
 
 

@@ -5,8 +5,8 @@ module is imported only when its command is named, to add that command's flags a
 loads none of them, and `plan` or `predict` load the search, the design and the model but not the simulator, the
 back ends or the plots. With the front door's exports (gemm_gen/__init__.py, loaded when first used) these are the
 package's deferred imports of its own code, made by name rather than as import statements inside functions
-(tests/test_structure.py counts those, and keeps them at none): a new command is one row below and a
-`FLAGS` entry in its module (docs/changes.md), and tests/test_cli.py checks that the two agree and which modules
+(tests/package/test_structure.py counts those, and keeps them at none): a new command is one row below and a
+`FLAGS` entry in its module (docs/changes.md), and tests/app/test_cli.py checks that the two agree and which modules
 `--help`, `plan` and `predict` load."""
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import sys
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 
-from ..errors import BuildError, GemmGenError, SimulationError, spelling
+from ..facts.errors import BuildError, GemmGenError, SimulationError, spelling
 from .parsing import EXIT_FAIL, EXIT_USAGE, Parser
 
 DEBUG_ENV = "GEMM_GEN_DEBUG"  # set (not 0): errors raise with their traceback instead of one line
@@ -101,7 +101,7 @@ def _main(argv: list[str] | None) -> int:
     try:
         args = parser(() if command is None else (command,)).parse_args(words)
         return int(args.func(args))
-    except KeyboardInterrupt:  # outputs are written whole or not at all (atomic.py): nothing to undo here
+    except KeyboardInterrupt:  # outputs are written whole or not at all (facts/atomic.py): nothing to undo here
         if debugging():
             raise
         print("gemm-gen: interrupted", file=sys.stderr)

@@ -10,17 +10,17 @@ from collections.abc import Callable
 from dataclasses import MISSING, fields
 from typing import Any
 
-from .. import precision as prec
-from .. import spec
-from ..call import check_weights, parse_sizes
-from ..config import GemmConfig, b_packs
-from ..errors import ConfigError, opt
-from ..hw.devices import TileKind, device
-from ..rounding import Rounding, Saturation
-from ..rules import array, decode_split
-from ..rules.call_layouts import Layouts
-from ..rules.kernel_variant import CANDIDATES
-from ..spec import NOT_GIVEN, OPTIONS, REQUEST_OPTIONS, Opt, Options, Pins, Problem, Request, Tiling
+from ..facts import precision as prec
+from ..facts.devices import TileKind, device
+from ..facts.errors import ConfigError, opt
+from ..facts.rounding import Rounding, Saturation
+from ..spec import request as spec
+from ..spec.call import check_weights, parse_sizes
+from ..spec.config import GemmConfig, b_packs
+from ..spec.request import NOT_GIVEN, OPTIONS, REQUEST_OPTIONS, Opt, Options, Pins, Problem, Request, Tiling
+from ..spec.rules import array, decode_split
+from ..spec.rules.call_layouts import Layouts
+from ..spec.rules.kernel_variant import CANDIDATES
 
 # The largest M, K, N (and any count a flag takes): mlir-aie's host program reads sizes as C ints and
 # the cores' k-step runtime parameter is an int32, so nothing larger can reach an NPU.
@@ -341,13 +341,15 @@ def _make_arg(row: Opt) -> str:
 def make_include() -> str:
     """gemm_gen.mk: the Makefile's option variables, the ones that are 0 or 1, and GEN_ARGS (the gemm-gen
     arguments they make), one row of the option table each. `gemm-gen make-args` prints it;
-    tests/test_make.py keeps the checked-in file equal to it."""
+    tests/app/test_make.py keeps the checked-in file equal to it."""
     rows = [row for row in (*OPTIONS, *REQUEST_OPTIONS)
             if row.make is not None and (row.group != "request" or row.name in MAKE_REQUEST)]
     switches = [row.make for row in rows if row.cli == "switch" or (row.cli == "bool" and
                                                                      _DEFAULTS.get(row.name) is False)]
-    lines = ["# Generated from gemm_gen's option table (gemm_gen/spec.py) by `gemm-gen make-args`: do not edit.",
-             "# After changing an option: .venv/bin/gemm-gen make-args > gemm_gen.mk (tests/test_make.py checks it).",
+    lines = ["# Generated from gemm_gen's option table (gemm_gen/spec/request.py) by `gemm-gen make-args`: "
+             "do not edit.",
+             "# After changing an option: .venv/bin/gemm-gen make-args > gemm_gen.mk (tests/app/test_make.py "
+             "checks it).",
              "# (each `override`: an environment value, under make -e too, cannot replace them)",
              f"override OPTION_VARS := {' '.join(str(row.make) for row in rows)}",
              "# the variables that are 0 or 1 (default 0)",

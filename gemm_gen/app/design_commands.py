@@ -8,9 +8,9 @@ import argparse
 import json
 from dataclasses import replace
 
-from ..atomic import check_output_dir, check_output_file, write_atomic
 from ..design import build_design
 from ..design.serialize import dumps
+from ..facts.atomic import check_output_dir, check_output_file, write_atomic
 from ..model.layouts import layout_prices
 from .choice import choice, kernel_choice_json, kernel_choice_text, say_chosen
 from .cliargs import call_layouts, make_include, problem_args

@@ -4,16 +4,17 @@ back ends do not import the model): the runner takes `slow_end_s` as its SlowEnd
 from __future__ import annotations
 
 from ..backends import runner
-from ..call import CallPlan
-from ..config import GemmConfig
 from ..model.params import load_ends
 from ..model.perf import estimate_config
-from ..spec import Problem
+from ..spec.call import CallPlan
+from ..spec.config import GemmConfig
+from ..spec.request import Problem
 
 
 def slow_end_s(c: GemmConfig, size: Problem) -> float:
     """Seconds the model predicts for one call of `c` at `size`, at the slow end of its constants'
-    spreads: the runner's default limit is max(2 s, 100 x this) (backends/runner.py says why)."""
+    spreads: the runner's default limit is max(2 s, 100 x this) (backends/runner.py says why). The closed form
+    of the config at that size: the runner holds a config, not a Design, and a bound needs no built sequence."""
     slow, _ = load_ends()
     return float(estimate_config(c, slow, call=size).time)
 

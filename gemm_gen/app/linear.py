@@ -15,7 +15,7 @@ FastFlowLM keeps a few xclbins per model. A Linear keeps three designs, each bui
 made and serving every M up to its own (one xclbin, an instruction stream per M: Gemm's max_size):
 
 - "decode": the decode mapping (one core row, B read once: docs/int4_decode.md section 7) for M <= 16,
-  rules/array.DECODE_M_MAX, the bound up to which the search weighs that mapping;
+  spec/rules/array.DECODE_M_MAX, the bound up to which the search weighs that mapping;
 - "decode-split": the split decode placement (every core a slice of N, B over every shim channel but A's:
   docs/int4_decode.md section 13) for M <= 16, the other placement the search weighs for decode calls (left out
   when the columns are given, as it fixes them);
@@ -33,7 +33,7 @@ Gemm's default for bf16, quantizes x and the dequantized weights to bfp16 blocks
 0.72-1.08% per layer, past 1% at its worst: a speed option (`emulate_bf16_with_bfp16=True`, PREDICTED 2.4x faster
 decode and 4.7x faster prefill at Llama-3.2-1B's MLP, docs/llm_weights.md section 4), said on every call
 (`last_call.datapath`) with its measured loss. `loss_budget(x)` splits a call's error into its steps (x's rounding
-to bf16, the scales', the weights' and x's in the datapath, C's), each measured by gemm_gen.accuracy.measure.
+to bf16, the scales', the weights' and x's in the datapath, C's), each measured by gemm_gen.facts.accuracy.measure.
 
 Inputs: NumPy arrays, anything with `__dlpack__` (a CPU torch tensor: np.from_dlpack, no copy; a bf16 tensor
 through an int16 view of it, as NumPy has no bf16 DLPack type) or `__array__`. What the Linear copies, and
@@ -51,26 +51,27 @@ from typing import Any
 import ml_dtypes
 import numpy as np
 
-from ..accuracy import Accuracy, measure, percent
 from ..design.serve import serve
-from ..dtypes import BF16
-from ..epilogue import gelu_ref, relu_ref, silu_ref
-from ..errors import ConfigError
+from ..facts.accuracy import Accuracy, measure, percent
+from ..facts.dtypes import BF16
+from ..facts.epilogue import REFERENCE, Activation
+from ..facts.errors import ConfigError
+from ..facts.numerics import reference
+from ..facts.quant_b import QuantB
 from ..llm.weights import LoadedWeights
 from ..model.params import load, load_ends
 from ..model.perf import estimate_config
-from ..numerics import reference
-from ..operands import bf16_rne
-from ..quant_b import QuantB
-from ..rules import array
-from ..rules.decode_split import SPLIT_MAPPING
-from ..rules.dequant import to_bfp16
-from ..spec import Problem
+from ..spec.request import Problem
+from ..spec.rules import array
+from ..spec.rules.decode_split import SPLIT_MAPPING
+from ..spec.rules.dequant import to_bfp16
+from .operands import bf16_rne
 from .operator import Gemm
 from .operator_args import checked_device
 
 SMALL_M_MAX = 64  # ggml-xdna's first prefill M (issue 35): the small whole-array design serves up to it
-ACTIVATIONS = {"relu": relu_ref, "silu": silu_ref, "gelu": gelu_ref}
+# what a Linear applies on the host after x @ W (+ bias): every float activation's float64 reference (facts/epilogue.py)
+ACTIVATIONS = {act.value: ref for act, ref in REFERENCE.items() if act is not Activation.NONE}
 # Gemm arguments a Linear sets itself: the weights' type and groups, each design's size, mapping and layouts, and
 # the epilogue (bias and activation run on the host)
 LINEAR_FIXES = frozenset({"dtype_in", "dtype_b", "group_size", "zero_points", "max_size", "rows", "tiles",
@@ -78,7 +79,7 @@ LINEAR_FIXES = frozenset({"dtype_in", "dtype_b", "group_size", "zero_points", "m
 OUT_TYPES: dict[str, np.dtype[Any]] = {"bf16": np.dtype(BF16.host), "f32": np.dtype(np.float32)}
 # A layer's Frobenius error against float64 x @ W (W by the format's own rule) on each bf16 datapath, the least and
 # the most measured on the formats' files (GGUF Q4_0, AWQ, GPTQ, MatMulNBits; four seeds; K = 1024, N = 256, N(0, 1)
-# bf16 x, M = 1 and 64; npu1 and npu2): scripts/llm_accuracy.py prints them, tests/test_llm_formats.py (slow)
+# bf16 x, M = 1 and 64; npu1 and npu2): scripts/llm_accuracy.py prints them, tests/llm/test_llm_formats.py (slow)
 # re-measures them, docs/llm_weights.md section 4 splits them into their steps. Plain bf16 holds the issue's 1% per
 # layer with room; the bfp16 datapath (x's blocks about 0.66%, the weights' about 0.55%) does not: an option.
 DATAPATH_LOSS = {False: (0.00249, 0.00345), True: (0.00722, 0.01079)}  # bfp16 datapath? -> (least, most)
@@ -224,7 +225,8 @@ class LinearPlan:
         return self.gemms[tier].design(t.max_m, self.K, self.N)
 
     def predicted_us(self, tier: str, M: int, params: Any = None) -> float:
-        """The model's time for an M-row call on the tier's design (PREDICTED, us)."""
+        """The model's time for an M-row call on the tier's design (PREDICTED, us): the closed form at the call's
+        size, as search/tune_many ranked the tiers with it (a built Design holds its own call's facts only)."""
         return float(estimate_config(self.design(tier).config, params or load(),
                                      call=Problem(M, self.K, self.N)).time) * 1e6
 
@@ -273,7 +275,8 @@ class Linear:
         self.quant = quant
         K, N = quant.shape
         if activation is not None and activation not in ACTIVATIONS:
-            raise ConfigError(f"activation={activation!r}: a Linear applies none, 'relu', 'silu' or 'gelu'",
+            *others, last = map(repr, ACTIVATIONS)
+            raise ConfigError(f"activation={activation!r}: a Linear applies none, {', '.join(others)} or {last}",
                               "pass one of those")
         self.activation = activation
         self.bias = None if bias is None else np.asarray(bias, np.float64).reshape(-1)

@@ -8,8 +8,8 @@ import argparse
 import json
 from dataclasses import replace
 
-from ..errors import ConfigError
-from ..hw.devices import device
+from ..facts.devices import device
+from ..facts.errors import ConfigError
 from ..model.fit import upstream
 from ..model.layouts import LayoutPrice, cheapest, layout_prices
 from ..model.params import Params, load, load_ends

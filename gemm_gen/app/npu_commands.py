@@ -8,16 +8,16 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
-from ..atomic import check_output_dir, check_output_file, write_atomic
 from ..backends import cache, doctor, iron, toolchain
-from ..backends.build import artifacts, is_current, plan_build, run_build
+from ..backends.compile import artifacts, is_current, plan_build, run_build
+from ..backends.kernel_source import render_kernel
 from ..backends.npu_call import call_files, is_built
 from ..backends.runner import MAX_TIMEOUT_MS, TIMEOUT_FACTOR, TIMEOUT_FLOOR_MS, run_calls, run_design
 from ..design import Design, build_design
 from ..design.serve import serve
-from ..hw.devices import device
-from ..inputs import INPUT_FAMILIES
-from ..kernels import render_kernel
+from ..facts.atomic import check_output_dir, check_output_file, write_atomic
+from ..facts.devices import device
+from ..facts.inputs import INPUT_FAMILIES
 from . import validate
 from .choice import choice, say_chosen
 from .cliargs import SEED, call_layouts, config_args, counted, problem_args

@@ -8,7 +8,7 @@ Without `max_size` every new shape gets its own design (tuned for it, kept for t
 that shape). With `max_size=(M, K, N)` one design serves every shape up to it (the cores read their
 k-steps from a runtime parameter): one xclbin, an instruction stream per shape. Sizes that are
 not multiples of the design's blocks run on the array without host copies wherever the DMAs allow
-(gemm_gen/call.py). The numerics options are the CLI's (rounding, saturation, shift, ...).
+(gemm_gen/spec/call.py). The numerics options are the CLI's (rounding, saturation, shift, ...).
 
 The arrays are read as they lie in memory (gemm_gen/app/operator_layouts.py): `X.T` or a
 Fortran-ordered array through the column-major A / B designs (each layout is its own xclbin),
@@ -19,7 +19,7 @@ On an NPU every operand is also written into its XRT buffer object; the count is
 rearrangements before that.
 
 Nothing passes silently: `Gemm(...)` checks its arguments and builds its first design when it is
-made (gemm_gen/app/operator_args.py), and every call checks A and B (gemm_gen/operands.py); each
+made (gemm_gen/app/operator_args.py), and every call checks A and B (gemm_gen/app/operands.py); each
 refusal is one ConfigError line in the operator's own terms.
 """
 
@@ -32,7 +32,12 @@ from typing import Any
 import numpy as np
 
 from .. import search
-from ..accuracy import (
+from ..backends.npu_call import run_on_npu
+from ..backends.runner import checked_timeout
+from ..design import Design, build_design
+from ..design.host_buffers import output_values, pad_inputs
+from ..design.serve import check_dma_limits, serve
+from ..facts.accuracy import (
     NARROWED,
     Accuracy,
     EpilogueAccuracy,
@@ -41,26 +46,21 @@ from ..accuracy import (
     measure,
     measure_epilogue,
 )
-from ..backends.npu_call import run_on_npu
-from ..backends.runner import checked_timeout
-from ..call import CallPlan, HostCopy, plan_call
-from ..checks import check_queue
-from ..config import GemmConfig, default_tiles
-from ..design import Design, build_design
-from ..design.serve import check_dma_limits, serve
-from ..dtypes import unpack_i4
-from ..epilogue_args import EpilogueArgs, kernel_requant
-from ..errors import ConfigError, DmaLimitError, GemmGenError, NumericsWarning
-from ..hostdata import output_values, pad_inputs
-from ..operands import as_matrix, bfp16_quantizer, group_operands, host_operand
-from ..quant_b import QuantB
-from ..rules.epilogue import call_activation
+from ..facts.dtypes import unpack_i4
+from ..facts.epilogue_args import EpilogueArgs, kernel_requant
+from ..facts.errors import ConfigError, DmaLimitError, GemmGenError, NumericsWarning
+from ..facts.quant_b import QuantB
 from ..sim.memory import check_memory
 from ..sim.run import ArraySession
 from ..sim.words import VALUE_MASK
-from ..spec import Pins, Problem, Request
+from ..spec.call import CallPlan, HostCopy, plan_call
+from ..spec.checks import check_queue
+from ..spec.config import GemmConfig, default_tiles
+from ..spec.request import Pins, Problem, Request
+from ..spec.rules.epilogue import call_activation
 from .cliargs import config_args
 from .limits import slow_end_s
+from .operands import as_matrix, bfp16_quantizer, group_operands, host_operand
 from .operator_args import (
     check_flag,
     check_operator_types,

@@ -15,12 +15,12 @@ from typing import Any
 
 import numpy as np
 
-from .. import precision as prec
-from ..dtypes import DTYPES, I64
-from ..errors import ConfigError, GemmGenError, spelled
-from ..hw.devices import DEVICES, Device, device
-from ..rules.defaults import default_out
-from ..spec import OPTIONS, Options, Problem, Tiling, spell_operator
+from ..facts import precision as prec
+from ..facts.devices import DEVICES, Device, device
+from ..facts.dtypes import DTYPES, I64
+from ..facts.errors import ConfigError, GemmGenError, spelled
+from ..spec.request import OPTIONS, Options, Problem, Tiling, spell_operator
+from ..spec.rules.defaults import default_out
 
 # GemmConfig fields the operator sets itself (the option table's rows it takes through another keyword), and
 # the argument that sets each

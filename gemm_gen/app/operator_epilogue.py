@@ -14,10 +14,10 @@ from typing import Any
 
 import numpy as np
 
-from ..config import GemmConfig
-from ..epilogue import INT32_MAX, INT32_MIN, MAX_SHIFT, Requant
-from ..epilogue_args import EpilogueArgs
-from ..errors import ConfigError
+from ..facts.epilogue import INT32_MAX, INT32_MIN, MAX_SHIFT, Requant
+from ..facts.epilogue_args import EpilogueArgs
+from ..facts.errors import ConfigError
+from ..spec.config import GemmConfig
 from .operator_args import refuse
 
 REQUANT_ARGS = ("scale", "zero_point", "act_min", "act_max")

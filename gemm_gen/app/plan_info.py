@@ -5,19 +5,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..call import CallPlan
-from ..config import GemmConfig
-from ..design.build import group_blocks
+from ..design.ir import Design
 from ..design.keys import DesignKeys, design_keys
-from ..design.model import Design
+from ..design.l1_banks import L1Plan
 from ..design.serve import built_layouts, serve
-from ..dtypes import dtype
-from ..errors import GemmGenError
-from ..hw.devices import TileKind
-from ..l1_banks import L1Plan
+from ..facts.devices import TileKind
+from ..facts.dtypes import dtype
+from ..facts.errors import GemmGenError
 from ..model.layouts import LayoutPrice
-from ..rules.call_layouts import Layouts, Xclbin, xclbins
-from ..spec import Problem
+from ..spec.call import CallPlan
+from ..spec.config import GemmConfig
+from ..spec.request import Problem
+from ..spec.rules.call_layouts import Layouts, Xclbin, xclbins
 
 
 def dram_bytes(design: Design) -> dict[str, int]:
@@ -61,7 +60,7 @@ class ElemBytes:
 
 @dataclass(frozen=True)
 class L1Budget:
-    """A core's L1: the bytes of each part (rules/l1.py: A, B, C, the kernel's scratch, the
+    """A core's L1: the bytes of each part (spec/rules/l1.py: A, B, C, the kernel's scratch, the
     overheads, by name) against the capacity."""
 
     parts: dict[str, int]
@@ -89,7 +88,7 @@ class L2Budget:
 
 @dataclass(frozen=True)
 class L1Info:
-    """The cores' L1 allocation and its predicted bank map (l1_banks.py)."""
+    """The cores' L1 allocation and its predicted bank map (design/l1_banks.py)."""
 
     plan: L1Plan
     chosen: str  # "given" (--l1-alloc) or "planned"
@@ -104,7 +103,7 @@ class L1Info:
 
 @dataclass(frozen=True)
 class XclbinPlan:
-    """Several calls (sizes and layouts): the xclbins they need (rules/call_layouts.py), and which of
+    """Several calls (sizes and layouts): the xclbins they need (spec/rules/call_layouts.py), and which of
     them this design serves (a call it refuses, with the first line of why)."""
 
     sizes: tuple[Problem, ...]
@@ -207,7 +206,7 @@ def plan_info(design: Design) -> PlanInfo:
     dev = c.dev
     mem_used = c.memtile_bytes_used()
     return PlanInfo(
-        design=design_keys(c),
+        design=design_keys(design),
         device_name=dev.marketing,
         native=c.native,
         padded=c.call.covered,
@@ -218,7 +217,7 @@ def plan_info(design: Design) -> PlanInfo:
                              c.types.t_acc.elem_bytes),
         array=(c.array.rows, c.array.cols),
         a_columns=c.a_cols,
-        task_groups=len(group_blocks(c, c.call)),
+        task_groups=design.task_groups,
         queue_groups=c.runtime.queue_groups,
         l1=L1Budget(c.l1_parts, c.l1_bytes, dev.l1_bytes),
         l2=L2Budget(tuple(mem_used), sum(mem_used), sum(mem_used) / (dev.memtile_bytes * c.array.cols),
@@ -234,7 +233,7 @@ def plan_info(design: Design) -> PlanInfo:
 
 
 def l1_info(design: Design) -> L1Info | None:
-    """The cores' L1 allocation and its predicted bank map (l1_banks.py)."""
+    """The cores' L1 allocation and its predicted bank map (design/l1_banks.py)."""
     l1 = design.l1
     if l1 is None:
         return None

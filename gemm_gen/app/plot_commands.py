@@ -7,8 +7,8 @@ import argparse
 import json
 from pathlib import Path
 
-from ..atomic import check_output_dir, write_all
-from ..checks import check_config
+from ..facts.atomic import check_output_dir, write_all
+from ..spec.checks import check_config
 from .choice import choice, say_chosen
 from .cliargs import SIZE, counted, problem_args
 from .plots import heatmap_png, pyplot, roofline_png

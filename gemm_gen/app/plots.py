@@ -8,13 +8,13 @@ from typing import Any
 
 import numpy as np
 
-from ..config import GemmConfig
-from ..errors import ConfigError, ToolchainMissing
+from ..facts.errors import ConfigError, ToolchainMissing
 from ..model.params import Params, load, load_ends
 from ..model.perf import Workload, estimate
 from ..model.predict import predict
-from ..rules.array import DECODE_M_MAX, decode_call
 from ..search.tune import evaluate_all
+from ..spec.config import GemmConfig
+from ..spec.rules.array import DECODE_M_MAX, decode_call
 
 
 def pyplot() -> Any:

@@ -4,19 +4,19 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..accuracy import ACTIVATION_TAIL, BFP16_DATAPATH, ONE_BF16_ROUNDING
-from ..call import CallPlan
 from ..design.keys import DesignKeys, VariantInfo
 from ..design.serve import SERVED
-from ..dtypes import dtype
-from ..epilogue import Epilogue
-from ..hw.devices import device
-from ..rules import decode_split
+from ..facts.accuracy import ACTIVATION_TAIL, BFP16_DATAPATH, ONE_BF16_ROUNDING
+from ..facts.devices import device
+from ..facts.dtypes import dtype
+from ..facts.epilogue import Epilogue
+from ..spec.call import CallPlan
+from ..spec.rules import decode_split
 from .plan_info import L1Info, PlanInfo, XclbinPlan
 
 if TYPE_CHECKING:
-    from ..config import GemmConfig
     from ..sim.run import SimResult
+    from ..spec.config import GemmConfig
 
 
 def _x(v: tuple[int, ...]) -> str:
@@ -36,7 +36,7 @@ def _atb_lines(p: PlanInfo) -> list[str]:
     da, db, dc = p.l1_depths
     ba, bb, bc = p.elem_bytes.a, p.elem_bytes.b, p.elem_bytes.c
     l1 = p.l1
-    eq3 = l1.parts["A"] + l1.parts["B"] + l1.parts["C"]  # the parts are named after the buffers (rules/l1.py)
+    eq3 = l1.parts["A"] + l1.parts["B"] + l1.parts["C"]  # the parts are named after the buffers (spec/rules/l1.py)
     rest = [f"{name} {v}" for name, v in l1.parts.items() if name not in ("A", "B", "C")]
     lines = []
     if d.tiling.rho > 1:
@@ -237,7 +237,8 @@ def sim_text(r: SimResult, p: PlanInfo, verbose: bool = False) -> str:
 
 
 def typical_loss_notes(c: GemmConfig, activation: str | None) -> list[str]:
-    """What real data loses on this path and the seeded inputs do not show (accuracy.py's measured figures): npu2's
+    """What real data loses on this path and the seeded inputs do not show (facts/accuracy.py's measured figures):
+    npu2's
     bfp16 datapath for bf16, and the tanh-form SiLU / GELU."""
     notes = []
     if c.types.dtype_in == "bf16" and str(c.types.dtype_b) == "bf16" and c.numerics.bfp16_inputs:

@@ -7,14 +7,14 @@ import argparse
 import json
 import sys
 
-from ..config import GemmConfig
 from ..design import build_design
-from ..epilogue import MODES
-from ..errors import SimulationError
-from ..inputs import INPUT_FAMILIES
+from ..facts.epilogue import MODES
+from ..facts.errors import SimulationError
+from ..facts.inputs import INPUT_FAMILIES
 from ..sim import run as sim_run
 from ..sim.memory import GB, SAY_ABOVE, check_memory
-from ..spec import Problem
+from ..spec.config import GemmConfig
+from ..spec.request import Problem
 from .choice import choose_design
 from .cliargs import SEED, base_config, call_layouts, problem_args
 from .parsing import EXIT_FAIL
@@ -30,9 +30,9 @@ def cmd_simulate(a: argparse.Namespace) -> int:
     # more than this machine has: one line before the tuner runs or any array is made (the need depends on the
     # types and sizes only, which choosing a design does not change)
     need = check_memory(base, problems, a.literal)
-    if need > SAY_ABOVE:
-        print(f"simulating needs about {need / GB:.1f} GB of memory", file=sys.stderr, flush=True)
     config = choose_design(a)  # the report names it (the plan, tiles included) with the result
+    if need > SAY_ABOVE:  # said once a design exists, so a refusal stays one line
+        print(f"simulating needs about {need / GB:.1f} GB of memory", file=sys.stderr, flush=True)
     design = build_design(config)
     try:  # simulate_calls refuses any size the design cannot serve (exit 2) before it runs one
         results = sim_run.simulate_calls(design, problems, seed=a.seed, progress=not a.json and sys.stderr.isatty(),

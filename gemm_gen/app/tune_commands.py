@@ -10,14 +10,14 @@ from dataclasses import replace
 from typing import Any
 
 from .. import search
-from ..config import GemmConfig, b_packs
 from ..design.serve import SERVED
-from ..errors import ConfigError, ToolchainMissing
+from ..facts.errors import ConfigError, ToolchainMissing
 from ..model.perf import Workload
-from ..rules import array, decode_split
 from ..search.knobs import variants
 from ..search.tune import RANKS, Candidate, TuneResult, tune_variants
 from ..search.tune_many import ManyResult, tune_many
+from ..spec.config import GemmConfig, b_packs
+from ..spec.rules import array, decode_split
 from .cliargs import base_config, counted, pins
 from .limits import measure
 from .model_commands import model_args, model_ends, model_params, types_words

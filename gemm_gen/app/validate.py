@@ -25,19 +25,19 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from ..atomic import write_atomic
 from ..backends import doctor, toolchain
-from ..backends.build import artifacts, is_current, run_build, stack_report
+from ..backends.compile import artifacts, is_current, run_build, stack_report
 from ..backends.runner import run_design
-from ..config import GemmConfig
 from ..design import build_design
 from ..design.serve import check
-from ..errors import GemmGenError, RunTimeout, StackError
-from ..hw.devices import DEVICES, device
+from ..facts.atomic import write_atomic
+from ..facts.devices import DEVICES, device
+from ..facts.errors import GemmGenError, RunTimeout, StackError
 from ..model.fit import paper
 from ..model.fit.calibrate import array_config
 from ..model.predict import predict
-from ..rules import decode_split, peano
+from ..spec.config import GemmConfig
+from ..spec.rules import decode_split, peano
 from .cliargs import config_args
 from .limits import slow_end_s
 
@@ -61,7 +61,7 @@ SMALL_TILES = {"npu1": {"bf16": (64, 64, 64, 256), "i8": (64, 64, 64, 256), "i16
 # setup) or four at once (a group's array time, about 2.3x its setup at the model's constants, hides it)
 DECODE_CALL = (1, 4096, 4096)
 SETUP_CALL = (1, 4096, 16384)
-# the tuner's decode tiles for DECODE_CALL (tests/test_validate.py compares them with search.choose)
+# the tuner's decode tiles for DECODE_CALL (tests/app/test_validate.py compares them with search.choose)
 DECODE_TILES = {"npu1": (8, 8, 64, 1024), "npu2": (16, 8, 256, 1024)}
 SETUP_N = 64  # the setup rows' n: SETUP_CALL has 16384 / (columns x 64) output blocks, 32 on npu2
 # the int4 designs gemm-gen predict chooses (role "check": only compared; a test compares them with
@@ -86,10 +86,10 @@ SPLIT_CHECKS = {"npu1": (8, 32, 8, 1024), "npu2": (16, 64, 128, 1024)}
 # issue 31 item 10, role "check": one design per dense mmul shape of the device, C accumulated wide and
 # converted once through the fused epilogue (per-column bias, and requantization for integers, where the types
 # take one), so that C shows the accumulator's lane order wherever the kernels read an r x t block out of it
-# (gemm_gen/lanes.py); a FAIL carries a note saying whether its errors are each block's values at permuted places
+# (gemm_gen/facts/lanes.py); a FAIL carries a note saying whether its errors are each block's values at permuted places
 LANE_SIZE = (256, 256, 256)
 ROLES = ("fit", "l1", "decode", "check")
-# Peano's reported -O2 miscompiles (rules/peano.py: llvm-aie #1262, a MAC loop and a LUT activation in one aie2p
+# Peano's reported -O2 miscompiles (spec/rules/peano.py: llvm-aie #1262, a MAC loop and a LUT activation in one aie2p
 # unit; mlir-aie #3792), role "check": one small epilogue design whose kernel is that combination (the K loop's
 # macs and SiLU's tanh table), built at the default level and at -O1, each compared with `simulate` bit for bit
 EPILOGUE_CALL = (512, 512, 512)
@@ -142,7 +142,7 @@ FIRST_RUN_CHECKS: tuple[FirstRunCheck, ...] = (
                   "whose lanes the simulator assumes low word first); FAIL elsewhere (data movement or numerics)"),
     FirstRunCheck("The accumulator's lanes are row-major.",
                   "the `lane order` check rows (one design per dense mmul shape, C converted once with a per-column "
-                  "bias or requantization) and the `lane order:` note of any that FAIL (gemm_gen/lanes.py)",
+                  "bias or requantization) and the `lane order:` note of any that FAIL (gemm_gen/facts/lanes.py)",
                   "every lane-order row PASS: each shape's mmul gives C's r x t block row-major, as aie_api documents "
                   "and the epilogue's per-column parameters assume",
                   "a FAIL whose note names a permutation of the block (that shape's accumulator reads out in another "
@@ -156,7 +156,7 @@ FIRST_RUN_CHECKS: tuple[FirstRunCheck, ...] = (
                   "every size and every call PASS, the later ones included",
                   "FAIL on a later call only (a core read a parameter before that call's write landed: the barrier "
                   "does not order it), or a TIMEOUT (a core waits on a barrier nothing sets: compare the stream's "
-                  "set with aiecc's, hw/devices.py CoreLocks' lock 0 at 0x1F000, as the encoder check does)"),
+                  "set with aiecc's, facts/devices.py CoreLocks' lock 0 at 0x1F000, as the encoder check does)"),
     FirstRunCheck("The LUT tanh reads its table.",
                   "the epilogue rows (bias + SiLU) and `make run M=256 K=256 N=256 BIAS=1 ACTIVATION=gelu` (validate "
                   "runs no GELU row), a core's `tanh_ab_*` and `tanh_cd_*` buffer addresses (aiecc "
@@ -166,7 +166,7 @@ FIRST_RUN_CHECKS: tuple[FirstRunCheck, ...] = (
                   "FAIL on npu2 only (its 256-bit table layout, mlir-aie PR #2189, or the lane order the host models "
                   "for `load_lut_2x_float` and `::shuffle`); FAIL only for inputs within 2^-6 of a 2^-2 segment edge "
                   "(`aie::to_fixed_floor` not flooring); the copies in one bank (`mem_bank` not honoured: C silently "
-                  "wrong); the build refused for its static data (raise `kernel data` in hw/devices.py)"),
+                  "wrong); the build refused for its static data (raise `kernel data` in facts/devices.py)"),
     FirstRunCheck("The epilogue kernel survives Peano's default -O2.",
                   "the two epilogue rows (bias + SiLU: the K loop's macs and the tanh table's lookups in one unit, "
                   "the combination llvm-aie #1262 saw miscompiled at -O2 on aie2p; mlir-aie #3792 another), one "
@@ -381,7 +381,7 @@ def run_item(item: SweepItem, build_dir: Path, iters: int, warmup: int, xrt: Any
     record.update(status="PASS" if result.passed else "FAIL", errors=result.errors, checked=result.checked,
                   exact=result.exact, times_us=result.times_us, measured=_stats(result.times_us,
                                                                                 c.size.M * c.size.K * c.size.N))
-    if result.notes:  # a FAIL's lane-order verdict (gemm_gen/lanes.py), among others
+    if result.notes:  # a FAIL's lane-order verdict (gemm_gen/facts/lanes.py), among others
         record["notes"] = list(result.notes)
     return record
 

@@ -21,12 +21,12 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..atomic import write_atomic
-from ..design.model import Design
+from ..design.ir import Design
 from ..design.serialize import design_to_json
-from ..errors import CacheError
-from ..kernels import render_kernel
+from ..facts.atomic import write_atomic
+from ..facts.errors import CacheError
 from . import pins
+from .kernel_source import render_kernel
 
 CACHE_ENV = "GEMM_GEN_CACHE"  # overrides the cache directory
 META = "design.json"  # what an entry holds, for `gemm-gen cache list`

@@ -13,7 +13,7 @@ import subprocess
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from ..errors import ToolchainMissing, spelled
+from ..facts.errors import ToolchainMissing, spelled
 from . import iron, pins, toolchain
 
 # XRT device names per family (mlir-aie's hostruntime NPU_MODELS, matched as substrings)

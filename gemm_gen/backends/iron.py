@@ -27,13 +27,14 @@ IRON Buffer on the worker's tile (python/iron/buffer.py at v1.4.3: `Buffer(type=
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from ..design.model import (
+from ..design.ir import (
     Acquire,
     BarrierRelease,
     BarrierWait,
@@ -47,9 +48,10 @@ from ..design.model import (
     Release,
     TileRef,
 )
-from ..dtypes import dtype
-from ..errors import BuildError, ToolchainMissing
-from ..tap import Tap
+from ..design.tap import Tap
+from ..facts.devices import DEVICES
+from ..facts.dtypes import dtype
+from ..facts.errors import BuildError, ToolchainMissing
 from . import pins
 from .toolchain import import_module
 
@@ -69,7 +71,8 @@ class IronApi:
     TaskGroup: Any
     Program: Any
     Tile: Any
-    devices: dict[str, Any]  # mlir-aie device name (npu1, npu1_1col, npu1_2col, npu2) -> IRON device class
+    # mlir-aie device name (facts.devices' column_devices: npu1, npu1_1col, ...) -> IRON's class
+    devices: dict[str, Any]
     range_: Callable[..., Any]
     TensorAccessPattern: Any
     str_to_dtype: Callable[[str], Any]
@@ -132,18 +135,29 @@ def _block_types() -> dict[str, Any]:
         return {}
 
 
+def device_class(name: str) -> str:
+    r"""IRON's Device class for an aie.device name: aie.iron.device makes one per AIEDevice value, named by
+    re.sub(r"NPU(\d+)_(\d+)COL", r"NPU\1Col\2", name.upper()) (npu1_2col -> NPU1Col2; mlir-aie
+    python/iron/device/device.py, its create_class loop, read at a stored 2026 commit 0396c43b, not at the tag)."""
+    return re.sub(r"NPU(\d+)_(\d+)COL", r"NPU\1Col\2", name.upper())
+
+
+def device_names() -> tuple[str, ...]:
+    """Every aie.device a design may be built for (hw.devices: each device's column_devices), sorted."""
+    return tuple(sorted({name for dev in DEVICES.values() for name in dev.column_devices.values()}))
+
+
 def iron_api() -> IronApi:
     """mlir-aie's IRON, checked against the pinned release; ToolchainMissing in one sentence otherwise."""
     iron = import_module("aie.iron", "mlir-aie's IRON API", pins.MLIR_AIE.install)
     device = import_module("aie.iron.device", "mlir-aie's IRON API", pins.MLIR_AIE.install)
-    devices = {"npu1": "NPU1", "npu1_1col": "NPU1Col1", "npu1_2col": "NPU1Col2", "npu2": "NPU2"}
     api = IronApi(
         iron.ObjectFifo,
         _first(("aie.iron.dataflow", "ObjectFifoHandle"), ("aie.iron.dataflow.objectfifo", "ObjectFifoHandle")),
         iron.Worker, iron.Kernel, _first(("aie.iron", "Buffer")), iron.Runtime,
         _first(("aie.iron", "TaskGroup"), ("aie.iron.runtime", "TaskGroup"),
                ("aie.iron.runtime.taskgroup", "TaskGroup")),
-        iron.Program, device.Tile, {ours: _first(("aie.iron.device", cls)) for ours, cls in devices.items()},
+        iron.Program, device.Tile, {name: _first(("aie.iron.device", device_class(name))) for name in device_names()},
         _first(("aie.iron.controlflow", "range_")), _first(("aie.helpers.taplib", "TensorAccessPattern")),
         _first(("aie.iron.dtype", "str_to_dtype"), ("aie.iron", "str_to_dtype")),
         _block_types(),
@@ -162,7 +176,7 @@ def dims(tap: Tap | None, elem: str = "i32") -> list[tuple[int, int]] | None:
     return list(zip(t.sizes, t.strides))
 
 
-class _Lowering:
+class _IronLowering:
     def __init__(self, design: Design, api: IronApi) -> None:
         self.d, self.api = design, api
         self.fifos: dict[str, Any] = {}
@@ -252,7 +266,7 @@ class _Lowering:
         barrier = []
         if wk.barrier is not None:
             barrier = [self.barriers.setdefault((wk.tile, wk.barrier), self.api.WorkerRuntimeBarrier())]
-        # the L1 allocator the plan chose (l1_banks.py); the reservations ride along as unused arguments
+        # the L1 allocator the plan chose (design/l1_banks.py); the reservations ride along as unused arguments
         return self.api.Worker(core_fn, [*handles, *bufs, *ks, *barrier], tile=self.tile(wk.tile),
                                stack_size=wk.stack_bytes, allocation_scheme=wk.allocation_scheme)
 
@@ -388,7 +402,7 @@ def _core_fn(program: tuple[Op, ...], fifo_names: list[str], buffer_names: list[
 
 def lower(design: Design, api: IronApi | None = None) -> Any:
     """The IRON Program of a design (not yet resolved)."""
-    return _Lowering(design, api or iron_api()).program()
+    return _IronLowering(design, api or iron_api()).program()
 
 
 def to_mlir(design: Design, api: IronApi | None = None) -> str:

@@ -23,17 +23,17 @@ from typing import Any
 import numpy as np
 
 from .. import version
-from ..atomic import write_atomic
-from ..call import CallPlan, plan_call
-from ..design.model import Design
+from ..design.host_buffers import output_values, pad_inputs, with_slack
+from ..design.ir import Design
 from ..design.serve import serve
-from ..epilogue_args import EpilogueArgs
-from ..errors import GemmGenError, RunTimeout
-from ..hostdata import output_values, pad_inputs, with_slack
-from ..quant_b import QuantB
-from ..spec import Problem
+from ..facts.atomic import write_atomic
+from ..facts.epilogue_args import EpilogueArgs
+from ..facts.errors import GemmGenError, RunTimeout
+from ..facts.quant_b import QuantB
+from ..spec.call import CallPlan, plan_call
+from ..spec.request import Problem
 from . import cache, toolchain, txn
-from .build import artifacts, is_current, run_build, run_insts_build
+from .compile import artifacts, is_current, run_build, run_insts_build
 from .runner import NpuKernel, NpuSession, SlowEnd, checked_timeout, run_limit
 
 STREAMS = "streams.json"  # per cache entry: what it describes, the encoder's verdict, who wrote each stream
@@ -79,7 +79,7 @@ def stream_name(design: Design, call: CallPlan) -> str:
     host-padded copies where those differ from the size's usual plan (the operator pads an A that
     holds Inf or NaN: other buffer strides, another stream), and by the leading dimensions of
     operands read in place from padded rows, and by C's layout where the shim stores it in the one
-    the build was not made for (rules/call_layouts.py)."""
+    the build was not made for (spec/rules/call_layouts.py)."""
     usual = plan_call(design.config, call.problem, c_col_maj=call.c_col_maj)
     extra = "" if call.c_col_maj == design.config.layout.c_col_maj else "_ccol" if call.c_col_maj else "_crow"
     extra += "" if call.padded == usual.padded else "_padded" + "".join(call.padded)
@@ -204,7 +204,7 @@ def run_on_npu(design: Design, call: CallPlan, a: np.ndarray, b: np.ndarray | Qu
     keeps each xclbin registered with its kernel open across calls (the operator's), so that a call
     loads an xclbin only the first time; one whose run timed out is dropped from it, so that the
     next call does not queue behind the hung run in the same hardware context. `epilogue`: the call's
-    epilogue data, written into B's epilogue tiles (hostdata.pad_inputs)."""
+    epilogue data, written into B's epilogue tiles (host_buffers.pad_inputs)."""
     checked_timeout(timeout_ms)  # a wrong limit: one line, before anything is built
     xrt = xrt or toolchain.pyxrt()  # no XRT: one line, before anything is built
     files = call_files(design, call, gen_args=gen_args)

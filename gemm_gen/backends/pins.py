@@ -18,7 +18,7 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
-from ..errors import opt
+from ..facts.errors import opt
 
 
 @dataclass(frozen=True)

@@ -20,20 +20,20 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from ..accuracy import Accuracy
-from ..accuracy import measure as measure_accuracy  # runner.measure times a design
-from ..call import CallPlan
-from ..config import GemmConfig
 from ..design import build_design
-from ..epilogue_args import EpilogueArgs, kernel_requant, seeded_args
-from ..errors import BuildError, ConfigError, RunTimeout, ToolchainMissing, opt
-from ..hostdata import host_values, output_values, pad_inputs, with_slack
-from ..inputs import group_weights, make_inputs
-from ..lanes import lane_note
-from ..numerics import reference
-from ..spec import Problem
+from ..design.host_buffers import host_values, output_values, pad_inputs, with_slack
+from ..facts.accuracy import Accuracy
+from ..facts.accuracy import measure as measure_accuracy  # runner.measure times a design
+from ..facts.epilogue_args import EpilogueArgs, kernel_requant, seeded_args
+from ..facts.errors import BuildError, ConfigError, RunTimeout, ToolchainMissing, opt
+from ..facts.inputs import group_weights, make_inputs
+from ..facts.lanes import lane_note
+from ..facts.numerics import reference
+from ..spec.call import CallPlan
+from ..spec.config import GemmConfig
+from ..spec.request import Problem
 from . import toolchain
-from .build import Artifacts, artifacts, is_current, run_build
+from .compile import Artifacts, artifacts, is_current, run_build
 from .doctor import npu_family
 
 OPCODE = 3  # the NPU's "run the instruction sequence" opcode

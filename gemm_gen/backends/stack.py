@@ -14,7 +14,7 @@ IRON API render shows PR #3613's `stack_size_override` on Kernel and ExternalFun
 - Frames of objects compiled without `-fstack-size-section` count as 0: `no stack size information
   for N function(s) this core reaches, so its requirement is at least M bytes and may be higher`
   (warning); no `measured_stack_size` is written, and a core declaring less than M still fails.
-  So gemm_gen compiles its Peano kernels with `-fstack-size-section` (backends/build.py).
+  So gemm_gen compiles its Peano kernels with `-fstack-size-section` (backends/compile.py).
 - A chess (--xbridge, BCF) link keeps no relocations: `cannot determine this core's stack
   requirement: ...; stack_size is not being validated for this core` (warning); nothing written.
 
@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..errors import StackError, opt
+from ..facts.errors import StackError, opt
 
 MEASURED_MODULE = "measured_stack_sizes.mlir"  # aiecc 1.4.3's name for the module with the measurements
 GET_MEASURED = f"--get={MEASURED_MODULE}"
@@ -145,7 +145,7 @@ def overflow(what: str, frame: int, stack: int, core: str | None = None, more: s
 
 def data_overflow(what: str, data: int, reserved: int, core: str | None = None, more: str = "") -> StackError:
     """The one line for static data past its reservation: aiecc linked more .data/.rodata/.bss into a core
-    than the L1 plan kept free for it (hw/devices.py CORE_STATIC `kernel data`), so the buffers' placement
+    than the L1 plan kept free for it (facts/devices.py CORE_STATIC `kernel data`), so the buffers' placement
     the plan predicted is not the one aiecc built."""
     who = f"core ({core.replace(',', ', ')})" if core and "," in core else "a core"
     return StackError(f"{what}: {who} holds {data} B of static data (measured_data_size), more than the {reserved} B "

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 
-from ..errors import ToolchainMissing
+from ..facts.errors import ToolchainMissing
 from . import pins
 
 MLIR_AIE_INSTALL = pins.MLIR_AIE.install

@@ -8,9 +8,9 @@ move, an outer one repeats the task) lowered by AIEDMATasksToNPU.cpp, and before
 that issues a completion token the maskwrite of the shim tile's controller id that AIEDmaToNpu.cpp's
 PushQueuetoWrite32Pattern adds (only where the tile carries one: aiecc's default pipeline gives it one),
 and the runtime-parameter writes and runtime-barrier sets (RtpToWrite32Pattern, AIELowerSetLock.cpp).
-Register addresses and field positions are the device's (hw/devices.py ShimRegisters, CoreLocks);
+Register addresses and field positions are the device's (facts/devices.py ShimRegisters, CoreLocks);
 every field is checked against its width, so a value that would spill
-into its neighbour's bits is one line (TxnFieldError), never a wrong word. tests/test_txn.py checks
+into its neighbour's bits is one line (TxnFieldError), never a wrong word. tests/backends/test_txn.py checks
 the layouts against the words of mlir-aie's own lit tests (tests/data/txn_vectors.json).
 
 What aiecc decides and no test shows (the shim channel of each fifo, the BD ids of
@@ -26,14 +26,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..call import CallPlan
 from ..design.build import group_blocks, group_tasks, host_tensors, runtime_sequence
 from ..design.channels import dma_channels
-from ..design.model import Design, RuntimeOp, ShimTask
-from ..dtypes import WORD_BYTES, dtype
-from ..errors import BuildError, TxnFieldError
-from ..hw.devices import CORE_LOCKS, SHIM_DMA, SHIM_REGISTERS, CoreLocks, Device, DmaSpec, ShimRegisters, TileKind
-from ..rules.l1 import RTP_PART, runtime_barrier
+from ..design.ir import Design, RuntimeOp, ShimTask
+from ..facts.devices import CORE_LOCKS, SHIM_DMA, SHIM_REGISTERS, CoreLocks, Device, DmaSpec, ShimRegisters, TileKind
+from ..facts.dtypes import WORD_BYTES, dtype
+from ..facts.errors import BuildError, TxnFieldError
+from ..spec.call import CallPlan
+from ..spec.rules.l1 import RTP_PART, runtime_barrier
 
 # Bump with any change to the words the encoder writes for a call: a cached trust verdict
 # (npu_call's streams.json) names the version it was reached with, and another version re-checks.
@@ -421,7 +421,7 @@ def _rtp_write(op: RuntimeOp, buffer_address: int | None, regs: ShimRegisters = 
 
 def _barrier_set(op: RuntimeOp, locks: CoreLocks = CORE_LOCKS, regs: ShimRegisters = SHIM_REGISTERS) -> Write32:
     """WorkerRuntimeBarrier.set: aiex.set_lock, lowered by AIELowerSetLock.cpp to a write32 of the value into
-    the core's lock value register (hw/devices.py CoreLocks: where, and which lock is assumed)."""
+    the core's lock value register (facts/devices.py CoreLocks: where, and which lock is assumed)."""
     b = op.barrier
     if b is None:
         raise BuildError("a barrier op without its set", "report the design (gemm-gen generate) as a bug")

@@ -1,6 +1,6 @@
 """The Design: pure data built from a GemmConfig, read by every back end."""
 
 from .build import build_design
-from .model import Design
+from .ir import Design
 
 __all__ = ["Design", "build_design"]

@@ -7,7 +7,7 @@ order is not described again here: it is the bf16 design's own memtile -> core B
 (design/patterns.py) applied to an index array (`kernel_order`).
 
 Padding (K to the array's walk, N to whole column tiles): every padded weight dequantizes to exactly +0,
-because the design reads A's K tail in place (the next row's values, hostdata) and relies on B's padded
+because the design reads A's K tail in place (the next row's values, host_buffers) and relies on B's padded
 rows being zero. So q = 0, except in a group that K ends inside with zero points, where q = z (the group's
 scale and zero point are the real ones, and (z - z) s = 0; q = 0 would give -z s); a whole padded group
 has scale 0 and zero point 0 (0 rather than 1: with a scale of 1 a nonzero q or z would not vanish).
@@ -19,14 +19,14 @@ from dataclasses import replace
 
 import numpy as np
 
-from .. import groupquant
-from ..call import CallPlan
-from ..config import GemmConfig
-from ..dtypes import BF16, pack_i4, unpack_i4
-from ..quant_b import QuantB
-from ..rules.dequant import to_bfp16
+from ..facts import groupquant
+from ..facts.dtypes import BF16, pack_i4, unpack_i4
+from ..facts.quant_b import QuantB
+from ..spec.call import CallPlan
+from ..spec.config import GemmConfig
+from ..spec.rules.dequant import to_bfp16
 from . import patterns
-from .grid import grid
+from .grid import Grid, grid
 
 
 def layout(c: GemmConfig) -> groupquant.ObjectLayout:
@@ -36,8 +36,13 @@ def layout(c: GemmConfig) -> groupquant.ObjectLayout:
 def kernel_order(c: GemmConfig) -> np.ndarray:
     """order[p] = kk n + jj: the element of a k x n B tile at position p of the bf16 kernel's B buffer,
     from the walk the bf16 design gives a bf16 B of this tile (memtile MM2S, then core S2MM)."""
-    g = replace(grid(c, "B"), unit=BF16, n=c.tiling.n, t=c.kernel.mmul[2], Np=c.call.Np, ld=c.call.Np, b_pack="tiles",
-                obj=0)
+    return kernel_order_in(grid(c, "B"), c.tiling.n, c.kernel.mmul[2], c.call.Np)
+
+
+def kernel_order_in(gb: Grid, n: int, t: int, Np: int) -> np.ndarray:
+    """kernel_order on a W4A16 design's B grid (a Design's: Design.grid("B")), its tile's n values, the mmul's t
+    and the call's Np values: the walks of a bf16 B of that tile."""
+    g = replace(gb, unit=BF16, n=n, t=t, Np=Np, ld=Np, b_pack="tiles", obj=0)
     stream = patterns.b_l2_to_stream(g).indices()  # memtile element (row-major k x n) per stream position
     into_l1 = patterns.b_l1_from_stream(g)
     if into_l1 is None:
@@ -108,14 +113,14 @@ def dequant_object(c: GemmConfig, data: np.ndarray, order: np.ndarray | None = N
     return dequant(q, s, z, g)
 
 
-def unpack_objects(c: GemmConfig, call: CallPlan, b_dram: np.ndarray) -> np.ndarray:
+def unpack_objects(c: GemmConfig, call: CallPlan, b_dram: np.ndarray, order: np.ndarray | None = None) -> np.ndarray:
     """The dequantized weights (k_walk x Np: bf16, or float32 for rules.dequant.to_bfp16) the kernels see, read
-    back from B's DRAM buffer."""
+    back from B's DRAM buffer. `order`: kernel_order(c), when the caller holds it."""
     strips, steps = call.Np // c.tiling.n, call.k_walk // c.tiling.k
     objs = np.ascontiguousarray(b_dram, np.uint8).reshape(strips, steps, -1)
     f32 = to_bfp16(c.groups.group_size, c.kernel.convert_once)
     out = np.empty((call.k_walk, call.Np), np.float32 if f32 else BF16.host)
-    order = kernel_order(c)
+    order = kernel_order(c) if order is None else order
     k, n = c.tiling.k, c.tiling.n
     for j in range(strips):
         for i in range(steps):

@@ -15,22 +15,19 @@ from __future__ import annotations
 from dataclasses import fields, replace
 from typing import Any
 
-from .. import l1_banks
-from .. import precision as prec
-from ..call import CallPlan
-from ..config import GemmConfig
-from ..dtypes import BF16, F32, I32, I64, dtype
-from ..epilogue import MODES, TANH_TABLE_FLOATS, Activation, tanh_table
-from ..errors import DmaLimitError, opt
-from ..hw.devices import TileKind
-from ..l1_banks import L1Plan
-from ..rules import decode_split
-from ..rules.kernel_variant import converts_a_tile
-from ..rules.l1 import K_WORD, MODE_WORD, TANH_PARTS, TILES_WORD, rtp_words, rtp_written, runtime_barrier
-from ..tap import Tap
-from . import patterns, spans
+from ..facts import precision as prec
+from ..facts.devices import TileKind
+from ..facts.dtypes import BF16, F32, I32, I64, dtype
+from ..facts.epilogue import MODES, TANH_TABLE_FLOATS, Activation, tanh_table
+from ..facts.errors import DmaLimitError, GemmGenError, opt
+from ..spec.call import CallPlan
+from ..spec.config import GemmConfig
+from ..spec.rules import decode_split
+from ..spec.rules.kernel_variant import converts_a_tile
+from ..spec.rules.l1 import K_WORD, MODE_WORD, TANH_PARTS, TILES_WORD, rtp_words, rtp_written, runtime_barrier
+from . import l1_banks, patterns, spans, traffic
 from .grid import Grid, grid
-from .model import (
+from .ir import (
     RESERVE_PREFIX,
     Acquire,
     BarrierRelease,
@@ -54,7 +51,9 @@ from .model import (
     TileRef,
     Worker,
 )
+from .l1_banks import L1Plan
 from .serve import check
+from .tap import Tap
 
 
 def a_l3l2(shim: int) -> str:
@@ -122,7 +121,7 @@ def kernel_build(c: GemmConfig) -> KernelBuild:
 
 def acc_buffer(c: GemmConfig) -> tuple[tuple[int], str]:
     """(shape, dtype) of the worker's C accumulator blocks beyond the C object, in the accumulator's blocked
-    order (a split may fall inside a row: rules/l1.c_split_blocks): an int64 accumulator as int32 pairs
+    order (a split may fall inside a row: spec/rules/l1.c_split_blocks): an int64 accumulator as int32 pairs
     (IRON 1.4.3's str_to_dtype has no i64; the kernel stores acc64 lanes as pairs)."""
     values = c.tiling.m * c.tiling.n - c.c_split_elems
     if c.types.t_acc == I64:
@@ -157,14 +156,14 @@ def tanh_buffers(c: GemmConfig, col: int, row: int, l1: L1Plan | None) -> list[L
                         mem_bank=None if l1 is None else l1.mem_bank(part)) for part in TANH_PARTS]
 
 
-def kernel_specs(c: GemmConfig) -> dict[str, KernelSpec]:
+def kernel_specs(c: GemmConfig, obj: KernelBuild | None = None) -> dict[str, KernelSpec]:
     """zero, matmul (and convert when C accumulates in another type), with their argument types.
 
     Buffers in order: A, B, C (the fifo object), then the worker's own A (and, converting bf16
     once, B) bfp16 scratch and C accumulator rows when the kernel needs them; int32 C slice last
-    when rho > 1.
+    when rho > 1. `obj`: the config's kernel_build, when built already.
     """
-    obj = kernel_build(c)
+    obj = obj or kernel_build(c)
     names = obj.symbols
     a, b, cg = (grid(c, op) for op in ("A", "B", "C"))
     p = c.types.precision
@@ -315,17 +314,46 @@ def build_design(config: GemmConfig, budgets: bool = True) -> Design:
         links.append(Link("join", mem, tuple(c_l1l2(col, row) for row in range(c.array.rows)), (c_l2l3(col),),
                           tuple(row * gc.m * gc.n for row in range(c.array.rows))))
 
-    specs = kernel_specs(c)
-    l1 = l1_banks.plan(c, c.array.l1_alloc) if budgets else None  # every core holds the same buffers
+    obj = kernel_build(c)
+    specs = kernel_specs(c, obj)
+    l1 = _l1_plan(c, budgets)  # every core holds the same buffers
     workers = [worker(c, specs, col, row, l1) for row in range(c.array.rows) for col in range(c.array.cols)]
     placement = c.memtile_placement() if budgets else c.memtile_buffers()
     runtime = runtime_sequence(c, c.call)
-    return Design(c, host_tensors(c, c.call, runtime), tuple(fifos), tuple(links), tuple(specs.values()),
-                  tuple(workers), tuple(placement), runtime, l1, (ga, gb, gc))
+    tensors = host_tensors(c, c.call, runtime)
+    return Design(c, tensors, tuple(fifos), tuple(links), tuple(specs.values()), tuple(workers), tuple(placement),
+                  runtime, obj, (ga, gb, gc), **runtime_facts(runtime, tensors), l1=l1)
+
+
+def _l1_plan(c: GemmConfig, budgets: bool) -> L1Plan | None:
+    """The cores' L1 allocation (l1_banks.plan); skipping the budgets, None when no allocation fits (a design
+    past its L1 budget, which predict still prices: without bank stalls)."""
+    try:
+        return l1_banks.plan(c, c.array.l1_alloc)
+    except GemmGenError:
+        if budgets:
+            raise
+        return None
+
+
+def runtime_facts(runtime: tuple[RuntimeOp, ...], tensors: tuple[HostTensor, ...]) -> dict[str, Any]:
+    """What a runtime sequence computes, as the Design stores it: its shim traffic and task groups."""
+    tasks = tuple(op.task for op in runtime if op.task is not None)
+    return {"traffic": traffic.count_traffic(tasks, tensors), "task_groups": traffic.task_groups(tasks),
+            "tasks_per_group": traffic.tasks_per_group(tasks)}
+
+
+def for_call(design: Design, call: CallPlan) -> Design:
+    """The Design serving another call (design/serve.serve plans it): that call's runtime sequence and host
+    tensors, and what they compute; the xclbin's part (fifos, kernels, workers, the L1 plan) as it is."""
+    c = design.config
+    runtime = runtime_sequence(c, call)
+    tensors = host_tensors(c, call, runtime)
+    return replace(design, runtime=runtime, tensors=tensors, **runtime_facts(runtime, tensors))
 
 
 def _split_paths(c: GemmConfig, gb: Grid, gc: Grid) -> tuple[list[ObjectFifo], list[Link]]:
-    """B and C of the split decode placement (rules/decode_split.py): each B stream from its shim into its memtile,
+    """B and C of the split decode placement (spec/rules/decode_split.py): each B stream from its shim into its memtile,
     split there to its cores (a k x n tile each); each physical column's C tiles joined along N in its memtile,
     out through its shim."""
     fifos: list[ObjectFifo] = []
@@ -350,7 +378,7 @@ def _split_paths(c: GemmConfig, gb: Grid, gc: Grid) -> tuple[list[ObjectFifo], l
 
 
 def rtp_buffer(col: int, row: int) -> str:
-    """The runtime-parameter buffer of core (col, row) (rules/l1.py: its words)."""
+    """The runtime-parameter buffer of core (col, row) (spec/rules/l1.py: its words)."""
     return f"rtp_{col}_{row}"
 
 
@@ -484,7 +512,7 @@ def group_tasks(c: GemmConfig, call: CallPlan, group: int,
 
 
 def runtime_sequence(c: GemmConfig, call: CallPlan | None = None) -> tuple[RuntimeOp, ...]:
-    """One call's runtime sequence: the runtime parameters (rules/l1.py rtp_written) and then every core's
+    """One call's runtime sequence: the runtime parameters (spec/rules/l1.py rtp_written) and then every core's
     barrier set, then the overlapped BD queue: prime `queue_groups` groups, then retire one, issue the next."""
     call = call or c.call
     spanned = group_blocks(c, call)

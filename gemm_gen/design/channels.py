@@ -4,8 +4,8 @@ channel's queue a task is pushed onto, which channel a sync waits on)."""
 
 from __future__ import annotations
 
-from ..hw.devices import TileKind
-from .model import Design, TileRef
+from ..facts.devices import TileKind
+from .ir import Design, TileRef
 
 
 def dma_channels(design: Design) -> dict[tuple[TileRef, bool, str], int]:

@@ -1,17 +1,17 @@
 """One operand's sizes in its DMA units: the numbers its access patterns are written in (the Grid itself
-and how it is computed live in rules/walks.py, which the search space calls with every candidate at once).
+and how it is computed live in spec/rules/walks.py, which the search space calls with every candidate at once).
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..call import CallPlan
-from ..rules import walks
-from ..rules.walks import OPERANDS, Grid
+from ..spec.call import CallPlan
+from ..spec.rules import walks
+from ..spec.rules.walks import OPERANDS, Grid
 
 if TYPE_CHECKING:
-    from ..config import GemmConfig  # annotations only: the config does not import the design
+    from ..spec.config import GemmConfig  # annotations only: the config does not import the design
 
 __all__ = ["OPERANDS", "Grid", "grid"]
 

@@ -1,18 +1,20 @@
 """What design a config is, as `gemm-gen plan` and `gemm-gen predict` both report it: device,
-problem, tiling, types, the accumulator, when C is rounded and the kernel variant."""
+problem, tiling, types, the accumulator, when C is rounded and the kernel variant, read from a built Design
+(its config's records and its KernelBuild)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .. import precision as prec
-from ..config import GemmConfig
-from ..dtypes import dtype
-from ..epilogue import Epilogue
-from ..errors import opt, spelled
-from ..rules import array
-from ..rules import kernel_variant as kv
-from ..spec import Layout, Problem, Tiling, Types
+from ..facts import precision as prec
+from ..facts.dtypes import dtype
+from ..facts.epilogue import Epilogue
+from ..facts.errors import opt, spelled
+from ..spec.config import GemmConfig
+from ..spec.request import Layout, Problem, Tiling, Types
+from ..spec.rules import array
+from ..spec.rules import kernel_variant as kv
+from .ir import Design, KernelBuild
 
 
 @dataclass(frozen=True)
@@ -35,7 +37,7 @@ class VariantInfo:
 
 @dataclass(frozen=True)
 class AccSplit:
-    """A converted C's accumulator in place (rules/l1.c_split_blocks): its first blocks in the C object, the
+    """A converted C's accumulator in place (spec/rules/l1.c_split_blocks): its first blocks in the C object, the
     rest in the worker's C acc buffer."""
 
     block: tuple[int, int]  # rows x columns of one accumulator block (an r x t mmul block, an 8 x 8 tile)
@@ -47,15 +49,15 @@ class AccSplit:
         return {"block": list(self.block), "blocks": self.blocks, "in_object": self.in_object, "unit": self.unit}
 
 
-def acc_split(c: GemmConfig) -> AccSplit | None:
-    """Where a converted C's accumulator lives, None when C is not converted."""
-    if not c.types.precision.converts_c:
+def acc_split(b: KernelBuild) -> AccSplit | None:
+    """Where a converted C's accumulator lives in kernel build `b`, None when C is not converted."""
+    if not b.types.precision.converts_c:
         return None
-    values, unit = c.acc_block
-    r, _, t = c.kernel.mmul
+    values, unit = b.acc_block
+    r, _, t = b.mmul
     q = dtype(prec.BFP16).tile_rows
-    block = (q, q) if kv.block_kernel(c.types.precision, bool(c.kernel.convert_once)) else (r, t)
-    return AccSplit(block, c.tiling.m * c.tiling.n // values, c.c_split_elems // values, unit)
+    block = (q, q) if b.block_kernel else (r, t)
+    return AccSplit(block, b.m * b.n // values, b.c_split_elems // values, unit)
 
 
 @dataclass(frozen=True)
@@ -111,45 +113,45 @@ class DesignKeys:
         }
 
 
-def design_keys(c: GemmConfig) -> DesignKeys:
-    """What design a config is, as plan and predict both report it."""
-    return DesignKeys(c.dev.name, c.size, c.tiling, c.t_ma, c.kernel.mmul, c.types, c.layout, c.array.cols,
-                      accumulator(c), c_rounding(c), variant_info(c), c.kernel.convert_once,
-                      array.mapping_of(c.dev, c.array.rows, c.array.cols), c.epilogue, c.runtime.task_span,
-                      acc_split(c))
+def design_keys(design: Design) -> DesignKeys:
+    """What design it is, as plan and predict both report it: the config's own records, and the kernel the build
+    made of them (the Design's KernelBuild)."""
+    c, b = design.config, design.build
+    return DesignKeys(c.dev.name, c.size, c.tiling, b.t_ma, b.mmul, c.types, c.layout, c.array.cols,
+                      accumulator(c, b), c_rounding(c, b), variant_info(c, b), b.convert_once,
+                      array.mapping_of(c.dev, c.array.rows, c.array.cols), b.epilogue, c.runtime.task_span,
+                      acc_split(b))
 
 
-def variant_info(c: GemmConfig) -> VariantInfo:
-    """The kernel variant of a config, with its accumulator sets and code estimate."""
-    v = c.variant
-    assert v is not None, "a config check_config accepts has a kernel variant (rules/defaults.variant)"
-    block = c.kernel.block  # bfp16 kernels: one fixed variant of their own template
-    k = c.kernel
-    code = (None if block else int(kv.code_bytes(c.dev, c.types.dtype_in, k.mmul, bool(k.emulate_bf16_with_bfp16),
-                                                 v.expansion, v.loops, c.tiling.k, c.tiling.n)))
+def variant_info(c: GemmConfig, b: KernelBuild) -> VariantInfo:
+    """The kernel variant config `c` built as `b`, with its accumulator sets and code estimate."""
+    v = b.variant
+    block = b.block_kernel  # bfp16 kernels: one fixed variant of their own template
+    code = (None if block else int(kv.code_bytes(c.dev, c.types.dtype_in, b.mmul, b.emulate_bf16_with_bfp16,
+                                                 v.expansion, v.loops, b.k, b.n)))
     return VariantInfo(v.name, v.expansion, v.loops,
-                       None if block else kv.acc_sets(c.dev, c.types.dtype_in, k.mmul, v.expansion,
-                                                      bool(k.emulate_bf16_with_bfp16)),
+                       None if block else kv.acc_sets(c.dev, c.types.dtype_in, b.mmul, v.expansion,
+                                                      b.emulate_bf16_with_bfp16),
                        code, c.dev.isa.program_bytes,
                        "given" if (c.kernel.expansion, c.kernel.kernel_loops) != (None, None) else "automatic")
 
 
-def accumulator(c: GemmConfig) -> str:
+def accumulator(c: GemmConfig, b: KernelBuild) -> str:
     """The kernel's accumulator as the AIE API names it, and what that means for C."""
     if c.types.t_in.is_float:
         return "accfloat (fp32 lanes)"
-    acc = c.acc_bits
+    acc = c.dev.acc_bits(c.types.dtype_in, b.mmul)
     if acc == c.types.t_out.bits:
         return f"acc{acc} (the {c.types.dtype_out} C stays in it: loaded and stored unshifted)"
-    if c.epilogue.requant is not None:
+    if b.epilogue.requant is not None:
         return f"acc{acc} ({c.types.dtype_out} C requantized out of it per column by the epilogue)"
-    return f"acc{acc} ({c.types.dtype_out} C shift-round-saturated out of it, shift {c.kernel.shift})"
+    return f"acc{acc} ({c.types.dtype_out} C shift-round-saturated out of it, shift {b.shift})"
 
 
-def c_rounding(c: GemmConfig) -> str:
+def c_rounding(c: GemmConfig, b: KernelBuild) -> str:
     """When C is rounded (and saturated) into its output type: once, or after every k-step."""
     steps = c.call.k_steps
-    narrow = ("rounded" if c.types.t_out.is_float else "requantized (per column)" if c.epilogue.requant is not None
+    narrow = ("rounded" if c.types.t_out.is_float else "requantized (per column)" if b.epilogue.requant is not None
               else "shift-round-saturated")
     if c.types.precision.converts_c:
         return spelled(f"C accumulated in {c.types.acc} across all of K ({steps} k-step(s)), {narrow} once into "

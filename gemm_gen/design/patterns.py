@@ -19,7 +19,7 @@ B column-major:   the same walk on B^T (n x K strips, n x k_mt in the memtile, t
 B row-major:      shim K x n strip -> memtile (k x n, linear) -> MM2S [k/s, n/t, s, t] -> L1.
 B's epilogue tile (docs/epilogues.md): one more k-step of B per column tile, past K's walk; it takes every
                   walk above unchanged (the host writes its bytes through that walk's inverse so that they
-                  land linear in the core's B buffer: hostdata.write_epilogue_tiles).
+                  land linear in the core's B buffer: host_buffers.write_epilogue_tiles).
 B bfp16:          the kernel reads 1 x 2 super-blocks of 8 x 8 tiles (l1_layout.b_tile_pairs, mlir-aie's
                   order). Strips (mlir-aie's packing): shim reads a column's K x n strip as one run ->
                   memtile (one k x n L1 tile, already in that order) -> forwarded linearly, as mlir-aie's.
@@ -27,7 +27,7 @@ B bfp16:          the kernel reads 1 x 2 super-blocks of 8 x 8 tiles (l1_layout.
                   Column-major tiles: memtile (n x k_mt) -> MM2S [k_mt/k, k/8, n/8] tiles (K tile major)
                   -> core S2MM [k/8, n/16, 2] tiles into the pairs (the memtile alone would need 5 dims).
 B int4:           in words of 8 values along N (Grid counts them): the row-major walks above. Strips
-                  (hostdata): each column's K x n strip row-major and contiguous, so the shim reads it
+                  (host_buffers): each column's K x n strip row-major and contiguous, so the shim reads it
                   as one run, as bfp16's, and the memtile re-tiles each k x n object as row-major B's.
 B W4A16:          objects of q (the bf16 kernel's B order), scale rows and zero rows, `obj` words each
                   (design/b_objects.py): the shim reads a column's objects, contiguous in k-step order, as one run;
@@ -39,7 +39,7 @@ C bfp16:          the kernel keeps 2 x 2 super-blocks of 8 x 8 tiles (l1_layout.
                   the order per slice, [m/16, 2, n/16, 2] tiles (the scalar walk with 2 x 2 blocks of tiles;
                   a tile's 18 words join the innermost dimension: 4 word dims). mlir-aie instead forwards
                   the tiles as they are and unshuffles C on the host.
-Each pattern is written over one operand's Grid (rules/walks.py, which writes every walk once, for one
+Each pattern is written over one operand's Grid (spec/rules/walks.py, which writes every walk once, for one
 design or for every candidate the tuner weighs): in elements for scalar types, in 8 x 8 tiles for bfp16 (whose
 blocked layouts then reduce to row-major walks of tiles). This module makes the Design's taps of them.
 """
@@ -48,15 +48,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..call import CallPlan
-from ..hw.devices import TileKind
-from ..rules import decode_split, walks
-from ..rules.dma import Walk, raise_first
-from ..tap import Tap
+from ..facts.devices import TileKind
+from ..spec.call import CallPlan
+from ..spec.rules import decode_split, walks
+from ..spec.rules.dma import Walk, raise_first
 from .grid import Grid, grid
+from .tap import Tap
 
 if TYPE_CHECKING:
-    from ..config import GemmConfig  # annotations only: the config does not import the design
+    from ..spec.config import GemmConfig  # annotations only: the config does not import the design
 
 
 def _tap(walk: Walk) -> Tap:
@@ -124,11 +124,11 @@ def shim_c(c: Grid, block_row: int, block_col: int, col: int) -> Tap:
     """The (rows*m) x n block of C that column `col` joins for the output block at (block_row,
     block_col), in this call's layout. The memtile sends it in the build's: each core row's m x n
     tile row by row, or column by column in a column-major build. When the two differ (a 32-bit C
-    only: rules/call_layouts.py) the shim stores it element by element, one word per run."""
+    only: spec/rules/call_layouts.py) the shim stores it element by element, one word per run."""
     return _tap(walks.shim_c(c, block_row, block_col, col))
 
 
-# ---- the split decode placement (rules/decode_split.py) ---------------------------------------
+# ---- the split decode placement (spec/rules/decode_split.py) ---------------------------------------
 def shim_b_stream(c: Grid, block_col: int, first: int, count: int) -> Tap:
     """A split B stream's walk for the output block whose first column is `block_col`: the K x n strips of
     virtual columns [first, first + count), per k-step every core's tile in turn (walks.shim_b_stream)."""
@@ -141,7 +141,7 @@ def shim_c_join(c: Grid, block_row: int, block_col: int, first: int, count: int)
 
 
 def split_b_task(c: Grid, block_col: int, stream: int) -> Tap:
-    """Split B stream `stream`'s walk for the output block at `block_col`, as one shim BD (rules/bd_form), or
+    """Split B stream `stream`'s walk for the output block at `block_col`, as one shim BD (spec/rules/bd_form), or
     DmaLimitError naming the limit."""
     s = decode_split.streams(c.dev)[stream]
     return _tap(walks.one_bd(walks.shim_b_stream(c, block_col, s.first, s.count), c.unit,
@@ -158,7 +158,7 @@ def split_c_task(c: Grid, block_row: int, block_col: int, col: int) -> Tap:
 # ---- limits ----------------------------------------------------------------------------------
 def check_dma_limits(config: GemmConfig, call: CallPlan | None = None) -> None:
     """Raise the first limit a walk of one call (default: the problem the config was made for) breaks
-    (rules/walks.limits: every distinct walk against the DMA that runs it, the static BD verifier, the
+    (spec/rules/walks.limits: every distinct walk against the DMA that runs it, the static BD verifier, the
     host buffers' addresses)."""
     call = call or config.call
     a, b, c = (grid(config, op, call) for op in ("A", "B", "C"))

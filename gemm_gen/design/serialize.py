@@ -6,8 +6,7 @@ import json
 from dataclasses import fields
 from typing import Any
 
-from ..tap import Tap
-from .model import (
+from .ir import (
     Acquire,
     BarrierRelease,
     BarrierWait,
@@ -21,6 +20,7 @@ from .model import (
     RuntimeOp,
     TileRef,
 )
+from .tap import Tap
 
 # 2: call scalars, kernel scalar args, worker buffers; 3: the L1 plan; 4: runtime parameters (loop counts
 # read from a buffer, rtp buffers, rtp writes), runtime_sizes, tensor slack; 5: runtime barriers (the

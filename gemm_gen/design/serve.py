@@ -3,14 +3,14 @@ of each call against the DMA that runs it."""
 
 from __future__ import annotations
 
-from ..call import CallPlan, plan_call
-from ..checks import check_config
-from ..config import GemmConfig
-from ..errors import ConfigError, opt
-from ..rules.call_layouts import Layouts, served
-from ..rules.padding import same_k_walk
-from ..spec import Problem
-from .model import Design
+from ..facts.errors import ConfigError, opt
+from ..spec.call import CallPlan, plan_call
+from ..spec.checks import check_config
+from ..spec.config import GemmConfig
+from ..spec.request import Problem
+from ..spec.rules.call_layouts import Layouts, served
+from ..spec.rules.padding import same_k_walk
+from .ir import Design
 from .patterns import check_dma_limits
 
 SERVED = {"fixed": "only its own size", "mn": "any M and N up to its own with the same K walk",
@@ -33,7 +33,7 @@ def built_layouts(c: GemmConfig) -> Layouts:
 def serve(config: GemmConfig, problem: Problem, layouts: Layouts | None = None) -> CallPlan:
     """How a built design computes `problem` with operands in `layouts` (default: the design's);
     ConfigError when it cannot serve it (a size it is not built for, or a layout its xclbin fixes
-    otherwise: rules/call_layouts.py)."""
+    otherwise: spec/rules/call_layouts.py)."""
     c = config
     build = built_layouts(c)
     lay = served(build, layouts or build, {"A": c.types.t_in, "B": c.types.t_b, "C": c.types.t_out})
@@ -59,5 +59,5 @@ def serve(config: GemmConfig, problem: Problem, layouts: Layouts | None = None) 
 def xclbin_part(design: Design) -> tuple[object, ...]:
     """What the xclbin fixes of a Design: its fifos (the memtile and core access patterns), links,
     kernels, worker programs and buffer placements; not its runtime sequence or host tensors,
-    which each call writes (rules/call_layouts.py)."""
+    which each call writes (spec/rules/call_layouts.py)."""
     return (design.fifos, design.links, design.kernels, design.workers, design.memtile_buffers, design.l1)

@@ -12,11 +12,11 @@ change.
 
 from __future__ import annotations
 
-from ..call import CallPlan
-from ..dtypes import DType
-from ..hw.devices import DmaSpec
-from ..rules import bd_form
-from ..tap import Tap
+from ..facts.devices import DmaSpec
+from ..facts.dtypes import DType
+from ..spec.call import CallPlan
+from ..spec.rules import bd_form
+from .tap import Tap
 
 
 def regular_blocks(call: CallPlan) -> int:
@@ -55,11 +55,11 @@ def concat(taps: list[Tap]) -> Tap | None:
 
 def simplified(tap: Tap) -> Tap:
     """The same walk with size-1 dimensions dropped and each dimension that continues the next inner one merged
-    into it (rules/bd_form.simplified)."""
+    into it (spec/rules/bd_form.simplified)."""
     return Tap.of(bd_form.simplified(tap.walk))
 
 
 def shim_walk(tap: Tap, unit: DType, spec: DmaSpec, where: str, fix: str) -> Tap:
-    """A span's walk as one shim BD (rules/bd_form.shim_walk), or DmaLimitError naming the limit the blocks' own
+    """A span's walk as one shim BD (spec/rules/bd_form.shim_walk), or DmaLimitError naming the limit the blocks' own
     walk with the span's dimension on top breaks."""
     return Tap.of(bd_form.shim_walk(tap.walk, unit, spec, where, fix))

@@ -22,11 +22,11 @@ from types import ModuleType
 
 import numpy as np
 
-from ..accuracy import percent
-from ..dtypes import BF16
-from ..errors import ConfigError, ToolchainMissing
-from ..groupquant import GROUP_SIZES, groups_along_k, scales_out_of_range
-from ..quant_b import QuantB
+from ..facts.accuracy import percent
+from ..facts.dtypes import BF16
+from ..facts.errors import ConfigError, ToolchainMissing
+from ..facts.groupquant import GROUP_SIZES, groups_along_k, scales_out_of_range
+from ..facts.quant_b import QuantB
 
 OFFSET = 8  # an unsigned nibble u is q = u - 8 in QuantB's [-8, 7]; a zero point zu likewise
 LLM_EXTRA = "pip install -e '.[llm]' (gguf, safetensors, onnx)"

@@ -6,7 +6,7 @@ vector operation per cycle (the one vector slot), or the load and store issue wh
 the kernel on an NPU is what would calibrate it.
 
 Once per B object (each k-step's k x n tile; with rho > 1 the rho calls of a k-step share that object), the
-core runs the kernel's pass (rules/dequant.py, the one count of its operations): the bf16 pass of the scalar
+core runs the kernel's pass (spec/rules/dequant.py, the one count of its operations): the bf16 pass of the scalar
 kernel (the q part dequantized into a k x n bf16 scratch, then the bf16 body), or npu2's convert-once pass
 (straight into the k x n bfp16 tiles the convert-once body reads: `to_bfp16`). Per vector of V values it
 - loads the int4 bytes and its columns' scales (and zero points): the pass's load operations, on the load units;
@@ -20,10 +20,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..dtypes import BFP16
-from ..groupquant import object_bytes
-from ..hw.devices import Device
-from ..rules.dequant import PASS_STAGES, TRIP_ROWS, DequantOps, dequant_ops
+from ..facts.devices import Device
+from ..facts.dtypes import BFP16
+from ..facts.groupquant import object_bytes
+from ..spec.rules.dequant import PASS_STAGES, TRIP_ROWS, DequantOps, dequant_ops
 
 Mmul = tuple[int, int, int]
 
@@ -31,7 +31,7 @@ Mmul = tuple[int, int, int]
 def pass_ops(dev: Device, zero_points: bool, mmul: Mmul | None = None, to_bfp16: bool = False,
              rows: int = TRIP_ROWS) -> DequantOps:
     """The kernel's dequantization pass on `dev`: the bfp16 one (`to_bfp16`), else the bf16 one for the config's
-    bf16 mmul (default: the device's), `rows` K block rows per trip, as rules/dequant.py counts it."""
+    bf16 mmul (default: the device's), `rows` K block rows per trip, as spec/rules/dequant.py counts it."""
     return dequant_ops(dev.name, zero_points, mmul, to_bfp16, rows)
 
 

@@ -1,4 +1,4 @@
-"""What a fused epilogue (gemm_gen/epilogue.py) adds to one output tile, in the model's terms.
+"""What a fused epilogue (gemm_gen/facts/epilogue.py) adds to one output tile, in the model's terms.
 
 UNCALIBRATED: no hardware figure of the epilogue exists. The charge counts the vector operations of the
 kernel's chain (templates/mm_epilogue.cc.j2) per VECTOR_LANES values, beyond the plain conversion's load
@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..epilogue import (  # noqa: F401 - the op counts are re-exported for the model's readers
+from ..facts.epilogue import (  # noqa: F401 - the op counts are re-exported for the model's readers
     ACTIVATION_OPS,
     BF16_OP,
     BIAS_OPS,
@@ -29,7 +29,7 @@ from ..epilogue import (  # noqa: F401 - the op counts are re-exported for the m
     vector_ops,
 )
 
-# the chain's vector operations per VECTOR_LANES values are the kernel's fact (gemm_gen/epilogue.py: the
+# the chain's vector operations per VECTOR_LANES values are the kernel's fact (gemm_gen/facts/epilogue.py: the
 # program-memory rule counts them too); re-exported here, where the model prices them
 # A runtime activation's switch: the mode load, compare and branch once per convert call (per output tile),
 # a pipeline refill after the taken branch. A guess of the right order: no trace of it exists.

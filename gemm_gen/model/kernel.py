@@ -1,7 +1,7 @@
 """Single-core kernel throughput from the VLIW accumulation-chain model (atb sec. 4, eq. 5-11).
 
 Our kernels compute an m x k x n call as (m/(er r)) x (n/(et t)) *chain clusters* of C = er x et
-accumulators (the kernel variant, gemm_gen/rules/kernel_variant.py) sharing the loads of er A and et B
+accumulators (the kernel variant, gemm_gen/spec/rules/kernel_variant.py) sharing the loads of er A and et B
 blocks per round, each chain k/s vmacs long.
 
     per cluster   T = V * II + O                      V = C k/s vmacs
@@ -25,8 +25,8 @@ D = 2 either the next prolog or the previous epilog overlaps the steady state (h
 both do (eq. 11, h = 0). What overlap cannot hide is beta cycles per C vector load or store (n_C per
 cluster): port and bank conflicts with the A/B load stream, the one calibrated kernel parameter.
 
-bfp16 kernels (the bfp16 datapath with bfp16 B, or bf16 converted once: gemm_gen/precision.py) are
-priced from their own loop (gemm_gen/rules/block_loop.py: rules.block_loop.writes_out_k(k) picks the loop
+bfp16 kernels (the bfp16 datapath with bfp16 B, or bf16 converted once: gemm_gen/facts/precision.py) are
+priced from their own loop (gemm_gen/spec/rules/block_loop.py: rules.block_loop.writes_out_k(k) picks the loop
 templates/mm_bfp16.cc.j2 renders at each k), per 16 x 16 C block of 4 accumulators and k/8 k-steps of 2 A pops,
 2 B pops and 4 single-cycle 8x8x8 macs:
 
@@ -52,14 +52,14 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from .. import precision as prec
-from ..dtypes import BF16, dtype
-from ..hw.devices import Device, device
-from ..rules import block_loop as bl
-from ..rules import kernel_variant as kv
-from ..rules.block_loop import BlockLoop
-from ..rules.kernel_variant import KernelVariant
-from ..spec import Types
+from ..facts import precision as prec
+from ..facts.devices import Device, device
+from ..facts.dtypes import BF16, dtype
+from ..spec.request import Types
+from ..spec.rules import block_loop as bl
+from ..spec.rules import kernel_variant as kv
+from ..spec.rules.block_loop import BlockLoop
+from ..spec.rules.kernel_variant import KernelVariant
 from .params import Params
 
 
@@ -101,7 +101,7 @@ class KernelShape:
 
     @property
     def operands(self) -> str:
-        """The mmul key of A x B (hw.devices.Device.operands): "i8xi4" for int4 weights, else A's type."""
+        """The mmul key of A x B (facts.devices.Device.operands): "i8xi4" for int4 weights, else A's type."""
         return self.dev.operands(self.types.dtype_in, self.types.dtype_b or None)
 
     @property
@@ -205,7 +205,7 @@ def pop_loads(ks: KernelShape) -> float:
     FIFO_FILL_BYTES loads per pop in all); under Peano chess_manifest is __builtin_constant_p (llvm-aie
     clang/lib/Headers/aiebase_chess.h line 25), so a pop whose count is carried around a rolled loop
     (BlockLoop.pops_in_rolled_loop) fills every time: 2 loads per pop. ASSUMED for chess: its chess_manifest
-    proves the count in a pipelined loop (unpublished). tests/test_kernels.py counts both on the host."""
+    proves the count in a pipelined loop (unpublished). tests/backends/test_kernels.py counts both on the host."""
     vld = ks.dev.isa.vld_bytes
     if ks.compiler == "peano" and ks.loop.pops_in_rolled_loop:
         return 2 * FIFO_FILL_BYTES / vld  # the pop's load and a fill

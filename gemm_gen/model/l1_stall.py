@@ -1,4 +1,4 @@
-"""Cycles a core loses per k-step to the DMA using a bank the core is using (gemm_gen/l1_banks.py).
+"""Cycles a core loses per k-step to the DMA using a bank the core is using (gemm_gen/design/l1_banks.py).
 
 A bank serves one 128-bit access per cycle and arbitrates round-robin (AM020): when a DMA write
 (or, for a second C object, a DMA read) meets a core access to the same bank, one of them waits. A
@@ -12,12 +12,12 @@ shared banks costs 0.
 
 from __future__ import annotations
 
-from ..config import GemmConfig
-from ..dtypes import dtype
-from ..l1_banks import BANK_WORD_BYTES, L1Plan
-from ..precision import BFP16
-from ..rules import l1
-from ..rules.kernel_variant import converts_a_tile
+from ..design.l1_banks import BANK_WORD_BYTES, L1Plan
+from ..facts.dtypes import dtype
+from ..facts.precision import BFP16
+from ..spec.config import GemmConfig
+from ..spec.rules import l1
+from ..spec.rules.kernel_variant import converts_a_tile
 
 
 def access_bytes_per_call(c: GemmConfig) -> dict[str, float]:

@@ -1,7 +1,7 @@
 """What each operand layout costs one design: its tiling priced in the layouts a caller could ask
 instead (PREDICTIONS): the design's own, each operand flipped, and all row-major.
 
-A layout its xclbin fixes (rules/call_layouts.py) is priced as the design built in that layout
+A layout its xclbin fixes (spec/rules/call_layouts.py) is priced as the design built in that layout
 (another xclbin: its memtile walks, its DRAM runs, its kernel's transposes, model/kernel.py); a
 32-bit C in the other layout is priced on this very xclbin, from the call's own runtime sequence
 (the shim's element-by-element drain: one DRAM run per element). A layout the same tiling cannot be
@@ -12,18 +12,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from ..config import GemmConfig
 from ..design import build_design
-from ..design.build import host_tensors, runtime_sequence
-from ..design.model import Design
+from ..design.build import for_call
+from ..design.ir import Design
 from ..design.serve import built_layouts, serve
-from ..errors import ConfigError, GemmGenError
-from ..rules.call_layouts import OPERANDS, Layouts, per_call
-from ..spec import Problem
+from ..facts.errors import ConfigError, GemmGenError
+from ..spec.config import GemmConfig
+from ..spec.request import Problem
+from ..spec.rules.call_layouts import OPERANDS, Layouts, per_call
 from .kernel import cluster_terms
 from .params import Params, load
 from .perf import Workload
-from .predict import estimate_design
+from .price import estimate
 
 THIS = "this design"
 SAME_XCLBIN = "this xclbin, C stored by the shim in the other layout"
@@ -84,15 +84,12 @@ def _price(c: GemmConfig, lay: Layouts, where: str, p: Params) -> LayoutPrice:
     try:
         design = _built(priced, where)
         if where == SAME_XCLBIN:
-            call = serve(c, Problem(c.size.M, c.size.K, c.size.N), lay)
-            runtime = runtime_sequence(c, call)
-            design = replace(design, runtime=runtime, tensors=host_tensors(c, call, runtime))
-        e = estimate_design(design, p)
+            design = for_call(design, serve(c, Problem(c.size.M, c.size.K, c.size.N), lay))
+        e = estimate(design, p)
     except GemmGenError as err:
         return LayoutPrice(lay, where, None, None, {}, 0.0, 0.0, err.what)
-    v = priced.variant
-    assert v is not None, "a config check_config accepts has a kernel variant (rules/defaults.variant)"
-    terms = {} if priced.kernel.block else cluster_terms(p, Workload.of(priced).kernel_shape, v.expansion)
+    b = design.build
+    terms = {} if b.block_kernel else cluster_terms(p, Workload.of(priced).kernel_shape, b.expansion)
     return LayoutPrice(lay, where, float(e.time), float(e.tops),
                        {name: float(t.run_bytes) for name, t in e.traffic.items()},
                        float(terms.get("a_transposes", 0.0)), float(terms.get("c_transposes", 0.0)))

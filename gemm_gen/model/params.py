@@ -2,7 +2,7 @@
 
 DRAM parameters are per device. Device facts that the rest of the generator shares (array shape,
 clock, peak MACs, L1/L2 sizes, BD counts, the cores' ISA facts: CORE_ISA) are read from
-gemm_gen.hw.devices and never repeated here.
+gemm_gen.facts.devices and never repeated here.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from ..errors import ConfigError, opt
+from ..facts.errors import ConfigError, opt
 
 CALIBRATION_FILE = "calibration.json"
 CALIBRATION_PACKAGE = __package__  # where it ships: the model's package (model/fit rewrites it here)

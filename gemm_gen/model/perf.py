@@ -31,21 +31,21 @@ from typing import Any
 
 import numpy as np
 
-from .. import l1_banks
-from ..call import plan_call
-from ..config import GemmConfig
+from ..design import l1_banks
 from ..design.build import group_blocks
-from ..dtypes import dtype
-from ..epilogue import Epilogue
-from ..errors import GemmGenError
-from ..hw.devices import Device, TileKind
-from ..l1_banks import L1Plan
-from ..rules import decode_split, memtile, padding
-from ..rules.block_loop import BlockLoop
-from ..rules.dequant import dequant_code_bytes, to_bfp16
-from ..rules.l1 import runtime_writes
-from ..rules.padding import covered
-from ..spec import Problem
+from ..design.l1_banks import L1Plan
+from ..facts.devices import Device, TileKind
+from ..facts.dtypes import dtype
+from ..facts.epilogue import Epilogue
+from ..facts.errors import GemmGenError
+from ..spec.call import plan_call
+from ..spec.config import GemmConfig
+from ..spec.request import Problem
+from ..spec.rules import decode_split, memtile, padding
+from ..spec.rules.block_loop import BlockLoop
+from ..spec.rules.dequant import dequant_code_bytes, to_bfp16
+from ..spec.rules.l1 import runtime_writes
+from ..spec.rules.padding import covered
 from . import dequant_cost, epilogue_cost
 from . import kernel as kmod
 from .l1_stall import stall_cycles
@@ -194,7 +194,7 @@ def shim_stream_rates(p: Params, dev: Device) -> tuple[float, float]:
 def dram_lds(pr: Workload, k_mt: np.ndarray, n: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Elements between rows of A's, B's (as stored) and C's DRAM buffers for each candidate: the
     problem's own sizes where the call plan leaves an operand on the array, the padded extent where
-    the host pads it (gemm_gen/call.py decides; only k_mt and n can change its decision)."""
+    the host pads it (gemm_gen/spec/call.py decides; only k_mt and n can change its decision)."""
     k_mt, n = np.broadcast_arrays(np.asarray(k_mt, dtype=np.int64), np.asarray(n, dtype=np.int64))
     pairs, inverse = np.unique(np.stack([k_mt.ravel(), n.ravel()]), axis=1, return_inverse=True)
     lds = np.array([_lds(pr, int(km), int(nn)) for km, nn in pairs.T], dtype=np.int64).reshape(-1, 3)
@@ -226,7 +226,7 @@ def estimate(pr: Workload, m: np.ndarray | int, k: np.ndarray | int, n: np.ndarr
     p = params or load()
     dev = pr.base.dev
     rows, cols = pr.base.array.rows, pr.base.array.cols
-    split = decode_split.is_split(dev, rows, cols)  # one virtual column per core (rules/decode_split.py)
+    split = decode_split.is_split(dev, rows, cols)  # one virtual column per core (spec/rules/decode_split.py)
     f_hz = dev.clock_ghz * GIGA
     b_a, b_b, b_out, b_acc = pr.elem_bytes
     ks = pr.kernel_shape
@@ -237,7 +237,7 @@ def estimate(pr: Workload, m: np.ndarray | int, k: np.ndarray | int, n: np.ndarr
     # W4A16: a B object is its int4 values and its scale (zero-point) rows (groupquant.ObjectLayout)
     b_obj_b = dequant_cost.b_bytes_per_value(k, n, g, zp) if g else np.float64(b_b)
 
-    # what the call plan's whole blocks compute (rules/padding.py, as gemm_gen/call.py's CallPlan)
+    # what the call plan's whole blocks compute (spec/rules/padding.py, as gemm_gen/spec/call.py's CallPlan)
     Mp, Kp, Np = (np.asarray(x) for x in covered(np.int64(pr.M), np.int64(pr.K), np.int64(pr.N), m * rows, k_mt,
                                                  n * cols))
     m_blocks, n_blocks = Mp // (m * rows), Np // (n * cols)
@@ -288,7 +288,7 @@ def estimate(pr: Workload, m: np.ndarray | int, k: np.ndarray | int, n: np.ndarr
     # every shim stream is also bounded alone: by its stream port, and by the bursts it keeps in flight
     a_shims = memtile.a_shims(rows, cols)  # fewer columns than rows: one A shim serves several core rows
     # the split decode placement: B's busiest channel carries its longest run of cores, C's each physical
-    # column's core_rows tiles (rules/decode_split.py); else a channel per column
+    # column's core_rows tiles (spec/rules/decode_split.py); else a channel per column
     b_share, c_share = (decode_split.b_channel_share(dev), 1 / dev.columns) if split else (1 / cols, 1 / cols)
     c_tiles = dev.core_rows if split else rows  # C tiles one shim channel drains per output block
     per_channel = np.maximum(np.maximum(traffic["A"].bytes / a_shims, traffic["B"].bytes * b_share),
@@ -378,9 +378,10 @@ def estimate_config(c: GemmConfig, params: Params | None = None, traffic: dict[s
                     tasks_per_group: int | None = None, plan: L1Plan | None = None,
                     call: Problem | None = None, block_loop: BlockLoop | None = None,
                     epilogue: Epilogue | None = None, task_groups: int | None = None) -> Estimate:
-    """estimate() of one config with its L1 bank stalls: the plan (the config's allocator, as
-    l1_banks.plan chooses it, unless given) and the stall it costs at the predicted call time;
-    `call`: one call of a design that serves many sizes (its blocks cover the call's sizes, whole);
+    """estimate() of one config, not built into a Design (the tuner's closed form at one tiling, and calibration
+    over measured configs; a built Design is priced by model/price.estimate), with its L1 bank stalls: the plan
+    (the config's allocator, as l1_banks.plan chooses it, unless given) and the stall it costs at the kernel's
+    call time; `call`: one call of a design that serves many sizes (its blocks cover the call's sizes, whole);
     `block_loop`: a published bfp16 kernel's loop in place of ours (Workload.block_loop); `epilogue`: the
     fused epilogue priced (Workload.epilogue; None: the config's own); `task_groups`: the design's (None:
     its runtime sequence's count, a task span's spans as the design groups them)."""
@@ -388,16 +389,22 @@ def estimate_config(c: GemmConfig, params: Params | None = None, traffic: dict[s
     pr = Workload.of(c, call, block_loop, epilogue)
     if task_groups is None and c.runtime.task_span != 1:
         task_groups = len(group_blocks(c, c.call if call is None else plan_call(c, call)))
-    e = estimate(pr, c.tiling.m, c.tiling.k, c.tiling.n, c.tiling.k_mt, p, traffic, tasks_per_group, c.tiling.rho,
-                 task_groups=task_groups)
-    if not p.l1_conflict:  # a shared bank costs nothing: no plan needed
-        return e
-    if plan is None:
+    if plan is None and p.l1_conflict:
         try:
             plan = l1_banks.plan(c, c.array.l1_alloc)
-        except GemmGenError:  # a design past its L1 budget (predict still prices it): no layout
-            return e
-    stall = stall_cycles(c, plan, float(e.kernel_cycles), p.l1_conflict)
-    return e if stall == 0 else estimate(pr, c.tiling.m, c.tiling.k, c.tiling.n, c.tiling.k_mt, p, traffic,
-                                         tasks_per_group, c.tiling.rho, stall,
-                                         task_groups)
+        except GemmGenError:  # a design past its L1 budget (predict still prices it): no layout, no stall
+            plan = None
+    return priced(pr, c, p, traffic, tasks_per_group, plan, task_groups)
+
+
+def priced(pr: Workload, c: GemmConfig, p: Params, traffic: dict[str, TensorTraffic] | None,
+           tasks_per_group: int | None, plan: L1Plan | None, task_groups: int | None) -> Estimate:
+    """estimate() at c's tiling, once, with the L1 bank stalls `plan` costs at the kernel's call time (the stall
+    depends on the kernel's cycles alone, which it does not change: no second pricing)."""
+    m, k, n, k_mt, rho = (np.asarray(x, dtype=np.int64) for x in (c.tiling.m, c.tiling.k, c.tiling.n, c.tiling.k_mt,
+                                                                  c.tiling.rho))
+    stall = 0.0
+    if p.l1_conflict and plan is not None:
+        stall = stall_cycles(c, plan, float(kmod.kernel_cycles(p, pr.kernel_shape, m // rho, k, n)), p.l1_conflict)
+    return estimate(pr, c.tiling.m, c.tiling.k, c.tiling.n, c.tiling.k_mt, p, traffic, tasks_per_group, c.tiling.rho,
+                    stall, task_groups)

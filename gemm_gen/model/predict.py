@@ -1,50 +1,23 @@
-"""predict(): the model applied to one GemmConfig, with its traffic read from the built Design."""
+"""predict(): the model applied to one GemmConfig's built Design (model/price.estimate), with what it reports."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ..config import GemmConfig
 from ..design import build_design
+from ..design.ir import Design
 from ..design.keys import DesignKeys, design_keys
-from ..design.model import Design
-from ..epilogue import Epilogue
-from ..errors import ConfigError
-from ..rules.dequant import to_bfp16
+from ..facts.epilogue import Epilogue
+from ..facts.errors import ConfigError
+from ..spec.config import GemmConfig
+from ..spec.rules.dequant import to_bfp16
 from . import dequant_cost, epilogue_cost
 from .kernel import cluster_terms, overhead
 from .params import Params, load, load_ends
-from .perf import Estimate, Workload, estimate_config
+from .perf import Estimate, Workload
+from .price import estimate
 from .roof import DramRoof, dram_roof
-from .traffic import design_traffic
-
-
-def tasks_per_group(design: Design) -> int:
-    """Shim tasks the command processor configures per task group (the first group's: an output
-    block's, or a span's)."""
-    return sum(1 for t in design.tasks if t.group == 0)
-
-
-def task_groups(design: Design) -> int:
-    """The task groups of the design's runtime sequence: one per output block, or per span."""
-    return len({t.group for t in design.tasks})
-
-
-def design_epilogue(design: Design) -> Epilogue:
-    """The fused epilogue a design's kernels apply (KernelBuild.epilogue; all of a design's kernels share one)."""
-    found = {k.build.epilogue for k in design.kernels}
-    if len(found) > 1:
-        raise ConfigError(f"a design's kernels disagree on their epilogue: {sorted(map(str, found))}",
-                          "build every kernel of a design with the config's epilogue")
-    return found.pop() if found else Epilogue()
-
-
-def estimate_design(design: Design, params: Params | None = None) -> Estimate:
-    """The model on a built Design: its traffic, its task groups, its L1 plan and its kernels' epilogue."""
-    return estimate_config(design.config, params, design_traffic(design), tasks_per_group(design), design.l1,
-                           epilogue=design_epilogue(design), task_groups=task_groups(design))
-
 
 MODEL = "gemm_gen.model (analytical; see docs/model.md)"  # what predict --json names as its source
 
@@ -295,18 +268,19 @@ class DequantCharge:
                 f"{self.core_us:,.1f} us of each core's time ({self.core_share:.0%} of the core time)")
 
 
-def dequant_charge(c: GemmConfig, e: Estimate) -> DequantCharge | None:
-    """The dequantization's charge in estimate `e` of W4A16 config `c` (None for any other config)."""
-    if not c.groups.group_size:
+def dequant_charge(design: Design, e: Estimate) -> DequantCharge | None:
+    """The dequantization's charge in estimate `e` of a W4A16 design (None for any other design)."""
+    b, dev = design.build, design.config.dev
+    if not b.group_size:
         return None
     cycles = _f(e.extra["dequant_cycles_per_object"])  # type: ignore[arg-type]
-    objects = _f(e.groups) * int(e.padded[1]) // c.tiling.k  # k-steps per output tile, over the tiles
-    core_us = objects * cycles / (c.dev.clock_ghz * 1e9) * 1e6
-    bfp16 = to_bfp16(c.groups.group_size, c.kernel.convert_once)
-    rows = int(dequant_cost.pass_rows(c.dev, c.tiling.k, c.groups.group_size, c.kernel.mmul, bfp16))
-    return DequantCharge(c.groups.group_size, c.groups.zero_points,
-                         dequant_cost.ops_per_vector(c.dev, c.groups.zero_points, c.kernel.mmul, bfp16, rows),
-                         dequant_cost.values_per_vector(c.dev, c.kernel.mmul, bfp16), cycles, c.tiling.k, c.tiling.n,
+    objects = _f(e.groups) * int(e.padded[1]) // b.k  # k-steps per output tile, over the tiles
+    core_us = objects * cycles / (dev.clock_ghz * 1e9) * 1e6
+    bfp16 = to_bfp16(b.group_size, b.convert_once)
+    rows = int(dequant_cost.pass_rows(dev, b.k, b.group_size, b.mmul, bfp16))
+    return DequantCharge(b.group_size, b.zero_points,
+                         dequant_cost.ops_per_vector(dev, b.zero_points, b.mmul, bfp16, rows),
+                         dequant_cost.values_per_vector(dev, b.mmul, bfp16), cycles, b.k, b.n,
                          core_us, core_us / (_f(e.t_core) * 1e6), "bfp16 tiles" if bfp16 else "bf16")
 
 
@@ -325,18 +299,18 @@ def predict(config: GemmConfig, params: Params | None = None,
         design, reason = build_design(config, budgets=False), str(e)  # raises unless a budget broke
     p = params or load()
     slow, fast = ends or load_ends()
-    pred = prediction(config, estimate_design(design, p), p, design, _f(estimate_design(design, slow).tops),
-                      _f(estimate_design(design, fast).tops), reason)
-    epi = design_epilogue(design)
+    # the design priced once under each set of constants: the calibrated ones, then the two ends of their spreads
+    # (tops_low / tops_high: the same design under other constants, another question)
+    own = estimate(design, p)
+    pred = prediction(design, own, p, _f(estimate(design, slow).tops), _f(estimate(design, fast).tops), reason)
+    epi = design.build.epilogue
     if epi.is_identity:
         return pred
-    charge = epilogue_charge(epi, config.tiling.m, config.tiling.n)
+    charge = epilogue_charge(epi, design.build.m, design.build.n)
     if epi.runtime:  # the model decides whether a build of one activation would be faster, per activation
-        runtime_s = _f(estimate_design(design, p).time)
-        alone = [(a.value, runtime_s, _f(estimate_config(design.config, p, design_traffic(design),
-                                                         tasks_per_group(design), design.l1,
-                                                         epilogue=epi.selected(a),
-                                                         task_groups=task_groups(design)).time)) for a in epi.modes]
+        # each mode priced as a build of that activation alone (another kernel: another question), against this
+        # design's own time, read from its one pricing
+        alone = [(a.value, _f(own.time), _f(estimate(design, p, epi.selected(a)).time)) for a in epi.modes]
         charge = replace(charge, specialised=tuple(alone))
     return replace(pred, epilogue=charge)
 
@@ -352,22 +326,22 @@ def _f(x: Any) -> float:
     return float(x)
 
 
-def prediction(c: GemmConfig, e: Estimate, p: Params, design: Design, tops_low: float, tops_high: float,
+def prediction(design: Design, e: Estimate, p: Params, tops_low: float, tops_high: float,
                not_buildable_because: str | None) -> Prediction:
     """The record of one design's estimate `e` (under params `p`) and its range."""
+    c = design.config
     dev = c.dev
     peak = dev.peak_macs[dev.operands(c.types.dtype_in, c.types.dtype_b)]
-    v = c.variant
-    assert v is not None, "a config check_config accepts has a kernel variant (rules/defaults.variant)"
+    v = design.build.variant
     terms = cluster_terms(p, Workload.of(c).kernel_shape, v.expansion)
-    col_clusters = c.tiling.n // (v.et * c.kernel.mmul[2])
+    col_clusters = design.build.n // (v.et * design.build.mmul[2])
     mem = [sum(b.nbytes for b in design.memtile_buffers if b.home_col == col)
            for col in range(dev.target(c.array.cols)[1])]
     dram_total = sum(_f(t.bytes) for t in e.traffic.values())
     t_mem = _f(e.t_mem)
     return Prediction(
-        design=design_keys(c),
-        emulate_bf16_with_bfp16=c.kernel.emulate_bf16_with_bfp16,
+        design=design_keys(design),
+        emulate_bf16_with_bfp16=design.build.emulate_bf16_with_bfp16,
         padded=(int(e.padded[0]), int(e.padded[1]), int(e.padded[2])),
         tops=_f(e.tops),
         time_s=_f(e.time),
@@ -391,7 +365,7 @@ def prediction(c: GemmConfig, e: Estimate, p: Params, design: Design, tops_low: 
               for name, t in e.traffic.items()},
         dram_bytes_total=int(dram_total),
         effective_dram_gbps=dram_total / _f(e.t_dram) / 1e9,
-        task_groups=int(_f(e.spans)),
+        task_groups=design.task_groups,
         l1_bytes=c.l1_bytes,
         l1_fraction=c.l1_bytes / dev.l1_bytes,
         l2_bytes=sum(mem),
@@ -401,5 +375,5 @@ def prediction(c: GemmConfig, e: Estimate, p: Params, design: Design, tops_low: 
         not_buildable_because=not_buildable_because,
         dram_roof=dram_roof(dev.name, c.size, c.types.dtype_in, str(c.types.dtype_b), c.types.dtype_out, p,
                             c.groups.group_size, c.groups.zero_points),
-        dequant=dequant_charge(c, e),
+        dequant=dequant_charge(design, e),
     )

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..dtypes import BF16, dtype
-from ..groupquant import groups_along_k
-from ..hw import devices
-from ..spec import Problem
+from ..facts import devices
+from ..facts.dtypes import BF16, dtype
+from ..facts.groupquant import groups_along_k
+from ..spec.request import Problem
 from .params import Params, load
 from .perf import GIGA, shim_stream_rates
 

@@ -1,8 +1,9 @@
 """DRAM traffic of a design: bytes and contiguous runs per host tensor.
 
-`design_traffic` reads them from the Design's runtime sequence (every shim task's access pattern);
+`design_traffic` reads them from the Design (its build counted every shim task's access pattern:
+design/traffic.py);
 `analytic_traffic` is the model's closed form of that count, vectorised over candidate tilings for
-the tuner, which cannot build a Design per candidate; tests/test_model.py checks the model against
+the tuner, which cannot build a Design per candidate; tests/model/test_model.py checks the model against
 the built designs.
 """
 
@@ -12,10 +13,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..design.model import Design
-from ..dtypes import DType, dtype
-from ..rules import memtile
-from ..tap import Tap
+from ..design.ir import Design
+from ..facts.dtypes import DType
+from ..spec.rules import memtile
 
 TENSORS = ("A", "B", "C")
 
@@ -38,48 +38,11 @@ class TensorTraffic:
         return np.asarray(self.runs * (1.0 - page_sharing) + self.merged_runs * page_sharing, dtype=np.float64)
 
 
-def contiguous_run(tap: Tap) -> int:
-    """Elements the pattern reads back to back before it jumps (innermost dims merged)."""
-    dims = [(size, stride) for size, stride in zip(tap.sizes, tap.strides) if size > 1][::-1]
-    if not dims:
-        return 1
-    size, stride = dims[0]
-    if stride != 1:
-        return 1
-    run = size
-    for size, stride in dims[1:]:
-        if stride != run:
-            break
-        run *= size
-    return run
-
-
-def _side_by_side(taps: list[Tap]) -> int:
-    """How many of a group's taps on one tensor continue each other's runs (1 if they do not)."""
-    first = taps[0]
-    run = contiguous_run(first)
-    if len(taps) < 2 or any((t.sizes, t.strides) != (first.sizes, first.strides) for t in taps):
-        return 1
-    offsets = sorted(t.offset for t in taps)
-    if all(b - a == run for a, b in zip(offsets, offsets[1:])):
-        return len(taps)
-    return 1
-
-
 def design_traffic(design: Design) -> dict[str, TensorTraffic]:
-    """Bytes and runs per tensor, summed over the runtime sequence's shim tasks."""
-    acc: dict[str, list[float]] = {name: [0.0, 0.0, 0.0] for name in TENSORS}
-    by_group: dict[tuple[int, str], list[Tap]] = {}
-    for task in design.tasks:
-        unit_bytes = dtype(design.tensor(task.tensor).dtype).unit_bytes  # taps count DMA units
-        count = task.tap.count
-        acc[task.tensor][0] += count * unit_bytes
-        acc[task.tensor][1] += count // contiguous_run(task.tap)
-        by_group.setdefault((task.group, task.tensor), []).append(task.tap)
-    for (_, tensor), taps in by_group.items():
-        side = _side_by_side(taps)
-        acc[tensor][2] += sum(t.count // contiguous_run(t) for t in taps) / side
-    return {name: TensorTraffic(np.asarray(b), np.asarray(r), np.asarray(mr)) for name, (b, r, mr) in acc.items()}
+    """Bytes and runs per tensor as the Design's build counted them over its runtime sequence's shim tasks
+    (design/traffic.py), as the model's arrays."""
+    return {t.tensor: TensorTraffic(np.asarray(t.bytes), np.asarray(t.runs), np.asarray(t.merged_runs))
+            for t in design.traffic}
 
 
 def analytic_traffic(rows: int, cols: int, types: tuple[DType, DType, DType], b_col_maj: bool,
@@ -99,13 +62,13 @@ def analytic_traffic(rows: int, cols: int, types: tuple[DType, DType, DType], b_
     B row-major in runs of n; a bfp16 B in mlir-aie's strips one run per strip. C is written once,
     in runs of n. `types` are A's, B's and C's: a bfp16 operand (1.125 B per value) moves in 8 x 8
     tiles, so each of its runs spans 8 rows. `lds` are the elements between rows of A's, B's (as
-    stored) and C's DRAM buffers (gemm_gen/call.py; default: the padded extents): rows touch only
+    stored) and C's DRAM buffers (gemm_gen/spec/call.py; default: the padded extents): rows touch only
     where a buffer's rows are exactly as long as a task reads them. `extra_b_rows`: rows the host appends to
     B per column tile (a fused epilogue's tile: k of them), read with it, so B's bytes and runs grow by
     (Kp + extra) / Kp = (k_steps + 1) / k_steps (run lengths unchanged). `b_object_scale`: B's bytes in DRAM
     over its values' (a W4A16 B's objects carry their scale and zero-point rows: groupquant.object_bytes per
     k-step and column tile over k n / 2), the same runs, each longer by it. `split_k`: the kernel's k in the split
-    decode placement (rules/decode_split.py; 0 elsewhere), whose B streams walk each core's piece in turn per
+    decode placement (spec/rules/decode_split.py; 0 elsewhere), whose B streams walk each core's piece in turn per
     k-step (strips: one run of k n per core and k-step) and whose streams and C columns differ or do not continue
     each other's runs: none side by side.
     """

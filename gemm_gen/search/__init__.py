@@ -1,5 +1,5 @@
 """Choosing a design, one named step: `choose(request, params, measure)` (choosing.py) takes the space
-of tilings the rules allow (gemm_gen/space.py), has the model price it (gemm_gen/model/), ranks it
+of tilings the rules allow (gemm_gen/search/space.py), has the model price it (gemm_gen/model/), ranks it
 (tune.py; tune_many.py for one design serving several sizes, the rules of each size's call applied too),
 and lets a measurement the caller passes re-rank them. Only the application layer calls it."""
 

@@ -11,13 +11,13 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
-from ..config import GemmConfig, default_k_mt, default_tiles
 from ..design.serve import check
-from ..errors import GemmGenError, ToolchainMissing
+from ..facts.errors import GemmGenError, ToolchainMissing
 from ..model.params import Params, load
 from ..model.perf import Workload, estimate_config
-from ..rules.defaults import resolve
-from ..spec import Pins, Request, Tiling, given
+from ..spec.config import GemmConfig, default_k_mt, default_tiles
+from ..spec.request import Pins, Request, Tiling, given
+from ..spec.rules.defaults import resolve
 from .knobs import KNOBS, Variant, several_sizes, variants
 from .tune import Candidate, check_problem, tune, tuned_config, tuned_k_mt
 from .tune_many import tune_many

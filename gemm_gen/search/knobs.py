@@ -19,9 +19,9 @@ from dataclasses import dataclass, fields, replace
 from itertools import product
 from typing import Any
 
-from ..config import GemmConfig, b_packs
-from ..rules import array, decode_split
-from ..spec import MAPPINGS, ROWS, Pins, given
+from ..spec.config import GemmConfig, b_packs
+from ..spec.request import MAPPINGS, ROWS, Pins, given
+from ..spec.rules import array, decode_split
 
 
 def several_sizes(pins: Pins) -> bool:
@@ -44,7 +44,7 @@ def _split(c: GemmConfig) -> bool:
 
 def _map(c: GemmConfig, mapping: str) -> GemmConfig:
     """`c` in `mapping`: the whole array keeps the open rows (0), the decode mappings give one row, and the
-    split placement its virtual columns (rules/decode_split.py)."""
+    split placement its virtual columns (spec/rules/decode_split.py)."""
     if mapping == MAPPINGS[0]:
         return c
     cols = array.mapping_cols(c.dev, mapping)

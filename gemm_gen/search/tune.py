@@ -1,6 +1,6 @@
 """The tuner: every valid (m, k, n, k_mt) of a problem, ranked by the model.
 
-The candidates come from the search space (gemm_gen/space.py): every (m, k, n, rho) on the grids
+The candidates come from the search space (gemm_gen/search/space.py): every (m, k, n, rho) on the grids
 that L1 and the BD fields allow, filtered by every rule a design's check applies (space.RULES, over
 all candidates at once: `mask` before any pricing, `k_mt_fit` for each k_mt: its granularity, a
 column-major A's chunks, memtile placement with neighbour spill, every DMA walk's BD fields). The
@@ -22,17 +22,17 @@ from typing import Any
 
 import numpy as np
 
-from .. import space
-from ..checks import check_expansion, check_pinned_granularity, check_untiled
-from ..config import B_PACKS, GemmConfig
 from ..design.serve import check
-from ..errors import ConfigError, GemmGenError, opt
-from ..hw.devices import TILE_EXTENT_SEARCH_MAX
+from ..facts.devices import TILE_EXTENT_SEARCH_MAX
+from ..facts.errors import ConfigError, GemmGenError, opt
 from ..model.params import Params, load, load_ends
 from ..model.perf import Estimate, Workload, estimate, estimate_config
-from ..rules import decode_split, dma
-from ..rules.padding import ceil_div, round_up
-from ..spec import MAPPINGS, Pins
+from ..spec.checks import check_expansion, check_pinned_granularity, check_untiled
+from ..spec.config import B_PACKS, GemmConfig
+from ..spec.request import MAPPINGS, Pins
+from ..spec.rules import decode_split, dma
+from ..spec.rules.padding import ceil_div, round_up
+from . import space
 from .knobs import Variant
 
 MAX_ROUNDS = 1024
@@ -97,7 +97,7 @@ class TuneResult:
     notes: list[str] = field(default_factory=list)
     rank: str = "model"  # what ordered the designs (RANKS)
     kernels_weighed: bool = False  # the candidates are of both bf16 kernels (an open convert-once option)
-    mappings_weighed: bool = False  # the candidates are of both mappings (whole array, decode: rules/array.py)
+    mappings_weighed: bool = False  # the candidates are of both mappings (whole array, decode: spec/rules/array.py)
 
     @property
     def best(self) -> Candidate:
@@ -351,7 +351,9 @@ def check_problem(pr: Workload, pins: Pins | None = None) -> None:
 
 
 def _candidate(c: GemmConfig, p: Params, slow: Params, fast: Params) -> Candidate:
-    e = estimate_config(c, p)  # with the L1 bank stalls of the config's plan
+    # the closed form the space was ranked with (with the L1 bank stalls of the config's plan), for every finalist
+    # alike: ranking configs, not pricing a built Design (predict does that: model/price.estimate)
+    e = estimate_config(c, p)
     mem = sum(c.memtile_bytes_used())
     t_core, t_mem = float(e.t_core), float(e.t_mem)
     return Candidate(c, float(e.tops), float(e.time), float(e.compute_bound_tops), float(e.memory_bound_tops),

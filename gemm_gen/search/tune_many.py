@@ -16,14 +16,14 @@ from typing import Any
 
 import numpy as np
 
-from .. import space
-from ..call import check_weights
-from ..config import GemmConfig
 from ..design.serve import check, serve
-from ..errors import ConfigError, GemmGenError
+from ..facts.errors import ConfigError, GemmGenError
 from ..model.params import Params, load
 from ..model.perf import Workload, estimate, estimate_config
-from ..spec import Pins, Problem
+from ..spec.call import check_weights
+from ..spec.config import GemmConfig
+from ..spec.request import Pins, Problem
+from . import space
 from .tune import rank_all, tune
 
 CANDIDATES = 48  # designs of the largest size that enter the ranking over all sizes

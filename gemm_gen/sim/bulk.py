@@ -27,15 +27,15 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from .. import bfp16
-from ..call import CallPlan
-from ..config import GemmConfig
 from ..design.b_objects import unpack_objects
-from ..dtypes import DType, unpack_i4
-from ..epilogue import MODES, Requant
-from ..epilogue_args import read_tile
-from ..hostdata import b_unit
-from ..numerics import KernelNumerics, chain
+from ..design.host_buffers import b_unit_in
+from ..facts import bfp16
+from ..facts.dtypes import DType, unpack_i4
+from ..facts.epilogue import MODES, Requant
+from ..facts.epilogue_args import read_tile
+from ..facts.numerics import KernelNumerics, chain
+from ..spec.call import CallPlan
+from ..spec.config import GemmConfig
 from . import words as w
 from .contents import CALLED, CONVERT, HANDLE, MATMUL, ZERO, Keys, NotProven, Provenance
 from .flow import Flow
@@ -299,11 +299,11 @@ def delivered_b(c: GemmConfig, kernel: KernelEmulator, raw: np.ndarray, cols: in
         data = np.zeros(size, np.uint8)
         flat = np.ascontiguousarray(raw).reshape(-1).view(np.uint8)[:size]
         data[: flat.size] = flat
-        return unpack_objects(c, call, data)[:, :cols]
+        return unpack_objects(c, call, data, kernel.deq_order)[:, :cols]
     tr, tc = g.kw, -(-cols // g.unit.tile_cols)
-    if c.layout.b_pack == "strips":  # not one stride per axis: every unit's index (hostdata.b_unit)
+    if c.layout.b_pack == "strips":  # not one stride per axis: every unit's index (host_buffers.b_unit)
         kk, nn = np.indices((tr, tc))
-        idx = b_unit(c, kk, nn, call)
+        idx = b_unit_in(g, kk, nn)
         picked = _units(raw, g.unit, int(idx.max(initial=-1)) + 1)[idx]
     else:  # b_unit is kk ld + nn (B^T's nn ld + kk)
         steps = (1, g.ld) if c.layout.b_col_maj else (g.ld, 1)

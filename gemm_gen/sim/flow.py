@@ -21,8 +21,8 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ..design.model import Design, RuntimeOp, TileRef
-from ..errors import GemmGenError
+from ..design.ir import Design, RuntimeOp, TileRef
+from ..facts.errors import GemmGenError
 from . import words as w
 from .contents import CALLED, CARRIED, CONVERT, FIELDS, HANDLE, MATMUL, ORIGIN, TASK, ZERO, Keys, NotProven
 from .kernel import KernelEmulator

@@ -15,21 +15,21 @@ from typing import Any, NoReturn
 
 import numpy as np
 
-from .. import bfp16
-from ..call import CallPlan
-from ..config import GemmConfig
-from ..design.b_objects import dequant_object, kernel_order
+from ..design.b_objects import dequant_object, kernel_order_in
 from ..design.grid import Grid
-from ..design.model import Design, TileRef
-from ..dtypes import F32, I32, I64, WORD_BYTES, DType, unpack_i4
-from ..epilogue import MODES, Requant, read_lut_table
-from ..epilogue_args import read_tile
-from ..errors import LayoutError
-from ..hostdata import b_unit, b_unit_coords
-from ..l1_layout import a_layout, a_tile_pairs, b_layout, b_tile_pairs, c_layout, c_tile_blocks
-from ..numerics import KernelNumerics, Product
-from ..rules.dequant import to_bfp16
-from ..rules.l1 import c_split_problem
+from ..design.host_buffers import b_unit_coords_in, b_unit_in
+from ..design.ir import Design, TileRef
+from ..facts import bfp16
+from ..facts.dtypes import F32, I32, I64, WORD_BYTES, DType, unpack_i4
+from ..facts.epilogue import MODES, Requant, read_lut_table
+from ..facts.epilogue_args import read_tile
+from ..facts.errors import LayoutError
+from ..facts.l1_layout import a_layout, a_tile_pairs, b_layout, b_tile_pairs, c_layout, c_tile_blocks
+from ..facts.numerics import KernelNumerics, Product
+from ..spec.call import CallPlan
+from ..spec.config import GemmConfig
+from ..spec.rules.dequant import to_bfp16
+from ..spec.rules.l1 import c_split_problem
 from . import words as w
 
 WORD = I32  # a lane of one 32-bit word: what a packed type's tile is gathered in
@@ -230,7 +230,7 @@ def b_cols(c: GemmConfig, call: CallPlan, g: Grid, b_word: np.ndarray, k0: Any) 
     qk, qn = g.unit.tile_rows, g.unit.tile_cols  # values per unit along K and N
     unit, kk = units_at(g, b_word), k0 // qk
     if g.obj or c.layout.b_pack == "strips":
-        got_k, nn = b_unit_coords(c, unit, call)
+        got_k, nn = b_unit_coords_in(g, unit)
         ok = np.asarray(got_k == kk)
         if g.obj:
             ok = ok & (unit % g.obj == 0)  # the first word of an object
@@ -273,20 +273,21 @@ class KernelEmulator:
     def __init__(self, design: Design, call: CallPlan | None = None) -> None:
         self.design = design
         self.c = c = design.config
+        self.build = b = design.build  # the kernel record the build made: what the kernels compute
         self.call = call = call or c.call
         self.numerics = c.numerics
-        self.p = c.types.precision
+        self.p = b.types.precision
         self.roles = design.roles
         ga, gb, gc = (design.grid(op, call) for op in ("A", "B", "C"))
         self.grids = {"A": ga, "B": gb, "C": gc}
         i, j = np.indices((ga.t_ma, ga.k))
         # A's rows are ld apart in DRAM (A^T's when column-major); a tile has T_MA = m / rho rows
-        self.a_off = j * ga.ld + i if c.layout.a_col_maj else i * ga.ld + j
+        self.a_off = j * ga.ld + i if b.a_col_maj else i * ga.ld + j
         kk, jj = np.indices((gb.k, gb.n))
-        self.b_off = b_unit(c, kk, jj, call)  # offsets inside one L1 tile: b_unit(c, 0, 0) == 0
+        self.b_off = b_unit_in(gb, kk, jj)  # offsets inside one L1 tile: b_unit_in(gb, 0, 0) == 0
         # bfp16 A: 2 x 1 super-blocks of tiles (the kernel's one A stream)
         a_l1 = (a_tile_pairs(ga.t_ma, ga.k) if ga.unit.is_block
-                else a_layout(ga.t_ma, ga.k, ga.r, ga.s, c.layout.a_col_maj))
+                else a_layout(ga.t_ma, ga.k, ga.r, ga.s, b.a_col_maj))
         self.a_view = view_of(a_l1, ga.unit, self.a_off, w.TAG_A)
         # bfp16 B: 1 x 2 super-blocks of tiles for every packing (the kernel's one B stream)
         self.b_view: View
@@ -295,7 +296,7 @@ class KernelEmulator:
             self.b_view = ObjectView(TileView.of(self.b_off, WORD, self.b_off, w.TAG_B))
         else:
             b_l1 = (b_tile_pairs(gb.k, gb.n) if gb.unit.is_block
-                    else b_layout(gb.k, gb.n, gb.s, gb.t, c.layout.b_col_maj))
+                    else b_layout(gb.k, gb.n, gb.s, gb.t, b.b_col_maj))
             self.b_view = input_view_of(b_l1, gb.unit, self.b_off, w.TAG_B, lines_are_rows=False)
         # C in L1 while it accumulates: each call updates one slice of T_MA rows, contiguous in the
         # blocked layout. In C's own type; or, when acc != dtype_out, in acc's blocked layout (no
@@ -304,13 +305,13 @@ class KernelEmulator:
         # bfp16 C: 2 x 2 super-blocks of tiles (one kernel stream each way); a T_MA slice is whole row
         # pairs, so it is a contiguous run of the same order. An accumulator converted into such tiles
         # is in the same order of 8 x 8 blocks (the kernel's in-place conversion is one linear pass).
-        self.slice_words = c.types.t_acc.nbytes(c.t_ma * c.tiling.n) // 4
+        self.slice_words = b.types.t_acc.nbytes(b.t_ma * b.n) // 4
         self.acc_views: dict[int, TileView | PairView] = {}
-        self.acc_super_blocks = self.p.converts_c and c.types.t_out.is_block
+        self.acc_super_blocks = self.p.converts_c and b.types.t_out.is_block
         if self.p.converts_c:
             # the kernel converts in place, block i over output block i in increasing order: the split must
             # leave no accumulator block to be overwritten before it is read
-            problem = c_split_problem(self.p, c.tiling.m, c.tiling.n, c.acc_block, c.c_split_elems // c.acc_block[0])
+            problem = c_split_problem(self.p, b.m, b.n, b.acc_block, b.c_split_elems // b.acc_block[0])
             if problem is not None:
                 raise LayoutError(problem, "split C's accumulator where rules/l1.c_split_blocks does")
             oi, oj = np.indices((gc.m, gc.n))  # the conversion writes the whole object in C's tiles
@@ -318,7 +319,8 @@ class KernelEmulator:
         else:
             ci, cj = np.indices((gc.t_ma, gc.n))
             self.c_view = view_of(self._c_l1(gc.t_ma), gc.unit, self._c_off(ci, cj), w.TAG_C)
-        self.deq_order = kernel_order(c) if gb.obj else np.zeros(0, np.int64)
+        self.deq_order = (kernel_order_in(design.grid("B"), b.n, b.mmul[2], c.call.Np) if gb.obj
+                          else np.zeros(0, np.int64))
         self.tiles: dict[TileRef, TileState] = {}
         self.calls: dict[TileRef, int] = {}
         self.stats = KernelStats()
@@ -337,8 +339,8 @@ class KernelEmulator:
         elif role == "matmul":
             a_cells, b_cells, c_cells, *extra = cells
             deq_cells = None  # W4A16's scratch: the last argument, or converting once its B bfp16 one (A's first)
-            if self.c.groups.group_size:
-                deq_cells = extra[1] if self.c.kernel.convert_once else extra.pop()
+            if self.build.group_size:
+                deq_cells = extra[1] if self.build.convert_once else extra.pop()
             acc_cells = extra[-1] if self.p.converts_c else None
             self.matmul(tile, a_cells, b_cells, c_cells, c_slice=scalars[0] if scalars else 0, acc_cells=acc_cells,
                         deq_cells=deq_cells)
@@ -346,8 +348,8 @@ class KernelEmulator:
             # C, C_acc, [the epilogue tile], [the tanh table's two copies]; a runtime activation's mode: convert's
             # one scalar, when the build has it
             rest = cells[2:]
-            tile_cells = rest.pop(0) if self.c.epilogue.needs_tile else None
-            tables = (rest[0], rest[1]) if self.c.epilogue.uses_tanh and len(rest) >= 2 else None
+            tile_cells = rest.pop(0) if self.build.epilogue.needs_tile else None
+            tables = (rest[0], rest[1]) if self.build.epilogue.uses_tanh and len(rest) >= 2 else None
             self.convert(tile, cells[0], cells[1], tile_cells, scalars[0] if scalars else None, tables)
         else:
             raise LayoutError(f"{tile} calls {kernel}, which is none of the design's kernels {sorted(self.roles)}",
@@ -362,20 +364,20 @@ class KernelEmulator:
     def _c_l1(self, rows: int) -> np.ndarray:
         """The L1 layout of `rows` rows of C in its own type (in tiles for bfp16)."""
         g = self.grids["C"]
-        return c_tile_blocks(rows, g.n) if g.unit.is_block else c_layout(rows, g.n, g.r, g.t, self.c.c_t_blocks)
+        return c_tile_blocks(rows, g.n) if g.unit.is_block else c_layout(rows, g.n, g.r, g.t, self.build.c_col_maj)
 
     def _acc_view(self, rows: int) -> TileView | PairView:
         """rows x n of the accumulator in its blocked layout (no provenance: not C's words yet)."""
         if rows not in self.acc_views:
-            c = self.c
+            b = self.build
             blocks = c_tile_blocks if self.acc_super_blocks else c_layout
-            layout = blocks(rows, c.tiling.n, c.kernel.mmul[0], c.kernel.mmul[2])
+            layout = blocks(rows, b.n, b.mmul[0], b.mmul[2])
             view: TileView | PairView
-            if c.types.t_acc == I64:  # int32 pairs: element e is words 2e, 2e + 1
-                pairs = np.stack([2 * layout, 2 * layout + 1], axis=-1).reshape(rows, 2 * c.tiling.n)
+            if b.types.t_acc == I64:  # int32 pairs: element e is words 2e, 2e + 1
+                pairs = np.stack([2 * layout, 2 * layout + 1], axis=-1).reshape(rows, 2 * b.n)
                 view = PairView(TileView.of(pairs, I32, np.zeros(pairs.shape, dtype=np.int64), w.TAG_NONE))
             else:
-                view = TileView.of(layout, c.types.t_acc, np.zeros((rows, c.tiling.n), dtype=np.int64), w.TAG_NONE)
+                view = TileView.of(layout, b.types.t_acc, np.zeros((rows, b.n), dtype=np.int64), w.TAG_NONE)
             self.acc_views[rows] = view
         return self.acc_views[rows]
 
@@ -383,10 +385,10 @@ class KernelEmulator:
                     acc_cells: np.ndarray | None) -> list[np.ndarray]:
         """Accumulator rows [first, last) (whole block rows, contiguous in the blocked order) as views of the
         cells that hold them, in order: the words of the blocks below the split in the C object, the rest
-        in the worker's C acc buffer (the split may fall inside a row: rules/l1.c_split_blocks)."""
-        c = self.c
-        per_row = c.types.t_acc.nbytes(c.tiling.n) // 4
-        lo, hi, h = first * per_row, last * per_row, c.types.t_acc.nbytes(c.c_split_elems) // 4
+        in the worker's C acc buffer (the split may fall inside a row: spec/rules/l1.c_split_blocks)."""
+        b = self.build
+        per_row = b.types.t_acc.nbytes(b.n) // 4
+        lo, hi, h = first * per_row, last * per_row, b.types.t_acc.nbytes(b.c_split_elems) // 4
         pieces = [c_cells[lo:min(hi, h)]] if lo < h else []
         if hi > h:
             if acc_cells is None:
@@ -441,9 +443,9 @@ class KernelEmulator:
 
     def matmul(self, tile: TileRef, a_cells: np.ndarray, b_cells: np.ndarray, c_cells: np.ndarray,
                c_slice: int = 0, acc_cells: np.ndarray | None = None, deq_cells: np.ndarray | None = None) -> None:
-        c = self.c
-        if not 0 <= c_slice < c.tiling.rho:
-            raise LayoutError(f"{tile} matmul: C slice {c_slice} outside 0..{c.tiling.rho - 1}",
+        b = self.build
+        if not 0 <= c_slice < b.rho:
+            raise LayoutError(f"{tile} matmul: C slice {c_slice} outside 0..{b.rho - 1}",
                               "pass 0 <= slice < rho")
         n_call = self.calls.get(tile, 0)
         self.calls[tile] = n_call + 1
@@ -459,14 +461,14 @@ class KernelEmulator:
         k0 = state.next_k.get(c_slice, 0)
         if k0 >= self.call.k_walk:
             raise LayoutError(f"{where}: slice {c_slice} of the tile of C[{state.row0}, {state.col0}] already has all "
-                              f"{self.call.k_walk // c.tiling.k} K chunks",
+                              f"{self.call.k_walk // b.k} K chunks",
                               "each k-chunk must reach an output tile once")
         row0, col0 = self._a_row(a_word, k0), self._b_col(b_word, k0)
         if row0 is None or col0 is None:
             name, unit = ("A", self._unit("A", a_word)) if row0 is None else ("B", self._unit("B", b_word))
             raise LayoutError(f"{where}: {name} covers K from {name}{self._coord(name, unit)}, not K chunk {k0} of "
                               f"slice {c_slice}", "A and B fifos must deliver the K chunks of a tile in order")
-        tile_row0 = row0 - c_slice * c.t_ma  # the A rows say which slice of which C tile this is
+        tile_row0 = row0 - c_slice * b.t_ma  # the A rows say which slice of which C tile this is
         if state.row0 < 0:
             state.row0, state.col0 = tile_row0, col0
         elif (state.row0, state.col0) != (tile_row0, col0):
@@ -475,7 +477,7 @@ class KernelEmulator:
                 f"C[{state.row0}, {state.col0}] before its K reduction finished",
                 "each core must see all K chunks of one output tile between zero calls",
             )
-        state.next_k[c_slice] = k0 + c.tiling.k
+        state.next_k[c_slice] = k0 + b.k
         if isinstance(self.b_view, ObjectView):  # the kernel dequantizes on slice 0 only; the others read b_deq
             if c_slice == 0:
                 state.deq_word = b_word
@@ -486,9 +488,9 @@ class KernelEmulator:
         a_op = self._operand("A", a_word, lambda: self.numerics.operand_a(self.a_view.read(a_cells)))
         b_op = self._operand("B", b_word, lambda: self.numerics.operand_b(self._b_values(b_cells, deq_cells)))
         if self.p.converts_c:  # the slice's rows, in the C object and/or the C acc buffer
-            pieces = self._acc_pieces(c_slice * c.t_ma, (c_slice + 1) * c.t_ma, c_cells, acc_cells)
-            acc = self.numerics.accumulate_operands(self._acc_read(c.t_ma, pieces), a_op, b_op)
-            self._acc_write(c.t_ma, pieces, self.numerics.store(acc))
+            pieces = self._acc_pieces(c_slice * b.t_ma, (c_slice + 1) * b.t_ma, c_cells, acc_cells)
+            acc = self.numerics.accumulate_operands(self._acc_read(b.t_ma, pieces), a_op, b_op)
+            self._acc_write(b.t_ma, pieces, self.numerics.store(acc))
         else:
             c_part = c_cells[c_slice * self.slice_words:(c_slice + 1) * self.slice_words]  # a view
             acc = self.numerics.accumulate_operands(self.c_view.read(c_part), a_op, b_op)
@@ -510,11 +512,11 @@ class KernelEmulator:
             raise LayoutError("a W4A16 matmul call without its dequantization scratch",
                               "pass the B_deq buffer as the matmul's last argument")
         tile = dequant_object(self.c, self.b_view.read(b_cells), self.deq_order)
-        if to_bfp16(self.c.groups.group_size, self.c.kernel.convert_once):
+        if to_bfp16(self.build.group_size, self.build.convert_once):
             q = bfp16.TILE
             tiles = bfp16.tiles_of(np.ascontiguousarray(tile.T), self.numerics.rounding)  # (n/8, k/8) tiles of B^T
             scratch = np.empty((tiles.shape[0] * tiles.shape[1], bfp16.TILE_BYTES), np.uint8)
-            scratch[b_tile_pairs(self.c.tiling.k // q, self.c.tiling.n // q)] = tiles.transpose(1, 0, 2)
+            scratch[b_tile_pairs(self.build.k // q, self.build.n // q)] = tiles.transpose(1, 0, 2)
         else:
             scratch = np.ascontiguousarray(tile.reshape(-1)[self.deq_order])
         deq_cells[:] = w.pack(np.ascontiguousarray(scratch).view(np.uint8), w.TAG_NONE)
@@ -531,7 +533,7 @@ class KernelEmulator:
         state = self.tiles.get(tile)
         if state is None or state.row0 < 0:
             raise LayoutError(f"{tile} converts C before any matmul call", "convert after the K loop")
-        values = self._acc_read(self.c.tiling.m, self._acc_pieces(0, self.c.tiling.m, c_cells, acc_cells))
+        values = self._acc_read(self.build.m, self._acc_pieces(0, self.build.m, c_cells, acc_cells))
         word = self._c_word(state.row0, state.col0)
         if isinstance(self.out_view, UnitView):  # bfp16 tiles
             self.out_view.write_encoded(c_cells, *self.numerics.encode_out(values), word)
@@ -559,7 +561,7 @@ class KernelEmulator:
         """The (slopes, offsets) the kernel's lookup reads from the tanh table's two copies: each must hold what
         the array's configuration wrote (its initial value), in this target's layout (epilogue.read_lut_table:
         npu1's 128-bit groups, npu2's 256-bit ones); None without a table."""
-        if not self.c.epilogue.uses_tanh:
+        if not self.build.epilogue.uses_tanh:
             return None
         if tables is None:
             raise LayoutError(f"{tile} converts C with a tanh activation but without the tanh table",
@@ -579,7 +581,7 @@ class KernelEmulator:
         """The bias and requantization the kernel reads from its epilogue tile: the B object must be the
         tile of this output tile's columns (its words from B's rows past k_walk at the tile's first column,
         in B's L1 layout), and its bytes, read linearly, an epilogue tile (epilogue_args.read_tile)."""
-        e = self.c.epilogue
+        e = self.build.epilogue
         if not e.needs_tile:
             return None, None
         if b_cells is None:
@@ -593,7 +595,7 @@ class KernelEmulator:
                               "B's walk must bring each output tile's epilogue tile after its K loop")
         data = (b_cells & w.VALUE_MASK).astype(np.uint32).view(np.uint8)
         try:
-            return read_tile(e, self.c.tiling.n, data, self.c.types.t_out.is_float, self.c.types.t_out)
+            return read_tile(e, self.build.n, data, self.build.types.t_out.is_float, self.build.types.t_out)
         except ValueError as err:
             raise LayoutError(f"{tile}: the epilogue tile of C[{state.row0}, {state.col0}] does not hold "
                               f"parameters: {err}", "write it through the inverse of B's walk into L1") from None
@@ -651,22 +653,22 @@ class KernelEmulator:
         g = self.grids[name]
         q = g.unit.tile_rows
         if name == "A":
-            return str([x * q for x in divmod(unit, g.ld)[::-1 if self.c.layout.a_col_maj else 1]])
-        kk, nn = b_unit_coords(self.c, unit, self.call)
+            return str([x * q for x in divmod(unit, g.ld)[::-1 if self.build.a_col_maj else 1]])
+        kk, nn = b_unit_coords_in(self.grids["B"], unit)
         return str([kk * q, nn * g.unit.tile_cols])
 
     def _check_complete(self, tile: TileRef, state: TileState) -> None:
         if state.row0 < 0:
             return
-        walk, k = self.call.k_walk, self.c.tiling.k
-        short = [(s, state.next_k.get(s, 0)) for s in range(self.c.tiling.rho) if state.next_k.get(s, 0) != walk]
+        walk, k = self.call.k_walk, self.build.k
+        short = [(s, state.next_k.get(s, 0)) for s in range(self.build.rho) if state.next_k.get(s, 0) != walk]
         if not short:
             self.stats.tiles_done += 1
             return
         done = sum(state.next_k.values()) // k
         raise LayoutError(
             f"{tile}: output tile C[{state.row0}, {state.col0}] was released after "
-            f"{done} of {self.c.tiling.rho * walk // k} (slice, k-chunk) updates (first missing: slice, K = "
+            f"{done} of {self.build.rho * walk // k} (slice, k-chunk) updates (first missing: slice, K = "
             f"{list(short[:1])})",
             "the worker loop and the A/B streams must cover all of K for every C slice",
         )

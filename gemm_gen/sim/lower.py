@@ -7,7 +7,7 @@
   BDs, and the outer fifo's dims apply per slice (AIEObjectFifoStatefulTransform.cpp).
 - Channels are numbered per tile in IR order (fifos by name: a fifo's producer end, then its
   consumer ends), except that on a memtile the endpoints of a link with a buffer in a neighbour
-  memtile take the lowest channels first (gemm_gen/rules/memtile.py); BDs, channels and locks are
+  memtile take the lowest channels first (gemm_gen/spec/rules/memtile.py); BDs, channels and locks are
   counted against the tile's DMA (memtile BDs per even/odd bank; channels 4-5 only reach local
   memory).
 """
@@ -19,13 +19,13 @@ from typing import TypeVar
 
 import numpy as np
 
-from ..config import GemmConfig
 from ..design.channels import dma_channels
-from ..design.model import Acquire, Design, Loop, ObjectFifo, Op, RuntimeOp, TileRef
-from ..dtypes import dtype
-from ..errors import BdExhaustionError, LayoutError, OutOfRangeError, SimulationError
-from ..hw.devices import TileKind
-from ..tap import Tap
+from ..design.ir import Acquire, Design, Loop, ObjectFifo, Op, RuntimeOp, TileRef
+from ..design.tap import Tap
+from ..facts.devices import TileKind
+from ..facts.dtypes import dtype
+from ..facts.errors import BdExhaustionError, LayoutError, OutOfRangeError, SimulationError
+from ..spec.config import GemmConfig
 from .kernel import KernelEmulator
 from .machine import (
     Barrier,
@@ -138,7 +138,7 @@ def _level(src: TileRef, dst: TileRef) -> str:
     return f"{names[src.kind]} -> {names[dst.kind]}"
 
 
-class _Lowering:
+class _MachineLowering:
     def __init__(self, design: Design, dram: dict[str, np.ndarray]) -> None:
         self.d = design
         self.c = design.config
@@ -439,4 +439,4 @@ def lower(design: Design, dram: dict[str, np.ndarray], kernel: KernelEmulator,
           runtime: tuple[RuntimeOp, ...] | None = None) -> Machine:
     """The array running `design`, its command processor set up for one call's runtime sequence
     (default: the design's own)."""
-    return _Lowering(design, dram).lower(kernel, design.runtime if runtime is None else runtime)
+    return _MachineLowering(design, dram).lower(kernel, design.runtime if runtime is None else runtime)

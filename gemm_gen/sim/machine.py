@@ -16,7 +16,7 @@ from typing import Protocol
 
 import numpy as np
 
-from ..design.model import (
+from ..design.ir import (
     Acquire,
     BarrierRelease,
     BarrierWait,
@@ -28,8 +28,8 @@ from ..design.model import (
     ShimTask,
     TileRef,
 )
-from ..errors import BdExhaustionError, QueueOverflowError, SimulationError
-from ..hw.devices import CORE_LOCKS
+from ..facts.devices import CORE_LOCKS
+from ..facts.errors import BdExhaustionError, QueueOverflowError, SimulationError
 
 
 class Lock:

@@ -27,7 +27,7 @@ The fast one keeps no cells for A and B, one float32 product, and C's cells: the
 elements of float A and B, of integer A and B (their operands are float64) and C's elements gave 80 MiB, 8 B,
 21 B and 26 B: it overestimates every row by 0% to 51% (the largest, 4096x4096x2048, most). A call the fast
 simulator cannot show to pass runs literally (docs/simulator.md): a broken design's run may then need the
-literal figure. tests/test_cli_bad_input.py keeps both sets of rows and checks the bounds.
+literal figure. tests/app/test_cli_bad_input.py keeps both sets of rows and checks the bounds.
 """
 
 from __future__ import annotations
@@ -35,10 +35,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from ..config import GemmConfig
-from ..dtypes import DType
-from ..errors import ConfigError, opt
-from ..spec import Problem
+from ..facts.dtypes import DType
+from ..facts.errors import ConfigError, opt
+from ..spec.config import GemmConfig
+from ..spec.request import Problem
 from .words import MAX_WORDS
 
 BASE_BYTES = 72 * 2**20  # the interpreter, NumPy, the design and the lowered array

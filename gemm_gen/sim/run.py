@@ -9,26 +9,26 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 from tqdm import tqdm
 
-from ..accuracy import Accuracy, EpilogueAccuracy, measure, measure_epilogue, percent
-from ..bfp16 import clamped_blocks
-from ..call import CallPlan
-from ..config import GemmConfig
 from ..design import Design, build_design
-from ..design.build import host_tensors, runtime_sequence
-from ..design.model import HostTensor, RuntimeOp
+from ..design.build import for_call
+from ..design.host_buffers import host_values, output_values, pad_inputs
+from ..design.ir import HostTensor, RuntimeOp
 from ..design.serve import serve
-from ..dtypes import dtype as dtype_of
-from ..dtypes import widen
-from ..epilogue_args import kernel_requant, seeded_args
-from ..errors import DeadlockError, LayoutError, SimulationError
-from ..hostdata import host_values, output_values, pad_inputs
-from ..inputs import SCALE_EXP, exact_bound, group_weights, make_inputs
-from ..numerics import Product, reference
-from ..quant_b import QuantB
-from ..rules.call_layouts import Layouts
-from ..rules.dequant import to_bfp16
-from ..rules.epilogue import call_activation
-from ..spec import Problem
+from ..facts.accuracy import Accuracy, EpilogueAccuracy, measure, measure_epilogue, percent
+from ..facts.bfp16 import clamped_blocks
+from ..facts.dtypes import dtype as dtype_of
+from ..facts.dtypes import widen
+from ..facts.epilogue_args import kernel_requant, seeded_args
+from ..facts.errors import DeadlockError, LayoutError, SimulationError
+from ..facts.inputs import SCALE_EXP, exact_bound, group_weights, make_inputs
+from ..facts.numerics import Product, reference
+from ..facts.quant_b import QuantB
+from ..spec.call import CallPlan
+from ..spec.config import GemmConfig
+from ..spec.request import Problem
+from ..spec.rules.call_layouts import Layouts
+from ..spec.rules.dequant import to_bfp16
+from ..spec.rules.epilogue import call_activation
 from . import bulk
 from . import words as w
 from .contents import Keys, NotProven
@@ -99,7 +99,7 @@ class SimResult:
             "acc32_overflows": self.kernel.acc_overflows,
             "inputs": self.inputs,
             "numerics_modelled": self.numerics_modelled,
-            "accumulation": self.config.numerics.accumulation,  # which fp32 accumulation model (numerics.py)
+            "accumulation": self.config.numerics.accumulation,  # which fp32 accumulation model (facts/numerics.py)
             "notes": self.notes,
         }
 
@@ -109,16 +109,15 @@ def dram_contents(design: Design, a: np.ndarray, b: np.ndarray, call: CallPlan |
     plan says), with the slack its transfers reach, and C empty."""
     c = design.config
     call = call or c.call
-    return dram_cells(c, *pad_inputs(c, a, b, call), call)
+    tensors = design.tensors if call == c.call else for_call(design, call).tensors
+    return dram_cells(c, *pad_inputs(c, a, b, call), tensors)
 
 
-def dram_cells(c: GemmConfig, a_dram: np.ndarray, b_dram: np.ndarray, call: CallPlan | None = None,
-               tensors: tuple[HostTensor, ...] | None = None) -> dict[str, np.ndarray]:
+def dram_cells(c: GemmConfig, a_dram: np.ndarray, b_dram: np.ndarray, tensors: tuple[HostTensor, ...]
+               ) -> dict[str, np.ndarray]:
     """The simulator's DRAM: the host buffers of A and B as provenance-carrying cells followed by
-    their zeroed slack (numbered on, as the bytes after the matrix are), C empty. `tensors` are the
-    call's host tensors when the caller has them (default: made from the call's own sequence)."""
-    call = call or c.call
-    tensors = tensors or host_tensors(c, call)
+    their zeroed slack (numbered on, as the bytes after the matrix are), C empty. `tensors`: the call's host
+    tensors (its Design's)."""
     sizes = dram_words(c, tensors)
     out = {}
     for name, data in (("A", a_dram), ("B", b_dram), ("C", None)):
@@ -251,9 +250,9 @@ class ArraySession:
         c = self.design.config
         if call == c.call:
             runtime, tensors = self.design.runtime, self.design.tensors
-        else:  # the call's own sequence, made once: its transfers say how much slack each buffer needs
-            runtime = runtime_sequence(c, call)
-            tensors = host_tensors(c, call, runtime)
+        else:  # the Design serving the call: its own sequence, whose transfers say how much slack each buffer needs
+            served = for_call(self.design, call)
+            runtime, tensors = served.runtime, served.tensors
         kernel = KernelEmulator(self.design, call)
         if not self.literal:
             sizes = dram_words(c, tensors)
@@ -268,7 +267,7 @@ class ArraySession:
             else:
                 self.calls += 1
                 return cells, kernel, self.machine
-        dram = dram_cells(c, a_dram, b_dram, call, tensors)
+        dram = dram_cells(c, a_dram, b_dram, tensors)
         if self.machine is None:
             self.machine = lower(self.design, dram, kernel, runtime)
         else:
@@ -330,7 +329,7 @@ def _stand_ins(sizes: dict[str, int]) -> dict[str, np.ndarray]:
 
 def simulate(config: GemmConfig | Design, seed: int = 0, progress: bool = False, inputs: str = "exact",
              activation: str | None = None, literal: bool = False) -> SimResult:
-    """Build (if needed) and simulate a design on seeded inputs of the given family (gemm_gen.inputs:
+    """Build (if needed) and simulate a design on seeded inputs of the given family (gemm_gen.facts.inputs:
     "exact" float inputs have fp32-exact sums, "wide" ones exercise lossy conversions); raises on
     design errors. `activation`: what a runtime-activation build applies in this call. `literal`: move
     every word and call every kernel one by one (ArraySession), the same results and errors, slower."""
@@ -415,7 +414,7 @@ def _checked_call(session: ArraySession, call: CallPlan, seed: int, progress: bo
                      "modelled on mlir-aie PR #3442; the exact on-chip conversion is unpublished)")
     if c.numerics.bfp16_inputs:
         how = ("once per call (A) and per k-step (B) by the convert-once kernel, the same bits as the AIE API's "
-               "per-mmul emulation (tests/test_kernels.py proves it on the host)" if c.kernel.convert_once else
+               "per-mmul emulation (tests/backends/test_kernels.py proves it on the host)" if c.kernel.convert_once else
                "at every mmul by the AIE API's emulation")
         if to_bfp16(c.groups.group_size, c.kernel.convert_once):  # W4A16 on the convert-once kernel
             how = ("A once per call by the convert-once kernel (the same bits as the AIE API's per-mmul emulation), "

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..dtypes import DType
+from ..facts.dtypes import DType
 
 VALUE_MASK = np.uint64(0xFFFFFFFF)
 ID_SHIFT = np.uint64(32)

@@ -6,5 +6,5 @@ designs, `plots` draws the roofline and the tiling heat map, and `upstream` name
 kernel each of our kernels resembles and whether ours is predicted slower, at par or faster. The
 pipeline (search, the pricing modules of model/, design, sim, backends) never imports this package;
 only the application layer (`gemm-gen calibrate`, `roofline`, `predict`'s upstream lines, `make
-validate`'s sweep), scripts and tests do (tests/test_structure.py keeps it so).
+validate`'s sweep), scripts and tests do (tests/package/test_structure.py keeps it so).
 """

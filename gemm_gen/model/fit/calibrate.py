@@ -17,16 +17,15 @@ from typing import Any
 
 import numpy as np
 
-from ...config import GemmConfig
 from ...design import build_design
-from ...hw.devices import device
-from ...l1_banks import plan
-from ...precision import ACC_OUT
+from ...design.l1_banks import plan
+from ...facts.devices import device
+from ...facts.precision import ACC_OUT
+from ...spec.config import GemmConfig
 from ..kernel import block_cycles, kernel_cycles, kernel_shape
 from ..l1_stall import stall_cycles
 from ..params import CALIBRATION_FILE, CALIBRATION_PACKAGE, Params, dram_entry, from_raw, load, peak_entry, raw
 from ..perf import Workload, estimate, estimate_config
-from ..predict import tasks_per_group
 from ..traffic import design_traffic
 from . import paper
 
@@ -73,12 +72,14 @@ def array_config(row: paper.ArrayRow, **kw: Any):  # noqa: ANN201 - GemmConfig
 @lru_cache(maxsize=512)
 def design_data(config: Any) -> tuple[dict[str, Any], int, Any]:
     design = build_design(config)
-    return design_traffic(design), tasks_per_group(design), design.l1
+    return design_traffic(design), design.tasks_per_group, design.l1
 
 
 def array_estimate(p: Params, row: paper.ArrayRow, **kw: Any):  # noqa: ANN201 - Estimate
     """The model on the row's design (traffic read from the built Design's runtime sequence, L1
-    bank stalls from its plan)."""
+    bank stalls from its plan). Not model/price.estimate(design): a row prices the published kernel's loop
+    (block_loop) in ours' place, its task groups counted from the config, on the machine the row was measured on --
+    the calibration's own question of the config, which fitting keeps as the constants were fitted."""
     c = array_config(row, **kw)
     traffic, tasks, l1 = design_data(c)
     return estimate_config(c, p.on_machine(row.device, paper.machine_of(row)), traffic, tasks, l1,

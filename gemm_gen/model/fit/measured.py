@@ -20,9 +20,9 @@ from typing import Any
 
 import numpy as np
 
-from ... import l1_banks
-from ...config import GemmConfig
-from ...errors import ConfigError
+from ...design import l1_banks
+from ...facts.errors import ConfigError
+from ...spec.config import GemmConfig
 from ..params import Params, dram_entry, from_raw, load, raw, read_json
 from ..perf import estimate_config
 from .calibrate import design_data

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from ...rules.block_loop import BlockLoop
+from ...spec.rules.block_loop import BlockLoop
 
 # The papers' scalar kernels are their own (Striking sec. 5.1: the AIE API, xchesscc, "software
 # pipelining and loop unrolling/flattening"); their accumulator expansion is unpublished. The model
@@ -211,7 +211,7 @@ ATB_CHESS_LOOP = BlockLoop("ATB paper's chess kernel (4 blocks per iteration)", 
 class PeanoKernel:
     """One of PR #3650's kernels and the II its source reports: cycles per 16 x 16 C block in the
     steady state of its software-pipelined block loop (two stages). Facts and sources in
-    tests/data/mlir_aie_atb_peano.json (tests/test_model_calibration.py checks these against it)."""
+    tests/data/mlir_aie_atb_peano.json (tests/model/test_model_calibration.py checks these against it)."""
 
     preset: str
     t_ma: int  # rows of A per call (m / rho)
@@ -239,7 +239,7 @@ PEANO_ATB = [_peano("config1", 64, 128, 42, "row"),  # fitted: flat_block_overhe
 
 
 # ---- atb Table 2: whole-array bfp16 GEMMs (values withheld, see below) -------------------------
-# Precision configs (gemm_gen/precision.py): config1 bf16 x bfp16 -> bf16, config2 bfp16 throughout,
+# Precision configs (gemm_gen/facts/precision.py): config1 bf16 x bfp16 -> bf16, config2 bfp16 throughout,
 # config3 bfp16 with C accumulated in bf16. k_mt: mlir-aie's example streams config1's bf16 A in
 # 512-column memtile chunks and configs 2-3 in k-column ones (one k-step per object). B: mlir-aie
 # pre-tiles it per L1 tile on the host; our closest layout is B in row-major tile strips (a

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ...errors import opt, spelled
-from ...hw.devices import device
+from ...facts.devices import device
+from ...facts.errors import opt, spelled
 from ..kernel import KernelShape, b_conversion_cycles, kernel_cycles, kernel_shape
 from ..params import Params
 from ..predict import Upstream
