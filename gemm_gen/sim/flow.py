@@ -253,27 +253,30 @@ class Flow:
             assert bd is not None
             bd.release.value += 1
             ch.cur = (ch.cur + 1) % len(ch.bds)
-            if not ch.mm2s:
-                self._commit(bd, ch.pieces)
+            if not ch.mm2s:  # the region this S2MM BD filled now holds its pieces
+                r, pieces = bd.region, ch.pieces
+                r.filling = False
+                if len(pieces) == 1:  # one run of one sequence: the usual fill (inline: it runs once per tile moved)
+                    seq, _, run, base = pieces[0]
+                    key = bd.fills.get(seq)
+                    if key is None:
+                        key = bd.fills[seq] = self.keys(("fill", bd.idx, r.off, r.size, ((seq, 0, run, 0),)))
+                    r.key, r.base = key, base
+                else:
+                    self._commit(bd, pieces)
         ch.active = False
 
     def _commit(self, bd: LeanBd, pieces: list[tuple[int, int, int, int]]) -> None:
-        """The region a finished S2MM BD filled now holds its pieces."""
+        """The key of a region filled from several runs."""
         r = bd.region
-        r.filling = False
-        seq, _, run, base = pieces[0]
-        if len(pieces) == 1:
-            key = bd.fills.get(seq)
-            if key is None:
-                key = bd.fills[seq] = self.keys(("fill", bd.idx, r.off, r.size, ((seq, 0, run, 0),)))
-        else:
-            if any(p[3] != base for p in pieces) and any(p[3] >= HANDLE for p in pieces):
-                raise NotProven(f"{r.buffer.name} is filled from several C tiles in one BD")
-            if any(p[3] >> TASK != base >> TASK for p in pieces):
-                self.cross_tasks += 1  # ids a data-dependent distance apart (sim/period.py does not repeat it)
-            origin = self.word(base)
-            key = self.keys(("fill", bd.idx, r.off, r.size,
-                             tuple((s, d, n, self.word(b) - origin) for s, d, n, b in pieces)))
+        base = pieces[0][3]
+        if any(p[3] != base for p in pieces) and any(p[3] >= HANDLE for p in pieces):
+            raise NotProven(f"{r.buffer.name} is filled from several C tiles in one BD")
+        if any(p[3] >> TASK != base >> TASK for p in pieces):
+            self.cross_tasks += 1  # ids a data-dependent distance apart (sim/period.py does not repeat it)
+        origin = self.word(base)
+        key = self.keys(("fill", bd.idx, r.off, r.size,
+                         tuple((s, d, n, self.word(b) - origin) for s, d, n, b in pieces)))
         r.key, r.base = key, base
 
     # ---- one call --------------------------------------------------------------------------------------
@@ -438,26 +441,27 @@ class Recorder:
                 raise NotProven("a matmul call with other arguments than the design's")
             return other
         a_src, b_src, c_src = srcs[0], srcs[1], srcs[2]
+        helds = tuple(s for s in srcs if isinstance(s, deque))  # the fifo ends' (a core's own buffer is always there)
         acc_src = srcs[self.acc_at] if self.acc_at else None
         regions = self.regions
         const_slice = (fixed[0] if fixed else 0) if fixed is not None else -1
 
         def call(op: Call) -> None:
-            if not all(srcs):
+            if not all(helds):
                 raise NotProven(f"{actor.tile} calls {op.kernel} without holding an argument")
             c_slice = const_slice
             if fixed is None:
                 scalars = _scalars(actor, op)
                 c_slice = scalars[0] if scalars else 0
             got = self.current.get(core)
-            c_buf = c_src[0]
-            if got is None or got[1] != id(c_buf) or (acc_src is not None and got[2] != id(acc_src[0])):
+            c_id = id(c_src[0])
+            if got is None or got[1] != c_id or (acc_src is not None and got[2] != id(acc_src[0])):
                 raise NotProven("a call on a C object its core did not zero")
             a, b = regions.get(id(a_src[0])), regions.get(id(b_src[0]))
             stale = self.stale
             if a is None or b is None or a.filling or b.filling or a.key in stale or b.key in stale:
                 raise NotProven("a kernel reads an operand while it is filled, or before this call filled it")
-            region = regions[id(c_buf)]
+            region = regions[c_id]
             handle = got[0]
             if self.converts:  # the accumulator carries no provenance: C's cells stay as the zero call left them
                 if region.key not in self.zeros:

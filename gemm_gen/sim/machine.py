@@ -347,9 +347,13 @@ class CoreActor:
                     self.at_start = False
                     lock.value -= count
                     buffers = end.buffers
-                    for _ in range(count):
+                    if count == 1:  # the usual acquire, without a loop's cost (this runs once per kernel call)
                         end.held.append(buffers[end.next])
                         end.next = (end.next + 1) % len(buffers)
+                    else:
+                        for _ in range(count):
+                            end.held.append(buffers[end.next])
+                            end.next = (end.next + 1) % len(buffers)
                 elif op == CALL:
                     self.call_kernel(ins[1])
                 elif op == REL:
@@ -358,8 +362,11 @@ class CoreActor:
                     if len(held) < count:
                         raise SimulationError(f"{self.tile} releases {count} of {ins[1].fifo} holding "
                                               f"{len(held)}", "fix the worker program")
-                    for _ in range(count):
+                    if count == 1:  # as an acquire's
                         held.popleft()
+                    else:
+                        for _ in range(count):
+                            held.popleft()
                     end.release_lock.value += count
                 elif op == NEXT:
                     loops[-1] -= 1
