@@ -10,7 +10,7 @@ stalls on its slowest consumer); shim channels run pushed tasks in order, at mos
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable, Generator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -280,6 +280,16 @@ def compile_program(program: tuple[Op, ...]) -> list[Instr]:
     return code
 
 
+class _NoEnd:
+    """Stands for a fifo end a core does not have: using it raises the KeyError that looking the fifo up would."""
+
+    def __init__(self, fifo: str) -> None:
+        self.fifo = fifo
+
+    def __getattr__(self, name: str) -> object:
+        raise KeyError(self.fifo)
+
+
 class CoreActor:
     """Runs a worker's program forever (IRON's while_true), calling the kernel emulator."""
 
@@ -289,57 +299,75 @@ class CoreActor:
         self.buffers = buffers or {}  # the worker's own L1 buffers
         self.barrier = barrier
         self.ready: Callable[[], bool] | None = None  # what the core waits for, when it waits
-        self.waiting_on = ""
+        self.waiting_on: Op | None = None  # the instruction's op it waits at (describe() says what)
         self.synced: int | None = None  # the barrier set this pass of the program waited for (its epoch)
         self.at_start = True  # at the top of the program, holding nothing
         self.passes = 0
-        self.code = compile_program(program)
+        # ACQ and REL carry their fifo end and count after the op, looked up once (the ends stay the same objects:
+        # a restore refills them), and an ACQ what it waits for; a fifo with no end on this tile fails when the
+        # instruction runs, as a lookup would
+        self.code = [self._resolved(ins) for ins in compile_program(program)]
         # how a Call reaches the kernel: with the cells of its arguments (the literal emulator), or a hook that
         # resolves them itself (sim/flow.py's recorder, which needs the buffers rather than their cells)
         self.call_kernel: Callable[[Call], None] = self._call
         self.pc = 0
         self.loops: list[int] = []  # iterations left of each loop the program is in, innermost last
-        self.gen = self._run()
+
+    def _resolved(self, ins: Instr) -> Instr:
+        if ins[0] not in (ACQ, REL):
+            return ins
+        end = self.ends[ins[1].fifo] if ins[1].fifo in self.ends else _NoEnd(ins[1].fifo)
+        if ins[0] == REL:
+            return (*ins, end, ins[1].count)
+        return (*ins, end, ins[1].count, _holds_at_least(end.acquire_lock, ins[1].count)
+                if isinstance(end, FifoEnd) else end)
 
     def step(self) -> bool:
-        progressed = False
-        while True:
-            if self.ready is not None and not self.ready():
-                return progressed
-            self.ready = next(self.gen)
-            progressed = True
+        """Run the program until it waits for what is not there yet; say whether it moved."""
+        if self.ready is not None and not self.ready():
+            return False
+        self.ready = self._run()
+        return True
 
-    def _run(self) -> Generator[Callable[[], bool], None, None]:
-        # the program counter lives in a local between waits, and in self.pc whenever the core waits (or stops)
+    def _run(self) -> Callable[[], bool]:
+        """Run from self.pc until an acquire or a barrier wait cannot pass: what it waits for (the instruction runs
+        again, checking it anew, at the next step). A plain method rather than a generator: a resume is a call."""
+        # the program counter lives in a local while the core runs, and in self.pc whenever it waits (or stops)
         code, loops, pc = self.code, self.loops, self.pc
         try:
             while True:
                 ins = code[pc]
                 op = ins[0]
                 if op == ACQ:
-                    acq = ins[1]
-                    end = self.ends[acq.fifo]
+                    end, count = ins[2], ins[3]
                     lock = end.acquire_lock
-                    if lock.value < acq.count:
-                        self.waiting_on = f"to acquire {acq.fifo}"
-                        self.pc = pc
-                        yield _holds_at_least(lock, acq.count)
+                    if lock.value < count:
+                        self.waiting_on = ins[1]
+                        return ins[4]
                     self.at_start = False
-                    lock.value -= acq.count
-                    for _ in range(acq.count):
-                        end.held.append(end.buffers[end.next])
-                        end.next = (end.next + 1) % len(end.buffers)
+                    lock.value -= count
+                    buffers = end.buffers
+                    if count == 1:  # the usual acquire, without a loop's cost (this runs once per kernel call)
+                        end.held.append(buffers[end.next])
+                        end.next = (end.next + 1) % len(buffers)
+                    else:
+                        for _ in range(count):
+                            end.held.append(buffers[end.next])
+                            end.next = (end.next + 1) % len(buffers)
                 elif op == CALL:
                     self.call_kernel(ins[1])
                 elif op == REL:
-                    rel = ins[1]
-                    end = self.ends[rel.fifo]
-                    if len(end.held) < rel.count:
-                        raise SimulationError(f"{self.tile} releases {rel.count} of {rel.fifo} holding "
-                                              f"{len(end.held)}", "fix the worker program")
-                    for _ in range(rel.count):
-                        end.held.popleft()
-                    end.release_lock.value += rel.count
+                    end, count = ins[2], ins[3]
+                    held = end.held
+                    if len(held) < count:
+                        raise SimulationError(f"{self.tile} releases {count} of {ins[1].fifo} holding "
+                                              f"{len(held)}", "fix the worker program")
+                    if count == 1:  # as an acquire's
+                        held.popleft()
+                    else:
+                        for _ in range(count):
+                            held.popleft()
+                    end.release_lock.value += count
                 elif op == NEXT:
                     loops[-1] -= 1
                     if loops[-1] > 0:
@@ -357,9 +385,8 @@ class CoreActor:
                     barrier = self._barrier(ins[1])
                     value = ins[1].value
                     if barrier.value != value:
-                        self.waiting_on = f"for {barrier.name} = {value} (the sequence's set)"
-                        self.pc = pc
-                        yield _holds(barrier, value)
+                        self.waiting_on = ins[1]
+                        return _holds(barrier, value)
                     self.synced = barrier.sets
                 elif op == ADD:
                     self._barrier(ins[1]).add(ins[1].value)
@@ -433,7 +460,13 @@ class CoreActor:
         return self.barrier
 
     def describe(self) -> str:
-        return f"{self.tile} waits {self.waiting_on}"
+        op = self.waiting_on  # formatted here, not at each wait (tens of thousands a call)
+        if isinstance(op, Acquire):
+            return f"{self.tile} waits to acquire {op.fifo}"
+        if isinstance(op, BarrierWait):
+            assert self.barrier is not None
+            return f"{self.tile} waits for {self.barrier.name} = {op.value} (the sequence's set)"
+        return f"{self.tile} waits "
 
 
 @dataclass
