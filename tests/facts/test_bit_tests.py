@@ -47,6 +47,7 @@ def _arrays(rng: np.random.Generator):
     for trial in range(400):
         shape = tuple(int(v) for v in rng.integers(1, 19, size=rng.integers(1, 4)))
         kind = trial % 6
+        x: np.ndarray
         if kind == 0:  # on the grid wherever a block's values share a scale
             x = rng.integers(-127, 128, size=shape) * 2.0 ** int(rng.integers(-130, 100))
         elif kind == 5:  # 8 significant bits: a block with a value past 127 steps is off by its lowest bit
