@@ -26,9 +26,10 @@ from ..facts.errors import GemmGenError
 from . import words as w
 from .contents import CALLED, CARRIED, CONVERT, FIELDS, HANDLE, MATMUL, ORIGIN, TASK, ZERO, Keys, NotProven
 from .kernel import KernelEmulator
+from .loops import LoopPeriods
 from .lower import Machine, command_processor
 from .machine import Bd, Buffer, Call, Channel, CommandProcessor, CoreActor, Task
-from .period import Periods
+from .period import Periods, machine_locks
 
 
 class Region:
@@ -132,9 +133,12 @@ class Flow:
         self.streams = [LeanStream(self.channels[id(s.src)], [self.channels[id(d)] for d in s.dsts], self)
                         for s in machine.streams]
         self.recorder = Recorder(self, kernel)
-        self.skipping = True  # repeat whole periods of task groups (sim/period.py)
+        self.skipping = True  # repeat periods of task groups (sim/period.py) and cycles inside them (sim/loops.py)
         self.skipped = 0  # groups skipped in the last call
         self.skipped_total = 0  # and in every call so far
+        self.cycles = 0  # cycles of rounds inside a group repeated in the last call (sim/loops.py)
+        self.cycles_total = 0  # and in every call so far
+        self.periodic: dict[tuple[int, int, int, int], int] = {}  # sim/loops.py's reads that repeat, per question
         self.dram_keys: dict[tuple[int, str], int] = {}
         self.parts: dict[tuple[int, int, int], tuple[int, int]] = {}  # (sequence, pos, run) -> (key, base shift)
         self.first_part: dict[tuple[int, int], tuple[int, int]] = {}  # (sequence, run) -> (pos, key) seen first
@@ -293,14 +297,19 @@ class Flow:
         self.firsts = [t.first for t in tasks]
         self.cross_tasks = 0
         periods = Periods(self, cmd, m.cores, tasks) if self.skipping else None
+        loops = LoopPeriods(self, cmd, m.cores, machine_locks(self)) if self.skipping else None
         for lean in self.channels.values():  # a literal call may have run in between
             lean.cur, lean.words = lean.ch.cur, 0
         actors: list = [cmd, *self.streams, *m.cores]
         self.recorder.begin()
         try:
             while True:
-                if periods is not None:
+                if periods is not None and loops is not None:
+                    skipped = periods.skipped
                     periods.round()
+                    if periods.skipped != skipped:
+                        loops.snaps.clear()  # the machine jumped: the anchor's returns so far are of another state
+                    loops.round()
                 progressed = False
                 for actor in actors:
                     if actor.step():
@@ -313,6 +322,8 @@ class Flow:
             raise NotProven(str(e)) from e
         self.skipped = periods.skipped if periods is not None else 0
         self.skipped_total += self.skipped
+        self.cycles = loops.cycles if loops is not None else 0
+        self.cycles_total += self.cycles
         if not cmd.done:
             raise NotProven("deadlock")
         for lean in self.channels.values():

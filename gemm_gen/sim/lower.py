@@ -215,7 +215,7 @@ class _MachineLowering:
             raise OutOfRangeError(f"{what}: slice offset {offset} x {t} is not word aligned",
                                   "align link offsets to 4 bytes")
         idx = tap.to_words(t).indices() + t.unit_nbytes(offset) // 4
-        if writes and np.unique(idx).size != idx.size:
+        if writes and np.count_nonzero(_marked(idx)) != idx.size:
             raise LayoutError(f"{what}: the S2MM pattern writes some words twice (others never)",
                               "fix the dims_from_stream sizes and strides")
         idx.setflags(write=False)
@@ -438,3 +438,10 @@ def lower(design: Design, dram: dict[str, np.ndarray], kernel: KernelEmulator,
     """The array running `design`, its command processor set up for one call's runtime sequence
     (default: the design's own)."""
     return _MachineLowering(design, dram).lower(kernel, design.runtime if runtime is None else runtime)
+
+
+def _marked(idx: np.ndarray) -> np.ndarray:
+    """A mask of the words idx names (fewer set than idx has entries: some named twice); a pass, not a sort."""
+    mask = np.zeros(int(idx.max(initial=-1)) + 1, bool)
+    mask[idx] = True
+    return mask

@@ -207,6 +207,8 @@ def _c_words(c: GemmConfig, call: CallPlan) -> np.ndarray:
         return np.zeros(0, np.int64)
     first = np.arange(lines) * ld
     lo, hi = first // per, (first + length - 1) // per + 1  # each stored row's words, rows in ascending order
+    if (lo[1:] <= hi[:-1]).all():  # rows that meet (no padding between them): one run
+        return np.arange(lo[0], hi[-1])
     edges = np.zeros(int(hi[-1]) + 1, np.int64)
     np.add.at(edges, lo, 1)
     np.add.at(edges, hi, -1)
