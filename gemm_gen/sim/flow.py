@@ -28,7 +28,7 @@ from .contents import CALLED, CARRIED, CONVERT, FIELDS, HANDLE, MATMUL, ORIGIN, 
 from .kernel import KernelEmulator
 from .loops import LoopPeriods
 from .lower import Machine, command_processor
-from .machine import Bd, Buffer, Call, Channel, CommandProcessor, CoreActor, Task
+from .machine import CALL, Bd, Buffer, Call, Channel, CommandProcessor, CoreActor, Task
 from .period import Periods, machine_locks
 
 
@@ -84,10 +84,14 @@ class LeanStream:
         src, dsts, flow = self.src, self.dsts, self.flow
         moved = False
         while True:
-            if not src.active and not flow.start(src):
+            # a channel that cannot start is the usual case: its BD's lock (or its empty queue) read here, without
+            # a call (the streams are stepped every round)
+            if not src.active and ((src.bds[src.cur].acquire.value < 1 if src.queue is None else not src.queue)
+                                   or not flow.start(src)):
                 return moved
             for d in dsts:
-                if not d.active and not flow.start(d):
+                if not d.active and ((d.bds[d.cur].acquire.value < 1 if d.queue is None else not d.queue)
+                                     or not flow.start(d)):
                     return moved
             run = src.length - src.pos
             for d in dsts:
@@ -362,7 +366,7 @@ class Flow:
 class Recorder:
     """The cores' kernel in the fast machine: one record per call (sim/bulk.py checks and computes them), the
     C object's content as the kernel leaves it, and the literal emulator's checks where they are cheap. Each core
-    calls it through `bind` (CoreActor.call_kernel) with its Call op, whose arguments it resolves once."""
+    calls it through the function `bind` puts in each CALL instruction, which resolves its arguments once."""
 
     def __init__(self, flow: Flow, kernel: KernelEmulator) -> None:
         self.flow = flow
@@ -405,18 +409,20 @@ class Recorder:
         self.current[core] = (handle, c_id, acc_id)
         self.rows.extend((ZERO, core, handle, how, 0, 0, 0, 0))
 
-    def bind(self, actor: CoreActor, core: int) -> Callable[[Call], None]:
-        """The core's kernel call: its Call op's arguments (fifo ends or the core's own buffers), role and constant
-        scalars, looked up once per op into a function of its own."""
-        plans: dict[int, Callable[[Call], None]] = {}
+    def bind(self, actor: CoreActor, core: int) -> None:
+        """The core's kernel calls: each CALL instruction's arguments (fifo ends or the core's own buffers), role
+        and constant scalars, looked up at its first call into a function of its own that the instruction then
+        carries."""
 
-        def call(op: Call) -> None:
-            plan = plans.get(id(op))
-            if plan is None:
-                plan = plans[id(op)] = self._plan(actor, core, op)
-            plan(op)
+        def kernel_of(pc: int, op: Call) -> Callable[[Call], None]:
+            def first(op: Call) -> None:
+                plan = self._plan(actor, core, op)
+                actor.code[pc] = (CALL, op, plan)
+                plan(op)
 
-        return call
+            return first
+
+        actor.bind_calls(kernel_of)
 
     def _plan(self, actor: CoreActor, core: int, op: Call) -> Callable[[Call], None]:
         # each argument's source: the held objects of its fifo end (a deque) or the core's own buffer (a 1-tuple),

@@ -41,13 +41,13 @@ POS, WORDS, BASE, COUNTER, COUNT = range(5)  # what each number of a Snap is
 
 
 class Snap:
-    """The machine at one return of the anchor: its structure, its numbers (and what each is), its record count."""
+    """The machine at one return of the anchor: its structure, its numbers, its record count."""
 
-    __slots__ = ("kinds", "numbers", "rows", "structure")
+    __slots__ = ("numbers", "rows", "structure")
 
-    def __init__(self, structure: Hashable, numbers: list[int], kinds: list[int], rows: int) -> None:
+    def __init__(self, structure: Hashable, numbers: list[int], rows: int) -> None:
         self.structure, self.rows = structure, rows
-        self.numbers, self.kinds = np.asarray(numbers, np.int64), np.asarray(kinds, np.int8)
+        self.numbers = np.asarray(numbers, np.int64)
 
 
 class LoopPeriods:
@@ -97,45 +97,47 @@ class LoopPeriods:
     def _snap(self) -> Snap:
         f, cmd = self.flow, self.cmd
         numbers: list[int] = []
-        kinds: list[int] = []
-        chans = []
-        for ch in self.channels:
+        chans: list[tuple] = []
+        for ch in self.channels:  # most are idle: their state is short
             numbers += (ch.pos, ch.words)
-            kinds += (POS, WORDS)
-            state: tuple = (ch.cur, ch.active, ch.length, ch.mm2s, len(ch.drain))
             if ch.active:
                 numbers.append(ch.base)
-                numbers.extend(b for _, _, _, b in ch.pieces)
-                kinds.extend([BASE] * (1 + len(ch.pieces)))
-                state += (ch.seq, id(ch.bd) if ch.queue is None else id(ch.task),
-                          tuple((s, d, n) for s, d, n, _ in ch.pieces))
-            if ch.queue is not None:
-                state += (tuple(id(t) for t in ch.queue),)
-            chans.append(state)
-        regions = []
+                numbers += [b for _, _, _, b in ch.pieces]
+                chans.append((ch.cur, True, ch.length, ch.mm2s, len(ch.drain), ch.seq,
+                              id(ch.bd) if ch.queue is None else id(ch.task), tuple([p[:3] for p in ch.pieces]),
+                              None if ch.queue is None else tuple(map(id, ch.queue))))
+            else:
+                chans.append((ch.cur, False, len(ch.drain), None if ch.queue is None else tuple(map(id, ch.queue))))
         defs = f.keys.defs
-        for r in self.regions:
-            written = defs[r.key][0] not in UNWRITTEN
-            numbers.append(r.base if written else 0)
-            kinds.append(BASE)
-            regions.append((r.key, r.filling))
+        numbers += [r.base if defs[r.key][0] not in UNWRITTEN else 0 for r in self.regions]
+        regions = tuple([(r.key, r.filling) for r in self.regions])
         cores = []
         for core in self.cores:
-            numbers.extend(core.loops)
-            kinds.extend([COUNTER] * len(core.loops))
-            ends = tuple((e.next, tuple(id(b) for b in e.held)) for e in core.ends.values())
+            numbers += core.loops
             cores.append((core.pc, len(core.loops), core.passes, core.at_start, core.synced, core.ready is None,
-                          ends))
+                          tuple([(e.next, tuple(map(id, e.held))) for e in core.ends.values()])))
         rec = f.recorder
         numbers.append(rec.matmuls)
-        kinds.append(COUNT)
         live = tuple(sorted((str(shim), tuple(sorted((bd, id(t)) for bd, t in bds.items())))
                             for shim, bds in cmd.live.items()))
-        structure = (cmd.pc, tuple(chans), tuple(regions), tuple(cores),
-                     tuple(sorted(rec.current.items())), rec.handles, live,
-                     tuple(sorted(cmd.unretired.items())), tuple((b.value, b.sets) for b in f.m.barriers.values()),
-                     tuple(lock.value for lock in self.locks), f.cross_tasks)
-        return Snap(structure, numbers, kinds, len(rec.rows) // FIELDS)
+        structure = (cmd.pc, tuple(chans), regions, tuple(cores), tuple(sorted(rec.current.items())), rec.handles,
+                     live, tuple(sorted(cmd.unretired.items())),
+                     tuple([(b.value, b.sets) for b in f.m.barriers.values()]),
+                     tuple([lock.value for lock in self.locks]), f.cross_tasks)
+        return Snap(structure, numbers, len(rec.rows) // FIELDS)
+
+    def _kinds(self) -> np.ndarray:
+        """What each number of a Snap of the present structure is (_snap's order)."""
+        kinds: list[int] = []
+        for ch in self.channels:
+            kinds += (POS, WORDS)
+            if ch.active:
+                kinds += [BASE] * (1 + len(ch.pieces))
+        kinds += [BASE] * len(self.regions)
+        for core in self.cores:
+            kinds += [COUNTER] * len(core.loops)
+        kinds.append(COUNT)
+        return np.asarray(kinds, np.int8)
 
     # ---- the repeat -------------------------------------------------------------------------------------
     def _repeat(self, x: Snap, y: Snap, z: Snap) -> bool:
@@ -155,9 +157,10 @@ class LoopPeriods:
         others[list(BASE_COLUMNS)] = False
         if moved[:, others].any():
             return False
-        n = self._cycles(x, z, step)
-        bases = np.concatenate([second[:, BASE_COLUMNS].reshape(-1), z.numbers[z.kinds == BASE]])
-        moves = np.concatenate([moved[:, BASE_COLUMNS].reshape(-1), step[z.kinds == BASE]])
+        kinds = self._kinds()
+        n = self._cycles(x, z, step, kinds)
+        bases = np.concatenate([second[:, BASE_COLUMNS].reshape(-1), z.numbers[kinds == BASE]])
+        moves = np.concatenate([moved[:, BASE_COLUMNS].reshape(-1), step[kinds == BASE]])
         if ((bases >= HANDLE) & (moves != 0)).any():
             return False  # a C tile's handle never moves inside a tile
         while n > 0 and ((bases + n * moves) >> TASK != bases >> TASK).any():
@@ -170,10 +173,10 @@ class LoopPeriods:
         self.cycles += n
         return True
 
-    def _cycles(self, x: Snap, z: Snap, step: np.ndarray) -> int:
+    def _cycles(self, x: Snap, z: Snap, step: np.ndarray, kinds: np.ndarray) -> int:
         """How many cycles after z the channels and the loops allow (0: none)."""
         n = 1 << 30
-        counters = z.kinds == COUNTER
+        counters = kinds == COUNTER
         if (step[counters] > 0).any():
             return 0
         down = counters & (step < 0)

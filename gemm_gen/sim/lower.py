@@ -107,7 +107,7 @@ class Machine:
             core.pc, core.at_start, core.synced, core.passes = pc, at_start, synced, passes
             core.loops[:] = loops
             core.ready = None  # the core runs on from the same instruction: it checks its wait anew
-            core.call_kernel = core._call  # noqa: SLF001 - the literal emulator takes the cells
+            core.bind_calls(None)  # the literal emulator takes the cells
 
     def next_call(self, runtime: tuple[RuntimeOp, ...], dram: dict[str, np.ndarray], kernel: KernelEmulator) -> None:
         """Start another call on the same array: a new runtime sequence over new DRAM buffers;
@@ -115,7 +115,7 @@ class Machine:
         self.dram, self.kernel = dram, kernel
         for core in self.cores:
             core.kernel = kernel
-            core.call_kernel = core._call  # noqa: SLF001 - the literal emulator takes the cells
+            core.bind_calls(None)  # the literal emulator takes the cells
         for ch in self.channels:
             ch.words = 0
         self.cmd = command_processor(self.design, runtime, dram, self.shim_channels, self.rtps, self.barriers)
