@@ -55,6 +55,8 @@ class LoopPeriods:
 
     PATIENCE = 64  # rounds without the anchor's return before another anchor is looked for
     STRUCTURES = 8  # structures kept at once: more and the state does not repeat here
+    MISSES = 16  # returns of an anchor that repeat nothing before it is dropped and the search rests
+    REST_MAX = 1 << 14  # rounds of rest at most: each rest doubles, so a state that never repeats costs little
 
     def __init__(self, flow: Flow, cmd: CommandProcessor, cores: list[CoreActor], locks: list[Lock]) -> None:
         self.flow, self.cmd, self.cores, self.locks = flow, cmd, cores, locks
@@ -65,9 +67,15 @@ class LoopPeriods:
         self.since = 0  # rounds since the anchor last came back
         self.snaps: dict[Hashable, list[Snap]] = {}  # the anchor's last returns, per structure
         self.cycles = 0  # cycles repeated in this call
+        self.rounds = 0
+        self.misses = 0  # the anchor's returns since one repeated something
+        self.rest, self.resume = self.PATIENCE, 0  # the next rest's length, and the round the search resumes at
 
     def round(self) -> None:
         """At the start of a round: a return of the anchor, and the repeat it allows."""
+        self.rounds += 1
+        if self.rounds < self.resume:
+            return
         key = tuple([core.pc for core in self.cores])  # the next tile's cycle returns to the same instructions
         if self.anchor is None:
             if key not in self.seen:
@@ -90,8 +98,14 @@ class LoopPeriods:
             del same[0]
         if len(same) == 3 and self._repeat(*same):
             self.snaps.clear()
-        elif len(self.snaps) > self.STRUCTURES:
+            self.misses, self.rest = 0, self.PATIENCE
+            return
+        if len(self.snaps) > self.STRUCTURES:
             self.snaps = {snap.structure: same}
+        self.misses += 1
+        if self.misses > self.MISSES:  # this anchor does not lead to a cycle: rest, then look for another
+            self.anchor, self.snaps, self.misses = None, {}, 0
+            self.resume, self.rest = self.rounds + self.rest, min(2 * self.rest, self.REST_MAX)
 
     # ---- the state, apart -------------------------------------------------------------------------------
     def _snap(self) -> Snap:
