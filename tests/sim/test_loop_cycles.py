@@ -141,3 +141,27 @@ def test_periodic_stops_before_a_cycle_that_differs(change: str) -> None:
         ids[at] += 1
     assert loops._periodic((tags, ids), 0, 16, 100) == 4  # cycles 2..5 repeat the first two; 6 does not
     assert loops._periodic((tags, ids), 0, 16, 3) == 3
+
+
+def test_a_state_that_never_repeats_costs_few_snapshots(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An anchor that leads to no repeat is dropped after LoopPeriods.MISSES returns and the search rests,
+    longer each time: the snapshots stay a small share of the rounds."""
+    counts = {"snaps": 0, "rounds": 0}
+    snap, round_ = loops.LoopPeriods._snap, loops.LoopPeriods.round
+
+    def counted_snap(self: loops.LoopPeriods) -> loops.Snap:
+        counts["snaps"] += 1
+        return snap(self)
+
+    def counted_round(self: loops.LoopPeriods) -> None:
+        counts["rounds"] += 1
+        round_(self)
+
+    monkeypatch.setattr(loops.LoopPeriods, "_snap", counted_snap)
+    monkeypatch.setattr(loops.LoopPeriods, "round", counted_round)
+    monkeypatch.setattr(loops.LoopPeriods, "_repeat", lambda self, x, y, z: False)  # nothing ever repeats
+    d = build_design(small("npu2", "bf16", "bf16", M=4 * 32, N=8 * 32, K=400 * 64, m=32, k=64, n=32, k_mt=1024,
+                           rho=2))  # the anchor comes back every round
+    _, session = _errors(d, False)
+    assert session.fell_back is None and counts["rounds"] > 300
+    assert counts["snaps"] <= counts["rounds"] // 5, counts
