@@ -105,6 +105,26 @@ def _l1_lines(l1: L1Info | None) -> list[str]:
     return lines
 
 
+def _shared_lines(p: PlanInfo) -> list[str]:
+    """Neighbour-shared L1: which core holds which buffer, who reads it, its locks, and each core role's banks."""
+    s = p.shared
+    if s is None:
+        return []
+    lines = [f"shared L1 {s.share}: {len(s.buffers)} buffers, each on its holder with locks "
+             + ", ".join(f"{name.rsplit('_', 1)[1]} (init {init})" for name, init in s.buffers[0][3])
+             + " (relay protocol: docs/shared_l1.md 3.2)"]
+    lines += [f"          {name} on {holder}, read by {' then '.join(readers)}, streamed from {source}"
+              for name, holder, readers, _, source in s.buffers[:4]]
+    if len(s.buffers) > 4:
+        lines.append(f"          ... and {len(s.buffers) - 4} more like them")
+    for role, tiles, plan in s.roles:
+        banks = "no plan fits" if plan is None else " | ".join(
+            f"{i}: {' '.join(names) or '-'}" for i, names in enumerate(plan.bank_map()))
+        gama = "" if plan is None or not plan.gama else f"; breaks GAMA's rules: {'; '.join(plan.gama)}"
+        lines.append(f"          {role} ({len(tiles)} cores): {banks}{gama}")
+    return lines
+
+
 def plan_text(p: PlanInfo) -> str:
     d = p.design
     l1 = p.l1
@@ -139,6 +159,7 @@ def plan_text(p: PlanInfo) -> str:
         "L1/core   " + " + ".join(f"{name} {v}" for name, v in l1.parts.items())
         + f" = {l1.total} B of {l1.capacity} ({l1.fraction:.1%})",
         *_l1_lines(p.l1_plan),
+        *_shared_lines(p),
         *_atb_lines(p),
         f"L2        {', '.join(str(b) for b in l2.per_memtile)} B per memtile; {l2.total / 1024:.1f} KiB total "
         f"({l2.fraction:.0%})" + (f"; spilled to a neighbour: {', '.join(l2.spilled)}"

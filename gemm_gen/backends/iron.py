@@ -51,7 +51,8 @@ from ..design.ir import (
 from ..design.tap import Tap
 from ..facts.devices import DEVICES
 from ..facts.dtypes import dtype
-from ..facts.errors import BuildError, ToolchainMissing
+from ..facts.errors import BuildError, ConfigError, ToolchainMissing
+from ..spec.rules import shared_l1
 from . import pins
 from .toolchain import import_module
 
@@ -178,6 +179,9 @@ def dims(tap: Tap | None, elem: str = "i32") -> list[tuple[int, int]] | None:
 
 class _IronLowering:
     def __init__(self, design: Design, api: IronApi) -> None:
+        unbuilt = shared_l1.not_built(design.config.array.share_l1, "the IRON lowering")
+        if unbuilt is not None:
+            raise ConfigError(*unbuilt)
         self.d, self.api = design, api
         self.fifos: dict[str, Any] = {}
         self.prod_handles: dict[str, Any] = {}

@@ -379,6 +379,39 @@ class TensorCount:
 
 
 @dataclass(frozen=True)
+class SharedLock:
+    """One relay lock of a shared buffer, on its holder's tile (docs/shared_l1.md 3.2)."""
+
+    name: str
+    tile: TileRef
+    init: int
+
+
+@dataclass(frozen=True)
+class SharedBuffer:
+    """One neighbour-shared L1 buffer (spec/rules/shared_l1.py): object n of its operand lies in the buffer of slot
+    n % 2; its holder's DMA fills it, and its readers (the leader first) read it in place. Its locks are empty,
+    full and relay, in that order, all on the holder."""
+
+    name: str
+    operand: str  # "A" or "B"
+    slot: int  # 0 ping, 1 pong
+    holder: TileRef
+    readers: tuple[TileRef, ...]
+    locks: tuple[SharedLock, ...]
+    source: TileRef  # the memtile whose MM2S stream brings its objects (one stream per (memtile, operand, slot))
+
+
+@dataclass(frozen=True)
+class CoreL1:
+    """The L1 plan of the cores of one role (design/l1_banks.CoreRole) and which cores those are."""
+
+    role: str
+    tiles: tuple[TileRef, ...]
+    plan: L1Plan | None
+
+
+@dataclass(frozen=True)
 class Design:
     config: GemmConfig
     tensors: tuple[HostTensor, ...]
@@ -398,6 +431,10 @@ class Design:
     tasks_per_group: int  # shim tasks per task group (the first group's)
     # every core's L1 allocation and its predicted bank map (design/l1_banks.py); None when no allocation fits
     l1: L1Plan | None = None
+    # neighbour-shared L1 (spec/rules/shared_l1.py; empty without): the shared buffers, their holders, readers,
+    # locks and memtile streams, and each core role's own L1 plan (`l1` is the first role's: the holder's)
+    shared: tuple[SharedBuffer, ...] = ()
+    l1_roles: tuple[CoreL1, ...] = ()
 
     def grid(self, operand: str, call: CallPlan | None = None) -> Grid:
         """An operand's sizes in its DMA units, for one call of this design (default: its own)."""

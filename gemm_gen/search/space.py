@@ -255,6 +255,13 @@ def _a_chunks(base: GemmConfig, problem: Problem, m: np.ndarray, k: np.ndarray, 
     return np.asarray(chunks <= base.dev.dma[TileKind.SHIM].iteration_wrap_max) & np.ones(m.shape, dtype=bool)
 
 
+def _shared_l1(base: GemmConfig, problem: Problem, m: np.ndarray, k: np.ndarray, n: np.ndarray, rho: np.ndarray,
+               k_mt: np.ndarray) -> np.ndarray:
+    """Neighbour-shared L1 places the buffers (spec/rules/shared_l1.problem; checks.check_array): the same for every
+    tiling of a base."""
+    return np.full(m.shape, base.shared_l1_problem is None)
+
+
 def _l1(base: GemmConfig, problem: Problem, m: np.ndarray, k: np.ndarray, n: np.ndarray, rho: np.ndarray,
         k_mt: np.ndarray) -> np.ndarray:
     """A core's L1 holds its buffers and overhead (spec/rules/l1.py; `tilings` bounds k by it already, but for a W4A16
@@ -287,6 +294,7 @@ _shim_dma, _tile_dma = _dma("shim"), _dma("tiles")
 # off its grid: _has_variant)
 RULES: tuple[tuple[str, bool, Rule], ...] = (
     ("expansion", False, _expansion), ("loops", False, _loops), ("runtime tasks", False, _tasks),
+    ("shared L1", False, _shared_l1),
     ("granularity", True, _granularity), ("group k", False, _group_k), ("code", False, _code), ("words", True, _words),
     ("epilogue tile", False, _epilogue_tile), ("epilogue chunk", True, _epilogue_chunk),
     ("A chunks", True, _a_chunks), ("L1", False, _l1), ("memtiles", True, _memtiles),

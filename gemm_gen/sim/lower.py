@@ -24,8 +24,9 @@ from ..design.ir import Acquire, Design, Loop, ObjectFifo, Op, RuntimeOp, TileRe
 from ..design.tap import Tap
 from ..facts.devices import TileKind
 from ..facts.dtypes import dtype
-from ..facts.errors import BdExhaustionError, LayoutError, OutOfRangeError, SimulationError
+from ..facts.errors import BdExhaustionError, ConfigError, LayoutError, OutOfRangeError, SimulationError
 from ..spec.config import GemmConfig
+from ..spec.rules import shared_l1
 from .kernel import KernelEmulator
 from .machine import (
     Barrier,
@@ -140,6 +141,9 @@ def _level(src: TileRef, dst: TileRef) -> str:
 
 class _MachineLowering:
     def __init__(self, design: Design, dram: dict[str, np.ndarray]) -> None:
+        unbuilt = shared_l1.not_built(design.config.array.share_l1, "the simulator")
+        if unbuilt is not None:
+            raise ConfigError(*unbuilt)
         self.d = design
         self.c = design.config
         self.dev = self.c.dev

@@ -40,7 +40,8 @@ def test_every_field_has_one_row_and_every_row_a_field():
 
 def test_each_row_reads_its_value_from_the_sub_record_it_names():
     c = GemmConfig("npu1", 256, 512, 256, 32, 64, 32, 128, "i8", "i16", rho=2, bias=True, activation="relu",
-                   requant="per_channel", l1_alloc="basic-sequential", task_span=0, opt_level=1)
+                   requant="per_channel", l1_alloc="basic-sequential", task_span=0, opt_level=1,
+                   share_l1="b")
     for row in OPTIONS:
         if row.group != "epilogue":
             assert row.name in {f.name for f in dataclasses.fields(getattr(c, row.group))}, row.name
