@@ -109,7 +109,7 @@ def test_the_build_suffix_names_the_named_options_and_digests_the_rest():
     other = c.with_(shift=2)
     assert other.suffix.startswith(c.suffix + "_") and len(other.suffix) == len(c.suffix) + 9
     assert {row.name for row in OPTIONS if row.tag is not None} == {"k_mt", "b_col_maj", "b_pack", "a_col_maj",
-                                                                    "c_col_maj", "group_size"}
+                                                                    "c_col_maj", "group_size", "share_l1"}
     assert ROWS["group_size"].tag is not None
     w4 = GemmConfig("npu2", 256, 1024, 1024, 32, 128, 64, 128, "bf16", "bf16", dtype_b="i4", group_size=128,
                     zero_points=True)
