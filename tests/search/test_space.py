@@ -34,6 +34,7 @@ from gemm_gen.spec.rules import decode_split, dma, walks
 # what each rule's own check says (spec/checks.py, rules/, design/patterns.py), to tell which rule a check raised
 SAYS = {
     "runtime tasks": r"BD tasks",
+    "shared L1": r"--share-l1",
     "granularity": r"is not a multiple of|would cut a bfp16|super-block",
     "expansion": r"does not split into|bfp16 kernels have one variant",
     "loops": r"with Peano|unknown kernel loop",
@@ -232,6 +233,7 @@ def test_tune_many_validates_no_design_one_by_one(monkeypatch: pytest.MonkeyPatc
 BREAKS = {
     "runtime tasks": dict(device="npu1", M=448 * 20000, K=64, N=768 * 4, m=16, k=16, n=16, k_mt=16,
                           dtype_in="i8", dtype_out="i32"),
+    "shared L1": dict(device="npu1", M=512, K=512, N=512, m=64, k=64, n=64, k_mt=64, share_l1="b", cols=1),
     "granularity": dict(device="npu1", M=512, K=512, N=512, m=64, k=64, n=64, k_mt=96),
     "expansion": dict(device="npu1", M=512, K=512, N=512, m=24, k=64, n=64, k_mt=64, expansion=(4, 4)),
     "loops": dict(device="npu1", M=512, K=512, N=512, m=64, k=256, n=64, k_mt=256, dtype_in="i8", dtype_out="i8",
