@@ -341,7 +341,9 @@ def shared_buffers(c: GemmConfig) -> tuple[SharedBuffer, ...]:
         name = f"{h.operand}_{shared_l1.SLOTS[h.slot]}_{holder.col}_{holder.row}"
         locks = tuple(SharedLock(f"{name}_{kind}", holder, init) for kind, init in shared_l1.LOCKS)
         source = TileRef(h.holder[0] if h.operand == "B" else c.a_col(h.holder[1]), 1)
-        out.append(SharedBuffer(name, h.operand, h.slot, holder, tuple(core(c, *t) for t in h.readers), locks, source))
+        fifo = b_l2l1(h.holder[0]) if h.operand == "B" else a_l2l1(h.holder[1])
+        out.append(SharedBuffer(name, h.operand, h.slot, holder, tuple(core(c, *t) for t in h.readers), locks, source,
+                                fifo))
     return tuple(out)
 
 

@@ -400,6 +400,7 @@ class SharedBuffer:
     readers: tuple[TileRef, ...]
     locks: tuple[SharedLock, ...]
     source: TileRef  # the memtile whose MM2S stream brings its objects (one stream per (memtile, operand, slot))
+    fifo: str  # the operand's memtile-to-core ObjectFifo whose objects it holds (A_L2L1_row, B_L2L1_col)
 
 
 @dataclass(frozen=True)
@@ -445,6 +446,19 @@ class Design:
     def roles(self) -> dict[str, str]:
         """Each kernel's role (zero, matmul, convert) by its symbol, as the workers call it."""
         return {k.name: k.role for k in self.kernels}
+
+    def shared_of(self, fifo: str) -> tuple[SharedBuffer, ...]:
+        """The neighbour-shared buffers holding `fifo`'s objects (none: the fifo's consumers keep their own)."""
+        return tuple(b for b in self.shared if b.fifo == fifo)
+
+    def relay_streams(self, fifo: str) -> tuple[tuple[TileRef, ...], ...]:
+        """The memtile MM2S streams bringing a shared fifo's objects, each as the holders it feeds: one stream to
+        every holder when each holds both slots (A on its west core), else one per slot, slot s's objects to its
+        slot's holders (B split: the even objects to the lower cores, the odd ones to the upper: docs/shared_l1.md
+        3.3)."""
+        held = self.shared_of(fifo)
+        by_slot = [tuple(dict.fromkeys(b.holder for b in held if b.slot == s)) for s in (0, 1)]
+        return (by_slot[0],) if by_slot[0] == by_slot[1] else tuple(by_slot)
 
     def fifo(self, name: str) -> ObjectFifo:
         for f in self.fifos:

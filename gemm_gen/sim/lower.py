@@ -19,14 +19,13 @@ from typing import TypeVar
 
 import numpy as np
 
-from ..design.channels import dma_channels
-from ..design.ir import Acquire, Design, Loop, ObjectFifo, Op, RuntimeOp, TileRef
+from ..design.channels import dma_channels, stream_end
+from ..design.ir import Acquire, Design, Link, Loop, ObjectFifo, Op, RuntimeOp, SharedBuffer, TileRef
 from ..design.tap import Tap
 from ..facts.devices import TileKind
 from ..facts.dtypes import dtype
-from ..facts.errors import BdExhaustionError, ConfigError, LayoutError, OutOfRangeError, SimulationError
+from ..facts.errors import BdExhaustionError, LayoutError, OutOfRangeError, SimulationError
 from ..spec.config import GemmConfig
-from ..spec.rules import shared_l1
 from .kernel import KernelEmulator
 from .machine import (
     Barrier,
@@ -38,6 +37,7 @@ from .machine import (
     CoreActor,
     FifoEnd,
     Lock,
+    SharedSlot,
     Step,
     Stream,
     Task,
@@ -74,7 +74,7 @@ class Machine:
         for core in self.cores:
             for end in core.ends.values():
                 ends[id(end)] = end
-                locks[id(end.acquire_lock)], locks[id(end.release_lock)] = end.acquire_lock, end.release_lock
+                locks.update((id(lock), lock) for lock in end.locks())
                 buffers.update((id(b), b) for b in end.buffers)
             buffers.update((id(b), b) for b in core.buffers.values())
         return Snapshot(
@@ -141,9 +141,6 @@ def _level(src: TileRef, dst: TileRef) -> str:
 
 class _MachineLowering:
     def __init__(self, design: Design, dram: dict[str, np.ndarray]) -> None:
-        unbuilt = shared_l1.not_built(design.config.array.share_l1, "the simulator")
-        if unbuilt is not None:
-            raise ConfigError(*unbuilt)
         self.d = design
         self.c = design.config
         self.dev = self.c.dev
@@ -160,6 +157,7 @@ class _MachineLowering:
         self.patterns: dict[tuple[Tap | None, str, int, int], np.ndarray] = {}
         self.home = {b.name: b.home_col for b in design.memtile_buffers}
         self.channel_index = dma_channels(design)
+        self.streams_of: dict[str, list[Channel]] = {}  # a shared fifo: its memtile MM2S channel per relay stream
 
     # ---- resources -------------------------------------------------------------------------
     def channel(self, tile: TileRef, mm2s: bool, what: str, bds: list[Bd] | None = None) -> Channel:
@@ -298,14 +296,75 @@ class _MachineLowering:
                 self.producer_ch[dst.name] = self.channel(tile, True, dst.name,
                                                           bds(dst, dst.dims_to_stream, ids, False))
 
+    # ---- neighbour-shared buffers (docs/shared_l1.md 3.2-3.4) --------------------------------
+    def split_link(self, link: Link, src: ObjectFifo, dst: ObjectFifo) -> None:
+        """A shared operand's memtile leg split over two streams (B split: docs/shared_l1.md 3.3-3.4): the memtile's
+        buffers each with their own empty/full pair (one anonymous count would let the pong stream take the ping's
+        token), the S2MM from the shim filling them in turn, and two MM2S channels, the even buffers' objects (the
+        pings) on the first and the odd ones' (the pongs) on the second."""
+        tile, total = link.tile, dst.obj_elems
+        if link.kind != "forward" or src.obj_elems != total or src.depth % 2:
+            raise SimulationError(f"{dst.name}: a split shared operand needs its memtile objects one L1 object each "
+                                  f"in an even count of buffers ({link.kind} link, {src.obj_elems} / {total} "
+                                  f"elements, depth {src.depth})", "use depth_ab_l2=2 and B without k_mt chunks")
+        bufs = self.buffers(src, tile, src.depth, total, src.name)
+        pairs = [(self.lock(tile, f"{src.name}_empty_{j}", 1), self.lock(tile, f"{src.name}_full_{j}", 0))
+                 for j in range(len(bufs))]
+        self.fifo_ends += [(f"{src.name}[{j}]", tile, full) for j, (_, full) in enumerate(pairs)]
+        fill = self.pattern(src.dims_from_stream, src, 0, total, f"{tile} S2MM of {src.name}", True)
+        self.consumer_ch.setdefault(src.name, []).append(self.channel(
+            tile, False, src.name, [Bd(b, fill, empty, full, src.name) for b, (empty, full) in zip(bufs, pairs)]))
+        send = self.pattern(dst.dims_to_stream, dst, 0, total, f"{tile} MM2S of {dst.name}", False)
+        self.streams_of[dst.name] = [
+            self.channel(tile, True, stream_end(dst.name, s), [Bd(b, send, full, empty, dst.name)
+                                                              for j, (b, (empty, full)) in enumerate(zip(bufs, pairs))
+                                                              if j % 2 == s]) for s in (0, 1)]
+
+    def shared_ends(self, f: ObjectFifo, held: tuple[SharedBuffer, ...]) -> list[Stream]:
+        """A shared operand's L1 side: each shared buffer on its holder with its three locks there, the holder's own
+        S2MM filling the buffers it holds (acquire empty by the reader count, release full), each reader's end
+        taking object n from buffer n % 2 with the relay protocol (SharedSlot); and the streams feeding the
+        holders, one per relay stream (Design.relay_streams)."""
+        words = dtype(f.dtype).unit_nbytes(f.obj_elems) // 4
+        fill = self.pattern(f.dims_from_stream, f, 0, f.obj_elems, f"S2MM of shared {f.name}", True)
+        buffers: dict[str, Buffer] = {}
+        slots: dict[tuple[str, TileRef], SharedSlot] = {}
+        holders: dict[TileRef, list[Bd]] = {}
+        for sb in held:
+            buf = buffers[sb.name] = Buffer(sb.name, sb.holder, words)
+            empty, full, relay = (self.lock(lk.tile, lk.name, lk.init) for lk in sb.locks)
+            holders.setdefault(sb.holder, []).append(holder_bd(buf, fill, empty, full, len(sb.readers), f.name))
+            self.fifo_ends += [(sb.name, sb.holder, full), (f"{sb.name} relay", sb.holder, relay)]
+            for reader in sb.readers:
+                slots[(sb.name, reader)] = reader_slot(sb, reader, empty, full, relay)
+        channels = {tile: self.channel(tile, False, f.name, bds) for tile, bds in holders.items()}
+        for tile in f.consumers:
+            mine = sorted((sb for sb in held if tile in sb.readers), key=lambda sb: sb.slot)
+            if [sb.slot for sb in mine] != [0, 1]:
+                raise SimulationError(f"{tile} reads {len(mine)} shared buffer(s) of {f.name}, not a ping and a pong",
+                                      "give every consumer of a shared operand both slots")
+            ways = [slots[(sb.name, tile)] for sb in mine]
+            self.core_ends.setdefault(tile, {})[f.name] = FifoEnd(f.name, [buffers[sb.name] for sb in mine],
+                                                                  ways[0].take, ways[0].empty, slots=ways)
+        sources = self.streams_of.get(f.name) or [self.producer_ch[f.name]]
+        return [Stream(src, [channels[t] for t in fed], _level(f.producer, fed[0]))
+                for src, fed in zip(sources, self.d.relay_streams(f.name), strict=True)]
+
     # ---- the whole design ------------------------------------------------------------------
     def lower(self, kernel: KernelEmulator, runtime: tuple[RuntimeOp, ...]) -> Machine:
         d = self.d
         for link in d.links:
+            if d.shared_of(link.dsts[0]) and len(d.relay_streams(link.dsts[0])) > 1:
+                self.split_link(link, d.fifo(link.srcs[0]), d.fifo(link.dsts[0]))
+                continue
             self.link(link.kind, link.tile, [d.fifo(n) for n in link.srcs], [d.fifo(n) for n in link.dsts],
                       link.offsets)
         streams = []
         for f in d.fifos:
+            held = d.shared_of(f.name)
+            if held:
+                streams += self.shared_ends(f, held)
+                continue
             if f.name not in self.producer_ch:
                 if f.producer.kind == TileKind.SHIM:
                     self.producer_ch[f.name] = self.shim_channel[f.name] = self.channel(f.producer, True, f.name)
@@ -345,9 +404,69 @@ class _MachineLowering:
                 self.lock(wk.tile, wk.barrier, 0)
                 barrier = barriers[(wk.tile, wk.barrier)] = Barrier(wk.barrier, wk.tile)
             cores.append(CoreActor(wk.tile, wk.program, ends, kernel, own, barrier))
+        token_rules(self.channels, cores)
         cmd = command_processor(d, runtime, self.dram, self.shim_channel, rtps, barriers)
         return Machine(self.c, streams, cores, cmd, self.channels, self.fifo_ends, self.dram, kernel, d,
                        self.shim_channel, rtps, barriers)
+
+
+def token_rules(channels: list[Channel], cores: list[CoreActor]) -> None:
+    """A lock's tokens are anonymous, so two rules keep every count meaning one thing, whatever order a run's
+    schedule happens to give the agents (docs/shared_l1.md 3.2, the two protocols that race):
+    - one acquiring agent (a DMA channel or a core) per lock: where two acquire one lock the faster can loop back
+      and take the slower's token of an earlier fill (why a shared buffer has a relay lock rather than its DMA
+      releasing full once per reader);
+    - a lock released by several agents gates one buffer: else one reader's release of the pong lets the DMA
+      refill the ping that another has not read (why each shared buffer has its own empty lock).
+    mlir-aie's ObjectFifo lowering keeps both: each lock has one acquirer and one releaser."""
+    acquirers: dict[int, str] = {}
+    releasers: dict[int, set[str]] = {}
+    gated: dict[int, set[str]] = {}
+    named: dict[int, Lock] = {}
+
+    def note(who: str, acquired: list[Lock], released: list[Lock]) -> None:
+        for lock in acquired:
+            first = acquirers.setdefault(id(lock), who)
+            if first != who:
+                raise SimulationError(f"{first} and {who} both acquire {lock.name}: its tokens are anonymous, so "
+                                      f"the faster can take the slower's", "give each reader of a shared buffer its "
+                                      "own lock: the leader acquires full and releases relay, the follower relay")
+        for lock in released:
+            releasers.setdefault(id(lock), set()).add(who)
+            named[id(lock)] = lock
+
+    for ch in channels:
+        note(ch.describe(), [bd.acquire for bd in ch.bds], [bd.release for bd in ch.bds])
+        for bd in ch.bds:
+            gated.setdefault(id(bd.acquire), set()).add(bd.buffer.name)
+    for core in cores:
+        for end in core.ends.values():
+            if end.slots is None:
+                note(str(core.tile), [end.acquire_lock], [end.release_lock])
+            else:
+                note(str(core.tile), [s.take for s in end.slots],
+                     [lk for s in end.slots for lk in (s.relay, s.empty) if lk is not None])
+    for key, who in releasers.items():
+        buffers = gated.get(key, set())
+        if len(who) > 1 and len(buffers) > 1:
+            raise SimulationError(f"{', '.join(sorted(who))} all release {named[key].name}, which gates "
+                                  f"{', '.join(sorted(buffers))}: one reader's release of one buffer lets its DMA "
+                                  f"refill another that a reader still needs", "give each shared buffer its own "
+                                  "empty lock")
+
+
+def holder_bd(buf: Buffer, idx: np.ndarray, empty: Lock, full: Lock, readers: int, label: str) -> Bd:
+    """The holder's S2MM BD for one shared buffer (docs/shared_l1.md 3.2): it waits until every reader has released
+    the buffer (acquire-greater-equal the reader count on empty), writes the object, releases full by one (for the
+    leader alone: the follower waits on the leader's relay)."""
+    return Bd(buf, idx, empty, full, label, acquire_count=readers, release_count=1)
+
+
+def reader_slot(sb: SharedBuffer, reader: TileRef, empty: Lock, full: Lock, relay: Lock) -> SharedSlot:
+    """How `reader` takes a shared buffer's object (docs/shared_l1.md 3.2): the leader (the first reader) acquires
+    full and releases relay, the follower acquires relay; both release empty after their last read."""
+    leader = reader == sb.readers[0]
+    return SharedSlot(full if leader else relay, relay if leader else None, empty)
 
 
 def command_processor(d: Design, runtime: tuple[RuntimeOp, ...], dram: dict[str, np.ndarray],

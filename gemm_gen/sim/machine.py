@@ -41,11 +41,16 @@ class Lock:
 
 
 class Buffer:
-    __slots__ = ("cells", "epochs", "name", "tile")
+    __slots__ = ("cells", "epochs", "fills", "name", "readers", "tile")
 
     def __init__(self, name: str, tile: TileRef, words: int, rtp: bool = False) -> None:
         self.name = name
         self.tile = tile
+        # a neighbour-shared buffer's checks (docs/shared_l1.md 3.2): how many fills its DMA finished (fill j of slot
+        # s holds the operand's object 2j + s: the object a reader expects) and how many cores hold it now (no DMA
+        # may write it then); an ObjectFifo buffer counts its fills only
+        self.fills = 0
+        self.readers = 0
         self.cells = np.zeros(words, dtype=np.uint64)  # memories come up zero, tag "unwritten"
         # a runtime-parameter buffer: per word, how many times the core's barrier had been set when the
         # runtime sequence last wrote it (-1: never), which says whether a read is ordered after the write
@@ -90,6 +95,10 @@ class Bd:
     acquire: Lock
     release: Lock
     label: str
+    # acquire-greater-equal this many before moving, release this many after: 1 for every ObjectFifo BD; a shared
+    # buffer's S2MM acquires its empty lock by its reader count (docs/shared_l1.md 3.2: both readers released it)
+    acquire_count: int = 1
+    release_count: int = 1
 
 
 @dataclass
@@ -155,10 +164,10 @@ class Channel:
             self.target, self.idx = task.cells, task.base + task.first
         else:
             bd = self.bds[self.cur]
-            if bd.acquire.value < 1:
+            if bd.acquire.value < bd.acquire_count:
                 self.blocked = f"waits on lock {bd.acquire.name} ({bd.label})"
                 return False
-            bd.acquire.value -= 1
+            bd.acquire.value -= bd.acquire_count
             self.bd, self.target, self.idx = bd, bd.buffer.cells, bd.idx
         self.pos, self.length = 0, len(self.idx)
         if self.mm2s:
@@ -171,7 +180,9 @@ class Channel:
             self.queue.popleft().done = True
         else:
             assert self.bd is not None
-            self.bd.release.value += 1
+            release(self.bd.release, self.bd.release_count, self.describe())
+            if not self.mm2s:
+                self.bd.buffer.fills += 1
             self.cur = (self.cur + 1) % len(self.bds)
         self.active = False
 
@@ -202,6 +213,11 @@ class Stream:
                 w = min(w, d.length - d.pos)
             chunk = src.data[src.pos : src.pos + w]
             for d in dsts:
+                if d.queue is None and d.bd is not None and d.bd.buffer.readers:
+                    raise SimulationError(
+                        f"{d.describe()} writes {d.bd.buffer.name} on {d.bd.buffer.tile} while "
+                        f"{d.bd.buffer.readers} core(s) read it", "a shared buffer's DMA acquires its empty lock "
+                        "once per reader, and each reader releases it only after its last read")
                 d.target[d.idx[d.pos : d.pos + w]] = chunk
                 d.pos += w
                 d.words += w
@@ -214,9 +230,33 @@ class Stream:
             moved = True
 
 
+def release(lock: Lock, count: int, who: str) -> None:
+    """A release of `count` on `lock`, refused past the lock's 6-bit value (AM020; getMaxLockValue)."""
+    if lock.value + count > LOCK_VALUE_MAX:
+        raise SimulationError(f"{who} releases {lock.name} past {LOCK_VALUE_MAX} ({lock.value} + {count})",
+                              "release each lock once per acquire")
+    lock.value += count
+
+
+@dataclass
+class SharedSlot:
+    """A core's way into one neighbour-shared buffer (docs/shared_l1.md 3.2): the lock it acquires (the leader the
+    buffer's full lock, the follower its relay lock), the relay lock the leader releases right after (None for the
+    follower), the empty lock both release after their last read, and how many objects it read from the buffer."""
+
+    take: Lock
+    relay: Lock | None
+    empty: Lock
+    reads: int = 0
+
+
 @dataclass
 class FifoEnd:
-    """A core's handle on one ObjectFifo: its L1 buffers and the locks it acquires/releases."""
+    """A core's handle on one ObjectFifo: its L1 buffers and the locks it acquires/releases.
+
+    A neighbour-shared operand's end (`slots`, one per buffer, aligned with `buffers`): object n lies in buffer
+    n % 2, which may sit on a neighbour, and each buffer has its own locks (acquire_lock and release_lock are then
+    the ping's)."""
 
     fifo: str
     buffers: list[Buffer]
@@ -224,6 +264,13 @@ class FifoEnd:
     release_lock: Lock
     next: int = 0
     held: deque[Buffer] = field(default_factory=deque)
+    slots: list[SharedSlot] | None = None
+
+    def locks(self) -> list[Lock]:
+        """Every lock the core acquires or releases through this end."""
+        if self.slots is None:
+            return [self.acquire_lock, self.release_lock]
+        return [lock for s in self.slots for lock in (s.take, s.relay, s.empty) if lock is not None]
 
 
 KernelFn = Callable[[TileRef, str, list[np.ndarray], tuple[int, ...]], None]
@@ -319,6 +366,12 @@ class CoreActor:
                 if op == ACQ:
                     acq = ins[1]
                     end = self.ends[acq.fifo]
+                    if end.slots is not None:
+                        self.pc = pc
+                        yield from self._acquire_shared(end, acq.count)
+                        self.at_start = False
+                        pc += 1
+                        continue
                     lock = end.acquire_lock
                     if lock.value < acq.count:
                         self.waiting_on = f"to acquire {acq.fifo}"
@@ -337,6 +390,10 @@ class CoreActor:
                     if len(end.held) < rel.count:
                         raise SimulationError(f"{self.tile} releases {rel.count} of {rel.fifo} holding "
                                               f"{len(end.held)}", "fix the worker program")
+                    if end.slots is not None:
+                        self._release_shared(end, rel.count)
+                        pc += 1
+                        continue
                     for _ in range(rel.count):
                         end.held.popleft()
                     end.release_lock.value += rel.count
@@ -372,6 +429,45 @@ class CoreActor:
                 pc += 1
         finally:
             self.pc = pc
+
+    def _acquire_shared(self, end: FifoEnd, count: int) -> Generator[Callable[[], bool], None, None]:
+        """Acquire the next object of a neighbour-shared operand (docs/shared_l1.md 3.2): the leader takes the
+        buffer's full lock and at once releases its relay lock, the follower takes the relay lock; then the core
+        reads the buffer in place, which must hold the object this core expects (fill `reads` of the buffer)."""
+        assert end.slots is not None
+        if count != 1:  # one lock per buffer: objects are taken one at a time (the loop unrolled over ping and pong)
+            raise SimulationError(f"{self.tile} acquires {count} objects of shared {end.fifo} at once",
+                                  "acquire a shared operand's objects one at a time")
+        i = end.next
+        slot, buf = end.slots[i], end.buffers[i]
+        if slot.take.value < 1:
+            self.waiting_on = f"to acquire {end.fifo} ({slot.take.name})"
+            yield _holds_at_least(slot.take, 1)
+        slot.take.value -= 1
+        if slot.relay is not None:
+            release(slot.relay, 1, str(self.tile))
+        if buf.fills != slot.reads + 1:
+            obj = 2 * slot.reads + i
+            raise SimulationError(
+                f"{self.tile} reads object {obj} of {end.fifo} from {buf.name} on {buf.tile}, which holds "
+                f"{'nothing yet' if buf.fills == 0 else f'object {2 * (buf.fills - 1) + i}'}",
+                "the leader takes the full lock and relays; the follower takes the relay lock (never the full one)")
+        slot.reads += 1
+        buf.readers += 1
+        end.held.append(buf)
+        end.next = (i + 1) % len(end.buffers)
+
+    def _release_shared(self, end: FifoEnd, count: int) -> None:
+        """Release the oldest held objects of a shared operand: the buffer's empty lock by one each."""
+        assert end.slots is not None
+        for _ in range(count):
+            buf = end.held.popleft()
+            slot = end.slots[end.buffers.index(buf)]
+            if buf.fills != slot.reads:  # the buffer was refilled while this core read it
+                raise SimulationError(f"{self.tile} releases {buf.name} on {buf.tile} after its DMA refilled it",
+                                      "the DMA acquires the empty lock once per reader")
+            buf.readers -= 1
+            release(slot.empty, 1, str(self.tile))
 
     def _call(self, op: Call) -> None:
         cells = []

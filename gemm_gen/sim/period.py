@@ -268,5 +268,5 @@ def _locks(flow: Flow) -> list[Lock]:
             seen[id(bd.acquire)], seen[id(bd.release)] = bd.acquire, bd.release
     for core in flow.m.cores:
         for end in core.ends.values():
-            seen[id(end.acquire_lock)], seen[id(end.release_lock)] = end.acquire_lock, end.release_lock
+            seen.update((id(lock), lock) for lock in end.locks())
     return list(seen.values())

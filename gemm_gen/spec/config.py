@@ -288,7 +288,8 @@ class GemmConfig:
         a = self.array
         return shared_l1.problem(self.dev, a.share_l1, a.rows, a.cols, a.depth_ab_l1, a.depth_c_l1,
                                  l1.runtime_barrier(self.runtime.runtime_sizes, self.epilogue.runtime),
-                                 self.epilogue.needs_tile, self.groups.group_size)
+                                 self.epilogue.needs_tile, self.groups.group_size, depth_b_l2=a.depth_ab_l2,
+                                 b_chunked=memtile.b_chunked(self.layout.b_col_maj, self.layout.b_pack))
 
     @property
     def l1_parts(self) -> dict[str, int]:

@@ -1,0 +1,208 @@
+"""Neighbour-shared L1 in the literal simulator (issue 34 item 2 step 3; docs/shared_l1.md 3.2-3.4): the shared
+operand's buffers on their holders, filled by the holder's own S2MM (acquire empty by the reader count, release
+full), the leader acquiring full and releasing relay, the follower acquiring relay, both releasing empty; the
+memtile streaming B's pings and pongs on two channels (split) or A's objects to the west holders. Every run is
+compared with the exact product and with the same design unshared, cell for cell; each protocol that races or
+stalls is caught."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from gemm_gen.design import build_design
+from gemm_gen.design import host_buffers as hostdata
+from gemm_gen.design.ir import Design
+from gemm_gen.facts.errors import ConfigError, DeadlockError, SimulationError
+from gemm_gen.facts.inputs import make_inputs
+from gemm_gen.sim import lower as sim_lower
+from gemm_gen.sim import simulate
+from gemm_gen.sim.machine import Bd, Lock, SharedSlot
+from gemm_gen.sim.run import ArraySession
+from gemm_gen.spec.checks import check_config
+from gemm_gen.spec.config import GemmConfig
+
+from .test_bfp16_gemm import PRECISIONS
+
+# tails every way: M, N not multiples of a block, K not of k_mt
+TAILS = dict(M=200, K=136, N=232)
+TYPES = {"i8": dict(dtype_in="i8", dtype_out="i32", m=32, k=32, n=32, k_mt=64),
+         "i8->i8": dict(dtype_in="i8", dtype_out="i8", m=32, k=32, n=32, k_mt=64),
+         "bf16": dict(dtype_in="bf16", dtype_out="bf16", m=32, k=32, n=32, k_mt=64)}
+
+
+def cfg(dev: str, share: str, types: dict, **kw: object) -> GemmConfig:
+    args: dict[str, object] = {**TAILS, **types, **kw}
+    return GemmConfig(dev, share_l1=share, **args)  # type: ignore[arg-type]
+
+
+def run_cells(d: Design, literal: bool = True, seed: int = 0) -> tuple[np.ndarray, ArraySession]:
+    """C's cells (values and provenance) after one call of `d`, and its session."""
+    c = d.config
+    session = ArraySession(d, literal)
+    a, b = make_inputs(c.size.M, c.size.K, c.size.N, c.types.t_in, c.types.t_out, seed, c.types.t_b)
+    cells, _, _ = session.run(c.call, *hostdata.pad_inputs(c, a, b, c.call))
+    return cells.copy(), session
+
+
+def passes_like_unshared(c: GemmConfig) -> None:
+    r = simulate(c)
+    assert r.passed and r.mismatches == 0, r.first_mismatch
+    assert r.nonzero_fraction > 0.5
+    shared, _ = run_cells(build_design(c))
+    plain, _ = run_cells(build_design(GemmConfig(**{**c.to_json(), "share_l1": "none"})))
+    assert np.array_equal(shared, plain)  # values and provenance, cell for cell
+
+
+# ---- bit-exact, with tails ------------------------------------------------------------------------------------
+@pytest.mark.parametrize("dev", ["npu1", "npu2"])
+@pytest.mark.parametrize("share", ["b", "a", "ab"])
+@pytest.mark.parametrize("types", list(TYPES))
+def test_shared_designs_pass_bit_exact_with_tails(dev, share, types):
+    c = cfg(dev, share, TYPES[types])
+    assert check_config(c).array.share_l1 == share
+    passes_like_unshared(c)
+
+
+@pytest.mark.parametrize("share", ["b", "a", "ab"])
+@pytest.mark.parametrize("preset", ["config2", "config3"])
+def test_shared_bfp16_configs_pass_bit_exact(share, preset):
+    """The papers' bfp16 configs (npu2), row-major B (B split refuses column-major tiles spanning k_mt)."""
+    c = GemmConfig("npu2", 2 * 4 * 32 - 5, 128, 2 * 8 * 32 - 3, 32, 16, 32, 32, b_col_maj=False, share_l1=share,
+                   **PRECISIONS[preset])  # type: ignore[arg-type]
+    passes_like_unshared(c)
+
+
+def test_the_exact_product_is_compared():
+    """i8 -> i32 on shared B and A: every element exact, nothing saturated (the integer product has no loss)."""
+    r = simulate(cfg("npu2", "ab", TYPES["i8"]))
+    assert r.accuracy.exact == r.elements and r.accuracy.max_abs == 0.0
+
+
+# ---- what the shared route moves -------------------------------------------------------------------------------
+def test_b_split_streams_pings_and_pongs_on_two_memtile_channels_to_half_the_cores():
+    c = cfg("npu1", "b", TYPES["i8"])
+    r, plain = simulate(c), simulate(GemmConfig(**{**c.to_json(), "share_l1": "none"}))
+    chans = {ch["channel"]: ch for ch in r.to_json()["channels"]}
+    ping, pong = chans["mem(0,1) MM2S1 (B_L2L1_0)"], chans["mem(0,1) MM2S2 (B_L2L1_0 pong)"]
+    whole = {ch["channel"]: ch for ch in plain.to_json()["channels"]}["mem(0,1) MM2S1 (B_L2L1_0)"]
+    assert ping["bytes"] + pong["bytes"] == whole["bytes"]  # every object once, the even ones on the ping channel
+    assert ping["delivered"] == 2 * ping["bytes"]  # to the two lower cores of the column (rows 2 and 4)
+    assert ping["delivered"] + pong["delivered"] == whole["delivered"] // 2  # B to L1 halved
+
+
+def test_a_reaches_only_the_west_holders():
+    c = cfg("npu1", "a", TYPES["i8"])
+    r, plain = simulate(c), simulate(GemmConfig(**{**c.to_json(), "share_l1": "none"}))
+    level, whole = r.to_json()["levels"]["memtile -> cores"], plain.to_json()["levels"]["memtile -> cores"]
+    a_whole = sum(ch["delivered"] for ch in plain.to_json()["channels"] if "(A_L2L1" in ch["channel"])
+    assert whole["delivered"] - level["delivered"] == a_whole // 2
+
+
+# ---- the fast simulator: falls back ----------------------------------------------------------------------------
+def test_the_fast_simulator_falls_back_to_the_literal_run_with_the_same_cells():
+    d = build_design(cfg("npu2", "ab", TYPES["bf16"]))
+    fast, session = run_cells(d, literal=False)
+    assert session.fell_back is not None and "neighbour-shared" in session.fell_back
+    literal, _ = run_cells(d, literal=True)
+    assert np.array_equal(fast, literal)
+
+
+# ---- the protocols that race or stall: caught --------------------------------------------------------------------
+def _follower_skips_the_relay(monkeypatch):
+    right = sim_lower.reader_slot
+
+    def slot(sb, reader, empty, full, relay):  # a follower that reads without acquiring anything
+        return right(sb, reader, empty, full, relay) if reader == sb.readers[0] else \
+            SharedSlot(Lock("nothing", 10 ** 9), None, empty)
+    monkeypatch.setattr(sim_lower, "reader_slot", slot)
+
+
+def _full_released_by_two(monkeypatch):  # both readers take a token of one count: no relay
+    monkeypatch.setattr(sim_lower, "holder_bd", lambda buf, idx, empty, full, n, label:
+                        Bd(buf, idx, empty, full, label, n, 2))
+    monkeypatch.setattr(sim_lower, "reader_slot", lambda sb, reader, empty, full, relay: SharedSlot(full, None, empty))
+
+
+def _dma_waits_for_one_reader(monkeypatch):
+    monkeypatch.setattr(sim_lower, "holder_bd", lambda buf, idx, empty, full, n, label:
+                        Bd(buf, idx, empty, full, label, 1, 1))
+
+
+def _dma_waits_for_a_third_reader(monkeypatch):
+    monkeypatch.setattr(sim_lower, "holder_bd", lambda buf, idx, empty, full, n, label:
+                        Bd(buf, idx, empty, full, label, n + 1, 1))
+
+
+def _one_empty_count_for_both_buffers(monkeypatch):
+    """docs/shared_l1.md 3.2's second race: one empty lock (init 4) for a holder's ping and pong."""
+    first: dict[object, Lock] = {}
+
+    def bd(buf, idx, empty, full, n, label):
+        one = first.setdefault(buf.tile, empty)
+        if one is not empty:
+            one.value += empty.value
+        return Bd(buf, idx, one, full, label, n, 1)
+
+    right = sim_lower.reader_slot
+
+    def slot(sb, reader, empty, full, relay):
+        way = right(sb, reader, empty, full, relay)
+        return SharedSlot(way.take, way.relay, first[sb.holder])
+    monkeypatch.setattr(sim_lower, "holder_bd", bd)
+    monkeypatch.setattr(sim_lower, "reader_slot", slot)
+
+
+DEFECTS = [
+    (_follower_skips_the_relay, "b", SimulationError, "relay at .* never consumed"),
+    (_follower_skips_the_relay, "a", SimulationError, "reads object 2 of A_L2L1_0 .* which holds object 0"),
+    (_full_released_by_two, "b", SimulationError, "both acquire B_ping_0_2_full: its tokens are anonymous"),
+    (_full_released_by_two, "a", SimulationError, "both acquire A_ping_0_2_full: its tokens are anonymous"),
+    (_dma_waits_for_one_reader, "b", SimulationError, "reads object 1 of B_L2L1_0 .* which holds object 3"),
+    (_dma_waits_for_one_reader, "a", SimulationError, "reads object 0 of A_L2L1_0 .* which holds object 2"),
+    (_dma_waits_for_a_third_reader, "ab", DeadlockError, "waits to acquire .*_full"),
+    (_one_empty_count_for_both_buffers, "a", SimulationError, "release A_ping_0_2_empty, which gates A_ping_0_2, "
+                                                              "A_pong_0_2"),
+]
+
+
+@pytest.mark.parametrize("defect, share, error, words", DEFECTS,
+                         ids=[f"{d[0].__name__.strip('_')}-{d[1]}" for d in DEFECTS])
+def test_each_broken_protocol_is_caught(monkeypatch, defect, share, error, words):
+    c = GemmConfig("npu1", 256, 256, 256, 32, 32, 32, 64, "i8", "i32", share_l1=share)
+    defect(monkeypatch)
+    with pytest.raises(error, match=words):
+        simulate(c)
+
+
+def test_the_right_protocol_passes_on_the_defect_tests_design():
+    for share in ("b", "a", "ab"):
+        assert simulate(GemmConfig("npu1", 256, 256, 256, 32, 32, 32, 64, "i8", "i32", share_l1=share)).passed
+
+
+# ---- what the split stream cannot carry: refused in one line ----------------------------------------------------
+@pytest.mark.parametrize("kw, words", [
+    (dict(depth_ab_l2=1), "depth_ab_l2=1 is odd"),
+    (dict(b_col_maj=True), "column-major B tiles spanning k_mt"),
+])
+def test_b_split_refuses_memtile_objects_it_cannot_split(kw, words):
+    with pytest.raises(ConfigError, match=words) as e:
+        check_config(cfg("npu1", "b", TYPES["i8"], **kw))
+    assert "\n" not in str(e.value) and "--share-l1" in str(e.value)
+    assert simulate(cfg("npu1", "a", TYPES["i8"], **kw)).passed  # A's one-holder stream takes them
+
+
+def test_a_dma_write_into_a_buffer_a_core_reads_is_refused():
+    """The machine's own check, whatever the locks say: no S2MM writes a shared buffer while a core holds it."""
+    from gemm_gen.design.ir import TileRef
+    from gemm_gen.sim.machine import Buffer, Channel, Stream
+    src_buf, shared = Buffer("src", TileRef(0, 1), 4), Buffer("B_ping_0_2", TileRef(0, 2), 4)
+    full, empty, dst_full = Lock("full", 1), Lock("empty", 2), Lock("B_ping_0_2_full", 0)
+    idx = np.arange(4)
+    src = Channel("MM2S1", TileRef(0, 1), True, [Bd(src_buf, idx, full, Lock("e", 0), "B")])
+    dst = Channel("S2MM0", TileRef(0, 2), False, [Bd(shared, idx, empty, dst_full, "B", 2, 1)])
+    shared.readers = 1  # a core holds it (a follower that never acquired)
+    with pytest.raises(SimulationError, match="writes B_ping_0_2 on core\\(0,2\\) while 1 core\\(s\\) read it"):
+        Stream(src, [dst], "memtile -> cores").step()
+    shared.readers = 0
+    assert Stream(src, [dst], "memtile -> cores").step() and dst_full.value == 1 and shared.fills == 1
