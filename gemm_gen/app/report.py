@@ -10,6 +10,7 @@ from ..facts.accuracy import ACTIVATION_TAIL, BFP16_DATAPATH, ONE_BF16_ROUNDING
 from ..facts.devices import device
 from ..facts.dtypes import dtype
 from ..facts.epilogue import Epilogue
+from ..model import shared_cost
 from ..spec.call import CallPlan
 from ..spec.rules import decode_split
 from .plan_info import L1Info, PlanInfo, XclbinPlan
@@ -122,6 +123,7 @@ def _shared_lines(p: PlanInfo) -> list[str]:
             f"{i}: {' '.join(names) or '-'}" for i, names in enumerate(plan.bank_map()))
         gama = "" if plan is None or not plan.gama else f"; breaks GAMA's rules: {'; '.join(plan.gama)}"
         lines.append(f"          {role} ({len(tiles)} cores): {banks}{gama}")
+    lines.append(f"          the model prices it with assumptions: {shared_cost.ASSUMPTION} (docs/model.md)")
     return lines
 
 

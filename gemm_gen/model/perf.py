@@ -46,7 +46,7 @@ from ..spec.rules.block_loop import BlockLoop
 from ..spec.rules.dequant import dequant_code_bytes, to_bfp16
 from ..spec.rules.l1 import runtime_writes
 from ..spec.rules.padding import covered
-from . import dequant_cost, epilogue_cost
+from . import dequant_cost, epilogue_cost, shared_cost
 from . import kernel as kmod
 from .l1_stall import stall_cycles
 from .params import Params, load
@@ -249,7 +249,11 @@ def estimate(pr: Workload, m: np.ndarray | int, k: np.ndarray | int, n: np.ndarr
     # ---- compute side (cycles of one core) ------------------------------------------------
     # one call: an A tile of T_MA = m / rho rows, with its share of the k-step's L1 bank stalls
     kcyc = kmod.kernel_cycles(p, ks, m // rho, k, n) + np.asarray(l1_stall, dtype=np.float64) / rho
-    l1_dma = np.maximum(m * k * b_a, k * n * b_obj_b) / sbw  # A and B arrive on separate core channels
+    # A and B arrive on separate core channels; neighbour-shared L1 (model/shared_cost.py): B split brings B on two
+    # streams side by side, and the relay's lag is exposed where the transfer bounds the k-step
+    share = pr.base.array.share_l1
+    l1_dma = (np.maximum(m * k * b_a, k * n * b_obj_b / shared_cost.b_streams(share)) / sbw
+              + shared_cost.relay_cycles(share, p))
     b_convert = kmod.b_conversion_cycles(ks, k, n)  # convert-once bf16: B once per k-step
     # W4A16: the B object dequantized once per k-step into the tile the calls read, bf16 or (converting once)
     # bfp16 (uncalibrated)
@@ -404,7 +408,9 @@ def priced(pr: Workload, c: GemmConfig, p: Params, traffic: dict[str, TensorTraf
     m, k, n, k_mt, rho = (np.asarray(x, dtype=np.int64) for x in (c.tiling.m, c.tiling.k, c.tiling.n, c.tiling.k_mt,
                                                                   c.tiling.rho))
     stall = 0.0
+    call_cycles = float(kmod.kernel_cycles(p, pr.kernel_shape, m // rho, k, n))
     if p.l1_conflict and plan is not None:
-        stall = stall_cycles(c, plan, float(kmod.kernel_cycles(p, pr.kernel_shape, m // rho, k, n)), p.l1_conflict)
+        stall = stall_cycles(c, plan, call_cycles, p.l1_conflict)
+    stall += shared_cost.two_reader_cycles(c, call_cycles)  # two cores reading one buffer (assumed rate)
     return estimate(pr, c.tiling.m, c.tiling.k, c.tiling.n, c.tiling.k_mt, p, traffic, tasks_per_group, c.tiling.rho,
                     stall, task_groups)

@@ -187,11 +187,22 @@ def problem(dev: Device, share: str, rows: int, cols: int, depth_ab: int, depth_
     return None
 
 
+# whether the IRON lowering runs shared designs (issue 34 item 2 step 5: the 1.4.3 primitives of docs/shared_l1.md 3):
+# until it does, it refuses them (not_built) and the search does not weigh sharing (search/knobs.py), so that tune
+# never picks a design the hardware path cannot build; the simulator and the model take them already
+IRON_LOWERS = False
+
+
+def searchable() -> bool:
+    """Whether the search weighs sharing: only once every back end runs a shared design."""
+    return IRON_LOWERS
+
+
 def not_built(share: str, reader: str) -> tuple[str, str] | None:
-    """Why `reader` (the simulator, the IRON lowering) cannot take a design that shares L1 yet, None if it can: the
-    relay protocol is not in the simulator (issue 34 item 2 step 3) nor in the lowering (step 5), so plan shows such a
-    design and the search never offers it (no knob), but nothing runs it as if it were unshared."""
-    if share == NONE:
+    """Why `reader` (the IRON lowering) cannot take a design that shares L1 yet, None if it can: the relay protocol is
+    not in the lowering (step 5), so plan, predict and simulate take such a design and the search does not offer it,
+    but nothing lowers it as if it were unshared."""
+    if share == NONE or IRON_LOWERS:
         return None
     return (f"{opt('share_l1', share)}: {reader} does not run neighbour-shared L1 buffers yet (issue 34 item 2)",
             f"drop {opt('share_l1')} (plan and predict show the shared design)")
