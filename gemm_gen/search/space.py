@@ -29,7 +29,7 @@ from ..facts.groupquant import tile_k_ok
 from ..spec.call import CallPlan
 from ..spec.config import GemmConfig
 from ..spec.request import Pins, Problem
-from ..spec.rules import dequant, dma, l1, memtile, tiling, walks
+from ..spec.rules import dequant, dma, l1, memtile, shared_l1, tiling, walks
 from ..spec.rules import epilogue as epilogue_rule
 from ..spec.rules import kernel_variant as kv
 from ..spec.rules.padding import ceil_div, round_up, same_k_walk, tasks_fit, tiles_per_core
@@ -258,8 +258,12 @@ def _a_chunks(base: GemmConfig, problem: Problem, m: np.ndarray, k: np.ndarray, 
 def _shared_l1(base: GemmConfig, problem: Problem, m: np.ndarray, k: np.ndarray, n: np.ndarray, rho: np.ndarray,
                k_mt: np.ndarray) -> np.ndarray:
     """Neighbour-shared L1 places the buffers (spec/rules/shared_l1.problem; checks.check_array): the same for every
-    tiling of a base."""
-    return np.full(m.shape, base.shared_l1_problem is None)
+    tiling of a base, but B split's count of L1 objects per cycle of memtile buffers, even (k_mt / k of column-major
+    B tiles times depth_ab_l2)."""
+    ok = np.full(m.shape, base.shared_l1_problem is None)
+    if shared_l1.shared(base.array.share_l1, "B") and memtile.b_chunked(base.layout.b_col_maj, base.layout.b_pack):
+        ok &= (base.array.depth_ab_l2 * (k_mt // k)) % 2 == 0
+    return ok
 
 
 def _l1(base: GemmConfig, problem: Problem, m: np.ndarray, k: np.ndarray, n: np.ndarray, rho: np.ndarray,

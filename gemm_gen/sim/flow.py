@@ -47,6 +47,8 @@ class LeanBd:
     __slots__ = ("acquire", "fills", "idx", "length", "reads", "region", "release")
 
     def __init__(self, bd: Bd, region: Region, keys: Keys) -> None:
+        if bd.acquire is None or bd.release is None:  # a chain of BDs sharing one lock pair (shared L1's memtile)
+            raise NotProven(f"{bd.label}: a BD that takes or gives no lock")
         self.acquire, self.release = bd.acquire, bd.release
         self.region = region
         self.idx = keys.array(bd.idx)

@@ -69,7 +69,7 @@ class Machine:
         ends: dict[int, FifoEnd] = {}
         for ch in self.channels:
             for bd in ch.bds:
-                locks[id(bd.acquire)], locks[id(bd.release)] = bd.acquire, bd.release
+                locks.update((id(lk), lk) for lk in (bd.acquire, bd.release) if lk is not None)
                 buffers[id(bd.buffer)] = bd.buffer
         for core in self.cores:
             for end in core.ends.values():
@@ -298,27 +298,67 @@ class _MachineLowering:
 
     # ---- neighbour-shared buffers (docs/shared_l1.md 3.2-3.4) --------------------------------
     def split_link(self, link: Link, src: ObjectFifo, dst: ObjectFifo) -> None:
-        """A shared operand's memtile leg split over two streams (B split: docs/shared_l1.md 3.3-3.4): the memtile's
-        buffers each with their own empty/full pair (one anonymous count would let the pong stream take the ping's
-        token), the S2MM from the shim filling them in turn, and two MM2S channels, the even buffers' objects (the
-        pings) on the first and the odd ones' (the pongs) on the second."""
-        tile, total = link.tile, dst.obj_elems
-        if link.kind != "forward" or src.obj_elems != total or src.depth % 2:
-            raise SimulationError(f"{dst.name}: a split shared operand needs its memtile objects one L1 object each "
-                                  f"in an even count of buffers ({link.kind} link, {src.obj_elems} / {total} "
-                                  f"elements, depth {src.depth})", "use depth_ab_l2=2 and B without k_mt chunks")
-        bufs = self.buffers(src, tile, src.depth, total, src.name)
-        pairs = [(self.lock(tile, f"{src.name}_empty_{j}", 1), self.lock(tile, f"{src.name}_full_{j}", 0))
-                 for j in range(len(bufs))]
-        self.fifo_ends += [(f"{src.name}[{j}]", tile, full) for j, (_, full) in enumerate(pairs)]
-        fill = self.pattern(src.dims_from_stream, src, 0, total, f"{tile} S2MM of {src.name}", True)
-        self.consumer_ch.setdefault(src.name, []).append(self.channel(
-            tile, False, src.name, [Bd(b, fill, empty, full, src.name) for b, (empty, full) in zip(bufs, pairs)]))
-        send = self.pattern(dst.dims_to_stream, dst, 0, total, f"{tile} MM2S of {dst.name}", False)
-        self.streams_of[dst.name] = [
-            self.channel(tile, True, stream_end(dst.name, s), [Bd(b, send, full, empty, dst.name)
-                                                              for j, (b, (empty, full)) in enumerate(zip(bufs, pairs))
-                                                              if j % 2 == s]) for s in (0, 1)]
+        """A shared operand's memtile leg split over two streams (B split: docs/shared_l1.md 3.3-3.4). Memtile buffer
+        b holds L1 objects b r .. b r + r - 1 (r per memtile object: k_mt / k for column-major B tiles, else 1), and
+        object i goes to slot i % 2: the first MM2S channel sends the pings, the second the pongs, one BD per L1
+        object. Each buffer has its own locks (one anonymous count would let one stream take the other's token):
+        the shim's S2MM acquires empty and releases full; the channel sending the buffer's first object acquires
+        full with its first BD and, when the other channel has objects in the buffer too, releases the buffer's
+        relay lock with its last; the other acquires relay and releases empty (one acquire and one release per BD,
+        a BD between them takes none), so the buffer is refilled after both have sent their objects."""
+        tile, obj = link.tile, dst.obj_elems
+        r, rest = divmod(src.obj_elems, obj)
+        if link.kind != "forward" or rest or (src.depth * r) % 2:
+            raise SimulationError(f"{dst.name}: a split shared operand needs whole L1 objects in its memtile objects, "
+                                  f"an even count per cycle of buffers ({link.kind} link, {src.obj_elems} / {obj} "
+                                  f"elements, depth {src.depth})", "use depth_ab_l2=2")
+        bufs = self.buffers(src, tile, src.depth, src.obj_elems, src.name)
+        fill = self.pattern(src.dims_from_stream, src, 0, src.obj_elems, f"{tile} S2MM of {src.name}", True)
+        parts = [self.object_pattern(dst, src.obj_elems, r, j, f"{tile} MM2S of {dst.name}") for j in range(r)]
+        s2mm: list[Bd] = []
+        sends: tuple[list[Bd], list[Bd]] = ([], [])
+        for b, buf in enumerate(bufs):
+            empty, full = self.lock(tile, f"{src.name}_empty_{b}", 1), self.lock(tile, f"{src.name}_full_{b}", 0)
+            s2mm.append(Bd(buf, fill, empty, full, src.name))
+            self.fifo_ends.append((f"{src.name}[{b}]", tile, full))
+            objects = [[j for j in range(r) if (b * r + j) % 2 == s] for s in (0, 1)]
+            order = sorted((s for s in (0, 1) if objects[s]), key=lambda s: objects[s][0])
+            takes, gives = [full], [empty]
+            if len(order) == 2:
+                relay = self.lock(tile, f"{src.name}_relay_{b}", 0)
+                takes, gives = [full, relay], [relay, empty]
+                self.fifo_ends.append((f"{src.name}[{b}] relay", tile, relay))
+            for s, take, give in zip(order, takes, gives):
+                js = objects[s]
+                sends[s].extend(Bd(buf, parts[j], take if x == 0 else None, give if x == len(js) - 1 else None,
+                                   dst.name) for x, j in enumerate(js))
+        self.consumer_ch.setdefault(src.name, []).append(self.channel(tile, False, src.name, s2mm))
+        self.streams_of[dst.name] = [self.channel(tile, True, stream_end(dst.name, s), sends[s]) for s in (0, 1)]
+
+    def object_pattern(self, f: ObjectFifo, total: int, r: int, j: int, what: str) -> np.ndarray:
+        """Word indices of L1 object j of a memtile object of `total` elements holding r of them, under the fifo's
+        MM2S pattern: its outermost dimension walks the r objects (column-major B tiles spanning k_mt), or, with no
+        pattern, object j is the j-th run of the object."""
+        tap = f.dims_to_stream
+        if r == 1:
+            return self.pattern(tap, f, 0, total, what, False)
+        if tap is None:
+            sub = Tap.linear(f.obj_elems, j * f.obj_elems)
+        elif tap.sizes[0] == r:
+            sub = Tap(tap.offset + j * tap.strides[0], tap.sizes[1:], tap.strides[1:])
+        else:
+            raise SimulationError(f"{what}: its pattern's outer dimension ({tap.sizes[0]}) does not walk the {r} L1 "
+                                  f"objects of a memtile object", "split B over its L1 objects")
+        t = dtype(f.dtype)
+        if sub.count != f.obj_elems or sub.max_index() >= total:
+            raise OutOfRangeError(f"{what}: object {j}'s pattern moves {sub.count} of {f.obj_elems} elements up to "
+                                  f"{sub.max_index()} of {total}", "keep the fifo dims inside the object")
+        if t.unit_nbytes(sub.offset) % 4:
+            raise OutOfRangeError(f"{what}: object {j} starts at element {sub.offset}, not on a word",
+                                  "align the L1 objects to 4 bytes")
+        idx = sub.to_words(t).indices()
+        idx.setflags(write=False)
+        return idx
 
     def shared_ends(self, f: ObjectFifo, held: tuple[SharedBuffer, ...]) -> list[Stream]:
         """A shared operand's L1 side: each shared buffer on its holder with its three locks there, the holder's own
@@ -436,9 +476,11 @@ def token_rules(channels: list[Channel], cores: list[CoreActor]) -> None:
             named[id(lock)] = lock
 
     for ch in channels:
-        note(ch.describe(), [bd.acquire for bd in ch.bds], [bd.release for bd in ch.bds])
+        note(ch.describe(), [bd.acquire for bd in ch.bds if bd.acquire is not None],
+             [bd.release for bd in ch.bds if bd.release is not None])
         for bd in ch.bds:
-            gated.setdefault(id(bd.acquire), set()).add(bd.buffer.name)
+            if bd.acquire is not None:
+                gated.setdefault(id(bd.acquire), set()).add(bd.buffer.name)
     for core in cores:
         for end in core.ends.values():
             if end.slots is None:

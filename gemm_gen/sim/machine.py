@@ -92,8 +92,8 @@ class Bd:
 
     buffer: Buffer
     idx: np.ndarray
-    acquire: Lock
-    release: Lock
+    acquire: Lock | None  # None: a BD of a chain that takes no lock (the chain's first BD took it)
+    release: Lock | None  # None: one that gives none (the chain's last BD gives it)
     label: str
     # acquire-greater-equal this many before moving, release this many after: 1 for every ObjectFifo BD; a shared
     # buffer's S2MM acquires its empty lock by its reader count (docs/shared_l1.md 3.2: both readers released it)
@@ -164,10 +164,11 @@ class Channel:
             self.target, self.idx = task.cells, task.base + task.first
         else:
             bd = self.bds[self.cur]
-            if bd.acquire.value < bd.acquire_count:
-                self.blocked = f"waits on lock {bd.acquire.name} ({bd.label})"
-                return False
-            bd.acquire.value -= bd.acquire_count
+            if bd.acquire is not None:
+                if bd.acquire.value < bd.acquire_count:
+                    self.blocked = f"waits on lock {bd.acquire.name} ({bd.label})"
+                    return False
+                bd.acquire.value -= bd.acquire_count
             self.bd, self.target, self.idx = bd, bd.buffer.cells, bd.idx
         self.pos, self.length = 0, len(self.idx)
         if self.mm2s:
@@ -180,7 +181,8 @@ class Channel:
             self.queue.popleft().done = True
         else:
             assert self.bd is not None
-            release(self.bd.release, self.bd.release_count, self.describe())
+            if self.bd.release is not None:
+                release(self.bd.release, self.bd.release_count, self.describe())
             if not self.mm2s:
                 self.bd.buffer.fills += 1
             self.cur = (self.cur + 1) % len(self.bds)

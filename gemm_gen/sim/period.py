@@ -265,7 +265,7 @@ def _locks(flow: Flow) -> list[Lock]:
     seen: dict[int, Lock] = {}
     for ch in flow.channels.values():
         for bd in ch.bds:
-            seen[id(bd.acquire)], seen[id(bd.release)] = bd.acquire, bd.release
+            seen.update((id(lk), lk) for lk in (bd.acquire, bd.release) if lk is not None)
     for core in flow.m.cores:
         for end in core.ends.values():
             seen.update((id(lock), lock) for lock in end.locks())

@@ -289,7 +289,14 @@ class GemmConfig:
         return shared_l1.problem(self.dev, a.share_l1, a.rows, a.cols, a.depth_ab_l1, a.depth_c_l1,
                                  l1.runtime_barrier(self.runtime.runtime_sizes, self.epilogue.runtime),
                                  self.epilogue.needs_tile, self.groups.group_size, depth_b_l2=a.depth_ab_l2,
-                                 b_chunked=memtile.b_chunked(self.layout.b_col_maj, self.layout.b_pack))
+                                 b_per_l2=self.b_per_l2)
+
+    @property
+    def b_per_l2(self) -> int:
+        """L1 B objects per memtile B object: k_mt / k for column-major B tiles (memtile.b_chunked), else 1 (and 1
+        while the tiling is open)."""
+        chunked = memtile.b_chunked(self.layout.b_col_maj, self.layout.b_pack)
+        return self.tiling.k_mt // self.tiling.k if chunked and self.tiling.k else 1
 
     @property
     def l1_parts(self) -> dict[str, int]:

@@ -96,7 +96,10 @@ def test_the_search_does_not_weigh_sharing_until_every_back_end_runs_it(monkeypa
 
 def test_the_knob_offers_only_what_the_rules_allow(monkeypatch):
     monkeypatch.setattr(shared_l1, "IRON_LOWERS", True)
-    col = Options("npu2", "i8", "i8", True)  # column-major B tiles spanning k_mt: B split refused
-    listed = variants(open_config(Request(col, Problem(1024, 1024, 1024))), Pins())
-    assert {v.share_l1 for v in listed} == {"none", "a"}
+    size = Problem(1024, 1024, 1024)
+    for options in (Options("npu2", "i8", "i8", rows=1), Options("npu1", "i8", "i8", cols=1)):
+        # one core row: no pair; npu1 on one column: B split needs 7 memtile MM2S channels, A an even column count
+        assert {v.share_l1 for v in variants(open_config(Request(options, size)), Pins())} == {None}
+    col = Options("npu2", "i8", "i8", True)  # column-major B tiles spanning k_mt: split over the L1 objects
+    assert {v.share_l1 for v in variants(open_config(Request(col, size)), Pins())} == {"none", "b", "a", "ab"}
     assert build_design(cfg("b")).shared

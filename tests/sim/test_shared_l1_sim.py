@@ -66,9 +66,10 @@ def test_shared_designs_pass_bit_exact_with_tails(dev, share, types):
 
 @pytest.mark.parametrize("share", ["b", "a", "ab"])
 @pytest.mark.parametrize("preset", ["config2", "config3"])
-def test_shared_bfp16_configs_pass_bit_exact(share, preset):
-    """The papers' bfp16 configs (npu2), row-major B (B split refuses column-major tiles spanning k_mt)."""
-    c = GemmConfig("npu2", 2 * 4 * 32 - 5, 128, 2 * 8 * 32 - 3, 32, 16, 32, 32, b_col_maj=False, share_l1=share,
+@pytest.mark.parametrize("col", [True, False])
+def test_shared_bfp16_configs_pass_bit_exact(share, preset, col):
+    """The papers' bfp16 configs (npu2), with ragged M and N, B either way."""
+    c = GemmConfig("npu2", 2 * 4 * 32 - 5, 128, 2 * 8 * 32 - 3, 32, 16, 32, 32, b_col_maj=col, share_l1=share,
                    **PRECISIONS[preset])  # type: ignore[arg-type]
     passes_like_unshared(c)
 
@@ -180,12 +181,28 @@ def test_the_right_protocol_passes_on_the_defect_tests_design():
         assert simulate(GemmConfig("npu1", 256, 256, 256, 32, 32, 32, 64, "i8", "i32", share_l1=share)).passed
 
 
+# ---- column-major B tiles spanning k_mt: several L1 objects per memtile object ------------------------------------
+@pytest.mark.parametrize("dev", ["npu1", "npu2"])
+@pytest.mark.parametrize("k_mt, depth", [(64, 1), (64, 2), (96, 2)])  # r = k_mt / k = 2, 2, 3 L1 objects each
+def test_b_split_streams_the_l1_objects_of_chunked_memtile_objects(dev, k_mt, depth):
+    """Memtile buffer b holds L1 objects b r .. b r + r - 1; the pings go on one channel, the pongs on the other, one
+    BD per object, the buffer's full lock taken by the channel sending its first object and relayed to the other
+    (r = 3: the pong channel leads on the odd buffers)."""
+    c = cfg(dev, "b", {**TYPES["i8"], "k_mt": k_mt}, b_col_maj=True, depth_ab_l2=depth, K=2 * k_mt + 40)
+    assert c.b_per_l2 == k_mt // 32
+    passes_like_unshared(c)
+
+
+def test_chunked_b_split_with_bf16_and_tails_on_npu1():
+    passes_like_unshared(cfg("npu1", "ab", TYPES["bf16"], b_col_maj=True))
+
+
 # ---- what the split stream cannot carry: refused in one line ----------------------------------------------------
 @pytest.mark.parametrize("kw, words", [
-    (dict(depth_ab_l2=1), "depth_ab_l2=1 is odd"),
-    (dict(b_col_maj=True), "column-major B tiles spanning k_mt"),
+    (dict(depth_ab_l2=1), "depth_ab_l2=1 buffers of 1 L1 object"),
+    (dict(depth_ab_l2=1, b_col_maj=True, k_mt=96), "depth_ab_l2=1 buffers of 3 L1 object"),
 ])
-def test_b_split_refuses_memtile_objects_it_cannot_split(kw, words):
+def test_b_split_refuses_an_odd_count_of_objects_per_cycle_of_buffers(kw, words):
     with pytest.raises(ConfigError, match=words) as e:
         check_config(cfg("npu1", "b", TYPES["i8"], **kw))
     assert "\n" not in str(e.value) and "--share-l1" in str(e.value)

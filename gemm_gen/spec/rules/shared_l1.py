@@ -125,15 +125,15 @@ def memtile_mm2s(share: str, rows: int, cols: int, col: int) -> int:
 
 
 def problem(dev: Device, share: str, rows: int, cols: int, depth_ab: int, depth_c: int, barrier: bool,
-            epilogue_tile: bool, group_size: int, *, depth_b_l2: int = 2, b_chunked: bool = False
+            epilogue_tile: bool, group_size: int, *, depth_b_l2: int = 2, b_per_l2: int = 1
             ) -> tuple[str, str] | None:
     """Why `share` cannot place this design's buffers, as (message, fix), None if it can: an unknown value; a
     mapping other than the whole array; no pair (an odd count of core rows for B, of columns for A); a reader out
     of its holder's reach (isLegalMemAffinity: no east neighbour, no memtile); not double-buffered; a core's locks,
     BDs or channels, or a memtile's MM2S channels, past the device's (facts/devices.py); and what is not built
-    yet: an epilogue tile in B's objects and W4A16 B objects. B split streams its memtile buffers' objects on two
-    channels, the even buffers' (pings) and the odd ones' (pongs): each memtile object must be one L1 object
-    (`b_chunked`: column-major B tiles span k_mt) in an even count of buffers (`depth_b_l2`)."""
+    yet: an epilogue tile in B's objects and W4A16 B objects. B split streams the even L1 objects (pings) and the odd
+    ones (pongs) of its memtile buffers on two channels: a cycle of the memtile's buffers must hold an even count of
+    L1 objects (`depth_b_l2` buffers of `b_per_l2` each: k_mt / k for column-major B tiles, else 1)."""
     if share not in OPERANDS:
         return f"unknown L1 sharing {share!r}", f"use {opt('share_l1', *OPERANDS)}"
     if share == NONE:
@@ -152,12 +152,9 @@ def problem(dev: Device, share: str, rows: int, cols: int, depth_ab: int, depth_
     if depth_ab != 2:
         return (f"{this} shares ping/pong buffers; depth_ab_l1={depth_ab} is not double-buffered",
                 "use depth_ab_l1=2 (the default)")
-    if shared(share, "B") and depth_b_l2 % 2:
-        return (f"{this} streams B's even and odd memtile buffers to the lower and upper cores; depth_ab_l2="
-                f"{depth_b_l2} is odd", "use depth_ab_l2=2 (the default)")
-    if shared(share, "B") and b_chunked:
-        return (f"{this} with column-major B tiles spanning k_mt in the memtile is not built yet (a memtile object "
-                "holds pings and pongs)", f"drop {opt('share_l1')}, or use row-major B (drop {opt('b_col_maj')})")
+    if shared(share, "B") and (depth_b_l2 * b_per_l2) % 2:
+        return (f"{this} streams B's even and odd L1 objects to the lower and upper cores; depth_ab_l2={depth_b_l2} "
+                f"buffers of {b_per_l2} L1 object(s) each hold an odd count", "use depth_ab_l2=2 (the default)")
     held = holdings(rows, cols, share)
     for h in held:
         for reader in h.readers:
