@@ -126,17 +126,19 @@ roofline: $(STAMP)
 	$(GEMM_GEN) roofline $(GEN_ARGS) --out-dir '$(subst ','\'',$(BUILD_DIR))'
 
 # the tests write only into temporary folders, never into build/ (tests/conftest.py checks it); -n auto: one
-# pytest-xdist worker per core, sharing the host kernel compiles (tests/host_compile.py)
+# pytest-xdist worker per core, sharing the host kernel compiles (tests/host_compile.py); --dist worksteal: a worker
+# that runs out of tests takes half of the other's queue (xdist's default, load, left one worker idle for the last
+# minute while the other ran the queue it had been given, issue 33 item 4)
 test: $(STAMP)
 	@echo "make test: every test but the slow and hardware ones (pytest -m 'not slow and not hardware'), one worker per core;"
 	@echo "           it ends with the CPU time it took (by module, and the host g++ compiles, which .pytest_cache/ keeps"
 	@echo "           for the next run) and how many random designs it checked: docs/testing.md says how to read it"
-	$(BIN)/python -m pytest -q -n auto
+	$(BIN)/python -m pytest -q -n auto --dist worksteal
 
 test-slow: $(STAMP)
 	@echo "make test-slow: the full-size simulations and the model's calibration checks (pytest -m slow);"
 	@echo "                it ends with the CPU time it took, by module (docs/testing.md)"
-	$(BIN)/python -m pytest -q -n auto -m slow
+	$(BIN)/python -m pytest -q -n auto --dist worksteal -m slow
 
 bench: $(STAMP)
 	$(BIN)/python scripts/bench_sim.py

@@ -66,6 +66,15 @@ def on_grid(x: np.ndarray, axis: int = -1) -> bool:
     denormals (the helper halves them) and no -0, each a whole multiple of its block's step 2^(E - 133) (E the
     block's largest biased exponent), which makes its mantissa |q| at most 127. Then quantize(x) is x and no block
     clamps: an integer test on the bits instead of the conversion (gemm_gen.facts.inputs' exact family passes it)."""
+    return grid_lowest(x, axis) is not None
+
+
+NO_BITS = 1 << 20  # lowest_bit of values without a nonzero one
+
+
+def grid_lowest(x: np.ndarray, axis: int = -1) -> int | None:
+    """None where x is not on the grid (on_grid), else the exponent of the lowest set bit over its nonzero values
+    (lowest_bit, NO_BITS for none): both from one pass over the bits."""
     x32 = np.asarray(x, dtype=np.float32)
     axis %= max(x32.ndim, 1)
     if x32.shape[axis] % BLOCK:
@@ -74,20 +83,56 @@ def on_grid(x: np.ndarray, axis: int = -1) -> bool:
     bits = np.ascontiguousarray(x32).view(np.uint32).reshape(pre, -1, BLOCK, post)  # blocks along axis 2: a view
     if pre >= post:  # pieces along the axis with more lines
         step = max(1, CHUNK // max(1, bits[0].size))
-        return all(_on_grid(bits[i:i + step]) for i in range(0, pre, step))
-    step = max(1, CHUNK // max(1, bits[..., 0].size))
-    return all(_on_grid(bits[..., j:j + step]) for j in range(0, post, step))
+        pieces = (bits[i:i + step] for i in range(0, pre, step))
+    else:
+        step = max(1, CHUNK // max(1, bits[..., 0].size))
+        pieces = (bits[..., j:j + step] for j in range(0, post, step))
+    low = NO_BITS
+    for piece in pieces:
+        at = _grid_lowest(piece)
+        if at is None:
+            return None
+        low = min(low, at)
+    return low
 
 
-def _on_grid(bits: np.ndarray) -> bool:
+def _grid_lowest(bits: np.ndarray) -> int | None:
     exp = (bits >> 23) & 0xFF
     if (exp == 0xFF).any() or ((exp == 0) & (bits != 0)).any():  # Inf, NaN, denormals and -0 (encoded as +0)
-        return False
-    # x = (frac | 2^23) 2^(exp - 150): a multiple of 2^(E - 133) when its low E - exp + 17 bits are zero (all of
-    # its 24 when that reaches 24: only 0 then), all in 32-bit lanes
-    low = np.minimum(_block_max(exp) - exp + 17, 24)
-    mant = np.where(exp == 0, np.uint32(0), (bits & 0x7FFFFF) | 0x800000)
-    return not (mant & ((np.uint32(1) << low) - 1)).any()
+        return None
+    key = _low_keys(bits, exp)
+    # x = (frac | 2^23) 2^(exp - 150) is a multiple of 2^(E - 133) when its lowest set bit, 2^(key - 21), is:
+    # key >= E + 16 (zeros pass: their key wraps past any E)
+    if (key < _block_max(exp) + 16).any():
+        return None
+    return _lowest_of(key)
+
+
+def lowest_bit(bits: np.ndarray) -> int:
+    """The exponent of the lowest set bit over the nonzero values of float32 bit patterns `bits` (finite values;
+    denormals and -0 allowed): every value is a multiple of 2^that; NO_BITS without a nonzero value."""
+    return _lowest_of(_low_keys(bits, (bits >> 23) & 0xFF))
+
+
+def _low_keys(bits: np.ndarray, exp: np.ndarray) -> np.ndarray:
+    """max(exp, 1) + (the biased exponent of the significand's lowest set bit) - 128 per finite value, as uint32
+    (`exp`: the biased exponent fields): a nonzero value's lowest set bit is 2^(key - 149) (a denormal's exponent
+    reads as 1); a zero's key wraps to above 2^31."""
+    m = np.minimum(exp, 1)
+    m <<= 23
+    m |= bits & 0x7FFFFF  # the significand, with its implicit bit where the value is normal
+    low = np.negative(m)
+    low &= m  # the lowest set bit, a power of two below 2^24: exact in float32 (0 for a zero)
+    key = low.astype(np.float32).view(np.uint32)
+    key >>= 23  # its biased exponent, 0 for a zero
+    key += np.maximum(exp, 1)
+    key -= np.uint32(128)
+    return key
+
+
+def _lowest_of(key: np.ndarray) -> int:
+    least = int(key.min(initial=np.uint32(0xFFFFFFFF)))
+    return NO_BITS if least >= 1 << 31 else least - 149
 
 
 def clamped_blocks(x: np.ndarray, axis: int = -1, rounding: Rounding = Rounding.FLOOR) -> int:

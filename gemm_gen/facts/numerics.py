@@ -39,7 +39,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from . import epilogue_args
-from .bfp16 import BLOCK, CHUNK, decode, encode, on_grid, quantize
+from .bfp16 import BLOCK, CHUNK, NO_BITS, decode, encode, grid_lowest, lowest_bit, on_grid, quantize
 from .dtypes import BFP16, F32, I64, DType, dtype
 from .epilogue import Epilogue, Requant
 from .rounding import Rounding, Saturation, round_f32_to_bf16, saturate, shift_round
@@ -138,6 +138,10 @@ class KernelNumerics:
         x = np.asarray(x, dtype=np.float32)
         if on_grid(x, axis):  # every block already holds its quantized values (no rounding, no clamp)
             return x, True
+        return self._rounded(x, axis), False
+
+    def _rounded(self, x: np.ndarray, axis: int) -> np.ndarray:
+        """to_bfp16 of float32 x, which is not on the grid."""
         n = x.shape[axis]
         pad = -n % BLOCK
         if pad:
@@ -145,7 +149,7 @@ class KernelNumerics:
             widths[axis] = (0, pad)
             x = np.pad(x, widths)
         q = quantize(x, axis=axis, rounding=self.rounding)
-        return (np.take(q, np.arange(n), axis=axis) if pad else q), False
+        return np.take(q, np.arange(n), axis=axis) if pad else q
 
     def accumulate(self, c: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         """The accumulator after one call: fp64 holding the exact fp32-path sum, or int64."""
@@ -293,7 +297,8 @@ def collapses(numerics: KernelNumerics) -> bool:
 class Product:
     """Operands as the datapath multiplies them (float32 for floats, float64 for integers) over K's walk, and their
     exact product (float32, or int64), made once where one product stood for all the calls (chain): what the
-    reference and the accuracy measure take instead of multiplying again (`covers`)."""
+    reference and the accuracy measure take instead of multiplying again (`covers`). Its operands hold no NaN (proven
+    finite when it was made, or integers), which lets covers compare them by their bits first (_equal)."""
 
     a: np.ndarray
     b: np.ndarray
@@ -322,11 +327,24 @@ class Product:
         cols = np.shape(b)[1]
         if kk > self.a.shape[1] or rows > self.a.shape[0] or cols > self.b.shape[1] or np.shape(b)[0] != kk:
             return None
-        if not (np.array_equal(self.b[:kk, :cols], b) and np.array_equal(self.a[:rows, :kk], a)):
+        if not (_equal(self.b[:kk, :cols], b) and _equal(self.a[:rows, :kk], a)):
             return None
         if self.b[kk:, :cols].any() or not np.isfinite(self.a[:rows, kk:]).all():
             return None
         return self.exact[:rows, :cols]
+
+
+_UINTS = {2: np.uint16, 4: np.uint32, 8: np.uint64}
+
+
+def _equal(mine: np.ndarray, given: np.ndarray) -> bool:
+    """np.array_equal(mine, given) for a Product's operand (no NaN: its values were proven finite, or are integers):
+    equal bits (an integer compare, cheaper than bf16's) where the types agree, else as numbers (-0 equals 0)."""
+    if mine.shape == np.shape(given) and mine.dtype == np.asarray(given).dtype and mine.dtype.itemsize in _UINTS:
+        u = _UINTS[mine.dtype.itemsize]
+        if np.array_equal(mine.view(u), np.asarray(given).view(u)):
+            return True
+    return bool(np.array_equal(mine, given))
 
 
 def chain(numerics: KernelNumerics, a: np.ndarray, b: np.ndarray, k: int, overflows: bool = False
@@ -365,17 +383,14 @@ def _float_product(numerics: KernelNumerics, a: np.ndarray, b: np.ndarray) -> Pr
     """The float calls' one exact product (chain), A's rows a piece at a time (its float32 operand is never whole:
     less memory), each piece quantized as its tiles are (blocks of 8 along K: rows apart, k a multiple of 8);
     None where it is not exact (fp32_exact, over the whole of A)."""
-    b_op, b_same = numerics.quantized(b, 0) if numerics.quantizes_b else (np.asarray(b, np.float32), True)
-    qb = _lowest_bits(b_op)
+    b_op, b_same, qb = _operand(numerics, b, 0, numerics.quantizes_b)
     if qb is None:
         return None
     rows = max(1, 4 * CHUNK // max(1, np.shape(a)[1]))
     exact = np.empty((np.shape(a)[0], b_op.shape[1]), np.float32)
     qa, sums, a_same, parts = NO_BITS, 0.0, True, []
     for r0 in range(0, np.shape(a)[0], rows):
-        piece, same = numerics.quantized(a[r0:r0 + rows], 1) if numerics.quantizes_a else \
-            (np.asarray(a[r0:r0 + rows], np.float32), True)
-        low = _lowest_bits(piece)
+        piece, same, low = _operand(numerics, a[r0:r0 + rows], 1, numerics.quantizes_a)
         if low is None:
             return None
         qa, a_same = min(qa, low), a_same and same
@@ -387,6 +402,20 @@ def _float_product(numerics: KernelNumerics, a: np.ndarray, b: np.ndarray) -> Pr
     a_op = a if a_same else np.concatenate([p if p is not None else np.asarray(a[i * rows:(i + 1) * rows], np.float32)
                                             for i, p in enumerate(parts)])
     return Product(a_op, b if b_same else b_op, exact, numerics)
+
+
+def _operand(numerics: KernelNumerics, x: np.ndarray, axis: int, quantizes: bool
+             ) -> tuple[np.ndarray, bool, int | None]:
+    """x as the datapath multiplies it (float32; quantized along `axis` where `quantizes`), whether it holds x's
+    values, and its _lowest_bits: on the bfp16 grid, from the grid test's own pass over the bits (grid_lowest)."""
+    x32 = np.asarray(x, np.float32)
+    if not quantizes:
+        return x32, True, _lowest_bits(x32)
+    low = grid_lowest(x32, axis)
+    if low is not None:  # quantized() leaves it as it is
+        return x32, True, low
+    q = numerics._rounded(x32, axis)
+    return q, False, _lowest_bits(q)
 
 
 def _operands(numerics: KernelNumerics, a: np.ndarray, b: np.ndarray, k: int
@@ -413,7 +442,6 @@ def _operands(numerics: KernelNumerics, a: np.ndarray, b: np.ndarray, k: int
 
 
 FP32_DIGITS = 24  # float32's significand: integers up to 2^24 are exact
-NO_BITS = 1 << 20  # _lowest_bits of an array without a nonzero value
 
 
 def _lowest_bits(x: np.ndarray) -> int | None:
@@ -423,19 +451,8 @@ def _lowest_bits(x: np.ndarray) -> int | None:
     if not np.isfinite(x32).all() or (x32.dtype != np.asarray(x).dtype and not np.array_equal(x32, x)):
         return None
     flat = np.ascontiguousarray(x32).view(np.uint32).reshape(-1)
-    low = min((_lowest(flat[i:i + CHUNK]) for i in range(0, flat.size, CHUNK)), default=NO_BITS)
+    low = min((lowest_bit(flat[i:i + CHUNK]) for i in range(0, flat.size, CHUNK)), default=NO_BITS)
     return low
-
-
-def _lowest(bits: np.ndarray) -> int:
-    bits = bits[(bits & 0x7FFFFFFF) != 0]
-    if bits.size == 0:
-        return NO_BITS
-    exp = (bits >> 23) & 0xFF
-    mant = np.where(exp == 0, bits & 0x7FFFFF, (bits & 0x7FFFFF) | 0x800000)
-    low = mant & (~mant + np.uint32(1))  # the lowest set bit, a power of two below 2^24: exact in float32
-    tz = ((low.astype(np.float32).view(np.uint32) >> 23) & 0xFF).astype(np.int32) - 127
-    return int((np.maximum(exp, 1).astype(np.int32) - 150 + tz).min())
 
 
 def _int_bound(a: np.ndarray, b: np.ndarray) -> float:

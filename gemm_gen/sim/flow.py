@@ -27,7 +27,7 @@ from . import words as w
 from .contents import CALLED, CARRIED, CONVERT, FIELDS, HANDLE, MATMUL, ORIGIN, TASK, ZERO, Keys, NotProven
 from .kernel import KernelEmulator
 from .lower import Machine, command_processor
-from .machine import Bd, Buffer, Call, Channel, CommandProcessor, CoreActor, FifoEnd, Task
+from .machine import Bd, Buffer, Call, Channel, CommandProcessor, CoreActor, Task
 from .period import Periods
 
 
@@ -257,27 +257,30 @@ class Flow:
             assert bd is not None
             bd.release.value += 1
             ch.cur = (ch.cur + 1) % len(ch.bds)
-            if not ch.mm2s:
-                self._commit(bd, ch.pieces)
+            if not ch.mm2s:  # the region this S2MM BD filled now holds its pieces
+                r, pieces = bd.region, ch.pieces
+                r.filling = False
+                if len(pieces) == 1:  # one run of one sequence: the usual fill (inline: it runs once per tile moved)
+                    seq, _, run, base = pieces[0]
+                    key = bd.fills.get(seq)
+                    if key is None:
+                        key = bd.fills[seq] = self.keys(("fill", bd.idx, r.off, r.size, ((seq, 0, run, 0),)))
+                    r.key, r.base = key, base
+                else:
+                    self._commit(bd, pieces)
         ch.active = False
 
     def _commit(self, bd: LeanBd, pieces: list[tuple[int, int, int, int]]) -> None:
-        """The region a finished S2MM BD filled now holds its pieces."""
+        """The key of a region filled from several runs."""
         r = bd.region
-        r.filling = False
-        seq, _, run, base = pieces[0]
-        if len(pieces) == 1:
-            key = bd.fills.get(seq)
-            if key is None:
-                key = bd.fills[seq] = self.keys(("fill", bd.idx, r.off, r.size, ((seq, 0, run, 0),)))
-        else:
-            if any(p[3] != base for p in pieces) and any(p[3] >= HANDLE for p in pieces):
-                raise NotProven(f"{r.buffer.name} is filled from several C tiles in one BD")
-            if any(p[3] >> TASK != base >> TASK for p in pieces):
-                self.cross_tasks += 1  # ids a data-dependent distance apart (sim/period.py does not repeat it)
-            origin = self.word(base)
-            key = self.keys(("fill", bd.idx, r.off, r.size,
-                             tuple((s, d, n, self.word(b) - origin) for s, d, n, b in pieces)))
+        base = pieces[0][3]
+        if any(p[3] != base for p in pieces) and any(p[3] >= HANDLE for p in pieces):
+            raise NotProven(f"{r.buffer.name} is filled from several C tiles in one BD")
+        if any(p[3] >> TASK != base >> TASK for p in pieces):
+            self.cross_tasks += 1  # ids a data-dependent distance apart (sim/period.py does not repeat it)
+        origin = self.word(base)
+        key = self.keys(("fill", bd.idx, r.off, r.size,
+                         tuple((s, d, n, self.word(b) - origin) for s, d, n, b in pieces)))
         r.key, r.base = key, base
 
     # ---- one call --------------------------------------------------------------------------------------
@@ -397,37 +400,85 @@ class Recorder:
 
     def bind(self, actor: CoreActor, core: int) -> Callable[[Call], None]:
         """The core's kernel call: its Call op's arguments (fifo ends or the core's own buffers), role and constant
-        scalars, looked up once per op."""
-        Plan = tuple[Callable[..., None], tuple[tuple[FifoEnd | None, Buffer | None], ...], tuple[int, ...] | None]
-        plans: dict[int, Plan] = {}
+        scalars, looked up once per op into a function of its own."""
+        plans: dict[int, Callable[[Call], None]] = {}
 
         def call(op: Call) -> None:
             plan = plans.get(id(op))
             if plan is None:
                 plan = plans[id(op)] = self._plan(actor, core, op)
-            handler, args, fixed = plan
-            try:
-                bufs = [own if end is None else end.held[0] for end, own in args]
-            except IndexError:
-                raise NotProven(f"{actor.tile} calls {op.kernel} without holding an argument") from None
-            handler(bufs, fixed if fixed is not None else
-                    tuple(actor._word(x, f"{op.kernel} argument") for x in op.scalars))  # noqa: SLF001
+            plan(op)
 
         return call
 
-    def _plan(self, actor: CoreActor, core: int, op: Call) -> tuple:
-        args = tuple((None, actor.buffers[n]) if n in actor.buffers else (actor.ends[n], None) for n in op.args)
+    def _plan(self, actor: CoreActor, core: int, op: Call) -> Callable[[Call], None]:
+        # each argument's source: the held objects of its fifo end (a deque) or the core's own buffer (a 1-tuple),
+        # so that src[0] is the buffer the call takes and an empty source means the core holds nothing there
+        srcs = tuple((actor.buffers[n],) if n in actor.buffers else actor.ends[n].held for n in op.args)
         ints = tuple(x for x in op.scalars if isinstance(x, int))
+        fixed = ints if len(ints) == len(op.scalars) else None
         role = self.roles.get(op.kernel)
         if role == "matmul":
-            handler: Callable[..., None] = lambda bufs, scalars: self._matmul(core, bufs, scalars)  # noqa: E731
-        elif role == "zero":
-            handler = lambda bufs, scalars: self._zero(core, bufs)  # noqa: E731
+            return self._matmul_call(actor, core, srcs, fixed)
+        if role == "zero":
+            handler: Callable[..., None] = lambda bufs, scalars: self._zero(core, bufs)  # noqa: E731
         elif role == "convert":
             handler = lambda bufs, scalars: self._convert(actor.tile, core, bufs, scalars)  # noqa: E731
         else:
             raise NotProven(f"{actor.tile} calls {op.kernel}, which is none of the design's kernels")
-        return handler, args, ints if len(ints) == len(op.scalars) else None
+
+        def call(op: Call) -> None:
+            if not all(srcs):
+                raise NotProven(f"{actor.tile} calls {op.kernel} without holding an argument")
+            handler([s[0] for s in srcs], fixed if fixed is not None else _scalars(actor, op))
+
+        return call
+
+    def _matmul_call(self, actor: CoreActor, core: int, srcs: tuple, fixed: tuple[int, ...] | None
+                     ) -> Callable[[Call], None]:
+        """A matmul call: its checks and its record. It runs once per kernel call (tens of thousands per GEMM
+        call), so its lookups are hoisted out of it and it is one function rather than a chain of them."""
+        if len(srcs) != self.matmul_args:
+            def other(op: Call) -> None:
+                if not all(srcs):
+                    raise NotProven(f"{actor.tile} calls {op.kernel} without holding an argument")
+                raise NotProven("a matmul call with other arguments than the design's")
+            return other
+        a_src, b_src, c_src = srcs[0], srcs[1], srcs[2]
+        helds = tuple(s for s in srcs if isinstance(s, deque))  # the fifo ends' (a core's own buffer is always there)
+        acc_src = srcs[self.acc_at] if self.acc_at else None
+        regions = self.regions
+        const_slice = (fixed[0] if fixed else 0) if fixed is not None else -1
+
+        def call(op: Call) -> None:
+            if not all(helds):
+                raise NotProven(f"{actor.tile} calls {op.kernel} without holding an argument")
+            c_slice = const_slice
+            if fixed is None:
+                scalars = _scalars(actor, op)
+                c_slice = scalars[0] if scalars else 0
+            got = self.current.get(core)
+            c_id = id(c_src[0])
+            if got is None or got[1] != c_id or (acc_src is not None and got[2] != id(acc_src[0])):
+                raise NotProven("a call on a C object its core did not zero")
+            a, b = regions.get(id(a_src[0])), regions.get(id(b_src[0]))
+            stale = self.stale
+            if a is None or b is None or a.filling or b.filling or a.key in stale or b.key in stale:
+                raise NotProven("a kernel reads an operand while it is filled, or before this call filled it")
+            region = regions[c_id]
+            handle = got[0]
+            if self.converts:  # the accumulator carries no provenance: C's cells stay as the zero call left them
+                if region.key not in self.zeros:
+                    raise NotProven("a matmul accumulates into a C object that holds C")
+            else:  # this slice of C's rows now holds C, with the provenance of this tile (sim/bulk.py: c_provenance)
+                key = self.slices.get((region.key, region.base == handle, c_slice))
+                if key is None:
+                    key = self._slice_key(region, handle, c_slice)
+                region.key, region.base = key, handle
+            self.rows.extend((MATMUL, core, handle, c_slice, a.key, a.base, b.key, b.base))
+            self.matmuls += 1
+
+        return call
 
     def _zero(self, core: int, bufs: list[Buffer]) -> None:
         for b in bufs:  # as the kernel does: the state a literal call after this one starts from
@@ -442,30 +493,6 @@ class Recorder:
         if r is None or r.filling or r.key in self.stale:
             raise NotProven(f"a kernel reads {b.name} while it is filled, or before this call filled it")
         return r
-
-    def _matmul(self, core: int, bufs: list[Buffer], scalars: tuple[int, ...]) -> None:
-        if len(bufs) != self.matmul_args:
-            raise NotProven("a matmul call with other arguments than the design's")
-        got = self.current.get(core)
-        if got is None or got[1] != id(bufs[2]) or (self.acc_at and got[2] != id(bufs[self.acc_at])):
-            raise NotProven("a call on a C object its core did not zero")
-        regions = self.regions
-        a, b = regions.get(id(bufs[0])), regions.get(id(bufs[1]))
-        if a is None or b is None or a.filling or b.filling or a.key in self.stale or b.key in self.stale:
-            raise NotProven("a kernel reads an operand while it is filled, or before this call filled it")
-        region = regions[id(bufs[2])]
-        c_slice = scalars[0] if scalars else 0
-        handle = got[0]
-        if self.converts:  # the accumulator carries no provenance: C's cells stay as the zero call left them
-            if region.key not in self.zeros:
-                raise NotProven("a matmul accumulates into a C object that holds C")
-        else:  # this slice of C's rows now holds C, with the provenance of this tile (sim/bulk.py: c_provenance)
-            key = self.slices.get((region.key, region.base == handle, c_slice))
-            if key is None:
-                key = self._slice_key(region, handle, c_slice)
-            region.key, region.base = key, handle
-        self.rows.extend((MATMUL, core, handle, c_slice, a.key, a.base, b.key, b.base))
-        self.matmuls += 1
 
     def _slice_key(self, region: Region, handle: int, c_slice: int) -> int:
         keys = self.flow.keys
@@ -514,3 +541,8 @@ class Recorder:
     def records(self) -> np.ndarray:
         return np.frombuffer(self.rows, dtype=np.int64).reshape(-1, FIELDS) if self.rows else \
             np.zeros((0, FIELDS), np.int64)
+
+
+def _scalars(actor: CoreActor, op: Call) -> tuple[int, ...]:
+    """A call's scalars, read now (a runtime parameter's word is read and checked at each call)."""
+    return tuple(actor._word(x, f"{op.kernel} argument") for x in op.scalars)  # noqa: SLF001

@@ -105,11 +105,9 @@ class Machine:
             if ch.queue is not None:
                 ch.queue.clear()
         for core, pc, loops, at_start, synced, passes in snap.cores:
-            core.gen.close()  # first: a closing interpreter writes back its own program counter
             core.pc, core.at_start, core.synced, core.passes = pc, at_start, synced, passes
             core.loops[:] = loops
-            core.ready = None
-            core.gen = core._run()  # noqa: SLF001 - a fresh interpreter at the same instruction: it re-checks its wait
+            core.ready = None  # the core runs on from the same instruction: it checks its wait anew
             core.call_kernel = core._call  # noqa: SLF001 - the literal emulator takes the cells
 
     def next_call(self, runtime: tuple[RuntimeOp, ...], dram: dict[str, np.ndarray], kernel: KernelEmulator) -> None:

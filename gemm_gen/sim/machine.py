@@ -10,7 +10,7 @@ stalls on its slowest consumer); shim channels run pushed tasks in order, at mos
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable, Generator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -298,6 +298,7 @@ def _holds(barrier: Barrier, value: int) -> Callable[[], bool]:
 # stack of loop counters, rather than nested generators): one resume per wait, whatever the loop depth, and a
 # state that both simulators can carry on from (sim/flow.py runs the same cores with another kernel).
 ACQ, REL, CALL, LOOP, NEXT, WAIT, ADD, END = range(8)
+SHARED_ACQ, SHARED_REL = 8, 9  # ACQ and REL on a neighbour-shared operand's end (the relay protocol), set at resolve
 Instr = tuple
 
 
@@ -329,6 +330,16 @@ def compile_program(program: tuple[Op, ...]) -> list[Instr]:
     return code
 
 
+class _NoEnd:
+    """Stands for a fifo end a core does not have: using it raises the KeyError that looking the fifo up would."""
+
+    def __init__(self, fifo: str) -> None:
+        self.fifo = fifo
+
+    def __getattr__(self, name: str) -> object:
+        raise KeyError(self.fifo)
+
+
 class CoreActor:
     """Runs a worker's program forever (IRON's while_true), calling the kernel emulator."""
 
@@ -338,67 +349,77 @@ class CoreActor:
         self.buffers = buffers or {}  # the worker's own L1 buffers
         self.barrier = barrier
         self.ready: Callable[[], bool] | None = None  # what the core waits for, when it waits
-        self.waiting_on = ""
+        self.waiting_on: Op | None = None  # the instruction's op it waits at (describe() says what)
         self.synced: int | None = None  # the barrier set this pass of the program waited for (its epoch)
         self.at_start = True  # at the top of the program, holding nothing
         self.passes = 0
-        self.code = compile_program(program)
+        # ACQ and REL carry their fifo end and count after the op, looked up once (the ends stay the same objects:
+        # a restore refills them), and an ACQ what it waits for; a fifo with no end on this tile fails when the
+        # instruction runs, as a lookup would
+        self.code = [self._resolved(ins) for ins in compile_program(program)]
         # how a Call reaches the kernel: with the cells of its arguments (the literal emulator), or a hook that
         # resolves them itself (sim/flow.py's recorder, which needs the buffers rather than their cells)
         self.call_kernel: Callable[[Call], None] = self._call
         self.pc = 0
         self.loops: list[int] = []  # iterations left of each loop the program is in, innermost last
-        self.gen = self._run()
+
+    def _resolved(self, ins: Instr) -> Instr:
+        if ins[0] not in (ACQ, REL):
+            return ins
+        end = self.ends[ins[1].fifo] if ins[1].fifo in self.ends else _NoEnd(ins[1].fifo)
+        if isinstance(end, FifoEnd) and end.slots is not None:  # its own opcodes keep the usual path free of a test
+            return (SHARED_ACQ if ins[0] == ACQ else SHARED_REL, *ins[1:], end, ins[1].count)
+        if ins[0] == REL:
+            return (*ins, end, ins[1].count)
+        return (*ins, end, ins[1].count, _holds_at_least(end.acquire_lock, ins[1].count)
+                if isinstance(end, FifoEnd) else end)
 
     def step(self) -> bool:
-        progressed = False
-        while True:
-            if self.ready is not None and not self.ready():
-                return progressed
-            self.ready = next(self.gen)
-            progressed = True
+        """Run the program until it waits for what is not there yet; say whether it moved."""
+        if self.ready is not None and not self.ready():
+            return False
+        self.ready = self._run()
+        return True
 
-    def _run(self) -> Generator[Callable[[], bool], None, None]:
-        # the program counter lives in a local between waits, and in self.pc whenever the core waits (or stops)
+    def _run(self) -> Callable[[], bool]:
+        """Run from self.pc until an acquire or a barrier wait cannot pass: what it waits for (the instruction runs
+        again, checking it anew, at the next step). A plain method rather than a generator: a resume is a call."""
+        # the program counter lives in a local while the core runs, and in self.pc whenever it waits (or stops)
         code, loops, pc = self.code, self.loops, self.pc
         try:
             while True:
                 ins = code[pc]
                 op = ins[0]
                 if op == ACQ:
-                    acq = ins[1]
-                    end = self.ends[acq.fifo]
-                    if end.slots is not None:
-                        self.pc = pc
-                        yield from self._acquire_shared(end, acq.count)
-                        self.at_start = False
-                        pc += 1
-                        continue
+                    end, count = ins[2], ins[3]
                     lock = end.acquire_lock
-                    if lock.value < acq.count:
-                        self.waiting_on = f"to acquire {acq.fifo}"
-                        self.pc = pc
-                        yield _holds_at_least(lock, acq.count)
+                    if lock.value < count:
+                        self.waiting_on = ins[1]
+                        return ins[4]
                     self.at_start = False
-                    lock.value -= acq.count
-                    for _ in range(acq.count):
-                        end.held.append(end.buffers[end.next])
-                        end.next = (end.next + 1) % len(end.buffers)
+                    lock.value -= count
+                    buffers = end.buffers
+                    if count == 1:  # the usual acquire, without a loop's cost (this runs once per kernel call)
+                        end.held.append(buffers[end.next])
+                        end.next = (end.next + 1) % len(buffers)
+                    else:
+                        for _ in range(count):
+                            end.held.append(buffers[end.next])
+                            end.next = (end.next + 1) % len(buffers)
                 elif op == CALL:
                     self.call_kernel(ins[1])
                 elif op == REL:
-                    rel = ins[1]
-                    end = self.ends[rel.fifo]
-                    if len(end.held) < rel.count:
-                        raise SimulationError(f"{self.tile} releases {rel.count} of {rel.fifo} holding "
-                                              f"{len(end.held)}", "fix the worker program")
-                    if end.slots is not None:
-                        self._release_shared(end, rel.count)
-                        pc += 1
-                        continue
-                    for _ in range(rel.count):
-                        end.held.popleft()
-                    end.release_lock.value += rel.count
+                    end, count = ins[2], ins[3]
+                    held = end.held
+                    if len(held) < count:
+                        raise SimulationError(f"{self.tile} releases {count} of {ins[1].fifo} holding "
+                                              f"{len(held)}", "fix the worker program")
+                    if count == 1:  # as an acquire's
+                        held.popleft()
+                    else:
+                        for _ in range(count):
+                            held.popleft()
+                    end.release_lock.value += count
                 elif op == NEXT:
                     loops[-1] -= 1
                     if loops[-1] > 0:
@@ -416,12 +437,19 @@ class CoreActor:
                     barrier = self._barrier(ins[1])
                     value = ins[1].value
                     if barrier.value != value:
-                        self.waiting_on = f"for {barrier.name} = {value} (the sequence's set)"
-                        self.pc = pc
-                        yield _holds(barrier, value)
+                        self.waiting_on = ins[1]
+                        return _holds(barrier, value)
                     self.synced = barrier.sets
                 elif op == ADD:
                     self._barrier(ins[1]).add(ins[1].value)
+                elif op == SHARED_ACQ:
+                    wait = self._acquire_shared(ins[2], ins[3])
+                    if wait is not None:
+                        self.waiting_on = ins[1]
+                        return wait
+                    self.at_start = False
+                elif op == SHARED_REL:
+                    self._release_shared(ins[2], ins[3], ins[1].fifo)
                 else:  # END: the program starts over (a call's parameters are read after this call's wait)
                     self.passes += 1
                     self.at_start = True
@@ -432,10 +460,11 @@ class CoreActor:
         finally:
             self.pc = pc
 
-    def _acquire_shared(self, end: FifoEnd, count: int) -> Generator[Callable[[], bool], None, None]:
+    def _acquire_shared(self, end: FifoEnd, count: int) -> Callable[[], bool] | None:
         """Acquire the next object of a neighbour-shared operand (docs/shared_l1.md 3.2): the leader takes the
         buffer's full lock and at once releases its relay lock, the follower takes the relay lock; then the core
-        reads the buffer in place, which must hold the object this core expects (fill `reads` of the buffer)."""
+        reads the buffer in place, which must hold the object this core expects (fill `reads` of the buffer). None
+        when acquired, else what the core waits for (the acquire runs again once it holds)."""
         assert end.slots is not None
         if count != 1:  # one lock per buffer: objects are taken one at a time (the loop unrolled over ping and pong)
             raise SimulationError(f"{self.tile} acquires {count} objects of shared {end.fifo} at once",
@@ -443,8 +472,7 @@ class CoreActor:
         i = end.next
         slot, buf = end.slots[i], end.buffers[i]
         if slot.take.value < 1:
-            self.waiting_on = f"to acquire {end.fifo} ({slot.take.name})"
-            yield _holds_at_least(slot.take, 1)
+            return _holds_at_least(slot.take, 1)
         slot.take.value -= 1
         if slot.relay is not None:
             release(slot.relay, 1, str(self.tile))
@@ -458,10 +486,14 @@ class CoreActor:
         buf.readers += 1
         end.held.append(buf)
         end.next = (i + 1) % len(end.buffers)
+        return None
 
-    def _release_shared(self, end: FifoEnd, count: int) -> None:
+    def _release_shared(self, end: FifoEnd, count: int, fifo: str) -> None:
         """Release the oldest held objects of a shared operand: the buffer's empty lock by one each."""
         assert end.slots is not None
+        if len(end.held) < count:
+            raise SimulationError(f"{self.tile} releases {count} of {fifo} holding {len(end.held)}",
+                                  "fix the worker program")
         for _ in range(count):
             buf = end.held.popleft()
             slot = end.slots[end.buffers.index(buf)]
@@ -531,7 +563,16 @@ class CoreActor:
         return self.barrier
 
     def describe(self) -> str:
-        return f"{self.tile} waits {self.waiting_on}"
+        op = self.waiting_on  # formatted here, not at each wait (tens of thousands a call)
+        if isinstance(op, Acquire):
+            end = self.ends.get(op.fifo)
+            if end is not None and end.slots is not None:  # a shared operand's: the lock of the buffer it waits for
+                return f"{self.tile} waits to acquire {op.fifo} ({end.slots[end.next].take.name})"
+            return f"{self.tile} waits to acquire {op.fifo}"
+        if isinstance(op, BarrierWait):
+            assert self.barrier is not None
+            return f"{self.tile} waits for {self.barrier.name} = {op.value} (the sequence's set)"
+        return f"{self.tile} waits "
 
 
 @dataclass

@@ -139,8 +139,9 @@ def test_doctor_reports_every_tool():
     assert (done.returncode == 0) == ("everything is in place" in done.stdout)
 
 
-@pytest.mark.parametrize("target,command", [("test", "pytest -q -n auto"), ("test", "make test: every test but"),
-                                            ("test-slow", "pytest -q -n auto -m slow"),
+@pytest.mark.parametrize("target,command", [("test", "pytest -q -n auto --dist worksteal"),
+                                            ("test", "make test: every test but"),
+                                            ("test-slow", "pytest -q -n auto --dist worksteal -m slow"),
                                             ("bench", "scripts/bench_sim.py"), ("lint", "ruff check"),
                                             ("clean", "rm -rf build"), ("install", "")])
 def test_the_rest_as_dry_runs(target, command):

@@ -214,6 +214,24 @@ def test_a_memtile_overflow_says_what_is_true(config):
         assert int(free.replace(",", "")) == capacity - used[int(x)] < size
 
 
+def test_a_kept_placement_is_the_placement_and_a_refusal_is_raised_every_time():
+    """spec/rules/memtile.place_one keeps its answer per distinct pools (issue 33 item 4): the answer is place's own, a
+    caller that changes the list it got changes no later answer, and a refusal is raised at every ask."""
+    c = GemmConfig("npu2", 4096, 4096, 4096, 64, 64, 128, 256, "i16", "i32")
+    pools, cols, capacity = c.l2_pools(), c.dev.target(c.array.cols)[1], c.dev.memtile_bytes
+    home = memtile.place(pools, cols, capacity).home[0]
+    got = memtile.place_one(pools, cols, capacity)
+    assert [b.home_col for b in got] == [int(home[p, i]) for p, pool in enumerate(pools) for i in range(pool.depth)]
+    assert len({b.home_col for b in got}) > 1 or len(got) > 1
+    got.clear()
+    assert [b.home_col for b in memtile.place_one(pools, cols, capacity)] == [int(x) for p, pool in enumerate(pools)
+                                                                               for x in home[p, :pool.depth]]
+    big = GemmConfig("npu1", 4096, 8192, 4096, 64, 32, 64, 4096, "i8", "i32")
+    for _ in range(2):
+        with pytest.raises(ConfigError, match="cannot hold"):
+            memtile.place_one(big.l2_pools(), big.dev.target(big.array.cols)[1], big.dev.memtile_bytes)
+
+
 def test_spilled_links_needing_more_than_four_channels_are_refused():
     """Only memtile channels 0-3 reach a neighbour's memory (mlir-aie PR #551): a memtile whose
     spilled B and C links need 5 S2MM channels is refused (aiecc: DMA channels exceeded)."""

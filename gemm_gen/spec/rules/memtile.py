@@ -20,6 +20,7 @@ at once, NumPy: `fit`) size the pools with `l2_pools` and run the same `place` b
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -242,6 +243,17 @@ def _overflow(pool_list: list[Pool], pool: Pool, i: int, used: np.ndarray, capac
 def place_one(pool_list: list[Pool], target_cols: int, capacity: int) -> list[MemtileBuffer]:
     """One design's buffers where mlir-aie puts them (IR order), or ConfigError naming the memtile,
     its need and the fix."""
+    try:
+        return list(_placed_one(tuple(pool_list), target_cols, capacity))
+    except TypeError:  # a pool's bytes an array (unhashable): placed as given
+        return list(_placed_one.__wrapped__(tuple(pool_list), target_cols, capacity))
+
+
+@lru_cache(maxsize=4096)
+def _placed_one(pools: tuple[Pool, ...], target_cols: int, capacity: int) -> tuple[MemtileBuffer, ...]:
+    """place_one, kept per distinct pools: a design's checks, its Design, its L1 plan and the model each ask it of
+    the same pools, at about two milliseconds a time (issue 33 item 4). A refusal is raised each time."""
+    pool_list = list(pools)
     result = place(pool_list, target_cols, capacity)
     home, used = result.home[0], result.used[0]
     for p, pool in enumerate(pool_list):
@@ -259,8 +271,8 @@ def place_one(pool_list: list[Pool], target_cols: int, capacity: int) -> list[Me
                     f"{', '.join(q.name for q in spilled)} in a neighbour memtile, but only channels 0-3 can",
                     f"reduce k_mt ({opt('k_mt')}) or m/n so that fewer buffers leave their memtile",
                 )
-    return [MemtileBuffer(f"{pool.name}_buff_{i}", int(pool.nbytes), pool.col, int(home[p, i]))
-            for p, pool in enumerate(pool_list) for i in range(pool.depth)]
+    return tuple(MemtileBuffer(f"{pool.name}_buff_{i}", int(pool.nbytes), pool.col, int(home[p, i]))
+                 for p, pool in enumerate(pool_list) for i in range(pool.depth))
 
 
 def pool_bytes(pool_list: list[Pool]) -> Ints:
