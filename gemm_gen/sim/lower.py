@@ -172,6 +172,14 @@ class _MachineLowering:
                 f"(it has {limit})",
                 "route fewer fifos through this tile",
             )
+        for bd in bds or ():
+            if (bd.acquire is None) != (bd.release is None):
+                # a BD takes no lock or an acquire and a release: mlir-aie 1.4.3's configureLocksInBdBlock
+                # (lib/Targets/AIERT.cpp 371-374 at the tag) refuses a BD with a lock lacking either
+                raise SimulationError(f"{tile} {'MM2S' if mm2s else 'S2MM'} BD of {bd.label} "
+                                      f"{'acquires' if bd.acquire else 'releases'} a lock without "
+                                      f"{'releasing' if bd.acquire else 'acquiring'} one (aiecc refuses it)",
+                                      "give every BD with a lock both an acquire and a release")
         ch = Channel(f"{'MM2S' if mm2s else 'S2MM'}{index} ({what})", tile, mm2s, bds,
                      spec.task_queue_depth if tile.kind == TileKind.SHIM else 0)
         if bds:
@@ -298,12 +306,15 @@ class _MachineLowering:
     def split_link(self, link: Link, src: ObjectFifo, dst: ObjectFifo) -> None:
         """A shared operand's memtile leg split over two streams (B split: docs/shared_l1.md 3.3-3.4). Memtile buffer
         b holds L1 objects b r .. b r + r - 1 (r per memtile object: k_mt / k for column-major B tiles, else 1), and
-        object i goes to slot i % 2: the first MM2S channel sends the pings, the second the pongs, one BD per L1
-        object. Each buffer has its own locks (one anonymous count would let one stream take the other's token):
-        the shim's S2MM acquires empty and releases full; the channel sending the buffer's first object acquires
-        full with its first BD and, when the other channel has objects in the buffer too, releases the buffer's
-        relay lock with its last; the other acquires relay and releases empty (one acquire and one release per BD,
-        a BD between them takes none), so the buffer is refilled after both have sent their objects."""
+        object i goes to slot i % 2: the first MM2S channel sends the pings, the second the pongs, one BD per channel
+        and buffer moving that channel's objects of the buffer (every other L1 object: the fifo's outer dimension,
+        which walks the r objects, at twice its stride). Each buffer has its own locks (one anonymous count would
+        let one stream take the other's token): the shim's S2MM acquires empty and releases full; the channel
+        sending the buffer's first object acquires full and, when the other channel has objects in the buffer too,
+        releases the buffer's relay lock; the other acquires relay and releases empty, so the buffer is refilled
+        after both have sent their objects. Every BD takes one acquire and one release: mlir-aie 1.4.3 refuses a BD
+        with a lock that lacks either (`configureLocksInBdBlock`, lib/Targets/AIERT.cpp 371-374 at the tag), so the
+        objects of one channel in one buffer cannot be a chain whose first BD acquires and whose last releases."""
         tile, obj = link.tile, dst.obj_elems
         r, rest = divmod(src.obj_elems, obj)
         if link.kind != "forward" or rest or (src.depth * r) % 2:
@@ -312,7 +323,6 @@ class _MachineLowering:
                                   f"elements, depth {src.depth})", "use depth_ab_l2=2")
         bufs = self.buffers(src, tile, src.depth, src.obj_elems, src.name)
         fill = self.pattern(src.dims_from_stream, src, 0, src.obj_elems, f"{tile} S2MM of {src.name}", True)
-        parts = [self.object_pattern(dst, src.obj_elems, r, j, f"{tile} MM2S of {dst.name}") for j in range(r)]
         s2mm: list[Bd] = []
         sends: tuple[list[Bd], list[Bd]] = ([], [])
         for b, buf in enumerate(bufs):
@@ -328,28 +338,30 @@ class _MachineLowering:
                 self.fifo_ends.append((f"{src.name}[{b}] relay", tile, relay))
             for s, take, give in zip(order, takes, gives):
                 js = objects[s]
-                sends[s].extend(Bd(buf, parts[j], take if x == 0 else None, give if x == len(js) - 1 else None,
-                                   dst.name) for x, j in enumerate(js))
+                part = self.object_pattern(dst, src.obj_elems, r, js[0], f"{tile} MM2S of {dst.name}", len(js))
+                sends[s].append(Bd(buf, part, take, give, dst.name))
         self.consumer_ch.setdefault(src.name, []).append(self.channel(tile, False, src.name, s2mm))
         self.streams_of[dst.name] = [self.channel(tile, True, stream_end(dst.name, s), sends[s]) for s in (0, 1)]
 
-    def object_pattern(self, f: ObjectFifo, total: int, r: int, j: int, what: str) -> np.ndarray:
-        """Word indices of L1 object j of a memtile object of `total` elements holding r of them, under the fifo's
-        MM2S pattern: its outermost dimension walks the r objects (column-major B tiles spanning k_mt), or, with no
-        pattern, object j is the j-th run of the object."""
+    def object_pattern(self, f: ObjectFifo, total: int, r: int, j: int, what: str, n: int = 1) -> np.ndarray:
+        """Word indices of L1 objects j, j + 2, .. (n of them) of a memtile object of `total` elements holding r, under
+        the fifo's MM2S pattern: its outermost dimension walks the r objects (column-major B tiles spanning k_mt),
+        here n of them at twice its stride; with no pattern, object j is the j-th run of the object."""
         tap = f.dims_to_stream
         if r == 1:
             return self.pattern(tap, f, 0, total, what, False)
         if tap is None:
-            sub = Tap.linear(f.obj_elems, j * f.obj_elems)
+            one = Tap.linear(f.obj_elems, j * f.obj_elems)
+            sub = one if n == 1 else Tap(one.offset, (n, f.obj_elems), (2 * f.obj_elems, 1))
         elif tap.sizes[0] == r:
-            sub = Tap(tap.offset + j * tap.strides[0], tap.sizes[1:], tap.strides[1:])
+            sub = Tap(tap.offset + j * tap.strides[0], tap.sizes[1:], tap.strides[1:]) if n == 1 else \
+                Tap(tap.offset + j * tap.strides[0], (n, *tap.sizes[1:]), (2 * tap.strides[0], *tap.strides[1:]))
         else:
             raise SimulationError(f"{what}: its pattern's outer dimension ({tap.sizes[0]}) does not walk the {r} L1 "
                                   f"objects of a memtile object", "split B over its L1 objects")
         t = dtype(f.dtype)
-        if sub.count != f.obj_elems or sub.max_index() >= total:
-            raise OutOfRangeError(f"{what}: object {j}'s pattern moves {sub.count} of {f.obj_elems} elements up to "
+        if sub.count != n * f.obj_elems or sub.max_index() >= total:
+            raise OutOfRangeError(f"{what}: object {j}'s pattern moves {sub.count} of {n * f.obj_elems} elements up to "
                                   f"{sub.max_index()} of {total}", "keep the fifo dims inside the object")
         if t.unit_nbytes(sub.offset) % 4:
             raise OutOfRangeError(f"{what}: object {j} starts at element {sub.offset}, not on a word",

@@ -186,11 +186,52 @@ def test_the_right_protocol_passes_on_the_defect_tests_design():
 @pytest.mark.parametrize("k_mt, depth", [(64, 1), (64, 2), (96, 2)])  # r = k_mt / k = 2, 2, 3 L1 objects each
 def test_b_split_streams_the_l1_objects_of_chunked_memtile_objects(dev, k_mt, depth):
     """Memtile buffer b holds L1 objects b r .. b r + r - 1; the pings go on one channel, the pongs on the other, one
-    BD per object, the buffer's full lock taken by the channel sending its first object and relayed to the other
+    BD per channel and buffer, the buffer's full lock taken by the channel sending its first object and relayed to the other
     (r = 3: the pong channel leads on the odd buffers)."""
     c = cfg(dev, "b", {**TYPES["i8"], "k_mt": k_mt}, b_col_maj=True, depth_ab_l2=depth, K=2 * k_mt + 40)
     assert c.b_per_l2 == k_mt // 32
     passes_like_unshared(c)
+
+
+@pytest.mark.parametrize("k_mt, per_bd", [(64, 1), (96, 2)])  # r = 2: one object per channel and buffer; r = 3: two
+def test_chunked_b_split_sends_each_channels_objects_of_a_buffer_in_one_bd_with_both_locks(monkeypatch, k_mt, per_bd):
+    """mlir-aie 1.4.3 refuses a BD with a lock that lacks an acquire or a release (AIERT.cpp 371-374 at the tag):
+    a channel's objects of one memtile buffer go in one BD (every other L1 object), which takes the buffer's lock
+    and gives the next one; r = 3 puts two objects of buffer 0 on the ping channel."""
+    made: list = []
+    real = sim_lower._MachineLowering.channel
+
+    def spy(self, tile, mm2s, what, bds=None):
+        ch = real(self, tile, mm2s, what, bds)
+        made.append((tile, mm2s, what, list(bds or [])))
+        return ch
+
+    monkeypatch.setattr(sim_lower._MachineLowering, "channel", spy)
+    c = cfg("npu1", "b", {**TYPES["i8"], "k_mt": k_mt}, b_col_maj=True, K=2 * k_mt + 40)
+    assert simulate(c).passed
+    sends = [bds for tile, mm2s, what, bds in made if mm2s and what.startswith("B_L2L1_0")]
+    assert len(sends) == 2
+    obj = min(len(bd.idx) for bds in sends for bd in bds)  # one L1 object's words
+    for bds in sends:
+        assert len(bds) == 2  # one per memtile buffer (depth_ab_l2 = 2)
+        assert all(bd.acquire is not None and bd.release is not None for bd in bds)
+    assert max(len(bd.idx) for bds in sends for bd in bds) == per_bd * obj
+
+
+def test_a_bd_with_a_lock_but_no_release_is_refused():
+    """The machine lowering refuses what aiecc 1.4.3 refuses: a BD that acquires a lock and releases none (or the
+    reverse), such as the chain form whose first BD acquires and whose last releases (AIERT.cpp 371-374)."""
+    c = cfg("npu1", "b", TYPES["i8"])
+    low = sim_lower._MachineLowering(build_design(c), {})
+    from gemm_gen.design.ir import TileRef
+    from gemm_gen.sim.machine import Buffer
+    buf = Buffer("m", TileRef(0, 1), 4)
+    with pytest.raises(SimulationError, match="acquires a lock without releasing one"):
+        low.channel(TileRef(0, 1), True, "x", [Bd(buf, np.arange(4), Lock("full", 1), None, "B")])
+    with pytest.raises(SimulationError, match="releases a lock without acquiring one"):
+        low.channel(TileRef(0, 1), True, "y", [Bd(buf, np.arange(4), None, Lock("empty", 0), "B")])
+    low.channel(TileRef(0, 1), True, "z", [Bd(buf, np.arange(4), None, None, "B"),
+                                            Bd(buf, np.arange(4), Lock("a", 1), Lock("b", 0), "B")])
 
 
 def test_chunked_b_split_with_bf16_and_tails_on_npu1():
