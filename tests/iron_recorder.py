@@ -1377,10 +1377,11 @@ def _verify_accessible(program: Program) -> None:
 
 def _verify_tile_dmas(program: Program) -> None:
     """HasValidBDs (at most one acquire and one release per BD block; getNumBDs blocks per tile, the fifos' BDs on the
-    tile counted too), aiecc's BD lock rule (a BD with a lock acquires and releases: AIERT.cpp) and the DMA channels a tile has (HasValidDMAChannels; AIEObjectFifoAllocate's "number of input DMA
-    channel exceeded!", stored version @02aeab00), on each tile that has an explicit TileDma. Two TileDma programs
-    for one tile and a DMA channel no Flow reaches are the stand-in's own refusals (1.4.3's Runtime.add_tile_dma,
-    runtime.py L269-271, only appends; a channel without a stream waits forever)."""
+    tile counted too), aiecc's BD lock rule (a BD with a lock acquires and releases: AIERT.cpp) and the DMA channels
+    a tile has (HasValidDMAChannels; AIEObjectFifoAllocate's "number of input DMA channel exceeded!", stored version
+    @02aeab00), on each tile that has an explicit TileDma. Two TileDma programs for one tile and a DMA channel no Flow
+    reaches are the stand-in's own refusals (1.4.3's Runtime.add_tile_dma, runtime.py L269-271, only appends; a
+    channel without a stream waits forever)."""
     seen: set[tuple[int, int]] = set()
     flows = [f.ends() for f in program.rt.flows]
     fifo_ends = _fifo_dma_ends()

@@ -186,8 +186,8 @@ def test_the_right_protocol_passes_on_the_defect_tests_design():
 @pytest.mark.parametrize("k_mt, depth", [(64, 1), (64, 2), (96, 2)])  # r = k_mt / k = 2, 2, 3 L1 objects each
 def test_b_split_streams_the_l1_objects_of_chunked_memtile_objects(dev, k_mt, depth):
     """Memtile buffer b holds L1 objects b r .. b r + r - 1; the pings go on one channel, the pongs on the other, one
-    BD per channel and buffer, the buffer's full lock taken by the channel sending its first object and relayed to the other
-    (r = 3: the pong channel leads on the odd buffers)."""
+    BD per channel and buffer, the buffer's full lock taken by the channel sending its first object and relayed to
+    the other (r = 3: the pong channel leads on the odd buffers)."""
     c = cfg(dev, "b", {**TYPES["i8"], "k_mt": k_mt}, b_col_maj=True, depth_ab_l2=depth, K=2 * k_mt + 40)
     assert c.b_per_l2 == k_mt // 32
     passes_like_unshared(c)
