@@ -258,11 +258,10 @@ def _a_chunks(base: GemmConfig, problem: Problem, m: np.ndarray, k: np.ndarray, 
 def _shared_l1(base: GemmConfig, problem: Problem, m: np.ndarray, k: np.ndarray, n: np.ndarray, rho: np.ndarray,
                k_mt: np.ndarray) -> np.ndarray:
     """Neighbour-shared L1 places the buffers (spec/rules/shared_l1.problem; checks.check_array): the same for every
-    tiling of a base, but B split's count of L1 objects per cycle of memtile buffers, even (k_mt / k of column-major
-    B tiles times depth_ab_l2)."""
+    tiling of a base, but B split's L1 objects per memtile buffer (k_mt / k of column-major B tiles: split_streams)."""
     ok = np.full(m.shape, base.shared_l1_problem is None)
     if shared_l1.shared(base.array.share_l1, "B") and memtile.b_chunked(base.layout.b_col_maj, base.layout.b_pack):
-        ok &= (base.array.depth_ab_l2 * (k_mt // k)) % 2 == 0
+        ok &= shared_l1.split_streams(base.array.depth_ab_l2, k_mt // k)
     return ok
 
 

@@ -21,6 +21,7 @@ from gemm_gen.sim.machine import Bd, Lock, SharedSlot
 from gemm_gen.sim.run import ArraySession
 from gemm_gen.spec.checks import check_config
 from gemm_gen.spec.config import GemmConfig
+from gemm_gen.spec.rules import shared_l1 as shared_l1_rule
 
 from .test_bfp16_gemm import PRECISIONS
 
@@ -193,7 +194,9 @@ def test_b_split_streams_the_l1_objects_of_chunked_memtile_objects(dev, k_mt, de
     passes_like_unshared(c)
 
 
-@pytest.mark.parametrize("k_mt, per_bd", [(64, 1), (96, 2)])  # r = 2: one object per channel and buffer; r = 3: two
+# r = k_mt / k: 2 (one object per channel and buffer), 3 (two on one channel), 4 (two each, the most: the rule refuses
+# 5 and more); the BD count stays depth_ab_l2 per channel, an unshared fifo end's, whatever r
+@pytest.mark.parametrize("k_mt, per_bd", [(64, 1), (96, 2), (128, 2)])
 def test_chunked_b_split_sends_each_channels_objects_of_a_buffer_in_one_bd_with_both_locks(monkeypatch, k_mt, per_bd):
     """mlir-aie 1.4.3 refuses a BD with a lock that lacks an acquire or a release (AIERT.cpp 371-374 at the tag):
     a channel's objects of one memtile buffer go in one BD (every other L1 object), which takes the buffer's lock
@@ -211,7 +214,7 @@ def test_chunked_b_split_sends_each_channels_objects_of_a_buffer_in_one_bd_with_
     assert simulate(c).passed
     sends = [bds for tile, mm2s, what, bds in made if mm2s and what.startswith("B_L2L1_0")]
     assert len(sends) == 2
-    obj = min(len(bd.idx) for bds in sends for bd in bds)  # one L1 object's words
+    obj = (len(sends[0][0].idx) + len(sends[1][0].idx)) // (k_mt // 32)  # one L1 object's words: buffer 0 holds r
     for bds in sends:
         assert len(bds) == 2  # one per memtile buffer (depth_ab_l2 = 2)
         assert all(bd.acquire is not None and bd.release is not None for bd in bds)
@@ -248,6 +251,22 @@ def test_b_split_refuses_an_odd_count_of_objects_per_cycle_of_buffers(kw, words)
         check_config(cfg("npu1", "b", TYPES["i8"], **kw))
     assert "\n" not in str(e.value) and "--share-l1" in str(e.value)
     assert simulate(cfg("npu1", "a", TYPES["i8"], **kw)).passed  # A's one-holder stream takes them
+
+
+@pytest.mark.parametrize("k_mt", [160, 256])  # r = 5, 8
+def test_b_split_refuses_more_than_four_l1_objects_per_memtile_object(monkeypatch, k_mt):
+    """More than two objects of one memtile buffer on one stream deadlock (the stream's third waits for the cores,
+    which wait for the other stream's object between, which waits for the relay): the rule refuses it in one line, for
+    the search's tilings too; past the rule the simulator finds the deadlock."""
+    c = cfg("npu1", "b", {**TYPES["i8"], "k_mt": k_mt}, b_col_maj=True, K=2 * k_mt + 40)
+    with pytest.raises(ConfigError, match=f"{k_mt // 32} L1 objects per memtile object") as e:
+        check_config(c)
+    assert "\n" not in str(e.value) and "--k-mt" in str(e.value)
+    assert not shared_l1_rule.split_streams(2, k_mt // 32) and shared_l1_rule.split_streams(2, 4)
+    assert list(shared_l1_rule.split_streams(2, np.array([2, 3, 4, 5, 8]))) == [True, True, True, False, False]
+    monkeypatch.setattr(shared_l1_rule, "SPLIT_OBJECTS_MAX", 8)
+    with pytest.raises(DeadlockError):
+        simulate(c)
 
 
 def test_a_dma_write_into_a_buffer_a_core_reads_is_refused():

@@ -21,6 +21,7 @@ one config and by search/space's RULES for every candidate.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from ...facts.devices import Device, TileKind
 from ...facts.errors import opt
@@ -36,6 +37,12 @@ SLOTS = ("ping", "pong")  # object n of an operand lies in buffer n % 2
 # leader's release right after its acquire, the follower's acquire)
 LOCKS = (("empty", 2), ("full", 0), ("relay", 0))
 FIFO_LOCKS = 2  # an ObjectFifo end's locks on its tile (producer and consumer count)
+# B split: a memtile buffer's L1 objects alternate between the two MM2S channels, the channel sending the buffer's
+# first object relaying to the other once it has sent all of its own. A holder has one L1 buffer per slot, so the
+# leading channel's third object of a buffer waits for the cores to release its second, which they read only after the
+# other channel's object between, which waits for the relay: at most two per channel, four L1 objects per memtile
+# object (found by the simulator: k_mt / k = 5 deadlocks, 4 runs; tests/sim/test_shared_l1_sim.py)
+SPLIT_OBJECTS_MAX = 4
 
 
 def shared(share: str, operand: str) -> bool:
@@ -124,6 +131,13 @@ def memtile_mm2s(share: str, rows: int, cols: int, col: int) -> int:
     return 1 + (2 if shared(share, "B") else 1) + a_rows
 
 
+def split_streams(depth_b_l2: Any, b_per_l2: Any) -> Any:
+    """Whether B split's two streams carry memtile buffers of `b_per_l2` L1 objects, `depth_b_l2` of them: an even
+    count per cycle of buffers (even objects go to one channel, odd ones to the other) and at most SPLIT_OBJECTS_MAX
+    per buffer. Ints or NumPy arrays (search/space.py asks it of every tiling at once)."""
+    return ((depth_b_l2 * b_per_l2) % 2 == 0) & (b_per_l2 <= SPLIT_OBJECTS_MAX)
+
+
 def problem(dev: Device, share: str, rows: int, cols: int, depth_ab: int, depth_c: int, barrier: bool,
             epilogue_tile: bool, group_size: int, *, depth_b_l2: int = 2, b_per_l2: int = 1
             ) -> tuple[str, str] | None:
@@ -133,7 +147,8 @@ def problem(dev: Device, share: str, rows: int, cols: int, depth_ab: int, depth_
     BDs or channels, or a memtile's MM2S channels, past the device's (facts/devices.py); and what is not built
     yet: an epilogue tile in B's objects and W4A16 B objects. B split streams the even L1 objects (pings) and the odd
     ones (pongs) of its memtile buffers on two channels: a cycle of the memtile's buffers must hold an even count of
-    L1 objects (`depth_b_l2` buffers of `b_per_l2` each: k_mt / k for column-major B tiles, else 1)."""
+    L1 objects (`depth_b_l2` buffers of `b_per_l2` each: k_mt / k for column-major B tiles, else 1), at most
+    SPLIT_OBJECTS_MAX per buffer (split_streams)."""
     if share not in OPERANDS:
         return f"unknown L1 sharing {share!r}", f"use {opt('share_l1', *OPERANDS)}"
     if share == NONE:
@@ -152,7 +167,12 @@ def problem(dev: Device, share: str, rows: int, cols: int, depth_ab: int, depth_
     if depth_ab != 2:
         return (f"{this} shares ping/pong buffers; depth_ab_l1={depth_ab} is not double-buffered",
                 "use depth_ab_l1=2 (the default)")
-    if shared(share, "B") and (depth_b_l2 * b_per_l2) % 2:
+    if shared(share, "B") and not split_streams(depth_b_l2, b_per_l2):
+        if b_per_l2 > SPLIT_OBJECTS_MAX:
+            return (f"{this} streams B's even and odd L1 objects to the lower and upper cores, relaying between the "
+                    f"two streams per memtile buffer; {b_per_l2} L1 objects per memtile object (k_mt / k of "
+                    f"column-major B tiles) put more than 2 on one stream, which waits for the other",
+                    f"use {opt('k_mt')} <= {SPLIT_OBJECTS_MAX} x k, or drop {opt('share_l1')}")
         return (f"{this} streams B's even and odd L1 objects to the lower and upper cores; depth_ab_l2={depth_b_l2} "
                 f"buffers of {b_per_l2} L1 object(s) each hold an odd count", "use depth_ab_l2=2 (the default)")
     held = holdings(rows, cols, share)
