@@ -174,3 +174,20 @@ def test_the_lowering_refuses_a_shared_design_until_it_runs_it():
     d = build_design(cfg(share="b"))
     with pytest.raises(ConfigError, match="does not run neighbour-shared L1 buffers yet"):
         _IronLowering(d, None)
+
+
+@pytest.mark.parametrize("cmd", ["mlir", "build"])
+def test_the_cli_refuses_to_lower_a_shared_design_before_asking_for_mlir_aie(capsys, tmp_path, monkeypatch, cmd):
+    """No mlir-aie here: a plain design's mlir and build say so in one line; a shared one says the lowering does not
+    take it instead (installing mlir-aie would not help), in one line with exit 2, writing nothing."""
+    from gemm_gen.app.cli import main
+    from gemm_gen.backends import iron
+    monkeypatch.chdir(tmp_path)
+    args = [cmd, "--dev", "npu1", "-M", "256", "-K", "256", "-N", "256", "--dtype_in", "i8", "--dtype_out", "i32",
+            "-m", "32", "-k", "32", "-n", "32", "--k-mt", "64", "--share-l1", "b"]
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "does not run neighbour-shared L1 buffers yet" in err and "mlir_aie" not in err
+    assert not list(tmp_path.iterdir())
+    with pytest.raises(ConfigError, match="does not run neighbour-shared"):
+        iron.lower(build_design(cfg(share="b")))  # before looking for IRON
