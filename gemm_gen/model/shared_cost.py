@@ -11,7 +11,7 @@ from the streams the design runs and what the kernel loads, with two assumptions
   for the follower's release.
 - **Two cores on one buffer** (ASSUMED rate): AM020 "AIE-ML Memory Module": a bank serves one request a cycle and
   the other requester retries the next cycle. Assumed: the two readers' loads from a shared buffer are independent
-  in time, each at its time-averaged rate (model/l1_stall.access_bytes_per_call over the call's cycles), as if the
+  in time, each at its time-averaged rate (model/l1_stall.access_bytes over the call's cycles), as if the
   buffer were one bank (an upper bound for independent streams); each collision costs one of the two a cycle, so
   each core loses loads x the other's rate / 2 cycles per call. Until a `make validate` row times one core alone
   against a pair on one buffer.
@@ -19,9 +19,11 @@ from the streams the design runs and what the kernel loads, with two assumptions
 
 from __future__ import annotations
 
+import numpy as np
+
 from ..spec.config import GemmConfig
-from ..spec.rules import shared_l1
-from .l1_stall import access_bytes_per_call
+from ..spec.rules import Ints, shared_l1
+from .l1_stall import access_bytes
 from .params import Params
 
 ASSUMPTION = ("two readers' loads from a shared buffer independent in time, as if in one bank, each collision one "
@@ -40,13 +42,26 @@ def relay_cycles(share: str, p: Params) -> float:
 
 def two_reader_cycles(c: GemmConfig, call_cycles: float) -> float:
     """Cycles per k-step each core of a pair waits on the other's loads from the buffers they share."""
-    share = c.array.share_l1
-    if share == shared_l1.NONE or call_cycles <= 0:
+    v = c.variant
+    if c.array.share_l1 == shared_l1.NONE or call_cycles <= 0 or v is None:
         return 0.0
-    loads = access_bytes_per_call(c)
+    t = c.tiling
+    return float(two_reader_stall(c, c.t_ma, t.k, t.n, t.rho, v.er, v.et, np.asarray(call_cycles)))
+
+
+def two_reader_stall(c: GemmConfig, t_ma: Ints, k: Ints, n: Ints, rho: Ints, er: Ints, et: Ints,
+                     call_cycles: np.ndarray) -> np.ndarray:
+    """two_reader_cycles for any tiling of c's options (l1_stall.access_bytes; arrays broadcast): what the tuner's
+    vectorised ranking adds per k-step, so that it weighs the two readers as the priced design does."""
+    shape = np.broadcast(np.asarray(t_ma), np.asarray(k), np.asarray(n), np.asarray(rho), call_cycles).shape
+    share = c.array.share_l1
+    if share == shared_l1.NONE:
+        return np.zeros(shape)
+    loads = access_bytes(c, t_ma, k, n, rho, er, et)
     vector = c.dev.isa.vld_bytes
-    per_call = 0.0
+    calls = np.where(call_cycles > 0, call_cycles, np.inf)  # no call, no rate
+    per_call = np.zeros(shape)
     for operand in shared_l1.OPERANDS[share]:
-        n = loads[operand] / vector  # vector loads one call makes from the shared buffer
-        per_call += n * (n / call_cycles) / 2
-    return per_call * c.tiling.rho
+        loaded = np.asarray(loads[operand], dtype=np.float64) / vector  # vector loads one call makes from the buffer
+        per_call = per_call + loaded * (loaded / calls) / 2
+    return np.asarray(per_call * rho, dtype=np.float64)

@@ -5,6 +5,8 @@ as before; the search weighs sharing only once every back end runs it (search/kn
 from __future__ import annotations
 
 import json
+import sys
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -103,3 +105,37 @@ def test_the_knob_offers_only_what_the_rules_allow(monkeypatch):
     col = Options("npu2", "i8", "i8", True)  # column-major B tiles spanning k_mt: split over the L1 objects
     assert {v.share_l1 for v in variants(open_config(Request(col, size)), Pins())} == {"none", "b", "a", "ab"}
     assert build_design(cfg("b")).shared
+
+
+# ---- the tuner's ranking weighs the two readers -----------------------------------------------------------------
+# the tuner (search/tune.py) ranks every tiling with the vectorised perf.estimate and prices only its finalists with
+# estimate_config: a cost only the finalists pay reorders nothing before them. For a shared pair the two readers' wait
+# is about 9% of a bfp16 kernel's time per shared operand, so it must be in the ranking (issue 34: ATB config 2 with
+# --share-l1 ab ranked 128x112x192 first, 30.47 TFLOPS predicted, where 192x216x96 predicts 31.47)
+ZERO_GAMMA = replace(P, l1_conflict=0.0)  # no DMA bank stall (a finalist's plan only): the two prices must agree
+
+
+@pytest.mark.parametrize("share", ["b", "ab"])
+@pytest.mark.parametrize("kw", [dict(), dict(m=128, k=112, n=192, k_mt=112, rho=4, dtype_in="bfp16", dtype_out="bfp16",
+                                             dtype_b="bfp16", acc="out")], ids=["i8", "bfp16"])
+def test_the_ranking_prices_the_two_readers_as_a_design_is_priced(share, kw):
+    c = cfg(share, **kw)
+    t = c.tiling
+    ranked = estimate(Workload.of(c), t.m, t.k, t.n, t.k_mt, ZERO_GAMMA, rho=t.rho)
+    priced = estimate_config(c, ZERO_GAMMA)
+    assert float(np.asarray(priced.l1_stall_cycles)) > 0  # the pair's wait is there to be weighed
+    assert float(ranked.time) == pytest.approx(float(priced.time), rel=1e-12)
+    assert float(ranked.l1_stall_cycles) == pytest.approx(float(np.asarray(priced.l1_stall_cycles)), rel=1e-12)
+
+
+def test_the_tuner_ranks_shared_designs_with_the_two_readers(monkeypatch):
+    """The best of the ranking's first design alone is the best of a wide list of finalists priced one by one."""
+    tune_module = sys.modules["gemm_gen.search.tune"]
+    req = Request(replace(ATB2, share_l1="ab"), Problem(3072, 4096, 1536))
+    monkeypatch.setattr(tune_module, "FINALISTS", 200)
+    wide = choose(req, ZERO_GAMMA).config
+    monkeypatch.setattr(tune_module, "FINALISTS", 1)
+    first = choose(req, ZERO_GAMMA).config
+    assert first.tiling == wide.tiling
+    first_s, wide_s = (float(estimate_config(c, ZERO_GAMMA).time) for c in (first, wide))
+    assert first_s == pytest.approx(wide_s)
