@@ -124,7 +124,7 @@ def make_inputs(M: int, K: int, N: int, dtype_in: str | DType, dtype_out: str | 
         def values(shape: tuple[int, int]) -> np.ndarray:
             return bf16_exact_values(rng, shape, K) if family == "exact" else bf16_values(rng, shape)
 
-        return values((M, K)).astype(t_in.host), values((K, N)).astype(t_b.host)
+        return values((M, K)).astype(t_in.host, copy=False), values((K, N)).astype(t_b.host, copy=False)
     dist = int_distribution(t_in, t_out, K)
     a = dist.sample(rng, (M, K), t_in.host)
     if t_b.is_packed:  # int4 weights: the whole range, -8 (whose sign extension a wrong unpack loses) included

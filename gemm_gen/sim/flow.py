@@ -26,9 +26,10 @@ from ..facts.errors import GemmGenError
 from . import words as w
 from .contents import CALLED, CARRIED, CONVERT, FIELDS, HANDLE, MATMUL, ORIGIN, TASK, ZERO, Keys, NotProven
 from .kernel import KernelEmulator
+from .loops import LoopPeriods
 from .lower import Machine, command_processor
-from .machine import Bd, Buffer, Call, Channel, CommandProcessor, CoreActor, Task
-from .period import Periods
+from .machine import CALL, Bd, Buffer, Call, Channel, CommandProcessor, CoreActor, Task
+from .period import Periods, machine_locks
 
 
 class Region:
@@ -87,10 +88,14 @@ class LeanStream:
         src, dsts, flow = self.src, self.dsts, self.flow
         moved = False
         while True:
-            if not src.active and not flow.start(src):
+            # a channel that cannot start is the usual case: its BD's lock (or its empty queue) read here, without
+            # a call (the streams are stepped every round)
+            if not src.active and ((src.bds[src.cur].acquire.value < 1 if src.queue is None else not src.queue)
+                                   or not flow.start(src)):
                 return moved
             for d in dsts:
-                if not d.active and not flow.start(d):
+                if not d.active and ((d.bds[d.cur].acquire.value < 1 if d.queue is None else not d.queue)
+                                     or not flow.start(d)):
                     return moved
             run = src.length - src.pos
             for d in dsts:
@@ -136,9 +141,12 @@ class Flow:
         self.streams = [LeanStream(self.channels[id(s.src)], [self.channels[id(d)] for d in s.dsts], self)
                         for s in machine.streams]
         self.recorder = Recorder(self, kernel)
-        self.skipping = True  # repeat whole periods of task groups (sim/period.py)
+        self.skipping = True  # repeat periods of task groups (sim/period.py) and cycles inside them (sim/loops.py)
         self.skipped = 0  # groups skipped in the last call
         self.skipped_total = 0  # and in every call so far
+        self.cycles = 0  # cycles of rounds inside a group repeated in the last call (sim/loops.py)
+        self.cycles_total = 0  # and in every call so far
+        self.periodic: dict[tuple[int, int, int, int], int] = {}  # sim/loops.py's reads that repeat, per question
         self.dram_keys: dict[tuple[int, str], int] = {}
         self.parts: dict[tuple[int, int, int], tuple[int, int]] = {}  # (sequence, pos, run) -> (key, base shift)
         self.first_part: dict[tuple[int, int], tuple[int, int]] = {}  # (sequence, run) -> (pos, key) seen first
@@ -297,14 +305,19 @@ class Flow:
         self.firsts = [t.first for t in tasks]
         self.cross_tasks = 0
         periods = Periods(self, cmd, m.cores, tasks) if self.skipping else None
+        loops = LoopPeriods(self, cmd, m.cores, machine_locks(self)) if self.skipping else None
         for lean in self.channels.values():  # a literal call may have run in between
             lean.cur, lean.words = lean.ch.cur, 0
         actors: list = [cmd, *self.streams, *m.cores]
         self.recorder.begin()
         try:
             while True:
-                if periods is not None:
+                if periods is not None and loops is not None:
+                    skipped = periods.skipped
                     periods.round()
+                    if periods.skipped != skipped:
+                        loops.snaps.clear()  # the machine jumped: the anchor's returns so far are of another state
+                    loops.round()
                 progressed = False
                 for actor in actors:
                     if actor.step():
@@ -317,6 +330,8 @@ class Flow:
             raise NotProven(str(e)) from e
         self.skipped = periods.skipped if periods is not None else 0
         self.skipped_total += self.skipped
+        self.cycles = loops.cycles if loops is not None else 0
+        self.cycles_total += self.cycles
         if not cmd.done:
             raise NotProven("deadlock")
         for lean in self.channels.values():
@@ -355,7 +370,7 @@ class Flow:
 class Recorder:
     """The cores' kernel in the fast machine: one record per call (sim/bulk.py checks and computes them), the
     C object's content as the kernel leaves it, and the literal emulator's checks where they are cheap. Each core
-    calls it through `bind` (CoreActor.call_kernel) with its Call op, whose arguments it resolves once."""
+    calls it through the function `bind` puts in each CALL instruction, which resolves its arguments once."""
 
     def __init__(self, flow: Flow, kernel: KernelEmulator) -> None:
         self.flow = flow
@@ -398,18 +413,20 @@ class Recorder:
         self.current[core] = (handle, c_id, acc_id)
         self.rows.extend((ZERO, core, handle, how, 0, 0, 0, 0))
 
-    def bind(self, actor: CoreActor, core: int) -> Callable[[Call], None]:
-        """The core's kernel call: its Call op's arguments (fifo ends or the core's own buffers), role and constant
-        scalars, looked up once per op into a function of its own."""
-        plans: dict[int, Callable[[Call], None]] = {}
+    def bind(self, actor: CoreActor, core: int) -> None:
+        """The core's kernel calls: each CALL instruction's arguments (fifo ends or the core's own buffers), role
+        and constant scalars, looked up at its first call into a function of its own that the instruction then
+        carries."""
 
-        def call(op: Call) -> None:
-            plan = plans.get(id(op))
-            if plan is None:
-                plan = plans[id(op)] = self._plan(actor, core, op)
-            plan(op)
+        def kernel_of(pc: int, op: Call) -> Callable[[Call], None]:
+            def first(op: Call) -> None:
+                plan = self._plan(actor, core, op)
+                actor.code[pc] = (CALL, op, plan)
+                plan(op)
 
-        return call
+            return first
+
+        actor.bind_calls(kernel_of)
 
     def _plan(self, actor: CoreActor, core: int, op: Call) -> Callable[[Call], None]:
         # each argument's source: the held objects of its fifo end (a deque) or the core's own buffer (a 1-tuple),

@@ -108,7 +108,7 @@ class Machine:
             core.pc, core.at_start, core.synced, core.passes = pc, at_start, synced, passes
             core.loops[:] = loops
             core.ready = None  # the core runs on from the same instruction: it checks its wait anew
-            core.call_kernel = core._call  # noqa: SLF001 - the literal emulator takes the cells
+            core.bind_calls(None)  # the literal emulator takes the cells
 
     def next_call(self, runtime: tuple[RuntimeOp, ...], dram: dict[str, np.ndarray], kernel: KernelEmulator) -> None:
         """Start another call on the same array: a new runtime sequence over new DRAM buffers;
@@ -116,7 +116,7 @@ class Machine:
         self.dram, self.kernel = dram, kernel
         for core in self.cores:
             core.kernel = kernel
-            core.call_kernel = core._call  # noqa: SLF001 - the literal emulator takes the cells
+            core.bind_calls(None)  # the literal emulator takes the cells
         for ch in self.channels:
             ch.words = 0
         self.cmd = command_processor(self.design, runtime, dram, self.shim_channels, self.rtps, self.barriers)
@@ -225,7 +225,7 @@ class _MachineLowering:
             raise OutOfRangeError(f"{what}: slice offset {offset} x {t} is not word aligned",
                                   "align link offsets to 4 bytes")
         idx = tap.to_words(t).indices() + t.unit_nbytes(offset) // 4
-        if writes and np.unique(idx).size != idx.size:
+        if writes and np.count_nonzero(_marked(idx)) != idx.size:
             raise LayoutError(f"{what}: the S2MM pattern writes some words twice (others never)",
                               "fix the dims_from_stream sizes and strides")
         idx.setflags(write=False)
@@ -615,3 +615,10 @@ def lower(design: Design, dram: dict[str, np.ndarray], kernel: KernelEmulator,
     """The array running `design`, its command processor set up for one call's runtime sequence
     (default: the design's own)."""
     return _MachineLowering(design, dram).lower(kernel, design.runtime if runtime is None else runtime)
+
+
+def _marked(idx: np.ndarray) -> np.ndarray:
+    """A mask of the words idx names (fewer set than idx has entries: some named twice); a pass, not a sort."""
+    mask = np.zeros(int(idx.max(initial=-1)) + 1, bool)
+    mask[idx] = True
+    return mask

@@ -357,11 +357,17 @@ class CoreActor:
         # a restore refills them), and an ACQ what it waits for; a fifo with no end on this tile fails when the
         # instruction runs, as a lookup would
         self.code = [self._resolved(ins) for ins in compile_program(program)]
-        # how a Call reaches the kernel: with the cells of its arguments (the literal emulator), or a hook that
-        # resolves them itself (sim/flow.py's recorder, which needs the buffers rather than their cells)
-        self.call_kernel: Callable[[Call], None] = self._call
+        self.bind_calls(None)
         self.pc = 0
         self.loops: list[int] = []  # iterations left of each loop the program is in, innermost last
+
+    def bind_calls(self, kernel_of: Callable[[int, Call], Callable[[Call], None]] | None) -> None:
+        """How each CALL instruction reaches the kernel, carried in the instruction (one call per kernel call):
+        with the cells of its arguments, to the literal emulator (None), or through the function kernel_of(pc,
+        op) gives (sim/flow.py's recorder, which needs the buffers rather than their cells)."""
+        for pc, ins in enumerate(self.code):
+            if ins[0] == CALL:
+                self.code[pc] = (CALL, ins[1], self._call if kernel_of is None else kernel_of(pc, ins[1]))
 
     def _resolved(self, ins: Instr) -> Instr:
         if ins[0] not in (ACQ, REL):
@@ -407,7 +413,7 @@ class CoreActor:
                             end.held.append(buffers[end.next])
                             end.next = (end.next + 1) % len(buffers)
                 elif op == CALL:
-                    self.call_kernel(ins[1])
+                    ins[2](ins[1])
                 elif op == REL:
                     end, count = ins[2], ins[3]
                     held = end.held

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -18,7 +19,7 @@ from ..facts.accuracy import Accuracy, EpilogueAccuracy, measure, measure_epilog
 from ..facts.bfp16 import clamped_blocks
 from ..facts.dtypes import dtype as dtype_of
 from ..facts.dtypes import widen
-from ..facts.epilogue_args import kernel_requant, seeded_args
+from ..facts.epilogue_args import EpilogueArgs, kernel_requant, seeded_args
 from ..facts.errors import DeadlockError, LayoutError, SimulationError
 from ..facts.inputs import SCALE_EXP, exact_bound, group_weights, make_inputs
 from ..facts.numerics import Product, reference
@@ -207,6 +208,8 @@ def _c_words(c: GemmConfig, call: CallPlan) -> np.ndarray:
         return np.zeros(0, np.int64)
     first = np.arange(lines) * ld
     lo, hi = first // per, (first + length - 1) // per + 1  # each stored row's words, rows in ascending order
+    if (lo[1:] <= hi[:-1]).all():  # rows that meet (no padding between them): one run
+        return np.arange(lo[0], hi[-1])
     edges = np.zeros(int(hi[-1]) + 1, np.int64)
     np.add.at(edges, lo, 1)
     np.add.at(edges, hi, -1)
@@ -247,6 +250,12 @@ class ArraySession:
             ) -> tuple[np.ndarray, KernelEmulator, Machine]:
         """Run one call on DRAM buffers laid out as pad_inputs does; the C buffer's cells (its
         provenance checked), the call's kernel emulator and the machine."""
+        return self.run_with(call, lambda: (a_dram, b_dram), progress)
+
+    def run_with(self, call: CallPlan, operands: Callable[[], tuple[np.ndarray, np.ndarray]], progress: bool = False
+                 ) -> tuple[np.ndarray, KernelEmulator, Machine]:
+        """run() with the DRAM buffers asked for when they are needed (the fast machine moves none: it asks
+        after its run)."""
         c = self.design.config
         if call == c.call:
             runtime, tensors = self.design.runtime, self.design.tensors
@@ -260,14 +269,14 @@ class ArraySession:
                 self.machine = lower(self.design, _stand_ins(sizes), kernel, runtime)
             snap = self.machine.snapshot()
             try:
-                cells = self._fast(call, kernel, runtime, sizes, a_dram, b_dram, progress)
+                cells = self._fast(call, kernel, runtime, sizes, operands, progress)
             except NotProven as why:
                 self.machine.restore(snap)
                 self.literal, self.fell_back, self.flow = True, str(why), None
             else:
                 self.calls += 1
                 return cells, kernel, self.machine
-        dram = dram_cells(c, a_dram, b_dram, tensors)
+        dram = dram_cells(c, *operands(), tensors)
         if self.machine is None:
             self.machine = lower(self.design, dram, kernel, runtime)
         else:
@@ -281,7 +290,7 @@ class ArraySession:
         return bulk.c_provenance(self.kernels[epoch])(name, n, mask)
 
     def _fast(self, call: CallPlan, kernel: KernelEmulator, runtime: tuple[RuntimeOp, ...], sizes: dict[str, int],
-              a_dram: np.ndarray, b_dram: np.ndarray, progress: bool) -> np.ndarray:
+              operands: Callable[[], tuple[np.ndarray, np.ndarray]], progress: bool) -> np.ndarray:
         """One call in the fast simulator: C's cells as the literal run would leave them, or NotProven."""
         assert self.machine is not None
         m, c = self.machine, self.design.config
@@ -294,12 +303,13 @@ class ArraySession:
         self.kernels = {self.calls: kernel}
         flow.recorder.use(kernel, self.calls)
         for i, core in enumerate(m.cores):
-            core.call_kernel = flow.recorder.bind(core, i)
+            flow.recorder.bind(core, i)
         total = call.m_blocks * call.n_blocks * call.k_walk // c.tiling.k * c.tiling.rho * len(m.cores)
         with tqdm(total=total, unit="call", desc="simulating", disable=not progress, leave=False) as bar:
             flow.run(runtime, _stand_ins(sizes), self.design, bar if progress else None)
         recs = flow.recorder.records()
         tiles = bulk.check_calls(recs, kernel, self.keys, flow.words)
+        a_dram, b_dram = operands()
         written = bulk.drained_words(flow, tiles, sizes["C"])
         flow.clear_drains()
         if not written[_c_words(c, call)].all():
@@ -358,18 +368,46 @@ def simulate_calls(design: Design, problems: Sequence[Problem], seed: int = 0, p
     return [_checked_call(session, call, seed + i, progress, inputs) for i, call in enumerate(calls)]
 
 
-def _checked_call(session: ArraySession, call: CallPlan, seed: int, progress: bool, inputs: str) -> SimResult:
-    start = time.perf_counter()
-    c = session.design.config
+@dataclass(frozen=True)
+class _Drawn:
+    """One call's seeded inputs: A, B's values (W4A16: as the kernel's pass hands them on) and B as given, the
+    epilogue's arguments, and the DRAM buffers the host fills."""
+
+    a: np.ndarray
+    b_values: np.ndarray
+    b: np.ndarray | QuantB
+    args: EpilogueArgs | None
+    a_dram: np.ndarray
+    b_dram: np.ndarray
+
+
+def _draw(c: GemmConfig, call: CallPlan, seed: int, inputs: str) -> _Drawn:
     a, b_values = make_inputs(call.M, call.K, call.N, c.types.t_in, c.types.t_out, seed, c.types.t_b, family=inputs)
     b: np.ndarray | QuantB = b_values
     if c.groups.group_size:  # W4A16: int4 q with group scales (and zero points)
         b = group_weights(b_values, c.groups.group_size, c.groups.zero_points, seed)
         b_values = b.dequant(to_bfp16(c.groups.group_size, c.kernel.convert_once))  # what the kernel's pass hands on
+    args = seeded_args(c.epilogue.for_call(call.activation), c.types.t_out, a, b_values, seed)
+    return _Drawn(a, b_values, b, args, *pad_inputs(c, a, b, call, args))
+
+
+def _checked_call(session: ArraySession, call: CallPlan, seed: int, progress: bool, inputs: str) -> SimResult:
+    start = time.perf_counter()
+    c = session.design.config
+    # the inputs are drawn (NumPy's loops, which let go of the interpreter) while the fast machine, which needs only
+    # their sizes, runs in Python: two cores at work, the same inputs
+    with ThreadPoolExecutor(1, thread_name_prefix="gemm-gen-inputs") as pool:
+        drawing = pool.submit(_draw, c, call, seed, inputs)
+
+        def operands() -> tuple[np.ndarray, np.ndarray]:
+            got = drawing.result()
+            return got.a_dram, got.b_dram
+
+        c_cells, kernel, machine = session.run_with(call, operands, progress)
+        drawn = drawing.result()
+    a, b_values, b, args = drawn.a, drawn.b_values, drawn.b, drawn.args
+    a_dram, b_dram = drawn.a_dram, drawn.b_dram
     e = c.epilogue.for_call(call.activation)
-    args = seeded_args(e, c.types.t_out, a, b_values, seed)
-    a_dram, b_dram = pad_inputs(c, a, b, call, args)
-    c_cells, kernel, machine = session.run(call, a_dram, b_dram, progress)
     got = output_values(c, w.data_words(c_cells), call)
 
     # W4A16: the reference takes the weights given (padded with zero weights, as b_objects pads them), never

@@ -269,6 +269,15 @@ def test_wrong_core_layout_is_a_layout_error():
         simulate(_with_fifo(d, "A_L2L1_1", dims_from_stream=swapped))
 
 
+def test_an_s2mm_pattern_that_writes_a_word_twice_is_a_layout_error():
+    """Lowering refuses an S2MM walk that names a word twice (and so leaves another unwritten)."""
+    d = build_design(small("npu1"))
+    t = d.fifo("A_L2L1_1").dims_from_stream
+    twice = Tap(0, t.sizes, (0, *t.strides[1:]))  # the outer dimension writes the same words again
+    with pytest.raises(LayoutError, match="writes some words twice"):
+        simulate(_with_fifo(d, "A_L2L1_1", dims_from_stream=twice))
+
+
 def test_wrong_memtile_layout_of_b_is_a_layout_error():
     d = build_design(small("npu2", "i8", "i8", b_col_maj=False))
     with pytest.raises(LayoutError, match="B tile"):

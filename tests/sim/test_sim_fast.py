@@ -157,9 +157,10 @@ def test_repeated_periods_equal_the_literal_run(name: str) -> None:
 
 # ---- random designs of every family -----------------------------------------------------------------------
 @st.composite
-def configs(draw: st.DrawFn) -> GemmConfig:
+def configs(draw: st.DrawFn, long_k: bool = False) -> GemmConfig:
     """A small design of one option family: types and accumulators (presets included), layouts, epilogues,
-    int4, W4A16, decode shapes, spans, column counts, runtime sizes."""
+    int4, W4A16, decode shapes, spans, column counts, runtime sizes. `long_k`: one output tile per core and K
+    several memtile chunks of 8 to 16 k-steps (steady cycles inside a group: sim/loops.py)."""
     family = draw(st.sampled_from(["scalar", "preset", "int4", "w4a16", "epilogue", "decode", "decode-split"]))
     dev_name = draw(st.sampled_from(["npu1", "npu2"])) if family not in ("preset",) else "npu2"
     dev = DEVICES[dev_name]
@@ -194,18 +195,37 @@ def configs(draw: st.DrawFn) -> GemmConfig:
     m = 2 * r * rho * draw(st.integers(1, 2))
     k = max(s, 64 if kw.get("dtype_b") == "i4" else s) * draw(st.integers(1, 2))
     n = 2 * t * draw(st.integers(1, 2)) * (2 if kw.get("dtype_b") == "i4" else 1)
-    k_mt = k * draw(st.integers(1, 2))
+    k_mt = k * (draw(st.integers(8, 16)) if long_k else draw(st.integers(1, 2)))
     cols = draw(st.sampled_from(sorted(dev.column_devices)))
     rows = 1 if family.startswith("decode") else 0
     if family == "decode-split":  # one row of one virtual column per core (spec/rules/decode_split.py)
         cols = decode_split.virtual_columns(dev)
         kw["b_pack"] = draw(st.sampled_from(b_packs(dtype(kw.get("dtype_b", t_in)), kw.get("group_size", 0), True)))
-    M = draw(st.integers(1, 8)) if rows == 1 else draw(st.integers(1, 2 * 4 * m))
-    K, N = draw(st.integers(1, 2 * k_mt)), draw(st.integers(1, 2 * cols * n))
+    M = draw(st.integers(1, 8)) if rows == 1 else draw(st.integers(1, (1 if long_k else 2) * 4 * m))
+    K = draw(st.integers(2 * k_mt, 3 * k_mt) if long_k else st.integers(1, 2 * k_mt))
+    N = draw(st.integers(1, (1 if long_k else 2) * cols * n))
     b_col = "dtype_b" not in kw and draw(st.booleans())
     return GemmConfig(dev_name, M, K, N, m, k, n, k_mt, t_in, t_out, b_col, cols=cols, rows=rows, rho=rho,
                       queue_groups=draw(st.integers(1, 4)), task_span=draw(st.sampled_from([1, 1, 0, 2])),
                       runtime_sizes=draw(st.sampled_from(["fixed", "fixed", "mn", "mnk"])), **kw)
+
+
+def _random_design_equals_literal(c: GemmConfig, seed: int, later_call: bool) -> ArraySession:
+    """A drawn design (refused ones are not drawn): fast and literal alike and both equal to the reference, on
+    its own size and, with runtime sizes and `later_call`, a smaller call after it on the same array."""
+    try:
+        d = build_design(c)
+    except (ConfigError, DmaLimitError):
+        assume(False)
+        raise
+    problems = [Problem(c.size.M, c.size.K, c.size.N)]
+    if later_call and c.runtime.runtime_sizes != "fixed":
+        K = c.size.K if c.runtime.runtime_sizes == "mn" else max(1, c.size.K // 2)
+        problems.append(Problem(max(1, c.size.M // 2), K, max(1, c.size.N // 3)))
+    session = assert_same(d, problems, seed)
+    assert all(r.passed for r in simulate_calls(d, problems, seed)), c.to_json()  # and both equal the reference
+    record_config(c, calls=len(problems))
+    return session
 
 
 @settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
@@ -213,18 +233,16 @@ def configs(draw: st.DrawFn) -> GemmConfig:
 def test_random_designs_fast_equals_literal(c: GemmConfig, seed: int) -> None:
     event(f"{c.types.dtype_in}x{c.types.dtype_b}->{c.types.dtype_out}" + (" W4A16" if c.groups.group_size else "")
           + ("" if c.epilogue.is_identity else " epilogue") + f" sizes {c.runtime.runtime_sizes}")
-    try:
-        d = build_design(c)
-    except (ConfigError, DmaLimitError):
-        assume(False)
-        raise
-    problems = [Problem(c.size.M, c.size.K, c.size.N)]
-    if c.runtime.runtime_sizes != "fixed":  # a smaller call after the full one, on the same array
-        K = c.size.K if c.runtime.runtime_sizes == "mn" else max(1, c.size.K // 2)
-        problems.append(Problem(max(1, c.size.M // 2), K, max(1, c.size.N // 3)))
-    assert_same(d, problems, seed)
-    assert all(r.passed for r in simulate_calls(d, problems, seed)), c.to_json()  # and both equal the reference
-    record_config(c, calls=len(problems))
+    _random_design_equals_literal(c, seed, later_call=True)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+@given(configs(long_k=True), st.integers(0, 2**16))
+def test_random_long_k_fast_equals_literal(c: GemmConfig, seed: int) -> None:
+    """Long k-loops, where the fast machine repeats steady cycles of rounds (sim/loops.py)."""
+    session = _random_design_equals_literal(c, seed, later_call=False)
+    assert session.flow is not None
+    event("cycles repeated" if session.flow.cycles_total else "no cycle repeated")
 
 
 # ---- broken designs: the same error, and the fast path refused them --------------------------------------
