@@ -267,9 +267,9 @@ bandwidth, more overhead, slower kernels and more work over random problems and 
 Our runtime sequence keeps 4 task groups (12 BDs) in flight (docs/internals.md), the paper 5; the model reads
 the group count and the tasks per group from the Design (its build counted them, with the traffic:
 design/traffic.py; `model/price.estimate(design)` prices a built Design, once per set of constants). A task group
-is one output block, or with `--task-span` a span of consecutive blocks along N whose tasks (one per channel, design/spans.py) move
-every block of the span: the setup is then paid per span (groups = spans), the core and memory terms
-are unchanged (the same data, in the same order). The tuner's vectorised ranking bounds the spans of
+is one output block, or with `--task-span` a span of consecutive blocks along N whose tasks (one per channel,
+design/spans.py) move every block of the span: the setup is then paid per span (groups = spans), the core and
+memory terms are unchanged (the same data, in the same order). The tuner's vectorised ranking bounds the spans of
 `--task-span 0` by the shim's iteration wrap (64 blocks, spec/rules/padding.task_groups); its finalists are
 priced with their design's own spans.
 """
