@@ -1,7 +1,7 @@
 # Generated from gemm_gen's option table (gemm_gen/spec/request.py) by `gemm-gen make-args`: do not edit.
 # After changing an option: .venv/bin/gemm-gen make-args > gemm_gen.mk (tests/app/test_make.py checks it).
 # (each `override`: an environment value, under make -e too, cannot replace them)
-override OPTION_VARS := DEVICE M K N m k n K_MT DTYPE_IN DTYPE_OUT B_COL_MAJ MAPPING N_AIE_COLS CHESS RHO DTYPE_B ACC B_PACK EXPANSION KERNEL_LOOPS CONVERT_ONCE L1_ALLOC A_COL_MAJ C_COL_MAJ BIAS ACTIVATION CLAMP REQUANT GROUP_SIZE ZERO_POINTS TASK_SPAN OPT_LEVEL SIZES PRESET
+override OPTION_VARS := DEVICE M K N m k n K_MT DTYPE_IN DTYPE_OUT B_COL_MAJ MAPPING N_AIE_COLS CHESS RHO DTYPE_B ACC B_PACK EXPANSION KERNEL_LOOPS CONVERT_ONCE L1_ALLOC SHARE_L1 A_COL_MAJ C_COL_MAJ BIAS ACTIVATION CLAMP REQUANT GROUP_SIZE ZERO_POINTS TASK_SPAN OPT_LEVEL SIZES PRESET
 # the variables that are 0 or 1 (default 0)
 override SWITCH_VARS := B_COL_MAJ CHESS A_COL_MAJ C_COL_MAJ BIAS ZERO_POINTS
 # the gemm-gen arguments the variables make
@@ -27,6 +27,7 @@ override GEN_ARGS = $(if $(DEVICE),--dev $(DEVICE)) \
 	$(if $(KERNEL_LOOPS),--kernel-loops $(KERNEL_LOOPS)) \
 	$(if $(CONVERT_ONCE),--convert-once $(CONVERT_ONCE)) \
 	$(if $(L1_ALLOC),--l1-alloc $(L1_ALLOC)) \
+	$(if $(SHARE_L1),--share-l1 $(SHARE_L1)) \
 	--a-col-maj $(A_COL_MAJ) \
 	--c-col-maj $(C_COL_MAJ) \
 	$(if $(filter 1,$(BIAS)),--bias) \

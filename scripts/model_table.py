@@ -540,6 +540,35 @@ def _table() -> list[str]:
             "(percentage points, left out of the summary).", "", *summary, *out]
 
 
+SHARED = """## Shared L1 (issue 34 item 2; `model/shared_cost.py`)
+
+A design with `share_l1` (docs/shared_l1.md) is priced with three changes, all PREDICTED and none measured:
+
+* **Streams.** B split: each core's own S2MM brings every other B object (its slot's) and the memtile's two MM2S
+  channels run side by side, so B's L1 transfer per k-step is half the unshared one (`b_streams` = 2 in the
+  core-side DMA term of eq. 9). A on its west holder keeps the holder's stream unchanged (the holder bounds the
+  pair); the east core's stream is gone, which costs nothing. The memtile MM2S channels the operand needs (B split:
+  two per column) are counted by the rule (`spec/rules/shared_l1.memtile_mm2s`), not priced.
+* **The relay (ASSUMED).** The follower starts once the leader has acquired full and released relay: assumed at
+  most one kernel switch (`switch_cycles`, {switch:.0f}, calibrated: a call's lock acquires and releases and the
+  call), added to the k-step's L1 transfer (exposed only where that transfer bounds the k-step: the refill waits for
+  the follower's release). No source gives a lock hand-off's latency between two cores.
+* **Two cores on one buffer (ASSUMED rate).** AM020 "AIE-ML Memory Module": a bank serves one request a cycle, the
+  other requester retries the next. Assumed: the two readers' loads from a shared buffer are independent in time,
+  each at its time-averaged rate (`l1_stall.access_bytes_per_call` over the call's cycles), as if the buffer were
+  one bank (an upper bound for independent streams); each collision costs one of them a cycle, so each core loses
+  loads x the other's rate / 2 cycles per call, added to the kernel's time as the DMA's bank stalls are. Two cores
+  running the same loop may align (all or no loads collide): only a measurement (a `make validate` row timing one
+  core alone against a pair on one buffer, not built) can say.
+
+`predict` prints a "shared L1 PREDICTED, assumed" line (JSON `shared_l1`, with `measured: false` and the assumption),
+`plan` a line naming the assumptions; unshared designs are priced exactly as before. The search weighs `share_l1`
+(search/knobs.py) only once the IRON lowering runs shared designs (`shared_l1.IRON_LOWERS`, issue 34 step 5): until
+then `tune` never picks a design the hardware path cannot build; `--share-l1` given explicitly tunes the tiles
+under sharing. What the tuner predicts with `--share-l1` given is in docs/shared_l1.md section 11.
+"""
+
+
 LIMITS = """## Known limits and disagreements
 
 * **atb Table 1**: delta = 86 cycles per kernel switch reproduces how atb's core efficiency falls
@@ -613,7 +642,8 @@ def render() -> str:
              "How well the data pins each calibrated constant down: the rows it is fitted from, the "
              "parameters fitted from them together, and the constant refitted without each row in turn "
              "(a wide range means the data leave it loose; an exactly determined constant has no "
-             "leave-one-out at all):", "", *_fit_rows(), "", TUNER, *_table(), "", LIMITS]
+             "leave-one-out at all):", "", *_fit_rows(), "", TUNER, *_table(), "",
+             SHARED.format(switch=load().switch_cycles), LIMITS]
     return "\n".join(parts).rstrip() + "\n"
 
 

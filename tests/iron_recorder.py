@@ -1376,11 +1376,12 @@ def _verify_accessible(program: Program) -> None:
 
 
 def _verify_tile_dmas(program: Program) -> None:
-    """HasValidBDs (one acquire and one release per BD block; getNumBDs blocks per tile, the fifos' BDs on the tile
-    counted too) and the DMA channels a tile has (HasValidDMAChannels; AIEObjectFifoAllocate's "number of input DMA
-    channel exceeded!", stored version @02aeab00), on each tile that has an explicit TileDma. Two TileDma programs
-    for one tile and a DMA channel no Flow reaches are the stand-in's own refusals (1.4.3's Runtime.add_tile_dma,
-    runtime.py L269-271, only appends; a channel without a stream waits forever)."""
+    """HasValidBDs (at most one acquire and one release per BD block; getNumBDs blocks per tile, the fifos' BDs on the
+    tile counted too), aiecc's BD lock rule (a BD with a lock acquires and releases: AIERT.cpp) and the DMA channels
+    a tile has (HasValidDMAChannels; AIEObjectFifoAllocate's "number of input DMA channel exceeded!", stored version
+    @02aeab00), on each tile that has an explicit TileDma. Two TileDma programs for one tile and a DMA channel no Flow
+    reaches are the stand-in's own refusals (1.4.3's Runtime.add_tile_dma, runtime.py L269-271, only appends; a
+    channel without a stream waits forever)."""
     seen: set[tuple[int, int]] = set()
     flows = [f.ends() for f in program.rt.flows]
     fifo_ends = _fifo_dma_ends()
@@ -1399,6 +1400,12 @@ def _verify_tile_dmas(program: Program) -> None:
                 if len(bd.releases) > 1:
                     raise ValueError(f"'{DMA_OP[kind]}' op BD block must have at most one release UseLockOp, found "
                                      f"{len(bd.releases)}")
+                if bool(bd.acquires) != bool(bd.releases) and not ch.out_of_order:
+                    # aiecc's configureLocksInBdBlock (lib/Targets/AIERT.cpp 371-374 at 1.4.3, doxygen render
+                    # @7fdaee03): a BD with a lock needs an acquire and a release (out-of-order ones may only release);
+                    # a BD with no lock at all skips it (L666) and is legal
+                    raise ValueError("'aie.use_lock' op buffer descriptor with a lock must have both use_lock(acquire) "
+                                     "and use_lock(release)")
                 for use in (*bd.acquires, *bd.releases):
                     _bd_lock_value(use.value)
                 blocks += 1

@@ -129,6 +129,7 @@ def predict_text(d: Prediction) -> str:
     ]
     lines += [] if d.epilogue is None else [d.epilogue.text()]
     lines += [] if d.dequant is None else [d.dequant.text()]
+    lines += [] if d.shared is None else [d.shared.text()]
     lines += upstream_lines(d.upstream, dk.t_ma, k, n)
     lines += mixed_rate_lines(dk.device, dk.types.dtype_in, dk.types.dtype_b)
     if not d.buildable:

@@ -57,7 +57,9 @@ def cmd_build(a: argparse.Namespace) -> int:
     config = chosen.config
     design = build_design(config)
     gen_args = config_args(design.config)
-    # missing tools are one sentence (as run_build says them), said before the chosen design
+    # missing tools are one sentence (as run_build says them), said before the chosen design; a design the lowering
+    # does not take yet first (installing the tools would not help)
+    iron.check_lowerable(design)
     tc = toolchain.find_toolchain(design.config.kernel.compiler == "chess", strict=not a.dry_run)
     if not a.dry_run:
         iron.iron_api()

@@ -16,6 +16,7 @@ from ..model.layouts import LayoutPrice
 from ..spec.call import CallPlan
 from ..spec.config import GemmConfig
 from ..spec.request import Problem
+from ..spec.rules import l1 as l1_rule
 from ..spec.rules.call_layouts import Layouts, Xclbin, xclbins
 
 
@@ -73,6 +74,34 @@ class L1Budget:
 
     def to_json(self) -> dict[str, int]:
         return self.parts | {"total": self.total, "capacity": self.capacity}
+
+
+@dataclass(frozen=True)
+class SharedInfo:
+    """Neighbour-shared L1 (design/ir.SharedBuffer, spec/rules/shared_l1.py): the option's value, each shared
+    buffer (name, holder, readers leader first, its three locks with their initial values, the memtile that streams
+    it) and each core role's L1 plan with the cores that have it."""
+
+    share: str
+    buffers: tuple[tuple[str, str, tuple[str, ...], tuple[tuple[str, int], ...], str], ...]
+    roles: tuple[tuple[str, tuple[str, ...], L1Plan | None], ...]
+
+    def to_json(self) -> dict[str, object]:
+        return {"share_l1": self.share,
+                "buffers": [{"name": n, "holder": h, "readers": list(r), "locks": [list(x) for x in lk], "source": s}
+                            for n, h, r, lk, s in self.buffers],
+                "roles": [{"role": role, "tiles": list(tiles), "l1_plan": None if p is None else p.summary()}
+                          for role, tiles, p in self.roles]}
+
+
+def shared_info(design: Design) -> SharedInfo | None:
+    """What plan says of a design's neighbour-shared L1, None without."""
+    if not design.shared:
+        return None
+    return SharedInfo(design.config.array.share_l1,
+                      tuple((b.name, str(b.holder), tuple(map(str, b.readers)),
+                             tuple((x.name, x.init) for x in b.locks), str(b.source)) for b in design.shared),
+                      tuple((r.role, tuple(map(str, r.tiles)), r.plan) for r in design.l1_roles))
 
 
 @dataclass(frozen=True)
@@ -162,6 +191,7 @@ class PlanInfo:
     l1_plan: L1Info | None
     calls: XclbinPlan | None = None  # several calls asked (--runtime-sizes): the xclbins they need
     layouts: tuple[LayoutPrice, ...] = ()  # the tiling priced in other layouts (model/layouts.py; plan only)
+    shared: SharedInfo | None = None  # neighbour-shared L1 (None without)
 
     def to_json(self) -> dict[str, object]:
         """What `gemm-gen plan --json` prints."""
@@ -197,6 +227,7 @@ class PlanInfo:
             "l1_plan": None if self.l1_plan is None else self.l1_plan.to_json(),
             **({"xclbins": self.calls.to_json()} if self.calls is not None else {}),
             **({"layouts_priced": [x.to_json() for x in self.layouts]} if self.layouts else {}),
+            **({"shared_l1": self.shared.to_json()} if self.shared is not None else {}),
         }
 
 
@@ -212,7 +243,7 @@ def plan_info(design: Design) -> PlanInfo:
         padded=c.call.covered,
         call=c.call,
         runtime_sizes=c.runtime.runtime_sizes,
-        l1_depths=(c.array.depth_ab_l1, c.array.depth_ab_l1, c.array.depth_c_l1),
+        l1_depths=(l1_rule.buffers(c.l1_options, "A"), l1_rule.buffers(c.l1_options, "B"), c.array.depth_c_l1),
         elem_bytes=ElemBytes(c.types.t_in.elem_bytes, c.types.t_b.elem_bytes, c.types.t_out.elem_bytes,
                              c.types.t_acc.elem_bytes),
         array=(c.array.rows, c.array.cols),
@@ -229,6 +260,7 @@ def plan_info(design: Design) -> PlanInfo:
         padded_macs=c.call.Mp * c.call.k_walk * c.call.Np,
         peak_tops=dev.peak_tops(dev.operands(c.types.dtype_in, c.types.dtype_b)),
         l1_plan=l1_info(design),
+        shared=shared_info(design),
     )
 
 

@@ -10,6 +10,7 @@ from ..facts.accuracy import ACTIVATION_TAIL, BFP16_DATAPATH, ONE_BF16_ROUNDING
 from ..facts.devices import device
 from ..facts.dtypes import dtype
 from ..facts.epilogue import Epilogue
+from ..model import shared_cost
 from ..spec.call import CallPlan
 from ..spec.rules import decode_split
 from .plan_info import L1Info, PlanInfo, XclbinPlan
@@ -105,6 +106,27 @@ def _l1_lines(l1: L1Info | None) -> list[str]:
     return lines
 
 
+def _shared_lines(p: PlanInfo) -> list[str]:
+    """Neighbour-shared L1: which core holds which buffer, who reads it, its locks, and each core role's banks."""
+    s = p.shared
+    if s is None:
+        return []
+    lines = [f"shared L1 {s.share}: {len(s.buffers)} buffers, each on its holder with locks "
+             + ", ".join(f"{name.rsplit('_', 1)[1]} (init {init})" for name, init in s.buffers[0][3])
+             + " (relay protocol: docs/shared_l1.md 3.2)"]
+    lines += [f"          {name} on {holder}, read by {' then '.join(readers)}, streamed from {source}"
+              for name, holder, readers, _, source in s.buffers[:4]]
+    if len(s.buffers) > 4:
+        lines.append(f"          ... and {len(s.buffers) - 4} more like them")
+    for role, tiles, plan in s.roles:
+        banks = "no plan fits" if plan is None else " | ".join(
+            f"{i}: {' '.join(names) or '-'}" for i, names in enumerate(plan.bank_map()))
+        gama = "" if plan is None or not plan.gama else f"; breaks GAMA's rules: {'; '.join(plan.gama)}"
+        lines.append(f"          {role} ({len(tiles)} cores): {banks}{gama}")
+    lines.append(f"          the model prices it with assumptions: {shared_cost.ASSUMPTION} (docs/model.md)")
+    return lines
+
+
 def plan_text(p: PlanInfo) -> str:
     d = p.design
     l1 = p.l1
@@ -139,6 +161,7 @@ def plan_text(p: PlanInfo) -> str:
         "L1/core   " + " + ".join(f"{name} {v}" for name, v in l1.parts.items())
         + f" = {l1.total} B of {l1.capacity} ({l1.fraction:.1%})",
         *_l1_lines(p.l1_plan),
+        *_shared_lines(p),
         *_atb_lines(p),
         f"L2        {', '.join(str(b) for b in l2.per_memtile)} B per memtile; {l2.total / 1024:.1f} KiB total "
         f"({l2.fraction:.0%})" + (f"; spilled to a neighbour: {', '.join(l2.spilled)}"

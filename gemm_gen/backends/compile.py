@@ -197,6 +197,7 @@ def run_build(design: Design, build_dir: Path, gen_args: list[str], verbose: boo
     artifacts move into build_dir with their stamp; on a failed step the scratch directory is kept as
     build_dir/failed_<suffix>/ with build.log (every command and its whole output), and no artifact
     is left under its final name."""
+    iron.check_lowerable(design)  # a design the lowering does not take: said before any tool is looked for
     tc = toolchain.find_toolchain(design.config.kernel.compiler == "chess", strict=True)
     api = iron.iron_api()  # mlir-aie missing: fail before anything is written
     build_dir.mkdir(parents=True, exist_ok=True)

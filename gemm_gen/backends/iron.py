@@ -51,7 +51,8 @@ from ..design.ir import (
 from ..design.tap import Tap
 from ..facts.devices import DEVICES
 from ..facts.dtypes import dtype
-from ..facts.errors import BuildError, ToolchainMissing
+from ..facts.errors import BuildError, ConfigError, ToolchainMissing
+from ..spec.rules import shared_l1
 from . import pins
 from .toolchain import import_module
 
@@ -176,8 +177,18 @@ def dims(tap: Tap | None, elem: str = "i32") -> list[tuple[int, int]] | None:
     return list(zip(t.sizes, t.strides))
 
 
+def check_lowerable(design: Design) -> None:
+    """ConfigError in one line for a design the lowering does not take yet (neighbour-shared L1: docs/shared_l1.md
+    section 10), asked before mlir-aie or any tool is looked for, so that installing them would not change the
+    answer."""
+    unbuilt = shared_l1.not_built(design.config.array.share_l1, "the IRON lowering")
+    if unbuilt is not None:
+        raise ConfigError(*unbuilt)
+
+
 class _IronLowering:
     def __init__(self, design: Design, api: IronApi) -> None:
+        check_lowerable(design)
         self.d, self.api = design, api
         self.fifos: dict[str, Any] = {}
         self.prod_handles: dict[str, Any] = {}
@@ -402,6 +413,7 @@ def _core_fn(program: tuple[Op, ...], fifo_names: list[str], buffer_names: list[
 
 def lower(design: Design, api: IronApi | None = None) -> Any:
     """The IRON Program of a design (not yet resolved)."""
+    check_lowerable(design)
     return _IronLowering(design, api or iron_api()).program()
 
 
@@ -410,6 +422,7 @@ def to_mlir(design: Design, api: IronApi | None = None) -> str:
 
     Verify here too, so that aiecc never gets bad MLIR whatever resolve_program does on failure.
     """
+    check_lowerable(design)  # a refusal of the input, not mlir-aie's: outside the try
     try:
         module = lower(design, api).resolve_program()
     except ToolchainMissing:

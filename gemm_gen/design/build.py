@@ -22,7 +22,7 @@ from ..facts.epilogue import MODES, TANH_TABLE_FLOATS, Activation, tanh_table
 from ..facts.errors import DmaLimitError, GemmGenError, opt
 from ..spec.call import CallPlan
 from ..spec.config import GemmConfig
-from ..spec.rules import decode_split
+from ..spec.rules import decode_split, shared_l1
 from ..spec.rules.kernel_variant import converts_a_tile
 from ..spec.rules.l1 import K_WORD, MODE_WORD, TANH_PARTS, TILES_WORD, rtp_words, rtp_written, runtime_barrier
 from . import l1_banks, patterns, spans, traffic
@@ -34,6 +34,7 @@ from .ir import (
     BarrierSet,
     BarrierWait,
     Call,
+    CoreL1,
     Design,
     HostTensor,
     KernelBuild,
@@ -47,6 +48,8 @@ from .ir import (
     RtpWrite,
     RuntimeCount,
     RuntimeOp,
+    SharedBuffer,
+    SharedLock,
     ShimTask,
     TileRef,
     Worker,
@@ -316,20 +319,51 @@ def build_design(config: GemmConfig, budgets: bool = True) -> Design:
 
     obj = kernel_build(c)
     specs = kernel_specs(c, obj)
-    l1 = _l1_plan(c, budgets)  # every core holds the same buffers
+    roles = _l1_roles(c, budgets)  # every core holds the same buffers, but for the shared ones
+    l1 = roles[0].plan
     workers = [worker(c, specs, col, row, l1) for row in range(c.array.rows) for col in range(c.array.cols)]
     placement = c.memtile_placement() if budgets else c.memtile_buffers()
     runtime = runtime_sequence(c, c.call)
     tensors = host_tensors(c, c.call, runtime)
+    shared = shared_buffers(c)
     return Design(c, tensors, tuple(fifos), tuple(links), tuple(specs.values()), tuple(workers), tuple(placement),
-                  runtime, obj, (ga, gb, gc), **runtime_facts(runtime, tensors), l1=l1)
+                  runtime, obj, (ga, gb, gc), **runtime_facts(runtime, tensors), l1=l1, shared=shared,
+                  l1_roles=roles if shared else ())
 
 
-def _l1_plan(c: GemmConfig, budgets: bool) -> L1Plan | None:
+def shared_buffers(c: GemmConfig) -> tuple[SharedBuffer, ...]:
+    """The neighbour-shared L1 buffers of `c` (spec/rules/shared_l1.holdings), each with its three relay locks on
+    its holder and the memtile that streams its objects (B's: its column's; A's: the memtile of its row's A
+    shim)."""
+    out = []
+    for h in shared_l1.holdings(c.array.rows, c.array.cols, c.array.share_l1):
+        holder = core(c, *h.holder)
+        name = f"{h.operand}_{shared_l1.SLOTS[h.slot]}_{holder.col}_{holder.row}"
+        locks = tuple(SharedLock(f"{name}_{kind}", holder, init) for kind, init in shared_l1.LOCKS)
+        source = TileRef(h.holder[0] if h.operand == "B" else c.a_col(h.holder[1]), 1)
+        fifo = b_l2l1(h.holder[0]) if h.operand == "B" else a_l2l1(h.holder[1])
+        out.append(SharedBuffer(name, h.operand, h.slot, holder, tuple(core(c, *t) for t in h.readers), locks, source,
+                                fifo))
+    return tuple(out)
+
+
+def _l1_roles(c: GemmConfig, budgets: bool) -> tuple[CoreL1, ...]:
+    """Each core role's L1 plan (l1_banks.core_roles: one without sharing), with the cores that have it."""
+    out = []
+    share = c.array.share_l1
+    for role in l1_banks.core_roles(c):
+        tiles = tuple(core(c, col, row) for row in range(c.array.rows) for col in range(c.array.cols)
+                      if (not shared_l1.shared(share, "A") or (col % 2 == 0) == role.a_holder)
+                      and (not shared_l1.shared(share, "B") or row % 2 == role.b_slot))
+        out.append(CoreL1(role.name(c), tiles, _l1_plan(c, budgets, role)))
+    return tuple(out)
+
+
+def _l1_plan(c: GemmConfig, budgets: bool, role: l1_banks.CoreRole = l1_banks.HOLDER) -> L1Plan | None:
     """The cores' L1 allocation (l1_banks.plan); skipping the budgets, None when no allocation fits (a design
     past its L1 budget, which predict still prices: without bank stalls)."""
     try:
-        return l1_banks.plan(c, c.array.l1_alloc)
+        return l1_banks.plan(c, c.array.l1_alloc, role)
     except GemmGenError:
         if budgets:
             raise

@@ -8,6 +8,12 @@ from ..facts.devices import TileKind
 from .ir import Design, TileRef
 
 
+def stream_end(fifo: str, stream: int) -> str:
+    """The memtile MM2S end of stream `stream` of a shared fifo (Design.relay_streams): the first is the fifo's own
+    producer end, the second (B split: the pong objects) is named after it."""
+    return fifo if stream == 0 else f"{fifo} pong"
+
+
 def dma_channels(design: Design) -> dict[tuple[TileRef, bool, str], int]:
     """(memtile or shim tile, is MM2S, fifo) -> channel: endpoints in IR order (fifos by name; a
     fifo's producer end before its consumer ends), on a memtile those of links with a buffer away
@@ -24,6 +30,8 @@ def dma_channels(design: Design) -> dict[tuple[TileRef, bool, str], int]:
     for f in sorted(design.fifos, key=lambda f: f.name):
         if f.producer.kind in (TileKind.MEM, TileKind.SHIM):
             ends.append((f.producer, True, f.name))
+            if design.shared_of(f.name):  # a shared operand split over two streams: the second right after
+                ends += [(f.producer, True, stream_end(f.name, i)) for i in range(1, len(design.relay_streams(f.name)))]
         ends += [(t, False, f.name) for t in f.consumers if t.kind in (TileKind.MEM, TileKind.SHIM)]
     ends.sort(key=lambda e: e[2] not in cross)  # stable: cross-tile endpoints first, IR order otherwise
     taken: dict[tuple[TileRef, bool], int] = {}

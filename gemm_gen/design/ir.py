@@ -379,6 +379,40 @@ class TensorCount:
 
 
 @dataclass(frozen=True)
+class SharedLock:
+    """One relay lock of a shared buffer, on its holder's tile (docs/shared_l1.md 3.2)."""
+
+    name: str
+    tile: TileRef
+    init: int
+
+
+@dataclass(frozen=True)
+class SharedBuffer:
+    """One neighbour-shared L1 buffer (spec/rules/shared_l1.py): object n of its operand lies in the buffer of slot
+    n % 2; its holder's DMA fills it, and its readers (the leader first) read it in place. Its locks are empty,
+    full and relay, in that order, all on the holder."""
+
+    name: str
+    operand: str  # "A" or "B"
+    slot: int  # 0 ping, 1 pong
+    holder: TileRef
+    readers: tuple[TileRef, ...]
+    locks: tuple[SharedLock, ...]
+    source: TileRef  # the memtile whose MM2S stream brings its objects (one stream per (memtile, operand, slot))
+    fifo: str  # the operand's memtile-to-core ObjectFifo whose objects it holds (A_L2L1_row, B_L2L1_col)
+
+
+@dataclass(frozen=True)
+class CoreL1:
+    """The L1 plan of the cores of one role (design/l1_banks.CoreRole) and which cores those are."""
+
+    role: str
+    tiles: tuple[TileRef, ...]
+    plan: L1Plan | None
+
+
+@dataclass(frozen=True)
 class Design:
     config: GemmConfig
     tensors: tuple[HostTensor, ...]
@@ -398,6 +432,10 @@ class Design:
     tasks_per_group: int  # shim tasks per task group (the first group's)
     # every core's L1 allocation and its predicted bank map (design/l1_banks.py); None when no allocation fits
     l1: L1Plan | None = None
+    # neighbour-shared L1 (spec/rules/shared_l1.py; empty without): the shared buffers, their holders, readers,
+    # locks and memtile streams, and each core role's own L1 plan (`l1` is the first role's: the holder's)
+    shared: tuple[SharedBuffer, ...] = ()
+    l1_roles: tuple[CoreL1, ...] = ()
 
     def grid(self, operand: str, call: CallPlan | None = None) -> Grid:
         """An operand's sizes in its DMA units, for one call of this design (default: its own)."""
@@ -408,6 +446,19 @@ class Design:
     def roles(self) -> dict[str, str]:
         """Each kernel's role (zero, matmul, convert) by its symbol, as the workers call it."""
         return {k.name: k.role for k in self.kernels}
+
+    def shared_of(self, fifo: str) -> tuple[SharedBuffer, ...]:
+        """The neighbour-shared buffers holding `fifo`'s objects (none: the fifo's consumers keep their own)."""
+        return tuple(b for b in self.shared if b.fifo == fifo)
+
+    def relay_streams(self, fifo: str) -> tuple[tuple[TileRef, ...], ...]:
+        """The memtile MM2S streams bringing a shared fifo's objects, each as the holders it feeds: one stream to
+        every holder when each holds both slots (A on its west core), else one per slot, slot s's objects to its
+        slot's holders (B split: the even objects to the lower cores, the odd ones to the upper: docs/shared_l1.md
+        3.3)."""
+        held = self.shared_of(fifo)
+        by_slot = [tuple(dict.fromkeys(b.holder for b in held if b.slot == s)) for s in (0, 1)]
+        return (by_slot[0],) if by_slot[0] == by_slot[1] else tuple(by_slot)
 
     def fifo(self, name: str) -> ObjectFifo:
         for f in self.fifos:

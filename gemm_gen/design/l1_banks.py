@@ -28,6 +28,7 @@ from ..facts.devices import Device
 from ..facts.errors import ConfigError, opt
 from ..spec.config import L1_SCHEMES as SCHEMES
 from ..spec.config import GemmConfig
+from ..spec.rules import shared_l1
 from ..spec.rules.l1 import B_DEQ_PART, RTP_PART, TANH_PARTS, b_object_bytes
 
 BANK_WORD_BYTES = 16  # AM020: each bank is 128 bits wide
@@ -47,6 +48,9 @@ class L1Buffer:
     mem_bank: int | None = None  # pinned bank (worker Buffers only)
     address: int | None = None  # pinned address (worker Buffers only: the reservations)
     aligned: bool = True  # aie.buffer's `aligned` (ours always are)
+    # a neighbour's buffer this core reads in place (neighbour-shared L1, spec/rules/shared_l1.py): in the
+    # concurrency of its phases, never placed in this core's memory
+    remote: bool = False
 
 
 @dataclass(frozen=True)
@@ -84,6 +88,8 @@ class L1Plan:
     order_dependent: bool  # whether another order of equal-sized fifos changes the conflicts
     bank_bytes: int
     stack_bytes: int
+    # neighbour-shared L1: GAMA's placement rules this core's own shared buffers break (`gama`), best first
+    gama: tuple[str, ...] = ()
 
     def bank_map(self) -> list[list[str]]:
         """Per bank, the buffers that touch it (the stack first)."""
@@ -106,8 +112,11 @@ class L1Plan:
 
     def summary(self) -> dict[str, object]:
         """What plan and the design JSON both report of the plan."""
-        return {"scheme": self.scheme, "bank_map": self.bank_map(), "conflict_bytes": self.conflict_bytes,
-                "worst_conflict_bytes": self.worst_conflict_bytes, "order_dependent": self.order_dependent}
+        out: dict[str, object] = {"scheme": self.scheme, "bank_map": self.bank_map(),
+                                  "conflict_bytes": self.conflict_bytes,
+                                  "worst_conflict_bytes": self.worst_conflict_bytes,
+                                  "order_dependent": self.order_dependent}
+        return out | ({"gama": list(self.gama)} if self.gama else {})
 
 
 @dataclass(frozen=True)
@@ -256,6 +265,7 @@ def bank_aware(dev: Device, buffers: list[L1Buffer], stack: int) -> list[Placed]
 
 
 def allocate(dev: Device, scheme: str, buffers: list[L1Buffer], stack: int) -> list[Placed] | None:
+    buffers = [b for b in buffers if not b.remote]  # a neighbour's: in its own memory
     if scheme == "basic-sequential":
         return basic_sequential(dev, buffers, stack)
     return bank_aware(dev, buffers, stack)
@@ -266,15 +276,54 @@ def allocate(dev: Device, scheme: str, buffers: list[L1Buffer], stack: int) -> l
 SCRATCH = ("A bfp16", "B bfp16", "C acc", B_DEQ_PART, RTP_PART)
 
 
-def core_buffers(c: GemmConfig) -> list[L1Buffer]:
-    """One core's L1 buffers in the order our IRON program creates them: the A and B ObjectFifo
-    objects it consumes, the C objects it produces, then its own Buffers (scratch, then the tanh table's
-    two copies, unpinned: `plan` pins them)."""
+@dataclass(frozen=True)
+class CoreRole:
+    """Which of a pair's shared buffers a core holds (neighbour-shared L1, spec/rules/shared_l1.py): A's both
+    (`a_holder`: the west core of a pair; the east core reads them in place) and B's `b_slot` (0 ping on the lower
+    core of a vertical pair, 1 pong on the upper). Without sharing every core is HOLDER."""
+
+    a_holder: bool = True
+    b_slot: int = 0
+
+    def holds(self, c: GemmConfig, role: str, slot: int) -> bool:
+        """Whether this core holds object `slot` of `role` in its own memory."""
+        share = c.array.share_l1
+        if role == "A" and shared_l1.shared(share, "A"):
+            return self.a_holder
+        if role == "B" and shared_l1.shared(share, "B"):
+            return slot == self.b_slot
+        return True
+
+    def name(self, c: GemmConfig) -> str:
+        """How plan names the role: the shared buffers this core holds."""
+        share = c.array.share_l1
+        held = ([("A holder" if self.a_holder else "A reader")] if shared_l1.shared(share, "A") else []) + \
+            ([f"B {shared_l1.SLOTS[self.b_slot]}"] if shared_l1.shared(share, "B") else [])
+        return ", ".join(held) or "every core"
+
+
+HOLDER = CoreRole()
+
+
+def core_roles(c: GemmConfig) -> tuple[CoreRole, ...]:
+    """The distinct cores of a design's L1: one without sharing; the holder of everything it can hold first (the
+    core that bounds the tile, spec/rules/l1.parts)."""
+    share = c.array.share_l1
+    a_sides = (True, False) if shared_l1.shared(share, "A") else (True,)
+    b_slots = (0, 1) if shared_l1.shared(share, "B") else (0,)
+    return tuple(CoreRole(a, b) for a in a_sides for b in b_slots)
+
+
+def core_buffers(c: GemmConfig, role: CoreRole = HOLDER) -> list[L1Buffer]:
+    """One core's L1 buffers in the order our IRON program creates them: the A and B objects it consumes
+    (ObjectFifo objects; a shared operand's the pair's Buffers, those a neighbour holds marked remote), the C
+    objects it produces, then its own Buffers (scratch, then the tanh table's two copies, unpinned: `plan` pins
+    them)."""
     out = []
-    for role, nbytes, depth in (("A", c.types.t_in.nbytes(c.t_ma * c.tiling.k), c.array.depth_ab_l1),
+    for kind, nbytes, depth in (("A", c.types.t_in.nbytes(c.t_ma * c.tiling.k), c.array.depth_ab_l1),
                                 ("B", b_object_bytes(c.l1_options, c.tiling.k, c.tiling.n), c.array.depth_ab_l1),
                                 ("C", c.types.t_out.nbytes(c.tiling.m * c.tiling.n), c.array.depth_c_l1)):
-        out += [L1Buffer(f"{role}{i}", nbytes, role, i) for i in range(depth)]
+        out += [L1Buffer(f"{kind}{i}", nbytes, kind, i, remote=not role.holds(c, kind, i)) for i in range(depth)]
     parts = c.l1_parts
     out += [L1Buffer(name, parts[name], "scratch", fifo=False) for name in SCRATCH if name in parts]
     return out + [L1Buffer(name, parts[name], "table", fifo=False) for name in TANH_PARTS if name in parts]
@@ -327,6 +376,8 @@ def conflicts(placed: list[Placed], pairs: list[tuple[str, str]], bank_bytes: in
     where = {p.buffer.name: p for p in placed}
     out = []
     for dma, core in pairs:
+        if dma not in where or core not in where:
+            continue  # a neighbour's buffer: its bank is the neighbour's
         x, y = where[dma], where[core]
         for bank in set(x.banks(bank_bytes)) & set(y.banks(bank_bytes)):
             lo, hi = max(x.address, bank * bank_bytes), min(x.end, (bank + 1) * bank_bytes)
@@ -334,14 +385,46 @@ def conflicts(placed: list[Placed], pairs: list[tuple[str, str]], bank_bytes: in
     return out
 
 
+def apart(c: GemmConfig, buffers: list[L1Buffer]) -> list[tuple[str, str]]:
+    """The pairs of this core's own buffers GAMA's placement keeps in different banks when the design shares L1:
+    a shared ping and its pong, and any A buffer and any B buffer (the two cores reading a shared buffer contend
+    for its bank: docs/shared_l1.md section 6)."""
+    if c.array.share_l1 == shared_l1.NONE:
+        return []
+    own = {kind: [b.name for b in buffers if b.role == kind and not b.remote] for kind in ("A", "B")}
+    pairs = [(x, y) for x in own["A"] for y in own["B"]]
+    return pairs + [(x, y) for kind in ("A", "B") if shared_l1.shared(c.array.share_l1, kind)
+                    for x, y in itertools.combinations(own[kind], 2)]
+
+
+def gama(c: GemmConfig, placed: list[Placed], bank_bytes: int) -> tuple[str, ...]:
+    """GAMA's rules the placement breaks on this core's own buffers (neighbour-shared L1 only): a shared ping and
+    its pong never in one bank or adjacent banks, A and B apart. "Adjacent" is read over the four 16 KiB banks the
+    allocator sees (AM020: each two interleaved physical banks), our reading."""
+    if c.array.share_l1 == shared_l1.NONE:
+        return ()
+    banks = {p.buffer.name: set(p.banks(bank_bytes)) for p in placed}
+    out = []
+    for kind in ("A", "B"):
+        ping, pong = banks.get(f"{kind}0"), banks.get(f"{kind}1")
+        if shared_l1.shared(c.array.share_l1, kind) and ping and pong and \
+                any(abs(x - y) <= 1 for x in ping for y in pong):
+            out.append(f"{kind}0/{kind}1 in one or adjacent banks")
+    a = set().union(*(v for k, v in banks.items() if k in ("A0", "A1")))
+    b = set().union(*(v for k, v in banks.items() if k in ("B0", "B1")))
+    if a & b:
+        out.append(f"A and B share bank(s) {sorted(a & b)}")
+    return tuple(out)
+
+
 def _orders(buffers: list[L1Buffer]) -> list[list[L1Buffer]]:
     """The IR orders that differ where the allocators' stable largest-first sort can see it: the
     fifos in any order (their own objects kept in order), those that sort alike counted once."""
     fifos: dict[str, list[L1Buffer]] = {}
     for b in buffers:
-        if b.fifo:
+        if b.fifo and not b.remote:
             fifos.setdefault(b.role, []).append(b)
-    rest = [b for b in buffers if not b.fifo]
+    rest = [b for b in buffers if not b.fifo and not b.remote]
     out, seen = [], set()
     for perm in itertools.permutations(fifos):
         order = [b for r in perm for b in fifos[r]] + rest
@@ -359,7 +442,7 @@ def _classes(buffers: list[L1Buffer], pairs: list[tuple[str, str]]) -> list[list
     tables = [b.name for b in buffers if b.role == "table"]  # aie::lut<4>: two copies, two banks
     clash = set(pairs) | {(b, a) for a, b in pairs} | set(itertools.permutations(tables, 2))
     groups: list[list[L1Buffer]] = []
-    for b in sorted(buffers, key=lambda b: -b.nbytes):
+    for b in sorted((b for b in buffers if not b.remote), key=lambda b: -b.nbytes):
         for g in groups:
             if all((b.name, x.name) not in clash for x in g):
                 g.append(b)
@@ -426,7 +509,7 @@ def _evaluate(dev: Device, scheme: str, buffers: list[L1Buffer], pairs: list[tup
     return first[0], first[1], worst, len(seen) > 1
 
 
-def plan(c: GemmConfig, scheme: str | None = None) -> L1Plan:
+def plan(c: GemmConfig, scheme: str | None = None, role: CoreRole = HOLDER) -> L1Plan:
     """The allocation for one core of `c`. Given a scheme, that scheme as mlir-aie runs it.
     Otherwise the best of: bank-aware, basic-sequential, and bank-aware steered by reservations
     (unused worker Buffers pinned over the free bytes of a layout that gives the core's and the
@@ -434,9 +517,11 @@ def plan(c: GemmConfig, scheme: str | None = None) -> L1Plan:
     bytes of DMA buffer in banks the core is using in our IR order, then over every order of
     equal-sized fifos, then the fewest reserved bytes, then bank-aware. A design that reads the tanh
     table pins its two copies to two banks (aie::lut<4>; every pair of banks is tried) and allocates
-    bank-aware only: basic-sequential drops the pins, and is refused when asked for."""
+    bank-aware only: basic-sequential drops the pins, and is refused when asked for. With neighbour-shared L1,
+    the plan of the core in `role` (the holder of everything it can hold by default), whose neighbours' buffers
+    are not in its memory, ranked first by GAMA's rules on its own shared buffers (`gama`)."""
     dev = c.dev
-    buffers = core_buffers(c)
+    buffers = core_buffers(c, role)
     tables = [b.name for b in buffers if b.role == "table"]
     if tables and scheme == "basic-sequential":
         raise ConfigError("the tanh table's two copies must sit in two banks, and basic-sequential allocation "
@@ -446,7 +531,7 @@ def plan(c: GemmConfig, scheme: str | None = None) -> L1Plan:
     pairs = concurrent(c, buffers)
     bank_bytes = dev.l1_bytes // 4
     stack = c.array.stack_bytes
-    cands: list[tuple[tuple[int, int, int, int, int], L1Plan]] = []
+    cands: list[tuple[tuple[int, int, int, int, int, int], L1Plan]] = []
     for s in (SCHEMES if scheme is None else (scheme,)):
         if tables and s != "bank-aware":
             continue  # only the bank-aware allocator honours the tables' bank pins
@@ -454,10 +539,12 @@ def plan(c: GemmConfig, scheme: str | None = None) -> L1Plan:
             got = _evaluate(dev, s, pin_tables(buffers, banks), pairs, stack, bank_bytes)
             if got is not None:
                 placed, found, worst, dep = got
-                p = L1Plan(s, (), tuple(placed), tuple(found), worst, dep, bank_bytes, stack)
-                cands.append(((p.conflict_bytes, worst, 0, SCHEMES.index(s), n), p))
-    if scheme is None and (not cands or min(k for k, _ in cands)[1] > 0):
-        for layout in _targets(dev, _classes(buffers, pairs), stack, bank_bytes):
+                p = L1Plan(s, (), tuple(placed), tuple(found), worst, dep, bank_bytes, stack,
+                           gama(c, placed, bank_bytes))
+                cands.append(((len(p.gama), p.conflict_bytes, worst, 0, SCHEMES.index(s), n), p))
+    best = min((k for k, _ in cands), default=None)
+    if scheme is None and (best is None or best[0] + best[2] > 0):  # GAMA broken, or the DMA meets the core
+        for layout in _targets(dev, _classes(buffers, pairs + apart(c, buffers)), stack, bank_bytes):
             held = _reservations(dev, layout, stack)
             at = {b.name: a for b, a in layout}
             pinned = pin_tables(buffers, tuple(at[name] // bank_bytes for name in tables))
@@ -466,9 +553,10 @@ def plan(c: GemmConfig, scheme: str | None = None) -> L1Plan:
                 continue  # the allocator does not reproduce the layout, or fills the static data's run
             placed, found, worst, dep = got
             reserved = tuple((r.address or 0, r.nbytes) for r in held)
-            p = L1Plan("bank-aware", reserved, tuple(placed), tuple(found), worst, dep, bank_bytes, stack)
-            cands.append(((0, worst, sum(n for _, n in reserved), 0, 0), p))
-            if not worst:
+            p = L1Plan("bank-aware", reserved, tuple(placed), tuple(found), worst, dep, bank_bytes, stack,
+                       gama(c, placed, bank_bytes))
+            cands.append(((len(p.gama), 0, worst, sum(n for _, n in reserved), 0, 0), p))
+            if not worst and not p.gama:
                 break
     if not cands:
         raise ConfigError(f"the {c.l1_bytes} B of L1 buffers do not fit {scheme or 'any allocation'} "

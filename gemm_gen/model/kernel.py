@@ -352,6 +352,26 @@ def call_overhead(terms: dict[str, float], loops: str) -> float:
     return float(terms["serial_overhead"] - overhead(terms, loops, 1))
 
 
+def _expansions(ks: KernelShape, m: np.ndarray, n: np.ndarray) -> tuple[tuple[tuple[int, int], ...], np.ndarray]:
+    """The expansions a scalar kernel of `ks` may take and, per m x n call (m: its A rows), the index of the one it
+    takes: the given one, else the first that splits the tile into whole clusters (kernel_variant.auto_expansion)."""
+    if ks.expansion is not None:
+        return (tuple(ks.expansion),), np.zeros((), np.int64)  # type: ignore[return-value]
+    emulate = ks.emulate_bf16_with_bfp16
+    return (kv.expansions(ks.dev, ks.operands, ks.mmul, emulate),
+            kv.auto_expansion(ks.dev, ks.operands, ks.mmul, m, n, emulate))
+
+
+def cluster_shape(ks: KernelShape, m: np.ndarray | int, n: np.ndarray | int) -> tuple[np.ndarray, np.ndarray]:
+    """Per m x n call (m: its A rows), the (er, et) expansion of its kernel's clusters: a scalar kernel's as
+    kernel_cycles prices it, a bfp16 kernel's 2 x 2."""
+    if ks.block:
+        return np.asarray(2), np.asarray(2)
+    order, pick = _expansions(ks, np.asarray(m), np.asarray(n))
+    table = np.asarray(order, dtype=np.int64)
+    return table[pick, 0], table[pick, 1]
+
+
 def kernel_cycles(p: Params, ks: KernelShape, m: np.ndarray, k: np.ndarray, n: np.ndarray) -> np.ndarray:
     """Cycles of one m x k x n kernel call (what the paper's trace-based Table 1 measures); m is the
     call's A rows (T_MA). Each tile gets the variant kernel_variant gives it."""
@@ -359,10 +379,7 @@ def kernel_cycles(p: Params, ks: KernelShape, m: np.ndarray, k: np.ndarray, n: n
     if ks.block:
         return block_call_cycles(p, ks, m, k, n)
     dev, mmul = ks.dev, ks.mmul
-    emulate = ks.emulate_bf16_with_bfp16
-    order = kv.expansions(dev, ks.operands, mmul, emulate) if ks.expansion is None else (tuple(ks.expansion),)
-    pick = (kv.auto_expansion(dev, ks.operands, mmul, m, n, emulate) if ks.expansion is None
-            else np.zeros((), np.int64))
+    order, pick = _expansions(ks, m, n)
     shape = np.broadcast(m, k, n).shape
     out = np.zeros(shape, dtype=np.float64)
     for i, (er, et) in enumerate(order):

@@ -16,32 +16,41 @@ from ..design.l1_banks import BANK_WORD_BYTES, L1Plan
 from ..facts.dtypes import dtype
 from ..facts.precision import BFP16
 from ..spec.config import GemmConfig
-from ..spec.rules import l1
+from ..spec.rules import Ints, l1
 from ..spec.rules.kernel_variant import converts_a_tile
 
 
 def access_bytes_per_call(c: GemmConfig) -> dict[str, float]:
     """Bytes one kernel call loads from and stores to each of a core's buffer roles."""
-    v, (r, _, t) = c.variant, c.kernel.mmul
+    v = c.variant
     assert v is not None, "a config check_config accepts has a kernel variant (rules/defaults.variant)"
+    out = access_bytes(c, c.t_ma, c.tiling.k, c.tiling.n, c.tiling.rho, v.er, v.et)
+    return {role: float(nbytes) for role, nbytes in out.items()}
+
+
+def access_bytes(c: GemmConfig, t_ma: Ints, k: Ints, n: Ints, rho: Ints, er: Ints, et: Ints) -> dict[str, Ints]:
+    """access_bytes_per_call for any tiling of c's options (its types, kernel and L1 options; its own tiling is not
+    read): the call's A rows t_ma, k, n, rho and the cluster's expansion er x et, ints or arrays that broadcast (the
+    tuner's candidates)."""
+    r, _, t = c.kernel.mmul
     b16 = dtype(BFP16)
-    a_tile, b_tile = c.types.t_in.nbytes(c.t_ma * c.tiling.k), c.types.t_b.nbytes(c.tiling.k * c.tiling.n)
-    c_slice = 2 * c.types.t_acc.nbytes(c.t_ma * c.tiling.n)  # loaded and stored once per call
+    a_tile, b_tile = c.types.t_in.nbytes(t_ma * k), c.types.t_b.nbytes(k * n)
+    c_slice = 2 * c.types.t_acc.nbytes(t_ma * n)  # loaded and stored once per call
     if not c.kernel.block:  # each cluster reloads its A rows per cluster column, its B columns per cluster row
-        return {"A": a_tile * c.tiling.n / (v.et * t), "B": b_tile * c.t_ma / (v.er * r), "C": float(c_slice)}
+        return {"A": a_tile * n / (et * t), "B": b_tile * t_ma / (er * r), "C": c_slice}
     q2 = 2 * b16.tile_rows  # bfp16 kernels: 2 x 2 clusters of 8 x 8 tiles
-    a_bfp16, b_bfp16 = b16.nbytes(c.t_ma * c.tiling.k), b16.nbytes(c.tiling.k * c.tiling.n)
+    a_bfp16, b_bfp16 = b16.nbytes(t_ma * k), b16.nbytes(k * n)
     converts_a = converts_a_tile(c.types.precision, bool(c.kernel.convert_once))
-    out: dict[str, float] = {"C": c_slice}
+    out: dict[str, Ints] = {"C": c_slice}
     if converts_a:  # read once and written as bfp16 once, then the bfp16 copy reloaded per cluster column
-        out["A"], out["A bfp16"] = a_tile, a_bfp16 * (1 + c.tiling.n / q2)
+        out["A"], out["A bfp16"] = a_tile, a_bfp16 * (1 + n / q2)
     else:
-        out["A"] = a_tile * c.tiling.n / q2
+        out["A"] = a_tile * n / q2
     if c.kernel.convert_once:  # B converted (W4A16: its object dequantized) once per k-step, i.e. per rho calls
-        b_read = l1.b_object_bytes(c.l1_options, c.tiling.k, c.tiling.n)
-        out["B"], out["B bfp16"] = b_read / c.tiling.rho, b_bfp16 / c.tiling.rho + b_bfp16 * c.t_ma / q2
+        b_read = l1.b_object_bytes(c.l1_options, k, n)
+        out["B"], out["B bfp16"] = b_read / rho, b_bfp16 / rho + b_bfp16 * t_ma / q2
     else:
-        out["B"] = b_tile * c.t_ma / q2
+        out["B"] = b_tile * t_ma / q2
     return out
 
 

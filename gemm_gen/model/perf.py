@@ -46,7 +46,7 @@ from ..spec.rules.block_loop import BlockLoop
 from ..spec.rules.dequant import dequant_code_bytes, to_bfp16
 from ..spec.rules.l1 import runtime_writes
 from ..spec.rules.padding import covered
-from . import dequant_cost, epilogue_cost
+from . import dequant_cost, epilogue_cost, shared_cost
 from . import kernel as kmod
 from .l1_stall import stall_cycles
 from .params import Params, load
@@ -176,7 +176,7 @@ class Estimate:
     effective_gbps: dict[str, np.ndarray]
     groups: np.ndarray  # output blocks
     spans: np.ndarray  # task groups: one per output block, or per span of blocks (design/spans.py)
-    l1_stall_cycles: np.ndarray | float = 0.0  # per k-step (model/l1_stall.py)
+    l1_stall_cycles: np.ndarray | float = 0.0  # per k-step: bank stalls (l1_stall.py), a shared pair's wait
     extra: dict[str, object] = field(default_factory=dict)
 
     @property
@@ -247,9 +247,17 @@ def estimate(pr: Workload, m: np.ndarray | int, k: np.ndarray | int, n: np.ndarr
     k_steps = Kp // k
 
     # ---- compute side (cycles of one core) ------------------------------------------------
-    # one call: an A tile of T_MA = m / rho rows, with its share of the k-step's L1 bank stalls
-    kcyc = kmod.kernel_cycles(p, ks, m // rho, k, n) + np.asarray(l1_stall, dtype=np.float64) / rho
-    l1_dma = np.maximum(m * k * b_a, k * n * b_obj_b) / sbw  # A and B arrive on separate core channels
+    # one call: an A tile of T_MA = m / rho rows, with its share of the k-step's L1 bank stalls and of the cycles a
+    # core of a neighbour-shared pair waits on the other's loads (model/shared_cost.py, assumed rate)
+    call = kmod.kernel_cycles(p, ks, m // rho, k, n)
+    stall = np.asarray(l1_stall, dtype=np.float64) + shared_cost.two_reader_stall(
+        pr.base, m // rho, k, n, rho, *kmod.cluster_shape(ks, m // rho, n), call)
+    kcyc = call + stall / rho
+    # A and B arrive on separate core channels; neighbour-shared L1 (model/shared_cost.py): B split brings B on two
+    # streams side by side, and the relay's lag is exposed where the transfer bounds the k-step
+    share = pr.base.array.share_l1
+    l1_dma = (np.maximum(m * k * b_a, k * n * b_obj_b / shared_cost.b_streams(share)) / sbw
+              + shared_cost.relay_cycles(share, p))
     b_convert = kmod.b_conversion_cycles(ks, k, n)  # convert-once bf16: B once per k-step
     # W4A16: the B object dequantized once per k-step into the tile the calls read, bf16 or (converting once)
     # bfp16 (uncalibrated)
@@ -368,7 +376,7 @@ def estimate(pr: Workload, m: np.ndarray | int, k: np.ndarray | int, n: np.ndarr
                         for name, t in t_tensor.items()},
         groups=groups,
         spans=np.asarray(spans),
-        l1_stall_cycles=l1_stall,
+        l1_stall_cycles=stall,
         extra={**({"epilogue_cycles_per_tile": epilogue_cost.core_cycles(epi, m, n)} if not epi.is_identity else {}),
                **({"dequant_cycles_per_object": b_dequant} if g else {})},
     )
@@ -404,7 +412,8 @@ def priced(pr: Workload, c: GemmConfig, p: Params, traffic: dict[str, TensorTraf
     m, k, n, k_mt, rho = (np.asarray(x, dtype=np.int64) for x in (c.tiling.m, c.tiling.k, c.tiling.n, c.tiling.k_mt,
                                                                   c.tiling.rho))
     stall = 0.0
+    call_cycles = float(kmod.kernel_cycles(p, pr.kernel_shape, m // rho, k, n))
     if p.l1_conflict and plan is not None:
-        stall = stall_cycles(c, plan, float(kmod.kernel_cycles(p, pr.kernel_shape, m // rho, k, n)), p.l1_conflict)
+        stall = stall_cycles(c, plan, call_cycles, p.l1_conflict)
     return estimate(pr, c.tiling.m, c.tiling.k, c.tiling.n, c.tiling.k_mt, p, traffic, tasks_per_group, c.tiling.rho,
                     stall, task_groups)

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
+import numpy as np
+
 from ..design import build_design
 from ..design.ir import Design
 from ..design.keys import DesignKeys, design_keys
@@ -12,7 +14,8 @@ from ..facts.epilogue import Epilogue
 from ..facts.errors import ConfigError
 from ..spec.config import GemmConfig
 from ..spec.rules.dequant import to_bfp16
-from . import dequant_cost, epilogue_cost
+from . import dequant_cost, epilogue_cost, shared_cost
+from . import kernel as kmod
 from .kernel import cluster_terms, overhead
 from .params import Params, load, load_ends
 from .perf import Estimate, Workload
@@ -178,6 +181,8 @@ class Prediction:
     dram_roof: DramRoof | None = None
     # a W4A16 core's dequantization (model/dequant_cost.py, uncalibrated): None for any other config
     dequant: DequantCharge | None = None
+    # neighbour-shared L1 (model/shared_cost.py, assumed): None without
+    shared: SharedCharge | None = None
 
     @property
     def roof_fraction(self) -> float | None:
@@ -235,6 +240,8 @@ class Prediction:
             "dram_roof": None if self.dram_roof is None else self.dram_roof.to_json(self.time_s),
             # only for W4A16: every other prediction keeps its JSON
             **({} if self.dequant is None else {"dequant": self.dequant.to_json()}),
+            # only with shared L1: every unshared prediction keeps its JSON
+            **({} if self.shared is None else {"shared_l1": self.shared.to_json()}),
         }
 
 
@@ -266,6 +273,40 @@ class DequantCharge:
                 + f", dequantized into {self.into}, {self.vector_ops:g} vector ops per {self.values_per_vector} "
                 f"values, {self.cycles_per_object:,.0f} cycles per {self.k}x{self.n} B object; "
                 f"{self.core_us:,.1f} us of each core's time ({self.core_share:.0%} of the core time)")
+
+
+@dataclass(frozen=True)
+class SharedCharge:
+    """What neighbour-shared L1 changes in the prediction (model/shared_cost.py): PREDICTED, with its assumptions
+    (two cores on one buffer, the relay's lag), none measured."""
+
+    share: str
+    b_streams: int  # memtile streams bringing one core's B objects side by side
+    relay_cycles: float  # the follower's lag per object, exposed where the L1 transfer bounds a k-step
+    two_reader_cycles: float  # per k-step, each core, waiting on the other reader's loads
+
+    def to_json(self) -> dict[str, object]:
+        return {"predicted": True, "measured": False, "share_l1": self.share, "b_streams": self.b_streams,
+                "relay_cycles_per_object": self.relay_cycles, "two_reader_cycles_per_k_step": self.two_reader_cycles,
+                "assumption": shared_cost.ASSUMPTION}
+
+    def text(self) -> str:
+        return (f"  shared L1    PREDICTED, assumed: {self.share}; B on {self.b_streams} stream(s) per core, relay "
+                f"{self.relay_cycles:g} cycles per object where the L1 transfer bounds a k-step, "
+                f"{self.two_reader_cycles:,.1f} cycles per k-step per core on the other reader's loads "
+                f"(assumed: {shared_cost.ASSUMPTION})")
+
+
+def shared_charge(design: Design, p: Params) -> SharedCharge | None:
+    """The neighbour-shared L1 terms of `design`'s prediction (None without sharing)."""
+    c = design.config
+    share = c.array.share_l1
+    if not design.shared:
+        return None
+    m, k, n = (np.asarray(x, dtype=np.int64) for x in (c.t_ma, c.tiling.k, c.tiling.n))
+    calls = kmod.kernel_cycles(p, Workload.of(c).kernel_shape, m, k, n)
+    return SharedCharge(share, shared_cost.b_streams(share), shared_cost.relay_cycles(share, p),
+                        shared_cost.two_reader_cycles(c, _f(calls)))
 
 
 def dequant_charge(design: Design, e: Estimate) -> DequantCharge | None:
@@ -376,4 +417,5 @@ def prediction(design: Design, e: Estimate, p: Params, tops_low: float, tops_hig
         dram_roof=dram_roof(dev.name, c.size, c.types.dtype_in, str(c.types.dtype_b), c.types.dtype_out, p,
                             c.groups.group_size, c.groups.zero_points),
         dequant=dequant_charge(design, e),
+        shared=shared_charge(design, p),
     )

@@ -21,7 +21,7 @@ from typing import Any
 
 from ..spec.config import GemmConfig, b_packs
 from ..spec.request import MAPPINGS, ROWS, Pins, given
-from ..spec.rules import array, decode_split
+from ..spec.rules import array, decode_split, shared_l1
 
 
 def several_sizes(pins: Pins) -> bool:
@@ -84,6 +84,10 @@ KNOBS: tuple[Knob, ...] = (
     # a bfp16 or int4 B's DRAM packing (one design for several sizes keeps the default)
     Knob("b_pack", "b_pack", lambda c, pins: not several_sizes(pins),
          lambda c, v: v in b_packs(c.types.t_b, c.groups.group_size, _split(c)), lambda c, v: c.with_(b_pack=v)),
+    # neighbour-shared L1 (spec/rules/shared_l1.py): weighed once every back end runs it (shared_l1.searchable),
+    # each value where its rules place the buffers
+    Knob("share_l1", "share_l1", lambda c, pins: shared_l1.searchable(),
+         lambda c, v: c.with_(share_l1=v).shared_l1_problem is None, lambda c, v: c.with_(share_l1=v)),
     # output blocks per shim task: one, or spanned where the tiling's patterns allow (design/spans.py)
     Knob("task_span", "task_span", lambda c, pins: True, lambda c, v: True, lambda c, v: c, with_tiles=True),
 )
@@ -97,6 +101,7 @@ class Variant:
     convert_once: bool | None = None
     mapping: str | None = None
     b_pack: str | None = None
+    share_l1: str | None = None
 
     def apply(self, c: GemmConfig) -> GemmConfig:
         """`c` with this variant's values written into its options."""

@@ -29,7 +29,7 @@ from ..facts.groupquant import tile_k_ok
 from ..spec.call import CallPlan
 from ..spec.config import GemmConfig
 from ..spec.request import Pins, Problem
-from ..spec.rules import dequant, dma, l1, memtile, tiling, walks
+from ..spec.rules import dequant, dma, l1, memtile, shared_l1, tiling, walks
 from ..spec.rules import epilogue as epilogue_rule
 from ..spec.rules import kernel_variant as kv
 from ..spec.rules.padding import ceil_div, round_up, same_k_walk, tasks_fit, tiles_per_core
@@ -255,6 +255,24 @@ def _a_chunks(base: GemmConfig, problem: Problem, m: np.ndarray, k: np.ndarray, 
     return np.asarray(chunks <= base.dev.dma[TileKind.SHIM].iteration_wrap_max) & np.ones(m.shape, dtype=bool)
 
 
+def _shared_l1(base: GemmConfig, problem: Problem, m: np.ndarray, k: np.ndarray, n: np.ndarray, rho: np.ndarray,
+               k_mt: np.ndarray) -> np.ndarray:
+    """Neighbour-shared L1 places the buffers (spec/rules/shared_l1.problem; checks.check_array): the same for every
+    tiling of a base (whose open tiling counts one L1 object per memtile B object), but for B split's L1 objects per
+    memtile buffer (_shared_l1_split)."""
+    return np.full(m.shape, base.shared_l1_problem is None)
+
+
+def _shared_l1_split(base: GemmConfig, problem: Problem, m: np.ndarray, k: np.ndarray, n: np.ndarray,
+                     rho: np.ndarray, k_mt: np.ndarray) -> np.ndarray:
+    """B split streams memtile buffers of k_mt / k L1 objects for column-major B tiles (shared_l1.split_streams, in
+    spec/rules/shared_l1.problem): read per k_mt the model walks."""
+    ok = np.ones(m.shape, dtype=bool)
+    if shared_l1.shared(base.array.share_l1, "B") and memtile.b_chunked(base.layout.b_col_maj, base.layout.b_pack):
+        ok &= shared_l1.split_streams(base.array.depth_ab_l2, k_mt // k)
+    return ok
+
+
 def _l1(base: GemmConfig, problem: Problem, m: np.ndarray, k: np.ndarray, n: np.ndarray, rho: np.ndarray,
         k_mt: np.ndarray) -> np.ndarray:
     """A core's L1 holds its buffers and overhead (spec/rules/l1.py; `tilings` bounds k by it already, but for a W4A16
@@ -287,6 +305,7 @@ _shim_dma, _tile_dma = _dma("shim"), _dma("tiles")
 # off its grid: _has_variant)
 RULES: tuple[tuple[str, bool, Rule], ...] = (
     ("expansion", False, _expansion), ("loops", False, _loops), ("runtime tasks", False, _tasks),
+    ("shared L1", False, _shared_l1), ("shared L1 split", True, _shared_l1_split),
     ("granularity", True, _granularity), ("group k", False, _group_k), ("code", False, _code), ("words", True, _words),
     ("epilogue tile", False, _epilogue_tile), ("epilogue chunk", True, _epilogue_chunk),
     ("A chunks", True, _a_chunks), ("L1", False, _l1), ("memtiles", True, _memtiles),

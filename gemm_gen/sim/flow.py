@@ -48,6 +48,10 @@ class LeanBd:
     __slots__ = ("acquire", "fills", "idx", "length", "reads", "region", "release")
 
     def __init__(self, bd: Bd, region: Region, keys: Keys) -> None:
+        if bd.acquire is None or bd.release is None or (bd.acquire_count, bd.release_count) != (1, 1):
+            # shared L1's BDs (a chain sharing one lock pair, an acquire by the reader count): this machine moves
+            # ObjectFifo BDs only
+            raise NotProven(f"{bd.label}: a BD whose locks are not one acquire and one release of 1")
         self.acquire, self.release = bd.acquire, bd.release
         self.region = region
         self.idx = keys.array(bd.idx)

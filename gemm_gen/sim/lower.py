@@ -19,8 +19,8 @@ from typing import TypeVar
 
 import numpy as np
 
-from ..design.channels import dma_channels
-from ..design.ir import Acquire, Design, Loop, ObjectFifo, Op, RuntimeOp, TileRef
+from ..design.channels import dma_channels, stream_end
+from ..design.ir import Acquire, Design, Link, Loop, ObjectFifo, Op, RuntimeOp, SharedBuffer, TileRef
 from ..design.tap import Tap
 from ..facts.devices import TileKind
 from ..facts.dtypes import dtype
@@ -37,6 +37,7 @@ from .machine import (
     CoreActor,
     FifoEnd,
     Lock,
+    SharedSlot,
     Step,
     Stream,
     Task,
@@ -68,12 +69,12 @@ class Machine:
         ends: dict[int, FifoEnd] = {}
         for ch in self.channels:
             for bd in ch.bds:
-                locks[id(bd.acquire)], locks[id(bd.release)] = bd.acquire, bd.release
+                locks.update((id(lk), lk) for lk in (bd.acquire, bd.release) if lk is not None)
                 buffers[id(bd.buffer)] = bd.buffer
         for core in self.cores:
             for end in core.ends.values():
                 ends[id(end)] = end
-                locks[id(end.acquire_lock)], locks[id(end.release_lock)] = end.acquire_lock, end.release_lock
+                locks.update((id(lock), lock) for lock in end.locks())
                 buffers.update((id(b), b) for b in end.buffers)
             buffers.update((id(b), b) for b in core.buffers.values())
         return Snapshot(
@@ -154,6 +155,7 @@ class _MachineLowering:
         self.patterns: dict[tuple[Tap | None, str, int, int], np.ndarray] = {}
         self.home = {b.name: b.home_col for b in design.memtile_buffers}
         self.channel_index = dma_channels(design)
+        self.streams_of: dict[str, list[Channel]] = {}  # a shared fifo: its memtile MM2S channel per relay stream
 
     # ---- resources -------------------------------------------------------------------------
     def channel(self, tile: TileRef, mm2s: bool, what: str, bds: list[Bd] | None = None) -> Channel:
@@ -170,6 +172,14 @@ class _MachineLowering:
                 f"(it has {limit})",
                 "route fewer fifos through this tile",
             )
+        for bd in bds or ():
+            if (bd.acquire is None) != (bd.release is None):
+                # a BD takes no lock or an acquire and a release: mlir-aie 1.4.3's configureLocksInBdBlock
+                # (lib/Targets/AIERT.cpp 371-374 at the tag) refuses a BD with a lock lacking either
+                raise SimulationError(f"{tile} {'MM2S' if mm2s else 'S2MM'} BD of {bd.label} "
+                                      f"{'acquires' if bd.acquire else 'releases'} a lock without "
+                                      f"{'releasing' if bd.acquire else 'acquiring'} one (aiecc refuses it)",
+                                      "give every BD with a lock both an acquire and a release")
         ch = Channel(f"{'MM2S' if mm2s else 'S2MM'}{index} ({what})", tile, mm2s, bds,
                      spec.task_queue_depth if tile.kind == TileKind.SHIM else 0)
         if bds:
@@ -292,14 +302,119 @@ class _MachineLowering:
                 self.producer_ch[dst.name] = self.channel(tile, True, dst.name,
                                                           bds(dst, dst.dims_to_stream, ids, False))
 
+    # ---- neighbour-shared buffers (docs/shared_l1.md 3.2-3.4) --------------------------------
+    def split_link(self, link: Link, src: ObjectFifo, dst: ObjectFifo) -> None:
+        """A shared operand's memtile leg split over two streams (B split: docs/shared_l1.md 3.3-3.4). Memtile buffer
+        b holds L1 objects b r .. b r + r - 1 (r per memtile object: k_mt / k for column-major B tiles, else 1), and
+        object i goes to slot i % 2: the first MM2S channel sends the pings, the second the pongs, one BD per channel
+        and buffer moving that channel's objects of the buffer (every other L1 object: the fifo's outer dimension,
+        which walks the r objects, at twice its stride). Each buffer has its own locks (one anonymous count would
+        let one stream take the other's token): the shim's S2MM acquires empty and releases full; the channel
+        sending the buffer's first object acquires full and, when the other channel has objects in the buffer too,
+        releases the buffer's relay lock; the other acquires relay and releases empty, so the buffer is refilled
+        after both have sent their objects. Every BD takes one acquire and one release: mlir-aie 1.4.3 refuses a BD
+        with a lock that lacks either (`configureLocksInBdBlock`, lib/Targets/AIERT.cpp 371-374 at the tag), so the
+        objects of one channel in one buffer cannot be a chain whose first BD acquires and whose last releases."""
+        tile, obj = link.tile, dst.obj_elems
+        r, rest = divmod(src.obj_elems, obj)
+        if link.kind != "forward" or rest or (src.depth * r) % 2:
+            raise SimulationError(f"{dst.name}: a split shared operand needs whole L1 objects in its memtile objects, "
+                                  f"an even count per cycle of buffers ({link.kind} link, {src.obj_elems} / {obj} "
+                                  f"elements, depth {src.depth})", "use depth_ab_l2=2")
+        bufs = self.buffers(src, tile, src.depth, src.obj_elems, src.name)
+        fill = self.pattern(src.dims_from_stream, src, 0, src.obj_elems, f"{tile} S2MM of {src.name}", True)
+        s2mm: list[Bd] = []
+        sends: tuple[list[Bd], list[Bd]] = ([], [])
+        for b, buf in enumerate(bufs):
+            empty, full = self.lock(tile, f"{src.name}_empty_{b}", 1), self.lock(tile, f"{src.name}_full_{b}", 0)
+            s2mm.append(Bd(buf, fill, empty, full, src.name))
+            self.fifo_ends.append((f"{src.name}[{b}]", tile, full))
+            objects = [[j for j in range(r) if (b * r + j) % 2 == s] for s in (0, 1)]
+            order = sorted((s for s in (0, 1) if objects[s]), key=lambda s: objects[s][0])
+            takes, gives = [full], [empty]
+            if len(order) == 2:
+                relay = self.lock(tile, f"{src.name}_relay_{b}", 0)
+                takes, gives = [full, relay], [relay, empty]
+                self.fifo_ends.append((f"{src.name}[{b}] relay", tile, relay))
+            for s, take, give in zip(order, takes, gives):
+                js = objects[s]
+                part = self.object_pattern(dst, src.obj_elems, r, js[0], f"{tile} MM2S of {dst.name}", len(js))
+                sends[s].append(Bd(buf, part, take, give, dst.name))
+        self.consumer_ch.setdefault(src.name, []).append(self.channel(tile, False, src.name, s2mm))
+        self.streams_of[dst.name] = [self.channel(tile, True, stream_end(dst.name, s), sends[s]) for s in (0, 1)]
+
+    def object_pattern(self, f: ObjectFifo, total: int, r: int, j: int, what: str, n: int = 1) -> np.ndarray:
+        """Word indices of L1 objects j, j + 2, .. (n of them) of a memtile object of `total` elements holding r, under
+        the fifo's MM2S pattern: its outermost dimension walks the r objects (column-major B tiles spanning k_mt),
+        here n of them at twice its stride; with no pattern, object j is the j-th run of the object."""
+        tap = f.dims_to_stream
+        if r == 1:
+            return self.pattern(tap, f, 0, total, what, False)
+        if tap is None:
+            one = Tap.linear(f.obj_elems, j * f.obj_elems)
+            sub = one if n == 1 else Tap(one.offset, (n, f.obj_elems), (2 * f.obj_elems, 1))
+        elif tap.sizes[0] == r:
+            sub = Tap(tap.offset + j * tap.strides[0], tap.sizes[1:], tap.strides[1:]) if n == 1 else \
+                Tap(tap.offset + j * tap.strides[0], (n, *tap.sizes[1:]), (2 * tap.strides[0], *tap.strides[1:]))
+        else:
+            raise SimulationError(f"{what}: its pattern's outer dimension ({tap.sizes[0]}) does not walk the {r} L1 "
+                                  f"objects of a memtile object", "split B over its L1 objects")
+        t = dtype(f.dtype)
+        if sub.count != n * f.obj_elems or sub.max_index() >= total:
+            raise OutOfRangeError(f"{what}: object {j}'s pattern moves {sub.count} of {n * f.obj_elems} elements up to "
+                                  f"{sub.max_index()} of {total}", "keep the fifo dims inside the object")
+        if t.unit_nbytes(sub.offset) % 4:
+            raise OutOfRangeError(f"{what}: object {j} starts at element {sub.offset}, not on a word",
+                                  "align the L1 objects to 4 bytes")
+        idx = sub.to_words(t).indices()
+        idx.setflags(write=False)
+        return idx
+
+    def shared_ends(self, f: ObjectFifo, held: tuple[SharedBuffer, ...]) -> list[Stream]:
+        """A shared operand's L1 side: each shared buffer on its holder with its three locks there, the holder's own
+        S2MM filling the buffers it holds (acquire empty by the reader count, release full), each reader's end
+        taking object n from buffer n % 2 with the relay protocol (SharedSlot); and the streams feeding the
+        holders, one per relay stream (Design.relay_streams)."""
+        words = dtype(f.dtype).unit_nbytes(f.obj_elems) // 4
+        fill = self.pattern(f.dims_from_stream, f, 0, f.obj_elems, f"S2MM of shared {f.name}", True)
+        buffers: dict[str, Buffer] = {}
+        slots: dict[tuple[str, TileRef], SharedSlot] = {}
+        holders: dict[TileRef, list[Bd]] = {}
+        for sb in held:
+            buf = buffers[sb.name] = Buffer(sb.name, sb.holder, words)
+            empty, full, relay = (self.lock(lk.tile, lk.name, lk.init) for lk in sb.locks)
+            holders.setdefault(sb.holder, []).append(holder_bd(buf, fill, empty, full, len(sb.readers), f.name))
+            self.fifo_ends += [(sb.name, sb.holder, full), (f"{sb.name} relay", sb.holder, relay)]
+            for reader in sb.readers:
+                slots[(sb.name, reader)] = reader_slot(sb, reader, empty, full, relay)
+        channels = {tile: self.channel(tile, False, f.name, bds) for tile, bds in holders.items()}
+        for tile in f.consumers:
+            mine = sorted((sb for sb in held if tile in sb.readers), key=lambda sb: sb.slot)
+            if [sb.slot for sb in mine] != [0, 1]:
+                raise SimulationError(f"{tile} reads {len(mine)} shared buffer(s) of {f.name}, not a ping and a pong",
+                                      "give every consumer of a shared operand both slots")
+            ways = [slots[(sb.name, tile)] for sb in mine]
+            self.core_ends.setdefault(tile, {})[f.name] = FifoEnd(f.name, [buffers[sb.name] for sb in mine],
+                                                                  ways[0].take, ways[0].empty, slots=ways)
+        sources = self.streams_of.get(f.name) or [self.producer_ch[f.name]]
+        return [Stream(src, [channels[t] for t in fed], _level(f.producer, fed[0]))
+                for src, fed in zip(sources, self.d.relay_streams(f.name), strict=True)]
+
     # ---- the whole design ------------------------------------------------------------------
     def lower(self, kernel: KernelEmulator, runtime: tuple[RuntimeOp, ...]) -> Machine:
         d = self.d
         for link in d.links:
+            if d.shared_of(link.dsts[0]) and len(d.relay_streams(link.dsts[0])) > 1:
+                self.split_link(link, d.fifo(link.srcs[0]), d.fifo(link.dsts[0]))
+                continue
             self.link(link.kind, link.tile, [d.fifo(n) for n in link.srcs], [d.fifo(n) for n in link.dsts],
                       link.offsets)
         streams = []
         for f in d.fifos:
+            held = d.shared_of(f.name)
+            if held:
+                streams += self.shared_ends(f, held)
+                continue
             if f.name not in self.producer_ch:
                 if f.producer.kind == TileKind.SHIM:
                     self.producer_ch[f.name] = self.shim_channel[f.name] = self.channel(f.producer, True, f.name)
@@ -339,9 +454,71 @@ class _MachineLowering:
                 self.lock(wk.tile, wk.barrier, 0)
                 barrier = barriers[(wk.tile, wk.barrier)] = Barrier(wk.barrier, wk.tile)
             cores.append(CoreActor(wk.tile, wk.program, ends, kernel, own, barrier))
+        token_rules(self.channels, cores)
         cmd = command_processor(d, runtime, self.dram, self.shim_channel, rtps, barriers)
         return Machine(self.c, streams, cores, cmd, self.channels, self.fifo_ends, self.dram, kernel, d,
                        self.shim_channel, rtps, barriers)
+
+
+def token_rules(channels: list[Channel], cores: list[CoreActor]) -> None:
+    """A lock's tokens are anonymous, so two rules keep every count meaning one thing, whatever order a run's
+    schedule happens to give the agents (docs/shared_l1.md 3.2, the two protocols that race):
+    - one acquiring agent (a DMA channel or a core) per lock: where two acquire one lock the faster can loop back
+      and take the slower's token of an earlier fill (why a shared buffer has a relay lock rather than its DMA
+      releasing full once per reader);
+    - a lock released by several agents gates one buffer: else one reader's release of the pong lets the DMA
+      refill the ping that another has not read (why each shared buffer has its own empty lock).
+    mlir-aie's ObjectFifo lowering keeps both: each lock has one acquirer and one releaser."""
+    acquirers: dict[int, str] = {}
+    releasers: dict[int, set[str]] = {}
+    gated: dict[int, set[str]] = {}
+    named: dict[int, Lock] = {}
+
+    def note(who: str, acquired: list[Lock], released: list[Lock]) -> None:
+        for lock in acquired:
+            first = acquirers.setdefault(id(lock), who)
+            if first != who:
+                raise SimulationError(f"{first} and {who} both acquire {lock.name}: its tokens are anonymous, so "
+                                      f"the faster can take the slower's", "give each reader of a shared buffer its "
+                                      "own lock: the leader acquires full and releases relay, the follower relay")
+        for lock in released:
+            releasers.setdefault(id(lock), set()).add(who)
+            named[id(lock)] = lock
+
+    for ch in channels:
+        note(ch.describe(), [bd.acquire for bd in ch.bds if bd.acquire is not None],
+             [bd.release for bd in ch.bds if bd.release is not None])
+        for bd in ch.bds:
+            if bd.acquire is not None:
+                gated.setdefault(id(bd.acquire), set()).add(bd.buffer.name)
+    for core in cores:
+        for end in core.ends.values():
+            if end.slots is None:
+                note(str(core.tile), [end.acquire_lock], [end.release_lock])
+            else:
+                note(str(core.tile), [s.take for s in end.slots],
+                     [lk for s in end.slots for lk in (s.relay, s.empty) if lk is not None])
+    for key, who in releasers.items():
+        buffers = gated.get(key, set())
+        if len(who) > 1 and len(buffers) > 1:
+            raise SimulationError(f"{', '.join(sorted(who))} all release {named[key].name}, which gates "
+                                  f"{', '.join(sorted(buffers))}: one reader's release of one buffer lets its DMA "
+                                  f"refill another that a reader still needs", "give each shared buffer its own "
+                                  "empty lock")
+
+
+def holder_bd(buf: Buffer, idx: np.ndarray, empty: Lock, full: Lock, readers: int, label: str) -> Bd:
+    """The holder's S2MM BD for one shared buffer (docs/shared_l1.md 3.2): it waits until every reader has released
+    the buffer (acquire-greater-equal the reader count on empty), writes the object, releases full by one (for the
+    leader alone: the follower waits on the leader's relay)."""
+    return Bd(buf, idx, empty, full, label, acquire_count=readers, release_count=1)
+
+
+def reader_slot(sb: SharedBuffer, reader: TileRef, empty: Lock, full: Lock, relay: Lock) -> SharedSlot:
+    """How `reader` takes a shared buffer's object (docs/shared_l1.md 3.2): the leader (the first reader) acquires
+    full and releases relay, the follower acquires relay; both release empty after their last read."""
+    leader = reader == sb.readers[0]
+    return SharedSlot(full if leader else relay, relay if leader else None, empty)
 
 
 def command_processor(d: Design, runtime: tuple[RuntimeOp, ...], dram: dict[str, np.ndarray],

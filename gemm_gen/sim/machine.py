@@ -41,11 +41,16 @@ class Lock:
 
 
 class Buffer:
-    __slots__ = ("cells", "epochs", "name", "tile")
+    __slots__ = ("cells", "epochs", "fills", "name", "readers", "tile")
 
     def __init__(self, name: str, tile: TileRef, words: int, rtp: bool = False) -> None:
         self.name = name
         self.tile = tile
+        # a neighbour-shared buffer's checks (docs/shared_l1.md 3.2): how many fills its DMA finished (fill j of slot
+        # s holds the operand's object 2j + s: the object a reader expects) and how many cores hold it now (no DMA
+        # may write it then); an ObjectFifo buffer counts its fills only
+        self.fills = 0
+        self.readers = 0
         self.cells = np.zeros(words, dtype=np.uint64)  # memories come up zero, tag "unwritten"
         # a runtime-parameter buffer: per word, how many times the core's barrier had been set when the
         # runtime sequence last wrote it (-1: never), which says whether a read is ordered after the write
@@ -87,9 +92,13 @@ class Bd:
 
     buffer: Buffer
     idx: np.ndarray
-    acquire: Lock
-    release: Lock
+    acquire: Lock | None  # None: a BD of a chain that takes no lock (the chain's first BD took it)
+    release: Lock | None  # None: one that gives none (the chain's last BD gives it)
     label: str
+    # acquire-greater-equal this many before moving, release this many after: 1 for every ObjectFifo BD; a shared
+    # buffer's S2MM acquires its empty lock by its reader count (docs/shared_l1.md 3.2: both readers released it)
+    acquire_count: int = 1
+    release_count: int = 1
 
 
 @dataclass
@@ -155,10 +164,11 @@ class Channel:
             self.target, self.idx = task.cells, task.base + task.first
         else:
             bd = self.bds[self.cur]
-            if bd.acquire.value < 1:
-                self.blocked = f"waits on lock {bd.acquire.name} ({bd.label})"
-                return False
-            bd.acquire.value -= 1
+            if bd.acquire is not None:
+                if bd.acquire.value < bd.acquire_count:
+                    self.blocked = f"waits on lock {bd.acquire.name} ({bd.label})"
+                    return False
+                bd.acquire.value -= bd.acquire_count
             self.bd, self.target, self.idx = bd, bd.buffer.cells, bd.idx
         self.pos, self.length = 0, len(self.idx)
         if self.mm2s:
@@ -171,7 +181,10 @@ class Channel:
             self.queue.popleft().done = True
         else:
             assert self.bd is not None
-            self.bd.release.value += 1
+            if self.bd.release is not None:
+                release(self.bd.release, self.bd.release_count, self.describe())
+            if not self.mm2s:
+                self.bd.buffer.fills += 1
             self.cur = (self.cur + 1) % len(self.bds)
         self.active = False
 
@@ -202,6 +215,11 @@ class Stream:
                 w = min(w, d.length - d.pos)
             chunk = src.data[src.pos : src.pos + w]
             for d in dsts:
+                if d.queue is None and d.bd is not None and d.bd.buffer.readers:
+                    raise SimulationError(
+                        f"{d.describe()} writes {d.bd.buffer.name} on {d.bd.buffer.tile} while "
+                        f"{d.bd.buffer.readers} core(s) read it", "a shared buffer's DMA acquires its empty lock "
+                        "once per reader, and each reader releases it only after its last read")
                 d.target[d.idx[d.pos : d.pos + w]] = chunk
                 d.pos += w
                 d.words += w
@@ -214,9 +232,33 @@ class Stream:
             moved = True
 
 
+def release(lock: Lock, count: int, who: str) -> None:
+    """A release of `count` on `lock`, refused past the lock's 6-bit value (AM020; getMaxLockValue)."""
+    if lock.value + count > LOCK_VALUE_MAX:
+        raise SimulationError(f"{who} releases {lock.name} past {LOCK_VALUE_MAX} ({lock.value} + {count})",
+                              "release each lock once per acquire")
+    lock.value += count
+
+
+@dataclass
+class SharedSlot:
+    """A core's way into one neighbour-shared buffer (docs/shared_l1.md 3.2): the lock it acquires (the leader the
+    buffer's full lock, the follower its relay lock), the relay lock the leader releases right after (None for the
+    follower), the empty lock both release after their last read, and how many objects it read from the buffer."""
+
+    take: Lock
+    relay: Lock | None
+    empty: Lock
+    reads: int = 0
+
+
 @dataclass
 class FifoEnd:
-    """A core's handle on one ObjectFifo: its L1 buffers and the locks it acquires/releases."""
+    """A core's handle on one ObjectFifo: its L1 buffers and the locks it acquires/releases.
+
+    A neighbour-shared operand's end (`slots`, one per buffer, aligned with `buffers`): object n lies in buffer
+    n % 2, which may sit on a neighbour, and each buffer has its own locks (acquire_lock and release_lock are then
+    the ping's)."""
 
     fifo: str
     buffers: list[Buffer]
@@ -224,6 +266,13 @@ class FifoEnd:
     release_lock: Lock
     next: int = 0
     held: deque[Buffer] = field(default_factory=deque)
+    slots: list[SharedSlot] | None = None
+
+    def locks(self) -> list[Lock]:
+        """Every lock the core acquires or releases through this end."""
+        if self.slots is None:
+            return [self.acquire_lock, self.release_lock]
+        return [lock for s in self.slots for lock in (s.take, s.relay, s.empty) if lock is not None]
 
 
 KernelFn = Callable[[TileRef, str, list[np.ndarray], tuple[int, ...]], None]
@@ -249,6 +298,7 @@ def _holds(barrier: Barrier, value: int) -> Callable[[], bool]:
 # stack of loop counters, rather than nested generators): one resume per wait, whatever the loop depth, and a
 # state that both simulators can carry on from (sim/flow.py runs the same cores with another kernel).
 ACQ, REL, CALL, LOOP, NEXT, WAIT, ADD, END = range(8)
+SHARED_ACQ, SHARED_REL = 8, 9  # ACQ and REL on a neighbour-shared operand's end (the relay protocol), set at resolve
 Instr = tuple
 
 
@@ -323,6 +373,8 @@ class CoreActor:
         if ins[0] not in (ACQ, REL):
             return ins
         end = self.ends[ins[1].fifo] if ins[1].fifo in self.ends else _NoEnd(ins[1].fifo)
+        if isinstance(end, FifoEnd) and end.slots is not None:  # its own opcodes keep the usual path free of a test
+            return (SHARED_ACQ if ins[0] == ACQ else SHARED_REL, *ins[1:], end, ins[1].count)
         if ins[0] == REL:
             return (*ins, end, ins[1].count)
         return (*ins, end, ins[1].count, _holds_at_least(end.acquire_lock, ins[1].count)
@@ -396,6 +448,14 @@ class CoreActor:
                     self.synced = barrier.sets
                 elif op == ADD:
                     self._barrier(ins[1]).add(ins[1].value)
+                elif op == SHARED_ACQ:
+                    wait = self._acquire_shared(ins[2], ins[3])
+                    if wait is not None:
+                        self.waiting_on = ins[1]
+                        return wait
+                    self.at_start = False
+                elif op == SHARED_REL:
+                    self._release_shared(ins[2], ins[3], ins[1].fifo)
                 else:  # END: the program starts over (a call's parameters are read after this call's wait)
                     self.passes += 1
                     self.at_start = True
@@ -405,6 +465,49 @@ class CoreActor:
                 pc += 1
         finally:
             self.pc = pc
+
+    def _acquire_shared(self, end: FifoEnd, count: int) -> Callable[[], bool] | None:
+        """Acquire the next object of a neighbour-shared operand (docs/shared_l1.md 3.2): the leader takes the
+        buffer's full lock and at once releases its relay lock, the follower takes the relay lock; then the core
+        reads the buffer in place, which must hold the object this core expects (fill `reads` of the buffer). None
+        when acquired, else what the core waits for (the acquire runs again once it holds)."""
+        assert end.slots is not None
+        if count != 1:  # one lock per buffer: objects are taken one at a time (the loop unrolled over ping and pong)
+            raise SimulationError(f"{self.tile} acquires {count} objects of shared {end.fifo} at once",
+                                  "acquire a shared operand's objects one at a time")
+        i = end.next
+        slot, buf = end.slots[i], end.buffers[i]
+        if slot.take.value < 1:
+            return _holds_at_least(slot.take, 1)
+        slot.take.value -= 1
+        if slot.relay is not None:
+            release(slot.relay, 1, str(self.tile))
+        if buf.fills != slot.reads + 1:
+            obj = 2 * slot.reads + i
+            raise SimulationError(
+                f"{self.tile} reads object {obj} of {end.fifo} from {buf.name} on {buf.tile}, which holds "
+                f"{'nothing yet' if buf.fills == 0 else f'object {2 * (buf.fills - 1) + i}'}",
+                "the leader takes the full lock and relays; the follower takes the relay lock (never the full one)")
+        slot.reads += 1
+        buf.readers += 1
+        end.held.append(buf)
+        end.next = (i + 1) % len(end.buffers)
+        return None
+
+    def _release_shared(self, end: FifoEnd, count: int, fifo: str) -> None:
+        """Release the oldest held objects of a shared operand: the buffer's empty lock by one each."""
+        assert end.slots is not None
+        if len(end.held) < count:
+            raise SimulationError(f"{self.tile} releases {count} of {fifo} holding {len(end.held)}",
+                                  "fix the worker program")
+        for _ in range(count):
+            buf = end.held.popleft()
+            slot = end.slots[end.buffers.index(buf)]
+            if buf.fills != slot.reads:  # the buffer was refilled while this core read it
+                raise SimulationError(f"{self.tile} releases {buf.name} on {buf.tile} after its DMA refilled it",
+                                      "the DMA acquires the empty lock once per reader")
+            buf.readers -= 1
+            release(slot.empty, 1, str(self.tile))
 
     def _call(self, op: Call) -> None:
         cells = []
@@ -468,6 +571,9 @@ class CoreActor:
     def describe(self) -> str:
         op = self.waiting_on  # formatted here, not at each wait (tens of thousands a call)
         if isinstance(op, Acquire):
+            end = self.ends.get(op.fifo)
+            if end is not None and end.slots is not None:  # a shared operand's: the lock of the buffer it waits for
+                return f"{self.tile} waits to acquire {op.fifo} ({end.slots[end.next].take.name})"
             return f"{self.tile} waits to acquire {op.fifo}"
         if isinstance(op, BarrierWait):
             assert self.barrier is not None

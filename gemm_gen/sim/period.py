@@ -266,8 +266,8 @@ def machine_locks(flow: Flow) -> list[Lock]:
     seen: dict[int, Lock] = {}
     for ch in flow.channels.values():
         for bd in ch.bds:
-            seen[id(bd.acquire)], seen[id(bd.release)] = bd.acquire, bd.release
+            seen.update((id(lk), lk) for lk in (bd.acquire, bd.release) if lk is not None)
     for core in flow.m.cores:
         for end in core.ends.values():
-            seen[id(end.acquire_lock)], seen[id(end.release_lock)] = end.acquire_lock, end.release_lock
+            seen.update((id(lock), lock) for lock in end.locks())
     return list(seen.values())

@@ -312,6 +312,9 @@ def check_array(c: GemmConfig) -> None:
     if c.tiling.rho < 1 or c.tiling.m % c.tiling.rho:
         raise ConfigError(f"rho={c.tiling.rho} must be a divisor of m={c.tiling.m} (T_MA = m / rho rows of A)",
                           f"use {opt('rho', 1)}, or a rho that divides m")
+    shared = c.shared_l1_problem  # neighbour-shared L1 (spec/rules/shared_l1.py): pairs, reach, locks, channels
+    if shared is not None:
+        raise ConfigError(*shared)
 
 
 def check_a_col_maj_chunks(c: GemmConfig) -> None:

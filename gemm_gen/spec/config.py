@@ -40,7 +40,7 @@ from .request import (
     Types,
     split_fields,
 )
-from .rules import decode_split, l1, memtile, padding, walks
+from .rules import decode_split, l1, memtile, padding, shared_l1, walks
 from .rules import epilogue as rules_epilogue
 from .rules.defaults import convert_once_problem as _convert_once_problem
 from .rules.defaults import emulation_default, has_epilogue, resolve
@@ -280,7 +280,23 @@ class GemmConfig:
         the same to them with its candidates."""
         return l1.L1Options(self.types.precision, bool(self.kernel.convert_once), self.acc_block,
                             self.array.depth_ab_l1, self.array.depth_c_l1, tuple(self.l1_overhead.items()),
-                            self.groups.group_size, self.groups.zero_points)
+                            self.groups.group_size, self.groups.zero_points, self.array.share_l1)
+
+    @property
+    def shared_l1_problem(self) -> tuple[str, str] | None:
+        """Why this config's share_l1 cannot place its buffers (spec/rules/shared_l1.problem), None if it can."""
+        a = self.array
+        return shared_l1.problem(self.dev, a.share_l1, a.rows, a.cols, a.depth_ab_l1, a.depth_c_l1,
+                                 l1.runtime_barrier(self.runtime.runtime_sizes, self.epilogue.runtime),
+                                 self.epilogue.needs_tile, self.groups.group_size, depth_b_l2=a.depth_ab_l2,
+                                 b_per_l2=self.b_per_l2)
+
+    @property
+    def b_per_l2(self) -> int:
+        """L1 B objects per memtile B object: k_mt / k for column-major B tiles (memtile.b_chunked), else 1 (and 1
+        while the tiling is open)."""
+        chunked = memtile.b_chunked(self.layout.b_col_maj, self.layout.b_pack)
+        return self.tiling.k_mt // self.tiling.k if chunked and self.tiling.k else 1
 
     @property
     def l1_parts(self) -> dict[str, int]:

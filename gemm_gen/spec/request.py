@@ -108,6 +108,9 @@ class Options:
     # L1 placement (gemm_gen/design/l1_banks.py): the allocator every core asks mlir-aie for; None: the
     # plan whose DMA and core buffers share the fewest banks (with reservations if that helps)
     l1_alloc: str | None = None
+    # neighbour-shared L1 (issue 34, docs/shared_l1.md): whose ping/pong buffers a pair of neighbouring cores keeps
+    # once, read in place by both (SHARE_L1: none, b, a, ab; spec/rules/shared_l1.py)
+    share_l1: str = "none"
     # which sizes one build serves (gemm_gen/spec/call.py): "fixed", the problem M x K x N only; "mn", any
     # M <= M and N <= N with the same K walk (the cores loop over output tiles until the data
     # stops); "mnk", also any K <= K (each core reads its k-steps per output tile from a runtime
@@ -195,6 +198,10 @@ class Request:
 RUNTIME_SIZES = ("fixed", "mn", "mnk")  # Options.runtime_sizes
 B_PACKS = ("tiles", "strips")  # DRAM layouts of a bfp16 or int4 B (Options.b_pack)
 L1_SCHEMES = ("bank-aware", "basic-sequential")  # mlir-aie's L1 allocators (aie.tile allocation_scheme)
+# neighbour-shared L1 ping/pong buffers (Options.share_l1, spec/rules/shared_l1.py): none; B's split over vertical
+# core pairs (ping on the lower core, pong on the upper, both cores read both); A's on the west core of a
+# horizontal pair (both buffers, read by its east neighbour too); both
+SHARE_L1 = ("none", "b", "a", "ab")
 LOOPS = ("k-pipelined", "c-overlap", "k-flat", "jk-flat")  # the kernel's loop structures, least to most overlap
 EXPANSIONS = ((2, 2), (4, 2), (2, 4), (4, 4))  # er x et accumulators per cluster; narrower share too few loads
 ACTIVATIONS = tuple(a.value for a in Activation)  # none, relu, silu, gelu, runtime (each call selects)
@@ -300,6 +307,7 @@ class ArrayOptions:
     depth_c_l1: int
     depth_c_l2: int
     l1_alloc: str | None
+    share_l1: str
 
 
 @dataclass(frozen=True)
@@ -451,6 +459,11 @@ OPTIONS: tuple[Opt, ...] = (
     Opt("l1_alloc", "array", "mlir-aie's L1 allocator for every core (default: the plan whose DMA and core buffers "
         "share the fewest banks, steered with reserved bytes where that helps)", ("--l1-alloc", "--l1_alloc"),
         "L1_ALLOC", choices=L1_SCHEMES),
+    Opt("share_l1", "array", "neighbour-shared L1 ping/pong buffers: b, B's split over vertical core pairs (ping on "
+        "the lower core, pong on the upper, each read in place by both); a, A's both on the west core of a horizontal "
+        "pair, read in place by its east neighbour; ab, both; none (default)", ("--share-l1", "--share_l1"),
+        "SHARE_L1", choices=SHARE_L1, written="changed", default=SHARE_L1[0], named=5,
+        tag=lambda value, c: f"sh{value}" if value != SHARE_L1[0] else None),
     Opt("runtime_sizes", "runtime", "which sizes one build serves: mn, any M and N up to -M -N with -K's K walk; "
         "mnk, also any K up to -K (k-steps from a runtime parameter); default: fixed, or what --runtime-sizes "
         "needs", ("--runtime-mode", "--runtime_mode"), choices=RUNTIME_SIZES[1:], keyword="max_size",

@@ -84,6 +84,7 @@ GENERATORS: dict[str, Gen] = {
     "--kernel-loops": lambda rng: rng.choice(("k-pipelined", "c-overlap", "k-flat", "jk-flat")),
     "--convert-once": lambda rng: rng.choice(("0", "1")),
     "--l1-alloc": lambda rng: rng.choice(("bank-aware", "basic-sequential")),
+    "--share-l1": lambda rng: rng.choice(("none", "none", "b", "a", "ab", "ba")),
     "--queue-groups": lambda rng: str(rng.randint(1, 5)),
     "--task-span": lambda rng: str(rng.choice((0, 1, 2, 3, 8))),
     "--stack": lambda rng: rng.choice(("3328", "0", "1024", "8192", "65536")),

@@ -378,11 +378,11 @@ def test_affinity_is_aie2s_on_npu2_too() -> None:
 
 
 def _dma(tile_at: Coord, buffer_at: Coord, lock_at: Coord | None = None, bds: int = 1, acquires: int = 1,
-         releases: int = 1, channel: int = 0, value: int = 1, flow: bool = True, add_lock: bool = True,
-         fifo_ends: int = 0, locks: int = 0) -> None:
+         releases: int = 1, channel: int = 0, value: Any = 1, flow: bool = True, add_lock: bool = True,
+         fifo_ends: int = 0, locks: int = 0, out_of_order: bool = False, twice: bool = False) -> None:
     """A TileDma on `tile_at` whose S2MM `channel` fills a Buffer on `buffer_at` (`bds` BDs, each with that many
     acquires and releases of a lock on `lock_at`); `fifo_ends` ObjectFifos end in a Worker on the tile and
-    `locks` more Locks sit there."""
+    `locks` more Locks sit there; `twice`: a second TileDma program for the tile."""
     ir.api()
     tile = ir.Tile(*tile_at)
     buf = ir.Buffer(B_TY, name="x", tile=ir.Tile(*buffer_at))
@@ -391,7 +391,9 @@ def _dma(tile_at: Coord, buffer_at: Coord, lock_at: Coord | None = None, bds: in
                    releases, next=(k + 1) % bds) for k in range(bds)]
     fifos = [ir.ObjectFifo(B_TY, name=f"f{k}", depth=2) for k in range(fifo_ends)]
     rt = ir.Runtime(lambda *handles: None, [f.prod(tile=ir.Tile(tile_at[0], 0)) for f in fifos])
-    rt.add_tile_dma(ir.TileDma(tile, [ir.DmaChannel(ir.DMAChannelDir.S2MM, channel, chain)]))
+    rt.add_tile_dma(ir.TileDma(tile, [ir.DmaChannel(ir.DMAChannelDir.S2MM, channel, chain, out_of_order=out_of_order)]))
+    if twice:
+        rt.add_tile_dma(ir.TileDma(tile, [ir.DmaChannel(ir.DMAChannelDir.S2MM, channel, chain)]))
     if flow:
         rt.add_flow(ir.Flow(ir.Tile(tile_at[0], 1 if ir.tile_kind(tile) == "CoreTile" else 0), tile,
                             dst_channel=channel))
@@ -486,6 +488,51 @@ def test_a_bd_has_one_acquire_and_one_release() -> None:
         _dma((0, 2), (0, 2), acquires=2)
     with pytest.raises(ValueError, match=r"^'aie.mem' op BD block must have at most one release UseLockOp, found 2$"):
         _dma((0, 2), (0, 2), releases=2)
+
+
+def test_a_bd_with_a_lock_acquires_and_releases() -> None:
+    """aiecc's configureLocksInBdBlock (lib/Targets/AIERT.cpp 371-374 at 1.4.3): a BD that acquires and releases
+    nothing, or one that acquires one lock and releases one, is configured; one that only acquires or only releases
+    is refused (an out-of-order channel's BD may only release), on a core tile and on a memtile. So a chain whose
+    first BD acquires and whose last releases (the BDs between taking no lock) is not a legal way to hold one buffer
+    over several BDs."""
+    message = r"^'aie.use_lock' op buffer descriptor with a lock must have both use_lock\(acquire\) and"
+    for at in ((0, 2), (0, 1)):
+        _dma(at, at, bds=3, acquires=0, releases=0)
+        _dma(at, at, bds=3)
+        with pytest.raises(ValueError, match=message):
+            _dma(at, at, acquires=1, releases=0)
+        with pytest.raises(ValueError, match=message):
+            _dma(at, at, acquires=0, releases=1)
+    _dma((0, 2), (0, 2), acquires=0, releases=1, out_of_order=True)
+
+
+def test_a_memtile_has_48_bds_and_6_channels_each_way() -> None:
+    """HasValidBDs and HasValidDMAChannels at 1.4.3 with a memtile's getNumBDs (48) and its 6 channels each way."""
+    _dma((0, 1), (0, 1), bds=48)
+    with pytest.raises(ValueError, match=r"^'aie.memtile_dma' op has more than 48 blocks$"):
+        _dma((0, 1), (0, 1), bds=49)
+    _dma((0, 1), (0, 1), channel=5)
+    with pytest.raises(ValueError, match=r"^'aie.memtile_dma' op uses more input channels than available"):
+        _dma((0, 1), (0, 1), channel=6)
+
+
+def test_a_memtile_dma_reaches_its_east_and_west_memtiles() -> None:
+    """isLegalMemAffinity at 1.4.3 (AIETargetModel.cpp 818-821): a memtile's DMA reaches its own and its neighbouring
+    memtiles' memory, not one two columns away."""
+    _dma((1, 1), (0, 1), lock_at=(1, 1))
+    _dma((1, 1), (2, 1), lock_at=(1, 1))
+    with pytest.raises(ValueError) as info:
+        _dma((1, 1), (3, 1), lock_at=(1, 1))
+    assert str(info.value) == _unreachable("aie.buffer", (3, 1), (1, 1))
+
+
+def test_a_tile_has_one_tiledma_program_and_int_lock_values() -> None:
+    """The stand-in's own refusals: two TileDma programs on one tile; a BD lock value that is not an int."""
+    with pytest.raises(ValueError, match="two TileDma programs"):
+        _dma((0, 2), (0, 2), twice=True)
+    with pytest.raises(TypeError, match="a BD's lock value is an int"):
+        _dma((0, 2), (0, 2), value=1.0)
 
 
 def test_a_tile_has_16_bds_its_fifos_included() -> None:

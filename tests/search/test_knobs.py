@@ -33,7 +33,7 @@ def test_each_knob_takes_its_values_from_its_option_row():
     for knob in (k for k in KNOBS if not k.with_tiles):  # the task span is weighed per tiling, by the tile search
         row = ROWS[knob.option]
         assert knob.values == (row.choices if row.choices is not None else (False, True))
-    assert {k.name for k in KNOBS} == {"convert_once", "mapping", "b_pack", "task_span"}
+    assert {k.name for k in KNOBS} == {"convert_once", "mapping", "b_pack", "share_l1", "task_span"}
 
 
 @pytest.mark.parametrize("options,size,expected", [

@@ -34,6 +34,8 @@ from gemm_gen.spec.rules import decode_split, dma, walks
 # what each rule's own check says (spec/checks.py, rules/, design/patterns.py), to tell which rule a check raised
 SAYS = {
     "runtime tasks": r"BD tasks",
+    "shared L1": r"--share-l1",
+    "shared L1 split": r"--share-l1 .*(L1 objects per memtile object|hold an odd count)",
     "granularity": r"is not a multiple of|would cut a bfp16|super-block",
     "expansion": r"does not split into|bfp16 kernels have one variant",
     "loops": r"with Peano|unknown kernel loop",
@@ -232,6 +234,10 @@ def test_tune_many_validates_no_design_one_by_one(monkeypatch: pytest.MonkeyPatc
 BREAKS = {
     "runtime tasks": dict(device="npu1", M=448 * 20000, K=64, N=768 * 4, m=16, k=16, n=16, k_mt=16,
                           dtype_in="i8", dtype_out="i32"),
+    "shared L1": dict(device="npu1", M=512, K=512, N=512, m=64, k=64, n=64, k_mt=64, share_l1="b", cols=1),
+    # B split with 5 column-major L1 B tiles per memtile object (k_mt / k): past split_streams' 4 (a deadlock)
+    "shared L1 split": dict(device="npu1", M=512, K=512, N=512, m=32, k=32, n=32, k_mt=160, share_l1="b",
+                            b_col_maj=True, dtype_in="i8", dtype_out="i32"),
     "granularity": dict(device="npu1", M=512, K=512, N=512, m=64, k=64, n=64, k_mt=96),
     "expansion": dict(device="npu1", M=512, K=512, N=512, m=24, k=64, n=64, k_mt=64, expansion=(4, 4)),
     "loops": dict(device="npu1", M=512, K=512, N=512, m=64, k=256, n=64, k_mt=256, dtype_in="i8", dtype_out="i8",
@@ -458,3 +464,18 @@ def test_the_split_placements_untiled_rules_refuse_before_any_tiling_is_listed(
                  *flags]) == 2
     err = capsys.readouterr().err
     assert says in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_the_tuner_keeps_b_splits_l1_objects_per_memtile_object_within_the_rule() -> None:
+    """B split's rule reads k_mt (k_mt / k column-major L1 B tiles per memtile object: shared_l1.split_streams), so
+    the space applies it per k_mt the model walks: the tuner's choice for npu2 i8 4096^3 with B column-major, which
+    would take 9 L1 objects per memtile object (128x152x80, k_mt 1368) if the rule ran before k_mt was known, passes
+    the config's check."""
+    from gemm_gen import search
+    from gemm_gen.model.params import load
+    from gemm_gen.spec.request import Options, Request
+
+    chosen = search.choose(Request(Options("npu2", "i8", "i8", True, share_l1="b"), Problem(4096, 4096, 4096)),
+                           load()).config
+    assert 1 < chosen.b_per_l2 <= 4
+    check(chosen)

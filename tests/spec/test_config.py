@@ -553,7 +553,8 @@ def test_an_epilogue_free_config_keeps_its_json_and_key():
 
     plain = GemmConfig("npu2", 256, 256, 256, **EPI_TILES)
     when_set = [row.name for row in OPTIONS if row.written != "always"]
-    assert when_set == ["bias", "activation", "clamp", "requant", "group_size", "zero_points", "task_span", "opt_level"]
+    assert when_set == ["share_l1", "bias", "activation", "clamp", "requant", "group_size", "zero_points", "task_span",
+                        "opt_level"]
     assert list(plain.to_json()) == [f for f in FIELDS if f not in when_set]
     assert plain.with_(task_span=1).to_json() == plain.to_json() and plain.with_(task_span=1) == plain
     # Peano's default -O2, said aloud, is the same build; another level is another (issue 31 item 12)

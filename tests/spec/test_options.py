@@ -40,7 +40,8 @@ def test_every_field_has_one_row_and_every_row_a_field():
 
 def test_each_row_reads_its_value_from_the_sub_record_it_names():
     c = GemmConfig("npu1", 256, 512, 256, 32, 64, 32, 128, "i8", "i16", rho=2, bias=True, activation="relu",
-                   requant="per_channel", l1_alloc="basic-sequential", task_span=0, opt_level=1)
+                   requant="per_channel", l1_alloc="basic-sequential", task_span=0, opt_level=1,
+                   share_l1="b")
     for row in OPTIONS:
         if row.group != "epilogue":
             assert row.name in {f.name for f in dataclasses.fields(getattr(c, row.group))}, row.name
@@ -108,7 +109,7 @@ def test_the_build_suffix_names_the_named_options_and_digests_the_rest():
     other = c.with_(shift=2)
     assert other.suffix.startswith(c.suffix + "_") and len(other.suffix) == len(c.suffix) + 9
     assert {row.name for row in OPTIONS if row.tag is not None} == {"k_mt", "b_col_maj", "b_pack", "a_col_maj",
-                                                                    "c_col_maj", "group_size"}
+                                                                    "c_col_maj", "group_size", "share_l1"}
     assert ROWS["group_size"].tag is not None
     w4 = GemmConfig("npu2", 256, 1024, 1024, 32, 128, 64, 128, "bf16", "bf16", dtype_b="i4", group_size=128,
                     zero_points=True)

@@ -20,7 +20,7 @@ from ...facts.dtypes import BF16, DType, dtype
 from ...facts.epilogue import TANH_TABLE_FLOATS
 from ...facts.groupquant import object_bytes
 from ...facts.precision import BFP16, Precision
-from . import Ints
+from . import Ints, shared_l1
 from .kernel_variant import block_kernel, converts_a_tile
 
 # the parts names of the tanh table's two copies (a SiLU / GELU epilogue's kernel arguments): worker Buffers with
@@ -79,6 +79,7 @@ class L1Options:
     overhead: tuple[tuple[str, int], ...]  # `overhead`'s parts, in order
     group_size: int = 0  # W4A16: rows of K per scale row of a B object (0: no group scales)
     zero_points: bool = False  # W4A16: a zero-point row per scale row
+    share: str = "none"  # neighbour-shared L1 (spec/rules/shared_l1.py): whose ping/pong buffers a core pair keeps once
 
     def t(self, role: str) -> DType:
         p = self.precision
@@ -185,13 +186,23 @@ def b_object_bytes(o: L1Options, k: Ints, n: Ints) -> Ints:
     return o.t("B").nbytes(k * n)
 
 
-def parts(o: L1Options, m: Ints, k: Ints, n: Ints, rho: Ints) -> dict[str, Ints]:
-    """Bytes of each part of a core's L1: A, B (depth_ab buffers), C (depth_c), the kernel's
-    scratch (a W4A16 core's dequantized B tile too), then the overhead."""
+def buffers(o: L1Options, operand: str, holder: bool = True) -> int:
+    """A core's buffers of A or B: depth_ab; with B split over a vertical pair (shared_l1), one (its slot); with A
+    shared, both on the west core of the pair (`holder`) and none on its east neighbour, which reads them in
+    place."""
+    if not shared_l1.shared(o.share, operand):
+        return o.depth_ab
+    return 1 if operand == "B" else o.depth_ab if holder else 0
+
+
+def parts(o: L1Options, m: Ints, k: Ints, n: Ints, rho: Ints, holder: bool = True) -> dict[str, Ints]:
+    """Bytes of each part of a core's L1: A, B (depth_ab buffers, or what `buffers` says a core keeps of a shared
+    operand: the holder's by default, the core that bounds the tile), C (depth_c), the kernel's scratch (a W4A16
+    core's dequantized B tile too), then the overhead."""
     t_ma = a_rows(m, rho)
     out = {
-        "A": o.depth_ab * o.t("A").nbytes(t_ma * k),
-        "B": o.depth_ab * b_object_bytes(o, k, n),
+        "A": buffers(o, "A", holder) * o.t("A").nbytes(t_ma * k),
+        "B": buffers(o, "B", holder) * b_object_bytes(o, k, n),
         "C": o.depth_c * o.t("C").nbytes(m * n),
     }
     p = o.precision
