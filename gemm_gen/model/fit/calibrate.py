@@ -210,16 +210,22 @@ BETA_GRID = _grid("kernel.bank_stall_cycles_per_c_access", 0.01)
 GAMMA_GRID = _grid("kernel.l1_conflict_cycles_per_collision", 0.05)
 
 
-def fit_bank_stall(p: Params, gamma: float | None = None, leave_out: int | None = None) -> tuple[float, float]:
+def fit_bank_stall(p: Params, gamma: float | None = None, leave_out: int | None = None,
+                   errors: dict[tuple[float, float], list[float]] | None = None) -> tuple[float, float]:
     """(beta, gamma): least squares (log error) over the XDNA kernels of Tables 1 and 2, each in
     the paper's L1 layout (mlir-aie's basic-sequential), the C access stall beta jointly with the
     cost gamma of a DMA access meeting a core access in a shared bank (beta alone at a given gamma;
-    without the kernel `leave_out`)."""
-    rows = [r for i, r in enumerate(bank_stall_rows()) if i != leave_out]
+    without the kernel `leave_out`). `errors`: each kernel's squared log error per (beta, gamma) point of the
+    grid, kept between the fits of one p (the leave-one-out fits walk the same points)."""
+    rows = bank_stall_rows()
+    seen = {} if errors is None else errors
 
     def loss(beta: float, gamma: float) -> float:
-        q = p.with_(bank_stall=beta, l1_conflict=gamma)
-        return sum(math.log(kernel_macs(q, r) / (r.macs_per_cycle or 1)) ** 2 for r in rows)
+        per_row = seen.get((beta, gamma))
+        if per_row is None:
+            q = p.with_(bank_stall=beta, l1_conflict=gamma)
+            per_row = seen[(beta, gamma)] = [math.log(kernel_macs(q, r) / (r.macs_per_cycle or 1)) ** 2 for r in rows]
+        return sum(e for i, e in enumerate(per_row) if i != leave_out)
 
     gammas = GAMMA_GRID if gamma is None else [gamma]
     return min(((float(min(BETA_GRID, key=lambda b: loss(b, g))), float(g)) for g in gammas),
@@ -384,11 +390,13 @@ def derive(data: dict[str, Any] | None = None) -> Derivation:
     p = p.with_(switch_cycles=delta, bfp16_step_cycles=d.stored("core.bfp16_step_cycles"))
     kernels = len(bank_stall_rows())
     beta_gamma = ("kernel.bank_stall_cycles_per_c_access", "kernel.l1_conflict_cycles_per_collision")
-    if not d.put(beta_gamma, fit_bank_stall(p), kernels, 2):
+    errors: dict[tuple[float, float], list[float]] = {}  # the grid's points, walked once for every fit below
+    if not d.put(beta_gamma, fit_bank_stall(p, errors=errors), kernels, 2):
         # not identified together: beta alone, at the stored gamma
         gamma = d.stored("kernel.l1_conflict_cycles_per_collision")
-        d.put("kernel.bank_stall_cycles_per_c_access", fit_bank_stall(p, gamma)[0], kernels, 1)
-        d.spread("kernel.bank_stall_cycles_per_c_access", [fit_bank_stall(p, gamma, i)[0] for i in range(kernels)],
+        d.put("kernel.bank_stall_cycles_per_c_access", fit_bank_stall(p, gamma, errors=errors)[0], kernels, 1)
+        d.spread("kernel.bank_stall_cycles_per_c_access",
+                 [fit_bank_stall(p, gamma, i, errors)[0] for i in range(kernels)],
                  "leave-one-out: the fit without each kernel (the shared-bank cost at its stored value)")
     p = p.with_(bank_stall=d.stored("kernel.bank_stall_cycles_per_c_access"),
                 l1_conflict=d.stored("kernel.l1_conflict_cycles_per_collision"))
@@ -455,7 +463,8 @@ def fit_reports(data: dict[str, Any] | None = None) -> list[FitReport]:
     beta, gamma = (kern["bank_stall_cycles_per_c_access"]["value"], kern["l1_conflict_cycles_per_collision"]["value"])
     kernels = len(bank_stall_rows())
     refused = kern["l1_conflict_cycles_per_collision"]["kind"] != "calibrated"
-    loo_beta = tuple(fit_bank_stall(p, gamma, i)[0] for i in range(kernels)) if refused else ()
+    errors: dict[tuple[float, float], list[float]] = {}  # one walk of the grid for every leave-one-out fit
+    loo_beta = tuple(fit_bank_stall(p, gamma, i, errors)[0] for i in range(kernels)) if refused else ()
     out.append(FitReport("kernel.bank_stall_cycles_per_c_access", beta, kernels, 1 if refused else 2, loo_beta,
                          "" if refused else "leave-one-out not run: a 2-D grid search per refit"))
     out.append(FitReport("kernel.l1_conflict_cycles_per_collision", gamma, kernels, 2, (),
