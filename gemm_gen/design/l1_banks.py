@@ -22,7 +22,9 @@ buffer). The placement is a prediction until mlir-aie's `--get-input-with-addres
 from __future__ import annotations
 
 import itertools
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from functools import lru_cache
 
 from ..facts.devices import Device
 from ..facts.errors import ConfigError, opt
@@ -165,7 +167,8 @@ def _gaps(taken: list[tuple[int, int]], size: int) -> list[tuple[int, int]]:
     return out
 
 
-def _pin_addresses(mem: CoreMemory, buffers: list[L1Buffer], taken: list[tuple[int, int]]) -> list[Placed] | None:
+def _pin_addresses(mem: CoreMemory, buffers: Sequence[L1Buffer], taken: list[tuple[int, int]]
+                   ) -> list[Placed] | None:
     """Address-pinned buffers, in address order, exactly where they ask (l.923-960): on the bus
     alignment when aligned, inside the tile, on free bytes."""
     out = []
@@ -182,7 +185,14 @@ def _pin_addresses(mem: CoreMemory, buffers: list[L1Buffer], taken: list[tuple[i
 def basic_sequential(dev: Device, buffers: list[L1Buffer], stack: int) -> list[Placed] | None:
     """basicAllocation (l.274-387): address pins where they are; the rest largest first (stable),
     from the stack upward, each aligned and moved past any pin it would overlap (mem_bank dropped)."""
-    mem = CoreMemory.of(dev)
+    placed = _basic_sequential(CoreMemory.of(dev), tuple(buffers), stack)
+    return None if placed is None else list(placed)
+
+
+# The allocators read nothing of a device but its core memory: each allocation of the same buffers in the same
+# memory is computed once (the search and the designs it builds ask for the same ones many times)
+@lru_cache(maxsize=1 << 14)
+def _basic_sequential(mem: CoreMemory, buffers: tuple[L1Buffer, ...], stack: int) -> tuple[Placed, ...] | None:
     taken: list[tuple[int, int]] = []
     out = _pin_addresses(mem, buffers, taken)
     if out is None:
@@ -196,7 +206,7 @@ def basic_sequential(dev: Device, buffers: list[L1Buffer], stack: int) -> list[P
                 pos = _up(hi, mem.align(b))
         out.append(Placed(b, pos))
         pos += b.nbytes
-    return out if max((p.end for p in out), default=0) <= mem.nbytes else None
+    return tuple(out) if max((p.end for p in out), default=0) <= mem.nbytes else None
 
 
 def bank_aware(dev: Device, buffers: list[L1Buffer], stack: int) -> list[Placed] | None:
@@ -206,7 +216,12 @@ def bank_aware(dev: Device, buffers: list[L1Buffer], stack: int) -> list[Placed]
     each bank, in the tile, and from a bank boundary, at its aligned low end) that touches the
     fewest banks, leaves the largest free run (capped at the bytes still to place), lies nearest
     after the round-robin cursor, fits its gap best, and sits lowest. None when one finds no room."""
-    mem = CoreMemory.of(dev)
+    placed = _bank_aware(CoreMemory.of(dev), tuple(buffers), stack)
+    return None if placed is None else list(placed)
+
+
+@lru_cache(maxsize=1 << 14)
+def _bank_aware(mem: CoreMemory, buffers: tuple[L1Buffer, ...], stack: int) -> tuple[Placed, ...] | None:
     bank_bytes = mem.bank_bytes
     taken: list[tuple[int, int]] = [(0, stack)] if stack else []
     out = _pin_addresses(mem, buffers, taken)
@@ -261,14 +276,14 @@ def bank_aware(dev: Device, buffers: list[L1Buffer], stack: int) -> list[Placed]
                 cursor = (at // bank_bytes + 1) % mem.banks
             taken.append((at, at + n))
             out.append(Placed(b, at))
-    return out
+    return tuple(out)
 
 
 def allocate(dev: Device, scheme: str, buffers: list[L1Buffer], stack: int) -> list[Placed] | None:
-    buffers = [b for b in buffers if not b.remote]  # a neighbour's: in its own memory
+    own = [b for b in buffers if not b.remote]  # a neighbour's: in its own memory
     if scheme == "basic-sequential":
-        return basic_sequential(dev, buffers, stack)
-    return bank_aware(dev, buffers, stack)
+        return basic_sequential(dev, own, stack)
+    return bank_aware(dev, own, stack)
 
 
 # GemmConfig.l1_parts names of a worker's own Buffers, in the order design/build.py's worker creates them

@@ -182,7 +182,7 @@ class Channel:
         else:
             assert self.bd is not None
             if self.bd.release is not None:
-                release(self.bd.release, self.bd.release_count, self.describe())
+                release(self.bd.release, self.bd.release_count, self)
             if not self.mm2s:
                 self.bd.buffer.fills += 1
             self.cur = (self.cur + 1) % len(self.bds)
@@ -190,6 +190,8 @@ class Channel:
 
     def describe(self) -> str:
         return f"{self.tile} {self.name}"
+
+    __str__ = describe
 
 
 class Stream:
@@ -232,8 +234,9 @@ class Stream:
             moved = True
 
 
-def release(lock: Lock, count: int, who: str) -> None:
-    """A release of `count` on `lock`, refused past the lock's 6-bit value (AM020; getMaxLockValue)."""
+def release(lock: Lock, count: int, who: object) -> None:
+    """A release of `count` on `lock`, refused past the lock's 6-bit value (AM020; getMaxLockValue). `who` says
+    who releases, as text only when refused (a release runs once per object moved)."""
     if lock.value + count > LOCK_VALUE_MAX:
         raise SimulationError(f"{who} releases {lock.name} past {LOCK_VALUE_MAX} ({lock.value} + {count})",
                               "release each lock once per acquire")
@@ -481,7 +484,7 @@ class CoreActor:
             return _holds_at_least(slot.take, 1)
         slot.take.value -= 1
         if slot.relay is not None:
-            release(slot.relay, 1, str(self.tile))
+            release(slot.relay, 1, self.tile)
         if buf.fills != slot.reads + 1:
             obj = 2 * slot.reads + i
             raise SimulationError(
@@ -507,7 +510,7 @@ class CoreActor:
                 raise SimulationError(f"{self.tile} releases {buf.name} on {buf.tile} after its DMA refilled it",
                                       "the DMA acquires the empty lock once per reader")
             buf.readers -= 1
-            release(slot.empty, 1, str(self.tile))
+            release(slot.empty, 1, self.tile)
 
     def _call(self, op: Call) -> None:
         cells = []
