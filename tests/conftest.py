@@ -29,7 +29,10 @@ def build_snapshot(build: Path = BUILD, deep: bool = True) -> dict[str, tuple[in
     for folder, dirs, files in walk:
         for name in dirs + files:
             path = os.path.join(folder, name)
-            st = os.lstat(path)
+            try:
+                st = os.lstat(path)
+            except FileNotFoundError:  # gone since the walk listed it (a writability probe's temporary file)
+                continue
             out[os.path.relpath(path, build)] = (st.st_size, st.st_mtime_ns)
     return out
 
