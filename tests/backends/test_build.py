@@ -24,8 +24,10 @@ ARGS = ["--dev", "npu2", "-M", "512", "-K", "512", "-N", "512", "-m", "32", "-k"
 
 
 @pytest.fixture
-def no_tools(monkeypatch):
-    """A machine without the toolchain, whatever this one has."""
+def no_tools(monkeypatch, tmp_path):
+    """A machine without the toolchain, whatever this one has; run from an empty folder (the commands' default
+    build/ is then not the checkout's, which the suite never touches)."""
+    monkeypatch.chdir(tmp_path)
     for var in ("PEANO_INSTALL_DIR", "MLIR_AIE_DIR", "AIETOOLS_DIR"):
         monkeypatch.delenv(var, raising=False)
 
@@ -113,7 +115,9 @@ def _fake_tools(tmp_path: Path, monkeypatch, aiecc_exit: int = 0) -> None:
     """Stand-in Peano clang++, xchesscc and mlir-aie 1.4.3's aiecc (tests/fake_aiecc.py) that write
     the files they are asked for; IRON's stand-in. Kernel objects say which compiler made them; the
     Peano stand-in records the kernel's frame (`.stack_sizes`) when given -fstack-size-section, as
-    clang does, for the aiecc stand-in's stack check."""
+    clang does, for the aiecc stand-in's stack check. The test runs from tmp_path (a command's default build/ is
+    then not the checkout's)."""
+    monkeypatch.chdir(tmp_path)
     peano = tmp_path / "peano"
     (peano / "bin").mkdir(parents=True)
     bindir = tmp_path / "bin"

@@ -325,7 +325,8 @@ def test_convert_once_refuses_what_it_cannot_build(change: dict, message: str) -
         check_config(_bf16(convert_once=True, **change))
 
 
-def test_cli_convert_once_builds_with_peano(capsys) -> None:
+def test_cli_convert_once_builds_with_peano(capsys, monkeypatch, tmp_path) -> None:
+    monkeypatch.chdir(tmp_path)  # the dry run's default build/ is not the checkout's
     code = main(["build", "--dry-run", "--dev", "npu2", "-M", "1024", "-K", "1024", "-N", "1024", "-m", "64", "-k",
                  "64", "-n", "64", "--convert-once"])
     out = capsys.readouterr().out
