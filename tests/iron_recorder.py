@@ -1149,6 +1149,11 @@ def _task_pattern(mem: BlockArgument, tap: Any, offset: Any, sizes: Any, strides
         raise ValueError(f"'aie.dma_bd' op Specified stride(s) and size(s) result in out of bounds access in buffer, "
                          f"for index {tap.max_index()} in memref of length {mem.data.numel}.")
     verify_shim_bd(tap, _buffer_elem_bits(mem.data.type))
+    if len(tap.sizes) != 4:
+        # every stored helper (python/dialects/aiex.py) takes sizes[0] as the task's repeat count (sizes[0] - 1)
+        # whatever the length, and @0155ebd7 defaults strides to four entries: only the 4-dim form of the 1.4.3
+        # guide ("a maximum of four size dimensions ... not used should be set to 1") is unambiguous
+        raise ValueError(f"shim_dma_single_bd_task with {len(tap.sizes)} sizes (not 4) is not established at 1.4.3")
     return tap
 
 

@@ -294,6 +294,8 @@ def test_a_shim_tiles_static_bds_seed_its_pool() -> None:
     ({"sizes": [1, 1, 1, 64], "strides": [0, 0, 1]}, r"^dma_bd: sizes and strides must be the same length$"),
     ({"sizes": [1, 1, 1, 64], "tap": "tap"}, r"either a TensorAccessPattern OR \(sizes and/or strides"),
     ({}, r"without tap or sizes is not established at 1\.4\.3"),
+    ({"sizes": [2, 64], "strides": [256, 1]}, r"with 2 sizes \(not 4\) is not established at 1\.4\.3"),
+    ({"tap": "2d"}, r"with 2 sizes \(not 4\) is not established at 1\.4\.3"),
     ({"sizes": [1, 1, 1, 64], "transfer_len": 32}, r"transfer_len 32 other than prod\(sizes\[-3:\]\) = 64 is not "
                                                    r"established at 1\.4\.3"),
     ({"sizes": [1, 1, 1, 64], "burst_length": 256}, r"burst_length 256 .* is not established at 1\.4\.3"),
@@ -301,19 +303,21 @@ def test_a_shim_tiles_static_bds_seed_its_pool() -> None:
 ])
 def test_a_tasks_sizes_and_strides_stay_inside_the_shim_bds_fields(pattern: dict[str, Any], message: str) -> None:
     """The shim BD limits the fills are held to (iron_recorder.verify_shim_bd) and DMABDOp::verify's bound."""
-    given = {k: (_tap() if v == "tap" else v) for k, v in pattern.items()}
+    taps = {"tap": _tap(), "2d": ir.TensorAccessPattern((1024,), 0, [2, 64], [256, 1])}
+    given = {k: taps.get(v, v) if isinstance(v, str) else v for k, v in pattern.items()}
     with pytest.raises(ValueError, match=message):
         run(lambda a, b, c: ir.shim_dma_single_bd_task("B_in", b.op, **given))
 
 
 def test_a_tasks_pattern_from_a_tap_or_sizes_is_the_same() -> None:
     def body(a: Any, b: Any, c: Any) -> None:
-        by_tap = ir.shim_dma_single_bd_task("B_in", b.op, tap=ir.TensorAccessPattern((1024,), 128, [2, 64],
-                                                                                      [256, 1]), issue_token=True)
-        by_sizes = ir.shim_dma_single_bd_task("B_in", b.op, offset=128, sizes=[2, 64], strides=[256, 1],
+        walk = ([1, 1, 2, 64], [0, 0, 256, 1])
+        by_tap = ir.shim_dma_single_bd_task("B_in", b.op, tap=ir.TensorAccessPattern((1024,), 128, *walk),
+                                            issue_token=True)
+        by_sizes = ir.shim_dma_single_bd_task("B_in", b.op, offset=128, sizes=walk[0], strides=walk[1],
                                               transfer_len=128)
         assert (by_tap.tap.offset, by_tap.tap.sizes, by_tap.tap.strides) == \
-            (by_sizes.tap.offset, by_sizes.tap.sizes, by_sizes.tap.strides) == (128, [2, 64], [256, 1])
+            (by_sizes.tap.offset, by_sizes.tap.sizes, by_sizes.tap.strides) == (128, *walk)
         ir.dma_start_task(by_tap, by_sizes)
         ir.dma_await_task(by_tap)
         ir.dma_free_task(by_sizes)
