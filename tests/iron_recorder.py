@@ -17,6 +17,11 @@ held to what 1.4.3 verifies of them: a buffer or lock used only from a tile whos
 it (own, west, north, south but not a memtile), a core tile's DMA on its own buffers and locks only, lock
 ids and the locks a tile has (the fifos' counted), one acquire and one release per BD, the BDs and DMA
 channels a tile has (the fifos' counted).
+In the runtime sequence, aie.dialects.aiex's shim DMA tasks (shim_dma_single_bd_task, dma_start_task, dma_await_task,
+dma_free_task) on a Flow's shim_symbol or a runtime fifo's allocation, RuntimeData.op their buffer: held to 1.4.3's
+runtime-sequence BD-id pass (one 16-BD pool per shim tile shared with IRON's fills and drains, the token balance,
+no second free) and to rules of the stand-in's own (start once, free only after an await since the start, every
+task retired); docs/shared_l1.md section 4 lists them with their sources.
 What mlir-aie refuses later is checked at resolve_program too: when the resolved module is verified,
 each func.call operand's type against the kernel's declaration, every shim transfer inside its
 runtime buffer (DMABDOp verifier), every Buffer placed, no data layout on a shim end and a link's
@@ -38,6 +43,7 @@ import ml_dtypes
 import numpy as np
 
 from gemm_gen.backends.iron import device_class, device_names
+from gemm_gen.facts.devices import CORE_DMA, MEM_DMA, SHIM_DMA
 
 
 class IronRuntimeError(Exception):
@@ -197,6 +203,7 @@ class Recorder:
     locks: list[tuple[Tile, str]] = field(default_factory=list)  # the barrier locks Workers made, (tile, barrier)
     lock_uses: list[tuple[Lock, Worker]] = field(default_factory=list)  # explicit Locks a Worker's core used
     ops: list[tuple] = field(default_factory=list)  # the worker currently traced
+    dma_tasks: list[DmaTask] = field(default_factory=list)  # the raw aiex shim tasks, in configure order
     tracing: Worker | None = None
     sequence: _ActiveSequence | None = None
 
@@ -910,14 +917,55 @@ class Flow:
     def all_tiles(self) -> list[Tile]:
         return [self._src, self._dst]
 
+    def shim_allocation(self) -> ShimAllocation | None:
+        """The aie.shim_dma_allocation this Flow declares when resolved (None without shim_symbol): flow.py's
+        `_emit_shim_dma_alloc`, read in the stored flow.py whose layout matches the 1.4.3 render (index id
+        55174578802; SHIM_RESEARCH.md S8): the shim end as source is MM2S on src_channel, as destination S2MM on
+        dst_channel; a shim_symbol on a Flow with no shim end raises this ValueError."""
+        if self._shim_symbol is None:
+            return None
+        if tile_kind(self._src) == "ShimNOCTile":
+            return ShimAllocation(self._shim_symbol, self._src, DMAChannelDir.MM2S, self._src_channel)
+        if tile_kind(self._dst) == "ShimNOCTile":
+            return ShimAllocation(self._shim_symbol, self._dst, DMAChannelDir.S2MM, self._dst_channel)
+        raise ValueError(f"Flow.shim_symbol={self._shim_symbol!r} requires a shim endpoint, but neither src "
+                         f"({self._src}) nor dst ({self._dst}) is a shim tile.")
+
+
+@dataclass(frozen=True)
+class ShimAllocation:
+    """An aie.shim_dma_allocation (`$sym_name ($tile, $channel_dir, $channel_index)`, AIE dialect doc at 1.4.3,
+    gh-pages @5100e2d6): a Flow's with shim_symbol, or the one aiecc makes for a fifo whose end is the runtime
+    (named as the fifo, its channel chosen by aiecc: None here)."""
+
+    symbol: str
+    tile: Tile
+    direction: str
+    channel: int | None
+
 
 # ---- the runtime sequence -------------------------------------------------------------------------
+@dataclass(frozen=True, eq=False)
+class BlockArgument:
+    """`RuntimeData.op`: the runtime sequence's block argument a tensor argument is bound to (runtime.py L341-344
+    at 1.4.3), the memref value aiex builders such as shim_dma_single_bd_task take as `mem`."""
+
+    data: RuntimeData
+
+    def __repr__(self) -> str:
+        return f"{self.data!r}.op"
+
+
 @dataclass(frozen=True, eq=False)
 class RuntimeData:
     """A runtime-sequence buffer argument."""
 
     index: int
     type: Any
+    op: BlockArgument = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "op", BlockArgument(self))
 
     @property
     def numel(self) -> int:
@@ -949,6 +997,12 @@ class TaskGroup:
         self.finished = True
         REC.finishes.append(self.group_id)
         REC.rt_events.append(("finish", self.group_id))
+        # runtime.py finish_task_group L89-113 at 1.4.3: the awaits of the group's wait=True tasks, then a free of
+        # every task: each returns its BD to its shim tile's pool (AIEAssignRuntimeSequenceBDIDs.cpp L215-252)
+        if any(t["wait"] for t in self.tasks):
+            seq.last_await = next(seq.clock)
+        for t in self.tasks:
+            _return_bd(seq, t.get("bd"))
 
     def __repr__(self) -> str:
         return f"TaskGroup({self.group_id})"
@@ -961,6 +1015,12 @@ class _ActiveSequence:
     open: list[TaskGroup] = field(default_factory=list)
     used_default: bool = False
     used_explicit: bool = False
+    allocations: dict[str, ShimAllocation] = field(default_factory=dict)  # the declared shim_dma_allocations
+    bd_ids: dict[tuple[int, int], set[int]] = field(default_factory=dict)  # per tile: the BD ids in use
+    tokens: dict[tuple, int] = field(default_factory=dict)  # per shim channel: issue_token starts not yet awaited
+    tasks: list[DmaTask] = field(default_factory=list)  # the raw tasks, in configure order
+    clock: Any = field(default_factory=itertools.count)  # orders starts and awaits
+    last_await: int = -1  # when the last dma_await_task (raw, or a TaskGroup finish's) was emitted
 
 
 # python/iron/runtime/runtime.py (1.4.3's gh-pages render @5100e2d6): fill / drain inside Runtime.sequence, on its
@@ -988,11 +1048,262 @@ def _transfer(kind: str, handle: ObjectFifoHandle, buf: Any, tap: Any, wait: boo
                          f"runtime has no end of this fifo")
     record = {"kind": kind, "fifo": handle.name, "buffer": buf, "tap": tap, "wait": wait,
               "group": group.group_id if group is not None else None, "shim": handle.shim_tile}
+    if handle.shim_tile is not None and handle.shim_tile.placed:  # a fill/drain is one shim BD task (dmatask.py)
+        record["bd"] = _take_bd(seq, handle.shim_tile, "aiex.dma_configure_task")
     REC.transfers.append(record)
     REC.rt_events.append(("task", record["group"]))
     if group is not None:
         group.tasks.append(record)
     return record
+
+
+# ---- aie.dialects.aiex in the runtime sequence: the DMA task ops a Flow's shim end is driven with ------------------
+# What 1.4.3 establishes (SHIM_RESEARCH.md; docs/shared_l1.md 10.1): the AIEX ops dma_configure_task_for /
+# dma_start_task / dma_await_task / dma_free_task (AIEX dialect doc, 1.4.3 gh-pages @5100e2d6); the BD-id pass
+# AIEAssignRuntimeSequenceBDIDs.cpp (1.4.3 doxygen render, gh-pages @7fdaee03): one BD-id pool per tile for every
+# runtime-sequence task (L56-79, seeded with the tile's static DMA BDs), ids taken at configure (L162-213) and
+# returned by an await or a free (L215-252), a per-channel token balance (L100-150). The Python helpers
+# (shim_dma_single_bd_task and the *_task wrappers) are not stored at the tag: they are modelled on what the three
+# stored python/dialects/aiex.py versions share (@0155ebd7, older than the tag; index ids 55050849217 and 68996018272,
+# later), with the 1.4.3 programming guide's signature (section-2d/DMATasks, gh-pages @5100e2d6).
+_TASK_KEYWORDS_NOT_AT_TAG = ("offset_parameter", "axcache")  # in some stored aiex.py versions, not in all
+
+
+@dataclass(eq=False)
+class DmaTask:
+    """A configured runtime-sequence DMA task (the `!index` result of aiex.dma_configure_task_for): one BD on its
+    allocation's shim tile. `state`: configured, started, awaited or freed."""
+
+    alloc: ShimAllocation
+    mem: BlockArgument
+    tap: TensorAccessPattern
+    issue_token: bool
+    bd: tuple[tuple[int, int], int]
+    state: str = "configured"
+    started: int = -1
+
+    @property
+    def channel_key(self) -> tuple:
+        """verifyTokenBalance's key (tile, direction, channel; L115-121): a fifo's allocation, whose channel aiecc
+        picks, is keyed by its name."""
+        a = self.alloc
+        return (a.tile.at(), a.direction, a.channel if a.channel is not None else a.symbol)
+
+    def __repr__(self) -> str:
+        return f"DmaTask({self.alloc.symbol}, {self.mem!r}, {self.state})"
+
+
+def _take_bd(seq: _ActiveSequence, tile: Tile, op: str) -> tuple[tuple[int, int], int]:
+    """AIEAssignRuntimeSequenceBDIDs.cpp allocateConfigure L162-213 at 1.4.3: the next free BD id of the tile's pool
+    (seeded with its static DMA programs' BDs, L58-79), or this error when all getNumBDs are in use. The id the
+    stand-in hands out (the lowest free) is its own numbering: BdIdGenerator::nextBdId was not read."""
+    at = tile.at()
+    assert at is not None
+    used = seq.bd_ids.setdefault(at, set())
+    free = [i for i in range(NUM_BDS[tile_kind(tile)]) if i not in used]
+    if not free:
+        raise ValueError(f"'{op}' op Too many simultaneously active buffer descriptors on tile ({at[0]},{at[1]}), "
+                         f"which supports up to {NUM_BDS[tile_kind(tile)]}. Emit an aiex.dma_free_task / "
+                         f"aiex.dma_await_task to reuse BDs.")
+    used.add(free[0])
+    return at, free[0]
+
+
+def _return_bd(seq: _ActiveSequence, bd: tuple[tuple[int, int], int] | None) -> None:
+    if bd is not None:
+        seq.bd_ids[bd[0]].discard(bd[1])
+
+
+def _in_sequence(name: str) -> _ActiveSequence:
+    """The running sequence; an aiex builder outside it: the stand-in's own refusal (1.4.3 would emit the op at
+    whatever insertion point is current, outside aiex.runtime_sequence)."""
+    if REC.sequence is None:
+        raise RuntimeError(f"{name}() must be called within the function passed to Runtime(seq_fn, fn_args)")
+    return REC.sequence
+
+
+def _task_pattern(mem: BlockArgument, tap: Any, offset: Any, sizes: Any, strides: Any,
+                  transfer_len: Any) -> TensorAccessPattern:
+    """The access pattern of a raw shim task, held to the shim BD fields the fills' are (verify_shim_bd, and the
+    DMABDOp::verify bound on the buffer). Given as sizes/strides it is checked as a TensorAccessPattern over the
+    buffer (taplib's checks: stricter than the helper, which takes raw lists)."""
+    if tap is not None:
+        if not isinstance(tap, TensorAccessPattern):
+            raise ValueError(f"shim_dma_single_bd_task: tap must be a TensorAccessPattern, got {type(tap).__name__} "
+                             f"(the stand-in's own check)")
+    else:
+        if sizes is None:
+            # every stored aiex.py defaults sizes to [0, 0, 0, 0] (a zero-length BD): not established at 1.4.3
+            raise ValueError("shim_dma_single_bd_task without tap or sizes is not established at 1.4.3 (the stored "
+                             "aiex.py versions emit a zero-length BD)")
+        strides = [0] * (len(sizes) - 1) + [1] if strides is None else strides
+        if len(sizes) != len(strides):  # the dma_bd wrapper of index id 55050849217 (the older one zips silently)
+            raise ValueError("dma_bd: sizes and strides must be the same length")
+        tap = TensorAccessPattern((mem.data.numel,), offset or 0, list(sizes), list(strides))
+    if transfer_len is not None and transfer_len != int(np.prod(tap.sizes[-3:])):
+        # every stored shim_dma_bd (python/dialects/aiex.py, SHIM_RESEARCH.md S7) defaults the length to
+        # prod(sizes[-3:]); another length's meaning on a shim BD at the tag was not read
+        raise ValueError(f"shim_dma_single_bd_task: transfer_len {transfer_len} other than prod(sizes[-3:]) = "
+                         f"{int(np.prod(tap.sizes[-3:]))} is not established at 1.4.3")
+    if tap.max_index() >= mem.data.numel:  # DMABDOp::verify 3190-3530 at 1.4.3, as for the fills
+        raise ValueError(f"'aie.dma_bd' op Specified stride(s) and size(s) result in out of bounds access in buffer, "
+                         f"for index {tap.max_index()} in memref of length {mem.data.numel}.")
+    verify_shim_bd(tap, _buffer_elem_bits(mem.data.type))
+    if len(tap.sizes) != 4:
+        # every stored helper (python/dialects/aiex.py) takes sizes[0] as the task's repeat count (sizes[0] - 1)
+        # whatever the length, and @0155ebd7 defaults strides to four entries: only the 4-dim form of the 1.4.3
+        # guide ("a maximum of four size dimensions ... not used should be set to 1") is unambiguous
+        raise ValueError(f"shim_dma_single_bd_task with {len(tap.sizes)} sizes (not 4) is not established at 1.4.3")
+    return tap
+
+
+def shim_dma_single_bd_task(alloc, mem, *, tap=None, offset=None, sizes=None, strides=None, transfer_len=None,
+                            issue_token=False, burst_length=0, packet=None, **keywords):
+    """aiex.shim_dma_single_bd_task: configures (does not start) a one-BD task on the shim_dma_allocation `alloc`
+    moving runtime buffer `mem` (a RuntimeData's `.op`), and returns it for dma_start_task. Only the keywords
+    every stored version has; keyword-only after `mem` because `packet`'s position differs between them (9th in
+    two, 10th in index id 68996018272): the stand-in is stricter there than any one version."""
+    for name in keywords:
+        if name in _TASK_KEYWORDS_NOT_AT_TAG:
+            raise TypeError(f"shim_dma_single_bd_task(): keyword {name!r} is not established at 1.4.3 (only some "
+                            f"stored aiex.py versions take it)")
+        # no stored aiex.py version, nor the 1.4.3 guide's signature, takes it: Python's own refusal
+        raise TypeError(f"shim_dma_single_bd_task() got an unexpected keyword argument '{name}'")
+    seq = _in_sequence("shim_dma_single_bd_task")
+    if tap is not None and not (offset is None and sizes is None and strides is None):  # every stored aiex.py
+        raise ValueError("shim_dma_single_bd_task can take either a TensorAccessPattern OR (sizes and/or strides "
+                         "and/or offsets), but not both.")
+    if not isinstance(alloc, str):
+        raise TypeError(f"shim_dma_single_bd_task: alloc must be the allocation's symbol name, got "
+                        f"{type(alloc).__name__} (the stand-in's own: it has no allocation ops)")
+    if alloc not in seq.allocations:
+        # dma_configure_task_for's `alloc` is a symbol reference to an aie.shim_dma_allocation (AIEX dialect doc at
+        # 1.4.3), resolved by --aie-substitute-shim-dma-allocations (AIEAssignRuntimeSequenceBDIDs.cpp L267-270);
+        # the diagnostic's wording is the stand-in's own (that pass was not read)
+        raise ValueError(f"'aiex.dma_configure_task_for' op no aie.shim_dma_allocation named @{alloc} (declared: "
+                         f"{sorted(seq.allocations)}; a Flow's shim_symbol counts only once given to Runtime.add_flow)")
+    if not isinstance(mem, BlockArgument) or not any(mem.data is a for a in seq.args):
+        # the BD's buffer is the sequence's block argument, RuntimeData.op (runtime.py L341-344 at 1.4.3); anything
+        # else is not a memref value of this sequence: the stand-in's own wording
+        raise ValueError(f"shim_dma_single_bd_task on {alloc}: mem must be a runtime-sequence argument's .op, got "
+                         f"{mem!r}")
+    if burst_length != 0:  # the tag's valid burst lengths for a task were not read
+        raise ValueError(f"shim_dma_single_bd_task: burst_length {burst_length} (other than 0, the largest) is not "
+                         f"established at 1.4.3")
+    if packet is not None:
+        raise ValueError("shim_dma_single_bd_task: packet is not modelled by the stand-in's own (no packet flows)")
+    pattern = _task_pattern(mem, tap, offset, sizes, strides, transfer_len)
+    a = seq.allocations[alloc]
+    task = DmaTask(a, mem, pattern, bool(issue_token), _take_bd(seq, a.tile, "aiex.dma_configure_task"))
+    seq.tasks.append(task)
+    REC.dma_tasks.append(task)
+    REC.rt_events.append(("configure", alloc))
+    return task
+
+
+def _tasks(name: str, tasks: tuple, verb: str) -> _ActiveSequence:
+    seq = _in_sequence(name)
+    if not tasks:  # every stored aiex.py wrapper (its words, "to free" in dma_start_task's too)
+        raise ValueError(f"{name} must receive at least one DMAConfigureTaskForOp to {verb}")
+    for t in tasks:
+        if not isinstance(t, DmaTask) or t not in seq.tasks:
+            raise TypeError(f"{name}: {t!r} is not a task configured in this runtime sequence (the stand-in's own: "
+                            f"IRON's fills and drains are finished by their TaskGroup)")
+    return seq
+
+
+def dma_start_task(*args):
+    """aiex.dma_start_task of each task: pushes its BD on its channel's queue (with a token if issue_token)."""
+    seq = _tasks("dma_start_task", args, "free")
+    for t in args:
+        if t.state != "configured":
+            # starting a task twice (or after its await or free) is the stand-in's own refusal: 1.4.3's BD-id pass
+            # does not check it, and the lowering never needs it (its BD may already be reused)
+            raise ValueError(f"dma_start_task of {t!r}: a task is started once, before its await or free (the "
+                             f"stand-in's own)")
+        t.state, t.started = "started", next(seq.clock)
+        if t.issue_token:  # verifyTokenBalance L125-128
+            seq.tokens[t.channel_key] = seq.tokens.get(t.channel_key, 0) + 1
+        REC.rt_events.append(("start", t.alloc.symbol))
+
+
+def _recycle(t: DmaTask, op: str, seq: _ActiveSequence) -> None:
+    """recycle L226-252 at 1.4.3: the task's BD returns to the pool; a free after its await is tolerated, any other
+    second return is refused."""
+    if t.state in ("awaited", "freed") and not (op == "aiex.dma_free_task" and t.state == "awaited"):
+        raise ValueError(f"'{op}' op frees buffer descriptor ID {t.bd[1]}, which is not currently in use; it was "
+                         f"already completed by an earlier aiex.dma_free_task or aiex.dma_await_task")
+    _return_bd(seq, t.bd)
+
+
+def dma_await_task(*args):
+    """aiex.dma_await_task of each task: blocks the host until its token arrives, then returns its BD."""
+    seq = _tasks("dma_await_task", args, "wait for")
+    for t in args:
+        if not t.issue_token:
+            # dma_await_task needs issue_token = true (AIEX dialect doc at 1.4.3); "a non-issue_token await is
+            # diagnosed later by aie-dma-tasks-to-npu" (AIEAssignRuntimeSequenceBDIDs.cpp L112-113, L131-133): the
+            # wording below is the stand-in's own (that pass was not read)
+            raise ValueError(f"'aiex.dma_await_task' op awaits {t!r}, configured without issue_token=True")
+        if seq.tokens.get(t.channel_key, 0) < 1:  # verifyTokenBalance L136-143
+            raise ValueError("'aiex.dma_await_task' op awaits a task-completion token on a channel where no "
+                             "outstanding token is guaranteed to have been produced; the runtime sequence would "
+                             "block here forever. Ensure a prior issue_token dma_start_task on the same tile, "
+                             "direction and channel reaches this await")
+        if t.state == "configured":
+            # another task's token on the channel would let 1.4.3 through (it counts tokens per channel); awaiting
+            # a task before starting it is still the stand-in's own refusal
+            raise ValueError(f"dma_await_task of {t!r} before its dma_start_task (the stand-in's own)")
+        _recycle(t, "aiex.dma_await_task", seq)
+        seq.tokens[t.channel_key] -= 1
+        t.state = "awaited"
+        seq.last_await = next(seq.clock)
+        REC.rt_events.append(("await", t.alloc.symbol))
+
+
+def dma_free_task(*args):
+    """aiex.dma_free_task of each task: returns its BD to the pool once the task is known complete."""
+    seq = _tasks("dma_free_task", args, "free")
+    for t in args:
+        if t.state == "configured":
+            raise ValueError(f"dma_free_task of {t!r} before its dma_start_task (the stand-in's own: its BD could "
+                             f"be reused by the next task while it is still queued)")
+        if t.state == "started" and seq.last_await < t.started:
+            # "Using dma_free_task(X) before task X has completed will lead to a race condition" (1.4.3 programming
+            # guide, section-2d/DMATasks): the stand-in asks for an await emitted after the task's start (its own,
+            # or a TaskGroup finish's, such as the C drain of the same block); that await implies the task's
+            # completion is the caller's claim, not checked here
+            raise ValueError(f"dma_free_task of {t!r} with no dma_await_task since its start: it may still be "
+                             f"running (the stand-in's own rule, from the 1.4.3 guide's race)")
+        _recycle(t, "aiex.dma_free_task", seq)
+        t.state = "freed"
+        REC.rt_events.append(("free", t.alloc.symbol))
+
+
+def _declare_allocations(rt: Runtime) -> dict[str, ShimAllocation]:
+    """The sequence's aie.shim_dma_allocation symbols: each runtime fifo's (named as the fifo, which aiecc's
+    objectfifo lowering declares: 1.4.3 guide section-2d's `alloc` bullet) and each added Flow's shim_symbol. Two
+    with one name would be one MLIR symbol defined twice (the module's symbol table verifier: the stand-in's
+    wording)."""
+    out: dict[str, ShimAllocation] = {}
+    found = [ShimAllocation(h.name, h.endpoint.tile, DMAChannelDir.MM2S if h.is_prod else DMAChannelDir.S2MM, None)
+             for h in rt.fifos if isinstance(h.endpoint, RuntimeEndpoint) and h.endpoint.tile is not None
+             and h.endpoint.tile.placed]
+    found += [a for a in (f.shim_allocation() for f in rt.flows) if a is not None]
+    for a in found:
+        if a.symbol in out:  # MLIR's symbol table verifier (mlir/lib/IR/SymbolTable.cpp, not read here)
+            raise ValueError(f"redefinition of symbol named '{a.symbol}' (two aie.shim_dma_allocation ops)")
+        out[a.symbol] = a
+    return out
+
+
+def _retire_check(seq: _ActiveSequence) -> None:
+    """A raw task neither awaited nor freed by the end of the sequence keeps its BD id for good: 1.4.3's BD-id pass
+    does not refuse that (it only runs out, L194-203); the stand-in's own refusal, so the lowering frees each."""
+    for t in seq.tasks:
+        if t.state in ("configured", "started"):
+            raise ValueError(f"{t!r} is never awaited or freed in the runtime sequence (the stand-in's own: its BD "
+                             f"id stays taken)")
 
 
 @dataclass(frozen=True)
@@ -1031,11 +1342,16 @@ class Runtime:
                 args.append(data[-1])
             else:
                 args.append(a)
-        REC.sequence = seq = _ActiveSequence(data)
+        REC.sequence = seq = _ActiveSequence(data, allocations=_declare_allocations(self))
+        for td in self.tile_dmas:  # seedFromStaticBds (L58-67): a shim tile's static BDs are taken
+            if tile_kind(td.tile) == "ShimNOCTile":
+                for _ in (bd for ch in td.channels for bd in ch.bds):
+                    _take_bd(seq, td.tile, "aiex.dma_configure_task")
         try:
             self.seq_fn(*args)
             if seq.open:
                 raise IronRuntimeError(f"Failed to close task groups: {seq.open}")
+            _retire_check(seq)
             if self.strict and seq.used_default and seq.used_explicit:
                 raise IronRuntimeError("Mixing explicit task groups and the default task group is prohibited. "
                                        "Please assign all tasks to a task group.")
@@ -1253,8 +1569,9 @@ def _lower_fifos() -> None:
 # AIETargetModel.h 760-762, getMaxLockValue 764, getNumBDs 769-771. npu2 is an AIE2 target model too.
 ROW_KINDS = {0: "ShimNOCTile", 1: "MemTile"}  # npu1 and npu2: shim row 0, memtile row 1, cores above
 NUM_LOCKS = {"MemTile": 64, "CoreTile": 16, "ShimNOCTile": 16}
-NUM_BDS = {"MemTile": 48, "CoreTile": 16, "ShimNOCTile": 16}
-DMA_CHANNELS = {"MemTile": 6, "CoreTile": 2, "ShimNOCTile": 2}  # per direction: AM020 "AIE-ML Memory Module", "Tile"
+NUM_BDS = {"MemTile": MEM_DMA.bds, "CoreTile": CORE_DMA.bds, "ShimNOCTile": SHIM_DMA.bds}  # 48, 16, 16
+DMA_CHANNELS = {"MemTile": MEM_DMA.s2mm_channels, "CoreTile": CORE_DMA.s2mm_channels,  # 6, 2, 2 per direction:
+                "ShimNOCTile": SHIM_DMA.s2mm_channels}  # AM020 "AIE-ML Memory Module", "Tile" (facts/devices.py)
 DMA_OP = {"MemTile": "aie.memtile_dma", "CoreTile": "aie.mem", "ShimNOCTile": "aie.shim_dma"}
 
 
@@ -1570,6 +1887,8 @@ class Dump:
             tap = t["tap"]
             lines.append(f"rt {t['kind']} {t['fifo']} {t['buffer']} {tap.offset} {tap.sizes} {tap.strides} "
                          f"group={t['group']} wait={t['wait']} shim={t['shim']}")
+        lines += [f"rt task {t.alloc.symbol} {t.mem!r} {t.tap.offset} {t.tap.sizes} {t.tap.strides} "
+                  f"token={t.issue_token}" for t in REC.dma_tasks]
         rt = self.program.rt  # the lower-level primitives, when a program has any
         lines += [f"lock {lk.name} at {lk.tile} id={lk.lock_id} init={lk.init}" for lk in rt.locks]
         for f in rt.flows:

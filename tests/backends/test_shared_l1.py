@@ -70,7 +70,7 @@ def build_shared(plan: SharedPlan, device: Callable[[], Any] = ir.NPU1) -> Share
     holds the operand's two objects (their own empty/full locks) and feeds each holding tile from one
     MM2S channel (a tile holding both buffers gets them alternately on one channel); the shim fills the
     memtile through a Flow with a shim_symbol, which the runtime sequence drives with
-    shim_dma_single_bd_task (not modelled here: the stand-in has no aiex ops)."""
+    shim_dma_single_bd_task (the sequence here drives nothing; test_shim_tasks.py records that leg)."""
     ir.api()
     col = plan.readers[0][0]
     shim, mem = ir.Tile(col, 0), ir.Tile(col, 1)
