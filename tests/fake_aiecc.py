@@ -20,7 +20,7 @@ fails with aiecc's message; an object without frames gives aiecc's lower-bound w
 is not validated (aiecc's warning). `--get=measured_stack_sizes.mlir` writes each core's
 measured_stack_size and its measured_data_size: the linked .data/.rodata/.bss (the 1.4.3 docs,
 core_data_memory), here the sum of the `.data_size BYTES` lines of the kernel objects the core links (the
-tests' stand-in clang++ writes one: the rendered source's static data, backends/kernel_source/render.static_data) plus
+tests' stand-in clang++ writes one: the rendered source's static data, backends/kernel_source/static_data.py) plus
 crt1's and the core body's own, CORE_BODY_DATA (unknown for the real crt1: 0 here).
 
 Usage: python fake_aiecc.py [aiecc arguments]   (installed as `aiecc` by the tests)

@@ -59,7 +59,7 @@ CORE_STATIC: tuple[CoreStatic, ...] = (
     # whose measurement exceeds this reservation is refused. Our kernels define no static data: the tanh
     # table's two copies (1 KiB) are worker Buffers, counted as the L1 parts spec/rules/l1.TANH_PARTS, and
     # backends/kernel_source/render.render_kernel refuses a source that defines any
-    # (backends/kernel_source/render.static_data). So this
+    # (backends/kernel_source/static_data.py). So this
     # is only an assumed margin for what no source of ours shows: crt1's and the core body's data, the
     # compiler's constant pools and jump tables (the runtime activation's switch).
     CoreStatic(KERNEL_DATA, 256, False, "assumed margin; aiecc 1.4.3 measures it (measured_data_size)"),

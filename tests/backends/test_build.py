@@ -14,6 +14,7 @@ from gemm_gen.app.cli import main
 from gemm_gen.backends import iron, toolchain
 from gemm_gen.backends.compile import run_build
 from gemm_gen.backends.kernel_source import render_kernel
+from gemm_gen.backends.kernel_source import static_data as static_data_module
 from gemm_gen.design import build_design
 from gemm_gen.facts.errors import BuildError, ConfigError, ToolchainMissing
 
@@ -108,6 +109,7 @@ def test_missing_toolchain_stops_before_writing(tmp_path, capsys, monkeypatch, n
     assert not (tmp_path / "build").exists()
 
 
+STATIC_DATA = Path(static_data_module.__file__)  # what the stand-in compilers load to read a source's static data
 KERNEL_FRAME = 512  # the stack frame the stand-in Peano records for a kernel (FAKE_KERNEL_FRAME overrides it)
 
 
@@ -125,9 +127,12 @@ def _fake_tools(tmp_path: Path, monkeypatch, aiecc_exit: int = 0) -> None:
     writer = (f"#!{sys.executable}\nimport os, sys\ntext = '{{}}'\n"
               "if '-fstack-size-section' in sys.argv:\n"
               f"    text += '\\n.stack_sizes matmul ' + os.environ.get('FAKE_KERNEL_FRAME', '{KERNEL_FRAME}')\n"
-              # the object's static data: the source's (backends/kernel_source/render.static_data), or
-              # FAKE_KERNEL_DATA's
-              "from gemm_gen.backends.kernel_source.render import static_data\n"
+              # the object's static data: the source's (backends/kernel_source/static_data.py, loaded by its path:
+              # the package is not imported for each compile), or FAKE_KERNEL_DATA's
+              "import importlib.util\n"
+              f"spec = importlib.util.spec_from_file_location('static_data', {str(STATIC_DATA)!r})\n"
+              "mod = importlib.util.module_from_spec(spec); spec.loader.exec_module(mod)\n"
+              "static_data = mod.static_data\n"
               "src = open(sys.argv[sys.argv.index('-c') + 1]).read()\n"
               "data = int(os.environ.get('FAKE_KERNEL_DATA', sum(n for _, n in static_data(src))))\n"
               "text += '\\n.data_size ' + str(data) if data else ''\n"
@@ -392,7 +397,7 @@ def test_the_build_records_what_aiecc_measured(tmp_path, monkeypatch):
 
 def test_the_aiecc_standin_reports_the_static_data_its_objects_hold(tmp_path):
     """measured_data_size is the linked objects' static data (their `.data_size` lines, which the stand-in
-    clang++ writes from the source: backends/kernel_source/render.static_data) plus the core body's (0 in the
+    clang++ writes from the source: backends/kernel_source/static_data.py) plus the core body's (0 in the
     stand-in)."""
     (tmp_path / "design.mlir").write_text(_worker_mlir(3328))
     (tmp_path / "k.o").write_text("peano object\n.stack_sizes matmul 512\n.data_size 1024")
