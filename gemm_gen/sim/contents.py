@@ -42,6 +42,7 @@ Provenance = tuple[np.ndarray, np.ndarray]  # (tags int8, ids int64 relative to 
 ZERO, MATMUL, CONVERT = 0, 1, 2
 FIELDS = 8  # kind, core, handle, slice, A key, A base, B key, B base (convert: mode, B key, B base; zero: how)
 CALLED, CARRIED = 0, 1  # a zero call of this call, or one the core made at the end of the previous call
+UNWRITTEN = ("zero", "stale")  # key kinds whose base means nothing
 
 
 class NotProven(Exception):

@@ -26,14 +26,13 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .contents import FIELDS, HANDLE, MATMUL, TASK
+from .contents import FIELDS, HANDLE, MATMUL, TASK, UNWRITTEN
 from .machine import CommandProcessor, CoreActor, Lock
 from .words import TAG_NONE
 
 if TYPE_CHECKING:  # annotations only: the flow imports this module
     from .flow import Flow, LeanChannel, Region
 
-UNWRITTEN = ("zero", "stale")  # contents whose base means nothing
 BASE_COLUMNS = (5, 7)  # a matmul record's A and B bases (sim/contents.py FIELDS)
 
 
@@ -155,9 +154,8 @@ class LoopPeriods:
 
     # ---- the repeat -------------------------------------------------------------------------------------
     def _repeat(self, x: Snap, y: Snap, z: Snap) -> bool:
-        """Repeat the cycle from y to z as often as what follows z allows; whether anything was repeated."""
-        if x.structure != z.structure:
-            return False
+        """Repeat the cycle from y to z (three returns of one structure: round() keeps them per structure) as often
+        as what follows z allows; whether anything was repeated."""
         step = y.numbers - x.numbers
         if not np.array_equal(z.numbers - y.numbers, step) or not step.any():
             return False
@@ -196,9 +194,8 @@ class LoopPeriods:
         down = counters & (step < 0)
         if down.any():  # every counting loop stays above zero
             n = min(n, int(((z.numbers[down] - 1) // -step[down]).min()))
-        at = 0
         keys, memo = self.flow.keys, self.flow.periodic
-        for ch in self.channels:
+        for ch, at in zip(self.channels, np.flatnonzero(kinds == POS).tolist(), strict=True):  # each its position
             d_pos, d_words = int(step[at]), int(step[at + 1])
             if d_pos:  # a channel that walks on: an MM2S inside one BD (or task) all cycle, through words that repeat
                 if not ch.active or not ch.mm2s or d_pos < 0 or d_words != d_pos:
@@ -212,7 +209,6 @@ class LoopPeriods:
                     n = got
                 if n <= 0:
                     return 0
-            at += 2 + ((1 + len(ch.pieces)) if ch.active else 0)
         return n
 
     def _assign(self, numbers: np.ndarray) -> None:

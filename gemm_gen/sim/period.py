@@ -22,14 +22,13 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .contents import CONVERT, FIELDS, HANDLE, MATMUL, ORIGIN, TASK
+from .contents import CONVERT, FIELDS, HANDLE, MATMUL, ORIGIN, TASK, UNWRITTEN
 from .machine import CALL, LOOP, CommandProcessor, CoreActor, Lock, Step, Task
 
 if TYPE_CHECKING:  # annotations only: the machine imports this module
     from .flow import Flow, LeanChannel, Region
 
 LOW = ORIGIN * 2 - 1  # a task base's offset bits
-UNWRITTEN = ("zero", "stale")  # contents whose base means nothing
 
 
 class Checkpoint:
