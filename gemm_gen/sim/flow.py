@@ -29,7 +29,7 @@ from .kernel import KernelEmulator
 from .loops import LoopPeriods
 from .lower import Machine, command_processor
 from .machine import CALL, Bd, Buffer, Call, Channel, CommandProcessor, CoreActor, Task
-from .period import Periods, machine_locks
+from .period import Periods
 
 
 class Region:
@@ -305,7 +305,7 @@ class Flow:
         self.firsts = [t.first for t in tasks]
         self.cross_tasks = 0
         periods = Periods(self, cmd, m.cores, tasks) if self.skipping else None
-        loops = LoopPeriods(self, cmd, m.cores, machine_locks(self)) if self.skipping else None
+        loops = LoopPeriods(self, cmd, m.cores, periods.locks) if periods is not None else None  # one lock list
         for lean in self.channels.values():  # a literal call may have run in between
             lean.cur, lean.words = lean.ch.cur, 0
         actors: list = [cmd, *self.streams, *m.cores]

@@ -54,7 +54,7 @@ class Periods:
         self.flow, self.cmd, self.cores, self.tasks = flow, cmd, cores, tasks
         self.channels: list[LeanChannel] = list(flow.channels.values())
         self.regions: list[Region] = [r for rs in flow.regions.values() for r in rs]
-        self.locks = machine_locks(flow)
+        self.locks = _locks(flow)
         self.t0: dict[int, int] = {}
         for i, t in enumerate(tasks):
             self.t0.setdefault(t.spec.group, i)
@@ -260,7 +260,7 @@ def _tile_loops(core: CoreActor, roles: dict[str, str]) -> set[int]:
     return {i for i, ins in enumerate(code) if ins[0] == LOOP and any(i < z < ins[2] for z in zeros)}
 
 
-def machine_locks(flow: Flow) -> list[Lock]:
+def _locks(flow: Flow) -> list[Lock]:
     """Every lock a BD or a core's fifo end uses, once each."""
     seen: dict[int, Lock] = {}
     for ch in flow.channels.values():
